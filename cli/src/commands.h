@@ -1,0 +1,22 @@
+// The subcommand table of the `stagecraft` dispatcher: each subcommand registers its flags
+// on a CLI11 sub-app and returns the function that runs it.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace stagecraft::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;  // returns the exit code; throws InputError on bad input
+};
+
+Command AddScheduleCommand(CLI::App& root);
+#ifdef STAGECRAFT_HAVE_SIM
+Command AddSimulateCommand(CLI::App& root);
+#endif
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,41 @@
+// Analysis from the IR alone: per rank the peak number of in-flight microbatches (forwards
+// whose activations are stashed: F done, B or I not yet), pending weight gradients (I done,
+// W not yet), the peak number of live weight versions, and a unit-time grid like the
+// figures in the papers (F = I = W = 1 unit, B = 2 units, no communication cost).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+struct RankAnalysis {
+  int peak_inflight = 0;         // stage-microbatch activations stashed at once
+  int peak_pending_w = 0;        // I done, W not yet (Zero Bubble's deferred weight grads)
+  int peak_weight_versions = 0;  // max over this rank's stages of versions alive at once
+  std::vector<int> stage_peak_versions;  // per local chunk, stage order
+};
+
+// A version is alive from the STEP that produces it (version 0: from the start) until the
+// later of its last reader and the STEP that replaces it as newest.
+std::vector<RankAnalysis> Analyze(const Schedule& schedule);
+
+// One compute op placed on the unit-time grid.
+struct GridCell {
+  int64_t start = 0;
+  int64_t duration = 0;
+  int op_index = 0;  // position in the rank's op list
+};
+struct UnitGrid {
+  std::vector<std::vector<GridCell>> cells;  // per rank, compute ops in order
+  int64_t makespan = 0;
+};
+// List-schedules compute ops in rank order with unit costs; data dependencies only.
+UnitGrid UnitTimeGrid(const Schedule& schedule);
+// Renders the grid as text, one row per rank.
+std::string RenderGrid(const Schedule& schedule);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,32 @@
+// Interop with PyTorch torch.distributed.pipelining CSV schedules: one row per rank, one
+// action per cell ("0F0", "2I1", "0W3", "1SEND_F0"), empty cells are idle slots. Both the
+// compute_only and the compute_comms forms. Microbatch indices in the file are global
+// (step * microbatches + microbatch); STEP ops are not written, AssignWeights rebuilds them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+enum class CsvForm { kComputeOnly, kComputeComms };
+
+std::string ExportCsv(const Schedule& schedule, CsvForm form);
+
+struct CsvImportOptions {
+  std::string name = "imported";
+  int chunks = 1;             // stages per rank; 0 = infer from the highest stage index
+  Placement placement = Placement::kLoop;
+  int microbatches = 0;       // per step; 0 = all microbatches in the file form one step
+  int steps = 1;
+  WeightPolicy weights = WeightPolicy::kFlush;
+};
+
+// Parses `text` (named `source` in errors). Throws InputError "source:row:col: ..." on a
+// malformed cell. The result is unlowered when the file has no SEND/RECV cells, lowered
+// otherwise; versions and STEPs are assigned by policy. Call Validate on it.
+Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImportOptions& options);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,49 @@
+// The table of schedule generators. Each generator lives in its own file under
+// schedules/src/generators/, cites its paper, and emits compute ops only; weights.h then
+// assigns weight versions and STEPs, and lower.h inserts SEND/RECV.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+struct GeneratorInfo {
+  std::string_view name;      // "gpipe", "1f1b", ...
+  std::string_view citation;  // paper the order follows
+  WeightPolicy weights;
+  bool interleaved;  // takes chunks > 1 (and requires it)
+  // Returns an empty string when (ranks, microbatches, chunks) is allowed, else why not.
+  std::function<std::string(const GeneratorParams&)> check;
+  // Emits per-rank compute ops (F/B/I/W with stage, microbatch, step); versions unset.
+  std::function<std::vector<std::vector<Op>>(const GeneratorParams&)> emit;
+};
+
+const std::vector<GeneratorInfo>& Generators();
+const GeneratorInfo* FindGenerator(std::string_view name);  // nullptr when unknown
+std::string GeneratorNames();                               // "gpipe, 1f1b, ..."
+
+// Generates a complete, unlowered schedule: emit + AssignWeights. Throws InputError naming
+// the generator and the rule when the parameters are not allowed.
+Schedule Generate(std::string_view name, const GeneratorParams& params);
+
+// Per-generator emitters (one file each).
+std::vector<std::vector<Op>> EmitGpipe(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitOneFOneB(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitPipeDream(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitTwoBW(const GeneratorParams& p);
+std::string CheckTwoBW(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitInterleaved(const GeneratorParams& p);
+std::string CheckInterleaved(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitZbH1(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitZbH2(const GeneratorParams& p);
+
+// 1F1B order over `total` microbatches with no flush, numbered globally; shared by 1f1b
+// (per step), pipedream and 2bw (across steps). `m` splits the global index into step/mb.
+std::vector<std::vector<Op>> OneFOneBOrder(int ranks, int total, int m, int step_offset);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,116 @@
+// The schedule IR (DESIGN.md §2): a pipeline shape, a weight policy and, per rank, the
+// ordered list of ops that rank executes. Generators, lowering, validation, the simulator,
+// the executor and the trace format all read these same facts.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stagecraft::schedules {
+
+// Always-on invariant check: a broken invariant is a bug in stagecraft, not bad input.
+[[noreturn]] void CheckFailed(const char* expr, const char* file, int line, const std::string& msg);
+#define SC_CHECK(cond, msg)                                                       \
+  do {                                                                            \
+    if (!(cond)) ::stagecraft::schedules::CheckFailed(#cond, __FILE__, __LINE__, (msg)); \
+  } while (0)
+
+// Bad user input (flags, CSV, JSON, YAML): carries where it came from and what was expected.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class OpKind : uint8_t {
+  kF,      // forward
+  kB,      // full backward (input and weight gradients)
+  kI,      // backward for inputs only (Zero Bubble "B")
+  kW,      // backward for weights only (Zero Bubble "W")
+  kSendF,  // post the send of activations to the next stage
+  kRecvF,  // post the receive of activations from the previous stage
+  kSendB,  // post the send of input gradients to the previous stage
+  kRecvB,  // post the receive of output gradients from the next stage
+  kStep,   // optimizer step of one stage; produces weight version `version`
+};
+inline constexpr int kNumOpKinds = 9;
+
+std::string_view KindName(OpKind kind);  // "F", "B", "I", "W", "SEND_F", ..., "STEP"
+bool ParseKind(std::string_view text, OpKind* kind);
+inline bool IsCompute(OpKind k) { return k == OpKind::kF || k == OpKind::kB || k == OpKind::kI || k == OpKind::kW; }
+inline bool IsBackward(OpKind k) { return k == OpKind::kB || k == OpKind::kI || k == OpKind::kW; }
+inline bool IsComm(OpKind k) {
+  return k == OpKind::kSendF || k == OpKind::kRecvF || k == OpKind::kSendB || k == OpKind::kRecvB;
+}
+
+// Stage -> rank placement. kLoop: stage s on rank s % ranks (Megatron interleaving).
+// kV: chunk c runs down the ranks when c is even and back up when odd (ZB-V, DualPipe-V).
+enum class Placement : uint8_t { kLoop, kV };
+
+// How weights evolve; the rules are spelled out in weights.h.
+enum class WeightPolicy : uint8_t {
+  kFlush,  // GPipe, 1F1B, interleaved, ZB: step t reads version t, one STEP per stage per step
+  kStash,  // PipeDream: a STEP after every backward, B reads the version its F read
+  kTwoBW,  // PipeDream-2BW: step t reads version max(t-1, 0), one STEP per stage per step
+};
+std::string_view PolicyName(WeightPolicy policy);
+bool ParsePolicy(std::string_view text, WeightPolicy* policy);
+
+struct Op {
+  OpKind kind = OpKind::kF;
+  int32_t stage = 0;       // the stage doing the op (for SEND/RECV: the local stage)
+  int32_t microbatch = 0;  // index within its step, 0..microbatches-1
+  int32_t step = 0;        // optimizer step the microbatch belongs to
+  int32_t version = 0;     // weight version read (F/B/I/W) or produced (STEP); 0 for comms
+  int32_t peer = -1;       // SEND: destination rank; RECV: source rank; -1 otherwise
+
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+struct Shape {
+  int ranks = 1;
+  int chunks = 1;  // virtual stages per rank
+  Placement placement = Placement::kLoop;
+
+  int stages() const { return ranks * chunks; }
+  int RankOf(int stage) const;
+  int ChunkOf(int stage) const { return stage / ranks; }
+  int StageOf(int rank, int chunk) const;  // inverse of (RankOf, ChunkOf)
+  friend bool operator==(const Shape&, const Shape&) = default;
+};
+
+struct Schedule {
+  std::string name;  // generator name, e.g. "1f1b"
+  Shape shape;
+  int microbatches = 1;  // per step
+  int steps = 1;
+  WeightPolicy weights = WeightPolicy::kFlush;
+  bool recompute = false;      // B recomputes the stage's forward instead of stashing activations
+  bool vertical_sync = false;  // PipeDream: every stage uses the version stage 0 used
+  bool lowered = false;        // SEND/RECV ops present
+  std::vector<std::vector<Op>> ops;  // ops[rank] in execution order
+
+  int ranks() const { return shape.ranks; }
+  int stages() const { return shape.stages(); }
+  size_t OpCount() const;
+  friend bool operator==(const Schedule&, const Schedule&) = default;
+};
+
+// PyTorch torch.distributed.pipelining action string: "<stage><KIND><microbatch>",
+// e.g. "0F0", "2I1", "1SEND_F0"; STEP ops print as "<stage>STEP<version>". The microbatch
+// printed is the global index step * microbatches + microbatch.
+std::string ActionString(const Op& op, int microbatches_per_step);
+
+// Generator input. Not every generator uses every field (chunks only for interleaved).
+struct GeneratorParams {
+  int ranks = 1;
+  int microbatches = 1;
+  int chunks = 1;
+  int steps = 1;
+  bool recompute = false;
+  bool vertical_sync = false;
+};
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,21 @@
+// Weight versions and optimizer STEPs, assigned from the schedule's weight policy so that
+// the simulator's memory model and the executor's weight store read the same facts.
+//   kFlush : every op of step t reads version t; a stage STEPs (producing t+1) right after its
+//            last backward (B or W) of step t.
+//   kStash : PipeDream (Harlap et al., SOSP'19): F reads the stage's newest version, its
+//            B/I/W read the version that F read; a STEP follows each microbatch's last
+//            backward. With vertical sync every stage reads the version stage 0 read.
+//   kTwoBW : PipeDream-2BW (Narayanan et al., ICML'21 §3.1): global microbatch k (1-indexed)
+//            reads version max(floor((k-1)/m) - 1, 0); a STEP follows the last backward of
+//            each step, so W(t+1) = W(t) - lr * grad(W(t-1)).
+#pragma once
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+// Sets `version` on compute ops and inserts STEP ops; removes STEPs already present.
+// Works on lowered and unlowered schedules.
+void AssignWeights(Schedule* schedule);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,154 @@
+// IR-only analysis: in-flight activations, deferred weight gradients, live weight versions,
+// and the unit-time grid (F = I = W = 1, B = 2, free communication).
+#include "stagecraft/schedules/analysis.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "op_index.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+// Peak number of versions of one stage alive at once. Positions are doubled so that a
+// version replaced at a STEP (and read no more) hands over to the new one at that STEP.
+int PeakVersions(const std::vector<Op>& ops, int stage) {
+  struct Life {
+    long start2 = -2, last_read2 = -1, replaced2 = std::numeric_limits<long>::max();
+  };
+  std::vector<Life> lives(1);
+  int newest = 0;
+  for (long i = 0; i < static_cast<long>(ops.size()); ++i) {
+    const Op& op = ops[i];
+    if (op.stage != stage) continue;
+    if (op.kind == OpKind::kStep && op.version >= 1) {
+      if (static_cast<size_t>(op.version) >= lives.size()) lives.resize(op.version + 1);
+      lives[op.version].start2 = 2 * i;
+      if (op.version > newest) {
+        lives[newest].replaced2 = 2 * i;
+        newest = op.version;
+      }
+    } else if (IsCompute(op.kind) && op.version >= 0) {
+      if (static_cast<size_t>(op.version) >= lives.size()) lives.resize(op.version + 1);
+      lives[op.version].last_read2 = std::max(lives[op.version].last_read2, 2 * i + 1);
+    }
+  }
+  std::vector<std::pair<long, int>> events;
+  for (const Life& life : lives) {
+    const long stop = std::max(life.last_read2, life.replaced2);
+    events.push_back({life.start2, +1});
+    if (stop != std::numeric_limits<long>::max()) events.push_back({stop, -1});
+  }
+  std::sort(events.begin(), events.end());  // at equal time the -1 sorts first: hand-over
+  int alive = 0, peak = 0;
+  for (const auto& [t, delta] : events) peak = std::max(peak, alive += delta);
+  return peak;
+}
+
+int64_t UnitCost(OpKind kind) { return kind == OpKind::kB ? 2 : (IsCompute(kind) ? 1 : 0); }
+
+}  // namespace
+
+std::vector<RankAnalysis> Analyze(const Schedule& s) {
+  std::vector<RankAnalysis> out(s.ops.size());
+  for (size_t r = 0; r < s.ops.size(); ++r) {
+    RankAnalysis& a = out[r];
+    int inflight = 0, pending_w = 0;
+    for (const Op& op : s.ops[r]) {
+      if (op.kind == OpKind::kF) ++inflight;
+      if (op.kind == OpKind::kB || op.kind == OpKind::kI) --inflight;
+      if (op.kind == OpKind::kI) ++pending_w;
+      if (op.kind == OpKind::kW) --pending_w;
+      a.peak_inflight = std::max(a.peak_inflight, inflight);
+      a.peak_pending_w = std::max(a.peak_pending_w, pending_w);
+    }
+    for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
+      const int stage = s.shape.StageOf(static_cast<int>(r), chunk);
+      a.stage_peak_versions.push_back(PeakVersions(s.ops[r], stage));
+      a.peak_weight_versions = std::max(a.peak_weight_versions, a.stage_peak_versions.back());
+    }
+  }
+  return out;
+}
+
+UnitGrid UnitTimeGrid(const Schedule& s) {
+  const detail::UnitIndex idx(s);
+  constexpr int64_t kNotYet = -1;
+  std::vector<int64_t> end_f(idx.size(), kNotYet), end_back(idx.size(), kNotYet);
+  UnitGrid grid;
+  grid.cells.resize(s.ops.size());
+  std::vector<size_t> next(s.ops.size(), 0);
+  std::vector<int64_t> free_at(s.ops.size(), 0);
+  // Each rank's head op runs once its inputs are done; sweep until every rank is through.
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (size_t r = 0; r < s.ops.size(); ++r) {
+      while (next[r] < s.ops[r].size()) {
+        const Op& op = s.ops[r][next[r]];
+        int64_t ready = free_at[r];
+        if (IsCompute(op.kind) && idx.InRange(op)) {
+          int64_t input = 0;
+          if (op.kind == OpKind::kF && op.stage > 0) input = end_f[idx(op.stage - 1, op.step, op.microbatch)];
+          if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage + 1 < s.stages()) {
+            input = end_back[idx(op.stage + 1, op.step, op.microbatch)];
+          }
+          if (input == kNotYet) break;
+          ready = std::max(ready, input);
+          const int64_t end = ready + UnitCost(op.kind);
+          if (op.kind == OpKind::kF) end_f[idx(op)] = end;
+          if (op.kind == OpKind::kB || op.kind == OpKind::kI) end_back[idx(op)] = end;
+          grid.cells[r].push_back({ready, UnitCost(op.kind), static_cast<int>(next[r])});
+          free_at[r] = end;
+          grid.makespan = std::max(grid.makespan, end);
+        }
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  for (size_t r = 0; r < s.ops.size(); ++r) {
+    if (next[r] < s.ops[r].size()) {
+      throw InputError(fmt::format("{}: rank {} never gets the input of {}: the schedule deadlocks", s.name, r,
+                                   ActionString(s.ops[r][next[r]], s.microbatches)));
+    }
+  }
+  return grid;
+}
+
+std::string RenderGrid(const Schedule& s) {
+  const UnitGrid grid = UnitTimeGrid(s);
+  const auto analysis = Analyze(s);
+  // A cell is the op's kind and global microbatch, with the stage in front when a rank has
+  // several (interleaved), like the colours of the papers' figures.
+  auto label = [&](const Op& op) {
+    const int global = op.step * s.microbatches + op.microbatch;
+    if (s.shape.chunks > 1) return fmt::format("{}{}{}", op.stage, KindName(op.kind), global);
+    return fmt::format("{}{}", KindName(op.kind), global);
+  };
+  size_t width = 1;
+  for (size_t r = 0; r < grid.cells.size(); ++r) {
+    for (const auto& c : grid.cells[r]) width = std::max(width, label(s.ops[r][c.op_index]).size());
+  }
+  std::string out = fmt::format("{}: {} ranks, {} stages, {} microbatches x {} steps, weights {}\n", s.name, s.ranks(),
+                                s.stages(), s.microbatches, s.steps, PolicyName(s.weights));
+  out += fmt::format("unit time: F = I = W = 1, B = 2, communication free; '.' is idle\n");
+  for (size_t r = 0; r < grid.cells.size(); ++r) {
+    std::vector<std::string> row(grid.makespan, std::string("."));
+    int64_t busy = 0;
+    for (const auto& c : grid.cells[r]) {
+      for (int64_t t = c.start; t < c.start + c.duration; ++t) row[t] = label(s.ops[r][c.op_index]);
+      busy += c.duration;
+    }
+    out += fmt::format("rank {:>2} |", r);
+    for (const auto& cell : row) out += fmt::format(" {:<{}}", cell, width);
+    out += fmt::format(" | idle {}, in flight {}, versions {}\n", grid.makespan - busy, analysis[r].peak_inflight,
+                       analysis[r].peak_weight_versions);
+  }
+  out += fmt::format("makespan {} units\n", grid.makespan);
+  return out;
+}
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,209 @@
+// PyTorch torch.distributed.pipelining CSV interop: one row per rank, one action per cell.
+// Export writes global microbatch indices and no STEPs; import parses strictly, rebuilds
+// (step, microbatch) from the global index and lets AssignWeights restore versions and STEPs.
+#include "stagecraft/schedules/csv_io.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stagecraft/schedules/weights.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+constexpr std::string_view kExpected = "(expected e.g. 0F0, 2I1, 1SEND_F0)";
+constexpr std::string_view kBlank = " \t";
+
+// One parsed cell before the step split, kept with its position for later errors.
+struct Cell {
+  OpKind kind = OpKind::kF;
+  int32_t stage = 0;
+  int64_t global_microbatch = 0;
+  int row = 0;  // 1-based
+  int col = 0;  // 1-based cell number in the row
+};
+
+struct CellError {
+  std::string what;
+};
+
+std::string_view Trim(std::string_view text) {
+  const size_t first = text.find_first_not_of(kBlank);
+  if (first == std::string_view::npos) return {};
+  const size_t last = text.find_last_not_of(kBlank);
+  return text.substr(first, last - first + 1);
+}
+
+std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(sep, start);
+    if (end == std::string_view::npos) {
+      parts.push_back(text.substr(start));
+      return parts;
+    }
+    parts.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+// Lines of the file with "\r\n" tolerated; the empty piece after a final "\n" is no line.
+std::vector<std::string_view> Lines(std::string_view text) {
+  std::vector<std::string_view> lines = Split(text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  for (auto& line : lines) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  }
+  return lines;
+}
+
+bool IsBlankRow(std::string_view line) { return line.find_first_not_of(" \t,") == std::string_view::npos; }
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsKindChar(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+
+// Parses the leading run of digits of `*rest` into `*value` and consumes it.
+// Returns an empty string on success, else what is wrong with it.
+std::string ParseNumber(std::string_view* rest, std::string_view what, std::string_view cell, int32_t* value) {
+  size_t n = 0;
+  while (n < rest->size() && IsDigit((*rest)[n])) ++n;
+  if (n == 0) {
+    if (!rest->empty() && rest->front() == '-') return fmt::format("negative {} in '{}'", what, cell);
+    return fmt::format("missing {} number in '{}'", what, cell);
+  }
+  const auto [end, ec] = std::from_chars(rest->data(), rest->data() + n, *value);
+  if (ec == std::errc::result_out_of_range) return fmt::format("{} out of range in '{}'", what, cell);
+  rest->remove_prefix(n);
+  return {};
+}
+
+// Strict "<digits><KIND><digits>"; STEP is rejected because the file never carries it.
+std::string ParseCell(std::string_view cell, Cell* out) {
+  std::string_view rest = cell;
+  int32_t stage = 0;
+  if (std::string why = ParseNumber(&rest, "stage", cell, &stage); !why.empty()) return why;
+  size_t n = 0;
+  while (n < rest.size() && IsKindChar(rest[n])) ++n;
+  const std::string_view kind_text = rest.substr(0, n);
+  if (kind_text.empty()) return fmt::format("missing action kind in '{}'", cell);
+  OpKind kind;
+  if (!ParseKind(kind_text, &kind)) return fmt::format("unknown action kind '{}' in '{}'", kind_text, cell);
+  if (kind == OpKind::kStep) return fmt::format("STEP is not a CSV action in '{}'", cell);
+  rest.remove_prefix(n);
+  int32_t microbatch = 0;
+  if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
+  if (!rest.empty()) return fmt::format("unexpected '{}' after the microbatch in '{}'", rest, cell);
+  out->kind = kind;
+  out->stage = stage;
+  out->global_microbatch = microbatch;
+  return {};
+}
+
+// The neighbour rank a SEND/RECV talks to, -1 when that neighbour stage does not exist.
+int PeerOf(const Shape& shape, OpKind kind, int stage) {
+  const bool downstream = kind == OpKind::kSendF || kind == OpKind::kRecvB;
+  const int other = downstream ? stage + 1 : stage - 1;
+  if (other < 0 || other >= shape.stages()) return -1;
+  return shape.RankOf(other);
+}
+
+std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view source) {
+  std::vector<std::string_view> lines = Lines(text);
+  while (!lines.empty() && IsBlankRow(lines.back())) lines.pop_back();
+  if (lines.empty()) throw InputError(fmt::format("{}: no rows", source));
+  std::vector<std::vector<Cell>> rows(lines.size());
+  for (size_t r = 0; r < lines.size(); ++r) {
+    const std::vector<std::string_view> cells = Split(lines[r], ',');
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string_view cell = Trim(cells[c]);
+      if (cell.empty()) continue;  // an idle slot
+      Cell parsed;
+      parsed.row = static_cast<int>(r) + 1;
+      parsed.col = static_cast<int>(c) + 1;
+      if (std::string why = ParseCell(cell, &parsed); !why.empty()) {
+        throw InputError(fmt::format("{}:{}:{}: {} {}", source, parsed.row, parsed.col, why, kExpected));
+      }
+      rows[r].push_back(parsed);
+    }
+  }
+  return rows;
+}
+
+void CheckOptions(const CsvImportOptions& options, std::string_view source) {
+  if (options.chunks < 0) throw InputError(fmt::format("{}: chunks must be >= 0 (got {})", source, options.chunks));
+  if (options.microbatches < 0) {
+    throw InputError(fmt::format("{}: microbatches must be >= 0 (got {})", source, options.microbatches));
+  }
+  if (options.steps < 1) throw InputError(fmt::format("{}: steps must be >= 1 (got {})", source, options.steps));
+}
+
+}  // namespace
+
+std::string ExportCsv(const Schedule& schedule, CsvForm form) {
+  std::string out;
+  for (const auto& rank_ops : schedule.ops) {
+    bool first = true;
+    for (const Op& op : rank_ops) {
+      if (op.kind == OpKind::kStep) continue;  // AssignWeights rebuilds STEPs on import
+      if (IsComm(op.kind) && form == CsvForm::kComputeOnly) continue;
+      if (!first) out += ',';
+      out += ActionString(op, schedule.microbatches);
+      first = false;
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImportOptions& options) {
+  CheckOptions(options, source);
+  const std::vector<std::vector<Cell>> rows = ParseRows(text, source);
+  const int ranks = static_cast<int>(rows.size());
+  int32_t max_stage = 0;
+  int64_t max_global = 0;
+  for (const auto& row : rows) {
+    for (const Cell& cell : row) {
+      max_stage = std::max(max_stage, cell.stage);
+      max_global = std::max(max_global, cell.global_microbatch);
+    }
+  }
+
+  Schedule s;
+  s.name = options.name;
+  const int chunks = options.chunks > 0 ? options.chunks : static_cast<int>((int64_t{max_stage} + ranks) / ranks);
+  s.shape = Shape{ranks, chunks, options.placement};
+  // Without a microbatch count the whole file is one step; a parsed index fits in int32.
+  s.microbatches = options.microbatches > 0 ? options.microbatches : static_cast<int>(max_global + 1);
+  s.steps = options.microbatches > 0 ? options.steps : 1;
+  s.weights = options.weights;
+  s.ops.resize(ranks);
+
+  const int64_t total = int64_t{s.microbatches} * s.steps;
+  for (int r = 0; r < ranks; ++r) {
+    for (const Cell& cell : rows[r]) {
+      if (cell.global_microbatch >= total) {
+        throw InputError(fmt::format("{}:{}:{}: microbatch {} is beyond {} step(s) of {} microbatches", source, cell.row,
+                                     cell.col, cell.global_microbatch, s.steps, s.microbatches));
+      }
+      Op op;
+      op.kind = cell.kind;
+      op.stage = cell.stage;
+      op.step = static_cast<int32_t>(cell.global_microbatch / s.microbatches);
+      op.microbatch = static_cast<int32_t>(cell.global_microbatch % s.microbatches);
+      if (IsComm(op.kind)) {
+        op.peer = PeerOf(s.shape, op.kind, op.stage);
+        s.lowered = true;
+      }
+      s.ops[r].push_back(op);
+    }
+  }
+  AssignWeights(&s);
+  return s;
+}
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,77 @@
+// Names, placement and action strings of the schedule IR.
+#include "stagecraft/schedules/ir.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace stagecraft::schedules {
+
+void CheckFailed(const char* expr, const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "stagecraft: internal check failed at %s:%d: %s (%s)\n", file, line, expr, msg.c_str());
+  std::abort();
+}
+
+namespace {
+constexpr std::array<std::string_view, kNumOpKinds> kKindNames = {
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "STEP"};
+}  // namespace
+
+std::string_view KindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
+
+bool ParseKind(std::string_view text, OpKind* kind) {
+  for (size_t i = 0; i < kKindNames.size(); ++i) {
+    if (kKindNames[i] == text) {
+      *kind = static_cast<OpKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view PolicyName(WeightPolicy policy) {
+  switch (policy) {
+    case WeightPolicy::kFlush: return "flush";
+    case WeightPolicy::kStash: return "stash";
+    case WeightPolicy::kTwoBW: return "2bw";
+  }
+  return "?";
+}
+
+bool ParsePolicy(std::string_view text, WeightPolicy* policy) {
+  for (auto p : {WeightPolicy::kFlush, WeightPolicy::kStash, WeightPolicy::kTwoBW}) {
+    if (PolicyName(p) == text) {
+      *policy = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+int Shape::RankOf(int stage) const {
+  const int chunk = stage / ranks;
+  const int pos = stage % ranks;
+  if (placement == Placement::kV && chunk % 2 == 1) return ranks - 1 - pos;
+  return pos;
+}
+
+int Shape::StageOf(int rank, int chunk) const {
+  if (placement == Placement::kV && chunk % 2 == 1) return chunk * ranks + (ranks - 1 - rank);
+  return chunk * ranks + rank;
+}
+
+size_t Schedule::OpCount() const {
+  size_t n = 0;
+  for (const auto& rank_ops : ops) n += rank_ops.size();
+  return n;
+}
+
+std::string ActionString(const Op& op, int microbatches_per_step) {
+  if (op.kind == OpKind::kStep) return fmt::format("{}STEP{}", op.stage, op.version);
+  const long global = static_cast<long>(op.step) * microbatches_per_step + op.microbatch;
+  return fmt::format("{}{}{}", op.stage, KindName(op.kind), global);
+}
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,187 @@
+// The schedule IR as JSON: every field of Schedule and Op, one op object per line so large
+// schedules stay readable and diffable. FromJson names the JSON path of any bad field.
+#include "stagecraft/schedules/json_io.h"
+
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace stagecraft::schedules {
+namespace {
+
+using Json = nlohmann::json;
+// Keeps keys in the order written, so the file reads header first and ops in IR field order.
+using OrderedJson = nlohmann::ordered_json;
+
+std::string_view PlacementName(Placement placement) { return placement == Placement::kV ? "v" : "loop"; }
+
+OrderedJson OpToJson(const Op& op) {
+  OrderedJson j;
+  j["kind"] = KindName(op.kind);
+  j["stage"] = op.stage;
+  j["microbatch"] = op.microbatch;
+  j["step"] = op.step;
+  j["version"] = op.version;
+  j["peer"] = op.peer;
+  return j;
+}
+
+// The header fields, in the order they are written.
+OrderedJson HeaderToJson(const Schedule& s) {
+  OrderedJson j;
+  j["schedule"] = s.name;
+  j["ranks"] = s.shape.ranks;
+  j["chunks"] = s.shape.chunks;
+  j["placement"] = PlacementName(s.shape.placement);
+  j["microbatches"] = s.microbatches;
+  j["steps"] = s.steps;
+  j["weights"] = PolicyName(s.weights);
+  j["recompute"] = s.recompute;
+  j["vertical_sync"] = s.vertical_sync;
+  j["lowered"] = s.lowered;
+  return j;
+}
+
+// Reads typed fields out of parsed JSON; every failure names the source and the JSON path.
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  [[noreturn]] void Fail(std::string_view path, std::string_view what) const {
+    throw InputError(fmt::format("{}: {}: {}", source_, path, what));
+  }
+
+  const Json& Field(const Json& obj, const std::string& path) const {
+    const std::string key = path.substr(path.find_last_of('.') + 1);
+    const auto it = obj.find(key);
+    if (it == obj.end()) Fail(path, "missing field");
+    return *it;
+  }
+
+  int32_t Int(const Json& obj, const std::string& path) const {
+    const Json& j = Field(obj, path);
+    if (!j.is_number_integer()) Fail(path, fmt::format("expected an integer, got {}", j.type_name()));
+    constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
+    constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+    const bool fits = j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(kMax)
+                                             : j.get<int64_t>() >= kMin && j.get<int64_t>() <= kMax;
+    if (!fits) Fail(path, fmt::format("{} does not fit a 32-bit integer", j.dump()));
+    return static_cast<int32_t>(j.get<int64_t>());
+  }
+
+  int32_t Positive(const Json& obj, const std::string& path) const {
+    const int32_t value = Int(obj, path);
+    if (value < 1) Fail(path, fmt::format("must be >= 1 (got {})", value));
+    return value;
+  }
+
+  bool Bool(const Json& obj, const std::string& path) const {
+    const Json& j = Field(obj, path);
+    if (!j.is_boolean()) Fail(path, fmt::format("expected true or false, got {}", j.type_name()));
+    return j.get<bool>();
+  }
+
+  std::string String(const Json& obj, const std::string& path) const {
+    const Json& j = Field(obj, path);
+    if (!j.is_string()) Fail(path, fmt::format("expected a string, got {}", j.type_name()));
+    return j.get<std::string>();
+  }
+
+  const Json& Array(const Json& j, const std::string& path) const {
+    if (!j.is_array()) Fail(path, fmt::format("expected an array, got {}", j.type_name()));
+    return j;
+  }
+
+ private:
+  std::string_view source_;
+};
+
+Op OpFromJson(const Reader& in, const Json& j, const std::string& path) {
+  if (!j.is_object()) in.Fail(path, fmt::format("expected an op object, got {}", j.type_name()));
+  Op op;
+  const std::string kind = in.String(j, path + ".kind");
+  if (!ParseKind(kind, &op.kind)) in.Fail(path + ".kind", fmt::format("unknown kind '{}'", kind));
+  op.stage = in.Int(j, path + ".stage");
+  op.microbatch = in.Int(j, path + ".microbatch");
+  op.step = in.Int(j, path + ".step");
+  op.version = in.Int(j, path + ".version");
+  op.peer = in.Int(j, path + ".peer");
+  return op;
+}
+
+void HeaderFromJson(const Reader& in, const Json& j, Schedule* s) {
+  s->name = in.String(j, "schedule");
+  s->shape.ranks = in.Positive(j, "ranks");
+  s->shape.chunks = in.Positive(j, "chunks");
+  const std::string placement = in.String(j, "placement");
+  if (placement == "loop") {
+    s->shape.placement = Placement::kLoop;
+  } else if (placement == "v") {
+    s->shape.placement = Placement::kV;
+  } else {
+    in.Fail("placement", fmt::format("unknown placement '{}' (expected loop or v)", placement));
+  }
+  s->microbatches = in.Positive(j, "microbatches");
+  s->steps = in.Positive(j, "steps");
+  const std::string weights = in.String(j, "weights");
+  if (!ParsePolicy(weights, &s->weights)) {
+    in.Fail("weights", fmt::format("unknown weights policy '{}' (expected flush, stash or 2bw)", weights));
+  }
+  s->recompute = in.Bool(j, "recompute");
+  s->vertical_sync = in.Bool(j, "vertical_sync");
+  s->lowered = in.Bool(j, "lowered");
+}
+
+}  // namespace
+
+std::string ToJson(const Schedule& schedule) {
+  // Header fields one per line, then each op compact on its own line: a pretty dump of the
+  // whole tree would spend six lines per op.
+  std::string out = "{\n";
+  for (const auto& [key, value] : HeaderToJson(schedule).items()) {
+    out += fmt::format(" {}: {},\n", OrderedJson(key).dump(), value.dump());
+  }
+  out += " \"ops\": [";
+  for (size_t r = 0; r < schedule.ops.size(); ++r) {
+    out += r == 0 ? "\n  [" : ",\n  [";
+    const auto& rank_ops = schedule.ops[r];
+    for (size_t i = 0; i < rank_ops.size(); ++i) {
+      out += i == 0 ? "\n   " : ",\n   ";
+      out += OpToJson(rank_ops[i]).dump();
+    }
+    out += rank_ops.empty() ? "]" : "\n  ]";
+  }
+  out += schedule.ops.empty() ? "]\n}\n" : "\n ]\n}\n";
+  return out;
+}
+
+Schedule FromJson(std::string_view text, std::string_view source) {
+  Json root;
+  try {
+    root = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InputError(fmt::format("{}: {}", source, e.what()));
+  }
+  const Reader in(source);
+  if (!root.is_object()) in.Fail("(root)", fmt::format("expected an object, got {}", root.type_name()));
+  Schedule s;
+  HeaderFromJson(in, root, &s);
+  const Json& ops = in.Array(in.Field(root, "ops"), "ops");
+  if (ops.size() != static_cast<size_t>(s.shape.ranks)) {
+    in.Fail("ops", fmt::format("expected one list per rank ({}), got {}", s.shape.ranks, ops.size()));
+  }
+  s.ops.resize(ops.size());
+  for (size_t r = 0; r < ops.size(); ++r) {
+    const std::string rank_path = fmt::format("ops[{}]", r);
+    const Json& rank_ops = in.Array(ops[r], rank_path);
+    s.ops[r].reserve(rank_ops.size());
+    for (size_t i = 0; i < rank_ops.size(); ++i) {
+      s.ops[r].push_back(OpFromJson(in, rank_ops[i], fmt::format("{}[{}]", rank_path, i)));
+    }
+  }
+  return s;
+}
+
+}  // namespace stagecraft::schedules

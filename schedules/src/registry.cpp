@@ -1,0 +1,80 @@
+// The generator table: adding a schedule is one emitter file plus one row here.
+#include "stagecraft/schedules/generators.h"
+
+#include <fmt/format.h>
+
+#include "stagecraft/schedules/weights.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+std::string NoCheck(const GeneratorParams&) { return {}; }
+
+std::string CheckCommon(const GeneratorInfo& info, const GeneratorParams& p) {
+  if (p.ranks < 1) return fmt::format("ranks must be >= 1 (got {})", p.ranks);
+  if (p.microbatches < 1) return fmt::format("microbatches must be >= 1 (got {})", p.microbatches);
+  if (p.steps < 1) return fmt::format("steps must be >= 1 (got {})", p.steps);
+  if (p.chunks < 1) return fmt::format("chunks must be >= 1 (got {})", p.chunks);
+  if (!info.interleaved && p.chunks != 1) {
+    return fmt::format("{} runs one stage per rank; chunks must be 1 (got {}); use interleaved", info.name, p.chunks);
+  }
+  if (p.vertical_sync && info.weights != WeightPolicy::kStash) {
+    return fmt::format("vertical sync applies to pipedream only, not {}", info.name);
+  }
+  const long long ops = 4LL * p.ranks * p.chunks * p.microbatches * p.steps;
+  if (ops > (1LL << 31)) return fmt::format("schedule too large ({} ops)", ops);
+  return info.check(p);
+}
+
+}  // namespace
+
+const std::vector<GeneratorInfo>& Generators() {
+  static const std::vector<GeneratorInfo> kTable = {
+      {"gpipe", "Huang et al., GPipe, NeurIPS 2019", WeightPolicy::kFlush, false, NoCheck, EmitGpipe},
+      {"1f1b", "Narayanan et al., PipeDream-Flush, ICML 2021; Megatron-LM SC'21 §2.2.1", WeightPolicy::kFlush, false,
+       NoCheck, EmitOneFOneB},
+      {"pipedream", "Narayanan et al., PipeDream, SOSP 2019", WeightPolicy::kStash, false, NoCheck, EmitPipeDream},
+      {"2bw", "Narayanan et al., PipeDream-2BW, ICML 2021 §3.1", WeightPolicy::kTwoBW, false, CheckTwoBW, EmitTwoBW},
+      {"interleaved", "Narayanan et al., Megatron-LM, SC'21 §2.2.2", WeightPolicy::kFlush, true, CheckInterleaved,
+       EmitInterleaved},
+      {"zb-h1", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,
+       EmitZbH1},
+      {"zb-h2", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,
+       EmitZbH2},
+  };
+  return kTable;
+}
+
+const GeneratorInfo* FindGenerator(std::string_view name) {
+  for (const auto& info : Generators()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string GeneratorNames() {
+  std::string names;
+  for (const auto& info : Generators()) names += (names.empty() ? "" : ", ") + std::string(info.name);
+  return names;
+}
+
+Schedule Generate(std::string_view name, const GeneratorParams& params) {
+  const GeneratorInfo* info = FindGenerator(name);
+  if (info == nullptr) throw InputError(fmt::format("unknown schedule '{}' (known: {})", name, GeneratorNames()));
+  if (std::string why = CheckCommon(*info, params); !why.empty()) {
+    throw InputError(fmt::format("{}: {}", name, why));
+  }
+  Schedule s;
+  s.name = std::string(name);
+  s.shape = Shape{params.ranks, params.chunks, Placement::kLoop};
+  s.microbatches = params.microbatches;
+  s.steps = params.steps;
+  s.weights = info->weights;
+  s.recompute = params.recompute;
+  s.vertical_sync = params.vertical_sync;
+  s.ops = info->emit(params);
+  AssignWeights(&s);
+  return s;
+}
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,229 @@
+// Validation of a schedule: structural checks per (stage, step, microbatch), same-rank
+// order checks, version reads, SEND/RECV matching, and deadlock detection on the
+// cross-rank dependency graph (Boost.Graph strong components).
+#include "stagecraft/schedules/validate.h"
+
+#include <fmt/format.h>
+
+#include "op_index.h"
+#include "validate_graph.h"
+
+namespace stagecraft::schedules {
+
+std::string_view DiagCodeName(DiagCode code) {
+  switch (code) {
+    case DiagCode::kBadShape: return "bad-shape";
+    case DiagCode::kWrongRank: return "wrong-rank";
+    case DiagCode::kBadIndex: return "bad-index";
+    case DiagCode::kMissing: return "missing";
+    case DiagCode::kDuplicate: return "duplicate";
+    case DiagCode::kMixedBackward: return "mixed-backward";
+    case DiagCode::kOrder: return "order";
+    case DiagCode::kVersion: return "version";
+    case DiagCode::kCommMismatch: return "comm-mismatch";
+    case DiagCode::kDeadlock: return "deadlock";
+  }
+  return "?";
+}
+
+namespace {
+
+using detail::Pos;
+
+class Validator {
+ public:
+  explicit Validator(const Schedule& s) : s_(s), idx_(s) {}
+
+  std::vector<Diagnostic> Run() {
+    if (!CheckShape()) return std::move(diags_);
+    Record();
+    for (int stage = 0; stage < s_.stages(); ++stage) {
+      for (int step = 0; step < s_.steps; ++step) {
+        for (int mb = 0; mb < s_.microbatches; ++mb) CheckUnit(stage, step, mb);
+      }
+    }
+    CheckSteps();
+    CheckComms();
+    detail::FindDeadlocks(s_, units_, &diags_);
+    return std::move(diags_);
+  }
+
+ private:
+  void Add(DiagCode code, std::string message) { diags_.push_back({code, std::move(message)}); }
+  std::string Name(Pos p) const { return detail::OpName(s_, p); }
+  std::string Unit(int stage, int step, int mb) const {
+    return fmt::format("stage {} step {} microbatch {}", stage, step, mb);
+  }
+
+  bool CheckShape() {
+    const Shape& sh = s_.shape;
+    if (sh.ranks < 1 || sh.chunks < 1 || s_.microbatches < 1 || s_.steps < 1) {
+      Add(DiagCode::kBadShape, fmt::format("ranks {}, chunks {}, microbatches {}, steps {}: each must be >= 1",
+                                           sh.ranks, sh.chunks, s_.microbatches, s_.steps));
+      return false;
+    }
+    if (static_cast<int>(s_.ops.size()) != sh.ranks) {
+      Add(DiagCode::kBadShape, fmt::format("{} op lists for {} ranks", s_.ops.size(), sh.ranks));
+      return false;
+    }
+    return true;
+  }
+
+  // Records where every op sits; reports out-of-range ops, misplaced ops and duplicates.
+  void Record() {
+    units_.Resize(idx_.size(), s_.stages());
+    for (int r = 0; r < s_.ranks(); ++r) {
+      for (int i = 0; i < static_cast<int>(s_.ops[r].size()); ++i) RecordOp({r, i});
+    }
+  }
+
+  void RecordOp(Pos p) {
+    const Op& op = s_.ops[p.rank][p.index];
+    if (op.stage < 0 || op.stage >= s_.stages()) {
+      Add(DiagCode::kBadIndex, fmt::format("{}: stage {} out of range 0..{}", Name(p), op.stage, s_.stages() - 1));
+      return;
+    }
+    if (s_.shape.RankOf(op.stage) != p.rank) {
+      Add(DiagCode::kWrongRank,
+          fmt::format("{}: stage {} lives on rank {}", Name(p), op.stage, s_.shape.RankOf(op.stage)));
+    }
+    if (op.kind == OpKind::kStep) {
+      auto& steps = units_.steps[op.stage];
+      if (op.version < 1) {
+        Add(DiagCode::kVersion, fmt::format("{}: a STEP must produce version >= 1", Name(p)));
+        return;
+      }
+      if (steps.size() <= static_cast<size_t>(op.version)) steps.resize(op.version + 1);
+      if (steps[op.version].rank >= 0) {
+        Add(DiagCode::kDuplicate, fmt::format("{}: version {} of stage {} already produced by {}", Name(p),
+                                              op.version, op.stage, Name(steps[op.version])));
+        return;
+      }
+      steps[op.version] = p;
+      return;
+    }
+    if (!idx_.InRange(op)) {
+      Add(DiagCode::kBadIndex, fmt::format("{}: step {} microbatch {} out of range (steps {}, microbatches {})",
+                                           Name(p), op.step, op.microbatch, s_.steps, s_.microbatches));
+      return;
+    }
+    Pos& slot = units_.Slot(op.kind, idx_(op));
+    if (slot.rank >= 0) {
+      Add(DiagCode::kDuplicate, fmt::format("{} duplicates {}", Name(p), Name(slot)));
+      return;
+    }
+    slot = p;
+  }
+
+  // Before(a, b): both on one rank and a comes first. Different ranks are the graph's business.
+  static bool Before(Pos a, Pos b) { return a.rank != b.rank || a.index < b.index; }
+
+  void CheckUnit(int stage, int step, int mb) {
+    const size_t u = idx_(stage, step, mb);
+    const Pos f = units_.f[u], b = units_.b[u], in = units_.i[u], w = units_.w[u];
+    const std::string unit = Unit(stage, step, mb);
+    if (f.rank < 0) Add(DiagCode::kMissing, fmt::format("{}: no F", unit));
+    if (b.rank >= 0 && (in.rank >= 0 || w.rank >= 0)) {
+      Add(DiagCode::kMixedBackward, fmt::format("{}: both B ({}) and I/W", unit, Name(b)));
+    } else if (b.rank < 0 && in.rank < 0 && w.rank < 0) {
+      Add(DiagCode::kMissing, fmt::format("{}: no backward (B, or I and W)", unit));
+    } else if (b.rank < 0 && in.rank < 0) {
+      Add(DiagCode::kMissing, fmt::format("{}: W ({}) without I", unit, Name(w)));
+    } else if (b.rank < 0 && w.rank < 0) {
+      Add(DiagCode::kMissing, fmt::format("{}: I ({}) without W", unit, Name(in)));
+    }
+    const Pos back = b.rank >= 0 ? b : in;
+    if (f.rank >= 0 && back.rank >= 0 && !Before(f, back)) {
+      Add(DiagCode::kOrder, fmt::format("{} runs before its F {}", Name(back), Name(f)));
+    }
+    if (in.rank >= 0 && w.rank >= 0 && !Before(in, w)) {
+      Add(DiagCode::kOrder, fmt::format("{} runs before its I {}", Name(w), Name(in)));
+    }
+    CheckVersions(stage, f, {b, in, w});
+  }
+
+  void CheckVersions(int stage, Pos f, std::initializer_list<Pos> backward) {
+    if (f.rank >= 0) CheckRead(stage, f);
+    for (Pos p : backward) {
+      if (p.rank < 0) continue;
+      CheckRead(stage, p);
+      if (f.rank >= 0 && At(p).version != At(f).version) {
+        Add(DiagCode::kVersion, fmt::format("{} reads version {} but its F {} read version {}", Name(p),
+                                            At(p).version, Name(f), At(f).version));
+      }
+    }
+  }
+
+  void CheckRead(int stage, Pos p) {
+    const int v = At(p).version;
+    if (v == 0) return;
+    const auto& steps = units_.steps[stage];
+    if (v < 0 || static_cast<size_t>(v) >= steps.size() || steps[v].rank < 0) {
+      Add(DiagCode::kVersion, fmt::format("{} reads version {} of stage {}, which no STEP produces", Name(p), v, stage));
+    } else if (!Before(steps[v], p)) {
+      Add(DiagCode::kOrder, fmt::format("{} reads version {} before {} produces it", Name(p), v, Name(steps[v])));
+    }
+  }
+
+  // Versions of a stage are produced in order, each after the gradients it applies.
+  void CheckSteps() {
+    for (int stage = 0; stage < s_.stages(); ++stage) {
+      const auto& steps = units_.steps[stage];
+      for (size_t v = 1; v < steps.size(); ++v) {
+        if (steps[v].rank < 0) {
+          Add(DiagCode::kMissing, fmt::format("stage {}: no STEP produces version {}", stage, v));
+          continue;
+        }
+        if (v >= 2 && steps[v - 1].rank >= 0 && !Before(steps[v - 1], steps[v])) {
+          Add(DiagCode::kOrder, fmt::format("{} runs before {}", Name(steps[v]), Name(steps[v - 1])));
+        }
+        CheckStepAfterGradients(stage, steps[v]);
+      }
+      CheckStepCount(stage, steps.empty() ? 0 : static_cast<int>(steps.size()) - 1);
+    }
+  }
+
+  // A STEP applies gradients: those of its microbatch (stash) or of its whole step.
+  void CheckStepAfterGradients(int stage, Pos step_pos) {
+    const Op& op = At(step_pos);
+    if (op.step < 0 || op.step >= s_.steps || op.microbatch < 0 || op.microbatch >= s_.microbatches) {
+      Add(DiagCode::kBadIndex, fmt::format("{}: step {} microbatch {} out of range", Name(step_pos), op.step,
+                                           op.microbatch));
+      return;
+    }
+    const bool stash = s_.weights == WeightPolicy::kStash;
+    const int first = stash ? op.microbatch : 0;
+    const int last = stash ? op.microbatch : s_.microbatches - 1;
+    for (int mb = first; mb <= last; ++mb) {
+      const size_t u = idx_(stage, op.step, mb);
+      for (Pos p : {units_.b[u], units_.i[u], units_.w[u]}) {
+        if (p.rank >= 0 && !Before(p, step_pos)) {
+          Add(DiagCode::kOrder, fmt::format("{} applies gradients before {} computes them", Name(step_pos), Name(p)));
+        }
+      }
+    }
+  }
+
+  void CheckStepCount(int stage, int produced) {
+    const int want = s_.weights == WeightPolicy::kStash ? s_.steps * s_.microbatches : s_.steps;
+    if (produced < want) {
+      Add(DiagCode::kMissing, fmt::format("stage {}: {} STEPs, the {} policy needs {}", stage, produced,
+                                          PolicyName(s_.weights), want));
+    }
+  }
+
+  void CheckComms() { detail::CheckComms(s_, units_, &diags_); }
+
+  const Op& At(Pos p) const { return s_.ops[p.rank][p.index]; }
+
+  const Schedule& s_;
+  detail::UnitIndex idx_;
+  detail::Units units_;
+  std::vector<Diagnostic> diags_;
+};
+
+}  // namespace
+
+std::vector<Diagnostic> Validate(const Schedule& schedule) { return Validator(schedule).Run(); }
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,39 @@
+// Validation internals shared by validate.cpp and validate_graph.cpp (private).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/validate.h"
+
+namespace stagecraft::schedules::detail {
+
+struct Pos {
+  int rank = -1;
+  int index = -1;
+};
+
+// Where each op of each (stage, step, microbatch) sits, and each STEP by stage and version.
+struct Units {
+  std::vector<Pos> f, b, i, w, send_f, recv_f, send_b, recv_b;
+  std::vector<std::vector<Pos>> steps;  // steps[stage][version]
+
+  void Resize(size_t n, int stages) {
+    for (auto* v : {&f, &b, &i, &w, &send_f, &recv_f, &send_b, &recv_b}) v->assign(n, Pos{});
+    steps.assign(stages, {});
+  }
+  Pos& Slot(OpKind kind, size_t unit);
+  const Pos& Producer(bool forward, size_t unit) const;  // F, or B/I
+};
+
+std::string OpName(const Schedule& s, Pos p);  // "rank 1 #4 (1F3)"
+
+// SEND/RECV checks: presence (when lowered), peers, placement around producer/consumer, and
+// the FIFO order of each channel.
+void CheckComms(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags);
+
+// Builds the dependency graph (per-rank order + cross-rank data edges) and reports each
+// cycle as a deadlock with the ops on it.
+void FindDeadlocks(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags);
+
+}  // namespace stagecraft::schedules::detail

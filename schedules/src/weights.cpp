@@ -1,0 +1,104 @@
+// Assigns weight versions and inserts STEP ops according to the schedule's weight policy
+// (rules in weights.h).
+#include "stagecraft/schedules/weights.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "op_index.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+Op MakeStep(int stage, int step, int microbatch, int version) {
+  Op op;
+  op.kind = OpKind::kStep;
+  op.stage = stage;
+  op.step = step;
+  op.microbatch = microbatch;
+  op.version = version;
+  return op;
+}
+
+// Position (in its rank's list) of the last backward op of each microbatch and of each
+// (stage, step): the points after which a STEP may apply the gradient.
+struct LastBackward {
+  std::vector<int> of_unit;        // by UnitIndex
+  std::vector<int> of_stage_step;  // by step * stages + stage
+};
+
+LastBackward FindLastBackward(const Schedule& s, const detail::UnitIndex& idx) {
+  LastBackward last{std::vector<int>(idx.size(), -1),
+                    std::vector<int>(static_cast<size_t>(s.stages()) * s.steps, -1)};
+  for (const auto& rank_ops : s.ops) {
+    for (int i = 0; i < static_cast<int>(rank_ops.size()); ++i) {
+      const Op& op = rank_ops[i];
+      if (!IsBackward(op.kind) || !idx.InRange(op)) continue;
+      last.of_unit[idx(op)] = std::max(last.of_unit[idx(op)], i);
+      int& ss = last.of_stage_step[static_cast<size_t>(op.step) * s.stages() + op.stage];
+      ss = std::max(ss, i);
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
+void AssignWeights(Schedule* s) {
+  for (auto& rank_ops : s->ops) {
+    std::erase_if(rank_ops, [](const Op& op) { return op.kind == OpKind::kStep; });
+  }
+  const detail::UnitIndex idx(*s);
+  const LastBackward last = FindLastBackward(*s, idx);
+  const int stages = s->stages();
+
+  // kStash: the version each microbatch's F read, per stage; vertical sync uses stage 0's.
+  std::vector<int> f_version(idx.size(), 0);
+  std::vector<int> newest(stages, 0);
+  auto stash_version = [&](const Op& op) {
+    if (!s->vertical_sync || op.stage == 0) return newest[op.stage];
+    return f_version[idx(0, op.step, op.microbatch)];
+  };
+  // Vertical sync: stage 0's reads come first; replay its rank once to record them.
+  if (s->weights == WeightPolicy::kStash && s->vertical_sync && stages > 0) {
+    const auto& first = s->ops[s->shape.RankOf(0)];
+    int v = 0;
+    for (int i = 0; i < static_cast<int>(first.size()); ++i) {
+      const Op& op = first[i];
+      if (op.stage != 0 || !idx.InRange(op)) continue;
+      if (op.kind == OpKind::kF) f_version[idx(op)] = v;
+      if (IsBackward(op.kind) && last.of_unit[idx(op)] == i) ++v;
+    }
+  }
+
+  for (auto& rank_ops : s->ops) {
+    std::vector<Op> out;
+    out.reserve(rank_ops.size() + rank_ops.size() / 2);
+    for (int i = 0; i < static_cast<int>(rank_ops.size()); ++i) {
+      Op op = rank_ops[i];
+      const bool compute = IsCompute(op.kind) && idx.InRange(op);
+      if (compute) {
+        switch (s->weights) {
+          case WeightPolicy::kFlush: op.version = op.step; break;
+          case WeightPolicy::kTwoBW: op.version = std::max(op.step - 1, 0); break;
+          case WeightPolicy::kStash:
+            if (op.kind == OpKind::kF) f_version[idx(op)] = stash_version(op);
+            op.version = f_version[idx(op)];
+            break;
+        }
+      } else if (IsComm(op.kind)) {
+        op.version = 0;
+      }
+      out.push_back(op);
+      if (!compute || !IsBackward(op.kind)) continue;
+      if (s->weights == WeightPolicy::kStash) {
+        if (last.of_unit[idx(op)] == i) out.push_back(MakeStep(op.stage, op.step, op.microbatch, ++newest[op.stage]));
+      } else if (last.of_stage_step[static_cast<size_t>(op.step) * stages + op.stage] == i) {
+        out.push_back(MakeStep(op.stage, op.step, 0, op.step + 1));  // flush and 2BW alike
+      }
+    }
+    rank_ops = std::move(out);
+  }
+}
+
+}  // namespace stagecraft::schedules
