@@ -17,6 +17,8 @@ namespace {
 
 constexpr std::string_view kExpected = "(expected e.g. 0F0, 2I1, 1SEND_F0)";
 constexpr std::string_view kBlank = " \t";
+// The generators' size limit (4 ops per unit, 2^31 ops), applied to imported files too.
+constexpr int64_t kMaxUnits = int64_t{1} << 29;
 
 // One parsed cell before the step split, kept with its position for later errors.
 struct Cell {
@@ -173,13 +175,23 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
     }
   }
 
+  // Without a microbatch count the whole file is one step.
+  const int64_t chunks = options.chunks > 0 ? options.chunks : (int64_t{max_stage} + ranks) / ranks;
+  const int64_t microbatches = options.microbatches > 0 ? options.microbatches : max_global + 1;
+  const int64_t steps = options.microbatches > 0 ? options.steps : 1;
+  // The passes keep dense per-(stage, step, microbatch) tables: a stray "0F2000000000" must be
+  // an error here, not a multi-gigabyte allocation in AssignWeights.
+  const int64_t units = ranks * chunks * microbatches * steps;
+  if (units > kMaxUnits) {
+    throw InputError(fmt::format("{}: schedule too large ({} stages x {} microbatches x {} steps)", source,
+                                 ranks * chunks, microbatches, steps));
+  }
+
   Schedule s;
   s.name = options.name;
-  const int chunks = options.chunks > 0 ? options.chunks : static_cast<int>((int64_t{max_stage} + ranks) / ranks);
-  s.shape = Shape{ranks, chunks, options.placement};
-  // Without a microbatch count the whole file is one step; a parsed index fits in int32.
-  s.microbatches = options.microbatches > 0 ? options.microbatches : static_cast<int>(max_global + 1);
-  s.steps = options.microbatches > 0 ? options.steps : 1;
+  s.shape = Shape{ranks, static_cast<int>(chunks), options.placement};
+  s.microbatches = static_cast<int>(microbatches);
+  s.steps = static_cast<int>(steps);
   s.weights = options.weights;
   s.ops.resize(ranks);
 
@@ -187,8 +199,8 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
   for (int r = 0; r < ranks; ++r) {
     for (const Cell& cell : rows[r]) {
       if (cell.global_microbatch >= total) {
-        throw InputError(fmt::format("{}:{}:{}: microbatch {} is beyond {} step(s) of {} microbatches", source, cell.row,
-                                     cell.col, cell.global_microbatch, s.steps, s.microbatches));
+        throw InputError(fmt::format("{}:{}:{}: microbatch {} is beyond {} step(s) of {} microbatches", source,
+                                     cell.row, cell.col, cell.global_microbatch, s.steps, s.microbatches));
       }
       Op op;
       op.kind = cell.kind;

@@ -53,6 +53,8 @@ class Reader {
     throw InputError(fmt::format("{}: {}: {}", source_, path, what));
   }
 
+  // `path` ends in the field's key ("ranks", "ops[1][3].kind"): the key is what follows the
+  // last '.', or the whole path at the top level (npos + 1 == 0).
   const Json& Field(const Json& obj, const std::string& path) const {
     const std::string key = path.substr(path.find_last_of('.') + 1);
     const auto it = obj.find(key);
@@ -140,7 +142,8 @@ std::string ToJson(const Schedule& schedule) {
   // Header fields one per line, then each op compact on its own line: a pretty dump of the
   // whole tree would spend six lines per op.
   std::string out = "{\n";
-  for (const auto& [key, value] : HeaderToJson(schedule).items()) {
+  const OrderedJson header = HeaderToJson(schedule);  // named: items() does not keep a temporary alive
+  for (const auto& [key, value] : header.items()) {
     out += fmt::format(" {}: {},\n", OrderedJson(key).dump(), value.dump());
   }
   out += " \"ops\": [";

@@ -1,0 +1,201 @@
+// Every generator through the validator and the lowering, and the papers' closed forms for
+// each schedule's order, memory and weight versions.
+#include "stagecraft/schedules/generators.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/schedules/analysis.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/validate.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+std::string Describe(const std::vector<Diagnostic>& diags) {
+  std::string out;
+  for (size_t i = 0; i < diags.size() && i < 5; ++i) out += std::string(DiagCodeName(diags[i].code)) + ": " + diags[i].message + "\n";
+  return out;
+}
+
+GeneratorParams Params(int ranks, int microbatches, int steps = 1, int chunks = 1) {
+  GeneratorParams p;
+  p.ranks = ranks;
+  p.microbatches = microbatches;
+  p.steps = steps;
+  p.chunks = chunks;
+  return p;
+}
+
+class EveryGenerator : public ::testing::TestWithParam<std::string> {};
+
+// Acceptance: every generator x ranks 1..8 and 16 x microbatches 1..32 x steps 1..3 (where
+// the schedule allows it) validates clean and lowers without deadlock.
+TEST_P(EveryGenerator, ValidatesAndLowersOverTheWholeSweep) {
+  const GeneratorInfo* info = FindGenerator(GetParam());
+  ASSERT_NE(info, nullptr);
+  int checked = 0;
+  for (int ranks : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
+    for (int m = 1; m <= 32; ++m) {
+      for (int steps = 1; steps <= 3; ++steps) {
+        for (int chunks : info->interleaved ? std::vector<int>{2, 3} : std::vector<int>{1}) {
+          const GeneratorParams p = Params(ranks, m, steps, chunks);
+          if (!info->check(p).empty()) continue;
+          const Schedule s = Generate(GetParam(), p);
+          const auto diags = Validate(s);
+          ASSERT_TRUE(diags.empty()) << GetParam() << " p=" << ranks << " m=" << m << " steps=" << steps << "\n"
+                                     << Describe(diags);
+          const Schedule lowered = Lower(s);
+          const auto lowered_diags = Validate(lowered);
+          ASSERT_TRUE(lowered_diags.empty()) << "lowered " << GetParam() << " p=" << ranks << " m=" << m
+                                             << " steps=" << steps << "\n" << Describe(lowered_diags);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, EveryGenerator,
+                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// Megatron-LM §2.2.1: GPipe stashes all m microbatches on every rank; 1F1B at most p - r.
+TEST(Generators, GpipeHoldsAllMicrobatchesAndOneFOneBAtMostRanksMinusRank) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {1, 3, 8, 16}) {
+      const auto gpipe = Analyze(Generate("gpipe", Params(p, m)));
+      const auto ofob = Analyze(Generate("1f1b", Params(p, m)));
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(gpipe[r].peak_inflight, m) << "p=" << p << " m=" << m << " r=" << r;
+        EXPECT_EQ(ofob[r].peak_inflight, std::min(p - r, m)) << "p=" << p << " m=" << m << " r=" << r;
+      }
+    }
+  }
+}
+
+// Megatron-LM (SC'21) interleaved schedule: rank r warms up with (p-r-1)*2 + (v-1)*p
+// chunk-forwards; for p = 4, v = 2, m = 8 that is [10, 8, 6, 4]. The steady state then
+// starts with one more forward before the first backward.
+TEST(Generators, InterleavedWarmupMatchesMegatron) {
+  const Schedule s = Generate("interleaved", Params(4, 8, 1, 2));
+  const std::vector<int> expected = {10, 8, 6, 4};
+  for (int r = 0; r < 4; ++r) {
+    const auto& ops = s.ops[r];
+    const auto first_b = std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::kB; });
+    const long forwards_before = std::count_if(ops.begin(), first_b, [](const Op& op) { return op.kind == OpKind::kF; });
+    EXPECT_EQ(forwards_before - 1, expected[r]) << "rank " << r;
+  }
+  // The first backward on rank 0 is of the last chunk (stage 4) for microbatch 0.
+  EXPECT_EQ(std::find_if(s.ops[0].begin(), s.ops[0].end(), [](const Op& op) { return op.kind == OpKind::kB; })->stage, 4);
+}
+
+// PipeDream (SOSP'19 §3.3): with weight stashing, stage s of n keeps n - s versions in the
+// steady state, and each backward reads the version its forward read.
+TEST(Generators, PipeDreamStageKeepsRanksMinusStageVersions) {
+  for (int n : {2, 3, 4, 8}) {
+    const Schedule s = Generate("pipedream", Params(n, 2 * n, 2));
+    const auto analysis = Analyze(s);
+    for (int stage = 0; stage < n; ++stage) EXPECT_EQ(analysis[stage].peak_weight_versions, n - stage) << "n=" << n;
+  }
+}
+
+// Vertical sync: every stage runs microbatch k on the version stage 0 used.
+TEST(Generators, PipeDreamVerticalSyncUsesStageZeroVersion) {
+  GeneratorParams p = Params(4, 8, 2);
+  p.vertical_sync = true;
+  const Schedule s = Generate("pipedream", p);
+  ASSERT_TRUE(Validate(s).empty()) << Describe(Validate(s));
+  std::map<std::pair<int, int>, int> stage0;
+  for (const Op& op : s.ops[0]) {
+    if (op.kind == OpKind::kF) stage0[{op.step, op.microbatch}] = op.version;
+  }
+  int later_versions = 0;
+  for (int r = 1; r < 4; ++r) {
+    for (const Op& op : s.ops[r]) {
+      if (!IsCompute(op.kind)) continue;
+      EXPECT_EQ(op.version, (stage0[{op.step, op.microbatch}])) << ActionString(op, 8);
+      later_versions = std::max(later_versions, op.version);
+    }
+  }
+  EXPECT_GT(later_versions, 0);
+}
+
+// PipeDream-2BW §3.1: microbatch k (1-indexed, global) reads version max(floor((k-1)/m) - 1, 0)
+// and never more than two versions are alive.
+TEST(Generators, TwoBWReadsDelayedVersionAndKeepsTwo) {
+  for (int p : {2, 4}) {
+    for (int m : {4, 6}) {
+      const Schedule s = Generate("2bw", Params(p, m, 3));
+      for (const auto& rank_ops : s.ops) {
+        for (const Op& op : rank_ops) {
+          if (!IsCompute(op.kind)) continue;
+          const int k = op.step * m + op.microbatch + 1;
+          EXPECT_EQ(op.version, std::max((k - 1) / m - 1, 0)) << ActionString(op, m);
+        }
+      }
+      for (const auto& a : Analyze(s)) EXPECT_EQ(a.peak_weight_versions, 2) << "p=" << p << " m=" << m;
+    }
+  }
+}
+
+// Zero Bubble §3.1: ZB-H1 keeps 1F1B's warm-up and memory; ZB-H2 holds 2p-1 on rank 0.
+TEST(Generators, ZeroBubbleMemory) {
+  for (int p : {2, 4, 8}) {
+    const int m = 3 * p;
+    const auto h1 = Analyze(Generate("zb-h1", Params(p, m)));
+    const auto ofob = Analyze(Generate("1f1b", Params(p, m)));
+    const auto h2 = Analyze(Generate("zb-h2", Params(p, m)));
+    for (int r = 0; r < p; ++r) EXPECT_EQ(h1[r].peak_inflight, ofob[r].peak_inflight) << "p=" << p << " r=" << r;
+    EXPECT_EQ(h2[0].peak_inflight, 2 * p - 1) << "p=" << p;
+    for (int r = 0; r < p; ++r) EXPECT_LE(h2[r].peak_inflight, 2 * p - 1);
+  }
+}
+
+// The papers' unit-time makespans (F = I = W = 1, B = 2, free communication):
+// GPipe and 1F1B 3(m + p - 1); ZB-H1 3m + p - 1 (bubble (p-1)(T_F + T_B - T_W) per rank);
+// ZB-H2 no idle time between a rank's first forward and its last op; interleaved
+// 3mv + 3(p-1) chunk-units (bubble (p-1)(t_f + t_b)/v).
+TEST(Generators, UnitTimeMakespansMatchClosedForms) {
+  for (int p : {2, 3, 4, 8}) {
+    for (int m : {p, 2 * p, 4 * p}) {
+      EXPECT_EQ(UnitTimeGrid(Generate("gpipe", Params(p, m))).makespan, 3 * (m + p - 1));
+      EXPECT_EQ(UnitTimeGrid(Generate("1f1b", Params(p, m))).makespan, 3 * (m + p - 1));
+      EXPECT_EQ(UnitTimeGrid(Generate("zb-h1", Params(p, m))).makespan, 3 * m + p - 1) << "p=" << p << " m=" << m;
+      EXPECT_EQ(UnitTimeGrid(Generate("interleaved", Params(p, m, 1, 2))).makespan, 3 * m * 2 + 3 * (p - 1));
+      if (m >= 2 * p - 1) {
+        const UnitGrid h2 = UnitTimeGrid(Generate("zb-h2", Params(p, m)));
+        for (const auto& cells : h2.cells) {
+          const int64_t span = cells.back().start + cells.back().duration - cells.front().start;
+          EXPECT_EQ(span, 3 * m) << "zb-h2 p=" << p << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
+TEST(Generators, RejectsWhatASchedulesCannotTake) {
+  EXPECT_THROW(Generate("1f1b", Params(0, 4)), InputError);
+  EXPECT_THROW(Generate("1f1b", Params(4, 0)), InputError);
+  EXPECT_THROW(Generate("nope", Params(4, 4)), InputError);
+  EXPECT_THROW(Generate("interleaved", Params(4, 6, 1, 2)), InputError);  // m not a multiple of p
+  EXPECT_THROW(Generate("interleaved", Params(4, 8, 1, 1)), InputError);  // needs chunks > 1
+  EXPECT_THROW(Generate("gpipe", Params(4, 8, 1, 2)), InputError);        // one stage per rank
+  EXPECT_THROW(Generate("2bw", Params(8, 4, 3)), InputError);             // m < p - 1 over 3 steps
+  try {
+    Generate("interleaved", Params(4, 6, 1, 2));
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of ranks"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules

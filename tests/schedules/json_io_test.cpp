@@ -1,0 +1,147 @@
+// Tests for schedules/src/json_io.cpp: the exact text of a small schedule, round trips of
+// every generator (lowered and not), and errors that name the JSON path of the bad field.
+#include "stagecraft/schedules/json_io.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+// Every generator over small shapes it accepts (chunks 2 for interleaved, else 1), with the
+// flags the JSON carries but CSV does not switched on where the generator allows them.
+std::vector<Schedule> AllGenerated() {
+  std::vector<Schedule> out;
+  for (const GeneratorInfo& info : Generators()) {
+    for (int ranks : {1, 2, 4}) {
+      for (int microbatches : {1, 4, 8}) {
+        for (int steps : {1, 2}) {
+          GeneratorParams p;
+          p.ranks = ranks;
+          p.microbatches = microbatches;
+          p.steps = steps;
+          p.chunks = info.interleaved ? 2 : 1;
+          p.recompute = steps == 2;
+          p.vertical_sync = info.weights == WeightPolicy::kStash && microbatches == 4;
+          if (info.check(p).empty()) out.push_back(Generate(info.name, p));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+GeneratorParams Params(int ranks, int microbatches) {
+  GeneratorParams p;
+  p.ranks = ranks;
+  p.microbatches = microbatches;
+  return p;
+}
+
+// Asserts FromJson throws an InputError whose message is exactly `want`.
+void ExpectError(const std::string& text, const std::string& want) {
+  try {
+    FromJson(text, "x.json");
+    ADD_FAILURE() << "no error, expected: " << want;
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+}
+
+// Replaces the first occurrence of `from` in `text`, which must be there.
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// GPipe on one rank with one microbatch: F, B, then the STEP producing version 1.
+TEST(JsonIoTest, WritesHeaderThenOneOpPerLine) {
+  EXPECT_EQ(ToJson(Generate("gpipe", Params(1, 1))),
+            "{\n"
+            " \"schedule\": \"gpipe\",\n"
+            " \"ranks\": 1,\n"
+            " \"chunks\": 1,\n"
+            " \"placement\": \"loop\",\n"
+            " \"microbatches\": 1,\n"
+            " \"steps\": 1,\n"
+            " \"weights\": \"flush\",\n"
+            " \"recompute\": false,\n"
+            " \"vertical_sync\": false,\n"
+            " \"lowered\": false,\n"
+            " \"ops\": [\n"
+            "  [\n"
+            "   {\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1},\n"
+            "   {\"kind\":\"B\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1},\n"
+            "   {\"kind\":\"STEP\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":1,\"peer\":-1}\n"
+            "  ]\n"
+            " ]\n"
+            "}\n");
+}
+
+TEST(JsonIoTest, RoundTripsEveryGeneratorLoweredAndNot) {
+  for (const Schedule& s : AllGenerated()) {
+    EXPECT_EQ(FromJson(ToJson(s), "gen.json"), s) << s.name << " ranks=" << s.ranks() << "\n" << ToJson(s);
+    const Schedule lowered = Lower(s);
+    EXPECT_EQ(FromJson(ToJson(lowered), "gen.json"), lowered) << s.name << " lowered, ranks=" << s.ranks();
+  }
+}
+
+TEST(JsonIoTest, RoundTripsOddShapes) {
+  Schedule s;
+  s.name = "a \"quoted\" name";
+  s.shape = Shape{3, 2, Placement::kV};
+  s.weights = WeightPolicy::kTwoBW;
+  s.ops = {{}, {Op{OpKind::kSendB, 4, 0, 0, 0, 2}}, {}};
+  EXPECT_EQ(FromJson(ToJson(s), "odd.json"), s);
+  s.ops.clear();
+  s.shape.ranks = 1;
+  s.ops.resize(1);
+  EXPECT_EQ(FromJson(ToJson(s), "odd.json"), s);
+}
+
+TEST(JsonIoTest, TruncatedTextIsAParseError) {
+  const std::string text = ToJson(Generate("1f1b", Params(2, 2)));
+  try {
+    FromJson(text.substr(0, text.size() / 2), "t.json");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("t.json: ", 0), 0u) << what;
+    EXPECT_NE(what.find("parse error"), std::string::npos) << what;
+  }
+}
+
+TEST(JsonIoTest, BadFieldsNameTheirPath) {
+  // 1F1B, p = 2, m = 2: ops[1] is 1F0, 1B0, 1F1, 1B1, STEP, so 1F1 is ops[1][2].
+  const std::string good = ToJson(Generate("1f1b", Params(2, 2)));
+  ExpectError(Replace(good, "\"ops\"", "\"opz\""), "x.json: ops: missing field");
+  ExpectError(Replace(good, "{\"kind\":\"F\",\"stage\":1,\"microbatch\":1",
+                      "{\"kind\":\"Q\",\"stage\":1,\"microbatch\":1"),
+              "x.json: ops[1][2].kind: unknown kind 'Q'");
+  ExpectError(Replace(good, "\"ranks\": 2", "\"ranks\": \"2\""), "x.json: ranks: expected an integer, got string");
+  ExpectError(Replace(good, "\"ranks\": 2", "\"ranks\": 0"), "x.json: ranks: must be >= 1 (got 0)");
+  ExpectError(Replace(good, "\"ranks\": 2", "\"ranks\": 3"), "x.json: ops: expected one list per rank (3), got 2");
+  ExpectError(Replace(good, "\"loop\"", "\"zigzag\""),
+              "x.json: placement: unknown placement 'zigzag' (expected loop or v)");
+  ExpectError(Replace(good, "\"flush\"", "\"lazy\""),
+              "x.json: weights: unknown weights policy 'lazy' (expected flush, stash or 2bw)");
+  ExpectError(Replace(good, "\"lowered\": false", "\"lowered\": 0"),
+              "x.json: lowered: expected true or false, got number");
+  ExpectError(Replace(good, ",\"peer\":-1}", "}"), "x.json: ops[0][0].peer: missing field");
+  ExpectError(Replace(good, "\"step\":0", "\"step\":1.5"), "x.json: ops[0][0].step: expected an integer, got number");
+  ExpectError(Replace(good, "\"stage\":0", "\"stage\":4294967296"),
+              "x.json: ops[0][0].stage: 4294967296 does not fit a 32-bit integer");
+  ExpectError(Replace(good, "{\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1}", "7"),
+              "x.json: ops[0][0]: expected an op object, got number");
+  ExpectError("[1, 2]", "x.json: (root): expected an object, got array");
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
