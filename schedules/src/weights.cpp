@@ -91,11 +91,22 @@ void AssignWeights(Schedule* s) {
       }
       out.push_back(op);
       if (!compute || !IsBackward(op.kind)) continue;
+      Op step_op;
       if (s->weights == WeightPolicy::kStash) {
-        if (last.of_unit[idx(op)] == i) out.push_back(MakeStep(op.stage, op.step, op.microbatch, ++newest[op.stage]));
+        if (last.of_unit[idx(op)] != i) continue;
+        step_op = MakeStep(op.stage, op.step, op.microbatch, ++newest[op.stage]);
       } else if (last.of_stage_step[static_cast<size_t>(op.step) * stages + op.stage] == i) {
-        out.push_back(MakeStep(op.stage, op.step, 0, op.step + 1));  // flush and 2BW alike
+        step_op = MakeStep(op.stage, op.step, 0, op.step + 1);  // flush and 2BW alike
+      } else {
+        continue;
       }
+      // Sends posted right after the backward go first: an optimizer step must not hold up
+      // the gradient the previous stage is waiting for (Lower places STEPs the same way).
+      while (i + 1 < static_cast<int>(rank_ops.size()) && (rank_ops[i + 1].kind == OpKind::kSendB ||
+                                                            rank_ops[i + 1].kind == OpKind::kSendF)) {
+        out.push_back(rank_ops[++i]);
+      }
+      out.push_back(step_op);
     }
     rank_ops = std::move(out);
   }

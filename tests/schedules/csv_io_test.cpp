@@ -108,16 +108,16 @@ bool HasComms(const Schedule& s) {
   return false;
 }
 
-// The CSV carries every compute and comm op in order, but two facts of Lower's output are not
-// in it: Lower leaves a STEP after the SEND_B that follows the stage's last backward, where
-// AssignWeights puts it right after the backward; and Lower marks a one-rank schedule lowered
-// though it has no SEND/RECV. `want` is Lower's output with those two normalised.
+// The CSV carries every compute and comm op in order. Lower and AssignWeights place STEPs
+// alike (after the SENDs that follow a stage's last backward), so re-assigning weights leaves
+// Lower's output unchanged; only `lowered` differs for one rank, where there is nothing to send.
 TEST(CsvIoTest, RoundTripsEveryGeneratorComputeComms) {
   for (const GeneratorCase& c : AllCases()) {
     const Schedule lowered = Lower(Generate(c.info->name, c.params));
     const std::string csv = ExportCsv(lowered, CsvForm::kComputeComms);
     Schedule want = lowered;
     AssignWeights(&want);
+    EXPECT_TRUE(want == lowered) << CaseName(c) << ": AssignWeights moved a STEP of Lower's output";
     want.lowered = HasComms(want);
     EXPECT_EQ(want.lowered, c.params.ranks > 1) << CaseName(c);
     const Schedule imported = ImportCsv(csv, "gen.csv", OptionsFor(c));
@@ -152,7 +152,8 @@ TEST(CsvIoTest, ExportsGlobalMicrobatchesWithoutSteps) {
   EXPECT_EQ(ExportCsv(s, CsvForm::kComputeOnly),
             "0F0,0F1,0B0,0B1,0F2,0F3,0B2,0B3\n"
             "1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n");
-  const Schedule back = ImportCsv(ExportCsv(s, CsvForm::kComputeOnly), "x.csv", {.name = "1f1b", .microbatches = 2, .steps = 2});
+  const Schedule back =
+      ImportCsv(ExportCsv(s, CsvForm::kComputeOnly), "x.csv", {.name = "1f1b", .microbatches = 2, .steps = 2});
   // rank 0: 0F0 0F1 0B0 0B1 STEP(version 1) 0F2 ...; 0F2 is step 1, microbatch 0, reads version 1.
   ASSERT_EQ(back.ops[0][4].kind, OpKind::kStep);
   EXPECT_EQ(back.ops[0][4].version, 1);
@@ -203,12 +204,14 @@ TEST(CsvIoTest, CommCellsSetPeersAndLowered) {
   EXPECT_EQ(s.ops[0][2].peer, 1);
   EXPECT_EQ(s.ops[1][0].kind, OpKind::kRecvF);
   EXPECT_EQ(s.ops[1][0].peer, 0);
-  // ops[1]: RECV_F, F, B, STEP, SEND_B, SEND_F, RECV_F (AssignWeights puts STEP after the last B).
-  const Op& send_b = s.ops[1][4];
+  // ops[1]: RECV_F, F, B, SEND_B, SEND_F, STEP, RECV_F (the STEP goes after the sends that
+  // follow the last backward).
+  const Op& send_b = s.ops[1][3];
   EXPECT_EQ(send_b.kind, OpKind::kSendB);
   EXPECT_EQ(send_b.peer, 0);
-  EXPECT_EQ(s.ops[1][5].kind, OpKind::kSendF);  // stage 1 is the last stage: no next rank
-  EXPECT_EQ(s.ops[1][5].peer, -1);
+  EXPECT_EQ(s.ops[1][4].kind, OpKind::kSendF);  // stage 1 is the last stage: no next rank
+  EXPECT_EQ(s.ops[1][4].peer, -1);
+  EXPECT_EQ(s.ops[1][5].kind, OpKind::kStep);
   EXPECT_EQ(s.ops[1][6].kind, OpKind::kRecvF);  // stage 0 has no previous stage
   EXPECT_EQ(s.ops[1][6].peer, -1);
   EXPECT_FALSE(Validate(s).empty());

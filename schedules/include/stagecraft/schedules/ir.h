@@ -89,7 +89,7 @@ struct Schedule {
   WeightPolicy weights = WeightPolicy::kFlush;
   bool recompute = false;      // B recomputes the stage's forward instead of stashing activations
   bool vertical_sync = false;  // PipeDream: every stage uses the version stage 0 used
-  bool lowered = false;        // SEND/RECV ops present
+  bool lowered = false;        // SEND/RECV present for every cross-rank dependency (Lower ran)
   std::vector<std::vector<Op>> ops;  // ops[rank] in execution order
 
   int ranks() const { return shape.ranks; }

@@ -1,0 +1,154 @@
+// `stagecraft simulate`: load a scenario, simulate each of its schedules on its topology and
+// print the comparison table; optionally write the metrics JSON and one trace per schedule.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/trace.h"
+#include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/metrics.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::cli {
+namespace {
+
+using namespace stagecraft::schedules;
+using namespace stagecraft::sim;
+
+struct SimulateFlags {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string json_path;
+  std::string trace_path;
+};
+
+struct Outcome {
+  Schedule schedule;
+  SimResult result;
+  ScheduleMetrics metrics;
+};
+
+GeneratorParams ParamsFor(const GeneratorInfo& info, const PipelineSpec& p) {
+  GeneratorParams params;
+  params.ranks = p.ranks;
+  params.microbatches = p.microbatches;
+  params.steps = p.steps;
+  params.recompute = p.recompute;
+  // pipeline.chunks is the interleaved schedule's virtual stages per rank (2 when unset).
+  params.chunks = info.interleaved ? (p.chunks > 1 ? p.chunks : 2) : 1;
+  params.vertical_sync = info.weights == WeightPolicy::kStash && p.vertical_sync;
+  return params;
+}
+
+// The schedules to run: the listed ones (an error if one cannot take the shape), or under
+// "all" every generator the shape allows, with the others named on stderr.
+std::vector<const GeneratorInfo*> Pick(const PipelineSpec& p) {
+  std::vector<const GeneratorInfo*> picked;
+  if (p.schedules.size() == 1 && p.schedules[0] == "all") {
+    for (const auto& info : Generators()) {
+      const std::string why = info.check(ParamsFor(info, p));
+      if (why.empty()) picked.push_back(&info);
+      else std::fprintf(stderr, "note: skipping %s: %s\n", std::string(info.name).c_str(), why.c_str());
+    }
+    return picked;
+  }
+  for (const auto& name : p.schedules) {
+    const GeneratorInfo* info = FindGenerator(name);
+    if (info == nullptr) throw InputError(fmt::format("pipeline.schedule: unknown schedule '{}' (known: {}, all)", name, GeneratorNames()));
+    picked.push_back(info);
+  }
+  return picked;
+}
+
+Outcome SimulateOne(const Scenario& sc, const Topology& topo, const GeneratorInfo& info) {
+  Outcome o;
+  o.schedule = Lower(Generate(info.name, ParamsFor(info, sc.pipeline)));
+  const auto diags = Validate(o.schedule);
+  SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
+  const CostTable costs = BuildCosts(sc, o.schedule.stages());
+  SimConfig config;
+  config.device_memory_bytes = sc.topology.device.memory_bytes;
+  o.result = Simulate(o.schedule, costs, topo, config);
+  o.metrics = ComputeMetrics(o.schedule, o.result, sc.pipeline.microbatch_size);
+  return o;
+}
+
+std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<Outcome>& outcomes) {
+  const PipelineSpec& p = sc.pipeline;
+  std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", sc.name,
+                                p.ranks, p.microbatches, p.microbatch_size, p.steps, cost_source);
+  out += fmt::format("{:<12} {:>13} {:>18} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
+                     "peak memory (worst rank)", "OOM");
+  const Outcome* best = nullptr;
+  for (const Outcome& o : outcomes) {
+    const ScheduleMetrics& m = o.metrics;
+    const int worst = m.WorstMemoryRank();
+    out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", m.schedule,
+                       m.step_time_ms, m.throughput_samples_per_s, 100 * m.bubble_fraction,
+                       FormatBytes(m.ranks_detail[worst].peak_memory_bytes), worst, m.AnyOom() ? "OOM" : "no");
+    if (!m.AnyOom() && (best == nullptr || m.step_time_ms < best->metrics.step_time_ms)) best = &o;
+  }
+  if (best != nullptr && outcomes.size() > 1) {
+    out += fmt::format("fastest that fits: {} ({:.3f} ms per step, bubble {:.2f}%)\n", best->metrics.schedule,
+                       best->metrics.step_time_ms, 100 * best->metrics.bubble_fraction);
+  } else if (best == nullptr) {
+    out += "no schedule fits in device memory\n";
+  }
+  return out;
+}
+
+std::string TracePath(const std::string& path, const std::string& schedule, bool several) {
+  if (!several) return path;
+  const size_t dot = path.rfind('.');
+  const size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + schedule;
+  return path.substr(0, dot) + "." + schedule + path.substr(dot);
+}
+
+int Run(const SimulateFlags& f) {
+  const Scenario sc = LoadScenario(f.scenario, f.sets);
+  const Topology topo(sc.topology);
+  std::vector<Outcome> outcomes;
+  for (const GeneratorInfo* info : Pick(sc.pipeline)) outcomes.push_back(SimulateOne(sc, topo, *info));
+  if (outcomes.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
+  const std::string cost_source = BuildCosts(sc, outcomes.front().schedule.stages()).source;
+  // Everything is computed before anything is written: an error leaves no partial output.
+  std::string json = fmt::format("{{\"scenario\":\"{}\",\"source\":\"predicted\",\"costs\":\"{}\",\"schedules\":[",
+                                 sc.name, cost_source);
+  for (size_t i = 0; i < outcomes.size(); ++i) json += (i ? "," : "") + MetricsToJson(outcomes[i].metrics);
+  json += "]}\n";
+  const std::string table = Table(sc, cost_source, outcomes);
+  if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
+  if (!f.trace_path.empty()) {
+    for (const Outcome& o : outcomes) {
+      const Trace trace = BuildTrace(o.schedule, o.result, sc.name, "predicted", MetricsToJson(o.metrics));
+      WriteTextFileAtomically(TracePath(f.trace_path, o.metrics.schedule, outcomes.size() > 1), TraceToJson(trace));
+    }
+  }
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+Command AddSimulateCommand(CLI::App& root) {
+  auto flags = std::make_shared<SimulateFlags>();
+  CLI::App* app = root.add_subcommand("simulate", "Predict bubble, memory and throughput of a scenario's schedules");
+  app->add_option("scenario", flags->scenario, "Scenario YAML")->required();
+  app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
+  app->add_option("--json", flags->json_path, "Write the metrics of every schedule as JSON");
+  app->add_option("--trace", flags->trace_path, "Write a Chrome/Perfetto trace (one file per schedule when several)");
+  return {app, [flags] { return Run(*flags); }};
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,60 @@
+// Trace files (DESIGN.md §6): Chrome trace-event JSON that Perfetto and chrome://tracing
+// open. Complete events ("ph":"X", ts/dur in microseconds, pid = rank, tid = stream: 0 compute,
+// 1 send, 2 recv) carry the op in `args`; counter events ("ph":"C") carry memory per rank; the
+// top-level "stagecraft" object says whether the trace is predicted or measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+enum class Stream : uint8_t { kCompute = 0, kSend = 1, kRecv = 2 };
+
+struct TraceOp {
+  int rank = 0;
+  Stream stream = Stream::kCompute;
+  Op op;             // kind, stage, microbatch, step, version, peer
+  int op_index = 0;  // position in the rank's IR list: predicted and measured match on it
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+};
+
+struct TraceCounter {
+  int rank = 0;
+  int64_t time_ns = 0;
+  int64_t memory_bytes = 0;
+};
+
+struct Trace {
+  std::string source;     // "predicted" | "measured"
+  std::string scenario;   // scenario name
+  std::string schedule;   // schedule name
+  int microbatches = 1;   // per step, to print action strings
+  std::string summary_json = "{}";  // the schedule's summary object (metrics), verbatim JSON
+  std::vector<TraceOp> ops;
+  std::vector<TraceCounter> counters;
+};
+
+// Serializes to Chrome trace JSON. Times are written in microseconds with 3 decimals so
+// nanoseconds survive a round trip.
+std::string TraceToJson(const Trace& trace);
+
+// Writes atomically: a temporary file in the same folder, then rename. Throws InputError
+// naming the path when it cannot be written.
+void WriteTextFileAtomically(const std::string& path, std::string_view text);
+
+// Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
+// no traceEvents). Events with unknown fields are accepted (fields ignored); complete events
+// missing a needed field are skipped and counted in `skipped`.
+struct TraceReadResult {
+  Trace trace;
+  int skipped = 0;
+};
+TraceReadResult TraceFromJson(std::string_view text, std::string_view source);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,391 @@
+// Tests for schedules/src/trace.cpp: the exact text of a one-op trace, field-by-field round
+// trips, escaping, a hand-written foreign trace, errors that name the source, events skipped
+// and counted, and atomic file writes. The 200k-op case prints its timings (never asserts them).
+#include "stagecraft/schedules/trace.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace stagecraft::schedules {
+namespace {
+
+namespace fs = std::filesystem;
+
+TraceOp MakeOp(int rank, Stream stream, Op op, int op_index, int64_t start_ns, int64_t duration_ns) {
+  TraceOp t;
+  t.rank = rank;
+  t.stream = stream;
+  t.op = op;
+  t.op_index = op_index;
+  t.start_ns = start_ns;
+  t.duration_ns = duration_ns;
+  return t;
+}
+
+// Three ranks, all streams, every kind, and times that are not whole microseconds.
+Trace HandMadeTrace() {
+  Trace t;
+  t.source = "predicted";
+  t.scenario = "hand made";
+  t.schedule = "zb-h1";
+  t.microbatches = 3;
+  t.summary_json = R"({"bubble_fraction":0.25,"peak_memory_bytes":[1,2,3],"name":"x"})";
+  t.ops = {
+      MakeOp(0, Stream::kCompute, Op{OpKind::kF, 0, 2, 1, 1, -1}, 0, 1, 999),
+      MakeOp(0, Stream::kSend, Op{OpKind::kSendF, 0, 2, 1, 0, 1}, 1, 1000, 1),
+      MakeOp(1, Stream::kRecv, Op{OpKind::kRecvF, 1, 2, 1, 0, 0}, 0, 1000001, 0),
+      MakeOp(1, Stream::kCompute, Op{OpKind::kB, 1, 0, 0, 0, -1}, 1, 1000002, 123456789),
+      MakeOp(1, Stream::kSend, Op{OpKind::kSendB, 1, 0, 0, 0, 0}, 2, 999999999999, 7),
+      MakeOp(0, Stream::kRecv, Op{OpKind::kRecvB, 0, 0, 0, 0, 1}, 2, 5, 3),
+      MakeOp(0, Stream::kCompute, Op{OpKind::kI, 0, 1, 0, 0, -1}, 3, 0, 0),
+      MakeOp(0, Stream::kCompute, Op{OpKind::kW, 0, 1, 0, 0, -1}, 4, 10, 11),
+      MakeOp(12, Stream::kCompute, Op{OpKind::kStep, 12, 0, 0, 3, -1}, 9, 2000000000001, 1001),
+  };
+  t.counters = {{0, 0, 0}, {1, 1000001, 1LL << 40}, {12, 17, 999}};
+  return t;
+}
+
+void ExpectSameTrace(const Trace& got, const Trace& want) {
+  EXPECT_EQ(got.source, want.source);
+  EXPECT_EQ(got.scenario, want.scenario);
+  EXPECT_EQ(got.schedule, want.schedule);
+  EXPECT_EQ(got.microbatches, want.microbatches);
+  EXPECT_EQ(got.summary_json, want.summary_json);
+  ASSERT_EQ(got.ops.size(), want.ops.size());
+  for (size_t i = 0; i < want.ops.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "op " << i);
+    EXPECT_EQ(got.ops[i].rank, want.ops[i].rank);
+    EXPECT_EQ(got.ops[i].stream, want.ops[i].stream);
+    EXPECT_EQ(got.ops[i].op, want.ops[i].op);
+    EXPECT_EQ(got.ops[i].op_index, want.ops[i].op_index);
+    EXPECT_EQ(got.ops[i].start_ns, want.ops[i].start_ns);
+    EXPECT_EQ(got.ops[i].duration_ns, want.ops[i].duration_ns);
+  }
+  ASSERT_EQ(got.counters.size(), want.counters.size());
+  for (size_t i = 0; i < want.counters.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "counter " << i);
+    EXPECT_EQ(got.counters[i].rank, want.counters[i].rank);
+    EXPECT_EQ(got.counters[i].time_ns, want.counters[i].time_ns);
+    EXPECT_EQ(got.counters[i].memory_bytes, want.counters[i].memory_bytes);
+  }
+}
+
+// The InputError message `fn` throws, or "" (and a failure) when it throws none.
+std::string ErrorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return "";
+}
+
+// An event line with `args_and_fields` spliced into an otherwise valid complete event.
+std::string OneEventTrace(const std::string& event) {
+  return R"({"traceEvents":[)" + event + "]}";
+}
+
+TEST(TraceTest, ExactTextOfOneOpTrace) {
+  Trace t;
+  t.source = "predicted";
+  t.scenario = "tiny";
+  t.schedule = "1f1b";
+  t.microbatches = 2;
+  t.summary_json = R"({ "bubble": 0.5 })";
+  t.ops = {MakeOp(1, Stream::kCompute, Op{OpKind::kB, 1, 1, 1, 1, -1}, 3, 1234567, 1000)};
+  t.counters = {{1, 5, 4096}};
+  // Global microbatch 1 * 2 + 1 = 3; 1234567 ns = 1234.567 us; the summary is re-dumped compactly.
+  const std::string want =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank 1\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"send\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"recv\"}},\n"
+      "{\"ph\":\"X\",\"name\":\"1B3\",\"cat\":\"B\",\"pid\":1,\"tid\":0,\"ts\":1234.567,\"dur\":1.000,"
+      "\"args\":{\"kind\":\"B\",\"stage\":1,\"microbatch\":1,\"step\":1,\"version\":1,\"peer\":-1,\"op_index\":3}},\n"
+      "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":1,\"ts\":0.005,\"args\":{\"bytes\":4096}}\n"
+      "],\n"
+      "\"displayTimeUnit\":\"ns\",\n"
+      "\"stagecraft\":{\"source\":\"predicted\",\"scenario\":\"tiny\",\"schedule\":\"1f1b\",\"microbatches\":2,"
+      "\"summary\":{\"bubble\":0.5}}}\n";
+  EXPECT_EQ(TraceToJson(t), want);
+}
+
+TEST(TraceTest, EmptyTraceIsValidAndReadsBack) {
+  Trace t;
+  t.source = "measured";
+  const std::string text = TraceToJson(t);
+  EXPECT_EQ(text.rfind("{\"traceEvents\":[\n],\n", 0), 0u) << text;
+  const TraceReadResult read = TraceFromJson(text, "empty.json");
+  ExpectSameTrace(read.trace, t);
+  EXPECT_EQ(read.skipped, 0);
+}
+
+TEST(TraceTest, RoundTripKeepsEveryField) {
+  const Trace t = HandMadeTrace();
+  const std::string text = TraceToJson(t);
+  const TraceReadResult read = TraceFromJson(text, "hand.json");
+  EXPECT_EQ(read.skipped, 0);
+  ExpectSameTrace(read.trace, t);
+  // Names are PyTorch action strings with global microbatch step * 3 + microbatch.
+  EXPECT_NE(text.find("\"name\":\"0F5\""), std::string::npos);
+  EXPECT_NE(text.find("\"name\":\"12STEP3\""), std::string::npos);
+  EXPECT_NE(text.find("\"ts\":999999999.999,\"dur\":0.007"), std::string::npos);
+  EXPECT_NE(text.find("\"ts\":0.001,\"dur\":0.999"), std::string::npos);
+  // Metadata only for ranks that appear: 0, 1 and 12.
+  EXPECT_NE(text.find("\"pid\":12,\"args\":{\"name\":\"rank 12\"}"), std::string::npos);
+  EXPECT_EQ(text.find("\"name\":\"rank 2\""), std::string::npos);
+}
+
+TEST(TraceTest, SerializationIsDeterministic) {
+  const Trace t = HandMadeTrace();
+  const Trace copy = t;
+  const std::string first = TraceToJson(t);
+  EXPECT_EQ(first, TraceToJson(t));
+  EXPECT_EQ(first, TraceToJson(copy));
+  // Written, read and written again: the same bytes.
+  EXPECT_EQ(first, TraceToJson(TraceFromJson(first, "again.json").trace));
+}
+
+TEST(TraceTest, EscapesStrings) {
+  Trace t;
+  t.source = "predicted";
+  t.scenario = "a \"quoted\" C:\\path\nnext\ttab";
+  t.schedule = "1f1b\x01";
+  const std::string text = TraceToJson(t);
+  EXPECT_NE(text.find(R"("scenario":"a \"quoted\" C:\\path\nnext\ttab")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("schedule":"1f1b\u0001")"), std::string::npos) << text;
+  const Trace read = TraceFromJson(text, "escaped.json").trace;
+  EXPECT_EQ(read.scenario, t.scenario);
+  EXPECT_EQ(read.schedule, t.schedule);
+}
+
+TEST(TraceTest, InvalidUtf8IsReplacedSoTheFileStillParses) {
+  Trace t;
+  t.scenario = "caf\xc3\xa9 \xff";
+  const Trace read = TraceFromJson(TraceToJson(t), "utf8.json").trace;
+  EXPECT_EQ(read.scenario, "caf\xc3\xa9 \xef\xbf\xbd");
+}
+
+TEST(TraceDeathTest, NegativeTimesAndBadSummaryAreBugs) {
+  Trace t = HandMadeTrace();
+  t.ops[3].start_ns = -1;
+  EXPECT_DEATH(TraceToJson(t), "negative trace time -1 ns");
+  t = HandMadeTrace();
+  t.counters[0].time_ns = -5;
+  EXPECT_DEATH(TraceToJson(t), "negative trace time -5 ns");
+  t = HandMadeTrace();
+  t.summary_json = "[1,2]";
+  EXPECT_DEATH(TraceToJson(t), "summary_json is not a JSON object");
+}
+
+TEST(TraceReadTest, TruncatedJsonNamesSourceAndOffset) {
+  const std::string text = TraceToJson(HandMadeTrace());
+  const std::string truncated = text.substr(0, text.size() / 2);
+  const std::string what = ErrorOf([&] { TraceFromJson(truncated, "run/trace.json"); });
+  EXPECT_EQ(what.rfind("run/trace.json: not valid JSON: ", 0), 0u) << what;
+  EXPECT_NE(what.find("(byte "), std::string::npos) << what;
+  EXPECT_NE(ErrorOf([] { TraceFromJson("", "empty.json"); }).find("empty.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(ErrorOf([] { TraceFromJson("{\"traceEvents\":[]} x", "tail.json"); }).find("tail.json: not valid JSON"),
+            std::string::npos);
+}
+
+TEST(TraceReadTest, JsonThatIsNotATrace) {
+  const std::string want = "t.json: not a trace (no traceEvents array)";
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"events":[]})", "t.json"); }), want);
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":{}})", "t.json"); }), want);
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"x":{"traceEvents":[]}})", "t.json"); }), want);
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"([{"ph":"X"}])", "t.json"); }), want);
+  EXPECT_EQ(ErrorOf([] { TraceFromJson("42", "t.json"); }), want);
+}
+
+TEST(TraceReadTest, BadStagecraftHeaderNamesTheField) {
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":[],"stagecraft":{"microbatches":0}})", "h.json"); }),
+            "h.json: stagecraft.microbatches: expected a positive integer");
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":[],"stagecraft":{"summary":[1]}})", "h.json"); }),
+            "h.json: stagecraft.summary: expected an object");
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":[],"stagecraft":{"schedule":3}})", "h.json"); }),
+            "h.json: stagecraft.schedule: expected a string");
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":[],"stagecraft":"v1"})", "h.json"); }),
+            "h.json: stagecraft: expected an object");
+}
+
+TEST(TraceReadTest, WithoutHeaderSourceIsUnknown) {
+  const TraceReadResult read = TraceFromJson(R"({"traceEvents":[]})", "bare.json");
+  EXPECT_EQ(read.trace.source, "unknown");
+  EXPECT_EQ(read.trace.scenario, "");
+  EXPECT_EQ(read.trace.microbatches, 1);
+  EXPECT_EQ(read.trace.summary_json, "{}");
+  EXPECT_TRUE(read.trace.ops.empty());
+}
+
+TEST(TraceReadTest, UnknownFieldsAreIgnoredAndVersionPeerDefault) {
+  const TraceReadResult read = TraceFromJson(
+      OneEventTrace(R"({"zz":[{"a":1}],"ph":"X","pid":3,"tid":2,"ts":7,"dur":0.5,"name":"whatever",)"
+                    R"("args":{"op_index":4,"kind":"RECV_B","stage":5,"microbatch":6,"step":7,"more":{"k":[1]}},"s":null})"),
+      "u.json");
+  EXPECT_EQ(read.skipped, 0);
+  ASSERT_EQ(read.trace.ops.size(), 1u);
+  const TraceOp& t = read.trace.ops[0];
+  EXPECT_EQ(t.rank, 3);
+  EXPECT_EQ(t.stream, Stream::kRecv);
+  EXPECT_EQ(t.op, (Op{OpKind::kRecvB, 5, 6, 7, 0, -1}));
+  EXPECT_EQ(t.op_index, 4);
+  EXPECT_EQ(t.start_ns, 7000);
+  EXPECT_EQ(t.duration_ns, 500);
+}
+
+TEST(TraceReadTest, BrokenCompleteEventsAreSkippedAndCounted) {
+  const std::string good = R"("ph":"X","pid":0,"tid":0,"dur":1,)";
+  const std::string args = R"("args":{"kind":"F","stage":0,"microbatch":0,"step":0,"op_index":0})";
+  const std::vector<std::string> broken = {
+      "{" + good + R"("ts":"12",)" + args + "}",                                                 // ts a string
+      "{" + good + R"("ts":1,"args":{"stage":0,"microbatch":0,"step":0,"op_index":0}})",          // no kind
+      "{" + good + R"("ts":1,"args":{"kind":"Q","stage":0,"microbatch":0,"step":0,"op_index":0}})",  // bad kind
+      "{" + good + R"("ts":1,"args":{"kind":"F","stage":0,"microbatch":0,"step":0}})",            // no op_index
+      "{" + good + R"("ts":1,"args":{"kind":"F","stage":0.5,"microbatch":0,"step":0,"op_index":0}})",  // float
+      "{" + good + R"("ts":1,"args":{"kind":"F","stage":0,"microbatch":0,"step":0,"op_index":0,"version":"1"}})",
+      "{" + good + R"("ts":-1,)" + args + "}",                                                   // negative time
+      "{" + good + R"("ts":[1],)" + args + "}",                                                  // ts an array
+      "{" + good + R"("ts":1,"args":[1]})",                                                      // args not object
+      "{" + good + R"("ts":1,"args":3})",                                                        // args a scalar
+      R"({"ph":"X","pid":0,"tid":3,"dur":1,"ts":1,)" + args + "}",                               // tid not a stream
+      R"({"ph":"X","pid":-2,"tid":0,"dur":1,"ts":1,)" + args + "}",                              // negative pid
+      R"({"ph":"X","pid":4294967296,"tid":0,"dur":1,"ts":1,)" + args + "}",                      // pid too large
+      R"({"ph":"C","name":"memory","pid":0,"ts":1,"args":{"bytes":1.5}})",                      // bytes not integer
+  };
+  std::string events = "{" + good + R"("ts":1,)" + args + "}";
+  for (const std::string& e : broken) events += "," + e;
+  events += ",{" + good + R"("ts":2,)" + args + "}";
+  const TraceReadResult read = TraceFromJson("{\"traceEvents\":[" + events + "]}", "b.json");
+  EXPECT_EQ(read.skipped, static_cast<int>(broken.size()));
+  ASSERT_EQ(read.trace.ops.size(), 2u);
+  EXPECT_EQ(read.trace.ops[0].start_ns, 1000);
+  EXPECT_EQ(read.trace.ops[1].start_ns, 2000);
+  EXPECT_TRUE(read.trace.counters.empty());
+}
+
+TEST(TraceReadTest, HandWrittenForeignTrace) {
+  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/traces/foreign.json", std::ios::binary);
+  ASSERT_TRUE(in) << "missing fixture";
+  std::stringstream text;
+  text << in.rdbuf();
+  const TraceReadResult read = TraceFromJson(text.str(), "foreign.json");
+  // kernel (tid 7, no kind), "no kind", "bad kind" and the memory counter with text bytes.
+  EXPECT_EQ(read.skipped, 4);
+  Trace want;
+  want.source = "measured";
+  want.scenario = "fixture";
+  want.schedule = "gpipe";
+  want.microbatches = 4;
+  want.summary_json = R"({"z":1,"a":[2.5,"x"]})";
+  want.ops = {MakeOp(0, Stream::kCompute, Op{OpKind::kF, 0, 0, 0, 0, -1}, 0, 2500, 10000),
+              MakeOp(1, Stream::kSend, Op{OpKind::kSendF, 1, 1, 0, 0, 2}, 5, 20000, 1)};
+  want.counters = {{1, 20125, 1048576}};
+  ExpectSameTrace(read.trace, want);
+}
+
+// A unique scratch folder per test, removed afterwards.
+class TraceFileTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("stagecraft_trace_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<std::string> Entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  static std::string Slurp(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TraceFileTest, WritesAndReplacesLeavingNoTempFile) {
+  const std::string path = (dir_ / "trace.json").string();
+  WriteTextFileAtomically(path, "first version, longer than the second");
+  EXPECT_EQ(Slurp(path), "first version, longer than the second");
+  const std::string text = TraceToJson(HandMadeTrace());
+  WriteTextFileAtomically(path, text);
+  EXPECT_EQ(Slurp(path), text);
+  EXPECT_EQ(Entries(), std::vector<std::string>{"trace.json"});
+  WriteTextFileAtomically(path, "");
+  EXPECT_EQ(Slurp(path), "");
+}
+
+TEST_F(TraceFileTest, MissingFolderThrowsAndLeavesNothing) {
+  const std::string path = (dir_ / "no_such_dir" / "trace.json").string();
+  const std::string what = ErrorOf([&] { WriteTextFileAtomically(path, "{}"); });
+  EXPECT_EQ(what, path + ": cannot write (No such file or directory)");
+  EXPECT_TRUE(Entries().empty());
+}
+
+TEST_F(TraceFileTest, RenameFailureRemovesTempFile) {
+  // The temporary file is written, then rename onto a non-empty folder fails.
+  fs::create_directories(dir_ / "taken" / "inside");
+  const std::string path = (dir_ / "taken").string();
+  const std::string what = ErrorOf([&] { WriteTextFileAtomically(path, "{}"); });
+  EXPECT_EQ(what.rfind(path + ": cannot write (", 0), 0u) << what;
+  EXPECT_EQ(Entries(), std::vector<std::string>{"taken"});
+}
+
+// A 200k-op trace written and read back; the times are printed for the record, not checked.
+TEST(TraceScaleTest, TwoHundredThousandOpsRoundTrip) {
+  constexpr int kRanks = 8;
+  constexpr int kOpsPerRank = 25000;
+  Trace t;
+  t.source = "predicted";
+  t.scenario = "scale";
+  t.schedule = "1f1b";
+  t.microbatches = 64;
+  t.ops.reserve(kRanks * kOpsPerRank);
+  for (int r = 0; r < kRanks; ++r) {
+    for (int i = 0; i < kOpsPerRank; ++i) {
+      const OpKind kind = static_cast<OpKind>(i % kNumOpKinds);
+      const Stream stream = kind == OpKind::kSendF || kind == OpKind::kSendB   ? Stream::kSend
+                            : kind == OpKind::kRecvF || kind == OpKind::kRecvB ? Stream::kRecv
+                                                                               : Stream::kCompute;
+      t.ops.push_back(MakeOp(r, stream, Op{kind, r, i % 64, i / 64, i / 64, IsComm(kind) ? r + 1 : -1}, i,
+                             int64_t{i} * 1234567 + r, 1000 + i % 977));
+      if (i % 10 == 0) t.counters.push_back({r, int64_t{i} * 1234567, int64_t{i} << 20});
+    }
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const std::string text = TraceToJson(t);
+  const auto t1 = Clock::now();
+  const TraceReadResult read = TraceFromJson(text, "scale.json");
+  const auto t2 = Clock::now();
+  const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::printf("[ trace    ] %zu ops + %zu counters, %.1f MB: serialize %.1f ms, parse %.1f ms\n", t.ops.size(),
+              t.counters.size(), text.size() / 1e6, ms(t1 - t0), ms(t2 - t1));
+  EXPECT_EQ(read.skipped, 0);
+  ExpectSameTrace(read.trace, t);
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
