@@ -87,7 +87,7 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", sc.name,
                                 p.ranks, p.microbatches, p.microbatch_size, p.steps, cost_source);
-  out += fmt::format("{:<12} {:>13} {:>18} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
+  out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");
   const Outcome* best = nullptr;
   for (const Outcome& o : outcomes) {
@@ -96,7 +96,12 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
     out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", m.schedule,
                        m.step_time_ms, m.throughput_samples_per_s, 100 * m.bubble_fraction,
                        FormatBytes(m.ranks_detail[worst].peak_memory_bytes), worst, m.AnyOom() ? "OOM" : "no");
-    if (!m.AnyOom() && (best == nullptr || m.step_time_ms < best->metrics.step_time_ms)) best = &o;
+    // Fastest that fits; on a tie the one that needs less memory.
+    const auto peak = [](const ScheduleMetrics& x) { return x.ranks_detail[x.WorstMemoryRank()].peak_memory_bytes; };
+    if (!m.AnyOom() && (best == nullptr || m.step_time_ms < best->metrics.step_time_ms ||
+                        (m.step_time_ms == best->metrics.step_time_ms && peak(m) < peak(best->metrics)))) {
+      best = &o;
+    }
   }
   if (best != nullptr && outcomes.size() > 1) {
     out += fmt::format("fastest that fits: {} ({:.3f} ms per step, bubble {:.2f}%)\n", best->metrics.schedule,

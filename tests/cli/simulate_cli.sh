@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `stagecraft simulate` as a user runs it: the table, --json/--trace determinism, and bad input
+# (one stderr line naming where and what, non-zero exit, no output file left behind).
+set -uo pipefail
+sc="$1"; root="$2"
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+
+cat >"$tmp/ok.yaml" <<'YAML'
+name: uniform
+topology:
+  device: {name: test, peak: 100TFLOPS, memory: 80GiB, efficiency: 0.5}
+  nodes: 1
+  devices_per_node: 4
+  links:
+    - {scope: node, bandwidth: 100GB/s, latency: 0us}
+model:
+  costs: {forward: 1ms, backward_input: 1ms, backward_weight: 1ms, p2p_latency: 0us,
+          activation_bytes: 1MiB, weight_bytes: 10MiB}
+pipeline:
+  schedule: [gpipe, 1f1b]
+  ranks: 4
+  microbatches: 8
+  steps: 1
+YAML
+out="$("$sc" simulate "$tmp/ok.yaml" --json "$tmp/a.json" --trace "$tmp/a.trace.json")"; rc=$?
+check "simulate runs" '[[ $rc -eq 0 ]]'
+check "table has gpipe row" 'grep -qE "^gpipe +33\.000 ms" <<<"$out"'
+check "table bubble 3/11" 'grep -qE "^1f1b .* 27\.27%" <<<"$out"'
+check "json written" '[[ -s "$tmp/a.json" ]] && grep -q "\"bubble_fraction\":0.272727273" "$tmp/a.json"'
+check "one trace per schedule" '[[ -s "$tmp/a.trace.gpipe.json" && -s "$tmp/a.trace.1f1b.json" ]]'
+"$sc" simulate "$tmp/ok.yaml" --json "$tmp/b.json" --trace "$tmp/b.trace.json" >/dev/null
+check "deterministic json" 'cmp -s "$tmp/a.json" "$tmp/b.json"'
+check "deterministic trace" 'cmp -s "$tmp/a.trace.1f1b.json" "$tmp/b.trace.1f1b.json"'
+out2="$("$sc" simulate "$tmp/ok.yaml" --set pipeline.microbatches=16 --set 'pipeline.schedule=[1f1b]')"
+check "--set overrides" 'grep -qE "^1f1b +57\.000 ms" <<<"$out2"'
+
+bad() {  # name, expected substring, yaml (or - for none), extra args...
+  local name="$1" expect="$2" yaml="$3"; shift 3
+  local before=$fail; fail=0
+  [[ "$yaml" == "-" ]] || printf '%s\n' "$yaml" >"$tmp/bad.yaml"
+  rm -f "$tmp/out.json"
+  so="$("$sc" simulate "$tmp/bad.yaml" --json "$tmp/out.json" "$@" 2>"$tmp/err")"; rc=$?
+  se="$(cat "$tmp/err")"
+  check "$name: non-zero exit" '[[ $rc -ne 0 ]]'
+  check "$name: one stderr line" '[[ $(wc -l <"$tmp/err") -eq 1 ]]'
+  check "$name: no partial output" '[[ ! -e "$tmp/out.json" && -z "$so" ]]'
+  check "$name: message has '$expect'" '[[ "$se" == *"$expect"* ]]'
+  [[ $fail -eq 0 ]] || echo "  stderr was: $se"
+  [[ $before -eq 0 ]] || fail=1
+}
+base="$(cat "$tmp/ok.yaml")"
+rm -f "$tmp/bad.yaml"
+bad "missing file" "bad.yaml: cannot open" -
+bad "malformed yaml" "bad.yaml:4:1: end of sequence flow not found" $'name: x\ntopology: {device: [\n'
+bad "unknown key" "bad.yaml:14:3: pipeline: unknown key 'microbatchs'" "${base/  microbatches: 8/  microbatchs: 8}"
+bad "negative size" "bad.yaml:10:" "${base/activation_bytes: 1MiB/activation_bytes: -1MiB}"
+bad "zero ranks" "bad.yaml:" "${base/ranks: 4/ranks: 0}"
+bad "interleaved needs more microbatches" "multiple of ranks" "${base/schedule: \[gpipe, 1f1b\]/schedule: interleaved}" --set pipeline.microbatches=2 --set pipeline.chunks=2
+bad "cost list wrong length" "expected 4 entries" "${base/forward: 1ms/forward: [1ms, 2ms]}"
+bad "fewer devices than ranks" "devices" "${base/devices_per_node: 4/devices_per_node: 2}"
+bad "bad --set key" "microbatchs" "$base" --set pipeline.microbatchs=3
+exit $fail
