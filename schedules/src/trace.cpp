@@ -427,7 +427,11 @@ RawEvent ReadEvent(JsonCursor* in) {
       e.Mark(kArgs, true);
       in->Object([&](std::string_view arg) {
         const Field a = FindField(arg, kKind, kBytes);
-        if (a == kNumFields) in->Value(); else e.Set(a, in->Value());
+        if (a == kNumFields) {
+          in->Value();
+        } else {
+          e.Set(a, in->Value());
+        }
       });
     } else if (f == kNumFields) {
       in->Value();
@@ -503,6 +507,9 @@ std::string TraceToJson(const Trace& trace) {
   auto out = std::back_inserter(text);
   // One event per line, each after the first led by ",\n": greppable, and diffs line up.
   // Ops and counters always follow their ranks' metadata, so only metadata can come first.
+  // "stagecraft" goes last: Perfetto's JSON importer stops reading at a top-level key it does
+  // not know. Perfetto and chrome://tracing both read ts/dur as microseconds whatever
+  // displayTimeUnit says; "ns" only asks them to display nanoseconds.
   text += "{\"traceEvents\":[";
   for (size_t i = 0; i < ranks.size(); ++i) {
     fmt::format_to(out, "{}\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"rank {}\"}}}}",

@@ -62,21 +62,20 @@ void ExpectSameTrace(const Trace& got, const Trace& want) {
   EXPECT_EQ(got.microbatches, want.microbatches);
   EXPECT_EQ(got.summary_json, want.summary_json);
   ASSERT_EQ(got.ops.size(), want.ops.size());
+  // Messages after << are built only on failure, which keeps the 200k-op case quick.
   for (size_t i = 0; i < want.ops.size(); ++i) {
-    SCOPED_TRACE(testing::Message() << "op " << i);
-    EXPECT_EQ(got.ops[i].rank, want.ops[i].rank);
-    EXPECT_EQ(got.ops[i].stream, want.ops[i].stream);
-    EXPECT_EQ(got.ops[i].op, want.ops[i].op);
-    EXPECT_EQ(got.ops[i].op_index, want.ops[i].op_index);
-    EXPECT_EQ(got.ops[i].start_ns, want.ops[i].start_ns);
-    EXPECT_EQ(got.ops[i].duration_ns, want.ops[i].duration_ns);
+    EXPECT_EQ(got.ops[i].rank, want.ops[i].rank) << "op " << i;
+    EXPECT_EQ(got.ops[i].stream, want.ops[i].stream) << "op " << i;
+    EXPECT_EQ(got.ops[i].op, want.ops[i].op) << "op " << i;
+    EXPECT_EQ(got.ops[i].op_index, want.ops[i].op_index) << "op " << i;
+    EXPECT_EQ(got.ops[i].start_ns, want.ops[i].start_ns) << "op " << i;
+    EXPECT_EQ(got.ops[i].duration_ns, want.ops[i].duration_ns) << "op " << i;
   }
   ASSERT_EQ(got.counters.size(), want.counters.size());
   for (size_t i = 0; i < want.counters.size(); ++i) {
-    SCOPED_TRACE(testing::Message() << "counter " << i);
-    EXPECT_EQ(got.counters[i].rank, want.counters[i].rank);
-    EXPECT_EQ(got.counters[i].time_ns, want.counters[i].time_ns);
-    EXPECT_EQ(got.counters[i].memory_bytes, want.counters[i].memory_bytes);
+    EXPECT_EQ(got.counters[i].rank, want.counters[i].rank) << "counter " << i;
+    EXPECT_EQ(got.counters[i].time_ns, want.counters[i].time_ns) << "counter " << i;
+    EXPECT_EQ(got.counters[i].memory_bytes, want.counters[i].memory_bytes) << "counter " << i;
   }
 }
 
@@ -91,7 +90,7 @@ std::string ErrorOf(const std::function<void()>& fn) {
   return "";
 }
 
-// An event line with `args_and_fields` spliced into an otherwise valid complete event.
+// A trace holding the one event `event` (JSON text).
 std::string OneEventTrace(const std::string& event) {
   return R"({"traceEvents":[)" + event + "]}";
 }
@@ -143,6 +142,12 @@ TEST(TraceTest, RoundTripKeepsEveryField) {
   EXPECT_NE(text.find("\"name\":\"12STEP3\""), std::string::npos);
   EXPECT_NE(text.find("\"ts\":999999999.999,\"dur\":0.007"), std::string::npos);
   EXPECT_NE(text.find("\"ts\":0.001,\"dur\":0.999"), std::string::npos);
+  // Each name is the op's action string, next to its kind as category.
+  for (const TraceOp& op : t.ops) {
+    const std::string event = "\"name\":\"" + ActionString(op.op, t.microbatches) + "\",\"cat\":\"" +
+                              std::string(KindName(op.op.kind)) + "\",\"pid\":" + std::to_string(op.rank);
+    EXPECT_NE(text.find(event), std::string::npos) << event;
+  }
   // Metadata only for ranks that appear: 0, 1 and 12.
   EXPECT_NE(text.find("\"pid\":12,\"args\":{\"name\":\"rank 12\"}"), std::string::npos);
   EXPECT_EQ(text.find("\"name\":\"rank 2\""), std::string::npos);
@@ -199,6 +204,53 @@ TEST(TraceReadTest, TruncatedJsonNamesSourceAndOffset) {
   EXPECT_NE(ErrorOf([] { TraceFromJson("", "empty.json"); }).find("empty.json: not valid JSON"), std::string::npos);
   EXPECT_NE(ErrorOf([] { TraceFromJson("{\"traceEvents\":[]} x", "tail.json"); }).find("tail.json: not valid JSON"),
             std::string::npos);
+}
+
+TEST(TraceReadTest, SyntaxErrorsGiveLineColumnAndByte) {
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":[1,]})", "x.json"); }),
+            "x.json: not valid JSON: expected a value at line 1, column 19 (byte 18)");
+  EXPECT_EQ(ErrorOf([] { TraceFromJson("{\n\"traceEvents\": [\n  {\"ph\": \"X\",}\n]}", "y.json"); }),
+            "y.json: not valid JSON: expected a string key at line 3, column 14 (byte 32)");
+  EXPECT_EQ(ErrorOf([] { TraceFromJson(R"({"traceEvents":[]})" "\n]", "z.json"); }),
+            "z.json: not valid JSON: unexpected text after the JSON value at line 2, column 1 (byte 19)");
+}
+
+// The reader validates all of the text, not only the parts it decodes: RFC 8259 cases, each
+// placed where the reader would otherwise skip it (an unknown field of an event).
+TEST(TraceReadTest, ValidatesJsonItDoesNotNeed) {
+  const std::vector<std::string> invalid = {
+      "01", "1.", ".5", "-", "1e", "+1", "0x10", "NaN", "Infinity", "tru", "nul", "'x'", "[1,]", "[1 2]",
+      "{\"a\" 1}", "{\"a\":1,}", "{1:2}", "\"tab\there\"", "\"\\x\"", "\"\\u12\"", "\"\\ud800\"",
+      "\"\\udc00\\ud800\"", "\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
+      "\"\xe2\x82\"", "\"open", std::string(600, '[') + std::string(600, ']'),
+  };
+  for (const std::string& value : invalid) {
+    const std::string text = R"({"traceEvents":[{"ph":"X","junk":)" + value + "}]}";
+    const std::string what = ErrorOf([&] { TraceFromJson(text, "v.json"); });
+    EXPECT_EQ(what.rfind("v.json: not valid JSON: ", 0), 0u) << value << " -> " << what;
+  }
+  const std::vector<std::string> valid = {
+      "0", "-0", "1.5e-3", "2E+10", "-12.0", "1e999", "123456789012345678901234567890", "true", "false", "null",
+      "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "\"\\u00e9\\ud83d\\ude00\"", "\"caf\xc3\xa9 \xf0\x9f\x98\x80\"",
+      "[]", "{}", " [ { \"a\" : [ 1 , { } ] } ] ", std::string(500, '[') + std::string(500, ']'),
+  };
+  for (const std::string& value : valid) {
+    const std::string text = R"({"traceEvents":[{"ph":"X","junk":)" + value + "}]}";
+    EXPECT_NO_THROW(TraceFromJson(text, "v.json")) << value;
+  }
+}
+
+TEST(TraceReadTest, EscapedKeysAndOtherNumberFormsAreRead) {
+  // "t\u0073" is "ts"; 1.5e3 us is 1500000 ns; -0 is an integer zero.
+  const TraceReadResult read = TraceFromJson(
+      R"({"traceEvents":[{"ph":"\u0058","pid":0,"tid":-0,"t\u0073":1.5e3,"dur":2E0,)"
+      R"("args":{"kind":"S\u0054EP","stage":1,"microbatch":0,"step":0,"version":2,"op_index":7}}]})",
+      "n.json");
+  EXPECT_EQ(read.skipped, 0);
+  ASSERT_EQ(read.trace.ops.size(), 1u);
+  EXPECT_EQ(read.trace.ops[0].op, (Op{OpKind::kStep, 1, 0, 0, 2, -1}));
+  EXPECT_EQ(read.trace.ops[0].start_ns, 1500000);
+  EXPECT_EQ(read.trace.ops[0].duration_ns, 2000);
 }
 
 TEST(TraceReadTest, JsonThatIsNotATrace) {
