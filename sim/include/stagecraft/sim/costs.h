@@ -1,0 +1,109 @@
+// Per-stage compute times and memory sizes the simulator charges (DESIGN.md §3, §4): from a
+// measured profile, from explicit per-rank costs, or derived analytically from the model's
+// FLOPs and bytes on the topology's device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim {
+
+// What one stage costs per microbatch.
+struct StageCost {
+  int64_t forward_ns = 0;
+  int64_t backward_input_ns = 0;  // a full backward B costs backward_input + backward_weight
+  int64_t backward_weight_ns = 0;
+  int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
+  int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
+  int64_t weight_bytes = 0;      // one weight version
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t send_bytes = 0;  // activation / gradient sent to a neighbour stage per microbatch
+};
+
+struct CostTable {
+  std::vector<StageCost> stages;  // indexed by stage
+  int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
+  std::string source;             // "explicit" | "transformer" | "mlp" | "profile:<path>"
+};
+
+// Costs for `stages` stages (a multiple of pipeline.ranks) under loop placement (stage s on
+// rank s % ranks). Precedence: model.profile > model.costs > transformer / mlp.
+//
+// Explicit costs are per rank for that rank's whole share of the model; with v = stages / ranks
+// virtual stages per rank, the stage in chunk c gets value / v, and the remainder value % v is
+// spread one unit each over the lowest chunks, so a rank's chunks add up to its value exactly.
+// grad_bytes = weight_bytes, w_stash_bytes = optimizer_bytes = 0, send_bytes as given.
+//
+// Analytical models split `layers` evenly over the stages, the first layers % stages stages
+// taking one more. Time = FLOPs / (peak_flops * efficiency), rounded to the nearest ns.
+//   transformer (Narayanan et al., SC'21, Appendix; Korthikanti et al., 2022), with b =
+//   microbatch_size, s = seq, h = hidden, a = heads, V = vocab, d = dtype bytes:
+//     forward FLOPs per layer 24·b·s·h²·(1 + s/(6h)) = 24bsh² + 4bs²h; the last stage adds the
+//       LM head 2·b·s·h·V. backward_input = backward_weight = forward (each half of the 2×
+//       backward); with recompute backward_input also repeats the layers' forward.
+//     parameters 12h² + 13h per layer, plus the V·h embedding on the first stage (the LM head is
+//       tied to it and not counted again; position embeddings and the final layer norm are left
+//       out). weight_bytes = grad_bytes = params·d.
+//     optimizer_bytes per parameter: adam 8 (m, v in fp32), sgd 4 if momentum > 0, plus 4 for
+//       an fp32 master copy when d = 2 (so adam bf16 = 12, adam fp32 = 8, sgd fp32 = 4). The
+//       optimizer is training.optimizer, else adam.
+//     activation_bytes per layer s·b·h·(34 + 5·a·s/h)·d/2 (Korthikanti Eq. 2, no tensor
+//       parallelism; the 34 and 5as/h terms are for 16-bit tensors, scaled by d/2 for fp32);
+//       with recompute only the layer input s·b·h·d. Embedding and LM-head activations are
+//       not counted.
+//     w_stash_bytes per layer: the inputs of the four linear layers (QKV h, attention output h,
+//       MLP up h, MLP down 4h) = 7·s·b·h·d.
+//     send_bytes = s·b·h·d.
+//   mlp (per layer Linear(h, h) + bias -> GELU, fp32; b = microbatch_size): forward =
+//     backward_input = backward_weight = 2·b·h² FLOPs per layer (bias and GELU ignored);
+//     params h² + h per layer, 4 bytes each for weights and grads; optimizer as above with
+//     training.optimizer, else sgd with training.momentum; activation_bytes 2·b·h·4 per layer
+//     (input and pre-activation), with recompute b·h·4; w_stash_bytes b·h·4 per layer;
+//     send_bytes b·h·4.
+//
+// Throws schedules::InputError when the model has fewer layers than stages, or a profile is
+// malformed or does not match the scenario (file:line:col).
+CostTable BuildCosts(const Scenario& scenario, int stages);
+
+// A profile measured by `stagecraft profile` (model.profile). YAML format:
+//
+//   device: cpu-core            # informational: where it was measured
+//   microbatch_size: 32         # must equal pipeline.microbatch_size
+//   send_bytes: 32KiB           # activation sent between stages per microbatch
+//   layers:                     # one entry per layer, in model order
+//     - {forward: 1.2ms, backward_input: 1.1ms, backward_weight: 1.0ms,
+//        activation_bytes: 64KiB, weight_bytes: 256KiB}
+//       # optional per layer: w_stash_bytes (default 0), grad_bytes (default weight_bytes),
+//       #   optimizer_bytes (default 0)
+//
+// A stage costs the sum over its layers (the same even split as above). When the scenario
+// also describes the network (mlp / transformer), the layer counts must match. With
+// pipeline.recompute, backward_input also repeats the forward and each layer stashes only its
+// input, taken to be send_bytes.
+struct LayerProfile {
+  int64_t forward_ns = 0;
+  int64_t backward_input_ns = 0;
+  int64_t backward_weight_ns = 0;
+  int64_t activation_bytes = 0;
+  int64_t weight_bytes = 0;
+  int64_t w_stash_bytes = 0;
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;
+};
+struct Profile {
+  std::string device;
+  int microbatch_size = 1;
+  int64_t send_bytes = 0;
+  std::vector<LayerProfile> layers;
+};
+
+// Reads a profile; errors are InputError "path:line:col: ...".
+Profile LoadProfile(const std::string& path);
+// The profile as YAML text in the format above (exact integers: durations in ns, sizes in B).
+std::string ProfileToYaml(const Profile& profile);
+
+}  // namespace stagecraft::sim

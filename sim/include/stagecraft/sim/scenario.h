@@ -1,0 +1,133 @@
+// A scenario (DESIGN.md §3): the machine, the model or its costs, the pipeline and, for the
+// executor, training. Loaded from YAML with every value checked; the structs here are plain
+// data so that no header outside sim/src sees yaml-cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stagecraft::sim {
+
+struct DeviceSpec {
+  std::string name;
+  double peak_flops = 0;     // FLOP/s at the model's dtype ("989TFLOPS")
+  int64_t memory_bytes = 0;  // device memory ("80GiB")
+  double efficiency = 1.0;   // achieved fraction of peak, in (0, 1]
+};
+
+// One dimension of a per-dimension topology: "node" links a device to its node's switch,
+// "cluster" links a device to the cluster switch. `latency_ns` is device to device (DESIGN §3).
+struct LinkSpec {
+  std::string scope;  // "node" | "cluster"
+  double bandwidth_bytes_per_s = 0;
+  int64_t latency_ns = 0;
+};
+
+// Explicit graph form: named vertices and full-duplex links between them.
+enum class VertexKind { kDevice, kSwitch };
+struct VertexSpec {
+  std::string name;
+  VertexKind kind = VertexKind::kDevice;
+};
+struct GraphLinkSpec {
+  std::string a, b;  // vertex names
+  double bandwidth_bytes_per_s = 0;
+  int64_t latency_ns = 0;  // one traversal of this link
+};
+
+// Either per-dimension (nodes x devices_per_node + `links` by scope) or an explicit graph
+// (`vertices` non-empty; devices are the device vertices in the order listed).
+struct TopologySpec {
+  DeviceSpec device;
+  int nodes = 1;
+  int devices_per_node = 1;
+  std::vector<LinkSpec> links;
+  std::vector<VertexSpec> vertices;
+  std::vector<GraphLinkSpec> graph_links;
+
+  bool explicit_graph() const { return !vertices.empty(); }
+  int devices() const;  // nodes * devices_per_node, or the number of device vertices
+};
+
+struct TransformerSpec {
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int seq = 0;
+  int vocab = 0;
+  std::string dtype = "bf16";  // "bf16" | "fp16" | "fp32"
+};
+
+// The executor's network: per layer Linear(hidden, hidden) + bias -> GELU, fp32.
+struct MlpSpec {
+  int layers = 0;
+  int hidden = 0;
+  bool residual = false;
+  std::string loss = "mse";  // "mse" | "cross_entropy"
+};
+
+// Explicit per-rank, per-microbatch costs of that rank's whole share of the model. In YAML each
+// of forward .. weight_bytes is a scalar (every rank) or a list of exactly `ranks` entries.
+struct ExplicitCosts {
+  std::vector<int64_t> forward_ns;
+  std::vector<int64_t> backward_input_ns;
+  std::vector<int64_t> backward_weight_ns;
+  std::vector<int64_t> activation_bytes;
+  std::vector<int64_t> weight_bytes;
+  int64_t p2p_latency_ns = 0;  // added per hop
+  // Activation/gradient size sent between neighbouring stages per microbatch; 0 = unknown,
+  // a transfer then costs its latency only.
+  int64_t send_bytes = 0;
+};
+
+struct ModelSpec {
+  std::optional<TransformerSpec> transformer;
+  std::optional<MlpSpec> mlp;
+  std::optional<ExplicitCosts> costs;
+  // A profile written by `stagecraft profile` (format in costs.h). Paths in the scenario file
+  // resolve against the scenario's directory; a path given through --set against the
+  // current directory. Empty when none.
+  std::string profile_path;
+};
+
+struct PipelineSpec {
+  std::vector<std::string> schedules;  // generator names, or the single entry "all"
+  int ranks = 0;
+  int chunks = 1;
+  int microbatches = 0;
+  int microbatch_size = 1;
+  int steps = 1;
+  bool recompute = false;
+  bool vertical_sync = false;
+};
+
+struct TrainingSpec {
+  std::string optimizer = "sgd";  // "sgd" | "adam"
+  double lr = 0;
+  double momentum = 0.9;  // sgd only
+  int64_t seed = 1;
+  std::string dtype = "fp32";  // "fp32" | "bf16" | "fp16"
+};
+
+struct Scenario {
+  std::string name;
+  std::string path;  // the scenario file as given
+  TopologySpec topology;
+  ModelSpec model;
+  PipelineSpec pipeline;
+  TrainingSpec training;
+  bool has_training = false;
+};
+
+// Loads and validates a scenario. `overrides` are "--set" values "key.path=value" (the value
+// parsed as YAML, so "pipeline.schedule=[gpipe, 1f1b]" works; a list entry is addressed by its
+// index, "topology.links.0.latency=3us"), applied in order to the YAML tree before validation.
+// Every problem throws schedules::InputError: "file:line:col: key.path: what, expected form",
+// "--set key.path: ..." for a value that came from an override, "path: cannot open file".
+// `topology:` may be a file name (relative to the scenario file, or to the current directory
+// when given through --set); errors inside it name that file.
+Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,63 @@
+// The machine as a graph of devices, switches and directed links (DESIGN.md §4): transfers
+// follow the lowest-latency route (Boost.Graph Dijkstra) and share the links on it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim {
+
+// Per-dimension form (TopologySpec without vertices): devices are numbered node-major (device
+// d sits on node d / devices_per_node); each node has a switch and there is one cluster switch.
+// Every device has a full-duplex link to its node switch (the "node" LinkSpec; present when
+// the spec has one) and, when nodes > 1, one to the cluster switch (the "cluster" LinkSpec).
+// Each of those links has half the scope latency, so a device-to-device route through one
+// switch totals the scope latency. Explicit form: the vertices and links as given.
+//
+// Link ids: every physical link is two directed links, 2k (a -> b) and 2k + 1 (b -> a), where
+// for the per-dimension form a is the device. Rank r runs on device r.
+class Topology {
+ public:
+  struct Link {
+    double bandwidth_bytes_per_s = 0;
+    int64_t latency_ns = 0;
+    int from = 0;  // vertex ids, see vertex_name()
+    int to = 0;
+  };
+
+  // Throws schedules::InputError when some device cannot reach another, or (explicit form) a
+  // link names an unknown vertex.
+  explicit Topology(const TopologySpec& spec);
+  ~Topology();
+  Topology(Topology&&) noexcept;
+  Topology& operator=(Topology&&) noexcept;
+
+  int devices() const { return devices_; }
+  int vertices() const { return static_cast<int>(vertex_names_.size()); }
+  const std::string& vertex_name(int vertex) const { return vertex_names_[vertex]; }
+  int device_vertex(int device) const { return device_vertices_[device]; }
+  const std::vector<Link>& links() const { return links_; }
+
+  // Directed link ids from src to dst along the lowest-latency path; ties go to the route with
+  // the least serialization time (sum of 1/bandwidth). Empty when src == dst. Computed once per
+  // source device and cached; safe to call from several threads.
+  const std::vector<int>& Route(int src_device, int dst_device) const;
+  int64_t RouteLatencyNs(int src_device, int dst_device) const;  // sum over the route; 0 if src == dst
+  double RouteBandwidth(int src_device, int dst_device) const;   // min over the route; +inf if src == dst
+
+ private:
+  struct RouteCache;
+  void ComputeRoutesFrom(int src_device) const;
+
+  int devices_ = 0;
+  std::vector<std::string> vertex_names_;
+  std::vector<int> device_vertices_;  // device -> vertex
+  std::vector<Link> links_;
+  std::unique_ptr<RouteCache> cache_;
+};
+
+}  // namespace stagecraft::sim

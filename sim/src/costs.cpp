@@ -1,0 +1,239 @@
+// Per-stage costs: measured profiles, explicit per-rank costs, and the analytical transformer
+// and MLP models whose formulas (and papers) are listed in costs.h.
+#include "stagecraft/sim/costs.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "stagecraft/schedules/ir.h"
+#include "yaml_util.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using schedules::InputError;
+using yaml::Map;
+using yaml::Value;
+
+// Layer count per stage: even split, the first layers % stages stages take one more.
+std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
+  if (layers < stages) {
+    throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, layers, stages));
+  }
+  std::vector<int> counts(stages, layers / stages);
+  for (int s = 0; s < layers % stages; ++s) ++counts[s];
+  return counts;
+}
+
+int64_t Nanoseconds(double flops, const DeviceSpec& device) {
+  return std::llround(flops / (device.peak_flops * device.efficiency) * 1e9);
+}
+
+// Optimizer state bytes per parameter (see costs.h).
+int64_t OptimizerBytesPerParam(const std::string& optimizer, double momentum, int dtype_bytes) {
+  const int64_t master = dtype_bytes < 4 ? 4 : 0;
+  if (optimizer == "adam") return master + 8;
+  return master + (momentum > 0 ? 4 : 0);
+}
+
+// Value / v for chunk c of v, the remainder spread one unit each over the lowest chunks.
+int64_t Share(int64_t value, int v, int c) { return value / v + (c < value % v ? 1 : 0); }
+
+CostTable ExplicitTable(const Scenario& sc, int stages) {
+  const ExplicitCosts& c = *sc.model.costs;
+  const int ranks = sc.pipeline.ranks;
+  const int v = stages / ranks;
+  CostTable table;
+  table.source = "explicit";
+  table.p2p_latency_ns = c.p2p_latency_ns;
+  for (int s = 0; s < stages; ++s) {
+    const int r = s % ranks;
+    const int chunk = s / ranks;
+    StageCost cost;
+    cost.forward_ns = Share(c.forward_ns[r], v, chunk);
+    cost.backward_input_ns = Share(c.backward_input_ns[r], v, chunk);
+    cost.backward_weight_ns = Share(c.backward_weight_ns[r], v, chunk);
+    cost.activation_bytes = Share(c.activation_bytes[r], v, chunk);
+    cost.weight_bytes = Share(c.weight_bytes[r], v, chunk);
+    cost.grad_bytes = cost.weight_bytes;
+    cost.send_bytes = c.send_bytes;
+    table.stages.push_back(cost);
+  }
+  return table;
+}
+
+int DtypeBytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
+
+CostTable TransformerTable(const Scenario& sc, int stages) {
+  const TransformerSpec& t = *sc.model.transformer;
+  const DeviceSpec& device = sc.topology.device;
+  const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, V = t.vocab;
+  const int64_t bi = sc.pipeline.microbatch_size, si = t.seq, hi = t.hidden, ai = t.heads, Vi = t.vocab;
+  const int64_t d = DtypeBytes(t.dtype);
+  const double layer_flops = 24 * b * s * h * h + 4 * b * s * s * h;
+  const double head_flops = 2 * b * s * h * V;
+  const int64_t layer_params = 12 * hi * hi + 13 * hi;
+  // Korthikanti Eq. 2 in 16-bit bytes, scaled to the dtype.
+  const int64_t layer_activation = (34 * si * bi * hi + 5 * ai * si * si * bi) * d / 2;
+  const std::string optimizer = sc.has_training ? sc.training.optimizer : "adam";
+  const int64_t optimizer_per_param = OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d));
+
+  CostTable table;
+  table.source = "transformer";
+  const std::vector<int> layers = SplitLayers(t.layers, stages, "model.transformer");
+  for (int st = 0; st < stages; ++st) {
+    const int64_t n = layers[st];
+    const bool last = st == stages - 1;
+    const double forward = n * layer_flops + (last ? head_flops : 0.0);
+    const double recompute = sc.pipeline.recompute ? n * layer_flops : 0.0;
+    const int64_t params = n * layer_params + (st == 0 ? Vi * hi : 0);
+    StageCost cost;
+    cost.forward_ns = Nanoseconds(forward, device);
+    cost.backward_input_ns = Nanoseconds(forward + recompute, device);
+    cost.backward_weight_ns = Nanoseconds(forward, device);
+    cost.activation_bytes = sc.pipeline.recompute ? n * si * bi * hi * d : n * layer_activation;
+    cost.w_stash_bytes = n * 7 * si * bi * hi * d;
+    cost.weight_bytes = params * d;
+    cost.grad_bytes = params * d;
+    cost.optimizer_bytes = params * optimizer_per_param;
+    cost.send_bytes = si * bi * hi * d;
+    table.stages.push_back(cost);
+  }
+  return table;
+}
+
+CostTable MlpTable(const Scenario& sc, int stages) {
+  const MlpSpec& m = *sc.model.mlp;
+  const DeviceSpec& device = sc.topology.device;
+  const int64_t b = sc.pipeline.microbatch_size, h = m.hidden;
+  constexpr int64_t kFloat = 4;
+  const double layer_flops = 2.0 * static_cast<double>(b) * static_cast<double>(h) * static_cast<double>(h);
+  const std::string optimizer = sc.has_training ? sc.training.optimizer : "sgd";
+  const int64_t optimizer_per_param = OptimizerBytesPerParam(optimizer, sc.training.momentum, kFloat);
+
+  CostTable table;
+  table.source = "mlp";
+  const std::vector<int> layers = SplitLayers(m.layers, stages, "model.mlp");
+  for (int st = 0; st < stages; ++st) {
+    const int64_t n = layers[st];
+    const int64_t params = n * (h * h + h);
+    StageCost cost;
+    cost.forward_ns = Nanoseconds(n * layer_flops, device);
+    cost.backward_input_ns = Nanoseconds((sc.pipeline.recompute ? 2 : 1) * n * layer_flops, device);
+    cost.backward_weight_ns = Nanoseconds(n * layer_flops, device);
+    cost.activation_bytes = n * (sc.pipeline.recompute ? 1 : 2) * b * h * kFloat;
+    cost.w_stash_bytes = n * b * h * kFloat;
+    cost.weight_bytes = params * kFloat;
+    cost.grad_bytes = params * kFloat;
+    cost.optimizer_bytes = params * optimizer_per_param;
+    cost.send_bytes = b * h * kFloat;
+    table.stages.push_back(cost);
+  }
+  return table;
+}
+
+// Reads a profile; with `scenario`, also checks that it fits that scenario.
+Profile ReadProfile(const std::string& path, const Scenario* scenario) {
+  const Value root(yaml::LoadFile(path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
+  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers"});
+  Profile p;
+  if (const auto device = m.Find("device")) p.device = device->String();
+  const Value microbatch_size = m.Get("microbatch_size");
+  p.microbatch_size = static_cast<int>(microbatch_size.Int(1, 1 << 30));
+  if (const auto send = m.Find("send_bytes")) p.send_bytes = send->Bytes();
+  const Value layers = m.Get("layers");
+  for (const Value& element : layers.Elements()) {
+    const Map l(element, {"forward", "backward_input", "backward_weight", "activation_bytes", "weight_bytes",
+                          "w_stash_bytes", "grad_bytes", "optimizer_bytes"});
+    LayerProfile layer;
+    layer.forward_ns = l.Get("forward").DurationNs();
+    layer.backward_input_ns = l.Get("backward_input").DurationNs();
+    layer.backward_weight_ns = l.Get("backward_weight").DurationNs();
+    layer.activation_bytes = l.Get("activation_bytes").Bytes();
+    layer.weight_bytes = l.Get("weight_bytes").Bytes();
+    if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = v->Bytes();
+    layer.grad_bytes = layer.weight_bytes;
+    if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = v->Bytes();
+    if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = v->Bytes();
+    p.layers.push_back(layer);
+  }
+  if (p.layers.empty()) layers.Fail("expected at least one layer");
+  if (scenario == nullptr) return p;
+  if (p.microbatch_size != scenario->pipeline.microbatch_size) {
+    microbatch_size.Fail(fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
+                                     p.microbatch_size, scenario->pipeline.microbatch_size));
+  }
+  const ModelSpec& model = scenario->model;
+  const int model_layers = model.transformer ? model.transformer->layers : model.mlp ? model.mlp->layers : 0;
+  if (model_layers != 0 && model_layers != static_cast<int>(p.layers.size())) {
+    layers.Fail(fmt::format("expected {} layers (the scenario's model), got {}", model_layers, p.layers.size()));
+  }
+  return p;
+}
+
+CostTable ProfileTable(const Scenario& sc, int stages) {
+  const Profile p = ReadProfile(sc.model.profile_path, &sc);
+  CostTable table;
+  table.source = "profile:" + sc.model.profile_path;
+  const std::vector<int> counts =
+      SplitLayers(static_cast<int>(p.layers.size()), stages, fmt::format("profile {}", sc.model.profile_path));
+  size_t next = 0;
+  for (int st = 0; st < stages; ++st) {
+    StageCost cost;
+    cost.send_bytes = p.send_bytes;
+    for (int i = 0; i < counts[st]; ++i, ++next) {
+      const LayerProfile& layer = p.layers[next];
+      cost.forward_ns += layer.forward_ns;
+      cost.backward_input_ns += layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
+      cost.backward_weight_ns += layer.backward_weight_ns;
+      cost.activation_bytes += sc.pipeline.recompute ? p.send_bytes : layer.activation_bytes;
+      cost.w_stash_bytes += layer.w_stash_bytes;
+      cost.weight_bytes += layer.weight_bytes;
+      cost.grad_bytes += layer.grad_bytes;
+      cost.optimizer_bytes += layer.optimizer_bytes;
+    }
+    table.stages.push_back(cost);
+  }
+  return table;
+}
+
+}  // namespace
+
+CostTable BuildCosts(const Scenario& scenario, int stages) {
+  const int ranks = scenario.pipeline.ranks;
+  SC_CHECK(ranks >= 1 && stages >= ranks && stages % ranks == 0,
+           fmt::format("{} stages is not a multiple of {} ranks", stages, ranks));
+  if (!scenario.model.profile_path.empty()) return ProfileTable(scenario, stages);
+  if (scenario.model.costs) return ExplicitTable(scenario, stages);
+  if (scenario.model.transformer) return TransformerTable(scenario, stages);
+  if (scenario.model.mlp) return MlpTable(scenario, stages);
+  throw InputError(fmt::format("{}: model has no costs, profile, transformer or mlp", scenario.path));
+}
+
+Profile LoadProfile(const std::string& path) { return ReadProfile(path, nullptr); }
+
+std::string ProfileToYaml(const Profile& profile) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  if (!profile.device.empty()) out << YAML::Key << "device" << YAML::Value << profile.device;
+  out << YAML::Key << "microbatch_size" << YAML::Value << profile.microbatch_size;
+  out << YAML::Key << "send_bytes" << YAML::Value << profile.send_bytes;
+  out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+  for (const LayerProfile& l : profile.layers) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "forward" << YAML::Value << fmt::format("{}ns", l.forward_ns);
+    out << YAML::Key << "backward_input" << YAML::Value << fmt::format("{}ns", l.backward_input_ns);
+    out << YAML::Key << "backward_weight" << YAML::Value << fmt::format("{}ns", l.backward_weight_ns);
+    out << YAML::Key << "activation_bytes" << YAML::Value << l.activation_bytes;
+    out << YAML::Key << "weight_bytes" << YAML::Value << l.weight_bytes;
+    out << YAML::Key << "w_stash_bytes" << YAML::Value << l.w_stash_bytes;
+    out << YAML::Key << "grad_bytes" << YAML::Value << l.grad_bytes;
+    out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace stagecraft::sim

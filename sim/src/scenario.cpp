@@ -1,0 +1,248 @@
+// Scenario loading: read the YAML file, pull in a topology file, apply --set overrides to the
+// tree, then check every block and the facts that tie blocks together (ranks vs devices,
+// layers vs stages, schedule names).
+#include "stagecraft/sim/scenario.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "scenario_parse.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/topology.h"
+#include "yaml_util.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using schedules::InputError;
+using yaml::Map;
+using yaml::Origin;
+using yaml::Override;
+using yaml::Value;
+
+constexpr int64_t kMaxCount = 1 << 30;
+
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+    parts.push_back(path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  parts.push_back(path.substr(start));
+  return parts;
+}
+
+// The entry `key` of a map or list node (a reference into the tree), creating an empty map
+// under a missing map key. `walked` is the path so far, for errors.
+YAML::Node Descend(YAML::Node node, const std::string& key, const std::string& walked, const Override& ov) {
+  if (node.IsNull()) node = YAML::Node(YAML::NodeType::Map);
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+    }
+    node[key] = YAML::Node(YAML::NodeType::Map);
+    return node[key];
+  }
+  if (node.IsSequence()) {
+    size_t index = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), index);
+    if (node.size() == 0) throw InputError(fmt::format("--set {}: '{}' is an empty list", ov.text, walked));
+    if (ec != std::errc() || end != key.data() + key.size() || index >= node.size()) {
+      throw InputError(fmt::format("--set {}: '{}' is a list of {} entries; expected an index 0..{}, got '{}'", ov.text,
+                                   walked, node.size(), node.size() - 1, key));
+    }
+    return node[index];
+  }
+  throw InputError(fmt::format("--set {}: '{}' is a single value, not a map", ov.text, walked));
+}
+
+// Replaces `parent[key]` (a file name) by the parsed file; returns the file's path.
+std::string IncludeFile(YAML::Node parent, const std::string& key, const Value& name) {
+  const std::string file = name.FilePath();
+  std::optional<YAML::Node> loaded = yaml::TryLoadFile(file);
+  if (!loaded) name.Fail(fmt::format("cannot open file '{}'", file));
+  parent[key] = *loaded;
+  return file;
+}
+
+// Applies one override to the tree. A whole new `topology: FILE` is included at once, relative
+// to the current directory, and recorded in `topology_file`.
+void ApplyOverride(YAML::Node root, const std::vector<Override>& overrides, int index,
+                   std::optional<std::string>* topology_file) {
+  const Override& ov = overrides[index];
+  const std::vector<std::string> parts = SplitPath(ov.path);
+  YAML::Node node = root;
+  std::string walked;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    node.reset(Descend(node, parts[i], walked, ov));
+    walked += (walked.empty() ? "" : ".") + parts[i];
+  }
+  const std::string& last = parts.back();
+  if (node.IsSequence()) {
+    Descend(node, last, walked, ov) = ov.value;
+  } else if (node.IsMap() || node.IsNull()) {
+    node[last] = ov.value;
+  } else {
+    throw InputError(fmt::format("--set {}: '{}' is a single value, not a map", ov.text, walked));
+  }
+  if (ov.path == "topology") {
+    topology_file->reset();
+    if (ov.value.IsScalar()) {
+      const Value name(ov.value, "topology", Origin{"", "", index, true}, &overrides);
+      *topology_file = IncludeFile(root, "topology", name);
+    }
+  }
+}
+
+std::vector<std::string> ParseSchedules(const Value& value) {
+  std::vector<Value> names;
+  if (value.IsSequence()) {
+    names = value.Elements();
+    if (names.empty())
+      value.Fail(
+          fmt::format("expected a schedule name, a list of them or all (known: {})", schedules::GeneratorNames()));
+  } else {
+    names.push_back(value);
+  }
+  std::vector<std::string> schedules;
+  for (const Value& name : names) {
+    const std::string text = name.String();
+    if (text == "all" && names.size() == 1) return {"all"};
+    if (schedules::FindGenerator(text) == nullptr) {
+      name.Fail(fmt::format("unknown schedule '{}' (known: {}{})", text, schedules::GeneratorNames(),
+                            names.size() == 1 ? ", all" : ""));
+    }
+    for (const std::string& earlier : schedules) {
+      if (earlier == text) name.Fail(fmt::format("schedule '{}' is listed twice", text));
+    }
+    schedules.push_back(text);
+  }
+  return schedules;
+}
+
+PipelineSpec ParsePipeline(const Value& value) {
+  const Map m(
+      value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute", "vertical_sync"});
+  PipelineSpec p;
+  p.schedules = ParseSchedules(m.Get("schedule"));
+  p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxCount));
+  if (const auto v = m.Find("chunks")) p.chunks = static_cast<int>(v->Int(1, kMaxCount));
+  p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxCount));
+  if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxCount));
+  if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxCount));
+  if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
+  if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
+  // Each named schedule must accept this shape; generating it is the exact check.
+  if (p.schedules.front() != "all") {
+    schedules::GeneratorParams params{p.ranks, p.microbatches, p.chunks, p.steps, p.recompute, p.vertical_sync};
+    for (const std::string& name : p.schedules) {
+      try {
+        schedules::Generate(name, params);
+      } catch (const InputError& e) {
+        m.Get("schedule").Fail(e.what());
+      }
+    }
+  }
+  return p;
+}
+
+TrainingSpec ParseTraining(const Value& value) {
+  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype"});
+  TrainingSpec t;
+  t.optimizer = m.Get("optimizer").Choice({"sgd", "adam"});
+  t.lr = m.Get("lr").Double(0.0, HUGE_VAL);
+  if (const auto v = m.Find("momentum")) {
+    t.momentum = v->Double(-1.0, 1.0);
+    if (t.momentum < 0 || t.momentum >= 1) v->Fail(fmt::format("expected a number in [0, 1), got {}", v->Describe()));
+  }
+  if (const auto v = m.Find("seed")) t.seed = v->Int(0, INT64_MAX);
+  if (const auto v = m.Find("dtype")) t.dtype = v->Choice({"fp32", "bf16", "fp16"});
+  return t;
+}
+
+// Facts that tie blocks together.
+void CrossCheck(const Scenario& s, const Map& root) {
+  const Map pipeline(root.Get("pipeline"), {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps",
+                                            "recompute", "vertical_sync"});
+  const int devices = s.topology.devices();
+  if (s.pipeline.ranks > devices) {
+    pipeline.Get("ranks").Fail(
+        fmt::format("topology has {} devices but pipeline.ranks is {}", devices, s.pipeline.ranks));
+  }
+  const int64_t stages = static_cast<int64_t>(s.pipeline.ranks) * s.pipeline.chunks;
+  const Map model(root.Get("model"), {"transformer", "mlp", "costs", "profile"});
+  const auto block = model.Find(s.model.transformer ? "transformer" : "mlp");
+  if (!block) return;
+  const int layers = s.model.transformer ? s.model.transformer->layers : s.model.mlp->layers;
+  if (layers < stages) {
+    const Value where = block->Child("layers", block->node()["layers"]);
+    where.Fail(fmt::format("expected at least {} layers, one per stage (pipeline.ranks x pipeline.chunks), got {}",
+                           stages, layers));
+  }
+}
+
+}  // namespace
+
+Scenario LoadScenario(const std::string& path, const std::vector<std::string>& override_texts) {
+  YAML::Node root = yaml::LoadFile(path);
+  std::vector<Override> overrides;
+  for (const std::string& text : override_texts) overrides.push_back(yaml::ParseOverride(text));
+
+  const Origin file_origin{path, yaml::DirOf(path), -1, false};
+  // `topology: FILE` is read before the overrides so that --set can reach into it, unless the
+  // first override that touches the topology replaces it whole.
+  bool replaced_first = false;
+  for (const Override& ov : overrides) {
+    if (ov.path == "topology" || ov.path.rfind("topology.", 0) == 0) {
+      replaced_first = ov.path == "topology";
+      break;
+    }
+  }
+  std::optional<std::string> topology_file;
+  if (root.IsMap()) {
+    const Value top(root, "", file_origin, nullptr);
+    for (auto it = root.begin(); it != root.end() && !replaced_first; ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == "topology" && it->second.IsScalar()) {
+        topology_file = IncludeFile(root, "topology", top.Child("topology", it->second));
+        break;
+      }
+    }
+    for (size_t i = 0; i < overrides.size(); ++i) ApplyOverride(root, overrides, static_cast<int>(i), &topology_file);
+  }
+
+  const Value root_value(root, "", file_origin, &overrides);
+  const Map top(root_value, {"name", "topology", "model", "pipeline", "training"});
+  Scenario s;
+  s.path = path;
+  s.name = top.Get("name").String();
+  s.pipeline = ParsePipeline(top.Get("pipeline"));
+  Value topology = top.Get("topology");
+  if (topology_file) {
+    Origin origin = topology.origin();
+    origin.file = *topology_file;
+    origin.dir = yaml::DirOf(*topology_file);
+    origin.from_override = false;
+    topology = Value(topology.node(), "topology", origin, &overrides);
+  }
+  s.topology = detail::ParseTopology(topology);
+  s.model = detail::ParseModel(top.Get("model"), s.pipeline.ranks);
+  if (const auto training = top.Find("training")) {
+    s.training = ParseTraining(*training);
+    s.has_training = true;
+  }
+  CrossCheck(s, top);
+  try {
+    Topology check(s.topology);
+  } catch (const InputError& e) {
+    topology.Fail(e.what());
+  }
+  return s;
+}
+
+}  // namespace stagecraft::sim

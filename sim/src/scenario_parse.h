@@ -1,0 +1,14 @@
+// Parsers of the scenario blocks, shared by scenario.cpp (root, pipeline, training) and
+// scenario_blocks.cpp (topology, model). Internal to sim/src.
+#pragma once
+
+#include "stagecraft/sim/scenario.h"
+#include "yaml_util.h"
+
+namespace stagecraft::sim::detail {
+
+TopologySpec ParseTopology(const yaml::Value& value);
+// `ranks` sizes the per-rank cost lists.
+ModelSpec ParseModel(const yaml::Value& value, int ranks);
+
+}  // namespace stagecraft::sim::detail

@@ -1,0 +1,305 @@
+// Checked reading of yaml-cpp trees: typed values, known-key maps and located error messages.
+#include "yaml_util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::sim::yaml {
+namespace {
+
+using schedules::InputError;
+
+bool StartsWith(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && text.substr(0, prefix.size()) == prefix;
+}
+
+std::string JoinPath(std::string_view parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+}
+
+// Levenshtein distance, for "did you mean" on unknown keys.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string UnknownKeyMessage(std::string_view key, std::initializer_list<std::string_view> known) {
+  std::string message = fmt::format("unknown key '{}' (known: {})", key, fmt::join(known, ", "));
+  for (std::string_view candidate : known) {
+    if (EditDistance(key, candidate) <= 2) return message + fmt::format("; did you mean '{}'?", candidate);
+  }
+  return message;
+}
+
+}  // namespace
+
+Override ParseOverride(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError(fmt::format("--set {}: expected key.path=value, e.g. pipeline.microbatches=32", text));
+  }
+  Override ov;
+  ov.text = text;
+  ov.path = text.substr(0, eq);
+  const std::string value = text.substr(eq + 1);
+  if (ov.path.front() == '.' || ov.path.back() == '.' || ov.path.find("..") != std::string::npos) {
+    throw InputError(fmt::format("--set {}: key path '{}' has an empty component", text, ov.path));
+  }
+  try {
+    ov.value = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("--set {}: value is not valid YAML: {}", ov.path, e.msg));
+  }
+  return ov;
+}
+
+std::optional<YAML::Node> TryLoadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    return YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+YAML::Node LoadFile(const std::string& path) {
+  std::optional<YAML::Node> root = TryLoadFile(path);
+  if (!root) throw InputError(fmt::format("{}: cannot open file", path));
+  return *root;
+}
+
+std::string DirOf(const std::string& path) { return std::filesystem::path(path).parent_path().string(); }
+
+Value::Value(YAML::Node node, std::string path, Origin origin, const std::vector<Override>* overrides)
+    : node_(std::move(node)), path_(std::move(path)), origin_(std::move(origin)), overrides_(overrides) {}
+
+Value& Value::operator=(const Value& other) {
+  node_.reset(other.node_);
+  path_ = other.path_;
+  origin_ = other.origin_;
+  overrides_ = other.overrides_;
+  return *this;
+}
+
+void Value::Fail(std::string_view what) const {
+  if (origin_.from_override) {
+    const std::string& set_path = (*overrides_)[origin_.override_index].path;
+    if (set_path == path_ || path_.empty()) throw InputError(fmt::format("--set {}: {}", set_path, what));
+    throw InputError(fmt::format("--set {}: {}: {}", set_path, path_, what));
+  }
+  const YAML::Mark mark = node_.Mark();
+  // A map with no position was created by a --set that reached below it ("training.lr=0"
+  // with no training block): name that override.
+  if (mark.is_null() && overrides_ != nullptr && !path_.empty()) {
+    for (auto ov = overrides_->rbegin(); ov != overrides_->rend(); ++ov) {
+      if (StartsWith(ov->path, path_ + ".")) throw InputError(fmt::format("--set {}: {}: {}", ov->text, path_, what));
+    }
+  }
+  const int line = mark.is_null() ? 1 : mark.line + 1;
+  const int column = mark.is_null() ? 1 : mark.column + 1;
+  if (path_.empty()) throw InputError(fmt::format("{}:{}:{}: {}", origin_.file, line, column, what));
+  throw InputError(fmt::format("{}:{}:{}: {}: {}", origin_.file, line, column, path_, what));
+}
+
+Value Value::Child(std::string_view key, YAML::Node child) const {
+  std::string path = JoinPath(path_, key);
+  Origin origin = origin_;
+  if (overrides_ != nullptr) {
+    for (int i = static_cast<int>(overrides_->size()) - 1; i > origin_.override_index; --i) {
+      if ((*overrides_)[i].path == path) {
+        origin = Origin{"", "", i, true};
+        break;
+      }
+    }
+  }
+  return Value(std::move(child), std::move(path), std::move(origin), overrides_);
+}
+
+Value Value::Element(size_t index) const { return Child(std::to_string(index), node_[index]); }
+
+std::vector<Value> Value::Elements() const {
+  if (!node_.IsSequence()) Fail(fmt::format("expected a list, got {}", Describe()));
+  std::vector<Value> elements;
+  for (size_t i = 0; i < node_.size(); ++i) elements.push_back(Element(i));
+  return elements;
+}
+
+std::string Value::Describe() const {
+  switch (node_.Type()) {
+    case YAML::NodeType::Scalar:
+      return fmt::format("'{}'", node_.Scalar());
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    default:
+      return "nothing";
+  }
+}
+
+std::string Value::String() const {
+  if (!node_.IsScalar() || node_.Scalar().empty()) Fail(fmt::format("expected a non-empty string, got {}", Describe()));
+  return node_.Scalar();
+}
+
+std::string Value::Choice(std::initializer_list<std::string_view> options) const {
+  const std::string expected = fmt::format("one of {}", fmt::join(options, ", "));
+  if (!node_.IsScalar()) Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  const std::string& text = node_.Scalar();
+  if (std::find(options.begin(), options.end(), text) == options.end()) {
+    Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  }
+  return text;
+}
+
+int64_t Value::Int(int64_t min, int64_t max) const {
+  // Large maxima only guard against overflow: they are named when exceeded, not up front.
+  const bool small_max = max < (int64_t{1} << 30);
+  const std::string expected =
+      small_max ? fmt::format("an integer in [{}, {}]", min, max) : fmt::format("an integer >= {}", min);
+  if (!node_.IsScalar()) Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  const std::string& text = node_.Scalar();
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool parsed = ec == std::errc() && end == text.data() + text.size();
+  if (!small_max && (ec == std::errc::result_out_of_range || (parsed && value > max))) {
+    Fail(fmt::format("expected {} and at most {}, got {}", expected, max, Describe()));
+  }
+  if (!parsed || value < min || value > max) Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  return value;
+}
+
+double Value::Double(double min_exclusive, double max_inclusive) const {
+  const std::string expected = std::isinf(max_inclusive)
+                                   ? fmt::format("a number > {}", min_exclusive)
+                                   : fmt::format("a number in ({}, {}]", min_exclusive, max_inclusive);
+  if (!node_.IsScalar()) Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  const std::string& text = node_.Scalar();
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value <= min_exclusive ||
+      value > max_inclusive) {
+    Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  }
+  return value;
+}
+
+bool Value::Bool() const {
+  if (node_.IsScalar()) {
+    const std::string& text = node_.Scalar();
+    if (text == "true") return true;
+    if (text == "false") return false;
+  }
+  Fail(fmt::format("expected true or false, got {}", Describe()));
+}
+
+int64_t Value::Bytes() const {
+  if (!node_.IsScalar()) Fail(fmt::format("expected a size like 80GiB, got {}", Describe()));
+  try {
+    return ParseBytes(node_.Scalar());
+  } catch (const InputError& e) {
+    Fail(e.what());
+  }
+}
+
+int64_t Value::DurationNs() const {
+  if (!node_.IsScalar()) Fail(fmt::format("expected a duration like 2us, got {}", Describe()));
+  try {
+    return ParseDurationNs(node_.Scalar());
+  } catch (const InputError& e) {
+    Fail(e.what());
+  }
+}
+
+double Value::Bandwidth() const {
+  if (!node_.IsScalar()) Fail(fmt::format("expected a bandwidth like 50GB/s, got {}", Describe()));
+  double value = 0;
+  try {
+    value = ParseBandwidth(node_.Scalar());
+  } catch (const InputError& e) {
+    Fail(e.what());
+  }
+  if (value <= 0) Fail(fmt::format("expected a bandwidth > 0 like 50GB/s, got {}", Describe()));
+  return value;
+}
+
+double Value::Flops() const {
+  if (!node_.IsScalar()) Fail(fmt::format("expected a compute rate like 989TFLOPS, got {}", Describe()));
+  double value = 0;
+  try {
+    value = ParseFlops(node_.Scalar());
+  } catch (const InputError& e) {
+    Fail(e.what());
+  }
+  if (value <= 0) Fail(fmt::format("expected a compute rate > 0 like 989TFLOPS, got {}", Describe()));
+  return value;
+}
+
+std::string Value::FilePath() const {
+  const std::filesystem::path path(String());
+  if (path.is_absolute() || origin_.dir.empty()) return path.string();
+  return (std::filesystem::path(origin_.dir) / path).lexically_normal().string();
+}
+
+Map::Map(const Value& value, std::initializer_list<std::string_view> known) : value_(value) {
+  if (!value.IsMap()) {
+    value.Fail(fmt::format("expected a map with keys {}, got {}", fmt::join(known, ", "), value.Describe()));
+  }
+  for (auto it = value.node().begin(); it != value.node().end(); ++it) {
+    const Value key(it->first, value.path(), value.origin(), value.overrides());
+    if (!it->first.IsScalar()) key.Fail(fmt::format("expected a key name, got {}", key.Describe()));
+    const std::string name = it->first.Scalar();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      // A key that a --set created: name the override, not a position in the file.
+      const std::string path = JoinPath(value.path(), name);
+      if (value.overrides() != nullptr) {
+        for (auto ov = value.overrides()->rbegin(); ov != value.overrides()->rend(); ++ov) {
+          if (ov->path == path || StartsWith(ov->path, path + ".")) {
+            throw InputError(fmt::format("--set {}: {}", ov->text, UnknownKeyMessage(name, known)));
+          }
+        }
+      }
+      key.Fail(UnknownKeyMessage(name, known));
+    }
+    for (const auto& entry : entries_) {
+      if (entry.first == name) key.Fail(fmt::format("duplicate key '{}'", name));
+    }
+    entries_.emplace_back(name, it->second);
+  }
+}
+
+bool Map::Has(std::string_view key) const { return Find(key).has_value(); }
+
+std::optional<Value> Map::Find(std::string_view key) const {
+  for (const auto& [name, node] : entries_) {
+    if (name == key) return value_.Child(key, node);
+  }
+  return std::nullopt;
+}
+
+Value Map::Get(std::string_view key) const {
+  std::optional<Value> found = Find(key);
+  if (!found) value_.Fail(fmt::format("missing required key '{}'", key));
+  return *found;
+}
+
+}  // namespace stagecraft::sim::yaml

@@ -1,0 +1,106 @@
+// Checked reading of yaml-cpp trees for scenario and profile files: every value knows its key
+// path and where it came from (a file position or a --set override), so that each error names
+// the place to fix and the form expected. Internal to sim/src: headers never see yaml-cpp.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stagecraft::sim::yaml {
+
+// One --set override "key.path=value".
+struct Override {
+  std::string text;  // as given: "pipeline.microbatches=32"
+  std::string path;  // "pipeline.microbatches"
+  YAML::Node value;  // the value parsed as YAML
+};
+
+// Where a subtree came from.
+struct Origin {
+  std::string file;         // for "file:line:col" when not from an override
+  std::string dir;          // base of relative paths in this subtree; "" = current directory
+  int override_index = -1;  // newest override this subtree lies under; -1 none
+  bool from_override = false;
+};
+
+// Parses "key.path=value" (value as YAML); throws InputError "--set TEXT: ..." when malformed.
+Override ParseOverride(const std::string& text);
+
+// The file parsed as YAML, or nullopt when it cannot be opened. A syntax error throws
+// InputError "path:line:col: <yaml-cpp message>".
+std::optional<YAML::Node> TryLoadFile(const std::string& path);
+// As TryLoadFile, but a file that cannot be opened throws InputError "path: cannot open file".
+YAML::Node LoadFile(const std::string& path);
+
+// The directory of `path`, "" for a bare file name.
+std::string DirOf(const std::string& path);
+
+// A node with its key path and origin.
+class Value {
+ public:
+  Value(YAML::Node node, std::string path, Origin origin, const std::vector<Override>* overrides);
+  Value(const Value&) = default;
+  // YAML::Node's own assignment writes through into the tree; this one only rebinds.
+  Value& operator=(const Value& other);
+
+  const YAML::Node& node() const { return node_; }
+  const std::string& path() const { return path_; }
+  const Origin& origin() const { return origin_; }
+  const std::vector<Override>* overrides() const { return overrides_; }
+
+  // "file:line:col: key.path: what", or "--set key.path: what" for override values.
+  [[noreturn]] void Fail(std::string_view what) const;
+
+  // The value at `key` of this map / entry `index` of this list, with its origin updated when
+  // an override replaced exactly that path.
+  Value Child(std::string_view key, YAML::Node child) const;
+  Value Element(size_t index) const;
+
+  bool IsMap() const { return node_.IsMap(); }
+  bool IsSequence() const { return node_.IsSequence(); }
+  bool IsScalar() const { return node_.IsScalar(); }
+  std::vector<Value> Elements() const;  // of a list; fails when not a list
+
+  // Typed reads; each fails with the expected form.
+  std::string String() const;  // non-empty scalar
+  std::string Choice(std::initializer_list<std::string_view> options) const;
+  int64_t Int(int64_t min, int64_t max) const;
+  double Double(double min_exclusive, double max_inclusive) const;  // min < x <= max
+  bool Bool() const;
+  int64_t Bytes() const;
+  int64_t DurationNs() const;
+  double Bandwidth() const;      // > 0
+  double Flops() const;          // > 0
+  std::string FilePath() const;  // a path string resolved against origin().dir
+
+  std::string Describe() const;  // "'text'", "a map", "a list", "nothing"
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  Origin origin_;
+  const std::vector<Override>* overrides_;
+};
+
+// A map with only known keys (unknown or duplicate keys fail, naming the known ones).
+class Map {
+ public:
+  Map(const Value& value, std::initializer_list<std::string_view> known);
+
+  const Value& value() const { return value_; }
+  bool Has(std::string_view key) const;
+  std::optional<Value> Find(std::string_view key) const;
+  Value Get(std::string_view key) const;  // fails at the map when missing
+
+ private:
+  Value value_;
+  std::vector<std::pair<std::string, YAML::Node>> entries_;
+};
+
+}  // namespace stagecraft::sim::yaml
