@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, build, and run the default scenario.
+# The main job: install what is missing, build, and simulate the default scenario (every
+# schedule), writing the metrics JSON and one trace per schedule under build/out/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-sc="$root/build/cli/stagecraft"
-for schedule in gpipe 1f1b zb-h1 zb-h2; do
-  "$sc" schedule --schedule "$schedule" --ranks 4 --microbatches 8
-  echo
-done
-"$sc" schedule --schedule interleaved --ranks 4 --microbatches 8 --chunks 2
+scenario="${1:-$root/scenarios/gpt-1.3b-8xh100.yaml}"
+mkdir -p "$root/build/out"
+"$root/build/cli/stagecraft" simulate "$scenario" \
+  --json "$root/build/out/predicted.json" --trace "$root/build/out/predicted.trace.json"
+echo "metrics: build/out/predicted.json; traces: build/out/predicted.trace.<schedule>.json (open in ui.perfetto.dev)"
