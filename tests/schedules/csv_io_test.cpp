@@ -13,34 +13,14 @@
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/schedules/weights.h"
+#include "generator_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-struct GeneratorCase {
-  const GeneratorInfo* info;
-  GeneratorParams params;
-};
+using test_cases::GeneratorCase;
 
-// Every generator over small shapes it accepts (chunks 2 for interleaved, else 1).
-std::vector<GeneratorCase> AllCases() {
-  std::vector<GeneratorCase> cases;
-  for (const GeneratorInfo& info : Generators()) {
-    for (int ranks : {1, 2, 4}) {
-      for (int microbatches : {1, 4, 8}) {
-        for (int steps : {1, 2}) {
-          GeneratorParams p;
-          p.ranks = ranks;
-          p.microbatches = microbatches;
-          p.steps = steps;
-          p.chunks = info.interleaved ? 2 : 1;
-          if (info.check(p).empty()) cases.push_back({&info, p});
-        }
-      }
-    }
-  }
-  return cases;
-}
+std::vector<GeneratorCase> AllCases() { return test_cases::SmallGeneratorCases(); }
 
 std::string CaseName(const GeneratorCase& c) {
   std::ostringstream out;

@@ -9,29 +9,19 @@
 
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
+#include "generator_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-// Every generator over small shapes it accepts (chunks 2 for interleaved, else 1), with the
-// flags the JSON carries but CSV does not switched on where the generator allows them.
+// The small generator cases, with the flags the JSON carries but CSV does not switched on
+// where the generator allows them.
 std::vector<Schedule> AllGenerated() {
   std::vector<Schedule> out;
-  for (const GeneratorInfo& info : Generators()) {
-    for (int ranks : {1, 2, 4}) {
-      for (int microbatches : {1, 4, 8}) {
-        for (int steps : {1, 2}) {
-          GeneratorParams p;
-          p.ranks = ranks;
-          p.microbatches = microbatches;
-          p.steps = steps;
-          p.chunks = info.interleaved ? 2 : 1;
-          p.recompute = steps == 2;
-          p.vertical_sync = info.weights == WeightPolicy::kStash && microbatches == 4;
-          if (info.check(p).empty()) out.push_back(Generate(info.name, p));
-        }
-      }
-    }
+  for (test_cases::GeneratorCase c : test_cases::SmallGeneratorCases()) {
+    c.params.recompute = c.params.steps == 2;
+    c.params.vertical_sync = c.info->weights == WeightPolicy::kStash && c.params.microbatches == 4;
+    out.push_back(Generate(c.info->name, c.params));
   }
   return out;
 }

@@ -1,0 +1,35 @@
+// Test helper: every generator over small shapes it accepts (ranks 1, 2, 4; microbatches 1, 4,
+// 8; steps 1, 2; chunks 2 for interleaved, else 1), shared by the round-trip tests.
+#pragma once
+
+#include <vector>
+
+#include "stagecraft/schedules/generators.h"
+
+namespace stagecraft::schedules::test_cases {
+
+struct GeneratorCase {
+  const GeneratorInfo* info;
+  GeneratorParams params;
+};
+
+inline std::vector<GeneratorCase> SmallGeneratorCases() {
+  std::vector<GeneratorCase> cases;
+  for (const GeneratorInfo& info : Generators()) {
+    for (int ranks : {1, 2, 4}) {
+      for (int microbatches : {1, 4, 8}) {
+        for (int steps : {1, 2}) {
+          GeneratorParams p;
+          p.ranks = ranks;
+          p.microbatches = microbatches;
+          p.steps = steps;
+          p.chunks = info.interleaved ? 2 : 1;
+          if (info.check(p).empty()) cases.push_back({&info, p});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+}  // namespace stagecraft::schedules::test_cases
