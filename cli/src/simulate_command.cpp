@@ -36,19 +36,8 @@ struct Outcome {
   Schedule schedule;
   SimResult result;
   ScheduleMetrics metrics;
+  std::string cost_source;
 };
-
-GeneratorParams ParamsFor(const GeneratorInfo& info, const PipelineSpec& p) {
-  GeneratorParams params;
-  params.ranks = p.ranks;
-  params.microbatches = p.microbatches;
-  params.steps = p.steps;
-  params.recompute = p.recompute;
-  // pipeline.chunks is the interleaved schedule's virtual stages per rank (2 when unset).
-  params.chunks = info.interleaved ? (p.chunks > 1 ? p.chunks : 2) : 1;
-  params.vertical_sync = info.weights == WeightPolicy::kStash && p.vertical_sync;
-  return params;
-}
 
 // The schedules to run: the listed ones (an error if one cannot take the shape), or under
 // "all" every generator the shape allows, with the others named on stderr.
@@ -56,9 +45,9 @@ std::vector<const GeneratorInfo*> Pick(const PipelineSpec& p) {
   std::vector<const GeneratorInfo*> picked;
   if (p.schedules.size() == 1 && p.schedules[0] == "all") {
     for (const auto& info : Generators()) {
-      const std::string why = info.check(ParamsFor(info, p));
+      const std::string why = CheckParams(info, GeneratorParamsFor(p, info));
       if (why.empty()) picked.push_back(&info);
-      else std::fprintf(stderr, "note: skipping %s: %s\n", std::string(info.name).c_str(), why.c_str());
+      else std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule
     }
     return picked;
   }
@@ -72,10 +61,11 @@ std::vector<const GeneratorInfo*> Pick(const PipelineSpec& p) {
 
 Outcome SimulateOne(const Scenario& sc, const Topology& topo, const GeneratorInfo& info) {
   Outcome o;
-  o.schedule = Lower(Generate(info.name, ParamsFor(info, sc.pipeline)));
+  o.schedule = Lower(Generate(info.name, GeneratorParamsFor(sc.pipeline, info)));
   const auto diags = Validate(o.schedule);
   SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
   const CostTable costs = BuildCosts(sc, o.schedule.stages());
+  o.cost_source = costs.source;
   SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   o.result = Simulate(o.schedule, costs, topo, config);
@@ -126,7 +116,7 @@ int Run(const SimulateFlags& f) {
   std::vector<Outcome> outcomes;
   for (const GeneratorInfo* info : Pick(sc.pipeline)) outcomes.push_back(SimulateOne(sc, topo, *info));
   if (outcomes.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
-  const std::string cost_source = BuildCosts(sc, outcomes.front().schedule.stages()).source;
+  const std::string& cost_source = outcomes.front().cost_source;
   // Everything is computed before anything is written: an error leaves no partial output.
   std::string json = fmt::format("{{\"scenario\":\"{}\",\"source\":\"predicted\",\"costs\":\"{}\",\"schedules\":[",
                                  sc.name, cost_source);

@@ -58,12 +58,15 @@ std::string GeneratorNames() {
   return names;
 }
 
+std::string CheckParams(const GeneratorInfo& info, const GeneratorParams& params) {
+  const std::string why = CheckCommon(info, params);
+  return why.empty() ? why : fmt::format("{}: {}", info.name, why);
+}
+
 Schedule Generate(std::string_view name, const GeneratorParams& params) {
   const GeneratorInfo* info = FindGenerator(name);
   if (info == nullptr) throw InputError(fmt::format("unknown schedule '{}' (known: {})", name, GeneratorNames()));
-  if (std::string why = CheckCommon(*info, params); !why.empty()) {
-    throw InputError(fmt::format("{}: {}", name, why));
-  }
+  if (std::string why = CheckParams(*info, params); !why.empty()) throw InputError(why);
   Schedule s;
   s.name = std::string(name);
   s.shape = Shape{params.ranks, params.chunks, Placement::kLoop};

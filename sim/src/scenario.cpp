@@ -138,14 +138,12 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxCount));
   if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
-  // Each named schedule must accept this shape; generating it is the exact check.
+  // Each named schedule must accept the parameters it will run with.
   if (p.schedules.front() != "all") {
-    schedules::GeneratorParams params{p.ranks, p.microbatches, p.chunks, p.steps, p.recompute, p.vertical_sync};
     for (const std::string& name : p.schedules) {
-      try {
-        schedules::Generate(name, params);
-      } catch (const InputError& e) {
-        m.Get("schedule").Fail(e.what());
+      const schedules::GeneratorInfo& info = *schedules::FindGenerator(name);
+      if (const std::string why = schedules::CheckParams(info, GeneratorParamsFor(p, info)); !why.empty()) {
+        m.Get("schedule").Fail(why);
       }
     }
   }
@@ -243,6 +241,18 @@ Scenario LoadScenario(const std::string& path, const std::vector<std::string>& o
     topology.Fail(e.what());
   }
   return s;
+}
+
+schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const schedules::GeneratorInfo& info) {
+  const bool all = p.schedules.size() == 1 && p.schedules.front() == "all";
+  schedules::GeneratorParams params;
+  params.ranks = p.ranks;
+  params.microbatches = p.microbatches;
+  params.steps = p.steps;
+  params.recompute = p.recompute;
+  params.chunks = !info.interleaved ? 1 : (all && p.chunks == 1 ? 2 : p.chunks);
+  params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
+  return params;
 }
 
 }  // namespace stagecraft::sim

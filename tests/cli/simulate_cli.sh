@@ -35,6 +35,9 @@ check "deterministic json" 'cmp -s "$tmp/a.json" "$tmp/b.json"'
 check "deterministic trace" 'cmp -s "$tmp/a.trace.1f1b.json" "$tmp/b.trace.1f1b.json"'
 out2="$("$sc" simulate "$tmp/ok.yaml" --set pipeline.microbatches=16 --set 'pipeline.schedule=[1f1b]')"
 check "--set overrides" 'grep -qE "^1f1b +57\.000 ms" <<<"$out2"'
+# pipeline.chunks belongs to interleaved: listed next to 1f1b, both run (1f1b on one stage per rank).
+out3="$("$sc" simulate "$tmp/ok.yaml" --set 'pipeline.schedule=[1f1b, interleaved]' --set pipeline.chunks=2)"
+check "chunks apply to interleaved only" 'grep -qE "^1f1b +33\.000 ms" <<<"$out3" && grep -qE "^interleaved +28\.500 ms" <<<"$out3"'
 
 bad() {  # name, expected substring, yaml (or - for none), extra args...
   local name="$1" expect="$2" yaml="$3"; shift 3

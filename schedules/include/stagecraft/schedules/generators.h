@@ -27,6 +27,10 @@ const std::vector<GeneratorInfo>& Generators();
 const GeneratorInfo* FindGenerator(std::string_view name);  // nullptr when unknown
 std::string GeneratorNames();                               // "gpipe, 1f1b, ..."
 
+// Empty when `info` takes `params` (the shared limits plus the generator's own rule), else
+// why not, prefixed with the generator's name.
+std::string CheckParams(const GeneratorInfo& info, const GeneratorParams& params);
+
 // Generates a complete, unlowered schedule: emit + AssignWeights. Throws InputError naming
 // the generator and the rule when the parameters are not allowed.
 Schedule Generate(std::string_view name, const GeneratorParams& params);

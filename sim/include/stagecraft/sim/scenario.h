@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/schedules/generators.h"
+
 namespace stagecraft::sim {
 
 struct DeviceSpec {
@@ -129,5 +131,11 @@ struct Scenario {
 // `topology:` may be a file name (relative to the scenario file, or to the current directory
 // when given through --set); errors inside it name that file.
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The generator parameters of one schedule of `pipeline`, used both to check the scenario and
+// to run it. pipeline.chunks is the interleaved schedule's virtual stages per rank; the other
+// schedules run one stage per rank. Under `schedule: all`, interleaved takes 2 chunks when
+// pipeline.chunks is 1, and vertical_sync reaches pipedream only.
+schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& pipeline, const schedules::GeneratorInfo& info);
 
 }  // namespace stagecraft::sim
