@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "op_index.h"
+#include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -74,7 +74,7 @@ std::vector<RankAnalysis> Analyze(const Schedule& s) {
 }
 
 UnitGrid UnitTimeGrid(const Schedule& s) {
-  const detail::UnitIndex idx(s);
+  const UnitIndex idx(s);
   constexpr int64_t kNotYet = -1;
   std::vector<int64_t> end_f(idx.size(), kNotYet), end_back(idx.size(), kNotYet);
   UnitGrid grid;

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "op_index.h"
+#include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -111,7 +111,7 @@ class Lowerer {
   }
 
   const Schedule& s_;
-  detail::UnitIndex idx_;
+  UnitIndex idx_;
   std::vector<bool> placed_f_, placed_b_, recv_f_, recv_b_;
   Schedule* out_ = nullptr;
 };

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "op_index.h"
+#include "stagecraft/schedules/unit_index.h"
 #include "validate_graph.h"
 
 namespace stagecraft::schedules {
@@ -217,7 +217,7 @@ class Validator {
   const Op& At(Pos p) const { return s_.ops[p.rank][p.index]; }
 
   const Schedule& s_;
-  detail::UnitIndex idx_;
+  UnitIndex idx_;
   detail::Units units_;
   std::vector<Diagnostic> diags_;
 };

@@ -9,7 +9,7 @@
 #include <boost/graph/strong_components.hpp>
 #include <fmt/format.h>
 
-#include "op_index.h"
+#include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules::detail {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "op_index.h"
+#include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -27,7 +27,7 @@ struct LastBackward {
   std::vector<int> of_stage_step;  // by step * stages + stage
 };
 
-LastBackward FindLastBackward(const Schedule& s, const detail::UnitIndex& idx) {
+LastBackward FindLastBackward(const Schedule& s, const UnitIndex& idx) {
   LastBackward last{std::vector<int>(idx.size(), -1),
                     std::vector<int>(static_cast<size_t>(s.stages()) * s.steps, -1)};
   for (const auto& rank_ops : s.ops) {
@@ -48,7 +48,7 @@ void AssignWeights(Schedule* s) {
   for (auto& rank_ops : s->ops) {
     std::erase_if(rank_ops, [](const Op& op) { return op.kind == OpKind::kStep; });
   }
-  const detail::UnitIndex idx(*s);
+  const UnitIndex idx(*s);
   const LastBackward last = FindLastBackward(*s, idx);
   const int stages = s->stages();
 

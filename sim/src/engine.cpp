@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/schedules/unit_index.h"
+
 namespace stagecraft::sim {
 namespace {
 
@@ -33,7 +35,7 @@ struct Transfer {
   int consumer_unit = 0;
   bool forward = true;
   int64_t bytes = 0;
-  int64_t send_post = -1, recv_post = -1, start = -1;
+  int64_t send_post = -1, recv_post = -1;
   double remaining = 0, rate = 0;  // bytes, bytes per ns
   int64_t last_update = 0;
   uint32_t gen = 0;
@@ -43,7 +45,7 @@ struct Transfer {
 class Engine {
  public:
   Engine(const Schedule& s, const CostTable& costs, const Topology& topo, const SimConfig& config)
-      : s_(s), costs_(costs), topo_(topo), config_(config), units_(static_cast<size_t>(s.stages()) * s.steps * s.microbatches) {
+      : s_(s), costs_(costs), topo_(topo), config_(config), unit_(s), units_(unit_.size()) {
     SC_CHECK(s.lowered, "Simulate needs a lowered schedule");
     SC_CHECK(static_cast<int>(costs.stages.size()) == s.stages(), "one cost entry per stage");
     SC_CHECK(topo.devices() >= s.ranks(), "a device per rank");
@@ -67,7 +69,7 @@ class Engine {
   }
 
   SimResult Run() {
-    for (int r = 0; r < s_.ranks(); ++r) Advance(r, 0);
+    for (int r = 0; r < s_.ranks(); ++r) Advance(r);
     while (!queue_.empty()) {
       const Event e = queue_.top();
       queue_.pop();
@@ -91,10 +93,6 @@ class Engine {
   }
 
  private:
-  size_t Unit(int stage, int step, int mb) const {
-    return (static_cast<size_t>(step) * s_.stages() + stage) * s_.microbatches + mb;
-  }
-  size_t Unit(const Op& op) const { return Unit(op.stage, op.step, op.microbatch); }
   const StageCost& Cost(int stage) const { return costs_.stages[stage]; }
 
   int64_t Duration(const Op& op) const {
@@ -164,15 +162,17 @@ class Engine {
     newest_[stage] = std::max(newest_[stage], op.version);
     const auto& readers = readers_left_[stage];
     const bool old_freed = old >= static_cast<int>(readers.size()) || readers[old] == 0;
-    if (!old_freed) ++live_versions_[stage];
-    if (!old_freed) AddMemory(s_.shape.RankOf(stage), Cost(stage).weight_bytes);
+    if (!old_freed) {
+      ++live_versions_[stage];
+      AddMemory(s_.shape.RankOf(stage), Cost(stage).weight_bytes);
+    }
     RankResult& rr = result_.ranks[s_.shape.RankOf(stage)];
     rr.peak_weight_versions = std::max(rr.peak_weight_versions, live_versions_[stage]);
   }
 
   // ---- compute streams ----------------------------------------------------------------
   // Runs rank `r` forward from its next op at now_ until it starts a compute op or must wait.
-  void Advance(int r, int64_t) {
+  void Advance(int r) {
     waiting_[r] = false;
     const auto& ops = s_.ops[r];
     while (next_[r] < ops.size()) {
@@ -200,33 +200,38 @@ class Engine {
     }
   }
 
-  // The transfer carrying this op's input, or -1 when the input is produced on this rank.
-  int InputTransfer(int r, const Op& op) const {
-    if (op.kind == OpKind::kF && op.stage > 0 && s_.shape.RankOf(op.stage - 1) != r) return xfer_f_[Unit(op)];
-    if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage + 1 < s_.stages() &&
-        s_.shape.RankOf(op.stage + 1) != r) {
-      return xfer_b_[Unit(op)];
+  // Where a compute op's input comes from: the stage that produces it (-1: none, the op reads
+  // only its own stage) and whether that stage lives on another rank.
+  struct Input {
+    int producer_stage = -1;
+    bool forward = true;
+    bool cross_rank = false;
+  };
+  Input InputOf(int r, const Op& op) const {
+    Input in;
+    if (op.kind == OpKind::kF && op.stage > 0) {
+      in.producer_stage = op.stage - 1;
+    } else if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage + 1 < s_.stages()) {
+      in.producer_stage = op.stage + 1;
+      in.forward = false;
     }
-    return -1;
+    in.cross_rank = in.producer_stage >= 0 && s_.shape.RankOf(in.producer_stage) != r;
+    return in;
   }
 
   bool InputReady(int r, const Op& op) const {
-    const size_t u = Unit(op);
-    if (op.kind == OpKind::kF && op.stage > 0) {
-      return s_.shape.RankOf(op.stage - 1) == r ? f_end_[Unit(op.stage - 1, op.step, op.microbatch)] >= 0
-                                                : arrival_f_[u] >= 0;
-    }
-    if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage + 1 < s_.stages()) {
-      return s_.shape.RankOf(op.stage + 1) == r ? back_end_[Unit(op.stage + 1, op.step, op.microbatch)] >= 0
-                                                : arrival_b_[u] >= 0;
-    }
-    return true;
+    const Input in = InputOf(r, op);
+    if (in.producer_stage < 0) return true;
+    if (in.cross_rank) return (in.forward ? arrival_f_ : arrival_b_)[unit_(op)] >= 0;
+    return (in.forward ? f_end_ : back_end_)[unit_(in.producer_stage, op.step, op.microbatch)] >= 0;
   }
 
   void StartCompute(int r, int index, const Op& op) {
     const int64_t duration = Duration(op);
     result_.timing[r][index] = {now_, now_ + duration};
-    if (const int x = InputTransfer(r, op); x >= 0) AddMemory(r, -xfers_[x].bytes);  // recv buffer consumed
+    if (const Input in = InputOf(r, op); in.cross_rank) {
+      AddMemory(r, -xfers_[(in.forward ? xfer_f_ : xfer_b_)[unit_(op)]].bytes);  // recv buffer consumed
+    }
     if (op.kind == OpKind::kF) {
       AddMemory(r, Cost(op.stage).activation_bytes);
       RankResult& rr = result_.ranks[r];
@@ -244,14 +249,14 @@ class Engine {
     rr.busy_ns += duration;
     rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, now_);
     switch (op.kind) {
-      case OpKind::kF: f_end_[Unit(op)] = now_; break;
+      case OpKind::kF: f_end_[unit_(op)] = now_; break;
       case OpKind::kB:
-        back_end_[Unit(op)] = now_;
+        back_end_[unit_(op)] = now_;
         --inflight_[r];
         AddMemory(r, -c.activation_bytes);
         break;
       case OpKind::kI:
-        back_end_[Unit(op)] = now_;
+        back_end_[unit_(op)] = now_;
         --inflight_[r];
         AddMemory(r, c.w_stash_bytes - c.activation_bytes);
         break;
@@ -259,15 +264,15 @@ class Engine {
       default: break;
     }
     ReadDone(op);
-    Advance(r, now_);
+    Advance(r);
   }
 
   // ---- transfers ----------------------------------------------------------------------
-  int TransferFor(int r, int index, const Op& op, bool send) {
+  int TransferFor(int index, const Op& op, bool send) {
     const bool forward = op.kind == OpKind::kSendF || op.kind == OpKind::kRecvF;
     // Identify the transfer by its consumer's unit.
     const int consumer_stage = send ? (forward ? op.stage + 1 : op.stage - 1) : op.stage;
-    const size_t u = Unit(consumer_stage, op.step, op.microbatch);
+    const size_t u = unit_(consumer_stage, op.step, op.microbatch);
     int& slot = forward ? xfer_f_[u] : xfer_b_[u];
     if (slot < 0) {
       slot = static_cast<int>(xfers_.size());
@@ -282,19 +287,18 @@ class Engine {
     }
     Transfer& t = xfers_[slot];
     (send ? t.send_index : t.recv_index) = index;
-    (void)r;
     return slot;
   }
 
   void PostSend(int r, int index, const Op& op) {
-    const int x = TransferFor(r, index, op, true);
+    const int x = TransferFor(index, op, true);
     xfers_[x].send_post = now_;
     AddMemory(r, xfers_[x].bytes);
     if (xfers_[x].recv_post >= 0) StartTransfer(x);
   }
 
   void PostRecv(int r, int index, const Op& op) {
-    const int x = TransferFor(r, index, op, false);
+    const int x = TransferFor(index, op, false);
     xfers_[x].recv_post = now_;
     AddMemory(r, xfers_[x].bytes);
     result_.timing[r][index].start_ns = now_;
@@ -303,7 +307,6 @@ class Engine {
 
   void StartTransfer(int x) {
     Transfer& t = xfers_[x];
-    t.start = now_;
     result_.timing[t.src][t.send_index].start_ns = now_;
     const int64_t latency = topo_.RouteLatencyNs(t.src, t.dst) + costs_.p2p_latency_ns;
     if (t.bytes <= 0) {
@@ -335,7 +338,7 @@ class Engine {
     result_.timing[t.dst][t.recv_index].end_ns = now_;
     AddMemory(t.src, -t.bytes);
     (t.forward ? arrival_f_ : arrival_b_)[t.consumer_unit] = now_;
-    if (waiting_[t.dst]) Advance(t.dst, now_);
+    if (waiting_[t.dst]) Advance(t.dst);
   }
 
   // Re-times every transfer crossing one of `links`: progress so far at the old rate, then the
@@ -386,6 +389,7 @@ class Engine {
   const CostTable& costs_;
   const Topology& topo_;
   const SimConfig& config_;
+  const schedules::UnitIndex unit_;
   size_t units_;
   SimResult result_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;

@@ -1,11 +1,12 @@
-// Dense indexing of (stage, step, microbatch) for the passes (private to schedules/src).
+// Dense indexing of (stage, step, microbatch) units, shared by the schedule passes and the
+// simulator: unit = (step * stages + stage) * microbatches + microbatch.
 #pragma once
 
 #include <cstddef>
 
 #include "stagecraft/schedules/ir.h"
 
-namespace stagecraft::schedules::detail {
+namespace stagecraft::schedules {
 
 struct UnitIndex {
   int stages = 0, microbatches = 0, steps = 0;
@@ -21,4 +22,4 @@ struct UnitIndex {
   size_t operator()(const Op& op) const { return (*this)(op.stage, op.step, op.microbatch); }
 };
 
-}  // namespace stagecraft::schedules::detail
+}  // namespace stagecraft::schedules
