@@ -3,8 +3,7 @@
 # (one stderr line naming where and what, non-zero exit, no output file left behind).
 set -uo pipefail
 sc="$1"; root="$2"
-fail=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
 cat >"$tmp/ok.yaml" <<'YAML'
@@ -39,19 +38,13 @@ check "--set overrides" 'grep -qE "^1f1b +57\.000 ms" <<<"$out2"'
 out3="$("$sc" simulate "$tmp/ok.yaml" --set 'pipeline.schedule=[1f1b, interleaved]' --set pipeline.chunks=2)"
 check "chunks apply to interleaved only" 'grep -qE "^1f1b +33\.000 ms" <<<"$out3" && grep -qE "^interleaved +28\.500 ms" <<<"$out3"'
 
-bad() {  # name, expected substring, yaml (or - for none), extra args...
+# bad NAME EXPECTED YAML|- [ARGS...]: the scenario fails with one clear line and leaves no --json file.
+bad() {
   local name="$1" expect="$2" yaml="$3"; shift 3
-  local before=$fail; fail=0
   [[ "$yaml" == "-" ]] || printf '%s\n' "$yaml" >"$tmp/bad.yaml"
   rm -f "$tmp/out.json"
-  so="$("$sc" simulate "$tmp/bad.yaml" --json "$tmp/out.json" "$@" 2>"$tmp/err")"; rc=$?
-  se="$(cat "$tmp/err")"
-  check "$name: non-zero exit" '[[ $rc -ne 0 ]]'
-  check "$name: one stderr line" '[[ $(wc -l <"$tmp/err") -eq 1 ]]'
-  check "$name: no partial output" '[[ ! -e "$tmp/out.json" && -z "$so" ]]'
-  check "$name: message has '$expect'" '[[ "$se" == *"$expect"* ]]'
-  [[ $fail -eq 0 ]] || echo "  stderr was: $se"
-  [[ $before -eq 0 ]] || fail=1
+  expect_error "$name" "$expect" simulate "$tmp/bad.yaml" --json "$tmp/out.json" "$@"
+  check "$name: no partial output" '[[ ! -e "$tmp/out.json" ]]'
 }
 base="$(cat "$tmp/ok.yaml")"
 rm -f "$tmp/bad.yaml"

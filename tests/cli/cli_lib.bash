@@ -1,0 +1,20 @@
+# Shared by the CLI test scripts (sourced, not a test): `check` records a failed condition,
+# `expect_error` runs the binary on bad input and checks the contract for it: non-zero exit,
+# exactly one line on stderr containing the expected text, nothing on stdout.
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+
+# expect_error NAME EXPECTED_TEXT ARGS...   (runs "$sc" ARGS...; uses "$tmp" for stderr)
+expect_error() {
+  local name="$1" expect="$2"; shift 2
+  local so se rc before=$fail
+  fail=0
+  so="$("$sc" "$@" 2>"$tmp/err")"; rc=$?
+  se="$(cat "$tmp/err")"
+  check "$name: non-zero exit" '[[ $rc -ne 0 ]]'
+  check "$name: one stderr line" '[[ $(wc -l <"$tmp/err") -eq 1 ]]'
+  check "$name: empty stdout" '[[ -z "$so" ]]'
+  check "$name: message has '$expect'" '[[ "$se" == *"$expect"* ]]'
+  [[ $fail -eq 0 ]] || echo "  stderr was: $se"
+  [[ $before -eq 0 ]] || fail=1
+}
