@@ -1,5 +1,6 @@
-// Test helper: every generator over small shapes it accepts (ranks 1, 2, 4; microbatches 1, 4,
-// 8; steps 1, 2; chunks 2 for interleaved, else 1), shared by the round-trip tests.
+// Test helpers for the schedule tests: generator parameters in one call, and every generator
+// over small shapes it accepts (ranks 1, 2, 4; microbatches 1, 4, 8; steps 1, 2; chunks 2 for
+// interleaved, else 1) for the round-trip tests.
 #pragma once
 
 #include <vector>
@@ -7,6 +8,15 @@
 #include "stagecraft/schedules/generators.h"
 
 namespace stagecraft::schedules::test_cases {
+
+inline GeneratorParams Params(int ranks, int microbatches, int steps = 1, int chunks = 1) {
+  GeneratorParams p;
+  p.ranks = ranks;
+  p.microbatches = microbatches;
+  p.steps = steps;
+  p.chunks = chunks;
+  return p;
+}
 
 struct GeneratorCase {
   const GeneratorInfo* info;

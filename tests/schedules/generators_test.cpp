@@ -11,6 +11,7 @@
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "generator_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -21,14 +22,7 @@ std::string Describe(const std::vector<Diagnostic>& diags) {
   return out;
 }
 
-GeneratorParams Params(int ranks, int microbatches, int steps = 1, int chunks = 1) {
-  GeneratorParams p;
-  p.ranks = ranks;
-  p.microbatches = microbatches;
-  p.steps = steps;
-  p.chunks = chunks;
-  return p;
-}
+using test_cases::Params;
 
 class EveryGenerator : public ::testing::TestWithParam<std::string> {};
 

@@ -26,12 +26,7 @@ std::vector<Schedule> AllGenerated() {
   return out;
 }
 
-GeneratorParams Params(int ranks, int microbatches) {
-  GeneratorParams p;
-  p.ranks = ranks;
-  p.microbatches = microbatches;
-  return p;
-}
+using test_cases::Params;
 
 // Asserts FromJson throws an InputError whose message is exactly `want`.
 void ExpectError(const std::string& text, const std::string& want) {

@@ -8,6 +8,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/weights.h"
+#include "generator_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -31,12 +32,7 @@ Schedule Hand(int ranks, int m, std::vector<std::vector<Op>> ops) {
   return s;
 }
 
-GeneratorParams Params(int ranks, int m) {
-  GeneratorParams p;
-  p.ranks = ranks;
-  p.microbatches = m;
-  return p;
-}
+using test_cases::Params;
 
 int Count(const std::vector<Diagnostic>& diags, DiagCode code) {
   int n = 0;
