@@ -39,8 +39,8 @@ struct Outcome {
   std::string cost_source;
 };
 
-// The schedules to run: the listed ones (an error if one cannot take the shape), or under
-// "all" every generator the shape allows, with the others named on stderr.
+// The schedules to run: the listed ones (LoadScenario has checked them), or under "all"
+// every generator the shape allows, with the others named on stderr.
 std::vector<const GeneratorInfo*> Pick(const PipelineSpec& p) {
   std::vector<const GeneratorInfo*> picked;
   if (p.schedules.size() == 1 && p.schedules[0] == "all") {
@@ -53,7 +53,7 @@ std::vector<const GeneratorInfo*> Pick(const PipelineSpec& p) {
   }
   for (const auto& name : p.schedules) {
     const GeneratorInfo* info = FindGenerator(name);
-    if (info == nullptr) throw InputError(fmt::format("pipeline.schedule: unknown schedule '{}' (known: {}, all)", name, GeneratorNames()));
+    SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
     picked.push_back(info);
   }
   return picked;
