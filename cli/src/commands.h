@@ -17,6 +17,11 @@ struct Command {
 Command AddScheduleCommand(CLI::App& root);
 #ifdef STAGECRAFT_HAVE_SIM
 Command AddSimulateCommand(CLI::App& root);
+Command AddCompareCommand(CLI::App& root);
+#endif
+#ifdef STAGECRAFT_HAVE_EXEC
+Command AddExecuteCommand(CLI::App& root);
+Command AddProfileCommand(CLI::App& root);
 #endif
 
 }  // namespace stagecraft::cli

@@ -15,6 +15,11 @@ int main(int argc, char** argv) {
   commands.push_back(cli::AddScheduleCommand(app));
 #ifdef STAGECRAFT_HAVE_SIM
   commands.push_back(cli::AddSimulateCommand(app));
+  commands.push_back(cli::AddCompareCommand(app));
+#endif
+#ifdef STAGECRAFT_HAVE_EXEC
+  commands.push_back(cli::AddExecuteCommand(app));
+  commands.push_back(cli::AddProfileCommand(app));
 #endif
   try {
     app.parse(argc, argv);

@@ -10,21 +10,21 @@
 #include "yaml_util.h"
 
 namespace stagecraft::sim {
-namespace {
 
-using schedules::InputError;
-using yaml::Map;
-using yaml::Value;
-
-// Layer count per stage: even split, the first layers % stages stages take one more.
 std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
   if (layers < stages) {
-    throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, layers, stages));
+    throw schedules::InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, layers, stages));
   }
   std::vector<int> counts(stages, layers / stages);
   for (int s = 0; s < layers % stages; ++s) ++counts[s];
   return counts;
 }
+
+namespace {
+
+using schedules::InputError;
+using yaml::Map;
+using yaml::Value;
 
 int64_t Nanoseconds(double flops, const DeviceSpec& device) {
   return std::llround(flops / (device.peak_flops * device.efficiency) * 1e9);

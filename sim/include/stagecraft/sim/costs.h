@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stagecraft/sim/scenario.h"
@@ -29,6 +30,11 @@ struct CostTable {
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // "explicit" | "transformer" | "mlp" | "profile:<path>"
 };
+
+// Layers per stage, the split the analytical models, profiles and the executor all use: even,
+// the first layers % stages stages taking one more. Throws InputError (naming `what`) when
+// there are fewer layers than stages.
+std::vector<int> SplitLayers(int layers, int stages, std::string_view what);
 
 // Costs for `stages` stages (a multiple of pipeline.ranks) under loop placement (stage s on
 // rank s % ranks). Precedence: model.profile > model.costs > transformer / mlp.

@@ -1,0 +1,70 @@
+// Deterministic initial weights and synthetic data (see model.h).
+#include "stagecraft/exec/model.h"
+
+#include <cmath>
+
+#include "stagecraft/kernels/activation.h"
+
+namespace stagecraft::exec {
+namespace {
+
+// splitmix64 (Steele, Lea & Flood, 2014): a bijective mixer, so distinct counters give
+// independent-looking values.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+float UniformAt(uint64_t seed, uint64_t stream, uint64_t index) {
+  const uint64_t bits = SplitMix64(SplitMix64(SplitMix64(seed) ^ stream) ^ index);
+  // The top 24 bits as a fraction in [0, 1), exact in float.
+  const float unit = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
+  return 2.0f * unit - 1.0f;
+}
+
+void InitLayer(const MlpModel& model, int layer, float* weight, float* bias) {
+  const int h = model.hidden;
+  const float scale = std::sqrt(6.0f / static_cast<float>(h));
+  for (int64_t i = 0; i < static_cast<int64_t>(h) * h; ++i) {
+    weight[i] = scale * UniformAt(model.seed, kWeightStream + layer, i);
+  }
+  for (int o = 0; o < h; ++o) bias[o] = 0.0f;
+}
+
+void MicrobatchInput(const MlpModel& model, int rows, int64_t g, float* x) {
+  const int64_t n = static_cast<int64_t>(rows) * model.hidden;
+  for (int64_t i = 0; i < n; ++i) x[i] = UniformAt(model.seed, kInputStream, g * n + i);
+}
+
+void MicrobatchTarget(const MlpModel& model, int rows, int64_t g, float* targets) {
+  const int h = model.hidden;
+  std::vector<float> x(static_cast<size_t>(rows) * h);
+  MicrobatchInput(model, rows, g, x.data());
+  const float scale = 2.0f * std::sqrt(3.0f / static_cast<float>(h));
+  std::vector<float> w(static_cast<size_t>(h) * h), b(h);
+  for (int64_t i = 0; i < static_cast<int64_t>(h) * h; ++i) w[i] = scale * UniformAt(model.seed, kTeacherStream, i);
+  for (int o = 0; o < h; ++o) b[o] = 0.1f * UniformAt(model.seed, kTeacherStream + 1, o);
+  std::vector<float> y(h);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x.data() + static_cast<int64_t>(r) * h;
+    for (int o = 0; o < h; ++o) {
+      const float* wo = w.data() + static_cast<int64_t>(o) * h;
+      float z = b[o];
+      for (int i = 0; i < h; ++i) z += wo[i] * xr[i];
+      y[o] = kernels::Gelu(z);
+    }
+    if (model.loss == kernels::LossKind::kMse) {
+      for (int o = 0; o < h; ++o) targets[static_cast<int64_t>(r) * h + o] = y[o];
+    } else {
+      int best = 0;
+      for (int o = 1; o < h; ++o) best = y[o] > y[best] ? o : best;
+      targets[r] = static_cast<float>(best);
+    }
+  }
+}
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,27 @@
+// Whole-tensor versions of the kernels/ math for the CPU backend: plain loops over the same
+// SC_HD functions the CUDA launchers (cuda.h) run, one element (or row) per iteration.
+#pragma once
+
+#include <cstdint>
+
+#include "stagecraft/kernels/optimizer.h"
+
+namespace stagecraft::kernels {
+
+enum class LossKind { kMse, kCrossEntropy };
+
+// z, out, residual: [rows x cols] row-major; bias: [cols]; residual may be null.
+void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out);
+// dz = dout · gelu'(z), n elements.
+void GeluBackward(int64_t n, const float* dout, const float* z, float* dz);
+// bias_grad[c] += Σ_r dz[r][c].
+void BiasGrad(int rows, int cols, const float* dz, float* bias_grad);
+// Mean loss of a microbatch and its gradient dy ([rows x cols]). targets: [rows x cols] for
+// mse, [rows] class indices (stored as float) for cross_entropy.
+float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy);
+// w ← SGD-momentum(w, grad · grad_scale), n elements.
+void SgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr, float momentum);
+// w ← Adam(w, grad · grad_scale), n elements.
+void Adam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale, const AdamParams& params);
+
+}  // namespace stagecraft::kernels

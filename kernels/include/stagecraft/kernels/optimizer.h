@@ -1,0 +1,36 @@
+// Optimizer updates of one parameter, with the conventions of torch.optim:
+//   SGD with momentum μ (dampening 0):  v ← μ v + g;  w ← w − lr · v
+//   Adam (Kingma & Ba, 2015):           m ← β1 m + (1 − β1) g;  v ← β2 v + (1 − β2) g²;
+//                                       w ← w − lr · (m / (1 − β1ᵗ)) / (√(v / (1 − β2ᵗ)) + ε)
+// `g` is the already averaged gradient; t counts this stage's updates from 1.
+#pragma once
+
+#include <cmath>
+
+#include "stagecraft/kernels/hd.h"
+
+namespace stagecraft::kernels {
+
+struct AdamParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float bias1 = 1.0f;  // 1 − β1ᵗ for this update
+  float bias2 = 1.0f;  // 1 − β2ᵗ
+};
+
+SC_HD inline void SgdMomentumUpdate(float* w, float* velocity, float g, float lr, float momentum) {
+  *velocity = momentum * *velocity + g;
+  *w -= lr * *velocity;
+}
+
+SC_HD inline void AdamUpdate(float* w, float* m, float* v, float g, const AdamParams& p) {
+  *m = p.beta1 * *m + (1.0f - p.beta1) * g;
+  *v = p.beta2 * *v + (1.0f - p.beta2) * g * g;
+  const float m_hat = *m / p.bias1;
+  const float v_hat = *v / p.bias2;
+  *w -= p.lr * m_hat / (sqrtf(v_hat) + p.eps);
+}
+
+}  // namespace stagecraft::kernels
