@@ -1,0 +1,99 @@
+// Device: where tensors live and math runs (DESIGN.md §5). The runtime only talks to this
+// interface; the cpu backend implements it with OpenBLAS and the kernels/ host loops, a cuda
+// backend with cuBLAS and the kernels/ launchers. All tensors are fp32, row-major.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "stagecraft/kernels/host.h"
+
+namespace stagecraft::exec {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string Name() const = 0;
+
+  // Memory. Allocate never returns null (throws on failure). Bytes in use are tracked so the
+  // executor can report measured peak memory.
+  virtual float* Allocate(int64_t floats) = 0;
+  virtual void Free(float* data, int64_t floats) = 0;
+  virtual void Upload(float* dst, const float* host, int64_t n) = 0;
+  virtual void Download(float* host, const float* src, int64_t n) = 0;
+  virtual void Copy(float* dst, const float* src, int64_t n) = 0;
+  virtual void Fill(float* dst, float value, int64_t n) = 0;
+  int64_t bytes_in_use() const { return bytes_in_use_; }
+  int64_t peak_bytes() const { return peak_bytes_; }
+  void ResetPeak() { peak_bytes_ = bytes_in_use_; }
+
+  // c[m x n] = alpha · op(a) · op(b) + beta · c, op(x) = xᵀ when trans_x; a is [m x k] after
+  // op, b is [k x n] after op; all row-major and densely packed.
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
+                    float beta, float* c) = 0;
+  // y += alpha · x.
+  virtual void Axpy(int64_t n, float alpha, const float* x, float* y) = 0;
+
+  // The kernels/ math (see kernels/host.h for each contract).
+  virtual void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out) = 0;
+  virtual void GeluBackward(int64_t n, const float* dout, const float* z, float* dz) = 0;
+  virtual void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) = 0;
+  // Returns the microbatch's mean loss (waits for it); writes dy.
+  virtual float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) = 0;
+  virtual void SgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr,
+                           float momentum) = 0;
+  virtual void Adam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale,
+                    const kernels::AdamParams& params) = 0;
+
+  // Timers: waits for all queued work, then reads a host clock shared by every op of the run.
+  virtual void Synchronize() = 0;
+  virtual int64_t NowNs() = 0;
+
+ protected:
+  void Track(int64_t delta_bytes) {
+    bytes_in_use_ += delta_bytes;
+    if (bytes_in_use_ > peak_bytes_) peak_bytes_ = bytes_in_use_;
+  }
+
+ private:
+  int64_t bytes_in_use_ = 0;
+  int64_t peak_bytes_ = 0;
+};
+
+// An owned device tensor of `size` floats; move-only, freed through its device.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device& device, int64_t size) : device_(&device), data_(device.Allocate(size)), size_(size) {}
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      device_ = std::exchange(other.device_, nullptr);
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { Reset(); }
+
+  void Reset() {
+    if (data_ != nullptr) device_->Free(data_, size_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  int64_t size() const { return size_; }
+  bool empty() const { return data_ == nullptr; }
+
+ private:
+  Device* device_ = nullptr;
+  float* data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+}  // namespace stagecraft::exec

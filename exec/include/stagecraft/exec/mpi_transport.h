@@ -1,0 +1,29 @@
+// The cpu backend's Transport over MPI (OpenMPI). MpiSession owns MPI_Init/MPI_Finalize for
+// the process; every MPI call is checked and a failure throws with the host, file:line and
+// MPI's error string. mpi.h stays out of this header.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "stagecraft/exec/transport.h"
+
+namespace stagecraft::exec {
+
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();  // MPI_Finalize, unless Abort ran
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+};
+
+// Requires a live MpiSession. Communicates over MPI_COMM_WORLD.
+std::unique_ptr<Transport> MakeMpiTransport();
+
+// This process's rank and the world size, also usable before any Transport exists.
+int MpiWorldRank();
+int MpiWorldSize();
+std::string HostName();
+
+}  // namespace stagecraft::exec

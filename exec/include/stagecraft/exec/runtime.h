@@ -1,0 +1,88 @@
+// The runtime (DESIGN.md §5): one rank walks its op list of a lowered schedule in order on a
+// Device and a Transport. F, B, I, W run the stage's math; SEND/RECV post non-blocking
+// transfers exactly where the IR puts them; STEP applies the optimizer and produces the
+// version the IR names. Weight versions are kept as the IR says (one for flush schedules, the
+// stash for PipeDream, two for 2BW) and freed after their last reader on this rank.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/model.h"
+#include "stagecraft/exec/stage.h"
+#include "stagecraft/exec/transport.h"
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::exec {
+
+struct TrainingConfig {
+  MlpModel model;
+  int microbatch_size = 1;
+  std::string optimizer = "sgd";  // "sgd" (with momentum) | "adam"
+  float lr = 0.01f;
+  float momentum = 0.9f;
+};
+
+// The microbatches a rank feeds (stage 0) or scores (last stage), in device memory; built
+// before the timed run starts.
+struct Dataset {
+  Buffer inputs;   // [microbatches x rows·h], empty unless requested
+  Buffer targets;  // [microbatches x TargetFloats], empty unless requested
+  int64_t microbatches = 0;
+};
+Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
+                    bool with_targets);
+
+// Called on the rank of the last stage when a step's last loss is in.
+struct StepProgress {
+  int step = 0;
+  int steps = 0;
+  double loss = 0;    // mean over the step's microbatches
+  int64_t end_ns = 0; // since the run's start
+};
+
+struct RunHooks {
+  std::function<void(const StepProgress&)> on_step;
+  // Testing failure handling: this rank throws at its first compute op of this step.
+  int fault_rank = -1;
+  int fault_step = -1;
+};
+
+struct OpTime {
+  int64_t start_ns = -1;  // compute: run start (inputs present); SEND/RECV: post
+  int64_t end_ns = -1;    // compute: end; SEND/RECV: completion seen
+};
+
+// What one rank measured. Times are ns since the run's start, which every rank takes right
+// after a common barrier (clocks aligned at start).
+struct RankRun {
+  std::vector<OpTime> ops;  // by op index
+  std::vector<std::pair<int64_t, int64_t>> memory;  // (time_ns, bytes) at every change
+  int64_t busy_ns = 0;   // compute ops (F, B, I, W, STEP)
+  int64_t wait_ns = 0;   // blocked on a receive a compute op needed
+  int64_t loop_ns = 0;   // the whole op loop, including the final wait for sends
+  int64_t first_f_start_ns = -1;
+  int64_t last_compute_end_ns = 0;
+  int64_t peak_memory_bytes = 0;
+  int peak_inflight = 0;
+  int peak_weight_versions = 0;
+  std::vector<double> losses;  // mean per step; only on the rank of the last stage
+  std::vector<std::vector<float>> final_params;  // newest version per local stage, by chunk
+};
+
+// Runs `schedule` (lowered and valid) on this rank. Throws std::runtime_error on a non-finite
+// loss or an injected fault; the caller aborts the job.
+RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& config, const Dataset& data,
+                Device& device, Transport& transport, const RunHooks& hooks = {});
+
+// Rank runs are gathered to rank 0 as bytes.
+std::string SerializeRankRun(const RankRun& run);
+RankRun ParseRankRun(const std::string& bytes);
+
+// The layers of stage `stage` under the executor's split (sim::SplitLayers).
+StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage);
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,39 @@
+// Transport: moves activations and gradients between pipeline ranks and runs the few
+// collectives the executor needs (DESIGN.md §5). The cpu backend implements it with MPI; a cuda
+// backend with NCCL bootstrapped over MPI. Sends and receives are non-blocking and posted
+// exactly where the IR puts SEND/RECV ops; Wait blocks without holding a core, so ranks that
+// outnumber cores do not starve each other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stagecraft::exec {
+
+class Transport {
+ public:
+  using Request = int;  // a handle, valid until Test returns true or Wait returns
+
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string Name() const = 0;
+
+  // `data` is device memory of the paired Device and stays untouched until completion.
+  virtual Request Isend(const float* data, int64_t count, int peer, int64_t tag) = 0;
+  virtual Request Irecv(float* data, int64_t count, int peer, int64_t tag) = 0;
+  virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
+  virtual void Wait(Request request) = 0;
+
+  virtual void Barrier() = 0;
+  // Every rank's `mine`, in rank order, on `root` (empty elsewhere).
+  virtual std::vector<std::string> Gather(const std::string& mine, int root) = 0;
+  // The root's `value` on every rank.
+  virtual std::string Broadcast(const std::string& value, int root) = 0;
+
+  // Ends every rank of the job with a non-zero exit; the caller has printed the cause.
+  [[noreturn]] virtual void Abort(int exit_code) = 0;
+};
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,83 @@
+// CpuDevice: OpenBLAS + kernels/ host loops (see cpu_device.h).
+#include "stagecraft/exec/cpu_device.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::exec {
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice() { openblas_set_num_threads(1); }
+
+  std::string Name() const override { return "cpu"; }
+
+  float* Allocate(int64_t floats) override {
+    SC_CHECK(floats > 0, "allocations are never empty");
+    // 64-byte alignment: whole cache lines and AVX-512 vectors.
+    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    Track(floats * static_cast<int64_t>(sizeof(float)));
+    return static_cast<float*>(p);
+  }
+  void Free(float* data, int64_t floats) override {
+    std::free(data);
+    Track(-floats * static_cast<int64_t>(sizeof(float)));
+  }
+  void Upload(float* dst, const float* host, int64_t n) override { Copy(dst, host, n); }
+  void Download(float* host, const float* src, int64_t n) override { Copy(host, src, n); }
+  void Copy(float* dst, const float* src, int64_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
+  void Fill(float* dst, float value, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] = value;
+  }
+
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+            float* c) override {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+  }
+  void Axpy(int64_t n, float alpha, const float* x, float* y) override {
+    cblas_saxpy(static_cast<int>(n), alpha, x, 1, y, 1);
+  }
+
+  void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out) override {
+    kernels::BiasGelu(rows, cols, z, bias, residual, out);
+  }
+  void GeluBackward(int64_t n, const float* dout, const float* z, float* dz) override {
+    kernels::GeluBackward(n, dout, z, dz);
+  }
+  void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) override {
+    kernels::BiasGrad(rows, cols, dz, bias_grad);
+  }
+  float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) override {
+    return kernels::Loss(kind, rows, cols, y, targets, dy);
+  }
+  void SgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr,
+                   float momentum) override {
+    kernels::SgdMomentum(n, w, velocity, grad, grad_scale, lr, momentum);
+  }
+  void Adam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale,
+            const kernels::AdamParams& params) override {
+    kernels::Adam(n, w, m, v, grad, grad_scale, params);
+  }
+
+  void Synchronize() override {}
+  int64_t NowNs() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+}  // namespace stagecraft::exec

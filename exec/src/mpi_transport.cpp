@@ -1,0 +1,198 @@
+// MpiTransport: non-blocking MPI point-to-point and a few collectives (see mpi_transport.h).
+//
+// Waiting never spins for long: MPI implementations busy-poll inside MPI_Wait, which starves
+// a rank that shares its core with another (4 ranks on 2 cores). Wait polls MPI_Test for a few
+// microseconds, then sleeps between polls with a backoff capped at kMaxSleepNs, giving the core
+// to whichever rank has compute to do.
+#include "stagecraft/exec/mpi_transport.h"
+
+#include <mpi.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::exec {
+namespace {
+
+[[noreturn]] void MpiFailed(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw std::runtime_error(
+      fmt::format("{}: {}:{}: {} failed: {}", HostName(), file, line, call, std::string(text, length)));
+}
+#define SC_MPI_CHECK(call)                                                       \
+  do {                                                                           \
+    const int sc_mpi_rc = (call);                                                \
+    if (sc_mpi_rc != MPI_SUCCESS) MpiFailed(sc_mpi_rc, #call, __FILE__, __LINE__); \
+  } while (0)
+
+constexpr int64_t kSpinNs = 20'000;
+constexpr int64_t kMinSleepNs = 2'000;
+constexpr int64_t kMaxSleepNs = 50'000;
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+class MpiTransport final : public Transport {
+ public:
+  MpiTransport() {
+    SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    SC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    int* tag_ub = nullptr;
+    int found = 0;
+    SC_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
+    tag_modulus_ = found != 0 && tag_ub != nullptr ? static_cast<int64_t>(*tag_ub) + 1 : 32768;
+    // Sleeps of a few microseconds should last a few microseconds, not the default 50 µs slack.
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string Name() const override { return "mpi"; }
+
+  Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
+    MPI_Request* r = nullptr;
+    const Request handle = NewRequest(&r);
+    SC_MPI_CHECK(MPI_Isend(data, Count(count), MPI_FLOAT, peer, Tag(tag), MPI_COMM_WORLD, r));
+    return handle;
+  }
+  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
+    MPI_Request* r = nullptr;
+    const Request handle = NewRequest(&r);
+    SC_MPI_CHECK(MPI_Irecv(data, Count(count), MPI_FLOAT, peer, Tag(tag), MPI_COMM_WORLD, r));
+    return handle;
+  }
+  bool Test(Request request) override {
+    int done = 0;
+    MPI_Status status;
+    SC_MPI_CHECK(MPI_Test(&requests_.at(request), &done, &status));
+    if (done != 0) free_.push_back(request);
+    return done != 0;
+  }
+  void Wait(Request request) override {
+    const int64_t start = MonotonicNs();
+    int64_t sleep_ns = kMinSleepNs;
+    while (!Test(request)) {
+      if (MonotonicNs() - start < kSpinNs) continue;
+      const timespec ts{0, static_cast<long>(sleep_ns)};
+      nanosleep(&ts, nullptr);
+      sleep_ns = std::min(2 * sleep_ns, kMaxSleepNs);
+    }
+  }
+
+  void Barrier() override {
+    // A non-blocking barrier waited on like any request, so it does not spin either.
+    MPI_Request* r = nullptr;
+    const Request handle = NewRequest(&r);
+    SC_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, r));
+    Wait(handle);
+  }
+  std::vector<std::string> Gather(const std::string& mine, int root) override {
+    Barrier();  // the blocking collectives below then find every rank ready
+    int length = Count(static_cast<int64_t>(mine.size()));
+    std::vector<int> lengths(rank_ == root ? size_ : 0);
+    SC_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, MPI_COMM_WORLD));
+    std::vector<int> offsets(lengths.size(), 0);
+    int64_t total = 0;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      offsets[i] = Count(total);
+      total += lengths[i];
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    SC_MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, root,
+                             MPI_COMM_WORLD));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
+    return out;
+  }
+  std::string Broadcast(const std::string& value, int root) override {
+    Barrier();
+    int length = Count(static_cast<int64_t>(value.size()));
+    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, root, MPI_COMM_WORLD));
+    std::string out = rank_ == root ? value : std::string(static_cast<size_t>(length), '\0');
+    SC_MPI_CHECK(MPI_Bcast(out.data(), length, MPI_CHAR, root, MPI_COMM_WORLD));
+    return out;
+  }
+
+  [[noreturn]] void Abort(int exit_code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
+  }
+
+ private:
+  static int Count(int64_t count) {
+    SC_CHECK(count >= 0 && count <= INT32_MAX, fmt::format("message of {} elements exceeds MPI's int count", count));
+    return static_cast<int>(count);
+  }
+  int Tag(int64_t tag) const { return static_cast<int>(tag % tag_modulus_); }
+  Request NewRequest(MPI_Request** slot) {
+    Request handle;
+    if (!free_.empty()) {
+      handle = free_.back();
+      free_.pop_back();
+    } else {
+      handle = static_cast<Request>(requests_.size());
+      requests_.push_back(MPI_REQUEST_NULL);
+    }
+    requests_[handle] = MPI_REQUEST_NULL;
+    *slot = &requests_[handle];
+    return handle;
+  }
+
+  int rank_ = 0;
+  int size_ = 1;
+  int64_t tag_modulus_ = 32768;
+  std::vector<MPI_Request> requests_;  // never shrinks, so handles stay valid
+  std::vector<Request> free_;
+};
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) SC_MPI_CHECK(MPI_Init(argc, argv));
+  SC_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized == 0) MPI_Finalize();
+}
+
+std::unique_ptr<Transport> MakeMpiTransport() { return std::make_unique<MpiTransport>(); }
+
+int MpiWorldRank() {
+  int rank = 0;
+  SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  return rank;
+}
+
+int MpiWorldSize() {
+  int size = 1;
+  SC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  return size;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,380 @@
+// RunRank: one rank's walk over its op list (see runtime.h).
+#include "stagecraft/exec/runtime.h"
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "stagecraft/sim/costs.h"
+
+namespace stagecraft::exec {
+namespace {
+
+using schedules::Op;
+using schedules::OpKind;
+using schedules::Schedule;
+using schedules::WeightPolicy;
+
+enum Direction : int64_t { kForward = 0, kBackward = 1 };
+
+// What one local stage owns: its math, weight versions, gradient accumulators, optimizer state.
+struct LocalStage {
+  explicit LocalStage(StageModel m) : model(std::move(m)) {}
+  StageModel model;
+  std::map<int, Buffer> versions;
+  int newest = 0;
+  std::map<int64_t, Buffer> grads;  // by update index
+  std::map<int64_t, int> grad_count;
+  Buffer state_a, state_b;  // sgd: velocity; adam: m, v
+  int updates = 0;
+  std::map<int, int> last_reader;  // version -> index of its last reading op on this rank
+};
+
+struct Pending {
+  Transport::Request request = 0;
+  Buffer buffer;
+  int op_index = 0;
+};
+
+class Runner {
+ public:
+  Runner(const Schedule& s, const TrainingConfig& c, const Dataset& d, Device& dev, Transport& t, const RunHooks& h)
+      : s_(s), config_(c), data_(d), device_(dev), transport_(t), hooks_(h), rank_(t.rank()) {
+    SC_CHECK(s.lowered, "the runtime runs lowered schedules");
+    SC_CHECK(rank_ < s.ranks(), "one process per pipeline rank");
+    for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
+      const int stage = s.shape.StageOf(rank_, chunk);
+      chunk_of_[stage] = chunk;
+      stages_.emplace_back(StageModel(device_, StageShapeFor(s, c, stage)));
+      LocalStage& ls = stages_.back();
+      Buffer w(device_, ls.model.ParamFloats());
+      ls.model.InitParams(c.model, w.data());
+      ls.versions.emplace(0, std::move(w));
+      const int64_t n = ls.model.ParamFloats();
+      ls.state_a = Buffer(device_, n);
+      device_.Fill(ls.state_a.data(), 0.0f, n);
+      if (c.optimizer == "adam") {
+        ls.state_b = Buffer(device_, n);
+        device_.Fill(ls.state_b.data(), 0.0f, n);
+      }
+    }
+    const auto& ops = s.ops[rank_];
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      const Op& op = ops[i];
+      if (schedules::IsCompute(op.kind)) Local(op.stage).last_reader[op.version] = i;
+      if (op.kind == OpKind::kStep) Local(op.stage).last_reader[op.version - 1] = i;
+    }
+    loss_sum_.assign(s.steps, 0.0);
+    loss_count_.assign(s.steps, 0);
+    run_.ops.assign(ops.size(), OpTime{});
+  }
+
+  RankRun Run() {
+    transport_.Barrier();
+    base_bytes_ = (data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float));
+    start_ns_ = device_.NowNs();
+    const auto& ops = s_.ops[rank_];
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      Execute(i, ops[i]);
+      Poll();
+      SampleMemory();
+    }
+    for (Pending& p : sends_) Finish(p, [&] { transport_.Wait(p.request); });
+    sends_.clear();
+    SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty(), "every transfer and activation was consumed");
+    run_.loop_ns = Now();
+    for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
+      LocalStage& ls = stages_[chunk];
+      std::vector<float> host(static_cast<size_t>(ls.model.ParamFloats()));
+      device_.Download(host.data(), ls.versions.at(ls.newest).data(), ls.model.ParamFloats());
+      run_.final_params.push_back(std::move(host));
+    }
+    if (s_.shape.RankOf(s_.stages() - 1) == rank_) {
+      for (int t = 0; t < s_.steps; ++t) run_.losses.push_back(loss_sum_[t] / s_.microbatches);
+    }
+    return std::move(run_);
+  }
+
+ private:
+  int64_t Now() { return device_.NowNs() - start_ns_; }
+  LocalStage& Local(int stage) { return stages_.at(chunk_of_.at(stage)); }
+  int64_t Unit(int stage, int step, int mb) const {
+    return (static_cast<int64_t>(step) * s_.stages() + stage) * s_.microbatches + mb;
+  }
+  // Where a tensor waits between producer and consumer; also the transfer's tag.
+  int64_t Key(Direction d, int consumer_stage, const Op& op) const {
+    return Unit(consumer_stage, op.step, op.microbatch) * 2 + d;
+  }
+  int64_t UpdateIndex(const Op& op) const {
+    return s_.weights == WeightPolicy::kStash ? static_cast<int64_t>(op.step) * s_.microbatches + op.microbatch
+                                              : op.step;
+  }
+  int64_t Global(const Op& op) const { return static_cast<int64_t>(op.step) * s_.microbatches + op.microbatch; }
+
+  void Execute(int i, const Op& op) {
+    if (schedules::IsCompute(op.kind) && rank_ == hooks_.fault_rank && op.step == hooks_.fault_step) {
+      throw std::runtime_error(fmt::format("injected fault at step {} (--inject-fault)", op.step));
+    }
+    switch (op.kind) {
+      case OpKind::kSendF: return Send(i, Key(kForward, op.stage + 1, op), op.peer);
+      case OpKind::kSendB: return Send(i, Key(kBackward, op.stage - 1, op), op.peer);
+      case OpKind::kRecvF: return Recv(i, Key(kForward, op.stage, op), op.peer);
+      case OpKind::kRecvB: return Recv(i, Key(kBackward, op.stage, op), op.peer);
+      default: break;
+    }
+    // Compute: its input must be here before its clock starts (waiting is not compute).
+    Buffer input;
+    if (op.kind == OpKind::kF && op.stage > 0) input = TakeInput(Key(kForward, op.stage, op));
+    if (op.kind == OpKind::kB || op.kind == OpKind::kI) input = TakeInput(Key(kBackward, op.stage, op));
+    const int64_t start = Now();
+    switch (op.kind) {
+      case OpKind::kF: Forward(op, std::move(input)); break;
+      case OpKind::kB:
+      case OpKind::kI: Backward(op, std::move(input)); break;
+      case OpKind::kW: BackwardWeight(op); break;
+      case OpKind::kStep: Step(i, op); break;
+      default: SC_CHECK(false, "unhandled op kind");
+    }
+    device_.Synchronize();
+    const int64_t end = Now();
+    run_.ops[i] = {start, end};
+    run_.busy_ns += end - start;
+    run_.last_compute_end_ns = end;
+    if (op.kind == OpKind::kF && run_.first_f_start_ns < 0) run_.first_f_start_ns = start;
+    if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
+  }
+
+  void Forward(const Op& op, Buffer x) {
+    LocalStage& ls = Local(op.stage);
+    if (op.stage == 0) {
+      x = Buffer(device_, ls.model.ActivationFloats());
+      device_.Copy(x.data(), data_.inputs.data() + Global(op) * x.size(), x.size());
+    }
+    Activations& saved = saved_[Unit(op.stage, op.step, op.microbatch)];
+    run_.peak_inflight = std::max(run_.peak_inflight, static_cast<int>(saved_.size()));
+    Buffer y = ls.model.Forward(ls.versions.at(op.version).data(), std::move(x), &saved, !s_.recompute);
+    if (op.stage + 1 < s_.stages()) {
+      mailbox_[Key(kForward, op.stage + 1, op)] = std::move(y);
+      return;
+    }
+    Buffer dy(device_, y.size());
+    const int64_t target_floats = TargetFloats(config_.model, config_.microbatch_size);
+    const float loss = device_.Loss(config_.model.loss, config_.microbatch_size, config_.model.hidden, y.data(),
+                                    data_.targets.data() + Global(op) * target_floats, dy.data());
+    if (!std::isfinite(loss)) {
+      throw std::runtime_error(fmt::format("step {} microbatch {}: loss is {}; training diverged (lower training.lr)",
+                                           op.step, op.microbatch, loss));
+    }
+    mailbox_[Key(kBackward, op.stage, op)] = std::move(dy);
+    loss_sum_[op.step] += loss;
+    if (++loss_count_[op.step] == s_.microbatches && hooks_.on_step) {
+      hooks_.on_step({op.step, s_.steps, loss_sum_[op.step] / s_.microbatches, Now()});
+    }
+  }
+
+  void Backward(const Op& op, Buffer dout) {
+    LocalStage& ls = Local(op.stage);
+    const int64_t unit = Unit(op.stage, op.step, op.microbatch);
+    Activations& saved = saved_.at(unit);
+    const float* w = ls.versions.at(op.version).data();
+    if (s_.recompute) ls.model.Recompute(w, &saved);
+    float* grads = op.kind == OpKind::kB ? Gradients(ls, op) : nullptr;
+    Buffer dx = ls.model.Backward(w, std::move(dout), &saved, grads);
+    if (op.kind == OpKind::kB) saved_.erase(unit);
+    if (op.stage > 0) mailbox_[Key(kBackward, op.stage - 1, op)] = std::move(dx);
+  }
+
+  void BackwardWeight(const Op& op) {
+    LocalStage& ls = Local(op.stage);
+    const int64_t unit = Unit(op.stage, op.step, op.microbatch);
+    ls.model.BackwardWeight(&saved_.at(unit), Gradients(ls, op));
+    saved_.erase(unit);
+  }
+
+  float* Gradients(LocalStage& ls, const Op& op) {
+    const int64_t u = UpdateIndex(op);
+    auto [it, inserted] = ls.grads.try_emplace(u);
+    if (inserted) {
+      it->second = Buffer(device_, ls.model.ParamFloats());
+      device_.Fill(it->second.data(), 0.0f, it->second.size());
+    }
+    ++ls.grad_count[u];
+    return it->second.data();
+  }
+
+  void Step(int i, const Op& op) {
+    LocalStage& ls = Local(op.stage);
+    SC_CHECK(op.version == ls.newest + 1, "a STEP produces the next version");
+    const int64_t u = UpdateIndex(op);
+    const int64_t n = ls.model.ParamFloats();
+    // In place when the old version has no reader after this STEP (flush schedules).
+    Buffer w;
+    if (ls.last_reader.at(ls.newest) == i) {
+      w = std::move(ls.versions.at(ls.newest));
+      ls.versions.erase(ls.newest);
+    } else {
+      w = Buffer(device_, n);
+      device_.Copy(w.data(), ls.versions.at(ls.newest).data(), n);
+    }
+    auto g = ls.grads.find(u);
+    SC_CHECK(g != ls.grads.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
+    const float scale = 1.0f / static_cast<float>(ls.grad_count.at(u));
+    ++ls.updates;
+    if (config_.optimizer == "adam") {
+      kernels::AdamParams p;
+      p.lr = config_.lr;
+      p.bias1 = 1.0f - std::pow(p.beta1, static_cast<float>(ls.updates));
+      p.bias2 = 1.0f - std::pow(p.beta2, static_cast<float>(ls.updates));
+      device_.Adam(n, w.data(), ls.state_a.data(), ls.state_b.data(), g->second.data(), scale, p);
+    } else {
+      device_.SgdMomentum(n, w.data(), ls.state_a.data(), g->second.data(), scale, config_.lr, config_.momentum);
+    }
+    ls.grads.erase(g);
+    ls.grad_count.erase(u);
+    const int old = ls.newest;
+    ls.versions.emplace(op.version, std::move(w));
+    ls.newest = op.version;
+    ReleaseVersion(i, op.stage, old);
+    run_.peak_weight_versions = std::max(run_.peak_weight_versions, static_cast<int>(ls.versions.size()));
+  }
+
+  // Frees `version` of `stage` after op i when i was its last reader and it is not the newest.
+  void ReleaseVersion(int i, int stage, int version) {
+    LocalStage& ls = Local(stage);
+    if (version == ls.newest || ls.last_reader.at(version) != i) return;
+    ls.versions.erase(version);
+  }
+
+  void Send(int i, int64_t key, int peer) {
+    auto it = mailbox_.find(key);
+    SC_CHECK(it != mailbox_.end(), "a SEND follows the op that produced its tensor");
+    Pending p;
+    p.buffer = std::move(it->second);
+    mailbox_.erase(it);
+    p.op_index = i;
+    run_.ops[i].start_ns = Now();
+    p.request = transport_.Isend(p.buffer.data(), p.buffer.size(), peer, key);
+    sends_.push_back(std::move(p));
+  }
+
+  void Recv(int i, int64_t key, int peer) {
+    Pending p;
+    p.buffer = Buffer(device_, static_cast<int64_t>(config_.microbatch_size) * config_.model.hidden);
+    p.op_index = i;
+    run_.ops[i].start_ns = Now();
+    p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), peer, key);
+    recvs_.emplace(key, std::move(p));
+  }
+
+  // The tensor under `key`: produced locally, or received (waiting for it if needed).
+  Buffer TakeInput(int64_t key) {
+    if (auto it = mailbox_.find(key); it != mailbox_.end()) {
+      Buffer b = std::move(it->second);
+      mailbox_.erase(it);
+      return b;
+    }
+    auto it = recvs_.find(key);
+    SC_CHECK(it != recvs_.end(), "every compute input is produced locally or received");
+    Pending& p = it->second;
+    const int64_t wait_start = Now();
+    Finish(p, [&] { transport_.Wait(p.request); });
+    run_.wait_ns += Now() - wait_start;
+    Buffer b = std::move(p.buffer);
+    recvs_.erase(it);
+    return b;
+  }
+
+  template <typename WaitFn>
+  void Finish(Pending& p, WaitFn wait) {
+    if (run_.ops[p.op_index].end_ns < 0) {
+      wait();
+      run_.ops[p.op_index].end_ns = Now();
+    }
+  }
+
+  // Notes completed transfers (their end time) and frees finished send buffers.
+  void Poll() {
+    for (size_t j = 0; j < sends_.size();) {
+      if (transport_.Test(sends_[j].request)) {
+        run_.ops[sends_[j].op_index].end_ns = Now();
+        sends_[j] = std::move(sends_.back());
+        sends_.pop_back();
+      } else {
+        ++j;
+      }
+    }
+    for (auto& [key, p] : recvs_) {
+      if (run_.ops[p.op_index].end_ns < 0 && transport_.Test(p.request)) run_.ops[p.op_index].end_ns = Now();
+    }
+  }
+
+  void SampleMemory() {
+    const int64_t bytes = device_.bytes_in_use() - base_bytes_;
+    if (run_.memory.empty() || run_.memory.back().second != bytes) run_.memory.emplace_back(Now(), bytes);
+    run_.peak_memory_bytes = std::max(run_.peak_memory_bytes, bytes);
+  }
+
+  const Schedule& s_;
+  const TrainingConfig& config_;
+  const Dataset& data_;
+  Device& device_;
+  Transport& transport_;
+  const RunHooks& hooks_;
+  const int rank_;
+  std::vector<LocalStage> stages_;
+  std::unordered_map<int, int> chunk_of_;
+  std::unordered_map<int64_t, Activations> saved_;
+  std::unordered_map<int64_t, Buffer> mailbox_;
+  std::vector<Pending> sends_;
+  std::unordered_map<int64_t, Pending> recvs_;
+  std::vector<double> loss_sum_;
+  std::vector<int> loss_count_;
+  int64_t start_ns_ = 0;
+  int64_t base_bytes_ = 0;
+  RankRun run_;
+};
+
+}  // namespace
+
+StageShape StageShapeFor(const Schedule& schedule, const TrainingConfig& config, int stage) {
+  const std::vector<int> counts = sim::SplitLayers(config.model.layers, schedule.stages(), "model.mlp");
+  StageShape shape;
+  for (int s = 0; s < stage; ++s) shape.first_layer += counts[s];
+  shape.layers = counts[stage];
+  shape.hidden = config.model.hidden;
+  shape.rows = config.microbatch_size;
+  shape.residual = config.model.residual;
+  return shape;
+}
+
+Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
+                    bool with_targets) {
+  Dataset d;
+  d.microbatches = microbatches;
+  if (with_inputs) {
+    const int64_t per = static_cast<int64_t>(rows) * model.hidden;
+    std::vector<float> host(static_cast<size_t>(per * microbatches));
+    for (int64_t g = 0; g < microbatches; ++g) MicrobatchInput(model, rows, g, host.data() + g * per);
+    d.inputs = Buffer(device, per * microbatches);
+    device.Upload(d.inputs.data(), host.data(), host.size());
+  }
+  if (with_targets) {
+    const int64_t per = TargetFloats(model, rows);
+    std::vector<float> host(static_cast<size_t>(per * microbatches));
+    MicrobatchTargets(model, rows, 0, microbatches, host.data());
+    d.targets = Buffer(device, per * microbatches);
+    device.Upload(d.targets.data(), host.data(), host.size());
+  }
+  return d;
+}
+
+RankRun RunRank(const Schedule& schedule, const TrainingConfig& config, const Dataset& data, Device& device,
+                Transport& transport, const RunHooks& hooks) {
+  Runner runner(schedule, config, data, device, transport, hooks);
+  return runner.Run();
+}
+
+}  // namespace stagecraft::exec

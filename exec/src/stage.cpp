@@ -1,0 +1,101 @@
+// StageModel: the MLP stage's math (see stage.h). Per layer, with x [rows x h] and W [h x h]:
+//   forward   z = x Wᵀ + b;  out = gelu(z) (+ x)
+//   input     dz = dout · gelu'(z);  dx = dz W (+ dout)
+//   weight    dW += dzᵀ x;  db += Σ_rows dz
+#include "stagecraft/exec/stage.h"
+
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::exec {
+
+int64_t Activations::Floats() const {
+  int64_t n = 0;
+  for (const auto* list : {&inputs, &pre, &dz}) {
+    for (const Buffer& b : *list) n += b.size();
+  }
+  return n;
+}
+
+int64_t StageModel::ParamFloats() const { return shape_.layers * LayerFloats(); }
+
+void StageModel::InitParams(const MlpModel& model, float* params) const {
+  const int h = shape_.hidden;
+  std::vector<float> host(static_cast<size_t>(ParamFloats()));
+  for (int l = 0; l < shape_.layers; ++l) {
+    float* w = host.data() + l * LayerFloats();
+    InitLayer(model, shape_.first_layer + l, w, w + static_cast<int64_t>(h) * h);
+  }
+  device_.Upload(params, host.data(), ParamFloats());
+}
+
+Buffer StageModel::Forward(const float* params, Buffer x, Activations* saved, bool keep_all) {
+  const int h = shape_.hidden;
+  const int rows = shape_.rows;
+  SC_CHECK(x.size() == ActivationFloats(), "stage input has the microbatch's shape");
+  saved->inputs.clear();
+  saved->pre.clear();
+  saved->dz.clear();
+  for (int l = 0; l < shape_.layers; ++l) {
+    const float* w = params + l * LayerFloats();
+    Buffer z(device_, ActivationFloats());
+    Buffer out(device_, ActivationFloats());
+    device_.Gemm(false, true, rows, h, h, 1.0f, x.data(), w, 0.0f, z.data());
+    device_.BiasGelu(rows, h, z.data(), w + static_cast<int64_t>(h) * h, shape_.residual ? x.data() : nullptr,
+                     out.data());
+    if (keep_all || l == 0) saved->inputs.push_back(std::move(x));
+    if (keep_all) saved->pre.push_back(std::move(z));
+    x = std::move(out);
+  }
+  return x;
+}
+
+void StageModel::Recompute(const float* params, Activations* saved) {
+  SC_CHECK(saved->inputs.size() == 1 && saved->pre.empty(), "recompute starts from the stage input alone");
+  Buffer x(device_, ActivationFloats());
+  device_.Copy(x.data(), saved->inputs[0].data(), x.size());
+  Forward(params, std::move(x), saved, true);
+}
+
+Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved, float* grads) {
+  const int h = shape_.hidden;
+  const int rows = shape_.rows;
+  SC_CHECK(static_cast<int>(saved->pre.size()) == shape_.layers, "backward needs the forward's activations");
+  if (grads == nullptr) saved->dz.resize(shape_.layers);
+  for (int l = shape_.layers - 1; l >= 0; --l) {
+    const float* w = params + l * LayerFloats();
+    Buffer dz(device_, ActivationFloats());
+    device_.GeluBackward(dz.size(), dout.data(), saved->pre[l].data(), dz.data());
+    saved->pre[l].Reset();
+    Buffer dx(device_, ActivationFloats());
+    device_.Gemm(false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, dx.data());
+    if (shape_.residual) device_.Axpy(dx.size(), 1.0f, dout.data(), dx.data());
+    if (grads != nullptr) {
+      LayerWeightGrad(l, dz, saved->inputs[l], grads);
+      saved->inputs[l].Reset();
+    } else {
+      saved->dz[l] = std::move(dz);
+    }
+    dout = std::move(dx);
+  }
+  saved->pre.clear();
+  if (grads != nullptr) saved->inputs.clear();
+  return dout;
+}
+
+void StageModel::BackwardWeight(Activations* saved, float* grads) {
+  SC_CHECK(static_cast<int>(saved->dz.size()) == shape_.layers, "W needs the dz its I kept");
+  for (int l = 0; l < shape_.layers; ++l) LayerWeightGrad(l, saved->dz[l], saved->inputs[l], grads);
+  saved->inputs.clear();
+  saved->dz.clear();
+}
+
+void StageModel::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, float* grads) {
+  const int h = shape_.hidden;
+  float* gw = grads + layer * LayerFloats();
+  device_.Gemm(true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), 1.0f, gw);
+  device_.BiasGrad(shape_.rows, h, dz.data(), gw + static_cast<int64_t>(h) * h);
+}
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,34 @@
+// CUDA launchers of the kernels/ math, one per host.h function and with the same meaning; all
+// pointers are device pointers and the stream comes last. Each launch is asynchronous on `stream`;
+// bad shapes throw std::invalid_argument, CUDA errors std::runtime_error (SC_CUDA_CHECK).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "stagecraft/kernels/host.h"
+#include "stagecraft/kernels/optimizer.h"
+
+namespace stagecraft::kernels {
+
+// z, out, residual: [rows x cols] row-major; bias: [cols]; residual may be null.
+void LaunchBiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out,
+                    cudaStream_t stream);
+// dz = dout · gelu'(z), n elements.
+void LaunchGeluBackward(int64_t n, const float* dout, const float* z, float* dz, cudaStream_t stream);
+// bias_grad[c] += Σ_r dz[r][c].
+void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, cudaStream_t stream);
+// dy ([rows x cols]) ← gradient of the mean loss; *mean_loss_device (one float) ← the mean loss.
+// targets: [rows x cols] for mse, [rows] class indices (stored as float) for cross_entropy; a label
+// outside [0, cols) makes that row's dy and the loss NaN instead of reading out of bounds.
+void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
+                float* mean_loss_device, cudaStream_t stream);
+// w ← SGD-momentum(w, grad · grad_scale), n elements.
+void LaunchSgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr,
+                       float momentum, cudaStream_t stream);
+// w ← Adam(w, grad · grad_scale), n elements; params.bias1/bias2 must be > 0.
+void LaunchAdam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale,
+                const AdamParams& params, cudaStream_t stream);
+
+}  // namespace stagecraft::kernels

@@ -1,0 +1,29 @@
+// SC_CUDA_CHECK(call): every CUDA runtime call goes through it. A failure throws
+// std::runtime_error naming the host, file:line, the call and CUDA's error string (as nccl-tests).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace stagecraft::kernels {
+
+[[noreturn]] inline void ThrowCudaError(cudaError_t error, const char* call, const char* file, int line) {
+  char host[256] = "unknown-host";
+  if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
+  host[sizeof(host) - 1] = '\0';
+  throw std::runtime_error(std::string(host) + ": " + file + ":" + std::to_string(line) + ": CUDA error " +
+                           cudaGetErrorName(error) + " '" + cudaGetErrorString(error) + "' in " + call);
+}
+
+}  // namespace stagecraft::kernels
+
+#define SC_CUDA_CHECK(call)                                                                 \
+  do {                                                                                      \
+    const cudaError_t sc_cuda_status = (call);                                              \
+    if (sc_cuda_status != cudaSuccess) {                                                    \
+      ::stagecraft::kernels::ThrowCudaError(sc_cuda_status, #call, __FILE__, __LINE__);     \
+    }                                                                                       \
+  } while (0)

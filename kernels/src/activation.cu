@@ -1,0 +1,60 @@
+// CUDA kernels and launchers for bias + GELU (+ residual), its backward and the bias gradient;
+// one thread per element (per column for the bias gradient), running activation.h's SC_HD math.
+#include "stagecraft/kernels/activation.h"
+
+#include "launch.cuh"
+#include "stagecraft/kernels/cuda.h"
+#include "stagecraft/kernels/cuda_check.h"
+
+namespace stagecraft::kernels {
+namespace {
+
+__global__ void BiasGeluKernel(int64_t n, int cols, float* z, const float* bias, const float* residual, float* out) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) BiasGeluAt(i, cols, z, bias, residual, out);
+}
+
+__global__ void GeluBackwardKernel(int64_t n, const float* dout, const float* z, float* dz) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) GeluBackwardAt(i, dout, z, dz);
+}
+
+__global__ void BiasGradKernel(int rows, int cols, const float* dz, float* bias_grad) {
+  for (int64_t c = FirstIndex(); c < cols; c += GridStride()) BiasGradAt(static_cast<int>(c), rows, cols, dz, bias_grad);
+}
+
+}  // namespace
+
+void LaunchBiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out,
+                    cudaStream_t stream) {
+  constexpr const char* kLauncher = "LaunchBiasGelu";
+  RequirePositive(kLauncher, "rows", rows);
+  RequirePositive(kLauncher, "cols", cols);
+  RequireDevicePointer(kLauncher, "z", z);
+  RequireDevicePointer(kLauncher, "bias", bias);
+  RequireDevicePointer(kLauncher, "out", out);
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  BiasGeluKernel<<<BlocksFor(n), kBlockSize, 0, stream>>>(n, cols, z, bias, residual, out);
+  SC_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchGeluBackward(int64_t n, const float* dout, const float* z, float* dz, cudaStream_t stream) {
+  constexpr const char* kLauncher = "LaunchGeluBackward";
+  RequireNonNegative(kLauncher, "n", n);
+  if (n == 0) return;
+  RequireDevicePointer(kLauncher, "dout", dout);
+  RequireDevicePointer(kLauncher, "z", z);
+  RequireDevicePointer(kLauncher, "dz", dz);
+  GeluBackwardKernel<<<BlocksFor(n), kBlockSize, 0, stream>>>(n, dout, z, dz);
+  SC_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, cudaStream_t stream) {
+  constexpr const char* kLauncher = "LaunchBiasGrad";
+  RequirePositive(kLauncher, "rows", rows);
+  RequirePositive(kLauncher, "cols", cols);
+  RequireDevicePointer(kLauncher, "dz", dz);
+  RequireDevicePointer(kLauncher, "bias_grad", bias_grad);
+  BiasGradKernel<<<BlocksFor(cols), kBlockSize, 0, stream>>>(rows, cols, dz, bias_grad);
+  SC_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace stagecraft::kernels

@@ -1,0 +1,82 @@
+// Tests for kernels/include/stagecraft/kernels/optimizer.h through the host loops of host.cpp:
+// three SGD-momentum steps worked by hand in the torch.optim.SGD convention, and three Adam steps
+// against Kingma & Ba (2015, Algorithm 1) with bias correction, written out in double.
+#include "stagecraft/kernels/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "stagecraft/kernels/host.h"
+
+namespace stagecraft::kernels {
+namespace {
+
+TEST(OptimizerTest, SgdMomentumThreeStepsHandWorked) {
+  // torch.optim.SGD(lr=0.1, momentum=0.9, dampening=0): v ← 0.9 v + g; w ← w − 0.1 v.
+  // Raw gradients are scaled by 0.5 (the microbatch average) before the update.
+  //   element 0: w 1,  g = 1, 2, −1:  v = 1, 2.9, 1.61;  w = 0.9, 0.61, 0.449
+  //   element 1: w −2, g = 0, 1,  1:  v = 0, 1, 1.9;      w = −2, −2.1, −2.29
+  const std::vector<std::vector<float>> raw_grads = {{2.0f, 0.0f}, {4.0f, 2.0f}, {-2.0f, 2.0f}};
+  const std::vector<std::vector<float>> expected_w = {{0.9f, -2.0f}, {0.61f, -2.1f}, {0.449f, -2.29f}};
+  const std::vector<std::vector<float>> expected_v = {{1.0f, 0.0f}, {2.9f, 1.0f}, {1.61f, 1.9f}};
+  std::vector<float> w = {1.0f, -2.0f};
+  std::vector<float> velocity = {0.0f, 0.0f};
+  for (size_t step = 0; step < raw_grads.size(); ++step) {
+    SgdMomentum(2, w.data(), velocity.data(), raw_grads[step].data(), 0.5f, 0.1f, 0.9f);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(w[i], expected_w[step][i], 1e-6) << "step " << step + 1 << " element " << i;
+      EXPECT_NEAR(velocity[i], expected_v[step][i], 1e-6) << "step " << step + 1 << " element " << i;
+    }
+  }
+}
+
+// Kingma & Ba (2015), Algorithm 1, one scalar parameter, in double.
+struct AdamReference {
+  double lr, beta1, beta2, eps;
+  double w, m = 0.0, v = 0.0;
+  int t = 0;
+
+  void Step(double g) {
+    ++t;
+    m = beta1 * m + (1.0 - beta1) * g;
+    v = beta2 * v + (1.0 - beta2) * g * g;
+    const double m_hat = m / (1.0 - std::pow(beta1, t));
+    const double v_hat = v / (1.0 - std::pow(beta2, t));
+    w -= lr * m_hat / (std::sqrt(v_hat) + eps);
+  }
+};
+
+TEST(OptimizerTest, AdamThreeStepsMatchKingmaBaInDouble) {
+  constexpr float kLr = 0.1f, kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f, kGradScale = 0.25f;
+  const std::vector<std::vector<float>> raw_grads = {{2.0f, -0.4f, 8.0f}, {-4.0f, 0.4f, 0.0f}, {8.0f, -0.4f, 4.0f}};
+  std::vector<float> w = {1.0f, -0.5f, 3.0f};
+  std::vector<float> m(3, 0.0f), v(3, 0.0f);
+  std::vector<AdamReference> reference;
+  for (const float w0 : w) reference.push_back({kLr, kBeta1, kBeta2, kEps, w0});
+
+  for (int t = 1; t <= 3; ++t) {
+    AdamParams params{kLr, kBeta1, kBeta2, kEps};
+    params.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(kBeta1), t));
+    params.bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(kBeta2), t));
+    const std::vector<float>& grad = raw_grads[t - 1];
+    Adam(3, w.data(), m.data(), v.data(), grad.data(), kGradScale, params);
+    for (int i = 0; i < 3; ++i) {
+      reference[i].Step(static_cast<double>(grad[i]) * kGradScale);
+      EXPECT_NEAR(w[i], reference[i].w, 1e-6 + std::abs(reference[i].w) * 1e-5) << "step " << t << " element " << i;
+      EXPECT_NEAR(m[i], reference[i].m, 1e-6) << "step " << t << " element " << i;
+      EXPECT_NEAR(v[i], reference[i].v, 1e-7) << "step " << t << " element " << i;
+    }
+    if (t == 1) {
+      // After bias correction the first step moves every weight by lr against the sign of its
+      // gradient, whatever the gradient's size (m̂ / √v̂ = g / |g|).
+      EXPECT_NEAR(w[0], 1.0f - kLr, 1e-6);
+      EXPECT_NEAR(w[1], -0.5f + kLr, 1e-6);
+      EXPECT_NEAR(w[2], 3.0f - kLr, 1e-6);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::kernels
