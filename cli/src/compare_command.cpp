@@ -50,13 +50,8 @@ struct CompareFlags {
 // One schedule's metrics as one file gives them; keys this command does not use are ignored.
 struct ScheduleEntry {
   std::string name;
-  int ranks = 0;
-  int microbatches = 0;
-  int microbatch_size = 0;
-  int steps = 0;
-  double step_time_ms = 0;
-  double throughput_samples_per_s = 0;
-  double bubble_fraction = 0;
+  int ranks = 0, microbatches = 0, microbatch_size = 0, steps = 0;
+  double step_time_ms = 0, throughput_samples_per_s = 0, bubble_fraction = 0;
   std::vector<double> busy_ms;  // per rank
   std::vector<double> losses;   // mean loss per step; measured files only, empty when absent
 };
@@ -88,9 +83,6 @@ class FieldReader {
 
   [[noreturn]] void Fail(std::string_view key, std::string_view what) const {
     throw InputError(fmt::format("{}: {}{}: {}", path_, where_.empty() ? "" : where_ + ".", key, what));
-  }
-  std::string Where(std::string_view key) const {
-    return where_.empty() ? std::string(key) : where_ + "." + std::string(key);
   }
   bool Has(const char* key) const { return object_.contains(key); }
 
@@ -137,7 +129,8 @@ ScheduleEntry ReadScheduleEntry(const std::string& path, const Json& json, int i
     r.Fail("per_rank", fmt::format("expected {} entries (ranks), got {}", s.ranks, per_rank.size()));
   }
   for (size_t i = 0; i < per_rank.size(); ++i) {
-    s.busy_ms.push_back(FieldReader(path, per_rank[i], r.Where(fmt::format("per_rank[{}]", i))).Number("busy_ms"));
+    const std::string where = fmt::format("schedules[{}].per_rank[{}]", index, i);
+    s.busy_ms.push_back(FieldReader(path, per_rank[i], where).Number("busy_ms"));
   }
   if (r.Has("losses")) {
     const Json& losses = r.Array("losses");
@@ -175,8 +168,9 @@ MetricsFile ReadMetricsFile(const std::string& path) {
   const Json& schedules = r.Array("schedules");
   for (size_t i = 0; i < schedules.size(); ++i) {
     ScheduleEntry s = ReadScheduleEntry(path, schedules[i], static_cast<int>(i));
-    if (file.Find(s.name) != nullptr)
+    if (file.Find(s.name) != nullptr) {
       r.Fail(fmt::format("schedules[{}]", i), fmt::format("schedule '{}' appears twice", s.name));
+    }
     file.schedules.push_back(std::move(s));
   }
   return file;
@@ -201,9 +195,11 @@ OrderedJson ErrorJson(double predicted, double measured, std::optional<double> e
   return j;
 }
 
-std::string Row(std::string_view metric, std::string_view predicted, std::string_view measured,
-                std::string_view error) {
-  return fmt::format("  {:<24} {:>12} {:>12} {:>9}\n", metric, predicted, measured, error);
+constexpr std::string_view kRowFormat = "  {:<24} {:>12} {:>12} {:>9}\n";
+
+std::string Row(std::string_view metric, double predicted, double measured, int decimals, std::string_view error) {
+  return fmt::format(kRowFormat, metric, fmt::format("{:.{}f}", predicted, decimals),
+                     fmt::format("{:.{}f}", measured, decimals), error);
 }
 
 std::string Shape(const ScheduleEntry& s) {
@@ -218,18 +214,15 @@ void CompareOne(const ScheduleEntry& p, const ScheduleEntry& m, std::string* tex
   const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
   *text += fmt::format("{}: {}\n", p.name, Shape(p));
   if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
-  *text += Row("metric", "predicted", "measured", "error");
-  *text += Row("step time (ms)", fmt::format("{:.3f}", p.step_time_ms), fmt::format("{:.3f}", m.step_time_ms),
-               ErrorText(step, "%"));
-  *text += Row("throughput (samples/s)", fmt::format("{:.1f}", p.throughput_samples_per_s),
-               fmt::format("{:.1f}", m.throughput_samples_per_s), ErrorText(throughput, "%"));
-  *text += Row("bubble (%)", fmt::format("{:.2f}", 100 * p.bubble_fraction),
-               fmt::format("{:.2f}", 100 * m.bubble_fraction), ErrorText(bubble_pp, " pp"));
+  *text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
+  *text += Row("step time (ms)", p.step_time_ms, m.step_time_ms, 3, ErrorText(step, "%"));
+  *text += Row("throughput (samples/s)", p.throughput_samples_per_s, m.throughput_samples_per_s, 1,
+               ErrorText(throughput, "%"));
+  *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
   OrderedJson ranks = OrderedJson::array();
   for (size_t r = 0; r < p.busy_ms.size(); ++r) {
     const auto busy = ErrorPct(p.busy_ms[r], m.busy_ms[r]);
-    *text += Row(fmt::format("rank {} busy (ms)", r), fmt::format("{:.3f}", p.busy_ms[r]),
-                 fmt::format("{:.3f}", m.busy_ms[r]), ErrorText(busy, "%"));
+    *text += Row(fmt::format("rank {} busy (ms)", r), p.busy_ms[r], m.busy_ms[r], 3, ErrorText(busy, "%"));
     ranks.push_back({{"rank", r}, {"busy_ms", ErrorJson(p.busy_ms[r], m.busy_ms[r], busy, "error_pct")}});
   }
   *json = {{"schedule", p.name},

@@ -8,10 +8,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "stagecraft/schedules/generators.h"
-#include "stagecraft/schedules/lower.h"
+#include "scenario_runs.h"
 #include "stagecraft/schedules/trace.h"
-#include "stagecraft/schedules/validate.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/metrics.h"
@@ -39,31 +37,9 @@ struct Outcome {
   std::string cost_source;
 };
 
-// The schedules to run: the listed ones (LoadScenario has checked them), or under "all"
-// every generator the shape allows, with the others named on stderr.
-std::vector<const GeneratorInfo*> Pick(const PipelineSpec& p) {
-  std::vector<const GeneratorInfo*> picked;
-  if (p.schedules.size() == 1 && p.schedules[0] == "all") {
-    for (const auto& info : Generators()) {
-      const std::string why = CheckParams(info, GeneratorParamsFor(p, info));
-      if (why.empty()) picked.push_back(&info);
-      else std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule
-    }
-    return picked;
-  }
-  for (const auto& name : p.schedules) {
-    const GeneratorInfo* info = FindGenerator(name);
-    SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
-    picked.push_back(info);
-  }
-  return picked;
-}
-
-Outcome SimulateOne(const Scenario& sc, const Topology& topo, const GeneratorInfo& info) {
+Outcome SimulateOne(const Scenario& sc, const Topology& topo, Schedule schedule) {
   Outcome o;
-  o.schedule = Lower(Generate(info.name, GeneratorParamsFor(sc.pipeline, info)));
-  const auto diags = Validate(o.schedule);
-  SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
+  o.schedule = std::move(schedule);
   const CostTable costs = BuildCosts(sc, o.schedule.stages());
   o.cost_source = costs.source;
   SimConfig config;
@@ -102,19 +78,11 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   return out;
 }
 
-std::string TracePath(const std::string& path, const std::string& schedule, bool several) {
-  if (!several) return path;
-  const size_t dot = path.rfind('.');
-  const size_t slash = path.rfind('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + schedule;
-  return path.substr(0, dot) + "." + schedule + path.substr(dot);
-}
-
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
   const Topology topo(sc.topology);
   std::vector<Outcome> outcomes;
-  for (const GeneratorInfo* info : Pick(sc.pipeline)) outcomes.push_back(SimulateOne(sc, topo, *info));
+  for (Schedule& s : ScenarioSchedules(sc.pipeline, true)) outcomes.push_back(SimulateOne(sc, topo, std::move(s)));
   if (outcomes.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
   const std::string& cost_source = outcomes.front().cost_source;
   // Everything is computed before anything is written: an error leaves no partial output.

@@ -350,6 +350,30 @@ StageShape StageShapeFor(const Schedule& schedule, const TrainingConfig& config,
   return shape;
 }
 
+TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
+  if (!sc.model.mlp) {
+    throw schedules::InputError(fmt::format(
+        "{}: model: the executor builds model.mlp networks; this scenario has none (it can be simulated only)", sc.path));
+  }
+  if (!sc.has_training) throw schedules::InputError(fmt::format("{}: execute needs a training block", sc.path));
+  if (sc.training.dtype != "fp32") {
+    throw schedules::InputError(
+        fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, sc.training.dtype));
+  }
+  if (!(sc.training.lr > 0)) throw schedules::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
+  TrainingConfig c;
+  c.model.layers = sc.model.mlp->layers;
+  c.model.hidden = sc.model.mlp->hidden;
+  c.model.residual = sc.model.mlp->residual;
+  c.model.loss = sc.model.mlp->loss == "cross_entropy" ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
+  c.model.seed = static_cast<uint64_t>(sc.training.seed);
+  c.microbatch_size = sc.pipeline.microbatch_size;
+  c.optimizer = sc.training.optimizer;
+  c.lr = static_cast<float>(sc.training.lr);
+  c.momentum = static_cast<float>(sc.training.momentum);
+  return c;
+}
+
 Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
                     bool with_targets) {
   Dataset d;

@@ -15,6 +15,7 @@
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::exec {
 
@@ -25,6 +26,12 @@ struct TrainingConfig {
   float lr = 0.01f;
   float momentum = 0.9f;
 };
+
+// The executor's configuration from a scenario: model.mlp, pipeline.microbatch_size and the
+// training block. Throws InputError (naming the scenario) when the scenario has no mlp model
+// (a transformer or costs-only scenario can be simulated, not executed), no training block,
+// or a dtype other than fp32.
+TrainingConfig TrainingConfigFor(const sim::Scenario& scenario);
 
 // The microbatches a rank feeds (stage 0) or scores (last stage), in device memory; built
 // before the timed run starts.
@@ -45,7 +52,8 @@ struct StepProgress {
 };
 
 struct RunHooks {
-  std::function<void(const StepProgress&)> on_step;
+  using StepFn = std::function<void(const StepProgress&)>;
+  StepFn on_step;
   // Testing failure handling: this rank throws at its first compute op of this step.
   int fault_rank = -1;
   int fault_step = -1;

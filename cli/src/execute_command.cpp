@@ -1,0 +1,157 @@
+// `stagecraft execute`: run a scenario's schedules for real, one MPI process per pipeline rank
+// (cpu backend: OpenBLAS + MPI), print a line per step and the measured table on rank 0, and
+// write the measured metrics JSON and traces (DESIGN.md §5, §6).
+//
+// Errors: bad input is found identically by every rank before any work, so rank 0 prints it
+// and every rank exits 1. A failure during the run (an exception on one rank, a diverged
+// loss) is printed once by that rank, which then aborts the whole job: no rank hangs.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "measured.h"
+#include "scenario_runs.h"
+#include "stagecraft/exec/cpu_device.h"
+#include "stagecraft/exec/mpi_transport.h"
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/schedules/trace.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::cli {
+namespace {
+
+using namespace stagecraft::schedules;
+using namespace stagecraft::exec;
+
+struct ExecuteFlags {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string json_path;
+  std::string trace_path;
+  std::string inject_fault;  // "RANK:STEP"
+};
+
+RunHooks ParseFault(const std::string& text) {
+  RunHooks hooks;
+  if (text.empty()) return hooks;
+  if (std::sscanf(text.c_str(), "%d:%d", &hooks.fault_rank, &hooks.fault_step) != 2 || hooks.fault_rank < 0 ||
+      hooks.fault_step < 0) {
+    throw InputError(fmt::format("--inject-fault {}: expected RANK:STEP, e.g. 1:2", text));
+  }
+  return hooks;
+}
+
+// Prints "<schedule> step 3/20 ..." as the last stage finishes each step (every step for short
+// runs, about once a second for long ones, and always the last).
+RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConfig& config, int microbatches) {
+  auto last_end = std::make_shared<int64_t>(0);
+  auto last_print = std::make_shared<int64_t>(-1);
+  return [=](const StepProgress& p) {
+    const int64_t step_ns = p.end_ns - *last_end;
+    *last_end = p.end_ns;
+    const bool due = p.steps <= 50 || p.step + 1 == p.steps || *last_print < 0 || p.end_ns - *last_print > 1'000'000'000;
+    if (!due) return;
+    *last_print = p.end_ns;
+    const double samples = static_cast<double>(microbatches) * config.microbatch_size;
+    std::printf("%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n", schedule.c_str(),
+                static_cast<int>(std::to_string(p.steps).size()), p.step + 1, p.steps, 100 * (p.step + 1) / p.steps,
+                p.loss, step_ns * 1e-6, step_ns > 0 ? samples / (step_ns * 1e-9) : 0.0);
+    std::fflush(stdout);
+  };
+}
+
+// Everything every rank needs before any work; all input checks happen here.
+struct Plan {
+  sim::Scenario scenario;
+  TrainingConfig config;
+  std::vector<Schedule> schedules;
+  RunHooks hooks;
+};
+
+Plan MakePlan(const ExecuteFlags& f, int world) {
+  Plan plan;
+  plan.scenario = sim::LoadScenario(f.scenario, f.sets);
+  const sim::Scenario& sc = plan.scenario;
+  plan.config = TrainingConfigFor(sc);
+  if (world != sc.pipeline.ranks) {
+    throw InputError(fmt::format("{}: pipeline.ranks is {} but the MPI job has {} process(es); run it as "
+                                 "`mpirun -np {} stagecraft execute {}`",
+                                 sc.path, sc.pipeline.ranks, world, sc.pipeline.ranks, sc.path));
+  }
+  plan.schedules = ScenarioSchedules(sc.pipeline, MpiWorldRank() == 0);
+  if (plan.schedules.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
+  for (const Schedule& s : plan.schedules) StageShapeFor(s, plan.config, s.stages() - 1);  // enough layers?
+  plan.hooks = ParseFault(f.inject_fault);
+  return plan;
+}
+
+int Run(const ExecuteFlags& f) {
+  MpiSession session(nullptr, nullptr);
+  const int rank = MpiWorldRank();
+  Plan plan;
+  try {
+    plan = MakePlan(f, MpiWorldSize());
+  } catch (const InputError&) {
+    if (rank == 0) throw;  // printed once by main; the other ranks exit quietly
+    return 1;
+  }
+  const sim::Scenario& sc = plan.scenario;
+  auto device = MakeCpuDevice();
+  auto transport = MakeMpiTransport();
+  std::vector<MeasuredSchedule> measured;
+  try {
+    const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
+    // Stage 0 is on rank 0 and the last stage on the last rank under every generator here.
+    const Dataset data = MakeDataset(*device, plan.config.model, plan.config.microbatch_size, total, rank == 0,
+                                     rank == sc.pipeline.ranks - 1);
+    if (rank == 0) {
+      std::printf("scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
+                  sc.name.c_str(), sc.pipeline.ranks, device->Name().c_str(), transport->Name().c_str(),
+                  sc.pipeline.microbatches, sc.pipeline.microbatch_size, sc.pipeline.steps,
+                  plan.config.optimizer.c_str(), plan.config.lr);
+      std::fflush(stdout);
+    }
+    for (const Schedule& s : plan.schedules) {
+      RunHooks hooks = plan.hooks;
+      hooks.on_step = ProgressPrinter(s.name, plan.config, s.microbatches);
+      const RankRun run = RunRank(s, plan.config, data, *device, *transport, hooks);
+      const std::vector<std::string> all = transport->Gather(SerializeRankRun(run), 0);
+      if (rank == 0) measured.push_back(Measure(s, sc, all));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), e.what());
+    transport->Abort(1);
+  }
+  if (rank != 0) return 0;
+  // Everything is computed before anything is written: an error leaves no partial output.
+  const std::string json = MeasuredJson(sc, device->Name(), measured);
+  if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
+  if (!f.trace_path.empty()) {
+    for (const MeasuredSchedule& m : measured) {
+      WriteTextFileAtomically(TracePath(f.trace_path, m.metrics.schedule, measured.size() > 1), TraceToJson(m.trace));
+    }
+  }
+  const std::string table = MeasuredTable(sc, measured);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+Command AddExecuteCommand(CLI::App& root) {
+  auto flags = std::make_shared<ExecuteFlags>();
+  CLI::App* app = root.add_subcommand("execute", "Run a scenario's schedules for real under mpirun and measure them");
+  app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp and training)")->required();
+  app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
+  app->add_option("--json", flags->json_path, "Write the measured metrics of every schedule (plus losses) as JSON");
+  app->add_option("--trace", flags->trace_path, "Write the measured trace (one file per schedule when several)");
+  app->add_option("--inject-fault", flags->inject_fault,
+                  "Testing failure handling: RANK:STEP makes that rank throw at that step");
+  return {app, [flags] { return Run(*flags); }};
+}
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,21 @@
+// What `simulate` and `execute` share: which schedules a scenario asks for (generated, lowered
+// and validated) and where each schedule's trace goes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::cli {
+
+// The scenario's schedules, lowered and validated: the listed ones (LoadScenario has checked
+// them), or under "all" every generator the shape allows, with the others named on stderr
+// when `report_skipped`.
+std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline, bool report_skipped);
+
+// `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several.
+std::string TracePath(const std::string& path, const std::string& schedule, bool several);
+
+}  // namespace stagecraft::cli

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# `stagecraft compare` as a user runs it: hand-computed errors from tests/data/compare, the
+# --max-error exit code, the --json output, a file compared with itself, and bad input.
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+data="$root/tests/data/compare"
+pred="$data/predicted.json"; meas="$data/measured.json"
+
+# 1f1b: step 110 vs 100 ms, throughput 288 vs 320, bubble 0.25 vs 0.20, busy 80/80 and 90/75;
+# gpipe: step 95 vs 100 ms (exactly -5%), bubble equal; zb-h1 only predicted, interleaved only measured.
+out="$("$sc" compare "$pred" "$meas")"; rc=$?
+check "compare runs" '[[ $rc -eq 0 ]]'
+block() { awk -v s="$1:" '$1 == s {on=1; next} /^$/ {on=0} on' <<<"$out"; }
+b1="$(block 1f1b)"; b2="$(block gpipe)"
+check "1f1b header" 'grep -qx "1f1b: 2 ranks, 4 microbatches x 8 samples, 2 step(s)" <<<"$out"'
+check "1f1b step time +10.0%" 'grep -qE "^  step time \(ms\) +110\.000 +100\.000 +\+10\.0%$" <<<"$b1"'
+check "1f1b throughput -10.0%" 'grep -qE "^  throughput \(samples/s\) +288\.0 +320\.0 +-10\.0%$" <<<"$b1"'
+check "1f1b bubble +5.0 pp" 'grep -qE "^  bubble \(%\) +25\.00 +20\.00 +\+5\.0 pp$" <<<"$b1"'
+check "1f1b rank 0 busy 0.0%" 'grep -qE "^  rank 0 busy \(ms\) +80\.000 +80\.000 +0\.0%$" <<<"$b1"'
+check "1f1b rank 1 busy +20.0%" 'grep -qE "^  rank 1 busy \(ms\) +90\.000 +75\.000 +\+20\.0%$" <<<"$b1"'
+check "1f1b losses" 'grep -qx "  loss (measured): first 2.5, last 1.25 over 2 step(s)" <<<"$b1"'
+check "gpipe step time -5.0%" 'grep -qE "^  step time \(ms\) +95\.000 +100\.000 +-5\.0%$" <<<"$b2"'
+check "gpipe bubble 0.0 pp" 'grep -qE "^  bubble \(%\) +30\.00 +30\.00 +0\.0 pp$" <<<"$b2"'
+check "gpipe has no loss line" '! grep -q loss <<<"$b2"'
+check "predicted order" '[[ $(grep -nx "1f1b:.*" <<<"$out" | cut -d: -f1) -lt $(grep -n "^gpipe:" <<<"$out" | cut -d: -f1) ]]'
+check "only in predicted" 'grep -qx "only in predicted: zb-h1" <<<"$out"'
+check "only in measured" 'grep -qx "only in measured: interleaved" <<<"$out"'
+check "worst is last line" '[[ "$(tail -n 1 <<<"$out")" == "worst step-time error: +10.0% (1f1b)" ]]'
+
+out="$("$sc" compare "$pred" "$meas" --max-error 5)"; rc=$?
+check "--max-error 5 exits 3" '[[ $rc -eq 3 ]]'
+check "--max-error 5 names 1f1b only (gpipe is exactly 5%)" \
+  '[[ "$(tail -n 1 <<<"$out")" == "step-time error above 5.0%: 1f1b (+10.0%)" ]]'
+out="$("$sc" compare "$pred" "$meas" --max-error 20)"; rc=$?
+check "--max-error 20 exits 0" '[[ $rc -eq 0 ]]'
+check "--max-error 20 says within" 'grep -qx "all step-time errors within 20.0%" <<<"$out"'
+
+"$sc" compare "$pred" "$meas" --json "$tmp/c.json" --max-error 5 >/dev/null
+check "--json written" '[[ -s "$tmp/c.json" ]]'
+check "--json content" "python3 - \"\$tmp/c.json\" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+s = {x['schedule']: x for x in c['schedules']}
+assert list(s) == ['1f1b', 'gpipe'], list(s)
+one = s['1f1b']
+assert abs(one['step_time_ms']['error_pct'] - 10.0) < 1e-9
+assert one['step_time_ms']['predicted'] == 110 and one['step_time_ms']['measured'] == 100
+assert abs(one['throughput_samples_per_s']['error_pct'] + 10.0) < 1e-9
+assert abs(one['bubble_fraction']['error_pp'] - 5.0) < 1e-9
+assert [abs(r['busy_ms']['error_pct']) for r in one['per_rank']] == [0.0, 20.0]
+assert one['losses'] == {'first': 2.5, 'last': 1.25}
+assert abs(s['gpipe']['step_time_ms']['error_pct'] + 5.0) < 1e-9
+assert c['only_in_predicted'] == ['zb-h1'] and c['only_in_measured'] == ['interleaved']
+assert c['worst_step_time']['schedule'] == '1f1b' and c['exceeded'] == ['1f1b']
+PY"
+
+# End to end: a simulated file compared with itself has no error anywhere.
+"$sc" simulate "$root/scenarios/uniform-costs.yaml" --json "$tmp/p.json" >/dev/null
+out="$("$sc" compare "$tmp/p.json" "$tmp/p.json" --max-error 0)"; rc=$?
+check "self compare exits 0" '[[ $rc -eq 0 ]]'
+check "self compare: every error 0.0" \
+  '! grep -E "^  (step|throughput|bubble|rank)" <<<"$out" | grep -vqE " 0\.0(%| pp)$"'
+check "self compare: several schedules" '[[ $(grep -c "^  step time" <<<"$out") -ge 2 ]]'
+check "self compare: worst 0.0%" 'grep -qE "^worst step-time error: 0\.0% " <<<"$out"'
+
+# bad NAME EXPECTED PREDICTED MEASURED: one clear line, non-zero exit, no --json file left behind.
+bad() {
+  local name="$1" expect="$2"; shift 2
+  rm -f "$tmp/out.json"
+  expect_error "$name" "$expect" compare "$@" --json "$tmp/out.json"
+  check "$name: no partial output" '[[ ! -e "$tmp/out.json" ]]'
+}
+m="$(cat "$meas")"
+bad "missing file" "$tmp/none.json: cannot open file" "$tmp/none.json" "$meas"
+head -c 300 "$meas" >"$tmp/trunc.json"
+bad "truncated json" "trunc.json: not valid JSON (byte 301)" "$pred" "$tmp/trunc.json"
+printf '%s\n' "${m/\"step_time_ms\":90.0,/}" >"$tmp/nokey.json"
+bad "missing key" "nokey.json: schedules[1].step_time_ms: missing (expected a number)" "$pred" "$tmp/nokey.json"
+printf '%s\n' "${m/\"step_time_ms\":90.0/\"step_time_ms\":\"90\"}" >"$tmp/type.json"
+bad "ill-typed key" "type.json: schedules[1].step_time_ms: expected a number (got string)" "$pred" "$tmp/type.json"
+printf '%s\n' "${m/\"busy_ms\":75.0\}/\"busy\":75.0\}}" >"$tmp/rank.json"
+bad "missing per-rank key" "rank.json: schedules[1].per_rank[0].busy_ms: missing" "$pred" "$tmp/rank.json"
+printf '%s\n' "${m/\"schedule\":\"gpipe\",\"ranks\":2/\"schedule\":\"gpipe\",\"ranks\":1}" >"$tmp/short.json"
+bad "per_rank longer than ranks" "short.json: schedules[0].per_rank: expected 1 entries (ranks), got 2" "$pred" "$tmp/short.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=d["schedules"][0]; g["ranks"]=3; g["per_rank"].append({"busy_ms":1.0}); json.dump(d,open(sys.argv[2],"w"))' \
+  "$meas" "$tmp/ranks.json"
+bad "per_rank mismatch between files" "ranks.json: schedule gpipe has 3 ranks in per_rank but 2 in" "$pred" "$tmp/ranks.json"
+printf '%s\n' "${m/\"schedule\":\"gpipe\"/\"schedule\":\"1f1b\"}" >"$tmp/dup.json"
+bad "duplicate schedule" "dup.json: schedules[2]: schedule '1f1b' appears twice" "$pred" "$tmp/dup.json"
+echo '[]' >"$tmp/array.json"
+bad "not an object" "array.json: expected an object (got array)" "$pred" "$tmp/array.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["schedules"]=d["schedules"][1:2]; json.dump(d,open(sys.argv[2],"w"))' \
+  "$meas" "$tmp/disjoint.json"
+bad "no schedule in common" "no schedule in common: $pred has [1f1b, gpipe, zb-h1], $tmp/disjoint.json has [interleaved]" \
+  "$pred" "$tmp/disjoint.json"
+bad "directory" "$tmp: is a directory" "$pred" "$tmp"
+expect_error "negative --max-error" "expected a percentage >= 0" compare "$pred" "$meas" --max-error -1
+exit $fail
