@@ -31,9 +31,12 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
   for (int r = 0; r < s.ranks(); ++r) {
     const exec::RankRun run = exec::ParseRankRun(rank_runs[r]);
     std::vector<sim::OpTiming> timing;
-    for (const exec::OpTime& t : run.ops) {
+    for (size_t i = 0; i < run.ops.size(); ++i) {
+      const exec::OpTime& t = run.ops[i];
       timing.push_back({t.start_ns, t.end_ns});
-      if (t.start_ns >= 0) result.start_ns = std::min(result.start_ns, t.start_ns);
+      // The makespan spans compute and STEP ops, as the simulator's does.
+      if (schedules::IsComm(s.ops[r][i].kind) || t.start_ns < 0) continue;
+      result.start_ns = std::min(result.start_ns, t.start_ns);
       result.end_ns = std::max(result.end_ns, t.end_ns);
     }
     result.timing.push_back(std::move(timing));

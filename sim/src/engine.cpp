@@ -102,6 +102,7 @@ class Engine {
       case OpKind::kB: return c.backward_input_ns + c.backward_weight_ns;
       case OpKind::kI: return c.backward_input_ns;
       case OpKind::kW: return c.backward_weight_ns;
+      case OpKind::kStep: return c.step_ns;
       default: return 0;
     }
   }
@@ -184,6 +185,11 @@ class Engine {
         case OpKind::kRecvF:
         case OpKind::kRecvB: PostRecv(r, index, op); break;
         case OpKind::kStep:
+          if (Cost(op.stage).step_ns > 0) {  // an optimizer step that takes time holds the stream
+            StartCompute(r, index, op);
+            ++next_[r];
+            return;
+          }
           result_.timing[r][index] = {now_, now_};
           StepDone(op);
           break;
@@ -261,6 +267,10 @@ class Engine {
         AddMemory(r, c.w_stash_bytes - c.activation_bytes);
         break;
       case OpKind::kW: AddMemory(r, -c.w_stash_bytes); break;
+      case OpKind::kStep:
+        StepDone(op);
+        Advance(r);
+        return;  // a STEP produces its version; it reads none
       default: break;
     }
     ReadDone(op);

@@ -17,6 +17,7 @@ struct StageCost {
   int64_t forward_ns = 0;
   int64_t backward_input_ns = 0;  // a full backward B costs backward_input + backward_weight
   int64_t backward_weight_ns = 0;
+  int64_t step_ns = 0;           // optimizer STEP of the stage's parameters (0: not modelled)
   int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
   int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
   int64_t weight_bytes = 0;      // one weight version
@@ -83,8 +84,8 @@ CostTable BuildCosts(const Scenario& scenario, int stages);
 //   layers:                     # one entry per layer, in model order
 //     - {forward: 1.2ms, backward_input: 1.1ms, backward_weight: 1.0ms,
 //        activation_bytes: 64KiB, weight_bytes: 256KiB}
-//       # optional per layer: w_stash_bytes (default 0), grad_bytes (default weight_bytes),
-//       #   optimizer_bytes (default 0)
+//       # optional per layer: step (optimizer update time, default 0), w_stash_bytes
+//       #   (default 0), grad_bytes (default weight_bytes), optimizer_bytes (default 0)
 //
 // A stage costs the sum over its layers (the same even split as above). When the scenario
 // also describes the network (mlp / transformer), the layer counts must match. With
@@ -94,6 +95,7 @@ struct LayerProfile {
   int64_t forward_ns = 0;
   int64_t backward_input_ns = 0;
   int64_t backward_weight_ns = 0;
+  int64_t step_ns = 0;
   int64_t activation_bytes = 0;
   int64_t weight_bytes = 0;
   int64_t w_stash_bytes = 0;

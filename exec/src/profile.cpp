@@ -1,0 +1,94 @@
+// ProfileLayers: per-layer timings and sizes of the executor's model (see profile.h).
+#include "stagecraft/exec/profile.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "stagecraft/exec/stage.h"
+
+namespace stagecraft::exec {
+namespace {
+
+int64_t Median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Times `fn` on the device (queued work finished before and after).
+template <typename Fn>
+int64_t Timed(Device& device, Fn fn) {
+  device.Synchronize();
+  const int64_t start = device.NowNs();
+  fn();
+  device.Synchronize();
+  return device.NowNs() - start;
+}
+
+LayerMeasurement ProfileLayer(const TrainingConfig& config, Device& device, int layer, int repeats, int warmup) {
+  StageShape shape;
+  shape.first_layer = layer;
+  shape.layers = 1;
+  shape.hidden = config.model.hidden;
+  shape.rows = config.microbatch_size;
+  shape.residual = config.model.residual;
+  StageModel model(device, shape);
+  const int64_t n = model.ParamFloats();
+  Buffer params(device, n), grads(device, n), state_a(device, n), state_b;
+  model.InitParams(config.model, params.data());
+  device.Fill(grads.data(), 0.0f, n);
+  device.Fill(state_a.data(), 0.0f, n);
+  if (config.optimizer == "adam") {
+    state_b = Buffer(device, n);
+    device.Fill(state_b.data(), 0.0f, n);
+  }
+  LayerMeasurement m;
+  m.weight_bytes = n * static_cast<int64_t>(sizeof(float));
+  m.optimizer_bytes = (state_a.size() + state_b.size()) * static_cast<int64_t>(sizeof(float));
+  m.send_bytes = model.ActivationFloats() * static_cast<int64_t>(sizeof(float));
+  std::vector<float> host_x(static_cast<size_t>(model.ActivationFloats()));
+  MicrobatchInput(config.model, shape.rows, 0, host_x.data());
+  std::vector<int64_t> f, i, w, s;
+  for (int round = 0; round < warmup + repeats; ++round) {
+    Buffer x(device, model.ActivationFloats());
+    device.Upload(x.data(), host_x.data(), x.size());
+    Activations saved;
+    Buffer y, dx;
+    const int64_t tf = Timed(device, [&] { y = model.Forward(params.data(), std::move(x), &saved, true); });
+    m.activation_bytes = saved.Floats() * static_cast<int64_t>(sizeof(float));
+    const int64_t ti = Timed(device, [&] { dx = model.Backward(params.data(), std::move(y), &saved, nullptr); });
+    m.w_stash_bytes = saved.Floats() * static_cast<int64_t>(sizeof(float));
+    const int64_t tw = Timed(device, [&] { model.BackwardWeight(&saved, grads.data()); });
+    // A small learning rate keeps the weights (and so the timings) where they started.
+    const int64_t ts = Timed(device, [&] {
+      if (config.optimizer == "adam") {
+        kernels::AdamParams p;
+        p.lr = 1e-6f;
+        p.bias1 = 1.0f - p.beta1;
+        p.bias2 = 1.0f - p.beta2;
+        device.Adam(n, params.data(), state_a.data(), state_b.data(), grads.data(), 1.0f, p);
+      } else {
+        device.SgdMomentum(n, params.data(), state_a.data(), grads.data(), 1.0f, 1e-6f, config.momentum);
+      }
+    });
+    if (round < warmup) continue;
+    f.push_back(tf);
+    i.push_back(ti);
+    w.push_back(tw);
+    s.push_back(ts);
+  }
+  m.forward_ns = Median(f);
+  m.backward_input_ns = Median(i);
+  m.backward_weight_ns = Median(w);
+  m.step_ns = Median(s);
+  return m;
+}
+
+}  // namespace
+
+std::vector<LayerMeasurement> ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup) {
+  std::vector<LayerMeasurement> layers;
+  for (int l = 0; l < config.model.layers; ++l) layers.push_back(ProfileLayer(config, device, l, repeats, warmup));
+  return layers;
+}
+
+}  // namespace stagecraft::exec
