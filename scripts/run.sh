@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, build, and simulate the default scenario (every
-# schedule), writing the metrics JSON and one trace per schedule under build/out/.
+# The main job: install what is missing, build, then the tool's core loop on the default
+# scenario (scenarios/mlp-cpu.yaml, every schedule):
+#   1. profile its model on this machine,
+#   2. simulate every schedule from that profile (predicted),
+#   3. execute every schedule for real on CPU ranks under MPI (measured),
+#   4. compare predicted with measured.
+# Everything lands in build/out/. Usage: scripts/run.sh [SCENARIO]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-scenario="${1:-$root/scenarios/gpt-1.3b-8xh100.yaml}"
-mkdir -p "$root/build/out"
-"$root/build/cli/stagecraft" simulate "$scenario" \
-  --json "$root/build/out/predicted.json" --trace "$root/build/out/predicted.trace.json"
-echo "metrics: build/out/predicted.json; traces: build/out/predicted.trace.<schedule>.json (open in ui.perfetto.dev)"
+scenario="${1:-$root/scenarios/mlp-cpu.yaml}"
+sc="$root/build/cli/stagecraft"
+out="$root/build/out"
+mkdir -p "$out"
+ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
+
+echo "== 1/4 profile the model on this machine"
+"$sc" profile "$scenario" --out "$out/profile.yaml"
+echo
+echo "== 2/4 simulate every schedule from the measured profile"
+"$sc" simulate "$scenario" --set model.profile="$out/profile.yaml" \
+  --json "$out/predicted.json" --trace "$out/predicted.trace.json"
+echo
+echo "== 3/4 execute every schedule on $ranks MPI ranks"
+"$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
+  --json "$out/measured.json" --trace "$out/measured.trace.json"
+echo
+echo "== 4/4 predicted vs measured"
+"$sc" compare "$out/predicted.json" "$out/measured.json"
+echo
+echo "written to build/out/: profile.yaml, predicted.json, measured.json and per schedule"
+echo "predicted.trace.<schedule>.json / measured.trace.<schedule>.json (open in ui.perfetto.dev)"
