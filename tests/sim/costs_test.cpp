@@ -262,12 +262,68 @@ TEST(Profile, YamlRoundTrip) {
     EXPECT_EQ(again.layers[i].forward_ns, p.layers[i].forward_ns);
     EXPECT_EQ(again.layers[i].backward_input_ns, p.layers[i].backward_input_ns);
     EXPECT_EQ(again.layers[i].backward_weight_ns, p.layers[i].backward_weight_ns);
+    EXPECT_EQ(again.layers[i].step_ns, p.layers[i].step_ns);
     EXPECT_EQ(again.layers[i].activation_bytes, p.layers[i].activation_bytes);
     EXPECT_EQ(again.layers[i].weight_bytes, p.layers[i].weight_bytes);
     EXPECT_EQ(again.layers[i].w_stash_bytes, p.layers[i].w_stash_bytes);
     EXPECT_EQ(again.layers[i].grad_bytes, p.layers[i].grad_bytes);
     EXPECT_EQ(again.layers[i].optimizer_bytes, p.layers[i].optimizer_bytes);
   }
+}
+
+// The optional per-layer `step` (optimizer update time) sums per stage like the other times.
+const char kStepProfile[] = R"(microbatch_size: 8
+layers:
+  - {forward: 1ms, backward_input: 1ms, backward_weight: 1ms, step: 2ms, activation_bytes: 1, weight_bytes: 1}
+  - {forward: 1ms, backward_input: 1ms, backward_weight: 1ms, step: 2ms, activation_bytes: 1, weight_bytes: 1}
+  - {forward: 1ms, backward_input: 1ms, backward_weight: 1ms, step: 2ms, activation_bytes: 1, weight_bytes: 1}
+  - {forward: 1ms, backward_input: 1ms, backward_weight: 1ms, step: 2ms, activation_bytes: 1, weight_bytes: 1}
+)";
+
+TEST(BuildCosts, ProfileStepSumsPerStage) {
+  ScratchDir dir;
+  Scenario s = Base(2);
+  s.pipeline.microbatch_size = 8;
+  s.model.profile_path = dir.Write("profile.yaml", kStepProfile);
+  CostTable t = BuildCosts(s, 2);  // two layers per stage
+  ASSERT_EQ(t.stages.size(), 2u);
+  for (const StageCost& c : t.stages) {
+    EXPECT_EQ(c.step_ns, 4'000'000);
+    EXPECT_EQ(c.forward_ns, 2'000'000);
+  }
+  t = BuildCosts(s, 4);  // one layer per stage (two chunks per rank)
+  ASSERT_EQ(t.stages.size(), 4u);
+  for (const StageCost& c : t.stages) EXPECT_EQ(c.step_ns, 2'000'000);
+}
+
+TEST(BuildCosts, ProfileWithoutStepCostsNoStepTime) {
+  ScratchDir dir;
+  Scenario s = Base(2);
+  s.pipeline.microbatch_size = 8;
+  s.model.profile_path = dir.Write("profile.yaml", kProfile);
+  for (const StageCost& c : BuildCosts(s, 2).stages) EXPECT_EQ(c.step_ns, 0);
+  for (const LayerProfile& l : LoadProfile(s.model.profile_path).layers) EXPECT_EQ(l.step_ns, 0);
+}
+
+// ProfileToYaml writes step in exact nanoseconds, so odd values and 0 survive a round trip.
+TEST(Profile, YamlRoundTripKeepsStep) {
+  ScratchDir dir;
+  Profile p = LoadProfile(dir.Write("profile.yaml", kStepProfile));
+  ASSERT_EQ(p.layers.size(), 4u);
+  EXPECT_EQ(p.layers[0].step_ns, 2'000'000);
+  p.layers[1].step_ns = 1'234'567'891;
+  p.layers[2].step_ns = 1;
+  p.layers[3].step_ns = 0;
+  const Profile again = LoadProfile(dir.Write("again.yaml", ProfileToYaml(p)));
+  ASSERT_EQ(again.layers.size(), p.layers.size());
+  for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(again.layers[i].step_ns, p.layers[i].step_ns) << "layer " << i;
+
+  Scenario s = Base(2);
+  s.pipeline.microbatch_size = 8;
+  s.model.profile_path = dir.Path("again.yaml");
+  const CostTable t = BuildCosts(s, 2);
+  EXPECT_EQ(t.stages[0].step_ns, 2'000'000 + 1'234'567'891);
+  EXPECT_EQ(t.stages[1].step_ns, 1);
 }
 
 // GPT-3 XL (Brown et al. 2020): 24·(12h² + 13h) + V·h with h = 2048, V = 50257 is

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -200,6 +202,128 @@ TEST(Engine, InterNodeLinkRaisesStepTimeByThePredictedAmount) {
   const auto b = SimMetrics(single, costs, Node(2, node_bw, node_latency, 2, cluster_bw, cluster_latency));
   EXPECT_EQ(b.makespan_ns - a.makespan_ns,
             2 * (transfer_ns(cluster_bw, cluster_latency, bytes) - transfer_ns(node_bw, node_latency, bytes)));
+}
+
+// ---- optimizer step cost ---------------------------------------------------------------
+// A STEP with step_ns > 0 holds its rank's compute stream (DESIGN.md §4). Hand-worked timelines
+// in units of u = 1 us, F = 1, B = 2 (I = W = 1), no bytes and zero latency, so a transfer
+// arrives the moment both of its ends are posted (rendezvous). "r0 X [a, b]": rank 0 runs X
+// from a to b.
+
+constexpr int64_t kUs = 1'000;
+
+CostTable WithStep(CostTable costs, int64_t step_ns) {
+  for (auto& c : costs.stages) c.step_ns = step_ns;
+  return costs;
+}
+
+using Spans = std::vector<std::pair<int64_t, int64_t>>;
+
+// [start, end] of every STEP op of `rank`, in IR order.
+Spans StepSpans(const Schedule& s, const SimResult& result, int rank) {
+  Spans spans;
+  for (size_t i = 0; i < s.ops[rank].size(); ++i) {
+    if (s.ops[rank][i].kind != schedules::OpKind::kStep) continue;
+    spans.emplace_back(result.timing[rank][i].start_ns, result.timing[rank][i].end_ns);
+  }
+  return spans;
+}
+
+// One rank, m = 2, S = 5. GPipe: F0 [0,1] F1 [1,2] B0 [2,4] B1 [4,6] STEP [6,11]; 1F1B:
+// F0 [0,1] B0 [1,3] F1 [3,4] B1 [4,6] STEP [6,11]. Makespan 2F + 2B + S = 11, all of it busy;
+// with S = 0 the STEP is the instant [6,6] and the makespan 6.
+TEST(Engine, StepCostOnOneRankHoldsTheStream) {
+  for (const char* name : {"gpipe", "1f1b"}) {
+    SCOPED_TRACE(name);
+    const Schedule s = Make(name, 1, 2);
+    const SimResult timed = Simulate(s, WithStep(Uniform(1, kUs, kUs, kUs), 5 * kUs), Node(1), SimConfig{});
+    EXPECT_EQ(timed.makespan_ns(), 11 * kUs);
+    EXPECT_EQ(timed.ranks[0].busy_ns, 11 * kUs);
+    EXPECT_EQ(timed.ranks[0].last_compute_end_ns, 11 * kUs);
+    EXPECT_EQ(StepSpans(s, timed, 0), (Spans{{6 * kUs, 11 * kUs}}));
+
+    const SimResult instant = Simulate(s, Uniform(1, kUs, kUs, kUs), Node(1), SimConfig{});
+    EXPECT_EQ(instant.makespan_ns(), 6 * kUs);
+    EXPECT_EQ(instant.ranks[0].busy_ns, 6 * kUs);
+    EXPECT_EQ(StepSpans(s, instant, 0), (Spans{{6 * kUs, 6 * kUs}}));
+  }
+}
+
+// 1F1B, p = 2, m = 2, 2 steps, S on both stages. Lowered order:
+//   r0: F0 SF0 F1 SF1 RB0 B0 RB1 B1 STEP | F0' SF0' F1' SF1' RB0' B0' RB1' B1' STEP
+//   r1: RF0 F0 RF1 B0 SB0 F1 B1 SB1 STEP | RF0' F0' RF1' B0' SB0' F1' B1' SB1' STEP
+// Step 0: r0 F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9] STEP [9,9+S];
+//         r1 F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7] STEP [7,7+S].
+// Step 1 waits for r0's STEP: r0 F0' [9+S,10+S] F1' [10+S,11+S] B0' [13+S,15+S] B1' [16+S,18+S]
+//   STEP [18+S,18+2S]; r1 F0' [10+S,11+S] B0' [11+S,13+S] F1' [13+S,14+S] B1' [14+S,16+S]
+//   STEP [16+S,16+2S].
+// Makespan 2((m+p-1)(F+B) + S) = 18 + 2S; S = 0 gives 18, the flush closed form.
+TEST(Engine, StepCostOneFOneBTwoRanksTwoSteps) {
+  const Schedule s = Make("1f1b", 2, 2, 2);
+  const int64_t step = 5 * kUs;
+  const SimResult timed = Simulate(s, WithStep(Uniform(2, kUs, kUs, kUs), step), Node(2), SimConfig{});
+  EXPECT_EQ(timed.makespan_ns(), 18 * kUs + 2 * step);
+  EXPECT_EQ(StepSpans(s, timed, 0), (Spans{{9 * kUs, 9 * kUs + step}, {18 * kUs + step, 18 * kUs + 2 * step}}));
+  EXPECT_EQ(StepSpans(s, timed, 1), (Spans{{7 * kUs, 7 * kUs + step}, {16 * kUs + step, 16 * kUs + 2 * step}}));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(timed.ranks[r].busy_ns, 12 * kUs + 2 * step) << "rank " << r;
+
+  const SimResult instant = Simulate(s, Uniform(2, kUs, kUs, kUs), Node(2), SimConfig{});
+  EXPECT_EQ(instant.makespan_ns(), 18 * kUs);
+  EXPECT_EQ(StepSpans(s, instant, 0), (Spans{{9 * kUs, 9 * kUs}, {18 * kUs, 18 * kUs}}));
+  EXPECT_EQ(StepSpans(s, instant, 1), (Spans{{7 * kUs, 7 * kUs}, {16 * kUs, 16 * kUs}}));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(instant.ranks[r].busy_ns, 12 * kUs) << "rank " << r;
+}
+
+// The same schedule with a slow last stage, S0 = 1 and S1 = 6: r1's STEP [7,13] posts RF0' at
+// 13, so r0's F0' [10,11] waits for the rendezvous and the later stage sets the pace:
+//   r0: STEP [9,10] F0' [10,11] F1' [11,12] B0' [16,18] B1' [19,21] STEP [21,22]
+//   r1: STEP [7,13] F0' [13,14] B0' [14,16] F1' [16,17] B1' [17,19] STEP [19,25]
+TEST(Engine, StepCostPerStageSlowLastStage) {
+  const Schedule s = Make("1f1b", 2, 2, 2);
+  CostTable costs = Uniform(2, kUs, kUs, kUs);
+  costs.stages[0].step_ns = kUs;
+  costs.stages[1].step_ns = 6 * kUs;
+  const SimResult r = Simulate(s, costs, Node(2), SimConfig{});
+  EXPECT_EQ(r.makespan_ns(), 25 * kUs);
+  EXPECT_EQ(StepSpans(s, r, 0), (Spans{{9 * kUs, 10 * kUs}, {21 * kUs, 22 * kUs}}));
+  EXPECT_EQ(StepSpans(s, r, 1), (Spans{{7 * kUs, 13 * kUs}, {19 * kUs, 25 * kUs}}));
+  EXPECT_EQ(r.ranks[0].busy_ns, 14 * kUs);
+  EXPECT_EQ(r.ranks[1].busy_ns, 24 * kUs);
+}
+
+// PipeDream (weight stashing, a STEP after every backward), p = 2, m = 4, S on both stages:
+//   r0: F0 SF0 F1 SF1 RB0 B0 STEP F2 SF2 RB1 B1 STEP F3 SF3 RB2 B2 STEP RB3 B3 STEP
+//   r1: RF0 F0 RF1 B0 SB0 STEP F1 RF2 B1 SB1 STEP F2 RF3 B2 SB2 STEP F3 B3 SB3 STEP
+// r0: F0 [0,1] F1 [1,2] B0 [4,6] STEP [6,6+S] F2 [6+S,7+S] B1 [7+S,9+S] STEP [9+S,9+2S]
+//     F3 [9+2S,10+2S] B2 [10+2S,12+2S] STEP [12+2S,12+3S] B3 [13+3S,15+3S] STEP [15+3S,15+4S]
+// r1: F0 [1,2] B0 [2,4] STEP [4,4+S] F1 [4+S,5+S] B1 [5+S,7+S] STEP [7+S,7+2S]
+//     F2 [7+2S,8+2S] B2 [8+2S,10+2S] STEP [10+2S,10+3S] F3 [10+3S,11+3S] B3 [11+3S,13+3S]
+//     STEP [13+3S,13+4S]
+// Makespan 15 + 4S: every one of r0's m STEPs is on the critical path (S = 0: (m+p-1)(F+B)).
+// Each STEP's new version exists only at its end: r0's first STEP leaves version 0 live (B1
+// still reads it), so rank 0 first holds two weight copies at 6 + S.
+TEST(Engine, StepCostPipeDreamStepAfterEveryBackward) {
+  const Schedule s = Make("pipedream", 2, 4);
+  const int64_t step = 3 * kUs, weight_bytes = 1'000'003;
+  CostTable costs = WithStep(Uniform(2, kUs, kUs, kUs), step);
+  for (auto& c : costs.stages) c.weight_bytes = weight_bytes;
+  const SimResult timed = Simulate(s, costs, Node(2), SimConfig{});
+  EXPECT_EQ(timed.makespan_ns(), 15 * kUs + 4 * step);
+  const auto at = [&](int64_t units, int steps) { return units * kUs + steps * step; };
+  EXPECT_EQ(StepSpans(s, timed, 0),
+            (Spans{{at(6, 0), at(6, 1)}, {at(9, 1), at(9, 2)}, {at(12, 2), at(12, 3)}, {at(15, 3), at(15, 4)}}));
+  EXPECT_EQ(StepSpans(s, timed, 1),
+            (Spans{{at(4, 0), at(4, 1)}, {at(7, 1), at(7, 2)}, {at(10, 2), at(10, 3)}, {at(13, 3), at(13, 4)}}));
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(timed.ranks[r].busy_ns, 12 * kUs + 4 * step) << "rank " << r;
+  const auto& samples = timed.memory[0];
+  const auto two_copies = std::find_if(samples.begin(), samples.end(),
+                                       [&](const MemorySample& m) { return m.bytes >= 2 * weight_bytes; });
+  ASSERT_NE(two_copies, samples.end());
+  EXPECT_EQ(two_copies->time_ns, at(6, 1));
+
+  const SimResult instant = Simulate(s, Uniform(2, kUs, kUs, kUs), Node(2), SimConfig{});
+  EXPECT_EQ(instant.makespan_ns(), 15 * kUs);
+  EXPECT_EQ(timed.makespan_ns() - instant.makespan_ns(), 4 * step);
 }
 
 TEST(Engine, Deterministic) {

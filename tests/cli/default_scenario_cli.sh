@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The default scenario as the main job runs it: every schedule trains the MLP on 2 MPI ranks for
+# 20 steps and its loss falls (the last step's mean loss at most 95% of the first's; flush
+# schedules, PipeDream and 2BW alike).
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+timeout 600 "$root/scripts/mpirun.sh" 2 "$sc" execute "$root/scenarios/mlp-cpu.yaml" --json "$tmp/m.json" >"$tmp/out" 2>&1
+rc=$?
+check "default scenario executes" '[[ $rc -eq 0 ]]'
+[[ $rc -eq 0 ]] || tail -20 "$tmp/out"
+python3 - "$tmp/m.json" <<'PY' || fail=1
+import json, sys
+m = json.load(open(sys.argv[1]))
+ok = len(m["schedules"]) == 7
+for s in m["schedules"]:
+    l = s["losses"]
+    falls = len(l) == 20 and l[-1] <= 0.95 * l[0]
+    print(f'{s["schedule"]:12} loss {l[0]:.6f} -> {l[-1]:.6f} ({100 * (l[-1] / l[0] - 1):+.1f}%)', "" if falls else "FAIL")
+    ok &= falls
+sys.exit(0 if ok else 1)
+PY
+exit $fail

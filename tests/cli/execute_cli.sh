@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `stagecraft execute` under mpirun as a user runs it: every schedule of a small scenario on 4
+# ranks (oversubscribed on small machines), the JSON and the measured traces lining up op for op
+# with the predicted ones; and failures: a rank that throws mid-step, a diverged loss, a world
+# size that does not match the scenario, a scenario that cannot be executed. Each failure: one
+# cause printed once, every rank gone with a non-zero exit well within the timeout, no output.
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+mpi="$root/scripts/mpirun.sh"
+scenario="$root/scenarios/mlp-cpu.yaml"
+small=(--set model.mlp.hidden=32 --set pipeline.microbatch_size=8 --set pipeline.steps=3
+       --set pipeline.microbatches=4 --set pipeline.ranks=4 --set topology.devices_per_node=4)
+
+# ---- every schedule runs, and its outputs line up with the simulator's ----------------------
+timeout 300 "$mpi" 4 "$sc" execute "$scenario" "${small[@]}" --json "$tmp/m.json" --trace "$tmp/m.trace.json" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "execute all: exit 0" '[[ $rc -eq 0 ]]'
+[[ $rc -eq 0 ]] || cat "$tmp/err"
+check "execute all: a step line per schedule and step" '[[ $(grep -c " step [0-9]/3 " "$tmp/out") -eq 21 ]]'
+"$sc" simulate "$scenario" "${small[@]}" --trace "$tmp/p.trace.json" >/dev/null 2>&1
+check "simulate same scenario" '[[ $? -eq 0 ]]'
+python3 - "$tmp" <<'PY' || fail=1
+import json, sys, glob, os, math
+tmp = sys.argv[1]
+m = json.load(open(f"{tmp}/m.json"))
+names = [s["schedule"] for s in m["schedules"]]
+ok = True
+def need(cond, what):
+    global ok
+    if not cond:
+        print("FAIL:", what); ok = False
+need(m["source"] == "measured", "source is measured")
+need(sorted(names) == sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2"]), f"all schedules ran: {names}")
+for s in m["schedules"]:
+    n = s["schedule"]
+    need(len(s["losses"]) == 3 and all(math.isfinite(x) for x in s["losses"]), f"{n}: 3 finite losses")
+    need(len(s["per_rank"]) == 4 and all(r["busy_ms"] > 0 for r in s["per_rank"]), f"{n}: 4 busy ranks")
+    need(0 <= s["bubble_fraction"] < 1 and s["step_time_ms"] > 0, f"{n}: bubble and step time in range")
+    need(len(s["wait_ms"]) == 4 and s["overhead_ns_per_op"] >= 0, f"{n}: wait and overhead reported")
+    meas = json.load(open(f"{tmp}/m.trace.{n}.json"))
+    pred = json.load(open(f"{tmp}/p.trace.{n}.json"))
+    need(meas["stagecraft"]["source"] == "measured" and pred["stagecraft"]["source"] == "predicted", f"{n}: sources")
+    key = lambda e: (e["pid"], e["args"]["op_index"], e["name"], e["tid"])
+    mk = sorted(key(e) for e in meas["traceEvents"] if e.get("ph") == "X")
+    pk = sorted(key(e) for e in pred["traceEvents"] if e.get("ph") == "X")
+    need(mk == pk and len(mk) > 0, f"{n}: measured ops match predicted ops one to one ({len(mk)} vs {len(pk)})")
+    need(any(e.get("ph") == "C" for e in meas["traceEvents"]), f"{n}: memory counters")
+    xs = [e for e in meas["traceEvents"] if e.get("ph") == "X"]
+    need(min(e["ts"] for e in xs) >= 0 and all(e["dur"] >= 0 for e in xs), f"{n}: times aligned at 0, durations >= 0")
+# Flush schedules train the same model on the same batches: the same losses (to fp32 noise).
+flush = [s["losses"] for s in m["schedules"] if s["schedule"] in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")]
+need(all(abs(a - b) <= 1e-5 * abs(b) for l in flush for a, b in zip(l, flush[0])), "flush schedules agree on losses")
+sys.exit(0 if ok else 1)
+PY
+
+# ---- failures ---------------------------------------------------------------------------------
+# run_fail NAME EXPECTED NP ARGS...: non-zero exit (not the timeout's 124), the cause once on
+# stderr, no JSON left behind.
+run_fail() {
+  local name="$1" expect="$2" np="$3"; shift 3
+  rm -f "$tmp/f.json"
+  local start=$SECONDS
+  timeout 60 "$mpi" "$np" "$sc" execute "$scenario" "${small[@]}" --set pipeline.schedule=1f1b "$@" \
+    --json "$tmp/f.json" >"$tmp/fout" 2>"$tmp/ferr"
+  local rc=$?
+  check "$name: non-zero exit" '[[ $rc -ne 0 ]]'
+  check "$name: no hang (exit $rc, $((SECONDS - start)) s)" '[[ $rc -ne 124 && $rc -ne 137 ]]'
+  check "$name: cause printed once" '[[ $(grep -c "stagecraft: error: .*$expect" "$tmp/ferr") -eq 1 ]]'
+  check "$name: no JSON written" '[[ ! -e "$tmp/f.json" ]]'
+  [[ $fail -eq 0 ]] || { echo "--- stderr of $name:"; cat "$tmp/ferr"; }
+}
+run_fail "rank throws mid-step" "rank 2 .*injected fault at step 1" 4 --inject-fault 2:1
+run_fail "last rank throws" "rank 3 .*injected fault at step 0" 4 --inject-fault 3:0
+run_fail "loss diverges" "loss is \(nan\|inf\|-nan\)" 4 --set training.optimizer=sgd --set training.lr=1e12
+run_fail "world larger than ranks" "pipeline.ranks is 4 but the MPI job has 5" 5
+run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 2
+
+# Without mpirun (a singleton MPI process) and bad input: the one-line contract.
+expect_error "no mpirun" "run it as \`mpirun -np 2" execute "$scenario"
+expect_error "costs-only scenario" "it can be simulated only" execute "$root/scenarios/uniform-costs.yaml"
+expect_error "bad fault flag" "--inject-fault x: expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \
+  --inject-fault x
+expect_error "unknown key" "microbatchs" execute "$scenario" --set pipeline.microbatchs=3
+exit $fail

@@ -1,0 +1,48 @@
+// exec/rank_run_io.cpp: a rank's measurements survive the trip to rank 0 exactly; truncated
+// bytes are caught by the always-on check instead of being read past their end.
+#include <gtest/gtest.h>
+
+#include "stagecraft/exec/runtime.h"
+
+namespace stagecraft::exec {
+namespace {
+
+TEST(RankRunIoTest, RoundTripKeepsEveryField) {
+  RankRun run;
+  run.ops = {{0, 10}, {-1, -1}, {12, 40}};
+  run.memory = {{0, 100}, {5, 250}};
+  run.busy_ns = 38;
+  run.wait_ns = 2;
+  run.loop_ns = 45;
+  run.first_f_start_ns = 0;
+  run.last_compute_end_ns = 40;
+  run.peak_memory_bytes = 250;
+  run.peak_inflight = 3;
+  run.peak_weight_versions = 2;
+  run.losses = {0.5, 0.25};
+  run.final_params = {{1.5f, -2.0f}, {3.0f}};
+  const RankRun back = ParseRankRun(SerializeRankRun(run));
+  ASSERT_EQ(back.ops.size(), 3u);
+  EXPECT_EQ(back.ops[2].start_ns, 12);
+  EXPECT_EQ(back.ops[1].end_ns, -1);
+  EXPECT_EQ(back.memory, run.memory);
+  EXPECT_EQ(back.busy_ns, 38);
+  EXPECT_EQ(back.wait_ns, 2);
+  EXPECT_EQ(back.loop_ns, 45);
+  EXPECT_EQ(back.last_compute_end_ns, 40);
+  EXPECT_EQ(back.peak_memory_bytes, 250);
+  EXPECT_EQ(back.peak_inflight, 3);
+  EXPECT_EQ(back.peak_weight_versions, 2);
+  EXPECT_EQ(back.losses, run.losses);
+  EXPECT_EQ(back.final_params, run.final_params);
+}
+
+TEST(RankRunIoTest, TruncatedBytesFailTheCheck) {
+  RankRun run;
+  run.losses = {1.0, 2.0};
+  const std::string bytes = SerializeRankRun(run);
+  EXPECT_DEATH(ParseRankRun(bytes.substr(0, bytes.size() - 3)), "well formed");
+}
+
+}  // namespace
+}  // namespace stagecraft::exec

@@ -1,0 +1,150 @@
+// exec/stage.cpp on the cpu device: a stage's forward and gradients equal a naive double
+// computation of the same layers, and B equals I followed by W; recompute rebuilds exactly
+// what the forward kept.
+#include "stagecraft/exec/stage.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "stagecraft/exec/cpu_device.h"
+
+namespace stagecraft::exec {
+namespace {
+
+struct StageCase {
+  MlpModel model{.layers = 3, .hidden = 6, .residual = true, .seed = 4};
+  StageShape shape{.first_layer = 0, .layers = 3, .hidden = 6, .rows = 5, .residual = true};
+};
+
+std::vector<float> Download(Device& d, const Buffer& b) {
+  std::vector<float> host(b.size());
+  d.Download(host.data(), b.data(), b.size());
+  return host;
+}
+
+// Loss L = Σ y ⊙ c for fixed c, so dL/dy = c and the reference's chain rule can be compared.
+TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
+  StageCase s;
+  auto device = MakeCpuDevice();
+  StageModel stage(*device, s.shape);
+  Buffer params(*device, stage.ParamFloats());
+  stage.InitParams(s.model, params.data());
+  const std::vector<float> p = Download(*device, params);
+  std::vector<float> x(30), c(30);
+  for (int i = 0; i < 30; ++i) {
+    x[i] = UniformAt(1, 1, i);
+    c[i] = UniformAt(1, 2, i);
+  }
+  // Naive double forward, keeping what the backward needs.
+  const int h = 6, rows = 5, lf = h * h + h;
+  std::vector<std::vector<double>> in(4, std::vector<double>(30)), z(3, std::vector<double>(30));
+  for (int i = 0; i < 30; ++i) in[0][i] = x[i];
+  auto gelu = [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); };
+  for (int l = 0; l < 3; ++l) {
+    for (int r = 0; r < rows; ++r) {
+      for (int o = 0; o < h; ++o) {
+        double v = p[l * lf + h * h + o];
+        for (int i = 0; i < h; ++i) v += p[l * lf + o * h + i] * in[l][r * h + i];
+        z[l][r * h + o] = v;
+        in[l + 1][r * h + o] = gelu(v) + in[l][r * h + o];
+      }
+    }
+  }
+  Buffer xb(*device, 30);
+  device->Upload(xb.data(), x.data(), 30);
+  Activations saved;
+  const std::vector<float> y = Download(*device, stage.Forward(params.data(), std::move(xb), &saved, true));
+  for (int i = 0; i < 30; ++i) EXPECT_NEAR(y[i], in[3][i], 1e-5 * (1 + std::abs(in[3][i])));
+
+  // Gradient check of dL/dx and dL/dW by central differences of the double forward.
+  auto loss_at = [&](std::vector<float> pp, std::vector<double> xx) {
+    std::vector<double> a = xx;
+    for (int l = 0; l < 3; ++l) {
+      std::vector<double> next(30);
+      for (int r = 0; r < rows; ++r)
+        for (int o = 0; o < h; ++o) {
+          double v = pp[l * lf + h * h + o];
+          for (int i = 0; i < h; ++i) v += pp[l * lf + o * h + i] * a[r * h + i];
+          next[r * h + o] = gelu(v) + a[r * h + o];
+        }
+      a = next;
+    }
+    double L = 0;
+    for (int i = 0; i < 30; ++i) L += a[i] * c[i];
+    return L;
+  };
+  Buffer dy(*device, 30), grads(*device, stage.ParamFloats());
+  device->Upload(dy.data(), c.data(), 30);
+  device->Fill(grads.data(), 0.0f, grads.size());
+  const std::vector<float> dx = Download(*device, stage.Backward(params.data(), std::move(dy), &saved, grads.data()));
+  const std::vector<float> g = Download(*device, grads);
+  const double eps = 1e-3;
+  for (int i = 0; i < 30; i += 7) {
+    std::vector<double> xp(in[0]), xm(in[0]);
+    xp[i] += eps;
+    xm[i] -= eps;
+    EXPECT_NEAR(dx[i], (loss_at(p, xp) - loss_at(p, xm)) / (2 * eps), 2e-3);
+  }
+  for (int k : {0, 17, lf + 3, 2 * lf + h * h + 2}) {
+    std::vector<float> pp(p), pm(p);
+    pp[k] += eps;
+    pm[k] -= eps;
+    EXPECT_NEAR(g[k], (loss_at(pp, in[0]) - loss_at(pm, in[0])) / (2 * eps), 2e-3) << "param " << k;
+  }
+}
+
+TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
+  StageCase s;
+  auto device = MakeCpuDevice();
+  StageModel stage(*device, s.shape);
+  Buffer params(*device, stage.ParamFloats());
+  stage.InitParams(s.model, params.data());
+  std::vector<float> x(30), c(30);
+  for (int i = 0; i < 30; ++i) {
+    x[i] = UniformAt(2, 1, i);
+    c[i] = UniformAt(2, 2, i);
+  }
+  std::vector<std::vector<float>> dxs, gs;
+  for (int mode = 0; mode < 3; ++mode) {  // 0: B; 1: I then W; 2: recompute then B
+    Buffer xb(*device, 30), dy(*device, 30), grads(*device, stage.ParamFloats());
+    device->Upload(xb.data(), x.data(), 30);
+    device->Upload(dy.data(), c.data(), 30);
+    device->Fill(grads.data(), 0.0f, grads.size());
+    Activations saved;
+    stage.Forward(params.data(), std::move(xb), &saved, mode != 2);
+    if (mode == 2) {
+      EXPECT_EQ(saved.Floats(), 30);  // only the stage input
+      stage.Recompute(params.data(), &saved);
+    }
+    Buffer dx = stage.Backward(params.data(), std::move(dy), &saved, mode == 1 ? nullptr : grads.data());
+    if (mode == 1) {
+      EXPECT_EQ(saved.Floats(), 2 * 3 * 30);  // inputs and dz of every layer until W
+      stage.BackwardWeight(&saved, grads.data());
+    }
+    EXPECT_EQ(saved.Floats(), 0);
+    dxs.push_back(Download(*device, dx));
+    gs.push_back(Download(*device, grads));
+  }
+  EXPECT_EQ(dxs[0], dxs[1]);
+  EXPECT_EQ(gs[0], gs[1]);
+  EXPECT_EQ(dxs[0], dxs[2]);
+  EXPECT_EQ(gs[0], gs[2]);
+}
+
+TEST(StageTest, DeviceTracksBytesInUse) {
+  auto device = MakeCpuDevice();
+  const int64_t before = device->bytes_in_use();
+  {
+    Buffer a(*device, 100);
+    Buffer b(*device, 50);
+    EXPECT_EQ(device->bytes_in_use() - before, 600);
+    Buffer c = std::move(a);
+    EXPECT_EQ(device->bytes_in_use() - before, 600);
+  }
+  EXPECT_EQ(device->bytes_in_use(), before);
+  EXPECT_GE(device->peak_bytes() - before, 600);
+}
+
+}  // namespace
+}  // namespace stagecraft::exec
