@@ -16,8 +16,8 @@ out="$root/build/out"
 mkdir -p "$out"
 ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
 
-echo "== 1/4 profile the model on this machine"
-"$sc" profile "$scenario" --out "$out/profile.yaml"
+echo "== 1/4 profile the model on this machine ($ranks ranks at once, as loaded as the run)"
+"$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" --out "$out/profile.yaml"
 echo
 echo "== 2/4 simulate every schedule from the measured profile"
 "$sc" simulate "$scenario" --set model.profile="$out/profile.yaml" \

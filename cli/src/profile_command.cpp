@@ -1,6 +1,10 @@
 // `stagecraft profile`: measure the executor's model layer by layer on this machine (cpu
 // backend, one core) and write the profile the simulator reads as model.profile (DESIGN.md §3).
+// Under `mpirun -np N` every rank profiles at once, so the cores are as loaded (shared caches,
+// memory bandwidth, clock) as during an N-rank run; rank 0 keeps the median over the ranks.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +13,7 @@
 
 #include "commands.h"
 #include "stagecraft/exec/cpu_device.h"
+#include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
@@ -48,15 +53,51 @@ sim::Profile ToProfile(const exec::TrainingConfig& config, const std::string& de
   return p;
 }
 
+// Per layer and field, the median over the ranks' measurements (each rank's as raw bytes).
+std::vector<exec::LayerMeasurement> MedianOverRanks(const std::vector<std::string>& per_rank) {
+  std::vector<std::vector<exec::LayerMeasurement>> all;
+  for (const std::string& bytes : per_rank) {
+    all.emplace_back(bytes.size() / sizeof(exec::LayerMeasurement));
+    std::memcpy(all.back().data(), bytes.data(), bytes.size());
+  }
+  std::vector<exec::LayerMeasurement> out = all.front();
+  constexpr size_t kFields = sizeof(exec::LayerMeasurement) / sizeof(int64_t);
+  for (size_t l = 0; l < out.size(); ++l) {
+    for (size_t field = 0; field < kFields; ++field) {
+      std::vector<int64_t> values;
+      for (const auto& rank : all) values.push_back(reinterpret_cast<const int64_t*>(&rank[l])[field]);
+      std::sort(values.begin(), values.end());
+      reinterpret_cast<int64_t*>(&out[l])[field] = values[values.size() / 2];
+    }
+  }
+  return out;
+}
+
 int Run(const ProfileFlags& f) {
-  const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
-  const exec::TrainingConfig config = exec::TrainingConfigFor(sc);
+  exec::MpiSession session(nullptr, nullptr);
+  const int rank = exec::MpiWorldRank();
+  sim::Scenario sc;
+  exec::TrainingConfig config;
+  try {
+    sc = sim::LoadScenario(f.scenario, f.sets);
+    config = exec::TrainingConfigFor(sc);
+  } catch (const schedules::InputError&) {
+    if (rank == 0) throw;  // printed once by main
+    return 1;
+  }
   auto device = exec::MakeCpuDevice();
-  const auto layers = exec::ProfileLayers(config, *device, f.repeats, f.warmup);
+  auto transport = exec::MakeMpiTransport();
+  transport->Barrier();
+  const auto mine = exec::ProfileLayers(config, *device, f.repeats, f.warmup);
+  const auto gathered = transport->Gather(
+      std::string(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(exec::LayerMeasurement)), 0);
+  if (rank != 0) return 0;
+  const auto layers = MedianOverRanks(gathered);
   const sim::Profile profile = ToProfile(config, device->Name() + "-core", layers);
   schedules::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
-  std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs -> %s\n", sc.name.c_str(),
-              config.model.layers, config.model.hidden, config.microbatch_size, f.repeats, f.out_path.c_str());
+  std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
+              sc.name.c_str(), config.model.layers, config.model.hidden, config.microbatch_size, f.repeats,
+              transport->size(), f.out_path.c_str());
   std::printf("%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
               "activations");
   for (size_t l = 0; l < layers.size(); ++l) {

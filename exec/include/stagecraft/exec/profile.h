@@ -11,6 +11,7 @@
 
 namespace stagecraft::exec {
 
+// Plain int64 fields only: ranks exchange these as raw bytes.
 struct LayerMeasurement {
   int64_t forward_ns = 0;          // median over the repeats
   int64_t backward_input_ns = 0;   // I: input gradient (a full B costs I + W)
