@@ -19,6 +19,7 @@
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/schedules/trace.h"
+#include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::cli {
@@ -69,6 +70,7 @@ struct Plan {
   sim::Scenario scenario;
   TrainingConfig config;
   std::vector<Schedule> schedules;
+  std::vector<std::vector<int>> layers;  // per schedule, layers per stage (as the simulator splits them)
   RunHooks hooks;
 };
 
@@ -84,7 +86,7 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
   }
   plan.schedules = ScenarioSchedules(sc.pipeline, MpiWorldRank() == 0);
   if (plan.schedules.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
-  for (const Schedule& s : plan.schedules) StageShapeFor(s, plan.config, s.stages() - 1);  // enough layers?
+  for (const Schedule& s : plan.schedules) plan.layers.push_back(sim::StageLayers(sc, s.stages()));
   plan.hooks = ParseFault(f.inject_fault);
   return plan;
 }
@@ -115,10 +117,13 @@ int Run(const ExecuteFlags& f) {
                   plan.config.optimizer.c_str(), plan.config.lr);
       std::fflush(stdout);
     }
-    for (const Schedule& s : plan.schedules) {
+    for (size_t k = 0; k < plan.schedules.size(); ++k) {
+      const Schedule& s = plan.schedules[k];
+      TrainingConfig config = plan.config;
+      config.layers_per_stage = plan.layers[k];
       RunHooks hooks = plan.hooks;
-      hooks.on_step = ProgressPrinter(s.name, plan.config, s.microbatches);
-      const RankRun run = RunRank(s, plan.config, data, *device, *transport, hooks);
+      hooks.on_step = ProgressPrinter(s.name, config, s.microbatches);
+      const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
       const std::vector<std::string> all = transport->Gather(SerializeRankRun(run), 0);
       if (rank == 0) measured.push_back(Measure(s, sc, all));
     }

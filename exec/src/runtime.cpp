@@ -340,7 +340,10 @@ class Runner {
 }  // namespace
 
 StageShape StageShapeFor(const Schedule& schedule, const TrainingConfig& config, int stage) {
-  const std::vector<int> counts = sim::SplitLayers(config.model.layers, schedule.stages(), "model.mlp");
+  const std::vector<int> counts = config.layers_per_stage.empty()
+                                       ? sim::SplitLayers(config.model.layers, schedule.stages(), "model.mlp")
+                                       : config.layers_per_stage;
+  SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(), "one layer count per stage");
   StageShape shape;
   for (int s = 0; s < stage; ++s) shape.first_layer += counts[s];
   shape.layers = counts[stage];

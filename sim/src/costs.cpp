@@ -11,12 +11,53 @@
 
 namespace stagecraft::sim {
 
+using schedules::InputError;
+
 std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
   if (layers < stages) {
-    throw schedules::InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, layers, stages));
+    throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, layers, stages));
   }
   std::vector<int> counts(stages, layers / stages);
   for (int s = 0; s < layers % stages; ++s) ++counts[s];
+  return counts;
+}
+
+std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
+                                 std::string_view what) {
+  const int n = static_cast<int>(layer_cost.size());
+  const int k = static_cast<int>(stage_extra.size());
+  if (n < k) throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, n, k));
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + layer_cost[i];
+  const std::vector<int> even = SplitLayers(n, k, what);
+  // best[s][i]: the smallest possible max stage cost when stages s.. hold layers i..n-1.
+  const double kInf = HUGE_VAL;
+  std::vector<std::vector<double>> best(k + 1, std::vector<double>(n + 1, kInf));
+  best[k][n] = 0;
+  for (int st = k - 1; st >= 0; --st) {
+    for (int i = n - (k - st); i >= st; --i) {
+      for (int j = i + 1; j <= n - (k - st - 1); ++j) {
+        const double cost = std::max(prefix[j] - prefix[i] + stage_extra[st], best[st + 1][j]);
+        best[st][i] = std::min(best[st][i], cost);
+      }
+    }
+  }
+  // Walk forward; among the split points that keep the optimum (to rounding), take the one
+  // closest to the even split's boundary.
+  std::vector<int> counts;
+  int i = 0, even_end = 0;
+  for (int st = 0; st < k; ++st) {
+    even_end += even[st];
+    int pick = -1;
+    for (int j = i + 1; j <= n - (k - st - 1); ++j) {
+      const double cost = std::max(prefix[j] - prefix[i] + stage_extra[st], best[st + 1][j]);
+      if (cost > best[0][0] * (1 + 1e-12) + 1e-9) continue;
+      if (pick < 0 || std::abs(j - even_end) < std::abs(pick - even_end)) pick = j;
+    }
+    SC_CHECK(pick > i, "a balanced split exists");
+    counts.push_back(pick - i);
+    i = pick;
+  }
   return counts;
 }
 
@@ -81,7 +122,7 @@ CostTable TransformerTable(const Scenario& sc, int stages) {
 
   CostTable table;
   table.source = "transformer";
-  const std::vector<int> layers = SplitLayers(t.layers, stages, "model.transformer");
+  const std::vector<int> layers = StageLayers(sc, stages);
   for (int st = 0; st < stages; ++st) {
     const int64_t n = layers[st];
     const bool last = st == stages - 1;
@@ -114,7 +155,7 @@ CostTable MlpTable(const Scenario& sc, int stages) {
 
   CostTable table;
   table.source = "mlp";
-  const std::vector<int> layers = SplitLayers(m.layers, stages, "model.mlp");
+  const std::vector<int> layers = StageLayers(sc, stages);
   for (int st = 0; st < stages; ++st) {
     const int64_t n = layers[st];
     const int64_t params = n * (h * h + h);
@@ -173,12 +214,21 @@ Profile ReadProfile(const std::string& path, const Scenario* scenario) {
   return p;
 }
 
+std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
+  const std::string what = fmt::format("profile {}", sc.model.profile_path);
+  if (sc.pipeline.partition == "even") return SplitLayers(static_cast<int>(p.layers.size()), stages, what);
+  std::vector<double> cost;
+  for (const LayerProfile& l : p.layers) {
+    cost.push_back(static_cast<double>(l.forward_ns + l.backward_input_ns + l.backward_weight_ns + l.step_ns));
+  }
+  return PartitionLayers(cost, std::vector<double>(stages, 0.0), what);
+}
+
 CostTable ProfileTable(const Scenario& sc, int stages) {
   const Profile p = ReadProfile(sc.model.profile_path, &sc);
   CostTable table;
   table.source = "profile:" + sc.model.profile_path;
-  const std::vector<int> counts =
-      SplitLayers(static_cast<int>(p.layers.size()), stages, fmt::format("profile {}", sc.model.profile_path));
+  const std::vector<int> counts = ProfileStageLayers(sc, p, stages);
   size_t next = 0;
   for (int st = 0; st < stages; ++st) {
     StageCost cost;
@@ -201,6 +251,27 @@ CostTable ProfileTable(const Scenario& sc, int stages) {
 }
 
 }  // namespace
+
+std::vector<int> StageLayers(const Scenario& sc, int stages) {
+  const ModelSpec& m = sc.model;
+  if (!m.profile_path.empty()) return ProfileStageLayers(sc, ReadProfile(m.profile_path, &sc), stages);
+  const bool balanced = sc.pipeline.partition == "balanced";
+  if (m.transformer) {
+    const TransformerSpec& t = *m.transformer;
+    if (!balanced) return SplitLayers(t.layers, stages, "model.transformer");
+    // In units of one layer's forward FLOPs, 24bsh²(1 + s/6h); the LM head adds 2bshV.
+    const double h = t.hidden, s = t.seq, V = t.vocab;
+    std::vector<double> extra(stages, 0.0);
+    extra.back() = 2 * V / (24 * h * (1 + s / (6 * h)));
+    return PartitionLayers(std::vector<double>(t.layers, 1.0), extra, "model.transformer");
+  }
+  if (m.mlp) {
+    if (!balanced) return SplitLayers(m.mlp->layers, stages, "model.mlp");
+    return PartitionLayers(std::vector<double>(m.mlp->layers, 1.0), std::vector<double>(stages, 0.0), "model.mlp");
+  }
+  throw InputError(fmt::format("{}: the model has no layers to split over stages (explicit costs are per rank)",
+                               sc.path));
+}
 
 CostTable BuildCosts(const Scenario& scenario, int stages) {
   const int ranks = scenario.pipeline.ranks;

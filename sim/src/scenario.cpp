@@ -128,7 +128,8 @@ std::vector<std::string> ParseSchedules(const Value& value) {
 
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(
-      value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute", "vertical_sync"});
+      value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute", "vertical_sync",
+              "partition"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"));
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxCount));
@@ -138,6 +139,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxCount));
   if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
+  if (const auto v = m.Find("partition")) p.partition = v->Choice({"even", "balanced"});
   // Each named schedule must accept the parameters it will run with.
   if (p.schedules.front() != "all") {
     for (const std::string& name : p.schedules) {
@@ -167,7 +169,7 @@ TrainingSpec ParseTraining(const Value& value) {
 // Facts that tie blocks together.
 void CrossCheck(const Scenario& s, const Map& root) {
   const Map pipeline(root.Get("pipeline"), {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps",
-                                            "recompute", "vertical_sync"});
+                                            "recompute", "vertical_sync", "partition"});
   const int devices = s.topology.devices();
   if (s.pipeline.ranks > devices) {
     pipeline.Get("ranks").Fail(

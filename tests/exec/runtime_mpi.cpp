@@ -33,6 +33,7 @@ struct Case {
   double lr = 0.1;
   bool residual = false;
   kernels::LossKind loss = kernels::LossKind::kMse;
+  std::vector<int> split;  // layers per stage; empty: even
 };
 
 exec::TrainingConfig ConfigFor(const Case& c) {
@@ -46,6 +47,7 @@ exec::TrainingConfig ConfigFor(const Case& c) {
   config.optimizer = c.optimizer;
   config.lr = static_cast<float>(c.optimizer == "adam" ? 0.01 : c.lr);
   config.momentum = 0.9f;
+  config.layers_per_stage = c.split;
   return config;
 }
 
@@ -108,7 +110,8 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
   rc.lr = config.lr;
   rc.momentum = config.momentum;
   rc.staleness = staleness;
-  rc.layers_per_stage.assign(c.ranks * c.chunks, config.model.layers / (c.ranks * c.chunks));
+  rc.layers_per_stage = c.split;
+  if (rc.layers_per_stage.empty()) rc.layers_per_stage.assign(c.ranks * c.chunks, config.model.layers / (c.ranks * c.chunks));
   rc.vertical_sync = c.vertical_sync;
   const testing::ReferenceResult want = testing::TrainReference(rc);
   const std::vector<testing::LayerParams> init = testing::ReferenceInitialParams(config.model);
@@ -153,6 +156,9 @@ TEST(RuntimeMpi, ZbH1Recompute) { ExpectMatchesReference({.schedule = "zb-h1", .
 TEST(RuntimeMpi, ZbH2ResidualCrossEntropy) {
   ExpectMatchesReference({.schedule = "zb-h2", .residual = true, .loss = kernels::LossKind::kCrossEntropy},
                          Staleness::kFlush);
+}
+TEST(RuntimeMpi, PipeDreamUnevenSplit) {
+  ExpectMatchesReference({.schedule = "pipedream", .lr = 0.02, .split = {3, 1, 2, 2}}, Staleness::kPipeDream);
 }
 TEST(RuntimeMpi, TwoRanksOfFourAndOneMicrobatch) {
   ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .microbatches = 1}, Staleness::kFlush);

@@ -100,6 +100,51 @@ TEST(BuildCosts, UnevenLayerSplitGivesExtrasToTheFirstStages) {
   EXPECT_EQ(ErrorOf([&] { BuildCosts(s, 6); }), "model.transformer has 5 layers; it cannot be split over 6 stages");
 }
 
+// Balanced splits worked by hand: the minimum over contiguous splits of the costliest stage.
+TEST(PartitionLayers, HandWorkedSplits) {
+  // [1, 1, 1, 1, 4] in 2 stages: {4, 1} costs max(4, 4) = 4; the even {3, 2} costs 5.
+  EXPECT_EQ(PartitionLayers({1, 1, 1, 1, 4}, {0, 0}, "m"), (std::vector<int>{4, 1}));
+  // 8 equal layers, 2 units of LM head on the last stage: {5, 3} costs max(5, 3 + 2) = 5.
+  EXPECT_EQ(PartitionLayers(std::vector<double>(8, 1.0), {0, 2}, "m"), (std::vector<int>{5, 3}));
+  // Uniform layers and no extras: exactly the even split, extras to the first stages.
+  EXPECT_EQ(PartitionLayers(std::vector<double>(7, 1.0), {0, 0, 0}, "m"), (std::vector<int>{3, 2, 2}));
+  // [5, 1, 1, 1, 1, 1] in 3 stages: the 5 alone, then {3, 2} or {2, 3}; the optimum is 5 and
+  // both keep it, so the one nearer the even boundaries (2, 4) wins: {1, 3, 2}.
+  EXPECT_EQ(PartitionLayers({5, 1, 1, 1, 1, 1}, {0, 0, 0}, "m"), (std::vector<int>{1, 3, 2}));
+  EXPECT_EQ(ErrorOf([] { PartitionLayers({1, 1}, {0, 0, 0}, "model.mlp"); }),
+            "model.mlp has 2 layers; it cannot be split over 3 stages");
+}
+
+// The tiny transformer's LM head (1280 FLOPs) is 0.096 of a layer (13312): with 5 layers on 2
+// stages the balanced split is still {3, 2} (3 vs 2.096); with 4 layers it is {2, 2}.
+// The GPT-1.3B head (2·V/(24h(1 + s/6h)) = 1.75 layers) moves a layer off the last stage.
+TEST(StageLayers, BalancedFollowsTheLmHead) {
+  Scenario s = TinyTransformer();
+  s.pipeline.partition = "balanced";
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{2, 2}));
+  s.model.transformer->layers = 5;
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{3, 2}));
+  s.model.transformer = TransformerSpec{24, 2048, 16, 2048, 50257, "bf16"};
+  // 8 stages of 24 layers: even is 3 each, the last costing 4.75; moving one layer to
+  // stage 0.. gives a max of 4 with the last stage holding 2 (+1.75 = 3.75).
+  const std::vector<int> split = StageLayers(s, 8);
+  EXPECT_EQ(split.back(), 2);
+  int total = 0;
+  for (int n : split) {
+    EXPECT_LE(n, 4);
+    total += n;
+  }
+  EXPECT_EQ(total, 24);
+  s.pipeline.partition = "even";
+  EXPECT_EQ(StageLayers(s, 8), std::vector<int>(8, 3));
+}
+
+TEST(StageLayers, ExplicitCostsHaveNoLayers) {
+  Scenario s = Base(2);
+  s.model.costs = ExplicitCosts{};
+  EXPECT_NE(ErrorOf([&] { StageLayers(s, 2); }).find("no layers to split"), std::string::npos);
+}
+
 TEST(BuildCosts, NanosecondsRoundToNearest) {
   Scenario s = TinyTransformer();
   s.topology.device.peak_flops = 3e9;  // 1.5 FLOP/ns at efficiency 0.5

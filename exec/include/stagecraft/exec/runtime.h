@@ -25,6 +25,9 @@ struct TrainingConfig {
   std::string optimizer = "sgd";  // "sgd" (with momentum) | "adam"
   float lr = 0.01f;
   float momentum = 0.9f;
+  // Layers per stage (sim::StageLayers of the scenario for this schedule's stage count);
+  // empty: the even split.
+  std::vector<int> layers_per_stage;
 };
 
 // The executor's configuration from a scenario: model.mlp, pipeline.microbatch_size and the
@@ -90,7 +93,7 @@ RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& confi
 std::string SerializeRankRun(const RankRun& run);
 RankRun ParseRankRun(const std::string& bytes);
 
-// The layers of stage `stage` under the executor's split (sim::SplitLayers).
+// The layers of stage `stage`: config.layers_per_stage, or the even split (sim::SplitLayers).
 StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage);
 
 }  // namespace stagecraft::exec

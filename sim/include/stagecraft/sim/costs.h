@@ -37,6 +37,21 @@ struct CostTable {
 // there are fewer layers than stages.
 std::vector<int> SplitLayers(int layers, int stages, std::string_view what);
 
+// Balanced split: contiguous layers per stage (each stage at least one) minimizing the most
+// expensive stage, where stage s costs its layers' `layer_cost` plus `stage_extra[s]` (e.g.
+// the LM head on the last stage). Exact (dynamic programming over split points, O(stages ·
+// layers²)); among equally good splits the one closest to even is taken, earlier stages
+// taking the extra layer. Throws InputError when there are fewer layers than stages.
+std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
+                                 std::string_view what);
+
+// The layers per stage a scenario uses for `stages` stages, in the simulator and the executor
+// alike: SplitLayers under pipeline.partition "even"; under "balanced", PartitionLayers over
+// the profile's per-layer forward + backward_input + backward_weight + step when model.profile
+// is set, else the analytical per-layer FLOPs (transformer: the LM head counted on the last
+// stage). Throws InputError for a model without layers (explicit costs) or a bad profile.
+std::vector<int> StageLayers(const Scenario& scenario, int stages);
+
 // Costs for `stages` stages (a multiple of pipeline.ranks) under loop placement (stage s on
 // rank s % ranks). Precedence: model.profile > model.costs > transformer / mlp.
 //

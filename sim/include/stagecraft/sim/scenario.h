@@ -103,6 +103,9 @@ struct PipelineSpec {
   int steps = 1;
   bool recompute = false;
   bool vertical_sync = false;
+  // How layers are split over the stages: "even" by count, or "balanced" by cost (the
+  // profile's measured per-layer times, else the analytical model's FLOPs); see costs.h.
+  std::string partition = "even";
 };
 
 struct TrainingSpec {
