@@ -263,7 +263,10 @@ struct Report {
   double worst_error_pct = 0;
   std::vector<std::string> exceeded;       // schedules whose |step-time error| is over --max-error
   std::vector<std::string> exceeded_text;  // the same with their errors: "1f1b (+10.0%)"
+  std::string summary;                     // one row per schedule, printed after the blocks
 };
+
+constexpr std::string_view kSummaryFormat = "{:<12} {:>12} {:>12} {:>8}   {:>11} {:>9} {:>8}\n";
 
 // One block per schedule found in both files, in the predicted file's order.
 void CompareCommon(const MetricsFile& predicted, const MetricsFile& measured, double max_error_pct, Report* report) {
@@ -279,6 +282,11 @@ void CompareCommon(const MetricsFile& predicted, const MetricsFile& measured, do
     CompareOne(p, *m, &report->text, &entry);
     report->json["schedules"].push_back(std::move(entry));
     const double error = *ErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
+    report->summary += fmt::format(kSummaryFormat, p.name, fmt::format("{:.3f}", p.step_time_ms),
+                                   fmt::format("{:.3f}", m->step_time_ms), ErrorText(error, "%"),
+                                   fmt::format("{:.2f}%", 100 * p.bubble_fraction),
+                                   fmt::format("{:.2f}%", 100 * m->bubble_fraction),
+                                   ErrorText(100 * (p.bubble_fraction - m->bubble_fraction), " pp"));
     if (report->worst.empty() || std::abs(error) > std::abs(report->worst_error_pct)) {
       report->worst = p.name;
       report->worst_error_pct = error;
@@ -304,7 +312,9 @@ int Run(const CompareFlags& f) {
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
   r.json = {{"predicted_file", predicted.path}, {"measured_file", measured.path}, {"schedules", OrderedJson::array()}};
   CompareCommon(predicted, measured, f.max_error_pct, &r);
-  r.text += "\n";
+  r.text += "\n" + fmt::format(kSummaryFormat, "schedule", "step pred ms", "measured ms", "error", "bubble pred",
+                                "measured", "error");
+  r.text += r.summary;
   if (!only_predicted.empty()) r.text += fmt::format("only in predicted: {}\n", fmt::join(only_predicted, ", "));
   if (!only_measured.empty()) r.text += fmt::format("only in measured: {}\n", fmt::join(only_measured, ", "));
   r.text += fmt::format("worst step-time error: {} ({})\n", ErrorText(r.worst_error_pct, "%"), r.worst);
