@@ -97,9 +97,8 @@ int Run(const ExecuteFlags& f) {
   Plan plan;
   try {
     plan = MakePlan(f, MpiWorldSize());
-  } catch (const InputError&) {
-    if (rank == 0) throw;  // printed once by main; the other ranks exit quietly
-    return 1;
+  } catch (const InputError& e) {
+    return ReportInputErrorOnce(e);
   }
   const sim::Scenario& sc = plan.scenario;
   auto device = MakeCpuDevice();

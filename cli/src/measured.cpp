@@ -34,10 +34,11 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
     for (size_t i = 0; i < run.ops.size(); ++i) {
       const exec::OpTime& t = run.ops[i];
       timing.push_back({t.start_ns, t.end_ns});
-      // The makespan spans compute and STEP ops, as the simulator's does.
-      if (schedules::IsComm(s.ops[r][i].kind) || t.start_ns < 0) continue;
+      if (t.start_ns < 0) continue;
+      // The run starts with its first op (a receive may be posted before any compute starts)
+      // and ends with its last compute or STEP op, as in the simulator.
       result.start_ns = std::min(result.start_ns, t.start_ns);
-      result.end_ns = std::max(result.end_ns, t.end_ns);
+      if (!schedules::IsComm(s.ops[r][i].kind)) result.end_ns = std::max(result.end_ns, t.end_ns);
     }
     result.timing.push_back(std::move(timing));
     std::vector<sim::MemorySample> memory;

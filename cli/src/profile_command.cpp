@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "scenario_runs.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
@@ -81,9 +82,8 @@ int Run(const ProfileFlags& f) {
   try {
     sc = sim::LoadScenario(f.scenario, f.sets);
     config = exec::TrainingConfigFor(sc);
-  } catch (const schedules::InputError&) {
-    if (rank == 0) throw;  // printed once by main
-    return 1;
+  } catch (const schedules::InputError& e) {
+    return ReportInputErrorOnce(e);
   }
   auto device = exec::MakeCpuDevice();
   auto transport = exec::MakeMpiTransport();

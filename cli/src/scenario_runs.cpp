@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
@@ -34,6 +35,16 @@ std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_
     out.push_back(std::move(s));
   }
   return out;
+}
+
+int ReportInputErrorOnce(const InputError& error) {
+  auto transport = exec::MakeMpiTransport();
+  if (transport->rank() == 0) {
+    std::fprintf(stderr, "stagecraft: error: %s\n", error.what());
+    std::fflush(stderr);
+  }
+  transport->Barrier();
+  return 1;
 }
 
 std::string TracePath(const std::string& path, const std::string& schedule, bool several) {
