@@ -1,0 +1,48 @@
+// The traces the viewer has open, read-only once loaded (Tracy's habit: data owned apart from
+// the view). Each trace is indexed for drawing: per (rank, stream) lane its ops sorted by start,
+// and its memory counters per rank. Loading never throws for a bad file: the result carries a
+// one-line error the window shows instead.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/trace.h"
+
+namespace stagecraft::viz {
+
+// One lane: the ops of one (rank, stream), sorted by start_ns, plus a prefix maximum of their
+// end times so a binary search finds the first op that can reach a time (ops may overlap on
+// send/recv streams).
+struct Lane {
+  int rank = 0;
+  schedules::Stream stream = schedules::Stream::kCompute;
+  std::vector<int> ops;            // indices into Trace::ops, sorted by start_ns
+  std::vector<int64_t> max_end_ns; // max_end_ns[i] = max end over ops[0..i]
+};
+
+struct LoadedTrace {
+  std::string path;
+  schedules::Trace trace;
+  int skipped = 0;                 // complete events missing a needed field (skipped, counted)
+  std::vector<Lane> lanes;         // ranks ascending; compute, send, recv per rank (empty lanes dropped)
+  std::vector<std::vector<schedules::TraceCounter>> memory;  // per rank, by time
+  int ranks = 0;
+  int64_t start_ns = 0;            // first op start
+  int64_t end_ns = 0;              // last op end
+  std::vector<int64_t> step_start_ns;  // per step: the first compute op of that step to start
+};
+
+struct LoadResult {
+  std::shared_ptr<const LoadedTrace> trace;  // null on error
+  std::string error;                         // "path: what", one line, when trace is null
+};
+
+// Reads and indexes a trace file.
+LoadResult LoadTraceFile(const std::string& path);
+// The same from text (tests, benchmarks); `path` names it in errors.
+LoadResult LoadTraceText(std::string_view text, const std::string& path);
+
+}  // namespace stagecraft::viz
