@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "stagecraft/sim/costs.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -338,65 +337,6 @@ class Runner {
 };
 
 }  // namespace
-
-StageShape StageShapeFor(const Schedule& schedule, const TrainingConfig& config, int stage) {
-  const std::vector<int> counts = config.layers_per_stage.empty()
-                                       ? sim::SplitLayers(config.model.layers, schedule.stages(), "model.mlp")
-                                       : config.layers_per_stage;
-  SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(), "one layer count per stage");
-  StageShape shape;
-  for (int s = 0; s < stage; ++s) shape.first_layer += counts[s];
-  shape.layers = counts[stage];
-  shape.hidden = config.model.hidden;
-  shape.rows = config.microbatch_size;
-  shape.residual = config.model.residual;
-  return shape;
-}
-
-TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
-  if (!sc.model.mlp) {
-    throw schedules::InputError(fmt::format(
-        "{}: model: the executor builds model.mlp networks; this scenario has none (it can be simulated only)", sc.path));
-  }
-  if (!sc.has_training) throw schedules::InputError(fmt::format("{}: execute needs a training block", sc.path));
-  if (sc.training.dtype != "fp32") {
-    throw schedules::InputError(
-        fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, sc.training.dtype));
-  }
-  if (!(sc.training.lr > 0)) throw schedules::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
-  TrainingConfig c;
-  c.model.layers = sc.model.mlp->layers;
-  c.model.hidden = sc.model.mlp->hidden;
-  c.model.residual = sc.model.mlp->residual;
-  c.model.loss = sc.model.mlp->loss == "cross_entropy" ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
-  c.model.seed = static_cast<uint64_t>(sc.training.seed);
-  c.microbatch_size = sc.pipeline.microbatch_size;
-  c.optimizer = sc.training.optimizer;
-  c.lr = static_cast<float>(sc.training.lr);
-  c.momentum = static_cast<float>(sc.training.momentum);
-  return c;
-}
-
-Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
-                    bool with_targets) {
-  Dataset d;
-  d.microbatches = microbatches;
-  if (with_inputs) {
-    const int64_t per = static_cast<int64_t>(rows) * model.hidden;
-    std::vector<float> host(static_cast<size_t>(per * microbatches));
-    for (int64_t g = 0; g < microbatches; ++g) MicrobatchInput(model, rows, g, host.data() + g * per);
-    d.inputs = Buffer(device, per * microbatches);
-    device.Upload(d.inputs.data(), host.data(), host.size());
-  }
-  if (with_targets) {
-    const int64_t per = TargetFloats(model, rows);
-    std::vector<float> host(static_cast<size_t>(per * microbatches));
-    MicrobatchTargets(model, rows, 0, microbatches, host.data());
-    d.targets = Buffer(device, per * microbatches);
-    device.Upload(d.targets.data(), host.data(), host.size());
-  }
-  return d;
-}
 
 RankRun RunRank(const Schedule& schedule, const TrainingConfig& config, const Dataset& data, Device& device,
                 Transport& transport, const RunHooks& hooks) {
