@@ -69,6 +69,7 @@ class Runner {
     loss_sum_.assign(s.steps, 0.0);
     loss_count_.assign(s.steps, 0);
     run_.ops.assign(ops.size(), OpTime{});
+    run_.peak_weight_versions = 1;
   }
 
   RankRun Run() {
@@ -144,6 +145,8 @@ class Runner {
     run_.last_compute_end_ns = end;
     if (op.kind == OpKind::kF && run_.first_f_start_ns < 0) run_.first_f_start_ns = start;
     if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
+    if (step_done_ >= 0 && hooks_.on_step) hooks_.on_step({step_done_, s_.steps, loss_sum_[step_done_] / s_.microbatches, end});
+    step_done_ = -1;
   }
 
   void Forward(const Op& op, Buffer x) {
@@ -169,9 +172,7 @@ class Runner {
     }
     mailbox_[Key(kBackward, op.stage, op)] = std::move(dy);
     loss_sum_[op.step] += loss;
-    if (++loss_count_[op.step] == s_.microbatches && hooks_.on_step) {
-      hooks_.on_step({op.step, s_.steps, loss_sum_[op.step] / s_.microbatches, Now()});
-    }
+    if (++loss_count_[op.step] == s_.microbatches) step_done_ = op.step;  // reported after the op's clock stops
   }
 
   void Backward(const Op& op, Buffer dout) {
@@ -331,6 +332,7 @@ class Runner {
   std::unordered_map<int64_t, Pending> recvs_;
   std::vector<double> loss_sum_;
   std::vector<int> loss_count_;
+  int step_done_ = -1;  // a step whose last loss the current op computed
   int64_t start_ns_ = 0;
   int64_t base_bytes_ = 0;
   RankRun run_;
