@@ -1,0 +1,204 @@
+// Tests for viz/src/trace_set.cpp: a small hand-written trace (ops out of order, overlapping
+// sends, a STEP before the first compute op, counters out of order) indexed into lanes, prefix
+// maxima, memory per rank and step starts worked out by hand; and the one-line errors for a
+// missing file, a truncated file and a non-trace, unknown fields ignored, missing ones skipped.
+#include "stagecraft/viz/trace_set.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace stagecraft::viz {
+namespace {
+
+using schedules::Stream;
+
+// Times in microseconds. Op i is the i-th event below:
+//   rank 0 compute: 0 [10,14]  1 [2,5]  2 [30,36] (step 1)  3 [20,25] (step 1)
+//   rank 0 send:    4 [5,25]   5 [14,15]
+//   rank 1 recv:    6 [5.5,6]
+//   rank 1 compute: 7 [6,9]    8 W [19.5,20.5] (step 1)   9 STEP [0.5,1.5]
+constexpr std::string_view kTrace = R"({"traceEvents":[
+{"ph":"M","name":"process_name","pid":0,"args":{"name":"rank 0"}},
+{"ph":"X","name":"0F1","pid":0,"tid":0,"ts":10,"dur":4,"args":{"kind":"F","stage":0,"microbatch":1,"step":0,"op_index":2}},
+{"ph":"X","name":"0F0","pid":0,"tid":0,"ts":2,"dur":3,"args":{"kind":"F","stage":0,"microbatch":0,"step":0,"op_index":0}},
+{"ph":"X","name":"0B2","pid":0,"tid":0,"ts":30,"dur":6,"args":{"kind":"B","stage":0,"microbatch":0,"step":1,"op_index":5}},
+{"ph":"X","name":"0F2","pid":0,"tid":0,"ts":20,"dur":5,"args":{"kind":"F","stage":0,"microbatch":0,"step":1,"op_index":4}},
+{"ph":"X","name":"0SEND_F0","pid":0,"tid":1,"ts":5,"dur":20,"args":{"kind":"SEND_F","stage":0,"microbatch":0,"step":0,"peer":1,"op_index":1}},
+{"ph":"X","name":"0SEND_F1","pid":0,"tid":1,"ts":14,"dur":1,"args":{"kind":"SEND_F","stage":0,"microbatch":1,"step":0,"peer":1,"op_index":3}},
+{"ph":"X","name":"1RECV_F0","pid":1,"tid":2,"ts":5.5,"dur":0.5,"args":{"kind":"RECV_F","stage":1,"microbatch":0,"step":0,"peer":0,"op_index":0}},
+{"ph":"X","name":"1F0","pid":1,"tid":0,"ts":6,"dur":3,"args":{"kind":"F","stage":1,"microbatch":0,"step":0,"op_index":1}},
+{"ph":"X","name":"1W2","pid":1,"tid":0,"ts":19.5,"dur":1,"args":{"kind":"W","stage":1,"microbatch":0,"step":1,"op_index":2}},
+{"ph":"X","name":"1STEP1","pid":1,"tid":0,"ts":0.5,"dur":1,"args":{"kind":"STEP","stage":1,"microbatch":0,"step":0,"version":1,"op_index":3}},
+{"ph":"C","name":"memory","pid":1,"ts":9,"args":{"bytes":300}},
+{"ph":"C","name":"memory","pid":1,"ts":2,"args":{"bytes":100}},
+{"ph":"C","name":"memory","pid":0,"ts":1,"args":{"bytes":50}}
+],
+"stagecraft":{"source":"predicted","scenario":"hand","schedule":"1f1b","microbatches":2,"summary":{}}})";
+
+std::shared_ptr<const LoadedTrace> MustLoad(std::string_view text, const std::string& path = "hand.json") {
+  LoadResult r = LoadTraceText(text, path);
+  EXPECT_EQ(r.error, "");
+  if (!r.trace) ADD_FAILURE() << "no trace";
+  return r.trace;
+}
+
+TEST(TraceSet, LanesSortedByStartPerRankAndStream) {
+  const auto t = MustLoad(kTrace);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->path, "hand.json");
+  EXPECT_EQ(t->trace.schedule, "1f1b");
+  EXPECT_EQ(t->skipped, 0);
+  EXPECT_EQ(t->ranks, 2);
+  ASSERT_EQ(t->lanes.size(), 4u);  // rank 0 has no recv lane, rank 1 no send lane: dropped
+  const std::vector<std::pair<int, Stream>> want_keys = {
+      {0, Stream::kCompute}, {0, Stream::kSend}, {1, Stream::kCompute}, {1, Stream::kRecv}};
+  const std::vector<std::vector<int>> want_ops = {{1, 0, 3, 2}, {4, 5}, {9, 7, 8}, {6}};
+  for (size_t k = 0; k < want_keys.size(); ++k) {
+    EXPECT_EQ(t->lanes[k].rank, want_keys[k].first) << "lane " << k;
+    EXPECT_EQ(t->lanes[k].stream, want_keys[k].second) << "lane " << k;
+    EXPECT_EQ(t->lanes[k].ops, want_ops[k]) << "lane " << k;
+  }
+}
+
+TEST(TraceSet, PrefixMaximumOfEndTimes) {
+  const auto t = MustLoad(kTrace);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->lanes[0].max_end_ns, (std::vector<int64_t>{5000, 14000, 25000, 36000}));
+  // The long send [5,25] us outlasts the short one after it [14,15].
+  EXPECT_EQ(t->lanes[1].max_end_ns, (std::vector<int64_t>{25000, 25000}));
+  EXPECT_EQ(t->lanes[2].max_end_ns, (std::vector<int64_t>{1500, 9000, 20500}));
+  EXPECT_EQ(t->lanes[3].max_end_ns, (std::vector<int64_t>{6000}));
+}
+
+TEST(TraceSet, ExtentAndStepStarts) {
+  const auto t = MustLoad(kTrace);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->start_ns, 500);  // the STEP op counts for the extent...
+  EXPECT_EQ(t->end_ns, 36000);
+  // ...but not for step starts: step 0 starts with rank 0's F at 2 us, step 1 with rank 1's W.
+  EXPECT_EQ(t->step_start_ns, (std::vector<int64_t>{2000, 19500}));
+}
+
+TEST(TraceSet, MemoryCountersPerRankByTime) {
+  const auto t = MustLoad(kTrace);
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->memory.size(), 2u);
+  ASSERT_EQ(t->memory[0].size(), 1u);
+  EXPECT_EQ(t->memory[0][0].time_ns, 1000);
+  EXPECT_EQ(t->memory[0][0].memory_bytes, 50);
+  ASSERT_EQ(t->memory[1].size(), 2u);
+  EXPECT_EQ(t->memory[1][0].time_ns, 2000);
+  EXPECT_EQ(t->memory[1][0].memory_bytes, 100);
+  EXPECT_EQ(t->memory[1][1].time_ns, 9000);
+  EXPECT_EQ(t->memory[1][1].memory_bytes, 300);
+}
+
+TEST(TraceSet, StepWithoutComputeTakesTheNextStepsStart) {
+  const auto t = MustLoad(R"({"traceEvents":[
+{"ph":"X","pid":0,"tid":0,"ts":7,"dur":1,"args":{"kind":"F","stage":0,"microbatch":0,"step":2,"op_index":0}},
+{"ph":"X","pid":0,"tid":0,"ts":1,"dur":1,"args":{"kind":"STEP","stage":0,"microbatch":0,"step":0,"op_index":1}}]})");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->step_start_ns, (std::vector<int64_t>{7000, 7000, 7000}));
+}
+
+TEST(TraceSet, EmptyTraceLoads) {
+  const auto t = MustLoad(R"({"traceEvents":[]})");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->ranks, 0);
+  EXPECT_TRUE(t->lanes.empty());
+  EXPECT_TRUE(t->step_start_ns.empty());
+  EXPECT_EQ(t->start_ns, 0);
+  EXPECT_EQ(t->end_ns, 0);
+}
+
+TEST(TraceSet, RoundTripsThroughTheWriter) {
+  schedules::Trace trace;
+  trace.schedule = "gpipe";
+  schedules::TraceOp op;
+  op.rank = 3;
+  op.op = schedules::Op{schedules::OpKind::kB, 3, 1, 0, 0, -1};
+  op.op_index = 7;
+  op.start_ns = 1234567;
+  op.duration_ns = 89;
+  trace.ops.push_back(op);
+  const auto t = MustLoad(schedules::TraceToJson(trace));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->ranks, 4);
+  ASSERT_EQ(t->lanes.size(), 1u);
+  EXPECT_EQ(t->lanes[0].rank, 3);
+  EXPECT_EQ(t->lanes[0].max_end_ns, (std::vector<int64_t>{1234656}));
+  EXPECT_EQ(t->step_start_ns, (std::vector<int64_t>{1234567}));
+}
+
+TEST(TraceSet, UnknownFieldsIgnoredAndIncompleteEventsSkipped) {
+  // foreign.json: two usable ops with extra fields, and four events missing a needed field
+  // (a tid out of range, no kind, an unknown kind, a counter without byte count).
+  const LoadResult r = LoadTraceFile(std::string(STAGECRAFT_TEST_DATA) + "/traces/foreign.json");
+  ASSERT_TRUE(r.trace) << r.error;
+  EXPECT_EQ(r.trace->skipped, 4);
+  EXPECT_EQ(r.trace->trace.ops.size(), 2u);
+  EXPECT_EQ(r.trace->ranks, 2);
+  ASSERT_EQ(r.trace->lanes.size(), 2u);
+  EXPECT_EQ(r.trace->lanes[0].rank, 0);
+  EXPECT_EQ(r.trace->lanes[1].stream, Stream::kSend);
+  EXPECT_EQ(r.trace->memory[1].size(), 1u);
+}
+
+TEST(TraceSet, MissingFieldsCountedAsSkipped) {
+  const auto t = MustLoad(R"({"traceEvents":[
+{"ph":"X","pid":0,"tid":0,"ts":1,"dur":1,"args":{"kind":"F","stage":0,"microbatch":0,"step":0,"op_index":0},"color":"red"},
+{"ph":"X","pid":0,"tid":0,"ts":2,"args":{"kind":"F","stage":0,"microbatch":1,"step":0,"op_index":1}},
+{"ph":"X","pid":0,"tid":0,"ts":3,"dur":1,"args":{"kind":"F","stage":0,"step":0,"op_index":2}}]})");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->skipped, 2);
+  EXPECT_EQ(t->trace.ops.size(), 1u);
+}
+
+TEST(TraceSet, MissingFileIsAOneLineError) {
+  const LoadResult r = LoadTraceFile("/nonexistent/dir/trace.json");
+  EXPECT_FALSE(r.trace);
+  EXPECT_EQ(r.error, "/nonexistent/dir/trace.json: cannot open file");
+}
+
+TEST(TraceSet, DirectoryIsAnError) {
+  const LoadResult r = LoadTraceFile(STAGECRAFT_TEST_DATA);
+  EXPECT_FALSE(r.trace);
+  EXPECT_EQ(r.error.rfind(std::string(STAGECRAFT_TEST_DATA) + ": cannot open file", 0), 0u) << r.error;
+}
+
+TEST(TraceSet, TruncatedFileIsAOneLineErrorNamingThePath) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("viz_truncated_" + std::to_string(::getpid()) + ".json")).string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << kTrace.substr(0, kTrace.size() / 2);
+  }
+  const LoadResult r = LoadTraceFile(path);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(r.trace);
+  EXPECT_EQ(r.error.rfind(path + ": not valid JSON: ", 0), 0u) << r.error;
+  EXPECT_EQ(r.error.find('\n'), std::string::npos);
+}
+
+TEST(TraceSet, TextThatIsNotATraceIsAnError) {
+  const LoadResult r = LoadTraceText(R"({"events":[]})", "x.json");
+  EXPECT_FALSE(r.trace);
+  EXPECT_EQ(r.error, "x.json: not a trace (no traceEvents array)");
+}
+
+TEST(TraceSet, HugeRankIsRefusedNotAllocated) {
+  const LoadResult r = LoadTraceText(R"({"traceEvents":[
+{"ph":"X","pid":2000000000,"tid":0,"ts":1,"dur":1,"args":{"kind":"F","stage":0,"microbatch":0,"step":0,"op_index":0}}]})",
+                                     "big.json");
+  EXPECT_FALSE(r.trace);
+  EXPECT_EQ(r.error, "big.json: rank 2000000000 is out of range (at most 1048576 ranks)");
+}
+
+}  // namespace
+}  // namespace stagecraft::viz
