@@ -131,3 +131,33 @@ TEST(Overlay, DifferentRankCountsAreRefused) {
 
 }  // namespace
 }  // namespace stagecraft::viz
+
+namespace stagecraft::viz {
+namespace {
+
+TraceOp AtStep(int step, int op_index, int64_t start_ns, int64_t end_ns) {
+  TraceOp t = At(0, Stream::kCompute, OpKind::kF, 0, op_index, start_ns, end_ns);
+  t.op.step = step;
+  return t;
+}
+
+// Two steps; the measured step 0 runs 50 ns longer, so its step 1 starts 50 ns later. Within
+// each step the ops sit where predicted, so every start difference is 0 (aligned at each step's
+// start), and the measured step-1 op that really starts 7 ns late shows exactly 7.
+//   predicted: s0 [0,100]            s1 [100,200], [200,300]
+//   measured:  s0 [1000,1150] (+50)  s1 [1150,1250], [1257,1357]
+TEST(Overlay, StartDifferencesAreTakenFromEachStepsStart) {
+  const auto p = Load("predicted", "1f1b", {AtStep(0, 0, 0, 100), AtStep(1, 1, 100, 200), AtStep(1, 2, 200, 300)});
+  const auto m = Load("measured", "1f1b", {AtStep(0, 0, 1000, 1150), AtStep(1, 1, 1150, 1250), AtStep(1, 2, 1257, 1357)});
+  const Overlay o = MatchTraces(*p, *m);
+  ASSERT_EQ(o.error, "");
+  EXPECT_EQ(o.offset_ns, 1000);  // drawn aligned at the first step
+  ASSERT_EQ(o.matched.size(), 3u);
+  EXPECT_EQ(o.matched[0].start_diff_ns, 0);
+  EXPECT_EQ(o.matched[0].duration_diff_ns, 50);
+  EXPECT_EQ(o.matched[1].start_diff_ns, 0);   // not 50: the step-0 error is not counted again
+  EXPECT_EQ(o.matched[2].start_diff_ns, 7);
+}
+
+}  // namespace
+}  // namespace stagecraft::viz

@@ -1,6 +1,7 @@
 // Predicted vs measured: ops matched by (rank, op_index), the position of the op in its rank's
 // IR list (DESIGN.md §6), so the same schedule's two traces pair up one to one whatever stream
-// each op ran on. The measured trace is shifted so both start their first step together.
+// each op ran on. The measured trace is drawn shifted so both start their first step together;
+// each op's start difference is measured from its own step's start in each trace.
 #include "stagecraft/viz/overlay.h"
 
 #include <algorithm>
@@ -38,6 +39,11 @@ bool SameOp(const TraceOp& a, const TraceOp& b) {
 }
 
 int64_t FirstStepStart(const LoadedTrace& t) { return t.step_start_ns.empty() ? t.start_ns : t.step_start_ns.front(); }
+
+// Where `step` starts in `t` (its first compute op); the first step's start when unknown.
+int64_t StepStart(const LoadedTrace& t, int step) {
+  return step >= 0 && step < static_cast<int>(t.step_start_ns.size()) ? t.step_start_ns[step] : FirstStepStart(t);
+}
 
 // match_of_predicted[p] = the measured op paired with predicted op p, or -1 (a duplicate key
 // pairs only its first op).
@@ -86,7 +92,9 @@ Overlay MatchTraces(const LoadedTrace& predicted, const LoadedTrace& measured) {
     MatchedOp m;
     m.predicted = static_cast<int>(p);
     m.measured = pair[p];
-    m.start_diff_ns = b.start_ns - overlay.offset_ns - a.start_ns;
+    // Each start is taken from its own trace's start of the op's step, so a step-time error
+    // does not pile up into every later op's disagreement.
+    m.start_diff_ns = (b.start_ns - StepStart(measured, b.op.step)) - (a.start_ns - StepStart(predicted, a.op.step));
     m.duration_diff_ns = b.duration_ns - a.duration_ns;
     overlay.match_of_predicted[p] = static_cast<int>(overlay.matched.size());
     overlay.match_of_measured[pair[p]] = static_cast<int>(overlay.matched.size());

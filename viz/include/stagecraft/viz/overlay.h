@@ -13,7 +13,10 @@ namespace stagecraft::viz {
 struct MatchedOp {
   int predicted = -1;  // index into the predicted trace's ops
   int measured = -1;   // index into the measured trace's ops
-  int64_t start_diff_ns = 0;     // measured start − predicted start, after alignment
+  // (measured start − its step's start in the measured trace) − (the same in the predicted
+  // trace): traces aligned at the start of every step, so an early step's error does not
+  // count again in every later op.
+  int64_t start_diff_ns = 0;
   int64_t duration_diff_ns = 0;  // measured duration − predicted duration
   int64_t Disagreement() const;  // |start_diff| + |duration_diff|
 };

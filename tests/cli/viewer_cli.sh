@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# `stagecraft-view --screenshot` under Xvfb: a predicted and a measured 1f1b trace of a small
+# run overlaid, the PNG decoded (stdlib only) and checked for size, content and the palette's
+# F and B colours; then bad input (missing file, truncated JSON, two schedules, missing
+# fields, bad flags): the window still renders, and each problem is one line on stderr.
+# Skips when the viewer was not built or xvfb-run is missing.
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+view="$(dirname "$sc")/../viz/stagecraft-view"
+if [[ ! -x "$view" ]]; then echo "SKIP: viewer not built"; exit 0; fi
+if ! command -v xvfb-run >/dev/null; then echo "SKIP: xvfb-run not installed"; exit 0; fi
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+# checkf NAME COND FILE: check, and show FILE (a captured stderr) when it fails.
+checkf() {
+  local before=$fail
+  fail=0
+  check "$1" "$2"
+  [[ $fail -eq 0 ]] || sed 's/^/  | /' "$3"
+  [[ $before -eq 0 ]] || fail=1
+}
+scenario="$root/scenarios/mlp-cpu.yaml"
+small=(--set pipeline.schedule=1f1b --set model.mlp.hidden=64 --set pipeline.microbatch_size=8
+       --set pipeline.steps=2)
+
+"$sc" simulate "$scenario" "${small[@]}" --trace "$tmp/p.json" >/dev/null 2>"$tmp/err"
+checkf "simulate writes the predicted trace" '[[ -s "$tmp/p.json" ]]' "$tmp/err"
+timeout 300 "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${small[@]}" --trace "$tmp/m.json" \
+  >/dev/null 2>"$tmp/err"
+checkf "execute writes the measured trace" '[[ -s "$tmp/m.json" ]]' "$tmp/err"
+
+# shot NAME OUT.png TRACE...: runs the viewer under Xvfb; rc in $rc, stderr in $tmp/NAME.err
+shot() {
+  local name="$1" out="$2"; shift 2
+  timeout 120 xvfb-run -a -s "-screen 0 1600x900x24" "$view" "$@" --screenshot "$out" --frames 5 \
+    >"$tmp/$name.out" 2>"$tmp/$name.err"
+  rc=$?
+}
+
+# png_check PNG: prints "W H DISTINCT F_PIXELS B_PIXELS" (colours from viz/app/palette.h).
+png_check() {
+  python3 - "$1" <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+pos, idat, w = 8, b"", 0
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if kind == b"IHDR":
+        w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+        assert depth == 8 and ctype in (2, 6), f"unexpected PNG format {depth}/{ctype}"
+        bpp = 3 if ctype == 2 else 4
+    elif kind == b"IDAT":
+        idat += body
+raw = zlib.decompress(idat)
+stride = w * bpp
+rows, prev, i = [], bytearray(stride), 0
+for _ in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+    i += 1 + stride
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0
+        b = prev[x]
+        c = prev[x - bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    rows.append(bytes(line))
+    prev = line
+colours = {}
+for line in rows:
+    for x in range(0, stride, bpp):
+        px = line[x:x + 3]
+        colours[px] = colours.get(px, 0) + 1
+def near(rgb, tol=6):
+    return sum(n for px, n in colours.items() if all(abs(px[k] - rgb[k]) <= tol for k in range(3)))
+print(w, h, len(colours), near((66, 133, 244)), near((52, 168, 83)))
+PY
+}
+
+# ---- predicted over measured ------------------------------------------------------------------
+shot overlay "$tmp/out.png" "$tmp/p.json" "$tmp/m.json"
+checkf "overlay: exit 0" '[[ $rc -eq 0 ]]' "$tmp/overlay.err"
+check "overlay: PNG written, no temporary left" '[[ -s "$tmp/out.png" && ! -e "$tmp/out.png.tmp" ]]'
+checkf "overlay: nothing on stderr" '[[ ! -s "$tmp/overlay.err" ]]' "$tmp/overlay.err"
+read -r w h distinct f_px b_px < <(png_check "$tmp/out.png" 2>"$tmp/png.err") || true
+checkf "PNG decodes" '[[ -n "${w:-}" ]]' "$tmp/png.err"
+check "PNG is 1600x900 (got ${w:-?}x${h:-?})" '[[ "${w:-}" == 1600 && "${h:-}" == 900 ]]'
+check "PNG not blank (${distinct:-0} colours)" '[[ "${distinct:-0}" -ge 50 ]]'
+check "F blue present (${f_px:-0} px)" '[[ "${f_px:-0}" -ge 2000 ]]'
+check "B green present (${b_px:-0} px)" '[[ "${b_px:-0}" -ge 2000 ]]'
+
+# ---- bad input: the window still renders, the problem is one stderr line ----------------------
+shot missing "$tmp/missing.png" "$tmp/p.json" "$tmp/does-not-exist.json"
+check "missing file: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/missing.png" ]]'
+checkf "missing file: named on stderr" '[[ $(wc -l <"$tmp/missing.err") -eq 1 ]] && grep -q "does-not-exist.json" "$tmp/missing.err"' "$tmp/missing.err"
+
+head -c 2000 "$tmp/p.json" >"$tmp/truncated.json"
+shot truncated "$tmp/truncated.png" "$tmp/truncated.json" "$tmp/m.json"
+check "truncated JSON: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/truncated.png" ]]'
+checkf "truncated JSON: named on stderr" '[[ $(wc -l <"$tmp/truncated.err") -eq 1 ]] && grep -q "truncated.json" "$tmp/truncated.err"' "$tmp/truncated.err"
+
+"$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=gpipe --trace "$tmp/g.json" >/dev/null 2>&1
+shot schedules "$tmp/schedules.png" "$tmp/g.json" "$tmp/m.json"
+check "two schedules: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/schedules.png" ]]'
+checkf "two schedules: overlay refused on stderr" 'grep -q "cannot overlay" "$tmp/schedules.err" && grep -q "gpipe" "$tmp/schedules.err"' "$tmp/schedules.err"
+read -r _ _ _ f_px b_px < <(png_check "$tmp/schedules.png" 2>/dev/null) || true
+check "two schedules: still drawn side by side" '[[ "${f_px:-0}" -ge 2000 && "${b_px:-0}" -ge 2000 ]]'
+
+# Unknown fields are ignored; an op missing its start is skipped and counted.
+python3 - "$tmp/m.json" "$tmp/fields.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["stagecraft"]["future_field"] = {"x": 1}
+ops = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+for e in ops:
+    e["future_arg"] = 7
+del ops[3]["ts"]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+shot fields "$tmp/fields.png" "$tmp/p.json" "$tmp/fields.json"
+check "fields: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/fields.png" ]]'
+checkf "fields: one skipped op counted" 'grep -q "1 op skipped" "$tmp/fields.err"' "$tmp/fields.err"
+
+# ---- bad flags: one line, exit 2, no window needed ----------------------------------------------
+"$view" "$tmp/p.json" --frames 2>"$tmp/flag.err"; rc=$?
+check "bad flag: exit 2, one line" '[[ $rc -eq 2 && $(wc -l <"$tmp/flag.err") -eq 1 ]] && grep -q -- "--frames" "$tmp/flag.err"'
+"$view" --bogus 2>"$tmp/flag.err"; rc=$?
+check "unknown flag: exit 2" '[[ $rc -eq 2 ]] && grep -q "unknown flag --bogus" "$tmp/flag.err"'
+
+# ---- no display: one line naming the cause, exit 1 ----------------------------------------------
+env -u DISPLAY -u WAYLAND_DISPLAY "$view" "$tmp/p.json" --screenshot "$tmp/nodisplay.png" 2>"$tmp/nodisplay.err"; rc=$?
+checkf "no display: exit 1, one line, no picture" \
+  '[[ $rc -eq 1 && $(wc -l <"$tmp/nodisplay.err") -eq 1 && ! -e "$tmp/nodisplay.png" ]] && grep -q "cannot open a window" "$tmp/nodisplay.err"' \
+  "$tmp/nodisplay.err"
+
+exit $fail

@@ -1,0 +1,50 @@
+// The viewer's fixed colours, one per op kind, so a picture reads the same everywhere and tests
+// can look for them in a screenshot (RGB, opaque):
+//   F blue (66,133,244) · B green (52,168,83) · I teal (0,150,136) · W orange (251,140,0)
+//   SEND_F/SEND_B grey (150,150,150) · RECV_F/RECV_B darker grey (115,115,115) · STEP purple (156,39,176)
+// Blocks of merged sub-pixel ops are slate (95,99,115); the bubble view tints idle time red;
+// predicted ops over measured ones are a white outline, red where they disagree.
+#pragma once
+
+#include <imgui.h>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::viz::app {
+
+constexpr ImU32 Rgba(int r, int g, int b, int a = 255) { return IM_COL32(r, g, b, a); }
+
+inline constexpr ImU32 kMergedColor = Rgba(95, 99, 115);
+inline constexpr ImU32 kBubbleColor = Rgba(230, 60, 60, 70);
+inline constexpr ImU32 kPredictedOutline = Rgba(235, 235, 235);
+inline constexpr ImU32 kDisagreeOutline = Rgba(255, 60, 60);
+inline constexpr ImU32 kJumpOutline = Rgba(255, 230, 0);
+inline constexpr ImU32 kLabelText = Rgba(255, 255, 255);
+inline constexpr ImU32 kSelectionBand = Rgba(255, 255, 255, 40);
+inline constexpr ImU32 kGridLine = Rgba(255, 255, 255, 22);
+inline constexpr ImU32 kLaneBackground = Rgba(255, 255, 255, 8);
+
+inline ImU32 KindColor(schedules::OpKind kind) {
+  using schedules::OpKind;
+  switch (kind) {
+    case OpKind::kF: return Rgba(66, 133, 244);
+    case OpKind::kB: return Rgba(52, 168, 83);
+    case OpKind::kI: return Rgba(0, 150, 136);
+    case OpKind::kW: return Rgba(251, 140, 0);
+    case OpKind::kSendF:
+    case OpKind::kSendB: return Rgba(150, 150, 150);
+    case OpKind::kRecvF:
+    case OpKind::kRecvB: return Rgba(115, 115, 115);
+    case OpKind::kStep: return Rgba(156, 39, 176);
+  }
+  return kMergedColor;
+}
+
+// Lines of the memory plot, one colour per open trace (cycled).
+inline ImU32 TraceColor(int trace_index) {
+  static constexpr ImU32 kColors[] = {Rgba(255, 202, 40), Rgba(0, 188, 212), Rgba(240, 98, 146),
+                                      Rgba(174, 213, 129), Rgba(255, 138, 101), Rgba(179, 157, 219)};
+  return kColors[trace_index % 6];
+}
+
+}  // namespace stagecraft::viz::app
