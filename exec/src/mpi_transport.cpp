@@ -117,15 +117,6 @@ class MpiTransport final : public Transport {
     for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
     return out;
   }
-  std::string Broadcast(const std::string& value, int root) override {
-    Barrier();
-    int length = Count(static_cast<int64_t>(value.size()));
-    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, root, MPI_COMM_WORLD));
-    std::string out = rank_ == root ? value : std::string(static_cast<size_t>(length), '\0');
-    SC_MPI_CHECK(MPI_Bcast(out.data(), length, MPI_CHAR, root, MPI_COMM_WORLD));
-    return out;
-  }
-
   [[noreturn]] void Abort(int exit_code) override {
     std::fflush(stdout);
     std::fflush(stderr);

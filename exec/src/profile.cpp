@@ -2,8 +2,8 @@
 #include "stagecraft/exec/profile.h"
 
 #include <algorithm>
-#include <cmath>
 
+#include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/stage.h"
 
 namespace stagecraft::exec {
@@ -33,17 +33,16 @@ LayerMeasurement ProfileLayer(const TrainingConfig& config, Device& device, int 
   shape.residual = config.model.residual;
   StageModel model(device, shape);
   const int64_t n = model.ParamFloats();
-  Buffer params(device, n), grads(device, n), state_a(device, n), state_b;
+  Buffer params(device, n), grads(device, n);
   model.InitParams(config.model, params.data());
   device.Fill(grads.data(), 0.0f, n);
-  device.Fill(state_a.data(), 0.0f, n);
-  if (config.optimizer == "adam") {
-    state_b = Buffer(device, n);
-    device.Fill(state_b.data(), 0.0f, n);
-  }
+  // A small learning rate keeps the weights (and so the timings) where they started.
+  TrainingConfig tiny_steps = config;
+  tiny_steps.lr = 1e-6f;
+  Optimizer optimizer(device, tiny_steps, n);
   LayerMeasurement m;
   m.weight_bytes = n * static_cast<int64_t>(sizeof(float));
-  m.optimizer_bytes = (state_a.size() + state_b.size()) * static_cast<int64_t>(sizeof(float));
+  m.optimizer_bytes = optimizer.StateBytes();
   m.send_bytes = model.ActivationFloats() * static_cast<int64_t>(sizeof(float));
   std::vector<float> host_x(static_cast<size_t>(model.ActivationFloats()));
   MicrobatchInput(config.model, shape.rows, 0, host_x.data());
@@ -58,18 +57,7 @@ LayerMeasurement ProfileLayer(const TrainingConfig& config, Device& device, int 
     const int64_t ti = Timed(device, [&] { dx = model.Backward(params.data(), std::move(y), &saved, nullptr); });
     m.w_stash_bytes = saved.Floats() * static_cast<int64_t>(sizeof(float));
     const int64_t tw = Timed(device, [&] { model.BackwardWeight(&saved, grads.data()); });
-    // A small learning rate keeps the weights (and so the timings) where they started.
-    const int64_t ts = Timed(device, [&] {
-      if (config.optimizer == "adam") {
-        kernels::AdamParams p;
-        p.lr = 1e-6f;
-        p.bias1 = 1.0f - p.beta1;
-        p.bias2 = 1.0f - p.beta2;
-        device.Adam(n, params.data(), state_a.data(), state_b.data(), grads.data(), 1.0f, p);
-      } else {
-        device.SgdMomentum(n, params.data(), state_a.data(), grads.data(), 1.0f, 1e-6f, config.momentum);
-      }
-    });
+    const int64_t ts = Timed(device, [&] { optimizer.Step(params.data(), grads.data(), 1.0f); });
     if (round < warmup) continue;
     f.push_back(tf);
     i.push_back(ti);

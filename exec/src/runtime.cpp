@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/exec/optimizer.h"
+
 
 namespace stagecraft::exec {
 namespace {
@@ -21,14 +23,14 @@ enum Direction : int64_t { kForward = 0, kBackward = 1 };
 
 // What one local stage owns: its math, weight versions, gradient accumulators, optimizer state.
 struct LocalStage {
-  explicit LocalStage(StageModel m) : model(std::move(m)) {}
+  LocalStage(StageModel m, Device& device, const TrainingConfig& config)
+      : model(std::move(m)), optimizer(device, config, model.ParamFloats()) {}
   StageModel model;
+  Optimizer optimizer;
   std::map<int, Buffer> versions;
   int newest = 0;
   std::map<int64_t, Buffer> grads;  // by update index
   std::map<int64_t, int> grad_count;
-  Buffer state_a, state_b;  // sgd: velocity; adam: m, v
-  int updates = 0;
   std::map<int, int> last_reader;  // version -> index of its last reading op on this rank
 };
 
@@ -47,18 +49,11 @@ class Runner {
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int stage = s.shape.StageOf(rank_, chunk);
       chunk_of_[stage] = chunk;
-      stages_.emplace_back(StageModel(device_, StageShapeFor(s, c, stage)));
+      stages_.emplace_back(StageModel(device_, StageShapeFor(s, c, stage)), device_, c);
       LocalStage& ls = stages_.back();
       Buffer w(device_, ls.model.ParamFloats());
       ls.model.InitParams(c.model, w.data());
       ls.versions.emplace(0, std::move(w));
-      const int64_t n = ls.model.ParamFloats();
-      ls.state_a = Buffer(device_, n);
-      device_.Fill(ls.state_a.data(), 0.0f, n);
-      if (c.optimizer == "adam") {
-        ls.state_b = Buffer(device_, n);
-        device_.Fill(ls.state_b.data(), 0.0f, n);
-      }
     }
     const auto& ops = s.ops[rank_];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
@@ -82,7 +77,7 @@ class Runner {
       Poll();
       SampleMemory();
     }
-    for (Pending& p : sends_) Finish(p, [&] { transport_.Wait(p.request); });
+    for (Pending& p : sends_) Finish(p);
     sends_.clear();
     SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty(), "every transfer and activation was consumed");
     run_.loop_ns = Now();
@@ -221,17 +216,7 @@ class Runner {
     }
     auto g = ls.grads.find(u);
     SC_CHECK(g != ls.grads.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
-    const float scale = 1.0f / static_cast<float>(ls.grad_count.at(u));
-    ++ls.updates;
-    if (config_.optimizer == "adam") {
-      kernels::AdamParams p;
-      p.lr = config_.lr;
-      p.bias1 = 1.0f - std::pow(p.beta1, static_cast<float>(ls.updates));
-      p.bias2 = 1.0f - std::pow(p.beta2, static_cast<float>(ls.updates));
-      device_.Adam(n, w.data(), ls.state_a.data(), ls.state_b.data(), g->second.data(), scale, p);
-    } else {
-      device_.SgdMomentum(n, w.data(), ls.state_a.data(), g->second.data(), scale, config_.lr, config_.momentum);
-    }
+    ls.optimizer.Step(w.data(), g->second.data(), 1.0f / static_cast<float>(ls.grad_count.at(u)));
     ls.grads.erase(g);
     ls.grad_count.erase(u);
     const int old = ls.newest;
@@ -280,17 +265,17 @@ class Runner {
     SC_CHECK(it != recvs_.end(), "every compute input is produced locally or received");
     Pending& p = it->second;
     const int64_t wait_start = Now();
-    Finish(p, [&] { transport_.Wait(p.request); });
+    Finish(p);
     run_.wait_ns += Now() - wait_start;
     Buffer b = std::move(p.buffer);
     recvs_.erase(it);
     return b;
   }
 
-  template <typename WaitFn>
-  void Finish(Pending& p, WaitFn wait) {
+  // Waits for a transfer unless Poll already saw it complete (its handle is then released).
+  void Finish(Pending& p) {
     if (run_.ops[p.op_index].end_ns < 0) {
-      wait();
+      transport_.Wait(p.request);
       run_.ops[p.op_index].end_ns = Now();
     }
   }

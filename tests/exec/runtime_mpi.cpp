@@ -33,7 +33,7 @@ struct Case {
   double lr = 0.1;
   bool residual = false;
   kernels::LossKind loss = kernels::LossKind::kMse;
-  std::vector<int> split;  // layers per stage; empty: even
+  std::vector<int> split{};  // layers per stage; empty: even
 };
 
 exec::TrainingConfig ConfigFor(const Case& c) {
