@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "stagecraft/base/error.h"
+
 namespace stagecraft::cli {
 
 struct Command {

@@ -19,13 +19,15 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::cli {
 namespace {
 
-using schedules::InputError;
+using stagecraft::InputError;
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
@@ -329,7 +331,7 @@ int Run(const CompareFlags& f) {
     r.json["exceeded"] = r.exceeded;
   }
   if (!f.json_path.empty())
-    schedules::WriteTextFileAtomically(f.json_path, r.json.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
+    stagecraft::WriteTextFileAtomically(f.json_path, r.json.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
   std::fwrite(r.text.data(), 1, r.text.size(), stdout);
   return r.exceeded.empty() ? 0 : kExceededExitCode;
 }

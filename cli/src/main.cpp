@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 int main(int argc, char** argv) {
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
     for (auto& command : commands) {
       if (command.app->parsed()) return command.run();
     }
-  } catch (const schedules::InputError& e) {
+  } catch (const stagecraft::InputError& e) {
     std::fprintf(stderr, "stagecraft: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

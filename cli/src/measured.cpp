@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/sim/units.h"
 
@@ -24,41 +25,28 @@ std::string JsonList(const std::vector<double>& values, const char* format) {
 MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                          const std::vector<std::string>& rank_runs) {
   SC_CHECK(static_cast<int>(rank_runs.size()) == s.ranks(), "one run per rank");
-  sim::SimResult result;
+  schedules::RunRecord result;
   result.start_ns = INT64_MAX;
   MeasuredSchedule m;
   int64_t ops = 0, overhead_ns = 0;
   for (int r = 0; r < s.ranks(); ++r) {
-    const exec::RankRun run = exec::ParseRankRun(rank_runs[r]);
-    std::vector<sim::OpTiming> timing;
-    for (size_t i = 0; i < run.ops.size(); ++i) {
-      const exec::OpTime& t = run.ops[i];
-      timing.push_back({t.start_ns, t.end_ns});
+    schedules::RankRecord rec = exec::ParseRankRun(rank_runs[r]).record;
+    for (size_t i = 0; i < rec.ops.size(); ++i) {
+      const schedules::OpTiming& t = rec.ops[i];
       if (t.start_ns < 0) continue;
       // The run starts with its first op (a receive may be posted before any compute starts)
       // and ends with its last compute or STEP op, as in the simulator.
       result.start_ns = std::min(result.start_ns, t.start_ns);
       if (!schedules::IsComm(s.ops[r][i].kind)) result.end_ns = std::max(result.end_ns, t.end_ns);
     }
-    result.timing.push_back(std::move(timing));
-    std::vector<sim::MemorySample> memory;
-    for (const auto& [t, bytes] : run.memory) memory.push_back({t, bytes});
-    result.memory.push_back(std::move(memory));
-    sim::RankResult rr;
-    rr.busy_ns = run.busy_ns;
-    rr.first_f_start_ns = run.first_f_start_ns;
-    rr.last_compute_end_ns = run.last_compute_end_ns;
-    rr.peak_memory_bytes = run.peak_memory_bytes;
-    rr.peak_inflight = run.peak_inflight;
-    rr.peak_weight_versions = run.peak_weight_versions;
-    rr.oom = sc.topology.device.memory_bytes > 0 && run.peak_memory_bytes > sc.topology.device.memory_bytes;
-    result.ranks.push_back(rr);
-    if (!run.losses.empty()) m.losses = run.losses;
-    const int64_t rank_overhead = std::max<int64_t>(0, run.loop_ns - run.busy_ns - run.wait_ns);
-    m.wait_ms.push_back(run.wait_ns * 1e-6);
+    rec.oom = sc.topology.device.memory_bytes > 0 && rec.peak_memory_bytes > sc.topology.device.memory_bytes;
+    if (!rec.losses.empty()) m.losses = rec.losses;
+    const int64_t rank_overhead = std::max<int64_t>(0, rec.loop_ns - rec.busy_ns - rec.wait_ns);
+    m.wait_ms.push_back(rec.wait_ns * 1e-6);
     m.overhead_ms.push_back(rank_overhead * 1e-6);
-    ops += static_cast<int64_t>(run.ops.size());
+    ops += static_cast<int64_t>(rec.ops.size());
     overhead_ns += rank_overhead;
+    result.ranks.push_back(std::move(rec));
   }
   if (result.start_ns == INT64_MAX) result.start_ns = 0;
   m.metrics = sim::ComputeMetrics(s, result, sc.pipeline.microbatch_size);

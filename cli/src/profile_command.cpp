@@ -13,6 +13,8 @@
 
 #include "commands.h"
 #include "scenario_runs.h"
+#include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
@@ -82,7 +84,7 @@ int Run(const ProfileFlags& f) {
   try {
     sc = sim::LoadScenario(f.scenario, f.sets);
     config = exec::TrainingConfigFor(sc);
-  } catch (const schedules::InputError& e) {
+  } catch (const stagecraft::InputError& e) {
     return ReportInputErrorOnce(e);
   }
   auto device = exec::MakeCpuDevice();
@@ -94,7 +96,7 @@ int Run(const ProfileFlags& f) {
   if (rank != 0) return 0;
   const auto layers = MedianOverRanks(gathered);
   const sim::Profile profile = ToProfile(config, device->Name() + "-core", layers);
-  schedules::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
+  stagecraft::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
   std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
               sc.name.c_str(), config.model.layers, config.model.hidden, config.microbatch_size, f.repeats,
               transport->size(), f.out_path.c_str());

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -18,7 +19,7 @@ std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipe
 // For commands under mpirun: bad input is found by every rank alike before any work. Rank 0
 // prints the one line, then every rank waits at a barrier so that no rank exits (and has
 // mpirun tear the job down) before the cause is out. Returns the exit code, 1.
-int ReportInputErrorOnce(const schedules::InputError& error);
+int ReportInputErrorOnce(const stagecraft::InputError& error);
 
 // `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several.
 std::string TracePath(const std::string& path, const std::string& schedule, bool several);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"

@@ -9,6 +9,8 @@
 
 #include "commands.h"
 #include "scenario_runs.h"
+#include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
@@ -32,7 +34,7 @@ struct SimulateFlags {
 
 struct Outcome {
   Schedule schedule;
-  SimResult result;
+  RunRecord result;
   ScheduleMetrics metrics;
   std::string cost_source;
 };

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::exec {

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::exec {

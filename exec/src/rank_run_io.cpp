@@ -1,8 +1,10 @@
-// RankRun <-> bytes, for gathering every rank's measurements on rank 0. Plain native-endian
+// RankRun (the rank's record and final weights) <-> bytes, for gathering every rank's measurements on rank 0. Plain native-endian
 // fields: the ranks of one job run the same binary.
 #include <cstring>
 
 #include "stagecraft/exec/runtime.h"
+
+#include "stagecraft/base/check.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -57,15 +59,17 @@ class Reader {
 
 std::string SerializeRankRun(const RankRun& run) {
   Writer w;
-  w.PutVector(run.ops);
-  w.PutVector(run.memory);
-  for (int64_t v : {run.busy_ns, run.wait_ns, run.loop_ns, run.first_f_start_ns, run.last_compute_end_ns,
-                    run.peak_memory_bytes}) {
+  const schedules::RankRecord& rec = run.record;
+  w.PutVector(rec.ops);
+  w.PutVector(rec.memory);
+  for (int64_t v : {rec.busy_ns, rec.wait_ns, rec.loop_ns, rec.first_f_start_ns, rec.last_compute_end_ns,
+                    rec.peak_memory_bytes}) {
     w.Put(v);
   }
-  w.Put(run.peak_inflight);
-  w.Put(run.peak_weight_versions);
-  w.PutVector(run.losses);
+  w.Put(rec.peak_inflight);
+  w.Put(rec.peak_weight_versions);
+  w.Put(rec.oom);
+  w.PutVector(rec.losses);
   w.Put<int64_t>(static_cast<int64_t>(run.final_params.size()));
   for (const auto& p : run.final_params) w.PutVector(p);
   return w.Take();
@@ -74,15 +78,17 @@ std::string SerializeRankRun(const RankRun& run) {
 RankRun ParseRankRun(const std::string& bytes) {
   Reader r(bytes);
   RankRun run;
-  run.ops = r.GetVector<OpTime>();
-  run.memory = r.GetVector<std::pair<int64_t, int64_t>>();
-  for (int64_t* v : {&run.busy_ns, &run.wait_ns, &run.loop_ns, &run.first_f_start_ns, &run.last_compute_end_ns,
-                     &run.peak_memory_bytes}) {
+  schedules::RankRecord& rec = run.record;
+  rec.ops = r.GetVector<schedules::OpTiming>();
+  rec.memory = r.GetVector<schedules::MemorySample>();
+  for (int64_t* v : {&rec.busy_ns, &rec.wait_ns, &rec.loop_ns, &rec.first_f_start_ns, &rec.last_compute_end_ns,
+                     &rec.peak_memory_bytes}) {
     *v = r.Get<int64_t>();
   }
-  run.peak_inflight = r.Get<int>();
-  run.peak_weight_versions = r.Get<int>();
-  run.losses = r.GetVector<double>();
+  rec.peak_inflight = r.Get<int>();
+  rec.peak_weight_versions = r.Get<int>();
+  rec.oom = r.Get<bool>();
+  rec.losses = r.GetVector<double>();
   const auto stages = r.Get<int64_t>();
   for (int64_t i = 0; i < stages; ++i) run.final_params.push_back(r.GetVector<float>());
   SC_CHECK(r.done(), "rank run bytes are well formed");

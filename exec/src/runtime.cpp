@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/exec/optimizer.h"
 
 
@@ -63,8 +64,8 @@ class Runner {
     }
     loss_sum_.assign(s.steps, 0.0);
     loss_count_.assign(s.steps, 0);
-    run_.ops.assign(ops.size(), OpTime{});
-    run_.peak_weight_versions = 1;
+    run_.record.ops.assign(ops.size(), schedules::OpTiming{});
+    run_.record.peak_weight_versions = 1;
   }
 
   RankRun Run() {
@@ -80,7 +81,7 @@ class Runner {
     for (Pending& p : sends_) Finish(p);
     sends_.clear();
     SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty(), "every transfer and activation was consumed");
-    run_.loop_ns = Now();
+    run_.record.loop_ns = Now();
     for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
       LocalStage& ls = stages_[chunk];
       std::vector<float> host(static_cast<size_t>(ls.model.ParamFloats()));
@@ -88,7 +89,7 @@ class Runner {
       run_.final_params.push_back(std::move(host));
     }
     if (s_.shape.RankOf(s_.stages() - 1) == rank_) {
-      for (int t = 0; t < s_.steps; ++t) run_.losses.push_back(loss_sum_[t] / s_.microbatches);
+      for (int t = 0; t < s_.steps; ++t) run_.record.losses.push_back(loss_sum_[t] / s_.microbatches);
     }
     return std::move(run_);
   }
@@ -135,10 +136,10 @@ class Runner {
     }
     device_.Synchronize();
     const int64_t end = Now();
-    run_.ops[i] = {start, end};
-    run_.busy_ns += end - start;
-    run_.last_compute_end_ns = end;
-    if (op.kind == OpKind::kF && run_.first_f_start_ns < 0) run_.first_f_start_ns = start;
+    run_.record.ops[i] = {start, end};
+    run_.record.busy_ns += end - start;
+    run_.record.last_compute_end_ns = end;
+    if (op.kind == OpKind::kF && run_.record.first_f_start_ns < 0) run_.record.first_f_start_ns = start;
     if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
     if (step_done_ >= 0 && hooks_.on_step) hooks_.on_step({step_done_, s_.steps, loss_sum_[step_done_] / s_.microbatches, end});
     step_done_ = -1;
@@ -151,7 +152,7 @@ class Runner {
       device_.Copy(x.data(), data_.inputs.data() + Global(op) * x.size(), x.size());
     }
     Activations& saved = saved_[Unit(op.stage, op.step, op.microbatch)];
-    run_.peak_inflight = std::max(run_.peak_inflight, static_cast<int>(saved_.size()));
+    run_.record.peak_inflight = std::max(run_.record.peak_inflight, static_cast<int>(saved_.size()));
     Buffer y = ls.model.Forward(ls.versions.at(op.version).data(), std::move(x), &saved, !s_.recompute);
     if (op.stage + 1 < s_.stages()) {
       mailbox_[Key(kForward, op.stage + 1, op)] = std::move(y);
@@ -223,7 +224,7 @@ class Runner {
     ls.versions.emplace(op.version, std::move(w));
     ls.newest = op.version;
     ReleaseVersion(i, op.stage, old);
-    run_.peak_weight_versions = std::max(run_.peak_weight_versions, static_cast<int>(ls.versions.size()));
+    run_.record.peak_weight_versions = std::max(run_.record.peak_weight_versions, static_cast<int>(ls.versions.size()));
   }
 
   // Frees `version` of `stage` after op i when i was its last reader and it is not the newest.
@@ -240,7 +241,7 @@ class Runner {
     p.buffer = std::move(it->second);
     mailbox_.erase(it);
     p.op_index = i;
-    run_.ops[i].start_ns = Now();
+    run_.record.ops[i].start_ns = Now();
     p.request = transport_.Isend(p.buffer.data(), p.buffer.size(), peer, key);
     sends_.push_back(std::move(p));
   }
@@ -249,7 +250,7 @@ class Runner {
     Pending p;
     p.buffer = Buffer(device_, static_cast<int64_t>(config_.microbatch_size) * config_.model.hidden);
     p.op_index = i;
-    run_.ops[i].start_ns = Now();
+    run_.record.ops[i].start_ns = Now();
     p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), peer, key);
     recvs_.emplace(key, std::move(p));
   }
@@ -266,7 +267,7 @@ class Runner {
     Pending& p = it->second;
     const int64_t wait_start = Now();
     Finish(p);
-    run_.wait_ns += Now() - wait_start;
+    run_.record.wait_ns += Now() - wait_start;
     Buffer b = std::move(p.buffer);
     recvs_.erase(it);
     return b;
@@ -274,9 +275,9 @@ class Runner {
 
   // Waits for a transfer unless Poll already saw it complete (its handle is then released).
   void Finish(Pending& p) {
-    if (run_.ops[p.op_index].end_ns < 0) {
+    if (run_.record.ops[p.op_index].end_ns < 0) {
       transport_.Wait(p.request);
-      run_.ops[p.op_index].end_ns = Now();
+      run_.record.ops[p.op_index].end_ns = Now();
     }
   }
 
@@ -284,7 +285,7 @@ class Runner {
   void Poll() {
     for (size_t j = 0; j < sends_.size();) {
       if (transport_.Test(sends_[j].request)) {
-        run_.ops[sends_[j].op_index].end_ns = Now();
+        run_.record.ops[sends_[j].op_index].end_ns = Now();
         sends_[j] = std::move(sends_.back());
         sends_.pop_back();
       } else {
@@ -292,14 +293,14 @@ class Runner {
       }
     }
     for (auto& [key, p] : recvs_) {
-      if (run_.ops[p.op_index].end_ns < 0 && transport_.Test(p.request)) run_.ops[p.op_index].end_ns = Now();
+      if (run_.record.ops[p.op_index].end_ns < 0 && transport_.Test(p.request)) run_.record.ops[p.op_index].end_ns = Now();
     }
   }
 
   void SampleMemory() {
     const int64_t bytes = device_.bytes_in_use() - base_bytes_;
-    if (run_.memory.empty() || run_.memory.back().second != bytes) run_.memory.emplace_back(Now(), bytes);
-    run_.peak_memory_bytes = std::max(run_.peak_memory_bytes, bytes);
+    if (run_.record.memory.empty() || run_.record.memory.back().bytes != bytes) run_.record.memory.push_back({Now(), bytes});
+    run_.record.peak_memory_bytes = std::max(run_.record.peak_memory_bytes, bytes);
   }
 
   const Schedule& s_;

@@ -2,6 +2,8 @@
 // layers of each stage, and the dataset a rank feeds or scores (see runtime.h).
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/sim/costs.h"
 
@@ -23,15 +25,15 @@ StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConf
 
 TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   if (!sc.model.mlp) {
-    throw schedules::InputError(fmt::format(
+    throw stagecraft::InputError(fmt::format(
         "{}: model: the executor builds model.mlp networks; this scenario has none (it can be simulated only)", sc.path));
   }
-  if (!sc.has_training) throw schedules::InputError(fmt::format("{}: execute needs a training block", sc.path));
+  if (!sc.has_training) throw stagecraft::InputError(fmt::format("{}: execute needs a training block", sc.path));
   if (sc.training.dtype != "fp32") {
-    throw schedules::InputError(
+    throw stagecraft::InputError(
         fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, sc.training.dtype));
   }
-  if (!(sc.training.lr > 0)) throw schedules::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
+  if (!(sc.training.lr > 0)) throw stagecraft::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
   TrainingConfig c;
   c.model.layers = sc.model.mlp->layers;
   c.model.hidden = sc.model.mlp->hidden;

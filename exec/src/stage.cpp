@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::exec {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules {

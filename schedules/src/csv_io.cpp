@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {

@@ -2,17 +2,10 @@
 #include "stagecraft/schedules/ir.h"
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
 namespace stagecraft::schedules {
-
-void CheckFailed(const char* expr, const char* file, int line, const std::string& msg) {
-  std::fprintf(stderr, "stagecraft: internal check failed at %s:%d: %s (%s)\n", file, line, expr, msg.c_str());
-  std::abort();
-}
 
 namespace {
 constexpr std::array<std::string_view, kNumOpKinds> kKindNames = {

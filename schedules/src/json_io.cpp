@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "stagecraft/base/error.h"
+
 namespace stagecraft::schedules {
 namespace {
 

@@ -3,11 +3,7 @@
 // that decodes only what a trace needs, so a million events load in well under a second.
 #include "stagecraft/schedules/trace.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -16,6 +12,9 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -535,30 +534,6 @@ std::string TraceToJson(const Trace& trace) {
                  Quote(trace.source), Quote(trace.scenario), Quote(trace.schedule), trace.microbatches,
                  summary.dump(-1, ' ', false, OrderedJson::error_handler_t::replace));
   return text;
-}
-
-void WriteTextFileAtomically(const std::string& path, std::string_view text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  auto fail = [&path](int err) { throw InputError(fmt::format("{}: cannot write ({})", path, std::strerror(err))); };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail(errno);
-  size_t done = 0;
-  int err = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0 && err == 0) err = errno;  // NFS and full disks may report only here
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    fail(err);
-  }
 }
 
 TraceReadResult TraceFromJson(std::string_view text, std::string_view source) {

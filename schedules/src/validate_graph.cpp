@@ -9,6 +9,7 @@
 #include <boost/graph/strong_components.hpp>
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules::detail {

@@ -6,12 +6,14 @@
 
 #include <cmath>
 
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 #include "yaml_util.h"
 
 namespace stagecraft::sim {
 
-using schedules::InputError;
+using stagecraft::InputError;
 
 std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
   if (layers < stages) {
@@ -63,7 +65,7 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
 
 namespace {
 
-using schedules::InputError;
+using stagecraft::InputError;
 using yaml::Map;
 using yaml::Value;
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::sim {
@@ -51,9 +52,7 @@ class Engine {
     SC_CHECK(topo.devices() >= s.ranks(), "a device per rank");
     const int ranks = s.ranks();
     result_.ranks.resize(ranks);
-    result_.timing.resize(ranks);
-    result_.memory.resize(ranks);
-    for (int r = 0; r < ranks; ++r) result_.timing[r].resize(s.ops[r].size());
+    for (int r = 0; r < ranks; ++r) result_.ranks[r].ops.resize(s.ops[r].size());
     next_.assign(ranks, 0);
     waiting_.assign(ranks, false);
     memory_.assign(ranks, 0);
@@ -68,7 +67,7 @@ class Engine {
     InitWeights();
   }
 
-  SimResult Run() {
+  RunRecord Run() {
     for (int r = 0; r < s_.ranks(); ++r) Advance(r);
     while (!queue_.empty()) {
       const Event e = queue_.top();
@@ -136,10 +135,10 @@ class Engine {
 
   void AddMemory(int rank, int64_t delta) {
     memory_[rank] += delta;
-    RankResult& rr = result_.ranks[rank];
+    RankRecord& rr = result_.ranks[rank];
     rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, memory_[rank]);
     if (!config_.record_memory) return;
-    auto& samples = result_.memory[rank];
+    auto& samples = result_.ranks[rank].memory;
     if (!samples.empty() && samples.back().time_ns == now_) {
       samples.back().bytes = memory_[rank];
     } else {
@@ -167,7 +166,7 @@ class Engine {
       ++live_versions_[stage];
       AddMemory(s_.shape.RankOf(stage), Cost(stage).weight_bytes);
     }
-    RankResult& rr = result_.ranks[s_.shape.RankOf(stage)];
+    RankRecord& rr = result_.ranks[s_.shape.RankOf(stage)];
     rr.peak_weight_versions = std::max(rr.peak_weight_versions, live_versions_[stage]);
   }
 
@@ -190,7 +189,7 @@ class Engine {
             ++next_[r];
             return;
           }
-          result_.timing[r][index] = {now_, now_};
+          result_.ranks[r].ops[index] = {now_, now_};
           StepDone(op);
           break;
         default:
@@ -234,13 +233,13 @@ class Engine {
 
   void StartCompute(int r, int index, const Op& op) {
     const int64_t duration = Duration(op);
-    result_.timing[r][index] = {now_, now_ + duration};
+    result_.ranks[r].ops[index] = {now_, now_ + duration};
     if (const Input in = InputOf(r, op); in.cross_rank) {
       AddMemory(r, -xfers_[(in.forward ? xfer_f_ : xfer_b_)[unit_(op)]].bytes);  // recv buffer consumed
     }
     if (op.kind == OpKind::kF) {
       AddMemory(r, Cost(op.stage).activation_bytes);
-      RankResult& rr = result_.ranks[r];
+      RankRecord& rr = result_.ranks[r];
       rr.peak_inflight = std::max(rr.peak_inflight, ++inflight_[r]);
       if (rr.first_f_start_ns < 0) rr.first_f_start_ns = now_;
     }
@@ -251,7 +250,7 @@ class Engine {
     const Op& op = s_.ops[r][index];
     const StageCost& c = Cost(op.stage);
     const int64_t duration = Duration(op);
-    RankResult& rr = result_.ranks[r];
+    RankRecord& rr = result_.ranks[r];
     rr.busy_ns += duration;
     rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, now_);
     switch (op.kind) {
@@ -311,13 +310,13 @@ class Engine {
     const int x = TransferFor(index, op, false);
     xfers_[x].recv_post = now_;
     AddMemory(r, xfers_[x].bytes);
-    result_.timing[r][index].start_ns = now_;
+    result_.ranks[r].ops[index].start_ns = now_;
     if (xfers_[x].send_post >= 0) StartTransfer(x);
   }
 
   void StartTransfer(int x) {
     Transfer& t = xfers_[x];
-    result_.timing[t.src][t.send_index].start_ns = now_;
+    result_.ranks[t.src].ops[t.send_index].start_ns = now_;
     const int64_t latency = topo_.RouteLatencyNs(t.src, t.dst) + costs_.p2p_latency_ns;
     if (t.bytes <= 0) {
       Push(now_ + latency, EventType::kTransferDone, x, 0, t.gen);
@@ -344,8 +343,8 @@ class Engine {
       for (int link : route) std::erase(link_active_[link], x);
       UpdateRates(route);
     }
-    result_.timing[t.src][t.send_index].end_ns = now_;
-    result_.timing[t.dst][t.recv_index].end_ns = now_;
+    result_.ranks[t.src].ops[t.send_index].end_ns = now_;
+    result_.ranks[t.dst].ops[t.recv_index].end_ns = now_;
     AddMemory(t.src, -t.bytes);
     (t.forward ? arrival_f_ : arrival_b_)[t.consumer_unit] = now_;
     if (waiting_[t.dst]) Advance(t.dst);
@@ -383,12 +382,12 @@ class Engine {
       for (size_t i = 0; i < s_.ops[r].size(); ++i) {
         const OpKind kind = s_.ops[r][i].kind;
         if (!schedules::IsCompute(kind) && kind != OpKind::kStep) continue;
-        const OpTiming& t = result_.timing[r][i];
+        const OpTiming& t = result_.ranks[r].ops[i];
         start = any ? std::min(start, t.start_ns) : t.start_ns;
         end = any ? std::max(end, t.end_ns) : t.end_ns;
         any = true;
       }
-      RankResult& rr = result_.ranks[r];
+      RankRecord& rr = result_.ranks[r];
       rr.oom = config_.device_memory_bytes > 0 && rr.peak_memory_bytes > config_.device_memory_bytes;
     }
     result_.start_ns = start;
@@ -401,7 +400,7 @@ class Engine {
   const SimConfig& config_;
   const schedules::UnitIndex unit_;
   size_t units_;
-  SimResult result_;
+  RunRecord result_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   uint64_t seq_ = 0;
   int64_t now_ = 0;
@@ -420,7 +419,7 @@ class Engine {
 
 }  // namespace
 
-SimResult Simulate(const Schedule& schedule, const CostTable& costs, const Topology& topology, const SimConfig& config) {
+RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topology& topology, const SimConfig& config) {
   return Engine(schedule, costs, topology, config).Run();
 }
 

@@ -21,7 +21,7 @@ bool ScheduleMetrics::AnyOom() const {
   return std::any_of(ranks_detail.begin(), ranks_detail.end(), [](const RankMetrics& r) { return r.oom; });
 }
 
-ScheduleMetrics ComputeMetrics(const schedules::Schedule& s, const SimResult& result, int microbatch_size) {
+ScheduleMetrics ComputeMetrics(const schedules::Schedule& s, const RunRecord& result, int microbatch_size) {
   ScheduleMetrics m;
   m.schedule = s.name;
   m.ranks = s.ranks();
@@ -37,7 +37,7 @@ ScheduleMetrics ComputeMetrics(const schedules::Schedule& s, const SimResult& re
       makespan_s > 0 ? static_cast<double>(s.microbatches) * microbatch_size * s.steps / makespan_s : 0;
   int64_t idle_ns = 0;
   for (int r = 0; r < s.ranks(); ++r) {
-    const RankResult& rr = result.ranks[r];
+    const RankRecord& rr = result.ranks[r];
     RankMetrics rm;
     rm.rank = r;
     rm.busy_ms = rr.busy_ns * 1e-6;
@@ -71,7 +71,7 @@ std::string MetricsToJson(const ScheduleMetrics& m) {
   return out + "]}";
 }
 
-schedules::Trace BuildTrace(const schedules::Schedule& s, const SimResult& result, const std::string& scenario,
+schedules::Trace BuildTrace(const schedules::Schedule& s, const RunRecord& result, const std::string& scenario,
                             const std::string& source, const std::string& summary_json) {
   schedules::Trace trace;
   trace.source = source;
@@ -82,7 +82,7 @@ schedules::Trace BuildTrace(const schedules::Schedule& s, const SimResult& resul
   for (int r = 0; r < s.ranks(); ++r) {
     for (size_t i = 0; i < s.ops[r].size(); ++i) {
       const schedules::Op& op = s.ops[r][i];
-      const OpTiming& t = result.timing[r][i];
+      const OpTiming& t = result.ranks[r].ops[i];
       if (t.start_ns < 0 || t.end_ns < t.start_ns) continue;
       schedules::TraceOp ev;
       ev.rank = r;
@@ -94,7 +94,7 @@ schedules::Trace BuildTrace(const schedules::Schedule& s, const SimResult& resul
       else if (op.kind == OpKind::kRecvF || op.kind == OpKind::kRecvB) ev.stream = schedules::Stream::kRecv;
       trace.ops.push_back(ev);
     }
-    for (const MemorySample& m : result.memory[r]) {
+    for (const MemorySample& m : result.ranks[r].memory) {
       trace.counters.push_back({r, std::max<int64_t>(0, m.time_ns - result.start_ns), m.bytes});
     }
   }

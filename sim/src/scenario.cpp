@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "scenario_parse.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/topology.h"
@@ -19,7 +20,7 @@
 namespace stagecraft::sim {
 namespace {
 
-using schedules::InputError;
+using stagecraft::InputError;
 using yaml::Map;
 using yaml::Origin;
 using yaml::Override;

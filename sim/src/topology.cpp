@@ -18,12 +18,14 @@
 #pragma GCC diagnostic pop
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::sim {
 namespace {
 
-using schedules::InputError;
+using stagecraft::InputError;
 
 // Route cost: latency first, then serialization time per byte (sum of 1/bandwidth) so that of
 // two equally fast routes the wider one wins, deterministically.

@@ -9,12 +9,13 @@
 #include <limits>
 #include <optional>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::sim {
 namespace {
 
-using schedules::InputError;
+using stagecraft::InputError;
 
 struct Unit {
   std::string_view name;

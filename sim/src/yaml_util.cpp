@@ -9,13 +9,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/units.h"
 
 namespace stagecraft::sim::yaml {
 namespace {
 
-using schedules::InputError;
+using stagecraft::InputError;
 
 bool StartsWith(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() && text.substr(0, prefix.size()) == prefix;

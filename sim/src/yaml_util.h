@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "stagecraft/base/error.h"
+
 namespace stagecraft::sim::yaml {
 
 // One --set override "key.path=value".

@@ -9,23 +9,26 @@ namespace {
 
 TEST(RankRunIoTest, RoundTripKeepsEveryField) {
   RankRun run;
-  run.ops = {{0, 10}, {-1, -1}, {12, 40}};
-  run.memory = {{0, 100}, {5, 250}};
-  run.busy_ns = 38;
-  run.wait_ns = 2;
-  run.loop_ns = 45;
-  run.first_f_start_ns = 0;
-  run.last_compute_end_ns = 40;
-  run.peak_memory_bytes = 250;
-  run.peak_inflight = 3;
-  run.peak_weight_versions = 2;
-  run.losses = {0.5, 0.25};
+  schedules::RankRecord& rec = run.record;
+  rec.ops = {{0, 10}, {-1, -1}, {12, 40}};
+  rec.memory = {{0, 100}, {5, 250}};
+  rec.busy_ns = 38;
+  rec.wait_ns = 2;
+  rec.loop_ns = 45;
+  rec.first_f_start_ns = 0;
+  rec.last_compute_end_ns = 40;
+  rec.peak_memory_bytes = 250;
+  rec.peak_inflight = 3;
+  rec.peak_weight_versions = 2;
+  rec.oom = true;
+  rec.losses = {0.5, 0.25};
   run.final_params = {{1.5f, -2.0f}, {3.0f}};
-  const RankRun back = ParseRankRun(SerializeRankRun(run));
+  const RankRun back_run = ParseRankRun(SerializeRankRun(run));
+  const schedules::RankRecord& back = back_run.record;
   ASSERT_EQ(back.ops.size(), 3u);
   EXPECT_EQ(back.ops[2].start_ns, 12);
   EXPECT_EQ(back.ops[1].end_ns, -1);
-  EXPECT_EQ(back.memory, run.memory);
+  EXPECT_EQ(back.memory, rec.memory);
   EXPECT_EQ(back.busy_ns, 38);
   EXPECT_EQ(back.wait_ns, 2);
   EXPECT_EQ(back.loop_ns, 45);
@@ -33,13 +36,14 @@ TEST(RankRunIoTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.peak_memory_bytes, 250);
   EXPECT_EQ(back.peak_inflight, 3);
   EXPECT_EQ(back.peak_weight_versions, 2);
-  EXPECT_EQ(back.losses, run.losses);
-  EXPECT_EQ(back.final_params, run.final_params);
+  EXPECT_TRUE(back.oom);
+  EXPECT_EQ(back.losses, rec.losses);
+  EXPECT_EQ(back_run.final_params, run.final_params);
 }
 
 TEST(RankRunIoTest, TruncatedBytesFailTheCheck) {
   RankRun run;
-  run.losses = {1.0, 2.0};
+  run.record.losses = {1.0, 2.0};
   const std::string bytes = SerializeRankRun(run);
   EXPECT_DEATH(ParseRankRun(bytes.substr(0, bytes.size() - 3)), "well formed");
 }

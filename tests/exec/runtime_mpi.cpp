@@ -85,7 +85,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   out.layers.resize(config.model.layers);
   for (int r = 0; r < s.ranks(); ++r) {
     const exec::RankRun run = exec::ParseRankRun(all[r]);
-    if (!run.losses.empty()) out.losses = run.losses;
+    if (!run.record.losses.empty()) out.losses = run.record.losses;
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const exec::StageShape shape = exec::StageShapeFor(s, config, s.shape.StageOf(r, chunk));
       for (int l = 0; l < shape.layers; ++l) {

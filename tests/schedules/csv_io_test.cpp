@@ -9,11 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include "generator_cases.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/schedules/weights.h"
-#include "generator_cases.h"
 
 namespace stagecraft::schedules {
 namespace {

@@ -8,10 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include "generator_cases.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
-#include "generator_cases.h"
 
 namespace stagecraft::schedules {
 namespace {

@@ -16,6 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/atomic_file.h"
+
 namespace stagecraft::schedules {
 namespace {
 

@@ -139,7 +139,7 @@ TEST(Engine, PeakMemoryEqualsIrAnalysis) {
       c.grad_bytes = g;
       c.optimizer_bytes = o;
     }
-    const SimResult result = Simulate(s, costs, Node(4), SimConfig{});
+    const RunRecord result = Simulate(s, costs, Node(4), SimConfig{});
     const auto analysis = schedules::Analyze(s);
     for (int r = 0; r < 4; ++r) {
       const int64_t expected = analysis[r].peak_inflight * a + chunks * (wt * analysis[r].peak_weight_versions + g + o);
@@ -153,7 +153,7 @@ TEST(Engine, PeakMemoryEqualsIrAnalysis) {
 TEST(Engine, WeightVersionsMatchIrAnalysis) {
   for (const char* name : {"pipedream", "2bw"}) {
     const Schedule s = Make(name, 4, 8, 3);
-    const SimResult result = Simulate(s, Uniform(4, kMs, kMs, kMs), Node(4), SimConfig{});
+    const RunRecord result = Simulate(s, Uniform(4, kMs, kMs, kMs), Node(4), SimConfig{});
     const auto analysis = schedules::Analyze(s);
     for (int r = 0; r < 4; ++r) {
       EXPECT_EQ(result.ranks[r].peak_weight_versions, analysis[r].peak_weight_versions) << name << " rank " << r;
@@ -168,10 +168,10 @@ TEST(Engine, LinkSharedByTwoTransfersTakesTwiceAsLong) {
   const double bandwidth = 100e9;
   auto recv_end = [&](int m) {
     const Schedule s = Make("gpipe", 2, m);
-    const SimResult r = Simulate(s, Uniform(2, 0, kMs, kMs, bytes), Node(2, bandwidth, 0), SimConfig{});
+    const RunRecord r = Simulate(s, Uniform(2, 0, kMs, kMs, bytes), Node(2, bandwidth, 0), SimConfig{});
     int64_t last = 0;
     for (size_t i = 0; i < s.ops[1].size(); ++i) {
-      if (s.ops[1][i].kind == schedules::OpKind::kRecvF) last = std::max(last, r.timing[1][i].end_ns);
+      if (s.ops[1][i].kind == schedules::OpKind::kRecvF) last = std::max(last, r.ranks[1].ops[i].end_ns);
     }
     return last;
   };
@@ -220,11 +220,11 @@ CostTable WithStep(CostTable costs, int64_t step_ns) {
 using Spans = std::vector<std::pair<int64_t, int64_t>>;
 
 // [start, end] of every STEP op of `rank`, in IR order.
-Spans StepSpans(const Schedule& s, const SimResult& result, int rank) {
+Spans StepSpans(const Schedule& s, const RunRecord& result, int rank) {
   Spans spans;
   for (size_t i = 0; i < s.ops[rank].size(); ++i) {
     if (s.ops[rank][i].kind != schedules::OpKind::kStep) continue;
-    spans.emplace_back(result.timing[rank][i].start_ns, result.timing[rank][i].end_ns);
+    spans.emplace_back(result.ranks[rank].ops[i].start_ns, result.ranks[rank].ops[i].end_ns);
   }
   return spans;
 }
@@ -236,13 +236,13 @@ TEST(Engine, StepCostOnOneRankHoldsTheStream) {
   for (const char* name : {"gpipe", "1f1b"}) {
     SCOPED_TRACE(name);
     const Schedule s = Make(name, 1, 2);
-    const SimResult timed = Simulate(s, WithStep(Uniform(1, kUs, kUs, kUs), 5 * kUs), Node(1), SimConfig{});
+    const RunRecord timed = Simulate(s, WithStep(Uniform(1, kUs, kUs, kUs), 5 * kUs), Node(1), SimConfig{});
     EXPECT_EQ(timed.makespan_ns(), 11 * kUs);
     EXPECT_EQ(timed.ranks[0].busy_ns, 11 * kUs);
     EXPECT_EQ(timed.ranks[0].last_compute_end_ns, 11 * kUs);
     EXPECT_EQ(StepSpans(s, timed, 0), (Spans{{6 * kUs, 11 * kUs}}));
 
-    const SimResult instant = Simulate(s, Uniform(1, kUs, kUs, kUs), Node(1), SimConfig{});
+    const RunRecord instant = Simulate(s, Uniform(1, kUs, kUs, kUs), Node(1), SimConfig{});
     EXPECT_EQ(instant.makespan_ns(), 6 * kUs);
     EXPECT_EQ(instant.ranks[0].busy_ns, 6 * kUs);
     EXPECT_EQ(StepSpans(s, instant, 0), (Spans{{6 * kUs, 6 * kUs}}));
@@ -261,13 +261,13 @@ TEST(Engine, StepCostOnOneRankHoldsTheStream) {
 TEST(Engine, StepCostOneFOneBTwoRanksTwoSteps) {
   const Schedule s = Make("1f1b", 2, 2, 2);
   const int64_t step = 5 * kUs;
-  const SimResult timed = Simulate(s, WithStep(Uniform(2, kUs, kUs, kUs), step), Node(2), SimConfig{});
+  const RunRecord timed = Simulate(s, WithStep(Uniform(2, kUs, kUs, kUs), step), Node(2), SimConfig{});
   EXPECT_EQ(timed.makespan_ns(), 18 * kUs + 2 * step);
   EXPECT_EQ(StepSpans(s, timed, 0), (Spans{{9 * kUs, 9 * kUs + step}, {18 * kUs + step, 18 * kUs + 2 * step}}));
   EXPECT_EQ(StepSpans(s, timed, 1), (Spans{{7 * kUs, 7 * kUs + step}, {16 * kUs + step, 16 * kUs + 2 * step}}));
   for (int r = 0; r < 2; ++r) EXPECT_EQ(timed.ranks[r].busy_ns, 12 * kUs + 2 * step) << "rank " << r;
 
-  const SimResult instant = Simulate(s, Uniform(2, kUs, kUs, kUs), Node(2), SimConfig{});
+  const RunRecord instant = Simulate(s, Uniform(2, kUs, kUs, kUs), Node(2), SimConfig{});
   EXPECT_EQ(instant.makespan_ns(), 18 * kUs);
   EXPECT_EQ(StepSpans(s, instant, 0), (Spans{{9 * kUs, 9 * kUs}, {18 * kUs, 18 * kUs}}));
   EXPECT_EQ(StepSpans(s, instant, 1), (Spans{{7 * kUs, 7 * kUs}, {16 * kUs, 16 * kUs}}));
@@ -283,7 +283,7 @@ TEST(Engine, StepCostPerStageSlowLastStage) {
   CostTable costs = Uniform(2, kUs, kUs, kUs);
   costs.stages[0].step_ns = kUs;
   costs.stages[1].step_ns = 6 * kUs;
-  const SimResult r = Simulate(s, costs, Node(2), SimConfig{});
+  const RunRecord r = Simulate(s, costs, Node(2), SimConfig{});
   EXPECT_EQ(r.makespan_ns(), 25 * kUs);
   EXPECT_EQ(StepSpans(s, r, 0), (Spans{{9 * kUs, 10 * kUs}, {21 * kUs, 22 * kUs}}));
   EXPECT_EQ(StepSpans(s, r, 1), (Spans{{7 * kUs, 13 * kUs}, {19 * kUs, 25 * kUs}}));
@@ -307,7 +307,7 @@ TEST(Engine, StepCostPipeDreamStepAfterEveryBackward) {
   const int64_t step = 3 * kUs, weight_bytes = 1'000'003;
   CostTable costs = WithStep(Uniform(2, kUs, kUs, kUs), step);
   for (auto& c : costs.stages) c.weight_bytes = weight_bytes;
-  const SimResult timed = Simulate(s, costs, Node(2), SimConfig{});
+  const RunRecord timed = Simulate(s, costs, Node(2), SimConfig{});
   EXPECT_EQ(timed.makespan_ns(), 15 * kUs + 4 * step);
   const auto at = [&](int64_t units, int steps) { return units * kUs + steps * step; };
   EXPECT_EQ(StepSpans(s, timed, 0),
@@ -315,13 +315,13 @@ TEST(Engine, StepCostPipeDreamStepAfterEveryBackward) {
   EXPECT_EQ(StepSpans(s, timed, 1),
             (Spans{{at(4, 0), at(4, 1)}, {at(7, 1), at(7, 2)}, {at(10, 2), at(10, 3)}, {at(13, 3), at(13, 4)}}));
   for (int r = 0; r < 2; ++r) EXPECT_EQ(timed.ranks[r].busy_ns, 12 * kUs + 4 * step) << "rank " << r;
-  const auto& samples = timed.memory[0];
+  const auto& samples = timed.ranks[0].memory;
   const auto two_copies = std::find_if(samples.begin(), samples.end(),
                                        [&](const MemorySample& m) { return m.bytes >= 2 * weight_bytes; });
   ASSERT_NE(two_copies, samples.end());
   EXPECT_EQ(two_copies->time_ns, at(6, 1));
 
-  const SimResult instant = Simulate(s, Uniform(2, kUs, kUs, kUs), Node(2), SimConfig{});
+  const RunRecord instant = Simulate(s, Uniform(2, kUs, kUs, kUs), Node(2), SimConfig{});
   EXPECT_EQ(instant.makespan_ns(), 15 * kUs);
   EXPECT_EQ(timed.makespan_ns() - instant.makespan_ns(), 4 * step);
 }

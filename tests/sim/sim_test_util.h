@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::sim::testing {
@@ -41,12 +42,12 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-// The message of the schedules::InputError `fn` throws, or "" when it throws none.
+// The message of the stagecraft::InputError `fn` throws, or "" when it throws none.
 template <class Fn>
 std::string ErrorOf(Fn fn) {
   try {
     fn();
-  } catch (const schedules::InputError& e) {
+  } catch (const stagecraft::InputError& e) {
     return e.what();
   }
   return "";

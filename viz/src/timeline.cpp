@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
+
 namespace stagecraft::viz {
 namespace {
 

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/error.h"
+
 namespace stagecraft::viz {
 namespace {
 
@@ -126,7 +128,7 @@ LoadResult LoadTraceText(std::string_view text, const std::string& path) {
     schedules::TraceReadResult read = schedules::TraceFromJson(text, path);
     loaded->trace = std::move(read.trace);
     loaded->skipped = read.skipped;
-  } catch (const schedules::InputError& e) {
+  } catch (const stagecraft::InputError& e) {
     return LoadResult{nullptr, OneLine(e.what())};
   }
   if (std::string error = Index(loaded.get()); !error.empty()) return LoadResult{nullptr, OneLine(error)};

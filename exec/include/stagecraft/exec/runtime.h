@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/model.h"
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::exec {
@@ -62,26 +64,12 @@ struct RunHooks {
   int fault_step = -1;
 };
 
-struct OpTime {
-  int64_t start_ns = -1;  // compute: run start (inputs present); SEND/RECV: post
-  int64_t end_ns = -1;    // compute: end; SEND/RECV: completion seen
-};
-
-// What one rank measured. Times are ns since the run's start, which every rank takes right
-// after a common barrier (clocks aligned at start).
+// What one rank measured: its part of the run record (times are ns since the run's start,
+// which every rank takes right after a common barrier, so clocks are aligned at start) and
+// the newest weights of each local stage (by chunk), which tests compare with a reference.
 struct RankRun {
-  std::vector<OpTime> ops;  // by op index
-  std::vector<std::pair<int64_t, int64_t>> memory;  // (time_ns, bytes) at every change
-  int64_t busy_ns = 0;   // compute ops (F, B, I, W, STEP)
-  int64_t wait_ns = 0;   // blocked on a receive a compute op needed
-  int64_t loop_ns = 0;   // the whole op loop, including the final wait for sends
-  int64_t first_f_start_ns = -1;
-  int64_t last_compute_end_ns = 0;
-  int64_t peak_memory_bytes = 0;
-  int peak_inflight = 0;
-  int peak_weight_versions = 0;
-  std::vector<double> losses;  // mean per step; only on the rank of the last stage
-  std::vector<std::vector<float>> final_params;  // newest version per local stage, by chunk
+  schedules::RankRecord record;
+  std::vector<std::vector<float>> final_params;
 };
 
 // Runs `schedule` (lowered and valid) on this rank. Throws std::runtime_error on a non-finite

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {

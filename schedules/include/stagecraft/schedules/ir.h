@@ -4,25 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace stagecraft::schedules {
-
-// Always-on invariant check: a broken invariant is a bug in stagecraft, not bad input.
-[[noreturn]] void CheckFailed(const char* expr, const char* file, int line, const std::string& msg);
-#define SC_CHECK(cond, msg)                                                       \
-  do {                                                                            \
-    if (!(cond)) ::stagecraft::schedules::CheckFailed(#cond, __FILE__, __LINE__, (msg)); \
-  } while (0)
-
-// Bad user input (flags, CSV, JSON, YAML): carries where it came from and what was expected.
-class InputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 enum class OpKind : uint8_t {
   kF,      // forward

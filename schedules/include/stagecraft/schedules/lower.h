@@ -9,6 +9,7 @@
 // only post: a compute op waits for the RECV of its input, nothing else blocks.
 #pragma once
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {

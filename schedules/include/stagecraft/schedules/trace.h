@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {
@@ -43,10 +44,6 @@ struct Trace {
 // Serializes to Chrome trace JSON. Times are written in microseconds with 3 decimals so
 // nanoseconds survive a round trip.
 std::string TraceToJson(const Trace& trace);
-
-// Writes atomically: a temporary file in the same folder, then rename. Throws InputError
-// naming the path when it cannot be written.
-void WriteTextFileAtomically(const std::string& path, std::string_view text);
 
 // Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
 // no traceEvents). Events with unknown fields are accepted (fields ignored); complete events

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim {
@@ -87,7 +88,7 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //     (input and pre-activation), with recompute b·h·4; w_stash_bytes b·h·4 per layer;
 //     send_bytes b·h·4.
 //
-// Throws schedules::InputError when the model has fewer layers than stages, or a profile is
+// Throws stagecraft::InputError when the model has fewer layers than stages, or a profile is
 // malformed or does not match the scenario (file:line:col).
 CostTable BuildCosts(const Scenario& scenario, int stages);
 

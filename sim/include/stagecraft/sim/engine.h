@@ -18,41 +18,16 @@
 #include <vector>
 
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim {
 
-struct OpTiming {
-  int64_t start_ns = -1;  // compute: run; SEND: transfer start; RECV: post
-  int64_t end_ns = -1;    // compute: end; SEND/RECV: arrival
-};
-
-struct MemorySample {
-  int64_t time_ns = 0;
-  int64_t bytes = 0;
-};
-
-struct RankResult {
-  int64_t busy_ns = 0;          // compute time
-  int64_t first_f_start_ns = -1;
-  int64_t last_compute_end_ns = 0;
-  int64_t peak_memory_bytes = 0;
-  int peak_inflight = 0;        // stage-microbatch activations stashed at once
-  int peak_weight_versions = 0; // max over local stages
-  bool oom = false;
-};
-
-struct SimResult {
-  int64_t start_ns = 0;  // first op start
-  int64_t end_ns = 0;    // last op end
-  std::vector<RankResult> ranks;
-  std::vector<std::vector<OpTiming>> timing;          // [rank][op_index]
-  std::vector<std::vector<MemorySample>> memory;      // [rank], one sample per change
-  uint64_t events = 0;
-
-  int64_t makespan_ns() const { return end_ns - start_ns; }
-};
+using schedules::MemorySample;
+using schedules::OpTiming;
+using schedules::RankRecord;
+using schedules::RunRecord;
 
 struct SimConfig {
   int64_t device_memory_bytes = 0;  // 0: no OOM check
@@ -60,7 +35,7 @@ struct SimConfig {
 };
 
 // `schedule` must be lowered and valid (Validate empty); `costs.stages` has one entry per stage.
-SimResult Simulate(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+RunRecord Simulate(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
                    const SimConfig& config);
 
 }  // namespace stagecraft::sim

@@ -36,14 +36,14 @@ struct ScheduleMetrics {
   bool AnyOom() const;
 };
 
-ScheduleMetrics ComputeMetrics(const schedules::Schedule& schedule, const SimResult& result, int microbatch_size);
+ScheduleMetrics ComputeMetrics(const schedules::Schedule& schedule, const RunRecord& result, int microbatch_size);
 
 // One schedule's metrics as a JSON object (compact, fixed key order, deterministic).
 std::string MetricsToJson(const ScheduleMetrics& metrics);
 
 // The trace of a timed schedule: compute ops on stream 0, SENDs (transfer start -> arrival) on
 // stream 1, RECVs (post -> arrival) on stream 2, memory samples as counters.
-schedules::Trace BuildTrace(const schedules::Schedule& schedule, const SimResult& result, const std::string& scenario,
+schedules::Trace BuildTrace(const schedules::Schedule& schedule, const RunRecord& result, const std::string& scenario,
                             const std::string& source, const std::string& summary_json);
 
 }  // namespace stagecraft::sim

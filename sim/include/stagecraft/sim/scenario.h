@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
 
 namespace stagecraft::sim {
@@ -129,7 +130,7 @@ struct Scenario {
 // Loads and validates a scenario. `overrides` are "--set" values "key.path=value" (the value
 // parsed as YAML, so "pipeline.schedule=[gpipe, 1f1b]" works; a list entry is addressed by its
 // index, "topology.links.0.latency=3us"), applied in order to the YAML tree before validation.
-// Every problem throws schedules::InputError: "file:line:col: key.path: what, expected form",
+// Every problem throws stagecraft::InputError: "file:line:col: key.path: what, expected form",
 // "--set key.path: ..." for a value that came from an override, "path: cannot open file".
 // `topology:` may be a file name (relative to the scenario file, or to the current directory
 // when given through --set); errors inside it name that file.

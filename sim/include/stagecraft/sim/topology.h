@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim {
@@ -29,7 +30,7 @@ class Topology {
     int to = 0;
   };
 
-  // Throws schedules::InputError when some device cannot reach another, or (explicit form) a
+  // Throws stagecraft::InputError when some device cannot reach another, or (explicit form) a
   // link names an unknown vertex.
   explicit Topology(const TopologySpec& spec);
   ~Topology();

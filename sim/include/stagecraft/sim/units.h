@@ -7,10 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "stagecraft/base/error.h"
+
 namespace stagecraft::sim {
 
 // All parsers accept a non-negative decimal number ("2", "1.5", ".5", "1e3"), optional blanks,
-// then a unit. They throw schedules::InputError ("expected a size like 80GiB, got 'x'") on an
+// then a unit. They throw stagecraft::InputError ("expected a size like 80GiB, got 'x'") on an
 // empty string, a sign, garbage, an unknown unit or a result that does not fit.
 
 // Bytes. Decimal units B, KB, MB, GB, TB, PB (powers of 1000) and binary units KiB, MiB, GiB,

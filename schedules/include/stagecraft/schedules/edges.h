@@ -1,0 +1,81 @@
+// The one rule for an op's data edges (DESIGN.md §2). Activations flow from stage s to s + 1,
+// gradients from s + 1 back to s; the chain of stages is the same under every placement, and
+// only Shape::RankOf says which rank holds each end. Lowering, validation, analysis, CSV
+// import, the simulator and the executor all ask this header, so none restates the rule.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/unit_index.h"
+
+namespace stagecraft::schedules {
+
+enum class Flow : uint8_t {
+  kActivation = 0,  // F of stage s -> F of stage s + 1 (SEND_F / RECV_F)
+  kGradient = 1,    // B or I of stage s + 1 -> B or I of stage s (SEND_B / RECV_B)
+};
+
+// One tensor moving between neighbouring stages for one (step, microbatch).
+struct Edge {
+  Flow flow = Flow::kActivation;
+  int32_t from_stage = 0, to_stage = 0;  // producer, consumer
+  int32_t step = 0, microbatch = 0;
+  int32_t from_rank = 0, to_rank = 0;    // the ranks holding those stages
+
+  bool CrossesRanks() const { return from_rank != to_rank; }
+  friend bool operator==(const Edge&, const Edge&) = default;
+};
+
+// The edge of `flow` that leaves `from_stage` for (step, microbatch); nullopt when that stage
+// has no neighbour in that direction.
+std::optional<Edge> EdgeFrom(const Shape& shape, Flow flow, int from_stage, int step, int microbatch);
+
+// What an op reads from another stage: F above stage 0 reads activations, B or I below the
+// last stage reads gradients, a RECV receives its edge. nullopt for every other op (W and STEP
+// read only their own stage; the last stage's B/I reads the loss its own F computed).
+std::optional<Edge> InputEdge(const Shape& shape, const Op& op);
+
+// What an op produces for another stage: F below the last stage, B or I above stage 0, and a
+// SEND sends its edge. nullopt for every other op.
+std::optional<Edge> OutputEdge(const Shape& shape, const Op& op);
+
+// Whether an op of `kind` produces / consumes the tensors of `flow` (F for activations; B or
+// I, whichever the schedule splits into, for gradients).
+inline bool IsProducerOf(OpKind kind, Flow flow) {
+  return flow == Flow::kActivation ? kind == OpKind::kF : kind == OpKind::kB || kind == OpKind::kI;
+}
+inline bool IsConsumerOf(OpKind kind, Flow flow) { return IsProducerOf(kind, flow); }
+
+// The SEND / RECV that carry an edge across ranks: the SEND on the producer's rank names the
+// producing stage and the consumer's rank as peer, the RECV the consuming stage and the
+// producer's rank. Version 0, as every comm op.
+OpKind SendKind(Flow flow);
+OpKind RecvKind(Flow flow);
+Op SendOf(const Edge& edge);
+Op RecvOf(const Edge& edge);
+
+// A dense key per edge, unique over the schedule: (consumer unit, flow). It indexes the
+// simulator's transfers, the executor's tensors in flight and its MPI tags.
+inline size_t EdgeKey(const UnitIndex& units, const Edge& edge) {
+  return units(edge.to_stage, edge.step, edge.microbatch) * 2 + static_cast<size_t>(edge.flow);
+}
+inline size_t EdgeKeyCount(const UnitIndex& units) { return units.size() * 2; }
+
+// Calls fn(edge) for every edge of the schedule, activations and gradients, by step, stage
+// boundary and microbatch.
+template <typename Fn>
+void ForEachEdge(const Schedule& s, Fn&& fn) {
+  for (int step = 0; step < s.steps; ++step) {
+    for (int stage = 0; stage + 1 < s.stages(); ++stage) {
+      for (int mb = 0; mb < s.microbatches; ++mb) {
+        fn(*EdgeFrom(s.shape, Flow::kActivation, stage, step, mb));
+        fn(*EdgeFrom(s.shape, Flow::kGradient, stage + 1, step, mb));
+      }
+    }
+  }
+}
+
+}  // namespace stagecraft::schedules

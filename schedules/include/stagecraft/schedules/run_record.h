@@ -1,0 +1,51 @@
+// One record of a run (DESIGN.md §4-§6), predicted or measured: per-op timings, memory over
+// time and per-rank results, plus what only the executor measures. The simulator fills it,
+// the executor's ranks each fill their part, and metrics, traces, `compare` and the viewer all
+// read it; nothing copies it into look-alike structs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace stagecraft::schedules {
+
+// Times in ns since the run's start (the simulator's time 0; the executor's common barrier).
+struct OpTiming {
+  int64_t start_ns = -1;  // compute: run; SEND: transfer start (measured: post); RECV: post
+  int64_t end_ns = -1;    // compute: end; SEND/RECV: arrival (measured: completion seen)
+  friend bool operator==(const OpTiming&, const OpTiming&) = default;
+};
+
+struct MemorySample {
+  int64_t time_ns = 0;
+  int64_t bytes = 0;
+  friend bool operator==(const MemorySample&, const MemorySample&) = default;
+};
+
+// What one rank did.
+struct RankRecord {
+  std::vector<OpTiming> ops;          // by op index in the rank's IR list
+  std::vector<MemorySample> memory;   // one sample per change
+  int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP)
+  int64_t first_f_start_ns = -1;
+  int64_t last_compute_end_ns = 0;
+  int64_t peak_memory_bytes = 0;
+  int peak_inflight = 0;              // stage-microbatch activations held at once
+  int peak_weight_versions = 0;       // max over local stages
+  bool oom = false;                   // peak over the device's memory
+  // Measured only.
+  int64_t wait_ns = 0;                // blocked on a receive a compute op needed
+  int64_t loop_ns = 0;                // the whole op loop, including the final wait for sends
+  std::vector<double> losses;         // mean per step; on the rank of the last stage
+};
+
+struct RunRecord {
+  int64_t start_ns = 0;  // first op start over all ranks
+  int64_t end_ns = 0;    // last compute or STEP end over all ranks
+  std::vector<RankRecord> ranks;
+  uint64_t events = 0;   // simulator events processed (0 when measured)
+
+  int64_t makespan_ns() const { return end_ns - start_ns; }
+};
+
+}  // namespace stagecraft::schedules

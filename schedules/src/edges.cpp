@@ -1,0 +1,57 @@
+// The data-edge rule (see edges.h).
+#include "stagecraft/schedules/edges.h"
+
+namespace stagecraft::schedules {
+
+std::optional<Edge> EdgeFrom(const Shape& shape, Flow flow, int from_stage, int step, int microbatch) {
+  const int to_stage = flow == Flow::kActivation ? from_stage + 1 : from_stage - 1;
+  if (from_stage < 0 || from_stage >= shape.stages() || to_stage < 0 || to_stage >= shape.stages()) {
+    return std::nullopt;
+  }
+  return Edge{flow, from_stage, to_stage, step, microbatch, shape.RankOf(from_stage), shape.RankOf(to_stage)};
+}
+
+namespace {
+
+// The neighbour an op's input comes from, as (flow, producing stage).
+std::optional<Edge> InputFrom(const Shape& shape, Flow flow, const Op& op) {
+  const int from = flow == Flow::kActivation ? op.stage - 1 : op.stage + 1;
+  return EdgeFrom(shape, flow, from, op.step, op.microbatch);
+}
+
+}  // namespace
+
+std::optional<Edge> InputEdge(const Shape& shape, const Op& op) {
+  switch (op.kind) {
+    case OpKind::kF:
+    case OpKind::kRecvF: return InputFrom(shape, Flow::kActivation, op);
+    case OpKind::kB:
+    case OpKind::kI:
+    case OpKind::kRecvB: return InputFrom(shape, Flow::kGradient, op);
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Edge> OutputEdge(const Shape& shape, const Op& op) {
+  switch (op.kind) {
+    case OpKind::kF:
+    case OpKind::kSendF: return EdgeFrom(shape, Flow::kActivation, op.stage, op.step, op.microbatch);
+    case OpKind::kB:
+    case OpKind::kI:
+    case OpKind::kSendB: return EdgeFrom(shape, Flow::kGradient, op.stage, op.step, op.microbatch);
+    default: return std::nullopt;
+  }
+}
+
+OpKind SendKind(Flow flow) { return flow == Flow::kActivation ? OpKind::kSendF : OpKind::kSendB; }
+OpKind RecvKind(Flow flow) { return flow == Flow::kActivation ? OpKind::kRecvF : OpKind::kRecvB; }
+
+Op SendOf(const Edge& edge) {
+  return Op{SendKind(edge.flow), edge.from_stage, edge.microbatch, edge.step, 0, edge.to_rank};
+}
+
+Op RecvOf(const Edge& edge) {
+  return Op{RecvKind(edge.flow), edge.to_stage, edge.microbatch, edge.step, 0, edge.from_rank};
+}
+
+}  // namespace stagecraft::schedules
