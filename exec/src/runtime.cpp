@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -10,6 +11,9 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/optimizer.h"
+#include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/weights.h"
 
 
 namespace stagecraft::exec {
@@ -18,9 +22,7 @@ namespace {
 using schedules::Op;
 using schedules::OpKind;
 using schedules::Schedule;
-using schedules::WeightPolicy;
-
-enum Direction : int64_t { kForward = 0, kBackward = 1 };
+using schedules::Edge;
 
 // What one local stage owns: its math, weight versions, gradient accumulators, optimizer state.
 struct LocalStage {
@@ -58,9 +60,7 @@ class Runner {
     }
     const auto& ops = s.ops[rank_];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-      const Op& op = ops[i];
-      if (schedules::IsCompute(op.kind)) Local(op.stage).last_reader[op.version] = i;
-      if (op.kind == OpKind::kStep) Local(op.stage).last_reader[op.version - 1] = i;
+      if (const int version = schedules::VersionRead(ops[i]); version >= 0) Local(ops[i].stage).last_reader[version] = i;
     }
     loss_sum_.assign(s.steps, 0.0);
     loss_count_.assign(s.steps, 0);
@@ -80,7 +80,8 @@ class Runner {
     }
     for (Pending& p : sends_) Finish(p);
     sends_.clear();
-    SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty(), "every transfer and activation was consumed");
+    SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty() && loss_grads_.empty(),
+             "every transfer and activation was consumed");
     run_.record.loop_ns = Now();
     for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
       LocalStage& ls = stages_[chunk];
@@ -97,34 +98,25 @@ class Runner {
  private:
   int64_t Now() { return device_.NowNs() - start_ns_; }
   LocalStage& Local(int stage) { return stages_.at(chunk_of_.at(stage)); }
-  int64_t Unit(int stage, int step, int mb) const {
-    return (static_cast<int64_t>(step) * s_.stages() + stage) * s_.microbatches + mb;
-  }
   // Where a tensor waits between producer and consumer; also the transfer's tag.
-  int64_t Key(Direction d, int consumer_stage, const Op& op) const {
-    return Unit(consumer_stage, op.step, op.microbatch) * 2 + d;
-  }
-  int64_t UpdateIndex(const Op& op) const {
-    return s_.weights == WeightPolicy::kStash ? static_cast<int64_t>(op.step) * s_.microbatches + op.microbatch
-                                              : op.step;
-  }
+  int64_t Key(const Edge& edge) const { return static_cast<int64_t>(schedules::EdgeKey(units_, edge)); }
   int64_t Global(const Op& op) const { return static_cast<int64_t>(op.step) * s_.microbatches + op.microbatch; }
 
   void Execute(int i, const Op& op) {
     if (schedules::IsCompute(op.kind) && rank_ == hooks_.fault_rank && op.step == hooks_.fault_step) {
       throw std::runtime_error(fmt::format("injected fault at step {} (--inject-fault)", op.step));
     }
-    switch (op.kind) {
-      case OpKind::kSendF: return Send(i, Key(kForward, op.stage + 1, op), op.peer);
-      case OpKind::kSendB: return Send(i, Key(kBackward, op.stage - 1, op), op.peer);
-      case OpKind::kRecvF: return Recv(i, Key(kForward, op.stage, op), op.peer);
-      case OpKind::kRecvB: return Recv(i, Key(kBackward, op.stage, op), op.peer);
-      default: break;
+    if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) {
+      return schedules::IsSend(op.kind) ? Send(i, Key(*edge), op.peer) : Recv(i, Key(*edge), op.peer);
     }
-    // Compute: its input must be here before its clock starts (waiting is not compute).
+    // Compute: its input must be here before its clock starts (waiting is not compute). The
+    // last stage's backward reads the loss gradient its own forward left.
     Buffer input;
-    if (op.kind == OpKind::kF && op.stage > 0) input = TakeInput(Key(kForward, op.stage, op));
-    if (op.kind == OpKind::kB || op.kind == OpKind::kI) input = TakeInput(Key(kBackward, op.stage, op));
+    if (const std::optional<Edge> in = schedules::InputEdge(s_.shape, op)) {
+      input = TakeInput(Key(*in));
+    } else if (schedules::IsConsumerOf(op.kind, schedules::Flow::kGradient)) {
+      input = TakeLossGradient(op);
+    }
     const int64_t start = Now();
     switch (op.kind) {
       case OpKind::kF: Forward(op, std::move(input)); break;
@@ -151,11 +143,11 @@ class Runner {
       x = Buffer(device_, ls.model.ActivationFloats());
       device_.Copy(x.data(), data_.inputs.data() + Global(op) * x.size(), x.size());
     }
-    Activations& saved = saved_[Unit(op.stage, op.step, op.microbatch)];
+    Activations& saved = saved_[units_(op)];
     run_.record.peak_inflight = std::max(run_.record.peak_inflight, static_cast<int>(saved_.size()));
     Buffer y = ls.model.Forward(ls.versions.at(op.version).data(), std::move(x), &saved, !s_.recompute);
-    if (op.stage + 1 < s_.stages()) {
-      mailbox_[Key(kForward, op.stage + 1, op)] = std::move(y);
+    if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) {
+      mailbox_[Key(*out)] = std::move(y);
       return;
     }
     Buffer dy(device_, y.size());
@@ -166,32 +158,32 @@ class Runner {
       throw std::runtime_error(fmt::format("step {} microbatch {}: loss is {}; training diverged (lower training.lr)",
                                            op.step, op.microbatch, loss));
     }
-    mailbox_[Key(kBackward, op.stage, op)] = std::move(dy);
+    loss_grads_[units_(op)] = std::move(dy);
     loss_sum_[op.step] += loss;
     if (++loss_count_[op.step] == s_.microbatches) step_done_ = op.step;  // reported after the op's clock stops
   }
 
   void Backward(const Op& op, Buffer dout) {
     LocalStage& ls = Local(op.stage);
-    const int64_t unit = Unit(op.stage, op.step, op.microbatch);
+    const size_t unit = units_(op);
     Activations& saved = saved_.at(unit);
     const float* w = ls.versions.at(op.version).data();
     if (s_.recompute) ls.model.Recompute(w, &saved);
     float* grads = op.kind == OpKind::kB ? Gradients(ls, op) : nullptr;
     Buffer dx = ls.model.Backward(w, std::move(dout), &saved, grads);
     if (op.kind == OpKind::kB) saved_.erase(unit);
-    if (op.stage > 0) mailbox_[Key(kBackward, op.stage - 1, op)] = std::move(dx);
+    if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) mailbox_[Key(*out)] = std::move(dx);
   }
 
   void BackwardWeight(const Op& op) {
     LocalStage& ls = Local(op.stage);
-    const int64_t unit = Unit(op.stage, op.step, op.microbatch);
+    const size_t unit = units_(op);
     ls.model.BackwardWeight(&saved_.at(unit), Gradients(ls, op));
     saved_.erase(unit);
   }
 
   float* Gradients(LocalStage& ls, const Op& op) {
-    const int64_t u = UpdateIndex(op);
+    const int64_t u = schedules::UpdateIndex(s_, op);
     auto [it, inserted] = ls.grads.try_emplace(u);
     if (inserted) {
       it->second = Buffer(device_, ls.model.ParamFloats());
@@ -204,7 +196,7 @@ class Runner {
   void Step(int i, const Op& op) {
     LocalStage& ls = Local(op.stage);
     SC_CHECK(op.version == ls.newest + 1, "a STEP produces the next version");
-    const int64_t u = UpdateIndex(op);
+    const int64_t u = schedules::UpdateIndex(s_, op);
     const int64_t n = ls.model.ParamFloats();
     // In place when the old version has no reader after this STEP (flush schedules).
     Buffer w;
@@ -253,6 +245,14 @@ class Runner {
     run_.record.ops[i].start_ns = Now();
     p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), peer, key);
     recvs_.emplace(key, std::move(p));
+  }
+
+  Buffer TakeLossGradient(const Op& op) {
+    auto it = loss_grads_.find(units_(op));
+    SC_CHECK(it != loss_grads_.end(), "the last stage's backward follows its forward");
+    Buffer b = std::move(it->second);
+    loss_grads_.erase(it);
+    return b;
   }
 
   // The tensor under `key`: produced locally, or received (waiting for it if needed).
@@ -312,8 +312,10 @@ class Runner {
   const int rank_;
   std::vector<LocalStage> stages_;
   std::unordered_map<int, int> chunk_of_;
-  std::unordered_map<int64_t, Activations> saved_;
-  std::unordered_map<int64_t, Buffer> mailbox_;
+  const schedules::UnitIndex units_{s_};
+  std::unordered_map<size_t, Activations> saved_;        // by unit
+  std::unordered_map<size_t, Buffer> loss_grads_;        // by unit, on the last stage
+  std::unordered_map<int64_t, Buffer> mailbox_;          // by edge key
   std::vector<Pending> sends_;
   std::unordered_map<int64_t, Pending> recvs_;
   std::vector<double> loss_sum_;

@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/edges.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -77,7 +78,7 @@ std::vector<RankAnalysis> Analyze(const Schedule& s) {
 UnitGrid UnitTimeGrid(const Schedule& s) {
   const UnitIndex idx(s);
   constexpr int64_t kNotYet = -1;
-  std::vector<int64_t> end_f(idx.size(), kNotYet), end_back(idx.size(), kNotYet);
+  std::vector<int64_t> produced_at(EdgeKeyCount(idx), kNotYet);  // by EdgeKey: the producer's end
   UnitGrid grid;
   grid.cells.resize(s.ops.size());
   std::vector<size_t> next(s.ops.size(), 0);
@@ -91,16 +92,12 @@ UnitGrid UnitTimeGrid(const Schedule& s) {
         const Op& op = s.ops[r][next[r]];
         int64_t ready = free_at[r];
         if (IsCompute(op.kind) && idx.InRange(op)) {
-          int64_t input = 0;
-          if (op.kind == OpKind::kF && op.stage > 0) input = end_f[idx(op.stage - 1, op.step, op.microbatch)];
-          if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage + 1 < s.stages()) {
-            input = end_back[idx(op.stage + 1, op.step, op.microbatch)];
-          }
+          const std::optional<Edge> in = InputEdge(s.shape, op);
+          const int64_t input = in ? produced_at[EdgeKey(idx, *in)] : 0;
           if (input == kNotYet) break;
           ready = std::max(ready, input);
           const int64_t end = ready + UnitCost(op.kind);
-          if (op.kind == OpKind::kF) end_f[idx(op)] = end;
-          if (op.kind == OpKind::kB || op.kind == OpKind::kI) end_back[idx(op)] = end;
+          if (const std::optional<Edge> out = OutputEdge(s.shape, op)) produced_at[EdgeKey(idx, *out)] = end;
           grid.cells[r].push_back({ready, UnitCost(op.kind), static_cast<int>(next[r])});
           free_at[r] = end;
           grid.makespan = std::max(grid.makespan, end);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
@@ -107,14 +108,6 @@ std::string ParseCell(std::string_view cell, Cell* out) {
   return {};
 }
 
-// The neighbour rank a SEND/RECV talks to, -1 when that neighbour stage does not exist.
-int PeerOf(const Shape& shape, OpKind kind, int stage) {
-  const bool downstream = kind == OpKind::kSendF || kind == OpKind::kRecvB;
-  const int other = downstream ? stage + 1 : stage - 1;
-  if (other < 0 || other >= shape.stages()) return -1;
-  return shape.RankOf(other);
-}
-
 std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view source) {
   std::vector<std::string_view> lines = Lines(text);
   while (!lines.empty() && IsBlankRow(lines.back())) lines.pop_back();
@@ -209,7 +202,7 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
       op.step = static_cast<int32_t>(cell.global_microbatch / s.microbatches);
       op.microbatch = static_cast<int32_t>(cell.global_microbatch % s.microbatches);
       if (IsComm(op.kind)) {
-        op.peer = PeerOf(s.shape, op.kind, op.stage);
+        op.peer = PeerOf(s.shape, op);
         s.lowered = true;
       }
       s.ops[r].push_back(op);

@@ -43,6 +43,17 @@ std::optional<Edge> OutputEdge(const Shape& shape, const Op& op) {
   }
 }
 
+std::optional<Edge> CommEdge(const Shape& shape, const Op& op) {
+  if (!IsComm(op.kind)) return std::nullopt;
+  return IsSend(op.kind) ? OutputEdge(shape, op) : InputEdge(shape, op);
+}
+
+int PeerOf(const Shape& shape, const Op& op) {
+  const std::optional<Edge> edge = CommEdge(shape, op);
+  if (!edge) return -1;
+  return IsSend(op.kind) ? edge->to_rank : edge->from_rank;
+}
+
 OpKind SendKind(Flow flow) { return flow == Flow::kActivation ? OpKind::kSendF : OpKind::kSendB; }
 OpKind RecvKind(Flow flow) { return flow == Flow::kActivation ? OpKind::kRecvF : OpKind::kRecvB; }
 

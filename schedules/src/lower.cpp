@@ -3,29 +3,19 @@
 #include "stagecraft/schedules/lower.h"
 
 #include <deque>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/edges.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-Op CommOp(OpKind kind, const Op& from, int stage, int peer) {
-  Op op;
-  op.kind = kind;
-  op.stage = stage;
-  op.microbatch = from.microbatch;
-  op.step = from.step;
-  op.peer = peer;
-  return op;
-}
-
 class Lowerer {
  public:
-  explicit Lowerer(const Schedule& s) : s_(s), idx_(s), placed_f_(idx_.size()), placed_b_(idx_.size()),
-                                         recv_f_(idx_.size()), recv_b_(idx_.size()) {}
+  explicit Lowerer(const Schedule& s) : s_(s), units_(s), produced_(EdgeKeyCount(units_)) {}
 
   Schedule Run() {
     Schedule out = StripComms(s_);
@@ -41,7 +31,7 @@ class Lowerer {
       for (int r = 0; r < ranks; ++r) {
         auto& q = pending[r];
         left -= FlushSteps(r, &q);
-        if (q.empty() || !Ready(r, q.front())) continue;
+        if (q.empty() || !Ready(q.front())) continue;
         Place(r, q.front());
         q.pop_front();
         --left;
@@ -62,11 +52,9 @@ class Lowerer {
   }
 
  private:
-  bool Valid(const Op& op) const { return idx_.InRange(op); }
-
   size_t FlushSteps(int rank, std::deque<Op>* q) {
     size_t n = 0;
-    while (!q->empty() && (q->front().kind == OpKind::kStep || !Valid(q->front()))) {
+    while (!q->empty() && (q->front().kind == OpKind::kStep || !units_.InRange(q->front()))) {
       out_->ops[rank].push_back(q->front());
       q->pop_front();
       ++n;
@@ -74,46 +62,26 @@ class Lowerer {
     return n;
   }
 
-  bool Ready(int rank, const Op& op) const {
-    const Shape& shape = s_.shape;
-    if (op.kind == OpKind::kF && op.stage > 0) {
-      const size_t prev = idx_(op.stage - 1, op.step, op.microbatch);
-      return recv_f_[idx_(op)] || (shape.RankOf(op.stage - 1) == rank && placed_f_[prev]);
-    }
-    if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage < s_.stages() - 1) {
-      const size_t next = idx_(op.stage + 1, op.step, op.microbatch);
-      return recv_b_[idx_(op)] || (shape.RankOf(op.stage + 1) == rank && placed_b_[next]);
-    }
-    return true;
+  // An op may be placed once its input's producer is: on the same rank it then precedes the
+  // op, across ranks the matching RECV was posted when the producer was placed.
+  bool Ready(const Op& op) const {
+    const std::optional<Edge> in = InputEdge(s_.shape, op);
+    return !in || produced_[EdgeKey(units_, *in)];
   }
 
   void Place(int rank, const Op& op) {
-    const Shape& shape = s_.shape;
     out_->ops[rank].push_back(op);
-    if (op.kind == OpKind::kF) {
-      placed_f_[idx_(op)] = true;
-      const int next = op.stage + 1;
-      if (next < s_.stages() && shape.RankOf(next) != rank) {
-        const int peer = shape.RankOf(next);
-        out_->ops[rank].push_back(CommOp(OpKind::kSendF, op, op.stage, peer));
-        out_->ops[peer].push_back(CommOp(OpKind::kRecvF, op, next, rank));
-        recv_f_[idx_(next, op.step, op.microbatch)] = true;
-      }
-    } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
-      placed_b_[idx_(op)] = true;
-      const int prev = op.stage - 1;
-      if (prev >= 0 && shape.RankOf(prev) != rank) {
-        const int peer = shape.RankOf(prev);
-        out_->ops[rank].push_back(CommOp(OpKind::kSendB, op, op.stage, peer));
-        out_->ops[peer].push_back(CommOp(OpKind::kRecvB, op, prev, rank));
-        recv_b_[idx_(prev, op.step, op.microbatch)] = true;
-      }
-    }
+    const std::optional<Edge> out = OutputEdge(s_.shape, op);
+    if (!out) return;
+    produced_[EdgeKey(units_, *out)] = true;
+    if (!out->CrossesRanks()) return;
+    out_->ops[rank].push_back(SendOf(*out));
+    out_->ops[out->to_rank].push_back(RecvOf(*out));
   }
 
   const Schedule& s_;
-  UnitIndex idx_;
-  std::vector<bool> placed_f_, placed_b_, recv_f_, recv_b_;
+  UnitIndex units_;
+  std::vector<bool> produced_;  // by EdgeKey: the producer has been placed
   Schedule* out_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -10,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
-#include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/edges.h"
 
 namespace stagecraft::schedules::detail {
 
@@ -29,8 +30,8 @@ Pos& Units::Slot(OpKind kind, size_t unit) {
   SC_CHECK(false, "no unit slot for STEP");
 }
 
-const Pos& Units::Producer(bool forward, size_t unit) const {
-  if (forward) return f[unit];
+const Pos& Units::Producer(Flow flow, size_t unit) const {
+  if (flow == Flow::kActivation) return f[unit];
   return b[unit].rank >= 0 ? b[unit] : i[unit];
 }
 
@@ -40,67 +41,50 @@ std::string OpName(const Schedule& s, Pos p) {
 
 namespace {
 
-// One cross-rank edge of the data flow: producer (stage `from`) to consumer (stage `to`).
-struct Flow {
-  bool forward;
-  int from, to;
-  int step, mb;
-};
-
 template <typename Fn>
-void ForEachCrossRankFlow(const Schedule& s, Fn&& fn) {
-  for (int step = 0; step < s.steps; ++step) {
-    for (int stage = 0; stage + 1 < s.stages(); ++stage) {
-      if (s.shape.RankOf(stage) == s.shape.RankOf(stage + 1)) continue;
-      for (int mb = 0; mb < s.microbatches; ++mb) {
-        fn(Flow{true, stage, stage + 1, step, mb});
-        fn(Flow{false, stage + 1, stage, step, mb});
-      }
-    }
-  }
+void ForEachCrossRankEdge(const Schedule& s, Fn&& fn) {
+  ForEachEdge(s, [&](const Edge& e) {
+    if (e.CrossesRanks()) fn(e);
+  });
 }
 
 void CheckCommOp(const Schedule& s, Pos p, std::vector<Diagnostic>* diags) {
   const Op& op = s.ops[p.rank][p.index];
-  const bool send = op.kind == OpKind::kSendF || op.kind == OpKind::kSendB;
-  const bool forward = op.kind == OpKind::kSendF || op.kind == OpKind::kRecvF;
-  // The stage at the other end of the transfer.
-  const int other = forward == send ? op.stage + 1 : op.stage - 1;
-  if (other < 0 || other >= s.stages()) {
+  const bool send = IsSend(op.kind);
+  const std::optional<Edge> edge = CommEdge(s.shape, op);
+  if (!edge) {
     diags->push_back({DiagCode::kCommMismatch, fmt::format("{}: stage {} has no neighbour to {} this", OpName(s, p),
                                                            op.stage, send ? "send" : "receive")});
     return;
   }
-  if (s.shape.RankOf(other) == p.rank) {
+  // The stage and rank at the other end of the transfer.
+  const int other = send ? edge->to_stage : edge->from_stage;
+  const int other_rank = send ? edge->to_rank : edge->from_rank;
+  if (other_rank == p.rank) {
     diags->push_back({DiagCode::kCommMismatch,
                       fmt::format("{}: stage {} is on the same rank, nothing to transfer", OpName(s, p), other)});
-  } else if (op.peer != s.shape.RankOf(other)) {
+  } else if (op.peer != other_rank) {
     diags->push_back({DiagCode::kCommMismatch, fmt::format("{}: peer is rank {} but stage {} lives on rank {}",
-                                                           OpName(s, p), op.peer, other, s.shape.RankOf(other))});
+                                                           OpName(s, p), op.peer, other, other_rank)});
   }
 }
 
 // FIFO matching per channel: the k-th SEND from a to b must be the k-th RECV at b from a.
 void CheckChannelOrder(const Schedule& s, std::vector<Diagnostic>* diags) {
   struct Item {
-    bool forward;
-    int producer_stage, step, mb;
+    std::optional<Edge> edge;  // what the op carries; nullopt for a stage without that neighbour
     Pos pos;
-    bool operator==(const Item& o) const {
-      return forward == o.forward && producer_stage == o.producer_stage && step == o.step && mb == o.mb;
-    }
+    bool operator==(const Item& o) const { return edge == o.edge; }
   };
   std::map<std::pair<int, int>, std::vector<Item>> sends, recvs;
   for (int r = 0; r < s.ranks(); ++r) {
     for (int i = 0; i < static_cast<int>(s.ops[r].size()); ++i) {
       const Op& op = s.ops[r][i];
       if (!IsComm(op.kind) || op.peer < 0 || op.peer >= s.ranks()) continue;
-      const bool forward = op.kind == OpKind::kSendF || op.kind == OpKind::kRecvF;
-      if (op.kind == OpKind::kSendF || op.kind == OpKind::kSendB) {
-        sends[{r, op.peer}].push_back({forward, op.stage, op.step, op.microbatch, {r, i}});
+      if (IsSend(op.kind)) {
+        sends[{r, op.peer}].push_back({CommEdge(s.shape, op), {r, i}});
       } else {
-        const int producer = forward ? op.stage - 1 : op.stage + 1;
-        recvs[{op.peer, r}].push_back({forward, producer, op.step, op.microbatch, {r, i}});
+        recvs[{op.peer, r}].push_back({CommEdge(s.shape, op), {r, i}});
       }
     }
   }
@@ -131,24 +115,24 @@ void CheckComms(const Schedule& s, const Units& u, std::vector<Diagnostic>* diag
   }
   if (!any_comm && !s.lowered) return;
   const UnitIndex idx(s);
-  ForEachCrossRankFlow(s, [&](const Flow& fl) {
-    const size_t from = idx(fl.from, fl.step, fl.mb), to = idx(fl.to, fl.step, fl.mb);
-    const Pos producer = u.Producer(fl.forward, from);
-    const Pos consumer = u.Producer(fl.forward, to);
-    const Pos send = fl.forward ? u.send_f[from] : u.send_b[from];
-    const Pos recv = fl.forward ? u.recv_f[to] : u.recv_b[to];
-    const char* what = fl.forward ? "activations" : "gradients";
-    const std::string unit = fmt::format("step {} microbatch {}", fl.step, fl.mb);
+  ForEachCrossRankEdge(s, [&](const Edge& e) {
+    const size_t from = idx(e.from_stage, e.step, e.microbatch), to = idx(e.to_stage, e.step, e.microbatch);
+    const Pos producer = u.Producer(e.flow, from);
+    const Pos consumer = u.Producer(e.flow, to);
+    const Pos send = u.Send(e.flow, from);
+    const Pos recv = u.Recv(e.flow, to);
+    const char* what = e.flow == Flow::kActivation ? "activations" : "gradients";
+    const std::string unit = fmt::format("step {} microbatch {}", e.step, e.microbatch);
     if (send.rank < 0) {
       diags->push_back({DiagCode::kMissing, fmt::format("{}: no SEND of {} from stage {} to stage {}", unit, what,
-                                                        fl.from, fl.to)});
+                                                        e.from_stage, e.to_stage)});
     } else if (producer.rank == send.rank && send.index < producer.index) {
       diags->push_back({DiagCode::kOrder, fmt::format("{} posted before its producer {}", OpName(s, send),
                                                       OpName(s, producer))});
     }
     if (recv.rank < 0) {
       diags->push_back({DiagCode::kMissing, fmt::format("{}: no RECV of {} at stage {} from stage {}", unit, what,
-                                                        fl.to, fl.from)});
+                                                        e.to_stage, e.from_stage)});
     } else if (consumer.rank == recv.rank && recv.index > consumer.index) {
       diags->push_back({DiagCode::kOrder, fmt::format("{} posted after its consumer {}", OpName(s, recv),
                                                       OpName(s, consumer))});
@@ -169,11 +153,11 @@ void FindDeadlocks(const Schedule& s, const Units& u, std::vector<Diagnostic>* d
   // Cross-rank data edges: the consumer waits for the SEND when there is one, else for the
   // producer itself (compute_only form). Same-rank constraints are order checks instead.
   const UnitIndex idx(s);
-  ForEachCrossRankFlow(s, [&](const Flow& fl) {
-    const size_t from = idx(fl.from, fl.step, fl.mb), to = idx(fl.to, fl.step, fl.mb);
-    const Pos send = fl.forward ? u.send_f[from] : u.send_b[from];
-    const Pos source = send.rank >= 0 ? send : u.Producer(fl.forward, from);
-    const Pos consumer = u.Producer(fl.forward, to);
+  ForEachCrossRankEdge(s, [&](const Edge& e) {
+    const size_t from = idx(e.from_stage, e.step, e.microbatch), to = idx(e.to_stage, e.step, e.microbatch);
+    const Pos send = u.Send(e.flow, from);
+    const Pos source = send.rank >= 0 ? send : u.Producer(e.flow, from);
+    const Pos consumer = u.Producer(e.flow, to);
     if (source.rank >= 0 && consumer.rank >= 0 && source.rank != consumer.rank) {
       boost::add_edge(vertex(source), vertex(consumer), g);
     }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/validate.h"
 
 namespace stagecraft::schedules::detail {
@@ -23,7 +24,11 @@ struct Units {
     steps.assign(stages, {});
   }
   Pos& Slot(OpKind kind, size_t unit);
-  const Pos& Producer(bool forward, size_t unit) const;  // F, or B/I
+  // For an edge of `flow` out of / into `unit`: its producing (or consuming) op, F or B/I,
+  // and the SEND on the producer's side / RECV on the consumer's side.
+  const Pos& Producer(Flow flow, size_t unit) const;
+  const Pos& Send(Flow flow, size_t unit) const { return flow == Flow::kActivation ? send_f[unit] : send_b[unit]; }
+  const Pos& Recv(Flow flow, size_t unit) const { return flow == Flow::kActivation ? recv_f[unit] : recv_b[unit]; }
 };
 
 std::string OpName(const Schedule& s, Pos p);  // "rank 1 #4 (1F3)"

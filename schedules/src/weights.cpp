@@ -112,4 +112,15 @@ void AssignWeights(Schedule* s) {
   }
 }
 
+int64_t UpdateIndex(const Schedule& s, const Op& op) {
+  if (s.weights == WeightPolicy::kStash) return static_cast<int64_t>(op.step) * s.microbatches + op.microbatch;
+  return op.step;
+}
+
+int VersionRead(const Op& op) {
+  if (IsCompute(op.kind)) return op.version;
+  if (op.kind == OpKind::kStep) return op.version - 1;
+  return -1;
+}
+
 }  // namespace stagecraft::schedules

@@ -42,6 +42,14 @@ std::optional<Edge> InputEdge(const Shape& shape, const Op& op);
 // SEND sends its edge. nullopt for every other op.
 std::optional<Edge> OutputEdge(const Shape& shape, const Op& op);
 
+// The edge a SEND sends or a RECV receives (OutputEdge / InputEdge); nullopt for other ops and
+// for a stage without that neighbour.
+std::optional<Edge> CommEdge(const Shape& shape, const Op& op);
+inline bool IsSend(OpKind k) { return k == OpKind::kSendF || k == OpKind::kSendB; }
+
+// The rank at the other end of a SEND/RECV (its correct `peer`), -1 when there is none.
+int PeerOf(const Shape& shape, const Op& op);
+
 // Whether an op of `kind` produces / consumes the tensors of `flow` (F for activations; B or
 // I, whichever the schedule splits into, for gradients).
 inline bool IsProducerOf(OpKind kind, Flow flow) {

@@ -10,6 +10,8 @@
 //            each step, so W(t+1) = W(t) - lr * grad(W(t-1)).
 #pragma once
 
+#include <cstdint>
+
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {
@@ -17,5 +19,14 @@ namespace stagecraft::schedules {
 // Sets `version` on compute ops and inserts STEP ops; removes STEPs already present.
 // Works on lowered and unlowered schedules.
 void AssignWeights(Schedule* schedule);
+
+// The optimizer update that a backward's weight gradient feeds and that a STEP applies: one
+// per microbatch under kStash (a STEP after every backward), one per step otherwise (gradients
+// accumulate over the step's microbatches). Gradients of one update are averaged at its STEP.
+int64_t UpdateIndex(const Schedule& schedule, const Op& op);
+
+// The weight version an op reads: F/B/I/W their `version`, a STEP the version it updates
+// (`version` - 1); -1 for SEND/RECV, which touch no weights.
+int VersionRead(const Op& op);
 
 }  // namespace stagecraft::schedules

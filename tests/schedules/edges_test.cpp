@@ -1,0 +1,142 @@
+// schedules/edges.cpp: the one data-edge rule, checked on hand-worked placements (loop and V),
+// and on every generated schedule: each SEND/RECV the lowering placed is exactly one edge that
+// crosses ranks, and every such edge has exactly one SEND and one RECV.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "generator_cases.h"
+#include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/weights.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+Op MakeOp(OpKind kind, int stage, int microbatch = 0, int step = 0) {
+  Op op;
+  op.kind = kind;
+  op.stage = stage;
+  op.microbatch = microbatch;
+  op.step = step;
+  return op;
+}
+
+// 2 ranks x 2 chunks = 4 stages. Loop: stages 0..3 on ranks 0, 1, 0, 1. V: 0, 1, 1, 0.
+constexpr Shape kLoop{2, 2, Placement::kLoop};
+constexpr Shape kV{2, 2, Placement::kV};
+
+TEST(EdgesTest, ForwardReadsActivationsOfThePreviousStage) {
+  EXPECT_FALSE(InputEdge(kLoop, MakeOp(OpKind::kF, 0)));
+  const Edge e = *InputEdge(kLoop, MakeOp(OpKind::kF, 2, 3, 1));
+  EXPECT_EQ(e, (Edge{Flow::kActivation, 1, 2, 1, 3, 1, 0}));
+  EXPECT_TRUE(e.CrossesRanks());
+  // Under V, stages 1 and 2 both live on rank 1: the same edge stays on the rank.
+  const Edge v = *InputEdge(kV, MakeOp(OpKind::kF, 2, 3, 1));
+  EXPECT_EQ(v.from_rank, 1);
+  EXPECT_EQ(v.to_rank, 1);
+  EXPECT_FALSE(v.CrossesRanks());
+}
+
+TEST(EdgesTest, BackwardReadsGradientsOfTheNextStageExceptOnTheLastStage) {
+  EXPECT_FALSE(InputEdge(kLoop, MakeOp(OpKind::kB, 3)));  // the loss, computed by its own F
+  EXPECT_FALSE(InputEdge(kLoop, MakeOp(OpKind::kI, 3)));
+  EXPECT_EQ(*InputEdge(kLoop, MakeOp(OpKind::kI, 1, 2)), (Edge{Flow::kGradient, 2, 1, 0, 2, 0, 1}));
+  EXPECT_EQ(*InputEdge(kV, MakeOp(OpKind::kB, 2)), (Edge{Flow::kGradient, 3, 2, 0, 0, 0, 1}));
+  EXPECT_FALSE(InputEdge(kLoop, MakeOp(OpKind::kW, 1)));
+  EXPECT_FALSE(InputEdge(kLoop, MakeOp(OpKind::kStep, 1)));
+}
+
+TEST(EdgesTest, OutputsMirrorInputs) {
+  EXPECT_FALSE(OutputEdge(kLoop, MakeOp(OpKind::kF, 3)));
+  EXPECT_FALSE(OutputEdge(kLoop, MakeOp(OpKind::kB, 0)));
+  EXPECT_FALSE(OutputEdge(kLoop, MakeOp(OpKind::kW, 2)));
+  EXPECT_EQ(*OutputEdge(kV, MakeOp(OpKind::kF, 0)), (Edge{Flow::kActivation, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(*OutputEdge(kV, MakeOp(OpKind::kI, 3)), (Edge{Flow::kGradient, 3, 2, 0, 0, 0, 1}));
+  for (const Shape& shape : {kLoop, kV}) {
+    for (int stage = 0; stage < 3; ++stage) {
+      EXPECT_EQ(OutputEdge(shape, MakeOp(OpKind::kF, stage)), InputEdge(shape, MakeOp(OpKind::kF, stage + 1)));
+      EXPECT_EQ(OutputEdge(shape, MakeOp(OpKind::kB, stage + 1)), InputEdge(shape, MakeOp(OpKind::kI, stage)));
+    }
+  }
+}
+
+TEST(EdgesTest, SendAndRecvCarryTheEdgeAndNameThePeer) {
+  const Edge e = *OutputEdge(kLoop, MakeOp(OpKind::kB, 2, 5, 1));  // stage 2 (rank 0) -> 1 (rank 1)
+  const Op send = SendOf(e), recv = RecvOf(e);
+  EXPECT_EQ(send, (Op{OpKind::kSendB, 2, 5, 1, 0, 1}));
+  EXPECT_EQ(recv, (Op{OpKind::kRecvB, 1, 5, 1, 0, 0}));
+  EXPECT_EQ(CommEdge(kLoop, send), e);
+  EXPECT_EQ(CommEdge(kLoop, recv), e);
+  EXPECT_EQ(PeerOf(kLoop, send), 1);
+  EXPECT_EQ(PeerOf(kLoop, recv), 0);
+  EXPECT_EQ(PeerOf(kLoop, MakeOp(OpKind::kSendF, 3)), -1);  // the last stage sends no activations
+  EXPECT_EQ(PeerOf(kLoop, MakeOp(OpKind::kRecvB, 3)), -1);
+  EXPECT_EQ(PeerOf(kLoop, MakeOp(OpKind::kF, 1)), -1);
+}
+
+TEST(EdgesTest, EdgeKeysAreDenseAndUnique) {
+  Schedule s;
+  s.shape = kV;
+  s.microbatches = 3;
+  s.steps = 2;
+  const UnitIndex units(s);
+  std::set<size_t> keys;
+  int edges = 0;
+  ForEachEdge(s, [&](const Edge& e) {
+    ++edges;
+    keys.insert(EdgeKey(units, e));
+    EXPECT_LT(EdgeKey(units, e), EdgeKeyCount(units));
+  });
+  EXPECT_EQ(edges, 2 * 2 * 3 * 3);  // both flows x steps x stage boundaries x microbatches
+  EXPECT_EQ(keys.size(), static_cast<size_t>(edges));
+}
+
+TEST(EdgesTest, EveryCommOpOfEveryLoweredScheduleIsOneCrossRankEdge) {
+  for (const auto& c : test_cases::SmallGeneratorCases()) {
+    const Schedule s = Lower(Generate(c.info->name, c.params));
+    std::map<size_t, int> sends, recvs;
+    const UnitIndex units(s);
+    for (int r = 0; r < s.ranks(); ++r) {
+      for (const Op& op : s.ops[r]) {
+        if (!IsComm(op.kind)) continue;
+        const auto e = CommEdge(s.shape, op);
+        ASSERT_TRUE(e) << s.name;
+        EXPECT_TRUE(e->CrossesRanks()) << s.name;
+        EXPECT_EQ(r, IsSend(op.kind) ? e->from_rank : e->to_rank) << s.name;
+        ++(IsSend(op.kind) ? sends : recvs)[EdgeKey(units, *e)];
+      }
+    }
+    int crossing = 0;
+    ForEachEdge(s, [&](const Edge& e) {
+      if (!e.CrossesRanks()) return;
+      ++crossing;
+      EXPECT_EQ(sends[EdgeKey(units, e)], 1) << s.name;
+      EXPECT_EQ(recvs[EdgeKey(units, e)], 1) << s.name;
+    });
+    EXPECT_EQ(sends.size(), static_cast<size_t>(crossing)) << s.name;
+  }
+}
+
+TEST(WeightsTest, UpdateIndexAndVersionRead) {
+  Schedule s;
+  s.microbatches = 4;
+  const Op b = MakeOp(OpKind::kB, 0, 3, 2);
+  s.weights = WeightPolicy::kFlush;
+  EXPECT_EQ(UpdateIndex(s, b), 2);
+  s.weights = WeightPolicy::kTwoBW;
+  EXPECT_EQ(UpdateIndex(s, b), 2);
+  s.weights = WeightPolicy::kStash;
+  EXPECT_EQ(UpdateIndex(s, b), 2 * 4 + 3);
+  Op step = MakeOp(OpKind::kStep, 0);
+  step.version = 5;
+  EXPECT_EQ(VersionRead(step), 4);
+  Op f = MakeOp(OpKind::kF, 0);
+  f.version = 2;
+  EXPECT_EQ(VersionRead(f), 2);
+  EXPECT_EQ(VersionRead(MakeOp(OpKind::kSendF, 0)), -1);
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
