@@ -5,15 +5,13 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/runtime.h"
-#include "stagecraft/sim/costs.h"
 
 namespace stagecraft::exec {
 
 StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage) {
-  const std::vector<int> counts = config.layers_per_stage.empty()
-                                       ? sim::SplitLayers(config.model.layers, schedule.stages(), "model.mlp")
-                                       : config.layers_per_stage;
-  SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(), "one layer count per stage");
+  const std::vector<int>& counts = config.layers_per_stage;
+  SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(),
+           fmt::format("the plan gives one layer count per stage: {} for {} stages", counts.size(), schedule.stages()));
   StageShape shape;
   for (int s = 0; s < stage; ++s) shape.first_layer += counts[s];
   shape.layers = counts[stage];

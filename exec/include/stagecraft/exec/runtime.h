@@ -27,8 +27,9 @@ struct TrainingConfig {
   std::string optimizer = "sgd";  // "sgd" (with momentum) | "adam"
   float lr = 0.01f;
   float momentum = 0.9f;
-  // Layers per stage (sim::StageLayers of the scenario for this schedule's stage count);
-  // empty: the even split.
+  // Layers per stage, one count per stage of the schedule being run. The split is decided once,
+  // when a scenario is planned (sim::StageLayers, shared with the simulator's costs), and the
+  // executor builds exactly what it is given.
   std::vector<int> layers_per_stage;
 };
 
@@ -81,7 +82,7 @@ RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& confi
 std::string SerializeRankRun(const RankRun& run);
 RankRun ParseRankRun(const std::string& bytes);
 
-// The layers of stage `stage`: config.layers_per_stage, or the even split (sim::SplitLayers).
+// The layers of stage `stage` as config.layers_per_stage gives them.
 StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage);
 
 }  // namespace stagecraft::exec
