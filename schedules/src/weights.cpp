@@ -11,13 +11,7 @@ namespace stagecraft::schedules {
 namespace {
 
 Op MakeStep(int stage, int step, int microbatch, int version) {
-  Op op;
-  op.kind = OpKind::kStep;
-  op.stage = stage;
-  op.step = step;
-  op.microbatch = microbatch;
-  op.version = version;
-  return op;
+  return Op{OpKind::kStep, stage, microbatch, step, version};
 }
 
 // Position (in its rank's list) of the last backward op of each microbatch and of each

@@ -14,14 +14,8 @@
 namespace stagecraft::schedules {
 namespace {
 
-Op MakeOp(OpKind kind, int stage, int microbatch = 0, int step = 0) {
-  Op op;
-  op.kind = kind;
-  op.stage = stage;
-  op.microbatch = microbatch;
-  op.step = step;
-  return op;
-}
+// An op of `kind` at `stage`, microbatch and step as given (version 0, no peer).
+Op MakeOp(OpKind kind, int stage, int microbatch = 0, int step = 0) { return Op{kind, stage, microbatch, step}; }
 
 // 2 ranks x 2 chunks = 4 stages. Loop: stages 0..3 on ranks 0, 1, 0, 1. V: 0, 1, 1, 0.
 constexpr Shape kLoop{2, 2, Placement::kLoop};

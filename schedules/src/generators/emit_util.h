@@ -7,14 +7,7 @@
 
 namespace stagecraft::schedules::detail {
 
-inline Op Compute(OpKind kind, int stage, int microbatch, int step) {
-  Op op;
-  op.kind = kind;
-  op.stage = stage;
-  op.microbatch = microbatch;
-  op.step = step;
-  return op;
-}
+inline Op Compute(OpKind kind, int stage, int microbatch, int step) { return Op{kind, stage, microbatch, step}; }
 
 // Appends `from` to `to` (used to concatenate the per-step orders of flush schedules).
 inline void Append(std::vector<Op>* to, const std::vector<Op>& from) { to->insert(to->end(), from.begin(), from.end()); }
