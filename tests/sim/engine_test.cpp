@@ -1,4 +1,5 @@
-// The engine against closed forms from the papers, hand-worked transfers, and the IR analysis.
+// Tests for sim/src/engine.cpp: the engine against closed forms from the papers, hand-worked
+// transfers and step costs, and, for every generator in the table, the IR analysis.
 #include "stagecraft/sim/engine.h"
 
 #include <algorithm>
@@ -9,54 +10,22 @@
 
 #include <gtest/gtest.h>
 
+#include "sim_test_util.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/metrics.h"
 
 namespace stagecraft::sim {
 namespace {
 
-using schedules::GeneratorParams;
+using schedules::GeneratorInfo;
+using schedules::OpKind;
 using schedules::Schedule;
-
-constexpr int64_t kMs = 1'000'000;
-
-Schedule Make(const std::string& name, int p, int m, int steps = 1, int chunks = 1) {
-  GeneratorParams params;
-  params.ranks = p;
-  params.microbatches = m;
-  params.steps = steps;
-  params.chunks = chunks;
-  return schedules::Lower(schedules::Generate(name, params));
-}
-
-// One node of `devices`, links of the given bandwidth and latency.
-Topology Node(int devices, double bandwidth = 100e9, int64_t latency_ns = 0, int nodes = 1,
-              double cluster_bandwidth = 10e9, int64_t cluster_latency_ns = 0) {
-  TopologySpec spec;
-  spec.device.name = "test";
-  spec.device.peak_flops = 1e12;
-  spec.device.memory_bytes = int64_t{1} << 40;
-  spec.nodes = nodes;
-  spec.devices_per_node = devices;
-  spec.links.push_back({"node", bandwidth, latency_ns});
-  if (nodes > 1) spec.links.push_back({"cluster", cluster_bandwidth, cluster_latency_ns});
-  return Topology(spec);
-}
-
-// Per-stage costs: forward f, input-grad bi, weight-grad bw (ns), no bytes unless given.
-CostTable Uniform(int stages, int64_t f, int64_t bi, int64_t bw, int64_t send_bytes = 0) {
-  CostTable t;
-  StageCost c{};
-  c.forward_ns = f;
-  c.backward_input_ns = bi;
-  c.backward_weight_ns = bw;
-  c.send_bytes = send_bytes;
-  t.stages.assign(stages, c);
-  t.source = "test";
-  return t;
-}
+using testing::kMs;
+using testing::kUs;
+using testing::Make;
+using testing::Node;
+using testing::Uniform;
 
 ScheduleMetrics SimMetrics(const Schedule& s, const CostTable& costs, const Topology& topo) {
   return ComputeMetrics(s, Simulate(s, costs, topo, SimConfig{}), 1);
@@ -125,42 +94,6 @@ TEST(Engine, ZeroBubbleClosedForms) {
   }
 }
 
-// Memory: activation A per stashed microbatch, weights Wt x live versions, gradients G and
-// optimizer state O; the simulated peak equals the IR analysis to the byte.
-TEST(Engine, PeakMemoryEqualsIrAnalysis) {
-  const int64_t a = 3'000'001, wt = 50'000'017, g = 7'000'003, o = 11'000'009;
-  for (const char* name : {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved"}) {
-    const int chunks = std::string(name) == "interleaved" ? 2 : 1;
-    const Schedule s = Make(name, 4, 8, 2, chunks);
-    CostTable costs = Uniform(s.stages(), kMs, kMs, kMs);
-    for (auto& c : costs.stages) {
-      c.activation_bytes = a;
-      c.weight_bytes = wt;
-      c.grad_bytes = g;
-      c.optimizer_bytes = o;
-    }
-    const RunRecord result = Simulate(s, costs, Node(4), SimConfig{});
-    const auto analysis = schedules::Analyze(s);
-    for (int r = 0; r < 4; ++r) {
-      const int64_t expected = analysis[r].peak_inflight * a + chunks * (wt * analysis[r].peak_weight_versions + g + o);
-      EXPECT_EQ(result.ranks[r].peak_memory_bytes, expected) << name << " rank " << r;
-      EXPECT_EQ(result.ranks[r].peak_inflight, analysis[r].peak_inflight) << name;
-    }
-  }
-}
-
-// Weight versions over time agree with the IR analysis for the asynchronous schedules.
-TEST(Engine, WeightVersionsMatchIrAnalysis) {
-  for (const char* name : {"pipedream", "2bw"}) {
-    const Schedule s = Make(name, 4, 8, 3);
-    const RunRecord result = Simulate(s, Uniform(4, kMs, kMs, kMs), Node(4), SimConfig{});
-    const auto analysis = schedules::Analyze(s);
-    for (int r = 0; r < 4; ++r) {
-      EXPECT_EQ(result.ranks[r].peak_weight_versions, analysis[r].peak_weight_versions) << name << " rank " << r;
-    }
-  }
-}
-
 // Two transfers over one link take twice as long as one. Forwards cost nothing, so with two
 // microbatches both activations leave rank 0 at t = 0 and share its link.
 TEST(Engine, LinkSharedByTwoTransfersTakesTwiceAsLong) {
@@ -209,8 +142,6 @@ TEST(Engine, InterNodeLinkRaisesStepTimeByThePredictedAmount) {
 // in units of u = 1 us, F = 1, B = 2 (I = W = 1), no bytes and zero latency, so a transfer
 // arrives the moment both of its ends are posted (rendezvous). "r0 X [a, b]": rank 0 runs X
 // from a to b.
-
-constexpr int64_t kUs = 1'000;
 
 CostTable WithStep(CostTable costs, int64_t step_ns) {
   for (auto& c : costs.stages) c.step_ns = step_ns;
@@ -326,12 +257,139 @@ TEST(Engine, StepCostPipeDreamStepAfterEveryBackward) {
   EXPECT_EQ(timed.makespan_ns() - instant.makespan_ns(), 4 * step);
 }
 
-TEST(Engine, Deterministic) {
-  const Schedule s = Make("zb-h1", 4, 8, 2);
-  const CostTable costs = Uniform(4, kMs, kMs, kMs, 1'000'000);
+// ---- every registered generator -------------------------------------------------------
+// The cases come from the generator table (schedules/registry.cpp): a schedule added there is
+// checked here with no list to edit.
+
+class EngineEveryGenerator : public ::testing::TestWithParam<std::string> {
+ protected:
+  const GeneratorInfo& Info() const { return *schedules::FindGenerator(GetParam()); }
+
+  // The lowered schedule at 4 ranks x 8 microbatches (2 chunks where the generator interleaves).
+  Schedule FourByEight(int steps) const {
+    const int chunks = Info().interleaved ? 2 : 1;
+    EXPECT_EQ(Info().check(schedules::test_cases::Params(4, 8, steps, chunks)), "") << "give it a shape it takes";
+    return Make(GetParam(), 4, 8, steps, chunks);
+  }
+
+  // Every small shape the generator takes (generator_cases.h), lowered.
+  std::vector<Schedule> SmallShapes() const {
+    std::vector<Schedule> out;
+    for (const auto& c : schedules::test_cases::SmallGeneratorCases()) {
+      if (c.info->name != GetParam()) continue;
+      out.push_back(Make(GetParam(), c.params.ranks, c.params.microbatches, c.params.steps, c.params.chunks));
+    }
+    EXPECT_FALSE(out.empty());
+    return out;
+  }
+};
+
+std::vector<std::string> RegisteredGenerators() {
+  std::vector<std::string> names;
+  for (const GeneratorInfo& info : schedules::Generators()) names.emplace_back(info.name);
+  return names;
+}
+
+std::string Describe(const Schedule& s) {
+  return s.name + " p=" + std::to_string(s.ranks()) + " m=" + std::to_string(s.microbatches) +
+         " steps=" + std::to_string(s.steps) + " chunks=" + std::to_string(s.shape.chunks);
+}
+
+// Each rank is busy for exactly its ops' costs, counted from the IR (F 3, B 5 + 7, I 5, W 7,
+// STEP 11 us), whatever the transfers do; and no schedule beats its critical path or its
+// busiest rank: one microbatch's forward through every stage, then its input-gradient back.
+TEST_P(EngineEveryGenerator, BusyTimeIsTheSumOfOpCostsAndMakespanBoundsHold) {
+  const int64_t f = 3 * kUs, i = 5 * kUs, w = 7 * kUs, step = 11 * kUs;
+  for (const Schedule& s : SmallShapes()) {
+    SCOPED_TRACE(Describe(s));
+    CostTable costs = Uniform(s.stages(), f, i, w, 1'000'000);
+    for (auto& c : costs.stages) c.step_ns = step;
+    const RunRecord result = Simulate(s, costs, Node(s.ranks(), 10e9, 1000), SimConfig{});
+    int64_t busiest = 0;
+    for (int r = 0; r < s.ranks(); ++r) {
+      int64_t expected = 0;
+      for (const auto& op : s.ops[r]) {
+        expected += op.kind == OpKind::kF      ? f
+                    : op.kind == OpKind::kB    ? i + w
+                    : op.kind == OpKind::kI    ? i
+                    : op.kind == OpKind::kW    ? w
+                    : op.kind == OpKind::kStep ? step
+                                               : 0;
+      }
+      EXPECT_EQ(result.ranks[r].busy_ns, expected) << "rank " << r;
+      busiest = std::max(busiest, expected);
+    }
+    EXPECT_GE(result.makespan_ns(), busiest);
+    EXPECT_GE(result.makespan_ns(), s.stages() * (f + i));
+  }
+}
+
+// At the papers' unit costs (F = I = W = 1, B = 2) with free communication, every compute op
+// starts and ends where the IR's unit-time grid (analysis.h) puts it.
+TEST_P(EngineEveryGenerator, UnitCostsReproduceTheIrGrid) {
+  for (const Schedule& s : SmallShapes()) {
+    SCOPED_TRACE(Describe(s));
+    const RunRecord result = Simulate(s, Uniform(s.stages(), kUs, kUs, kUs), Node(s.ranks()), SimConfig{});
+    const schedules::UnitGrid grid = schedules::UnitTimeGrid(s);
+    EXPECT_EQ(result.makespan_ns(), grid.makespan * kUs);
+    for (int r = 0; r < s.ranks(); ++r) {
+      for (const auto& cell : grid.cells[r]) {
+        const OpTiming& t = result.ranks[r].ops[cell.op_index];
+        EXPECT_EQ(t.start_ns, cell.start * kUs) << "rank " << r << " op " << cell.op_index;
+        EXPECT_EQ(t.end_ns, (cell.start + cell.duration) * kUs) << "rank " << r << " op " << cell.op_index;
+      }
+    }
+  }
+}
+
+// Weight versions over time agree with the IR analysis.
+TEST_P(EngineEveryGenerator, WeightVersionsMatchIrAnalysis) {
+  const Schedule s = FourByEight(3);
+  const RunRecord result = Simulate(s, Uniform(s.stages(), kMs, kMs, kMs), Node(4), SimConfig{});
+  const auto analysis = schedules::Analyze(s);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(result.ranks[r].peak_weight_versions, analysis[r].peak_weight_versions) << "rank " << r;
+  }
+}
+
+TEST_P(EngineEveryGenerator, Deterministic) {
+  const Schedule s = FourByEight(2);
+  const CostTable costs = Uniform(s.stages(), kMs, kMs, kMs, 1'000'000);
   const auto a = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", "{}");
   const auto b = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", "{}");
   EXPECT_EQ(schedules::TraceToJson(a), schedules::TraceToJson(b));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EngineEveryGenerator, ::testing::ValuesIn(RegisteredGenerators()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// Memory: activation A per stashed microbatch, weights Wt x live versions, gradients G and
+// optimizer state O; the simulated peak equals the IR analysis to the byte. The sum of the
+// two peaks is the peak of the sum only where one weight version lives at a time: for every
+// generator of the flush policy.
+TEST(Engine, PeakMemoryEqualsIrAnalysisForEveryFlushGenerator) {
+  const int64_t a = 3'000'001, wt = 50'000'017, g = 7'000'003, o = 11'000'009;
+  int checked = 0;
+  for (const GeneratorInfo& info : schedules::Generators()) {
+    if (info.weights != schedules::WeightPolicy::kFlush) continue;
+    SCOPED_TRACE(std::string(info.name));
+    const int chunks = info.interleaved ? 2 : 1;
+    const Schedule s = Make(std::string(info.name), 4, 8, 2, chunks);
+    const CostTable costs = testing::WithMemory(Uniform(s.stages(), kMs, kMs, kMs), a, wt, g, o);
+    const RunRecord result = Simulate(s, costs, Node(4), SimConfig{});
+    const auto analysis = schedules::Analyze(s);
+    for (int r = 0; r < 4; ++r) {
+      const int64_t expected = analysis[r].peak_inflight * a + chunks * (wt * analysis[r].peak_weight_versions + g + o);
+      EXPECT_EQ(result.ranks[r].peak_memory_bytes, expected) << "rank " << r;
+      EXPECT_EQ(result.ranks[r].peak_inflight, analysis[r].peak_inflight) << "rank " << r;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);  // gpipe, 1f1b, interleaved, zb-h1, zb-h2 at least
 }
 
 }  // namespace

@@ -1,17 +1,28 @@
-// Helpers for the sim tests: a scratch directory per test, file writing, error capture and
-// the 1-based "line:col" of text in a file (the oracle for located error messages).
+// Helpers for the sim tests: a scratch directory per test, file writing, error capture, the
+// 1-based "line:col" of text in a file (the oracle for located error messages), and small
+// machines, cost tables, schedules and timed scripts for the engine and its units.
 #pragma once
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "../schedules/generator_cases.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/event_loop.h"
+#include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim::testing {
 
@@ -72,5 +83,69 @@ inline std::string PosOf(const std::string& text, const std::string& needle) {
 inline bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
+
+inline constexpr int64_t kUs = 1'000;
+inline constexpr int64_t kMs = 1'000'000;
+
+// `nodes` nodes of `devices` each: every device has a link of `bandwidth` (bytes/s) to its node
+// switch, and one of `cluster_bandwidth` to the cluster switch when nodes > 1; a route through
+// one switch costs that scope's latency.
+inline Topology Node(int devices, double bandwidth = 100e9, int64_t latency_ns = 0, int nodes = 1,
+                     double cluster_bandwidth = 10e9, int64_t cluster_latency_ns = 0) {
+  TopologySpec spec;
+  spec.device.name = "test";
+  spec.device.peak_flops = 1e12;
+  spec.device.memory_bytes = int64_t{1} << 40;
+  spec.nodes = nodes;
+  spec.devices_per_node = devices;
+  spec.links.push_back({"node", bandwidth, latency_ns});
+  if (nodes > 1) spec.links.push_back({"cluster", cluster_bandwidth, cluster_latency_ns});
+  return Topology(spec);
+}
+
+// Per-stage costs: forward f, input-grad bi, weight-grad bw (ns), no bytes unless given.
+inline CostTable Uniform(int stages, int64_t f, int64_t bi, int64_t bw, int64_t send_bytes = 0) {
+  CostTable t;
+  StageCost c{};
+  c.forward_ns = f;
+  c.backward_input_ns = bi;
+  c.backward_weight_ns = bw;
+  c.send_bytes = send_bytes;
+  t.stages.assign(stages, c);
+  t.source = "test";
+  return t;
+}
+
+// `costs` with these memory sizes (bytes) on every stage.
+inline CostTable WithMemory(CostTable costs, int64_t activation, int64_t weight, int64_t grad, int64_t optimizer) {
+  for (StageCost& c : costs.stages) {
+    c.activation_bytes = activation;
+    c.weight_bytes = weight;
+    c.grad_bytes = grad;
+    c.optimizer_bytes = optimizer;
+  }
+  return costs;
+}
+
+// The lowered schedule of a registered generator.
+inline schedules::Schedule Make(const std::string& name, int p, int m, int steps = 1, int chunks = 1) {
+  return schedules::Lower(schedules::Generate(name, schedules::test_cases::Params(p, m, steps, chunks)));
+}
+
+// Runs functions at given times on an event loop, for driving a unit by hand:
+// script.At(500, [&] { ... }); loop.Run();
+class Script final : public EventHandler {
+ public:
+  explicit Script(EventLoop* loop) : loop_(loop) {}
+  void At(int64_t time_ns, std::function<void()> fn) {
+    steps_.push_back(std::move(fn));
+    loop_->ScheduleAt(time_ns, this, static_cast<int32_t>(steps_.size() - 1));
+  }
+  void OnEvent(const Event& event) override { steps_[event.a](); }
+
+ private:
+  EventLoop* loop_;
+  std::vector<std::function<void()>> steps_;
+};
 
 }  // namespace stagecraft::sim::testing

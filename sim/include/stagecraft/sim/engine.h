@@ -8,10 +8,15 @@
 // (+ the cost table's p2p latency), then moves its bytes over every link of its route; a link's
 // bandwidth is split equally among the transfers crossing it at that moment, and a transfer
 // moves at the rate of its most loaded link (rates are recomputed whenever a transfer starts or
-// ends its data phase). A STEP takes the stage's step_ns on the compute stream (0: instant). Memory per rank is tracked over time: weights x
-// live versions + gradients + optimizer state for each local stage, activations from F's start
-// to B/I's end (after I only the W stash is kept until W), and transfer buffers (send side from
-// post to arrival, receive side from post to its consumer's start).
+// ends its data phase). A STEP takes the stage's step_ns on the compute stream (0: instant).
+// Memory per rank is tracked over time: weights x live versions + gradients + optimizer state
+// for each local stage, activations from F's start to B/I's end (after I only the W stash is
+// kept until W), and transfer buffers (send side from post to arrival, receive side from post
+// to its consumer's start). Which producer an op waits on, and which transfer carries it, is
+// the one data-edge rule of schedules/edges.h.
+//
+// Units: event_loop.h (the core: event order, cancel), compute_streams.h, transfers.h (links),
+// memory_model.h (memory and weight versions); engine.cpp joins them.
 #pragma once
 
 #include <cstdint>

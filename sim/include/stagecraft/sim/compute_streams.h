@@ -1,0 +1,70 @@
+// Compute streams (DESIGN.md §4): each rank runs its compute ops strictly in IR order on one
+// stream; an op starts when the stream is free and its input has arrived. SEND/RECV only post and
+// take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/event_loop.h"
+
+namespace stagecraft::sim {
+
+// How long an op holds its rank's stream: F forward, B backward input + weight, I and W their
+// halves, STEP the stage's step, SEND/RECV nothing.
+int64_t OpDurationNs(const StageCost& cost, schedules::OpKind kind);
+
+// What the streams ask of, and tell, the rest of the simulator. Calls come at the loop's time.
+class StreamHooks {
+ public:
+  virtual bool InputReady(int rank, const schedules::Op& op) = 0;             // a compute op's data
+  virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND or RECV
+  virtual void ComputeStarted(int rank, int index, const schedules::Op& op) = 0;   // F/B/I/W/STEP
+  virtual void ComputeFinished(int rank, int index, const schedules::Op& op) = 0;  // F/B/I/W/STEP
+
+ protected:
+  ~StreamHooks() = default;
+};
+
+// Fills the compute and STEP timings of the record, with each rank's busy_ns,
+// first_f_start_ns and last_compute_end_ns. A 0 ns STEP starts and finishes on the spot,
+// with no event.
+class ComputeStreams final : public EventHandler {
+ public:
+  // Keeps references to all of its arguments, which must outlive it. `record` has one timing
+  // per op of every rank.
+  ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop, StreamHooks* hooks,
+                 schedules::RunRecord* record);
+
+  // Runs every rank from its first op, at the loop's current time.
+  void Start();
+  // The input a stalled rank waits for may have arrived: try its next op again.
+  void Wake(int rank);
+  bool waiting(int rank) const { return streams_[rank].waiting; }
+  // Checks that every rank ran all of its ops (a rank left behind means the schedule deadlocks).
+  void CheckAllDone() const;
+
+  void OnEvent(const Event& event) override;  // a compute op or STEP ends
+
+ private:
+  struct Stream {
+    size_t next = 0;  // index of the next op to run or post
+    bool waiting = false;
+  };
+
+  void Advance(int rank);
+  void FinishOp(int rank, int index, const schedules::Op& op);
+
+  const schedules::Schedule& schedule_;
+  const CostTable& costs_;
+  EventLoop* loop_;
+  StreamHooks* hooks_;
+  schedules::RunRecord* record_;
+  std::vector<Stream> streams_;  // per rank
+};
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,60 @@
+// Memory per rank over time (DESIGN.md §4): weights x live versions + gradients + optimizer state
+// of each local stage, activations from F's start to B/I's end (after I only the W stash, until
+// W), and transfer buffers; the peak, the samples and OOM go into the run record.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/costs.h"
+
+namespace stagecraft::sim {
+
+// Weight versions (weights.h assigns them): version 0 of every stage exists from the start; a
+// STEP adds the version it produces, and a version is freed after its last reader once it is no
+// longer the newest. When nobody reads the old newest any more at a STEP, the STEP is one net
+// change (an in-place update never shows two copies in the peak).
+//
+// Every change takes the time it happens at; the caller gives changes in time order. Samples
+// at one time collapse into one (the last), while the peak sees every intermediate total.
+class MemoryModel {
+ public:
+  // Counts the readers of each (stage, version) in `schedule` and charges weights, gradients and
+  // optimizer state at time 0. `record` has one RankRecord per rank. Keeps references to
+  // `costs` and `record`, which must outlive it.
+  MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
+              schedules::RunRecord* record);
+
+  // A compute op or STEP of `rank` starts / finishes: F holds its activations; B frees them, I
+  // keeps only the W stash, W frees that; then the op's read of its weight version is done. A
+  // finished STEP adds its new version.
+  void ComputeStarted(int64_t now_ns, int rank, const schedules::Op& op);
+  void ComputeFinished(int64_t now_ns, int rank, const schedules::Op& op);
+
+  // Transfer buffers (or anything else held for a while).
+  void Allocate(int64_t now_ns, int rank, int64_t bytes) { Add(now_ns, rank, bytes); }
+  void Free(int64_t now_ns, int rank, int64_t bytes) { Add(now_ns, rank, -bytes); }
+
+  // Sets each rank's `oom` flag: its peak over `device_memory_bytes` (0: no check).
+  void MarkOom(int64_t device_memory_bytes);
+
+  int64_t bytes(int rank) const { return bytes_[rank]; }
+
+ private:
+  void Add(int64_t now_ns, int rank, int64_t delta);
+  void ReadDone(int64_t now_ns, const schedules::Op& op);
+  void StepDone(int64_t now_ns, const schedules::Op& step);
+
+  const schedules::Shape shape_;
+  const CostTable& costs_;
+  bool record_samples_;
+  schedules::RunRecord* record_;
+  std::vector<int64_t> bytes_;                    // per rank, now
+  std::vector<int> inflight_;                     // per rank: activations held
+  std::vector<std::vector<int>> readers_left_;    // per stage, per version
+  std::vector<int> live_versions_, newest_;       // per stage
+};
+
+}  // namespace stagecraft::sim

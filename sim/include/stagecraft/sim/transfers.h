@@ -1,0 +1,76 @@
+// Transfers over the topology's links (DESIGN.md §4). A transfer is a rendezvous: it starts once
+// both ends are posted, waits its route's latency (+ the cost table's p2p latency), then moves its
+// bytes over every link of the route, at the rate of its most loaded link.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "stagecraft/sim/event_loop.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::sim {
+
+// Link sharing: a link's bandwidth is split equally among the transfers in their data phase
+// on it at that moment (not max-min fair: a share one transfer cannot use is not handed to the
+// others), and a transfer moves at the smallest share along its route. Rates are recomputed,
+// and the finish re-timed, for every transfer on a link where one starts or ends its data phase.
+class Transfers final : public EventHandler {
+ public:
+  enum class End : uint8_t { kSend, kRecv };
+
+  // Told when a transfer starts (both ends posted) and when its last byte arrives.
+  class Listener {
+   public:
+    virtual void TransferStarted(size_t slot) = 0;
+    virtual void TransferArrived(size_t slot) = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+
+  struct Transfer {
+    int src_device = 0, dst_device = 0;
+    int64_t bytes = 0;
+    bool send_posted = false, recv_posted = false;
+    bool in_data_phase = false;
+    int32_t post_order = -1;       // n: the n-th transfer to get a first end posted
+    double remaining_bytes = 0;    // as of last_update_ns
+    double bytes_per_ns = 0;
+    int64_t last_update_ns = 0;
+    EventId arrival;               // pending arrival, cancelled when the rate changes
+  };
+
+  // `slots` transfers at most, each named by its slot (the engine uses schedules::EdgeKey).
+  // Keeps references to its arguments, which must outlive it.
+  Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop, Listener* listener);
+
+  // Posts one end of the transfer in `slot` at the loop's current time; both ends name the same
+  // devices and bytes. The second end starts the transfer.
+  void Post(size_t slot, End end, int src_device, int dst_device, int64_t bytes);
+
+  const Transfer& operator[](size_t slot) const { return transfers_[slot]; }
+
+  void OnEvent(const Event& event) override;
+
+ private:
+  enum EventKind : int32_t { kDataStart, kArrival };
+
+  void Start(size_t slot);
+  void DataStart(size_t slot);
+  void Arrive(size_t slot);
+  void UpdateRates(const std::vector<int>& links);
+  double RateOf(const Transfer& t) const;  // bytes per ns: the smallest share along the route
+
+  const Topology& topology_;
+  int64_t p2p_latency_ns_;
+  EventLoop* loop_;
+  Listener* listener_;
+  std::vector<Transfer> transfers_;                // by slot
+  std::vector<int32_t> slot_by_post_order_;
+  std::vector<std::vector<int32_t>> link_active_;  // per link: post orders of the transfers on it
+  std::vector<int32_t> affected_;                  // scratch for UpdateRates
+};
+
+}  // namespace stagecraft::sim

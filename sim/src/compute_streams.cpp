@@ -1,0 +1,100 @@
+// One compute stream per rank (see compute_streams.h).
+#include "stagecraft/sim/compute_streams.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/check.h"
+
+namespace stagecraft::sim {
+
+using schedules::Op;
+using schedules::OpKind;
+
+int64_t OpDurationNs(const StageCost& cost, OpKind kind) {
+  switch (kind) {
+    case OpKind::kF: return cost.forward_ns;
+    case OpKind::kB: return cost.backward_input_ns + cost.backward_weight_ns;
+    case OpKind::kI: return cost.backward_input_ns;
+    case OpKind::kW: return cost.backward_weight_ns;
+    case OpKind::kStep: return cost.step_ns;
+    default: return 0;
+  }
+}
+
+ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop,
+                               StreamHooks* hooks, schedules::RunRecord* record)
+    : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()) {
+  SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
+  SC_CHECK(static_cast<int>(record->ranks.size()) == schedule.ranks(), "one rank record per rank");
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    SC_CHECK(record->ranks[r].ops.size() == schedule.ops[r].size(), "one op timing per op");
+  }
+}
+
+void ComputeStreams::Start() {
+  for (int r = 0; r < schedule_.ranks(); ++r) Advance(r);
+}
+
+void ComputeStreams::Wake(int rank) {
+  if (streams_[rank].waiting) Advance(rank);
+}
+
+void ComputeStreams::CheckAllDone() const {
+  for (int r = 0; r < schedule_.ranks(); ++r) {
+    SC_CHECK(streams_[r].next == schedule_.ops[r].size(),
+             fmt::format("rank {} stopped at op {}: the schedule deadlocks (validate it first)", r, streams_[r].next));
+  }
+}
+
+void ComputeStreams::OnEvent(const Event& event) {
+  const int rank = event.a;
+  const int index = event.b;
+  FinishOp(rank, index, schedule_.ops[rank][index]);
+  Advance(rank);
+}
+
+// Runs `rank` forward from its next op at the loop's time until it starts an op that holds the
+// stream or must wait for an input.
+void ComputeStreams::Advance(int rank) {
+  Stream& stream = streams_[rank];
+  stream.waiting = false;
+  const auto& ops = schedule_.ops[rank];
+  while (stream.next < ops.size()) {
+    const int index = static_cast<int>(stream.next);
+    const Op& op = ops[index];
+    if (schedules::IsComm(op.kind)) {
+      ++stream.next;
+      hooks_->Posted(rank, index, op);
+      continue;
+    }
+    if (schedules::IsCompute(op.kind) && !hooks_->InputReady(rank, op)) {
+      stream.waiting = true;
+      return;
+    }
+    ++stream.next;
+    const int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind);
+    const int64_t now = loop_->now_ns();
+    record_->ranks[rank].ops[index] = {now, now + duration};
+    if (op.kind == OpKind::kF && record_->ranks[rank].first_f_start_ns < 0) {
+      record_->ranks[rank].first_f_start_ns = now;
+    }
+    hooks_->ComputeStarted(rank, index, op);
+    if (op.kind == OpKind::kStep && duration == 0) {  // an instant: the stream stays free
+      FinishOp(rank, index, op);
+      continue;
+    }
+    loop_->ScheduleAt(now + duration, this, rank, index);
+    return;
+  }
+}
+
+void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
+  schedules::RankRecord& rr = record_->ranks[rank];
+  rr.busy_ns += OpDurationNs(costs_.stages[op.stage], op.kind);
+  rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, loop_->now_ns());
+  hooks_->ComputeFinished(rank, index, op);
+}
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,110 @@
+// Memory and weight versions over time (see memory_model.h).
+#include "stagecraft/sim/memory_model.h"
+
+#include <algorithm>
+
+#include "stagecraft/base/check.h"
+
+namespace stagecraft::sim {
+
+using schedules::Op;
+using schedules::OpKind;
+using schedules::RankRecord;
+
+MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
+                         schedules::RunRecord* record)
+    : shape_(schedule.shape), costs_(costs), record_samples_(record_samples), record_(record) {
+  const int stages = schedule.stages();
+  const int ranks = schedule.ranks();
+  SC_CHECK(static_cast<int>(costs.stages.size()) == stages, "one cost entry per stage");
+  SC_CHECK(static_cast<int>(record->ranks.size()) == ranks, "one rank record per rank");
+  bytes_.assign(ranks, 0);
+  inflight_.assign(ranks, 0);
+  readers_left_.assign(stages, {});
+  live_versions_.assign(stages, 1);
+  newest_.assign(stages, 0);
+  for (const auto& rank_ops : schedule.ops) {
+    for (const Op& op : rank_ops) {
+      if (!schedules::IsCompute(op.kind)) continue;
+      auto& readers = readers_left_[op.stage];
+      if (readers.size() <= static_cast<size_t>(op.version)) readers.resize(op.version + 1, 0);
+      ++readers[op.version];
+    }
+  }
+  for (int stage = 0; stage < stages; ++stage) {
+    const StageCost& c = costs.stages[stage];
+    const int rank = shape_.RankOf(stage);
+    bytes_[rank] += c.weight_bytes + c.grad_bytes + c.optimizer_bytes;
+    record->ranks[rank].peak_weight_versions = 1;
+  }
+  for (int r = 0; r < ranks; ++r) Add(0, r, 0);
+}
+
+void MemoryModel::Add(int64_t now_ns, int rank, int64_t delta) {
+  bytes_[rank] += delta;
+  RankRecord& rr = record_->ranks[rank];
+  rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, bytes_[rank]);
+  if (!record_samples_) return;
+  auto& samples = rr.memory;
+  if (!samples.empty() && samples.back().time_ns == now_ns) {
+    samples.back().bytes = bytes_[rank];
+  } else {
+    samples.push_back({now_ns, bytes_[rank]});
+  }
+}
+
+void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
+  if (op.kind != OpKind::kF) return;
+  Add(now_ns, rank, costs_.stages[op.stage].activation_bytes);
+  RankRecord& rr = record_->ranks[rank];
+  rr.peak_inflight = std::max(rr.peak_inflight, ++inflight_[rank]);
+}
+
+void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
+  const StageCost& c = costs_.stages[op.stage];
+  switch (op.kind) {
+    case OpKind::kB:
+      --inflight_[rank];
+      Add(now_ns, rank, -c.activation_bytes);
+      break;
+    case OpKind::kI:
+      --inflight_[rank];
+      Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes);
+      break;
+    case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
+    case OpKind::kStep: StepDone(now_ns, op); return;  // a STEP produces its version; it reads none
+    default: break;
+  }
+  ReadDone(now_ns, op);
+}
+
+void MemoryModel::ReadDone(int64_t now_ns, const Op& op) {
+  auto& left = readers_left_[op.stage][op.version];
+  if (--left == 0 && op.version != newest_[op.stage]) {
+    --live_versions_[op.stage];
+    Add(now_ns, shape_.RankOf(op.stage), -costs_.stages[op.stage].weight_bytes);
+  }
+}
+
+void MemoryModel::StepDone(int64_t now_ns, const Op& step) {
+  const int stage = step.stage;
+  const int old = newest_[stage];
+  newest_[stage] = std::max(newest_[stage], step.version);
+  const auto& readers = readers_left_[stage];
+  const bool old_freed = old >= static_cast<int>(readers.size()) || readers[old] == 0;
+  const int rank = shape_.RankOf(stage);
+  if (!old_freed) {
+    ++live_versions_[stage];
+    Add(now_ns, rank, costs_.stages[stage].weight_bytes);
+  }
+  RankRecord& rr = record_->ranks[rank];
+  rr.peak_weight_versions = std::max(rr.peak_weight_versions, live_versions_[stage]);
+}
+
+void MemoryModel::MarkOom(int64_t device_memory_bytes) {
+  for (RankRecord& rr : record_->ranks) {
+    rr.oom = device_memory_bytes > 0 && rr.peak_memory_bytes > device_memory_bytes;
+  }
+}
+
+}  // namespace stagecraft::sim

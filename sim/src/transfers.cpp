@@ -1,0 +1,116 @@
+// Transfers with latency and shared links (see transfers.h).
+#include "stagecraft/sim/transfers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "stagecraft/base/check.h"
+
+namespace stagecraft::sim {
+
+Transfers::Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop,
+                     Listener* listener)
+    : topology_(topology),
+      p2p_latency_ns_(p2p_latency_ns),
+      loop_(loop),
+      listener_(listener),
+      transfers_(slots),
+      link_active_(topology.links().size()) {
+  SC_CHECK(slots <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "a slot fits an event argument");
+}
+
+void Transfers::Post(size_t slot, End end, int src_device, int dst_device, int64_t bytes) {
+  SC_CHECK(slot < transfers_.size(), "transfer slot out of range");
+  Transfer& t = transfers_[slot];
+  if (t.post_order < 0) {
+    t.src_device = src_device;
+    t.dst_device = dst_device;
+    t.bytes = bytes;
+    t.post_order = static_cast<int32_t>(slot_by_post_order_.size());
+    slot_by_post_order_.push_back(static_cast<int32_t>(slot));
+  }
+  SC_CHECK(t.src_device == src_device && t.dst_device == dst_device && t.bytes == bytes,
+           "both ends of a transfer name the same devices and bytes");
+  bool& posted = end == End::kSend ? t.send_posted : t.recv_posted;
+  SC_CHECK(!posted, "each end of a transfer is posted once");
+  posted = true;
+  if (t.send_posted && t.recv_posted) Start(slot);
+}
+
+void Transfers::OnEvent(const Event& event) {
+  const auto slot = static_cast<size_t>(event.b);
+  if (event.a == kDataStart) {
+    DataStart(slot);
+  } else {
+    Arrive(slot);
+  }
+}
+
+void Transfers::Start(size_t slot) {
+  Transfer& t = transfers_[slot];
+  listener_->TransferStarted(slot);
+  const int64_t at = loop_->now_ns() + topology_.RouteLatencyNs(t.src_device, t.dst_device) + p2p_latency_ns_;
+  const auto arg = static_cast<int32_t>(slot);
+  if (t.bytes <= 0) {
+    t.arrival = loop_->ScheduleAt(at, this, kArrival, arg);
+  } else {
+    loop_->ScheduleAt(at, this, kDataStart, arg);
+  }
+}
+
+void Transfers::DataStart(size_t slot) {
+  Transfer& t = transfers_[slot];
+  t.in_data_phase = true;
+  t.remaining_bytes = static_cast<double>(t.bytes);
+  t.last_update_ns = loop_->now_ns();
+  const auto& route = topology_.Route(t.src_device, t.dst_device);
+  for (int link : route) link_active_[link].push_back(t.post_order);
+  UpdateRates(route);
+}
+
+void Transfers::Arrive(size_t slot) {
+  Transfer& t = transfers_[slot];
+  t.arrival = EventId{};
+  if (t.in_data_phase) {
+    t.in_data_phase = false;
+    const auto& route = topology_.Route(t.src_device, t.dst_device);
+    for (int link : route) std::erase(link_active_[link], t.post_order);
+    UpdateRates(route);
+  }
+  listener_->TransferArrived(slot);
+}
+
+double Transfers::RateOf(const Transfer& t) const {
+  double rate = 0;
+  bool first = true;
+  for (int link : topology_.Route(t.src_device, t.dst_device)) {
+    const double share = topology_.links()[link].bandwidth_bytes_per_s * 1e-9 / link_active_[link].size();
+    rate = first ? share : std::min(rate, share);
+    first = false;
+  }
+  return rate;
+}
+
+// Re-times every transfer crossing one of `links`, in post order: progress so far at the old
+// rate, then the new rate and a fresh arrival in place of the old one.
+void Transfers::UpdateRates(const std::vector<int>& links) {
+  affected_.clear();
+  for (int link : links) affected_.insert(affected_.end(), link_active_[link].begin(), link_active_[link].end());
+  std::sort(affected_.begin(), affected_.end());
+  affected_.erase(std::unique(affected_.begin(), affected_.end()), affected_.end());
+  const int64_t now = loop_->now_ns();
+  for (int32_t order : affected_) {
+    const int32_t slot = slot_by_post_order_[order];
+    Transfer& t = transfers_[slot];
+    t.remaining_bytes =
+        std::max(0.0, t.remaining_bytes - t.bytes_per_ns * static_cast<double>(now - t.last_update_ns));
+    t.last_update_ns = now;
+    t.bytes_per_ns = RateOf(t);
+    const int64_t left_ns = t.bytes_per_ns > 0 ? std::llround(t.remaining_bytes / t.bytes_per_ns) : 0;
+    loop_->Cancel(t.arrival);
+    t.arrival = loop_->ScheduleAt(now + left_ns, this, kArrival, slot);
+  }
+}
+
+}  // namespace stagecraft::sim

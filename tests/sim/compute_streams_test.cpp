@@ -1,0 +1,172 @@
+// Tests for sim/src/compute_streams.cpp: hand-built op lists (F = 1 us, I = 1 us, W = 2 us,
+// so B = 3 us) run on their streams, with inputs made ready by hand.
+#include "stagecraft/sim/compute_streams.h"
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sim_test_util.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using schedules::Op;
+using schedules::OpKind;
+using schedules::OpTiming;
+using schedules::RunRecord;
+using schedules::Schedule;
+using testing::kUs;
+using testing::Script;
+using Log = std::vector<std::tuple<std::string, int, int64_t>>;  // (what, op index, time)
+
+Op Compute(OpKind kind, int microbatch = 0) { return Op{kind, 0, microbatch, 0, 0}; }
+
+// Streams over `ops` (one list per rank, one stage per rank); every input is ready except B's
+// while `b_input_ready` is false. Logs every hook call.
+class Bench final : public StreamHooks {
+ public:
+  Bench(std::vector<std::vector<Op>> ops, int64_t step_ns) : streams_(Init(std::move(ops), step_ns)) {}
+
+  bool InputReady(int, const Op& op) override { return op.kind != OpKind::kB || b_input_ready; }
+  void Posted(int, int index, const Op&) override { log.emplace_back("post", index, loop.now_ns()); }
+  void ComputeStarted(int, int index, const Op&) override { log.emplace_back("start", index, loop.now_ns()); }
+  void ComputeFinished(int, int index, const Op&) override { log.emplace_back("finish", index, loop.now_ns()); }
+
+  ComputeStreams& streams() { return streams_; }
+  const OpTiming& timing(int rank, int index) const { return record.ranks[rank].ops[index]; }
+
+  Schedule schedule;
+  CostTable costs;
+  RunRecord record;
+  EventLoop loop;
+  Script script{&loop};
+  bool b_input_ready = true;
+  Log log;
+
+ private:
+  ComputeStreams Init(std::vector<std::vector<Op>> ops, int64_t step_ns) {
+    schedule.shape.ranks = static_cast<int>(ops.size());
+    schedule.ops = std::move(ops);
+    for (int r = 0; r < schedule.ranks(); ++r) {
+      for (Op& op : schedule.ops[r]) op.stage = r;
+    }
+    costs = testing::Uniform(schedule.stages(), kUs, kUs, 2 * kUs);
+    for (auto& c : costs.stages) c.step_ns = step_ns;
+    record.ranks.resize(schedule.ranks());
+    for (int r = 0; r < schedule.ranks(); ++r) record.ranks[r].ops.resize(schedule.ops[r].size());
+    return ComputeStreams(schedule, costs, &loop, this, &record);
+  }
+
+  ComputeStreams streams_;
+};
+
+TEST(ComputeStreams, OpDurations) {
+  StageCost c{};
+  c.forward_ns = 3;
+  c.backward_input_ns = 5;
+  c.backward_weight_ns = 7;
+  c.step_ns = 11;
+  EXPECT_EQ(OpDurationNs(c, OpKind::kF), 3);
+  EXPECT_EQ(OpDurationNs(c, OpKind::kB), 12);
+  EXPECT_EQ(OpDurationNs(c, OpKind::kI), 5);
+  EXPECT_EQ(OpDurationNs(c, OpKind::kW), 7);
+  EXPECT_EQ(OpDurationNs(c, OpKind::kStep), 11);
+  for (OpKind k : {OpKind::kSendF, OpKind::kRecvF, OpKind::kSendB, OpKind::kRecvB}) EXPECT_EQ(OpDurationNs(c, k), 0);
+}
+
+// F [0,1] B [1,4] STEP [4,9]: back to back, the STEP holding the stream for its 5 us.
+TEST(ComputeStreams, RunsOpsBackToBackInIrOrder) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kB), Compute(OpKind::kStep)}}, 5 * kUs);
+  bench.streams().Start();
+  bench.loop.Run();
+  bench.streams().CheckAllDone();
+  EXPECT_EQ(bench.timing(0, 0), (OpTiming{0, kUs}));
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{kUs, 4 * kUs}));
+  EXPECT_EQ(bench.timing(0, 2), (OpTiming{4 * kUs, 9 * kUs}));
+  EXPECT_EQ(bench.log, (Log{{"start", 0, 0},
+                            {"finish", 0, kUs},
+                            {"start", 1, kUs},
+                            {"finish", 1, 4 * kUs},
+                            {"start", 2, 4 * kUs},
+                            {"finish", 2, 9 * kUs}}));
+  EXPECT_EQ(bench.record.ranks[0].busy_ns, 9 * kUs);
+  EXPECT_EQ(bench.record.ranks[0].last_compute_end_ns, 9 * kUs);
+  EXPECT_EQ(bench.record.ranks[0].first_f_start_ns, 0);
+  EXPECT_EQ(bench.loop.events_processed(), 3u);
+}
+
+// A 0 ns STEP is the instant [4,4] and needs no event; I [1,2] and W [2,4] are B's halves.
+TEST(ComputeStreams, InstantStepNeedsNoEvent) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kI), Compute(OpKind::kW), Compute(OpKind::kStep)}}, 0);
+  bench.streams().Start();
+  bench.loop.Run();
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{kUs, 2 * kUs}));
+  EXPECT_EQ(bench.timing(0, 2), (OpTiming{2 * kUs, 4 * kUs}));
+  EXPECT_EQ(bench.timing(0, 3), (OpTiming{4 * kUs, 4 * kUs}));
+  EXPECT_EQ(bench.loop.events_processed(), 3u);
+  EXPECT_EQ(bench.record.ranks[0].busy_ns, 4 * kUs);
+}
+
+// SEND/RECV post at once and take no stream time: F0 [0,1], SEND posted at 1, RECV posted at
+// 1, F1 [1,2].
+TEST(ComputeStreams, SendAndRecvOnlyPost) {
+  Bench bench({{Compute(OpKind::kF), Op{OpKind::kSendF, 0, 0, 0, 0, 1}, Op{OpKind::kRecvB, 0, 0, 0, 0, 1},
+                Compute(OpKind::kF, 1)}},
+              0);
+  bench.streams().Start();
+  bench.loop.Run();
+  EXPECT_EQ(bench.log, (Log{{"start", 0, 0}, {"finish", 0, kUs}, {"post", 1, kUs}, {"post", 2, kUs},
+                            {"start", 3, kUs}, {"finish", 3, 2 * kUs}}));
+  EXPECT_EQ(bench.timing(0, 1), OpTiming{});  // the streams leave comm timings to the transfers
+}
+
+// F [0,1], then B waits for its input: a wake at 5 us finds it still missing, the one at 10 us
+// starts B [10,13]. A wake while F runs (0.5 us) does not start anything early.
+TEST(ComputeStreams, WaitsForItsInputUntilWoken) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kB)}}, 0);
+  bench.b_input_ready = false;
+  bench.script.At(kUs / 2, [&] {
+    EXPECT_FALSE(bench.streams().waiting(0));
+    bench.streams().Wake(0);
+  });
+  bench.script.At(5 * kUs, [&] {
+    EXPECT_TRUE(bench.streams().waiting(0));
+    bench.streams().Wake(0);
+  });
+  bench.script.At(10 * kUs, [&] {
+    bench.b_input_ready = true;
+    bench.streams().Wake(0);
+  });
+  bench.streams().Start();
+  bench.loop.Run();
+  bench.streams().CheckAllDone();
+  EXPECT_EQ(bench.timing(0, 0), (OpTiming{0, kUs}));
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{10 * kUs, 13 * kUs}));
+  EXPECT_FALSE(bench.streams().waiting(0));
+  EXPECT_EQ(bench.record.ranks[0].busy_ns, 4 * kUs);
+}
+
+// Each rank has its own stream: rank 1's F does not wait for rank 0's.
+TEST(ComputeStreams, RanksRunInParallel) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kW)}, {Compute(OpKind::kF)}}, 0);
+  bench.streams().Start();
+  bench.loop.Run();
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{kUs, 3 * kUs}));
+  EXPECT_EQ(bench.timing(1, 0), (OpTiming{0, kUs}));
+  EXPECT_EQ(bench.record.ranks[1].last_compute_end_ns, kUs);
+}
+
+TEST(ComputeStreamsDeathTest, InputThatNeverComesIsADeadlock) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kB)}}, 0);
+  bench.b_input_ready = false;
+  bench.streams().Start();
+  bench.loop.Run();
+  EXPECT_TRUE(bench.streams().waiting(0));
+  EXPECT_DEATH(bench.streams().CheckAllDone(), "rank 0 stopped at op 1: the schedule deadlocks");
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
