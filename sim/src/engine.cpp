@@ -82,9 +82,9 @@ class Engine final : StreamHooks, Transfers::Listener {
 
   // A SEND holds its buffer from post to arrival, a RECV from post to its consumer's start.
   void Posted(int rank, int index, const Op& op) override {
-    const bool send = op.kind == OpKind::kSendF || op.kind == OpKind::kSendB;
-    const std::optional<Edge> edge = send ? schedules::OutputEdge(s_.shape, op) : schedules::InputEdge(s_.shape, op);
-    SC_CHECK(edge && edge->CrossesRanks() && op.peer == (send ? edge->to_rank : edge->from_rank),
+    const bool send = schedules::IsSend(op.kind);
+    const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op);
+    SC_CHECK(edge && edge->CrossesRanks() && op.peer == schedules::PeerOf(s_.shape, op),
              "a SEND / RECV carries an edge to / from its peer rank");
     const size_t key = Key(*edge);
     const int64_t now = loop_.now_ns();

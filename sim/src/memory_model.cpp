@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::sim {
 
@@ -25,10 +26,11 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
   newest_.assign(stages, 0);
   for (const auto& rank_ops : schedule.ops) {
     for (const Op& op : rank_ops) {
-      if (!schedules::IsCompute(op.kind)) continue;
+      if (!schedules::IsCompute(op.kind)) continue;  // a STEP's read of its base is StepDone's business
+      const int version = schedules::VersionRead(op);
       auto& readers = readers_left_[op.stage];
-      if (readers.size() <= static_cast<size_t>(op.version)) readers.resize(op.version + 1, 0);
-      ++readers[op.version];
+      if (readers.size() <= static_cast<size_t>(version)) readers.resize(version + 1, 0);
+      ++readers[version];
     }
   }
   for (int stage = 0; stage < stages; ++stage) {
@@ -72,7 +74,7 @@ void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
       Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes);
       break;
     case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
-    case OpKind::kStep: StepDone(now_ns, op); return;  // a STEP produces its version; it reads none
+    case OpKind::kStep: StepDone(now_ns, op); return;  // updates in place unless F/B/I/W still read the base
     default: break;
   }
   ReadDone(now_ns, op);
