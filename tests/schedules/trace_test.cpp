@@ -1,6 +1,7 @@
-// Tests for schedules/src/trace.cpp: the exact text of a one-op trace, field-by-field round
-// trips, escaping, a hand-written foreign trace, errors that name the source, events skipped
-// and counted, and atomic file writes. The 200k-op case prints its timings (never asserts them).
+// Tests for schedules/src/trace.cpp (writing) and trace_reader.cpp: the exact text of a one-op
+// trace, field-by-field round trips, escaping, a hand-written foreign trace, errors that name
+// the source, events skipped and counted, and atomic file writes. The 200k-op case prints its
+// timings (never asserts them).
 #include "stagecraft/schedules/trace.h"
 
 #include <unistd.h>
