@@ -1,6 +1,6 @@
 // Reading traces (DESIGN.md §6): a validating cursor (json_cursor.h) decodes only what a trace
 // needs, so a million events load in well under a second; the small "stagecraft" header is
-// read with nlohmann::json.
+// read with nlohmann::json, its summary by the metrics codec's lenient read.
 #include <cmath>
 #include <limits>
 
@@ -8,14 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "json_cursor.h"
+#include "metrics_json_detail.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules {
 namespace {
-
-// Keeps the summary's keys in the order they were written.
-using OrderedJson = nlohmann::ordered_json;
 
 // Fields of one event that the reader understands; anything else is ignored.
 enum Field : int {
@@ -152,7 +150,7 @@ void ReadHeader(std::string_view text, std::string_view source, Trace* trace) {
   auto fail = [source](std::string_view field, std::string_view expected) {
     throw InputError(fmt::format("{}: stagecraft{}: expected {}", source, field, expected));
   };
-  const OrderedJson header = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) fail("", "an object");
   auto read_string = [&](const char* key, std::string* out) {
     const auto it = header.find(key);
@@ -172,7 +170,7 @@ void ReadHeader(std::string_view text, std::string_view source, Trace* trace) {
   }
   if (const auto it = header.find("summary"); it != header.end()) {
     if (!it->is_object()) fail(".summary", "an object");
-    trace->summary_json = it->dump();
+    trace->summary = ScheduleMetricsFromValueLenient(*it);
   }
 }
 

@@ -12,13 +12,16 @@
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
-#include "stagecraft/sim/metrics.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::sim {
 namespace {
 
+using schedules::ComputeMetrics;
 using schedules::GeneratorParams;
 using schedules::Schedule;
+using schedules::ScheduleMetrics;
 
 constexpr int64_t kMs = 1'000'000;
 
@@ -329,8 +332,8 @@ TEST(Engine, StepCostPipeDreamStepAfterEveryBackward) {
 TEST(Engine, Deterministic) {
   const Schedule s = Make("zb-h1", 4, 8, 2);
   const CostTable costs = Uniform(4, kMs, kMs, kMs, 1'000'000);
-  const auto a = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", "{}");
-  const auto b = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", "{}");
+  const auto a = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", std::nullopt);
+  const auto b = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", std::nullopt);
   EXPECT_EQ(schedules::TraceToJson(a), schedules::TraceToJson(b));
 }
 
