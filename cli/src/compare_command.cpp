@@ -21,8 +21,8 @@
 #include "commands.h"
 #include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/schedules/ir.h"
-#include "stagecraft/schedules/trace.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/metrics_json.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -49,131 +49,25 @@ struct CompareFlags {
   double max_error_pct = -1;  // negative: no limit
 };
 
-// One schedule's metrics as one file gives them; keys this command does not use are ignored.
-struct ScheduleEntry {
-  std::string name;
-  int ranks = 0, microbatches = 0, microbatch_size = 0, steps = 0;
-  double step_time_ms = 0, throughput_samples_per_s = 0, bubble_fraction = 0;
-  std::vector<double> busy_ms;  // per rank
-  std::vector<double> losses;   // mean loss per step; measured files only, empty when absent
-};
+using schedules::ScheduleMetrics;
 
-struct MetricsFile {
+// A metrics file as the codec reads it strictly, and the path it came from.
+struct InputFile : schedules::MetricsFile {
   std::string path;
-  std::string scenario;  // empty when the file names none
-  std::vector<ScheduleEntry> schedules;
-
-  const ScheduleEntry* Find(const std::string& name) const {
-    for (const ScheduleEntry& s : schedules) {
-      if (s.name == name) return &s;
-    }
-    return nullptr;
-  }
 };
 
-// Typed access to the keys of one JSON object; every error names the file and the key path,
-// e.g. "measured.json: schedules[1].step_time_ms: expected a number (got string)".
-class FieldReader {
- public:
-  FieldReader(const std::string& path, const Json& object, std::string where)
-      : path_(path), object_(object), where_(std::move(where)) {
-    if (!object_.is_object()) {
-      throw InputError(fmt::format("{}: {}expected an object (got {})", path_, where_.empty() ? "" : where_ + ": ",
-                                   object_.type_name()));
-    }
-  }
-
-  [[noreturn]] void Fail(std::string_view key, std::string_view what) const {
-    throw InputError(fmt::format("{}: {}{}: {}", path_, where_.empty() ? "" : where_ + ".", key, what));
-  }
-  bool Has(const char* key) const { return object_.contains(key); }
-
-  const Json& Get(const char* key, bool (Json::*is)() const noexcept, std::string_view expected) const {
-    const auto it = object_.find(key);
-    if (it == object_.end()) Fail(key, fmt::format("missing (expected {})", expected));
-    if (!((*it).*is)()) Fail(key, fmt::format("expected {} (got {})", expected, it->type_name()));
-    return *it;
-  }
-  double Number(const char* key) const { return Get(key, &Json::is_number, "a number").get<double>(); }
-  std::string String(const char* key) const { return Get(key, &Json::is_string, "a string").get<std::string>(); }
-  const Json& Array(const char* key) const { return Get(key, &Json::is_array, "an array"); }
-  int PositiveInt(const char* key) const {
-    const Json& j = Get(key, &Json::is_number_integer, "an integer");
-    // nlohmann stores non-negative integers as unsigned and negative ones as signed.
-    const bool ok = j.is_number_unsigned() && j.get<uint64_t>() >= 1 && j.get<uint64_t>() <= INT32_MAX;
-    if (!ok) Fail(key, fmt::format("expected a positive integer (got {})", j.dump()));
-    return static_cast<int>(j.get<uint64_t>());
-  }
-
- private:
-  const std::string& path_;
-  const Json& object_;
-  std::string where_;
-};
-
-ScheduleEntry ReadScheduleEntry(const std::string& path, const Json& json, int index) {
-  const FieldReader r(path, json, fmt::format("schedules[{}]", index));
-  ScheduleEntry s;
-  s.name = r.String("schedule");
-  if (s.name.empty() || std::any_of(s.name.begin(), s.name.end(), [](char c) { return c >= 0 && c < ' '; })) {
-    r.Fail("schedule", "expected a non-empty name without control characters");
-  }
-  s.ranks = r.PositiveInt("ranks");
-  s.microbatches = r.PositiveInt("microbatches");
-  s.microbatch_size = r.PositiveInt("microbatch_size");
-  s.steps = r.PositiveInt("steps");
-  s.step_time_ms = r.Number("step_time_ms");
-  if (!(s.step_time_ms > 0)) r.Fail("step_time_ms", "must be > 0");
-  s.throughput_samples_per_s = r.Number("throughput_samples_per_s");
-  s.bubble_fraction = r.Number("bubble_fraction");
-  const Json& per_rank = r.Array("per_rank");
-  if (per_rank.size() != static_cast<size_t>(s.ranks)) {
-    r.Fail("per_rank", fmt::format("expected {} entries (ranks), got {}", s.ranks, per_rank.size()));
-  }
-  for (size_t i = 0; i < per_rank.size(); ++i) {
-    const std::string where = fmt::format("schedules[{}].per_rank[{}]", index, i);
-    s.busy_ms.push_back(FieldReader(path, per_rank[i], where).Number("busy_ms"));
-  }
-  if (r.Has("losses")) {
-    const Json& losses = r.Array("losses");
-    for (size_t i = 0; i < losses.size(); ++i) {
-      if (!losses[i].is_number()) r.Fail(fmt::format("losses[{}]", i), "expected a number");
-      s.losses.push_back(losses[i].get<double>());
-    }
-  }
-  return s;
-}
-
-Json ParseFile(const std::string& path) {
+InputFile ReadMetricsFile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open file", path));
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
-    if (const size_t bracket = what.find("] "); what.starts_with("[json.") && bracket != std::string::npos) {
-      what.erase(0, bracket + 2);
+  InputFile file{schedules::MetricsFileFromJson(text, path), path};
+  for (size_t i = 0; i < file.schedules.size(); ++i) {
+    // Errors are relative to the measured step time.
+    if (!(file.schedules[i].step_time_ms > 0)) {
+      throw InputError(fmt::format("{}: schedules[{}].step_time_ms: must be > 0", path, i));
     }
-    throw InputError(fmt::format("{}: not valid JSON (byte {}): {}", path, e.byte, what));
-  }
-}
-
-MetricsFile ReadMetricsFile(const std::string& path) {
-  const Json root = ParseFile(path);
-  const FieldReader r(path, root, "");
-  MetricsFile file;
-  file.path = path;
-  if (r.Has("scenario")) file.scenario = r.String("scenario");
-  const Json& schedules = r.Array("schedules");
-  for (size_t i = 0; i < schedules.size(); ++i) {
-    ScheduleEntry s = ReadScheduleEntry(path, schedules[i], static_cast<int>(i));
-    if (file.Find(s.name) != nullptr) {
-      r.Fail(fmt::format("schedules[{}]", i), fmt::format("schedule '{}' appears twice", s.name));
-    }
-    file.schedules.push_back(std::move(s));
   }
   return file;
 }
@@ -204,17 +98,17 @@ std::string Row(std::string_view metric, double predicted, double measured, int 
                      fmt::format("{:.{}f}", measured, decimals), error);
 }
 
-std::string Shape(const ScheduleEntry& s) {
+std::string Shape(const ScheduleMetrics& s) {
   return fmt::format("{} ranks, {} microbatches x {} samples, {} step(s)", s.ranks, s.microbatches, s.microbatch_size,
                      s.steps);
 }
 
 // The text block and the JSON object of one schedule found in both files.
-void CompareOne(const ScheduleEntry& p, const ScheduleEntry& m, std::string* text, OrderedJson* json) {
+void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, OrderedJson* json) {
   const auto step = ErrorPct(p.step_time_ms, m.step_time_ms);
   const auto throughput = ErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
   const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
-  *text += fmt::format("{}: {}\n", p.name, Shape(p));
+  *text += fmt::format("{}: {}\n", p.schedule, Shape(p));
   if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
   *text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
   *text += Row("step time (ms)", p.step_time_ms, m.step_time_ms, 3, ErrorText(step, "%"));
@@ -222,12 +116,13 @@ void CompareOne(const ScheduleEntry& p, const ScheduleEntry& m, std::string* tex
                ErrorText(throughput, "%"));
   *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
   OrderedJson ranks = OrderedJson::array();
-  for (size_t r = 0; r < p.busy_ms.size(); ++r) {
-    const auto busy = ErrorPct(p.busy_ms[r], m.busy_ms[r]);
-    *text += Row(fmt::format("rank {} busy (ms)", r), p.busy_ms[r], m.busy_ms[r], 3, ErrorText(busy, "%"));
-    ranks.push_back({{"rank", r}, {"busy_ms", ErrorJson(p.busy_ms[r], m.busy_ms[r], busy, "error_pct")}});
+  for (size_t r = 0; r < p.ranks_detail.size(); ++r) {
+    const double p_busy = p.ranks_detail[r].busy_ms, m_busy = m.ranks_detail[r].busy_ms;
+    const auto busy = ErrorPct(p_busy, m_busy);
+    *text += Row(fmt::format("rank {} busy (ms)", r), p_busy, m_busy, 3, ErrorText(busy, "%"));
+    ranks.push_back({{"rank", r}, {"busy_ms", ErrorJson(p_busy, m_busy, busy, "error_pct")}});
   }
-  *json = {{"schedule", p.name},
+  *json = {{"schedule", p.schedule},
            {"ranks", p.ranks},
            {"microbatches", p.microbatches},
            {"microbatch_size", p.microbatch_size},
@@ -237,23 +132,24 @@ void CompareOne(const ScheduleEntry& p, const ScheduleEntry& m, std::string* tex
             ErrorJson(p.throughput_samples_per_s, m.throughput_samples_per_s, throughput, "error_pct")},
            {"bubble_fraction", ErrorJson(p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp")},
            {"per_rank", ranks}};
-  if (!m.losses.empty()) {
-    *text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", m.losses.front(),
-                         m.losses.back(), m.losses.size());
-    (*json)["losses"] = {{"first", m.losses.front()}, {"last", m.losses.back()}};
+  if (m.executor && !m.executor->losses.empty()) {
+    const std::vector<double>& losses = m.executor->losses;
+    *text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", losses.front(),
+                         losses.back(), losses.size());
+    (*json)["losses"] = {{"first", losses.front()}, {"last", losses.back()}};
   }
 }
 
 // The names of `a`'s schedules that `b` lacks, in `a`'s order.
-std::vector<std::string> OnlyIn(const MetricsFile& a, const MetricsFile& b) {
+std::vector<std::string> OnlyIn(const InputFile& a, const InputFile& b) {
   std::vector<std::string> names;
-  for (const ScheduleEntry& s : a.schedules) {
-    if (b.Find(s.name) == nullptr) names.push_back(s.name);
+  for (const ScheduleMetrics& s : a.schedules) {
+    if (b.Find(s.schedule) == nullptr) names.push_back(s.schedule);
   }
   return names;
 }
 
-std::string FileLine(const char* label, const MetricsFile& f) {
+std::string FileLine(const char* label, const InputFile& f) {
   return fmt::format("{:<10} {}{}\n", label, f.path,
                      f.scenario.empty() ? "" : fmt::format(" (scenario {})", f.scenario));
 }
@@ -271,38 +167,38 @@ struct Report {
 constexpr std::string_view kSummaryFormat = "{:<12} {:>12} {:>12} {:>8}   {:>11} {:>9} {:>8}\n";
 
 // One block per schedule found in both files, in the predicted file's order.
-void CompareCommon(const MetricsFile& predicted, const MetricsFile& measured, double max_error_pct, Report* report) {
-  for (const ScheduleEntry& p : predicted.schedules) {
-    const ScheduleEntry* m = measured.Find(p.name);
+void CompareCommon(const InputFile& predicted, const InputFile& measured, double max_error_pct, Report* report) {
+  for (const ScheduleMetrics& p : predicted.schedules) {
+    const ScheduleMetrics* m = measured.Find(p.schedule);
     if (m == nullptr) continue;
-    if (p.busy_ms.size() != m->busy_ms.size()) {
-      throw InputError(fmt::format("{}: schedule {} has {} ranks in per_rank but {} in {}", measured.path, p.name,
-                                   m->busy_ms.size(), p.busy_ms.size(), predicted.path));
+    if (p.ranks_detail.size() != m->ranks_detail.size()) {
+      throw InputError(fmt::format("{}: schedule {} has {} ranks in per_rank but {} in {}", measured.path, p.schedule,
+                                   m->ranks_detail.size(), p.ranks_detail.size(), predicted.path));
     }
     OrderedJson entry;
     report->text += "\n";
     CompareOne(p, *m, &report->text, &entry);
     report->json["schedules"].push_back(std::move(entry));
     const double error = *ErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
-    report->summary += fmt::format(kSummaryFormat, p.name, fmt::format("{:.3f}", p.step_time_ms),
+    report->summary += fmt::format(kSummaryFormat, p.schedule, fmt::format("{:.3f}", p.step_time_ms),
                                    fmt::format("{:.3f}", m->step_time_ms), ErrorText(error, "%"),
                                    fmt::format("{:.2f}%", 100 * p.bubble_fraction),
                                    fmt::format("{:.2f}%", 100 * m->bubble_fraction),
                                    ErrorText(100 * (p.bubble_fraction - m->bubble_fraction), " pp"));
     if (report->worst.empty() || std::abs(error) > std::abs(report->worst_error_pct)) {
-      report->worst = p.name;
+      report->worst = p.schedule;
       report->worst_error_pct = error;
     }
     if (max_error_pct >= 0 && std::abs(error) > max_error_pct) {
-      report->exceeded.push_back(p.name);
-      report->exceeded_text.push_back(fmt::format("{} ({})", p.name, ErrorText(error, "%")));
+      report->exceeded.push_back(p.schedule);
+      report->exceeded_text.push_back(fmt::format("{} ({})", p.schedule, ErrorText(error, "%")));
     }
   }
 }
 
 int Run(const CompareFlags& f) {
-  const MetricsFile predicted = ReadMetricsFile(f.predicted_path);
-  const MetricsFile measured = ReadMetricsFile(f.measured_path);
+  const InputFile predicted = ReadMetricsFile(f.predicted_path);
+  const InputFile measured = ReadMetricsFile(f.measured_path);
   const std::vector<std::string> only_predicted = OnlyIn(predicted, measured);
   const std::vector<std::string> only_measured = OnlyIn(measured, predicted);
   if (only_predicted.size() == predicted.schedules.size()) {

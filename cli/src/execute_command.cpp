@@ -20,6 +20,7 @@
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/scenario.h"
@@ -134,7 +135,7 @@ int Run(const ExecuteFlags& f) {
   }
   if (rank != 0) return 0;
   // Everything is computed before anything is written: an error leaves no partial output.
-  const std::string json = MeasuredJson(sc, device->Name(), measured);
+  const std::string json = MetricsFileToJson(MeasuredFile(sc, device->Name(), measured));
   if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
   if (!f.trace_path.empty()) {
     for (const MeasuredSchedule& m : measured) {

@@ -1,10 +1,9 @@
 // `stagecraft profile`: measure the executor's model layer by layer on this machine (cpu
 // backend, one core) and write the profile the simulator reads as model.profile (DESIGN.md §3).
 // Under `mpirun -np N` every rank profiles at once, so the cores are as loaded (shared caches,
-// memory bandwidth, clock) as during an N-rank run; rank 0 keeps the median over the ranks.
-#include <algorithm>
+// memory bandwidth, clock) as during an N-rank run; rank 0 keeps the median over the ranks
+// (exec/profile.h).
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,7 +17,6 @@
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
-#include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/units.h"
@@ -34,48 +32,6 @@ struct ProfileFlags {
   int warmup = 3;
 };
 
-sim::Profile ToProfile(const exec::TrainingConfig& config, const std::string& device,
-                       const std::vector<exec::LayerMeasurement>& layers) {
-  sim::Profile p;
-  p.device = device;
-  p.microbatch_size = config.microbatch_size;
-  p.send_bytes = layers.empty() ? 0 : layers.front().send_bytes;
-  for (const exec::LayerMeasurement& m : layers) {
-    sim::LayerProfile l;
-    l.forward_ns = m.forward_ns;
-    l.backward_input_ns = m.backward_input_ns;
-    l.backward_weight_ns = m.backward_weight_ns;
-    l.step_ns = m.step_ns;
-    l.activation_bytes = m.activation_bytes;
-    l.weight_bytes = m.weight_bytes;
-    l.w_stash_bytes = m.w_stash_bytes;
-    l.grad_bytes = m.weight_bytes;
-    l.optimizer_bytes = m.optimizer_bytes;
-    p.layers.push_back(l);
-  }
-  return p;
-}
-
-// Per layer and field, the median over the ranks' measurements (each rank's as raw bytes).
-std::vector<exec::LayerMeasurement> MedianOverRanks(const std::vector<std::string>& per_rank) {
-  std::vector<std::vector<exec::LayerMeasurement>> all;
-  for (const std::string& bytes : per_rank) {
-    all.emplace_back(bytes.size() / sizeof(exec::LayerMeasurement));
-    std::memcpy(all.back().data(), bytes.data(), bytes.size());
-  }
-  std::vector<exec::LayerMeasurement> out = all.front();
-  constexpr size_t kFields = sizeof(exec::LayerMeasurement) / sizeof(int64_t);
-  for (size_t l = 0; l < out.size(); ++l) {
-    for (size_t field = 0; field < kFields; ++field) {
-      std::vector<int64_t> values;
-      for (const auto& rank : all) values.push_back(reinterpret_cast<const int64_t*>(&rank[l])[field]);
-      std::sort(values.begin(), values.end());
-      reinterpret_cast<int64_t*>(&out[l])[field] = values[values.size() / 2];
-    }
-  }
-  return out;
-}
-
 int Run(const ProfileFlags& f) {
   exec::MpiSession session(nullptr, nullptr);
   const int rank = exec::MpiWorldRank();
@@ -90,20 +46,21 @@ int Run(const ProfileFlags& f) {
   auto device = exec::MakeCpuDevice();
   auto transport = exec::MakeMpiTransport();
   transport->Barrier();
-  const auto mine = exec::ProfileLayers(config, *device, f.repeats, f.warmup);
-  const auto gathered = transport->Gather(
-      std::string(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(exec::LayerMeasurement)), 0);
+  sim::Profile profile = exec::ProfileLayers(config, *device, f.repeats, f.warmup);
+  const std::vector<std::string> gathered = transport->Gather(exec::LayersToBytes(profile.layers), 0);
   if (rank != 0) return 0;
-  const auto layers = MedianOverRanks(gathered);
-  const sim::Profile profile = ToProfile(config, device->Name() + "-core", layers);
+  std::vector<std::vector<sim::LayerProfile>> per_rank;
+  for (const std::string& bytes : gathered) per_rank.push_back(exec::LayersFromBytes(bytes));
+  profile.layers = exec::MedianOverRanks(per_rank);
+  profile.device = device->Name() + "-core";
   stagecraft::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
   std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
               sc.name.c_str(), config.model.layers, config.model.hidden, config.microbatch_size, f.repeats,
               transport->size(), f.out_path.c_str());
   std::printf("%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
               "activations");
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const auto& m = layers[l];
+  for (size_t l = 0; l < profile.layers.size(); ++l) {
+    const sim::LayerProfile& m = profile.layers[l];
     std::printf("%-6zu %12s %15s %16s %12s %14s\n", l, sim::FormatDuration(m.forward_ns).c_str(),
                 sim::FormatDuration(m.backward_input_ns).c_str(), sim::FormatDuration(m.backward_weight_ns).c_str(),
                 sim::FormatDuration(m.step_ns).c_str(), sim::FormatBytes(m.activation_bytes).c_str());

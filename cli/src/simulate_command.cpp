@@ -11,10 +11,11 @@
 #include "scenario_runs.h"
 #include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
-#include "stagecraft/sim/metrics.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 #include "stagecraft/sim/units.h"
@@ -88,15 +89,17 @@ int Run(const SimulateFlags& f) {
   if (outcomes.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
   const std::string& cost_source = outcomes.front().cost_source;
   // Everything is computed before anything is written: an error leaves no partial output.
-  std::string json = fmt::format("{{\"scenario\":\"{}\",\"source\":\"predicted\",\"costs\":\"{}\",\"schedules\":[",
-                                 sc.name, cost_source);
-  for (size_t i = 0; i < outcomes.size(); ++i) json += (i ? "," : "") + MetricsToJson(outcomes[i].metrics);
-  json += "]}\n";
+  MetricsFile file;
+  file.scenario = sc.name;
+  file.source = "predicted";
+  file.costs = cost_source;
+  for (const Outcome& o : outcomes) file.schedules.push_back(o.metrics);
+  const std::string json = MetricsFileToJson(file);
   const std::string table = Table(sc, cost_source, outcomes);
   if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
   if (!f.trace_path.empty()) {
     for (const Outcome& o : outcomes) {
-      const Trace trace = BuildTrace(o.schedule, o.result, sc.name, "predicted", MetricsToJson(o.metrics));
+      const Trace trace = BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics);
       WriteTextFileAtomically(TracePath(f.trace_path, o.metrics.schedule, outcomes.size() > 1), TraceToJson(trace));
     }
   }

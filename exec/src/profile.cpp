@@ -1,7 +1,12 @@
-// ProfileLayers: per-layer timings and sizes of the executor's model (see profile.h).
+// ProfileLayers: per-layer timings and sizes of the executor's model, and their median over
+// ranks (see profile.h).
 #include "stagecraft/exec/profile.h"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "stagecraft/base/check.h"
 
 #include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/stage.h"
@@ -24,7 +29,7 @@ int64_t Timed(Device& device, Fn fn) {
   return device.NowNs() - start;
 }
 
-LayerMeasurement ProfileLayer(const TrainingConfig& config, Device& device, int layer, int repeats, int warmup) {
+sim::LayerProfile ProfileLayer(const TrainingConfig& config, Device& device, int layer, int repeats, int warmup) {
   StageShape shape;
   shape.first_layer = layer;
   shape.layers = 1;
@@ -40,10 +45,10 @@ LayerMeasurement ProfileLayer(const TrainingConfig& config, Device& device, int 
   TrainingConfig tiny_steps = config;
   tiny_steps.lr = 1e-6f;
   Optimizer optimizer(device, tiny_steps, n);
-  LayerMeasurement m;
+  sim::LayerProfile m;
   m.weight_bytes = n * static_cast<int64_t>(sizeof(float));
+  m.grad_bytes = m.weight_bytes;
   m.optimizer_bytes = optimizer.StateBytes();
-  m.send_bytes = model.ActivationFloats() * static_cast<int64_t>(sizeof(float));
   std::vector<float> host_x(static_cast<size_t>(model.ActivationFloats()));
   MicrobatchInput(config.model, shape.rows, 0, host_x.data());
   std::vector<int64_t> f, i, w, s;
@@ -73,10 +78,44 @@ LayerMeasurement ProfileLayer(const TrainingConfig& config, Device& device, int 
 
 }  // namespace
 
-std::vector<LayerMeasurement> ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup) {
-  std::vector<LayerMeasurement> layers;
-  for (int l = 0; l < config.model.layers; ++l) layers.push_back(ProfileLayer(config, device, l, repeats, warmup));
+sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup) {
+  sim::Profile p;
+  p.microbatch_size = config.microbatch_size;
+  // What a stage boundary sends: one layer's output, microbatch_size x hidden floats.
+  p.send_bytes = int64_t{config.microbatch_size} * config.model.hidden * static_cast<int64_t>(sizeof(float));
+  for (int l = 0; l < config.model.layers; ++l) p.layers.push_back(ProfileLayer(config, device, l, repeats, warmup));
+  return p;
+}
+
+static_assert(std::is_trivially_copyable_v<sim::LayerProfile>, "layers travel as bytes");
+
+std::string LayersToBytes(const std::vector<sim::LayerProfile>& layers) {
+  std::string bytes(layers.size() * sizeof(sim::LayerProfile), '\0');
+  std::memcpy(bytes.data(), layers.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<sim::LayerProfile> LayersFromBytes(const std::string& bytes) {
+  SC_CHECK(bytes.size() % sizeof(sim::LayerProfile) == 0, "profile bytes are whole layers");
+  std::vector<sim::LayerProfile> layers(bytes.size() / sizeof(sim::LayerProfile));
+  std::memcpy(layers.data(), bytes.data(), bytes.size());
   return layers;
+}
+
+std::vector<sim::LayerProfile> MedianOverRanks(const std::vector<std::vector<sim::LayerProfile>>& per_rank) {
+  SC_CHECK(!per_rank.empty(), "a median over at least one rank");
+  std::vector<sim::LayerProfile> out = per_rank.front();
+  for (size_t l = 0; l < out.size(); ++l) {
+    for (int64_t sim::LayerProfile::*field : sim::kLayerProfileFields) {
+      std::vector<int64_t> values;
+      for (const auto& rank : per_rank) {
+        SC_CHECK(rank.size() == out.size(), "every rank profiles the same layers");
+        values.push_back(rank[l].*field);
+      }
+      out[l].*field = Median(std::move(values));
+    }
+  }
+  return out;
 }
 
 }  // namespace stagecraft::exec

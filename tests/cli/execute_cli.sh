@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `stagecraft execute` under mpirun as a user runs it: every schedule of a small scenario on 4
 # ranks (oversubscribed on small machines), the JSON and the measured traces lining up op for op
-# with the predicted ones; and failures: a rank that throws mid-step, a diverged loss, a world
-# size that does not match the scenario, a scenario that cannot be executed. Each failure: one
-# cause printed once, every rank gone with a non-zero exit well within the timeout, no output.
+# with the predicted ones, a scenario name that needs escaping; and failures: a rank that throws
+# mid-step, a diverged loss, a world size that does not match the scenario, a scenario that
+# cannot be executed. Each failure: one cause printed once, every rank gone with a non-zero exit
+# well within the timeout, no output.
 set -uo pipefail
 sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
@@ -55,6 +56,21 @@ flush = [s["losses"] for s in m["schedules"] if s["schedule"] in ("gpipe", "1f1b
 need(all(abs(a - b) <= 1e-5 * abs(b) for l in flush for a, b in zip(l, flush[0])), "flush schedules agree on losses")
 sys.exit(0 if ok else 1)
 PY
+
+# ---- a scenario name that needs escaping comes back exactly (tests/cli/names_cli.sh for simulate)
+odd=$'odd "quoted" back\\slash \xc3\xbc \xe2\x86\x92 tab\there \x01 end'
+timeout 120 "$mpi" 2 "$sc" execute "$scenario" --set model.mlp.hidden=16 --set pipeline.schedule=1f1b \
+  --set pipeline.steps=1 --set pipeline.microbatches=2 --json "$tmp/n.json" --trace "$tmp/n.trace.json" \
+  --set 'name="odd \"quoted\" back\\slash \u00fc \u2192 tab\there \x01 end"' >/dev/null 2>"$tmp/nerr"
+rc=$?
+check "odd name: execute runs" '[[ $rc -eq 0 ]]'
+[[ $rc -eq 0 ]] || cat "$tmp/nerr"
+check "odd name: JSON and trace are valid and give it back" "python3 - \"\$tmp\" \"\$odd\" <<'PY'
+import json, sys
+tmp, want = sys.argv[1], sys.argv[2]
+assert json.load(open(f'{tmp}/n.json', encoding='utf-8'))['scenario'] == want
+assert json.load(open(f'{tmp}/n.trace.json', encoding='utf-8'))['stagecraft']['scenario'] == want
+PY"
 
 # ---- failures ---------------------------------------------------------------------------------
 # run_fail NAME EXPECTED NP ARGS...: non-zero exit (not the timeout's 124), the cause once on

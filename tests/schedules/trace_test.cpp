@@ -1,11 +1,13 @@
-// Tests for schedules/src/trace.cpp: the exact text of a one-op trace, field-by-field round
-// trips, escaping, a hand-written foreign trace, errors that name the source, events skipped
-// and counted, and atomic file writes. The 200k-op case prints its timings (never asserts them).
+// Tests for schedules/src/trace_writer.cpp and trace_reader.cpp: the exact text of a one-op
+// trace, field-by-field round trips (the summary's metrics included), escaping, a hand-written
+// foreign trace, errors that name the source, events skipped and counted, and atomic file
+// writes. The 200k-op case prints its timings (never asserts them).
 #include "stagecraft/schedules/trace.h"
 
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,8 +18,9 @@
 
 #include <gtest/gtest.h>
 
-#include "stagecraft/base/error.h"
+#include "metrics_cases.h"
 #include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/error.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -42,7 +45,8 @@ Trace HandMadeTrace() {
   t.scenario = "hand made";
   t.schedule = "zb-h1";
   t.microbatches = 3;
-  t.summary_json = R"({"bubble_fraction":0.25,"peak_memory_bytes":[1,2,3],"name":"x"})";
+  t.summary = test_cases::TwoRankMetrics();
+  t.summary->executor = test_cases::MeasuredOnly();
   t.ops = {
       MakeOp(0, Stream::kCompute, Op{OpKind::kF, 0, 2, 1, 1, -1}, 0, 1, 999),
       MakeOp(0, Stream::kSend, Op{OpKind::kSendF, 0, 2, 1, 0, 1}, 1, 1000, 1),
@@ -63,7 +67,7 @@ void ExpectSameTrace(const Trace& got, const Trace& want) {
   EXPECT_EQ(got.scenario, want.scenario);
   EXPECT_EQ(got.schedule, want.schedule);
   EXPECT_EQ(got.microbatches, want.microbatches);
-  EXPECT_EQ(got.summary_json, want.summary_json);
+  EXPECT_EQ(got.summary, want.summary);
   ASSERT_EQ(got.ops.size(), want.ops.size());
   // Messages after << are built only on failure, which keeps the 200k-op case quick.
   for (size_t i = 0; i < want.ops.size(); ++i) {
@@ -104,10 +108,13 @@ TEST(TraceTest, ExactTextOfOneOpTrace) {
   t.scenario = "tiny";
   t.schedule = "1f1b";
   t.microbatches = 2;
-  t.summary_json = R"({ "bubble": 0.5 })";
+  t.summary = test_cases::TwoRankMetrics();
+  t.summary->throughput_samples_per_s = 0.0000125;
+  t.summary->ranks_detail = {{1, 1e15, 0.25, 4096, 1, 1, false}};
   t.ops = {MakeOp(1, Stream::kCompute, Op{OpKind::kB, 1, 1, 1, 1, -1}, 3, 1234567, 1000)};
   t.counters = {{1, 5, 4096}};
-  // Global microbatch 1 * 2 + 1 = 3; 1234567 ns = 1234.567 us; the summary is re-dumped compactly.
+  // Global microbatch 1 * 2 + 1 = 3; 1234567 ns = 1234.567 us; the summary's numbers are their
+  // fixed-decimal text in nlohmann::json's shortest form (0.000013 -> 1.3e-05, 1e15 -> 1e+15).
   const std::string want =
       "{\"traceEvents\":[\n"
       "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank 1\"}},\n"
@@ -120,7 +127,10 @@ TEST(TraceTest, ExactTextOfOneOpTrace) {
       "],\n"
       "\"displayTimeUnit\":\"ns\",\n"
       "\"stagecraft\":{\"source\":\"predicted\",\"scenario\":\"tiny\",\"schedule\":\"1f1b\",\"microbatches\":2,"
-      "\"summary\":{\"bubble\":0.5}}}\n";
+      "\"summary\":{\"schedule\":\"1f1b\",\"ranks\":2,\"chunks\":1,\"microbatches\":8,\"microbatch_size\":4,\"steps\":2,"
+      "\"makespan_ms\":66.0,\"step_time_ms\":33.0,\"throughput_samples_per_s\":1.3e-05,\"bubble_fraction\":0.272727273,"
+      "\"oom\":false,\"per_rank\":[{\"rank\":1,\"busy_ms\":1e+15,\"span_ms\":0.25,"
+      "\"peak_memory_bytes\":4096,\"peak_inflight_microbatches\":1,\"peak_weight_versions\":1,\"oom\":false}]}}}\n";
   EXPECT_EQ(TraceToJson(t), want);
 }
 
@@ -179,6 +189,38 @@ TEST(TraceTest, EscapesStrings) {
   EXPECT_EQ(read.schedule, t.schedule);
 }
 
+// Names with quotes, backslashes, non-ASCII and control characters, in the header and in the
+// summary, come back exactly.
+TEST(TraceTest, OddNamesRoundTrip) {
+  const std::string odd = "odd \"quoted\" back\\slash \xc3\xbc \xe2\x86\x92 tab\there \x01\x1f/";
+  Trace t = HandMadeTrace();
+  t.scenario = odd;
+  t.schedule = odd + "s";
+  t.summary->schedule = odd + "m";
+  const std::string text = TraceToJson(t);
+  EXPECT_NE(text.find("\"scenario\":\"odd \\\"quoted\\\" back\\\\slash \xc3\xbc \xe2\x86\x92 tab\\there \\u0001\\u001F/\""),
+            std::string::npos)
+      << text.substr(text.find("\"stagecraft\""));
+  const Trace read = TraceFromJson(text, "odd.json").trace;
+  EXPECT_EQ(read.scenario, t.scenario);
+  EXPECT_EQ(read.schedule, t.schedule);
+  ASSERT_TRUE(read.summary.has_value());
+  EXPECT_EQ(read.summary->schedule, t.summary->schedule);
+}
+
+// The summary's numbers are the metrics file's fixed-decimal text in shortest form.
+TEST(TraceTest, SummaryNumbersInShortestForm) {
+  const std::string text = TraceToJson(HandMadeTrace());
+  for (const char* part : {R"("makespan_ms":66.0,"step_time_ms":33.0,"throughput_samples_per_s":969.69697,)",
+                           R"("bubble_fraction":0.272727273,"oom":true,)",
+                           R"({"rank":1,"busy_ms":48.000001,"span_ms":61.0,"peak_memory_bytes":2048,)",
+                           R"("losses":[0.587640123,2],"wait_ms":[12.5,0.0],"overhead_ms":[1.0,1e-06],)",
+                           R"("overhead_ns_per_op":6543.2}}}
+)"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part;
+  }
+}
+
 TEST(TraceTest, InvalidUtf8IsReplacedSoTheFileStillParses) {
   Trace t;
   t.scenario = "caf\xc3\xa9 \xff";
@@ -186,7 +228,7 @@ TEST(TraceTest, InvalidUtf8IsReplacedSoTheFileStillParses) {
   EXPECT_EQ(read.scenario, "caf\xc3\xa9 \xef\xbf\xbd");
 }
 
-TEST(TraceDeathTest, NegativeTimesAndBadSummaryAreBugs) {
+TEST(TraceDeathTest, NegativeTimesAndNonFiniteMetricsAreBugs) {
   Trace t = HandMadeTrace();
   t.ops[3].start_ns = -1;
   EXPECT_DEATH(TraceToJson(t), "negative trace time -1 ns");
@@ -194,8 +236,8 @@ TEST(TraceDeathTest, NegativeTimesAndBadSummaryAreBugs) {
   t.counters[0].time_ns = -5;
   EXPECT_DEATH(TraceToJson(t), "negative trace time -5 ns");
   t = HandMadeTrace();
-  t.summary_json = "[1,2]";
-  EXPECT_DEATH(TraceToJson(t), "summary_json is not a JSON object");
+  t.summary->executor->losses[1] = std::nan("");
+  EXPECT_DEATH(TraceToJson(t), "non-finite number");
 }
 
 TEST(TraceReadTest, TruncatedJsonNamesSourceAndOffset) {
@@ -281,7 +323,7 @@ TEST(TraceReadTest, WithoutHeaderSourceIsUnknown) {
   EXPECT_EQ(read.trace.source, "unknown");
   EXPECT_EQ(read.trace.scenario, "");
   EXPECT_EQ(read.trace.microbatches, 1);
-  EXPECT_EQ(read.trace.summary_json, "{}");
+  EXPECT_FALSE(read.trace.summary.has_value());
   EXPECT_TRUE(read.trace.ops.empty());
 }
 
@@ -344,7 +386,7 @@ TEST(TraceReadTest, HandWrittenForeignTrace) {
   want.scenario = "fixture";
   want.schedule = "gpipe";
   want.microbatches = 4;
-  want.summary_json = R"({"z":1,"a":[2.5,"x"]})";
+  // Its summary has no field a schedule's metrics know.
   want.ops = {MakeOp(0, Stream::kCompute, Op{OpKind::kF, 0, 0, 0, 0, -1}, 0, 2500, 10000),
               MakeOp(1, Stream::kSend, Op{OpKind::kSendF, 1, 1, 0, 0, 2}, 5, 20000, 1)};
   want.counters = {{1, 20125, 1048576}};

@@ -13,14 +13,17 @@
 #include "sim_test_util.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/sim/metrics.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::sim {
 namespace {
 
+using schedules::ComputeMetrics;
 using schedules::GeneratorInfo;
 using schedules::OpKind;
 using schedules::Schedule;
+using schedules::ScheduleMetrics;
 using testing::kMs;
 using testing::kUs;
 using testing::Make;
@@ -355,8 +358,8 @@ TEST_P(EngineEveryGenerator, WeightVersionsMatchIrAnalysis) {
 TEST_P(EngineEveryGenerator, Deterministic) {
   const Schedule s = FourByEight(2);
   const CostTable costs = Uniform(s.stages(), kMs, kMs, kMs, 1'000'000);
-  const auto a = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", "{}");
-  const auto b = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", "{}");
+  const auto a = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", std::nullopt);
+  const auto b = BuildTrace(s, Simulate(s, costs, Node(4, 10e9, 1000), SimConfig{}), "x", "predicted", std::nullopt);
   EXPECT_EQ(schedules::TraceToJson(a), schedules::TraceToJson(b));
 }
 

@@ -1,7 +1,8 @@
 // Tests for viz/src/trace_set.cpp: a small hand-written trace (ops out of order, overlapping
 // sends, a STEP before the first compute op, counters out of order) indexed into lanes, prefix
-// maxima, memory per rank and step starts worked out by hand; and the one-line errors for a
-// missing file, a truncated file and a non-trace, unknown fields ignored, missing ones skipped.
+// maxima, memory per rank and step starts worked out by hand; the summary and names that need
+// escaping read with the trace; and the one-line errors for a missing file, a truncated file
+// and a non-trace, unknown fields ignored, missing ones skipped.
 #include "stagecraft/viz/trace_set.h"
 
 #include <unistd.h>
@@ -134,6 +135,38 @@ TEST(TraceSet, RoundTripsThroughTheWriter) {
   EXPECT_EQ(t->lanes[0].rank, 3);
   EXPECT_EQ(t->lanes[0].max_end_ns, (std::vector<int64_t>{1234656}));
   EXPECT_EQ(t->step_start_ns, (std::vector<int64_t>{1234567}));
+}
+
+// The summary panel's numbers come with the trace: its typed metrics, read leniently.
+TEST(TraceSet, SummaryIsReadWithTheTrace) {
+  const auto t = MustLoad(R"({"traceEvents":[],"stagecraft":{"schedule":"gpipe","summary":)"
+                          R"({"step_time_ms":12.5,"per_rank":[{"busy_ms":"x"},{"busy_ms":3}],"losses":[3]}}})");
+  ASSERT_TRUE(t && t->trace.summary);
+  const schedules::ScheduleMetrics& s = *t->trace.summary;
+  EXPECT_DOUBLE_EQ(s.step_time_ms, 12.5);
+  ASSERT_EQ(s.ranks_detail.size(), 2u);
+  EXPECT_EQ(s.ranks_detail[0].busy_ms, 0);  // ill-typed: the default
+  EXPECT_EQ(s.ranks_detail[1].busy_ms, 3);
+  ASSERT_TRUE(s.executor);
+  EXPECT_EQ(s.executor->losses, (std::vector<double>{3}));
+  EXPECT_FALSE(MustLoad(kTrace)->trace.summary);  // "summary":{}
+}
+
+// Quotes, backslashes, non-ASCII and control characters in the names come back exactly.
+TEST(TraceSet, NamesThatNeedEscapingRoundTrip) {
+  const std::string odd = "odd \"quoted\" back\\slash \xc3\xbc \xe2\x86\x92 tab\there \x01 end";
+  schedules::Trace trace;
+  trace.source = "measured";
+  trace.scenario = odd;
+  trace.schedule = "gpipe";
+  trace.summary.emplace().schedule = odd;
+  trace.summary->step_time_ms = 1.5;
+  const auto t = MustLoad(schedules::TraceToJson(trace), odd + ".json");
+  ASSERT_TRUE(t && t->trace.summary);
+  EXPECT_EQ(t->path, odd + ".json");
+  EXPECT_EQ(t->trace.scenario, odd);
+  EXPECT_EQ(t->trace.summary->schedule, odd);
+  EXPECT_EQ(t->trace.summary->step_time_ms, 1.5);
 }
 
 TEST(TraceSet, UnknownFieldsIgnoredAndIncompleteEventsSkipped) {

@@ -92,7 +92,6 @@ bool OpenTraceFile(AppState* state, const std::string& path) {
     state->load_messages.push_back(std::move(m));
   }
   OpenTrace t;
-  t.summary = ReadSummary(*result.trace);
   t.data = std::move(result.trace);
   state->traces.push_back(std::move(t));
   Regroup(state);

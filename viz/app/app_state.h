@@ -9,15 +9,13 @@
 #include <vector>
 
 #include "stagecraft/viz/overlay.h"
-#include "stagecraft/viz/summary.h"
 #include "stagecraft/viz/timeline.h"
 #include "stagecraft/viz/trace_set.h"
 
 namespace stagecraft::viz::app {
 
 struct OpenTrace {
-  std::shared_ptr<const LoadedTrace> data;
-  Summary summary;
+  std::shared_ptr<const LoadedTrace> data;  // its summary: data->trace.summary
 };
 
 // One block of lanes on the shared time axis: one schedule, either a lone trace or a predicted

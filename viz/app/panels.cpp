@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "format.h"
@@ -20,10 +21,13 @@ std::string Printf(const char* format, double value) {
   return text;
 }
 
+using schedules::RankMetrics;
+using schedules::ScheduleMetrics;
+
 template <typename F>
-std::string PerRank(const Summary& s, F value) {
+std::string PerRank(const ScheduleMetrics& s, F value) {
   std::string out;
-  for (size_t r = 0; r < s.ranks.size(); ++r) out += (r ? " / " : "") + value(s.ranks[r]);
+  for (size_t r = 0; r < s.ranks_detail.size(); ++r) out += (r ? " / " : "") + value(s.ranks_detail[r]);
   return out;
 }
 
@@ -34,17 +38,18 @@ std::string RelativeError(double predicted, double measured) {
 }
 
 void SummaryRow(const OpenTrace& t) {
-  const Summary& s = t.summary;
+  const std::optional<ScheduleMetrics>& summary = t.data->trace.summary;
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(t.data->trace.schedule.c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(t.data->trace.source.c_str());
-  if (!s.present) {
+  if (!summary) {
     ImGui::TableNextColumn();
     ImGui::TextDisabled("no summary in this trace");
     return;
   }
+  const ScheduleMetrics& s = *summary;
   ImGui::TableNextColumn();
   ImGui::Text("%.3f ms", s.step_time_ms);
   ImGui::TableNextColumn();
@@ -52,14 +57,16 @@ void SummaryRow(const OpenTrace& t) {
   ImGui::TableNextColumn();
   ImGui::Text("%.1f%%", 100 * s.bubble_fraction);
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(PerRank(s, [](const RankSummary& r) { return Printf("%.1f", r.busy_ms); }).c_str());
+  ImGui::TextUnformatted(PerRank(s, [](const RankMetrics& r) { return Printf("%.1f", r.busy_ms); }).c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(
-      PerRank(s, [](const RankSummary& r) { return Printf("%.1f", r.peak_memory_bytes / 1048576.0); }).c_str());
+      PerRank(s, [](const RankMetrics& r) { return Printf("%.1f", r.peak_memory_bytes / 1048576.0); }).c_str());
 }
 
-void ErrorRow(const Summary& p, const Summary& m) {
-  if (!p.present || !m.present) return;
+void ErrorRow(const std::optional<ScheduleMetrics>& predicted, const std::optional<ScheduleMetrics>& measured) {
+  if (!predicted || !measured) return;
+  const ScheduleMetrics& p = *predicted;
+  const ScheduleMetrics& m = *measured;
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TableNextColumn();
@@ -71,10 +78,10 @@ void ErrorRow(const Summary& p, const Summary& m) {
   ImGui::TableNextColumn();
   ImGui::TextColored(kErrorText, "%+.1f pp", 100 * (p.bubble_fraction - m.bubble_fraction));
   std::string busy, memory;
-  for (size_t r = 0; r < p.ranks.size() && r < m.ranks.size(); ++r) {
-    busy += (r ? " / " : "") + RelativeError(p.ranks[r].busy_ms, m.ranks[r].busy_ms);
-    memory += (r ? " / " : "") + RelativeError(static_cast<double>(p.ranks[r].peak_memory_bytes),
-                                               static_cast<double>(m.ranks[r].peak_memory_bytes));
+  for (size_t r = 0; r < p.ranks_detail.size() && r < m.ranks_detail.size(); ++r) {
+    busy += (r ? " / " : "") + RelativeError(p.ranks_detail[r].busy_ms, m.ranks_detail[r].busy_ms);
+    memory += (r ? " / " : "") + RelativeError(static_cast<double>(p.ranks_detail[r].peak_memory_bytes),
+                                               static_cast<double>(m.ranks_detail[r].peak_memory_bytes));
   }
   ImGui::TableNextColumn();
   ImGui::TextColored(kErrorText, "%s", busy.c_str());
@@ -128,7 +135,9 @@ void DrawSummaryPanel(const AppState& state) {
   for (const Group& g : state.groups) {
     if (g.predicted >= 0) SummaryRow(state.traces[g.predicted]);
     if (g.measured >= 0) SummaryRow(state.traces[g.measured]);
-    if (g.Overlaid()) ErrorRow(state.traces[g.predicted].summary, state.traces[g.measured].summary);
+    if (g.Overlaid()) {
+      ErrorRow(state.traces[g.predicted].data->trace.summary, state.traces[g.measured].data->trace.summary);
+    }
   }
   ImGui::EndTable();
 }

@@ -1,16 +1,20 @@
 // Trace files (DESIGN.md §6): Chrome trace-event JSON that Perfetto and chrome://tracing
 // open. Complete events ("ph":"X", ts/dur in microseconds, pid = rank, tid = stream: 0 compute,
 // 1 send, 2 recv) carry the op in `args`; counter events ("ph":"C") carry memory per rank; the
-// top-level "stagecraft" object says whether the trace is predicted or measured.
+// top-level "stagecraft" object says whether the trace is predicted or measured and carries the
+// schedule's metrics as its summary.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/run_record.h"
 
 namespace stagecraft::schedules {
 
@@ -36,18 +40,27 @@ struct Trace {
   std::string scenario;   // scenario name
   std::string schedule;   // schedule name
   int microbatches = 1;   // per step, to print action strings
-  std::string summary_json = "{}";  // the schedule's summary object (metrics), verbatim JSON
+  // The schedule's metrics (DESIGN.md §4), written by the metrics codec; read leniently, and
+  // empty when the trace has no summary or none of its fields could be read.
+  std::optional<ScheduleMetrics> summary;
   std::vector<TraceOp> ops;
   std::vector<TraceCounter> counters;
 };
 
-// Serializes to Chrome trace JSON. Times are written in microseconds with 3 decimals so
-// nanoseconds survive a round trip.
+// The trace of a timed schedule: compute ops on stream 0, SENDs (transfer start -> arrival) on
+// stream 1, RECVs (post -> arrival) on stream 2, memory samples as counters; times relative to
+// the record's start.
+Trace BuildTrace(const Schedule& schedule, const RunRecord& result, const std::string& scenario,
+                 const std::string& source, std::optional<ScheduleMetrics> summary);
+
+// Serializes to Chrome trace JSON, one event per line. Times are written in microseconds with
+// 3 decimals so nanoseconds survive a round trip.
 std::string TraceToJson(const Trace& trace);
 
 // Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
-// no traceEvents). Events with unknown fields are accepted (fields ignored); complete events
-// missing a needed field are skipped and counted in `skipped`.
+// no traceEvents, a "stagecraft" header field of the wrong type). Events with unknown fields
+// are accepted (fields ignored); complete events missing a needed field are skipped and
+// counted in `skipped`. The summary is read leniently (metrics_json.h).
 struct TraceReadResult {
   Trace trace;
   int skipped = 0;

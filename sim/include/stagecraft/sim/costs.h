@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/sim/profile.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim {
@@ -92,7 +93,8 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 // malformed or does not match the scenario (file:line:col).
 CostTable BuildCosts(const Scenario& scenario, int stages);
 
-// A profile measured by `stagecraft profile` (model.profile). YAML format:
+// A profile measured by `stagecraft profile` (model.profile; the types are in profile.h). YAML
+// format:
 //
 //   device: cpu-core            # informational: where it was measured
 //   microbatch_size: 32         # must equal pipeline.microbatch_size
@@ -107,24 +109,7 @@ CostTable BuildCosts(const Scenario& scenario, int stages);
 // also describes the network (mlp / transformer), the layer counts must match. With
 // pipeline.recompute, backward_input also repeats the forward and each layer stashes only its
 // input, taken to be send_bytes.
-struct LayerProfile {
-  int64_t forward_ns = 0;
-  int64_t backward_input_ns = 0;
-  int64_t backward_weight_ns = 0;
-  int64_t step_ns = 0;
-  int64_t activation_bytes = 0;
-  int64_t weight_bytes = 0;
-  int64_t w_stash_bytes = 0;
-  int64_t grad_bytes = 0;
-  int64_t optimizer_bytes = 0;
-};
-struct Profile {
-  std::string device;
-  int microbatch_size = 1;
-  int64_t send_bytes = 0;
-  std::vector<LayerProfile> layers;
-};
-
+//
 // Reads a profile; errors are InputError "path:line:col: ...".
 Profile LoadProfile(const std::string& path);
 // The profile as YAML text in the format above (exact integers: durations in ns, sizes in B).

@@ -1,0 +1,69 @@
+// Metrics of one schedule's run, predicted or measured, with the definitions of DESIGN.md §4:
+// one typed record that simulate, execute, compare and the viewer share (written and read by
+// metrics_json.h), computed from the run's RunRecord.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+
+namespace stagecraft::schedules {
+
+struct RankMetrics {
+  int rank = 0;
+  double busy_ms = 0;
+  double span_ms = 0;  // first F start to last compute end on this rank
+  int64_t peak_memory_bytes = 0;
+  int peak_inflight_microbatches = 0;
+  int peak_weight_versions = 0;
+  bool oom = false;
+  friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
+};
+
+// What only the executor measures (README, "Measured JSON").
+struct ExecutorMetrics {
+  std::vector<double> losses;       // mean loss per step
+  std::vector<double> wait_ms;      // per rank: blocked on a receive a compute op needed
+  std::vector<double> overhead_ms;  // per rank: loop time neither computing nor waiting
+  double overhead_ns_per_op = 0;    // over all ranks and ops
+  friend bool operator==(const ExecutorMetrics&, const ExecutorMetrics&) = default;
+};
+
+struct ScheduleMetrics {
+  std::string schedule;
+  int ranks = 0, chunks = 1, microbatches = 0, microbatch_size = 1, steps = 1;
+  int64_t makespan_ns = 0;
+  double makespan_ms = 0;     // first op start to last op end, all ranks, whole run
+  double step_time_ms = 0;    // makespan / steps
+  double throughput_samples_per_s = 0;  // microbatches x microbatch_size x steps / makespan
+  double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
+  std::vector<RankMetrics> ranks_detail;
+  std::optional<ExecutorMetrics> executor;  // measured runs only
+
+  int WorstMemoryRank() const;
+  bool AnyOom() const;
+  friend bool operator==(const ScheduleMetrics&, const ScheduleMetrics&) = default;
+};
+
+// A whole metrics file: `simulate --json` (source "predicted", with `costs`) or `execute
+// --json` (source "measured", with `backend`).
+struct MetricsFile {
+  std::string scenario;
+  std::string source;
+  std::optional<std::string> costs;    // the cost model simulate used
+  std::optional<std::string> backend;  // the device backend execute ran on
+  std::vector<ScheduleMetrics> schedules;
+
+  const ScheduleMetrics* Find(const std::string& schedule) const;
+};
+
+ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
+
+// The executor's own numbers from a measured record (every rank's wait, loop and losses).
+ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,39 @@
+// The metrics codec: the one place the metrics JSON (DESIGN.md §4, README "Measured JSON") is
+// written and read. Written with RapidJSON (keys, strings and escaping by the library; numbers
+// with the fixed decimals the format has always had), read with nlohmann::json either strictly
+// (compare) or leniently (the viewer). Traces embed the same schedule object (trace.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/schedules/metrics.h"
+
+namespace stagecraft::schedules {
+
+// The file as `simulate --json` and `execute --json` write it: one line and a newline,
+//   {"scenario":..,"source":..,["costs":..|"backend":..,]"schedules":[{schedule}...]}
+// where a schedule is {"schedule","ranks","chunks","microbatches","microbatch_size","steps",
+// "makespan_ms","step_time_ms","throughput_samples_per_s" (6 decimals),"bubble_fraction"
+// (9 decimals),"oom","per_rank":[{"rank","busy_ms","span_ms" (6 decimals),
+// "peak_memory_bytes","peak_inflight_microbatches","peak_weight_versions","oom"}...]} and,
+// when measured, "losses" (9 significant digits),"wait_ms","overhead_ms" (6 decimals),
+// "overhead_ns_per_op" (1 decimal).
+std::string MetricsFileToJson(const MetricsFile& file);
+
+// Strict read (compare): required are "schedules" and, per schedule, "schedule", "ranks",
+// "microbatches", "microbatch_size", "steps", "step_time_ms", "throughput_samples_per_s",
+// "bubble_fraction" and "per_rank" (one entry per rank, each with "busy_ms"); every other known
+// key may be absent but must have its type when present; unknown keys are ignored. Throws
+// InputError "source: key.path: what", e.g. "m.json: schedules[1].step_time_ms: expected a
+// number (got string)", or "source: not valid JSON (byte N): ...".
+MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source);
+
+// Lenient read of one schedule object (a trace's summary, for the viewer): a missing or
+// ill-typed field keeps its default, nothing throws. Empty when the text is not a JSON object
+// or no known field could be read.
+std::optional<ScheduleMetrics> ScheduleMetricsFromJsonLenient(std::string_view text);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,74 @@
+// Metrics (DESIGN.md §4) of a run record, predicted or measured, by one definition.
+#include "stagecraft/schedules/metrics.h"
+
+#include <algorithm>
+
+namespace stagecraft::schedules {
+
+int ScheduleMetrics::WorstMemoryRank() const {
+  int worst = 0;
+  for (const RankMetrics& r : ranks_detail) {
+    if (r.peak_memory_bytes > ranks_detail[worst].peak_memory_bytes) worst = r.rank;
+  }
+  return worst;
+}
+
+bool ScheduleMetrics::AnyOom() const {
+  return std::any_of(ranks_detail.begin(), ranks_detail.end(), [](const RankMetrics& r) { return r.oom; });
+}
+
+const ScheduleMetrics* MetricsFile::Find(const std::string& schedule) const {
+  for (const ScheduleMetrics& s : schedules) {
+    if (s.schedule == schedule) return &s;
+  }
+  return nullptr;
+}
+
+ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size) {
+  ScheduleMetrics m;
+  m.schedule = s.name;
+  m.ranks = s.ranks();
+  m.chunks = s.shape.chunks;
+  m.microbatches = s.microbatches;
+  m.microbatch_size = microbatch_size;
+  m.steps = s.steps;
+  m.makespan_ns = result.makespan_ns();
+  m.makespan_ms = m.makespan_ns * 1e-6;
+  m.step_time_ms = m.makespan_ms / s.steps;
+  const double makespan_s = m.makespan_ns * 1e-9;
+  m.throughput_samples_per_s =
+      makespan_s > 0 ? static_cast<double>(s.microbatches) * microbatch_size * s.steps / makespan_s : 0;
+  int64_t idle_ns = 0;
+  for (int r = 0; r < s.ranks(); ++r) {
+    const RankRecord& rr = result.ranks[r];
+    RankMetrics rm;
+    rm.rank = r;
+    rm.busy_ms = rr.busy_ns * 1e-6;
+    rm.span_ms = rr.first_f_start_ns < 0 ? 0 : (rr.last_compute_end_ns - rr.first_f_start_ns) * 1e-6;
+    rm.peak_memory_bytes = rr.peak_memory_bytes;
+    rm.peak_inflight_microbatches = rr.peak_inflight;
+    rm.peak_weight_versions = rr.peak_weight_versions;
+    rm.oom = rr.oom;
+    idle_ns += m.makespan_ns - rr.busy_ns;
+    m.ranks_detail.push_back(rm);
+  }
+  m.bubble_fraction = m.makespan_ns > 0 ? static_cast<double>(idle_ns) / (static_cast<double>(s.ranks()) * m.makespan_ns) : 0;
+  return m;
+}
+
+ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured) {
+  ExecutorMetrics e;
+  int64_t ops = 0, overhead_ns = 0;
+  for (const RankRecord& rec : measured.ranks) {
+    if (!rec.losses.empty()) e.losses = rec.losses;  // the rank of the last stage has them
+    const int64_t rank_overhead_ns = std::max<int64_t>(0, rec.loop_ns - rec.busy_ns - rec.wait_ns);
+    e.wait_ms.push_back(rec.wait_ns * 1e-6);
+    e.overhead_ms.push_back(rank_overhead_ns * 1e-6);
+    ops += static_cast<int64_t>(rec.ops.size());
+    overhead_ns += rank_overhead_ns;
+  }
+  e.overhead_ns_per_op = ops > 0 ? static_cast<double>(overhead_ns) / ops : 0;
+  return e;
+}
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,150 @@
+// Writing the metrics codec's JSON (see metrics_json.h) through RapidJSON: the library emits
+// the structure and escapes the strings; each number's text comes from its fixed format.
+#include "stagecraft/schedules/metrics_json.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "metrics_json_detail.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+// The text formats of the metrics' numbers (metrics_json.h).
+enum class Format {
+  kFixed6,       // times in ms and throughput: {:.6f}
+  kFixed9,       // bubble fraction: {:.9f}
+  kSignificant9, // losses: {:.9g}
+  kFixed1,       // overhead_ns_per_op: {:.1f}
+};
+
+struct NumberMember {
+  std::string_view key;
+  double value;
+  Format format;
+};
+struct ListMember {
+  std::string_view key;
+  const std::vector<double>& values;
+  Format format;
+};
+
+// `value` as `format` writes it, into `text`; returns its length.
+size_t FormatNumber(double value, Format format, char (&text)[64]) {
+  switch (format) {
+    case Format::kFixed6:
+      return fmt::format_to_n(text, sizeof text, "{:.6f}", value).size;
+    case Format::kFixed9:
+      return fmt::format_to_n(text, sizeof text, "{:.9f}", value).size;
+    case Format::kSignificant9:
+      return fmt::format_to_n(text, sizeof text, "{:.9g}", value).size;
+    case Format::kFixed1:
+      break;
+  }
+  return fmt::format_to_n(text, sizeof text, "{:.1f}", value).size;
+}
+
+class MetricsWriter {
+ public:
+  MetricsWriter(JsonWriter* writer, NumberForm form) : w_(*writer), form_(form) {}
+
+  void Schedule(const ScheduleMetrics& m) {
+    w_.StartObject();
+    WriteMembers(w_, {{"schedule", m.schedule}});
+    WriteMembers(w_, {{"ranks", m.ranks}, {"chunks", m.chunks}, {"microbatches", m.microbatches},
+                      {"microbatch_size", m.microbatch_size}, {"steps", m.steps}});
+    Members({{"makespan_ms", m.makespan_ms, Format::kFixed6},
+             {"step_time_ms", m.step_time_ms, Format::kFixed6},
+             {"throughput_samples_per_s", m.throughput_samples_per_s, Format::kFixed6},
+             {"bubble_fraction", m.bubble_fraction, Format::kFixed9}});
+    Key(w_, "oom");
+    w_.Bool(m.AnyOom());
+    Key(w_, "per_rank");
+    w_.StartArray();
+    for (const RankMetrics& r : m.ranks_detail) Rank(r);
+    w_.EndArray();
+    if (const std::optional<ExecutorMetrics>& e = m.executor) {
+      Lists({{"losses", e->losses, Format::kSignificant9},
+             {"wait_ms", e->wait_ms, Format::kFixed6},
+             {"overhead_ms", e->overhead_ms, Format::kFixed6}});
+      Members({{"overhead_ns_per_op", e->overhead_ns_per_op, Format::kFixed1}});
+    }
+    w_.EndObject();
+  }
+
+ private:
+  void Rank(const RankMetrics& r) {
+    w_.StartObject();
+    WriteMembers(w_, {{"rank", r.rank}});
+    Members({{"busy_ms", r.busy_ms, Format::kFixed6}, {"span_ms", r.span_ms, Format::kFixed6}});
+    WriteMembers(w_, {{"peak_memory_bytes", r.peak_memory_bytes},
+                      {"peak_inflight_microbatches", r.peak_inflight_microbatches},
+                      {"peak_weight_versions", r.peak_weight_versions}});
+    Key(w_, "oom");
+    w_.Bool(r.oom);
+    w_.EndObject();
+  }
+
+  void Members(std::initializer_list<NumberMember> members) {
+    for (const NumberMember& m : members) {
+      Key(w_, m.key);
+      Number(m.value, m.format);
+    }
+  }
+
+  void Lists(std::initializer_list<ListMember> members) {
+    for (const ListMember& m : members) {
+      Key(w_, m.key);
+      w_.StartArray();
+      for (const double v : m.values) Number(v, m.format);
+      w_.EndArray();
+    }
+  }
+
+  void Number(double value, Format format) {
+    SC_CHECK(std::isfinite(value), fmt::format("metrics hold a non-finite number ({})", value));
+    char text[64];
+    const size_t n = FormatNumber(value, format, text);
+    SC_CHECK(n < sizeof text, "a metrics number fits 64 characters");
+    if (form_ == NumberForm::kFixed) {
+      WriteNumberText(w_, std::string_view(text, n));
+    } else {
+      WriteNumberText(w_, nlohmann::json::parse(std::string_view(text, n)).dump());
+    }
+  }
+
+  JsonWriter& w_;
+  NumberForm form_;
+};
+
+}  // namespace
+
+void WriteScheduleMetrics(JsonWriter& writer, const ScheduleMetrics& metrics, NumberForm form) {
+  MetricsWriter(&writer, form).Schedule(metrics);
+}
+
+std::string MetricsFileToJson(const MetricsFile& file) {
+  JsonTextStream out(512 + 1024 * file.schedules.size());
+  JsonWriter w(out);
+  w.StartObject();
+  WriteMembers(w, {{"scenario", file.scenario}, {"source", file.source}});
+  if (file.costs) WriteMembers(w, {{"costs", *file.costs}});
+  if (file.backend) WriteMembers(w, {{"backend", *file.backend}});
+  Key(w, "schedules");
+  w.StartArray();
+  MetricsWriter schedules(&w, NumberForm::kFixed);
+  for (const ScheduleMetrics& m : file.schedules) schedules.Schedule(m);
+  w.EndArray();
+  w.EndObject();
+  SC_CHECK(w.IsComplete(), "metrics JSON is complete");
+  std::string text = out.Take();
+  text += '\n';
+  return text;
+}
+
+}  // namespace stagecraft::schedules

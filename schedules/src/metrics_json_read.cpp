@@ -1,0 +1,235 @@
+// Reading the metrics codec's JSON (see metrics_json.h) with nlohmann::json: one walk over the
+// file serves both reads. Strict (compare) turns a missing required key or a wrong type into an
+// InputError naming the file and the key path; lenient (the viewer) keeps the default instead.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "metrics_json_detail.h"
+#include "stagecraft/schedules/metrics_json.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+using Json = nlohmann::json;
+
+enum class Mode { kStrict, kLenient };
+enum class Need { kOptional, kRequired };  // kRequired: only the strict read requires it
+
+// What one read shares: its mode, the file it names in errors, and how many fields it set.
+struct ReadContext {
+  Mode mode = Mode::kStrict;
+  std::string_view source;
+  int fields_read = 0;
+};
+
+// Typed access to the keys of one JSON object. Each getter sets *out and returns true when the
+// key holds a usable value; otherwise it throws (strict) or leaves *out and returns false.
+class FieldReader {
+ public:
+  // `where`: the key path of `value` ("schedules[1]"), "" for the file's root.
+  FieldReader(const Json& value, ReadContext* context, std::string where)
+      : context_(*context), where_(std::move(where)) {
+    if (value.is_object()) {
+      object_ = &value;
+    } else if (Strict()) {
+      throw InputError(fmt::format("{}: {}expected an object (got {})", context_.source,
+                                   where_.empty() ? "" : where_ + ": ", value.type_name()));
+    }
+  }
+
+  bool Strict() const { return context_.mode == Mode::kStrict; }
+
+  [[noreturn]] void Fail(std::string_view key, std::string_view what) const {
+    throw InputError(fmt::format("{}: {}{}: {}", context_.source, where_.empty() ? "" : where_ + ".", key, what));
+  }
+
+  bool String(const char* key, std::string* out, Need need = Need::kOptional) {
+    const Json* j = Get(key, &Json::is_string, "a string", need);
+    return j != nullptr && Set(out, j->get<std::string>());
+  }
+  bool Number(const char* key, double* out, Need need = Need::kOptional) {
+    const Json* j = Get(key, &Json::is_number, "a number", need);
+    return j != nullptr && Set(out, j->get<double>());
+  }
+  bool Bool(const char* key, bool* out) {
+    const Json* j = Get(key, &Json::is_boolean, "a boolean", Need::kOptional);
+    return j != nullptr && Set(out, j->get<bool>());
+  }
+  // An integer in [min, INT32_MAX].
+  bool Int(const char* key, int* out, int64_t min, Need need = Need::kOptional) {
+    const Json* j = Get(key, &Json::is_number_integer, "an integer", need);
+    if (j == nullptr) return false;
+    // nlohmann keeps non-negative integers unsigned: a huge one must not wrap into range.
+    const bool huge = j->is_number_unsigned() && j->get<uint64_t>() > INT32_MAX;
+    if (huge || j->get<int64_t>() < min) {
+      const char* kind = min == 1 ? "a positive" : "a non-negative";
+      return Reject(key, fmt::format("expected {} integer (got {})", kind, j->dump()));
+    }
+    return Set(out, static_cast<int>(j->get<int64_t>()));
+  }
+  // A byte count: an integer, or a whole number written as a float (1e9) that fits.
+  bool Bytes(const char* key, int64_t* out) {
+    const Json* j = Get(key, &Json::is_number, "a number of bytes", Need::kOptional);
+    if (j == nullptr) return false;
+    const double d = j->get<double>();
+    const bool ok = j->is_number_float() ? std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18
+                    : j->is_number_unsigned() ? j->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()}
+                                              : true;
+    if (!ok) return Reject(key, fmt::format("expected a whole number of bytes (got {})", j->dump()));
+    return Set(out, j->is_number_float() ? static_cast<int64_t>(d) : j->get<int64_t>());
+  }
+  // A list of numbers; a list with anything else is not used at all (indices mean steps or ranks).
+  bool Numbers(const char* key, std::vector<double>* out) {
+    const Json* j = Get(key, &Json::is_array, "an array", Need::kOptional);
+    if (j == nullptr) return false;
+    std::vector<double> values;
+    for (size_t i = 0; i < j->size(); ++i) {
+      if (!(*j)[i].is_number()) return Reject(fmt::format("{}[{}]", key, i), "expected a number");
+      values.push_back((*j)[i].get<double>());
+    }
+    return Set(out, std::move(values));
+  }
+  const Json* Array(const char* key, Need need = Need::kOptional) {
+    const Json* j = Get(key, &Json::is_array, "an array", need);
+    if (j != nullptr) ++context_.fields_read;
+    return j;
+  }
+
+  // A key whose value is not usable. Strict: throws "key: what". Lenient: returns false.
+  bool Reject(std::string_view key, std::string_view what) const {
+    if (Strict()) Fail(key, what);
+    return false;
+  }
+
+ private:
+  template <typename T, typename V>
+  bool Set(T* out, V&& value) {
+    *out = std::forward<V>(value);
+    ++context_.fields_read;
+    return true;
+  }
+
+  const Json* Get(const char* key, bool (Json::*is)() const noexcept, std::string_view expected, Need need) const {
+    if (object_ == nullptr) return nullptr;
+    const auto it = object_->find(key);
+    if (it == object_->end()) {
+      if (Strict() && need == Need::kRequired) Fail(key, fmt::format("missing (expected {})", expected));
+      return nullptr;
+    }
+    if (!((*it).*is)()) {
+      Reject(key, fmt::format("expected {} (got {})", expected, it->type_name()));
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  ReadContext& context_;
+  const Json* object_ = nullptr;
+  std::string where_;
+};
+
+RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where, int index) {
+  FieldReader r(value, context, std::move(where));
+  RankMetrics rank;
+  rank.rank = index;
+  r.Int("rank", &rank.rank, 0);
+  r.Number("busy_ms", &rank.busy_ms, Need::kRequired);
+  r.Number("span_ms", &rank.span_ms);
+  r.Bytes("peak_memory_bytes", &rank.peak_memory_bytes);
+  r.Int("peak_inflight_microbatches", &rank.peak_inflight_microbatches, 0);
+  r.Int("peak_weight_versions", &rank.peak_weight_versions, 0);
+  r.Bool("oom", &rank.oom);
+  return rank;
+}
+
+// The executor's fields, when any is there.
+std::optional<ExecutorMetrics> ReadExecutor(FieldReader& r) {
+  ExecutorMetrics e;
+  bool any = r.Numbers("losses", &e.losses);
+  any |= r.Numbers("wait_ms", &e.wait_ms);
+  any |= r.Numbers("overhead_ms", &e.overhead_ms);
+  any |= r.Number("overhead_ns_per_op", &e.overhead_ns_per_op);
+  return any ? std::optional<ExecutorMetrics>(std::move(e)) : std::nullopt;
+}
+
+ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std::string& where) {
+  FieldReader r(value, context, where);
+  ScheduleMetrics m;
+  const auto control = [](char c) { return c >= 0 && c < ' '; };
+  if (r.String("schedule", &m.schedule, Need::kRequired) &&
+      (m.schedule.empty() || std::any_of(m.schedule.begin(), m.schedule.end(), control))) {
+    r.Reject("schedule", "expected a non-empty name without control characters");
+  }
+  r.Int("ranks", &m.ranks, 1, Need::kRequired);
+  r.Int("chunks", &m.chunks, 1);
+  r.Int("microbatches", &m.microbatches, 1, Need::kRequired);
+  r.Int("microbatch_size", &m.microbatch_size, 1, Need::kRequired);
+  r.Int("steps", &m.steps, 1, Need::kRequired);
+  if (r.Number("makespan_ms", &m.makespan_ms)) m.makespan_ns = std::llround(m.makespan_ms * 1e6);
+  r.Number("step_time_ms", &m.step_time_ms, Need::kRequired);
+  r.Number("throughput_samples_per_s", &m.throughput_samples_per_s, Need::kRequired);
+  r.Number("bubble_fraction", &m.bubble_fraction, Need::kRequired);
+  bool any_oom = false;
+  r.Bool("oom", &any_oom);  // derived from per_rank; checked, not kept
+  if (const Json* per_rank = r.Array("per_rank", Need::kRequired)) {
+    if (per_rank->size() != static_cast<size_t>(m.ranks)) {
+      r.Reject("per_rank", fmt::format("expected {} entries (ranks), got {}", m.ranks, per_rank->size()));
+    }
+    for (size_t i = 0; i < per_rank->size(); ++i) {
+      m.ranks_detail.push_back(
+          ReadRank((*per_rank)[i], context, fmt::format("{}.per_rank[{}]", where, i), static_cast<int>(i)));
+    }
+  }
+  m.executor = ReadExecutor(r);
+  return m;
+}
+
+Json Parse(std::string_view text, std::string_view source) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
+    if (const size_t bracket = what.find("] "); what.starts_with("[json.") && bracket != std::string::npos) {
+      what.erase(0, bracket + 2);
+    }
+    throw InputError(fmt::format("{}: not valid JSON (byte {}): {}", source, e.byte, what));
+  }
+}
+
+}  // namespace
+
+MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) {
+  const Json root = Parse(text, source);
+  ReadContext context{Mode::kStrict, source};
+  FieldReader r(root, &context, "");
+  MetricsFile file;
+  r.String("scenario", &file.scenario);
+  r.String("source", &file.source);
+  if (std::string costs; r.String("costs", &costs)) file.costs = costs;
+  if (std::string backend; r.String("backend", &backend)) file.backend = backend;
+  const Json& schedules = *r.Array("schedules", Need::kRequired);
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    const std::string where = fmt::format("schedules[{}]", i);
+    ScheduleMetrics s = ReadSchedule(schedules[i], &context, where);
+    if (file.Find(s.schedule) != nullptr) r.Fail(where, fmt::format("schedule '{}' appears twice", s.schedule));
+    file.schedules.push_back(std::move(s));
+  }
+  return file;
+}
+
+std::optional<ScheduleMetrics> ScheduleMetricsFromValueLenient(const Json& value) {
+  ReadContext context{Mode::kLenient, ""};
+  ScheduleMetrics m = ReadSchedule(value, &context, "");
+  if (context.fields_read == 0) return std::nullopt;
+  return m;
+}
+
+std::optional<ScheduleMetrics> ScheduleMetricsFromJsonLenient(std::string_view text) {
+  return ScheduleMetricsFromValueLenient(Json::parse(text, nullptr, /*allow_exceptions=*/false));
+}
+
+}  // namespace stagecraft::schedules

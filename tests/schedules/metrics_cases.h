@@ -1,0 +1,28 @@
+// Test helpers for the metrics, codec and trace tests: one two-rank schedule's metrics and a
+// measured run's executor numbers, already rounded as the metrics file writes them (6 decimals
+// for times, 9 for the bubble, 9 significant digits for losses), so they read back exactly.
+#pragma once
+
+#include "stagecraft/schedules/metrics.h"
+
+namespace stagecraft::schedules::test_cases {
+
+inline ScheduleMetrics TwoRankMetrics() {
+  ScheduleMetrics m;
+  m.schedule = "1f1b";
+  m.ranks = 2;
+  m.microbatches = 8;
+  m.microbatch_size = 4;
+  m.steps = 2;
+  m.makespan_ns = 66'000'000;
+  m.makespan_ms = 66;
+  m.step_time_ms = 33;
+  m.throughput_samples_per_s = 969.69697;
+  m.bubble_fraction = 0.272727273;
+  m.ranks_detail = {{0, 48, 60.5, 1LL << 30, 4, 1, false}, {1, 48.000001, 61, 2048, 1, 1, true}};
+  return m;
+}
+
+inline ExecutorMetrics MeasuredOnly() { return {{0.587640123, 2}, {12.5, 0}, {1, 1e-6}, 6543.2}; }
+
+}  // namespace stagecraft::schedules::test_cases

@@ -1,0 +1,226 @@
+// Tests for schedules/src/metrics_json.cpp and metrics_json_read.cpp: the exact text of a
+// predicted and a measured file, round trips, names that need escaping, the strict read's
+// one-line errors (file and key path) and the lenient read's defaults.
+#include "stagecraft/schedules/metrics_json.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "metrics_cases.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+using test_cases::TwoRankMetrics;
+
+MetricsFile Predicted() {
+  MetricsFile f;
+  f.scenario = "uniform";
+  f.source = "predicted";
+  f.costs = "explicit";
+  f.schedules = {TwoRankMetrics()};
+  return f;
+}
+
+// The error the strict read gives for `text` (named m.json), or "" when it reads it.
+std::string StrictError(const std::string& text) {
+  try {
+    MetricsFileFromJson(text, "m.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MetricsJsonTest, ExactTextOfPredictedFile) {
+  EXPECT_EQ(MetricsFileToJson(Predicted()),
+            R"({"scenario":"uniform","source":"predicted","costs":"explicit","schedules":[)"
+            R"({"schedule":"1f1b","ranks":2,"chunks":1,"microbatches":8,"microbatch_size":4,"steps":2,)"
+            R"("makespan_ms":66.000000,"step_time_ms":33.000000,"throughput_samples_per_s":969.696970,)"
+            R"("bubble_fraction":0.272727273,"oom":true,"per_rank":[)"
+            R"({"rank":0,"busy_ms":48.000000,"span_ms":60.500000,"peak_memory_bytes":1073741824,)"
+            R"("peak_inflight_microbatches":4,"peak_weight_versions":1,"oom":false},)"
+            R"({"rank":1,"busy_ms":48.000001,"span_ms":61.000000,"peak_memory_bytes":2048,)"
+            R"("peak_inflight_microbatches":1,"peak_weight_versions":1,"oom":true}]}]})"
+            "\n");
+}
+
+TEST(MetricsJsonTest, NumbersAreRoundedToTheirDecimals) {
+  MetricsFile f = Predicted();
+  f.schedules[0].throughput_samples_per_s = 969.6969696969;
+  f.schedules[0].bubble_fraction = 3.0 / 11;
+  f.schedules[0].ranks_detail[0].busy_ms = 0.0000004;
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_NE(text.find(R"("throughput_samples_per_s":969.696970,"bubble_fraction":0.272727273,)"), std::string::npos);
+  EXPECT_NE(text.find(R"("busy_ms":0.000000,)"), std::string::npos);
+}
+
+TEST(MetricsJsonTest, MeasuredFileAddsBackendAndExecutorFields) {
+  MetricsFile f;
+  f.scenario = "mlp";
+  f.source = "measured";
+  f.backend = "cpu";
+  f.schedules = {TwoRankMetrics()};
+  f.schedules[0].executor = test_cases::MeasuredOnly();
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_EQ(text.rfind(R"({"scenario":"mlp","source":"measured","backend":"cpu","schedules":[)", 0), 0u) << text;
+  EXPECT_NE(text.find(R"("oom":true}],"losses":[0.587640123,2],"wait_ms":[12.500000,0.000000],)"
+                      R"("overhead_ms":[1.000000,0.000001],"overhead_ns_per_op":6543.2}]})"
+                      "\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(MetricsJsonTest, StrictReadGetsBackWhatWasWritten) {
+  MetricsFile f = Predicted();
+  f.schedules.push_back(TwoRankMetrics());
+  f.schedules[1].schedule = "gpipe";
+  f.schedules[1].chunks = 2;
+  f.schedules[1].executor = test_cases::MeasuredOnly();
+  const MetricsFile read = MetricsFileFromJson(MetricsFileToJson(f), "f.json");
+  EXPECT_EQ(read.scenario, f.scenario);
+  EXPECT_EQ(read.source, f.source);
+  EXPECT_EQ(read.costs, f.costs);
+  EXPECT_FALSE(read.backend.has_value());
+  EXPECT_EQ(read.schedules, f.schedules);
+  EXPECT_EQ(read.Find("gpipe"), &read.schedules[1]);
+  EXPECT_EQ(read.Find("zb-h1"), nullptr);
+}
+
+// Quotes, backslashes, non-ASCII and control characters are escaped by the writer and come
+// back exactly; bytes that are not UTF-8 become U+FFFD so the file still parses.
+TEST(MetricsJsonTest, NamesThatNeedEscapingRoundTrip) {
+  MetricsFile f = Predicted();
+  f.scenario = "odd \"quoted\" back\\slash \xc3\xbc \xe2\x86\x92 tab\there \x01 end";
+  f.costs = "profile:C:\\dir\\\xe2\x86\x92.yaml";
+  f.schedules[0].schedule = "sch\xc3\xa9" "dule \"x\"";
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_NE(text.find(R"("scenario":"odd \"quoted\" back\\slash )" "\xc3\xbc \xe2\x86\x92" R"( tab\there \u0001 end")"),
+            std::string::npos)
+      << text;
+  const nlohmann::json parsed = nlohmann::json::parse(text);  // valid JSON
+  EXPECT_EQ(parsed["scenario"].get<std::string>(), f.scenario);
+  const MetricsFile read = MetricsFileFromJson(text, "odd.json");
+  EXPECT_EQ(read.scenario, f.scenario);
+  EXPECT_EQ(read.costs, f.costs);
+  EXPECT_EQ(read.schedules[0].schedule, f.schedules[0].schedule);
+
+  f.scenario = "caf\xc3\xa9 \xff \xe2\x82";
+  EXPECT_EQ(MetricsFileFromJson(MetricsFileToJson(f), "bad.json").scenario, "caf\xc3\xa9 \xef\xbf\xbd \xef\xbf\xbd");
+}
+
+TEST(MetricsJsonStrictTest, ErrorsNameTheFileAndKeyPath) {
+  const std::string good = MetricsFileToJson(Predicted());
+  const auto with = [&good](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const auto error = StrictError;
+  EXPECT_EQ(error(with(R"("step_time_ms":33.000000,)", "")),
+            "m.json: schedules[0].step_time_ms: missing (expected a number)");
+  EXPECT_EQ(error(with(R"("step_time_ms":33.000000)", R"("step_time_ms":"33")")),
+            "m.json: schedules[0].step_time_ms: expected a number (got string)");
+  EXPECT_EQ(error(with(R"("ranks":2)", R"("ranks":0)")),
+            "m.json: schedules[0].ranks: expected a positive integer (got 0)");
+  EXPECT_EQ(error(with(R"("ranks":2)", R"("ranks":1)")),
+            "m.json: schedules[0].per_rank: expected 1 entries (ranks), got 2");
+  EXPECT_EQ(error(with(R"("busy_ms":48.000000,)", "")),
+            "m.json: schedules[0].per_rank[0].busy_ms: missing (expected a number)");
+  EXPECT_EQ(error(with(R"({"rank":1,)", R"(7,{"rank":1,)")),
+            "m.json: schedules[0].per_rank: expected 2 entries (ranks), got 3");
+  EXPECT_EQ(error(with(R"("peak_memory_bytes":2048)", R"("peak_memory_bytes":1.5)")),
+            "m.json: schedules[0].per_rank[1].peak_memory_bytes: expected a whole number of bytes (got 1.5)");
+  EXPECT_EQ(error(with(R"("oom":true,"per_rank")", R"("oom":1,"per_rank")")),
+            "m.json: schedules[0].oom: expected a boolean (got number)");
+  EXPECT_EQ(error(with(R"("steps":2,)", R"("steps":2,"losses":[1,"x"],)")),
+            "m.json: schedules[0].losses[1]: expected a number");
+  EXPECT_EQ(error(with(R"("schedule":"1f1b")", R"("schedule":"")")),
+            "m.json: schedules[0].schedule: expected a non-empty name without control characters");
+  EXPECT_EQ(error(with(R"("costs":"explicit")", R"("costs":3)")), "m.json: costs: expected a string (got number)");
+  EXPECT_EQ(error(with(R"("schedules":[{)", R"("schedules":[[]]}{)")).rfind("m.json: not valid JSON (byte ", 0), 0u);
+  EXPECT_EQ(error(R"({"schedules":[3]})"), "m.json: schedules[0]: expected an object (got number)");
+  EXPECT_EQ(error(with(R"("ranks":2)", R"("ranks":3)").replace(good.find(R"("per_rank":[)") + 12, 0, "7,")),
+            "m.json: schedules[0].per_rank[0]: expected an object (got number)");
+  EXPECT_EQ(error(R"({"scenario":"x"})"), "m.json: schedules: missing (expected an array)");
+  EXPECT_EQ(error("[]"), "m.json: expected an object (got array)");
+  EXPECT_EQ(error(good.substr(0, 40)).rfind("m.json: not valid JSON (byte 41): ", 0), 0u) << error(good.substr(0, 40));
+  MetricsFile twice = Predicted();
+  twice.schedules.push_back(TwoRankMetrics());
+  EXPECT_EQ(error(MetricsFileToJson(twice)), "m.json: schedules[1]: schedule '1f1b' appears twice");
+}
+
+TEST(MetricsJsonStrictTest, UnknownKeysAndAbsentOptionalOnesAreFine) {
+  const MetricsFile read = MetricsFileFromJson(
+      R"({"extra":[1],"schedules":[{"schedule":"gpipe","ranks":1,"microbatches":2,"microbatch_size":3,"steps":4,)"
+      R"("step_time_ms":5,"throughput_samples_per_s":6,"bubble_fraction":0,"per_rank":[{"busy_ms":7,"x":{}}]}]})",
+      "min.json");
+  ASSERT_EQ(read.schedules.size(), 1u);
+  const ScheduleMetrics& s = read.schedules[0];
+  EXPECT_EQ(read.scenario, "");
+  EXPECT_EQ(s.chunks, 1);
+  EXPECT_EQ(s.step_time_ms, 5);
+  ASSERT_EQ(s.ranks_detail.size(), 1u);
+  EXPECT_EQ(s.ranks_detail[0].rank, 0);
+  EXPECT_EQ(s.ranks_detail[0].busy_ms, 7);
+  EXPECT_FALSE(s.executor.has_value());
+}
+
+// The lenient read (the viewer's summary panel): what is usable is read, the rest defaults.
+TEST(MetricsJsonLenientTest, AllFieldsPresent) {
+  const auto s = ScheduleMetricsFromJsonLenient(
+      R"({"schedule":"1f1b","ranks":2,"makespan_ms":200.0,"step_time_ms":100.5,"throughput_samples_per_s":320.25,)"
+      R"("bubble_fraction":0.125,"oom":false,"per_rank":[)"
+      R"({"rank":0,"busy_ms":80.0,"span_ms":100.0,"peak_memory_bytes":1073741824,"oom":false},)"
+      R"({"rank":1,"busy_ms":75.5,"span_ms":100.0,"peak_memory_bytes":2048,"oom":false}],)"
+      R"("losses":[2.5,1.25]})");
+  ScheduleMetrics want{.schedule = "1f1b", .ranks = 2, .makespan_ns = 200'000'000, .makespan_ms = 200,
+                       .step_time_ms = 100.5, .throughput_samples_per_s = 320.25, .bubble_fraction = 0.125,
+                       .ranks_detail = {{0, 80, 100, 1073741824}, {1, 75.5, 100, 2048}}, .executor = {}};
+  want.executor.emplace().losses = {2.5, 1.25};
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s, want);
+}
+
+TEST(MetricsJsonLenientTest, NothingUsableIsNoSummary) {
+  EXPECT_FALSE(ScheduleMetricsFromJsonLenient("{}").has_value());
+  EXPECT_FALSE(ScheduleMetricsFromJsonLenient(R"({"z":1,"a":[2.5,"x"]})").has_value());
+  EXPECT_FALSE(ScheduleMetricsFromJsonLenient("{\"step_time_ms\":").has_value());
+  EXPECT_FALSE(ScheduleMetricsFromJsonLenient("[1,2]").has_value());
+  EXPECT_FALSE(ScheduleMetricsFromJsonLenient("").has_value());
+}
+
+TEST(MetricsJsonLenientTest, MissingFieldsKeepDefaults) {
+  const auto s = ScheduleMetricsFromJsonLenient(R"({"bubble_fraction":0.25,"per_rank":[{"rank":0},{"busy_ms":3}]})");
+  ScheduleMetrics want;
+  want.bubble_fraction = 0.25;
+  want.ranks_detail = {{0}, {1, 3}};  // a rank entry without "rank" is numbered by its position
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s, want);
+}
+
+TEST(MetricsJsonLenientTest, IllTypedFieldsKeepDefaults) {
+  const auto s = ScheduleMetricsFromJsonLenient(
+      R"({"step_time_ms":"fast","throughput_samples_per_s":null,"bubble_fraction":[0.1],"ranks":-1,)"
+      R"("per_rank":[7,{"busy_ms":"x","peak_memory_bytes":1.5},{"peak_memory_bytes":1e9}],"losses":[1.0,"nan"]})");
+  // 1.5 is not a whole number of bytes, 1e9 is; a list of losses with a string is not used.
+  ScheduleMetrics want;
+  want.ranks_detail = {{0}, {1}, {2, 0, 0, 1'000'000'000}};
+  ASSERT_TRUE(s.has_value());  // per_rank is there
+  EXPECT_EQ(*s, want);
+}
+
+TEST(MetricsJsonLenientTest, PerRankNotAListIsIgnored) {
+  const auto s = ScheduleMetricsFromJsonLenient(R"({"step_time_ms":5,"per_rank":{"busy_ms":1},"losses":3})");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_DOUBLE_EQ(s->step_time_ms, 5);
+  EXPECT_TRUE(s->ranks_detail.empty());
+  EXPECT_FALSE(s->executor.has_value());
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules

@@ -1,0 +1,99 @@
+// Tests for schedules/src/metrics.cpp: DESIGN.md §4's definitions on a hand-worked two-rank
+// record, the executor's own numbers, and BuildTrace's streams and relative times.
+#include "stagecraft/schedules/metrics.h"
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/schedules/trace.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+// Rank 0: F (0-10 ms), SEND_F; rank 1: RECV_F, F (12-20 ms). 2 microbatches of 3 samples, 1 step.
+Schedule TwoRankSchedule() {
+  Schedule s;
+  s.name = "hand";
+  s.shape.ranks = 2;
+  s.microbatches = 2;
+  s.ops = {{Op{OpKind::kF, 0, 0, 0, 0, -1}, Op{OpKind::kSendF, 0, 0, 0, 0, 1}},
+           {Op{OpKind::kRecvF, 1, 0, 0, 0, 0}, Op{OpKind::kF, 1, 0, 0, 0, -1}}};
+  return s;
+}
+
+RunRecord TwoRankRecord() {
+  constexpr int64_t kMs = 1'000'000;
+  RunRecord r;
+  r.start_ns = 1 * kMs;
+  r.end_ns = 21 * kMs;
+  r.ranks.resize(2);
+  r.ranks[0].ops = {{1 * kMs, 11 * kMs}, {11 * kMs, 12 * kMs}};
+  r.ranks[0].busy_ns = 10 * kMs;
+  r.ranks[0].first_f_start_ns = 1 * kMs;
+  r.ranks[0].last_compute_end_ns = 11 * kMs;
+  r.ranks[0].peak_memory_bytes = 4096;
+  r.ranks[0].memory = {{0, 0}, {2 * kMs, 4096}};
+  r.ranks[1].ops = {{1 * kMs, 12 * kMs}, {13 * kMs, 21 * kMs}};
+  r.ranks[1].busy_ns = 8 * kMs;
+  r.ranks[1].first_f_start_ns = 13 * kMs;
+  r.ranks[1].last_compute_end_ns = 21 * kMs;
+  r.ranks[1].oom = true;
+  return r;
+}
+
+TEST(MetricsTest, DefinitionsOnAHandWorkedRecord) {
+  const ScheduleMetrics m = ComputeMetrics(TwoRankSchedule(), TwoRankRecord(), 3);
+  EXPECT_EQ(m.schedule, "hand");
+  EXPECT_EQ(m.ranks, 2);
+  EXPECT_EQ(m.makespan_ns, 20'000'000);
+  EXPECT_DOUBLE_EQ(m.makespan_ms, 20);
+  EXPECT_DOUBLE_EQ(m.step_time_ms, 20);
+  EXPECT_DOUBLE_EQ(m.throughput_samples_per_s, 2 * 3 / 0.020);
+  EXPECT_DOUBLE_EQ(m.bubble_fraction, (10.0 + 12.0) / (2 * 20.0));  // idle over ranks x makespan
+  ASSERT_EQ(m.ranks_detail.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.ranks_detail[0].busy_ms, 10);
+  EXPECT_DOUBLE_EQ(m.ranks_detail[0].span_ms, 10);
+  EXPECT_DOUBLE_EQ(m.ranks_detail[1].span_ms, 8);
+  EXPECT_EQ(m.WorstMemoryRank(), 0);
+  EXPECT_TRUE(m.AnyOom());
+  EXPECT_FALSE(m.executor.has_value());
+}
+
+TEST(MetricsTest, ExecutorNumbers) {
+  RunRecord r = TwoRankRecord();
+  r.ranks[0].wait_ns = 1'000'000;
+  r.ranks[0].loop_ns = 12'000'000;  // 12 - 10 busy - 1 wait = 1 ms overhead
+  r.ranks[1].wait_ns = 5'000'000;
+  r.ranks[1].loop_ns = 10'000'000;  // less than busy + wait: no negative overhead
+  r.ranks[1].losses = {2.5, 1.25};
+  const ExecutorMetrics e = ComputeExecutorMetrics(r);
+  EXPECT_EQ(e.losses, (std::vector<double>{2.5, 1.25}));
+  EXPECT_EQ(e.wait_ms, (std::vector<double>{1, 5}));
+  EXPECT_EQ(e.overhead_ms, (std::vector<double>{1, 0}));
+  EXPECT_DOUBLE_EQ(e.overhead_ns_per_op, 1'000'000 / 4.0);
+}
+
+TEST(MetricsTest, BuildTracePutsOpsOnTheirStreamsRelativeToTheStart) {
+  const Schedule s = TwoRankSchedule();
+  const RunRecord r = TwoRankRecord();
+  const Trace t = BuildTrace(s, r, "scenario", "predicted", ComputeMetrics(s, r, 3));
+  EXPECT_EQ(t.scenario, "scenario");
+  EXPECT_EQ(t.schedule, "hand");
+  EXPECT_EQ(t.microbatches, 2);
+  ASSERT_TRUE(t.summary.has_value());
+  EXPECT_EQ(t.summary->schedule, "hand");
+  ASSERT_EQ(t.ops.size(), 4u);
+  EXPECT_EQ(t.ops[1].stream, Stream::kSend);
+  EXPECT_EQ(t.ops[1].start_ns, 10'000'000);
+  EXPECT_EQ(t.ops[2].stream, Stream::kRecv);
+  EXPECT_EQ(t.ops[3].stream, Stream::kCompute);
+  EXPECT_EQ(t.ops[3].start_ns, 12'000'000);
+  EXPECT_EQ(t.ops[3].duration_ns, 8'000'000);
+  ASSERT_EQ(t.counters.size(), 2u);
+  EXPECT_EQ(t.counters[0].time_ns, 0);  // before the start: clamped to 0
+  EXPECT_EQ(t.counters[1].time_ns, 1'000'000);
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
