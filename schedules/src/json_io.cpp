@@ -4,46 +4,55 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "stagecraft/base/error.h"
+#include "json_writer.h"
 
 namespace stagecraft::schedules {
 namespace {
 
 using Json = nlohmann::json;
-// Keeps keys in the order written, so the file reads header first and ops in IR field order.
-using OrderedJson = nlohmann::ordered_json;
 
 std::string_view PlacementName(Placement placement) { return placement == Placement::kV ? "v" : "loop"; }
 
-OrderedJson OpToJson(const Op& op) {
-  OrderedJson j;
-  j["kind"] = KindName(op.kind);
-  j["stage"] = op.stage;
-  j["microbatch"] = op.microbatch;
-  j["step"] = op.step;
-  j["version"] = op.version;
-  j["peer"] = op.peer;
-  return j;
+void WriteOp(JsonWriter& w, const Op& op) {
+  w.StartObject();
+  WriteMembers(w, {{"kind", KindName(op.kind)}});
+  WriteMembers(w, {IntMember{"stage", op.stage}, {"microbatch", op.microbatch}, {"step", op.step},
+                   {"version", op.version}, {"peer", op.peer}});
+  w.EndObject();
 }
 
-// The header fields, in the order they are written.
-OrderedJson HeaderToJson(const Schedule& s) {
-  OrderedJson j;
-  j["schedule"] = s.name;
-  j["ranks"] = s.shape.ranks;
-  j["chunks"] = s.shape.chunks;
-  j["placement"] = PlacementName(s.shape.placement);
-  j["microbatches"] = s.microbatches;
-  j["steps"] = s.steps;
-  j["weights"] = PolicyName(s.weights);
-  j["recompute"] = s.recompute;
-  j["vertical_sync"] = s.vertical_sync;
-  j["lowered"] = s.lowered;
-  return j;
+// The header fields, one per line, in the order they are written.
+void WriteHeader(JsonTextStream& out, JsonWriter& w, const Schedule& s) {
+  auto line = [&](std::string_view key) {
+    out.BreakLine(1);
+    Key(w, key);
+  };
+  line("schedule");
+  WriteString(w, s.name);
+  for (const IntMember& m : {IntMember{"ranks", s.shape.ranks}, {"chunks", s.shape.chunks}}) {
+    line(m.key);
+    w.Int64(m.value);
+  }
+  line("placement");
+  WriteString(w, PlacementName(s.shape.placement));
+  for (const IntMember& m : {IntMember{"microbatches", s.microbatches}, {"steps", s.steps}}) {
+    line(m.key);
+    w.Int64(m.value);
+  }
+  line("weights");
+  WriteString(w, PolicyName(s.weights));
+  for (const auto& [key, value] : {std::pair<std::string_view, bool>{"recompute", s.recompute},
+                                   {"vertical_sync", s.vertical_sync},
+                                   {"lowered", s.lowered}}) {
+    line(key);
+    w.Bool(value);
+  }
 }
 
 // Reads typed fields out of parsed JSON; every failure names the source and the JSON path.
@@ -143,23 +152,28 @@ void HeaderFromJson(const Reader& in, const Json& j, Schedule* s) {
 std::string ToJson(const Schedule& schedule) {
   // Header fields one per line, then each op compact on its own line: a pretty dump of the
   // whole tree would spend six lines per op.
-  std::string out = "{\n";
-  const OrderedJson header = HeaderToJson(schedule);  // named: items() does not keep a temporary alive
-  for (const auto& [key, value] : header.items()) {
-    out += fmt::format(" {}: {},\n", OrderedJson(key).dump(), value.dump());
-  }
-  out += " \"ops\": [";
-  for (size_t r = 0; r < schedule.ops.size(); ++r) {
-    out += r == 0 ? "\n  [" : ",\n  [";
-    const auto& rank_ops = schedule.ops[r];
-    for (size_t i = 0; i < rank_ops.size(); ++i) {
-      out += i == 0 ? "\n   " : ",\n   ";
-      out += OpToJson(rank_ops[i]).dump();
+  JsonTextStream out(256 + schedule.OpCount() * 80);
+  JsonWriter w(out);
+  w.StartObject();
+  WriteHeader(out, w, schedule);
+  out.BreakLine(1);
+  Key(w, "ops");
+  w.StartArray();
+  for (const auto& rank_ops : schedule.ops) {
+    out.BreakLine(2);
+    w.StartArray();
+    for (const Op& op : rank_ops) {
+      out.BreakLine(3);
+      WriteOp(w, op);
     }
-    out += rank_ops.empty() ? "]" : "\n  ]";
+    if (!rank_ops.empty()) out.BreakLine(2);
+    w.EndArray();
   }
-  out += schedule.ops.empty() ? "]\n}\n" : "\n ]\n}\n";
-  return out;
+  if (!schedule.ops.empty()) out.BreakLine(1);
+  w.EndArray();
+  out.BreakLine(0);
+  w.EndObject();
+  return out.Take() + "\n";
 }
 
 Schedule FromJson(std::string_view text, std::string_view source) {

@@ -34,29 +34,29 @@ class JsonTextStream {
     at_ = buffer_.data();
   }
 
-  void BreakLine() { break_pending_ = true; }
+  // `indent` spaces start the new line.
+  void BreakLine(int indent = 0) {
+    break_pending_ = true;
+    indent_ = indent;
+  }
 
   void Put(char c) {
-    Room(2);
+    Room(2 + static_cast<size_t>(indent_));
     if (break_pending_) [[unlikely]] {
-      break_pending_ = false;
       if (c == ',') {
         *at_++ = ',';
-        c = '\n';
-      } else {
-        *at_++ = '\n';
+        NewLine();
+        return;
       }
+      NewLine();
     }
     *at_++ = c;
   }
   // Room for `n` more characters, then written with PutUnsafe; they start a string or number
   // token (never a comma), so a pending line break goes first.
   void Reserve(size_t n) {
-    Room(n + 1);
-    if (break_pending_) [[unlikely]] {
-      break_pending_ = false;
-      *at_++ = '\n';
-    }
+    Room(n + 1 + static_cast<size_t>(indent_));
+    if (break_pending_) [[unlikely]] NewLine();
   }
   void PutUnsafe(char c) { *at_++ = c; }
   // Copies [p, end) up to the first character JSON must escape ('"', '\\', below 0x20); returns
@@ -73,6 +73,11 @@ class JsonTextStream {
   std::string Take();
 
  private:
+  void NewLine() {
+    break_pending_ = false;
+    *at_++ = '\n';
+    for (int i = 0; i < indent_; ++i) *at_++ = ' ';
+  }
   void Room(size_t n) {
     if (n > static_cast<size_t>(buffer_.data() + buffer_.size() - at_)) Grow(n);
   }
@@ -81,6 +86,7 @@ class JsonTextStream {
   std::string buffer_;  // written up to at_; the rest is room
   char* at_ = nullptr;
   bool break_pending_ = false;
+  int indent_ = 0;
 };
 
 // RapidJSON writes through these when they are found for the stream type (argument-dependent

@@ -51,17 +51,17 @@ std::string Replace(std::string text, const std::string& from, const std::string
 TEST(JsonIoTest, WritesHeaderThenOneOpPerLine) {
   EXPECT_EQ(ToJson(Generate("gpipe", Params(1, 1))),
             "{\n"
-            " \"schedule\": \"gpipe\",\n"
-            " \"ranks\": 1,\n"
-            " \"chunks\": 1,\n"
-            " \"placement\": \"loop\",\n"
-            " \"microbatches\": 1,\n"
-            " \"steps\": 1,\n"
-            " \"weights\": \"flush\",\n"
-            " \"recompute\": false,\n"
-            " \"vertical_sync\": false,\n"
-            " \"lowered\": false,\n"
-            " \"ops\": [\n"
+            " \"schedule\":\"gpipe\",\n"
+            " \"ranks\":1,\n"
+            " \"chunks\":1,\n"
+            " \"placement\":\"loop\",\n"
+            " \"microbatches\":1,\n"
+            " \"steps\":1,\n"
+            " \"weights\":\"flush\",\n"
+            " \"recompute\":false,\n"
+            " \"vertical_sync\":false,\n"
+            " \"lowered\":false,\n"
+            " \"ops\":[\n"
             "  [\n"
             "   {\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1},\n"
             "   {\"kind\":\"B\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1},\n"
@@ -111,14 +111,14 @@ TEST(JsonIoTest, BadFieldsNameTheirPath) {
   ExpectError(Replace(good, "{\"kind\":\"F\",\"stage\":1,\"microbatch\":1",
                       "{\"kind\":\"Q\",\"stage\":1,\"microbatch\":1"),
               "x.json: ops[1][2].kind: unknown kind 'Q'");
-  ExpectError(Replace(good, "\"ranks\": 2", "\"ranks\": \"2\""), "x.json: ranks: expected an integer, got string");
-  ExpectError(Replace(good, "\"ranks\": 2", "\"ranks\": 0"), "x.json: ranks: must be >= 1 (got 0)");
-  ExpectError(Replace(good, "\"ranks\": 2", "\"ranks\": 3"), "x.json: ops: expected one list per rank (3), got 2");
+  ExpectError(Replace(good, "\"ranks\":2", "\"ranks\":\"2\""), "x.json: ranks: expected an integer, got string");
+  ExpectError(Replace(good, "\"ranks\":2", "\"ranks\":0"), "x.json: ranks: must be >= 1 (got 0)");
+  ExpectError(Replace(good, "\"ranks\":2", "\"ranks\":3"), "x.json: ops: expected one list per rank (3), got 2");
   ExpectError(Replace(good, "\"loop\"", "\"zigzag\""),
               "x.json: placement: unknown placement 'zigzag' (expected loop or v)");
   ExpectError(Replace(good, "\"flush\"", "\"lazy\""),
               "x.json: weights: unknown weights policy 'lazy' (expected flush, stash or 2bw)");
-  ExpectError(Replace(good, "\"lowered\": false", "\"lowered\": 0"),
+  ExpectError(Replace(good, "\"lowered\":false", "\"lowered\":0"),
               "x.json: lowered: expected true or false, got number");
   ExpectError(Replace(good, ",\"peer\":-1}", "}"), "x.json: ops[0][0].peer: missing field");
   ExpectError(Replace(good, "\"step\":0", "\"step\":1.5"), "x.json: ops[0][0].step: expected an integer, got number");
