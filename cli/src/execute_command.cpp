@@ -109,9 +109,14 @@ int Run(const ExecuteFlags& f) {
   std::vector<MeasuredSchedule> measured;
   try {
     const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
-    // Stage 0 is on rank 0 and the last stage on the last rank under every generator here.
-    const Dataset data = MakeDataset(*device, plan.config.model, plan.config.microbatch_size, total, rank == 0,
-                                     rank == sc.pipeline.ranks - 1);
+    // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
+    // in any of the schedules (placement decides: under V the last stage is on rank 0).
+    bool feeds = false, scores = false;
+    for (const Schedule& s : plan.schedules) {
+      feeds |= s.shape.RankOf(0) == rank;
+      scores |= s.shape.RankOf(s.stages() - 1) == rank;
+    }
+    const Dataset data = MakeDataset(*device, plan.config.model, plan.config.microbatch_size, total, feeds, scores);
     if (rank == 0) {
       std::printf("scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
                   sc.name.c_str(), sc.pipeline.ranks, device->Name().c_str(), transport->Name().c_str(),

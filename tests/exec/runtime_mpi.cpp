@@ -79,7 +79,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   std::string mine;
   if (rank < s.ranks()) {
     const exec::Dataset data = exec::MakeDataset(*device, config.model, config.microbatch_size,
-                                                 static_cast<int64_t>(c.microbatches) * c.steps, rank == 0,
+                                                 static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
                                                  rank == s.shape.RankOf(s.stages() - 1));
     mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, *g_transport));
   } else {
