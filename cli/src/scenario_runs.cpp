@@ -31,7 +31,7 @@ std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_
   }
   std::vector<Schedule> out;
   for (const GeneratorInfo* info : picked) {
-    Schedule s = Lower(Generate(info->name, sim::GeneratorParamsFor(p, *info)));
+    Schedule s = Lower(Generate(info->name, sim::GeneratorParamsFor(p, *info)), p.p2p);
     const auto diags = Validate(s);
     SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
     out.push_back(std::move(s));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/csv_io.h"
@@ -33,6 +34,7 @@ struct ScheduleFlags {
   bool vertical_sync = false;
   bool recompute = false;
   std::string weights = "flush";
+  std::string p2p = "ahead";
 };
 
 std::string ReadFile(const std::string& path) {
@@ -71,7 +73,9 @@ Schedule Build(const ScheduleFlags& f) {
 int Run(const ScheduleFlags& f) {
   Schedule s = Build(f);
   const bool lower = f.format == "json" || (f.format == "csv" && f.comms) || s.lowered;
-  if (lower) s = Lower(s);
+  P2p p2p = P2p::kAhead;
+  SC_CHECK(ParseP2p(f.p2p, &p2p), "CLI11 checks --p2p");
+  if (lower) s = Lower(s, p2p);
   const auto diags = Validate(s);
   if (!diags.empty()) {
     for (const auto& d : diags) std::fprintf(stderr, "%s: %s: %s\n", s.name.c_str(), std::string(DiagCodeName(d.code)).c_str(), d.message.c_str());
@@ -103,6 +107,9 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_flag("--vertical-sync", flags->vertical_sync, "pipedream: every stage uses stage 0's version");
   app->add_flag("--recompute", flags->recompute, "Recompute activations in the backward");
   app->add_option("--weights", flags->weights, "--import: weight policy flush, stash or 2bw")->capture_default_str();
+  app->add_option("--p2p", flags->p2p, "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")
+      ->check(CLI::IsMember({"ahead", "lockstep"}))
+      ->capture_default_str();
   return {app, [flags] { return Run(*flags); }};
 }
 

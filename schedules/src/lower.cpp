@@ -1,12 +1,15 @@
 // Lowering: inserts SEND/RECV for cross-rank data dependencies by walking the ranks in lock
-// step, the rule torch.distributed.pipelining uses (see lower.h).
+// step, the rule torch.distributed.pipelining uses, then optionally posts receives ahead
+// (see lower.h).
 #include "stagecraft/schedules/lower.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/edges.h"
 
@@ -85,7 +88,52 @@ class Lowerer {
   Schedule* out_ = nullptr;
 };
 
+// Hoists each rank's RECVs (kAhead, see lower.h). Non-RECV ops keep their order and RECVs
+// theirs; each RECV goes at the earlier of the point where a receive buffer is free and its
+// lock-step position (which is before its consumer), so no receive is ever posted later
+// than in lock step and the depth is exceeded only where the lock-step order needs it.
+std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops) {
+  const int depth = kAheadBuffersPerStage * shape.chunks;
+  std::vector<size_t> recvs;  // positions of RECVs in `ops`, in order
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::kRecvF || ops[i].kind == OpKind::kRecvB) recvs.push_back(i);
+  }
+  std::vector<Op> out;
+  out.reserve(ops.size());
+  int outstanding = 0;  // posted receives whose consumer has not run yet
+  size_t next = 0;      // next RECV to post
+  auto post = [&] {
+    out.push_back(ops[recvs[next++]]);
+    ++outstanding;
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind == OpKind::kRecvF || op.kind == OpKind::kRecvB) {
+      while (next < recvs.size() && recvs[next] <= i) post();  // its lock-step place
+      continue;
+    }
+    while (next < recvs.size() && outstanding < depth) post();  // a buffer is free
+    const std::optional<Edge> in = InputEdge(shape, op);
+    if (IsCompute(op.kind) && in && in->CrossesRanks()) --outstanding;
+    out.push_back(op);
+  }
+  SC_CHECK(next == recvs.size() && outstanding == 0, "every RECV is posted once and consumed once");
+  return out;
+}
+
 }  // namespace
+
+std::string_view P2pName(P2p p2p) { return p2p == P2p::kAhead ? "ahead" : "lockstep"; }
+
+bool ParseP2p(std::string_view text, P2p* p2p) {
+  for (P2p p : {P2p::kAhead, P2p::kLockstep}) {
+    if (P2pName(p) == text) {
+      *p2p = p;
+      return true;
+    }
+  }
+  return false;
+}
 
 Schedule StripComms(const Schedule& schedule) {
   Schedule out = schedule;
@@ -94,6 +142,12 @@ Schedule StripComms(const Schedule& schedule) {
   return out;
 }
 
-Schedule Lower(const Schedule& schedule) { return Lowerer(schedule).Run(); }
+Schedule Lower(const Schedule& schedule, P2p p2p) {
+  Schedule out = Lowerer(schedule).Run();
+  if (p2p == P2p::kAhead) {
+    for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops);
+  }
+  return out;
+}
 
 }  // namespace stagecraft::schedules

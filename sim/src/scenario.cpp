@@ -127,10 +127,13 @@ std::vector<std::string> ParseSchedules(const Value& value) {
   return schedules;
 }
 
+// The keys of the pipeline block (ParsePipeline reads them, CrossCheck reopens the block).
+const std::initializer_list<std::string_view> kPipelineKeys = {
+    "schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute", "vertical_sync",
+    "partition", "p2p"};
+
 PipelineSpec ParsePipeline(const Value& value) {
-  const Map m(
-      value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute", "vertical_sync",
-              "partition"});
+  const Map m(value, kPipelineKeys);
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"));
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxCount));
@@ -141,6 +144,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) p.partition = v->Choice({"even", "balanced"});
+  if (const auto v = m.Find("p2p")) schedules::ParseP2p(v->Choice({"ahead", "lockstep"}), &p.p2p);
   // Each named schedule must accept the parameters it will run with.
   if (p.schedules.front() != "all") {
     for (const std::string& name : p.schedules) {
@@ -169,8 +173,7 @@ TrainingSpec ParseTraining(const Value& value) {
 
 // Facts that tie blocks together.
 void CrossCheck(const Scenario& s, const Map& root) {
-  const Map pipeline(root.Get("pipeline"), {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps",
-                                            "recompute", "vertical_sync", "partition"});
+  const Map pipeline(root.Get("pipeline"), kPipelineKeys);
   const int devices = s.topology.devices();
   if (s.pipeline.ranks > devices) {
     pipeline.Get("ranks").Fail(

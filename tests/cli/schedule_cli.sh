@@ -11,12 +11,18 @@ check "grid rank 0 row" 'grep -q "^rank  0 | F0 F1 F2 F3 " <<<"$out"'
 
 csv="$("$sc" schedule --schedule gpipe --ranks 2 --microbatches 2 --format csv)"
 check "csv compute_only" '[[ "$csv" == $'"'"'0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1'"'"' ]]'
-comms="$("$sc" schedule --schedule gpipe --ranks 2 --microbatches 2 --format csv --comms)"
+comms="$("$sc" schedule --schedule gpipe --ranks 2 --microbatches 2 --format csv --comms --p2p lockstep)"
 check "csv compute_comms has sends" '[[ "$(head -1 <<<"$comms")" == "0F0,0SEND_F0,"* ]]'
+# Receives ahead (the default): rank 0 posts both gradient receives before its first forward
+# (two buffers), rank 1 both activation receives.
+ahead="$("$sc" schedule --schedule gpipe --ranks 2 --microbatches 2 --format csv --comms)"
+check "csv ahead: rank 0 receives first" '[[ "$(head -1 <<<"$ahead")" == "0RECV_B0,0RECV_B1,0F0,0SEND_F0,"* ]]'
+check "csv ahead: rank 1 receives first" '[[ "$(sed -n 2p <<<"$ahead")" == "1RECV_F0,1RECV_F1,1F0,"* ]]'
 json="$("$sc" schedule --schedule zb-h1 --ranks 2 --microbatches 2 --format json)"
 check "json has ops" '[[ "$json" == *"\"ops\""* && "$json" == *"\"kind\":\"W\""* ]]'
 
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+expect_error "bad --p2p" "--p2p" schedule --schedule gpipe --ranks 2 --microbatches 2 --p2p eager
 printf '%s\n' "$csv" >"$tmp/s.csv"
 check "csv import round trip" '[[ "$("$sc" schedule --import "$tmp/s.csv" --format csv)" == "$csv" ]]'
 printf '0F0,0X1\n' >"$tmp/bad.csv"

@@ -20,7 +20,7 @@ checkf() {
   [[ $before -eq 0 ]] || fail=1
 }
 scenario="$root/scenarios/mlp-cpu.yaml"
-small=(--set pipeline.schedule=1f1b --set model.mlp.hidden=64 --set pipeline.microbatch_size=8
+small=(--set pipeline.schedule=1f1b --set model.mlp.hidden=256 --set pipeline.microbatch_size=16
        --set pipeline.steps=2)
 
 "$sc" simulate "$scenario" "${small[@]}" --trace "$tmp/p.json" >/dev/null 2>"$tmp/err"
@@ -92,6 +92,7 @@ checkf "overlay: nothing on stderr" '[[ ! -s "$tmp/overlay.err" ]]' "$tmp/overla
 read -r w h distinct f_px b_px < <(png_check "$tmp/out.png" 2>"$tmp/png.err") || true
 checkf "PNG decodes" '[[ -n "${w:-}" ]]' "$tmp/png.err"
 check "PNG is 1600x900 (got ${w:-?}x${h:-?})" '[[ "${w:-}" == 1600 && "${h:-}" == 900 ]]'
+echo "overlay: ${distinct:-0} colours, ${f_px:-0} F-blue px, ${b_px:-0} B-green px"
 check "PNG not blank (${distinct:-0} colours)" '[[ "${distinct:-0}" -ge 50 ]]'
 check "F blue present (${f_px:-0} px)" '[[ "${f_px:-0}" -ge 2000 ]]'
 check "B green present (${b_px:-0} px)" '[[ "${b_px:-0}" -ge 2000 ]]'

@@ -140,6 +140,24 @@ TEST(Engine, InterNodeLinkRaisesStepTimeByThePredictedAmount) {
             2 * (transfer_ns(cluster_bw, cluster_latency, bytes) - transfer_ns(node_bw, node_latency, bytes)));
 }
 
+// The same pipeline with receives posted ahead (schedules/lower.h): rank 2 has posted the
+// receive of microbatch k long before rank 1 sends it, so each transfer starts at its send and
+// overlaps the next forward; only the first hop each way is on the critical path, and a step
+// grows by 2 (t_cluster - t_node) whatever m is.
+TEST(Engine, ReceivesAheadPayTheSlowHopOncePerDirection) {
+  const int64_t bytes = 10'000'000, node_latency = 2'000, cluster_latency = 5'000;
+  const double node_bw = 400e9, cluster_bw = 50e9;
+  const auto transfer_ns = [](double bw, int64_t latency, int64_t n) { return latency + std::llround(n * 1e9 / bw); };
+  const int64_t hop = transfer_ns(cluster_bw, cluster_latency, bytes) - transfer_ns(node_bw, node_latency, bytes);
+  const CostTable costs = Uniform(4, 2 * kMs, 2 * kMs, 2 * kMs, bytes);
+  for (int m : {1, 8}) {
+    const Schedule s = Make("gpipe", 4, m, 2, 1, schedules::P2p::kAhead);
+    const auto one_node = SimMetrics(s, costs, Node(4, node_bw, node_latency));
+    const auto two_nodes = SimMetrics(s, costs, Node(2, node_bw, node_latency, 2, cluster_bw, cluster_latency));
+    EXPECT_NEAR(two_nodes.makespan_ns - one_node.makespan_ns, 2 * 2 * hop, 4) << "m=" << m;
+  }
+}
+
 // ---- optimizer step cost ---------------------------------------------------------------
 // A STEP with step_ns > 0 holds its rank's compute stream (DESIGN.md §4). Hand-worked timelines
 // in units of u = 1 us, F = 1, B = 2 (I = W = 1), no bytes and zero latency, so a transfer

@@ -137,7 +137,7 @@ TEST(LoadScenario, UnknownKey) {
   const std::string error = LoadError(dir, text);
   EXPECT_EQ(error, dir.Path("scenario.yaml") + ":" + PosOf(text, "microbatchs") +
                        ": pipeline: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
-                       "microbatch_size, steps, recompute, vertical_sync, partition); did you mean 'microbatches'?");
+                       "microbatch_size, steps, recompute, vertical_sync, partition, p2p); did you mean 'microbatches'?");
   const std::string nested = Replace(kBase, "efficiency: 0.5", "efficency: 0.5");
   EXPECT_TRUE(StartsWith(LoadError(dir, nested), dir.Path("scenario.yaml") + ":" + PosOf(nested, "efficency") +
                                                      ": topology.device: unknown key 'efficency'"));
@@ -269,7 +269,7 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
   const auto error = [&](const std::string& set) { return ErrorOf([&] { LoadScenario(path, {set}); }); };
   EXPECT_EQ(error("pipeline.microbatchs=32"),
             "--set pipeline.microbatchs=32: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
-            "microbatch_size, steps, recompute, vertical_sync, partition); did you mean 'microbatches'?");
+            "microbatch_size, steps, recompute, vertical_sync, partition, p2p); did you mean 'microbatches'?");
   EXPECT_TRUE(StartsWith(error("pipline.ranks=2"), "--set pipline.ranks=2: unknown key 'pipline' (known: name,"));
   EXPECT_EQ(error("pipeline.microbatches=abc"), "--set pipeline.microbatches: expected an integer >= 1, got 'abc'");
   EXPECT_EQ(error("pipeline.microbatches=-3"), "--set pipeline.microbatches: expected an integer >= 1, got '-3'");

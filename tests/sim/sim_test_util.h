@@ -128,8 +128,9 @@ inline CostTable WithMemory(CostTable costs, int64_t activation, int64_t weight,
 }
 
 // The lowered schedule of a registered generator.
-inline schedules::Schedule Make(const std::string& name, int p, int m, int steps = 1, int chunks = 1) {
-  return schedules::Lower(schedules::Generate(name, schedules::test_cases::Params(p, m, steps, chunks)));
+inline schedules::Schedule Make(const std::string& name, int p, int m, int steps = 1, int chunks = 1,
+                                schedules::P2p p2p = schedules::P2p::kLockstep) {
+  return schedules::Lower(schedules::Generate(name, schedules::test_cases::Params(p, m, steps, chunks)), p2p);
 }
 
 // Runs functions at given times on an event loop, for driving a unit by hand:

@@ -10,13 +10,29 @@
 #pragma once
 
 #include "stagecraft/base/error.h"
+#include <cstdint>
+#include <string_view>
+
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {
 
+// How receives are posted (scenario key pipeline.p2p).
+//   kLockstep: torch.distributed.pipelining's rule above; a RECV is posted only when the
+//              lock-step walk places its producer, so data moves when the receiver gets there.
+//   kAhead:    the same SENDs and the same order of RECVs on each rank (every channel stays
+//              FIFO), but each RECV is hoisted to the earliest point where a receive buffer is
+//              free: at most kAheadBuffersPerStage receives are posted and not yet consumed per
+//              local stage. A transfer then starts as soon as its sender is ready (Megatron-LM
+//              and the Zero Bubble runtime post receives ahead the same way).
+enum class P2p : uint8_t { kLockstep, kAhead };
+inline constexpr int kAheadBuffersPerStage = 2;  // one activation and one gradient in flight
+std::string_view P2pName(P2p p2p);
+bool ParseP2p(std::string_view text, P2p* p2p);
+
 // Returns the lowered schedule. Throws InputError if the compute order cannot be lowered
 // (a rank waits on a producer that never comes: the compute-level deadlock Validate reports).
-Schedule Lower(const Schedule& schedule);
+Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep);
 
 // Drops SEND/RECV ops (compute_only form).
 Schedule StripComms(const Schedule& schedule);

@@ -10,6 +10,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
 
 namespace stagecraft::sim {
 
@@ -107,6 +108,8 @@ struct PipelineSpec {
   // How layers are split over the stages: "even" by count, or "balanced" by cost (the
   // profile's measured per-layer times, else the analytical model's FLOPs); see costs.h.
   std::string partition = "even";
+  // How receives are posted (schedules/lower.h): ahead (default) or lockstep.
+  schedules::P2p p2p = schedules::P2p::kAhead;
 };
 
 struct TrainingSpec {
