@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/schedules/ir.h"
@@ -17,20 +19,31 @@ namespace {
 class CpuDevice final : public Device {
  public:
   CpuDevice() { openblas_set_num_threads(1); }
+  ~CpuDevice() override {
+    for (auto& [floats, blocks] : free_) {
+      for (float* p : blocks) std::free(p);
+    }
+  }
 
   std::string Name() const override { return "cpu"; }
 
   float* Allocate(int64_t floats) override {
     SC_CHECK(floats > 0, "allocations are never empty");
+    Track(floats * static_cast<int64_t>(sizeof(float)));
+    if (auto it = free_.find(floats); it != free_.end() && !it->second.empty()) {
+      float* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
     // 64-byte alignment: whole cache lines and AVX-512 vectors.
     const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
     if (p == nullptr) throw std::bad_alloc();
-    Track(floats * static_cast<int64_t>(sizeof(float)));
+    CountSystemAllocation();
     return static_cast<float*>(p);
   }
   void Free(float* data, int64_t floats) override {
-    std::free(data);
+    free_[floats].push_back(data);
     Track(-floats * static_cast<int64_t>(sizeof(float)));
   }
   void Upload(float* dst, const float* host, int64_t n) override { Copy(dst, host, n); }
@@ -75,6 +88,8 @@ class CpuDevice final : public Device {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+ private:
+  std::unordered_map<int64_t, std::vector<float*>> free_;  // freed blocks for reuse, by size in floats
 };
 
 }  // namespace

@@ -146,5 +146,32 @@ TEST(StageTest, DeviceTracksBytesInUse) {
   EXPECT_GE(device->peak_bytes() - before, 600);
 }
 
+// Buffers come back to the device for reuse: once one microbatch has run, the next ones
+// (forward, backward, split backward, recompute) take nothing new from the system.
+TEST(StageTest, SteadyStateAllocatesNothing) {
+  StageCase s;
+  auto device = MakeCpuDevice();
+  StageModel stage(*device, s.shape);
+  Buffer params(*device, stage.ParamFloats());
+  stage.InitParams(s.model, params.data());
+  Buffer grads(*device, stage.ParamFloats());
+  device->Fill(grads.data(), 0.0f, grads.size());
+  auto microbatch = [&](bool split) {
+    Buffer x(*device, stage.ActivationFloats());
+    device->Fill(x.data(), 0.5f, x.size());
+    Activations saved;
+    Buffer y = stage.Forward(params.data(), std::move(x), &saved, true);
+    Buffer dx = stage.Backward(params.data(), std::move(y), &saved, split ? nullptr : grads.data());
+    if (split) stage.BackwardWeight(&saved, grads.data());
+  };
+  microbatch(false);
+  microbatch(true);
+  const int64_t warm = device->system_allocations();
+  EXPECT_GT(warm, 0);
+  for (int i = 0; i < 5; ++i) microbatch(i % 2 == 1);
+  EXPECT_EQ(device->system_allocations(), warm);
+  EXPECT_EQ(device->bytes_in_use(), 2 * stage.ParamFloats() * static_cast<int64_t>(sizeof(float)));
+}
+
 }  // namespace
 }  // namespace stagecraft::exec
