@@ -62,11 +62,12 @@ class CpuDevice final : public Device {
     cblas_saxpy(static_cast<int>(n), alpha, x, 1, y, 1);
   }
 
-  void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out) override {
-    kernels::BiasGelu(rows, cols, z, bias, residual, out);
+  void BiasActivation(kernels::Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
+                      float* out) override {
+    kernels::BiasActivation(act, rows, cols, z, bias, residual, out);
   }
-  void GeluBackward(int64_t n, const float* dout, const float* z, float* dz) override {
-    kernels::GeluBackward(n, dout, z, dz);
+  void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z, float* dz) override {
+    kernels::ActivationBackward(act, n, dout, z, dz);
   }
   void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) override {
     kernels::BiasGrad(rows, cols, dz, bias_grad);

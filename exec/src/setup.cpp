@@ -18,6 +18,7 @@ StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConf
   shape.hidden = config.model.hidden;
   shape.rows = config.microbatch_size;
   shape.residual = config.model.residual;
+  shape.activation = config.model.activation;
   return shape;
 }
 
@@ -36,6 +37,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   c.model.layers = sc.model.mlp->layers;
   c.model.hidden = sc.model.mlp->hidden;
   c.model.residual = sc.model.mlp->residual;
+  c.model.activation = sc.model.mlp->activation == "relu" ? kernels::Activation::kRelu : kernels::Activation::kGelu;
   c.model.loss = sc.model.mlp->loss == "cross_entropy" ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
   c.model.seed = static_cast<uint64_t>(sc.training.seed);
   c.microbatch_size = sc.pipeline.microbatch_size;

@@ -1,6 +1,6 @@
 // StageModel: the MLP stage's math (see stage.h). Per layer, with x [rows x h] and W [h x h]:
-//   forward   z = x Wᵀ + b;  out = gelu(z) (+ x)
-//   input     dz = dout · gelu'(z);  dx = dz W (+ dout)
+//   forward   z = x Wᵀ + b;  out = act(z) (+ x)        act: GELU or ReLU
+//   input     dz = dout · act'(z);  dx = dz W (+ dout)
 //   weight    dW += dzᵀ x;  db += Σ_rows dz
 #include "stagecraft/exec/stage.h"
 
@@ -43,8 +43,8 @@ Buffer StageModel::Forward(const float* params, Buffer x, Activations* saved, bo
     Buffer z(device_, ActivationFloats());
     Buffer out(device_, ActivationFloats());
     device_.Gemm(false, true, rows, h, h, 1.0f, x.data(), w, 0.0f, z.data());
-    device_.BiasGelu(rows, h, z.data(), w + static_cast<int64_t>(h) * h, shape_.residual ? x.data() : nullptr,
-                     out.data());
+    device_.BiasActivation(shape_.activation, rows, h, z.data(), w + static_cast<int64_t>(h) * h,
+                           shape_.residual ? x.data() : nullptr, out.data());
     if (keep_all || l == 0) saved->inputs.push_back(std::move(x));
     if (keep_all) saved->pre.push_back(std::move(z));
     x = std::move(out);
@@ -67,7 +67,7 @@ Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved
   for (int l = shape_.layers - 1; l >= 0; --l) {
     const float* w = params + l * LayerFloats();
     Buffer dz(device_, ActivationFloats());
-    device_.GeluBackward(dz.size(), dout.data(), saved->pre[l].data(), dz.data());
+    device_.ActivationBackward(shape_.activation, dz.size(), dout.data(), saved->pre[l].data(), dz.data());
     saved->pre[l].Reset();
     Buffer dx(device_, ActivationFloats());
     device_.Gemm(false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, dx.data());

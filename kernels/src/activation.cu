@@ -1,4 +1,4 @@
-// CUDA kernels and launchers for bias + GELU (+ residual), its backward and the bias gradient;
+// CUDA kernels and launchers for bias + activation (+ residual), its backward and the bias gradient;
 // one thread per element (per column for the bias gradient), running activation.h's SC_HD math.
 #include "stagecraft/kernels/activation.h"
 
@@ -9,12 +9,15 @@
 namespace stagecraft::kernels {
 namespace {
 
-__global__ void BiasGeluKernel(int64_t n, int cols, float* z, const float* bias, const float* residual, float* out) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) BiasGeluAt(i, cols, z, bias, residual, out);
+template <typename Act>
+__global__ void BiasActivationKernel(int64_t n, int cols, float* z, const float* bias, const float* residual,
+                                     float* out) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) BiasActivationAt(Act{}, i, cols, z, bias, residual, out);
 }
 
-__global__ void GeluBackwardKernel(int64_t n, const float* dout, const float* z, float* dz) {
-  for (int64_t i = FirstIndex(); i < n; i += GridStride()) GeluBackwardAt(i, dout, z, dz);
+template <typename Act>
+__global__ void ActivationBackwardKernel(int64_t n, const float* dout, const float* z, float* dz) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) ActivationBackwardAt(Act{}, i, dout, z, dz);
 }
 
 __global__ void BiasGradKernel(int rows, int cols, const float* dz, float* bias_grad) {
@@ -23,27 +26,36 @@ __global__ void BiasGradKernel(int rows, int cols, const float* dz, float* bias_
 
 }  // namespace
 
-void LaunchBiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out,
-                    cudaStream_t stream) {
-  constexpr const char* kLauncher = "LaunchBiasGelu";
+void LaunchBiasActivation(Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
+                          float* out, cudaStream_t stream) {
+  constexpr const char* kLauncher = "LaunchBiasActivation";
   RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
   RequireDevicePointer(kLauncher, "z", z);
   RequireDevicePointer(kLauncher, "bias", bias);
   RequireDevicePointer(kLauncher, "out", out);
   const int64_t n = static_cast<int64_t>(rows) * cols;
-  BiasGeluKernel<<<BlocksFor(n), kBlockSize, 0, stream>>>(n, cols, z, bias, residual, out);
+  if (act == Activation::kRelu) {
+    BiasActivationKernel<ReluOp><<<BlocksFor(n), kBlockSize, 0, stream>>>(n, cols, z, bias, residual, out);
+  } else {
+    BiasActivationKernel<GeluOp><<<BlocksFor(n), kBlockSize, 0, stream>>>(n, cols, z, bias, residual, out);
+  }
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
-void LaunchGeluBackward(int64_t n, const float* dout, const float* z, float* dz, cudaStream_t stream) {
-  constexpr const char* kLauncher = "LaunchGeluBackward";
+void LaunchActivationBackward(Activation act, int64_t n, const float* dout, const float* z, float* dz,
+                              cudaStream_t stream) {
+  constexpr const char* kLauncher = "LaunchActivationBackward";
   RequireNonNegative(kLauncher, "n", n);
   if (n == 0) return;
   RequireDevicePointer(kLauncher, "dout", dout);
   RequireDevicePointer(kLauncher, "z", z);
   RequireDevicePointer(kLauncher, "dz", dz);
-  GeluBackwardKernel<<<BlocksFor(n), kBlockSize, 0, stream>>>(n, dout, z, dz);
+  if (act == Activation::kRelu) {
+    ActivationBackwardKernel<ReluOp><<<BlocksFor(n), kBlockSize, 0, stream>>>(n, dout, z, dz);
+  } else {
+    ActivationBackwardKernel<GeluOp><<<BlocksFor(n), kBlockSize, 0, stream>>>(n, dout, z, dz);
+  }
   SC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "stagecraft/kernels/activation.h"
 #include "stagecraft/kernels/loss.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -16,8 +15,12 @@
 
 namespace stagecraft::kernels {
 
-SC_VECTOR_CLONES
-void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out) {
+namespace {
+
+// The loops, inlined into one cloned function per activation below.
+template <typename Act>
+[[gnu::always_inline]] inline void BiasActivationRows(Act act, int rows, int cols, float* z, const float* bias,
+                                                      const float* residual, float* out) {
   for (int r = 0; r < rows; ++r) {
     const int64_t at = static_cast<int64_t>(r) * cols;
     float* __restrict zr = z + at;
@@ -27,21 +30,50 @@ void BiasGelu(int rows, int cols, float* z, const float* bias, const float* resi
       for (int c = 0; c < cols; ++c) {
         const float zi = zr[c] + bias[c];
         zr[c] = zi;
-        out_r[c] = Gelu(zi) + res_r[c];
+        out_r[c] = act(zi) + res_r[c];
       }
     } else {
       for (int c = 0; c < cols; ++c) {
         const float zi = zr[c] + bias[c];
         zr[c] = zi;
-        out_r[c] = Gelu(zi);
+        out_r[c] = act(zi);
       }
     }
   }
 }
 
+template <typename Act>
+[[gnu::always_inline]] inline void ActivationBackwardLoop(Act act, int64_t n, const float* dout, const float* z,
+                                                          float* dz) {
+  for (int64_t i = 0; i < n; ++i) dz[i] = dout[i] * act.Grad(z[i]);
+}
+
 SC_VECTOR_CLONES
-void GeluBackward(int64_t n, const float* dout, const float* z, float* dz) {
-  for (int64_t i = 0; i < n; ++i) dz[i] = dout[i] * GeluGrad(z[i]);
+void BiasGeluRows(int rows, int cols, float* z, const float* bias, const float* residual, float* out) {
+  BiasActivationRows(GeluOp{}, rows, cols, z, bias, residual, out);
+}
+SC_VECTOR_CLONES
+void BiasReluRows(int rows, int cols, float* z, const float* bias, const float* residual, float* out) {
+  BiasActivationRows(ReluOp{}, rows, cols, z, bias, residual, out);
+}
+SC_VECTOR_CLONES
+void GeluBackwardLoop(int64_t n, const float* dout, const float* z, float* dz) {
+  ActivationBackwardLoop(GeluOp{}, n, dout, z, dz);
+}
+SC_VECTOR_CLONES
+void ReluBackwardLoop(int64_t n, const float* dout, const float* z, float* dz) {
+  ActivationBackwardLoop(ReluOp{}, n, dout, z, dz);
+}
+
+}  // namespace
+
+void BiasActivation(Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
+                    float* out) {
+  (act == Activation::kRelu ? BiasReluRows : BiasGeluRows)(rows, cols, z, bias, residual, out);
+}
+
+void ActivationBackward(Activation act, int64_t n, const float* dout, const float* z, float* dz) {
+  (act == Activation::kRelu ? ReluBackwardLoop : GeluBackwardLoop)(n, dout, z, dz);
 }
 
 // Row by row into a block of column sums, each column summed over the rows in order and then

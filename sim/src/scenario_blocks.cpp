@@ -90,11 +90,12 @@ TransformerSpec ParseTransformer(const Value& value) {
 }
 
 MlpSpec ParseMlp(const Value& value) {
-  const Map m(value, {"layers", "hidden", "residual", "loss"});
+  const Map m(value, {"layers", "hidden", "residual", "activation", "loss"});
   MlpSpec mlp;
   mlp.layers = static_cast<int>(m.Get("layers").Int(1, kMaxInt));
   mlp.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxInt));
   if (const auto residual = m.Find("residual")) mlp.residual = residual->Bool();
+  if (const auto activation = m.Find("activation")) mlp.activation = activation->Choice({"gelu", "relu"});
   if (const auto loss = m.Find("loss")) mlp.loss = loss->Choice({"mse", "cross_entropy"});
   return mlp;
 }

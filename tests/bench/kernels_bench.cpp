@@ -27,7 +27,7 @@ void BM_BiasGelu(benchmark::State& state) {
   std::vector<float> z = z0, out(z0.size());
   for (auto _ : state) {
     z = z0;  // BiasGelu adds the bias in place
-    BiasGelu(rows, cols, z.data(), bias.data(), nullptr, out.data());
+    BiasActivation(Activation::kGelu, rows, cols, z.data(), bias.data(), nullptr, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   SetElements(state, int64_t{rows} * cols);
@@ -39,7 +39,7 @@ void BM_GeluBackward(benchmark::State& state) {
   const std::vector<float> z = Ramp(n), dout = Ramp(n);
   std::vector<float> dz(z.size());
   for (auto _ : state) {
-    GeluBackward(n, dout.data(), z.data(), dz.data());
+    ActivationBackward(Activation::kGelu, n, dout.data(), z.data(), dz.data());
     benchmark::DoNotOptimize(dz.data());
   }
   SetElements(state, n);

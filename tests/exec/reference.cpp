@@ -25,6 +25,14 @@ double GeluDerivative(double z) {
   return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * du_dz;
 }
 
+// The model's activation and its derivative (ReLU: max(z, 0), derivative 1 where z > 0).
+double Act(const exec::MlpModel& model, double z) {
+  return model.activation == kernels::Activation::kRelu ? std::max(z, 0.0) : Gelu(z);
+}
+double ActDerivative(const exec::MlpModel& model, double z) {
+  return model.activation == kernels::Activation::kRelu ? (z > 0 ? 1.0 : 0.0) : GeluDerivative(z);
+}
+
 // What the backward pass needs from the forward: each layer's input and pre-activation.
 struct Tape {
   std::vector<std::vector<double>> inputs;  // per layer, [rows*h]
@@ -43,7 +51,7 @@ Tape Forward(const exec::MlpModel& model, const Params& params, const ReferenceB
         double sum = p.bias[o];
         for (int i = 0; i < h; ++i) sum += p.weight[o * h + i] * x[r * h + i];
         z[r * h + o] = sum;
-        out[r * h + o] = Gelu(sum) + (model.residual ? x[r * h + o] : 0.0);
+        out[r * h + o] = Act(model, sum) + (model.residual ? x[r * h + o] : 0.0);
       }
     }
     tape.inputs.push_back(std::move(x));
@@ -100,7 +108,7 @@ void Backward(const exec::MlpModel& model, const Params& params, const Tape& tap
     std::vector<double> dx(dout.size(), 0.0);
     for (int r = 0; r < rows; ++r) {
       for (int o = 0; o < h; ++o) {
-        const double dz = dout[r * h + o] * GeluDerivative(z[r * h + o]);
+        const double dz = dout[r * h + o] * ActDerivative(model, z[r * h + o]);
         g.bias[o] += dz;
         for (int i = 0; i < h; ++i) {
           g.weight[o * h + i] += dz * x[r * h + i];

@@ -33,6 +33,7 @@ struct Case {
   std::string optimizer = "sgd";
   double lr = 0.1;
   bool residual = false;
+  kernels::Activation activation = kernels::Activation::kGelu;
   kernels::LossKind loss = kernels::LossKind::kMse;
   std::vector<int> split{};  // layers per stage; empty: even
 };
@@ -49,6 +50,7 @@ exec::TrainingConfig ConfigFor(const Case& c) {
   config.model.layers = kLayers;
   config.model.hidden = 24;
   config.model.residual = c.residual;
+  config.model.activation = c.activation;
   config.model.loss = c.loss;
   config.model.seed = 7;
   config.microbatch_size = 4;
@@ -189,6 +191,9 @@ TEST(RuntimeMpi, ZbH1Recompute) { ExpectMatchesReference({.schedule = "zb-h1", .
 TEST(RuntimeMpi, ZbH2ResidualCrossEntropy) {
   ExpectMatchesReference({.schedule = "zb-h2", .residual = true, .loss = kernels::LossKind::kCrossEntropy},
                          Staleness::kFlush);
+}
+TEST(RuntimeMpi, ZbH1Relu) {
+  ExpectMatchesReference({.schedule = "zb-h1", .activation = kernels::Activation::kRelu}, Staleness::kFlush);
 }
 TEST(RuntimeMpi, PipeDreamUnevenSplit) {
   ExpectMatchesReference({.schedule = "pipedream", .lr = 0.02, .split = {3, 1, 2, 2}}, Staleness::kPipeDream);

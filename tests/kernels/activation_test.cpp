@@ -61,7 +61,7 @@ TEST(ActivationTest, GeluBackwardScalesUpstreamGradientBySlope) {
   const std::vector<float> z = {-2.0f, -0.5f, 0.0f, 1.5f};
   const std::vector<float> dout = {2.0f, -1.0f, 3.0f, 0.5f};
   std::vector<float> dz(z.size(), -99.0f);
-  GeluBackward(static_cast<int64_t>(z.size()), dout.data(), z.data(), dz.data());
+  ActivationBackward(Activation::kGelu, static_cast<int64_t>(z.size()), dout.data(), z.data(), dz.data());
   for (size_t i = 0; i < z.size(); ++i) {
     SCOPED_TRACE(i);
     ExpectNear(dout[i] * GeluSlopeByFiniteDifference(z[i]), dz[i], 1e-6, 1e-5);
@@ -79,7 +79,7 @@ struct BiasGeluCase {
 
 TEST(ActivationTest, BiasGeluAddsBiasPerColumnAndKeepsPreActivation) {
   BiasGeluCase c;
-  BiasGelu(2, 3, c.z.data(), c.bias.data(), nullptr, c.out.data());
+  BiasActivation(Activation::kGelu, 2, 3, c.z.data(), c.bias.data(), nullptr, c.out.data());
   for (int i = 0; i < 6; ++i) {
     SCOPED_TRACE(i);
     EXPECT_FLOAT_EQ(c.z[i], c.biased[i]);  // z now holds the pre-activation the backward needs
@@ -93,7 +93,7 @@ TEST(ActivationTest, BiasGeluAddsBiasPerColumnAndKeepsPreActivation) {
 TEST(ActivationTest, BiasGeluAddsResidualAfterActivation) {
   BiasGeluCase c;
   const std::vector<float> residual = {10.0f, 20.0f, 30.0f, 40.0f, 50.0f, 60.0f};
-  BiasGelu(2, 3, c.z.data(), c.bias.data(), residual.data(), c.out.data());
+  BiasActivation(Activation::kGelu, 2, 3, c.z.data(), c.bias.data(), residual.data(), c.out.data());
   for (int i = 0; i < 6; ++i) {
     SCOPED_TRACE(i);
     EXPECT_FLOAT_EQ(c.z[i], c.biased[i]);
@@ -129,7 +129,7 @@ TEST(ActivationTest, FastGeluWithin1e6OfDoubleOverMinusTenToTen) {
   z.push_back(10.0f);
   const std::vector<float> zero_bias(z.size(), 0.0f);
   std::vector<float> out(z.size());
-  BiasGelu(1, static_cast<int>(z.size()), z.data(), zero_bias.data(), nullptr, out.data());
+  BiasActivation(Activation::kGelu, 1, static_cast<int>(z.size()), z.data(), zero_bias.data(), nullptr, out.data());
   double worst = 0;
   float worst_x = 0;
   for (size_t i = 0; i < z.size(); ++i) {
@@ -173,6 +173,20 @@ TEST(FastMathTest, LogisticHalvesAreAccurateOnBothSides) {
     EXPECT_LE(std::abs(l.s - s), 4e-7 * s);    // relative: the small side keeps its digits
     EXPECT_LE(std::abs(l.sc - sc), 4e-7 * sc);
   }
+}
+
+TEST(ActivationTest, ReluForwardAndBackwardHandWorked) {
+  // z = [[0, 1, -1], [2, -2, 0.5]] + bias [1, -1, 0.5] = [[1, 0, -0.5], [3, -3, 1]].
+  BiasGeluCase c;
+  const std::vector<float> residual = {10.0f, 20.0f, 30.0f, 40.0f, 50.0f, 60.0f};
+  BiasActivation(Activation::kRelu, 2, 3, c.z.data(), c.bias.data(), residual.data(), c.out.data());
+  EXPECT_EQ(c.z, c.biased);
+  EXPECT_EQ(c.out, (std::vector<float>{11.0f, 20.0f, 30.0f, 43.0f, 50.0f, 61.0f}));
+  // The gradient passes where z > 0 only (0 at z = 0, as torch.nn.ReLU).
+  const std::vector<float> dout = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+  std::vector<float> dz(6, -99.0f);
+  ActivationBackward(Activation::kRelu, 6, dout.data(), c.z.data(), dz.data());
+  EXPECT_EQ(dz, (std::vector<float>{1.0f, 0.0f, 0.0f, 4.0f, 0.0f, 6.0f}));
 }
 
 }  // namespace

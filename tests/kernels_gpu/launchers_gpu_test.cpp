@@ -100,9 +100,9 @@ TEST_F(LaunchersGpuTest, BiasGeluMatchesHost) {
   for (const bool with_residual : {false, true}) {
     SCOPED_TRACE(with_residual ? "with residual" : "without residual");
     std::vector<float> z_host = z, out_host(z.size());
-    BiasGelu(kRows, kCols, z_host.data(), bias.data(), with_residual ? residual.data() : nullptr, out_host.data());
+    BiasActivation(Activation::kGelu, kRows, kCols, z_host.data(), bias.data(), with_residual ? residual.data() : nullptr, out_host.data());
     DeviceBuffer z_dev(z), bias_dev(bias), residual_dev(residual), out_dev{std::vector<float>(z.size())};
-    LaunchBiasGelu(kRows, kCols, z_dev.data(), bias_dev.data(), with_residual ? residual_dev.data() : nullptr,
+    LaunchBiasActivation(Activation::kGelu, kRows, kCols, z_dev.data(), bias_dev.data(), with_residual ? residual_dev.data() : nullptr,
                    out_dev.data(), stream_);
     Sync();
     ExpectClose(z_host, z_dev.ToHost(), kTol, kEps, "z");
@@ -114,9 +114,9 @@ TEST_F(LaunchersGpuTest, GeluBackwardMatchesHost) {
   constexpr int64_t kN = 10007;
   const std::vector<float> dout = RandomValues(kN, 4), z = RandomValues(kN, 5);
   std::vector<float> dz_host(kN);
-  GeluBackward(kN, dout.data(), z.data(), dz_host.data());
+  ActivationBackward(Activation::kGelu, kN, dout.data(), z.data(), dz_host.data());
   DeviceBuffer dout_dev(dout), z_dev(z), dz_dev{std::vector<float>(kN)};
-  LaunchGeluBackward(kN, dout_dev.data(), z_dev.data(), dz_dev.data(), stream_);
+  LaunchActivationBackward(Activation::kGelu, kN, dout_dev.data(), z_dev.data(), dz_dev.data(), stream_);
   Sync();
   ExpectClose(dz_host, dz_dev.ToHost(), kTol, kEps, "dz");
 }
@@ -202,21 +202,21 @@ TEST_F(LaunchersGpuTest, AdamMatchesHostOverThreeSteps) {
 // The checks below run before any CUDA call, so they hold with or without a device.
 TEST(LaunchersArgumentsTest, BadShapesAndNullPointersThrowBeforeLaunching) {
   float* fake = reinterpret_cast<float*>(0x1000);  // never dereferenced: the launchers throw first
-  EXPECT_THROW(LaunchBiasGelu(0, 3, fake, fake, nullptr, fake, nullptr), std::invalid_argument);
-  EXPECT_THROW(LaunchBiasGelu(2, -1, fake, fake, nullptr, fake, nullptr), std::invalid_argument);
-  EXPECT_THROW(LaunchBiasGelu(2, 3, fake, nullptr, nullptr, fake, nullptr), std::invalid_argument);
-  EXPECT_THROW(LaunchGeluBackward(-1, fake, fake, fake, nullptr), std::invalid_argument);
-  EXPECT_NO_THROW(LaunchGeluBackward(0, nullptr, nullptr, nullptr, nullptr));  // nothing to do
+  EXPECT_THROW(LaunchBiasActivation(Activation::kGelu, 0, 3, fake, fake, nullptr, fake, nullptr), std::invalid_argument);
+  EXPECT_THROW(LaunchBiasActivation(Activation::kGelu, 2, -1, fake, fake, nullptr, fake, nullptr), std::invalid_argument);
+  EXPECT_THROW(LaunchBiasActivation(Activation::kGelu, 2, 3, fake, nullptr, nullptr, fake, nullptr), std::invalid_argument);
+  EXPECT_THROW(LaunchActivationBackward(Activation::kGelu, -1, fake, fake, fake, nullptr), std::invalid_argument);
+  EXPECT_NO_THROW(LaunchActivationBackward(Activation::kGelu, 0, nullptr, nullptr, nullptr, nullptr));  // nothing to do
   EXPECT_THROW(LaunchBiasGrad(2, 0, fake, fake, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchLoss(LossKind::kMse, 0, 3, fake, fake, fake, fake, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchLoss(LossKind::kCrossEntropy, 2, 3, fake, fake, fake, nullptr, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchSgdMomentum(-5, fake, fake, fake, 1.0f, 0.1f, 0.9f, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchAdam(4, fake, fake, fake, fake, 1.0f, AdamParams{.bias1 = 0.0f}, nullptr), std::invalid_argument);
   try {
-    LaunchBiasGelu(-2, 3, fake, fake, nullptr, fake, nullptr);
-    ADD_FAILURE() << "LaunchBiasGelu accepted rows = -2";
+    LaunchBiasActivation(Activation::kGelu, -2, 3, fake, fake, nullptr, fake, nullptr);
+    ADD_FAILURE() << "LaunchBiasActivation accepted rows = -2";
   } catch (const std::invalid_argument& error) {
-    EXPECT_EQ(std::string(error.what()), "LaunchBiasGelu: rows must be > 0, got -2");
+    EXPECT_EQ(std::string(error.what()), "LaunchBiasActivation: rows must be > 0, got -2");
   }
 }
 

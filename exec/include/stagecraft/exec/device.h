@@ -39,8 +39,10 @@ class Device {
   virtual void Axpy(int64_t n, float alpha, const float* x, float* y) = 0;
 
   // The kernels/ math (see kernels/host.h for each contract).
-  virtual void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out) = 0;
-  virtual void GeluBackward(int64_t n, const float* dout, const float* z, float* dz) = 0;
+  virtual void BiasActivation(kernels::Activation act, int rows, int cols, float* z, const float* bias,
+                              const float* residual, float* out) = 0;
+  virtual void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z,
+                                  float* dz) = 0;
   virtual void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) = 0;
   // Returns the microbatch's mean loss (waits for it); writes dy.
   virtual float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) = 0;

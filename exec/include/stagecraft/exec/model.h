@@ -31,6 +31,7 @@ struct MlpModel {
   int layers = 0;
   int hidden = 0;
   bool residual = false;
+  kernels::Activation activation = kernels::Activation::kGelu;
   kernels::LossKind loss = kernels::LossKind::kMse;
   uint64_t seed = 1;
 };

@@ -16,6 +16,7 @@ struct StageShape {
   int hidden = 1;
   int rows = 1;  // microbatch size
   bool residual = false;
+  kernels::Activation activation = kernels::Activation::kGelu;
 };
 
 // What a microbatch keeps between its F and its B (or I), and between I and W.

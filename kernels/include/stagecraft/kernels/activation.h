@@ -1,6 +1,7 @@
-// The MLP layer's element-wise math: bias + GELU (+ residual) forward and its backward.
+// The MLP layer's element-wise math: bias + activation (+ residual) forward and its backward.
 // GELU is the tanh approximation of Hendrycks & Gimpel (2016), as in GPT-2 and llm.c:
-//   gelu(x) = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))).
+//   gelu(x) = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)));
+// ReLU is max(x, 0) with gradient 1 where x > 0, else 0 (as torch.nn.ReLU).
 #pragma once
 
 #include <cmath>
@@ -32,18 +33,38 @@ SC_HD inline float GeluGrad(float x) {
   return l.s + 2.0f * x * l.s * l.sc * du;
 }
 
-// Element i of a row-major [rows x cols] tensor: z += bias (per column), out = gelu(z), plus
+SC_HD inline float Relu(float x) { return x > 0.0f ? x : 0.0f; }
+SC_HD inline float ReluGrad(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+
+enum class Activation : uint8_t { kGelu, kRelu };
+
+// The activation as a type, so loops are compiled once per activation with no switch inside.
+struct GeluOp {
+  static constexpr Activation kKind = Activation::kGelu;
+  SC_HD float operator()(float x) const { return Gelu(x); }
+  SC_HD float Grad(float x) const { return GeluGrad(x); }
+};
+struct ReluOp {
+  static constexpr Activation kKind = Activation::kRelu;
+  SC_HD float operator()(float x) const { return Relu(x); }
+  SC_HD float Grad(float x) const { return ReluGrad(x); }
+};
+
+// Element i of a row-major [rows x cols] tensor: z += bias (per column), out = act(z), plus
 // the layer input when the layer is residual (residual may be null).
 // (The CPU loops in host.cpp walk rows and columns instead, with no modulo per element.)
-SC_HD inline void BiasGeluAt(int64_t i, int cols, float* z, const float* bias, const float* residual, float* out) {
+template <typename Act>
+SC_HD inline void BiasActivationAt(Act act, int64_t i, int cols, float* z, const float* bias, const float* residual,
+                                   float* out) {
   const float zi = z[i] + bias[i % cols];
   z[i] = zi;
-  out[i] = Gelu(zi) + (residual != nullptr ? residual[i] : 0.0f);
+  out[i] = act(zi) + (residual != nullptr ? residual[i] : 0.0f);
 }
 
-// Element i: dz = dout · gelu'(z), the gradient at the pre-activation.
-SC_HD inline void GeluBackwardAt(int64_t i, const float* dout, const float* z, float* dz) {
-  dz[i] = dout[i] * GeluGrad(z[i]);
+// Element i: dz = dout · act'(z), the gradient at the pre-activation.
+template <typename Act>
+SC_HD inline void ActivationBackwardAt(Act act, int64_t i, const float* dout, const float* z, float* dz) {
+  dz[i] = dout[i] * act.Grad(z[i]);
 }
 
 // Column c of a row-major [rows x cols] tensor: bias_grad[c] += Σ_rows dz[r][c].

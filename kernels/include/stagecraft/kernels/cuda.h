@@ -12,11 +12,13 @@
 
 namespace stagecraft::kernels {
 
-// z, out, residual: [rows x cols] row-major; bias: [cols]; residual may be null.
-void LaunchBiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out,
-                    cudaStream_t stream);
-// dz = dout · gelu'(z), n elements.
-void LaunchGeluBackward(int64_t n, const float* dout, const float* z, float* dz, cudaStream_t stream);
+// z += bias, out = act(z) (+ residual). z, out, residual: [rows x cols] row-major; bias: [cols];
+// residual may be null.
+void LaunchBiasActivation(Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
+                          float* out, cudaStream_t stream);
+// dz = dout · act'(z), n elements.
+void LaunchActivationBackward(Activation act, int64_t n, const float* dout, const float* z, float* dz,
+                              cudaStream_t stream);
 // bias_grad[c] += Σ_r dz[r][c].
 void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, cudaStream_t stream);
 // dy ([rows x cols]) ← gradient of the mean loss; *mean_loss_device (one float) ← the mean loss.

@@ -4,16 +4,19 @@
 
 #include <cstdint>
 
+#include "stagecraft/kernels/activation.h"
 #include "stagecraft/kernels/optimizer.h"
 
 namespace stagecraft::kernels {
 
 enum class LossKind { kMse, kCrossEntropy };
 
-// z, out, residual: [rows x cols] row-major; bias: [cols]; residual may be null.
-void BiasGelu(int rows, int cols, float* z, const float* bias, const float* residual, float* out);
-// dz = dout · gelu'(z), n elements.
-void GeluBackward(int64_t n, const float* dout, const float* z, float* dz);
+// z += bias per column, out = act(z) (+ residual). z, out, residual: [rows x cols] row-major;
+// bias: [cols]; residual may be null.
+void BiasActivation(Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
+                    float* out);
+// dz = dout · act'(z), n elements.
+void ActivationBackward(Activation act, int64_t n, const float* dout, const float* z, float* dz);
 // bias_grad[c] += Σ_r dz[r][c].
 void BiasGrad(int rows, int cols, const float* dz, float* bias_grad);
 // Mean loss of a microbatch and its gradient dy ([rows x cols]). targets: [rows x cols] for

@@ -69,7 +69,8 @@ struct MlpSpec {
   int layers = 0;
   int hidden = 0;
   bool residual = false;
-  std::string loss = "mse";  // "mse" | "cross_entropy"
+  std::string activation = "gelu";  // "gelu" | "relu"
+  std::string loss = "mse";         // "mse" | "cross_entropy"
 };
 
 // Explicit per-rank, per-microbatch costs of that rank's whole share of the model. In YAML each
