@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# stagecraft's CPU executor against PyTorch 1.13 (Debian python3-torch, installed here if
+# missing; the build and the tests never need it), side by side in one run on this machine:
+#   1. per-layer F, I, W: `stagecraft profile` vs the same math in PyTorch, one thread each;
+#   2. the main scenario (scenarios/mlp-cpu.yaml, 2 ranks) vs PyTorch with no pipeline on 1 core
+#      and on 2 BLAS threads, same model, Adam, the same 8 x 64 microbatches per step;
+#   3. MLP 8 x Linear(1024) + ReLU, batch 256 as 4 microbatches, 2 ranks, vs a PyTorch GPipe
+#      over two gloo processes (loopback);
+#   4. each schedule of the main scenario against the ideal the simulator predicts from
+#      stagecraft's own per-layer profile.
+# End-to-end numbers are the median of REPEATS runs (default 3) with their min..max spread.
+# Usage: scripts/bench-vs-torch.sh [REPEATS]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repeats="${1:-3}"
+py=/usr/bin/python3  # Debian's interpreter, where python3-torch lives
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "bench-vs-torch: installing python3-torch (benchmark only)" >&2
+  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
+fi
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh" >/dev/null
+sc="$root/build/cli/stagecraft"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+scenario="$root/scenarios/mlp-cpu.yaml"
+wide=(--set model.mlp.hidden=1024 --set model.mlp.activation=relu --set pipeline.microbatch_size=64
+      --set pipeline.microbatches=4 --set pipeline.steps=10)
+
+torch1() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$py" "$root/scripts/bench_vs_torch.py" "$@"; }
+torch_blas2() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2 "$py" "$root/scripts/bench_vs_torch.py" "$@"; }
+
+# per_schedule JSON...: one line per schedule, "name median min..max" of its samples/s over the
+# execute --json files given (one per repeat).
+per_schedule() {
+  "$py" - "$@" <<'PY'
+import json, statistics, sys
+runs = {}
+for path in sys.argv[1:]:
+    for s in json.load(open(path))["schedules"]:
+        runs.setdefault(s["schedule"], []).append(s["throughput_samples_per_s"])
+for name, v in runs.items():
+    print(name, f"{statistics.median(v):.1f}", f"{min(v):.1f}..{max(v):.1f}")
+PY
+}
+# report PEER_NAME PEER_MEDIAN JSON...: the schedules' samples/s and each one's ratio to the peer.
+report() {
+  local peer="$1" peer_median="$2"; shift 2
+  while read -r name median range; do
+    "$py" -c 'import sys; n,m,r,p,pn=sys.argv[1],float(sys.argv[2]),sys.argv[3],float(sys.argv[4]),sys.argv[5]; print(f"stagecraft {n:<12} {m:10.1f}  ({r})  {m/p:.2f}x {pn}")'       "$name" "$median" "$range" "$peer_median" "$peer"
+  done < <(per_schedule "$@")
+}
+# stats V...: "median min..max" of numbers.
+stats() { "$py" -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print(f"{statistics.median(v):.1f} {v[0]:.1f}..{v[-1]:.1f}")' "$@"; }
+
+echo "== 1/4 per-layer times, one thread (median us)"
+printf '%-26s %10s %10s %10s %10s %10s %10s\n' "layer" "F ours" "F torch" "I ours" "I torch" "W ours" "W torch"
+for shape in "512 gelu" "1024 relu"; do
+  set -- $shape
+  "$sc" profile "$scenario" --set model.mlp.hidden="$1" --set model.mlp.activation="$2" \
+    --out "$tmp/profile.yaml" >/dev/null
+  read -r f i w < <("$py" - "$tmp/profile.yaml" <<'PY'
+import re, statistics, sys
+rows = [l for l in open(sys.argv[1]) if "forward:" in l]
+get = lambda key: statistics.median(int(re.search(key + r": (\d+)ns", l).group(1)) for l in rows) / 1e3
+print(get("forward"), get("backward_input"), get("backward_weight"))
+PY
+)
+  t="$(torch1 layers "$1" 64 "$2")"
+  read -r tf ti tw < <("$py" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["forward_us"], d["backward_input_us"], d["backward_weight_us"])' "$t")
+  "$py" -c 'import sys; n,f,tf,i,ti,w,tw=sys.argv[1],*map(float,sys.argv[2:]); print(f"{n:<26} {f:10.1f} {tf:10.1f} {i:10.1f} {ti:10.1f} {w:10.1f} {tw:10.1f}   ours/torch F {f/tf:.2f} I {i/ti:.2f} W {w/tw:.2f}")' \
+    "Linear($1)+$2 [64x$1]" "$f" "$tf" "$i" "$ti" "$w" "$tw"
+done
+
+echo
+echo "== 2/4 main scenario (mlp-cpu: 8 x Linear(512)+GELU, 8 x 64 per Adam step), samples/s"
+t1=(); t2=()
+for ((k = 0; k < repeats; ++k)); do
+  "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/main.$k.json" >/dev/null
+  t1+=("$(torch1 train 512 8 64 8 20 gelu 1 | "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+  t2+=("$(torch_blas2 train 512 8 64 8 20 gelu 1 | "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+done
+read -r t1m t1r < <(stats "${t1[@]}"); read -r t2m t2r < <(stats "${t2[@]}")
+printf '%-34s %10s  (%s)\n' "PyTorch, no pipeline, 1 thread" "$t1m" "$t1r"
+printf '%-34s %10s  (%s)\n' "PyTorch, no pipeline, 2 BLAS threads" "$t2m" "$t2r"
+report "PyTorch on 2 BLAS threads" "$t2m" "$tmp"/main.*.json
+
+echo
+echo "== 3/4 MLP 8 x Linear(1024)+ReLU, batch 256 as 4 x 64, 2 ranks, samples/s"
+tg=()
+for ((k = 0; k < repeats; ++k)); do
+  "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${wide[@]}" --json "$tmp/wide.$k.json" >/dev/null
+  tg+=("$(torch1 gpipe 1024 8 64 4 10 relu | "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+done
+read -r tgm tgr < <(stats "${tg[@]}")
+printf '%-34s %10s  (%s)\n' "PyTorch GPipe, two gloo processes" "$tgm" "$tgr"
+report "PyTorch GPipe" "$tgm" "$tmp"/wide.*.json
+
+echo
+echo "== 4/4 every schedule of the main scenario against the ideal from its own profile"
+"$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --out "$tmp/main-profile.yaml" >/dev/null
+"$sc" simulate "$scenario" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.json" >/dev/null
+"$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/measured.json" >/dev/null
+"$py" - "$tmp/ideal.json" "$tmp/measured.json" <<'PY'
+import json, sys
+ideal = {s["schedule"]: s["throughput_samples_per_s"] for s in json.load(open(sys.argv[1]))["schedules"]}
+print(f"{'schedule':<12} {'ideal':>10} {'measured':>10} {'of ideal':>9}")
+for s in json.load(open(sys.argv[2]))["schedules"]:
+    name, got = s["schedule"], s["throughput_samples_per_s"]
+    print(f"{name:<12} {ideal[name]:10.1f} {got:10.1f} {100 * got / ideal[name]:8.1f}%")
+PY

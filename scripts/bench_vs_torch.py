@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The PyTorch side of scripts/bench-vs-torch.sh (PyTorch 1.13, Debian's python3-torch).
+
+Subcommands, each printing one JSON object on stdout:
+  layers H ROWS ACT        per-layer F, I and W of Linear(H, H) + bias -> ACT on [ROWS x H], one
+                           thread, written as the same math stagecraft runs (median microseconds):
+                           F = addmm + activation, I = activation backward + dz @ W,
+                           W = dz^T @ x + column sum of dz.
+  train H LAYERS ROWS M STEPS ACT THREADS
+                           no pipeline: the whole MLP on one process, M microbatches of ROWS
+                           accumulated per Adam step, MSE loss; samples/s over STEPS steps after
+                           one warm-up step.
+  gpipe H LAYERS ROWS M STEPS ACT
+                           GPipe over two gloo processes on this machine (loopback only), one
+                           thread each, half the layers per process; samples/s.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+
+def activation(name):
+    if name == "relu":
+        return torch.relu
+    return lambda z: F.gelu(z, approximate="tanh")
+
+
+def activation_backward(name, dout, z):
+    if name == "relu":
+        return torch.ops.aten.threshold_backward(dout, z, 0.0)
+    return torch.ops.aten.gelu_backward(dout, z, approximate="tanh")
+
+
+def median_us(fn, reps=200, warmup=20):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def layers(h, rows, act_name):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x = torch.rand(rows, h) * 2 - 1
+    w = (torch.rand(h, h) * 2 - 1) / h**0.5
+    b = torch.zeros(h)
+    dout = torch.rand(rows, h) * 2 - 1
+    act = activation(act_name)
+    z = torch.addmm(b, x, w.t())
+    gw = torch.zeros(h, h)
+    gb = torch.zeros(h)
+    dz = activation_backward(act_name, dout, z)
+
+    def forward():
+        act(torch.addmm(b, x, w.t()))
+
+    def backward_input():
+        torch.mm(activation_backward(act_name, dout, z), w)
+
+    def backward_weight():
+        gw.addmm_(dz.t(), x)
+        gb.add_(dz.sum(0))
+
+    with torch.no_grad():
+        return {"forward_us": median_us(forward), "backward_input_us": median_us(backward_input),
+                "backward_weight_us": median_us(backward_weight)}
+
+
+def mlp(h, n_layers, act_name):
+    torch.manual_seed(1)
+    mods = []
+    for _ in range(n_layers):
+        mods += [torch.nn.Linear(h, h), torch.nn.ReLU() if act_name == "relu" else torch.nn.GELU(approximate="tanh")]
+    return torch.nn.Sequential(*mods)
+
+
+def train(h, n_layers, rows, m, steps, act_name, threads):
+    torch.set_num_threads(threads)
+    model = mlp(h, n_layers, act_name)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    data = [(torch.rand(rows, h) * 2 - 1, torch.rand(rows, h) * 2 - 1) for _ in range(m)]
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        for x, y in data:
+            (F.mse_loss(model(x), y) / m).backward()
+        opt.step()
+
+    step()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    elapsed = time.perf_counter() - t0
+    return {"samples_per_s": steps * m * rows / elapsed, "threads": threads}
+
+
+def gpipe_rank(rank, h, n_layers, rows, m, steps, act_name, port, out):
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    full = mlp(h, n_layers, act_name)
+    half = len(full) // 2
+    stage = torch.nn.Sequential(*list(full.children())[:half] if rank == 0 else list(full.children())[half:])
+    opt = torch.optim.Adam(stage.parameters(), lr=1e-3)
+    data = [(torch.rand(rows, h) * 2 - 1, torch.rand(rows, h) * 2 - 1) for _ in range(m)]
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        outs, ins = [], []
+        for k in range(m):  # all forwards
+            if rank == 0:
+                y = stage(data[k][0])
+                dist.send(y.detach(), 1)
+                outs.append(y)
+            else:
+                x = torch.empty(rows, h)
+                dist.recv(x, 0)
+                x.requires_grad_(True)
+                ins.append(x)
+                outs.append(F.mse_loss(stage(x), data[k][1]) / m)
+        for k in reversed(range(m)):  # then all backwards
+            if rank == 0:
+                g = torch.empty(rows, h)
+                dist.recv(g, 1)
+                outs[k].backward(g)
+            else:
+                outs[k].backward()
+                dist.send(ins[k].grad, 0)
+        opt.step()
+
+    step()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    dist.barrier()
+    elapsed = time.perf_counter() - t0
+    if rank == 0:
+        out.put(steps * m * rows / elapsed)
+    dist.destroy_process_group()
+
+
+def gpipe(h, n_layers, rows, m, steps, act_name):
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = 29500 + os.getpid() % 1000
+    procs = [ctx.Process(target=gpipe_rank, args=(r, h, n_layers, rows, m, steps, act_name, port, out)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    samples = out.get(timeout=600)
+    for p in procs:
+        p.join(timeout=60)
+    return {"samples_per_s": samples}
+
+
+def main(argv):
+    what = argv[1]
+    if what == "layers":
+        result = layers(int(argv[2]), int(argv[3]), argv[4])
+    elif what == "train":
+        result = train(*map(int, argv[2:7]), argv[7], int(argv[8]))
+    elif what == "gpipe":
+        result = gpipe(*map(int, argv[2:7]), argv[7])
+    else:
+        raise SystemExit(f"bench_vs_torch.py: unknown subcommand {what}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
