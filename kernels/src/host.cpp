@@ -92,6 +92,7 @@ void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) {
   }
 }
 
+SC_VECTOR_CLONES
 float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) {
   float sum = 0.0f;
   if (kind == LossKind::kMse) {
