@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "stagecraft/exec/cpu_device.h"
 
@@ -17,6 +18,15 @@ struct StageCase {
   StageShape shape{.first_layer = 0, .layers = 3, .hidden = 6, .rows = 5, .residual = true};
 };
 
+// A stage of StageCase on a cpu device with its initial parameters.
+struct InitializedStage {
+  StageCase s;
+  std::unique_ptr<Device> device = MakeCpuDevice();
+  StageModel stage{*device, s.shape};
+  Buffer params{*device, stage.ParamFloats()};
+  InitializedStage() { stage.InitParams(s.model, params.data()); }
+};
+
 std::vector<float> Download(Device& d, const Buffer& b) {
   std::vector<float> host(b.size());
   d.Download(host.data(), b.data(), b.size());
@@ -25,11 +35,11 @@ std::vector<float> Download(Device& d, const Buffer& b) {
 
 // Loss L = Σ y ⊙ c for fixed c, so dL/dy = c and the reference's chain rule can be compared.
 TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
-  StageCase s;
-  auto device = MakeCpuDevice();
-  StageModel stage(*device, s.shape);
-  Buffer params(*device, stage.ParamFloats());
-  stage.InitParams(s.model, params.data());
+  InitializedStage t;
+  StageCase& s = t.s;
+  Device* device = t.device.get();
+  StageModel& stage = t.stage;
+  Buffer& params = t.params;
   const std::vector<float> p = Download(*device, params);
   std::vector<float> x(30), c(30);
   for (int i = 0; i < 30; ++i) {
@@ -95,11 +105,10 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
 }
 
 TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
-  StageCase s;
-  auto device = MakeCpuDevice();
-  StageModel stage(*device, s.shape);
-  Buffer params(*device, stage.ParamFloats());
-  stage.InitParams(s.model, params.data());
+  InitializedStage t;
+  Device* device = t.device.get();
+  StageModel& stage = t.stage;
+  Buffer& params = t.params;
   std::vector<float> x(30), c(30);
   for (int i = 0; i < 30; ++i) {
     x[i] = UniformAt(2, 1, i);
@@ -149,11 +158,10 @@ TEST(StageTest, DeviceTracksBytesInUse) {
 // Buffers come back to the device for reuse: once one microbatch has run, the next ones
 // (forward, backward, split backward, recompute) take nothing new from the system.
 TEST(StageTest, SteadyStateAllocatesNothing) {
-  StageCase s;
-  auto device = MakeCpuDevice();
-  StageModel stage(*device, s.shape);
-  Buffer params(*device, stage.ParamFloats());
-  stage.InitParams(s.model, params.data());
+  InitializedStage t;
+  Device* device = t.device.get();
+  StageModel& stage = t.stage;
+  Buffer& params = t.params;
   Buffer grads(*device, stage.ParamFloats());
   device->Fill(grads.data(), 0.0f, grads.size());
   auto microbatch = [&](bool split) {
