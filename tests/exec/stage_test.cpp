@@ -36,7 +36,6 @@ std::vector<float> Download(Device& d, const Buffer& b) {
 // Loss L = Σ y ⊙ c for fixed c, so dL/dy = c and the reference's chain rule can be compared.
 TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
   InitializedStage t;
-  StageCase& s = t.s;
   Device* device = t.device.get();
   StageModel& stage = t.stage;
   Buffer& params = t.params;
