@@ -3,12 +3,14 @@
 #include "stagecraft/exec/profile.h"
 
 #include <algorithm>
+#include <memory>
 #include <cstring>
 #include <type_traits>
 
 #include "stagecraft/base/check.h"
 
 #include "stagecraft/exec/optimizer.h"
+#include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
 
 namespace stagecraft::exec {
@@ -29,61 +31,79 @@ int64_t Timed(Device& device, Fn fn) {
   return device.NowNs() - start;
 }
 
-sim::LayerProfile ProfileLayer(const TrainingConfig& config, Device& device, int layer, int repeats, int warmup) {
-  StageShape shape;
-  shape.first_layer = layer;
-  shape.layers = 1;
-  shape.hidden = config.model.hidden;
-  shape.rows = config.microbatch_size;
-  shape.residual = config.model.residual;
-  StageModel model(device, shape);
-  const int64_t n = model.ParamFloats();
-  Buffer params(device, n), grads(device, n);
-  model.InitParams(config.model, params.data());
-  device.Fill(grads.data(), 0.0f, n);
-  // A small learning rate keeps the weights (and so the timings) where they started.
-  TrainingConfig tiny_steps = config;
-  tiny_steps.lr = 1e-6f;
-  Optimizer optimizer(device, tiny_steps, n);
-  sim::LayerProfile m;
-  m.weight_bytes = n * static_cast<int64_t>(sizeof(float));
-  m.grad_bytes = m.weight_bytes;
-  m.optimizer_bytes = optimizer.StateBytes();
-  std::vector<float> host_x(static_cast<size_t>(model.ActivationFloats()));
-  MicrobatchInput(config.model, shape.rows, 0, host_x.data());
-  std::vector<int64_t> f, i, w, s;
-  for (int round = 0; round < warmup + repeats; ++round) {
-    Buffer x(device, model.ActivationFloats());
-    device.Upload(x.data(), host_x.data(), x.size());
-    Activations saved;
-    Buffer y, dx;
-    const int64_t tf = Timed(device, [&] { y = model.Forward(params.data(), std::move(x), &saved, true); });
-    m.activation_bytes = saved.Floats() * static_cast<int64_t>(sizeof(float));
-    const int64_t ti = Timed(device, [&] { dx = model.Backward(params.data(), std::move(y), &saved, nullptr); });
-    m.w_stash_bytes = saved.Floats() * static_cast<int64_t>(sizeof(float));
-    const int64_t tw = Timed(device, [&] { model.BackwardWeight(&saved, grads.data()); });
-    const int64_t ts = Timed(device, [&] { optimizer.Step(params.data(), grads.data(), 1.0f); });
-    if (round < warmup) continue;
-    f.push_back(tf);
-    i.push_back(ti);
-    w.push_back(tw);
-    s.push_back(ts);
+// One layer of the model with what its ops touch: weights, gradients, optimizer state.
+struct LayerRig {
+  LayerRig(const TrainingConfig& config, const TrainingConfig& tiny_steps, Device& device, int layer)
+      : model(device, LayersShape(config, layer, 1)),
+        params(device, model.ParamFloats()),
+        grads(device, model.ParamFloats()),
+        optimizer(device, tiny_steps, model.ParamFloats()) {
+    model.InitParams(config.model, params.data());
+    device.Fill(grads.data(), 0.0f, grads.size());
   }
-  m.forward_ns = Median(f);
-  m.backward_input_ns = Median(i);
-  m.backward_weight_ns = Median(w);
-  m.step_ns = Median(s);
-  return m;
-}
+  StageModel model;
+  Buffer params, grads;
+  Optimizer optimizer;
+  Activations saved;
+  std::vector<int64_t> f, i, w, s;  // timings of the measured rounds
+};
 
 }  // namespace
 
+// Every layer of the model at once, in the order a pipeline runs them: the forwards of all
+// layers in sequence, the input gradients back down, then the weight gradients and the
+// optimizer steps. So the weights and activations of the other layers pass through the caches
+// between two ops of one layer, as in a run, instead of one layer running hot in cache.
 sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup) {
+  // A small learning rate keeps the weights (and so the timings) where they started.
+  TrainingConfig tiny_steps = config;
+  tiny_steps.lr = 1e-6f;
+  std::vector<std::unique_ptr<LayerRig>> rigs;
+  for (int l = 0; l < config.model.layers; ++l) rigs.push_back(std::make_unique<LayerRig>(config, tiny_steps, device, l));
   sim::Profile p;
   p.microbatch_size = config.microbatch_size;
   // What a stage boundary sends: one layer's output, microbatch_size x hidden floats.
   p.send_bytes = int64_t{config.microbatch_size} * config.model.hidden * static_cast<int64_t>(sizeof(float));
-  for (int l = 0; l < config.model.layers; ++l) p.layers.push_back(ProfileLayer(config, device, l, repeats, warmup));
+  p.layers.resize(rigs.size());
+  std::vector<float> host_x(static_cast<size_t>(rigs.front()->model.ActivationFloats()));
+  MicrobatchInput(config.model, config.microbatch_size, 0, host_x.data());
+  for (int round = 0; round < warmup + repeats; ++round) {
+    const bool measured = round >= warmup;
+    Buffer x(device, static_cast<int64_t>(host_x.size()));
+    device.Upload(x.data(), host_x.data(), x.size());
+    for (size_t l = 0; l < rigs.size(); ++l) {
+      LayerRig& r = *rigs[l];
+      const int64_t t = Timed(device, [&] { x = r.model.Forward(r.params.data(), std::move(x), &r.saved, true); });
+      p.layers[l].activation_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
+      if (measured) r.f.push_back(t);
+    }
+    for (size_t l = rigs.size(); l-- > 0;) {  // the output stands in for its gradient
+      LayerRig& r = *rigs[l];
+      const int64_t t = Timed(device, [&] { x = r.model.Backward(r.params.data(), std::move(x), &r.saved, nullptr); });
+      p.layers[l].w_stash_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
+      if (measured) r.i.push_back(t);
+    }
+    for (auto& rig : rigs) {
+      LayerRig& r = *rig;
+      const int64_t tw = Timed(device, [&] { r.model.BackwardWeight(&r.saved, r.grads.data()); });
+      const int64_t ts = Timed(device, [&] { r.optimizer.Step(r.params.data(), r.grads.data(), 1.0f); });
+      if (measured) {
+        r.w.push_back(tw);
+        r.s.push_back(ts);
+      }
+    }
+  }
+  for (size_t l = 0; l < rigs.size(); ++l) {
+    LayerRig& r = *rigs[l];
+    sim::LayerProfile& m = p.layers[l];
+    m.weight_bytes = r.model.ParamFloats() * static_cast<int64_t>(sizeof(float));
+    m.grad_bytes = m.weight_bytes;
+    m.optimizer_bytes = r.optimizer.StateBytes();
+    m.forward_ns = Median(r.f);
+    m.backward_input_ns = Median(r.i);
+    m.backward_weight_ns = Median(r.w);
+    m.step_ns = Median(r.s);
+  }
   return p;
 }
 

@@ -8,18 +8,24 @@
 
 namespace stagecraft::exec {
 
-StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage) {
-  const std::vector<int>& counts = config.layers_per_stage;
-  SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(),
-           fmt::format("the plan gives one layer count per stage: {} for {} stages", counts.size(), schedule.stages()));
+StageShape LayersShape(const TrainingConfig& config, int first_layer, int layers) {
   StageShape shape;
-  for (int s = 0; s < stage; ++s) shape.first_layer += counts[s];
-  shape.layers = counts[stage];
+  shape.first_layer = first_layer;
+  shape.layers = layers;
   shape.hidden = config.model.hidden;
   shape.rows = config.microbatch_size;
   shape.residual = config.model.residual;
   shape.activation = config.model.activation;
   return shape;
+}
+
+StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage) {
+  const std::vector<int>& counts = config.layers_per_stage;
+  SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(),
+           fmt::format("the plan gives one layer count per stage: {} for {} stages", counts.size(), schedule.stages()));
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += counts[s];
+  return LayersShape(config, first, counts[stage]);
 }
 
 TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {

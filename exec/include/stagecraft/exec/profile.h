@@ -12,8 +12,9 @@
 
 namespace stagecraft::exec {
 
-// Runs F -> I -> W -> optimizer step on one layer at a time, `warmup` untimed then `repeats`
-// timed rounds each, and keeps the median of every phase. The device name is left to the caller.
+// Runs the forwards of all layers in order, their input gradients back down, then their weight
+// gradients and optimizer steps, as a pipeline does (other layers' data passes through the
+// caches in between); `warmup` untimed then `repeats` timed rounds, the median of each phase. The device name is left to the caller.
 sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup);
 
 // The layers' numbers as bytes, for gathering every rank's on one rank, and back (the ranks

@@ -82,6 +82,10 @@ RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& confi
 std::string SerializeRankRun(const RankRun& run);
 RankRun ParseRankRun(const std::string& bytes);
 
+// The shape of `layers` layers from `first_layer` of config's model (what every stage and the
+// profiler build).
+StageShape LayersShape(const TrainingConfig& config, int first_layer, int layers);
+
 // The layers of stage `stage` as config.layers_per_stage gives them.
 StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage);
 
