@@ -99,14 +99,20 @@ report "PyTorch GPipe" "$tgm" "$tmp"/wide.*.json
 
 echo
 echo "== 4/4 every schedule of the main scenario against the ideal from its own profile"
-"$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --out "$tmp/main-profile.yaml" >/dev/null
-"$sc" simulate "$scenario" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.json" >/dev/null
-"$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/measured.json" >/dev/null
-"$py" - "$tmp/ideal.json" "$tmp/measured.json" <<'PY'
-import json, sys
-ideal = {s["schedule"]: s["throughput_samples_per_s"] for s in json.load(open(sys.argv[1]))["schedules"]}
-print(f"{'schedule':<12} {'ideal':>10} {'measured':>10} {'of ideal':>9}")
-for s in json.load(open(sys.argv[2]))["schedules"]:
-    name, got = s["schedule"], s["throughput_samples_per_s"]
-    print(f"{name:<12} {ideal[name]:10.1f} {got:10.1f} {100 * got / ideal[name]:8.1f}%")
+for ((k = 0; k < repeats; ++k)); do
+  "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --out "$tmp/main-profile.yaml" >/dev/null
+  "$sc" simulate "$scenario" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.$k.json" >/dev/null
+  "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/measured.$k.json" >/dev/null
+done
+"$py" - "$repeats" "$tmp" <<'PY'
+import json, statistics, sys
+repeats, tmp = int(sys.argv[1]), sys.argv[2]
+ratios = {}
+for k in range(repeats):
+    ideal = {s["schedule"]: s["throughput_samples_per_s"] for s in json.load(open(f"{tmp}/ideal.{k}.json"))["schedules"]}
+    for s in json.load(open(f"{tmp}/measured.{k}.json"))["schedules"]:
+        ratios.setdefault(s["schedule"], []).append(100 * s["throughput_samples_per_s"] / ideal[s["schedule"]])
+print(f"{'schedule':<12} {'of ideal (median, min..max over runs, each with its own profile)':>20}")
+for name, v in ratios.items():
+    print(f"{name:<12} {statistics.median(v):6.1f}%  ({min(v):.1f}..{max(v):.1f})")
 PY

@@ -2,8 +2,9 @@
 """The PyTorch side of scripts/bench-vs-torch.sh (PyTorch 1.13, Debian's python3-torch).
 
 Subcommands, each printing one JSON object on stdout:
-  layers H ROWS ACT        per-layer F, I and W of Linear(H, H) + bias -> ACT on [ROWS x H], one
-                           thread, written as the same math stagecraft runs (median microseconds):
+  layers H ROWS ACT        per-layer F, I and W of 8 x Linear(H, H) + bias -> ACT on [ROWS x H],
+                           one thread, written as the same math stagecraft runs and timed in the
+                           same order as `stagecraft profile` (median microseconds):
                            F = addmm + activation, I = activation backward + dz @ W,
                            W = dz^T @ x + column sum of dz.
   train H LAYERS ROWS M STEPS ACT THREADS
@@ -49,32 +50,50 @@ def median_us(fn, reps=200, warmup=20):
     return statistics.median(times) * 1e6
 
 
-def layers(h, rows, act_name):
+def layers(h, rows, act_name, n_layers=8, rounds=60, warmup=10):
+    """As `stagecraft profile` times them: every layer in pipeline order (forwards up, input
+    gradients down, then weight gradients), so other layers' data passes through the caches
+    between two ops of one layer; the median over layers and rounds of each op."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    x = torch.rand(rows, h) * 2 - 1
-    w = (torch.rand(h, h) * 2 - 1) / h**0.5
-    b = torch.zeros(h)
-    dout = torch.rand(rows, h) * 2 - 1
     act = activation(act_name)
-    z = torch.addmm(b, x, w.t())
-    gw = torch.zeros(h, h)
-    gb = torch.zeros(h)
-    dz = activation_backward(act_name, dout, z)
+    ws = [(torch.rand(h, h) * 2 - 1) / h**0.5 for _ in range(n_layers)]
+    bs = [torch.zeros(h) for _ in range(n_layers)]
+    gws = [torch.zeros(h, h) for _ in range(n_layers)]
+    gbs = [torch.zeros(h) for _ in range(n_layers)]
+    x0 = torch.rand(rows, h) * 2 - 1
+    times = {"forward_us": [], "backward_input_us": [], "backward_weight_us": []}
 
-    def forward():
-        act(torch.addmm(b, x, w.t()))
-
-    def backward_input():
-        torch.mm(activation_backward(act_name, dout, z), w)
-
-    def backward_weight():
-        gw.addmm_(dz.t(), x)
-        gb.add_(dz.sum(0))
+    def timed(key, measured, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        if measured:
+            times[key].append((time.perf_counter() - t0) * 1e6)
+        return out
 
     with torch.no_grad():
-        return {"forward_us": median_us(forward), "backward_input_us": median_us(backward_input),
-                "backward_weight_us": median_us(backward_weight)}
+        for r in range(warmup + rounds):
+            measured = r >= warmup
+            x, inputs, zs, dzs = x0, [], [], [None] * n_layers
+            for l in range(n_layers):
+                inputs.append(x)
+                def forward():
+                    z = torch.addmm(bs[l], x, ws[l].t())
+                    return z, act(z)
+                z, x = timed("forward_us", measured, forward)
+                zs.append(z)
+            dout = x
+            for l in reversed(range(n_layers)):
+                def backward_input():
+                    dz = activation_backward(act_name, dout, zs[l])
+                    return dz, torch.mm(dz, ws[l])
+                dzs[l], dout = timed("backward_input_us", measured, backward_input)
+            for l in range(n_layers):
+                def backward_weight():
+                    gws[l].addmm_(dzs[l].t(), inputs[l])
+                    gbs[l].add_(dzs[l].sum(0))
+                timed("backward_weight_us", measured, backward_weight)
+    return {key: statistics.median(v) for key, v in times.items()}
 
 
 def mlp(h, n_layers, act_name):

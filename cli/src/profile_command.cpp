@@ -46,7 +46,10 @@ int Run(const ProfileFlags& f) {
   auto device = exec::MakeCpuDevice();
   auto transport = exec::MakeMpiTransport();
   transport->Barrier();
-  sim::Profile profile = exec::ProfileLayers(config, *device, f.repeats, f.warmup);
+  // Each rank holds about layers / ranks layers in a run (interleaved or not): that share is
+  // what passes through its caches, so layers are timed in groups of that size.
+  const int share = (config.model.layers + transport->size() - 1) / transport->size();
+  sim::Profile profile = exec::ProfileLayers(config, *device, f.repeats, f.warmup, share);
   const std::vector<std::string> gathered = transport->Gather(exec::LayersToBytes(profile.layers), 0);
   if (rank != 0) return 0;
   std::vector<std::vector<sim::LayerProfile>> per_rank;

@@ -50,23 +50,12 @@ struct LayerRig {
 
 }  // namespace
 
-// Every layer of the model at once, in the order a pipeline runs them: the forwards of all
-// layers in sequence, the input gradients back down, then the weight gradients and the
-// optimizer steps. So the weights and activations of the other layers pass through the caches
-// between two ops of one layer, as in a run, instead of one layer running hot in cache.
-sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup) {
-  // A small learning rate keeps the weights (and so the timings) where they started.
-  TrainingConfig tiny_steps = config;
-  tiny_steps.lr = 1e-6f;
-  std::vector<std::unique_ptr<LayerRig>> rigs;
-  for (int l = 0; l < config.model.layers; ++l) rigs.push_back(std::make_unique<LayerRig>(config, tiny_steps, device, l));
-  sim::Profile p;
-  p.microbatch_size = config.microbatch_size;
-  // What a stage boundary sends: one layer's output, microbatch_size x hidden floats.
-  p.send_bytes = int64_t{config.microbatch_size} * config.model.hidden * static_cast<int64_t>(sizeof(float));
-  p.layers.resize(rigs.size());
-  std::vector<float> host_x(static_cast<size_t>(rigs.front()->model.ActivationFloats()));
-  MicrobatchInput(config.model, config.microbatch_size, 0, host_x.data());
+namespace {
+
+// Times one group of layers (rigs for layers first.., in order) the way a rank holding them
+// runs them, filling p->layers[first..].
+void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t first, int repeats, int warmup,
+                  const std::vector<float>& host_x, Device& device, sim::Profile* p) {
   for (int round = 0; round < warmup + repeats; ++round) {
     const bool measured = round >= warmup;
     Buffer x(device, static_cast<int64_t>(host_x.size()));
@@ -74,13 +63,13 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
     for (size_t l = 0; l < rigs.size(); ++l) {
       LayerRig& r = *rigs[l];
       const int64_t t = Timed(device, [&] { x = r.model.Forward(r.params.data(), std::move(x), &r.saved, true); });
-      p.layers[l].activation_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
+      p->layers[first + l].activation_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
       if (measured) r.f.push_back(t);
     }
     for (size_t l = rigs.size(); l-- > 0;) {  // the output stands in for its gradient
       LayerRig& r = *rigs[l];
       const int64_t t = Timed(device, [&] { x = r.model.Backward(r.params.data(), std::move(x), &r.saved, nullptr); });
-      p.layers[l].w_stash_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
+      p->layers[first + l].w_stash_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
       if (measured) r.i.push_back(t);
     }
     for (auto& rig : rigs) {
@@ -94,8 +83,8 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
     }
   }
   for (size_t l = 0; l < rigs.size(); ++l) {
-    LayerRig& r = *rigs[l];
-    sim::LayerProfile& m = p.layers[l];
+    const LayerRig& r = *rigs[l];
+    sim::LayerProfile& m = p->layers[first + l];
     m.weight_bytes = r.model.ParamFloats() * static_cast<int64_t>(sizeof(float));
     m.grad_bytes = m.weight_bytes;
     m.optimizer_bytes = r.optimizer.StateBytes();
@@ -103,6 +92,30 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
     m.backward_input_ns = Median(r.i);
     m.backward_weight_ns = Median(r.w);
     m.step_ns = Median(r.s);
+  }
+}
+
+}  // namespace
+
+sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup,
+                           int layers_per_group) {
+  SC_CHECK(layers_per_group >= 1, "a group has a layer");
+  // A small learning rate keeps the weights (and so the timings) where they started.
+  TrainingConfig tiny_steps = config;
+  tiny_steps.lr = 1e-6f;
+  sim::Profile p;
+  p.microbatch_size = config.microbatch_size;
+  // What a stage boundary sends: one layer's output, microbatch_size x hidden floats.
+  p.send_bytes = int64_t{config.microbatch_size} * config.model.hidden * static_cast<int64_t>(sizeof(float));
+  p.layers.resize(static_cast<size_t>(config.model.layers));
+  std::vector<float> host_x(static_cast<size_t>(config.microbatch_size) * config.model.hidden);
+  MicrobatchInput(config.model, config.microbatch_size, 0, host_x.data());
+  for (int first = 0; first < config.model.layers; first += layers_per_group) {
+    std::vector<std::unique_ptr<LayerRig>> rigs;
+    for (int l = first; l < std::min(first + layers_per_group, config.model.layers); ++l) {
+      rigs.push_back(std::make_unique<LayerRig>(config, tiny_steps, device, l));
+    }
+    ProfileGroup(rigs, static_cast<size_t>(first), repeats, warmup, host_x, device, &p);
   }
   return p;
 }

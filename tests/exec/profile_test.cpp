@@ -11,21 +11,27 @@
 namespace stagecraft::exec {
 namespace {
 
+// Every layer is filled, whatever the grouping (one group, groups of 2 with a short last one).
 TEST(ProfileTest, FillsTheSimulatorsProfile) {
   TrainingConfig config;
-  config.model = MlpModel{.layers = 2, .hidden = 8, .residual = false, .seed = 1};
+  config.model = MlpModel{.layers = 3, .hidden = 8, .residual = false, .seed = 1};
   config.microbatch_size = 4;
   auto device = MakeCpuDevice();
-  const sim::Profile p = ProfileLayers(config, *device, 1, 0);
-  EXPECT_EQ(p.microbatch_size, 4);
-  EXPECT_EQ(p.send_bytes, 4 * 8 * 4);  // one layer's output: rows x hidden floats
-  ASSERT_EQ(p.layers.size(), 2u);
-  for (const sim::LayerProfile& l : p.layers) {
-    EXPECT_EQ(l.weight_bytes, (8 * 8 + 8) * 4);  // W and bias, fp32
-    EXPECT_EQ(l.grad_bytes, l.weight_bytes);
-    EXPECT_GT(l.optimizer_bytes, 0);  // sgd with momentum keeps a velocity
-    EXPECT_GT(l.activation_bytes, 0);
-    EXPECT_GE(l.forward_ns, 0);
+  for (int group : {3, 2, 1}) {
+    const sim::Profile p = ProfileLayers(config, *device, 1, 0, group);
+    EXPECT_EQ(p.microbatch_size, 4);
+    EXPECT_EQ(p.send_bytes, 4 * 8 * 4);  // one layer's output: rows x hidden floats
+    ASSERT_EQ(p.layers.size(), 3u);
+    for (const sim::LayerProfile& l : p.layers) {
+      EXPECT_EQ(l.weight_bytes, (8 * 8 + 8) * 4);  // W and bias, fp32
+      EXPECT_EQ(l.grad_bytes, l.weight_bytes);
+      EXPECT_GT(l.optimizer_bytes, 0);  // sgd with momentum keeps a velocity
+      EXPECT_GT(l.activation_bytes, 0);
+      EXPECT_GT(l.forward_ns, 0);
+      EXPECT_GT(l.backward_input_ns, 0);
+      EXPECT_GT(l.backward_weight_ns, 0);
+      EXPECT_GT(l.step_ns, 0);
+    }
   }
 }
 

@@ -12,10 +12,13 @@
 
 namespace stagecraft::exec {
 
-// Runs the forwards of all layers in order, their input gradients back down, then their weight
-// gradients and optimizer steps, as a pipeline does (other layers' data passes through the
-// caches in between); `warmup` untimed then `repeats` timed rounds, the median of each phase. The device name is left to the caller.
-sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup);
+// Times the layers in groups of `layers_per_group` (the share of the model one rank holds) the
+// way a rank runs them: the group's forwards in order, its input gradients back down, then its
+// weight gradients and optimizer steps, so the other layers' data passes through the caches
+// between two ops of a layer as in a run. `warmup` untimed then `repeats` timed rounds; the
+// median of each op. The device name is left to the caller.
+sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup,
+                           int layers_per_group);
 
 // The layers' numbers as bytes, for gathering every rank's on one rank, and back (the ranks
 // of one job run the same binary).
