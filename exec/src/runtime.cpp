@@ -59,11 +59,13 @@ class Runner {
       ls.versions.emplace(0, std::move(w));
     }
     const auto& ops = s.ops[rank_];
+    const int last_stage = s.stages() - 1;
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       if (const int version = schedules::VersionRead(ops[i]); version >= 0) Local(ops[i].stage).last_reader[version] = i;
+      // A step is over, for its progress report, at the last stage's last STEP of that step.
+      if (ops[i].kind == OpKind::kStep && ops[i].stage == last_stage) step_ends_at_[ops[i].step] = i;
     }
     loss_sum_.assign(s.steps, 0.0);
-    loss_count_.assign(s.steps, 0);
     run_.record.ops.assign(ops.size(), schedules::OpTiming{});
     run_.record.peak_weight_versions = 1;
   }
@@ -133,8 +135,9 @@ class Runner {
     run_.record.last_compute_end_ns = end;
     if (op.kind == OpKind::kF && run_.record.first_f_start_ns < 0) run_.record.first_f_start_ns = start;
     if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
-    if (step_done_ >= 0 && hooks_.on_step) hooks_.on_step({step_done_, s_.steps, loss_sum_[step_done_] / s_.microbatches, end});
-    step_done_ = -1;
+    if (op.kind == OpKind::kStep && op.stage == s_.stages() - 1 && step_ends_at_.at(op.step) == i && hooks_.on_step) {
+      hooks_.on_step({op.step, s_.steps, loss_sum_[op.step] / s_.microbatches, end});
+    }
   }
 
   void Forward(const Op& op, Buffer x) {
@@ -160,7 +163,6 @@ class Runner {
     }
     loss_grads_[units_(op)] = std::move(dy);
     loss_sum_[op.step] += loss;
-    if (++loss_count_[op.step] == s_.microbatches) step_done_ = op.step;  // reported after the op's clock stops
   }
 
   void Backward(const Op& op, Buffer dout) {
@@ -319,8 +321,7 @@ class Runner {
   std::vector<Pending> sends_;
   std::unordered_map<int64_t, Pending> recvs_;
   std::vector<double> loss_sum_;
-  std::vector<int> loss_count_;
-  int step_done_ = -1;  // a step whose last loss the current op computed
+  std::unordered_map<int, int> step_ends_at_;  // step -> index of the last stage's last STEP of it
   int64_t start_ns_ = 0;
   int64_t base_bytes_ = 0;
   RankRun run_;

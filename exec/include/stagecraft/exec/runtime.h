@@ -49,7 +49,9 @@ struct Dataset {
 Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
                     bool with_targets);
 
-// Called on the rank of the last stage when a step's last loss is in.
+// Called on the rank of the last stage when a step is over there: after that stage's last
+// optimizer STEP of the step (so every loss of the step is in and consecutive reports are one
+// step apart, whatever the schedule).
 struct StepProgress {
   int step = 0;
   int steps = 0;
