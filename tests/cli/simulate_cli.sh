@@ -36,6 +36,9 @@ out2="$("$sc" simulate "$tmp/ok.yaml" --set pipeline.microbatches=16 --set 'pipe
 check "--set overrides" 'grep -qE "^1f1b +57\.000 ms" <<<"$out2"'
 # pipeline.chunks belongs to interleaved: listed next to 1f1b, both run (1f1b on one stage per rank).
 out3="$("$sc" simulate "$tmp/ok.yaml" --set 'pipeline.schedule=[1f1b, interleaved]' --set pipeline.chunks=2)"
+# Receives in lock step (torch.distributed.pipelining's rule) give the same closed-form 33 ms here.
+out4="$("$sc" simulate "$tmp/ok.yaml" --set pipeline.p2p=lockstep)"
+check "p2p lockstep runs" 'grep -qE "^1f1b +33\.000 ms" <<<"$out4"'
 check "chunks apply to interleaved only" 'grep -qE "^1f1b +33\.000 ms" <<<"$out3" && grep -qE "^interleaved +28\.500 ms" <<<"$out3"'
 
 # bad NAME EXPECTED YAML|- [ARGS...]: the scenario fails with one clear line and leaves no --json file.
@@ -57,4 +60,5 @@ bad "interleaved needs more microbatches" "multiple of ranks" "${base/schedule: 
 bad "cost list wrong length" "expected 4 entries" "${base/forward: 1ms/forward: [1ms, 2ms]}"
 bad "fewer devices than ranks" "devices" "${base/devices_per_node: 4/devices_per_node: 2}"
 bad "bad --set key" "microbatchs" "$base" --set pipeline.microbatchs=3
+bad "bad p2p" "pipeline.p2p: expected one of ahead, lockstep, got 'eager'" "$base" --set pipeline.p2p=eager
 exit $fail
