@@ -45,7 +45,7 @@ struct LayerRig {
   Buffer params, grads;
   Optimizer optimizer;
   Activations saved;
-  std::vector<int64_t> f, i, w, s;  // timings of the measured rounds
+  std::vector<int64_t> f, i, w, s, c;  // timings of the measured rounds (c: a version copy)
 };
 
 }  // namespace
@@ -76,9 +76,15 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t fir
       LayerRig& r = *rig;
       const int64_t tw = Timed(device, [&] { r.model.BackwardWeight(&r.saved, r.grads.data()); });
       const int64_t ts = Timed(device, [&] { r.optimizer.Step(r.params.data(), r.grads.data(), 1.0f); });
+      // What a STEP that keeps the old version adds: a fresh buffer and a copy (runtime.cpp).
+      const int64_t tc = Timed(device, [&] {
+        Buffer copy(device, r.params.size());
+        device.Copy(copy.data(), r.params.data(), r.params.size());
+      });
       if (measured) {
         r.w.push_back(tw);
         r.s.push_back(ts);
+        r.c.push_back(tc);
       }
     }
   }
@@ -92,6 +98,7 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t fir
     m.backward_input_ns = Median(r.i);
     m.backward_weight_ns = Median(r.w);
     m.step_ns = Median(r.s);
+    m.version_copy_ns = Median(r.c);
   }
 }
 

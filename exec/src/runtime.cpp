@@ -202,7 +202,7 @@ class Runner {
     const int64_t n = ls.model.ParamFloats();
     // In place when the old version has no reader after this STEP (flush schedules).
     Buffer w;
-    if (ls.last_reader.at(ls.newest) == i) {
+    if (steps_in_place_[i]) {
       w = std::move(ls.versions.at(ls.newest));
       ls.versions.erase(ls.newest);
     } else {
@@ -315,6 +315,7 @@ class Runner {
   std::vector<LocalStage> stages_;
   std::unordered_map<int, int> chunk_of_;
   const schedules::UnitIndex units_{s_};
+  const std::vector<bool> steps_in_place_ = schedules::StepsInPlace(s_)[rank_];
   std::unordered_map<size_t, Activations> saved_;        // by unit
   std::unordered_map<size_t, Buffer> loss_grads_;        // by unit, on the last stage
   std::unordered_map<int64_t, Buffer> mailbox_;          // by edge key

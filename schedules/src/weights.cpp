@@ -117,4 +117,26 @@ int VersionRead(const Op& op) {
   return -1;
 }
 
+std::vector<std::vector<bool>> StepsInPlace(const Schedule& s) {
+  std::vector<std::vector<bool>> in_place(s.ops.size());
+  for (size_t r = 0; r < s.ops.size(); ++r) {
+    const auto& ops = s.ops[r];
+    in_place[r].assign(ops.size(), false);
+    // Walking backwards: a STEP is in place when nothing after it reads its base version.
+    std::vector<std::vector<bool>> read_later(s.stages());  // [stage][version]
+    for (size_t i = ops.size(); i-- > 0;) {
+      const Op& op = ops[i];
+      const int version = VersionRead(op);
+      if (version < 0 || op.stage < 0 || op.stage >= s.stages()) continue;
+      auto& later = read_later[op.stage];
+      if (op.kind == OpKind::kStep) {
+        in_place[r][i] = static_cast<size_t>(version) >= later.size() || !later[version];
+      }
+      if (later.size() <= static_cast<size_t>(version)) later.resize(version + 1, false);
+      later[version] = true;
+    }
+  }
+  return in_place;
+}
+
 }  // namespace stagecraft::schedules

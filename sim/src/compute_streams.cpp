@@ -6,26 +6,28 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::sim {
 
 using schedules::Op;
 using schedules::OpKind;
 
-int64_t OpDurationNs(const StageCost& cost, OpKind kind) {
+int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
   switch (kind) {
     case OpKind::kF: return cost.forward_ns;
     case OpKind::kB: return cost.backward_input_ns + cost.backward_weight_ns;
     case OpKind::kI: return cost.backward_input_ns;
     case OpKind::kW: return cost.backward_weight_ns;
-    case OpKind::kStep: return cost.step_ns;
+    case OpKind::kStep: return cost.step_ns + (step_in_place ? 0 : cost.version_copy_ns);
     default: return 0;
   }
 }
 
 ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop,
                                StreamHooks* hooks, schedules::RunRecord* record)
-    : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()) {
+    : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()),
+      steps_in_place_(schedules::StepsInPlace(schedule)) {
   SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
   SC_CHECK(static_cast<int>(record->ranks.size()) == schedule.ranks(), "one rank record per rank");
   for (int r = 0; r < schedule.ranks(); ++r) {
@@ -74,7 +76,7 @@ void ComputeStreams::Advance(int rank) {
       return;
     }
     ++stream.next;
-    const int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind);
+    const int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
     const int64_t now = loop_->now_ns();
     record_->ranks[rank].ops[index] = {now, now + duration};
     if (op.kind == OpKind::kF && record_->ranks[rank].first_f_start_ns < 0) {
@@ -92,7 +94,7 @@ void ComputeStreams::Advance(int rank) {
 
 void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
   schedules::RankRecord& rr = record_->ranks[rank];
-  rr.busy_ns += OpDurationNs(costs_.stages[op.stage], op.kind);
+  rr.busy_ns += OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
   rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, loop_->now_ns());
   hooks_->ComputeFinished(rank, index, op);
 }

@@ -187,13 +187,14 @@ Profile ReadProfile(const std::string& path, const Scenario* scenario) {
   if (const auto send = m.Find("send_bytes")) p.send_bytes = send->Bytes();
   const Value layers = m.Get("layers");
   for (const Value& element : layers.Elements()) {
-    const Map l(element, {"forward", "backward_input", "backward_weight", "step", "activation_bytes", "weight_bytes",
-                          "w_stash_bytes", "grad_bytes", "optimizer_bytes"});
+    const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
+                          "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes"});
     LayerProfile layer;
     layer.forward_ns = l.Get("forward").DurationNs();
     layer.backward_input_ns = l.Get("backward_input").DurationNs();
     layer.backward_weight_ns = l.Get("backward_weight").DurationNs();
     if (const auto v = l.Find("step")) layer.step_ns = v->DurationNs();
+    if (const auto v = l.Find("copy")) layer.version_copy_ns = v->DurationNs();
     layer.activation_bytes = l.Get("activation_bytes").Bytes();
     layer.weight_bytes = l.Get("weight_bytes").Bytes();
     if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = v->Bytes();
@@ -241,6 +242,7 @@ CostTable ProfileTable(const Scenario& sc, int stages) {
       cost.backward_input_ns += layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
       cost.backward_weight_ns += layer.backward_weight_ns;
       cost.step_ns += layer.step_ns;
+      cost.version_copy_ns += layer.version_copy_ns;
       cost.activation_bytes += sc.pipeline.recompute ? p.send_bytes : layer.activation_bytes;
       cost.w_stash_bytes += layer.w_stash_bytes;
       cost.weight_bytes += layer.weight_bytes;
@@ -301,6 +303,7 @@ std::string ProfileToYaml(const Profile& profile) {
     out << YAML::Key << "backward_input" << YAML::Value << fmt::format("{}ns", l.backward_input_ns);
     out << YAML::Key << "backward_weight" << YAML::Value << fmt::format("{}ns", l.backward_weight_ns);
     out << YAML::Key << "step" << YAML::Value << fmt::format("{}ns", l.step_ns);
+    out << YAML::Key << "copy" << YAML::Value << fmt::format("{}ns", l.version_copy_ns);
     out << YAML::Key << "activation_bytes" << YAML::Value << l.activation_bytes;
     out << YAML::Key << "weight_bytes" << YAML::Value << l.weight_bytes;
     out << YAML::Key << "w_stash_bytes" << YAML::Value << l.w_stash_bytes;

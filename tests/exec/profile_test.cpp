@@ -31,12 +31,13 @@ TEST(ProfileTest, FillsTheSimulatorsProfile) {
       EXPECT_GT(l.backward_input_ns, 0);
       EXPECT_GT(l.backward_weight_ns, 0);
       EXPECT_GT(l.step_ns, 0);
+      EXPECT_GT(l.version_copy_ns, 0);
     }
   }
 }
 
 TEST(ProfileTest, LayersSurviveTheirBytes) {
-  const std::vector<sim::LayerProfile> layers = {{1, 2, 3, 4, 5, 6, 7, 8, 9}, {-1, 0, 1LL << 40, 0, 0, 0, 0, 0, 3}};
+  const std::vector<sim::LayerProfile> layers = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {-1, 0, 1LL << 40, 0, 7, 0, 0, 0, 0, 3}};
   const std::vector<sim::LayerProfile> back = LayersFromBytes(LayersToBytes(layers));
   ASSERT_EQ(back.size(), 2u);
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -47,9 +48,9 @@ TEST(ProfileTest, LayersSurviveTheirBytes) {
 // Each field's median is taken on its own: the result need not be any one rank's layer.
 TEST(ProfileTest, MedianPerLayerAndField) {
   const std::vector<std::vector<sim::LayerProfile>> per_rank = {
-      {{10, 1, 7, 0, 100, 5, 0, 5, 2}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
-      {{30, 3, 9, 0, 100, 5, 0, 5, 2}, {2, 2, 2, 2, 2, 2, 2, 2, 2}},
-      {{20, 2, 8, 6, 100, 5, 0, 5, 2}, {3, 3, 3, 3, 3, 3, 3, 3, 30}},
+      {{10, 1, 7, 0, 40, 100, 5, 0, 5, 2}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {{30, 3, 9, 0, 60, 100, 5, 0, 5, 2}, {2, 2, 2, 2, 2, 2, 2, 2, 2, 2}},
+      {{20, 2, 8, 6, 50, 100, 5, 0, 5, 2}, {3, 3, 3, 3, 3, 3, 3, 3, 3, 30}},
   };
   const std::vector<sim::LayerProfile> median = MedianOverRanks(per_rank);
   ASSERT_EQ(median.size(), 2u);
@@ -58,6 +59,7 @@ TEST(ProfileTest, MedianPerLayerAndField) {
   EXPECT_EQ(a.backward_input_ns, 2);
   EXPECT_EQ(a.backward_weight_ns, 8);
   EXPECT_EQ(a.step_ns, 0);
+  EXPECT_EQ(a.version_copy_ns, 50);
   EXPECT_EQ(a.activation_bytes, 100);
   const sim::LayerProfile& b = median[1];
   EXPECT_EQ(b.forward_ns, 2);

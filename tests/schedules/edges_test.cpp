@@ -132,5 +132,28 @@ TEST(WeightsTest, UpdateIndexAndVersionRead) {
   EXPECT_EQ(VersionRead(MakeOp(OpKind::kSendF, 0)), -1);
 }
 
+// Flush schedules update in place (each stage STEPs after its last read of the version); a
+// PipeDream stage that still has microbatches in flight on the old version must copy, and the
+// last stage (one microbatch at a time) never has to.
+TEST(WeightsTest, StepsInPlaceFollowTheLaterReads) {
+  auto steps = [](const Schedule& s, int rank) {
+    std::vector<bool> flags;
+    const auto in_place = StepsInPlace(s);
+    for (size_t i = 0; i < s.ops[rank].size(); ++i) {
+      if (s.ops[rank][i].kind == OpKind::kStep) flags.push_back(in_place[rank][i]);
+    }
+    return flags;
+  };
+  const Schedule flush = Generate("1f1b", test_cases::Params(2, 4, 2));
+  EXPECT_EQ(steps(flush, 0), (std::vector<bool>{true, true}));
+  EXPECT_EQ(steps(flush, 1), (std::vector<bool>{true, true}));
+  const Schedule stash = Generate("pipedream", test_cases::Params(2, 4, 1));
+  const std::vector<bool> first = steps(stash, 0), last = steps(stash, 1);
+  ASSERT_EQ(first.size(), 4u);
+  EXPECT_FALSE(first[0]);  // F1 of stage 0 still reads version 0 when B0's STEP makes version 1
+  EXPECT_TRUE(first[3]);   // after the last backward nothing reads the old version
+  EXPECT_EQ(last, std::vector<bool>(4, true));
+}
+
 }  // namespace
 }  // namespace stagecraft::schedules

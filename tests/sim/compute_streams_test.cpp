@@ -69,11 +69,14 @@ TEST(ComputeStreams, OpDurations) {
   c.backward_input_ns = 5;
   c.backward_weight_ns = 7;
   c.step_ns = 11;
+  c.version_copy_ns = 13;
   EXPECT_EQ(OpDurationNs(c, OpKind::kF), 3);
   EXPECT_EQ(OpDurationNs(c, OpKind::kB), 12);
   EXPECT_EQ(OpDurationNs(c, OpKind::kI), 5);
   EXPECT_EQ(OpDurationNs(c, OpKind::kW), 7);
   EXPECT_EQ(OpDurationNs(c, OpKind::kStep), 11);
+  EXPECT_EQ(OpDurationNs(c, OpKind::kStep, /*step_in_place=*/false), 24);  // copy the old version first
+  EXPECT_EQ(OpDurationNs(c, OpKind::kF, false), 3);
   for (OpKind k : {OpKind::kSendF, OpKind::kRecvF, OpKind::kSendB, OpKind::kRecvB}) EXPECT_EQ(OpDurationNs(c, k), 0);
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "stagecraft/schedules/ir.h"
 
@@ -28,5 +29,10 @@ int64_t UpdateIndex(const Schedule& schedule, const Op& op);
 // The weight version an op reads: F/B/I/W their `version`, a STEP the version it updates
 // (`version` - 1); -1 for SEND/RECV, which touch no weights.
 int VersionRead(const Op& op);
+
+// Per rank and op index, for STEP ops: true when the STEP may update its stage's weights in
+// place, because no later op on the rank reads the version it updates; false for a STEP that
+// must first copy them (PipeDream's stash, 2BW's second version). False for every other op.
+std::vector<std::vector<bool>> StepsInPlace(const Schedule& schedule);
 
 }  // namespace stagecraft::schedules

@@ -15,8 +15,9 @@
 namespace stagecraft::sim {
 
 // How long an op holds its rank's stream: F forward, B backward input + weight, I and W their
-// halves, STEP the stage's step, SEND/RECV nothing.
-int64_t OpDurationNs(const StageCost& cost, schedules::OpKind kind);
+// halves, STEP the stage's step (plus the version copy when it cannot update in place, see
+// schedules::StepsInPlace), SEND/RECV nothing.
+int64_t OpDurationNs(const StageCost& cost, schedules::OpKind kind, bool step_in_place = true);
 
 // What the streams ask of, and tell, the rest of the simulator. Calls come at the loop's time.
 class StreamHooks {
@@ -65,6 +66,7 @@ class ComputeStreams final : public EventHandler {
   StreamHooks* hooks_;
   schedules::RunRecord* record_;
   std::vector<Stream> streams_;  // per rank
+  std::vector<std::vector<bool>> steps_in_place_;  // [rank][op index]
 };
 
 }  // namespace stagecraft::sim

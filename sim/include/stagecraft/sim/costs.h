@@ -20,6 +20,7 @@ struct StageCost {
   int64_t backward_input_ns = 0;  // a full backward B costs backward_input + backward_weight
   int64_t backward_weight_ns = 0;
   int64_t step_ns = 0;           // optimizer STEP of the stage's parameters (0: not modelled)
+  int64_t version_copy_ns = 0;   // added to a STEP that must keep the old version (copy first)
   int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
   int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
   int64_t weight_bytes = 0;      // one weight version

@@ -15,6 +15,7 @@ struct LayerProfile {
   int64_t backward_input_ns = 0;   // I: input gradient (a full B costs I + W)
   int64_t backward_weight_ns = 0;  // W: weight gradient
   int64_t step_ns = 0;             // optimizer update of the layer's parameters
+  int64_t version_copy_ns = 0;     // copying the parameters, for a STEP that keeps the old version
   int64_t activation_bytes = 0;    // kept from F to its B / I
   int64_t weight_bytes = 0;        // one version of the layer's parameters
   int64_t w_stash_bytes = 0;       // kept from I to W
@@ -25,8 +26,9 @@ struct LayerProfile {
 // Every field of LayerProfile by name, for per-field reductions (the median over ranks).
 inline constexpr int64_t LayerProfile::*kLayerProfileFields[] = {
     &LayerProfile::forward_ns,       &LayerProfile::backward_input_ns, &LayerProfile::backward_weight_ns,
-    &LayerProfile::step_ns,          &LayerProfile::activation_bytes,  &LayerProfile::weight_bytes,
-    &LayerProfile::w_stash_bytes,    &LayerProfile::grad_bytes,        &LayerProfile::optimizer_bytes,
+    &LayerProfile::step_ns,          &LayerProfile::version_copy_ns,   &LayerProfile::activation_bytes,
+    &LayerProfile::weight_bytes,     &LayerProfile::w_stash_bytes,     &LayerProfile::grad_bytes,
+    &LayerProfile::optimizer_bytes,
 };
 static_assert(sizeof(LayerProfile) == std::size(kLayerProfileFields) * sizeof(int64_t),
               "kLayerProfileFields names every field of LayerProfile");
