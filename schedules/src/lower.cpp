@@ -3,7 +3,6 @@
 // (see lower.h).
 #include "stagecraft/schedules/lower.h"
 
-#include <algorithm>
 #include <deque>
 #include <optional>
 
@@ -117,7 +116,8 @@ std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops) {
     if (IsCompute(op.kind) && in && in->CrossesRanks()) --outstanding;
     out.push_back(op);
   }
-  SC_CHECK(next == recvs.size() && outstanding == 0, "every RECV is posted once and consumed once");
+  // (A RECV whose consumer is missing, in an imported schedule, stays posted: Validate reports it.)
+  SC_CHECK(next == recvs.size(), "every RECV is posted once");
   return out;
 }
 
