@@ -54,15 +54,14 @@ int PeerOf(const Shape& shape, const Op& op) {
   return IsSend(op.kind) ? edge->to_rank : edge->from_rank;
 }
 
-OpKind SendKind(Flow flow) { return flow == Flow::kActivation ? OpKind::kSendF : OpKind::kSendB; }
-OpKind RecvKind(Flow flow) { return flow == Flow::kActivation ? OpKind::kRecvF : OpKind::kRecvB; }
-
 Op SendOf(const Edge& edge) {
-  return Op{SendKind(edge.flow), edge.from_stage, edge.microbatch, edge.step, 0, edge.to_rank};
+  const OpKind kind = edge.flow == Flow::kActivation ? OpKind::kSendF : OpKind::kSendB;
+  return Op{kind, edge.from_stage, edge.microbatch, edge.step, 0, edge.to_rank};
 }
 
 Op RecvOf(const Edge& edge) {
-  return Op{RecvKind(edge.flow), edge.to_stage, edge.microbatch, edge.step, 0, edge.from_rank};
+  const OpKind kind = edge.flow == Flow::kActivation ? OpKind::kRecvF : OpKind::kRecvB;
+  return Op{kind, edge.to_stage, edge.microbatch, edge.step, 0, edge.from_rank};
 }
 
 }  // namespace stagecraft::schedules

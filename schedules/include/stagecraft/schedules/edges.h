@@ -50,18 +50,15 @@ inline bool IsSend(OpKind k) { return k == OpKind::kSendF || k == OpKind::kSendB
 // The rank at the other end of a SEND/RECV (its correct `peer`), -1 when there is none.
 int PeerOf(const Shape& shape, const Op& op);
 
-// Whether an op of `kind` produces / consumes the tensors of `flow` (F for activations; B or
-// I, whichever the schedule splits into, for gradients).
-inline bool IsProducerOf(OpKind kind, Flow flow) {
+// Whether an op of `kind` consumes the tensors of `flow` (F for activations; B or I, whichever
+// the schedule splits into, for gradients; on the last stage B/I consume the loss gradient).
+inline bool IsConsumerOf(OpKind kind, Flow flow) {
   return flow == Flow::kActivation ? kind == OpKind::kF : kind == OpKind::kB || kind == OpKind::kI;
 }
-inline bool IsConsumerOf(OpKind kind, Flow flow) { return IsProducerOf(kind, flow); }
 
 // The SEND / RECV that carry an edge across ranks: the SEND on the producer's rank names the
 // producing stage and the consumer's rank as peer, the RECV the consuming stage and the
 // producer's rank. Version 0, as every comm op.
-OpKind SendKind(Flow flow);
-OpKind RecvKind(Flow flow);
 Op SendOf(const Edge& edge);
 Op RecvOf(const Edge& edge);
 
