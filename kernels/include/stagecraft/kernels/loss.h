@@ -17,7 +17,15 @@ namespace stagecraft::kernels {
 // vectorized without giving up its order).
 inline constexpr int kLanes = 8;
 
-SC_HD inline float SumLanes(const float* lanes) {
+// Σ_c term(c) for c < cols in the lanes' fixed order; term may also write per-column output.
+template <typename Term>
+SC_HD inline float SumInLanes(int cols, Term term) {
+  float lanes[kLanes] = {};
+  int c = 0;
+  for (; c + kLanes <= cols; c += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lanes[j] += term(c + j);
+  }
+  for (int j = 0; c < cols; ++c, ++j) lanes[j] += term(c);
   float sum = 0.0f;
   for (int j = 0; j < kLanes; ++j) sum += lanes[j];
   return sum;
@@ -25,21 +33,11 @@ SC_HD inline float SumLanes(const float* lanes) {
 
 // Returns Σ_c (y[c] − t[c])² over the row; dy[c] = 2 (y[c] − t[c]) · scale, scale = 1/(rows·cols).
 SC_HD inline float MseRow(const float* y, const float* target, float* dy, int cols, float scale) {
-  float lanes[kLanes] = {};
-  int c = 0;
-  for (; c + kLanes <= cols; c += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      const float d = y[c + j] - target[c + j];
-      lanes[j] += d * d;
-      dy[c + j] = 2.0f * d * scale;
-    }
-  }
-  for (int j = 0; c < cols; ++c, ++j) {
+  return SumInLanes(cols, [&](int c) {
     const float d = y[c] - target[c];
-    lanes[j] += d * d;
     dy[c] = 2.0f * d * scale;
-  }
-  return SumLanes(lanes);
+    return d * d;
+  });
 }
 
 // Returns −log softmax(y)[label] (max-shifted, so large logits do not overflow);
@@ -47,23 +45,9 @@ SC_HD inline float MseRow(const float* y, const float* target, float* dy, int co
 SC_HD inline float CrossEntropyRow(const float* y, int label, float* dy, int cols, float scale) {
   float max_y = y[0];
   for (int c = 1; c < cols; ++c) max_y = y[c] > max_y ? y[c] : max_y;
-  float lanes[kLanes] = {};
-  int c = 0;
-  for (; c + kLanes <= cols; c += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      const float e = ExpNonPositive(y[c + j] - max_y);
-      lanes[j] += e;
-      dy[c + j] = e;
-    }
-  }
-  for (int j = 0; c < cols; ++c, ++j) {
-    const float e = ExpNonPositive(y[c] - max_y);
-    lanes[j] += e;
-    dy[c] = e;
-  }
-  const float denom = SumLanes(lanes);
+  const float denom = SumInLanes(cols, [&](int c) { return dy[c] = ExpNonPositive(y[c] - max_y); });
   const float inv = 1.0f / denom;
-  for (c = 0; c < cols; ++c) dy[c] = dy[c] * inv * scale;
+  for (int c = 0; c < cols; ++c) dy[c] = dy[c] * inv * scale;
   if (label >= 0 && label < cols) dy[label] -= scale;  // callers check labels; never write outside
   return logf(denom) - (y[label] - max_y);
 }
