@@ -30,6 +30,8 @@ wide=(--set model.mlp.hidden=1024 --set model.mlp.activation=relu --set pipeline
 
 torch1() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$py" "$root/scripts/bench_vs_torch.py" "$@"; }
 torch_blas2() { OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2 "$py" "$root/scripts/bench_vs_torch.py" "$@"; }
+# samples: the samples_per_s of the JSON object on stdin.
+samples() { "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])'; }
 
 # per_schedule JSON...: one line per schedule, "name median min..max" of its samples/s over the
 # execute --json files given (one per repeat).
@@ -78,8 +80,8 @@ echo "== 2/4 main scenario (mlp-cpu: 8 x Linear(512)+GELU, 8 x 64 per Adam step)
 t1=(); t2=()
 for ((k = 0; k < repeats; ++k)); do
   "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/main.$k.json" >/dev/null
-  t1+=("$(torch1 train 512 8 64 8 20 gelu 1 | "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
-  t2+=("$(torch_blas2 train 512 8 64 8 20 gelu 1 | "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+  t1+=("$(torch1 train 512 8 64 8 20 gelu 1 | samples)")
+  t2+=("$(torch_blas2 train 512 8 64 8 20 gelu 1 | samples)")
 done
 read -r t1m t1r < <(stats "${t1[@]}"); read -r t2m t2r < <(stats "${t2[@]}")
 printf '%-34s %10s  (%s)\n' "PyTorch, no pipeline, 1 thread" "$t1m" "$t1r"
@@ -91,7 +93,7 @@ echo "== 3/4 MLP 8 x Linear(1024)+ReLU, batch 256 as 4 x 64, 2 ranks, samples/s"
 tg=()
 for ((k = 0; k < repeats; ++k)); do
   "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${wide[@]}" --json "$tmp/wide.$k.json" >/dev/null
-  tg+=("$(torch1 gpipe 1024 8 64 4 10 relu | "$py" -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s"])')")
+  tg+=("$(torch1 gpipe 1024 8 64 4 10 relu | samples)")
 done
 read -r tgm tgr < <(stats "${tg[@]}")
 printf '%-34s %10s  (%s)\n' "PyTorch GPipe, two gloo processes" "$tgm" "$tgr"
