@@ -120,7 +120,16 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
     const double p_busy = p.ranks_detail[r].busy_ms, m_busy = m.ranks_detail[r].busy_ms;
     const auto busy = ErrorPct(p_busy, m_busy);
     *text += Row(fmt::format("rank {} busy (ms)", r), p_busy, m_busy, 3, ErrorText(busy, "%"));
-    ranks.push_back({{"rank", r}, {"busy_ms", ErrorJson(p_busy, m_busy, busy, "error_pct")}});
+    OrderedJson rank{{"rank", r}, {"busy_ms", ErrorJson(p_busy, m_busy, busy, "error_pct")}};
+    // The rest of the makespan by cause (bubble_split.h), as differences in ms: a part can be 0.
+    using schedules::RankMetrics;
+    for (const auto& [name, field] : {std::pair{"wait", &RankMetrics::wait_ms}, std::pair{"transfer", &RankMetrics::transfer_ms},
+                                      std::pair{"overhead", &RankMetrics::overhead_ms}, std::pair{"idle", &RankMetrics::idle_ms}}) {
+      const double pv = p.ranks_detail[r].*field, mv = m.ranks_detail[r].*field;
+      *text += Row(fmt::format("rank {} {} (ms)", r, name), pv, mv, 3, ErrorText(pv - mv, " ms"));
+      rank[fmt::format("{}_ms", name)] = ErrorJson(pv, mv, pv - mv, "error_ms");
+    }
+    ranks.push_back(std::move(rank));
   }
   *json = {{"schedule", p.schedule},
            {"ranks", p.ranks},

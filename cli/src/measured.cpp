@@ -35,7 +35,7 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
   if (result.start_ns == INT64_MAX) result.start_ns = 0;
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
-  m.metrics.executor = schedules::ComputeExecutorMetrics(result);
+  m.metrics.executor = schedules::ComputeExecutorMetrics(result, m.metrics);
   m.trace = schedules::BuildTrace(s, result, sc.name, "measured", m.metrics);
   return m;
 }
@@ -57,7 +57,8 @@ std::string MeasuredTable(const sim::Scenario& sc, const std::vector<MeasuredSch
     const schedules::ScheduleMetrics& x = m.metrics;
     const schedules::ExecutorMetrics& e = *x.executor;
     const int worst = x.WorstMemoryRank();
-    const double wait = e.wait_ms.empty() ? 0 : *std::max_element(e.wait_ms.begin(), e.wait_ms.end());
+    double wait = 0;  // blocked on a receive, wait and transfer
+    for (const auto& r : x.ranks_detail) wait = std::max(wait, r.wait_ms + r.transfer_ms);
     out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>16} {:>9.1f} ms {:>10.1f} us  {:.6f} -> {:.6f}\n",
                        x.schedule, x.step_time_ms, x.throughput_samples_per_s, 100 * x.bubble_fraction,
                        sim::FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,

@@ -62,7 +62,7 @@ std::string SerializeRankRun(const RankRun& run) {
   const schedules::RankRecord& rec = run.record;
   w.PutVector(rec.ops);
   w.PutVector(rec.memory);
-  for (int64_t v : {rec.busy_ns, rec.wait_ns, rec.loop_ns, rec.first_f_start_ns, rec.last_compute_end_ns,
+  for (int64_t v : {rec.busy_ns, rec.first_f_start_ns, rec.last_compute_end_ns,
                     rec.peak_memory_bytes}) {
     w.Put(v);
   }
@@ -81,7 +81,7 @@ RankRun ParseRankRun(const std::string& bytes) {
   schedules::RankRecord& rec = run.record;
   rec.ops = r.GetVector<schedules::OpTiming>();
   rec.memory = r.GetVector<schedules::MemorySample>();
-  for (int64_t* v : {&rec.busy_ns, &rec.wait_ns, &rec.loop_ns, &rec.first_f_start_ns, &rec.last_compute_end_ns,
+  for (int64_t* v : {&rec.busy_ns, &rec.first_f_start_ns, &rec.last_compute_end_ns,
                      &rec.peak_memory_bytes}) {
     *v = r.Get<int64_t>();
   }

@@ -84,7 +84,6 @@ class Runner {
     sends_.clear();
     SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty() && loss_grads_.empty(),
              "every transfer and activation was consumed");
-    run_.record.loop_ns = Now();
     for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
       LocalStage& ls = stages_[chunk];
       std::vector<float> host(static_cast<size_t>(ls.model.ParamFloats()));
@@ -267,9 +266,7 @@ class Runner {
     auto it = recvs_.find(key);
     SC_CHECK(it != recvs_.end(), "every compute input is produced locally or received");
     Pending& p = it->second;
-    const int64_t wait_start = Now();
     Finish(p);
-    run_.record.wait_ns += Now() - wait_start;
     Buffer b = std::move(p.buffer);
     recvs_.erase(it);
     return b;

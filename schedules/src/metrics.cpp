@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "stagecraft/schedules/bubble_split.h"
+
 namespace stagecraft::schedules {
 
 int ScheduleMetrics::WorstMemoryRank() const {
@@ -39,12 +41,18 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   m.throughput_samples_per_s =
       makespan_s > 0 ? static_cast<double>(s.microbatches) * microbatch_size * s.steps / makespan_s : 0;
   int64_t idle_ns = 0;
+  const std::vector<RankSplit> split = SplitBubbles(s, result, false);
   for (int r = 0; r < s.ranks(); ++r) {
     const RankRecord& rr = result.ranks[r];
     RankMetrics rm;
     rm.rank = r;
     rm.busy_ms = rr.busy_ns * 1e-6;
     rm.span_ms = rr.first_f_start_ns < 0 ? 0 : (rr.last_compute_end_ns - rr.first_f_start_ns) * 1e-6;
+    rm.compute_ms = split[r].compute_ns * 1e-6;
+    rm.wait_ms = split[r].wait_ns * 1e-6;
+    rm.transfer_ms = split[r].transfer_ns * 1e-6;
+    rm.overhead_ms = split[r].overhead_ns * 1e-6;
+    rm.idle_ms = split[r].idle_ns * 1e-6;
     rm.peak_memory_bytes = rr.peak_memory_bytes;
     rm.peak_inflight_microbatches = rr.peak_inflight;
     rm.peak_weight_versions = rr.peak_weight_versions;
@@ -56,18 +64,16 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   return m;
 }
 
-ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured) {
+ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured, const ScheduleMetrics& metrics) {
   ExecutorMetrics e;
-  int64_t ops = 0, overhead_ns = 0;
+  int64_t ops = 0;
   for (const RankRecord& rec : measured.ranks) {
     if (!rec.losses.empty()) e.losses = rec.losses;  // the rank of the last stage has them
-    const int64_t rank_overhead_ns = std::max<int64_t>(0, rec.loop_ns - rec.busy_ns - rec.wait_ns);
-    e.wait_ms.push_back(rec.wait_ns * 1e-6);
-    e.overhead_ms.push_back(rank_overhead_ns * 1e-6);
     ops += static_cast<int64_t>(rec.ops.size());
-    overhead_ns += rank_overhead_ns;
   }
-  e.overhead_ns_per_op = ops > 0 ? static_cast<double>(overhead_ns) / ops : 0;
+  double overhead_ms = 0;
+  for (const RankMetrics& r : metrics.ranks_detail) overhead_ms += r.overhead_ms;
+  e.overhead_ns_per_op = ops > 0 ? overhead_ms * 1e6 / static_cast<double>(ops) : 0;
   return e;
 }
 

@@ -69,9 +69,7 @@ class MetricsWriter {
     for (const RankMetrics& r : m.ranks_detail) Rank(r);
     w_.EndArray();
     if (const std::optional<ExecutorMetrics>& e = m.executor) {
-      Lists({{"losses", e->losses, Format::kSignificant9},
-             {"wait_ms", e->wait_ms, Format::kFixed6},
-             {"overhead_ms", e->overhead_ms, Format::kFixed6}});
+      Lists({{"losses", e->losses, Format::kSignificant9}});
       Members({{"overhead_ns_per_op", e->overhead_ns_per_op, Format::kFixed1}});
     }
     w_.EndObject();
@@ -81,7 +79,10 @@ class MetricsWriter {
   void Rank(const RankMetrics& r) {
     w_.StartObject();
     WriteMembers(w_, {{"rank", r.rank}});
-    Members({{"busy_ms", r.busy_ms, Format::kFixed6}, {"span_ms", r.span_ms, Format::kFixed6}});
+    Members({{"busy_ms", r.busy_ms, Format::kFixed6}, {"span_ms", r.span_ms, Format::kFixed6},
+             {"compute_ms", r.compute_ms, Format::kFixed6}, {"wait_ms", r.wait_ms, Format::kFixed6},
+             {"transfer_ms", r.transfer_ms, Format::kFixed6}, {"overhead_ms", r.overhead_ms, Format::kFixed6},
+             {"idle_ms", r.idle_ms, Format::kFixed6}});
     WriteMembers(w_, {{"peak_memory_bytes", r.peak_memory_bytes},
                       {"peak_inflight_microbatches", r.peak_inflight_microbatches},
                       {"peak_weight_versions", r.peak_weight_versions}});

@@ -139,6 +139,11 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
   r.Int("rank", &rank.rank, 0);
   r.Number("busy_ms", &rank.busy_ms, Need::kRequired);
   r.Number("span_ms", &rank.span_ms);
+  r.Number("compute_ms", &rank.compute_ms);
+  r.Number("wait_ms", &rank.wait_ms);
+  r.Number("transfer_ms", &rank.transfer_ms);
+  r.Number("overhead_ms", &rank.overhead_ms);
+  r.Number("idle_ms", &rank.idle_ms);
   r.Bytes("peak_memory_bytes", &rank.peak_memory_bytes);
   r.Int("peak_inflight_microbatches", &rank.peak_inflight_microbatches, 0);
   r.Int("peak_weight_versions", &rank.peak_weight_versions, 0);
@@ -150,8 +155,6 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
 std::optional<ExecutorMetrics> ReadExecutor(FieldReader& r) {
   ExecutorMetrics e;
   bool any = r.Numbers("losses", &e.losses);
-  any |= r.Numbers("wait_ms", &e.wait_ms);
-  any |= r.Numbers("overhead_ms", &e.overhead_ms);
   any |= r.Number("overhead_ns_per_op", &e.overhead_ns_per_op);
   return any ? std::optional<ExecutorMetrics>(std::move(e)) : std::nullopt;
 }

@@ -40,7 +40,14 @@ for s in m["schedules"]:
     need(len(s["losses"]) == 3 and all(math.isfinite(x) for x in s["losses"]), f"{n}: 3 finite losses")
     need(len(s["per_rank"]) == 4 and all(r["busy_ms"] > 0 for r in s["per_rank"]), f"{n}: 4 busy ranks")
     need(0 <= s["bubble_fraction"] < 1 and s["step_time_ms"] > 0, f"{n}: bubble and step time in range")
-    need(len(s["wait_ms"]) == 4 and s["overhead_ns_per_op"] >= 0, f"{n}: wait and overhead reported")
+    need(s["overhead_ns_per_op"] >= 0, f"{n}: overhead reported")
+    parts = ("compute_ms", "wait_ms", "transfer_ms", "overhead_ms", "idle_ms")
+    for r in s["per_rank"]:
+        need(all(r[k] >= 0 for k in parts) and abs(r["compute_ms"] - r["busy_ms"]) < 1e-5,
+             f"{n}: rank {r['rank']} split parts non-negative, compute = busy")
+        total = sum(r[k] for k in parts)
+        need(abs(total - s["makespan_ms"]) <= 0.01 * s["makespan_ms"],
+             f"{n}: rank {r['rank']} split sums to the makespan ({total} vs {s['makespan_ms']})")
     meas = json.load(open(f"{tmp}/m.trace.{n}.json"))
     pred = json.load(open(f"{tmp}/p.trace.{n}.json"))
     need(meas["stagecraft"]["source"] == "measured" and pred["stagecraft"]["source"] == "predicted", f"{n}: sources")

@@ -19,10 +19,13 @@ inline ScheduleMetrics TwoRankMetrics() {
   m.step_time_ms = 33;
   m.throughput_samples_per_s = 969.69697;
   m.bubble_fraction = 0.272727273;
-  m.ranks_detail = {{0, 48, 60.5, 1LL << 30, 4, 1, false}, {1, 48.000001, 61, 2048, 1, 1, true}};
+  // rank, busy, span, peak memory, in flight, versions, oom, then compute, wait, transfer,
+  // overhead, idle (the five sum to the makespan)
+  m.ranks_detail = {{0, 48, 60.5, 1LL << 30, 4, 1, false, 48, 2.5, 1.5, 0.25, 13.75},
+                    {1, 48.000001, 61, 2048, 1, 1, true, 48.000001, 12, 0.5, 0.000001, 5.499998}};
   return m;
 }
 
-inline ExecutorMetrics MeasuredOnly() { return {{0.587640123, 2}, {12.5, 0}, {1, 1e-6}, 6543.2}; }
+inline ExecutorMetrics MeasuredOnly() { return {{0.587640123, 2}, 6543.2}; }
 
 }  // namespace stagecraft::schedules::test_cases

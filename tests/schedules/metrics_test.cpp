@@ -55,6 +55,12 @@ TEST(MetricsTest, DefinitionsOnAHandWorkedRecord) {
   EXPECT_DOUBLE_EQ(m.ranks_detail[0].busy_ms, 10);
   EXPECT_DOUBLE_EQ(m.ranks_detail[0].span_ms, 10);
   EXPECT_DOUBLE_EQ(m.ranks_detail[1].span_ms, 8);
+  // Rank 1 computes from 13 ms: everything before its first op is idle (bubble_split_test.cpp
+  // has the gaps between ops).
+  EXPECT_DOUBLE_EQ(m.ranks_detail[0].compute_ms, 10);
+  EXPECT_DOUBLE_EQ(m.ranks_detail[0].idle_ms, 10);
+  EXPECT_DOUBLE_EQ(m.ranks_detail[1].compute_ms, 8);
+  EXPECT_DOUBLE_EQ(m.ranks_detail[1].idle_ms, 12);
   EXPECT_EQ(m.WorstMemoryRank(), 0);
   EXPECT_TRUE(m.AnyOom());
   EXPECT_FALSE(m.executor.has_value());
@@ -62,16 +68,13 @@ TEST(MetricsTest, DefinitionsOnAHandWorkedRecord) {
 
 TEST(MetricsTest, ExecutorNumbers) {
   RunRecord r = TwoRankRecord();
-  r.ranks[0].wait_ns = 1'000'000;
-  r.ranks[0].loop_ns = 12'000'000;  // 12 - 10 busy - 1 wait = 1 ms overhead
-  r.ranks[1].wait_ns = 5'000'000;
-  r.ranks[1].loop_ns = 10'000'000;  // less than busy + wait: no negative overhead
   r.ranks[1].losses = {2.5, 1.25};
-  const ExecutorMetrics e = ComputeExecutorMetrics(r);
+  ScheduleMetrics m = ComputeMetrics(TwoRankSchedule(), r, 3);
+  m.ranks_detail[0].overhead_ms = 1;
+  m.ranks_detail[1].overhead_ms = 2;
+  const ExecutorMetrics e = ComputeExecutorMetrics(r, m);
   EXPECT_EQ(e.losses, (std::vector<double>{2.5, 1.25}));
-  EXPECT_EQ(e.wait_ms, (std::vector<double>{1, 5}));
-  EXPECT_EQ(e.overhead_ms, (std::vector<double>{1, 0}));
-  EXPECT_DOUBLE_EQ(e.overhead_ns_per_op, 1'000'000 / 4.0);
+  EXPECT_DOUBLE_EQ(e.overhead_ns_per_op, 3'000'000 / 4.0);  // 3 ms over the 4 ops
 }
 
 TEST(MetricsTest, BuildTracePutsOpsOnTheirStreamsRelativeToTheStart) {

@@ -130,6 +130,7 @@ TEST(TraceTest, ExactTextOfOneOpTrace) {
       "\"summary\":{\"schedule\":\"1f1b\",\"ranks\":2,\"chunks\":1,\"microbatches\":8,\"microbatch_size\":4,\"steps\":2,"
       "\"makespan_ms\":66.0,\"step_time_ms\":33.0,\"throughput_samples_per_s\":1.3e-05,\"bubble_fraction\":0.272727273,"
       "\"oom\":false,\"per_rank\":[{\"rank\":1,\"busy_ms\":1e+15,\"span_ms\":0.25,"
+      "\"compute_ms\":0.0,\"wait_ms\":0.0,\"transfer_ms\":0.0,\"overhead_ms\":0.0,\"idle_ms\":0.0,"
       "\"peak_memory_bytes\":4096,\"peak_inflight_microbatches\":1,\"peak_weight_versions\":1,\"oom\":false}]}}}\n";
   EXPECT_EQ(TraceToJson(t), want);
 }
@@ -213,8 +214,9 @@ TEST(TraceTest, SummaryNumbersInShortestForm) {
   const std::string text = TraceToJson(HandMadeTrace());
   for (const char* part : {R"("makespan_ms":66.0,"step_time_ms":33.0,"throughput_samples_per_s":969.69697,)",
                            R"("bubble_fraction":0.272727273,"oom":true,)",
-                           R"({"rank":1,"busy_ms":48.000001,"span_ms":61.0,"peak_memory_bytes":2048,)",
-                           R"("losses":[0.587640123,2],"wait_ms":[12.5,0.0],"overhead_ms":[1.0,1e-06],)",
+                           R"({"rank":1,"busy_ms":48.000001,"span_ms":61.0,"compute_ms":48.000001,"wait_ms":12.0,)",
+                           R"("transfer_ms":0.5,"overhead_ms":1e-06,"idle_ms":5.499998,"peak_memory_bytes":2048,)",
+                           R"("losses":[0.587640123,2],)",
                            R"("overhead_ns_per_op":6543.2}}}
 )"}) {
     EXPECT_NE(text.find(part), std::string::npos) << part;

@@ -12,6 +12,7 @@
 
 #include "sim_test_util.h"
 #include "stagecraft/schedules/analysis.h"
+#include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/trace.h"
@@ -156,6 +157,27 @@ TEST(Engine, ReceivesAheadPayTheSlowHopOncePerDirection) {
     const auto two_nodes = SimMetrics(s, costs, Node(2, node_bw, node_latency, 2, cluster_bw, cluster_latency));
     EXPECT_NEAR(two_nodes.makespan_ns - one_node.makespan_ns, 2 * 2 * hop, 4) << "m=" << m;
   }
+}
+
+// The bubble split by hand: GPipe, 2 ranks, 2 microbatches, F = 1 ms, B = 2 ms, every hop
+// 0.5 ms, receives ahead. Rank 1: F0 [1.5, 2.5], F1 [2.5, 3.5], B0 [3.5, 5.5], B1 [5.5, 7.5].
+// Rank 0: F0 [0, 1], F1 [1, 2], then B0's gradient leaves rank 1 at 5.5 and arrives at 6:
+// wait [2, 5.5], transfer [5.5, 6], B0 [6, 8], B1 [8, 10]. Rank 1 idles 1.5 ms before its
+// first op and 2.5 ms after its last.
+TEST(Engine, BubbleSplitHandWorked) {
+  const Schedule s = Make("gpipe", 2, 2, 1, 1, schedules::P2p::kAhead);
+  const auto m = SimMetrics(s, Uniform(2, kMs, kMs, kMs), Node(2, 100e9, kMs / 2));
+  ASSERT_EQ(m.makespan_ns, 10 * kMs);
+  const auto& r0 = m.ranks_detail[0];
+  const auto& r1 = m.ranks_detail[1];
+  EXPECT_DOUBLE_EQ(r0.compute_ms, 6);
+  EXPECT_DOUBLE_EQ(r0.wait_ms, 3.5);
+  EXPECT_DOUBLE_EQ(r0.transfer_ms, 0.5);
+  EXPECT_DOUBLE_EQ(r0.overhead_ms, 0);
+  EXPECT_DOUBLE_EQ(r0.idle_ms, 0);
+  EXPECT_DOUBLE_EQ(r1.compute_ms, 6);
+  EXPECT_DOUBLE_EQ(r1.wait_ms + r1.transfer_ms + r1.overhead_ms, 0);
+  EXPECT_DOUBLE_EQ(r1.idle_ms, 4);
 }
 
 // ---- optimizer step cost ---------------------------------------------------------------
@@ -370,6 +392,29 @@ TEST_P(EngineEveryGenerator, WeightVersionsMatchIrAnalysis) {
   const auto analysis = schedules::Analyze(s);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(result.ranks[r].peak_weight_versions, analysis[r].peak_weight_versions) << "rank " << r;
+  }
+}
+
+// The predicted bubble split (bubble_split.h): the five parts add up to the makespan on every
+// rank, compute is the busy time, and the simulator models no runtime overhead, so every gap
+// between two compute ops is waiting or a transfer.
+TEST_P(EngineEveryGenerator, BubbleSplitSumsToTheMakespanWithoutOverhead) {
+  for (const Schedule& s : SmallShapes()) {
+    SCOPED_TRACE(Describe(s));
+    for (const schedules::P2p p2p : {schedules::P2p::kLockstep, schedules::P2p::kAhead}) {
+      const Schedule lowered = schedules::Lower(schedules::Generate(s.name, schedules::test_cases::Params(
+                                                    s.ranks(), s.microbatches, s.steps, s.shape.chunks)),
+                                                p2p);
+      const RunRecord result =
+          Simulate(lowered, Uniform(s.stages(), 3 * kUs, 5 * kUs, 7 * kUs, 1'000'000), Node(s.ranks(), 10e9, 1000), SimConfig{});
+      const auto split = schedules::SplitBubbles(lowered, result, false);
+      for (int r = 0; r < s.ranks(); ++r) {
+        const auto& x = split[r];
+        EXPECT_EQ(x.compute_ns, result.ranks[r].busy_ns) << "rank " << r;
+        EXPECT_EQ(x.overhead_ns, 0) << "rank " << r;
+        EXPECT_EQ(x.compute_ns + x.wait_ns + x.transfer_ns + x.overhead_ns + x.idle_ns, result.makespan_ns()) << "rank " << r;
+      }
+    }
   }
 }
 

@@ -24,7 +24,7 @@ constexpr const char* kShortcuts[] = {
     "+ / -            zoom in / out",
     "left / right     pan",
     "S                predicted as sub-lanes / as outlines",
-    "B                bubble view (idle time)",
+    "B                bubble view: wait red, transfer amber, overhead violet, idle grey",
     "C                send/recv lanes",
     "Ctrl+O           open a trace",
     "Ctrl+Q           quit",
@@ -41,7 +41,7 @@ void MenuBar(AppState* s, bool* quit) {
   if (ImGui::BeginMenu("View")) {
     if (ImGui::MenuItem("Fit all", "F")) FitAll(s);
     ImGui::MenuItem("Predicted as sub-lanes", "S", &s->toggles.sub_lanes);
-    ImGui::MenuItem("Bubbles (idle time)", "B", &s->toggles.bubbles);
+    ImGui::MenuItem("Bubbles by cause", "B", &s->toggles.bubbles);
     ImGui::MenuItem("Send/recv lanes", "C", &s->toggles.comm_lanes);
     ImGui::EndMenu();
   }

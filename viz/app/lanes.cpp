@@ -97,9 +97,13 @@ void DrawLane(const LaneJob& job, const Canvas& c, Hover* hover) {
   const View& view = job.s->view;
   if (job.s->toggles.bubbles && !job.outline && job.stream == Stream::kCompute) {
     const int64_t from = std::max(view.start_ns + shift, t.start_ns), to = std::min(view.end_ns + shift, t.end_ns);
-    for (auto [a, b] : from < to ? IdleIntervals(t, *lane, from, to) : std::vector<std::pair<int64_t, int64_t>>{}) {
+    const std::vector<schedules::GapInterval>& gaps = t.split[job.rank].gaps;
+    auto it = std::lower_bound(gaps.begin(), gaps.end(), from,
+                               [](const schedules::GapInterval& g, int64_t at) { return g.end_ns <= at; });
+    for (; it != gaps.end() && it->start_ns < to; ++it) {
+      const int64_t a = std::max(it->start_ns, from), b = std::min(it->end_ns, to);
       c.draw->AddRectFilled(ImVec2(c.x + view.ToPx(a - shift), job.y0), ImVec2(c.x + view.ToPx(b - shift), job.y1),
-                            kBubbleColor);
+                            GapColor(it->cause));
     }
   }
   static std::vector<DrawRecord> records;  // reused frame to frame (one UI thread)

@@ -2,12 +2,15 @@
 // can look for them in a screenshot (RGB, opaque):
 //   F blue (66,133,244) · B green (52,168,83) · I teal (0,150,136) · W orange (251,140,0)
 //   SEND_F/SEND_B grey (150,150,150) · RECV_F/RECV_B darker grey (115,115,115) · STEP purple (156,39,176)
-// Blocks of merged sub-pixel ops are slate (95,99,115); the bubble view tints idle time red;
+// Blocks of merged sub-pixel ops are slate (95,99,115); the bubble view tints the time a rank
+// does not compute by cause (bubble_split.h): wait red, transfer amber, overhead violet, idle
+// grey;
 // predicted ops over measured ones are a white outline, red where they disagree.
 #pragma once
 
 #include <imgui.h>
 
+#include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::viz::app {
@@ -15,7 +18,16 @@ namespace stagecraft::viz::app {
 constexpr ImU32 Rgba(int r, int g, int b, int a = 255) { return IM_COL32(r, g, b, a); }
 
 inline constexpr ImU32 kMergedColor = Rgba(95, 99, 115);
-inline constexpr ImU32 kBubbleColor = Rgba(230, 60, 60, 70);
+inline ImU32 GapColor(schedules::GapCause cause) {
+  using schedules::GapCause;
+  switch (cause) {
+    case GapCause::kWait: return Rgba(230, 60, 60, 90);
+    case GapCause::kTransfer: return Rgba(255, 193, 7, 110);
+    case GapCause::kOverhead: return Rgba(171, 71, 188, 130);
+    case GapCause::kIdle: return Rgba(160, 160, 160, 50);
+  }
+  return Rgba(160, 160, 160, 50);
+}
 inline constexpr ImU32 kPredictedOutline = Rgba(235, 235, 235);
 inline constexpr ImU32 kDisagreeOutline = Rgba(255, 60, 60);
 inline constexpr ImU32 kJumpOutline = Rgba(255, 230, 0);

@@ -108,6 +108,8 @@ std::string Index(LoadedTrace* loaded) {
   loaded->lanes = BuildLanes(trace.ops, loaded->ranks);
   loaded->memory = MemoryByRank(trace.counters, loaded->ranks);
   loaded->step_start_ns = StepStarts(trace.ops);
+  loaded->split = schedules::SplitBubbles(trace, true);
+  loaded->split.resize(loaded->ranks);  // ranks with only memory counters have no ops
   if (!trace.ops.empty()) {
     loaded->start_ns = std::numeric_limits<int64_t>::max();
     loaded->end_ns = std::numeric_limits<int64_t>::min();

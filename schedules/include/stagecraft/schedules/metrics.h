@@ -21,15 +21,19 @@ struct RankMetrics {
   int peak_inflight_microbatches = 0;
   int peak_weight_versions = 0;
   bool oom = false;
+  // The rank's makespan split by cause (bubble_split.h); the five sum to makespan_ms.
+  double compute_ms = 0;   // compute ops (= busy_ms)
+  double wait_ms = 0;      // blocked on a peer that had not yet sent
+  double transfer_ms = 0;  // blocked while the data was in flight
+  double overhead_ms = 0;  // runtime work between ops
+  double idle_ms = 0;      // before the first op and after the last
   friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
 };
 
 // What only the executor measures (README, "Measured JSON").
 struct ExecutorMetrics {
-  std::vector<double> losses;       // mean loss per step
-  std::vector<double> wait_ms;      // per rank: blocked on a receive a compute op needed
-  std::vector<double> overhead_ms;  // per rank: loop time neither computing nor waiting
-  double overhead_ns_per_op = 0;    // over all ranks and ops
+  std::vector<double> losses;     // mean loss per step
+  double overhead_ns_per_op = 0;  // the ranks' overhead_ms over all their ops
   friend bool operator==(const ExecutorMetrics&, const ExecutorMetrics&) = default;
 };
 
@@ -63,7 +67,8 @@ struct MetricsFile {
 
 ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
 
-// The executor's own numbers from a measured record (every rank's wait, loop and losses).
-ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured);
+// The executor's own numbers: the losses of a measured record, and its overhead per op from
+// `metrics` (ComputeMetrics of the same record).
+ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured, const ScheduleMetrics& metrics);
 
 }  // namespace stagecraft::schedules

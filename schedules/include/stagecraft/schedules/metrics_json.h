@@ -17,10 +17,10 @@ namespace stagecraft::schedules {
 //   {"scenario":..,"source":..,["costs":..|"backend":..,]"schedules":[{schedule}...]}
 // where a schedule is {"schedule","ranks","chunks","microbatches","microbatch_size","steps",
 // "makespan_ms","step_time_ms","throughput_samples_per_s" (6 decimals),"bubble_fraction"
-// (9 decimals),"oom","per_rank":[{"rank","busy_ms","span_ms" (6 decimals),
-// "peak_memory_bytes","peak_inflight_microbatches","peak_weight_versions","oom"}...]} and,
-// when measured, "losses" (9 significant digits),"wait_ms","overhead_ms" (6 decimals),
-// "overhead_ns_per_op" (1 decimal).
+// (9 decimals),"oom","per_rank":[{"rank","busy_ms","span_ms","compute_ms","wait_ms",
+// "transfer_ms","overhead_ms","idle_ms" (6 decimals),"peak_memory_bytes",
+// "peak_inflight_microbatches","peak_weight_versions","oom"}...]} and, when measured,
+// "losses" (9 significant digits),"overhead_ns_per_op" (1 decimal).
 std::string MetricsFileToJson(const MetricsFile& file);
 
 // Strict read (compare): required are "schedules" and, per schedule, "schedule", "ranks",

@@ -34,8 +34,6 @@ struct RankRecord {
   int peak_weight_versions = 0;       // max over local stages
   bool oom = false;                   // peak over the device's memory
   // Measured only.
-  int64_t wait_ns = 0;                // blocked on a receive a compute op needed
-  int64_t loop_ns = 0;                // the whole op loop, including the final wait for sends
   std::vector<double> losses;         // mean per step; on the rank of the last stage
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::viz {
@@ -33,6 +34,7 @@ struct LoadedTrace {
   int64_t start_ns = 0;            // first op start
   int64_t end_ns = 0;              // last op end
   std::vector<int64_t> step_start_ns;  // per step: the first compute op of that step to start
+  std::vector<schedules::RankSplit> split;  // per rank: the bubble split with its gaps in time order
 };
 
 struct LoadResult {

@@ -1,0 +1,161 @@
+// The bubble split (bubble_split.h): gaps on each rank's compute stream classified by the
+// timing of the transfer that fed the op after the gap.
+#include "stagecraft/schedules/bubble_split.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include "stagecraft/schedules/edges.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+struct TransferTimes {
+  int64_t send_start_ns = -1, recv_post_ns = -1, arrival_ns = -1;
+};
+
+// What identifies an edge whatever the schedule's size.
+struct EdgeId {
+  int32_t to_stage, step, microbatch;
+  Flow flow;
+  friend bool operator==(const EdgeId&, const EdgeId&) = default;
+};
+struct EdgeIdHash {
+  size_t operator()(const EdgeId& e) const {
+    const uint64_t a = static_cast<uint64_t>(static_cast<uint32_t>(e.to_stage)) << 32 | static_cast<uint32_t>(e.step);
+    const uint64_t b = static_cast<uint64_t>(static_cast<uint32_t>(e.microbatch)) << 1 | static_cast<uint64_t>(e.flow);
+    return std::hash<uint64_t>{}(a * 0x9E3779B97F4A7C15ULL ^ b);
+  }
+};
+EdgeId Id(const Edge& e) { return {e.to_stage, e.step, e.microbatch, e.flow}; }
+
+void Add(RankSplit* split, bool keep, GapCause cause, int64_t from, int64_t to) {
+  if (to <= from) return;
+  const int64_t d = to - from;
+  switch (cause) {
+    case GapCause::kWait: split->wait_ns += d; break;
+    case GapCause::kTransfer: split->transfer_ns += d; break;
+    case GapCause::kOverhead: split->overhead_ns += d; break;
+    case GapCause::kIdle: split->idle_ns += d; break;
+  }
+  if (keep) split->gaps.push_back({from, to, cause});
+}
+
+}  // namespace
+
+std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
+                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps) {
+  std::unordered_map<EdgeId, TransferTimes, EdgeIdHash> transfers;
+  for (const auto& ops : ranks) {
+    for (const TimedOp& t : ops) {
+      if (!IsComm(t.op.kind)) continue;
+      const auto edge = CommEdge(shape, t.op);
+      if (!edge) continue;
+      TransferTimes& x = transfers[Id(*edge)];
+      if (IsSend(t.op.kind)) {
+        x.send_start_ns = t.start_ns;
+      } else {
+        x.recv_post_ns = t.start_ns;
+        x.arrival_ns = t.end_ns;
+      }
+    }
+  }
+  std::vector<RankSplit> out(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankSplit& split = out[r];
+    int64_t free_ns = -1;  // end of the previous compute op; -1 before the first
+    for (const TimedOp& t : ranks[r]) {
+      if (!IsCompute(t.op.kind) && t.op.kind != OpKind::kStep) continue;
+      if (t.start_ns < 0) continue;  // not run (a failed rank's record)
+      if (free_ns < 0) {
+        Add(&split, keep_gaps, GapCause::kIdle, run_start_ns, t.start_ns);
+      } else if (t.start_ns > free_ns) {
+        int64_t wait_until = free_ns, arrival = free_ns;
+        if (const auto edge = InputEdge(shape, t.op); edge && edge->CrossesRanks()) {
+          if (const auto it = transfers.find(Id(*edge)); it != transfers.end() && it->second.arrival_ns >= 0) {
+            const TransferTimes& x = it->second;
+            wait_until = std::clamp(std::max(x.send_start_ns, x.recv_post_ns), free_ns, t.start_ns);
+            arrival = std::clamp(x.arrival_ns, wait_until, t.start_ns);
+          }
+        }
+        Add(&split, keep_gaps, GapCause::kWait, free_ns, wait_until);
+        Add(&split, keep_gaps, GapCause::kTransfer, wait_until, arrival);
+        Add(&split, keep_gaps, GapCause::kOverhead, arrival, t.start_ns);
+      }
+      split.compute_ns += t.end_ns - t.start_ns;
+      free_ns = std::max(free_ns, t.end_ns);
+    }
+    if (free_ns < 0) {
+      Add(&split, keep_gaps, GapCause::kIdle, run_start_ns, run_end_ns);
+    } else {
+      Add(&split, keep_gaps, GapCause::kIdle, free_ns, run_end_ns);
+    }
+  }
+  return out;
+}
+
+std::vector<RankSplit> SplitBubbles(const Schedule& s, const RunRecord& record, bool keep_gaps) {
+  std::vector<std::vector<TimedOp>> ranks(s.ranks());
+  for (int r = 0; r < s.ranks(); ++r) {
+    const auto& ops = s.ops[r];
+    const auto& timing = record.ranks[r].ops;
+    ranks[r].reserve(ops.size());
+    for (size_t i = 0; i < ops.size() && i < timing.size(); ++i) {
+      ranks[r].push_back({ops[i], timing[i].start_ns, timing[i].end_ns});
+    }
+  }
+  return SplitBubbles(s.shape, ranks, record.start_ns, record.end_ns, keep_gaps);
+}
+
+namespace {
+
+// The shape a trace's ops fit: its ranks, stages per rank, and the placement under which every
+// op's stage is on the op's rank; nullopt when none fits.
+std::optional<Shape> ShapeOf(const Trace& trace, int ranks) {
+  int stages = 0;
+  for (const TraceOp& t : trace.ops) stages = std::max(stages, t.op.stage + 1);
+  if (ranks <= 0 || stages <= 0 || stages % ranks != 0) return std::nullopt;
+  for (const Placement placement : {Placement::kLoop, Placement::kV}) {
+    const Shape shape{ranks, stages / ranks, placement};
+    const bool fits = std::all_of(trace.ops.begin(), trace.ops.end(), [&](const TraceOp& t) {
+      return t.op.stage >= 0 && shape.RankOf(t.op.stage) == t.rank;
+    });
+    if (fits) return shape;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<RankSplit> SplitBubbles(const Trace& trace, bool keep_gaps) {
+  int ranks = 0;
+  int64_t start = 0, end = 0;
+  bool any = false;
+  for (const TraceOp& t : trace.ops) {
+    if (t.rank < 0) continue;
+    ranks = std::max(ranks, t.rank + 1);
+    start = any ? std::min(start, t.start_ns) : t.start_ns;
+    any = true;
+    if (t.stream == Stream::kCompute) end = std::max(end, t.start_ns + t.duration_ns);
+  }
+  std::vector<std::vector<const TraceOp*>> by_rank(ranks);
+  for (const TraceOp& t : trace.ops) {
+    if (t.rank >= 0) by_rank[t.rank].push_back(&t);
+  }
+  std::vector<std::vector<TimedOp>> timed(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    std::stable_sort(by_rank[r].begin(), by_rank[r].end(),
+                     [](const TraceOp* a, const TraceOp* b) { return a->op_index < b->op_index; });
+    for (const TraceOp* t : by_rank[r]) timed[r].push_back({t->op, t->start_ns, t->start_ns + t->duration_ns});
+  }
+  const std::optional<Shape> shape = ShapeOf(trace, ranks);
+  if (!shape) {
+    // No edges to match: strip the comm ops, so every gap is overhead.
+    for (auto& ops : timed) std::erase_if(ops, [](const TimedOp& t) { return IsComm(t.op.kind); });
+  }
+  return SplitBubbles(shape.value_or(Shape{std::max(ranks, 1), 1, Placement::kLoop}), timed, start, end, keep_gaps);
+}
+
+}  // namespace stagecraft::schedules
