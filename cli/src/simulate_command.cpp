@@ -1,8 +1,10 @@
 // `stagecraft simulate`: load a scenario, simulate each of its schedules on its topology and
 // print the comparison table; optionally write the metrics JSON and one trace per schedule.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -81,6 +83,19 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   return out;
 }
 
+// One line when the scenario describes this machine (costs measured here, or a CPU device)
+// and puts more ranks on one of its nodes than this machine has cores: the simulator gives
+// every rank a device of its own, so ranks sharing a core are not modelled.
+std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source) {
+  const bool this_machine = cost_source.starts_with("profile:") || sc.topology.device.name.starts_with("cpu");
+  const int per_node = std::min(sc.pipeline.ranks, std::max(sc.topology.devices_per_node, 1));
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (!this_machine || cores == 0 || per_node <= static_cast<int>(cores)) return "";
+  return fmt::format("warning: {} ranks on one node but this machine has {} cores: ranks sharing a core are not "
+                     "modelled (each rank is predicted with a core of its own)\n",
+                     per_node, cores);
+}
+
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
   const Topology topo(sc.topology);
@@ -102,6 +117,9 @@ int Run(const SimulateFlags& f) {
       const Trace trace = BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics);
       WriteTextFileAtomically(TracePath(f.trace_path, o.metrics.schedule, outcomes.size() > 1), TraceToJson(trace));
     }
+  }
+  if (const std::string warning = SharedCoreWarning(sc, cost_source); !warning.empty()) {
+    std::fwrite(warning.data(), 1, warning.size(), stderr);
   }
   std::fwrite(table.data(), 1, table.size(), stdout);
   return 0;

@@ -49,6 +49,19 @@ bad() {
   expect_error "$name" "$expect" simulate "$tmp/bad.yaml" --json "$tmp/out.json" "$@"
   check "$name: no partial output" '[[ ! -e "$tmp/out.json" ]]'
 }
+# Shared cores: one warning line on stderr when a CPU scenario puts more ranks on one node than
+# this machine has cores, none otherwise (and none for a scenario of other hardware).
+cores="$(nproc)"; over=$((cores + 1))
+err="$("$sc" simulate "$tmp/ok.yaml" --set topology.device.name=cpu-core --set pipeline.ranks=$over \
+        --set topology.devices_per_node=$over 2>&1 >/dev/null)"; rc=$?
+check "more ranks than cores: still runs" '[[ $rc -eq 0 ]]'
+check "more ranks than cores: one warning line" \
+  '[[ $(wc -l <<<"$err") -eq 1 ]] && grep -q "^warning: $over ranks on one node but this machine has $cores cores" <<<"$err"'
+err="$("$sc" simulate "$tmp/ok.yaml" --set topology.device.name=cpu-core --set pipeline.ranks=1 2>&1 >/dev/null)"
+check "one rank: no warning" '[[ -z "$err" ]]'
+err="$("$sc" simulate "$tmp/ok.yaml" --set pipeline.ranks=$over --set topology.devices_per_node=$over 2>&1 >/dev/null)"
+check "not this machine's hardware: no warning" '[[ -z "$err" ]]'
+
 base="$(cat "$tmp/ok.yaml")"
 rm -f "$tmp/bad.yaml"
 bad "missing file" "bad.yaml: cannot open" -
