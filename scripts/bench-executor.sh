@@ -117,8 +117,12 @@ def best(prefix, m):
     return max(runs, key=lambda s: s["throughput_samples_per_s"])
 
 
+def blocked_ms(r):  # blocked on a receive: waiting for the send, then the transfer
+    return r["wait_ms"] + r["transfer_ms"]
+
+
 def waits(s):
-    return "/".join("%.1f" % w for w in s["wait_ms"])
+    return "/".join("%.1f" % blocked_ms(r) for r in s["per_rank"])
 
 
 hdr = ("%4s %10s %10s %10s %7s %7s %8s %8s %9s %9s  %s" %
@@ -141,7 +145,7 @@ for m in ms:
     print("%4d %10.1f %10.1f %10.1f %6.1f%% %7s %7.1f%% %7.1f%% %9.0f %9s  %s" %
           (m, seq_sps, ideal_sps, meas_sps, 100 * ratio, "PASS" if ok else "FAIL",
            100 * p2["bubble_fraction"], 100 * (p - 1) / (m + p - 1), p2["overhead_ns_per_op"],
-           "/".join("%.1f" % o for o in p2["overhead_ms"]), waits(p2)))
+           "/".join("%.1f" % r["overhead_ms"] for r in p2["per_rank"]), waits(p2)))
 print("(seq: 1 rank holding all layers, same M, one core; its own overhead: %s ns/op)" %
       ", ".join("M=%d %.0f" % (m, best("seq", m)["overhead_ns_per_op"]) for m in ms))
 
@@ -158,7 +162,7 @@ if oversubscribed:
         p4, p2 = best("pipe4", m), pipe2[m]
         cpu4, cpu2 = p4["user_s"] + p4["sys_s"], p2["user_s"] + p2["sys_s"]
         busy_s = sum(r["busy_ms"] for r in p4["per_rank"]) / 1e3
-        wait_s = sum(p4["wait_ms"]) / 1e3
+        wait_s = sum(blocked_ms(r) for r in p4["per_rank"]) / 1e3
         print("%4d %10.1f %10.1f %6.1f%% %9.2f %9.2f %9.2f %9.2f %9.2f %8.2f %9.0f  %s" %
               (m, p2["throughput_samples_per_s"], p4["throughput_samples_per_s"],
                100 * p4["throughput_samples_per_s"] / p2["throughput_samples_per_s"],
