@@ -235,3 +235,48 @@ TEST(TraceSet, HugeRankIsRefusedNotAllocated) {
 
 }  // namespace
 }  // namespace stagecraft::viz
+
+namespace stagecraft::viz {
+namespace {
+
+// The bubble view's split, read off a trace file, equals the split of the run record the trace
+// was written from (shape read back from the trace, ops put back in IR order): GPipe on 2
+// ranks with unequal op times, so both ranks have gaps of every cause.
+TEST(TraceSetBubbles, SplitFromTheTraceEqualsTheRecords) {
+  using namespace stagecraft::schedules;
+  constexpr int64_t kMs = 1'000'000;
+  Schedule s;
+  s.name = "hand";
+  s.shape.ranks = 2;
+  s.microbatches = 2;
+  s.ops = {{Op{OpKind::kF, 0, 0, 0, 0, -1}, Op{OpKind::kSendF, 0, 0, 0, 0, 1}, Op{OpKind::kF, 0, 1, 0, 0, -1},
+            Op{OpKind::kSendF, 0, 1, 0, 0, 1}},
+           {Op{OpKind::kRecvF, 1, 0, 0, 0, 0}, Op{OpKind::kRecvF, 1, 1, 0, 0, 0}, Op{OpKind::kF, 1, 0, 0, 0, -1},
+            Op{OpKind::kF, 1, 1, 0, 0, -1}}};
+  s.lowered = true;
+  RunRecord r;
+  r.start_ns = 0;
+  r.end_ns = 30 * kMs;
+  r.ranks.resize(2);
+  r.ranks[0].ops = {{0, 10 * kMs}, {10 * kMs, 12 * kMs}, {10 * kMs, 20 * kMs}, {20 * kMs, 23 * kMs}};
+  r.ranks[1].ops = {{0, 12 * kMs}, {0, 23 * kMs}, {12 * kMs, 18 * kMs}, {24 * kMs, 30 * kMs}};
+  const LoadResult loaded = LoadTraceText(TraceToJson(BuildTrace(s, r, "hand", "measured", std::nullopt)), "t.json");
+  ASSERT_TRUE(loaded.trace) << loaded.error;
+  const std::vector<RankSplit> want = SplitBubbles(s, r, true);
+  ASSERT_EQ(loaded.trace->split.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    const RankSplit& got = loaded.trace->split[k];
+    EXPECT_EQ(got.compute_ns, want[k].compute_ns) << "rank " << k;
+    EXPECT_EQ(got.wait_ns, want[k].wait_ns) << "rank " << k;
+    EXPECT_EQ(got.transfer_ns, want[k].transfer_ns) << "rank " << k;
+    EXPECT_EQ(got.overhead_ns, want[k].overhead_ns) << "rank " << k;
+    EXPECT_EQ(got.idle_ns, want[k].idle_ns) << "rank " << k;
+    ASSERT_EQ(got.gaps.size(), want[k].gaps.size()) << "rank " << k;
+    for (size_t g = 0; g < want[k].gaps.size(); ++g) EXPECT_EQ(got.gaps[g].cause, want[k].gaps[g].cause);
+  }
+  EXPECT_EQ(want[1].wait_ns, 2 * kMs);  // the hand-worked gap is there at all
+  EXPECT_EQ(want[1].transfer_ns, 3 * kMs);
+}
+
+}  // namespace
+}  // namespace stagecraft::viz

@@ -1,6 +1,6 @@
 // stagecraft-view: the Dear ImGui window (GLFW + OpenGL3) over one or more trace files.
 //   stagecraft-view TRACE.json [TRACE.json ...] [--screenshot OUT.png [--frames N]]
-//                   [--width W] [--height H] [--range START_MS:END_MS]
+//                   [--width W] [--height H] [--range START_MS:END_MS] [--bubbles]
 // A bad trace opens as a message in the window (and one line on stderr), never a crash.
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -24,7 +24,7 @@ namespace app = stagecraft::viz::app;
 
 constexpr char kUsage[] =
     "usage: stagecraft-view TRACE.json [TRACE.json ...] [--screenshot OUT.png [--frames N]] "
-    "[--width W] [--height H] [--range START_MS:END_MS]";
+    "[--width W] [--height H] [--range START_MS:END_MS] [--bubbles]";
 constexpr char kFont[] = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 struct Options {
@@ -34,6 +34,7 @@ struct Options {
   int width = 1600, height = 900;
   bool has_range = false;
   double range_ms[2] = {0, 0};
+  bool bubbles = false;  // start with the bubble view on (key B)
 };
 
 bool ParseInt(const std::string& text, int low, int high, int* out) {
@@ -76,6 +77,8 @@ std::string ParseArgs(int argc, char** argv, Options* o) {
     } else if (arg == "--range") {
       if (!value(&v) || !ParseRange(v, o->range_ms)) return "--range needs START_MS:END_MS with START < END";
       o->has_range = true;
+    } else if (arg == "--bubbles") {
+      o->bubbles = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
       return "unknown flag " + arg;
     } else {
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
   }
   app::AppState state;
   for (const std::string& path : options.traces) app::OpenTraceFile(&state, path);
+  state.toggles.bubbles = options.bubbles;
   if (options.has_range) {
     state.view.start_ns = static_cast<int64_t>(options.range_ms[0] * 1e6);
     state.view.end_ns = static_cast<int64_t>(options.range_ms[1] * 1e6);
