@@ -11,7 +11,9 @@
 // independent longest-path replay of the unlowered order, written here.
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,28 +32,37 @@ using schedules::OpKind;
 using schedules::Schedule;
 using testing::kUs;
 
-// One row of Table 9 (times in microseconds) with its Table 5 bubble rates.
+// One row of Table 9 (times in microseconds) with its Table 5 bubble rates, as
+// tests/data/zero_bubble_paper.csv states them (scripts/zb-paper-replay.sh reads it too).
 struct PaperSetting {
-  const char* model;
-  int p, m;
-  int64_t f_us, b_us, w_us, comm_us;
-  double one_f_one_b, zb_h1, zb_h2;
+  std::string model;
+  int p = 0, m = 0, chunks = 1;  // chunks: interleaved, one layer per chunk
+  int64_t f_us = 0, b_us = 0, w_us = 0, comm_us = 0;
+  double one_f_one_b = 0, interleaved = 0, zb_h1 = 0, zb_h2 = 0;
 };
 
-constexpr PaperSetting kTable[] = {
-    {"1.5B", 8, 24, 18522, 18086, 9337, 601, 0.2431, 0.1585, 0.1083},
-    {"1.5B", 8, 32, 18513, 18086, 9331, 626, 0.1985, 0.1242, 0.0837},
-    {"1.5B", 8, 64, 18546, 18097, 9321, 762, 0.1240, 0.0674, 0.0444},
-    {"6.2B", 8, 24, 29718, 29444, 19927, 527, 0.2347, 0.1323, 0.0698},
-    {"6.2B", 8, 32, 29802, 29428, 19530, 577, 0.1898, 0.1045, 0.0559},
-    {"6.2B", 8, 64, 29935, 29621, 19388, 535, 0.1091, 0.0554, 0.0294},
-    {"14.6B", 16, 48, 11347, 11248, 8132, 377, 0.2552, 0.1397, 0.0672},
-    {"14.6B", 16, 64, 11307, 11254, 8101, 379, 0.2082, 0.1088, 0.0516},
-    {"14.6B", 16, 128, 11325, 11308, 8109, 378, 0.1251, 0.0576, 0.0266},
-    {"28.3B", 32, 96, 10419, 10207, 7715, 408, 0.2646, 0.1421, 0.0641},
-    {"28.3B", 32, 128, 10408, 10204, 7703, 408, 0.2168, 0.1106, 0.0490},
-    {"28.3B", 32, 256, 10402, 10248, 7698, 460, 0.1352, 0.0594, 0.0257},
-};
+std::vector<PaperSetting> PaperTable() {
+  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/zero_bubble_paper.csv");
+  EXPECT_TRUE(in) << "tests/data/zero_bubble_paper.csv";
+  std::vector<PaperSetting> rows;
+  bool header = true;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream fields(line);
+    PaperSetting r;
+    fields >> r.model >> r.p >> r.m >> r.chunks >> r.f_us >> r.b_us >> r.w_us >> r.comm_us >> r.one_f_one_b >>
+        r.interleaved >> r.zb_h1 >> r.zb_h2;
+    EXPECT_FALSE(fields.fail()) << line;
+    rows.push_back(r);
+  }
+  EXPECT_EQ(rows.size(), 12u);  // Table 5's twelve settings
+  return rows;
+}
 
 // Per virtual stage: a rank's costs split evenly over its `chunks` stages, T_comm per hop.
 CostTable PaperCosts(const PaperSetting& s, int chunks) {
@@ -144,7 +155,7 @@ double BubbleRate(const PaperSetting& s, int64_t span_ns) {
 }
 
 TEST(ZeroBubblePaper, TableFiveBubbleRates) {
-  for (const PaperSetting& s : kTable) {
+  for (const PaperSetting& s : PaperTable()) {
     const CostTable costs = PaperCosts(s, 1);
     for (const auto& [name, expected] :
          {std::pair{"1f1b", s.one_f_one_b}, std::pair{"zb-h1", s.zb_h1}, std::pair{"zb-h2", s.zb_h2}}) {
@@ -162,9 +173,8 @@ TEST(ZeroBubblePaper, TableFiveBubbleRates) {
 // path once per hop of the first microbatch, forward and backward: 2 (pv - 1) T_comm.
 // (Table 5's 1F1B-I column is p T_comm shorter than this order allows; see README.)
 TEST(ZeroBubblePaper, InterleavedMatchesReplayAndClosedForm) {
-  const std::map<std::string, int> chunks{{"1.5B", 3}, {"6.2B", 4}, {"14.6B", 3}, {"28.3B", 2}};
-  for (const PaperSetting& s : kTable) {
-    const int v = chunks.at(s.model);
+  for (const PaperSetting& s : PaperTable()) {
+    const int v = s.chunks;
     const Schedule order = schedules::Generate("interleaved", schedules::test_cases::Params(s.p, s.m, 1, v));
     for (const int64_t comm_us : {int64_t{0}, s.comm_us}) {
       CostTable costs = PaperCosts(s, v);
