@@ -7,39 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include "bubble_split_cases.h"
+
 namespace stagecraft::schedules {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-
-// GPipe-like forwards of 2 microbatches over 2 ranks. Rank 0: F0 [0,10], SEND_F0 (starts 10),
-// F1 [10,20], SEND_F1 (starts 20). Rank 1: RECV_F0 posted 0, arrives 12; RECV_F1 posted 0,
-// arrives 23; F0 [12,18]; F1 [24,30]. Rank 1's gap [18,24] before F1: the transfer starts at
-// 20 (wait 2), arrives at 23 (transfer 3), F1 starts at 24 (overhead 1).
-struct Hand {
-  Schedule s;
-  RunRecord r;
-};
-
-Hand HandWorked() {
-  Hand h;
-  h.s.name = "hand";
-  h.s.shape.ranks = 2;
-  h.s.microbatches = 2;
-  h.s.ops = {{Op{OpKind::kF, 0, 0, 0, 0, -1}, Op{OpKind::kSendF, 0, 0, 0, 0, 1}, Op{OpKind::kF, 0, 1, 0, 0, -1},
-              Op{OpKind::kSendF, 0, 1, 0, 0, 1}},
-             {Op{OpKind::kRecvF, 1, 0, 0, 0, 0}, Op{OpKind::kRecvF, 1, 1, 0, 0, 0}, Op{OpKind::kF, 1, 0, 0, 0, -1},
-              Op{OpKind::kF, 1, 1, 0, 0, -1}}};
-  h.r.start_ns = 0;
-  h.r.end_ns = 30 * kMs;
-  h.r.ranks.resize(2);
-  h.r.ranks[0].ops = {{0, 10 * kMs}, {10 * kMs, 12 * kMs}, {10 * kMs, 20 * kMs}, {20 * kMs, 23 * kMs}};
-  h.r.ranks[1].ops = {{0, 12 * kMs}, {0, 23 * kMs}, {12 * kMs, 18 * kMs}, {24 * kMs, 30 * kMs}};
-  return h;
-}
+constexpr int64_t kMs = test_cases::kSplitMs;
 
 TEST(BubbleSplit, HandWorkedGapIsWaitThenTransferThenOverhead) {
-  const Hand h = HandWorked();
+  const test_cases::HandTimeline h = test_cases::HandWorkedTimeline();  // worked out there
   const std::vector<RankSplit> split = SplitBubbles(h.s, h.r, true);
   ASSERT_EQ(split.size(), 2u);
   EXPECT_EQ(split[0].compute_ns, 20 * kMs);
@@ -68,7 +44,7 @@ TEST(BubbleSplit, HandWorkedGapIsWaitThenTransferThenOverhead) {
 // A receive posted late (after the send): the transfer starts at the post, so the wait lasts
 // until then. An input that arrived before the gap leaves only overhead.
 TEST(BubbleSplit, LatePostAndEarlyArrival) {
-  Hand h = HandWorked();
+  test_cases::HandTimeline h = test_cases::HandWorkedTimeline();
   h.r.ranks[1].ops[1] = {21 * kMs, 23 * kMs};  // RECV_F1 posted at 21, after the send at 20
   std::vector<RankSplit> split = SplitBubbles(h.s, h.r, false);
   EXPECT_EQ(split[1].wait_ns, 3 * kMs);

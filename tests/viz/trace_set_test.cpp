@@ -5,6 +5,8 @@
 // and a non-trace, unknown fields ignored, missing ones skipped.
 #include "stagecraft/viz/trace_set.h"
 
+#include "../schedules/bubble_split_cases.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -241,25 +243,11 @@ namespace {
 
 // The bubble view's split, read off a trace file, equals the split of the run record the trace
 // was written from (shape read back from the trace, ops put back in IR order): GPipe on 2
-// ranks with unequal op times, so both ranks have gaps of every cause.
+// ranks (tests/schedules/bubble_split_cases.h), whose rank 1 has gaps of every cause.
 TEST(TraceSetBubbles, SplitFromTheTraceEqualsTheRecords) {
   using namespace stagecraft::schedules;
-  constexpr int64_t kMs = 1'000'000;
-  Schedule s;
-  s.name = "hand";
-  s.shape.ranks = 2;
-  s.microbatches = 2;
-  s.ops = {{Op{OpKind::kF, 0, 0, 0, 0, -1}, Op{OpKind::kSendF, 0, 0, 0, 0, 1}, Op{OpKind::kF, 0, 1, 0, 0, -1},
-            Op{OpKind::kSendF, 0, 1, 0, 0, 1}},
-           {Op{OpKind::kRecvF, 1, 0, 0, 0, 0}, Op{OpKind::kRecvF, 1, 1, 0, 0, 0}, Op{OpKind::kF, 1, 0, 0, 0, -1},
-            Op{OpKind::kF, 1, 1, 0, 0, -1}}};
-  s.lowered = true;
-  RunRecord r;
-  r.start_ns = 0;
-  r.end_ns = 30 * kMs;
-  r.ranks.resize(2);
-  r.ranks[0].ops = {{0, 10 * kMs}, {10 * kMs, 12 * kMs}, {10 * kMs, 20 * kMs}, {20 * kMs, 23 * kMs}};
-  r.ranks[1].ops = {{0, 12 * kMs}, {0, 23 * kMs}, {12 * kMs, 18 * kMs}, {24 * kMs, 30 * kMs}};
+  constexpr int64_t kMs = test_cases::kSplitMs;
+  const auto [s, r] = test_cases::HandWorkedTimeline();
   const LoadResult loaded = LoadTraceText(TraceToJson(BuildTrace(s, r, "hand", "measured", std::nullopt)), "t.json");
   ASSERT_TRUE(loaded.trace) << loaded.error;
   const std::vector<RankSplit> want = SplitBubbles(s, r, true);
