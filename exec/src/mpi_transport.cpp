@@ -1,9 +1,10 @@
 // MpiTransport: non-blocking MPI point-to-point and a few collectives (see mpi_transport.h).
 //
-// Waiting never spins for long: MPI implementations busy-poll inside MPI_Wait, which starves
-// a rank that shares its core with another (4 ranks on 2 cores). Wait polls MPI_Test for a few
-// microseconds, then sleeps between polls with a backoff capped at kMaxSleepNs, giving the core
-// to whichever rank has compute to do.
+// Waiting spins only while that starves nobody. With a core for every rank of the node, Wait
+// polls MPI_Test until done (a sleeping waiter would wake up to kMaxSleepNs after its data).
+// With more ranks than cores (4 ranks on 2 cores) MPI_Wait's busy-poll would starve the rank
+// sharing the core: Wait polls MPI_Test for a few microseconds, then sleeps between polls with
+// a backoff capped at kMaxSleepNs, giving the core to whichever rank has compute to do.
 #include "stagecraft/exec/mpi_transport.h"
 
 #include <mpi.h>
@@ -57,6 +58,15 @@ class MpiTransport final : public Transport {
     tag_modulus_ = found != 0 && tag_ub != nullptr ? static_cast<int64_t>(*tag_ub) + 1 : 32768;
     // Sleeps of a few microseconds should last a few microseconds, not the default 50 µs slack.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    // With a core for every rank of this node nobody is starved by spinning, and a sleeping
+    // waiter wakes late (up to kMaxSleepNs after its data came): spin for the whole wait.
+    MPI_Comm node = MPI_COMM_NULL;
+    SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    int node_ranks = 1;
+    SC_MPI_CHECK(MPI_Comm_size(node, &node_ranks));
+    SC_MPI_CHECK(MPI_Comm_free(&node));
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    spin_only_ = cores > 0 && node_ranks <= cores;
   }
 
   int rank() const override { return rank_; }
@@ -86,7 +96,7 @@ class MpiTransport final : public Transport {
     const int64_t start = MonotonicNs();
     int64_t sleep_ns = kMinSleepNs;
     while (!Test(request)) {
-      if (MonotonicNs() - start < kSpinNs) continue;
+      if (spin_only_ || MonotonicNs() - start < kSpinNs) continue;
       const timespec ts{0, static_cast<long>(sleep_ns)};
       nanosleep(&ts, nullptr);
       sleep_ns = std::min(2 * sleep_ns, kMaxSleepNs);
@@ -146,6 +156,7 @@ class MpiTransport final : public Transport {
   }
 
   int rank_ = 0;
+  bool spin_only_ = false;  // every rank of this node has its own core
   int size_ = 1;
   int64_t tag_modulus_ = 32768;
   std::vector<MPI_Request> requests_;  // never shrinks, so handles stay valid
