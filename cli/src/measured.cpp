@@ -14,8 +14,8 @@
 
 namespace stagecraft::cli {
 
-MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
-                         const std::vector<std::string>& rank_runs) {
+schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vector<std::string>& rank_runs,
+                                  int64_t memory_bytes) {
   SC_CHECK(static_cast<int>(rank_runs.size()) == s.ranks(), "one run per rank");
   schedules::RunRecord result;
   result.start_ns = INT64_MAX;
@@ -29,10 +29,16 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
       result.start_ns = std::min(result.start_ns, t.start_ns);
       if (!schedules::IsComm(s.ops[r][i].kind)) result.end_ns = std::max(result.end_ns, t.end_ns);
     }
-    rec.oom = sc.topology.device.memory_bytes > 0 && rec.peak_memory_bytes > sc.topology.device.memory_bytes;
+    rec.oom = memory_bytes > 0 && rec.peak_memory_bytes > memory_bytes;
     result.ranks.push_back(std::move(rec));
   }
   if (result.start_ns == INT64_MAX) result.start_ns = 0;
+  return result;
+}
+
+MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
+                         const std::vector<std::string>& rank_runs) {
+  const schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
   m.metrics.executor = schedules::ComputeExecutorMetrics(result, m.metrics);

@@ -3,11 +3,13 @@
 // execute command's metrics file and table.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/run_record.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -17,6 +19,12 @@ struct MeasuredSchedule {
   schedules::ScheduleMetrics metrics;  // with `executor` set
   schedules::Trace trace;
 };
+
+// The ranks' records of one run joined into one RunRecord over the run's span (its first op to
+// its last compute op or STEP, as in the simulator). `rank_runs`: every rank's
+// SerializeRankRun, in rank order; with `memory_bytes` > 0 a rank above it is marked OOM.
+schedules::RunRecord JoinRankRuns(const schedules::Schedule& schedule, const std::vector<std::string>& rank_runs,
+                                  int64_t memory_bytes);
 
 // `rank_runs`: every rank's SerializeRankRun, in rank order.
 MeasuredSchedule Measure(const schedules::Schedule& schedule, const sim::Scenario& scenario,

@@ -2,8 +2,11 @@
 // backend, one core) and write the profile the simulator reads as model.profile (DESIGN.md §3).
 // Under `mpirun -np N` every rank profiles at once, so the cores are as loaded (shared caches,
 // memory bandwidth, clock) as during an N-rank run; rank 0 keeps the median over the ranks
-// (exec/profile.h).
+// (exec/profile.h). With N = pipeline.ranks it then calibrates (exec/calibrate.h): a ping-pong
+// between neighbour ranks, and short runs of the real executor whose per-rank op times and
+// overhead the simulator applies on top of the layers.
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,9 +17,13 @@
 #include "scenario_runs.h"
 #include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
+#include "measured.h"
+#include "stagecraft/exec/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/schedules/generators.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/units.h"
@@ -30,7 +37,91 @@ struct ProfileFlags {
   std::string out_path;
   int repeats = 20;
   int warmup = 3;
+  int calibration_steps = 6;  // 0: layers only
 };
+
+// The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
+// ZB-H1 (I and W apart), and PipeDream when the shape allows it (a STEP after every microbatch).
+constexpr const char* kCalibrationSchedules[] = {"1f1b", "zb-h1", "pipedream"};
+
+// Every rank's points as bytes, for gathering.
+std::string PointsToBytes(const std::vector<exec::PingPongPoint>& points) {
+  return std::string(reinterpret_cast<const char*>(points.data()), points.size() * sizeof(exec::PingPongPoint));
+}
+std::vector<exec::PingPongPoint> PointsFromBytes(const std::string& bytes) {
+  std::vector<exec::PingPongPoint> points(bytes.size() / sizeof(exec::PingPongPoint));
+  std::memcpy(points.data(), bytes.data(), points.size() * sizeof(exec::PingPongPoint));
+  return points;
+}
+
+// Ping-pong between every pair of neighbour ranks (r, r + 1), and (last, 0) when there are more
+// than two (an interleaved pipeline wraps around); the fit over all pairs' points, and the
+// overlap from a send_bytes transfer 0 -> 1. The result is rank 0's.
+sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, int64_t send_bytes) {
+  const int n = transport.size();
+  std::vector<int64_t> sizes = {4096, 16384, 65536, 262144, 1048576};
+  if (send_bytes >= 4 && send_bytes % 4 == 0) sizes.push_back(send_bytes);
+  std::vector<exec::PingPongPoint> mine;
+  for (int a = 0; a < (n > 2 ? n : 1); ++a) {
+    const std::vector<exec::PingPongPoint> points = exec::PingPong(transport, device, a, (a + 1) % n, sizes, 40);
+    mine.insert(mine.end(), points.begin(), points.end());
+  }
+  const int64_t overlap_bytes = send_bytes >= 4 && send_bytes % 4 == 0 ? send_bytes : 65536;
+  const int64_t wait = exec::WaitAfterCompute(transport, device, 0, 1, overlap_bytes, 1'000'000, 30);
+  const std::vector<std::string> all_points = transport.Gather(PointsToBytes(mine), 0);
+  const std::vector<std::string> waits = transport.Gather(std::to_string(wait), 0);
+  if (transport.rank() != 0) return {};
+  std::vector<exec::PingPongPoint> points;
+  for (const std::string& bytes : all_points) {
+    const auto p = PointsFromBytes(bytes);
+    points.insert(points.end(), p.begin(), p.end());
+  }
+  sim::P2pProfile fit = exec::FitLatencyBandwidth(points);
+  fit.overlap = exec::OverlapFraction(fit, overlap_bytes, std::stoll(waits.at(1)));
+  return fit;
+}
+
+// Runs the calibration schedules for `steps` steps on every rank and, on rank 0, sets the
+// profile's per-rank scales (against its layers) and overhead per op. Step 0 is left out.
+void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
+                   exec::Transport& transport, sim::Profile* profile) {
+  const int ranks = transport.size();
+  std::vector<exec::ScaleSums> per_step(ranks), per_microbatch(ranks);
+  int64_t overhead_sum = 0;
+  int runs = 0;
+  sim::PipelineSpec pipeline = sc.pipeline;
+  pipeline.steps = steps;
+  pipeline.chunks = 1;
+  const int64_t total = int64_t{pipeline.microbatches} * steps;
+  const exec::Dataset data =
+      exec::MakeDataset(device, base.model, base.microbatch_size, total, transport.rank() == 0,
+                        transport.rank() == ranks - 1);
+  for (const char* name : kCalibrationSchedules) {
+    const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
+    if (info == nullptr || !schedules::CheckParams(*info, sim::GeneratorParamsFor(pipeline, *info)).empty()) continue;
+    pipeline.schedules = {name};
+    const schedules::Schedule s = ScenarioSchedules(pipeline, false).at(0);
+    exec::TrainingConfig config = base;
+    config.layers_per_stage = sim::StageLayers(sc, s.stages());
+    const exec::RankRun run = exec::RunRank(s, config, data, device, transport);
+    const std::vector<std::string> all = transport.Gather(exec::SerializeRankRun(run), 0);
+    if (transport.rank() != 0) continue;
+    const schedules::RunRecord record = JoinRankRuns(s, all, 0);
+    const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
+    const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
+    exec::AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
+    overhead_sum += exec::OverheadPerOp(s, record);
+    ++runs;
+  }
+  if (transport.rank() != 0 || runs == 0) return;
+  profile->op_overhead_ns = overhead_sum / runs;
+  profile->ranks.resize(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
+    k.per_step = exec::ScaleOf(per_step[r], sim::OpScale{});
+    k.per_microbatch = exec::ScaleOf(per_microbatch[r], k.per_step);
+  }
+}
 
 int Run(const ProfileFlags& f) {
   exec::MpiSession session(nullptr, nullptr);
@@ -51,10 +142,23 @@ int Run(const ProfileFlags& f) {
   const int share = (config.model.layers + transport->size() - 1) / transport->size();
   sim::Profile profile = exec::ProfileLayers(config, *device, f.repeats, f.warmup, share);
   const std::vector<std::string> gathered = transport->Gather(exec::LayersToBytes(profile.layers), 0);
+  if (rank == 0) {
+    std::vector<std::vector<sim::LayerProfile>> per_rank;
+    for (const std::string& bytes : gathered) per_rank.push_back(exec::LayersFromBytes(bytes));
+    profile.layers = exec::MedianOverRanks(per_rank);
+  }
+  const bool calibrate = f.calibration_steps > 0 && transport->size() == sc.pipeline.ranks && sc.pipeline.ranks >= 2;
+  try {
+    if (calibrate) {
+      const sim::P2pProfile fit = CalibrateP2p(*transport, *device, profile.send_bytes);
+      if (rank == 0) profile.p2p = fit;
+      CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(), e.what());
+    transport->Abort(1);
+  }
   if (rank != 0) return 0;
-  std::vector<std::vector<sim::LayerProfile>> per_rank;
-  for (const std::string& bytes : gathered) per_rank.push_back(exec::LayersFromBytes(bytes));
-  profile.layers = exec::MedianOverRanks(per_rank);
   profile.device = device->Name() + "-core";
   stagecraft::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
   std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
@@ -67,6 +171,27 @@ int Run(const ProfileFlags& f) {
     std::printf("%-6zu %12s %15s %16s %12s %14s\n", l, sim::FormatDuration(m.forward_ns).c_str(),
                 sim::FormatDuration(m.backward_input_ns).c_str(), sim::FormatDuration(m.backward_weight_ns).c_str(),
                 sim::FormatDuration(m.step_ns).c_str(), sim::FormatBytes(m.activation_bytes).c_str());
+  }
+  std::printf("input copy %s (first stage), loss %s (last stage), per forward\n",
+              sim::FormatDuration(profile.input_copy_ns).c_str(), sim::FormatDuration(profile.loss_ns).c_str());
+  if (!calibrate) {
+    std::printf("not calibrated (%s): the layers alone\n",
+                f.calibration_steps == 0 ? "--calibration-steps 0" : "run it on pipeline.ranks MPI ranks to calibrate");
+    return 0;
+  }
+  std::printf("p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
+              sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
+              100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
+  std::printf("runtime overhead per op: %s\n", sim::FormatDuration(profile.op_overhead_ns).c_str());
+  std::printf("in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
+              "1f1b, zb-h1, pipedream");
+  std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
+  for (size_t r = 0; r < profile.ranks.size(); ++r) {
+    for (const auto& [what, k] : {std::pair{"per step", profile.ranks[r].per_step},
+                                  std::pair{"per microbatch", profile.ranks[r].per_microbatch}}) {
+      std::printf("%-5zu %-14s %8.3f %8.3f %8.3f %8.3f %8.3f\n", r, what, k.forward, k.backward, k.backward_input,
+                  k.backward_weight, k.step);
+    }
   }
   return 0;
 }
@@ -82,6 +207,9 @@ Command AddProfileCommand(CLI::App& root) {
   app->add_option("--repeats", flags->repeats, "Timed runs per layer (the median is kept)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--warmup", flags->warmup, "Untimed runs per layer first")->check(CLI::Range(0, 100000));
+  app->add_option("--calibration-steps", flags->calibration_steps,
+                  "Steps of each calibration run of the executor (0: profile the layers only)")
+      ->check(CLI::Range(0, 1000));
   return {app, [flags] { return Run(*flags); }};
 }
 

@@ -45,7 +45,7 @@ struct Outcome {
 Outcome SimulateOne(const Scenario& sc, const Topology& topo, Schedule schedule) {
   Outcome o;
   o.schedule = std::move(schedule);
-  const CostTable costs = BuildCosts(sc, o.schedule.stages());
+  const CostTable costs = BuildCosts(sc, o.schedule);
   o.cost_source = costs.source;
   SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;

@@ -102,6 +102,32 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t fir
   }
 }
 
+// What the first and last stages do per forward beyond their layers: copying the input
+// microbatch into a buffer of its own, and the loss with its gradient.
+void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int warmup, sim::Profile* p) {
+  const int64_t floats = int64_t{config.microbatch_size} * config.model.hidden;
+  const int64_t target_floats = TargetFloats(config.model, config.microbatch_size);
+  std::vector<float> host_y(static_cast<size_t>(floats));
+  MicrobatchInput(config.model, config.microbatch_size, 1, host_y.data());
+  Buffer input(device, floats), x(device, floats), y(device, floats), dy(device, floats), targets(device, target_floats);
+  device.Upload(input.data(), host_y.data(), floats);
+  device.Upload(y.data(), host_y.data(), floats);
+  device.Fill(targets.data(), 0.0f, target_floats);
+  std::vector<int64_t> copies, losses;
+  for (int round = 0; round < warmup + repeats; ++round) {
+    const int64_t tc = Timed(device, [&] { device.Copy(x.data(), input.data(), floats); });
+    const int64_t tl = Timed(device, [&] {
+      device.Loss(config.model.loss, config.microbatch_size, config.model.hidden, y.data(), targets.data(), dy.data());
+    });
+    if (round >= warmup) {
+      copies.push_back(tc);
+      losses.push_back(tl);
+    }
+  }
+  p->input_copy_ns = Median(copies);
+  p->loss_ns = Median(losses);
+}
+
 }  // namespace
 
 sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup,
@@ -117,6 +143,7 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
   p.layers.resize(static_cast<size_t>(config.model.layers));
   std::vector<float> host_x(static_cast<size_t>(config.microbatch_size) * config.model.hidden);
   MicrobatchInput(config.model, config.microbatch_size, 0, host_x.data());
+  ProfileEnds(config, device, repeats, warmup, &p);
   for (int first = 0; first < config.model.layers; first += layers_per_group) {
     std::vector<std::unique_ptr<LayerRig>> rigs;
     for (int l = first; l < std::min(first + layers_per_group, config.model.layers); ++l) {

@@ -16,7 +16,7 @@ using schedules::OpKind;
 int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
   switch (kind) {
     case OpKind::kF: return cost.forward_ns;
-    case OpKind::kB: return cost.backward_input_ns + cost.backward_weight_ns;
+    case OpKind::kB: return cost.fused_backward_ns > 0 ? cost.fused_backward_ns : cost.backward_input_ns + cost.backward_weight_ns;
     case OpKind::kI: return cost.backward_input_ns;
     case OpKind::kW: return cost.backward_weight_ns;
     case OpKind::kStep: return cost.step_ns + (step_in_place ? 0 : cost.version_copy_ns);
@@ -66,8 +66,10 @@ void ComputeStreams::Advance(int rank) {
   while (stream.next < ops.size()) {
     const int index = static_cast<int>(stream.next);
     const Op& op = ops[index];
+    const int64_t now = loop_->now_ns();
     if (schedules::IsComm(op.kind)) {
       ++stream.next;
+      stream.free_ns = std::max(stream.free_ns, now) + costs_.op_overhead_ns;
       hooks_->Posted(rank, index, op);
       continue;
     }
@@ -77,17 +79,18 @@ void ComputeStreams::Advance(int rank) {
     }
     ++stream.next;
     const int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
-    const int64_t now = loop_->now_ns();
-    record_->ranks[rank].ops[index] = {now, now + duration};
+    const int64_t start =
+        std::max(stream.free_ns, now) + (schedules::IsCompute(op.kind) ? hooks_->InputCopyNs(rank, op) : 0);
+    record_->ranks[rank].ops[index] = {start, start + duration};
     if (op.kind == OpKind::kF && record_->ranks[rank].first_f_start_ns < 0) {
-      record_->ranks[rank].first_f_start_ns = now;
+      record_->ranks[rank].first_f_start_ns = start;
     }
     hooks_->ComputeStarted(rank, index, op);
-    if (op.kind == OpKind::kStep && duration == 0) {  // an instant: the stream stays free
+    if (op.kind == OpKind::kStep && duration == 0 && start == now) {  // an instant: the stream stays free
       FinishOp(rank, index, op);
       continue;
     }
-    loop_->ScheduleAt(now + duration, this, rank, index);
+    loop_->ScheduleAt(start + duration, this, rank, index);
     return;
   }
 }
@@ -96,6 +99,7 @@ void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
   schedules::RankRecord& rr = record_->ranks[rank];
   rr.busy_ns += OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
   rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, loop_->now_ns());
+  streams_[rank].free_ns = loop_->now_ns() + costs_.op_overhead_ns;
   hooks_->ComputeFinished(rank, index, op);
 }
 

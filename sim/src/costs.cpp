@@ -176,10 +176,56 @@ CostTable MlpTable(const Scenario& sc, int stages) {
   return table;
 }
 
+constexpr std::pair<const char*, double OpScale::*> kScaleKeys[] = {
+    {"forward", &OpScale::forward},
+    {"backward", &OpScale::backward},
+    {"backward_input", &OpScale::backward_input},
+    {"backward_weight", &OpScale::backward_weight},
+    {"step", &OpScale::step},
+};
+
+OpScale ReadScale(const Value& v, const OpScale& defaults) {
+  const Map m(v, {"forward", "backward", "backward_input", "backward_weight", "step"});
+  OpScale scale = defaults;
+  for (const auto& [key, field] : kScaleKeys) {
+    if (const auto x = m.Find(key)) scale.*field = x->Double(0, 1000);
+  }
+  return scale;
+}
+
+// The optional measurements beyond the layers (profile.h).
+void ReadCalibration(const Map& m, Profile* p) {
+  if (const auto v = m.Find("input_copy")) p->input_copy_ns = v->DurationNs();
+  if (const auto v = m.Find("loss")) p->loss_ns = v->DurationNs();
+  if (const auto v = m.Find("op_overhead")) p->op_overhead_ns = v->DurationNs();
+  if (const auto v = m.Find("p2p")) {
+    const Map link(*v, {"latency", "bandwidth", "overlap"});
+    P2pProfile fit;
+    fit.latency_ns = link.Get("latency").DurationNs();
+    fit.bytes_per_s = link.Get("bandwidth").Bandwidth();
+    if (const auto o = link.Find("overlap")) {
+      fit.overlap = o->Double(-1, 1);
+      if (fit.overlap < 0) o->Fail("expected a fraction from 0 to 1");
+    }
+    p->p2p = fit;
+  }
+  if (const auto v = m.Find("ranks")) {
+    for (const Value& element : v->Elements()) {
+      const Map r(element, {"per_step", "per_microbatch"});
+      RankScale scale;
+      if (const auto x = r.Find("per_step")) scale.per_step = ReadScale(*x, OpScale{});
+      scale.per_microbatch = scale.per_step;
+      if (const auto x = r.Find("per_microbatch")) scale.per_microbatch = ReadScale(*x, scale.per_step);
+      p->ranks.push_back(scale);
+    }
+  }
+}
+
 // Reads a profile; with `scenario`, also checks that it fits that scenario.
 Profile ReadProfile(const std::string& path, const Scenario* scenario) {
   const Value root(yaml::LoadFile(path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
-  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers"});
+  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "input_copy", "loss", "op_overhead", "p2p",
+                     "ranks"});
   Profile p;
   if (const auto device = m.Find("device")) p.device = device->String();
   const Value microbatch_size = m.Get("microbatch_size");
@@ -204,6 +250,7 @@ Profile ReadProfile(const std::string& path, const Scenario* scenario) {
     p.layers.push_back(layer);
   }
   if (p.layers.empty()) layers.Fail("expected at least one layer");
+  ReadCalibration(m, &p);
   if (scenario == nullptr) return p;
   if (p.microbatch_size != scenario->pipeline.microbatch_size) {
     microbatch_size.Fail(fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
@@ -227,29 +274,64 @@ std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int st
   return PartitionLayers(cost, std::vector<double>(stages, 0.0), what);
 }
 
-CostTable ProfileTable(const Scenario& sc, int stages) {
-  const Profile p = ReadProfile(sc.model.profile_path, &sc);
+// The calibration's scales per layer: those of the rank that held the layer in the calibration
+// runs (pipeline.ranks stages, one per rank, the scenario's split); all 1 when `calibrated` is
+// false or the profile has no scales for this many ranks.
+std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_microbatch, bool calibrated) {
+  std::vector<OpScale> out(p.layers.size());
+  if (!calibrated || static_cast<int>(p.ranks.size()) != sc.pipeline.ranks) return out;
+  const std::vector<int> counts = ProfileStageLayers(sc, p, sc.pipeline.ranks);
+  size_t next = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    for (int i = 0; i < counts[r]; ++i, ++next) out[next] = per_microbatch ? p.ranks[r].per_microbatch : p.ranks[r].per_step;
+  }
+  return out;
+}
+
+double Scaled(int64_t ns, double scale) { return static_cast<double>(ns) * scale; }
+
+CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Shape& shape, bool per_microbatch,
+                       bool calibrated) {
+  const int stages = shape.stages();
   CostTable table;
   table.source = "profile:" + sc.model.profile_path;
   const std::vector<int> counts = ProfileStageLayers(sc, p, stages);
+  const std::vector<OpScale> scales = LayerScales(sc, p, per_microbatch, calibrated);
+  const bool scaled = calibrated && !p.ranks.empty() && static_cast<int>(p.ranks.size()) == sc.pipeline.ranks;
   size_t next = 0;
   for (int st = 0; st < stages; ++st) {
     StageCost cost;
     cost.send_bytes = p.send_bytes;
+    double f = 0, i_ns = 0, w = 0, b = 0, step = 0, copy = 0;
     for (int i = 0; i < counts[st]; ++i, ++next) {
       const LayerProfile& layer = p.layers[next];
-      cost.forward_ns += layer.forward_ns;
-      cost.backward_input_ns += layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
-      cost.backward_weight_ns += layer.backward_weight_ns;
-      cost.step_ns += layer.step_ns;
-      cost.version_copy_ns += layer.version_copy_ns;
+      const OpScale& k = scales[next];
+      const int64_t input = layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
+      f += Scaled(layer.forward_ns, k.forward);
+      i_ns += Scaled(input, k.backward_input);
+      w += Scaled(layer.backward_weight_ns, k.backward_weight);
+      b += Scaled(input + layer.backward_weight_ns, k.backward);
+      step += Scaled(layer.step_ns, k.step);
+      copy += Scaled(layer.version_copy_ns, k.step);
       cost.activation_bytes += sc.pipeline.recompute ? p.send_bytes : layer.activation_bytes;
       cost.w_stash_bytes += layer.w_stash_bytes;
       cost.weight_bytes += layer.weight_bytes;
       cost.grad_bytes += layer.grad_bytes;
       cost.optimizer_bytes += layer.optimizer_bytes;
     }
+    if (st == 0) f += Scaled(p.input_copy_ns, scales.front().forward);
+    if (st == stages - 1) f += Scaled(p.loss_ns, scales.back().forward);
+    cost.forward_ns = std::llround(f);
+    cost.backward_input_ns = std::llround(i_ns);
+    cost.backward_weight_ns = std::llround(w);
+    if (scaled) cost.fused_backward_ns = std::llround(b);
+    cost.step_ns = std::llround(step);
+    cost.version_copy_ns = std::llround(copy);
     table.stages.push_back(cost);
+  }
+  if (calibrated) {
+    table.op_overhead_ns = p.op_overhead_ns;
+    table.p2p = p.p2p;
   }
   return table;
 }
@@ -281,14 +363,73 @@ CostTable BuildCosts(const Scenario& scenario, int stages) {
   const int ranks = scenario.pipeline.ranks;
   SC_CHECK(ranks >= 1 && stages >= ranks && stages % ranks == 0,
            fmt::format("{} stages is not a multiple of {} ranks", stages, ranks));
-  if (!scenario.model.profile_path.empty()) return ProfileTable(scenario, stages);
+  if (!scenario.model.profile_path.empty()) {
+    // Without a schedule: loop placement, once-per-step updates.
+    return ProfileTable(scenario, ReadProfile(scenario.model.profile_path, &scenario),
+                        schedules::Shape{ranks, stages / ranks, schedules::Placement::kLoop}, false, true);
+  }
   if (scenario.model.costs) return ExplicitTable(scenario, stages);
   if (scenario.model.transformer) return TransformerTable(scenario, stages);
   if (scenario.model.mlp) return MlpTable(scenario, stages);
   throw InputError(fmt::format("{}: model has no costs, profile, transformer or mlp", scenario.path));
 }
 
+bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule) {
+  std::vector<int> steps(static_cast<size_t>(schedule.stages()) * std::max(schedule.steps, 1), 0);
+  for (const auto& ops : schedule.ops) {
+    for (const schedules::Op& op : ops) {
+      if (op.kind != schedules::OpKind::kStep || op.step < 0 || op.step >= std::max(schedule.steps, 1)) continue;
+      if (++steps[static_cast<size_t>(op.step) * schedule.stages() + op.stage] > 1) return true;
+    }
+  }
+  return false;
+}
+
+CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedule) {
+  if (scenario.model.profile_path.empty()) return BuildCosts(scenario, schedule.stages());
+  return ProfileTable(scenario, ReadProfile(scenario.model.profile_path, &scenario), schedule.shape,
+                      UpdatesEveryMicrobatch(schedule), true);
+}
+
+CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, const schedules::Shape& shape,
+                           bool per_microbatch_updates, bool calibrated) {
+  return ProfileTable(scenario, profile, shape, per_microbatch_updates, calibrated);
+}
+
 Profile LoadProfile(const std::string& path) { return ReadProfile(path, nullptr); }
+
+namespace {
+
+void WriteScale(const OpScale& k, YAML::Emitter& out) {
+  out << YAML::Flow << YAML::BeginMap;
+  for (const auto& [key, field] : kScaleKeys) out << YAML::Key << key << YAML::Value << fmt::format("{:.4f}", k.*field);
+  out << YAML::EndMap;
+}
+
+void WriteCalibration(const Profile& p, YAML::Emitter& out) {
+  if (p.input_copy_ns > 0) out << YAML::Key << "input_copy" << YAML::Value << fmt::format("{}ns", p.input_copy_ns);
+  if (p.loss_ns > 0) out << YAML::Key << "loss" << YAML::Value << fmt::format("{}ns", p.loss_ns);
+  if (p.op_overhead_ns > 0) out << YAML::Key << "op_overhead" << YAML::Value << fmt::format("{}ns", p.op_overhead_ns);
+  if (p.p2p) {
+    out << YAML::Key << "p2p" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.p2p->latency_ns);
+    out << YAML::Key << "bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->bytes_per_s);
+    out << YAML::Key << "overlap" << YAML::Value << fmt::format("{:.4f}", p.p2p->overlap);
+    out << YAML::EndMap;
+  }
+  if (p.ranks.empty()) return;
+  out << YAML::Key << "ranks" << YAML::Value << YAML::BeginSeq;
+  for (const RankScale& r : p.ranks) {
+    out << YAML::BeginMap << YAML::Key << "per_step" << YAML::Value;
+    WriteScale(r.per_step, out);
+    out << YAML::Key << "per_microbatch" << YAML::Value;
+    WriteScale(r.per_microbatch, out);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
+}  // namespace
 
 std::string ProfileToYaml(const Profile& profile) {
   YAML::Emitter out;
@@ -311,7 +452,9 @@ std::string ProfileToYaml(const Profile& profile) {
     out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
     out << YAML::EndMap;
   }
-  out << YAML::EndSeq << YAML::EndMap;
+  out << YAML::EndSeq;
+  WriteCalibration(profile, out);
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

@@ -3,6 +3,7 @@
 #include "stagecraft/sim/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "stagecraft/base/check.h"
@@ -33,6 +34,7 @@ RunRecord EmptyRecord(const Schedule& s) {
 struct EdgeState {
   int32_t send_index = -1, recv_index = -1;  // the SEND / RECV op on the producer's / consumer's rank
   int64_t ready_ns = -1;                     // when the consumer may read it (-1: not yet)
+  int64_t bytes = 0;                         // the tensor's size (its buffers' memory)
 };
 
 class Engine final : StreamHooks, Transfers::Listener {
@@ -45,7 +47,7 @@ class Engine final : StreamHooks, Transfers::Listener {
         edges_(schedules::EdgeKeyCount(units_)),
         result_(EmptyRecord(s)),
         memory_(s, costs, config.record_memory, &result_),
-        transfers_(topo, costs.p2p_latency_ns, edges_.size(), &loop_, this),
+        transfers_(topo, costs.p2p_latency_ns, edges_.size(), &loop_, this, costs.p2p),
         streams_(s, costs, &loop_, this, &result_) {}
 
   RunRecord Run() {
@@ -68,8 +70,25 @@ class Engine final : StreamHooks, Transfers::Listener {
     return !edge || edges_[Key(*edge)].ready_ns >= 0;
   }
 
-  void ComputeStarted(int rank, int /*index*/, const Op& op) override {
+  // With a measured p2p fit, the part of a transfer that does not overlap the receiver's
+  // compute is copied by the receiver once it reaches the consumer.
+  int64_t InputCopyNs(int /*rank*/, const Op& op) override {
     const std::optional<Edge> edge = schedules::InputEdge(s_.shape, op);
+    if (!edge || !edge->CrossesRanks() || !costs_.p2p || costs_.p2p->bytes_per_s <= 0) return 0;
+    return std::llround((1 - costs_.p2p->overlap) * static_cast<double>(Bytes(*edge)) * 1e9 / costs_.p2p->bytes_per_s);
+  }
+  // The part that overlaps: what crosses the link before the receiver takes over.
+  int64_t LinkBytes(const Edge& edge) const {
+    if (!costs_.p2p) return Bytes(edge);
+    return std::llround(costs_.p2p->overlap * static_cast<double>(Bytes(edge)));
+  }
+
+  void ComputeStarted(int rank, int index, const Op& op) override {
+    const std::optional<Edge> edge = schedules::InputEdge(s_.shape, op);
+    if (edge && edge->CrossesRanks() && InputCopyNs(rank, op) > 0) {
+      // The receive completes when the receiver's copy does, just before the op.
+      result_.ranks[rank].ops[edges_[Key(*edge)].recv_index].end_ns = result_.ranks[rank].ops[index].start_ns;
+    }
     if (edge && edge->CrossesRanks()) memory_.Free(loop_.now_ns(), rank, Bytes(*edge));  // receive buffer consumed
     memory_.ComputeStarted(loop_.now_ns(), rank, op);
   }
@@ -89,10 +108,11 @@ class Engine final : StreamHooks, Transfers::Listener {
     const size_t key = Key(*edge);
     const int64_t now = loop_.now_ns();
     (send ? edges_[key].send_index : edges_[key].recv_index) = index;
+    edges_[key].bytes = Bytes(*edge);
     memory_.Allocate(now, rank, Bytes(*edge));
     if (!send) result_.ranks[rank].ops[index].start_ns = now;
     transfers_.Post(key, send ? Transfers::End::kSend : Transfers::End::kRecv, edge->from_rank, edge->to_rank,
-                    Bytes(*edge));
+                    LinkBytes(*edge));
   }
 
   // ---- transfers (rank r runs on device r) ----------------------------------------------
@@ -106,23 +126,23 @@ class Engine final : StreamHooks, Transfers::Listener {
     const int64_t now = loop_.now_ns();
     result_.ranks[t.src_device].ops[edge.send_index].end_ns = now;
     result_.ranks[t.dst_device].ops[edge.recv_index].end_ns = now;
-    memory_.Free(now, t.src_device, t.bytes);
+    memory_.Free(now, t.src_device, edge.bytes);
     edge.ready_ns = now;
     streams_.Wake(t.dst_device);
   }
 
-  // The run's span over compute ops and STEPs, and OOM.
+  // The run's span, as the executor measures it: from its first op (a receive may be posted
+  // before any compute starts) to its last compute op or STEP; and OOM.
   void Finish() {
     bool any = false;
     int64_t start = 0, end = 0;
     for (int r = 0; r < s_.ranks(); ++r) {
       for (size_t i = 0; i < s_.ops[r].size(); ++i) {
-        const OpKind kind = s_.ops[r][i].kind;
-        if (!schedules::IsCompute(kind) && kind != OpKind::kStep) continue;
         const OpTiming& t = result_.ranks[r].ops[i];
+        if (t.start_ns < 0) continue;
         start = any ? std::min(start, t.start_ns) : t.start_ns;
-        end = any ? std::max(end, t.end_ns) : t.end_ns;
         any = true;
+        if (!schedules::IsComm(s_.ops[r][i].kind)) end = std::max(end, t.end_ns);
       }
     }
     result_.start_ns = start;

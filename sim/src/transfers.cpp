@@ -10,9 +10,10 @@
 namespace stagecraft::sim {
 
 Transfers::Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop,
-                     Listener* listener)
+                     Listener* listener, std::optional<P2pProfile> measured)
     : topology_(topology),
       p2p_latency_ns_(p2p_latency_ns),
+      measured_(measured),
       loop_(loop),
       listener_(listener),
       transfers_(slots),
@@ -50,6 +51,12 @@ void Transfers::OnEvent(const Event& event) {
 void Transfers::Start(size_t slot) {
   Transfer& t = transfers_[slot];
   listener_->TransferStarted(slot);
+  if (measured_) {
+    const double data_ns = measured_->bytes_per_s > 0 ? static_cast<double>(t.bytes) * 1e9 / measured_->bytes_per_s : 0;
+    t.arrival = loop_->ScheduleAt(loop_->now_ns() + measured_->latency_ns + std::llround(data_ns), this, kArrival,
+                                  static_cast<int32_t>(slot));
+    return;
+  }
   const int64_t at = loop_->now_ns() + topology_.RouteLatencyNs(t.src_device, t.dst_device) + p2p_latency_ns_;
   const auto arg = static_cast<int32_t>(slot);
   if (t.bytes <= 0) {

@@ -31,6 +31,7 @@ class Bench final : public StreamHooks {
   Bench(std::vector<std::vector<Op>> ops, int64_t step_ns) : streams_(Init(std::move(ops), step_ns)) {}
 
   bool InputReady(int, const Op& op) override { return op.kind != OpKind::kB || b_input_ready; }
+  int64_t InputCopyNs(int, const Op& op) override { return op.kind == OpKind::kB ? b_copy_ns : 0; }
   void Posted(int, int index, const Op&) override { log.emplace_back("post", index, loop.now_ns()); }
   void ComputeStarted(int, int index, const Op&) override { log.emplace_back("start", index, loop.now_ns()); }
   void ComputeFinished(int, int index, const Op&) override { log.emplace_back("finish", index, loop.now_ns()); }
@@ -44,6 +45,7 @@ class Bench final : public StreamHooks {
   EventLoop loop;
   Script script{&loop};
   bool b_input_ready = true;
+  int64_t b_copy_ns = 0;  // the receiver's copy before B
   Log log;
 
  private:
@@ -160,6 +162,40 @@ TEST(ComputeStreams, RanksRunInParallel) {
   EXPECT_EQ(bench.timing(0, 1), (OpTiming{kUs, 3 * kUs}));
   EXPECT_EQ(bench.timing(1, 0), (OpTiming{0, kUs}));
   EXPECT_EQ(bench.record.ranks[1].last_compute_end_ns, kUs);
+}
+
+// With 100 ns of runtime work per op: F [0,1000]; its 100 ns and the SEND's and RECV's (posted
+// at 1000) make the stream free at 1300; B's 200 ns receiver copy puts it at [1500,4500]; the
+// 0 ns STEP follows B's 100 ns at 4600.
+TEST(ComputeStreams, OpOverheadAndReceiverCopyDelayTheNextOp) {
+  Bench bench({{Compute(OpKind::kF), Op{OpKind::kSendF, 0, 0, 0, 0, 1}, Op{OpKind::kRecvB, 0, 0, 0, 0, 1},
+                Compute(OpKind::kB), Compute(OpKind::kStep)}},
+              0);
+  bench.costs.op_overhead_ns = 100;
+  bench.b_copy_ns = 200;
+  bench.streams().Start();
+  bench.loop.Run();
+  bench.streams().CheckAllDone();
+  EXPECT_EQ(bench.timing(0, 0), (OpTiming{0, kUs}));
+  EXPECT_EQ(bench.timing(0, 3), (OpTiming{1500, 4500}));
+  EXPECT_EQ(bench.timing(0, 4), (OpTiming{4600, 4600}));  // a 0 ns STEP, after B's overhead
+  EXPECT_EQ(bench.record.ranks[0].busy_ns, 4 * kUs);       // overhead and copy are not compute
+}
+
+// The runtime's work hides under a wait: B's input comes at 5 us, long after F's overhead, so
+// B starts at 5 us plus only its copy.
+TEST(ComputeStreams, OverheadHidesUnderAWait) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kB)}}, 0);
+  bench.costs.op_overhead_ns = 100;
+  bench.b_copy_ns = 200;
+  bench.b_input_ready = false;
+  bench.script.At(5 * kUs, [&] {
+    bench.b_input_ready = true;
+    bench.streams().Wake(0);
+  });
+  bench.streams().Start();
+  bench.loop.Run();
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{5 * kUs + 200, 8 * kUs + 200}));
 }
 
 TEST(ComputeStreamsDeathTest, InputThatNeverComesIsADeadlock) {

@@ -1,8 +1,8 @@
 // Transport: moves activations and gradients between pipeline ranks and runs the few
 // collectives the executor needs (DESIGN.md §5). The cpu backend implements it with MPI; a cuda
 // backend with NCCL bootstrapped over MPI. Sends and receives are non-blocking and posted
-// exactly where the IR puts SEND/RECV ops; Wait blocks without holding a core, so ranks that
-// outnumber cores do not starve each other.
+// exactly where the IR puts SEND/RECV ops; Wait holds the core only when every rank of the
+// node has its own, so ranks that outnumber cores do not starve each other.
 #pragma once
 
 #include <cstdint>

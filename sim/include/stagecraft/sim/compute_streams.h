@@ -1,6 +1,9 @@
 // Compute streams (DESIGN.md §4): each rank runs its compute ops strictly in IR order on one
 // stream; an op starts when the stream is free and its input has arrived. SEND/RECV only post and
-// take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant).
+// take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant). With a
+// calibrated cost table, every op of the list also leaves op_overhead_ns of runtime work on the
+// stream (hidden when the next op waits for its input longer), and an op whose input came from
+// another rank starts only after the receiver's share of that transfer (StreamHooks::InputCopyNs).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +26,7 @@ int64_t OpDurationNs(const StageCost& cost, schedules::OpKind kind, bool step_in
 class StreamHooks {
  public:
   virtual bool InputReady(int rank, const schedules::Op& op) = 0;             // a compute op's data
+  virtual int64_t InputCopyNs(int rank, const schedules::Op& op) = 0;         // receiver's copy first
   virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND or RECV
   virtual void ComputeStarted(int rank, int index, const schedules::Op& op) = 0;   // F/B/I/W/STEP
   virtual void ComputeFinished(int rank, int index, const schedules::Op& op) = 0;  // F/B/I/W/STEP
@@ -55,6 +59,7 @@ class ComputeStreams final : public EventHandler {
   struct Stream {
     size_t next = 0;  // index of the next op to run or post
     bool waiting = false;
+    int64_t free_ns = 0;  // when the runtime's work after the ops so far is done
   };
 
   void Advance(int rank);

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/profile.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -19,6 +21,7 @@ struct StageCost {
   int64_t forward_ns = 0;
   int64_t backward_input_ns = 0;  // a full backward B costs backward_input + backward_weight
   int64_t backward_weight_ns = 0;
+  int64_t fused_backward_ns = 0;  // when > 0, what a full B costs instead of input + weight
   int64_t step_ns = 0;           // optimizer STEP of the stage's parameters (0: not modelled)
   int64_t version_copy_ns = 0;   // added to a STEP that must keep the old version (copy first)
   int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
@@ -33,6 +36,11 @@ struct CostTable {
   std::vector<StageCost> stages;  // indexed by stage
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // "explicit" | "transformer" | "mlp" | "profile:<path>"
+  // From a calibrated profile: the runtime's work per op of a rank's list (the stream is held
+  // that long after each op, unless it waits for an input anyway), and measured transfers in
+  // place of the topology's links.
+  int64_t op_overhead_ns = 0;
+  std::optional<P2pProfile> p2p;
 };
 
 // Layers per stage, the split the analytical models, profiles and the executor all use: even,
@@ -94,6 +102,21 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 // malformed or does not match the scenario (file:line:col).
 CostTable BuildCosts(const Scenario& scenario, int stages);
 
+// The costs `schedule` runs with: BuildCosts for its stages, with a calibrated model.profile
+// (below) in the schedule's update regime.
+CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedule);
+
+// True when `schedule` updates some stage more than once per step (PipeDream's per-microbatch
+// updates): the regime RankScale::per_microbatch describes.
+bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule);
+
+// The costs of a profile held in memory (model.profile is not read): the per-layer sums of
+// `profile` for `stages` stages under `placement`, plus its calibration as described above;
+// with `calibrated` false the layers alone (plus the input copy and the loss), as the
+// calibration itself compares against.
+CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, const schedules::Shape& shape,
+                           bool per_microbatch_updates, bool calibrated);
+
 // A profile measured by `stagecraft profile` (model.profile; the types are in profile.h). YAML
 // format:
 //
@@ -106,7 +129,22 @@ CostTable BuildCosts(const Scenario& scenario, int stages);
 //       # optional per layer: step (optimizer update time, default 0), w_stash_bytes
 //       #   (default 0), grad_bytes (default weight_bytes), optimizer_bytes (default 0)
 //
-// A stage costs the sum over its layers (the same even split as above). When the scenario
+//   # optional, measured by `stagecraft profile` beyond the layers (the calibration):
+//   input_copy: 9us             # first stage, per F: copying its input microbatch
+//   loss: 12us                  # last stage, per F: the loss and its gradient
+//   op_overhead: 4us            # runtime work per op of a rank's list
+//   p2p: {latency: 3us, bandwidth: 5.5GB/s, overlap: 0.3}   # ping-pong fit (P2pProfile)
+//   ranks:                      # per rank of the calibration runs: in-pipeline / isolated time
+//     - per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}
+//       per_microbatch: {forward: 1.05, backward: 1.15, step: 1.2}   # keys default to per_step's
+//
+// A stage costs the sum over its layers (the same even split as above), plus input_copy in the
+// first stage's forward and loss in the last's. With `ranks` (one entry per pipeline rank),
+// each layer's op times are scaled by the scales of the rank that held the layer in the
+// calibration runs (pipeline.ranks stages of the scenario's split), in the schedule's update
+// regime (BuildCosts with a schedule): F by `forward`, a fused B by `backward`, I and W by
+// theirs, STEP and its version copy by `step`; input_copy and loss as the first and last
+// layer's forward. When the scenario
 // also describes the network (mlp / transformer), the layer counts must match. With
 // pipeline.recompute, backward_input also repeats the forward and each layer stashes only its
 // input, taken to be send_bytes.

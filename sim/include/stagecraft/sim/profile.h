@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,45 @@ inline constexpr int64_t LayerProfile::*kLayerProfileFields[] = {
 static_assert(sizeof(LayerProfile) == std::size(kLayerProfileFields) * sizeof(int64_t),
               "kLayerProfileFields names every field of LayerProfile");
 
+// How much longer (or shorter) each op kind ran inside a pipeline on one rank than the sum of
+// its layers measured in isolation: measured / isolated, over a calibration run's ops. It
+// carries over to those layers wherever a schedule places them: what the rank's place in the
+// pipeline does to them (its caches, its neighbours, the machine's load at the time).
+struct OpScale {
+  double forward = 1, backward = 1, backward_input = 1, backward_weight = 1, step = 1;
+};
+
+// One rank's scales in the two ways a schedule can update weights: once per step (flush
+// schedules, 2BW) or after every microbatch (PipeDream), when the optimizer's traffic between
+// two microbatches evicts the layers from the caches.
+struct RankScale {
+  OpScale per_step;
+  OpScale per_microbatch;
+};
+
+// Point-to-point transfers between neighbour ranks as placed (a ping-pong fit): one-way time
+// latency + bytes / bandwidth; `overlap` is the part of the bytes / bandwidth that proceeds
+// while the receiver computes (1: all of it, as a DMA engine; a shared-memory MPI copies most
+// of a large message inside the receiver's wait, when it reaches it).
+struct P2pProfile {
+  int64_t latency_ns = 0;
+  double bytes_per_s = 0;
+  double overlap = 1;
+};
+
 struct Profile {
   std::string device;  // informational: where it was measured
   int microbatch_size = 1;
   int64_t send_bytes = 0;  // activation sent between stages per microbatch
   std::vector<LayerProfile> layers;  // in model order
+  // Measured beyond the layers (all optional, 0 / empty when absent):
+  int64_t input_copy_ns = 0;   // the first stage's copy of its input microbatch, per F
+  int64_t loss_ns = 0;         // the last stage's loss and its gradient, per F
+  int64_t op_overhead_ns = 0;  // the runtime's own work per op of a rank's list
+  std::optional<P2pProfile> p2p;
+  // By rank of the calibration runs (one stage per rank): the scales of the layers that rank
+  // held; empty: every scale 1.
+  std::vector<RankScale> ranks;
 };
 
 }  // namespace stagecraft::sim

@@ -1,13 +1,17 @@
 // Transfers over the topology's links (DESIGN.md §4). A transfer is a rendezvous: it starts once
 // both ends are posted, waits its route's latency (+ the cost table's p2p latency), then moves its
-// bytes over every link of the route, at the rate of its most loaded link.
+// bytes over every link of the route, at the rate of its most loaded link. With a measured
+// point-to-point fit (a calibrated profile) every transfer instead takes the fit's latency plus
+// bytes / bandwidth, measured between the ranks as placed, with no link sharing modelled.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "stagecraft/sim/event_loop.h"
+#include "stagecraft/sim/profile.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim {
@@ -44,7 +48,8 @@ class Transfers final : public EventHandler {
 
   // `slots` transfers at most, each named by its slot (the engine uses schedules::EdgeKey).
   // Keeps references to its arguments, which must outlive it.
-  Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop, Listener* listener);
+  Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop, Listener* listener,
+            std::optional<P2pProfile> measured = std::nullopt);
 
   // Posts one end of the transfer in `slot` at the loop's current time; both ends name the same
   // devices and bytes. The second end starts the transfer.
@@ -65,6 +70,7 @@ class Transfers final : public EventHandler {
 
   const Topology& topology_;
   int64_t p2p_latency_ns_;
+  std::optional<P2pProfile> measured_;
   EventLoop* loop_;
   Listener* listener_;
   std::vector<Transfer> transfers_;                // by slot

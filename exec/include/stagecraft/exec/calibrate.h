@@ -1,0 +1,70 @@
+// What `stagecraft profile` measures beyond the isolated layers (README "Calibrated profiles"),
+// so the simulator can predict a pipeline as the executor really runs it:
+//   - point-to-point transfers between neighbour ranks as placed: a ping-pong in the style of
+//     nccl-tests (one-way time = half a round trip, median over repeats) over message sizes,
+//     fitted to latency + bytes / bandwidth, and how much of a transfer overlaps the receiver's
+//     compute (a wait measured after the receiver computed past the send);
+//   - per-rank scales: each op kind's time inside a calibration run of the real executor
+//     (several microbatches in flight, every rank busy) against the same op's isolated cost;
+//   - the runtime's overhead per op, from the calibration run's bubble split.
+// Every function here is host logic over a Transport, a Device and run records, so the same
+// code calibrates any backend.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/transport.h"
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/profile.h"
+
+namespace stagecraft::exec {
+
+struct PingPongPoint {
+  int64_t bytes = 0;
+  int64_t oneway_ns = 0;
+};
+
+// Ranks `a` and `b` bounce a message of each size `repeats` times (after a few untimed
+// bounces); every rank must call it (the others only join the barriers). The median one-way
+// time per size, on `a` (empty elsewhere). Sizes are multiples of 4 bytes.
+std::vector<PingPongPoint> PingPong(Transport& transport, Device& device, int a, int b,
+                                    const std::vector<int64_t>& sizes, int repeats);
+
+// `a` sends `bytes` to `b`, which computes (spins) for `compute_ns` after posting its receive
+// and then waits: the median of that wait over `repeats`, on `b` (0 elsewhere). A transfer that
+// overlaps the receiver's compute leaves nothing to wait for.
+int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int64_t bytes, int64_t compute_ns,
+                         int repeats);
+
+// Least-squares fit of oneway = latency + bytes / bandwidth over the points (at least two
+// distinct sizes). A negative intercept is clamped to 0 latency.
+sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points);
+
+// The overlap fraction from one size: 1 - wait_after_compute / (fitted time - latency),
+// clamped to [0, 1].
+double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns);
+
+// Measured and isolated time summed per op kind over a calibration run's compute ops and STEPs.
+struct ScaleSums {
+  double measured[5] = {};  // F, B, I, W, STEP
+  double isolated[5] = {};
+};
+
+// Adds every compute op and STEP of `schedule` (lowered) from step `first_step` on to the sums
+// of its rank: its measured duration in `record` and its duration under `isolated` (the
+// profile's layers alone, sim::CostsFromProfile). `sums` has one entry per rank.
+void AddScaleSums(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                  const sim::CostTable& isolated, int first_step, std::vector<ScaleSums>* sums);
+
+// measured / isolated per kind; a kind with no ops keeps `fallback`'s value.
+sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
+
+// The runtime's overhead per op of the run (the bubble split's overhead over the ops of every
+// rank's list).
+int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record);
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,157 @@
+// Transfer fits, per-rank scales and overhead for calibrated profiles (see calibrate.h).
+#include "stagecraft/exec/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "stagecraft/base/check.h"
+#include "stagecraft/schedules/bubble_split.h"
+#include "stagecraft/schedules/weights.h"
+#include "stagecraft/sim/compute_streams.h"
+
+namespace stagecraft::exec {
+namespace {
+
+constexpr int64_t kTag = 1;
+constexpr int kUntimed = 5;
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+int KindIndex(schedules::OpKind kind) {
+  switch (kind) {
+    case schedules::OpKind::kF: return 0;
+    case schedules::OpKind::kB: return 1;
+    case schedules::OpKind::kI: return 2;
+    case schedules::OpKind::kW: return 3;
+    case schedules::OpKind::kStep: return 4;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+std::vector<PingPongPoint> PingPong(Transport& transport, Device& device, int a, int b,
+                                    const std::vector<int64_t>& sizes, int repeats) {
+  SC_CHECK(a != b && a < transport.size() && b < transport.size(), "a ping-pong between two ranks of the job");
+  const int me = transport.rank();
+  std::vector<PingPongPoint> out;
+  for (const int64_t bytes : sizes) {
+    SC_CHECK(bytes >= 4 && bytes % 4 == 0, "ping-pong sizes are whole floats");
+    transport.Barrier();
+    if (me != a && me != b) continue;
+    const int64_t floats = bytes / 4;
+    Buffer buffer(device, floats);
+    device.Fill(buffer.data(), 1.0f, floats);
+    const int peer = me == a ? b : a;
+    std::vector<int64_t> round_trips;
+    for (int i = 0; i < kUntimed + repeats; ++i) {
+      const int64_t start = device.NowNs();
+      if (me == a) {
+        transport.Wait(transport.Isend(buffer.data(), floats, peer, kTag));
+        transport.Wait(transport.Irecv(buffer.data(), floats, peer, kTag));
+      } else {
+        transport.Wait(transport.Irecv(buffer.data(), floats, peer, kTag));
+        transport.Wait(transport.Isend(buffer.data(), floats, peer, kTag));
+      }
+      if (i >= kUntimed) round_trips.push_back(device.NowNs() - start);
+    }
+    if (me == a) out.push_back({bytes, Median(round_trips) / 2});
+  }
+  transport.Barrier();
+  return out;
+}
+
+int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int64_t bytes, int64_t compute_ns,
+                         int repeats) {
+  SC_CHECK(a != b && bytes >= 4 && bytes % 4 == 0, "a transfer of whole floats between two ranks");
+  const int me = transport.rank();
+  const int64_t floats = bytes / 4;
+  Buffer buffer(device, floats);
+  device.Fill(buffer.data(), 1.0f, floats);
+  std::vector<int64_t> waits;
+  for (int i = 0; i < kUntimed + repeats; ++i) {
+    transport.Barrier();
+    if (me == a) {
+      transport.Wait(transport.Isend(buffer.data(), floats, b, kTag));
+    } else if (me == b) {
+      const Transport::Request r = transport.Irecv(buffer.data(), floats, a, kTag);
+      const int64_t spin_until = device.NowNs() + compute_ns;
+      while (device.NowNs() < spin_until) {
+      }
+      const int64_t start = device.NowNs();
+      transport.Wait(r);
+      if (i >= kUntimed) waits.push_back(device.NowNs() - start);
+    }
+  }
+  transport.Barrier();
+  return me == b ? Median(waits) : 0;
+}
+
+sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const PingPongPoint& p : points) {
+    const double x = static_cast<double>(p.bytes), y = static_cast<double>(p.oneway_ns);
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double det = n * sxx - sx * sx;
+  SC_CHECK(n >= 2 && det > 0, "a latency-bandwidth fit needs two distinct sizes");
+  const double slope = (n * sxy - sx * sy) / det;  // ns per byte
+  const double intercept = (sy - slope * sx) / n;
+  sim::P2pProfile fit;
+  fit.latency_ns = std::max<int64_t>(0, std::llround(intercept));
+  fit.bytes_per_s = slope > 0 ? 1e9 / slope : 0;
+  return fit;
+}
+
+double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns) {
+  if (fit.bytes_per_s <= 0) return 1;
+  const double data_ns = static_cast<double>(bytes) * 1e9 / fit.bytes_per_s;
+  return std::clamp(1 - static_cast<double>(wait_after_compute_ns) / data_ns, 0.0, 1.0);
+}
+
+void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
+                  int first_step, std::vector<ScaleSums>* sums) {
+  SC_CHECK(static_cast<int>(sums->size()) == s.ranks() && static_cast<int>(record.ranks.size()) == s.ranks(),
+           "one record and one sum per rank");
+  const auto in_place = schedules::StepsInPlace(s);
+  for (int r = 0; r < s.ranks(); ++r) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const schedules::Op& op = s.ops[r][i];
+      const int k = KindIndex(op.kind);
+      const schedules::OpTiming& t = record.ranks[r].ops.at(i);
+      if (k < 0 || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
+      (*sums)[r].measured[k] += static_cast<double>(t.end_ns - t.start_ns);
+      (*sums)[r].isolated[k] += static_cast<double>(sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]));
+    }
+  }
+}
+
+sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
+  sim::OpScale scale = fallback;
+  double sim::OpScale::*fields[5] = {&sim::OpScale::forward, &sim::OpScale::backward, &sim::OpScale::backward_input,
+                                     &sim::OpScale::backward_weight, &sim::OpScale::step};
+  for (int k = 0; k < 5; ++k) {
+    if (sums.isolated[k] > 0 && sums.measured[k] > 0) scale.*fields[k] = sums.measured[k] / sums.isolated[k];
+  }
+  return scale;
+}
+
+int64_t OverheadPerOp(const schedules::Schedule& s, const schedules::RunRecord& record) {
+  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(s, record, false);
+  double overhead = 0, ops = 0;
+  for (int r = 0; r < s.ranks(); ++r) {
+    overhead += static_cast<double>(split[r].overhead_ns);
+    ops += static_cast<double>(s.ops[r].size());
+  }
+  return ops > 0 ? std::llround(overhead / ops) : 0;
+}
+
+}  // namespace stagecraft::exec
