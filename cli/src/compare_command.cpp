@@ -103,6 +103,27 @@ std::string Shape(const ScheduleMetrics& s) {
                      s.steps);
 }
 
+// How much the measured step time moved from step to step: over the steps after the first
+// (which also warms the caches), median, min, max and (max - min) / median. Needs 3 steps.
+struct StepSpread {
+  int first_step = 1, last_step = 1;
+  double median_ms = 0, min_ms = 0, max_ms = 0, spread_pct = 0;
+};
+
+std::optional<StepSpread> SpreadOf(const ScheduleMetrics& m) {
+  if (!m.executor || m.executor->step_ms.size() < 3) return std::nullopt;
+  std::vector<double> steps(m.executor->step_ms.begin() + 1, m.executor->step_ms.end());
+  std::sort(steps.begin(), steps.end());
+  StepSpread s;
+  s.last_step = static_cast<int>(m.executor->step_ms.size()) - 1;
+  const size_t n = steps.size();
+  s.median_ms = n % 2 == 1 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+  s.min_ms = steps.front();
+  s.max_ms = steps.back();
+  s.spread_pct = s.median_ms > 0 ? 100 * (s.max_ms - s.min_ms) / s.median_ms : 0;
+  return s;
+}
+
 // The text block and the JSON object of one schedule found in both files.
 void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, OrderedJson* json) {
   const auto step = ErrorPct(p.step_time_ms, m.step_time_ms);
@@ -112,6 +133,11 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
   if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
   *text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
   *text += Row("step time (ms)", p.step_time_ms, m.step_time_ms, 3, ErrorText(step, "%"));
+  if (const std::optional<StepSpread> spread = SpreadOf(m)) {
+    *text += fmt::format("  measured steps {}..{}: median {:.3f} ms, {:.3f} to {:.3f} ms (spread {:.1f}%)\n",
+                         spread->first_step, spread->last_step, spread->median_ms, spread->min_ms, spread->max_ms,
+                         spread->spread_pct);
+  }
   *text += Row("throughput (samples/s)", p.throughput_samples_per_s, m.throughput_samples_per_s, 1,
                ErrorText(throughput, "%"));
   *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
@@ -141,6 +167,11 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
             ErrorJson(p.throughput_samples_per_s, m.throughput_samples_per_s, throughput, "error_pct")},
            {"bubble_fraction", ErrorJson(p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp")},
            {"per_rank", ranks}};
+  if (const std::optional<StepSpread> spread = SpreadOf(m)) {
+    (*json)["measured_step_spread"] = {{"first_step", spread->first_step}, {"last_step", spread->last_step},
+                                       {"median_ms", spread->median_ms},   {"min_ms", spread->min_ms},
+                                       {"max_ms", spread->max_ms},         {"spread_pct", spread->spread_pct}};
+  }
   if (m.executor && !m.executor->losses.empty()) {
     const std::vector<double>& losses = m.executor->losses;
     *text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", losses.front(),
@@ -173,7 +204,7 @@ struct Report {
   std::string summary;                     // one row per schedule, printed after the blocks
 };
 
-constexpr std::string_view kSummaryFormat = "{:<12} {:>12} {:>12} {:>8}   {:>11} {:>9} {:>8}\n";
+constexpr std::string_view kSummaryFormat = "{:<12} {:>12} {:>12} {:>8} {:>8}   {:>11} {:>9} {:>8}\n";
 
 // One block per schedule found in both files, in the predicted file's order.
 void CompareCommon(const InputFile& predicted, const InputFile& measured, double max_error_pct, Report* report) {
@@ -189,8 +220,10 @@ void CompareCommon(const InputFile& predicted, const InputFile& measured, double
     CompareOne(p, *m, &report->text, &entry);
     report->json["schedules"].push_back(std::move(entry));
     const double error = *ErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
+    const std::optional<StepSpread> spread = SpreadOf(*m);
     report->summary += fmt::format(kSummaryFormat, p.schedule, fmt::format("{:.3f}", p.step_time_ms),
                                    fmt::format("{:.3f}", m->step_time_ms), ErrorText(error, "%"),
+                                   spread ? fmt::format("{:.1f}%", spread->spread_pct) : "-",
                                    fmt::format("{:.2f}%", 100 * p.bubble_fraction),
                                    fmt::format("{:.2f}%", 100 * m->bubble_fraction),
                                    ErrorText(100 * (p.bubble_fraction - m->bubble_fraction), " pp"));
@@ -219,8 +252,8 @@ int Run(const CompareFlags& f) {
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
   r.json = {{"predicted_file", predicted.path}, {"measured_file", measured.path}, {"schedules", OrderedJson::array()}};
   CompareCommon(predicted, measured, f.max_error_pct, &r);
-  r.text += "\n" + fmt::format(kSummaryFormat, "schedule", "step pred ms", "measured ms", "error", "bubble pred",
-                                "measured", "error");
+  r.text += "\n" + fmt::format(kSummaryFormat, "schedule", "step pred ms", "measured ms", "error", "spread",
+                                "bubble pred", "measured", "error");
   r.text += r.summary;
   if (!only_predicted.empty()) r.text += fmt::format("only in predicted: {}\n", fmt::join(only_predicted, ", "));
   if (!only_measured.empty()) r.text += fmt::format("only in measured: {}\n", fmt::join(only_measured, ", "));

@@ -41,7 +41,7 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
   const schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
-  m.metrics.executor = schedules::ComputeExecutorMetrics(result, m.metrics);
+  m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);
   m.trace = schedules::BuildTrace(s, result, sc.name, "measured", m.metrics);
   return m;
 }

@@ -64,8 +64,24 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   return m;
 }
 
-ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured, const ScheduleMetrics& metrics) {
+ExecutorMetrics ComputeExecutorMetrics(const Schedule& schedule, const RunRecord& measured,
+                                       const ScheduleMetrics& metrics) {
   ExecutorMetrics e;
+  std::vector<int64_t> step_end(static_cast<size_t>(std::max(schedule.steps, 0)), -1);
+  for (size_t r = 0; r < measured.ranks.size() && r < schedule.ops.size(); ++r) {
+    for (size_t i = 0; i < schedule.ops[r].size() && i < measured.ranks[r].ops.size(); ++i) {
+      const Op& op = schedule.ops[r][i];
+      const OpTiming& t = measured.ranks[r].ops[i];
+      if (IsComm(op.kind) || t.end_ns < 0 || op.step < 0 || op.step >= schedule.steps) continue;
+      step_end[op.step] = std::max(step_end[op.step], t.end_ns);
+    }
+  }
+  int64_t previous = measured.start_ns;
+  for (const int64_t end : step_end) {
+    if (end < 0) break;  // a step that did not run (a failed rank's record)
+    e.step_ms.push_back(static_cast<double>(end - previous) * 1e-6);
+    previous = std::max(previous, end);
+  }
   int64_t ops = 0;
   for (const RankRecord& rec : measured.ranks) {
     if (!rec.losses.empty()) e.losses = rec.losses;  // the rank of the last stage has them

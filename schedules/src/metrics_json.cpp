@@ -69,7 +69,7 @@ class MetricsWriter {
     for (const RankMetrics& r : m.ranks_detail) Rank(r);
     w_.EndArray();
     if (const std::optional<ExecutorMetrics>& e = m.executor) {
-      Lists({{"losses", e->losses, Format::kSignificant9}});
+      Lists({{"losses", e->losses, Format::kSignificant9}, {"step_ms", e->step_ms, Format::kFixed6}});
       Members({{"overhead_ns_per_op", e->overhead_ns_per_op, Format::kFixed1}});
     }
     w_.EndObject();

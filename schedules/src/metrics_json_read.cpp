@@ -155,6 +155,7 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
 std::optional<ExecutorMetrics> ReadExecutor(FieldReader& r) {
   ExecutorMetrics e;
   bool any = r.Numbers("losses", &e.losses);
+  any |= r.Numbers("step_ms", &e.step_ms);
   any |= r.Number("overhead_ns_per_op", &e.overhead_ns_per_op);
   return any ? std::optional<ExecutorMetrics>(std::move(e)) : std::nullopt;
 }

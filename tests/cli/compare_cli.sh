@@ -29,6 +29,15 @@ check "only in predicted" 'grep -qx "only in predicted: zb-h1" <<<"$out"'
 check "only in measured" 'grep -qx "only in measured: interleaved" <<<"$out"'
 check "worst is last line" '[[ "$(tail -n 1 <<<"$out")" == "worst step-time error: +10.0% (1f1b)" ]]'
 
+# The measured step-to-step spread: 1f1b's steps 1..3 take 100, 96, 104 ms (step 0 is left
+# out): median 100, 96 to 104, spread (104 - 96) / 100 = 8.0%; gpipe has no step times.
+sed 's/"losses"/"step_ms":[120,100,96,104],"losses"/' "$meas" >"$tmp/steps.json"
+out="$("$sc" compare "$pred" "$tmp/steps.json")"; rc=$?
+check "spread: runs" '[[ $rc -eq 0 ]]'
+check "spread: 1f1b line" 'grep -qx "  measured steps 1..3: median 100.000 ms, 96.000 to 104.000 ms (spread 8.0%)" <<<"$out"'
+check "spread: summary column" 'grep -qE "^1f1b +110\.000 +100\.000 +\+10\.0% +8\.0% " <<<"$out"'
+check "spread: gpipe has none" 'grep -qE "^gpipe +95\.000 +100\.000 +-5\.0% +- " <<<"$out"'
+
 out="$("$sc" compare "$pred" "$meas" --max-error 5)"; rc=$?
 check "--max-error 5 exits 3" '[[ $rc -eq 3 ]]'
 check "--max-error 5 names 1f1b only (gpipe is exactly 5%)" \

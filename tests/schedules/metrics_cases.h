@@ -26,6 +26,6 @@ inline ScheduleMetrics TwoRankMetrics() {
   return m;
 }
 
-inline ExecutorMetrics MeasuredOnly() { return {{0.587640123, 2}, 6543.2}; }
+inline ExecutorMetrics MeasuredOnly() { return {{0.587640123, 2}, {41.5, 40.25}, 6543.2}; }
 
 }  // namespace stagecraft::schedules::test_cases

@@ -69,7 +69,7 @@ TEST(MetricsJsonTest, MeasuredFileAddsBackendAndExecutorFields) {
   f.schedules[0].executor = test_cases::MeasuredOnly();
   const std::string text = MetricsFileToJson(f);
   EXPECT_EQ(text.rfind(R"({"scenario":"mlp","source":"measured","backend":"cpu","schedules":[)", 0), 0u) << text;
-  EXPECT_NE(text.find(R"("oom":true}],"losses":[0.587640123,2],"overhead_ns_per_op":6543.2}]})"
+  EXPECT_NE(text.find(R"("oom":true}],"losses":[0.587640123,2],"step_ms":[41.500000,40.250000],"overhead_ns_per_op":6543.2}]})"
                       "\n"),
             std::string::npos)
       << text;

@@ -72,9 +72,41 @@ TEST(MetricsTest, ExecutorNumbers) {
   ScheduleMetrics m = ComputeMetrics(TwoRankSchedule(), r, 3);
   m.ranks_detail[0].overhead_ms = 1;
   m.ranks_detail[1].overhead_ms = 2;
-  const ExecutorMetrics e = ComputeExecutorMetrics(r, m);
+  const ExecutorMetrics e = ComputeExecutorMetrics(TwoRankSchedule(), r, m);
   EXPECT_EQ(e.losses, (std::vector<double>{2.5, 1.25}));
   EXPECT_DOUBLE_EQ(e.overhead_ns_per_op, 3'000'000 / 4.0);  // 3 ms over the 4 ops
+  // One step, from the run's start (1 ms) to its last compute op's end (21 ms); the SEND's and
+  // RECV's ends do not count.
+  EXPECT_EQ(e.step_ms, (std::vector<double>{20.0}));
+}
+
+// Step k runs from step k-1's last op end to its own: hand-worked three steps of one rank.
+TEST(MetricsTest, StepTimesRunFromOneStepsEndToTheNext) {
+  constexpr int64_t kMs = 1'000'000;
+  Schedule s;
+  s.name = "steps";
+  s.shape.ranks = 1;
+  s.steps = 3;
+  for (int t = 0; t < 3; ++t) {
+    s.ops.resize(1);
+    s.ops[0].push_back(Op{OpKind::kF, 0, 0, t, 0, -1});
+    s.ops[0].push_back(Op{OpKind::kB, 0, 0, t, 0, -1});
+    s.ops[0].push_back(Op{OpKind::kStep, 0, 0, t, t + 1, -1});
+  }
+  RunRecord r;
+  r.start_ns = 2 * kMs;
+  r.ranks.resize(1);
+  // Step 0: 2..10 ms; step 1: F at 11 (1 ms of runtime between steps), ends 25; step 2 ends 31.
+  r.ranks[0].ops = {{2 * kMs, 4 * kMs},   {4 * kMs, 8 * kMs},   {8 * kMs, 10 * kMs},
+                    {11 * kMs, 13 * kMs}, {13 * kMs, 20 * kMs}, {20 * kMs, 25 * kMs},
+                    {25 * kMs, 27 * kMs}, {27 * kMs, 30 * kMs}, {30 * kMs, 31 * kMs}};
+  r.end_ns = 31 * kMs;
+  const ScheduleMetrics m = ComputeMetrics(s, r, 1);
+  EXPECT_EQ(ComputeExecutorMetrics(s, r, m).step_ms, (std::vector<double>{8.0, 15.0, 6.0}));
+  r.ranks[0].ops[8] = {};  // the last STEP never ran: only whole steps count
+  r.ranks[0].ops[7] = {};
+  r.ranks[0].ops[6] = {};
+  EXPECT_EQ(ComputeExecutorMetrics(s, r, m).step_ms, (std::vector<double>{8.0, 15.0}));
 }
 
 TEST(MetricsTest, BuildTracePutsOpsOnTheirStreamsRelativeToTheStart) {

@@ -33,6 +33,9 @@ struct RankMetrics {
 // What only the executor measures (README, "Measured JSON").
 struct ExecutorMetrics {
   std::vector<double> losses;     // mean loss per step
+  // Each step's time in ms: from the previous step's end (the run's start for step 0) to the
+  // end of its last op of that step (the last STEP on every flush schedule).
+  std::vector<double> step_ms;
   double overhead_ns_per_op = 0;  // the ranks' overhead_ms over all their ops
   friend bool operator==(const ExecutorMetrics&, const ExecutorMetrics&) = default;
 };
@@ -69,6 +72,7 @@ ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result
 
 // The executor's own numbers: the losses of a measured record, and its overhead per op from
 // `metrics` (ComputeMetrics of the same record).
-ExecutorMetrics ComputeExecutorMetrics(const RunRecord& measured, const ScheduleMetrics& metrics);
+ExecutorMetrics ComputeExecutorMetrics(const Schedule& schedule, const RunRecord& measured,
+                                       const ScheduleMetrics& metrics);
 
 }  // namespace stagecraft::schedules
