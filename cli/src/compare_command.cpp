@@ -146,7 +146,14 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
     const double p_busy = p.ranks_detail[r].busy_ms, m_busy = m.ranks_detail[r].busy_ms;
     const auto busy = ErrorPct(p_busy, m_busy);
     *text += Row(fmt::format("rank {} busy (ms)", r), p_busy, m_busy, 3, ErrorText(busy, "%"));
-    OrderedJson rank{{"rank", r}, {"busy_ms", ErrorJson(p_busy, m_busy, busy, "error_pct")}};
+    const double p_mem = static_cast<double>(p.ranks_detail[r].peak_memory_bytes);
+    const double m_mem = static_cast<double>(m.ranks_detail[r].peak_memory_bytes);
+    const auto mem = ErrorPct(p_mem, m_mem);
+    *text += Row(fmt::format("rank {} peak mem (MiB)", r), p_mem / (1 << 20), m_mem / (1 << 20), 3,
+                 ErrorText(mem, "%"));
+    OrderedJson rank{{"rank", r},
+                     {"busy_ms", ErrorJson(p_busy, m_busy, busy, "error_pct")},
+                     {"peak_memory_bytes", ErrorJson(p_mem, m_mem, mem, "error_pct")}};
     // The rest of the makespan by cause (bubble_split.h), as differences in ms: a part can be 0.
     using schedules::RankMetrics;
     for (const auto& [name, field] : {std::pair{"wait", &RankMetrics::wait_ms}, std::pair{"transfer", &RankMetrics::transfer_ms},

@@ -73,6 +73,7 @@ class Runner {
   RankRun Run() {
     transport_.Barrier();
     base_bytes_ = (data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float));
+    device_.ResetPeak();
     start_ns_ = device_.NowNs();
     const auto& ops = s_.ops[rank_];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
@@ -296,10 +297,13 @@ class Runner {
     }
   }
 
+  // The timeline samples what is held after each op; the peak is the device's high-water mark,
+  // which also sees what an op holds only while it runs (a STEP's new version before the old
+  // one is freed).
   void SampleMemory() {
     const int64_t bytes = device_.bytes_in_use() - base_bytes_;
     if (run_.record.memory.empty() || run_.record.memory.back().bytes != bytes) run_.record.memory.push_back({Now(), bytes});
-    run_.record.peak_memory_bytes = std::max(run_.record.peak_memory_bytes, bytes);
+    run_.record.peak_memory_bytes = std::max(run_.record.peak_memory_bytes, device_.peak_bytes() - base_bytes_);
   }
 
   const Schedule& s_;

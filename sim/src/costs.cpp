@@ -171,6 +171,7 @@ CostTable MlpTable(const Scenario& sc, int stages) {
     cost.grad_bytes = params * kFloat;
     cost.optimizer_bytes = params * optimizer_per_param;
     cost.send_bytes = b * h * kFloat;
+    if (st == stages - 1) cost.activation_bytes += b * h * kFloat;  // the loss gradient, F to backward
     table.stages.push_back(cost);
   }
   return table;
@@ -319,6 +320,8 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
       cost.grad_bytes += layer.grad_bytes;
       cost.optimizer_bytes += layer.optimizer_bytes;
     }
+    // The last stage's forward also leaves the loss gradient (its output's size) for its backward.
+    if (st == stages - 1) cost.activation_bytes += p.send_bytes;
     if (st == 0) f += Scaled(p.input_copy_ns, scales.front().forward);
     if (st == stages - 1) f += Scaled(p.loss_ns, scales.back().forward);
     cost.forward_ns = std::llround(f);

@@ -161,14 +161,16 @@ TEST(BuildCosts, TinyMlp) {
   CostTable t = BuildCosts(s, 2);
   EXPECT_EQ(t.source, "mlp");
   ASSERT_EQ(t.stages.size(), 2u);
-  for (const StageCost& c : t.stages) {
+  for (size_t st = 0; st < t.stages.size(); ++st) {
+    const StageCost& c = t.stages[st];
     EXPECT_EQ(c.forward_ns, 2 * 4096);
     EXPECT_EQ(c.backward_input_ns, 2 * 4096);
     EXPECT_EQ(c.backward_weight_ns, 2 * 4096);
     EXPECT_EQ(c.weight_bytes, 2 * 272 * 4);
     EXPECT_EQ(c.grad_bytes, 2 * 272 * 4);
     EXPECT_EQ(c.optimizer_bytes, 2 * 272 * 4);  // sgd with momentum 0.9
-    EXPECT_EQ(c.activation_bytes, 2 * 2 * 8 * 16 * 4);
+    // Input and pre-activation per layer; the last stage also keeps the loss gradient (b·h).
+    EXPECT_EQ(c.activation_bytes, 2 * 2 * 8 * 16 * 4 + (st == 1 ? 8 * 16 * 4 : 0));
     EXPECT_EQ(c.w_stash_bytes, 2 * 8 * 16 * 4);
     EXPECT_EQ(c.send_bytes, 8 * 16 * 4);
   }
@@ -178,7 +180,8 @@ TEST(BuildCosts, TinyMlp) {
   t = BuildCosts(s, 4);  // one layer per stage
   EXPECT_EQ(t.stages[3].forward_ns, 4096);
   EXPECT_EQ(t.stages[3].backward_input_ns, 2 * 4096);
-  EXPECT_EQ(t.stages[3].activation_bytes, 8 * 16 * 4);
+  EXPECT_EQ(t.stages[2].activation_bytes, 8 * 16 * 4);      // the layer's input only
+  EXPECT_EQ(t.stages[3].activation_bytes, 2 * 8 * 16 * 4);  // plus the loss gradient
   EXPECT_EQ(t.stages[3].optimizer_bytes, 272 * 8);
 }
 

@@ -95,7 +95,8 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //     backward_input = backward_weight = 2·b·h² FLOPs per layer (bias and GELU ignored);
 //     params h² + h per layer, 4 bytes each for weights and grads; optimizer as above with
 //     training.optimizer, else sgd with training.momentum; activation_bytes 2·b·h·4 per layer
-//     (input and pre-activation), with recompute b·h·4; w_stash_bytes b·h·4 per layer;
+//     (input and pre-activation), with recompute b·h·4, and the last stage adds b·h·4 for the
+//     loss gradient it keeps from F to its backward; w_stash_bytes b·h·4 per layer;
 //     send_bytes b·h·4.
 //
 // Throws stagecraft::InputError when the model has fewer layers than stages, or a profile is
@@ -139,7 +140,8 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //       per_microbatch: {forward: 1.05, backward: 1.15, step: 1.2}   # keys default to per_step's
 //
 // A stage costs the sum over its layers (the same even split as above), plus input_copy in the
-// first stage's forward and loss in the last's. With `ranks` (one entry per pipeline rank),
+// first stage's forward and loss in the last's; the last stage's activation_bytes also count the
+// loss gradient (send_bytes) it keeps from F to its backward. With `ranks` (one entry per pipeline rank),
 // each layer's op times are scaled by the scales of the rank that held the layer in the
 // calibration runs (pipeline.ranks stages of the scenario's split), in the schedule's update
 // regime (BuildCosts with a schedule): F by `forward`, a fused B by `backward`, I and W by
