@@ -89,6 +89,7 @@ void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, in
   std::vector<exec::ScaleSums> per_step(ranks), per_microbatch(ranks);
   int64_t overhead_sum = 0;
   int runs = 0;
+  std::vector<int> layers;  // the split the runs used, one stage per rank
   sim::PipelineSpec pipeline = sc.pipeline;
   pipeline.steps = steps;
   pipeline.chunks = 1;
@@ -109,6 +110,7 @@ void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, in
     const schedules::RunRecord record = JoinRankRuns(s, all, 0);
     const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
     const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
+    layers = config.layers_per_stage;
     exec::AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
     overhead_sum += exec::OverheadPerOp(s, record);
     ++runs;
@@ -118,6 +120,7 @@ void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, in
   profile->ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
+    k.layers = layers.at(static_cast<size_t>(r));
     k.per_step = exec::ScaleOf(per_step[r], sim::OpScale{});
     k.per_microbatch = exec::ScaleOf(per_microbatch[r], k.per_step);
   }
@@ -151,7 +154,7 @@ int Run(const ProfileFlags& f) {
   try {
     if (calibrate) {
       const sim::P2pProfile fit = CalibrateP2p(*transport, *device, profile.send_bytes);
-      if (rank == 0) profile.p2p = fit;
+      if (rank == 0 && fit.bytes_per_s > 0) profile.p2p = fit;
       CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
     }
   } catch (const std::exception& e) {
@@ -179,9 +182,13 @@ int Run(const ProfileFlags& f) {
                 f.calibration_steps == 0 ? "--calibration-steps 0" : "run it on pipeline.ranks MPI ranks to calibrate");
     return 0;
   }
-  std::printf("p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
-              sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
-              100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
+  if (profile.p2p) {
+    std::printf("p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
+                sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
+                100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
+  } else {
+    std::printf("p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
+  }
   std::printf("runtime overhead per op: %s\n", sim::FormatDuration(profile.op_overhead_ns).c_str());
   std::printf("in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
               "1f1b, zb-h1, pipedream");

@@ -14,6 +14,8 @@ namespace {
 
 constexpr int64_t kTag = 1;
 constexpr int kUntimed = 5;
+// Scales a profile can hold (and write with 4 decimals): anything outside is a broken timer.
+constexpr double kMinScale = 1e-3, kMaxScale = 1e3;
 
 int64_t Median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
@@ -139,7 +141,9 @@ sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
   double sim::OpScale::*fields[5] = {&sim::OpScale::forward, &sim::OpScale::backward, &sim::OpScale::backward_input,
                                      &sim::OpScale::backward_weight, &sim::OpScale::step};
   for (int k = 0; k < 5; ++k) {
-    if (sums.isolated[k] > 0 && sums.measured[k] > 0) scale.*fields[k] = sums.measured[k] / sums.isolated[k];
+    if (sums.isolated[k] > 0 && sums.measured[k] > 0) {
+      scale.*fields[k] = std::clamp(sums.measured[k] / sums.isolated[k], kMinScale, kMaxScale);
+    }
   }
   return scale;
 }

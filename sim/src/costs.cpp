@@ -205,15 +205,16 @@ void ReadCalibration(const Map& m, Profile* p) {
     fit.latency_ns = link.Get("latency").DurationNs();
     fit.bytes_per_s = link.Get("bandwidth").Bandwidth();
     if (const auto o = link.Find("overlap")) {
-      fit.overlap = o->Double(-1, 1);
-      if (fit.overlap < 0) o->Fail("expected a fraction from 0 to 1");
+      fit.overlap = o->Double(-1e9, 1e9);
+      if (fit.overlap < 0 || fit.overlap > 1) o->Fail("expected a fraction from 0 to 1");
     }
     p->p2p = fit;
   }
   if (const auto v = m.Find("ranks")) {
     for (const Value& element : v->Elements()) {
-      const Map r(element, {"per_step", "per_microbatch"});
+      const Map r(element, {"layers", "per_step", "per_microbatch"});
       RankScale scale;
+      if (const auto x = r.Find("layers")) scale.layers = static_cast<int>(x->Int(1, 1 << 30));
       if (const auto x = r.Find("per_step")) scale.per_step = ReadScale(*x, OpScale{});
       scale.per_microbatch = scale.per_step;
       if (const auto x = r.Find("per_microbatch")) scale.per_microbatch = ReadScale(*x, scale.per_step);
@@ -281,7 +282,14 @@ std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int st
 std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_microbatch, bool calibrated) {
   std::vector<OpScale> out(p.layers.size());
   if (!calibrated || static_cast<int>(p.ranks.size()) != sc.pipeline.ranks) return out;
-  const std::vector<int> counts = ProfileStageLayers(sc, p, sc.pipeline.ranks);
+  // The split the calibration ran with, when the profile records it.
+  std::vector<int> counts;
+  size_t total = 0;
+  for (const RankScale& r : p.ranks) {
+    counts.push_back(r.layers);
+    total += static_cast<size_t>(std::max(r.layers, 0));
+  }
+  if (total != p.layers.size()) counts = ProfileStageLayers(sc, p, sc.pipeline.ranks);
   size_t next = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
     for (int i = 0; i < counts[r]; ++i, ++next) out[next] = per_microbatch ? p.ranks[r].per_microbatch : p.ranks[r].per_step;
@@ -406,6 +414,7 @@ namespace {
 void WriteScale(const OpScale& k, YAML::Emitter& out) {
   out << YAML::Flow << YAML::BeginMap;
   for (const auto& [key, field] : kScaleKeys) out << YAML::Key << key << YAML::Value << fmt::format("{:.4f}", k.*field);
+  // (ScaleOf keeps scales within [0.001, 1000], which 4 decimals and the reader both take.)
   out << YAML::EndMap;
 }
 
@@ -413,7 +422,7 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
   if (p.input_copy_ns > 0) out << YAML::Key << "input_copy" << YAML::Value << fmt::format("{}ns", p.input_copy_ns);
   if (p.loss_ns > 0) out << YAML::Key << "loss" << YAML::Value << fmt::format("{}ns", p.loss_ns);
   if (p.op_overhead_ns > 0) out << YAML::Key << "op_overhead" << YAML::Value << fmt::format("{}ns", p.op_overhead_ns);
-  if (p.p2p) {
+  if (p.p2p && p.p2p->bytes_per_s > 0) {  // a fit without a bandwidth is not worth keeping
     out << YAML::Key << "p2p" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.p2p->latency_ns);
     out << YAML::Key << "bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->bytes_per_s);
@@ -423,7 +432,9 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
   if (p.ranks.empty()) return;
   out << YAML::Key << "ranks" << YAML::Value << YAML::BeginSeq;
   for (const RankScale& r : p.ranks) {
-    out << YAML::BeginMap << YAML::Key << "per_step" << YAML::Value;
+    out << YAML::BeginMap;
+    if (r.layers > 0) out << YAML::Key << "layers" << YAML::Value << r.layers;
+    out << YAML::Key << "per_step" << YAML::Value;
     WriteScale(r.per_step, out);
     out << YAML::Key << "per_microbatch" << YAML::Value;
     WriteScale(r.per_microbatch, out);

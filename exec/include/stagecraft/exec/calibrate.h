@@ -60,7 +60,7 @@ struct ScaleSums {
 void AddScaleSums(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                   const sim::CostTable& isolated, int first_step, std::vector<ScaleSums>* sums);
 
-// measured / isolated per kind; a kind with no ops keeps `fallback`'s value.
+// measured / isolated per kind, within [0.001, 1000]; a kind with no ops keeps `fallback`'s.
 sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
 
 // The runtime's overhead per op of the run (the bubble split's overhead over the ops of every

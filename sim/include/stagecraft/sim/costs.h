@@ -136,14 +136,16 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //   op_overhead: 4us            # runtime work per op of a rank's list
 //   p2p: {latency: 3us, bandwidth: 5.5GB/s, overlap: 0.3}   # ping-pong fit (P2pProfile)
 //   ranks:                      # per rank of the calibration runs: in-pipeline / isolated time
-//     - per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}
+//     - layers: 4               # the layers it held (the split of the calibration runs)
+//       per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}
 //       per_microbatch: {forward: 1.05, backward: 1.15, step: 1.2}   # keys default to per_step's
 //
 // A stage costs the sum over its layers (the same even split as above), plus input_copy in the
 // first stage's forward and loss in the last's; the last stage's activation_bytes also count the
 // loss gradient (send_bytes) it keeps from F to its backward. With `ranks` (one entry per pipeline rank),
 // each layer's op times are scaled by the scales of the rank that held the layer in the
-// calibration runs (pipeline.ranks stages of the scenario's split), in the schedule's update
+// calibration runs (their `layers`; without them the scenario's split over pipeline.ranks
+// stages), in the schedule's update
 // regime (BuildCosts with a schedule): F by `forward`, a fused B by `backward`, I and W by
 // theirs, STEP and its version copy by `step`; input_copy and loss as the first and last
 // layer's forward. When the scenario

@@ -46,6 +46,7 @@ struct OpScale {
 // schedules, 2BW) or after every microbatch (PipeDream), when the optimizer's traffic between
 // two microbatches evicts the layers from the caches.
 struct RankScale {
+  int layers = 0;  // consecutive layers the rank held in the calibration runs (0: not recorded)
   OpScale per_step;
   OpScale per_microbatch;
 };

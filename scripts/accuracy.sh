@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# How close the simulator's predictions come to the executor's measurements (issue 11's
+# targets): profile -> simulate -> execute -> compare, RUNS times in a row, on the main scenario
+# and on a second shape of it (hidden 1024, 10 steps), every schedule. Then, over all schedules
+# and runs of a shape and of both: the median and the largest |step-time error|, the largest
+# |bubble error| and |peak-memory error| (per rank), and the median step-to-step spread of the
+# measured step time (compare's "spread"), against the targets.
+# A benchmark, not a test: it exits 0 whatever the errors (non-zero only when a run fails).
+#
+# Usage: scripts/accuracy.sh [RUNS]   (default 3); everything lands in build/out/accuracy/.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sc="$root/build/cli/stagecraft"
+out="$root/build/out/accuracy"
+runs="${1:-3}"
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [RUNS]" >&2; exit 2; }
+[[ -x "$sc" ]] || { echo "missing $sc: run scripts/build.sh first" >&2; exit 1; }
+scenario="$root/scenarios/mlp-cpu.yaml"
+ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
+declare -A shapes=([main]="" [hidden1024]="--set model.mlp.hidden=1024 --set pipeline.steps=10")
+rm -rf "$out"
+mkdir -p "$out"
+read -r load1 _ < /proc/loadavg
+echo "scenario $scenario, $runs run(s) per shape, $(nproc) cores, 1-minute load $load1 at the start"
+
+for shape in main hidden1024; do
+  read -r -a sets <<< "${shapes[$shape]}"
+  for ((k = 1; k <= runs; ++k)); do
+    d="$out/$shape/run$k"
+    mkdir -p "$d"
+    if ! { "$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" "${sets[@]}" --out "$d/profile.yaml" &&
+           "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
+           "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" "${sets[@]}" --json "$d/measured.json" &&
+           "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
+      echo "$shape run $k failed:" >&2
+      tail -n 30 "$d/log" >&2
+      exit 1
+    fi
+    echo "$shape run $k: $(tail -n 1 "$d/log")"
+  done
+done
+
+python3 - "$out" "$runs" <<'EOF'
+import json, statistics, sys
+out, runs = sys.argv[1], int(sys.argv[2])
+rows = {}
+for shape in ("main", "hidden1024"):
+    for k in range(1, runs + 1):
+        c = json.load(open(f"{out}/{shape}/run{k}/compare.json"))
+        for s in c["schedules"]:
+            mem = [abs(r["peak_memory_bytes"]["error_pct"]) for r in s["per_rank"]]
+            spread = s.get("measured_step_spread", {}).get("spread_pct")
+            rows.setdefault(shape, []).append((k, s["schedule"], s["step_time_ms"]["error_pct"],
+                                               s["bubble_fraction"]["error_pp"], max(mem), spread))
+print()
+print(f"{'shape':<11} {'run':>3} {'schedule':<12} {'step err':>9} {'bubble err':>11} {'mem err':>8} {'spread':>7}")
+for shape, rs in rows.items():
+    for k, name, step, bubble, mem, spread in rs:
+        sp = f"{spread:.1f}%" if spread is not None else "-"
+        print(f"{shape:<11} {k:>3} {name:<12} {step:>+8.1f}% {bubble:>+8.1f} pp {mem:>7.1f}% {sp:>7}")
+print()
+print(f"{'over':<16} {'median |step|':>13} {'max |step|':>10} {'max |bubble|':>12} {'max |mem|':>9} {'median spread':>13}")
+def summary(label, rs):
+    steps = [abs(r[2]) for r in rs]
+    spreads = [r[5] for r in rs if r[5] is not None]
+    print(f"{label:<16} {statistics.median(steps):>12.1f}% {max(steps):>9.1f}% {max(abs(r[3]) for r in rs):>9.1f} pp"
+          f" {max(r[4] for r in rs):>8.1f}% {(statistics.median(spreads) if spreads else 0):>12.1f}%")
+for shape, rs in rows.items():
+    summary(shape, rs)
+summary("all", [r for rs in rows.values() for r in rs])
+print(f"{'target':<16} {'<= 2.0%':>13} {'<= 5.0%':>10} {'<= 1.5 pp':>12} {'<= 2.0%':>9}")
+EOF

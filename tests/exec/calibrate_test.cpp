@@ -1,0 +1,491 @@
+// exec/calibrate.cpp's host logic, against oracles worked out by hand: the latency-bandwidth
+// least-squares fit, the overlap fraction, the per-rank op scales of a calibration run and the
+// runtime's overhead per op. PingPong and WaitAfterCompute need MPI (the CLI tests run them).
+#include "stagecraft/exec/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/bubble_split.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/schedules/weights.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/profile.h"
+
+namespace stagecraft::exec {
+namespace {
+
+using schedules::Op;
+using schedules::OpKind;
+using schedules::OpTiming;
+using schedules::RunRecord;
+using schedules::Schedule;
+
+// The lowered schedule of a generator (receives posted in lock step).
+Schedule Lowered(const std::string& name, int ranks, int microbatches, int steps) {
+  schedules::GeneratorParams p;
+  p.ranks = ranks;
+  p.microbatches = microbatches;
+  p.steps = steps;
+  return schedules::Lower(schedules::Generate(name, p), schedules::P2p::kLockstep);
+}
+
+// A record with one unset timing per op of every rank.
+RunRecord EmptyRecord(const Schedule& s) {
+  RunRecord record;
+  record.ranks.resize(s.ranks());
+  for (int r = 0; r < s.ranks(); ++r) record.ranks[r].ops.resize(s.ops[r].size());
+  return record;
+}
+
+sim::StageCost Cost(int64_t f, int64_t i, int64_t w, int64_t step, int64_t copy) {
+  sim::StageCost c;
+  c.forward_ns = f;
+  c.backward_input_ns = i;
+  c.backward_weight_ns = w;
+  c.step_ns = step;
+  c.version_copy_ns = copy;
+  return c;
+}
+
+// ---- FitLatencyBandwidth ---------------------------------------------------------------
+
+// oneway = 5000 ns + bytes / 2e9 B/s = 5000 + bytes / 2 ns:
+//   4096 -> 5000 + 2048 = 7048; 65536 -> 5000 + 32768 = 37768; 1048576 -> 5000 + 524288 = 529288.
+TEST(FitLatencyBandwidth, ExactPointsGiveTheirLine) {
+  const sim::P2pProfile fit = FitLatencyBandwidth({{4096, 7048}, {65536, 37768}, {1048576, 529288}});
+  EXPECT_EQ(fit.latency_ns, 5000);
+  EXPECT_NEAR(fit.bytes_per_s, 2e9, 2e9 * 1e-9);
+  EXPECT_DOUBLE_EQ(fit.overlap, 1.0);  // the fit leaves overlap at its default
+  // The order of the points does not matter.
+  const sim::P2pProfile again = FitLatencyBandwidth({{1048576, 529288}, {4096, 7048}, {65536, 37768}});
+  EXPECT_EQ(again.latency_ns, 5000);
+  EXPECT_NEAR(again.bytes_per_s, 2e9, 2e9 * 1e-9);
+}
+
+// y = 1000 + x/2 with noise +30, -10, 0, -20 at x = 1000..4000: y = 1530, 1990, 2500, 2980.
+//   mean x = 2500, mean y = 9000 / 4 = 2250; dx = -1500, -500, 500, 1500; dy = -720, -260, 250, 730
+//   Sxy = 1500·720 + 500·260 + 500·250 + 1500·730 = 1,080,000 + 130,000 + 125,000 + 1,095,000 = 2,430,000
+//   Sxx = 2·(1500² + 500²) = 5,000,000 -> slope 0.486 ns/B -> 1e9 / 0.486 = 500e9 / 243 B/s
+//   intercept 2250 - 0.486·2500 = 2250 - 1215 = 1035 ns.
+TEST(FitLatencyBandwidth, NoisyPointsGiveTheLeastSquaresLine) {
+  const sim::P2pProfile fit = FitLatencyBandwidth({{1000, 1530}, {2000, 1990}, {3000, 2500}, {4000, 2980}});
+  EXPECT_EQ(fit.latency_ns, 1035);
+  EXPECT_NEAR(fit.bytes_per_s, 500e9 / 243, 1e-3);  // 2,057,613,168.72 B/s
+}
+
+// Repeated sizes count once each: (1000, 1100) and (1000, 1300) average to 1200 at x = 1000;
+// with (3000, 2200): slope (2200 - 1200) / 2000 = 0.5 ns/B (2e9 B/s), intercept 1200 - 500 = 700.
+//   Check with the sums: n = 3, Sx = 5000, Sy = 4600, Sxx = 11e6, Sxy = 1.1e6 + 1.3e6 + 6.6e6 = 9e6;
+//   det = 33e6 - 25e6 = 8e6; slope = (27e6 - 23e6) / 8e6 = 0.5; intercept (4600 - 2500) / 3 = 700.
+TEST(FitLatencyBandwidth, RepeatedSizesAverage) {
+  const sim::P2pProfile fit = FitLatencyBandwidth({{1000, 1100}, {1000, 1300}, {3000, 2200}});
+  EXPECT_EQ(fit.latency_ns, 700);
+  EXPECT_NEAR(fit.bytes_per_s, 2e9, 2e9 * 1e-9);
+}
+
+// (1000, 100), (2000, 1100): slope 1 ns/B (1e9 B/s), intercept 100 - 1000 = -900 -> 0.
+TEST(FitLatencyBandwidth, NegativeInterceptClampsToZeroLatency) {
+  const sim::P2pProfile fit = FitLatencyBandwidth({{1000, 100}, {2000, 1100}});
+  EXPECT_EQ(fit.latency_ns, 0);
+  EXPECT_NEAR(fit.bytes_per_s, 1e9, 1e9 * 1e-9);
+}
+
+TEST(FitLatencyBandwidthDeathTest, NeedsTwoDistinctSizes) {
+  EXPECT_DEATH(FitLatencyBandwidth({}), "two distinct sizes");
+  EXPECT_DEATH(FitLatencyBandwidth({{4096, 7048}}), "two distinct sizes");
+  EXPECT_DEATH(FitLatencyBandwidth({{4096, 7048}, {4096, 8000}, {4096, 6000}}), "two distinct sizes");
+}
+
+// ---- OverlapFraction -------------------------------------------------------------------
+
+// 1e9 B/s: 100000 bytes take 100000 ns = 100 us of data time (the latency is not part of it).
+TEST(OverlapFraction, WaitAgainstTheDataTime) {
+  sim::P2pProfile fit;
+  fit.latency_ns = 7000;
+  fit.bytes_per_s = 1e9;
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 25000), 0.75);   // 1 - 25/100
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 0), 1.0);        // nothing left to wait for
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 100000), 0.0);   // all of it after the compute
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 150000), 0.0);   // 1 - 1.5 clamps to 0
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, -5000), 1.0);    // 1 + 0.05 clamps to 1
+  fit.bytes_per_s = 4e9;  // 100000 bytes: 25000 ns; a wait of 5000 ns -> 1 - 0.2 = 0.8
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 5000), 0.8);
+}
+
+TEST(OverlapFraction, NoBandwidthMeansFullOverlap) {
+  sim::P2pProfile fit;
+  fit.latency_ns = 5000;
+  fit.bytes_per_s = 0;
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 25000), 1.0);
+  EXPECT_DOUBLE_EQ(OverlapFraction(fit, 100000, 0), 1.0);
+}
+
+// ---- AddScaleSums and ScaleOf ----------------------------------------------------------
+
+// 1F1B, 2 ranks, 2 microbatches, 2 steps: per rank 4 F, 4 B, 2 STEPs (one per step, in place),
+// SEND/RECV in between. Isolated costs: stage 0 F 100, B 150 + 50 = 200, STEP 40 (copy 10);
+// stage 1 F 200, B 300 + 100 = 400, STEP 80 (copy 20).
+sim::CostTable OneFOneBCosts() {
+  sim::CostTable t;
+  t.stages = {Cost(100, 150, 50, 40, 10), Cost(200, 300, 100, 80, 20)};
+  return t;
+}
+
+// Measured durations:
+//   step 0 (left out with first_step 1): 10x the isolated cost (F 1000 / 2000, B 2000 / 4000,
+//     STEP 400 / 800 on rank 0 / 1);
+//   step 1, rank 0: F mb0 100 (1x), F mb1 200 (2x), each B 250, STEP 60;
+//   step 1, rank 1: each F 300 (1.5x), B mb0 500, B mb1 300, STEP 40;
+//   SEND / RECV: [0, 1e9], which would swamp any sum they entered.
+// Ops run back to back per rank, 10 ns apart.
+int64_t MeasuredNs(int rank, const Op& op) {
+  if (op.step == 0) {
+    const int64_t f[] = {1000, 2000}, b[] = {2000, 4000}, step[] = {400, 800};
+    switch (op.kind) {
+      case OpKind::kF: return f[rank];
+      case OpKind::kB: return b[rank];
+      case OpKind::kStep: return step[rank];
+      default: break;
+    }
+  } else if (rank == 0) {
+    switch (op.kind) {
+      case OpKind::kF: return op.microbatch == 0 ? 100 : 200;
+      case OpKind::kB: return 250;
+      case OpKind::kStep: return 60;
+      default: break;
+    }
+  } else {
+    switch (op.kind) {
+      case OpKind::kF: return 300;
+      case OpKind::kB: return op.microbatch == 0 ? 500 : 300;
+      case OpKind::kStep: return 40;
+      default: break;
+    }
+  }
+  ADD_FAILURE() << "unexpected op " << static_cast<int>(op.kind) << " on rank " << rank;
+  return 0;
+}
+
+RunRecord OneFOneBRecord(const Schedule& s) {
+  RunRecord record = EmptyRecord(s);
+  for (int r = 0; r < s.ranks(); ++r) {
+    int64_t t = 0;
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const Op& op = s.ops[r][i];
+      if (schedules::IsComm(op.kind)) {
+        record.ranks[r].ops[i] = {0, 1'000'000'000};
+        continue;
+      }
+      const int64_t d = MeasuredNs(r, op);
+      record.ranks[r].ops[i] = {t, t + d};
+      t += d + 10;
+    }
+  }
+  return record;
+}
+
+TEST(AddScaleSums, OneFOneBPerRankSumsFromFirstStep) {
+  const Schedule s = Lowered("1f1b", 2, 2, 2);
+  ASSERT_TRUE(s.lowered);
+  const RunRecord record = OneFOneBRecord(s);
+  std::vector<ScaleSums> sums(2);
+  AddScaleSums(s, record, OneFOneBCosts(), 1, &sums);
+
+  // Rank 0, step 1: F 100 + 200 = 300 against 2·100; B 2·250 = 500 against 2·200; STEP 60 / 40.
+  EXPECT_DOUBLE_EQ(sums[0].measured[0], 300);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[0], 200);
+  EXPECT_DOUBLE_EQ(sums[0].measured[1], 500);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[1], 400);
+  EXPECT_DOUBLE_EQ(sums[0].measured[4], 60);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[4], 40);
+  // No I or W in 1F1B.
+  for (int k : {2, 3}) {
+    EXPECT_DOUBLE_EQ(sums[0].measured[k], 0) << k;
+    EXPECT_DOUBLE_EQ(sums[0].isolated[k], 0) << k;
+    EXPECT_DOUBLE_EQ(sums[1].measured[k], 0) << k;
+    EXPECT_DOUBLE_EQ(sums[1].isolated[k], 0) << k;
+  }
+  // Rank 1, step 1: F 2·300 = 600 / 2·200; B 500 + 300 = 800 / 2·400; STEP 40 / 80.
+  EXPECT_DOUBLE_EQ(sums[1].measured[0], 600);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[0], 400);
+  EXPECT_DOUBLE_EQ(sums[1].measured[1], 800);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[1], 800);
+  EXPECT_DOUBLE_EQ(sums[1].measured[4], 40);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[4], 80);
+
+  // measured / isolated per kind; I and W keep the fallback's.
+  const sim::OpScale fallback{0.9, 0.8, 0.7, 0.6, 0.5};
+  const sim::OpScale k0 = ScaleOf(sums[0], fallback);
+  EXPECT_DOUBLE_EQ(k0.forward, 1.5);   // 300 / 200: summed, not the mean of 1x and 2x
+  EXPECT_DOUBLE_EQ(k0.backward, 1.25);  // 500 / 400
+  EXPECT_DOUBLE_EQ(k0.backward_input, 0.7);
+  EXPECT_DOUBLE_EQ(k0.backward_weight, 0.6);
+  EXPECT_DOUBLE_EQ(k0.step, 1.5);  // 60 / 40
+  const sim::OpScale k1 = ScaleOf(sums[1], fallback);
+  EXPECT_DOUBLE_EQ(k1.forward, 1.5);  // every F on rank 1 lasts 1.5x its cost
+  EXPECT_DOUBLE_EQ(k1.backward, 1.0);  // 800 / 800
+  EXPECT_DOUBLE_EQ(k1.backward_input, 0.7);
+  EXPECT_DOUBLE_EQ(k1.backward_weight, 0.6);
+  EXPECT_DOUBLE_EQ(k1.step, 0.5);  // 40 / 80
+
+  // A second run adds to the same sums: the sums double, the scales stay.
+  AddScaleSums(s, record, OneFOneBCosts(), 1, &sums);
+  EXPECT_DOUBLE_EQ(sums[0].measured[0], 600);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[0], 400);
+  EXPECT_DOUBLE_EQ(ScaleOf(sums[0], fallback).forward, 1.5);
+  EXPECT_DOUBLE_EQ(ScaleOf(sums[1], fallback).step, 0.5);
+}
+
+// With first_step 0 the 10x step-0 ops count too:
+//   rank 0: F (1000 + 1000 + 100 + 200) / 400 = 2300 / 400 = 5.75; B (2·2000 + 500) / 800 = 5.625;
+//           STEP (400 + 60) / 80 = 5.75.
+//   rank 1: F (2·2000 + 600) / 800 = 5.75; B (2·4000 + 800) / 1600 = 5.5; STEP (800 + 40) / 160 = 5.25.
+TEST(AddScaleSums, FirstStepZeroCountsEveryStep) {
+  const Schedule s = Lowered("1f1b", 2, 2, 2);
+  std::vector<ScaleSums> sums(2);
+  AddScaleSums(s, OneFOneBRecord(s), OneFOneBCosts(), 0, &sums);
+  const sim::OpScale k0 = ScaleOf(sums[0], sim::OpScale{});
+  EXPECT_DOUBLE_EQ(k0.forward, 5.75);
+  EXPECT_DOUBLE_EQ(k0.backward, 5.625);
+  EXPECT_DOUBLE_EQ(k0.step, 5.75);
+  EXPECT_DOUBLE_EQ(k0.backward_input, 1.0);  // the default fallback
+  const sim::OpScale k1 = ScaleOf(sums[1], sim::OpScale{});
+  EXPECT_DOUBLE_EQ(k1.forward, 5.75);
+  EXPECT_DOUBLE_EQ(k1.backward, 5.5);
+  EXPECT_DOUBLE_EQ(k1.step, 5.25);
+  EXPECT_DOUBLE_EQ(k1.backward_weight, 1.0);
+}
+
+// An op that did not run (start -1, as in a failed rank's record) is left out: without rank 1's
+// B of step 1 microbatch 1, its B is 500 / 400 = 1.25.
+TEST(AddScaleSums, OpsThatDidNotRunAreLeftOut) {
+  const Schedule s = Lowered("1f1b", 2, 2, 2);
+  RunRecord record = OneFOneBRecord(s);
+  bool found = false;
+  for (size_t i = 0; i < s.ops[1].size(); ++i) {
+    const Op& op = s.ops[1][i];
+    if (op.kind == OpKind::kB && op.step == 1 && op.microbatch == 1) {
+      record.ranks[1].ops[i] = OpTiming{};
+      found = true;
+    }
+  }
+  ASSERT_TRUE(found);
+  std::vector<ScaleSums> sums(2);
+  AddScaleSums(s, record, OneFOneBCosts(), 1, &sums);
+  EXPECT_DOUBLE_EQ(sums[1].measured[1], 500);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[1], 400);
+  EXPECT_DOUBLE_EQ(ScaleOf(sums[1], sim::OpScale{}).backward, 1.25);
+}
+
+// ZB-H1, 2 ranks, 2 microbatches: the first stage runs fused B's (nothing waits on its input
+// gradient), the last splits them into I and W. Every B lasts 1.5x its cost (stage 0: 150 + 50
+// = 200 -> 300), every I 2x and every W 3x (stage 1: I 300, W 100), F 1x. So rank 0 gets B only
+// (I and W keep the fallback), rank 1 I and W only (B keeps it):
+//   rank 0: B 2·300 = 600 against 2·200 = 400 -> 1.5;
+//   rank 1: I 2·600 = 1200 against 2·300 = 600 -> 2; W 2·300 = 600 against 2·100 = 200 -> 3.
+TEST(AddScaleSums, SplitBackwardFillsInputAndWeightKinds) {
+  const Schedule s = Lowered("zb-h1", 2, 2, 1);
+  RunRecord record = EmptyRecord(s);
+  const sim::CostTable costs = OneFOneBCosts();
+  int count[2][3] = {};  // per rank: B, I, W
+  for (int r = 0; r < 2; ++r) {
+    int64_t t = 0;
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const Op& op = s.ops[r][i];
+      const sim::StageCost& c = costs.stages[op.stage];
+      int64_t d = 0;
+      if (op.kind == OpKind::kF) d = c.forward_ns;
+      if (op.kind == OpKind::kB) d = 3 * (c.backward_input_ns + c.backward_weight_ns) / 2, ++count[r][0];
+      if (op.kind == OpKind::kI) d = 2 * c.backward_input_ns, ++count[r][1];
+      if (op.kind == OpKind::kW) d = 3 * c.backward_weight_ns, ++count[r][2];
+      record.ranks[r].ops[i] = {t, t + d};
+      t += d;
+    }
+  }
+  ASSERT_EQ((std::vector<int>{count[0][0], count[0][1], count[0][2]}), (std::vector<int>{2, 0, 0}));
+  ASSERT_EQ((std::vector<int>{count[1][0], count[1][1], count[1][2]}), (std::vector<int>{0, 2, 2}));
+  std::vector<ScaleSums> sums(2);
+  AddScaleSums(s, record, costs, 0, &sums);
+  EXPECT_DOUBLE_EQ(sums[0].measured[1], 600);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[1], 400);
+  EXPECT_DOUBLE_EQ(sums[1].measured[2], 1200);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[2], 600);
+  EXPECT_DOUBLE_EQ(sums[1].measured[3], 600);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[3], 200);
+  const sim::OpScale fallback{0.9, 0.8, 0.7, 0.6, 0.5};
+  const sim::OpScale k0 = ScaleOf(sums[0], fallback);
+  EXPECT_DOUBLE_EQ(k0.forward, 1.0);
+  EXPECT_DOUBLE_EQ(k0.backward, 1.5);
+  EXPECT_DOUBLE_EQ(k0.backward_input, 0.7);
+  EXPECT_DOUBLE_EQ(k0.backward_weight, 0.6);
+  const sim::OpScale k1 = ScaleOf(sums[1], fallback);
+  EXPECT_DOUBLE_EQ(k1.forward, 1.0);
+  EXPECT_DOUBLE_EQ(k1.backward, 0.8);
+  EXPECT_DOUBLE_EQ(k1.backward_input, 2.0);
+  EXPECT_DOUBLE_EQ(k1.backward_weight, 3.0);
+}
+
+// PipeDream, 2 ranks, 2 microbatches, 2 steps: a STEP after every backward, 4 per rank.
+// Rank 0 (stage 0) still has a later B reading the version each of its first three STEPs
+// updates (v0 by B1 of step 0, v1 by B0 of step 1, v2 by B1 of step 1), so those copy first;
+// its last STEP and every STEP of rank 1 (the last stage: its B follows its F directly) update
+// in place. Isolated STEP: stage 0 400 (+ copy 100), stage 1 200 (+ copy 50).
+//   rank 0: every STEP lasts 500: 2000 measured against 3·500 + 400 = 1900 -> 20/19
+//           (ignoring the copy would give 2000 / 1600 = 1.25);
+//   rank 1: every STEP lasts 250: 1000 against 4·200 = 800 -> 1.25.
+TEST(AddScaleSums, StepThatCannotRunInPlaceComparesWithTheCopy) {
+  const Schedule s = Lowered("pipedream", 2, 2, 2);
+  const auto in_place = schedules::StepsInPlace(s);
+  std::vector<std::vector<bool>> step_in_place(2);
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      if (s.ops[r][i].kind == OpKind::kStep) step_in_place[r].push_back(in_place[r][i]);
+    }
+  }
+  ASSERT_EQ(step_in_place[0], (std::vector<bool>{false, false, false, true}));
+  ASSERT_EQ(step_in_place[1], (std::vector<bool>{true, true, true, true}));
+
+  sim::CostTable costs;
+  costs.stages = {Cost(100, 150, 50, 400, 100), Cost(100, 100, 100, 200, 50)};
+  RunRecord record = EmptyRecord(s);
+  for (int r = 0; r < 2; ++r) {
+    int64_t t = 0;
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const OpKind kind = s.ops[r][i].kind;
+      const int64_t d = kind == OpKind::kStep ? (r == 0 ? 500 : 250) : schedules::IsComm(kind) ? 0 : 100;
+      record.ranks[r].ops[i] = {t, t + d};
+      t += d;
+    }
+  }
+  std::vector<ScaleSums> sums(2);
+  AddScaleSums(s, record, costs, 0, &sums);
+  EXPECT_DOUBLE_EQ(sums[0].measured[4], 2000);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[4], 1900);
+  EXPECT_DOUBLE_EQ(sums[1].measured[4], 1000);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[4], 800);
+  EXPECT_DOUBLE_EQ(ScaleOf(sums[0], sim::OpScale{}).step, 2000.0 / 1900.0);
+  EXPECT_DOUBLE_EQ(ScaleOf(sums[1], sim::OpScale{}).step, 1.25);
+}
+
+TEST(ScaleOf, KindsWithoutBothSumsKeepTheFallback) {
+  ScaleSums sums;
+  // F: 300 / 200; B: nothing measured; I: nothing isolated (a 0 ns op); W: 80 / 40; STEP: 10 / 20.
+  const double measured[5] = {300, 0, 50, 80, 10};
+  const double isolated[5] = {200, 100, 0, 40, 20};
+  for (int k = 0; k < 5; ++k) {
+    sums.measured[k] = measured[k];
+    sums.isolated[k] = isolated[k];
+  }
+  const sim::OpScale k = ScaleOf(sums, sim::OpScale{0.9, 0.8, 0.7, 0.6, 0.5});
+  EXPECT_DOUBLE_EQ(k.forward, 1.5);
+  EXPECT_DOUBLE_EQ(k.backward, 0.8);
+  EXPECT_DOUBLE_EQ(k.backward_input, 0.7);
+  EXPECT_DOUBLE_EQ(k.backward_weight, 2.0);
+  EXPECT_DOUBLE_EQ(k.step, 0.5);
+  const sim::OpScale empty = ScaleOf(ScaleSums{}, sim::OpScale{});
+  EXPECT_DOUBLE_EQ(empty.forward, 1.0);
+  EXPECT_DOUBLE_EQ(empty.step, 1.0);
+}
+
+// ---- OverheadPerOp ---------------------------------------------------------------------
+
+// Sets the timing of the op of `kind` and `microbatch` (step 0) on `rank`.
+void Set(const Schedule& s, RunRecord* record, int rank, OpKind kind, int microbatch, int64_t start, int64_t end) {
+  for (size_t i = 0; i < s.ops[rank].size(); ++i) {
+    const Op& op = s.ops[rank][i];
+    if (op.kind == kind && op.microbatch == microbatch && op.step == 0) {
+      record->ranks[rank].ops[i] = {start, end};
+      return;
+    }
+  }
+  ADD_FAILURE() << "no op " << static_cast<int>(kind) << " mb " << microbatch << " on rank " << rank;
+}
+
+// 1F1B, 2 ranks, 2 microbatches, 1 step: 9 ops per rank (4 compute, 4 SEND/RECV, 1 STEP), 18 in
+// all. A transfer starts at max(SEND start, RECV post) and arrives at the RECV's end; a gap
+// before a compute op is wait up to the transfer's start, transfer up to its arrival, overhead
+// after (no cross-rank input: all overhead; the first compute op's gap is idle).
+//   rank 0: F0 [0, 100]; F1 [110, 210]        gap 100-110, no input:             overhead 10
+//           B0 [540, 740]: SEND_B0 500, RECV_B0 post 215, arrival 520:
+//             wait 210-500, transfer 500-520,                                    overhead 20
+//           B1 [775, 975]: SEND_B1 730, RECV_B1 post 745, arrival 760:
+//             wait 740-745, transfer 745-760,                                    overhead 15
+//           STEP [980, 990]                   gap 975-980, no input:             overhead  5
+//                                                                                total    50
+//   rank 1: F0 [140, 290]                     first compute op: idle 0-140
+//           B0 [300, 500]                     its input is F0 on the same rank:  overhead 10
+//           F1 [510, 660]: RECV_F1 arrived at 325, before the gap 500-510:       overhead 10
+//           B1 [670, 730]                     same rank input:                   overhead 10
+//           STEP [737, 750]                   no input:                          overhead  7
+//                                                                                total    37
+//   (50 + 37) / 18 = 4.83 -> 5 (rounded to nearest).
+TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
+  const Schedule s = Lowered("1f1b", 2, 2, 1);
+  ASSERT_EQ(s.ops[0].size(), 9u);
+  ASSERT_EQ(s.ops[1].size(), 9u);
+  RunRecord record = EmptyRecord(s);
+  record.start_ns = 0;
+  record.end_ns = 990;
+  Set(s, &record, 0, OpKind::kF, 0, 0, 100);
+  Set(s, &record, 0, OpKind::kSendF, 0, 100, 130);
+  Set(s, &record, 0, OpKind::kF, 1, 110, 210);
+  Set(s, &record, 0, OpKind::kSendF, 1, 210, 325);
+  Set(s, &record, 0, OpKind::kRecvB, 0, 215, 520);
+  Set(s, &record, 0, OpKind::kB, 0, 540, 740);
+  Set(s, &record, 0, OpKind::kRecvB, 1, 745, 760);
+  Set(s, &record, 0, OpKind::kB, 1, 775, 975);
+  Set(s, &record, 0, OpKind::kStep, 0, 980, 990);
+  Set(s, &record, 1, OpKind::kRecvF, 0, 0, 130);
+  Set(s, &record, 1, OpKind::kF, 0, 140, 290);
+  Set(s, &record, 1, OpKind::kRecvF, 1, 295, 325);
+  Set(s, &record, 1, OpKind::kB, 0, 300, 500);
+  Set(s, &record, 1, OpKind::kSendB, 0, 500, 520);
+  Set(s, &record, 1, OpKind::kF, 1, 510, 660);
+  Set(s, &record, 1, OpKind::kB, 1, 670, 730);
+  Set(s, &record, 1, OpKind::kSendB, 1, 730, 760);
+  Set(s, &record, 1, OpKind::kStep, 0, 737, 750);
+  for (int r = 0; r < 2; ++r) {
+    for (const OpTiming& t : record.ranks[r].ops) ASSERT_GE(t.start_ns, 0) << "every op has a hand-set timing";
+  }
+  // The split itself, as worked out above.
+  const auto split = schedules::SplitBubbles(s, record, false);
+  EXPECT_EQ(split[0].overhead_ns, 50);
+  EXPECT_EQ(split[0].wait_ns, 290 + 5);
+  EXPECT_EQ(split[0].transfer_ns, 20 + 15);
+  EXPECT_EQ(split[1].overhead_ns, 37);
+  EXPECT_EQ(split[1].wait_ns, 0);
+  EXPECT_EQ(OverheadPerOp(s, record), 5);
+
+  // 13 ns more overhead on rank 1 (its STEP 13 ns later): (87 + 13) / 18 = 5.56 -> 6.
+  Set(s, &record, 1, OpKind::kStep, 0, 750, 763);
+  record.end_ns = 990;
+  EXPECT_EQ(OverheadPerOp(s, record), 6);
+}
+
+// Ops back to back and inputs all waited for: no overhead at all.
+TEST(OverheadPerOp, NoGapsNoOverhead) {
+  const Schedule s = Lowered("1f1b", 2, 1, 1);  // rank 0: F SEND_F RECV_B B STEP; rank 1: RECV_F F B SEND_B STEP
+  RunRecord record = EmptyRecord(s);
+  record.end_ns = 500;
+  Set(s, &record, 0, OpKind::kF, 0, 0, 100);
+  Set(s, &record, 0, OpKind::kSendF, 0, 100, 150);
+  Set(s, &record, 0, OpKind::kRecvB, 0, 100, 400);
+  Set(s, &record, 0, OpKind::kB, 0, 400, 500);  // the gap 100-400: wait to 350, transfer to 400
+  Set(s, &record, 0, OpKind::kStep, 0, 500, 500);
+  Set(s, &record, 1, OpKind::kRecvF, 0, 0, 150);
+  Set(s, &record, 1, OpKind::kF, 0, 150, 250);
+  Set(s, &record, 1, OpKind::kB, 0, 250, 350);
+  Set(s, &record, 1, OpKind::kSendB, 0, 350, 400);
+  Set(s, &record, 1, OpKind::kStep, 0, 350, 360);
+  EXPECT_EQ(OverheadPerOp(s, record), 0);
+}
+
+}  // namespace
+}  // namespace stagecraft::exec
