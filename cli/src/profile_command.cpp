@@ -37,7 +37,7 @@ struct ProfileFlags {
   std::string out_path;
   int repeats = 20;
   int warmup = 3;
-  int calibration_steps = 6;  // 0: layers only
+  int calibration_steps = 10;  // 0: layers only
 };
 
 // The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
