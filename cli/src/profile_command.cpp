@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -83,8 +85,10 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
 
 // Runs the calibration schedules for `steps` steps on every rank and, on rank 0, sets the
 // profile's per-rank scales (against its layers) and overhead per op. Step 0 is left out.
-void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
-                   exec::Transport& transport, sim::Profile* profile) {
+// Returns rank 0's sums (per step, then per microbatch), which say which kinds were measured.
+std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateRuns(
+    const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
+    exec::Transport& transport, sim::Profile* profile) {
   const int ranks = transport.size();
   std::vector<exec::ScaleSums> per_step(ranks), per_microbatch(ranks);
   int64_t overhead_sum = 0;
@@ -115,7 +119,7 @@ void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, in
     overhead_sum += exec::OverheadPerOp(s, record);
     ++runs;
   }
-  if (transport.rank() != 0 || runs == 0) return;
+  if (transport.rank() != 0 || runs == 0) return {};
   profile->op_overhead_ns = overhead_sum / runs;
   profile->ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
@@ -124,6 +128,13 @@ void CalibrateRuns(const sim::Scenario& sc, const exec::TrainingConfig& base, in
     k.per_step = exec::ScaleOf(per_step[r], sim::OpScale{});
     k.per_microbatch = exec::ScaleOf(per_microbatch[r], k.per_step);
   }
+  return {per_step, per_microbatch};
+}
+
+// A scale as the table shows it: "-" for a kind no calibration run had on that rank.
+std::string ScaleText(double scale, const exec::ScaleSums* sums, int kind) {
+  if (sums == nullptr || sums->isolated[kind] <= 0) return "-";
+  return fmt::format("{:.3f}", scale);
 }
 
 int Run(const ProfileFlags& f) {
@@ -151,11 +162,12 @@ int Run(const ProfileFlags& f) {
     profile.layers = exec::MedianOverRanks(per_rank);
   }
   const bool calibrate = f.calibration_steps > 0 && transport->size() == sc.pipeline.ranks && sc.pipeline.ranks >= 2;
+  std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> sums;
   try {
     if (calibrate) {
       const sim::P2pProfile fit = CalibrateP2p(*transport, *device, profile.send_bytes);
       if (rank == 0 && fit.bytes_per_s > 0) profile.p2p = fit;
-      CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
+      sums = CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(), e.what());
@@ -194,12 +206,16 @@ int Run(const ProfileFlags& f) {
               "1f1b, zb-h1, pipedream");
   std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
-    for (const auto& [what, k] : {std::pair{"per step", profile.ranks[r].per_step},
-                                  std::pair{"per microbatch", profile.ranks[r].per_microbatch}}) {
-      std::printf("%-5zu %-14s %8.3f %8.3f %8.3f %8.3f %8.3f\n", r, what, k.forward, k.backward, k.backward_input,
-                  k.backward_weight, k.step);
+    const auto at = [r](const std::vector<exec::ScaleSums>& v) { return r < v.size() ? &v[r] : nullptr; };
+    for (const auto& [what, k, measured] : {std::tuple{"per step", profile.ranks[r].per_step, at(sums.first)},
+                                            std::tuple{"per microbatch", profile.ranks[r].per_microbatch,
+                                                       at(sums.second)}}) {
+      std::printf("%-5zu %-14s %8s %8s %8s %8s %8s\n", r, what, ScaleText(k.forward, measured, 0).c_str(),
+                  ScaleText(k.backward, measured, 1).c_str(), ScaleText(k.backward_input, measured, 2).c_str(),
+                  ScaleText(k.backward_weight, measured, 3).c_str(), ScaleText(k.step, measured, 4).c_str());
     }
   }
+  std::printf("(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
   return 0;
 }
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `stagecraft profile` under mpirun on pipeline.ranks ranks calibrates: the profile gains the
+# input copy, the loss, the overhead per op, a p2p fit and per-rank scales for the split the
+# calibration ran with, and the simulator then charges overhead and transfers from them. On
+# one rank (or with --calibration-steps 0) the profile keeps the layers only.
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+scenario="$root/scenarios/mlp-cpu.yaml"
+small=(--set model.mlp.hidden=64 --set pipeline.microbatch_size=16 --set pipeline.steps=2)
+
+"$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${small[@]}" --out "$tmp/p.yaml" --repeats 3 \
+  --calibration-steps 3 >"$tmp/out" 2>&1
+check "calibrated profile: exit 0" '[[ $? -eq 0 ]]'
+check "prints the p2p fit" 'grep -qE "^p2p: latency .*, bandwidth [0-9.]+ GB/s, [0-9]+% of a 4.00 KiB transfer" "$tmp/out"'
+check "prints the scales of both ranks" '[[ $(grep -cE "^[01] +per (step|microbatch) " "$tmp/out") -eq 4 ]]'
+python3 - "$tmp/p.yaml" <<'PY' || fail=1
+import re, sys
+text = open(sys.argv[1]).read()
+def ns(key):
+    m = re.search(rf"^{key}: (\d+)ns$", text, re.M)
+    return int(m.group(1)) if m else -1
+ok = ns("input_copy") > 0 and ns("loss") > 0 and ns("op_overhead") >= 0
+p2p = re.search(r"^p2p: \{latency: (\d+)ns, bandwidth: (\d+)B/s, overlap: ([0-9.]+)\}$", text, re.M)
+ok &= p2p is not None and int(p2p.group(2)) > 0 and 0 <= float(p2p.group(3)) <= 1
+# Two calibration ranks, each with the 4 of the 8 layers it held and positive scales.
+ok &= re.findall(r"^  - layers: (\d+)$", text, re.M) == ["4", "4"]
+scales = [float(x) for x in re.findall(r"(?:forward|backward|backward_input|backward_weight|step): ([0-9.]+)[,}]",
+                                        text.split("ranks:")[1])] if "ranks:" in text else []
+ok &= len(scales) == 2 * 2 * 5 and all(x > 0 for x in scales)
+if not ok:
+    print("FAIL: calibrated profile content\n" + text)
+sys.exit(0 if ok else 1)
+PY
+
+# The simulator charges the calibrated overhead: every rank's overhead_ms is positive when the
+# profile's op_overhead is, and zero with the layers-only profile below.
+"$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=1f1b --set model.profile="$tmp/p.yaml" \
+  --json "$tmp/sim.json" >/dev/null 2>&1
+check "simulate from the calibrated profile: exit 0" '[[ $? -eq 0 ]]'
+python3 - "$tmp/p.yaml" "$tmp/sim.json" <<'PY' || fail=1
+import json, re, sys
+overhead_ns = int(re.search(r"^op_overhead: (\d+)ns$", open(sys.argv[1]).read(), re.M).group(1))
+ranks = json.load(open(sys.argv[2]))["schedules"][0]["per_rank"]
+ok = all((r["overhead_ms"] > 0) == (overhead_ns > 0) for r in ranks)
+ok &= all(abs(r["compute_ms"] + r["wait_ms"] + r["transfer_ms"] + r["overhead_ms"] + r["idle_ms"]
+              - json.load(open(sys.argv[2]))["schedules"][0]["makespan_ms"]) < 1e-3 for r in ranks)
+if not ok:
+    print(f"FAIL: simulated overhead with op_overhead {overhead_ns} ns: {ranks}")
+sys.exit(0 if ok else 1)
+PY
+
+"$sc" profile "$scenario" "${small[@]}" --out "$tmp/one.yaml" --repeats 3 >"$tmp/one" 2>&1
+check "one rank: exit 0" '[[ $? -eq 0 ]]'
+check "one rank: says it is not calibrated" 'grep -q "^not calibrated (run it on pipeline.ranks MPI ranks" "$tmp/one"'
+check "one rank: no calibration keys" '! grep -qE "^(op_overhead|p2p|ranks):" "$tmp/one.yaml"'
+"$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=1f1b --set model.profile="$tmp/one.yaml" \
+  --json "$tmp/one.json" >/dev/null 2>&1
+check "layers only: no overhead predicted" \
+  'python3 -c "import json,sys; sys.exit(any(r[\"overhead_ms\"] != 0 for r in json.load(open(\"$tmp/one.json\"))[\"schedules\"][0][\"per_rank\"]))"'
+exit $fail
