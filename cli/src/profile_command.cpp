@@ -5,6 +5,7 @@
 // (exec/profile.h). With N = pipeline.ranks it then calibrates (exec/calibrate.h): a ping-pong
 // between neighbour ranks, and short runs of the real executor whose per-rank op times and
 // overhead the simulator applies on top of the layers.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -94,6 +95,7 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
   int64_t overhead_sum = 0;
   int runs = 0;
   std::vector<int> layers;  // the split the runs used, one stage per rank
+  std::vector<int64_t> waited;  // transfers a receiver waited through, ns
   sim::PipelineSpec pipeline = sc.pipeline;
   pipeline.steps = steps;
   pipeline.chunks = 1;
@@ -117,10 +119,24 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
     layers = config.layers_per_stage;
     exec::AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
     overhead_sum += exec::OverheadPerOp(s, record);
+    const std::vector<int64_t> w = exec::WaitedTransfers(s, record);
+    waited.insert(waited.end(), w.begin(), w.end());
     ++runs;
   }
   if (transport.rank() != 0 || runs == 0) return {};
   profile->op_overhead_ns = overhead_sum / runs;
+  // The transfers as the pipeline saw them set the bandwidth their data moves at; the
+  // ping-pong's latency and overlap stay.
+  if (profile->p2p && !waited.empty() && profile->send_bytes > 0) {
+    std::nth_element(waited.begin(), waited.begin() + static_cast<std::ptrdiff_t>(waited.size() / 2), waited.end());
+    const int64_t median = waited[waited.size() / 2];
+    if (median > profile->p2p->latency_ns) {
+      profile->p2p->pipeline_bytes_per_s =
+          static_cast<double>(profile->send_bytes) * 1e9 / static_cast<double>(median - profile->p2p->latency_ns);
+    }
+    std::printf("transfers waited through in the runs: %zu, median %s for %s\n", waited.size(),
+                sim::FormatDuration(median).c_str(), sim::FormatBytes(profile->send_bytes).c_str());
+  }
   profile->ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
@@ -198,6 +214,9 @@ int Run(const ProfileFlags& f) {
     std::printf("p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
                 sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
                 100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
+    if (profile.p2p->pipeline_bytes_per_s > 0) {
+      std::printf("p2p in the pipeline: %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
+    }
   } else {
     std::printf("p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
   }

@@ -148,6 +148,21 @@ sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
   return scale;
 }
 
+std::vector<int64_t> WaitedTransfers(const schedules::Schedule& s, const schedules::RunRecord& record) {
+  std::vector<int64_t> out;
+  for (const schedules::RankSplit& split : schedules::SplitBubbles(s, record, true)) {
+    for (size_t g = 1; g < split.gaps.size(); ++g) {
+      const schedules::GapInterval& wait = split.gaps[g - 1];
+      const schedules::GapInterval& transfer = split.gaps[g];
+      if (wait.cause == schedules::GapCause::kWait && transfer.cause == schedules::GapCause::kTransfer &&
+          wait.end_ns == transfer.start_ns) {
+        out.push_back(transfer.end_ns - transfer.start_ns);
+      }
+    }
+  }
+  return out;
+}
+
 int64_t OverheadPerOp(const schedules::Schedule& s, const schedules::RunRecord& record) {
   const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(s, record, false);
   double overhead = 0, ops = 0;

@@ -200,7 +200,7 @@ void ReadCalibration(const Map& m, Profile* p) {
   if (const auto v = m.Find("loss")) p->loss_ns = v->DurationNs();
   if (const auto v = m.Find("op_overhead")) p->op_overhead_ns = v->DurationNs();
   if (const auto v = m.Find("p2p")) {
-    const Map link(*v, {"latency", "bandwidth", "overlap"});
+    const Map link(*v, {"latency", "bandwidth", "overlap", "in_pipeline_bandwidth"});
     P2pProfile fit;
     fit.latency_ns = link.Get("latency").DurationNs();
     fit.bytes_per_s = link.Get("bandwidth").Bandwidth();
@@ -208,6 +208,7 @@ void ReadCalibration(const Map& m, Profile* p) {
       fit.overlap = o->Double(-1e9, 1e9);
       if (fit.overlap < 0 || fit.overlap > 1) o->Fail("expected a fraction from 0 to 1");
     }
+    if (const auto b = link.Find("in_pipeline_bandwidth")) fit.pipeline_bytes_per_s = b->Bandwidth();
     p->p2p = fit;
   }
   if (const auto v = m.Find("ranks")) {
@@ -427,6 +428,9 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
     out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.p2p->latency_ns);
     out << YAML::Key << "bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->bytes_per_s);
     out << YAML::Key << "overlap" << YAML::Value << fmt::format("{:.4f}", p.p2p->overlap);
+    if (p.p2p->pipeline_bytes_per_s > 0) {
+      out << YAML::Key << "in_pipeline_bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->pipeline_bytes_per_s);
+    }
     out << YAML::EndMap;
   }
   if (p.ranks.empty()) return;

@@ -74,8 +74,9 @@ class Engine final : StreamHooks, Transfers::Listener {
   // compute is copied by the receiver once it reaches the consumer.
   int64_t InputCopyNs(int /*rank*/, const Op& op) override {
     const std::optional<Edge> edge = schedules::InputEdge(s_.shape, op);
-    if (!edge || !edge->CrossesRanks() || !costs_.p2p || costs_.p2p->bytes_per_s <= 0) return 0;
-    return std::llround((1 - costs_.p2p->overlap) * static_cast<double>(Bytes(*edge)) * 1e9 / costs_.p2p->bytes_per_s);
+    if (!edge || !edge->CrossesRanks() || !costs_.p2p || costs_.p2p->DataBytesPerS() <= 0) return 0;
+    return std::llround((1 - costs_.p2p->overlap) * static_cast<double>(Bytes(*edge)) * 1e9 /
+                        costs_.p2p->DataBytesPerS());
   }
   // The part that overlaps: what crosses the link before the receiver takes over.
   int64_t LinkBytes(const Edge& edge) const {

@@ -52,7 +52,8 @@ void Transfers::Start(size_t slot) {
   Transfer& t = transfers_[slot];
   listener_->TransferStarted(slot);
   if (measured_) {
-    const double data_ns = measured_->bytes_per_s > 0 ? static_cast<double>(t.bytes) * 1e9 / measured_->bytes_per_s : 0;
+    const double rate = measured_->DataBytesPerS();
+    const double data_ns = rate > 0 ? static_cast<double>(t.bytes) * 1e9 / rate : 0;
     t.arrival = loop_->ScheduleAt(loop_->now_ns() + measured_->latency_ns + std::llround(data_ns), this, kArrival,
                                   static_cast<int32_t>(slot));
     return;

@@ -462,6 +462,14 @@ TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
   EXPECT_EQ(split[1].overhead_ns, 37);
   EXPECT_EQ(split[1].wait_ns, 0);
   EXPECT_EQ(OverheadPerOp(s, record), 5);
+  // Rank 0 waited through both of its transfers from their start (wait gap, then transfer gap):
+  // 500-520 and 745-760. Rank 1's F0 is its first op (idle, not a wait) and F1's input came early.
+  EXPECT_EQ(WaitedTransfers(s, record), (std::vector<int64_t>{20, 15}));
+  // B1's input already in flight when rank 0 became free (RECV posted at 700, SEND at 730 < 740):
+  // the gap 740-760 is all transfer, whose start the rank did not see: not a sample.
+  Set(s, &record, 0, OpKind::kRecvB, 1, 700, 760);
+  EXPECT_EQ(WaitedTransfers(s, record), (std::vector<int64_t>{20}));
+  Set(s, &record, 0, OpKind::kRecvB, 1, 745, 760);
 
   // 13 ns more overhead on rank 1 (its STEP 13 ns later): (87 + 13) / 18 = 5.56 -> 6.
   Set(s, &record, 1, OpKind::kStep, 0, 750, 763);
@@ -485,6 +493,7 @@ TEST(OverheadPerOp, NoGapsNoOverhead) {
   Set(s, &record, 1, OpKind::kSendB, 0, 350, 400);
   Set(s, &record, 1, OpKind::kStep, 0, 350, 360);
   EXPECT_EQ(OverheadPerOp(s, record), 0);
+  EXPECT_EQ(WaitedTransfers(s, record), (std::vector<int64_t>{50}));  // rank 0's B: 350-400
 }
 
 }  // namespace

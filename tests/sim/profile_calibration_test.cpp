@@ -211,6 +211,20 @@ TEST(ProfileCalibration, YamlRoundTrip) {
 
 // A fit without a bandwidth (the larger messages were not slower) is not written, so a profile
 // the tool writes always reads back; the simulator then keeps the topology's links.
+// The bandwidth the calibration runs saw is read, written and used for the data of a transfer
+// in place of the ping-pong's: 2 GB/s fitted, 1 GB/s in the pipeline.
+TEST(ProfileCalibration, InPipelineBandwidthReplacesTheFitsForData) {
+  ScratchDir dir;
+  const std::string text =
+      Replace(kCalibrated, "overlap: 0.25}", "overlap: 0.25, in_pipeline_bandwidth: 1GB/s}");
+  const Profile p = LoadProfile(dir.Write("profile.yaml", text));
+  ASSERT_TRUE(p.p2p.has_value());
+  EXPECT_DOUBLE_EQ(p.p2p->pipeline_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(p.p2p->DataBytesPerS(), 1e9);
+  EXPECT_DOUBLE_EQ(LoadProfile(dir.Write("again.yaml", ProfileToYaml(p))).p2p->pipeline_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(LoadProfile(dir.Write("fit.yaml", kCalibrated)).p2p->DataBytesPerS(), 2e9);  // the fit
+}
+
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kLayersOnly));
@@ -252,7 +266,7 @@ TEST(ProfileCalibration, BadInputIsLocated) {
 
   bad = Replace(kCalibrated, "latency: 3us", "latncy: 3us");
   EXPECT_EQ(error(bad), at(bad, "latncy") +
-                            "p2p: unknown key 'latncy' (known: latency, bandwidth, overlap); did you mean 'latency'?");
+                            "p2p: unknown key 'latncy' (known: latency, bandwidth, overlap, in_pipeline_bandwidth); did you mean 'latency'?");
 
   bad = Replace(kCalibrated, "per_microbatch: {forward: 4.0", "per_microbach: {forward: 4.0");
   EXPECT_EQ(error(bad), at(bad, "per_microbach") +

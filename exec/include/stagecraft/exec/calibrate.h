@@ -63,6 +63,10 @@ void AddScaleSums(const schedules::Schedule& schedule, const schedules::RunRecor
 // measured / isolated per kind, within [0.001, 1000]; a kind with no ops keeps `fallback`'s.
 sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
 
+// How long the transfers took that a receiver waited through from their start (the send's
+// post) to their arrival: the bubble split's transfer gaps that directly follow a wait gap.
+std::vector<int64_t> WaitedTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record);
+
 // The runtime's overhead per op of the run (the bubble split's overhead over the ops of every
 // rank's list).
 int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record);

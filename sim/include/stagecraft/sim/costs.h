@@ -134,7 +134,8 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //   input_copy: 9us             # first stage, per F: copying its input microbatch
 //   loss: 12us                  # last stage, per F: the loss and its gradient
 //   op_overhead: 4us            # runtime work per op of a rank's list
-//   p2p: {latency: 3us, bandwidth: 5.5GB/s, overlap: 0.3}   # ping-pong fit (P2pProfile)
+//   p2p: {latency: 3us, bandwidth: 5.5GB/s, overlap: 0.3,   # ping-pong fit (P2pProfile)
+//         in_pipeline_bandwidth: 2.9GB/s}                   # optional: as the pipeline saw it
 //   ranks:                      # per rank of the calibration runs: in-pipeline / isolated time
 //     - layers: 4               # the layers it held (the split of the calibration runs)
 //       per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}

@@ -59,6 +59,13 @@ struct P2pProfile {
   int64_t latency_ns = 0;
   double bytes_per_s = 0;
   double overlap = 1;
+  // What transfers showed inside the calibration runs, where a receiver that waited through a
+  // whole transfer saw latency + bytes / this (the copy from a sender's hot cache, not the
+  // ping-pong's warm buffer); 0: not measured.
+  double pipeline_bytes_per_s = 0;
+
+  // The bandwidth a transfer's data moves at in a pipeline.
+  double DataBytesPerS() const { return pipeline_bytes_per_s > 0 ? pipeline_bytes_per_s : bytes_per_s; }
 };
 
 struct Profile {
