@@ -5,7 +5,8 @@
 # and runs of a shape and of both: the median and the largest |step-time error|, the largest
 # |bubble error| and |peak-memory error| (per rank), and the median step-to-step spread of the
 # measured step time (compare's "spread") and the run-to-run spread of the measured step time
-# (the machine's own noise, which bounds how close any prediction can be), against the targets.
+# (the machine's own noise, which bounds how close any prediction can be), against the targets;
+# and, beside the errors against makespan / steps, those against the median measured step.
 # A benchmark, not a test: it exits 0 whatever the errors (non-zero only when a run fails).
 #
 # Usage: scripts/accuracy.sh [RUNS]   (default 3); everything lands in build/out/accuracy/.
@@ -51,20 +52,25 @@ for shape in ("main", "hidden1024"):
         for s in c["schedules"]:
             mem = [abs(r["peak_memory_bytes"]["error_pct"]) for r in s["per_rank"]]
             spread = s.get("measured_step_spread", {}).get("spread_pct")
+            median = s.get("measured_step_spread", {}).get("median_ms")
+            pred = s["step_time_ms"]["predicted"]
+            vs_median = 100 * (pred - median) / median if median else None
             rows.setdefault(shape, []).append((k, s["schedule"], s["step_time_ms"]["error_pct"],
                                                s["bubble_fraction"]["error_pp"], max(mem), spread,
-                                               s["step_time_ms"]["measured"]))
+                                               s["step_time_ms"]["measured"], vs_median))
 print()
-print(f"{'shape':<11} {'run':>3} {'schedule':<12} {'step err':>9} {'bubble err':>11} {'mem err':>8} {'spread':>7}")
+print(f"{'shape':<11} {'run':>3} {'schedule':<12} {'step err':>9} {'vs median':>9} {'bubble err':>11} {'mem err':>8}"
+      f" {'spread':>7}")
 for shape, rs in rows.items():
-    for k, name, step, bubble, mem, spread, _ in rs:
+    for k, name, step, bubble, mem, spread, _, vs_median in rs:
         sp = f"{spread:.1f}%" if spread is not None else "-"
-        print(f"{shape:<11} {k:>3} {name:<12} {step:>+8.1f}% {bubble:>+8.1f} pp {mem:>7.1f}% {sp:>7}")
+        vm = f"{vs_median:+.1f}%" if vs_median is not None else "-"
+        print(f"{shape:<11} {k:>3} {name:<12} {step:>+8.1f}% {vm:>9} {bubble:>+8.1f} pp {mem:>7.1f}% {sp:>7}")
 print()
 # The machine's own noise: how far apart the runs' measured step times of one schedule are,
 # (max - min) / median over the runs; no prediction can be closer to every run than that.
 print(f"{'over':<16} {'median |step|':>13} {'max |step|':>10} {'max |bubble|':>12} {'max |mem|':>9}"
-      f" {'median spread':>13} {'run-to-run':>10}")
+      f" {'median spread':>13} {'run-to-run':>10} {'vs median: median |err|':>23} {'max':>6}")
 def run_to_run(rs):
     by_schedule = {}
     for r in rs:
@@ -74,9 +80,10 @@ def run_to_run(rs):
 def summary(label, rs, noise):
     steps = [abs(r[2]) for r in rs]
     spreads = [r[5] for r in rs if r[5] is not None]
+    vm = [abs(r[7]) for r in rs if r[7] is not None] or [0.0]
     print(f"{label:<16} {statistics.median(steps):>12.1f}% {max(steps):>9.1f}% {max(abs(r[3]) for r in rs):>9.1f} pp"
           f" {max(r[4] for r in rs):>8.1f}% {(statistics.median(spreads) if spreads else 0):>12.1f}%"
-          f" {noise:>9.1f}%")
+          f" {noise:>9.1f}% {statistics.median(vm):>22.1f}% {max(vm):>5.1f}%")
 noises = {shape: run_to_run(rs) for shape, rs in rows.items()}
 for shape, rs in rows.items():
     summary(shape, rs, noises[shape])
@@ -84,4 +91,6 @@ summary("all", [r for rs in rows.values() for r in rs], statistics.median(noises
 print(f"{'target':<16} {'<= 2.0%':>13} {'<= 5.0%':>10} {'<= 1.5 pp':>12} {'<= 2.0%':>9}")
 print("spread: the measured step time's (max - min) / median over steps 1.. of one run (median over runs);")
 print("run-to-run: one schedule's measured step time, (max - min) / median over the runs (median over schedules)")
+print("vs median: the predicted step time against the median measured step of steps 1.. (bursts and the")
+print("           first step's cold start left out), where step err is against makespan / steps")
 EOF
