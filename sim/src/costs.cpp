@@ -166,7 +166,7 @@ CostTable MlpTable(const Scenario& sc, int stages) {
     cost.backward_input_ns = Nanoseconds((sc.pipeline.recompute ? 2 : 1) * n * layer_flops, device);
     cost.backward_weight_ns = Nanoseconds(n * layer_flops, device);
     cost.activation_bytes = n * (sc.pipeline.recompute ? 1 : 2) * b * h * kFloat;
-    cost.w_stash_bytes = n * b * h * kFloat;
+    cost.w_stash_bytes = n * 2 * b * h * kFloat;  // each layer's input and dz, for W
     cost.weight_bytes = params * kFloat;
     cost.grad_bytes = params * kFloat;
     cost.optimizer_bytes = params * optimizer_per_param;

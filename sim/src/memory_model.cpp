@@ -56,8 +56,6 @@ void MemoryModel::Add(int64_t now_ns, int rank, int64_t delta) {
 }
 
 void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
-  // I builds W's stash while the activations it reads are still held; they go when it ends.
-  if (op.kind == OpKind::kI) Add(now_ns, rank, costs_.stages[op.stage].w_stash_bytes);
   if (op.kind != OpKind::kF) return;
   Add(now_ns, rank, costs_.stages[op.stage].activation_bytes);
   RankRecord& rr = record_->ranks[rank];
@@ -73,7 +71,7 @@ void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
       break;
     case OpKind::kI:
       --inflight_[rank];
-      Add(now_ns, rank, -c.activation_bytes);
+      Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes);
       break;
     case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
     case OpKind::kStep: StepDone(now_ns, op); return;  // updates in place unless F/B/I/W still read the base

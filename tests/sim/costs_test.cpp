@@ -171,7 +171,7 @@ TEST(BuildCosts, TinyMlp) {
     EXPECT_EQ(c.optimizer_bytes, 2 * 272 * 4);  // sgd with momentum 0.9
     // Input and pre-activation per layer; the last stage also keeps the loss gradient (b·h).
     EXPECT_EQ(c.activation_bytes, 2 * 2 * 8 * 16 * 4 + (st == 1 ? 8 * 16 * 4 : 0));
-    EXPECT_EQ(c.w_stash_bytes, 2 * 8 * 16 * 4);
+    EXPECT_EQ(c.w_stash_bytes, 2 * 2 * 8 * 16 * 4);  // input and dz per layer
     EXPECT_EQ(c.send_bytes, 8 * 16 * 4);
   }
   s.pipeline.recompute = true;

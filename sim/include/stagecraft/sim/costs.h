@@ -96,7 +96,8 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //     params h² + h per layer, 4 bytes each for weights and grads; optimizer as above with
 //     training.optimizer, else sgd with training.momentum; activation_bytes 2·b·h·4 per layer
 //     (input and pre-activation), with recompute b·h·4, and the last stage adds b·h·4 for the
-//     loss gradient it keeps from F to its backward; w_stash_bytes b·h·4 per layer;
+//     loss gradient it keeps from F to its backward; w_stash_bytes 2·b·h·4 per layer (the
+//     layer's input and dz, what W reads);
 //     send_bytes b·h·4.
 //
 // Throws stagecraft::InputError when the model has fewer layers than stages, or a profile is

@@ -1,6 +1,6 @@
 // Memory per rank over time (DESIGN.md §4): weights x live versions + gradients + optimizer state
-// of each local stage, activations from F's start to B/I's end (I builds the W stash from its
-// start, which W frees), and transfer buffers; the peak, the samples and OOM go into the run record.
+// of each local stage, activations from F's start to B/I's end (after I only the W stash, until
+// W), and transfer buffers; the peak, the samples and OOM go into the run record.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +27,8 @@ class MemoryModel {
   MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
               schedules::RunRecord* record);
 
-  // A compute op or STEP of `rank` starts / finishes: F holds its activations; B frees them; I
-  // adds the W stash when it starts and frees the activations when it ends, W frees the stash;
-  // then the op's read of its weight version is done. A
+  // A compute op or STEP of `rank` starts / finishes: F holds its activations; B frees them, I
+  // keeps only the W stash, W frees that; then the op's read of its weight version is done. A
   // finished STEP adds its new version.
   void ComputeStarted(int64_t now_ns, int rank, const schedules::Op& op);
   void ComputeFinished(int64_t now_ns, int rank, const schedules::Op& op);
