@@ -22,8 +22,11 @@ def ns(key):
     m = re.search(rf"^{key}: (\d+)ns$", text, re.M)
     return int(m.group(1)) if m else -1
 ok = ns("input_copy") > 0 and ns("loss") > 0 and ns("op_overhead") >= 0
-p2p = re.search(r"^p2p: \{latency: (\d+)ns, bandwidth: (\d+)B/s, overlap: ([0-9.]+)\}$", text, re.M)
+p2p = re.search(r"^p2p: \{latency: (\d+)ns, bandwidth: (\d+)B/s, overlap: ([0-9.]+)"
+                r"(?:, in_pipeline_bandwidth: (\d+)B/s)?\}$", text, re.M)
 ok &= p2p is not None and int(p2p.group(2)) > 0 and 0 <= float(p2p.group(3)) <= 1
+# The pipeline's bandwidth, when kept, is below the ping-pong's.
+ok &= p2p is not None and (p2p.group(4) is None or 0 < int(p2p.group(4)) < int(p2p.group(2)))
 # Two calibration ranks, each with the 4 of the 8 layers it held and positive scales.
 ok &= re.findall(r"^  - layers: (\d+)$", text, re.M) == ["4", "4"]
 scales = [float(x) for x in re.findall(r"(?:forward|backward|backward_input|backward_weight|step): ([0-9.]+)[,}]",
