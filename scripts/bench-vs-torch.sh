@@ -102,7 +102,8 @@ report "PyTorch GPipe" "$tgm" "$tmp"/wide.*.json
 echo
 echo "== 4/4 every schedule of the main scenario against the ideal from its own profile"
 for ((k = 0; k < repeats; ++k)); do
-  "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --out "$tmp/main-profile.yaml" >/dev/null
+  # The layers alone (no calibration): the ideal is a pipeline with no runtime cost beyond them.
+  "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --calibration-steps 0 --out "$tmp/main-profile.yaml" >/dev/null
   "$sc" simulate "$scenario" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.$k.json" >/dev/null
   "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/measured.$k.json" >/dev/null
 done
