@@ -19,17 +19,7 @@ using testing::PosOf;
 using testing::ScratchDir;
 
 // 2 GFLOP/s at efficiency 0.5: one FLOP takes one nanosecond.
-Scenario Base(int ranks) {
-  Scenario s;
-  s.name = "test";
-  s.path = "test.yaml";
-  s.topology.device = {"unit", 2e9, 1LL << 30, 0.5};
-  s.topology.devices_per_node = ranks;
-  s.pipeline.schedules = {"gpipe"};
-  s.pipeline.ranks = ranks;
-  s.pipeline.microbatches = 4;
-  return s;
-}
+Scenario Base(int ranks) { return testing::UnitScenario(ranks, "gpipe"); }
 
 // b = 2, s = 4, h = 8, a = 2, V = 10, bf16. Per layer:
 //   forward FLOPs 24·2·4·64 + 4·2·16·8 = 12288 + 1024 = 13312; LM head 2·2·4·8·10 = 1280

@@ -29,6 +29,7 @@ using schedules::Shape;
 using testing::ErrorOf;
 using testing::Make;
 using testing::PosOf;
+using testing::Replace;
 using testing::ScratchDir;
 
 // Four layers (ns):      forward  backward_input  backward_weight  step  copy
@@ -70,12 +71,6 @@ layers:
   - {forward: 3us, backward_input: 1us, backward_weight: 1us, activation_bytes: 1KiB, weight_bytes: 2KiB}
 )";
 
-std::string Replace(std::string text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
-}
 
 void ExpectScale(const OpScale& k, double f, double b, double bi, double bw, double step, const std::string& what) {
   SCOPED_TRACE(what);
@@ -87,18 +82,7 @@ void ExpectScale(const OpScale& k, double f, double b, double bi, double bw, dou
 }
 
 // `ranks` ranks, 4 microbatches of size 8 (the profile's), even partition.
-Scenario Base(int ranks) {
-  Scenario s;
-  s.name = "test";
-  s.path = "test.yaml";
-  s.topology.device = {"unit", 2e9, 1LL << 30, 0.5};
-  s.topology.devices_per_node = ranks;
-  s.pipeline.schedules = {"1f1b"};
-  s.pipeline.ranks = ranks;
-  s.pipeline.microbatches = 4;
-  s.pipeline.microbatch_size = 8;
-  return s;
-}
+Scenario Base(int ranks) { return testing::UnitScenario(ranks, "1f1b", 8); }
 
 // ---- reading and writing ---------------------------------------------------------------
 

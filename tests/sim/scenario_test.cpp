@@ -16,6 +16,7 @@ namespace {
 
 using testing::ErrorOf;
 using testing::PosOf;
+using testing::Replace;
 using testing::ScratchDir;
 using testing::StartsWith;
 
@@ -35,12 +36,6 @@ pipeline:
   microbatches: 8
 )";
 
-std::string Replace(std::string text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
-}
 
 // Writes `text` as scenario.yaml and returns the error loading it gives.
 std::string LoadError(const ScratchDir& dir, const std::string& text, const std::vector<std::string>& sets = {}) {

@@ -80,6 +80,29 @@ inline std::string PosOf(const std::string& text, const std::string& needle) {
   return fmt::format("{}:{}", line, at - line_start + 1);
 }
 
+// `text` with the first occurrence of `from` replaced by `to` (a failure when there is none).
+inline std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// A scenario on `ranks` devices of 2 GFLOP/s at efficiency 0.5 (one FLOP takes one ns) and 1
+// GiB, 4 microbatches of `microbatch_size`, running `schedule`.
+inline Scenario UnitScenario(int ranks, const std::string& schedule, int microbatch_size = 1) {
+  Scenario s;
+  s.name = "test";
+  s.path = "test.yaml";
+  s.topology.device = {"unit", 2e9, 1LL << 30, 0.5};
+  s.topology.devices_per_node = ranks;
+  s.pipeline.schedules = {schedule};
+  s.pipeline.ranks = ranks;
+  s.pipeline.microbatches = 4;
+  s.pipeline.microbatch_size = microbatch_size;
+  return s;
+}
+
 inline bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
