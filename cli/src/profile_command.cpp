@@ -15,12 +15,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
+#include "measured.h"
 #include "scenario_runs.h"
 #include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
-#include "measured.h"
 #include "stagecraft/exec/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
@@ -224,7 +225,7 @@ int Run(const ProfileFlags& f) {
   }
   std::printf("runtime overhead per op: %s\n", sim::FormatDuration(profile.op_overhead_ns).c_str());
   std::printf("in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
-              "1f1b, zb-h1, pipedream");
+              fmt::format("{}", fmt::join(kCalibrationSchedules, ", ")).c_str());
   std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
     const auto at = [r](const std::vector<exec::ScaleSums>& v) { return r < v.size() ? &v[r] : nullptr; };
