@@ -94,6 +94,7 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
   const int ranks = transport.size();
   std::vector<exec::ScaleSums> per_step(ranks), per_microbatch(ranks);
   int64_t overhead_sum = 0;
+  std::vector<int64_t> rank_overhead_sum(static_cast<size_t>(ranks), 0);
   int runs = 0;
   std::vector<int> layers;  // the split the runs used, one stage per rank
   std::vector<int64_t> waited;  // transfers a receiver waited through, ns
@@ -120,6 +121,8 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
     layers = config.layers_per_stage;
     exec::AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
     overhead_sum += exec::OverheadPerOp(s, record);
+    const std::vector<int64_t> by_rank = exec::OverheadPerOpByRank(s, record);
+    for (int r = 0; r < ranks; ++r) rank_overhead_sum[r] += by_rank[r];
     const std::vector<int64_t> w = exec::WaitedTransfers(s, record);
     waited.insert(waited.end(), w.begin(), w.end());
     ++runs;
@@ -144,6 +147,7 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
   for (int r = 0; r < ranks; ++r) {
     sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
     k.layers = layers.at(static_cast<size_t>(r));
+    k.op_overhead_ns = rank_overhead_sum[r] / runs;
     k.per_step = exec::ScaleOf(per_step[r], sim::OpScale{});
     k.per_microbatch = exec::ScaleOf(per_microbatch[r], k.per_step);
   }
@@ -223,7 +227,13 @@ int Run(const ProfileFlags& f) {
   } else {
     std::printf("p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
   }
-  std::printf("runtime overhead per op: %s\n", sim::FormatDuration(profile.op_overhead_ns).c_str());
+  std::string by_rank;
+  for (size_t r = 0; r < profile.ranks.size(); ++r) {
+    by_rank += fmt::format("{}rank {} {}", r == 0 ? " (" : ", ", r,
+                           sim::FormatDuration(profile.ranks[r].op_overhead_ns.value_or(profile.op_overhead_ns)));
+  }
+  if (!by_rank.empty()) by_rank += ")";
+  std::printf("runtime overhead per op: %s%s\n", sim::FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
   std::printf("in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
               fmt::format("{}", fmt::join(kCalibrationSchedules, ", ")).c_str());
   std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");

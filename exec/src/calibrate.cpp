@@ -163,6 +163,16 @@ std::vector<int64_t> WaitedTransfers(const schedules::Schedule& s, const schedul
   return out;
 }
 
+std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& s, const schedules::RunRecord& record) {
+  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(s, record, false);
+  std::vector<int64_t> out;
+  for (int r = 0; r < s.ranks(); ++r) {
+    const double ops = static_cast<double>(s.ops[r].size());
+    out.push_back(ops > 0 ? std::llround(static_cast<double>(split[r].overhead_ns) / ops) : 0);
+  }
+  return out;
+}
+
 int64_t OverheadPerOp(const schedules::Schedule& s, const schedules::RunRecord& record) {
   const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(s, record, false);
   double overhead = 0, ops = 0;

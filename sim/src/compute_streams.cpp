@@ -69,7 +69,7 @@ void ComputeStreams::Advance(int rank) {
     const int64_t now = loop_->now_ns();
     if (schedules::IsComm(op.kind)) {
       ++stream.next;
-      stream.free_ns = std::max(stream.free_ns, now) + costs_.op_overhead_ns;
+      stream.free_ns = std::max(stream.free_ns, now) + costs_.OverheadOf(rank);
       hooks_->Posted(rank, index, op);
       continue;
     }
@@ -99,7 +99,7 @@ void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
   schedules::RankRecord& rr = record_->ranks[rank];
   rr.busy_ns += OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
   rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, loop_->now_ns());
-  streams_[rank].free_ns = loop_->now_ns() + costs_.op_overhead_ns;
+  streams_[rank].free_ns = loop_->now_ns() + costs_.OverheadOf(rank);
   hooks_->ComputeFinished(rank, index, op);
 }
 

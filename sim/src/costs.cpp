@@ -213,8 +213,9 @@ void ReadCalibration(const Map& m, Profile* p) {
   }
   if (const auto v = m.Find("ranks")) {
     for (const Value& element : v->Elements()) {
-      const Map r(element, {"layers", "per_step", "per_microbatch"});
+      const Map r(element, {"layers", "op_overhead", "per_step", "per_microbatch"});
       RankScale scale;
+      if (const auto x = r.Find("op_overhead")) scale.op_overhead_ns = x->DurationNs();
       if (const auto x = r.Find("layers")) scale.layers = static_cast<int>(x->Int(1, 1 << 30));
       if (const auto x = r.Find("per_step")) scale.per_step = ReadScale(*x, OpScale{});
       scale.per_microbatch = scale.per_step;
@@ -343,6 +344,10 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
   }
   if (calibrated) {
     table.op_overhead_ns = p.op_overhead_ns;
+    // Each rank's own, when the calibration ran on as many ranks (its rank r ran where r runs).
+    if (static_cast<int>(p.ranks.size()) == sc.pipeline.ranks) {
+      for (const RankScale& r : p.ranks) table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
+    }
     table.p2p = p.p2p;
   }
   return table;
@@ -438,6 +443,7 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
   for (const RankScale& r : p.ranks) {
     out << YAML::BeginMap;
     if (r.layers > 0) out << YAML::Key << "layers" << YAML::Value << r.layers;
+    if (r.op_overhead_ns) out << YAML::Key << "op_overhead" << YAML::Value << fmt::format("{}ns", *r.op_overhead_ns);
     out << YAML::Key << "per_step" << YAML::Value;
     WriteScale(r.per_step, out);
     out << YAML::Key << "per_microbatch" << YAML::Value;

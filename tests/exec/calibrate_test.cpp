@@ -462,6 +462,8 @@ TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
   EXPECT_EQ(split[1].overhead_ns, 37);
   EXPECT_EQ(split[1].wait_ns, 0);
   EXPECT_EQ(OverheadPerOp(s, record), 5);
+  // Each rank over its own 9 ops: 50 / 9 = 5.56 -> 6 and 37 / 9 = 4.11 -> 4.
+  EXPECT_EQ(OverheadPerOpByRank(s, record), (std::vector<int64_t>{6, 4}));
   // Rank 0 waited through both of its transfers from their start (wait gap, then transfer gap):
   // 500-520 and 745-760. Rank 1's F0 is its first op (idle, not a wait) and F1's input came early.
   EXPECT_EQ(WaitedTransfers(s, record), (std::vector<int64_t>{20, 15}));

@@ -182,6 +182,20 @@ TEST(ComputeStreams, OpOverheadAndReceiverCopyDelayTheNextOp) {
   EXPECT_EQ(bench.record.ranks[0].busy_ns, 4 * kUs);       // overhead and copy are not compute
 }
 
+// Each rank's own overhead when the table has them: rank 0 F [0,1000], W [1100,3100]; rank 1
+// F [0,1000], W [1300,3300].
+TEST(ComputeStreams, OverheadPerRank) {
+  Bench bench({{Compute(OpKind::kF), Compute(OpKind::kW)}, {Compute(OpKind::kF), Compute(OpKind::kW)}}, 0);
+  bench.costs.op_overhead_ns = 50;  // only for ranks the per-rank list does not name
+  bench.costs.rank_op_overhead_ns = {100, 300};
+  bench.streams().Start();
+  bench.loop.Run();
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{1100, 3100}));
+  EXPECT_EQ(bench.timing(1, 1), (OpTiming{1300, 3300}));
+  bench.costs.rank_op_overhead_ns = {100};
+  EXPECT_EQ(bench.costs.OverheadOf(1), 50);
+}
+
 // The runtime's work hides under a wait: B's input comes at 5 us, long after F's overhead, so
 // B starts at 5 us plus only its copy.
 TEST(ComputeStreams, OverheadHidesUnderAWait) {

@@ -209,6 +209,24 @@ TEST(ProfileCalibration, InPipelineBandwidthReplacesTheFitsForData) {
   EXPECT_DOUBLE_EQ(LoadProfile(dir.Write("fit.yaml", kCalibrated)).p2p->DataBytesPerS(), 2e9);  // the fit
 }
 
+// A rank's own overhead per op: rank 0 has 400 ns, rank 1 none (the profile's 250); the table
+// carries them by rank when the calibration ran on as many ranks as the scenario has.
+TEST(ProfileCalibration, PerRankOverhead) {
+  ScratchDir dir;
+  const std::string text = Replace(kCalibrated, "  - per_step: {forward: 2.0", "  - op_overhead: 400ns\n    per_step: {forward: 2.0");
+  const Profile p = LoadProfile(dir.Write("profile.yaml", text));
+  ASSERT_EQ(p.ranks.size(), 2u);
+  EXPECT_EQ(p.ranks[0].op_overhead_ns, 400);
+  EXPECT_FALSE(p.ranks[1].op_overhead_ns.has_value());
+  EXPECT_EQ(LoadProfile(dir.Write("again.yaml", ProfileToYaml(p))).ranks[0].op_overhead_ns, 400);
+  const CostTable t = CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, true);
+  EXPECT_EQ(t.rank_op_overhead_ns, (std::vector<int64_t>{400, 250}));
+  EXPECT_EQ(t.OverheadOf(0), 400);
+  EXPECT_EQ(t.OverheadOf(1), 250);
+  EXPECT_TRUE(CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, false).rank_op_overhead_ns.empty());
+  EXPECT_TRUE(CostsFromProfile(Base(4), p, Shape{4, 1, Placement::kLoop}, false, true).rank_op_overhead_ns.empty());
+}
+
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kLayersOnly));
@@ -254,7 +272,7 @@ TEST(ProfileCalibration, BadInputIsLocated) {
 
   bad = Replace(kCalibrated, "per_microbatch: {forward: 4.0", "per_microbach: {forward: 4.0");
   EXPECT_EQ(error(bad), at(bad, "per_microbach") +
-                            "ranks.0: unknown key 'per_microbach' (known: layers, per_step, per_microbatch); "
+                            "ranks.0: unknown key 'per_microbach' (known: layers, op_overhead, per_step, per_microbatch); "
                             "did you mean 'per_microbatch'?");
 
   bad = Replace(kCalibrated, "bandwidth: 2GB/s", "bandwidth: 2000000000");

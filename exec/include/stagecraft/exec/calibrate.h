@@ -68,7 +68,8 @@ sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
 std::vector<int64_t> WaitedTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record);
 
 // The runtime's overhead per op of the run (the bubble split's overhead over the ops of every
-// rank's list).
+// rank's list), and the same for each rank over its own list.
 int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record);
+std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& schedule, const schedules::RunRecord& record);
 
 }  // namespace stagecraft::exec

@@ -40,7 +40,13 @@ struct CostTable {
   // that long after each op, unless it waits for an input anyway), and measured transfers in
   // place of the topology's links.
   int64_t op_overhead_ns = 0;
+  std::vector<int64_t> rank_op_overhead_ns;  // by rank, when the profile has them
   std::optional<P2pProfile> p2p;
+
+  int64_t OverheadOf(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(rank_op_overhead_ns.size()) ? rank_op_overhead_ns[rank]
+                                                                            : op_overhead_ns;
+  }
 };
 
 // Layers per stage, the split the analytical models, profiles and the executor all use: even,
@@ -139,6 +145,7 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //         in_pipeline_bandwidth: 2.9GB/s}                   # optional: as the pipeline saw it
 //   ranks:                      # per rank of the calibration runs: in-pipeline / isolated time
 //     - layers: 4               # the layers it held (the split of the calibration runs)
+//       op_overhead: 5us        # optional: its own runtime work per op (else op_overhead)
 //       per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}
 //       per_microbatch: {forward: 1.05, backward: 1.15, step: 1.2}   # keys default to per_step's
 //

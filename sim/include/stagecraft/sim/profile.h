@@ -47,6 +47,7 @@ struct OpScale {
 // two microbatches evicts the layers from the caches.
 struct RankScale {
   int layers = 0;  // consecutive layers the rank held in the calibration runs (0: not recorded)
+  std::optional<int64_t> op_overhead_ns;  // the rank's runtime work per op (else the profile's)
   OpScale per_step;
   OpScale per_microbatch;
 };
