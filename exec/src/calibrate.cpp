@@ -74,16 +74,26 @@ int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int
   const int64_t floats = bytes / 4;
   Buffer buffer(device, floats);
   device.Fill(buffer.data(), 1.0f, floats);
+  // As in a pipeline: the receive is posted ahead, the send comes while the receiver computes
+  // (a tenth of compute_ns after both left the barrier, so that b is out of MPI by then), and
+  // both compute after posting, so neither moves the data from inside MPI meanwhile.
+  const auto compute = [&](int64_t ns) {
+    const int64_t spin_until = device.NowNs() + ns;
+    while (device.NowNs() < spin_until) {
+    }
+  };
   std::vector<int64_t> waits;
   for (int i = 0; i < kUntimed + repeats; ++i) {
+    Transport::Request r = -1;
+    if (me == b) r = transport.Irecv(buffer.data(), floats, a, kTag);
     transport.Barrier();
     if (me == a) {
-      transport.Wait(transport.Isend(buffer.data(), floats, b, kTag));
+      compute(compute_ns / 10);
+      r = transport.Isend(buffer.data(), floats, b, kTag);
+      compute(compute_ns);
+      transport.Wait(r);
     } else if (me == b) {
-      const Transport::Request r = transport.Irecv(buffer.data(), floats, a, kTag);
-      const int64_t spin_until = device.NowNs() + compute_ns;
-      while (device.NowNs() < spin_until) {
-      }
+      compute(compute_ns);
       const int64_t start = device.NowNs();
       transport.Wait(r);
       if (i >= kUntimed) waits.push_back(device.NowNs() - start);

@@ -34,9 +34,10 @@ struct PingPongPoint {
 std::vector<PingPongPoint> PingPong(Transport& transport, Device& device, int a, int b,
                                     const std::vector<int64_t>& sizes, int repeats);
 
-// `a` sends `bytes` to `b`, which computes (spins) for `compute_ns` after posting its receive
-// and then waits: the median of that wait over `repeats`, on `b` (0 elsewhere). A transfer that
-// overlaps the receiver's compute leaves nothing to wait for.
+// `a` sends `bytes` to `b` as in a pipeline: b's receive is posted ahead, a sends while b
+// computes (spins outside MPI) for `compute_ns`, and a computes after sending; then both wait.
+// The median of b's wait over `repeats`, on `b` (0 elsewhere). A transfer that overlaps the
+// computing leaves nothing to wait for.
 int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int64_t bytes, int64_t compute_ns,
                          int repeats);
 
