@@ -546,8 +546,9 @@ OpTiming TimingOf(const Schedule& s, const RunRecord& r, int rank, OpKind kind, 
 //   t=178200 rank 1 B1 [178500, 278500].  t=189600 rank 0: free 189900, posts RECV_B1 (190200).
 //   t=278500 rank 1: free 278800, posts SEND_B1 (279100), transfer B1 arrives 290500; STEP at 279100.
 //   t=290500 rank 0's B1 starts at 290500 + 30000 = 320500: [320500, 322500]; STEP at 322800.
-TEST(CalibratedEngine, MeasuredTransfersAndOpOverhead) {
-  const Schedule s = Make("1f1b", 2, 2);
+// Two stages (F 1000 / 2000, B 2000 / 100000 ns), 40000-byte messages, 300 ns per op, the
+// measured p2p 2000 ns + 1 B/ns with `overlap`, on a topology whose own 777 ns must not count.
+RunRecord CalibratedRun(const Schedule& s, double overlap) {
   CostTable costs;
   StageCost c0, c1;
   c0.forward_ns = 1000, c0.backward_input_ns = 1500, c0.backward_weight_ns = 500, c0.send_bytes = 40000;
@@ -555,8 +556,13 @@ TEST(CalibratedEngine, MeasuredTransfersAndOpOverhead) {
   costs.stages = {c0, c1};
   costs.source = "test";
   costs.op_overhead_ns = 300;
-  costs.p2p = P2pProfile{2000, 1e9, 0.25};
-  const RunRecord r = Simulate(s, costs, testing::Node(2, 100e9, 777), SimConfig{});
+  costs.p2p = P2pProfile{2000, 1e9, overlap};
+  return Simulate(s, costs, testing::Node(2, 100e9, 777), SimConfig{});
+}
+
+TEST(CalibratedEngine, MeasuredTransfersAndOpOverhead) {
+  const Schedule s = Make("1f1b", 2, 2);
+  const RunRecord r = CalibratedRun(s, 0.25);
 
   EXPECT_EQ(TimingOf(s, r, 0, OpKind::kF, 0), (OpTiming{0, 1000}));
   EXPECT_EQ(TimingOf(s, r, 0, OpKind::kSendF, 0), (OpTiming{1000, 13000}));
@@ -586,15 +592,7 @@ TEST(CalibratedEngine, MeasuredTransfersAndOpOverhead) {
 // soon as the stream is free, at 146200 instead of 176200: overlapping hides the copy.
 TEST(CalibratedEngine, FullOverlapLeavesNothingToCopy) {
   const Schedule s = Make("1f1b", 2, 2);
-  CostTable costs;
-  StageCost c0, c1;
-  c0.forward_ns = 1000, c0.backward_input_ns = 1500, c0.backward_weight_ns = 500, c0.send_bytes = 40000;
-  c1.forward_ns = 2000, c1.backward_input_ns = 60000, c1.backward_weight_ns = 40000, c1.send_bytes = 40000;
-  costs.stages = {c0, c1};
-  costs.source = "test";
-  costs.op_overhead_ns = 300;
-  costs.p2p = P2pProfile{2000, 1e9, 1.0};
-  const RunRecord r = Simulate(s, costs, testing::Node(2, 100e9, 777), SimConfig{});
+  const RunRecord r = CalibratedRun(s, 1.0);
   EXPECT_EQ(TimingOf(s, r, 0, OpKind::kSendF, 0), (OpTiming{1000, 43000}));
   EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 0), (OpTiming{0, 43000}));
   EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 0), (OpTiming{43000, 45000}));
