@@ -98,6 +98,7 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
   int runs = 0;
   std::vector<int> layers;  // the split the runs used, one stage per rank
   std::vector<int64_t> waited;  // transfers a receiver waited through, ns
+  exec::JitterSums jitter;
   sim::PipelineSpec pipeline = sc.pipeline;
   pipeline.steps = steps;
   pipeline.chunks = 1;
@@ -123,12 +124,14 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
     overhead_sum += exec::OverheadPerOp(s, record);
     const std::vector<int64_t> by_rank = exec::OverheadPerOpByRank(s, record);
     for (int r = 0; r < ranks; ++r) rank_overhead_sum[r] += by_rank[r];
+    exec::AddJitter(s, record, isolated, steps > 1 ? 1 : 0, &jitter);
     const std::vector<int64_t> w = exec::WaitedTransfers(s, record);
     waited.insert(waited.end(), w.begin(), w.end());
     ++runs;
   }
   if (transport.rank() != 0 || runs == 0) return {};
   profile->op_overhead_ns = overhead_sum / runs;
+  profile->op_time_cv = jitter.Cv();
   // The transfers as the pipeline saw them set the bandwidth their data moves at, when slower
   // than the ping-pong's (a sender's hot cache, a busy peer); the ping-pong's latency and
   // overlap stay. A median within the latency (small, eager messages) says nothing of it.
@@ -234,6 +237,7 @@ int Run(const ProfileFlags& f) {
   }
   if (!by_rank.empty()) by_rank += ")";
   std::printf("runtime overhead per op: %s%s\n", sim::FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
+  std::printf("an op's time varies by %.1f%% (CV) from one run of it to the next\n", 100 * profile.op_time_cv);
   std::printf("in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
               fmt::format("{}", fmt::join(kCalibrationSchedules, ", ")).c_str());
   std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");

@@ -146,6 +146,36 @@ void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& reco
   }
 }
 
+double JitterSums::Cv() const { return pairs > 0 ? std::sqrt(sum / static_cast<double>(pairs)) : 0.0; }
+
+void AddJitter(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
+               int first_step, JitterSums* sums) {
+  const auto in_place = schedules::StepsInPlace(s);
+  for (int r = 0; r < s.ranks(); ++r) {
+    std::vector<double> ratios[4];  // F, B, I, W in op order
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const schedules::Op& op = s.ops[r][i];
+      const int k = KindIndex(op.kind);
+      const schedules::OpTiming& t = record.ranks[r].ops.at(i);
+      if (k < 0 || k > 3 || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
+      const int64_t cost = sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]);
+      if (cost > 0) ratios[k].push_back(static_cast<double>(t.end_ns - t.start_ns) / static_cast<double>(cost));
+    }
+    for (const std::vector<double>& v : ratios) {
+      if (v.size() < 2) continue;
+      double mean = 0;
+      for (const double x : v) mean += x;
+      mean /= static_cast<double>(v.size());
+      if (mean <= 0) continue;
+      for (size_t i = 0; i + 1 < v.size(); ++i) {
+        const double d = (v[i + 1] - v[i]) / mean;
+        sums->sum += d * d / 2;
+        ++sums->pairs;
+      }
+    }
+  }
+}
+
 sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
   sim::OpScale scale = fallback;
   double sim::OpScale::*fields[5] = {&sim::OpScale::forward, &sim::OpScale::backward, &sim::OpScale::backward_input,

@@ -2,6 +2,9 @@
 #include "stagecraft/sim/compute_streams.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
 
 #include <fmt/format.h>
 
@@ -12,6 +15,31 @@ namespace stagecraft::sim {
 
 using schedules::Op;
 using schedules::OpKind;
+
+namespace {
+
+// splitmix64: a well-mixed 64-bit value from any 64-bit input.
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// A uniform in (0, 1) from a 64-bit value.
+double Unit(uint64_t x) { return (static_cast<double>(x >> 11) + 0.5) * 0x1.0p-53; }
+
+}  // namespace
+
+double OpTimeFactor(double cv, uint64_t seed, int rank, int index) {
+  if (cv <= 0) return 1;
+  const uint64_t key = Mix(seed ^ Mix(static_cast<uint64_t>(rank) << 32 | static_cast<uint32_t>(index)));
+  // Box-Muller: one standard normal from two uniforms.
+  const double z = std::sqrt(-2 * std::log(Unit(key))) * std::cos(2 * std::numbers::pi * Unit(Mix(key)));
+  // Log-normal of mean 1 and coefficient of variation cv.
+  const double sigma2 = std::log1p(cv * cv);
+  return std::exp(std::sqrt(sigma2) * z - sigma2 / 2);
+}
 
 int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
   switch (kind) {
@@ -78,7 +106,11 @@ void ComputeStreams::Advance(int rank) {
       return;
     }
     ++stream.next;
-    const int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
+    int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
+    if (costs_.op_time_cv > 0) {
+      duration = std::llround(static_cast<double>(duration) *
+                              OpTimeFactor(costs_.op_time_cv, costs_.op_time_seed, rank, index));
+    }
     const int64_t start =
         std::max(stream.free_ns, now) + (schedules::IsCompute(op.kind) ? hooks_->InputCopyNs(rank, op) : 0);
     record_->ranks[rank].ops[index] = {start, start + duration};
@@ -97,7 +129,8 @@ void ComputeStreams::Advance(int rank) {
 
 void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
   schedules::RankRecord& rr = record_->ranks[rank];
-  rr.busy_ns += OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
+  const schedules::OpTiming& t = rr.ops[index];
+  rr.busy_ns += t.end_ns - t.start_ns;
   rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, loop_->now_ns());
   streams_[rank].free_ns = loop_->now_ns() + costs_.OverheadOf(rank);
   hooks_->ComputeFinished(rank, index, op);

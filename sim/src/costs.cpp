@@ -199,6 +199,10 @@ void ReadCalibration(const Map& m, Profile* p) {
   if (const auto v = m.Find("input_copy")) p->input_copy_ns = v->DurationNs();
   if (const auto v = m.Find("loss")) p->loss_ns = v->DurationNs();
   if (const auto v = m.Find("op_overhead")) p->op_overhead_ns = v->DurationNs();
+  if (const auto v = m.Find("op_time_cv")) {
+    p->op_time_cv = v->Double(-1, 10);
+    if (p->op_time_cv < 0) v->Fail("expected a coefficient of variation from 0 to 10");
+  }
   if (const auto v = m.Find("p2p")) {
     const Map link(*v, {"latency", "bandwidth", "overlap", "in_pipeline_bandwidth"});
     P2pProfile fit;
@@ -228,8 +232,8 @@ void ReadCalibration(const Map& m, Profile* p) {
 // Reads a profile; with `scenario`, also checks that it fits that scenario.
 Profile ReadProfile(const std::string& path, const Scenario* scenario) {
   const Value root(yaml::LoadFile(path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
-  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "input_copy", "loss", "op_overhead", "p2p",
-                     "ranks"});
+  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "input_copy", "loss", "op_overhead",
+                     "op_time_cv", "p2p", "ranks"});
   Profile p;
   if (const auto device = m.Find("device")) p.device = device->String();
   const Value microbatch_size = m.Get("microbatch_size");
@@ -344,6 +348,7 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
   }
   if (calibrated) {
     table.op_overhead_ns = p.op_overhead_ns;
+    table.op_time_cv = p.op_time_cv;
     // Each rank's own, when the calibration ran on as many ranks (its rank r ran where r runs).
     if (static_cast<int>(p.ranks.size()) == sc.pipeline.ranks) {
       for (const RankScale& r : p.ranks) table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
@@ -428,6 +433,7 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
   if (p.input_copy_ns > 0) out << YAML::Key << "input_copy" << YAML::Value << fmt::format("{}ns", p.input_copy_ns);
   if (p.loss_ns > 0) out << YAML::Key << "loss" << YAML::Value << fmt::format("{}ns", p.loss_ns);
   if (p.op_overhead_ns > 0) out << YAML::Key << "op_overhead" << YAML::Value << fmt::format("{}ns", p.op_overhead_ns);
+  if (p.op_time_cv > 0) out << YAML::Key << "op_time_cv" << YAML::Value << fmt::format("{:.4f}", p.op_time_cv);
   if (p.p2p && p.p2p->bytes_per_s > 0) {  // a fit without a bandwidth is not worth keeping
     out << YAML::Key << "p2p" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.p2p->latency_ns);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -496,6 +497,46 @@ TEST(OverheadPerOp, NoGapsNoOverhead) {
   Set(s, &record, 1, OpKind::kStep, 0, 350, 360);
   EXPECT_EQ(OverheadPerOp(s, record), 0);
   EXPECT_EQ(WaitedTransfers(s, record), (std::vector<int64_t>{50}));  // rank 0's B: 350-400
+}
+
+// ---- AddJitter ------------------------------------------------------------------------
+
+// GPipe, 2 ranks, 4 microbatches, 1 step; only rank 0's forwards ran (the rest unset is left
+// out): 100, 120, 100, 120 ns against a cost of 100, so ratios 1.0, 1.2, 1.0, 1.2 with mean
+// 1.1. Each consecutive pair differs by 0.2 / 1.1 = 0.1818; half its square is 0.016529, three
+// pairs: sum 0.049587, CV sqrt(0.016529) = 0.12856. A slow drift (100, 110, 120, 130: ratios
+// 1.0..1.3, mean 1.15) gives steps of 0.1 / 1.15 = 0.08696 only: CV 0.06149, far below the
+// drift's own spread.
+TEST(AddJitter, HalfTheMeanSquaredStepOfTheRatios) {
+  const Schedule s = Lowered("gpipe", 2, 4, 1);
+  sim::CostTable costs;
+  costs.stages = {Cost(100, 50, 50, 10, 0), Cost(100, 50, 50, 10, 0)};
+  RunRecord record = EmptyRecord(s);
+  int64_t t = 0;
+  for (int mb = 0; mb < 4; ++mb) {
+    const int64_t d = mb % 2 == 0 ? 100 : 120;
+    Set(s, &record, 0, OpKind::kF, mb, t, t + d);
+    t += d;
+  }
+  JitterSums sums;
+  AddJitter(s, record, costs, 0, &sums);
+  EXPECT_EQ(sums.pairs, 3);
+  EXPECT_NEAR(sums.sum, 3 * 0.5 * (0.2 / 1.1) * (0.2 / 1.1), 1e-12);
+  EXPECT_NEAR(sums.Cv(), 0.2 / 1.1 / std::sqrt(2.0), 1e-12);
+  // Ops of steps before first_step are left out: nothing here is from step 1 on.
+  JitterSums none;
+  AddJitter(s, record, costs, 1, &none);
+  EXPECT_EQ(none.pairs, 0);
+  EXPECT_EQ(none.Cv(), 0.0);
+
+  t = 0;
+  for (int mb = 0; mb < 4; ++mb) {
+    Set(s, &record, 0, OpKind::kF, mb, t, t + 100 + 10 * mb);
+    t += 100 + 10 * mb;
+  }
+  JitterSums drift;
+  AddJitter(s, record, costs, 0, &drift);
+  EXPECT_NEAR(drift.Cv(), 0.1 / 1.15 / std::sqrt(2.0), 1e-12);
 }
 
 }  // namespace

@@ -227,6 +227,21 @@ TEST(ProfileCalibration, PerRankOverhead) {
   EXPECT_TRUE(CostsFromProfile(Base(4), p, Shape{4, 1, Placement::kLoop}, false, true).rank_op_overhead_ns.empty());
 }
 
+// op_time_cv is read, written (4 decimals) and given to the table when calibrated; a negative
+// one is refused where it stands.
+TEST(ProfileCalibration, OpTimeCv) {
+  ScratchDir dir;
+  const std::string text = Replace(kCalibrated, "op_overhead: 250ns", "op_overhead: 250ns\nop_time_cv: 0.0625");
+  const Profile p = LoadProfile(dir.Write("profile.yaml", text));
+  EXPECT_DOUBLE_EQ(p.op_time_cv, 0.0625);
+  EXPECT_DOUBLE_EQ(LoadProfile(dir.Write("again.yaml", ProfileToYaml(p))).op_time_cv, 0.0625);
+  EXPECT_DOUBLE_EQ(CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, true).op_time_cv, 0.0625);
+  EXPECT_DOUBLE_EQ(CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, false).op_time_cv, 0.0);
+  const std::string bad = Replace(kCalibrated, "op_overhead: 250ns", "op_overhead: 250ns\nop_time_cv: -0.1");
+  EXPECT_EQ(ErrorOf([&] { LoadProfile(dir.Write("bad.yaml", bad)); }),
+            dir.Path("bad.yaml") + ":" + PosOf(bad, "-0.1") + ": op_time_cv: expected a coefficient of variation from 0 to 10");
+}
+
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kLayersOnly));

@@ -61,6 +61,18 @@ struct ScaleSums {
 void AddScaleSums(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                   const sim::CostTable& isolated, int first_step, std::vector<ScaleSums>* sums);
 
+// How much one op's time varies between its runs, without the slow drift of the machine:
+// per rank and kind, the ratios measured / isolated in op order; half the mean squared
+// difference of consecutive ratios (the von Neumann estimate of their variance, which a
+// trend hardly moves) over the squared mean ratio, summed over all pairs of every run added.
+struct JitterSums {
+  double sum = 0;  // of ((r[i+1] - r[i]) / mean)^2 / 2
+  int64_t pairs = 0;
+  double Cv() const;  // sqrt(sum / pairs); 0 without pairs
+};
+void AddJitter(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+               const sim::CostTable& isolated, int first_step, JitterSums* sums);
+
 // measured / isolated per kind, within [0.001, 1000]; a kind with no ops keeps `fallback`'s.
 sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
 

@@ -22,6 +22,11 @@ namespace stagecraft::sim {
 // schedules::StepsInPlace), SEND/RECV nothing.
 int64_t OpDurationNs(const StageCost& cost, schedules::OpKind kind, bool step_in_place = true);
 
+// What op `index` of `rank` takes of its cost in a run whose ops vary with coefficient of
+// variation `cv` (CostTable::op_time_cv): a log-normal draw of mean 1, fixed by seed, rank and
+// index; 1 when cv is 0.
+double OpTimeFactor(double cv, uint64_t seed, int rank, int index);
+
 // What the streams ask of, and tell, the rest of the simulator. Calls come at the loop's time.
 class StreamHooks {
  public:

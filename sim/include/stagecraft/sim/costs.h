@@ -41,6 +41,11 @@ struct CostTable {
   // place of the topology's links.
   int64_t op_overhead_ns = 0;
   std::vector<int64_t> rank_op_overhead_ns;  // by rank, when the profile has them
+  // How much a compute op's time varies from one run of it to the next (coefficient of
+  // variation): with op_time_cv > 0 each op's time is its cost times a log-normal draw of mean
+  // 1 and that spread, fixed by the seed and the op's place (simulate twice, get the same run).
+  double op_time_cv = 0;
+  uint64_t op_time_seed = 1;
   std::optional<P2pProfile> p2p;
 
   int64_t OverheadOf(int rank) const {
@@ -141,6 +146,7 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //   input_copy: 9us             # first stage, per F: copying its input microbatch
 //   loss: 12us                  # last stage, per F: the loss and its gradient
 //   op_overhead: 4us            # runtime work per op of a rank's list
+//   op_time_cv: 0.06            # how much an op's time varies from run to run (its CV)
 //   p2p: {latency: 3us, bandwidth: 5.5GB/s, overlap: 0.3,   # ping-pong fit (P2pProfile)
 //         in_pipeline_bandwidth: 2.9GB/s}                   # optional: as the pipeline saw it
 //   ranks:                      # per rank of the calibration runs: in-pipeline / isolated time

@@ -78,6 +78,7 @@ struct Profile {
   int64_t input_copy_ns = 0;   // the first stage's copy of its input microbatch, per F
   int64_t loss_ns = 0;         // the last stage's loss and its gradient, per F
   int64_t op_overhead_ns = 0;  // the runtime's own work per op of a rank's list
+  double op_time_cv = 0;       // spread of one op's time between its runs (coefficient of variation)
   std::optional<P2pProfile> p2p;
   // By rank of the calibration runs (one stage per rank): the scales of the layers that rank
   // held; empty: every scale 1.
