@@ -85,10 +85,17 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
   return fit;
 }
 
+// What the calibration runs saw beyond the profile's fields, for the printout (rank 0's).
+struct RunsReport {
+  std::vector<exec::ScaleSums> per_step, per_microbatch;  // say which kinds were measured
+  size_t waited = 0;                                      // transfers waited through
+  int64_t waited_median_ns = 0;
+};
+
 // Runs the calibration schedules for `steps` steps on every rank and, on rank 0, sets the
-// profile's per-rank scales (against its layers) and overhead per op. Step 0 is left out.
-// Returns rank 0's sums (per step, then per microbatch), which say which kinds were measured.
-std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateRuns(
+// profile's per-rank scales (against its layers), overhead per op, op-time jitter and
+// in-pipeline transfer bandwidth. Step 0 is left out.
+RunsReport CalibrateRuns(
     const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
     exec::Transport& transport, sim::Profile* profile) {
   const int ranks = transport.size();
@@ -129,7 +136,8 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
     waited.insert(waited.end(), w.begin(), w.end());
     ++runs;
   }
-  if (transport.rank() != 0 || runs == 0) return {};
+  RunsReport report;
+  if (transport.rank() != 0 || runs == 0) return report;
   profile->op_overhead_ns = overhead_sum / runs;
   profile->op_time_cv = jitter.Cv();
   // The transfers as the pipeline saw them set the bandwidth their data moves at, when slower
@@ -143,8 +151,8 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
           static_cast<double>(profile->send_bytes) * 1e9 / static_cast<double>(median - profile->p2p->latency_ns);
       if (seen < profile->p2p->bytes_per_s) profile->p2p->pipeline_bytes_per_s = seen;
     }
-    std::printf("transfers waited through in the runs: %zu, median %s for %s\n", waited.size(),
-                sim::FormatDuration(median).c_str(), sim::FormatBytes(profile->send_bytes).c_str());
+    report.waited = waited.size();
+    report.waited_median_ns = median;
   }
   profile->ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
@@ -154,7 +162,9 @@ std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> CalibrateR
     k.per_step = exec::ScaleOf(per_step[r], sim::OpScale{});
     k.per_microbatch = exec::ScaleOf(per_microbatch[r], k.per_step);
   }
-  return {per_step, per_microbatch};
+  report.per_step = std::move(per_step);
+  report.per_microbatch = std::move(per_microbatch);
+  return report;
 }
 
 // A scale as the table shows it: "-" for a kind no calibration run had on that rank.
@@ -188,12 +198,12 @@ int Run(const ProfileFlags& f) {
     profile.layers = exec::MedianOverRanks(per_rank);
   }
   const bool calibrate = f.calibration_steps > 0 && transport->size() == sc.pipeline.ranks && sc.pipeline.ranks >= 2;
-  std::pair<std::vector<exec::ScaleSums>, std::vector<exec::ScaleSums>> sums;
+  RunsReport runs;
   try {
     if (calibrate) {
       const sim::P2pProfile fit = CalibrateP2p(*transport, *device, profile.send_bytes);
       if (rank == 0 && fit.bytes_per_s > 0) profile.p2p = fit;
-      sums = CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
+      runs = CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(), e.what());
@@ -224,8 +234,14 @@ int Run(const ProfileFlags& f) {
     std::printf("p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
                 sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
                 100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
-    if (profile.p2p->pipeline_bytes_per_s > 0) {
-      std::printf("p2p in the pipeline: %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
+    if (runs.waited > 0) {
+      std::printf("p2p in the pipeline: %zu transfers waited through, median %s", runs.waited,
+                  sim::FormatDuration(runs.waited_median_ns).c_str());
+      if (profile.p2p->pipeline_bytes_per_s > 0) {
+        std::printf(": %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
+      } else {
+        std::printf(" (not slower than the ping-pong: its bandwidth stays)\n");
+      }
     }
   } else {
     std::printf("p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
@@ -243,9 +259,9 @@ int Run(const ProfileFlags& f) {
   std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
     const auto at = [r](const std::vector<exec::ScaleSums>& v) { return r < v.size() ? &v[r] : nullptr; };
-    for (const auto& [what, k, measured] : {std::tuple{"per step", profile.ranks[r].per_step, at(sums.first)},
+    for (const auto& [what, k, measured] : {std::tuple{"per step", profile.ranks[r].per_step, at(runs.per_step)},
                                             std::tuple{"per microbatch", profile.ranks[r].per_microbatch,
-                                                       at(sums.second)}}) {
+                                                       at(runs.per_microbatch)}}) {
       std::printf("%-5zu %-14s %8s %8s %8s %8s %8s\n", r, what, ScaleText(k.forward, measured, 0).c_str(),
                   ScaleText(k.backward, measured, 1).c_str(), ScaleText(k.backward_input, measured, 2).c_str(),
                   ScaleText(k.backward_weight, measured, 3).c_str(), ScaleText(k.step, measured, 4).c_str());
