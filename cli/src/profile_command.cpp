@@ -206,7 +206,8 @@ int Run(const ProfileFlags& f) {
       runs = CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(), e.what());
+    std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(),
+                 e.what());
     transport->Abort(1);
   }
   if (rank != 0) return 0;

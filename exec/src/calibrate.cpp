@@ -141,7 +141,8 @@ void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& reco
       const schedules::OpTiming& t = record.ranks[r].ops.at(i);
       if (k < 0 || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
       (*sums)[r].measured[k] += static_cast<double>(t.end_ns - t.start_ns);
-      (*sums)[r].isolated[k] += static_cast<double>(sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]));
+      const int64_t cost = sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]);
+      (*sums)[r].isolated[k] += static_cast<double>(cost);
     }
   }
 }

@@ -298,7 +298,8 @@ std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_
   if (total != p.layers.size()) counts = ProfileStageLayers(sc, p, sc.pipeline.ranks);
   size_t next = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
-    for (int i = 0; i < counts[r]; ++i, ++next) out[next] = per_microbatch ? p.ranks[r].per_microbatch : p.ranks[r].per_step;
+    const OpScale& scale = per_microbatch ? p.ranks[r].per_microbatch : p.ranks[r].per_step;
+    for (int i = 0; i < counts[r]; ++i, ++next) out[next] = scale;
   }
   return out;
 }
@@ -351,7 +352,9 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
     table.op_time_cv = p.op_time_cv;
     // Each rank's own, when the calibration ran on as many ranks (its rank r ran where r runs).
     if (static_cast<int>(p.ranks.size()) == sc.pipeline.ranks) {
-      for (const RankScale& r : p.ranks) table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
+      for (const RankScale& r : p.ranks) {
+        table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
+      }
     }
     table.p2p = p.p2p;
   }
@@ -440,7 +443,8 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
     out << YAML::Key << "bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->bytes_per_s);
     out << YAML::Key << "overlap" << YAML::Value << fmt::format("{:.4f}", p.p2p->overlap);
     if (p.p2p->pipeline_bytes_per_s > 0) {
-      out << YAML::Key << "in_pipeline_bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->pipeline_bytes_per_s);
+      out << YAML::Key << "in_pipeline_bandwidth" << YAML::Value
+          << fmt::format("{:.0f}B/s", p.p2p->pipeline_bytes_per_s);
     }
     out << YAML::EndMap;
   }
