@@ -227,8 +227,10 @@ int Run(const ProfileFlags& f) {
   std::printf("input copy %s (first stage), loss %s (last stage), per forward\n",
               sim::FormatDuration(profile.input_copy_ns).c_str(), sim::FormatDuration(profile.loss_ns).c_str());
   if (!calibrate) {
-    std::printf("not calibrated (%s): the layers alone\n",
-                f.calibration_steps == 0 ? "--calibration-steps 0" : "run it on pipeline.ranks MPI ranks to calibrate");
+    const char* why = f.calibration_steps == 0       ? "--calibration-steps 0"
+                      : sc.pipeline.ranks < 2           ? "a one-rank pipeline has no neighbours to calibrate against"
+                                                        : "run it on pipeline.ranks MPI ranks to calibrate";
+    std::printf("not calibrated (%s): the layers alone\n", why);
     return 0;
   }
   if (profile.p2p) {
