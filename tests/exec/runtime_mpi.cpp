@@ -4,10 +4,12 @@
 // Run as `mpirun -np 4 exec_mpi_tests`; only rank 0 checks and reports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
 #include "reference.h"
+#include "stagecraft/exec/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
@@ -200,6 +202,28 @@ TEST(RuntimeMpi, PipeDreamUnevenSplit) {
 }
 TEST(RuntimeMpi, TwoRanksOfFourAndOneMicrobatch) {
   ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .microbatches = 1}, Staleness::kFlush);
+}
+
+// The calibration's transfers (exec/calibrate.h) between ranks 1 and 2 of the job, the others
+// only joining the barriers: the ping-pong reports one point per size, with a positive one-way
+// time, on rank 1 alone, and the wait after computing is rank 2's alone; every rank returns.
+// What each rank saw is gathered to rank 0, which checks it.
+TEST(CalibrateMpi, PingPongAndWaitReportOnTheirRanks) {
+  if (g_transport->size() < 3) GTEST_SKIP() << "needs 3 ranks";  // every rank skips alike
+  auto device = exec::MakeCpuDevice();
+  const std::vector<int64_t> sizes = {4096, 65536, 1048576};
+  const std::vector<exec::PingPongPoint> points = exec::PingPong(*g_transport, *device, 1, 2, sizes, 5);
+  const int64_t wait = exec::WaitAfterCompute(*g_transport, *device, 1, 2, 65536, 100'000, 5);
+  // "<sizes with a positive time, comma-separated> | <wait is zero?>"
+  std::string mine;
+  for (const exec::PingPongPoint& p : points) mine += std::to_string(p.oneway_ns > 0 ? p.bytes : -p.bytes) + ",";
+  mine += wait == 0 ? "|0" : wait > 0 ? "|+" : "|-";
+  const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (g_transport->rank() != 0) return;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(all[r], r == 1 ? "4096,65536,1048576,|0" : r == 2 ? "|+" : "|0");
+  }
 }
 
 }  // namespace
