@@ -1,7 +1,8 @@
 // The executor against the independent sequential reference (reference.h), under mpirun with 4
 // ranks: after 3 steps every schedule's weights match the reference trained on the same batches
 // within 1e-5 relative; PipeDream and 2BW match the reference with their documented staleness.
-// Run as `mpirun -np 4 exec_mpi_tests`; only rank 0 checks and reports.
+// Also the calibration's transfers between ranks (exec/calibrate.h). Run as `mpirun -np 4
+// exec_mpi_tests`; only rank 0 checks and reports.
 #include <gtest/gtest.h>
 
 #include <algorithm>
