@@ -3,21 +3,10 @@
 
 #include <cmath>
 
+#include "stagecraft/base/split_mix.h"
 #include "stagecraft/kernels/activation.h"
 
 namespace stagecraft::exec {
-namespace {
-
-// splitmix64 (Steele, Lea & Flood, 2014): a bijective mixer, so distinct counters give
-// independent-looking values.
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 float UniformAt(uint64_t seed, uint64_t stream, uint64_t index) {
   const uint64_t bits = SplitMix64(SplitMix64(SplitMix64(seed) ^ stream) ^ index);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/split_mix.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::sim {
@@ -18,14 +19,6 @@ using schedules::OpKind;
 
 namespace {
 
-// splitmix64: a well-mixed 64-bit value from any 64-bit input.
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 // A uniform in (0, 1) from a 64-bit value.
 double Unit(uint64_t x) { return (static_cast<double>(x >> 11) + 0.5) * 0x1.0p-53; }
 
@@ -33,9 +26,10 @@ double Unit(uint64_t x) { return (static_cast<double>(x >> 11) + 0.5) * 0x1.0p-5
 
 double OpTimeFactor(double cv, uint64_t seed, int rank, int index) {
   if (cv <= 0) return 1;
-  const uint64_t key = Mix(seed ^ Mix(static_cast<uint64_t>(rank) << 32 | static_cast<uint32_t>(index)));
+  const uint64_t place = static_cast<uint64_t>(rank) << 32 | static_cast<uint32_t>(index);
+  const uint64_t key = SplitMix64(seed ^ SplitMix64(place));
   // Box-Muller: one standard normal from two uniforms.
-  const double z = std::sqrt(-2 * std::log(Unit(key))) * std::cos(2 * std::numbers::pi * Unit(Mix(key)));
+  const double z = std::sqrt(-2 * std::log(Unit(key))) * std::cos(2 * std::numbers::pi * Unit(SplitMix64(key)));
   // Log-normal of mean 1 and coefficient of variation cv.
   const double sigma2 = std::log1p(cv * cv);
   return std::exp(std::sqrt(sigma2) * z - sigma2 / 2);
