@@ -179,11 +179,9 @@ void AddJitter(const schedules::Schedule& s, const schedules::RunRecord& record,
 
 sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
   sim::OpScale scale = fallback;
-  double sim::OpScale::*fields[5] = {&sim::OpScale::forward, &sim::OpScale::backward, &sim::OpScale::backward_input,
-                                     &sim::OpScale::backward_weight, &sim::OpScale::step};
-  for (int k = 0; k < 5; ++k) {
+  for (size_t k = 0; k < ScaleSums::kKinds; ++k) {
     if (sums.isolated[k] > 0 && sums.measured[k] > 0) {
-      scale.*fields[k] = std::clamp(sums.measured[k] / sums.isolated[k], kMinScale, kMaxScale);
+      scale.*sim::kOpScaleFields[k].second = std::clamp(sums.measured[k] / sums.isolated[k], kMinScale, kMaxScale);
     }
   }
   return scale;

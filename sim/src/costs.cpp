@@ -177,18 +177,10 @@ CostTable MlpTable(const Scenario& sc, int stages) {
   return table;
 }
 
-constexpr std::pair<const char*, double OpScale::*> kScaleKeys[] = {
-    {"forward", &OpScale::forward},
-    {"backward", &OpScale::backward},
-    {"backward_input", &OpScale::backward_input},
-    {"backward_weight", &OpScale::backward_weight},
-    {"step", &OpScale::step},
-};
-
 OpScale ReadScale(const Value& v, const OpScale& defaults) {
   const Map m(v, {"forward", "backward", "backward_input", "backward_weight", "step"});
   OpScale scale = defaults;
-  for (const auto& [key, field] : kScaleKeys) {
+  for (const auto& [key, field] : kOpScaleFields) {
     if (const auto x = m.Find(key)) scale.*field = x->Double(0, 1000);
   }
   return scale;
@@ -427,7 +419,7 @@ namespace {
 
 void WriteScale(const OpScale& k, YAML::Emitter& out) {
   out << YAML::Flow << YAML::BeginMap;
-  for (const auto& [key, field] : kScaleKeys) out << YAML::Key << key << YAML::Value << fmt::format("{:.4f}", k.*field);
+  for (const auto& [key, field] : kOpScaleFields) out << YAML::Key << key << YAML::Value << fmt::format("{:.4f}", k.*field);
   // (ScaleOf keeps scales within [0.001, 1000], which 4 decimals and the reader both take.)
   out << YAML::EndMap;
 }

@@ -11,7 +11,9 @@
 // code calibrates any backend.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "stagecraft/exec/device.h"
@@ -51,8 +53,9 @@ double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_a
 
 // Measured and isolated time summed per op kind over a calibration run's compute ops and STEPs.
 struct ScaleSums {
-  double measured[5] = {};  // F, B, I, W, STEP
-  double isolated[5] = {};
+  static constexpr size_t kKinds = std::size(sim::kOpScaleFields);  // F, B, I, W, STEP
+  double measured[kKinds] = {};
+  double isolated[kKinds] = {};
 };
 
 // Adds every compute op and STEP of `schedule` (lowered) from step `first_step` on to the sums

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stagecraft::sim {
@@ -41,6 +42,18 @@ static_assert(sizeof(LayerProfile) == std::size(kLayerProfileFields) * sizeof(in
 struct OpScale {
   double forward = 1, backward = 1, backward_input = 1, backward_weight = 1, step = 1;
 };
+
+// Every field of OpScale with its profile key, in op-kind order F, B, I, W, STEP (the order the
+// calibration's per-kind sums use).
+inline constexpr std::pair<const char*, double OpScale::*> kOpScaleFields[] = {
+    {"forward", &OpScale::forward},
+    {"backward", &OpScale::backward},
+    {"backward_input", &OpScale::backward_input},
+    {"backward_weight", &OpScale::backward_weight},
+    {"step", &OpScale::step},
+};
+static_assert(sizeof(OpScale) == std::size(kOpScaleFields) * sizeof(double),
+              "kOpScaleFields names every field of OpScale");
 
 // One rank's scales in the two ways a schedule can update weights: once per step (flush
 // schedules, 2BW) or after every microbatch (PipeDream), when the optimizer's traffic between
