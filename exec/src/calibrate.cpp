@@ -129,10 +129,14 @@ double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_a
   return std::clamp(1 - static_cast<double>(wait_after_compute_ns) / data_ns, 0.0, 1.0);
 }
 
-void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
-                  int first_step, std::vector<ScaleSums>* sums) {
-  SC_CHECK(static_cast<int>(sums->size()) == s.ranks() && static_cast<int>(record.ranks.size()) == s.ranks(),
-           "one record and one sum per rank");
+namespace {
+
+// Calls fn(rank, kind index, measured ns, isolated ns) for every compute op and STEP of `s` from
+// step `first_step` on that ran, in each rank's op order: the ops a calibration compares with
+// their cost under `isolated`.
+template <typename Fn>
+void ForEachComparedOp(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
+                       int first_step, Fn fn) {
   const auto in_place = schedules::StepsInPlace(s);
   for (int r = 0; r < s.ranks(); ++r) {
     for (size_t i = 0; i < s.ops[r].size(); ++i) {
@@ -140,39 +144,42 @@ void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& reco
       const int k = KindIndex(op.kind);
       const schedules::OpTiming& t = record.ranks[r].ops.at(i);
       if (k < 0 || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
-      (*sums)[r].measured[k] += static_cast<double>(t.end_ns - t.start_ns);
-      const int64_t cost = sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]);
-      (*sums)[r].isolated[k] += static_cast<double>(cost);
+      fn(r, k, t.end_ns - t.start_ns, sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]));
     }
   }
+}
+
+}  // namespace
+
+void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
+                  int first_step, std::vector<ScaleSums>* sums) {
+  SC_CHECK(static_cast<int>(sums->size()) == s.ranks() && static_cast<int>(record.ranks.size()) == s.ranks(),
+           "one record and one sum per rank");
+  ForEachComparedOp(s, record, isolated, first_step, [&](int r, int k, int64_t measured, int64_t cost) {
+    (*sums)[r].measured[k] += static_cast<double>(measured);
+    (*sums)[r].isolated[k] += static_cast<double>(cost);
+  });
 }
 
 double JitterSums::Cv() const { return pairs > 0 ? std::sqrt(sum / static_cast<double>(pairs)) : 0.0; }
 
 void AddJitter(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
                int first_step, JitterSums* sums) {
-  const auto in_place = schedules::StepsInPlace(s);
-  for (int r = 0; r < s.ranks(); ++r) {
-    std::vector<double> ratios[4];  // F, B, I, W in op order
-    for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      const schedules::Op& op = s.ops[r][i];
-      const int k = KindIndex(op.kind);
-      const schedules::OpTiming& t = record.ranks[r].ops.at(i);
-      if (k < 0 || k > 3 || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
-      const int64_t cost = sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]);
-      if (cost > 0) ratios[k].push_back(static_cast<double>(t.end_ns - t.start_ns) / static_cast<double>(cost));
-    }
-    for (const std::vector<double>& v : ratios) {
-      if (v.size() < 2) continue;
-      double mean = 0;
-      for (const double x : v) mean += x;
-      mean /= static_cast<double>(v.size());
-      if (mean <= 0) continue;
-      for (size_t i = 0; i + 1 < v.size(); ++i) {
-        const double d = (v[i + 1] - v[i]) / mean;
-        sums->sum += d * d / 2;
-        ++sums->pairs;
-      }
+  // Per rank and kind F, B, I, W (not STEP), the ratios in op order.
+  std::vector<std::vector<double>> ratios(static_cast<size_t>(s.ranks()) * 4);
+  ForEachComparedOp(s, record, isolated, first_step, [&](int r, int k, int64_t measured, int64_t cost) {
+    if (k < 4 && cost > 0) ratios[static_cast<size_t>(r) * 4 + k].push_back(static_cast<double>(measured) / cost);
+  });
+  for (const std::vector<double>& v : ratios) {
+    if (v.size() < 2) continue;
+    double mean = 0;
+    for (const double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    if (mean <= 0) continue;
+    for (size_t i = 0; i + 1 < v.size(); ++i) {
+      const double d = (v[i + 1] - v[i]) / mean;
+      sums->sum += d * d / 2;
+      ++sums->pairs;
     }
   }
 }

@@ -275,11 +275,10 @@ std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int st
 }
 
 // The calibration's scales per layer: those of the rank that held the layer in the calibration
-// runs (pipeline.ranks stages, one per rank, the scenario's split); all 1 when `calibrated` is
-// false or the profile has no scales for this many ranks.
-std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_microbatch, bool calibrated) {
+// runs (one stage per rank: the split the profile records, else the scenario's). The caller
+// has checked that p.ranks has one entry per pipeline rank.
+std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_microbatch) {
   std::vector<OpScale> out(p.layers.size());
-  if (!calibrated || static_cast<int>(p.ranks.size()) != sc.pipeline.ranks) return out;
   // The split the calibration ran with, when the profile records it.
   std::vector<int> counts;
   size_t total = 0;
@@ -304,8 +303,10 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
   CostTable table;
   table.source = "profile:" + sc.model.profile_path;
   const std::vector<int> counts = ProfileStageLayers(sc, p, stages);
-  const std::vector<OpScale> scales = LayerScales(sc, p, per_microbatch, calibrated);
-  const bool scaled = calibrated && !p.ranks.empty() && static_cast<int>(p.ranks.size()) == sc.pipeline.ranks;
+  // Per-rank calibration applies when it was taken on as many ranks (its rank r ran where r runs).
+  const bool per_rank = calibrated && static_cast<int>(p.ranks.size()) == sc.pipeline.ranks;
+  const std::vector<OpScale> scales =
+      per_rank ? LayerScales(sc, p, per_microbatch) : std::vector<OpScale>(p.layers.size());
   size_t next = 0;
   for (int st = 0; st < stages; ++st) {
     StageCost cost;
@@ -327,14 +328,15 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
       cost.grad_bytes += layer.grad_bytes;
       cost.optimizer_bytes += layer.optimizer_bytes;
     }
-    // The last stage's forward also leaves the loss gradient (its output's size) for its backward.
-    if (st == stages - 1) cost.activation_bytes += p.send_bytes;
     if (st == 0) f += Scaled(p.input_copy_ns, scales.front().forward);
-    if (st == stages - 1) f += Scaled(p.loss_ns, scales.back().forward);
+    if (st == stages - 1) {
+      f += Scaled(p.loss_ns, scales.back().forward);
+      cost.activation_bytes += p.send_bytes;  // the loss gradient, kept from F to its backward
+    }
     cost.forward_ns = std::llround(f);
     cost.backward_input_ns = std::llround(i_ns);
     cost.backward_weight_ns = std::llround(w);
-    if (scaled) cost.fused_backward_ns = std::llround(b);
+    if (per_rank) cost.fused_backward_ns = std::llround(b);
     cost.step_ns = std::llround(step);
     cost.version_copy_ns = std::llround(copy);
     table.stages.push_back(cost);
@@ -342,8 +344,7 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
   if (calibrated) {
     table.op_overhead_ns = p.op_overhead_ns;
     table.op_time_cv = p.op_time_cv;
-    // Each rank's own, when the calibration ran on as many ranks (its rank r ran where r runs).
-    if (static_cast<int>(p.ranks.size()) == sc.pipeline.ranks) {
+    if (per_rank) {
       for (const RankScale& r : p.ranks) {
         table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
       }
