@@ -5,7 +5,6 @@
 // (exec/profile.h). With N = pipeline.ranks it then calibrates (exec/calibrate.h): a ping-pong
 // between neighbour ranks, and short runs of the real executor whose per-rank op times and
 // overhead the simulator applies on top of the layers.
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -144,8 +143,7 @@ RunsReport CalibrateRuns(
   // than the ping-pong's (a sender's hot cache, a busy peer); the ping-pong's latency and
   // overlap stay. A median within the latency (small, eager messages) says nothing of it.
   if (profile->p2p && !waited.empty() && profile->send_bytes > 0) {
-    std::nth_element(waited.begin(), waited.begin() + static_cast<std::ptrdiff_t>(waited.size() / 2), waited.end());
-    const int64_t median = waited[waited.size() / 2];
+    const int64_t median = exec::Median(waited);
     if (median > profile->p2p->latency_ns) {
       const double seen =
           static_cast<double>(profile->send_bytes) * 1e9 / static_cast<double>(median - profile->p2p->latency_ns);

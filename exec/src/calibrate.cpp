@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/exec/profile.h"
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/compute_streams.h"
@@ -16,12 +17,6 @@ constexpr int64_t kTag = 1;
 constexpr int kUntimed = 5;
 // Scales a profile can hold (and write with 4 decimals): anything outside is a broken timer.
 constexpr double kMinScale = 1e-3, kMaxScale = 1e3;
-
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 int KindIndex(schedules::OpKind kind) {
   switch (kind) {

@@ -14,12 +14,14 @@
 #include "stagecraft/exec/stage.h"
 
 namespace stagecraft::exec {
-namespace {
 
 int64_t Median(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
+
+namespace {
 
 // Times `fn` on the device (queued work finished before and after).
 template <typename Fn>
