@@ -69,19 +69,19 @@ class CpuDevice final : public Device {
   void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z, float* dz) override {
     kernels::ActivationBackward(act, n, dout, z, dz);
   }
-  void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) override {
-    kernels::BiasGrad(rows, cols, dz, bias_grad);
+  void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) override {
+    kernels::BiasGrad(rows, cols, dz, bias_grad, accumulate);
   }
   float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) override {
     return kernels::Loss(kind, rows, cols, y, targets, dy);
   }
-  void SgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr,
-                   float momentum) override {
-    kernels::SgdMomentum(n, w, velocity, grad, grad_scale, lr, momentum);
+  void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+                   float lr, float momentum) override {
+    kernels::SgdMomentum(n, w_in, w_out, velocity, grad, grad_scale, lr, momentum);
   }
-  void Adam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale,
+  void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
             const kernels::AdamParams& params) override {
-    kernels::Adam(n, w, m, v, grad, grad_scale, params);
+    kernels::Adam(n, w_in, w_out, m, v, grad, grad_scale, params);
   }
 
   void Synchronize() override {}

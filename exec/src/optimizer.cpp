@@ -14,16 +14,16 @@ Optimizer::Optimizer(Device& device, const TrainingConfig& config, int64_t param
   }
 }
 
-void Optimizer::Step(float* w, const float* grad, float grad_scale) {
+void Optimizer::Step(const float* w_in, float* w_out, const float* grad, float grad_scale) {
   ++updates_;
   if (config_.optimizer == "adam") {
     kernels::AdamParams p;
     p.lr = config_.lr;
     p.bias1 = 1.0f - std::pow(p.beta1, static_cast<float>(updates_));
     p.bias2 = 1.0f - std::pow(p.beta2, static_cast<float>(updates_));
-    device_.Adam(params_, w, state_a_.data(), state_b_.data(), grad, grad_scale, p);
+    device_.Adam(params_, w_in, w_out, state_a_.data(), state_b_.data(), grad, grad_scale, p);
   } else {
-    device_.SgdMomentum(params_, w, state_a_.data(), grad, grad_scale, config_.lr, config_.momentum);
+    device_.SgdMomentum(params_, w_in, w_out, state_a_.data(), grad, grad_scale, config_.lr, config_.momentum);
   }
 }
 

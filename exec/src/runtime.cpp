@@ -171,7 +171,7 @@ class Runner {
     Activations& saved = saved_.at(unit);
     const float* w = ls.versions.at(op.version).data();
     if (s_.recompute) ls.model.Recompute(w, &saved);
-    float* grads = op.kind == OpKind::kB ? Gradients(ls, op) : nullptr;
+    const GradTarget grads = op.kind == OpKind::kB ? Gradients(ls, op) : GradTarget{};
     Buffer dx = ls.model.Backward(w, std::move(dout), &saved, grads);
     if (op.kind == OpKind::kB) saved_.erase(unit);
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) mailbox_[Key(*out)] = std::move(dx);
@@ -184,15 +184,13 @@ class Runner {
     saved_.erase(unit);
   }
 
-  float* Gradients(LocalStage& ls, const Op& op) {
+  // The gradient buffer of op's update; the update's first B or W writes it, the others add on.
+  GradTarget Gradients(LocalStage& ls, const Op& op) {
     const int64_t u = schedules::UpdateIndex(s_, op);
     auto [it, inserted] = ls.grads.try_emplace(u);
-    if (inserted) {
-      it->second = Buffer(device_, ls.model.ParamFloats());
-      device_.Fill(it->second.data(), 0.0f, it->second.size());
-    }
+    if (inserted) it->second = Buffer(device_, ls.model.ParamFloats());
     ++ls.grad_count[u];
-    return it->second.data();
+    return {it->second.data(), !inserted};
   }
 
   void Step(int i, const Op& op) {
@@ -200,18 +198,20 @@ class Runner {
     SC_CHECK(op.version == ls.newest + 1, "a STEP produces the next version");
     const int64_t u = schedules::UpdateIndex(s_, op);
     const int64_t n = ls.model.ParamFloats();
-    // In place when the old version has no reader after this STEP (flush schedules).
+    auto g = ls.grads.find(u);
+    SC_CHECK(g != ls.grads.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
+    const float scale = 1.0f / static_cast<float>(ls.grad_count.at(u));
+    // In place when the old version has no reader after this STEP (flush schedules); otherwise
+    // the update reads the old version and writes the new one into a buffer of its own.
     Buffer w;
     if (steps_in_place_[i]) {
       w = std::move(ls.versions.at(ls.newest));
       ls.versions.erase(ls.newest);
+      ls.optimizer.Step(w.data(), w.data(), g->second.data(), scale);
     } else {
       w = Buffer(device_, n);
-      device_.Copy(w.data(), ls.versions.at(ls.newest).data(), n);
+      ls.optimizer.Step(ls.versions.at(ls.newest).data(), w.data(), g->second.data(), scale);
     }
-    auto g = ls.grads.find(u);
-    SC_CHECK(g != ls.grads.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
-    ls.optimizer.Step(w.data(), g->second.data(), 1.0f / static_cast<float>(ls.grad_count.at(u)));
     ls.grads.erase(g);
     ls.grad_count.erase(u);
     const int old = ls.newest;

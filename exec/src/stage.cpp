@@ -59,11 +59,11 @@ void StageModel::Recompute(const float* params, Activations* saved) {
   Forward(params, std::move(x), saved, true);
 }
 
-Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved, float* grads) {
+Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads) {
   const int h = shape_.hidden;
   const int rows = shape_.rows;
   SC_CHECK(static_cast<int>(saved->pre.size()) == shape_.layers, "backward needs the forward's activations");
-  if (grads == nullptr) saved->dz.resize(shape_.layers);
+  if (grads.data == nullptr) saved->dz.resize(shape_.layers);
   for (int l = shape_.layers - 1; l >= 0; --l) {
     const float* w = params + l * LayerFloats();
     Buffer dz(device_, ActivationFloats());
@@ -72,7 +72,7 @@ Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved
     Buffer dx(device_, ActivationFloats());
     device_.Gemm(false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, dx.data());
     if (shape_.residual) device_.Axpy(dx.size(), 1.0f, dout.data(), dx.data());
-    if (grads != nullptr) {
+    if (grads.data != nullptr) {
       LayerWeightGrad(l, dz, saved->inputs[l], grads);
       saved->inputs[l].Reset();
     } else {
@@ -81,22 +81,22 @@ Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved
     dout = std::move(dx);
   }
   saved->pre.clear();
-  if (grads != nullptr) saved->inputs.clear();
+  if (grads.data != nullptr) saved->inputs.clear();
   return dout;
 }
 
-void StageModel::BackwardWeight(Activations* saved, float* grads) {
+void StageModel::BackwardWeight(Activations* saved, GradTarget grads) {
   SC_CHECK(static_cast<int>(saved->dz.size()) == shape_.layers, "W needs the dz its I kept");
   for (int l = 0; l < shape_.layers; ++l) LayerWeightGrad(l, saved->dz[l], saved->inputs[l], grads);
   saved->inputs.clear();
   saved->dz.clear();
 }
 
-void StageModel::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, float* grads) {
+void StageModel::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, GradTarget grads) {
   const int h = shape_.hidden;
-  float* gw = grads + layer * LayerFloats();
-  device_.Gemm(true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), 1.0f, gw);
-  device_.BiasGrad(shape_.rows, h, dz.data(), gw + static_cast<int64_t>(h) * h);
+  float* gw = grads.data + layer * LayerFloats();
+  device_.Gemm(true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), grads.accumulate ? 1.0f : 0.0f, gw);
+  device_.BiasGrad(shape_.rows, h, dz.data(), gw + static_cast<int64_t>(h) * h, grads.accumulate);
 }
 
 }  // namespace stagecraft::exec

@@ -20,8 +20,10 @@ __global__ void ActivationBackwardKernel(int64_t n, const float* dout, const flo
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) ActivationBackwardAt(Act{}, i, dout, z, dz);
 }
 
-__global__ void BiasGradKernel(int rows, int cols, const float* dz, float* bias_grad) {
-  for (int64_t c = FirstIndex(); c < cols; c += GridStride()) BiasGradAt(static_cast<int>(c), rows, cols, dz, bias_grad);
+__global__ void BiasGradKernel(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) {
+  for (int64_t c = FirstIndex(); c < cols; c += GridStride()) {
+    BiasGradAt(static_cast<int>(c), rows, cols, dz, bias_grad, accumulate);
+  }
 }
 
 }  // namespace
@@ -59,13 +61,13 @@ void LaunchActivationBackward(Activation act, int64_t n, const float* dout, cons
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
-void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, cudaStream_t stream) {
+void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate, cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchBiasGrad";
   RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
   RequireDevicePointer(kLauncher, "dz", dz);
   RequireDevicePointer(kLauncher, "bias_grad", bias_grad);
-  BiasGradKernel<<<BlocksFor(cols), kBlockSize, 0, stream>>>(rows, cols, dz, bias_grad);
+  BiasGradKernel<<<BlocksFor(cols), kBlockSize, 0, stream>>>(rows, cols, dz, bias_grad, accumulate);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -77,9 +77,9 @@ void ActivationBackward(Activation act, int64_t n, const float* dout, const floa
 }
 
 // Row by row into a block of column sums, each column summed over the rows in order and then
-// added to bias_grad, as BiasGradAt does on a device.
+// added to (or written into) bias_grad, as BiasGradAt does on a device.
 SC_VECTOR_CLONES
-void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) {
+void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) {
   constexpr int kBlock = 256;
   for (int c0 = 0; c0 < cols; c0 += kBlock) {
     const int width = std::min(kBlock, cols - c0);
@@ -88,7 +88,7 @@ void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) {
       const float* __restrict row = dz + static_cast<int64_t>(r) * cols + c0;
       for (int c = 0; c < width; ++c) sum[c] += row[c];
     }
-    for (int c = 0; c < width; ++c) bias_grad[c0 + c] += sum[c];
+    for (int c = 0; c < width; ++c) bias_grad[c0 + c] = (accumulate ? bias_grad[c0 + c] : 0.0f) + sum[c];
   }
 }
 
@@ -111,14 +111,51 @@ float Loss(LossKind kind, int rows, int cols, const float* y, const float* targe
   return sum * scale;
 }
 
-SC_VECTOR_CLONES
-void SgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr, float momentum) {
-  for (int64_t i = 0; i < n; ++i) SgdMomentumUpdate(w + i, velocity + i, grad[i] * grad_scale, lr, momentum);
-}
+// The optimizer loops come in two versions, in place (one weight pointer) and out of place
+// (two that must not overlap), each with every pointer __restrict: a loop that allowed w_out to
+// be w_in would need run-time overlap checks, which fail in place and leave it scalar.
+namespace {
 
 SC_VECTOR_CLONES
-void Adam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale, const AdamParams& params) {
-  for (int64_t i = 0; i < n; ++i) AdamUpdate(w + i, m + i, v + i, grad[i] * grad_scale, params);
+void SgdMomentumInPlace(int64_t n, float* __restrict w, float* __restrict velocity, const float* __restrict grad,
+                        float grad_scale, float lr, float momentum) {
+  for (int64_t i = 0; i < n; ++i) w[i] = SgdMomentumUpdate(w[i], velocity + i, grad[i] * grad_scale, lr, momentum);
+}
+SC_VECTOR_CLONES
+void SgdMomentumOutOfPlace(int64_t n, const float* __restrict w_in, float* __restrict w_out,
+                           float* __restrict velocity, const float* __restrict grad, float grad_scale, float lr,
+                           float momentum) {
+  for (int64_t i = 0; i < n; ++i) w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, grad[i] * grad_scale, lr, momentum);
+}
+SC_VECTOR_CLONES
+void AdamInPlace(int64_t n, float* __restrict w, float* __restrict m, float* __restrict v,
+                 const float* __restrict grad, float grad_scale, const AdamParams p) {
+  for (int64_t i = 0; i < n; ++i) w[i] = AdamUpdate(w[i], m + i, v + i, grad[i] * grad_scale, p);
+}
+SC_VECTOR_CLONES
+void AdamOutOfPlace(int64_t n, const float* __restrict w_in, float* __restrict w_out, float* __restrict m,
+                    float* __restrict v, const float* __restrict grad, float grad_scale, const AdamParams p) {
+  for (int64_t i = 0; i < n; ++i) w_out[i] = AdamUpdate(w_in[i], m + i, v + i, grad[i] * grad_scale, p);
+}
+
+}  // namespace
+
+void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+                 float lr, float momentum) {
+  if (w_in == w_out) {
+    SgdMomentumInPlace(n, w_out, velocity, grad, grad_scale, lr, momentum);
+  } else {
+    SgdMomentumOutOfPlace(n, w_in, w_out, velocity, grad, grad_scale, lr, momentum);
+  }
+}
+
+void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+          const AdamParams& params) {
+  if (w_in == w_out) {
+    AdamInPlace(n, w_out, m, v, grad, grad_scale, params);
+  } else {
+    AdamOutOfPlace(n, w_in, w_out, m, v, grad, grad_scale, params);
+  }
 }
 
 }  // namespace stagecraft::kernels

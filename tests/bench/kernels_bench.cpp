@@ -51,7 +51,7 @@ void BM_BiasGrad(benchmark::State& state) {
   const std::vector<float> dz = Ramp(int64_t{rows} * cols);
   std::vector<float> grad(cols, 0.0f);
   for (auto _ : state) {
-    BiasGrad(rows, cols, dz.data(), grad.data());
+    BiasGrad(rows, cols, dz.data(), grad.data(), true);
     benchmark::DoNotOptimize(grad.data());
   }
   SetElements(state, int64_t{rows} * cols);
@@ -67,7 +67,7 @@ void BM_Adam(benchmark::State& state) {
   p.bias1 = 0.1f;
   p.bias2 = 0.001f;
   for (auto _ : state) {
-    Adam(n, w.data(), m.data(), v.data(), g.data(), 0.125f, p);
+    Adam(n, w.data(), w.data(), m.data(), v.data(), g.data(), 0.125f, p);
     benchmark::DoNotOptimize(w.data());
   }
   SetElements(state, n);

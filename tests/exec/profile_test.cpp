@@ -31,7 +31,7 @@ TEST(ProfileTest, FillsTheSimulatorsProfile) {
       EXPECT_GT(l.backward_input_ns, 0);
       EXPECT_GT(l.backward_weight_ns, 0);
       EXPECT_GT(l.step_ns, 0);
-      EXPECT_GT(l.version_copy_ns, 0);
+      EXPECT_GE(l.version_copy_ns, 0);  // an update out of place may cost no more than in place
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "stagecraft/exec/cpu_device.h"
@@ -86,7 +87,7 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
   Buffer dy(*device, 30), grads(*device, stage.ParamFloats());
   device->Upload(dy.data(), c.data(), 30);
   device->Fill(grads.data(), 0.0f, grads.size());
-  const std::vector<float> dx = Download(*device, stage.Backward(params.data(), std::move(dy), &saved, grads.data()));
+  const std::vector<float> dx = Download(*device, stage.Backward(params.data(), std::move(dy), &saved, {grads.data(), true}));
   const std::vector<float> g = Download(*device, grads);
   const double eps = 1e-3;
   for (int i = 0; i < 30; i += 7) {
@@ -114,21 +115,26 @@ TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
     c[i] = UniformAt(2, 2, i);
   }
   std::vector<std::vector<float>> dxs, gs;
-  for (int mode = 0; mode < 3; ++mode) {  // 0: B; 1: I then W; 2: recompute then B
+  // 0: B; 1: I then W; 2: recompute then B, each adding onto zeroed gradients; 3: B and 4: I
+  // then W writing over gradients that hold NaN (an update's first microbatch, a reused buffer).
+  for (int mode = 0; mode < 5; ++mode) {
     Buffer xb(*device, 30), dy(*device, 30), grads(*device, stage.ParamFloats());
     device->Upload(xb.data(), x.data(), 30);
     device->Upload(dy.data(), c.data(), 30);
-    device->Fill(grads.data(), 0.0f, grads.size());
+    const bool accumulate = mode < 3;
+    device->Fill(grads.data(), accumulate ? 0.0f : std::numeric_limits<float>::quiet_NaN(), grads.size());
+    const bool split = mode == 1 || mode == 4;
     Activations saved;
     stage.Forward(params.data(), std::move(xb), &saved, mode != 2);
     if (mode == 2) {
       EXPECT_EQ(saved.Floats(), 30);  // only the stage input
       stage.Recompute(params.data(), &saved);
     }
-    Buffer dx = stage.Backward(params.data(), std::move(dy), &saved, mode == 1 ? nullptr : grads.data());
-    if (mode == 1) {
+    Buffer dx = stage.Backward(params.data(), std::move(dy), &saved,
+                               split ? GradTarget{} : GradTarget{grads.data(), accumulate});
+    if (split) {
       EXPECT_EQ(saved.Floats(), 2 * 3 * 30);  // inputs and dz of every layer until W
-      stage.BackwardWeight(&saved, grads.data());
+      stage.BackwardWeight(&saved, {grads.data(), accumulate});
     }
     EXPECT_EQ(saved.Floats(), 0);
     dxs.push_back(Download(*device, dx));
@@ -138,6 +144,8 @@ TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
   EXPECT_EQ(gs[0], gs[1]);
   EXPECT_EQ(dxs[0], dxs[2]);
   EXPECT_EQ(gs[0], gs[2]);
+  EXPECT_EQ(gs[0], gs[3]);
+  EXPECT_EQ(gs[0], gs[4]);
 }
 
 TEST(StageTest, DeviceTracksBytesInUse) {
@@ -168,8 +176,8 @@ TEST(StageTest, SteadyStateAllocatesNothing) {
     device->Fill(x.data(), 0.5f, x.size());
     Activations saved;
     Buffer y = stage.Forward(params.data(), std::move(x), &saved, true);
-    Buffer dx = stage.Backward(params.data(), std::move(y), &saved, split ? nullptr : grads.data());
-    if (split) stage.BackwardWeight(&saved, grads.data());
+    Buffer dx = stage.Backward(params.data(), std::move(y), &saved, split ? GradTarget{} : GradTarget{grads.data(), true});
+    if (split) stage.BackwardWeight(&saved, {grads.data(), true});
   };
   microbatch(false);
   microbatch(true);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -105,10 +106,17 @@ TEST(ActivationTest, BiasGeluAddsResidualAfterActivation) {
 TEST(ActivationTest, BiasGradSumsRowsPerColumnAndAccumulates) {
   const std::vector<float> dz = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // [[1, 2, 3], [4, 5, 6]]
   std::vector<float> bias_grad = {0.5f, 0.0f, -1.0f};
-  BiasGrad(2, 3, dz.data(), bias_grad.data());
+  BiasGrad(2, 3, dz.data(), bias_grad.data(), true);
   EXPECT_EQ(bias_grad, (std::vector<float>{5.5f, 7.0f, 8.0f}));
-  BiasGrad(2, 3, dz.data(), bias_grad.data());  // a second microbatch adds on
+  BiasGrad(2, 3, dz.data(), bias_grad.data(), true);  // a second microbatch adds on
   EXPECT_EQ(bias_grad, (std::vector<float>{10.5f, 14.0f, 17.0f}));
+}
+
+TEST(ActivationTest, BiasGradWithoutAccumulateOverwritesWhatWasThere) {
+  const std::vector<float> dz = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // [[1, 2, 3], [4, 5, 6]]
+  std::vector<float> bias_grad(3, std::numeric_limits<float>::quiet_NaN());  // a reused buffer's leftovers
+  BiasGrad(2, 3, dz.data(), bias_grad.data(), false);
+  EXPECT_EQ(bias_grad, (std::vector<float>{5.0f, 7.0f, 9.0f}));
 }
 
 // Every 61st float in [-10, 10] (about 35 million values, all exponents and the tails), run

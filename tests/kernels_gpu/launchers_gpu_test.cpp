@@ -121,16 +121,18 @@ TEST_F(LaunchersGpuTest, GeluBackwardMatchesHost) {
   ExpectClose(dz_host, dz_dev.ToHost(), kTol, kEps, "dz");
 }
 
-TEST_F(LaunchersGpuTest, BiasGradMatchesHostAndAccumulates) {
+TEST_F(LaunchersGpuTest, BiasGradMatchesHostAccumulatingOrWriting) {
   constexpr int kRows = 65, kCols = 300;
   const std::vector<float> dz = RandomValues(kRows * kCols, 6);
-  std::vector<float> bias_grad_host = RandomValues(kCols, 7);
-  DeviceBuffer dz_dev(dz), bias_grad_dev(bias_grad_host);
-  BiasGrad(kRows, kCols, dz.data(), bias_grad_host.data());
-  LaunchBiasGrad(kRows, kCols, dz_dev.data(), bias_grad_dev.data(), stream_);
-  Sync();
-  // A sum of 65 terms of size ~3: absolute error grows with the row count.
-  ExpectClose(bias_grad_host, bias_grad_dev.ToHost(), 1e-4f, kEps, "bias_grad");
+  for (const bool accumulate : {true, false}) {
+    std::vector<float> bias_grad_host = RandomValues(kCols, 7);
+    DeviceBuffer dz_dev(dz), bias_grad_dev(bias_grad_host);
+    BiasGrad(kRows, kCols, dz.data(), bias_grad_host.data(), accumulate);
+    LaunchBiasGrad(kRows, kCols, dz_dev.data(), bias_grad_dev.data(), accumulate, stream_);
+    Sync();
+    // A sum of 65 terms of size ~3: absolute error grows with the row count.
+    ExpectClose(bias_grad_host, bias_grad_dev.ToHost(), 1e-4f, kEps, accumulate ? "bias_grad +=" : "bias_grad =");
+  }
 }
 
 void ExpectLossMatchesHost(LossKind kind, int rows, int cols, const std::vector<float>& targets, cudaStream_t stream) {
@@ -171,8 +173,8 @@ TEST_F(LaunchersGpuTest, SgdMomentumMatchesHostOverThreeSteps) {
   for (unsigned step = 0; step < 3; ++step) {
     const std::vector<float> grad = RandomValues(kN, 20 + step);
     DeviceBuffer grad_dev(grad);
-    SgdMomentum(kN, w_host.data(), velocity_host.data(), grad.data(), 0.25f, 0.05f, 0.9f);
-    LaunchSgdMomentum(kN, w_dev.data(), velocity_dev.data(), grad_dev.data(), 0.25f, 0.05f, 0.9f, stream_);
+    SgdMomentum(kN, w_host.data(), w_host.data(), velocity_host.data(), grad.data(), 0.25f, 0.05f, 0.9f);
+    LaunchSgdMomentum(kN, w_dev.data(), w_dev.data(), velocity_dev.data(), grad_dev.data(), 0.25f, 0.05f, 0.9f, stream_);
     Sync();
   }
   ExpectClose(w_host, w_dev.ToHost(), kTol, kEps, "w");
@@ -190,10 +192,21 @@ TEST_F(LaunchersGpuTest, AdamMatchesHostOverThreeSteps) {
     params.bias2 = 1.0f - std::pow(params.beta2, static_cast<float>(t));
     const std::vector<float> grad = RandomValues(kN, 30 + t);
     DeviceBuffer grad_dev(grad);
-    Adam(kN, w_host.data(), m_host.data(), v_host.data(), grad.data(), 0.5f, params);
-    LaunchAdam(kN, w_dev.data(), m_dev.data(), v_dev.data(), grad_dev.data(), 0.5f, params, stream_);
+    Adam(kN, w_host.data(), w_host.data(), m_host.data(), v_host.data(), grad.data(), 0.5f, params);
+    LaunchAdam(kN, w_dev.data(), w_dev.data(), m_dev.data(), v_dev.data(), grad_dev.data(), 0.5f, params, stream_);
     Sync();
   }
+  // Out of place (a STEP that keeps the old version): the old weights stay, the new ones match.
+  const std::vector<float> old = w_dev.ToHost();
+  DeviceBuffer next_dev{std::vector<float>(kN, 0.0f)}, grad_dev(RandomValues(kN, 40));
+  AdamParams params;
+  params.bias1 = 1.0f - std::pow(params.beta1, 4.0f);
+  params.bias2 = 1.0f - std::pow(params.beta2, 4.0f);
+  Adam(kN, w_host.data(), w_host.data(), m_host.data(), v_host.data(), RandomValues(kN, 40).data(), 0.5f, params);
+  LaunchAdam(kN, w_dev.data(), next_dev.data(), m_dev.data(), v_dev.data(), grad_dev.data(), 0.5f, params, stream_);
+  Sync();
+  EXPECT_EQ(w_dev.ToHost(), old);
+  ExpectClose(w_host, next_dev.ToHost(), kTol, kEps, "w out of place");
   ExpectClose(w_host, w_dev.ToHost(), kTol, kEps, "w");
   ExpectClose(m_host, m_dev.ToHost(), kTol, kEps, "m");
   ExpectClose(v_host, v_dev.ToHost(), kTol, kEps, "v");
@@ -207,11 +220,12 @@ TEST(LaunchersArgumentsTest, BadShapesAndNullPointersThrowBeforeLaunching) {
   EXPECT_THROW(LaunchBiasActivation(Activation::kGelu, 2, 3, fake, nullptr, nullptr, fake, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchActivationBackward(Activation::kGelu, -1, fake, fake, fake, nullptr), std::invalid_argument);
   EXPECT_NO_THROW(LaunchActivationBackward(Activation::kGelu, 0, nullptr, nullptr, nullptr, nullptr));  // nothing to do
-  EXPECT_THROW(LaunchBiasGrad(2, 0, fake, fake, nullptr), std::invalid_argument);
+  EXPECT_THROW(LaunchBiasGrad(2, 0, fake, fake, true, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchLoss(LossKind::kMse, 0, 3, fake, fake, fake, fake, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchLoss(LossKind::kCrossEntropy, 2, 3, fake, fake, fake, nullptr, nullptr), std::invalid_argument);
-  EXPECT_THROW(LaunchSgdMomentum(-5, fake, fake, fake, 1.0f, 0.1f, 0.9f, nullptr), std::invalid_argument);
-  EXPECT_THROW(LaunchAdam(4, fake, fake, fake, fake, 1.0f, AdamParams{.bias1 = 0.0f}, nullptr), std::invalid_argument);
+  EXPECT_THROW(LaunchSgdMomentum(-5, fake, fake, fake, fake, 1.0f, 0.1f, 0.9f, nullptr), std::invalid_argument);
+  EXPECT_THROW(LaunchAdam(4, fake, fake, fake, fake, fake, 1.0f, AdamParams{.bias1 = 0.0f}, nullptr),
+               std::invalid_argument);
   try {
     LaunchBiasActivation(Activation::kGelu, -2, 3, fake, fake, nullptr, fake, nullptr);
     ADD_FAILURE() << "LaunchBiasActivation accepted rows = -2";

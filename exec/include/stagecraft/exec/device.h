@@ -43,12 +43,12 @@ class Device {
                               const float* residual, float* out) = 0;
   virtual void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z,
                                   float* dz) = 0;
-  virtual void BiasGrad(int rows, int cols, const float* dz, float* bias_grad) = 0;
+  virtual void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) = 0;
   // Returns the microbatch's mean loss (waits for it); writes dy.
   virtual float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) = 0;
-  virtual void SgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr,
-                           float momentum) = 0;
-  virtual void Adam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale,
+  virtual void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad,
+                           float grad_scale, float lr, float momentum) = 0;
+  virtual void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
                     const kernels::AdamParams& params) = 0;
 
   // Timers: waits for all queued work, then reads a host clock shared by every op of the run.

@@ -27,6 +27,14 @@ struct Activations {
   int64_t Floats() const;
 };
 
+// Where a B or W puts the stage's weight gradients: added to what `data` holds when
+// `accumulate`, written over it otherwise (the first microbatch of an update, so that the
+// buffer needs no zeroing first).
+struct GradTarget {
+  float* data = nullptr;
+  bool accumulate = true;
+};
+
 class StageModel {
  public:
   StageModel(Device& device, const StageShape& shape) : device_(device), shape_(shape) {}
@@ -43,15 +51,15 @@ class StageModel {
   Buffer Forward(const float* params, Buffer x, Activations* saved, bool keep_all);
   // Recompute: rebuilds what Forward(keep_all = true) would have saved from inputs[0].
   void Recompute(const float* params, Activations* saved);
-  // B (grads != null: accumulate weight gradients too) or I (grads == null: keep dz for W).
+  // B (grads.data != null: the weight gradients too) or I (grads.data == null: keep dz for W).
   // Consumes the gradient at the stage output, returns the gradient at the stage input.
-  Buffer Backward(const float* params, Buffer dout, Activations* saved, float* grads);
-  // W: accumulates the weight gradients from what I saved, then drops it.
-  void BackwardWeight(Activations* saved, float* grads);
+  Buffer Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads);
+  // W: the weight gradients from what I saved, then drops it.
+  void BackwardWeight(Activations* saved, GradTarget grads);
 
  private:
   int64_t LayerFloats() const { return static_cast<int64_t>(shape_.hidden) * shape_.hidden + shape_.hidden; }
-  void LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, float* grads);
+  void LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, GradTarget grads);
 
   Device& device_;
   StageShape shape_;

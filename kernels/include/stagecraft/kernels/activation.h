@@ -67,11 +67,12 @@ SC_HD inline void ActivationBackwardAt(Act act, int64_t i, const float* dout, co
   dz[i] = dout[i] * act.Grad(z[i]);
 }
 
-// Column c of a row-major [rows x cols] tensor: bias_grad[c] += Σ_rows dz[r][c].
-SC_HD inline void BiasGradAt(int c, int rows, int cols, const float* dz, float* bias_grad) {
+// Column c of a row-major [rows x cols] tensor: bias_grad[c] ← Σ_rows dz[r][c], added to what it
+// holds when `accumulate`, else written.
+SC_HD inline void BiasGradAt(int c, int rows, int cols, const float* dz, float* bias_grad, bool accumulate) {
   float sum = 0.0f;
   for (int r = 0; r < rows; ++r) sum += dz[static_cast<int64_t>(r) * cols + c];
-  bias_grad[c] += sum;
+  bias_grad[c] = (accumulate ? bias_grad[c] : 0.0f) + sum;
 }
 
 }  // namespace stagecraft::kernels

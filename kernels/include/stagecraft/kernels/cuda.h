@@ -19,18 +19,18 @@ void LaunchBiasActivation(Activation act, int rows, int cols, float* z, const fl
 // dz = dout · act'(z), n elements.
 void LaunchActivationBackward(Activation act, int64_t n, const float* dout, const float* z, float* dz,
                               cudaStream_t stream);
-// bias_grad[c] += Σ_r dz[r][c].
-void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, cudaStream_t stream);
+// bias_grad[c] ← Σ_r dz[r][c], added to what it holds when `accumulate`, else written.
+void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate, cudaStream_t stream);
 // dy ([rows x cols]) ← gradient of the mean loss; *mean_loss_device (one float) ← the mean loss.
 // targets: [rows x cols] for mse, [rows] class indices (stored as float) for cross_entropy; a label
 // outside [0, cols) makes that row's dy and the loss NaN instead of reading out of bounds.
 void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
                 float* mean_loss_device, cudaStream_t stream);
-// w ← SGD-momentum(w, grad · grad_scale), n elements.
-void LaunchSgdMomentum(int64_t n, float* w, float* velocity, const float* grad, float grad_scale, float lr,
-                       float momentum, cudaStream_t stream);
-// w ← Adam(w, grad · grad_scale), n elements; params.bias1/bias2 must be > 0.
-void LaunchAdam(int64_t n, float* w, float* m, float* v, const float* grad, float grad_scale,
+// w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place).
+void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+                       float lr, float momentum, cudaStream_t stream);
+// w_out ← Adam(w_in, grad · grad_scale), n elements; w_out may be w_in; params.bias1/bias2 must be > 0.
+void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
                 const AdamParams& params, cudaStream_t stream);
 
 }  // namespace stagecraft::kernels

@@ -20,17 +20,19 @@ struct AdamParams {
   float bias2 = 1.0f;  // 1 − β2ᵗ
 };
 
-SC_HD inline void SgdMomentumUpdate(float* w, float* velocity, float g, float lr, float momentum) {
+// Each update takes the weight's old value and returns its new one, so that a STEP can write the
+// next version beside the one it reads (a schedule that keeps the old version) or over it.
+SC_HD inline float SgdMomentumUpdate(float w, float* velocity, float g, float lr, float momentum) {
   *velocity = momentum * *velocity + g;
-  *w -= lr * *velocity;
+  return w - lr * *velocity;
 }
 
-SC_HD inline void AdamUpdate(float* w, float* m, float* v, float g, const AdamParams& p) {
+SC_HD inline float AdamUpdate(float w, float* m, float* v, float g, const AdamParams& p) {
   *m = p.beta1 * *m + (1.0f - p.beta1) * g;
   *v = p.beta2 * *v + (1.0f - p.beta2) * g * g;
   const float m_hat = *m / p.bias1;
   const float v_hat = *v / p.bias2;
-  *w -= p.lr * m_hat / (sqrtf(v_hat) + p.eps);
+  return w - p.lr * m_hat / (sqrtf(v_hat) + p.eps);
 }
 
 }  // namespace stagecraft::kernels
