@@ -72,8 +72,9 @@ class CpuDevice final : public Device {
   void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) override {
     kernels::BiasGrad(rows, cols, dz, bias_grad, accumulate);
   }
-  float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) override {
-    return kernels::Loss(kind, rows, cols, y, targets, dy);
+  void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
+            float* loss) override {
+    *loss = kernels::Loss(kind, rows, cols, y, targets, dy);
   }
   void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
                    float lr, float momentum) override {
@@ -85,12 +86,19 @@ class CpuDevice final : public Device {
   }
 
   void Synchronize() override {}
+  int Stamp() override {
+    stamps_.push_back(NowNs());
+    return static_cast<int>(stamps_.size()) - 1;
+  }
+  int64_t StampNs(int id) override { return stamps_.at(static_cast<size_t>(id)); }
+  void ClearStamps() override { stamps_.clear(); }
   int64_t NowNs() override {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
  private:
   std::unordered_map<int64_t, std::vector<float*>> free_;  // freed blocks for reuse, by size in floats
+  std::vector<int64_t> stamps_;
 };
 
 }  // namespace

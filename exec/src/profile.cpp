@@ -111,7 +111,8 @@ void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int 
   const int64_t target_floats = TargetFloats(config.model, config.microbatch_size);
   std::vector<float> host_y(static_cast<size_t>(floats));
   MicrobatchInput(config.model, config.microbatch_size, 1, host_y.data());
-  Buffer input(device, floats), x(device, floats), y(device, floats), dy(device, floats), targets(device, target_floats);
+  Buffer input(device, floats), x(device, floats), y(device, floats), dy(device, floats), targets(device, target_floats),
+      loss(device, 1);
   device.Upload(input.data(), host_y.data(), floats);
   device.Upload(y.data(), host_y.data(), floats);
   device.Fill(targets.data(), 0.0f, target_floats);
@@ -119,7 +120,8 @@ void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int 
   for (int round = 0; round < warmup + repeats; ++round) {
     const int64_t tc = Timed(device, [&] { device.Copy(x.data(), input.data(), floats); });
     const int64_t tl = Timed(device, [&] {
-      device.Loss(config.model.loss, config.microbatch_size, config.model.hidden, y.data(), targets.data(), dy.data());
+      device.Loss(config.model.loss, config.microbatch_size, config.model.hidden, y.data(), targets.data(), dy.data(),
+                  loss.data());
     });
     if (round >= warmup) {
       copies.push_back(tc);

@@ -1,6 +1,7 @@
 // RunRank: one rank's walk over its op list (see runtime.h).
 #include "stagecraft/exec/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -37,6 +38,12 @@ struct LocalStage {
   std::map<int, int> last_reader;  // version -> index of its last reading op on this rank
 };
 
+struct TimedOp {
+  int op = 0;     // index in the rank's op list
+  int start = 0;  // Device stamps around it
+  int end = 0;
+};
+
 struct Pending {
   Transport::Request request = 0;
   Buffer buffer;
@@ -60,29 +67,42 @@ class Runner {
     }
     const auto& ops = s.ops[rank_];
     const int last_stage = s.stages() - 1;
+    std::vector<int> last_compute_of_step(s.steps, -1);
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       if (const int version = schedules::VersionRead(ops[i]); version >= 0) Local(ops[i].stage).last_reader[version] = i;
       // A step is over, for its progress report, at the last stage's last STEP of that step.
       if (ops[i].kind == OpKind::kStep && ops[i].stage == last_stage) step_ends_at_[ops[i].step] = i;
+      if (schedules::IsCompute(ops[i].kind)) last_compute_of_step[ops[i].step] = i;
+    }
+    // Op times (and the last stage's losses) are read back from the device once per step.
+    resolve_after_.assign(ops.size(), false);
+    for (const int i : last_compute_of_step) {
+      if (i >= 0) resolve_after_[i] = true;
     }
     loss_sum_.assign(s.steps, 0.0);
+    if (s.shape.RankOf(last_stage) == rank_) losses_ = Buffer(device_, static_cast<int64_t>(s.steps) * s.microbatches);
     run_.record.ops.assign(ops.size(), schedules::OpTiming{});
     run_.record.peak_weight_versions = 1;
   }
 
   RankRun Run() {
     transport_.Barrier();
-    base_bytes_ = (data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float));
+    base_bytes_ = (data_.inputs.size() + data_.targets.size() + losses_.size()) * static_cast<int64_t>(sizeof(float));
     device_.ResetPeak();
+    device_.Synchronize();
+    device_.ClearStamps();
     start_ns_ = device_.NowNs();
     const auto& ops = s_.ops[rank_];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       Execute(i, ops[i]);
       Poll();
       SampleMemory();
+      if (resolve_after_[i]) ResolveTimes();
     }
     for (Pending& p : sends_) Finish(p);
     sends_.clear();
+    ResolveTimes();
+    device_.Synchronize();
     SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty() && loss_grads_.empty(),
              "every transfer and activation was consumed");
     for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
@@ -91,7 +111,7 @@ class Runner {
       device_.Download(host.data(), ls.versions.at(ls.newest).data(), ls.model.ParamFloats());
       run_.final_params.push_back(std::move(host));
     }
-    if (s_.shape.RankOf(s_.stages() - 1) == rank_) {
+    if (!losses_.empty()) {
       for (int t = 0; t < s_.steps; ++t) run_.record.losses.push_back(loss_sum_[t] / s_.microbatches);
     }
     return std::move(run_);
@@ -119,7 +139,7 @@ class Runner {
     } else if (schedules::IsConsumerOf(op.kind, schedules::Flow::kGradient)) {
       input = TakeLossGradient(op);
     }
-    const int64_t start = Now();
+    const int start = device_.Stamp();
     switch (op.kind) {
       case OpKind::kF: Forward(op, std::move(input)); break;
       case OpKind::kB:
@@ -128,15 +148,38 @@ class Runner {
       case OpKind::kStep: Step(i, op); break;
       default: SC_CHECK(false, "unhandled op kind");
     }
-    device_.Synchronize();
-    const int64_t end = Now();
-    run_.record.ops[i] = {start, end};
-    run_.record.busy_ns += end - start;
-    run_.record.last_compute_end_ns = end;
-    if (op.kind == OpKind::kF && run_.record.first_f_start_ns < 0) run_.record.first_f_start_ns = start;
+    timed_.push_back({i, start, device_.Stamp()});
     if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
-    if (op.kind == OpKind::kStep && op.stage == s_.stages() - 1 && step_ends_at_.at(op.step) == i && hooks_.on_step) {
-      hooks_.on_step({op.step, s_.steps, loss_sum_[op.step] / s_.microbatches, end});
+  }
+
+  // Turns the stamps taken since the last call into op times; then, for each step the last
+  // stage has finished meanwhile, sums its losses (a non-finite one ends the run) and reports it.
+  void ResolveTimes() {
+    const auto& ops = s_.ops[rank_];
+    for (const TimedOp& t : timed_) {
+      const int64_t start = device_.StampNs(t.start) - start_ns_, end = device_.StampNs(t.end) - start_ns_;
+      run_.record.ops[t.op] = {start, end};
+      run_.record.busy_ns += end - start;
+      run_.record.last_compute_end_ns = std::max(run_.record.last_compute_end_ns, end);
+      if (ops[t.op].kind == OpKind::kF && run_.record.first_f_start_ns < 0) run_.record.first_f_start_ns = start;
+    }
+    timed_.clear();
+    device_.ClearStamps();
+    if (losses_.empty()) return;
+    for (; reported_steps_ < s_.steps; ++reported_steps_) {
+      const int t = reported_steps_;
+      const int end_op = step_ends_at_.at(t);
+      if (run_.record.ops[end_op].end_ns < 0) return;  // not run yet
+      std::vector<float> losses(static_cast<size_t>(s_.microbatches));
+      device_.Download(losses.data(), losses_.data() + static_cast<int64_t>(t) * s_.microbatches, s_.microbatches);
+      for (int mb = 0; mb < s_.microbatches; ++mb) {
+        if (!std::isfinite(losses[mb])) {
+          throw std::runtime_error(fmt::format("step {} microbatch {}: loss is {}; training diverged (lower training.lr)",
+                                               t, mb, losses[mb]));
+        }
+        loss_sum_[t] += losses[mb];
+      }
+      if (hooks_.on_step) hooks_.on_step({t, s_.steps, loss_sum_[t] / s_.microbatches, run_.record.ops[end_op].end_ns});
     }
   }
 
@@ -155,14 +198,9 @@ class Runner {
     }
     Buffer dy(device_, y.size());
     const int64_t target_floats = TargetFloats(config_.model, config_.microbatch_size);
-    const float loss = device_.Loss(config_.model.loss, config_.microbatch_size, config_.model.hidden, y.data(),
-                                    data_.targets.data() + Global(op) * target_floats, dy.data());
-    if (!std::isfinite(loss)) {
-      throw std::runtime_error(fmt::format("step {} microbatch {}: loss is {}; training diverged (lower training.lr)",
-                                           op.step, op.microbatch, loss));
-    }
+    device_.Loss(config_.model.loss, config_.microbatch_size, config_.model.hidden, y.data(),
+                 data_.targets.data() + Global(op) * target_floats, dy.data(), losses_.data() + Global(op));
     loss_grads_[units_(op)] = std::move(dy);
-    loss_sum_[op.step] += loss;
   }
 
   void Backward(const Op& op, Buffer dout) {
@@ -324,6 +362,10 @@ class Runner {
   std::unordered_map<int64_t, Pending> recvs_;
   std::vector<double> loss_sum_;
   std::unordered_map<int, int> step_ends_at_;  // step -> index of the last stage's last STEP of it
+  std::vector<bool> resolve_after_;            // op index -> read the op times back after it
+  std::vector<TimedOp> timed_;                 // compute ops run since the last ResolveTimes
+  Buffer losses_;                              // [steps x microbatches] on the last stage's rank
+  int reported_steps_ = 0;
   int64_t start_ns_ = 0;
   int64_t base_bytes_ = 0;
   RankRun run_;

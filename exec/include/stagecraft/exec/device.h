@@ -44,16 +44,26 @@ class Device {
   virtual void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z,
                                   float* dz) = 0;
   virtual void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) = 0;
-  // Returns the microbatch's mean loss (waits for it); writes dy.
-  virtual float Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) = 0;
+  // Writes dy and the microbatch's mean loss into *loss (one float of device memory) without
+  // waiting for it: the runtime reads a step's losses back once.
+  virtual void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
+                    float* loss) = 0;
   virtual void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad,
                            float grad_scale, float lr, float momentum) = 0;
   virtual void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
                     const kernels::AdamParams& params) = 0;
 
-  // Timers: waits for all queued work, then reads a host clock shared by every op of the run.
+  // Waits for all queued work.
   virtual void Synchronize() = 0;
+  // A host clock shared by every op of the run (steady, ns).
   virtual int64_t NowNs() = 0;
+  // Op times with no wait per op: Stamp() marks the device's queue after the work queued so far
+  // and returns the mark's id (0, 1, ... since the last ClearStamps); StampNs(id) is when the
+  // device reached the mark, on NowNs()'s clock, waiting for it if it has not yet. A device
+  // that runs each call to completion (cpu) reads its clock at Stamp().
+  virtual int Stamp() = 0;
+  virtual int64_t StampNs(int id) = 0;
+  virtual void ClearStamps() = 0;
 
  protected:
   void Track(int64_t delta_bytes) {
