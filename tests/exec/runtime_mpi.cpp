@@ -2,7 +2,10 @@
 // ranks: after 3 steps every schedule's weights match the reference trained on the same batches
 // within 1e-5 relative; PipeDream and 2BW match the reference with their documented staleness.
 // Also the calibration's transfers between ranks (exec/calibrate.h). Run as `mpirun -np 4
-// exec_mpi_tests`; only rank 0 checks and reports.
+// exec_mpi_tests`; only rank 0 checks and reports. Some cases move their tensors through the
+// host-staged transport (staged_transport.h). Built a second time with STAGECRAFT_TEST_CUDA=1
+// as exec_mpi_gpu_tests: every case then runs on the cuda device, the ranks sharing the GPUs
+// there are over host-staged MPI, and a machine without a CUDA device skips the whole run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +17,10 @@
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/staged_transport.h"
+#if STAGECRAFT_TEST_CUDA
+#include "stagecraft/exec/cuda_device.h"
+#endif
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
@@ -24,6 +31,17 @@ namespace {
 using testing::Staleness;
 
 exec::Transport* g_transport = nullptr;
+
+#if STAGECRAFT_TEST_CUDA
+constexpr bool kCuda = true;
+std::unique_ptr<exec::Device> MakeTestDevice() {
+  return exec::MakeCudaDevice(exec::GpuForLocalRank(g_transport->rank(), exec::CudaDeviceCount()),
+                              exec::GemmPrecision::kFp32);
+}
+#else
+constexpr bool kCuda = false;
+std::unique_ptr<exec::Device> MakeTestDevice() { return exec::MakeCpuDevice(); }
+#endif
 
 struct Case {
   std::string schedule;
@@ -39,6 +57,7 @@ struct Case {
   kernels::Activation activation = kernels::Activation::kGelu;
   kernels::LossKind loss = kernels::LossKind::kMse;
   std::vector<int> split{};  // layers per stage; empty: even
+  bool staged = kCuda;       // tensors through host buffers (staged_transport.h)
 };
 
 constexpr int kLayers = 8;
@@ -79,14 +98,17 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   p.vertical_sync = c.vertical_sync;
   const schedules::Schedule s = schedules::Lower(schedules::Generate(c.schedule, p));
   EXPECT_TRUE(schedules::Validate(s).empty());
-  auto device = exec::MakeCpuDevice();
+  auto device = MakeTestDevice();
+  std::unique_ptr<exec::Transport> staged;  // over a second MPI transport of the same world
+  if (c.staged) staged = exec::MakeStagedTransport(exec::MakeMpiTransport(), *device);
+  exec::Transport& transport = staged ? *staged : *g_transport;
   const int rank = g_transport->rank();
   std::string mine;
   if (rank < s.ranks()) {
     const exec::Dataset data = exec::MakeDataset(*device, config.model, config.microbatch_size,
                                                  static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
                                                  rank == s.shape.RankOf(s.stages() - 1));
-    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, *g_transport));
+    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport));
   } else {
     g_transport->Barrier();  // the one RunRank starts with
   }
@@ -204,6 +226,14 @@ TEST(RuntimeMpi, PipeDreamUnevenSplit) {
 TEST(RuntimeMpi, TwoRanksOfFourAndOneMicrobatch) {
   ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .microbatches = 1}, Staleness::kFlush);
 }
+// Through host buffers (how ranks sharing a GPU move tensors): the same weights.
+TEST(RuntimeMpi, HostStagedZbH2) { ExpectMatchesReference({.schedule = "zb-h2", .staged = true}, Staleness::kFlush); }
+TEST(RuntimeMpi, HostStagedPipeDream) {
+  ExpectMatchesReference({.schedule = "pipedream", .lr = 0.02, .staged = true}, Staleness::kPipeDream);
+}
+TEST(RuntimeMpi, HostStagedInterleavedTwoRanks) {
+  ExpectMatchesReference({.schedule = "interleaved", .ranks = 2, .chunks = 2, .staged = true}, Staleness::kFlush);
+}
 
 // The calibration's transfers (exec/calibrate.h) between ranks 1 and 2 of the job, the others
 // only joining the barriers: the ping-pong reports one point per size, with a positive one-way
@@ -211,6 +241,7 @@ TEST(RuntimeMpi, TwoRanksOfFourAndOneMicrobatch) {
 // What each rank saw is gathered to rank 0, which checks it.
 TEST(CalibrateMpi, PingPongAndWaitReportOnTheirRanks) {
   if (g_transport->size() < 3) GTEST_SKIP() << "needs 3 ranks";  // every rank skips alike
+  if (kCuda) GTEST_SKIP() << "the calibration runs on the cpu device";
   auto device = exec::MakeCpuDevice();
   const std::vector<int64_t> sizes = {4096, 65536, 1048576};
   const std::vector<exec::PingPongPoint> points = exec::PingPong(*g_transport, *device, 1, 2, sizes, 5);
@@ -234,6 +265,14 @@ int main(int argc, char** argv) {
   stagecraft::exec::MpiSession session(&argc, &argv);
   auto transport = stagecraft::exec::MakeMpiTransport();
   stagecraft::g_transport = transport.get();
+#if STAGECRAFT_TEST_CUDA
+  // Every rank sees the same machine, so all skip alike; ctest reads exit code 77 as skipped.
+  if (stagecraft::exec::CudaDeviceCount() == 0) {
+    if (transport->rank() == 0) std::printf("SKIPPED: no CUDA device on this machine (exec_mpi_gpu_tests)\n");
+    transport->Barrier();
+    return 77;
+  }
+#endif
   ::testing::InitGoogleTest(&argc, argv);
   if (transport->rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

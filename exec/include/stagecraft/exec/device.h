@@ -26,6 +26,10 @@ class Device {
   virtual void Download(float* host, const float* src, int64_t n) = 0;
   virtual void Copy(float* dst, const float* src, int64_t n) = 0;
   virtual void Fill(float* dst, float value, int64_t n) = 0;
+  // Host memory that a transport stages this device's data through (staged_transport.h):
+  // page-locked where that lets the device copy faster (cuda), ordinary memory otherwise.
+  virtual float* AllocateHost(int64_t floats) { return new float[static_cast<size_t>(floats)]; }
+  virtual void FreeHost(float* data, int64_t /*floats*/) { delete[] data; }
   int64_t bytes_in_use() const { return bytes_in_use_; }
   int64_t system_allocations() const { return system_allocations_; }
   int64_t peak_bytes() const { return peak_bytes_; }

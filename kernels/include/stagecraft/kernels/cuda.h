@@ -33,4 +33,11 @@ void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* veloci
 void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
                 const AdamParams& params, cudaStream_t stream);
 
+// dst[i] = value, n elements.
+void LaunchFill(int64_t n, float value, float* dst, cudaStream_t stream);
+// The 16-bit formats a GEMM may read: bf16 (__nv_bfloat16) or fp16 (__half).
+enum class HalfFormat { kBf16, kFp16 };
+// dst[i] = src[i] rounded to nearest even in `format`, n elements; dst holds n 16-bit values.
+void LaunchToHalf(HalfFormat format, int64_t n, const float* src, void* dst, cudaStream_t stream);
+
 }  // namespace stagecraft::kernels

@@ -1,0 +1,281 @@
+// CudaDevice (cuda_device.h): the cuda backend's Device. Every CUDA and cuBLAS call is checked;
+// a failure throws with the host, file:line, the call and the library's own message (the
+// command adds the rank). All work goes onto one non-blocking compute stream, so buffers
+// freed to the pool are reused only by work queued after them.
+#include "stagecraft/exec/cuda_device.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stagecraft/kernels/cuda.h"
+#include "stagecraft/kernels/cuda_check.h"
+
+namespace stagecraft::exec {
+namespace {
+
+[[noreturn]] void ThrowCublasError(cublasStatus_t status, const char* call, const char* file, int line) {
+  char host[256] = "unknown-host";
+  if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
+  host[sizeof(host) - 1] = '\0';
+  throw std::runtime_error(std::string(host) + ": " + file + ":" + std::to_string(line) + ": cuBLAS error " +
+                           cublasGetStatusName(status) + " '" + cublasGetStatusString(status) + "' in " + call);
+}
+
+#define SC_CUBLAS_CHECK(call)                                                \
+  do {                                                                       \
+    const cublasStatus_t sc_cublas_status = (call);                          \
+    if (sc_cublas_status != CUBLAS_STATUS_SUCCESS) {                         \
+      ThrowCublasError(sc_cublas_status, #call, __FILE__, __LINE__);         \
+    }                                                                        \
+  } while (0)
+
+// Op timestamps older than this are re-based on a fresh origin at the next ClearStamps:
+// cudaEventElapsedTime returns float milliseconds, whose resolution coarsens with distance.
+constexpr int64_t kOriginLifetimeNs = 10'000'000'000;
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int gpu, GemmPrecision precision) : gpu_(gpu), precision_(precision) {
+    SC_CUDA_CHECK(cudaSetDevice(gpu));
+    cudaDeviceProp prop{};
+    SC_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
+    name_ = prop.name;
+    SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SC_CUBLAS_CHECK(cublasCreate(&blas_));
+    SC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    SC_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
+    SC_CUDA_CHECK(cudaEventCreate(&origin_));
+  }
+
+  // Best effort: the run is over (or failing), and a destructor must not throw.
+  ~CudaDevice() override {
+    (void)cudaStreamSynchronize(stream_);
+    for (auto& [floats, blocks] : free_) {
+      for (float* block : blocks) (void)cudaFree(block);
+    }
+    if (scratch_ != nullptr) (void)cudaFree(scratch_);
+    for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
+    (void)cudaEventDestroy(origin_);
+    (void)cublasDestroy(blas_);
+    (void)cudaStreamDestroy(stream_);
+  }
+
+  std::string Name() const override { return "cuda:" + std::to_string(gpu_) + " (" + name_ + ")"; }
+  cudaStream_t stream() const { return stream_; }
+
+  float* Allocate(int64_t floats) override {
+    Track(floats * static_cast<int64_t>(sizeof(float)));
+    if (floats == 0) return nullptr;
+    if (auto it = free_.find(floats); it != free_.end() && !it->second.empty()) {
+      float* block = it->second.back();
+      it->second.pop_back();
+      return block;
+    }
+    void* block = nullptr;
+    SC_CUDA_CHECK(cudaMalloc(&block, static_cast<size_t>(floats) * sizeof(float)));
+    CountSystemAllocation();
+    return static_cast<float*>(block);
+  }
+
+  void Free(float* data, int64_t floats) override {
+    Track(-floats * static_cast<int64_t>(sizeof(float)));
+    if (data != nullptr) free_[floats].push_back(data);
+  }
+
+  void Upload(float* dst, const float* host, int64_t n) override {
+    if (n == 0) return;
+    SC_CUDA_CHECK(cudaMemcpyAsync(dst, host, Bytes(n), cudaMemcpyHostToDevice, stream_));
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may go right after
+  }
+  void Download(float* host, const float* src, int64_t n) override {
+    if (n == 0) return;
+    SC_CUDA_CHECK(cudaMemcpyAsync(host, src, Bytes(n), cudaMemcpyDeviceToHost, stream_));
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void Copy(float* dst, const float* src, int64_t n) override {
+    if (n == 0) return;
+    SC_CUDA_CHECK(cudaMemcpyAsync(dst, src, Bytes(n), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void Fill(float* dst, float value, int64_t n) override {
+    if (value == 0.0f && !std::signbit(value)) {
+      if (n > 0) SC_CUDA_CHECK(cudaMemsetAsync(dst, 0, Bytes(n), stream_));
+    } else {
+      kernels::LaunchFill(n, value, dst, stream_);
+    }
+  }
+
+  float* AllocateHost(int64_t floats) override {
+    void* block = nullptr;
+    SC_CUDA_CHECK(cudaMallocHost(&block, Bytes(floats)));
+    return static_cast<float*>(block);
+  }
+  void FreeHost(float* data, int64_t) override { (void)cudaFreeHost(data); }
+
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+            float* c) override {
+    const ColumnMajorGemm g = ToColumnMajor(trans_a, trans_b, m, n, k);
+    const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_second = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const void* first = b;
+    const void* second = a;
+    cudaDataType_t in_type = CUDA_R_32F;
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    if (precision_ == GemmPrecision::kTf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
+      // Round both inputs into the scratch (b first, then a), then multiply the 16-bit copies.
+      const kernels::HalfFormat format =
+          precision_ == GemmPrecision::kBf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kFp16;
+      in_type = precision_ == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+      const int64_t b_count = static_cast<int64_t>(k) * n, a_count = static_cast<int64_t>(m) * k;
+      uint16_t* halves = Scratch(a_count + b_count);
+      kernels::LaunchToHalf(format, b_count, b, halves, stream_);
+      kernels::LaunchToHalf(format, a_count, a, halves + b_count, stream_);
+      first = halves;
+      second = halves + b_count;
+    }
+    SC_CUBLAS_CHECK(cublasGemmEx(blas_, op_first, op_second, g.m, g.n, g.k, &alpha, first, in_type, g.ld_first, second,
+                                 in_type, g.ld_second, &beta, c, CUDA_R_32F, g.ld_out, compute, CUBLAS_GEMM_DEFAULT));
+  }
+
+  void Axpy(int64_t n, float alpha, const float* x, float* y) override {
+    if (n > INT_MAX) throw std::invalid_argument("CudaDevice::Axpy: n over INT_MAX: " + std::to_string(n));
+    SC_CUBLAS_CHECK(cublasSaxpy(blas_, static_cast<int>(n), &alpha, x, 1, y, 1));
+  }
+
+  void BiasActivation(kernels::Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
+                      float* out) override {
+    kernels::LaunchBiasActivation(act, rows, cols, z, bias, residual, out, stream_);
+  }
+  void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z, float* dz) override {
+    kernels::LaunchActivationBackward(act, n, dout, z, dz, stream_);
+  }
+  void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) override {
+    kernels::LaunchBiasGrad(rows, cols, dz, bias_grad, accumulate, stream_);
+  }
+  void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
+            float* loss) override {
+    kernels::LaunchLoss(kind, rows, cols, y, targets, dy, loss, stream_);
+  }
+  void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+                   float lr, float momentum) override {
+    kernels::LaunchSgdMomentum(n, w_in, w_out, velocity, grad, grad_scale, lr, momentum, stream_);
+  }
+  void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+            const kernels::AdamParams& params) override {
+    kernels::LaunchAdam(n, w_in, w_out, m, v, grad, grad_scale, params, stream_);
+  }
+
+  void Synchronize() override { SC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  int64_t NowNs() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  int Stamp() override {
+    if (origin_ns_ < 0) SetOrigin();
+    if (next_stamp_ == events_.size()) {
+      cudaEvent_t event = nullptr;
+      SC_CUDA_CHECK(cudaEventCreate(&event));
+      events_.push_back(event);
+    }
+    SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
+    return static_cast<int>(next_stamp_++);
+  }
+  int64_t StampNs(int id) override {
+    if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
+      throw std::out_of_range("CudaDevice::StampNs: no stamp " + std::to_string(id));
+    }
+    SC_CUDA_CHECK(cudaEventSynchronize(events_[id]));
+    float ms = 0.0f;
+    SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
+    return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
+  }
+  void ClearStamps() override {
+    next_stamp_ = 0;
+    if (origin_ns_ < 0 || NowNs() - origin_ns_ > kOriginLifetimeNs) SetOrigin();
+  }
+
+ private:
+  static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
+
+  // The GPU time of origin_ matched to the host clock: queued work drained first, so the event
+  // completes at once and the host reads its clock right after.
+  void SetOrigin() {
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    SC_CUDA_CHECK(cudaEventRecord(origin_, stream_));
+    SC_CUDA_CHECK(cudaEventSynchronize(origin_));
+    origin_ns_ = NowNs();
+  }
+
+  // 16-bit GEMM inputs; grown when a GEMM needs more (counted as device memory in use). Only
+  // GEMMs on the compute stream use it, one after another, so one buffer serves them all.
+  uint16_t* Scratch(int64_t halves) {
+    if (halves > scratch_halves_) {
+      if (scratch_ != nullptr) {
+        SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        SC_CUDA_CHECK(cudaFree(scratch_));
+        Track(-scratch_halves_ * static_cast<int64_t>(sizeof(uint16_t)));
+        scratch_ = nullptr;
+      }
+      void* block = nullptr;
+      SC_CUDA_CHECK(cudaMalloc(&block, static_cast<size_t>(halves) * sizeof(uint16_t)));
+      scratch_ = static_cast<uint16_t*>(block);
+      scratch_halves_ = halves;
+      Track(halves * static_cast<int64_t>(sizeof(uint16_t)));
+      CountSystemAllocation();
+    }
+    return scratch_;
+  }
+
+  int gpu_;
+  GemmPrecision precision_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  std::unordered_map<int64_t, std::vector<float*>> free_;  // freed blocks for reuse, by size in floats
+  uint16_t* scratch_ = nullptr;
+  int64_t scratch_halves_ = 0;
+  std::vector<cudaEvent_t> events_;  // stamps, reused after each ClearStamps
+  size_t next_stamp_ = 0;
+  cudaEvent_t origin_ = nullptr;
+  int64_t origin_ns_ = -1;
+};
+
+}  // namespace
+
+bool HaveCudaBackend() { return true; }
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: clear the error, report none
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Device> MakeCudaDevice(int gpu, GemmPrecision precision) {
+  const int count = CudaDeviceCount();
+  if (gpu < 0 || gpu >= count) {
+    throw std::runtime_error("no CUDA device " + std::to_string(gpu) + ": this process sees " + std::to_string(count));
+  }
+  return std::make_unique<CudaDevice>(gpu, precision);
+}
+
+void* CudaComputeStream(Device& device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (cuda == nullptr) throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device");
+  return cuda->stream();
+}
+
+}  // namespace stagecraft::exec

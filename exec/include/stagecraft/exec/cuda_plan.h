@@ -1,0 +1,55 @@
+// The host-side decisions of the cuda backend, kept apart from CUDA so that tests check them on
+// any machine: how training.dtype maps to GEMM precision, how a row-major GEMM becomes
+// cuBLAS's column-major call, and which GPU a rank takes.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace stagecraft::exec {
+
+// How the GEMMs of a cuda run read their inputs (training.dtype):
+//   fp32: fp32 products and sums;
+//   tf32: fp32 tensors, tensor-core products of inputs rounded to tf32 (10-bit mantissa);
+//   bf16, fp16: inputs rounded from the fp32 tensors to 16 bits, products summed in fp32.
+// Weights, activations between ops, gradients and optimizer state stay fp32 in every mode
+// (fp32 master weights); only what a GEMM reads is rounded.
+enum class GemmPrecision { kFp32, kTf32, kBf16, kFp16 };
+
+inline std::optional<GemmPrecision> GemmPrecisionFor(std::string_view dtype) {
+  if (dtype == "fp32") return GemmPrecision::kFp32;
+  if (dtype == "tf32") return GemmPrecision::kTf32;
+  if (dtype == "bf16") return GemmPrecision::kBf16;
+  if (dtype == "fp16") return GemmPrecision::kFp16;
+  return std::nullopt;
+}
+
+// A row-major GEMM c[m x n] = op(a)[m x k] · op(b)[k x n] (Device::Gemm) as one column-major
+// cuBLAS call. A row-major matrix read column-major is its transpose, so the call computes
+// cᵀ = op(b)ᵀ · op(a)ᵀ: the first operand is b, the second a, and the product is n x m.
+struct ColumnMajorGemm {
+  bool trans_first = false;   // transpose b's column-major view (b was given transposed)
+  bool trans_second = false;  // transpose a's column-major view
+  int m = 0, n = 0, k = 0;    // of the column-major product: rows n, columns m, inner k
+  int ld_first = 0, ld_second = 0, ld_out = 0;
+};
+
+inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, int k) {
+  ColumnMajorGemm g;
+  g.trans_first = trans_b;
+  g.trans_second = trans_a;
+  g.m = n;
+  g.n = m;
+  g.k = k;
+  g.ld_first = trans_b ? k : n;   // b is stored [n x k] when transposed, [k x n] otherwise
+  g.ld_second = trans_a ? m : k;  // a is stored [k x m] when transposed, [m x k] otherwise
+  g.ld_out = n;
+  return g;
+}
+
+// The GPU of a process: its rank among the node's processes modulo the node's GPUs, so each
+// process has a GPU of its own when there are enough, and processes share them round robin
+// otherwise (then the MPI transport carries their transfers, see cuda_device.h).
+inline int GpuForLocalRank(int local_rank, int gpus) { return gpus > 0 ? local_rank % gpus : -1; }
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,114 @@
+// StagedTransport (staged_transport.h).
+#include "stagecraft/exec/staged_transport.h"
+
+#include <cstdlib>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/check.h"
+
+namespace stagecraft::exec {
+namespace {
+
+class StagedTransport final : public Transport {
+ public:
+  StagedTransport(std::unique_ptr<Transport> inner, Device& device) : inner_(std::move(inner)), device_(device) {}
+  ~StagedTransport() override {
+    for (auto& [floats, blocks] : free_host_) {
+      for (float* block : blocks) device_.FreeHost(block, floats);
+    }
+    for (Staged& s : staged_) {
+      if (s.host != nullptr) device_.FreeHost(s.host, s.count);
+    }
+  }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string Name() const override { return inner_->Name() + " (host-staged)"; }
+
+  Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
+    float* host = TakeHost(count);
+    device_.Download(host, data, count);  // waits for the work that produced `data`
+    return Track({inner_->Isend(host, count, peer, tag), nullptr, host, count});
+  }
+  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
+    float* host = TakeHost(count);
+    return Track({inner_->Irecv(host, count, peer, tag), data, host, count});
+  }
+  bool Test(Request request) override {
+    Staged& s = At(request);
+    if (!inner_->Test(s.inner)) return false;
+    Complete(request);
+    return true;
+  }
+  void Wait(Request request) override {
+    inner_->Wait(At(request).inner);
+    Complete(request);
+  }
+
+  void Barrier() override { inner_->Barrier(); }
+  std::vector<std::string> Gather(const std::string& mine, int root) override { return inner_->Gather(mine, root); }
+  [[noreturn]] void Abort(int exit_code) override {
+    inner_->Abort(exit_code);
+    std::_Exit(exit_code);  // the inner Abort does not return; this only satisfies [[noreturn]]
+  }
+
+ private:
+  struct Staged {
+    Request inner = 0;
+    float* device_dst = nullptr;  // a receive's destination; null for a send
+    float* host = nullptr;        // null once complete
+    int64_t count = 0;
+  };
+
+  Staged& At(Request request) {
+    SC_CHECK(request >= 0 && static_cast<size_t>(request) < staged_.size() && staged_[request].host != nullptr,
+             fmt::format("staged transport: no pending request {}", request));
+    return staged_[request];
+  }
+  Request Track(const Staged& s) {
+    Request handle;
+    if (!free_handles_.empty()) {
+      handle = free_handles_.back();
+      free_handles_.pop_back();
+      staged_[handle] = s;
+    } else {
+      handle = static_cast<Request>(staged_.size());
+      staged_.push_back(s);
+    }
+    return handle;
+  }
+  // A received message goes to the device; the host buffer and the handle are reused.
+  void Complete(Request request) {
+    Staged& s = staged_[request];
+    if (s.device_dst != nullptr) device_.Upload(s.device_dst, s.host, s.count);
+    free_host_[s.count].push_back(s.host);
+    s = Staged{};
+    free_handles_.push_back(request);
+  }
+  float* TakeHost(int64_t count) {
+    auto it = free_host_.find(count);
+    if (it != free_host_.end() && !it->second.empty()) {
+      float* block = it->second.back();
+      it->second.pop_back();
+      return block;
+    }
+    return device_.AllocateHost(count);
+  }
+
+  std::unique_ptr<Transport> inner_;
+  Device& device_;
+  std::vector<Staged> staged_;
+  std::vector<Request> free_handles_;
+  std::unordered_map<int64_t, std::vector<float*>> free_host_;  // host buffers for reuse, by size in floats
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> MakeStagedTransport(std::unique_ptr<Transport> inner, Device& device) {
+  return std::make_unique<StagedTransport>(std::move(inner), device);
+}
+
+}  // namespace stagecraft::exec
