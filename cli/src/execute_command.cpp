@@ -17,7 +17,6 @@
 #include "scenario_runs.h"
 #include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/schedules/metrics_json.h"
@@ -37,6 +36,7 @@ struct ExecuteFlags {
   std::string json_path;
   std::string trace_path;
   std::string inject_fault;  // "RANK:STEP"
+  std::string backend = "cpu";
 };
 
 RunHooks ParseFault(const std::string& text) {
@@ -75,6 +75,7 @@ struct Plan {
   std::vector<Schedule> schedules;
   std::vector<std::vector<int>> layers;  // per schedule, layers per stage (as the simulator splits them)
   RunHooks hooks;
+  exec::Backend backend = exec::Backend::kCpu;
 };
 
 Plan MakePlan(const ExecuteFlags& f, int world) {
@@ -82,6 +83,7 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
   plan.scenario = sim::LoadScenario(f.scenario, f.sets);
   const sim::Scenario& sc = plan.scenario;
   plan.config = TrainingConfigFor(sc);
+  plan.backend = BackendFor(f.backend, sc);
   if (world != sc.pipeline.ranks) {
     throw InputError(fmt::format("{}: pipeline.ranks is {} but the MPI job has {} process(es); run it as "
                                  "`mpirun -np {} stagecraft execute {}`",
@@ -104,8 +106,9 @@ int Run(const ExecuteFlags& f) {
     return ReportInputErrorOnce(e);
   }
   const sim::Scenario& sc = plan.scenario;
-  auto device = MakeCpuDevice();
-  auto transport = MakeMpiTransport();
+  exec::ProcessRuntime runtime = StartRuntime(plan.backend, sc);
+  std::unique_ptr<Device>& device = runtime.device;
+  std::unique_ptr<Transport>& transport = runtime.transport;
   std::vector<MeasuredSchedule> measured;
   try {
     const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
@@ -163,6 +166,7 @@ Command AddExecuteCommand(CLI::App& root) {
   app->add_option("--trace", flags->trace_path, "Write the measured trace (one file per schedule when several)");
   app->add_option("--inject-fault", flags->inject_fault,
                   "Testing failure handling: RANK:STEP makes that rank throw at that step");
+  AddBackendOption(app, &flags->backend);
   return {app, [flags] { return Run(*flags); }};
 }
 

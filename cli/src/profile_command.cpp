@@ -22,7 +22,6 @@
 #include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/calibrate.h"
-#include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
 #include "stagecraft/exec/runtime.h"
@@ -41,6 +40,7 @@ struct ProfileFlags {
   int repeats = 20;
   int warmup = 3;
   int calibration_steps = 10;  // 0: layers only
+  std::string backend = "cpu";
 };
 
 // The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
@@ -176,14 +176,17 @@ int Run(const ProfileFlags& f) {
   const int rank = exec::MpiWorldRank();
   sim::Scenario sc;
   exec::TrainingConfig config;
+  exec::Backend backend = exec::Backend::kCpu;
   try {
     sc = sim::LoadScenario(f.scenario, f.sets);
     config = exec::TrainingConfigFor(sc);
+    backend = BackendFor(f.backend, sc);
   } catch (const stagecraft::InputError& e) {
     return ReportInputErrorOnce(e);
   }
-  auto device = exec::MakeCpuDevice();
-  auto transport = exec::MakeMpiTransport();
+  exec::ProcessRuntime runtime = StartRuntime(backend, sc);
+  std::unique_ptr<exec::Device>& device = runtime.device;
+  std::unique_ptr<exec::Transport>& transport = runtime.transport;
   transport->Barrier();
   // Each rank holds about layers / ranks layers in a run (interleaved or not): that share is
   // what passes through its caches, so layers are timed in groups of that size.
@@ -209,7 +212,7 @@ int Run(const ProfileFlags& f) {
     transport->Abort(1);
   }
   if (rank != 0) return 0;
-  profile.device = device->Name() + "-core";
+  profile.device = backend == exec::Backend::kCpu ? device->Name() + "-core" : device->Name();
   stagecraft::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
   std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
               sc.name.c_str(), config.model.layers, config.model.hidden, config.microbatch_size, f.repeats,
@@ -286,6 +289,7 @@ Command AddProfileCommand(CLI::App& root) {
   app->add_option("--calibration-steps", flags->calibration_steps,
                   "Steps of each calibration run of the executor (0: profile the layers only)")
       ->check(CLI::Range(0, 1000));
+  AddBackendOption(app, &flags->backend);
   return {app, [flags] { return Run(*flags); }};
 }
 

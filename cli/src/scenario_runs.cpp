@@ -5,6 +5,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
@@ -47,6 +48,28 @@ int ReportInputErrorOnce(const InputError& error) {
   }
   transport->Barrier();
   return 1;
+}
+
+void AddBackendOption(CLI::App* app, std::string* flag) {
+  app->add_option("--backend", *flag, "Where to run: cpu, cuda, or auto (cuda when a CUDA device is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->default_val("cpu");
+}
+
+exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario) {
+  const exec::Backend backend = exec::ChooseBackend(flag, exec::CudaDeviceCount(), exec::HaveCudaBackend());
+  exec::CheckDtype(scenario, backend);
+  return backend;
+}
+
+exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario) {
+  try {
+    return exec::MakeProcessRuntime(backend, scenario);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", exec::MpiWorldRank(), exec::HostName().c_str(),
+                 e.what());
+    exec::MakeMpiTransport()->Abort(1);
+  }
 }
 
 std::string TracePath(const std::string& path, const std::string& schedule, bool several) {

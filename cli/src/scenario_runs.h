@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "stagecraft/base/error.h"
+#include "stagecraft/exec/backend.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -20,6 +23,15 @@ std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipe
 // prints the one line, then every rank waits at a barrier so that no rank exits (and has
 // mpirun tear the job down) before the cause is out. Returns the exit code, 1.
 int ReportInputErrorOnce(const stagecraft::InputError& error);
+
+// `--backend cpu|cuda|auto` (default cpu) on a command that runs the executor.
+void AddBackendOption(CLI::App* app, std::string* flag);
+// The backend `flag` names, with the scenario's dtype checked for it (throws InputError, found
+// by every rank alike).
+exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario);
+// This process's device and transport; a failure to make them (a CUDA error) is printed with
+// the rank and host, and ends the job.
+exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario);
 
 // `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several.
 std::string TracePath(const std::string& path, const std::string& schedule, bool several);

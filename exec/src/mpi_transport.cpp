@@ -192,6 +192,15 @@ int MpiWorldSize() {
   return size;
 }
 
+int MpiLocalRank() {
+  MPI_Comm node = MPI_COMM_NULL;
+  SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, MpiWorldRank(), MPI_INFO_NULL, &node));
+  int local = 0;
+  SC_MPI_CHECK(MPI_Comm_rank(node, &local));
+  SC_MPI_CHECK(MPI_Comm_free(&node));
+  return local;
+}
+
 std::string HostName() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);

@@ -34,10 +34,6 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
         "{}: model: the executor builds model.mlp networks; this scenario has none (it can be simulated only)", sc.path));
   }
   if (!sc.has_training) throw stagecraft::InputError(fmt::format("{}: execute needs a training block", sc.path));
-  if (sc.training.dtype != "fp32") {
-    throw stagecraft::InputError(
-        fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, sc.training.dtype));
-  }
   if (!(sc.training.lr > 0)) throw stagecraft::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
   TrainingConfig c;
   c.model.layers = sc.model.mlp->layers;

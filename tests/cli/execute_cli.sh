@@ -107,4 +107,15 @@ expect_error "costs-only scenario" "it can be simulated only" execute "$root/sce
 expect_error "bad fault flag" "--inject-fault x: expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \
   --inject-fault x
 expect_error "unknown key" "microbatchs" execute "$scenario" --set pipeline.microbatchs=3
+expect_error "bf16 on the cpu" "the cpu executor trains in fp32, got bf16" execute "$scenario" \
+  --set pipeline.ranks=1 --set training.dtype=bf16
+# The cuda backend asked for where there is no GPU: one line, nothing written.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect_error "cuda without a GPU" "--backend cuda: no CUDA device was found" execute "$scenario" \
+    --set pipeline.ranks=1 --backend cuda --json "$tmp/cuda.json"
+  check "cuda without a GPU: no JSON written" '[[ ! -e "$tmp/cuda.json" ]]'
+  expect_error "profile on cuda without a GPU" "no CUDA device was found" profile "$scenario" --backend cuda \
+    --out "$tmp/cuda-profile.yaml"
+  check "profile on cuda without a GPU: no profile written" '[[ ! -e "$tmp/cuda-profile.yaml" ]]'
+fi
 exit $fail

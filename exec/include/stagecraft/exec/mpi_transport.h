@@ -24,6 +24,8 @@ std::unique_ptr<Transport> MakeMpiTransport();
 // This process's rank and the world size, also usable before any Transport exists.
 int MpiWorldRank();
 int MpiWorldSize();
+// This process's rank among the processes of its node (MPI_COMM_TYPE_SHARED).
+int MpiLocalRank();
 std::string HostName();
 
 }  // namespace stagecraft::exec

@@ -35,8 +35,8 @@ struct TrainingConfig {
 
 // The executor's configuration from a scenario: model.mlp, pipeline.microbatch_size and the
 // training block. Throws InputError (naming the scenario) when the scenario has no mlp model
-// (a transformer or costs-only scenario can be simulated, not executed), no training block,
-// or a dtype other than fp32.
+// (a transformer or costs-only scenario can be simulated, not executed) or no training block;
+// which dtypes train depends on the backend (backend.h CheckDtype).
 TrainingConfig TrainingConfigFor(const sim::Scenario& scenario);
 
 // The microbatches a rank feeds (stage 0) or scores (last stage), in device memory; built

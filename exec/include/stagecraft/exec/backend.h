@@ -1,0 +1,34 @@
+// Which backend a command runs on (`--backend cpu|cuda|auto`), and the device and transport of
+// each process for it (DESIGN.md §5):
+//   cpu:  the cpu device (OpenBLAS, one thread) and MPI;
+//   cuda: the GPU of the process's rank on its node (GpuForLocalRank) and MPI through host
+//         buffers (staged_transport.h), which also serves ranks that share a GPU.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/transport.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::exec {
+
+enum class Backend { kCpu, kCuda };
+
+// `flag` is cpu, cuda or auto; auto is cuda when this process sees a CUDA device. Throws
+// InputError when cuda is asked for and `cuda_devices` is 0 (or this build has no cuda backend).
+Backend ChooseBackend(std::string_view flag, int cuda_devices, bool have_cuda_backend);
+
+// The training.dtype a backend trains in: cpu fp32 only; cuda fp32, tf32, bf16 or fp16 (see
+// cuda_plan.h). Throws InputError naming the scenario otherwise.
+void CheckDtype(const sim::Scenario& scenario, Backend backend);
+
+struct ProcessRuntime {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Transport> transport;
+};
+// Requires a live MpiSession.
+ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& scenario);
+
+}  // namespace stagecraft::exec
