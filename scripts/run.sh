@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, then the tool's core loop on the default
-# scenario (scenarios/mlp-cpu.yaml, every schedule):
+# scenario (scenarios/mlp-cpu.yaml, every schedule; scenarios/mlp-gpu.yaml on the cuda backend
+# when nvidia-smi sees a GPU):
 #   1. profile its model on this machine,
 #   2. simulate every schedule from that profile (predicted),
 #   3. execute every schedule for real on CPU ranks under MPI (measured),
@@ -11,20 +12,24 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 scenario="${1:-$root/scenarios/mlp-cpu.yaml}"
+backend=cpu
+if [[ $# -eq 0 ]] && nvidia-smi -L >/dev/null 2>&1; then scenario="$root/scenarios/mlp-gpu.yaml"; fi
+# A *-gpu scenario runs on the cuda backend when this build and machine have one, else on the cpu.
+if [[ "$scenario" == *-gpu.yaml ]]; then backend=auto; fi
 sc="$root/build/cli/stagecraft"
 out="$root/build/out"
 mkdir -p "$out"
 ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
 
 echo "== 1/4 profile the model on this machine ($ranks ranks at once, as loaded as the run)"
-"$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" --out "$out/profile.yaml"
+"$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" --backend "$backend" --out "$out/profile.yaml"
 echo
 echo "== 2/4 simulate every schedule from the measured profile"
 "$sc" simulate "$scenario" --set model.profile="$out/profile.yaml" \
   --json "$out/predicted.json" --trace "$out/predicted.trace.json"
 echo
-echo "== 3/4 execute every schedule on $ranks MPI ranks"
-"$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
+echo "== 3/4 execute every schedule on $ranks MPI ranks (backend $backend)"
+"$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" --backend "$backend" \
   --json "$out/measured.json" --trace "$out/measured.trace.json"
 echo
 echo "== 4/4 predicted vs measured"

@@ -167,7 +167,7 @@ TrainingSpec ParseTraining(const Value& value) {
     if (t.momentum < 0 || t.momentum >= 1) v->Fail(fmt::format("expected a number in [0, 1), got {}", v->Describe()));
   }
   if (const auto v = m.Find("seed")) t.seed = v->Int(0, INT64_MAX);
-  if (const auto v = m.Find("dtype")) t.dtype = v->Choice({"fp32", "bf16", "fp16"});
+  if (const auto v = m.Find("dtype")) t.dtype = v->Choice({"fp32", "tf32", "bf16", "fp16"});
   return t;
 }
 
