@@ -2,6 +2,7 @@
 #include "scenario_runs.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
@@ -69,6 +70,7 @@ exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& sc
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", exec::MpiWorldRank(), exec::HostName().c_str(),
                  e.what());
     exec::MakeMpiTransport()->Abort(1);
+    std::_Exit(1);  // Abort does not return; this only tells the compiler so
   }
 }
 
