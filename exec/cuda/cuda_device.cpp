@@ -14,9 +14,9 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "stagecraft/exec/block_pool.h"
 #include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
 
@@ -60,9 +60,7 @@ class CudaDevice final : public Device {
   // Best effort: the run is over (or failing), and a destructor must not throw.
   ~CudaDevice() override {
     (void)cudaStreamSynchronize(stream_);
-    for (auto& [floats, blocks] : free_) {
-      for (float* block : blocks) (void)cudaFree(block);
-    }
+    free_.Drain([](float* block, int64_t) { (void)cudaFree(block); });
     if (scratch_ != nullptr) (void)cudaFree(scratch_);
     for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
     (void)cudaEventDestroy(origin_);
@@ -76,11 +74,7 @@ class CudaDevice final : public Device {
   float* Allocate(int64_t floats) override {
     Track(floats * static_cast<int64_t>(sizeof(float)));
     if (floats == 0) return nullptr;
-    if (auto it = free_.find(floats); it != free_.end() && !it->second.empty()) {
-      float* block = it->second.back();
-      it->second.pop_back();
-      return block;
-    }
+    if (float* kept = free_.Take(floats)) return kept;
     void* block = nullptr;
     SC_CUDA_CHECK(cudaMalloc(&block, static_cast<size_t>(floats) * sizeof(float)));
     CountSystemAllocation();
@@ -89,7 +83,7 @@ class CudaDevice final : public Device {
 
   void Free(float* data, int64_t floats) override {
     Track(-floats * static_cast<int64_t>(sizeof(float)));
-    if (data != nullptr) free_[floats].push_back(data);
+    if (data != nullptr) free_.Keep(data, floats);
   }
 
   void Upload(float* dst, const float* host, int64_t n) override {
@@ -242,7 +236,7 @@ class CudaDevice final : public Device {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  std::unordered_map<int64_t, std::vector<float*>> free_;  // freed blocks for reuse, by size in floats
+  BlockPool free_;
   uint16_t* scratch_ = nullptr;
   int64_t scratch_halves_ = 0;
   std::vector<cudaEvent_t> events_;  // stamps, reused after each ClearStamps

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <unordered_map>
 #include <vector>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/exec/block_pool.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::exec {
@@ -20,9 +20,7 @@ class CpuDevice final : public Device {
  public:
   CpuDevice() { openblas_set_num_threads(1); }
   ~CpuDevice() override {
-    for (auto& [floats, blocks] : free_) {
-      for (float* p : blocks) std::free(p);
-    }
+    free_.Drain([](float* block, int64_t) { std::free(block); });
   }
 
   std::string Name() const override { return "cpu"; }
@@ -30,11 +28,7 @@ class CpuDevice final : public Device {
   float* Allocate(int64_t floats) override {
     SC_CHECK(floats > 0, "allocations are never empty");
     Track(floats * static_cast<int64_t>(sizeof(float)));
-    if (auto it = free_.find(floats); it != free_.end() && !it->second.empty()) {
-      float* p = it->second.back();
-      it->second.pop_back();
-      return p;
-    }
+    if (float* kept = free_.Take(floats)) return kept;
     // 64-byte alignment: whole cache lines and AVX-512 vectors.
     const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
@@ -43,7 +37,7 @@ class CpuDevice final : public Device {
     return static_cast<float*>(p);
   }
   void Free(float* data, int64_t floats) override {
-    free_[floats].push_back(data);
+    free_.Keep(data, floats);
     Track(-floats * static_cast<int64_t>(sizeof(float)));
   }
   void Upload(float* dst, const float* host, int64_t n) override { Copy(dst, host, n); }
@@ -97,7 +91,7 @@ class CpuDevice final : public Device {
         .count();
   }
  private:
-  std::unordered_map<int64_t, std::vector<float*>> free_;  // freed blocks for reuse, by size in floats
+  BlockPool free_;
   std::vector<int64_t> stamps_;
 };
 

@@ -41,6 +41,23 @@ constexpr int64_t kSpinNs = 20'000;
 constexpr int64_t kMinSleepNs = 2'000;
 constexpr int64_t kMaxSleepNs = 50'000;
 
+// This process's rank among the processes of its node, and how many there are.
+struct NodePlace {
+  int rank = 0;
+  int size = 1;
+};
+NodePlace PlaceOnNode() {
+  int world_rank = 0;
+  SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  MPI_Comm node = MPI_COMM_NULL;
+  SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  NodePlace place;
+  SC_MPI_CHECK(MPI_Comm_rank(node, &place.rank));
+  SC_MPI_CHECK(MPI_Comm_size(node, &place.size));
+  SC_MPI_CHECK(MPI_Comm_free(&node));
+  return place;
+}
+
 int64_t MonotonicNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -60,13 +77,8 @@ class MpiTransport final : public Transport {
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     // With a core for every rank of this node nobody is starved by spinning, and a sleeping
     // waiter wakes late (up to kMaxSleepNs after its data came): spin for the whole wait.
-    MPI_Comm node = MPI_COMM_NULL;
-    SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-    int node_ranks = 1;
-    SC_MPI_CHECK(MPI_Comm_size(node, &node_ranks));
-    SC_MPI_CHECK(MPI_Comm_free(&node));
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    spin_only_ = cores > 0 && node_ranks <= cores;
+    spin_only_ = cores > 0 && PlaceOnNode().size <= cores;
   }
 
   int rank() const override { return rank_; }
@@ -192,14 +204,7 @@ int MpiWorldSize() {
   return size;
 }
 
-int MpiLocalRank() {
-  MPI_Comm node = MPI_COMM_NULL;
-  SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, MpiWorldRank(), MPI_INFO_NULL, &node));
-  int local = 0;
-  SC_MPI_CHECK(MPI_Comm_rank(node, &local));
-  SC_MPI_CHECK(MPI_Comm_free(&node));
-  return local;
-}
+int MpiLocalRank() { return PlaceOnNode().rank; }
 
 std::string HostName() {
   char name[256] = {};

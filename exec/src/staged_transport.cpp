@@ -2,12 +2,12 @@
 #include "stagecraft/exec/staged_transport.h"
 
 #include <cstdlib>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/exec/block_pool.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -16,9 +16,7 @@ class StagedTransport final : public Transport {
  public:
   StagedTransport(std::unique_ptr<Transport> inner, Device& device) : inner_(std::move(inner)), device_(device) {}
   ~StagedTransport() override {
-    for (auto& [floats, blocks] : free_host_) {
-      for (float* block : blocks) device_.FreeHost(block, floats);
-    }
+    free_host_.Drain([this](float* block, int64_t floats) { device_.FreeHost(block, floats); });
     for (Staged& s : staged_) {
       if (s.host != nullptr) device_.FreeHost(s.host, s.count);
     }
@@ -84,25 +82,20 @@ class StagedTransport final : public Transport {
   void Complete(Request request) {
     Staged& s = staged_[request];
     if (s.device_dst != nullptr) device_.Upload(s.device_dst, s.host, s.count);
-    free_host_[s.count].push_back(s.host);
+    free_host_.Keep(s.host, s.count);
     s = Staged{};
     free_handles_.push_back(request);
   }
   float* TakeHost(int64_t count) {
-    auto it = free_host_.find(count);
-    if (it != free_host_.end() && !it->second.empty()) {
-      float* block = it->second.back();
-      it->second.pop_back();
-      return block;
-    }
-    return device_.AllocateHost(count);
+    float* kept = free_host_.Take(count);
+    return kept != nullptr ? kept : device_.AllocateHost(count);
   }
 
   std::unique_ptr<Transport> inner_;
   Device& device_;
   std::vector<Staged> staged_;
   std::vector<Request> free_handles_;
-  std::unordered_map<int64_t, std::vector<float*>> free_host_;  // host buffers for reuse, by size in floats
+  BlockPool free_host_;  // host buffers for reuse
 };
 
 }  // namespace
