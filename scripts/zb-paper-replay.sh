@@ -6,8 +6,10 @@
 # transfer costs only its latency. The paper's bubble rate is (cost - m (T_F+T_B+T_W)) / cost,
 # cost = the largest per-rank span (first F start to last pass end). Interleaved 1F1B uses one
 # transformer layer per chunk as in §5.1 (3, 4, 3, 2 chunks).
-# Prints simulated vs paper per schedule; exits 1 if 1F1B, ZB-H1 or ZB-H2 differ by more than
-# 1e-4 (the 1F1B-I column is reported, see README "Zero Bubble cost model").
+# Prints simulated vs paper per schedule and exits 1 if any differs by more than 1e-4. For 1F1B-I
+# the reference is the authors' own replay script with the chunk-boundary edge applied to every
+# microbatch (column 1f1b_i_every_edge); Table 5's published 1F1B-I value, which skips that edge
+# for p-1 of every p microbatches, is printed beside it (see README "Zero Bubble cost model").
 # Usage: scripts/zb-paper-replay.sh   (builds first if needed)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,9 +26,9 @@ with open(table) as fh:
 for row in csv.DictReader(lines):
     ms = lambda key: int(row[key]) / 1000  # microseconds in the file, ms on the command line
     rows.append((row["model"], int(row["p"]), int(row["m"]), ms("f_us"), ms("b_us"), ms("w_us"), ms("comm_us"),
-                 int(row["chunks"]), tuple(float(row[k]) for k in ("1f1b", "1f1b_i", "zb_h1", "zb_h2"))))
+                 int(row["chunks"]), tuple(float(row[k]) for k in ("1f1b", "1f1b_i_every_edge", "zb_h1", "zb_h2")),
+                 float(row["1f1b_i"])))
 names = ["1f1b", "interleaved", "zb-h1", "zb-h2"]
-must_match = {"1f1b", "zb-h1", "zb-h2"}
 
 def simulate(p, m, f, b, w, c, schedules, chunks):
     out = f"{tmp}/out.json"
@@ -46,10 +48,11 @@ def simulate(p, m, f, b, w, c, schedules, chunks):
         rates[s["schedule"]] = (cost - ideal) / cost
     return rates
 
-print(f"{'model':>6} {'p':>3} {'m':>4}  " + "  ".join(f"{n:>22}" for n in ["1F1B", "1F1B-I", "ZB-H1", "ZB-H2"]))
+print(f"{'model':>6} {'p':>3} {'m':>4}  " + "  ".join(f"{n:>22}" for n in ["1F1B", "1F1B-I*", "ZB-H1", "ZB-H2"])
+      + f"  {'1F1B-I Table 5':>14}")
 print(f"{'':>15}" + "  ".join(f"{'sim / paper / diff':>22}" for _ in names))
 worst = {n: 0.0 for n in names}
-for model, p, m, f, b, w, c, v, paper in rows:
+for model, p, m, f, b, w, c, v, paper, published_i in rows:
     rates = simulate(p, m, f, b, w, c, ["1f1b", "zb-h1", "zb-h2"], 1)
     rates.update(simulate(p, m, f, b, w, c, ["interleaved"], v))
     cells = []
@@ -57,9 +60,11 @@ for model, p, m, f, b, w, c, v, paper in rows:
         got = rates[n]
         worst[n] = max(worst[n], abs(got - want))
         cells.append(f"{got:.4f} / {want:.4f} / {got - want:+.4f}")
-    print(f"{model:>6} {p:>3} {m:>4}  " + "  ".join(f"{cell:>22}" for cell in cells))
+    print(f"{model:>6} {p:>3} {m:>4}  " + "  ".join(f"{cell:>22}" for cell in cells) + f"  {published_i:>14.4f}")
 print("largest |sim - paper|: " + ", ".join(f"{n} {worst[n]:.5f}" for n in names))
-bad = [n for n in must_match if worst[n] > 1e-4]
+print("* 1F1B-I against the authors' replay with the chunk-boundary edge for every microbatch; Table 5's")
+print("  column skips it for p-1 of every p microbatches and starts passes before their input arrives")
+bad = [n for n in names if worst[n] > 1e-4]
 if bad:
     print("MISMATCH beyond 1e-4: " + ", ".join(sorted(bad)))
     sys.exit(1)
