@@ -7,6 +7,7 @@
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/mpi_transport.h"
+#include "stagecraft/exec/nccl_transport.h"
 #include "stagecraft/exec/staged_transport.h"
 
 namespace stagecraft::exec {
@@ -41,8 +42,14 @@ ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc) {
     return rt;
   }
   const GemmPrecision precision = GemmPrecisionFor(sc.training.dtype).value_or(GemmPrecision::kFp32);
-  rt.device = MakeCudaDevice(GpuForLocalRank(MpiLocalRank(), CudaDeviceCount()), precision);
-  rt.transport = MakeStagedTransport(MakeMpiTransport(), *rt.device);
+  const int gpus = CudaDeviceCount();
+  rt.device = MakeCudaDevice(GpuForLocalRank(MpiLocalRank(), gpus), precision);
+  // Every rank decides alike: NCCL only if no node shares a GPU between its ranks.
+  if (HaveNccl() && MpiOnEveryRank(EachProcessHasItsOwnGpu(MpiLocalSize(), gpus))) {
+    rt.transport = MakeNcclTransport(MakeMpiTransport(), *rt.device);
+  } else {
+    rt.transport = MakeStagedTransport(MakeMpiTransport(), *rt.device);
+  }
   return rt;
 }
 

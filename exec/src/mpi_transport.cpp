@@ -205,6 +205,13 @@ int MpiWorldSize() {
 }
 
 int MpiLocalRank() { return PlaceOnNode().rank; }
+int MpiLocalSize() { return PlaceOnNode().size; }
+
+bool MpiOnEveryRank(bool mine) {
+  int local = mine ? 1 : 0, all = 0;
+  SC_MPI_CHECK(MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+  return all != 0;
+}
 
 std::string HostName() {
   char name[256] = {};

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace stagecraft::exec {
@@ -70,6 +71,26 @@ TEST(CudaPlanTest, DtypesAndGpus) {
   EXPECT_EQ(GpuForLocalRank(3, 2), 1);
   EXPECT_EQ(GpuForLocalRank(3, 8), 3);
   EXPECT_EQ(GpuForLocalRank(1, 0), -1);
+}
+
+// The channels are every ordered pair of neighbours, each once, in one order every rank agrees on.
+TEST(CudaPlanTest, NcclChannelsAreTheNeighbourPairsInBothDirections) {
+  EXPECT_TRUE(NcclChannels(1).empty());
+  EXPECT_EQ(NcclChannels(2), (std::vector<NcclChannel>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(NcclChannels(3), (std::vector<NcclChannel>{{0, 1}, {1, 0}, {1, 2}, {2, 1}, {2, 0}, {0, 2}}));
+  for (const int p : {4, 5, 8}) {
+    const std::vector<NcclChannel> channels = NcclChannels(p);
+    EXPECT_EQ(channels.size(), static_cast<size_t>(2 * p));
+    for (int r = 0; r < p; ++r) {
+      for (const NcclChannel want : {NcclChannel{r, (r + 1) % p}, NcclChannel{(r + 1) % p, r}}) {
+        EXPECT_EQ(std::count(channels.begin(), channels.end(), want), 1) << p << ": " << want.from << "->" << want.to;
+      }
+    }
+  }
+  EXPECT_TRUE(EachProcessHasItsOwnGpu(2, 2));
+  EXPECT_TRUE(EachProcessHasItsOwnGpu(4, 8));
+  EXPECT_FALSE(EachProcessHasItsOwnGpu(2, 1));
+  EXPECT_FALSE(EachProcessHasItsOwnGpu(1, 0));
 }
 
 }  // namespace

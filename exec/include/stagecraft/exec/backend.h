@@ -1,8 +1,10 @@
 // Which backend a command runs on (`--backend cpu|cuda|auto`), and the device and transport of
 // each process for it (DESIGN.md §5):
 //   cpu:  the cpu device (OpenBLAS, one thread) and MPI;
-//   cuda: the GPU of the process's rank on its node (GpuForLocalRank) and MPI through host
-//         buffers (staged_transport.h), which also serves ranks that share a GPU.
+//   cuda: the GPU of the process's rank on its node (GpuForLocalRank); NCCL between the GPUs
+//         (nccl_transport.h) when no node has more ranks than GPUs and the build has NCCL,
+//         otherwise MPI through host buffers (staged_transport.h), which serves ranks that
+//         share a GPU.
 #pragma once
 
 #include <memory>

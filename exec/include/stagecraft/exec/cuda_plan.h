@@ -1,10 +1,13 @@
 // The host-side decisions of the cuda backend, kept apart from CUDA so that tests check them on
 // any machine: how training.dtype maps to GEMM precision, how a row-major GEMM becomes
-// cuBLAS's column-major call, and which GPU a rank takes.
+// cuBLAS's column-major call, which GPU a rank takes, and which transport and NCCL channels
+// the ranks use.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace stagecraft::exec {
 
@@ -51,5 +54,35 @@ inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, i
 // process has a GPU of its own when there are enough, and processes share them round robin
 // otherwise (then the MPI transport carries their transfers, see cuda_device.h).
 inline int GpuForLocalRank(int local_rank, int gpus) { return gpus > 0 ? local_rank % gpus : -1; }
+
+// NCCL moves the tensors when every process of the node has a GPU of its own (the caller asks
+// every node: one node that shares a GPU puts the whole job on host-staged MPI). A GPU cannot
+// appear twice in one NCCL communicator.
+inline bool EachProcessHasItsOwnGpu(int local_processes, int gpus) { return gpus >= local_processes; }
+
+// One direction of traffic between two neighbouring ranks. The NCCL transport gives each its
+// own two-rank communicator (sender rank 0, receiver rank 1) and its own stream on both sides,
+// so a send that waits for its receiver never holds up traffic in the other direction or to
+// another peer; within a channel NCCL matches sends and receives in order, which the lowering
+// guarantees (schedules/lower.h, checked by Validate).
+struct NcclChannel {
+  int from = 0;
+  int to = 0;
+  bool operator==(const NcclChannel&) const = default;
+};
+
+// The channels a pipeline of `ranks` uses: both directions between r and r + 1 (mod ranks),
+// which covers the loop placement's wrap-around and the V placement. Every rank creates its
+// communicators in this order, so the blocking two-rank initialisations cannot wait in a cycle.
+inline std::vector<NcclChannel> NcclChannels(int ranks) {
+  std::vector<NcclChannel> channels;
+  for (int r = 0; r < ranks && ranks > 1; ++r) {
+    const int next = (r + 1) % ranks;
+    for (const NcclChannel c : {NcclChannel{r, next}, NcclChannel{next, r}}) {
+      if (std::find(channels.begin(), channels.end(), c) == channels.end()) channels.push_back(c);
+    }
+  }
+  return channels;
+}
 
 }  // namespace stagecraft::exec

@@ -24,8 +24,12 @@ std::unique_ptr<Transport> MakeMpiTransport();
 // This process's rank and the world size, also usable before any Transport exists.
 int MpiWorldRank();
 int MpiWorldSize();
-// This process's rank among the processes of its node (MPI_COMM_TYPE_SHARED).
+// This process's rank among the processes of its node (MPI_COMM_TYPE_SHARED), and how many
+// processes the node runs.
 int MpiLocalRank();
+int MpiLocalSize();
+// Whether `mine` holds on every rank of the job (collective).
+bool MpiOnEveryRank(bool mine);
 std::string HostName();
 
 }  // namespace stagecraft::exec

@@ -10,12 +10,17 @@
 
 namespace stagecraft::kernels {
 
-[[noreturn]] inline void ThrowCudaError(cudaError_t error, const char* call, const char* file, int line) {
+// "<host>: <file>:<line>: CUDA error <name> '<message>' in <call>".
+inline std::string CudaErrorText(cudaError_t error, const char* call, const char* file, int line) {
   char host[256] = "unknown-host";
   if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
   host[sizeof(host) - 1] = '\0';
-  throw std::runtime_error(std::string(host) + ": " + file + ":" + std::to_string(line) + ": CUDA error " +
-                           cudaGetErrorName(error) + " '" + cudaGetErrorString(error) + "' in " + call);
+  return std::string(host) + ": " + file + ":" + std::to_string(line) + ": CUDA error " + cudaGetErrorName(error) +
+         " '" + cudaGetErrorString(error) + "' in " + call;
+}
+
+[[noreturn]] inline void ThrowCudaError(cudaError_t error, const char* call, const char* file, int line) {
+  throw std::runtime_error(CudaErrorText(error, call, file, line));
 }
 
 }  // namespace stagecraft::kernels

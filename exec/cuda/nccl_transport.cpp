@@ -1,0 +1,295 @@
+// NcclTransport (nccl_transport.h). Every CUDA, NCCL and MPI call is checked; a failure throws
+// with the host, file:line, the call and the library's own message (the command adds the rank).
+#include "stagecraft/exec/nccl_transport.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "stagecraft/exec/cuda_device.h"
+#include "stagecraft/exec/cuda_plan.h"
+#include "stagecraft/kernels/cuda_check.h"
+
+namespace stagecraft::exec {
+namespace {
+
+std::string Host() {
+  char host[256] = "unknown-host";
+  if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
+  host[sizeof(host) - 1] = '\0';
+  return host;
+}
+
+std::string Where(const char* file, int line) { return Host() + ": " + file + ":" + std::to_string(line) + ": "; }
+
+std::string NcclErrorText(ncclResult_t result, ncclComm_t comm, const char* call, const char* file, int line) {
+  std::string text = Where(file, line) + "NCCL error '" + ncclGetErrorString(result) + "' in " + call;
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && last[0] != '\0') text += std::string(": ") + last;
+  return text;
+}
+
+[[noreturn]] void ThrowMpiError(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw std::runtime_error(Where(file, line) + call + " failed: " + std::string(text, length));
+}
+
+#define SC_NCCL_CHECK(comm, call)                                                         \
+  do {                                                                                    \
+    const ncclResult_t sc_nccl_result = (call);                                           \
+    if (sc_nccl_result != ncclSuccess && sc_nccl_result != ncclInProgress) {              \
+      throw std::runtime_error(NcclErrorText(sc_nccl_result, comm, #call, __FILE__, __LINE__)); \
+    }                                                                                     \
+  } while (0)
+
+#define SC_NCCL_MPI_CHECK(call)                                                    \
+  do {                                                                             \
+    const int sc_mpi_rc = (call);                                                  \
+    if (sc_mpi_rc != MPI_SUCCESS) ThrowMpiError(sc_mpi_rc, #call, __FILE__, __LINE__); \
+  } while (0)
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// Polls between these while a transfer is not done (a GPU transfer of a tensor takes tens of
+// microseconds; the host has nothing else to do while the runtime waits).
+constexpr int64_t kSpinNs = 50'000;
+constexpr int64_t kSleepNs = 20'000;
+
+class NcclTransport final : public Transport {
+ public:
+  NcclTransport(std::unique_ptr<Transport> host, Device& device, std::chrono::nanoseconds deadline)
+      : host_(std::move(host)),
+        compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
+        deadline_ns_(deadline.count()),
+        rank_(host_->rank()),
+        size_(host_->size()) {
+    const std::vector<NcclChannel> plan = NcclChannels(size_);
+    // Each channel's sender makes its id; one allgather gives every rank every id.
+    std::vector<ncclUniqueId> mine(plan.size()), all(plan.size() * static_cast<size_t>(size_));
+    std::memset(mine.data(), 0, mine.size() * sizeof(ncclUniqueId));
+    for (size_t c = 0; c < plan.size(); ++c) {
+      if (plan[c].from == rank_) SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&mine[c]));
+    }
+    const int bytes = static_cast<int>(plan.size() * sizeof(ncclUniqueId));
+    if (bytes > 0) {
+      SC_NCCL_MPI_CHECK(MPI_Allgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, MPI_COMM_WORLD));
+    }
+    peers_.assign(static_cast<size_t>(size_), Peer{});
+    for (size_t c = 0; c < plan.size(); ++c) {
+      const bool sends = plan[c].from == rank_;
+      if (!sends && plan[c].to != rank_) continue;
+      Channel channel;
+      const ncclUniqueId& id = all[static_cast<size_t>(plan[c].from) * plan.size() + c];
+      SC_NCCL_CHECK(nullptr, ncclCommInitRank(&channel.comm, 2, id, sends ? 0 : 1));
+      SC_CUDA_CHECK(cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking));
+      channels_.push_back(channel);
+      Peer& peer = peers_[static_cast<size_t>(sends ? plan[c].to : plan[c].from)];
+      (sends ? peer.send : peer.recv) = static_cast<int>(channels_.size()) - 1;
+    }
+  }
+
+  // Best effort: the run is over (or failing), and a destructor must not throw.
+  ~NcclTransport() override {
+    for (Transfer& t : transfers_) {
+      if (t.done != nullptr) (void)cudaEventSynchronize(t.done);
+    }
+    for (Channel& c : channels_) {
+      if (!aborted_) {
+        (void)cudaStreamSynchronize(c.stream);
+        (void)ncclCommFinalize(c.comm);
+        (void)ncclCommDestroy(c.comm);
+      }
+      (void)cudaStreamDestroy(c.stream);
+    }
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string Name() const override { return "nccl"; }
+
+  Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
+    Channel& c = ChannelTo(peer, /*send=*/true, tag);
+    After(c.stream);  // the work that made `data`
+    SC_NCCL_CHECK(c.comm, ncclSend(data, static_cast<size_t>(count), ncclFloat32, 1, c.comm, c.stream));
+    return Track(c, peer, tag, /*recv=*/false);
+  }
+  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
+    Channel& c = ChannelTo(peer, /*send=*/false, tag);
+    After(c.stream);  // queued work that may still use the buffer's previous contents
+    SC_NCCL_CHECK(c.comm, ncclRecv(data, static_cast<size_t>(count), ncclFloat32, 0, c.comm, c.stream));
+    return Track(c, peer, tag, /*recv=*/true);
+  }
+
+  bool Test(Request request) override {
+    Transfer& t = At(request);
+    const cudaError_t state = cudaEventQuery(t.done);
+    if (state == cudaErrorNotReady) {
+      CheckAsyncErrors();
+      return false;
+    }
+    if (state != cudaSuccess) Fail(kernels::CudaErrorText(state, "cudaEventQuery(transfer done)", __FILE__, __LINE__));
+    // Compute queued from now on reads what the receive wrote.
+    if (t.recv) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+    Release(request);
+    return true;
+  }
+
+  void Wait(Request request) override {
+    const int64_t start = MonotonicNs();
+    const Transfer t = At(request);
+    while (!Test(request)) {
+      const int64_t waited = MonotonicNs() - start;
+      if (waited > deadline_ns_) {
+        Fail(Where(__FILE__, __LINE__) + "NCCL " + (t.recv ? "receive from" : "send to") + " rank " +
+             std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ") did not complete within " +
+             std::to_string(deadline_ns_ / 1'000'000'000) + " s: the peer is hung or gone");
+      }
+      if (waited > kSpinNs) {
+        const timespec ts{0, static_cast<long>(kSleepNs)};
+        nanosleep(&ts, nullptr);
+      }
+    }
+  }
+
+  void Barrier() override { host_->Barrier(); }
+  std::vector<std::string> Gather(const std::string& mine, int root) override { return host_->Gather(mine, root); }
+  [[noreturn]] void Abort(int exit_code) override {
+    AbortCommunicators();
+    host_->Abort(exit_code);
+    std::_Exit(exit_code);  // the host's Abort does not return; this only satisfies [[noreturn]]
+  }
+
+ private:
+  struct Channel {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  struct Peer {
+    int send = -1;  // index into channels_, -1: no channel
+    int recv = -1;
+  };
+  struct Transfer {
+    cudaEvent_t done = nullptr;  // null once released
+    int peer = 0;
+    int64_t tag = 0;
+    bool recv = false;
+  };
+
+  Channel& ChannelTo(int peer, bool send, int64_t tag) {
+    const int index = peer >= 0 && peer < size_ ? (send ? peers_[peer].send : peers_[peer].recv) : -1;
+    if (index < 0) {
+      throw std::runtime_error(Where(__FILE__, __LINE__) + "no NCCL channel " + (send ? "to" : "from") + " rank " +
+                               std::to_string(peer) + " (tag " + std::to_string(tag) +
+                               "): only neighbouring ranks exchange tensors");
+    }
+    return channels_[static_cast<size_t>(index)];
+  }
+
+  // `stream` waits for the compute stream's work queued so far.
+  void After(cudaStream_t stream) {
+    cudaEvent_t queued = TakeEvent();
+    SC_CUDA_CHECK(cudaEventRecord(queued, compute_));
+    SC_CUDA_CHECK(cudaStreamWaitEvent(stream, queued, 0));
+    GiveEvent(queued);  // a recorded event may be re-recorded once the wait is queued
+  }
+
+  Request Track(Channel& c, int peer, int64_t tag, bool recv) {
+    Transfer t{TakeEvent(), peer, tag, recv};
+    SC_CUDA_CHECK(cudaEventRecord(t.done, c.stream));
+    if (!free_handles_.empty()) {
+      const Request handle = free_handles_.back();
+      free_handles_.pop_back();
+      transfers_[static_cast<size_t>(handle)] = t;
+      return handle;
+    }
+    transfers_.push_back(t);
+    return static_cast<Request>(transfers_.size()) - 1;
+  }
+  Transfer& At(Request request) {
+    if (request < 0 || static_cast<size_t>(request) >= transfers_.size() || transfers_[request].done == nullptr) {
+      throw std::logic_error("nccl transport: no pending request " + std::to_string(request));
+    }
+    return transfers_[static_cast<size_t>(request)];
+  }
+  void Release(Request request) {
+    GiveEvent(transfers_[static_cast<size_t>(request)].done);
+    transfers_[static_cast<size_t>(request)] = Transfer{};
+    free_handles_.push_back(request);
+  }
+
+  cudaEvent_t TakeEvent() {
+    if (!free_events_.empty()) {
+      cudaEvent_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    SC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events_.push_back(e);
+    return e;
+  }
+  void GiveEvent(cudaEvent_t e) { free_events_.push_back(e); }
+
+  // NCCL's asynchronous errors (a peer gone, a network failure) surface here, not in a call.
+  void CheckAsyncErrors() {
+    for (Channel& c : channels_) {
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t polled = ncclCommGetAsyncError(c.comm, &async);
+      if (polled != ncclSuccess) Fail(NcclErrorText(polled, c.comm, "ncclCommGetAsyncError", __FILE__, __LINE__));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        Fail(NcclErrorText(async, c.comm, "a transfer (ncclCommGetAsyncError)", __FILE__, __LINE__));
+      }
+    }
+  }
+  // Ends this rank's communicators so nothing of them waits on a peer any more, then throws.
+  [[noreturn]] void Fail(const std::string& what) {
+    AbortCommunicators();
+    throw std::runtime_error(what + " (this rank's NCCL communicators were aborted)");
+  }
+  void AbortCommunicators() {
+    if (aborted_) return;
+    aborted_ = true;
+    for (Channel& c : channels_) (void)ncclCommAbort(c.comm);
+  }
+
+  std::unique_ptr<Transport> host_;
+  cudaStream_t compute_;
+  const int64_t deadline_ns_;
+  const int rank_;
+  const int size_;
+  std::vector<Channel> channels_;
+  std::vector<Peer> peers_;  // by rank
+  std::vector<Transfer> transfers_;
+  std::vector<Request> free_handles_;
+  std::vector<cudaEvent_t> events_;  // every event made, destroyed at the end
+  std::vector<cudaEvent_t> free_events_;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+bool HaveNccl() { return true; }
+
+std::unique_ptr<Transport> MakeNcclTransport(std::unique_ptr<Transport> host, Device& device,
+                                             std::chrono::nanoseconds deadline) {
+  return std::make_unique<NcclTransport>(std::move(host), device, deadline);
+}
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,16 @@
+// The NCCL transport's entry points in a build without NCCL (nccl_transport.h): ranks with a GPU
+// each then move their tensors over host-staged MPI, and whoever asks for NCCL gets a clear error.
+#include "stagecraft/exec/nccl_transport.h"
+
+#include <stdexcept>
+
+#if !STAGECRAFT_WITH_NCCL
+namespace stagecraft::exec {
+
+bool HaveNccl() { return false; }
+std::unique_ptr<Transport> MakeNcclTransport(std::unique_ptr<Transport>, Device&, std::chrono::nanoseconds) {
+  throw std::runtime_error("this build has no NCCL (nccl.h and libnccl were not found when it was configured)");
+}
+
+}  // namespace stagecraft::exec
+#endif
