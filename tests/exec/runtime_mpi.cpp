@@ -5,12 +5,16 @@
 // exec_mpi_tests`; only rank 0 checks and reports. Some cases move their tensors through the
 // host-staged transport (staged_transport.h). Built a second time with STAGECRAFT_TEST_CUDA=1
 // as exec_mpi_gpu_tests: every case then runs on the cuda device, the ranks sharing the GPUs
-// there are over host-staged MPI, and a machine without a CUDA device skips the whole run.
+// there are over host-staged MPI, and a machine without a CUDA device skips the whole run. On
+// the cuda device every schedule also runs over NCCL when each rank has a GPU of its own, and
+// one schedule in each reduced GEMM precision (tf32, bf16, fp16) within that precision's
+// tolerance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <stdexcept>
 
 #include "reference.h"
 #include "stagecraft/exec/calibrate.h"
@@ -18,9 +22,8 @@
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/staged_transport.h"
-#if STAGECRAFT_TEST_CUDA
 #include "stagecraft/exec/cuda_device.h"
-#endif
+#include "stagecraft/exec/nccl_transport.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
@@ -32,16 +35,31 @@ using testing::Staleness;
 
 exec::Transport* g_transport = nullptr;
 
+enum class Link { kMpi, kStaged, kNccl };  // how tensors move: MPI, MPI through host buffers, NCCL
+
 #if STAGECRAFT_TEST_CUDA
 constexpr bool kCuda = true;
-std::unique_ptr<exec::Device> MakeTestDevice() {
-  return exec::MakeCudaDevice(exec::GpuForLocalRank(g_transport->rank(), exec::CudaDeviceCount()),
-                              exec::GemmPrecision::kFp32);
+std::unique_ptr<exec::Device> MakeTestDevice(exec::GemmPrecision precision) {
+  return exec::MakeCudaDevice(exec::GpuForLocalRank(g_transport->rank(), exec::CudaDeviceCount()), precision);
 }
 #else
 constexpr bool kCuda = false;
-std::unique_ptr<exec::Device> MakeTestDevice() { return exec::MakeCpuDevice(); }
+std::unique_ptr<exec::Device> MakeTestDevice(exec::GemmPrecision) { return exec::MakeCpuDevice(); }
 #endif
+
+// The reference is fp32 on the CPU. Reduced-precision GEMMs round their inputs to u (relative:
+// tf32 2^-10 when the tensor cores truncate, bf16 2^-9, fp16 2^-11, each rounded to nearest or
+// better); over 3 steps the weights move a few percent, so their error stays a small multiple
+// of u. fp32 keeps the executor-vs-reference bound of every other case.
+double ToleranceFor(exec::GemmPrecision precision) {
+  switch (precision) {
+    case exec::GemmPrecision::kFp32: return 1e-5;
+    case exec::GemmPrecision::kTf32: return 8 * std::ldexp(1.0, -10);
+    case exec::GemmPrecision::kBf16: return 8 * std::ldexp(1.0, -9);
+    case exec::GemmPrecision::kFp16: return 8 * std::ldexp(1.0, -11);
+  }
+  return 0;
+}
 
 struct Case {
   std::string schedule;
@@ -57,7 +75,8 @@ struct Case {
   kernels::Activation activation = kernels::Activation::kGelu;
   kernels::LossKind loss = kernels::LossKind::kMse;
   std::vector<int> split{};  // layers per stage; empty: even
-  bool staged = kCuda;       // tensors through host buffers (staged_transport.h)
+  Link link = kCuda ? Link::kStaged : Link::kMpi;
+  exec::GemmPrecision precision = exec::GemmPrecision::kFp32;  // cuda only
 };
 
 constexpr int kLayers = 8;
@@ -98,10 +117,11 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   p.vertical_sync = c.vertical_sync;
   const schedules::Schedule s = schedules::Lower(schedules::Generate(c.schedule, p));
   EXPECT_TRUE(schedules::Validate(s).empty());
-  auto device = MakeTestDevice();
-  std::unique_ptr<exec::Transport> staged;  // over a second MPI transport of the same world
-  if (c.staged) staged = exec::MakeStagedTransport(exec::MakeMpiTransport(), *device);
-  exec::Transport& transport = staged ? *staged : *g_transport;
+  auto device = MakeTestDevice(c.precision);
+  std::unique_ptr<exec::Transport> own;  // over a second MPI transport of the same world
+  if (c.link == Link::kStaged) own = exec::MakeStagedTransport(exec::MakeMpiTransport(), *device);
+  if (c.link == Link::kNccl) own = exec::MakeNcclTransport(exec::MakeMpiTransport(), *device);
+  exec::Transport& transport = own ? *own : *g_transport;
   const int rank = g_transport->rank();
   std::string mine;
   if (rank < s.ranks()) {
@@ -149,6 +169,7 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
   rc.vertical_sync = c.vertical_sync;
   const testing::ReferenceResult want = testing::TrainReference(rc);
   const std::vector<testing::LayerParams> init = testing::ReferenceInitialParams(config.model);
+  const double tolerance = ToleranceFor(c.precision);
   const int h = config.model.hidden;
   for (int l = 0; l < config.model.layers; ++l) {
     ASSERT_EQ(got.layers[l].size(), static_cast<size_t>(h) * h + h) << "layer " << l;
@@ -164,32 +185,32 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
       max_diff = std::max(max_diff, std::abs(d));
       max_ref = std::max(max_ref, std::abs(ref));
     }
-    EXPECT_LE(std::sqrt(diff2 / ref2), 1e-5) << c.schedule << " layer " << l << " (relative L2 error)";
-    EXPECT_LE(max_diff, 1e-5 * max_ref) << c.schedule << " layer " << l << " (max error vs max |w|)";
+    EXPECT_LE(std::sqrt(diff2 / ref2), tolerance) << c.schedule << " layer " << l << " (relative L2 error)";
+    EXPECT_LE(max_diff, tolerance * max_ref) << c.schedule << " layer " << l << " (max error vs max |w|)";
     // The training really moved the weights, so matching them means something.
     EXPECT_GT(std::sqrt(moved2 / ref2), 1e-3) << c.schedule << " layer " << l;
   }
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t t = 0; t < want.losses.size(); ++t) {
-    EXPECT_NEAR(got.losses[t], want.losses[t], 1e-5 * std::abs(want.losses[t])) << c.schedule << " step " << t;
+    EXPECT_NEAR(got.losses[t], want.losses[t], tolerance * std::abs(want.losses[t])) << c.schedule << " step " << t;
   }
 }
 
 // Every registered generator, with the staleness its weight policy documents: adding a
 // schedule to the table adds it here.
-class EverySchedule : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};
-
-TEST_P(EverySchedule, MatchesReference) {
-  const schedules::GeneratorInfo& info = *GetParam();
-  Case c{.schedule = std::string(info.name), .chunks = info.interleaved ? 2 : 1};
+struct ScheduleCase {
+  Case c;
   Staleness staleness = Staleness::kFlush;
+};
+ScheduleCase CaseFor(const schedules::GeneratorInfo& info) {
+  ScheduleCase sc{.c = {.schedule = std::string(info.name), .chunks = info.interleaved ? 2 : 1}};
   if (info.weights == schedules::WeightPolicy::kStash) {
-    c.lr = 0.02;  // weight stashing trains on stale weights: a smaller step stays stable
-    staleness = Staleness::kPipeDream;
+    sc.c.lr = 0.02;  // weight stashing trains on stale weights: a smaller step stays stable
+    sc.staleness = Staleness::kPipeDream;
   } else if (info.weights == schedules::WeightPolicy::kTwoBW) {
-    staleness = Staleness::kTwoBW;
+    sc.staleness = Staleness::kTwoBW;
   }
-  ExpectMatchesReference(c, staleness);
+  return sc;
 }
 
 std::vector<const schedules::GeneratorInfo*> AllGenerators() {
@@ -197,15 +218,36 @@ std::vector<const schedules::GeneratorInfo*> AllGenerators() {
   for (const schedules::GeneratorInfo& info : schedules::Generators()) all.push_back(&info);
   return all;
 }
+std::string TestName(const ::testing::TestParamInfo<const schedules::GeneratorInfo*>& p) {
+  std::string name(p.param->name);
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
 
-INSTANTIATE_TEST_SUITE_P(Generators, EverySchedule, ::testing::ValuesIn(AllGenerators()),
-                         [](const ::testing::TestParamInfo<const schedules::GeneratorInfo*>& p) {
-                           std::string name(p.param->name);
-                           for (char& ch : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return name;
-                         });
+class EverySchedule : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};
+TEST_P(EverySchedule, MatchesReference) {
+  const ScheduleCase sc = CaseFor(*GetParam());
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+INSTANTIATE_TEST_SUITE_P(Generators, EverySchedule, ::testing::ValuesIn(AllGenerators()), TestName);
+
+// Every schedule over NCCL, when every rank of the job has a GPU of its own (the ranks sharing a
+// GPU above cannot use it). Every rank sees the same machine, so all skip alike.
+class EveryScheduleOverNccl : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};
+TEST_P(EveryScheduleOverNccl, MatchesReference) {
+  if (!kCuda) GTEST_SKIP() << "NCCL runs on the cuda device";
+  const int gpus = exec::CudaDeviceCount();
+  if (!exec::HaveNccl() || !exec::EachProcessHasItsOwnGpu(g_transport->size(), gpus)) {
+    GTEST_SKIP() << "NCCL needs a GPU per rank: " << g_transport->size() << " ranks, " << gpus << " GPU(s)"
+                 << (exec::HaveNccl() ? "" : ", and this build has no NCCL");
+  }
+  ScheduleCase sc = CaseFor(*GetParam());
+  sc.c.link = Link::kNccl;
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleOverNccl, ::testing::ValuesIn(AllGenerators()), TestName);
 
 // Options and shapes on top of the schedules.
 TEST(RuntimeMpi, PipeDreamVerticalSync) {
@@ -227,13 +269,26 @@ TEST(RuntimeMpi, TwoRanksOfFourAndOneMicrobatch) {
   ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .microbatches = 1}, Staleness::kFlush);
 }
 // Through host buffers (how ranks sharing a GPU move tensors): the same weights.
-TEST(RuntimeMpi, HostStagedZbH2) { ExpectMatchesReference({.schedule = "zb-h2", .staged = true}, Staleness::kFlush); }
+TEST(RuntimeMpi, HostStagedZbH2) {
+  ExpectMatchesReference({.schedule = "zb-h2", .link = Link::kStaged}, Staleness::kFlush);
+}
 TEST(RuntimeMpi, HostStagedPipeDream) {
-  ExpectMatchesReference({.schedule = "pipedream", .lr = 0.02, .staged = true}, Staleness::kPipeDream);
+  ExpectMatchesReference({.schedule = "pipedream", .lr = 0.02, .link = Link::kStaged}, Staleness::kPipeDream);
 }
 TEST(RuntimeMpi, HostStagedInterleavedTwoRanks) {
-  ExpectMatchesReference({.schedule = "interleaved", .ranks = 2, .chunks = 2, .staged = true}, Staleness::kFlush);
+  ExpectMatchesReference({.schedule = "interleaved", .ranks = 2, .chunks = 2, .link = Link::kStaged},
+                         Staleness::kFlush);
 }
+
+// The cuda device's reduced GEMM precisions (cuda_plan.h), each within its own tolerance.
+TEST(RuntimeMpi, GemmPrecisions) {
+  if (!kCuda) GTEST_SKIP() << "GEMM precisions other than fp32 are the cuda device's";
+  for (const auto precision : {exec::GemmPrecision::kTf32, exec::GemmPrecision::kBf16, exec::GemmPrecision::kFp16}) {
+    SCOPED_TRACE("precision " + std::to_string(static_cast<int>(precision)));
+    ExpectMatchesReference({.schedule = "1f1b", .precision = precision}, Staleness::kFlush);
+  }
+}
+
 
 // The calibration's transfers (exec/calibrate.h) between ranks 1 and 2 of the job, the others
 // only joining the barriers: the ping-pong reports one point per size, with a positive one-way
