@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The cuda backend's checks and benchmarks on a machine with a GPU, in one go:
+#   1. ctest -L gpu (launchers, the cuda device's GEMMs per dtype, every schedule on the cuda
+#      backend over host-staged MPI and, with a GPU per rank, NCCL; execute/profile end to end
+#      and the fault case);
+#   2. build/tests/bench/cuda_bench: one layer's F, I, W against bare cuBLAS in the scenario's
+#      shape (of_cublas, target >= 0.6) and the runtime's cost per op (us_per_op, target <= 10);
+#   3. build/tests/bench/nccl_p2p_bench on 2 ranks with a GPU each: sendrecv bandwidth of raw
+#      NCCL (measured as nccl-tests does), of the NcclTransport and of the host-staged transport.
+# Usage: scripts/bench-gpu.sh     (builds first if needed; without a GPU it says so and exits 0)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "bench-gpu: no GPU on this machine (nvidia-smi -L found none); nothing to measure"
+  exit 0
+fi
+nvidia-smi -L
+[[ -x "$root/build/tests/bench/cuda_bench" ]] || "$root/scripts/build.sh" >/dev/null
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "== 1/3 ctest -L gpu"
+(cd "$root/build" && ctest -L gpu --output-on-failure --timeout 900) || echo "bench-gpu: some gpu tests FAILED (above)"
+echo "== 2/3 cuda_bench"
+"$root/build/tests/bench/cuda_bench"
+echo "== 3/3 nccl_p2p_bench (2 ranks)"
+if [[ -x "$root/build/tests/bench/nccl_p2p_bench" ]]; then
+  "$root/scripts/mpirun.sh" 2 "$root/build/tests/bench/nccl_p2p_bench"
+else
+  echo "this build has no NCCL: no p2p benchmark"
+fi
