@@ -157,9 +157,9 @@ class NcclTransport final : public Transport {
     while (!Test(request)) {
       const int64_t waited = MonotonicNs() - start;
       if (waited > deadline_ns_) {
-        Fail(Where(__FILE__, __LINE__) + "NCCL " + (t.recv ? "receive from" : "send to") + " rank " +
+        Fail(Where(__FILE__, __LINE__) + "the NCCL " + (t.recv ? "receive from" : "send to") + " rank " +
              std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ") did not complete within " +
-             std::to_string(deadline_ns_ / 1'000'000'000) + " s: the peer is hung or gone");
+             std::to_string(static_cast<double>(deadline_ns_) * 1e-9) + " s: a peer is hung or gone");
       }
       if (waited > kSpinNs) {
         const timespec ts{0, static_cast<long>(kSleepNs)};

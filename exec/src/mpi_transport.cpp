@@ -66,7 +66,7 @@ int64_t MonotonicNs() {
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport() {
+  explicit MpiTransport(std::chrono::nanoseconds deadline) : deadline_ns_(deadline.count()) {
     SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     SC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
     int* tag_ub = nullptr;
@@ -87,13 +87,13 @@ class MpiTransport final : public Transport {
 
   Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
     MPI_Request* r = nullptr;
-    const Request handle = NewRequest(&r);
+    const Request handle = NewRequest(&r, {Kind::kSend, peer, tag});
     SC_MPI_CHECK(MPI_Isend(data, Count(count), MPI_FLOAT, peer, Tag(tag), MPI_COMM_WORLD, r));
     return handle;
   }
   Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
     MPI_Request* r = nullptr;
-    const Request handle = NewRequest(&r);
+    const Request handle = NewRequest(&r, {Kind::kRecv, peer, tag});
     SC_MPI_CHECK(MPI_Irecv(data, Count(count), MPI_FLOAT, peer, Tag(tag), MPI_COMM_WORLD, r));
     return handle;
   }
@@ -108,7 +108,9 @@ class MpiTransport final : public Transport {
     const int64_t start = MonotonicNs();
     int64_t sleep_ns = kMinSleepNs;
     while (!Test(request)) {
-      if (spin_only_ || MonotonicNs() - start < kSpinNs) continue;
+      const int64_t waited = MonotonicNs() - start;
+      if (waited > deadline_ns_) TimedOut(request);
+      if (spin_only_ || waited < kSpinNs) continue;
       const timespec ts{0, static_cast<long>(sleep_ns)};
       nanosleep(&ts, nullptr);
       sleep_ns = std::min(2 * sleep_ns, kMaxSleepNs);
@@ -118,7 +120,7 @@ class MpiTransport final : public Transport {
   void Barrier() override {
     // A non-blocking barrier waited on like any request, so it does not spin either.
     MPI_Request* r = nullptr;
-    const Request handle = NewRequest(&r);
+    const Request handle = NewRequest(&r, {Kind::kBarrier, -1, 0});
     SC_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, r));
     Wait(handle);
   }
@@ -153,7 +155,13 @@ class MpiTransport final : public Transport {
     return static_cast<int>(count);
   }
   int Tag(int64_t tag) const { return static_cast<int>(tag % tag_modulus_); }
-  Request NewRequest(MPI_Request** slot) {
+  enum class Kind { kSend, kRecv, kBarrier };
+  struct What {
+    Kind kind = Kind::kSend;
+    int peer = -1;
+    int64_t tag = 0;
+  };
+  Request NewRequest(MPI_Request** slot, const What& what) {
     Request handle;
     if (!free_.empty()) {
       handle = free_.back();
@@ -161,17 +169,36 @@ class MpiTransport final : public Transport {
     } else {
       handle = static_cast<Request>(requests_.size());
       requests_.push_back(MPI_REQUEST_NULL);
+      what_.emplace_back();
     }
     requests_[handle] = MPI_REQUEST_NULL;
+    what_[handle] = what;
     *slot = &requests_[handle];
     return handle;
   }
+  // A receive is cancelled, so nothing arriving later lands in its buffer; then one line says
+  // what did not complete.
+  [[noreturn]] void TimedOut(Request request) {
+    const What w = what_[request];
+    if (w.kind == Kind::kRecv) {
+      MPI_Cancel(&requests_[request]);
+      MPI_Wait(&requests_[request], MPI_STATUS_IGNORE);
+      free_.push_back(request);
+    }
+    const std::string transfer = w.kind == Kind::kBarrier ? std::string("a barrier")
+                                 : fmt::format("the MPI {} rank {} (tag {})",
+                                               w.kind == Kind::kSend ? "send to" : "receive from", w.peer, w.tag);
+    throw std::runtime_error(fmt::format("{} did not complete within {:g} s: a peer is hung or gone", transfer,
+                                         static_cast<double>(deadline_ns_) * 1e-9));
+  }
 
+  const int64_t deadline_ns_;
   int rank_ = 0;
   bool spin_only_ = false;  // every rank of this node has its own core
   int size_ = 1;
   int64_t tag_modulus_ = 32768;
   std::vector<MPI_Request> requests_;  // never shrinks, so handles stay valid
+  std::vector<What> what_;             // by handle, for a deadline's message
   std::vector<Request> free_;
 };
 
@@ -190,7 +217,9 @@ MpiSession::~MpiSession() {
   if (finalized == 0) MPI_Finalize();
 }
 
-std::unique_ptr<Transport> MakeMpiTransport() { return std::make_unique<MpiTransport>(); }
+std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline) {
+  return std::make_unique<MpiTransport>(deadline);
+}
 
 int MpiWorldRank() {
   int rank = 0;

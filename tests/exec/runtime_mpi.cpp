@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cmath>
 #include <stdexcept>
@@ -289,6 +290,34 @@ TEST(RuntimeMpi, GemmPrecisions) {
   }
 }
 
+
+// A receive that nobody sends ends on the transport's deadline with one message naming the
+// transfer, instead of hanging; the cancelled receive leaves nothing pending (the barrier after
+// it and every later case still match).
+TEST(TransportDeadline, AReceiveNobodySendsEndsOnTheDeadline) {
+  auto transport = exec::MakeMpiTransport(std::chrono::milliseconds(300));
+  std::string mine = "-";
+  if (transport->rank() == 1) {
+    std::vector<float> buffer(4);
+    const auto start = std::chrono::steady_clock::now();
+    const exec::Transport::Request r = transport->Irecv(buffer.data(), 4, 0, 4242);
+    try {
+      transport->Wait(r);
+      mine = "returned";
+    } catch (const std::runtime_error& e) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string what = e.what();
+      mine = what.find("the MPI receive from rank 0 (tag 4242) did not complete within 0.3 s") != std::string::npos &&
+                     seconds >= 0.3 && seconds < 10
+                 ? "timed out"
+                 : what + " after " + std::to_string(seconds) + " s";
+    }
+  }
+  const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (g_transport->rank() == 0) {
+    EXPECT_EQ(all.at(1), "timed out");
+  }
+}
 
 // The calibration's transfers (exec/calibrate.h) between ranks 1 and 2 of the job, the others
 // only joining the barriers: the ping-pong reports one point per size, with a positive one-way

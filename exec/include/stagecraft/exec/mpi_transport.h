@@ -3,6 +3,7 @@
 // MPI's error string. mpi.h stays out of this header.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -18,8 +19,9 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 };
 
-// Requires a live MpiSession. Communicates over MPI_COMM_WORLD.
-std::unique_ptr<Transport> MakeMpiTransport();
+// Requires a live MpiSession. Communicates over MPI_COMM_WORLD. A Wait (or Barrier) that takes
+// longer than `deadline` cancels a pending receive and throws, naming the peer and the tag.
+std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline = kDefaultWaitDeadline);
 
 // This process's rank and the world size, also usable before any Transport exists.
 int MpiWorldRank();

@@ -25,9 +25,6 @@
 
 namespace stagecraft::exec {
 
-// How long Wait lets one transfer take before it calls the peer hung.
-inline constexpr std::chrono::seconds kDefaultTransferDeadline{300};
-
 // Whether this build has NCCL (found with the CUDA toolkit when it was configured).
 bool HaveNccl();
 
@@ -35,6 +32,6 @@ bool HaveNccl();
 // this rank's cuda device (MakeCudaDevice) and must outlive the transport. Throws
 // std::runtime_error when this build has no NCCL or a communicator cannot be made.
 std::unique_ptr<Transport> MakeNcclTransport(std::unique_ptr<Transport> host, Device& device,
-                                             std::chrono::nanoseconds deadline = kDefaultTransferDeadline);
+                                             std::chrono::nanoseconds deadline = kDefaultWaitDeadline);
 
 }  // namespace stagecraft::exec

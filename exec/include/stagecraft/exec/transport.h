@@ -5,11 +5,15 @@
 // node has its own, so ranks that outnumber cores do not starve each other.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace stagecraft::exec {
+
+// How long a Wait lets one transfer (or a barrier) take before it calls the peer hung and throws.
+inline constexpr std::chrono::seconds kDefaultWaitDeadline{300};
 
 class Transport {
  public:
@@ -24,6 +28,8 @@ class Transport {
   virtual Request Isend(const float* data, int64_t count, int peer, int64_t tag) = 0;
   virtual Request Irecv(float* data, int64_t count, int peer, int64_t tag) = 0;
   virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
+  // Throws std::runtime_error naming the transfer and the peer when it is not complete within
+  // the transport's deadline (kDefaultWaitDeadline unless the transport was made with another).
   virtual void Wait(Request request) = 0;
 
   virtual void Barrier() = 0;
