@@ -6,7 +6,6 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <climits>
@@ -24,10 +23,7 @@ namespace stagecraft::exec {
 namespace {
 
 [[noreturn]] void ThrowCublasError(cublasStatus_t status, const char* call, const char* file, int line) {
-  char host[256] = "unknown-host";
-  if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
-  host[sizeof(host) - 1] = '\0';
-  throw std::runtime_error(std::string(host) + ": " + file + ":" + std::to_string(line) + ": cuBLAS error " +
+  throw std::runtime_error(kernels::HostName() + ": " + file + ":" + std::to_string(line) + ": cuBLAS error " +
                            cublasGetStatusName(status) + " '" + cublasGetStatusString(status) + "' in " + call);
 }
 

@@ -1,15 +1,12 @@
-// NcclTransport (nccl_transport.h). Every CUDA, NCCL and MPI call is checked; a failure throws
+// NcclTransport (nccl_transport.h). Every CUDA and NCCL call is checked; a failure throws
 // with the host, file:line, the call and the library's own message (the command adds the rank).
 #include "stagecraft/exec/nccl_transport.h"
 
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -23,27 +20,13 @@
 namespace stagecraft::exec {
 namespace {
 
-std::string Host() {
-  char host[256] = "unknown-host";
-  if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
-  host[sizeof(host) - 1] = '\0';
-  return host;
-}
-
-std::string Where(const char* file, int line) { return Host() + ": " + file + ":" + std::to_string(line) + ": "; }
+std::string Where(const char* file, int line) { return kernels::HostName() + ": " + file + ":" + std::to_string(line) + ": "; }
 
 std::string NcclErrorText(ncclResult_t result, ncclComm_t comm, const char* call, const char* file, int line) {
   std::string text = Where(file, line) + "NCCL error '" + ncclGetErrorString(result) + "' in " + call;
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') text += std::string(": ") + last;
   return text;
-}
-
-[[noreturn]] void ThrowMpiError(int code, const char* call, const char* file, int line) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw std::runtime_error(Where(file, line) + call + " failed: " + std::string(text, length));
 }
 
 #define SC_NCCL_CHECK(comm, call)                                                         \
@@ -53,18 +36,6 @@ std::string NcclErrorText(ncclResult_t result, ncclComm_t comm, const char* call
       throw std::runtime_error(NcclErrorText(sc_nccl_result, comm, #call, __FILE__, __LINE__)); \
     }                                                                                     \
   } while (0)
-
-#define SC_NCCL_MPI_CHECK(call)                                                    \
-  do {                                                                             \
-    const int sc_mpi_rc = (call);                                                  \
-    if (sc_mpi_rc != MPI_SUCCESS) ThrowMpiError(sc_mpi_rc, #call, __FILE__, __LINE__); \
-  } while (0)
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-}
 
 // Polls between these while a transfer is not done (a GPU transfer of a tensor takes tens of
 // microseconds; the host has nothing else to do while the runtime waits).
@@ -80,23 +51,32 @@ class NcclTransport final : public Transport {
         rank_(host_->rank()),
         size_(host_->size()) {
     const std::vector<NcclChannel> plan = NcclChannels(size_);
-    // Each channel's sender makes its id; one allgather gives every rank every id.
-    std::vector<ncclUniqueId> mine(plan.size()), all(plan.size() * static_cast<size_t>(size_));
-    std::memset(mine.data(), 0, mine.size() * sizeof(ncclUniqueId));
+    // Each channel's sender makes its id and sends it to the receiver over the host transport
+    // (MPI), as floats holding the id's bytes.
+    static_assert(sizeof(ncclUniqueId) % sizeof(float) == 0);
+    constexpr int64_t kIdFloats = sizeof(ncclUniqueId) / sizeof(float);
+    std::vector<ncclUniqueId> ids(plan.size());
+    std::vector<std::vector<float>> wire(plan.size(), std::vector<float>(kIdFloats));
+    std::vector<Request> pending;
     for (size_t c = 0; c < plan.size(); ++c) {
-      if (plan[c].from == rank_) SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&mine[c]));
+      if (plan[c].from == rank_) {
+        SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&ids[c]));
+        std::memcpy(wire[c].data(), &ids[c], sizeof(ncclUniqueId));
+        pending.push_back(host_->Isend(wire[c].data(), kIdFloats, plan[c].to, static_cast<int64_t>(c)));
+      } else if (plan[c].to == rank_) {
+        pending.push_back(host_->Irecv(wire[c].data(), kIdFloats, plan[c].from, static_cast<int64_t>(c)));
+      }
     }
-    const int bytes = static_cast<int>(plan.size() * sizeof(ncclUniqueId));
-    if (bytes > 0) {
-      SC_NCCL_MPI_CHECK(MPI_Allgather(mine.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, MPI_COMM_WORLD));
+    for (const Request r : pending) host_->Wait(r);
+    for (size_t c = 0; c < plan.size(); ++c) {
+      if (plan[c].to == rank_) std::memcpy(&ids[c], wire[c].data(), sizeof(ncclUniqueId));
     }
     peers_.assign(static_cast<size_t>(size_), Peer{});
     for (size_t c = 0; c < plan.size(); ++c) {
       const bool sends = plan[c].from == rank_;
       if (!sends && plan[c].to != rank_) continue;
       Channel channel;
-      const ncclUniqueId& id = all[static_cast<size_t>(plan[c].from) * plan.size() + c];
-      SC_NCCL_CHECK(nullptr, ncclCommInitRank(&channel.comm, 2, id, sends ? 0 : 1));
+      SC_NCCL_CHECK(nullptr, ncclCommInitRank(&channel.comm, 2, ids[c], sends ? 0 : 1));
       SC_CUDA_CHECK(cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking));
       channels_.push_back(channel);
       Peer& peer = peers_[static_cast<size_t>(sends ? plan[c].to : plan[c].from)];
@@ -140,10 +120,7 @@ class NcclTransport final : public Transport {
   bool Test(Request request) override {
     Transfer& t = At(request);
     const cudaError_t state = cudaEventQuery(t.done);
-    if (state == cudaErrorNotReady) {
-      CheckAsyncErrors();
-      return false;
-    }
+    if (state == cudaErrorNotReady) return false;
     if (state != cudaSuccess) Fail(kernels::CudaErrorText(state, "cudaEventQuery(transfer done)", __FILE__, __LINE__));
     // Compute queued from now on reads what the receive wrote.
     if (t.recv) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
@@ -152,10 +129,11 @@ class NcclTransport final : public Transport {
   }
 
   void Wait(Request request) override {
-    const int64_t start = MonotonicNs();
+    const auto start = std::chrono::steady_clock::now();
     const Transfer t = At(request);
     while (!Test(request)) {
-      const int64_t waited = MonotonicNs() - start;
+      CheckAsyncErrors();
+      const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       if (waited > deadline_ns_) {
         Fail(Where(__FILE__, __LINE__) + "the NCCL " + (t.recv ? "receive from" : "send to") + " rank " +
              std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ") did not complete within " +

@@ -3,15 +3,15 @@
 // gathers and the abort.
 //
 // - Channels: each direction between neighbouring ranks (NcclChannels in cuda_plan.h) has its
-//   own two-rank communicator and its own non-blocking stream on both sides. The ncclUniqueIds
-//   are made by each channel's sender and shared over MPI; the communicators are created in the
-//   one order every rank agrees on.
+//   own two-rank communicator and its own non-blocking stream on both sides. Each channel's
+//   sender makes its ncclUniqueId and sends it to the receiver over the host transport (MPI);
+//   the communicators are created in the one order every rank agrees on.
 // - Ordering: a send's stream waits (a CUDA event) for the compute stream's work queued so far,
 //   which made the tensor; a receive's stream waits the same way before it writes, since its
 //   buffer may have been freed by work still queued. Transfers then overlap the compute queued
 //   after them. A completed receive orders the compute stream after it.
-// - Test polls the transfer's event; Wait polls it, and while it waits also polls every
-//   communicator's asynchronous error and the deadline. An error or a deadline aborts this
+// - Test polls the transfer's event (nothing more: the runtime calls it after every op); Wait
+//   polls it, and while it waits also every communicator's asynchronous error and the deadline. An error or a deadline aborts this
 //   rank's communicators (ncclCommAbort) and throws one line naming the host, the rank, the
 //   call or the transfer, file:line and NCCL's message; the command then ends every rank
 //   through Abort, which aborts each rank's communicators before MPI ends the job.

@@ -10,12 +10,17 @@
 
 namespace stagecraft::kernels {
 
-// "<host>: <file>:<line>: CUDA error <name> '<message>' in <call>".
-inline std::string CudaErrorText(cudaError_t error, const char* call, const char* file, int line) {
+// This machine's name, for the messages of the cuda backend's checked calls.
+inline std::string HostName() {
   char host[256] = "unknown-host";
   if (gethostname(host, sizeof(host)) != 0) host[0] = '\0';
   host[sizeof(host) - 1] = '\0';
-  return std::string(host) + ": " + file + ":" + std::to_string(line) + ": CUDA error " + cudaGetErrorName(error) +
+  return host;
+}
+
+// "<host>: <file>:<line>: CUDA error <name> '<message>' in <call>".
+inline std::string CudaErrorText(cudaError_t error, const char* call, const char* file, int line) {
+  return HostName() + ": " + file + ":" + std::to_string(line) + ": CUDA error " + cudaGetErrorName(error) +
          " '" + cudaGetErrorString(error) + "' in " + call;
 }
 
