@@ -79,6 +79,44 @@ class CpuDevice final : public Device {
     kernels::Adam(n, w_in, w_out, m, v, grad, grad_scale, params);
   }
 
+  void GemmBatched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int64_t stride_a,
+                   const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c, int batch) override {
+    for (int i = 0; i < batch; ++i) Gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, b + i * stride_b, beta, c + i * stride_c);
+  }
+  void BiasAdd(int rows, int cols, float* x, const float* bias, const float* residual) override {
+    kernels::BiasAdd(rows, cols, x, bias, residual);
+  }
+  void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out, float* mean,
+                 float* rstd) override {
+    kernels::LayerNorm(rows, cols, x, gamma, beta, out, mean, rstd);
+  }
+  void LayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
+                              const float* mean, const float* rstd, float* dx, bool accumulate) override {
+    kernels::LayerNormBackwardInput(rows, cols, dout, x, gamma, mean, rstd, dx, accumulate);
+  }
+  void LayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
+                               const float* rstd, float* dgamma, float* dbeta, bool accumulate) override {
+    kernels::LayerNormBackwardWeight(rows, cols, dout, x, mean, rstd, dgamma, dbeta, accumulate);
+  }
+  void HeadsFromRows(int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld, float* out) override {
+    kernels::HeadsFromRows(batch, seq, heads, head_dim, rows, ld, out);
+  }
+  void RowsFromHeads(int batch, int seq, int heads, int head_dim, const float* in, float* rows, int64_t ld) override {
+    kernels::RowsFromHeads(batch, seq, heads, head_dim, in, rows, ld);
+  }
+  void CausalSoftmax(int matrices, int seq, float* scores) override { kernels::CausalSoftmax(matrices, seq, scores); }
+  void CausalSoftmaxBackward(int matrices, int seq, const float* p, float* dp) override {
+    kernels::CausalSoftmaxBackward(matrices, seq, p, dp);
+  }
+  void Embedding(int batch, int seq, int cols, const float* tokens, const float* wte, const float* wpe,
+                 float* out) override {
+    kernels::Embedding(batch, seq, cols, tokens, wte, wpe, out);
+  }
+  void EmbeddingBackward(int batch, int seq, int cols, int vocab, const float* tokens, const float* dout, float* dwte,
+                         float* dwpe, bool accumulate) override {
+    kernels::EmbeddingBackward(batch, seq, cols, vocab, tokens, dout, dwte, dwpe, accumulate);
+  }
+
   void Synchronize() override {}
   int Stamp() override {
     stamps_.push_back(NowNs());

@@ -6,12 +6,7 @@
 #include <algorithm>
 
 #include "stagecraft/kernels/loss.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SC_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define SC_VECTOR_CLONES
-#endif
+#include "vector_clones.h"
 
 namespace stagecraft::kernels {
 

@@ -57,6 +57,29 @@ class Device {
   virtual void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
                     const kernels::AdamParams& params) = 0;
 
+  // The transformer's math (kernels/host.h for each contract). GemmBatched is `batch` Gemms
+  // with the same shapes, matrix i of a, b and c starting stride_x floats after matrix i − 1.
+  virtual void GemmBatched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                           int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c,
+                           int batch) = 0;
+  virtual void BiasAdd(int rows, int cols, float* x, const float* bias, const float* residual) = 0;
+  virtual void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
+                         float* mean, float* rstd) = 0;
+  virtual void LayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
+                                      const float* mean, const float* rstd, float* dx, bool accumulate) = 0;
+  virtual void LayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
+                                       const float* rstd, float* dgamma, float* dbeta, bool accumulate) = 0;
+  virtual void HeadsFromRows(int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld,
+                             float* out) = 0;
+  virtual void RowsFromHeads(int batch, int seq, int heads, int head_dim, const float* in, float* rows,
+                             int64_t ld) = 0;
+  virtual void CausalSoftmax(int matrices, int seq, float* scores) = 0;
+  virtual void CausalSoftmaxBackward(int matrices, int seq, const float* p, float* dp) = 0;
+  virtual void Embedding(int batch, int seq, int cols, const float* tokens, const float* wte, const float* wpe,
+                         float* out) = 0;
+  virtual void EmbeddingBackward(int batch, int seq, int cols, int vocab, const float* tokens, const float* dout,
+                                 float* dwte, float* dwpe, bool accumulate) = 0;
+
   // Waits for all queued work.
   virtual void Synchronize() = 0;
   // A host clock shared by every op of the run (steady, ns).

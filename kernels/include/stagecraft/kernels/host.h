@@ -29,4 +29,30 @@ void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, co
 void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
           const AdamParams& params);
 
+// The transformer's math (layernorm.h, attention.h, embedding.h); all tensors row-major.
+// x [rows x cols] += bias per column (+ residual [rows x cols]; may be null).
+void BiasAdd(int rows, int cols, float* x, const float* bias, const float* residual);
+// out = LayerNorm(x; gamma, beta) per row; mean, rstd: [rows].
+void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out, float* mean,
+               float* rstd);
+// dx (+)= the input gradient of each row (added to dx when `accumulate`).
+void LayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
+                            const float* mean, const float* rstd, float* dx, bool accumulate);
+// dgamma (+)= Σ_rows dout·x̂, dbeta (+)= Σ_rows dout, each column summed over the rows in order.
+void LayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
+                             const float* rstd, float* dgamma, float* dbeta, bool accumulate);
+// heads [B, NH, T, hd] ← the rows layout [B·T, ld] (attention.h); and back.
+void HeadsFromRows(int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld, float* out);
+void RowsFromHeads(int batch, int seq, int heads, int head_dim, const float* in, float* rows, int64_t ld);
+// `matrices` causal [seq x seq] score matrices, in place: scores → probabilities; and the
+// backward, in place on dp (→ the scores' gradient).
+void CausalSoftmax(int matrices, int seq, float* scores);
+void CausalSoftmaxBackward(int matrices, int seq, const float* p, float* dp);
+// out [B·T x cols] = wte[token] + wpe[t]; tokens [B·T] as floats.
+void Embedding(int batch, int seq, int cols, const float* tokens, const float* wte, const float* wpe, float* out);
+// dwte [vocab x cols], dwpe [seq x cols] (+)= the embeddings' gradients (written over when not
+// `accumulate`), the positions added in order (b, t).
+void EmbeddingBackward(int batch, int seq, int cols, int vocab, const float* tokens, const float* dout, float* dwte,
+                       float* dwpe, bool accumulate);
+
 }  // namespace stagecraft::kernels
