@@ -13,7 +13,7 @@ namespace stagecraft::exec {
 
 int64_t Activations::Floats() const {
   int64_t n = 0;
-  for (const auto* list : {&inputs, &pre, &dz}) {
+  for (const auto* list : {&inputs, &pre, &dz, &kept}) {
     for (const Buffer& b : *list) n += b.size();
   }
   return n;

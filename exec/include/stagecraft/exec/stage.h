@@ -24,6 +24,7 @@ struct Activations {
   std::vector<Buffer> inputs;  // input of each layer; only inputs[0] when recomputing
   std::vector<Buffer> pre;     // pre-activation z of each layer (dropped by I)
   std::vector<Buffer> dz;      // gradient at z of each layer, made by I for W
+  std::vector<Buffer> kept;    // the transformer's, in slots per piece of the stage (gpt_stage.cpp)
   int64_t Floats() const;
 };
 

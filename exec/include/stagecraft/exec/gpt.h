@@ -1,0 +1,93 @@
+// The executor's transformer: a GPT-2-style decoder (Radford et al., 2019; llm.c's layout),
+// split into pipeline stages like the MLP (stage.h). A stage holds a contiguous range of the
+// model's blocks; the first stage also holds the token and position embeddings, the last the
+// final LayerNorm and the LM head (its own weights, not tied to the embedding: the two sit on
+// different ranks, as Megatron-LM's pipeline keeps a copy of its own there).
+//
+// Per block, with x [B·T, C] the residual stream (B sequences of T tokens, C = NH·hd):
+//   h = LN1(x);  qkv = h·Wqkvᵀ + bqkv;  q, k, v: heads of qkv's three column thirds
+//   a = causal_softmax(q·kᵀ/√hd)·v;  x1 = x + merge(a)·Wprojᵀ + bproj
+//   y = x1 + gelu(LN2(x1)·Wfcᵀ + bfc)·Wfcprojᵀ + bfcproj          (gelu: tanh form)
+// Head: logits = LNf(x)·Wheadᵀ, scored by the mean cross-entropy over the B·T next tokens.
+//
+// Parameters of a stage, one buffer, in this order: [wte V·C, wpe T·C] on the first stage; per
+// block ln1.w C, ln1.b C, qkv.w 3C·C, qkv.b 3C, proj.w C·C, proj.b C, ln2.w C, ln2.b C, fc.w
+// 4C·C, fc.b 4C, fcproj.w C·4C, fcproj.b C (12C² + 13C); [lnf.w C, lnf.b C, head.w V·C] on the
+// last. Weights are row-major [out][in], as torch.nn.Linear's.
+//
+// F, I and W are separate for every piece (the zero-bubble schedules split them): I carries the
+// gradient through the stage and keeps what W needs (each linear layer's input and output
+// gradient, each LayerNorm's input, statistics and output gradient, the tokens and the
+// embeddings' output gradient); W makes every weight gradient from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "stagecraft/exec/device.h"
+
+namespace stagecraft::exec {
+
+struct Activations;
+struct GradTarget;
+
+struct GptModel {
+  int layers = 0;  // blocks
+  int hidden = 0;  // C
+  int heads = 0;   // NH; C % NH == 0
+  int seq = 0;     // T
+  int vocab = 0;   // V
+  uint64_t seed = 1;
+  int64_t BlockFloats() const { return 12 * int64_t{hidden} * hidden + 13 * int64_t{hidden}; }
+  int64_t EmbeddingFloats() const { return (int64_t{vocab} + seq) * hidden; }
+  int64_t HeadFloats() const { return 2 * int64_t{hidden} + int64_t{vocab} * hidden; }
+};
+
+// Where each tensor of a block starts within the block's parameters.
+struct GptBlockOffsets {
+  explicit GptBlockOffsets(int64_t c);
+  int64_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b, end;
+};
+
+// Initial parameters of a stage as GptStage lays them out, from the seed alone (any rank
+// rebuilds any block's): GPT-2's scheme, weights of std 0.02 (the residual projections
+// 0.02/√(2·layers)), biases 0, LayerNorms γ = 1, β = 0, drawn as √3·std·U(seed, stream, index).
+void InitGptParams(const GptModel& model, int first_block, int blocks, bool embed, bool head, float* params);
+
+class GptStage {
+ public:
+  // Blocks first_block .. first_block + blocks − 1 of `model` for microbatches of `batch`
+  // sequences; `embed` / `head` when the stage is the first / last.
+  GptStage(Device& device, const GptModel& model, int batch, int first_block, int blocks, bool embed, bool head);
+
+  int64_t ParamFloats() const { return param_floats_; }
+  // Tokens [B·T] (as floats) on the first stage, else the residual stream [B·T·C].
+  int64_t InputFloats() const;
+  // Logits [B·T·V] on the last stage, else the residual stream.
+  int64_t OutputFloats() const;
+
+  Buffer Forward(const float* params, Buffer x, Activations* saved, bool keep_all);
+  // I (grads.data null: keeps what W needs) or B (the weight gradients too). Returns the
+  // gradient at the stage input; empty on the first stage (tokens have none).
+  Buffer Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads);
+  void BackwardWeight(Activations* saved, GradTarget grads);
+
+ private:
+  int64_t BlockStart(int b) const { return (embed_ ? model_.EmbeddingFloats() : 0) + b * model_.BlockFloats(); }
+  int64_t HeadStart() const { return BlockStart(blocks_); }
+  Buffer BlockForward(const float* p, Buffer x, Buffer* kept, bool keep);
+  Buffer BlockBackward(const float* p, Buffer dy, Buffer* kept);
+  void BlockWeight(Buffer* kept, float* g, bool accumulate);
+  Buffer HeadForward(const float* p, Buffer x, Buffer* kept, bool keep);
+  Buffer HeadBackward(const float* p, Buffer dlogits, Buffer* kept);
+  void HeadWeight(Buffer* kept, float* g, bool accumulate);
+  int64_t Rows() const { return int64_t{batch_} * model_.seq; }
+
+  Device& device_;
+  GptModel model_;
+  int batch_, first_block_, blocks_;
+  bool embed_, head_;
+  int64_t param_floats_ = 0;
+};
+
+}  // namespace stagecraft::exec
