@@ -119,7 +119,7 @@ int Run(const ExecuteFlags& f) {
       feeds |= s.shape.RankOf(0) == rank;
       scores |= s.shape.RankOf(s.stages() - 1) == rank;
     }
-    const Dataset data = MakeDataset(*device, plan.config.model, plan.config.microbatch_size, total, feeds, scores);
+    const Dataset data = MakeDataset(*device, plan.config, total, feeds, scores);
     if (rank == 0) {
       std::printf("scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
                   sc.name.c_str(), sc.pipeline.ranks, device->Name().c_str(), transport->Name().c_str(),

@@ -110,7 +110,7 @@ RunsReport CalibrateRuns(
   pipeline.chunks = 1;
   const int64_t total = int64_t{pipeline.microbatches} * steps;
   const exec::Dataset data =
-      exec::MakeDataset(device, base.model, base.microbatch_size, total, transport.rank() == 0,
+      exec::MakeDataset(device, base, total, transport.rank() == 0,
                         transport.rank() == ranks - 1);
   for (const char* name : kCalibrationSchedules) {
     const schedules::GeneratorInfo* info = schedules::FindGenerator(name);

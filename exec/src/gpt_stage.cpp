@@ -1,12 +1,13 @@
 // GptStage: the transformer's forward, input and weight gradients on a Device (see gpt.h).
 #include "stagecraft/exec/gpt.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/model.h"
-#include "stagecraft/exec/stage.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -23,6 +24,7 @@ enum EmbedSlot { kTokens, kDEmbedded };
 enum HeadSlot { kHx, kHMean, kHRstd, kHLn, kDLogits, kDLnf };
 
 constexpr uint64_t kGptWeightStream = 5000;  // + piece index · 16 + tensor index
+constexpr uint64_t kGptTokenStream = 3;       // and kGptTokenStream + 1 for the successor draws
 
 }  // namespace
 
@@ -72,13 +74,41 @@ void InitGptParams(const GptModel& m, int first_block, int blocks, bool embed, b
   }
 }
 
+void GptMicrobatch(const GptModel& m, int batch, int64_t g, float* tokens, float* targets) {
+  int64_t a = 5;
+  while (std::gcd(a, int64_t{m.vocab}) != 1) a += 2;
+  auto uniform_token = [&](uint64_t index) {
+    const float u = 0.5f * (UniformAt(m.seed, kGptTokenStream, index) + 1.0f);  // [0, 1)
+    return std::min<int64_t>(static_cast<int64_t>(u * static_cast<float>(m.vocab)), m.vocab - 1);
+  };
+  const int t = m.seq;
+  for (int r = 0; r < batch; ++r) {
+    const uint64_t base = static_cast<uint64_t>(g * batch + r) * static_cast<uint64_t>(t + 1) * 2;
+    int64_t token = uniform_token(base);
+    for (int i = 0; i <= t; ++i) {
+      if (i > 0) {
+        const bool follows = UniformAt(m.seed, kGptTokenStream + 1, base + static_cast<uint64_t>(i)) < 0.5f;
+        token = follows ? (a * token + 1) % m.vocab : uniform_token(base + 2 * static_cast<uint64_t>(i) + 1);
+      }
+      if (i < t) tokens[int64_t{r} * t + i] = static_cast<float>(token);
+      if (i > 0) targets[int64_t{r} * t + i - 1] = static_cast<float>(token);
+    }
+  }
+}
+
 GptStage::GptStage(Device& device, const GptModel& model, int batch, int first_block, int blocks, bool embed,
                    bool head)
-    : device_(device), model_(model), batch_(batch), first_block_(first_block), blocks_(blocks), embed_(embed),
+    : StageModel(device), model_(model), batch_(batch), first_block_(first_block), blocks_(blocks), embed_(embed),
       head_(head) {
   SC_CHECK(model.hidden > 0 && model.heads > 0 && model.hidden % model.heads == 0, "hidden is a multiple of heads");
   SC_CHECK(blocks >= 0 && batch > 0 && model.seq > 0 && model.vocab > 0, "a stage has a shape");
   param_floats_ = HeadStart() + (head ? model.HeadFloats() : 0);
+}
+
+void GptStage::InitParams(float* params) const {
+  std::vector<float> host(static_cast<size_t>(param_floats_));
+  InitGptParams(model_, first_block_, blocks_, embed_, head_, host.data());
+  device_.Upload(params, host.data(), param_floats_);
 }
 
 int64_t GptStage::InputFloats() const { return embed_ ? Rows() : Rows() * model_.hidden; }

@@ -9,6 +9,8 @@
 
 #include "stagecraft/base/check.h"
 
+#include "stagecraft/exec/gpt.h"
+#include "stagecraft/exec/model.h"
 #include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
@@ -35,15 +37,15 @@ int64_t Timed(Device& device, Fn fn) {
 
 // One layer of the model with what its ops touch: weights, gradients, optimizer state.
 struct LayerRig {
-  LayerRig(const TrainingConfig& config, const TrainingConfig& tiny_steps, Device& device, int layer)
-      : model(device, LayersShape(config, layer, 1)),
-        params(device, model.ParamFloats()),
-        grads(device, model.ParamFloats()),
-        optimizer(device, tiny_steps, model.ParamFloats()) {
-    model.InitParams(config.model, params.data());
+  LayerRig(const TrainingConfig& tiny_steps, Device& device, std::unique_ptr<StageModel> stage)
+      : model(std::move(stage)),
+        params(device, model->ParamFloats()),
+        grads(device, model->ParamFloats()),
+        optimizer(device, tiny_steps, model->ParamFloats()) {
+    model->InitParams(params.data());
     device.Fill(grads.data(), 0.0f, grads.size());
   }
-  StageModel model;
+  std::unique_ptr<StageModel> model;
   Buffer params, grads;
   Optimizer optimizer;
   Activations saved;
@@ -54,24 +56,24 @@ struct LayerRig {
 
 namespace {
 
-// Times one group of layers (rigs for layers first.., in order) the way a rank holding them
-// runs them, filling p->layers[first..].
-void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t first, int repeats, int warmup,
-                  const std::vector<float>& host_x, Device& device, sim::Profile* p) {
+// Times one group of layers (rigs for consecutive layers, in order, whose first takes host_x)
+// the way a rank holding them runs them, filling out[0 .. rigs.size()).
+void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeats, int warmup,
+                  const std::vector<float>& host_x, Device& device, sim::LayerProfile* out) {
   for (int round = 0; round < warmup + repeats; ++round) {
     const bool measured = round >= warmup;
     Buffer x(device, static_cast<int64_t>(host_x.size()));
     device.Upload(x.data(), host_x.data(), x.size());
     for (size_t l = 0; l < rigs.size(); ++l) {
       LayerRig& r = *rigs[l];
-      const int64_t t = Timed(device, [&] { x = r.model.Forward(r.params.data(), std::move(x), &r.saved, true); });
-      p->layers[first + l].activation_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
+      const int64_t t = Timed(device, [&] { x = r.model->Forward(r.params.data(), std::move(x), &r.saved, true); });
+      out[l].activation_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
       if (measured) r.f.push_back(t);
     }
     for (size_t l = rigs.size(); l-- > 0;) {  // the output stands in for its gradient
       LayerRig& r = *rigs[l];
-      const int64_t t = Timed(device, [&] { x = r.model.Backward(r.params.data(), std::move(x), &r.saved, {}); });
-      p->layers[first + l].w_stash_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
+      const int64_t t = Timed(device, [&] { x = r.model->Backward(r.params.data(), std::move(x), &r.saved, {}); });
+      out[l].w_stash_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
       if (measured) r.i.push_back(t);
     }
     // As a rank runs them: every layer's W, then the update of every layer, so a STEP finds
@@ -79,7 +81,7 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t fir
     // its own layer's W.
     for (auto& rig : rigs) {
       LayerRig& r = *rig;
-      const int64_t tw = Timed(device, [&] { r.model.BackwardWeight(&r.saved, {r.grads.data(), true}); });
+      const int64_t tw = Timed(device, [&] { r.model->BackwardWeight(&r.saved, {r.grads.data(), true}); });
       if (measured) r.w.push_back(tw);
     }
     for (auto& rig : rigs) {
@@ -99,8 +101,8 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t fir
   }
   for (size_t l = 0; l < rigs.size(); ++l) {
     const LayerRig& r = *rigs[l];
-    sim::LayerProfile& m = p->layers[first + l];
-    m.weight_bytes = r.model.ParamFloats() * static_cast<int64_t>(sizeof(float));
+    sim::LayerProfile& m = out[l];
+    m.weight_bytes = r.model->ParamFloats() * static_cast<int64_t>(sizeof(float));
     m.grad_bytes = m.weight_bytes;
     m.optimizer_bytes = r.optimizer.StateBytes();
     m.forward_ns = Median(r.f);
@@ -114,21 +116,21 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, size_t fir
 // What the first and last stages do per forward beyond their layers: copying the input
 // microbatch into a buffer of its own, and the loss with its gradient.
 void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int warmup, sim::Profile* p) {
-  const int64_t floats = int64_t{config.microbatch_size} * config.model.hidden;
-  const int64_t target_floats = TargetFloats(config.model, config.microbatch_size);
-  std::vector<float> host_y(static_cast<size_t>(floats));
-  MicrobatchInput(config.model, config.microbatch_size, 1, host_y.data());
-  Buffer input(device, floats), x(device, floats), y(device, floats), dy(device, floats), targets(device, target_floats),
-      loss(device, 1);
-  device.Upload(input.data(), host_y.data(), floats);
-  device.Upload(y.data(), host_y.data(), floats);
-  device.Fill(targets.data(), 0.0f, target_floats);
+  const int64_t input_floats = InputFloats(config);
+  const LossShape loss_shape = LossShapeFor(config);
+  const int64_t output_floats = int64_t{loss_shape.rows} * loss_shape.cols;
+  std::vector<float> host_y(static_cast<size_t>(output_floats));
+  for (int64_t i = 0; i < output_floats; ++i) host_y[i] = UniformAt(config.model.seed, kInputStream, i);
+  Buffer input(device, input_floats), x(device, input_floats), y(device, output_floats), dy(device, output_floats),
+      targets(device, loss_shape.target_floats), loss(device, 1);
+  device.Fill(input.data(), 0.0f, input_floats);
+  device.Upload(y.data(), host_y.data(), output_floats);
+  device.Fill(targets.data(), 0.0f, loss_shape.target_floats);  // class 0 is a valid label
   std::vector<int64_t> copies, losses;
   for (int round = 0; round < warmup + repeats; ++round) {
-    const int64_t tc = Timed(device, [&] { device.Copy(x.data(), input.data(), floats); });
+    const int64_t tc = Timed(device, [&] { device.Copy(x.data(), input.data(), input_floats); });
     const int64_t tl = Timed(device, [&] {
-      device.Loss(config.model.loss, config.microbatch_size, config.model.hidden, y.data(), targets.data(), dy.data(),
-                  loss.data());
+      device.Loss(loss_shape.kind, loss_shape.rows, loss_shape.cols, y.data(), targets.data(), dy.data(), loss.data());
     });
     if (round >= warmup) {
       copies.push_back(tc);
@@ -137,6 +139,12 @@ void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int 
   }
   p->input_copy_ns = Median(copies);
   p->loss_ns = Median(losses);
+}
+
+// A stage of `layers` layers from `first` alone (no embedding or head).
+std::unique_ptr<StageModel> LayersStage(Device& device, const TrainingConfig& config, int first, int layers) {
+  if (config.gpt) return std::make_unique<GptStage>(device, *config.gpt, config.microbatch_size, first, layers, false, false);
+  return std::make_unique<MlpStage>(device, LayersShape(config, first, layers), config.model);
 }
 
 }  // namespace
@@ -149,18 +157,34 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
   tiny_steps.lr = 1e-6f;
   sim::Profile p;
   p.microbatch_size = config.microbatch_size;
-  // What a stage boundary sends: one layer's output, microbatch_size x hidden floats.
-  p.send_bytes = int64_t{config.microbatch_size} * config.model.hidden * static_cast<int64_t>(sizeof(float));
-  p.layers.resize(static_cast<size_t>(config.model.layers));
-  std::vector<float> host_x(static_cast<size_t>(config.microbatch_size) * config.model.hidden);
-  MicrobatchInput(config.model, config.microbatch_size, 0, host_x.data());
+  // What a stage boundary sends: one microbatch's activations.
+  p.send_bytes = BoundaryFloats(config) * static_cast<int64_t>(sizeof(float));
+  const int layers = config.gpt ? config.gpt->layers : config.model.layers;
+  p.layers.resize(static_cast<size_t>(layers));
+  std::vector<float> host_x(static_cast<size_t>(BoundaryFloats(config)));
+  for (size_t i = 0; i < host_x.size(); ++i) host_x[i] = UniformAt(config.model.seed, kInputStream, i);
   ProfileEnds(config, device, repeats, warmup, &p);
-  for (int first = 0; first < config.model.layers; first += layers_per_group) {
+  for (int first = 0; first < layers; first += layers_per_group) {
     std::vector<std::unique_ptr<LayerRig>> rigs;
-    for (int l = first; l < std::min(first + layers_per_group, config.model.layers); ++l) {
-      rigs.push_back(std::make_unique<LayerRig>(config, tiny_steps, device, l));
+    for (int l = first; l < std::min(first + layers_per_group, layers); ++l) {
+      rigs.push_back(std::make_unique<LayerRig>(tiny_steps, device, LayersStage(device, config, l, 1)));
     }
-    ProfileGroup(rigs, static_cast<size_t>(first), repeats, warmup, host_x, device, &p);
+    ProfileGroup(rigs, repeats, warmup, host_x, device, p.layers.data() + first);
+  }
+  if (config.gpt) {
+    // The embeddings take token ids (class 0 .. vocab − 1; zeros will do), the head the
+    // residual stream; each is timed like a layer on its own.
+    const GptModel& m = *config.gpt;
+    std::vector<std::unique_ptr<LayerRig>> embedding, head;
+    embedding.push_back(std::make_unique<LayerRig>(
+        tiny_steps, device, std::make_unique<GptStage>(device, m, config.microbatch_size, 0, 0, true, false)));
+    ProfileGroup(embedding, repeats, warmup, std::vector<float>(static_cast<size_t>(InputFloats(config)), 0.0f), device,
+                 &p.embedding.emplace());
+    head.push_back(std::make_unique<LayerRig>(
+        tiny_steps, device, std::make_unique<GptStage>(device, m, config.microbatch_size, m.layers, 0, false, true)));
+    ProfileGroup(head, repeats, warmup, host_x, device, &p.head.emplace());
+    // The loss gradient the last stage keeps from F to its backward is the size of the logits.
+    p.head->activation_bytes += LossShapeFor(config).rows * int64_t{m.vocab} * static_cast<int64_t>(sizeof(float));
   }
   return p;
 }

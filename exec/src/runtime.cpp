@@ -27,9 +27,9 @@ using schedules::Edge;
 
 // What one local stage owns: its math, weight versions, gradient accumulators, optimizer state.
 struct LocalStage {
-  LocalStage(StageModel m, Device& device, const TrainingConfig& config)
-      : model(std::move(m)), optimizer(device, config, model.ParamFloats()) {}
-  StageModel model;
+  LocalStage(std::unique_ptr<StageModel> m, Device& device, const TrainingConfig& config)
+      : model(std::move(m)), optimizer(device, config, model->ParamFloats()) {}
+  std::unique_ptr<StageModel> model;
   Optimizer optimizer;
   std::map<int, Buffer> versions;
   int newest = 0;
@@ -59,10 +59,10 @@ class Runner {
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int stage = s.shape.StageOf(rank_, chunk);
       chunk_of_[stage] = chunk;
-      stages_.emplace_back(StageModel(device_, StageShapeFor(s, c, stage)), device_, c);
+      stages_.emplace_back(MakeStage(device_, s, c, stage), device_, c);
       LocalStage& ls = stages_.back();
-      Buffer w(device_, ls.model.ParamFloats());
-      ls.model.InitParams(c.model, w.data());
+      Buffer w(device_, ls.model->ParamFloats());
+      ls.model->InitParams(w.data());
       ls.versions.emplace(0, std::move(w));
     }
     const auto& ops = s.ops[rank_];
@@ -107,8 +107,8 @@ class Runner {
              "every transfer and activation was consumed");
     for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
       LocalStage& ls = stages_[chunk];
-      std::vector<float> host(static_cast<size_t>(ls.model.ParamFloats()));
-      device_.Download(host.data(), ls.versions.at(ls.newest).data(), ls.model.ParamFloats());
+      std::vector<float> host(static_cast<size_t>(ls.model->ParamFloats()));
+      device_.Download(host.data(), ls.versions.at(ls.newest).data(), ls.model->ParamFloats());
       run_.final_params.push_back(std::move(host));
     }
     if (!losses_.empty()) {
@@ -186,20 +186,19 @@ class Runner {
   void Forward(const Op& op, Buffer x) {
     LocalStage& ls = Local(op.stage);
     if (op.stage == 0) {
-      x = Buffer(device_, ls.model.ActivationFloats());
+      x = Buffer(device_, ls.model->InputFloats());
       device_.Copy(x.data(), data_.inputs.data() + Global(op) * x.size(), x.size());
     }
     Activations& saved = saved_[units_(op)];
     run_.record.peak_inflight = std::max(run_.record.peak_inflight, static_cast<int>(saved_.size()));
-    Buffer y = ls.model.Forward(ls.versions.at(op.version).data(), std::move(x), &saved, !s_.recompute);
+    Buffer y = ls.model->Forward(ls.versions.at(op.version).data(), std::move(x), &saved, !s_.recompute);
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) {
       mailbox_[Key(*out)] = std::move(y);
       return;
     }
     Buffer dy(device_, y.size());
-    const int64_t target_floats = TargetFloats(config_.model, config_.microbatch_size);
-    device_.Loss(config_.model.loss, config_.microbatch_size, config_.model.hidden, y.data(),
-                 data_.targets.data() + Global(op) * target_floats, dy.data(), losses_.data() + Global(op));
+    device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + Global(op) * loss_.target_floats,
+                 dy.data(), losses_.data() + Global(op));
     loss_grads_[units_(op)] = std::move(dy);
   }
 
@@ -208,9 +207,9 @@ class Runner {
     const size_t unit = units_(op);
     Activations& saved = saved_.at(unit);
     const float* w = ls.versions.at(op.version).data();
-    if (s_.recompute) ls.model.Recompute(w, &saved);
+    if (s_.recompute) ls.model->Recompute(w, &saved);
     const GradTarget grads = op.kind == OpKind::kB ? Gradients(ls, op) : GradTarget{};
-    Buffer dx = ls.model.Backward(w, std::move(dout), &saved, grads);
+    Buffer dx = ls.model->Backward(w, std::move(dout), &saved, grads);
     if (op.kind == OpKind::kB) saved_.erase(unit);
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) mailbox_[Key(*out)] = std::move(dx);
   }
@@ -218,7 +217,7 @@ class Runner {
   void BackwardWeight(const Op& op) {
     LocalStage& ls = Local(op.stage);
     const size_t unit = units_(op);
-    ls.model.BackwardWeight(&saved_.at(unit), Gradients(ls, op));
+    ls.model->BackwardWeight(&saved_.at(unit), Gradients(ls, op));
     saved_.erase(unit);
   }
 
@@ -226,7 +225,7 @@ class Runner {
   GradTarget Gradients(LocalStage& ls, const Op& op) {
     const int64_t u = schedules::UpdateIndex(s_, op);
     auto [it, inserted] = ls.grads.try_emplace(u);
-    if (inserted) it->second = Buffer(device_, ls.model.ParamFloats());
+    if (inserted) it->second = Buffer(device_, ls.model->ParamFloats());
     ++ls.grad_count[u];
     return {it->second.data(), !inserted};
   }
@@ -235,7 +234,7 @@ class Runner {
     LocalStage& ls = Local(op.stage);
     SC_CHECK(op.version == ls.newest + 1, "a STEP produces the next version");
     const int64_t u = schedules::UpdateIndex(s_, op);
-    const int64_t n = ls.model.ParamFloats();
+    const int64_t n = ls.model->ParamFloats();
     auto g = ls.grads.find(u);
     SC_CHECK(g != ls.grads.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
     const float scale = 1.0f / static_cast<float>(ls.grad_count.at(u));
@@ -280,7 +279,7 @@ class Runner {
 
   void Recv(int i, int64_t key, int peer) {
     Pending p;
-    p.buffer = Buffer(device_, static_cast<int64_t>(config_.microbatch_size) * config_.model.hidden);
+    p.buffer = Buffer(device_, BoundaryFloats(config_));
     p.op_index = i;
     run_.record.ops[i].start_ns = Now();
     p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), peer, key);
@@ -354,6 +353,7 @@ class Runner {
   std::vector<LocalStage> stages_;
   std::unordered_map<int, int> chunk_of_;
   const schedules::UnitIndex units_{s_};
+  const LossShape loss_ = LossShapeFor(config_);
   const std::vector<bool> steps_in_place_ = schedules::StepsInPlace(s_)[rank_];
   std::unordered_map<size_t, Activations> saved_;        // by unit
   std::unordered_map<size_t, Buffer> loss_grads_;        // by unit, on the last stage

@@ -19,53 +19,99 @@ StageShape LayersShape(const TrainingConfig& config, int first_layer, int layers
   return shape;
 }
 
-StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage) {
+std::unique_ptr<StageModel> MakeStage(Device& device, const schedules::Schedule& schedule,
+                                      const TrainingConfig& config, int stage) {
   const std::vector<int>& counts = config.layers_per_stage;
   SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(),
            fmt::format("the plan gives one layer count per stage: {} for {} stages", counts.size(), schedule.stages()));
   int first = 0;
   for (int s = 0; s < stage; ++s) first += counts[s];
-  return LayersShape(config, first, counts[stage]);
+  if (config.gpt) {
+    return std::make_unique<GptStage>(device, *config.gpt, config.microbatch_size, first, counts[stage], stage == 0,
+                                      stage == schedule.stages() - 1);
+  }
+  return std::make_unique<MlpStage>(device, LayersShape(config, first, counts[stage]), config.model);
+}
+
+int64_t InputFloats(const TrainingConfig& config) {
+  return config.gpt ? int64_t{config.microbatch_size} * config.gpt->seq
+                    : int64_t{config.microbatch_size} * config.model.hidden;
+}
+
+int64_t BoundaryFloats(const TrainingConfig& config) {
+  return config.gpt ? int64_t{config.microbatch_size} * config.gpt->seq * config.gpt->hidden
+                    : int64_t{config.microbatch_size} * config.model.hidden;
+}
+
+LossShape LossShapeFor(const TrainingConfig& config) {
+  if (config.gpt) {
+    const int positions = config.microbatch_size * config.gpt->seq;
+    return {kernels::LossKind::kCrossEntropy, positions, config.gpt->vocab, positions};
+  }
+  return {config.model.loss, config.microbatch_size, config.model.hidden,
+          TargetFloats(config.model, config.microbatch_size)};
 }
 
 TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
-  if (!sc.model.mlp) {
+  if (!sc.model.mlp && !sc.model.transformer) {
     throw stagecraft::InputError(fmt::format(
-        "{}: model: the executor builds model.mlp networks; this scenario has none (it can be simulated only)", sc.path));
+        "{}: model: the executor builds model.mlp and model.transformer networks; this scenario has neither (it can be "
+        "simulated only)",
+        sc.path));
   }
   if (!sc.has_training) throw stagecraft::InputError(fmt::format("{}: execute needs a training block", sc.path));
   if (!(sc.training.lr > 0)) throw stagecraft::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
   TrainingConfig c;
+  c.microbatch_size = sc.pipeline.microbatch_size;
+  c.optimizer = sc.training.optimizer;
+  c.lr = static_cast<float>(sc.training.lr);
+  c.momentum = static_cast<float>(sc.training.momentum);
+  c.model.seed = static_cast<uint64_t>(sc.training.seed);
+  if (const auto& t = sc.model.transformer) {
+    if (t->hidden % t->heads != 0) {
+      throw stagecraft::InputError(
+          fmt::format("{}: model.transformer: hidden {} is not a multiple of heads {}", sc.path, t->hidden, t->heads));
+    }
+    c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
+                     .seed = c.model.seed};
+    return c;
+  }
   c.model.layers = sc.model.mlp->layers;
   c.model.hidden = sc.model.mlp->hidden;
   c.model.residual = sc.model.mlp->residual;
   c.model.activation = sc.model.mlp->activation == "relu" ? kernels::Activation::kRelu : kernels::Activation::kGelu;
   c.model.loss = sc.model.mlp->loss == "cross_entropy" ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
-  c.model.seed = static_cast<uint64_t>(sc.training.seed);
-  c.microbatch_size = sc.pipeline.microbatch_size;
-  c.optimizer = sc.training.optimizer;
-  c.lr = static_cast<float>(sc.training.lr);
-  c.momentum = static_cast<float>(sc.training.momentum);
   return c;
 }
 
-Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
+Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t microbatches, bool with_inputs,
                     bool with_targets) {
   Dataset d;
   d.microbatches = microbatches;
+  const int rows = config.microbatch_size;
+  const int64_t in_per = InputFloats(config), target_per = LossShapeFor(config).target_floats;
+  std::vector<float> inputs(static_cast<size_t>(with_inputs ? in_per * microbatches : 0));
+  std::vector<float> targets(static_cast<size_t>(with_targets ? target_per * microbatches : 0));
+  if (config.gpt) {
+    std::vector<float> x(static_cast<size_t>(in_per)), y(static_cast<size_t>(target_per));
+    for (int64_t g = 0; g < microbatches && (with_inputs || with_targets); ++g) {
+      GptMicrobatch(*config.gpt, rows, g, x.data(), y.data());
+      if (with_inputs) std::copy(x.begin(), x.end(), inputs.begin() + g * in_per);
+      if (with_targets) std::copy(y.begin(), y.end(), targets.begin() + g * target_per);
+    }
+  } else {
+    for (int64_t g = 0; g < microbatches && with_inputs; ++g) {
+      MicrobatchInput(config.model, rows, g, inputs.data() + g * in_per);
+    }
+    if (with_targets) MicrobatchTargets(config.model, rows, 0, microbatches, targets.data());
+  }
   if (with_inputs) {
-    const int64_t per = static_cast<int64_t>(rows) * model.hidden;
-    std::vector<float> host(static_cast<size_t>(per * microbatches));
-    for (int64_t g = 0; g < microbatches; ++g) MicrobatchInput(model, rows, g, host.data() + g * per);
-    d.inputs = Buffer(device, per * microbatches);
-    device.Upload(d.inputs.data(), host.data(), host.size());
+    d.inputs = Buffer(device, static_cast<int64_t>(inputs.size()));
+    device.Upload(d.inputs.data(), inputs.data(), d.inputs.size());
   }
   if (with_targets) {
-    const int64_t per = TargetFloats(model, rows);
-    std::vector<float> host(static_cast<size_t>(per * microbatches));
-    MicrobatchTargets(model, rows, 0, microbatches, host.data());
-    d.targets = Buffer(device, per * microbatches);
-    device.Upload(d.targets.data(), host.data(), host.size());
+    d.targets = Buffer(device, static_cast<int64_t>(targets.size()));
+    device.Upload(d.targets.data(), targets.data(), d.targets.size());
   }
   return d;
 }

@@ -1,4 +1,4 @@
-// StageModel: the MLP stage's math (see stage.h). Per layer, with x [rows x h] and W [h x h]:
+// MlpStage: the MLP stage's math (see stage.h). Per layer, with x [rows x h] and W [h x h]:
 //   forward   z = x Wᵀ + b;  out = act(z) (+ x)        act: GELU or ReLU
 //   input     dz = dout · act'(z);  dx = dz W (+ dout)
 //   weight    dW += dzᵀ x;  db += Σ_rows dz
@@ -19,9 +19,9 @@ int64_t Activations::Floats() const {
   return n;
 }
 
-int64_t StageModel::ParamFloats() const { return shape_.layers * LayerFloats(); }
+int64_t MlpStage::ParamFloats() const { return shape_.layers * LayerFloats(); }
 
-void StageModel::InitParams(const MlpModel& model, float* params) const {
+void MlpStage::InitParams(const MlpModel& model, float* params) const {
   const int h = shape_.hidden;
   std::vector<float> host(static_cast<size_t>(ParamFloats()));
   for (int l = 0; l < shape_.layers; ++l) {
@@ -31,7 +31,7 @@ void StageModel::InitParams(const MlpModel& model, float* params) const {
   device_.Upload(params, host.data(), ParamFloats());
 }
 
-Buffer StageModel::Forward(const float* params, Buffer x, Activations* saved, bool keep_all) {
+Buffer MlpStage::Forward(const float* params, Buffer x, Activations* saved, bool keep_all) {
   const int h = shape_.hidden;
   const int rows = shape_.rows;
   SC_CHECK(x.size() == ActivationFloats(), "stage input has the microbatch's shape");
@@ -53,13 +53,14 @@ Buffer StageModel::Forward(const float* params, Buffer x, Activations* saved, bo
 }
 
 void StageModel::Recompute(const float* params, Activations* saved) {
-  SC_CHECK(saved->inputs.size() == 1 && saved->pre.empty(), "recompute starts from the stage input alone");
-  Buffer x(device_, ActivationFloats());
+  SC_CHECK(saved->inputs.size() == 1 && saved->pre.empty() && saved->kept.empty(),
+           "recompute starts from the stage input alone");
+  Buffer x(device_, saved->inputs[0].size());
   device_.Copy(x.data(), saved->inputs[0].data(), x.size());
   Forward(params, std::move(x), saved, true);
 }
 
-Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads) {
+Buffer MlpStage::Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads) {
   const int h = shape_.hidden;
   const int rows = shape_.rows;
   SC_CHECK(static_cast<int>(saved->pre.size()) == shape_.layers, "backward needs the forward's activations");
@@ -85,14 +86,14 @@ Buffer StageModel::Backward(const float* params, Buffer dout, Activations* saved
   return dout;
 }
 
-void StageModel::BackwardWeight(Activations* saved, GradTarget grads) {
+void MlpStage::BackwardWeight(Activations* saved, GradTarget grads) {
   SC_CHECK(static_cast<int>(saved->dz.size()) == shape_.layers, "W needs the dz its I kept");
   for (int l = 0; l < shape_.layers; ++l) LayerWeightGrad(l, saved->dz[l], saved->inputs[l], grads);
   saved->inputs.clear();
   saved->dz.clear();
 }
 
-void StageModel::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, GradTarget grads) {
+void MlpStage::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, GradTarget grads) {
   const int h = shape_.hidden;
   float* gw = grads.data + layer * LayerFloats();
   device_.Gemm(true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), grads.accumulate ? 1.0f : 0.0f, gw);

@@ -221,34 +221,39 @@ void ReadCalibration(const Map& m, Profile* p) {
   }
 }
 
+// One layer's measurements (also the embedding's and the head's).
+LayerProfile ReadLayer(const Value& element) {
+  const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
+                        "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes"});
+  LayerProfile layer;
+  layer.forward_ns = l.Get("forward").DurationNs();
+  layer.backward_input_ns = l.Get("backward_input").DurationNs();
+  layer.backward_weight_ns = l.Get("backward_weight").DurationNs();
+  if (const auto v = l.Find("step")) layer.step_ns = v->DurationNs();
+  if (const auto v = l.Find("copy")) layer.version_copy_ns = v->DurationNs();
+  layer.activation_bytes = l.Get("activation_bytes").Bytes();
+  layer.weight_bytes = l.Get("weight_bytes").Bytes();
+  if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = v->Bytes();
+  layer.grad_bytes = layer.weight_bytes;
+  if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = v->Bytes();
+  if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = v->Bytes();
+  return layer;
+}
+
 // Reads a profile; with `scenario`, also checks that it fits that scenario.
 Profile ReadProfile(const std::string& path, const Scenario* scenario) {
   const Value root(yaml::LoadFile(path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
-  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "input_copy", "loss", "op_overhead",
-                     "op_time_cv", "p2p", "ranks"});
+  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "embedding", "head", "input_copy", "loss",
+                     "op_overhead", "op_time_cv", "p2p", "ranks"});
   Profile p;
   if (const auto device = m.Find("device")) p.device = device->String();
   const Value microbatch_size = m.Get("microbatch_size");
   p.microbatch_size = static_cast<int>(microbatch_size.Int(1, 1 << 30));
   if (const auto send = m.Find("send_bytes")) p.send_bytes = send->Bytes();
   const Value layers = m.Get("layers");
-  for (const Value& element : layers.Elements()) {
-    const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
-                          "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes"});
-    LayerProfile layer;
-    layer.forward_ns = l.Get("forward").DurationNs();
-    layer.backward_input_ns = l.Get("backward_input").DurationNs();
-    layer.backward_weight_ns = l.Get("backward_weight").DurationNs();
-    if (const auto v = l.Find("step")) layer.step_ns = v->DurationNs();
-    if (const auto v = l.Find("copy")) layer.version_copy_ns = v->DurationNs();
-    layer.activation_bytes = l.Get("activation_bytes").Bytes();
-    layer.weight_bytes = l.Get("weight_bytes").Bytes();
-    if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = v->Bytes();
-    layer.grad_bytes = layer.weight_bytes;
-    if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = v->Bytes();
-    if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = v->Bytes();
-    p.layers.push_back(layer);
-  }
+  for (const Value& element : layers.Elements()) p.layers.push_back(ReadLayer(element));
+  if (const auto v = m.Find("embedding")) p.embedding = ReadLayer(*v);
+  if (const auto v = m.Find("head")) p.head = ReadLayer(*v);
   if (p.layers.empty()) layers.Fail("expected at least one layer");
   ReadCalibration(m, &p);
   if (scenario == nullptr) return p;
@@ -268,10 +273,14 @@ std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int st
   const std::string what = fmt::format("profile {}", sc.model.profile_path);
   if (sc.pipeline.partition == "even") return SplitLayers(static_cast<int>(p.layers.size()), stages, what);
   std::vector<double> cost;
-  for (const LayerProfile& l : p.layers) {
-    cost.push_back(static_cast<double>(l.forward_ns + l.backward_input_ns + l.backward_weight_ns + l.step_ns));
-  }
-  return PartitionLayers(cost, std::vector<double>(stages, 0.0), what);
+  auto total = [](const LayerProfile& l) {
+    return static_cast<double>(l.forward_ns + l.backward_input_ns + l.backward_weight_ns + l.step_ns);
+  };
+  for (const LayerProfile& l : p.layers) cost.push_back(total(l));
+  std::vector<double> extra(stages, 0.0);
+  if (p.embedding) extra.front() += total(*p.embedding);
+  if (p.head) extra.back() += total(*p.head);
+  return PartitionLayers(cost, extra, what);
 }
 
 // The calibration's scales per layer: those of the rank that held the layer in the calibration
@@ -312,9 +321,7 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
     StageCost cost;
     cost.send_bytes = p.send_bytes;
     double f = 0, i_ns = 0, w = 0, b = 0, step = 0, copy = 0;
-    for (int i = 0; i < counts[st]; ++i, ++next) {
-      const LayerProfile& layer = p.layers[next];
-      const OpScale& k = scales[next];
+    auto add = [&](const LayerProfile& layer, const OpScale& k, bool piece) {
       const int64_t input = layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
       f += Scaled(layer.forward_ns, k.forward);
       i_ns += Scaled(input, k.backward_input);
@@ -322,16 +329,24 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
       b += Scaled(input + layer.backward_weight_ns, k.backward);
       step += Scaled(layer.step_ns, k.step);
       copy += Scaled(layer.version_copy_ns, k.step);
-      cost.activation_bytes += sc.pipeline.recompute ? p.send_bytes : layer.activation_bytes;
+      if (!piece) {
+        cost.activation_bytes += sc.pipeline.recompute ? p.send_bytes : layer.activation_bytes;
+      } else if (!sc.pipeline.recompute) {
+        cost.activation_bytes += layer.activation_bytes;
+      }
       cost.w_stash_bytes += layer.w_stash_bytes;
       cost.weight_bytes += layer.weight_bytes;
       cost.grad_bytes += layer.grad_bytes;
       cost.optimizer_bytes += layer.optimizer_bytes;
-    }
+    };
+    if (st == 0 && p.embedding) add(*p.embedding, scales.front(), true);
+    for (int i = 0; i < counts[st]; ++i, ++next) add(p.layers[next], scales[next], false);
+    if (st == stages - 1 && p.head) add(*p.head, scales.back(), true);
     if (st == 0) f += Scaled(p.input_copy_ns, scales.front().forward);
     if (st == stages - 1) {
       f += Scaled(p.loss_ns, scales.back().forward);
-      cost.activation_bytes += p.send_bytes;  // the loss gradient, kept from F to its backward
+      // The loss gradient, kept from F to its backward (the head's own bytes count its logits').
+      if (!p.head) cost.activation_bytes += p.send_bytes;
     }
     cost.forward_ns = std::llround(f);
     cost.backward_input_ns = std::llround(i_ns);
@@ -456,6 +471,21 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
   out << YAML::EndSeq;
 }
 
+void WriteLayer(const LayerProfile& l, YAML::Emitter& out) {
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "forward" << YAML::Value << fmt::format("{}ns", l.forward_ns);
+  out << YAML::Key << "backward_input" << YAML::Value << fmt::format("{}ns", l.backward_input_ns);
+  out << YAML::Key << "backward_weight" << YAML::Value << fmt::format("{}ns", l.backward_weight_ns);
+  out << YAML::Key << "step" << YAML::Value << fmt::format("{}ns", l.step_ns);
+  out << YAML::Key << "copy" << YAML::Value << fmt::format("{}ns", l.version_copy_ns);
+  out << YAML::Key << "activation_bytes" << YAML::Value << l.activation_bytes;
+  out << YAML::Key << "weight_bytes" << YAML::Value << l.weight_bytes;
+  out << YAML::Key << "w_stash_bytes" << YAML::Value << l.w_stash_bytes;
+  out << YAML::Key << "grad_bytes" << YAML::Value << l.grad_bytes;
+  out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
+  out << YAML::EndMap;
+}
+
 }  // namespace
 
 std::string ProfileToYaml(const Profile& profile) {
@@ -465,21 +495,10 @@ std::string ProfileToYaml(const Profile& profile) {
   out << YAML::Key << "microbatch_size" << YAML::Value << profile.microbatch_size;
   out << YAML::Key << "send_bytes" << YAML::Value << profile.send_bytes;
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
-  for (const LayerProfile& l : profile.layers) {
-    out << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "forward" << YAML::Value << fmt::format("{}ns", l.forward_ns);
-    out << YAML::Key << "backward_input" << YAML::Value << fmt::format("{}ns", l.backward_input_ns);
-    out << YAML::Key << "backward_weight" << YAML::Value << fmt::format("{}ns", l.backward_weight_ns);
-    out << YAML::Key << "step" << YAML::Value << fmt::format("{}ns", l.step_ns);
-    out << YAML::Key << "copy" << YAML::Value << fmt::format("{}ns", l.version_copy_ns);
-    out << YAML::Key << "activation_bytes" << YAML::Value << l.activation_bytes;
-    out << YAML::Key << "weight_bytes" << YAML::Value << l.weight_bytes;
-    out << YAML::Key << "w_stash_bytes" << YAML::Value << l.w_stash_bytes;
-    out << YAML::Key << "grad_bytes" << YAML::Value << l.grad_bytes;
-    out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
-    out << YAML::EndMap;
-  }
+  for (const LayerProfile& l : profile.layers) WriteLayer(l, out);
   out << YAML::EndSeq;
+  if (profile.embedding) WriteLayer(*profile.embedding, out << YAML::Key << "embedding" << YAML::Value);
+  if (profile.head) WriteLayer(*profile.head, out << YAML::Key << "head" << YAML::Value);
   WriteCalibration(profile, out);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

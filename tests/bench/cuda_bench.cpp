@@ -1,7 +1,7 @@
 // GPU benchmarks of the cuda backend, run wherever a GPU exists (without one every benchmark
 // reports "no CUDA device" and measures nothing):
 //   BM_LayerOpVsCublas/{F,I,W}/{tf32,bf16,fp32}: one layer's F, I and W as the executor runs
-//     them (StageModel on the cuda device: the GEMM with its element-wise work, and for bf16 the
+//     them (MlpStage on the cuda device: the GEMM with its element-wise work, and for bf16 the
 //     rounding of the inputs) in scenarios/mlp-gpu.yaml's shape (256 rows, hidden 8192), timed
 //     with CUDA events, next to a bare cublasGemmEx of the same GEMM in the same precision on
 //     the same stream. Counter of_cublas = the layer op's GEMM rate / bare cuBLAS's (target
@@ -110,7 +110,7 @@ void BM_LayerOpVsCublas(benchmark::State& state) {
   auto stream = static_cast<cudaStream_t>(CudaComputeStream(*device));
   const double bare = BareCublasTflops(stream, precision);
 
-  StageModel stage(*device, StageShape{.first_layer = 0, .layers = 1, .hidden = kHidden, .rows = kRows});
+  MlpStage stage(*device, StageShape{.first_layer = 0, .layers = 1, .hidden = kHidden, .rows = kRows});
   Buffer params(*device, stage.ParamFloats());
   stage.InitParams(MlpModel{.layers = 1, .hidden = kHidden}, params.data());
   Buffer grads(*device, stage.ParamFloats());
@@ -184,7 +184,7 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   config.model = MlpModel{.layers = 1, .hidden = 16};
   config.microbatch_size = 4;
   config.layers_per_stage = {1};
-  const Dataset data = MakeDataset(*device, config.model, config.microbatch_size, 64 * 2, true, true);
+  const Dataset data = MakeDataset(*device, config, 64 * 2, true, true);
   OneRankTransport transport;
   const double ops = static_cast<double>(s.ops[0].size());
   RunRank(s, config, data, *device, transport);  // warm

@@ -126,8 +126,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   const int rank = g_transport->rank();
   std::string mine;
   if (rank < s.ranks()) {
-    const exec::Dataset data = exec::MakeDataset(*device, config.model, config.microbatch_size,
-                                                 static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
+    const exec::Dataset data = exec::MakeDataset(*device, config, static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
                                                  rank == s.shape.RankOf(s.stages() - 1));
     mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport));
   } else {
@@ -143,10 +142,12 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
     const exec::RankRun run = exec::ParseRankRun(all[r]);
     if (!run.record.losses.empty()) out.losses = run.record.losses;
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
-      const exec::StageShape shape = exec::StageShapeFor(s, config, s.shape.StageOf(r, chunk));
-      for (int l = 0; l < shape.layers; ++l) {
+      const int stage = s.shape.StageOf(r, chunk);
+      int first = 0;
+      for (int st = 0; st < stage; ++st) first += config.layers_per_stage[st];
+      for (int l = 0; l < config.layers_per_stage[stage]; ++l) {
         const float* at = run.final_params.at(chunk).data() + l * layer_floats;
-        out.layers[shape.first_layer + l].assign(at, at + layer_floats);
+        out.layers[first + l].assign(at, at + layer_floats);
       }
     }
   }

@@ -23,7 +23,7 @@ struct StageCase {
 struct InitializedStage {
   StageCase s;
   std::unique_ptr<Device> device = MakeCpuDevice();
-  StageModel stage{*device, s.shape};
+  MlpStage stage{*device, s.shape};
   Buffer params{*device, stage.ParamFloats()};
   InitializedStage() { stage.InitParams(s.model, params.data()); }
 };
@@ -38,7 +38,7 @@ std::vector<float> Download(Device& d, const Buffer& b) {
 TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
   InitializedStage t;
   Device* device = t.device.get();
-  StageModel& stage = t.stage;
+  MlpStage& stage = t.stage;
   Buffer& params = t.params;
   const std::vector<float> p = Download(*device, params);
   std::vector<float> x(30), c(30);
@@ -107,7 +107,7 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
 TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
   InitializedStage t;
   Device* device = t.device.get();
-  StageModel& stage = t.stage;
+  MlpStage& stage = t.stage;
   Buffer& params = t.params;
   std::vector<float> x(30), c(30);
   for (int i = 0; i < 30; ++i) {
@@ -167,7 +167,7 @@ TEST(StageTest, DeviceTracksBytesInUse) {
 TEST(StageTest, SteadyStateAllocatesNothing) {
   InitializedStage t;
   Device* device = t.device.get();
-  StageModel& stage = t.stage;
+  MlpStage& stage = t.stage;
   Buffer& params = t.params;
   Buffer grads(*device, stage.ParamFloats());
   device->Fill(grads.data(), 0.0f, grads.size());

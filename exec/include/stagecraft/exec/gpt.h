@@ -25,11 +25,9 @@
 #include <string>
 
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/stage.h"
 
 namespace stagecraft::exec {
-
-struct Activations;
-struct GradTarget;
 
 struct GptModel {
   int layers = 0;  // blocks
@@ -54,23 +52,32 @@ struct GptBlockOffsets {
 // 0.02/√(2·layers)), biases 0, LayerNorms γ = 1, β = 0, drawn as √3·std·U(seed, stream, index).
 void InitGptParams(const GptModel& model, int first_block, int blocks, bool embed, bool head, float* params);
 
-class GptStage {
+// Synthetic tokens with structure a model can learn: sequence n (row r of global microbatch g
+// is n = g·B + r) starts at a uniform token, and each next token is succ(prev) = (a·prev + 1)
+// mod V with probability 3/4, else uniform (a: the first of 5, 7, 11, 13, ... prime to V). A
+// model that learns succ scores about 0.75·ln(1/0.75) + 0.25·ln(4V), far below ln V (8.3 for
+// V = 4096 against 2.5). Writes the inputs, tokens 0..T−1 of each sequence, and the targets,
+// tokens 1..T, both [B·T] as floats; the same on every rank and in every run.
+void GptMicrobatch(const GptModel& model, int batch, int64_t g, float* tokens, float* targets);
+
+class GptStage final : public StageModel {
  public:
   // Blocks first_block .. first_block + blocks − 1 of `model` for microbatches of `batch`
   // sequences; `embed` / `head` when the stage is the first / last.
   GptStage(Device& device, const GptModel& model, int batch, int first_block, int blocks, bool embed, bool head);
 
-  int64_t ParamFloats() const { return param_floats_; }
+  int64_t ParamFloats() const override { return param_floats_; }
+  void InitParams(float* params) const override;
   // Tokens [B·T] (as floats) on the first stage, else the residual stream [B·T·C].
-  int64_t InputFloats() const;
+  int64_t InputFloats() const override;
   // Logits [B·T·V] on the last stage, else the residual stream.
-  int64_t OutputFloats() const;
+  int64_t OutputFloats() const override;
 
-  Buffer Forward(const float* params, Buffer x, Activations* saved, bool keep_all);
+  Buffer Forward(const float* params, Buffer x, Activations* saved, bool keep_all) override;
   // I (grads.data null: keeps what W needs) or B (the weight gradients too). Returns the
   // gradient at the stage input; empty on the first stage (tokens have none).
-  Buffer Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads);
-  void BackwardWeight(Activations* saved, GradTarget grads);
+  Buffer Backward(const float* params, Buffer dout, Activations* saved, GradTarget grads) override;
+  void BackwardWeight(Activations* saved, GradTarget grads) override;
 
  private:
   int64_t BlockStart(int b) const { return (embed_ ? model_.EmbeddingFloats() : 0) + b * model_.BlockFloats(); }
@@ -83,7 +90,6 @@ class GptStage {
   void HeadWeight(Buffer* kept, float* g, bool accumulate);
   int64_t Rows() const { return int64_t{batch_} * model_.seq; }
 
-  Device& device_;
   GptModel model_;
   int batch_, first_block_, blocks_;
   bool embed_, head_;

@@ -7,11 +7,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/gpt.h"
 #include "stagecraft/exec/model.h"
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/exec/transport.h"
@@ -22,7 +25,8 @@
 namespace stagecraft::exec {
 
 struct TrainingConfig {
-  MlpModel model;
+  MlpModel model;                // the MLP, unless `gpt` is set
+  std::optional<GptModel> gpt;   // the transformer (model.transformer)
   int microbatch_size = 1;
   std::string optimizer = "sgd";  // "sgd" (with momentum) | "adam"
   float lr = 0.01f;
@@ -33,20 +37,33 @@ struct TrainingConfig {
   std::vector<int> layers_per_stage;
 };
 
-// The executor's configuration from a scenario: model.mlp, pipeline.microbatch_size and the
-// training block. Throws InputError (naming the scenario) when the scenario has no mlp model
-// (a transformer or costs-only scenario can be simulated, not executed) or no training block;
-// which dtypes train depends on the backend (backend.h CheckDtype).
+// The executor's configuration from a scenario: model.mlp or model.transformer,
+// pipeline.microbatch_size and the training block. Throws InputError (naming the scenario)
+// when the scenario has neither network (a costs-only scenario can be simulated, not executed)
+// or no training block; which dtypes train depends on the backend (backend.h CheckDtype).
 TrainingConfig TrainingConfigFor(const sim::Scenario& scenario);
+
+// What one microbatch is, per network: the first stage's input (MLP: rows·h values;
+// transformer: B·T token ids as floats), what crosses a stage boundary (MLP: rows·h;
+// transformer: B·T·C), and how the last stage scores its output.
+int64_t InputFloats(const TrainingConfig& config);
+int64_t BoundaryFloats(const TrainingConfig& config);
+struct LossShape {
+  kernels::LossKind kind = kernels::LossKind::kMse;
+  int rows = 0;  // MLP: microbatch rows; transformer: B·T positions
+  int cols = 0;  // MLP: h; transformer: vocab
+  int64_t target_floats = 0;
+};
+LossShape LossShapeFor(const TrainingConfig& config);
 
 // The microbatches a rank feeds (stage 0) or scores (last stage), in device memory; built
 // before the timed run starts.
 struct Dataset {
-  Buffer inputs;   // [microbatches x rows·h], empty unless requested
-  Buffer targets;  // [microbatches x TargetFloats], empty unless requested
+  Buffer inputs;   // [microbatches x InputFloats], empty unless requested
+  Buffer targets;  // [microbatches x target_floats], empty unless requested
   int64_t microbatches = 0;
 };
-Dataset MakeDataset(Device& device, const MlpModel& model, int rows, int64_t microbatches, bool with_inputs,
+Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t microbatches, bool with_inputs,
                     bool with_targets);
 
 // Called on the rank of the last stage when a step is over there: after that stage's last
@@ -84,11 +101,13 @@ RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& confi
 std::string SerializeRankRun(const RankRun& run);
 RankRun ParseRankRun(const std::string& bytes);
 
-// The shape of `layers` layers from `first_layer` of config's model (what every stage and the
-// profiler build).
+// The shape of `layers` MLP layers from `first_layer` of config's model (what every MLP stage
+// and the profiler build).
 StageShape LayersShape(const TrainingConfig& config, int first_layer, int layers);
 
-// The layers of stage `stage` as config.layers_per_stage gives them.
-StageShape StageShapeFor(const schedules::Schedule& schedule, const TrainingConfig& config, int stage);
+// Stage `stage` of `schedule` with the layers config.layers_per_stage gives it: an MlpStage,
+// or a GptStage (with the embeddings on stage 0 and the head on the last).
+std::unique_ptr<StageModel> MakeStage(Device& device, const schedules::Schedule& schedule,
+                                      const TrainingConfig& config, int stage);
 
 }  // namespace stagecraft::exec

@@ -87,6 +87,11 @@ struct Profile {
   int microbatch_size = 1;
   int64_t send_bytes = 0;  // activation sent between stages per microbatch
   std::vector<LayerProfile> layers;  // in model order
+  // The transformer's pieces beside its blocks, measured like a layer: the token and position
+  // embeddings, on the first stage, and the final LayerNorm with the LM head, on the last
+  // (absent for the MLP). Their F, I, W, STEP and bytes join those stages' layers.
+  std::optional<LayerProfile> embedding;
+  std::optional<LayerProfile> head;
   // Measured beyond the layers (all optional, 0 / empty when absent):
   int64_t input_copy_ns = 0;   // the first stage's copy of its input microbatch, per F
   int64_t loss_ns = 0;         // the last stage's loss and its gradient, per F
