@@ -165,25 +165,86 @@ class CudaDevice final : public Device {
     kernels::LaunchAdam(n, w_in, w_out, m, v, grad, grad_scale, params, stream_);
   }
 
-  // The transformer's math: not yet on the cuda backend.
-  [[noreturn]] static void NotYet(const char* what) {
-    throw std::runtime_error(std::string("the cuda backend has no ") + what + " yet");
+  // Each matrix of a batch is Gemm's column-major call, with the strides as given. In bf16 and
+  // fp16 the 16-bit copies keep the strides: all of each input from its first matrix to the end
+  // of its last is rounded into the scratch, gaps included (they lie inside the caller's tensor,
+  // and the GEMM reads none of them), so any strides work, at the cost of rounding the gaps.
+  void GemmBatched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int64_t stride_a,
+                   const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c, int batch) override {
+    if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0) {
+      throw std::invalid_argument("CudaDevice::GemmBatched: negative batch or stride (batch " + std::to_string(batch) +
+                                  ", strides " + std::to_string(stride_a) + ", " + std::to_string(stride_b) + ", " +
+                                  std::to_string(stride_c) + ")");
+    }
+    // cuBLAS runs the matrices of a batch concurrently: outputs that overlap would race, where
+    // the cpu backend's loop would write them one after another.
+    const int64_t c_count = static_cast<int64_t>(m) * n;
+    if (batch > 1 && stride_c < c_count) {
+      throw std::invalid_argument("CudaDevice::GemmBatched: stride_c " + std::to_string(stride_c) +
+                                  " makes the outputs overlap (each is " + std::to_string(c_count) + " floats)");
+    }
+    if (batch == 0) return;
+    const ColumnMajorGemm g = ToColumnMajor(trans_a, trans_b, m, n, k);
+    const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_second = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const void* first = b;
+    const void* second = a;
+    cudaDataType_t in_type = CUDA_R_32F;
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    if (precision_ == GemmPrecision::kTf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
+      const kernels::HalfFormat format =
+          precision_ == GemmPrecision::kBf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kFp16;
+      in_type = precision_ == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+      const int64_t b_span = (batch - 1) * stride_b + static_cast<int64_t>(k) * n;
+      const int64_t a_span = (batch - 1) * stride_a + static_cast<int64_t>(m) * k;
+      // a's copy starts on a 16-byte boundary, which cuBLAS's tensor-core kernels prefer.
+      const int64_t a_at = (b_span + 7) / 8 * 8;
+      uint16_t* halves = Scratch(a_at + a_span);
+      kernels::LaunchToHalf(format, b_span, b, halves, stream_);
+      kernels::LaunchToHalf(format, a_span, a, halves + a_at, stream_);
+      first = halves;
+      second = halves + a_at;
+    }
+    SC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas_, op_first, op_second, g.m, g.n, g.k, &alpha, first, in_type,
+                                               g.ld_first, stride_b, second, in_type, g.ld_second, stride_a, &beta, c,
+                                               CUDA_R_32F, g.ld_out, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
   }
-  void GemmBatched(bool, bool, int, int, int, float, const float*, int64_t, const float*, int64_t, float, float*,
-                   int64_t, int) override { NotYet("GemmBatched"); }
-  void BiasAdd(int, int, float*, const float*, const float*) override { NotYet("BiasAdd"); }
-  void LayerNorm(int, int, const float*, const float*, const float*, float*, float*, float*) override { NotYet("LayerNorm"); }
-  void LayerNormBackwardInput(int, int, const float*, const float*, const float*, const float*, const float*, float*,
-                              bool) override { NotYet("LayerNormBackwardInput"); }
-  void LayerNormBackwardWeight(int, int, const float*, const float*, const float*, const float*, float*, float*,
-                               bool) override { NotYet("LayerNormBackwardWeight"); }
-  void HeadsFromRows(int, int, int, int, const float*, int64_t, float*) override { NotYet("HeadsFromRows"); }
-  void RowsFromHeads(int, int, int, int, const float*, float*, int64_t) override { NotYet("RowsFromHeads"); }
-  void CausalSoftmax(int, int, float*) override { NotYet("CausalSoftmax"); }
-  void CausalSoftmaxBackward(int, int, const float*, float*) override { NotYet("CausalSoftmaxBackward"); }
-  void Embedding(int, int, int, const float*, const float*, const float*, float*) override { NotYet("Embedding"); }
-  void EmbeddingBackward(int, int, int, int, const float*, const float*, float*, float*, bool) override {
-    NotYet("EmbeddingBackward");
+
+  void BiasAdd(int rows, int cols, float* x, const float* bias, const float* residual) override {
+    kernels::LaunchBiasAdd(rows, cols, x, bias, residual, stream_);
+  }
+  void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out, float* mean,
+                 float* rstd) override {
+    kernels::LaunchLayerNorm(rows, cols, x, gamma, beta, out, mean, rstd, stream_);
+  }
+  void LayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
+                              const float* mean, const float* rstd, float* dx, bool accumulate) override {
+    kernels::LaunchLayerNormBackwardInput(rows, cols, dout, x, gamma, mean, rstd, dx, accumulate, stream_);
+  }
+  void LayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
+                               const float* rstd, float* dgamma, float* dbeta, bool accumulate) override {
+    kernels::LaunchLayerNormBackwardWeight(rows, cols, dout, x, mean, rstd, dgamma, dbeta, accumulate, stream_);
+  }
+  void HeadsFromRows(int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld, float* out) override {
+    kernels::LaunchHeadsFromRows(batch, seq, heads, head_dim, rows, ld, out, stream_);
+  }
+  void RowsFromHeads(int batch, int seq, int heads, int head_dim, const float* in, float* rows, int64_t ld) override {
+    kernels::LaunchRowsFromHeads(batch, seq, heads, head_dim, in, rows, ld, stream_);
+  }
+  void CausalSoftmax(int matrices, int seq, float* scores) override {
+    kernels::LaunchCausalSoftmax(matrices, seq, scores, stream_);
+  }
+  void CausalSoftmaxBackward(int matrices, int seq, const float* p, float* dp) override {
+    kernels::LaunchCausalSoftmaxBackward(matrices, seq, p, dp, stream_);
+  }
+  void Embedding(int batch, int seq, int cols, const float* tokens, const float* wte, const float* wpe,
+                 float* out) override {
+    kernels::LaunchEmbedding(batch, seq, cols, tokens, wte, wpe, out, stream_);
+  }
+  void EmbeddingBackward(int batch, int seq, int cols, int vocab, const float* tokens, const float* dout, float* dwte,
+                         float* dwpe, bool accumulate) override {
+    kernels::LaunchEmbeddingBackward(batch, seq, cols, vocab, tokens, dout, dwte, dwpe, accumulate, stream_);
   }
 
   void Synchronize() override { SC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }

@@ -4,7 +4,9 @@
 // clock; and a failing call's message. Without a CUDA device every test skips with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -116,6 +118,198 @@ TEST(CudaDeviceGpuTest, GemmMatchesBlasAndTheExactProductForEveryDtypeAndTranspo
       }
     }
   }
+}
+
+// Batched GEMMs with every stride beyond its matrix: the gaps of a and b hold NaN (read by
+// neither device) and those of c a sentinel that must survive. Each matrix is checked as Gemm's
+// are: against the exact product within the precision's bound, and in fp32 against the cpu
+// device's Gemm run matrix by matrix.
+TEST(CudaDeviceGpuTest, GemmBatchedWithGappedStridesMatchesALoopOfBlasGemmsForEveryDtype) {
+  SKIP_WITHOUT_GPU();
+  auto cpu = MakeCpuDevice();
+  struct Shape {
+    int m, n, k;
+  };
+  constexpr int kBatch = 3;
+  constexpr float kSentinel = 7.0f;
+  for (const GemmPrecision precision :
+       {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16, GemmPrecision::kFp16}) {
+    auto gpu = MakeCudaDevice(0, precision);
+    const double u = InputRoundoff(precision);
+    for (const Shape s : {Shape{1, 1, 1}, Shape{13, 5, 13}, Shape{37, 53, 29}}) {
+      const int64_t a_size = static_cast<int64_t>(s.m) * s.k, b_size = static_cast<int64_t>(s.k) * s.n;
+      const int64_t c_size = static_cast<int64_t>(s.m) * s.n;
+      const int64_t stride_a = a_size + 5, stride_b = b_size + 11, stride_c = c_size + 3;
+      for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+          for (const float beta : {0.0f, 1.0f}) {
+            SCOPED_TRACE(gpu->Name() + " precision " + std::to_string(static_cast<int>(precision)) + " " +
+                         std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                         (ta ? " aT" : "") + (tb ? " bT" : "") + " beta " + std::to_string(beta));
+            // Each tensor spans kBatch strides; matrix i starts at i·stride, the rest is gap.
+            std::vector<float> a(static_cast<size_t>(kBatch * stride_a), std::nanf(""));
+            std::vector<float> b(static_cast<size_t>(kBatch * stride_b), std::nanf(""));
+            std::vector<float> c0(static_cast<size_t>(kBatch * stride_c), kSentinel);
+            for (int i = 0; i < kBatch; ++i) {
+              const std::vector<float> ai = Random(static_cast<size_t>(a_size), 10 + i);
+              const std::vector<float> bi = Random(static_cast<size_t>(b_size), 20 + i);
+              const std::vector<float> ci = Random(static_cast<size_t>(c_size), 30 + i);
+              std::copy(ai.begin(), ai.end(), a.begin() + i * stride_a);
+              std::copy(bi.begin(), bi.end(), b.begin() + i * stride_b);
+              std::copy(ci.begin(), ci.end(), c0.begin() + i * stride_c);
+            }
+            const float alpha = 0.75f;
+            float *da = nullptr, *db = nullptr, *dc = nullptr;
+            OnDevice(*gpu, a, &da);
+            OnDevice(*gpu, b, &db);
+            OnDevice(*gpu, c0, &dc);
+            gpu->GemmBatched(ta, tb, s.m, s.n, s.k, alpha, da, stride_a, db, stride_b, beta, dc, stride_c, kBatch);
+            std::vector<float> got(c0.size());
+            gpu->Download(got.data(), dc, static_cast<int64_t>(got.size()));
+            gpu->Free(da, static_cast<int64_t>(a.size()));
+            gpu->Free(db, static_cast<int64_t>(b.size()));
+            gpu->Free(dc, static_cast<int64_t>(c0.size()));
+            std::vector<float> blas = c0;
+            for (int i = 0; i < kBatch; ++i) {
+              cpu->Gemm(ta, tb, s.m, s.n, s.k, alpha, a.data() + i * stride_a, b.data() + i * stride_b, beta,
+                        blas.data() + i * stride_c);
+            }
+            int bad = 0;
+            for (int i = 0; i < kBatch; ++i) {
+              const float* ai = a.data() + i * stride_a;
+              const float* bi = b.data() + i * stride_b;
+              for (int r = 0; r < s.m; ++r) {
+                for (int col = 0; col < s.n; ++col) {
+                  double exact = 0, magnitude = 0;
+                  for (int l = 0; l < s.k; ++l) {
+                    const size_t a_at = ta ? static_cast<size_t>(l) * s.m + r : static_cast<size_t>(r) * s.k + l;
+                    const size_t b_at = tb ? static_cast<size_t>(col) * s.k + l : static_cast<size_t>(l) * s.n + col;
+                    const double av = ai[a_at], bv = bi[b_at];
+                    exact += alpha * av * bv;
+                    magnitude += std::abs(alpha * av * bv);
+                  }
+                  const size_t at = static_cast<size_t>(i * stride_c) + static_cast<size_t>(r) * s.n + col;
+                  exact += beta * c0[at];
+                  magnitude += std::abs(beta * c0[at]);
+                  // Gemm's bounds: both inputs rounded (2u) plus fp32 sums over k terms, a factor 2 of slack.
+                  const double bound = 2 * (2 * u + (s.k + 2) * std::ldexp(1.0, -24)) * magnitude + 1e-30;
+                  if (!(std::abs(got[at] - exact) <= bound) && ++bad <= 3) {
+                    ADD_FAILURE() << "c" << i << "[" << r << "][" << col << "] = " << got[at] << ", exact " << exact
+                                  << ", bound " << bound;
+                  }
+                  EXPECT_LE(std::abs(blas[at] - exact), 2 * (s.k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30);
+                  if (precision == GemmPrecision::kFp32) {
+                    EXPECT_LE(std::abs(got[at] - blas[at]), 4 * (s.k + 2) * std::ldexp(1.0, -24) * magnitude + 1e-30);
+                  }
+                }
+              }
+              // The gap after each output matrix is left as it was.
+              for (int64_t g = c_size; g < stride_c; ++g) {
+                EXPECT_EQ(got[static_cast<size_t>(i * stride_c + g)], kSentinel) << "gap of c" << i;
+              }
+            }
+            EXPECT_EQ(bad, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaDeviceGpuTest, GemmBatchedRejectsOverlappingOutputsAndNegativeStrides) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
+  float* x = gpu->Allocate(64);
+  EXPECT_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 3, 2), std::invalid_argument);
+  EXPECT_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, -4, x, 4, 0.0f, x, 4, 2), std::invalid_argument);
+  EXPECT_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 4, -1), std::invalid_argument);
+  EXPECT_NO_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 4, 0));  // nothing to do
+  gpu->Synchronize();
+  gpu->Free(x, 64);
+}
+
+// The transformer's ops through the Device interface: the cuda device against the cpu device on
+// the same inputs (the launchers' own tests compare the math closely; this checks each override
+// hands its arguments on in order).
+TEST(CudaDeviceGpuTest, TransformerOpsMatchTheCpuDevice) {
+  SKIP_WITHOUT_GPU();
+  auto cpu = MakeCpuDevice();
+  auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
+  constexpr int kBatch = 2, kSeq = 5, kHeads = 3, kHeadDim = 4, kCols = kHeads * kHeadDim, kVocab = 7;
+  constexpr int kRows = kBatch * kSeq;
+  // Runs `op` on both devices with the same inputs and compares every tensor afterwards.
+  auto run_both = [&](const char* what, std::vector<std::vector<float>> tensors, float tol,
+                      const std::function<void(Device&, std::vector<float*>&)>& op) {
+    SCOPED_TRACE(what);
+    std::vector<std::vector<float>> results[2];
+    Device* devices[2] = {cpu.get(), gpu.get()};
+    for (int d = 0; d < 2; ++d) {
+      std::vector<float*> ptrs;
+      for (const std::vector<float>& t : tensors) {
+        float* p = nullptr;
+        OnDevice(*devices[d], t, &p);
+        ptrs.push_back(p);
+      }
+      op(*devices[d], ptrs);
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        std::vector<float> back(tensors[i].size());
+        devices[d]->Download(back.data(), ptrs[i], static_cast<int64_t>(back.size()));
+        devices[d]->Free(ptrs[i], static_cast<int64_t>(back.size()));
+        results[d].push_back(std::move(back));
+      }
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      for (size_t j = 0; j < tensors[i].size(); ++j) {
+        ASSERT_NEAR(results[1][i][j], results[0][i][j], tol + 1e-5f * std::abs(results[0][i][j]))
+            << "tensor " << i << " [" << j << "]";
+      }
+    }
+  };
+  const size_t n = static_cast<size_t>(kRows) * kCols;
+  std::vector<float> tokens(kRows);
+  for (int i = 0; i < kRows; ++i) tokens[static_cast<size_t>(i)] = static_cast<float>((i * 3) % kVocab);
+  std::vector<float> mean(kRows), rstd(kRows), ln_out(n);
+  {
+    const std::vector<float> x = Random(n, 40), gamma = Random(kCols, 41), beta = Random(kCols, 42);
+    cpu->LayerNorm(kRows, kCols, x.data(), gamma.data(), beta.data(), ln_out.data(), mean.data(), rstd.data());
+  }
+  run_both("BiasAdd", {Random(n, 43), Random(kCols, 44), Random(n, 45)}, 0.0f, [&](Device& d, std::vector<float*>& t) {
+    d.BiasAdd(kRows, kCols, t[0], t[1], t[2]);
+  });
+  run_both("LayerNorm",
+           {Random(n, 40), Random(kCols, 41), Random(kCols, 42), std::vector<float>(n), std::vector<float>(kRows),
+            std::vector<float>(kRows)},
+           1e-5f, [&](Device& d, std::vector<float*>& t) {
+             d.LayerNorm(kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5]);
+           });
+  run_both("LayerNormBackwardInput", {Random(n, 46), Random(n, 40), Random(kCols, 41), mean, rstd, Random(n, 47)},
+           1e-5f, [&](Device& d, std::vector<float*>& t) {
+             d.LayerNormBackwardInput(kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5], true);
+           });
+  run_both("LayerNormBackwardWeight", {Random(n, 46), Random(n, 40), mean, rstd, Random(kCols, 48), Random(kCols, 49)},
+           1e-4f, [&](Device& d, std::vector<float*>& t) {
+             d.LayerNormBackwardWeight(kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5], false);
+           });
+  run_both("HeadsFromRows", {Random(n, 50), std::vector<float>(n)}, 0.0f, [&](Device& d, std::vector<float*>& t) {
+    d.HeadsFromRows(kBatch, kSeq, kHeads, kHeadDim, t[0], kCols, t[1]);
+  });
+  run_both("RowsFromHeads", {Random(n, 51), std::vector<float>(n)}, 0.0f, [&](Device& d, std::vector<float*>& t) {
+    d.RowsFromHeads(kBatch, kSeq, kHeads, kHeadDim, t[0], t[1], kCols);
+  });
+  const size_t scores = static_cast<size_t>(kBatch) * kHeads * kSeq * kSeq;
+  run_both("CausalSoftmax", {Random(scores, 52)}, 1e-6f,
+           [&](Device& d, std::vector<float*>& t) { d.CausalSoftmax(kBatch * kHeads, kSeq, t[0]); });
+  std::vector<float> p = Random(scores, 52);
+  cpu->CausalSoftmax(kBatch * kHeads, kSeq, p.data());
+  run_both("CausalSoftmaxBackward", {p, Random(scores, 53)}, 1e-6f,
+           [&](Device& d, std::vector<float*>& t) { d.CausalSoftmaxBackward(kBatch * kHeads, kSeq, t[0], t[1]); });
+  const size_t wte_size = static_cast<size_t>(kVocab) * kCols, wpe_size = static_cast<size_t>(kSeq) * kCols;
+  run_both("Embedding", {tokens, Random(wte_size, 54), Random(wpe_size, 55), std::vector<float>(n)}, 0.0f,
+           [&](Device& d, std::vector<float*>& t) { d.Embedding(kBatch, kSeq, kCols, t[0], t[1], t[2], t[3]); });
+  run_both("EmbeddingBackward", {tokens, Random(n, 56), Random(wte_size, 57), Random(wpe_size, 58)}, 0.0f,
+           [&](Device& d, std::vector<float*>& t) {
+             d.EmbeddingBackward(kBatch, kSeq, kCols, kVocab, t[0], t[1], t[2], t[3], true);
+           });
 }
 
 TEST(CudaDeviceGpuTest, MemoryIsCountedAndFreedBlocksAreReused) {

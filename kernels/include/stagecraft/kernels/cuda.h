@@ -33,6 +33,40 @@ void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* veloci
 void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
                 const AdamParams& params, cudaStream_t stream);
 
+// The transformer's math (host.h's last block; layernorm.h, attention.h, embedding.h), all
+// tensors row-major. Row math runs one thread per row on the SC_HD row functions, and every sum
+// over rows is summed in order by one thread, so results repeat bit for bit from run to run.
+// x [rows x cols] += bias per column (+ residual [rows x cols]; may be null).
+void LaunchBiasAdd(int rows, int cols, float* x, const float* bias, const float* residual, cudaStream_t stream);
+// out = LayerNorm(x; gamma, beta) per row; mean, rstd: [rows].
+void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
+                     float* mean, float* rstd, cudaStream_t stream);
+// dx (+)= the input gradient of each row (added to dx when `accumulate`).
+void LaunchLayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
+                                  const float* mean, const float* rstd, float* dx, bool accumulate,
+                                  cudaStream_t stream);
+// dgamma (+)= Σ_rows dout·x̂, dbeta (+)= Σ_rows dout, each column summed over the rows in order.
+void LaunchLayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
+                                   const float* rstd, float* dgamma, float* dbeta, bool accumulate,
+                                   cudaStream_t stream);
+// heads [B, NH, T, hd] ← the rows layout [B·T, ld] (attention.h), ld >= NH·hd; and back.
+void LaunchHeadsFromRows(int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld, float* out,
+                         cudaStream_t stream);
+void LaunchRowsFromHeads(int batch, int seq, int heads, int head_dim, const float* in, float* rows, int64_t ld,
+                         cudaStream_t stream);
+// `matrices` causal [seq x seq] score matrices, in place: scores → probabilities; and the
+// backward, in place on dp (→ the scores' gradient).
+void LaunchCausalSoftmax(int matrices, int seq, float* scores, cudaStream_t stream);
+void LaunchCausalSoftmaxBackward(int matrices, int seq, const float* p, float* dp, cudaStream_t stream);
+// out [B·T x cols] = wte[token] + wpe[t]; tokens [B·T] as floats. The launcher does not know the
+// vocabulary: a token id outside [0, vocab) is the caller's to reject (as for the host loop).
+void LaunchEmbedding(int batch, int seq, int cols, const float* tokens, const float* wte, const float* wpe, float* out,
+                     cudaStream_t stream);
+// dwte [vocab x cols], dwpe [seq x cols] (+)= the embeddings' gradients (written over when not
+// `accumulate`), the positions added in order (b, t); a token id outside [0, vocab) adds nothing.
+void LaunchEmbeddingBackward(int batch, int seq, int cols, int vocab, const float* tokens, const float* dout,
+                             float* dwte, float* dwpe, bool accumulate, cudaStream_t stream);
+
 // dst[i] = value, n elements.
 void LaunchFill(int64_t n, float value, float* dst, cudaStream_t stream);
 // The 16-bit formats a GEMM may read: bf16 (__nv_bfloat16) or fp16 (__half).
