@@ -17,6 +17,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "gpt_reference.h"
 #include "reference.h"
 #include "stagecraft/exec/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
@@ -78,7 +79,11 @@ struct Case {
   std::vector<int> split{};  // layers per stage; empty: even
   Link link = kCuda ? Link::kStaged : Link::kMpi;
   exec::GemmPrecision precision = exec::GemmPrecision::kFp32;  // cuda only
+  bool gpt = false;  // the transformer (kGptModel) instead of the MLP
 };
+
+// A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.
+constexpr exec::GptModel kGptModel{.layers = 8, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 7};
 
 constexpr int kLayers = 8;
 
@@ -100,12 +105,19 @@ exec::TrainingConfig ConfigFor(const Case& c) {
   config.lr = static_cast<float>(c.optimizer == "adam" ? 0.01 : c.lr);
   config.momentum = 0.9f;
   config.layers_per_stage = SplitOf(c);
+  if (c.gpt) {
+    config.gpt = kGptModel;
+    config.microbatch_size = 2;
+    // Adam moves every weight about lr per step whatever its gradient's scale.
+    config.lr = static_cast<float>(c.optimizer == "adam" ? 0.01 : c.lr);
+  }
   return config;
 }
 
 // Runs the case on every rank; on rank 0 returns every layer's final [W | b] and the losses.
 struct Outcome {
-  std::vector<std::vector<float>> layers;
+  std::vector<std::vector<float>> layers;  // the MLP's, per layer
+  std::vector<std::vector<float>> stages;  // the transformer's, per stage
   std::vector<double> losses;
 };
 Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
@@ -138,11 +150,16 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   const int h = config.model.hidden;
   const int64_t layer_floats = static_cast<int64_t>(h) * h + h;
   out.layers.resize(config.model.layers);
+  out.stages.resize(static_cast<size_t>(s.stages()));
   for (int r = 0; r < s.ranks(); ++r) {
     const exec::RankRun run = exec::ParseRankRun(all[r]);
     if (!run.record.losses.empty()) out.losses = run.record.losses;
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int stage = s.shape.StageOf(r, chunk);
+      if (config.gpt) {
+        out.stages[stage] = run.final_params.at(chunk);
+        continue;
+      }
       int first = 0;
       for (int st = 0; st < stage; ++st) first += config.layers_per_stage[st];
       for (int l = 0; l < config.layers_per_stage[stage]; ++l) {
@@ -154,10 +171,36 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   return out;
 }
 
+// The transformer: every stage's final weights against the sequential reference's, and the
+// losses, within the tolerance; the weights really moved.
+void ExpectGptMatchesReference(const Case& c, const exec::TrainingConfig& config, const Outcome& got,
+                               Staleness staleness) {
+  const testing::GptReferenceResult want =
+      testing::TrainGptReference(config, c.microbatches, c.steps, staleness, c.vertical_sync);
+  const double tolerance = ToleranceFor(c.precision);
+  ASSERT_EQ(got.stages.size(), want.stage_params.size());
+  for (size_t st = 0; st < want.stage_params.size(); ++st) {
+    const std::vector<float>& ref = want.stage_params[st];
+    ASSERT_EQ(got.stages[st].size(), ref.size()) << c.schedule << " stage " << st;
+    double diff2 = 0, ref2 = 0, moved2 = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double d = got.stages[st][i] - ref[i], m = ref[i] - want.initial_params[st][i];
+      diff2 += d * d, ref2 += double{ref[i]} * ref[i], moved2 += m * m;
+    }
+    EXPECT_LE(std::sqrt(diff2 / ref2), tolerance) << c.schedule << " stage " << st << " (relative L2 error)";
+    EXPECT_GT(std::sqrt(moved2 / ref2), 1e-3) << c.schedule << " stage " << st << " (the weights moved)";
+  }
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t t = 0; t < want.losses.size(); ++t) {
+    EXPECT_NEAR(got.losses[t], want.losses[t], tolerance * std::abs(want.losses[t])) << c.schedule << " step " << t;
+  }
+}
+
 void ExpectMatchesReference(const Case& c, Staleness staleness) {
   const exec::TrainingConfig config = ConfigFor(c);
   const Outcome got = RunPipeline(c, config);
   if (g_transport->rank() != 0) return;
+  if (c.gpt) return ExpectGptMatchesReference(c, config, got, staleness);
   testing::ReferenceConfig rc;
   rc.model = config.model;
   rc.microbatch_size = config.microbatch_size;
@@ -234,6 +277,20 @@ TEST_P(EverySchedule, MatchesReference) {
   ExpectMatchesReference(sc.c, sc.staleness);
 }
 INSTANTIATE_TEST_SUITE_P(Generators, EverySchedule, ::testing::ValuesIn(AllGenerators()), TestName);
+
+// Every schedule on the transformer, with Adam (its update is the same size whatever the
+// gradient's, so every weight moves measurably in 3 steps).
+class EveryScheduleGpt : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};
+TEST_P(EveryScheduleGpt, MatchesReference) {
+  ScheduleCase sc = CaseFor(*GetParam());
+  sc.c.gpt = true;
+  sc.c.optimizer = "adam";
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleGpt, ::testing::ValuesIn(AllGenerators()), TestName);
+TEST(RuntimeMpi, GptZbH2Recompute) {
+  ExpectMatchesReference({.schedule = "zb-h2", .recompute = true, .optimizer = "adam", .gpt = true}, Staleness::kFlush);
+}
 
 // Every schedule over NCCL, when every rank of the job has a GPU of its own (the ranks sharing a
 // GPU above cannot use it). Every rank sees the same machine, so all skip alike.
