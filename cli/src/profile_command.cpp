@@ -190,7 +190,7 @@ int Run(const ProfileFlags& f) {
   transport->Barrier();
   // Each rank holds about layers / ranks layers in a run (interleaved or not): that share is
   // what passes through its caches, so layers are timed in groups of that size.
-  const int share = (config.model.layers + transport->size() - 1) / transport->size();
+  const int share = (exec::NetworkLayers(config) + transport->size() - 1) / transport->size();
   sim::Profile profile = exec::ProfileLayers(config, *device, f.repeats, f.warmup, share);
   const std::vector<std::string> gathered = transport->Gather(exec::LayersToBytes(profile.layers), 0);
   if (rank == 0) {
@@ -214,8 +214,9 @@ int Run(const ProfileFlags& f) {
   if (rank != 0) return 0;
   profile.device = backend == exec::Backend::kCpu ? device->Name() + "-core" : device->Name();
   stagecraft::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
-  std::printf("profile of %s: %d layers, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
-              sc.name.c_str(), config.model.layers, config.model.hidden, config.microbatch_size, f.repeats,
+  std::printf("profile of %s: %d %s, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
+              sc.name.c_str(), exec::NetworkLayers(config), config.gpt ? "blocks" : "layers",
+              config.gpt ? config.gpt->hidden : config.model.hidden, config.microbatch_size, f.repeats,
               transport->size(), f.out_path.c_str());
   std::printf("%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
               "activations");
@@ -224,6 +225,13 @@ int Run(const ProfileFlags& f) {
     std::printf("%-6zu %12s %15s %16s %12s %14s\n", l, sim::FormatDuration(m.forward_ns).c_str(),
                 sim::FormatDuration(m.backward_input_ns).c_str(), sim::FormatDuration(m.backward_weight_ns).c_str(),
                 sim::FormatDuration(m.step_ns).c_str(), sim::FormatBytes(m.activation_bytes).c_str());
+  }
+  for (const auto& [name, piece] : {std::pair{"embed", profile.embedding}, std::pair{"head", profile.head}}) {
+    if (!piece) continue;
+    std::printf("%-6s %12s %15s %16s %12s %14s\n", name, sim::FormatDuration(piece->forward_ns).c_str(),
+                sim::FormatDuration(piece->backward_input_ns).c_str(),
+                sim::FormatDuration(piece->backward_weight_ns).c_str(), sim::FormatDuration(piece->step_ns).c_str(),
+                sim::FormatBytes(piece->activation_bytes).c_str());
   }
   std::printf("input copy %s (first stage), loss %s (last stage), per forward\n",
               sim::FormatDuration(profile.input_copy_ns).c_str(), sim::FormatDuration(profile.loss_ns).c_str());
@@ -280,7 +288,7 @@ int Run(const ProfileFlags& f) {
 Command AddProfileCommand(CLI::App& root) {
   auto flags = std::make_shared<ProfileFlags>();
   CLI::App* app = root.add_subcommand("profile", "Measure per-layer costs of a scenario's model on this machine");
-  app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp and training)")->required();
+  app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp or model.transformer, and training)")->required();
   app->add_option("--out", flags->out_path, "Profile YAML to write (use as model.profile)")->required();
   app->add_option("--set", flags->sets, "Override a scenario key (repeatable)");
   app->add_option("--repeats", flags->repeats, "Timed runs per layer (the median is kept)")

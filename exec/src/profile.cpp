@@ -159,7 +159,7 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
   p.microbatch_size = config.microbatch_size;
   // What a stage boundary sends: one microbatch's activations.
   p.send_bytes = BoundaryFloats(config) * static_cast<int64_t>(sizeof(float));
-  const int layers = config.gpt ? config.gpt->layers : config.model.layers;
+  const int layers = NetworkLayers(config);
   p.layers.resize(static_cast<size_t>(layers));
   std::vector<float> host_x(static_cast<size_t>(BoundaryFloats(config)));
   for (size_t i = 0; i < host_x.size(); ++i) host_x[i] = UniformAt(config.model.seed, kInputStream, i);

@@ -33,6 +33,8 @@ std::unique_ptr<StageModel> MakeStage(Device& device, const schedules::Schedule&
   return std::make_unique<MlpStage>(device, LayersShape(config, first, counts[stage]), config.model);
 }
 
+int NetworkLayers(const TrainingConfig& config) { return config.gpt ? config.gpt->layers : config.model.layers; }
+
 int64_t InputFloats(const TrainingConfig& config) {
   return config.gpt ? int64_t{config.microbatch_size} * config.gpt->seq
                     : int64_t{config.microbatch_size} * config.model.hidden;

@@ -46,6 +46,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& scenario);
 // What one microbatch is, per network: the first stage's input (MLP: rows·h values;
 // transformer: B·T token ids as floats), what crosses a stage boundary (MLP: rows·h;
 // transformer: B·T·C), and how the last stage scores its output.
+int NetworkLayers(const TrainingConfig& config);  // MLP layers or transformer blocks
 int64_t InputFloats(const TrainingConfig& config);
 int64_t BoundaryFloats(const TrainingConfig& config);
 struct LossShape {
