@@ -75,13 +75,25 @@ void InitGptParams(const GptModel& m, int first_block, int blocks, bool embed, b
 }
 
 void GptMicrobatch(const GptModel& m, int batch, int64_t g, float* tokens, float* targets) {
+  const int t = m.seq;
+  if (m.data) {
+    const std::vector<int32_t>& file = *m.data;
+    const int64_t windows = static_cast<int64_t>(file.size()) - t;  // LoadTokenFile keeps it ≥ 1
+    for (int r = 0; r < batch; ++r) {
+      const int64_t start = ((g * batch + r) * t) % windows;
+      for (int i = 0; i < t; ++i) {
+        tokens[int64_t{r} * t + i] = static_cast<float>(file[static_cast<size_t>(start + i)]);
+        targets[int64_t{r} * t + i] = static_cast<float>(file[static_cast<size_t>(start + i + 1)]);
+      }
+    }
+    return;
+  }
   int64_t a = 5;
   while (std::gcd(a, int64_t{m.vocab}) != 1) a += 2;
   auto uniform_token = [&](uint64_t index) {
     const float u = 0.5f * (UniformAt(m.seed, kGptTokenStream, index) + 1.0f);  // [0, 1)
     return std::min<int64_t>(static_cast<int64_t>(u * static_cast<float>(m.vocab)), m.vocab - 1);
   };
-  const int t = m.seq;
   for (int r = 0; r < batch; ++r) {
     const uint64_t base = static_cast<uint64_t>(g * batch + r) * static_cast<uint64_t>(t + 1) * 2;
     int64_t token = uniform_token(base);

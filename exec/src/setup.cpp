@@ -76,7 +76,12 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
     }
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
                      .seed = c.model.seed};
+    if (!sc.training.data_path.empty()) c.gpt->data = LoadTokenFile(sc.training.data_path, t->vocab, t->seq);
     return c;
+  }
+  if (!sc.training.data_path.empty()) {
+    throw stagecraft::InputError(fmt::format(
+        "{}: training.data: a token file feeds model.transformer; the MLP trains on its synthetic data", sc.path));
   }
   c.model.layers = sc.model.mlp->layers;
   c.model.hidden = sc.model.mlp->hidden;

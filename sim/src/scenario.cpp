@@ -7,6 +7,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <fstream>
 #include <cstdint>
 #include <optional>
 
@@ -158,7 +159,7 @@ PipelineSpec ParsePipeline(const Value& value) {
 }
 
 TrainingSpec ParseTraining(const Value& value) {
-  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype"});
+  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "data"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Choice({"sgd", "adam"});
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);
@@ -168,6 +169,10 @@ TrainingSpec ParseTraining(const Value& value) {
   }
   if (const auto v = m.Find("seed")) t.seed = v->Int(0, INT64_MAX);
   if (const auto v = m.Find("dtype")) t.dtype = v->Choice({"fp32", "tf32", "bf16", "fp16"});
+  if (const auto v = m.Find("data")) {
+    t.data_path = v->FilePath();
+    if (!std::ifstream(t.data_path)) v->Fail(fmt::format("cannot open file '{}'", t.data_path));
+  }
   return t;
 }
 

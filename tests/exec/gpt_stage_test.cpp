@@ -2,7 +2,8 @@
 // GPT-2 block and of a small whole model equal torch's float64 values (tests/data/gpt,
 // written by scripts/gen-gpt-fixtures.py; this test does not need torch) within 1e-5 relative
 // in fp32. Then, on the same model: I followed by W equals B; recompute equals keeping every
-// activation; and the model split over two stages equals it in one.
+// activation; and the model split over two stages equals it in one. Also the synthetic tokens
+// (learnable, and as documented) and the token-file reader.
 #include "stagecraft/exec/gpt.h"
 
 #include <gtest/gtest.h>
@@ -15,9 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "gpt_reference.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/stage.h"
-#include "gpt_reference.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -276,6 +278,69 @@ TEST(GptData, TargetsAreTheNextTokensAndTheRuleHoldsThreeTimesInFour) {
   std::vector<float> again(tokens.size()), again_targets(tokens.size());
   GptMicrobatch(m, kBatch, 5, again.data(), again_targets.data());
   EXPECT_EQ(again, tokens);
+}
+
+}  // namespace
+}  // namespace stagecraft::exec
+
+namespace stagecraft::exec {
+namespace {
+
+std::string TempFile(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// An llm.c shard: 256 int32 of header (magic, version, count), then the tokens.
+std::string Shard(int32_t version, int32_t count, const std::vector<uint32_t>& tokens) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = version, header[2] = count;
+  std::string bytes(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  for (const uint32_t t : tokens) {
+    if (version == 1) {
+      const auto v = static_cast<uint16_t>(t);
+      bytes.append(reinterpret_cast<const char*>(&v), 2);
+    } else {
+      bytes.append(reinterpret_cast<const char*>(&t), 4);
+    }
+  }
+  return bytes;
+}
+
+std::string ErrorOf(const std::string& path, int vocab, int seq) {
+  try {
+    LoadTokenFile(path, vocab, seq);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TokenFile, ReadsShardsAndTextAndCutsWindowsOfSeqPlusOne) {
+  const auto shard = LoadTokenFile(TempFile("a.bin", Shard(1, 6, {10, 11, 12, 13, 14, 15})), 50, 2);
+  EXPECT_EQ(*shard, (std::vector<int32_t>{10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(*LoadTokenFile(TempFile("b.bin", Shard(2, 3, {1, 40000, 2})), 50000, 2), (std::vector<int32_t>{1, 40000, 2}));
+  EXPECT_EQ(*LoadTokenFile(TempFile("c.txt", "hi!"), 256, 2), (std::vector<int32_t>{'h', 'i', '!'}));
+  // Windows of T + 1 = 3 tokens from (n·T) mod (N − T) = (2n) mod 4: sequences 0, 1, 2 start at 0, 2, 0.
+  GptModel m{.layers = 1, .hidden = 4, .heads = 1, .seq = 2, .vocab = 50};
+  m.data = shard;
+  std::vector<float> tokens(6), targets(6);
+  GptMicrobatch(m, 3, 0, tokens.data(), targets.data());
+  EXPECT_EQ(tokens, (std::vector<float>{10, 11, 12, 13, 10, 11}));
+  EXPECT_EQ(targets, (std::vector<float>{11, 12, 13, 14, 11, 12}));
+}
+
+TEST(TokenFile, BadFilesSayWhatIsWrong) {
+  EXPECT_NE(ErrorOf(TempFile("d.bin", Shard(1, 9, {1, 2, 3})), 50, 2).find("the header promises 9 tokens, the file holds 3"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(TempFile("e.bin", Shard(3, 3, {1, 2, 3})), 50, 2).find("llm.c shard version 3"), std::string::npos);
+  EXPECT_NE(ErrorOf(TempFile("f.bin", Shard(1, 4, {1, 2, 60, 3})), 50, 2).find("token 60 at position 2 is outside"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(TempFile("g.txt", "ab"), 256, 2).find("2 tokens, fewer than model.transformer.seq + 1 = 3"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(TempFile("h.txt", "abcd"), 64, 2).find("a text file's tokens are its bytes"), std::string::npos);
+  EXPECT_NE(ErrorOf(::testing::TempDir() + "/missing.bin", 64, 2).find("cannot open"), std::string::npos);
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ struct Case {
 };
 
 // A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.
-constexpr exec::GptModel kGptModel{.layers = 8, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 7};
+const exec::GptModel kGptModel{.layers = 8, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 7};
 
 constexpr int kLayers = 8;
 

@@ -22,7 +22,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/stage.h"
@@ -36,6 +38,8 @@ struct GptModel {
   int seq = 0;     // T
   int vocab = 0;   // V
   uint64_t seed = 1;
+  // The tokens of training.data (LoadTokenFile); null: the synthetic stream (GptMicrobatch).
+  std::shared_ptr<const std::vector<int32_t>> data;
   int64_t BlockFloats() const { return 12 * int64_t{hidden} * hidden + 13 * int64_t{hidden}; }
   int64_t EmbeddingFloats() const { return (int64_t{vocab} + seq) * hidden; }
   int64_t HeadFloats() const { return 2 * int64_t{hidden} + int64_t{vocab} * hidden; }
@@ -58,7 +62,16 @@ void InitGptParams(const GptModel& model, int first_block, int blocks, bool embe
 // model that learns succ scores about 0.75·ln(1/0.75) + 0.25·ln(4V), far below ln V (8.3 for
 // V = 4096 against 2.5). Writes the inputs, tokens 0..T−1 of each sequence, and the targets,
 // tokens 1..T, both [B·T] as floats; the same on every rank and in every run.
+// With model.data, sequence n is instead the window of T + 1 tokens from (n·T) mod (N − T) of the
+// file's N tokens.
 void GptMicrobatch(const GptModel& model, int batch, int64_t g, float* tokens, float* targets);
+
+// Reads training.data: an llm.c token shard (a header of 256 int32: magic 20240520, version 1
+// with uint16 tokens or 2 with uint32, the token count; then the tokens), or any other file as
+// text tokenized by bytes (token = byte value). Throws InputError naming the file and what is
+// wrong: a truncated shard, fewer than seq + 1 tokens, or a token outside [0, vocab) (with its
+// position).
+std::shared_ptr<const std::vector<int32_t>> LoadTokenFile(const std::string& path, int vocab, int seq);
 
 class GptStage final : public StageModel {
  public:

@@ -119,6 +119,9 @@ struct TrainingSpec {
   double momentum = 0.9;  // sgd only
   int64_t seed = 1;
   std::string dtype = "fp32";  // "fp32" | "bf16" | "fp16"
+  // training.data: a token file the transformer trains on (llm.c's .bin shards, or any other
+  // file as text tokenized by bytes), resolved like model.profile; empty: synthetic tokens.
+  std::string data_path;
 };
 
 struct Scenario {
