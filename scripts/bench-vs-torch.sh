@@ -7,12 +7,18 @@
 #   3. MLP 8 x Linear(1024) + ReLU, batch 256 as 4 microbatches, 2 ranks, vs a PyTorch GPipe
 #      over two gloo processes (loopback);
 #   4. each schedule of the main scenario against the ideal the simulator predicts from
-#      stagecraft's own per-layer profile.
+#      stagecraft's own per-layer profile;
+#   5. the transformer (scenarios/gpt-tiny-cpu.yaml): one block's forward and backward, and a
+#      whole training step on one rank, against the same GPT written in PyTorch, one thread
+#      each; and every schedule on 2 ranks against that PyTorch step.
 # End-to-end numbers are the median of REPEATS runs (default 3) with their min..max spread.
-# Usage: scripts/bench-vs-torch.sh [REPEATS]
+# Usage: scripts/bench-vs-torch.sh [REPEATS] [--gpt]     (--gpt: section 5 alone)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repeats="${1:-3}"
+only_gpt=0
+[[ "${2:-}" == "--gpt" ]] && only_gpt=1
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [REPEATS] [--gpt]" >&2; exit 2; }
 py=/usr/bin/python3  # Debian's interpreter, where python3-torch lives
 if ! "$py" -c 'import torch' 2>/dev/null; then
   echo "bench-vs-torch: installing python3-torch (benchmark only)" >&2
@@ -56,7 +62,56 @@ report() {
 # stats V...: "median min..max" of numbers.
 stats() { "$py" -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print(f"{statistics.median(v):.1f} {v[0]:.1f}..{v[-1]:.1f}")' "$@"; }
 
-echo "== 1/4 per-layer times, one thread (median us)"
+# Section 5: the transformer.
+gpt_section() {
+  local gpt="$root/scenarios/gpt-tiny-cpu.yaml"
+  # The scenario's shape, as bench_vs_torch.py takes it: L C NH T V B M.
+  read -r L C NH T V B M < <("$py" - "$gpt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+t = dict(re.findall(r"(\w+): (\d+)", re.search(r"transformer: \{([^}]*)\}", text).group(1)))
+get = lambda key: re.search(rf"^\s*{key}: (\d+)", text, re.M).group(1)
+print(t["layers"], t["hidden"], t["heads"], t["seq"], t["vocab"], get("microbatch_size"), get("microbatches"))
+PY
+)
+  echo "== 5/5 transformer (gpt-tiny-cpu: $L blocks, hidden $C, $NH heads, seq $T, vocab $V; $M x $B sequences per Adam step)"
+  "$sc" profile "$gpt" --calibration-steps 0 --out "$tmp/gpt-profile.yaml" >/dev/null
+  read -r f bw < <("$py" - "$tmp/gpt-profile.yaml" <<'PY'
+import re, statistics, sys
+lines = open(sys.argv[1]).read().split("layers:")[1].split("embedding:")[0].splitlines()
+rows = [l for l in lines if "forward:" in l]
+get = lambda l, key: int(re.search(key + r": (\d+)ns", l).group(1)) / 1e3
+print(statistics.median(get(l, "forward") for l in rows),
+      statistics.median(get(l, "backward_input") + get(l, "backward_weight") for l in rows))
+PY
+)
+  t="$(torch1 gpt_block "$C" "$NH" "$T" "$B")"
+  read -r tf tb < <("$py" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["forward_us"], d["backward_us"])' "$t")
+  printf '%-34s %10s %10s %10s %10s\n' "one block, one thread (median us)" "F ours" "F torch" "B ours" "B torch"
+  "$py" -c 'import sys; f,tf,b,tb=map(float,sys.argv[1:]); print(" " * 34, f"{f:10.0f} {tf:10.0f} {b:10.0f} {tb:10.0f}   ours/torch F {f/tf:.2f} B {b/tb:.2f}")' \
+    "$f" "$tf" "$bw" "$tb"
+  local ours=() peer=()
+  for ((k = 0; k < repeats; ++k)); do
+    "$sc" execute "$gpt" --set pipeline.ranks=1 --set pipeline.schedule=gpipe --json "$tmp/gpt1.$k.json" >/dev/null
+    ours+=("$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["schedules"][0]["step_time_ms"])' "$tmp/gpt1.$k.json")")
+    peer+=("$(torch1 gpt_train "$L" "$C" "$NH" "$T" "$V" "$B" "$M" 5 | "$py" -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')")
+    "$root/scripts/mpirun.sh" 2 "$sc" execute "$gpt" --json "$tmp/gpt2.$k.json" >/dev/null
+  done
+  read -r om or_ < <(stats "${ours[@]}"); read -r pm pr < <(stats "${peer[@]}")
+  printf '%-34s %10s  (%s)\n' "PyTorch step, one thread (ms)" "$pm" "$pr"
+  printf '%-34s %10s  (%s)  %s x PyTorch'"'"'s time\n' "stagecraft step, one rank (ms)" "$om" "$or_" \
+    "$("$py" -c 'import sys; print(f"{float(sys.argv[1])/float(sys.argv[2]):.2f}")' "$om" "$pm")"
+  local peer_samples
+  peer_samples="$("$py" -c 'import sys; print(f"{float(sys.argv[3]) * float(sys.argv[2]) * 1e3 / float(sys.argv[1]):.1f}")' "$pm" "$B" "$M")"
+  echo "2 ranks, samples/s against the PyTorch step on one thread ($peer_samples samples/s):"
+  report "PyTorch, one thread" "$peer_samples" "$tmp"/gpt2.*.json
+}
+if [[ $only_gpt -eq 1 ]]; then
+  gpt_section
+  exit 0
+fi
+
+echo "== 1/5 per-layer times, one thread (median us)"
 printf '%-26s %10s %10s %10s %10s %10s %10s\n' "layer" "F ours" "F torch" "I ours" "I torch" "W ours" "W torch"
 for shape in "512 gelu" "1024 relu"; do
   set -- $shape
@@ -76,7 +131,7 @@ PY
 done
 
 echo
-echo "== 2/4 main scenario (mlp-cpu: 8 x Linear(512)+GELU, 8 x 64 per Adam step), samples/s"
+echo "== 2/5 main scenario (mlp-cpu: 8 x Linear(512)+GELU, 8 x 64 per Adam step), samples/s"
 t1=(); t2=()
 for ((k = 0; k < repeats; ++k)); do
   "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/main.$k.json" >/dev/null
@@ -89,7 +144,7 @@ printf '%-34s %10s  (%s)\n' "PyTorch, no pipeline, 2 BLAS threads" "$t2m" "$t2r"
 report "PyTorch on 2 BLAS threads" "$t2m" "$tmp"/main.*.json
 
 echo
-echo "== 3/4 MLP 8 x Linear(1024)+ReLU, batch 256 as 4 x 64, 2 ranks, samples/s"
+echo "== 3/5 MLP 8 x Linear(1024)+ReLU, batch 256 as 4 x 64, 2 ranks, samples/s"
 tg=()
 for ((k = 0; k < repeats; ++k)); do
   "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${wide[@]}" --json "$tmp/wide.$k.json" >/dev/null
@@ -100,7 +155,7 @@ printf '%-34s %10s  (%s)\n' "PyTorch GPipe, two gloo processes" "$tgm" "$tgr"
 report "PyTorch GPipe" "$tgm" "$tmp"/wide.*.json
 
 echo
-echo "== 4/4 every schedule of the main scenario against the ideal from its own profile"
+echo "== 4/5 every schedule of the main scenario against the ideal from its own profile"
 for ((k = 0; k < repeats; ++k)); do
   # The layers alone (no calibration): the ideal is a pipeline with no runtime cost beyond them.
   "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --calibration-steps 0 --out "$tmp/main-profile.yaml" >/dev/null
@@ -119,3 +174,6 @@ print(f"{'schedule':<12} {'of ideal (median, min..max over runs, each with its o
 for name, v in ratios.items():
     print(f"{name:<12} {statistics.median(v):6.1f}%  ({min(v):.1f}..{max(v):.1f})")
 PY
+
+echo
+gpt_section

@@ -14,6 +14,14 @@ Subcommands, each printing one JSON object on stdout:
   gpipe H LAYERS ROWS M STEPS ACT
                            GPipe over two gloo processes on this machine (loopback only), one
                            thread each, half the layers per process; samples/s.
+  gpt_block C NH T B       one GPT-2 block (pre-LayerNorm, causal attention, tanh-GELU MLP) on
+                           B sequences of T tokens, one thread: median microseconds of its
+                           forward and of its whole backward (input and weight gradients).
+  gpt_train L C NH T V B M STEPS
+                           the whole GPT (embeddings, L blocks, final LayerNorm, untied LM head,
+                           mean cross-entropy) on one thread, M microbatches of B sequences
+                           accumulated per Adam step; samples/s and ms per step over STEPS
+                           steps after one warm-up step.
 """
 import json
 import os
@@ -184,6 +192,86 @@ def gpipe(h, n_layers, rows, m, steps, act_name):
     return {"samples_per_s": samples}
 
 
+def gpt_block_params(c, gen):
+    def linear(out_f, in_f):
+        return torch.randn(out_f, in_f, generator=gen) * 0.02, torch.zeros(out_f)
+    p = {"ln1": (torch.ones(c), torch.zeros(c)), "qkv": linear(3 * c, c), "proj": linear(c, c),
+         "ln2": (torch.ones(c), torch.zeros(c)), "fc": linear(4 * c, c), "fcproj": linear(c, 4 * c)}
+    return p
+
+
+def gpt_block(p, x, nh):
+    """The block stagecraft's GptStage runs (exec/gpt.h), in plain torch ops."""
+    b, t, c = x.shape
+    hd = c // nh
+    h = F.layer_norm(x, (c,), *p["ln1"], eps=1e-5)
+    q, k, v = F.linear(h, *p["qkv"]).split(c, dim=-1)
+    q, k, v = (z.view(b, t, nh, hd).transpose(1, 2) for z in (q, k, v))
+    att = (q @ k.transpose(-2, -1)) * (1.0 / hd**0.5)
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+    att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+    o = (att @ v).transpose(1, 2).reshape(b, t, c)
+    x = x + F.linear(o, *p["proj"])
+    u = F.gelu(F.linear(F.layer_norm(x, (c,), *p["ln2"], eps=1e-5), *p["fc"]), approximate="tanh")
+    return x + F.linear(u, *p["fcproj"])
+
+
+def gpt_block_times(c, nh, t, b):
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    p = gpt_block_params(c, gen)
+    for tensors in p.values():
+        for z in tensors:
+            z.requires_grad_(True)
+    x = torch.randn(b, t, c, generator=gen, requires_grad=True)
+    dout = torch.randn(b, t, c, generator=gen)
+
+    def forward():
+        with torch.no_grad():
+            gpt_block(p, x, nh)
+
+    def backward():
+        y = gpt_block(p, x, nh)
+        y.backward(dout)
+
+    f = median_us(forward, reps=60, warmup=5)
+    fb = median_us(backward, reps=60, warmup=5)
+    return {"forward_us": f, "backward_us": fb - f}
+
+
+def gpt_train(n_layers, c, nh, t, vocab, b, m, steps):
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    blocks = [gpt_block_params(c, gen) for _ in range(n_layers)]
+    wte = torch.randn(vocab, c, generator=gen) * 0.02
+    wpe = torch.randn(t, c, generator=gen) * 0.01
+    lnf = (torch.ones(c), torch.zeros(c))
+    head = torch.randn(vocab, c, generator=gen) * 0.02
+    params = [wte, wpe, *lnf, head] + [z for p in blocks for pair in p.values() for z in pair]
+    for z in params:
+        z.requires_grad_(True)
+    opt = torch.optim.Adam(params, lr=1e-3)
+    data = [(torch.randint(vocab, (b, t), generator=gen), torch.randint(vocab, (b, t), generator=gen)) for _ in range(m)]
+    pos = torch.arange(t)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        for tokens, targets in data:
+            x = wte[tokens] + wpe[pos]
+            for p in blocks:
+                x = gpt_block(p, x, nh)
+            logits = F.linear(F.layer_norm(x, (c,), *lnf, eps=1e-5), head)
+            (F.cross_entropy(logits.view(-1, vocab), targets.view(-1)) / m).backward()
+        opt.step()
+
+    step()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    elapsed = time.perf_counter() - t0
+    return {"samples_per_s": steps * m * b / elapsed, "step_ms": 1e3 * elapsed / steps}
+
+
 def main(argv):
     what = argv[1]
     if what == "layers":
@@ -192,6 +280,10 @@ def main(argv):
         result = train(*map(int, argv[2:7]), argv[7], int(argv[8]))
     elif what == "gpipe":
         result = gpipe(*map(int, argv[2:7]), argv[7])
+    elif what == "gpt_block":
+        result = gpt_block_times(*map(int, argv[2:6]))
+    elif what == "gpt_train":
+        result = gpt_train(*map(int, argv[2:10]))
     else:
         raise SystemExit(f"bench_vs_torch.py: unknown subcommand {what}")
     print(json.dumps(result))
