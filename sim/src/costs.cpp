@@ -130,12 +130,15 @@ CostTable TransformerTable(const Scenario& sc, int stages) {
     const bool last = st == stages - 1;
     const double forward = n * layer_flops + (last ? head_flops : 0.0);
     const double recompute = sc.pipeline.recompute ? n * layer_flops : 0.0;
-    const int64_t params = n * layer_params + (st == 0 ? Vi * hi : 0);
+    // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
+    // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
+    const int64_t params = n * layer_params + (st == 0 ? (Vi + si) * hi : 0) + (last ? Vi * hi + 2 * hi : 0);
     StageCost cost;
     cost.forward_ns = Nanoseconds(forward, device);
     cost.backward_input_ns = Nanoseconds(forward + recompute, device);
     cost.backward_weight_ns = Nanoseconds(forward, device);
     cost.activation_bytes = sc.pipeline.recompute ? n * si * bi * hi * d : n * layer_activation;
+    if (last) cost.activation_bytes += si * bi * Vi * d;  // the logits' gradient, kept from F to the backward
     cost.w_stash_bytes = n * 7 * si * bi * hi * d;
     cost.weight_bytes = params * d;
     cost.grad_bytes = params * d;

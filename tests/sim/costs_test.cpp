@@ -23,8 +23,10 @@ Scenario Base(int ranks) { return testing::UnitScenario(ranks, "gpipe"); }
 
 // b = 2, s = 4, h = 8, a = 2, V = 10, bf16. Per layer:
 //   forward FLOPs 24·2·4·64 + 4·2·16·8 = 12288 + 1024 = 13312; LM head 2·2·4·8·10 = 1280
-//   params 12·64 + 13·8 = 872; embedding 10·8 = 80
-//   activations 4·2·8·(34 + 5·2·4/8) = 64·39 = 2496 bytes; w_stash 7·64·2 = 896; send 64·2 = 128
+//   params 12·64 + 13·8 = 872; embeddings (10 + 4)·8 = 112 on the first stage; LM head 10·8 +
+//   final LayerNorm 2·8 = 96 on the last
+//   activations 4·2·8·(34 + 5·2·4/8) = 64·39 = 2496 bytes; w_stash 7·64·2 = 896; send 64·2 = 128;
+//   the last stage's logits gradient 4·2·10·2 = 160 bytes
 Scenario TinyTransformer() {
   Scenario s = Base(2);
   s.model.transformer = TransformerSpec{4, 8, 2, 4, 10, "bf16"};
@@ -41,9 +43,9 @@ TEST(BuildCosts, TinyTransformer) {
   EXPECT_EQ(first.forward_ns, 2 * 13312);
   EXPECT_EQ(first.backward_input_ns, 2 * 13312);
   EXPECT_EQ(first.backward_weight_ns, 2 * 13312);
-  EXPECT_EQ(first.weight_bytes, (2 * 872 + 80) * 2);
-  EXPECT_EQ(first.grad_bytes, (2 * 872 + 80) * 2);
-  EXPECT_EQ(first.optimizer_bytes, (2 * 872 + 80) * 12);  // adam with bf16: master + m + v
+  EXPECT_EQ(first.weight_bytes, (2 * 872 + 112) * 2);
+  EXPECT_EQ(first.grad_bytes, (2 * 872 + 112) * 2);
+  EXPECT_EQ(first.optimizer_bytes, (2 * 872 + 112) * 12);  // adam with bf16: master + m + v
   EXPECT_EQ(first.activation_bytes, 2 * 2496);
   EXPECT_EQ(first.w_stash_bytes, 2 * 896);
   EXPECT_EQ(first.send_bytes, 128);
@@ -51,8 +53,9 @@ TEST(BuildCosts, TinyTransformer) {
   EXPECT_EQ(last.forward_ns, 2 * 13312 + 1280);
   EXPECT_EQ(last.backward_input_ns, 2 * 13312 + 1280);
   EXPECT_EQ(last.backward_weight_ns, 2 * 13312 + 1280);
-  EXPECT_EQ(last.weight_bytes, 2 * 872 * 2);
-  EXPECT_EQ(last.optimizer_bytes, 2 * 872 * 12);
+  EXPECT_EQ(last.weight_bytes, (2 * 872 + 96) * 2);
+  EXPECT_EQ(last.optimizer_bytes, (2 * 872 + 96) * 12);
+  EXPECT_EQ(last.activation_bytes, 2 * 2496 + 160);
 }
 
 TEST(BuildCosts, TransformerRecomputeOptimizerAndDtype) {
@@ -68,15 +71,15 @@ TEST(BuildCosts, TransformerRecomputeOptimizerAndDtype) {
   s.has_training = true;
   s.training.optimizer = "sgd";
   s.training.momentum = 0.9;
-  EXPECT_EQ(BuildCosts(s, 2).stages[1].optimizer_bytes, 2 * 872 * 8);  // master + momentum
+  EXPECT_EQ(BuildCosts(s, 2).stages[1].optimizer_bytes, (2 * 872 + 96) * 8);  // master + momentum
   s.training.momentum = 0;
-  EXPECT_EQ(BuildCosts(s, 2).stages[1].optimizer_bytes, 2 * 872 * 4);  // master only
+  EXPECT_EQ(BuildCosts(s, 2).stages[1].optimizer_bytes, (2 * 872 + 96) * 4);  // master only
 
   s = TinyTransformer();
   s.model.transformer->dtype = "fp32";
   t = BuildCosts(s, 2);
-  EXPECT_EQ(t.stages[1].weight_bytes, 2 * 872 * 4);
-  EXPECT_EQ(t.stages[1].optimizer_bytes, 2 * 872 * 8);  // adam fp32: m + v
+  EXPECT_EQ(t.stages[1].weight_bytes, (2 * 872 + 96) * 4);
+  EXPECT_EQ(t.stages[1].optimizer_bytes, (2 * 872 + 96) * 8);  // adam fp32: m + v
   EXPECT_EQ(t.stages[0].activation_bytes, 2 * 2496 * 2);
   EXPECT_EQ(t.stages[0].send_bytes, 64 * 4);
 }
@@ -366,13 +369,18 @@ TEST(Profile, YamlRoundTripKeepsStep) {
 
 // GPT-3 XL (Brown et al. 2020): 24·(12h² + 13h) + V·h with h = 2048, V = 50257 is
 // 24·50,358,272 + 102,926,336 = 1,311,524,864 parameters.
-TEST(BuildCosts, ShippedGptScenarioHas1_3BParameters) {
+TEST(BuildCosts, ShippedGptScenarioHoldsGpt3XlsParametersAndTheHeadsCopy) {
   const std::string path = std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/gpt-1.3b-8xh100.yaml";
   const Scenario s = LoadScenario(path, {});
   const CostTable t = BuildCosts(s, 8);
   int64_t weight_bytes = 0;
   for (const StageCost& c : t.stages) weight_bytes += c.weight_bytes;
-  EXPECT_EQ(weight_bytes, 1'311'524'864LL * 2);
+  // GPT-3 XL's parameters (24 layers of 12h² + 13h, token and position embeddings, the final
+  // LayerNorm: 1.32B) plus the LM head's own copy of the token embedding on the last stage.
+  constexpr int64_t h = 2048, V = 50257, seq = 2048;
+  constexpr int64_t unique = 24 * (12 * h * h + 13 * h) + (V + seq) * h + 2 * h;
+  static_assert(unique == 1'315'723'264LL);
+  EXPECT_EQ(weight_bytes, (unique + V * h) * 2);
   // 3 layers of 24·4·2048·2048²·(1 + 2048/12288) FLOPs at 989e12 · 0.5 FLOP/s.
   EXPECT_EQ(t.stages[0].forward_ns,
             std::llround(3 * 24.0 * 4 * 2048 * 2048 * 2048 * (1 + 2048.0 / 12288) / 494.5e12 * 1e9));

@@ -89,16 +89,18 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //     forward FLOPs per layer 24·b·s·h²·(1 + s/(6h)) = 24bsh² + 4bs²h; the last stage adds the
 //       LM head 2·b·s·h·V. backward_input = backward_weight = forward (each half of the 2×
 //       backward); with recompute backward_input also repeats the layers' forward.
-//     parameters 12h² + 13h per layer, plus the V·h embedding on the first stage (the LM head is
-//       tied to it and not counted again; position embeddings and the final layer norm are left
-//       out). weight_bytes = grad_bytes = params·d.
+//     parameters 12h² + 13h per layer, plus the (V + s)·h token and position embeddings on the
+//       first stage and the V·h LM head with the final LayerNorm's 2h on the last (untied: the
+//       last rank keeps its own, as Megatron-LM's pipeline and stagecraft's executor do).
+//       weight_bytes = grad_bytes = params·d.
 //     optimizer_bytes per parameter: adam 8 (m, v in fp32), sgd 4 if momentum > 0, plus 4 for
 //       an fp32 master copy when d = 2 (so adam bf16 = 12, adam fp32 = 8, sgd fp32 = 4). The
 //       optimizer is training.optimizer, else adam.
 //     activation_bytes per layer s·b·h·(34 + 5·a·s/h)·d/2 (Korthikanti Eq. 2, no tensor
 //       parallelism; the 34 and 5as/h terms are for 16-bit tensors, scaled by d/2 for fp32);
-//       with recompute only the layer input s·b·h·d. Embedding and LM-head activations are
-//       not counted.
+//       with recompute only the layer input s·b·h·d; the last stage adds the logits' gradient
+//       s·b·V·d, kept from F to its backward. Other embedding and LM-head activations are not
+//       counted.
 //     w_stash_bytes per layer: the inputs of the four linear layers (QKV h, attention output h,
 //       MLP up h, MLP down 4h) = 7·s·b·h·d.
 //     send_bytes = s·b·h·d.
