@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -147,7 +151,7 @@ void ExpectLossMatchesHost(LossKind kind, int rows, int cols, const std::vector<
 }
 
 TEST_F(LaunchersGpuTest, MseLossMatchesHost) {
-  constexpr int kRows = 300, kCols = 17;  // more rows than threads in the loss block
+  constexpr int kRows = 300, kCols = 17;  // narrow rows: a warp per row, its last quad one column wide
   ExpectLossMatchesHost(LossKind::kMse, kRows, kCols, RandomValues(kRows * kCols, 9), stream_);
 }
 
@@ -159,11 +163,100 @@ TEST_F(LaunchersGpuTest, CrossEntropyLossMatchesHost) {
 }
 
 TEST_F(LaunchersGpuTest, CrossEntropyBadLabelGivesNaN) {
-  const std::vector<float> y = {0.0f, 1.0f, 2.0f, 3.0f}, labels = {1.0f, 2.0f};  // label 2 of 2 columns
-  DeviceBuffer y_dev(y), labels_dev(labels), dy_dev{std::vector<float>(4)}, loss_dev({0.0f});
-  LaunchLoss(LossKind::kCrossEntropy, 2, 2, y_dev.data(), labels_dev.data(), dy_dev.data(), loss_dev.data(), stream_);
-  Sync();
-  EXPECT_TRUE(std::isnan(loss_dev.ToHost()[0]));
+  const std::vector<float> y = {0.0f, 1.0f, 2.0f, 3.0f};
+  // Row 1's label: one past the 2 columns, negative, NaN; row 0 stays a proper row.
+  for (const float bad : {2.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    SCOPED_TRACE("label " + std::to_string(bad));
+    const std::vector<float> labels = {1.0f, bad};
+    DeviceBuffer y_dev(y), labels_dev(labels), dy_dev{std::vector<float>(4)}, loss_dev({0.0f});
+    LaunchLoss(LossKind::kCrossEntropy, 2, 2, y_dev.data(), labels_dev.data(), dy_dev.data(), loss_dev.data(), stream_);
+    Sync();
+    EXPECT_TRUE(std::isnan(loss_dev.ToHost()[0]));
+    const std::vector<float> dy = dy_dev.ToHost();
+    EXPECT_FALSE(std::isnan(dy[0]) || std::isnan(dy[1])) << dy[0] << " " << dy[1];
+    EXPECT_TRUE(std::isnan(dy[2]) && std::isnan(dy[3])) << dy[2] << " " << dy[3];
+  }
+}
+
+// A GPT's last stage: vocabulary-wide rows, 50304 columns (a multiple of 4: whole float4 quads)
+// and 50257 (most rows off 16-byte alignment, a partial last quad), logits up to ±30 so that the
+// max shift matters, labels anywhere.
+// Tolerance: both sides compute each e^(y − max) to ~2e-7 (the host's polynomial, CUDA's expf)
+// and differ mainly in the denominator's summation order. The host adds each row in 8 lanes of
+// ~6300 positive terms one after another, whose rounding errors (random in sign) grow like
+// √6300·2^-24 ≈ 5e-6 relative, ~1e-6 after the 8 lanes are added (the strict bound, 6300·2^-24 ≈
+// 4e-4, needs every rounding to go the same way); the device's trees add ~log2(n) roundings. A
+// denominator's error becomes the same relative error in its row's dy and an absolute one in
+// its loss term (~37 here), and the 300 row terms add ~√300 roundings more. So 5e-5 relative
+// leaves 10x room over the expected ~4e-6 worst row. The absolute 1e-20 only spares the far
+// tail (dy ~ e^-60/(838·300) ≈ 3e-32 for the lowest logits) from a purely relative test.
+TEST_F(LaunchersGpuTest, CrossEntropyLossMatchesHostAtVocabularyWidth) {
+  constexpr int kRows = 300;
+  for (const int cols : {50304, 50257}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const size_t n = static_cast<size_t>(kRows) * cols;
+    const std::vector<float> y = RandomValues(n, 12, -30.0f, 30.0f);
+    std::vector<float> labels(kRows);
+    std::mt19937 rng(13);
+    std::uniform_int_distribution<int> label(0, cols - 1);
+    for (float& l : labels) l = static_cast<float>(label(rng));
+    std::vector<float> dy_host(n);
+    const float loss_host = Loss(LossKind::kCrossEntropy, kRows, cols, y.data(), labels.data(), dy_host.data());
+    DeviceBuffer y_dev(y), labels_dev(labels), dy_dev{std::vector<float>(n)}, loss_dev({-1.0f});
+    LaunchLoss(LossKind::kCrossEntropy, kRows, cols, y_dev.data(), labels_dev.data(), dy_dev.data(), loss_dev.data(),
+               stream_);
+    Sync();
+    ExpectClose({loss_host}, loss_dev.ToHost(), 0.0f, 5e-5f, "mean loss");
+    ExpectClose(dy_host, dy_dev.ToHost(), 1e-20f, 5e-5f, "dy");
+  }
+}
+
+void ExpectBitIdentical(const std::vector<float>& expected, const std::vector<float>& actual, const char* what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  int mismatches = 0;
+  for (size_t i = 0; i < expected.size() && mismatches < 10; ++i) {
+    if (std::bit_cast<uint32_t>(expected[i]) != std::bit_cast<uint32_t>(actual[i])) {
+      ADD_FAILURE() << what << "[" << i << "]: " << actual[i] << " after " << expected[i];
+      ++mismatches;
+    }
+  }
+}
+
+// No atomics and fixed summation orders: a second launch repeats the first bit for bit, and so
+// does a launch on the same values stored one float further on (rows off 16-byte alignment, so
+// the quads load as single floats rather than float4).
+TEST_F(LaunchersGpuTest, LossIsBitIdenticalRunToRunAndWhereverTheRowsLie) {
+  constexpr int kRows = 64, kCols = 50304;
+  constexpr size_t kN = static_cast<size_t>(kRows) * kCols;
+  const std::vector<float> y = RandomValues(kN, 14, -30.0f, 30.0f), mse_targets = RandomValues(kN, 15);
+  std::vector<float> labels(kRows);
+  for (int r = 0; r < kRows; ++r) labels[r] = static_cast<float>((r * 7919) % kCols);
+  // The same values after one leading float.
+  const auto shifted = [](const std::vector<float>& values) {
+    std::vector<float> out(values.size() + 1, 0.0f);
+    std::copy(values.begin(), values.end(), out.begin() + 1);
+    return out;
+  };
+  for (const LossKind kind : {LossKind::kMse, LossKind::kCrossEntropy}) {
+    SCOPED_TRACE(kind == LossKind::kMse ? "mse" : "cross_entropy");
+    const std::vector<float>& targets = kind == LossKind::kMse ? mse_targets : labels;
+    DeviceBuffer y_dev(y), targets_dev(targets), y_off(shifted(y)), targets_off(shifted(targets));
+    DeviceBuffer dy_first{std::vector<float>(kN)}, dy_second{std::vector<float>(kN)};
+    DeviceBuffer dy_off{std::vector<float>(kN + 1)};
+    DeviceBuffer loss_first({-1.0f}), loss_second({-2.0f}), loss_off({-3.0f});
+    LaunchLoss(kind, kRows, kCols, y_dev.data(), targets_dev.data(), dy_first.data(), loss_first.data(), stream_);
+    LaunchLoss(kind, kRows, kCols, y_dev.data(), targets_dev.data(), dy_second.data(), loss_second.data(), stream_);
+    LaunchLoss(kind, kRows, kCols, y_off.data() + 1, targets_off.data() + 1, dy_off.data() + 1, loss_off.data(),
+               stream_);
+    Sync();
+    const std::vector<float> dy = dy_first.ToHost(), loss = loss_first.ToHost();
+    ASSERT_TRUE(std::isfinite(loss[0])) << loss[0];
+    ExpectBitIdentical(loss, loss_second.ToHost(), "second mean loss");
+    ExpectBitIdentical(dy, dy_second.ToHost(), "second dy");
+    ExpectBitIdentical(loss, loss_off.ToHost(), "unaligned mean loss");
+    const std::vector<float> off = dy_off.ToHost();
+    ExpectBitIdentical(dy, std::vector<float>(off.begin() + 1, off.end()), "unaligned dy");
+  }
 }
 
 TEST_F(LaunchersGpuTest, SgdMomentumMatchesHostOverThreeSteps) {
