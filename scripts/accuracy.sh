@@ -32,7 +32,8 @@ for shape in main hidden1024; do
     mkdir -p "$d"
     if ! { "$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" "${sets[@]}" --out "$d/profile.yaml" &&
            "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
-           "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" "${sets[@]}" --json "$d/measured.json" &&
+           "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" \
+             --json "$d/measured.json" &&
            "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
       echo "$shape run $k failed:" >&2
       tail -n 30 "$d/log" >&2

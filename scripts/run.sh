@@ -29,7 +29,9 @@ echo "== 2/4 simulate every schedule from the measured profile"
   --json "$out/predicted.json" --trace "$out/predicted.trace.json"
 echo
 echo "== 3/4 execute every schedule on $ranks MPI ranks (backend $backend)"
-"$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" --backend "$backend" \
+# The profile travels along so that a cost-balanced split (pipeline.partition: balanced) is the
+# one the prediction used.
+"$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" --backend "$backend" --set model.profile="$out/profile.yaml" \
   --json "$out/measured.json" --trace "$out/measured.trace.json"
 echo
 echo "== 4/4 predicted vs measured"

@@ -25,14 +25,21 @@ int64_t Median(std::vector<int64_t> v) {
 
 namespace {
 
-// Times `fn` on the device (queued work finished before and after).
+// Times `fn` on the device (queued work finished before and after). With `workspace`, also
+// raises it to what fn held at its most beyond the larger of what was held before and after.
 template <typename Fn>
-int64_t Timed(Device& device, Fn fn) {
+int64_t Timed(Device& device, Fn fn, int64_t* workspace = nullptr) {
+  const int64_t before = device.bytes_in_use();
+  device.ResetPeak();
   device.Synchronize();
   const int64_t start = device.NowNs();
   fn();
   device.Synchronize();
-  return device.NowNs() - start;
+  const int64_t ns = device.NowNs() - start;
+  if (workspace != nullptr) {
+    *workspace = std::max(*workspace, device.peak_bytes() - std::max(before, device.bytes_in_use()));
+  }
+  return ns;
 }
 
 // One layer of the model with what its ops touch: weights, gradients, optimizer state.
@@ -66,22 +73,25 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeat
     device.Upload(x.data(), host_x.data(), x.size());
     for (size_t l = 0; l < rigs.size(); ++l) {
       LayerRig& r = *rigs[l];
-      const int64_t t = Timed(device, [&] { x = r.model->Forward(r.params.data(), std::move(x), &r.saved, true); });
+      const int64_t t = Timed(
+          device, [&] { x = r.model->Forward(r.params.data(), std::move(x), &r.saved, true); }, &out[l].workspace_bytes);
       out[l].activation_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
       if (measured) r.f.push_back(t);
     }
     for (size_t l = rigs.size(); l-- > 0;) {  // the output stands in for its gradient
       LayerRig& r = *rigs[l];
-      const int64_t t = Timed(device, [&] { x = r.model->Backward(r.params.data(), std::move(x), &r.saved, {}); });
+      const int64_t t = Timed(
+          device, [&] { x = r.model->Backward(r.params.data(), std::move(x), &r.saved, {}); }, &out[l].workspace_bytes);
       out[l].w_stash_bytes = r.saved.Floats() * static_cast<int64_t>(sizeof(float));
       if (measured) r.i.push_back(t);
     }
     // As a rank runs them: every layer's W, then the update of every layer, so a STEP finds
     // its gradients and optimizer state where the stage's backward left them, not hot from
     // its own layer's W.
-    for (auto& rig : rigs) {
-      LayerRig& r = *rig;
-      const int64_t tw = Timed(device, [&] { r.model->BackwardWeight(&r.saved, {r.grads.data(), true}); });
+    for (size_t l = 0; l < rigs.size(); ++l) {
+      LayerRig& r = *rigs[l];
+      const int64_t tw = Timed(
+          device, [&] { r.model->BackwardWeight(&r.saved, {r.grads.data(), true}); }, &out[l].workspace_bytes);
       if (measured) r.w.push_back(tw);
     }
     for (auto& rig : rigs) {
@@ -183,8 +193,6 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
     head.push_back(std::make_unique<LayerRig>(
         tiny_steps, device, std::make_unique<GptStage>(device, m, config.microbatch_size, m.layers, 0, false, true)));
     ProfileGroup(head, repeats, warmup, host_x, device, &p.head.emplace());
-    // The loss gradient the last stage keeps from F to its backward is the size of the logits.
-    p.head->activation_bytes += LossShapeFor(config).rows * int64_t{m.vocab} * static_cast<int64_t>(sizeof(float));
   }
   return p;
 }

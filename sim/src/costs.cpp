@@ -138,6 +138,7 @@ CostTable TransformerTable(const Scenario& sc, int stages) {
     cost.backward_input_ns = Nanoseconds(forward + recompute, device);
     cost.backward_weight_ns = Nanoseconds(forward, device);
     cost.activation_bytes = sc.pipeline.recompute ? n * si * bi * hi * d : n * layer_activation;
+    if (sc.pipeline.recompute) cost.recompute_bytes = layer_activation;  // one layer rebuilt at a time
     if (last) cost.activation_bytes += si * bi * Vi * d;  // the logits' gradient, kept from F to the backward
     cost.w_stash_bytes = n * 7 * si * bi * hi * d;
     cost.weight_bytes = params * d;
@@ -168,7 +169,9 @@ CostTable MlpTable(const Scenario& sc, int stages) {
     cost.forward_ns = Nanoseconds(n * layer_flops, device);
     cost.backward_input_ns = Nanoseconds((sc.pipeline.recompute ? 2 : 1) * n * layer_flops, device);
     cost.backward_weight_ns = Nanoseconds(n * layer_flops, device);
-    cost.activation_bytes = n * (sc.pipeline.recompute ? 1 : 2) * b * h * kFloat;
+    // Recomputing, a stage keeps only its input and rebuilds every layer's during the backward.
+    cost.activation_bytes = sc.pipeline.recompute ? b * h * kFloat : n * 2 * b * h * kFloat;
+    if (sc.pipeline.recompute) cost.recompute_bytes = n * 2 * b * h * kFloat;
     cost.w_stash_bytes = n * 2 * b * h * kFloat;  // each layer's input and dz, for W
     cost.weight_bytes = params * kFloat;
     cost.grad_bytes = params * kFloat;
@@ -227,7 +230,7 @@ void ReadCalibration(const Map& m, Profile* p) {
 // One layer's measurements (also the embedding's and the head's).
 LayerProfile ReadLayer(const Value& element) {
   const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
-                        "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes"});
+                        "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes", "workspace_bytes"});
   LayerProfile layer;
   layer.forward_ns = l.Get("forward").DurationNs();
   layer.backward_input_ns = l.Get("backward_input").DurationNs();
@@ -240,6 +243,7 @@ LayerProfile ReadLayer(const Value& element) {
   layer.grad_bytes = layer.weight_bytes;
   if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = v->Bytes();
   if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = v->Bytes();
+  if (const auto v = l.Find("workspace_bytes")) layer.workspace_bytes = v->Bytes();
   return layer;
 }
 
@@ -324,7 +328,7 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
     StageCost cost;
     cost.send_bytes = p.send_bytes;
     double f = 0, i_ns = 0, w = 0, b = 0, step = 0, copy = 0;
-    auto add = [&](const LayerProfile& layer, const OpScale& k, bool piece) {
+    auto add = [&](const LayerProfile& layer, const OpScale& k) {
       const int64_t input = layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
       f += Scaled(layer.forward_ns, k.forward);
       i_ns += Scaled(input, k.backward_input);
@@ -332,24 +336,32 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
       b += Scaled(input + layer.backward_weight_ns, k.backward);
       step += Scaled(layer.step_ns, k.step);
       copy += Scaled(layer.version_copy_ns, k.step);
-      if (!piece) {
-        cost.activation_bytes += sc.pipeline.recompute ? p.send_bytes : layer.activation_bytes;
-      } else if (!sc.pipeline.recompute) {
-        cost.activation_bytes += layer.activation_bytes;
-      }
+      // Recomputing, the stage rebuilds these during its backward (below).
+      (sc.pipeline.recompute ? cost.recompute_bytes : cost.activation_bytes) += layer.activation_bytes;
       cost.w_stash_bytes += layer.w_stash_bytes;
       cost.weight_bytes += layer.weight_bytes;
       cost.grad_bytes += layer.grad_bytes;
       cost.optimizer_bytes += layer.optimizer_bytes;
+      cost.workspace_bytes = std::max(cost.workspace_bytes, layer.workspace_bytes);  // one layer at a time
+      cost.forward_workspace_bytes = cost.workspace_bytes;
     };
-    if (st == 0 && p.embedding) add(*p.embedding, scales.front(), true);
-    for (int i = 0; i < counts[st]; ++i, ++next) add(p.layers[next], scales[next], false);
-    if (st == stages - 1 && p.head) add(*p.head, scales.back(), true);
+    if (st == 0 && p.embedding) add(*p.embedding, scales.front());
+    for (int i = 0; i < counts[st]; ++i, ++next) add(p.layers[next], scales[next]);
+    if (st == stages - 1 && p.head) add(*p.head, scales.back());
+    // Recomputing, a stage keeps its input alone from F to its backward: the tokens (the
+    // embeddings' own activations) on the transformer's first stage, the activation sent
+    // between stages elsewhere.
+    if (sc.pipeline.recompute) cost.activation_bytes = st == 0 && p.embedding ? p.embedding->activation_bytes : p.send_bytes;
     if (st == 0) f += Scaled(p.input_copy_ns, scales.front().forward);
     if (st == stages - 1) {
       f += Scaled(p.loss_ns, scales.back().forward);
-      // The loss gradient, kept from F to its backward (the head's own bytes count its logits').
-      if (!p.head) cost.activation_bytes += p.send_bytes;
+      // The loss gradient, kept from F to its backward: the size of the output (the logits, for
+      // the transformer: send_bytes / hidden · vocab).
+      const TransformerSpec* t = sc.model.transformer ? &*sc.model.transformer : nullptr;
+      const int64_t output_bytes = t != nullptr ? p.send_bytes / t->hidden * t->vocab : p.send_bytes;
+      cost.activation_bytes += output_bytes;
+      // The output itself lives beside its gradient until the loss has read it, in the F.
+      if (cost.workspace_bytes > 0) cost.forward_workspace_bytes = std::max(cost.workspace_bytes, output_bytes);
     }
     cost.forward_ns = std::llround(f);
     cost.backward_input_ns = std::llround(i_ns);
@@ -486,6 +498,7 @@ void WriteLayer(const LayerProfile& l, YAML::Emitter& out) {
   out << YAML::Key << "w_stash_bytes" << YAML::Value << l.w_stash_bytes;
   out << YAML::Key << "grad_bytes" << YAML::Value << l.grad_bytes;
   out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
+  if (l.workspace_bytes > 0) out << YAML::Key << "workspace_bytes" << YAML::Value << l.workspace_bytes;
   out << YAML::EndMap;
 }
 

@@ -55,7 +55,21 @@ void MemoryModel::Add(int64_t now_ns, int rank, int64_t delta) {
   }
 }
 
+namespace {
+
+// What a compute op holds only while it runs.
+int64_t Workspace(const StageCost& c, const Op& op) {
+  if (op.kind == OpKind::kStep) return 0;
+  return op.kind == OpKind::kF ? c.forward_workspace_bytes : c.workspace_bytes;
+}
+
+}  // namespace
+
 void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
+  const StageCost& c = costs_.stages[op.stage];
+  const bool backward = op.kind == OpKind::kB || op.kind == OpKind::kI;
+  const int64_t held = (backward ? c.recompute_bytes : 0) + Workspace(c, op);
+  if (held != 0) Add(now_ns, rank, held);
   if (op.kind != OpKind::kF) return;
   Add(now_ns, rank, costs_.stages[op.stage].activation_bytes);
   RankRecord& rr = record_->ranks[rank];
@@ -64,14 +78,15 @@ void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
 
 void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
   const StageCost& c = costs_.stages[op.stage];
+  if (const int64_t workspace = Workspace(c, op); workspace != 0) Add(now_ns, rank, -workspace);
   switch (op.kind) {
     case OpKind::kB:
       --inflight_[rank];
-      Add(now_ns, rank, -c.activation_bytes);
+      Add(now_ns, rank, -c.activation_bytes - c.recompute_bytes);
       break;
     case OpKind::kI:
       --inflight_[rank];
-      Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes);
+      Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes - c.recompute_bytes);
       break;
     case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
     case OpKind::kStep: StepDone(now_ns, op); return;  // updates in place unless F/B/I/W still read the base

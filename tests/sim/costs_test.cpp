@@ -247,7 +247,11 @@ TEST(BuildCosts, ProfileSumsLayersPerStage) {
   s.pipeline.recompute = true;
   t = BuildCosts(s, 2);
   EXPECT_EQ(t.stages[0].backward_input_ns, 2'020'000 + 1'010'000);
-  EXPECT_EQ(t.stages[0].activation_bytes, 2 * 512);
+  // The stage's input alone is kept from F to its backward, which rebuilds both layers'.
+  EXPECT_EQ(t.stages[0].activation_bytes, 512);
+  EXPECT_EQ(t.stages[0].recompute_bytes, 1124);
+  EXPECT_EQ(t.stages[1].activation_bytes, 512 + 512);  // and the loss gradient on the last
+  EXPECT_EQ(t.stages[1].recompute_bytes, 1);
 }
 
 TEST(BuildCosts, PrecedenceProfileThenCostsThenModel) {

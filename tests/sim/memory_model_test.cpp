@@ -103,6 +103,22 @@ TEST(MemoryModel, IKeepsOnlyTheWStashUntilW) {
   EXPECT_EQ(record.ranks[0].memory, (Samples{{0, 1000}, {2, 300}, {3, 0}}));
 }
 
+// Recomputing: F keeps the stage input (100); I rebuilds the activations (1000) and holds them
+// while it runs, then leaves the W stash (300); B likewise, leaving nothing.
+TEST(MemoryModel, RecomputeHoldsTheRebuiltActivationsWhileTheBackwardRuns) {
+  const Op f0 = At(OpKind::kF, 0, 0), i0 = At(OpKind::kI, 0, 0), w0 = At(OpKind::kW, 0, 0);
+  const Op f1 = At(OpKind::kF, 1, 0), b1 = At(OpKind::kB, 1, 0);
+  const Schedule s = OneRank({f0, i0, w0, f1, b1});
+  CostTable costs = Memory(1, 100, 0, 0, 0);
+  costs.stages[0].w_stash_bytes = 300;
+  costs.stages[0].recompute_bytes = 1000;
+  RunRecord record = Record(1);
+  MemoryModel memory(s, costs, true, &record);
+  Play(memory, {{f0, 0, 1}, {i0, 1, 2}, {w0, 2, 3}, {f1, 3, 4}, {b1, 4, 5}});
+  EXPECT_EQ(record.ranks[0].peak_memory_bytes, 1100);
+  EXPECT_EQ(record.ranks[0].memory, (Samples{{0, 100}, {1, 1100}, {2, 300}, {3, 100}, {4, 1100}, {5, 0}}));
+}
+
 // Two ranks of two chunks: rank 0 holds stages 0 and 2, rank 1 stages 1 and 3.
 TEST(MemoryModel, WeightsGradientsAndOptimizerStatePerLocalStage) {
   Schedule s;

@@ -26,6 +26,12 @@ struct StageCost {
   int64_t version_copy_ns = 0;   // added to a STEP that must keep the old version (copy first)
   int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
   int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
+  // With recompute: what a B / I rebuilds from the stashed input and holds while it runs.
+  int64_t recompute_bytes = 0;
+  // What a compute op holds while it runs beyond what it keeps (its temporaries; 0: not modelled);
+  // an F may hold more (the last stage's output, beside its gradient until the loss reads it).
+  int64_t workspace_bytes = 0;
+  int64_t forward_workspace_bytes = 0;
   int64_t weight_bytes = 0;      // one weight version
   int64_t grad_bytes = 0;
   int64_t optimizer_bytes = 0;
@@ -98,7 +104,8 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //       optimizer is training.optimizer, else adam.
 //     activation_bytes per layer s·b·h·(34 + 5·a·s/h)·d/2 (Korthikanti Eq. 2, no tensor
 //       parallelism; the 34 and 5as/h terms are for 16-bit tensors, scaled by d/2 for fp32);
-//       with recompute only the layer input s·b·h·d; the last stage adds the logits' gradient
+//       with recompute only the layer input s·b·h·d, and one layer's activations rebuilt at a
+//       time during the backward (recompute_bytes); the last stage adds the logits' gradient
 //       s·b·V·d, kept from F to its backward. Other embedding and LM-head activations are not
 //       counted.
 //     w_stash_bytes per layer: the inputs of the four linear layers (QKV h, attention output h,
@@ -108,7 +115,8 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //     backward_input = backward_weight = 2·b·h² FLOPs per layer (bias and GELU ignored);
 //     params h² + h per layer, 4 bytes each for weights and grads; optimizer as above with
 //     training.optimizer, else sgd with training.momentum; activation_bytes 2·b·h·4 per layer
-//     (input and pre-activation), with recompute b·h·4, and the last stage adds b·h·4 for the
+//     (input and pre-activation), with recompute b·h·4 per stage (its input) and the layers'
+//     2·b·h·4 each rebuilt during the backward (recompute_bytes); the last stage adds b·h·4 for the
 //     loss gradient it keeps from F to its backward; w_stash_bytes 2·b·h·4 per layer (the
 //     layer's input and dz, what W reads);
 //     send_bytes b·h·4.
@@ -157,9 +165,12 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //       per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}
 //       per_microbatch: {forward: 1.05, backward: 1.15, step: 1.2}   # keys default to per_step's
 //
-// A stage costs the sum over its layers (the same even split as above), plus input_copy in the
-// first stage's forward and loss in the last's; the last stage's activation_bytes also count the
-// loss gradient (send_bytes) it keeps from F to its backward. With `ranks` (one entry per pipeline rank),
+// A stage costs the sum over its layers (the same even split as above), with the transformer's
+// `embedding` on the first stage and `head` on the last, plus input_copy in the first stage's
+// forward and loss in the last's; the last stage's activation_bytes also count the loss
+// gradient it keeps from F to its backward (the size of its output: send_bytes, or the logits,
+// send_bytes / hidden · vocab), and its F holds that output beside it. workspace_bytes is the
+// largest of its layers' (one layer runs at a time). With `ranks` (one entry per pipeline rank),
 // each layer's op times are scaled by the scales of the rank that held the layer in the
 // calibration runs (their `layers`; without them the scenario's split over pipeline.ranks
 // stages), in the schedule's update
@@ -167,8 +178,10 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 // theirs, STEP and its version copy by `step`; input_copy and loss as the first and last
 // layer's forward. When the scenario
 // also describes the network (mlp / transformer), the layer counts must match. With
-// pipeline.recompute, backward_input also repeats the forward and each layer stashes only its
-// input, taken to be send_bytes.
+// pipeline.recompute, backward_input also repeats the forward, a stage keeps only its input from
+// F to its backward (send_bytes; the tokens, the embedding's activation_bytes, on the
+// transformer's first stage), and its layers' activation_bytes are rebuilt and held while the
+// backward runs (recompute_bytes), as the executor checkpoints per stage.
 //
 // Reads a profile; errors are InputError "path:line:col: ...".
 Profile LoadProfile(const std::string& path);

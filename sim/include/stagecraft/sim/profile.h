@@ -23,6 +23,7 @@ struct LayerProfile {
   int64_t w_stash_bytes = 0;       // kept from I to W
   int64_t grad_bytes = 0;
   int64_t optimizer_bytes = 0;     // optimizer state
+  int64_t workspace_bytes = 0;     // the most an op of the layer holds while it runs, beyond what it keeps
 };
 
 // Every field of LayerProfile by name, for per-field reductions (the median over ranks).
@@ -30,7 +31,7 @@ inline constexpr int64_t LayerProfile::*kLayerProfileFields[] = {
     &LayerProfile::forward_ns,       &LayerProfile::backward_input_ns, &LayerProfile::backward_weight_ns,
     &LayerProfile::step_ns,          &LayerProfile::version_copy_ns,   &LayerProfile::activation_bytes,
     &LayerProfile::weight_bytes,     &LayerProfile::w_stash_bytes,     &LayerProfile::grad_bytes,
-    &LayerProfile::optimizer_bytes,
+    &LayerProfile::optimizer_bytes,  &LayerProfile::workspace_bytes,
 };
 static_assert(sizeof(LayerProfile) == std::size(kLayerProfileFields) * sizeof(int64_t),
               "kLayerProfileFields names every field of LayerProfile");
