@@ -70,10 +70,6 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   c.momentum = static_cast<float>(sc.training.momentum);
   c.model.seed = static_cast<uint64_t>(sc.training.seed);
   if (const auto& t = sc.model.transformer) {
-    if (t->hidden % t->heads != 0) {
-      throw stagecraft::InputError(
-          fmt::format("{}: model.transformer: hidden {} is not a multiple of heads {}", sc.path, t->hidden, t->heads));
-    }
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
                      .seed = c.model.seed};
     if (!sc.training.data_path.empty()) c.gpt->data = LoadTokenFile(sc.training.data_path, t->vocab, t->seq);

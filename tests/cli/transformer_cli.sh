@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The transformer as a user runs it, shrunk to seconds: profile -> simulate -> execute -> compare
+# on gpt-tiny-cpu's shape made small, every schedule on 2 ranks; the loss falls from about
+# ln(vocab); a token file as training.data; and bad input: a token file with a token outside
+# the vocabulary, a missing file, hidden not a multiple of heads. Each failure: one line, a
+# non-zero exit, no output file.
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+mpi="$root/scripts/mpirun.sh"
+scenario="$root/scenarios/gpt-tiny-cpu.yaml"
+small=(--set model.transformer.hidden=32 --set model.transformer.heads=2 --set model.transformer.seq=16
+       --set model.transformer.vocab=64 --set pipeline.microbatches=4 --set pipeline.microbatch_size=4
+       --set pipeline.steps=20 --set training.lr=0.003)
+
+timeout 300 "$mpi" 2 "$sc" profile "$scenario" "${small[@]}" --calibration-steps 2 --out "$tmp/profile.yaml" \
+  >"$tmp/out" 2>"$tmp/err"
+check "profile: exit 0" '[[ $? -eq 0 ]]'
+check "profile: embedding and head measured" 'grep -q "^embedding:" "$tmp/profile.yaml" && grep -q "^head:" "$tmp/profile.yaml"'
+"$sc" simulate "$scenario" "${small[@]}" --set model.profile="$tmp/profile.yaml" --json "$tmp/p.json" >/dev/null 2>"$tmp/err"
+check "simulate from the profile: exit 0" '[[ $? -eq 0 ]]'
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --json "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "execute all: exit 0" '[[ $rc -eq 0 ]]'
+[[ $rc -eq 0 ]] || cat "$tmp/err"
+"$sc" compare "$tmp/p.json" "$tmp/m.json" >"$tmp/compare" 2>"$tmp/err"
+check "compare: exit 0" '[[ $? -eq 0 ]]'
+python3 - "$tmp" <<'PY' || fail=1
+import json, math, sys
+tmp = sys.argv[1]
+m = json.load(open(f"{tmp}/m.json"))
+ok = True
+names = sorted(s["schedule"] for s in m["schedules"])
+if names != sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2"]):
+    print("FAIL: every schedule ran:", names); ok = False
+for s in m["schedules"]:
+    losses = s["losses"]
+    # The first step scores about ln 64 = 4.16; twenty steps of the learnable tokens bring it
+    # down (to 2.2-3.5 here, stale weights and all).
+    if not (len(losses) == 20 and all(math.isfinite(x) for x in losses) and abs(losses[0] - math.log(64)) < 0.4
+            and losses[-1] < losses[0] - 0.5):
+        print("FAIL:", s["schedule"], "losses", losses); ok = False
+sys.exit(0 if ok else 1)
+PY
+
+# A token file: any file's bytes (this script's own text) with a vocabulary over 255.
+timeout 120 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --set model.transformer.vocab=256 \
+  --set pipeline.schedule=zb-h1 --set pipeline.steps=2 --set training.data="$0" >"$tmp/out" 2>"$tmp/err"
+check "training.data: a text file trains" '[[ $? -eq 0 ]] && grep -q "zb-h1 .*step 2/2" "$tmp/out"'
+
+# Bad input: one line, non-zero, no output file.
+cd "$tmp" || exit 1
+expect_error "a byte outside the vocabulary" "is outside model.transformer.vocab 64 (a text file's tokens are its bytes" \
+  execute "$scenario" "${small[@]}" --set pipeline.ranks=1 --set training.data="$0" --json "$tmp/bad.json"
+check "no JSON after bad data" '[[ ! -e "$tmp/bad.json" ]]'
+expect_error "a missing token file" "training.data: cannot open file" \
+  execute "$scenario" "${small[@]}" --set pipeline.ranks=1 --set training.data="$tmp/none.bin"
+expect_error "hidden not a multiple of heads" "model.transformer.heads: expected heads to divide hidden (32), got 3" \
+  execute "$scenario" "${small[@]}" --set pipeline.ranks=1 --set model.transformer.heads=3
+
+exit $fail
