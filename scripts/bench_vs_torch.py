@@ -58,6 +58,15 @@ def median_us(fn, reps=200, warmup=20):
     return statistics.median(times) * 1e6
 
 
+def timed_steps(step, steps):
+    """Seconds for `steps` calls of step after one warm-up call."""
+    step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return time.perf_counter() - t0
+
+
 def layers(h, rows, act_name, n_layers=8, rounds=60, warmup=10):
     """As `stagecraft profile` times them: every layer in pipeline order (forwards up, input
     gradients down, then weight gradients), so other layers' data passes through the caches
@@ -124,11 +133,7 @@ def train(h, n_layers, rows, m, steps, act_name, threads):
             (F.mse_loss(model(x), y) / m).backward()
         opt.step()
 
-    step()  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    elapsed = time.perf_counter() - t0
+    elapsed = timed_steps(step, steps)
     return {"samples_per_s": steps * m * rows / elapsed, "threads": threads}
 
 
@@ -264,11 +269,7 @@ def gpt_train(n_layers, c, nh, t, vocab, b, m, steps):
             (F.cross_entropy(logits.view(-1, vocab), targets.view(-1)) / m).backward()
         opt.step()
 
-    step()  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    elapsed = time.perf_counter() - t0
+    elapsed = timed_steps(step, steps)
     return {"samples_per_s": steps * m * b / elapsed, "step_ms": 1e3 * elapsed / steps}
 
 

@@ -111,30 +111,11 @@ class CudaDevice final : public Device {
   }
   void FreeHost(float* data, int64_t) override { (void)cudaFreeHost(data); }
 
+  // One matrix: GemmBatched's call with a batch of one (cuBLAS's strided-batched GEMM with one
+  // matrix is its plain GEMM).
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
             float* c) override {
-    const ColumnMajorGemm g = ToColumnMajor(trans_a, trans_b, m, n, k);
-    const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_second = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const void* first = b;
-    const void* second = a;
-    cudaDataType_t in_type = CUDA_R_32F;
-    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-    if (precision_ == GemmPrecision::kTf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-    if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
-      // Round both inputs into the scratch (b first, then a), then multiply the 16-bit copies.
-      const kernels::HalfFormat format =
-          precision_ == GemmPrecision::kBf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kFp16;
-      in_type = precision_ == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
-      const int64_t b_count = static_cast<int64_t>(k) * n, a_count = static_cast<int64_t>(m) * k;
-      uint16_t* halves = Scratch(a_count + b_count);
-      kernels::LaunchToHalf(format, b_count, b, halves, stream_);
-      kernels::LaunchToHalf(format, a_count, a, halves + b_count, stream_);
-      first = halves;
-      second = halves + b_count;
-    }
-    SC_CUBLAS_CHECK(cublasGemmEx(blas_, op_first, op_second, g.m, g.n, g.k, &alpha, first, in_type, g.ld_first, second,
-                                 in_type, g.ld_second, &beta, c, CUDA_R_32F, g.ld_out, compute, CUBLAS_GEMM_DEFAULT));
+    GemmBatched(trans_a, trans_b, m, n, k, alpha, a, int64_t{m} * k, b, int64_t{k} * n, beta, c, int64_t{m} * n, 1);
   }
 
   void Axpy(int64_t n, float alpha, const float* x, float* y) override {

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "finite_difference.h"
 #include "stagecraft/kernels/host.h"
 
 namespace stagecraft::kernels {
@@ -35,18 +36,7 @@ double CrossEntropyReference(const std::vector<double>& y, const std::vector<flo
 // Central differences of `mean_loss` at y, one coordinate at a time.
 template <typename MeanLoss>
 std::vector<double> FiniteDifferenceGradient(const std::vector<float>& y, MeanLoss mean_loss) {
-  constexpr double kStep = 1e-6;
-  std::vector<double> at(y.begin(), y.end());
-  std::vector<double> grad(y.size());
-  for (size_t i = 0; i < y.size(); ++i) {
-    at[i] = y[i] + kStep;
-    const double up = mean_loss(at);
-    at[i] = y[i] - kStep;
-    const double down = mean_loss(at);
-    at[i] = y[i];
-    grad[i] = (up - down) / (2.0 * kStep);
-  }
-  return grad;
+  return testing::CentralDifferences(std::vector<double>(y.begin(), y.end()), mean_loss);
 }
 
 std::vector<float> RandomValues(size_t n, unsigned seed, float low, float high) {

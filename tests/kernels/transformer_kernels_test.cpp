@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <random>
 #include <vector>
 
+#include "finite_difference.h"
 #include "stagecraft/kernels/host.h"
 
 namespace stagecraft::kernels {
@@ -35,20 +35,7 @@ std::vector<double> LayerNormRef(const std::vector<double>& x, const std::vector
   return out;
 }
 
-// Central differences of f at x, one coordinate at a time.
-std::vector<double> Gradient(const std::vector<double>& x, const std::function<double(const std::vector<double>&)>& f) {
-  constexpr double kStep = 1e-6;
-  std::vector<double> at = x, grad(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    at[i] = x[i] + kStep;
-    const double up = f(at);
-    at[i] = x[i] - kStep;
-    const double down = f(at);
-    at[i] = x[i];
-    grad[i] = (up - down) / (2 * kStep);
-  }
-  return grad;
-}
+using testing::CentralDifferences;
 
 TEST(LayerNormKernel, ForwardMatchesTheDefinitionAndBackwardsMatchFiniteDifferences) {
   constexpr int kRows = 3, kCols = 37;  // not a multiple of any vector width
@@ -66,7 +53,7 @@ TEST(LayerNormKernel, ForwardMatchesTheDefinitionAndBackwardsMatchFiniteDifferen
     const auto ref = LayerNormRef(row, gamma, beta);
     for (int c = 0; c < kCols; ++c) EXPECT_NEAR(out[r * kCols + c], ref[c], 2e-6 * (1 + std::abs(ref[c])));
     // d/dx of Σ dout·LN(x) for this row; dx was 0.5 before (accumulate).
-    const auto grad = Gradient(row, [&](const std::vector<double>& v) {
+    const auto grad = CentralDifferences(row, [&](const std::vector<double>& v) {
       const auto y = LayerNormRef(v, gamma, beta);
       double s = 0;
       for (int c = 0; c < kCols; ++c) s += y[c] * dout[r * kCols + c];
@@ -116,7 +103,7 @@ TEST(CausalSoftmaxKernel, EachRowSeesOnlyItselfAndEarlierTokensAndTheBackwardMat
         EXPECT_EQ(p[at + j], 0.0f);
         EXPECT_EQ(ds[at + j], 0.0f);
       }
-      const auto grad = Gradient(row, [&](const std::vector<double>& s) {
+      const auto grad = CentralDifferences(row, [&](const std::vector<double>& s) {
         const auto e = softmax(s);
         double sum = 0;
         for (size_t j = 0; j < e.size(); ++j) sum += e[j] * dp[at + j];
