@@ -28,6 +28,7 @@ struct ScheduleFlags {
   int ranks = 0;
   int microbatches = 0;
   int chunks = 1;
+  bool chunks_given = false;
   int steps = 1;
   std::string format = "grid";
   bool comms = false;
@@ -49,7 +50,7 @@ Schedule Build(const ScheduleFlags& f) {
   if (!f.import_path.empty()) {
     CsvImportOptions options;
     options.name = f.import_path;
-    options.chunks = f.chunks;
+    options.chunks = f.chunks_given ? f.chunks : 0;  // infer stages per rank and the placement
     options.microbatches = f.microbatches;
     options.steps = f.steps;
     if (!ParsePolicy(f.weights, &options.weights)) {
@@ -98,7 +99,10 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_option("--import", flags->import_path, "Import a torch.distributed.pipelining CSV instead");
   app->add_option("--ranks", flags->ranks, "Pipeline ranks (devices)");
   app->add_option("--microbatches", flags->microbatches, "Microbatches per step (for --import: 0 = all one step)");
-  app->add_option("--chunks", flags->chunks, "Virtual stages per rank (interleaved)")->capture_default_str();
+  CLI::Option* chunks =
+      app->add_option("--chunks", flags->chunks,
+                      "Virtual stages per rank (interleaved); --import infers it and the placement when not given")
+          ->capture_default_str();
   app->add_option("--steps", flags->steps, "Optimizer steps covered by the schedule")->capture_default_str();
   app->add_option("--format", flags->format, "Output: grid, csv or json")
       ->check(CLI::IsMember({"grid", "csv", "json"}))
@@ -110,7 +114,10 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_option("--p2p", flags->p2p, "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")
       ->check(CLI::IsMember({"ahead", "lockstep"}))
       ->capture_default_str();
-  return {app, [flags] { return Run(*flags); }};
+  return {app, [flags, chunks] {
+            flags->chunks_given = chunks->count() > 0;
+            return Run(*flags);
+          }};
 }
 
 }  // namespace stagecraft::cli

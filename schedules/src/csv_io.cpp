@@ -86,15 +86,32 @@ std::string ParseNumber(std::string_view* rest, std::string_view what, std::stri
   return {};
 }
 
-// Strict "<digits><KIND><digits>"; STEP is rejected because the file never carries it.
-std::string ParseCell(std::string_view cell, Cell* out) {
+// PyTorch's actions for FSDP-style sharding inside a pipeline: they move no activation or
+// gradient between stages and cost nothing the simulator models, so an import skips them. Their
+// microbatch is optional ("0UNSHARD").
+constexpr std::string_view kSkippedKinds[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD"};
+
+// Strict "<digits><KIND><digits>"; STEP is rejected because the file never carries it. Sets
+// *skip for an action of kSkippedKinds.
+std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
   std::string_view rest = cell;
   int32_t stage = 0;
+  *skip = false;
   if (std::string why = ParseNumber(&rest, "stage", cell, &stage); !why.empty()) return why;
   size_t n = 0;
   while (n < rest.size() && IsKindChar(rest[n])) ++n;
   const std::string_view kind_text = rest.substr(0, n);
   if (kind_text.empty()) return fmt::format("missing action kind in '{}'", cell);
+  if (std::find(std::begin(kSkippedKinds), std::end(kSkippedKinds), kind_text) != std::end(kSkippedKinds)) {
+    rest.remove_prefix(n);
+    int32_t microbatch = 0;
+    if (!rest.empty()) {
+      if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
+      if (!rest.empty()) return fmt::format("unexpected '{}' after the microbatch in '{}'", rest, cell);
+    }
+    *skip = true;
+    return {};
+  }
   OpKind kind;
   if (!ParseKind(kind_text, &kind)) return fmt::format("unknown action kind '{}' in '{}'", kind_text, cell);
   if (kind == OpKind::kStep) return fmt::format("STEP is not a CSV action in '{}'", cell);
@@ -121,10 +138,11 @@ std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view
       Cell parsed;
       parsed.row = static_cast<int>(r) + 1;
       parsed.col = static_cast<int>(c) + 1;
-      if (std::string why = ParseCell(cell, &parsed); !why.empty()) {
+      bool skip = false;
+      if (std::string why = ParseCell(cell, &parsed, &skip); !why.empty()) {
         throw InputError(fmt::format("{}:{}:{}: {} {}", source, parsed.row, parsed.col, why, kExpected));
       }
-      rows[r].push_back(parsed);
+      if (!skip) rows[r].push_back(parsed);
     }
   }
   return rows;
@@ -136,6 +154,34 @@ void CheckOptions(const CsvImportOptions& options, std::string_view source) {
     throw InputError(fmt::format("{}: microbatches must be >= 0 (got {})", source, options.microbatches));
   }
   if (options.steps < 1) throw InputError(fmt::format("{}: steps must be >= 1 (got {})", source, options.steps));
+}
+
+// Which placement puts every stage a row names on that row's rank, as PyTorch's schedule
+// validator infers its stage-to-rank map from the actions: the loop (stage s on rank s mod P)
+// when it fits, else the V (two stages per rank, r and 2P − 1 − r). Throws naming the first rank
+// that neither explains.
+Placement InferPlacement(const std::vector<std::vector<Cell>>& rows, int64_t chunks, std::string_view source) {
+  const int ranks = static_cast<int>(rows.size());
+  std::string why_not;
+  for (const Placement placement : {Placement::kLoop, Placement::kV}) {
+    if (placement == Placement::kV && chunks != 2) break;
+    const Shape shape{ranks, static_cast<int>(chunks), placement};
+    bool fits = true;
+    for (int r = 0; r < ranks && fits; ++r) {
+      for (const Cell& cell : rows[r]) {
+        if (cell.stage < shape.stages() && shape.RankOf(cell.stage) == r) continue;
+        if (why_not.empty()) {
+          why_not = fmt::format("{}:{}:{}: rank {} runs stage {}, which neither the loop placement (stage s on rank "
+                                "s mod {}) nor the V placement (rank r holds stages r and {} - r) puts there",
+                                source, cell.row, cell.col, r, cell.stage, ranks, 2 * ranks - 1);
+        }
+        fits = false;
+        break;
+      }
+    }
+    if (fits) return placement;
+  }
+  throw InputError(why_not);
 }
 
 }  // namespace
@@ -181,9 +227,11 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
                                  ranks * chunks, microbatches, steps));
   }
 
+  const Placement placement = options.chunks > 0 ? options.placement : InferPlacement(rows, chunks, source);
+
   Schedule s;
   s.name = options.name;
-  s.shape = Shape{ranks, static_cast<int>(chunks), options.placement};
+  s.shape = Shape{ranks, static_cast<int>(chunks), placement};
   s.microbatches = static_cast<int>(microbatches);
   s.steps = static_cast<int>(steps);
   s.weights = options.weights;

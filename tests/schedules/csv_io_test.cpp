@@ -317,3 +317,71 @@ TEST(CsvIoTest, MicrobatchBeyondTheStepsNamesItsCell) {
 
 }  // namespace
 }  // namespace stagecraft::schedules
+
+namespace stagecraft::schedules {
+namespace {
+
+// A V schedule worked by hand, p = 2, m = 2 (GPipe order down the V and back): rank 0 holds
+// stages 0 and 3, rank 1 stages 1 and 2.
+constexpr char kVFile[] =
+    "0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n"
+    "1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1\n";
+
+CsvImportOptions Inferred() {
+  CsvImportOptions options;
+  options.chunks = 0;
+  return options;
+}
+
+TEST(CsvIoTest, InfersTheVPlacementFromTheStagesEachRankRuns) {
+  const Schedule s = ImportCsv(kVFile, "v.csv", Inferred());
+  EXPECT_EQ(s.shape.placement, Placement::kV);
+  EXPECT_EQ(s.shape.chunks, 2);
+  for (const Diagnostic& d : Validate(s)) ADD_FAILURE() << d.message;
+  for (const Diagnostic& d : Validate(Lower(s))) ADD_FAILURE() << "lowered: " << d.message;
+  // Told the loop placement, the same file puts stage 3 on rank 1, where row 1 does not run it.
+  CsvImportOptions loop;
+  loop.chunks = 2;
+  EXPECT_FALSE(Validate(ImportCsv(kVFile, "v.csv", loop)).empty());
+}
+
+TEST(CsvIoTest, InfersTheLoopPlacementOfAnInterleavedFile) {
+  GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = 4;
+  p.chunks = 2;
+  const Schedule generated = Generate("interleaved", p);
+  const Schedule s = ImportCsv(ExportCsv(generated, CsvForm::kComputeOnly), "i.csv", Inferred());
+  EXPECT_EQ(s.shape.placement, Placement::kLoop);
+  EXPECT_EQ(s.shape.chunks, 2);
+  EXPECT_TRUE(Validate(s).empty());
+}
+
+TEST(CsvIoTest, AFileNeitherPlacementExplainsNamesTheCell) {
+  try {
+    ImportCsv("0F0,3F0\n1F0,3F0\n", "odd.csv", Inferred());
+    ADD_FAILURE() << "imported";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "odd.csv:1:2: rank 0 runs stage 3, which neither the loop placement (stage s on rank s mod 2) "
+                           "nor the V placement (rank r holds stages r and 3 - r) puts there");
+  }
+}
+
+// PyTorch's sharding actions (UNSHARD, RESHARD, REDUCE_GRAD, with or without a microbatch)
+// are read and skipped: the file imports as it would without them.
+TEST(CsvIoTest, SkipsPyTorchsShardingActions) {
+  const std::string with =
+      "0UNSHARD,0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1,0REDUCE_GRAD,3REDUCE_GRAD0,0RESHARD\n"
+      "1UNSHARD,2UNSHARD,1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1,,1RESHARD\n";
+  EXPECT_TRUE(SameSchedule(ImportCsv(with, "v.csv", Inferred()), ImportCsv(kVFile, "v.csv", Inferred())));
+  try {
+    ImportCsv("0UNSHARD1x\n", "bad.csv", Inferred());
+    ADD_FAILURE() << "imported";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv:1:1: unexpected 'x' after the microbatch in '0UNSHARD1x'"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules

@@ -1,6 +1,7 @@
 // Interop with PyTorch torch.distributed.pipelining CSV schedules: one row per rank, one
 // action per cell ("0F0", "2I1", "0W3", "1SEND_F0"), empty cells are idle slots. Both the
-// compute_only and the compute_comms forms. Microbatch indices in the file are global
+// compute_only and the compute_comms forms; PyTorch's sharding actions (UNSHARD, RESHARD,
+// REDUCE_GRAD) are read and skipped. Microbatch indices in the file are global
 // (step * microbatches + microbatch); STEP ops are not written, AssignWeights rebuilds them.
 #pragma once
 
@@ -18,7 +19,10 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form);
 
 struct CsvImportOptions {
   std::string name = "imported";
-  int chunks = 1;             // stages per rank; 0 = infer from the highest stage index
+  // Stages per rank and their placement; chunks 0 infers both from the file, as PyTorch's
+  // validator does: chunks from the highest stage index, the loop placement when every row's
+  // stages fit it, else the V.
+  int chunks = 1;
   Placement placement = Placement::kLoop;
   int microbatches = 0;       // per step; 0 = all microbatches in the file form one step
   int steps = 1;
