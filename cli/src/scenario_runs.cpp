@@ -3,11 +3,16 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/mpi_transport.h"
+#include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
@@ -15,6 +20,35 @@
 namespace stagecraft::cli {
 
 using namespace stagecraft::schedules;
+
+namespace {
+
+// A schedule file of the scenario: one step of its order, run p.steps times, its stages per
+// rank and placement inferred, lowered unless the file carries its transfers.
+Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open schedule file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  CsvImportOptions options;
+  options.name = name;
+  options.chunks = 0;
+  options.microbatches = p.microbatches;
+  options.steps = p.steps;
+  options.repeat_one_step = true;
+  Schedule s = ImportCsv(text.str(), path, options);
+  if (s.ranks() != p.ranks) {
+    throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
+  }
+  if (!s.lowered) s = Lower(s, p.p2p);
+  if (const auto diags = Validate(s); !diags.empty()) {
+    throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}: {}", path, p.microbatches,
+                                 DiagCodeName(diags.front().code), diags.front().message));
+  }
+  return s;
+}
+
+}  // namespace
 
 std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_skipped) {
   std::vector<const GeneratorInfo*> picked;
@@ -27,13 +61,18 @@ std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_
   } else {
     for (const auto& name : p.schedules) {
       const GeneratorInfo* info = FindGenerator(name);
-      SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
-      picked.push_back(info);
+      SC_CHECK(info != nullptr || p.schedule_files.contains(name), "LoadScenario rejects unknown schedules");
+      picked.push_back(info);  // null: a schedule file
     }
   }
   std::vector<Schedule> out;
-  for (const GeneratorInfo* info : picked) {
-    Schedule s = Lower(Generate(info->name, sim::GeneratorParamsFor(p, *info)), p.p2p);
+  for (size_t k = 0; k < picked.size(); ++k) {
+    if (picked[k] == nullptr) {
+      const std::string& name = p.schedules[k];
+      out.push_back(ImportScheduleFile(p, name, p.schedule_files.at(name)));
+      continue;
+    }
+    Schedule s = Lower(Generate(picked[k]->name, sim::GeneratorParamsFor(p, *picked[k])), p.p2p);
     const auto diags = Validate(s);
     SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
     out.push_back(std::move(s));
@@ -74,8 +113,15 @@ exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& sc
   }
 }
 
-std::string TracePath(const std::string& path, const std::string& schedule, bool several) {
+std::string TracePath(const std::string& path, const std::string& name, bool several) {
   if (!several) return path;
+  // A schedule file's name may hold a folder ("orders/v.csv"): one file name of it.
+  std::string schedule = name;
+  for (char& c : schedule) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                      c == '_' || c == '.';
+    if (!safe) c = '_';
+  }
   const size_t dot = path.rfind('.');
   const size_t slash = path.rfind('/');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + schedule;

@@ -33,7 +33,8 @@ exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario)
 // the rank and host, and ends the job.
 exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario);
 
-// `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several.
+// `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several, with any
+// character of the schedule's name but letters, digits, '-', '_' and '.' written as '_'.
 std::string TracePath(const std::string& path, const std::string& schedule, bool several);
 
 }  // namespace stagecraft::cli

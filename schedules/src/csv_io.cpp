@@ -204,7 +204,25 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form) {
 
 Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImportOptions& options) {
   CheckOptions(options, source);
-  const std::vector<std::vector<Cell>> rows = ParseRows(text, source);
+  std::vector<std::vector<Cell>> rows = ParseRows(text, source);
+  if (options.repeat_one_step && options.microbatches > 0) {
+    for (auto& row : rows) {
+      for (const Cell& cell : row) {
+        if (cell.global_microbatch >= options.microbatches) {
+          throw InputError(fmt::format("{}:{}:{}: microbatch {} is beyond one step of {} microbatches", source,
+                                       cell.row, cell.col, cell.global_microbatch, options.microbatches));
+        }
+      }
+      const size_t one = row.size();
+      for (int t = 1; t < options.steps; ++t) {
+        for (size_t i = 0; i < one; ++i) {
+          Cell next = row[i];
+          next.global_microbatch += int64_t{t} * options.microbatches;
+          row.push_back(next);
+        }
+      }
+    }
+  }
   const int ranks = static_cast<int>(rows.size());
   int32_t max_stage = 0;
   int64_t max_global = 0;

@@ -102,7 +102,9 @@ void ApplyOverride(YAML::Node root, const std::vector<Override>& overrides, int 
   }
 }
 
-std::vector<std::string> ParseSchedules(const Value& value) {
+bool IsScheduleFile(std::string_view name) { return name.size() > 4 && name.substr(name.size() - 4) == ".csv"; }
+
+std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string, std::string>* files) {
   std::vector<Value> names;
   if (value.IsSequence()) {
     names = value.Elements();
@@ -116,9 +118,13 @@ std::vector<std::string> ParseSchedules(const Value& value) {
   for (const Value& name : names) {
     const std::string text = name.String();
     if (text == "all" && names.size() == 1) return {"all"};
-    if (schedules::FindGenerator(text) == nullptr) {
-      name.Fail(fmt::format("unknown schedule '{}' (known: {}{})", text, schedules::GeneratorNames(),
-                            names.size() == 1 ? ", all" : ""));
+    if (IsScheduleFile(text)) {
+      const std::string path = name.FilePath();
+      if (!std::ifstream(path)) name.Fail(fmt::format("cannot open schedule file '{}'", path));
+      (*files)[text] = path;
+    } else if (schedules::FindGenerator(text) == nullptr) {
+      name.Fail(fmt::format("unknown schedule '{}' (known: {}{}, or a .csv schedule file)", text,
+                            schedules::GeneratorNames(), names.size() == 1 ? ", all" : ""));
     }
     for (const std::string& earlier : schedules) {
       if (earlier == text) name.Fail(fmt::format("schedule '{}' is listed twice", text));
@@ -136,7 +142,7 @@ const std::initializer_list<std::string_view> kPipelineKeys = {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, kPipelineKeys);
   PipelineSpec p;
-  p.schedules = ParseSchedules(m.Get("schedule"));
+  p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxCount));
   if (const auto v = m.Find("chunks")) p.chunks = static_cast<int>(v->Int(1, kMaxCount));
   p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxCount));
@@ -149,6 +155,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   // Each named schedule must accept the parameters it will run with.
   if (p.schedules.front() != "all") {
     for (const std::string& name : p.schedules) {
+      if (p.schedule_files.contains(name)) continue;  // checked when imported
       const schedules::GeneratorInfo& info = *schedules::FindGenerator(name);
       if (const std::string why = schedules::CheckParams(info, GeneratorParamsFor(p, info)); !why.empty()) {
         m.Get("schedule").Fail(why);

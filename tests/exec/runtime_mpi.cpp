@@ -26,6 +26,7 @@
 #include "stagecraft/exec/staged_transport.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/nccl_transport.h"
+#include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
@@ -80,6 +81,7 @@ struct Case {
   Link link = kCuda ? Link::kStaged : Link::kMpi;
   exec::GemmPrecision precision = exec::GemmPrecision::kFp32;  // cuda only
   bool gpt = false;  // the transformer (kGptModel) instead of the MLP
+  std::string csv;   // a schedule file's text (one step) to import instead of generating `schedule`
 };
 
 // A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.
@@ -128,7 +130,13 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   p.steps = c.steps;
   p.recompute = c.recompute;
   p.vertical_sync = c.vertical_sync;
-  const schedules::Schedule s = schedules::Lower(schedules::Generate(c.schedule, p));
+  schedules::CsvImportOptions imported;
+  imported.chunks = 0;  // stages per rank and placement from the file
+  imported.microbatches = c.microbatches;
+  imported.steps = c.steps;
+  imported.repeat_one_step = true;
+  const schedules::Schedule s = schedules::Lower(c.csv.empty() ? schedules::Generate(c.schedule, p)
+                                                               : schedules::ImportCsv(c.csv, c.schedule, imported));
   EXPECT_TRUE(schedules::Validate(s).empty());
   auto device = MakeTestDevice(c.precision);
   std::unique_ptr<exec::Transport> own;  // over a second MPI transport of the same world
@@ -290,6 +298,20 @@ TEST_P(EveryScheduleGpt, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleGpt, ::testing::ValuesIn(AllGenerators()), TestName);
 TEST(RuntimeMpi, GptZbH2Recompute) {
   ExpectMatchesReference({.schedule = "zb-h2", .recompute = true, .optimizer = "adam", .gpt = true}, Staleness::kFlush);
+}
+
+// An imported V schedule (PyTorch's CSV, one step, its placement inferred) trains to the
+// reference's weights like a generated one: GPipe's order down the V and back, p = 2, m = 2,
+// with a sharding action PyTorch writes and the import skips.
+TEST(RuntimeMpi, ImportedVSchedule) {
+  const std::string v =
+      "0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n"
+      "1UNSHARD,1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1\n";
+  ExpectMatchesReference({.schedule = "v-gpipe.csv", .ranks = 2, .chunks = 2, .microbatches = 2, .csv = v},
+                         Staleness::kFlush);
+  ExpectMatchesReference(
+      {.schedule = "v-gpipe.csv", .ranks = 2, .chunks = 2, .microbatches = 2, .optimizer = "adam", .gpt = true, .csv = v},
+      Staleness::kFlush);
 }
 
 // Every schedule over NCCL, when every rank of the job has a GPU of its own (the ranks sharing a

@@ -26,6 +26,8 @@ struct CsvImportOptions {
   Placement placement = Placement::kLoop;
   int microbatches = 0;       // per step; 0 = all microbatches in the file form one step
   int steps = 1;
+  // The file holds one step (microbatches 0 .. microbatches − 1), run `steps` times over.
+  bool repeat_one_step = false;
   WeightPolicy weights = WeightPolicy::kFlush;
 };
 

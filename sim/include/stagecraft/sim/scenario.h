@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,7 +99,11 @@ struct ModelSpec {
 };
 
 struct PipelineSpec {
-  std::vector<std::string> schedules;  // generator names, or the single entry "all"
+  // Generator names or schedule files (a name ending in ".csv": a torch.distributed.pipelining
+  // order, one step of it, imported as `stagecraft schedule --import` reads it), or the single
+  // entry "all".
+  std::vector<std::string> schedules;
+  std::map<std::string, std::string> schedule_files;  // a file's name as written -> its resolved path
   int ranks = 0;
   int chunks = 1;
   int microbatches = 0;

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A scenario naming a schedule file (pipeline.schedule: [1f1b, order.csv], the file relative to
+# the scenario): simulate and execute run it beside the generator, under the file's name, its V
+# placement inferred and its one step repeated; with flush weights it trains exactly as 1F1B does
+# (the same math in another order: the same losses). Bad files: one line naming the file, no output.
+set -uo pipefail
+sc="$1"; root="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/orders"
+# GPipe's order down the V and back, p = 2, m = 2, as PyTorch writes it (with a sharding action).
+printf '0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n1UNSHARD,1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1\n' >"$tmp/orders/v.csv"
+sed -e 's/^  schedule: all/  schedule: [1f1b, orders\/v.csv]/' -e 's/^  microbatches: 8/  microbatches: 2/' \
+    -e 's/^  steps: 20/  steps: 3/' "$root/scenarios/mlp-cpu.yaml" >"$tmp/s.yaml"
+
+"$sc" simulate "$tmp/s.yaml" --json "$tmp/p.json" --trace "$tmp/p.trace.json" >"$tmp/out" 2>"$tmp/err"
+check "simulate: exit 0" '[[ $? -eq 0 ]]'
+check "simulate: the file's schedule by its name" 'grep -q "^orders/v.csv " "$tmp/out"'
+check "simulate: its trace under a file name of it" '[[ -s "$tmp/p.trace.orders_v.csv.json" ]]'
+timeout 120 "$root/scripts/mpirun.sh" 2 "$sc" execute "$tmp/s.yaml" --json "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
+check "execute: exit 0" '[[ $? -eq 0 ]]'
+"$sc" compare "$tmp/p.json" "$tmp/m.json" >"$tmp/compare" 2>&1
+check "compare: exit 0 and the file's row" '[[ $? -eq 0 ]] && grep -q "^orders/v.csv " "$tmp/compare"'
+python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+m = {s["schedule"]: s for s in json.load(open(sys.argv[1] + "/m.json"))["schedules"]}
+v, ref = m.get("orders/v.csv"), m.get("1f1b")
+ok = v is not None and ref is not None and len(v["losses"]) == 3
+ok = ok and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(v["losses"], ref["losses"]))
+if not ok:
+    print("FAIL: the V file trains as 1f1b does:", v and v["losses"], ref and ref["losses"])
+sys.exit(0 if ok else 1)
+PY
+
+# Bad files.
+printf '0F0,0F1,0B0,0B1\n' >"$tmp/orders/one-rank.csv"
+sed 's/orders\/v.csv/orders\/one-rank.csv/' "$tmp/s.yaml" >"$tmp/one.yaml"
+expect_error "a file with other ranks" "one-rank.csv: 1 rows (ranks), but pipeline.ranks is 2" simulate "$tmp/one.yaml"
+printf '0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n1F0,1F1,2F0,2F1,2B0,2B1,1B0\n' >"$tmp/orders/short.csv"
+sed 's/orders\/v.csv/orders\/short.csv/' "$tmp/s.yaml" >"$tmp/short.yaml"
+expect_error "a file missing a backward" "cannot lower orders/short.csv: rank 0 waits forever at 0B1" simulate "$tmp/short.yaml" \
+  --json "$tmp/short.json"
+check "no JSON after a bad file" '[[ ! -e "$tmp/short.json" ]]'
+sed 's/orders\/v.csv/orders\/none.csv/' "$tmp/s.yaml" >"$tmp/none.yaml"
+expect_error "a missing file" "cannot open schedule file" simulate "$tmp/none.yaml"
+exit $fail
