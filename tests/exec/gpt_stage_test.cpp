@@ -269,7 +269,9 @@ TEST(GptData, TargetsAreTheNextTokensAndTheRuleHoldsThreeTimesInFour) {
     for (int i = 0; i < m.seq; ++i) {
       const float t = tokens[r * m.seq + i], next = targets[r * m.seq + i];
       ASSERT_TRUE(t >= 0 && t < m.vocab && next >= 0 && next < m.vocab);
-      if (i + 1 < m.seq) EXPECT_EQ(tokens[r * m.seq + i + 1], next);
+      if (i + 1 < m.seq) {
+        EXPECT_EQ(tokens[r * m.seq + i + 1], next);
+      }
       // a = 7: the first of 5, 7, ... prime to 50.
       follows += static_cast<int>(next) == (7 * static_cast<int>(t) + 1) % m.vocab;
     }

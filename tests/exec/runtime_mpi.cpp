@@ -81,7 +81,7 @@ struct Case {
   Link link = kCuda ? Link::kStaged : Link::kMpi;
   exec::GemmPrecision precision = exec::GemmPrecision::kFp32;  // cuda only
   bool gpt = false;  // the transformer (kGptModel) instead of the MLP
-  std::string csv;   // a schedule file's text (one step) to import instead of generating `schedule`
+  std::string csv = {};  // a schedule file's text (one step) to import instead of generating `schedule`
 };
 
 // A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.

@@ -39,7 +39,7 @@ struct GptModel {
   int vocab = 0;   // V
   uint64_t seed = 1;
   // The tokens of training.data (LoadTokenFile); null: the synthetic stream (GptMicrobatch).
-  std::shared_ptr<const std::vector<int32_t>> data;
+  std::shared_ptr<const std::vector<int32_t>> data = nullptr;
   int64_t BlockFloats() const { return 12 * int64_t{hidden} * hidden + 13 * int64_t{hidden}; }
   int64_t EmbeddingFloats() const { return (int64_t{vocab} + seq) * hidden; }
   int64_t HeadFloats() const { return 2 * int64_t{hidden} + int64_t{vocab} * hidden; }
