@@ -42,6 +42,8 @@ const std::vector<GeneratorInfo>& Generators() {
        EmitZbH1},
       {"zb-h2", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,
        EmitZbH2},
+      {"zb-v", "Qi et al., Pipeline Parallelism with Controllable Memory, 2024 (V-ZB); PyTorch ScheduleZBVZeroBubble",
+       WeightPolicy::kFlush, true, CheckZbV, EmitZbV, Placement::kV},
   };
   return kTable;
 }
@@ -70,7 +72,7 @@ Schedule Generate(std::string_view name, const GeneratorParams& params) {
   if (std::string why = CheckParams(*info, params); !why.empty()) throw InputError(why);
   Schedule s;
   s.name = std::string(name);
-  s.shape = Shape{params.ranks, params.chunks, Placement::kLoop};
+  s.shape = Shape{params.ranks, params.chunks, info->placement};
   s.microbatches = params.microbatches;
   s.steps = params.steps;
   s.weights = info->weights;

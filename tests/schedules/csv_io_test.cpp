@@ -34,6 +34,7 @@ CsvImportOptions OptionsFor(const GeneratorCase& c) {
   CsvImportOptions options;
   options.name = std::string(c.info->name);
   options.chunks = c.params.chunks;
+  options.placement = c.info->placement;
   options.microbatches = c.params.microbatches;
   options.steps = c.params.steps;
   options.weights = c.info->weights;
@@ -112,6 +113,8 @@ TEST(CsvIoTest, RoundTripsEveryGeneratorComputeComms) {
 TEST(CsvIoTest, InfersChunksAndMicrobatchesOfOneStep) {
   for (GeneratorCase c : AllCases()) {
     if (c.params.steps != 1) continue;
+    // On one rank both placements put every stage there: the file cannot tell them apart.
+    if (c.params.ranks == 1 && c.info->placement != Placement::kLoop) continue;
     const Schedule generated = Generate(c.info->name, c.params);
     CsvImportOptions options = OptionsFor(c);
     options.chunks = 0;

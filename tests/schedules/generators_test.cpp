@@ -56,7 +56,7 @@ TEST_P(EveryGenerator, ValidatesAndLowersOverTheWholeSweep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, EveryGenerator,
-                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2"),
+                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -175,6 +175,28 @@ TEST(Generators, UnitTimeMakespansMatchClosedForms) {
       }
     }
   }
+}
+
+// ZB-V against its authors' table (the Zero Bubble repository, T_F = T_B = T_W): activation
+// memory 1x 1F1B's and bubble 0, as ZB-H2's. Every rank peaks at 2p chunk activations of half
+// a stage each (1F1B's rank 0 holds p stages), the same on every rank; and with m >= 2p no rank
+// idles between its first forward and its last op (6m chunk units of work per rank).
+TEST(Generators, ZbVHoldsOneFOneBsActivationsAndLeavesNoBubbleOnceFilled) {
+  for (int p : {2, 3, 4, 8}) {
+    for (int m : {2 * p, 3 * p + 1, 4 * p}) {
+      const Schedule zbv = Generate("zb-v", Params(p, m, 1, 2));
+      EXPECT_EQ(zbv.shape.placement, Placement::kV);
+      const auto ofob = Analyze(Generate("1f1b", Params(p, m)));
+      for (const RankAnalysis& a : Analyze(zbv)) EXPECT_EQ(a.peak_inflight, 2 * ofob[0].peak_inflight) << "p=" << p;
+      const UnitGrid grid = UnitTimeGrid(zbv);
+      for (size_t r = 0; r < grid.cells.size(); ++r) {
+        const auto& cells = grid.cells[r];
+        const int64_t span = cells.back().start + cells.back().duration - cells.front().start;
+        EXPECT_EQ(span, 6 * m) << "zb-v p=" << p << " m=" << m << " rank " << r;
+      }
+    }
+  }
+  EXPECT_THROW(Generate("zb-v", Params(4, 8, 1, 3)), InputError);  // two stages per rank, no more
 }
 
 TEST(Generators, RejectsWhatASchedulesCannotTake) {

@@ -22,6 +22,7 @@ struct GeneratorInfo {
   std::function<std::string(const GeneratorParams&)> check;
   // Emits per-rank compute ops (F/B/I/W with stage, microbatch, step); versions unset.
   std::function<std::vector<std::vector<Op>>(const GeneratorParams&)> emit;
+  Placement placement = Placement::kLoop;  // where its stages sit (ir.h)
 };
 
 const std::vector<GeneratorInfo>& Generators();
@@ -46,6 +47,8 @@ std::vector<std::vector<Op>> EmitInterleaved(const GeneratorParams& p);
 std::string CheckInterleaved(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbH1(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbH2(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitZbV(const GeneratorParams& p);
+std::string CheckZbV(const GeneratorParams& p);
 
 // 1F1B order over `total` microbatches with no flush, numbered globally; shared by 1f1b
 // (per step), pipedream and 2bw (across steps). `m` splits the global index into step/mb.
