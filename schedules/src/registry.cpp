@@ -42,7 +42,7 @@ const std::vector<GeneratorInfo>& Generators() {
        EmitZbH1},
       {"zb-h2", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,
        EmitZbH2},
-      {"zb-v", "Qi et al., Pipeline Parallelism with Controllable Memory, 2024 (V-ZB); PyTorch ScheduleZBVZeroBubble",
+      {"zb-v", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §6 (ZB-V); PyTorch ScheduleZBVZeroBubble",
        WeightPolicy::kFlush, true, CheckZbV, EmitZbV, Placement::kV},
   };
   return kTable;

@@ -1,6 +1,7 @@
-// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024, the V-ZB schedule of
-// its Fig. 4 and the Zero Bubble repository's V schedule), in the order PyTorch's
-// torch.distributed.pipelining ScheduleZBVZeroBubble writes it. Each rank r holds two stages
+// ZB-V (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, §6; its V-shaped family in
+// Qi et al., "Pipeline Parallelism with Controllable Memory", 2024; the Zero Bubble repository's
+// V schedule), in the order PyTorch's torch.distributed.pipelining ScheduleZBVZeroBubble
+// writes it. Each rank r holds two stages
 // in a V: chunk 0 = stage r (going down) and chunk 1 = stage 2p − 1 − r (coming back up), so
 // the last stage sits on rank 0 beside the first. With I and W apart:
 //   warm-up:  2(p − r) − 1 forwards of chunk 0; then r pairs (F of chunk 1, F of chunk 0); then
