@@ -30,7 +30,7 @@ printf '0F0,0X1\n' >"$tmp/bad.csv"
 # Bad input: one line on stderr, non-zero exit, nothing on stdout.
 expect_error "ranks 0" "ranks must be >= 1" schedule --schedule 1f1b --ranks 0 --microbatches 4
 expect_error "unknown schedule" "unknown schedule 'nope'" schedule --schedule nope --ranks 2 --microbatches 4
-expect_error "interleaved m" "multiple of ranks" schedule --schedule interleaved --ranks 4 --microbatches 6 --chunks 2
+expect_error "interleaved m" "divide into max(1, microbatches / ranks) = 2 rounds" schedule --schedule interleaved --ranks 4 --microbatches 9 --chunks 2
 expect_error "chunks on 1f1b" "chunks must be 1" schedule --schedule 1f1b --ranks 4 --microbatches 6 --chunks 2
 expect_error "non-number" "--ranks" schedule --schedule 1f1b --ranks abc --microbatches 4
 expect_error "bad format" "--format" schedule --schedule 1f1b --ranks 2 --microbatches 4 --format xml

@@ -69,7 +69,7 @@ bad "malformed yaml" "bad.yaml:4:1: end of sequence flow not found" $'name: x\nt
 bad "unknown key" "bad.yaml:14:3: pipeline: unknown key 'microbatchs'" "${base/  microbatches: 8/  microbatchs: 8}"
 bad "negative size" "bad.yaml:10:" "${base/activation_bytes: 1MiB/activation_bytes: -1MiB}"
 bad "zero ranks" "bad.yaml:" "${base/ranks: 4/ranks: 0}"
-bad "interleaved needs more microbatches" "multiple of ranks" "${base/schedule: \[gpipe, 1f1b\]/schedule: interleaved}" --set pipeline.microbatches=2 --set pipeline.chunks=2
+bad "interleaved needs rounds of microbatches" "divide into max(1, microbatches / ranks) = 2 rounds" "${base/schedule: \[gpipe, 1f1b\]/schedule: interleaved}" --set pipeline.microbatches=9 --set pipeline.chunks=2
 bad "cost list wrong length" "expected 4 entries" "${base/forward: 1ms/forward: [1ms, 2ms]}"
 bad "fewer devices than ranks" "devices" "${base/devices_per_node: 4/devices_per_node: 2}"
 bad "bad --set key" "microbatchs" "$base" --set pipeline.microbatchs=3

@@ -314,6 +314,17 @@ TEST(RuntimeMpi, ImportedVSchedule) {
       Staleness::kFlush);
 }
 
+// PyTorch's interleaved order at m = p (its capped warm-up, not Megatron's), imported.
+TEST(RuntimeMpi, ImportedPyTorchInterleavedAtMEqualsP) {
+  ExpectMatchesReference({.schedule = "interleaved-pytorch.csv", .ranks = 2, .chunks = 2, .microbatches = 2,
+                          .csv = "0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n1F0,1F1,3F0,3B0,3F1,3B1,1B0,1B1\n"},
+                         Staleness::kFlush);
+}
+// Interleaved with m not a multiple of p (PyTorch's flexible order).
+TEST(RuntimeMpi, InterleavedThreeMicrobatchesOnTwoRanks) {
+  ExpectMatchesReference({.schedule = "interleaved", .ranks = 2, .chunks = 2, .microbatches = 3}, Staleness::kFlush);
+}
+
 // Every schedule over NCCL, when every rank of the job has a GPU of its own (the ranks sharing a
 // GPU above cannot use it). Every rank sees the same machine, so all skip alike.
 class EveryScheduleOverNccl : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};

@@ -388,3 +388,29 @@ TEST(CsvIoTest, SkipsPyTorchsShardingActions) {
 
 }  // namespace
 }  // namespace stagecraft::schedules
+
+namespace stagecraft::schedules {
+namespace {
+
+// At m = p, stagecraft's interleaved follows Megatron-LM (every chunk-forward before the first
+// backward); PyTorch's Interleaved1F1B caps the warm-up instead. PyTorch's order for p = 2,
+// m = 2, v = 2, worked by hand from its rule (rank 1 warms up with (v-1)·m + 0 = 2), imports,
+// validates and differs from ours on rank 1 only.
+TEST(CsvIoTest, PyTorchsInterleavedOrderAtMEqualsPImports) {
+  constexpr char kPyTorch[] =
+      "0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n"
+      "1F0,1F1,3F0,3B0,3F1,3B1,1B0,1B1\n";
+  const Schedule theirs = ImportCsv(kPyTorch, "interleaved-pytorch.csv", Inferred());
+  EXPECT_EQ(theirs.shape.placement, Placement::kLoop);
+  EXPECT_EQ(theirs.shape.chunks, 2);
+  for (const Diagnostic& d : Validate(Lower(theirs))) ADD_FAILURE() << d.message;
+  GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = 2;
+  p.chunks = 2;
+  const std::string ours = ExportCsv(Generate("interleaved", p), CsvForm::kComputeOnly);
+  EXPECT_EQ(ours, "0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n1F0,1F1,3F0,3F1,3B0,3B1,1B0,1B1\n");
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules

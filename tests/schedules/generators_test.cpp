@@ -203,14 +203,45 @@ TEST(Generators, RejectsWhatASchedulesCannotTake) {
   EXPECT_THROW(Generate("1f1b", Params(0, 4)), InputError);
   EXPECT_THROW(Generate("1f1b", Params(4, 0)), InputError);
   EXPECT_THROW(Generate("nope", Params(4, 4)), InputError);
-  EXPECT_THROW(Generate("interleaved", Params(4, 6, 1, 2)), InputError);  // m not a multiple of p
+  EXPECT_THROW(Generate("interleaved", Params(4, 9, 1, 2)), InputError);  // 9 microbatches in 2 rounds
   EXPECT_THROW(Generate("interleaved", Params(4, 8, 1, 1)), InputError);  // needs chunks > 1
   EXPECT_THROW(Generate("gpipe", Params(4, 8, 1, 2)), InputError);        // one stage per rank
   EXPECT_THROW(Generate("2bw", Params(8, 4, 3)), InputError);             // m < p - 1 over 3 steps
   try {
-    Generate("interleaved", Params(4, 6, 1, 2));
+    Generate("interleaved", Params(4, 9, 1, 2));
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("multiple of ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("divide into max(1, microbatches / ranks) = 2 rounds"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
+
+namespace stagecraft::schedules {
+namespace {
+
+std::vector<std::string> Actions(const Schedule& s, int rank) {
+  std::vector<std::string> out;
+  for (const Op& op : s.ops[rank]) {
+    if (IsCompute(op.kind) && op.kind != OpKind::kStep) out.push_back(ActionString(op, s.microbatches));
+  }
+  return out;
+}
+
+// m not a multiple of p takes PyTorch's flexible interleaving. Worked by hand from its rule for
+// p = 2, m = 3, v = 2 (one round of 3; rank 0 warms up with 3 + 2 = 5 chunk-forwards, rank 1
+// with 3), and PyTorch's own examples: p = 4 with m = 10 (2 rounds) or 3 (1 round) are taken.
+TEST(Generators, InterleavedWithMicrobatchesNotAMultipleOfRanksFollowsPyTorch) {
+  const Schedule s = Generate("interleaved", Params(2, 3, 1, 2));
+  EXPECT_EQ(Actions(s, 0), (std::vector<std::string>{"0F0", "0F1", "0F2", "2F0", "2F1", "2F2", "2B0", "2B1", "2B2",
+                                                      "0B0", "0B1", "0B2"}));
+  EXPECT_EQ(Actions(s, 1), (std::vector<std::string>{"1F0", "1F1", "1F2", "3F0", "3B0", "3F1", "3B1", "3F2", "3B2",
+                                                      "1B0", "1B1", "1B2"}));
+  for (const int m : {10, 3, 5, 7}) {
+    const Schedule t = Generate("interleaved", Params(4, m, 2, 2));
+    EXPECT_TRUE(Validate(t).empty()) << "m=" << m;
+    EXPECT_TRUE(Validate(Lower(t)).empty()) << "m=" << m;
   }
 }
 

@@ -1,8 +1,9 @@
 // Interleaved 1F1B (Megatron-LM, Narayanan et al., SC'21 §2.2.2): each rank holds `chunks`
 // virtual stages (stage c*p + r on rank r). Microbatches move through the chunks in groups
 // of p; rank r warms up with 2(p-1-r) + (v-1)p chunk-forwards (all of them when m == p, as
-// Megatron does), then alternates one chunk-forward and one chunk-backward, then drains.
-// The bubble shrinks by a factor v: (p-1)(t_f + t_b)/v.
+// Megatron does; PyTorch caps the warm-up there instead, an order --import reads), then
+// alternates one chunk-forward and one chunk-backward, then drains. The bubble shrinks by a
+// factor v: (p-1)(t_f + t_b)/v. With m not a multiple of p, PyTorch's order (below).
 #include "stagecraft/schedules/generators.h"
 #include "emit_util.h"
 
@@ -23,11 +24,42 @@ Op VirtualOp(OpKind kind, int k, int rank, int ranks, int chunks, int step) {
   return detail::Compute(kind, chunk * ranks + rank, microbatch, step);
 }
 
+// PyTorch's order for m not a multiple of p (torch.distributed.pipelining
+// ScheduleInterleaved1F1B, "flexible" interleaving): microbatches go through the chunks in
+// rounds of m / max(1, m / p) (m must divide into those rounds); rank r warms up with
+// (v-1)·round + 2(p-1-r) chunk-forwards (at most all of them); the k-th chunk-forward is on
+// chunk (k / round) mod v, the k-th chunk-backward after the warm-up on chunk
+// v-1 - ((k - warmup) / round) mod v, each stage's microbatches in order.
+void FlexibleRank(const GeneratorParams& p, int rank, int step, std::vector<Op>* out) {
+  const int v = p.chunks, m = p.microbatches, ranks = p.ranks;
+  const int per_round = m / std::max(1, m / ranks);
+  const int total = m * v;
+  const int warmup = std::min((v - 1) * per_round + 2 * (ranks - 1 - rank), total);
+  std::vector<int> next_f(static_cast<size_t>(v), 0), next_b(static_cast<size_t>(v), 0);
+  auto forward = [&](int k) {
+    const int chunk = (k / per_round) % v;
+    out->push_back(detail::Compute(OpKind::kF, chunk * ranks + rank, next_f[chunk]++, step));
+  };
+  auto backward = [&](int k) {
+    const int chunk = v - 1 - ((k - warmup) / per_round) % v;
+    out->push_back(detail::Compute(OpKind::kB, chunk * ranks + rank, next_b[chunk]++, step));
+  };
+  for (int k = 0; k < warmup; ++k) forward(k);
+  for (int k = warmup; k < total; ++k) forward(k), backward(k);
+  for (int k = total; k < total + warmup; ++k) backward(k);
+}
+
 }  // namespace
 
 std::vector<std::vector<Op>> EmitInterleaved(const GeneratorParams& p) {
   const int total = p.microbatches * p.chunks;
   std::vector<std::vector<Op>> ops(p.ranks);
+  if (p.microbatches % p.ranks != 0) {
+    for (int rank = 0; rank < p.ranks; ++rank) {
+      for (int step = 0; step < p.steps; ++step) FlexibleRank(p, rank, step, &ops[rank]);
+    }
+    return ops;
+  }
   for (int rank = 0; rank < p.ranks; ++rank) {
     int warmup = (p.ranks - rank - 1) * 2 + (p.chunks - 1) * p.ranks;
     if (p.microbatches == p.ranks) warmup = total;
@@ -47,9 +79,10 @@ std::vector<std::vector<Op>> EmitInterleaved(const GeneratorParams& p) {
 
 std::string CheckInterleaved(const GeneratorParams& p) {
   if (p.chunks < 2) return fmt::format("interleaved needs chunks >= 2 (got {}); with 1 chunk use 1f1b", p.chunks);
-  if (p.microbatches % p.ranks != 0) {
-    return fmt::format("interleaved needs microbatches to be a multiple of ranks (got {} microbatches, {} ranks; "
-                       "Megatron-LM §2.2.2)", p.microbatches, p.ranks);
+  const int rounds = std::max(1, p.microbatches / p.ranks);
+  if (p.microbatches % rounds != 0) {
+    return fmt::format("interleaved needs microbatches to divide into max(1, microbatches / ranks) = {} rounds (got {} "
+                       "microbatches, {} ranks; PyTorch's Interleaved1F1B)", rounds, p.microbatches, p.ranks);
   }
   return {};
 }
