@@ -1,5 +1,5 @@
 // Speed of the schedule passes: generate + lower + validate a 64-rank x 1024-microbatch 1F1B
-// schedule (issue target: under 1 s on one core). Reported as ops/s.
+// and ZB-V schedule (issue targets: under 1 s on one core). Reported as ops/s.
 #include <benchmark/benchmark.h>
 
 #include "stagecraft/schedules/generators.h"
@@ -17,12 +17,13 @@ GeneratorParams Params(int ranks, int microbatches) {
   return p;
 }
 
-void BM_GenerateLowerValidate1F1B(benchmark::State& state) {
-  const int ranks = static_cast<int>(state.range(0));
-  const int microbatches = static_cast<int>(state.range(1));
+// Generate + lower + validate `schedule` on state.range(0) ranks x state.range(1) microbatches.
+void GenerateLowerValidate(benchmark::State& state, const char* schedule, int chunks) {
+  GeneratorParams p = Params(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  p.chunks = chunks;
   size_t ops = 0;
   for (auto _ : state) {
-    const Schedule lowered = Lower(Generate("1f1b", Params(ranks, microbatches)));
+    const Schedule lowered = Lower(Generate(schedule, p));
     const auto diags = Validate(lowered);
     if (!diags.empty()) state.SkipWithError(diags.front().message.c_str());
     ops = lowered.OpCount();
@@ -31,24 +32,13 @@ void BM_GenerateLowerValidate1F1B(benchmark::State& state) {
   state.counters["ops"] = static_cast<double>(ops);
   state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+void BM_GenerateLowerValidate1F1B(benchmark::State& state) { GenerateLowerValidate(state, "1f1b", 1); }
 BENCHMARK(BM_GenerateLowerValidate1F1B)->Args({8, 64})->Args({16, 256})->Args({64, 1024})->Unit(benchmark::kMillisecond);
 
-// The same for ZB-V (two stages per rank in a V, I and W apart: 3x the ops of 1F1B's F and B
-// over twice the stages); issue target: under 1 s at 64 ranks x 1024 microbatches.
-void BM_GenerateLowerValidateZbV(benchmark::State& state) {
-  GeneratorParams p = Params(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
-  p.chunks = 2;
-  size_t ops = 0;
-  for (auto _ : state) {
-    const Schedule lowered = Lower(Generate("zb-v", p));
-    const auto diags = Validate(lowered);
-    if (!diags.empty()) state.SkipWithError(diags.front().message.c_str());
-    ops = lowered.OpCount();
-    benchmark::DoNotOptimize(diags);
-  }
-  state.counters["ops"] = static_cast<double>(ops);
-  state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate);
-}
+// ZB-V: two stages per rank in a V, I and W apart (3x the ops of 1F1B's F and B over twice the
+// stages); issue target: under 1 s at 64 ranks x 1024 microbatches.
+void BM_GenerateLowerValidateZbV(benchmark::State& state) { GenerateLowerValidate(state, "zb-v", 2); }
 BENCHMARK(BM_GenerateLowerValidateZbV)->Args({8, 64})->Args({64, 1024})->Unit(benchmark::kMillisecond);
 
 void BM_Generate(benchmark::State& state) {
