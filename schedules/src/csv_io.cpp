@@ -19,6 +19,7 @@ namespace {
 
 constexpr std::string_view kExpected = "(expected e.g. 0F0, 2I1, 1SEND_F0)";
 constexpr std::string_view kBlank = " \t";
+constexpr std::string_view kOverlapSuffix = ")OVERLAP_F_B";
 // The generators' size limit (4 ops per unit, 2^31 ops), applied to imported files too.
 constexpr int64_t kMaxUnits = int64_t{1} << 29;
 
@@ -135,14 +136,25 @@ std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view
     for (size_t c = 0; c < cells.size(); ++c) {
       const std::string_view cell = Trim(cells[c]);
       if (cell.empty()) continue;  // an idle slot
-      Cell parsed;
-      parsed.row = static_cast<int>(r) + 1;
-      parsed.col = static_cast<int>(c) + 1;
-      bool skip = false;
-      if (std::string why = ParseCell(cell, &parsed, &skip); !why.empty()) {
-        throw InputError(fmt::format("{}:{}:{}: {} {}", source, parsed.row, parsed.col, why, kExpected));
+      // An overlapped pair, "(0F7;7B3)OVERLAP_F_B" (DualPipe): read as its two ops in order.
+      std::vector<std::string_view> parts{cell};
+      if (cell.front() == '(' && cell.ends_with(kOverlapSuffix)) {
+        parts = Split(cell.substr(1, cell.size() - 1 - kOverlapSuffix.size()), ';');
+        if (parts.size() != 2) {
+          throw InputError(fmt::format("{}:{}:{}: an overlapped pair holds two actions, got '{}' {}", source, r + 1,
+                                       c + 1, cell, kExpected));
+        }
       }
-      if (!skip) rows[r].push_back(parsed);
+      for (const std::string_view part : parts) {
+        Cell parsed;
+        parsed.row = static_cast<int>(r) + 1;
+        parsed.col = static_cast<int>(c) + 1;
+        bool skip = false;
+        if (std::string why = ParseCell(Trim(part), &parsed, &skip); !why.empty()) {
+          throw InputError(fmt::format("{}:{}:{}: {} {}", source, parsed.row, parsed.col, why, kExpected));
+        }
+        if (!skip) rows[r].push_back(parsed);
+      }
     }
   }
   return rows;

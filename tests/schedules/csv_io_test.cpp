@@ -414,3 +414,24 @@ TEST(CsvIoTest, PyTorchsInterleavedOrderAtMEqualsPImports) {
 
 }  // namespace
 }  // namespace stagecraft::schedules
+
+namespace stagecraft::schedules {
+namespace {
+
+// An overlapped pair (DualPipe's "(F;B)OVERLAP_F_B") reads as its two ops in order: 1F1B for
+// p = 2, m = 4 with rank 0's 0F2 and 0B1 written as one pair imports as the plain file does.
+TEST(CsvIoTest, ReadsAnOverlappedPairAsItsTwoOps) {
+  const std::string plain = "0F0,0F1,0B0,0F2,0B1,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n";
+  const std::string paired = "0F0,0F1,0B0,(0F2;0B1)OVERLAP_F_B,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n";
+  EXPECT_TRUE(SameSchedule(ImportCsv(paired, "p.csv", Inferred()), ImportCsv(plain, "p.csv", Inferred())));
+  try {
+    ImportCsv("(0F0;0B0;0F1)OVERLAP_F_B\n", "bad.csv", Inferred());
+    ADD_FAILURE() << "imported";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.csv:1:1: an overlapped pair holds two actions"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
