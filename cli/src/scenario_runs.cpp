@@ -26,17 +26,13 @@ namespace {
 // A schedule file of the scenario: one step of its order, run p.steps times, its stages per
 // rank and placement inferred, lowered unless the file carries its transfers.
 Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open schedule file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
   CsvImportOptions options;
   options.name = name;
   options.chunks = 0;
   options.microbatches = p.microbatches;
   options.steps = p.steps;
   options.repeat_one_step = true;
-  Schedule s = ImportCsv(text.str(), path, options);
+  Schedule s = ImportCsv(ReadTextFile(path), path, options);
   if (s.ranks() != p.ranks) {
     throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
   }
@@ -49,6 +45,14 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
 }
 
 }  // namespace
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_skipped) {
   std::vector<const GeneratorInfo*> picked;

@@ -14,8 +14,11 @@
 
 namespace stagecraft::cli {
 
+// The whole of a file the user named; throws InputError "PATH: cannot open file".
+std::string ReadTextFile(const std::string& path);
+
 // The scenario's schedules, lowered and validated: the listed ones (LoadScenario has checked
-// them), or under "all" every generator the shape allows, with the others named on stderr
+// them; a schedule file is imported as scenario.h says), or under "all" every generator the shape allows, with the others named on stderr
 // when `report_skipped`.
 std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline, bool report_skipped);
 

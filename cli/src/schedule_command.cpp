@@ -1,13 +1,12 @@
 // `stagecraft schedule`: generate (or import) a schedule, validate it and print it as a
 // unit-time grid, a PyTorch CSV or the IR as JSON.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "scenario_runs.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/analysis.h"
@@ -38,14 +37,6 @@ struct ScheduleFlags {
   std::string p2p = "ahead";
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 Schedule Build(const ScheduleFlags& f) {
   if (!f.import_path.empty()) {
     CsvImportOptions options;
@@ -56,7 +47,7 @@ Schedule Build(const ScheduleFlags& f) {
     if (!ParsePolicy(f.weights, &options.weights)) {
       throw InputError(fmt::format("--weights: expected flush, stash or 2bw, got '{}'", f.weights));
     }
-    return ImportCsv(ReadFile(f.import_path), f.import_path, options);
+    return ImportCsv(ReadTextFile(f.import_path), f.import_path, options);
   }
   if (f.schedule.empty()) throw InputError("--schedule or --import is required");
   if (f.ranks < 1) throw InputError(fmt::format("--ranks must be >= 1 (got {})", f.ranks));

@@ -9,7 +9,6 @@
 
 #include "stagecraft/base/check.h"
 
-#include "stagecraft/exec/gpt.h"
 #include "stagecraft/exec/model.h"
 #include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/runtime.h"
@@ -151,12 +150,6 @@ void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int 
   p->loss_ns = Median(losses);
 }
 
-// A stage of `layers` layers from `first` alone (no embedding or head).
-std::unique_ptr<StageModel> LayersStage(Device& device, const TrainingConfig& config, int first, int layers) {
-  if (config.gpt) return std::make_unique<GptStage>(device, *config.gpt, config.microbatch_size, first, layers, false, false);
-  return std::make_unique<MlpStage>(device, LayersShape(config, first, layers), config.model);
-}
-
 }  // namespace
 
 sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup,
@@ -177,21 +170,19 @@ sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int rep
   for (int first = 0; first < layers; first += layers_per_group) {
     std::vector<std::unique_ptr<LayerRig>> rigs;
     for (int l = first; l < std::min(first + layers_per_group, layers); ++l) {
-      rigs.push_back(std::make_unique<LayerRig>(tiny_steps, device, LayersStage(device, config, l, 1)));
+      rigs.push_back(std::make_unique<LayerRig>(tiny_steps, device, MakeStage(device, config, l, 1, false, false)));
     }
     ProfileGroup(rigs, repeats, warmup, host_x, device, p.layers.data() + first);
   }
   if (config.gpt) {
     // The embeddings take token ids (class 0 .. vocab − 1; zeros will do), the head the
     // residual stream; each is timed like a layer on its own.
-    const GptModel& m = *config.gpt;
     std::vector<std::unique_ptr<LayerRig>> embedding, head;
-    embedding.push_back(std::make_unique<LayerRig>(
-        tiny_steps, device, std::make_unique<GptStage>(device, m, config.microbatch_size, 0, 0, true, false)));
+    embedding.push_back(std::make_unique<LayerRig>(tiny_steps, device, MakeStage(device, config, 0, 0, true, false)));
     ProfileGroup(embedding, repeats, warmup, std::vector<float>(static_cast<size_t>(InputFloats(config)), 0.0f), device,
                  &p.embedding.emplace());
     head.push_back(std::make_unique<LayerRig>(
-        tiny_steps, device, std::make_unique<GptStage>(device, m, config.microbatch_size, m.layers, 0, false, true)));
+        tiny_steps, device, MakeStage(device, config, config.gpt->layers, 0, false, true)));
     ProfileGroup(head, repeats, warmup, host_x, device, &p.head.emplace());
   }
   return p;

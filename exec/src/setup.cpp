@@ -19,18 +19,28 @@ StageShape LayersShape(const TrainingConfig& config, int first_layer, int layers
   return shape;
 }
 
+std::unique_ptr<StageModel> MakeStage(Device& device, const TrainingConfig& config, int first_layer, int layers,
+                                      bool first_stage, bool last_stage) {
+  if (config.gpt) {
+    return std::make_unique<GptStage>(device, *config.gpt, config.microbatch_size, first_layer, layers, first_stage,
+                                      last_stage);
+  }
+  return std::make_unique<MlpStage>(device, LayersShape(config, first_layer, layers), config.model);
+}
+
+int FirstLayerOf(const TrainingConfig& config, int stage) {
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += config.layers_per_stage.at(static_cast<size_t>(s));
+  return first;
+}
+
 std::unique_ptr<StageModel> MakeStage(Device& device, const schedules::Schedule& schedule,
                                       const TrainingConfig& config, int stage) {
   const std::vector<int>& counts = config.layers_per_stage;
   SC_CHECK(static_cast<int>(counts.size()) == schedule.stages(),
            fmt::format("the plan gives one layer count per stage: {} for {} stages", counts.size(), schedule.stages()));
-  int first = 0;
-  for (int s = 0; s < stage; ++s) first += counts[s];
-  if (config.gpt) {
-    return std::make_unique<GptStage>(device, *config.gpt, config.microbatch_size, first, counts[stage], stage == 0,
-                                      stage == schedule.stages() - 1);
-  }
-  return std::make_unique<MlpStage>(device, LayersShape(config, first, counts[stage]), config.model);
+  return MakeStage(device, config, FirstLayerOf(config, stage), counts[stage], stage == 0,
+                   stage == schedule.stages() - 1);
 }
 
 int NetworkLayers(const TrainingConfig& config) { return config.gpt ? config.gpt->layers : config.model.layers; }

@@ -20,8 +20,8 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
   std::vector<std::deque<exec::Buffer>> versions(n);  // per stage, oldest .. newest
   std::vector<int> oldest(n, 0);                      // the version index versions[s].front() holds
   GptReferenceResult result;
-  for (int s = 0, first = 0; s < n; first += config.layers_per_stage[s], ++s) {
-    stages.push_back(std::make_unique<exec::GptStage>(*device, m, config.microbatch_size, first,
+  for (int s = 0; s < n; ++s) {
+    stages.push_back(std::make_unique<exec::GptStage>(*device, m, config.microbatch_size, exec::FirstLayerOf(config, s),
                                                       config.layers_per_stage[s], s == 0, s == n - 1));
     optimizers.push_back(std::make_unique<exec::Optimizer>(*device, config, stages[s]->ParamFloats()));
     exec::Buffer w(*device, stages[s]->ParamFloats());

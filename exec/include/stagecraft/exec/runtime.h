@@ -106,8 +106,13 @@ RankRun ParseRankRun(const std::string& bytes);
 // and the profiler build).
 StageShape LayersShape(const TrainingConfig& config, int first_layer, int layers);
 
-// Stage `stage` of `schedule` with the layers config.layers_per_stage gives it: an MlpStage,
-// or a GptStage (with the embeddings on stage 0 and the head on the last).
+// `layers` layers from `first_layer` of config's network: an MlpStage, or a GptStage with the
+// embeddings when `first_stage` and the head when `last_stage` (the MLP has neither).
+std::unique_ptr<StageModel> MakeStage(Device& device, const TrainingConfig& config, int first_layer, int layers,
+                                      bool first_stage, bool last_stage);
+// The first layer of stage `stage` under config.layers_per_stage.
+int FirstLayerOf(const TrainingConfig& config, int stage);
+// Stage `stage` of `schedule` with the layers config.layers_per_stage gives it.
 std::unique_ptr<StageModel> MakeStage(Device& device, const schedules::Schedule& schedule,
                                       const TrainingConfig& config, int stage);
 
