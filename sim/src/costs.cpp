@@ -343,11 +343,11 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
       cost.grad_bytes += layer.grad_bytes;
       cost.optimizer_bytes += layer.optimizer_bytes;
       cost.workspace_bytes = std::max(cost.workspace_bytes, layer.workspace_bytes);  // one layer at a time
-      cost.forward_workspace_bytes = cost.workspace_bytes;
     };
     if (st == 0 && p.embedding) add(*p.embedding, scales.front());
     for (int i = 0; i < counts[st]; ++i, ++next) add(p.layers[next], scales[next]);
     if (st == stages - 1 && p.head) add(*p.head, scales.back());
+    cost.forward_workspace_bytes = cost.workspace_bytes;
     // Recomputing, a stage keeps its input alone from F to its backward: the tokens (the
     // embeddings' own activations) on the transformer's first stage, the activation sent
     // between stages elsewhere.
