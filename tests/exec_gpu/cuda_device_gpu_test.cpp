@@ -64,12 +64,20 @@ double InputRoundoff(GemmPrecision p) {
   return 1;
 }
 
+struct Shape {
+  int m, n, k;
+};
+
+// Names one GEMM case of the loops below, for a failure's trace.
+std::string GemmCase(Device& gpu, GemmPrecision precision, const Shape& s, bool ta, bool tb, float beta) {
+  return gpu.Name() + " precision " + std::to_string(static_cast<int>(precision)) + " " + std::to_string(s.m) + "x" +
+         std::to_string(s.n) + "x" + std::to_string(s.k) + (ta ? " aT" : "") + (tb ? " bT" : "") + " beta " +
+         std::to_string(beta);
+}
+
 TEST(CudaDeviceGpuTest, GemmMatchesBlasAndTheExactProductForEveryDtypeAndTranspose) {
   SKIP_WITHOUT_GPU();
   auto cpu = MakeCpuDevice();
-  struct Shape {
-    int m, n, k;
-  };
   for (const GemmPrecision precision :
        {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16, GemmPrecision::kFp16}) {
     auto gpu = MakeCudaDevice(0, precision);
@@ -78,9 +86,7 @@ TEST(CudaDeviceGpuTest, GemmMatchesBlasAndTheExactProductForEveryDtypeAndTranspo
       for (const bool ta : {false, true}) {
         for (const bool tb : {false, true}) {
           for (const float beta : {0.0f, 1.0f}) {
-            SCOPED_TRACE(gpu->Name() + " precision " + std::to_string(static_cast<int>(precision)) + " " +
-                         std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-                         (ta ? " aT" : "") + (tb ? " bT" : "") + " beta " + std::to_string(beta));
+            SCOPED_TRACE(GemmCase(*gpu, precision, s, ta, tb, beta));
             const std::vector<float> a = Random(static_cast<size_t>(s.m) * s.k, 1);
             const std::vector<float> b = Random(static_cast<size_t>(s.k) * s.n, 2);
             const std::vector<float> c0 = Random(static_cast<size_t>(s.m) * s.n, 3);
@@ -127,9 +133,6 @@ TEST(CudaDeviceGpuTest, GemmMatchesBlasAndTheExactProductForEveryDtypeAndTranspo
 TEST(CudaDeviceGpuTest, GemmBatchedWithGappedStridesMatchesALoopOfBlasGemmsForEveryDtype) {
   SKIP_WITHOUT_GPU();
   auto cpu = MakeCpuDevice();
-  struct Shape {
-    int m, n, k;
-  };
   constexpr int kBatch = 3;
   constexpr float kSentinel = 7.0f;
   for (const GemmPrecision precision :
@@ -143,9 +146,7 @@ TEST(CudaDeviceGpuTest, GemmBatchedWithGappedStridesMatchesALoopOfBlasGemmsForEv
       for (const bool ta : {false, true}) {
         for (const bool tb : {false, true}) {
           for (const float beta : {0.0f, 1.0f}) {
-            SCOPED_TRACE(gpu->Name() + " precision " + std::to_string(static_cast<int>(precision)) + " " +
-                         std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-                         (ta ? " aT" : "") + (tb ? " bT" : "") + " beta " + std::to_string(beta));
+            SCOPED_TRACE(GemmCase(*gpu, precision, s, ta, tb, beta));
             // Each tensor spans kBatch strides; matrix i starts at i·stride, the rest is gap.
             std::vector<float> a(static_cast<size_t>(kBatch * stride_a), std::nanf(""));
             std::vector<float> b(static_cast<size_t>(kBatch * stride_b), std::nanf(""));
