@@ -83,6 +83,9 @@ UnitGrid UnitTimeGrid(const Schedule& s) {
   grid.cells.resize(s.ops.size());
   std::vector<size_t> next(s.ops.size(), 0);
   std::vector<int64_t> free_at(s.ops.size(), 0);
+  // The output of an F whose overlapped partner has not run yet: a pair's outputs leave when the
+  // pair ends (its SENDs follow both ops, lower.h), as in the simulator.
+  std::vector<std::optional<Edge>> held(s.ops.size());
   // Each rank's head op runs once its inputs are done; sweep until every rank is through.
   bool progress = true;
   while (progress) {
@@ -97,7 +100,16 @@ UnitGrid UnitTimeGrid(const Schedule& s) {
           if (input == kNotYet) break;
           ready = std::max(ready, input);
           const int64_t end = ready + UnitCost(op.kind);
-          if (const std::optional<Edge> out = OutputEdge(s.shape, op)) produced_at[EdgeKey(idx, *out)] = end;
+          const bool opens_pair = next[r] + 1 < s.ops[r].size() && s.ops[r][next[r] + 1].overlapped;
+          if (op.overlapped && held[r]) produced_at[EdgeKey(idx, *held[r])] = end;
+          held[r].reset();
+          if (const std::optional<Edge> out = OutputEdge(s.shape, op)) {
+            if (opens_pair) {
+              held[r] = out;
+            } else {
+              produced_at[EdgeKey(idx, *out)] = end;
+            }
+          }
           grid.cells[r].push_back({ready, UnitCost(op.kind), static_cast<int>(next[r])});
           free_at[r] = end;
           grid.makespan = std::max(grid.makespan, end);

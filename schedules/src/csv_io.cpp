@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/edges.h"
@@ -30,6 +31,7 @@ struct Cell {
   int64_t global_microbatch = 0;
   int row = 0;  // 1-based
   int col = 0;  // 1-based cell number in the row
+  bool overlapped = false;  // second half of an "(F;B)OVERLAP_F_B" cell (Op::overlapped)
 };
 
 struct CellError {
@@ -136,22 +138,30 @@ std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view
     for (size_t c = 0; c < cells.size(); ++c) {
       const std::string_view cell = Trim(cells[c]);
       if (cell.empty()) continue;  // an idle slot
-      // An overlapped pair, "(0F7;7B3)OVERLAP_F_B" (DualPipe): read as its two ops in order.
+      // An overlapped pair, "(0F7;7B3)OVERLAP_F_B" (DualPipe): an F then a B or an I, kept as a
+      // pair (Op::overlapped on the second).
+      const bool pair = cell.front() == '(' && cell.ends_with(kOverlapSuffix);
       std::vector<std::string_view> parts{cell};
-      if (cell.front() == '(' && cell.ends_with(kOverlapSuffix)) {
+      if (pair) {
         parts = Split(cell.substr(1, cell.size() - 1 - kOverlapSuffix.size()), ';');
         if (parts.size() != 2) {
           throw InputError(fmt::format("{}:{}:{}: an overlapped pair holds two actions, got '{}' {}", source, r + 1,
                                        c + 1, cell, kExpected));
         }
       }
-      for (const std::string_view part : parts) {
+      for (size_t k = 0; k < parts.size(); ++k) {
         Cell parsed;
         parsed.row = static_cast<int>(r) + 1;
         parsed.col = static_cast<int>(c) + 1;
+        parsed.overlapped = pair && k == 1;
         bool skip = false;
-        if (std::string why = ParseCell(Trim(part), &parsed, &skip); !why.empty()) {
+        if (std::string why = ParseCell(Trim(parts[k]), &parsed, &skip); !why.empty()) {
           throw InputError(fmt::format("{}:{}:{}: {} {}", source, parsed.row, parsed.col, why, kExpected));
+        }
+        const bool wants = k == 0 ? parsed.kind == OpKind::kF : parsed.kind == OpKind::kB || parsed.kind == OpKind::kI;
+        if (pair && (skip || !wants)) {
+          throw InputError(fmt::format("{}:{}:{}: an overlapped pair is an F then a B or an I, got '{}'", source,
+                                       parsed.row, parsed.col, cell));
         }
         if (!skip) rows[r].push_back(parsed);
       }
@@ -199,17 +209,23 @@ Placement InferPlacement(const std::vector<std::vector<Cell>>& rows, int64_t chu
 }  // namespace
 
 std::string ExportCsv(const Schedule& schedule, CsvForm form) {
+  // PyTorch's _dump_csv writes each action's repr, "" for an idle slot, one row per rank; its
+  // _load_csv (Python's csv.reader) takes "\n" as well as the "\r\n" csv.writer ends rows with.
   std::string out;
   for (const auto& rank_ops : schedule.ops) {
-    bool first = true;
-    for (const Op& op : rank_ops) {
+    std::vector<std::string> cells;
+    for (size_t i = 0; i < rank_ops.size(); ++i) {
+      const Op& op = rank_ops[i];
       if (op.kind == OpKind::kStep) continue;  // AssignWeights rebuilds STEPs on import
       if (IsComm(op.kind) && form == CsvForm::kComputeOnly) continue;
-      if (!first) out += ',';
-      out += ActionString(op, schedule.microbatches);
-      first = false;
+      if (op.overlapped && i > 0 && rank_ops[i - 1].kind == OpKind::kF && !cells.empty()) {
+        cells.back() = fmt::format("({};{}){}", cells.back(), ActionString(op, schedule.microbatches),
+                                   kOverlapSuffix.substr(1));
+        continue;
+      }
+      cells.push_back(ActionString(op, schedule.microbatches));
     }
-    out += '\n';
+    out += fmt::format("{}\n", fmt::join(cells, ","));
   }
   return out;
 }
@@ -277,6 +293,7 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
       Op op;
       op.kind = cell.kind;
       op.stage = cell.stage;
+      op.overlapped = cell.overlapped;
       op.step = static_cast<int32_t>(cell.global_microbatch / s.microbatches);
       op.microbatch = static_cast<int32_t>(cell.global_microbatch % s.microbatches);
       if (IsComm(op.kind)) {

@@ -24,6 +24,10 @@ void WriteOp(JsonWriter& w, const Op& op) {
   WriteMembers(w, {{"kind", KindName(op.kind)}});
   WriteMembers(w, {IntMember{"stage", op.stage}, {"microbatch", op.microbatch}, {"step", op.step},
                    {"version", op.version}, {"peer", op.peer}});
+  if (op.overlapped) {  // written only when set, so schedules without pairs read as before
+    Key(w, "overlapped");
+    w.Bool(true);
+  }
   w.EndObject();
 }
 
@@ -121,6 +125,7 @@ Op OpFromJson(const Reader& in, const Json& j, const std::string& path) {
   op.step = in.Int(j, path + ".step");
   op.version = in.Int(j, path + ".version");
   op.peer = in.Int(j, path + ".peer");
+  if (j.contains("overlapped")) op.overlapped = in.Bool(j, path + ".overlapped");
   return op;
 }
 

@@ -33,10 +33,15 @@ class Lowerer {
       for (int r = 0; r < ranks; ++r) {
         auto& q = pending[r];
         left -= FlushSteps(r, &q);
-        if (q.empty() || !Ready(q.front())) continue;
-        Place(r, q.front());
-        q.pop_front();
-        --left;
+        if (q.empty()) continue;
+        // An overlapped pair (Op::overlapped) is placed as one: both inputs there first, then
+        // the two ops side by side and their SENDs after them.
+        const size_t n = q.size() > 1 && q[1].overlapped ? 2 : 1;
+        if (!Ready(q[0]) || (n == 2 && !Ready(q[1]))) continue;
+        for (size_t k = 0; k < n; ++k) out.ops[r].push_back(q[k]);
+        for (size_t k = 0; k < n; ++k) Produce(r, q[k]);
+        q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n));
+        left -= n;
         left -= FlushSteps(r, &q);
         progress = true;
       }
@@ -71,8 +76,8 @@ class Lowerer {
     return !in || produced_[EdgeKey(units_, *in)];
   }
 
-  void Place(int rank, const Op& op) {
-    out_->ops[rank].push_back(op);
+  // Marks what `op` (just placed on `rank`) produces and posts its SEND and the RECV.
+  void Produce(int rank, const Op& op) {
     const std::optional<Edge> out = OutputEdge(s_.shape, op);
     if (!out) return;
     produced_[EdgeKey(units_, *out)] = true;
@@ -111,7 +116,10 @@ std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops) {
       while (next < recvs.size() && recvs[next] <= i) post();  // its lock-step place
       continue;
     }
-    while (next < recvs.size() && outstanding < depth) post();  // a buffer is free
+    // A buffer is free; never between the two ops of an overlapped pair.
+    if (!op.overlapped) {
+      while (next < recvs.size() && outstanding < depth) post();
+    }
     const std::optional<Edge> in = InputEdge(shape, op);
     if (IsCompute(op.kind) && in && in->CrossesRanks()) --outstanding;
     out.push_back(op);

@@ -44,6 +44,8 @@ const std::vector<GeneratorInfo>& Generators() {
        EmitZbH2},
       {"zb-v", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §6 (ZB-V); PyTorch ScheduleZBVZeroBubble",
        WeightPolicy::kFlush, true, CheckZbV, EmitZbV, Placement::kV},
+      {"dualpipe-v", "DeepSeek-V3 report §3.2.1 (DualPipe), its V variant in the DualPipe repository; PyTorch "
+       "ScheduleDualPipeV", WeightPolicy::kFlush, true, CheckDualPipeV, EmitDualPipeV, Placement::kV},
   };
   return kTable;
 }

@@ -43,6 +43,7 @@ class Validator {
       }
     }
     CheckSteps();
+    CheckPairs();
     CheckComms();
     detail::FindDeadlocks(s_, units_, &diags_);
     return std::move(diags_);
@@ -209,6 +210,26 @@ class Validator {
     if (produced < want) {
       Add(DiagCode::kMissing, fmt::format("stage {}: {} STEPs, the {} policy needs {}", stage, produced,
                                           PolicyName(s_.weights), want));
+    }
+  }
+
+  // An overlapped pair (Op::overlapped) is an F directly followed by a B or I of another unit.
+  // (A backward that needs its partner through other ranks is a cycle FindDeadlocks reports.)
+  void CheckPairs() {
+    for (int r = 0; r < s_.ranks(); ++r) {
+      const auto& ops = s_.ops[r];
+      for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+        const Op& op = ops[i];
+        if (!op.overlapped) continue;
+        if (i == 0 || ops[i - 1].kind != OpKind::kF || (op.kind != OpKind::kB && op.kind != OpKind::kI)) {
+          Add(DiagCode::kOrder, fmt::format("{} is marked overlapped, but an overlapped pair is an F directly "
+                                            "followed by a B or an I", Name({r, i})));
+        } else if (ops[i - 1].stage == op.stage && ops[i - 1].step == op.step &&
+                   ops[i - 1].microbatch == op.microbatch) {
+          Add(DiagCode::kOrder, fmt::format("{} overlaps its own forward {}; a pair cannot run fused when one half "
+                                            "needs the other", Name({r, i}), Name({r, i - 1})));
+        }
+      }
     }
   }
 

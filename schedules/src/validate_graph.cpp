@@ -160,6 +160,10 @@ void FindDeadlocks(const Schedule& s, const Units& u, std::vector<Diagnostic>* d
     const Pos consumer = u.Producer(e.flow, to);
     if (source.rank >= 0 && consumer.rank >= 0 && source.rank != consumer.rank) {
       boost::add_edge(vertex(source), vertex(consumer), g);
+      // The second op of an overlapped pair starts with the first: its partner F waits too.
+      if (consumer.index > 0 && s.ops[consumer.rank][consumer.index].overlapped) {
+        boost::add_edge(vertex(source), vertex({consumer.rank, consumer.index - 1}), g);
+      }
     }
   });
 

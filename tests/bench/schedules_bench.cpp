@@ -41,6 +41,10 @@ BENCHMARK(BM_GenerateLowerValidate1F1B)->Args({8, 64})->Args({16, 256})->Args({6
 void BM_GenerateLowerValidateZbV(benchmark::State& state) { GenerateLowerValidate(state, "zb-v", 2); }
 BENCHMARK(BM_GenerateLowerValidateZbV)->Args({8, 64})->Args({64, 1024})->Unit(benchmark::kMillisecond);
 
+// DualPipe-V: the same V with overlapped pairs, which lowering places as one.
+void BM_GenerateLowerValidateDualPipeV(benchmark::State& state) { GenerateLowerValidate(state, "dualpipe-v", 2); }
+BENCHMARK(BM_GenerateLowerValidateDualPipeV)->Args({8, 64})->Args({64, 1024})->Unit(benchmark::kMillisecond);
+
 void BM_Generate(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Generate("1f1b", Params(64, 1024)));
 }

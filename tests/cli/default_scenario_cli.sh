@@ -13,7 +13,7 @@ check "default scenario executes" '[[ $rc -eq 0 ]]'
 python3 - "$tmp/m.json" <<'PY' || fail=1
 import json, sys
 m = json.load(open(sys.argv[1]))
-ok = len(m["schedules"]) == 8  # every generator: gpipe 1f1b pipedream 2bw interleaved zb-h1 zb-h2 zb-v
+ok = len(m["schedules"]) == 9  # every generator: gpipe 1f1b pipedream 2bw interleaved zb-h1 zb-h2 zb-v dualpipe-v
 for s in m["schedules"]:
     l = s["losses"]
     falls = len(l) == 20 and l[-1] <= 0.95 * l[0]

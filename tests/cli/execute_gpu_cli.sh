@@ -28,7 +28,7 @@ python3 - "$tmp/m.json" <<'PY' || fail=1
 import json, math, sys
 m = json.load(open(sys.argv[1]))
 names = sorted(s["schedule"] for s in m["schedules"])
-ok = names == sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v"])
+ok = names == sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"])
 if not ok: print("FAIL: schedules", names)
 losses = {s["schedule"]: s["losses"] for s in m["schedules"]}
 for s in m["schedules"]:
@@ -37,7 +37,7 @@ for s in m["schedules"]:
         print("FAIL:", s["schedule"], "losses", l); ok = False
     print(f'{s["schedule"]:<12} {s["step_time_ms"]:8.3f} ms/step  losses {l[0]:.5f} -> {l[-1]:.5f}')
 # The flush schedules do the same math in another order: the same losses at every step.
-flush = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"]
+flush = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]
 for n in flush:
     for a, b in zip(losses.get(n, []), losses.get("1f1b", [])):
         if abs(a - b) > 1e-3 * abs(b):

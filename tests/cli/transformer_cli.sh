@@ -32,7 +32,7 @@ tmp = sys.argv[1]
 m = json.load(open(f"{tmp}/m.json"))
 ok = True
 names = sorted(s["schedule"] for s in m["schedules"])
-if names != sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v"]):
+if names != sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]):
     print("FAIL: every schedule ran:", names); ok = False
 for s in m["schedules"]:
     losses = s["losses"]

@@ -314,6 +314,21 @@ TEST(RuntimeMpi, ImportedVSchedule) {
       Staleness::kFlush);
 }
 
+// PyTorch's DualPipeV order for p = 2, m = 4 as its CSV writes it, overlapped pairs included,
+// trains to the reference's weights (MLP and GPT).
+TEST(RuntimeMpi, ImportedDualPipeVWithOverlappedPairs) {
+  const std::string v =
+      "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,3B2,(3F3;0B1)OVERLAP_F_B,3B3,"
+      "0I2,0W2,0I3,0W3\n"
+      "1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,"
+      "2I3,1I3,2W3,1W3\n";
+  ExpectMatchesReference({.schedule = "dualpipe-v.csv", .ranks = 2, .chunks = 2, .microbatches = 4, .csv = v},
+                         Staleness::kFlush);
+  ExpectMatchesReference({.schedule = "dualpipe-v.csv", .ranks = 2, .chunks = 2, .microbatches = 4, .gpt = true,
+                          .csv = v},
+                         Staleness::kFlush);
+}
+
 // PyTorch's interleaved order at m = p (its capped warm-up, not Megatron's), imported.
 TEST(RuntimeMpi, ImportedPyTorchInterleavedAtMEqualsP) {
   ExpectMatchesReference({.schedule = "interleaved-pytorch.csv", .ranks = 2, .chunks = 2, .microbatches = 2,

@@ -418,19 +418,56 @@ TEST(CsvIoTest, PyTorchsInterleavedOrderAtMEqualsPImports) {
 namespace stagecraft::schedules {
 namespace {
 
-// An overlapped pair (DualPipe's "(F;B)OVERLAP_F_B") reads as its two ops in order: 1F1B for
-// p = 2, m = 4 with rank 0's 0F2 and 0B1 written as one pair imports as the plain file does.
-TEST(CsvIoTest, ReadsAnOverlappedPairAsItsTwoOps) {
+// An overlapped pair (DualPipe's "(F;B)OVERLAP_F_B") reads as its two ops in order, the second
+// marked overlapped: 1F1B for p = 2, m = 4 with rank 0's 0F2 and 0B1 written as one pair imports
+// as the plain file does but for that mark, and exports back to the same text. A pair that is
+// not an F then a B or an I is refused at its cell.
+TEST(CsvIoTest, ReadsAndWritesAnOverlappedPair) {
   const std::string plain = "0F0,0F1,0B0,0F2,0B1,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n";
   const std::string paired = "0F0,0F1,0B0,(0F2;0B1)OVERLAP_F_B,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n";
-  EXPECT_TRUE(SameSchedule(ImportCsv(paired, "p.csv", Inferred()), ImportCsv(plain, "p.csv", Inferred())));
-  try {
-    ImportCsv("(0F0;0B0;0F1)OVERLAP_F_B\n", "bad.csv", Inferred());
-    ADD_FAILURE() << "imported";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.csv:1:1: an overlapped pair holds two actions"), std::string::npos)
-        << e.what();
+  const Schedule got = ImportCsv(paired, "p.csv", Inferred());
+  Schedule want = ImportCsv(plain, "p.csv", Inferred());
+  ASSERT_EQ(want.ops[0][4].kind, OpKind::kB);
+  want.ops[0][4].overlapped = true;  // 0B1, after 0F2
+  EXPECT_TRUE(SameSchedule(got, want));
+  EXPECT_TRUE(Validate(got).empty());
+  EXPECT_EQ(ExportCsv(got, CsvForm::kComputeOnly), paired);
+  // Lowered, the pair stays one cell with its receives before it and its sends after it.
+  const std::string comms = ExportCsv(Lower(got), CsvForm::kComputeComms);
+  EXPECT_NE(comms.find("(0F2;0B1)OVERLAP_F_B,0SEND_F2"), std::string::npos) << comms;
+  EXPECT_TRUE(SameSchedule(ImportCsv(comms, "c.csv", Inferred()), Lower(got)));
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"(0F0;0B0;0F1)OVERLAP_F_B\n", "bad.csv:1:1: an overlapped pair holds two actions"},
+      {"0F0,(0B0;0F1)OVERLAP_F_B\n", "bad.csv:1:2: an overlapped pair is an F then a B or an I"},
+      {"0F0,(0F1;0W0)OVERLAP_F_B\n", "bad.csv:1:2: an overlapped pair is an F then a B or an I"},
+      {"(0F0;0UNSHARD)OVERLAP_F_B\n", "bad.csv:1:1: an overlapped pair is an F then a B or an I"},
+  };
+  for (const auto& [text, message] : bad) {
+    try {
+      ImportCsv(text, "bad.csv", Inferred());
+      ADD_FAILURE() << "imported " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
+}
+
+// Pairs that cannot run fused are refused: one that overlaps its own forward (one stage: its B
+// needs the F just before it), and, over two ranks, one whose backward needs its partner's
+// output through the other rank (0B0 waits for 1B0, which waits for 0F0's activations: fused,
+// 0F0 cannot start before 0B0's input is there, a cycle the lowering cannot break either).
+TEST(CsvIoTest, APairWhoseHalvesDependOnEachOtherIsRefused) {
+  const Schedule own = ImportCsv("(0F0;0B0)OVERLAP_F_B\n", "own.csv", Inferred());
+  const auto own_diags = Validate(own);
+  ASSERT_FALSE(own_diags.empty());
+  EXPECT_NE(own_diags[0].message.find("overlaps its own forward"), std::string::npos) << own_diags[0].message;
+
+  const Schedule chained = ImportCsv("(0F0;0B0)OVERLAP_F_B\n1F0,1B0\n", "chain.csv", Inferred());
+  bool deadlock = false;
+  for (const Diagnostic& d : Validate(chained)) deadlock = deadlock || d.code == DiagCode::kDeadlock;
+  EXPECT_TRUE(deadlock);
+  EXPECT_THROW(Lower(chained), InputError);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "generator_cases.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/analysis.h"
+#include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
 
@@ -56,7 +57,8 @@ TEST_P(EveryGenerator, ValidatesAndLowersOverTheWholeSweep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, EveryGenerator,
-                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v"),
+                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v",
+                                           "dualpipe-v"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -197,6 +199,57 @@ TEST(Generators, ZbVHoldsOneFOneBsActivationsAndLeavesNoBubbleOnceFilled) {
     }
   }
   EXPECT_THROW(Generate("zb-v", Params(4, 8, 1, 3)), InputError);  // two stages per rank, no more
+}
+
+// DualPipe-V for p = 2, m = 4, worked by hand from the eight phases in dualpipe_v.cpp (PyTorch's
+// ScheduleDualPipeV). Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. Rank 0: 2(p-r-1) = 2
+// F0; one (F0, F1); one (I1, W, F1); m - 2p + r + 1 = 1 round of (F0;B1), (F1;B0); one (B1,
+// (F1;B0)); one (B1, B0) switching to I before B0 (even rank); one (W, I0); one W. Rank 1 (the
+// last): no F0-only phase; two (F0, F1); two rounds, the first with F0 and B1 apart; two
+// (B1, B0) switching to I at the second (odd rank); then its two W.
+TEST(Generators, DualPipeVFollowsTheReportsPhasesWorkedByHand) {
+  const Schedule s = Generate("dualpipe-v", Params(2, 4, 1, 2));
+  EXPECT_EQ(s.shape.placement, Placement::kV);
+  EXPECT_EQ(ExportCsv(s, CsvForm::kComputeOnly),
+            "0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,3B2,(3F3;0B1)OVERLAP_F_B,3B3,"
+            "0I2,0W2,0I3,0W3\n"
+            "1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,"
+            "2I3,1I3,2W3,1W3\n");
+}
+
+// DeepSeek-V3 report, Table 2 (DualPipe; its V variant alike): a device holds PP + 1 stage
+// activations (PP = 2p stages of half a rank each, so one chunk more than 1F1B's p rank-stages)
+// and idles (PP/2 - 1)(F&B + B - 3W). On the unit grid (F = W = 1, B = 2) a pair that runs on
+// one stream costs F&B = F + B = 3 and sends its outputs when it ends, so each rank idles
+// (p - 1)(3 + 2 - 3) = 2(p - 1) units, whatever m.
+TEST(Generators, DualPipeVHoldsPPPlusOneActivationsAndIdlesAsTheReportSays) {
+  for (int p : {2, 3, 4, 8}) {
+    for (int m : {2 * p, 3 * p + 1, 4 * p}) {
+      const Schedule s = Generate("dualpipe-v", Params(p, m, 1, 2));
+      for (const RankAnalysis& a : Analyze(s)) EXPECT_EQ(a.peak_inflight, 2 * p + 1) << "p=" << p << " m=" << m;
+      const UnitGrid grid = UnitTimeGrid(s);
+      for (size_t r = 0; r < grid.cells.size(); ++r) {
+        int64_t busy = 0;
+        for (const GridCell& c : grid.cells[r]) busy += c.duration;
+        EXPECT_EQ(busy, 6 * m);
+        EXPECT_EQ(grid.makespan - busy, 2 * (p - 1)) << "p=" << p << " m=" << m << " rank " << r;
+      }
+      for (const P2p p2p : {P2p::kLockstep, P2p::kAhead}) {
+        const Schedule lowered = Lower(s, p2p);
+        EXPECT_TRUE(Validate(lowered).empty()) << Describe(Validate(lowered));
+        // Lowering keeps every pair side by side: nothing between an F and its overlapped partner.
+        for (const auto& ops : lowered.ops) {
+          for (size_t i = 0; i < ops.size(); ++i) {
+            if (ops[i].overlapped) {
+              EXPECT_EQ(ops[i - 1].kind, OpKind::kF) << "p=" << p << " m=" << m;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_THROW(Generate("dualpipe-v", Params(4, 7, 1, 2)), InputError);  // m < 2p
+  EXPECT_THROW(Generate("dualpipe-v", Params(4, 8, 1, 3)), InputError);  // two stages per rank
 }
 
 TEST(Generators, RejectsWhatASchedulesCannotTake) {

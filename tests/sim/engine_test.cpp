@@ -98,6 +98,27 @@ TEST(Engine, ZeroBubbleClosedForms) {
   }
 }
 
+// DeepSeek-V3 report, Table 2: DualPipe (and its V variant) idles (PP/2 - 1)(F&B + B - 3W) per
+// device and holds PP + 1 stage activations, PP = 2p stages. Its figures assume chunks of equal
+// cost; here F = I = W per stage, B = I + W, and an overlapped pair on one stream costs
+// F&B = F + B, its outputs leaving when it ends. (With unequal costs the engine's idle time
+// departs from the closed form, which the report derives for its own timing of F&B.)
+TEST(Engine, DualPipeVClosedForm) {
+  for (const int64_t c : {kMs, 3 * kMs}) {
+    for (int p : {2, 3, 4, 8}) {
+      for (int m : {2 * p, 3 * p + 1}) {
+        const auto metrics = SimMetrics(Make("dualpipe-v", p, m, 1, 2), Uniform(2 * p, c, c, c), Node(p));
+        const double f = c * 1e-6, b = 2 * f, w = f, fb = f + b;
+        for (const auto& r : metrics.ranks_detail) {
+          EXPECT_NEAR(metrics.makespan_ms - r.busy_ms, (p - 1) * (fb + b - 3 * w), 1e-9)
+              << "p=" << p << " m=" << m << " rank " << r.rank;
+          EXPECT_EQ(r.peak_inflight_microbatches, 2 * p + 1) << "p=" << p << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
 // Two transfers over one link take twice as long as one. Forwards cost nothing, so with two
 // microbatches both activations leave rank 0 at t = 0 and share its link.
 TEST(Engine, LinkSharedByTwoTransfersTakesTwiceAsLong) {

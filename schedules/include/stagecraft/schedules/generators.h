@@ -49,6 +49,8 @@ std::vector<std::vector<Op>> EmitZbH1(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbH2(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbV(const GeneratorParams& p);
 std::string CheckZbV(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitDualPipeV(const GeneratorParams& p);
+std::string CheckDualPipeV(const GeneratorParams& p);
 
 // 1F1B order over `total` microbatches with no flush, numbered globally; shared by 1f1b
 // (per step), pipedream and 2bw (across steps). `m` splits the global index into step/mb.

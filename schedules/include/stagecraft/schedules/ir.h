@@ -51,6 +51,12 @@ struct Op {
   int32_t step = 0;        // optimizer step the microbatch belongs to
   int32_t version = 0;     // weight version read (F/B/I/W) or produced (STEP); 0 for comms
   int32_t peer = -1;       // SEND: destination rank; RECV: source rank; -1 otherwise
+  // True on the second op of an overlapped pair (DualPipe's F&B, PyTorch's OVERLAP_F_B): the op
+  // just before it on this rank is an F, this one is a B or an I of another unit that does not
+  // depend on that F, and a runtime may run the two fused (one's compute hiding the other's
+  // communication). Lowering keeps the two adjacent; CSV export writes them as one
+  // "(F;B)OVERLAP_F_B" cell. Run apart, in order, they mean the same.
+  bool overlapped = false;
 
   friend bool operator==(const Op&, const Op&) = default;
 };
