@@ -2,8 +2,9 @@
 // action per cell ("0F0", "2I1", "0W3", "1SEND_F0"), empty cells are idle slots. Both the
 // compute_only and the compute_comms forms; PyTorch's sharding actions (UNSHARD, RESHARD,
 // REDUCE_GRAD) are read and skipped; an overlapped pair "(0F7;7B3)OVERLAP_F_B" (DualPipe) is read
-// as its two ops in order (the IR has no fused pair yet, so an export writes them apart). Microbatch indices in the file are global
-// (step * microbatches + microbatch); STEP ops are not written, AssignWeights rebuilds them.
+// as its two ops, the second marked Op::overlapped, and written back as one cell. Microbatch
+// indices in the file are global (step * microbatches + microbatch); STEP ops are not written,
+// AssignWeights rebuilds them.
 #pragma once
 
 #include <string>
