@@ -5,6 +5,7 @@
 // Errors: bad input is found identically by every rank before any work, so rank 0 prints it
 // and every rank exits 1. A failure during the run (an exception on one rank, a diverged
 // loss) is printed once by that rank, which then aborts the whole job: no rank hangs.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/units.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -35,18 +37,44 @@ struct ExecuteFlags {
   std::vector<std::string> sets;
   std::string json_path;
   std::string trace_path;
-  std::string inject_fault;  // "RANK:STEP"
+  std::string inject_fault;  // "RANK:STEP[:throw|hang|nan]"
+  std::string timeout = "300s";
   std::string backend = "cpu";
 };
 
 RunHooks ParseFault(const std::string& text) {
   RunHooks hooks;
   if (text.empty()) return hooks;
-  if (std::sscanf(text.c_str(), "%d:%d", &hooks.fault_rank, &hooks.fault_step) != 2 || hooks.fault_rank < 0 ||
-      hooks.fault_step < 0) {
-    throw InputError(fmt::format("--inject-fault {}: expected RANK:STEP, e.g. 1:2", text));
+  const auto bad = [&] {
+    return InputError(fmt::format("--inject-fault {}: expected RANK:STEP[:throw|hang|nan], e.g. 1:2:hang", text));
+  };
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%d:%d%n", &hooks.fault_rank, &hooks.fault_step, &consumed) != 2 ||
+      hooks.fault_rank < 0 || hooks.fault_step < 0) {
+    throw bad();
+  }
+  const std::string kind = text.substr(static_cast<size_t>(consumed));
+  if (kind.empty() || kind == ":throw") {
+    hooks.fault = RunHooks::Fault::kThrow;
+  } else if (kind == ":hang") {
+    hooks.fault = RunHooks::Fault::kHang;
+  } else if (kind == ":nan") {
+    hooks.fault = RunHooks::Fault::kNan;
+  } else {
+    throw bad();
   }
   return hooks;
+}
+
+std::chrono::nanoseconds ParseTimeout(const std::string& text) {
+  int64_t ns = 0;
+  try {
+    ns = sim::ParseDurationNs(text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--timeout: {}", e.what()));
+  }
+  if (ns <= 0) throw InputError(fmt::format("--timeout {}: must be more than 0", text));
+  return std::chrono::nanoseconds(ns);
 }
 
 // Prints "<schedule> step 3/20 ..." as the last stage finishes each step (every step for short
@@ -75,6 +103,7 @@ struct Plan {
   std::vector<Schedule> schedules;
   std::vector<std::vector<int>> layers;  // per schedule, layers per stage (as the simulator splits them)
   RunHooks hooks;
+  std::chrono::nanoseconds deadline{exec::kDefaultWaitDeadline};
   exec::Backend backend = exec::Backend::kCpu;
 };
 
@@ -93,6 +122,7 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
   if (plan.schedules.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
   for (const Schedule& s : plan.schedules) plan.layers.push_back(sim::StageLayers(sc, s.stages()));
   plan.hooks = ParseFault(f.inject_fault);
+  plan.deadline = ParseTimeout(f.timeout);
   return plan;
 }
 
@@ -106,7 +136,7 @@ int Run(const ExecuteFlags& f) {
     return ReportInputErrorOnce(e);
   }
   const sim::Scenario& sc = plan.scenario;
-  exec::ProcessRuntime runtime = StartRuntime(plan.backend, sc);
+  exec::ProcessRuntime runtime = StartRuntime(plan.backend, sc, plan.deadline);
   std::unique_ptr<Device>& device = runtime.device;
   std::unique_ptr<Transport>& transport = runtime.transport;
   std::vector<MeasuredSchedule> measured;
@@ -134,7 +164,12 @@ int Run(const ExecuteFlags& f) {
       RunHooks hooks = plan.hooks;
       hooks.on_step = ProgressPrinter(s.name, config, s.microbatches);
       const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
-      const std::vector<std::string> all = transport->Gather(SerializeRankRun(run), 0);
+      std::vector<std::string> all;
+      try {
+        all = transport->Gather(SerializeRankRun(run), 0);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(fmt::format("gathering the measurements of {} timed out: {}", s.name, e.what()));
+      }
       if (rank == 0) measured.push_back(Measure(s, sc, all));
     }
   } catch (const std::exception& e) {
@@ -164,8 +199,13 @@ Command AddExecuteCommand(CLI::App& root) {
   app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
   app->add_option("--json", flags->json_path, "Write the measured metrics of every schedule (plus losses) as JSON");
   app->add_option("--trace", flags->trace_path, "Write the measured trace (one file per schedule when several)");
+  app->add_option("--timeout", flags->timeout,
+                  "How long any wait (a transfer, a barrier, the gather) may take before the run is called hung and "
+                  "every rank exits non-zero, e.g. 30s")
+      ->default_val("300s");
   app->add_option("--inject-fault", flags->inject_fault,
-                  "Testing failure handling: RANK:STEP makes that rank throw at that step");
+                  "Testing failure handling: RANK:STEP[:throw|hang|nan] makes that rank throw (default), hang, or "
+                  "poison a weight with NaN at that step");
   AddBackendOption(app, &flags->backend);
   return {app, [flags] { return Run(*flags); }};
 }

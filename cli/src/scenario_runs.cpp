@@ -106,9 +106,10 @@ exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario)
   return backend;
 }
 
-exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario) {
+exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario,
+                                  std::chrono::nanoseconds deadline) {
   try {
-    return exec::MakeProcessRuntime(backend, scenario);
+    return exec::MakeProcessRuntime(backend, scenario, deadline);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", exec::MpiWorldRank(), exec::HostName().c_str(),
                  e.what());

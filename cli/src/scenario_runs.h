@@ -34,7 +34,8 @@ void AddBackendOption(CLI::App* app, std::string* flag);
 exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario);
 // This process's device and transport; a failure to make them (a CUDA error) is printed with
 // the rank and host, and ends the job.
-exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario);
+exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario,
+                                  std::chrono::nanoseconds deadline = exec::kDefaultWaitDeadline);
 
 // `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several, with any
 // character of the schedule's name but letters, digits, '-', '_' and '.' written as '_'.

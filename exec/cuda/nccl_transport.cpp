@@ -135,9 +135,11 @@ class NcclTransport final : public Transport {
       CheckAsyncErrors();
       const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       if (waited > deadline_ns_) {
-        Fail(Where(__FILE__, __LINE__) + "the NCCL " + (t.recv ? "receive from" : "send to") + " rank " +
-             std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ") did not complete within " +
-             std::to_string(static_cast<double>(deadline_ns_) * 1e-9) + " s: a peer is hung or gone");
+        AbortCommunicators();
+        throw TimeoutError(std::string("the NCCL ") + (t.recv ? "receive from" : "send to") + " rank " +
+                           std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ") did not complete within " +
+                           std::to_string(deadline_ns_ / 1'000'000'000) + " s: a peer is hung or gone (this rank's "
+                           "NCCL communicators were aborted)");
       }
       if (waited > kSpinNs) {
         const timespec ts{0, static_cast<long>(kSleepNs)};

@@ -34,11 +34,11 @@ void CheckDtype(const sim::Scenario& sc, Backend backend) {
   }
 }
 
-ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc) {
+ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, std::chrono::nanoseconds deadline) {
   ProcessRuntime rt;
   if (backend == Backend::kCpu) {
     rt.device = MakeCpuDevice();
-    rt.transport = MakeMpiTransport();
+    rt.transport = MakeMpiTransport(deadline);
     return rt;
   }
   const GemmPrecision precision = GemmPrecisionFor(sc.training.dtype).value_or(GemmPrecision::kFp32);
@@ -46,9 +46,9 @@ ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc) {
   rt.device = MakeCudaDevice(GpuForLocalRank(MpiLocalRank(), gpus), precision);
   // Every rank decides alike: NCCL only if no node shares a GPU between its ranks.
   if (HaveNccl() && MpiOnEveryRank(EachProcessHasItsOwnGpu(MpiLocalSize(), gpus))) {
-    rt.transport = MakeNcclTransport(MakeMpiTransport(), *rt.device);
+    rt.transport = MakeNcclTransport(MakeMpiTransport(deadline), *rt.device, deadline);
   } else {
-    rt.transport = MakeStagedTransport(MakeMpiTransport(), *rt.device);
+    rt.transport = MakeStagedTransport(MakeMpiTransport(deadline), *rt.device);
   }
   return rt;
 }

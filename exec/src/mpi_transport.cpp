@@ -188,8 +188,8 @@ class MpiTransport final : public Transport {
     const std::string transfer = w.kind == Kind::kBarrier ? std::string("a barrier")
                                  : fmt::format("the MPI {} rank {} (tag {})",
                                                w.kind == Kind::kSend ? "send to" : "receive from", w.peer, w.tag);
-    throw std::runtime_error(fmt::format("{} did not complete within {:g} s: a peer is hung or gone", transfer,
-                                         static_cast<double>(deadline_ns_) * 1e-9));
+    throw TimeoutError(fmt::format("{} did not complete within {:g} s: a peer is hung or gone", transfer,
+                                   static_cast<double>(deadline_ns_) * 1e-9));
   }
 
   const int64_t deadline_ns_;

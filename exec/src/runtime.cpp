@@ -2,10 +2,14 @@
 #include "stagecraft/exec/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -86,7 +90,11 @@ class Runner {
   }
 
   RankRun Run() {
-    transport_.Barrier();
+    try {
+      transport_.Barrier();
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(fmt::format("the barrier before {} timed out: {}", s_.name, e.what()));
+    }
     base_bytes_ = (data_.inputs.size() + data_.targets.size() + losses_.size()) * static_cast<int64_t>(sizeof(float));
     device_.ResetPeak();
     device_.Synchronize();
@@ -125,8 +133,8 @@ class Runner {
   int64_t Global(const Op& op) const { return static_cast<int64_t>(op.step) * s_.microbatches + op.microbatch; }
 
   void Execute(int i, const Op& op) {
-    if (schedules::IsCompute(op.kind) && rank_ == hooks_.fault_rank && op.step == hooks_.fault_step) {
-      throw std::runtime_error(fmt::format("injected fault at step {} (--inject-fault)", op.step));
+    if (schedules::IsCompute(op.kind) && rank_ == hooks_.fault_rank && op.step == hooks_.fault_step && !fault_done_) {
+      InjectFault(op);
     }
     if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) {
       return schedules::IsSend(op.kind) ? Send(i, Key(*edge), op.peer) : Recv(i, Key(*edge), op.peer);
@@ -150,6 +158,23 @@ class Runner {
     }
     timed_.push_back({i, start, device_.Stamp()});
     if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
+  }
+
+  void InjectFault(const Op& op) {
+    switch (hooks_.fault) {
+      case RunHooks::Fault::kThrow:
+        throw std::runtime_error(fmt::format("injected fault at step {} (--inject-fault)", op.step));
+      case RunHooks::Fault::kHang:
+        std::fprintf(stderr, "stagecraft: rank %d hangs at step %d (--inject-fault)\n", rank_, op.step);
+        std::fflush(stderr);
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      case RunHooks::Fault::kNan: {
+        LocalStage& ls = Local(op.stage);
+        device_.Fill(ls.versions.at(ls.newest).data(), std::numeric_limits<float>::quiet_NaN(), 1);
+        fault_done_ = true;  // once
+        return;
+      }
+    }
   }
 
   // Turns the stamps taken since the last call into op times; then, for each step the last
@@ -310,10 +335,17 @@ class Runner {
     return b;
   }
 
-  // Waits for a transfer unless Poll already saw it complete (its handle is then released).
+  // Waits for a transfer unless Poll already saw it complete (its handle is then released). A
+  // wait past the deadline names the op it was for.
   void Finish(Pending& p) {
     if (run_.record.ops[p.op_index].end_ns < 0) {
-      transport_.Wait(p.request);
+      try {
+        transport_.Wait(p.request);
+      } catch (const TimeoutError& e) {
+        const Op& op = s_.ops[rank_][p.op_index];
+        throw TimeoutError(fmt::format("{} (step {}) {} rank {} timed out: {}", schedules::ActionString(op, s_.microbatches),
+                                       op.step, schedules::IsSend(op.kind) ? "to" : "from", op.peer, e.what()));
+      }
       run_.record.ops[p.op_index].end_ns = Now();
     }
   }
@@ -349,6 +381,7 @@ class Runner {
   Device& device_;
   Transport& transport_;
   const RunHooks& hooks_;
+  bool fault_done_ = false;
   const int rank_;
   std::vector<LocalStage> stages_;
   std::unordered_map<int, int> chunk_of_;

@@ -98,6 +98,22 @@ run_fail() {
 run_fail "rank throws mid-step" "rank 2 .*injected fault at step 1" 4 --inject-fault 2:1
 run_fail "last rank throws" "rank 3 .*injected fault at step 0" 4 --inject-fault 3:0
 run_fail "loss diverges" "loss is \(nan\|inf\|-nan\)" 4 --set training.optimizer=sgd --set training.lr=1e12
+run_fail "a NaN weight" "rank 3 .*step 1 microbatch 0: loss is nan" 4 --inject-fault 1:1:nan
+# A rank that hangs: its peer's wait runs into --timeout, and every rank is gone within the
+# deadline + 10 s (issue 15's bound), the waiting rank naming the op, its step, the peer and the
+# timeout. Two ranks, so exactly one rank waits on the hung one.
+start_ns=$(date +%s%N)
+run_fail "a hung rank" "rank 0 .*0RECV_B[0-9]* (step 1) from rank 1 timed out: .*did not complete within 3 s" 2 \
+  --set pipeline.ranks=2 --set topology.devices_per_node=2 --inject-fault 1:1:hang --timeout 3s
+hang_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
+echo "hung rank: the run ended after $hang_ms ms (deadline 3 s)"
+check "a hung rank: over within the deadline + 10 s ($hang_ms ms)" '[[ $hang_ms -lt 13000 ]]'
+check "a hung rank: it said where it hung" 'grep -q "rank 1 hangs at step 1" "$tmp/ferr"'
+expect_error "bad timeout" "--timeout 0s: must be more than 0" execute "$scenario" --set pipeline.ranks=1 --timeout 0s
+expect_error "timeout without a unit" "--timeout: expected a duration" execute "$scenario" --set pipeline.ranks=1 \
+  --timeout 5
+expect_error "unknown fault" "--inject-fault 1:2:melt: expected RANK:STEP[:throw|hang|nan]" execute "$scenario" \
+  --set pipeline.ranks=1 --inject-fault 1:2:melt
 run_fail "world larger than ranks" "pipeline.ranks is 4 but the MPI job has 5" 5
 run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 2
 

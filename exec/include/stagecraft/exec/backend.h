@@ -7,6 +7,7 @@
 //         share a GPU.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string_view>
 
@@ -30,7 +31,8 @@ struct ProcessRuntime {
   std::unique_ptr<Device> device;
   std::unique_ptr<Transport> transport;
 };
-// Requires a live MpiSession.
-ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& scenario);
+// Requires a live MpiSession. Every wait of the transport gives up after `deadline`.
+ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& scenario,
+                                  std::chrono::nanoseconds deadline = kDefaultWaitDeadline);
 
 }  // namespace stagecraft::exec

@@ -80,9 +80,14 @@ struct StepProgress {
 struct RunHooks {
   using StepFn = std::function<void(const StepProgress&)>;
   StepFn on_step;
-  // Testing failure handling: this rank throws at its first compute op of this step.
+  // Testing failure handling (`execute --inject-fault RANK:STEP[:KIND]`): at its first compute
+  // op of fault_step, rank fault_rank throws (kThrow), stops answering for good (kHang: its
+  // peers' waits run into the deadline), or turns one weight of that stage into NaN (kNan: the
+  // loss diverges downstream).
+  enum class Fault { kThrow, kHang, kNan };
   int fault_rank = -1;
   int fault_step = -1;
+  Fault fault = Fault::kThrow;
 };
 
 // What one rank measured: its part of the run record (times are ns since the run's start,
@@ -94,7 +99,8 @@ struct RankRun {
 };
 
 // Runs `schedule` (lowered and valid) on this rank. Throws std::runtime_error on a non-finite
-// loss or an injected fault; the caller aborts the job.
+// loss or an injected fault, and TimeoutError naming the op (e.g. "1RECV_F3 (step 2) from rank
+// 0") when a wait runs past the transport's deadline; the caller aborts the job.
 RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& config, const Dataset& data,
                 Device& device, Transport& transport, const RunHooks& hooks = {});
 

@@ -7,13 +7,22 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace stagecraft::exec {
 
-// How long a Wait lets one transfer (or a barrier) take before it calls the peer hung and throws.
+// How long a Wait lets one transfer (or a barrier) take before it calls the peer hung and throws
+// (`execute --timeout`).
 inline constexpr std::chrono::seconds kDefaultWaitDeadline{300};
+
+// A wait that ran past the transport's deadline. what(): the transfer, the peer and the deadline;
+// the runtime prefixes the op it was waiting for.
+class TimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Transport {
  public:
@@ -28,8 +37,9 @@ class Transport {
   virtual Request Isend(const float* data, int64_t count, int peer, int64_t tag) = 0;
   virtual Request Irecv(float* data, int64_t count, int peer, int64_t tag) = 0;
   virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
-  // Throws std::runtime_error naming the transfer and the peer when it is not complete within
-  // the transport's deadline (kDefaultWaitDeadline unless the transport was made with another).
+  // Throws TimeoutError naming the transfer and the peer when it is not complete within the
+  // transport's deadline (kDefaultWaitDeadline unless the transport was made with another);
+  // Barrier and Gather wait under the same deadline.
   virtual void Wait(Request request) = 0;
 
   virtual void Barrier() = 0;
