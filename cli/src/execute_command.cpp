@@ -37,7 +37,7 @@ struct ExecuteFlags {
   std::vector<std::string> sets;
   std::string json_path;
   std::string trace_path;
-  std::string inject_fault;  // "RANK:STEP[:throw|hang|nan]"
+  std::string inject_fault;  // "RANK:STEP[:throw|hang|nan|oom]"
   std::string timeout = "300s";
   std::string backend = "cpu";
 };
@@ -46,7 +46,7 @@ RunHooks ParseFault(const std::string& text) {
   RunHooks hooks;
   if (text.empty()) return hooks;
   const auto bad = [&] {
-    return InputError(fmt::format("--inject-fault {}: expected RANK:STEP[:throw|hang|nan], e.g. 1:2:hang", text));
+    return InputError(fmt::format("--inject-fault {}: expected RANK:STEP[:throw|hang|nan|oom], e.g. 1:2:hang", text));
   };
   int consumed = 0;
   if (std::sscanf(text.c_str(), "%d:%d%n", &hooks.fault_rank, &hooks.fault_step, &consumed) != 2 ||
@@ -60,6 +60,8 @@ RunHooks ParseFault(const std::string& text) {
     hooks.fault = RunHooks::Fault::kHang;
   } else if (kind == ":nan") {
     hooks.fault = RunHooks::Fault::kNan;
+  } else if (kind == ":oom") {
+    hooks.fault = RunHooks::Fault::kOom;
   } else {
     throw bad();
   }
@@ -121,6 +123,12 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
   plan.schedules = ScenarioSchedules(sc.pipeline, MpiWorldRank() == 0);
   if (plan.schedules.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
   for (const Schedule& s : plan.schedules) plan.layers.push_back(sim::StageLayers(sc, s.stages()));
+  // A run the simulator predicts will not fit in the scenario's device memory is refused here,
+  // before any rank allocates anything.
+  const sim::Topology topo(sc.topology);
+  std::vector<Prediction> predictions;
+  for (const Schedule& s : plan.schedules) predictions.push_back(Predict(sc, topo, s));
+  RefusePredictedOom(sc, predictions);
   plan.hooks = ParseFault(f.inject_fault);
   plan.deadline = ParseTimeout(f.timeout);
   return plan;
@@ -204,8 +212,8 @@ Command AddExecuteCommand(CLI::App& root) {
                   "every rank exits non-zero, e.g. 30s")
       ->default_val("300s");
   app->add_option("--inject-fault", flags->inject_fault,
-                  "Testing failure handling: RANK:STEP[:throw|hang|nan] makes that rank throw (default), hang, or "
-                  "poison a weight with NaN at that step");
+                  "Testing failure handling: RANK:STEP[:throw|hang|nan|oom] makes that rank throw (default), hang, "
+                  "poison a weight with NaN, or fail an allocation at that step");
   AddBackendOption(app, &flags->backend);
   return {app, [flags] { return Run(*flags); }};
 }

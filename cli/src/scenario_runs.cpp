@@ -16,6 +16,9 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/units.h"
 
 namespace stagecraft::cli {
 
@@ -82,6 +85,35 @@ std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_
     out.push_back(std::move(s));
   }
   return out;
+}
+
+Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule) {
+  Prediction p;
+  p.schedule = std::move(schedule);
+  const sim::CostTable costs = sim::BuildCosts(sc, p.schedule);
+  p.cost_source = costs.source;
+  sim::SimConfig config;
+  config.device_memory_bytes = sc.topology.device.memory_bytes;
+  p.result = sim::Simulate(p.schedule, costs, topo, config);
+  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
+  return p;
+}
+
+void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& predictions) {
+  std::string why;
+  for (const Prediction& p : predictions) {
+    if (!p.metrics.AnyOom()) continue;
+    std::string peaks;
+    for (const auto& r : p.metrics.ranks_detail) {
+      peaks += fmt::format("{}rank {} {}", peaks.empty() ? "" : ", ", r.rank, sim::FormatBytes(r.peak_memory_bytes));
+    }
+    why += fmt::format("{}{} ({})", why.empty() ? "" : "; ", p.schedule.name, peaks);
+  }
+  if (why.empty()) return;
+  throw InputError(fmt::format("{}: predicted to exceed the device memory of {} (topology.device.memory): {}; "
+                               "nothing was run (fewer microbatches in flight, recompute, more ranks or another "
+                               "schedule would fit)",
+                               sc.path, sim::FormatBytes(sc.topology.device.memory_bytes), why));
 }
 
 int ReportInputErrorOnce(const InputError& error) {

@@ -10,7 +10,10 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/run_record.h"
 #include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
 
 namespace stagecraft::cli {
 
@@ -21,6 +24,20 @@ std::string ReadTextFile(const std::string& path);
 // them; a schedule file is imported as scenario.h says), or under "all" every generator the shape allows, with the others named on stderr
 // when `report_skipped`.
 std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline, bool report_skipped);
+
+// The simulator's prediction of one of the scenario's schedules on its topology, with its
+// device memory (simulate prints it; execute refuses a schedule predicted not to fit).
+struct Prediction {
+  schedules::Schedule schedule;
+  schedules::RunRecord result;
+  schedules::ScheduleMetrics metrics;
+  std::string cost_source;
+};
+Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule);
+
+// Throws InputError when the simulator predicts that a schedule of `predictions` exceeds the
+// scenario's device memory, naming each such schedule with every rank's predicted peak.
+void RefusePredictedOom(const sim::Scenario& scenario, const std::vector<Prediction>& predictions);
 
 // For commands under mpirun: bad input is found by every rank alike before any work. Rank 0
 // prints the one line, then every rank waits at a barrier so that no rank exits (and has

@@ -35,33 +35,14 @@ struct SimulateFlags {
   std::string trace_path;
 };
 
-struct Outcome {
-  Schedule schedule;
-  RunRecord result;
-  ScheduleMetrics metrics;
-  std::string cost_source;
-};
-
-Outcome SimulateOne(const Scenario& sc, const Topology& topo, Schedule schedule) {
-  Outcome o;
-  o.schedule = std::move(schedule);
-  const CostTable costs = BuildCosts(sc, o.schedule);
-  o.cost_source = costs.source;
-  SimConfig config;
-  config.device_memory_bytes = sc.topology.device.memory_bytes;
-  o.result = Simulate(o.schedule, costs, topo, config);
-  o.metrics = ComputeMetrics(o.schedule, o.result, sc.pipeline.microbatch_size);
-  return o;
-}
-
-std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<Outcome>& outcomes) {
+std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<Prediction>& outcomes) {
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", sc.name,
                                 p.ranks, p.microbatches, p.microbatch_size, p.steps, cost_source);
   out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");
-  const Outcome* best = nullptr;
-  for (const Outcome& o : outcomes) {
+  const Prediction* best = nullptr;
+  for (const Prediction& o : outcomes) {
     const ScheduleMetrics& m = o.metrics;
     const int worst = m.WorstMemoryRank();
     out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", m.schedule,
@@ -99,8 +80,8 @@ std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
   const Topology topo(sc.topology);
-  std::vector<Outcome> outcomes;
-  for (Schedule& s : ScenarioSchedules(sc.pipeline, true)) outcomes.push_back(SimulateOne(sc, topo, std::move(s)));
+  std::vector<Prediction> outcomes;
+  for (Schedule& s : ScenarioSchedules(sc.pipeline, true)) outcomes.push_back(Predict(sc, topo, std::move(s)));
   if (outcomes.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
   const std::string& cost_source = outcomes.front().cost_source;
   // Everything is computed before anything is written: an error leaves no partial output.
@@ -108,12 +89,12 @@ int Run(const SimulateFlags& f) {
   file.scenario = sc.name;
   file.source = "predicted";
   file.costs = cost_source;
-  for (const Outcome& o : outcomes) file.schedules.push_back(o.metrics);
+  for (const Prediction& o : outcomes) file.schedules.push_back(o.metrics);
   const std::string json = MetricsFileToJson(file);
   const std::string table = Table(sc, cost_source, outcomes);
   if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
   if (!f.trace_path.empty()) {
-    for (const Outcome& o : outcomes) {
+    for (const Prediction& o : outcomes) {
       const Trace trace = BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics);
       WriteTextFileAtomically(TracePath(f.trace_path, o.metrics.schedule, outcomes.size() > 1), TraceToJson(trace));
     }

@@ -68,11 +68,13 @@ class CudaDevice final : public Device {
   cudaStream_t stream() const { return stream_; }
 
   float* Allocate(int64_t floats) override {
-    Track(floats * static_cast<int64_t>(sizeof(float)));
     if (floats == 0) return nullptr;
-    if (float* kept = free_.Take(floats)) return kept;
-    void* block = nullptr;
-    SC_CUDA_CHECK(cudaMalloc(&block, static_cast<size_t>(floats) * sizeof(float)));
+    if (float* kept = free_.Take(floats)) {
+      Track(floats * static_cast<int64_t>(sizeof(float)));
+      return kept;
+    }
+    void* block = DeviceMalloc(static_cast<uint64_t>(floats) * sizeof(float));
+    Track(floats * static_cast<int64_t>(sizeof(float)));
     CountSystemAllocation();
     return static_cast<float*>(block);
   }
@@ -261,6 +263,24 @@ class CudaDevice final : public Device {
  private:
   static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
 
+  // cudaMalloc, with a full device reported as OutOfMemory (the runtime names the op); any other
+  // failure as the call that failed.
+  void* DeviceMalloc(uint64_t bytes) {
+    void* block = nullptr;
+    const cudaError_t status = cudaMalloc(&block, static_cast<size_t>(bytes));
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // clear it: the device stays usable
+      size_t free_bytes = 0, total_bytes = 0;
+      (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+      throw OutOfMemory("cudaMalloc of " + std::to_string(bytes) + " bytes on GPU " + std::to_string(gpu_) +
+                        " failed: out of memory (" + std::to_string(free_bytes) + " of " +
+                        std::to_string(total_bytes) + " bytes free, " + std::to_string(bytes_in_use()) +
+                        " in use by this run)");
+    }
+    SC_CUDA_CHECK(status);
+    return block;
+  }
+
   // The GPU time of origin_ matched to the host clock: queued work drained first, so the event
   // completes at once and the host reads its clock right after.
   void SetOrigin() {
@@ -280,8 +300,7 @@ class CudaDevice final : public Device {
         Track(-scratch_halves_ * static_cast<int64_t>(sizeof(uint16_t)));
         scratch_ = nullptr;
       }
-      void* block = nullptr;
-      SC_CUDA_CHECK(cudaMalloc(&block, static_cast<size_t>(halves) * sizeof(uint16_t)));
+      void* block = DeviceMalloc(static_cast<uint64_t>(halves) * sizeof(uint16_t));
       scratch_ = static_cast<uint16_t*>(block);
       scratch_halves_ = halves;
       Track(halves * static_cast<int64_t>(sizeof(uint16_t)));

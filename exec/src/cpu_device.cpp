@@ -9,6 +9,8 @@
 #include <new>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/block_pool.h"
 #include "stagecraft/schedules/ir.h"
@@ -27,12 +29,17 @@ class CpuDevice final : public Device {
 
   float* Allocate(int64_t floats) override {
     SC_CHECK(floats > 0, "allocations are never empty");
-    Track(floats * static_cast<int64_t>(sizeof(float)));
-    if (float* kept = free_.Take(floats)) return kept;
+    if (float* kept = free_.Take(floats)) {
+      Track(floats * static_cast<int64_t>(sizeof(float)));
+      return kept;
+    }
     // 64-byte alignment: whole cache lines and AVX-512 vectors.
-    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
-    if (p == nullptr) throw std::bad_alloc();
+    const uint64_t bytes = (static_cast<uint64_t>(floats) * sizeof(float) + 63) / 64 * 64;
+    void* p = bytes / sizeof(float) < static_cast<uint64_t>(floats) ? nullptr : std::aligned_alloc(64, bytes);
+    if (p == nullptr) {
+      throw OutOfMemory(fmt::format("cannot allocate {} bytes of host memory ({} bytes in use)", bytes, bytes_in_use()));
+    }
+    Track(floats * static_cast<int64_t>(sizeof(float)));
     CountSystemAllocation();
     return static_cast<float*>(p);
   }

@@ -148,13 +148,18 @@ class Runner {
       input = TakeLossGradient(op);
     }
     const int start = device_.Stamp();
-    switch (op.kind) {
-      case OpKind::kF: Forward(op, std::move(input)); break;
-      case OpKind::kB:
-      case OpKind::kI: Backward(op, std::move(input)); break;
-      case OpKind::kW: BackwardWeight(op); break;
-      case OpKind::kStep: Step(i, op); break;
-      default: SC_CHECK(false, "unhandled op kind");
+    try {
+      switch (op.kind) {
+        case OpKind::kF: Forward(op, std::move(input)); break;
+        case OpKind::kB:
+        case OpKind::kI: Backward(op, std::move(input)); break;
+        case OpKind::kW: BackwardWeight(op); break;
+        case OpKind::kStep: Step(i, op); break;
+        default: SC_CHECK(false, "unhandled op kind");
+      }
+    } catch (const OutOfMemory& e) {
+      throw OutOfMemory(fmt::format("out of memory at {} (step {}): {}", schedules::ActionString(op, s_.microbatches),
+                                    op.step, e.what()));
     }
     timed_.push_back({i, start, device_.Stamp()});
     if (op.kind != OpKind::kStep) ReleaseVersion(i, op.stage, op.version);
@@ -168,6 +173,18 @@ class Runner {
         std::fprintf(stderr, "stagecraft: rank %d hangs at step %d (--inject-fault)\n", rank_, op.step);
         std::fflush(stderr);
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      case RunHooks::Fault::kOom: {
+        fault_done_ = true;
+        // An allocation no device can satisfy, made where the op's own buffers are: the real
+        // allocator fails and the failure takes the path a full device's would.
+        try {
+          Buffer too_big(device_, int64_t{1} << 60);
+        } catch (const OutOfMemory& e) {
+          throw OutOfMemory(fmt::format("out of memory at {} (step {}): {} (--inject-fault)",
+                                        schedules::ActionString(op, s_.microbatches), op.step, e.what()));
+        }
+        return;
+      }
       case RunHooks::Fault::kNan: {
         LocalStage& ls = Local(op.stage);
         device_.Fill(ls.versions.at(ls.newest).data(), std::numeric_limits<float>::quiet_NaN(), 1);

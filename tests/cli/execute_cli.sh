@@ -98,6 +98,7 @@ run_fail() {
 run_fail "rank throws mid-step" "rank 2 .*injected fault at step 1" 4 --inject-fault 2:1
 run_fail "last rank throws" "rank 3 .*injected fault at step 0" 4 --inject-fault 3:0
 run_fail "loss diverges" "loss is \(nan\|inf\|-nan\)" 4 --set training.optimizer=sgd --set training.lr=1e12
+run_fail "an allocation fails" "rank 2 .*out of memory at 2F[0-9]* (step 1): cannot allocate" 4 --inject-fault 2:1:oom
 run_fail "a NaN weight" "rank 3 .*step 1 microbatch 0: loss is nan" 4 --inject-fault 1:1:nan
 # A rank that hangs: its peer's wait runs into --timeout, and every rank is gone within the
 # deadline + 10 s (issue 15's bound), the waiting rank naming the op, its step, the peer and the
@@ -112,8 +113,12 @@ check "a hung rank: it said where it hung" 'grep -q "rank 1 hangs at step 1" "$t
 expect_error "bad timeout" "--timeout 0s: must be more than 0" execute "$scenario" --set pipeline.ranks=1 --timeout 0s
 expect_error "timeout without a unit" "--timeout: expected a duration" execute "$scenario" --set pipeline.ranks=1 \
   --timeout 5
-expect_error "unknown fault" "--inject-fault 1:2:melt: expected RANK:STEP[:throw|hang|nan]" execute "$scenario" \
+expect_error "unknown fault" "--inject-fault 1:2:melt: expected RANK:STEP[:throw|hang|nan|oom]" execute "$scenario" \
   --set pipeline.ranks=1 --inject-fault 1:2:melt
+# The simulator predicts the run will not fit the scenario's device memory: refused before it
+# starts, naming each rank's predicted peak.
+run_fail "predicted out of memory" "predicted to exceed the device memory of 16.00 KiB (topology.device.memory): 1f1b (rank 0 [0-9.]* KiB, rank 1" 4 \
+  --set topology.device.memory=16KiB
 run_fail "world larger than ranks" "pipeline.ranks is 4 but the MPI job has 5" 5
 run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 2
 

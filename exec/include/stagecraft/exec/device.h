@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -11,12 +12,19 @@
 
 namespace stagecraft::exec {
 
+// An allocation the device could not satisfy (its memory is full). The runtime prefixes the op
+// it was running; the job then ends like any other rank failure.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
   virtual std::string Name() const = 0;
 
-  // Memory. Allocate never returns null (throws on failure). Bytes in use are tracked so the
+  // Memory. Allocate never returns null (throws OutOfMemory when memory is exhausted). Bytes in use are tracked so the
   // executor can report measured peak memory. Freed blocks are kept for reuse by size, so a
   // run whose buffers repeat every microbatch allocates nothing from the system once warm;
   // system_allocations() counts the blocks really obtained (tests check the steady state).

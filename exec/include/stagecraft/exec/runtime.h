@@ -82,9 +82,10 @@ struct RunHooks {
   StepFn on_step;
   // Testing failure handling (`execute --inject-fault RANK:STEP[:KIND]`): at its first compute
   // op of fault_step, rank fault_rank throws (kThrow), stops answering for good (kHang: its
-  // peers' waits run into the deadline), or turns one weight of that stage into NaN (kNan: the
-  // loss diverges downstream).
-  enum class Fault { kThrow, kHang, kNan };
+  // peers' waits run into the deadline), turns one weight of that stage into NaN (kNan: the
+  // loss diverges downstream), or asks its device for more memory than any has (kOom: a real
+  // allocation failure, reported with the op).
+  enum class Fault { kThrow, kHang, kNan, kOom };
   int fault_rank = -1;
   int fault_step = -1;
   Fault fault = Fault::kThrow;
