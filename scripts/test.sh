@@ -2,9 +2,31 @@
 # The test job: install what is missing, build, run every test with ctest. Tests labelled
 # `gpu` skip themselves (GTEST_SKIP, shown as "Skipped" by ctest) when no CUDA device is
 # present; MPI tests run one at a time (RESOURCE_LOCK mpi), oversubscribing small machines.
+# `--sanitize`: the same suite built with ASan + UBSan in build-sanitize/ (see below).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
+
+if [[ "${1:-}" == "--sanitize" ]]; then
+  # The whole suite, MPI tests included, built with ASan + UBSan into build-sanitize/ (CUDA off:
+  # the sanitizers do not cover device code). Any sanitizer report ends its test with an error.
+  cmake -S "$root" -B "$root/build-sanitize" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTAGECRAFT_SANITIZE=ON \
+    -DSTAGECRAFT_CUDA=OFF >/dev/null
+  cmake --build "$root/build-sanitize" -j"$(nproc)"
+  cd "$root/build-sanitize"
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+  export LSAN_OPTIONS="suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  start=$SECONDS
+  ctest --output-on-failure -j"$(nproc)" --timeout 1800 -LE gpu
+  echo "sanitized suite: $((SECONDS - start)) s"
+  exit 0
+elif [[ $# -gt 0 ]]; then
+  echo "usage: scripts/test.sh [--sanitize]" >&2
+  exit 2
+fi
+
 "$root/scripts/build.sh"
 cd "$root/build"
 if ! nvidia-smi -L >/dev/null 2>&1; then

@@ -245,25 +245,74 @@ void CompareCommon(const InputFile& predicted, const InputFile& measured, double
   }
 }
 
+// A partial run (execute's OUT.partial, metrics.h PartialRun): one warning line on stderr, and
+// the running schedule's finished steps as a block of their own (its complete schedules are
+// compared as usual). Returns whether predicted holds the running schedule with a step done.
+bool ComparePartial(const InputFile& predicted, const InputFile& measured, Report* report) {
+  const schedules::PartialRun& run = *measured.partial;
+  const size_t done = run.step_ms.size();
+  std::fprintf(stderr, "warning: %s is a partial run, not a complete one: %d of %d schedule(s) finished%s; only what "
+               "finished is compared\n", measured.path.c_str(), run.schedules_done, run.schedules_total,
+               run.schedule.empty() ? ""
+                                    : fmt::format(", then {} stopped after {} of {} step(s)", run.schedule, done,
+                                                  run.steps).c_str());
+  report->json["partial"] = {{"schedules_done", run.schedules_done}, {"schedules_total", run.schedules_total},
+                             {"schedule", run.schedule}, {"steps_done", done}, {"steps", run.steps}};
+  const ScheduleMetrics* p = run.schedule.empty() ? nullptr : predicted.Find(run.schedule);
+  if (p == nullptr || done == 0) return false;
+  // The finished steps after the first (which also warms the caches), when there are such.
+  std::vector<double> steps(run.step_ms.begin() + (done > 1 ? 1 : 0), run.step_ms.end());
+  std::sort(steps.begin(), steps.end());
+  const size_t n = steps.size();
+  const double median = n % 2 == 1 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+  const std::optional<double> error = ErrorPct(p->step_time_ms, median);
+  report->text += fmt::format("\n{} (partial run: {} of {} steps finished): {}\n", run.schedule, done, run.steps,
+                              Shape(*p));
+  report->text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
+  report->text += Row(fmt::format("step time (ms, median of steps {}..{})", done > 1 ? 1 : 0, done - 1),
+                      p->step_time_ms, median, 3, ErrorText(error, "%"));
+  report->text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", run.losses.front(),
+                              run.losses.back(), done);
+  report->json["partial"]["step_time_ms"] = ErrorJson(p->step_time_ms, median, error, "error_pct");
+  if (error) {  // the worst so far; a complete schedule's larger error replaces it
+    report->worst = run.schedule + " (partial)";
+    report->worst_error_pct = *error;
+  }
+  report->summary += fmt::format(kSummaryFormat, run.schedule + "*", fmt::format("{:.3f}", p->step_time_ms),
+                                 fmt::format("{:.3f}", median), ErrorText(error, "%"), "-", "-", "-", "-");
+  return true;
+}
+
 int Run(const CompareFlags& f) {
   const InputFile predicted = ReadMetricsFile(f.predicted_path);
   const InputFile measured = ReadMetricsFile(f.measured_path);
+  if (predicted.partial) {
+    throw InputError(fmt::format("{}: is a partial measured run, not a prediction; give it as the second file",
+                                 predicted.path));
+  }
   const std::vector<std::string> only_predicted = OnlyIn(predicted, measured);
   const std::vector<std::string> only_measured = OnlyIn(measured, predicted);
-  if (only_predicted.size() == predicted.schedules.size()) {
+  Report r;
+  const bool partial_compared = measured.partial && ComparePartial(predicted, measured, &r);
+  if (only_predicted.size() == predicted.schedules.size() && !partial_compared) {
     throw InputError(fmt::format("no schedule in common: {} has [{}], {} has [{}]", predicted.path,
                                  fmt::join(only_predicted, ", "), measured.path, fmt::join(only_measured, ", ")));
   }
   // Everything is checked and computed before anything is written or printed.
-  Report r;
+  const std::string partial_text = std::move(r.text), partial_summary = std::move(r.summary);
+  r.summary.clear();
+  const OrderedJson partial_json = r.json.contains("partial") ? r.json["partial"] : OrderedJson();
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
   r.json = {{"predicted_file", predicted.path}, {"measured_file", measured.path}, {"schedules", OrderedJson::array()}};
+  if (!partial_json.is_null()) r.json["partial"] = partial_json;
   CompareCommon(predicted, measured, f.max_error_pct, &r);
+  r.text += partial_text;
   r.text += "\n" + fmt::format(kSummaryFormat, "schedule", "step pred ms", "measured ms", "error", "spread",
                                 "bubble pred", "measured", "error");
-  r.text += r.summary;
+  r.text += r.summary + partial_summary;
   if (!only_predicted.empty()) r.text += fmt::format("only in predicted: {}\n", fmt::join(only_predicted, ", "));
   if (!only_measured.empty()) r.text += fmt::format("only in measured: {}\n", fmt::join(only_measured, ", "));
+  if (partial_compared) r.text += fmt::format("* partial: {} did not finish its steps\n", measured.partial->schedule);
   r.text += fmt::format("worst step-time error: {} ({})\n", ErrorText(r.worst_error_pct, "%"), r.worst);
   r.json["only_in_predicted"] = only_predicted;
   r.json["only_in_measured"] = only_measured;

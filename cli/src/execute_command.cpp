@@ -6,7 +6,9 @@
 // and every rank exits 1. A failure during the run (an exception on one rank, a diverged
 // loss) is printed once by that rank, which then aborts the whole job: no rank hangs.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,6 +100,55 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
   };
 }
 
+// `execute --json OUT` keeps OUT.partial while it runs: the complete schedules so far (every
+// rank holds them, broadcast from rank 0 after each) and the running schedule's finished steps,
+// written by the rank that sees them finish (the last stage's), each step for short runs and
+// about once a second for long ones. Every write replaces the file whole. A complete run
+// removes it once OUT is written; a killed or failed one leaves it, marked partial.
+class ProgressFile {
+ public:
+  ProgressFile(std::string path, MetricsFile base, int schedules_total)
+      : path_(std::move(path)), file_(std::move(base)) {
+    file_.partial = PartialRun{};
+    file_.partial->schedules_total = schedules_total;
+  }
+  bool enabled() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+
+  // Every rank, once schedule `done - 1` is complete: the complete ones (metrics JSON).
+  void SetDone(const std::string& done_json) {
+    MetricsFile done = MetricsFileFromJson(done_json, "the progress broadcast");
+    file_.schedules = std::move(done.schedules);
+    PartialRun& p = *file_.partial;
+    p.schedules_done = static_cast<int>(file_.schedules.size());
+    p.schedule.clear();
+    p.steps = 0;
+    p.losses.clear();
+    p.step_ms.clear();
+  }
+  void Start(const std::string& schedule, int steps) {
+    file_.partial->schedule = schedule;
+    file_.partial->steps = steps;
+    last_write_ns_ = -1;
+  }
+  void Step(const StepProgress& progress, int64_t step_ns) {
+    PartialRun& p = *file_.partial;
+    p.losses.push_back(progress.loss);
+    p.step_ms.push_back(static_cast<double>(step_ns) * 1e-6);
+    const bool due = progress.steps <= 50 || progress.step + 1 == progress.steps || last_write_ns_ < 0 ||
+                     progress.end_ns - last_write_ns_ > 1'000'000'000;
+    if (!due || !std::isfinite(progress.loss)) return;  // a diverged step ends the run; its file keeps the last good one
+    last_write_ns_ = progress.end_ns;
+    Write();
+  }
+  void Write() const { WriteTextFileAtomically(path_, MetricsFileToJson(file_)); }
+
+ private:
+  std::string path_;
+  MetricsFile file_;
+  int64_t last_write_ns_ = -1;
+};
+
 // Everything every rank needs before any work; all input checks happen here.
 struct Plan {
   sim::Scenario scenario;
@@ -165,12 +216,24 @@ int Run(const ExecuteFlags& f) {
                   plan.config.optimizer.c_str(), plan.config.lr);
       std::fflush(stdout);
     }
+    ProgressFile progress(f.json_path.empty() ? "" : f.json_path + ".partial",
+                          MeasuredFile(sc, device->Name(), {}), static_cast<int>(plan.schedules.size()));
+    if (progress.enabled() && rank == 0) {
+      std::error_code ignored;
+      std::filesystem::remove(progress.path(), ignored);  // an older run's, not this one's
+    }
     for (size_t k = 0; k < plan.schedules.size(); ++k) {
       const Schedule& s = plan.schedules[k];
       TrainingConfig config = plan.config;
       config.layers_per_stage = plan.layers[k];
       RunHooks hooks = plan.hooks;
-      hooks.on_step = ProgressPrinter(s.name, config, s.microbatches);
+      const RunHooks::StepFn print = ProgressPrinter(s.name, config, s.microbatches);
+      progress.Start(s.name, s.steps);
+      hooks.on_step = [&progress, print, last_end = int64_t{0}](const StepProgress& p) mutable {
+        print(p);
+        if (progress.enabled()) progress.Step(p, p.end_ns - last_end);
+        last_end = p.end_ns;
+      };
       const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
       std::vector<std::string> all;
       try {
@@ -179,6 +242,16 @@ int Run(const ExecuteFlags& f) {
         throw TimeoutError(fmt::format("gathering the measurements of {} timed out: {}", s.name, e.what()));
       }
       if (rank == 0) measured.push_back(Measure(s, sc, all));
+      if (progress.enabled()) {
+        std::string done = rank == 0 ? MetricsFileToJson(MeasuredFile(sc, device->Name(), measured)) : std::string();
+        try {
+          transport->Broadcast(&done, 0);
+        } catch (const TimeoutError& e) {
+          throw TimeoutError(fmt::format("sharing the measurements of {} timed out: {}", s.name, e.what()));
+        }
+        progress.SetDone(done);
+        if (rank == 0) progress.Write();
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), e.what());
@@ -192,6 +265,10 @@ int Run(const ExecuteFlags& f) {
     for (const MeasuredSchedule& m : measured) {
       WriteTextFileAtomically(TracePath(f.trace_path, m.metrics.schedule, measured.size() > 1), TraceToJson(m.trace));
     }
+  }
+  if (!f.json_path.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(f.json_path + ".partial", ignored);  // the run is complete: OUT says it all
   }
   const std::string table = MeasuredTable(sc, measured);
   std::fwrite(table.data(), 1, table.size(), stdout);

@@ -142,6 +142,13 @@ class MpiTransport final : public Transport {
     for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
     return out;
   }
+  void Broadcast(std::string* text, int root) override {
+    Barrier();  // as in Gather: the blocking collectives then find every rank ready
+    int length = Count(static_cast<int64_t>(text->size()));
+    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, root, MPI_COMM_WORLD));
+    text->resize(static_cast<size_t>(length));
+    SC_MPI_CHECK(MPI_Bcast(text->data(), length, MPI_CHAR, root, MPI_COMM_WORLD));
+  }
   [[noreturn]] void Abort(int exit_code) override {
     std::fflush(stdout);
     std::fflush(stderr);

@@ -80,7 +80,11 @@ class Runner {
     }
     // Op times (and the last stage's losses) are read back from the device once per step.
     resolve_after_.assign(ops.size(), false);
-    for (const int i : last_compute_of_step) {
+    // The last stage's rank reads them back once that step's STEP is done too, so a step is
+    // reported (and kept in the progress file) as soon as it is over.
+    for (int t = 0; t < s.steps; ++t) {
+      int i = last_compute_of_step[t];
+      if (const auto end = step_ends_at_.find(t); end != step_ends_at_.end()) i = std::max(i, end->second);
       if (i >= 0) resolve_after_[i] = true;
     }
     loss_sum_.assign(s.steps, 0.0);

@@ -48,6 +48,7 @@ class StagedTransport final : public Transport {
 
   void Barrier() override { inner_->Barrier(); }
   std::vector<std::string> Gather(const std::string& mine, int root) override { return inner_->Gather(mine, root); }
+  void Broadcast(std::string* text, int root) override { inner_->Broadcast(text, root); }
   [[noreturn]] void Abort(int exit_code) override {
     inner_->Abort(exit_code);
     std::_Exit(exit_code);  // the inner Abort does not return; this only satisfies [[noreturn]]

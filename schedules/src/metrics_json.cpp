@@ -75,6 +75,15 @@ class MetricsWriter {
     w_.EndObject();
   }
 
+  void Partial(const PartialRun& p) {
+    w_.StartObject();
+    WriteMembers(w_, {{"schedules_done", p.schedules_done}, {"schedules_total", p.schedules_total}});
+    if (!p.schedule.empty()) WriteMembers(w_, {{"schedule", p.schedule}});
+    WriteMembers(w_, {{"steps", p.steps}, {"steps_done", static_cast<int64_t>(p.step_ms.size())}});
+    Lists({{"losses", p.losses, Format::kSignificant9}, {"step_ms", p.step_ms, Format::kFixed6}});
+    w_.EndObject();
+  }
+
  private:
   void Rank(const RankMetrics& r) {
     w_.StartObject();
@@ -141,6 +150,10 @@ std::string MetricsFileToJson(const MetricsFile& file) {
   MetricsWriter schedules(&w, NumberForm::kFixed);
   for (const ScheduleMetrics& m : file.schedules) schedules.Schedule(m);
   w.EndArray();
+  if (file.partial) {
+    Key(w, "partial");
+    schedules.Partial(*file.partial);
+  }
   w.EndObject();
   SC_CHECK(w.IsComplete(), "metrics JSON is complete");
   std::string text = out.Take();

@@ -192,6 +192,29 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
   return m;
 }
 
+// A partial run's progress (metrics.h): its counts must agree with the file it is in.
+PartialRun ReadPartial(const Json& value, ReadContext* context, const MetricsFile& file) {
+  FieldReader r(value, context, "partial");
+  PartialRun p;
+  r.Int("schedules_done", &p.schedules_done, 0, Need::kRequired);
+  r.Int("schedules_total", &p.schedules_total, 1, Need::kRequired);
+  r.String("schedule", &p.schedule);
+  r.Int("steps", &p.steps, 0, Need::kRequired);
+  r.Numbers("losses", &p.losses);
+  r.Numbers("step_ms", &p.step_ms);
+  if (p.schedules_done != static_cast<int>(file.schedules.size())) {
+    r.Fail("schedules_done", fmt::format("{} but the file holds {} schedule(s)", p.schedules_done, file.schedules.size()));
+  }
+  if (p.schedules_done > p.schedules_total) {
+    r.Fail("schedules_done", fmt::format("{} is more than schedules_total {}", p.schedules_done, p.schedules_total));
+  }
+  if (p.losses.size() != p.step_ms.size() || p.step_ms.size() > static_cast<size_t>(p.steps)) {
+    r.Fail("step_ms", fmt::format("{} step time(s) and {} loss(es) for {} step(s)", p.step_ms.size(), p.losses.size(),
+                                  p.steps));
+  }
+  return p;
+}
+
 Json Parse(std::string_view text, std::string_view source) {
   try {
     return Json::parse(text);
@@ -222,6 +245,7 @@ MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) 
     if (file.Find(s.schedule) != nullptr) r.Fail(where, fmt::format("schedule '{}' appears twice", s.schedule));
     file.schedules.push_back(std::move(s));
   }
+  if (const auto it = root.find("partial"); it != root.end()) file.partial = ReadPartial(*it, &context, file);
   return file;
 }
 

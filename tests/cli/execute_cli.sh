@@ -79,6 +79,35 @@ assert json.load(open(f'{tmp}/n.json', encoding='utf-8'))['scenario'] == want
 assert json.load(open(f'{tmp}/n.trace.json', encoding='utf-8'))['stagecraft']['scenario'] == want
 PY"
 
+# ---- a run killed midway leaves OUT.partial (never OUT), marked partial, that compare reads ----
+# with a warning: the schedule that finished compared as usual, the running one's finished steps.
+kill_set=(--set model.mlp.hidden=32 --set pipeline.microbatch_size=8 --set pipeline.ranks=2
+          --set topology.devices_per_node=2 --set 'pipeline.schedule=[1f1b,gpipe]' --set pipeline.steps=3000)
+setsid "$mpi" 2 "$sc" execute "$scenario" "${kill_set[@]}" --json "$tmp/k.json" >/dev/null 2>&1 &
+kill_pid=$!
+for _ in $(seq 600); do  # until gpipe, the second schedule, has finished a step (at most 60 s)
+  python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["partial"]; sys.exit(p["schedules_done"] < 1 or not p["step_ms"])' \
+    "$tmp/k.json.partial" 2>/dev/null && break
+  sleep 0.1
+done
+kill -9 -- -"$kill_pid" 2>/dev/null; wait "$kill_pid" 2>/dev/null
+check "killed run: no complete JSON" '[[ ! -e "$tmp/k.json" ]]'
+check "killed run: a partial file, marked partial, with 1f1b complete" "python3 - \"\$tmp/k.json.partial\" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d['partial']
+assert p['schedules_done'] == 1 and p['schedules_total'] == 2, p
+assert [s['schedule'] for s in d['schedules']] == ['1f1b'] and len(d['schedules'][0]['losses']) == 3000
+assert p['schedule'] == 'gpipe' and 1 <= len(p['step_ms']) == len(p['losses']) < 3000, p
+PY"
+"$sc" simulate "$scenario" "${kill_set[@]}" --json "$tmp/kp.json" >/dev/null 2>&1
+"$sc" compare "$tmp/kp.json" "$tmp/k.json.partial" >"$tmp/kc.out" 2>"$tmp/kc.err"
+check "killed run: compare reads it" '[[ $? -eq 0 ]]'
+check "killed run: compare warns that it is partial" 'grep -q "warning: .*k.json.partial is a partial run, not a complete one: 1 of 2 schedule(s) finished, then gpipe stopped after" "$tmp/kc.err"'
+check "killed run: compare shows 1f1b and gpipe's finished steps" 'grep -q "^1f1b: 2 ranks" "$tmp/kc.out" && grep -q "^gpipe (partial run: [0-9]* of 3000 steps finished)" "$tmp/kc.out"'
+expect_error "partial file as the prediction" "is a partial measured run, not a prediction" compare "$tmp/k.json.partial" \
+  "$tmp/kp.json"
+
 # ---- failures ---------------------------------------------------------------------------------
 # run_fail NAME EXPECTED NP ARGS...: non-zero exit (not the timeout's 124), the cause once on
 # stderr, no JSON left behind.

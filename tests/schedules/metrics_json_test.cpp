@@ -225,3 +225,47 @@ TEST(MetricsJsonLenientTest, PerRankNotAListIsIgnored) {
 
 }  // namespace
 }  // namespace stagecraft::schedules
+
+namespace stagecraft::schedules {
+namespace {
+
+// A partial run's file (execute's OUT.partial): its "partial" object is written after the
+// schedules and read back; counts that disagree with the file are refused by name.
+TEST(MetricsJsonTest, PartialRunRoundTripsAndItsCountsAreChecked) {
+  MetricsFile f;
+  f.scenario = "s";
+  f.source = "measured";
+  f.schedules = {test_cases::TwoRankMetrics()};
+  f.partial = PartialRun{1, 3, "gpipe", 20, {0.5, 0.25}, {1.5, 2.0}};
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_NE(text.find(R"(],"partial":{"schedules_done":1,"schedules_total":3,"schedule":"gpipe","steps":20,)"
+                      R"("steps_done":2,"losses":[0.5,0.25],"step_ms":[1.500000,2.000000]}})"),
+            std::string::npos)
+      << text;
+  const MetricsFile back = MetricsFileFromJson(text, "m.json.partial");
+  ASSERT_TRUE(back.partial.has_value());
+  EXPECT_EQ(back.partial->schedules_done, 1);
+  EXPECT_EQ(back.partial->schedules_total, 3);
+  EXPECT_EQ(back.partial->schedule, "gpipe");
+  EXPECT_EQ(back.partial->steps, 20);
+  EXPECT_EQ(back.partial->losses, (std::vector<double>{0.5, 0.25}));
+  EXPECT_EQ(back.partial->step_ms, (std::vector<double>{1.5, 2.0}));
+  EXPECT_FALSE(MetricsFileFromJson(MetricsFileToJson(MetricsFile{}), "m.json").partial.has_value());
+
+  auto error = [&](PartialRun p) {
+    MetricsFile g = f;
+    g.partial = std::move(p);
+    try {
+      MetricsFileFromJson(MetricsFileToJson(g), "m.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error({2, 3, "gpipe", 20, {}, {}}), "m.json: partial.schedules_done: 2 but the file holds 1 schedule(s)");
+  EXPECT_EQ(error({1, 3, "gpipe", 1, {1, 2}, {1, 2}}), "m.json: partial.step_ms: 2 step time(s) and 2 loss(es) for 1 step(s)");
+  EXPECT_EQ(error({1, 3, "gpipe", 20, {1}, {1, 2}}), "m.json: partial.step_ms: 2 step time(s) and 1 loss(es) for 20 step(s)");
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules

@@ -45,6 +45,8 @@ class Transport {
   virtual void Barrier() = 0;
   // Every rank's `mine`, in rank order, on `root` (empty elsewhere).
   virtual std::vector<std::string> Gather(const std::string& mine, int root) = 0;
+  // `*text` of `root` on every rank.
+  virtual void Broadcast(std::string* text, int root) = 0;
 
   // Ends every rank of the job with a non-zero exit; the caller has printed the cause.
   [[noreturn]] virtual void Abort(int exit_code) = 0;

@@ -58,12 +58,24 @@ struct ScheduleMetrics {
 
 // A whole metrics file: `simulate --json` (source "predicted", with `costs`) or `execute
 // --json` (source "measured", with `backend`).
+// How far a run that has not finished got: `execute --json OUT` keeps OUT.partial up to date
+// while it runs (and leaves it when killed or failed); OUT itself only ever holds a complete run.
+struct PartialRun {
+  int schedules_done = 0;   // the complete schedules, which are in MetricsFile::schedules
+  int schedules_total = 0;  // what the run set out to do
+  std::string schedule;     // the schedule running when it was written; empty between schedules
+  int steps = 0;            // that schedule's steps
+  std::vector<double> losses;   // its finished steps' mean losses, in order
+  std::vector<double> step_ms;  // and their step times (each from the previous step's end)
+};
+
 struct MetricsFile {
   std::string scenario;
   std::string source;
   std::optional<std::string> costs;    // the cost model simulate used
   std::optional<std::string> backend;  // the device backend execute ran on
   std::vector<ScheduleMetrics> schedules;
+  std::optional<PartialRun> partial;   // set only in a partial run's file
 
   const ScheduleMetrics* Find(const std::string& schedule) const;
 };
