@@ -53,7 +53,8 @@ std::string PointsToBytes(const std::vector<exec::PingPongPoint>& points) {
 }
 std::vector<exec::PingPongPoint> PointsFromBytes(const std::string& bytes) {
   std::vector<exec::PingPongPoint> points(bytes.size() / sizeof(exec::PingPongPoint));
-  std::memcpy(points.data(), bytes.data(), points.size() * sizeof(exec::PingPongPoint));
+  // A rank with no points sends nothing: an empty vector's data() may be null, not for memcpy.
+  if (!points.empty()) std::memcpy(points.data(), bytes.data(), points.size() * sizeof(exec::PingPongPoint));
   return points;
 }
 

@@ -47,7 +47,8 @@ class Reader {
 
  private:
   void Read(void* dst, size_t bytes) {
-    SC_CHECK(at_ + bytes <= in_.size(), "rank run bytes are well formed");
+    SC_CHECK(bytes <= in_.size() - at_, "rank run bytes are well formed");
+    if (bytes == 0) return;  // an empty vector's data() may be null, which memcpy must not get
     std::memcpy(dst, in_.data() + at_, bytes);
     at_ += bytes;
   }
