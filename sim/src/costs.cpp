@@ -247,9 +247,10 @@ LayerProfile ReadLayer(const Value& element) {
   return layer;
 }
 
-// Reads a profile; with `scenario`, also checks that it fits that scenario.
-Profile ReadProfile(const std::string& path, const Scenario* scenario) {
-  const Value root(yaml::LoadFile(path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
+// Parses a profile (`path` names it in errors); with `scenario`, also checks that it fits that
+// scenario.
+Profile ParseProfile(std::string_view text, const std::string& path, const Scenario* scenario) {
+  const Value root(yaml::LoadText(text, path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
   const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "embedding", "head", "input_copy", "loss",
                      "op_overhead", "op_time_cv", "p2p", "ranks"});
   Profile p;
@@ -274,6 +275,10 @@ Profile ReadProfile(const std::string& path, const Scenario* scenario) {
     layers.Fail(fmt::format("expected {} layers (the scenario's model), got {}", model_layers, p.layers.size()));
   }
   return p;
+}
+
+Profile ReadProfile(const std::string& path, const Scenario* scenario) {
+  return ParseProfile(yaml::ReadFile(path), path, scenario);
 }
 
 std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
@@ -445,6 +450,10 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 }
 
 Profile LoadProfile(const std::string& path) { return ReadProfile(path, nullptr); }
+
+Profile ProfileFromYaml(std::string_view text, const std::string& source) {
+  return ParseProfile(text, source, nullptr);
+}
 
 namespace {
 

@@ -205,8 +205,13 @@ void CrossCheck(const Scenario& s, const Map& root) {
 
 }  // namespace
 
-Scenario LoadScenario(const std::string& path, const std::vector<std::string>& override_texts) {
-  YAML::Node root = yaml::LoadFile(path);
+Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return LoadScenarioFromText(yaml::ReadFile(path), path, overrides);
+}
+
+Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
+                              const std::vector<std::string>& override_texts) {
+  YAML::Node root = yaml::LoadText(file_text, path);
   std::vector<Override> overrides;
   for (const std::string& text : override_texts) overrides.push_back(yaml::ParseOverride(text));
 
