@@ -180,7 +180,7 @@ Schedule FromJson(std::string_view text, std::string_view source) {
   Json root;
   try {
     root = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a parse_error, or out_of_range for a number beyond a double
     throw InputError(fmt::format("{}: {}", source, e.what()));
   }
   const Reader in(source);
