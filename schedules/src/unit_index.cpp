@@ -9,7 +9,9 @@ std::string CheckUnitSpace(std::string_view source, int64_t stages, int64_t micr
                            int64_t forwards) {
   // Saturating at kMaxUnits + 1: three factors near 2^31 would overflow an int64.
   int64_t units = stages;
-  for (const int64_t factor : {microbatches, steps}) units = units > kMaxUnits / factor ? kMaxUnits + 1 : units * factor;
+  for (const int64_t factor : {microbatches, steps}) {
+    units = units > kMaxUnits / factor ? kMaxUnits + 1 : units * factor;
+  }
   if (units > kMaxUnits) {
     return fmt::format("{}: schedule too large ({} stages x {} microbatches x {} steps)", source, stages, microbatches,
                        steps);
