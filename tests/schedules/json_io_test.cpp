@@ -117,7 +117,7 @@ TEST(JsonIoTest, NumberBeyondADoubleIsAnInputError) {
   }
 }
 
-// Found by fuzzing: a shape far larger than the ops (chunks: 2147483647) overflowed
+// A shape far larger than the ops (chunks: 2147483647) overflowed
 // Shape::stages() and sized Validate's tables.
 TEST(JsonIoTest, ShapeFarBeyondTheOpsIsAnError) {
   const std::string good = ToJson(Generate("1f1b", Params(2, 2)));
