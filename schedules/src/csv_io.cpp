@@ -13,6 +13,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
@@ -21,8 +22,6 @@ namespace {
 constexpr std::string_view kExpected = "(expected e.g. 0F0, 2I1, 1SEND_F0)";
 constexpr std::string_view kBlank = " \t";
 constexpr std::string_view kOverlapSuffix = ")OVERLAP_F_B";
-// The generators' size limit (4 ops per unit, 2^31 ops), applied to imported files too.
-constexpr int64_t kMaxUnits = int64_t{1} << 29;
 
 // One parsed cell before the step split, kept with its position for later errors.
 struct Cell {
@@ -233,31 +232,20 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form) {
 Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImportOptions& options) {
   CheckOptions(options, source);
   std::vector<std::vector<Cell>> rows = ParseRows(text, source);
-  if (options.repeat_one_step && options.microbatches > 0) {
-    for (auto& row : rows) {
-      for (const Cell& cell : row) {
-        if (cell.global_microbatch >= options.microbatches) {
-          throw InputError(fmt::format("{}:{}:{}: microbatch {} is beyond one step of {} microbatches", source,
-                                       cell.row, cell.col, cell.global_microbatch, options.microbatches));
-        }
-      }
-      const size_t one = row.size();
-      for (int t = 1; t < options.steps; ++t) {
-        for (size_t i = 0; i < one; ++i) {
-          Cell next = row[i];
-          next.global_microbatch += int64_t{t} * options.microbatches;
-          row.push_back(next);
-        }
-      }
-    }
-  }
+  const bool repeat = options.repeat_one_step && options.microbatches > 0;
   const int ranks = static_cast<int>(rows.size());
   int32_t max_stage = 0;
   int64_t max_global = 0;
+  int64_t forwards = 0;
   for (const auto& row : rows) {
     for (const Cell& cell : row) {
+      if (repeat && cell.global_microbatch >= options.microbatches) {
+        throw InputError(fmt::format("{}:{}:{}: microbatch {} is beyond one step of {} microbatches", source,
+                                     cell.row, cell.col, cell.global_microbatch, options.microbatches));
+      }
       max_stage = std::max(max_stage, cell.stage);
       max_global = std::max(max_global, cell.global_microbatch);
+      forwards += cell.kind == OpKind::kF ? 1 : 0;
     }
   }
 
@@ -267,10 +255,22 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
   const int64_t steps = options.microbatches > 0 ? options.steps : 1;
   // The passes keep dense per-(stage, step, microbatch) tables: a stray "0F2000000000" must be
   // an error here, not a multi-gigabyte allocation in AssignWeights.
-  const int64_t units = ranks * chunks * microbatches * steps;
-  if (units > kMaxUnits) {
-    throw InputError(fmt::format("{}: schedule too large ({} stages x {} microbatches x {} steps)", source,
-                                 ranks * chunks, microbatches, steps));
+  if (const std::string why =
+          CheckUnitSpace(source, ranks * chunks, microbatches, steps, repeat ? forwards * steps : forwards);
+      !why.empty()) {
+    throw InputError(why);
+  }
+  if (repeat) {
+    for (auto& row : rows) {
+      const size_t one = row.size();
+      for (int t = 1; t < options.steps; ++t) {
+        for (size_t i = 0; i < one; ++i) {
+          Cell next = row[i];
+          next.global_microbatch += int64_t{t} * options.microbatches;
+          row.push_back(next);
+        }
+      }
+    }
   }
 
   const Placement placement = options.chunks > 0 ? options.placement : InferPlacement(rows, chunks, source);

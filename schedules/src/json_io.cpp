@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/unit_index.h"
 #include "json_writer.h"
 
 namespace stagecraft::schedules {
@@ -185,7 +186,7 @@ Schedule FromJson(std::string_view text, std::string_view source) {
   Json root;
   try {
     root = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a parse_error, or out_of_range for a number beyond a double
     throw InputError(fmt::format("{}: {}", source, e.what()));
   }
   const Reader in(source);
@@ -197,13 +198,21 @@ Schedule FromJson(std::string_view text, std::string_view source) {
     in.Fail("ops", fmt::format("expected one list per rank ({}), got {}", s.shape.ranks, ops.size()));
   }
   s.ops.resize(ops.size());
+  int64_t forwards = 0;
   for (size_t r = 0; r < ops.size(); ++r) {
     const std::string rank_path = fmt::format("ops[{}]", r);
     const Json& rank_ops = in.Array(ops[r], rank_path);
     s.ops[r].reserve(rank_ops.size());
     for (size_t i = 0; i < rank_ops.size(); ++i) {
       s.ops[r].push_back(OpFromJson(in, rank_ops[i], fmt::format("{}[{}]", rank_path, i)));
+      forwards += s.ops[r].back().kind == OpKind::kF ? 1 : 0;
     }
+  }
+  // Validate and the other passes index the shape's units densely.
+  if (const std::string why = CheckUnitSpace(source, int64_t{s.shape.ranks} * s.shape.chunks, s.microbatches,
+                                             s.steps, forwards);
+      !why.empty()) {
+    throw InputError(why);
   }
   return s;
 }

@@ -218,12 +218,16 @@ PartialRun ReadPartial(const Json& value, ReadContext* context, const MetricsFil
 Json Parse(std::string_view text, std::string_view source) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // A parse_error, or an out_of_range for a number beyond a double ("1e400").
     std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
     if (const size_t bracket = what.find("] "); what.starts_with("[json.") && bracket != std::string::npos) {
       what.erase(0, bracket + 2);
     }
-    throw InputError(fmt::format("{}: not valid JSON (byte {}): {}", source, e.byte, what));
+    if (const auto* parse = dynamic_cast<const Json::parse_error*>(&e)) {
+      throw InputError(fmt::format("{}: not valid JSON (byte {}): {}", source, parse->byte, what));
+    }
+    throw InputError(fmt::format("{}: not valid JSON: {}", source, what));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
@@ -22,8 +23,15 @@ std::string CheckCommon(const GeneratorInfo& info, const GeneratorParams& p) {
   if (p.vertical_sync && info.weights != WeightPolicy::kStash) {
     return fmt::format("vertical sync applies to pipedream only, not {}", info.name);
   }
-  const long long ops = 4LL * p.ranks * p.chunks * p.microbatches * p.steps;
-  if (ops > (1LL << 31)) return fmt::format("schedule too large ({} ops)", ops);
+  // At most 2^31 ops, 4 per unit: one factor at a time, so that four near 2^30 cannot overflow.
+  int64_t units = 1;
+  for (const int64_t factor : {p.ranks, p.chunks, p.microbatches, p.steps}) {
+    units *= factor;
+    if (units > kMaxUnits) {
+      return fmt::format("schedule too large ({} ranks x {} chunks x {} microbatches x {} steps: over 2^31 ops)",
+                         p.ranks, p.chunks, p.microbatches, p.steps);
+    }
+  }
   return info.check(p);
 }
 

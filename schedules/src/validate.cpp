@@ -94,6 +94,12 @@ class Validator {
         Add(DiagCode::kVersion, fmt::format("{}: a STEP must produce version >= 1", Name(p)));
         return;
       }
+      // Versions run from 1 to the policy's STEP count; a larger one is an error, not a table size.
+      if (op.version > StepsPerStage()) {
+        Add(DiagCode::kVersion, fmt::format("{}: version {} is beyond the {} STEPs per stage of the {} policy",
+                                            Name(p), op.version, StepsPerStage(), PolicyName(s_.weights)));
+        return;
+      }
       if (steps.size() <= static_cast<size_t>(op.version)) steps.resize(op.version + 1);
       if (steps[op.version].rank >= 0) {
         Add(DiagCode::kDuplicate, fmt::format("{}: version {} of stage {} already produced by {}", Name(p),
@@ -205,8 +211,13 @@ class Validator {
     }
   }
 
+  // How many STEPs each stage makes: one per microbatch (stash) or one per step.
+  int64_t StepsPerStage() const {
+    return s_.weights == WeightPolicy::kStash ? int64_t{s_.steps} * s_.microbatches : s_.steps;
+  }
+
   void CheckStepCount(int stage, int produced) {
-    const int want = s_.weights == WeightPolicy::kStash ? s_.steps * s_.microbatches : s_.steps;
+    const int64_t want = StepsPerStage();
     if (produced < want) {
       Add(DiagCode::kMissing, fmt::format("stage {}: {} STEPs, the {} policy needs {}", stage, produced,
                                           PolicyName(s_.weights), want));

@@ -227,6 +227,17 @@ void ReadCalibration(const Map& m, Profile* p) {
   }
 }
 
+// A profile's sizes and layer count are bounded far above any real model, so that the sums
+// over a stage's layers (ProfileTable) stay far from int64 overflow.
+constexpr int64_t kMaxProfileBytes = int64_t{1} << 40;
+constexpr size_t kMaxProfileLayers = size_t{1} << 20;
+
+int64_t ProfileBytes(const Value& v) {
+  const int64_t bytes = v.Bytes();
+  if (bytes > kMaxProfileBytes) v.Fail(fmt::format("expected at most 1TiB, got {}", v.Describe()));
+  return bytes;
+}
+
 // One layer's measurements (also the embedding's and the head's).
 LayerProfile ReadLayer(const Value& element) {
   const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
@@ -237,31 +248,35 @@ LayerProfile ReadLayer(const Value& element) {
   layer.backward_weight_ns = l.Get("backward_weight").DurationNs();
   if (const auto v = l.Find("step")) layer.step_ns = v->DurationNs();
   if (const auto v = l.Find("copy")) layer.version_copy_ns = v->DurationNs();
-  layer.activation_bytes = l.Get("activation_bytes").Bytes();
-  layer.weight_bytes = l.Get("weight_bytes").Bytes();
-  if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = v->Bytes();
+  layer.activation_bytes = ProfileBytes(l.Get("activation_bytes"));
+  layer.weight_bytes = ProfileBytes(l.Get("weight_bytes"));
+  if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = ProfileBytes(*v);
   layer.grad_bytes = layer.weight_bytes;
-  if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = v->Bytes();
-  if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = v->Bytes();
-  if (const auto v = l.Find("workspace_bytes")) layer.workspace_bytes = v->Bytes();
+  if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = ProfileBytes(*v);
+  if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = ProfileBytes(*v);
+  if (const auto v = l.Find("workspace_bytes")) layer.workspace_bytes = ProfileBytes(*v);
   return layer;
 }
 
-// Reads a profile; with `scenario`, also checks that it fits that scenario.
-Profile ReadProfile(const std::string& path, const Scenario* scenario) {
-  const Value root(yaml::LoadFile(path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
+// Parses a profile (`path` names it in errors); with `scenario`, also checks that it fits that
+// scenario.
+Profile ParseProfile(std::string_view text, const std::string& path, const Scenario* scenario) {
+  const Value root(yaml::LoadText(text, path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
   const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "embedding", "head", "input_copy", "loss",
                      "op_overhead", "op_time_cv", "p2p", "ranks"});
   Profile p;
   if (const auto device = m.Find("device")) p.device = device->String();
   const Value microbatch_size = m.Get("microbatch_size");
   p.microbatch_size = static_cast<int>(microbatch_size.Int(1, 1 << 30));
-  if (const auto send = m.Find("send_bytes")) p.send_bytes = send->Bytes();
+  if (const auto send = m.Find("send_bytes")) p.send_bytes = ProfileBytes(*send);
   const Value layers = m.Get("layers");
   for (const Value& element : layers.Elements()) p.layers.push_back(ReadLayer(element));
   if (const auto v = m.Find("embedding")) p.embedding = ReadLayer(*v);
   if (const auto v = m.Find("head")) p.head = ReadLayer(*v);
   if (p.layers.empty()) layers.Fail("expected at least one layer");
+  if (p.layers.size() > kMaxProfileLayers) {
+    layers.Fail(fmt::format("expected at most 2^20 layers, got {}", p.layers.size()));
+  }
   ReadCalibration(m, &p);
   if (scenario == nullptr) return p;
   if (p.microbatch_size != scenario->pipeline.microbatch_size) {
@@ -274,6 +289,10 @@ Profile ReadProfile(const std::string& path, const Scenario* scenario) {
     layers.Fail(fmt::format("expected {} layers (the scenario's model), got {}", model_layers, p.layers.size()));
   }
   return p;
+}
+
+Profile ReadProfile(const std::string& path, const Scenario* scenario) {
+  return ParseProfile(yaml::ReadFile(path), path, scenario);
 }
 
 std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
@@ -445,6 +464,10 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 }
 
 Profile LoadProfile(const std::string& path) { return ReadProfile(path, nullptr); }
+
+Profile ProfileFromYaml(std::string_view text, const std::string& source) {
+  return ParseProfile(text, source, nullptr);
+}
 
 namespace {
 

@@ -183,14 +183,19 @@ TrainingSpec ParseTraining(const Value& value) {
   return t;
 }
 
-// Facts that tie blocks together.
-void CrossCheck(const Scenario& s, const Map& root) {
-  const Map pipeline(root.Get("pipeline"), kPipelineKeys);
+// Every rank needs a device. Checked before the model, whose per-rank cost lists have ranks
+// entries.
+void CheckRanksFit(const Scenario& s, const Map& root) {
   const int devices = s.topology.devices();
   if (s.pipeline.ranks > devices) {
+    const Map pipeline(root.Get("pipeline"), kPipelineKeys);
     pipeline.Get("ranks").Fail(
         fmt::format("topology has {} devices but pipeline.ranks is {}", devices, s.pipeline.ranks));
   }
+}
+
+// Facts that tie the model to the pipeline.
+void CrossCheck(const Scenario& s, const Map& root) {
   const int64_t stages = static_cast<int64_t>(s.pipeline.ranks) * s.pipeline.chunks;
   const Map model(root.Get("model"), {"transformer", "mlp", "costs", "profile"});
   const auto block = model.Find(s.model.transformer ? "transformer" : "mlp");
@@ -205,8 +210,13 @@ void CrossCheck(const Scenario& s, const Map& root) {
 
 }  // namespace
 
-Scenario LoadScenario(const std::string& path, const std::vector<std::string>& override_texts) {
-  YAML::Node root = yaml::LoadFile(path);
+Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides) {
+  return LoadScenarioFromText(yaml::ReadFile(path), path, overrides);
+}
+
+Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
+                              const std::vector<std::string>& override_texts) {
+  YAML::Node root = yaml::LoadText(file_text, path);
   std::vector<Override> overrides;
   for (const std::string& text : override_texts) overrides.push_back(yaml::ParseOverride(text));
 
@@ -247,6 +257,7 @@ Scenario LoadScenario(const std::string& path, const std::vector<std::string>& o
     topology = Value(topology.node(), "topology", origin, &overrides);
   }
   s.topology = detail::ParseTopology(topology);
+  CheckRanksFit(s, top);
   s.model = detail::ParseModel(top.Get("model"), s.pipeline.ranks);
   if (const auto training = top.Find("training")) {
     s.training = ParseTraining(*training);

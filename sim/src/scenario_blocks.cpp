@@ -14,6 +14,9 @@ using yaml::Map;
 using yaml::Value;
 
 constexpr int64_t kMaxInt = 1 << 30;  // far above any real layer count, width or rank count
+// Far above any machine one pipeline spans. sim::Topology materializes every device (a named
+// vertex, two links and a route from device 0), so this bounds what a small file can cost.
+constexpr int64_t kMaxDevices = 1 << 16;
 
 DeviceSpec ParseDevice(const Value& value) {
   const Map m(value, {"name", "peak", "memory", "efficiency"});
@@ -149,8 +152,8 @@ TopologySpec ParseTopology(const Value& value) {
   }
   if (const auto nodes = m.Find("nodes")) spec.nodes = static_cast<int>(nodes->Int(1, kMaxInt));
   spec.devices_per_node = static_cast<int>(m.Get("devices_per_node").Int(1, kMaxInt));
-  if (static_cast<int64_t>(spec.nodes) * spec.devices_per_node > kMaxInt) {
-    m.value().Fail("expected nodes * devices_per_node to be at most 2^30");
+  if (static_cast<int64_t>(spec.nodes) * spec.devices_per_node > kMaxDevices) {
+    m.value().Fail("expected nodes * devices_per_node to be at most 2^16");
   }
   const auto links = m.Find("links");
   if (links) spec.links = ParseScopeLinks(*links);

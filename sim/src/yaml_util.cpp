@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
@@ -72,20 +73,28 @@ Override ParseOverride(const std::string& text) {
   return ov;
 }
 
-std::optional<YAML::Node> TryLoadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+YAML::Node LoadText(std::string_view text, const std::string& source) {
   try {
-    return YAML::Load(in);
+    return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw InputError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
 }
 
-YAML::Node LoadFile(const std::string& path) {
-  std::optional<YAML::Node> root = TryLoadFile(path);
-  if (!root) throw InputError(fmt::format("{}: cannot open file", path));
-  return *root;
+std::optional<YAML::Node> TryLoadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return LoadText(text.view(), path);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
 }
 
 std::string DirOf(const std::string& path) { return std::filesystem::path(path).parent_path().string(); }

@@ -34,11 +34,12 @@ struct Origin {
 // Parses "key.path=value" (value as YAML); throws InputError "--set TEXT: ..." when malformed.
 Override ParseOverride(const std::string& text);
 
-// The file parsed as YAML, or nullopt when it cannot be opened. A syntax error throws
-// InputError "path:line:col: <yaml-cpp message>".
+// `text` parsed as YAML; a syntax error throws InputError "source:line:col: <yaml-cpp message>".
+YAML::Node LoadText(std::string_view text, const std::string& source);
+// The file parsed as YAML (LoadText), or nullopt when it cannot be opened.
 std::optional<YAML::Node> TryLoadFile(const std::string& path);
-// As TryLoadFile, but a file that cannot be opened throws InputError "path: cannot open file".
-YAML::Node LoadFile(const std::string& path);
+// The file's text; a file that cannot be opened throws InputError "path: cannot open file".
+std::string ReadFile(const std::string& path);
 
 // The directory of `path`, "" for a bare file name.
 std::string DirOf(const std::string& path);

@@ -306,6 +306,32 @@ TEST(CsvIoTest, HugeIndicesAreAnErrorNotAnAllocation) {
   }
 }
 
+// Found by fuzzing: a few cells whose indices span many more units than the file has forward
+// actions, or options that do, were refused only at 2^29 units, after gigabytes of tables.
+TEST(CsvIoTest, SparseIndicesAreAnErrorNotAnAllocation) {
+  const auto error = [](const char* text, const CsvImportOptions& options) {
+    try {
+      ImportCsv(text, "sparse.csv", options);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("0I369702621\n", CsvImportOptions{.chunks = 0}),
+            "sparse.csv: 1 stages x 369702622 microbatches x 1 steps need 369702622 forward actions, one each, "
+            "but there are 0");
+  // One step repeated a billion times is refused before it is copied out.
+  EXPECT_EQ(error("0F0,0B0\n", CsvImportOptions{.microbatches = 1, .steps = 1 << 30, .repeat_one_step = true}),
+            "sparse.csv: schedule too large (1 stages x 1 microbatches x 1073741824 steps)");
+  // Options whose product overflows 64 bits.
+  EXPECT_EQ(error("0F0\n", CsvImportOptions{.chunks = INT32_MAX, .microbatches = INT32_MAX, .steps = INT32_MAX}),
+            "sparse.csv: schedule too large (2147483647 stages x 2147483647 microbatches x 2147483647 steps)");
+  // A file a few forward actions short still reaches Validate, which names each missing one.
+  const Schedule short_one = ImportCsv("0F0,0B0,0B1\n", "short.csv", CsvImportOptions{.chunks = 0});
+  EXPECT_EQ(short_one.microbatches, 2);
+  EXPECT_FALSE(Validate(short_one).empty());
+}
+
 TEST(CsvIoTest, MicrobatchBeyondTheStepsNamesItsCell) {
   CsvImportOptions options;
   options.microbatches = 2;

@@ -260,6 +260,16 @@ TEST(Generators, RejectsWhatASchedulesCannotTake) {
   EXPECT_THROW(Generate("interleaved", Params(4, 8, 1, 1)), InputError);  // needs chunks > 1
   EXPECT_THROW(Generate("gpipe", Params(4, 8, 1, 2)), InputError);        // one stage per rank
   EXPECT_THROW(Generate("2bw", Params(8, 4, 3)), InputError);             // m < p - 1 over 3 steps
+  // Sizes a scenario accepts (each up to 2^30): 4 x ranks x chunks x microbatches x steps
+  // overflowed 64 bits and passed the limit.
+  try {
+    Generate("gpipe", Params(1 << 30, 1 << 30, 1 << 30));
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "gpipe: schedule too large (1073741824 ranks x 1 chunks x 1073741824 microbatches x 1073741824 steps: "
+              "over 2^31 ops)");
+  }
   try {
     Generate("interleaved", Params(4, 9, 1, 2));
   } catch (const InputError& e) {

@@ -104,6 +104,30 @@ TEST(JsonIoTest, TruncatedTextIsAParseError) {
   }
 }
 
+// nlohmann::json reports a number beyond a double as out_of_range, not as a parse error.
+TEST(JsonIoTest, NumberBeyondADoubleIsAnInputError) {
+  const std::string text = ToJson(Generate("1f1b", Params(2, 2)));
+  try {
+    FromJson(Replace(text, "\"stage\":0", "\"stage\":1e400"), "t.json");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("t.json: ", 0), 0u) << what;
+    EXPECT_NE(what.find("number overflow parsing '1e400'"), std::string::npos) << what;
+  }
+}
+
+// A shape far larger than the ops (chunks: 2147483647) overflowed
+// Shape::stages() and sized Validate's tables.
+TEST(JsonIoTest, ShapeFarBeyondTheOpsIsAnError) {
+  const std::string good = ToJson(Generate("1f1b", Params(2, 2)));
+  ExpectError(Replace(good, "\"chunks\":1", "\"chunks\":2147483647"),
+              "x.json: schedule too large (4294967294 stages x 2 microbatches x 1 steps)");
+  ExpectError(Replace(good, "\"microbatches\":2", "\"microbatches\":100000000"),
+              "x.json: 2 stages x 100000000 microbatches x 1 steps need 200000000 forward actions, one each, but "
+              "there are 4");
+}
+
 TEST(JsonIoTest, BadFieldsNameTheirPath) {
   // 1F1B, p = 2, m = 2: ops[1] is 1F0, 1B0, 1F1, 1B1, STEP, so 1F1 is ops[1][2].
   const std::string good = ToJson(Generate("1f1b", Params(2, 2)));

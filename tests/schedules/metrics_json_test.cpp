@@ -150,6 +150,9 @@ TEST(MetricsJsonStrictTest, ErrorsNameTheFileAndKeyPath) {
   EXPECT_EQ(error(R"({"scenario":"x"})"), "m.json: schedules: missing (expected an array)");
   EXPECT_EQ(error("[]"), "m.json: expected an object (got array)");
   EXPECT_EQ(error(good.substr(0, 40)).rfind("m.json: not valid JSON (byte 41): ", 0), 0u) << error(good.substr(0, 40));
+  // nlohmann::json reports a number beyond a double as out_of_range, not as a parse error.
+  EXPECT_EQ(error(with(R"("step_time_ms":33.000000)", R"("step_time_ms":1e400)")),
+            "m.json: not valid JSON: number overflow parsing '1e400'");
   MetricsFile twice = Predicted();
   twice.schedules.push_back(TwoRankMetrics());
   EXPECT_EQ(error(MetricsFileToJson(twice)), "m.json: schedules[1]: schedule '1f1b' appears twice");

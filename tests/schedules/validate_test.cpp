@@ -103,6 +103,22 @@ TEST(Validate, ReadOfAVersionNoStepProduces) {
       << All(diags);
 }
 
+// A STEP's version sized a table (and version + 1 overflowed at INT32_MAX): a schedule read
+// from JSON could ask for gigabytes. Beyond the policy's STEP count it is one diagnostic.
+TEST(Validate, StepVersionBeyondThePolicysSteps) {
+  Schedule s = Generate("1f1b", Params(2, 2));
+  const size_t step = Find(s.ops[1], OpKind::kStep, 1, 0);
+  for (const int version : {2, 1'000'000'000, 2147483647}) {
+    s.ops[1][step].version = version;
+    const auto diags = Validate(s);
+    EXPECT_EQ(Count(diags, DiagCode::kVersion), 1) << All(diags);
+    EXPECT_NE(All(diags).find("(1STEP" + std::to_string(version) + "): version " + std::to_string(version) +
+                              " is beyond the 1 STEPs per stage of the flush policy"),
+              std::string::npos)
+        << All(diags);
+  }
+}
+
 TEST(Validate, ReadBeforeTheStepThatProducesIt) {
   Schedule s = Generate("gpipe", Params(1, 1));
   s.steps = 2;

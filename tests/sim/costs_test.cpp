@@ -292,6 +292,18 @@ TEST(BuildCosts, ProfileMustFitTheScenario) {
             0u);
 }
 
+// Sizes near 2^63 overflowed the per-stage sums (UB); a profile's sizes are at most 1 TiB.
+TEST(Profile, SizesAreBoundedSoThatStageSumsCannotOverflow) {
+  const std::string text = std::string(kProfile).replace(std::string(kProfile).find("weight_bytes: 10KiB"), 19,
+                                                         "weight_bytes: 6000000000000000000");
+  EXPECT_EQ(ErrorOf([&] { ProfileFromYaml(text, "p.yaml"); }),
+            "p.yaml:" + PosOf(text, "6000000000000000000") +
+                ": layers.0.weight_bytes: expected at most 1TiB, got '6000000000000000000'");
+  EXPECT_EQ(ProfileFromYaml(std::string(kProfile).replace(std::string(kProfile).find("512"), 3, "1TiB"), "p.yaml")
+                .send_bytes,
+            int64_t{1} << 40);
+}
+
 TEST(Profile, YamlRoundTrip) {
   ScratchDir dir;
   const Profile p = LoadProfile(dir.Write("profile.yaml", kProfile));

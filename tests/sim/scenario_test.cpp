@@ -187,6 +187,18 @@ TEST(LoadScenario, FewerDevicesThanRanks) {
                                       ": pipeline.ranks: topology has 4 devices but pipeline.ranks is 16");
 }
 
+// The per-rank cost lists were sized by pipeline.ranks (up to 2^30) before
+// the ranks were checked against the devices, and a topology could declare 2^30 devices.
+TEST(LoadScenario, RanksAndDevicesAreBoundedBeforeAnythingIsSizedByThem) {
+  ScratchDir dir;
+  const std::string text = Replace(Replace(kBase, "ranks: 4", "ranks: 1000000000"), "schedule: 1f1b", "schedule: all");
+  EXPECT_EQ(LoadError(dir, text), dir.Path("scenario.yaml") + ":" + PosOf(text, "1000000000") +
+                                      ": pipeline.ranks: topology has 4 devices but pipeline.ranks is 1000000000");
+  const std::string devices = Replace(kBase, "devices_per_node: 4", "devices_per_node: 65537");
+  EXPECT_EQ(LoadError(dir, devices), dir.Path("scenario.yaml") + ":" + PosOf(devices, "device: {") +
+                                         ": topology: expected nodes * devices_per_node to be at most 2^16");
+}
+
 TEST(LoadScenario, MissingRequiredKeyPointsAtParent) {
   ScratchDir dir;
   const std::string text = Replace(kBase, "  ranks: 4\n", "");

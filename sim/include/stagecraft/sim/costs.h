@@ -185,6 +185,8 @@ CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, con
 //
 // Reads a profile; errors are InputError "path:line:col: ...".
 Profile LoadProfile(const std::string& path);
+// The same from the file's text, `source` naming it in errors.
+Profile ProfileFromYaml(std::string_view text, const std::string& source);
 // The profile as YAML text in the format above (exact integers: durations in ns, sizes in B).
 std::string ProfileToYaml(const Profile& profile);
 

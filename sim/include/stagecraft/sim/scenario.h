@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stagecraft/base/error.h"
@@ -147,6 +148,10 @@ struct Scenario {
 // `topology:` may be a file name (relative to the scenario file, or to the current directory
 // when given through --set); errors inside it name that file.
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from the file's text: `path` names it in errors and is the base of its relative
+// file names.
+Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
+                              const std::vector<std::string>& overrides = {});
 
 // The generator parameters of one schedule of `pipeline`, used both to check the scenario and
 // to run it. pipeline.chunks is the interleaved schedule's virtual stages per rank; the other
