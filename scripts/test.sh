@@ -23,7 +23,12 @@ if [[ "${1:-}" == "--sanitize" ]]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   start=$SECONDS
-  ctest --output-on-failure -j"$(nproc)" --timeout 1800 -LE gpu
+  ctest --output-on-failure -j"$(nproc)" --timeout 1800 -LE gpu -E '^cli\.viewer_cli$'
+  # The viewer renders through Mesa, whose millions of allocations make full unwinding far too
+  # slow and whose leaks cannot be told apart with fast unwinding: it runs with the address and
+  # undefined-behaviour checks but without the leak check.
+  ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1" \
+    ctest --output-on-failure --timeout 1800 -R '^cli\.viewer_cli$'
   echo "sanitized suite: $((SECONDS - start)) s"
   exit 0
 elif [[ $# -gt 0 ]]; then
