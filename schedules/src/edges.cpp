@@ -3,11 +3,12 @@
 
 namespace stagecraft::schedules {
 
+// Stages are range-checked before the neighbour is computed: an op read from a file may name
+// stage INT32_MAX, whose + 1 would overflow.
 std::optional<Edge> EdgeFrom(const Shape& shape, Flow flow, int from_stage, int step, int microbatch) {
+  if (from_stage < 0 || from_stage >= shape.stages()) return std::nullopt;
   const int to_stage = flow == Flow::kActivation ? from_stage + 1 : from_stage - 1;
-  if (from_stage < 0 || from_stage >= shape.stages() || to_stage < 0 || to_stage >= shape.stages()) {
-    return std::nullopt;
-  }
+  if (to_stage < 0 || to_stage >= shape.stages()) return std::nullopt;
   return Edge{flow, from_stage, to_stage, step, microbatch, shape.RankOf(from_stage), shape.RankOf(to_stage)};
 }
 
@@ -15,6 +16,7 @@ namespace {
 
 // The neighbour an op's input comes from, as (flow, producing stage).
 std::optional<Edge> InputFrom(const Shape& shape, Flow flow, const Op& op) {
+  if (op.stage < 0 || op.stage >= shape.stages()) return std::nullopt;
   const int from = flow == Flow::kActivation ? op.stage - 1 : op.stage + 1;
   return EdgeFrom(shape, flow, from, op.step, op.microbatch);
 }

@@ -3,6 +3,7 @@
 // crosses ranks, and every such edge has exactly one SEND and one RECV.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -52,6 +53,21 @@ TEST(EdgesTest, OutputsMirrorInputs) {
     for (int stage = 0; stage < 3; ++stage) {
       EXPECT_EQ(OutputEdge(shape, MakeOp(OpKind::kF, stage)), InputEdge(shape, MakeOp(OpKind::kF, stage + 1)));
       EXPECT_EQ(OutputEdge(shape, MakeOp(OpKind::kB, stage + 1)), InputEdge(shape, MakeOp(OpKind::kI, stage)));
+    }
+  }
+}
+
+// Found by the CSV fuzz harness: "2147483647SEND_F0" overflowed stage + 1 (UB) before the
+// range check. Out-of-range stages at either end of int have no edge and no peer.
+TEST(EdgesTest, StagesAtTheEndsOfIntHaveNoEdge) {
+  for (const Shape& shape : {kLoop, kV}) {
+    for (const int stage : {INT32_MIN, -1, 4, INT32_MAX}) {
+      for (const OpKind kind : {OpKind::kF, OpKind::kB, OpKind::kI, OpKind::kSendF, OpKind::kSendB, OpKind::kRecvF,
+                                OpKind::kRecvB}) {
+        EXPECT_FALSE(InputEdge(shape, MakeOp(kind, stage)));
+        EXPECT_FALSE(OutputEdge(shape, MakeOp(kind, stage)));
+        EXPECT_EQ(PeerOf(shape, MakeOp(kind, stage)), -1);
+      }
     }
   }
 }
