@@ -81,6 +81,12 @@ std::chrono::nanoseconds ParseTimeout(const std::string& text) {
   return std::chrono::nanoseconds(ns);
 }
 
+// Whether a step is reported (printed, written to the progress file): every step of a short
+// run, the first and last always, and otherwise about once a second since `last_ns` (< 0: never).
+bool DueForReport(const StepProgress& p, int64_t last_ns) {
+  return p.steps <= 50 || p.step + 1 == p.steps || last_ns < 0 || p.end_ns - last_ns > 1'000'000'000;
+}
+
 // Prints "<schedule> step 3/20 ..." as the last stage finishes each step (every step for short
 // runs, about once a second for long ones, and always the last).
 RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConfig& config, int microbatches) {
@@ -89,8 +95,7 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
   return [=](const StepProgress& p) {
     const int64_t step_ns = p.end_ns - *last_end;
     *last_end = p.end_ns;
-    const bool due = p.steps <= 50 || p.step + 1 == p.steps || *last_print < 0 || p.end_ns - *last_print > 1'000'000'000;
-    if (!due) return;
+    if (!DueForReport(p, *last_print)) return;
     *last_print = p.end_ns;
     const double samples = static_cast<double>(microbatches) * config.microbatch_size;
     std::printf("%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n", schedule.c_str(),
@@ -135,9 +140,7 @@ class ProgressFile {
     PartialRun& p = *file_.partial;
     p.losses.push_back(progress.loss);
     p.step_ms.push_back(static_cast<double>(step_ns) * 1e-6);
-    const bool due = progress.steps <= 50 || progress.step + 1 == progress.steps || last_write_ns_ < 0 ||
-                     progress.end_ns - last_write_ns_ > 1'000'000'000;
-    if (!due || !std::isfinite(progress.loss)) return;  // a diverged step ends the run; its file keeps the last good one
+    if (!DueForReport(progress, last_write_ns_) || !std::isfinite(progress.loss)) return;  // a diverged step ends the run; its file keeps the last good one
     last_write_ns_ = progress.end_ns;
     Write();
   }

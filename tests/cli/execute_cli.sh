@@ -90,7 +90,14 @@ for _ in $(seq 600); do  # until gpipe, the second schedule, has finished a step
     "$tmp/k.json.partial" 2>/dev/null && break
   sleep 0.1
 done
-kill -9 -- -"$kill_pid" 2>/dev/null; wait "$kill_pid" 2>/dev/null
+# Every process of the run's session: mpirun puts each rank in a process group of its own, and a
+# rank that outlives mpirun would finish the run (and remove OUT.partial) before compare reads it.
+for proc in /proc/[0-9]*; do
+  stat=$(<"$proc/stat") 2>/dev/null || continue
+  read -r _ _ _ session _ <<<"${stat##*) }"
+  [[ $session == "$kill_pid" ]] && kill -9 "${proc#/proc/}" 2>/dev/null
+done
+wait "$kill_pid" 2>/dev/null
 check "killed run: no complete JSON" '[[ ! -e "$tmp/k.json" ]]'
 check "killed run: a partial file, marked partial, with 1f1b complete" "python3 - \"\$tmp/k.json.partial\" <<'PY'
 import json, sys
