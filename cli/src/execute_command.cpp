@@ -238,20 +238,12 @@ int Run(const ExecuteFlags& f) {
         last_end = p.end_ns;
       };
       const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
-      std::vector<std::string> all;
-      try {
-        all = transport->Gather(SerializeRankRun(run), 0);
-      } catch (const TimeoutError& e) {
-        throw TimeoutError(fmt::format("gathering the measurements of {} timed out: {}", s.name, e.what()));
-      }
+      const std::vector<std::string> all = NamingTimeout([&] { return transport->Gather(SerializeRankRun(run), 0); },
+                                                         [&] { return "gathering the measurements of " + s.name; });
       if (rank == 0) measured.push_back(Measure(s, sc, all));
       if (progress.enabled()) {
         std::string done = rank == 0 ? MetricsFileToJson(MeasuredFile(sc, device->Name(), measured)) : std::string();
-        try {
-          transport->Broadcast(&done, 0);
-        } catch (const TimeoutError& e) {
-          throw TimeoutError(fmt::format("sharing the measurements of {} timed out: {}", s.name, e.what()));
-        }
+        NamingTimeout([&] { transport->Broadcast(&done, 0); }, [&] { return "sharing the measurements of " + s.name; });
         progress.SetDone(done);
         if (rank == 0) progress.Write();
       }

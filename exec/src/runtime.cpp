@@ -94,11 +94,7 @@ class Runner {
   }
 
   RankRun Run() {
-    try {
-      transport_.Barrier();
-    } catch (const TimeoutError& e) {
-      throw TimeoutError(fmt::format("the barrier before {} timed out: {}", s_.name, e.what()));
-    }
+    NamingTimeout([&] { transport_.Barrier(); }, [&] { return "the barrier before " + s_.name; });
     base_bytes_ = (data_.inputs.size() + data_.targets.size() + losses_.size()) * static_cast<int64_t>(sizeof(float));
     device_.ResetPeak();
     device_.Synchronize();
@@ -360,13 +356,11 @@ class Runner {
   // wait past the deadline names the op it was for.
   void Finish(Pending& p) {
     if (run_.record.ops[p.op_index].end_ns < 0) {
-      try {
-        transport_.Wait(p.request);
-      } catch (const TimeoutError& e) {
+      NamingTimeout([&] { transport_.Wait(p.request); }, [&] {
         const Op& op = s_.ops[rank_][p.op_index];
-        throw TimeoutError(fmt::format("{} (step {}) {} rank {} timed out: {}", schedules::ActionString(op, s_.microbatches),
-                                       op.step, schedules::IsSend(op.kind) ? "to" : "from", op.peer, e.what()));
-      }
+        return fmt::format("{} (step {}) {} rank {}", schedules::ActionString(op, s_.microbatches), op.step,
+                           schedules::IsSend(op.kind) ? "to" : "from", op.peer);
+      });
       run_.record.ops[p.op_index].end_ns = Now();
     }
   }

@@ -24,6 +24,18 @@ class TimeoutError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Runs `wait`, a blocking transport call, and returns what it returns; a TimeoutError from it is
+// thrown again as "<what()> timed out: <its message>", `what` (a callable) naming the wait, so
+// the one line a timed-out rank prints says what it was waiting for.
+template <class Wait, class What>
+decltype(auto) NamingTimeout(Wait&& wait, What&& what) {
+  try {
+    return wait();
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(std::string(what()) + " timed out: " + e.what());
+  }
+}
+
 class Transport {
  public:
   using Request = int;  // a handle, valid until Test returns true or Wait returns
