@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,7 +58,10 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     (void)cudaStreamSynchronize(stream_);
     free_.Drain([](float* block, int64_t) { (void)cudaFree(block); });
-    if (scratch_ != nullptr) (void)cudaFree(scratch_);
+    if (scratch_ != nullptr) {
+      (void)cudaFreeAsync(scratch_, stream_);
+      (void)cudaStreamSynchronize(stream_);
+    }
     for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
     (void)cudaEventDestroy(origin_);
     (void)cublasDestroy(blas_);
@@ -136,8 +140,8 @@ class CudaDevice final : public Device {
     kernels::LaunchBiasGrad(rows, cols, dz, bias_grad, accumulate, stream_);
   }
   void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
-            float* loss) override {
-    kernels::LaunchLoss(kind, rows, cols, y, targets, dy, loss, stream_);
+            float* loss, float loss_scale) override {
+    kernels::LaunchLoss(kind, rows, cols, y, targets, dy, loss, stream_, loss_scale);
   }
   void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
                    float lr, float momentum) override {
@@ -265,14 +269,17 @@ class CudaDevice final : public Device {
 
   // cudaMalloc, with a full device reported as OutOfMemory (the runtime names the op); any other
   // failure as the call that failed.
-  void* DeviceMalloc(uint64_t bytes) {
+  // With `ordered`, cudaMallocAsync on the compute stream (freed with cudaFreeAsync there).
+  void* DeviceMalloc(uint64_t bytes, bool ordered = false) {
     void* block = nullptr;
-    const cudaError_t status = cudaMalloc(&block, static_cast<size_t>(bytes));
+    const cudaError_t status = ordered ? cudaMallocAsync(&block, static_cast<size_t>(bytes), stream_)
+                                       : cudaMalloc(&block, static_cast<size_t>(bytes));
+    const char* call = ordered ? "cudaMallocAsync" : "cudaMalloc";
     if (status == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear it: the device stays usable
       size_t free_bytes = 0, total_bytes = 0;
       (void)cudaMemGetInfo(&free_bytes, &total_bytes);
-      throw OutOfMemory("cudaMalloc of " + std::to_string(bytes) + " bytes on GPU " + std::to_string(gpu_) +
+      throw OutOfMemory(std::string(call) + " of " + std::to_string(bytes) + " bytes on GPU " + std::to_string(gpu_) +
                         " failed: out of memory (" + std::to_string(free_bytes) + " of " +
                         std::to_string(total_bytes) + " bytes free, " + std::to_string(bytes_in_use()) +
                         " in use by this run)");
@@ -292,15 +299,17 @@ class CudaDevice final : public Device {
 
   // 16-bit GEMM inputs; grown when a GEMM needs more (counted as device memory in use). Only
   // GEMMs on the compute stream use it, one after another, so one buffer serves them all.
+  // Stream-ordered: cudaFree would wait for the whole device, NCCL's streams included, and a
+  // receive posted ahead can wait on this very rank's next op (a deadlock --timeout cannot see).
   uint16_t* Scratch(int64_t halves) {
     if (halves > scratch_halves_) {
       if (scratch_ != nullptr) {
-        SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        SC_CUDA_CHECK(cudaFree(scratch_));
+        SC_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));  // after the GEMMs queued before it
         Track(-scratch_halves_ * static_cast<int64_t>(sizeof(uint16_t)));
         scratch_ = nullptr;
+        scratch_halves_ = 0;
       }
-      void* block = DeviceMalloc(static_cast<uint64_t>(halves) * sizeof(uint16_t));
+      void* block = DeviceMalloc(static_cast<uint64_t>(halves) * sizeof(uint16_t), true);
       scratch_ = static_cast<uint16_t*>(block);
       scratch_halves_ = halves;
       Track(halves * static_cast<int64_t>(sizeof(uint16_t)));
@@ -329,18 +338,32 @@ bool HaveCudaBackend() { return true; }
 
 int CudaDeviceCount() {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: clear the error, report none
-    return 0;
-  }
-  return count;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaSuccess) return count;
+  (void)cudaGetLastError();  // clear it: the process goes on without the cuda backend
+  // No device, or no driver at all (the runtime then says "insufficient driver" too, with a
+  // driver version of 0), is a machine without GPUs. Anything else is a GPU this build cannot
+  // use (a driver older than the toolkit, a broken install): say so once, since the gpu tests
+  // then skip and --backend auto runs on the CPU.
+  int driver = 0;
+  (void)cudaDriverGetVersion(&driver);
+  const bool no_gpu = status == cudaErrorNoDevice || (status == cudaErrorInsufficientDriver && driver == 0);
+  static const bool said = [&] {
+    if (!no_gpu) {
+      int runtime = 0;
+      (void)cudaRuntimeGetVersion(&runtime);
+      std::fprintf(stderr, "stagecraft: warning: CUDA is unusable here, treated as no GPU: %s (driver %d, runtime %d)\n",
+                   kernels::CudaErrorText(status, "cudaGetDeviceCount", __FILE__, __LINE__).c_str(), driver, runtime);
+    }
+    return true;
+  }();
+  (void)said;
+  return 0;
 }
 
+// No range check of its own: cudaSetDevice's failure names the call and CUDA's message
+// (cudaErrorInvalidDevice for a GPU this process does not see).
 std::unique_ptr<Device> MakeCudaDevice(int gpu, GemmPrecision precision) {
-  const int count = CudaDeviceCount();
-  if (gpu < 0 || gpu >= count) {
-    throw std::runtime_error("no CUDA device " + std::to_string(gpu) + ": this process sees " + std::to_string(count));
-  }
   return std::make_unique<CudaDevice>(gpu, precision);
 }
 

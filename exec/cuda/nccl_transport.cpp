@@ -76,12 +76,14 @@ class NcclTransport final : public Transport {
       const bool sends = plan[c].from == rank_;
       if (!sends && plan[c].to != rank_) continue;
       Channel channel;
+      channel.sends = sends;
       SC_NCCL_CHECK(nullptr, ncclCommInitRank(&channel.comm, 2, ids[c], sends ? 0 : 1));
       SC_CUDA_CHECK(cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking));
       channels_.push_back(channel);
       Peer& peer = peers_[static_cast<size_t>(sends ? plan[c].to : plan[c].from)];
       (sends ? peer.send : peer.recv) = static_cast<int>(channels_.size()) - 1;
     }
+    Connect();
   }
 
   // Best effort: the run is over (or failing), and a destructor must not throw.
@@ -161,7 +163,35 @@ class NcclTransport final : public Transport {
   struct Channel {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
+    bool sends = false;  // this rank is the channel's sender (NCCL rank 0 of the two)
   };
+
+  // NCCL connects a communicator's two ranks at its first send or receive, and may hold the
+  // host there until the peer makes its own first call: inside a run that wait would sit
+  // outside Wait's deadline, and could meet a peer that waits on this rank's next op. One float
+  // over every channel, in the plan's order on every rank (as the communicators were made),
+  // connects them all here, before any rank computes.
+  void Connect() {
+    if (channels_.empty()) return;
+    const size_t bytes = channels_.size() * sizeof(float);  // a float of its own per channel
+    float* probe = nullptr;
+    SC_CUDA_CHECK(cudaMalloc(&probe, bytes));
+    try {
+      SC_CUDA_CHECK(cudaMemset(probe, 0, bytes));
+      SC_CUDA_CHECK(cudaDeviceSynchronize());  // the memset, on the legacy stream, is done
+      for (size_t i = 0; i < channels_.size(); ++i) {
+        Channel& c = channels_[i];
+        SC_NCCL_CHECK(c.comm, c.sends ? ncclSend(probe + i, 1, ncclFloat32, 1, c.comm, c.stream)
+                                      : ncclRecv(probe + i, 1, ncclFloat32, 0, c.comm, c.stream));
+      }
+      for (Channel& c : channels_) SC_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    } catch (...) {
+      (void)cudaFree(probe);
+      throw;
+    }
+    SC_CUDA_CHECK(cudaFree(probe));
+  }
+
   struct Peer {
     int send = -1;  // index into channels_, -1: no channel
     int recv = -1;

@@ -74,8 +74,8 @@ class CpuDevice final : public Device {
     kernels::BiasGrad(rows, cols, dz, bias_grad, accumulate);
   }
   void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
-            float* loss) override {
-    *loss = kernels::Loss(kind, rows, cols, y, targets, dy);
+            float* loss, float loss_scale) override {
+    *loss = kernels::Loss(kind, rows, cols, y, targets, dy, loss_scale);
   }
   void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
                    float lr, float momentum) override {

@@ -139,7 +139,7 @@ void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int 
   for (int round = 0; round < warmup + repeats; ++round) {
     const int64_t tc = Timed(device, [&] { device.Copy(x.data(), input.data(), input_floats); });
     const int64_t tl = Timed(device, [&] {
-      device.Loss(loss_shape.kind, loss_shape.rows, loss_shape.cols, y.data(), targets.data(), dy.data(), loss.data());
+      device.Loss(loss_shape.kind, loss_shape.rows, loss_shape.cols, y.data(), targets.data(), dy.data(), loss.data(), 1.0f);
     });
     if (round >= warmup) {
       copies.push_back(tc);

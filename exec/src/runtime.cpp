@@ -216,8 +216,11 @@ class Runner {
       device_.Download(losses.data(), losses_.data() + static_cast<int64_t>(t) * s_.microbatches, s_.microbatches);
       for (int mb = 0; mb < s_.microbatches; ++mb) {
         if (!std::isfinite(losses[mb])) {
-          throw std::runtime_error(fmt::format("step {} microbatch {}: loss is {}; training diverged (lower training.lr)",
-                                               t, mb, losses[mb]));
+          throw std::runtime_error(fmt::format(
+              "step {} microbatch {}: loss is {}; training diverged (lower training.lr{})", t, mb, losses[mb],
+              config_.loss_scale > 1.0f
+                  ? fmt::format(", or training.loss_scale: gradients scaled by {} may have overflowed", config_.loss_scale)
+                  : ""));
         }
         loss_sum_[t] += losses[mb];
       }
@@ -240,7 +243,7 @@ class Runner {
     }
     Buffer dy(device_, y.size());
     device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + Global(op) * loss_.target_floats,
-                 dy.data(), losses_.data() + Global(op));
+                 dy.data(), losses_.data() + Global(op), config_.loss_scale);
     loss_grads_[units_(op)] = std::move(dy);
   }
 
@@ -279,7 +282,9 @@ class Runner {
     const int64_t n = ls.model->ParamFloats();
     auto g = ls.grads.find(u);
     SC_CHECK(g != ls.grads.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
-    const float scale = 1.0f / static_cast<float>(ls.grad_count.at(u));
+    // The mean over the update's microbatches, and the loss scale taken back out (both exact:
+    // a count times a power of two).
+    const float scale = 1.0f / (static_cast<float>(ls.grad_count.at(u)) * config_.loss_scale);
     // In place when the old version has no reader after this STEP (flush schedules); otherwise
     // the update reads the old version and writes the new one into a buffer of its own.
     Buffer w;

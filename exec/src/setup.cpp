@@ -78,6 +78,9 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   c.optimizer = sc.training.optimizer;
   c.lr = static_cast<float>(sc.training.lr);
   c.momentum = static_cast<float>(sc.training.momentum);
+  c.loss_scale = sc.training.loss_scale > 0 ? static_cast<float>(sc.training.loss_scale)
+                 : sc.training.dtype == "fp16" ? 4096.0f
+                                               : 1.0f;
   c.model.seed = static_cast<uint64_t>(sc.training.seed);
   if (const auto& t = sc.model.transformer) {
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,

@@ -88,20 +88,20 @@ void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumu
 }
 
 SC_VECTOR_CLONES
-float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy) {
+float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy, float loss_scale) {
   float sum = 0.0f;
   if (kind == LossKind::kMse) {
     const float scale = 1.0f / (static_cast<float>(rows) * cols);
     for (int r = 0; r < rows; ++r) {
       const int64_t at = static_cast<int64_t>(r) * cols;
-      sum += MseRow(y + at, targets + at, dy + at, cols, scale);
+      sum += MseRow(y + at, targets + at, dy + at, cols, scale * loss_scale);
     }
     return sum * scale;
   }
   const float scale = 1.0f / static_cast<float>(rows);
   for (int r = 0; r < rows; ++r) {
     const int64_t at = static_cast<int64_t>(r) * cols;
-    sum += CrossEntropyRow(y + at, static_cast<int>(targets[r]), dy + at, cols, scale);
+    sum += CrossEntropyRow(y + at, static_cast<int>(targets[r]), dy + at, cols, scale * loss_scale);
   }
   return sum * scale;
 }

@@ -228,10 +228,13 @@ __global__ void __launch_bounds__(kMeanThreads) MeanKernel(int rows, const float
 // release threshold is 0 unless raised), so a call right after one may map the pool's memory
 // again: a driver call on the host, small next to the kernels at a GPT's shape.
 void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
-                float* mean_loss_device, cudaStream_t stream) {
+                float* mean_loss_device, cudaStream_t stream, float loss_scale) {
   constexpr const char* kLauncher = "LaunchLoss";
   RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
+  if (!(loss_scale > 0.0f) || !std::isfinite(loss_scale)) {
+    throw std::invalid_argument("LaunchLoss: loss_scale must be finite and > 0, got " + std::to_string(loss_scale));
+  }
   RequireDevicePointer(kLauncher, "y", y);
   RequireDevicePointer(kLauncher, "targets", targets);
   RequireDevicePointer(kLauncher, "dy", dy);
@@ -249,9 +252,10 @@ void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* 
   SC_CUDA_CHECK(cudaMallocAsync(&row_terms, static_cast<size_t>(rows) * sizeof(float), stream));
   try {
     if (kind == LossKind::kMse) {
-      MseRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms, scale);
+      MseRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms, scale * loss_scale);
     } else {
-      CrossEntropyRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms, scale);
+      CrossEntropyRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms,
+                                                             scale * loss_scale);
     }
     SC_CUDA_CHECK(cudaGetLastError());
     MeanKernel<<<1, kMeanThreads, 0, stream>>>(rows, row_terms, scale, mean_loss_device);

@@ -166,7 +166,7 @@ PipelineSpec ParsePipeline(const Value& value) {
 }
 
 TrainingSpec ParseTraining(const Value& value) {
-  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "data"});
+  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Choice({"sgd", "adam"});
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);
@@ -176,6 +176,14 @@ TrainingSpec ParseTraining(const Value& value) {
   }
   if (const auto v = m.Find("seed")) t.seed = v->Int(0, INT64_MAX);
   if (const auto v = m.Find("dtype")) t.dtype = v->Choice({"fp32", "tf32", "bf16", "fp16"});
+  if (const auto v = m.Find("loss_scale")) {
+    // A power of two scales every gradient exactly; anything else would round them.
+    t.loss_scale = v->Double(0.0, 16777216.0);
+    int exponent = 0;
+    if (t.loss_scale < 1.0 || std::frexp(t.loss_scale, &exponent) != 0.5) {
+      v->Fail(fmt::format("expected a power of two (1, 2, 4, ... 16777216), got {}", v->Describe()));
+    }
+  }
   if (const auto v = m.Find("data")) {
     t.data_path = v->FilePath();
     if (!std::ifstream(t.data_path)) v->Fail(fmt::format("cannot open file '{}'", t.data_path));

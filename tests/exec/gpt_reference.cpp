@@ -44,7 +44,7 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
     exec::Buffer dy(*device, x.size());
     float loss = 0;
     device->Loss(loss_shape.kind, loss_shape.rows, loss_shape.cols, x.data(),
-                 data.targets.data() + g * loss_shape.target_floats, dy.data(), &loss);
+                 data.targets.data() + g * loss_shape.target_floats, dy.data(), &loss, 1.0f);
     for (int s = n - 1; s >= 0; --s) dy = stages[s]->Backward(version_at(s, read[s]), std::move(dy), &saved[s], {grads[s].data(), !first});
     return static_cast<double>(loss);
   };

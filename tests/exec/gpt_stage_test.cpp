@@ -195,7 +195,7 @@ ModelRun RunModel(const Fixture& f, int stages, bool split_backward, bool recomp
   const std::vector<float> targets = ToFloat(f.at("targets"));
   Buffer dy(*device, x.size()), loss(*device, 1), target_buf = Upload(*device, targets);
   device->Loss(kernels::LossKind::kCrossEntropy, static_cast<int>(targets.size()), model.vocab, x.data(),
-               target_buf.data(), dy.data(), loss.data());
+               target_buf.data(), dy.data(), loss.data(), 1.0f);
   device->Download(&run.loss, loss.data(), 1);
   for (size_t s = pieces.size(); s-- > 0;) {
     Piece& p = pieces[s];

@@ -357,6 +357,25 @@ TEST_P(EveryScheduleOverNccl, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleOverNccl, ::testing::ValuesIn(AllGenerators()), TestName);
 
 // Options and shapes on top of the schedules.
+// Static loss scaling: the loss gradient times a power of two, divided back out in the update,
+// is exact in binary floating point, so the weights and losses are those of the unscaled run bit
+// for bit (MSE and cross-entropy, a flush and a per-microbatch update). A scale left in the
+// gradients would move the weights 2^16 times as far.
+TEST(RuntimeMpi, LossScaleIsTakenBackOutBitForBit) {
+  for (const Case& c : {Case{.schedule = "1f1b", .ranks = 2}, Case{.schedule = "pipedream", .ranks = 2, .lr = 0.02},
+                        Case{.schedule = "zb-h1", .ranks = 2, .optimizer = "adam", .gpt = true}}) {
+    exec::TrainingConfig plain = ConfigFor(c);
+    exec::TrainingConfig scaled = plain;
+    scaled.loss_scale = 65536.0f;
+    const Outcome a = RunPipeline(c, plain);
+    const Outcome b = RunPipeline(c, scaled);
+    if (g_transport->rank() != 0) continue;
+    EXPECT_EQ(a.losses, b.losses) << c.schedule;
+    EXPECT_FALSE(a.losses.empty()) << c.schedule;
+    EXPECT_EQ(c.gpt ? a.stages : a.layers, c.gpt ? b.stages : b.layers) << c.schedule;
+  }
+}
+
 TEST(RuntimeMpi, PipeDreamVerticalSync) {
   ExpectMatchesReference({.schedule = "pipedream", .vertical_sync = true, .lr = 0.02}, Staleness::kPipeDream);
 }

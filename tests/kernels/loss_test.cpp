@@ -112,5 +112,22 @@ TEST(LossTest, CrossEntropyStableForLogitsAroundTenThousand) {
   }
 }
 
+// loss_scale multiplies dy and only dy: the hand-worked CE gradient of the test above (row 1:
+// [1/6, −1/3, 1/6]) times 1024, and the MSE hand-worked dy times 8, with the losses unchanged.
+TEST(LossTest, LossScaleScalesTheGradientOnly) {
+  const std::vector<float> y = {1e4f, 1e4f + 1.0f, 1e4f - 2.0f, -1e4f, -1e4f, -1e4f};
+  const std::vector<float> labels = {0.0f, 1.0f};
+  std::vector<float> dy(6), scaled(6);
+  const float loss = Loss(LossKind::kCrossEntropy, 2, 3, y.data(), labels.data(), dy.data());
+  EXPECT_EQ(Loss(LossKind::kCrossEntropy, 2, 3, y.data(), labels.data(), scaled.data(), 1024.0f), loss);
+  EXPECT_NEAR(scaled[3], 1024.0 / 6, 1e-4);
+  EXPECT_NEAR(scaled[4], -1024.0 / 3, 1e-4);
+  for (size_t i = 0; i < dy.size(); ++i) EXPECT_EQ(scaled[i], dy[i] * 1024.0f) << "at " << i;  // exact
+  const std::vector<float> ym = {1.0f, 2.0f, 3.0f, 4.0f}, tm = {0.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> dm(4);
+  EXPECT_FLOAT_EQ(Loss(LossKind::kMse, 2, 2, ym.data(), tm.data(), dm.data(), 8.0f), 7.5f);  // (1+4+9+16)/4
+  for (size_t i = 0; i < dm.size(); ++i) EXPECT_FLOAT_EQ(dm[i], 8.0f * 2.0f * ym[i] / 4.0f) << "at " << i;
+}
+
 }  // namespace
 }  // namespace stagecraft::kernels

@@ -139,15 +139,18 @@ TEST_F(LaunchersGpuTest, BiasGradMatchesHostAccumulatingOrWriting) {
   }
 }
 
+// With a loss scale too (a power of two: dy scales exactly on both sides, the loss not at all).
 void ExpectLossMatchesHost(LossKind kind, int rows, int cols, const std::vector<float>& targets, cudaStream_t stream) {
   const std::vector<float> y = RandomValues(static_cast<size_t>(rows) * cols, 8);
-  std::vector<float> dy_host(y.size());
-  const float loss_host = Loss(kind, rows, cols, y.data(), targets.data(), dy_host.data());
-  DeviceBuffer y_dev(y), targets_dev(targets), dy_dev{std::vector<float>(y.size())}, loss_dev({-1.0f});
-  LaunchLoss(kind, rows, cols, y_dev.data(), targets_dev.data(), dy_dev.data(), loss_dev.data(), stream);
-  SC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  ExpectClose({loss_host}, loss_dev.ToHost(), kTol, kEps, "mean loss");
-  ExpectClose(dy_host, dy_dev.ToHost(), 1e-8f, kEps, "dy");
+  for (const float loss_scale : {1.0f, 4096.0f}) {
+    std::vector<float> dy_host(y.size());
+    const float loss_host = Loss(kind, rows, cols, y.data(), targets.data(), dy_host.data(), loss_scale);
+    DeviceBuffer y_dev(y), targets_dev(targets), dy_dev{std::vector<float>(y.size())}, loss_dev({-1.0f});
+    LaunchLoss(kind, rows, cols, y_dev.data(), targets_dev.data(), dy_dev.data(), loss_dev.data(), stream, loss_scale);
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    ExpectClose({loss_host}, loss_dev.ToHost(), kTol, kEps, "mean loss");
+    ExpectClose(dy_host, dy_dev.ToHost(), 1e-8f * loss_scale, kEps, "dy");
+  }
 }
 
 TEST_F(LaunchersGpuTest, MseLossMatchesHost) {

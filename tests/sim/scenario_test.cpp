@@ -270,6 +270,24 @@ TEST(LoadScenario, SetOverridesValues) {
   EXPECT_EQ(s.model.costs->forward_ns, (std::vector<int64_t>{1'000'000, 2'000'000, 3'000'000, 4'000'000}));
 }
 
+// training.loss_scale: a power of two from 1 to 2^24 (exact scaling), 0 when not given.
+TEST(LoadScenario, LossScaleIsAPowerOfTwo) {
+  ScratchDir dir;
+  const std::string path = dir.Write("scenario.yaml", kBase);
+  EXPECT_EQ(LoadScenario(path, {"training={optimizer: sgd, lr: 0.1}"}).training.loss_scale, 0.0);
+  EXPECT_EQ(LoadScenario(path, {"training={optimizer: sgd, lr: 0.1, loss_scale: 1}"}).training.loss_scale, 1.0);
+  EXPECT_EQ(LoadScenario(path, {"training={optimizer: sgd, lr: 0.1, loss_scale: 65536}"}).training.loss_scale, 65536.0);
+  const auto error = [&](const std::string& v) {
+    return ErrorOf([&] { LoadScenario(path, {"training={optimizer: sgd, lr: 0.1, loss_scale: " + v + "}"}); });
+  };
+  const std::string prefix = "--set training: training.loss_scale: ";
+  EXPECT_EQ(error("3000"), prefix + "expected a power of two (1, 2, 4, ... 16777216), got '3000'");
+  EXPECT_EQ(error("0.5"), prefix + "expected a power of two (1, 2, 4, ... 16777216), got '0.5'");
+  EXPECT_EQ(error("0"), prefix + "expected a number in (0, 16777216], got '0'");
+  EXPECT_EQ(error("33554432"), prefix + "expected a number in (0, 16777216], got '33554432'");
+  EXPECT_EQ(error("big"), prefix + "expected a number in (0, 16777216], got 'big'");
+}
+
 TEST(LoadScenario, SetErrorsNameTheOverride) {
   ScratchDir dir;
   const std::string path = dir.Write("scenario.yaml", kBase);

@@ -56,10 +56,11 @@ class Device {
   virtual void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z,
                                   float* dz) = 0;
   virtual void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) = 0;
-  // Writes dy and the microbatch's mean loss into *loss (one float of device memory) without
-  // waiting for it: the runtime reads a step's losses back once.
+  // Writes dy (times loss_scale, TrainingConfig::loss_scale) and the microbatch's mean loss into
+  // *loss (one float of device memory) without waiting for it: the runtime reads a step's losses
+  // back once.
   virtual void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
-                    float* loss) = 0;
+                    float* loss, float loss_scale) = 0;
   virtual void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad,
                            float grad_scale, float lr, float momentum) = 0;
   virtual void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,

@@ -31,6 +31,11 @@ struct TrainingConfig {
   std::string optimizer = "sgd";  // "sgd" (with momentum) | "adam"
   float lr = 0.01f;
   float momentum = 0.9f;
+  // Static loss scaling: the loss gradient is multiplied by it and the update divides it back
+  // out, so gradients too small for fp16 GEMM inputs keep their bits. A power of two (exact in
+  // binary floating point: an fp32 run trains bit for bit as with 1). training.loss_scale, or
+  // 4096 when training.dtype is fp16 and 1 otherwise.
+  float loss_scale = 1.0f;
   // Layers per stage, one count per stage of the schedule being run. The split is decided once,
   // when a scenario is planned (sim::StageLayers, shared with the simulator's costs), and the
   // executor builds exactly what it is given.

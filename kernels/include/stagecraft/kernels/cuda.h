@@ -24,8 +24,9 @@ void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool 
 // dy ([rows x cols]) ← gradient of the mean loss; *mean_loss_device (one float) ← the mean loss.
 // targets: [rows x cols] for mse, [rows] class indices (stored as float) for cross_entropy; a label
 // outside [0, cols) makes that row's dy and the loss NaN instead of reading out of bounds.
+// dy is scaled by loss_scale as the host Loss() scales it.
 void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
-                float* mean_loss_device, cudaStream_t stream);
+                float* mean_loss_device, cudaStream_t stream, float loss_scale = 1.0f);
 // w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place).
 void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
                        float lr, float momentum, cudaStream_t stream);

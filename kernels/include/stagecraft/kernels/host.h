@@ -19,9 +19,10 @@ void BiasActivation(Activation act, int rows, int cols, float* z, const float* b
 void ActivationBackward(Activation act, int64_t n, const float* dout, const float* z, float* dz);
 // bias_grad[c] ← Σ_r dz[r][c], added to what bias_grad holds when `accumulate`, else written.
 void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate);
-// Mean loss of a microbatch and its gradient dy ([rows x cols]). targets: [rows x cols] for
-// mse, [rows] class indices (stored as float) for cross_entropy.
-float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy);
+// Mean loss of a microbatch and its gradient dy ([rows x cols]) times loss_scale (a power of
+// two keeps the scaling exact; see TrainingConfig::loss_scale). targets: [rows x cols] for mse,
+// [rows] class indices (stored as float) for cross_entropy.
+float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy, float loss_scale = 1.0f);
 // w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place).
 void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
                  float lr, float momentum);

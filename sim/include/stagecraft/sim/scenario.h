@@ -125,6 +125,9 @@ struct TrainingSpec {
   double momentum = 0.9;  // sgd only
   int64_t seed = 1;
   std::string dtype = "fp32";  // "fp32" | "bf16" | "fp16"
+  // training.loss_scale: a power of two from 1 to 2^24 (exec::TrainingConfig::loss_scale); 0:
+  // not given (4096 for fp16, else 1).
+  double loss_scale = 0;
   // training.data: a token file the transformer trains on (llm.c's .bin shards, or any other
   // file as text tokenized by bytes), resolved like model.profile; empty: synthetic tokens.
   std::string data_path;
