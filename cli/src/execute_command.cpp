@@ -238,6 +238,7 @@ int Run(const ExecuteFlags& f) {
         last_end = p.end_ns;
       };
       const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
+      device->ReleaseCached();  // the next schedule's buffers are other sizes
       const std::vector<std::string> all = NamingTimeout([&] { return transport->Gather(SerializeRankRun(run), 0); },
                                                          [&] { return "gathering the measurements of " + s.name; });
       if (rank == 0) measured.push_back(Measure(s, sc, all));

@@ -54,6 +54,17 @@ class CudaDevice final : public Device {
     SC_CUDA_CHECK(cudaEventCreate(&origin_));
   }
 
+  // cudaFree waits for the whole device: only between runs, when nothing else is queued.
+  void ReleaseCached() override {
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cudaError_t first = cudaSuccess;
+    free_.Drain([&](float* block, int64_t) {
+      const cudaError_t status = cudaFree(block);
+      if (first == cudaSuccess) first = status;
+    });
+    if (first != cudaSuccess) kernels::ThrowCudaError(first, "cudaFree(kept block)", __FILE__, __LINE__);
+  }
+
   // Best effort: the run is over (or failing), and a destructor must not throw.
   ~CudaDevice() override {
     (void)cudaStreamSynchronize(stream_);

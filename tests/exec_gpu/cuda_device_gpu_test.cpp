@@ -330,6 +330,11 @@ TEST(CudaDeviceGpuTest, MemoryIsCountedAndFreedBlocksAreReused) {
   gpu->Free(again, 1000);
   gpu->Free(b, 3000);
   EXPECT_EQ(gpu->bytes_in_use(), base);
+  // Between runs the kept blocks go back to CUDA: the same size then comes from cudaMalloc.
+  gpu->ReleaseCached();
+  float* fresh = gpu->Allocate(1000);
+  EXPECT_EQ(gpu->system_allocations(), obtained + 1);
+  gpu->Free(fresh, 1000);
 }
 
 // A stamp is when the device reached it, on the host clock: after the host queued it, before

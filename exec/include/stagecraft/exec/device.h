@@ -91,6 +91,10 @@ class Device {
 
   // Waits for all queued work.
   virtual void Synchronize() = 0;
+  // Gives the blocks kept for reuse back to the system, between runs (no transfer in flight):
+  // one schedule's sizes would otherwise stay held while the next needs others. The cuda
+  // device's memory is what limits a run; the cpu device keeps its blocks (a no-op).
+  virtual void ReleaseCached() {}
   // A host clock shared by every op of the run (steady, ns).
   virtual int64_t NowNs() = 0;
   // Op times with no wait per op: Stamp() marks the device's queue after the work queued so far
