@@ -372,6 +372,12 @@ int CudaDeviceCount() {
   return 0;
 }
 
+std::string CudaPciBusId(int gpu) {
+  char id[64] = {};
+  SC_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof(id), gpu));
+  return id;
+}
+
 // No range check of its own: cudaSetDevice's failure names the call and CUDA's message
 // (cudaErrorInvalidDevice for a GPU this process does not see).
 std::unique_ptr<Device> MakeCudaDevice(int gpu, GemmPrecision precision) {

@@ -43,9 +43,11 @@ ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, std:
   }
   const GemmPrecision precision = GemmPrecisionFor(sc.training.dtype).value_or(GemmPrecision::kFp32);
   const int gpus = CudaDeviceCount();
-  rt.device = MakeCudaDevice(GpuForLocalRank(MpiLocalRank(), gpus), precision);
-  // Every rank decides alike: NCCL only if no node shares a GPU between its ranks.
-  if (HaveNccl() && MpiOnEveryRank(EachProcessHasItsOwnGpu(MpiLocalSize(), gpus))) {
+  const int gpu = GpuForLocalRank(MpiLocalRank(), gpus);
+  rt.device = MakeCudaDevice(gpu, precision);
+  // Every rank decides alike: NCCL only if no node shares a GPU between its ranks (by the GPUs'
+  // bus ids, which also see GPUs that CUDA_VISIBLE_DEVICES gave one to each process).
+  if (HaveNccl() && MpiOnEveryRank(GpusAreDistinct(MpiGatherOnNode(CudaPciBusId(gpu))))) {
     rt.transport = MakeNcclTransport(MakeMpiTransport(deadline), *rt.device, deadline);
   } else {
     rt.transport = MakeStagedTransport(MakeMpiTransport(deadline), *rt.device);

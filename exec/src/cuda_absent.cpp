@@ -12,6 +12,8 @@ int CudaDeviceCount() { return 0; }
 std::unique_ptr<Device> MakeCudaDevice(int, GemmPrecision) {
   throw std::runtime_error("this build has no cuda backend (the CUDA toolkit was not found when it was configured)");
 }
+std::string CudaPciBusId(int) { return {}; }
+
 void* CudaComputeStream(Device& device) {
   throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device (no cuda backend)");
 }

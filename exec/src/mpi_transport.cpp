@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -247,6 +248,26 @@ bool MpiOnEveryRank(bool mine) {
   int local = mine ? 1 : 0, all = 0;
   SC_MPI_CHECK(MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
   return all != 0;
+}
+
+std::vector<std::string> MpiGatherOnNode(const std::string& mine) {
+  constexpr int kWidth = 256;
+  if (mine.size() >= kWidth) throw std::invalid_argument("MpiGatherOnNode: more than 255 bytes");
+  int world_rank = 0;
+  SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  MPI_Comm node = MPI_COMM_NULL;
+  SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  std::vector<char> out(static_cast<size_t>(size) * kWidth, '\0');
+  std::vector<char> in(kWidth, '\0');
+  std::copy(mine.begin(), mine.end(), in.begin());
+  const int status = MPI_Allgather(in.data(), kWidth, MPI_CHAR, out.data(), kWidth, MPI_CHAR, node);
+  MPI_Comm_free(&node);
+  SC_MPI_CHECK(status);
+  std::vector<std::string> all;
+  for (int r = 0; r < size; ++r) all.emplace_back(out.data() + static_cast<size_t>(r) * kWidth);
+  return all;
 }
 
 std::string HostName() {

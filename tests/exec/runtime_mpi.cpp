@@ -419,6 +419,15 @@ TEST(RuntimeMpi, GemmPrecisions) {
 // A receive that nobody sends ends on the transport's deadline with one message naming the
 // transfer, instead of hanging; the cancelled receive leaves nothing pending (the barrier after
 // it and every later case still match).
+// What decides NCCL against host staging: every process of the node sees every other's string,
+// in node-rank order (the test's 4 processes run on one node).
+TEST(RuntimeMpi, GatherOnNodeSeesEveryProcessOfTheNode) {
+  const std::vector<std::string> all = exec::MpiGatherOnNode("rank " + std::to_string(g_transport->rank()));
+  ASSERT_EQ(all.size(), static_cast<size_t>(exec::MpiLocalSize()));
+  for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], "rank " + std::to_string(r));
+  EXPECT_THROW(exec::MpiGatherOnNode(std::string(256, 'x')), std::invalid_argument);
+}
+
 TEST(TransportDeadline, AReceiveNobodySendsEndsOnTheDeadline) {
   auto transport = exec::MakeMpiTransport(std::chrono::milliseconds(300));
   std::string mine = "-";

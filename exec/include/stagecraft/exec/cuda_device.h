@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "stagecraft/exec/cuda_plan.h"
 #include "stagecraft/exec/device.h"
@@ -19,6 +20,10 @@ int CudaDeviceCount();
 // The Device on GPU `gpu` (made current for this process); throws std::runtime_error naming
 // the host, the call, file:line and CUDA's message when it cannot be made.
 std::unique_ptr<Device> MakeCudaDevice(int gpu, GemmPrecision precision);
+// The PCI bus id of GPU `gpu` as this process sees it ("0000:3b:00.0"): the same GPU has the
+// same id in every process, whatever CUDA_VISIBLE_DEVICES numbered it. Empty without a cuda
+// build.
+std::string CudaPciBusId(int gpu);
 // The compute stream (a cudaStream_t) of a device made by MakeCudaDevice, for a transport that
 // orders its own stream against it; throws std::invalid_argument for any other device.
 void* CudaComputeStream(Device& device);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -59,6 +60,15 @@ inline int GpuForLocalRank(int local_rank, int gpus) { return gpus > 0 ? local_r
 // every node: one node that shares a GPU puts the whole job on host-staged MPI). A GPU cannot
 // appear twice in one NCCL communicator.
 inline bool EachProcessHasItsOwnGpu(int local_processes, int gpus) { return gpus >= local_processes; }
+
+// The same test on what the processes of a node really hold, their GPUs' PCI bus ids: a
+// launcher that gives each process one GPU through CUDA_VISIBLE_DEVICES makes every process see
+// "1 GPU", yet no two share one. False when an id is missing (no GPU) or appears twice.
+inline bool GpusAreDistinct(std::vector<std::string> bus_ids) {
+  if (bus_ids.empty() || std::find(bus_ids.begin(), bus_ids.end(), std::string()) != bus_ids.end()) return false;
+  std::sort(bus_ids.begin(), bus_ids.end());
+  return std::adjacent_find(bus_ids.begin(), bus_ids.end()) == bus_ids.end();
+}
 
 // One direction of traffic between two neighbouring ranks. The NCCL transport gives each its
 // own two-rank communicator (sender rank 0, receiver rank 1) and its own stream on both sides,

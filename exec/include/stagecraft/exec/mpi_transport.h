@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stagecraft/exec/transport.h"
 
@@ -32,6 +33,8 @@ int MpiLocalRank();
 int MpiLocalSize();
 // Whether `mine` holds on every rank of the job (collective).
 bool MpiOnEveryRank(bool mine);
+// Every process of this node's `mine` (at most 255 bytes), in node-rank order (collective).
+std::vector<std::string> MpiGatherOnNode(const std::string& mine);
 std::string HostName();
 
 }  // namespace stagecraft::exec
