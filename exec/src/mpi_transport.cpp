@@ -47,15 +47,29 @@ struct NodePlace {
   int rank = 0;
   int size = 1;
 };
+// The processes of this node (MPI_COMM_TYPE_SHARED) in world-rank order, as a communicator
+// freed when it goes out of scope (collective).
+class NodeComm {
+ public:
+  NodeComm() {
+    int world_rank = 0;
+    SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &comm_));
+  }
+  ~NodeComm() { MPI_Comm_free(&comm_); }
+  NodeComm(const NodeComm&) = delete;
+  NodeComm& operator=(const NodeComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
 NodePlace PlaceOnNode() {
-  int world_rank = 0;
-  SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-  MPI_Comm node = MPI_COMM_NULL;
-  SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  const NodeComm node;
   NodePlace place;
-  SC_MPI_CHECK(MPI_Comm_rank(node, &place.rank));
-  SC_MPI_CHECK(MPI_Comm_size(node, &place.size));
-  SC_MPI_CHECK(MPI_Comm_free(&node));
+  SC_MPI_CHECK(MPI_Comm_rank(node.get(), &place.rank));
+  SC_MPI_CHECK(MPI_Comm_size(node.get(), &place.size));
   return place;
 }
 
@@ -253,18 +267,13 @@ bool MpiOnEveryRank(bool mine) {
 std::vector<std::string> MpiGatherOnNode(const std::string& mine) {
   constexpr int kWidth = 256;
   if (mine.size() >= kWidth) throw std::invalid_argument("MpiGatherOnNode: more than 255 bytes");
-  int world_rank = 0;
-  SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-  MPI_Comm node = MPI_COMM_NULL;
-  SC_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  const NodeComm node;
   int size = 1;
-  MPI_Comm_size(node, &size);
+  SC_MPI_CHECK(MPI_Comm_size(node.get(), &size));
   std::vector<char> out(static_cast<size_t>(size) * kWidth, '\0');
   std::vector<char> in(kWidth, '\0');
   std::copy(mine.begin(), mine.end(), in.begin());
-  const int status = MPI_Allgather(in.data(), kWidth, MPI_CHAR, out.data(), kWidth, MPI_CHAR, node);
-  MPI_Comm_free(&node);
-  SC_MPI_CHECK(status);
+  SC_MPI_CHECK(MPI_Allgather(in.data(), kWidth, MPI_CHAR, out.data(), kWidth, MPI_CHAR, node.get()));
   std::vector<std::string> all;
   for (int r = 0; r < size; ++r) all.emplace_back(out.data() + static_cast<size_t>(r) * kWidth);
   return all;
