@@ -373,6 +373,7 @@ int CudaDeviceCount() {
 }
 
 std::string CudaPciBusId(int gpu) {
+  if (gpu < 0) return {};
   char id[64] = {};
   SC_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof(id), gpu));
   return id;

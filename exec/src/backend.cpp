@@ -34,6 +34,10 @@ void CheckDtype(const sim::Scenario& sc, Backend backend) {
   }
 }
 
+bool EveryProcessHasItsOwnGpu(int gpu) {
+  return MpiOnEveryRank(GpusAreDistinct(MpiGatherOnNode(CudaPciBusId(gpu))));
+}
+
 ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, std::chrono::nanoseconds deadline) {
   ProcessRuntime rt;
   if (backend == Backend::kCpu) {
@@ -45,9 +49,7 @@ ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, std:
   const int gpus = CudaDeviceCount();
   const int gpu = GpuForLocalRank(MpiLocalRank(), gpus);
   rt.device = MakeCudaDevice(gpu, precision);
-  // Every rank decides alike: NCCL only if no node shares a GPU between its ranks (by the GPUs'
-  // bus ids, which also see GPUs that CUDA_VISIBLE_DEVICES gave one to each process).
-  if (HaveNccl() && MpiOnEveryRank(GpusAreDistinct(MpiGatherOnNode(CudaPciBusId(gpu))))) {
+  if (HaveNccl() && EveryProcessHasItsOwnGpu(gpu)) {
     rt.transport = MakeNcclTransport(MakeMpiTransport(deadline), *rt.device, deadline);
   } else {
     rt.transport = MakeStagedTransport(MakeMpiTransport(deadline), *rt.device);

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "stagecraft/exec/backend.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/cuda_plan.h"
 #include "stagecraft/exec/mpi_transport.h"
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
   const int rank = MpiWorldRank();
   const int gpus = CudaDeviceCount();
-  if (MpiWorldSize() != 2 || !MpiOnEveryRank(EachProcessHasItsOwnGpu(MpiLocalSize(), gpus))) {
+  if (MpiWorldSize() != 2 || !EveryProcessHasItsOwnGpu(GpuForLocalRank(MpiLocalRank(), gpus))) {
     if (rank == 0) {
       std::printf("SKIPPED: nccl_p2p_bench needs 2 MPI ranks with a GPU each (%d ranks, %d GPU(s) here): run it as "
                   "scripts/mpirun.sh 2 build/tests/bench/nccl_p2p_bench\n",

@@ -87,13 +87,11 @@ TEST(CudaPlanTest, NcclChannelsAreTheNeighbourPairsInBothDirections) {
       }
     }
   }
-  EXPECT_TRUE(EachProcessHasItsOwnGpu(2, 2));
-  EXPECT_TRUE(EachProcessHasItsOwnGpu(4, 8));
-  EXPECT_FALSE(EachProcessHasItsOwnGpu(2, 1));
-  EXPECT_FALSE(EachProcessHasItsOwnGpu(1, 0));
-  // By bus id: one GPU per process through CUDA_VISIBLE_DEVICES (each sees "1 GPU") is distinct;
-  // two processes on one GPU, or a process without one, are not.
+  // By bus id: 2 processes on 2 GPUs, 4 of 8, one GPU per process through CUDA_VISIBLE_DEVICES
+  // (each sees "1 GPU") are distinct; 2 processes on 1 GPU, or a process without one, are not.
   EXPECT_TRUE(GpusAreDistinct({"0000:3b:00.0", "0000:5e:00.0"}));
+  EXPECT_TRUE(GpusAreDistinct({"0000:1b:00.0", "0000:3b:00.0", "0000:5e:00.0", "0000:86:00.0"}));
+  EXPECT_FALSE(GpusAreDistinct({"0000:3b:00.0", "0000:3b:00.0"}));
   EXPECT_TRUE(GpusAreDistinct({"0000:3b:00.0"}));
   EXPECT_FALSE(GpusAreDistinct({"0000:3b:00.0", "0000:5e:00.0", "0000:3b:00.0"}));
   EXPECT_FALSE(GpusAreDistinct({"0000:3b:00.0", ""}));

@@ -19,6 +19,7 @@
 
 #include "gpt_reference.h"
 #include "reference.h"
+#include "stagecraft/exec/backend.h"
 #include "stagecraft/exec/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
@@ -346,7 +347,8 @@ class EveryScheduleOverNccl : public ::testing::TestWithParam<const schedules::G
 TEST_P(EveryScheduleOverNccl, MatchesReference) {
   if (!kCuda) GTEST_SKIP() << "NCCL runs on the cuda device";
   const int gpus = exec::CudaDeviceCount();
-  if (!exec::HaveNccl() || !exec::EachProcessHasItsOwnGpu(g_transport->size(), gpus)) {
+  // The GPU MakeTestDevice gives this rank.
+  if (!exec::HaveNccl() || !exec::EveryProcessHasItsOwnGpu(exec::GpuForLocalRank(g_transport->rank(), gpus))) {
     GTEST_SKIP() << "NCCL needs a GPU per rank: " << g_transport->size() << " ranks, " << gpus << " GPU(s)"
                  << (exec::HaveNccl() ? "" : ", and this build has no NCCL");
   }

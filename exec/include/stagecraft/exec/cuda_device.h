@@ -22,7 +22,7 @@ int CudaDeviceCount();
 std::unique_ptr<Device> MakeCudaDevice(int gpu, GemmPrecision precision);
 // The PCI bus id of GPU `gpu` as this process sees it ("0000:3b:00.0"): the same GPU has the
 // same id in every process, whatever CUDA_VISIBLE_DEVICES numbered it. Empty without a cuda
-// build.
+// build or a GPU (gpu < 0, GpuForLocalRank's "none").
 std::string CudaPciBusId(int gpu);
 // The compute stream (a cudaStream_t) of a device made by MakeCudaDevice, for a transport that
 // orders its own stream against it; throws std::invalid_argument for any other device.

@@ -56,14 +56,11 @@ inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, i
 // otherwise (then the MPI transport carries their transfers, see cuda_device.h).
 inline int GpuForLocalRank(int local_rank, int gpus) { return gpus > 0 ? local_rank % gpus : -1; }
 
-// NCCL moves the tensors when every process of the node has a GPU of its own (the caller asks
-// every node: one node that shares a GPU puts the whole job on host-staged MPI). A GPU cannot
-// appear twice in one NCCL communicator.
-inline bool EachProcessHasItsOwnGpu(int local_processes, int gpus) { return gpus >= local_processes; }
-
-// The same test on what the processes of a node really hold, their GPUs' PCI bus ids: a
-// launcher that gives each process one GPU through CUDA_VISIBLE_DEVICES makes every process see
-// "1 GPU", yet no two share one. False when an id is missing (no GPU) or appears twice.
+// NCCL moves the tensors when every process of the node has a GPU of its own (a GPU cannot
+// appear twice in one NCCL communicator), judged by what the processes really hold, their GPUs'
+// PCI bus ids: a launcher that gives each process one GPU through CUDA_VISIBLE_DEVICES makes
+// every process see "1 GPU", yet no two share one. False when an id is missing (no GPU) or
+// appears twice. backend.h's EveryProcessHasItsOwnGpu asks it of every node.
 inline bool GpusAreDistinct(std::vector<std::string> bus_ids) {
   if (bus_ids.empty() || std::find(bus_ids.begin(), bus_ids.end(), std::string()) != bus_ids.end()) return false;
   std::sort(bus_ids.begin(), bus_ids.end());
