@@ -154,11 +154,11 @@ class CudaDevice final : public Device {
             float* loss, float loss_scale) override {
     kernels::LaunchLoss(kind, rows, cols, y, targets, dy, loss, stream_, loss_scale);
   }
-  void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+  void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad, float grad_scale,
                    float lr, float momentum) override {
     kernels::LaunchSgdMomentum(n, w_in, w_out, velocity, grad, grad_scale, lr, momentum, stream_);
   }
-  void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+  void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
             const kernels::AdamParams& params) override {
     kernels::LaunchAdam(n, w_in, w_out, m, v, grad, grad_scale, params, stream_);
   }

@@ -14,7 +14,7 @@ Optimizer::Optimizer(Device& device, const TrainingConfig& config, int64_t param
   }
 }
 
-void Optimizer::Step(const float* w_in, float* w_out, const float* grad, float grad_scale) {
+void Optimizer::Step(const float* w_in, float* w_out, float* grad, float grad_scale) {
   ++updates_;
   if (config_.optimizer == "adam") {
     kernels::AdamParams p;

@@ -38,6 +38,11 @@ struct LocalStage {
   std::map<int, Buffer> versions;
   int newest = 0;
   std::map<int64_t, Buffer> grads;  // by update index
+  // Gradient buffers holding zeros, for the next updates to add into: made zero once, then left
+  // zeroed by the STEP that consumes them (kernels/host.h). One per stage is made before the
+  // run (the simulator holds a stage's gradients throughout); an update that starts while
+  // another is still open gets one more.
+  std::vector<Buffer> zeroed_grads;
   std::map<int64_t, int> grad_count;
   std::map<int, int> last_reader;  // version -> index of its last reading op on this rank
 };
@@ -68,6 +73,7 @@ class Runner {
       Buffer w(device_, ls.model->ParamFloats());
       ls.model->InitParams(w.data());
       ls.versions.emplace(0, std::move(w));
+      ls.zeroed_grads.push_back(ZeroedBuffer(ls.model->ParamFloats()));
     }
     const auto& ops = s.ops[rank_];
     const int last_stage = s.stages() - 1;
@@ -266,13 +272,25 @@ class Runner {
     saved_.erase(unit);
   }
 
-  // The gradient buffer of op's update; the update's first B or W writes it, the others add on.
+  Buffer ZeroedBuffer(int64_t floats) {
+    Buffer b(device_, floats);
+    device_.Fill(b.data(), 0.0f, floats);
+    return b;
+  }
+
+  // The gradient buffer of op's update, which every B and W of the update adds into: it starts
+  // as zeros, so the first one needs no BLAS pass that clears its output before adding.
   GradTarget Gradients(LocalStage& ls, const Op& op) {
     const int64_t u = schedules::UpdateIndex(s_, op);
     auto [it, inserted] = ls.grads.try_emplace(u);
-    if (inserted) it->second = Buffer(device_, ls.model->ParamFloats());
+    if (inserted && ls.zeroed_grads.empty()) {
+      it->second = ZeroedBuffer(ls.model->ParamFloats());
+    } else if (inserted) {
+      it->second = std::move(ls.zeroed_grads.back());
+      ls.zeroed_grads.pop_back();
+    }
     ++ls.grad_count[u];
-    return {it->second.data(), !inserted};
+    return {it->second.data(), true};
   }
 
   void Step(int i, const Op& op) {
@@ -296,6 +314,7 @@ class Runner {
       w = Buffer(device_, n);
       ls.optimizer.Step(ls.versions.at(ls.newest).data(), w.data(), g->second.data(), scale);
     }
+    ls.zeroed_grads.push_back(std::move(g->second));  // the update left it zeroed
     ls.grads.erase(g);
     ls.grad_count.erase(u);
     const int old = ls.newest;

@@ -108,35 +108,52 @@ float Loss(LossKind kind, int rows, int cols, const float* y, const float* targe
 
 // The optimizer loops come in two versions, in place (one weight pointer) and out of place
 // (two that must not overlap), each with every pointer __restrict: a loop that allowed w_out to
-// be w_in would need run-time overlap checks, which fail in place and leave it scalar.
+// be w_in would need run-time overlap checks, which fail in place and leave it scalar. Each
+// consumes its gradient: an element is read, then left 0 for the next update to add into.
 namespace {
 
 SC_VECTOR_CLONES
-void SgdMomentumInPlace(int64_t n, float* __restrict w, float* __restrict velocity, const float* __restrict grad,
+void SgdMomentumInPlace(int64_t n, float* __restrict w, float* __restrict velocity, float* __restrict grad,
                         float grad_scale, float lr, float momentum) {
-  for (int64_t i = 0; i < n; ++i) w[i] = SgdMomentumUpdate(w[i], velocity + i, grad[i] * grad_scale, lr, momentum);
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * grad_scale;
+    grad[i] = 0.0f;
+    w[i] = SgdMomentumUpdate(w[i], velocity + i, g, lr, momentum);
+  }
 }
 SC_VECTOR_CLONES
 void SgdMomentumOutOfPlace(int64_t n, const float* __restrict w_in, float* __restrict w_out,
-                           float* __restrict velocity, const float* __restrict grad, float grad_scale, float lr,
+                           float* __restrict velocity, float* __restrict grad, float grad_scale, float lr,
                            float momentum) {
-  for (int64_t i = 0; i < n; ++i) w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, grad[i] * grad_scale, lr, momentum);
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * grad_scale;
+    grad[i] = 0.0f;
+    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, g, lr, momentum);
+  }
 }
 SC_VECTOR_CLONES
-void AdamInPlace(int64_t n, float* __restrict w, float* __restrict m, float* __restrict v,
-                 const float* __restrict grad, float grad_scale, const AdamParams p) {
-  for (int64_t i = 0; i < n; ++i) w[i] = AdamUpdate(w[i], m + i, v + i, grad[i] * grad_scale, p);
+void AdamInPlace(int64_t n, float* __restrict w, float* __restrict m, float* __restrict v, float* __restrict grad,
+                 float grad_scale, const AdamParams p) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * grad_scale;
+    grad[i] = 0.0f;
+    w[i] = AdamUpdate(w[i], m + i, v + i, g, p);
+  }
 }
 SC_VECTOR_CLONES
 void AdamOutOfPlace(int64_t n, const float* __restrict w_in, float* __restrict w_out, float* __restrict m,
-                    float* __restrict v, const float* __restrict grad, float grad_scale, const AdamParams p) {
-  for (int64_t i = 0; i < n; ++i) w_out[i] = AdamUpdate(w_in[i], m + i, v + i, grad[i] * grad_scale, p);
+                    float* __restrict v, float* __restrict grad, float grad_scale, const AdamParams p) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * grad_scale;
+    grad[i] = 0.0f;
+    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, g, p);
+  }
 }
 
 }  // namespace
 
-void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
-                 float lr, float momentum) {
+void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad, float grad_scale, float lr,
+                 float momentum) {
   if (w_in == w_out) {
     SgdMomentumInPlace(n, w_out, velocity, grad, grad_scale, lr, momentum);
   } else {
@@ -144,7 +161,7 @@ void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, co
   }
 }
 
-void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
           const AdamParams& params) {
   if (w_in == w_out) {
     AdamInPlace(n, w_out, m, v, grad, grad_scale, params);

@@ -1,5 +1,5 @@
 // CUDA kernels and launchers for the SGD-momentum and Adam updates, one thread per parameter,
-// running optimizer.h's SC_HD math.
+// running optimizer.h's SC_HD math; each leaves its gradient zeroed, as the host loops do.
 #include "stagecraft/kernels/optimizer.h"
 
 #include "launch.cuh"
@@ -9,23 +9,27 @@
 namespace stagecraft::kernels {
 namespace {
 
-__global__ void SgdMomentumKernel(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad,
+__global__ void SgdMomentumKernel(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad,
                                   float grad_scale, float lr, float momentum) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, grad[i] * grad_scale, lr, momentum);
+    const float g = grad[i] * grad_scale;
+    grad[i] = 0.0f;
+    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, g, lr, momentum);
   }
 }
 
-__global__ void AdamKernel(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad,
+__global__ void AdamKernel(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad,
                            float grad_scale, AdamParams params) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, grad[i] * grad_scale, params);
+    const float g = grad[i] * grad_scale;
+    grad[i] = 0.0f;
+    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, g, params);
   }
 }
 
 }  // namespace
 
-void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad, float grad_scale,
                        float lr, float momentum, cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchSgdMomentum";
   RequireNonNegative(kLauncher, "n", n);
@@ -38,7 +42,7 @@ void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* veloci
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
-void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
                 const AdamParams& params, cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchAdam";
   RequireNonNegative(kLauncher, "n", n);

@@ -60,7 +60,7 @@ BENCHMARK(BM_BiasGrad)->Args({64, 512})->Args({64, 1024});
 
 void BM_Adam(benchmark::State& state) {
   const int64_t n = state.range(0);
-  const std::vector<float> g = Ramp(n);
+  std::vector<float> g = Ramp(n);  // the update leaves it zeroed: every round after the first reads zeros
   std::vector<float> w = Ramp(n), m(n, 0.0f), v(n, 0.0f);
   AdamParams p;
   p.lr = 1e-3f;

@@ -48,7 +48,7 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
     for (int s = n - 1; s >= 0; --s) dy = stages[s]->Backward(version_at(s, read[s]), std::move(dy), &saved[s], {grads[s].data(), !first});
     return static_cast<double>(loss);
   };
-  auto update = [&](int s, const exec::Buffer& grad, float scale) {
+  auto update = [&](int s, exec::Buffer& grad, float scale) {
     exec::Buffer next(*device, stages[s]->ParamFloats());
     optimizers[s]->Step(version_at(s, newest(s)), next.data(), grad.data(), scale);
     versions[s].push_back(std::move(next));

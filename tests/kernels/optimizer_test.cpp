@@ -1,7 +1,8 @@
 // Tests for kernels/include/stagecraft/kernels/optimizer.h through the host loops of host.cpp:
 // three SGD-momentum steps worked by hand in the torch.optim.SGD convention, three Adam steps
-// against Kingma & Ba (2015, Algorithm 1) with bias correction, written out in double, and the
-// update out of place (a STEP that keeps the old version) against the same update in place.
+// against Kingma & Ba (2015, Algorithm 1) with bias correction, written out in double, the
+// update out of place (a STEP that keeps the old version) against the same update in place, and
+// the gradient each update leaves zeroed.
 #include "stagecraft/kernels/optimizer.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,9 @@ TEST(OptimizerTest, SgdMomentumThreeStepsHandWorked) {
   std::vector<float> w = {1.0f, -2.0f};
   std::vector<float> velocity = {0.0f, 0.0f};
   for (size_t step = 0; step < raw_grads.size(); ++step) {
-    SgdMomentum(2, w.data(), w.data(), velocity.data(), raw_grads[step].data(), 0.5f, 0.1f, 0.9f);
+    std::vector<float> grad = raw_grads[step];
+    SgdMomentum(2, w.data(), w.data(), velocity.data(), grad.data(), 0.5f, 0.1f, 0.9f);
+    EXPECT_EQ(grad, std::vector<float>(2, 0.0f)) << "step " << step + 1 << " leaves its gradient zeroed";
     for (int i = 0; i < 2; ++i) {
       EXPECT_NEAR(w[i], expected_w[step][i], 1e-6) << "step " << step + 1 << " element " << i;
       EXPECT_NEAR(velocity[i], expected_v[step][i], 1e-6) << "step " << step + 1 << " element " << i;
@@ -62,7 +65,9 @@ TEST(OptimizerTest, AdamThreeStepsMatchKingmaBaInDouble) {
     params.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(kBeta1), t));
     params.bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(kBeta2), t));
     const std::vector<float>& grad = raw_grads[t - 1];
-    Adam(3, w.data(), w.data(), m.data(), v.data(), grad.data(), kGradScale, params);
+    std::vector<float> consumed = grad;
+    Adam(3, w.data(), w.data(), m.data(), v.data(), consumed.data(), kGradScale, params);
+    EXPECT_EQ(consumed, std::vector<float>(3, 0.0f)) << "step " << t << " leaves its gradient zeroed";
     for (int i = 0; i < 3; ++i) {
       reference[i].Step(static_cast<double>(grad[i]) * kGradScale);
       EXPECT_NEAR(w[i], reference[i].w, 1e-6 + std::abs(reference[i].w) * 1e-5) << "step " << t << " element " << i;
@@ -87,20 +92,25 @@ TEST(OptimizerTest, OutOfPlaceUpdatesEqualInPlaceAndKeepTheOldVersion) {
   params.lr = 0.1f;
   params.bias1 = 1.0f - params.beta1;
   params.bias2 = 1.0f - params.beta2;
-  std::vector<float> in_place = w0, m1(4, 0.1f), v1(4, 0.2f);
-  Adam(4, in_place.data(), in_place.data(), m1.data(), v1.data(), grad.data(), 0.5f, params);
-  std::vector<float> old = w0, next(4, -7.0f), m2(4, 0.1f), v2(4, 0.2f);
-  Adam(4, old.data(), next.data(), m2.data(), v2.data(), grad.data(), 0.5f, params);
+  const std::vector<float> zeros(4, 0.0f);
+  std::vector<float> in_place = w0, m1(4, 0.1f), v1(4, 0.2f), g1 = grad;
+  Adam(4, in_place.data(), in_place.data(), m1.data(), v1.data(), g1.data(), 0.5f, params);
+  std::vector<float> old = w0, next(4, -7.0f), m2(4, 0.1f), v2(4, 0.2f), g2 = grad;
+  Adam(4, old.data(), next.data(), m2.data(), v2.data(), g2.data(), 0.5f, params);
+  EXPECT_EQ(g1, zeros);
+  EXPECT_EQ(g2, zeros);
   EXPECT_EQ(old, w0);
   EXPECT_EQ(next, in_place);
   EXPECT_EQ(m2, m1);
   EXPECT_EQ(v2, v1);
   EXPECT_NE(next, w0);
 
-  std::vector<float> sgd_in_place = w0, vel1(4, 0.3f);
-  SgdMomentum(4, sgd_in_place.data(), sgd_in_place.data(), vel1.data(), grad.data(), 0.5f, 0.1f, 0.9f);
-  std::vector<float> sgd_old = w0, sgd_next(4, -7.0f), vel2(4, 0.3f);
-  SgdMomentum(4, sgd_old.data(), sgd_next.data(), vel2.data(), grad.data(), 0.5f, 0.1f, 0.9f);
+  std::vector<float> sgd_in_place = w0, vel1(4, 0.3f), g3 = grad;
+  SgdMomentum(4, sgd_in_place.data(), sgd_in_place.data(), vel1.data(), g3.data(), 0.5f, 0.1f, 0.9f);
+  std::vector<float> sgd_old = w0, sgd_next(4, -7.0f), vel2(4, 0.3f), g4 = grad;
+  SgdMomentum(4, sgd_old.data(), sgd_next.data(), vel2.data(), g4.data(), 0.5f, 0.1f, 0.9f);
+  EXPECT_EQ(g3, zeros);
+  EXPECT_EQ(g4, zeros);
   EXPECT_EQ(sgd_old, w0);
   EXPECT_EQ(sgd_next, sgd_in_place);
   EXPECT_EQ(vel2, vel1);

@@ -61,9 +61,9 @@ class Device {
   // back once.
   virtual void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
                     float* loss, float loss_scale) = 0;
-  virtual void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad,
+  virtual void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad,
                            float grad_scale, float lr, float momentum) = 0;
-  virtual void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+  virtual void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
                     const kernels::AdamParams& params) = 0;
 
   // The transformer's math (kernels/host.h for each contract). GemmBatched is `batch` Gemms

@@ -15,8 +15,9 @@ class Optimizer {
   Optimizer(Device& device, const TrainingConfig& config, int64_t params);
 
   // w_out ← update(w_in, grad · grad_scale), w_out being w_in for an update in place or the
-  // next version's buffer; Adam's bias correction counts this update (t from 1).
-  void Step(const float* w_in, float* w_out, const float* grad, float grad_scale);
+  // next version's buffer; Adam's bias correction counts this update (t from 1). grad is left
+  // all zeros (the update consumes it; kernels/host.h).
+  void Step(const float* w_in, float* w_out, float* grad, float grad_scale);
   int64_t StateBytes() const { return (state_a_.size() + state_b_.size()) * static_cast<int64_t>(sizeof(float)); }
 
  private:

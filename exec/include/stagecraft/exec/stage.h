@@ -29,8 +29,9 @@ struct Activations {
 };
 
 // Where a B or W puts the stage's weight gradients: added to what `data` holds when
-// `accumulate`, written over it otherwise (the first microbatch of an update, so that the
-// buffer needs no zeroing first).
+// `accumulate`, written over it otherwise. The runtime always adds, into buffers that the STEP
+// before left zeroed (kernels/host.h: an update consumes its gradient); writing over would
+// cost a GEMM an extra pass over its output (BLAS scales c by beta = 0 before it adds).
 struct GradTarget {
   float* data = nullptr;
   bool accumulate = true;

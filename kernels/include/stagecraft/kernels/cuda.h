@@ -27,11 +27,13 @@ void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool 
 // dy is scaled by loss_scale as the host Loss() scales it.
 void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
                 float* mean_loss_device, cudaStream_t stream, float loss_scale = 1.0f);
-// w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place).
-void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
+// w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place); grad
+// is left all zeros (host.h's SgdMomentum).
+void LaunchSgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad, float grad_scale,
                        float lr, float momentum, cudaStream_t stream);
-// w_out ← Adam(w_in, grad · grad_scale), n elements; w_out may be w_in; params.bias1/bias2 must be > 0.
-void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+// w_out ← Adam(w_in, grad · grad_scale), n elements; w_out may be w_in; params.bias1/bias2 must be > 0;
+// grad is left all zeros.
+void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
                 const AdamParams& params, cudaStream_t stream);
 
 // The transformer's math (host.h's last block; layernorm.h, attention.h, embedding.h), all

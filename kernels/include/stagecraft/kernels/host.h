@@ -23,11 +23,14 @@ void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumu
 // two keeps the scaling exact; see TrainingConfig::loss_scale). targets: [rows x cols] for mse,
 // [rows] class indices (stored as float) for cross_entropy.
 float Loss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy, float loss_scale = 1.0f);
-// w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place).
-void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, const float* grad, float grad_scale,
-                 float lr, float momentum);
-// w_out ← Adam(w_in, grad · grad_scale), n elements; w_out may be w_in (in place).
-void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, const float* grad, float grad_scale,
+// w_out ← SGD-momentum(w_in, grad · grad_scale), n elements; w_out may be w_in (in place). The
+// update consumes its gradient: grad is left all zeros, ready for the next update's backward to
+// add into (so no backward writes over a gradient buffer, and none is zeroed apart).
+void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad, float grad_scale, float lr,
+                 float momentum);
+// w_out ← Adam(w_in, grad · grad_scale), n elements; w_out may be w_in (in place); grad is left
+// all zeros, as SgdMomentum leaves it.
+void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
           const AdamParams& params);
 
 // The transformer's math (layernorm.h, attention.h, embedding.h); all tensors row-major.
