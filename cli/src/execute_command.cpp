@@ -158,6 +158,7 @@ struct Plan {
   TrainingConfig config;
   std::vector<Schedule> schedules;
   std::vector<std::vector<int>> layers;  // per schedule, layers per stage (as the simulator splits them)
+  std::vector<std::vector<int64_t>> predicted_peak_bytes;  // per schedule, per rank
   RunHooks hooks;
   std::chrono::nanoseconds deadline{exec::kDefaultWaitDeadline};
   exec::Backend backend = exec::Backend::kCpu;
@@ -183,6 +184,12 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
   std::vector<Prediction> predictions;
   for (const Schedule& s : plan.schedules) predictions.push_back(Predict(sc, topo, s));
   RefusePredictedOom(sc, predictions);
+  for (const Prediction& p : predictions) {
+    std::vector<int64_t>& peaks = plan.predicted_peak_bytes.emplace_back(static_cast<size_t>(world), 0);
+    for (const auto& r : p.metrics.ranks_detail) {
+      if (r.rank >= 0 && r.rank < world) peaks[static_cast<size_t>(r.rank)] = r.peak_memory_bytes;
+    }
+  }
   plan.hooks = ParseFault(f.inject_fault);
   plan.deadline = ParseTimeout(f.timeout);
   return plan;
@@ -237,6 +244,9 @@ int Run(const ExecuteFlags& f) {
         if (progress.enabled()) progress.Step(p, p.end_ns - last_end);
         last_end = p.end_ns;
       };
+      // What the simulator predicts this rank will hold, faulted in before the clock starts: a
+      // run's first step would otherwise pay for fresh pages that no later step pays for.
+      device->Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
       const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
       device->ReleaseCached();  // the next schedule's buffers are other sizes
       const std::vector<std::string> all = NamingTimeout([&] { return transport->Gather(SerializeRankRun(run), 0); },

@@ -2,8 +2,12 @@
 #include "stagecraft/exec/cpu_device.h"
 
 #include <cblas.h>
+#include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -18,11 +22,43 @@
 namespace stagecraft::exec {
 namespace {
 
+// Blocks up to this size come from the heap, whose freed memory the process keeps (see the
+// constructor); a larger one is mapped on its own and faults its pages in at first touch.
+constexpr int64_t kHeapBlockMaxBytes = int64_t{32} << 20;
+
+// 64-byte aligned blocks (whole cache lines and AVX-512 vectors) from malloc, the distance to
+// malloc's pointer kept in the byte before the block. glibc's aligned_alloc leaves the heap
+// in pieces it does not reuse for the next aligned request of the same size, so every run
+// would take fresh pages; malloc's blocks are reused as freed.
+constexpr uint64_t kAlign = 64;
+void* AlignedAlloc(uint64_t bytes) {
+  if (bytes > UINT64_MAX - kAlign) return nullptr;
+  auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kAlign));
+  if (raw == nullptr) return nullptr;
+  unsigned char* block = raw + (kAlign - reinterpret_cast<uintptr_t>(raw) % kAlign);  // 1 .. 64 bytes on
+  block[-1] = static_cast<unsigned char>(block - raw);
+  return block;
+}
+void AlignedFree(void* p) {
+  auto* block = static_cast<unsigned char*>(p);
+  std::free(block - block[-1]);
+}
+
 class CpuDevice final : public Device {
  public:
-  CpuDevice() { openblas_set_num_threads(1); }
+  CpuDevice() {
+    openblas_set_num_threads(1);
+#ifdef M_MMAP_THRESHOLD
+    // glibc maps blocks of 128 KiB and more on their own and unmaps them when freed, and gives
+    // the heap's free top back to the system: memory a run freed, or that Reserve faulted in,
+    // would fault again at its next use. Here blocks up to 32 MiB (glibc's largest threshold)
+    // come from the heap, and the heap keeps what is freed.
+    mallopt(M_MMAP_THRESHOLD, static_cast<int>(kHeapBlockMaxBytes));
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+  }
   ~CpuDevice() override {
-    free_.Drain([](float* block, int64_t) { std::free(block); });
+    free_.Drain([](float* block, int64_t) { AlignedFree(block); });
   }
 
   std::string Name() const override { return "cpu"; }
@@ -33,9 +69,8 @@ class CpuDevice final : public Device {
       Track(floats * static_cast<int64_t>(sizeof(float)));
       return kept;
     }
-    // 64-byte alignment: whole cache lines and AVX-512 vectors.
-    const uint64_t bytes = (static_cast<uint64_t>(floats) * sizeof(float) + 63) / 64 * 64;
-    void* p = bytes / sizeof(float) < static_cast<uint64_t>(floats) ? nullptr : std::aligned_alloc(64, bytes);
+    const uint64_t bytes = static_cast<uint64_t>(floats) * sizeof(float);
+    void* p = bytes / sizeof(float) != static_cast<uint64_t>(floats) ? nullptr : AlignedAlloc(bytes);
     if (p == nullptr) {
       throw OutOfMemory(fmt::format("cannot allocate {} bytes of host memory ({} bytes in use)", bytes, bytes_in_use()));
     }
@@ -52,6 +87,23 @@ class CpuDevice final : public Device {
   void Copy(float* dst, const float* src, int64_t n) override { std::memcpy(dst, src, n * sizeof(float)); }
   void Fill(float* dst, float value, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) dst[i] = value;
+  }
+  void ReleaseCached() override {
+    free_.Drain([](float* block, int64_t) { AlignedFree(block); });
+  }
+  // Faults `bytes` of heap in, in blocks the heap keeps once freed, and frees them: the next
+  // allocations are carved out of those pages.
+  void Reserve(int64_t bytes) override {
+    const int64_t page = std::max<int64_t>(1, sysconf(_SC_PAGESIZE));
+    std::vector<void*> blocks;
+    for (int64_t left = bytes; left > 0; left -= kHeapBlockMaxBytes / 2) {
+      const int64_t n = std::min(left, kHeapBlockMaxBytes / 2);
+      auto* block = static_cast<volatile char*>(std::malloc(static_cast<size_t>(n)));
+      if (block == nullptr) break;  // a hint: what cannot be had now is faulted in when used
+      for (int64_t at = 0; at < n; at += page) block[at] = 0;
+      blocks.push_back(const_cast<char*>(block));
+    }
+    for (void* block : blocks) std::free(block);
   }
 
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,

@@ -92,9 +92,14 @@ class Device {
   // Waits for all queued work.
   virtual void Synchronize() = 0;
   // Gives the blocks kept for reuse back to the system, between runs (no transfer in flight):
-  // one schedule's sizes would otherwise stay held while the next needs others. The cuda
-  // device's memory is what limits a run; the cpu device keeps its blocks (a no-op).
+  // one schedule's sizes would otherwise stay held while the next needs others. The cpu device
+  // hands them back to its heap, which keeps their pages for the next run.
   virtual void ReleaseCached() {}
+  // Before a run, outside its clock: makes the next `bytes` of allocations find memory the
+  // system has already handed over, so that a run's first step pays no cost its later steps do
+  // not. The cpu device faults the pages in (a fresh page costs a fault and its zeroing at first
+  // touch, about 20 ms for 20 MiB); a hint, and a no-op where memory has no such first cost.
+  virtual void Reserve(int64_t /*bytes*/) {}
   // A host clock shared by every op of the run (steady, ns).
   virtual int64_t NowNs() = 0;
   // Op times with no wait per op: Stamp() marks the device's queue after the work queued so far
