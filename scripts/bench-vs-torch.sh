@@ -7,18 +7,23 @@
 #   3. MLP 8 x Linear(1024) + ReLU, batch 256 as 4 microbatches, 2 ranks, vs a PyTorch GPipe
 #      over two gloo processes (loopback);
 #   4. each schedule of the main scenario against the ideal the simulator predicts from
-#      stagecraft's own per-layer profile;
+#      stagecraft's own per-layer profile, taken just before that schedule runs;
 #   5. the transformer (scenarios/gpt-tiny-cpu.yaml): one block's forward and backward, and a
 #      whole training step on one rank, against the same GPT written in PyTorch, one thread
 #      each; and every schedule on 2 ranks against that PyTorch step.
 # End-to-end numbers are the median of REPEATS runs (default 3) with their min..max spread.
-# Usage: scripts/bench-vs-torch.sh [REPEATS] [--gpt]     (--gpt: section 5 alone)
+# Usage: scripts/bench-vs-torch.sh [REPEATS] [--gpt | --ideal]   (section 5 or section 4 alone)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repeats="${1:-3}"
-only_gpt=0
-[[ "${2:-}" == "--gpt" ]] && only_gpt=1
-[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [REPEATS] [--gpt]" >&2; exit 2; }
+only_gpt=0 only_ideal=0
+case "${2:-}" in
+  "") ;;
+  --gpt) only_gpt=1 ;;
+  --ideal) only_ideal=1 ;;
+  *) echo "usage: $0 [REPEATS] [--gpt | --ideal]" >&2; exit 2 ;;
+esac
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [REPEATS] [--gpt | --ideal]" >&2; exit 2; }
 py=/usr/bin/python3  # Debian's interpreter, where python3-torch lives
 if ! "$py" -c 'import torch' 2>/dev/null; then
   echo "bench-vs-torch: installing python3-torch (benchmark only)" >&2
@@ -106,8 +111,41 @@ PY
   echo "2 ranks, samples/s against the PyTorch step on one thread ($peer_samples samples/s):"
   report "PyTorch, one thread" "$peer_samples" "$tmp"/gpt2.*.json
 }
+# Section 4: every schedule against the ideal from a profile taken just before it runs.
+ideal_section() {
+  local runs run name chunks one k
+  echo "== 4/5 every schedule of the main scenario against the ideal from its own profile"
+  # The schedules `all` runs, with the chunks it gives each.
+  "$sc" simulate "$scenario" --json "$tmp/all.json" >/dev/null
+  mapfile -t runs < <("$py" -c 'import json,sys; [print(s["schedule"], s["chunks"]) for s in json.load(open(sys.argv[1]))["schedules"]]' "$tmp/all.json")
+  for ((k = 0; k < repeats; ++k)); do
+    for run in "${runs[@]}"; do
+      read -r name chunks <<<"$run"
+      one=(--set pipeline.schedule="$name" --set pipeline.chunks="$chunks")
+      # The layers alone (no calibration), profiled just before the schedule runs, so that the
+      # machine's speed, which drifts on a shared host, is the same for both: the ideal is a
+      # pipeline with no runtime cost beyond those layers.
+      "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --calibration-steps 0 --out "$tmp/main-profile.yaml" >/dev/null
+      "$sc" simulate "$scenario" "${one[@]}" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.$k.$name.json" >/dev/null
+      "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${one[@]}" --json "$tmp/measured.$k.$name.json" >/dev/null
+    done
+  done
+  "$py" - "$repeats" "$tmp" "${runs[@]}" <<'PY'
+import json, statistics, sys
+repeats, tmp, names = int(sys.argv[1]), sys.argv[2], [r.split()[0] for r in sys.argv[3:]]
+samples = lambda path: json.load(open(path))["schedules"][0]["throughput_samples_per_s"]
+print(f"{'schedule':<12} of ideal (median, min..max over runs, each run with a profile taken just before it)")
+for name in names:
+    v = [100 * samples(f"{tmp}/measured.{k}.{name}.json") / samples(f"{tmp}/ideal.{k}.{name}.json") for k in range(repeats)]
+    print(f"{name:<12} {statistics.median(v):6.1f}%  ({min(v):.1f}..{max(v):.1f})  " + " ".join(f"{x:.1f}" for x in v))
+PY
+}
 if [[ $only_gpt -eq 1 ]]; then
   gpt_section
+  exit 0
+fi
+if [[ $only_ideal -eq 1 ]]; then
+  ideal_section
   exit 0
 fi
 
@@ -155,25 +193,7 @@ printf '%-34s %10s  (%s)\n' "PyTorch GPipe, two gloo processes" "$tgm" "$tgr"
 report "PyTorch GPipe" "$tgm" "$tmp"/wide.*.json
 
 echo
-echo "== 4/5 every schedule of the main scenario against the ideal from its own profile"
-for ((k = 0; k < repeats; ++k)); do
-  # The layers alone (no calibration): the ideal is a pipeline with no runtime cost beyond them.
-  "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --calibration-steps 0 --out "$tmp/main-profile.yaml" >/dev/null
-  "$sc" simulate "$scenario" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.$k.json" >/dev/null
-  "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" --json "$tmp/measured.$k.json" >/dev/null
-done
-"$py" - "$repeats" "$tmp" <<'PY'
-import json, statistics, sys
-repeats, tmp = int(sys.argv[1]), sys.argv[2]
-ratios = {}
-for k in range(repeats):
-    ideal = {s["schedule"]: s["throughput_samples_per_s"] for s in json.load(open(f"{tmp}/ideal.{k}.json"))["schedules"]}
-    for s in json.load(open(f"{tmp}/measured.{k}.json"))["schedules"]:
-        ratios.setdefault(s["schedule"], []).append(100 * s["throughput_samples_per_s"] / ideal[s["schedule"]])
-print(f"{'schedule':<12} {'of ideal (median, min..max over runs, each with its own profile)':>20}")
-for name, v in ratios.items():
-    print(f"{name:<12} {statistics.median(v):6.1f}%  ({min(v):.1f}..{max(v):.1f})")
-PY
+ideal_section
 
 echo
 gpt_section
