@@ -109,16 +109,14 @@ float Loss(LossKind kind, int rows, int cols, const float* y, const float* targe
 // The optimizer loops come in two versions, in place (one weight pointer) and out of place
 // (two that must not overlap), each with every pointer __restrict: a loop that allowed w_out to
 // be w_in would need run-time overlap checks, which fail in place and leave it scalar. Each
-// consumes its gradient: an element is read, then left 0 for the next update to add into.
+// consumes its gradient (optimizer.h's ConsumeGradient).
 namespace {
 
 SC_VECTOR_CLONES
 void SgdMomentumInPlace(int64_t n, float* __restrict w, float* __restrict velocity, float* __restrict grad,
                         float grad_scale, float lr, float momentum) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * grad_scale;
-    grad[i] = 0.0f;
-    w[i] = SgdMomentumUpdate(w[i], velocity + i, g, lr, momentum);
+    w[i] = SgdMomentumUpdate(w[i], velocity + i, ConsumeGradient(grad + i, grad_scale), lr, momentum);
   }
 }
 SC_VECTOR_CLONES
@@ -126,27 +124,21 @@ void SgdMomentumOutOfPlace(int64_t n, const float* __restrict w_in, float* __res
                            float* __restrict velocity, float* __restrict grad, float grad_scale, float lr,
                            float momentum) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * grad_scale;
-    grad[i] = 0.0f;
-    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, g, lr, momentum);
+    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, ConsumeGradient(grad + i, grad_scale), lr, momentum);
   }
 }
 SC_VECTOR_CLONES
 void AdamInPlace(int64_t n, float* __restrict w, float* __restrict m, float* __restrict v, float* __restrict grad,
                  float grad_scale, const AdamParams p) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * grad_scale;
-    grad[i] = 0.0f;
-    w[i] = AdamUpdate(w[i], m + i, v + i, g, p);
+    w[i] = AdamUpdate(w[i], m + i, v + i, ConsumeGradient(grad + i, grad_scale), p);
   }
 }
 SC_VECTOR_CLONES
 void AdamOutOfPlace(int64_t n, const float* __restrict w_in, float* __restrict w_out, float* __restrict m,
                     float* __restrict v, float* __restrict grad, float grad_scale, const AdamParams p) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * grad_scale;
-    grad[i] = 0.0f;
-    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, g, p);
+    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, ConsumeGradient(grad + i, grad_scale), p);
   }
 }
 

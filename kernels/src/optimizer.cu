@@ -12,18 +12,14 @@ namespace {
 __global__ void SgdMomentumKernel(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad,
                                   float grad_scale, float lr, float momentum) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    const float g = grad[i] * grad_scale;
-    grad[i] = 0.0f;
-    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, g, lr, momentum);
+    w_out[i] = SgdMomentumUpdate(w_in[i], velocity + i, ConsumeGradient(grad + i, grad_scale), lr, momentum);
   }
 }
 
 __global__ void AdamKernel(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad,
                            float grad_scale, AdamParams params) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
-    const float g = grad[i] * grad_scale;
-    grad[i] = 0.0f;
-    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, g, params);
+    w_out[i] = AdamUpdate(w_in[i], m + i, v + i, ConsumeGradient(grad + i, grad_scale), params);
   }
 }
 

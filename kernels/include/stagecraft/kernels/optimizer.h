@@ -20,6 +20,14 @@ struct AdamParams {
   float bias2 = 1.0f;  // 1 − β2ᵗ
 };
 
+// An update consumes its gradient: it reads an element (times grad_scale, the average over the
+// update's microbatches) and leaves 0 there, for the next update's backward to add into.
+SC_HD inline float ConsumeGradient(float* grad, float grad_scale) {
+  const float g = *grad * grad_scale;
+  *grad = 0.0f;
+  return g;
+}
+
 // Each update takes the weight's old value and returns its new one, so that a STEP can write the
 // next version beside the one it reads (a schedule that keeps the old version) or over it.
 SC_HD inline float SgdMomentumUpdate(float w, float* velocity, float g, float lr, float momentum) {
