@@ -57,9 +57,7 @@ class CpuDevice final : public Device {
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
 #endif
   }
-  ~CpuDevice() override {
-    free_.Drain([](float* block, int64_t) { AlignedFree(block); });
-  }
+  ~CpuDevice() override { ReleaseCached(); }
 
   std::string Name() const override { return "cpu"; }
 

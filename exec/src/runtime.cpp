@@ -283,9 +283,8 @@ class Runner {
   GradTarget Gradients(LocalStage& ls, const Op& op) {
     const int64_t u = schedules::UpdateIndex(s_, op);
     auto [it, inserted] = ls.grads.try_emplace(u);
-    if (inserted && ls.zeroed_grads.empty()) {
-      it->second = ZeroedBuffer(ls.model->ParamFloats());
-    } else if (inserted) {
+    if (inserted) {
+      if (ls.zeroed_grads.empty()) ls.zeroed_grads.push_back(ZeroedBuffer(ls.model->ParamFloats()));
       it->second = std::move(ls.zeroed_grads.back());
       ls.zeroed_grads.pop_back();
     }
