@@ -81,11 +81,15 @@ PY"
 
 # ---- a run killed midway leaves OUT.partial (never OUT), marked partial, that compare reads ----
 # with a warning: the schedule that finished compared as usual, the running one's finished steps.
-kill_set=(--set model.mlp.hidden=32 --set pipeline.microbatch_size=8 --set pipeline.ranks=2
+# Each step does enough work (about 1 ms here) that gpipe's 3000 steps outlast the polling below
+# by seconds on any machine: with tiny steps a fast machine finished the whole run between two
+# polls, and no partial file was left to read.
+kill_set=(--set model.mlp.hidden=128 --set pipeline.microbatch_size=16 --set pipeline.ranks=2
           --set topology.devices_per_node=2 --set 'pipeline.schedule=[1f1b,gpipe]' --set pipeline.steps=3000)
 setsid "$mpi" 2 "$sc" execute "$scenario" "${kill_set[@]}" --json "$tmp/k.json" >/dev/null 2>&1 &
 kill_pid=$!
-for _ in $(seq 600); do  # until gpipe, the second schedule, has finished a step (at most 60 s)
+for _ in $(seq 1200); do  # until gpipe, the second schedule, has finished a step (at most 120 s)
+  [[ -e "$tmp/k.json" ]] && break  # the run ended before it could be killed: the checks below fail
   python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["partial"]; sys.exit(p["schedules_done"] < 1 or not p["step_ms"])' \
     "$tmp/k.json.partial" 2>/dev/null && break
   sleep 0.1
