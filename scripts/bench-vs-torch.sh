@@ -7,7 +7,7 @@
 #   3. MLP 8 x Linear(1024) + ReLU, batch 256 as 4 microbatches, 2 ranks, vs a PyTorch GPipe
 #      over two gloo processes (loopback);
 #   4. each schedule of the main scenario against the ideal the simulator predicts from
-#      stagecraft's own per-layer profile, taken just before that schedule runs;
+#      stagecraft's own per-layer profile, taken just before and just after that schedule runs;
 #   5. the transformer (scenarios/gpt-tiny-cpu.yaml): one block's forward and backward, and a
 #      whole training step on one rank, against the same GPT written in PyTorch, one thread
 #      each; and every schedule on 2 ranks against that PyTorch step.
@@ -113,31 +113,54 @@ PY
 }
 # Section 4: every schedule against the ideal from a profile taken just before it runs.
 ideal_section() {
-  local runs run name chunks one k
+  local runs run name chunks one k n=0
+  local long=(--set pipeline.steps="${IDEAL_STEPS:-60}") profile_repeats="${IDEAL_PROFILE_REPEATS:-60}"
   echo "== 4/5 every schedule of the main scenario against the ideal from its own profile"
   # The schedules `all` runs, with the chunks it gives each.
   "$sc" simulate "$scenario" --json "$tmp/all.json" >/dev/null
   mapfile -t runs < <("$py" -c 'import json,sys; [print(s["schedule"], s["chunks"]) for s in json.load(open(sys.argv[1]))["schedules"]]' "$tmp/all.json")
+  # The layers alone (no calibration): the ideal is a pipeline with no runtime cost beyond them.
+  # Profiles alternate with runs (profile, run, profile, run, ..., profile), and each run is
+  # held against both profiles around it: the machine's speed drifts on a shared host, and a
+  # profile taken only before a run would charge that drift to whichever schedule ran then.
+  profile_at() {
+    "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${long[@]}" --calibration-steps 0 --repeats "$profile_repeats" \
+      --out "$tmp/profile.$1.yaml" >/dev/null
+  }
+  profile_at 0
   for ((k = 0; k < repeats; ++k)); do
     for run in "${runs[@]}"; do
       read -r name chunks <<<"$run"
-      one=(--set pipeline.schedule="$name" --set pipeline.chunks="$chunks")
-      # The layers alone (no calibration), profiled just before the schedule runs, so that the
-      # machine's speed, which drifts on a shared host, is the same for both: the ideal is a
-      # pipeline with no runtime cost beyond those layers.
-      "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" --calibration-steps 0 --out "$tmp/main-profile.yaml" >/dev/null
-      "$sc" simulate "$scenario" "${one[@]}" --set model.profile="$tmp/main-profile.yaml" --json "$tmp/ideal.$k.$name.json" >/dev/null
+      one=(--set pipeline.schedule="$name" --set pipeline.chunks="$chunks" "${long[@]}")
       "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${one[@]}" --json "$tmp/measured.$k.$name.json" >/dev/null
+      n=$((n + 1))
+      profile_at "$n"
+      "$sc" simulate "$scenario" "${one[@]}" --set model.profile="$tmp/profile.$((n - 1)).yaml" \
+        --json "$tmp/ideal.before.$k.$name.json" >/dev/null
+      "$sc" simulate "$scenario" "${one[@]}" --set model.profile="$tmp/profile.$n.yaml" \
+        --json "$tmp/ideal.after.$k.$name.json" >/dev/null
     done
   done
   "$py" - "$repeats" "$tmp" "${runs[@]}" <<'PY'
 import json, statistics, sys
 repeats, tmp, names = int(sys.argv[1]), sys.argv[2], [r.split()[0] for r in sys.argv[3:]]
-samples = lambda path: json.load(open(path))["schedules"][0]["throughput_samples_per_s"]
-print(f"{'schedule':<12} of ideal (median, min..max over runs, each run with a profile taken just before it)")
+first = lambda path: json.load(open(path))["schedules"][0]
+samples = lambda path: first(path)["throughput_samples_per_s"]
+print("of ideal: each run's samples/s against the mean of the ideals from the profiles just before and just after it;")
+print("median step: the same with the run's median step time in place of its mean (a step the host slowed counts once).")
+print(f"{'schedule':<12} {'of ideal':>9} {'(min..max)':>14} {'median step':>12} {'(min..max)':>14}   every run; ideal after/before")
 for name in names:
-    v = [100 * samples(f"{tmp}/measured.{k}.{name}.json") / samples(f"{tmp}/ideal.{k}.{name}.json") for k in range(repeats)]
-    print(f"{name:<12} {statistics.median(v):6.1f}%  ({min(v):.1f}..{max(v):.1f})  " + " ".join(f"{x:.1f}" for x in v))
+    v, vm, drift = [], [], []
+    for k in range(repeats):
+        before, after = (samples(f"{tmp}/ideal.{side}.{k}.{name}.json") for side in ("before", "after"))
+        ideal = (before + after) / 2
+        m = first(f"{tmp}/measured.{k}.{name}.json")
+        v.append(100 * m["throughput_samples_per_s"] / ideal)
+        vm.append(100 * m["throughput_samples_per_s"] * m["step_time_ms"] / statistics.median(m["step_ms"]) / ideal)
+        drift.append(100 * (after / before - 1))
+    print(f"{name:<12} {statistics.median(v):8.1f}% {f'({min(v):.1f}..{max(v):.1f})':>14} {statistics.median(vm):11.1f}% "
+          f"{f'({min(vm):.1f}..{max(vm):.1f})':>14}   " + " ".join(f"{x:.1f}" for x in v)
+          + "; " + " ".join(f"{x:+.1f}%" for x in drift))
 PY
 }
 if [[ $only_gpt -eq 1 ]]; then
