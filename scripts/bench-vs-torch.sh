@@ -111,7 +111,7 @@ PY
   echo "2 ranks, samples/s against the PyTorch step on one thread ($peer_samples samples/s):"
   report "PyTorch, one thread" "$peer_samples" "$tmp"/gpt2.*.json
 }
-# Section 4: every schedule against the ideal from a profile taken just before it runs.
+# Section 4: every schedule against the ideals from profiles taken just before and just after it runs.
 ideal_section() {
   local runs run name chunks one k n=0
   local long=(--set pipeline.steps="${IDEAL_STEPS:-60}") profile_repeats="${IDEAL_PROFILE_REPEATS:-60}"

@@ -81,12 +81,13 @@ std::chrono::nanoseconds ParseTimeout(const std::string& text) {
   return std::chrono::nanoseconds(ns);
 }
 
-// Whether a step is reported (printed, written to the progress file): every step of a short
-// run, the first and last always, and otherwise about once a second since `last_ns` (< 0: never).
-constexpr int64_t kSecondNs = 1'000'000'000;
-bool DueForReport(const StepProgress& p, int64_t last_ns) {
-  return p.steps <= 50 || p.step + 1 == p.steps || last_ns < 0 || p.end_ns - last_ns > kSecondNs;
+// The first and last steps of a run always, and otherwise about once a second since `last_ns`
+// (< 0: never): when the progress file is rewritten.
+bool DueOncePerSecond(const StepProgress& p, int64_t last_ns) {
+  return p.step + 1 == p.steps || last_ns < 0 || p.end_ns - last_ns > 1'000'000'000;
 }
+// Whether a step's line is printed: every step of a short run, else as DueOncePerSecond.
+bool DueForReport(const StepProgress& p, int64_t last_ns) { return p.steps <= 50 || DueOncePerSecond(p, last_ns); }
 
 // Prints "<schedule> step 3/20 ..." as the last stage finishes each step (every step for short
 // runs, about once a second for long ones, and always the last).
@@ -143,9 +144,7 @@ class ProgressFile {
     PartialRun& p = *file_.partial;
     p.losses.push_back(progress.loss);
     p.step_ms.push_back(static_cast<double>(step_ns) * 1e-6);
-    const bool due = progress.step + 1 == progress.steps || last_write_ns_ < 0 ||
-                     progress.end_ns - last_write_ns_ > kSecondNs;
-    if (!due || !std::isfinite(progress.loss)) return;  // a diverged step ends the run; its file keeps the last good one
+    if (!DueOncePerSecond(progress, last_write_ns_) || !std::isfinite(progress.loss)) return;  // a diverged step ends the run; its file keeps the last good one
     last_write_ns_ = progress.end_ns;
     Write();
   }
