@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/output_file.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"

@@ -18,7 +18,7 @@
 #include "commands.h"
 #include "measured.h"
 #include "scenario_runs.h"
-#include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/output_file.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"

@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "scenario_runs.h"
-#include "stagecraft/base/atomic_file.h"
+#include "stagecraft/base/output_file.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"

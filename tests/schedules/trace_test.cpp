@@ -19,7 +19,6 @@
 #include <gtest/gtest.h>
 
 #include "metrics_cases.h"
-#include "stagecraft/base/atomic_file.h"
 #include "stagecraft/base/error.h"
 
 namespace stagecraft::schedules {
@@ -395,62 +394,6 @@ TEST(TraceReadTest, HandWrittenForeignTrace) {
   ExpectSameTrace(read.trace, want);
 }
 
-// A unique scratch folder per test, removed afterwards.
-class TraceFileTest : public testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("stagecraft_trace_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  static std::string Slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
-  fs::path dir_;
-};
-
-TEST_F(TraceFileTest, WritesAndReplacesLeavingNoTempFile) {
-  const std::string path = (dir_ / "trace.json").string();
-  WriteTextFileAtomically(path, "first version, longer than the second");
-  EXPECT_EQ(Slurp(path), "first version, longer than the second");
-  const std::string text = TraceToJson(HandMadeTrace());
-  WriteTextFileAtomically(path, text);
-  EXPECT_EQ(Slurp(path), text);
-  EXPECT_EQ(Entries(), std::vector<std::string>{"trace.json"});
-  WriteTextFileAtomically(path, "");
-  EXPECT_EQ(Slurp(path), "");
-}
-
-TEST_F(TraceFileTest, MissingFolderThrowsAndLeavesNothing) {
-  const std::string path = (dir_ / "no_such_dir" / "trace.json").string();
-  const std::string what = ErrorOf([&] { WriteTextFileAtomically(path, "{}"); });
-  EXPECT_EQ(what, path + ": cannot write (No such file or directory)");
-  EXPECT_TRUE(Entries().empty());
-}
-
-TEST_F(TraceFileTest, RenameFailureRemovesTempFile) {
-  // The temporary file is written, then rename onto a non-empty folder fails.
-  fs::create_directories(dir_ / "taken" / "inside");
-  const std::string path = (dir_ / "taken").string();
-  const std::string what = ErrorOf([&] { WriteTextFileAtomically(path, "{}"); });
-  EXPECT_EQ(what.rfind(path + ": cannot write (", 0), 0u) << what;
-  EXPECT_EQ(Entries(), std::vector<std::string>{"taken"});
-}
 
 // A 200k-op trace written and read back; the times are printed for the record, not checked.
 TEST(TraceScaleTest, TwoHundredThousandOpsRoundTrip) {

@@ -1,0 +1,32 @@
+// Reading a file the user named: one clear InputError for each way it can fail ("PATH: cannot
+// read: is a directory"), and a bound on how much is read, so that /dev/zero or a huge file
+// is refused instead of exhausting memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace stagecraft {
+
+// The limits of the formats users name on the command line or in a scenario, far above any
+// real file of that kind (README, "Reliability").
+inline constexpr int64_t kMaxYamlBytes = int64_t{64} << 20;        // scenario, topology, profile
+inline constexpr int64_t kMaxCsvBytes = int64_t{256} << 20;        // PyTorch schedule orders
+inline constexpr int64_t kMaxJsonBytes = int64_t{2} << 30;         // metrics files and traces
+
+// The reason an I/O call failed, as a user reads it: "no such file or directory",
+// "permission denied", "is a directory", ... (strerror, first letter lowered).
+std::string FileErrorReason(int err);
+
+// The whole file (a regular file, a FIFO or a character device such as /dev/stdin), at most
+// `max_bytes`. Throws InputError "PATH: cannot read: REASON", or "PATH: larger than N, the
+// limit for WHAT" past the limit.
+std::string ReadInputFile(const std::string& path, int64_t max_bytes, std::string_view what);
+
+// Checks without reading that `path` names a file that can be opened for reading (exists, is not
+// a directory, is readable); throws InputError "PATH: cannot read: REASON". For files a command
+// reads later, so that it fails before any work.
+void CheckInputFile(const std::string& path);
+
+}  // namespace stagecraft
