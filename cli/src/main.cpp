@@ -5,7 +5,30 @@
 
 #include "commands.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/ir.h"
+
+namespace {
+
+// The one line of a failed command; user text inside the message is escaped (Printable).
+int PrintError(const char* what, const char* hint, int code) {
+  std::fprintf(stderr, "stagecraft: error: %s%s\n", stagecraft::Printable(what).c_str(), hint);
+  return code;
+}
+
+// A first argument that is neither an option nor a command: CLI11 would call it a missing
+// subcommand. Empty when argv names a command (or starts with an option).
+std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  std::string known;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == argv[1]) return "";
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "unknown command '" + std::string(argv[1]) + "' (commands: " + known + ")";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace stagecraft;
@@ -22,6 +45,9 @@ int main(int argc, char** argv) {
   commands.push_back(cli::AddExecuteCommand(app));
   commands.push_back(cli::AddProfileCommand(app));
 #endif
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    return PrintError(unknown.c_str(), " (see --help)", 2);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -31,19 +57,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "stagecraft: error: %s (see --help)\n", e.what());
-    return 2;
+    return PrintError(e.what(), " (see --help)", 2);
   }
   try {
     for (auto& command : commands) {
       if (command.app->parsed()) return command.run();
     }
-  } catch (const stagecraft::InputError& e) {
-    std::fprintf(stderr, "stagecraft: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "stagecraft: error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {  // InputError and any other failure: one line, exit 1
+    return PrintError(e.what(), "", 1);
   }
   return 2;
 }

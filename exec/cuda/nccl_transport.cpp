@@ -151,6 +151,7 @@ class NcclTransport final : public Transport {
   }
 
   void Barrier() override { host_->Barrier(); }
+  bool EveryRank(bool mine) override { return host_->EveryRank(mine); }
   std::vector<std::string> Gather(const std::string& mine, int root) override { return host_->Gather(mine, root); }
   void Broadcast(std::string* text, int root) override { host_->Broadcast(text, root); }
   [[noreturn]] void Abort(int exit_code) override {

@@ -33,7 +33,8 @@ void MicrobatchTarget(const MlpModel& model, int rows, int64_t g, float* targets
   MicrobatchTargets(model, rows, g, 1, targets);
 }
 
-void MicrobatchTargets(const MlpModel& model, int rows, int64_t first, int64_t count, float* targets) {
+void MicrobatchTargets(const MlpModel& model, int rows, int64_t first, int64_t count, float* targets,
+                       const std::function<void()>& after_each) {
   const int h = model.hidden;
   // The teacher's weights transposed, wt[i][o] = W_t[o][i], so the inner loop runs over
   // contiguous outputs and vectorizes.
@@ -66,6 +67,7 @@ void MicrobatchTargets(const MlpModel& model, int rows, int64_t first, int64_t c
         out[r] = static_cast<float>(best);
       }
     }
+    if (after_each) after_each();
   }
 }
 

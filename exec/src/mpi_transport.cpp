@@ -139,6 +139,15 @@ class MpiTransport final : public Transport {
     SC_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, r));
     Wait(handle);
   }
+  bool EveryRank(bool mine) override {
+    // Non-blocking as the barrier is, so that a deadline applies.
+    int local = mine ? 1 : 0, all = 0;
+    MPI_Request* r = nullptr;
+    const Request handle = NewRequest(&r, {Kind::kCollective, -1, 0});
+    SC_MPI_CHECK(MPI_Iallreduce(&local, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, r));
+    Wait(handle);
+    return all != 0;
+  }
   std::vector<std::string> Gather(const std::string& mine, int root) override {
     Barrier();  // the blocking collectives below then find every rank ready
     int length = Count(static_cast<int64_t>(mine.size()));
@@ -177,7 +186,7 @@ class MpiTransport final : public Transport {
     return static_cast<int>(count);
   }
   int Tag(int64_t tag) const { return static_cast<int>(tag % tag_modulus_); }
-  enum class Kind { kSend, kRecv, kBarrier };
+  enum class Kind { kSend, kRecv, kBarrier, kCollective };
   struct What {
     Kind kind = Kind::kSend;
     int peer = -1;
@@ -207,7 +216,8 @@ class MpiTransport final : public Transport {
       MPI_Wait(&requests_[request], MPI_STATUS_IGNORE);
       free_.push_back(request);
     }
-    const std::string transfer = w.kind == Kind::kBarrier ? std::string("a barrier")
+    const std::string transfer = w.kind == Kind::kBarrier      ? std::string("a barrier")
+                                 : w.kind == Kind::kCollective ? std::string("a collective over every rank")
                                  : fmt::format("the MPI {} rank {} (tag {})",
                                                w.kind == Kind::kSend ? "send to" : "receive from", w.peer, w.tag);
     throw TimeoutError(fmt::format("{} did not complete within {:g} s: a peer is hung or gone", transfer,

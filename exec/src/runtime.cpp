@@ -16,6 +16,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/optimizer.h"
+#include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/schedules/weights.h"
@@ -62,7 +63,7 @@ struct Pending {
 class Runner {
  public:
   Runner(const Schedule& s, const TrainingConfig& c, const Dataset& d, Device& dev, Transport& t, const RunHooks& h)
-      : s_(s), config_(c), data_(d), device_(dev), transport_(t), hooks_(h), rank_(t.rank()) {
+      : s_(s), config_(c), data_(d), device_(dev), transport_(t), hooks_(h), rank_(t.rank()), setup_(t) {
     SC_CHECK(s.lowered, "the runtime runs lowered schedules");
     SC_CHECK(rank_ < s.ranks(), "one process per pipeline rank");
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
@@ -74,6 +75,7 @@ class Runner {
       ls.model->InitParams(w.data());
       ls.versions.emplace(0, std::move(w));
       ls.zeroed_grads.push_back(ZeroedBuffer(ls.model->ParamFloats()));
+      setup_.Beat();
     }
     const auto& ops = s.ops[rank_];
     const int last_stage = s.stages() - 1;
@@ -100,7 +102,8 @@ class Runner {
   }
 
   RankRun Run() {
-    NamingTimeout([&] { transport_.Barrier(); }, [&] { return "the barrier before " + s_.name; });
+    // Every rank has built its stages: the clocks start together.
+    NamingTimeout([&] { setup_.Finish(); }, [&] { return "the set-up before " + s_.name; });
     base_bytes_ = (data_.inputs.size() + data_.targets.size() + losses_.size()) * static_cast<int64_t>(sizeof(float));
     device_.ResetPeak();
     device_.Synchronize();
@@ -140,6 +143,8 @@ class Runner {
   // Where a tensor waits between producer and consumer; also the transfer's tag.
   int64_t Key(const Edge& edge) const { return static_cast<int64_t>(schedules::EdgeKey(units_, edge)); }
   int64_t Global(const Op& op) const { return static_cast<int64_t>(op.step) * s_.microbatches + op.microbatch; }
+  // The dataset's microbatch an op reads: runs longer than the dataset cycle through it.
+  int64_t Sample(const Op& op) const { return data_.MicrobatchOf(Global(op)); }
 
   void Execute(int i, const Op& op) {
     if (schedules::IsCompute(op.kind) && rank_ == hooks_.fault_rank && op.step == hooks_.fault_step && !fault_done_) {
@@ -241,7 +246,7 @@ class Runner {
     LocalStage& ls = Local(op.stage);
     if (op.stage == 0) {
       x = Buffer(device_, ls.model->InputFloats());
-      device_.Copy(x.data(), data_.inputs.data() + Global(op) * x.size(), x.size());
+      device_.Copy(x.data(), data_.inputs.data() + Sample(op) * x.size(), x.size());
     }
     Activations& saved = saved_[units_(op)];
     run_.record.peak_inflight = std::max(run_.record.peak_inflight, static_cast<int>(saved_.size()));
@@ -251,7 +256,7 @@ class Runner {
       return;
     }
     Buffer dy(device_, y.size());
-    device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + Global(op) * loss_.target_floats,
+    device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + Sample(op) * loss_.target_floats,
                  dy.data(), losses_.data() + Global(op), config_.loss_scale);
     loss_grads_[units_(op)] = std::move(dy);
   }
@@ -424,6 +429,7 @@ class Runner {
   const RunHooks& hooks_;
   bool fault_done_ = false;
   const int rank_;
+  SetupRounds setup_;
   std::vector<LocalStage> stages_;
   std::unordered_map<int, int> chunk_of_;
   const schedules::UnitIndex units_{s_};

@@ -1,5 +1,7 @@
 // What a run needs before its clock starts: the executor's configuration from a scenario, the
 // layers of each stage, and the dataset a rank feeds or scores (see runtime.h).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
@@ -85,7 +87,11 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   if (const auto& t = sc.model.transformer) {
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
                      .seed = c.model.seed};
-    if (!sc.training.data_path.empty()) c.gpt->data = LoadTokenFile(sc.training.data_path, t->vocab, t->seq);
+    if (!sc.training.data_path.empty()) {
+      // What any dataset can read: kMaxDatasetMicrobatches microbatches' windows (gpt.h).
+      const int64_t used = kMaxDatasetMicrobatches * c.microbatch_size * t->seq + t->seq + 1;
+      c.gpt->data = LoadTokenFile(sc.training.data_path, t->vocab, t->seq, used);
+    }
     return c;
   }
   if (!sc.training.data_path.empty()) {
@@ -100,26 +106,33 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   return c;
 }
 
-Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t microbatches, bool with_inputs,
-                    bool with_targets) {
+int64_t DatasetMicrobatches(const TrainingConfig& config, int64_t total) {
+  const int64_t bytes = (InputFloats(config) + LossShapeFor(config).target_floats) * static_cast<int64_t>(sizeof(float));
+  const int64_t fit = std::max<int64_t>(1, kMaxDatasetBytes / std::max<int64_t>(bytes, 1));
+  return std::max<int64_t>(1, std::min({total, kMaxDatasetMicrobatches, fit}));
+}
+
+Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total, bool with_inputs, bool with_targets,
+                    const std::function<void()>& beat) {
   Dataset d;
-  d.microbatches = microbatches;
+  d.microbatches = DatasetMicrobatches(config, total);
   const int rows = config.microbatch_size;
   const int64_t in_per = InputFloats(config), target_per = LossShapeFor(config).target_floats;
-  std::vector<float> inputs(static_cast<size_t>(with_inputs ? in_per * microbatches : 0));
-  std::vector<float> targets(static_cast<size_t>(with_targets ? target_per * microbatches : 0));
+  std::vector<float> inputs(static_cast<size_t>(with_inputs ? in_per * d.microbatches : 0));
+  std::vector<float> targets(static_cast<size_t>(with_targets ? target_per * d.microbatches : 0));
   if (config.gpt) {
     std::vector<float> x(static_cast<size_t>(in_per)), y(static_cast<size_t>(target_per));
-    for (int64_t g = 0; g < microbatches && (with_inputs || with_targets); ++g) {
+    for (int64_t g = 0; g < d.microbatches && (with_inputs || with_targets); ++g) {
       GptMicrobatch(*config.gpt, rows, g, x.data(), y.data());
       if (with_inputs) std::copy(x.begin(), x.end(), inputs.begin() + g * in_per);
       if (with_targets) std::copy(y.begin(), y.end(), targets.begin() + g * target_per);
+      if (beat) beat();
     }
   } else {
-    for (int64_t g = 0; g < microbatches && with_inputs; ++g) {
+    for (int64_t g = 0; g < d.microbatches && with_inputs; ++g) {
       MicrobatchInput(config.model, rows, g, inputs.data() + g * in_per);
     }
-    if (with_targets) MicrobatchTargets(config.model, rows, 0, microbatches, targets.data());
+    if (with_targets) MicrobatchTargets(config.model, rows, 0, d.microbatches, targets.data(), beat);
   }
   if (with_inputs) {
     d.inputs = Buffer(device, static_cast<int64_t>(inputs.size()));

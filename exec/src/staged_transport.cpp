@@ -47,6 +47,7 @@ class StagedTransport final : public Transport {
   }
 
   void Barrier() override { inner_->Barrier(); }
+  bool EveryRank(bool mine) override { return inner_->EveryRank(mine); }
   std::vector<std::string> Gather(const std::string& mine, int root) override { return inner_->Gather(mine, root); }
   void Broadcast(std::string* text, int root) override { inner_->Broadcast(text, root); }
   [[noreturn]] void Abort(int exit_code) override {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -342,7 +343,24 @@ TEST(TokenFile, BadFilesSayWhatIsWrong) {
   EXPECT_NE(ErrorOf(TempFile("g.txt", "ab"), 256, 2).find("2 tokens, fewer than model.transformer.seq + 1 = 3"),
             std::string::npos);
   EXPECT_NE(ErrorOf(TempFile("h.txt", "abcd"), 64, 2).find("a text file's tokens are its bytes"), std::string::npos);
-  EXPECT_NE(ErrorOf(::testing::TempDir() + "/missing.bin", 64, 2).find("cannot open"), std::string::npos);
+  EXPECT_EQ(ErrorOf(::testing::TempDir() + "/missing.bin", 64, 2),
+            ::testing::TempDir() + "/missing.bin: training.data: cannot read: no such file or directory");
+  const std::string dir = ::testing::TempDir() + "/tokens.d";
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(ErrorOf(dir, 64, 2), dir + ": training.data: not a regular file (a directory)");
+  EXPECT_EQ(ErrorOf("/dev/zero", 256, 2),
+            "/dev/zero: training.data: not a regular file (a device, FIFO or socket has no size to check)");
+}
+
+// Only the prefix a run can use is read: the tokens after it are neither kept nor checked.
+TEST(TokenFile, ReadsOnlyThePrefixItIsAskedFor) {
+  EXPECT_EQ(*LoadTokenFile(TempFile("i.bin", Shard(1, 6, {10, 11, 12, 13, 14, 99})), 50, 2, 4),
+            (std::vector<int32_t>{10, 11, 12, 13}));  // 99 is outside the vocabulary, and never read
+  EXPECT_EQ(*LoadTokenFile(TempFile("j.bin", Shard(2, 3, {1, 2, 3})), 50, 2, 100), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(*LoadTokenFile(TempFile("k.txt", "hello, world"), 256, 2, 5), (std::vector<int32_t>{'h', 'e', 'l', 'l', 'o'}));
+  // The header's count is still held against the whole file's size.
+  EXPECT_NE(ErrorOf(TempFile("l.bin", Shard(1, 9, {1, 2, 3})), 50, 2).find("the header promises 9 tokens"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -213,6 +213,11 @@ void Accumulate(const Params& b, double scale, Params* a) {
   }
 }
 
+// The data microbatch `g` trains on.
+int64_t DataOf(const ReferenceConfig& config, int64_t g) {
+  return config.dataset_microbatches > 0 ? g % config.dataset_microbatches : g;
+}
+
 // One step's mean gradient over its m microbatches, all evaluated at `read`; returns the mean loss.
 double StepGradient(const ReferenceConfig& config, int step, const Params& read, Params* mean_grad) {
   const int m = config.microbatches;
@@ -221,7 +226,7 @@ double StepGradient(const ReferenceConfig& config, int step, const Params& read,
   Params grad;
   for (int k = 0; k < m; ++k) {
     const int64_t g = static_cast<int64_t>(step) * m + k;
-    const ReferenceBatch batch = ReferenceMicrobatch(config.model, config.microbatch_size, g);
+    const ReferenceBatch batch = ReferenceMicrobatch(config.model, config.microbatch_size, DataOf(config, g));
     loss += ReferenceLossAndGrad(config.model, read, batch, &grad) / m;
     Accumulate(grad, 1.0 / m, mean_grad);
   }
@@ -258,7 +263,7 @@ void TrainPipeDream(const ReferenceConfig& config, Params* params, std::vector<d
       const int64_t lag = config.vertical_sync ? n : n - stage_of[l];
       read[l] = history[std::max<int64_t>(0, g - lag + 1) - oldest][l];
     }
-    const ReferenceBatch batch = ReferenceMicrobatch(config.model, config.microbatch_size, g);
+    const ReferenceBatch batch = ReferenceMicrobatch(config.model, config.microbatch_size, DataOf(config, g));
     const double loss = ReferenceLossAndGrad(config.model, read, batch, &grad);
     if (g % m == 0) losses->push_back(0.0);
     losses->back() += loss / m;

@@ -29,6 +29,9 @@ struct ReferenceConfig {
   Staleness staleness = Staleness::kFlush;
   std::vector<int> layers_per_stage;  // kPipeDream only; empty means one stage
   bool vertical_sync = false;         // kPipeDream: every stage reads max(0, g − n + 1)
+  // The data cycles through this many microbatches: microbatch g trains on the data of
+  // g mod dataset_microbatches (0: every microbatch its own).
+  int64_t dataset_microbatches = 0;
 };
 
 struct ReferenceResult {

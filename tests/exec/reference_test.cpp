@@ -129,6 +129,20 @@ TEST(ReferenceTest, FlushSgdOneStepIsInitMinusLrTimesMeanGradient) {
   EXPECT_NEAR(result.losses[0], (loss0 + loss1) / 2, 1e-14);
 }
 
+// A dataset of one microbatch: both microbatches of the step train on microbatch 0's data.
+TEST(ReferenceTest, ACycledDatasetTrainsOnItsMicrobatchesAgain) {
+  ReferenceConfig config = TinyConfig(/*microbatches=*/2, /*steps=*/1);
+  config.momentum = 0.0;
+  config.dataset_microbatches = 1;
+  const Params w0 = ReferenceInitialParams(config.model);
+  double loss0 = 0;
+  const Params g0 = Grad(config.model, w0, ReferenceMicrobatch(config.model, 3, 0), &loss0);
+  const Params expected = SgdStep(SgdStep(w0, g0, config.lr / 2), g0, config.lr / 2);
+  const ReferenceResult result = TrainReference(config);
+  ExpectParams(result, expected, 1e-14);
+  EXPECT_NEAR(result.losses.at(0), loss0, 1e-14);
+}
+
 TEST(ReferenceTest, SgdMomentumTwoStepsByHand) {
   ReferenceConfig config = TinyConfig(/*microbatches=*/1, /*steps=*/2);
   config.momentum = 0.9;

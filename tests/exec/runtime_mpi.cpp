@@ -15,7 +15,9 @@
 #include <chrono>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
+#include <thread>
 
 #include "gpt_reference.h"
 #include "reference.h"
@@ -24,6 +26,7 @@
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/exec/staged_transport.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/nccl_transport.h"
@@ -83,6 +86,7 @@ struct Case {
   exec::GemmPrecision precision = exec::GemmPrecision::kFp32;  // cuda only
   bool gpt = false;  // the transformer (kGptModel) instead of the MLP
   std::string csv = {};  // a schedule file's text (one step) to import instead of generating `schedule`
+  int64_t dataset_microbatches = 0;  // the reference's data cycles through this many (0: all distinct)
 };
 
 // A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.
@@ -151,7 +155,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
                                                  rank == s.shape.RankOf(s.stages() - 1));
     mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport));
   } else {
-    g_transport->Barrier();  // the one RunRank starts with
+    exec::SetupRounds(*g_transport).Finish();  // the rounds that end RunRank's set-up
   }
   const std::vector<std::string> all = g_transport->Gather(mine, 0);
   Outcome out;
@@ -221,6 +225,7 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
   rc.staleness = staleness;
   rc.layers_per_stage = config.layers_per_stage;
   rc.vertical_sync = c.vertical_sync;
+  rc.dataset_microbatches = c.dataset_microbatches;
   const testing::ReferenceResult want = testing::TrainReference(rc);
   const std::vector<testing::LayerParams> init = testing::ReferenceInitialParams(config.model);
   const double tolerance = ToleranceFor(c.precision);
@@ -393,6 +398,11 @@ TEST(RuntimeMpi, ZbH1Relu) {
 TEST(RuntimeMpi, PipeDreamUnevenSplit) {
   ExpectMatchesReference({.schedule = "pipedream", .lr = 0.02, .split = {3, 1, 2, 2}}, Staleness::kPipeDream);
 }
+// A run of more microbatches than a dataset holds (exec::kMaxDatasetMicrobatches, 64) cycles
+// through its 64: 3 steps of 32 train the reference's microbatches 64..95 on the data of 0..31.
+TEST(RuntimeMpi, ARunLongerThanItsDatasetCyclesThroughIt) {
+  ExpectMatchesReference({.schedule = "1f1b", .microbatches = 32, .dataset_microbatches = 64}, Staleness::kFlush);
+}
 TEST(RuntimeMpi, TwoRanksOfFourAndOneMicrobatch) {
   ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .microbatches = 1}, Staleness::kFlush);
 }
@@ -453,6 +463,36 @@ TEST(TransportDeadline, AReceiveNobodySendsEndsOnTheDeadline) {
   if (g_transport->rank() == 0) {
     EXPECT_EQ(all.at(1), "timed out");
   }
+}
+
+// Set-up outside the deadline: rank 0 builds for four times the deadline, showing progress
+// between pieces of work shorter than it; every other rank, done at once, waits through it
+// without timing out, in more than one round, and all leave the rounds together.
+TEST(SetupRoundsMpi, AWaitCountsOnlyThePeersLastPieceOfWork) {
+  constexpr auto kDeadline = std::chrono::milliseconds(400);
+  auto transport = exec::MakeMpiTransport(kDeadline);
+  exec::SetupRounds rounds(*transport);
+  std::string mine;
+  try {
+    if (transport->rank() == 0) {
+      const auto until = std::chrono::steady_clock::now() + 4 * kDeadline;
+      while (std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // one piece of work
+        rounds.Beat();
+      }
+    }
+    rounds.Finish();
+    mine = "finished after " + std::to_string(rounds.rounds()) + " rounds";
+  } catch (const std::exception& e) {
+    mine = e.what();
+  }
+  const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (g_transport->rank() != 0) return;
+  // Every rank joined the same rounds, at least one per kBeatInterval of rank 0's 1.6 s.
+  for (const std::string& seen : all) EXPECT_EQ(seen, all.front());
+  int rounds_seen = 0;
+  ASSERT_EQ(std::sscanf(all.front().c_str(), "finished after %d rounds", &rounds_seen), 1) << all.front();
+  EXPECT_GE(rounds_seen, 4 * kDeadline / exec::SetupRounds::kBeatInterval / 2);
 }
 
 // The calibration's transfers (exec/calibrate.h) between ranks 1 and 2 of the job, the others

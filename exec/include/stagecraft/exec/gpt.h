@@ -68,10 +68,13 @@ void GptMicrobatch(const GptModel& model, int batch, int64_t g, float* tokens, f
 
 // Reads training.data: an llm.c token shard (a header of 256 int32: magic 20240520, version 1
 // with uint16 tokens or 2 with uint32, the token count; then the tokens), or any other file as
-// text tokenized by bytes (token = byte value). Throws InputError naming the file and what is
-// wrong: a truncated shard, fewer than seq + 1 tokens, or a token outside [0, vocab) (with its
-// position).
-std::shared_ptr<const std::vector<int32_t>> LoadTokenFile(const std::string& path, int vocab, int seq);
+// text tokenized by bytes (token = byte value). Only the first `max_tokens` tokens are read
+// (what a run can use: GptMicrobatch's windows over a longer file start in that prefix), so a
+// file's size costs nothing beyond its use. Throws InputError naming the file and what is
+// wrong: not a regular file, a truncated shard (the header's count against the file's size),
+// fewer than seq + 1 tokens, or a token of the prefix outside [0, vocab) (with its position).
+std::shared_ptr<const std::vector<int32_t>> LoadTokenFile(const std::string& path, int vocab, int seq,
+                                                          int64_t max_tokens = INT64_MAX);
 
 class GptStage final : public StageModel {
  public:

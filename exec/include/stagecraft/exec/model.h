@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "stagecraft/kernels/host.h"
@@ -49,8 +50,10 @@ void MicrobatchInput(const MlpModel& model, int rows, int64_t g, float* x);
 // Targets of global microbatch `g`: [rows*h] for mse, [rows] class indices for cross_entropy.
 // Costs one teacher forward (rows·h² multiply-adds); done before timing starts.
 void MicrobatchTarget(const MlpModel& model, int rows, int64_t g, float* targets);
-// The same for microbatches first .. first + count − 1, back to back (the teacher built once).
-void MicrobatchTargets(const MlpModel& model, int rows, int64_t first, int64_t count, float* targets);
+// The same for microbatches first .. first + count − 1, back to back (the teacher built once);
+// `after_each`, when given, is called after each microbatch (set-up progress).
+void MicrobatchTargets(const MlpModel& model, int rows, int64_t first, int64_t count, float* targets,
+                       const std::function<void()>& after_each = {});
 
 // Number of target floats per microbatch.
 inline int64_t TargetFloats(const MlpModel& model, int rows) {

@@ -63,14 +63,30 @@ struct LossShape {
 LossShape LossShapeFor(const TrainingConfig& config);
 
 // The microbatches a rank feeds (stage 0) or scores (last stage), in device memory; built
-// before the timed run starts.
+// before the timed run starts. A run of more microbatches than the dataset holds cycles
+// through it, as a data loader cycles through a finite dataset: the dataset's memory and the
+// time to build it do not grow with the steps.
 struct Dataset {
   Buffer inputs;   // [microbatches x InputFloats], empty unless requested
   Buffer targets;  // [microbatches x target_floats], empty unless requested
   int64_t microbatches = 0;
+  // The dataset's microbatch that the run's microbatch `g` (step x microbatches + index) reads.
+  int64_t MicrobatchOf(int64_t g) const { return g % microbatches; }
 };
-Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t microbatches, bool with_inputs,
-                    bool with_targets);
+
+// A dataset holds at most this many microbatches, and at most kMaxDatasetBytes of inputs and
+// targets (at least one microbatch).
+inline constexpr int64_t kMaxDatasetMicrobatches = 64;
+inline constexpr int64_t kMaxDatasetBytes = int64_t{256} << 20;
+
+// How many distinct microbatches a run of `total` microbatches trains on: all of them when
+// they fit in the bounds above, else as many as fit.
+int64_t DatasetMicrobatches(const TrainingConfig& config, int64_t total);
+
+// Builds the dataset of a run of `total` microbatches (DatasetMicrobatches of them); `beat`,
+// when given, is called between microbatches (SetupRounds::Beat: the set-up shows progress).
+Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total, bool with_inputs, bool with_targets,
+                    const std::function<void()>& beat = {});
 
 // Called on the rank of the last stage when a step is over there: after that stage's last
 // optimizer STEP of the step (so every loss of the step is in and consecutive reports are one
@@ -104,7 +120,10 @@ struct RankRun {
   std::vector<std::vector<float>> final_params;
 };
 
-// Runs `schedule` (lowered and valid) on this rank. Throws std::runtime_error on a non-finite
+// Runs `schedule` (lowered and valid) on this rank. Every rank of the transport takes part in
+// its set-up: the stages are built, then SetupRounds (setup_rounds.h) end the set-up on every
+// rank together and the clocks start (a rank of the job that runs no stage of `schedule` calls
+// SetupRounds(transport).Finish() in its place). Throws std::runtime_error on a non-finite
 // loss or an injected fault, and TimeoutError naming the op (e.g. "1RECV_F3 (step 2) from rank
 // 0") when a wait runs past the transport's deadline; the caller aborts the job.
 RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& config, const Dataset& data,

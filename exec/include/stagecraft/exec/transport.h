@@ -55,6 +55,9 @@ class Transport {
   virtual void Wait(Request request) = 0;
 
   virtual void Barrier() = 0;
+  // True on every rank when `mine` is true on every rank (a logical-and over the ranks); waits
+  // under the same deadline as Barrier.
+  virtual bool EveryRank(bool mine) = 0;
   // Every rank's `mine`, in rank order, on `root` (empty elsewhere).
   virtual std::vector<std::string> Gather(const std::string& mine, int root) = 0;
   // `*text` of `root` on every rank.
