@@ -5,6 +5,9 @@
 // Errors: bad input is found identically by every rank before any work, so rank 0 prints it
 // and every rank exits 1. A failure during the run (an exception on one rank, a diverged
 // loss) is printed once by that rank, which then aborts the whole job: no rank hangs.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,10 +21,12 @@
 #include "commands.h"
 #include "measured.h"
 #include "scenario_runs.h"
-#include "stagecraft/base/output_file.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/output_file.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
@@ -40,15 +45,17 @@ struct ExecuteFlags {
   std::string json_path;
   std::string trace_path;
   std::string inject_fault;  // "RANK:STEP[:throw|hang|nan|oom]"
+  bool fault_given = false;  // --inject-fault was given (an empty value is an error)
   std::string timeout = "300s";
   std::string backend = "cpu";
 };
 
-RunHooks ParseFault(const std::string& text) {
+// The fault of `--inject-fault`, which must name a rank of the job and a step of the run.
+RunHooks ParseFault(const std::string& text, bool given, int ranks, int steps) {
   RunHooks hooks;
-  if (text.empty()) return hooks;
+  if (!given) return hooks;
   const auto bad = [&] {
-    return InputError(fmt::format("--inject-fault {}: expected RANK:STEP[:throw|hang|nan|oom], e.g. 1:2:hang", text));
+    return InputError(fmt::format("--inject-fault '{}': expected RANK:STEP[:throw|hang|nan|oom], e.g. 1:2:hang", text));
   };
   int consumed = 0;
   if (std::sscanf(text.c_str(), "%d:%d%n", &hooks.fault_rank, &hooks.fault_step, &consumed) != 2 ||
@@ -67,8 +74,18 @@ RunHooks ParseFault(const std::string& text) {
   } else {
     throw bad();
   }
+  if (hooks.fault_rank >= ranks) {
+    throw InputError(fmt::format("--inject-fault {}: rank {} is not in the job (ranks 0..{})", text, hooks.fault_rank,
+                                 ranks - 1));
+  }
+  if (hooks.fault_step >= steps) {
+    throw InputError(fmt::format("--inject-fault {}: step {} is past the run (steps 0..{}, pipeline.steps {})", text,
+                                 hooks.fault_step, steps - 1, steps));
+  }
   return hooks;
 }
+
+constexpr int64_t kMinTimeoutNs = 1000;
 
 std::chrono::nanoseconds ParseTimeout(const std::string& text) {
   int64_t ns = 0;
@@ -77,7 +94,8 @@ std::chrono::nanoseconds ParseTimeout(const std::string& text) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("--timeout: {}", e.what()));
   }
-  if (ns <= 0) throw InputError(fmt::format("--timeout {}: must be more than 0", text));
+  // A wait shorter than a microsecond could not even see a local transfer complete.
+  if (ns < kMinTimeoutNs) throw InputError(fmt::format("--timeout {}: must be at least 1us", text));
   return std::chrono::nanoseconds(ns);
 }
 
@@ -160,18 +178,60 @@ class ProgressFile {
 struct Plan {
   sim::Scenario scenario;
   TrainingConfig config;
+  std::vector<std::string> names;  // the schedules, in order
   std::vector<Schedule> schedules;
   std::vector<std::vector<int>> layers;  // per schedule, layers per stage (as the simulator splits them)
   std::vector<std::vector<int64_t>> predicted_peak_bytes;  // per schedule, per rank
   RunHooks hooks;
   std::chrono::nanoseconds deadline{exec::kDefaultWaitDeadline};
   exec::Backend backend = exec::Backend::kCpu;
+  bool feeds = false, scores = false;  // this rank holds stage 0 / the last stage in some schedule
+  int json = -1;                       // rank 0: --json's handle in the outputs
+  std::vector<int> traces;             // rank 0: --trace's handles, per schedule
+  std::string partial_path;            // OUT.partial ("": none)
 };
 
-Plan MakePlan(const ExecuteFlags& f, int world) {
-  Plan plan;
+// The output paths, checked before any work: rank 0 writes --json and --trace; OUT.partial
+// beside OUT (when OUT is a regular file: a stream has no "beside") is written by the rank of
+// the last stage during a schedule and by rank 0 after each.
+void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* outputs) {
+  if (rank == 0 && !f.json_path.empty()) plan->json = outputs->Add(f.json_path, "--json");
+  if (rank == 0) plan->traces = AddTraceOutputs(*outputs, f.trace_path, plan->names);
+  if (f.json_path.empty()) return;
+  const OutputTarget out = CheckOutputPath(f.json_path, "--json");
+  if (out.kind != OutputTarget::Kind::kFile) return;
+  const OutputTarget partial = CheckOutputPath(out.resolved + ".partial", "--json");
+  if (partial.kind != OutputTarget::Kind::kFile) {
+    throw InputError(fmt::format("{}: not a regular file; execute keeps its progress there (OUT.partial)", partial.path));
+  }
+  plan->partial_path = partial.resolved;
+}
+
+// With the cpu backend the ranks of this node share its memory: the simulator's predicted peak
+// of each schedule, times the ranks here, must fit in it.
+void RefuseMoreThanThisNodeHolds(const Plan& plan, int local_ranks) {
+  if (plan.backend != exec::Backend::kCpu) return;
+  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return;
+  const int64_t node_bytes = static_cast<int64_t>(pages) * page_bytes;
+  for (size_t k = 0; k < plan.schedules.size(); ++k) {
+    const std::vector<int64_t>& peaks = plan.predicted_peak_bytes[k];
+    const int64_t worst = *std::max_element(peaks.begin(), peaks.end());
+    if (worst > node_bytes / std::max(local_ranks, 1)) {
+      throw InputError(fmt::format(
+          "{}: {} is predicted to hold {} on its busiest rank, and {} rank(s) share this node's {} of memory; "
+          "nothing was run (fewer or smaller layers, fewer microbatches in flight, recompute or more nodes would fit)",
+          plan.scenario.path, plan.names[k], sim::FormatBytes(worst), local_ranks, sim::FormatBytes(node_bytes)));
+    }
+  }
+}
+
+void MakePlan(const ExecuteFlags& f, int world, int rank, Plan* out, OutputSet* outputs) {
+  Plan& plan = *out;
   plan.scenario = sim::LoadScenario(f.scenario, f.sets);
   const sim::Scenario& sc = plan.scenario;
+  plan.deadline = ParseTimeout(f.timeout);
+  plan.hooks = ParseFault(f.inject_fault, f.fault_given, sc.pipeline.ranks, sc.pipeline.steps);
   plan.config = TrainingConfigFor(sc);
   plan.backend = BackendFor(f.backend, sc);
   if (world != sc.pipeline.ranks) {
@@ -179,11 +239,18 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
                                  "`mpirun -np {} stagecraft execute {}`",
                                  sc.path, sc.pipeline.ranks, world, sc.pipeline.ranks, sc.path));
   }
-  plan.schedules = ScenarioSchedules(sc.pipeline, MpiWorldRank() == 0);
-  if (plan.schedules.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
+  plan.names = ScenarioScheduleNames(sc, rank == 0);
+  plan.schedules = ScenarioSchedules(sc.pipeline, plan.names);
+  // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
+  // in any of the schedules (placement decides: under V the last stage is on rank 0).
+  for (const Schedule& s : plan.schedules) {
+    plan.feeds |= s.shape.RankOf(0) == rank;
+    plan.scores |= s.shape.RankOf(s.stages() - 1) == rank;
+  }
+  CheckOutputs(f, rank, &plan, outputs);
   for (const Schedule& s : plan.schedules) plan.layers.push_back(sim::StageLayers(sc, s.stages()));
-  // A run the simulator predicts will not fit in the scenario's device memory is refused here,
-  // before any rank allocates anything.
+  // A run the simulator predicts will not fit in the scenario's device memory (or in this
+  // node's) is refused here, before any rank allocates anything.
   const sim::Topology topo(sc.topology);
   std::vector<Prediction> predictions;
   for (const Schedule& s : plan.schedules) predictions.push_back(Predict(sc, topo, s));
@@ -194,94 +261,104 @@ Plan MakePlan(const ExecuteFlags& f, int world) {
       if (r.rank >= 0 && r.rank < world) peaks[static_cast<size_t>(r.rank)] = r.peak_memory_bytes;
     }
   }
-  plan.hooks = ParseFault(f.inject_fault);
-  plan.deadline = ParseTimeout(f.timeout);
-  return plan;
+  RefuseMoreThanThisNodeHolds(plan, exec::MpiLocalSize());
+}
+
+// The run of every schedule on this rank; rank 0 returns their measurements. A failure is
+// printed by the rank it happens on, which aborts the job.
+std::vector<MeasuredSchedule> RunSchedules(const ExecuteFlags& f, const Plan& plan, Device& device,
+                                           Transport& transport) {
+  const sim::Scenario& sc = plan.scenario;
+  const int rank = transport.rank();
+  std::vector<MeasuredSchedule> measured;
+  exec::SetupRounds setup(transport);
+  const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
+  const Dataset data = MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); });
+  if (rank == 0) {
+    std::printf("scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n", sc.name.c_str(),
+                sc.pipeline.ranks, device.Name().c_str(), transport.Name().c_str(), sc.pipeline.microbatches,
+                sc.pipeline.microbatch_size, sc.pipeline.steps, plan.config.optimizer.c_str(), plan.config.lr);
+    std::fflush(stdout);
+  }
+  ProgressFile progress(plan.partial_path, MeasuredFile(sc, device.Name(), {}),
+                        static_cast<int>(plan.schedules.size()));
+  if (progress.enabled() && rank == 0) {
+    std::error_code ignored;
+    std::filesystem::remove(progress.path(), ignored);  // an older run's, not this one's
+  }
+  for (size_t k = 0; k < plan.schedules.size(); ++k) {
+    const Schedule& s = plan.schedules[k];
+    TrainingConfig config = plan.config;
+    config.layers_per_stage = plan.layers[k];
+    RunHooks hooks = plan.hooks;
+    const RunHooks::StepFn print = ProgressPrinter(s.name, config, s.microbatches);
+    progress.Start(s.name, s.steps);
+    hooks.on_step = [&progress, print, last_end = int64_t{0}](const StepProgress& p) mutable {
+      print(p);
+      if (progress.enabled()) progress.Step(p, p.end_ns - last_end);
+      last_end = p.end_ns;
+    };
+    // What the simulator predicts this rank will hold, faulted in before the clock starts: a
+    // run's first step would otherwise pay for fresh pages that no later step pays for.
+    device.Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
+    const RankRun run = RunRank(s, config, data, device, transport, hooks);
+    device.ReleaseCached();  // the next schedule's buffers are other sizes
+    const std::vector<std::string> all = NamingTimeout([&] { return transport.Gather(SerializeRankRun(run), 0); },
+                                                       [&] { return "gathering the measurements of " + s.name; });
+    if (rank == 0) measured.push_back(Measure(s, sc, all));
+    // The rank that keeps the progress file learns what is complete.
+    std::string done = rank == 0 && !f.json_path.empty() ? MetricsFileToJson(MeasuredFile(sc, device.Name(), measured))
+                                                         : std::string();
+    if (!f.json_path.empty()) {
+      NamingTimeout([&] { transport.Broadcast(&done, 0); }, [&] { return "sharing the measurements of " + s.name; });
+    }
+    if (progress.enabled()) {
+      progress.SetDone(done);
+      if (rank == 0) progress.Write();
+    }
+  }
+  return measured;
 }
 
 int Run(const ExecuteFlags& f) {
   MpiSession session(nullptr, nullptr);
   const int rank = MpiWorldRank();
   Plan plan;
+  OutputSet outputs;
+  std::string error;
   try {
-    plan = MakePlan(f, MpiWorldSize());
-  } catch (const InputError& e) {
-    return ReportInputErrorOnce(e);
+    MakePlan(f, MpiWorldSize(), rank, &plan, &outputs);
+  } catch (const std::exception& e) {  // InputError, and anything else the plan met (bad_alloc)
+    error = e.what();
   }
+  if (AnyRankFailed(error)) return 1;
   const sim::Scenario& sc = plan.scenario;
   exec::ProcessRuntime runtime = StartRuntime(plan.backend, sc, plan.deadline);
-  std::unique_ptr<Device>& device = runtime.device;
-  std::unique_ptr<Transport>& transport = runtime.transport;
   std::vector<MeasuredSchedule> measured;
   try {
-    const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
-    // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
-    // in any of the schedules (placement decides: under V the last stage is on rank 0).
-    bool feeds = false, scores = false;
-    for (const Schedule& s : plan.schedules) {
-      feeds |= s.shape.RankOf(0) == rank;
-      scores |= s.shape.RankOf(s.stages() - 1) == rank;
-    }
-    const Dataset data = MakeDataset(*device, plan.config, total, feeds, scores);
-    if (rank == 0) {
-      std::printf("scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
-                  sc.name.c_str(), sc.pipeline.ranks, device->Name().c_str(), transport->Name().c_str(),
-                  sc.pipeline.microbatches, sc.pipeline.microbatch_size, sc.pipeline.steps,
-                  plan.config.optimizer.c_str(), plan.config.lr);
-      std::fflush(stdout);
-    }
-    ProgressFile progress(f.json_path.empty() ? "" : f.json_path + ".partial",
-                          MeasuredFile(sc, device->Name(), {}), static_cast<int>(plan.schedules.size()));
-    if (progress.enabled() && rank == 0) {
-      std::error_code ignored;
-      std::filesystem::remove(progress.path(), ignored);  // an older run's, not this one's
-    }
-    for (size_t k = 0; k < plan.schedules.size(); ++k) {
-      const Schedule& s = plan.schedules[k];
-      TrainingConfig config = plan.config;
-      config.layers_per_stage = plan.layers[k];
-      RunHooks hooks = plan.hooks;
-      const RunHooks::StepFn print = ProgressPrinter(s.name, config, s.microbatches);
-      progress.Start(s.name, s.steps);
-      hooks.on_step = [&progress, print, last_end = int64_t{0}](const StepProgress& p) mutable {
-        print(p);
-        if (progress.enabled()) progress.Step(p, p.end_ns - last_end);
-        last_end = p.end_ns;
-      };
-      // What the simulator predicts this rank will hold, faulted in before the clock starts: a
-      // run's first step would otherwise pay for fresh pages that no later step pays for.
-      device->Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
-      const RankRun run = RunRank(s, config, data, *device, *transport, hooks);
-      device->ReleaseCached();  // the next schedule's buffers are other sizes
-      const std::vector<std::string> all = NamingTimeout([&] { return transport->Gather(SerializeRankRun(run), 0); },
-                                                         [&] { return "gathering the measurements of " + s.name; });
-      if (rank == 0) measured.push_back(Measure(s, sc, all));
-      if (progress.enabled()) {
-        std::string done = rank == 0 ? MetricsFileToJson(MeasuredFile(sc, device->Name(), measured)) : std::string();
-        NamingTimeout([&] { transport->Broadcast(&done, 0); }, [&] { return "sharing the measurements of " + s.name; });
-        progress.SetDone(done);
-        if (rank == 0) progress.Write();
-      }
-    }
+    measured = RunSchedules(f, plan, *runtime.device, *runtime.transport);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), e.what());
-    transport->Abort(1);
+    std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), Printable(e.what()).c_str());
+    runtime.transport->Abort(1);
   }
   if (rank != 0) return 0;
   // Everything is computed before anything is written: an error leaves no partial output.
-  const std::string json = MetricsFileToJson(MeasuredFile(sc, device->Name(), measured));
-  if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
-  if (!f.trace_path.empty()) {
-    for (const MeasuredSchedule& m : measured) {
-      WriteTextFileAtomically(TracePath(f.trace_path, m.metrics.schedule, measured.size() > 1), TraceToJson(m.trace));
-    }
+  if (plan.json >= 0) outputs.Set(plan.json, MetricsFileToJson(MeasuredFile(sc, runtime.device->Name(), measured)));
+  for (size_t k = 0; k < plan.traces.size(); ++k) outputs.Set(plan.traces[k], TraceToJson(measured[k].trace));
+  try {
+    outputs.Commit();
+  } catch (const InputError& e) {
+    // OUT.partial holds every schedule's metrics: nothing measured is lost.
+    std::fprintf(stderr, "stagecraft: error: %s%s\n", Printable(e.what()).c_str(),
+                 plan.partial_path.empty() ? "" : fmt::format(" (the measurements are in {})", plan.partial_path).c_str());
+    return 1;
   }
-  if (!f.json_path.empty()) {
+  if (!plan.partial_path.empty()) {
     std::error_code ignored;
-    std::filesystem::remove(f.json_path + ".partial", ignored);  // the run is complete: OUT says it all
+    std::filesystem::remove(plan.partial_path, ignored);  // the run is complete: OUT says it all
   }
   const std::string table = MeasuredTable(sc, measured);
-  std::fwrite(table.data(), 1, table.size(), stdout);
+  std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);
   return 0;
 }
 
@@ -292,17 +369,23 @@ Command AddExecuteCommand(CLI::App& root) {
   CLI::App* app = root.add_subcommand("execute", "Run a scenario's schedules for real under mpirun and measure them");
   app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp and training)")->required();
   app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
-  app->add_option("--json", flags->json_path, "Write the measured metrics of every schedule (plus losses) as JSON");
-  app->add_option("--trace", flags->trace_path, "Write the measured trace (one file per schedule when several)");
+  app->add_option("--json", flags->json_path,
+                  "Write the measured metrics of every schedule (plus losses) as JSON (- for standard output); a "
+                  "file OUT keeps OUT.partial while the run lasts");
+  app->add_option("--trace", flags->trace_path,
+                  "Write the measured trace (one file per schedule when several; - for standard output)");
   app->add_option("--timeout", flags->timeout,
                   "How long any wait (a transfer, a barrier, the gather) may take before the run is called hung and "
                   "every rank exits non-zero, e.g. 30s")
       ->default_val("300s");
-  app->add_option("--inject-fault", flags->inject_fault,
+  CLI::Option* fault = app->add_option("--inject-fault", flags->inject_fault,
                   "Testing failure handling: RANK:STEP[:throw|hang|nan|oom] makes that rank throw (default), hang, "
                   "poison a weight with NaN, or fail an allocation at that step");
   AddBackendOption(app, &flags->backend);
-  return {app, [flags] { return Run(*flags); }};
+  return {app, [flags, fault] {
+            flags->fault_given = fault->count() > 0;
+            return Run(*flags);
+          }};
 }
 
 }  // namespace stagecraft::cli

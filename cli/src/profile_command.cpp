@@ -19,12 +19,14 @@
 #include "commands.h"
 #include "measured.h"
 #include "scenario_runs.h"
-#include "stagecraft/base/output_file.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/output_file.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/exec/calibrate.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/profile.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/scenario.h"
@@ -110,14 +112,14 @@ RunsReport CalibrateRuns(
   pipeline.steps = steps;
   pipeline.chunks = 1;
   const int64_t total = int64_t{pipeline.microbatches} * steps;
-  const exec::Dataset data =
-      exec::MakeDataset(device, base, total, transport.rank() == 0,
-                        transport.rank() == ranks - 1);
+  exec::SetupRounds setup(transport);  // the first run's set-up ends the dataset's
+  const exec::Dataset data = exec::MakeDataset(device, base, total, transport.rank() == 0,
+                                               transport.rank() == ranks - 1, [&] { setup.Beat(); });
   for (const char* name : kCalibrationSchedules) {
     const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
     if (info == nullptr || !schedules::CheckParams(*info, sim::GeneratorParamsFor(pipeline, *info)).empty()) continue;
     pipeline.schedules = {name};
-    const schedules::Schedule s = ScenarioSchedules(pipeline, false).at(0);
+    const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
     exec::TrainingConfig config = base;
     config.layers_per_stage = sim::StageLayers(sc, s.stages());
     const exec::RankRun run = exec::RunRank(s, config, data, device, transport);
@@ -178,13 +180,19 @@ int Run(const ProfileFlags& f) {
   sim::Scenario sc;
   exec::TrainingConfig config;
   exec::Backend backend = exec::Backend::kCpu;
+  // The profile is written by rank 0, into a path checked before any work.
+  OutputSet outputs;
+  int out = -1;
+  std::string error;
   try {
     sc = sim::LoadScenario(f.scenario, f.sets);
     config = exec::TrainingConfigFor(sc);
     backend = BackendFor(f.backend, sc);
-  } catch (const stagecraft::InputError& e) {
-    return ReportInputErrorOnce(e);
+    if (rank == 0) out = outputs.Add(f.out_path, "--out");
+  } catch (const std::exception& e) {
+    error = e.what();
   }
+  if (AnyRankFailed(error)) return 1;
   exec::ProcessRuntime runtime = StartRuntime(backend, sc);
   std::unique_ptr<exec::Device>& device = runtime.device;
   std::unique_ptr<exec::Transport>& transport = runtime.transport;
@@ -209,55 +217,58 @@ int Run(const ProfileFlags& f) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(),
-                 e.what());
+                 Printable(e.what()).c_str());
     transport->Abort(1);
   }
   if (rank != 0) return 0;
   profile.device = backend == exec::Backend::kCpu ? device->Name() + "-core" : device->Name();
-  stagecraft::WriteTextFileAtomically(f.out_path, sim::ProfileToYaml(profile));
-  std::printf("profile of %s: %d %s, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
+  outputs.Set(out, sim::ProfileToYaml(profile));
+  outputs.Commit();
+  // With the profile on standard output, the report goes to standard error.
+  std::FILE* report = outputs.WritesStdout() ? stderr : stdout;
+  std::fprintf(report, "profile of %s: %d %s, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
               sc.name.c_str(), exec::NetworkLayers(config), config.gpt ? "blocks" : "layers",
               config.gpt ? config.gpt->hidden : config.model.hidden, config.microbatch_size, f.repeats,
               transport->size(), f.out_path.c_str());
-  std::printf("%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
+  std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
               "activations");
   for (size_t l = 0; l < profile.layers.size(); ++l) {
     const sim::LayerProfile& m = profile.layers[l];
-    std::printf("%-6zu %12s %15s %16s %12s %14s\n", l, sim::FormatDuration(m.forward_ns).c_str(),
+    std::fprintf(report, "%-6zu %12s %15s %16s %12s %14s\n", l, sim::FormatDuration(m.forward_ns).c_str(),
                 sim::FormatDuration(m.backward_input_ns).c_str(), sim::FormatDuration(m.backward_weight_ns).c_str(),
                 sim::FormatDuration(m.step_ns).c_str(), sim::FormatBytes(m.activation_bytes).c_str());
   }
   for (const auto& [name, piece] : {std::pair{"embed", profile.embedding}, std::pair{"head", profile.head}}) {
     if (!piece) continue;
-    std::printf("%-6s %12s %15s %16s %12s %14s\n", name, sim::FormatDuration(piece->forward_ns).c_str(),
+    std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", name, sim::FormatDuration(piece->forward_ns).c_str(),
                 sim::FormatDuration(piece->backward_input_ns).c_str(),
                 sim::FormatDuration(piece->backward_weight_ns).c_str(), sim::FormatDuration(piece->step_ns).c_str(),
                 sim::FormatBytes(piece->activation_bytes).c_str());
   }
-  std::printf("input copy %s (first stage), loss %s (last stage), per forward\n",
+  std::fprintf(report, "input copy %s (first stage), loss %s (last stage), per forward\n",
               sim::FormatDuration(profile.input_copy_ns).c_str(), sim::FormatDuration(profile.loss_ns).c_str());
   if (!calibrate) {
     const char* why = f.calibration_steps == 0       ? "--calibration-steps 0"
                       : sc.pipeline.ranks < 2           ? "a one-rank pipeline has no neighbours to calibrate against"
                                                         : "run it on pipeline.ranks MPI ranks to calibrate";
-    std::printf("not calibrated (%s): the layers alone\n", why);
+    std::fprintf(report, "not calibrated (%s): the layers alone\n", why);
     return 0;
   }
   if (profile.p2p) {
-    std::printf("p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
+    std::fprintf(report, "p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
                 sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
                 100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
     if (runs.waited > 0) {
-      std::printf("p2p in the pipeline: %zu transfers waited through, median %s", runs.waited,
+      std::fprintf(report, "p2p in the pipeline: %zu transfers waited through, median %s", runs.waited,
                   sim::FormatDuration(runs.waited_median_ns).c_str());
       if (profile.p2p->pipeline_bytes_per_s > 0) {
-        std::printf(": %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
+        std::fprintf(report, ": %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
       } else {
-        std::printf(" (not slower than the ping-pong: its bandwidth stays)\n");
+        std::fprintf(report, " (not slower than the ping-pong: its bandwidth stays)\n");
       }
     }
   } else {
-    std::printf("p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
+    std::fprintf(report, "p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
   }
   std::string by_rank;
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
@@ -265,22 +276,22 @@ int Run(const ProfileFlags& f) {
                            sim::FormatDuration(profile.ranks[r].op_overhead_ns.value_or(profile.op_overhead_ns)));
   }
   if (!by_rank.empty()) by_rank += ")";
-  std::printf("runtime overhead per op: %s%s\n", sim::FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
-  std::printf("an op's time varies by %.1f%% (CV) from one run of it to the next\n", 100 * profile.op_time_cv);
-  std::printf("in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
+  std::fprintf(report, "runtime overhead per op: %s%s\n", sim::FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
+  std::fprintf(report, "an op's time varies by %.1f%% (CV) from one run of it to the next\n", 100 * profile.op_time_cv);
+  std::fprintf(report, "in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
               fmt::format("{}", fmt::join(kCalibrationSchedules, ", ")).c_str());
-  std::printf("%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
+  std::fprintf(report, "%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
     const auto at = [r](const std::vector<exec::ScaleSums>& v) { return r < v.size() ? &v[r] : nullptr; };
     for (const auto& [what, k, measured] : {std::tuple{"per step", profile.ranks[r].per_step, at(runs.per_step)},
                                             std::tuple{"per microbatch", profile.ranks[r].per_microbatch,
                                                        at(runs.per_microbatch)}}) {
-      std::printf("%-5zu %-14s %8s %8s %8s %8s %8s\n", r, what, ScaleText(k.forward, measured, 0).c_str(),
+      std::fprintf(report, "%-5zu %-14s %8s %8s %8s %8s %8s\n", r, what, ScaleText(k.forward, measured, 0).c_str(),
                   ScaleText(k.backward, measured, 1).c_str(), ScaleText(k.backward_input, measured, 2).c_str(),
                   ScaleText(k.backward_weight, measured, 3).c_str(), ScaleText(k.step, measured, 4).c_str());
     }
   }
-  std::printf("(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
+  std::fprintf(report, "(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
   return 0;
 }
 
@@ -290,7 +301,8 @@ Command AddProfileCommand(CLI::App& root) {
   auto flags = std::make_shared<ProfileFlags>();
   CLI::App* app = root.add_subcommand("profile", "Measure per-layer costs of a scenario's model on this machine");
   app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp or model.transformer, and training)")->required();
-  app->add_option("--out", flags->out_path, "Profile YAML to write (use as model.profile)")->required();
+  app->add_option("--out", flags->out_path, "Profile YAML to write (use as model.profile; - for standard output)")
+      ->required();
   app->add_option("--set", flags->sets, "Override a scenario key (repeatable)");
   app->add_option("--repeats", flags->repeats, "Timed runs per layer (the median is kept)")
       ->check(CLI::Range(1, 100000));

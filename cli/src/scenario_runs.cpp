@@ -1,15 +1,16 @@
 // Schedule selection and trace naming shared by simulate and execute (see scenario_runs.h).
 #include "scenario_runs.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/schedules/csv_io.h"
@@ -49,37 +50,31 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
 
 }  // namespace
 
-std::string ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+std::string ReadTextFile(const std::string& path) { return ReadInputFile(path, kMaxCsvBytes, "a schedule file"); }
+
+std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& sc, bool report_skipped) {
+  const sim::PipelineSpec& p = sc.pipeline;
+  if (p.schedules.size() != 1 || p.schedules[0] != "all") return p.schedules;
+  std::vector<std::string> names;
+  for (const auto& info : Generators()) {
+    const std::string why = CheckParams(info, sim::GeneratorParamsFor(p, info));
+    if (why.empty()) names.emplace_back(info.name);
+    else if (report_skipped) std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule
+  }
+  if (names.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
+  return names;
 }
 
-std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, bool report_skipped) {
-  std::vector<const GeneratorInfo*> picked;
-  if (p.schedules.size() == 1 && p.schedules[0] == "all") {
-    for (const auto& info : Generators()) {
-      const std::string why = CheckParams(info, sim::GeneratorParamsFor(p, info));
-      if (why.empty()) picked.push_back(&info);
-      else if (report_skipped) std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule
-    }
-  } else {
-    for (const auto& name : p.schedules) {
-      const GeneratorInfo* info = FindGenerator(name);
-      SC_CHECK(info != nullptr || p.schedule_files.contains(name), "LoadScenario rejects unknown schedules");
-      picked.push_back(info);  // null: a schedule file
-    }
-  }
+std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names) {
   std::vector<Schedule> out;
-  for (size_t k = 0; k < picked.size(); ++k) {
-    if (picked[k] == nullptr) {
-      const std::string& name = p.schedules[k];
-      out.push_back(ImportScheduleFile(p, name, p.schedule_files.at(name)));
+  for (const std::string& name : names) {
+    if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
+      out.push_back(ImportScheduleFile(p, name, file->second));
       continue;
     }
-    Schedule s = Lower(Generate(picked[k]->name, sim::GeneratorParamsFor(p, *picked[k])), p.p2p);
+    const GeneratorInfo* info = FindGenerator(name);
+    SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
+    Schedule s = Lower(Generate(info->name, sim::GeneratorParamsFor(p, *info)), p.p2p);
     const auto diags = Validate(s);
     SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
     out.push_back(std::move(s));
@@ -116,14 +111,29 @@ void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& 
                                sc.path, sim::FormatBytes(sc.topology.device.memory_bytes), why));
 }
 
-int ReportInputErrorOnce(const InputError& error) {
+bool AnyRankFailed(const std::string& error) {
   auto transport = exec::MakeMpiTransport();
+  const std::vector<std::string> all = transport->Gather(error, 0);
+  std::string verdict;
   if (transport->rank() == 0) {
-    std::fprintf(stderr, "stagecraft: error: %s\n", error.what());
-    std::fflush(stderr);
+    int failed = 0, first = -1;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].empty()) continue;
+      ++failed;
+      if (first < 0) first = static_cast<int>(r);
+    }
+    // The same error on every rank is the input's; one rank's alone is that rank's (its node).
+    bool same = true;
+    for (const std::string& e : all) same = same && e == all[static_cast<size_t>(std::max(first, 0))];
+    if (failed > 0) {
+      const std::string where = same ? "" : fmt::format("rank {} ({} of {} ranks failed): ", first, failed, all.size());
+      std::fprintf(stderr, "stagecraft: error: %s%s\n", where.c_str(), Printable(all[static_cast<size_t>(first)]).c_str());
+      std::fflush(stderr);
+      verdict = "1";
+    }
   }
-  transport->Barrier();
-  return 1;
+  transport->Broadcast(&verdict, 0);
+  return !verdict.empty();
 }
 
 void AddBackendOption(CLI::App* app, std::string* flag) {
@@ -148,6 +158,23 @@ exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& sc
     exec::MakeMpiTransport()->Abort(1);
     std::_Exit(1);  // Abort does not return; this only tells the compiler so
   }
+}
+
+std::vector<int> AddTraceOutputs(OutputSet& outputs, const std::string& path, const std::vector<std::string>& names) {
+  std::vector<int> handles;
+  if (path.empty()) return handles;
+  const bool several = names.size() > 1;
+  if (several) {
+    const OutputTarget given = CheckOutputPath(path, "--trace");
+    if (given.kind != OutputTarget::Kind::kFile) {
+      throw InputError(fmt::format("--trace {}: {} schedules write a trace each, and a stream takes one; name a file "
+                                   "(each schedule's trace goes beside it) or pick one schedule with --set "
+                                   "pipeline.schedule=NAME",
+                                   path, names.size()));
+    }
+  }
+  for (const std::string& name : names) handles.push_back(outputs.Add(TracePath(path, name, several), "--trace"));
+  return handles;
 }
 
 std::string TracePath(const std::string& path, const std::string& name, bool several) {

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/output_file.h"
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
@@ -17,13 +18,19 @@
 
 namespace stagecraft::cli {
 
-// The whole of a file the user named; throws InputError "PATH: cannot open file".
+// A schedule file the user named, whole (at most kMaxCsvBytes); throws InputError "PATH: cannot
+// read: REASON".
 std::string ReadTextFile(const std::string& path);
 
-// The scenario's schedules, lowered and validated: the listed ones (LoadScenario has checked
-// them; a schedule file is imported as scenario.h says), or under "all" every generator the shape allows, with the others named on stderr
-// when `report_skipped`.
-std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline, bool report_skipped);
+// The names of the scenario's schedules, without building them: the listed ones (LoadScenario
+// has checked them), or under "all" every generator the shape allows, with the others named on
+// stderr when `report_skipped`. Throws InputError when no schedule can take the shape.
+std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& scenario, bool report_skipped);
+
+// The named schedules (ScenarioScheduleNames), lowered and validated; a schedule file is
+// imported as scenario.h says.
+std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline,
+                                                   const std::vector<std::string>& names);
 
 // The simulator's prediction of one of the scenario's schedules on its topology, with its
 // device memory (simulate prints it; execute refuses a schedule predicted not to fit).
@@ -39,10 +46,12 @@ Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology,
 // scenario's device memory, naming each such schedule with every rank's predicted peak.
 void RefusePredictedOom(const sim::Scenario& scenario, const std::vector<Prediction>& predictions);
 
-// For commands under mpirun: bad input is found by every rank alike before any work. Rank 0
-// prints the one line, then every rank waits at a barrier so that no rank exits (and has
-// mpirun tear the job down) before the cause is out. Returns the exit code, 1.
-int ReportInputErrorOnce(const stagecraft::InputError& error);
+// For commands under mpirun: every rank plans on its own (reads the scenario, checks the inputs
+// and the output paths) and calls this with its error, empty when it has none. A rank may fail
+// where another does not (a file that only one node has). The errors are gathered on rank 0,
+// which prints the first once, naming the rank when the ranks disagree; every rank returns
+// true when any failed (the command then exits 1 on every rank, after the line is out).
+bool AnyRankFailed(const std::string& error);
 
 // `--backend cpu|cuda|auto` (default cpu) on a command that runs the executor.
 void AddBackendOption(CLI::App* app, std::string* flag);
@@ -57,5 +66,11 @@ exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& sc
 // `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several, with any
 // character of the schedule's name but letters, digits, '-', '_' and '.' written as '_'.
 std::string TracePath(const std::string& path, const std::string& schedule, bool several);
+
+// Adds the trace of every schedule in `names` to `outputs` (TracePath of `path`), checking each
+// now; returns their handles, in the order of `names`. A stream (`-`, a FIFO, a device) takes
+// the trace of one schedule only: with several, throws InputError asking for a file name.
+std::vector<int> AddTraceOutputs(stagecraft::OutputSet& outputs, const std::string& path,
+                                 const std::vector<std::string>& names);
 
 }  // namespace stagecraft::cli

@@ -79,30 +79,35 @@ std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source
 
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
+  const std::vector<std::string> names = ScenarioScheduleNames(sc, true);
+  // Every output is checked before any work, and written only once everything is computed: an
+  // error leaves no output behind.
+  OutputSet outputs;
+  const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
+  const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
   const Topology topo(sc.topology);
   std::vector<Prediction> outcomes;
-  for (Schedule& s : ScenarioSchedules(sc.pipeline, true)) outcomes.push_back(Predict(sc, topo, std::move(s)));
-  if (outcomes.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
+  for (Schedule& s : ScenarioSchedules(sc.pipeline, names)) outcomes.push_back(Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
-  // Everything is computed before anything is written: an error leaves no partial output.
-  MetricsFile file;
-  file.scenario = sc.name;
-  file.source = "predicted";
-  file.costs = cost_source;
-  for (const Prediction& o : outcomes) file.schedules.push_back(o.metrics);
-  const std::string json = MetricsFileToJson(file);
-  const std::string table = Table(sc, cost_source, outcomes);
-  if (!f.json_path.empty()) WriteTextFileAtomically(f.json_path, json);
-  if (!f.trace_path.empty()) {
-    for (const Prediction& o : outcomes) {
-      const Trace trace = BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics);
-      WriteTextFileAtomically(TracePath(f.trace_path, o.metrics.schedule, outcomes.size() > 1), TraceToJson(trace));
-    }
+  if (json >= 0) {
+    MetricsFile file;
+    file.scenario = sc.name;
+    file.source = "predicted";
+    file.costs = cost_source;
+    for (const Prediction& o : outcomes) file.schedules.push_back(o.metrics);
+    outputs.Set(json, MetricsFileToJson(file));
   }
+  for (size_t k = 0; k < traces.size(); ++k) {
+    const Prediction& o = outcomes[k];
+    outputs.Set(traces[k], TraceToJson(BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics)));
+  }
+  outputs.Commit();
   if (const std::string warning = SharedCoreWarning(sc, cost_source); !warning.empty()) {
     std::fwrite(warning.data(), 1, warning.size(), stderr);
   }
-  std::fwrite(table.data(), 1, table.size(), stdout);
+  // With an output on standard output, the table goes to standard error.
+  const std::string table = Table(sc, cost_source, outcomes);
+  std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);
   return 0;
 }
 
@@ -113,8 +118,9 @@ Command AddSimulateCommand(CLI::App& root) {
   CLI::App* app = root.add_subcommand("simulate", "Predict bubble, memory and throughput of a scenario's schedules");
   app->add_option("scenario", flags->scenario, "Scenario YAML")->required();
   app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
-  app->add_option("--json", flags->json_path, "Write the metrics of every schedule as JSON");
-  app->add_option("--trace", flags->trace_path, "Write a Chrome/Perfetto trace (one file per schedule when several)");
+  app->add_option("--json", flags->json_path, "Write the metrics of every schedule as JSON (- for standard output)");
+  app->add_option("--trace", flags->trace_path,
+                  "Write a Chrome/Perfetto trace (one file per schedule when several; - for standard output)");
   return {app, [flags] { return Run(*flags); }};
 }
 
