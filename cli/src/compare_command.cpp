@@ -291,7 +291,8 @@ void AddPartial(Report partial, Report* r) {
   r->text += partial.text;
   r->summary += partial.summary;
   r->json["partial"] = std::move(partial.json["partial"]);
-  if (!partial.worst.empty() && (r->worst.empty() || std::abs(partial.worst_error_pct) > std::abs(r->worst_error_pct))) {
+  const bool worse = r->worst.empty() || std::abs(partial.worst_error_pct) > std::abs(r->worst_error_pct);
+  if (!partial.worst.empty() && worse) {
     r->worst = partial.worst;
     r->worst_error_pct = partial.worst_error_pct;
   }

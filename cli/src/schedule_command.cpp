@@ -125,7 +125,8 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_flag("--recompute", flags->recompute, "Recompute activations in the backward");
   app->add_option("--weights", flags->weights, "--import: weight policy flush, stash or 2bw")->capture_default_str();
   CLI::Option* p2p =
-      app->add_option("--p2p", flags->p2p, "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")
+      app->add_option("--p2p", flags->p2p,
+                      "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")
           ->check(CLI::IsMember({"ahead", "lockstep"}))
           ->capture_default_str();
   app->add_flag("--relower", flags->relower,

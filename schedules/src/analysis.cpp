@@ -142,8 +142,8 @@ UnitGrid UnitTimeGrid(const Schedule& s) {
   }
   for (size_t r = 0; r < s.ops.size(); ++r) {
     if (next[r] < s.ops[r].size()) {
-      throw InputError(fmt::format("{}: rank {} never gets the input of {}: the schedule deadlocks", s.name, r,
-                                   ActionString(s.ops[r][next[r]], s.microbatches)));
+      throw InputError(fmt::format("{}: rank {} never gets the input of {}: the schedule deadlocks",
+                                   Printable(s.name), r, ActionString(s.ops[r][next[r]], s.microbatches)));
     }
   }
   return grid;

@@ -110,18 +110,24 @@ std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
     int32_t microbatch = 0;
     if (!rest.empty()) {
       if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
-      if (!rest.empty()) return fmt::format("unexpected '{}' after the microbatch in '{}'", Printable(rest), Printable(cell));
+      if (!rest.empty()) {
+        return fmt::format("unexpected '{}' after the microbatch in '{}'", Printable(rest), Printable(cell));
+      }
     }
     *skip = true;
     return {};
   }
   OpKind kind;
-  if (!ParseKind(kind_text, &kind)) return fmt::format("unknown action kind '{}' in '{}'", Printable(kind_text), Printable(cell));
+  if (!ParseKind(kind_text, &kind)) {
+    return fmt::format("unknown action kind '{}' in '{}'", Printable(kind_text), Printable(cell));
+  }
   if (kind == OpKind::kStep) return fmt::format("STEP is not a CSV action in '{}'", Printable(cell));
   rest.remove_prefix(n);
   int32_t microbatch = 0;
   if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
-  if (!rest.empty()) return fmt::format("unexpected '{}' after the microbatch in '{}'", Printable(rest), Printable(cell));
+  if (!rest.empty()) {
+    return fmt::format("unexpected '{}' after the microbatch in '{}'", Printable(rest), Printable(cell));
+  }
   out->kind = kind;
   out->stage = stage;
   out->global_microbatch = microbatch;

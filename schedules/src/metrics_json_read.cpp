@@ -97,7 +97,8 @@ class FieldReader {
         return Reject(fmt::format("{}[{}]", key, i), fmt::format("expected a number (got {})", value.type_name()));
       }
       if (times && value.get<double>() < 0) {
-        return Reject(fmt::format("{}[{}]", key, i), fmt::format("expected a non-negative number (got {})", value.dump()));
+        return Reject(fmt::format("{}[{}]", key, i),
+                      fmt::format("expected a non-negative number (got {})", value.dump()));
       }
       values.push_back(value.get<double>());
     }

@@ -409,8 +409,8 @@ TEST(TraceReadTest, OnlyTheFirstSkipIsDescribedAndTextIsEscaped) {
   const TraceReadResult read = TraceFromJson(text, "e.json");
   EXPECT_EQ(read.skipped, 2);
   EXPECT_EQ(read.first_skipped, "event 0: \"ts\" is not a number (\"\\x1b[2J" + std::string(36, 'x') + "...\")");
-  const TraceReadResult clean = TraceFromJson(OneEventTrace(R"({"ph":"X","pid":0,"tid":0,"dur":1,"ts":1,)" + args + "}"),
-                                              "c.json");
+  const TraceReadResult clean =
+      TraceFromJson(OneEventTrace(R"({"ph":"X","pid":0,"tid":0,"dur":1,"ts":1,)" + args + "}"), "c.json");
   EXPECT_EQ(clean.skipped, 0);
   EXPECT_EQ(clean.first_skipped, "");
 }
