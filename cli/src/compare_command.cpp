@@ -1,13 +1,11 @@
 // `stagecraft compare`: set the metrics JSON of `simulate --json` (predicted) beside that of
 // `execute --json` (measured), schedule by schedule, and report the signed relative errors
-// (predicted − measured) / measured; optionally fail when a step-time error is too large.
+// (predicted − measured) / measured; optionally fail when a step-time error is too large (a
+// partial run's unfinished schedule included).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,8 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "stagecraft/base/output_file.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
+#include "stagecraft/base/output_file.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"
 
@@ -57,11 +56,7 @@ struct InputFile : schedules::MetricsFile {
 };
 
 InputFile ReadMetricsFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string text = ReadInputFile(path, kMaxJsonBytes, "a metrics file");
   InputFile file{schedules::MetricsFileFromJson(text, path), path};
   for (size_t i = 0; i < file.schedules.size(); ++i) {
     // Errors are relative to the measured step time.
@@ -213,6 +208,14 @@ struct Report {
 
 constexpr std::string_view kSummaryFormat = "{:<12} {:>12} {:>12} {:>8} {:>8}   {:>11} {:>9} {:>8}\n";
 
+// Holds `error` of `name` against --max-error (negative: none); an error that cannot be
+// computed (a measured time of 0) is beyond any limit.
+void HoldToLimit(const std::string& name, std::optional<double> error, double max_error_pct, Report* report) {
+  if (max_error_pct < 0 || (error && std::abs(*error) <= max_error_pct)) return;
+  report->exceeded.push_back(name);
+  report->exceeded_text.push_back(fmt::format("{} ({})", name, ErrorText(error, "%")));
+}
+
 // One block per schedule found in both files, in the predicted file's order.
 void CompareCommon(const InputFile& predicted, const InputFile& measured, double max_error_pct, Report* report) {
   for (const ScheduleMetrics& p : predicted.schedules) {
@@ -238,17 +241,15 @@ void CompareCommon(const InputFile& predicted, const InputFile& measured, double
       report->worst = p.schedule;
       report->worst_error_pct = error;
     }
-    if (max_error_pct >= 0 && std::abs(error) > max_error_pct) {
-      report->exceeded.push_back(p.schedule);
-      report->exceeded_text.push_back(fmt::format("{} ({})", p.schedule, ErrorText(error, "%")));
-    }
+    HoldToLimit(p.schedule, error, max_error_pct, report);
   }
 }
 
 // A partial run (execute's OUT.partial, metrics.h PartialRun): one warning line on stderr, and
 // the running schedule's finished steps as a block of their own (its complete schedules are
-// compared as usual). Returns whether predicted holds the running schedule with a step done.
-bool ComparePartial(const InputFile& predicted, const InputFile& measured, Report* report) {
+// compared as usual); its step-time error is held to --max-error like theirs. Returns whether
+// predicted holds the running schedule with a step done.
+bool ComparePartial(const InputFile& predicted, const InputFile& measured, double max_error_pct, Report* report) {
   const schedules::PartialRun& run = *measured.partial;
   const size_t done = run.step_ms.size();
   std::fprintf(stderr, "warning: %s is a partial run, not a complete one: %d of %d schedule(s) finished%s; only what "
@@ -274,16 +275,34 @@ bool ComparePartial(const InputFile& predicted, const InputFile& measured, Repor
   report->text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", run.losses.front(),
                               run.losses.back(), done);
   report->json["partial"]["step_time_ms"] = ErrorJson(p->step_time_ms, median, error, "error_pct");
-  if (error) {  // the worst so far; a complete schedule's larger error replaces it
+  if (error) {
     report->worst = run.schedule + " (partial)";
     report->worst_error_pct = *error;
   }
+  HoldToLimit(run.schedule + " (partial)", error, max_error_pct, report);
   report->summary += fmt::format(kSummaryFormat, run.schedule + "*", fmt::format("{:.3f}", p->step_time_ms),
                                  fmt::format("{:.3f}", median), ErrorText(error, "%"), "-", "-", "-", "-");
   return true;
 }
 
+// Adds the partial run's block after the complete schedules: its text and summary row, its
+// error as the worst when larger, and its place among the errors over --max-error.
+void AddPartial(Report partial, Report* r) {
+  r->text += partial.text;
+  r->summary += partial.summary;
+  r->json["partial"] = std::move(partial.json["partial"]);
+  const bool worse = r->worst.empty() || std::abs(partial.worst_error_pct) > std::abs(r->worst_error_pct);
+  if (!partial.worst.empty() && worse) {
+    r->worst = partial.worst;
+    r->worst_error_pct = partial.worst_error_pct;
+  }
+  r->exceeded.insert(r->exceeded.end(), partial.exceeded.begin(), partial.exceeded.end());
+  r->exceeded_text.insert(r->exceeded_text.end(), partial.exceeded_text.begin(), partial.exceeded_text.end());
+}
+
 int Run(const CompareFlags& f) {
+  OutputSet outputs;  // --json is checked before any input is read
+  const int json_output = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
   const InputFile predicted = ReadMetricsFile(f.predicted_path);
   const InputFile measured = ReadMetricsFile(f.measured_path);
   if (predicted.partial) {
@@ -292,24 +311,23 @@ int Run(const CompareFlags& f) {
   }
   const std::vector<std::string> only_predicted = OnlyIn(predicted, measured);
   const std::vector<std::string> only_measured = OnlyIn(measured, predicted);
-  Report r;
-  const bool partial_compared = measured.partial && ComparePartial(predicted, measured, &r);
+  Report partial;
+  const bool partial_compared = measured.partial && ComparePartial(predicted, measured, f.max_error_pct, &partial);
   if (only_predicted.size() == predicted.schedules.size() && !partial_compared) {
     throw InputError(fmt::format("no schedule in common: {} has [{}], {} has [{}]", predicted.path,
                                  fmt::join(only_predicted, ", "), measured.path, fmt::join(only_measured, ", ")));
   }
   // Everything is checked and computed before anything is written or printed.
-  const std::string partial_text = std::move(r.text), partial_summary = std::move(r.summary);
-  r.summary.clear();
-  const OrderedJson partial_json = r.json.contains("partial") ? r.json["partial"] : OrderedJson();
+  Report r;
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
   r.json = {{"predicted_file", predicted.path}, {"measured_file", measured.path}, {"schedules", OrderedJson::array()}};
-  if (!partial_json.is_null()) r.json["partial"] = partial_json;
   CompareCommon(predicted, measured, f.max_error_pct, &r);
-  r.text += partial_text;
+  const std::string common_summary = std::move(r.summary);
+  r.summary.clear();
+  if (measured.partial) AddPartial(std::move(partial), &r);
   r.text += "\n" + fmt::format(kSummaryFormat, "schedule", "step pred ms", "measured ms", "error", "spread",
                                 "bubble pred", "measured", "error");
-  r.text += r.summary + partial_summary;
+  r.text += common_summary + r.summary;
   if (!only_predicted.empty()) r.text += fmt::format("only in predicted: {}\n", fmt::join(only_predicted, ", "));
   if (!only_measured.empty()) r.text += fmt::format("only in measured: {}\n", fmt::join(only_measured, ", "));
   if (partial_compared) r.text += fmt::format("* partial: {} did not finish its steps\n", measured.partial->schedule);
@@ -324,9 +342,12 @@ int Run(const CompareFlags& f) {
     r.json["max_error_pct"] = f.max_error_pct;
     r.json["exceeded"] = r.exceeded;
   }
-  if (!f.json_path.empty())
-    stagecraft::WriteTextFileAtomically(f.json_path, r.json.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
-  std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+  if (json_output >= 0) {
+    outputs.Set(json_output, r.json.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
+    outputs.Commit();
+  }
+  // With --json - the JSON has standard output to itself, and the table goes to stderr.
+  std::fwrite(r.text.data(), 1, r.text.size(), outputs.WritesStdout() ? stderr : stdout);
   return r.exceeded.empty() ? 0 : kExceededExitCode;
 }
 
@@ -339,7 +360,8 @@ Command AddCompareCommand(CLI::App& root) {
   app->add_option("predicted", flags->predicted_path, "Metrics JSON written by `stagecraft simulate --json`")
       ->required();
   app->add_option("measured", flags->measured_path, "Metrics JSON written by `stagecraft execute --json`")->required();
-  app->add_option("--max-error", flags->max_error_pct, "Exit with code 3 when a step-time error exceeds PCT percent")
+  app->add_option("--max-error", flags->max_error_pct,
+                  "Exit with code 3 when a step-time error exceeds PCT percent (a partial run's included)")
       ->check(kNonNegativePercent)
       ->type_name("PCT");
   app->add_option("--json", flags->json_path, "Write the comparison as JSON");

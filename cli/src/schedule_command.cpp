@@ -1,14 +1,16 @@
 // `stagecraft schedule`: generate (or import) a schedule, validate it and print it as a
-// unit-time grid, a PyTorch CSV or the IR as JSON.
+// unit-time grid, a PyTorch CSV or the IR as JSON. An imported file that carries its transfers
+// (SEND/RECV) is validated and printed with them, as simulate and execute run it.
 #include <cstdio>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "scenario_runs.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
@@ -35,6 +37,8 @@ struct ScheduleFlags {
   bool recompute = false;
   std::string weights = "flush";
   std::string p2p = "ahead";
+  bool p2p_given = false;
+  bool relower = false;  // --import: drop the file's transfers and lower again
 };
 
 Schedule Build(const ScheduleFlags& f) {
@@ -47,7 +51,7 @@ Schedule Build(const ScheduleFlags& f) {
     if (!ParsePolicy(f.weights, &options.weights)) {
       throw InputError(fmt::format("--weights: expected flush, stash or 2bw, got '{}'", f.weights));
     }
-    return ImportCsv(ReadTextFile(f.import_path), f.import_path, options);
+    return ImportCsv(ReadInputFile(f.import_path, kMaxCsvBytes, "a schedule CSV"), f.import_path, options);
   }
   if (f.schedule.empty()) throw InputError("--schedule or --import is required");
   if (f.ranks < 1) throw InputError(fmt::format("--ranks must be >= 1 (got {})", f.ranks));
@@ -62,16 +66,33 @@ Schedule Build(const ScheduleFlags& f) {
   return Generate(f.schedule, params);
 }
 
-int Run(const ScheduleFlags& f) {
-  Schedule s = Build(f);
-  const bool lower = f.format == "json" || (f.format == "csv" && f.comms) || s.lowered;
+// The schedule with the transfers it is printed with. A file's own SEND/RECV are kept as they
+// are (unless --relower); otherwise the schedule is lowered when the output shows transfers.
+Schedule WithTransfers(Schedule s, const ScheduleFlags& f) {
+  if (s.lowered && !f.relower) {
+    if (f.p2p_given) {
+      throw InputError(fmt::format("{}: --p2p applies only to lowering, and the file carries its own transfers "
+                                   "(SEND/RECV); add --relower to drop them and lower again",
+                                   Printable(f.import_path)));
+    }
+    return s;
+  }
+  const bool shows_transfers = f.format == "json" || (f.format == "csv" && f.comms);
+  if (!shows_transfers && !s.lowered) return s;
   P2p p2p = P2p::kAhead;
   SC_CHECK(ParseP2p(f.p2p, &p2p), "CLI11 checks --p2p");
-  if (lower) s = Lower(s, p2p);
-  const auto diags = Validate(s);
-  if (!diags.empty()) {
-    for (const auto& d : diags) std::fprintf(stderr, "%s: %s: %s\n", s.name.c_str(), std::string(DiagCodeName(d.code)).c_str(), d.message.c_str());
-    throw InputError(fmt::format("{}: {} problem(s) found (listed above)", s.name, diags.size()));
+  return Lower(s, p2p);
+}
+
+int Run(const ScheduleFlags& f) {
+  Schedule s = Build(f);
+  // Before lowering and validating, which a shape far past the grid's limits makes slow.
+  if (f.format == "grid") {
+    if (std::string why = GridSizeProblem(s); !why.empty()) throw InputError(why);
+  }
+  s = WithTransfers(std::move(s), f);
+  if (const auto diags = Validate(s); !diags.empty()) {
+    throw InputError(fmt::format("{}: {}", Printable(s.name), SummarizeDiagnostics(diags)));
   }
   std::string out;
   if (f.format == "grid") out = RenderGrid(s);
@@ -87,7 +108,8 @@ Command AddScheduleCommand(CLI::App& root) {
   auto flags = std::make_shared<ScheduleFlags>();
   CLI::App* app = root.add_subcommand("schedule", "Generate or import a schedule, validate it and print it");
   app->add_option("--schedule", flags->schedule, "Schedule: " + GeneratorNames());
-  app->add_option("--import", flags->import_path, "Import a torch.distributed.pipelining CSV instead");
+  CLI::Option* import =
+      app->add_option("--import", flags->import_path, "Import a torch.distributed.pipelining CSV instead");
   app->add_option("--ranks", flags->ranks, "Pipeline ranks (devices)");
   app->add_option("--microbatches", flags->microbatches, "Microbatches per step (for --import: 0 = all one step)");
   CLI::Option* chunks =
@@ -102,11 +124,18 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_flag("--vertical-sync", flags->vertical_sync, "pipedream: every stage uses stage 0's version");
   app->add_flag("--recompute", flags->recompute, "Recompute activations in the backward");
   app->add_option("--weights", flags->weights, "--import: weight policy flush, stash or 2bw")->capture_default_str();
-  app->add_option("--p2p", flags->p2p, "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")
-      ->check(CLI::IsMember({"ahead", "lockstep"}))
-      ->capture_default_str();
-  return {app, [flags, chunks] {
+  CLI::Option* p2p =
+      app->add_option("--p2p", flags->p2p,
+                      "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")
+          ->check(CLI::IsMember({"ahead", "lockstep"}))
+          ->capture_default_str();
+  app->add_flag("--relower", flags->relower,
+                "--import: drop the file's SEND/RECV and lower its compute order again (default: keep and validate "
+                "them as they are)")
+      ->needs(import);
+  return {app, [flags, chunks, p2p] {
             flags->chunks_given = chunks->count() > 0;
+            flags->p2p_given = p2p->count() > 0;
             return Run(*flags);
           }};
 }

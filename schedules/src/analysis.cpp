@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/edges.h"
 
 namespace stagecraft::schedules {
@@ -51,7 +52,27 @@ int PeakVersions(const std::vector<Op>& ops, int stage) {
 
 int64_t UnitCost(OpKind kind) { return kind == OpKind::kB ? 2 : (IsCompute(kind) ? 1 : 0); }
 
+// `columns_at_least`: the makespan is not known yet, only a bound below it.
+std::string GridTooLarge(const Schedule& s, int64_t columns, bool columns_at_least) {
+  return fmt::format("{}: a grid of {} rows (ranks) by {}{} columns (time units) is too large to show; the grid "
+                     "shows at most {} rows by {} columns: use --format csv or --format json",
+                     Printable(s.name), s.ranks(), columns_at_least ? "at least " : "", columns, kMaxGridRows,
+                     kMaxGridColumns);
+}
+
 }  // namespace
+
+std::string GridSizeProblem(const Schedule& s) {
+  // A rank runs its compute ops one after another: its busiest rank bounds the makespan below.
+  int64_t busiest = 0;
+  for (const auto& rank_ops : s.ops) {
+    int64_t units = 0;
+    for (const Op& op : rank_ops) units += UnitCost(op.kind);
+    busiest = std::max(busiest, units);
+  }
+  if (s.ranks() > kMaxGridRows || busiest > kMaxGridColumns) return GridTooLarge(s, busiest, true);
+  return "";
+}
 
 std::vector<RankAnalysis> Analyze(const Schedule& s) {
   std::vector<RankAnalysis> out(s.ops.size());
@@ -121,15 +142,17 @@ UnitGrid UnitTimeGrid(const Schedule& s) {
   }
   for (size_t r = 0; r < s.ops.size(); ++r) {
     if (next[r] < s.ops[r].size()) {
-      throw InputError(fmt::format("{}: rank {} never gets the input of {}: the schedule deadlocks", s.name, r,
-                                   ActionString(s.ops[r][next[r]], s.microbatches)));
+      throw InputError(fmt::format("{}: rank {} never gets the input of {}: the schedule deadlocks",
+                                   Printable(s.name), r, ActionString(s.ops[r][next[r]], s.microbatches)));
     }
   }
   return grid;
 }
 
 std::string RenderGrid(const Schedule& s) {
+  if (std::string why = GridSizeProblem(s); !why.empty()) throw InputError(why);
   const UnitGrid grid = UnitTimeGrid(s);
+  if (grid.makespan > kMaxGridColumns) throw InputError(GridTooLarge(s, grid.makespan, false));
   const auto analysis = Analyze(s);
   // A cell is the op's kind and global microbatch, with the stage in front when a rank has
   // several (interleaved), like the colours of the papers' figures.

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/schedules/weights.h"
@@ -79,11 +80,11 @@ std::string ParseNumber(std::string_view* rest, std::string_view what, std::stri
   size_t n = 0;
   while (n < rest->size() && IsDigit((*rest)[n])) ++n;
   if (n == 0) {
-    if (!rest->empty() && rest->front() == '-') return fmt::format("negative {} in '{}'", what, cell);
-    return fmt::format("missing {} number in '{}'", what, cell);
+    if (!rest->empty() && rest->front() == '-') return fmt::format("negative {} in '{}'", what, Printable(cell));
+    return fmt::format("missing {} number in '{}'", what, Printable(cell));
   }
   const auto [end, ec] = std::from_chars(rest->data(), rest->data() + n, *value);
-  if (ec == std::errc::result_out_of_range) return fmt::format("{} out of range in '{}'", what, cell);
+  if (ec == std::errc::result_out_of_range) return fmt::format("{} out of range in '{}'", what, Printable(cell));
   rest->remove_prefix(n);
   return {};
 }
@@ -103,24 +104,30 @@ std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
   size_t n = 0;
   while (n < rest.size() && IsKindChar(rest[n])) ++n;
   const std::string_view kind_text = rest.substr(0, n);
-  if (kind_text.empty()) return fmt::format("missing action kind in '{}'", cell);
+  if (kind_text.empty()) return fmt::format("missing action kind in '{}'", Printable(cell));
   if (std::find(std::begin(kSkippedKinds), std::end(kSkippedKinds), kind_text) != std::end(kSkippedKinds)) {
     rest.remove_prefix(n);
     int32_t microbatch = 0;
     if (!rest.empty()) {
       if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
-      if (!rest.empty()) return fmt::format("unexpected '{}' after the microbatch in '{}'", rest, cell);
+      if (!rest.empty()) {
+        return fmt::format("unexpected '{}' after the microbatch in '{}'", Printable(rest), Printable(cell));
+      }
     }
     *skip = true;
     return {};
   }
   OpKind kind;
-  if (!ParseKind(kind_text, &kind)) return fmt::format("unknown action kind '{}' in '{}'", kind_text, cell);
-  if (kind == OpKind::kStep) return fmt::format("STEP is not a CSV action in '{}'", cell);
+  if (!ParseKind(kind_text, &kind)) {
+    return fmt::format("unknown action kind '{}' in '{}'", Printable(kind_text), Printable(cell));
+  }
+  if (kind == OpKind::kStep) return fmt::format("STEP is not a CSV action in '{}'", Printable(cell));
   rest.remove_prefix(n);
   int32_t microbatch = 0;
   if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
-  if (!rest.empty()) return fmt::format("unexpected '{}' after the microbatch in '{}'", rest, cell);
+  if (!rest.empty()) {
+    return fmt::format("unexpected '{}' after the microbatch in '{}'", Printable(rest), Printable(cell));
+  }
   out->kind = kind;
   out->stage = stage;
   out->global_microbatch = microbatch;
@@ -145,7 +152,7 @@ std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view
         parts = Split(cell.substr(1, cell.size() - 1 - kOverlapSuffix.size()), ';');
         if (parts.size() != 2) {
           throw InputError(fmt::format("{}:{}:{}: an overlapped pair holds two actions, got '{}' {}", source, r + 1,
-                                       c + 1, cell, kExpected));
+                                       c + 1, Printable(cell), kExpected));
         }
       }
       for (size_t k = 0; k < parts.size(); ++k) {
@@ -160,7 +167,7 @@ std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view
         const bool wants = k == 0 ? parsed.kind == OpKind::kF : parsed.kind == OpKind::kB || parsed.kind == OpKind::kI;
         if (pair && (skip || !wants)) {
           throw InputError(fmt::format("{}:{}:{}: an overlapped pair is an F then a B or an I, got '{}'", source,
-                                       parsed.row, parsed.col, cell));
+                                       parsed.row, parsed.col, Printable(cell)));
         }
         if (!skip) rows[r].push_back(parsed);
       }

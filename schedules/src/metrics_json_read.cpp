@@ -51,9 +51,12 @@ class FieldReader {
     const Json* j = Get(key, &Json::is_string, "a string", need);
     return j != nullptr && Set(out, j->get<std::string>());
   }
-  bool Number(const char* key, double* out, Need need = Need::kOptional) {
+  // A time, a rate or a fraction: a number >= 0.
+  bool NonNegative(const char* key, double* out, Need need = Need::kOptional) {
     const Json* j = Get(key, &Json::is_number, "a number", need);
-    return j != nullptr && Set(out, j->get<double>());
+    if (j == nullptr) return false;
+    if (j->get<double>() < 0) return Reject(key, fmt::format("expected a non-negative number (got {})", j->dump()));
+    return Set(out, j->get<double>());
   }
   bool Bool(const char* key, bool* out) {
     const Json* j = Get(key, &Json::is_boolean, "a boolean", Need::kOptional);
@@ -82,14 +85,22 @@ class FieldReader {
     if (!ok) return Reject(key, fmt::format("expected a whole number of bytes (got {})", j->dump()));
     return Set(out, j->is_number_float() ? static_cast<int64_t>(d) : j->get<int64_t>());
   }
-  // A list of numbers; a list with anything else is not used at all (indices mean steps or ranks).
-  bool Numbers(const char* key, std::vector<double>* out) {
+  // A list of numbers (of times >= 0 when `times`); a list with anything else is not used at all
+  // (indices mean steps or ranks).
+  bool Numbers(const char* key, std::vector<double>* out, bool times = false) {
     const Json* j = Get(key, &Json::is_array, "an array", Need::kOptional);
     if (j == nullptr) return false;
     std::vector<double> values;
     for (size_t i = 0; i < j->size(); ++i) {
-      if (!(*j)[i].is_number()) return Reject(fmt::format("{}[{}]", key, i), "expected a number");
-      values.push_back((*j)[i].get<double>());
+      const Json& value = (*j)[i];
+      if (!value.is_number()) {
+        return Reject(fmt::format("{}[{}]", key, i), fmt::format("expected a number (got {})", value.type_name()));
+      }
+      if (times && value.get<double>() < 0) {
+        return Reject(fmt::format("{}[{}]", key, i),
+                      fmt::format("expected a non-negative number (got {})", value.dump()));
+      }
+      values.push_back(value.get<double>());
     }
     return Set(out, std::move(values));
   }
@@ -137,13 +148,13 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
   RankMetrics rank;
   rank.rank = index;
   r.Int("rank", &rank.rank, 0);
-  r.Number("busy_ms", &rank.busy_ms, Need::kRequired);
-  r.Number("span_ms", &rank.span_ms);
-  r.Number("compute_ms", &rank.compute_ms);
-  r.Number("wait_ms", &rank.wait_ms);
-  r.Number("transfer_ms", &rank.transfer_ms);
-  r.Number("overhead_ms", &rank.overhead_ms);
-  r.Number("idle_ms", &rank.idle_ms);
+  r.NonNegative("busy_ms", &rank.busy_ms, Need::kRequired);
+  r.NonNegative("span_ms", &rank.span_ms);
+  r.NonNegative("compute_ms", &rank.compute_ms);
+  r.NonNegative("wait_ms", &rank.wait_ms);
+  r.NonNegative("transfer_ms", &rank.transfer_ms);
+  r.NonNegative("overhead_ms", &rank.overhead_ms);
+  r.NonNegative("idle_ms", &rank.idle_ms);
   r.Bytes("peak_memory_bytes", &rank.peak_memory_bytes);
   r.Int("peak_inflight_microbatches", &rank.peak_inflight_microbatches, 0);
   r.Int("peak_weight_versions", &rank.peak_weight_versions, 0);
@@ -155,8 +166,8 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
 std::optional<ExecutorMetrics> ReadExecutor(FieldReader& r) {
   ExecutorMetrics e;
   bool any = r.Numbers("losses", &e.losses);
-  any |= r.Numbers("step_ms", &e.step_ms);
-  any |= r.Number("overhead_ns_per_op", &e.overhead_ns_per_op);
+  any |= r.Numbers("step_ms", &e.step_ms, /*times=*/true);
+  any |= r.NonNegative("overhead_ns_per_op", &e.overhead_ns_per_op);
   return any ? std::optional<ExecutorMetrics>(std::move(e)) : std::nullopt;
 }
 
@@ -173,10 +184,10 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
   r.Int("microbatches", &m.microbatches, 1, Need::kRequired);
   r.Int("microbatch_size", &m.microbatch_size, 1, Need::kRequired);
   r.Int("steps", &m.steps, 1, Need::kRequired);
-  if (r.Number("makespan_ms", &m.makespan_ms)) m.makespan_ns = std::llround(m.makespan_ms * 1e6);
-  r.Number("step_time_ms", &m.step_time_ms, Need::kRequired);
-  r.Number("throughput_samples_per_s", &m.throughput_samples_per_s, Need::kRequired);
-  r.Number("bubble_fraction", &m.bubble_fraction, Need::kRequired);
+  if (r.NonNegative("makespan_ms", &m.makespan_ms)) m.makespan_ns = std::llround(m.makespan_ms * 1e6);
+  r.NonNegative("step_time_ms", &m.step_time_ms, Need::kRequired);
+  r.NonNegative("throughput_samples_per_s", &m.throughput_samples_per_s, Need::kRequired);
+  r.NonNegative("bubble_fraction", &m.bubble_fraction, Need::kRequired);
   bool any_oom = false;
   r.Bool("oom", &any_oom);  // derived from per_rank; checked, not kept
   if (const Json* per_rank = r.Array("per_rank", Need::kRequired)) {
@@ -201,7 +212,7 @@ PartialRun ReadPartial(const Json& value, ReadContext* context, const MetricsFil
   r.String("schedule", &p.schedule);
   r.Int("steps", &p.steps, 0, Need::kRequired);
   r.Numbers("losses", &p.losses);
-  r.Numbers("step_ms", &p.step_ms);
+  r.Numbers("step_ms", &p.step_ms, /*times=*/true);
   if (p.schedules_done != static_cast<int>(file.schedules.size())) {
     r.Fail("schedules_done", fmt::format("{} but the file holds {} schedule(s)", p.schedules_done, file.schedules.size()));
   }

@@ -10,6 +10,7 @@
 #include "json_cursor.h"
 #include "metrics_json_detail.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules {
@@ -41,8 +42,8 @@ Field FindField(std::string_view key, Field first, Field last) {
 
 // Microseconds (integer or fractional) to nanoseconds; false when negative or out of range
 // (9e15 us, 285 years, keeps x * 1000 inside int64 for llround).
+constexpr int64_t kMaxMicros = 9'000'000'000'000'000;
 bool MicrosToNs(const Scalar& v, int64_t* ns) {
-  constexpr int64_t kMaxMicros = 9'000'000'000'000'000;
   if (v.type == Scalar::kInt) {
     if (v.i < 0 || v.i > kMaxMicros) return false;
     *ns = v.i * 1000;
@@ -53,8 +54,64 @@ bool MicrosToNs(const Scalar& v, int64_t* ns) {
   return true;
 }
 
+// A value as a message shows it: the number, a string quoted (at most 40 bytes of it,
+// Printable), or what it is. `first` is its first character in the text.
+std::string Shown(const Scalar& v, char first) {
+  constexpr size_t kShownBytes = 40;
+  switch (v.type) {
+    case Scalar::kInt: return fmt::format("{}", v.i);
+    case Scalar::kFloat: return fmt::format("{}", v.d);
+    case Scalar::kString:
+      return fmt::format("\"{}{}\"", Printable(v.s.substr(0, kShownBytes)), v.s.size() > kShownBytes ? "..." : "");
+    case Scalar::kOther: break;
+  }
+  if (first == '-' || (first >= '0' && first <= '9')) return "a number beyond a double";
+  if (first == '[') return "an array";
+  if (first == '{') return "an object";
+  return first == 'n' ? "null" : "a boolean";
+}
+
+// Why the value of field `f` is not usable; "" when it is. The rules of RawEvent::Set.
+std::string Problem(Field f, const Scalar& v, char first) {
+  const auto is = [&](std::string_view what) { return fmt::format("is {} ({})", what, Shown(v, first)); };
+  const bool number = v.type == Scalar::kInt || v.type == Scalar::kFloat;
+  switch (f) {
+    case kArgs: return is("not an object");
+    case kPh:
+    case kName: return v.type == Scalar::kString ? "" : is("not a string");
+    case kTs:
+    case kDur:
+      if (!number) return is(first == '-' || (first >= '0' && first <= '9') ? "out of range" : "not a number");
+      if (v.type == Scalar::kInt ? v.i < 0 : !(v.d >= 0)) return is("negative");
+      return (v.type == Scalar::kInt ? v.i > kMaxMicros : v.d > static_cast<double>(kMaxMicros)) ? is("out of range")
+                                                                                                    : "";
+    case kKind: {
+      OpKind kind;
+      if (v.type != Scalar::kString) return is("not a string");
+      return ParseKind(v.s, &kind) ? "" : is("not an op kind");
+    }
+    default: break;
+  }
+  // The integers: bytes (int64), pid, tid and the op's fields (int32).
+  if (v.type != Scalar::kInt) return is(v.type == Scalar::kFloat ? "not an integer" : "not a number");
+  if (f == kTid && (v.i < 0 || v.i > 2)) return fmt::format("is not a stream ({}; 0 compute, 1 send, 2 recv)", v.i);
+  if (f == kPeer && v.i < -1) return is("below -1");
+  if (f != kPeer && v.i < 0) return is("negative");
+  if (f != kBytes && v.i > std::numeric_limits<int32_t>::max()) return is("out of range");
+  return "";
+}
+
+// An integer field's rules (Problem words them): bytes any int64 >= 0; pid, stage, microbatch,
+// step, version and op_index in 0..INT32_MAX; tid a stream (0, 1, 2); peer -1 (none) or a rank.
+bool IntOk(Field f, const Scalar& v) {
+  if (v.type != Scalar::kInt || v.i < (f == kPeer ? -1 : 0)) return false;
+  if (f == kTid) return v.i <= 2;
+  return f == kBytes || v.i <= std::numeric_limits<int32_t>::max();
+}
+
 // The fields read so far from one event: `have` marks fields present with a usable value,
-// `bad` fields present with a wrong type or value. The last occurrence of a key wins.
+// `bad` fields present with a wrong type or value. The last occurrence of a key wins. When
+// `why` is set (explaining a skipped event), why[f] says what is wrong with a bad field.
 struct RawEvent {
   uint32_t have = 0;
   uint32_t bad = 0;
@@ -64,8 +121,9 @@ struct RawEvent {
   int64_t ts_ns = 0;
   int64_t dur_ns = 0;
   int64_t ints[kNumFields] = {};  // pid, tid, stage, ..., bytes, indexed by Field
+  std::string* why = nullptr;     // kNumFields entries, or null
 
-  void Set(Field f, const Scalar& v) {
+  void Set(Field f, const Scalar& v, char first) {
     bool ok = false;
     if (f == kArgs) {
       // Not an object (the reader handles objects): wrong.
@@ -79,17 +137,12 @@ struct RawEvent {
       ok = MicrosToNs(v, f == kTs ? &ts_ns : &dur_ns);
     } else if (f == kKind) {
       ok = v.type == Scalar::kString && ParseKind(v.s, &kind);
-    } else if (f == kBytes) {
-      ok = v.type == Scalar::kInt;
-      ints[f] = v.i;
-    } else {  // pid, tid and the op's 32-bit integers
-      ok = v.type == Scalar::kInt && v.i >= std::numeric_limits<int32_t>::min() &&
-           v.i <= std::numeric_limits<int32_t>::max();
-      if (f == kPid) ok = ok && v.i >= 0;
-      if (f == kTid) ok = ok && v.i >= 0 && v.i <= 2;
+    } else {  // bytes, pid, tid and the op's 32-bit integers
+      ok = IntOk(f, v);
       ints[f] = v.i;
     }
     Mark(f, ok);
+    if (why != nullptr) why[f] = ok ? "" : Problem(f, v, first);
   }
 
   void Mark(Field f, bool ok) {
@@ -98,28 +151,32 @@ struct RawEvent {
   }
 };
 
-RawEvent ReadEvent(JsonCursor* in) {
-  RawEvent e;
+void ReadEvent(JsonCursor* in, RawEvent* e) {
   in->Object([&](std::string_view key) {
     const Field f = FindField(key, kPh, kArgs);
     if (f == kArgs && in->Peek() == '{') {
-      e.Mark(kArgs, true);
+      e->Mark(kArgs, true);
       in->Object([&](std::string_view arg) {
         const Field a = FindField(arg, kKind, kBytes);
         if (a == kNumFields) {
           in->Value();
         } else {
-          e.Set(a, in->Value());
+          const char first = in->Peek();
+          e->Set(a, in->Value(), first);
         }
       });
     } else if (f == kNumFields) {
       in->Value();
     } else {
-      e.Set(f, in->Value());
+      const char first = in->Peek();
+      e->Set(f, in->Value(), first);
     }
   });
-  return e;
 }
+
+// The fields an event of its kind needs, and those it reads when present.
+uint32_t Needs(const RawEvent& e) { return e.ph == 'X' ? kOpNeeds : kCounterNeeds; }
+uint32_t Reads(const RawEvent& e) { return e.ph == 'X' ? kOpReads : kCounterNeeds; }
 
 // Adds the event to the trace; false when it is an op or memory counter that lacks a field.
 bool AddEvent(const RawEvent& e, Trace* trace) {
@@ -139,10 +196,26 @@ bool AddEvent(const RawEvent& e, Trace* trace) {
     t.duration_ns = e.dur_ns;
     trace->ops.push_back(t);
   } else if (e.ph == 'C' && e.named_memory) {
-    if ((e.have & kCounterNeeds) != kCounterNeeds) return false;
+    if ((e.have & kCounterNeeds) != kCounterNeeds || (e.bad & kCounterNeeds) != 0) return false;
     trace->counters.push_back(TraceCounter{static_cast<int>(e.ints[kPid]), e.ts_ns, e.ints[kBytes]});
   }
   return true;
+}
+
+// Why AddEvent skipped the event whose text is `text` (already read once, so valid JSON): its
+// first field, in the order of kFieldNames, that is missing or unusable.
+std::string ExplainSkipped(std::string_view text, std::string_view source) {
+  std::string why[kNumFields];
+  RawEvent e;
+  e.why = why;
+  JsonCursor in(text, source);
+  ReadEvent(&in, &e);
+  for (int f = 0; f < kNumFields; ++f) {
+    const uint32_t bit = Bit(static_cast<Field>(f));
+    if ((e.bad & Reads(e) & bit) != 0) return fmt::format("\"{}\" {}", kFieldNames[f], why[f]);
+    if ((Needs(e) & bit) != 0 && (e.have & bit) == 0) return fmt::format("\"{}\" is missing", kFieldNames[f]);
+  }
+  return "unusable";  // not reached: AddEvent skips only for a reason found above
 }
 
 // Fills the trace's header from the "stagecraft" object; absent fields keep their defaults.
@@ -187,12 +260,22 @@ TraceReadResult TraceFromJson(std::string_view text, std::string_view source) {
     in.Object([&](std::string_view key) {
       if (key == "traceEvents" && in.Peek() == '[') {
         saw_events = true;
+        int64_t index = 0;
         in.Array([&] {
           if (in.Peek() != '{') {
             in.Value();
-          } else if (!AddEvent(ReadEvent(&in), &trace)) {
-            ++result.skipped;
+          } else {
+            const char* start = in.pos();
+            RawEvent e;
+            ReadEvent(&in, &e);
+            if (!AddEvent(e, &trace)) {
+              if (result.skipped++ == 0) {
+                result.first_skipped = fmt::format(
+                    "event {}: {}", index, ExplainSkipped(std::string_view(start, in.pos() - start), source));
+              }
+            }
           }
+          ++index;
         });
       } else if (key == "stagecraft") {
         in.Peek();

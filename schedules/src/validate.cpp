@@ -26,6 +26,15 @@ std::string_view DiagCodeName(DiagCode code) {
   return "?";
 }
 
+std::string SummarizeDiagnostics(const std::vector<Diagnostic>& diags, size_t shown) {
+  std::string out = fmt::format("{} problem(s): ", diags.size());
+  for (size_t k = 0; k < diags.size() && k < shown; ++k) {
+    out += fmt::format("{}{}: {}", k > 0 ? "; " : "", DiagCodeName(diags[k].code), diags[k].message);
+  }
+  if (diags.size() > shown) out += fmt::format("; and {} more", diags.size() - shown);
+  return out;
+}
+
 namespace {
 
 using detail::Pos;

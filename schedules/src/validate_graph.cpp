@@ -206,7 +206,7 @@ void FindDeadlocks(const Schedule& s, const Units& u, std::vector<Diagnostic>* d
     for (size_t k = 0; k < cycle.size() && k < kShown; ++k) text += (k ? " -> " : "") + OpName(s, pos_of[cycle[k]]);
     if (cycle.size() > kShown) text += fmt::format(" -> ... ({} ops)", cycle.size());
     text += " -> back to the first";
-    diags->push_back({DiagCode::kDeadlock, fmt::format("deadlock: cycle of {} ops: {}", cycle.size(), text)});
+    diags->push_back({DiagCode::kDeadlock, fmt::format("cycle of {} ops: {}", cycle.size(), text)});
   }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `stagecraft compare` as a user runs it: hand-computed errors from tests/data/compare, the
-# --max-error exit code, the --json output, a file compared with itself, and bad input.
+# --max-error exit code (a partial run's error included), the --json output (checked before any
+# input is read), a file compared with itself, and bad input.
 set -uo pipefail
 sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
@@ -82,13 +83,15 @@ bad() {
   check "$name: no partial output" '[[ ! -e "$tmp/out.json" ]]'
 }
 m="$(cat "$meas")"
-bad "missing file" "$tmp/none.json: cannot open file" "$tmp/none.json" "$meas"
+bad "missing file" "$tmp/none.json: cannot read: no such file or directory" "$tmp/none.json" "$meas"
 head -c 300 "$meas" >"$tmp/trunc.json"
 bad "truncated json" "trunc.json: not valid JSON (byte 301)" "$pred" "$tmp/trunc.json"
 printf '%s\n' "${m/\"step_time_ms\":90.0,/}" >"$tmp/nokey.json"
 bad "missing key" "nokey.json: schedules[1].step_time_ms: missing (expected a number)" "$pred" "$tmp/nokey.json"
 printf '%s\n' "${m/\"step_time_ms\":90.0/\"step_time_ms\":\"90\"}" >"$tmp/type.json"
 bad "ill-typed key" "type.json: schedules[1].step_time_ms: expected a number (got string)" "$pred" "$tmp/type.json"
+printf '%s\n' "${m/\"step_time_ms\":90.0/\"step_time_ms\":-90.0}" >"$tmp/negative.json"
+bad "negative value" "negative.json: schedules[1].step_time_ms: expected a non-negative number (got -90.0)" "$pred" "$tmp/negative.json"
 printf '%s\n' "${m/\"busy_ms\":75.0\}/\"busy\":75.0\}}" >"$tmp/rank.json"
 bad "missing per-rank key" "rank.json: schedules[1].per_rank[0].busy_ms: missing" "$pred" "$tmp/rank.json"
 printf '%s\n' "${m/\"schedule\":\"gpipe\",\"ranks\":2/\"schedule\":\"gpipe\",\"ranks\":1}" >"$tmp/short.json"
@@ -104,6 +107,40 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["schedules"]=d["s
   "$meas" "$tmp/disjoint.json"
 bad "no schedule in common" "no schedule in common: $pred has [1f1b, gpipe, zb-h1], $tmp/disjoint.json has [interleaved]" \
   "$pred" "$tmp/disjoint.json"
-bad "directory" "$tmp: is a directory" "$pred" "$tmp"
+bad "directory" "$tmp: cannot read: is a directory" "$pred" "$tmp"
 expect_error "negative --max-error" "expected a percentage >= 0" compare "$pred" "$meas" --max-error -1
+
+# --json is checked before the inputs are read: its error comes first, even with a missing input.
+expect_error "--json into a missing folder" "--json $tmp/no/c.json: cannot write: folder $tmp/no: no such file or directory" \
+  compare "$tmp/none.json" "$meas" --json "$tmp/no/c.json"
+expect_error "--json a directory" "--json $tmp: cannot write: is a directory" compare "$tmp/none.json" "$meas" --json "$tmp"
+# --json -: the JSON alone on standard output, the table on stderr.
+"$sc" compare "$pred" "$meas" --json - >"$tmp/stdout.json" 2>"$tmp/table"; rc=$?
+check "--json -: exit 0, JSON on stdout, table on stderr" \
+  '[[ $rc -eq 0 ]] && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/stdout.json" && grep -q "^worst step-time error" "$tmp/table"'
+
+# ---- a partial run (execute's OUT.partial): its error counts against --max-error -------------
+# gpipe complete (95 vs 100 ms: -5.0%); 1f1b stopped after 3 of 10 steps of 300, 230, 250 ms:
+# the median of the steps after the first is 240 ms, so 110 predicted is (110 - 240) / 240 = -54.2%.
+python3 - "$meas" "$tmp/run.json.partial" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["schedules"] = [s for s in d["schedules"] if s["schedule"] == "gpipe"]
+d["partial"] = {"schedules_done": 1, "schedules_total": 2, "schedule": "1f1b", "steps": 10,
+                "losses": [3.0, 2.0, 1.0], "step_ms": [300.0, 230.0, 250.0]}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+out="$("$sc" compare "$pred" "$tmp/run.json.partial" 2>"$tmp/err")"; rc=$?
+check "partial: no limit, exit 0" '[[ $rc -eq 0 ]] && grep -q "is a partial run" "$tmp/err"'
+check "partial: its error is the worst" '[[ "$(tail -n 1 <<<"$out")" == "worst step-time error: -54.2% (1f1b (partial))" ]]'
+out="$("$sc" compare "$pred" "$tmp/run.json.partial" --max-error 10 --json "$tmp/partial.json" 2>/dev/null)"; rc=$?
+check "partial beyond --max-error: exit 3" '[[ $rc -eq 3 ]]'
+check "partial beyond --max-error: named" '[[ "$(tail -n 1 <<<"$out")" == "step-time error above 10.0%: 1f1b (partial) (-54.2%)" ]]'
+check "partial beyond --max-error: in the JSON" \
+  'python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(c[\"exceeded\"] != [\"1f1b (partial)\"])" "$tmp/partial.json"'
+out="$("$sc" compare "$pred" "$tmp/run.json.partial" --max-error 1 2>/dev/null)"; rc=$?
+check "partial and complete beyond --max-error: exit 3, both named" \
+  '[[ $rc -eq 3 && "$(tail -n 1 <<<"$out")" == "step-time error above 1.0%: gpipe (-5.0%), 1f1b (partial) (-54.2%)" ]]'
+out="$("$sc" compare "$pred" "$tmp/run.json.partial" --max-error 60 2>/dev/null)"; rc=$?
+check "partial within --max-error: exit 0" '[[ $rc -eq 0 ]] && grep -qx "all step-time errors within 60.0%" <<<"$out"'
 exit $fail

@@ -35,5 +35,24 @@ expect_error "chunks on 1f1b" "chunks must be 1" schedule --schedule 1f1b --rank
 expect_error "non-number" "--ranks" schedule --schedule 1f1b --ranks abc --microbatches 4
 expect_error "bad format" "--format" schedule --schedule 1f1b --ranks 2 --microbatches 4 --format xml
 expect_error "malformed csv" "bad.csv:1:2:" schedule --import "$tmp/bad.csv"
-expect_error "missing csv" "cannot open" schedule --import "$tmp/none.csv"
+expect_error "missing csv" "$tmp/none.csv: cannot read: no such file or directory" schedule --import "$tmp/none.csv"
+expect_error "csv a directory" "$tmp: cannot read: is a directory" schedule --import "$tmp"
+expect_error "csv past its limit" "/dev/zero: larger than 256 MiB, the limit for a schedule CSV" schedule --import /dev/zero
+expect_error "--relower without --import" "--relower requires --import" schedule --schedule 1f1b --ranks 2 --microbatches 2 --relower
+
+# A schedule that fails validation: one line with the prefix, the count, each code once.
+printf '0F0,0F1,0B1,0B0,0F2\n1F1,1F0,1B0\n' >"$tmp/many.csv"
+expect_error "invalid schedule" "stagecraft: error: $tmp/many.csv: 4 problem(s): missing: stage 0 step 0 microbatch 2: no backward (B, or I and W); missing: stage 1 step 0 microbatch 1: no backward (B, or I and W); missing: stage 1 step 0 microbatch 2: no F; and 1 more" schedule --import "$tmp/many.csv"
+check "invalid schedule: no code word twice" '! grep -qE "(missing|order|deadlock|version|duplicate): (missing|order|deadlock|version|duplicate):" "$tmp/err"'
+
+# The grid's limits (256 rows, 4096 columns), refused before any work; CSV and JSON print any size.
+expect_error "grid of too many ranks" \
+  "1f1b: a grid of 10000 rows (ranks) by at least 24 columns (time units) is too large to show; the grid shows at most 256 rows by 4096 columns: use --format csv or --format json" \
+  schedule --schedule 1f1b --ranks 10000 --microbatches 8
+expect_error "grid of too many columns" "by 4097 columns (time units) is too large to show" \
+  schedule --schedule zb-h1 --ranks 3 --microbatches 1365
+check "grid at the column limit" '"$sc" schedule --schedule zb-h1 --ranks 2 --microbatches 1365 | grep -qx "makespan 4096 units"'
+check "grid at the row limit" '[[ $("$sc" schedule --schedule gpipe --ranks 256 --microbatches 1 | grep -c "^rank ") -eq 256 ]]'
+check "too many ranks for a grid print as csv" \
+  '[[ $("$sc" schedule --schedule gpipe --ranks 300 --microbatches 2 --format csv | wc -l) -eq 300 ]]'
 exit $fail

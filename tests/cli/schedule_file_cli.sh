@@ -3,6 +3,8 @@
 # the scenario): simulate and execute run it beside the generator, under the file's name, its V
 # placement inferred and its one step repeated; with flush weights it trains exactly as 1F1B does
 # (the same math in another order: the same losses). Bad files: one line naming the file, no output.
+# `schedule --import` keeps a file's own transfers and validates them as they are, as simulate
+# does; --relower drops them and lowers the compute order again.
 set -uo pipefail
 sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
@@ -43,4 +45,39 @@ expect_error "a file missing a backward" "cannot lower orders/short.csv: rank 0 
 check "no JSON after a bad file" '[[ ! -e "$tmp/short.json" ]]'
 sed 's/orders\/v.csv/orders\/none.csv/' "$tmp/s.yaml" >"$tmp/none.yaml"
 expect_error "a missing file" "cannot open schedule file" simulate "$tmp/none.yaml"
+
+# ---- schedule --import of a compute_comms file: its transfers are kept -------------------------
+# 1F1B, p = 2, m = 2, in PyTorch's lockstep order (the default lowering posts receives ahead).
+printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n' \
+  >"$tmp/orders/comms.csv"
+grid="$("$sc" schedule --import "$tmp/orders/comms.csv" 2>"$tmp/err")"; rc=$?
+check "valid transfers: exit 0" '[[ $rc -eq 0 && ! -s "$tmp/err" ]]'
+check "valid transfers: the grid as with --relower" \
+  '[[ -n "$grid" && "$grid" == "$("$sc" schedule --import "$tmp/orders/comms.csv" --relower)" ]]'
+check "valid transfers: the grid" 'grep -q "^rank  1 | .  F0 B0 B0 F1 B1 B1 .  .  |" <<<"$grid"'
+check "valid transfers: printed as the file has them" \
+  '[[ "$("$sc" schedule --import "$tmp/orders/comms.csv" --format csv --comms)" == "$(cat "$tmp/orders/comms.csv")" ]]'
+check "--relower: lowered again (receives ahead)" \
+  '[[ "$("$sc" schedule --import "$tmp/orders/comms.csv" --relower --format csv --comms | sed -n 2p)" == 1RECV_F0,1RECV_F1,1F0,* ]]'
+expect_error "--p2p on a file with transfers" "comms.csv: --p2p applies only to lowering, and the file carries its own transfers (SEND/RECV); add --relower" \
+  schedule --import "$tmp/orders/comms.csv" --p2p lockstep
+
+# A RECV moved after its consumer, and a SEND removed: refused as they are, lowered again with --relower.
+printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1F0,1RECV_F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n' \
+  >"$tmp/orders/late.csv"
+printf '0F0,0SEND_F0,0F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n' \
+  >"$tmp/orders/nosend.csv"
+expect_error "a RECV after its consumer" \
+  "stagecraft: error: $tmp/orders/late.csv: 1 problem(s): order: rank 1 #1 (1RECV_F0) posted after its consumer rank 1 #0 (1F0)" \
+  schedule --import "$tmp/orders/late.csv"
+expect_error "a SEND removed" \
+  "stagecraft: error: $tmp/orders/nosend.csv: 1 problem(s): missing: step 0 microbatch 1: no SEND of activations from stage 0 to stage 1" \
+  schedule --import "$tmp/orders/nosend.csv" --format json
+for f in late nosend; do
+  check "$f.csv --relower: exit 0, the valid grid" \
+    '[[ "$("$sc" schedule --import "$tmp/orders/$f.csv" --relower 2>/dev/null | tail -n +2)" == "$(tail -n +2 <<<"$grid")" ]]'
+done
+# simulate refuses the same file.
+sed 's/orders\/v.csv/orders\/late.csv/' "$tmp/s.yaml" >"$tmp/late.yaml"
+expect_error "simulate refuses it too" "late.csv: not a valid schedule for 2 microbatches: order:" simulate "$tmp/late.yaml"
 exit $fail

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `stagecraft-view --screenshot` under Xvfb: a predicted and a measured 1f1b trace of a small
 # run overlaid, the PNG decoded (stdlib only) and checked for size, content and the palette's
-# F and B colours; then bad input (missing file, truncated JSON, two schedules, missing
-# fields, bad flags): the window still renders, and each problem is one line on stderr.
+# F and B colours; then bad input: a trace that cannot be loaded (missing, a directory,
+# truncated) or a --screenshot path that cannot be written is one error line, exit 1 and no
+# picture; two schedules, missing or unusable fields render with a warning line; bad flags.
 # Skips when the viewer was not built or xvfb-run is missing.
 set -uo pipefail
 sc="$1"; root="$2"
@@ -97,37 +98,70 @@ check "PNG not blank (${distinct:-0} colours)" '[[ "${distinct:-0}" -ge 50 ]]'
 check "F blue present (${f_px:-0} px)" '[[ "${f_px:-0}" -ge 2000 ]]'
 check "B green present (${b_px:-0} px)" '[[ "${b_px:-0}" -ge 2000 ]]'
 
-# ---- bad input: the window still renders, the problem is one stderr line ----------------------
-shot missing "$tmp/missing.png" "$tmp/p.json" "$tmp/does-not-exist.json"
-check "missing file: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/missing.png" ]]'
-checkf "missing file: named on stderr" '[[ $(wc -l <"$tmp/missing.err") -eq 1 ]] && grep -q "does-not-exist.json" "$tmp/missing.err"' "$tmp/missing.err"
-
+# ---- a trace that cannot be loaded: one error line, exit 1, no picture (no window needed) -------
+# shot_fails NAME EXPECTED TRACE...: the viewer must refuse with EXPECTED on one stderr line.
+shot_fails() {
+  local name="$1" expect="$2"; shift 2
+  shot "$name" "$tmp/$name.png" "$@"
+  checkf "$name: exit 1, one error line, no picture" \
+    '[[ $rc -eq 1 && $(wc -l <"$tmp/$name.err") -eq 1 && ! -e "$tmp/$name.png" && ! -s "$tmp/$name.out" ]]' "$tmp/$name.err"
+  checkf "$name: says '$expect'" 'grep -qF -- "stagecraft-view: error: $expect" "$tmp/$name.err"' "$tmp/$name.err"
+}
+shot_fails missing "$tmp/does-not-exist.json: cannot read: no such file or directory" "$tmp/p.json" "$tmp/does-not-exist.json"
+shot_fails directory "$tmp: cannot read: is a directory" "$tmp"
 head -c 2000 "$tmp/p.json" >"$tmp/truncated.json"
-shot truncated "$tmp/truncated.png" "$tmp/truncated.json" "$tmp/m.json"
-check "truncated JSON: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/truncated.png" ]]'
-checkf "truncated JSON: named on stderr" '[[ $(wc -l <"$tmp/truncated.err") -eq 1 ]] && grep -q "truncated.json" "$tmp/truncated.err"' "$tmp/truncated.err"
+shot_fails truncated "$tmp/truncated.json: not valid JSON: " "$tmp/truncated.json" "$tmp/m.json"
 
+# ---- the --screenshot path is checked before any trace is read --------------------------------
+mkdir "$tmp/shots"
+shot outdir "$tmp/shots" "$tmp/does-not-exist.json"
+checkf "screenshot into a directory: refused first, one line" \
+  '[[ $rc -eq 1 && $(wc -l <"$tmp/outdir.err") -eq 1 ]] && grep -qF -- "stagecraft-view: error: --screenshot $tmp/shots: cannot write: is a directory" "$tmp/outdir.err"' \
+  "$tmp/outdir.err"
+shot nofolder "$tmp/none/x.png" "$tmp/p.json"
+checkf "screenshot into a missing folder: refused, no picture" \
+  '[[ $rc -eq 1 && ! -e "$tmp/none" ]] && grep -qF -- "--screenshot $tmp/none/x.png: cannot write: folder $tmp/none: no such file or directory" "$tmp/nofolder.err"' \
+  "$tmp/nofolder.err"
+# Through a symbolic link: its target gets the picture, the link stays a link.
+ln -s "$tmp/shots/target.png" "$tmp/link.png"
+shot link "$tmp/link.png" "$tmp/p.json"
+checkf "screenshot through a link: exit 0, the link kept, its target a PNG" \
+  '[[ $rc -eq 0 && -L "$tmp/link.png" && -s "$tmp/shots/target.png" ]] && [[ "$(head -c 4 "$tmp/shots/target.png" | tail -c 3)" == PNG ]]' \
+  "$tmp/link.err"
+
+# ---- problems that still render: a warning line, exit 0 ---------------------------------------
 "$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=gpipe --trace "$tmp/g.json" >/dev/null 2>&1
 shot schedules "$tmp/schedules.png" "$tmp/g.json" "$tmp/m.json"
 check "two schedules: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/schedules.png" ]]'
-checkf "two schedules: overlay refused on stderr" 'grep -q "cannot overlay" "$tmp/schedules.err" && grep -q "gpipe" "$tmp/schedules.err"' "$tmp/schedules.err"
+checkf "two schedules: overlay refused on stderr" 'grep -q "stagecraft-view: warning: .*cannot overlay" "$tmp/schedules.err" && grep -q "gpipe" "$tmp/schedules.err"' "$tmp/schedules.err"
 read -r _ _ _ f_px b_px < <(png_check "$tmp/schedules.png" 2>/dev/null) || true
 check "two schedules: still drawn side by side" '[[ "${f_px:-0}" -ge 2000 && "${b_px:-0}" -ge 2000 ]]'
 
-# Unknown fields are ignored; an op missing its start is skipped and counted.
-python3 - "$tmp/m.json" "$tmp/fields.json" <<'PY'
+# Unknown fields are ignored; an op missing its start, or with a negative duration, is skipped,
+# counted and the first named with its position in traceEvents.
+python3 - "$tmp/m.json" "$tmp/fields.json" "$tmp/negative.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d["stagecraft"]["future_field"] = {"x": 1}
 ops = [e for e in d["traceEvents"] if e.get("ph") == "X"]
 for e in ops:
     e["future_arg"] = 7
+ops[2]["dur"] = -5
+json.dump(d, open(sys.argv[3], "w"))
+ops[2]["dur"] = 1
 del ops[3]["ts"]
 json.dump(d, open(sys.argv[2], "w"))
 PY
+read -r missing_at negative_at < <(python3 -c 'import json,sys; ev=json.load(open(sys.argv[1]))["traceEvents"]; x=[i for i,e in enumerate(ev) if e.get("ph")=="X"]; print(x[3], x[2])' "$tmp/m.json")
 shot fields "$tmp/fields.png" "$tmp/p.json" "$tmp/fields.json"
 check "fields: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/fields.png" ]]'
-checkf "fields: one skipped op counted" 'grep -q "1 op skipped" "$tmp/fields.err"' "$tmp/fields.err"
+checkf "fields: one skipped event, named" \
+  'grep -qxF "stagecraft-view: warning: $tmp/fields.json: 1 event skipped: event $missing_at: \"ts\" is missing" "$tmp/fields.err"' "$tmp/fields.err"
+shot negative "$tmp/negative.png" "$tmp/negative.json"
+check "negative duration: exit 0 and a picture" '[[ $rc -eq 0 && -s "$tmp/negative.png" ]]'
+checkf "negative duration: named as what it is" \
+  'grep -qxF "stagecraft-view: warning: $tmp/negative.json: 1 event skipped: event $negative_at: \"dur\" is negative (-5)" "$tmp/negative.err"' \
+  "$tmp/negative.err"
 
 # ---- bad flags: one line, exit 2, no window needed ----------------------------------------------
 "$view" "$tmp/p.json" --frames 2>"$tmp/flag.err"; rc=$?

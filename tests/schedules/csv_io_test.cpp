@@ -216,6 +216,43 @@ TEST(CsvIoTest, MissingBackwardIsReported) {
   EXPECT_TRUE(missing);
 }
 
+std::string ReadCorpus(const std::string& name) {
+  std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/csv/" + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << name;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A compute_comms file imports with its own transfers, which Validate checks as they are:
+// 1F1B on two ranks with a RECV moved after its consumer, or a SEND removed (the fuzz corpus
+// keeps both). Lowering again drops them and gives a valid schedule.
+TEST(CsvIoTest, TransfersOfTheFileAreKeptAndValidatedAsTheyAre) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"transfers-recv-after-consumer.csv", "order: rank 1 #1 (1RECV_F0) posted after its consumer rank 1 #0 (1F0)"},
+      {"transfers-send-removed.csv", "missing: step 0 microbatch 1: no SEND of activations from stage 0 to stage 1"},
+  };
+  for (const auto& [name, problem] : cases) {
+    const Schedule s = ImportCsv(ReadCorpus(name), name, CsvImportOptions{});
+    EXPECT_TRUE(s.lowered) << name;
+    const auto diags = Validate(s);
+    EXPECT_EQ(SummarizeDiagnostics(diags), std::string("1 problem(s): ") + problem) << name;
+    for (const Diagnostic& d : Validate(Lower(s))) ADD_FAILURE() << name << " lowered again: " << d.message;
+  }
+}
+
+// A cell's text is quoted in the error with its control bytes escaped (one plain line).
+TEST(CsvIoTest, ControlBytesInACellAreEscapedInTheMessage) {
+  try {
+    ImportCsv(ReadCorpus("control-bytes-in-a-cell.csv"), "c.csv", CsvImportOptions{});
+    ADD_FAILURE() << "imported";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.csv:1:2: missing microbatch number in '0F\\x1b[2J1'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Lock-step lowering (lower.h), worked by hand. Each round visits rank 0 then rank 1; a rank
 // places its next compute op if its input is there; a placed producer appends its SEND to its
 // own list and the RECV to the consumer's list at that moment.

@@ -3,6 +3,8 @@
 // one-line errors (file and key path) and the lenient read's defaults.
 #include "stagecraft/schedules/metrics_json.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -139,7 +141,7 @@ TEST(MetricsJsonStrictTest, ErrorsNameTheFileAndKeyPath) {
   EXPECT_EQ(error(with(R"("oom":true,"per_rank")", R"("oom":1,"per_rank")")),
             "m.json: schedules[0].oom: expected a boolean (got number)");
   EXPECT_EQ(error(with(R"("steps":2,)", R"("steps":2,"losses":[1,"x"],)")),
-            "m.json: schedules[0].losses[1]: expected a number");
+            "m.json: schedules[0].losses[1]: expected a number (got string)");
   EXPECT_EQ(error(with(R"("schedule":"1f1b")", R"("schedule":"")")),
             "m.json: schedules[0].schedule: expected a non-empty name without control characters");
   EXPECT_EQ(error(with(R"("costs":"explicit")", R"("costs":3)")), "m.json: costs: expected a string (got number)");
@@ -156,6 +158,28 @@ TEST(MetricsJsonStrictTest, ErrorsNameTheFileAndKeyPath) {
   MetricsFile twice = Predicted();
   twice.schedules.push_back(TwoRankMetrics());
   EXPECT_EQ(error(MetricsFileToJson(twice)), "m.json: schedules[1]: schedule '1f1b' appears twice");
+}
+
+// Times, rates and fractions are never negative; each case's file is in the fuzz corpus.
+TEST(MetricsJsonStrictTest, NegativeAndNonNumericValuesAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"negative-step-time.json", "schedules[0].step_time_ms: expected a non-negative number (got -5)"},
+      {"negative-busy.json", "schedules[0].per_rank[1].busy_ms: expected a non-negative number (got -1.5)"},
+      {"step-time-not-a-number.json", "schedules[0].step_time_ms: expected a number (got string)"},
+      {"partial-negative-step-ms.json", "partial.step_ms[0]: expected a non-negative number (got -3)"},
+  };
+  for (const auto& [name, why] : cases) {
+    std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/metrics/" + name, std::ios::binary);
+    ASSERT_TRUE(in) << name;
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(StrictError(text.str()), std::string("m.json: ") + why) << name;
+  }
+  // The lenient read keeps the default instead.
+  const std::optional<ScheduleMetrics> lenient = ScheduleMetricsFromJsonLenient(R"({"step_time_ms":-5,"ranks":2})");
+  ASSERT_TRUE(lenient);
+  EXPECT_EQ(lenient->step_time_ms, ScheduleMetrics{}.step_time_ms);
+  EXPECT_EQ(lenient->ranks, 2);
 }
 
 TEST(MetricsJsonStrictTest, UnknownKeysAndAbsentOptionalOnesAreFine) {

@@ -374,6 +374,47 @@ TEST(TraceReadTest, BrokenCompleteEventsAreSkippedAndCounted) {
   EXPECT_TRUE(read.trace.counters.empty());
 }
 
+// Each skipped event of the fuzz corpus (tests/fuzz/corpus/trace/skip-*.json) is described as
+// what is wrong with it, not as a missing field.
+TEST(TraceReadTest, TheFirstSkippedEventIsNamedWithWhatIsWrong) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"skip-dur-negative.json", "event 2: \"dur\" is negative (-5)"},
+      {"skip-ts-not-a-number.json", "event 0: \"ts\" is not a number (\"12\")"},
+      {"skip-ts-missing.json", "event 0: \"ts\" is missing"},
+      {"skip-ts-beyond-a-double.json", "event 0: \"ts\" is out of range (a number beyond a double)"},
+      {"skip-kind-unknown.json", "event 0: \"kind\" is not an op kind (\"Q\")"},
+      {"skip-tid-not-a-stream.json", "event 0: \"tid\" is not a stream (3; 0 compute, 1 send, 2 recv)"},
+      {"skip-stage-negative.json", "event 0: \"stage\" is negative (-1)"},
+      {"skip-args-not-object.json", "event 0: \"args\" is not an object (an array)"},
+      {"skip-bytes-fraction.json", "event 1: \"bytes\" is not an integer (1.5)"},
+  };
+  for (const auto& [name, why] : cases) {
+    std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/trace/" + name, std::ios::binary);
+    ASSERT_TRUE(in) << name;
+    std::stringstream text;
+    text << in.rdbuf();
+    const TraceReadResult read = TraceFromJson(text.str(), name);
+    EXPECT_EQ(read.skipped, 1) << name;
+    EXPECT_EQ(read.first_skipped, why) << name;
+  }
+}
+
+// Only the first skipped event is described; a text value is quoted with its control bytes
+// escaped and cut at 40 bytes.
+TEST(TraceReadTest, OnlyTheFirstSkipIsDescribedAndTextIsEscaped) {
+  const std::string args = R"("args":{"kind":"F","stage":0,"microbatch":0,"step":0,"op_index":0})";
+  const std::string text = R"({"traceEvents":[{"ph":"X","pid":0,"tid":0,"dur":1,"ts":"\u001b[2J)" +
+                           std::string(50, 'x') + R"(",)" + args + R"(},{"ph":"X","pid":0,"tid":0,"dur":-1,"ts":1,)" +
+                           args + "}]}";
+  const TraceReadResult read = TraceFromJson(text, "e.json");
+  EXPECT_EQ(read.skipped, 2);
+  EXPECT_EQ(read.first_skipped, "event 0: \"ts\" is not a number (\"\\x1b[2J" + std::string(36, 'x') + "...\")");
+  const TraceReadResult clean =
+      TraceFromJson(OneEventTrace(R"({"ph":"X","pid":0,"tid":0,"dur":1,"ts":1,)" + args + "}"), "c.json");
+  EXPECT_EQ(clean.skipped, 0);
+  EXPECT_EQ(clean.first_skipped, "");
+}
+
 TEST(TraceReadTest, HandWrittenForeignTrace) {
   std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/traces/foreign.json", std::ios::binary);
   ASSERT_TRUE(in) << "missing fixture";

@@ -186,6 +186,41 @@ TEST(Validate, OpOnTheWrongRankAndOutOfRange) {
   EXPECT_EQ(Count(diags, DiagCode::kBadIndex), 1) << All(diags);
 }
 
+// One line for a command's error: the count, each problem once with its code, then the rest counted.
+TEST(Validate, SummaryNamesEachCodeOnceAndCountsTheRest) {
+  const std::vector<Diagnostic> diags = {{DiagCode::kMissing, "a"}, {DiagCode::kOrder, "b"},
+                                         {DiagCode::kDeadlock, "cycle of 2 ops: x -> y -> back to the first"},
+                                         {DiagCode::kVersion, "d"}, {DiagCode::kDuplicate, "e"}};
+  EXPECT_EQ(SummarizeDiagnostics(diags),
+            "5 problem(s): missing: a; order: b; deadlock: cycle of 2 ops: x -> y -> back to the first; and 2 more");
+  EXPECT_EQ(SummarizeDiagnostics({diags[0]}), "1 problem(s): missing: a");
+  EXPECT_EQ(SummarizeDiagnostics(std::vector<Diagnostic>(diags.begin(), diags.begin() + 3), 3),
+            "3 problem(s): missing: a; order: b; deadlock: cycle of 2 ops: x -> y -> back to the first");
+}
+
+// A reader sees "CODE: message": no message repeats its code's name in front.
+TEST(Validate, NoMessageStartsWithItsCodeName) {
+  const Schedule deadlock = Hand(2, 2,
+                                 {{MakeOp(OpKind::kF, 0, 0), MakeOp(OpKind::kB, 0, 0), MakeOp(OpKind::kF, 0, 1),
+                                   MakeOp(OpKind::kB, 0, 1)},
+                                  {MakeOp(OpKind::kF, 1, 0), MakeOp(OpKind::kF, 1, 1), MakeOp(OpKind::kB, 1, 0),
+                                   MakeOp(OpKind::kB, 1, 1)}});
+  Schedule broken = Lower(Generate("1f1b", Params(2, 2)));
+  broken.ops[0].push_back(broken.ops[0][0]);                                  // duplicate
+  broken.ops[1][0].peer = 1;                                                  // comm-mismatch
+  std::erase_if(broken.ops[1], [](const Op& op) { return op.kind == OpKind::kStep; });  // missing
+  Schedule bad_shape = Generate("gpipe", Params(2, 1));
+  bad_shape.ops.pop_back();
+  int seen = 0;
+  for (const Schedule* s : std::initializer_list<const Schedule*>{&deadlock, &broken, &bad_shape}) {
+    for (const Diagnostic& d : Validate(*s)) {
+      ++seen;
+      EXPECT_FALSE(d.message.starts_with(DiagCodeName(d.code))) << DiagCodeName(d.code) << ": " << d.message;
+    }
+  }
+  EXPECT_GE(seen, 4);
+}
+
 TEST(Validate, MissingStep) {
   Schedule s = Generate("1f1b", Params(2, 2));
   std::erase_if(s.ops[1], [](const Op& op) { return op.kind == OpKind::kStep; });

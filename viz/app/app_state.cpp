@@ -6,16 +6,24 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 namespace stagecraft::viz::app {
 namespace {
 
 bool IsMeasured(const OpenTrace& t) { return t.data->trace.source == "measured"; }
 
+// One line on stderr. An overlay refused is a warning there (the traces still show side by
+// side), though the window shows it as an error.
+void Print(const Message& m, bool error) {
+  std::fprintf(stderr, "stagecraft-view: %s: %s\n", error ? "error" : "warning", m.text.c_str());
+}
+
 void PrintOnce(const std::vector<Message>& before, const Message& m) {
   for (const Message& b : before) {
     if (b.text == m.text) return;
   }
-  std::fprintf(stderr, "stagecraft-view: %s\n", m.text.c_str());
+  Print(m, false);
 }
 
 // Pairs measured traces with predicted ones of the same schedule; `used` marks paired traces.
@@ -81,22 +89,27 @@ bool OpenTraceFile(AppState* state, const std::string& path) {
   LoadResult result = LoadTraceFile(path);
   if (!result.trace) {
     Message m{result.error.empty() ? path + ": cannot be read" : result.error, true};
-    std::fprintf(stderr, "stagecraft-view: %s\n", m.text.c_str());
+    Print(m, true);
     state->load_messages.push_back(std::move(m));
     return false;
   }
-  if (result.trace->skipped > 0) {
-    const int n = result.trace->skipped;
-    Message m{path + ": " + std::to_string(n) + (n == 1 ? " op" : " ops") + " skipped (missing fields)", false};
-    std::fprintf(stderr, "stagecraft-view: %s\n", m.text.c_str());
+  AddTrace(state, std::move(result.trace));
+  return true;
+}
+
+void AddTrace(AppState* state, std::shared_ptr<const LoadedTrace> trace) {
+  if (const int n = trace->skipped; n > 0) {
+    Message m{n == 1 ? fmt::format("{}: 1 event skipped: {}", trace->path, trace->first_skipped)
+                     : fmt::format("{}: {} events skipped, the first: {}", trace->path, n, trace->first_skipped),
+              false};
+    Print(m, false);
     state->load_messages.push_back(std::move(m));
   }
   OpenTrace t;
-  t.data = std::move(result.trace);
+  t.data = std::move(trace);
   state->traces.push_back(std::move(t));
   Regroup(state);
   state->fit_pending = true;
-  return true;
 }
 
 void CloseAll(AppState* state) {

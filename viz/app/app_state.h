@@ -76,8 +76,13 @@ struct AppState {
 };
 
 // Loads and indexes `path`, then regroups. A failure becomes a message in the window and one
-// line on stderr, never an exception. Returns false on failure.
+// line on stderr ("stagecraft-view: error: PATH: why"), never an exception. Returns false on
+// failure.
 bool OpenTraceFile(AppState* state, const std::string& path);
+// Adds a trace loaded without error, then regroups. Skipped events become a warning in the
+// window and one line on stderr ("stagecraft-view: warning: PATH: 1 event skipped: event 12:
+// \"dur\" is negative (-5)").
+void AddTrace(AppState* state, std::shared_ptr<const LoadedTrace> trace);
 void CloseAll(AppState* state);
 
 // The shift that puts trace `trace_index` of `group` on the shared axis: display = t − shift.

@@ -1,7 +1,9 @@
 // stagecraft-view: the Dear ImGui window (GLFW + OpenGL3) over one or more trace files.
 //   stagecraft-view TRACE.json [TRACE.json ...] [--screenshot OUT.png [--frames N]]
 //                   [--width W] [--height H] [--range START_MS:END_MS] [--bubbles]
-// A bad trace opens as a message in the window (and one line on stderr), never a crash.
+// Interactive, a bad trace opens as a message in the window (and one line on stderr), never a
+// crash. With --screenshot, the output path is checked first and a trace that cannot be loaded
+// is one error line and exit 1, with no window opened and no picture written.
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
@@ -17,6 +19,8 @@
 #include "app_state.h"
 #include "panels.h"
 #include "screenshot.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/output_file.h"
 
 namespace {
 
@@ -142,12 +146,31 @@ int Run(GLFWwindow* window, app::AppState* state, const Options& o) {
     if (!o.screenshot.empty() && frame >= o.frames) {
       const std::string error = app::WriteScreenshot(o.screenshot, fb_w, fb_h);
       if (error.empty()) return 0;
-      std::fprintf(stderr, "stagecraft-view: %s\n", error.c_str());
+      std::fprintf(stderr, "stagecraft-view: error: %s\n", error.c_str());
       return 1;
     }
     glfwSwapBuffers(window);
   }
   return 0;
+}
+
+// --screenshot: the output path is checked and every trace loads, or one error line and false.
+bool LoadForScreenshot(const Options& o, app::AppState* state) {
+  try {
+    stagecraft::CheckOutputPath(o.screenshot, "--screenshot");
+  } catch (const stagecraft::InputError& e) {
+    std::fprintf(stderr, "stagecraft-view: error: %s\n", e.what());
+    return false;
+  }
+  for (const std::string& path : o.traces) {
+    stagecraft::viz::LoadResult result = stagecraft::viz::LoadTraceFile(path);
+    if (!result.trace) {
+      std::fprintf(stderr, "stagecraft-view: error: %s\n", result.error.c_str());
+      return false;
+    }
+    app::AddTrace(state, std::move(result.trace));
+  }
+  return true;
 }
 
 }  // namespace
@@ -159,11 +182,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (const std::string error = ParseArgs(argc, argv, &options); !error.empty()) {
-    std::fprintf(stderr, "stagecraft-view: %s (%s)\n", error.c_str(), kUsage);
+    std::fprintf(stderr, "stagecraft-view: error: %s (%s)\n", error.c_str(), kUsage);
     return 2;
   }
   app::AppState state;
-  for (const std::string& path : options.traces) app::OpenTraceFile(&state, path);
+  if (options.screenshot.empty()) {
+    for (const std::string& path : options.traces) app::OpenTraceFile(&state, path);
+  } else if (!LoadForScreenshot(options, &state)) {
+    return 1;
+  }
   state.toggles.bubbles = options.bubbles;
   if (options.has_range) {
     state.view.start_ns = static_cast<int64_t>(options.range_ms[0] * 1e6);
@@ -172,7 +199,7 @@ int main(int argc, char** argv) {
   }
   GLFWwindow* window = OpenWindow(options);
   if (window == nullptr) {
-    std::fprintf(stderr, "stagecraft-view: cannot open a window (%s); without a display, run under xvfb-run\n",
+    std::fprintf(stderr, "stagecraft-view: error: cannot open a window (%s); without a display, run under xvfb-run\n",
                  g_glfw_error.empty() ? "no display" : g_glfw_error.c_str());
     return 1;
   }

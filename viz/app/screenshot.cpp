@@ -1,12 +1,10 @@
 // glReadPixels of the back buffer, rows flipped (GL's origin is bottom-left, PNG's top-left),
-// then stb's PNG writer. The stb implementation is compiled here, static, so it cannot clash
-// with a copy inside another library.
+// encoded by stb's PNG writer in memory and written by WriteOutputFile (output_file.h). The stb
+// implementation is compiled here, static, so it cannot clash with a copy inside another library.
 #include "screenshot.h"
 
 #include <GL/gl.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -14,7 +12,17 @@
 #define STB_IMAGE_WRITE_STATIC
 #include <stb_image_write.h>
 
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/output_file.h"
+
 namespace stagecraft::viz::app {
+namespace {
+
+void AppendTo(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+}
+
+}  // namespace
 
 std::string WriteScreenshot(const std::string& path, int width, int height) {
   if (width <= 0 || height <= 0) return "cannot take a screenshot of an empty window";
@@ -31,15 +39,14 @@ std::string WriteScreenshot(const std::string& path, int width, int height) {
     std::memcpy(&flipped[static_cast<size_t>(y) * row_bytes], &pixels[static_cast<size_t>(height - 1 - y) * row_bytes],
                 row_bytes);
   }
-  const std::string tmp = path + ".tmp";
-  if (!stbi_write_png(tmp.c_str(), width, height, 3, flipped.data(), static_cast<int>(row_bytes))) {
-    std::remove(tmp.c_str());
-    return path + ": cannot be written";
+  std::string png;
+  if (!stbi_write_png_to_func(AppendTo, &png, width, height, 3, flipped.data(), static_cast<int>(row_bytes))) {
+    return "--screenshot " + path + ": cannot encode the PNG";
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return path + ": cannot be written (" + why + ")";
+  try {
+    WriteOutputFile(path, png, "--screenshot");
+  } catch (const InputError& e) {
+    return e.what();
   }
   return "";
 }

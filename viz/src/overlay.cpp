@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/printable.h"
+
 namespace stagecraft::viz {
 namespace {
 
@@ -70,8 +72,8 @@ int64_t MatchedOp::Disagreement() const { return std::llabs(start_diff_ns) + std
 Overlay MatchTraces(const LoadedTrace& predicted, const LoadedTrace& measured) {
   Overlay overlay;
   if (predicted.trace.schedule != measured.trace.schedule) {
-    overlay.error = fmt::format("cannot overlay: predicted is {}, measured is {}", predicted.trace.schedule,
-                                measured.trace.schedule);
+    overlay.error = fmt::format("cannot overlay: predicted is {}, measured is {}", Printable(predicted.trace.schedule),
+                                Printable(measured.trace.schedule));
     return overlay;
   }
   if (predicted.ranks != measured.ranks) {

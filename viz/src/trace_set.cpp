@@ -4,14 +4,12 @@
 #include "stagecraft/viz/trace_set.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
 
 namespace stagecraft::viz {
 namespace {
@@ -130,6 +128,7 @@ LoadResult LoadTraceText(std::string_view text, const std::string& path) {
     schedules::TraceReadResult read = schedules::TraceFromJson(text, path);
     loaded->trace = std::move(read.trace);
     loaded->skipped = read.skipped;
+    loaded->first_skipped = std::move(read.first_skipped);
   } catch (const stagecraft::InputError& e) {
     return LoadResult{nullptr, OneLine(e.what())};
   }
@@ -138,14 +137,13 @@ LoadResult LoadTraceText(std::string_view text, const std::string& path) {
 }
 
 LoadResult LoadTraceFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return LoadResult{nullptr, OneLine(path + ": cannot open file (a directory)")};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return LoadResult{nullptr, OneLine(path + ": cannot open file")};
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return LoadResult{nullptr, OneLine(path + ": cannot read file")};
-  return LoadTraceText(text.view(), path);
+  std::string text;
+  try {
+    text = ReadInputFile(path, kMaxJsonBytes, "a trace");
+  } catch (const stagecraft::InputError& e) {
+    return LoadResult{nullptr, OneLine(e.what())};
+  }
+  return LoadTraceText(text, path);
 }
 
 }  // namespace stagecraft::viz

@@ -35,7 +35,21 @@ struct UnitGrid {
 };
 // List-schedules compute ops in rank order with unit costs; data dependencies only.
 UnitGrid UnitTimeGrid(const Schedule& schedule);
-// Renders the grid as text, one row per rank.
+
+// The largest grid RenderGrid prints: one row per rank and one column per time unit, so that
+// it stays readable on a terminal (at most 256 x 4096 cells, a few MB of text). A larger
+// schedule is printed as CSV or JSON instead.
+inline constexpr int kMaxGridRows = 256;
+inline constexpr int64_t kMaxGridColumns = 4096;
+
+// Empty when `schedule` fits the grid's limits as far as its ranks and the busiest rank's
+// units show without scheduling it (cheap: call it before validating a large schedule); else
+// the one-line reason, naming the size and the formats that print any schedule.
+std::string GridSizeProblem(const Schedule& schedule);
+
+// Renders the grid as text, one row per rank. Throws InputError (GridSizeProblem's line, or the
+// same for the makespan, which is known once the grid is scheduled and before any text is
+// made) for a schedule past the limits above, and when the schedule deadlocks.
 std::string RenderGrid(const Schedule& schedule);
 
 }  // namespace stagecraft::schedules

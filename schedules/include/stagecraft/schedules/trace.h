@@ -59,11 +59,19 @@ std::string TraceToJson(const Trace& trace);
 
 // Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
 // no traceEvents, a "stagecraft" header field of the wrong type). Events with unknown fields
-// are accepted (fields ignored); complete events missing a needed field are skipped and
-// counted in `skipped`. The summary is read leniently (metrics_json.h).
+// are accepted (fields ignored); complete events and memory counters that lack a needed field,
+// or hold one with a wrong type or value (a negative "dur", a "ts" that is not a number, a
+// "tid" that is no stream), are skipped and counted in `skipped` (a foreign trace's own events
+// lack stagecraft's fields), and the first of them is described in `first_skipped`. The
+// summary is read leniently (metrics_json.h).
 struct TraceReadResult {
   Trace trace;
   int skipped = 0;
+  // "event N: WHY" for the first skipped event, N its 0-based position in traceEvents and WHY
+  // its first field (in the order ph, name, pid, tid, ts, dur, args, kind, stage, microbatch,
+  // step, version, peer, op_index, bytes) that is missing or unusable: "\"dur\" is negative
+  // (-5)", "\"ts\" is not a number (\"12\")", "\"kind\" is missing". Empty when none was skipped.
+  std::string first_skipped;
 };
 TraceReadResult TraceFromJson(std::string_view text, std::string_view source);
 

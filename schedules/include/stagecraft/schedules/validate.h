@@ -6,6 +6,7 @@
 // ops on it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,18 @@ std::string_view DiagCodeName(DiagCode code);
 
 struct Diagnostic {
   DiagCode code;
-  std::string message;  // one line, names the ops by rank, index and action string
+  // One line that names the ops by rank, index and action string; it never starts with the
+  // code's own name, which a reader prints before it ("deadlock: cycle of 4 ops: ...").
+  std::string message;
 };
 
 std::vector<Diagnostic> Validate(const Schedule& schedule);
+
+// How many diagnostics SummarizeDiagnostics writes out before "and K more".
+inline constexpr size_t kSummarizedDiagnostics = 3;
+
+// `diags` (not empty) as one line for an error message: "N problem(s): CODE: message; CODE:
+// message; ...", the first `shown` of them, then "; and K more".
+std::string SummarizeDiagnostics(const std::vector<Diagnostic>& diags, size_t shown = kSummarizedDiagnostics);
 
 }  // namespace stagecraft::schedules

@@ -27,7 +27,8 @@ struct Lane {
 struct LoadedTrace {
   std::string path;
   schedules::Trace trace;
-  int skipped = 0;                 // complete events missing a needed field (skipped, counted)
+  int skipped = 0;                 // events lacking a needed field or holding an unusable one
+  std::string first_skipped;       // why the first was skipped: "event 12: \"dur\" is negative (-5)"
   std::vector<Lane> lanes;         // ranks ascending; compute, send, recv per rank (empty lanes dropped)
   std::vector<std::vector<schedules::TraceCounter>> memory;  // per rank, by time
   int ranks = 0;
@@ -42,7 +43,8 @@ struct LoadResult {
   std::string error;                         // "path: what", one line, when trace is null
 };
 
-// Reads and indexes a trace file.
+// Reads (ReadInputFile, at most kMaxJsonBytes: a directory or /dev/zero is an error) and
+// indexes a trace file.
 LoadResult LoadTraceFile(const std::string& path);
 // The same from text (tests, benchmarks); `path` names it in errors.
 LoadResult LoadTraceText(std::string_view text, const std::string& path);
