@@ -107,9 +107,10 @@ bool DueOncePerSecond(const StepProgress& p, int64_t last_ns) {
 // Whether a step's line is printed: every step of a short run, else as DueOncePerSecond.
 bool DueForReport(const StepProgress& p, int64_t last_ns) { return p.steps <= 50 || DueOncePerSecond(p, last_ns); }
 
-// Prints "<schedule> step 3/20 ..." as the last stage finishes each step (every step for short
-// runs, about once a second for long ones, and always the last).
-RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConfig& config, int microbatches) {
+// Prints "<schedule> step 3/20 ..." to `to` as the last stage finishes each step (every step for
+// short runs, about once a second for long ones, and always the last).
+RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConfig& config, int microbatches,
+                                 std::FILE* to) {
   auto last_end = std::make_shared<int64_t>(0);
   auto last_print = std::make_shared<int64_t>(-1);
   return [=](const StepProgress& p) {
@@ -118,10 +119,10 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
     if (!DueForReport(p, *last_print)) return;
     *last_print = p.end_ns;
     const double samples = static_cast<double>(microbatches) * config.microbatch_size;
-    std::printf("%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n", schedule.c_str(),
-                static_cast<int>(std::to_string(p.steps).size()), p.step + 1, p.steps, 100 * (p.step + 1) / p.steps,
-                p.loss, step_ns * 1e-6, step_ns > 0 ? samples / (step_ns * 1e-9) : 0.0);
-    std::fflush(stdout);
+    std::fprintf(to, "%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n",
+                 schedule.c_str(), static_cast<int>(std::to_string(p.steps).size()), p.step + 1, p.steps,
+                 100 * (p.step + 1) / p.steps, p.loss, step_ns * 1e-6, step_ns > 0 ? samples / (step_ns * 1e-9) : 0.0);
+    std::fflush(to);
   };
 }
 
@@ -189,6 +190,7 @@ struct Plan {
   int json = -1;                       // rank 0: --json's handle in the outputs
   std::vector<int> traces;             // rank 0: --trace's handles, per schedule
   std::string partial_path;            // OUT.partial ("": none)
+  std::FILE* report = stdout;          // the lines a person reads: stderr when an output is stdout
 };
 
 // The output paths, checked before any work: rank 0 writes --json and --trace; OUT.partial
@@ -226,8 +228,11 @@ void RefuseMoreThanThisNodeHolds(const Plan& plan, int local_ranks) {
   }
 }
 
-void MakePlan(const ExecuteFlags& f, int world, int rank, Plan* out, OutputSet* outputs) {
+// No collective call may happen here: a rank that fails leaves at any point, and the others
+// must meet it in AnyRankFailed. `local_ranks`: the job's ranks on this node.
+void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan* out, OutputSet* outputs) {
   Plan& plan = *out;
+  plan.report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
   plan.scenario = sim::LoadScenario(f.scenario, f.sets);
   const sim::Scenario& sc = plan.scenario;
   plan.deadline = ParseTimeout(f.timeout);
@@ -261,7 +266,7 @@ void MakePlan(const ExecuteFlags& f, int world, int rank, Plan* out, OutputSet* 
       if (r.rank >= 0 && r.rank < world) peaks[static_cast<size_t>(r.rank)] = r.peak_memory_bytes;
     }
   }
-  RefuseMoreThanThisNodeHolds(plan, exec::MpiLocalSize());
+  RefuseMoreThanThisNodeHolds(plan, local_ranks);
 }
 
 // The run of every schedule on this rank; rank 0 returns their measurements. A failure is
@@ -275,10 +280,11 @@ std::vector<MeasuredSchedule> RunSchedules(const ExecuteFlags& f, const Plan& pl
   const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
   const Dataset data = MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); });
   if (rank == 0) {
-    std::printf("scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n", sc.name.c_str(),
-                sc.pipeline.ranks, device.Name().c_str(), transport.Name().c_str(), sc.pipeline.microbatches,
-                sc.pipeline.microbatch_size, sc.pipeline.steps, plan.config.optimizer.c_str(), plan.config.lr);
-    std::fflush(stdout);
+    std::fprintf(plan.report, "scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
+                 sc.name.c_str(), sc.pipeline.ranks, device.Name().c_str(), transport.Name().c_str(),
+                 sc.pipeline.microbatches, sc.pipeline.microbatch_size, sc.pipeline.steps,
+                 plan.config.optimizer.c_str(), plan.config.lr);
+    std::fflush(plan.report);
   }
   ProgressFile progress(plan.partial_path, MeasuredFile(sc, device.Name(), {}),
                         static_cast<int>(plan.schedules.size()));
@@ -291,7 +297,7 @@ std::vector<MeasuredSchedule> RunSchedules(const ExecuteFlags& f, const Plan& pl
     TrainingConfig config = plan.config;
     config.layers_per_stage = plan.layers[k];
     RunHooks hooks = plan.hooks;
-    const RunHooks::StepFn print = ProgressPrinter(s.name, config, s.microbatches);
+    const RunHooks::StepFn print = ProgressPrinter(s.name, config, s.microbatches, plan.report);
     progress.Start(s.name, s.steps);
     hooks.on_step = [&progress, print, last_end = int64_t{0}](const StepProgress& p) mutable {
       print(p);
@@ -326,8 +332,9 @@ int Run(const ExecuteFlags& f) {
   Plan plan;
   OutputSet outputs;
   std::string error;
+  const int local_ranks = exec::MpiLocalSize();
   try {
-    MakePlan(f, MpiWorldSize(), rank, &plan, &outputs);
+    MakePlan(f, MpiWorldSize(), rank, local_ranks, &plan, &outputs);
   } catch (const std::exception& e) {  // InputError, and anything else the plan met (bad_alloc)
     error = e.what();
   }
@@ -358,7 +365,7 @@ int Run(const ExecuteFlags& f) {
     std::filesystem::remove(plan.partial_path, ignored);  // the run is complete: OUT says it all
   }
   const std::string table = MeasuredTable(sc, measured);
-  std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);
+  std::fwrite(table.data(), 1, table.size(), plan.report);
   return 0;
 }
 

@@ -36,21 +36,20 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
   options.microbatches = p.microbatches;
   options.steps = p.steps;
   options.repeat_one_step = true;
-  Schedule s = ImportCsv(ReadTextFile(path), path, options);
+  Schedule s = ImportCsv(ReadInputFile(path, kMaxCsvBytes, "a schedule CSV"), path, options);
   if (s.ranks() != p.ranks) {
     throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
   }
   if (!s.lowered) s = Lower(s, p.p2p);
   if (const auto diags = Validate(s); !diags.empty()) {
-    throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}: {}", path, p.microbatches,
-                                 DiagCodeName(diags.front().code), diags.front().message));
+    throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}", path, p.microbatches,
+                                 SummarizeDiagnostics(diags)));
   }
   return s;
 }
 
 }  // namespace
 
-std::string ReadTextFile(const std::string& path) { return ReadInputFile(path, kMaxCsvBytes, "a schedule file"); }
 
 std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& sc, bool report_skipped) {
   const sim::PipelineSpec& p = sc.pipeline;
@@ -116,18 +115,12 @@ bool AnyRankFailed(const std::string& error) {
   const std::vector<std::string> all = transport->Gather(error, 0);
   std::string verdict;
   if (transport->rank() == 0) {
-    int failed = 0, first = -1;
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].empty()) continue;
-      ++failed;
-      if (first < 0) first = static_cast<int>(r);
-    }
-    // The same error on every rank is the input's; one rank's alone is that rank's (its node).
-    bool same = true;
-    for (const std::string& e : all) same = same && e == all[static_cast<size_t>(std::max(first, 0))];
-    if (failed > 0) {
-      const std::string where = same ? "" : fmt::format("rank {} ({} of {} ranks failed): ", first, failed, all.size());
-      std::fprintf(stderr, "stagecraft: error: %s%s\n", where.c_str(), Printable(all[static_cast<size_t>(first)]).c_str());
+    const auto first = std::find_if(all.begin(), all.end(), [](const std::string& e) { return !e.empty(); });
+    if (first != all.end()) {
+      // The same error on every rank is the input's; one rank's alone is that rank's (its node).
+      const bool same = std::all_of(all.begin(), all.end(), [&](const std::string& e) { return e == *first; });
+      const std::string where = same ? "" : fmt::format("rank {}: ", first - all.begin());
+      std::fprintf(stderr, "stagecraft: error: %s%s\n", where.c_str(), Printable(*first).c_str());
       std::fflush(stderr);
       verdict = "1";
     }

@@ -18,10 +18,6 @@
 
 namespace stagecraft::cli {
 
-// A schedule file the user named, whole (at most kMaxCsvBytes); throws InputError "PATH: cannot
-// read: REASON".
-std::string ReadTextFile(const std::string& path);
-
 // The names of the scenario's schedules, without building them: the listed ones (LoadScenario
 // has checked them), or under "all" every generator the shape allows, with the others named on
 // stderr when `report_skipped`. Throws InputError when no schedule can take the shape.

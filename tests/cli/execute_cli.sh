@@ -119,6 +119,30 @@ check "killed run: compare shows 1f1b and gpipe's finished steps" 'grep -q "^1f1
 expect_error "partial file as the prediction" "is a partial measured run, not a prediction" compare "$tmp/k.json.partial" \
   "$tmp/kp.json"
 
+# ---- set-up is outside every deadline ---------------------------------------------------------
+# A long run's memory and set-up do not grow with its steps: 10,000 steps under a 10 s timeout.
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" --set model.mlp.hidden=16 --set pipeline.microbatch_size=4 \
+  --set pipeline.microbatches=4 --set pipeline.steps=10000 --set pipeline.schedule=1f1b --timeout 10s \
+  --json "$tmp/long.json" >/dev/null 2>"$tmp/long.err"
+check "10,000 steps under --timeout 10s: exit 0" '[[ $? -eq 0 ]]' || cat "$tmp/long.err"
+check "10,000 steps: every step's loss" \
+  'python3 -c "import json, sys; sys.exit(len(json.load(open(sys.argv[1]))[\"schedules\"][0][\"losses\"]) != 10000)" "$tmp/long.json"'
+# The last stage's rank builds 64 microbatches of teacher targets (one hidden-768 GEMM of 256 rows
+# each, seconds in all) while its peer, done at once, waits under a 1 s timeout: the wait counts
+# only the time since the builder's last piece of work, and the run completes. The check on the
+# wall time keeps the case honest: the set-up must take longer than the timeout.
+start_ns=$(date +%s%N)
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" --set model.mlp.layers=2 --set model.mlp.hidden=768 \
+  --set pipeline.microbatch_size=256 --set pipeline.microbatches=8 --set pipeline.steps=8 \
+  --set pipeline.schedule=1f1b --timeout 1s --json "$tmp/setup.json" >/dev/null 2>"$tmp/setup.err"
+rc=$?
+wall_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
+check "a set-up longer than --timeout: exit 0" '[[ $rc -eq 0 ]]' || cat "$tmp/setup.err"
+run_ms=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["schedules"][0]["makespan_ms"]))' \
+  "$tmp/setup.json" 2>/dev/null || echo 0)
+echo "set-up case: $wall_ms ms in all, $run_ms ms of it the run"
+check "a set-up longer than --timeout: it really took more than 2 s beside the run" '[[ $((wall_ms - run_ms)) -gt 2000 ]]'
+
 # ---- failures ---------------------------------------------------------------------------------
 # run_fail NAME EXPECTED NP ARGS...: non-zero exit (not the timeout's 124), the cause once on
 # stderr, no JSON left behind.
@@ -150,11 +174,22 @@ hang_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
 echo "hung rank: the run ended after $hang_ms ms (deadline 3 s)"
 check "a hung rank: over within the deadline + 10 s ($hang_ms ms)" '[[ $hang_ms -lt 13000 ]]'
 check "a hung rank: it said where it hung" 'grep -q "rank 1 hangs at step 1" "$tmp/ferr"'
-expect_error "bad timeout" "--timeout 0s: must be more than 0" execute "$scenario" --set pipeline.ranks=1 --timeout 0s
+expect_error "bad timeout" "--timeout 0s: must be at least 1us" execute "$scenario" --set pipeline.ranks=1 --timeout 0s
+expect_error "a timeout below a microsecond" "--timeout 999ns: must be at least 1us" execute "$scenario" \
+  --set pipeline.ranks=1 --timeout 999ns
 expect_error "timeout without a unit" "--timeout: expected a duration" execute "$scenario" --set pipeline.ranks=1 \
   --timeout 5
-expect_error "unknown fault" "--inject-fault 1:2:melt: expected RANK:STEP[:throw|hang|nan|oom]" execute "$scenario" \
+expect_error "unknown fault" "--inject-fault '1:2:melt': expected RANK:STEP[:throw|hang|nan|oom]" execute "$scenario" \
   --set pipeline.ranks=1 --inject-fault 1:2:melt
+# A fault that names no rank of the job or no step of the run would inject nothing.
+expect_error "a fault on a rank outside the job" "--inject-fault 5:1: rank 5 is not in the job (ranks 0..1)" \
+  execute "$scenario" --set pipeline.ranks=2 --inject-fault 5:1
+expect_error "a fault past the last step" "--inject-fault 0:99: step 99 is past the run (steps 0..19, pipeline.steps 20)" \
+  execute "$scenario" --set pipeline.ranks=2 --inject-fault 0:99
+expect_error "an empty fault" "--inject-fault '': expected RANK:STEP" execute "$scenario" --set pipeline.ranks=2 \
+  --inject-fault ''
+expect_error "a fault flag without its value" "--inject-fault: 1 required TEXT missing" execute "$scenario" \
+  --set pipeline.ranks=2 --inject-fault=
 # The simulator predicts the run will not fit the scenario's device memory: refused before it
 # starts, naming each rank's predicted peak.
 run_fail "predicted out of memory" "predicted to exceed the device memory of 16.00 KiB (topology.device.memory): 1f1b (rank 0 [0-9.]* KiB, rank 1" 4 \
@@ -165,7 +200,7 @@ run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 
 # Without mpirun (a singleton MPI process) and bad input: the one-line contract.
 expect_error "no mpirun" "run it as \`mpirun -np 2" execute "$scenario"
 expect_error "costs-only scenario" "it can be simulated only" execute "$root/scenarios/uniform-costs.yaml"
-expect_error "bad fault flag" "--inject-fault x: expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \
+expect_error "bad fault flag" "--inject-fault 'x': expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \
   --inject-fault x
 expect_error "unknown key" "microbatchs" execute "$scenario" --set pipeline.microbatchs=3
 expect_error "bf16 on the cpu" "the cpu executor trains in fp32, got bf16" execute "$scenario" \
