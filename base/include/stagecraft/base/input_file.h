@@ -13,7 +13,7 @@ namespace stagecraft {
 // real file of that kind (README, "Reliability").
 inline constexpr int64_t kMaxYamlBytes = int64_t{64} << 20;        // scenario, topology, profile
 inline constexpr int64_t kMaxCsvBytes = int64_t{256} << 20;        // PyTorch schedule orders
-inline constexpr int64_t kMaxJsonBytes = int64_t{2} << 30;         // metrics files and traces
+inline constexpr int64_t kMaxJsonBytes = int64_t{1} << 30;         // metrics files and traces
 
 // The reason an I/O call failed, as a user reads it: "no such file or directory",
 // "permission denied", "is a directory", ... (strerror, first letter lowered).
