@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "scratch_dir.h"
 #include "stagecraft/base/error.h"
 
 namespace stagecraft {
@@ -29,19 +30,7 @@ std::string ErrorOf(F f) {
   return "(no error)";
 }
 
-class InputFileTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("stagecraft_input_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using InputFileTest = ScratchDirTest;
 
 TEST_F(InputFileTest, ReadsARegularFileWhole) {
   const std::string text = std::string("name: x\n") + std::string(100000, 'y') + '\0' + "tail";

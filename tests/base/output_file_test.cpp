@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "scratch_dir.h"
 #include "stagecraft/base/error.h"
 
 namespace stagecraft {
@@ -22,19 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class OutputFileTest : public ::testing::Test {
+class OutputFileTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("stagecraft_output_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
   std::vector<std::string> Entries() const {
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
@@ -59,7 +49,6 @@ class OutputFileTest : public ::testing::Test {
     return "(no error)";
   }
 
-  fs::path dir_;
 };
 
 TEST_F(OutputFileTest, WritesAndReplacesARegularFileLeavingNoTemporary) {
