@@ -48,7 +48,6 @@ class OutputFileTest : public ScratchDirTest {
     }
     return "(no error)";
   }
-
 };
 
 TEST_F(OutputFileTest, WritesAndReplacesARegularFileLeavingNoTemporary) {
