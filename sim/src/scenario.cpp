@@ -15,6 +15,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/limits.h"
+#include "stagecraft/sim/run_bound.h"
 #include "stagecraft/sim/topology.h"
 #include "yaml_util.h"
 
@@ -276,11 +277,14 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     s.has_training = true;
   }
   CrossCheck(s, top);
+  std::optional<Topology> machine;
   try {
-    Topology check(s.topology);
+    machine.emplace(s.topology);
   } catch (const InputError& e) {
     topology.Fail(e.what());
   }
+  // The costs and the whole run's length, before any schedule is built.
+  CheckScenarioRunBound(s, *machine);
   return s;
 }
 

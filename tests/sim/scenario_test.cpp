@@ -407,9 +407,11 @@ pipeline: {schedule: gpipe, ranks: 2, microbatches: 2}
 
 TEST(LoadScenario, ProfilePaths) {
   ScratchDir dir;
+  // One layer per rank: LoadScenario builds the costs (the run's bound is checked at load).
+  const std::string layer =
+      "{forward: 1ms, backward_input: 1ms, backward_weight: 1ms, activation_bytes: 1KiB, weight_bytes: 1KiB}";
   dir.Write("profiles/p.yaml",
-            "microbatch_size: 1\nlayers: [{forward: 1ms, backward_input: 1ms, "
-            "backward_weight: 1ms, activation_bytes: 1KiB, weight_bytes: 1KiB}]\n");
+            "microbatch_size: 1\nlayers: [" + layer + ", " + layer + ", " + layer + ", " + layer + "]\n");
   const std::string text = Replace(kBase, "model:\n", "model:\n  profile: profiles/p.yaml\n");
   const std::string path = dir.Write("scenario.yaml", text);
   EXPECT_EQ(LoadScenario(path, {}).model.profile_path, dir.Path("profiles/p.yaml"));
