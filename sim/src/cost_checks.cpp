@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/sim/limits.h"
@@ -16,10 +17,22 @@ std::string Prefix(const Scenario& sc) { return sc.path.empty() ? "" : sc.path +
 
 }  // namespace
 
+std::string SecondsAbove(double ns, double limit_ns) {
+  std::string text;
+  for (int digits = 2; digits <= 15; ++digits) {
+    text = fmt::format("{:.{}g}", ns / 1e9, digits);
+    if (std::strtod(text.c_str(), nullptr) > limit_ns / 1e9) break;
+  }
+  return text;
+}
+
+std::string Count(int64_t n, std::string_view noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 int64_t CheckedOpNs(double ns, const Scenario& sc, Derived derived, const KeysOf& keys) {
   if (!(ns <= static_cast<double>(kMaxOpNs))) {  // also NaN
-    throw InputError(fmt::format("{}{} of stage {} would take {:.2g} s ({}), above the limit of 1 h per op",
-                                 Prefix(sc), derived.what, derived.stage, ns / 1e9, keys(derived.stage)));
+    throw InputError(fmt::format("{}{} of stage {} would take {} s ({}), above the limit of 1 h per op", Prefix(sc),
+                                 derived.what, derived.stage, SecondsAbove(ns, static_cast<double>(kMaxOpNs)),
+                                 keys(derived.stage)));
   }
   return std::llround(std::max(ns, 0.0));
 }

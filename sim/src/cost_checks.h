@@ -31,6 +31,13 @@ int64_t CheckedOpNs(double ns, const Scenario& sc, Derived derived, const KeysOf
 // above the limit of 1 PiB per value" past kMaxValueBytes.
 int64_t CheckedBytes(double bytes, const Scenario& sc, Derived derived, const KeysOf& keys);
 
+// `ns` in seconds with the fewest significant digits (two at least) that still show it above
+// `limit_ns`: "9.2e+06", "3600.2" (not "3.6e+03" for a value just past an hour).
+std::string SecondsAbove(double ns, double limit_ns);
+
+// "1 layer", "4 layers".
+std::string Count(int64_t n, std::string_view noun);
+
 // The ops a stage composes from its fields, each within kMaxOpNs: a full backward (fused, or
 // backward_input + backward_weight) and a STEP that copies its old version first.
 void CheckComposedOps(const CostTable& table, const Scenario& sc, const KeysOf& keys);

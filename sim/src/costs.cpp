@@ -180,7 +180,8 @@ CostTable TransformerTable(const Scenario& sc, int stages) {
   table.source = "transformer";
   const std::vector<int> layers = StageLayers(sc, stages);
   const KeysOf keys = [&](int st) {
-    return fmt::format("model.transformer: {} layers of hidden {}, heads {}, seq {}{}, microbatch {}, {}", layers[st],
+    return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}{}, microbatch {}, {}",
+                       detail::Count(layers[st], "layer"),
                        t.hidden, t.heads, t.seq, st == stages - 1 ? fmt::format(", vocab {}", t.vocab) : "",
                        sc.pipeline.microbatch_size, DeviceKeys(sc.topology.device));
   };
@@ -204,7 +205,7 @@ CostTable MlpTable(const Scenario& sc, int stages) {
   table.source = "mlp";
   const std::vector<int> layers = StageLayers(sc, stages);
   const KeysOf keys = [&](int st) {
-    return fmt::format("model.mlp: {} layers of hidden {}, microbatch {}, {}", layers[st], m.hidden,
+    return fmt::format("model.mlp: {} of hidden {}, microbatch {}, {}", detail::Count(layers[st], "layer"), m.hidden,
                        sc.pipeline.microbatch_size, DeviceKeys(device));
   };
   for (int st = 0; st < stages; ++st) {

@@ -144,9 +144,13 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
   std::vector<size_t> first(stages + 1, 0);
   for (int st = 0; st < stages; ++st) first[st + 1] = first[st] + counts[st];
   const KeysOf keys = [&](int st) {
-    return fmt::format("model.profile {}: layers {}..{} on stage {}{}, scaled by its calibration",
-                       sc.model.profile_path, first[st], first[st + 1] - 1, st,
-                       st == 0 ? " with input_copy" : st == stages - 1 ? " with loss" : "");
+    std::string also;
+    if (st == 0 && p.embedding) also += ", the embedding";
+    if (st == stages - 1 && p.head) also += ", the head";
+    if (st == 0 && p.input_copy_ns > 0) also += ", input_copy";
+    if (st == stages - 1 && p.loss_ns > 0) also += ", loss";
+    return fmt::format("model.profile {}: layers {}..{}{} on stage {}{}", sc.model.profile_path, first[st],
+                       first[st + 1] - 1, also, st, per_rank ? ", with its calibration's scales" : "");
   };
   for (int st = 0; st < stages; ++st) {
     const StageSums sums = SumStage(sc, p, scales, st, stages, first[st], counts[st]);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "cost_checks.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/edges.h"
@@ -45,10 +46,11 @@ double TransferAloneNs(const CostTable& costs, const Topology& topology, const E
   const double ns = latency_ns + (rate > 0 ? bytes * kNsPerSecond / rate : 0.0);
   if (ns > static_cast<double>(kMaxOpNs)) {
     throw InputError(fmt::format(
-        "{}a transfer of {} from stage {} (rank {}) to stage {} (rank {}) would take {:.2g} s ({:.3g} bytes, stage "
-        "{}'s send_bytes, at {:.3g} B/s over {}, after {:.3g} s of latency), above the limit of 1 h per op",
+        "{}a transfer of {} from stage {} (rank {}) to stage {} (rank {}) would take {} s ({:.3g} bytes, stage {}'s "
+        "send_bytes, at {:.3g} B/s over {}, after {:.3g} s of latency), above the limit of 1 h per op",
         Prefix(path), edge.flow == Flow::kActivation ? "activations" : "gradients", edge.from_stage, edge.from_rank,
-        edge.to_stage, edge.to_rank, ns / kNsPerSecond, bytes, edge.from_stage, rate, via, latency_ns / kNsPerSecond));
+        edge.to_stage, edge.to_rank, detail::SecondsAbove(ns, static_cast<double>(kMaxOpNs)), bytes, edge.from_stage,
+        rate, via, latency_ns / kNsPerSecond));
   }
   return ns;
 }
@@ -67,6 +69,7 @@ double MaxOverheadNs(const CostTable& costs, int ranks) {
 }
 
 std::string Seconds(double ns) { return fmt::format("{:.2g} s", ns / kNsPerSecond); }
+std::string SecondsOverRun(double ns) { return detail::SecondsAbove(ns, static_cast<double>(kMaxRunNs)) + " s"; }
 
 struct ScheduleSum {
   double total_ns = 0;
@@ -131,7 +134,7 @@ void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, 
       "{} could run for up to {} of simulated time ({} ops over {} ranks take {} on the streams, {} microbatches x {} "
       "step{}; transfers {} alone), above the limit of 1 year ({}); fewer microbatches or steps, or shorter ops, "
       "would fit",
-      schedule.name, Seconds(bound.total_ns()), schedule.OpCount(), schedule.ranks(), Seconds(bound.compute_ns),
+      schedule.name, SecondsOverRun(bound.total_ns()), schedule.OpCount(), schedule.ranks(), Seconds(bound.compute_ns),
       schedule.microbatches, schedule.steps, schedule.steps == 1 ? "" : "s", Seconds(bound.transfer_ns),
       Seconds(static_cast<double>(kMaxRunNs))));
 }
@@ -153,7 +156,7 @@ void CheckScenarioRunBound(const Scenario& sc, const Topology& topology) {
         "{}{} could run for up to {} of simulated time ({} microbatches x {} step{} over {} stages; one microbatch's "
         "forward and backward take {} on stage {}), above the limit of 1 year ({}); fewer microbatches or steps, or "
         "shorter ops, would fit",
-        Prefix(sc.path), info.name, Seconds(sum.total_ns), params.microbatches, params.steps,
+        Prefix(sc.path), info.name, SecondsOverRun(sum.total_ns), params.microbatches, params.steps,
         params.steps == 1 ? "" : "s", stages, Seconds(sum.longest_unit_ns), sum.longest_stage,
         Seconds(static_cast<double>(kMaxRunNs))));
   }
