@@ -66,10 +66,17 @@ SizeEstimate EstimateImportedSize(double ops_per_step, int64_t steps) {
 }
 
 void CheckSize(std::string_view what, const SizeEstimate& estimate, int64_t max_ops) {
-  if (estimate.ops <= static_cast<double>(max_ops)) return;
-  throw InputError(fmt::format("{}: about {:.2g} ops (about {} to simulate), above the limit of {:.2g} ops; raise it "
-                               "with --max-ops N",
-                               what, estimate.ops, ApproxBytes(estimate.bytes), static_cast<double>(max_ops)));
+  const double limit = static_cast<double>(max_ops);
+  if (estimate.ops <= limit) return;
+  // Two significant digits, or as many as tell the estimate from the limit ("20000004").
+  std::string ops;
+  for (int digits = 2; digits <= 17; ++digits) {
+    ops = fmt::format("{:.{}g}", estimate.ops, digits);
+    if (ops != fmt::format("{:.{}g}", limit, digits)) break;
+  }
+  throw InputError(fmt::format("{}: about {} ops (about {} to simulate), above the limit of {:.2g} ops; raise it with "
+                               "--max-ops N",
+                               what, ops, ApproxBytes(estimate.bytes), limit));
 }
 
 std::string DescribeShape(std::string_view name, const GeneratorParams& p) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/sim/limits.h"
@@ -21,7 +20,7 @@ std::string SecondsAbove(double ns, double limit_ns) {
   std::string text;
   for (int digits = 2; digits <= 15; ++digits) {
     text = fmt::format("{:.{}g}", ns / 1e9, digits);
-    if (std::strtod(text.c_str(), nullptr) > limit_ns / 1e9) break;
+    if (text != fmt::format("{:.{}g}", limit_ns / 1e9, digits)) break;
   }
   return text;
 }

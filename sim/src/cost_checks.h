@@ -31,8 +31,8 @@ int64_t CheckedOpNs(double ns, const Scenario& sc, Derived derived, const KeysOf
 // above the limit of 1 PiB per value" past kMaxValueBytes.
 int64_t CheckedBytes(double bytes, const Scenario& sc, Derived derived, const KeysOf& keys);
 
-// `ns` in seconds with the fewest significant digits (two at least) that still show it above
-// `limit_ns`: "9.2e+06", "3600.2" (not "3.6e+03" for a value just past an hour).
+// `ns` in seconds with the fewest significant digits (two at least) that tell it from `limit_ns`
+// printed alike: "9.2e+06", "3600.2" (not "3.6e+03" for a value just past an hour).
 std::string SecondsAbove(double ns, double limit_ns);
 
 // "1 layer", "4 layers".

@@ -131,11 +131,11 @@ void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, 
   const RunBound bound = BoundRun(schedule, costs, topology);
   if (bound.total_ns() <= static_cast<double>(kMaxRunNs)) return;
   throw InputError(fmt::format(
-      "{} could run for up to {} of simulated time ({} ops over {} ranks take {} on the streams, {} microbatches x {} "
-      "step{}; transfers {} alone), above the limit of 1 year ({}); fewer microbatches or steps, or shorter ops, "
-      "would fit",
-      schedule.name, SecondsOverRun(bound.total_ns()), schedule.OpCount(), schedule.ranks(), Seconds(bound.compute_ns),
-      schedule.microbatches, schedule.steps, schedule.steps == 1 ? "" : "s", Seconds(bound.transfer_ns),
+      "{} could run for up to {} of simulated time ({} over {} take {} on the streams, {} microbatches x {}; "
+      "transfers {} alone), above the limit of 1 year ({}); fewer microbatches or steps, or shorter ops, would fit",
+      schedule.name, SecondsOverRun(bound.total_ns()), detail::Count(static_cast<int64_t>(schedule.OpCount()), "op"),
+      detail::Count(schedule.ranks(), "rank"), Seconds(bound.compute_ns), schedule.microbatches,
+      detail::Count(schedule.steps, "step"), Seconds(bound.transfer_ns),
       Seconds(static_cast<double>(kMaxRunNs))));
 }
 
@@ -153,11 +153,12 @@ void CheckScenarioRunBound(const Scenario& sc, const Topology& topology) {
     const ScheduleSum sum = SumFromCounts(info, params, it->second, topology, sc.path);
     if (sum.total_ns <= static_cast<double>(kMaxRunNs)) continue;
     throw InputError(fmt::format(
-        "{}{} could run for up to {} of simulated time ({} microbatches x {} step{} over {} stages; one microbatch's "
-        "forward and backward take {} on stage {}), above the limit of 1 year ({}); fewer microbatches or steps, or "
-        "shorter ops, would fit",
-        Prefix(sc.path), info.name, SecondsOverRun(sum.total_ns), params.microbatches, params.steps,
-        params.steps == 1 ? "" : "s", stages, Seconds(sum.longest_unit_ns), sum.longest_stage,
+        "{}{} could run for up to {} of simulated time ({} microbatches x {} over {}; one microbatch's forward and "
+        "backward take {} on stage {}), above the limit of 1 year ({}); fewer microbatches or steps, or shorter ops, "
+        "would fit",
+        Prefix(sc.path), info.name, SecondsOverRun(sum.total_ns), params.microbatches,
+        detail::Count(params.steps, "step"), detail::Count(stages, "stage"), Seconds(sum.longest_unit_ns),
+        sum.longest_stage,
         Seconds(static_cast<double>(kMaxRunNs))));
   }
 }

@@ -133,8 +133,13 @@ TEST(CheckSize, TheLimitItselfPasses) {
   SizeEstimate total = EstimateImportedSize(1000, 20000);
   total += EstimateImportedSize(1, 1);
   EXPECT_EQ(ErrorOf([&] { CheckSize("the scenario's 2 schedules", total); }),
-            "the scenario's 2 schedules: about 2e+07 ops (about 4 GB to simulate), above the limit of 2e+07 ops; raise "
-            "it with --max-ops N");
+            "the scenario's 2 schedules: about 20000001 ops (about 4 GB to simulate), above the limit of 2e+07 ops; "
+            "raise it with --max-ops N");
+  // 1f1b on 4 ranks x 1,000,000 microbatches: 2 x 4e6 compute + 4 STEPs + 4 x 3 x 1e6 comms.
+  const GeneratorParams p = Params(4, 1000000, 1, 1);
+  EXPECT_EQ(ErrorOf([&] { CheckSize(DescribeShape("1f1b", p), EstimateSize(*FindGenerator("1f1b"), p)); }),
+            "1f1b with 4 ranks x 1000000 microbatches x 1 step: about 20000004 ops (about 4 GB to simulate), above "
+            "the limit of 2e+07 ops; raise it with --max-ops N");
 }
 
 }  // namespace

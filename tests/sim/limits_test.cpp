@@ -146,6 +146,42 @@ TEST(Limits, ExplicitGraphVertices) {
             "graph), got 16385");
 }
 
+// The inputs of issue 26, each of which ended in SIGABRT (int64 nanoseconds overflowing in the
+// event loop): each is now one InputError at load, before any schedule is built.
+TEST(Limits, TheIssuesOverflowInputsAreRefusedAtLoad) {
+  const std::string dir = STAGECRAFT_SOURCE_DIR "/scenarios/";
+  const auto error = [&](const std::string& file, const std::vector<std::string>& sets) {
+    return ErrorOf([&] { LoadScenario(dir + file, sets); });
+  };
+  EXPECT_EQ(error("mlp-cpu.yaml", {"topology.device.peak=1FLOPS"}),
+            "--set topology.device.peak: expected a compute rate from 1MFLOPS to 1EFLOPS, got '1FLOPS'");
+  EXPECT_EQ(error("mlp-cpu.yaml", {"topology.device.efficiency=1e-12"}),
+            "--set topology.device.efficiency: expected a number from 0.001 to 1, got '1e-12'");
+  EXPECT_EQ(error("uniform-costs.yaml", {"model.costs.forward=1e9s"}),
+            "--set model.costs.forward: expected a duration of at most 3600s (1 h, the limit per op), got '1e9s'");
+  EXPECT_EQ(error("uniform-costs.yaml", {"topology.links.0.latency=1e9s"}),
+            "--set topology.links.0.latency: expected a duration of at most 3600s (1 h, the limit per op), got '1e9s'");
+  EXPECT_EQ(error("mlp-cpu.yaml", {"model.mlp.hidden=1073741824"}),
+            "--set model.mlp.hidden: expected an integer in [1, 1048576], got '1073741824'");
+  EXPECT_EQ(error("gpt-1.3b-8xh100.yaml", {"model.transformer.seq=1073741824"}),
+            "--set model.transformer.seq: expected an integer in [1, 16777216], got '1073741824'");
+  EXPECT_EQ(error("uniform-costs.yaml", {"model.costs.forward=1e6s", "pipeline.microbatches=100000"}),
+            "--set model.costs.forward: expected a duration of at most 3600s (1 h, the limit per op), got '1e6s'");
+  // Within every stated range, what they derive is refused instead: a forward of 1.1e9 s.
+  EXPECT_EQ(error("mlp-cpu.yaml", {"topology.device.peak=1MFLOPS", "model.mlp.hidden=1048576"}),
+            dir + "mlp-cpu.yaml: a forward of stage 0 would take 1.1e+09 s (model.mlp: 4 layers of hidden 1048576, "
+                  "microbatch 64, on topology.device: peak 1e+06 FLOPS x efficiency 0.5), above the limit of 1 h per op");
+  // A profile layer of 1e9 s.
+  ScratchDir scratch;
+  const std::string text =
+      "microbatch_size: 64\nlayers: [{forward: 1e9s, backward_input: 0, backward_weight: 0, activation_bytes: 0, "
+      "weight_bytes: 0}]\n";
+  const std::string profile = scratch.Write("p.yaml", text);
+  EXPECT_EQ(error("mlp-cpu.yaml", {"model.profile=" + profile}),
+            profile + ":" + PosOf(text, "1e9s") +
+                ": layers.0.forward: expected a duration of at most 3600s (1 h, the limit per op), got '1e9s'");
+}
+
 constexpr const char* kProfile = R"(microbatch_size: 1
 send_bytes: 1KiB
 layers:
