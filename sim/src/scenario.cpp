@@ -177,7 +177,7 @@ TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Choice({"sgd", "adam"});
-  t.lr = m.Get("lr").Double(0.0, kMaxLearningRate);
+  t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
   if (const auto v = m.Find("momentum")) {
     t.momentum = v->Double(-1.0, 1.0);
     if (t.momentum < 0 || t.momentum >= 1) v->Fail(fmt::format("expected a number in [0, 1), got {}", v->Describe()));

@@ -32,7 +32,8 @@ namespace stagecraft::sim {
 //   model.transformer.seq, vocab                     1 .. 2^24
 //   explicit topology graph                          2^14 vertices, 2^18 links (a route search
 //                                                    visits the whole graph)
-//   training.lr                                      > 0 .. 1e6
+//   training.lr                                      > 0, finite             executor only (a huge lr is
+//                                                                            how divergence is tested)
 //   profile op scales; op_time_cv                    (0, 1000]; 0 .. 10
 //
 // Derived values, checked once the costs are built (an InputError naming the keys they came
@@ -50,7 +51,6 @@ inline constexpr double kMaxBandwidthBytesPerS = 1e16;                       // 
 inline constexpr double kMinPeakFlops = 1e6;                                 // 1 MFLOPS
 inline constexpr double kMaxPeakFlops = 1e18;                                // 1 EFLOPS
 inline constexpr double kMinEfficiency = 1e-3;
-inline constexpr double kMaxLearningRate = 1e6;
 
 inline constexpr int kMaxRanks = 1 << 16;
 inline constexpr int kMaxDevices = 1 << 16;
