@@ -27,6 +27,17 @@ namespace {
 constexpr double kMaxPartitionCells = double{1 << 25};
 constexpr double kMaxPartitionSteps = 2147483648.0;  // 2^31
 
+// PartitionLayers' search takes about k (n - k + 1)^2 / 2 steps over a (k + 1) x (n + 1) table.
+void CheckPartitionSize(int n, int k, std::string_view what) {
+  const double span = n - k + 1.0;
+  if ((k + 1.0) * (n + 1.0) > kMaxPartitionCells || k * span * span / 2 > kMaxPartitionSteps) {
+    throw InputError(fmt::format("{} has {} layers over {} stages: too many for pipeline.partition: balanced (an "
+                                 "exact search of every split, at most 2^25 layers x stages and 2^31 steps); use "
+                                 "partition: even",
+                                 what, n, k));
+  }
+}
+
 }  // namespace
 
 std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
@@ -44,14 +55,7 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
   const int k = static_cast<int>(stage_extra.size());
   if (n < k) throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, n, k));
   if (n == k) return std::vector<int>(k, 1);
-  // The search below takes about k (n - k + 1)^2 / 2 steps over a (k + 1) x (n + 1) table.
-  const double span = n - k + 1.0;
-  if ((k + 1.0) * (n + 1.0) > kMaxPartitionCells || k * span * span / 2 > kMaxPartitionSteps) {
-    throw InputError(fmt::format("{} has {} layers over {} stages: too many for pipeline.partition: balanced (an "
-                                 "exact search of every split, at most 2^25 layers x stages and 2^31 steps); use "
-                                 "partition: even",
-                                 what, n, k));
-  }
+  CheckPartitionSize(n, k, what);
   std::vector<double> prefix(n + 1, 0.0);
   for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + layer_cost[i];
   const std::vector<int> even = SplitLayers(n, k, what);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "sim_test_util.h"
 #include "stagecraft/sim/costs.h"
@@ -114,6 +115,20 @@ TEST(CostChecks, ProfileStageSums) {
   EXPECT_EQ(ErrorOf([&] { BuildCosts(scenario("1ms", "1PiB"), 1); }),
             "test.yaml: the weights of stage 0 would need 2.3e+15 bytes (model.profile " + dir.Path("p.yaml") +
                 ": layers 0..1 on stage 0), above the limit of 1 PiB per value");
+}
+
+// The balanced partition's exact search is bounded: its (k + 1) x (n + 1) table to 2^25 cells,
+// its k (n - k + 1)^2 / 2 steps to 2^31; n == k needs no search at all.
+TEST(CostChecks, BalancedPartitionSearchIsBounded) {
+  EXPECT_EQ(PartitionLayers(std::vector<double>(1 << 16, 1.0), std::vector<double>(1 << 16, 0.0), "model.mlp"),
+            std::vector<int>(1 << 16, 1));
+  EXPECT_EQ(ErrorOf([] { PartitionLayers(std::vector<double>(8192, 1.0), std::vector<double>(4096, 0.0), "model.mlp"); }),
+            "model.mlp has 8192 layers over 4096 stages: too many for pipeline.partition: balanced (an exact search "
+            "of every split, at most 2^25 layers x stages and 2^31 steps); use partition: even");
+  // 2 stages over 46343 layers: 2 x 46342^2 / 2 = 2147580964 steps, just past 2^31.
+  EXPECT_NE(ErrorOf([] { PartitionLayers(std::vector<double>(46343, 1.0), std::vector<double>(2, 0.0), "m"); }), "");
+  const std::vector<int> split = PartitionLayers(std::vector<double>(1000, 1.0), std::vector<double>(100, 0.0), "m");
+  EXPECT_EQ(split, std::vector<int>(100, 10));
 }
 
 }  // namespace
