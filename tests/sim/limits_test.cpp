@@ -141,8 +141,8 @@ TEST(Limits, ExplicitGraphVertices) {
   const std::string path = dir.Write("limits.yaml", kBase);
   EXPECT_EQ(ErrorOf([&] { LoadScenario(path, {"topology=" + Star(kMaxGraphVertices - 1)}); }), "");
   EXPECT_EQ(ErrorOf([&] { LoadScenario(path, {"topology=" + Star(kMaxGraphVertices)}); }),
-            "--set topology: topology.vertices: expected at most 16384 vertices (a route search visits the whole "
-            "graph), got 16385");
+            "--set topology: topology.vertices: expected at most 4096 vertices (a route search visits the whole "
+            "graph), got 4097");
 }
 
 // The inputs of issue 26, each of which ended in SIGABRT (int64 nanoseconds overflowing in the

@@ -30,8 +30,9 @@ namespace stagecraft::sim {
 //   model.*.hidden                                   1 .. 2^20
 //   model.transformer.heads                          1 .. 2^16
 //   model.transformer.seq, vocab                     1 .. 2^24
-//   explicit topology graph                          2^14 vertices, 2^18 links (a route search
-//                                                    visits the whole graph)
+//   explicit topology graph                          2^12 vertices, 2^16 links (a route search per
+//                                                    pair of ranks that talk visits the graph: 4,095
+//                                                    ranks around one switch load and simulate in 1.3 s)
 //   training.lr                                      > 0, finite             executor only (a huge lr is
 //                                                                            how divergence is tested)
 //   profile op scales; op_time_cv                    (0, 1000]; 0 .. 10
@@ -64,8 +65,8 @@ inline constexpr int kMaxHidden = 1 << 20;
 inline constexpr int kMaxHeads = 1 << 16;
 inline constexpr int kMaxSeq = 1 << 24;
 inline constexpr int kMaxVocab = 1 << 24;
-inline constexpr int kMaxGraphVertices = 1 << 14;
-inline constexpr int kMaxGraphLinks = 1 << 18;
+inline constexpr int kMaxGraphVertices = 1 << 12;
+inline constexpr int kMaxGraphLinks = 1 << 16;
 inline constexpr double kMaxOpScale = 1000;
 inline constexpr double kMaxOpTimeCv = 10;
 
