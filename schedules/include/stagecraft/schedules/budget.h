@@ -20,10 +20,11 @@ namespace stagecraft::schedules {
 // glibc), rounded up.
 inline constexpr double kBytesPerOp = 200;
 
-// The default limit on the ops a command builds: at the limit a run takes about 4 GB and 10-13 s
-// of `stagecraft simulate` on one core (measured: 1f1b on 4 ranks x 1,000,000 microbatches, 2e7
-// ops, 3.8 GB and 11.4 s; zb-v on 4 ranks x 400,000 microbatches, 1.9e7 estimated ops, 3.5 GB
-// and 12.8 s).
+// The default limit on the ops a command builds: at the limit `stagecraft simulate` takes 3.4 to
+// 3.8 GB and 9 to 18 s of CPU time on one core (measured, user time: 1f1b with 2e7 ops on 4 ranks
+// x 1,000,000 microbatches 9.1 s, on 1,024 ranks x 3,255 microbatches 18.0 s, on 65,536 ranks x
+// 50 microbatches 15.8 s; an op costs more with more ranks, most of it Validate's deadlock
+// search).
 inline constexpr int64_t kDefaultMaxOps = 20'000'000;
 
 struct SizeEstimate {
