@@ -3,6 +3,7 @@
 #include "stagecraft/schedules/weights.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "stagecraft/schedules/unit_index.h"
@@ -122,8 +123,9 @@ std::vector<std::vector<bool>> StepsInPlace(const Schedule& s) {
   for (size_t r = 0; r < s.ops.size(); ++r) {
     const auto& ops = s.ops[r];
     in_place[r].assign(ops.size(), false);
-    // Walking backwards: a STEP is in place when nothing after it reads its base version.
-    std::vector<std::vector<bool>> read_later(s.stages());  // [stage][version]
+    // Walking backwards: a STEP is in place when nothing after it reads its base version. Keyed
+    // by the rank's own stages (a table over every stage per rank grew with ranks^2).
+    std::unordered_map<int32_t, std::vector<bool>> read_later;  // [stage][version]
     for (size_t i = ops.size(); i-- > 0;) {
       const Op& op = ops[i];
       const int version = VersionRead(op);

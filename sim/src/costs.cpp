@@ -1,19 +1,44 @@
-// Per-stage costs: measured profiles, explicit per-rank costs, and the analytical transformer
-// and MLP models whose formulas (and papers) are listed in costs.h.
+// Per-stage costs: explicit per-rank costs and the analytical transformer and MLP models whose
+// formulas (and papers) are listed in costs.h; the profile's table is in profile_costs.cpp. Derived
+// values are computed in double and checked into int64 (cost_checks.h).
 #include "stagecraft/sim/costs.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "cost_checks.h"
+#include "profile_costs.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
-#include "yaml_util.h"
 
 namespace stagecraft::sim {
 
 using stagecraft::InputError;
+using detail::CheckedBytes;
+using detail::CheckedOpNs;
+using detail::KeysOf;
+
+namespace {
+
+// The balanced partition's exact search (PartitionLayers): its table and its steps.
+constexpr double kMaxPartitionCells = double{1 << 25};
+constexpr double kMaxPartitionSteps = 2147483648.0;  // 2^31
+
+// PartitionLayers' search takes about k (n - k + 1)^2 / 2 steps over a (k + 1) x (n + 1) table.
+void CheckPartitionSize(int n, int k, std::string_view what) {
+  const double span = n - k + 1.0;
+  if ((k + 1.0) * (n + 1.0) > kMaxPartitionCells || k * span * span / 2 > kMaxPartitionSteps) {
+    throw InputError(fmt::format("{} has {} layers over {} stages: too many for pipeline.partition: balanced (an "
+                                 "exact search of every split, at most 2^25 layers x stages and 2^31 steps); use "
+                                 "partition: even",
+                                 what, n, k));
+  }
+}
+
+}  // namespace
 
 std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
   if (layers < stages) {
@@ -29,6 +54,8 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
   const int n = static_cast<int>(layer_cost.size());
   const int k = static_cast<int>(stage_extra.size());
   if (n < k) throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, n, k));
+  if (n == k) return std::vector<int>(k, 1);
+  CheckPartitionSize(n, k, what);
   std::vector<double> prefix(n + 1, 0.0);
   for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + layer_cost[i];
   const std::vector<int> even = SplitLayers(n, k, what);
@@ -65,14 +92,6 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
 
 namespace {
 
-using stagecraft::InputError;
-using yaml::Map;
-using yaml::Value;
-
-int64_t Nanoseconds(double flops, const DeviceSpec& device) {
-  return std::llround(flops / (device.peak_flops * device.efficiency) * 1e9);
-}
-
 // Optimizer state bytes per parameter (see costs.h).
 int64_t OptimizerBytesPerParam(const std::string& optimizer, double momentum, int dtype_bytes) {
   const int64_t master = dtype_bytes < 4 ? 4 : 0;
@@ -103,303 +122,121 @@ CostTable ExplicitTable(const Scenario& sc, int stages) {
     cost.send_bytes = c.send_bytes;
     table.stages.push_back(cost);
   }
+  // Each value is within its range; only a full backward adds two of them.
+  detail::CheckComposedOps(table, sc, [ranks](int stage) {
+    return fmt::format("model.costs: backward_input + backward_weight of rank {}", stage % ranks);
+  });
   return table;
 }
 
 int DtypeBytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 
-CostTable TransformerTable(const Scenario& sc, int stages) {
+// "on topology.device: peak 1e+06 FLOPS x efficiency 1", for the analytical models' errors.
+std::string DeviceKeys(const DeviceSpec& device) {
+  return fmt::format("on topology.device: peak {:g} FLOPS x efficiency {:g}", device.peak_flops, device.efficiency);
+}
+
+// The transformer's analytical costs of one stage of `layers` layers (formulas in costs.h).
+StageCost TransformerStage(const Scenario& sc, int st, int stages, double layers, const KeysOf& keys) {
   const TransformerSpec& t = *sc.model.transformer;
   const DeviceSpec& device = sc.topology.device;
-  const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, V = t.vocab;
-  const int64_t bi = sc.pipeline.microbatch_size, si = t.seq, hi = t.hidden, ai = t.heads, Vi = t.vocab;
-  const int64_t d = DtypeBytes(t.dtype);
+  const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
+  const double d = DtypeBytes(t.dtype);
+  const double rate = device.peak_flops * device.efficiency;
   const double layer_flops = 24 * b * s * h * h + 4 * b * s * s * h;
-  const double head_flops = 2 * b * s * h * V;
-  const int64_t layer_params = 12 * hi * hi + 13 * hi;
+  const double layer_params = 12 * h * h + 13 * h;
   // Korthikanti Eq. 2 in 16-bit bytes, scaled to the dtype.
-  const int64_t layer_activation = (34 * si * bi * hi + 5 * ai * si * si * bi) * d / 2;
+  const double layer_activation = (34 * s * b * h + 5 * a * s * s * b) * d / 2;
   const std::string optimizer = sc.has_training ? sc.training.optimizer : "adam";
-  const int64_t optimizer_per_param = OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d));
+  const double optimizer_per_param =
+      static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d)));
+  const bool last = st == stages - 1;
+  const bool recompute = sc.pipeline.recompute;
+  const double forward = layers * layer_flops + (last ? 2 * b * s * h * V : 0.0);  // + the LM head
+  const double repeat = recompute ? layers * layer_flops : 0.0;
+  // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
+  // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
+  const double params = layers * layer_params + (st == 0 ? (V + s) * h : 0) + (last ? V * h + 2 * h : 0);
+  const auto ns = [&](double flops, std::string_view what) {
+    return CheckedOpNs(flops / rate * 1e9, sc, {what, st}, keys);
+  };
+  const auto bytes = [&](double value, std::string_view what) { return CheckedBytes(value, sc, {what, st}, keys); };
+  StageCost cost;
+  cost.forward_ns = ns(forward, "a forward");
+  cost.backward_input_ns = ns(forward + repeat, "a backward for inputs");
+  cost.backward_weight_ns = ns(forward, "a backward for weights");
+  // The logits' gradient is kept from F to the backward on the last stage.
+  cost.activation_bytes = bytes((recompute ? layers * s * b * h * d : layers * layer_activation) +
+                                    (last ? s * b * V * d : 0.0),
+                                "the activations per microbatch");
+  if (recompute) cost.recompute_bytes = bytes(layer_activation, "the recomputed activations");  // one layer at a time
+  cost.w_stash_bytes = bytes(layers * 7 * s * b * h * d, "the W stash per microbatch");
+  cost.weight_bytes = bytes(params * d, "the weights");
+  cost.grad_bytes = cost.weight_bytes;
+  cost.optimizer_bytes = bytes(params * optimizer_per_param, "the optimizer state");
+  cost.send_bytes = bytes(s * b * h * d, "the activation sent per microbatch");
+  return cost;
+}
 
+CostTable TransformerTable(const Scenario& sc, int stages) {
+  const TransformerSpec& t = *sc.model.transformer;
   CostTable table;
   table.source = "transformer";
   const std::vector<int> layers = StageLayers(sc, stages);
-  for (int st = 0; st < stages; ++st) {
-    const int64_t n = layers[st];
-    const bool last = st == stages - 1;
-    const double forward = n * layer_flops + (last ? head_flops : 0.0);
-    const double recompute = sc.pipeline.recompute ? n * layer_flops : 0.0;
-    // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
-    // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
-    const int64_t params = n * layer_params + (st == 0 ? (Vi + si) * hi : 0) + (last ? Vi * hi + 2 * hi : 0);
-    StageCost cost;
-    cost.forward_ns = Nanoseconds(forward, device);
-    cost.backward_input_ns = Nanoseconds(forward + recompute, device);
-    cost.backward_weight_ns = Nanoseconds(forward, device);
-    cost.activation_bytes = sc.pipeline.recompute ? n * si * bi * hi * d : n * layer_activation;
-    if (sc.pipeline.recompute) cost.recompute_bytes = layer_activation;  // one layer rebuilt at a time
-    if (last) cost.activation_bytes += si * bi * Vi * d;  // the logits' gradient, kept from F to the backward
-    cost.w_stash_bytes = n * 7 * si * bi * hi * d;
-    cost.weight_bytes = params * d;
-    cost.grad_bytes = params * d;
-    cost.optimizer_bytes = params * optimizer_per_param;
-    cost.send_bytes = si * bi * hi * d;
-    table.stages.push_back(cost);
-  }
+  const KeysOf keys = [&](int st) {
+    return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}{}, microbatch {}, {}",
+                       detail::Count(layers[st], "layer"),
+                       t.hidden, t.heads, t.seq, st == stages - 1 ? fmt::format(", vocab {}", t.vocab) : "",
+                       sc.pipeline.microbatch_size, DeviceKeys(sc.topology.device));
+  };
+  for (int st = 0; st < stages; ++st) table.stages.push_back(TransformerStage(sc, st, stages, layers[st], keys));
+  detail::CheckComposedOps(table, sc, keys);
   return table;
 }
 
 CostTable MlpTable(const Scenario& sc, int stages) {
   const MlpSpec& m = *sc.model.mlp;
   const DeviceSpec& device = sc.topology.device;
-  const int64_t b = sc.pipeline.microbatch_size, h = m.hidden;
-  constexpr int64_t kFloat = 4;
-  const double layer_flops = 2.0 * static_cast<double>(b) * static_cast<double>(h) * static_cast<double>(h);
+  const double b = sc.pipeline.microbatch_size, h = m.hidden;
+  constexpr double kFloat = 4;
+  const double rate = device.peak_flops * device.efficiency;
+  const double layer_flops = 2.0 * b * h * h;
   const std::string optimizer = sc.has_training ? sc.training.optimizer : "sgd";
-  const int64_t optimizer_per_param = OptimizerBytesPerParam(optimizer, sc.training.momentum, kFloat);
+  const double optimizer_per_param =
+      static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(kFloat)));
 
   CostTable table;
   table.source = "mlp";
   const std::vector<int> layers = StageLayers(sc, stages);
-  for (int st = 0; st < stages; ++st) {
-    const int64_t n = layers[st];
-    const int64_t params = n * (h * h + h);
-    StageCost cost;
-    cost.forward_ns = Nanoseconds(n * layer_flops, device);
-    cost.backward_input_ns = Nanoseconds((sc.pipeline.recompute ? 2 : 1) * n * layer_flops, device);
-    cost.backward_weight_ns = Nanoseconds(n * layer_flops, device);
-    // Recomputing, a stage keeps only its input and rebuilds every layer's during the backward.
-    cost.activation_bytes = sc.pipeline.recompute ? b * h * kFloat : n * 2 * b * h * kFloat;
-    if (sc.pipeline.recompute) cost.recompute_bytes = n * 2 * b * h * kFloat;
-    cost.w_stash_bytes = n * 2 * b * h * kFloat;  // each layer's input and dz, for W
-    cost.weight_bytes = params * kFloat;
-    cost.grad_bytes = params * kFloat;
-    cost.optimizer_bytes = params * optimizer_per_param;
-    cost.send_bytes = b * h * kFloat;
-    if (st == stages - 1) cost.activation_bytes += b * h * kFloat;  // the loss gradient, F to backward
-    table.stages.push_back(cost);
-  }
-  return table;
-}
-
-OpScale ReadScale(const Value& v, const OpScale& defaults) {
-  const Map m(v, {"forward", "backward", "backward_input", "backward_weight", "step"});
-  OpScale scale = defaults;
-  for (const auto& [key, field] : kOpScaleFields) {
-    if (const auto x = m.Find(key)) scale.*field = x->Double(0, 1000);
-  }
-  return scale;
-}
-
-// The optional measurements beyond the layers (profile.h).
-void ReadCalibration(const Map& m, Profile* p) {
-  if (const auto v = m.Find("input_copy")) p->input_copy_ns = v->DurationNs();
-  if (const auto v = m.Find("loss")) p->loss_ns = v->DurationNs();
-  if (const auto v = m.Find("op_overhead")) p->op_overhead_ns = v->DurationNs();
-  if (const auto v = m.Find("op_time_cv")) {
-    p->op_time_cv = v->Double(-1, 10);
-    if (p->op_time_cv < 0) v->Fail("expected a coefficient of variation from 0 to 10");
-  }
-  if (const auto v = m.Find("p2p")) {
-    const Map link(*v, {"latency", "bandwidth", "overlap", "in_pipeline_bandwidth"});
-    P2pProfile fit;
-    fit.latency_ns = link.Get("latency").DurationNs();
-    fit.bytes_per_s = link.Get("bandwidth").Bandwidth();
-    if (const auto o = link.Find("overlap")) {
-      fit.overlap = o->Double(-1e9, 1e9);
-      if (fit.overlap < 0 || fit.overlap > 1) o->Fail("expected a fraction from 0 to 1");
-    }
-    if (const auto b = link.Find("in_pipeline_bandwidth")) fit.pipeline_bytes_per_s = b->Bandwidth();
-    p->p2p = fit;
-  }
-  if (const auto v = m.Find("ranks")) {
-    for (const Value& element : v->Elements()) {
-      const Map r(element, {"layers", "op_overhead", "per_step", "per_microbatch"});
-      RankScale scale;
-      if (const auto x = r.Find("op_overhead")) scale.op_overhead_ns = x->DurationNs();
-      if (const auto x = r.Find("layers")) scale.layers = static_cast<int>(x->Int(1, 1 << 30));
-      if (const auto x = r.Find("per_step")) scale.per_step = ReadScale(*x, OpScale{});
-      scale.per_microbatch = scale.per_step;
-      if (const auto x = r.Find("per_microbatch")) scale.per_microbatch = ReadScale(*x, scale.per_step);
-      p->ranks.push_back(scale);
-    }
-  }
-}
-
-// A profile's sizes and layer count are bounded far above any real model, so that the sums
-// over a stage's layers (ProfileTable) stay far from int64 overflow.
-constexpr int64_t kMaxProfileBytes = int64_t{1} << 40;
-constexpr size_t kMaxProfileLayers = size_t{1} << 20;
-
-int64_t ProfileBytes(const Value& v) {
-  const int64_t bytes = v.Bytes();
-  if (bytes > kMaxProfileBytes) v.Fail(fmt::format("expected at most 1TiB, got {}", v.Describe()));
-  return bytes;
-}
-
-// One layer's measurements (also the embedding's and the head's).
-LayerProfile ReadLayer(const Value& element) {
-  const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
-                        "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes", "workspace_bytes"});
-  LayerProfile layer;
-  layer.forward_ns = l.Get("forward").DurationNs();
-  layer.backward_input_ns = l.Get("backward_input").DurationNs();
-  layer.backward_weight_ns = l.Get("backward_weight").DurationNs();
-  if (const auto v = l.Find("step")) layer.step_ns = v->DurationNs();
-  if (const auto v = l.Find("copy")) layer.version_copy_ns = v->DurationNs();
-  layer.activation_bytes = ProfileBytes(l.Get("activation_bytes"));
-  layer.weight_bytes = ProfileBytes(l.Get("weight_bytes"));
-  if (const auto v = l.Find("w_stash_bytes")) layer.w_stash_bytes = ProfileBytes(*v);
-  layer.grad_bytes = layer.weight_bytes;
-  if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = ProfileBytes(*v);
-  if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = ProfileBytes(*v);
-  if (const auto v = l.Find("workspace_bytes")) layer.workspace_bytes = ProfileBytes(*v);
-  return layer;
-}
-
-// Parses a profile (`path` names it in errors); with `scenario`, also checks that it fits that
-// scenario.
-Profile ParseProfile(std::string_view text, const std::string& path, const Scenario* scenario) {
-  const Value root(yaml::LoadText(text, path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
-  const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "embedding", "head", "input_copy", "loss",
-                     "op_overhead", "op_time_cv", "p2p", "ranks"});
-  Profile p;
-  if (const auto device = m.Find("device")) p.device = device->String();
-  const Value microbatch_size = m.Get("microbatch_size");
-  p.microbatch_size = static_cast<int>(microbatch_size.Int(1, 1 << 30));
-  if (const auto send = m.Find("send_bytes")) p.send_bytes = ProfileBytes(*send);
-  const Value layers = m.Get("layers");
-  for (const Value& element : layers.Elements()) p.layers.push_back(ReadLayer(element));
-  if (const auto v = m.Find("embedding")) p.embedding = ReadLayer(*v);
-  if (const auto v = m.Find("head")) p.head = ReadLayer(*v);
-  if (p.layers.empty()) layers.Fail("expected at least one layer");
-  if (p.layers.size() > kMaxProfileLayers) {
-    layers.Fail(fmt::format("expected at most 2^20 layers, got {}", p.layers.size()));
-  }
-  ReadCalibration(m, &p);
-  if (scenario == nullptr) return p;
-  if (p.microbatch_size != scenario->pipeline.microbatch_size) {
-    microbatch_size.Fail(fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
-                                     p.microbatch_size, scenario->pipeline.microbatch_size));
-  }
-  const ModelSpec& model = scenario->model;
-  const int model_layers = model.transformer ? model.transformer->layers : model.mlp ? model.mlp->layers : 0;
-  if (model_layers != 0 && model_layers != static_cast<int>(p.layers.size())) {
-    layers.Fail(fmt::format("expected {} layers (the scenario's model), got {}", model_layers, p.layers.size()));
-  }
-  return p;
-}
-
-Profile ReadProfile(const std::string& path, const Scenario* scenario) {
-  return ParseProfile(yaml::ReadFile(path), path, scenario);
-}
-
-std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
-  const std::string what = fmt::format("profile {}", sc.model.profile_path);
-  if (sc.pipeline.partition == "even") return SplitLayers(static_cast<int>(p.layers.size()), stages, what);
-  std::vector<double> cost;
-  auto total = [](const LayerProfile& l) {
-    return static_cast<double>(l.forward_ns + l.backward_input_ns + l.backward_weight_ns + l.step_ns);
+  const KeysOf keys = [&](int st) {
+    return fmt::format("model.mlp: {} of hidden {}, microbatch {}, {}", detail::Count(layers[st], "layer"), m.hidden,
+                       sc.pipeline.microbatch_size, DeviceKeys(device));
   };
-  for (const LayerProfile& l : p.layers) cost.push_back(total(l));
-  std::vector<double> extra(stages, 0.0);
-  if (p.embedding) extra.front() += total(*p.embedding);
-  if (p.head) extra.back() += total(*p.head);
-  return PartitionLayers(cost, extra, what);
-}
-
-// The calibration's scales per layer: those of the rank that held the layer in the calibration
-// runs (one stage per rank: the split the profile records, else the scenario's). The caller
-// has checked that p.ranks has one entry per pipeline rank.
-std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_microbatch) {
-  std::vector<OpScale> out(p.layers.size());
-  // The split the calibration ran with, when the profile records it.
-  std::vector<int> counts;
-  size_t total = 0;
-  for (const RankScale& r : p.ranks) {
-    counts.push_back(r.layers);
-    total += static_cast<size_t>(std::max(r.layers, 0));
-  }
-  if (total != p.layers.size()) counts = ProfileStageLayers(sc, p, sc.pipeline.ranks);
-  size_t next = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    const OpScale& scale = per_microbatch ? p.ranks[r].per_microbatch : p.ranks[r].per_step;
-    for (int i = 0; i < counts[r]; ++i, ++next) out[next] = scale;
-  }
-  return out;
-}
-
-double Scaled(int64_t ns, double scale) { return static_cast<double>(ns) * scale; }
-
-CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Shape& shape, bool per_microbatch,
-                       bool calibrated) {
-  const int stages = shape.stages();
-  CostTable table;
-  table.source = "profile:" + sc.model.profile_path;
-  const std::vector<int> counts = ProfileStageLayers(sc, p, stages);
-  // Per-rank calibration applies when it was taken on as many ranks (its rank r ran where r runs).
-  const bool per_rank = calibrated && static_cast<int>(p.ranks.size()) == sc.pipeline.ranks;
-  const std::vector<OpScale> scales =
-      per_rank ? LayerScales(sc, p, per_microbatch) : std::vector<OpScale>(p.layers.size());
-  size_t next = 0;
   for (int st = 0; st < stages; ++st) {
-    StageCost cost;
-    cost.send_bytes = p.send_bytes;
-    double f = 0, i_ns = 0, w = 0, b = 0, step = 0, copy = 0;
-    auto add = [&](const LayerProfile& layer, const OpScale& k) {
-      const int64_t input = layer.backward_input_ns + (sc.pipeline.recompute ? layer.forward_ns : 0);
-      f += Scaled(layer.forward_ns, k.forward);
-      i_ns += Scaled(input, k.backward_input);
-      w += Scaled(layer.backward_weight_ns, k.backward_weight);
-      b += Scaled(input + layer.backward_weight_ns, k.backward);
-      step += Scaled(layer.step_ns, k.step);
-      copy += Scaled(layer.version_copy_ns, k.step);
-      // Recomputing, the stage rebuilds these during its backward (below).
-      (sc.pipeline.recompute ? cost.recompute_bytes : cost.activation_bytes) += layer.activation_bytes;
-      cost.w_stash_bytes += layer.w_stash_bytes;
-      cost.weight_bytes += layer.weight_bytes;
-      cost.grad_bytes += layer.grad_bytes;
-      cost.optimizer_bytes += layer.optimizer_bytes;
-      cost.workspace_bytes = std::max(cost.workspace_bytes, layer.workspace_bytes);  // one layer at a time
+    const double n = layers[st];
+    const double params = n * (h * h + h);
+    const auto ns = [&](double flops, std::string_view what) {
+      return CheckedOpNs(flops / rate * 1e9, sc, {what, st}, keys);
     };
-    if (st == 0 && p.embedding) add(*p.embedding, scales.front());
-    for (int i = 0; i < counts[st]; ++i, ++next) add(p.layers[next], scales[next]);
-    if (st == stages - 1 && p.head) add(*p.head, scales.back());
-    cost.forward_workspace_bytes = cost.workspace_bytes;
-    // Recomputing, a stage keeps its input alone from F to its backward: the tokens (the
-    // embeddings' own activations) on the transformer's first stage, the activation sent
-    // between stages elsewhere.
-    if (sc.pipeline.recompute) cost.activation_bytes = st == 0 && p.embedding ? p.embedding->activation_bytes : p.send_bytes;
-    if (st == 0) f += Scaled(p.input_copy_ns, scales.front().forward);
-    if (st == stages - 1) {
-      f += Scaled(p.loss_ns, scales.back().forward);
-      // The loss gradient, kept from F to its backward: the size of the output (the logits, for
-      // the transformer: send_bytes / hidden · vocab).
-      const TransformerSpec* t = sc.model.transformer ? &*sc.model.transformer : nullptr;
-      const int64_t output_bytes = t != nullptr ? p.send_bytes / t->hidden * t->vocab : p.send_bytes;
-      cost.activation_bytes += output_bytes;
-      // The output itself lives beside its gradient until the loss has read it, in the F.
-      if (cost.workspace_bytes > 0) cost.forward_workspace_bytes = std::max(cost.workspace_bytes, output_bytes);
-    }
-    cost.forward_ns = std::llround(f);
-    cost.backward_input_ns = std::llround(i_ns);
-    cost.backward_weight_ns = std::llround(w);
-    if (per_rank) cost.fused_backward_ns = std::llround(b);
-    cost.step_ns = std::llround(step);
-    cost.version_copy_ns = std::llround(copy);
+    const auto bytes = [&](double value, std::string_view what) { return CheckedBytes(value, sc, {what, st}, keys); };
+    StageCost cost;
+    cost.forward_ns = ns(n * layer_flops, "a forward");
+    cost.backward_input_ns = ns((sc.pipeline.recompute ? 2 : 1) * n * layer_flops, "a backward for inputs");
+    cost.backward_weight_ns = ns(n * layer_flops, "a backward for weights");
+    // Recomputing, a stage keeps only its input and rebuilds every layer's during the backward;
+    // the last stage keeps the loss gradient from F to its backward.
+    cost.activation_bytes = bytes((sc.pipeline.recompute ? b * h * kFloat : n * 2 * b * h * kFloat) +
+                                      (st == stages - 1 ? b * h * kFloat : 0.0),
+                                  "the activations per microbatch");
+    if (sc.pipeline.recompute) cost.recompute_bytes = bytes(n * 2 * b * h * kFloat, "the recomputed activations");
+    cost.w_stash_bytes = bytes(n * 2 * b * h * kFloat, "the W stash per microbatch");  // each layer's input and dz
+    cost.weight_bytes = bytes(params * kFloat, "the weights");
+    cost.grad_bytes = cost.weight_bytes;
+    cost.optimizer_bytes = bytes(params * optimizer_per_param, "the optimizer state");
+    cost.send_bytes = bytes(b * h * kFloat, "the activation sent per microbatch");
     table.stages.push_back(cost);
   }
-  if (calibrated) {
-    table.op_overhead_ns = p.op_overhead_ns;
-    table.op_time_cv = p.op_time_cv;
-    if (per_rank) {
-      for (const RankScale& r : p.ranks) {
-        table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
-      }
-    }
-    table.p2p = p.p2p;
-  }
+  detail::CheckComposedOps(table, sc, keys);
   return table;
 }
 
@@ -407,7 +244,7 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
 
 std::vector<int> StageLayers(const Scenario& sc, int stages) {
   const ModelSpec& m = sc.model;
-  if (!m.profile_path.empty()) return ProfileStageLayers(sc, ReadProfile(m.profile_path, &sc), stages);
+  if (!m.profile_path.empty()) return detail::ProfileStageLayers(sc, detail::ReadProfile(m.profile_path, &sc), stages);
   const bool balanced = sc.pipeline.partition == "balanced";
   if (m.transformer) {
     const TransformerSpec& t = *m.transformer;
@@ -432,8 +269,8 @@ CostTable BuildCosts(const Scenario& scenario, int stages) {
            fmt::format("{} stages is not a multiple of {} ranks", stages, ranks));
   if (!scenario.model.profile_path.empty()) {
     // Without a schedule: loop placement, once-per-step updates.
-    return ProfileTable(scenario, ReadProfile(scenario.model.profile_path, &scenario),
-                        schedules::Shape{ranks, stages / ranks, schedules::Placement::kLoop}, false, true);
+    return detail::ProfileTable(scenario, detail::ReadProfile(scenario.model.profile_path, &scenario),
+                                schedules::Shape{ranks, stages / ranks, schedules::Placement::kLoop}, false, true);
   }
   if (scenario.model.costs) return ExplicitTable(scenario, stages);
   if (scenario.model.transformer) return TransformerTable(scenario, stages);
@@ -454,93 +291,8 @@ bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule) {
 
 CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedule) {
   if (scenario.model.profile_path.empty()) return BuildCosts(scenario, schedule.stages());
-  return ProfileTable(scenario, ReadProfile(scenario.model.profile_path, &scenario), schedule.shape,
-                      UpdatesEveryMicrobatch(schedule), true);
-}
-
-CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, const schedules::Shape& shape,
-                           bool per_microbatch_updates, bool calibrated) {
-  return ProfileTable(scenario, profile, shape, per_microbatch_updates, calibrated);
-}
-
-Profile LoadProfile(const std::string& path) { return ReadProfile(path, nullptr); }
-
-Profile ProfileFromYaml(std::string_view text, const std::string& source) {
-  return ParseProfile(text, source, nullptr);
-}
-
-namespace {
-
-void WriteScale(const OpScale& k, YAML::Emitter& out) {
-  out << YAML::Flow << YAML::BeginMap;
-  for (const auto& [key, field] : kOpScaleFields) out << YAML::Key << key << YAML::Value << fmt::format("{:.4f}", k.*field);
-  // (ScaleOf keeps scales within [0.001, 1000], which 4 decimals and the reader both take.)
-  out << YAML::EndMap;
-}
-
-void WriteCalibration(const Profile& p, YAML::Emitter& out) {
-  if (p.input_copy_ns > 0) out << YAML::Key << "input_copy" << YAML::Value << fmt::format("{}ns", p.input_copy_ns);
-  if (p.loss_ns > 0) out << YAML::Key << "loss" << YAML::Value << fmt::format("{}ns", p.loss_ns);
-  if (p.op_overhead_ns > 0) out << YAML::Key << "op_overhead" << YAML::Value << fmt::format("{}ns", p.op_overhead_ns);
-  if (p.op_time_cv > 0) out << YAML::Key << "op_time_cv" << YAML::Value << fmt::format("{:.4f}", p.op_time_cv);
-  if (p.p2p && p.p2p->bytes_per_s > 0) {  // a fit without a bandwidth is not worth keeping
-    out << YAML::Key << "p2p" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.p2p->latency_ns);
-    out << YAML::Key << "bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.p2p->bytes_per_s);
-    out << YAML::Key << "overlap" << YAML::Value << fmt::format("{:.4f}", p.p2p->overlap);
-    if (p.p2p->pipeline_bytes_per_s > 0) {
-      out << YAML::Key << "in_pipeline_bandwidth" << YAML::Value
-          << fmt::format("{:.0f}B/s", p.p2p->pipeline_bytes_per_s);
-    }
-    out << YAML::EndMap;
-  }
-  if (p.ranks.empty()) return;
-  out << YAML::Key << "ranks" << YAML::Value << YAML::BeginSeq;
-  for (const RankScale& r : p.ranks) {
-    out << YAML::BeginMap;
-    if (r.layers > 0) out << YAML::Key << "layers" << YAML::Value << r.layers;
-    if (r.op_overhead_ns) out << YAML::Key << "op_overhead" << YAML::Value << fmt::format("{}ns", *r.op_overhead_ns);
-    out << YAML::Key << "per_step" << YAML::Value;
-    WriteScale(r.per_step, out);
-    out << YAML::Key << "per_microbatch" << YAML::Value;
-    WriteScale(r.per_microbatch, out);
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-}
-
-void WriteLayer(const LayerProfile& l, YAML::Emitter& out) {
-  out << YAML::Flow << YAML::BeginMap;
-  out << YAML::Key << "forward" << YAML::Value << fmt::format("{}ns", l.forward_ns);
-  out << YAML::Key << "backward_input" << YAML::Value << fmt::format("{}ns", l.backward_input_ns);
-  out << YAML::Key << "backward_weight" << YAML::Value << fmt::format("{}ns", l.backward_weight_ns);
-  out << YAML::Key << "step" << YAML::Value << fmt::format("{}ns", l.step_ns);
-  out << YAML::Key << "copy" << YAML::Value << fmt::format("{}ns", l.version_copy_ns);
-  out << YAML::Key << "activation_bytes" << YAML::Value << l.activation_bytes;
-  out << YAML::Key << "weight_bytes" << YAML::Value << l.weight_bytes;
-  out << YAML::Key << "w_stash_bytes" << YAML::Value << l.w_stash_bytes;
-  out << YAML::Key << "grad_bytes" << YAML::Value << l.grad_bytes;
-  out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
-  if (l.workspace_bytes > 0) out << YAML::Key << "workspace_bytes" << YAML::Value << l.workspace_bytes;
-  out << YAML::EndMap;
-}
-
-}  // namespace
-
-std::string ProfileToYaml(const Profile& profile) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  if (!profile.device.empty()) out << YAML::Key << "device" << YAML::Value << profile.device;
-  out << YAML::Key << "microbatch_size" << YAML::Value << profile.microbatch_size;
-  out << YAML::Key << "send_bytes" << YAML::Value << profile.send_bytes;
-  out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
-  for (const LayerProfile& l : profile.layers) WriteLayer(l, out);
-  out << YAML::EndSeq;
-  if (profile.embedding) WriteLayer(*profile.embedding, out << YAML::Key << "embedding" << YAML::Value);
-  if (profile.head) WriteLayer(*profile.head, out << YAML::Key << "head" << YAML::Value);
-  WriteCalibration(profile, out);
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  return detail::ProfileTable(scenario, detail::ReadProfile(scenario.model.profile_path, &scenario), schedule.shape,
+                              UpdatesEveryMicrobatch(schedule), true);
 }
 
 }  // namespace stagecraft::sim

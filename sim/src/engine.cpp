@@ -12,6 +12,7 @@
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/event_loop.h"
 #include "stagecraft/sim/memory_model.h"
+#include "stagecraft/sim/run_bound.h"
 #include "stagecraft/sim/transfers.h"
 
 namespace stagecraft::sim {
@@ -169,6 +170,9 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
   SC_CHECK(schedule.lowered, "Simulate needs a lowered schedule");
   SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
   SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
+  // Every time the engine computes stays within the bound, so nothing reachable from the input
+  // can overflow: a run that could last over a year is refused here instead.
+  CheckRunBound(schedule, costs, topology);
   return Engine(schedule, costs, topology, config).Run();
 }
 

@@ -2,6 +2,7 @@
 #include "stagecraft/sim/memory_model.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/schedules/weights.h"
@@ -36,22 +37,29 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
   for (int stage = 0; stage < stages; ++stage) {
     const StageCost& c = costs.stages[stage];
     const int rank = shape_.RankOf(stage);
-    bytes_[rank] += c.weight_bytes + c.grad_bytes + c.optimizer_bytes;
+    bytes_[rank] += Wide{c.weight_bytes} + c.grad_bytes + c.optimizer_bytes;
     record->ranks[rank].peak_weight_versions = 1;
   }
   for (int r = 0; r < ranks; ++r) Add(0, r, 0);
 }
 
+int64_t MemoryModel::Saturated(Wide bytes) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  return bytes > kMax ? kMax : bytes < kMin ? kMin : static_cast<int64_t>(bytes);
+}
+
 void MemoryModel::Add(int64_t now_ns, int rank, int64_t delta) {
   bytes_[rank] += delta;
+  const int64_t now_bytes = Saturated(bytes_[rank]);
   RankRecord& rr = record_->ranks[rank];
-  rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, bytes_[rank]);
+  rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, now_bytes);
   if (!record_samples_) return;
   auto& samples = rr.memory;
   if (!samples.empty() && samples.back().time_ns == now_ns) {
-    samples.back().bytes = bytes_[rank];
+    samples.back().bytes = now_bytes;
   } else {
-    samples.push_back({now_ns, bytes_[rank]});
+    samples.push_back({now_ns, now_bytes});
   }
 }
 

@@ -7,7 +7,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <cstdint>
 #include <optional>
 
@@ -15,6 +14,8 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/limits.h"
+#include "stagecraft/sim/run_bound.h"
 #include "stagecraft/sim/topology.h"
 #include "yaml_util.h"
 
@@ -26,8 +27,6 @@ using yaml::Map;
 using yaml::Origin;
 using yaml::Override;
 using yaml::Value;
-
-constexpr int64_t kMaxCount = 1 << 30;
 
 std::vector<std::string> SplitPath(const std::string& path) {
   std::vector<std::string> parts;
@@ -64,12 +63,17 @@ YAML::Node Descend(YAML::Node node, const std::string& key, const std::string& w
   throw InputError(fmt::format("--set {}: '{}' is a single value, not a map", ov.text, walked));
 }
 
-// Replaces `parent[key]` (a file name) by the parsed file; returns the file's path.
+// Replaces `parent[key]` (a file name) by the parsed file; returns the file's path. A file that
+// cannot be read fails at the key; an error inside it names the file.
 std::string IncludeFile(YAML::Node parent, const std::string& key, const Value& name) {
   const std::string file = name.FilePath();
-  std::optional<YAML::Node> loaded = yaml::TryLoadFile(file);
-  if (!loaded) name.Fail(fmt::format("cannot open file '{}'", file));
-  parent[key] = *loaded;
+  std::string text;
+  try {
+    text = yaml::ReadFile(file, "a topology file");
+  } catch (const InputError& e) {
+    name.Fail(e.what());
+  }
+  parent[key] = yaml::LoadText(text, file);
   return file;
 }
 
@@ -119,9 +123,7 @@ std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string
     const std::string text = name.String();
     if (text == "all" && names.size() == 1) return {"all"};
     if (IsScheduleFile(text)) {
-      const std::string path = name.FilePath();
-      if (!std::ifstream(path)) name.Fail(fmt::format("cannot open schedule file '{}'", path));
-      (*files)[text] = path;
+      (*files)[text] = name.ReadableFilePath();
     } else if (schedules::FindGenerator(text) == nullptr) {
       name.Fail(fmt::format("unknown schedule '{}' (known: {}{}, or a .csv schedule file)", text,
                             schedules::GeneratorNames(), names.size() == 1 ? ", all" : ""));
@@ -143,11 +145,17 @@ PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, kPipelineKeys);
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
-  p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxCount));
-  if (const auto v = m.Find("chunks")) p.chunks = static_cast<int>(v->Int(1, kMaxCount));
-  p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxCount));
-  if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxCount));
-  if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxCount));
+  p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
+  if (const auto v = m.Find("chunks")) {
+    p.chunks = static_cast<int>(v->Int(1, kMaxChunks));
+    if (int64_t{p.ranks} * p.chunks > kMaxStages) {
+      v->Fail(fmt::format("expected pipeline.ranks x pipeline.chunks to be at most 2^20 stages, got {} x {}", p.ranks,
+                          p.chunks));
+    }
+  }
+  p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxMicrobatches));
+  if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxMicrobatchSize));
+  if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
   if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) p.partition = v->Choice({"even", "balanced"});
@@ -169,7 +177,7 @@ TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Choice({"sgd", "adam"});
-  t.lr = m.Get("lr").Double(0.0, HUGE_VAL);
+  t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
   if (const auto v = m.Find("momentum")) {
     t.momentum = v->Double(-1.0, 1.0);
     if (t.momentum < 0 || t.momentum >= 1) v->Fail(fmt::format("expected a number in [0, 1), got {}", v->Describe()));
@@ -184,10 +192,7 @@ TrainingSpec ParseTraining(const Value& value) {
       v->Fail(fmt::format("expected a power of two (1, 2, 4, ... 16777216), got {}", v->Describe()));
     }
   }
-  if (const auto v = m.Find("data")) {
-    t.data_path = v->FilePath();
-    if (!std::ifstream(t.data_path)) v->Fail(fmt::format("cannot open file '{}'", t.data_path));
-  }
+  if (const auto v = m.Find("data")) t.data_path = v->ReadableFilePath();
   return t;
 }
 
@@ -219,7 +224,7 @@ void CrossCheck(const Scenario& s, const Map& root) {
 }  // namespace
 
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides) {
-  return LoadScenarioFromText(yaml::ReadFile(path), path, overrides);
+  return LoadScenarioFromText(yaml::ReadFile(path, "a scenario file"), path, overrides);
 }
 
 Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
@@ -272,11 +277,14 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     s.has_training = true;
   }
   CrossCheck(s, top);
+  std::optional<Topology> machine;
   try {
-    Topology check(s.topology);
+    machine.emplace(s.topology);
   } catch (const InputError& e) {
     topology.Fail(e.what());
   }
+  // The costs and the whole run's length, before any schedule is built.
+  CheckScenarioRunBound(s, *machine);
   return s;
 }
 

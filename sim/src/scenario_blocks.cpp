@@ -1,11 +1,11 @@
 // The `topology:` and `model:` blocks of a scenario (DESIGN.md §3), checked value by value.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <set>
 #include <string>
 
 #include "scenario_parse.h"
+#include "stagecraft/sim/limits.h"
 
 namespace stagecraft::sim::detail {
 namespace {
@@ -13,20 +13,13 @@ namespace {
 using yaml::Map;
 using yaml::Value;
 
-constexpr int64_t kMaxInt = 1 << 30;  // far above any real layer count, width or rank count
-// Far above any machine one pipeline spans. sim::Topology materializes every device (a named
-// vertex, two links and a route from device 0), so this bounds what a small file can cost.
-constexpr int64_t kMaxDevices = 1 << 16;
-
 DeviceSpec ParseDevice(const Value& value) {
   const Map m(value, {"name", "peak", "memory", "efficiency"});
   DeviceSpec device;
   device.name = m.Get("name").String();
   device.peak_flops = m.Get("peak").Flops();
-  const Value memory = m.Get("memory");
-  device.memory_bytes = memory.Bytes();
-  if (device.memory_bytes <= 0) memory.Fail(fmt::format("expected a size > 0 like 80GiB, got {}", memory.Describe()));
-  if (const auto e = m.Find("efficiency")) device.efficiency = e->Double(0.0, 1.0);
+  device.memory_bytes = m.Get("memory").Bytes(1);
+  if (const auto e = m.Find("efficiency")) device.efficiency = e->DoubleIn(kMinEfficiency, 1.0);
   return device;
 }
 
@@ -48,6 +41,14 @@ std::vector<LinkSpec> ParseScopeLinks(const Value& value) {
 
 void ParseGraph(const Map& m, TopologySpec* spec) {
   std::set<std::string> names;
+  const auto at_most = [](const Value& list, size_t max, std::string_view what) {
+    if (list.IsSequence() && list.node().size() > max) {
+      list.Fail(fmt::format("expected at most {} {} (a route search visits the whole graph), got {}", max, what,
+                            list.node().size()));
+    }
+  };
+  at_most(m.Get("vertices"), kMaxGraphVertices, "vertices");
+  at_most(m.Get("links"), kMaxGraphLinks, "links");
   for (const Value& element : m.Get("vertices").Elements()) {
     const Map v(element, {"name", "kind"});
     VertexSpec vertex;
@@ -80,11 +81,11 @@ void ParseGraph(const Map& m, TopologySpec* spec) {
 TransformerSpec ParseTransformer(const Value& value) {
   const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype"});
   TransformerSpec t;
-  t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxInt));
-  t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxInt));
-  t.heads = static_cast<int>(m.Get("heads").Int(1, kMaxInt));
-  t.seq = static_cast<int>(m.Get("seq").Int(1, kMaxInt));
-  t.vocab = static_cast<int>(m.Get("vocab").Int(1, kMaxInt));
+  t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
+  t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
+  t.heads = static_cast<int>(m.Get("heads").Int(1, kMaxHeads));
+  t.seq = static_cast<int>(m.Get("seq").Int(1, kMaxSeq));
+  t.vocab = static_cast<int>(m.Get("vocab").Int(1, kMaxVocab));
   if (const auto dtype = m.Find("dtype")) t.dtype = dtype->Choice({"bf16", "fp16", "fp32"});
   if (t.hidden % t.heads != 0) {
     m.Get("heads").Fail(fmt::format("expected heads to divide hidden ({}), got {}", t.hidden, t.heads));
@@ -95,8 +96,8 @@ TransformerSpec ParseTransformer(const Value& value) {
 MlpSpec ParseMlp(const Value& value) {
   const Map m(value, {"layers", "hidden", "residual", "activation", "loss"});
   MlpSpec mlp;
-  mlp.layers = static_cast<int>(m.Get("layers").Int(1, kMaxInt));
-  mlp.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxInt));
+  mlp.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
+  mlp.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
   if (const auto residual = m.Find("residual")) mlp.residual = residual->Bool();
   if (const auto activation = m.Find("activation")) mlp.activation = activation->Choice({"gelu", "relu"});
   if (const auto loss = m.Find("loss")) mlp.loss = loss->Choice({"mse", "cross_entropy"});
@@ -150,8 +151,8 @@ TopologySpec ParseTopology(const Value& value) {
     ParseGraph(m, &spec);
     return spec;
   }
-  if (const auto nodes = m.Find("nodes")) spec.nodes = static_cast<int>(nodes->Int(1, kMaxInt));
-  spec.devices_per_node = static_cast<int>(m.Get("devices_per_node").Int(1, kMaxInt));
+  if (const auto nodes = m.Find("nodes")) spec.nodes = static_cast<int>(nodes->Int(1, kMaxDevices));
+  spec.devices_per_node = static_cast<int>(m.Get("devices_per_node").Int(1, kMaxDevices));
   if (static_cast<int64_t>(spec.nodes) * spec.devices_per_node > kMaxDevices) {
     m.value().Fail("expected nodes * devices_per_node to be at most 2^16");
   }
@@ -183,10 +184,7 @@ ModelSpec ParseModel(const Value& value, int ranks) {
   if (const auto t = m.Find("transformer")) model.transformer = ParseTransformer(*t);
   if (const auto mlp = m.Find("mlp")) model.mlp = ParseMlp(*mlp);
   if (const auto costs = m.Find("costs")) model.costs = ParseCosts(*costs, ranks);
-  if (const auto profile = m.Find("profile")) {
-    model.profile_path = profile->FilePath();
-    if (!std::ifstream(model.profile_path)) profile->Fail(fmt::format("cannot open file '{}'", model.profile_path));
-  }
+  if (const auto profile = m.Find("profile")) model.profile_path = profile->ReadableFilePath();
   return model;
 }
 

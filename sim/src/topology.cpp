@@ -1,12 +1,15 @@
 // Topology graph: builds devices, switches and directed links from a TopologySpec and finds
-// lowest-latency routes with Boost.Graph's Dijkstra, cached per source device.
+// lowest-latency routes with Boost.Graph's Dijkstra (or, for the per-dimension form, from its
+// shape), kept per pair asked for.
 #include "stagecraft/sim/topology.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 
 // GCC 12 reports a false maybe-uninitialized inside Boost's edge iterator (boost::optional).
@@ -21,6 +24,7 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/limits.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -37,25 +41,37 @@ struct EdgeProps {
 };
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeProps>;
 
-// Records, for each vertex, the directed link by which Dijkstra last improved it.
+// Thrown by the visitor once the target is settled: Dijkstra's search stops there (Boost's
+// documented way out). Nothing the search settles later could change the target's route.
+struct TargetSettled {};
+
+// Records, for each vertex, the directed link by which Dijkstra last improved it, and stops the
+// search when `target` leaves the queue.
 class PredecessorRecorder : public boost::default_dijkstra_visitor {
  public:
-  explicit PredecessorRecorder(std::vector<int>* pred_link) : pred_link_(pred_link) {}
+  PredecessorRecorder(std::vector<int>* pred_link, size_t target) : pred_link_(pred_link), target_(target) {}
   template <class Edge, class G>
   void edge_relaxed(Edge e, const G& g) {
     (*pred_link_)[boost::target(e, g)] = g[e].link;
   }
+  template <class Vertex, class G>
+  void examine_vertex(Vertex u, const G&) {
+    if (static_cast<size_t>(u) == target_) throw TargetSettled{};
+  }
 
  private:
   std::vector<int>* pred_link_;
+  size_t target_;
 };
+
+uint64_t PairKey(int src, int dst) { return static_cast<uint64_t>(src) << 32 | static_cast<uint32_t>(dst); }
 
 }  // namespace
 
 struct Topology::RouteCache {
   Graph graph;
-  std::vector<std::once_flag> once;                   // per source device
-  std::vector<std::vector<std::vector<int>>> routes;  // [src][dst] -> link ids
+  std::mutex mutex;
+  std::unordered_map<uint64_t, std::vector<int>> routes;  // by PairKey(src, dst); nodes never move
 };
 
 int TopologySpec::devices() const {
@@ -81,8 +97,17 @@ struct Builder {
     if (!(bandwidth > 0)) {
       throw InputError(fmt::format("link {} - {}: bandwidth must be > 0", names[a], names[b]));
     }
+    // The ranges of limits.h, for topologies built in code too: they keep every sum of 1/bandwidth
+    // along a route exact enough that a longer route never ties a shorter one.
+    if (bandwidth < kMinBandwidthBytesPerS || bandwidth > kMaxBandwidthBytesPerS) {
+      throw InputError(fmt::format("link {} - {}: bandwidth must be from 1KB/s to 10PB/s, got {:g} B/s", names[a],
+                                   names[b], bandwidth));
+    }
     if (forward_latency_ns < 0 || backward_latency_ns < 0) {
       throw InputError(fmt::format("link {} - {}: latency must be >= 0", names[a], names[b]));
+    }
+    if (forward_latency_ns > kMaxOpNs || backward_latency_ns > kMaxOpNs) {
+      throw InputError(fmt::format("link {} - {}: latency must be at most 1 h", names[a], names[b]));
     }
     links.push_back({bandwidth, forward_latency_ns, a, b});
     links.push_back({bandwidth, backward_latency_ns, b, a});
@@ -160,6 +185,8 @@ Topology::Topology(const TopologySpec& spec) {
     BuildExplicit(spec, &b, &device_vertices_);
   } else {
     BuildPerDimension(spec, &b, &device_vertices_);
+    per_dimension_ = PerDimension{spec.devices_per_node, FindScope(spec, "node") != nullptr, spec.nodes > 1,
+                                  FindScope(spec, "node") != nullptr ? spec.nodes * spec.devices_per_node : 0};
   }
   if (device_vertices_.empty()) throw InputError("topology has no devices");
   devices_ = static_cast<int>(device_vertices_.size());
@@ -173,13 +200,21 @@ Topology::Topology(const TopologySpec& spec) {
     EdgeProps props{static_cast<int>(id), {link.latency_ns, 1.0 / link.bandwidth_bytes_per_s}};
     boost::add_edge(link.from, link.to, props, cache_->graph);
   }
-  cache_->once = std::vector<std::once_flag>(devices_);
-  cache_->routes.resize(devices_);
 
   // Links are full duplex, so every device reaching device 0 means all pairs are connected.
-  ComputeRoutesFrom(0);
+  std::vector<bool> reached(vertex_names_.size(), false);
+  std::deque<int> frontier = {device_vertices_[0]};
+  reached[device_vertices_[0]] = true;
+  while (!frontier.empty()) {
+    const int v = frontier.front();
+    frontier.pop_front();
+    for (const auto& e : boost::make_iterator_range(boost::out_edges(v, cache_->graph))) {
+      const int to = static_cast<int>(boost::target(e, cache_->graph));
+      if (!reached[to]) frontier.push_back(to), reached[to] = true;
+    }
+  }
   for (int d = 1; d < devices_; ++d) {
-    if (cache_->routes[0][d].empty()) {
+    if (!reached[device_vertices_[d]]) {
       throw InputError(fmt::format("device {} ({}) cannot reach device 0 ({})", d, vertex_names_[device_vertices_[d]],
                                    vertex_names_[device_vertices_[0]]));
     }
@@ -190,14 +225,17 @@ Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 Topology& Topology::operator=(Topology&&) noexcept = default;
 
-void Topology::ComputeRoutesFrom(int src_device) const {
-  std::call_once(cache_->once[src_device], [&] {
-    const Graph& g = cache_->graph;
-    const size_t n = boost::num_vertices(g);
-    const int source = device_vertices_[src_device];
-    std::vector<Distance> distance(n);
-    std::vector<int> pred_link(n, -1);
-    const Distance infinity{std::numeric_limits<int64_t>::max(), std::numeric_limits<double>::infinity()};
+std::vector<int> Topology::RouteBySearch(int src_device, int dst_device) const {
+  SC_CHECK(src_device >= 0 && src_device < devices_ && dst_device >= 0 && dst_device < devices_,
+           fmt::format("route {} -> {} outside {} devices", src_device, dst_device, devices_));
+  const Graph& g = cache_->graph;
+  const size_t n = boost::num_vertices(g);
+  const int source = device_vertices_[src_device];
+  const int target = device_vertices_[dst_device];
+  std::vector<Distance> distance(n);
+  std::vector<int> pred_link(n, -1);
+  const Distance infinity{std::numeric_limits<int64_t>::max(), std::numeric_limits<double>::infinity()};
+  try {
     boost::dijkstra_shortest_paths(
         g, static_cast<Graph::vertex_descriptor>(source),
         boost::weight_map(boost::get(&EdgeProps::weight, g))
@@ -208,24 +246,58 @@ void Topology::ComputeRoutesFrom(int src_device) const {
             })
             .distance_inf(infinity)
             .distance_zero(Distance{0, 0.0})
-            .visitor(PredecessorRecorder(&pred_link)));
-    std::vector<std::vector<int>>& routes = cache_->routes[src_device];
-    routes.assign(devices_, {});
-    for (int dst = 0; dst < devices_; ++dst) {
-      std::vector<int>& route = routes[dst];
-      for (int v = device_vertices_[dst]; v != source && pred_link[v] >= 0; v = links_[pred_link[v]].from) {
-        route.push_back(pred_link[v]);
-      }
-      std::reverse(route.begin(), route.end());
-    }
-  });
+            .visitor(PredecessorRecorder(&pred_link, static_cast<size_t>(target))));
+  } catch (const TargetSettled&) {
+    // The target's route is final.
+  }
+  std::vector<int> route;
+  for (int v = target; v != source && pred_link[v] >= 0; v = links_[pred_link[v]].from) route.push_back(pred_link[v]);
+  std::reverse(route.begin(), route.end());
+  return route;
+}
+
+// The per-dimension form has two kinds of routes, each of two links: up to the node switch and
+// down (same node), or up to the cluster switch and down. Every longer route adds links, so a
+// larger sum of 1/bandwidth (the bandwidth range keeps that sum exact enough to differ) and no
+// less latency. Between devices of one node both are there when nodes > 1: the lower (latency,
+// sum of 1/bandwidth) wins, computed as the search adds them; on a tie the node switch, which
+// the search reaches first (its link comes first in the device's list and ties keep queue order).
+std::vector<int> Topology::PerDimensionRoute(int src_device, int dst_device) const {
+  const PerDimension& dim = *per_dimension_;
+  const auto up = [](int physical) { return 2 * physical; };
+  const auto down = [](int physical) { return 2 * physical + 1; };
+  const auto cost = [&](int first, int second) {
+    const Link& a = links_[first];
+    const Link& b = links_[second];
+    return Distance{a.latency_ns + b.latency_ns, 1.0 / a.bandwidth_bytes_per_s + 1.0 / b.bandwidth_bytes_per_s};
+  };
+  const std::vector<int> via_cluster = dim.cluster_links ? std::vector<int>{up(dim.cluster_base + src_device),
+                                                                            down(dim.cluster_base + dst_device)}
+                                                         : std::vector<int>{};
+  const bool same_node = src_device / dim.devices_per_node == dst_device / dim.devices_per_node;
+  if (!same_node || !dim.node_links) return via_cluster;
+  const std::vector<int> via_node = {up(src_device), down(dst_device)};
+  if (!dim.cluster_links) return via_node;
+  return cost(via_cluster[0], via_cluster[1]) < cost(via_node[0], via_node[1]) ? via_cluster : via_node;
 }
 
 const std::vector<int>& Topology::Route(int src_device, int dst_device) const {
   SC_CHECK(src_device >= 0 && src_device < devices_ && dst_device >= 0 && dst_device < devices_,
            fmt::format("route {} -> {} outside {} devices", src_device, dst_device, devices_));
-  ComputeRoutesFrom(src_device);
-  return cache_->routes[src_device][dst_device];
+  static const std::vector<int> kNone;
+  if (src_device == dst_device) return kNone;
+  const uint64_t key = PairKey(src_device, dst_device);
+  {
+    const std::lock_guard lock(cache_->mutex);
+    const auto it = cache_->routes.find(key);
+    if (it != cache_->routes.end()) return it->second;
+  }
+  // Computed outside the lock, so that threads asking for different pairs search at once; the
+  // first one in keeps its copy (both are the same route).
+  std::vector<int> route =
+      per_dimension_ ? PerDimensionRoute(src_device, dst_device) : RouteBySearch(src_device, dst_device);
+  const std::lock_guard lock(cache_->mutex);
+  return cache_->routes.try_emplace(key, std::move(route)).first->second;
 }
 
 int64_t Topology::RouteLatencyNs(int src_device, int dst_device) const {

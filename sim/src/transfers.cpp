@@ -8,6 +8,12 @@
 #include "stagecraft/base/check.h"
 
 namespace stagecraft::sim {
+namespace {
+
+// Far beyond any run's bound (kMaxRunNs, 1 year), and far from int64's end when added to a time.
+constexpr int64_t kFarNs = int64_t{1} << 60;
+
+}  // namespace
 
 Transfers::Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop,
                      Listener* listener, std::optional<P2pProfile> measured)
@@ -28,6 +34,7 @@ void Transfers::Post(size_t slot, End end, int src_device, int dst_device, int64
     t.src_device = src_device;
     t.dst_device = dst_device;
     t.bytes = bytes;
+    t.route = &topology_.Route(src_device, dst_device);
     t.post_order = static_cast<int32_t>(slot_by_post_order_.size());
     slot_by_post_order_.push_back(static_cast<int32_t>(slot));
   }
@@ -72,9 +79,8 @@ void Transfers::DataStart(size_t slot) {
   t.in_data_phase = true;
   t.remaining_bytes = static_cast<double>(t.bytes);
   t.last_update_ns = loop_->now_ns();
-  const auto& route = topology_.Route(t.src_device, t.dst_device);
-  for (int link : route) link_active_[link].push_back(t.post_order);
-  UpdateRates(route);
+  for (int link : *t.route) link_active_[link].push_back(t.post_order);
+  UpdateRates(*t.route);
 }
 
 void Transfers::Arrive(size_t slot) {
@@ -82,9 +88,8 @@ void Transfers::Arrive(size_t slot) {
   t.arrival = EventId{};
   if (t.in_data_phase) {
     t.in_data_phase = false;
-    const auto& route = topology_.Route(t.src_device, t.dst_device);
-    for (int link : route) std::erase(link_active_[link], t.post_order);
-    UpdateRates(route);
+    for (int link : *t.route) std::erase(link_active_[link], t.post_order);
+    UpdateRates(*t.route);
   }
   listener_->TransferArrived(slot);
 }
@@ -92,7 +97,7 @@ void Transfers::Arrive(size_t slot) {
 double Transfers::RateOf(const Transfer& t) const {
   double rate = 0;
   bool first = true;
-  for (int link : topology_.Route(t.src_device, t.dst_device)) {
+  for (int link : *t.route) {
     const double share = topology_.links()[link].bandwidth_bytes_per_s * 1e-9 / link_active_[link].size();
     rate = first ? share : std::min(rate, share);
     first = false;
@@ -115,7 +120,11 @@ void Transfers::UpdateRates(const std::vector<int>& links) {
         std::max(0.0, t.remaining_bytes - t.bytes_per_ns * static_cast<double>(now - t.last_update_ns));
     t.last_update_ns = now;
     t.bytes_per_ns = RateOf(t);
-    const int64_t left_ns = t.bytes_per_ns > 0 ? std::llround(t.remaining_bytes / t.bytes_per_ns) : 0;
+    // At the current shares the rest could take longer than the whole run is bounded by
+    // (run_bound.h): such an arrival is always re-timed before it comes, so it is clamped to
+    // kFarNs rather than computed past int64.
+    const double left = t.bytes_per_ns > 0 ? t.remaining_bytes / t.bytes_per_ns : 0.0;
+    const int64_t left_ns = left < static_cast<double>(kFarNs) ? std::llround(left) : kFarNs;
     loop_->Cancel(t.arrival);
     t.arrival = loop_->ScheduleAt(now + left_ns, this, kArrival, slot);
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
@@ -44,13 +45,14 @@ constexpr std::array<Unit, 5> kDurationUnits = {{
     {"s", 1e9},
 }};
 
-constexpr std::array<Unit, 6> kFlopsPrefixes = {{
+constexpr std::array<Unit, 7> kFlopsPrefixes = {{
     {"", 1.0},
     {"K", 1e3},
     {"M", 1e6},
     {"G", 1e9},
     {"T", 1e12},
     {"P", 1e15},
+    {"E", 1e18},
 }};
 
 constexpr std::array<Unit, 5> kBitPrefixes = {{
@@ -165,14 +167,6 @@ double ToDouble(const Quantity& q, double scale, std::string_view expected, std:
 
 }  // namespace
 
-int64_t ParseBytes(std::string_view text) {
-  constexpr std::string_view kExpected = "a size like 80GiB";
-  const Quantity q = SplitNumber(text, kExpected);
-  if (q.unit.empty()) return ToInt64(q, 1.0, kExpected, text);
-  const auto scale = FindScale(kByteUnits, q.unit);
-  if (!scale) Fail(kExpected, text, "units: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB");
-  return ToInt64(q, *scale, kExpected, text);
-}
 
 double ParseBandwidth(std::string_view text) {
   constexpr std::string_view kExpected = "a bandwidth like 50GB/s or 400Gbps";
@@ -194,16 +188,52 @@ double ParseBandwidth(std::string_view text) {
   Fail(kExpected, text, unit.empty() ? "missing unit" : "units: B/s..TB/s, KiB/s..TiB/s, bps..Tbps");
 }
 
-int64_t ParseDurationNs(std::string_view text) {
-  constexpr std::string_view kExpected = "a duration like 2us or 1.5ms";
-  const Quantity q = SplitNumber(text, kExpected);
+namespace {
+
+constexpr std::string_view kExpectedBytes = "a size like 80GiB";
+constexpr std::string_view kExpectedDuration = "a duration like 2us or 1.5ms";
+
+// The number and its scale to bytes.
+std::pair<Quantity, double> SplitBytes(std::string_view text) {
+  const Quantity q = SplitNumber(text, kExpectedBytes);
+  if (q.unit.empty()) return {q, 1.0};
+  const auto scale = FindScale(kByteUnits, q.unit);
+  if (!scale) Fail(kExpectedBytes, text, "units: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB");
+  return {q, *scale};
+}
+
+// The number and its scale to nanoseconds.
+std::pair<Quantity, double> SplitDuration(std::string_view text) {
+  const Quantity q = SplitNumber(text, kExpectedDuration);
   if (q.unit.empty()) {
-    if (q.value == 0) return 0;
-    Fail(kExpected, text, "missing unit: ns, us, ms or s");
+    if (q.value == 0) return {q, 1.0};
+    Fail(kExpectedDuration, text, "missing unit: ns, us, ms or s");
   }
   const auto scale = FindScale(kDurationUnits, q.unit);
-  if (!scale) Fail(kExpected, text, "units: ns, us, ms, s");
-  return ToInt64(q, *scale, kExpected, text);
+  if (!scale) Fail(kExpectedDuration, text, "units: ns, us, ms, s");
+  return {q, *scale};
+}
+
+}  // namespace
+
+int64_t ParseBytes(std::string_view text) {
+  const auto [q, scale] = SplitBytes(text);
+  return ToInt64(q, scale, kExpectedBytes, text);
+}
+
+int64_t ParseDurationNs(std::string_view text) {
+  const auto [q, scale] = SplitDuration(text);
+  return ToInt64(q, scale, kExpectedDuration, text);
+}
+
+double ParseDurationNsAsDouble(std::string_view text) {
+  const auto [q, scale] = SplitDuration(text);
+  return ToDouble(q, scale, kExpectedDuration, text);
+}
+
+double ParseBytesAsDouble(std::string_view text) {
+  const auto [q, scale] = SplitBytes(text);
+  return ToDouble(q, scale, kExpectedBytes, text);
 }
 
 double ParseFlops(std::string_view text) {
@@ -216,7 +246,7 @@ double ParseFlops(std::string_view text) {
     if (!EqualsIgnoreCase(unit.substr(cut), suffix)) continue;
     if (const auto scale = FindScale(kFlopsPrefixes, unit.substr(0, cut))) return ToDouble(q, *scale, kExpected, text);
   }
-  Fail(kExpected, text, unit.empty() ? "missing unit" : "units: FLOPS, KFLOPS .. PFLOPS");
+  Fail(kExpected, text, unit.empty() ? "missing unit" : "units: FLOPS, KFLOPS .. EFLOPS");
 }
 
 std::string FormatBytes(int64_t bytes) {

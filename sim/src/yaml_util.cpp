@@ -7,11 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/units.h"
 
 namespace stagecraft::sim::yaml {
@@ -74,28 +74,29 @@ Override ParseOverride(const std::string& text) {
 }
 
 YAML::Node LoadText(std::string_view text, const std::string& source) {
+  std::vector<YAML::Node> documents;
   try {
-    return YAML::Load(std::string(text));
+    documents = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+  if (documents.empty()) return YAML::Node();
+  if (documents.size() > 1) {
+    // A second document would be ignored: refuse it where it starts.
+    const YAML::Mark mark = documents[1].Mark();
+    const int line = mark.is_null() ? 1 : mark.line + 1;
+    const int column = mark.is_null() ? 1 : mark.column + 1;
+    throw InputError(fmt::format("{}:{}:{}: a second YAML document ('---' starts one); expected one document",
+                                 source, line, column));
+  }
+  return documents.front();
 }
 
-std::optional<YAML::Node> TryLoadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return LoadText(text.view(), path);
+std::string ReadFile(const std::string& path, std::string_view what) {
+  return stagecraft::ReadInputFile(path, stagecraft::kMaxYamlBytes, what);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::move(text).str();
-}
+YAML::Node LoadFile(const std::string& path, std::string_view what) { return LoadText(ReadFile(path, what), path); }
 
 std::string DirOf(const std::string& path) { return std::filesystem::path(path).parent_path().string(); }
 
@@ -222,22 +223,49 @@ bool Value::Bool() const {
   Fail(fmt::format("expected true or false, got {}", Describe()));
 }
 
-int64_t Value::Bytes() const {
+double Value::DoubleIn(double min, double max, std::string_view noun) const {
+  const std::string expected = fmt::format("{} from {} to {}", noun, min, max);
+  if (!node_.IsScalar()) Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  const std::string& text = node_.Scalar();
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value < min || value > max) {
+    Fail(fmt::format("expected {}, got {}", expected, Describe()));
+  }
+  return value;
+}
+
+int64_t Value::Bytes(int64_t min_bytes) const {
   if (!node_.IsScalar()) Fail(fmt::format("expected a size like 80GiB, got {}", Describe()));
+  double bytes = 0;
   try {
-    return ParseBytes(node_.Scalar());
+    bytes = ParseBytesAsDouble(node_.Scalar());
   } catch (const InputError& e) {
     Fail(e.what());
   }
+  if (bytes > static_cast<double>(kMaxValueBytes)) {
+    Fail(fmt::format("expected a size of at most 1PiB (the limit per value), got {}", Describe()));
+  }
+  const int64_t exact = ParseBytes(node_.Scalar());  // fits: at most 2^50
+  if (exact < min_bytes) {
+    Fail(min_bytes == 1 ? fmt::format("expected a size > 0 like 80GiB, got {}", Describe())
+                        : fmt::format("expected a size of at least {}B, got {}", min_bytes, Describe()));
+  }
+  return exact;
 }
 
 int64_t Value::DurationNs() const {
   if (!node_.IsScalar()) Fail(fmt::format("expected a duration like 2us, got {}", Describe()));
+  double ns = 0;
   try {
-    return ParseDurationNs(node_.Scalar());
+    ns = ParseDurationNsAsDouble(node_.Scalar());
   } catch (const InputError& e) {
     Fail(e.what());
   }
+  if (ns > static_cast<double>(kMaxOpNs)) {
+    Fail(fmt::format("expected a duration of at most 3600s (1 h, the limit per op), got {}", Describe()));
+  }
+  return ParseDurationNs(node_.Scalar());  // fits: at most 3.6e12
 }
 
 double Value::Bandwidth() const {
@@ -248,7 +276,9 @@ double Value::Bandwidth() const {
   } catch (const InputError& e) {
     Fail(e.what());
   }
-  if (value <= 0) Fail(fmt::format("expected a bandwidth > 0 like 50GB/s, got {}", Describe()));
+  if (value < kMinBandwidthBytesPerS || value > kMaxBandwidthBytesPerS) {
+    Fail(fmt::format("expected a bandwidth from 1KB/s to 10PB/s, got {}", Describe()));
+  }
   return value;
 }
 
@@ -260,7 +290,9 @@ double Value::Flops() const {
   } catch (const InputError& e) {
     Fail(e.what());
   }
-  if (value <= 0) Fail(fmt::format("expected a compute rate > 0 like 989TFLOPS, got {}", Describe()));
+  if (value < kMinPeakFlops || value > kMaxPeakFlops) {
+    Fail(fmt::format("expected a compute rate from 1MFLOPS to 1EFLOPS, got {}", Describe()));
+  }
   return value;
 }
 
@@ -268,6 +300,16 @@ std::string Value::FilePath() const {
   const std::filesystem::path path(String());
   if (path.is_absolute() || origin_.dir.empty()) return path.string();
   return (std::filesystem::path(origin_.dir) / path).lexically_normal().string();
+}
+
+std::string Value::ReadableFilePath() const {
+  const std::string path = FilePath();
+  try {
+    stagecraft::CheckInputFile(path);
+  } catch (const InputError& e) {
+    Fail(e.what());
+  }
+  return path;
 }
 
 Map::Map(const Value& value, std::initializer_list<std::string_view> known) : value_(value) {

@@ -34,12 +34,16 @@ struct Origin {
 // Parses "key.path=value" (value as YAML); throws InputError "--set TEXT: ..." when malformed.
 Override ParseOverride(const std::string& text);
 
-// `text` parsed as YAML; a syntax error throws InputError "source:line:col: <yaml-cpp message>".
+// `text` parsed as one YAML document; a syntax error throws InputError "source:line:col:
+// <yaml-cpp message>", and so does a second document ("---" then more), which would otherwise
+// be ignored.
 YAML::Node LoadText(std::string_view text, const std::string& source);
-// The file parsed as YAML (LoadText), or nullopt when it cannot be opened.
-std::optional<YAML::Node> TryLoadFile(const std::string& path);
-// The file's text; a file that cannot be opened throws InputError "path: cannot open file".
-std::string ReadFile(const std::string& path);
+// The file's text, read by stagecraft::ReadInputFile up to kMaxYamlBytes: a file that cannot be
+// read throws InputError "path: cannot read: is a directory" (or the other reason), one over the
+// limit "path: larger than 64 MiB, the limit for WHAT" (`what`: "a scenario file").
+std::string ReadFile(const std::string& path, std::string_view what);
+// The file parsed as YAML (ReadFile, then LoadText).
+YAML::Node LoadFile(const std::string& path, std::string_view what);
 
 // The directory of `path`, "" for a bare file name.
 std::string DirOf(const std::string& path);
@@ -70,17 +74,23 @@ class Value {
   bool IsScalar() const { return node_.IsScalar(); }
   std::vector<Value> Elements() const;  // of a list; fails when not a list
 
-  // Typed reads; each fails with the expected form.
+  // Typed reads; each fails with the expected form, and with its limit when out of range (the
+  // ranges are those of stagecraft/sim/limits.h).
   std::string String() const;  // non-empty scalar
   std::string Choice(std::initializer_list<std::string_view> options) const;
   int64_t Int(int64_t min, int64_t max) const;
   double Double(double min_exclusive, double max_inclusive) const;  // min < x <= max
+  // min <= x <= max; `noun` words the error ("expected a fraction from 0 to 1").
+  double DoubleIn(double min, double max, std::string_view noun = "a number") const;
   bool Bool() const;
-  int64_t Bytes() const;
-  int64_t DurationNs() const;
-  double Bandwidth() const;      // > 0
-  double Flops() const;          // > 0
-  std::string FilePath() const;  // a path string resolved against origin().dir
+  int64_t Bytes(int64_t min_bytes = 0) const;  // min_bytes .. kMaxValueBytes (1 PiB)
+  int64_t DurationNs() const;                  // 0 .. kMaxOpNs (1 h)
+  double Bandwidth() const;                    // kMinBandwidthBytesPerS .. kMaxBandwidthBytesPerS
+  double Flops() const;                        // kMinPeakFlops .. kMaxPeakFlops
+  std::string FilePath() const;                // a path string resolved against origin().dir
+  // FilePath(), checked to name a readable file (stagecraft::CheckInputFile); fails at this key
+  // with the reason ("is a directory").
+  std::string ReadableFilePath() const;
 
   std::string Describe() const;  // "'text'", "a map", "a list", "nothing"
 

@@ -44,7 +44,7 @@ expect_error "a file missing a backward" "cannot lower orders/short.csv: rank 0 
   --json "$tmp/short.json"
 check "no JSON after a bad file" '[[ ! -e "$tmp/short.json" ]]'
 sed 's/orders\/v.csv/orders\/none.csv/' "$tmp/s.yaml" >"$tmp/none.yaml"
-expect_error "a missing file" "cannot open schedule file" simulate "$tmp/none.yaml"
+expect_error "a missing file" "orders/none.csv: cannot read: no such file or directory" simulate "$tmp/none.yaml"
 
 # ---- schedule --import of a compute_comms file: its transfers are kept -------------------------
 # 1F1B, p = 2, m = 2, in PyTorch's lockstep order (the default lowering posts receives ahead).

@@ -64,7 +64,7 @@ check "not this machine's hardware: no warning" '[[ -z "$err" ]]'
 
 base="$(cat "$tmp/ok.yaml")"
 rm -f "$tmp/bad.yaml"
-bad "missing file" "bad.yaml: cannot open" -
+bad "missing file" "bad.yaml: cannot read: no such file or directory" -
 bad "malformed yaml" "bad.yaml:4:1: end of sequence flow not found" $'name: x\ntopology: {device: [\n'
 bad "unknown key" "bad.yaml:14:3: pipeline: unknown key 'microbatchs'" "${base/  microbatches: 8/  microbatchs: 8}"
 bad "negative size" "bad.yaml:10:" "${base/activation_bytes: 1MiB/activation_bytes: -1MiB}"

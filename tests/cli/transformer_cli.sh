@@ -54,7 +54,7 @@ cd "$tmp" || exit 1
 expect_error "a byte outside the vocabulary" "is outside model.transformer.vocab 64 (a text file's tokens are its bytes" \
   execute "$scenario" "${small[@]}" --set pipeline.ranks=1 --set training.data="$0" --json "$tmp/bad.json"
 check "no JSON after bad data" '[[ ! -e "$tmp/bad.json" ]]'
-expect_error "a missing token file" "training.data: cannot open file" \
+expect_error "a missing token file" "training.data: $tmp/none.bin: cannot read: no such file or directory" \
   execute "$scenario" "${small[@]}" --set pipeline.ranks=1 --set training.data="$tmp/none.bin"
 expect_error "hidden not a multiple of heads" "model.transformer.heads: expected heads to divide hidden (32), got 3" \
   execute "$scenario" "${small[@]}" --set pipeline.ranks=1 --set model.transformer.heads=3

@@ -292,16 +292,18 @@ TEST(BuildCosts, ProfileMustFitTheScenario) {
             0u);
 }
 
-// Sizes near 2^63 overflowed the per-stage sums (UB); a profile's sizes are at most 1 TiB.
+// Sizes near 2^63 overflowed the per-stage sums (UB); a profile's sizes are at most 1 PiB each,
+// and a stage's sums are taken in double and checked (costs_test's derived-limit cases).
 TEST(Profile, SizesAreBoundedSoThatStageSumsCannotOverflow) {
   const std::string text = std::string(kProfile).replace(std::string(kProfile).find("weight_bytes: 10KiB"), 19,
                                                          "weight_bytes: 6000000000000000000");
   EXPECT_EQ(ErrorOf([&] { ProfileFromYaml(text, "p.yaml"); }),
             "p.yaml:" + PosOf(text, "6000000000000000000") +
-                ": layers.0.weight_bytes: expected at most 1TiB, got '6000000000000000000'");
-  EXPECT_EQ(ProfileFromYaml(std::string(kProfile).replace(std::string(kProfile).find("512"), 3, "1TiB"), "p.yaml")
+                ": layers.0.weight_bytes: expected a size of at most 1PiB (the limit per value), got "
+                "'6000000000000000000'");
+  EXPECT_EQ(ProfileFromYaml(std::string(kProfile).replace(std::string(kProfile).find("512"), 3, "1PiB"), "p.yaml")
                 .send_bytes,
-            int64_t{1} << 40);
+            int64_t{1} << 50);
 }
 
 TEST(Profile, YamlRoundTrip) {

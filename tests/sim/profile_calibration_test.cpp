@@ -239,7 +239,7 @@ TEST(ProfileCalibration, OpTimeCv) {
   EXPECT_DOUBLE_EQ(CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, false).op_time_cv, 0.0);
   const std::string bad = Replace(kCalibrated, "op_overhead: 250ns", "op_overhead: 250ns\nop_time_cv: -0.1");
   EXPECT_EQ(ErrorOf([&] { LoadProfile(dir.Write("bad.yaml", bad)); }),
-            dir.Path("bad.yaml") + ":" + PosOf(bad, "-0.1") + ": op_time_cv: expected a coefficient of variation from 0 to 10");
+            dir.Path("bad.yaml") + ":" + PosOf(bad, "-0.1") + ": op_time_cv: expected a coefficient of variation from 0 to 10, got '-0.1'");
 }
 
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
@@ -265,10 +265,10 @@ TEST(ProfileCalibration, BadInputIsLocated) {
   };
 
   std::string bad = Replace(kCalibrated, "overlap: 0.25", "overlap: 1.5");
-  EXPECT_EQ(error(bad), at(bad, "1.5}") + "p2p.overlap: expected a fraction from 0 to 1");
+  EXPECT_EQ(error(bad), at(bad, "1.5}") + "p2p.overlap: expected a fraction from 0 to 1, got '1.5'");
 
   bad = Replace(kCalibrated, "overlap: 0.25", "overlap: -0.1");
-  EXPECT_EQ(error(bad), at(bad, "-0.1}") + "p2p.overlap: expected a fraction from 0 to 1");
+  EXPECT_EQ(error(bad), at(bad, "-0.1}") + "p2p.overlap: expected a fraction from 0 to 1, got '-0.1'");
 
   bad = Replace(kCalibrated, "forward: 2.0", "forward: -2");
   EXPECT_EQ(error(bad), at(bad, "-2,") + "ranks.0.per_step.forward: expected a number in (0, 1000], got '-2'");

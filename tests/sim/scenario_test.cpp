@@ -112,7 +112,7 @@ TEST(LoadScenario, PerRankCostLists) {
 TEST(LoadScenario, MissingFile) {
   ScratchDir dir;
   const std::string path = dir.Path("nope.yaml");
-  EXPECT_EQ(ErrorOf([&] { LoadScenario(path, {}); }), path + ": cannot open file");
+  EXPECT_EQ(ErrorOf([&] { LoadScenario(path, {}); }), path + ": cannot read: no such file or directory");
 }
 
 TEST(LoadScenario, MalformedYaml) {
@@ -161,13 +161,13 @@ TEST(LoadScenario, NegativeAndZeroSizes) {
                                       ": topology.device.memory: expected a size > 0 like 80GiB, got '0'");
   const std::string bandwidth = Replace(kBase, "bandwidth: 100GB/s", "bandwidth: 0GB/s");
   EXPECT_TRUE(StartsWith(LoadError(dir, bandwidth), dir.Path("scenario.yaml") + ":" + PosOf(bandwidth, "0GB/s") +
-                                                        ": topology.links.0.bandwidth: expected a bandwidth > 0"));
+                                                        ": topology.links.0.bandwidth: expected a bandwidth from 1KB/s to 10PB/s, got '0GB/s'"));
   const std::string microbatches = Replace(kBase, "microbatches: 8", "microbatches: 0");
   EXPECT_EQ(LoadError(dir, microbatches), dir.Path("scenario.yaml") + ":" + PosOf(microbatches, "0\n") +
-                                              ": pipeline.microbatches: expected an integer >= 1, got '0'");
+                                              ": pipeline.microbatches: expected an integer in [1, 16777216], got '0'");
   const std::string efficiency = Replace(kBase, "efficiency: 0.5", "efficiency: 1.5");
   EXPECT_EQ(LoadError(dir, efficiency), dir.Path("scenario.yaml") + ":" + PosOf(efficiency, "1.5") +
-                                            ": topology.device.efficiency: expected a number in (0, 1], got '1.5'");
+                                            ": topology.device.efficiency: expected a number from 0.001 to 1, got '1.5'");
 }
 
 TEST(LoadScenario, CostListOfWrongLength) {
@@ -193,9 +193,12 @@ TEST(LoadScenario, RanksAndDevicesAreBoundedBeforeAnythingIsSizedByThem) {
   ScratchDir dir;
   const std::string text = Replace(Replace(kBase, "ranks: 4", "ranks: 1000000000"), "schedule: 1f1b", "schedule: all");
   EXPECT_EQ(LoadError(dir, text), dir.Path("scenario.yaml") + ":" + PosOf(text, "1000000000") +
-                                      ": pipeline.ranks: topology has 4 devices but pipeline.ranks is 1000000000");
+                                      ": pipeline.ranks: expected an integer in [1, 65536], got '1000000000'");
   const std::string devices = Replace(kBase, "devices_per_node: 4", "devices_per_node: 65537");
-  EXPECT_EQ(LoadError(dir, devices), dir.Path("scenario.yaml") + ":" + PosOf(devices, "device: {") +
+  EXPECT_EQ(LoadError(dir, devices), dir.Path("scenario.yaml") + ":" + PosOf(devices, "65537") +
+                                         ": topology.devices_per_node: expected an integer in [1, 65536], got '65537'");
+  const std::string product = Replace(Replace(kBase, "nodes: 1", "nodes: 2"), "devices_per_node: 4", "devices_per_node: 32769");
+  EXPECT_EQ(LoadError(dir, product), dir.Path("scenario.yaml") + ":" + PosOf(product, "device: {") +
                                          ": topology: expected nodes * devices_per_node to be at most 2^16");
 }
 
@@ -296,12 +299,12 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
             "--set pipeline.microbatchs=32: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
             "microbatch_size, steps, recompute, vertical_sync, partition, p2p); did you mean 'microbatches'?");
   EXPECT_TRUE(StartsWith(error("pipline.ranks=2"), "--set pipline.ranks=2: unknown key 'pipline' (known: name,"));
-  EXPECT_EQ(error("pipeline.microbatches=abc"), "--set pipeline.microbatches: expected an integer >= 1, got 'abc'");
-  EXPECT_EQ(error("pipeline.microbatches=-3"), "--set pipeline.microbatches: expected an integer >= 1, got '-3'");
+  EXPECT_EQ(error("pipeline.microbatches=abc"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got 'abc'");
+  EXPECT_EQ(error("pipeline.microbatches=-3"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got '-3'");
   EXPECT_EQ(error("pipeline.ranks=16"), "--set pipeline.ranks: topology has 4 devices but pipeline.ranks is 16");
   EXPECT_EQ(error("pipeline={ranks: 2}"), "--set pipeline: missing required key 'schedule'");
   EXPECT_EQ(error("pipeline={schedule: gpipe, ranks: 2, microbatches: x}"),
-            "--set pipeline: pipeline.microbatches: expected an integer >= 1, got 'x'");
+            "--set pipeline: pipeline.microbatches: expected an integer in [1, 16777216], got 'x'");
   EXPECT_EQ(error("microbatches"), "--set microbatches: expected key.path=value, e.g. pipeline.microbatches=32");
   EXPECT_EQ(error("name.first=x"), "--set name.first=x: 'name' is a single value, not a map");
   EXPECT_EQ(error("topology.links.3.latency=1us"),
@@ -315,7 +318,7 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
   EXPECT_EQ(ErrorOf([&] {
               LoadScenario(path, {"pipeline.ranks=x", "pipeline={schedule: gpipe, ranks: y}"});
             }),
-            "--set pipeline: pipeline.ranks: expected an integer >= 1, got 'y'");
+            "--set pipeline: pipeline.ranks: expected an integer in [1, 65536], got 'y'");
 }
 
 TEST(LoadScenario, TopologyFromFile) {
@@ -360,11 +363,11 @@ links:
   const std::string missing = Replace(text, "topologies/small.yaml", "topologies/none.yaml");
   const std::string missing_path = dir.Write("scenario.yaml", missing);
   EXPECT_EQ(ErrorOf([&] { LoadScenario(missing_path, {}); }), missing_path + ":" + PosOf(missing, "topologies/none") +
-                                                                  ": topology: cannot open file '" +
-                                                                  dir.Path("topologies/none.yaml") + "'");
+                                                                  ": topology: " + dir.Path("topologies/none.yaml") +
+                                                                  ": cannot read: no such file or directory");
   // Given through --set, a relative file name is relative to the current directory.
   EXPECT_EQ(ErrorOf([&] { LoadScenario(missing_path, {"topology=topologies/none.yaml"}); }),
-            "--set topology: cannot open file 'topologies/none.yaml'");
+            "--set topology: topologies/none.yaml: cannot read: no such file or directory");
   s = LoadScenario(missing_path, {"topology=" + dir.Path("topologies/small.yaml")});
   EXPECT_EQ(s.topology.nodes, 2);
 }
@@ -404,15 +407,17 @@ pipeline: {schedule: gpipe, ranks: 2, microbatches: 2}
 
 TEST(LoadScenario, ProfilePaths) {
   ScratchDir dir;
+  // One layer per rank: LoadScenario builds the costs (the run's bound is checked at load).
+  const std::string layer =
+      "{forward: 1ms, backward_input: 1ms, backward_weight: 1ms, activation_bytes: 1KiB, weight_bytes: 1KiB}";
   dir.Write("profiles/p.yaml",
-            "microbatch_size: 1\nlayers: [{forward: 1ms, backward_input: 1ms, "
-            "backward_weight: 1ms, activation_bytes: 1KiB, weight_bytes: 1KiB}]\n");
+            "microbatch_size: 1\nlayers: [" + layer + ", " + layer + ", " + layer + ", " + layer + "]\n");
   const std::string text = Replace(kBase, "model:\n", "model:\n  profile: profiles/p.yaml\n");
   const std::string path = dir.Write("scenario.yaml", text);
   EXPECT_EQ(LoadScenario(path, {}).model.profile_path, dir.Path("profiles/p.yaml"));
   // Through --set: relative to the current directory, so this one is not found.
   EXPECT_EQ(ErrorOf([&] { LoadScenario(path, {"model.profile=profiles/p.yaml"}); }),
-            "--set model.profile: cannot open file 'profiles/p.yaml'");
+            "--set model.profile: profiles/p.yaml: cannot read: no such file or directory");
   const std::string absolute = dir.Path("profiles/p.yaml");
   EXPECT_EQ(LoadScenario(path, {"model.profile=" + absolute}).model.profile_path, absolute);
 }

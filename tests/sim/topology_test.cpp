@@ -1,5 +1,7 @@
 // Tests for sim/src/topology.cpp: link numbering and routes worked by hand for a 2-node x
-// 4-device machine and for small explicit graphs, including ties and bad graphs.
+// 4-device machine and for small explicit graphs, including ties and bad graphs; the
+// per-dimension form's routes against Dijkstra's search over a sweep of shapes and ties; a
+// machine of 10^4 devices.
 #include "stagecraft/sim/topology.h"
 
 #include <gtest/gtest.h>
@@ -148,6 +150,77 @@ TEST(Topology, ExplicitGraphErrors) {
   EXPECT_EQ(ErrorOf([&] { Topology t(spec); }), "topology link names unknown vertex 'nowhere'");
   spec = Triangle(1000, 0.0);
   EXPECT_EQ(ErrorOf([&] { Topology t(spec); }), "link g0 - g1: bandwidth must be > 0");
+}
+
+// The per-dimension form answers without a search; over nodes, devices, odd latencies, zero
+// latencies and exact ties between the node and the cluster switch, every route is the one
+// Dijkstra's search settles.
+TEST(Topology, PerDimensionRoutesAreTheSearchsRoutes) {
+  const std::vector<std::pair<double, int64_t>> links = {{50e9, 0}, {50e9, 1}, {50e9, 3}, {450e9, 2000}, {1e3, 5000},
+                                                         {1e16, 2000}};
+  int compared = 0;
+  for (int nodes : {1, 2, 3}) {
+    for (int per_node : {1, 2, 4}) {
+      for (size_t n = 0; n <= links.size(); ++n) {  // n == links.size(): no node links
+        for (const auto& [cluster_bandwidth, cluster_latency] : links) {
+          TopologySpec spec;
+          spec.device = {"d", 1e12, 1 << 30, 1.0};
+          spec.nodes = nodes;
+          spec.devices_per_node = per_node;
+          if (n < links.size()) spec.links.push_back({"node", links[n].first, links[n].second});
+          if (nodes > 1) spec.links.push_back({"cluster", cluster_bandwidth, cluster_latency});
+          if (nodes == 1 && per_node > 1 && n == links.size()) continue;  // needs node links
+          const Topology t(spec);
+          for (int a = 0; a < t.devices(); ++a) {
+            for (int b = 0; b < t.devices(); ++b) {
+              EXPECT_EQ(t.Route(a, b), t.RouteBySearch(a, b)) << nodes << "x" << per_node << " " << a << "->" << b;
+              ++compared;
+            }
+          }
+          if (nodes == 1) break;  // the cluster link is not used
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
+  // An exact tie (same latency and bandwidth in both scopes) goes through the node switch.
+  TopologySpec tie = TwoByFour();
+  tie.links = {{"node", 50e9, 2000}, {"cluster", 50e9, 2000}};
+  EXPECT_EQ(Topology(tie).Route(0, 1), (std::vector<int>{0, 3}));
+  EXPECT_EQ(Topology(tie).RouteBySearch(0, 1), (std::vector<int>{0, 3}));
+}
+
+// Routes are kept per pair asked for: 10^4 devices on one node route to their neighbours
+// through the node switch (the old table of every pair took 5.5 GB here).
+TEST(Topology, TenThousandDevices) {
+  TopologySpec spec;
+  spec.device = {"d", 1e12, 1 << 30, 1.0};
+  spec.devices_per_node = 10'000;
+  spec.links = {{"node", 100e9, 3}};
+  const Topology t(spec);
+  EXPECT_EQ(t.devices(), 10'000);
+  EXPECT_EQ(t.links().size(), 20'000u);
+  for (int d = 0; d + 1 < t.devices(); ++d) {
+    ASSERT_EQ(t.Route(d, d + 1), (std::vector<int>{2 * d, 2 * (d + 1) + 1}));
+    ASSERT_EQ(t.Route(d + 1, d), (std::vector<int>{2 * (d + 1), 2 * d + 1}));
+  }
+  EXPECT_EQ(t.RouteLatencyNs(9'998, 9'999), 3);
+  EXPECT_EQ(t.RouteBySearch(0, 9'999), (std::vector<int>{0, 2 * 9'999 + 1}));
+}
+
+TEST(Topology, LinkRangesAreChecked) {
+  TopologySpec spec = TwoByFour();
+  spec.links[0].bandwidth_bytes_per_s = 999;
+  EXPECT_EQ(ErrorOf([&] { Topology t(spec); }),
+            "link node0/device0 - node0/switch: bandwidth must be from 1KB/s to 10PB/s, got 999 B/s");
+  spec.links[0].bandwidth_bytes_per_s = 1e3;
+  EXPECT_EQ(ErrorOf([&] { Topology t(spec); }), "");
+  spec.links[1].bandwidth_bytes_per_s = 1.0001e16;
+  EXPECT_EQ(ErrorOf([&] { Topology t(spec); }),
+            "link node0/device0 - cluster/switch: bandwidth must be from 1KB/s to 10PB/s, got 1.0001e+16 B/s");
+  spec = Triangle(3'600'000'000'001, 1e9);
+  EXPECT_EQ(ErrorOf([&] { Topology t(spec); }), "link g0 - g1: latency must be at most 1 h");
+  EXPECT_EQ(ErrorOf([&] { Topology t(Triangle(3'600'000'000'000, 1e9)); }), "");
 }
 
 TEST(Topology, RoutesFromManyThreadsAgree) {

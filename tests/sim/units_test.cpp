@@ -103,6 +103,22 @@ TEST(ParseFlops, Prefixes) {
   EXPECT_DOUBLE_EQ(ParseFlops("50GFlops"), 50e9);
   EXPECT_DOUBLE_EQ(ParseFlops("362 TFLOP/s"), 362e12);
   EXPECT_DOUBLE_EQ(ParseFlops("7FLOPS"), 7.0);
+  EXPECT_DOUBLE_EQ(ParseFlops("1EFLOPS"), 1e18);  // the top of topology.device.peak's range
+}
+
+// The unbounded forms, for range checks that name their limit whatever the magnitude: the same
+// units and errors, no int64 bound.
+TEST(ParseAsDouble, SameUnitsNoInt64Bound) {
+  EXPECT_DOUBLE_EQ(ParseBytesAsDouble("1.5GB"), 1.5e9);
+  EXPECT_DOUBLE_EQ(ParseBytesAsDouble("2PiB"), 2.0 * 1024 * 1024 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(ParseBytesAsDouble("1e30"), 1e30);  // ParseBytes: too large
+  EXPECT_DOUBLE_EQ(ParseDurationNsAsDouble("2us"), 2000);
+  EXPECT_DOUBLE_EQ(ParseDurationNsAsDouble("1e30s"), 1e39);  // ParseDurationNs: too large
+  EXPECT_DOUBLE_EQ(ParseDurationNsAsDouble("0"), 0);
+  EXPECT_EQ(ErrorOf([] { ParseDurationNsAsDouble("5"); }),
+            "expected a duration like 2us or 1.5ms, got '5' (missing unit: ns, us, ms or s)");
+  EXPECT_EQ(ErrorOf([] { ParseBytesAsDouble("-1GiB"); }), "expected a size like 80GiB, got '-1GiB' (negative)");
+  EXPECT_NE(ErrorOf([] { ParseDurationNsAsDouble("1e400s"); }).find("too large"), std::string::npos);
 }
 
 TEST(ParseFlops, Errors) {

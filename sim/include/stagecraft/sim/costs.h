@@ -69,7 +69,8 @@ std::vector<int> SplitLayers(int layers, int stages, std::string_view what);
 // expensive stage, where stage s costs its layers' `layer_cost` plus `stage_extra[s]` (e.g.
 // the LM head on the last stage). Exact (dynamic programming over split points, O(stages ·
 // layers²)); among equally good splits the one closest to even is taken, earlier stages
-// taking the extra layer. Throws InputError when there are fewer layers than stages.
+// taking the extra layer. Throws InputError when there are fewer layers than stages, or when
+// the search would pass 2^25 table cells ((stages + 1) x (layers + 1)) or 2^31 steps.
 std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
                                  std::string_view what);
 
@@ -120,6 +121,10 @@ std::vector<int> StageLayers(const Scenario& scenario, int stages);
 //     loss gradient it keeps from F to its backward; w_stash_bytes 2·b·h·4 per layer (the
 //     layer's input and dz, what W reads);
 //     send_bytes b·h·4.
+//
+// Times and sizes are computed in double and checked into int64: an op over kMaxOpNs (1 h; a full
+// backward counts backward_input + backward_weight) or a size over kMaxValueBytes (1 PiB) throws
+// InputError naming the stage and the keys it came from (limits.h).
 //
 // Throws stagecraft::InputError when the model has fewer layers than stages, or a profile is
 // malformed or does not match the scenario (file:line:col).

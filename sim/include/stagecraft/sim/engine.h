@@ -40,6 +40,8 @@ struct SimConfig {
 };
 
 // `schedule` must be lowered and valid (Validate empty); `costs.stages` has one entry per stage.
+// Throws InputError (run_bound.h) when the run could last over kMaxRunNs of simulated time or a
+// transfer alone over kMaxOpNs, before any event runs.
 RunRecord Simulate(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
                    const SimConfig& config);
 

@@ -40,9 +40,14 @@ class MemoryModel {
   // Sets each rank's `oom` flag: its peak over `device_memory_bytes` (0: no check).
   void MarkOom(int64_t device_memory_bytes);
 
-  int64_t bytes(int rank) const { return bytes_[rank]; }
+  int64_t bytes(int rank) const { return Saturated(bytes_[rank]); }
 
  private:
+  // Totals in 128 bits: each size is at most 1 PiB (limits.h), but a rank may hold millions of
+  // them at once. What the record sees saturates at int64's end (more than 8 EiB: OOM anyway).
+  using Wide = __int128;
+  static int64_t Saturated(Wide bytes);
+
   void Add(int64_t now_ns, int rank, int64_t delta);
   void ReadDone(int64_t now_ns, const schedules::Op& op);
   void StepDone(int64_t now_ns, const schedules::Op& step);
@@ -51,7 +56,7 @@ class MemoryModel {
   const CostTable& costs_;
   bool record_samples_;
   schedules::RunRecord* record_;
-  std::vector<int64_t> bytes_;                    // per rank, now
+  std::vector<Wide> bytes_;                       // per rank, now
   std::vector<int> inflight_;                     // per rank: activations held
   std::vector<std::vector<int>> readers_left_;    // per stage, per version
   std::vector<int> live_versions_, newest_;       // per stage

@@ -147,7 +147,12 @@ struct Scenario {
 // parsed as YAML, so "pipeline.schedule=[gpipe, 1f1b]" works; a list entry is addressed by its
 // index, "topology.links.0.latency=3us"), applied in order to the YAML tree before validation.
 // Every problem throws stagecraft::InputError: "file:line:col: key.path: what, expected form",
-// "--set key.path: ..." for a value that came from an override, "path: cannot open file".
+// "--set key.path: ..." for a value that came from an override, "path: cannot read: REASON" for a
+// file (read through stagecraft::ReadInputFile, at most kMaxYamlBytes, one YAML document). Every
+// value is checked against its range (limits.h); then the cost table of each schedule named is
+// built (each derived op time and size within its limit) and the run's simulated time bounded
+// (run_bound.h), so that a scenario the simulator would refuse is refused here, before any
+// schedule is built.
 // `topology:` may be a file name (relative to the scenario file, or to the current directory
 // when given through --set); errors inside it name that file.
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides = {});

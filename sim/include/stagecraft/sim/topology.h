@@ -1,9 +1,12 @@
 // The machine as a graph of devices, switches and directed links (DESIGN.md §4): transfers
-// follow the lowest-latency route (Boost.Graph Dijkstra) and share the links on it.
+// follow the lowest-latency route (Boost.Graph Dijkstra) and share the links on it. Only the
+// routes asked for are kept, so memory grows with the links and the pairs that talk, not with
+// the square of the devices.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +33,8 @@ class Topology {
     int to = 0;
   };
 
-  // Throws stagecraft::InputError when some device cannot reach another, or (explicit form) a
-  // link names an unknown vertex.
+  // Throws stagecraft::InputError when some device cannot reach another, a link's bandwidth or
+  // latency is outside its range (limits.h), or (explicit form) a link names an unknown vertex.
   explicit Topology(const TopologySpec& spec);
   ~Topology();
   Topology(Topology&&) noexcept;
@@ -44,16 +47,30 @@ class Topology {
   const std::vector<Link>& links() const { return links_; }
 
   // Directed link ids from src to dst along the lowest-latency path; ties go to the route with
-  // the least serialization time (sum of 1/bandwidth). Empty when src == dst. Computed once per
-  // source device and cached; safe to call from several threads.
+  // the least serialization time (sum of 1/bandwidth), then to the one Dijkstra settles first.
+  // Empty when src == dst. Computed once per pair asked for and kept (the reference stays valid
+  // as long as the topology); safe to call from several threads.
   const std::vector<int>& Route(int src_device, int dst_device) const;
   int64_t RouteLatencyNs(int src_device, int dst_device) const;  // sum over the route; 0 if src == dst
   double RouteBandwidth(int src_device, int dst_device) const;   // min over the route; +inf if src == dst
 
+  // The route by Dijkstra's search over the whole graph, stopped once dst is settled: what
+  // Route returns. Route answers the per-dimension form without a search (its routes have two
+  // links: through the node switch or the cluster switch), which tests hold against this.
+  std::vector<int> RouteBySearch(int src_device, int dst_device) const;
+
  private:
   struct RouteCache;
-  void ComputeRoutesFrom(int src_device) const;
+  // The per-dimension form's route, worked out from its shape (see RouteBySearch).
+  std::vector<int> PerDimensionRoute(int src_device, int dst_device) const;
 
+  // Set for the per-dimension form.
+  struct PerDimension {
+    int devices_per_node = 1;
+    bool node_links = false, cluster_links = false;
+    int cluster_base = 0;  // physical link id of device 0's cluster link
+  };
+  std::optional<PerDimension> per_dimension_;
   int devices_ = 0;
   std::vector<std::string> vertex_names_;
   std::vector<int> device_vertices_;  // device -> vertex

@@ -40,6 +40,7 @@ class Transfers final : public EventHandler {
     bool send_posted = false, recv_posted = false;
     bool in_data_phase = false;
     int32_t post_order = -1;       // n: the n-th transfer to get a first end posted
+    const std::vector<int>* route = nullptr;  // the topology's, kept (set at the first post)
     double remaining_bytes = 0;    // as of last_update_ns
     double bytes_per_ns = 0;
     int64_t last_update_ns = 0;

@@ -29,8 +29,13 @@ double ParseBandwidth(std::string_view text);
 // A unit is required except for zero ("0" is accepted, "5" is not).
 int64_t ParseDurationNs(std::string_view text);
 
-// Compute rate in FLOP/s: FLOPS, KFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS (the "FLOPS" part
-// case-insensitive, "FLOP/s" also accepted). A unit is required.
+// The same sizes and durations as doubles, unbounded (finite): for range checks that name their
+// limit whatever the magnitude ("1e30s" is over 1 h, not only over int64).
+double ParseBytesAsDouble(std::string_view text);
+double ParseDurationNsAsDouble(std::string_view text);
+
+// Compute rate in FLOP/s: FLOPS, KFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS, EFLOPS (the "FLOPS"
+// part case-insensitive, "FLOP/s" also accepted). A unit is required.
 double ParseFlops(std::string_view text);
 
 // "512 B", "1.50 KiB", "80.00 GiB": binary units, two decimals above one KiB.

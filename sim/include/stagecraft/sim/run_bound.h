@@ -1,0 +1,40 @@
+// How long a run can last in simulated time, bounded before the event loop runs (limits.h): the
+// sum of every op's time on its stream (with the runtime's overhead after it and its input copy)
+// and of every transfer's time alone on its route (latency + bytes / its slowest link). The
+// makespan never exceeds that sum: until the run ends, some stream is busy, some transfer waits
+// out its latency, or transfers move data, and k transfers sharing links each get at least 1/k
+// of their route's bandwidth, so together they progress at least as fast as one alone. With the
+// sum at most kMaxRunNs (1 year), every time the engine computes fits int64 many times over.
+#pragma once
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::sim {
+
+struct RunBound {
+  double compute_ns = 0;   // ops on the compute streams, with overheads and input copies
+  double transfer_ns = 0;  // transfers, each alone on its route
+  double total_ns() const { return compute_ns + transfer_ns; }
+};
+
+// The bound of a lowered schedule, op by op, with each op's own time factor (op_time_cv).
+// Throws InputError when a transfer alone would take more than kMaxOpNs.
+RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology);
+
+// Throws InputError "SCHEDULE could run for up to X s of simulated time (...), above the limit
+// of 1 year" when BoundRun's total is above kMaxRunNs. Simulate calls it first.
+void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology);
+
+// The same sum from the scenario alone, before any schedule is built, for each generator the
+// scenario names (pipeline.schedule; files are bounded once imported, by Simulate): from the
+// counts of units, STEPs and stage boundaries, each unit's backward at the larger of B and I + W,
+// op times at their mean (op_time_cv) and the costs of a schedule that updates once per step.
+// Throws InputError naming the scenario, the schedule, its counts and its longest op when the sum
+// is above kMaxRunNs, or when a transfer between neighbouring stages would take over kMaxOpNs
+// alone. LoadScenario calls it, so that such a scenario is refused within a second.
+void CheckScenarioRunBound(const Scenario& scenario, const Topology& topology);
+
+}  // namespace stagecraft::sim
