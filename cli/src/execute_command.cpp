@@ -48,6 +48,7 @@ struct ExecuteFlags {
   bool fault_given = false;  // --inject-fault was given (an empty value is an error)
   std::string timeout = "300s";
   std::string backend = "cpu";
+  int64_t max_ops = 0;
 };
 
 // The fault of `--inject-fault`, which must name a rank of the job and a step of the run.
@@ -245,6 +246,7 @@ void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan*
                                  sc.path, sc.pipeline.ranks, world, sc.pipeline.ranks, sc.path));
   }
   plan.names = ScenarioScheduleNames(sc, rank == 0);
+  CheckScheduleSizes(sc.pipeline, plan.names, f.max_ops);
   plan.schedules = ScenarioSchedules(sc.pipeline, plan.names);
   // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
   // in any of the schedules (placement decides: under V the last stage is on rank 0).
@@ -389,6 +391,7 @@ Command AddExecuteCommand(CLI::App& root) {
                   "Testing failure handling: RANK:STEP[:throw|hang|nan|oom] makes that rank throw (default), hang, "
                   "poison a weight with NaN, or fail an allocation at that step");
   AddBackendOption(app, &flags->backend);
+  AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags, fault] {
             flags->fault_given = fault->count() > 0;
             return Run(*flags);

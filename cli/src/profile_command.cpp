@@ -43,6 +43,7 @@ struct ProfileFlags {
   int warmup = 3;
   int calibration_steps = 10;  // 0: layers only
   std::string backend = "cpu";
+  int64_t max_ops = 0;
 };
 
 // The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
@@ -97,6 +98,26 @@ struct RunsReport {
 // Runs the calibration schedules for `steps` steps on every rank and, on rank 0, sets the
 // profile's per-rank scales (against its layers), overhead per op, op-time jitter and
 // in-pipeline transfer bandwidth. Step 0 is left out.
+// The pipeline of the calibration runs: the scenario's, `steps` steps, one stage per rank.
+sim::PipelineSpec CalibrationPipeline(const sim::Scenario& sc, int steps) {
+  sim::PipelineSpec pipeline = sc.pipeline;
+  pipeline.steps = steps;
+  pipeline.chunks = 1;
+  return pipeline;
+}
+
+// The calibration schedules the shape allows.
+std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline) {
+  std::vector<std::string> names;
+  for (const char* name : kCalibrationSchedules) {
+    const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
+    if (info != nullptr && schedules::CheckParams(*info, sim::GeneratorParamsFor(pipeline, *info)).empty()) {
+      names.emplace_back(name);
+    }
+  }
+  return names;
+}
+
 RunsReport CalibrateRuns(
     const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
     exec::Transport& transport, sim::Profile* profile) {
@@ -108,16 +129,12 @@ RunsReport CalibrateRuns(
   std::vector<int> layers;  // the split the runs used, one stage per rank
   std::vector<int64_t> waited;  // transfers a receiver waited through, ns
   exec::JitterSums jitter;
-  sim::PipelineSpec pipeline = sc.pipeline;
-  pipeline.steps = steps;
-  pipeline.chunks = 1;
+  sim::PipelineSpec pipeline = CalibrationPipeline(sc, steps);
   const int64_t total = int64_t{pipeline.microbatches} * steps;
   exec::SetupRounds setup(transport);  // the first run's set-up ends the dataset's
   const exec::Dataset data = exec::MakeDataset(device, base, total, transport.rank() == 0,
                                                transport.rank() == ranks - 1, [&] { setup.Beat(); });
-  for (const char* name : kCalibrationSchedules) {
-    const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
-    if (info == nullptr || !schedules::CheckParams(*info, sim::GeneratorParamsFor(pipeline, *info)).empty()) continue;
+  for (const std::string& name : CalibrationSchedules(pipeline)) {
     pipeline.schedules = {name};
     const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
     exec::TrainingConfig config = base;
@@ -189,6 +206,10 @@ int Run(const ProfileFlags& f) {
     config = exec::TrainingConfigFor(sc);
     backend = BackendFor(f.backend, sc);
     if (rank == 0) out = outputs.Add(f.out_path, "--out");
+    if (f.calibration_steps > 0) {
+      const sim::PipelineSpec calibration = CalibrationPipeline(sc, f.calibration_steps);
+      CheckScheduleSizes(calibration, CalibrationSchedules(calibration), f.max_ops);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -311,6 +332,7 @@ Command AddProfileCommand(CLI::App& root) {
                   "Steps of each calibration run of the executor (0: profile the layers only)")
       ->check(CLI::Range(0, 1000));
   AddBackendOption(app, &flags->backend);
+  AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags] { return Run(*flags); }};
 }
 

@@ -13,6 +13,7 @@
 #include "stagecraft/base/printable.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/mpi_transport.h"
+#include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
@@ -27,14 +28,15 @@ using namespace stagecraft::schedules;
 
 namespace {
 
-// A schedule file of the scenario: one step of its order, run p.steps times, its stages per
+// A schedule file of the scenario: one step of its order, run `steps` times, its stages per
 // rank and placement inferred, lowered unless the file carries its transfers.
-Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path) {
+Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path,
+                            int steps) {
   CsvImportOptions options;
   options.name = name;
   options.chunks = 0;
   options.microbatches = p.microbatches;
-  options.steps = p.steps;
+  options.steps = steps;
   options.repeat_one_step = true;
   Schedule s = ImportCsv(ReadInputFile(path, kMaxCsvBytes, "a schedule CSV"), path, options);
   if (s.ranks() != p.ranks) {
@@ -64,11 +66,32 @@ std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& sc, bool rep
   return names;
 }
 
+void CheckScheduleSizes(const sim::PipelineSpec& p, const std::vector<std::string>& names, int64_t max_ops) {
+  SizeEstimate total;
+  for (const std::string& name : names) {
+    SizeEstimate one;
+    if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
+      // The file's one step, counted once (its size is bounded by the CSV limit), then repeated.
+      const Schedule step = ImportScheduleFile(p, name, file->second, 1);
+      one = EstimateImportedSize(static_cast<double>(step.OpCount()), p.steps);
+      CheckSize(fmt::format("{} x {} steps", Printable(file->second), p.steps), one, max_ops);
+    } else {
+      const GeneratorInfo* info = FindGenerator(name);
+      SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
+      const GeneratorParams params = sim::GeneratorParamsFor(p, *info);
+      one = EstimateSize(*info, params);
+      CheckSize(DescribeShape(info->name, params), one, max_ops);
+    }
+    total += one;
+  }
+  if (names.size() > 1) CheckSize(fmt::format("the scenario's {} schedules together", names.size()), total, max_ops);
+}
+
 std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names) {
   std::vector<Schedule> out;
   for (const std::string& name : names) {
     if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
-      out.push_back(ImportScheduleFile(p, name, file->second));
+      out.push_back(ImportScheduleFile(p, name, file->second, p.steps));
       continue;
     }
     const GeneratorInfo* info = FindGenerator(name);
@@ -127,6 +150,14 @@ bool AnyRankFailed(const std::string& error) {
   }
   transport->Broadcast(&verdict, 0);
   return !verdict.empty();
+}
+
+void AddMaxOpsOption(CLI::App* app, int64_t* max_ops) {
+  *max_ops = kDefaultMaxOps;
+  app->add_option("--max-ops", *max_ops,
+                  "Refuse to build schedules estimated to hold more ops than this (about 200 bytes of memory each)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000'000}))
+      ->capture_default_str();
 }
 
 void AddBackendOption(CLI::App* app, std::string* flag) {

@@ -23,6 +23,11 @@ namespace stagecraft::cli {
 // stderr when `report_skipped`. Throws InputError when no schedule can take the shape.
 std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& scenario, bool report_skipped);
 
+// Before any schedule is built: the estimated size of each named schedule, and of all of them
+// held at once, against `max_ops` (schedules/budget.h; a schedule file counts its one step
+// times pipeline.steps). Throws InputError naming the estimate, the limit and --max-ops.
+void CheckScheduleSizes(const sim::PipelineSpec& pipeline, const std::vector<std::string>& names, int64_t max_ops);
+
 // The named schedules (ScenarioScheduleNames), lowered and validated; a schedule file is
 // imported as scenario.h says.
 std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline,
@@ -48,6 +53,9 @@ void RefusePredictedOom(const sim::Scenario& scenario, const std::vector<Predict
 // which prints the first once, naming the rank when the ranks disagree; every rank returns
 // true when any failed (the command then exits 1 on every rank, after the line is out).
 bool AnyRankFailed(const std::string& error);
+
+// `--max-ops N` (default schedules::kDefaultMaxOps) on a command that builds schedules.
+void AddMaxOpsOption(CLI::App* app, int64_t* max_ops);
 
 // `--backend cpu|cuda|auto` (default cpu) on a command that runs the executor.
 void AddBackendOption(CLI::App* app, std::string* flag);

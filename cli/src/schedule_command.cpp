@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "scenario_runs.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/analysis.h"
+#include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/json_io.h"
@@ -39,6 +41,7 @@ struct ScheduleFlags {
   std::string p2p = "ahead";
   bool p2p_given = false;
   bool relower = false;  // --import: drop the file's transfers and lower again
+  int64_t max_ops = 0;
 };
 
 Schedule Build(const ScheduleFlags& f) {
@@ -63,6 +66,10 @@ Schedule Build(const ScheduleFlags& f) {
   params.steps = f.steps;
   params.vertical_sync = f.vertical_sync;
   params.recompute = f.recompute;
+  // Before anything is built: a shape too large to hold is refused by its estimate.
+  if (const GeneratorInfo* info = FindGenerator(f.schedule)) {
+    CheckSize(DescribeShape(info->name, params), EstimateSize(*info, params), f.max_ops);
+  }
   return Generate(f.schedule, params);
 }
 
@@ -133,6 +140,7 @@ Command AddScheduleCommand(CLI::App& root) {
                 "--import: drop the file's SEND/RECV and lower its compute order again (default: keep and validate "
                 "them as they are)")
       ->needs(import);
+  AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags, chunks, p2p] {
             flags->chunks_given = chunks->count() > 0;
             flags->p2p_given = p2p->count() > 0;

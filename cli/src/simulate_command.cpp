@@ -33,6 +33,7 @@ struct SimulateFlags {
   std::vector<std::string> sets;
   std::string json_path;
   std::string trace_path;
+  int64_t max_ops = 0;
 };
 
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<Prediction>& outcomes) {
@@ -80,6 +81,7 @@ std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
   const std::vector<std::string> names = ScenarioScheduleNames(sc, true);
+  CheckScheduleSizes(sc.pipeline, names, f.max_ops);
   // Every output is checked before any work, and written only once everything is computed: an
   // error leaves no output behind.
   OutputSet outputs;
@@ -121,6 +123,7 @@ Command AddSimulateCommand(CLI::App& root) {
   app->add_option("--json", flags->json_path, "Write the metrics of every schedule as JSON (- for standard output)");
   app->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace (one file per schedule when several; - for standard output)");
+  AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags] { return Run(*flags); }};
 }
 
