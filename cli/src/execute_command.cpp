@@ -283,7 +283,7 @@ std::vector<MeasuredSchedule> RunSchedules(const ExecuteFlags& f, const Plan& pl
   const Dataset data = MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); });
   if (rank == 0) {
     std::fprintf(plan.report, "scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
-                 sc.name.c_str(), sc.pipeline.ranks, device.Name().c_str(), transport.Name().c_str(),
+                 Printable(sc.name).c_str(), sc.pipeline.ranks, device.Name().c_str(), transport.Name().c_str(),
                  sc.pipeline.microbatches, sc.pipeline.microbatch_size, sc.pipeline.steps,
                  plan.config.optimizer.c_str(), plan.config.lr);
     std::fflush(plan.report);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/sim/units.h"
 
@@ -66,7 +67,7 @@ std::string MeasuredTable(const sim::Scenario& sc, const std::vector<MeasuredSch
     double wait = 0;  // blocked on a receive, wait and transfer
     for (const auto& r : x.ranks_detail) wait = std::max(wait, r.wait_ms + r.transfer_ms);
     out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>16} {:>9.1f} ms {:>10.1f} us  {:.6f} -> {:.6f}\n",
-                       x.schedule, x.step_time_ms, x.throughput_samples_per_s, 100 * x.bubble_fraction,
+                       Printable(x.schedule), x.step_time_ms, x.throughput_samples_per_s, 100 * x.bubble_fraction,
                        sim::FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,
                        e.losses.empty() ? 0.0 : e.losses.front(), e.losses.empty() ? 0.0 : e.losses.back());
   }

@@ -248,7 +248,7 @@ int Run(const ProfileFlags& f) {
   // With the profile on standard output, the report goes to standard error.
   std::FILE* report = outputs.WritesStdout() ? stderr : stdout;
   std::fprintf(report, "profile of %s: %d %s, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
-              sc.name.c_str(), exec::NetworkLayers(config), config.gpt ? "blocks" : "layers",
+              Printable(sc.name).c_str(), exec::NetworkLayers(config), config.gpt ? "blocks" : "layers",
               config.gpt ? config.gpt->hidden : config.model.hidden, config.microbatch_size, f.repeats,
               transport->size(), f.out_path.c_str());
   std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "scenario_runs.h"
 #include "stagecraft/base/output_file.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"
@@ -38,7 +39,7 @@ struct SimulateFlags {
 
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<Prediction>& outcomes) {
   const PipelineSpec& p = sc.pipeline;
-  std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", sc.name,
+  std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", Printable(sc.name),
                                 p.ranks, p.microbatches, p.microbatch_size, p.steps, cost_source);
   out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");
@@ -46,7 +47,7 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   for (const Prediction& o : outcomes) {
     const ScheduleMetrics& m = o.metrics;
     const int worst = m.WorstMemoryRank();
-    out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", m.schedule,
+    out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", Printable(m.schedule),
                        m.step_time_ms, m.throughput_samples_per_s, 100 * m.bubble_fraction,
                        FormatBytes(m.ranks_detail[worst].peak_memory_bytes), worst, m.AnyOom() ? "OOM" : "no");
     // Fastest that fits; on a tie the one that needs less memory.
@@ -57,7 +58,7 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
     }
   }
   if (best != nullptr && outcomes.size() > 1) {
-    out += fmt::format("fastest that fits: {} ({:.3f} ms per step, bubble {:.2f}%)\n", best->metrics.schedule,
+    out += fmt::format("fastest that fits: {} ({:.3f} ms per step, bubble {:.2f}%)\n", Printable(best->metrics.schedule),
                        best->metrics.step_time_ms, 100 * best->metrics.bubble_fraction);
   } else if (best == nullptr) {
     out += "no schedule fits in device memory\n";
