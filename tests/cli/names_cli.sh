@@ -17,7 +17,9 @@ sed "s/^name: .*/name: ${yaml_name//\\/\\\\}/" "$root/scenarios/uniform-costs.ya
   --trace "$tmp/p.trace.json" >"$tmp/out"
 rc=$?
 check "simulate runs" '[[ $rc -eq 0 ]]'
-check "table names the scenario" '[[ "$(head -n 1 "$tmp/out")" == "scenario $want: "* ]]'
+# The table is read on a terminal: its tab and control byte are written as escapes.
+shown=$'odd "quoted" back\\slash \xc3\xbc \xe2\x86\x92 tab\\there \\x01 end'
+check "table names the scenario, escaped" '[[ "$(head -n 1 "$tmp/out")" == "scenario $shown: "* ]]'
 check "json and traces: valid JSON, the name exactly" "python3 - \"\$tmp\" \"\$want\" <<'PY'
 import json, sys
 tmp, want = sys.argv[1], sys.argv[2]
