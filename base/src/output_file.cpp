@@ -34,12 +34,31 @@ std::string FolderOf(const std::string& path) {
   return folder.empty() ? "." : folder;
 }
 
+// The descriptor a path names by number (/dev/fd/N, /proc/self/fd/N, /dev/stdout, /dev/stderr),
+// or -1. Their links are not names of files: /proc/self/fd/1 of a pipe reads "pipe:[123]".
+int DescriptorOf(const std::string& path) {
+  if (path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  for (std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.rfind(prefix, 0) != 0 || path.size() == prefix.size() || path.size() > prefix.size() + 9) continue;
+    int fd = 0;
+    for (size_t i = prefix.size(); i < path.size(); ++i) {
+      if (path[i] < '0' || path[i] > '9') return -1;
+      fd = fd * 10 + (path[i] - '0');
+    }
+    return fd;
+  }
+  return -1;
+}
+
 // `path` with every symbolic link of its last component followed (the folders above it may be
-// links: the kernel follows those). A path that does not exist is returned as it is.
+// links: the kernel follows those), up to a descriptor's name (DescriptorOf). A path that does
+// not exist is returned as it is.
 std::string FollowLinks(const std::string& path, std::string_view flag) {
   std::string current = path;
   for (int hops = 0;; ++hops) {
     struct stat st {};
+    if (DescriptorOf(current) >= 0) return current;
     if (::lstat(current.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return current;
     if (hops == kMaxLinkHops) CannotWrite(path, flag, FileErrorReason(ELOOP));
     std::string target(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
@@ -91,9 +110,11 @@ std::string WriteTemporary(const std::string& file, std::string_view text, std::
 }
 
 void WriteStream(const OutputTarget& t, std::string_view text) {
-  if (t.kind == OutputTarget::Kind::kStdout) {
-    std::fflush(stdout);  // what the command printed before comes first
-    if (const int err = WriteAll(STDOUT_FILENO, text); err != 0) CannotWrite("standard output", t.flag, FileErrorReason(err));
+  if (t.kind == OutputTarget::Kind::kDescriptor) {
+    std::fflush(t.fd == STDERR_FILENO ? stderr : stdout);  // what the command printed there before comes first
+    if (const int err = WriteAll(t.fd, text); err != 0) {
+      CannotWrite(t.path == "-" ? "standard output" : t.path, t.flag, FileErrorReason(err));
+    }
     return;
   }
   const int fd = ::open(t.resolved.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
@@ -105,7 +126,7 @@ void WriteStream(const OutputTarget& t, std::string_view text) {
 
 // What makes two targets the same file: device and inode when it exists, else its absolute name.
 std::string Identity(const OutputTarget& t) {
-  if (t.kind == OutputTarget::Kind::kStdout) return "-";
+  if (t.kind == OutputTarget::Kind::kDescriptor) return fmt::format("fd {}", t.fd);
   struct stat st {};
   if (::stat(t.resolved.c_str(), &st) == 0) return fmt::format("{}:{}", st.st_dev, st.st_ino);
   return std::filesystem::absolute(t.resolved).lexically_normal().string();
@@ -118,12 +139,17 @@ OutputTarget CheckOutputPath(const std::string& path, std::string_view flag) {
   t.flag = std::string(flag);
   t.path = path;
   if (path.empty()) throw InputError(fmt::format("{}an empty file name", flag.empty() ? "" : std::string(flag) + ": "));
-  if (path == "-") {
-    t.kind = OutputTarget::Kind::kStdout;
+  t.resolved = path == "-" ? "/dev/stdout" : FollowLinks(path, flag);
+  if (const int fd = DescriptorOf(t.resolved); fd >= 0) {
+    // An open descriptor: written to as it is, never replaced.
+    const int mode = ::fcntl(fd, F_GETFL);
+    if (mode < 0) CannotWrite(path, flag, FileErrorReason(EBADF));
+    if ((mode & O_ACCMODE) == O_RDONLY) CannotWrite(path, flag, "open for reading only");
+    t.kind = OutputTarget::Kind::kDescriptor;
+    t.fd = fd;
     t.resolved = path;
     return t;
   }
-  t.resolved = FollowLinks(path, flag);
   struct stat st {};
   if (::stat(t.resolved.c_str(), &st) != 0) {
     if (errno != ENOENT) CannotWrite(path, flag, FileErrorReason(errno));
@@ -187,7 +213,7 @@ int OutputSet::Add(const std::string& path, std::string_view flag) {
 
 bool OutputSet::WritesStdout() const {
   for (const Output& o : outputs_) {
-    if (o.target.kind == OutputTarget::Kind::kStdout) return true;
+    if (o.target.kind == OutputTarget::Kind::kDescriptor && o.target.fd == STDOUT_FILENO) return true;
   }
   return false;
 }

@@ -135,11 +135,42 @@ TEST_F(OutputFileTest, AFullDeviceReportsTheWriteError) {
 
 TEST_F(OutputFileTest, DashIsStandardOutput) {
   const OutputTarget t = CheckOutputPath("-", "--json");
-  EXPECT_EQ(t.kind, OutputTarget::Kind::kStdout);
+  EXPECT_EQ(t.kind, OutputTarget::Kind::kDescriptor);
+  EXPECT_EQ(t.fd, 1);
   ::testing::internal::CaptureStdout();
   WriteOutputFile("-", "{\"to\": \"stdout\"}\n");
   EXPECT_EQ(::testing::internal::GetCapturedStdout(), "{\"to\": \"stdout\"}\n");
   EXPECT_TRUE(Entries().empty());
+}
+
+TEST_F(OutputFileTest, DescriptorNamesWriteToTheDescriptor) {
+  // /dev/stdout is standard output, whatever it is (a pipe's /proc link reads "pipe:[N]").
+  EXPECT_EQ(CheckOutputPath("/dev/stdout").fd, 1);
+  EXPECT_EQ(CheckOutputPath("/dev/stderr").fd, 2);
+  ::testing::internal::CaptureStdout();
+  WriteOutputFile("/dev/stdout", "through /dev/stdout\n");
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "through /dev/stdout\n");
+  // A pipe's write end by its /proc and /dev/fd names, and through a link to one of them.
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  fs::create_symlink("/dev/fd/" + std::to_string(ends[1]), Path("to-pipe"));
+  WriteOutputFile("/proc/self/fd/" + std::to_string(ends[1]), "one ");
+  WriteOutputFile("/dev/fd/" + std::to_string(ends[1]), "two ");
+  WriteOutputFile(Path("to-pipe"), "three");
+  ::close(ends[1]);
+  char buffer[64] = {};
+  ASSERT_EQ(::read(ends[0], buffer, sizeof buffer), 13);
+  EXPECT_EQ(std::string(buffer), "one two three");
+  EXPECT_TRUE(fs::is_symlink(Path("to-pipe")));
+  // The read end, and a closed descriptor, are refused.
+  const std::string read_end = "/dev/fd/" + std::to_string(ends[0]);
+  EXPECT_EQ(ErrorOf([&] { CheckOutputPath(read_end, "--json"); }), "--json " + read_end + ": cannot write: open for reading only");
+  ::close(ends[0]);
+  EXPECT_EQ(ErrorOf([&] { CheckOutputPath(read_end); }), read_end + ": cannot write: bad file descriptor");
+  // "-" and /dev/stdout are one output.
+  OutputSet set;
+  set.Add("-", "--json");
+  EXPECT_NE(ErrorOf([&] { set.Add("/dev/stdout", "--trace"); }).find("name the same file"), std::string::npos);
 }
 
 TEST_F(OutputFileTest, RefusalsNameThePathAndTheReason) {

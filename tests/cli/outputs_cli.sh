@@ -40,6 +40,8 @@ check "simulate: /dev/null takes --json and --trace" '[[ $? -eq 0 && -c /dev/nul
 "$sc" simulate "$scenario" --json - >stdout.json 2>stderr.txt
 check "simulate --json -: the JSON alone on stdout" 'valid_json stdout.json'
 check "simulate --json -: the table on stderr" 'grep -q "^fastest that fits" stderr.txt'
+"$sc" simulate "$scenario" --json /dev/stdout 2>/dev/null | python3 -c 'import json, sys; json.load(sys.stdin)'
+check "simulate --json /dev/stdout into a pipe: the JSON alone" '[[ $? -eq 0 ]]'
 "$sc" simulate "$scenario" "${one[@]}" --trace - >trace.json 2>/dev/null
 check "simulate --trace - (one schedule): the trace on stdout" 'valid_json trace.json'
 

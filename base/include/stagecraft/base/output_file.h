@@ -1,7 +1,9 @@
 // Output files of a command (DESIGN.md §7): every path is checked before any work starts, and
 // nothing is written until everything is computed; writing never destroys what a path names.
 //
-//   "-"                            standard output, written in place
+//   "-" (standard output),         the open descriptor, written to in place (with the offset
+//   /dev/stdout, /dev/stderr,      and append mode the shell gave it)
+//   /dev/fd/N, /proc/self/fd/N
 //   a regular file, or a new name  replaced atomically: a temporary beside it, renamed over it
 //                                  (an existing file keeps its permission bits)
 //   a symbolic link                followed: its final target is written by these rules (a
@@ -18,11 +20,12 @@
 namespace stagecraft {
 
 struct OutputTarget {
-  enum class Kind { kFile, kStream, kStdout };
+  enum class Kind { kFile, kStream, kDescriptor };
   std::string flag;      // the option that named it ("--json"), for messages; may be empty
   std::string path;      // as given
-  std::string resolved;  // the file written: symbolic links followed ("-" for standard output)
+  std::string resolved;  // the file written: symbolic links followed (kDescriptor: as given)
   Kind kind = Kind::kFile;
+  int fd = -1;           // kDescriptor: the open descriptor written to (1 for "-")
   bool existed = false;  // kFile: a file was there before (it is replaced, not created)
 };
 
