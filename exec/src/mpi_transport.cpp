@@ -81,7 +81,8 @@ int64_t MonotonicNs() {
 
 class MpiTransport final : public Transport {
  public:
-  explicit MpiTransport(std::chrono::nanoseconds deadline) : deadline_ns_(deadline.count()) {
+  MpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes)
+      : deadline_ns_(deadline.count()), piece_bytes_(std::max<int64_t>(1, piece_bytes)) {
     SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     SC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
     int* tag_ub = nullptr;
@@ -148,30 +149,45 @@ class MpiTransport final : public Transport {
     Wait(handle);
     return all != 0;
   }
+  // A text of any length, in rounds of at most one piece from each rank (MPI counts are int).
   std::vector<std::string> Gather(const std::string& mine, int root) override {
     Barrier();  // the blocking collectives below then find every rank ready
-    int length = Count(static_cast<int64_t>(mine.size()));
-    std::vector<int> lengths(rank_ == root ? size_ : 0);
-    SC_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, MPI_COMM_WORLD));
-    std::vector<int> offsets(lengths.size(), 0);
-    int64_t total = 0;
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      offsets[i] = Count(total);
-      total += lengths[i];
+    const int64_t length = static_cast<int64_t>(mine.size());
+    std::vector<int64_t> lengths(rank_ == root ? size_ : 0);
+    SC_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, MPI_COMM_WORLD));
+    int64_t longest = 0;
+    SC_MPI_CHECK(MPI_Allreduce(&length, &longest, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+    // The root receives a piece from every rank per round: their sum stays within an int.
+    const int64_t piece = std::max<int64_t>(1, std::min<int64_t>(piece_bytes_, INT32_MAX / size_));
+    std::vector<std::string> out(lengths.size());
+    for (size_t r = 0; r < out.size(); ++r) out[r].reserve(static_cast<size_t>(lengths[r]));
+    std::vector<int> counts(lengths.size()), offsets(lengths.size());
+    std::string round;
+    const auto part = [piece](int64_t total, int64_t at) { return static_cast<int>(std::clamp<int64_t>(total - at, 0, piece)); };
+    for (int64_t at = 0; at < longest; at += piece) {
+      int64_t received = 0;
+      for (size_t r = 0; r < lengths.size(); ++r) {
+        counts[r] = part(lengths[r], at);
+        offsets[r] = static_cast<int>(received);
+        received += counts[r];
+      }
+      round.resize(static_cast<size_t>(received));
+      SC_MPI_CHECK(MPI_Gatherv(mine.data() + std::min(at, length), part(length, at), MPI_CHAR, round.data(),
+                               counts.data(), offsets.data(), MPI_CHAR, root, MPI_COMM_WORLD));
+      for (size_t r = 0; r < out.size(); ++r) out[r].append(round, static_cast<size_t>(offsets[r]), static_cast<size_t>(counts[r]));
     }
-    std::string all(static_cast<size_t>(total), '\0');
-    SC_MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, root,
-                             MPI_COMM_WORLD));
-    std::vector<std::string> out;
-    for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
     return out;
   }
   void Broadcast(std::string* text, int root) override {
     Barrier();  // as in Gather: the blocking collectives then find every rank ready
-    int length = Count(static_cast<int64_t>(text->size()));
-    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, root, MPI_COMM_WORLD));
+    int64_t length = static_cast<int64_t>(text->size());
+    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD));
     text->resize(static_cast<size_t>(length));
-    SC_MPI_CHECK(MPI_Bcast(text->data(), length, MPI_CHAR, root, MPI_COMM_WORLD));
+    const int64_t piece = std::min<int64_t>(piece_bytes_, INT32_MAX);
+    for (int64_t at = 0; at < length; at += piece) {
+      SC_MPI_CHECK(MPI_Bcast(text->data() + at, static_cast<int>(std::min(piece, length - at)), MPI_CHAR, root,
+                             MPI_COMM_WORLD));
+    }
   }
   [[noreturn]] void Abort(int exit_code) override {
     std::fflush(stdout);
@@ -225,6 +241,7 @@ class MpiTransport final : public Transport {
   }
 
   const int64_t deadline_ns_;
+  const int64_t piece_bytes_;
   int rank_ = 0;
   bool spin_only_ = false;  // every rank of this node has its own core
   int size_ = 1;
@@ -249,8 +266,8 @@ MpiSession::~MpiSession() {
   if (finalized == 0) MPI_Finalize();
 }
 
-std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline) {
-  return std::make_unique<MpiTransport>(deadline);
+std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes) {
+  return std::make_unique<MpiTransport>(deadline, piece_bytes);
 }
 
 int MpiWorldRank() {

@@ -125,7 +125,7 @@ class Runner {
     device_.Synchronize();
     SC_CHECK(recvs_.empty() && mailbox_.empty() && saved_.empty() && loss_grads_.empty(),
              "every transfer and activation was consumed");
-    for (int chunk = 0; chunk < s_.shape.chunks; ++chunk) {
+    for (int chunk = 0; chunk < s_.shape.chunks && hooks_.keep_final_params; ++chunk) {
       LocalStage& ls = stages_[chunk];
       std::vector<float> host(static_cast<size_t>(ls.model->ParamFloats()));
       device_.Download(host.data(), ls.versions.at(ls.newest).data(), ls.model->ParamFloats());

@@ -132,7 +132,7 @@ Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total,
     for (int64_t g = 0; g < d.microbatches && with_inputs; ++g) {
       MicrobatchInput(config.model, rows, g, inputs.data() + g * in_per);
     }
-    if (with_targets) MicrobatchTargets(config.model, rows, 0, d.microbatches, targets.data(), beat);
+    if (with_targets) TeacherTargets(device, config.model, rows, 0, d.microbatches, targets.data(), beat);
   }
   if (with_inputs) {
     d.inputs = Buffer(device, static_cast<int64_t>(inputs.size()));

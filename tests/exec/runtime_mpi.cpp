@@ -153,7 +153,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   if (rank < s.ranks()) {
     const exec::Dataset data = exec::MakeDataset(*device, config, static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
                                                  rank == s.shape.RankOf(s.stages() - 1));
-    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport));
+    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport, {.keep_final_params = true}));
   } else {
     exec::SetupRounds(*g_transport).Finish();  // the rounds that end RunRank's set-up
   }
@@ -463,6 +463,31 @@ TEST(TransportDeadline, AReceiveNobodySendsEndsOnTheDeadline) {
   if (g_transport->rank() == 0) {
     EXPECT_EQ(all.at(1), "timed out");
   }
+}
+
+// Gather and Broadcast move a text of any size in pieces (MPI counts are int, and a rank's
+// measurements of a large run pass 2^31 bytes): with pieces of 7 bytes, texts of 0 to 300
+// bytes, one of them empty, arrive whole and in order, as does a broadcast of 1000 bytes.
+TEST(TransportPieces, GatherAndBroadcastOfTextsLongerThanOnePiece) {
+  auto transport = exec::MakeMpiTransport(exec::kDefaultWaitDeadline, 7);
+  const auto text_of = [](int rank) {
+    std::string t;
+    for (int i = 0; i < rank * 97 + (rank == 1 ? 0 : 9); ++i) t.push_back(static_cast<char>('a' + (i * 7 + rank) % 26));
+    if (rank == 1) t.clear();  // a rank with nothing to say
+    return t;
+  };
+  const std::vector<std::string> all = transport->Gather(text_of(transport->rank()), 0);
+  std::string broadcast;
+  if (transport->rank() == 0) {
+    ASSERT_EQ(static_cast<int>(all.size()), transport->size());
+    for (int r = 0; r < transport->size(); ++r) EXPECT_EQ(all[r], text_of(r)) << "rank " << r;
+    for (int i = 0; i < 1000; ++i) broadcast.push_back(static_cast<char>(i % 251));
+  } else {
+    EXPECT_TRUE(all.empty());
+  }
+  transport->Broadcast(&broadcast, 0);
+  ASSERT_EQ(broadcast.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(broadcast[i], static_cast<char>(i % 251)) << i;
 }
 
 // Set-up outside the deadline: rank 0 builds for four times the deadline, showing progress

@@ -47,8 +47,9 @@ void InitLayer(const MlpModel& model, int layer, float* weight, float* bias);
 // Inputs [rows*h] of global microbatch `g`.
 void MicrobatchInput(const MlpModel& model, int rows, int64_t g, float* x);
 
-// Targets of global microbatch `g`: [rows*h] for mse, [rows] class indices for cross_entropy.
-// Costs one teacher forward (rows·h² multiply-adds); done before timing starts.
+// Targets of global microbatch `g`: [rows*h] for mse, [rows] class indices for cross_entropy
+// (the first of equal maxima). One teacher forward: a GEMM (BLAS) of rows·h² multiply-adds, as
+// the executor's dataset computes it on the cpu device (runtime.h TeacherTargets).
 void MicrobatchTarget(const MlpModel& model, int rows, int64_t g, float* targets);
 // The same for microbatches first .. first + count − 1, back to back (the teacher built once);
 // `after_each`, when given, is called after each microbatch (set-up progress).

@@ -20,9 +20,16 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 };
 
+// How much of one rank's text a Gather or Broadcast moves in one MPI call: MPI counts are int,
+// so a text of any size travels in pieces (a rank's measurements of a long run, or of a large
+// model's weights, pass 2^31 bytes).
+inline constexpr int64_t kDefaultPieceBytes = int64_t{1} << 30;
+
 // Requires a live MpiSession. Communicates over MPI_COMM_WORLD. A Wait (or Barrier) that takes
 // longer than `deadline` cancels a pending receive and throws, naming the peer and the tag.
-std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline = kDefaultWaitDeadline);
+// `piece_bytes` (at least 1) bounds one MPI call of Gather and Broadcast (tests lower it).
+std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline = kDefaultWaitDeadline,
+                                            int64_t piece_bytes = kDefaultPieceBytes);
 
 // This process's rank and the world size, also usable before any Transport exists.
 int MpiWorldRank();

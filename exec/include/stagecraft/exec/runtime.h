@@ -83,6 +83,12 @@ inline constexpr int64_t kMaxDatasetBytes = int64_t{256} << 20;
 // they fit in the bounds above, else as many as fit.
 int64_t DatasetMicrobatches(const TrainingConfig& config, int64_t total);
 
+// The MLP's targets of microbatches [first, first + count) (model.h's teacher), computed on
+// `device` one GEMM per microbatch, into host memory `targets`; `after_each`, when given, is
+// called after each microbatch. MicrobatchTargets is this on a cpu device.
+void TeacherTargets(Device& device, const MlpModel& model, int rows, int64_t first, int64_t count, float* targets,
+                    const std::function<void()>& after_each = {});
+
 // Builds the dataset of a run of `total` microbatches (DatasetMicrobatches of them); `beat`,
 // when given, is called between microbatches (SetupRounds::Beat: the set-up shows progress).
 Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total, bool with_inputs, bool with_targets,
@@ -110,11 +116,15 @@ struct RunHooks {
   int fault_rank = -1;
   int fault_step = -1;
   Fault fault = Fault::kThrow;
+  // Keep each local stage's final weights in RankRun::final_params (the reference tests compare
+  // them); a run that only measures leaves them on the device.
+  bool keep_final_params = false;
 };
 
 // What one rank measured: its part of the run record (times are ns since the run's start,
-// which every rank takes right after a common barrier, so clocks are aligned at start) and
-// the newest weights of each local stage (by chunk), which tests compare with a reference.
+// which every rank takes as the set-up rounds end, so clocks are aligned at start) and, when
+// RunHooks::keep_final_params asks, the newest weights of each local stage (by chunk), which
+// tests compare with a reference.
 struct RankRun {
   schedules::RankRecord record;
   std::vector<std::vector<float>> final_params;

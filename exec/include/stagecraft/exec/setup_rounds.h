@@ -24,7 +24,9 @@ class SetupRounds {
   explicit SetupRounds(Transport& transport);
 
   // Between two pieces of this rank's set-up: joins a round (as not done) once kBeatInterval
-  // has passed since this object's last round.
+  // has passed since this object's last round. A test hook slows one rank's set-up down:
+  // with STAGECRAFT_TEST_SLOW_SETUP=RANK:MS in the environment, rank RANK sleeps MS ms in each
+  // Beat, as if each piece of its work took that much longer.
   void Beat();
   // This rank's set-up is done: joins rounds until every rank's is. Throws TimeoutError when a
   // round does not complete within the deadline (a peer hung, or one piece of its set-up took
@@ -35,6 +37,7 @@ class SetupRounds {
 
  private:
   Transport& transport_;
+  std::chrono::milliseconds slow_{0};  // the test hook's delay on this rank
   std::chrono::steady_clock::time_point last_;
   int rounds_ = 0;
 };
