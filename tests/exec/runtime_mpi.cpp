@@ -153,7 +153,9 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   if (rank < s.ranks()) {
     const exec::Dataset data = exec::MakeDataset(*device, config, static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
                                                  rank == s.shape.RankOf(s.stages() - 1));
-    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport, {.keep_final_params = true}));
+    exec::RunHooks hooks;
+    hooks.keep_final_params = true;  // compared with the reference's below
+    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, transport, hooks));
   } else {
     exec::SetupRounds(*g_transport).Finish();  // the rounds that end RunRank's set-up
   }
