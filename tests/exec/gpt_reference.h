@@ -19,7 +19,7 @@ struct GptReferenceResult {
 };
 
 // Trains `steps` steps of `microbatches` microbatches of config.gpt split as
-// config.layers_per_stage, on MakeDataset's data.
+// config.layers_per_stage, on MakeDataset's data (cycled as a long run cycles it).
 GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int microbatches, int steps,
                                      Staleness staleness, bool vertical_sync);
 
