@@ -51,7 +51,9 @@ __global__ void __launch_bounds__(kColumnTile* kRowLanes)
   }
   if (y == 0 && c < cols) {
 #pragma unroll
-    for (int k = 0; k < kOutputs; ++k) partials[(k * static_cast<int64_t>(gridDim.y) + chunk) * cols + c] = lanes[k][0][x];
+    for (int k = 0; k < kOutputs; ++k) {
+      partials[(k * static_cast<int64_t>(gridDim.y) + chunk) * cols + c] = lanes[k][0][x];
+    }
   }
 }
 

@@ -42,8 +42,9 @@ inline void RequireDevicePointer(const char* launcher, const char* name, const v
 // The scratch a launcher needs: at least `floats` floats of device memory.
 inline void RequireScratch(const char* launcher, ScratchSpan scratch, int64_t floats) {
   if (scratch.data == nullptr || scratch.floats < floats) {
+    const std::string got = scratch.data == nullptr ? std::string("none") : std::to_string(scratch.floats);
     throw std::invalid_argument(std::string(launcher) + ": scratch must hold " + std::to_string(floats) +
-                                " floats, got " + (scratch.data == nullptr ? std::string("none") : std::to_string(scratch.floats)));
+                                " floats, got " + got);
   }
 }
 

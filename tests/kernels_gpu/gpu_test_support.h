@@ -61,11 +61,11 @@ class DeviceBuffer {
 class Scratch {
  public:
   explicit Scratch(int64_t floats)
-      : buffer_(std::vector<float>(static_cast<size_t>(floats > 0 ? floats : 1), std::numeric_limits<float>::quiet_NaN())),
-        floats_(floats) {}
+      : buffer_(std::vector<float>(static_cast<size_t>(floats > 0 ? floats : 1), kNaN)), floats_(floats) {}
   ScratchSpan span() { return ScratchSpan{buffer_.data(), floats_}; }
 
  private:
+  static constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   DeviceBuffer buffer_;
   int64_t floats_;
 };

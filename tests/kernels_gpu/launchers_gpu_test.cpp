@@ -250,8 +250,8 @@ TEST(LaunchersArgumentsTest, BadShapesAndNullPointersThrowBeforeLaunching) {
   EXPECT_NO_THROW(LaunchActivationBackward(Activation::kGelu, 0, nullptr, nullptr, nullptr, nullptr));  // nothing to do
   const ScratchSpan scratch{fake, 1 << 20};
   EXPECT_THROW(LaunchBiasGrad(2, 0, fake, fake, true, scratch, nullptr), std::invalid_argument);
-  EXPECT_THROW(LaunchBiasGrad(64, 300, fake, fake, true, ScratchSpan{fake, BiasGradScratchFloats(64, 300) - 1}, nullptr),
-               std::invalid_argument);
+  const ScratchSpan short_by_one{fake, BiasGradScratchFloats(64, 300) - 1};
+  EXPECT_THROW(LaunchBiasGrad(64, 300, fake, fake, true, short_by_one, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchBiasGrad(2, 3, fake, fake, true, ScratchSpan{nullptr, 1 << 20}, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchLoss(LossKind::kMse, 0, 3, fake, fake, fake, fake, 1.0f, scratch, nullptr), std::invalid_argument);
   EXPECT_THROW(LaunchLoss(LossKind::kCrossEntropy, 2, 3, fake, fake, fake, nullptr, 1.0f, scratch, nullptr),

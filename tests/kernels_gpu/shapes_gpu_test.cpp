@@ -198,7 +198,10 @@ TEST_F(LaunchersGpuTest, LossWithOneRowOneColumnAndMoreRowsThanBlocks) {
   std::vector<float> dy(y.size());
   Loss(LossKind::kMse, kRows, kCols, y.data(), t.data(), dy.data());
   double exact = 0;
-  for (size_t i = 0; i < y.size(); ++i) exact += (static_cast<double>(y[i]) - t[i]) * (static_cast<double>(y[i]) - t[i]);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = static_cast<double>(y[i]) - t[i];
+    exact += d * d;
+  }
   exact /= static_cast<double>(y.size());
   DeviceBuffer y_dev(y), t_dev(t), dy_dev{std::vector<float>(y.size())}, loss_dev({-1.0f});
   Scratch scratch(LossScratchFloats(kRows));

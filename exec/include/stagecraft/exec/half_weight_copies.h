@@ -24,9 +24,8 @@ class HalfWeightCopies {
   // The pointer is valid until the next Add or Forget.
   Copy* Holding(const float* data, int64_t floats) {
     for (Copy& copy : copies_) {
-      if (Address(copy.base) <= Address(data) && Address(data) + Bytes(floats) <= Address(copy.base) + Bytes(copy.floats)) {
-        return &copy;
-      }
+      const uintptr_t begin = Address(copy.base), end = begin + Bytes(copy.floats);
+      if (begin <= Address(data) && Address(data) + Bytes(floats) <= end) return &copy;
     }
     return nullptr;
   }
@@ -71,7 +70,8 @@ class HalfWeightCopies {
   static uintptr_t Bytes(int64_t floats) { return static_cast<uintptr_t>(floats) * sizeof(float); }
   static bool Overlaps(const Copy& copy, const float* data, int64_t floats) {
     if (floats <= 0 || copy.floats <= 0) return false;
-    return Address(data) < Address(copy.base) + Bytes(copy.floats) && Address(copy.base) < Address(data) + Bytes(floats);
+    const uintptr_t begin = Address(copy.base), end = begin + Bytes(copy.floats);
+    return Address(data) < end && begin < Address(data) + Bytes(floats);
   }
 
   std::vector<Copy> copies_;

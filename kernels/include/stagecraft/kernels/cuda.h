@@ -64,7 +64,9 @@ void LaunchLayerNormBackwardInput(int rows, int cols, const float* dout, const f
                                   const float* mean, const float* rstd, float* dx, bool accumulate,
                                   cudaStream_t stream);
 // dgamma (+)= Σ_rows dout·x̂, dbeta (+)= Σ_rows dout, both in column_sums.h's two passes.
-inline int64_t LayerNormBackwardWeightScratchFloats(int rows, int cols) { return ColumnSumScratchFloats(rows, cols, 2); }
+inline int64_t LayerNormBackwardWeightScratchFloats(int rows, int cols) {
+  return ColumnSumScratchFloats(rows, cols, 2);
+}
 void LaunchLayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
                                    const float* rstd, float* dgamma, float* dbeta, bool accumulate,
                                    ScratchSpan scratch, cudaStream_t stream);
