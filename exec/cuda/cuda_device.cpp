@@ -8,7 +8,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cmath>
@@ -19,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "event_stamps.h"
 #include "half_gemm_inputs.h"
 
 #include "stagecraft/exec/block_pool.h"
@@ -41,10 +41,6 @@ namespace {
     }                                                                        \
   } while (0)
 
-// Op timestamps older than this are re-based on a fresh origin at the next ClearStamps:
-// cudaEventElapsedTime returns float milliseconds, whose resolution coarsens with distance.
-constexpr int64_t kOriginLifetimeNs = 10'000'000'000;
-
 class CudaDevice final : public Device {
  public:
   CudaDevice(int gpu, GemmPrecision precision) : gpu_(gpu), precision_(precision) {
@@ -57,7 +53,7 @@ class CudaDevice final : public Device {
     SC_CUBLAS_CHECK(cublasCreate(&blas_));
     SC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     SC_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
-    SC_CUDA_CHECK(cudaEventCreate(&origin_));
+    stamps_.emplace(stream_);
     kernels::PreloadKernels();  // ours load now whatever the mode; cuBLAS's only when eager
     kernels::WarnIfEagerLoadingDidNotTakeHold();
     if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
@@ -89,8 +85,7 @@ class CudaDevice final : public Device {
     halves_.reset();
     if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
     (void)cudaStreamSynchronize(stream_);
-    for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
-    (void)cudaEventDestroy(origin_);
+    stamps_.reset();
     (void)cublasDestroy(blas_);
     (void)cudaStreamDestroy(stream_);
   }
@@ -289,34 +284,11 @@ class CudaDevice final : public Device {
   }
 
   void Synchronize() override { SC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
-  int64_t NowNs() override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  int64_t NowNs() override { return SteadyNowNs(); }
 
-  int Stamp() override {
-    if (origin_ns_ < 0) SetOrigin();
-    if (next_stamp_ == events_.size()) {
-      cudaEvent_t event = nullptr;
-      SC_CUDA_CHECK(cudaEventCreate(&event));
-      events_.push_back(event);
-    }
-    SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
-    return static_cast<int>(next_stamp_++);
-  }
-  int64_t StampNs(int id) override {
-    if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
-      throw std::out_of_range("CudaDevice::StampNs: no stamp " + std::to_string(id));
-    }
-    SC_CUDA_CHECK(cudaEventSynchronize(events_[id]));
-    float ms = 0.0f;
-    SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
-    return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
-  }
-  void ClearStamps() override {
-    next_stamp_ = 0;
-    if (origin_ns_ < 0 || NowNs() - origin_ns_ > kOriginLifetimeNs) SetOrigin();
-  }
+  int Stamp() override { return stamps_->Stamp(); }
+  int64_t StampNs(int id) override { return stamps_->StampNs(id); }
+  void ClearStamps() override { stamps_->Clear(); }
 
  private:
   static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
@@ -340,15 +312,6 @@ class CudaDevice final : public Device {
     }
     SC_CUDA_CHECK(status);
     return block;
-  }
-
-  // The GPU time of origin_ matched to the host clock: queued work drained first, so the event
-  // completes at once and the host reads its clock right after.
-  void SetOrigin() {
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    SC_CUDA_CHECK(cudaEventRecord(origin_, stream_));
-    SC_CUDA_CHECK(cudaEventSynchronize(origin_));
-    origin_ns_ = NowNs();
   }
 
   // Work memory of one call's kernels (the launchers' scratch, a GEMM's 16-bit inputs); grown
@@ -406,10 +369,7 @@ class CudaDevice final : public Device {
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
   std::optional<HalfGemmInputs> halves_;  // bf16 and fp16 runs only
-  std::vector<cudaEvent_t> events_;  // stamps, reused after each ClearStamps
-  size_t next_stamp_ = 0;
-  cudaEvent_t origin_ = nullptr;
-  int64_t origin_ns_ = -1;
+  std::optional<EventStamps> stamps_;
 };
 
 }  // namespace
