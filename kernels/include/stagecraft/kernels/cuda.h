@@ -104,9 +104,11 @@ ModuleLoading ModuleLoadingInForce();
 // Says once on stderr when PreferEagerModuleLoading set the variable but CUDA loads lazily all the
 // same (something initialized CUDA before it); a mode the user chose is left unremarked.
 void WarnIfEagerLoadingDidNotTakeHold();
-// Loads every kernel the launchers above use, now, on the current device: none of them then loads
-// at its first launch, whatever the loading mode. (cuBLAS's kernels are loaded eagerly only by
-// CUDA_MODULE_LOADING=EAGER.)
+// Loads the kernels of every launcher in this header, now, on the current device: none of them
+// then loads at its first launch, whatever the loading mode (cuBLAS's kernels are loaded up
+// front only by CUDA_MODULE_LOADING=EAGER). Throws SC_CUDA_CHECK's error when the build has no
+// code the GPU can run (cudaErrorNoKernelImageForDevice: see CMAKE_CUDA_ARCHITECTURES), so a
+// device fails when it is made rather than at its first launch.
 void PreloadKernels();
 
 // dst[i] = value, n elements.
