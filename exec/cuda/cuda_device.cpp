@@ -1,20 +1,25 @@
 // CudaDevice (cuda_device.h): the cuda backend's Device. Every CUDA and cuBLAS call is checked;
 // a failure throws with the host, file:line, the call and the library's own message (the
 // command adds the rank). All work goes onto one non-blocking compute stream, so buffers
-// freed to the pool are reused only by work queued after them.
+// freed to the pool, the workspace and the 16-bit weight copies are reused only by work queued
+// after them.
 #include "stagecraft/exec/cuda_device.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "event_stamps.h"
+#include "half_gemm_inputs.h"
 
 #include "stagecraft/exec/block_pool.h"
 #include "stagecraft/kernels/cuda.h"
@@ -36,13 +41,10 @@ namespace {
     }                                                                        \
   } while (0)
 
-// Op timestamps older than this are re-based on a fresh origin at the next ClearStamps:
-// cudaEventElapsedTime returns float milliseconds, whose resolution coarsens with distance.
-constexpr int64_t kOriginLifetimeNs = 10'000'000'000;
-
 class CudaDevice final : public Device {
  public:
   CudaDevice(int gpu, GemmPrecision precision) : gpu_(gpu), precision_(precision) {
+    kernels::PreferEagerModuleLoading();  // before this process's first CUDA call (cuda.h)
     SC_CUDA_CHECK(cudaSetDevice(gpu));
     cudaDeviceProp prop{};
     SC_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
@@ -51,11 +53,22 @@ class CudaDevice final : public Device {
     SC_CUBLAS_CHECK(cublasCreate(&blas_));
     SC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     SC_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
-    SC_CUDA_CHECK(cudaEventCreate(&origin_));
+    stamps_.emplace(stream_);
+    kernels::PreloadKernels();  // ours load now whatever the mode; cuBLAS's only when eager
+    kernels::WarnIfEagerLoadingDidNotTakeHold();
+    if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
+      halves_.emplace(precision_ == GemmPrecision::kBf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kFp16,
+                      stream_,
+                      HalfGemmInputs::Memory{[this](int64_t bytes) { return TakeOrdered(bytes); },
+                                             [this](int64_t delta_bytes) { Track(delta_bytes); },
+                                             [this](int64_t bytes) { return Workspace(bytes); }});
+    }
   }
 
   // cudaFree waits for the whole device: only between runs, when nothing else is queued.
+  // The spare 16-bit copies go back stream-ordered, as they came.
   void ReleaseCached() override {
+    if (halves_) halves_->ReleaseSpares();
     SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     cudaError_t first = cudaSuccess;
     free_.Drain([&](float* block, int64_t) {
@@ -69,12 +82,10 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     (void)cudaStreamSynchronize(stream_);
     free_.Drain([](float* block, int64_t) { (void)cudaFree(block); });
-    if (scratch_ != nullptr) {
-      (void)cudaFreeAsync(scratch_, stream_);
-      (void)cudaStreamSynchronize(stream_);
-    }
-    for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
-    (void)cudaEventDestroy(origin_);
+    halves_.reset();
+    if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
+    (void)cudaStreamSynchronize(stream_);
+    stamps_.reset();
     (void)cublasDestroy(blas_);
     (void)cudaStreamDestroy(stream_);
   }
@@ -94,14 +105,18 @@ class CudaDevice final : public Device {
     return static_cast<float*>(block);
   }
 
+  // A freed buffer's 16-bit copy is dropped with it: the block may come back as any tensor.
   void Free(float* data, int64_t floats) override {
     Track(-floats * static_cast<int64_t>(sizeof(float)));
-    if (data != nullptr) free_.Keep(data, floats);
+    if (data == nullptr) return;
+    if (halves_) halves_->Freed(data, floats);
+    free_.Keep(data, floats);
   }
 
   void Upload(float* dst, const float* host, int64_t n) override {
     if (n == 0) return;
     SC_CUDA_CHECK(cudaMemcpyAsync(dst, host, Bytes(n), cudaMemcpyHostToDevice, stream_));
+    Wrote(dst, n);
     SC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may go right after
   }
   void Download(float* host, const float* src, int64_t n) override {
@@ -112,6 +127,7 @@ class CudaDevice final : public Device {
   void Copy(float* dst, const float* src, int64_t n) override {
     if (n == 0) return;
     SC_CUDA_CHECK(cudaMemcpyAsync(dst, src, Bytes(n), cudaMemcpyDeviceToDevice, stream_));
+    Wrote(dst, n);
   }
   void Fill(float* dst, float value, int64_t n) override {
     if (value == 0.0f && !std::signbit(value)) {
@@ -119,6 +135,7 @@ class CudaDevice final : public Device {
     } else {
       kernels::LaunchFill(n, value, dst, stream_);
     }
+    Wrote(dst, n);
   }
 
   float* AllocateHost(int64_t floats) override {
@@ -138,34 +155,48 @@ class CudaDevice final : public Device {
   void Axpy(int64_t n, float alpha, const float* x, float* y) override {
     if (n > INT_MAX) throw std::invalid_argument("CudaDevice::Axpy: n over INT_MAX: " + std::to_string(n));
     SC_CUBLAS_CHECK(cublasSaxpy(blas_, static_cast<int>(n), &alpha, x, 1, y, 1));
+    Wrote(y, n);
   }
 
   void BiasActivation(kernels::Activation act, int rows, int cols, float* z, const float* bias, const float* residual,
                       float* out) override {
     kernels::LaunchBiasActivation(act, rows, cols, z, bias, residual, out, stream_);
+    Wrote({{z, int64_t{rows} * cols}, {out, int64_t{rows} * cols}});
   }
   void ActivationBackward(kernels::Activation act, int64_t n, const float* dout, const float* z, float* dz) override {
     kernels::LaunchActivationBackward(act, n, dout, z, dz, stream_);
+    Wrote(dz, n);
   }
   void BiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) override {
-    kernels::LaunchBiasGrad(rows, cols, dz, bias_grad, accumulate, stream_);
+    kernels::LaunchBiasGrad(rows, cols, dz, bias_grad, accumulate,
+                            FloatScratch(kernels::BiasGradScratchFloats(rows, cols)), stream_);
+    Wrote(bias_grad, cols);
   }
   void Loss(kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
             float* loss, float loss_scale) override {
-    kernels::LaunchLoss(kind, rows, cols, y, targets, dy, loss, stream_, loss_scale);
+    kernels::LaunchLoss(kind, rows, cols, y, targets, dy, loss, loss_scale,
+                        FloatScratch(kernels::LossScratchFloats(rows)), stream_);
+    Wrote({{dy, int64_t{rows} * cols}, {loss, 1}});
   }
+  // The updates write the next weights: their 16-bit copy is refreshed right after (made on the
+  // buffer's first update), so the GEMMs that read them never round them again.
   void SgdMomentum(int64_t n, const float* w_in, float* w_out, float* velocity, float* grad, float grad_scale,
                    float lr, float momentum) override {
     kernels::LaunchSgdMomentum(n, w_in, w_out, velocity, grad, grad_scale, lr, momentum, stream_);
+    Wrote({{velocity, n}, {grad, n}});
+    UpdatedWeights(w_out, n);
   }
   void Adam(int64_t n, const float* w_in, float* w_out, float* m, float* v, float* grad, float grad_scale,
             const kernels::AdamParams& params) override {
     kernels::LaunchAdam(n, w_in, w_out, m, v, grad, grad_scale, params, stream_);
+    Wrote({{m, n}, {v, n}, {grad, n}});
+    UpdatedWeights(w_out, n);
   }
 
   // Each matrix of a batch is Gemm's column-major call, with the strides as given. In bf16 and
-  // fp16 the 16-bit copies keep the strides: all of each input from its first matrix to the end
-  // of its last is rounded into the scratch, gaps included (they lie inside the caller's tensor,
+  // fp16 each input is read in 16 bits with its strides kept: from the 16-bit copy of the weight
+  // buffer that holds it when there is one (UpdatedWeights), else rounded into the workspace from
+  // its first matrix to the end of its last, gaps included (they lie inside the caller's tensor,
   // and the GEMM reads none of them), so any strides work, at the cost of rounding the gaps.
   void GemmBatched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int64_t stride_a,
                    const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c, int batch) override {
@@ -190,90 +221,74 @@ class CudaDevice final : public Device {
     cudaDataType_t in_type = CUDA_R_32F;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     if (precision_ == GemmPrecision::kTf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-    if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
-      const kernels::HalfFormat format =
-          precision_ == GemmPrecision::kBf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kFp16;
+    if (halves_) {
       in_type = precision_ == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
       const int64_t b_span = (batch - 1) * stride_b + static_cast<int64_t>(k) * n;
       const int64_t a_span = (batch - 1) * stride_a + static_cast<int64_t>(m) * k;
-      // a's copy starts on a 16-byte boundary, which cuBLAS's tensor-core kernels prefer.
-      const int64_t a_at = (b_span + 7) / 8 * 8;
-      uint16_t* halves = Scratch(a_at + a_span);
-      kernels::LaunchToHalf(format, b_span, b, halves, stream_);
-      kernels::LaunchToHalf(format, a_span, a, halves + a_at, stream_);
-      first = halves;
-      second = halves + a_at;
+      const HalfGemmInputs::Operands halves = halves_->Round(b, b_span, a, a_span);
+      first = halves.first;
+      second = halves.second;
     }
     SC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas_, op_first, op_second, g.m, g.n, g.k, &alpha, first, in_type,
                                                g.ld_first, stride_b, second, in_type, g.ld_second, stride_a, &beta, c,
                                                CUDA_R_32F, g.ld_out, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
+    Wrote(c, (batch - 1) * stride_c + c_count);
   }
 
   void BiasAdd(int rows, int cols, float* x, const float* bias, const float* residual) override {
     kernels::LaunchBiasAdd(rows, cols, x, bias, residual, stream_);
+    Wrote(x, int64_t{rows} * cols);
   }
   void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out, float* mean,
                  float* rstd) override {
     kernels::LaunchLayerNorm(rows, cols, x, gamma, beta, out, mean, rstd, stream_);
+    Wrote({{out, int64_t{rows} * cols}, {mean, rows}, {rstd, rows}});
   }
   void LayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
                               const float* mean, const float* rstd, float* dx, bool accumulate) override {
     kernels::LaunchLayerNormBackwardInput(rows, cols, dout, x, gamma, mean, rstd, dx, accumulate, stream_);
+    Wrote(dx, int64_t{rows} * cols);
   }
   void LayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
                                const float* rstd, float* dgamma, float* dbeta, bool accumulate) override {
-    kernels::LaunchLayerNormBackwardWeight(rows, cols, dout, x, mean, rstd, dgamma, dbeta, accumulate, stream_);
+    kernels::LaunchLayerNormBackwardWeight(rows, cols, dout, x, mean, rstd, dgamma, dbeta, accumulate,
+                                           FloatScratch(kernels::LayerNormBackwardWeightScratchFloats(rows, cols)),
+                                           stream_);
+    Wrote({{dgamma, cols}, {dbeta, cols}});
   }
   void HeadsFromRows(int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld, float* out) override {
     kernels::LaunchHeadsFromRows(batch, seq, heads, head_dim, rows, ld, out, stream_);
+    Wrote(out, int64_t{batch} * seq * heads * head_dim);
   }
   void RowsFromHeads(int batch, int seq, int heads, int head_dim, const float* in, float* rows, int64_t ld) override {
     kernels::LaunchRowsFromHeads(batch, seq, heads, head_dim, in, rows, ld, stream_);
+    Wrote(rows, (int64_t{batch} * seq - 1) * ld + int64_t{heads} * head_dim);
   }
   void CausalSoftmax(int matrices, int seq, float* scores) override {
     kernels::LaunchCausalSoftmax(matrices, seq, scores, stream_);
+    Wrote(scores, int64_t{matrices} * seq * seq);
   }
   void CausalSoftmaxBackward(int matrices, int seq, const float* p, float* dp) override {
     kernels::LaunchCausalSoftmaxBackward(matrices, seq, p, dp, stream_);
+    Wrote(dp, int64_t{matrices} * seq * seq);
   }
   void Embedding(int batch, int seq, int cols, const float* tokens, const float* wte, const float* wpe,
                  float* out) override {
     kernels::LaunchEmbedding(batch, seq, cols, tokens, wte, wpe, out, stream_);
+    Wrote(out, int64_t{batch} * seq * cols);
   }
   void EmbeddingBackward(int batch, int seq, int cols, int vocab, const float* tokens, const float* dout, float* dwte,
                          float* dwpe, bool accumulate) override {
     kernels::LaunchEmbeddingBackward(batch, seq, cols, vocab, tokens, dout, dwte, dwpe, accumulate, stream_);
+    Wrote({{dwte, int64_t{vocab} * cols}, {dwpe, int64_t{seq} * cols}});
   }
 
   void Synchronize() override { SC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
-  int64_t NowNs() override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  int64_t NowNs() override { return SteadyNowNs(); }
 
-  int Stamp() override {
-    if (origin_ns_ < 0) SetOrigin();
-    if (next_stamp_ == events_.size()) {
-      cudaEvent_t event = nullptr;
-      SC_CUDA_CHECK(cudaEventCreate(&event));
-      events_.push_back(event);
-    }
-    SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
-    return static_cast<int>(next_stamp_++);
-  }
-  int64_t StampNs(int id) override {
-    if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
-      throw std::out_of_range("CudaDevice::StampNs: no stamp " + std::to_string(id));
-    }
-    SC_CUDA_CHECK(cudaEventSynchronize(events_[id]));
-    float ms = 0.0f;
-    SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
-    return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
-  }
-  void ClearStamps() override {
-    next_stamp_ = 0;
-    if (origin_ns_ < 0 || NowNs() - origin_ns_ > kOriginLifetimeNs) SetOrigin();
-  }
+  int Stamp() override { return stamps_->Stamp(); }
+  int64_t StampNs(int id) override { return stamps_->StampNs(id); }
+  void ClearStamps() override { stamps_->Clear(); }
 
  private:
   static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
@@ -299,34 +314,50 @@ class CudaDevice final : public Device {
     return block;
   }
 
-  // The GPU time of origin_ matched to the host clock: queued work drained first, so the event
-  // completes at once and the host reads its clock right after.
-  void SetOrigin() {
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    SC_CUDA_CHECK(cudaEventRecord(origin_, stream_));
-    SC_CUDA_CHECK(cudaEventSynchronize(origin_));
-    origin_ns_ = NowNs();
+  // Work memory of one call's kernels (the launchers' scratch, a GEMM's 16-bit inputs); grown
+  // when a call needs more (counted as device memory in use). Only work on the compute stream
+  // uses it, one call after another, so one buffer serves them all. Stream-ordered: cudaFree
+  // would wait for the whole device, NCCL's streams included, and a receive posted ahead can
+  // wait on this very rank's next op (a deadlock --timeout cannot see).
+  void* Workspace(int64_t bytes) {
+    if (bytes > workspace_bytes_) {
+      if (workspace_ != nullptr) {
+        SC_CUDA_CHECK(cudaFreeAsync(workspace_, stream_));  // after the work queued before it
+        Track(-workspace_bytes_);
+        workspace_ = nullptr;
+        workspace_bytes_ = 0;
+      }
+      workspace_ = TakeOrdered(bytes);
+      workspace_bytes_ = bytes;
+    }
+    return workspace_;
+  }
+  kernels::ScratchSpan FloatScratch(int64_t floats) {
+    return kernels::ScratchSpan{static_cast<float*>(Workspace(floats * static_cast<int64_t>(sizeof(float)))), floats};
   }
 
-  // 16-bit GEMM inputs; grown when a GEMM needs more (counted as device memory in use). Only
-  // GEMMs on the compute stream use it, one after another, so one buffer serves them all.
-  // Stream-ordered: cudaFree would wait for the whole device, NCCL's streams included, and a
-  // receive posted ahead can wait on this very rank's next op (a deadlock --timeout cannot see).
-  uint16_t* Scratch(int64_t halves) {
-    if (halves > scratch_halves_) {
-      if (scratch_ != nullptr) {
-        SC_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));  // after the GEMMs queued before it
-        Track(-scratch_halves_ * static_cast<int64_t>(sizeof(uint16_t)));
-        scratch_ = nullptr;
-        scratch_halves_ = 0;
-      }
-      void* block = DeviceMalloc(static_cast<uint64_t>(halves) * sizeof(uint16_t), true);
-      scratch_ = static_cast<uint16_t*>(block);
-      scratch_halves_ = halves;
-      Track(halves * static_cast<int64_t>(sizeof(uint16_t)));
-      CountSystemAllocation();
-    }
-    return scratch_;
+  // Stream-ordered device memory counted as in use (the workspace, the 16-bit weight copies).
+  void* TakeOrdered(int64_t bytes) {
+    void* block = DeviceMalloc(static_cast<uint64_t>(bytes), true);
+    Track(bytes);
+    CountSystemAllocation();
+    return block;
+  }
+
+  // Every call above that writes device memory says what it wrote: the 16-bit copy of a weight
+  // buffer written into is stale (half_gemm_inputs.h), and an optimizer's update refreshes it.
+  struct Written {
+    const float* data;
+    int64_t floats;
+  };
+  void Wrote(const float* data, int64_t floats) {
+    if (halves_) halves_->Wrote(data, floats);
+  }
+  void Wrote(std::initializer_list<Written> spans) {
+    for (const Written& span : spans) Wrote(span.data, span.floats);
+  }
+  void UpdatedWeights(const float* w, int64_t n) {
+    if (halves_) halves_->Updated(w, n);
   }
 
   int gpu_;
@@ -335,12 +366,10 @@ class CudaDevice final : public Device {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   BlockPool free_;
-  uint16_t* scratch_ = nullptr;
-  int64_t scratch_halves_ = 0;
-  std::vector<cudaEvent_t> events_;  // stamps, reused after each ClearStamps
-  size_t next_stamp_ = 0;
-  cudaEvent_t origin_ = nullptr;
-  int64_t origin_ns_ = -1;
+  void* workspace_ = nullptr;
+  int64_t workspace_bytes_ = 0;
+  std::optional<HalfGemmInputs> halves_;  // bf16 and fp16 runs only
+  std::optional<EventStamps> stamps_;
 };
 
 }  // namespace
@@ -348,6 +377,7 @@ class CudaDevice final : public Device {
 bool HaveCudaBackend() { return true; }
 
 int CudaDeviceCount() {
+  kernels::PreferEagerModuleLoading();  // this is often the process's first CUDA call
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status == cudaSuccess) return count;
@@ -374,6 +404,7 @@ int CudaDeviceCount() {
 
 std::string CudaPciBusId(int gpu) {
   if (gpu < 0) return {};
+  kernels::PreferEagerModuleLoading();
   char id[64] = {};
   SC_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof(id), gpu));
   return id;

@@ -1,7 +1,10 @@
-// CUDA kernels and launchers for bias + activation (+ residual), its backward and the bias gradient;
-// one thread per element (per column for the bias gradient), running activation.h's SC_HD math.
+// CUDA kernels and launchers for bias + activation (+ residual), its backward and the bias gradient:
+// one thread per element running activation.h's SC_HD math; the bias gradient sums over the rows
+// in column_sums.h's two passes (deterministic, tiled over the rows so that a few hundred columns
+// still fill the GPU).
 #include "stagecraft/kernels/activation.h"
 
+#include "column_sum.cuh"
 #include "launch.cuh"
 #include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
@@ -20,11 +23,13 @@ __global__ void ActivationBackwardKernel(int64_t n, const float* dout, const flo
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) ActivationBackwardAt(Act{}, i, dout, z, dz);
 }
 
-__global__ void BiasGradKernel(int rows, int cols, const float* dz, float* bias_grad, bool accumulate) {
-  for (int64_t c = FirstIndex(); c < cols; c += GridStride()) {
-    BiasGradAt(static_cast<int>(c), rows, cols, dz, bias_grad, accumulate);
-  }
-}
+// Row r's term of column c: dz[r][c] (BiasGradAt's sum, in column_sums.h's order).
+struct BiasGradTerms {
+  static constexpr int kOutputs = 1;
+  const float* dz;
+  int cols;
+  __device__ void Add(int64_t r, int c, float (&sums)[kOutputs]) const { sums[0] += dz[r * cols + c]; }
+};
 
 }  // namespace
 
@@ -61,14 +66,24 @@ void LaunchActivationBackward(Activation act, int64_t n, const float* dout, cons
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
-void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate, cudaStream_t stream) {
+void LaunchBiasGrad(int rows, int cols, const float* dz, float* bias_grad, bool accumulate, ScratchSpan scratch,
+                    cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchBiasGrad";
   RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
   RequireDevicePointer(kLauncher, "dz", dz);
   RequireDevicePointer(kLauncher, "bias_grad", bias_grad);
-  BiasGradKernel<<<BlocksFor(cols), kBlockSize, 0, stream>>>(rows, cols, dz, bias_grad, accumulate);
-  SC_CUDA_CHECK(cudaGetLastError());
+  LaunchColumnSums(kLauncher, rows, cols, BiasGradTerms{dz, cols}, ColumnOutputs<1>{{bias_grad}}, accumulate, scratch,
+                   stream);
+}
+
+void PreloadActivationKernels() {
+  PreloadKernel(BiasActivationKernel<ReluOp>);
+  PreloadKernel(BiasActivationKernel<GeluOp>);
+  PreloadKernel(ActivationBackwardKernel<ReluOp>);
+  PreloadKernel(ActivationBackwardKernel<GeluOp>);
+  PreloadKernel(ColumnPartialsKernel<BiasGradTerms>);
+  PreloadKernel(ColumnFinishKernel<BiasGradTerms::kOutputs>);
 }
 
 }  // namespace stagecraft::kernels

@@ -1,12 +1,15 @@
 // CUDA kernels and launchers for causal self-attention's own math (attention.h): the head layout
 // moves, one thread per element of the heads layout [B, NH, T, hd] (the heads side is read or
 // written densely, the rows side in runs of hd floats), and the causal softmax and its backward,
-// one thread per score row running the SC_HD row functions the host loops call.
+// one warp per score row (lane l takes columns l, l + 32, ...; the row's max and sums meet in
+// warp_rows.cuh's shuffle butterfly), with CausalSoftmaxRow's expressions. B·NH·T rows keep a GPU
+// busy with a warp each, where a thread each left whole warps reading 32 rows far apart.
 #include "stagecraft/kernels/attention.h"
 
 #include "launch.cuh"
 #include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
+#include "warp_rows.cuh"
 
 namespace stagecraft::kernels {
 namespace {
@@ -36,17 +39,41 @@ __global__ void RowsFromHeadsKernel(int64_t n, int seq, int heads, int head_dim,
   }
 }
 
-// Row r of the stacked [matrices·seq x seq] scores is row r mod seq of its matrix.
+// Row r of the stacked [matrices·seq x seq] scores is row t = r mod seq of its matrix: columns
+// 0..t become softmax probabilities, the rest 0. Each lane reads and writes only its own columns.
 __global__ void CausalSoftmaxKernel(int64_t rows, int seq, float* scores) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
-    CausalSoftmaxRow(scores + r * seq, static_cast<int>(r % seq), seq);
+  const int lane = Lane();
+  for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
+    float* row = scores + r * seq;
+    const int t = static_cast<int>(r % seq);
+    float max_s = -INFINITY;
+    for (int j = lane; j <= t; j += kWarpSize) max_s = fmaxf(max_s, row[j]);
+    max_s = WarpMax(max_s);  // column 0 is always in: a finite row has a finite max
+    float denom = 0.0f;
+    for (int j = lane; j <= t; j += kWarpSize) {
+      const float e = ExpNonPositive(row[j] - max_s);
+      row[j] = e;
+      denom += e;
+    }
+    const float inv = 1.0f / WarpSum(denom);
+    for (int j = lane; j <= t; j += kWarpSize) row[j] *= inv;
+    for (int j = t + 1 + lane; j < seq; j += kWarpSize) row[j] = 0.0f;
   }
 }
 
+// Row t of the backward, in place on dp: ds_j = p_j·(dp_j − Σ_k p_k·dp_k) for j ≤ t, 0 beyond.
 __global__ void CausalSoftmaxBackwardKernel(int64_t rows, int seq, const float* p, float* dp) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+  const int lane = Lane();
+  for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
     const int64_t at = r * seq;
-    CausalSoftmaxBackwardRow(p + at, dp + at, static_cast<int>(r % seq), seq);
+    const float* p_row = p + at;
+    float* dp_row = dp + at;
+    const int t = static_cast<int>(r % seq);
+    float dot = 0.0f;
+    for (int j = lane; j <= t; j += kWarpSize) dot += p_row[j] * dp_row[j];
+    dot = WarpSum(dot);
+    for (int j = lane; j <= t; j += kWarpSize) dp_row[j] = p_row[j] * (dp_row[j] - dot);
+    for (int j = t + 1 + lane; j < seq; j += kWarpSize) dp_row[j] = 0.0f;
   }
 }
 
@@ -92,7 +119,7 @@ void LaunchCausalSoftmax(int matrices, int seq, float* scores, cudaStream_t stre
   RequirePositive(kLauncher, "seq", seq);
   RequireDevicePointer(kLauncher, "scores", scores);
   const int64_t rows = static_cast<int64_t>(matrices) * seq;
-  CausalSoftmaxKernel<<<BlocksFor(rows), kBlockSize, 0, stream>>>(rows, seq, scores);
+  CausalSoftmaxKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, seq, scores);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -103,8 +130,15 @@ void LaunchCausalSoftmaxBackward(int matrices, int seq, const float* p, float* d
   RequireDevicePointer(kLauncher, "p", p);
   RequireDevicePointer(kLauncher, "dp", dp);
   const int64_t rows = static_cast<int64_t>(matrices) * seq;
-  CausalSoftmaxBackwardKernel<<<BlocksFor(rows), kBlockSize, 0, stream>>>(rows, seq, p, dp);
+  CausalSoftmaxBackwardKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, seq, p, dp);
   SC_CUDA_CHECK(cudaGetLastError());
+}
+
+void PreloadAttentionKernels() {
+  PreloadKernel(HeadsFromRowsKernel);
+  PreloadKernel(RowsFromHeadsKernel);
+  PreloadKernel(CausalSoftmaxKernel);
+  PreloadKernel(CausalSoftmaxBackwardKernel);
 }
 
 }  // namespace stagecraft::kernels

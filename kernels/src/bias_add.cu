@@ -28,4 +28,6 @@ void LaunchBiasAdd(int rows, int cols, float* x, const float* bias, const float*
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
+void PreloadBiasAddKernels() { PreloadKernel(BiasAddKernel); }
+
 }  // namespace stagecraft::kernels

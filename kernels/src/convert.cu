@@ -49,4 +49,10 @@ void LaunchToHalf(HalfFormat format, int64_t n, const float* src, void* dst, cud
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
+void PreloadConvertKernels() {
+  PreloadKernel(FillKernel);
+  PreloadKernel(ToBf16Kernel);
+  PreloadKernel(ToFp16Kernel);
+}
+
 }  // namespace stagecraft::kernels

@@ -110,4 +110,10 @@ void LaunchEmbeddingBackward(int batch, int seq, int cols, int vocab, const floa
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
+void PreloadEmbeddingKernels() {
+  PreloadKernel(EmbeddingKernel);
+  PreloadKernel(EmbeddingTokenGradKernel);
+  PreloadKernel(EmbeddingPositionGradKernel);
+}
+
 }  // namespace stagecraft::kernels

@@ -1,49 +1,89 @@
-// CUDA kernels and launchers for LayerNorm and its two gradients, running layernorm.h's SC_HD row
-// math: one thread per row for the forward and the input gradient (the very functions the host
-// loops call, so both backends sum each row in the same lanes' order), one thread per column for
-// the weight gradient, summing the rows in order as the host loop does. No atomics: every result
-// is written by one thread, in a fixed order, and repeats bit for bit from run to run.
+// CUDA kernels and launchers for LayerNorm and its two gradients (layernorm.h's math). The
+// forward and the input gradient give each row to one warp (as llm.c does): lane l takes
+// columns l, l + 32, ... and the row's sums meet in a shuffle butterfly (warp_rows.cuh), so a
+// GPT's 8192 rows keep every SM busy where a thread per row ran 32 blocks. The weight gradient
+// sums over the rows in column_sums.h's two passes. No atomics: every result is written by one
+// thread after additions in an order fixed by the shape, and repeats bit for bit from run to
+// run. The sums run in another order than the host loop's lanes, so the two agree to rounding.
 #include "stagecraft/kernels/layernorm.h"
 
+#include "column_sum.cuh"
 #include "launch.cuh"
 #include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
+#include "warp_rows.cuh"
 
 namespace stagecraft::kernels {
 namespace {
 
+// LayerNormRow's expressions: the mean, then the variance about it (two reads of the row, as
+// the host does, rather than E[x²] − μ², which cancels), then the output.
 __global__ void LayerNormKernel(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
                                 float* mean, float* rstd) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
-    const int64_t at = r * cols;
-    LayerNormRow(x + at, gamma, beta, out + at, cols, mean + r, rstd + r);
+  const int lane = Lane();
+  for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
+    const float* xr = x + r * cols;
+    float sum = 0.0f;
+    for (int c = lane; c < cols; c += kWarpSize) sum += xr[c];
+    const float mu = WarpSum(sum) / static_cast<float>(cols);
+    float squares = 0.0f;
+    for (int c = lane; c < cols; c += kWarpSize) {
+      const float d = xr[c] - mu;
+      squares += d * d;
+    }
+    const float var = WarpSum(squares) / static_cast<float>(cols);
+    const float rs = 1.0f / sqrtf(var + kLayerNormEps);
+    float* out_r = out + r * cols;
+    for (int c = lane; c < cols; c += kWarpSize) out_r[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+    if (lane == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
   }
 }
 
+// LayerNormBackwardInputRow's expressions; both means come from one read of the row. Each lane
+// reads and writes only its own columns, so dx may be dout (in place).
 __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* dout, const float* x, const float* gamma,
                                              const float* mean, const float* rstd, float* dx, bool accumulate) {
-  for (int64_t r = FirstIndex(); r < rows; r += GridStride()) {
+  const int lane = Lane();
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
     const int64_t at = r * cols;
-    LayerNormBackwardInputRow(dout + at, x + at, gamma, mean[r], rstd[r], dx + at, cols, accumulate);
+    const float* d = dout + at;
+    const float* xr = x + at;
+    const float m = mean[r], rs = rstd[r];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int c = lane; c < cols; c += kWarpSize) {
+      sum_g += d[c] * gamma[c];
+      sum_gx += d[c] * gamma[c] * (xr[c] - m) * rs;
+    }
+    const float mean_g = WarpSum(sum_g) * inv_cols;
+    const float mean_gx = WarpSum(sum_gx) * inv_cols;
+    float* dx_r = dx + at;
+    for (int c = lane; c < cols; c += kWarpSize) {
+      const float xhat = (xr[c] - m) * rs;
+      const float grad = rs * (d[c] * gamma[c] - mean_g - xhat * mean_gx);
+      dx_r[c] = accumulate ? dx_r[c] + grad : grad;
+    }
   }
 }
 
-// The host loop's expressions, column by column: neighbouring threads read neighbouring columns
-// of each row (coalesced), and each column's sum runs over the rows in order.
-__global__ void LayerNormBackwardWeightKernel(int rows, int cols, const float* dout, const float* x, const float* mean,
-                                              const float* rstd, float* dgamma, float* dbeta, bool accumulate) {
-  for (int64_t c = FirstIndex(); c < cols; c += GridStride()) {
-    float sum_g = 0.0f, sum_b = 0.0f;
-    for (int r = 0; r < rows; ++r) {
-      const int64_t at = static_cast<int64_t>(r) * cols + c;
-      const float d = dout[at];
-      sum_g += d * ((x[at] - mean[r]) * rstd[r]);
-      sum_b += d;
-    }
-    dgamma[c] = (accumulate ? dgamma[c] : 0.0f) + sum_g;
-    dbeta[c] = (accumulate ? dbeta[c] : 0.0f) + sum_b;
+// Row r's terms of column c: dout·x̂ (dgamma) and dout (dbeta), as the host loop writes them.
+struct LayerNormWeightTerms {
+  static constexpr int kOutputs = 2;
+  const float* dout;
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  int cols;
+  __device__ void Add(int64_t r, int c, float (&sums)[kOutputs]) const {
+    const int64_t at = r * cols + c;
+    const float d = dout[at];
+    sums[0] += d * ((x[at] - mean[r]) * rstd[r]);
+    sums[1] += d;
   }
-}
+};
 
 }  // namespace
 
@@ -58,7 +98,7 @@ void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, con
   RequireDevicePointer(kLauncher, "out", out);
   RequireDevicePointer(kLauncher, "mean", mean);
   RequireDevicePointer(kLauncher, "rstd", rstd);
-  LayerNormKernel<<<BlocksFor(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean, rstd);
+  LayerNormKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean, rstd);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -74,14 +114,14 @@ void LaunchLayerNormBackwardInput(int rows, int cols, const float* dout, const f
   RequireDevicePointer(kLauncher, "mean", mean);
   RequireDevicePointer(kLauncher, "rstd", rstd);
   RequireDevicePointer(kLauncher, "dx", dx);
-  LayerNormBackwardInputKernel<<<BlocksFor(rows), kBlockSize, 0, stream>>>(rows, cols, dout, x, gamma, mean, rstd, dx,
-                                                                          accumulate);
+  LayerNormBackwardInputKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, dout, x, gamma, mean,
+                                                                                  rstd, dx, accumulate);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
 void LaunchLayerNormBackwardWeight(int rows, int cols, const float* dout, const float* x, const float* mean,
                                    const float* rstd, float* dgamma, float* dbeta, bool accumulate,
-                                   cudaStream_t stream) {
+                                   ScratchSpan scratch, cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchLayerNormBackwardWeight";
   RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
@@ -91,9 +131,15 @@ void LaunchLayerNormBackwardWeight(int rows, int cols, const float* dout, const 
   RequireDevicePointer(kLauncher, "rstd", rstd);
   RequireDevicePointer(kLauncher, "dgamma", dgamma);
   RequireDevicePointer(kLauncher, "dbeta", dbeta);
-  LayerNormBackwardWeightKernel<<<BlocksFor(cols), kBlockSize, 0, stream>>>(rows, cols, dout, x, mean, rstd, dgamma,
-                                                                           dbeta, accumulate);
-  SC_CUDA_CHECK(cudaGetLastError());
+  LaunchColumnSums(kLauncher, rows, cols, LayerNormWeightTerms{dout, x, mean, rstd, cols},
+                   ColumnOutputs<2>{{dgamma, dbeta}}, accumulate, scratch, stream);
+}
+
+void PreloadLayerNormKernels() {
+  PreloadKernel(LayerNormKernel);
+  PreloadKernel(LayerNormBackwardInputKernel);
+  PreloadKernel(ColumnPartialsKernel<LayerNormWeightTerms>);
+  PreloadKernel(ColumnFinishKernel<LayerNormWeightTerms::kOutputs>);
 }
 
 }  // namespace stagecraft::kernels

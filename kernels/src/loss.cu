@@ -220,15 +220,11 @@ __global__ void __launch_bounds__(kMeanThreads) MeanKernel(int rows, const float
 
 }  // namespace
 
-// The per-row terms live in a scratch array of rows floats taken from the stream's memory pool
-// (cudaMallocAsync) and handed back on the same stream once the mean kernel has read them: the
-// allocation is ordered with the kernels like any other work on the stream, so it needs no host
-// synchronization, works under graph capture, and two streams never share a buffer. The
-// device's default pool keeps freed memory for reuse until a synchronization returns it (its
-// release threshold is 0 unless raised), so a call right after one may map the pool's memory
-// again: a driver call on the host, small next to the kernels at a GPT's shape.
+// The per-row terms live in the caller's scratch (rows floats, LossScratchFloats): a device keeps
+// one buffer that grows and serves every launch on its stream, so a call allocates nothing (it
+// took a cudaMallocAsync and a cudaFreeAsync per microbatch before).
 void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
-                float* mean_loss_device, cudaStream_t stream, float loss_scale) {
+                float* mean_loss_device, float loss_scale, ScratchSpan scratch, cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchLoss";
   RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
@@ -245,27 +241,24 @@ void LaunchLoss(LossKind kind, int rows, int cols, const float* y, const float* 
   // The same scales as the host Loss(), so both backends round alike.
   const float scale =
       kind == LossKind::kMse ? 1.0f / (static_cast<float>(rows) * cols) : 1.0f / static_cast<float>(rows);
+  RequireScratch(kLauncher, scratch, LossScratchFloats(rows));
   const int blocks = static_cast<int>(std::min<int64_t>(rows, kMaxBlocks));
   const int threads = RowThreads(cols);
-
-  float* row_terms = nullptr;
-  SC_CUDA_CHECK(cudaMallocAsync(&row_terms, static_cast<size_t>(rows) * sizeof(float), stream));
-  try {
-    if (kind == LossKind::kMse) {
-      MseRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms, scale * loss_scale);
-    } else {
-      CrossEntropyRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms,
-                                                             scale * loss_scale);
-    }
-    SC_CUDA_CHECK(cudaGetLastError());
-    MeanKernel<<<1, kMeanThreads, 0, stream>>>(rows, row_terms, scale, mean_loss_device);
-    SC_CUDA_CHECK(cudaGetLastError());
-  } catch (...) {
-    // The scratch goes back even when a launch failed; the launch's error is the one to report.
-    static_cast<void>(cudaFreeAsync(row_terms, stream));
-    throw;
+  float* row_terms = scratch.data;
+  if (kind == LossKind::kMse) {
+    MseRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms, scale * loss_scale);
+  } else {
+    CrossEntropyRowsKernel<<<blocks, threads, 0, stream>>>(rows, cols, y, targets, dy, row_terms, scale * loss_scale);
   }
-  SC_CUDA_CHECK(cudaFreeAsync(row_terms, stream));
+  SC_CUDA_CHECK(cudaGetLastError());
+  MeanKernel<<<1, kMeanThreads, 0, stream>>>(rows, row_terms, scale, mean_loss_device);
+  SC_CUDA_CHECK(cudaGetLastError());
+}
+
+void PreloadLossKernels() {
+  PreloadKernel(MseRowsKernel);
+  PreloadKernel(CrossEntropyRowsKernel);
+  PreloadKernel(MeanKernel);
 }
 
 }  // namespace stagecraft::kernels

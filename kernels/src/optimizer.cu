@@ -57,4 +57,9 @@ void LaunchAdam(int64_t n, const float* w_in, float* w_out, float* m, float* v, 
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
+void PreloadOptimizerKernels() {
+  PreloadKernel(SgdMomentumKernel);
+  PreloadKernel(AdamKernel);
+}
+
 }  // namespace stagecraft::kernels

@@ -1,20 +1,29 @@
 // GPU benchmarks of the cuda backend, run wherever a GPU exists (without one every benchmark
 // reports "no CUDA device" and measures nothing):
-//   BM_LayerOpVsCublas/{F,I,W}/{tf32,bf16,fp32}: one layer's F, I and W as the executor runs
-//     them (MlpStage on the cuda device: the GEMM with its element-wise work, and for bf16 the
-//     rounding of the inputs) in scenarios/mlp-gpu.yaml's shape (256 rows, hidden 8192), timed
-//     with CUDA events, next to a bare cublasGemmEx of the same GEMM in the same precision on
-//     the same stream. Counter of_cublas = the layer op's GEMM rate / bare cuBLAS's (target
-//     ≥ 0.6).
+//   BM_LayerOpVsCublas/{F,I,W}/{tf32,bf16,fp32}/stepped:{0,1}: one layer's F, I and W as the
+//     executor runs them (MlpStage on the cuda device: the GEMM with its element-wise work, and
+//     for bf16 the rounding of the inputs) in scenarios/mlp-gpu.yaml's shape (256 rows, hidden
+//     8192), timed with CUDA events, next to a bare cublasGemmEx of the same GEMM in the same
+//     precision on the same stream. stepped:1 runs an optimizer update (lr 0) on the weights
+//     first, as every step after a run's first does: in bf16 the GEMMs then read the weights'
+//     16-bit copy instead of rounding 8192² weights at each call. Counter of_cublas = the layer
+//     op's GEMM rate / bare cuBLAS's (target ≥ 0.6).
 //   BM_RuntimeOverheadPerOp/{cuda,cpu}: RunRank on one rank with layers so small that the math
 //     is negligible (hidden 16, 4 rows, 1F1B, 64 microbatches): wall time per op is the
 //     runtime's own cost per op (target ≤ 10 µs on the cuda device).
+//   BM_KernelBandwidth/kernel:K: one launcher (named in the label) in a GPT's shape (LayerNorm and its gradients and
+//     the bias gradient on 8192 x 768, the causal softmax on 48 x 1024², cross entropy on
+//     2048 x 50304), timed with CUDA events; counters GB_per_s = the bytes the kernel must move
+//     at least / its time, and of_peak = that over the GPU's memory bandwidth (2 x memory clock x
+//     bus width), which a memory-bound kernel should bring near 1.
 //   taskset -c 0 build/tests/bench/cuda_bench
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -24,6 +33,7 @@
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
+#include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
@@ -106,6 +116,7 @@ void BM_LayerOpVsCublas(benchmark::State& state) {
   if (NoGpu(state)) return;
   const auto op = static_cast<LayerOp>(state.range(0));
   const auto precision = static_cast<GemmPrecision>(state.range(1));
+  const bool stepped = state.range(2) != 0;
   auto device = MakeCudaDevice(0, precision);
   auto stream = static_cast<cudaStream_t>(CudaComputeStream(*device));
   const double bare = BareCublasTflops(stream, precision);
@@ -114,6 +125,13 @@ void BM_LayerOpVsCublas(benchmark::State& state) {
   Buffer params(*device, stage.ParamFloats());
   stage.InitParams(MlpModel{.layers = 1, .hidden = kHidden}, params.data());
   Buffer grads(*device, stage.ParamFloats());
+  if (stepped) {
+    Buffer velocity(*device, stage.ParamFloats());
+    device->Fill(velocity.data(), 0.0f, stage.ParamFloats());
+    device->Fill(grads.data(), 0.0f, stage.ParamFloats());
+    device->SgdMomentum(stage.ParamFloats(), params.data(), params.data(), velocity.data(), grads.data(), 1.0f, 0.0f,
+                        0.0f);
+  }
   Buffer x(*device, stage.ActivationFloats());
   device->Fill(x.data(), 0.25f, stage.ActivationFloats());
   // One F → I → W round with only `op` between the events; returns its milliseconds.
@@ -149,10 +167,11 @@ void BM_LayerOpVsCublas(benchmark::State& state) {
   state.SetLabel(device->Name());
 }
 BENCHMARK(BM_LayerOpVsCublas)
-    ->ArgNames({"op", "precision"})
+    ->ArgNames({"op", "precision", "stepped"})
     ->ArgsProduct({{static_cast<int>(LayerOp::kF), static_cast<int>(LayerOp::kI), static_cast<int>(LayerOp::kW)},
                    {static_cast<int>(GemmPrecision::kTf32), static_cast<int>(GemmPrecision::kBf16),
-                    static_cast<int>(GemmPrecision::kFp32)}})
+                    static_cast<int>(GemmPrecision::kFp32)},
+                   {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -203,6 +222,118 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   state.SetLabel(device->Name());
 }
 BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Zeroed device floats, freed on scope exit.
+struct DeviceFloats {
+  explicit DeviceFloats(int64_t n) {
+    SC_CUDA_CHECK(cudaMalloc(&data, static_cast<size_t>(n) * sizeof(float)));
+    SC_CUDA_CHECK(cudaMemset(data, 0, static_cast<size_t>(n) * sizeof(float)));
+  }
+  ~DeviceFloats() { (void)cudaFree(data); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* data = nullptr;
+};
+
+// The GPU's memory bandwidth in bytes per second: double data rate x clock x bus width.
+double PeakBytesPerSecond() {
+  int gpu = 0, clock_khz = 0, bus_bits = 0;
+  SC_CUDA_CHECK(cudaGetDevice(&gpu));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, gpu));
+  SC_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, gpu));
+  return 2.0 * clock_khz * 1e3 * bus_bits / 8.0;
+}
+
+// A GPT's shapes: LayerNorm rows (B·T x C), attention scores (B·NH matrices of T²), logits.
+constexpr int kLnRows = 8192, kLnCols = 768, kMatrices = 48, kSeq = 1024, kPositions = 2048, kVocab = 50304;
+constexpr int64_t kLnFloats = int64_t{kLnRows} * kLnCols, kScoreFloats = int64_t{kMatrices} * kSeq * kSeq;
+constexpr int64_t kLogitFloats = int64_t{kPositions} * kVocab;
+
+// Every tensor the kernel benchmarks use, zeroed (the values do not change the work).
+struct KernelBuffers {
+  static int64_t ScratchFloats() {
+    return std::max(kernels::LayerNormBackwardWeightScratchFloats(kLnRows, kLnCols),
+                    kernels::LossScratchFloats(kPositions));
+  }
+  DeviceFloats ln_in{kLnFloats}, ln_out{kLnFloats}, cols_a{kLnCols}, cols_b{kLnCols}, rows_a{kLnRows},
+      rows_b{kLnRows};
+  DeviceFloats p{kScoreFloats}, dp{kScoreFloats};
+  DeviceFloats logits{kLogitFloats}, dlogits{kLogitFloats}, labels{kPositions}, loss{1};
+  DeviceFloats scratch{ScratchFloats()};
+  kernels::ScratchSpan span() { return kernels::ScratchSpan{scratch.data, ScratchFloats()}; }
+};
+
+struct KernelCase {
+  const char* name;
+  double bytes;  // what the kernel must read and write at least: each tensor once
+  std::function<void()> launch;
+};
+
+KernelCase MakeKernelCase(int kernel, KernelBuffers& b, cudaStream_t stream) {
+  namespace k = kernels;
+  constexpr double kF = sizeof(float);
+  switch (kernel) {
+    case 0:
+      return {"layernorm", 2 * kLnFloats * kF, [&b, stream] {
+                k::LaunchLayerNorm(kLnRows, kLnCols, b.ln_in.data, b.cols_a.data, b.cols_b.data, b.ln_out.data,
+                                   b.rows_a.data, b.rows_b.data, stream);
+              }};
+    case 1:  // dout and x (one tensor here) read, dx read and written
+      return {"layernorm_backward_input", 3 * kLnFloats * kF, [&b, stream] {
+                k::LaunchLayerNormBackwardInput(kLnRows, kLnCols, b.ln_in.data, b.ln_in.data, b.cols_a.data,
+                                                b.rows_a.data, b.rows_b.data, b.ln_out.data, true, stream);
+              }};
+    case 2:
+      return {"layernorm_backward_weight", 2 * kLnFloats * kF, [&b, stream] {
+                k::LaunchLayerNormBackwardWeight(kLnRows, kLnCols, b.ln_in.data, b.ln_out.data, b.rows_a.data,
+                                                 b.rows_b.data, b.cols_a.data, b.cols_b.data, true, b.span(), stream);
+              }};
+    case 3:
+      return {"bias_grad", 1 * kLnFloats * kF, [&b, stream] {
+                k::LaunchBiasGrad(kLnRows, kLnCols, b.ln_in.data, b.cols_a.data, true, b.span(), stream);
+              }};
+    case 4:  // the lower triangle read, every score written
+      return {"causal_softmax", 1.5 * kScoreFloats * kF,
+              [&b, stream] { k::LaunchCausalSoftmax(kMatrices, kSeq, b.dp.data, stream); }};
+    case 5:  // p's and dp's lower triangles read, every score written
+      return {"causal_softmax_backward", 2 * kScoreFloats * kF,
+              [&b, stream] { k::LaunchCausalSoftmaxBackward(kMatrices, kSeq, b.p.data, b.dp.data, stream); }};
+    default:
+      return {"cross_entropy", 2 * kLogitFloats * kF, [&b, stream] {
+                k::LaunchLoss(k::LossKind::kCrossEntropy, kPositions, kVocab, b.logits.data, b.labels.data,
+                              b.dlogits.data, b.loss.data, 1.0f, b.span(), stream);
+              }};
+  }
+}
+constexpr int kKernelCases = 7;
+
+void BM_KernelBandwidth(benchmark::State& state) {
+  if (NoGpu(state)) return;
+  SC_CUDA_CHECK(cudaSetDevice(0));
+  cudaStream_t stream = nullptr;
+  SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    KernelBuffers buffers;
+    const KernelCase kernel = MakeKernelCase(static_cast<int>(state.range(0)), buffers, stream);
+    for (int i = 0; i < 3; ++i) kernel.launch();  // warm: kernels loaded, caches as in a run
+    double total_ms = 0;
+    for (auto _ : state) {
+      const double ms = TimeOnStream(stream, kernel.launch);
+      state.SetIterationTime(ms * 1e-3);
+      total_ms += ms;
+    }
+    const double bytes_per_s = kernel.bytes * static_cast<double>(state.iterations()) / (total_ms * 1e-3);
+    state.counters["GB_per_s"] = bytes_per_s / 1e9;
+    state.counters["of_peak"] = bytes_per_s / PeakBytesPerSecond();
+    state.SetLabel(kernel.name);
+  }
+  SC_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+BENCHMARK(BM_KernelBandwidth)
+    ->ArgName("kernel")
+    ->DenseRange(0, kKernelCases - 1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace stagecraft::exec

@@ -3,6 +3,22 @@
 // math, the loss and the optimizers; everything on one compute stream per process; op times
 // from CUDA events, read back when the runtime resolves its stamps (once per step). Built when
 // the CUDA toolkit is found; without it CudaDeviceCount() is 0 and MakeCudaDevice throws.
+//
+// 16-bit weights (bf16, fp16): a buffer that SgdMomentum or Adam writes as w_out is a weight
+// buffer; it gets a 16-bit copy (2 bytes a float, counted in bytes_in_use) that each such update
+// rounds again right after it, and GEMMs read any operand lying inside it from the copy rather
+// than rounding it per call. Every other Device call that writes device memory (Upload, Copy,
+// Fill, Axpy, a GEMM's output, every kernel's outputs) marks the copies it overlaps stale, and
+// the next GEMM to read one rounds the whole buffer again first; Free drops the copy with its
+// buffer. So a GEMM never reads a copy older than a write made through this device. Memory
+// written by anything else (a transport's receive on its own stream, a kernel launched on the
+// raw pointer) is not seen: such a writer must not write into a weight buffer while it is
+// allocated (the runtime never does: it receives only into activation and gradient buffers).
+//
+// Module loading: the first of CudaDeviceCount, CudaPciBusId and MakeCudaDevice sets
+// CUDA_MODULE_LOADING=EAGER unless the environment names a mode (kernels/cuda.h), and
+// MakeCudaDevice loads every kernels/ kernel up front: a kernel loaded lazily while an NCCL
+// receive spins on another stream can deadlock the rank.
 #pragma once
 
 #include <memory>

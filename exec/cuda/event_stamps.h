@@ -1,0 +1,81 @@
+// EventStamps: the cuda device's op times (Device::Stamp, StampNs and ClearStamps; private to
+// cuda_device.cpp): CUDA events recorded on the compute stream with no host wait, read back on
+// the host's steady clock through an origin event matched to it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "stagecraft/kernels/cuda_check.h"
+
+namespace stagecraft::exec {
+
+// The host clock every op of a run shares (steady, ns).
+inline int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class EventStamps {
+ public:
+  explicit EventStamps(cudaStream_t stream) : stream_(stream) { SC_CUDA_CHECK(cudaEventCreate(&origin_)); }
+  EventStamps(const EventStamps&) = delete;
+  EventStamps& operator=(const EventStamps&) = delete;
+  // Best effort: a destructor must not throw.
+  ~EventStamps() {
+    for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
+    (void)cudaEventDestroy(origin_);
+  }
+
+  int Stamp() {
+    if (origin_ns_ < 0) SetOrigin();
+    if (next_stamp_ == events_.size()) {
+      cudaEvent_t event = nullptr;
+      SC_CUDA_CHECK(cudaEventCreate(&event));
+      events_.push_back(event);
+    }
+    SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
+    return static_cast<int>(next_stamp_++);
+  }
+  int64_t StampNs(int id) {
+    if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
+      throw std::out_of_range("CudaDevice::StampNs: no stamp " + std::to_string(id));
+    }
+    SC_CUDA_CHECK(cudaEventSynchronize(events_[id]));
+    float ms = 0.0f;
+    SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
+    return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
+  }
+  void Clear() {
+    next_stamp_ = 0;
+    if (origin_ns_ < 0 || SteadyNowNs() - origin_ns_ > kOriginLifetimeNs) SetOrigin();
+  }
+
+ private:
+  // Op timestamps older than this are re-based on a fresh origin at the next Clear:
+  // cudaEventElapsedTime returns float milliseconds, whose resolution coarsens with distance.
+  static constexpr int64_t kOriginLifetimeNs = 10'000'000'000;
+
+  // The GPU time of origin_ matched to the host clock: queued work drained first, so the event
+  // completes at once and the host reads its clock right after.
+  void SetOrigin() {
+    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    SC_CUDA_CHECK(cudaEventRecord(origin_, stream_));
+    SC_CUDA_CHECK(cudaEventSynchronize(origin_));
+    origin_ns_ = SteadyNowNs();
+  }
+
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;  // stamps, reused after each Clear
+  size_t next_stamp_ = 0;
+  cudaEvent_t origin_ = nullptr;
+  int64_t origin_ns_ = -1;
+};
+
+}  // namespace stagecraft::exec
