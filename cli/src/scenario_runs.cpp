@@ -165,7 +165,7 @@ void AddMaxOpsOption(CLI::App* app, int64_t* max_ops) {
 }
 
 void AddBackendOption(CLI::App* app, std::string* flag) {
-  app->add_option("--backend", *flag, "Where to run: cpu, cuda, or auto (cuda when `stagecraft devices` finds it usable)")
+  app->add_option("--backend", *flag, "Where to run: cpu, cuda, or auto (cuda when `stagecraft devices` says usable)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->default_val("cpu");
 }

@@ -67,7 +67,9 @@ GpuProbe ProbeGpu(int index, bool open_context) {
   // What a run does first: make the GPU current (CUDA 12+ creates its primary context here).
   if (!Ok(cudaSetDevice(index), "cudaSetDevice", &g) || !Ok(cudaFree(nullptr), "cudaFree(nullptr)", &g)) return g;
   size_t free_bytes = 0, total_bytes = 0;
-  if (Ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", &g)) g.free_bytes = static_cast<int64_t>(free_bytes);
+  if (Ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", &g)) {
+    g.free_bytes = static_cast<int64_t>(free_bytes);
+  }
   (void)Ok(cudaDeviceReset(), "cudaDeviceReset", &g);  // give the context back
   return g;
 }

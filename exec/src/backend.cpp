@@ -20,8 +20,8 @@ namespace stagecraft::exec {
 namespace {
 
 // A step's failure on this rank, as the report names it.
-std::string StepError(StartupStep step, const std::exception& e) {
-  return fmt::format("start-up failed {}: {}", StartupStepName(step), e.what());
+std::string StepError(StartupStep step, std::string_view what) {
+  return fmt::format("start-up failed {}: {}", StartupStepName(step), what);
 }
 
 void Report(const StartupOptions& o, const std::string& line) {
@@ -37,7 +37,9 @@ void AgreedStep(Transport& control, const StartupOptions& o, StartupStep step, W
     if (o.on_step) o.on_step(step);
     work();
   } catch (const std::exception& e) {
-    error = StepError(step, e);
+    error = StepError(step, e.what());
+  } catch (...) {  // whatever a step throws, this rank must still reach the agreement
+    error = StepError(step, "an exception that is not a std::exception");
   }
   const std::string me = fmt::format("rank {} ({})", control.rank(), HostName());
   std::vector<std::string> gathered;

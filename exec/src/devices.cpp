@@ -92,7 +92,8 @@ std::pair<DevicesStatus, std::string> CountFailure(const CudaProbe& p) {
   if (p.count_error == cuda_error::kNoDevice) {
     const std::string hidden =
         p.visible_devices ? fmt::format(" (CUDA_VISIBLE_DEVICES='{}' may hide them)", *p.visible_devices) : "";
-    return {DevicesStatus::kNoGpu, fmt::format("no CUDA device was found: the driver sees no GPU{} ({})", hidden, call)};
+    return {DevicesStatus::kNoGpu,
+            fmt::format("no CUDA device was found: the driver sees no GPU{} ({})", hidden, call)};
   }
   return {DevicesStatus::kUnusable, WithHint(call, p.count_error)};
 }

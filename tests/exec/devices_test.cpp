@@ -163,7 +163,8 @@ TEST(DevicesTest, OtherCountErrorsAreUnusableWithWhatToDo) {
   EXPECT_EQ(v.status, DevicesStatus::kUnusable);
   EXPECT_TRUE(Has(v.reason, "nvidia-fabricmanager")) << v.reason;
   p.count_error = cuda_error::kSystemDriverMismatch;
-  p.count_error_text = "cudaErrorSystemDriverMismatch 'system has unsupported display driver / cuda driver combination'";
+  p.count_error_text =
+      "cudaErrorSystemDriverMismatch 'system has unsupported display driver / cuda driver combination'";
   v = JudgeDevices(p);
   EXPECT_TRUE(Has(v.reason, "different driver versions")) << v.reason;
   p.count_error = 999;
@@ -241,7 +242,8 @@ TEST(DevicesTest, AContextThatCannotBeMadeIsUnusableWithTheCall) {
   p.gpus.push_back(Gpu(0, 9, 0));
   p.gpus[0].compute_mode = ComputeMode::kExclusiveProcess;
   p.gpus[0].error = cuda_error::kDevicesUnavailable;
-  p.gpus[0].error_text = "cudaSetDevice: cudaErrorDevicesUnavailable 'CUDA-capable device(s) is/are busy or unavailable'";
+  p.gpus[0].error_text =
+      "cudaSetDevice: cudaErrorDevicesUnavailable 'CUDA-capable device(s) is/are busy or unavailable'";
   const DevicesVerdict v = JudgeDevices(p);
   EXPECT_EQ(v.status, DevicesStatus::kUnusable);
   EXPECT_TRUE(Has(v.reason, "cudaSetDevice: cudaErrorDevicesUnavailable")) << v.reason;
