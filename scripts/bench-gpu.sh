@@ -7,15 +7,18 @@
 #      shape (of_cublas, target >= 0.6) and the runtime's cost per op (us_per_op, target <= 10);
 #   3. build/tests/bench/nccl_p2p_bench on 2 ranks with a GPU each: sendrecv bandwidth of raw
 #      NCCL (measured as nccl-tests does), of the NcclTransport and of the host-staged transport.
-# Usage: scripts/bench-gpu.sh     (builds first if needed; without a GPU it says so and exits 0)
+# scripts/gpu-check.sh runs the same and the scenarios too, and writes one report of them all.
+# Usage: scripts/bench-gpu.sh     (builds first if needed, then asks `stagecraft devices`;
+#                                  without a usable GPU it says why and exits 0)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "bench-gpu: no GPU on this machine (nvidia-smi -L found none); nothing to measure"
+sc="$root/build/cli/stagecraft"
+[[ -x "$sc" && -x "$root/build/tests/bench/cuda_bench" ]] || "$root/scripts/build.sh" >/dev/null
+if ! "$sc" devices --quiet; then
+  echo "bench-gpu: nothing to measure: $("$sc" devices | sed -n 's/^verdict: //p')"
   exit 0
 fi
-nvidia-smi -L
-[[ -x "$root/build/tests/bench/cuda_bench" ]] || "$root/scripts/build.sh" >/dev/null
+"$sc" devices
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "== 1/3 ctest -L gpu"
 (cd "$root/build" && ctest -L gpu --output-on-failure --timeout 900) || echo "bench-gpu: some gpu tests FAILED (above)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, then the tool's core loop on the default
 # scenario (scenarios/mlp-cpu.yaml, every schedule; scenarios/mlp-gpu.yaml on the cuda backend
-# when nvidia-smi sees a GPU):
+# when `stagecraft devices` finds it usable, asked once the build is done):
 #   1. profile its model on this machine,
 #   2. simulate every schedule from that profile (predicted),
 #   3. execute every schedule for real on CPU ranks under MPI (measured),
@@ -11,12 +11,19 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
+sc="$root/build/cli/stagecraft"
 scenario="${1:-$root/scenarios/mlp-cpu.yaml}"
 backend=cpu
-if [[ $# -eq 0 ]] && nvidia-smi -L >/dev/null 2>&1; then scenario="$root/scenarios/mlp-gpu.yaml"; fi
-# A *-gpu scenario runs on the cuda backend when this build and machine have one, else on the cpu.
+if [[ $# -eq 0 ]]; then
+  if "$sc" devices --quiet; then
+    scenario="$root/scenarios/mlp-gpu.yaml"
+  else
+    echo "note: the cpu scenario, as stagecraft devices says: $("$sc" devices | sed -n 's/^verdict: //p')"
+  fi
+fi
+# A *-gpu scenario runs on the cuda backend when this build and machine have one, else on the
+# cpu (and stops at once, naming the GPU, when a GPU is there that this build cannot use).
 if [[ "$scenario" == *-gpu.yaml ]]; then backend=auto; fi
-sc="$root/build/cli/stagecraft"
 out="$root/build/out"
 mkdir -p "$out"
 ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test job: install what is missing, build, run every test with ctest. Tests labelled
 # `gpu` skip themselves (GTEST_SKIP, shown as "Skipped" by ctest) when no CUDA device is
-# present; MPI tests run one at a time (RESOURCE_LOCK mpi), oversubscribing small machines.
+# present (`stagecraft devices` says why, once the build is done); MPI tests run one at a time (RESOURCE_LOCK mpi), oversubscribing small machines.
 # `--sanitize`: the same suite built with ASan + UBSan in build-sanitize/ (see below).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,8 +41,8 @@ fi
 
 "$root/scripts/build.sh"
 cd "$root/build"
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "note: no CUDA device here; the tests labelled gpu will be reported as Skipped"
+if ! ./cli/stagecraft devices --quiet; then
+  echo "note: $(./cli/stagecraft devices | sed -n 's/^verdict: //p'); the tests labelled gpu will be reported as Skipped"
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --output-on-failure -j"$(nproc)" --timeout 900

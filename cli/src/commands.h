@@ -16,6 +16,13 @@ struct Command {
   std::function<int()> run;  // returns the exit code; throws InputError on bad input
 };
 
+// Thrown by a command whose failure is already printed (under mpirun: by the rank that speaks
+// for the job): the dispatcher prints nothing more and exits with `exit_code`, after the
+// command's scope has closed (its MPI session finalized).
+struct Reported {
+  int exit_code = 1;
+};
+
 Command AddScheduleCommand(CLI::App& root);
 #ifdef STAGECRAFT_HAVE_SIM
 Command AddSimulateCommand(CLI::App& root);
@@ -24,6 +31,7 @@ Command AddCompareCommand(CLI::App& root);
 #ifdef STAGECRAFT_HAVE_EXEC
 Command AddExecuteCommand(CLI::App& root);
 Command AddProfileCommand(CLI::App& root);
+Command AddDevicesCommand(CLI::App& root);
 #endif
 
 }  // namespace stagecraft::cli

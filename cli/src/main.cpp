@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
 #ifdef STAGECRAFT_HAVE_EXEC
   commands.push_back(cli::AddExecuteCommand(app));
   commands.push_back(cli::AddProfileCommand(app));
+  commands.push_back(cli::AddDevicesCommand(app));
 #endif
   if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
     return PrintError(unknown.c_str(), " (see --help)", 2);
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
     for (auto& command : commands) {
       if (command.app->parsed()) return command.run();
     }
+  } catch (const cli::Reported& reported) {  // the command has printed its failure
+    return reported.exit_code;
   } catch (const std::exception& e) {  // InputError and any other failure: one line, exit 1
     return PrintError(e.what(), "", 1);
   }

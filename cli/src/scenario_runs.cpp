@@ -2,8 +2,12 @@
 #include "scenario_runs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -11,7 +15,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
-#include "stagecraft/exec/cuda_device.h"
+#include "stagecraft/exec/devices.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/csv_io.h"
@@ -161,26 +165,66 @@ void AddMaxOpsOption(CLI::App* app, int64_t* max_ops) {
 }
 
 void AddBackendOption(CLI::App* app, std::string* flag) {
-  app->add_option("--backend", *flag, "Where to run: cpu, cuda, or auto (cuda when a CUDA device is visible)")
+  app->add_option("--backend", *flag, "Where to run: cpu, cuda, or auto (cuda when `stagecraft devices` says usable)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->default_val("cpu");
 }
 
 exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario) {
-  const exec::Backend backend = exec::ChooseBackend(flag, exec::CudaDeviceCount(), exec::HaveCudaBackend());
+  const exec::Backend backend = exec::ChooseBackend(flag, exec::JudgeDevices(exec::ProbeCuda(false)));
   exec::CheckDtype(scenario, backend);
   return backend;
 }
 
+namespace {
+
+// The test hook of start-up (scenario_runs.h): "RANK[:STEP[:KIND]]" makes that rank's step
+// (device by default) throw, or hang for good. A malformed value fails every rank's first step
+// alike.
+std::function<void(exec::StartupStep)> StartupFaultHook(const char* value) {
+  if (value == nullptr || *value == '\0') return {};
+  const std::string text = value;
+  std::vector<std::string> parts;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(':', begin), text.size());
+    parts.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  const std::string step = parts.size() > 1 ? parts[1] : "device";
+  const std::string kind = parts.size() > 2 ? parts[2] : "throw";
+  const bool digits = !parts[0].empty() && parts[0].size() <= 6 &&
+                      std::all_of(parts[0].begin(), parts[0].end(), [](unsigned char c) { return std::isdigit(c); });
+  const int rank = digits ? std::stoi(parts[0]) : -1;
+  if (rank < 0 || rank >= exec::MpiWorldSize() || parts.size() > 3 || (step != "device" && step != "transport") ||
+      (kind != "throw" && kind != "hang")) {
+    const std::string why =
+        fmt::format("{}='{}': expected RANK[:device|transport[:throw|hang]] with a rank of the job (0..{})",
+                    kStartupFaultVariable, Printable(text), exec::MpiWorldSize() - 1);
+    return [why](exec::StartupStep) { throw InputError(why); };
+  }
+  const exec::StartupStep at = step == "device" ? exec::StartupStep::kDevice : exec::StartupStep::kTransport;
+  return [rank, at, hang = kind == "hang", text](exec::StartupStep now) {
+    if (now != at || exec::MpiWorldRank() != rank) return;
+    while (hang) std::this_thread::sleep_for(std::chrono::hours(1));  // until the job is ended
+    throw std::runtime_error(fmt::format("injected start-up fault ({}={}, a test hook)", kStartupFaultVariable, text));
+  };
+}
+
+}  // namespace
+
 exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario,
                                   std::chrono::nanoseconds deadline) {
+  exec::StartupOptions options;
+  options.deadline = deadline;
+  options.on_step = StartupFaultHook(std::getenv(kStartupFaultVariable));
+  options.report = [](const std::string& line) {
+    std::fprintf(stderr, "stagecraft: error: %s\n", Printable(line).c_str());
+    std::fflush(stderr);
+  };
   try {
-    return exec::MakeProcessRuntime(backend, scenario, deadline);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", exec::MpiWorldRank(), exec::HostName().c_str(),
-                 e.what());
-    exec::MakeMpiTransport()->Abort(1);
-    std::_Exit(1);  // Abort does not return; this only tells the compiler so
+    return exec::MakeProcessRuntime(backend, scenario, options);
+  } catch (const exec::StartupFailed&) {
+    throw Reported{1};  // every rank knows, and the cause is out: exit 1 after MPI_Finalize
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commands.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/exec/backend.h"
@@ -62,8 +63,16 @@ void AddBackendOption(CLI::App* app, std::string* flag);
 // The backend `flag` names, with the scenario's dtype checked for it (throws InputError, found
 // by every rank alike).
 exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario);
-// This process's device and transport; a failure to make them (a CUDA error) is printed with
-// the rank and host, and ends the job.
+// This process's device and transport (collective: exec::MakeProcessRuntime). When start-up
+// fails on any rank, the cause is printed once for the job, as one `stagecraft: error:` line
+// per distinct cause naming the ranks and hosts, and every rank throws Reported{1} (the
+// dispatcher exits 1 after MPI_Finalize); a rank whose peers hang in start-up prints its cause
+// and ends the job.
+//
+// Test hook: STAGECRAFT_FAIL_STARTUP_ON_RANK=RANK[:device|transport[:throw|hang]]
+// (kStartupFaultVariable) makes that rank's step throw, as a GPU or NCCL that fails on one rank
+// alone would, or hang (its peers then give up after the deadline and end the job).
+inline constexpr const char* kStartupFaultVariable = "STAGECRAFT_FAIL_STARTUP_ON_RANK";
 exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario,
                                   std::chrono::nanoseconds deadline = exec::kDefaultWaitDeadline);
 

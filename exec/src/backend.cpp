@@ -1,7 +1,12 @@
-// Backend choice and the per-process device and transport (backend.h).
+// Backend choice and the per-process device and transport, made in steps that every rank
+// agrees on before any goes on (backend.h).
 #include "stagecraft/exec/backend.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/cpu_device.h"
@@ -12,14 +17,89 @@
 
 namespace stagecraft::exec {
 
-Backend ChooseBackend(std::string_view flag, int cuda_devices, bool have_cuda_backend) {
-  if (flag == "cpu") return Backend::kCpu;
-  if (flag == "auto") return cuda_devices > 0 ? Backend::kCuda : Backend::kCpu;
-  if (flag != "cuda") throw InputError(fmt::format("--backend: expected cpu, cuda or auto, got '{}'", flag));
-  if (!have_cuda_backend) {
-    throw InputError("--backend cuda: this build has no cuda backend (the CUDA toolkit was not found when it was configured)");
+namespace {
+
+// A step's failure on this rank, as the report names it.
+std::string StepError(StartupStep step, std::string_view what) {
+  return fmt::format("start-up failed {}: {}", StartupStepName(step), what);
+}
+
+void Report(const StartupOptions& o, const std::string& line) {
+  if (o.report) o.report(line);
+}
+
+// Runs `work` as `step` on this rank, then agrees with every rank on whether it succeeded
+// everywhere (see MakeProcessRuntime).
+template <typename Work>
+void AgreedStep(Transport& control, const StartupOptions& o, StartupStep step, Work&& work) {
+  std::string error;
+  try {
+    if (o.on_step) o.on_step(step);
+    work();
+  } catch (const std::exception& e) {
+    error = StepError(step, e.what());
+  } catch (...) {  // whatever a step throws, this rank must still reach the agreement
+    error = StepError(step, "an exception that is not a std::exception");
   }
-  if (cuda_devices == 0) throw InputError("--backend cuda: no CUDA device was found");
+  const std::string me = fmt::format("rank {} ({})", control.rank(), HostName());
+  std::vector<std::string> gathered;
+  try {
+    if (control.EveryRank(error.empty())) return;
+    // Every rank is here and one failed: each sends its host and its error, if any.
+    gathered = control.Gather(error.empty() ? std::string() : HostName() + '\n' + error, 0);
+  } catch (const std::exception& e) {
+    // A peer did not come (hung inside this step) or MPI failed: this rank speaks for itself.
+    Report(o, error.empty() ? fmt::format("{}: start-up: waiting for the other ranks to finish {}: {}", me,
+                                          StartupStepName(step), e.what())
+                            : fmt::format("{}: {}", me, error));
+    control.Abort(1);
+  }
+  if (control.rank() == 0) {
+    std::vector<std::string> errors, hosts;
+    for (const std::string& g : gathered) {
+      const size_t cut = g.find('\n');
+      hosts.push_back(cut == std::string::npos ? std::string() : g.substr(0, cut));
+      errors.push_back(cut == std::string::npos ? g : g.substr(cut + 1));
+    }
+    for (const std::string& line : StartupFailureLines(errors, hosts)) Report(o, line);
+  }
+  throw StartupFailed();
+}
+
+ProcessRuntime MakeCudaRuntime(const sim::Scenario& sc, const StartupOptions& o, Transport& control,
+                               std::unique_ptr<Transport> host) {
+  ProcessRuntime rt;
+  const GemmPrecision precision = GemmPrecisionFor(sc.training.dtype).value_or(GemmPrecision::kFp32);
+  const int local_rank = MpiLocalRank();  // collective: before any step
+  std::string bus_id;
+  AgreedStep(control, o, StartupStep::kDevice, [&] {
+    const int gpu = GpuForLocalRank(local_rank, CudaDeviceCount());
+    rt.device = MakeCudaDevice(gpu, precision);
+    bus_id = CudaPciBusId(gpu);
+  });
+  // Collective, and nothing in it can fail on one rank alone: every rank has its GPU now.
+  const bool nccl = HaveNccl() && MpiOnEveryRank(GpusAreDistinct(MpiGatherOnNode(bus_id)));
+  AgreedStep(control, o, StartupStep::kTransport, [&] {
+    rt.transport = nccl ? MakeNcclTransport(std::move(host), *rt.device, o.deadline)
+                        : MakeStagedTransport(std::move(host), *rt.device);
+  });
+  return rt;
+}
+
+}  // namespace
+
+Backend ChooseBackend(std::string_view flag, const DevicesVerdict& devices) {
+  if (flag == "cpu") return Backend::kCpu;
+  const bool usable = devices.status == DevicesStatus::kUsable;
+  if (flag == "auto") {
+    if (usable) return Backend::kCuda;
+    if (devices.status != DevicesStatus::kUnusable) return Backend::kCpu;
+    throw InputError(fmt::format("--backend auto: this machine has a GPU that this build cannot use: {} "
+                                 "(--backend cpu runs on the CPU; stagecraft devices says more)",
+                                 devices.reason));
+  }
+  if (flag != "cuda") throw InputError(fmt::format("--backend: expected cpu, cuda or auto, got '{}'", flag));
+  if (!usable) throw InputError(fmt::format("--backend cuda: {}", devices.reason));
   return Backend::kCuda;
 }
 
@@ -38,23 +118,43 @@ bool EveryProcessHasItsOwnGpu(int gpu) {
   return MpiOnEveryRank(GpusAreDistinct(MpiGatherOnNode(CudaPciBusId(gpu))));
 }
 
-ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, std::chrono::nanoseconds deadline) {
+std::string_view StartupStepName(StartupStep step) {
+  switch (step) {
+    case StartupStep::kDevice: return "making the device";
+    case StartupStep::kTransport: return "connecting the ranks";
+  }
+  return "?";
+}
+
+ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, const StartupOptions& o) {
+  // Collective first: the agreements' transport, and the one the run's transport builds on.
+  const std::unique_ptr<Transport> control = MakeMpiTransport(o.deadline);
+  std::unique_ptr<Transport> host = MakeMpiTransport(o.deadline);
+  if (backend == Backend::kCuda) return MakeCudaRuntime(sc, o, *control, std::move(host));
   ProcessRuntime rt;
-  if (backend == Backend::kCpu) {
-    rt.device = MakeCpuDevice();
-    rt.transport = MakeMpiTransport(deadline);
-    return rt;
-  }
-  const GemmPrecision precision = GemmPrecisionFor(sc.training.dtype).value_or(GemmPrecision::kFp32);
-  const int gpus = CudaDeviceCount();
-  const int gpu = GpuForLocalRank(MpiLocalRank(), gpus);
-  rt.device = MakeCudaDevice(gpu, precision);
-  if (HaveNccl() && EveryProcessHasItsOwnGpu(gpu)) {
-    rt.transport = MakeNcclTransport(MakeMpiTransport(deadline), *rt.device, deadline);
-  } else {
-    rt.transport = MakeStagedTransport(MakeMpiTransport(deadline), *rt.device);
-  }
+  AgreedStep(*control, o, StartupStep::kDevice, [&] { rt.device = MakeCpuDevice(); });
+  AgreedStep(*control, o, StartupStep::kTransport, [&] { rt.transport = std::move(host); });
   return rt;
+}
+
+std::vector<std::string> StartupFailureLines(const std::vector<std::string>& errors,
+                                             const std::vector<std::string>& hosts) {
+  std::vector<std::string> lines;
+  std::vector<bool> said(errors.size(), false);
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (errors[r].empty() || said[r]) continue;
+    std::vector<std::string> ranks, where;
+    for (size_t q = r; q < errors.size(); ++q) {
+      if (errors[q] != errors[r]) continue;
+      said[q] = true;
+      ranks.push_back(std::to_string(q));
+      const std::string host = q < hosts.size() ? hosts[q] : std::string();
+      if (!host.empty() && std::find(where.begin(), where.end(), host) == where.end()) where.push_back(host);
+    }
+    lines.push_back(fmt::format("rank{} {}{}: {}", ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "),
+                                where.empty() ? "" : fmt::format(" ({})", fmt::join(where, ", ")), errors[r]));
+  }
+  return lines;
 }
 
 }  // namespace stagecraft::exec

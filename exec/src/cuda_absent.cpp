@@ -1,8 +1,11 @@
-// The cuda backend's entry points in a build without the CUDA toolkit (cuda_device.h): no
-// devices, and a clear error for whoever asks for one.
+// The cuda backend's entry points in a build without the CUDA toolkit (cuda_device.h,
+// devices.h): no devices, a probe that says so, and a clear error for whoever asks for one.
 #include "stagecraft/exec/cuda_device.h"
 
+#include <cstdlib>
 #include <stdexcept>
+
+#include "stagecraft/exec/devices.h"
 
 #if !STAGECRAFT_WITH_CUDA
 namespace stagecraft::exec {
@@ -13,6 +16,12 @@ std::unique_ptr<Device> MakeCudaDevice(int, GemmPrecision) {
   throw std::runtime_error("this build has no cuda backend (the CUDA toolkit was not found when it was configured)");
 }
 std::string CudaPciBusId(int) { return {}; }
+
+CudaProbe ProbeCuda(bool) {
+  CudaProbe p;  // have_backend false: JudgeDevices says "this build has no cuda backend"
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) p.visible_devices = visible;
+  return p;
+}
 
 void* CudaComputeStream(Device& device) {
   throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device (no cuda backend)");

@@ -207,7 +207,7 @@ expect_error "bf16 on the cpu" "the cpu executor trains in fp32, got bf16" execu
   --set pipeline.ranks=1 --set training.dtype=bf16
 # The cuda backend asked for where there is no GPU (or, in a build without CUDA such as the
 # sanitizer build, no cuda backend): one line, nothing written.
-if ! nvidia-smi -L >/dev/null 2>&1; then
+"$sc" devices --quiet; devices_rc=$?; if [[ $devices_rc -eq 3 || $devices_rc -eq 4 ]]; then  # no cuda backend, no GPU
   no_cuda="no CUDA device was found"
   probe="$("$sc" execute "$scenario" --set pipeline.ranks=1 --backend cuda 2>&1)"
   if [[ "$probe" == *"this build has no cuda backend"* ]]; then no_cuda="this build has no cuda backend"; fi

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# `stagecraft execute --backend cuda` end to end where a GPU is present (ctest label gpu; exit 77,
-# counted as skipped, without one): every schedule of a small MLP on 2 ranks with finite losses,
-# the flush schedules' alike and falling, and the device and transport named; each GEMM dtype;
-# `profile --backend cuda`; and a rank that throws mid-step on the GPU, which ends every rank
-# with one cause and no output.
+# `stagecraft execute --backend cuda` end to end where `stagecraft devices` finds the cuda
+# backend usable (ctest label gpu; exit 77, counted as skipped, otherwise, with the reason):
+# every schedule of a small MLP on 2 ranks with finite losses, the flush schedules' alike and
+# falling, and the device and transport named; each GEMM dtype; `profile --backend cuda`; a rank
+# that throws mid-step on the GPU, and a rank whose start-up fails while making its GPU's device
+# or its transport (NCCL or host staging), each ending every rank with one cause and no output.
 set -uo pipefail
 sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIPPED: no CUDA device on this machine (nvidia-smi -L found none)"
+if ! "$sc" devices --quiet; then
+  echo "SKIPPED: $("$sc" devices | sed -n 's/^verdict: //p')"
   exit 77
 fi
+"$sc" devices
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 scenario="$root/scenarios/mlp-gpu.yaml"
@@ -71,4 +73,22 @@ check "cuda rank throws: no hang (exit $rc, $((SECONDS - start)) s)" '[[ $rc -ne
 check "cuda rank throws: cause printed once" '[[ $(grep -c "stagecraft: error: rank 1 .*injected fault at step 1" "$tmp/ferr") -eq 1 ]]'
 check "cuda rank throws: no JSON written" '[[ ! -e "$tmp/f.json" ]]'
 [[ $fail -eq 0 ]] || { echo "--- stderr:"; cat "$tmp/ferr"; }
+
+# Start-up that fails on one rank (the test hook of cli/src/scenario_runs.h): while making its
+# GPU's device, its peer waits in the agreement and the job ends at once; while connecting the
+# ranks, its peer may first wait for it inside NCCL's set-up until --timeout 5s.
+for hook in 1:device 0:transport; do
+  rm -f "$tmp/s.json"
+  start=$SECONDS
+  STAGECRAFT_FAIL_STARTUP_ON_RANK=$hook timeout 120 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" \
+    --set pipeline.schedule=1f1b --timeout 5s --json "$tmp/s.json" >"$tmp/sout" 2>"$tmp/serr"
+  rc=$?
+  check "cuda start-up fault $hook: non-zero exit" '[[ $rc -ne 0 ]]'
+  check "cuda start-up fault $hook: no hang (exit $rc, $((SECONDS - start)) s)" \
+    '[[ $rc -ne 124 && $rc -ne 137 && $((SECONDS - start)) -lt 30 ]]'
+  check "cuda start-up fault $hook: cause printed once" \
+    '[[ $(grep -c "stagecraft: error: rank ${hook%%:*} .*start-up failed .*injected start-up fault" "$tmp/serr") -eq 1 ]]'
+  check "cuda start-up fault $hook: no JSON written" '[[ ! -e "$tmp/s.json" ]]'
+  [[ $fail -eq 0 ]] || { echo "--- stderr:"; cat "$tmp/serr"; }
+done
 exit $fail

@@ -5,13 +5,22 @@
 //         (nccl_transport.h) when no two processes of a node share a GPU and the build has
 //         NCCL, otherwise MPI through host buffers (staged_transport.h), which serves ranks
 //         that share a GPU.
+//
+// Start-up is collective and cannot hang: the parts that only a rank's own machine can fail
+// (its GPU, its NCCL communicators) each end in an agreement over MPI, so every rank learns of a
+// failure anywhere and the job ends with its cause on one line (MakeProcessRuntime).
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/devices.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -19,9 +28,11 @@ namespace stagecraft::exec {
 
 enum class Backend { kCpu, kCuda };
 
-// `flag` is cpu, cuda or auto; auto is cuda when this process sees a CUDA device. Throws
-// InputError when cuda is asked for and `cuda_devices` is 0 (or this build has no cuda backend).
-Backend ChooseBackend(std::string_view flag, int cuda_devices, bool have_cuda_backend);
+// `flag` is cpu, cuda or auto, judged by `devices` (JudgeDevices(ProbeCuda(false))): auto is cuda
+// when the cuda backend is usable here and cpu when this machine has no GPU or this build no
+// cuda backend. Throws InputError naming the reason when cuda is asked for and is not usable,
+// and when auto meets a GPU that this build cannot use (running on the CPU would hide that).
+Backend ChooseBackend(std::string_view flag, const DevicesVerdict& devices);
 
 // The training.dtype a backend trains in: cpu fp32 only; cuda fp32, tf32, bf16 or fp16 (see
 // cuda_plan.h). Throws InputError naming the scenario otherwise.
@@ -36,8 +47,44 @@ struct ProcessRuntime {
   std::unique_ptr<Device> device;
   std::unique_ptr<Transport> transport;
 };
-// Requires a live MpiSession. Every wait of the transport gives up after `deadline`.
-ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& scenario,
-                                  std::chrono::nanoseconds deadline = kDefaultWaitDeadline);
+
+// The steps of start-up that can fail on one rank alone.
+enum class StartupStep {
+  kDevice,     // the process's device (its GPU: cudaSetDevice, cuBLAS, streams)
+  kTransport,  // the transport over the MPI one made before (NCCL's communicators, host staging)
+};
+std::string_view StartupStepName(StartupStep step);
+
+struct StartupOptions {
+  // Every wait of the transport, and each agreement, gives up after this.
+  std::chrono::nanoseconds deadline = kDefaultWaitDeadline;
+  // Called on every rank as each step begins, inside the step: what it throws fails the step on
+  // that rank. Tests inject start-up faults through it; empty: nothing.
+  std::function<void(StartupStep)> on_step;
+  // Prints one line of a failure's cause (without a trailing newline).
+  std::function<void(const std::string& line)> report;
+};
+
+// Start-up failed and every rank knows: its cause is reported (by rank 0, once for the job).
+// The command exits non-zero on every rank, with nothing more to print.
+class StartupFailed : public std::runtime_error {
+ public:
+  StartupFailed() : std::runtime_error("start-up failed on some rank (reported)") {}
+};
+
+// Requires a live MpiSession; collective. First what cannot fail on one rank alone: the MPI
+// transports and each process's place on its node. Then each StartupStep runs on every rank and
+// the ranks agree (an MPI_Iallreduce under the deadline) before any goes on. When a step failed
+// anywhere, rank 0 reports one line per distinct cause (StartupFailureLines) and every rank
+// throws StartupFailed. When the agreement cannot complete (a peer hung inside the step, e.g.
+// in ncclCommInitRank waiting for this failed rank), this rank reports its own cause, or the
+// wait, and ends the job through Transport::Abort: it does not return.
+ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& scenario, const StartupOptions& options = {});
+
+// One line per distinct cause among the ranks' `errors` (indexed by rank, empty where the
+// step succeeded), naming the ranks that had it and their hosts (`hosts`, by rank), in order of
+// the first rank with each: "rank 1 (node7): CAUSE", "ranks 0, 1 (node7): CAUSE".
+std::vector<std::string> StartupFailureLines(const std::vector<std::string>& errors,
+                                             const std::vector<std::string>& hosts);
 
 }  // namespace stagecraft::exec

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The report of scripts/gpu-check.sh, from what its steps left in the report folder.
+
+Reads OUT/steps.tsv (one line per step: name, pass|fail|skip, seconds, detail, log) and the
+files the steps wrote (devices.json, ctest-gpu.xml, <scenario>/compare.json, cuda_bench.json,
+nccl_p2p_bench.json), derives the checks the numbers allow (no gpu test skipped, every schedule
+measured, cuda_bench's targets), and writes OUT/report.md and OUT/summary.json. Prints the
+closing line "N passed, M failed" and exits 1 when M > 0.
+
+Usage: scripts/gpu_check_report.py OUT
+"""
+import datetime
+import json
+import os
+import socket
+import sys
+import xml.etree.ElementTree as ET
+
+# cuda_bench's targets (tests/bench/cuda_bench.cpp, README "GPU executor").
+OF_CUBLAS_TARGET = 0.6
+US_PER_OP_TARGET = 10.0
+OPS = {0: "F", 1: "I", 2: "W"}                                   # cuda_bench's LayerOp
+PRECISIONS = {0: "fp32", 1: "tf32", 2: "bf16", 3: "fp16"}       # exec/cuda_plan.h GemmPrecision
+PATHS = {0: "raw NCCL", 1: "NcclTransport", 2: "host-staged"}   # nccl_p2p_bench's Path
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_steps(out):
+    steps = []
+    with open(os.path.join(out, "steps.tsv")) as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 3 or fields[1] not in ("pass", "fail", "skip"):
+                continue
+            fields += [""] * (5 - len(fields))
+            steps.append({"name": fields[0], "status": fields[1], "seconds": float(fields[2] or 0),
+                          "detail": fields[3], "log": fields[4]})
+    return steps
+
+
+def bench_args(name):
+    """{'op': 0, 'precision': 1} from 'BM_LayerOpVsCublas/op:0/precision:1/manual_time'."""
+    args = {}
+    for part in name.split("/")[1:]:
+        key, sep, value = part.partition(":")
+        if sep and value.lstrip("-").isdigit():
+            args[key] = int(value)
+    return args
+
+
+def ctest_section(out, checks):
+    root = None
+    try:
+        root = ET.parse(os.path.join(out, "ctest-gpu.xml")).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    cases = root.iter("testcase")
+    ran, failed, skipped = [], [], []
+    for case in cases:
+        name = case.get("name", "?")
+        status = case.get("status", "")
+        if status in ("notrun", "disabled") or case.find("skipped") is not None:
+            skipped.append(name)
+        elif status == "fail" or case.find("failure") is not None:
+            failed.append(name)
+        else:
+            ran.append(name)
+    named = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+    checks.append(("no gpu test skipped on a usable GPU", "fail" if skipped else "pass",
+                   f"{len(skipped)} skipped: {named}" if skipped else f"{len(ran) + len(failed)} run"))
+    lines = ["## ctest -L gpu", "", f"{len(ran)} passed, {len(failed)} failed, {len(skipped)} skipped", ""]
+    lines += [f"- failed: {n}" for n in failed] + [f"- skipped: {n}" for n in skipped]
+    return lines + ([""] if failed or skipped else [])
+
+
+def compare_section(out, scenario, checks):
+    c = load_json(os.path.join(out, scenario, "compare.json"))
+    if c is None:
+        return []
+    lines = [f"## {scenario}: predicted vs measured", "",
+             "| schedule | predicted step (ms) | measured step (ms) | error | bubble predicted | bubble measured |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for s in c.get("schedules", []):
+        st, bf = s["step_time_ms"], s["bubble_fraction"]
+        err = "-" if st.get("error_pct") is None else f"{st['error_pct']:+.1f}%"
+        lines.append(f"| {s['schedule']} | {st['predicted']:.3f} | {st['measured']:.3f} | {err} | "
+                     f"{100 * bf['predicted']:.1f}% | {100 * bf['measured']:.1f}% |")
+    missing = c.get("only_in_predicted", [])
+    checks.append((f"{scenario}: every schedule measured", "fail" if missing else "pass",
+                   ("not measured: " + ", ".join(missing)) if missing else f"{len(c.get('schedules', []))} schedules"))
+    return lines + [""]
+
+
+def benchmarks(out, name):
+    b = load_json(os.path.join(out, name))
+    return None if b is None else b.get("benchmarks", [])
+
+
+def cuda_bench_section(out, checks):
+    runs = benchmarks(out, "cuda_bench.json")
+    if runs is None:
+        return []
+    lines = ["## GEMM efficiency against cuBLAS (cuda_bench)", "",
+             "| op | precision | TFLOPS | bare cuBLAS TFLOPS | of_cublas |", "| --- | --- | ---: | ---: | ---: |"]
+    ratios, overhead, errors = [], [], []
+    for r in runs:
+        if r.get("error_occurred"):
+            errors.append(f"{r['name']}: {r.get('error_message', '')}")
+            continue
+        a = bench_args(r["name"])
+        if r["name"].startswith("BM_LayerOpVsCublas") and "of_cublas" in r:
+            op, prec = OPS.get(a.get("op"), "?"), PRECISIONS.get(a.get("precision"), "?")
+            ratios.append((r["of_cublas"], f"{op} {prec}"))
+            lines.append(f"| {op} | {prec} | {r.get('TFLOPS', 0):.1f} | {r.get('cublas_TFLOPS', 0):.1f} | "
+                         f"{r['of_cublas']:.3f} |")
+        elif r["name"].startswith("BM_RuntimeOverheadPerOp") and "us_per_op" in r:
+            overhead.append(("cuda" if a.get("cuda", 1) else "cpu", r["us_per_op"]))
+    lines += ["", "## Runtime overhead per op (cuda_bench)", "", "| device | us per op |", "| --- | ---: |"]
+    lines += [f"| {d} | {us:.2f} |" for d, us in overhead] + [""]
+    if errors:
+        checks.append(("cuda_bench: every benchmark ran", "fail", "; ".join(errors)))
+    if ratios:
+        worst = min(ratios)
+        checks.append((f"GEMM at least {OF_CUBLAS_TARGET} of bare cuBLAS in every op and precision",
+                       "pass" if worst[0] >= OF_CUBLAS_TARGET else "fail", f"worst {worst[1]}: {worst[0]:.3f}"))
+    cuda = [us for d, us in overhead if d == "cuda"]
+    if cuda:
+        checks.append((f"runtime overhead at most {US_PER_OP_TARGET:g} us per op on the GPU",
+                       "pass" if max(cuda) <= US_PER_OP_TARGET else "fail", f"{max(cuda):.2f} us"))
+    return lines
+
+
+def p2p_section(out):
+    runs = benchmarks(out, "nccl_p2p_bench.json")
+    if runs is None:
+        return []
+    table = {}
+    for r in runs:
+        a = bench_args(r["name"])
+        if "bytes_per_second" in r and "path" in a:
+            table.setdefault(a.get("bytes", 0), {})[a["path"]] = r["bytes_per_second"] / 1e9
+    lines = ["## Point-to-point bandwidth, GB/s (nccl_p2p_bench, 2 ranks)", "",
+             "| bytes | " + " | ".join(PATHS.values()) + " |", "| ---: |" + " ---: |" * len(PATHS)]
+    for size in sorted(table):
+        cells = [f"{table[size][p]:.2f}" if p in table[size] else "-" for p in PATHS]
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: gpu_check_report.py OUT")
+    out = sys.argv[1]
+    steps = read_steps(out)
+    checks = []
+    body = []
+    body += ctest_section(out, checks)
+    for scenario in sorted(d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d)) and d != "logs"):
+        body += compare_section(out, scenario, checks)
+    body += cuda_bench_section(out, checks)
+    body += p2p_section(out)
+    rows = [(s["name"], s["status"], f"{s['seconds']:.0f} s", s["detail"]) for s in steps]
+    rows += [(name, status, "", detail) for name, status, detail in checks]
+    passed = sum(1 for r in rows if r[1] == "pass")
+    failed = sum(1 for r in rows if r[1] == "fail")
+    skipped = sum(1 for r in rows if r[1] == "skip")
+    devices = load_json(os.path.join(out, "devices.json")) or {}
+    now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    md = [f"# GPU check, {now} on {socket.gethostname()}", "", "```"] + devices.get("lines", ["(no devices.json)"])
+    md += ["```", "", "| step or check | result | time | detail |", "| --- | --- | ---: | --- |"]
+    md += [f"| {n} | {'PASS' if s == 'pass' else 'FAIL' if s == 'fail' else 'skipped'} | {t} | "
+           f"{d.replace('|', '/')} |" for n, s, t, d in rows]
+    md += [""] + body + [f"{skipped} skipped", "", f"{passed} passed, {failed} failed"]
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    summary = {"passed": passed, "failed": failed, "skipped": skipped,
+               "rows": [{"name": n, "result": s, "time": t, "detail": d} for n, s, t, d in rows]}
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
