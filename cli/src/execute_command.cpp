@@ -19,14 +19,15 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "measured.h"
-#include "scenario_runs.h"
+#include "command_support.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
-#include "stagecraft/exec/setup_rounds.h"
+#include "stagecraft/harness/execution.h"
+#include "stagecraft/harness/measure.h"
+#include "stagecraft/harness/progress.h"
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
@@ -100,14 +101,6 @@ std::chrono::nanoseconds ParseTimeout(const std::string& text) {
   return std::chrono::nanoseconds(ns);
 }
 
-// The first and last steps of a run always, and otherwise about once a second since `last_ns`
-// (< 0: never): when the progress file is rewritten.
-bool DueOncePerSecond(const StepProgress& p, int64_t last_ns) {
-  return p.step + 1 == p.steps || last_ns < 0 || p.end_ns - last_ns > 1'000'000'000;
-}
-// Whether a step's line is printed: every step of a short run, else as DueOncePerSecond.
-bool DueForReport(const StepProgress& p, int64_t last_ns) { return p.steps <= 50 || DueOncePerSecond(p, last_ns); }
-
 // Prints "<schedule> step 3/20 ..." to `to` as the last stage finishes each step (every step for
 // short runs, about once a second for long ones, and always the last).
 RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConfig& config, int microbatches,
@@ -117,7 +110,7 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
   return [=](const StepProgress& p) {
     const int64_t step_ns = p.end_ns - *last_end;
     *last_end = p.end_ns;
-    if (!DueForReport(p, *last_print)) return;
+    if (!harness::DueForReport(p, *last_print)) return;
     *last_print = p.end_ns;
     const double samples = static_cast<double>(microbatches) * config.microbatch_size;
     std::fprintf(to, "%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n",
@@ -127,71 +120,34 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
   };
 }
 
-// `execute --json OUT` keeps OUT.partial while it runs: the complete schedules so far (every
-// rank holds them, broadcast from rank 0 after each) and the running schedule's finished steps,
-// written by the rank that sees them finish (the last stage's) after a schedule's first step,
-// then about once a second, and after its last. Every write replaces the file whole (a few
-// hundred microseconds inside the timed run, on the rank of the last stage: once a step, that
-// was a percent of a 20-step run's time). A complete run removes it once OUT is written; a
-// killed or failed one leaves it, marked partial.
-class ProgressFile {
- public:
-  ProgressFile(std::string path, MetricsFile base, int schedules_total)
-      : path_(std::move(path)), file_(std::move(base)) {
-    file_.partial = PartialRun{};
-    file_.partial->schedules_total = schedules_total;
+// The measured table rank 0 prints at the end.
+std::string MeasuredTable(const std::vector<harness::MeasuredSchedule>& measured) {
+  std::string out = fmt::format("{:<12} {:>13} {:>20} {:>8} {:>16} {:>12} {:>13}  {}\n", "schedule", "step time",
+                                "throughput", "bubble", "peak memory", "wait (max)", "overhead/op", "loss first -> last");
+  for (const harness::MeasuredSchedule& m : measured) {
+    const schedules::ScheduleMetrics& x = m.metrics;
+    const schedules::ExecutorMetrics& e = *x.executor;
+    const int worst = x.WorstMemoryRank();
+    double wait = 0;  // blocked on a receive, wait and transfer
+    for (const auto& r : x.ranks_detail) wait = std::max(wait, r.wait_ms + r.transfer_ms);
+    out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>16} {:>9.1f} ms {:>10.1f} us  {:.6f} -> {:.6f}\n",
+                       Printable(x.schedule), x.step_time_ms, x.throughput_samples_per_s, 100 * x.bubble_fraction,
+                       sim::FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,
+                       e.losses.empty() ? 0.0 : e.losses.front(), e.losses.empty() ? 0.0 : e.losses.back());
   }
-  bool enabled() const { return !path_.empty(); }
-  const std::string& path() const { return path_; }
+  return out;
+}
 
-  // Every rank, once schedule `done - 1` is complete: the complete ones (metrics JSON).
-  void SetDone(const std::string& done_json) {
-    MetricsFile done = MetricsFileFromJson(done_json, "the progress broadcast");
-    file_.schedules = std::move(done.schedules);
-    PartialRun& p = *file_.partial;
-    p.schedules_done = static_cast<int>(file_.schedules.size());
-    p.schedule.clear();
-    p.steps = 0;
-    p.losses.clear();
-    p.step_ms.clear();
-  }
-  void Start(const std::string& schedule, int steps) {
-    file_.partial->schedule = schedule;
-    file_.partial->steps = steps;
-    last_write_ns_ = -1;
-  }
-  void Step(const StepProgress& progress, int64_t step_ns) {
-    PartialRun& p = *file_.partial;
-    p.losses.push_back(progress.loss);
-    p.step_ms.push_back(static_cast<double>(step_ns) * 1e-6);
-    if (!DueOncePerSecond(progress, last_write_ns_) || !std::isfinite(progress.loss)) return;  // a diverged step ends the run; its file keeps the last good one
-    last_write_ns_ = progress.end_ns;
-    Write();
-  }
-  void Write() const { WriteTextFileAtomically(path_, MetricsFileToJson(file_)); }
-
- private:
-  std::string path_;
-  MetricsFile file_;
-  int64_t last_write_ns_ = -1;
-};
 
 // Everything every rank needs before any work; all input checks happen here.
 struct Plan {
-  sim::Scenario scenario;
-  TrainingConfig config;
-  std::vector<std::string> names;  // the schedules, in order
-  std::vector<Schedule> schedules;
-  std::vector<std::vector<int>> layers;  // per schedule, layers per stage (as the simulator splits them)
-  std::vector<std::vector<int64_t>> predicted_peak_bytes;  // per schedule, per rank
+  harness::ExecutionPlan run;
   RunHooks hooks;
   std::chrono::nanoseconds deadline{exec::kDefaultWaitDeadline};
-  exec::Backend backend = exec::Backend::kCpu;
-  bool feeds = false, scores = false;  // this rank holds stage 0 / the last stage in some schedule
-  int json = -1;                       // rank 0: --json's handle in the outputs
-  std::vector<int> traces;             // rank 0: --trace's handles, per schedule
-  std::string partial_path;            // OUT.partial ("": none)
-  std::FILE* report = stdout;          // the lines a person reads: stderr when an output is stdout
+  int json = -1;              // rank 0: --json's handle in the outputs
+  std::vector<int> traces;    // rank 0: --trace's handles, per schedule
+  std::string partial_path;   // OUT.partial ("": none)
+  std::FILE* report = stdout;  // the lines a person reads: stderr when an output is stdout
 };
 
 // The output paths, checked before any work: rank 0 writes --json and --trace; OUT.partial
@@ -199,7 +155,7 @@ struct Plan {
 // the last stage during a schedule and by rank 0 after each.
 void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* outputs) {
   if (rank == 0 && !f.json_path.empty()) plan->json = outputs->Add(f.json_path, "--json");
-  if (rank == 0) plan->traces = AddTraceOutputs(*outputs, f.trace_path, plan->names);
+  if (rank == 0) plan->traces = AddTraceOutputs(*outputs, f.trace_path, plan->run.names);
   if (f.json_path.empty()) return;
   const OutputTarget out = CheckOutputPath(f.json_path, "--json");
   if (out.kind != OutputTarget::Kind::kFile) return;
@@ -210,122 +166,16 @@ void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* output
   plan->partial_path = partial.resolved;
 }
 
-// With the cpu backend the ranks of this node share its memory: the simulator's predicted peak
-// of each schedule, times the ranks here, must fit in it.
-void RefuseMoreThanThisNodeHolds(const Plan& plan, int local_ranks) {
-  if (plan.backend != exec::Backend::kCpu) return;
-  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_bytes <= 0) return;
-  const int64_t node_bytes = static_cast<int64_t>(pages) * page_bytes;
-  for (size_t k = 0; k < plan.schedules.size(); ++k) {
-    const std::vector<int64_t>& peaks = plan.predicted_peak_bytes[k];
-    const int64_t worst = *std::max_element(peaks.begin(), peaks.end());
-    if (worst > node_bytes / std::max(local_ranks, 1)) {
-      throw InputError(fmt::format(
-          "{}: {} is predicted to hold {} on its busiest rank, and {} rank(s) share this node's {} of memory; "
-          "nothing was run (fewer or smaller layers, fewer microbatches in flight, recompute or more nodes would fit)",
-          plan.scenario.path, plan.names[k], sim::FormatBytes(worst), local_ranks, sim::FormatBytes(node_bytes)));
-    }
-  }
-}
-
 // No collective call may happen here: a rank that fails leaves at any point, and the others
 // must meet it in AnyRankFailed. `local_ranks`: the job's ranks on this node.
-void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan* out, OutputSet* outputs) {
-  Plan& plan = *out;
-  plan.report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
-  plan.scenario = sim::LoadScenario(f.scenario, f.sets);
-  const sim::Scenario& sc = plan.scenario;
-  plan.deadline = ParseTimeout(f.timeout);
-  plan.hooks = ParseFault(f.inject_fault, f.fault_given, sc.pipeline.ranks, sc.pipeline.steps);
-  plan.config = TrainingConfigFor(sc);
-  plan.backend = BackendFor(f.backend, sc);
-  if (world != sc.pipeline.ranks) {
-    throw InputError(fmt::format("{}: pipeline.ranks is {} but the MPI job has {} process(es); run it as "
-                                 "`mpirun -np {} stagecraft execute {}`",
-                                 sc.path, sc.pipeline.ranks, world, sc.pipeline.ranks, sc.path));
-  }
-  plan.names = ScenarioScheduleNames(sc, rank == 0);
-  CheckScheduleSizes(sc.pipeline, plan.names, f.max_ops);
-  plan.schedules = ScenarioSchedules(sc.pipeline, plan.names);
-  // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
-  // in any of the schedules (placement decides: under V the last stage is on rank 0).
-  for (const Schedule& s : plan.schedules) {
-    plan.feeds |= s.shape.RankOf(0) == rank;
-    plan.scores |= s.shape.RankOf(s.stages() - 1) == rank;
-  }
-  CheckOutputs(f, rank, &plan, outputs);
-  for (const Schedule& s : plan.schedules) plan.layers.push_back(sim::StageLayers(sc, s.stages()));
-  // A run the simulator predicts will not fit in the scenario's device memory (or in this
-  // node's) is refused here, before any rank allocates anything.
-  const sim::Topology topo(sc.topology);
-  std::vector<Prediction> predictions;
-  for (const Schedule& s : plan.schedules) predictions.push_back(Predict(sc, topo, s));
-  RefusePredictedOom(sc, predictions);
-  for (const Prediction& p : predictions) {
-    std::vector<int64_t>& peaks = plan.predicted_peak_bytes.emplace_back(static_cast<size_t>(world), 0);
-    for (const auto& r : p.metrics.ranks_detail) {
-      if (r.rank >= 0 && r.rank < world) peaks[static_cast<size_t>(r.rank)] = r.peak_memory_bytes;
-    }
-  }
-  RefuseMoreThanThisNodeHolds(plan, local_ranks);
-}
-
-// The run of every schedule on this rank; rank 0 returns their measurements. A failure is
-// printed by the rank it happens on, which aborts the job.
-std::vector<MeasuredSchedule> RunSchedules(const ExecuteFlags& f, const Plan& plan, Device& device,
-                                           Transport& transport) {
-  const sim::Scenario& sc = plan.scenario;
-  const int rank = transport.rank();
-  std::vector<MeasuredSchedule> measured;
-  exec::SetupRounds setup(transport);
-  const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
-  const Dataset data = MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); });
-  if (rank == 0) {
-    std::fprintf(plan.report, "scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
-                 Printable(sc.name).c_str(), sc.pipeline.ranks, device.Name().c_str(), transport.Name().c_str(),
-                 sc.pipeline.microbatches, sc.pipeline.microbatch_size, sc.pipeline.steps,
-                 plan.config.optimizer.c_str(), plan.config.lr);
-    std::fflush(plan.report);
-  }
-  ProgressFile progress(plan.partial_path, MeasuredFile(sc, device.Name(), {}),
-                        static_cast<int>(plan.schedules.size()));
-  if (progress.enabled() && rank == 0) {
-    std::error_code ignored;
-    std::filesystem::remove(progress.path(), ignored);  // an older run's, not this one's
-  }
-  for (size_t k = 0; k < plan.schedules.size(); ++k) {
-    const Schedule& s = plan.schedules[k];
-    TrainingConfig config = plan.config;
-    config.layers_per_stage = plan.layers[k];
-    RunHooks hooks = plan.hooks;
-    const RunHooks::StepFn print = ProgressPrinter(s.name, config, s.microbatches, plan.report);
-    progress.Start(s.name, s.steps);
-    hooks.on_step = [&progress, print, last_end = int64_t{0}](const StepProgress& p) mutable {
-      print(p);
-      if (progress.enabled()) progress.Step(p, p.end_ns - last_end);
-      last_end = p.end_ns;
-    };
-    // What the simulator predicts this rank will hold, faulted in before the clock starts: a
-    // run's first step would otherwise pay for fresh pages that no later step pays for.
-    device.Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
-    const RankRun run = RunRank(s, config, data, device, transport, hooks);
-    device.ReleaseCached();  // the next schedule's buffers are other sizes
-    const std::vector<std::string> all = NamingTimeout([&] { return transport.Gather(SerializeRankRun(run), 0); },
-                                                       [&] { return "gathering the measurements of " + s.name; });
-    if (rank == 0) measured.push_back(Measure(s, sc, all));
-    // The rank that keeps the progress file learns what is complete.
-    std::string done = rank == 0 && !f.json_path.empty() ? MetricsFileToJson(MeasuredFile(sc, device.Name(), measured))
-                                                         : std::string();
-    if (!f.json_path.empty()) {
-      NamingTimeout([&] { transport.Broadcast(&done, 0); }, [&] { return "sharing the measurements of " + s.name; });
-    }
-    if (progress.enabled()) {
-      progress.SetDone(done);
-      if (rank == 0) progress.Write();
-    }
-  }
-  return measured;
+void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan* plan, OutputSet* outputs) {
+  plan->report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
+  sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
+  plan->deadline = ParseTimeout(f.timeout);
+  plan->hooks = ParseFault(f.inject_fault, f.fault_given, sc.pipeline.ranks, sc.pipeline.steps);
+  const exec::Backend backend = BackendFor(f.backend, sc);
+  plan->run = harness::PlanExecution(std::move(sc), backend, world, rank, local_ranks, f.max_ops);
+  CheckOutputs(f, rank, plan, outputs);
 }
 
 int Run(const ExecuteFlags& f) {
@@ -341,18 +191,34 @@ int Run(const ExecuteFlags& f) {
     error = e.what();
   }
   if (AnyRankFailed(error)) return 1;
-  const sim::Scenario& sc = plan.scenario;
-  exec::ProcessRuntime runtime = StartRuntime(plan.backend, sc, plan.deadline);
-  std::vector<MeasuredSchedule> measured;
+  const sim::Scenario& sc = plan.run.scenario;
+  exec::ProcessRuntime runtime = StartRuntime(plan.run.backend, sc, plan.deadline);
+  Device& device = *runtime.device;
+  if (rank == 0) {
+    std::fprintf(plan.report, "scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
+                 Printable(sc.name).c_str(), sc.pipeline.ranks, device.Name().c_str(),
+                 runtime.transport->Name().c_str(), sc.pipeline.microbatches, sc.pipeline.microbatch_size,
+                 sc.pipeline.steps, plan.run.config.optimizer.c_str(), plan.run.config.lr);
+    std::fflush(plan.report);
+  }
+  harness::ProgressFile progress(plan.partial_path, harness::MeasuredFile(sc, device.Name(), {}),
+                                 static_cast<int>(plan.run.schedules.size()));
+  harness::RunReporting reporting;
+  reporting.progress = &progress;
+  reporting.share_done = !f.json_path.empty();
+  reporting.step_printer = [&plan](const Schedule& s, const TrainingConfig& config) {
+    return ProgressPrinter(s.name, config, s.microbatches, plan.report);
+  };
+  std::vector<harness::MeasuredSchedule> measured;
   try {
-    measured = RunSchedules(f, plan, *runtime.device, *runtime.transport);
+    measured = harness::RunSchedules(plan.run, plan.hooks, device, *runtime.transport, reporting);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), Printable(e.what()).c_str());
     runtime.transport->Abort(1);
   }
   if (rank != 0) return 0;
   // Everything is computed before anything is written: an error leaves no partial output.
-  if (plan.json >= 0) outputs.Set(plan.json, MetricsFileToJson(MeasuredFile(sc, runtime.device->Name(), measured)));
+  if (plan.json >= 0) outputs.Set(plan.json, MetricsFileToJson(harness::MeasuredFile(sc, device.Name(), measured)));
   for (size_t k = 0; k < plan.traces.size(); ++k) outputs.Set(plan.traces[k], TraceToJson(measured[k].trace));
   try {
     outputs.Commit();
@@ -366,7 +232,7 @@ int Run(const ExecuteFlags& f) {
     std::error_code ignored;
     std::filesystem::remove(plan.partial_path, ignored);  // the run is complete: OUT says it all
   }
-  const std::string table = MeasuredTable(sc, measured);
+  const std::string table = MeasuredTable(measured);
   std::fwrite(table.data(), 1, table.size(), plan.report);
   return 0;
 }

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "scenario_runs.h"
+#include "command_support.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"

@@ -10,7 +10,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "scenario_runs.h"
+#include "stagecraft/harness/predict.h"
+#include "command_support.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/error.h"
@@ -37,14 +38,14 @@ struct SimulateFlags {
   int64_t max_ops = 0;
 };
 
-std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<Prediction>& outcomes) {
+std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<harness::Prediction>& outcomes) {
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", Printable(sc.name),
                                 p.ranks, p.microbatches, p.microbatch_size, p.steps, cost_source);
   out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");
-  const Prediction* best = nullptr;
-  for (const Prediction& o : outcomes) {
+  const harness::Prediction* best = nullptr;
+  for (const harness::Prediction& o : outcomes) {
     const ScheduleMetrics& m = o.metrics;
     const int worst = m.WorstMemoryRank();
     out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", Printable(m.schedule),
@@ -81,27 +82,27 @@ std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source
 
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
-  const std::vector<std::string> names = ScenarioScheduleNames(sc, true);
-  CheckScheduleSizes(sc.pipeline, names, f.max_ops);
+  const std::vector<std::string> names = harness::ScenarioScheduleNames(sc, true);
+  harness::CheckScheduleSizes(sc.pipeline, names, f.max_ops);
   // Every output is checked before any work, and written only once everything is computed: an
   // error leaves no output behind.
   OutputSet outputs;
   const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
   const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
   const Topology topo(sc.topology);
-  std::vector<Prediction> outcomes;
-  for (Schedule& s : ScenarioSchedules(sc.pipeline, names)) outcomes.push_back(Predict(sc, topo, std::move(s)));
+  std::vector<harness::Prediction> outcomes;
+  for (Schedule& s : harness::ScenarioSchedules(sc.pipeline, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
   if (json >= 0) {
     MetricsFile file;
     file.scenario = sc.name;
     file.source = "predicted";
     file.costs = cost_source;
-    for (const Prediction& o : outcomes) file.schedules.push_back(o.metrics);
+    for (const harness::Prediction& o : outcomes) file.schedules.push_back(o.metrics);
     outputs.Set(json, MetricsFileToJson(file));
   }
   for (size_t k = 0; k < traces.size(); ++k) {
-    const Prediction& o = outcomes[k];
+    const harness::Prediction& o = outcomes[k];
     outputs.Set(traces[k], TraceToJson(BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics)));
   }
   outputs.Commit();

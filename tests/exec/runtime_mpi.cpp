@@ -22,7 +22,7 @@
 #include "gpt_reference.h"
 #include "reference.h"
 #include "stagecraft/exec/backend.h"
-#include "stagecraft/exec/calibrate.h"
+#include "stagecraft/harness/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
@@ -531,11 +531,11 @@ TEST(CalibrateMpi, PingPongAndWaitReportOnTheirRanks) {
   if (kCuda) GTEST_SKIP() << "the calibration runs on the cpu device";
   auto device = exec::MakeCpuDevice();
   const std::vector<int64_t> sizes = {4096, 65536, 1048576};
-  const std::vector<exec::PingPongPoint> points = exec::PingPong(*g_transport, *device, 1, 2, sizes, 5);
-  const int64_t wait = exec::WaitAfterCompute(*g_transport, *device, 1, 2, 65536, 100'000, 5);
+  const std::vector<harness::PingPongPoint> points = harness::PingPong(*g_transport, *device, 1, 2, sizes, 5);
+  const int64_t wait = harness::WaitAfterCompute(*g_transport, *device, 1, 2, 65536, 100'000, 5);
   // "<sizes with a positive time, comma-separated> | <wait is zero?>"
   std::string mine;
-  for (const exec::PingPongPoint& p : points) mine += std::to_string(p.oneway_ns > 0 ? p.bytes : -p.bytes) + ",";
+  for (const harness::PingPongPoint& p : points) mine += std::to_string(p.oneway_ns > 0 ? p.bytes : -p.bytes) + ",";
   mine += wait == 0 ? "|0" : wait > 0 ? "|+" : "|-";
   const std::vector<std::string> all = g_transport->Gather(mine, 0);
   if (g_transport->rank() != 0) return;

@@ -1,6 +1,6 @@
 // Turning the ranks' measurements of one executed schedule into the metrics (DESIGN.md §4, the
 // simulator's definitions, plus the executor's own fields), a measured trace (§6), and the
-// execute command's metrics file and table.
+// execute command's metrics file.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/scenario.h"
 
-namespace stagecraft::cli {
+namespace stagecraft::harness {
 
 struct MeasuredSchedule {
   schedules::ScheduleMetrics metrics;  // with `executor` set
@@ -34,6 +34,4 @@ MeasuredSchedule Measure(const schedules::Schedule& schedule, const sim::Scenari
 schedules::MetricsFile MeasuredFile(const sim::Scenario& scenario, const std::string& backend,
                                     const std::vector<MeasuredSchedule>& measured);
 
-std::string MeasuredTable(const sim::Scenario& scenario, const std::vector<MeasuredSchedule>& measured);
-
-}  // namespace stagecraft::cli
+}  // namespace stagecraft::harness

@@ -1,7 +1,7 @@
 // exec/calibrate.cpp's host logic, against oracles worked out by hand: the latency-bandwidth
 // least-squares fit, the overlap fraction, the per-rank op scales of a calibration run and the
 // runtime's overhead per op. PingPong and WaitAfterCompute need MPI (the CLI tests run them).
-#include "stagecraft/exec/calibrate.h"
+#include "stagecraft/harness/calibrate.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,9 @@
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/profile.h"
 
-namespace stagecraft::exec {
+namespace stagecraft::harness {
+
+using namespace stagecraft::exec;  // the executor's types, throughout
 namespace {
 
 using schedules::Op;
@@ -540,4 +542,4 @@ TEST(AddJitter, HalfTheMeanSquaredStepOfTheRatios) {
 }
 
 }  // namespace
-}  // namespace stagecraft::exec
+}  // namespace stagecraft::harness

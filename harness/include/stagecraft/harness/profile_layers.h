@@ -10,14 +10,14 @@
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/sim/profile.h"
 
-namespace stagecraft::exec {
+namespace stagecraft::harness {
 
 // Times the layers in groups of `layers_per_group` (the share of the model one rank holds) the
 // way a rank runs them: the group's forwards in order, its input gradients back down, then its
 // weight gradients and optimizer steps, so the other layers' data passes through the caches
 // between two ops of a layer as in a run. `warmup` untimed then `repeats` timed rounds; the
 // median of each op. The device name is left to the caller.
-sim::Profile ProfileLayers(const TrainingConfig& config, Device& device, int repeats, int warmup,
+sim::Profile ProfileLayers(const exec::TrainingConfig& config, exec::Device& device, int repeats, int warmup,
                            int layers_per_group);
 
 // The layers' numbers as bytes, for gathering every rank's on one rank, and back (the ranks
@@ -32,4 +32,4 @@ int64_t Median(std::vector<int64_t> values);
 // Per layer and field (sim::kLayerProfileFields), the median over the ranks' layers.
 std::vector<sim::LayerProfile> MedianOverRanks(const std::vector<std::vector<sim::LayerProfile>>& per_rank);
 
-}  // namespace stagecraft::exec
+}  // namespace stagecraft::harness

@@ -1,5 +1,6 @@
-// What `simulate` and `execute` share: which schedules a scenario asks for (generated, lowered
-// and validated) and where each schedule's trace goes.
+// What the commands share beyond the harness: their common flags (--max-ops, --backend), the
+// start of the executor's runtime, one error line per job under mpirun, and where each
+// schedule's trace goes.
 #pragma once
 
 #include <string>
@@ -18,35 +19,6 @@
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::cli {
-
-// The names of the scenario's schedules, without building them: the listed ones (LoadScenario
-// has checked them), or under "all" every generator the shape allows, with the others named on
-// stderr when `report_skipped`. Throws InputError when no schedule can take the shape.
-std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& scenario, bool report_skipped);
-
-// Before any schedule is built: the estimated size of each named schedule, and of all of them
-// held at once, against `max_ops` (schedules/budget.h; a schedule file counts its one step
-// times pipeline.steps). Throws InputError naming the estimate, the limit and --max-ops.
-void CheckScheduleSizes(const sim::PipelineSpec& pipeline, const std::vector<std::string>& names, int64_t max_ops);
-
-// The named schedules (ScenarioScheduleNames), lowered and validated; a schedule file is
-// imported as scenario.h says.
-std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline,
-                                                   const std::vector<std::string>& names);
-
-// The simulator's prediction of one of the scenario's schedules on its topology, with its
-// device memory (simulate prints it; execute refuses a schedule predicted not to fit).
-struct Prediction {
-  schedules::Schedule schedule;
-  schedules::RunRecord result;
-  schedules::ScheduleMetrics metrics;
-  std::string cost_source;
-};
-Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule);
-
-// Throws InputError when the simulator predicts that a schedule of `predictions` exceeds the
-// scenario's device memory, naming each such schedule with every rank's predicted peak.
-void RefusePredictedOom(const sim::Scenario& scenario, const std::vector<Prediction>& predictions);
 
 // For commands under mpirun: every rank plans on its own (reads the scenario, checks the inputs
 // and the output paths) and calls this with its error, empty when it has none. A rank may fail

@@ -1,16 +1,18 @@
 // Transfer fits, per-rank scales and overhead for calibrated profiles (see calibrate.h).
-#include "stagecraft/exec/calibrate.h"
+#include "stagecraft/harness/calibrate.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "stagecraft/base/check.h"
-#include "stagecraft/exec/profile.h"
+#include "stagecraft/harness/profile_layers.h"
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/compute_streams.h"
 
-namespace stagecraft::exec {
+namespace stagecraft::harness {
+
+using namespace stagecraft::exec;  // the executor's types, throughout
 namespace {
 
 constexpr int64_t kTag = 1;
@@ -224,4 +226,4 @@ int64_t OverheadPerOp(const schedules::Schedule& s, const schedules::RunRecord& 
   return ops > 0 ? std::llround(overhead / ops) : 0;
 }
 
-}  // namespace stagecraft::exec
+}  // namespace stagecraft::harness

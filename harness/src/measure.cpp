@@ -1,7 +1,7 @@
-// Measured metrics, metrics file and table of executed schedules (see measured.h). The metrics
+// Measured metrics and metrics file of executed schedules (see measure.h). The metrics
 // come from schedules::ComputeMetrics on the ranks' records joined into one RunRecord, so
 // measured and predicted numbers follow one definition.
-#include "measured.h"
+#include "stagecraft/harness/measure.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,11 +9,9 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
-#include "stagecraft/base/printable.h"
 #include "stagecraft/exec/runtime.h"
-#include "stagecraft/sim/units.h"
 
-namespace stagecraft::cli {
+namespace stagecraft::harness {
 
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vector<std::string>& rank_runs,
                                   int64_t memory_bytes) {
@@ -57,21 +55,4 @@ schedules::MetricsFile MeasuredFile(const sim::Scenario& sc, const std::string& 
   return file;
 }
 
-std::string MeasuredTable(const sim::Scenario& sc, const std::vector<MeasuredSchedule>& measured) {
-  std::string out = fmt::format("{:<12} {:>13} {:>20} {:>8} {:>16} {:>12} {:>13}  {}\n", "schedule", "step time",
-                                "throughput", "bubble", "peak memory", "wait (max)", "overhead/op", "loss first -> last");
-  for (const MeasuredSchedule& m : measured) {
-    const schedules::ScheduleMetrics& x = m.metrics;
-    const schedules::ExecutorMetrics& e = *x.executor;
-    const int worst = x.WorstMemoryRank();
-    double wait = 0;  // blocked on a receive, wait and transfer
-    for (const auto& r : x.ranks_detail) wait = std::max(wait, r.wait_ms + r.transfer_ms);
-    out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>16} {:>9.1f} ms {:>10.1f} us  {:.6f} -> {:.6f}\n",
-                       Printable(x.schedule), x.step_time_ms, x.throughput_samples_per_s, 100 * x.bubble_fraction,
-                       sim::FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,
-                       e.losses.empty() ? 0.0 : e.losses.front(), e.losses.empty() ? 0.0 : e.losses.back());
-  }
-  return out;
-}
-
-}  // namespace stagecraft::cli
+}  // namespace stagecraft::harness

@@ -23,7 +23,7 @@
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/profile.h"
 
-namespace stagecraft::exec {
+namespace stagecraft::harness {
 
 struct PingPongPoint {
   int64_t bytes = 0;
@@ -33,14 +33,14 @@ struct PingPongPoint {
 // Ranks `a` and `b` bounce a message of each size `repeats` times (after a few untimed
 // bounces); every rank must call it (the others only join the barriers). The median one-way
 // time per size, on `a` (empty elsewhere). Sizes are multiples of 4 bytes.
-std::vector<PingPongPoint> PingPong(Transport& transport, Device& device, int a, int b,
+std::vector<PingPongPoint> PingPong(exec::Transport& transport, exec::Device& device, int a, int b,
                                     const std::vector<int64_t>& sizes, int repeats);
 
 // `a` sends `bytes` to `b` as in a pipeline: b's receive is posted ahead, a sends while b
 // computes (spins outside MPI) for `compute_ns`, and a computes after sending; then both wait.
 // The median of b's wait over `repeats`, on `b` (0 elsewhere). A transfer that overlaps the
 // computing leaves nothing to wait for.
-int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int64_t bytes, int64_t compute_ns,
+int64_t WaitAfterCompute(exec::Transport& transport, exec::Device& device, int a, int b, int64_t bytes, int64_t compute_ns,
                          int repeats);
 
 // Least-squares fit of oneway = latency + bytes / bandwidth over the points (at least two
@@ -88,4 +88,4 @@ std::vector<int64_t> WaitedTransfers(const schedules::Schedule& schedule, const 
 int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record);
 std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& schedule, const schedules::RunRecord& record);
 
-}  // namespace stagecraft::exec
+}  // namespace stagecraft::harness

@@ -1,6 +1,6 @@
 // exec/profile.cpp: the profile a small model gets on the cpu device (sizes worked out by hand),
 // the layers' trip through bytes, and the per-field median over ranks.
-#include "stagecraft/exec/profile.h"
+#include "stagecraft/harness/profile_layers.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,9 @@
 
 #include "stagecraft/exec/cpu_device.h"
 
-namespace stagecraft::exec {
+namespace stagecraft::harness {
+
+using namespace stagecraft::exec;  // the executor's types, throughout
 namespace {
 
 // Every layer is filled, whatever the grouping (one group, groups of 2 with a short last one).
@@ -69,4 +71,4 @@ TEST(ProfileTest, MedianPerLayerAndField) {
 }
 
 }  // namespace
-}  // namespace stagecraft::exec
+}  // namespace stagecraft::harness

@@ -1,6 +1,6 @@
 // ProfileLayers: per-layer timings and sizes of the executor's model, and their median over
-// ranks (see profile.h).
-#include "stagecraft/exec/profile.h"
+// ranks (see profile_layers.h).
+#include "stagecraft/harness/profile_layers.h"
 
 #include <algorithm>
 #include <memory>
@@ -14,7 +14,9 @@
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
 
-namespace stagecraft::exec {
+namespace stagecraft::harness {
+
+using namespace stagecraft::exec;  // the executor's types, throughout
 
 int64_t Median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
@@ -222,4 +224,4 @@ std::vector<sim::LayerProfile> MedianOverRanks(const std::vector<std::vector<sim
   return out;
 }
 
-}  // namespace stagecraft::exec
+}  // namespace stagecraft::harness

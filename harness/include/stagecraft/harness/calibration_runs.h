@@ -1,0 +1,46 @@
+// What `stagecraft profile` measures beyond the layers, with the real executor on every rank
+// of the pipeline: the point-to-point fit between neighbour ranks, and short runs of the
+// calibration schedules whose per-rank op times, overhead per op, op-time jitter and in-pipeline
+// transfer rate the profile keeps (README "Calibrated profiles").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/transport.h"
+#include "stagecraft/harness/calibrate.h"
+#include "stagecraft/sim/profile.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::harness {
+
+// The pipeline of the calibration runs: the scenario's, `steps` steps, one stage per rank.
+sim::PipelineSpec CalibrationPipeline(const sim::Scenario& scenario, int steps);
+
+// The calibration schedules the shape allows, one per kind of op mix: 1F1B (F, B, one STEP per
+// step), ZB-H1 (I and W apart) and PipeDream (a STEP after every microbatch).
+std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline);
+
+// Ping-pong between every pair of neighbour ranks (r, r + 1), and (last, 0) when there are more
+// than two (an interleaved pipeline wraps around); the fit over all pairs' points, and the
+// overlap from a send_bytes transfer 0 -> 1. Every rank calls it; the result is rank 0's.
+sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, int64_t send_bytes);
+
+// What the calibration runs saw beyond the profile's fields, for the printout (rank 0's).
+struct RunsReport {
+  std::vector<ScaleSums> per_step, per_microbatch;  // say which kinds were measured
+  size_t waited = 0;                                // transfers waited through
+  int64_t waited_median_ns = 0;
+};
+
+// Runs the calibration schedules for `steps` steps on every rank and, on rank 0, sets the
+// profile's per-rank scales (against its layers), overhead per op, op-time jitter and
+// in-pipeline transfer bandwidth. Step 0 is left out.
+RunsReport CalibrateRuns(const sim::Scenario& scenario, const exec::TrainingConfig& base, int steps,
+                         exec::Device& device, exec::Transport& transport, sim::Profile* profile);
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,47 @@
+// Which schedules a scenario asks for (named, size-checked, generated, lowered and validated)
+// and the simulator's prediction of each on the scenario's topology: what simulate prints and
+// what execute plans with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+
+// The names of the scenario's schedules, without building them: the listed ones (LoadScenario
+// has checked them), or under "all" every generator the shape allows, with the others named on
+// stderr when `report_skipped`. Throws InputError when no schedule can take the shape.
+std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& scenario, bool report_skipped);
+
+// Before any schedule is built: the estimated size of each named schedule, and of all of them
+// held at once, against `max_ops` (schedules/budget.h; a schedule file counts its one step
+// times pipeline.steps). Throws InputError naming the estimate, the limit and --max-ops.
+void CheckScheduleSizes(const sim::PipelineSpec& pipeline, const std::vector<std::string>& names, int64_t max_ops);
+
+// The named schedules (ScenarioScheduleNames), lowered and validated; a schedule file is
+// imported as scenario.h says.
+std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline,
+                                                   const std::vector<std::string>& names);
+
+// The simulator's prediction of one of the scenario's schedules on its topology, with its
+// device memory (simulate prints it; execute refuses a schedule predicted not to fit).
+struct Prediction {
+  schedules::Schedule schedule;
+  schedules::RunRecord result;
+  schedules::ScheduleMetrics metrics;
+  std::string cost_source;
+};
+Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule);
+
+// Throws InputError when the simulator predicts that a schedule of `predictions` exceeds the
+// scenario's device memory, naming each such schedule with every rank's predicted peak.
+void RefusePredictedOom(const sim::Scenario& scenario, const std::vector<Prediction>& predictions);
+
+}  // namespace stagecraft::harness

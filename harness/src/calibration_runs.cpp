@@ -1,0 +1,146 @@
+// Calibration of a profile by the real executor (see calibration_runs.h).
+#include "stagecraft/harness/calibration_runs.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/setup_rounds.h"
+#include "stagecraft/harness/calibrate.h"
+#include "stagecraft/harness/measure.h"
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/harness/profile_layers.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/sim/costs.h"
+
+namespace stagecraft::harness {
+namespace {
+
+// The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
+// ZB-H1 (I and W apart), and PipeDream when the shape allows it (a STEP after every microbatch).
+constexpr const char* kCalibrationSchedules[] = {"1f1b", "zb-h1", "pipedream"};
+
+// Every rank's points as bytes, for gathering.
+std::string PointsToBytes(const std::vector<PingPongPoint>& points) {
+  return std::string(reinterpret_cast<const char*>(points.data()), points.size() * sizeof(PingPongPoint));
+}
+std::vector<PingPongPoint> PointsFromBytes(const std::string& bytes) {
+  std::vector<PingPongPoint> points(bytes.size() / sizeof(PingPongPoint));
+  // A rank with no points sends nothing: an empty vector's data() may be null, not for memcpy.
+  if (!points.empty()) std::memcpy(points.data(), bytes.data(), points.size() * sizeof(PingPongPoint));
+  return points;
+}
+
+}  // namespace
+
+sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, int64_t send_bytes) {
+  const int n = transport.size();
+  std::vector<int64_t> sizes = {4096, 16384, 65536, 262144, 1048576};
+  if (send_bytes >= 4 && send_bytes % 4 == 0) sizes.push_back(send_bytes);
+  std::vector<PingPongPoint> mine;
+  for (int a = 0; a < (n > 2 ? n : 1); ++a) {
+    const std::vector<PingPongPoint> points = PingPong(transport, device, a, (a + 1) % n, sizes, 40);
+    mine.insert(mine.end(), points.begin(), points.end());
+  }
+  const int64_t overlap_bytes = send_bytes >= 4 && send_bytes % 4 == 0 ? send_bytes : 65536;
+  const int64_t wait = WaitAfterCompute(transport, device, 0, 1, overlap_bytes, 1'000'000, 30);
+  const std::vector<std::string> all_points = transport.Gather(PointsToBytes(mine), 0);
+  const std::vector<std::string> waits = transport.Gather(std::to_string(wait), 0);
+  if (transport.rank() != 0) return {};
+  std::vector<PingPongPoint> points;
+  for (const std::string& bytes : all_points) {
+    const auto p = PointsFromBytes(bytes);
+    points.insert(points.end(), p.begin(), p.end());
+  }
+  sim::P2pProfile fit = FitLatencyBandwidth(points);
+  fit.overlap = OverlapFraction(fit, overlap_bytes, std::stoll(waits.at(1)));
+  return fit;
+}
+
+sim::PipelineSpec CalibrationPipeline(const sim::Scenario& sc, int steps) {
+  sim::PipelineSpec pipeline = sc.pipeline;
+  pipeline.steps = steps;
+  pipeline.chunks = 1;
+  return pipeline;
+}
+
+std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline) {
+  std::vector<std::string> names;
+  for (const char* name : kCalibrationSchedules) {
+    const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
+    if (info != nullptr && schedules::CheckParams(*info, sim::GeneratorParamsFor(pipeline, *info)).empty()) {
+      names.emplace_back(name);
+    }
+  }
+  return names;
+}
+
+RunsReport CalibrateRuns(
+    const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
+    exec::Transport& transport, sim::Profile* profile) {
+  const int ranks = transport.size();
+  std::vector<ScaleSums> per_step(ranks), per_microbatch(ranks);
+  int64_t overhead_sum = 0;
+  std::vector<int64_t> rank_overhead_sum(static_cast<size_t>(ranks), 0);
+  int runs = 0;
+  std::vector<int> layers;  // the split the runs used, one stage per rank
+  std::vector<int64_t> waited;  // transfers a receiver waited through, ns
+  JitterSums jitter;
+  sim::PipelineSpec pipeline = CalibrationPipeline(sc, steps);
+  const int64_t total = int64_t{pipeline.microbatches} * steps;
+  exec::SetupRounds setup(transport);  // the first run's set-up ends the dataset's
+  const exec::Dataset data = exec::MakeDataset(device, base, total, transport.rank() == 0,
+                                               transport.rank() == ranks - 1, [&] { setup.Beat(); });
+  for (const std::string& name : CalibrationSchedules(pipeline)) {
+    pipeline.schedules = {name};
+    const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
+    exec::TrainingConfig config = base;
+    config.layers_per_stage = sim::StageLayers(sc, s.stages());
+    const exec::RankRun run = exec::RunRank(s, config, data, device, transport);
+    const std::vector<std::string> all = transport.Gather(exec::SerializeRankRun(run), 0);
+    if (transport.rank() != 0) continue;
+    const schedules::RunRecord record = JoinRankRuns(s, all, 0);
+    const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
+    const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
+    layers = config.layers_per_stage;
+    AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
+    overhead_sum += OverheadPerOp(s, record);
+    const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record);
+    for (int r = 0; r < ranks; ++r) rank_overhead_sum[r] += by_rank[r];
+    AddJitter(s, record, isolated, steps > 1 ? 1 : 0, &jitter);
+    const std::vector<int64_t> w = WaitedTransfers(s, record);
+    waited.insert(waited.end(), w.begin(), w.end());
+    ++runs;
+  }
+  RunsReport report;
+  if (transport.rank() != 0 || runs == 0) return report;
+  profile->op_overhead_ns = overhead_sum / runs;
+  profile->op_time_cv = jitter.Cv();
+  // The transfers as the pipeline saw them set the bandwidth their data moves at, when slower
+  // than the ping-pong's (a sender's hot cache, a busy peer); the ping-pong's latency and
+  // overlap stay. A median within the latency (small, eager messages) says nothing of it.
+  if (profile->p2p && !waited.empty() && profile->send_bytes > 0) {
+    const int64_t median = Median(waited);
+    if (median > profile->p2p->latency_ns) {
+      const double seen =
+          static_cast<double>(profile->send_bytes) * 1e9 / static_cast<double>(median - profile->p2p->latency_ns);
+      if (seen < profile->p2p->bytes_per_s) profile->p2p->pipeline_bytes_per_s = seen;
+    }
+    report.waited = waited.size();
+    report.waited_median_ns = median;
+  }
+  profile->ranks.resize(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
+    k.layers = layers.at(static_cast<size_t>(r));
+    k.op_overhead_ns = rank_overhead_sum[r] / runs;
+    k.per_step = ScaleOf(per_step[r], sim::OpScale{});
+    k.per_microbatch = ScaleOf(per_microbatch[r], k.per_step);
+  }
+  report.per_step = std::move(per_step);
+  report.per_microbatch = std::move(per_microbatch);
+  return report;
+}
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,131 @@
+// Schedule selection and prediction (see predict.h).
+#include "stagecraft/harness/predict.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
+#include "stagecraft/base/printable.h"
+#include "stagecraft/schedules/budget.h"
+#include "stagecraft/schedules/csv_io.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::harness {
+
+using namespace stagecraft::schedules;
+
+namespace {
+
+// A schedule file of the scenario: one step of its order, run `steps` times, its stages per
+// rank and placement inferred, lowered unless the file carries its transfers.
+Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path,
+                            int steps) {
+  CsvImportOptions options;
+  options.name = name;
+  options.chunks = 0;
+  options.microbatches = p.microbatches;
+  options.steps = steps;
+  options.repeat_one_step = true;
+  Schedule s = ImportCsv(ReadInputFile(path, kMaxCsvBytes, "a schedule CSV"), path, options);
+  if (s.ranks() != p.ranks) {
+    throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
+  }
+  if (!s.lowered) s = Lower(s, p.p2p);
+  if (const auto diags = Validate(s); !diags.empty()) {
+    throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}", path, p.microbatches,
+                                 SummarizeDiagnostics(diags)));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& sc, bool report_skipped) {
+  const sim::PipelineSpec& p = sc.pipeline;
+  if (p.schedules.size() != 1 || p.schedules[0] != "all") return p.schedules;
+  std::vector<std::string> names;
+  for (const auto& info : Generators()) {
+    const std::string why = CheckParams(info, sim::GeneratorParamsFor(p, info));
+    if (why.empty()) names.emplace_back(info.name);
+    else if (report_skipped) std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule
+  }
+  if (names.empty()) throw InputError(fmt::format("{}: no schedule can take this pipeline shape", sc.path));
+  return names;
+}
+
+void CheckScheduleSizes(const sim::PipelineSpec& p, const std::vector<std::string>& names, int64_t max_ops) {
+  SizeEstimate total;
+  for (const std::string& name : names) {
+    SizeEstimate one;
+    if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
+      // The file's one step, counted once (its size is bounded by the CSV limit), then repeated.
+      const Schedule step = ImportScheduleFile(p, name, file->second, 1);
+      one = EstimateImportedSize(static_cast<double>(step.OpCount()), p.steps);
+      CheckSize(fmt::format("{} x {} steps", Printable(file->second), p.steps), one, max_ops);
+    } else {
+      const GeneratorInfo* info = FindGenerator(name);
+      SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
+      const GeneratorParams params = sim::GeneratorParamsFor(p, *info);
+      one = EstimateSize(*info, params);
+      CheckSize(DescribeShape(info->name, params), one, max_ops);
+    }
+    total += one;
+  }
+  if (names.size() > 1) CheckSize(fmt::format("the scenario's {} schedules together", names.size()), total, max_ops);
+}
+
+std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names) {
+  std::vector<Schedule> out;
+  for (const std::string& name : names) {
+    if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
+      out.push_back(ImportScheduleFile(p, name, file->second, p.steps));
+      continue;
+    }
+    const GeneratorInfo* info = FindGenerator(name);
+    SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
+    Schedule s = Lower(Generate(info->name, sim::GeneratorParamsFor(p, *info)), p.p2p);
+    const auto diags = Validate(s);
+    SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule) {
+  Prediction p;
+  p.schedule = std::move(schedule);
+  const sim::CostTable costs = sim::BuildCosts(sc, p.schedule);
+  p.cost_source = costs.source;
+  sim::SimConfig config;
+  config.device_memory_bytes = sc.topology.device.memory_bytes;
+  p.result = sim::Simulate(p.schedule, costs, topo, config);
+  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
+  return p;
+}
+
+void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& predictions) {
+  std::string why;
+  for (const Prediction& p : predictions) {
+    if (!p.metrics.AnyOom()) continue;
+    std::string peaks;
+    for (const auto& r : p.metrics.ranks_detail) {
+      peaks += fmt::format("{}rank {} {}", peaks.empty() ? "" : ", ", r.rank, sim::FormatBytes(r.peak_memory_bytes));
+    }
+    why += fmt::format("{}{} ({})", why.empty() ? "" : "; ", p.schedule.name, peaks);
+  }
+  if (why.empty()) return;
+  throw InputError(fmt::format("{}: predicted to exceed the device memory of {} (topology.device.memory): {}; "
+                               "nothing was run (fewer microbatches in flight, recompute, more ranks or another "
+                               "schedule would fit)",
+                               sc.path, sim::FormatBytes(sc.topology.device.memory_bytes), why));
+}
+
+}  // namespace stagecraft::harness
