@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "command_support.h"
+#include "stagecraft/base/format.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
@@ -132,7 +133,7 @@ std::string MeasuredTable(const std::vector<harness::MeasuredSchedule>& measured
     for (const auto& r : x.ranks_detail) wait = std::max(wait, r.wait_ms + r.transfer_ms);
     out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>16} {:>9.1f} ms {:>10.1f} us  {:.6f} -> {:.6f}\n",
                        Printable(x.schedule), x.step_time_ms, x.throughput_samples_per_s, 100 * x.bubble_fraction,
-                       sim::FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,
+                       FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,
                        e.losses.empty() ? 0.0 : e.losses.front(), e.losses.empty() ? 0.0 : e.losses.back());
   }
   return out;

@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "command_support.h"
+#include "stagecraft/base/format.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
@@ -117,19 +118,19 @@ int Run(const ProfileFlags& f) {
               "activations");
   for (size_t l = 0; l < profile.layers.size(); ++l) {
     const sim::LayerProfile& m = profile.layers[l];
-    std::fprintf(report, "%-6zu %12s %15s %16s %12s %14s\n", l, sim::FormatDuration(m.forward_ns).c_str(),
-                sim::FormatDuration(m.backward_input_ns).c_str(), sim::FormatDuration(m.backward_weight_ns).c_str(),
-                sim::FormatDuration(m.step_ns).c_str(), sim::FormatBytes(m.activation_bytes).c_str());
+    std::fprintf(report, "%-6zu %12s %15s %16s %12s %14s\n", l, FormatDuration(m.forward_ns).c_str(),
+                FormatDuration(m.backward_input_ns).c_str(), FormatDuration(m.backward_weight_ns).c_str(),
+                FormatDuration(m.step_ns).c_str(), FormatBytes(m.activation_bytes).c_str());
   }
   for (const auto& [name, piece] : {std::pair{"embed", profile.embedding}, std::pair{"head", profile.head}}) {
     if (!piece) continue;
-    std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", name, sim::FormatDuration(piece->forward_ns).c_str(),
-                sim::FormatDuration(piece->backward_input_ns).c_str(),
-                sim::FormatDuration(piece->backward_weight_ns).c_str(), sim::FormatDuration(piece->step_ns).c_str(),
-                sim::FormatBytes(piece->activation_bytes).c_str());
+    std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", name, FormatDuration(piece->forward_ns).c_str(),
+                FormatDuration(piece->backward_input_ns).c_str(),
+                FormatDuration(piece->backward_weight_ns).c_str(), FormatDuration(piece->step_ns).c_str(),
+                FormatBytes(piece->activation_bytes).c_str());
   }
   std::fprintf(report, "input copy %s (first stage), loss %s (last stage), per forward\n",
-              sim::FormatDuration(profile.input_copy_ns).c_str(), sim::FormatDuration(profile.loss_ns).c_str());
+              FormatDuration(profile.input_copy_ns).c_str(), FormatDuration(profile.loss_ns).c_str());
   if (!calibrate) {
     const char* why = f.calibration_steps == 0       ? "--calibration-steps 0"
                       : sc.pipeline.ranks < 2           ? "a one-rank pipeline has no neighbours to calibrate against"
@@ -139,11 +140,11 @@ int Run(const ProfileFlags& f) {
   }
   if (profile.p2p) {
     std::fprintf(report, "p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
-                sim::FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
-                100 * profile.p2p->overlap, sim::FormatBytes(profile.send_bytes).c_str());
+                FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
+                100 * profile.p2p->overlap, FormatBytes(profile.send_bytes).c_str());
     if (runs.waited > 0) {
       std::fprintf(report, "p2p in the pipeline: %zu transfers waited through, median %s", runs.waited,
-                  sim::FormatDuration(runs.waited_median_ns).c_str());
+                  FormatDuration(runs.waited_median_ns).c_str());
       if (profile.p2p->pipeline_bytes_per_s > 0) {
         std::fprintf(report, ": %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
       } else {
@@ -156,10 +157,10 @@ int Run(const ProfileFlags& f) {
   std::string by_rank;
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
     by_rank += fmt::format("{}rank {} {}", r == 0 ? " (" : ", ", r,
-                           sim::FormatDuration(profile.ranks[r].op_overhead_ns.value_or(profile.op_overhead_ns)));
+                           FormatDuration(profile.ranks[r].op_overhead_ns.value_or(profile.op_overhead_ns)));
   }
   if (!by_rank.empty()) by_rank += ")";
-  std::fprintf(report, "runtime overhead per op: %s%s\n", sim::FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
+  std::fprintf(report, "runtime overhead per op: %s%s\n", FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
   std::fprintf(report, "an op's time varies by %.1f%% (CV) from one run of it to the next\n", 100 * profile.op_time_cv);
   std::fprintf(report, "in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
               fmt::format("{}", fmt::join(harness::CalibrationSchedules(harness::CalibrationPipeline(sc, f.calibration_steps)), ", ")).c_str());

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "stagecraft/sim/units.h"
+#include "stagecraft/base/format.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -135,9 +135,9 @@ GpuVerdict JudgeGpu(const GpuProbe& g, const std::optional<std::vector<CudaArch>
 }
 
 std::string GpuLine(const GpuProbe& g, const GpuVerdict& v) {
-  const std::string free = g.free_bytes >= 0 ? fmt::format(" ({} free)", sim::FormatBytes(g.free_bytes)) : "";
+  const std::string free = g.free_bytes >= 0 ? fmt::format(" ({} free)", FormatBytes(g.free_bytes)) : "";
   const std::string what = g.name.empty() ? "" : fmt::format("{}, {}{}, compute capability {}.{}, {}: ", g.name,
-                                                              sim::FormatBytes(g.memory_bytes), free, g.major,
+                                                              FormatBytes(g.memory_bytes), free, g.major,
                                                               g.minor, g.pci_bus_id);
   const std::string state = v.usable ? "usable" : "not usable: " + v.why;
   return fmt::format("GPU {}: {}{}{}", g.index, what, state, v.note.empty() ? "" : " (" + v.note + ")");

@@ -1,4 +1,5 @@
 // Planning and running a scenario's schedules on this rank (see execution.h).
+#include "stagecraft/base/format.h"
 #include "stagecraft/harness/execution.h"
 
 #include <unistd.h>
@@ -35,7 +36,7 @@ void RefuseMoreThanThisNodeHolds(const ExecutionPlan& plan, int local_ranks) {
       throw InputError(fmt::format(
           "{}: {} is predicted to hold {} on its busiest rank, and {} rank(s) share this node's {} of memory; "
           "nothing was run (fewer or smaller layers, fewer microbatches in flight, recompute or more nodes would fit)",
-          plan.scenario.path, plan.names[k], sim::FormatBytes(worst), local_ranks, sim::FormatBytes(node_bytes)));
+          plan.scenario.path, plan.names[k], FormatBytes(worst), local_ranks, FormatBytes(node_bytes)));
     }
   }
 }

@@ -1,4 +1,5 @@
 // Schedule selection and prediction (see predict.h).
+#include "stagecraft/base/format.h"
 #include "stagecraft/harness/predict.h"
 
 #include <cstdio>
@@ -117,7 +118,7 @@ void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& 
     if (!p.metrics.AnyOom()) continue;
     std::string peaks;
     for (const auto& r : p.metrics.ranks_detail) {
-      peaks += fmt::format("{}rank {} {}", peaks.empty() ? "" : ", ", r.rank, sim::FormatBytes(r.peak_memory_bytes));
+      peaks += fmt::format("{}rank {} {}", peaks.empty() ? "" : ", ", r.rank, FormatBytes(r.peak_memory_bytes));
     }
     why += fmt::format("{}{} ({})", why.empty() ? "" : "; ", p.schedule.name, peaks);
   }
@@ -125,7 +126,7 @@ void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& 
   throw InputError(fmt::format("{}: predicted to exceed the device memory of {} (topology.device.memory): {}; "
                                "nothing was run (fewer microbatches in flight, recompute, more ranks or another "
                                "schedule would fit)",
-                               sc.path, sim::FormatBytes(sc.topology.device.memory_bytes), why));
+                               sc.path, FormatBytes(sc.topology.device.memory_bytes), why));
 }
 
 }  // namespace stagecraft::harness

@@ -1,6 +1,6 @@
 // Unit strings of scenario files (DESIGN.md §3): sizes, bandwidths, durations and compute
-// rates, parsed strictly (a typo is an error, never a silently different number), plus the
-// short human formats used in summaries.
+// rates, parsed strictly (a typo is an error, never a silently different number). The short
+// human formats of summaries are base/format.h's.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
 
 namespace stagecraft::sim {
 
@@ -37,11 +38,5 @@ double ParseDurationNsAsDouble(std::string_view text);
 // Compute rate in FLOP/s: FLOPS, KFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS, EFLOPS (the "FLOPS"
 // part case-insensitive, "FLOP/s" also accepted). A unit is required.
 double ParseFlops(std::string_view text);
-
-// "512 B", "1.50 KiB", "80.00 GiB": binary units, two decimals above one KiB.
-std::string FormatBytes(int64_t bytes);
-
-// "300 ns", "2.00 us", "12.3 ms", "150 ms", "1.50 s": three significant digits.
-std::string FormatDuration(int64_t ns);
 
 }  // namespace stagecraft::sim
