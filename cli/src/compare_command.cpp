@@ -20,6 +20,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/output_file.h"
+#include "stagecraft/base/stats.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"
 
@@ -67,12 +68,6 @@ InputFile ReadMetricsFile(const std::string& path) {
   return file;
 }
 
-// Signed relative error in percent; none when the measured value is 0 and the predicted is not.
-std::optional<double> ErrorPct(double predicted, double measured) {
-  if (measured == 0) return predicted == 0 ? std::optional<double>(0.0) : std::nullopt;
-  return 100.0 * (predicted - measured) / measured;
-}
-
 // "+10.0%", "-5.0 pp", "0.0%" (no sign on zero, so never "-0.0"), "n/a".
 std::string ErrorText(std::optional<double> error, std::string_view unit) {
   if (!error) return "n/a";
@@ -105,30 +100,28 @@ struct StepSpread {
   double median_ms = 0, min_ms = 0, max_ms = 0, spread_pct = 0;
 };
 
-std::optional<StepSpread> SpreadOf(const ScheduleMetrics& m) {
+std::optional<StepSpread> StepSpreadOf(const ScheduleMetrics& m) {
   if (!m.executor || m.executor->step_ms.size() < 3) return std::nullopt;
-  std::vector<double> steps(m.executor->step_ms.begin() + 1, m.executor->step_ms.end());
-  std::sort(steps.begin(), steps.end());
+  const SeriesSpread series = SpreadOf(std::vector<double>(m.executor->step_ms.begin() + 1, m.executor->step_ms.end()));
   StepSpread s;
   s.last_step = static_cast<int>(m.executor->step_ms.size()) - 1;
-  const size_t n = steps.size();
-  s.median_ms = n % 2 == 1 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
-  s.min_ms = steps.front();
-  s.max_ms = steps.back();
-  s.spread_pct = s.median_ms > 0 ? 100 * (s.max_ms - s.min_ms) / s.median_ms : 0;
+  s.median_ms = series.median;
+  s.min_ms = series.min;
+  s.max_ms = series.max;
+  s.spread_pct = series.spread_pct;
   return s;
 }
 
 // The text block and the JSON object of one schedule found in both files.
 void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, OrderedJson* json) {
-  const auto step = ErrorPct(p.step_time_ms, m.step_time_ms);
-  const auto throughput = ErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
+  const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
+  const auto throughput = RelativeErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
   const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
   *text += fmt::format("{}: {}\n", p.schedule, Shape(p));
   if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
   *text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
   *text += Row("step time (ms)", p.step_time_ms, m.step_time_ms, 3, ErrorText(step, "%"));
-  if (const std::optional<StepSpread> spread = SpreadOf(m)) {
+  if (const std::optional<StepSpread> spread = StepSpreadOf(m)) {
     *text += fmt::format("  measured steps {}..{}: median {:.3f} ms, {:.3f} to {:.3f} ms (spread {:.1f}%)\n",
                          spread->first_step, spread->last_step, spread->median_ms, spread->min_ms, spread->max_ms,
                          spread->spread_pct);
@@ -139,11 +132,11 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
   OrderedJson ranks = OrderedJson::array();
   for (size_t r = 0; r < p.ranks_detail.size(); ++r) {
     const double p_busy = p.ranks_detail[r].busy_ms, m_busy = m.ranks_detail[r].busy_ms;
-    const auto busy = ErrorPct(p_busy, m_busy);
+    const auto busy = RelativeErrorPct(p_busy, m_busy);
     *text += Row(fmt::format("rank {} busy (ms)", r), p_busy, m_busy, 3, ErrorText(busy, "%"));
     const double p_mem = static_cast<double>(p.ranks_detail[r].peak_memory_bytes);
     const double m_mem = static_cast<double>(m.ranks_detail[r].peak_memory_bytes);
-    const auto mem = ErrorPct(p_mem, m_mem);
+    const auto mem = RelativeErrorPct(p_mem, m_mem);
     *text += Row(fmt::format("rank {} peak mem (MiB)", r), p_mem / (1 << 20), m_mem / (1 << 20), 3,
                  ErrorText(mem, "%"));
     OrderedJson rank{{"rank", r},
@@ -169,7 +162,7 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
             ErrorJson(p.throughput_samples_per_s, m.throughput_samples_per_s, throughput, "error_pct")},
            {"bubble_fraction", ErrorJson(p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp")},
            {"per_rank", ranks}};
-  if (const std::optional<StepSpread> spread = SpreadOf(m)) {
+  if (const std::optional<StepSpread> spread = StepSpreadOf(m)) {
     (*json)["measured_step_spread"] = {{"first_step", spread->first_step}, {"last_step", spread->last_step},
                                        {"median_ms", spread->median_ms},   {"min_ms", spread->min_ms},
                                        {"max_ms", spread->max_ms},         {"spread_pct", spread->spread_pct}};
@@ -229,8 +222,8 @@ void CompareCommon(const InputFile& predicted, const InputFile& measured, double
     report->text += "\n";
     CompareOne(p, *m, &report->text, &entry);
     report->json["schedules"].push_back(std::move(entry));
-    const double error = *ErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
-    const std::optional<StepSpread> spread = SpreadOf(*m);
+    const double error = *RelativeErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
+    const std::optional<StepSpread> spread = StepSpreadOf(*m);
     report->summary += fmt::format(kSummaryFormat, p.schedule, fmt::format("{:.3f}", p.step_time_ms),
                                    fmt::format("{:.3f}", m->step_time_ms), ErrorText(error, "%"),
                                    spread ? fmt::format("{:.1f}%", spread->spread_pct) : "-",
@@ -262,11 +255,8 @@ bool ComparePartial(const InputFile& predicted, const InputFile& measured, doubl
   const ScheduleMetrics* p = run.schedule.empty() ? nullptr : predicted.Find(run.schedule);
   if (p == nullptr || done == 0) return false;
   // The finished steps after the first (which also warms the caches), when there are such.
-  std::vector<double> steps(run.step_ms.begin() + (done > 1 ? 1 : 0), run.step_ms.end());
-  std::sort(steps.begin(), steps.end());
-  const size_t n = steps.size();
-  const double median = n % 2 == 1 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
-  const std::optional<double> error = ErrorPct(p->step_time_ms, median);
+  const double median = Median(std::vector<double>(run.step_ms.begin() + (done > 1 ? 1 : 0), run.step_ms.end()));
+  const std::optional<double> error = RelativeErrorPct(p->step_time_ms, median);
   report->text += fmt::format("\n{} (partial run: {} of {} steps finished): {}\n", run.schedule, done, run.steps,
                               Shape(*p));
   report->text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "stagecraft/base/stats.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/harness/profile_layers.h"
 #include "stagecraft/schedules/bubble_split.h"

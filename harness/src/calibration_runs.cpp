@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/base/stats.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/harness/calibrate.h"

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/stats.h"
 
 #include "stagecraft/exec/model.h"
 #include "stagecraft/exec/optimizer.h"
@@ -18,11 +19,6 @@ namespace stagecraft::harness {
 
 using namespace stagecraft::exec;  // the executor's types, throughout
 
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "format.h"
+#include "stagecraft/base/stats.h"
 
 namespace stagecraft::viz::app {
 namespace {
@@ -31,10 +32,10 @@ std::string PerRank(const ScheduleMetrics& s, F value) {
   return out;
 }
 
-// The prediction's error, as `stagecraft compare` prints it: (predicted − measured) / measured.
+// The prediction's error, as `stagecraft compare` computes it (base/stats.h).
 std::string RelativeError(double predicted, double measured) {
-  if (measured == 0) return "-";
-  return Printf("%+.1f%%", 100.0 * (predicted - measured) / measured);
+  const std::optional<double> error = RelativeErrorPct(predicted, measured);
+  return error ? Printf("%+.1f%%", *error) : "-";
 }
 
 void SummaryRow(const OpenTrace& t) {

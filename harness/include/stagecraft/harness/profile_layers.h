@@ -25,10 +25,6 @@ sim::Profile ProfileLayers(const exec::TrainingConfig& config, exec::Device& dev
 std::string LayersToBytes(const std::vector<sim::LayerProfile>& layers);
 std::vector<sim::LayerProfile> LayersFromBytes(const std::string& bytes);
 
-// The median every measurement here keeps: the middle value (the upper one of an even count),
-// so a few outliers on either side do not move it; 0 for no values.
-int64_t Median(std::vector<int64_t> values);
-
 // Per layer and field (sim::kLayerProfileFields), the median over the ranks' layers.
 std::vector<sim::LayerProfile> MedianOverRanks(const std::vector<std::vector<sim::LayerProfile>>& per_rank);
 
