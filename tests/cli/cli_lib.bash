@@ -1,8 +1,17 @@
 # Shared by the CLI test scripts (sourced, not a test): `check` records a failed condition,
+# `checkf` also shows a captured stderr when it fails,
 # `expect_error` runs the binary on bad input and checks the contract for it: non-zero exit,
 # exactly one line on stderr containing the expected text, nothing on stdout.
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+# checkf NAME COND FILE: check, and show FILE (a captured stderr) when it fails.
+checkf() {
+  local before=$fail
+  fail=0
+  check "$1" "$2"
+  [[ $fail -eq 0 ]] || sed 's/^/  | /' "$3"
+  [[ $before -eq 0 ]] || fail=1
+}
 
 # expect_error NAME EXPECTED_TEXT ARGS...   (runs "$sc" ARGS...; uses "$tmp" for stderr)
 expect_error() {

@@ -124,7 +124,9 @@ expect_error "partial file as the prediction" "is a partial measured run, not a 
 timeout 300 "$mpi" 2 "$sc" execute "$scenario" --set model.mlp.hidden=16 --set pipeline.microbatch_size=4 \
   --set pipeline.microbatches=4 --set pipeline.steps=10000 --set pipeline.schedule=1f1b --timeout 10s \
   --json "$tmp/long.json" >/dev/null 2>"$tmp/long.err"
-check "10,000 steps under --timeout 10s: exit 0" '[[ $? -eq 0 ]]' || cat "$tmp/long.err"
+rc=$?
+check "10,000 steps under --timeout 10s: exit 0 ($rc)" '[[ $rc -eq 0 ]]'
+[[ $rc -eq 0 ]] || cat "$tmp/long.err"
 check "10,000 steps: every step's loss" \
   'python3 -c "import json, sys; sys.exit(len(json.load(open(sys.argv[1]))[\"schedules\"][0][\"losses\"]) != 10000)" "$tmp/long.json"'
 # The last stage's rank builds 64 microbatches of data, each piece of its set-up made 40 ms
@@ -137,7 +139,8 @@ STAGECRAFT_TEST_SLOW_SETUP=1:40 timeout 300 "$mpi" 2 "$sc" execute "$scenario" -
   --set pipeline.schedule=1f1b --timeout 1s --json "$tmp/setup.json" >/dev/null 2>"$tmp/setup.err"
 rc=$?
 wall_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
-check "a set-up longer than --timeout: exit 0" '[[ $rc -eq 0 ]]' || cat "$tmp/setup.err"
+check "a set-up longer than --timeout: exit 0 ($rc)" '[[ $rc -eq 0 ]]'
+[[ $rc -eq 0 ]] || cat "$tmp/setup.err"
 run_ms=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["schedules"][0]["makespan_ms"]))' \
   "$tmp/setup.json" 2>/dev/null || echo 0)
 echo "set-up case: $wall_ms ms in all, $run_ms ms of it the run"

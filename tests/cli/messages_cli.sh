@@ -49,9 +49,9 @@ check "the code word once" '! grep -q "deadlock: deadlock" "$tmp/err"'
 timeout 120 "$mpi" 2 "$sc" execute "$mlp" --set pipeline.microbatchs=3 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 check "execute, 2 ranks, a bad key: non-zero exit ($rc)" '[[ $rc -ne 0 && $rc -ne 124 ]]'
-check "execute, 2 ranks, a bad key: one stderr line" \
-  '[[ $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "^stagecraft: error: .*unknown key .microbatchs." "$tmp/err"' || cat "$tmp/err"
+checkf "execute, 2 ranks, a bad key: one stderr line" \
+  '[[ $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "^stagecraft: error: .*unknown key .microbatchs." "$tmp/err"' "$tmp/err"
 timeout 120 "$mpi" 2 "$sc" execute "$gpt" --set "training.data=$tmp/folder" >"$tmp/out" 2>"$tmp/err"
-check "execute, 2 ranks, a folder as training.data: one stderr line" \
-  '[[ $? -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "is a directory" "$tmp/err"' || cat "$tmp/err"
+checkf "execute, 2 ranks, a folder as training.data: one stderr line" \
+  '[[ $? -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "is a directory" "$tmp/err"' "$tmp/err"
 exit $fail

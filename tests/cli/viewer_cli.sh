@@ -13,14 +13,6 @@ view="$(dirname "$sc")/../viz/stagecraft-view"
 if [[ ! -x "$view" ]]; then echo "SKIP: viewer not built"; exit 0; fi
 if ! command -v xvfb-run >/dev/null; then echo "SKIP: xvfb-run not installed"; exit 0; fi
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-# checkf NAME COND FILE: check, and show FILE (a captured stderr) when it fails.
-checkf() {
-  local before=$fail
-  fail=0
-  check "$1" "$2"
-  [[ $fail -eq 0 ]] || sed 's/^/  | /' "$3"
-  [[ $before -eq 0 ]] || fail=1
-}
 scenario="$root/scenarios/mlp-cpu.yaml"
 small=(--set pipeline.schedule=1f1b --set model.mlp.hidden=256 --set pipeline.microbatch_size=16
        --set pipeline.steps=2)
