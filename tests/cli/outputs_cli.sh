@@ -90,7 +90,8 @@ echo "execute: two refused runs took $((SECONDS - start)) s"
 
 mkdir runs; ln -s runs/measured.json m-link.json
 timeout 120 "$mpi" 2 "$sc" execute "$scenario" "${tiny[@]}" --json m-link.json >/dev/null 2>err.txt
-checkf "execute: through a link, exit 0" '[[ $? -eq 0 ]]' err.txt
+rc=$?
+checkf "execute: through a link, exit 0 ($rc)" '[[ $rc -eq 0 ]]' err.txt
 check "execute: the link stays a link, its target written" '[[ -L m-link.json ]] && valid_json runs/measured.json'
 check "execute: no progress file is left" '[[ ! -e runs/measured.json.partial && ! -e m-link.json.partial ]]'
 timeout 120 "$mpi" 2 "$sc" execute "$scenario" "${tiny[@]}" --json - >stdout.json 2>stderr.txt
