@@ -16,7 +16,7 @@ import socket
 import sys
 import xml.etree.ElementTree as ET
 
-# cuda_bench's targets (tests/bench/cuda_bench.cpp, README "GPU executor").
+# cuda_bench's targets (tests/bench/cuda_bench.cpp, docs/executor.md, "GPU executor").
 OF_CUBLAS_TARGET = 0.6
 US_PER_OP_TARGET = 10.0
 OPS = {0: "F", 1: "I", 2: "W"}                                   # cuda_bench's LayerOp

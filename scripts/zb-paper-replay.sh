@@ -9,7 +9,7 @@
 # Prints simulated vs paper per schedule and exits 1 if any differs by more than 1e-4. For 1F1B-I
 # the reference is the authors' own replay script with the chunk-boundary edge applied to every
 # microbatch (column 1f1b_i_every_edge); Table 5's published 1F1B-I value, which skips that edge
-# for p-1 of every p microbatches, is printed beside it (see README "Zero Bubble cost model").
+# for p-1 of every p microbatches, is printed beside it (see docs/simulator.md, "Zero Bubble cost model").
 # Usage: scripts/zb-paper-replay.sh   (builds first if needed)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

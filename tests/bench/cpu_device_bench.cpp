@@ -1,7 +1,7 @@
 // The cpu device's W GEMM (dW = dzᵀ·x, exec/src/stage.cpp) writing over its output (beta = 0)
 // against adding into it (beta = 1), with the caches swept before each run as a pipeline's
 // other traffic leaves them: BLAS clears c in a pass of its own when beta is 0, which is why an
-// update's backward adds into a gradient buffer its STEP left zeroed (README, issue 10).
+// update's backward adds into a gradient buffer its STEP left zeroed (docs/benchmarks.md).
 #include <benchmark/benchmark.h>
 
 #include <vector>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Inputs whose cost is bounded (README, "Reliability"): values past their documented range and
+# Inputs whose cost is bounded (docs/reliability.md): values past their documented range and
 # derived times past the simulator's limits are one line naming the key and the limit; a run
 # too large to hold is refused by its estimate before anything is built, naming --max-ops, and
 # runs when the limit is raised; 10^4 ranks simulate.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Messages that say what happened (README, "Reliability"): one line with the stagecraft: error:
+# Messages that say what happened (docs/reliability.md): one line with the stagecraft: error:
 # prefix, printed once per job (not once per rank), naming the path and the reason, with the
 # bytes of user text that could drive a terminal escaped, and never a crash.
 set -uo pipefail

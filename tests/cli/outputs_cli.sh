@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outputs that never destroy (README, "Reliability"): for simulate, execute and profile, a
+# Outputs that never destroy (docs/reliability.md): for simulate, execute and profile, a
 # symbolic link is followed and stays a link, a FIFO and /dev/null are written in place, `-` is
 # standard output (the table then goes to stderr), every output path is checked before any
 # work, and a command that fails leaves no new output file.

@@ -10,7 +10,7 @@
 namespace stagecraft {
 
 // The limits of the formats users name on the command line or in a scenario, far above any
-// real file of that kind (README, "Reliability").
+// real file of that kind (docs/reliability.md).
 inline constexpr int64_t kMaxYamlBytes = int64_t{64} << 20;        // scenario, topology, profile
 inline constexpr int64_t kMaxCsvBytes = int64_t{256} << 20;        // PyTorch schedule orders
 inline constexpr int64_t kMaxJsonBytes = int64_t{1} << 30;         // metrics files and traces

@@ -1,4 +1,4 @@
-// What `stagecraft profile` measures beyond the isolated layers (README "Calibrated profiles"),
+// What `stagecraft profile` measures beyond the isolated layers (docs/accuracy.md),
 // so the simulator can predict a pipeline as the executor really runs it:
 //   - point-to-point transfers between neighbour ranks as placed: a ping-pong in the style of
 //     nccl-tests (one-way time = half a round trip, median over repeats) over message sizes,

@@ -1,7 +1,7 @@
 // What `stagecraft profile` measures beyond the layers, with the real executor on every rank
 // of the pipeline: the point-to-point fit between neighbour ranks, and short runs of the
 // calibration schedules whose per-rank op times, overhead per op, op-time jitter and in-pipeline
-// transfer rate the profile keeps (README "Calibrated profiles").
+// transfer rate the profile keeps (docs/accuracy.md).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The bubble split into its causes (README "Where the time goes"): one rank's part of a run's
+// The bubble split into its causes (docs/accuracy.md, "Where the time goes"): one rank's part of a run's
 // makespan is compute plus four kinds of not computing, told apart by the timing of the
 // transfer that fed the next compute op. One definition for the simulator's prediction, the
 // executor's measurement (both through ComputeMetrics) and the viewer's bubble view (from a
