@@ -464,12 +464,12 @@ TEST(CalibratedCosts, ScalesForAnotherRankCountAreNotApplied) {
   EXPECT_EQ(t.p2p->latency_ns, 3000);
 }
 
-// BuildCosts reads model.profile: without a schedule it takes loop placement and the per-step
-// scales, for 2 and for 4 stages.
+// BuildCosts takes the scenario's model.profile: without a schedule it takes loop placement and
+// the per-step scales, for 2 and for 4 stages.
 TEST(CalibratedCosts, BuildCostsFromTheProfileFile) {
   ScratchDir dir;
   Scenario sc = Base(2);
-  sc.model.profile_path = dir.Write("profile.yaml", kCalibrated);
+  testing::ReadProfileInto(&sc, dir.Write("profile.yaml", kCalibrated));
   CostTable t = BuildCosts(sc, 2);
   EXPECT_EQ(t.source, "profile:" + sc.model.profile_path);
   ASSERT_EQ(t.stages.size(), 2u);
@@ -506,7 +506,7 @@ TEST(UpdatesEveryMicrobatch, OnlyPipeDreamUpdatesMoreThanOncePerStep) {
 TEST(UpdatesEveryMicrobatch, BuildCostsPicksTheSchedulesRegime) {
   ScratchDir dir;
   Scenario sc = Base(2);
-  sc.model.profile_path = dir.Write("profile.yaml", kCalibrated);
+  testing::ReadProfileInto(&sc, dir.Write("profile.yaml", kCalibrated));
   CostTable t = BuildCosts(sc, Make("pipedream", 2, 4, 1));
   ASSERT_EQ(t.stages.size(), 2u);
   EXPECT_EQ(t.stages[0].forward_ns, 18000);

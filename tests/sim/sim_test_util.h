@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +21,11 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/lower.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/event_loop.h"
+#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim::testing {
@@ -103,6 +107,12 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
   return s;
 }
 
+// Reads the profile at `path` into `s` as LoadScenario reads model.profile, once.
+inline void ReadProfileInto(Scenario* s, const std::string& path) {
+  s->model.profile_path = path;
+  s->model.profile = std::make_shared<const Profile>(LoadProfile(path));
+}
+
 inline bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -121,8 +131,8 @@ inline Topology Node(int devices, double bandwidth = 100e9, int64_t latency_ns =
   spec.device.memory_bytes = int64_t{1} << 40;
   spec.nodes = nodes;
   spec.devices_per_node = devices;
-  spec.links.push_back({"node", bandwidth, latency_ns});
-  if (nodes > 1) spec.links.push_back({"cluster", cluster_bandwidth, cluster_latency_ns});
+  spec.links.push_back({LinkScope::kNode, bandwidth, latency_ns});
+  if (nodes > 1) spec.links.push_back({LinkScope::kCluster, cluster_bandwidth, cluster_latency_ns});
   return Topology(spec);
 }
 
