@@ -194,20 +194,23 @@ Dtype ResolvePrecision(const Map& top, bool has_training) {
   return *stated;
 }
 
-// Validate's problems, each located at its key: under the topology file's origin for its keys.
+// The value a problem's key names; the topology's keys in the topology's own origin (its file).
+Value Locate(const Value& root, const Value& topology, std::string_view key) {
+  constexpr std::string_view kTopology = "topology";
+  if (!key.starts_with(kTopology)) return root.At(key);
+  if (key.size() == kTopology.size()) return topology;
+  if (key[kTopology.size()] != '.') return root.At(key);
+  return topology.At(key.substr(kTopology.size() + 1));
+}
+
+// Validate's problems, each located at its key, as one InputError.
 void ThrowProblems(const Scenario& s, const Value& root, const Value& topology) {
   const std::vector<ScenarioProblem> problems = Validate(s);
   if (problems.empty()) return;
   std::string text;
   for (const ScenarioProblem& p : problems) {
     if (!text.empty()) text += "; ";
-    if (p.key.empty()) {
-      text += p.message;
-    } else if (p.key == "topology" || p.key.starts_with("topology.")) {
-      text += topology.At(std::string_view(p.key).substr(std::min(p.key.size(), size_t{9}))).Located(p.message);
-    } else {
-      text += root.At(p.key).Located(p.message);
-    }
+    text += p.key.empty() ? p.message : Locate(root, topology, p.key).Located(p.message);
   }
   throw InputError(text);
 }

@@ -1,4 +1,4 @@
-// The calibration part of profiles (costs.h, profile.h, sim/src/costs.cpp): reading and writing
+// The calibration part of profiles (profile_costs.h, profile_yaml.h, profile.h): reading and writing
 // input_copy, loss, op_overhead, p2p and the per-rank scales; located errors for bad values; the
 // cost tables a calibrated profile gives (each layer scaled by the calibration rank that held
 // it, in the schedule's update regime); and the engine under a measured p2p fit and op overhead.
@@ -15,9 +15,11 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/compute_streams.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/profile.h"
+#include "stagecraft/sim/profile_costs.h"
+#include "stagecraft/sim/profile_yaml.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -245,7 +247,7 @@ TEST(ProfileCalibration, OpTimeCv) {
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kLayersOnly));
-  p.p2p = P2pProfile{1000, 0, 1};
+  p.p2p = P2pFit{1000, 0, 1};
   const std::string yaml = ProfileToYaml(p);
   EXPECT_EQ(yaml.find("p2p"), std::string::npos) << yaml;
   const std::string path = dir.Write("again.yaml", yaml);
@@ -571,7 +573,7 @@ RunRecord CalibratedRun(const Schedule& s, double overlap) {
   costs.stages = {c0, c1};
   costs.source = "test";
   costs.op_overhead_ns = 300;
-  costs.p2p = P2pProfile{2000, 1e9, overlap};
+  costs.p2p = P2pFit{2000, 1e9, overlap};
   return Simulate(s, costs, testing::Node(2, 100e9, 777), SimConfig{});
 }
 

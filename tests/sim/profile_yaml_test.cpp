@@ -15,14 +15,16 @@ using testing::ErrorOf;
 using testing::PosOf;
 using testing::ScratchDir;
 
-const char kProfile[] = R"(device: cpu-core
-microbatch_size: 8
+// Every per-layer key, the transformer's embedding and head, and a layer left at its defaults.
+const char kProfile[] = R"(device: gpu-0
+microbatch_size: 4
 send_bytes: 512
+embedding: {forward: 3us, backward_input: 0, backward_weight: 4us, activation_bytes: 64, weight_bytes: 4KiB}
 layers:
-  - {forward: 1ms, backward_input: 2ms, backward_weight: 3ms, activation_bytes: 1KiB, weight_bytes: 10KiB}
-  - {forward: 10us, backward_input: 20us, backward_weight: 30us, activation_bytes: 100, weight_bytes: 1000,
-     w_stash_bytes: 7, grad_bytes: 500, optimizer_bytes: 2000}
-  - {forward: 5ns, backward_input: 6ns, backward_weight: 7ns, step: 2ms, activation_bytes: 1, weight_bytes: 2}
+  - {forward: 1ms, backward_input: 2ms, backward_weight: 3ms, step: 2ms, copy: 7us, activation_bytes: 1KiB,
+     weight_bytes: 10KiB, w_stash_bytes: 7, grad_bytes: 500, optimizer_bytes: 2000, workspace_bytes: 99}
+  - {forward: 5ns, backward_input: 6ns, backward_weight: 7ns, activation_bytes: 1, weight_bytes: 2}
+head: {forward: 11us, backward_input: 12us, backward_weight: 13us, activation_bytes: 3, weight_bytes: 5KiB}
 )";
 
 // Sizes near 2^63 overflowed the per-stage sums (UB); a profile's sizes are at most 1 PiB each,
@@ -42,16 +44,23 @@ TEST(ProfileYaml, SizesAreBoundedSoThatStageSumsCannotOverflow) {
 TEST(ProfileYaml, RoundTrip) {
   ScratchDir dir;
   const Profile p = LoadProfile(dir.Write("profile.yaml", kProfile));
-  EXPECT_EQ(p.device, "cpu-core");
-  ASSERT_EQ(p.layers.size(), 3u);
-  EXPECT_EQ(p.layers[0].grad_bytes, 10240);  // defaults to weight_bytes
+  EXPECT_EQ(p.device, "gpu-0");
+  ASSERT_EQ(p.layers.size(), 2u);
+  EXPECT_EQ(p.layers[0].version_copy_ns, 7000);
+  EXPECT_EQ(p.layers[0].workspace_bytes, 99);
+  EXPECT_EQ(p.layers[1].grad_bytes, 2);  // defaults to weight_bytes
+  ASSERT_TRUE(p.embedding && p.head);
+  EXPECT_EQ(p.head->backward_weight_ns, 13000);
   const Profile again = LoadProfile(dir.Write("again.yaml", ProfileToYaml(p)));
   EXPECT_EQ(again.device, p.device);
   EXPECT_EQ(again.microbatch_size, p.microbatch_size);
   EXPECT_EQ(again.send_bytes, p.send_bytes);
   ASSERT_EQ(again.layers.size(), p.layers.size());
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    for (const auto field : kLayerProfileFields) EXPECT_EQ(again.layers[i].*field, p.layers[i].*field) << i;
+  ASSERT_TRUE(again.embedding && again.head);
+  for (const auto field : kLayerProfileFields) {
+    for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(again.layers[i].*field, p.layers[i].*field) << i;
+    EXPECT_EQ(again.embedding.value().*field, p.embedding.value().*field);
+    EXPECT_EQ(again.head.value().*field, p.head.value().*field);
   }
 }
 
@@ -59,10 +68,10 @@ TEST(ProfileYaml, RoundTrip) {
 TEST(ProfileYaml, RoundTripKeepsStep) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kProfile));
-  EXPECT_EQ(p.layers[2].step_ns, 2'000'000);
+  EXPECT_EQ(p.layers[0].step_ns, 2'000'000);
+  EXPECT_EQ(p.layers[1].step_ns, 0);
   p.layers[0].step_ns = 1'234'567'891;
   p.layers[1].step_ns = 1;
-  p.layers[2].step_ns = 0;
   const Profile again = LoadProfile(dir.Write("again.yaml", ProfileToYaml(p)));
   ASSERT_EQ(again.layers.size(), p.layers.size());
   for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(again.layers[i].step_ns, p.layers[i].step_ns) << "layer " << i;

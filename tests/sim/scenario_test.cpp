@@ -36,12 +36,7 @@ pipeline:
   microbatches: 8
 )";
 
-
-// Writes `text` as scenario.yaml and returns the error loading it gives.
-std::string LoadError(const ScratchDir& dir, const std::string& text, const std::vector<std::string>& sets = {}) {
-  const std::string path = dir.Write("scenario.yaml", text);
-  return ErrorOf([&] { LoadScenario(path, sets); });
-}
+using testing::LoadError;
 
 TEST(LoadScenario, ReadsEveryField) {
   ScratchDir dir;
@@ -425,15 +420,9 @@ TEST(LoadScenario, ProfilePaths) {
 }
 
 TEST(LoadScenario, EveryShippedScenarioLoads) {
-  const std::filesystem::path scenarios = std::filesystem::path(STAGECRAFT_SOURCE_DIR) / "scenarios";
-  int loaded = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(scenarios)) {
-    if (entry.path().extension() != ".yaml") continue;
-    SCOPED_TRACE(entry.path().string());
-    EXPECT_EQ(ErrorOf([&] { LoadScenario(entry.path().string(), {}); }), "");
-    ++loaded;
-  }
-  EXPECT_GE(loaded, 4);
+  const std::vector<std::string> shipped = testing::ShippedScenarios();
+  for (const std::string& path : shipped) EXPECT_EQ(ErrorOf([&] { LoadScenario(path, {}); }), "") << path;
+  EXPECT_GE(shipped.size(), 4u);
 }
 
 TEST(LoadScenario, EveryShippedTopologyLoads) {

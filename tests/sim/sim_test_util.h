@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,23 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
   s.pipeline.microbatches = 4;
   s.pipeline.microbatch_size = microbatch_size;
   return s;
+}
+
+// Writes `text` as scenario.yaml in `dir` and returns the error loading it gives ("" for none).
+inline std::string LoadError(const ScratchDir& dir, const std::string& text, const std::vector<std::string>& sets = {}) {
+  const std::string path = dir.Write("scenario.yaml", text);
+  return ErrorOf([&] { LoadScenario(path, sets); });
+}
+
+// The shipped scenarios (scenarios/*.yaml), by name.
+inline std::vector<std::string> ShippedScenarios() {
+  std::vector<std::string> paths;
+  const std::filesystem::path root = std::filesystem::path(STAGECRAFT_SOURCE_DIR) / "scenarios";
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    if (entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
 }
 
 // Reads the profile at `path` into `s` as LoadScenario reads model.profile, once.

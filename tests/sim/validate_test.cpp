@@ -172,23 +172,14 @@ TEST(Validate, DerivedLimitsOnceThePartsFit) {
 
 // Line numbers matter: tests find positions with PosOf, never by counting here.
 const std::string kFile = R"(name: tiny
-topology:
-  device: {name: gpu, peak: 100TFLOPS, memory: 16GiB, efficiency: 0.5}
-  devices_per_node: 4
-  links:
-    - {scope: node, bandwidth: 100GB/s, latency: 2us}
+topology: {device: {name: gpu, peak: 100TFLOPS, memory: 16GiB}, devices_per_node: 4,
+           links: [{scope: node, bandwidth: 100GB/s, latency: 2us}]}
 model:
   mlp: {layers: 8, hidden: 16}
-pipeline:
-  schedule: 1f1b
-  ranks: 4
-  microbatches: 8
+pipeline: {schedule: 1f1b, ranks: 4, microbatches: 8}
 )";
 
-std::string LoadError(const ScratchDir& dir, const std::string& text, const std::vector<std::string>& sets = {}) {
-  const std::string path = dir.Write("scenario.yaml", text);
-  return ErrorOf([&] { LoadScenario(path, sets); });
-}
+using testing::LoadError;
 
 TEST(ValidateInAFile, ProblemsJoinedEachAtItsKey) {
   ScratchDir dir;
@@ -197,7 +188,7 @@ TEST(ValidateInAFile, ProblemsJoinedEachAtItsKey) {
       "mlp: {layers: 8, hidden: 16}\n  transformer: {layers: 8, hidden: 16, heads: 3, seq: 4, vocab: 10}");
   const std::string at = dir.Path("scenario.yaml") + ":";
   EXPECT_EQ(LoadError(dir, text),
-            at + testing::PosOf(text, "16\n  microbatches") +
+            at + testing::PosOf(text, "16, microbatches") +
                 ": pipeline.ranks: topology has 4 devices but pipeline.ranks is 16; " + at +
                 testing::PosOf(text, "{layers: 8, hidden: 16}") + ": model.mlp: expected either transformer or mlp, "
                 "not both; " + at + testing::PosOf(text, "3, seq") +
@@ -206,9 +197,9 @@ TEST(ValidateInAFile, ProblemsJoinedEachAtItsKey) {
                 ": model.transformer.layers: expected at least 16 layers, one per stage (pipeline.ranks x "
                 "pipeline.chunks), got 8");
   // A key the file does not state is placed at its block, under its own name.
-  const std::string no_links = testing::Replace(
-      kFile, "  links:\n    - {scope: node, bandwidth: 100GB/s, latency: 2us}\n", "");
-  EXPECT_EQ(LoadError(dir, no_links), at + testing::PosOf(no_links, "device: {") +
+  const std::string no_links =
+      testing::Replace(kFile, ",\n           links: [{scope: node, bandwidth: 100GB/s, latency: 2us}]", "");
+  EXPECT_EQ(LoadError(dir, no_links), at + testing::PosOf(no_links, "{device: {") +
                                           ": topology.links: expected a link with scope: node (the node has 4 "
                                           "devices)");
 }
@@ -222,11 +213,11 @@ TEST(ValidateInAFile, VSchedulesWithoutChunks) {
   for (const char* name : {"zb-v", "dualpipe-v"}) {
     EXPECT_EQ(GeneratorParamsFor(s.pipeline, *schedules::FindGenerator(name)).chunks, 2) << name;
   }
-  const std::string three = text + "  chunks: 3\n";
+  const std::string three = testing::Replace(text, "microbatches: 8}", "microbatches: 8, chunks: 3}");
   EXPECT_EQ(LoadError(dir, three),
-            dir.Path("scenario.yaml") + ":" + testing::PosOf(three, "3\n") +
+            dir.Path("scenario.yaml") + ":" + testing::PosOf(three, "3}") +
                 ": pipeline.chunks: zb-v runs two stages per rank in a V; chunks must be 2 (got 3); without "
-                "pipeline.chunks, zb-v takes 2; " + dir.Path("scenario.yaml") + ":" + testing::PosOf(three, "3\n") +
+                "pipeline.chunks, zb-v takes 2; " + dir.Path("scenario.yaml") + ":" + testing::PosOf(three, "3}") +
                 ": pipeline.chunks: dualpipe-v runs two stages per rank in a V; chunks must be 2 (got 3); without "
                 "pipeline.chunks, dualpipe-v takes 2");
   EXPECT_EQ(LoadError(dir, text, {"pipeline.chunks=3", "pipeline.schedule=zb-v"}),
