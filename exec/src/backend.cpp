@@ -69,7 +69,8 @@ void AgreedStep(Transport& control, const StartupOptions& o, StartupStep step, W
 ProcessRuntime MakeCudaRuntime(const sim::Scenario& sc, const StartupOptions& o, Transport& control,
                                std::unique_ptr<Transport> host) {
   ProcessRuntime rt;
-  const GemmPrecision precision = GemmPrecisionFor(sim::Name(sc.training.dtype)).value_or(GemmPrecision::kFp32);
+  const GemmPrecision precision =
+      GemmPrecisionFor(sim::Name(sc.training.dtype)).value_or(GemmPrecision::kFp32);
   const int local_rank = MpiLocalRank();  // collective: before any step
   std::string bus_id;
   AgreedStep(control, o, StartupStep::kDevice, [&] {

@@ -32,6 +32,19 @@ int64_t CheckedOpNs(double ns, std::string_view path, Derived derived, const Key
 // above the limit of 1 PiB per value" past kMaxValueBytes.
 int64_t CheckedBytes(double bytes, std::string_view path, Derived derived, const KeysOf& keys);
 
+// The two conversions for the values of one stage, as a cost model fills its StageCost.
+class StageChecks {
+ public:
+  StageChecks(std::string_view path, int stage, const KeysOf& keys) : path_(path), stage_(stage), keys_(keys) {}
+  int64_t Ns(double ns, std::string_view what) const { return CheckedOpNs(ns, path_, {what, stage_}, keys_); }
+  int64_t Bytes(double bytes, std::string_view what) const { return CheckedBytes(bytes, path_, {what, stage_}, keys_); }
+
+ private:
+  std::string_view path_;
+  int stage_;
+  const KeysOf& keys_;
+};
+
 // `ns` in seconds with the fewest significant digits (two at least) that tell it from `limit_ns`
 // printed alike: "9.2e+06", "3600.2" (not "3.6e+03" for a value just past an hour).
 std::string SecondsAbove(double ns, double limit_ns);

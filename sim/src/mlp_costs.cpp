@@ -33,25 +33,24 @@ StageCost MlpStage(const Scenario& sc, int st, int stages, double layers, const 
       static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(kFloat)));
   const bool recompute = sc.pipeline.recompute;
   const double params = layers * (h * h + h);
-  const auto ns = [&](double flops, std::string_view what) {
-    return CheckedOpNs(flops / rate * 1e9, sc.path, {what, st}, keys);
-  };
-  const auto bytes = [&](double value, std::string_view what) { return CheckedBytes(value, sc.path, {what, st}, keys); };
+  const StageChecks check(sc.path, st, keys);
+  const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;
   cost.forward_ns = ns(layers * layer_flops, "a forward");
   cost.backward_input_ns = ns((recompute ? 2 : 1) * layers * layer_flops, "a backward for inputs");
   cost.backward_weight_ns = ns(layers * layer_flops, "a backward for weights");
   // Recomputing, a stage keeps only its input and rebuilds every layer's during the backward;
   // the last stage keeps the loss gradient from F to its backward.
-  cost.activation_bytes = bytes((recompute ? b * h * kFloat : layers * 2 * b * h * kFloat) +
-                                    (st == stages - 1 ? b * h * kFloat : 0.0),
-                                "the activations per microbatch");
-  if (recompute) cost.recompute_bytes = bytes(layers * 2 * b * h * kFloat, "the recomputed activations");
-  cost.w_stash_bytes = bytes(layers * 2 * b * h * kFloat, "the W stash per microbatch");  // each layer's input and dz
-  cost.weight_bytes = bytes(params * kFloat, "the weights");
+  const double loss_gradient = st == stages - 1 ? b * h * kFloat : 0.0;
+  const double kept = (recompute ? b * h * kFloat : layers * 2 * b * h * kFloat) + loss_gradient;
+  cost.activation_bytes = check.Bytes(kept, "the activations per microbatch");
+  if (recompute) cost.recompute_bytes = check.Bytes(layers * 2 * b * h * kFloat, "the recomputed activations");
+  // Each layer's input and dz, what W reads.
+  cost.w_stash_bytes = check.Bytes(layers * 2 * b * h * kFloat, "the W stash per microbatch");
+  cost.weight_bytes = check.Bytes(params * kFloat, "the weights");
   cost.grad_bytes = cost.weight_bytes;
-  cost.optimizer_bytes = bytes(params * optimizer_per_param, "the optimizer state");
-  cost.send_bytes = bytes(b * h * kFloat, "the activation sent per microbatch");
+  cost.optimizer_bytes = check.Bytes(params * optimizer_per_param, "the optimizer state");
+  cost.send_bytes = check.Bytes(b * h * kFloat, "the activation sent per microbatch");
   return cost;
 }
 

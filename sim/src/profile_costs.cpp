@@ -16,8 +16,6 @@
 namespace stagecraft::sim {
 namespace {
 
-using detail::CheckedBytes;
-using detail::CheckedOpNs;
 using detail::KeysOf;
 
 // A layer weighs its measured forward + backward_input + backward_weight + step; the embedding
@@ -26,7 +24,9 @@ LayerWeights ProfileWeights(const Scenario& sc, const Profile& p) {
   auto total = [](const LayerProfile& l) {
     return static_cast<double>(l.forward_ns + l.backward_input_ns + l.backward_weight_ns + l.step_ns);
   };
-  LayerWeights weights{fmt::format("profile {}", sc.model.profile_path), static_cast<int>(p.layers.size())};
+  LayerWeights weights;
+  weights.what = fmt::format("profile {}", sc.model.profile_path);
+  weights.layers = static_cast<int>(p.layers.size());
   for (const LayerProfile& l : p.layers) weights.cost.push_back(total(l));
   if (p.embedding) weights.first_extra = total(*p.embedding);
   if (p.head) weights.last_extra = total(*p.head);
@@ -118,22 +118,21 @@ StageSums SumStage(const Scenario& sc, const Profile& p, const std::vector<OpSca
 
 StageCost CheckedStage(const StageSums& s, const Scenario& sc, int st, bool fused, const KeysOf& keys) {
   StageCost cost;
-  const auto ns = [&](double value, std::string_view what) { return CheckedOpNs(value, sc.path, {what, st}, keys); };
-  const auto bytes = [&](double value, std::string_view what) { return CheckedBytes(value, sc.path, {what, st}, keys); };
-  cost.forward_ns = ns(s.forward_ns, "a forward");
-  cost.backward_input_ns = ns(s.backward_input_ns, "a backward for inputs");
-  cost.backward_weight_ns = ns(s.backward_weight_ns, "a backward for weights");
-  if (fused) cost.fused_backward_ns = ns(s.backward_ns, "a backward");
-  cost.step_ns = ns(s.step_ns, "an optimizer step");
-  cost.version_copy_ns = ns(s.copy_ns, "a weight version copy");
-  cost.activation_bytes = bytes(s.activation_bytes, "the activations per microbatch");
-  cost.recompute_bytes = bytes(s.recompute_bytes, "the recomputed activations");
-  cost.w_stash_bytes = bytes(s.w_stash_bytes, "the W stash per microbatch");
-  cost.weight_bytes = bytes(s.weight_bytes, "the weights");
-  cost.grad_bytes = bytes(s.grad_bytes, "the gradients");
-  cost.optimizer_bytes = bytes(s.optimizer_bytes, "the optimizer state");
-  cost.workspace_bytes = bytes(s.workspace_bytes, "the workspace");
-  cost.forward_workspace_bytes = bytes(s.forward_workspace_bytes, "the forward's workspace");
+  const detail::StageChecks check(sc.path, st, keys);
+  cost.forward_ns = check.Ns(s.forward_ns, "a forward");
+  cost.backward_input_ns = check.Ns(s.backward_input_ns, "a backward for inputs");
+  cost.backward_weight_ns = check.Ns(s.backward_weight_ns, "a backward for weights");
+  if (fused) cost.fused_backward_ns = check.Ns(s.backward_ns, "a backward");
+  cost.step_ns = check.Ns(s.step_ns, "an optimizer step");
+  cost.version_copy_ns = check.Ns(s.copy_ns, "a weight version copy");
+  cost.activation_bytes = check.Bytes(s.activation_bytes, "the activations per microbatch");
+  cost.recompute_bytes = check.Bytes(s.recompute_bytes, "the recomputed activations");
+  cost.w_stash_bytes = check.Bytes(s.w_stash_bytes, "the W stash per microbatch");
+  cost.weight_bytes = check.Bytes(s.weight_bytes, "the weights");
+  cost.grad_bytes = check.Bytes(s.grad_bytes, "the gradients");
+  cost.optimizer_bytes = check.Bytes(s.optimizer_bytes, "the optimizer state");
+  cost.workspace_bytes = check.Bytes(s.workspace_bytes, "the workspace");
+  cost.forward_workspace_bytes = check.Bytes(s.forward_workspace_bytes, "the forward's workspace");
   return cost;
 }
 

@@ -57,24 +57,22 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, double layers
   // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
   // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
   const double params = layers * layer_params + (st == 0 ? (V + s) * h : 0) + (last ? V * h + 2 * h : 0);
-  const auto ns = [&](double flops, std::string_view what) {
-    return CheckedOpNs(flops / rate * 1e9, sc.path, {what, st}, keys);
-  };
-  const auto bytes = [&](double value, std::string_view what) { return CheckedBytes(value, sc.path, {what, st}, keys); };
+  const StageChecks check(sc.path, st, keys);
+  const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;
   cost.forward_ns = ns(forward, "a forward");
   cost.backward_input_ns = ns(forward + repeat, "a backward for inputs");
   cost.backward_weight_ns = ns(forward, "a backward for weights");
   // The logits' gradient is kept from F to the backward on the last stage.
-  cost.activation_bytes = bytes((recompute ? layers * s * b * h * d : layers * layer_activation) +
-                                    (last ? s * b * V * d : 0.0),
-                                "the activations per microbatch");
-  if (recompute) cost.recompute_bytes = bytes(layer_activation, "the recomputed activations");  // one layer at a time
-  cost.w_stash_bytes = bytes(layers * 7 * s * b * h * d, "the W stash per microbatch");
-  cost.weight_bytes = bytes(params * d, "the weights");
+  const double kept = (recompute ? layers * s * b * h * d : layers * layer_activation) + (last ? s * b * V * d : 0.0);
+  cost.activation_bytes = check.Bytes(kept, "the activations per microbatch");
+  // Recomputing, one layer's activations are rebuilt at a time.
+  if (recompute) cost.recompute_bytes = check.Bytes(layer_activation, "the recomputed activations");
+  cost.w_stash_bytes = check.Bytes(layers * 7 * s * b * h * d, "the W stash per microbatch");
+  cost.weight_bytes = check.Bytes(params * d, "the weights");
   cost.grad_bytes = cost.weight_bytes;
-  cost.optimizer_bytes = bytes(params * optimizer_per_param, "the optimizer state");
-  cost.send_bytes = bytes(s * b * h * d, "the activation sent per microbatch");
+  cost.optimizer_bytes = check.Bytes(params * optimizer_per_param, "the optimizer state");
+  cost.send_bytes = check.Bytes(s * b * h * d, "the activation sent per microbatch");
   return cost;
 }
 

@@ -25,7 +25,9 @@ bool CheckRanges(const Scenario& s, Problems* out) {
     if (value < 1 || value > max) out->Add(key, fmt::format("expected an integer in [1, {}], got {}", max, value));
   };
   const auto rate = [&](std::string_view key, double value, double min, double max) {
-    if (!(value >= min && value <= max)) out->Add(key, fmt::format("expected from {:g} to {:g}, got {:g}", min, max, value));
+    if (!(value >= min && value <= max)) {
+      out->Add(key, fmt::format("expected from {:g} to {:g}, got {:g}", min, max, value));
+    }
   };
   const TopologySpec& t = s.topology;
   rate("topology.device.peak", t.device.peak_flops, kMinPeakFlops, kMaxPeakFlops);
@@ -98,7 +100,9 @@ void CheckGraph(const TopologySpec& t, Problems* out) {
                  fmt::format("unknown vertex '{}' (vertices: {})", *name, fmt::join(names, ", ")));
       }
     }
-    if (link.a == link.b) out->Add(fmt::format("topology.links.{}.b", i), fmt::format("a link from '{}' to itself", link.a));
+    if (link.a == link.b) {
+      out->Add(fmt::format("topology.links.{}.b", i), fmt::format("a link from '{}' to itself", link.a));
+    }
   }
 }
 
@@ -192,9 +196,10 @@ void CheckModel(const Scenario& s, Problems* out) {
   }
   if (m.costs) {
     const ExplicitCosts& c = *m.costs;
-    for (const auto& [key, list] : {std::pair{"forward", &c.forward_ns}, {"backward_input", &c.backward_input_ns},
-                                    {"backward_weight", &c.backward_weight_ns}, {"activation_bytes", &c.activation_bytes},
-                                    {"weight_bytes", &c.weight_bytes}}) {
+    for (const auto& [key, list] :
+         {std::pair{"forward", &c.forward_ns}, {"backward_input", &c.backward_input_ns},
+          {"backward_weight", &c.backward_weight_ns}, {"activation_bytes", &c.activation_bytes},
+          {"weight_bytes", &c.weight_bytes}}) {
       if (static_cast<int>(list->size()) != s.pipeline.ranks) {
         out->Add(fmt::format("model.costs.{}", key),
                  fmt::format("expected {} entries (one per rank), got {}", s.pipeline.ranks, list->size()));
@@ -209,8 +214,9 @@ void CheckModel(const Scenario& s, Problems* out) {
   }
   if (!m.profile) return;
   if (m.profile->microbatch_size != s.pipeline.microbatch_size) {
-    out->Add("model.profile", fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
-                                          m.profile->microbatch_size, s.pipeline.microbatch_size));
+    out->Add("model.profile",
+             fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
+                         m.profile->microbatch_size, s.pipeline.microbatch_size));
   }
   if (model_layers != 0 && model_layers != static_cast<int>(m.profile->layers.size())) {
     out->Add("model.profile", fmt::format("profile has {} layers but the scenario's model has {}",

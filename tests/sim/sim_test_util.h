@@ -109,7 +109,8 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
 }
 
 // Writes `text` as scenario.yaml in `dir` and returns the error loading it gives ("" for none).
-inline std::string LoadError(const ScratchDir& dir, const std::string& text, const std::vector<std::string>& sets = {}) {
+inline std::string LoadError(const ScratchDir& dir, const std::string& text,
+                             const std::vector<std::string>& sets = {}) {
   const std::string path = dir.Write("scenario.yaml", text);
   return ErrorOf([&] { LoadScenario(path, sets); });
 }

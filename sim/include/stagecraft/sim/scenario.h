@@ -122,7 +122,7 @@ struct TrainingSpec {
   // The run's one precision: what the executor trains in and what the transformer's analytical
   // model sizes its tensors by, set even without a training block (LoadScenario's rule: the
   // training block's dtype, else model.transformer.dtype, else fp32 with a training block and
-  // bf16 without one).
+  // bf16 without one; fp32 in a scenario built in code unless set).
   Dtype dtype = Dtype::kFp32;
   // training.loss_scale: a power of two from 1 to 2^24 (exec::TrainingConfig::loss_scale); 0:
   // not given (4096 for fp16, else 1).
