@@ -1,5 +1,6 @@
 // The explicit cost model (model.costs): per-rank, per-microbatch costs of each rank's whole
 // share of the model, placed on the rank's own stages by the schedule's placement (loop or V).
+//
 // With v = stages / ranks virtual stages per rank, the rank's stage in chunk c gets value / v,
 // and the remainder value % v is spread one unit each over the lowest chunks, so a rank's chunks
 // add up to its value exactly. grad_bytes = weight_bytes, w_stash_bytes = optimizer_bytes = 0,

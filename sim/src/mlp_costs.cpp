@@ -1,6 +1,7 @@
 // The MLP's analytical cost model (model.mlp: per layer Linear(h, h) + bias -> activation, fp32
-// tensors whatever training.dtype, which sets only its GEMMs' precision; b = microbatch_size).
-// Time = FLOPs / (peak_flops x efficiency), rounded to the nearest ns:
+// tensors whatever training.dtype, which sets only its GEMMs' precision).
+//
+// With b = microbatch_size, time = FLOPs / (peak_flops x efficiency), rounded to the nearest ns:
 //   forward = backward_input = backward_weight = 2·b·h² FLOPs per layer (bias and activation
 //     ignored); params h² + h per layer, 4 bytes each for weights and grads; optimizer as
 //     analytical_costs.h with training.optimizer, else sgd with training.momentum;

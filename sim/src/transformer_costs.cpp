@@ -1,6 +1,8 @@
 // The transformer's analytical cost model (model.transformer; Narayanan et al., SC'21, Appendix;
-// Korthikanti et al., 2022). Time = FLOPs / (peak_flops x efficiency), rounded to the nearest ns;
-// with b = microbatch_size, s = seq, h = hidden, a = heads, V = vocab, d = training.dtype's bytes:
+// Korthikanti et al., 2022).
+//
+// Time = FLOPs / (peak_flops x efficiency), rounded to the nearest ns; with b = microbatch_size,
+// s = seq, h = hidden, a = heads, V = vocab, d = training.dtype's bytes:
 //   forward FLOPs per layer 24·b·s·h²·(1 + s/(6h)) = 24bsh² + 4bs²h; the last stage adds the
 //     LM head 2·b·s·h·V. backward_input = backward_weight = forward (each half of the 2×
 //     backward); with recompute backward_input also repeats the layers' forward.
