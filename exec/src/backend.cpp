@@ -69,7 +69,8 @@ void AgreedStep(Transport& control, const StartupOptions& o, StartupStep step, W
 ProcessRuntime MakeCudaRuntime(const sim::Scenario& sc, const StartupOptions& o, Transport& control,
                                std::unique_ptr<Transport> host) {
   ProcessRuntime rt;
-  const GemmPrecision precision = GemmPrecisionFor(sc.training.dtype).value_or(GemmPrecision::kFp32);
+  const GemmPrecision precision =
+      GemmPrecisionFor(sim::Name(sc.training.dtype)).value_or(GemmPrecision::kFp32);
   const int local_rank = MpiLocalRank();  // collective: before any step
   std::string bus_id;
   AgreedStep(control, o, StartupStep::kDevice, [&] {
@@ -104,7 +105,7 @@ Backend ChooseBackend(std::string_view flag, const DevicesVerdict& devices) {
 }
 
 void CheckDtype(const sim::Scenario& sc, Backend backend) {
-  const std::string& dtype = sc.training.dtype;
+  const std::string_view dtype = sim::Name(sc.training.dtype);
   if (backend == Backend::kCpu && dtype != "fp32") {
     throw InputError(fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, dtype));
   }

@@ -77,12 +77,12 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   if (!(sc.training.lr > 0)) throw stagecraft::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
   TrainingConfig c;
   c.microbatch_size = sc.pipeline.microbatch_size;
-  c.optimizer = sc.training.optimizer;
+  c.optimizer = std::string(sim::Name(sc.training.optimizer));
   c.lr = static_cast<float>(sc.training.lr);
   c.momentum = static_cast<float>(sc.training.momentum);
-  c.loss_scale = sc.training.loss_scale > 0 ? static_cast<float>(sc.training.loss_scale)
-                 : sc.training.dtype == "fp16" ? 4096.0f
-                                               : 1.0f;
+  c.loss_scale = sc.training.loss_scale > 0               ? static_cast<float>(sc.training.loss_scale)
+                 : sc.training.dtype == sim::Dtype::kFp16 ? 4096.0f
+                                                          : 1.0f;
   c.model.seed = static_cast<uint64_t>(sc.training.seed);
   if (const auto& t = sc.model.transformer) {
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
@@ -101,8 +101,10 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   c.model.layers = sc.model.mlp->layers;
   c.model.hidden = sc.model.mlp->hidden;
   c.model.residual = sc.model.mlp->residual;
-  c.model.activation = sc.model.mlp->activation == "relu" ? kernels::Activation::kRelu : kernels::Activation::kGelu;
-  c.model.loss = sc.model.mlp->loss == "cross_entropy" ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
+  c.model.activation =
+      sc.model.mlp->activation == sim::Activation::kRelu ? kernels::Activation::kRelu : kernels::Activation::kGelu;
+  c.model.loss =
+      sc.model.mlp->loss == sim::Loss::kCrossEntropy ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
   return c;
 }
 

@@ -12,7 +12,7 @@
 namespace stagecraft::sim::detail {
 namespace {
 
-std::string Prefix(const Scenario& sc) { return sc.path.empty() ? "" : sc.path + ": "; }
+std::string Prefix(std::string_view path) { return path.empty() ? "" : fmt::format("{}: ", path); }
 
 }  // namespace
 
@@ -27,31 +27,31 @@ std::string SecondsAbove(double ns, double limit_ns) {
 
 std::string Count(int64_t n, std::string_view noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
 
-int64_t CheckedOpNs(double ns, const Scenario& sc, Derived derived, const KeysOf& keys) {
+int64_t CheckedOpNs(double ns, std::string_view path, Derived derived, const KeysOf& keys) {
   if (!(ns <= static_cast<double>(kMaxOpNs))) {  // also NaN
-    throw InputError(fmt::format("{}{} of stage {} would take {} s ({}), above the limit of 1 h per op", Prefix(sc),
+    throw InputError(fmt::format("{}{} of stage {} would take {} s ({}), above the limit of 1 h per op", Prefix(path),
                                  derived.what, derived.stage, SecondsAbove(ns, static_cast<double>(kMaxOpNs)),
                                  keys(derived.stage)));
   }
   return std::llround(std::max(ns, 0.0));
 }
 
-int64_t CheckedBytes(double bytes, const Scenario& sc, Derived derived, const KeysOf& keys) {
+int64_t CheckedBytes(double bytes, std::string_view path, Derived derived, const KeysOf& keys) {
   if (!(bytes <= static_cast<double>(kMaxValueBytes))) {
     throw InputError(fmt::format("{}{} of stage {} would need {:.2g} bytes ({}), above the limit of 1 PiB per value",
-                                 Prefix(sc), derived.what, derived.stage, bytes, keys(derived.stage)));
+                                 Prefix(path), derived.what, derived.stage, bytes, keys(derived.stage)));
   }
   return std::llround(std::max(bytes, 0.0));
 }
 
-void CheckComposedOps(const CostTable& table, const Scenario& sc, const KeysOf& keys) {
+void CheckComposedOps(const CostTable& table, std::string_view path, const KeysOf& keys) {
   for (size_t st = 0; st < table.stages.size(); ++st) {
     const StageCost& c = table.stages[st];
     const int stage = static_cast<int>(st);
     // Each field is within kMaxOpNs already, so these sums cannot overflow.
     const int64_t backward = c.fused_backward_ns > 0 ? c.fused_backward_ns : c.backward_input_ns + c.backward_weight_ns;
-    CheckedOpNs(static_cast<double>(backward), sc, {"a backward", stage}, keys);
-    CheckedOpNs(static_cast<double>(c.step_ns + c.version_copy_ns), sc, {"an optimizer step", stage}, keys);
+    CheckedOpNs(static_cast<double>(backward), path, {"a backward", stage}, keys);
+    CheckedOpNs(static_cast<double>(c.step_ns + c.version_copy_ns), path, {"an optimizer step", stage}, keys);
   }
 }
 

@@ -1,33 +1,41 @@
-// The profile's cost table (costs.h): per stage, the sums over its layers of their measured
-// times (scaled by the calibration) and sizes, in double, then checked into int64 (limits.h).
+// The measured profile's cost model (profile_costs.h): per stage, the sums over its layers of
+// their measured times (scaled by the calibration) and sizes, in double, then checked into int64
+// (limits.h).
+#include "stagecraft/sim/profile_costs.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "cost_checks.h"
-#include "profile_costs.h"
+#include "cost_model_rows.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/layer_split.h"
 
 namespace stagecraft::sim {
-namespace detail {
+namespace {
 
-std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
-  const std::string what = fmt::format("profile {}", sc.model.profile_path);
-  if (sc.pipeline.partition == "even") return SplitLayers(static_cast<int>(p.layers.size()), stages, what);
-  std::vector<double> cost;
+using detail::KeysOf;
+
+// A layer weighs its measured forward + backward_input + backward_weight + step; the embedding
+// joins the first stage, the head the last.
+LayerWeights ProfileWeights(const Scenario& sc, const Profile& p) {
   auto total = [](const LayerProfile& l) {
     return static_cast<double>(l.forward_ns + l.backward_input_ns + l.backward_weight_ns + l.step_ns);
   };
-  for (const LayerProfile& l : p.layers) cost.push_back(total(l));
-  std::vector<double> extra(stages, 0.0);
-  if (p.embedding) extra.front() += total(*p.embedding);
-  if (p.head) extra.back() += total(*p.head);
-  return PartitionLayers(cost, extra, what);
+  LayerWeights weights;
+  weights.what = fmt::format("profile {}", sc.model.profile_path);
+  weights.layers = static_cast<int>(p.layers.size());
+  for (const LayerProfile& l : p.layers) weights.cost.push_back(total(l));
+  if (p.embedding) weights.first_extra = total(*p.embedding);
+  if (p.head) weights.last_extra = total(*p.head);
+  return weights;
 }
 
-namespace {
+std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
+  return SplitWeights(ProfileWeights(sc, p), stages, sc.pipeline.partition);
+}
 
 // The calibration's scales per layer: those of the rank that held the layer in the calibration
 // runs (one stage per rank: the split the profile records, else the scenario's). The caller
@@ -110,37 +118,36 @@ StageSums SumStage(const Scenario& sc, const Profile& p, const std::vector<OpSca
 
 StageCost CheckedStage(const StageSums& s, const Scenario& sc, int st, bool fused, const KeysOf& keys) {
   StageCost cost;
-  const auto ns = [&](double value, std::string_view what) { return CheckedOpNs(value, sc, {what, st}, keys); };
-  const auto bytes = [&](double value, std::string_view what) { return CheckedBytes(value, sc, {what, st}, keys); };
-  cost.forward_ns = ns(s.forward_ns, "a forward");
-  cost.backward_input_ns = ns(s.backward_input_ns, "a backward for inputs");
-  cost.backward_weight_ns = ns(s.backward_weight_ns, "a backward for weights");
-  if (fused) cost.fused_backward_ns = ns(s.backward_ns, "a backward");
-  cost.step_ns = ns(s.step_ns, "an optimizer step");
-  cost.version_copy_ns = ns(s.copy_ns, "a weight version copy");
-  cost.activation_bytes = bytes(s.activation_bytes, "the activations per microbatch");
-  cost.recompute_bytes = bytes(s.recompute_bytes, "the recomputed activations");
-  cost.w_stash_bytes = bytes(s.w_stash_bytes, "the W stash per microbatch");
-  cost.weight_bytes = bytes(s.weight_bytes, "the weights");
-  cost.grad_bytes = bytes(s.grad_bytes, "the gradients");
-  cost.optimizer_bytes = bytes(s.optimizer_bytes, "the optimizer state");
-  cost.workspace_bytes = bytes(s.workspace_bytes, "the workspace");
-  cost.forward_workspace_bytes = bytes(s.forward_workspace_bytes, "the forward's workspace");
+  const detail::StageChecks check(sc.path, st, keys);
+  cost.forward_ns = check.Ns(s.forward_ns, "a forward");
+  cost.backward_input_ns = check.Ns(s.backward_input_ns, "a backward for inputs");
+  cost.backward_weight_ns = check.Ns(s.backward_weight_ns, "a backward for weights");
+  if (fused) cost.fused_backward_ns = check.Ns(s.backward_ns, "a backward");
+  cost.step_ns = check.Ns(s.step_ns, "an optimizer step");
+  cost.version_copy_ns = check.Ns(s.copy_ns, "a weight version copy");
+  cost.activation_bytes = check.Bytes(s.activation_bytes, "the activations per microbatch");
+  cost.recompute_bytes = check.Bytes(s.recompute_bytes, "the recomputed activations");
+  cost.w_stash_bytes = check.Bytes(s.w_stash_bytes, "the W stash per microbatch");
+  cost.weight_bytes = check.Bytes(s.weight_bytes, "the weights");
+  cost.grad_bytes = check.Bytes(s.grad_bytes, "the gradients");
+  cost.optimizer_bytes = check.Bytes(s.optimizer_bytes, "the optimizer state");
+  cost.workspace_bytes = check.Bytes(s.workspace_bytes, "the workspace");
+  cost.forward_workspace_bytes = check.Bytes(s.forward_workspace_bytes, "the forward's workspace");
   return cost;
 }
 
 }  // namespace
 
-CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Shape& shape, bool per_microbatch,
-                       bool calibrated) {
-  const int stages = shape.stages();
+CostTable CostsFromProfile(const Scenario& sc, const Profile& p, const CostQuery& query) {
+  const int stages = query.shape.stages();
+  const bool calibrated = query.calibrated;
   CostTable table;
   table.source = "profile:" + sc.model.profile_path;
   const std::vector<int> counts = ProfileStageLayers(sc, p, stages);
   // Per-rank calibration applies when it was taken on as many ranks (its rank r ran where r runs).
   const bool per_rank = calibrated && static_cast<int>(p.ranks.size()) == sc.pipeline.ranks;
   const std::vector<OpScale> scales =
-      per_rank ? LayerScales(sc, p, per_microbatch) : std::vector<OpScale>(p.layers.size());
+      per_rank ? LayerScales(sc, p, query.per_microbatch_updates) : std::vector<OpScale>(p.layers.size());
   std::vector<size_t> first(stages + 1, 0);
   for (int st = 0; st < stages; ++st) first[st + 1] = first[st] + counts[st];
   const KeysOf keys = [&](int st) {
@@ -158,7 +165,7 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
     cost.send_bytes = p.send_bytes;
     table.stages.push_back(cost);
   }
-  CheckComposedOps(table, sc, keys);
+  detail::CheckComposedOps(table, sc.path, keys);
   if (calibrated) {
     table.op_overhead_ns = p.op_overhead_ns;
     table.op_time_cv = p.op_time_cv;
@@ -172,11 +179,15 @@ CostTable ProfileTable(const Scenario& sc, const Profile& p, const schedules::Sh
   return table;
 }
 
-}  // namespace detail
-
 CostTable CostsFromProfile(const Scenario& scenario, const Profile& profile, const schedules::Shape& shape,
                            bool per_microbatch_updates, bool calibrated) {
-  return detail::ProfileTable(scenario, profile, shape, per_microbatch_updates, calibrated);
+  return CostsFromProfile(scenario, profile, CostQuery{shape, per_microbatch_updates, calibrated});
+}
+
+CostModel detail::ProfileCostModel() {
+  return {"profile", "model.profile", [](const Scenario& sc) { return sc.model.profile != nullptr; },
+          [](const Scenario& sc, const CostQuery& query) { return CostsFromProfile(sc, *sc.model.profile, query); },
+          [](const Scenario& sc) { return ProfileWeights(sc, *sc.model.profile); }};
 }
 
 }  // namespace stagecraft::sim

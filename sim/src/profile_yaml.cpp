@@ -1,10 +1,10 @@
-// The profile file format (costs.h, profile.h): read with every value checked against its range
+// The profile file format (profile_yaml.h): read with every value checked against its range
 // (limits.h) and written back with exact integers.
+#include "stagecraft/sim/profile_yaml.h"
+
 #include <fmt/format.h>
 
-#include "profile_costs.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/limits.h"
 #include "yaml_util.h"
 
@@ -32,7 +32,7 @@ void ReadCalibration(const Map& m, Profile* p) {
   if (const auto v = m.Find("op_time_cv")) p->op_time_cv = v->DoubleIn(0, kMaxOpTimeCv, "a coefficient of variation");
   if (const auto v = m.Find("p2p")) {
     const Map link(*v, {"latency", "bandwidth", "overlap", "in_pipeline_bandwidth"});
-    P2pProfile fit;
+    P2pFit fit;
     fit.latency_ns = link.Get("latency").DurationNs();
     fit.bytes_per_s = link.Get("bandwidth").Bandwidth();
     if (const auto o = link.Find("overlap")) fit.overlap = o->DoubleIn(0, 1, "a fraction");
@@ -76,9 +76,8 @@ LayerProfile ReadLayer(const Value& element) {
   return layer;
 }
 
-// Parses a profile (`path` names it in errors); with `scenario`, also checks that it fits that
-// scenario.
-Profile ParseProfile(std::string_view text, const std::string& path, const Scenario* scenario) {
+// Parses a profile (`path` names it in errors).
+Profile ParseProfile(std::string_view text, const std::string& path) {
   const Value root(yaml::LoadText(text, path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
   const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "embedding", "head", "input_copy", "loss",
                      "op_overhead", "op_time_cv", "p2p", "ranks"});
@@ -96,30 +95,14 @@ Profile ParseProfile(std::string_view text, const std::string& path, const Scena
   if (const auto v = m.Find("head")) p.head = ReadLayer(*v);
   if (p.layers.empty()) layers.Fail("expected at least one layer");
   ReadCalibration(m, &p);
-  if (scenario == nullptr) return p;
-  if (p.microbatch_size != scenario->pipeline.microbatch_size) {
-    microbatch_size.Fail(fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
-                                     p.microbatch_size, scenario->pipeline.microbatch_size));
-  }
-  const ModelSpec& model = scenario->model;
-  const int model_layers = model.transformer ? model.transformer->layers : model.mlp ? model.mlp->layers : 0;
-  if (model_layers != 0 && model_layers != static_cast<int>(p.layers.size())) {
-    layers.Fail(fmt::format("expected {} layers (the scenario's model), got {}", model_layers, p.layers.size()));
-  }
   return p;
 }
 
 }  // namespace
 
-Profile detail::ReadProfile(const std::string& path, const Scenario* scenario) {
-  return ParseProfile(yaml::ReadFile(path, "a profile"), path, scenario);
-}
+Profile LoadProfile(const std::string& path) { return ParseProfile(yaml::ReadFile(path, "a profile"), path); }
 
-Profile LoadProfile(const std::string& path) { return detail::ReadProfile(path, nullptr); }
-
-Profile ProfileFromYaml(std::string_view text, const std::string& source) {
-  return ParseProfile(text, source, nullptr);
-}
+Profile ProfileFromYaml(std::string_view text, const std::string& source) { return ParseProfile(text, source); }
 
 namespace {
 
@@ -194,6 +177,5 @@ std::string ProfileToYaml(const Profile& profile) {
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
-
 
 }  // namespace stagecraft::sim

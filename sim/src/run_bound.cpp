@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 
@@ -71,20 +70,15 @@ double MaxOverheadNs(const CostTable& costs, int ranks) {
 std::string Seconds(double ns) { return fmt::format("{:.2g} s", ns / kNsPerSecond); }
 std::string SecondsOverRun(double ns) { return detail::SecondsAbove(ns, static_cast<double>(kMaxRunNs)) + " s"; }
 
-struct ScheduleSum {
-  double total_ns = 0;
-  double longest_unit_ns = 0;  // one unit's F + backward, the longest stage
-  int longest_stage = 0;
-};
+}  // namespace
 
-// The bound of one generator's schedule from its counts (CheckScenarioRunBound).
-ScheduleSum SumFromCounts(const schedules::GeneratorInfo& info, const schedules::GeneratorParams& p,
-                          const CostTable& costs, const Topology& topology, const std::string& path) {
+CountBound BoundFromCounts(const schedules::GeneratorInfo& info, const schedules::GeneratorParams& p,
+                           const CostTable& costs, const Topology& topology, const std::string& path) {
   const schedules::Shape shape{p.ranks, p.chunks, info.placement};
   const double units_per_stage = static_cast<double>(p.microbatches) * p.steps;
   const double steps_per_stage =
       info.weights == schedules::WeightPolicy::kStash ? units_per_stage : static_cast<double>(p.steps);
-  ScheduleSum sum;
+  CountBound sum;
   for (int s = 0; s < shape.stages(); ++s) {
     const StageCost& c = costs.stages[s];
     const double unit_ns = UnitNs(c);
@@ -101,8 +95,6 @@ ScheduleSum SumFromCounts(const schedules::GeneratorInfo& info, const schedules:
   sum.total_ns += MaxOverheadNs(costs, p.ranks) * schedules::EstimateSize(info, p).ops;
   return sum;
 }
-
-}  // namespace
 
 RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology) {
   RunBound bound;
@@ -137,30 +129,6 @@ void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, 
       detail::Count(schedule.ranks(), "rank"), Seconds(bound.compute_ns), schedule.microbatches,
       detail::Count(schedule.steps, "step"), Seconds(bound.transfer_ns),
       Seconds(static_cast<double>(kMaxRunNs))));
-}
-
-void CheckScenarioRunBound(const Scenario& sc, const Topology& topology) {
-  const PipelineSpec& p = sc.pipeline;
-  const bool all = p.schedules.size() == 1 && p.schedules.front() == "all";
-  std::map<int, CostTable> costs_by_stages;  // the generators of one scenario share a few shapes
-  for (const schedules::GeneratorInfo& info : schedules::Generators()) {
-    if (!all && std::find(p.schedules.begin(), p.schedules.end(), info.name) == p.schedules.end()) continue;
-    const schedules::GeneratorParams params = GeneratorParamsFor(p, info);
-    if (!schedules::CheckParams(info, params).empty()) continue;  // not run (or refused by the pipeline block)
-    const int stages = params.ranks * params.chunks;
-    auto it = costs_by_stages.find(stages);
-    if (it == costs_by_stages.end()) it = costs_by_stages.emplace(stages, BuildCosts(sc, stages)).first;
-    const ScheduleSum sum = SumFromCounts(info, params, it->second, topology, sc.path);
-    if (sum.total_ns <= static_cast<double>(kMaxRunNs)) continue;
-    throw InputError(fmt::format(
-        "{}{} could run for up to {} of simulated time ({} microbatches x {} over {}; one microbatch's forward and "
-        "backward take {} on stage {}), above the limit of 1 year ({}); fewer microbatches or steps, or shorter ops, "
-        "would fit",
-        Prefix(sc.path), info.name, SecondsOverRun(sum.total_ns), params.microbatches,
-        detail::Count(params.steps, "step"), detail::Count(stages, "stage"), Seconds(sum.longest_unit_ns),
-        sum.longest_stage,
-        Seconds(static_cast<double>(kMaxRunNs))));
-  }
 }
 
 }  // namespace stagecraft::sim

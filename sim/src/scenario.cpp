@@ -1,6 +1,6 @@
 // Scenario loading: read the YAML file, pull in a topology file, apply --set overrides to the
-// tree, then check every block and the facts that tie blocks together (ranks vs devices,
-// layers vs stages, schedule names).
+// tree, read every block value by value, state the precision once, then Validate how the
+// blocks fit, each problem located at its key in the file (or the --set it came from).
 #include "stagecraft/sim/scenario.h"
 
 #include <fmt/format.h>
@@ -15,8 +15,8 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/run_bound.h"
-#include "stagecraft/sim/topology.h"
+#include "stagecraft/sim/validate.h"
+#include "validate_detail.h"
 #include "yaml_util.h"
 
 namespace stagecraft::sim {
@@ -125,8 +125,7 @@ std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string
     if (IsScheduleFile(text)) {
       (*files)[text] = name.ReadableFilePath();
     } else if (schedules::FindGenerator(text) == nullptr) {
-      name.Fail(fmt::format("unknown schedule '{}' (known: {}{}, or a .csv schedule file)", text,
-                            schedules::GeneratorNames(), names.size() == 1 ? ", all" : ""));
+      name.Fail(detail::UnknownSchedule(text, names.size() == 1));
     }
     for (const std::string& earlier : schedules) {
       if (earlier == text) name.Fail(fmt::format("schedule '{}' is listed twice", text));
@@ -136,54 +135,33 @@ std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string
   return schedules;
 }
 
-// The keys of the pipeline block (ParsePipeline reads them, CrossCheck reopens the block).
-const std::initializer_list<std::string_view> kPipelineKeys = {
-    "schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute", "vertical_sync",
-    "partition", "p2p"};
-
 PipelineSpec ParsePipeline(const Value& value) {
-  const Map m(value, kPipelineKeys);
+  const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
+                      "vertical_sync", "partition", "p2p"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
-  if (const auto v = m.Find("chunks")) {
-    p.chunks = static_cast<int>(v->Int(1, kMaxChunks));
-    if (int64_t{p.ranks} * p.chunks > kMaxStages) {
-      v->Fail(fmt::format("expected pipeline.ranks x pipeline.chunks to be at most 2^20 stages, got {} x {}", p.ranks,
-                          p.chunks));
-    }
-  }
+  if (const auto v = m.Find("chunks")) p.chunks = static_cast<int>(v->Int(1, kMaxChunks));
   p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxMicrobatchSize));
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
   if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
-  if (const auto v = m.Find("partition")) p.partition = v->Choice({"even", "balanced"});
+  if (const auto v = m.Find("partition")) p.partition = v->Enum(kPartitionNames);
   if (const auto v = m.Find("p2p")) schedules::ParseP2p(v->Choice({"ahead", "lockstep"}), &p.p2p);
-  // Each named schedule must accept the parameters it will run with.
-  if (p.schedules.front() != "all") {
-    for (const std::string& name : p.schedules) {
-      if (p.schedule_files.contains(name)) continue;  // checked when imported
-      const schedules::GeneratorInfo& info = *schedules::FindGenerator(name);
-      if (const std::string why = schedules::CheckParams(info, GeneratorParamsFor(p, info)); !why.empty()) {
-        m.Get("schedule").Fail(why);
-      }
-    }
-  }
   return p;
 }
 
 TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data"});
   TrainingSpec t;
-  t.optimizer = m.Get("optimizer").Choice({"sgd", "adam"});
+  t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
   if (const auto v = m.Find("momentum")) {
     t.momentum = v->Double(-1.0, 1.0);
     if (t.momentum < 0 || t.momentum >= 1) v->Fail(fmt::format("expected a number in [0, 1), got {}", v->Describe()));
   }
   if (const auto v = m.Find("seed")) t.seed = v->Int(0, INT64_MAX);
-  if (const auto v = m.Find("dtype")) t.dtype = v->Choice({"fp32", "tf32", "bf16", "fp16"});
   if (const auto v = m.Find("loss_scale")) {
     // A power of two scales every gradient exactly; anything else would round them.
     t.loss_scale = v->Double(0.0, 16777216.0);
@@ -196,29 +174,45 @@ TrainingSpec ParseTraining(const Value& value) {
   return t;
 }
 
-// Every rank needs a device. Checked before the model, whose per-rank cost lists have ranks
-// entries.
-void CheckRanksFit(const Scenario& s, const Map& root) {
-  const int devices = s.topology.devices();
-  if (s.pipeline.ranks > devices) {
-    const Map pipeline(root.Get("pipeline"), kPipelineKeys);
-    pipeline.Get("ranks").Fail(
-        fmt::format("topology has {} devices but pipeline.ranks is {}", devices, s.pipeline.ranks));
+// The run's one precision (scenario.h): training.dtype, else model.transformer.dtype, else fp32
+// with a training block and bf16 without; both stated, they must name the same stored type.
+Dtype ResolvePrecision(const Map& top, bool has_training) {
+  std::optional<Value> training, transformer;
+  if (const auto block = top.Find("training"); block && block->node()["dtype"]) training = block->At("dtype");
+  if (const auto model = top.Find("model"); model && model->node()["transformer"]) {
+    if (const Value t = model->At("transformer"); t.node()["dtype"]) transformer = t.At("dtype");
   }
+  const std::optional<Dtype> stated = training ? std::optional(training->Enum(kDtypeNames)) : std::nullopt;
+  if (!transformer) return stated.value_or(has_training ? Dtype::kFp32 : Dtype::kBf16);
+  const Dtype older = transformer->Enum(kDtypeNames);
+  if (!stated) return older;
+  if (older != *stated && !(DtypeBytes(older) == 4 && DtypeBytes(*stated) == 4)) {
+    transformer->Fail(fmt::format("{} disagrees with training.dtype {}; the precision is stated once, in "
+                                  "training.dtype",
+                                  Name(older), Name(*stated)));
+  }
+  return *stated;
 }
 
-// Facts that tie the model to the pipeline.
-void CrossCheck(const Scenario& s, const Map& root) {
-  const int64_t stages = static_cast<int64_t>(s.pipeline.ranks) * s.pipeline.chunks;
-  const Map model(root.Get("model"), {"transformer", "mlp", "costs", "profile"});
-  const auto block = model.Find(s.model.transformer ? "transformer" : "mlp");
-  if (!block) return;
-  const int layers = s.model.transformer ? s.model.transformer->layers : s.model.mlp->layers;
-  if (layers < stages) {
-    const Value where = block->Child("layers", block->node()["layers"]);
-    where.Fail(fmt::format("expected at least {} layers, one per stage (pipeline.ranks x pipeline.chunks), got {}",
-                           stages, layers));
+// The value a problem's key names; the topology's keys in the topology's own origin (its file).
+Value Locate(const Value& root, const Value& topology, std::string_view key) {
+  constexpr std::string_view kTopology = "topology";
+  if (!key.starts_with(kTopology)) return root.At(key);
+  if (key.size() == kTopology.size()) return topology;
+  if (key[kTopology.size()] != '.') return root.At(key);
+  return topology.At(key.substr(kTopology.size() + 1));
+}
+
+// Validate's problems, each located at its key, as one InputError.
+void ThrowProblems(const Scenario& s, const Value& root, const Value& topology) {
+  const std::vector<ScenarioProblem> problems = Validate(s);
+  if (problems.empty()) return;
+  std::string text;
+  for (const ScenarioProblem& p : problems) {
+    if (!text.empty()) text += "; ";
+    text += p.key.empty() ? p.message : Locate(root, topology, p.key).Located(p.message);
   }
+  throw InputError(text);
 }
 
 }  // namespace
@@ -270,32 +264,24 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     topology = Value(topology.node(), "topology", origin, &overrides);
   }
   s.topology = detail::ParseTopology(topology);
-  CheckRanksFit(s, top);
   s.model = detail::ParseModel(top.Get("model"), s.pipeline.ranks);
   if (const auto training = top.Find("training")) {
     s.training = ParseTraining(*training);
     s.has_training = true;
   }
-  CrossCheck(s, top);
-  std::optional<Topology> machine;
-  try {
-    machine.emplace(s.topology);
-  } catch (const InputError& e) {
-    topology.Fail(e.what());
-  }
-  // The costs and the whole run's length, before any schedule is built.
-  CheckScenarioRunBound(s, *machine);
+  s.training.dtype = ResolvePrecision(top, s.has_training);
+  ThrowProblems(s, root_value, topology);
   return s;
 }
 
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const schedules::GeneratorInfo& info) {
-  const bool all = p.schedules.size() == 1 && p.schedules.front() == "all";
+  const bool all = p.runs_all();
   schedules::GeneratorParams params;
   params.ranks = p.ranks;
   params.microbatches = p.microbatches;
   params.steps = p.steps;
   params.recompute = p.recompute;
-  params.chunks = !info.interleaved ? 1 : (all && p.chunks == 1 ? 2 : p.chunks);
+  params.chunks = !info.interleaved ? 1 : (p.chunks == 1 ? 2 : p.chunks);
   params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
   return params;
 }

@@ -114,7 +114,7 @@ struct Builder {
   }
 };
 
-const LinkSpec* FindScope(const TopologySpec& spec, std::string_view scope) {
+const LinkSpec* FindScope(const TopologySpec& spec, LinkScope scope) {
   for (const LinkSpec& link : spec.links) {
     if (link.scope == scope) return &link;
   }
@@ -126,8 +126,8 @@ void BuildPerDimension(const TopologySpec& spec, Builder* b, std::vector<int>* d
     throw InputError(fmt::format("topology needs nodes >= 1 and devices_per_node >= 1, got {} and {}", spec.nodes,
                                  spec.devices_per_node));
   }
-  const LinkSpec* node = FindScope(spec, "node");
-  const LinkSpec* cluster = FindScope(spec, "cluster");
+  const LinkSpec* node = FindScope(spec, LinkScope::kNode);
+  const LinkSpec* cluster = FindScope(spec, LinkScope::kCluster);
   if (spec.nodes > 1 && cluster == nullptr) {
     throw InputError(fmt::format("topology has {} nodes but no link with scope 'cluster'", spec.nodes));
   }
@@ -185,8 +185,8 @@ Topology::Topology(const TopologySpec& spec) {
     BuildExplicit(spec, &b, &device_vertices_);
   } else {
     BuildPerDimension(spec, &b, &device_vertices_);
-    per_dimension_ = PerDimension{spec.devices_per_node, FindScope(spec, "node") != nullptr, spec.nodes > 1,
-                                  FindScope(spec, "node") != nullptr ? spec.nodes * spec.devices_per_node : 0};
+    per_dimension_ = PerDimension{spec.devices_per_node, FindScope(spec, LinkScope::kNode) != nullptr, spec.nodes > 1,
+                                  FindScope(spec, LinkScope::kNode) != nullptr ? spec.nodes * spec.devices_per_node : 0};
   }
   if (device_vertices_.empty()) throw InputError("topology has no devices");
   devices_ = static_cast<int>(device_vertices_.size());

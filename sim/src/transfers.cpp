@@ -16,7 +16,7 @@ constexpr int64_t kFarNs = int64_t{1} << 60;
 }  // namespace
 
 Transfers::Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop,
-                     Listener* listener, std::optional<P2pProfile> measured)
+                     Listener* listener, std::optional<P2pFit> measured)
     : topology_(topology),
       p2p_latency_ns_(p2p_latency_ns),
       measured_(measured),

@@ -111,24 +111,49 @@ Value& Value::operator=(const Value& other) {
   return *this;
 }
 
-void Value::Fail(std::string_view what) const {
+std::string Value::Located(std::string_view what) const {
   if (origin_.from_override) {
     const std::string& set_path = (*overrides_)[origin_.override_index].path;
-    if (set_path == path_ || path_.empty()) throw InputError(fmt::format("--set {}: {}", set_path, what));
-    throw InputError(fmt::format("--set {}: {}: {}", set_path, path_, what));
+    if (set_path == path_ || path_.empty()) return fmt::format("--set {}: {}", set_path, what);
+    return fmt::format("--set {}: {}: {}", set_path, path_, what);
   }
   const YAML::Mark mark = node_.Mark();
   // A map with no position was created by a --set that reached below it ("training.lr=0"
   // with no training block): name that override.
   if (mark.is_null() && overrides_ != nullptr && !path_.empty()) {
     for (auto ov = overrides_->rbegin(); ov != overrides_->rend(); ++ov) {
-      if (StartsWith(ov->path, path_ + ".")) throw InputError(fmt::format("--set {}: {}: {}", ov->text, path_, what));
+      if (StartsWith(ov->path, path_ + ".")) return fmt::format("--set {}: {}: {}", ov->text, path_, what);
     }
   }
   const int line = mark.is_null() ? 1 : mark.line + 1;
   const int column = mark.is_null() ? 1 : mark.column + 1;
-  if (path_.empty()) throw InputError(fmt::format("{}:{}:{}: {}", origin_.file, line, column, what));
-  throw InputError(fmt::format("{}:{}:{}: {}: {}", origin_.file, line, column, path_, what));
+  if (path_.empty()) return fmt::format("{}:{}:{}: {}", origin_.file, line, column, what);
+  return fmt::format("{}:{}:{}: {}: {}", origin_.file, line, column, path_, what);
+}
+
+void Value::Fail(std::string_view what) const { throw InputError(Located(what)); }
+
+Value Value::At(std::string_view key_path) const {
+  if (key_path.empty()) return *this;
+  Value at = *this;
+  size_t start = 0;
+  while (start <= key_path.size()) {
+    const size_t dot = std::min(key_path.find('.', start), key_path.size());
+    const std::string key(key_path.substr(start, dot - start));
+    const YAML::Node& node = at.node_;
+    size_t index = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), index);
+    if (node.IsMap() && node[key]) {
+      at = at.Child(key, node[key]);
+    } else if (node.IsSequence() && ec == std::errc() && end == key.data() + key.size() && index < node.size()) {
+      at = at.Element(index);
+    } else {
+      // Not in the tree (a default): its parent's place, under the whole key path.
+      return Value(at.node_, JoinPath(path_, key_path), at.origin_, overrides_);
+    }
+    start = dot + 1;
+  }
+  return at;
 }
 
 Value Value::Child(std::string_view key, YAML::Node child) const {
@@ -173,6 +198,10 @@ std::string Value::String() const {
 }
 
 std::string Value::Choice(std::initializer_list<std::string_view> options) const {
+  return Choice(std::span<const std::string_view>(options.begin(), options.size()));
+}
+
+std::string Value::Choice(std::span<const std::string_view> options) const {
   const std::string expected = fmt::format("one of {}", fmt::join(options, ", "));
   if (!node_.IsScalar()) Fail(fmt::format("expected {}, got {}", expected, Describe()));
   const std::string& text = node_.Scalar();

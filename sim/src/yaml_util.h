@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/sim/enum_names.h"
 
 namespace stagecraft::sim::yaml {
 
@@ -62,12 +64,17 @@ class Value {
   const std::vector<Override>* overrides() const { return overrides_; }
 
   // "file:line:col: key.path: what", or "--set key.path: what" for override values.
+  std::string Located(std::string_view what) const;
+  // Throws InputError(Located(what)).
   [[noreturn]] void Fail(std::string_view what) const;
 
   // The value at `key` of this map / entry `index` of this list, with its origin updated when
   // an override replaced exactly that path.
   Value Child(std::string_view key, YAML::Node child) const;
   Value Element(size_t index) const;
+  // The value at `key_path` below this one ("links.1.b": map keys and list indices); a key
+  // that is not in the tree gives its deepest ancestor's place under the whole path.
+  Value At(std::string_view key_path) const;
 
   bool IsMap() const { return node_.IsMap(); }
   bool IsSequence() const { return node_.IsSequence(); }
@@ -78,6 +85,17 @@ class Value {
   // ranges are those of stagecraft/sim/limits.h).
   std::string String() const;  // non-empty scalar
   std::string Choice(std::initializer_list<std::string_view> options) const;
+  std::string Choice(std::span<const std::string_view> options) const;
+  // One of the names of an enumeration's table (enum_names.h), as its value.
+  template <class E, size_t N>
+  E Enum(const EnumName<E> (&table)[N]) const {
+    std::string_view names[N];
+    for (size_t i = 0; i < N; ++i) names[i] = table[i].name;
+    const std::string chosen = Choice(std::span<const std::string_view>(names));
+    size_t i = 0;
+    while (table[i].name != chosen) ++i;  // Choice returned one of them
+    return table[i].value;
+  }
   int64_t Int(int64_t min, int64_t max) const;
   double Double(double min_exclusive, double max_inclusive) const;  // min < x <= max
   // min <= x <= max; `noun` words the error ("expected a fraction from 0 to 1").

@@ -18,8 +18,8 @@ sim::Topology Cluster(int devices) {
   spec.device.memory_bytes = int64_t{80} << 30;
   spec.devices_per_node = 8;
   spec.nodes = (devices + 7) / 8;
-  spec.links.push_back({"node", 450e9, 2000});
-  if (spec.nodes > 1) spec.links.push_back({"cluster", 50e9, 5000});
+  spec.links.push_back({sim::LinkScope::kNode, 450e9, 2000});
+  if (spec.nodes > 1) spec.links.push_back({sim::LinkScope::kCluster, 50e9, 5000});
   return sim::Topology(spec);
 }
 

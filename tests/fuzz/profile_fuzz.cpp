@@ -7,7 +7,8 @@
 
 #include "fuzz_input.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/profile_costs.h"
+#include "stagecraft/sim/profile_yaml.h"
 
 using namespace stagecraft;
 
@@ -20,12 +21,13 @@ sim::Scenario ScenarioFor(const sim::Profile& p, bool transformer, bool balanced
   s.name = "profile-fuzz";
   s.model.profile_path = "profile-fuzz.yaml";
   const int layers = static_cast<int>(p.layers.size());
-  if (transformer) s.model.transformer = sim::TransformerSpec{layers, 64, 4, 16, 1000, "bf16"};
+  s.training.dtype = sim::Dtype::kBf16;
+  if (transformer) s.model.transformer = sim::TransformerSpec{layers, 64, 4, 16, 1000};
   else s.model.mlp = sim::MlpSpec{layers, 64};
   s.pipeline.ranks = p.ranks.empty() ? std::min(layers, 2) : static_cast<int>(p.ranks.size());
   s.pipeline.microbatches = 4;
   s.pipeline.microbatch_size = p.microbatch_size;
-  s.pipeline.partition = balanced ? "balanced" : "even";
+  s.pipeline.partition = balanced ? sim::Partition::kBalanced : sim::Partition::kEven;
   return s;
 }
 

@@ -1,6 +1,6 @@
 // Tests for sim/src/cost_checks.cpp through the cost models: each derived time or size just at
 // its limit passes and just past it is refused with one error naming the keys it came from;
-// the times are hand-worked from the formulas of costs.h.
+// the times are hand-worked from the formulas of each cost model's file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "sim_test_util.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/limits.h"
 
 namespace stagecraft::sim {
@@ -49,9 +49,10 @@ TEST(CostChecks, TransformerWeightsOverAPebibyte) {
     Scenario s = testing::UnitScenario(1, "gpipe");
     s.topology.device.peak_flops = 1e18;
     s.topology.device.efficiency = 1;
-    s.model.transformer = TransformerSpec{layers, 1 << 20, 1, 1, 1, "fp32"};
+    s.model.transformer = TransformerSpec{layers, 1 << 20, 1, 1, 1};
     s.has_training = true;
-    s.training.optimizer = "sgd";
+    s.training.dtype = Dtype::kFp32;
+    s.training.optimizer = Optimizer::kSgd;
     s.training.momentum = 0;
     return s;
   };
@@ -72,7 +73,8 @@ TEST(CostChecks, TransformerWeightsOverAPebibyte) {
 TEST(CostChecks, TransformerLongSequenceForward) {
   Scenario s = testing::UnitScenario(1, "gpipe");
   s.topology.device = {"H100", 989e12, int64_t{80} << 30, 0.5};
-  s.model.transformer = TransformerSpec{1, 2048, 16, 1 << 24, 50257, "bf16"};
+  s.model.transformer = TransformerSpec{1, 2048, 16, 1 << 24, 50257};
+  s.training.dtype = Dtype::kBf16;
   const std::string error = ErrorOf([&] { BuildCosts(s, 1); });
   const double flops = 24.0 * (1 << 24) * 2048.0 * 2048 + 4.0 * (1 << 24) * double(1 << 24) * 2048 +
                        2.0 * (1 << 24) * 2048 * 50257;
@@ -105,7 +107,7 @@ TEST(CostChecks, ProfileStageSums) {
     const std::string layer = "{forward: " + forward + ", backward_input: 0, backward_weight: 0, "
                               "activation_bytes: 0, weight_bytes: " + weights + "}";
     Scenario s = testing::UnitScenario(1, "gpipe");
-    s.model.profile_path = dir.Write("p.yaml", "microbatch_size: 1\nlayers: [" + layer + ", " + layer + "]\n");
+    testing::ReadProfileInto(&s, dir.Write("p.yaml", "microbatch_size: 1\nlayers: [" + layer + ", " + layer + "]\n"));
     return s;
   };
   EXPECT_EQ(BuildCosts(scenario("1800s", "1KiB"), 1).stages[0].forward_ns, kMaxOpNs);
@@ -115,20 +117,6 @@ TEST(CostChecks, ProfileStageSums) {
   EXPECT_EQ(ErrorOf([&] { BuildCosts(scenario("1ms", "1PiB"), 1); }),
             "test.yaml: the weights of stage 0 would need 2.3e+15 bytes (model.profile " + dir.Path("p.yaml") +
                 ": layers 0..1 on stage 0), above the limit of 1 PiB per value");
-}
-
-// The balanced partition's exact search is bounded: its (k + 1) x (n + 1) table to 2^25 cells,
-// its k (n - k + 1)^2 / 2 steps to 2^31; n == k needs no search at all.
-TEST(CostChecks, BalancedPartitionSearchIsBounded) {
-  EXPECT_EQ(PartitionLayers(std::vector<double>(1 << 16, 1.0), std::vector<double>(1 << 16, 0.0), "model.mlp"),
-            std::vector<int>(1 << 16, 1));
-  EXPECT_EQ(ErrorOf([] { PartitionLayers(std::vector<double>(8192, 1.0), std::vector<double>(4096, 0.0), "model.mlp"); }),
-            "model.mlp has 8192 layers over 4096 stages: too many for pipeline.partition: balanced (an exact search "
-            "of every split, at most 2^25 layers x stages and 2^31 steps); use partition: even");
-  // 2 stages over 46343 layers: 2 x 46342^2 / 2 = 2147580964 steps, just past 2^31.
-  EXPECT_NE(ErrorOf([] { PartitionLayers(std::vector<double>(46343, 1.0), std::vector<double>(2, 0.0), "m"); }), "");
-  const std::vector<int> split = PartitionLayers(std::vector<double>(1000, 1.0), std::vector<double>(100, 0.0), "m");
-  EXPECT_EQ(split, std::vector<int>(100, 10));
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sim_test_util.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/profile_yaml.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim {

@@ -1,4 +1,4 @@
-// The calibration part of profiles (costs.h, profile.h, sim/src/costs.cpp): reading and writing
+// The calibration part of profiles (profile_costs.h, profile_yaml.h, profile.h): reading and writing
 // input_copy, loss, op_overhead, p2p and the per-rank scales; located errors for bad values; the
 // cost tables a calibrated profile gives (each layer scaled by the calibration rank that held
 // it, in the schedule's update regime); and the engine under a measured p2p fit and op overhead.
@@ -15,9 +15,11 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/compute_streams.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/profile.h"
+#include "stagecraft/sim/profile_costs.h"
+#include "stagecraft/sim/profile_yaml.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -245,7 +247,7 @@ TEST(ProfileCalibration, OpTimeCv) {
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kLayersOnly));
-  p.p2p = P2pProfile{1000, 0, 1};
+  p.p2p = P2pFit{1000, 0, 1};
   const std::string yaml = ProfileToYaml(p);
   EXPECT_EQ(yaml.find("p2p"), std::string::npos) << yaml;
   const std::string path = dir.Write("again.yaml", yaml);
@@ -464,12 +466,12 @@ TEST(CalibratedCosts, ScalesForAnotherRankCountAreNotApplied) {
   EXPECT_EQ(t.p2p->latency_ns, 3000);
 }
 
-// BuildCosts reads model.profile: without a schedule it takes loop placement and the per-step
-// scales, for 2 and for 4 stages.
+// BuildCosts takes the scenario's model.profile: without a schedule it takes loop placement and
+// the per-step scales, for 2 and for 4 stages.
 TEST(CalibratedCosts, BuildCostsFromTheProfileFile) {
   ScratchDir dir;
   Scenario sc = Base(2);
-  sc.model.profile_path = dir.Write("profile.yaml", kCalibrated);
+  testing::ReadProfileInto(&sc, dir.Write("profile.yaml", kCalibrated));
   CostTable t = BuildCosts(sc, 2);
   EXPECT_EQ(t.source, "profile:" + sc.model.profile_path);
   ASSERT_EQ(t.stages.size(), 2u);
@@ -506,7 +508,7 @@ TEST(UpdatesEveryMicrobatch, OnlyPipeDreamUpdatesMoreThanOncePerStep) {
 TEST(UpdatesEveryMicrobatch, BuildCostsPicksTheSchedulesRegime) {
   ScratchDir dir;
   Scenario sc = Base(2);
-  sc.model.profile_path = dir.Write("profile.yaml", kCalibrated);
+  testing::ReadProfileInto(&sc, dir.Write("profile.yaml", kCalibrated));
   CostTable t = BuildCosts(sc, Make("pipedream", 2, 4, 1));
   ASSERT_EQ(t.stages.size(), 2u);
   EXPECT_EQ(t.stages[0].forward_ns, 18000);
@@ -571,7 +573,7 @@ RunRecord CalibratedRun(const Schedule& s, double overlap) {
   costs.stages = {c0, c1};
   costs.source = "test";
   costs.op_overhead_ns = 300;
-  costs.p2p = P2pProfile{2000, 1e9, overlap};
+  costs.p2p = P2pFit{2000, 1e9, overlap};
   return Simulate(s, costs, testing::Node(2, 100e9, 777), SimConfig{});
 }
 

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +22,11 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/lower.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/event_loop.h"
+#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim::testing {
@@ -103,6 +108,30 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
   return s;
 }
 
+// Writes `text` as scenario.yaml in `dir` and returns the error loading it gives ("" for none).
+inline std::string LoadError(const ScratchDir& dir, const std::string& text,
+                             const std::vector<std::string>& sets = {}) {
+  const std::string path = dir.Write("scenario.yaml", text);
+  return ErrorOf([&] { LoadScenario(path, sets); });
+}
+
+// The shipped scenarios (scenarios/*.yaml), by name.
+inline std::vector<std::string> ShippedScenarios() {
+  std::vector<std::string> paths;
+  const std::filesystem::path root = std::filesystem::path(STAGECRAFT_SOURCE_DIR) / "scenarios";
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    if (entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// Reads the profile at `path` into `s` as LoadScenario reads model.profile, once.
+inline void ReadProfileInto(Scenario* s, const std::string& path) {
+  s->model.profile_path = path;
+  s->model.profile = std::make_shared<const Profile>(LoadProfile(path));
+}
+
 inline bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -121,8 +150,8 @@ inline Topology Node(int devices, double bandwidth = 100e9, int64_t latency_ns =
   spec.device.memory_bytes = int64_t{1} << 40;
   spec.nodes = nodes;
   spec.devices_per_node = devices;
-  spec.links.push_back({"node", bandwidth, latency_ns});
-  if (nodes > 1) spec.links.push_back({"cluster", cluster_bandwidth, cluster_latency_ns});
+  spec.links.push_back({LinkScope::kNode, bandwidth, latency_ns});
+  if (nodes > 1) spec.links.push_back({LinkScope::kCluster, cluster_bandwidth, cluster_latency_ns});
   return Topology(spec);
 }
 

@@ -23,7 +23,7 @@ TopologySpec TwoByFour() {
   spec.device = {"H100", 989e12, 80LL << 30, 0.5};
   spec.nodes = 2;
   spec.devices_per_node = 4;
-  spec.links = {{"node", 450e9, 2000}, {"cluster", 50e9, 5000}};
+  spec.links = {{LinkScope::kNode, 450e9, 2000}, {LinkScope::kCluster, 50e9, 5000}};
   return spec;
 }
 
@@ -82,7 +82,7 @@ TEST(Topology, OddLatencySplitsExactly) {
 
 TEST(Topology, WithoutNodeLinksIntraNodeTrafficUsesTheCluster) {
   TopologySpec spec = TwoByFour();
-  spec.links = {{"cluster", 50e9, 5000}};
+  spec.links = {{LinkScope::kCluster, 50e9, 5000}};
   const Topology t(spec);
   ASSERT_EQ(t.links().size(), 16u);
   EXPECT_EQ(t.Route(0, 1), (std::vector<int>{0, 3}));
@@ -100,7 +100,7 @@ TEST(Topology, SingleDevice) {
 
 TEST(Topology, PerDimensionErrors) {
   TopologySpec spec = TwoByFour();
-  spec.links = {{"node", 450e9, 2000}};
+  spec.links = {{LinkScope::kNode, 450e9, 2000}};
   EXPECT_EQ(ErrorOf([&] { Topology t(spec); }), "topology has 2 nodes but no link with scope 'cluster'");
   spec.nodes = 1;
   spec.links = {};
@@ -167,8 +167,8 @@ TEST(Topology, PerDimensionRoutesAreTheSearchsRoutes) {
           spec.device = {"d", 1e12, 1 << 30, 1.0};
           spec.nodes = nodes;
           spec.devices_per_node = per_node;
-          if (n < links.size()) spec.links.push_back({"node", links[n].first, links[n].second});
-          if (nodes > 1) spec.links.push_back({"cluster", cluster_bandwidth, cluster_latency});
+          if (n < links.size()) spec.links.push_back({LinkScope::kNode, links[n].first, links[n].second});
+          if (nodes > 1) spec.links.push_back({LinkScope::kCluster, cluster_bandwidth, cluster_latency});
           if (nodes == 1 && per_node > 1 && n == links.size()) continue;  // needs node links
           const Topology t(spec);
           for (int a = 0; a < t.devices(); ++a) {
@@ -185,7 +185,7 @@ TEST(Topology, PerDimensionRoutesAreTheSearchsRoutes) {
   EXPECT_GT(compared, 1000);
   // An exact tie (same latency and bandwidth in both scopes) goes through the node switch.
   TopologySpec tie = TwoByFour();
-  tie.links = {{"node", 50e9, 2000}, {"cluster", 50e9, 2000}};
+  tie.links = {{LinkScope::kNode, 50e9, 2000}, {LinkScope::kCluster, 50e9, 2000}};
   EXPECT_EQ(Topology(tie).Route(0, 1), (std::vector<int>{0, 3}));
   EXPECT_EQ(Topology(tie).RouteBySearch(0, 1), (std::vector<int>{0, 3}));
 }
@@ -196,7 +196,7 @@ TEST(Topology, TenThousandDevices) {
   TopologySpec spec;
   spec.device = {"d", 1e12, 1 << 30, 1.0};
   spec.devices_per_node = 10'000;
-  spec.links = {{"node", 100e9, 3}};
+  spec.links = {{LinkScope::kNode, 100e9, 3}};
   const Topology t(spec);
   EXPECT_EQ(t.devices(), 10'000);
   EXPECT_EQ(t.links().size(), 20'000u);

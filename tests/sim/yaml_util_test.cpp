@@ -6,7 +6,7 @@
 #include <string>
 
 #include "sim_test_util.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/profile_yaml.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim {

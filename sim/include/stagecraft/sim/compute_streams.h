@@ -12,7 +12,7 @@
 
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/event_loop.h"
 
 namespace stagecraft::sim {

@@ -24,7 +24,7 @@
 
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim {

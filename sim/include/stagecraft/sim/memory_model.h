@@ -8,7 +8,7 @@
 
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
-#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_table.h"
 
 namespace stagecraft::sim {
 

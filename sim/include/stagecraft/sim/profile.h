@@ -1,6 +1,6 @@
 // A model's per-layer profile, measured by `stagecraft profile` and read by the simulator as
 // model.profile (DESIGN.md §3): plain scenario data, so the executor fills it without seeing
-// the cost models. Its YAML format, reader and writer are in costs.h.
+// the cost models. Its YAML format, reader and writer are in profile_yaml.h.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "stagecraft/sim/cost_table.h"
 
 namespace stagecraft::sim {
 
@@ -66,22 +68,8 @@ struct RankScale {
   OpScale per_microbatch;
 };
 
-// Point-to-point transfers between neighbour ranks as placed (a ping-pong fit): one-way time
-// latency + bytes / bandwidth; `overlap` is the part of the bytes / bandwidth that proceeds
-// while the receiver computes (1: all of it, as a DMA engine; a shared-memory MPI copies most
-// of a large message inside the receiver's wait, when it reaches it).
-struct P2pProfile {
-  int64_t latency_ns = 0;
-  double bytes_per_s = 0;
-  double overlap = 1;
-  // What transfers showed inside the calibration runs, where a receiver that waited through a
-  // whole transfer saw latency + bytes / this (the copy from a sender's hot cache, not the
-  // ping-pong's warm buffer); 0: not measured.
-  double pipeline_bytes_per_s = 0;
-
-  // The bandwidth a transfer's data moves at in a pipeline.
-  double DataBytesPerS() const { return pipeline_bytes_per_s > 0 ? pipeline_bytes_per_s : bytes_per_s; }
-};
+// The ping-pong fit of the profile's transfers (cost_table.h), by its profile name.
+using P2pProfile = P2pFit;
 
 struct Profile {
   std::string device;  // informational: where it was measured

@@ -7,9 +7,11 @@
 // sum at most kMaxRunNs (1 year), every time the engine computes fits int64 many times over.
 #pragma once
 
+#include <string>
+
+#include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
-#include "stagecraft/sim/costs.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim {
@@ -28,13 +30,17 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
 // of 1 year" when BoundRun's total is above kMaxRunNs. Simulate calls it first.
 void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology);
 
-// The same sum from the scenario alone, before any schedule is built, for each generator the
-// scenario names (pipeline.schedule; files are bounded once imported, by Simulate): from the
-// counts of units, STEPs and stage boundaries, each unit's backward at the larger of B and I + W,
-// op times at their mean (op_time_cv) and the costs of a schedule that updates once per step.
-// Throws InputError naming the scenario, the schedule, its counts and its longest op when the sum
-// is above kMaxRunNs, or when a transfer between neighbouring stages would take over kMaxOpNs
-// alone. LoadScenario calls it, so that such a scenario is refused within a second.
-void CheckScenarioRunBound(const Scenario& scenario, const Topology& topology);
+// The same sum for a generator's schedule before it is built, from its counts of units, STEPs
+// and stage boundaries: each unit's backward at the larger of B and I + W, op times at their mean
+// (op_time_cv). `costs` are for the schedule's shape; `path` names the scenario in errors. Throws
+// InputError when a transfer between neighbouring stages would take over kMaxOpNs alone. The
+// scenario's check (validate.h) holds it against kMaxRunNs.
+struct CountBound {
+  double total_ns = 0;
+  double longest_unit_ns = 0;  // one unit's F + backward, the longest stage
+  int longest_stage = 0;
+};
+CountBound BoundFromCounts(const schedules::GeneratorInfo& info, const schedules::GeneratorParams& params,
+                           const CostTable& costs, const Topology& topology, const std::string& path);
 
 }  // namespace stagecraft::sim

@@ -1,10 +1,11 @@
 // A scenario (DESIGN.md §3): the machine, the model or its costs, the pipeline and, for the
-// executor, training. Loaded from YAML with every value checked; the structs here are plain
-// data so that no header outside sim/src sees yaml-cpp.
+// executor, training, as typed plain data (no header outside sim/src sees yaml-cpp). Loaded from
+// YAML with every value checked, or built in code; validate.h checks how its parts fit together.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,70 +14,59 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/enum_names.h"
+#include "stagecraft/sim/profile.h"
+#include "stagecraft/sim/topology_spec.h"
 
 namespace stagecraft::sim {
 
-struct DeviceSpec {
-  std::string name;
-  double peak_flops = 0;     // FLOP/s at the model's dtype ("989TFLOPS")
-  int64_t memory_bytes = 0;  // device memory ("80GiB")
-  double efficiency = 1.0;   // achieved fraction of peak, in (0, 1]
-};
+// The run's precision. tf32 keeps fp32 tensors and rounds only inside the GEMMs.
+enum class Dtype { kFp32, kTf32, kBf16, kFp16 };
+inline constexpr EnumName<Dtype> kDtypeNames[] = {
+    {Dtype::kFp32, "fp32"}, {Dtype::kTf32, "tf32"}, {Dtype::kBf16, "bf16"}, {Dtype::kFp16, "fp16"}};
+constexpr std::string_view Name(Dtype dtype) { return NameIn(kDtypeNames, dtype); }
+// Bytes of one stored element: 4 for fp32 and tf32, 2 for bf16 and fp16.
+constexpr int DtypeBytes(Dtype dtype) { return dtype == Dtype::kFp32 || dtype == Dtype::kTf32 ? 4 : 2; }
 
-// One dimension of a per-dimension topology: "node" links a device to its node's switch,
-// "cluster" links a device to the cluster switch. `latency_ns` is device to device (DESIGN §3).
-struct LinkSpec {
-  std::string scope;  // "node" | "cluster"
-  double bandwidth_bytes_per_s = 0;
-  int64_t latency_ns = 0;
-};
+enum class Optimizer { kSgd, kAdam };
+inline constexpr EnumName<Optimizer> kOptimizerNames[] = {{Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}};
+constexpr std::string_view Name(Optimizer optimizer) { return NameIn(kOptimizerNames, optimizer); }
 
-// Explicit graph form: named vertices and full-duplex links between them.
-enum class VertexKind { kDevice, kSwitch };
-struct VertexSpec {
-  std::string name;
-  VertexKind kind = VertexKind::kDevice;
-};
-struct GraphLinkSpec {
-  std::string a, b;  // vertex names
-  double bandwidth_bytes_per_s = 0;
-  int64_t latency_ns = 0;  // one traversal of this link
-};
+enum class Activation { kGelu, kRelu };
+inline constexpr EnumName<Activation> kActivationNames[] = {{Activation::kGelu, "gelu"}, {Activation::kRelu, "relu"}};
+constexpr std::string_view Name(Activation activation) { return NameIn(kActivationNames, activation); }
 
-// Either per-dimension (nodes x devices_per_node + `links` by scope) or an explicit graph
-// (`vertices` non-empty; devices are the device vertices in the order listed).
-struct TopologySpec {
-  DeviceSpec device;
-  int nodes = 1;
-  int devices_per_node = 1;
-  std::vector<LinkSpec> links;
-  std::vector<VertexSpec> vertices;
-  std::vector<GraphLinkSpec> graph_links;
+enum class Loss { kMse, kCrossEntropy };
+inline constexpr EnumName<Loss> kLossNames[] = {{Loss::kMse, "mse"}, {Loss::kCrossEntropy, "cross_entropy"}};
+constexpr std::string_view Name(Loss loss) { return NameIn(kLossNames, loss); }
 
-  bool explicit_graph() const { return !vertices.empty(); }
-  int devices() const;  // nodes * devices_per_node, or the number of device vertices
-};
+// How layers are split over the stages: by count, or by cost (layer_split.h).
+enum class Partition { kEven, kBalanced };
+inline constexpr EnumName<Partition> kPartitionNames[] = {{Partition::kEven, "even"},
+                                                          {Partition::kBalanced, "balanced"}};
+constexpr std::string_view Name(Partition partition) { return NameIn(kPartitionNames, partition); }
 
+// GPT-2-style decoder (the analytical model's formulas are in transformer_costs.cpp). Its
+// precision is training.dtype's (YAML may also state it as model.transformer.dtype).
 struct TransformerSpec {
   int layers = 0;
   int hidden = 0;
   int heads = 0;
   int seq = 0;
   int vocab = 0;
-  std::string dtype = "bf16";  // "bf16" | "fp16" | "fp32"
 };
 
-// The executor's network: per layer Linear(hidden, hidden) + bias -> GELU, fp32.
+// The executor's network: per layer Linear(hidden, hidden) + bias -> activation, fp32 tensors.
 struct MlpSpec {
   int layers = 0;
   int hidden = 0;
   bool residual = false;
-  std::string activation = "gelu";  // "gelu" | "relu"
-  std::string loss = "mse";         // "mse" | "cross_entropy"
+  Activation activation = Activation::kGelu;
+  Loss loss = Loss::kMse;
 };
 
-// Explicit per-rank, per-microbatch costs of that rank's whole share of the model. In YAML each
-// of forward .. weight_bytes is a scalar (every rank) or a list of exactly `ranks` entries.
+// Explicit per-rank, per-microbatch costs of that rank's whole share of the model: each of
+// forward .. weight_bytes has exactly one entry per rank (in YAML a scalar stands for every rank).
 struct ExplicitCosts {
   std::vector<int64_t> forward_ns;
   std::vector<int64_t> backward_input_ns;
@@ -93,9 +83,12 @@ struct ModelSpec {
   std::optional<TransformerSpec> transformer;
   std::optional<MlpSpec> mlp;
   std::optional<ExplicitCosts> costs;
-  // A profile written by `stagecraft profile` (format in costs.h). Paths in the scenario file
-  // resolve against the scenario's directory; a path given through --set against the
-  // current directory. Empty when none.
+  // A profile written by `stagecraft profile` (format in profile_yaml.h), read once when the
+  // scenario is loaded and shared by every copy; null when none.
+  std::shared_ptr<const Profile> profile;
+  // Where it was read from (the cost source's label, "profile:<path>"). Paths in the scenario
+  // file resolve against the scenario's directory; a path given through --set against the
+  // current directory.
   std::string profile_path;
 };
 
@@ -106,25 +99,31 @@ struct PipelineSpec {
   std::vector<std::string> schedules;
   std::map<std::string, std::string> schedule_files;  // a file's name as written -> its resolved path
   int ranks = 0;
+  // Virtual stages per rank of the schedules that interleave (interleaved, zb-v, dualpipe-v);
+  // at 1 those take 2 (GeneratorParamsFor), the others always run one stage per rank.
   int chunks = 1;
   int microbatches = 0;
   int microbatch_size = 1;
   int steps = 1;
   bool recompute = false;
   bool vertical_sync = false;
-  // How layers are split over the stages: "even" by count, or "balanced" by cost (the
-  // profile's measured per-layer times, else the analytical model's FLOPs); see costs.h.
-  std::string partition = "even";
+  Partition partition = Partition::kEven;
   // How receives are posted (schedules/lower.h): ahead (default) or lockstep.
   schedules::P2p p2p = schedules::P2p::kAhead;
+
+  bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
 };
 
 struct TrainingSpec {
-  std::string optimizer = "sgd";  // "sgd" | "adam"
+  Optimizer optimizer = Optimizer::kSgd;
   double lr = 0;
   double momentum = 0.9;  // sgd only
   int64_t seed = 1;
-  std::string dtype = "fp32";  // "fp32" | "bf16" | "fp16"
+  // The run's one precision: what the executor trains in and what the transformer's analytical
+  // model sizes its tensors by, set even without a training block (LoadScenario's rule: the
+  // training block's dtype, else model.transformer.dtype, else fp32 with a training block and
+  // bf16 without one; fp32 in a scenario built in code unless set).
+  Dtype dtype = Dtype::kFp32;
   // training.loss_scale: a power of two from 1 to 2^24 (exec::TrainingConfig::loss_scale); 0:
   // not given (4096 for fp16, else 1).
   double loss_scale = 0;
@@ -135,7 +134,7 @@ struct TrainingSpec {
 
 struct Scenario {
   std::string name;
-  std::string path;  // the scenario file as given
+  std::string path;  // the scenario file as given ("" for one built in code)
   TopologySpec topology;
   ModelSpec model;
   PipelineSpec pipeline;
@@ -143,18 +142,21 @@ struct Scenario {
   bool has_training = false;
 };
 
-// Loads and validates a scenario. `overrides` are "--set" values "key.path=value" (the value
+// Loads a scenario and validates it. `overrides` are "--set" values "key.path=value" (the value
 // parsed as YAML, so "pipeline.schedule=[gpipe, 1f1b]" works; a list entry is addressed by its
-// index, "topology.links.0.latency=3us"), applied in order to the YAML tree before validation.
+// index, "topology.links.0.latency=3us"), applied in order to the YAML tree before it is read.
+// Every value is checked against its form and range (limits.h) as it is read, model.profile is
+// read once, then Validate (validate.h) checks how the parts fit and the derived limits.
 // Every problem throws stagecraft::InputError: "file:line:col: key.path: what, expected form",
 // "--set key.path: ..." for a value that came from an override, "path: cannot read: REASON" for a
-// file (read through stagecraft::ReadInputFile, at most kMaxYamlBytes, one YAML document). Every
-// value is checked against its range (limits.h); then the cost table of each schedule named is
-// built (each derived op time and size within its limit) and the run's simulated time bounded
-// (run_bound.h), so that a scenario the simulator would refuse is refused here, before any
-// schedule is built.
+// file (read through stagecraft::ReadInputFile, at most kMaxYamlBytes, one YAML document); the
+// problems Validate finds together, joined by "; ".
 // `topology:` may be a file name (relative to the scenario file, or to the current directory
 // when given through --set); errors inside it name that file.
+//
+// Precision is stated once: training.dtype. model.transformer.dtype, its older place, is still
+// read: alone it sets the precision, beside training.dtype it must name the same stored type
+// (fp32 with tf32 is the same: tf32 stores fp32).
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same from the file's text: `path` names it in errors and is the base of its relative
 // file names.
@@ -162,9 +164,9 @@ Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
                               const std::vector<std::string>& overrides = {});
 
 // The generator parameters of one schedule of `pipeline`, used both to check the scenario and
-// to run it. pipeline.chunks is the interleaved schedule's virtual stages per rank; the other
-// schedules run one stage per rank. Under `schedule: all`, interleaved takes 2 chunks when
-// pipeline.chunks is 1, and vertical_sync reaches pipedream only.
+// to run it. A schedule that interleaves runs pipeline.chunks virtual stages per rank, 2 when
+// chunks is 1; the others run one stage per rank. Under `schedule: all`, vertical_sync reaches
+// pipedream only.
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& pipeline, const schedules::GeneratorInfo& info);
 
 }  // namespace stagecraft::sim

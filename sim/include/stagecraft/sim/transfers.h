@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/event_loop.h"
-#include "stagecraft/sim/profile.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim {
@@ -50,7 +50,7 @@ class Transfers final : public EventHandler {
   // `slots` transfers at most, each named by its slot (the engine uses schedules::EdgeKey).
   // Keeps references to its arguments, which must outlive it.
   Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop, Listener* listener,
-            std::optional<P2pProfile> measured = std::nullopt);
+            std::optional<P2pFit> measured = std::nullopt);
 
   // Posts one end of the transfer in `slot` at the loop's current time; both ends name the same
   // devices and bytes. The second end starts the transfer.
@@ -71,7 +71,7 @@ class Transfers final : public EventHandler {
 
   const Topology& topology_;
   int64_t p2p_latency_ns_;
-  std::optional<P2pProfile> measured_;
+  std::optional<P2pFit> measured_;
   EventLoop* loop_;
   Listener* listener_;
   std::vector<Transfer> transfers_;                // by slot

@@ -1,0 +1,66 @@
+// The table of cost models (DESIGN.md §9): each cost source is one file that fills a cost table
+// (cost_table.h) from a scenario, registered as one row here. The first row that applies to a
+// scenario builds its costs, so precedence is the table's order; the engine sees only the table.
+//
+//   row          applies when       file                  what a stage costs
+//   profile      model.profile      profile_costs.cpp     its layers' measured sums, calibrated
+//   explicit     model.costs        explicit_costs.cpp    its rank's share of the stated per-rank costs
+//   transformer  model.transformer  transformer_costs.cpp FLOPs / (peak x efficiency), Megatron's bytes
+//   mlp          model.mlp          mlp_costs.cpp         FLOPs / (peak x efficiency), fp32 bytes
+//
+// So a profile or explicit costs replace the analytical models of the network the executor
+// builds (`--set model.profile=P.yaml` predicts an mlp run from measured costs). Adding a cost
+// model is one file and one row; no other model and no engine file changes.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/cost_table.h"
+#include "stagecraft/sim/layer_split.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim {
+
+// What a cost table is built for.
+struct CostQuery {
+  schedules::Shape shape;               // the stages and the ranks they sit on
+  bool per_microbatch_updates = false;  // the schedule updates weights after every microbatch (PipeDream)
+  bool calibrated = true;               // with a profile's calibration (scales, overheads, p2p fit)
+};
+
+struct CostModel {
+  std::string_view name;  // "profile", "explicit", "transformer", "mlp"
+  std::string_view key;   // the scenario key that selects it: "model.profile"
+  bool (*applies)(const Scenario&);
+  // One entry per stage of query.shape. Times and sizes derived in double are checked into
+  // int64: an op over kMaxOpNs (1 h; a full backward counts backward_input + backward_weight) or
+  // a size over kMaxValueBytes (1 PiB) throws InputError naming the stage and the keys it came
+  // from (limits.h); so do fewer layers than stages.
+  CostTable (*build)(const Scenario&, const CostQuery&);
+  // How the model's layers weigh (layer_split.h); null for a model without layers.
+  LayerWeights (*layers)(const Scenario&);
+};
+
+// The rows in order of precedence.
+const std::vector<CostModel>& CostModels();
+
+// The first row that applies to `scenario`; throws InputError when none does.
+const CostModel& CostModelFor(const Scenario& scenario);
+
+// The costs of `scenario` for `query` (CostModelFor's build). Reads no file: a profile is read
+// once, with the scenario.
+CostTable BuildCosts(const Scenario& scenario, const CostQuery& query);
+// For `stages` stages (a multiple of pipeline.ranks) under loop placement, weights updated once
+// per step.
+CostTable BuildCosts(const Scenario& scenario, int stages);
+// The costs `schedule` runs with: its shape (the placement puts each rank's costs on its own
+// stages) and its update regime.
+CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedule);
+
+// True when `schedule` updates some stage more than once per step (PipeDream's per-microbatch
+// updates): the regime RankScale::per_microbatch describes.
+bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule);
+
+}  // namespace stagecraft::sim

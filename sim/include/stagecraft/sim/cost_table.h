@@ -1,0 +1,74 @@
+// What each stage of a pipeline costs per microbatch, and how its transfers and runtime behave:
+// the one view of the cost models that the engine has (DESIGN.md §4, §9). A cost model
+// (cost_models.h) fills it from a scenario; tests fill it by hand.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stagecraft::sim {
+
+// What one stage costs per microbatch.
+struct StageCost {
+  int64_t forward_ns = 0;
+  int64_t backward_input_ns = 0;  // a full backward B costs backward_input + backward_weight
+  int64_t backward_weight_ns = 0;
+  int64_t fused_backward_ns = 0;  // when > 0, what a full B costs instead of input + weight
+  int64_t step_ns = 0;           // optimizer STEP of the stage's parameters (0: not modelled)
+  int64_t version_copy_ns = 0;   // added to a STEP that must keep the old version (copy first)
+  int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
+  int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
+  // With recompute: what a B / I rebuilds from the stashed input and holds while it runs.
+  int64_t recompute_bytes = 0;
+  // What a compute op holds while it runs beyond what it keeps (its temporaries; 0: not modelled);
+  // an F may hold more (the last stage's output, beside its gradient until the loss reads it).
+  int64_t workspace_bytes = 0;
+  int64_t forward_workspace_bytes = 0;
+  int64_t weight_bytes = 0;      // one weight version
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t send_bytes = 0;  // activation / gradient sent to a neighbour stage per microbatch
+};
+
+// Point-to-point transfers between neighbour ranks as placed, measured (a ping-pong fit): one-way
+// time latency + bytes / bandwidth; `overlap` is the part of the bytes / bandwidth that proceeds
+// while the receiver computes (1: all of it, as a DMA engine; a shared-memory MPI copies most
+// of a large message inside the receiver's wait, when it reaches it).
+struct P2pFit {
+  int64_t latency_ns = 0;
+  double bytes_per_s = 0;
+  double overlap = 1;
+  // What transfers showed inside the calibration runs, where a receiver that waited through a
+  // whole transfer saw latency + bytes / this (the copy from a sender's hot cache, not the
+  // ping-pong's warm buffer); 0: not measured.
+  double pipeline_bytes_per_s = 0;
+
+  // The bandwidth a transfer's data moves at in a pipeline.
+  double DataBytesPerS() const { return pipeline_bytes_per_s > 0 ? pipeline_bytes_per_s : bytes_per_s; }
+};
+
+struct CostTable {
+  std::vector<StageCost> stages;  // indexed by stage
+  int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
+  std::string source;             // the cost model's label: "explicit" | "transformer" | "mlp" | "profile:<path>"
+  // The runtime's work per op of a rank's list (the stream is held that long after each op,
+  // unless it waits for an input anyway), by rank when known.
+  int64_t op_overhead_ns = 0;
+  std::vector<int64_t> rank_op_overhead_ns;
+  // How much a compute op's time varies from one run of it to the next (coefficient of
+  // variation): with op_time_cv > 0 each op's time is its cost times a log-normal draw of mean
+  // 1 and that spread, fixed by the seed and the op's place (simulate twice, get the same run).
+  double op_time_cv = 0;
+  uint64_t op_time_seed = 1;
+  // Measured transfers in place of the topology's links.
+  std::optional<P2pFit> p2p;
+
+  int64_t OverheadOf(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(rank_op_overhead_ns.size()) ? rank_op_overhead_ns[rank]
+                                                                            : op_overhead_ns;
+  }
+};
+
+}  // namespace stagecraft::sim

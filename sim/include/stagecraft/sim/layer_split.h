@@ -1,0 +1,46 @@
+// How a model's layers are split over a pipeline's stages, the same in the simulator and the
+// executor: evenly by count, or balanced by cost (pipeline.partition), with the weights of the
+// cost model that describes the layers (cost_models.h).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim {
+
+// How a model's layers weigh, for the balanced split (in any one unit).
+struct LayerWeights {
+  std::string what;          // names the model in errors: "model.mlp", "profile PATH"
+  int layers = 0;
+  std::vector<double> cost;  // per layer; empty: every layer costs 1
+  double first_extra = 0;    // on the first stage beside its layers (the embeddings)
+  double last_extra = 0;     // on the last stage beside its layers (the LM head)
+};
+
+// Layers per stage, even: the first layers % stages stages take one more. Throws InputError
+// (naming `what`) when there are fewer layers than stages.
+std::vector<int> SplitLayers(int layers, int stages, std::string_view what);
+
+// Balanced split: contiguous layers per stage (each stage at least one) minimizing the most
+// expensive stage, where stage s costs its layers' `layer_cost` plus `stage_extra[s]` (e.g.
+// the LM head on the last stage). Exact (dynamic programming over split points, O(stages ·
+// layers²)); among equally good splits the one closest to even is taken, earlier stages
+// taking the extra layer. Throws InputError when there are fewer layers than stages, or when
+// the search would pass 2^25 table cells ((stages + 1) x (layers + 1)) or 2^31 steps.
+std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
+                                 std::string_view what);
+
+// `weights` over `stages`: SplitLayers under Partition::kEven, PartitionLayers under kBalanced.
+std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition);
+
+// The layers per stage a scenario uses for `stages` stages: SplitWeights of the first cost model
+// of the table that applies and has layers (the profile's measured forward + backward_input +
+// backward_weight + step per layer, else the analytical FLOPs with the transformer's LM head on
+// the last stage). Throws InputError for a model without layers (explicit costs are per rank).
+std::vector<int> StageLayers(const Scenario& scenario, int stages);
+
+}  // namespace stagecraft::sim

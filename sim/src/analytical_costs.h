@@ -1,0 +1,27 @@
+// What the analytical cost models (transformer_costs.cpp, mlp_costs.cpp) share: optimizer state
+// per parameter and how an error names the device. Internal to sim/src.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim::detail {
+
+// Optimizer state bytes per parameter: adam 8 (m, v in fp32), sgd 4 if momentum > 0, plus 4 for
+// an fp32 master copy when the tensors are 16-bit (so adam bf16 = 12, adam fp32 = 8, sgd fp32 = 4).
+inline int64_t OptimizerBytesPerParam(Optimizer optimizer, double momentum, int dtype_bytes) {
+  const int64_t master = dtype_bytes < 4 ? 4 : 0;
+  if (optimizer == Optimizer::kAdam) return master + 8;
+  return master + (momentum > 0 ? 4 : 0);
+}
+
+// "on topology.device: peak 1e+06 FLOPS x efficiency 1", for the analytical models' errors.
+inline std::string DeviceKeys(const DeviceSpec& device) {
+  return fmt::format("on topology.device: peak {:g} FLOPS x efficiency {:g}", device.peak_flops, device.efficiency);
+}
+
+}  // namespace stagecraft::sim::detail

@@ -1,0 +1,64 @@
+// The cost-model table: adding a cost model is one file plus one row here (cost_models.h).
+#include "stagecraft/sim/cost_models.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cost_model_rows.h"
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+
+namespace stagecraft::sim {
+
+const std::vector<CostModel>& CostModels() {
+  static const std::vector<CostModel> kTable = {
+      detail::ProfileCostModel(),
+      detail::ExplicitCostModel(),
+      detail::TransformerCostModel(),
+      detail::MlpCostModel(),
+  };
+  return kTable;
+}
+
+const CostModel& CostModelFor(const Scenario& scenario) {
+  std::string keys;
+  for (const CostModel& model : CostModels()) {
+    if (model.applies(scenario)) return model;
+    keys += fmt::format("{}{}", keys.empty() ? "" : ", ", model.key);
+  }
+  throw InputError(fmt::format("{}{}model has none of {}", scenario.path, scenario.path.empty() ? "" : ": ", keys));
+}
+
+CostTable BuildCosts(const Scenario& scenario, const CostQuery& query) {
+  const int ranks = scenario.pipeline.ranks;
+  SC_CHECK(ranks >= 1 && query.shape.ranks == ranks && query.shape.chunks >= 1,
+           fmt::format("a shape of {} x {} stages for {} ranks", query.shape.ranks, query.shape.chunks, ranks));
+  CostTable table = CostModelFor(scenario).build(scenario, query);
+  SC_CHECK(static_cast<int>(table.stages.size()) == query.shape.stages(), "one cost entry per stage");
+  return table;
+}
+
+CostTable BuildCosts(const Scenario& scenario, int stages) {
+  const int ranks = scenario.pipeline.ranks;
+  SC_CHECK(ranks >= 1 && stages >= ranks && stages % ranks == 0,
+           fmt::format("{} stages is not a multiple of {} ranks", stages, ranks));
+  return BuildCosts(scenario, CostQuery{schedules::Shape{ranks, stages / ranks, schedules::Placement::kLoop}});
+}
+
+CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedule) {
+  return BuildCosts(scenario, CostQuery{schedule.shape, UpdatesEveryMicrobatch(schedule)});
+}
+
+bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule) {
+  std::vector<int> steps(static_cast<size_t>(schedule.stages()) * std::max(schedule.steps, 1), 0);
+  for (const auto& ops : schedule.ops) {
+    for (const schedules::Op& op : ops) {
+      if (op.kind != schedules::OpKind::kStep || op.step < 0 || op.step >= std::max(schedule.steps, 1)) continue;
+      if (++steps[static_cast<size_t>(op.step) * schedule.stages() + op.stage] > 1) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,279 @@
+// Validate (validate.h): the checks that tie a scenario's values together, each reported under
+// the key it is about; the derived limits follow in scenario_limits.cpp.
+#include "stagecraft/sim/validate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "stagecraft/sim/limits.h"
+#include "stagecraft/sim/topology.h"
+#include "validate_detail.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using detail::Problems;
+
+// The counts a scenario built in code may hold out of their ranges (the loader checks each as
+// it reads it, with the same limits), so that no later check divides by zero or overflows.
+bool CheckRanges(const Scenario& s, Problems* out) {
+  const size_t before = out->size();
+  const auto count = [&](std::string_view key, int64_t value, int64_t max) {
+    if (value < 1 || value > max) out->Add(key, fmt::format("expected an integer in [1, {}], got {}", max, value));
+  };
+  const auto rate = [&](std::string_view key, double value, double min, double max) {
+    if (!(value >= min && value <= max)) {
+      out->Add(key, fmt::format("expected from {:g} to {:g}, got {:g}", min, max, value));
+    }
+  };
+  const TopologySpec& t = s.topology;
+  rate("topology.device.peak", t.device.peak_flops, kMinPeakFlops, kMaxPeakFlops);
+  rate("topology.device.efficiency", t.device.efficiency, kMinEfficiency, 1.0);
+  if (!t.explicit_graph()) {
+    count("topology.nodes", t.nodes, kMaxDevices);
+    count("topology.devices_per_node", t.devices_per_node, kMaxDevices);
+  }
+  const PipelineSpec& p = s.pipeline;
+  count("pipeline.ranks", p.ranks, kMaxRanks);
+  count("pipeline.chunks", p.chunks, kMaxChunks);
+  count("pipeline.microbatches", p.microbatches, kMaxMicrobatches);
+  count("pipeline.microbatch_size", p.microbatch_size, kMaxMicrobatchSize);
+  count("pipeline.steps", p.steps, kMaxSteps);
+  if (const auto& tr = s.model.transformer) {
+    count("model.transformer.layers", tr->layers, kMaxLayers);
+    count("model.transformer.hidden", tr->hidden, kMaxHidden);
+    count("model.transformer.heads", tr->heads, kMaxHeads);
+    count("model.transformer.seq", tr->seq, kMaxSeq);
+    count("model.transformer.vocab", tr->vocab, kMaxVocab);
+  }
+  if (const auto& mlp = s.model.mlp) {
+    count("model.mlp.layers", mlp->layers, kMaxLayers);
+    count("model.mlp.hidden", mlp->hidden, kMaxHidden);
+  }
+  return out->size() == before;
+}
+
+// Per dimension: a link to each switch the devices use, one per scope; returns false when the
+// device count itself is out of range.
+bool CheckScopeLinks(const TopologySpec& t, Problems* out) {
+  if (int64_t{t.nodes} * t.devices_per_node > kMaxDevices) {
+    out->Add("topology", "expected nodes * devices_per_node to be at most 2^16");
+    return false;
+  }
+  bool scopes[2] = {false, false};
+  for (size_t i = 0; i < t.links.size(); ++i) {
+    bool& seen = scopes[t.links[i].scope == LinkScope::kNode ? 0 : 1];
+    if (seen) {
+      out->Add(fmt::format("topology.links.{}.scope", i),
+               fmt::format("a second link with scope '{}'", Name(t.links[i].scope)));
+    }
+    seen = true;
+  }
+  if (t.nodes > 1 && !scopes[1]) {
+    out->Add("topology.links", fmt::format("expected a link with scope: cluster (topology has {} nodes)", t.nodes));
+  }
+  if (t.nodes == 1 && t.devices_per_node > 1 && !scopes[0]) {
+    out->Add("topology.links",
+             fmt::format("expected a link with scope: node (the node has {} devices)", t.devices_per_node));
+  }
+  return true;
+}
+
+// An explicit graph: distinct vertex names, a device among them, links between known vertices.
+void CheckGraph(const TopologySpec& t, Problems* out) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < t.vertices.size(); ++i) {
+    if (!names.insert(t.vertices[i].name).second) {
+      out->Add(fmt::format("topology.vertices.{}.name", i),
+               fmt::format("vertex '{}' is listed twice", t.vertices[i].name));
+    }
+  }
+  if (t.devices() == 0) out->Add("topology.vertices", "expected at least one vertex with kind: device");
+  for (size_t i = 0; i < t.graph_links.size(); ++i) {
+    const GraphLinkSpec& link = t.graph_links[i];
+    for (const auto& [end, name] : {std::pair{"a", &link.a}, std::pair{"b", &link.b}}) {
+      if (names.count(*name) == 0) {
+        out->Add(fmt::format("topology.links.{}.{}", i, end),
+                 fmt::format("unknown vertex '{}' (vertices: {})", *name, fmt::join(names, ", ")));
+      }
+    }
+    if (link.a == link.b) {
+      out->Add(fmt::format("topology.links.{}.b", i), fmt::format("a link from '{}' to itself", link.a));
+    }
+  }
+}
+
+// The topology's own facts, then the machine built from it (whose routes must join every pair
+// of devices); nullopt when it cannot be built. `counted`: whether its device count is in range.
+std::optional<Topology> CheckTopology(const TopologySpec& t, bool* counted, Problems* out) {
+  const size_t before = out->size();
+  *counted = true;
+  if (t.explicit_graph()) {
+    CheckGraph(t, out);
+  } else if (!CheckScopeLinks(t, out)) {
+    *counted = false;
+    return std::nullopt;
+  }
+  if (out->size() != before) return std::nullopt;
+  try {
+    return Topology(t);
+  } catch (const InputError& e) {
+    out->Add("topology", e.what());
+  }
+  return std::nullopt;
+}
+
+// Each schedule named accepts the parameters it runs with; a chunks that only a V schedule's
+// own 2 would satisfy is reported at pipeline.chunks.
+void CheckSchedules(const PipelineSpec& p, Problems* out) {
+  if (p.runs_all()) return;
+  for (const std::string& name : p.schedules) {
+    if (p.schedule_files.contains(name)) continue;  // checked when imported
+    const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
+    if (info == nullptr) {
+      out->Add("pipeline.schedule", detail::UnknownSchedule(name, p.schedules.size() == 1));
+      continue;
+    }
+    const schedules::GeneratorParams params = GeneratorParamsFor(p, *info);
+    const std::string why = schedules::CheckParams(*info, params);
+    if (why.empty()) continue;
+    schedules::GeneratorParams own = params;
+    own.chunks = 2;
+    if (info->interleaved && schedules::CheckParams(*info, own).empty()) {
+      // The generator's reason names the schedule and the chunks it needs.
+      out->Add("pipeline.chunks",
+               fmt::format("{}; without pipeline.chunks, {} takes 2", why.substr(info->name.size() + 2), name));
+    } else {
+      out->Add("pipeline.schedule", why);
+    }
+  }
+}
+
+void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
+  const PipelineSpec& p = s.pipeline;
+  if (devices_counted && p.ranks > s.topology.devices()) {
+    out->Add("pipeline.ranks",
+             fmt::format("topology has {} devices but pipeline.ranks is {}", s.topology.devices(), p.ranks));
+  }
+  if (int64_t{p.ranks} * p.chunks > kMaxStages) {
+    out->Add("pipeline.chunks", fmt::format("expected pipeline.ranks x pipeline.chunks to be at most 2^20 stages, got "
+                                            "{} x {}", p.ranks, p.chunks));
+    return;
+  }
+  CheckSchedules(p, out);
+}
+
+// Layers against the most stages a schedule of the scenario runs (one it cannot run is
+// reported with the schedule; a file's stages are known once it is imported).
+void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* out) {
+  const PipelineSpec& p = s.pipeline;
+  int64_t stages = p.schedule_files.empty() ? p.ranks : int64_t{p.ranks} * p.chunks;
+  std::string why = "pipeline.ranks x pipeline.chunks";
+  for (const auto& [info, params] : detail::RunGenerators(p)) {
+    if (int64_t{params.ranks} * params.chunks <= stages || !schedules::CheckParams(*info, params).empty()) continue;
+    stages = int64_t{params.ranks} * params.chunks;
+    why = params.chunks == p.chunks ? "pipeline.ranks x pipeline.chunks"
+                                    : fmt::format("{} runs {} stages per rank", info->name, params.chunks);
+  }
+  if (layers < stages) {
+    out->Add(fmt::format("{}.layers", key),
+             fmt::format("expected at least {} layers, one per stage ({}), got {}", stages, why, layers));
+  }
+}
+
+void CheckModel(const Scenario& s, Problems* out) {
+  const ModelSpec& m = s.model;
+  if (!m.transformer && !m.mlp && !m.costs && !m.profile && m.profile_path.empty()) {
+    out->Add("model", "expected at least one of transformer, mlp, costs or profile");
+  }
+  if (m.transformer && m.mlp) out->Add("model.mlp", "expected either transformer or mlp, not both");
+  if (m.transformer && m.transformer->hidden % m.transformer->heads != 0) {
+    out->Add("model.transformer.heads", fmt::format("expected heads to divide hidden ({}), got {}",
+                                                    m.transformer->hidden, m.transformer->heads));
+  }
+  if (m.costs) {
+    const ExplicitCosts& c = *m.costs;
+    for (const auto& [key, list] :
+         {std::pair{"forward", &c.forward_ns}, {"backward_input", &c.backward_input_ns},
+          {"backward_weight", &c.backward_weight_ns}, {"activation_bytes", &c.activation_bytes},
+          {"weight_bytes", &c.weight_bytes}}) {
+      if (static_cast<int>(list->size()) != s.pipeline.ranks) {
+        out->Add(fmt::format("model.costs.{}", key),
+                 fmt::format("expected {} entries (one per rank), got {}", s.pipeline.ranks, list->size()));
+      }
+    }
+  }
+  const int model_layers = m.transformer ? m.transformer->layers : m.mlp ? m.mlp->layers : 0;
+  if (model_layers > 0) CheckLayers(s, m.transformer ? "model.transformer" : "model.mlp", model_layers, out);
+  if (!m.profile_path.empty() && !m.profile) {
+    out->Add("model.profile", fmt::format("{} is named but not read (set model.profile to LoadProfile of it)",
+                                          m.profile_path));
+  }
+  if (!m.profile) return;
+  if (m.profile->microbatch_size != s.pipeline.microbatch_size) {
+    out->Add("model.profile",
+             fmt::format("profile was measured at microbatch_size {} but pipeline.microbatch_size is {}",
+                         m.profile->microbatch_size, s.pipeline.microbatch_size));
+  }
+  if (model_layers != 0 && model_layers != static_cast<int>(m.profile->layers.size())) {
+    out->Add("model.profile", fmt::format("profile has {} layers but the scenario's model has {}",
+                                          m.profile->layers.size(), model_layers));
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> RunGenerators(
+    const PipelineSpec& p) {
+  std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> run;
+  for (const schedules::GeneratorInfo& info : schedules::Generators()) {
+    if (!p.runs_all() && std::find(p.schedules.begin(), p.schedules.end(), info.name) == p.schedules.end()) continue;
+    const schedules::GeneratorParams params = GeneratorParamsFor(p, info);
+    if (p.runs_all() && !schedules::CheckParams(info, params).empty()) continue;  // skipped
+    run.emplace_back(&info, params);
+  }
+  return run;
+}
+
+std::string UnknownSchedule(std::string_view name, bool alone) {
+  return fmt::format("unknown schedule '{}' (known: {}{}, or a .csv schedule file)", name,
+                     schedules::GeneratorNames(), alone ? ", all" : "");
+}
+
+}  // namespace detail
+
+std::vector<ScenarioProblem> Validate(const Scenario& s) {
+  Problems problems;
+  if (!CheckRanges(s, &problems)) return problems.list;
+  bool devices_counted = false;
+  const std::optional<Topology> machine = CheckTopology(s.topology, &devices_counted, &problems);
+  CheckPipeline(s, devices_counted, &problems);
+  CheckModel(s, &problems);
+  if (problems.list.empty() && machine) detail::CheckDerivedLimits(s, *machine, &problems);
+  return problems.list;
+}
+
+std::string DescribeProblems(const Scenario& s, const std::vector<ScenarioProblem>& problems) {
+  std::string text;
+  for (const ScenarioProblem& p : problems) {
+    if (!text.empty()) text += "; ";
+    if (p.key.empty()) {
+      text += p.message;
+    } else {
+      text += fmt::format("{}{}{}: {}", s.path, s.path.empty() ? "" : ": ", p.key, p.message);
+    }
+  }
+  return text;
+}
+
+void CheckScenario(const Scenario& scenario) {
+  const std::vector<ScenarioProblem> problems = Validate(scenario);
+  if (!problems.empty()) throw InputError(DescribeProblems(scenario, problems));
+}
+
+}  // namespace stagecraft::sim

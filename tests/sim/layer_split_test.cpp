@@ -1,0 +1,120 @@
+// Tests for sim/src/layer_split.cpp: even and balanced splits worked by hand, the balanced
+// search's bounds, and the split a scenario takes from the cost model that has its layers.
+#include "stagecraft/sim/layer_split.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim_test_util.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using testing::ErrorOf;
+using testing::ScratchDir;
+
+TEST(SplitLayers, ExtrasGoToTheFirstStages) {
+  EXPECT_EQ(SplitLayers(5, 2, "m"), (std::vector<int>{3, 2}));
+  EXPECT_EQ(SplitLayers(7, 3, "m"), (std::vector<int>{3, 2, 2}));
+  EXPECT_EQ(SplitLayers(4, 4, "m"), (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(ErrorOf([] { SplitLayers(5, 6, "model.transformer"); }),
+            "model.transformer has 5 layers; it cannot be split over 6 stages");
+}
+
+// Balanced splits worked by hand: the minimum over contiguous splits of the costliest stage.
+TEST(PartitionLayers, HandWorkedSplits) {
+  // [1, 1, 1, 1, 4] in 2 stages: {4, 1} costs max(4, 4) = 4; the even {3, 2} costs 5.
+  EXPECT_EQ(PartitionLayers({1, 1, 1, 1, 4}, {0, 0}, "m"), (std::vector<int>{4, 1}));
+  // 8 equal layers, 2 units of LM head on the last stage: {5, 3} costs max(5, 3 + 2) = 5.
+  EXPECT_EQ(PartitionLayers(std::vector<double>(8, 1.0), {0, 2}, "m"), (std::vector<int>{5, 3}));
+  // Uniform layers and no extras: exactly the even split, extras to the first stages.
+  EXPECT_EQ(PartitionLayers(std::vector<double>(7, 1.0), {0, 0, 0}, "m"), (std::vector<int>{3, 2, 2}));
+  // [5, 1, 1, 1, 1, 1] in 3 stages: the 5 alone, then {3, 2} or {2, 3}; the optimum is 5 and
+  // both keep it, so the one nearer the even boundaries (2, 4) wins: {1, 3, 2}.
+  EXPECT_EQ(PartitionLayers({5, 1, 1, 1, 1, 1}, {0, 0, 0}, "m"), (std::vector<int>{1, 3, 2}));
+  EXPECT_EQ(ErrorOf([] { PartitionLayers({1, 1}, {0, 0, 0}, "model.mlp"); }),
+            "model.mlp has 2 layers; it cannot be split over 3 stages");
+}
+
+// The balanced partition's exact search is bounded: its (k + 1) x (n + 1) table to 2^25 cells,
+// its k (n - k + 1)^2 / 2 steps to 2^31; n == k needs no search at all.
+TEST(PartitionLayers, SearchIsBounded) {
+  EXPECT_EQ(PartitionLayers(std::vector<double>(1 << 16, 1.0), std::vector<double>(1 << 16, 0.0), "model.mlp"),
+            std::vector<int>(1 << 16, 1));
+  EXPECT_EQ(ErrorOf([] { PartitionLayers(std::vector<double>(8192, 1.0), std::vector<double>(4096, 0.0), "model.mlp"); }),
+            "model.mlp has 8192 layers over 4096 stages: too many for pipeline.partition: balanced (an exact search "
+            "of every split, at most 2^25 layers x stages and 2^31 steps); use partition: even");
+  // 2 stages over 46343 layers: 2 x 46342^2 / 2 = 2147580964 steps, just past 2^31.
+  EXPECT_NE(ErrorOf([] { PartitionLayers(std::vector<double>(46343, 1.0), std::vector<double>(2, 0.0), "m"); }), "");
+  const std::vector<int> split = PartitionLayers(std::vector<double>(1000, 1.0), std::vector<double>(100, 0.0), "m");
+  EXPECT_EQ(split, std::vector<int>(100, 10));
+}
+
+// The extras join the first and the last stage, both the one stage when there is one.
+TEST(SplitWeights, ExtrasOnTheEndStages) {
+  const LayerWeights weights{"m", 6, {1, 1, 1, 1, 1, 1}, 2.0, 3.0};
+  // {1, 3, 2} costs max(1 + 2, 3, 2 + 3) = 5; {2, 3, 1} costs max(4, 3, 4) = 4.
+  EXPECT_EQ(SplitWeights(weights, 3, Partition::kBalanced), (std::vector<int>{2, 3, 1}));
+  EXPECT_EQ(SplitWeights(weights, 3, Partition::kEven), (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(SplitWeights(weights, 1, Partition::kBalanced), (std::vector<int>{6}));
+  // No per-layer costs: every layer costs 1.
+  EXPECT_EQ(SplitWeights(LayerWeights{"m", 8, {}, 0.0, 2.0}, 2, Partition::kBalanced), (std::vector<int>{5, 3}));
+}
+
+// The tiny transformer (b = 2, s = 4, h = 8, V = 10): its LM head, 2bshV = 1280 FLOPs, is
+// 0.096 of a layer's forward (13312): with 5 layers on 2 stages the balanced split is still
+// {3, 2} (3 vs 2.096); with 4 layers it is {2, 2}. The GPT-1.3B head (2·V/(24h(1 + s/6h)) =
+// 1.75 layers) moves a layer off the last stage.
+TEST(StageLayers, BalancedFollowsTheLmHead) {
+  Scenario s = testing::UnitScenario(2, "gpipe", 2);
+  s.model.transformer = TransformerSpec{4, 8, 2, 4, 10};
+  s.pipeline.partition = Partition::kBalanced;
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{2, 2}));
+  s.model.transformer->layers = 5;
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{3, 2}));
+  s.model.transformer = TransformerSpec{24, 2048, 16, 2048, 50257};
+  // 8 stages of 24 layers: even is 3 each, the last costing 4.75; moving one layer to
+  // stage 0.. gives a max of 4 with the last stage holding 2 (+1.75 = 3.75).
+  const std::vector<int> split = StageLayers(s, 8);
+  EXPECT_EQ(split.back(), 2);
+  int total = 0;
+  for (int n : split) {
+    EXPECT_LE(n, 4);
+    total += n;
+  }
+  EXPECT_EQ(total, 24);
+  s.pipeline.partition = Partition::kEven;
+  EXPECT_EQ(StageLayers(s, 8), std::vector<int>(8, 3));
+}
+
+// The profile's layers come first (the cost table's order): its measured times weigh them.
+TEST(StageLayers, TheProfileWeighsItsLayers) {
+  ScratchDir dir;
+  Scenario s = testing::UnitScenario(2, "gpipe");
+  s.model.mlp = MlpSpec{4, 8};
+  const std::string layer = "{forward: 1ms, backward_input: 1ms, backward_weight: 1ms, activation_bytes: 0, "
+                            "weight_bytes: 0}";
+  const std::string heavy = "{forward: 9ms, backward_input: 0, backward_weight: 0, activation_bytes: 0, "
+                            "weight_bytes: 0}";
+  testing::ReadProfileInto(&s, dir.Write("p.yaml", "microbatch_size: 1\nlayers: [" + heavy + ", " + layer + ", " +
+                                                       layer + ", " + layer + "]\n"));
+  s.pipeline.partition = Partition::kBalanced;
+  // [9, 3, 3, 3] ms: {1, 3} costs max(9, 9) = 9; the even {2, 2} costs 12.
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{1, 3}));
+  s.model.profile.reset();  // the mlp's own layers, all alike
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{2, 2}));
+}
+
+TEST(StageLayers, ExplicitCostsHaveNoLayers) {
+  Scenario s = testing::UnitScenario(2, "gpipe");
+  s.model.costs = ExplicitCosts{};
+  EXPECT_EQ(ErrorOf([&] { StageLayers(s, 2); }),
+            "test.yaml: the model has no layers to split over stages (explicit costs are per rank)");
+  s.model.mlp = MlpSpec{4, 8};  // beside explicit costs, the network's layers
+  EXPECT_EQ(StageLayers(s, 2), (std::vector<int>{2, 2}));
+}
+
+}  // namespace
+}  // namespace stagecraft::sim

@@ -1,0 +1,81 @@
+// Tests for sim/src/profile_yaml.cpp: a profile read back from what ProfileToYaml writes is the
+// same, to the nanosecond and the byte; sizes are bounded per value as they are read.
+#include "stagecraft/sim/profile_yaml.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim_test_util.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using testing::ErrorOf;
+using testing::PosOf;
+using testing::ScratchDir;
+
+// Every per-layer key, the transformer's embedding and head, and a layer left at its defaults.
+const char kProfile[] = R"(device: gpu-0
+microbatch_size: 4
+send_bytes: 512
+embedding: {forward: 3us, backward_input: 0, backward_weight: 4us, activation_bytes: 64, weight_bytes: 4KiB}
+layers:
+  - {forward: 1ms, backward_input: 2ms, backward_weight: 3ms, step: 2ms, copy: 7us, activation_bytes: 1KiB,
+     weight_bytes: 10KiB, w_stash_bytes: 7, grad_bytes: 500, optimizer_bytes: 2000, workspace_bytes: 99}
+  - {forward: 5ns, backward_input: 6ns, backward_weight: 7ns, activation_bytes: 1, weight_bytes: 2}
+head: {forward: 11us, backward_input: 12us, backward_weight: 13us, activation_bytes: 3, weight_bytes: 5KiB}
+)";
+
+// Sizes near 2^63 overflowed the per-stage sums (UB); a profile's sizes are at most 1 PiB each,
+// and a stage's sums are taken in double and checked (cost_checks_test).
+TEST(ProfileYaml, SizesAreBoundedSoThatStageSumsCannotOverflow) {
+  const std::string text = std::string(kProfile).replace(std::string(kProfile).find("weight_bytes: 10KiB"), 19,
+                                                         "weight_bytes: 6000000000000000000");
+  EXPECT_EQ(ErrorOf([&] { ProfileFromYaml(text, "p.yaml"); }),
+            "p.yaml:" + PosOf(text, "6000000000000000000") +
+                ": layers.0.weight_bytes: expected a size of at most 1PiB (the limit per value), got "
+                "'6000000000000000000'");
+  EXPECT_EQ(ProfileFromYaml(std::string(kProfile).replace(std::string(kProfile).find("512"), 3, "1PiB"), "p.yaml")
+                .send_bytes,
+            int64_t{1} << 50);
+}
+
+TEST(ProfileYaml, RoundTrip) {
+  ScratchDir dir;
+  const Profile p = LoadProfile(dir.Write("profile.yaml", kProfile));
+  EXPECT_EQ(p.device, "gpu-0");
+  ASSERT_EQ(p.layers.size(), 2u);
+  EXPECT_EQ(p.layers[0].version_copy_ns, 7000);
+  EXPECT_EQ(p.layers[0].workspace_bytes, 99);
+  EXPECT_EQ(p.layers[1].grad_bytes, 2);  // defaults to weight_bytes
+  ASSERT_TRUE(p.embedding && p.head);
+  EXPECT_EQ(p.head->backward_weight_ns, 13000);
+  const Profile again = LoadProfile(dir.Write("again.yaml", ProfileToYaml(p)));
+  EXPECT_EQ(again.device, p.device);
+  EXPECT_EQ(again.microbatch_size, p.microbatch_size);
+  EXPECT_EQ(again.send_bytes, p.send_bytes);
+  ASSERT_EQ(again.layers.size(), p.layers.size());
+  ASSERT_TRUE(again.embedding && again.head);
+  for (const auto field : kLayerProfileFields) {
+    for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(again.layers[i].*field, p.layers[i].*field) << i;
+    EXPECT_EQ(again.embedding.value().*field, p.embedding.value().*field);
+    EXPECT_EQ(again.head.value().*field, p.head.value().*field);
+  }
+}
+
+// ProfileToYaml writes step in exact nanoseconds, so odd values and 0 survive a round trip.
+TEST(ProfileYaml, RoundTripKeepsStep) {
+  ScratchDir dir;
+  Profile p = LoadProfile(dir.Write("profile.yaml", kProfile));
+  EXPECT_EQ(p.layers[0].step_ns, 2'000'000);
+  EXPECT_EQ(p.layers[1].step_ns, 0);
+  p.layers[0].step_ns = 1'234'567'891;
+  p.layers[1].step_ns = 1;
+  const Profile again = LoadProfile(dir.Write("again.yaml", ProfileToYaml(p)));
+  ASSERT_EQ(again.layers.size(), p.layers.size());
+  for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(again.layers[i].step_ns, p.layers[i].step_ns) << "layer " << i;
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
