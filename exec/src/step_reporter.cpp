@@ -53,7 +53,7 @@ void StepReporter::Report(const schedules::RankRecord& record) {
 
 std::vector<double> StepReporter::MeanLosses() const {
   std::vector<double> means;
-  for (int t = 0; t < reported_; ++t) means.push_back(loss_sum_[t] / microbatches_);
+  for (const double sum : loss_sum_) means.push_back(sum / microbatches_);
   return means;
 }
 

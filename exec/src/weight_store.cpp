@@ -82,9 +82,4 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
   peak_versions_ = std::max(peak_versions_, static_cast<int>(sw.versions.size()));
 }
 
-void WeightStore::Release(int op_index, StageWeights& sw, int version) {
-  if (version == sw.newest || sw.last_reader.at(version) != op_index) return;
-  sw.versions.erase(version);
-}
-
 }  // namespace stagecraft::exec

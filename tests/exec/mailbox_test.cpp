@@ -1,7 +1,6 @@
 // The runtime's mailbox (exec/src/mailbox.cpp) on the cpu device and a fake transport: local
-// tensors handed to their consumer, sends and receives posted with their edge's key and peer,
-// completion by polling or by the consumer's wait, the times of SEND and RECV ops, the posting
-// rule (a SEND right behind its producer is posted before the poll) and a timed-out wait's name.
+// tensors, posts with their edge's key and peer, completion by poll or wait, SEND/RECV times,
+// the posting rule (a SEND right behind its producer goes before the poll), a timeout's name.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,8 +1,6 @@
-// RunRank's walker (exec/src/runtime.cpp) on one rank, without MPI: each schedule trains to the
-// independent sequential reference's weights (reference.h) within 1e-5, the record it fills is
-// whole (every op timed, one loss per step heard as each step ends), and the units it calls are
-// wired in (an injected NaN ends the run at the step's report; an injected allocation failure
-// names its op). Several ranks run under MPI in runtime_mpi.cpp.
+// RunRank's walker (exec/src/runtime.cpp) on one rank without MPI: each schedule trains to the
+// sequential reference's weights (reference.h) within 1e-5, its record is whole, and the units it
+// calls are wired in (injected faults). Several ranks run under MPI in runtime_mpi.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,8 +1,6 @@
 // The runtime's weight store (exec/src/weight_store.cpp) on the cpu device, walked over real
-// schedules the way the runtime walks them but with no math: the versions alive per weight
-// policy against DESIGN.md §2's closed forms (flush one, updated in place; PipeDream n − s at
-// stage s of n; 2BW two), freeing after the last reader, the zeroed gradient buffers and their
-// reuse, and a STEP's update checked by hand (the mean gradient, the loss scale taken out).
+// schedules with no math: versions alive against DESIGN.md §2's closed forms, freeing after the
+// last reader, zeroed gradient buffers and their reuse, and a STEP's update worked by hand.
 #include <gtest/gtest.h>
 
 #include <memory>

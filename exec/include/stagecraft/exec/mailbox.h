@@ -1,8 +1,6 @@
 // The mailbox of one rank's runtime: tensors waiting between their producer and their consumer,
-// and the transfers posted for SEND and RECV ops, both keyed by their data edge
-// (schedules/edges.h EdgeKey, also the transfer's tag). Transfers complete by polling between
-// ops or by the consumer's wait; each one's post and completion are stamped, on the run's
-// clock, as the times of its SEND or RECV op.
+// and the transfers posted for SEND and RECV ops, both keyed by their data edge (edges.h
+// EdgeKey, also the transfer's tag); transfers complete by polling or by the consumer's wait.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +17,8 @@
 
 namespace stagecraft::exec {
 
+// Each transfer's post and completion (as this rank saw it) are stamped on the run's clock as the
+// times of its SEND or RECV op.
 class Mailbox {
  public:
   // For `rank`'s op list of `schedule`; a RECV receives `boundary_floats` floats (BoundaryFloats).

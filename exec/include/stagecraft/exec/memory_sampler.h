@@ -1,7 +1,6 @@
 // The memory timeline of a run: what the device holds after each op beyond the run's fixed
-// buffers (the dataset, the losses), sampled when it changes, and the device's high-water mark,
-// which also sees what an op holds only while it runs (a STEP's new version before the old one
-// is freed).
+// buffers (dataset, losses), sampled when it changes, and the device's high-water mark, which
+// also sees what an op holds only while it runs (a STEP's new version before the old one goes).
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,6 @@
-// The per-step report of the last stage's rank: each microbatch's loss, written on the device by
-// the last stage's forward and read back once its step is over (at the last stage's last STEP
-// of the step), summed per step, a non-finite one ending the run, and RunHooks::on_step called
-// as each step ends. Other ranks hold and report nothing.
+// The per-step report of the last stage's rank: each microbatch's loss, read back once its step
+// is over (at the last stage's last STEP of the step), summed per step, a non-finite one ending
+// the run, and RunHooks::on_step called as each step ends. Other ranks hold and report nothing.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +39,8 @@ class StepReporter {
   // in `record`: reads the step's losses back, throws std::runtime_error naming the step and
   // the microbatch when one is not finite, and calls on_step with the mean.
   void Report(const schedules::RankRecord& record);
-  // The mean loss of each step reported so far; empty on a rank that is not active.
+  // The mean loss of each step (reported or not: a run's last Report has reported them all);
+  // empty on a rank that is not active.
   std::vector<double> MeanLosses() const;
 
  private:

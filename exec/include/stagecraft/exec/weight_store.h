@@ -1,7 +1,6 @@
-// The weights of one rank's local stages, kept as the IR names them (schedules/weights.h): the
-// versions (flush: one, updated in place; PipeDream: a stash; 2BW: two), each freed after its
-// last reader on the rank; the gradient buffer each open update adds into, kept zeroed between
-// updates and reused; and each stage's optimizer, which a STEP applies.
+// The weights of one rank's local stages as the IR names them (schedules/weights.h): versions
+// (flush: one, in place; PipeDream: a stash; 2BW: two) freed after their last reader, the zeroed
+// gradient buffer each open update adds into, reused, and the optimizer a STEP applies.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +76,9 @@ class WeightStore {
     SC_CHECK(slot >= 0, "an op of a stage this rank holds");
     return stages_[static_cast<size_t>(slot)];
   }
-  void Release(int op_index, StageWeights& sw, int version);
+  void Release(int op_index, StageWeights& sw, int version) {
+    if (version != sw.newest && sw.last_reader.at(version) == op_index) sw.versions.erase(version);
+  }
   Buffer ZeroedBuffer(int64_t floats);
 
   const schedules::Schedule& schedule_;
