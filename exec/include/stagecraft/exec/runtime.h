@@ -135,7 +135,9 @@ struct RankRun {
 // rank together and the clocks start (a rank of the job that runs no stage of `schedule` calls
 // SetupRounds(transport).Finish() in its place). Throws std::runtime_error on a non-finite
 // loss or an injected fault, and TimeoutError naming the op (e.g. "1RECV_F3 (step 2) from rank
-// 0") when a wait runs past the transport's deadline; the caller aborts the job.
+// 0") when a wait runs past the transport's deadline; the caller aborts the job. The walker
+// (runtime.cpp) calls one unit per concern: weight_store.h, mailbox.h, op_clock.h,
+// step_reporter.h, memory_sampler.h and fault_injector.h.
 RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& config, const Dataset& data,
                 Device& device, Transport& transport, const RunHooks& hooks = {});
 

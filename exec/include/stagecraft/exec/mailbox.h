@@ -1,0 +1,83 @@
+// The mailbox of one rank's runtime: tensors waiting between their producer and their consumer,
+// and the transfers posted for SEND and RECV ops, both keyed by their data edge (edges.h
+// EdgeKey, also the transfer's tag); transfers complete by polling or by the consumer's wait.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/op_clock.h"
+#include "stagecraft/exec/transport.h"
+#include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/schedules/unit_index.h"
+
+namespace stagecraft::exec {
+
+// Each transfer's post and completion (as this rank saw it) are stamped on the run's clock as the
+// times of its SEND or RECV op.
+class Mailbox {
+ public:
+  // For `rank`'s op list of `schedule`; a RECV receives `boundary_floats` floats (BoundaryFloats).
+  // SEND and RECV times go to `times` (one entry per op of the rank). Keeps references to all.
+  Mailbox(const schedules::Schedule& schedule, int rank, Device& device, Transport& transport, OpClock& clock,
+          int64_t boundary_floats, std::vector<schedules::OpTiming>* times);
+
+  // A local producer's output under its edge, until a SEND posts it or a local consumer takes it.
+  void Put(const schedules::Edge& edge, Buffer tensor) { waiting_[Key(edge)] = std::move(tensor); }
+  // Posts op `op` of the rank, a SEND (of the tensor Put under `edge`) or a RECV of `edge`.
+  void Post(int op, const schedules::Edge& edge);
+  // The tensor of `edge` for its consumer: produced on this rank, or received (waiting for the
+  // receive unless a poll saw it complete). Throws TimeoutError naming the RECV op on a wait past
+  // the transport's deadline.
+  Buffer Take(const schedules::Edge& edge);
+
+  // After op `op`: polls the transfers unless the next op is a SEND. A SEND right behind its
+  // producer is posted first: a poll can finish a receive (its copy takes tens of microseconds),
+  // and the peer waiting for this tensor would wait that much longer.
+  void AfterOp(int op) {
+    const size_t next = static_cast<size_t>(op) + 1;
+    if (next == ops_.size() || !schedules::IsSend(ops_[next].kind)) Poll();
+  }
+  // Notes the transfers that completed (their end time) and frees the buffers of finished sends.
+  void Poll();
+  // At the end of the run: waits for every send still in flight.
+  void FinishSends();
+
+  // Nothing waits for a consumer and no receive is posted.
+  bool empty() const { return waiting_.empty() && recvs_.empty(); }
+  size_t sends_in_flight() const { return sends_.size(); }
+
+ private:
+  struct Pending {
+    Transport::Request request = 0;
+    Buffer buffer;
+    int op = 0;          // index in the rank's op list
+    bool done = false;   // a poll saw it complete (its handle is released)
+  };
+
+  int64_t Key(const schedules::Edge& edge) const { return static_cast<int64_t>(schedules::EdgeKey(units_, edge)); }
+  // Waits for a transfer unless a poll saw it complete; a wait past the deadline names its op.
+  void Finish(Pending& p);
+  void Complete(Pending& p) {
+    p.done = true;
+    (*times_)[p.op].end_ns = clock_.Now();
+  }
+
+  const std::vector<schedules::Op>& ops_;
+  const int microbatches_;
+  const schedules::UnitIndex units_;
+  Device& device_;
+  Transport& transport_;
+  OpClock& clock_;
+  const int64_t boundary_floats_;
+  std::vector<schedules::OpTiming>* times_;
+  std::unordered_map<int64_t, Buffer> waiting_;  // by edge key
+  std::vector<Pending> sends_;                   // in flight
+  std::unordered_map<int64_t, Pending> recvs_;   // by edge key, until their consumer takes them
+};
+
+}  // namespace stagecraft::exec

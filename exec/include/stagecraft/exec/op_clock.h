@@ -1,0 +1,63 @@
+// The runtime's clock: the run's start on the device's host clock, and the device stamps taken
+// around each compute op, turned into op times only at the few points where the runtime reads
+// them back (once per step), so a device that queues its work is never waited on per op.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+
+namespace stagecraft::exec {
+
+// The op indices of `ops` after which the runtime resolves its stamps: for each step, the later
+// of its last compute op in `ops` and `also_after[step]` (an op that must have its time by then,
+// such as the last stage's STEP that ends the step's report; -1 for none). At most one per step.
+std::vector<bool> ResolvePoints(const std::vector<schedules::Op>& ops, int steps, const std::vector<int>& also_after);
+
+class OpClock {
+ public:
+  // `resolve_after` has one entry per op of the rank's list (ResolvePoints).
+  OpClock(Device& device, std::vector<bool> resolve_after)
+      : device_(device), resolve_after_(std::move(resolve_after)) {}
+
+  // The run starts: the device's queue drained, its stamps cleared, and now taken as time 0.
+  void Start() {
+    device_.Synchronize();
+    device_.ClearStamps();
+    start_ns_ = device_.NowNs();
+  }
+  int64_t start_ns() const { return start_ns_; }
+  // The host time now, in ns since the run's start.
+  int64_t Now() { return device_.NowNs() - start_ns_; }
+
+  // Around a compute op: Begin marks the device's queue before it, End after it, for op `op`.
+  int Begin() { return device_.Stamp(); }
+  void End(int op, int begin) { timed_.push_back({op, begin, device_.Stamp()}); }
+  // Whether the stamps are read back after op `op` (ResolvePoints).
+  bool ResolvesAfter(int op) const { return resolve_after_[static_cast<size_t>(op)]; }
+  // Compute ops stamped and not yet resolved.
+  size_t pending() const { return timed_.size(); }
+
+  // Turns the stamps taken since the last call into the times of their ops in `record` (ns since
+  // the start), adding to its busy time, last compute end and first F start; then clears them.
+  // `ops` is the rank's op list.
+  void Resolve(const std::vector<schedules::Op>& ops, schedules::RankRecord* record);
+
+ private:
+  struct TimedOp {
+    int op = 0;     // index in the rank's op list
+    int start = 0;  // device stamps around it
+    int end = 0;
+  };
+
+  Device& device_;
+  std::vector<bool> resolve_after_;
+  std::vector<TimedOp> timed_;  // compute ops run since the last Resolve
+  int64_t start_ns_ = 0;
+};
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,94 @@
+// The weights of one rank's local stages as the IR names them (schedules/weights.h): versions
+// (flush: one, in place; PipeDream: a stash; 2BW: two) freed after their last reader, the zeroed
+// gradient buffer each open update adds into, reused, and the optimizer a STEP applies.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "stagecraft/base/check.h"
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/optimizer.h"
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/stage.h"
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::exec {
+
+class WeightStore {
+ public:
+  // For `rank`'s op list of `schedule`: which op reads each version last and which STEPs update
+  // in place. Stages join with AddStage. Keeps references to `schedule` and `device`.
+  WeightStore(const schedules::Schedule& schedule, int rank, Device& device, const TrainingConfig& config);
+
+  // Local stage `stage` of `model`'s size: its optimizer state, version 0 (model.InitParams) and
+  // one zeroed gradient buffer, made before the run (the simulator holds a stage's gradients
+  // throughout, DESIGN.md §4).
+  void AddStage(int stage, const StageModel& model);
+
+  // The version an F, B, I or W reads (its `version`).
+  const float* Read(const schedules::Op& op) { return At(op.stage).versions.at(op.version).data(); }
+  // The newest version of `stage`.
+  float* Newest(int stage) {
+    StageWeights& sw = At(stage);
+    return sw.versions.at(sw.newest).data();
+  }
+  // The gradient buffer of the update `op` (a B or W) feeds, which every backward of the update
+  // adds into: it starts as zeros, so the first one needs no BLAS pass that clears it. Counts
+  // `op` among the update's backwards, whose mean the STEP applies.
+  GradTarget Gradients(const schedules::Op& op);
+  // STEP `op`, op `op_index` of the rank: the mean of its update's gradients (the loss scale
+  // taken back out) applied by the stage's optimizer, in place when no later op reads the old
+  // version, else into a buffer of its own; the gradient buffer, left zeroed by the update, waits
+  // for the next update, and the old version is freed if this STEP was its last reader.
+  void Step(int op_index, const schedules::Op& op);
+  // After F, B, I or W `op`, op `op_index` of the rank: frees the version it read when it was
+  // that version's last reader and the version is not the newest.
+  void Release(int op_index, const schedules::Op& op) { Release(op_index, At(op.stage), op.version); }
+
+  int newest(int stage) { return At(stage).newest; }
+  int versions(int stage) { return static_cast<int>(At(stage).versions.size()); }
+  // Gradient buffers of `stage` that hold zeros and wait for an update.
+  int zeroed_gradients(int stage) { return static_cast<int>(At(stage).zeroed.size()); }
+  // The most versions one local stage held after any STEP (at least 1).
+  int peak_versions() const { return peak_versions_; }
+
+ private:
+  struct Update {
+    Buffer grads;
+    int backwards = 0;  // B and W ops that added into it
+  };
+  struct StageWeights {
+    StageWeights(Device& device, const TrainingConfig& config, int64_t floats)
+        : optimizer(device, config, floats), floats(floats) {}
+    Optimizer optimizer;
+    int64_t floats = 0;
+    std::map<int, Buffer> versions;
+    int newest = 0;
+    std::map<int64_t, Update> open;  // by update index (schedules::UpdateIndex)
+    std::vector<Buffer> zeroed;      // gradient buffers of no open update, all zeros
+    std::map<int, int> last_reader;  // version -> index of its last reading op on the rank
+  };
+
+  StageWeights& At(int stage) {
+    const int slot = stage >= 0 && stage < static_cast<int>(slot_of_stage_.size()) ? slot_of_stage_[stage] : -1;
+    SC_CHECK(slot >= 0, "an op of a stage this rank holds");
+    return stages_[static_cast<size_t>(slot)];
+  }
+  void Release(int op_index, StageWeights& sw, int version) {
+    if (version != sw.newest && sw.last_reader.at(version) == op_index) sw.versions.erase(version);
+  }
+  Buffer ZeroedBuffer(int64_t floats);
+
+  const schedules::Schedule& schedule_;
+  const int rank_;
+  Device& device_;
+  const TrainingConfig& config_;
+  const std::vector<bool> steps_in_place_;  // by op index (schedules::StepsInPlace)
+  std::vector<int> slot_of_stage_;          // stage -> index in stages_, -1 when not local
+  std::vector<StageWeights> stages_;
+  int peak_versions_ = 1;
+};
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,89 @@
+// The runtime's mailbox (mailbox.h).
+#include "stagecraft/exec/mailbox.h"
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/check.h"
+
+namespace stagecraft::exec {
+
+Mailbox::Mailbox(const schedules::Schedule& schedule, int rank, Device& device, Transport& transport, OpClock& clock,
+                 int64_t boundary_floats, std::vector<schedules::OpTiming>* times)
+    : ops_(schedule.ops.at(rank)),
+      microbatches_(schedule.microbatches),
+      units_(schedule),
+      device_(device),
+      transport_(transport),
+      clock_(clock),
+      boundary_floats_(boundary_floats),
+      times_(times) {
+  SC_CHECK(times_->size() == ops_.size(), "one op time per op of the rank");
+}
+
+void Mailbox::Post(int op, const schedules::Edge& edge) {
+  const int64_t key = Key(edge);
+  const schedules::Op& o = ops_[op];
+  Pending p;
+  p.op = op;
+  if (schedules::IsSend(o.kind)) {
+    auto it = waiting_.find(key);
+    SC_CHECK(it != waiting_.end(), "a SEND follows the op that produced its tensor");
+    p.buffer = std::move(it->second);
+    waiting_.erase(it);
+    (*times_)[op].start_ns = clock_.Now();
+    p.request = transport_.Isend(p.buffer.data(), p.buffer.size(), o.peer, key);
+    sends_.push_back(std::move(p));
+    return;
+  }
+  p.buffer = Buffer(device_, boundary_floats_);
+  (*times_)[op].start_ns = clock_.Now();
+  p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), o.peer, key);
+  recvs_.emplace(key, std::move(p));
+}
+
+Buffer Mailbox::Take(const schedules::Edge& edge) {
+  const int64_t key = Key(edge);
+  if (auto it = waiting_.find(key); it != waiting_.end()) {
+    Buffer b = std::move(it->second);
+    waiting_.erase(it);
+    return b;
+  }
+  auto it = recvs_.find(key);
+  SC_CHECK(it != recvs_.end(), "every compute input is produced locally or received");
+  Finish(it->second);
+  Buffer b = std::move(it->second.buffer);
+  recvs_.erase(it);
+  return b;
+}
+
+void Mailbox::Finish(Pending& p) {
+  if (p.done) return;
+  NamingTimeout([&] { transport_.Wait(p.request); }, [&] {
+    const schedules::Op& o = ops_[p.op];
+    return fmt::format("{} (step {}) {} rank {}", schedules::ActionString(o, microbatches_), o.step,
+                       schedules::IsSend(o.kind) ? "to" : "from", o.peer);
+  });
+  Complete(p);
+}
+
+void Mailbox::Poll() {
+  for (size_t j = 0; j < sends_.size();) {
+    if (transport_.Test(sends_[j].request)) {
+      Complete(sends_[j]);
+      sends_[j] = std::move(sends_.back());
+      sends_.pop_back();
+    } else {
+      ++j;
+    }
+  }
+  for (auto& [key, p] : recvs_) {
+    if (!p.done && transport_.Test(p.request)) Complete(p);
+  }
+}
+
+void Mailbox::FinishSends() {
+  for (Pending& p : sends_) Finish(p);
+  sends_.clear();
+}
+
+}  // namespace stagecraft::exec

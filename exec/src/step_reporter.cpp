@@ -1,0 +1,60 @@
+// The last stage's per-step report (step_reporter.h).
+#include "stagecraft/exec/step_reporter.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace stagecraft::exec {
+
+std::vector<int> StepEnds(const std::vector<schedules::Op>& ops, int steps, int last_stage) {
+  std::vector<int> ends(static_cast<size_t>(steps), -1);
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    if (ops[i].kind == schedules::OpKind::kStep && ops[i].stage == last_stage) ends[ops[i].step] = i;
+  }
+  return ends;
+}
+
+StepReporter::StepReporter(const schedules::Schedule& schedule, int rank, Device& device, float loss_scale,
+                           const RunHooks::StepFn& on_step)
+    : steps_(schedule.steps),
+      microbatches_(schedule.microbatches),
+      device_(device),
+      loss_scale_(loss_scale),
+      on_step_(on_step),
+      step_ends_(StepEnds(schedule.ops[rank], schedule.steps, schedule.stages() - 1)) {
+  if (schedule.shape.RankOf(schedule.stages() - 1) != rank) return;
+  losses_ = Buffer(device_, static_cast<int64_t>(steps_) * microbatches_);
+  loss_sum_.assign(static_cast<size_t>(steps_), 0.0);
+  host_.resize(static_cast<size_t>(microbatches_));
+}
+
+void StepReporter::Report(const schedules::RankRecord& record) {
+  if (!active()) return;
+  for (; reported_ < steps_; ++reported_) {
+    const int t = reported_;
+    const int end_op = step_ends_.at(t);
+    if (end_op < 0 || record.ops[end_op].end_ns < 0) return;  // not run yet
+    device_.Download(host_.data(), losses_.data() + static_cast<int64_t>(t) * microbatches_, microbatches_);
+    for (int mb = 0; mb < microbatches_; ++mb) {
+      if (!std::isfinite(host_[mb])) {
+        throw std::runtime_error(fmt::format(
+            "step {} microbatch {}: loss is {}; training diverged (lower training.lr{})", t, mb, host_[mb],
+            loss_scale_ > 1.0f
+                ? fmt::format(", or training.loss_scale: gradients scaled by {} may have overflowed", loss_scale_)
+                : ""));
+      }
+      loss_sum_[t] += host_[mb];
+    }
+    if (on_step_) on_step_({t, steps_, loss_sum_[t] / microbatches_, record.ops[end_op].end_ns});
+  }
+}
+
+std::vector<double> StepReporter::MeanLosses() const {
+  std::vector<double> means;
+  for (const double sum : loss_sum_) means.push_back(sum / microbatches_);
+  return means;
+}
+
+}  // namespace stagecraft::exec

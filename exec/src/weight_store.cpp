@@ -1,0 +1,85 @@
+// The weight store of one rank's local stages (weight_store.h).
+#include "stagecraft/exec/weight_store.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "stagecraft/schedules/weights.h"
+
+namespace stagecraft::exec {
+
+WeightStore::WeightStore(const schedules::Schedule& schedule, int rank, Device& device, const TrainingConfig& config)
+    : schedule_(schedule),
+      rank_(rank),
+      device_(device),
+      config_(config),
+      steps_in_place_(schedules::StepsInPlace(schedule).at(rank)),
+      slot_of_stage_(static_cast<size_t>(schedule.stages()), -1) {
+  stages_.reserve(static_cast<size_t>(schedule.shape.chunks));
+}
+
+void WeightStore::AddStage(int stage, const StageModel& model) {
+  SC_CHECK(stage >= 0 && stage < schedule_.stages() && slot_of_stage_[stage] < 0 &&
+               schedule_.shape.RankOf(stage) == rank_,
+           "each of the rank's stages joins once");
+  slot_of_stage_[stage] = static_cast<int>(stages_.size());
+  StageWeights& sw = stages_.emplace_back(device_, config_, model.ParamFloats());
+  Buffer w(device_, sw.floats);
+  model.InitParams(w.data());
+  sw.versions.emplace(0, std::move(w));
+  sw.zeroed.push_back(ZeroedBuffer(sw.floats));
+  const std::vector<schedules::Op>& ops = schedule_.ops[rank_];
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const int version = schedules::VersionRead(ops[i]);
+    if (version >= 0 && ops[i].stage == stage) sw.last_reader[version] = i;
+  }
+}
+
+Buffer WeightStore::ZeroedBuffer(int64_t floats) {
+  Buffer b(device_, floats);
+  device_.Fill(b.data(), 0.0f, floats);
+  return b;
+}
+
+GradTarget WeightStore::Gradients(const schedules::Op& op) {
+  StageWeights& sw = At(op.stage);
+  auto [it, inserted] = sw.open.try_emplace(schedules::UpdateIndex(schedule_, op));
+  if (inserted) {
+    // An update that starts while another is still open gets one more buffer.
+    if (sw.zeroed.empty()) sw.zeroed.push_back(ZeroedBuffer(sw.floats));
+    it->second.grads = std::move(sw.zeroed.back());
+    sw.zeroed.pop_back();
+  }
+  ++it->second.backwards;
+  return {it->second.grads.data(), true};
+}
+
+void WeightStore::Step(int op_index, const schedules::Op& op) {
+  StageWeights& sw = At(op.stage);
+  SC_CHECK(op.version == sw.newest + 1, "a STEP produces the next version");
+  const int64_t u = schedules::UpdateIndex(schedule_, op);
+  auto g = sw.open.find(u);
+  SC_CHECK(g != sw.open.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
+  // The mean over the update's microbatches, and the loss scale taken back out (both exact:
+  // a count times a power of two).
+  const float scale = 1.0f / (static_cast<float>(g->second.backwards) * config_.loss_scale);
+  Buffer w;
+  if (steps_in_place_[op_index]) {
+    w = std::move(sw.versions.at(sw.newest));
+    sw.versions.erase(sw.newest);
+    sw.optimizer.Step(w.data(), w.data(), g->second.grads.data(), scale);
+  } else {
+    w = Buffer(device_, sw.floats);
+    sw.optimizer.Step(sw.versions.at(sw.newest).data(), w.data(), g->second.grads.data(), scale);
+  }
+  sw.zeroed.push_back(std::move(g->second.grads));  // the update left it zeroed
+  sw.open.erase(g);
+  const int old = sw.newest;
+  sw.versions.emplace(op.version, std::move(w));
+  sw.newest = op.version;
+  Release(op_index, sw, old);
+  peak_versions_ = std::max(peak_versions_, static_cast<int>(sw.versions.size()));
+}
+
+}  // namespace stagecraft::exec

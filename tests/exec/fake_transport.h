@@ -1,0 +1,71 @@
+// A Transport for tests that run without MPI: every send and receive is recorded, a transfer
+// completes only when the test says so (Complete) or when it is waited for, and collectives
+// answer as a world of `size` ranks that all agree. Receives land in host memory (cpu device).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "stagecraft/exec/transport.h"
+
+namespace stagecraft::testing {
+
+class FakeTransport final : public exec::Transport {
+ public:
+  struct Posted {
+    bool send = false;
+    float* recv_data = nullptr;  // a receive's destination
+    int64_t count = 0;
+    int peer = 0;
+    int64_t tag = 0;
+    bool complete = false;
+  };
+
+  explicit FakeTransport(int rank = 0, int size = 1) : rank_(rank), size_(size) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string Name() const override { return "fake"; }
+  Request Isend(const float*, int64_t count, int peer, int64_t tag) override {
+    posted.push_back({true, nullptr, count, peer, tag, false});
+    return static_cast<Request>(posted.size() - 1);
+  }
+  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
+    posted.push_back({false, data, count, peer, tag, false});
+    return static_cast<Request>(posted.size() - 1);
+  }
+  bool Test(Request request) override {
+    ++tests;
+    return posted.at(request).complete;
+  }
+  void Wait(Request request) override {
+    ++waits;
+    if (wait_times_out) throw exec::TimeoutError("no message within the deadline");
+    Complete(request);
+  }
+  // Completes a transfer; a receive's data become `value`.
+  void Complete(Request request, float value = 1.0f) {
+    Posted& p = posted.at(request);
+    p.complete = true;
+    for (int64_t i = 0; i < p.count && p.recv_data != nullptr; ++i) p.recv_data[i] = value;
+  }
+
+  void Barrier() override {}
+  bool EveryRank(bool mine) override { return mine; }
+  std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
+  void Broadcast(std::string*, int) override {}
+  [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
+
+  std::vector<Posted> posted;  // by request
+  int tests = 0;
+  int waits = 0;
+  bool wait_times_out = false;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace stagecraft::testing

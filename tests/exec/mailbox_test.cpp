@@ -1,0 +1,191 @@
+// The runtime's mailbox (exec/src/mailbox.cpp) on the cpu device and a fake transport: local
+// tensors, posts with their edge's key and peer, completion by poll or wait, SEND/RECV times,
+// the posting rule (a SEND right behind its producer goes before the poll), a timeout's name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fake_transport.h"
+#include "stagecraft/exec/cpu_device.h"
+#include "stagecraft/exec/mailbox.h"
+#include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+
+namespace stagecraft::exec {
+namespace {
+
+using schedules::Edge;
+using schedules::Op;
+using schedules::OpKind;
+
+constexpr int64_t kBoundary = 12;
+
+schedules::Schedule TwoRanks() {
+  schedules::GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = 2;
+  return schedules::Lower(schedules::Generate("1f1b", p));
+}
+
+// A mailbox of rank `rank` of a 2-rank 1F1B, with everything it needs.
+struct Fixture {
+  explicit Fixture(int rank)
+      : schedule(TwoRanks()),
+        ops(schedule.ops[rank]),
+        transport(rank, 2),
+        times(ops.size()),
+        mailbox(schedule, rank, *device, transport, clock, kBoundary, &times) {
+    clock.Start();
+  }
+  // The index of the first op of `kind` on the rank.
+  int First(OpKind kind) const {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& op) { return op.kind == kind; });
+    EXPECT_NE(it, ops.end());
+    return static_cast<int>(it - ops.begin());
+  }
+  Edge EdgeOf(int i) const { return *schedules::CommEdge(schedule.shape, ops[i]); }
+  // Posts the rank's first op of `kind` (a RECV); returns its op index.
+  int PostFirst(OpKind kind) {
+    const int i = First(kind);
+    mailbox.Post(i, EdgeOf(i));
+    return i;
+  }
+  Buffer Filled(float value) {
+    Buffer b(*device, kBoundary);
+    device->Fill(b.data(), value, b.size());
+    return b;
+  }
+
+  std::unique_ptr<Device> device = MakeCpuDevice();
+  schedules::Schedule schedule;
+  const std::vector<Op>& ops;
+  testing::FakeTransport transport;
+  OpClock clock{*device, std::vector<bool>(schedule.ops[transport.rank()].size(), false)};
+  std::vector<schedules::OpTiming> times;
+  Mailbox mailbox;
+};
+
+TEST(Mailbox, ALocalTensorWaitsForItsConsumer) {
+  Fixture f(0);
+  const Edge edge = *schedules::EdgeFrom(f.schedule.shape, schedules::Flow::kActivation, 0, 0, 1);
+  Buffer b = f.Filled(2.0f);
+  const float* data = b.data();
+  f.mailbox.Put(edge, std::move(b));
+  EXPECT_FALSE(f.mailbox.empty());
+  const Buffer taken = f.mailbox.Take(edge);
+  EXPECT_EQ(taken.data(), data);
+  EXPECT_TRUE(f.mailbox.empty());
+  EXPECT_TRUE(f.transport.posted.empty());
+}
+
+TEST(Mailbox, ASendGoesToItsPeerUnderItsEdgeKeyAndIsFreedOnceComplete) {
+  Fixture f(0);
+  const int i = f.First(OpKind::kSendF);
+  const Edge edge = f.EdgeOf(i);
+  f.mailbox.Put(edge, f.Filled(1.0f));
+  const int64_t held = f.device->bytes_in_use();
+  f.mailbox.Post(i, edge);
+  ASSERT_EQ(f.transport.posted.size(), 1u);
+  const testing::FakeTransport::Posted& sent = f.transport.posted[0];
+  EXPECT_TRUE(sent.send);
+  EXPECT_EQ(sent.peer, 1);
+  EXPECT_EQ(sent.count, kBoundary);
+  EXPECT_EQ(sent.tag, static_cast<int64_t>(schedules::EdgeKey(schedules::UnitIndex(f.schedule), edge)));
+  EXPECT_GE(f.times[i].start_ns, 0);
+  EXPECT_LT(f.times[i].end_ns, 0);
+
+  f.mailbox.Poll();  // not complete yet: the buffer stays
+  EXPECT_EQ(f.mailbox.sends_in_flight(), 1u);
+  EXPECT_LT(f.times[i].end_ns, 0);
+  EXPECT_EQ(f.device->bytes_in_use(), held);
+  f.transport.Complete(0);
+  f.mailbox.Poll();
+  EXPECT_EQ(f.mailbox.sends_in_flight(), 0u);
+  EXPECT_GE(f.times[i].end_ns, f.times[i].start_ns);
+  EXPECT_EQ(f.device->bytes_in_use(), held - kBoundary * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(f.transport.waits, 0);
+}
+
+TEST(Mailbox, FinishSendsWaitsForEverySendInFlight) {
+  Fixture f(0);
+  int posted = 0;
+  for (int i = 0; i < static_cast<int>(f.ops.size()); ++i) {
+    if (f.ops[i].kind != OpKind::kSendF) continue;
+    f.mailbox.Put(f.EdgeOf(i), f.Filled(1.0f));
+    f.mailbox.Post(i, f.EdgeOf(i));
+    ++posted;
+  }
+  ASSERT_EQ(posted, 2);
+  f.mailbox.FinishSends();
+  EXPECT_EQ(f.transport.waits, 2);
+  EXPECT_EQ(f.mailbox.sends_in_flight(), 0u);
+  for (const auto& p : f.transport.posted) EXPECT_TRUE(p.complete);
+}
+
+TEST(Mailbox, AReceiveAPollSawCompleteIsNotWaitedFor) {
+  Fixture f(0);
+  const int i = f.PostFirst(OpKind::kRecvB);
+  const Edge edge = f.EdgeOf(i);
+  ASSERT_EQ(f.transport.posted.size(), 1u);
+  EXPECT_FALSE(f.transport.posted[0].send);
+  EXPECT_EQ(f.transport.posted[0].peer, 1);
+  EXPECT_EQ(f.transport.posted[0].count, kBoundary);
+  f.transport.Complete(0, 3.0f);
+  f.mailbox.Poll();
+  EXPECT_GE(f.times[i].end_ns, f.times[i].start_ns);
+  const int64_t seen = f.times[i].end_ns;
+  const Buffer got = f.mailbox.Take(edge);
+  EXPECT_EQ(f.transport.waits, 0);
+  EXPECT_EQ(f.times[i].end_ns, seen);  // its completion is when the poll saw it
+  ASSERT_EQ(got.size(), kBoundary);
+  EXPECT_EQ(got.data()[0], 3.0f);
+  EXPECT_EQ(got.data()[kBoundary - 1], 3.0f);
+  EXPECT_TRUE(f.mailbox.empty());
+}
+
+TEST(Mailbox, AReceiveStillInFlightIsWaitedForByItsConsumer) {
+  Fixture f(1);
+  const int i = f.PostFirst(OpKind::kRecvF);
+  EXPECT_FALSE(f.mailbox.empty());
+  f.mailbox.Poll();
+  EXPECT_LT(f.times[i].end_ns, 0);
+  const Buffer got = f.mailbox.Take(f.EdgeOf(i));
+  EXPECT_EQ(f.transport.waits, 1);
+  EXPECT_GE(f.times[i].end_ns, f.times[i].start_ns);
+  EXPECT_EQ(got.data()[0], 1.0f);
+  EXPECT_TRUE(f.mailbox.empty());
+}
+
+TEST(Mailbox, AWaitPastTheDeadlineNamesItsOp) {
+  Fixture f(0);
+  const int i = f.PostFirst(OpKind::kRecvB);
+  f.transport.wait_times_out = true;
+  try {
+    f.mailbox.Take(f.EdgeOf(i));
+    FAIL() << "the wait timed out";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("0RECV_B0 (step 0) from rank 1 timed out: ", 0), 0u) << e.what();
+  }
+}
+
+TEST(Mailbox, ASendRightBehindItsProducerIsPostedBeforeThePoll) {
+  Fixture f(0);
+  // A receive in flight, so that every poll tests it.
+  f.PostFirst(OpKind::kRecvB);
+  const int send = f.First(OpKind::kSendF);
+  ASSERT_GT(send, 0);
+  ASSERT_EQ(f.ops[send - 1].kind, OpKind::kF);
+  f.mailbox.AfterOp(send - 1);  // the producer: its SEND comes next, no poll yet
+  EXPECT_EQ(f.transport.tests, 0);
+  f.mailbox.AfterOp(send);  // the SEND, followed by no SEND: poll
+  EXPECT_EQ(f.transport.tests, 1);
+  f.mailbox.AfterOp(static_cast<int>(f.ops.size()) - 1);  // the last op polls
+  EXPECT_EQ(f.transport.tests, 2);
+}
+
+}  // namespace
+}  // namespace stagecraft::exec
