@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "metrics_cases.h"
@@ -58,6 +59,7 @@ Trace HandMadeTrace() {
       MakeOp(12, Stream::kCompute, Op{OpKind::kStep, 12, 0, 0, 3, -1}, 9, 2000000000001, 1001),
   };
   t.counters = {{0, 0, 0}, {1, 1000001, 1LL << 40}, {12, 17, 999}};
+  t.shape = Shape{13, 1, Placement::kLoop};  // stage s on rank s, up to 12
   return t;
 }
 
@@ -66,6 +68,7 @@ void ExpectSameTrace(const Trace& got, const Trace& want) {
   EXPECT_EQ(got.scenario, want.scenario);
   EXPECT_EQ(got.schedule, want.schedule);
   EXPECT_EQ(got.microbatches, want.microbatches);
+  EXPECT_EQ(got.shape, want.shape);
   EXPECT_EQ(got.summary, want.summary);
   ASSERT_EQ(got.ops.size(), want.ops.size());
   // Messages after << are built only on failure, which keeps the 200k-op case quick.
@@ -113,7 +116,8 @@ TEST(TraceTest, ExactTextOfOneOpTrace) {
   t.ops = {MakeOp(1, Stream::kCompute, Op{OpKind::kB, 1, 1, 1, 1, -1}, 3, 1234567, 1000)};
   t.counters = {{1, 5, 4096}};
   // Global microbatch 1 * 2 + 1 = 3; 1234567 ns = 1234.567 us; the summary's numbers are their
-  // fixed-decimal text in nlohmann::json's shortest form (0.000013 -> 1.3e-05, 1e15 -> 1e+15).
+  // fixed-decimal text in shortest form (0.000013 -> 1.3e-05, 1e15 -> 1e+15). No shape: none
+  // written.
   const std::string want =
       "{\"traceEvents\":[\n"
       "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank 1\"}},\n"
@@ -222,6 +226,40 @@ TEST(TraceTest, SummaryNumbersInShortestForm) {
   }
 }
 
+// The shortest form is the shortest text that reads back as the same double (0.23561, where a
+// Grisu2 writer may give 0.23561000000000001), decimal from 1e-4 up to 1e15.
+TEST(TraceTest, SummaryNumbersAtTheFormsEdges) {
+  Trace t;
+  t.summary = test_cases::TwoRankMetrics();
+  RankMetrics& r = t.summary->ranks_detail[0];
+  r.busy_ms = 0.23561;
+  r.span_ms = 777.772672;
+  r.compute_ms = 0.0001;
+  r.wait_ms = 0.00001;
+  r.transfer_ms = 1e14;
+  r.overhead_ms = 123456789012.5;
+  const std::string text = TraceToJson(t);
+  const std::string want = R"("busy_ms":0.23561,"span_ms":777.772672,"compute_ms":0.0001,"wait_ms":1e-05,)"
+                           R"("transfer_ms":100000000000000.0,"overhead_ms":123456789012.5,)";
+  EXPECT_NE(text.find(want), std::string::npos) << text.substr(text.find("\"per_rank\""));
+}
+
+// The header states the schedule's shape after its microbatches; it reads back.
+TEST(TraceTest, HeaderStatesTheShape) {
+  Trace t;
+  t.source = "predicted";
+  t.schedule = "zb-v";
+  t.microbatches = 8;
+  t.shape = Shape{4, 2, Placement::kV};
+  const std::string text = TraceToJson(t);
+  EXPECT_EQ(text.substr(text.find("\"stagecraft\"")),
+            "\"stagecraft\":{\"source\":\"predicted\",\"scenario\":\"\",\"schedule\":\"zb-v\",\"microbatches\":8,"
+            "\"ranks\":4,\"chunks\":2,\"placement\":\"v\",\"summary\":{}}}\n");
+  EXPECT_EQ(TraceFromJson(text, "v.json").trace.shape, t.shape);
+  t.shape->placement = Placement::kLoop;
+  EXPECT_EQ(TraceFromJson(TraceToJson(t), "loop.json").trace.shape, t.shape);
+}
+
 TEST(TraceTest, InvalidUtf8IsReplacedSoTheFileStillParses) {
   Trace t;
   t.scenario = "caf\xc3\xa9 \xff";
@@ -319,12 +357,50 @@ TEST(TraceReadTest, BadStagecraftHeaderNamesTheField) {
             "h.json: stagecraft: expected an object");
 }
 
+TEST(TraceReadTest, BadShapeInTheHeaderNamesTheField) {
+  const auto error = [](const std::string& fields) {
+    return ErrorOf([&] { TraceFromJson(R"({"traceEvents":[],"stagecraft":{)" + fields + "}}", "h.json"); });
+  };
+  EXPECT_EQ(error(R"("ranks":0,"chunks":1,"placement":"loop")"), "h.json: stagecraft.ranks: expected a positive integer");
+  EXPECT_EQ(error(R"("ranks":2,"chunks":1.0,"placement":"loop")"),
+            "h.json: stagecraft.chunks: expected a positive integer");
+  EXPECT_EQ(error(R"("ranks":2,"chunks":1,"placement":"zigzag")"), "h.json: stagecraft.placement: expected loop or v");
+  EXPECT_EQ(error(R"("ranks":2,"chunks":1,"placement":1)"), "h.json: stagecraft.placement: expected loop or v");
+  EXPECT_EQ(error(R"("ranks":2,"placement":"v")"),
+            "h.json: stagecraft: expected ranks, chunks and placement together (chunks is missing)");
+  EXPECT_EQ(error(R"("ranks":65536,"chunks":65536,"placement":"v")"),
+            "h.json: stagecraft: expected ranks x chunks of at most 2147483647 stages");
+  EXPECT_EQ(error(R"("summary":{"makespan_ms":1e999})"), "h.json: stagecraft: number overflow parsing '1e999'");
+}
+
+// Every op must run where the stated shape places its stage: a file that says otherwise is
+// refused, not drawn with the wrong edges.
+TEST(TraceReadTest, OpsMustFitTheStatedShape) {
+  const auto error = [](int rank, int stage) {
+    const std::string event = fmt::format(R"({{"ph":"X","pid":{},"tid":0,"ts":1,"dur":1,"args":{{"kind":"F",)"
+                                          R"("stage":{},"microbatch":0,"step":0,"op_index":0}}}})", rank, stage);
+    return ErrorOf([&] {
+      TraceFromJson(R"({"traceEvents":[)" + event + R"(],"stagecraft":{"ranks":2,"chunks":2,"placement":"v"}})",
+                    "s.json");
+    });
+  };
+  // V on 2 ranks x 2 chunks: stages 0, 1 on ranks 0, 1; stages 2, 3 on ranks 1, 0.
+  EXPECT_EQ(error(0, 2), "s.json: stagecraft: placement v puts stage 2 on rank 1, but an op of it ran on rank 0");
+  EXPECT_EQ(error(2, 1), "s.json: stagecraft: placement v puts stage 1 on rank 1, but an op of it ran on rank 2");
+  EXPECT_EQ(error(0, 4), "s.json: stagecraft: an op of stage 4 ran on rank 0, but 2 ranks x 2 chunks have 4 stages");
+  EXPECT_NO_THROW(TraceFromJson(R"({"traceEvents":[{"ph":"X","pid":0,"tid":0,"ts":1,"dur":1,"args":{"kind":"F",)"
+                                R"("stage":3,"microbatch":0,"step":0,"op_index":0}}],)"
+                                R"("stagecraft":{"ranks":2,"chunks":2,"placement":"v"}})",
+                                "s.json"));
+}
+
 TEST(TraceReadTest, WithoutHeaderSourceIsUnknown) {
   const TraceReadResult read = TraceFromJson(R"({"traceEvents":[]})", "bare.json");
   EXPECT_EQ(read.trace.source, "unknown");
   EXPECT_EQ(read.trace.scenario, "");
   EXPECT_EQ(read.trace.microbatches, 1);
   EXPECT_FALSE(read.trace.summary.has_value());
+  EXPECT_FALSE(read.trace.shape.has_value());
   EXPECT_TRUE(read.trace.ops.empty());
 }
 
