@@ -1,7 +1,6 @@
-// The JSON writer of every file format here (metrics, traces): RapidJSON's compact Writer, which
-// emits every token and escapes every string, on a growing text buffer that can start a new
-// line before the next token (traces keep one event per line). Numbers whose text is fixed by
-// a format (fixed decimals, exact microseconds) go in as raw number tokens.
+// The JSON writer of every file here: RapidJSON's compact Writer (every token, every string
+// escaped) on a text buffer that can start a new line before the next token (one trace event per
+// line); numbers whose text a format fixes (fixed decimals, exact microseconds) go in raw.
 #pragma once
 
 #include <cstddef>

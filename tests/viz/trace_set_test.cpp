@@ -1,8 +1,6 @@
-// Tests for viz/src/trace_set.cpp: a small hand-written trace (ops out of order, overlapping
-// sends, a STEP before the first compute op, counters out of order) indexed into lanes, prefix
-// maxima, memory per rank and step starts worked out by hand; the summary and names that need
-// escaping read with the trace; and the one-line errors for a missing file, a truncated file
-// and a non-trace, unknown fields ignored, missing ones skipped.
+// Tests for viz/src/trace_set.cpp: a hand-written trace indexed into lanes, prefix maxima, memory
+// and step starts worked out by hand; summary and names read with it; one-line errors; fields
+// ignored or skipped; and the bubble split under the shape the header states.
 #include "stagecraft/viz/trace_set.h"
 
 #include "../schedules/bubble_split_cases.h"
@@ -282,6 +280,8 @@ TEST(TraceSetBubbles, TheStatedShapeDecidesWhereInputsComeFrom) {
   const auto stated = MustLoad(events + R"(,"stagecraft":{"ranks":3,"chunks":1,"placement":"loop"}})");
   const auto read_off = MustLoad(events + "}");
   ASSERT_TRUE(stated && read_off);
+  EXPECT_EQ(stated->shape, (schedules::Shape{3, 1, schedules::Placement::kLoop}));
+  EXPECT_EQ(read_off->shape, (schedules::Shape{2, 1, schedules::Placement::kLoop}));
   ASSERT_EQ(stated->split.size(), 2u);  // ranks up to the highest with an op
   EXPECT_EQ(stated->split[1].compute_ns, 3000);
   EXPECT_EQ(stated->split[1].transfer_ns, 4000);

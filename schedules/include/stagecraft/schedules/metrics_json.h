@@ -1,7 +1,6 @@
 // The metrics codec: the one place the metrics JSON (DESIGN.md §4, README "Measured JSON") is
-// written and read, both through RapidJSON (numbers written with the fixed decimals the format
-// has always had), read strictly (compare) or leniently (the viewer). Traces embed the same
-// schedule object (trace.h).
+// written and read, through RapidJSON, strictly (compare) or leniently (the viewer); numbers keep
+// their fixed decimals. Traces embed the same schedule object (trace.h).
 #pragma once
 
 #include <optional>

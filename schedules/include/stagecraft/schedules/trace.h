@@ -1,8 +1,6 @@
-// Trace files (DESIGN.md §6): Chrome trace-event JSON that Perfetto and chrome://tracing
-// open. Complete events ("ph":"X", ts/dur in microseconds, pid = rank, tid = stream: 0 compute,
-// 1 send, 2 recv) carry the op in `args`; counter events ("ph":"C") carry memory per rank; the
-// top-level "stagecraft" object says whether the trace is predicted or measured, states the
-// schedule's shape (ranks, chunks, placement) and carries its metrics as its summary.
+// Trace files (DESIGN.md §6): Chrome trace-event JSON (Perfetto, chrome://tracing). Complete events
+// carry the ops, counter events memory per rank; the top-level "stagecraft" object says predicted
+// or measured, states the schedule's shape (ranks, chunks, placement) and carries its metrics.
 #pragma once
 
 #include <cstdint>
