@@ -13,48 +13,26 @@ struct JsonOut::Impl {
 JsonOut::JsonOut() : impl_(std::make_unique<Impl>()) {}
 JsonOut::~JsonOut() = default;
 
-JsonOut& JsonOut::StartObject() {
-  impl_->writer.StartObject();
-  return *this;
-}
-JsonOut& JsonOut::EndObject() {
-  impl_->writer.EndObject();
-  return *this;
-}
-JsonOut& JsonOut::StartArray() {
-  impl_->writer.StartArray();
-  return *this;
-}
-JsonOut& JsonOut::EndArray() {
-  impl_->writer.EndArray();
-  return *this;
-}
-JsonOut& JsonOut::Key(std::string_view key) {
-  schedules::Key(impl_->writer, key);
-  return *this;
-}
-JsonOut& JsonOut::String(std::string_view text) {
-  WriteString(impl_->writer, text);
-  return *this;
-}
-JsonOut& JsonOut::Int(int64_t value) {
-  impl_->writer.Int64(value);
-  return *this;
-}
+// The structure, then the scalars; each returns the writer for the next call.
+JsonOut& JsonOut::StartObject() { return impl_->writer.StartObject(), *this; }
+JsonOut& JsonOut::EndObject() { return impl_->writer.EndObject(), *this; }
+JsonOut& JsonOut::StartArray() { return impl_->writer.StartArray(), *this; }
+JsonOut& JsonOut::EndArray() { return impl_->writer.EndArray(), *this; }
+JsonOut& JsonOut::Key(std::string_view key) { return schedules::Key(impl_->writer, key), *this; }
+
+JsonOut& JsonOut::String(std::string_view text) { return WriteString(impl_->writer, text), *this; }
+JsonOut& JsonOut::Int(int64_t value) { return impl_->writer.Int64(value), *this; }
+JsonOut& JsonOut::Null() { return impl_->writer.Null(), *this; }
+JsonOut& JsonOut::Bool(bool value) { return impl_->writer.Bool(value), *this; }
+
 JsonOut& JsonOut::Number(double value) {
   const std::string text = ShortestNumberText(value);
   if (text == "null") return Null();
   WriteNumberText(impl_->writer, text);
   return *this;
 }
-JsonOut& JsonOut::Null() {
-  impl_->writer.Null();
-  return *this;
-}
-JsonOut& JsonOut::Bool(bool value) {
-  impl_->writer.Bool(value);
-  return *this;
-}
+
+// A complete value; RapidJSON needs only to know it is not a key.
 JsonOut& JsonOut::Raw(std::string_view json) {
   impl_->writer.RawValue(json.data(), json.size(), rapidjson::kObjectType);
   return *this;

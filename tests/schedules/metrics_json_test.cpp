@@ -3,13 +3,12 @@
 // one-line errors (file and key path) and the lenient read's defaults.
 #include "stagecraft/schedules/metrics_json.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "fuzz_corpus.h"
 #include "metrics_cases.h"
 
 namespace stagecraft::schedules {
@@ -169,11 +168,7 @@ TEST(MetricsJsonStrictTest, NegativeAndNonNumericValuesAreNamed) {
       {"partial-negative-step-ms.json", "partial.step_ms[0]: expected a non-negative number (got -3)"},
   };
   for (const auto& [name, why] : cases) {
-    std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/metrics/" + name, std::ios::binary);
-    ASSERT_TRUE(in) << name;
-    std::stringstream text;
-    text << in.rdbuf();
-    EXPECT_EQ(StrictError(text.str()), std::string("m.json: ") + why) << name;
+    EXPECT_EQ(StrictError(test_cases::FuzzCorpusText("metrics", name)), std::string("m.json: ") + why) << name;
   }
   // The lenient read keeps the default instead.
   const std::optional<ScheduleMetrics> lenient = ScheduleMetricsFromJsonLenient(R"({"step_time_ms":-5,"ranks":2})");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -16,14 +17,8 @@
 namespace stagecraft::schedules::test_cases {
 
 inline TraceOp MakeOp(int rank, Stream stream, Op op, int op_index, int64_t start_ns, int64_t duration_ns) {
-  TraceOp t;
-  t.rank = rank;
-  t.stream = stream;
-  t.op = op;
-  t.op_index = op_index;
-  t.start_ns = start_ns;
-  t.duration_ns = duration_ns;
-  return t;
+  return TraceOp{.rank = rank, .stream = stream, .op = op, .op_index = op_index, .start_ns = start_ns,
+                 .duration_ns = duration_ns};
 }
 
 // Three ranks, all streams, every kind, and times that are not whole microseconds.
@@ -52,9 +47,7 @@ inline Trace HandMadeTrace() {
 }
 
 inline void ExpectSameTrace(const Trace& got, const Trace& want) {
-  EXPECT_EQ(got.source, want.source);
-  EXPECT_EQ(got.scenario, want.scenario);
-  EXPECT_EQ(got.schedule, want.schedule);
+  EXPECT_EQ(std::tie(got.source, got.scenario, got.schedule), std::tie(want.source, want.scenario, want.schedule));
   EXPECT_EQ(got.microbatches, want.microbatches);
   EXPECT_EQ(got.shape, want.shape);
   EXPECT_EQ(got.summary, want.summary);

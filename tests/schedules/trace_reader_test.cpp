@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "fuzz_corpus.h"
 #include "trace_cases.h"
 
 namespace stagecraft::schedules {
@@ -210,11 +211,7 @@ TEST(TraceReadTest, TheFirstSkippedEventIsNamedWithWhatIsWrong) {
       {"skip-bytes-fraction.json", "event 1: \"bytes\" is not an integer (1.5)"},
   };
   for (const auto& [name, why] : cases) {
-    std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/trace/" + name, std::ios::binary);
-    ASSERT_TRUE(in) << name;
-    std::stringstream text;
-    text << in.rdbuf();
-    const TraceReadResult read = TraceFromJson(text.str(), name);
+    const TraceReadResult read = TraceFromJson(test_cases::FuzzCorpusText("trace", name), name);
     EXPECT_EQ(read.skipped, 1) << name;
     EXPECT_EQ(read.first_skipped, why) << name;
   }

@@ -144,13 +144,11 @@ TEST(TraceTest, SummaryNumbersInShortestForm) {
 TEST(TraceTest, SummaryNumbersAtTheFormsEdges) {
   Trace t;
   t.summary = test_cases::TwoRankMetrics();
-  RankMetrics& r = t.summary->ranks_detail[0];
-  r.busy_ms = 0.23561;
-  r.span_ms = 777.772672;
-  r.compute_ms = 0.0001;
-  r.wait_ms = 0.00001;
-  r.transfer_ms = 1e14;
-  r.overhead_ms = 123456789012.5;
+  for (const auto& [field, value] : {std::pair{&RankMetrics::busy_ms, 0.23561}, {&RankMetrics::span_ms, 777.772672},
+                                     {&RankMetrics::compute_ms, 0.0001}, {&RankMetrics::wait_ms, 0.00001},
+                                     {&RankMetrics::transfer_ms, 1e14}, {&RankMetrics::overhead_ms, 123456789012.5}}) {
+    t.summary->ranks_detail[0].*field = value;
+  }
   const std::string text = TraceToJson(t);
   const std::string want = R"("busy_ms":0.23561,"span_ms":777.772672,"compute_ms":0.0001,"wait_ms":1e-05,)"
                            R"("transfer_ms":100000000000000.0,"overhead_ms":123456789012.5,)";
