@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
-  libyaml-cpp-dev libboost-graph-dev libfmt-dev libcli11-dev nlohmann-json3-dev rapidjson-dev
+  libyaml-cpp-dev libboost-graph-dev libfmt-dev libcli11-dev rapidjson-dev
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev xvfb xauth

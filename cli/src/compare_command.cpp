@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/stats.h"
+#include "stagecraft/schedules/json_out.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"
 
@@ -28,8 +28,7 @@ namespace stagecraft::cli {
 namespace {
 
 using stagecraft::InputError;
-using Json = nlohmann::json;
-using OrderedJson = nlohmann::ordered_json;
+using schedules::JsonOut;
 
 constexpr int kExceededExitCode = 3;
 
@@ -75,10 +74,19 @@ std::string ErrorText(std::optional<double> error, std::string_view unit) {
   return fmt::format("{:+.1f}{}", *error, unit);
 }
 
-OrderedJson ErrorJson(double predicted, double measured, std::optional<double> error, const char* error_key) {
-  OrderedJson j{{"predicted", predicted}, {"measured", measured}};
-  j[error_key] = error ? OrderedJson(*error) : OrderedJson(nullptr);
-  return j;
+// "key":{"predicted":..,"measured":..,<error_key>:.. or null}
+void ErrorJson(JsonOut& out, std::string_view key, double predicted, double measured, std::optional<double> error,
+               const char* error_key) {
+  out.Key(key).StartObject().Key("predicted").Number(predicted).Key("measured").Number(measured).Key(error_key);
+  error ? out.Number(*error) : out.Null();
+  out.EndObject();
+}
+
+// "key":[names...]
+void NamesJson(JsonOut& out, std::string_view key, const std::vector<std::string>& names) {
+  out.Key(key).StartArray();
+  for (const std::string& name : names) out.String(name);
+  out.EndArray();
 }
 
 constexpr std::string_view kRowFormat = "  {:<24} {:>12} {:>12} {:>9}\n";
@@ -112,24 +120,11 @@ std::optional<StepSpread> StepSpreadOf(const ScheduleMetrics& m) {
   return s;
 }
 
-// The text block and the JSON object of one schedule found in both files.
-void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, OrderedJson* json) {
-  const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
-  const auto throughput = RelativeErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
-  const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
-  *text += fmt::format("{}: {}\n", p.schedule, Shape(p));
-  if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
-  *text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
-  *text += Row("step time (ms)", p.step_time_ms, m.step_time_ms, 3, ErrorText(step, "%"));
-  if (const std::optional<StepSpread> spread = StepSpreadOf(m)) {
-    *text += fmt::format("  measured steps {}..{}: median {:.3f} ms, {:.3f} to {:.3f} ms (spread {:.1f}%)\n",
-                         spread->first_step, spread->last_step, spread->median_ms, spread->min_ms, spread->max_ms,
-                         spread->spread_pct);
-  }
-  *text += Row("throughput (samples/s)", p.throughput_samples_per_s, m.throughput_samples_per_s, 1,
-               ErrorText(throughput, "%"));
-  *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
-  OrderedJson ranks = OrderedJson::array();
+// The per-rank rows and their JSON array: busy time and peak memory as relative errors, the
+// rest of the makespan by cause (bubble_split.h) as differences in ms (a part can be 0).
+void CompareRanks(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, JsonOut& json) {
+  using schedules::RankMetrics;
+  json.StartArray();
   for (size_t r = 0; r < p.ranks_detail.size(); ++r) {
     const double p_busy = p.ranks_detail[r].busy_ms, m_busy = m.ranks_detail[r].busy_ms;
     const auto busy = RelativeErrorPct(p_busy, m_busy);
@@ -139,40 +134,59 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
     const auto mem = RelativeErrorPct(p_mem, m_mem);
     *text += Row(fmt::format("rank {} peak mem (MiB)", r), p_mem / (1 << 20), m_mem / (1 << 20), 3,
                  ErrorText(mem, "%"));
-    OrderedJson rank{{"rank", r},
-                     {"busy_ms", ErrorJson(p_busy, m_busy, busy, "error_pct")},
-                     {"peak_memory_bytes", ErrorJson(p_mem, m_mem, mem, "error_pct")}};
-    // The rest of the makespan by cause (bubble_split.h), as differences in ms: a part can be 0.
-    using schedules::RankMetrics;
+    json.StartObject().Key("rank").Int(static_cast<int64_t>(r));
+    ErrorJson(json, "busy_ms", p_busy, m_busy, busy, "error_pct");
+    ErrorJson(json, "peak_memory_bytes", p_mem, m_mem, mem, "error_pct");
     for (const auto& [name, field] : {std::pair{"wait", &RankMetrics::wait_ms}, std::pair{"transfer", &RankMetrics::transfer_ms},
                                       std::pair{"overhead", &RankMetrics::overhead_ms}, std::pair{"idle", &RankMetrics::idle_ms}}) {
       const double pv = p.ranks_detail[r].*field, mv = m.ranks_detail[r].*field;
       *text += Row(fmt::format("rank {} {} (ms)", r, name), pv, mv, 3, ErrorText(pv - mv, " ms"));
-      rank[fmt::format("{}_ms", name)] = ErrorJson(pv, mv, pv - mv, "error_ms");
+      ErrorJson(json, fmt::format("{}_ms", name), pv, mv, pv - mv, "error_ms");
     }
-    ranks.push_back(std::move(rank));
+    json.EndObject();
   }
-  *json = {{"schedule", p.schedule},
-           {"ranks", p.ranks},
-           {"microbatches", p.microbatches},
-           {"microbatch_size", p.microbatch_size},
-           {"steps", p.steps},
-           {"step_time_ms", ErrorJson(p.step_time_ms, m.step_time_ms, step, "error_pct")},
-           {"throughput_samples_per_s",
-            ErrorJson(p.throughput_samples_per_s, m.throughput_samples_per_s, throughput, "error_pct")},
-           {"bubble_fraction", ErrorJson(p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp")},
-           {"per_rank", ranks}};
-  if (const std::optional<StepSpread> spread = StepSpreadOf(m)) {
-    (*json)["measured_step_spread"] = {{"first_step", spread->first_step}, {"last_step", spread->last_step},
-                                       {"median_ms", spread->median_ms},   {"min_ms", spread->min_ms},
-                                       {"max_ms", spread->max_ms},         {"spread_pct", spread->spread_pct}};
+  json.EndArray();
+}
+
+// The text block and the JSON object of one schedule found in both files.
+void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, std::string* json) {
+  const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
+  const auto throughput = RelativeErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
+  const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
+  const std::optional<StepSpread> spread = StepSpreadOf(m);
+  *text += fmt::format("{}: {}\n", p.schedule, Shape(p));
+  if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
+  *text += fmt::format(kRowFormat, "metric", "predicted", "measured", "error");
+  *text += Row("step time (ms)", p.step_time_ms, m.step_time_ms, 3, ErrorText(step, "%"));
+  if (spread) {
+    *text += fmt::format("  measured steps {}..{}: median {:.3f} ms, {:.3f} to {:.3f} ms (spread {:.1f}%)\n",
+                         spread->first_step, spread->last_step, spread->median_ms, spread->min_ms, spread->max_ms,
+                         spread->spread_pct);
+  }
+  *text += Row("throughput (samples/s)", p.throughput_samples_per_s, m.throughput_samples_per_s, 1,
+               ErrorText(throughput, "%"));
+  *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
+  JsonOut out;
+  out.StartObject().Key("schedule").String(p.schedule).Key("ranks").Int(p.ranks);
+  out.Key("microbatches").Int(p.microbatches).Key("microbatch_size").Int(p.microbatch_size).Key("steps").Int(p.steps);
+  ErrorJson(out, "step_time_ms", p.step_time_ms, m.step_time_ms, step, "error_pct");
+  ErrorJson(out, "throughput_samples_per_s", p.throughput_samples_per_s, m.throughput_samples_per_s, throughput,
+            "error_pct");
+  ErrorJson(out, "bubble_fraction", p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp");
+  out.Key("per_rank");
+  CompareRanks(p, m, text, out);
+  if (spread) {
+    out.Key("measured_step_spread").StartObject().Key("first_step").Int(spread->first_step).Key("last_step");
+    out.Int(spread->last_step).Key("median_ms").Number(spread->median_ms).Key("min_ms").Number(spread->min_ms);
+    out.Key("max_ms").Number(spread->max_ms).Key("spread_pct").Number(spread->spread_pct).EndObject();
   }
   if (m.executor && !m.executor->losses.empty()) {
     const std::vector<double>& losses = m.executor->losses;
     *text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", losses.front(),
                          losses.back(), losses.size());
-    (*json)["losses"] = {{"first", losses.front()}, {"last", losses.back()}};
+    out.Key("losses").StartObject().Key("first").Number(losses.front()).Key("last").Number(losses.back()).EndObject();
   }
+  *json = out.EndObject().Take();
 }
 
 // The names of `a`'s schedules that `b` lacks, in `a`'s order.
@@ -191,7 +205,8 @@ std::string FileLine(const char* label, const InputFile& f) {
 
 struct Report {
   std::string text;
-  OrderedJson json;
+  std::vector<std::string> schedules_json;  // one object per schedule compared
+  std::string partial_json;                 // the partial run's object, when the run is one
   std::string worst;  // the schedule with the largest |step-time error|
   double worst_error_pct = 0;
   std::vector<std::string> exceeded;       // schedules whose |step-time error| is over --max-error
@@ -218,10 +233,10 @@ void CompareCommon(const InputFile& predicted, const InputFile& measured, double
       throw InputError(fmt::format("{}: schedule {} has {} ranks in per_rank but {} in {}", measured.path, p.schedule,
                                    m->ranks_detail.size(), p.ranks_detail.size(), predicted.path));
     }
-    OrderedJson entry;
+    std::string entry;
     report->text += "\n";
     CompareOne(p, *m, &report->text, &entry);
-    report->json["schedules"].push_back(std::move(entry));
+    report->schedules_json.push_back(std::move(entry));
     const double error = *RelativeErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
     const std::optional<StepSpread> spread = StepSpreadOf(*m);
     report->summary += fmt::format(kSummaryFormat, p.schedule, fmt::format("{:.3f}", p.step_time_ms),
@@ -250,10 +265,15 @@ bool ComparePartial(const InputFile& predicted, const InputFile& measured, doubl
                run.schedule.empty() ? ""
                                     : fmt::format(", then {} stopped after {} of {} step(s)", run.schedule, done,
                                                   run.steps).c_str());
-  report->json["partial"] = {{"schedules_done", run.schedules_done}, {"schedules_total", run.schedules_total},
-                             {"schedule", run.schedule}, {"steps_done", done}, {"steps", run.steps}};
+  JsonOut json;
+  json.StartObject().Key("schedules_done").Int(run.schedules_done).Key("schedules_total").Int(run.schedules_total);
+  json.Key("schedule").String(run.schedule).Key("steps_done").Int(static_cast<int64_t>(done));
+  json.Key("steps").Int(run.steps);
   const ScheduleMetrics* p = run.schedule.empty() ? nullptr : predicted.Find(run.schedule);
-  if (p == nullptr || done == 0) return false;
+  if (p == nullptr || done == 0) {
+    report->partial_json = json.EndObject().Take();
+    return false;
+  }
   // The finished steps after the first (which also warms the caches), when there are such.
   const double median = Median(std::vector<double>(run.step_ms.begin() + (done > 1 ? 1 : 0), run.step_ms.end()));
   const std::optional<double> error = RelativeErrorPct(p->step_time_ms, median);
@@ -264,7 +284,8 @@ bool ComparePartial(const InputFile& predicted, const InputFile& measured, doubl
                       p->step_time_ms, median, 3, ErrorText(error, "%"));
   report->text += fmt::format("  loss (measured): first {:.6g}, last {:.6g} over {} step(s)\n", run.losses.front(),
                               run.losses.back(), done);
-  report->json["partial"]["step_time_ms"] = ErrorJson(p->step_time_ms, median, error, "error_pct");
+  ErrorJson(json, "step_time_ms", p->step_time_ms, median, error, "error_pct");
+  report->partial_json = json.EndObject().Take();
   if (error) {
     report->worst = run.schedule + " (partial)";
     report->worst_error_pct = *error;
@@ -280,7 +301,7 @@ bool ComparePartial(const InputFile& predicted, const InputFile& measured, doubl
 void AddPartial(Report partial, Report* r) {
   r->text += partial.text;
   r->summary += partial.summary;
-  r->json["partial"] = std::move(partial.json["partial"]);
+  r->partial_json = std::move(partial.partial_json);
   const bool worse = r->worst.empty() || std::abs(partial.worst_error_pct) > std::abs(r->worst_error_pct);
   if (!partial.worst.empty() && worse) {
     r->worst = partial.worst;
@@ -310,7 +331,6 @@ int Run(const CompareFlags& f) {
   // Everything is checked and computed before anything is written or printed.
   Report r;
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
-  r.json = {{"predicted_file", predicted.path}, {"measured_file", measured.path}, {"schedules", OrderedJson::array()}};
   CompareCommon(predicted, measured, f.max_error_pct, &r);
   const std::string common_summary = std::move(r.summary);
   r.summary.clear();
@@ -322,18 +342,24 @@ int Run(const CompareFlags& f) {
   if (!only_measured.empty()) r.text += fmt::format("only in measured: {}\n", fmt::join(only_measured, ", "));
   if (partial_compared) r.text += fmt::format("* partial: {} did not finish its steps\n", measured.partial->schedule);
   r.text += fmt::format("worst step-time error: {} ({})\n", ErrorText(r.worst_error_pct, "%"), r.worst);
-  r.json["only_in_predicted"] = only_predicted;
-  r.json["only_in_measured"] = only_measured;
-  r.json["worst_step_time"] = {{"schedule", r.worst}, {"error_pct", r.worst_error_pct}};
   if (f.max_error_pct >= 0) {
     r.text += r.exceeded.empty() ? fmt::format("all step-time errors within {:.1f}%\n", f.max_error_pct)
                                  : fmt::format("step-time error above {:.1f}%: {}\n", f.max_error_pct,
                                                fmt::join(r.exceeded_text, ", "));
-    r.json["max_error_pct"] = f.max_error_pct;
-    r.json["exceeded"] = r.exceeded;
   }
   if (json_output >= 0) {
-    outputs.Set(json_output, r.json.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
+    JsonOut out;
+    out.StartObject().Key("predicted_file").String(predicted.path).Key("measured_file").String(measured.path);
+    out.Key("schedules").StartArray();
+    for (const std::string& schedule : r.schedules_json) out.Raw(schedule);
+    out.EndArray();
+    if (!r.partial_json.empty()) out.Key("partial").Raw(r.partial_json);
+    NamesJson(out, "only_in_predicted", only_predicted);
+    NamesJson(out, "only_in_measured", only_measured);
+    out.Key("worst_step_time").StartObject().Key("schedule").String(r.worst);
+    out.Key("error_pct").Number(r.worst_error_pct).EndObject();
+    if (f.max_error_pct >= 0) NamesJson(out.Key("max_error_pct").Number(f.max_error_pct), "exceeded", r.exceeded);
+    outputs.Set(json_output, out.EndObject().Take() + "\n");
     outputs.Commit();
   }
   // With --json - the JSON has standard output to itself, and the table goes to stderr.

@@ -4,17 +4,16 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-
-#include <nlohmann/json.hpp>
+#include <string_view>
+#include <vector>
 
 #include "commands.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/exec/devices.h"
+#include "stagecraft/schedules/json_out.h"
 
 namespace stagecraft::cli {
 namespace {
-
-using OrderedJson = nlohmann::ordered_json;
 
 struct DevicesFlags {
   bool quiet = false;
@@ -41,44 +40,49 @@ const char* ModeName(exec::ComputeMode mode) {
   return "unknown";
 }
 
-OrderedJson VersionOrNull(int version, std::string (*text)(int)) {
-  return version > 0 ? OrderedJson(text(version)) : OrderedJson(nullptr);
+// The version as text, or null when the probe found none.
+void VersionOrNull(schedules::JsonOut& out, std::string_view key, int version, std::string (*text)(int)) {
+  out.Key(key);
+  version > 0 ? out.String(text(version)) : out.Null();
 }
 
-OrderedJson GpusJson(const exec::CudaProbe& p, const exec::DevicesVerdict& v) {
-  OrderedJson gpus = OrderedJson::array();
+void GpusJson(schedules::JsonOut& out, const exec::CudaProbe& p, const exec::DevicesVerdict& v) {
+  out.Key("gpus").StartArray();
   for (size_t i = 0; i < p.gpus.size(); ++i) {
     const exec::GpuProbe& g = p.gpus[i];
     const exec::GpuVerdict& gv = v.gpus.at(i);
-    gpus.push_back({{"index", g.index},
-                    {"name", g.name},
-                    {"pci_bus_id", g.pci_bus_id},
-                    {"memory_bytes", g.memory_bytes},
-                    {"free_bytes", g.free_bytes >= 0 ? OrderedJson(g.free_bytes) : OrderedJson(nullptr)},
-                    {"compute_capability", std::to_string(g.major) + "." + std::to_string(g.minor)},
-                    {"compute_mode", ModeName(g.compute_mode)},
-                    {"usable", gv.usable},
-                    {"why", gv.why},
-                    {"note", gv.note}});
+    out.StartObject().Key("index").Int(g.index).Key("name").String(g.name).Key("pci_bus_id").String(g.pci_bus_id);
+    out.Key("memory_bytes").Int(g.memory_bytes).Key("free_bytes");
+    g.free_bytes >= 0 ? out.Int(g.free_bytes) : out.Null();
+    out.Key("compute_capability").String(std::to_string(g.major) + "." + std::to_string(g.minor));
+    out.Key("compute_mode").String(ModeName(g.compute_mode)).Key("usable").Bool(gv.usable);
+    out.Key("why").String(gv.why).Key("note").String(gv.note).EndObject();
   }
-  return gpus;
+  out.EndArray();
+}
+
+void StringsJson(schedules::JsonOut& out, std::string_view key, const std::vector<std::string>& items) {
+  out.Key(key).StartArray();
+  for (const std::string& item : items) out.String(item);
+  out.EndArray();
 }
 
 std::string DevicesJson(const exec::CudaProbe& p, const exec::DevicesVerdict& v) {
-  OrderedJson j;
-  j["status"] = StatusName(v.status);
-  j["exit_code"] = exec::DevicesExitCode(v.status);
-  j["usable"] = v.status == exec::DevicesStatus::kUsable;
-  j["reason"] = v.reason;
-  j["backends"] = {{"cpu", true}, {"cuda", p.have_backend}, {"nccl", p.have_nccl}};
-  j["cuda_runtime"] = VersionOrNull(p.runtime_version, exec::CudaVersionText);
-  j["cuda_driver"] = VersionOrNull(p.driver_version, exec::CudaVersionText);
-  j["nccl"] = VersionOrNull(p.nccl_version, exec::NcclVersionText);
-  j["cuda_architectures"] = p.architectures;
-  j["cuda_visible_devices"] = p.visible_devices ? OrderedJson(*p.visible_devices) : OrderedJson(nullptr);
-  j["gpus"] = GpusJson(p, v);
-  j["lines"] = v.lines;
-  return j.dump(2, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+  schedules::JsonOut out;
+  out.StartObject().Key("status").String(StatusName(v.status));
+  out.Key("exit_code").Int(exec::DevicesExitCode(v.status)).Key("usable").Bool(v.status == exec::DevicesStatus::kUsable);
+  out.Key("reason").String(v.reason);
+  out.Key("backends").StartObject().Key("cpu").Bool(true).Key("cuda").Bool(p.have_backend);
+  out.Key("nccl").Bool(p.have_nccl).EndObject();
+  VersionOrNull(out, "cuda_runtime", p.runtime_version, exec::CudaVersionText);
+  VersionOrNull(out, "cuda_driver", p.driver_version, exec::CudaVersionText);
+  VersionOrNull(out, "nccl", p.nccl_version, exec::NcclVersionText);
+  out.Key("cuda_architectures").String(p.architectures);
+  out.Key("cuda_visible_devices");
+  p.visible_devices ? out.String(*p.visible_devices) : out.Null();
+  GpusJson(out, p, v);
+  StringsJson(out, "lines", v.lines);
+  return out.EndObject().Take() + "\n";
 }
 
 int Run(const DevicesFlags& f) {

@@ -105,6 +105,7 @@ Backend ChooseBackend(std::string_view flag, const DevicesVerdict& devices) {
 }
 
 void CheckDtype(const sim::Scenario& sc, Backend backend) {
+  if (!sc.has_training) return;  // not executable at all; TrainingConfigFor names why
   const std::string_view dtype = sim::Name(sc.training.dtype);
   if (backend == Backend::kCpu && dtype != "fp32") {
     throw InputError(fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, dtype));

@@ -109,26 +109,6 @@ std::vector<RankSplit> SplitBubbles(const Schedule& s, const RunRecord& record, 
   return SplitBubbles(s.shape, ranks, record.start_ns, record.end_ns, keep_gaps);
 }
 
-namespace {
-
-// The shape a trace's ops fit: its ranks, stages per rank, and the placement under which every
-// op's stage is on the op's rank; nullopt when none fits.
-std::optional<Shape> ShapeOf(const Trace& trace, int ranks) {
-  int stages = 0;
-  for (const TraceOp& t : trace.ops) stages = std::max(stages, t.op.stage + 1);
-  if (ranks <= 0 || stages <= 0 || stages % ranks != 0) return std::nullopt;
-  for (const Placement placement : {Placement::kLoop, Placement::kV}) {
-    const Shape shape{ranks, stages / ranks, placement};
-    const bool fits = std::all_of(trace.ops.begin(), trace.ops.end(), [&](const TraceOp& t) {
-      return t.op.stage >= 0 && shape.RankOf(t.op.stage) == t.rank;
-    });
-    if (fits) return shape;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 std::vector<RankSplit> SplitBubbles(const Trace& trace, bool keep_gaps) {
   int ranks = 0;
   int64_t start = 0, end = 0;
@@ -150,7 +130,7 @@ std::vector<RankSplit> SplitBubbles(const Trace& trace, bool keep_gaps) {
                      [](const TraceOp* a, const TraceOp* b) { return a->op_index < b->op_index; });
     for (const TraceOp* t : by_rank[r]) timed[r].push_back({t->op, t->start_ns, t->start_ns + t->duration_ns});
   }
-  const std::optional<Shape> shape = ShapeOf(trace, ranks);
+  const std::optional<Shape> shape = TraceShape(trace);
   if (!shape) {
     // No edges to match: strip the comm ops, so every gap is overhead.
     for (auto& ops : timed) std::erase_if(ops, [](const TimedOp& t) { return IsComm(t.op.kind); });

@@ -3,22 +3,19 @@
 #include "stagecraft/schedules/json_io.h"
 
 #include <cstdint>
-#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "json_reader.h"
+#include "json_writer.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/unit_index.h"
-#include "json_writer.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-using Json = nlohmann::json;
-
-std::string_view PlacementName(Placement placement) { return placement == Placement::kV ? "v" : "loop"; }
+using Json = JsonValue;
 
 void WriteOp(JsonWriter& w, const Op& op) {
   w.StartObject();
@@ -73,20 +70,16 @@ class Reader {
   // last '.', or the whole path at the top level (npos + 1 == 0).
   const Json& Field(const Json& obj, const std::string& path) const {
     const std::string key = path.substr(path.find_last_of('.') + 1);
-    const auto it = obj.find(key);
-    if (it == obj.end()) Fail(path, "missing field");
-    return *it;
+    const Json* value = FindMember(obj, key);
+    if (value == nullptr) Fail(path, "missing field");
+    return *value;
   }
 
   int32_t Int(const Json& obj, const std::string& path) const {
     const Json& j = Field(obj, path);
-    if (!j.is_number_integer()) Fail(path, fmt::format("expected an integer, got {}", j.type_name()));
-    constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
-    constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-    const bool fits = j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(kMax)
-                                             : j.get<int64_t>() >= kMin && j.get<int64_t>() <= kMax;
-    if (!fits) Fail(path, fmt::format("{} does not fit a 32-bit integer", j.dump()));
-    return static_cast<int32_t>(j.get<int64_t>());
+    if (!IsInteger(j)) Fail(path, fmt::format("expected an integer, got {}", TypeName(j)));
+    if (!j.IsInt()) Fail(path, fmt::format("{} does not fit a 32-bit integer", NumberText(j)));
+    return j.GetInt();
   }
 
   int32_t Positive(const Json& obj, const std::string& path) const {
@@ -97,18 +90,18 @@ class Reader {
 
   bool Bool(const Json& obj, const std::string& path) const {
     const Json& j = Field(obj, path);
-    if (!j.is_boolean()) Fail(path, fmt::format("expected true or false, got {}", j.type_name()));
-    return j.get<bool>();
+    if (!j.IsBool()) Fail(path, fmt::format("expected true or false, got {}", TypeName(j)));
+    return j.GetBool();
   }
 
   std::string String(const Json& obj, const std::string& path) const {
     const Json& j = Field(obj, path);
-    if (!j.is_string()) Fail(path, fmt::format("expected a string, got {}", j.type_name()));
-    return j.get<std::string>();
+    if (!j.IsString()) Fail(path, fmt::format("expected a string, got {}", TypeName(j)));
+    return std::string(StringOf(j));
   }
 
   const Json& Array(const Json& j, const std::string& path) const {
-    if (!j.is_array()) Fail(path, fmt::format("expected an array, got {}", j.type_name()));
+    if (!j.IsArray()) Fail(path, fmt::format("expected an array, got {}", TypeName(j)));
     return j;
   }
 
@@ -117,7 +110,7 @@ class Reader {
 };
 
 Op OpFromJson(const Reader& in, const Json& j, const std::string& path) {
-  if (!j.is_object()) in.Fail(path, fmt::format("expected an op object, got {}", j.type_name()));
+  if (!j.IsObject()) in.Fail(path, fmt::format("expected an op object, got {}", TypeName(j)));
   Op op;
   const std::string kind = in.String(j, path + ".kind");
   if (!ParseKind(kind, &op.kind)) in.Fail(path + ".kind", fmt::format("unknown kind '{}'", kind));
@@ -126,7 +119,7 @@ Op OpFromJson(const Reader& in, const Json& j, const std::string& path) {
   op.step = in.Int(j, path + ".step");
   op.version = in.Int(j, path + ".version");
   op.peer = in.Int(j, path + ".peer");
-  if (j.contains("overlapped")) op.overlapped = in.Bool(j, path + ".overlapped");
+  if (FindMember(j, "overlapped") != nullptr) op.overlapped = in.Bool(j, path + ".overlapped");
   return op;
 }
 
@@ -134,12 +127,7 @@ void HeaderFromJson(const Reader& in, const Json& j, Schedule* s) {
   s->name = in.String(j, "schedule");
   s->shape.ranks = in.Positive(j, "ranks");
   s->shape.chunks = in.Positive(j, "chunks");
-  const std::string placement = in.String(j, "placement");
-  if (placement == "loop") {
-    s->shape.placement = Placement::kLoop;
-  } else if (placement == "v") {
-    s->shape.placement = Placement::kV;
-  } else {
+  if (const std::string placement = in.String(j, "placement"); !ParsePlacement(placement, &s->shape.placement)) {
     in.Fail("placement", fmt::format("unknown placement '{}' (expected loop or v)", placement));
   }
   s->microbatches = in.Positive(j, "microbatches");
@@ -154,6 +142,14 @@ void HeaderFromJson(const Reader& in, const Json& j, Schedule* s) {
 }
 
 }  // namespace
+
+std::string_view PlacementName(Placement placement) { return placement == Placement::kV ? "v" : "loop"; }
+
+bool ParsePlacement(std::string_view text, Placement* placement) {
+  if (text != "loop" && text != "v") return false;
+  *placement = text == "v" ? Placement::kV : Placement::kLoop;
+  return true;
+}
 
 std::string ToJson(const Schedule& schedule) {
   // Header fields one per line, then each op compact on its own line: a pretty dump of the
@@ -183,27 +179,25 @@ std::string ToJson(const Schedule& schedule) {
 }
 
 Schedule FromJson(std::string_view text, std::string_view source) {
-  Json root;
-  try {
-    root = Json::parse(text);
-  } catch (const Json::exception& e) {  // a parse_error, or out_of_range for a number beyond a double
-    throw InputError(fmt::format("{}: {}", source, e.what()));
+  rapidjson::Document root;
+  if (JsonSyntaxError error; !ParseJson(text, &root, &error)) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", source, error.Located()));
   }
   const Reader in(source);
-  if (!root.is_object()) in.Fail("(root)", fmt::format("expected an object, got {}", root.type_name()));
+  if (!root.IsObject()) in.Fail("(root)", fmt::format("expected an object, got {}", TypeName(root)));
   Schedule s;
   HeaderFromJson(in, root, &s);
   const Json& ops = in.Array(in.Field(root, "ops"), "ops");
-  if (ops.size() != static_cast<size_t>(s.shape.ranks)) {
-    in.Fail("ops", fmt::format("expected one list per rank ({}), got {}", s.shape.ranks, ops.size()));
+  if (ops.Size() != static_cast<size_t>(s.shape.ranks)) {
+    in.Fail("ops", fmt::format("expected one list per rank ({}), got {}", s.shape.ranks, ops.Size()));
   }
-  s.ops.resize(ops.size());
+  s.ops.resize(ops.Size());
   int64_t forwards = 0;
-  for (size_t r = 0; r < ops.size(); ++r) {
+  for (rapidjson::SizeType r = 0; r < ops.Size(); ++r) {
     const std::string rank_path = fmt::format("ops[{}]", r);
     const Json& rank_ops = in.Array(ops[r], rank_path);
-    s.ops[r].reserve(rank_ops.size());
-    for (size_t i = 0; i < rank_ops.size(); ++i) {
+    s.ops[r].reserve(rank_ops.Size());
+    for (rapidjson::SizeType i = 0; i < rank_ops.Size(); ++i) {
       s.ops[r].push_back(OpFromJson(in, rank_ops[i], fmt::format("{}[{}]", rank_path, i)));
       forwards += s.ops[r].back().kind == OpKind::kF ? 1 : 0;
     }

@@ -1,7 +1,6 @@
-// The JSON writer of every file format here (metrics, traces): RapidJSON's compact Writer, which
-// emits every token and escapes every string, on a growing text buffer that can start a new
-// line before the next token (traces keep one event per line). Numbers whose text is fixed by
-// a format (fixed decimals, exact microseconds) go in as raw number tokens.
+// The JSON writer of every file here: RapidJSON's compact Writer (every token, every string
+// escaped) on a text buffer that can start a new line before the next token (one trace event per
+// line); numbers whose text a format fixes (fixed decimals, exact microseconds) go in raw.
 #pragma once
 
 #include <cstddef>
@@ -10,13 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "stagecraft/base/check.h"
-
-// RapidJSON's own assertions guard its writer state (a key where a value belongs); they are bugs.
-#ifndef RAPIDJSON_ASSERT
-#define RAPIDJSON_ASSERT(x) SC_CHECK(x, "RapidJSON: " #x)
-#endif
-#include <rapidjson/writer.h>
+#include "json_rapidjson.h"
 
 namespace stagecraft::schedules {
 
@@ -139,6 +132,12 @@ inline void WriteMembers(JsonWriter& writer, std::initializer_list<IntMember> me
     writer.Int64(m.value);
   }
 }
+
+// `value` in its shortest round-trip digits (std::to_chars) laid out as JSON writers commonly
+// do: decimal for 1e-4 <= |value| < 1e15 with ".0" on whole numbers ("33.0", "0.25"), otherwise
+// one digit before the point and a signed exponent of at least two digits ("1.3e-05", "1e+15");
+// "null" when it is not finite (JSON has no such number).
+std::string ShortestNumberText(double value);
 
 // A number whose text the caller formatted (e.g. "12.345", "0.250000").
 inline void WriteNumberText(JsonWriter& writer, std::string_view text) {

@@ -2,13 +2,13 @@
 // the structure and escapes the strings; each number's text comes from its fixed format.
 #include "stagecraft/schedules/metrics_json.h"
 
+#include <charconv>
 #include <cmath>
 #include <initializer_list>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "metrics_json_detail.h"
 
@@ -124,8 +124,17 @@ class MetricsWriter {
     if (form_ == NumberForm::kFixed) {
       WriteNumberText(w_, std::string_view(text, n));
     } else {
-      WriteNumberText(w_, nlohmann::json::parse(std::string_view(text, n)).dump());
+      WriteNumberText(w_, Reparsed(std::string_view(text, n)));
     }
+  }
+
+  // The number `text` holds, in shortest form; an integer's digits as they are ("-0" is 0).
+  static std::string Reparsed(std::string_view text) {
+    if (text.find_first_of(".eE") == std::string_view::npos) return text == "-0" ? "0" : std::string(text);
+    double value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    SC_CHECK(ec == std::errc() && end == text.data() + text.size(), fmt::format("a metrics number reads back ({})", text));
+    return ShortestNumberText(value);
   }
 
   JsonWriter& w_;

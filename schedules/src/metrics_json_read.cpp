@@ -1,12 +1,12 @@
-// Reading the metrics codec's JSON (see metrics_json.h) with nlohmann::json: one walk over the
-// file serves both reads. Strict (compare) turns a missing required key or a wrong type into an
-// InputError naming the file and the key path; lenient (the viewer) keeps the default instead.
+// Reading the metrics codec's JSON (see metrics_json.h) from RapidJSON's DOM (json_reader.h):
+// one walk serves both reads. Strict (compare) turns a missing required key or a wrong type into
+// an InputError naming the file and the key path; lenient (the viewer) keeps the default.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "metrics_json_detail.h"
 #include "stagecraft/schedules/metrics_json.h"
@@ -14,7 +14,7 @@
 namespace stagecraft::schedules {
 namespace {
 
-using Json = nlohmann::json;
+using Json = JsonValue;
 
 enum class Mode { kStrict, kLenient };
 enum class Need { kOptional, kRequired };  // kRequired: only the strict read requires it
@@ -33,11 +33,11 @@ class FieldReader {
   // `where`: the key path of `value` ("schedules[1]"), "" for the file's root.
   FieldReader(const Json& value, ReadContext* context, std::string where)
       : context_(*context), where_(std::move(where)) {
-    if (value.is_object()) {
+    if (value.IsObject()) {
       object_ = &value;
     } else if (Strict()) {
       throw InputError(fmt::format("{}: {}expected an object (got {})", context_.source,
-                                   where_.empty() ? "" : where_ + ": ", value.type_name()));
+                                   where_.empty() ? "" : where_ + ": ", TypeName(value)));
     }
   }
 
@@ -48,64 +48,60 @@ class FieldReader {
   }
 
   bool String(const char* key, std::string* out, Need need = Need::kOptional) {
-    const Json* j = Get(key, &Json::is_string, "a string", need);
-    return j != nullptr && Set(out, j->get<std::string>());
+    const Json* j = Get(key, &Json::IsString, "a string", need);
+    return j != nullptr && Set(out, std::string(StringOf(*j)));
   }
   // A time, a rate or a fraction: a number >= 0.
   bool NonNegative(const char* key, double* out, Need need = Need::kOptional) {
-    const Json* j = Get(key, &Json::is_number, "a number", need);
+    const Json* j = Get(key, &Json::IsNumber, "a number", need);
     if (j == nullptr) return false;
-    if (j->get<double>() < 0) return Reject(key, fmt::format("expected a non-negative number (got {})", j->dump()));
-    return Set(out, j->get<double>());
+    if (j->GetDouble() < 0) return Reject(key, fmt::format("expected a non-negative number (got {})", NumberText(*j)));
+    return Set(out, j->GetDouble());
   }
   bool Bool(const char* key, bool* out) {
-    const Json* j = Get(key, &Json::is_boolean, "a boolean", Need::kOptional);
-    return j != nullptr && Set(out, j->get<bool>());
+    const Json* j = Get(key, &Json::IsBool, "a boolean", Need::kOptional);
+    return j != nullptr && Set(out, j->GetBool());
   }
   // An integer in [min, INT32_MAX].
   bool Int(const char* key, int* out, int64_t min, Need need = Need::kOptional) {
-    const Json* j = Get(key, &Json::is_number_integer, "an integer", need);
+    const Json* j = Get(key, &IsInteger, "an integer", need);
     if (j == nullptr) return false;
-    // nlohmann keeps non-negative integers unsigned: a huge one must not wrap into range.
-    const bool huge = j->is_number_unsigned() && j->get<uint64_t>() > INT32_MAX;
-    if (huge || j->get<int64_t>() < min) {
+    if (!j->IsInt64() || j->GetInt64() < min || j->GetInt64() > INT32_MAX) {
       const char* kind = min == 1 ? "a positive" : "a non-negative";
-      return Reject(key, fmt::format("expected {} integer (got {})", kind, j->dump()));
+      return Reject(key, fmt::format("expected {} integer (got {})", kind, NumberText(*j)));
     }
-    return Set(out, static_cast<int>(j->get<int64_t>()));
+    return Set(out, static_cast<int>(j->GetInt64()));
   }
   // A byte count: an integer, or a whole number written as a float (1e9) that fits.
   bool Bytes(const char* key, int64_t* out) {
-    const Json* j = Get(key, &Json::is_number, "a number of bytes", Need::kOptional);
+    const Json* j = Get(key, &Json::IsNumber, "a number of bytes", Need::kOptional);
     if (j == nullptr) return false;
-    const double d = j->get<double>();
-    const bool ok = j->is_number_float() ? std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18
-                    : j->is_number_unsigned() ? j->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()}
-                                              : true;
-    if (!ok) return Reject(key, fmt::format("expected a whole number of bytes (got {})", j->dump()));
-    return Set(out, j->is_number_float() ? static_cast<int64_t>(d) : j->get<int64_t>());
+    const double d = j->GetDouble();
+    const bool ok = !IsInteger(*j) ? std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18 : j->IsInt64();
+    if (!ok) return Reject(key, fmt::format("expected a whole number of bytes (got {})", NumberText(*j)));
+    return Set(out, IsInteger(*j) ? j->GetInt64() : static_cast<int64_t>(d));
   }
   // A list of numbers (of times >= 0 when `times`); a list with anything else is not used at all
   // (indices mean steps or ranks).
   bool Numbers(const char* key, std::vector<double>* out, bool times = false) {
-    const Json* j = Get(key, &Json::is_array, "an array", Need::kOptional);
+    const Json* j = Get(key, &Json::IsArray, "an array", Need::kOptional);
     if (j == nullptr) return false;
     std::vector<double> values;
-    for (size_t i = 0; i < j->size(); ++i) {
+    for (rapidjson::SizeType i = 0; i < j->Size(); ++i) {
       const Json& value = (*j)[i];
-      if (!value.is_number()) {
-        return Reject(fmt::format("{}[{}]", key, i), fmt::format("expected a number (got {})", value.type_name()));
+      if (!value.IsNumber()) {
+        return Reject(fmt::format("{}[{}]", key, i), fmt::format("expected a number (got {})", TypeName(value)));
       }
-      if (times && value.get<double>() < 0) {
+      if (times && value.GetDouble() < 0) {
         return Reject(fmt::format("{}[{}]", key, i),
-                      fmt::format("expected a non-negative number (got {})", value.dump()));
+                      fmt::format("expected a non-negative number (got {})", NumberText(value)));
       }
-      values.push_back(value.get<double>());
+      values.push_back(value.GetDouble());
     }
     return Set(out, std::move(values));
   }
   const Json* Array(const char* key, Need need = Need::kOptional) {
-    const Json* j = Get(key, &Json::is_array, "an array", need);
+    const Json* j = Get(key, &Json::IsArray, "an array", need);
     if (j != nullptr) ++context_.fields_read;
     return j;
   }
@@ -124,18 +120,20 @@ class FieldReader {
     return true;
   }
 
-  const Json* Get(const char* key, bool (Json::*is)() const noexcept, std::string_view expected, Need need) const {
+  // The value of `key` when it passes `is`.
+  template <typename Is>
+  const Json* Get(const char* key, Is is, std::string_view expected, Need need) const {
     if (object_ == nullptr) return nullptr;
-    const auto it = object_->find(key);
-    if (it == object_->end()) {
+    const Json* value = FindMember(*object_, key);
+    if (value == nullptr) {
       if (Strict() && need == Need::kRequired) Fail(key, fmt::format("missing (expected {})", expected));
       return nullptr;
     }
-    if (!((*it).*is)()) {
-      Reject(key, fmt::format("expected {} (got {})", expected, it->type_name()));
+    if (!std::invoke(is, *value)) {
+      Reject(key, fmt::format("expected {} (got {})", expected, TypeName(*value)));
       return nullptr;
     }
-    return &*it;
+    return value;
   }
 
   ReadContext& context_;
@@ -191,10 +189,10 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
   bool any_oom = false;
   r.Bool("oom", &any_oom);  // derived from per_rank; checked, not kept
   if (const Json* per_rank = r.Array("per_rank", Need::kRequired)) {
-    if (per_rank->size() != static_cast<size_t>(m.ranks)) {
-      r.Reject("per_rank", fmt::format("expected {} entries (ranks), got {}", m.ranks, per_rank->size()));
+    if (per_rank->Size() != static_cast<size_t>(m.ranks)) {
+      r.Reject("per_rank", fmt::format("expected {} entries (ranks), got {}", m.ranks, per_rank->Size()));
     }
-    for (size_t i = 0; i < per_rank->size(); ++i) {
+    for (rapidjson::SizeType i = 0; i < per_rank->Size(); ++i) {
       m.ranks_detail.push_back(
           ReadRank((*per_rank)[i], context, fmt::format("{}.per_rank[{}]", where, i), static_cast<int>(i)));
     }
@@ -226,26 +224,21 @@ PartialRun ReadPartial(const Json& value, ReadContext* context, const MetricsFil
   return p;
 }
 
-Json Parse(std::string_view text, std::string_view source) {
-  try {
-    return Json::parse(text);
-  } catch (const Json::exception& e) {
-    // A parse_error, or an out_of_range for a number beyond a double ("1e400").
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
-    if (const size_t bracket = what.find("] "); what.starts_with("[json.") && bracket != std::string::npos) {
-      what.erase(0, bracket + 2);
-    }
-    if (const auto* parse = dynamic_cast<const Json::parse_error*>(&e)) {
-      throw InputError(fmt::format("{}: not valid JSON (byte {}): {}", source, parse->byte, what));
-    }
-    throw InputError(fmt::format("{}: not valid JSON: {}", source, what));
-  }
+// The file parsed, or an InputError "source: not valid JSON (byte N): what at line L, column
+// C", N counted from 1; a number beyond a double is "number overflow parsing 'X'" instead.
+void Parse(std::string_view text, std::string_view source, rapidjson::Document* root) {
+  JsonSyntaxError e;
+  if (ParseJson(text, root, &e)) return;
+  if (!e.overflow.empty()) throw InputError(fmt::format("{}: not valid JSON: {}", source, e.Located()));
+  throw InputError(fmt::format("{}: not valid JSON (byte {}): {} at line {}, column {}", source, e.offset + 1, e.what,
+                               e.line, e.column));
 }
 
 }  // namespace
 
 MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) {
-  const Json root = Parse(text, source);
+  rapidjson::Document root;
+  Parse(text, source, &root);
   ReadContext context{Mode::kStrict, source};
   FieldReader r(root, &context, "");
   MetricsFile file;
@@ -254,13 +247,13 @@ MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) 
   if (std::string costs; r.String("costs", &costs)) file.costs = costs;
   if (std::string backend; r.String("backend", &backend)) file.backend = backend;
   const Json& schedules = *r.Array("schedules", Need::kRequired);
-  for (size_t i = 0; i < schedules.size(); ++i) {
+  for (rapidjson::SizeType i = 0; i < schedules.Size(); ++i) {
     const std::string where = fmt::format("schedules[{}]", i);
     ScheduleMetrics s = ReadSchedule(schedules[i], &context, where);
     if (file.Find(s.schedule) != nullptr) r.Fail(where, fmt::format("schedule '{}' appears twice", s.schedule));
     file.schedules.push_back(std::move(s));
   }
-  if (const auto it = root.find("partial"); it != root.end()) file.partial = ReadPartial(*it, &context, file);
+  if (const Json* partial = FindMember(root, "partial")) file.partial = ReadPartial(*partial, &context, file);
   return file;
 }
 
@@ -272,7 +265,10 @@ std::optional<ScheduleMetrics> ScheduleMetricsFromValueLenient(const Json& value
 }
 
 std::optional<ScheduleMetrics> ScheduleMetricsFromJsonLenient(std::string_view text) {
-  return ScheduleMetricsFromValueLenient(Json::parse(text, nullptr, /*allow_exceptions=*/false));
+  rapidjson::Document value;
+  JsonSyntaxError error;
+  if (!ParseJson(text, &value, &error)) return std::nullopt;
+  return ScheduleMetricsFromValueLenient(value);
 }
 
 }  // namespace stagecraft::schedules

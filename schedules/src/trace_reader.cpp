@@ -1,16 +1,18 @@
-// Reading traces (DESIGN.md §6): a validating cursor (json_cursor.h) decodes only what a trace
-// needs, so a million events load in well under a second; the small "stagecraft" header is
-// read with nlohmann::json, its summary by the metrics codec's lenient read.
+// Reading traces (DESIGN.md §6): a validating cursor (json_cursor.h) decodes only what the
+// events need, so a million load in well under a second; the small "stagecraft" header is read
+// from RapidJSON's DOM (json_reader.h), its summary by the metrics codec's lenient read.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "json_cursor.h"
+#include "json_reader.h"
 #include "metrics_json_detail.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/printable.h"
+#include "stagecraft/schedules/json_io.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules {
@@ -218,32 +220,83 @@ std::string ExplainSkipped(std::string_view text, std::string_view source) {
   return "unusable";  // not reached: AddEvent skips only for a reason found above
 }
 
-// Fills the trace's header from the "stagecraft" object; absent fields keep their defaults.
-void ReadHeader(std::string_view text, std::string_view source, Trace* trace) {
-  auto fail = [source](std::string_view field, std::string_view expected) {
-    throw InputError(fmt::format("{}: stagecraft{}: expected {}", source, field, expected));
-  };
-  const nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!header.is_object()) fail("", "an object");
-  auto read_string = [&](const char* key, std::string* out) {
-    const auto it = header.find(key);
-    if (it == header.end()) return;
-    if (!it->is_string()) fail(fmt::format(".{}", key), "a string");
-    *out = it->get<std::string>();
-  };
-  read_string("source", &trace->source);
-  read_string("scenario", &trace->scenario);
-  read_string("schedule", &trace->schedule);
-  if (const auto it = header.find("microbatches"); it != header.end()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
-        it->get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      fail(".microbatches", "a positive integer");
+// Reads the "stagecraft" object (`text`, which the cursor has validated) into the trace;
+// absent fields keep their defaults. Errors name the field: "t.json: stagecraft.microbatches:
+// expected a positive integer".
+class HeaderReader {
+ public:
+  HeaderReader(std::string_view text, std::string_view source) : source_(source) {
+    if (JsonSyntaxError error; !ParseJson(text, &header_, &error)) {
+      // All RapidJSON refuses of valid JSON: a number beyond a double.
+      throw InputError(fmt::format("{}: stagecraft: {}", source_, error.Located()));
     }
-    trace->microbatches = static_cast<int>(it->get<int64_t>());
+    if (!header_.IsObject()) Fail("", "an object");
   }
-  if (const auto it = header.find("summary"); it != header.end()) {
-    if (!it->is_object()) fail(".summary", "an object");
-    trace->summary = ScheduleMetricsFromValueLenient(*it);
+
+  void Read(Trace* trace) const {
+    String("source", &trace->source);
+    String("scenario", &trace->scenario);
+    String("schedule", &trace->schedule);
+    if (const int microbatches = Positive("microbatches"); microbatches > 0) trace->microbatches = microbatches;
+    trace->shape = ReadShape();
+    if (const JsonValue* summary = FindMember(header_, "summary")) {
+      if (!summary->IsObject()) Fail(".summary", "an object");
+      trace->summary = ScheduleMetricsFromValueLenient(*summary);
+    }
+  }
+
+ private:
+  [[noreturn]] void Fail(std::string_view field, std::string_view expected) const {
+    throw InputError(fmt::format("{}: stagecraft{}: expected {}", source_, field, expected));
+  }
+  void String(const char* key, std::string* out) const {
+    const JsonValue* value = FindMember(header_, key);
+    if (value == nullptr) return;
+    if (!value->IsString()) Fail(fmt::format(".{}", key), "a string");
+    *out = StringOf(*value);
+  }
+  // A positive 32-bit integer, or 0 when absent.
+  int Positive(const char* key) const {
+    const JsonValue* value = FindMember(header_, key);
+    if (value == nullptr) return 0;
+    if (!value->IsInt() || value->GetInt() < 1) Fail(fmt::format(".{}", key), "a positive integer");
+    return value->GetInt();
+  }
+  // "ranks", "chunks" and "placement" come together, or not at all (a trace written before them).
+  std::optional<Shape> ReadShape() const {
+    const JsonValue* placement = FindMember(header_, "placement");
+    const int ranks = Positive("ranks"), chunks = Positive("chunks");
+    if (ranks == 0 && chunks == 0 && placement == nullptr) return std::nullopt;
+    for (const auto& [name, absent] : {std::pair{"ranks", ranks == 0}, {"chunks", chunks == 0},
+                                       {"placement", placement == nullptr}}) {
+      if (absent) Fail("", fmt::format("ranks, chunks and placement together ({} is missing)", name));
+    }
+    Shape shape{ranks, chunks, Placement::kLoop};
+    if (!placement->IsString() || !ParsePlacement(StringOf(*placement), &shape.placement)) {
+      Fail(".placement", "loop or v");
+    }
+    if (int64_t{ranks} * chunks > std::numeric_limits<int32_t>::max()) {
+      Fail("", "ranks x chunks of at most 2147483647 stages");
+    }
+    return shape;
+  }
+
+  std::string_view source_;
+  rapidjson::Document header_;
+};
+
+// Every op must run where the stated shape puts its stage.
+void CheckShape(const Trace& trace, std::string_view source) {
+  const Shape& s = *trace.shape;
+  for (const TraceOp& t : trace.ops) {
+    if (t.op.stage >= s.stages()) {
+      throw InputError(fmt::format("{}: stagecraft: an op of stage {} ran on rank {}, but {} ranks x {} chunks have {} "
+                                   "stages", source, t.op.stage, t.rank, s.ranks, s.chunks, s.stages()));
+    }
+    if (const int rank = s.RankOf(t.op.stage); rank != t.rank) {
+      throw InputError(fmt::format("{}: stagecraft: placement {} puts stage {} on rank {}, but an op of it ran on "
+                                   "rank {}", source, PlacementName(s.placement), t.op.stage, rank, t.rank));
+    }
   }
 }
 
@@ -291,7 +344,8 @@ TraceReadResult TraceFromJson(std::string_view text, std::string_view source) {
   }
   if (!in.AtEnd()) in.Fail("unexpected text after the JSON value");
   if (!saw_events) throw InputError(fmt::format("{}: not a trace (no traceEvents array)", source));
-  if (!header.empty()) ReadHeader(header, source, &trace);
+  if (!header.empty()) HeaderReader(header, source).Read(&trace);
+  if (trace.shape) CheckShape(trace, source);
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include "json_writer.h"
 #include "metrics_json_detail.h"
 #include "stagecraft/base/check.h"
+#include "stagecraft/schedules/json_io.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules {
@@ -95,11 +96,15 @@ void WriteCounter(JsonWriter& w, const TraceCounter& c) {
   w.EndObject();
 }
 
-// "stagecraft": {source, scenario, schedule, microbatches, summary}.
+// "stagecraft": {source, scenario, schedule, microbatches, [ranks, chunks, placement,] summary}.
 void WriteHeader(JsonWriter& w, const Trace& trace) {
   w.StartObject();
   WriteMembers(w, {{"source", trace.source}, {"scenario", trace.scenario}, {"schedule", trace.schedule}});
   WriteMembers(w, {{"microbatches", trace.microbatches}});
+  if (const std::optional<Shape>& shape = trace.shape) {
+    WriteMembers(w, {{"ranks", shape->ranks}, {"chunks", shape->chunks}});
+    WriteMembers(w, {{"placement", PlacementName(shape->placement)}});
+  }
   Key(w, "summary");
   if (trace.summary) {
     WriteScheduleMetrics(w, *trace.summary, NumberForm::kReparsed);
@@ -119,6 +124,7 @@ Trace BuildTrace(const Schedule& s, const RunRecord& result, const std::string& 
   trace.scenario = scenario;
   trace.schedule = s.name;
   trace.microbatches = s.microbatches;
+  trace.shape = s.shape;
   trace.summary = std::move(summary);
   for (int r = 0; r < s.ranks(); ++r) {
     for (size_t i = 0; i < s.ops[r].size(); ++i) {

@@ -1,8 +1,6 @@
-// Tests for viz/src/trace_set.cpp: a small hand-written trace (ops out of order, overlapping
-// sends, a STEP before the first compute op, counters out of order) indexed into lanes, prefix
-// maxima, memory per rank and step starts worked out by hand; the summary and names that need
-// escaping read with the trace; and the one-line errors for a missing file, a truncated file
-// and a non-trace, unknown fields ignored, missing ones skipped.
+// Tests for viz/src/trace_set.cpp: a hand-written trace indexed into lanes, prefix maxima, memory
+// and step starts worked out by hand; summary and names read with it; one-line errors; fields
+// ignored or skipped; and the bubble split under the shape the header states.
 #include "stagecraft/viz/trace_set.h"
 
 #include "../schedules/bubble_split_cases.h"
@@ -251,6 +249,7 @@ TEST(TraceSetBubbles, SplitFromTheTraceEqualsTheRecords) {
   const auto [s, r] = test_cases::HandWorkedTimeline();
   const LoadResult loaded = LoadTraceText(TraceToJson(BuildTrace(s, r, "hand", "measured", std::nullopt)), "t.json");
   ASSERT_TRUE(loaded.trace) << loaded.error;
+  EXPECT_EQ(loaded.trace->trace.shape, s.shape);  // stated by the header, not read off the ops
   const std::vector<RankSplit> want = SplitBubbles(s, r, true);
   ASSERT_EQ(loaded.trace->split.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
@@ -265,6 +264,32 @@ TEST(TraceSetBubbles, SplitFromTheTraceEqualsTheRecords) {
   }
   EXPECT_EQ(want[1].wait_ns, 2 * kMs);  // the hand-worked gap is there at all
   EXPECT_EQ(want[1].transfer_ns, 3 * kMs);
+}
+
+// Rank 1 of a 3-rank pipeline whose other ranks left nothing (times in us): 1F0 [0,1], its
+// 1RECV_B0 posted at 1 and arrived at 5, 1B0 [6,8]. Stated as 3 ranks, B's input comes from
+// stage 2 over the wire: the gap [1,6] is transfer until 5, then overhead. Without the
+// statement the ops read as 2 ranks, where stage 1 is the last and B's input is its own: all
+// of the gap is overhead.
+TEST(TraceSetBubbles, TheStatedShapeDecidesWhereInputsComeFrom) {
+  const std::string events = R"({"traceEvents":[
+{"ph":"X","pid":1,"tid":0,"ts":0,"dur":1,"args":{"kind":"F","stage":1,"microbatch":0,"step":0,"op_index":0}},
+{"ph":"X","pid":1,"tid":2,"ts":1,"dur":4,"args":{"kind":"RECV_B","stage":1,"microbatch":0,"step":0,"peer":2,"op_index":1}},
+{"ph":"X","pid":1,"tid":0,"ts":6,"dur":2,"args":{"kind":"B","stage":1,"microbatch":0,"step":0,"op_index":2}}
+])";
+  const auto stated = MustLoad(events + R"(,"stagecraft":{"ranks":3,"chunks":1,"placement":"loop"}})");
+  const auto read_off = MustLoad(events + "}");
+  ASSERT_TRUE(stated && read_off);
+  EXPECT_EQ(stated->shape, (schedules::Shape{3, 1, schedules::Placement::kLoop}));
+  EXPECT_EQ(read_off->shape, (schedules::Shape{2, 1, schedules::Placement::kLoop}));
+  ASSERT_EQ(stated->split.size(), 2u);  // ranks up to the highest with an op
+  EXPECT_EQ(stated->split[1].compute_ns, 3000);
+  EXPECT_EQ(stated->split[1].transfer_ns, 4000);
+  EXPECT_EQ(stated->split[1].overhead_ns, 1000);
+  EXPECT_EQ(stated->split[1].wait_ns, 0);
+  ASSERT_EQ(read_off->split.size(), 2u);
+  EXPECT_EQ(read_off->split[1].transfer_ns, 0);
+  EXPECT_EQ(read_off->split[1].overhead_ns, 5000);
 }
 
 }  // namespace

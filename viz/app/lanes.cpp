@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "palette.h"
+#include "stagecraft/schedules/json_io.h"
 
 namespace stagecraft::viz::app {
 namespace {
@@ -145,6 +146,12 @@ void DrawHeader(const AppState& s, int gi, const Canvas& c, float top) {
                                 : "   predicted (outline) vs measured (filled)";
   } else {
     text += "   " + (ref.trace.source.empty() ? std::string("trace") : ref.trace.source);
+  }
+  if (const std::optional<schedules::Shape>& shape = ref.shape) {
+    text += "   " + std::to_string(shape->ranks) + (shape->ranks == 1 ? " rank x " : " ranks x ") +
+            std::to_string(shape->chunks) + (shape->chunks == 1 ? " chunk, " : " chunks, ") +
+            std::string(schedules::PlacementName(shape->placement));
+    if (!ref.trace.shape) text += " (read off the ops)";
   }
   if (!ref.trace.scenario.empty()) text += "   scenario " + ref.trace.scenario;
   c.draw->AddLine(ImVec2(c.label_x, top), ImVec2(c.x + c.width_px, top), Rgba(255, 255, 255, 60));

@@ -106,6 +106,7 @@ std::string Index(LoadedTrace* loaded) {
   loaded->lanes = BuildLanes(trace.ops, loaded->ranks);
   loaded->memory = MemoryByRank(trace.counters, loaded->ranks);
   loaded->step_start_ns = StepStarts(trace.ops);
+  loaded->shape = schedules::TraceShape(trace);
   loaded->split = schedules::SplitBubbles(trace, true);
   loaded->split.resize(loaded->ranks);  // ranks with only memory counters have no ops
   if (!trace.ops.empty()) {

@@ -50,8 +50,8 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
 std::vector<RankSplit> SplitBubbles(const Schedule& schedule, const RunRecord& record, bool keep_gaps);
 
 // The same for a trace (the viewer), from the first op's start to the last compute op's end,
-// one entry per rank up to the highest rank in it. The shape is read off the trace (stages per
-// rank, loop or V); a trace whose stages fit neither gets every gap as overhead.
+// one entry per rank up to the highest rank in it, under the trace's shape (TraceShape: its
+// header's, else read off its ops); a trace without one gets every gap as overhead.
 std::vector<RankSplit> SplitBubbles(const Trace& trace, bool keep_gaps);
 
 }  // namespace stagecraft::schedules

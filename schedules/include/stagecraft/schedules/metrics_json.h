@@ -1,7 +1,6 @@
 // The metrics codec: the one place the metrics JSON (DESIGN.md §4, README "Measured JSON") is
-// written and read. Written with RapidJSON (keys, strings and escaping by the library; numbers
-// with the fixed decimals the format has always had), read with nlohmann::json either strictly
-// (compare) or leniently (the viewer). Traces embed the same schedule object (trace.h).
+// written and read, through RapidJSON, strictly (compare) or leniently (the viewer); numbers keep
+// their fixed decimals. Traces embed the same schedule object (trace.h).
 #pragma once
 
 #include <optional>
@@ -28,7 +27,8 @@ std::string MetricsFileToJson(const MetricsFile& file);
 // "bubble_fraction" and "per_rank" (one entry per rank, each with "busy_ms"); every other known
 // key may be absent but must have its type when present; unknown keys are ignored. Throws
 // InputError "source: key.path: what", e.g. "m.json: schedules[1].step_time_ms: expected a
-// number (got string)", or "source: not valid JSON (byte N): ...".
+// number (got string)", or "source: not valid JSON (byte N): WHAT at line L, column C" (N counted
+// from 1), or "source: not valid JSON: number overflow parsing '1e400'".
 MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source);
 
 // Lenient read of one schedule object (a trace's summary, for the viewer): a missing or

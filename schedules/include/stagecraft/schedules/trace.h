@@ -1,8 +1,6 @@
-// Trace files (DESIGN.md §6): Chrome trace-event JSON that Perfetto and chrome://tracing
-// open. Complete events ("ph":"X", ts/dur in microseconds, pid = rank, tid = stream: 0 compute,
-// 1 send, 2 recv) carry the op in `args`; counter events ("ph":"C") carry memory per rank; the
-// top-level "stagecraft" object says whether the trace is predicted or measured and carries the
-// schedule's metrics as its summary.
+// Trace files (DESIGN.md §6): Chrome trace-event JSON (Perfetto, chrome://tracing). Complete events
+// carry the ops, counter events memory per rank; the top-level "stagecraft" object says predicted
+// or measured, states the schedule's shape (ranks, chunks, placement) and carries its metrics.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +38,9 @@ struct Trace {
   std::string scenario;   // scenario name
   std::string schedule;   // schedule name
   int microbatches = 1;   // per step, to print action strings
+  // The schedule's shape as the header states it ("ranks", "chunks", "placement"); empty for a
+  // trace written without one (an older file, a foreign one): TraceShape reads it off the ops.
+  std::optional<Shape> shape;
   // The schedule's metrics (DESIGN.md §4), written by the metrics codec; read leniently, and
   // empty when the trace has no summary or none of its fields could be read.
   std::optional<ScheduleMetrics> summary;
@@ -53,12 +54,18 @@ struct Trace {
 Trace BuildTrace(const Schedule& schedule, const RunRecord& result, const std::string& scenario,
                  const std::string& source, std::optional<ScheduleMetrics> summary);
 
+// The trace's shape: the one its header states, else the one its ops fit (ranks up to the
+// highest pid, stages up to the highest stage, a whole number per rank, every op's stage on its
+// rank under loop placement, else under v); empty when there are no ops or none fits.
+std::optional<Shape> TraceShape(const Trace& trace);
+
 // Serializes to Chrome trace JSON, one event per line. Times are written in microseconds with
 // 3 decimals so nanoseconds survive a round trip.
 std::string TraceToJson(const Trace& trace);
 
 // Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
-// no traceEvents, a "stagecraft" header field of the wrong type). Events with unknown fields
+// no traceEvents, a "stagecraft" header field of the wrong type, a stated shape that an op does
+// not fit: "t.json: stagecraft: placement v puts stage 5 on rank 2, but an op of it ran on rank 1"). Events with unknown fields
 // are accepted (fields ignored); complete events and memory counters that lack a needed field,
 // or hold one with a wrong type or value (a negative "dur", a "ts" that is not a number, a
 // "tid" that is no stream), are skipped and counted in `skipped` (a foreign trace's own events

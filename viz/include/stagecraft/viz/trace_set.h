@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct LoadedTrace {
   std::vector<Lane> lanes;         // ranks ascending; compute, send, recv per rank (empty lanes dropped)
   std::vector<std::vector<schedules::TraceCounter>> memory;  // per rank, by time
   int ranks = 0;
+  std::optional<schedules::Shape> shape;  // TraceShape: the header's, else read off the ops
   int64_t start_ns = 0;            // first op start
   int64_t end_ns = 0;              // last op end
   std::vector<int64_t> step_start_ns;  // per step: the first compute op of that step to start

@@ -1,245 +1,29 @@
-// Tests for schedules/src/trace_writer.cpp and trace_reader.cpp: the exact text of a one-op
-// trace, field-by-field round trips (the summary's metrics included), escaping, a hand-written
-// foreign trace, errors that name the source, events skipped and counted, and atomic file
-// writes. The 200k-op case prints its timings (never asserts them).
+// Tests for schedules/src/trace_reader.cpp: located syntax errors, all of the text validated,
+// header fields and the stated shape checked, events skipped and counted with the first one
+// described, a hand-written foreign trace; the 200k-op case prints its timings, never asserts.
 #include "stagecraft/schedules/trace.h"
 
-#include <unistd.h>
-
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "metrics_cases.h"
-#include "stagecraft/base/error.h"
+#include "fuzz_corpus.h"
+#include "trace_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-namespace fs = std::filesystem;
-
-TraceOp MakeOp(int rank, Stream stream, Op op, int op_index, int64_t start_ns, int64_t duration_ns) {
-  TraceOp t;
-  t.rank = rank;
-  t.stream = stream;
-  t.op = op;
-  t.op_index = op_index;
-  t.start_ns = start_ns;
-  t.duration_ns = duration_ns;
-  return t;
-}
-
-// Three ranks, all streams, every kind, and times that are not whole microseconds.
-Trace HandMadeTrace() {
-  Trace t;
-  t.source = "predicted";
-  t.scenario = "hand made";
-  t.schedule = "zb-h1";
-  t.microbatches = 3;
-  t.summary = test_cases::TwoRankMetrics();
-  t.summary->executor = test_cases::MeasuredOnly();
-  t.ops = {
-      MakeOp(0, Stream::kCompute, Op{OpKind::kF, 0, 2, 1, 1, -1}, 0, 1, 999),
-      MakeOp(0, Stream::kSend, Op{OpKind::kSendF, 0, 2, 1, 0, 1}, 1, 1000, 1),
-      MakeOp(1, Stream::kRecv, Op{OpKind::kRecvF, 1, 2, 1, 0, 0}, 0, 1000001, 0),
-      MakeOp(1, Stream::kCompute, Op{OpKind::kB, 1, 0, 0, 0, -1}, 1, 1000002, 123456789),
-      MakeOp(1, Stream::kSend, Op{OpKind::kSendB, 1, 0, 0, 0, 0}, 2, 999999999999, 7),
-      MakeOp(0, Stream::kRecv, Op{OpKind::kRecvB, 0, 0, 0, 0, 1}, 2, 5, 3),
-      MakeOp(0, Stream::kCompute, Op{OpKind::kI, 0, 1, 0, 0, -1}, 3, 0, 0),
-      MakeOp(0, Stream::kCompute, Op{OpKind::kW, 0, 1, 0, 0, -1}, 4, 10, 11),
-      MakeOp(12, Stream::kCompute, Op{OpKind::kStep, 12, 0, 0, 3, -1}, 9, 2000000000001, 1001),
-  };
-  t.counters = {{0, 0, 0}, {1, 1000001, 1LL << 40}, {12, 17, 999}};
-  return t;
-}
-
-void ExpectSameTrace(const Trace& got, const Trace& want) {
-  EXPECT_EQ(got.source, want.source);
-  EXPECT_EQ(got.scenario, want.scenario);
-  EXPECT_EQ(got.schedule, want.schedule);
-  EXPECT_EQ(got.microbatches, want.microbatches);
-  EXPECT_EQ(got.summary, want.summary);
-  ASSERT_EQ(got.ops.size(), want.ops.size());
-  // Messages after << are built only on failure, which keeps the 200k-op case quick.
-  for (size_t i = 0; i < want.ops.size(); ++i) {
-    EXPECT_EQ(got.ops[i].rank, want.ops[i].rank) << "op " << i;
-    EXPECT_EQ(got.ops[i].stream, want.ops[i].stream) << "op " << i;
-    EXPECT_EQ(got.ops[i].op, want.ops[i].op) << "op " << i;
-    EXPECT_EQ(got.ops[i].op_index, want.ops[i].op_index) << "op " << i;
-    EXPECT_EQ(got.ops[i].start_ns, want.ops[i].start_ns) << "op " << i;
-    EXPECT_EQ(got.ops[i].duration_ns, want.ops[i].duration_ns) << "op " << i;
-  }
-  ASSERT_EQ(got.counters.size(), want.counters.size());
-  for (size_t i = 0; i < want.counters.size(); ++i) {
-    EXPECT_EQ(got.counters[i].rank, want.counters[i].rank) << "counter " << i;
-    EXPECT_EQ(got.counters[i].time_ns, want.counters[i].time_ns) << "counter " << i;
-    EXPECT_EQ(got.counters[i].memory_bytes, want.counters[i].memory_bytes) << "counter " << i;
-  }
-}
-
-// The InputError message `fn` throws, or "" (and a failure) when it throws none.
-std::string ErrorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return "";
-}
-
-// A trace holding the one event `event` (JSON text).
-std::string OneEventTrace(const std::string& event) {
-  return R"({"traceEvents":[)" + event + "]}";
-}
-
-TEST(TraceTest, ExactTextOfOneOpTrace) {
-  Trace t;
-  t.source = "predicted";
-  t.scenario = "tiny";
-  t.schedule = "1f1b";
-  t.microbatches = 2;
-  t.summary = test_cases::TwoRankMetrics();
-  t.summary->throughput_samples_per_s = 0.0000125;
-  t.summary->ranks_detail = {{1, 1e15, 0.25, 4096, 1, 1, false}};
-  t.ops = {MakeOp(1, Stream::kCompute, Op{OpKind::kB, 1, 1, 1, 1, -1}, 3, 1234567, 1000)};
-  t.counters = {{1, 5, 4096}};
-  // Global microbatch 1 * 2 + 1 = 3; 1234567 ns = 1234.567 us; the summary's numbers are their
-  // fixed-decimal text in nlohmann::json's shortest form (0.000013 -> 1.3e-05, 1e15 -> 1e+15).
-  const std::string want =
-      "{\"traceEvents\":[\n"
-      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"rank 1\"}},\n"
-      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n"
-      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"send\"}},\n"
-      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"recv\"}},\n"
-      "{\"ph\":\"X\",\"name\":\"1B3\",\"cat\":\"B\",\"pid\":1,\"tid\":0,\"ts\":1234.567,\"dur\":1.000,"
-      "\"args\":{\"kind\":\"B\",\"stage\":1,\"microbatch\":1,\"step\":1,\"version\":1,\"peer\":-1,\"op_index\":3}},\n"
-      "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":1,\"ts\":0.005,\"args\":{\"bytes\":4096}}\n"
-      "],\n"
-      "\"displayTimeUnit\":\"ns\",\n"
-      "\"stagecraft\":{\"source\":\"predicted\",\"scenario\":\"tiny\",\"schedule\":\"1f1b\",\"microbatches\":2,"
-      "\"summary\":{\"schedule\":\"1f1b\",\"ranks\":2,\"chunks\":1,\"microbatches\":8,\"microbatch_size\":4,\"steps\":2,"
-      "\"makespan_ms\":66.0,\"step_time_ms\":33.0,\"throughput_samples_per_s\":1.3e-05,\"bubble_fraction\":0.272727273,"
-      "\"oom\":false,\"per_rank\":[{\"rank\":1,\"busy_ms\":1e+15,\"span_ms\":0.25,"
-      "\"compute_ms\":0.0,\"wait_ms\":0.0,\"transfer_ms\":0.0,\"overhead_ms\":0.0,\"idle_ms\":0.0,"
-      "\"peak_memory_bytes\":4096,\"peak_inflight_microbatches\":1,\"peak_weight_versions\":1,\"oom\":false}]}}}\n";
-  EXPECT_EQ(TraceToJson(t), want);
-}
-
-TEST(TraceTest, EmptyTraceIsValidAndReadsBack) {
-  Trace t;
-  t.source = "measured";
-  const std::string text = TraceToJson(t);
-  EXPECT_EQ(text.rfind("{\"traceEvents\":[\n],\n", 0), 0u) << text;
-  const TraceReadResult read = TraceFromJson(text, "empty.json");
-  ExpectSameTrace(read.trace, t);
-  EXPECT_EQ(read.skipped, 0);
-}
-
-TEST(TraceTest, RoundTripKeepsEveryField) {
-  const Trace t = HandMadeTrace();
-  const std::string text = TraceToJson(t);
-  const TraceReadResult read = TraceFromJson(text, "hand.json");
-  EXPECT_EQ(read.skipped, 0);
-  ExpectSameTrace(read.trace, t);
-  // Names are PyTorch action strings with global microbatch step * 3 + microbatch.
-  EXPECT_NE(text.find("\"name\":\"0F5\""), std::string::npos);
-  EXPECT_NE(text.find("\"name\":\"12STEP3\""), std::string::npos);
-  EXPECT_NE(text.find("\"ts\":999999999.999,\"dur\":0.007"), std::string::npos);
-  EXPECT_NE(text.find("\"ts\":0.001,\"dur\":0.999"), std::string::npos);
-  // Each name is the op's action string, next to its kind as category.
-  for (const TraceOp& op : t.ops) {
-    const std::string event = "\"name\":\"" + ActionString(op.op, t.microbatches) + "\",\"cat\":\"" +
-                              std::string(KindName(op.op.kind)) + "\",\"pid\":" + std::to_string(op.rank);
-    EXPECT_NE(text.find(event), std::string::npos) << event;
-  }
-  // Metadata only for ranks that appear: 0, 1 and 12.
-  EXPECT_NE(text.find("\"pid\":12,\"args\":{\"name\":\"rank 12\"}"), std::string::npos);
-  EXPECT_EQ(text.find("\"name\":\"rank 2\""), std::string::npos);
-}
-
-TEST(TraceTest, SerializationIsDeterministic) {
-  const Trace t = HandMadeTrace();
-  const Trace copy = t;
-  const std::string first = TraceToJson(t);
-  EXPECT_EQ(first, TraceToJson(t));
-  EXPECT_EQ(first, TraceToJson(copy));
-  // Written, read and written again: the same bytes.
-  EXPECT_EQ(first, TraceToJson(TraceFromJson(first, "again.json").trace));
-}
-
-TEST(TraceTest, EscapesStrings) {
-  Trace t;
-  t.source = "predicted";
-  t.scenario = "a \"quoted\" C:\\path\nnext\ttab";
-  t.schedule = "1f1b\x01";
-  const std::string text = TraceToJson(t);
-  EXPECT_NE(text.find(R"("scenario":"a \"quoted\" C:\\path\nnext\ttab")"), std::string::npos) << text;
-  EXPECT_NE(text.find(R"("schedule":"1f1b\u0001")"), std::string::npos) << text;
-  const Trace read = TraceFromJson(text, "escaped.json").trace;
-  EXPECT_EQ(read.scenario, t.scenario);
-  EXPECT_EQ(read.schedule, t.schedule);
-}
-
-// Names with quotes, backslashes, non-ASCII and control characters, in the header and in the
-// summary, come back exactly.
-TEST(TraceTest, OddNamesRoundTrip) {
-  const std::string odd = "odd \"quoted\" back\\slash \xc3\xbc \xe2\x86\x92 tab\there \x01\x1f/";
-  Trace t = HandMadeTrace();
-  t.scenario = odd;
-  t.schedule = odd + "s";
-  t.summary->schedule = odd + "m";
-  const std::string text = TraceToJson(t);
-  EXPECT_NE(text.find("\"scenario\":\"odd \\\"quoted\\\" back\\\\slash \xc3\xbc \xe2\x86\x92 tab\\there \\u0001\\u001F/\""),
-            std::string::npos)
-      << text.substr(text.find("\"stagecraft\""));
-  const Trace read = TraceFromJson(text, "odd.json").trace;
-  EXPECT_EQ(read.scenario, t.scenario);
-  EXPECT_EQ(read.schedule, t.schedule);
-  ASSERT_TRUE(read.summary.has_value());
-  EXPECT_EQ(read.summary->schedule, t.summary->schedule);
-}
-
-// The summary's numbers are the metrics file's fixed-decimal text in shortest form.
-TEST(TraceTest, SummaryNumbersInShortestForm) {
-  const std::string text = TraceToJson(HandMadeTrace());
-  for (const char* part : {R"("makespan_ms":66.0,"step_time_ms":33.0,"throughput_samples_per_s":969.69697,)",
-                           R"("bubble_fraction":0.272727273,"oom":true,)",
-                           R"({"rank":1,"busy_ms":48.000001,"span_ms":61.0,"compute_ms":48.000001,"wait_ms":12.0,)",
-                           R"("transfer_ms":0.5,"overhead_ms":1e-06,"idle_ms":5.499998,"peak_memory_bytes":2048,)",
-                           R"("losses":[0.587640123,2],)",
-                           R"("overhead_ns_per_op":6543.2}}}
-)"}) {
-    EXPECT_NE(text.find(part), std::string::npos) << part;
-  }
-}
-
-TEST(TraceTest, InvalidUtf8IsReplacedSoTheFileStillParses) {
-  Trace t;
-  t.scenario = "caf\xc3\xa9 \xff";
-  const Trace read = TraceFromJson(TraceToJson(t), "utf8.json").trace;
-  EXPECT_EQ(read.scenario, "caf\xc3\xa9 \xef\xbf\xbd");
-}
-
-TEST(TraceDeathTest, NegativeTimesAndNonFiniteMetricsAreBugs) {
-  Trace t = HandMadeTrace();
-  t.ops[3].start_ns = -1;
-  EXPECT_DEATH(TraceToJson(t), "negative trace time -1 ns");
-  t = HandMadeTrace();
-  t.counters[0].time_ns = -5;
-  EXPECT_DEATH(TraceToJson(t), "negative trace time -5 ns");
-  t = HandMadeTrace();
-  t.summary->executor->losses[1] = std::nan("");
-  EXPECT_DEATH(TraceToJson(t), "non-finite number");
-}
+using test_cases::ErrorOf;
+using test_cases::ExpectSameTrace;
+using test_cases::HandMadeTrace;
+using test_cases::MakeOp;
+using test_cases::OneEventTrace;
 
 TEST(TraceReadTest, TruncatedJsonNamesSourceAndOffset) {
   const std::string text = TraceToJson(HandMadeTrace());
@@ -319,12 +103,50 @@ TEST(TraceReadTest, BadStagecraftHeaderNamesTheField) {
             "h.json: stagecraft: expected an object");
 }
 
+TEST(TraceReadTest, BadShapeInTheHeaderNamesTheField) {
+  const auto error = [](const std::string& fields) {
+    return ErrorOf([&] { TraceFromJson(R"({"traceEvents":[],"stagecraft":{)" + fields + "}}", "h.json"); });
+  };
+  EXPECT_EQ(error(R"("ranks":0,"chunks":1,"placement":"loop")"), "h.json: stagecraft.ranks: expected a positive integer");
+  EXPECT_EQ(error(R"("ranks":2,"chunks":1.0,"placement":"loop")"),
+            "h.json: stagecraft.chunks: expected a positive integer");
+  EXPECT_EQ(error(R"("ranks":2,"chunks":1,"placement":"zigzag")"), "h.json: stagecraft.placement: expected loop or v");
+  EXPECT_EQ(error(R"("ranks":2,"chunks":1,"placement":1)"), "h.json: stagecraft.placement: expected loop or v");
+  EXPECT_EQ(error(R"("ranks":2,"placement":"v")"),
+            "h.json: stagecraft: expected ranks, chunks and placement together (chunks is missing)");
+  EXPECT_EQ(error(R"("ranks":65536,"chunks":65536,"placement":"v")"),
+            "h.json: stagecraft: expected ranks x chunks of at most 2147483647 stages");
+  EXPECT_EQ(error(R"("summary":{"makespan_ms":1e999})"), "h.json: stagecraft: number overflow parsing '1e999'");
+}
+
+// Every op must run where the stated shape places its stage: a file that says otherwise is
+// refused, not drawn with the wrong edges.
+TEST(TraceReadTest, OpsMustFitTheStatedShape) {
+  const auto error = [](int rank, int stage) {
+    const std::string event = fmt::format(R"({{"ph":"X","pid":{},"tid":0,"ts":1,"dur":1,"args":{{"kind":"F",)"
+                                          R"("stage":{},"microbatch":0,"step":0,"op_index":0}}}})", rank, stage);
+    return ErrorOf([&] {
+      TraceFromJson(R"({"traceEvents":[)" + event + R"(],"stagecraft":{"ranks":2,"chunks":2,"placement":"v"}})",
+                    "s.json");
+    });
+  };
+  // V on 2 ranks x 2 chunks: stages 0, 1 on ranks 0, 1; stages 2, 3 on ranks 1, 0.
+  EXPECT_EQ(error(0, 2), "s.json: stagecraft: placement v puts stage 2 on rank 1, but an op of it ran on rank 0");
+  EXPECT_EQ(error(2, 1), "s.json: stagecraft: placement v puts stage 1 on rank 1, but an op of it ran on rank 2");
+  EXPECT_EQ(error(0, 4), "s.json: stagecraft: an op of stage 4 ran on rank 0, but 2 ranks x 2 chunks have 4 stages");
+  EXPECT_NO_THROW(TraceFromJson(R"({"traceEvents":[{"ph":"X","pid":0,"tid":0,"ts":1,"dur":1,"args":{"kind":"F",)"
+                                R"("stage":3,"microbatch":0,"step":0,"op_index":0}}],)"
+                                R"("stagecraft":{"ranks":2,"chunks":2,"placement":"v"}})",
+                                "s.json"));
+}
+
 TEST(TraceReadTest, WithoutHeaderSourceIsUnknown) {
   const TraceReadResult read = TraceFromJson(R"({"traceEvents":[]})", "bare.json");
   EXPECT_EQ(read.trace.source, "unknown");
   EXPECT_EQ(read.trace.scenario, "");
   EXPECT_EQ(read.trace.microbatches, 1);
   EXPECT_FALSE(read.trace.summary.has_value());
+  EXPECT_FALSE(read.trace.shape.has_value());
   EXPECT_TRUE(read.trace.ops.empty());
 }
 
@@ -389,11 +211,7 @@ TEST(TraceReadTest, TheFirstSkippedEventIsNamedWithWhatIsWrong) {
       {"skip-bytes-fraction.json", "event 1: \"bytes\" is not an integer (1.5)"},
   };
   for (const auto& [name, why] : cases) {
-    std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/trace/" + name, std::ios::binary);
-    ASSERT_TRUE(in) << name;
-    std::stringstream text;
-    text << in.rdbuf();
-    const TraceReadResult read = TraceFromJson(text.str(), name);
+    const TraceReadResult read = TraceFromJson(test_cases::FuzzCorpusText("trace", name), name);
     EXPECT_EQ(read.skipped, 1) << name;
     EXPECT_EQ(read.first_skipped, why) << name;
   }
