@@ -18,13 +18,10 @@ std::vector<bool> ResolvePoints(const std::vector<schedules::Op>& ops, int steps
   return after;
 }
 
-void OpClock::Resolve(const std::vector<schedules::Op>& ops, schedules::RankRecord* record) {
+void OpClock::Resolve(schedules::RankRecord* record) {
   for (const TimedOp& t : timed_) {
     const int64_t start = device_.StampNs(t.start) - start_ns_, end = device_.StampNs(t.end) - start_ns_;
     record->ops[t.op] = {start, end};
-    record->busy_ns += end - start;
-    record->last_compute_end_ns = std::max(record->last_compute_end_ns, end);
-    if (ops[t.op].kind == schedules::OpKind::kF && record->first_f_start_ns < 0) record->first_f_start_ns = start;
   }
   timed_.clear();
   device_.ClearStamps();

@@ -138,7 +138,7 @@ class Runner {
   // The stamps taken so far become op times; then the steps the last stage has finished
   // meanwhile are reported.
   void Resolve() {
-    clock_.Resolve(ops_, &run_.record);
+    clock_.Resolve(&run_.record);
     reporter_.Report(run_.record);
   }
 
@@ -149,7 +149,6 @@ class Runner {
       device_.Copy(x.data(), data_.inputs.data() + Sample(op) * x.size(), x.size());
     }
     Activations& saved = saved_[units_(op)];
-    run_.record.peak_inflight = std::max(run_.record.peak_inflight, static_cast<int>(saved_.size()));
     Buffer y = model.Forward(weights_.Read(op), std::move(x), &saved, !s_.recompute);
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) return mailbox_.Put(*out, std::move(y));
     Buffer dy(device_, y.size());

@@ -17,21 +17,8 @@ schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vecto
                                   int64_t memory_bytes) {
   SC_CHECK(static_cast<int>(rank_runs.size()) == s.ranks(), "one run per rank");
   schedules::RunRecord result;
-  result.start_ns = INT64_MAX;
-  for (int r = 0; r < s.ranks(); ++r) {
-    schedules::RankRecord rec = exec::ParseRankRun(rank_runs[r]).record;
-    for (size_t i = 0; i < rec.ops.size(); ++i) {
-      const schedules::OpTiming& t = rec.ops[i];
-      if (t.start_ns < 0) continue;
-      // The run starts with its first op (a receive may be posted before any compute starts)
-      // and ends with its last compute or STEP op, as in the simulator.
-      result.start_ns = std::min(result.start_ns, t.start_ns);
-      if (!schedules::IsComm(s.ops[r][i].kind)) result.end_ns = std::max(result.end_ns, t.end_ns);
-    }
-    rec.oom = memory_bytes > 0 && rec.peak_memory_bytes > memory_bytes;
-    result.ranks.push_back(std::move(rec));
-  }
-  if (result.start_ns == INT64_MAX) result.start_ns = 0;
+  for (const std::string& run : rank_runs) result.ranks.push_back(exec::ParseRankRun(run).record);
+  schedules::FinishRunRecord(s, memory_bytes, &result);  // as the simulator does
   return result;
 }
 

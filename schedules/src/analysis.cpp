@@ -74,17 +74,25 @@ std::string GridSizeProblem(const Schedule& s) {
   return "";
 }
 
+int PeakInflight(const std::vector<Op>& rank_ops, size_t count) {
+  int inflight = 0, peak = 0;
+  for (size_t i = 0; i < count && i < rank_ops.size(); ++i) {
+    const OpKind kind = rank_ops[i].kind;
+    if (kind == OpKind::kF) peak = std::max(peak, ++inflight);
+    if (kind == OpKind::kB || kind == OpKind::kI) --inflight;
+  }
+  return peak;
+}
+
 std::vector<RankAnalysis> Analyze(const Schedule& s) {
   std::vector<RankAnalysis> out(s.ops.size());
   for (size_t r = 0; r < s.ops.size(); ++r) {
     RankAnalysis& a = out[r];
-    int inflight = 0, pending_w = 0;
+    a.peak_inflight = PeakInflight(s.ops[r], s.ops[r].size());
+    int pending_w = 0;
     for (const Op& op : s.ops[r]) {
-      if (op.kind == OpKind::kF) ++inflight;
-      if (op.kind == OpKind::kB || op.kind == OpKind::kI) --inflight;
       if (op.kind == OpKind::kI) ++pending_w;
       if (op.kind == OpKind::kW) --pending_w;
-      a.peak_inflight = std::max(a.peak_inflight, inflight);
       a.peak_pending_w = std::max(a.peak_pending_w, pending_w);
     }
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {

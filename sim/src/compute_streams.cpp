@@ -109,9 +109,6 @@ void ComputeStreams::Advance(int rank) {
     const int64_t start =
         std::max(stream.free_ns, now) + (schedules::IsCompute(op.kind) ? hooks_->InputCopyNs(rank, op) : 0);
     record_->ranks[rank].ops[index] = {start, start + duration};
-    if (op.kind == OpKind::kF && record_->ranks[rank].first_f_start_ns < 0) {
-      record_->ranks[rank].first_f_start_ns = start;
-    }
     hooks_->ComputeStarted(rank, index, op);
     if (op.kind == OpKind::kStep && duration == 0 && start == now) {  // an instant: the stream stays free
       FinishOp(rank, index, op);
@@ -123,10 +120,6 @@ void ComputeStreams::Advance(int rank) {
 }
 
 void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
-  schedules::RankRecord& rr = record_->ranks[rank];
-  const schedules::OpTiming& t = rr.ops[index];
-  rr.busy_ns += t.end_ns - t.start_ns;
-  rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, loop_->now_ns());
   streams_[rank].free_ns = loop_->now_ns() + costs_.OverheadOf(rank);
   hooks_->ComputeFinished(rank, index, op);
 }

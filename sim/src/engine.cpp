@@ -133,24 +133,8 @@ class Engine final : StreamHooks, Transfers::Listener {
     streams_.Wake(t.dst_device);
   }
 
-  // The run's span, as the executor measures it: from its first op (a receive may be posted
-  // before any compute starts) to its last compute op or STEP; and OOM.
-  void Finish() {
-    bool any = false;
-    int64_t start = 0, end = 0;
-    for (int r = 0; r < s_.ranks(); ++r) {
-      for (size_t i = 0; i < s_.ops[r].size(); ++i) {
-        const OpTiming& t = result_.ranks[r].ops[i];
-        if (t.start_ns < 0) continue;
-        start = any ? std::min(start, t.start_ns) : t.start_ns;
-        any = true;
-        if (!schedules::IsComm(s_.ops[r][i].kind)) end = std::max(end, t.end_ns);
-      }
-    }
-    result_.start_ns = start;
-    result_.end_ns = end;
-    memory_.MarkOom(config_.device_memory_bytes);
-  }
+  // The span, busy times, in-flight peaks and OOM, as for a measured run.
+  void Finish() { schedules::FinishRunRecord(s_, config_.device_memory_bytes, &result_); }
 
   const Schedule& s_;
   const CostTable& costs_;

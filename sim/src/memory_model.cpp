@@ -21,7 +21,6 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
   SC_CHECK(static_cast<int>(costs.stages.size()) == stages, "one cost entry per stage");
   SC_CHECK(static_cast<int>(record->ranks.size()) == ranks, "one rank record per rank");
   bytes_.assign(ranks, 0);
-  inflight_.assign(ranks, 0);
   readers_left_.assign(stages, {});
   live_versions_.assign(stages, 1);
   newest_.assign(stages, 0);
@@ -80,8 +79,6 @@ void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
   if (held != 0) Add(now_ns, rank, held);
   if (op.kind != OpKind::kF) return;
   Add(now_ns, rank, costs_.stages[op.stage].activation_bytes);
-  RankRecord& rr = record_->ranks[rank];
-  rr.peak_inflight = std::max(rr.peak_inflight, ++inflight_[rank]);
 }
 
 void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
@@ -89,11 +86,9 @@ void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
   if (const int64_t workspace = Workspace(c, op); workspace != 0) Add(now_ns, rank, -workspace);
   switch (op.kind) {
     case OpKind::kB:
-      --inflight_[rank];
       Add(now_ns, rank, -c.activation_bytes - c.recompute_bytes);
       break;
     case OpKind::kI:
-      --inflight_[rank];
       Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes - c.recompute_bytes);
       break;
     case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
@@ -124,12 +119,6 @@ void MemoryModel::StepDone(int64_t now_ns, const Op& step) {
   }
   RankRecord& rr = record_->ranks[rank];
   rr.peak_weight_versions = std::max(rr.peak_weight_versions, live_versions_[stage]);
-}
-
-void MemoryModel::MarkOom(int64_t device_memory_bytes) {
-  for (RankRecord& rr : record_->ranks) {
-    rr.oom = device_memory_bytes > 0 && rr.peak_memory_bytes > device_memory_bytes;
-  }
 }
 
 }  // namespace stagecraft::sim

@@ -1,6 +1,10 @@
-// Loading a trace file as the viewer does (a 1M-op trace given as the first argument, README
-// "JSON"): its text parsed (TraceFromJson) and the whole load (viz::LoadTraceFile: read, parse,
-// index), 5 runs each, with the process's peak resident memory; one benchmark per process.
+// Loading a trace file as the viewer does (a 1M-op trace given as the first argument,
+// docs/benchmarks.md "Trace loading"): its text parsed (TraceFromJson) and the whole load
+// (viz::LoadTraceFile: read, parse, index), 5 runs each, with the process's peak resident
+// memory; one benchmark per process (--benchmark_filter). Beside them, what RapidJSON alone
+// costs on the same text before any trace is built from it: its DOM (BM_RapidJsonDom, the
+// least a DOM-based reader pays) and its SAX reader with a handler that does nothing
+// (BM_RapidJsonSax, the least an event-based reader pays), with the flags the readers here use.
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -8,6 +12,9 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <rapidjson/document.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/schedules/trace.h"
@@ -53,6 +60,38 @@ void BM_LoadTraceFile(benchmark::State& state) {
   state.counters["peak_MiB"] = PeakResidentMiB();
 }
 BENCHMARK(BM_LoadTraceFile)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5);
+
+constexpr unsigned kStrictFlags =
+    rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag;
+
+void BM_RapidJsonDom(benchmark::State& state) {
+  const std::string text = ReadInputFile(trace_path, kMaxJsonBytes, "a trace");
+  for (auto _ : state) {
+    rapidjson::Document document;
+    document.Parse<kStrictFlags>(text.data(), text.size());
+    if (document.HasParseError()) {
+      state.SkipWithError("RapidJSON could not parse the trace");
+      break;
+    }
+    state.counters["peak_MiB"] = PeakResidentMiB();  // while the document is alive
+  }
+}
+BENCHMARK(BM_RapidJsonDom)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5);
+
+void BM_RapidJsonSax(benchmark::State& state) {
+  const std::string text = ReadInputFile(trace_path, kMaxJsonBytes, "a trace");
+  for (auto _ : state) {
+    rapidjson::BaseReaderHandler<> handler;  // accepts every event
+    rapidjson::MemoryStream stream(text.data(), text.size());
+    rapidjson::Reader reader;
+    if (!reader.Parse<kStrictFlags>(stream, handler)) {
+      state.SkipWithError("RapidJSON could not parse the trace");
+      break;
+    }
+  }
+  state.counters["peak_MiB"] = PeakResidentMiB();
+}
+BENCHMARK(BM_RapidJsonSax)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5);
 
 }  // namespace
 

@@ -66,7 +66,6 @@ TEST(MemoryModel, FlushStepOnOneRank) {
     Play(memory, {{f0, 0, 1}, {f1, 1, 2}, {b0, 2, 4}, {b1, 4, 6}, {step, 6, 6}});
     EXPECT_EQ(memory.bytes(0), 111);
     EXPECT_EQ(record.ranks[0].peak_memory_bytes, 2111);
-    EXPECT_EQ(record.ranks[0].peak_inflight, 2);
     EXPECT_EQ(record.ranks[0].peak_weight_versions, 1);
     const Samples expected = record_samples ? Samples{{0, 1111}, {1, 2111}, {4, 1111}, {6, 111}} : Samples{};
     EXPECT_EQ(record.ranks[0].memory, expected);
@@ -99,7 +98,6 @@ TEST(MemoryModel, IKeepsOnlyTheWStashUntilW) {
   MemoryModel memory(s, costs, true, &record);
   Play(memory, {{f0, 0, 1}, {i0, 1, 2}, {w0, 2, 3}});
   EXPECT_EQ(record.ranks[0].peak_memory_bytes, 1000);
-  EXPECT_EQ(record.ranks[0].peak_inflight, 1);
   EXPECT_EQ(record.ranks[0].memory, (Samples{{0, 1000}, {2, 300}, {3, 0}}));
 }
 
@@ -134,9 +132,9 @@ TEST(MemoryModel, WeightsGradientsAndOptimizerStatePerLocalStage) {
   EXPECT_EQ(record.ranks[1].peak_weight_versions, 1);
 }
 
-// Buffers at one time collapse into one sample, but the peak sees the total in between; OOM is
-// a peak strictly over the device's memory, and 0 means no check.
-TEST(MemoryModel, BuffersPeakAndOom) {
+// Buffers at one time collapse into one sample, but the peak sees the total in between (OOM
+// against the peak: run_record_test.cpp).
+TEST(MemoryModel, BuffersAndPeak) {
   const Schedule s = OneRank({});
   const CostTable costs = Memory(1, 0, 0, 0, 0);
   RunRecord record = Record(1);
@@ -147,12 +145,6 @@ TEST(MemoryModel, BuffersPeakAndOom) {
   memory.Free(9, 0, 50);
   EXPECT_EQ(record.ranks[0].peak_memory_bytes, 500);
   EXPECT_EQ(record.ranks[0].memory, (Samples{{0, 0}, {5, 50}, {9, 0}}));
-  memory.MarkOom(499);
-  EXPECT_TRUE(record.ranks[0].oom);
-  memory.MarkOom(500);
-  EXPECT_FALSE(record.ranks[0].oom);
-  memory.MarkOom(0);
-  EXPECT_FALSE(record.ranks[0].oom);
 }
 
 }  // namespace

@@ -43,9 +43,8 @@ class OpClock {
   size_t pending() const { return timed_.size(); }
 
   // Turns the stamps taken since the last call into the times of their ops in `record` (ns since
-  // the start), adding to its busy time, last compute end and first F start; then clears them.
-  // `ops` is the rank's op list.
-  void Resolve(const std::vector<schedules::Op>& ops, schedules::RankRecord* record);
+  // the start; what they imply: schedules::FinishRunRecord), then clears them.
+  void Resolve(schedules::RankRecord* record);
 
  private:
   struct TimedOp {

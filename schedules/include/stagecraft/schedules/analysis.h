@@ -19,6 +19,10 @@ struct RankAnalysis {
   std::vector<int> stage_peak_versions;  // per local chunk, stage order
 };
 
+// The most stage-microbatches a rank holds at once over its first `count` ops: each from its F
+// until its B or I (Zero Bubble's W keeps only a weight-gradient stash, counted apart).
+int PeakInflight(const std::vector<Op>& rank_ops, size_t count);
+
 // A version is alive from the STEP that produces it (version 0: from the start) until the
 // later of its last reader and the STEP that replaces it as newest.
 std::vector<RankAnalysis> Analyze(const Schedule& schedule);

@@ -1,11 +1,14 @@
 // One record of a run (DESIGN.md §4-§6), predicted or measured: per-op timings, memory over
 // time and per-rank results, plus what only the executor measures. The simulator fills it,
 // the executor's ranks each fill their part, and metrics, traces, `compare` and the viewer all
-// read it; nothing copies it into look-alike structs.
+// read it; nothing copies it into look-alike structs. Both fill the op timings and memory;
+// FinishRunRecord derives the rest, once, for either.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::schedules {
 
@@ -26,12 +29,13 @@ struct MemorySample {
 struct RankRecord {
   std::vector<OpTiming> ops;          // by op index in the rank's IR list
   std::vector<MemorySample> memory;   // one sample per change
+  int64_t peak_memory_bytes = 0;
+  int peak_weight_versions = 0;       // max over local stages
+  // Derived from the timings by FinishRunRecord.
   int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP)
   int64_t first_f_start_ns = -1;
   int64_t last_compute_end_ns = 0;
-  int64_t peak_memory_bytes = 0;
-  int peak_inflight = 0;              // stage-microbatch activations held at once
-  int peak_weight_versions = 0;       // max over local stages
+  int peak_inflight = 0;              // stage-microbatches between their F and their B or I
   bool oom = false;                   // peak over the device's memory
   // Measured only.
   std::vector<double> losses;         // mean per step; on the rank of the last stage
@@ -45,5 +49,13 @@ struct RunRecord {
 
   int64_t makespan_ns() const { return end_ns - start_ns; }
 };
+
+// Derives what the timings of `schedule`'s ops in `record` imply (an op that did not run has
+// start_ns < 0; a rank runs its compute ops in list order, so those that ran are a prefix):
+// each rank's busy time, first F start, last compute end, in-flight peak (PeakInflight over
+// what ran) and OOM against `device_memory_bytes` (none when 0); the run's start (its first op,
+// a receive may be posted before any compute starts) and end (its last compute or STEP end).
+// The simulator and the executor (its ranks' records joined) both call it.
+void FinishRunRecord(const Schedule& schedule, int64_t device_memory_bytes, RunRecord* record);
 
 }  // namespace stagecraft::schedules

@@ -40,9 +40,8 @@ class StreamHooks {
   ~StreamHooks() = default;
 };
 
-// Fills the compute and STEP timings of the record, with each rank's busy_ns,
-// first_f_start_ns and last_compute_end_ns. A 0 ns STEP starts and finishes on the spot,
-// with no event.
+// Fills the compute and STEP timings of the record (what they imply:
+// schedules::FinishRunRecord). A 0 ns STEP starts and finishes on the spot, with no event.
 class ComputeStreams final : public EventHandler {
  public:
   // Keeps references to all of its arguments, which must outlive it. `record` has one timing

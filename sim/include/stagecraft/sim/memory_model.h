@@ -1,6 +1,7 @@
 // Memory per rank over time (DESIGN.md §4): weights x live versions + gradients + optimizer state
 // of each local stage, activations from F's start to B/I's end (after I only the W stash, until
-// W), and transfer buffers; the peak, the samples and OOM go into the run record.
+// W), and transfer buffers; the peak and the samples go into the run record (OOM against them:
+// schedules::FinishRunRecord).
 #pragma once
 
 #include <cstdint>
@@ -37,9 +38,6 @@ class MemoryModel {
   void Allocate(int64_t now_ns, int rank, int64_t bytes) { Add(now_ns, rank, bytes); }
   void Free(int64_t now_ns, int rank, int64_t bytes) { Add(now_ns, rank, -bytes); }
 
-  // Sets each rank's `oom` flag: its peak over `device_memory_bytes` (0: no check).
-  void MarkOom(int64_t device_memory_bytes);
-
   int64_t bytes(int rank) const { return Saturated(bytes_[rank]); }
 
  private:
@@ -57,7 +55,6 @@ class MemoryModel {
   bool record_samples_;
   schedules::RunRecord* record_;
   std::vector<Wide> bytes_;                       // per rank, now
-  std::vector<int> inflight_;                     // per rank: activations held
   std::vector<std::vector<int>> readers_left_;    // per stage, per version
   std::vector<int> live_versions_, newest_;       // per stage
 };
