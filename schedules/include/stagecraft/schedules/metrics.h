@@ -30,7 +30,7 @@ struct RankMetrics {
   friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
 };
 
-// What only the executor measures (README, "Measured JSON").
+// What only the executor measures (docs/executor.md, "Output").
 struct ExecutorMetrics {
   std::vector<double> losses;     // mean loss per step
   // Each step's time in ms: from the previous step's end (the run's start for step 0) to the

@@ -1,4 +1,4 @@
-// The metrics codec: the one place the metrics JSON (DESIGN.md §4, README "Measured JSON") is
+// The metrics codec: the one place the metrics JSON (DESIGN.md §4, docs/executor.md "Output") is
 // written and read, through RapidJSON, strictly (compare) or leniently (the viewer); numbers keep
 // their fixed decimals. Traces embed the same schedule object (trace.h).
 #pragma once

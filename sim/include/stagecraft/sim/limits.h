@@ -1,5 +1,5 @@
 // The range of every duration, rate, size and count that a scenario, topology or profile states,
-// and the limits on what the simulator derives from them (README, "Reliability"). Each sits far
+// and the limits on what the simulator derives from them (docs/reliability.md). Each sits far
 // outside real use, yet close enough that no arithmetic on values in range can overflow.
 #pragma once
 
