@@ -54,6 +54,75 @@ std::string ScaleText(double scale, const harness::ScaleSums* sums, int kind) {
   return fmt::format("{:.3f}", scale);
 }
 
+// The layers' table: what was timed, and each layer's median times and activations.
+void PrintLayers(std::FILE* report, const sim::Profile& profile, const sim::Scenario& sc,
+                 const exec::TrainingConfig& config, const ProfileFlags& f, int ranks) {
+  std::fprintf(report, "profile of %s: %d %s, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
+              Printable(sc.name).c_str(), exec::NetworkLayers(config), config.gpt ? "blocks" : "layers",
+              config.gpt ? config.gpt->hidden : config.model.hidden, config.microbatch_size, f.repeats,
+              ranks, f.out_path.c_str());
+  std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
+              "activations");
+  for (size_t l = 0; l < profile.layers.size(); ++l) {
+    const sim::LayerProfile& m = profile.layers[l];
+    std::fprintf(report, "%-6zu %12s %15s %16s %12s %14s\n", l, FormatDuration(m.forward_ns).c_str(),
+                FormatDuration(m.backward_input_ns).c_str(), FormatDuration(m.backward_weight_ns).c_str(),
+                FormatDuration(m.step_ns).c_str(), FormatBytes(m.activation_bytes).c_str());
+  }
+  for (const auto& [name, piece] : {std::pair{"embed", profile.embedding}, std::pair{"head", profile.head}}) {
+    if (!piece) continue;
+    std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", name, FormatDuration(piece->forward_ns).c_str(),
+                FormatDuration(piece->backward_input_ns).c_str(),
+                FormatDuration(piece->backward_weight_ns).c_str(), FormatDuration(piece->step_ns).c_str(),
+                FormatBytes(piece->activation_bytes).c_str());
+  }
+  std::fprintf(report, "input copy %s (first stage), loss %s (last stage), per forward\n",
+              FormatDuration(profile.input_copy_ns).c_str(), FormatDuration(profile.loss_ns).c_str());
+}
+
+// The calibration: the p2p fit, the runtime's overhead and noise, and each rank's scales.
+void PrintCalibration(std::FILE* report, const sim::Profile& profile, const harness::RunsReport& runs,
+                      const sim::Scenario& sc, const ProfileFlags& f) {
+  if (profile.p2p) {
+    std::fprintf(report, "p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
+                FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
+                100 * profile.p2p->overlap, FormatBytes(profile.send_bytes).c_str());
+    if (runs.waited > 0) {
+      std::fprintf(report, "p2p in the pipeline: %zu transfers waited through, median %s", runs.waited,
+                  FormatDuration(runs.waited_median_ns).c_str());
+      if (profile.p2p->pipeline_bytes_per_s > 0) {
+        std::fprintf(report, ": %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
+      } else {
+        std::fprintf(report, " (not slower than the ping-pong: its bandwidth stays)\n");
+      }
+    }
+  } else {
+    std::fprintf(report, "p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
+  }
+  std::string by_rank;
+  for (size_t r = 0; r < profile.ranks.size(); ++r) {
+    by_rank += fmt::format("{}rank {} {}", r == 0 ? " (" : ", ", r,
+                           FormatDuration(profile.ranks[r].op_overhead_ns.value_or(profile.op_overhead_ns)));
+  }
+  if (!by_rank.empty()) by_rank += ")";
+  std::fprintf(report, "runtime overhead per op: %s%s\n", FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
+  std::fprintf(report, "an op's time varies by %.1f%% (CV) from one run of it to the next\n", 100 * profile.op_time_cv);
+  std::fprintf(report, "in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
+              fmt::format("{}", fmt::join(harness::CalibrationSchedules(harness::CalibrationPipeline(sc, f.calibration_steps)), ", ")).c_str());
+  std::fprintf(report, "%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
+  for (size_t r = 0; r < profile.ranks.size(); ++r) {
+    const auto at = [r](const std::vector<harness::ScaleSums>& v) { return r < v.size() ? &v[r] : nullptr; };
+    for (const auto& [what, k, measured] : {std::tuple{"per step", profile.ranks[r].per_step, at(runs.per_step)},
+                                            std::tuple{"per microbatch", profile.ranks[r].per_microbatch,
+                                                       at(runs.per_microbatch)}}) {
+      std::fprintf(report, "%-5zu %-14s %8s %8s %8s %8s %8s\n", r, what, ScaleText(k.forward, measured, 0).c_str(),
+                  ScaleText(k.backward, measured, 1).c_str(), ScaleText(k.backward_input, measured, 2).c_str(),
+                  ScaleText(k.backward_weight, measured, 3).c_str(), ScaleText(k.step, measured, 4).c_str());
+    }
+  }
+  std::fprintf(report, "(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
+}
+
 int Run(const ProfileFlags& f) {
   exec::MpiSession session(nullptr, nullptr);
   const int rank = exec::MpiWorldRank();
@@ -110,27 +179,7 @@ int Run(const ProfileFlags& f) {
   outputs.Commit();
   // With the profile on standard output, the report goes to standard error.
   std::FILE* report = outputs.WritesStdout() ? stderr : stdout;
-  std::fprintf(report, "profile of %s: %d %s, hidden %d, microbatch %d, median of %d runs on %d rank(s) at once -> %s\n",
-              Printable(sc.name).c_str(), exec::NetworkLayers(config), config.gpt ? "blocks" : "layers",
-              config.gpt ? config.gpt->hidden : config.model.hidden, config.microbatch_size, f.repeats,
-              transport->size(), f.out_path.c_str());
-  std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", "layer", "forward", "backward_input", "backward_weight", "step",
-              "activations");
-  for (size_t l = 0; l < profile.layers.size(); ++l) {
-    const sim::LayerProfile& m = profile.layers[l];
-    std::fprintf(report, "%-6zu %12s %15s %16s %12s %14s\n", l, FormatDuration(m.forward_ns).c_str(),
-                FormatDuration(m.backward_input_ns).c_str(), FormatDuration(m.backward_weight_ns).c_str(),
-                FormatDuration(m.step_ns).c_str(), FormatBytes(m.activation_bytes).c_str());
-  }
-  for (const auto& [name, piece] : {std::pair{"embed", profile.embedding}, std::pair{"head", profile.head}}) {
-    if (!piece) continue;
-    std::fprintf(report, "%-6s %12s %15s %16s %12s %14s\n", name, FormatDuration(piece->forward_ns).c_str(),
-                FormatDuration(piece->backward_input_ns).c_str(),
-                FormatDuration(piece->backward_weight_ns).c_str(), FormatDuration(piece->step_ns).c_str(),
-                FormatBytes(piece->activation_bytes).c_str());
-  }
-  std::fprintf(report, "input copy %s (first stage), loss %s (last stage), per forward\n",
-              FormatDuration(profile.input_copy_ns).c_str(), FormatDuration(profile.loss_ns).c_str());
+  PrintLayers(report, profile, sc, config, f, transport->size());
   if (!calibrate) {
     const char* why = f.calibration_steps == 0       ? "--calibration-steps 0"
                       : sc.pipeline.ranks < 2           ? "a one-rank pipeline has no neighbours to calibrate against"
@@ -138,44 +187,7 @@ int Run(const ProfileFlags& f) {
     std::fprintf(report, "not calibrated (%s): the layers alone\n", why);
     return 0;
   }
-  if (profile.p2p) {
-    std::fprintf(report, "p2p: latency %s, bandwidth %.2f GB/s, %.0f%% of a %s transfer overlaps the receiver's compute\n",
-                FormatDuration(profile.p2p->latency_ns).c_str(), profile.p2p->bytes_per_s * 1e-9,
-                100 * profile.p2p->overlap, FormatBytes(profile.send_bytes).c_str());
-    if (runs.waited > 0) {
-      std::fprintf(report, "p2p in the pipeline: %zu transfers waited through, median %s", runs.waited,
-                  FormatDuration(runs.waited_median_ns).c_str());
-      if (profile.p2p->pipeline_bytes_per_s > 0) {
-        std::fprintf(report, ": %.2f GB/s (the simulator's data rate)\n", profile.p2p->pipeline_bytes_per_s * 1e-9);
-      } else {
-        std::fprintf(report, " (not slower than the ping-pong: its bandwidth stays)\n");
-      }
-    }
-  } else {
-    std::fprintf(report, "p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
-  }
-  std::string by_rank;
-  for (size_t r = 0; r < profile.ranks.size(); ++r) {
-    by_rank += fmt::format("{}rank {} {}", r == 0 ? " (" : ", ", r,
-                           FormatDuration(profile.ranks[r].op_overhead_ns.value_or(profile.op_overhead_ns)));
-  }
-  if (!by_rank.empty()) by_rank += ")";
-  std::fprintf(report, "runtime overhead per op: %s%s\n", FormatDuration(profile.op_overhead_ns).c_str(), by_rank.c_str());
-  std::fprintf(report, "an op's time varies by %.1f%% (CV) from one run of it to the next\n", 100 * profile.op_time_cv);
-  std::fprintf(report, "in-pipeline / isolated time, per rank (%d-step runs of %s):\n", f.calibration_steps,
-              fmt::format("{}", fmt::join(harness::CalibrationSchedules(harness::CalibrationPipeline(sc, f.calibration_steps)), ", ")).c_str());
-  std::fprintf(report, "%-5s %-14s %8s %8s %8s %8s %8s\n", "rank", "updates", "F", "B", "I", "W", "STEP");
-  for (size_t r = 0; r < profile.ranks.size(); ++r) {
-    const auto at = [r](const std::vector<harness::ScaleSums>& v) { return r < v.size() ? &v[r] : nullptr; };
-    for (const auto& [what, k, measured] : {std::tuple{"per step", profile.ranks[r].per_step, at(runs.per_step)},
-                                            std::tuple{"per microbatch", profile.ranks[r].per_microbatch,
-                                                       at(runs.per_microbatch)}}) {
-      std::fprintf(report, "%-5zu %-14s %8s %8s %8s %8s %8s\n", r, what, ScaleText(k.forward, measured, 0).c_str(),
-                  ScaleText(k.backward, measured, 1).c_str(), ScaleText(k.backward_input, measured, 2).c_str(),
-                  ScaleText(k.backward_weight, measured, 3).c_str(), ScaleText(k.step, measured, 4).c_str());
-    }
-  }
-  std::fprintf(report, "(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
+  PrintCalibration(report, profile, runs, sc, f);
   return 0;
 }
 

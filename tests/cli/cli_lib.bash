@@ -2,6 +2,10 @@
 # `checkf` also shows a captured stderr when it fails,
 # `expect_error` runs the binary on bad input and checks the contract for it: non-zero exit,
 # exactly one line on stderr containing the expected text, nothing on stdout.
+# Sourced first thing: the script's arguments are the binary and the source root; `tmp` is a
+# folder of its own, removed at exit.
+sc="$1"; root="${2:-}"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
 # checkf NAME COND FILE: check, and show FILE (a captured stderr) when it fails.

@@ -3,9 +3,7 @@
 # --max-error exit code (a partial run's error included), the --json output (checked before any
 # input is read), a file compared with itself, and bad input.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 data="$root/tests/data/compare"
 pred="$data/predicted.json"; meas="$data/measured.json"
 

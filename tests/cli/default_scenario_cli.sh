@@ -3,9 +3,7 @@
 # 20 steps and its loss falls (the last step's mean loss at most 95% of the first's; flush
 # schedules, PipeDream and 2BW alike).
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 timeout 600 "$root/scripts/mpirun.sh" 2 "$sc" execute "$root/scenarios/mlp-cpu.yaml" --json "$tmp/m.json" >"$tmp/out" 2>&1
 rc=$?
 check "default scenario executes" '[[ $rc -eq 0 ]]'

@@ -5,9 +5,7 @@
 # follow its verdict. Then scripts/gpu-check.sh: its plan (--dry-run), the report assembled from
 # made-up step results, and, where no GPU is usable, the real thing: one line, devices' exit code.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 build="$(cd "$(dirname "$sc")/.." && pwd)"
 
 # ---- stagecraft devices ---------------------------------------------------------------------------

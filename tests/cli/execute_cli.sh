@@ -6,9 +6,7 @@
 # cannot be executed. Each failure: one cause printed once, every rank gone with a non-zero exit
 # well within the timeout, no output.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 scenario="$root/scenarios/mlp-cpu.yaml"
 small=(--set model.mlp.hidden=32 --set pipeline.microbatch_size=8 --set pipeline.steps=3

@@ -6,14 +6,12 @@
 # that throws mid-step on the GPU, and a rank whose start-up fails while making its GPU's device
 # or its transport (NCCL or host staging), each ending every rank with one cause and no output.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 if ! "$sc" devices --quiet; then
   echo "SKIPPED: $("$sc" devices | sed -n 's/^verdict: //p')"
   exit 77
 fi
 "$sc" devices
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 scenario="$root/scenarios/mlp-gpu.yaml"
 small=(--backend cuda --set model.mlp.layers=8 --set model.mlp.hidden=512 --set pipeline.microbatch_size=64

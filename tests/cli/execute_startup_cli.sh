@@ -5,9 +5,7 @@
 # its device or its transport; a rank that hangs there (its peer gives up after --timeout); a
 # malformed hook. Each: non-zero exit well before the timeout's kill, the cause once, no output.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 scenario="$root/scenarios/mlp-cpu.yaml"
 small=(--set model.mlp.hidden=32 --set pipeline.microbatch_size=8 --set pipeline.steps=2

@@ -4,9 +4,7 @@
 # too large to hold is refused by its estimate before anything is built, naming --max-ops, and
 # runs when the limit is raised; 10^4 ranks simulate.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mlp="$root/scenarios/mlp-cpu.yaml"
 uniform="$root/scenarios/uniform-costs.yaml"
 gpt="$root/scenarios/gpt-1.3b-8xh100.yaml"

@@ -3,9 +3,7 @@
 # prefix, printed once per job (not once per rank), naming the path and the reason, with the
 # bytes of user text that could drive a terminal escaped, and never a crash.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 mlp="$root/scenarios/mlp-cpu.yaml"
 gpt="$root/scenarios/gpt-tiny-cpu.yaml"

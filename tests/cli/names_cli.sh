@@ -4,9 +4,7 @@
 # the name back exactly. (The viewer's loader and `execute --json` have their own tests:
 # tests/viz/trace_set_test.cpp, tests/cli/execute_cli.sh.)
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
 # The name in YAML's double-quoted form, and as it must come back.
 yaml_name='"odd \"quoted\" back\\slash \u00fc \u2192 tab\there \x01 end"'

@@ -4,9 +4,7 @@
 # standard output (the table then goes to stderr), every output path is checked before any
 # work, and a command that fails leaves no new output file.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 scenario="$root/scenarios/mlp-cpu.yaml"
 one=(--set pipeline.schedule=1f1b)

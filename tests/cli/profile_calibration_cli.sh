@@ -4,9 +4,7 @@
 # calibration ran with, and the simulator then charges overhead and transfers from them. On
 # one rank (or with --calibration-steps 0) the profile keeps the layers only.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 scenario="$root/scenarios/mlp-cpu.yaml"
 small=(--set model.mlp.hidden=64 --set pipeline.microbatch_size=16 --set pipeline.steps=2)
 

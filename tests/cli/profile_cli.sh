@@ -3,9 +3,7 @@
 # entry per layer with positive times and the runtime's real sizes, and the simulator predicts
 # from it; bad input follows the one-line contract.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 scenario="$root/scenarios/mlp-cpu.yaml"
 small=(--set model.mlp.hidden=64 --set pipeline.microbatch_size=16)
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # `stagecraft schedule` as a user runs it: outputs, and one clear line + non-zero exit on bad input.
 set -uo pipefail
-sc="$1"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 
 out="$("$sc" schedule --schedule 1f1b --ranks 4 --microbatches 8)"
@@ -21,7 +20,6 @@ check "csv ahead: rank 1 receives first" '[[ "$(sed -n 2p <<<"$ahead")" == "1REC
 json="$("$sc" schedule --schedule zb-h1 --ranks 2 --microbatches 2 --format json)"
 check "json has ops" '[[ "$json" == *"\"ops\""* && "$json" == *"\"kind\":\"W\""* ]]'
 
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 expect_error "bad --p2p" "--p2p" schedule --schedule gpipe --ranks 2 --microbatches 2 --p2p eager
 printf '%s\n' "$csv" >"$tmp/s.csv"
 check "csv import round trip" '[[ "$("$sc" schedule --import "$tmp/s.csv" --format csv)" == "$csv" ]]'

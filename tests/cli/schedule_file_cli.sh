@@ -6,9 +6,7 @@
 # `schedule --import` keeps a file's own transfers and validates them as they are, as simulate
 # does; --relower drops them and lowers the compute order again.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/orders"
 # GPipe's order down the V and back, p = 2, m = 2, as PyTorch writes it (with a sharding action).
 printf '0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n1UNSHARD,1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1\n' >"$tmp/orders/v.csv"

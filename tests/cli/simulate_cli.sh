@@ -2,9 +2,7 @@
 # `stagecraft simulate` as a user runs it: the table, --json/--trace determinism, and bad input
 # (one stderr line naming where and what, non-zero exit, no output file left behind).
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
 cat >"$tmp/ok.yaml" <<'YAML'
 name: uniform

@@ -5,9 +5,7 @@
 # the vocabulary, a missing file, hidden not a multiple of heads. Each failure: one line, a
 # non-zero exit, no output file.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi="$root/scripts/mpirun.sh"
 scenario="$root/scenarios/gpt-tiny-cpu.yaml"
 small=(--set model.transformer.hidden=32 --set model.transformer.heads=2 --set model.transformer.seq=16

@@ -7,12 +7,10 @@
 # picture; two schedules, missing or unusable fields render with a warning line; bad flags.
 # Skips when the viewer was not built or xvfb-run is missing.
 set -uo pipefail
-sc="$1"; root="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 view="$(dirname "$sc")/../viz/stagecraft-view"
 if [[ ! -x "$view" ]]; then echo "SKIP: viewer not built"; exit 0; fi
 if ! command -v xvfb-run >/dev/null; then echo "SKIP: xvfb-run not installed"; exit 0; fi
-tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 scenario="$root/scenarios/mlp-cpu.yaml"
 small=(--set pipeline.schedule=1f1b --set model.mlp.hidden=256 --set pipeline.microbatch_size=16
        --set pipeline.steps=2)
