@@ -46,7 +46,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, double layers
   const double d = DtypeBytes(sc.training.dtype);
   const double rate = device.peak_flops * device.efficiency;
   const double layer_flops = 24 * b * s * h * h + 4 * b * s * s * h;
-  const double layer_params = 12 * h * h + 13 * h;
+  const double layer_params = static_cast<double>(GptBlockParams(t.hidden));
   // Korthikanti Eq. 2 in 16-bit bytes, scaled to the dtype.
   const double layer_activation = (34 * s * b * h + 5 * a * s * s * b) * d / 2;
   const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
@@ -58,7 +58,8 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, double layers
   const double repeat = recompute ? layers * layer_flops : 0.0;
   // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
   // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
-  const double params = layers * layer_params + (st == 0 ? (V + s) * h : 0) + (last ? V * h + 2 * h : 0);
+  const double params = layers * layer_params + static_cast<double>(st == 0 ? GptEmbeddingParams(t.vocab, t.seq, t.hidden) : 0) +
+                        static_cast<double>(last ? GptHeadParams(t.vocab, t.hidden) : 0);
   const StageChecks check(sc.path, st, keys);
   const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;

@@ -28,6 +28,7 @@
 
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/stage.h"
+#include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::exec {
 
@@ -40,9 +41,10 @@ struct GptModel {
   uint64_t seed = 1;
   // The tokens of training.data (LoadTokenFile); null: the synthetic stream (GptMicrobatch).
   std::shared_ptr<const std::vector<int32_t>> data = nullptr;
-  int64_t BlockFloats() const { return 12 * int64_t{hidden} * hidden + 13 * int64_t{hidden}; }
-  int64_t EmbeddingFloats() const { return (int64_t{vocab} + seq) * hidden; }
-  int64_t HeadFloats() const { return 2 * int64_t{hidden} + int64_t{vocab} * hidden; }
+  // One float per parameter (sim/scenario.h's counts).
+  int64_t BlockFloats() const { return sim::GptBlockParams(hidden); }
+  int64_t EmbeddingFloats() const { return sim::GptEmbeddingParams(vocab, seq, hidden); }
+  int64_t HeadFloats() const { return sim::GptHeadParams(vocab, hidden); }
 };
 
 // Where each tensor of a block starts within the block's parameters.

@@ -56,6 +56,14 @@ struct TransformerSpec {
   int vocab = 0;
 };
 
+// Its parameter counts, as the executor lays them out and the analytical model charges them
+// (Megatron-LM's, with an untied head): a block 12h² + 13h (QKV, projection and the two MLP
+// GEMMs with biases, two LayerNorms); the token and position embeddings (V + s)·h; the final
+// LayerNorm and the LM head 2h + V·h.
+constexpr int64_t GptBlockParams(int64_t hidden) { return 12 * hidden * hidden + 13 * hidden; }
+constexpr int64_t GptEmbeddingParams(int64_t vocab, int64_t seq, int64_t hidden) { return (vocab + seq) * hidden; }
+constexpr int64_t GptHeadParams(int64_t vocab, int64_t hidden) { return 2 * hidden + vocab * hidden; }
+
 // The executor's network: per layer Linear(hidden, hidden) + bias -> activation, fp32 tensors.
 struct MlpSpec {
   int layers = 0;
