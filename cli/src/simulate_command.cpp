@@ -40,8 +40,15 @@ struct SimulateFlags {
 
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<harness::Prediction>& outcomes) {
   const PipelineSpec& p = sc.pipeline;
-  std::string out = fmt::format("scenario {}: {} ranks, {} microbatches x {} samples, {} step(s); costs: {}\n", Printable(sc.name),
-                                p.ranks, p.microbatches, p.microbatch_size, p.steps, cost_source);
+  // Beside the pipeline, the replicas and the tensor group, when there are any.
+  const std::string around =
+      p.world() == p.ranks
+          ? ""
+          : fmt::format(" x {} replica(s) x {}-way tensor parallel{} = {} devices", p.data_parallel, p.tensor_parallel,
+                        p.sequence_parallel ? " (sequence parallel)" : "", p.world());
+  std::string out = fmt::format("scenario {}: {} ranks{}, {} microbatches x {} samples, {} step(s); costs: {}\n",
+                                Printable(sc.name), p.ranks, around, p.microbatches, p.microbatch_size, p.steps,
+                                cost_source);
   out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");
   const harness::Prediction* best = nullptr;

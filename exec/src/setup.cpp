@@ -74,6 +74,19 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
         sc.path));
   }
   if (!sc.has_training) throw stagecraft::InputError(fmt::format("{}: execute needs a training block", sc.path));
+  // What the simulator models and the executor does not run yet.
+  const sim::PipelineSpec& p = sc.pipeline;
+  if (p.data_parallel > 1 || p.tensor_parallel > 1) {
+    throw stagecraft::InputError(fmt::format(
+        "{}: pipeline.{}: the executor runs one pipeline on one device per rank so far (data {} x tensor {} is "
+        "simulated only)",
+        sc.path, p.data_parallel > 1 ? "data_parallel" : "tensor_parallel", p.data_parallel, p.tensor_parallel));
+  }
+  if (p.recompute == sim::Recompute::kSelective) {
+    throw stagecraft::InputError(fmt::format(
+        "{}: pipeline.recompute: selective is modelled by the simulator only; the executor recomputes none or full",
+        sc.path));
+  }
   if (!(sc.training.lr > 0)) throw stagecraft::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
   TrainingConfig c;
   c.microbatch_size = sc.pipeline.microbatch_size;

@@ -26,7 +26,7 @@ const ScheduleMetrics* MetricsFile::Find(const std::string& schedule) const {
   return nullptr;
 }
 
-ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size) {
+ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size, int replicas) {
   ScheduleMetrics m;
   m.schedule = s.name;
   m.ranks = s.ranks();
@@ -39,7 +39,7 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   m.step_time_ms = m.makespan_ms / s.steps;
   const double makespan_s = m.makespan_ns * 1e-9;
   m.throughput_samples_per_s =
-      makespan_s > 0 ? static_cast<double>(s.microbatches) * microbatch_size * s.steps / makespan_s : 0;
+      makespan_s > 0 ? static_cast<double>(s.microbatches) * microbatch_size * replicas * s.steps / makespan_s : 0;
   int64_t idle_ns = 0;
   const std::vector<RankSplit> split = SplitBubbles(s, result, false);
   for (int r = 0; r < s.ranks(); ++r) {

@@ -48,7 +48,7 @@ class Engine final : StreamHooks, Transfers::Listener {
         edges_(schedules::EdgeKeyCount(units_)),
         result_(EmptyRecord(s)),
         memory_(s, costs, config.record_memory, &result_),
-        transfers_(topo, costs.p2p_latency_ns, edges_.size(), &loop_, this, costs.p2p),
+        transfers_(topo, costs.p2p_latency_ns, edges_.size(), &loop_, this, costs.p2p, config.rank_devices),
         streams_(s, costs, &loop_, this, &result_) {}
 
   RunRecord Run() {
@@ -117,20 +117,20 @@ class Engine final : StreamHooks, Transfers::Listener {
                     LinkBytes(*edge));
   }
 
-  // ---- transfers (rank r runs on device r) ----------------------------------------------
+  // ---- transfers (rank r runs on device config_.rank_devices[r], or r) --------------------
   void TransferStarted(size_t key) override {
-    result_.ranks[transfers_[key].src_device].ops[edges_[key].send_index].start_ns = loop_.now_ns();
+    result_.ranks[transfers_[key].src_rank].ops[edges_[key].send_index].start_ns = loop_.now_ns();
   }
 
   void TransferArrived(size_t key) override {
     const Transfers::Transfer& t = transfers_[key];
     EdgeState& edge = edges_[key];
     const int64_t now = loop_.now_ns();
-    result_.ranks[t.src_device].ops[edge.send_index].end_ns = now;
-    result_.ranks[t.dst_device].ops[edge.recv_index].end_ns = now;
-    memory_.Free(now, t.src_device, edge.bytes);
+    result_.ranks[t.src_rank].ops[edge.send_index].end_ns = now;
+    result_.ranks[t.dst_rank].ops[edge.recv_index].end_ns = now;
+    memory_.Free(now, t.src_rank, edge.bytes);
     edge.ready_ns = now;
-    streams_.Wake(t.dst_device);
+    streams_.Wake(t.dst_rank);
   }
 
   // The span, busy times, in-flight peaks and OOM, as for a measured run.

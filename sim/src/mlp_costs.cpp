@@ -32,7 +32,7 @@ StageCost MlpStage(const Scenario& sc, int st, int stages, double layers, const 
   const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kSgd;
   const double optimizer_per_param =
       static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(kFloat)));
-  const bool recompute = sc.pipeline.recompute;
+  const bool recompute = sc.pipeline.full_recompute();
   const double params = layers * (h * h + h);
   const StageChecks check(sc.path, st, keys);
   const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };

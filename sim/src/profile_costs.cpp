@@ -90,7 +90,7 @@ struct StageSums {
 StageSums SumStage(const Scenario& sc, const Profile& p, const std::vector<OpScale>& scales, int st, int stages,
                    size_t first_layer, int layers) {
   StageSums sums;
-  const bool recompute = sc.pipeline.recompute;
+  const bool recompute = sc.pipeline.full_recompute();
   if (st == 0 && p.embedding) sums.Add(*p.embedding, scales.front(), recompute);
   for (int i = 0; i < layers; ++i) sums.Add(p.layers[first_layer + i], scales[first_layer + i], recompute);
   if (st == stages - 1 && p.head) sums.Add(*p.head, scales.back(), recompute);

@@ -5,10 +5,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "scenario_parse.h"
 #include "stagecraft/base/error.h"
@@ -135,9 +137,31 @@ std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string
   return schedules;
 }
 
+// pipeline.recompute: none | selective | full, or false (none) / true (full) as before.
+Recompute ParseRecompute(const Value& v) {
+  if (v.IsScalar() && (v.node().Scalar() == "true" || v.node().Scalar() == "false")) {
+    return v.Bool() ? Recompute::kFull : Recompute::kNone;
+  }
+  return v.Enum(kRecomputeNames);
+}
+
+// pipeline.placement: the three axes, each once, innermost first.
+std::vector<Axis> ParsePlacement(const Value& v) {
+  std::vector<Axis> axes;
+  const std::vector<Value> items = v.Elements();
+  for (const Value& item : items) {
+    const Axis axis = item.Enum(kAxisNames);
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) item.Fail(fmt::format("'{}' is listed twice", Name(axis)));
+    axes.push_back(axis);
+  }
+  if (axes.size() != 3) v.Fail(fmt::format("expected the three axes tensor, data and pipeline, innermost first; got {}", axes.size()));
+  return axes;
+}
+
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
-                      "vertical_sync", "partition", "p2p"});
+                      "vertical_sync", "partition", "p2p", "data_parallel", "tensor_parallel", "sequence_parallel",
+                      "zero", "placement"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -145,10 +169,15 @@ PipelineSpec ParsePipeline(const Value& value) {
   p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxMicrobatchSize));
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
-  if (const auto v = m.Find("recompute")) p.recompute = v->Bool();
+  if (const auto v = m.Find("recompute")) p.recompute = ParseRecompute(*v);
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) p.partition = v->Enum(kPartitionNames);
   if (const auto v = m.Find("p2p")) schedules::ParseP2p(v->Choice({"ahead", "lockstep"}), &p.p2p);
+  if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));
+  if (const auto v = m.Find("tensor_parallel")) p.tensor_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
+  if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();
+  if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
+  if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
   return p;
 }
 
@@ -274,13 +303,25 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
   return s;
 }
 
+int PipelineSpec::DeviceOf(int rank, int replica, int tensor) const {
+  int64_t device = 0, stride = 1;
+  for (const Axis axis : placement) {
+    const auto [index, size] = axis == Axis::kTensor ? std::pair{tensor, tensor_parallel}
+                               : axis == Axis::kData ? std::pair{replica, data_parallel}
+                                                     : std::pair{rank, ranks};
+    device += index * stride;
+    stride *= size;
+  }
+  return static_cast<int>(device);
+}
+
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const schedules::GeneratorInfo& info) {
   const bool all = p.runs_all();
   schedules::GeneratorParams params;
   params.ranks = p.ranks;
   params.microbatches = p.microbatches;
   params.steps = p.steps;
-  params.recompute = p.recompute;
+  params.recompute = p.full_recompute();
   params.chunks = !info.interleaved ? 1 : (p.chunks == 1 ? 2 : p.chunks);
   params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
   return params;

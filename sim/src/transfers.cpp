@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "stagecraft/base/check.h"
 
@@ -16,8 +18,9 @@ constexpr int64_t kFarNs = int64_t{1} << 60;
 }  // namespace
 
 Transfers::Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop,
-                     Listener* listener, std::optional<P2pFit> measured)
+                     Listener* listener, std::optional<P2pFit> measured, std::vector<int> rank_devices)
     : topology_(topology),
+      rank_devices_(std::move(rank_devices)),
       p2p_latency_ns_(p2p_latency_ns),
       measured_(measured),
       loop_(loop),
@@ -27,19 +30,19 @@ Transfers::Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t sl
   SC_CHECK(slots <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "a slot fits an event argument");
 }
 
-void Transfers::Post(size_t slot, End end, int src_device, int dst_device, int64_t bytes) {
+void Transfers::Post(size_t slot, End end, int src_rank, int dst_rank, int64_t bytes) {
   SC_CHECK(slot < transfers_.size(), "transfer slot out of range");
   Transfer& t = transfers_[slot];
   if (t.post_order < 0) {
-    t.src_device = src_device;
-    t.dst_device = dst_device;
+    t.src_rank = src_rank;
+    t.dst_rank = dst_rank;
     t.bytes = bytes;
-    t.route = &topology_.Route(src_device, dst_device);
+    t.route = &topology_.Route(DeviceOf(src_rank), DeviceOf(dst_rank));
     t.post_order = static_cast<int32_t>(slot_by_post_order_.size());
     slot_by_post_order_.push_back(static_cast<int32_t>(slot));
   }
-  SC_CHECK(t.src_device == src_device && t.dst_device == dst_device && t.bytes == bytes,
-           "both ends of a transfer name the same devices and bytes");
+  SC_CHECK(t.src_rank == src_rank && t.dst_rank == dst_rank && t.bytes == bytes,
+           "both ends of a transfer name the same ranks and bytes");
   bool& posted = end == End::kSend ? t.send_posted : t.recv_posted;
   SC_CHECK(!posted, "each end of a transfer is posted once");
   posted = true;
@@ -65,7 +68,7 @@ void Transfers::Start(size_t slot) {
                                   static_cast<int32_t>(slot));
     return;
   }
-  const int64_t at = loop_->now_ns() + topology_.RouteLatencyNs(t.src_device, t.dst_device) + p2p_latency_ns_;
+  const int64_t at = loop_->now_ns() + topology_.RouteLatencyNs(DeviceOf(t.src_rank), DeviceOf(t.dst_rank)) + p2p_latency_ns_;
   const auto arg = static_cast<int32_t>(slot);
   if (t.bytes <= 0) {
     t.arrival = loop_->ScheduleAt(at, this, kArrival, arg);

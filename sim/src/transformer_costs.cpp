@@ -24,7 +24,10 @@
 // 2bshV of them on the last stage.
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "analytical_costs.h"
+#include "stagecraft/sim/collectives.h"
 #include "cost_checks.h"
 #include "cost_model_rows.h"
 
@@ -38,44 +41,123 @@ LayerWeights TransformerWeights(const Scenario& sc) {
   return {"model.transformer", t.layers, {}, 0.0, 2 * V / (24 * h * (1 + s / (6 * h)))};
 }
 
-// The analytical costs of stage `st` of `stages`, holding `layers` layers.
-StageCost TransformerStage(const Scenario& sc, int st, int stages, double layers, const KeysOf& keys) {
+// One layer's activations kept for its backward, in bytes of 16-bit tensors (Korthikanti et al.
+// 2022, Table 2), over a tensor-parallel group of t: without recompute sbh(34 + 5as/h) at t = 1,
+// sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, sbh/t·(34 + 5as/h) with sequence
+// parallelism too; selective recompute drops the 5as/h term (sbh(10 + 24/t), or sbh·34/t); full
+// recompute keeps only the layer input 2sbh (2sbh/t sequence-parallel).
+double LayerActivationBytes16(double s, double b, double h, double a, double t, bool sp, Recompute recompute) {
+  const double sbh = s * b * h;
+  switch (recompute) {
+    case Recompute::kFull: return 2 * sbh / (sp ? t : 1);
+    case Recompute::kSelective: return sp ? sbh * 34 / t : sbh * (10 + 24 / t);
+    case Recompute::kNone: break;
+  }
+  if (t == 1) return 34 * sbh + 5 * a * s * s * b;
+  return sp ? sbh / t * (34 + 5 * a * s / h) : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+}
+
+// What tensor and data parallelism add to a stage: the tensor group's all-reduces per layer
+// (Megatron: two in each forward and two in each backward for inputs, of s·b·h elements; with
+// sequence parallelism an all-gather and a reduce-scatter in place of each, the same time on a
+// ring), and the data group's all-reduce of the gradients at each STEP (with ZeRO-1 a
+// reduce-scatter of the gradients and an all-gather of the weights: the same time). The STEP
+// holds the stage's compute stream meanwhile: the gradients are reduced after the pipeline's
+// last backward, not overlapped with it (REDUCE_GRAD in the IR is to come).
+struct GroupCosts {
+  double tensor_allreduce_ns = 0;  // one all-reduce of an s·b·h activation over the tensor group
+  RingLink data_link;               // the ring of the stage's replicas
+};
+
+GroupCosts GroupCostsOf(const Scenario& sc, int rank, double activation_bytes) {
+  const PipelineSpec& p = sc.pipeline;
+  GroupCosts g;
+  if (p.tensor_parallel > 1) {
+    std::vector<int> group;
+    for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(rank, 0, i));
+    g.tensor_allreduce_ns = AllReduceNs(activation_bytes, p.tensor_parallel, RingLinkOf(sc.topology, group));
+  }
+  if (p.data_parallel > 1) {
+    std::vector<int> group;
+    for (int i = 0; i < p.data_parallel; ++i) group.push_back(p.DeviceOf(rank, i, 0));
+    g.data_link = RingLinkOf(sc.topology, group);
+  }
+  return g;
+}
+
+// The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers` layers.
+StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, double layers, const KeysOf& keys) {
   const TransformerSpec& t = *sc.model.transformer;
   const DeviceSpec& device = sc.topology.device;
   const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
   const double d = DtypeBytes(sc.training.dtype);
   const double rate = device.peak_flops * device.efficiency;
-  const double layer_flops = 24 * b * s * h * h + 4 * b * s * s * h;
-  const double layer_params = static_cast<double>(GptBlockParams(t.hidden));
-  // Korthikanti Eq. 2 in 16-bit bytes, scaled to the dtype.
-  const double layer_activation = (34 * s * b * h + 5 * a * s * s * b) * d / 2;
+  const PipelineSpec& p = sc.pipeline;
+  const int tp = p.tensor_parallel;
+  const double layer_flops = (24 * b * s * h * h + 4 * b * s * s * h) / tp;
+  // A block's parameters on one device of the tensor group: the column- and row-parallel GEMMs'
+  // weights and the column-parallel biases are split, the row-parallel biases (2h) and the two
+  // LayerNorms (4h) replicated.
+  const double layer_params = tp == 1 ? static_cast<double>(GptBlockParams(t.hidden))
+                                      : (12 * h * h + 7 * h) / tp + 6 * h;
+  // Korthikanti's activations in 16-bit bytes, scaled to the dtype; without recompute (what a
+  // full recompute rebuilds, one layer at a time).
+  const double layer_activation = LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, Recompute::kNone) * d / 2;
+  const double layer_kept = LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, p.recompute) * d / 2;
   const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
   const double optimizer_per_param =
       static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d)));
   const bool last = st == stages - 1;
-  const bool recompute = sc.pipeline.recompute;
-  const double forward = layers * layer_flops + (last ? 2 * b * s * h * V : 0.0);  // + the LM head
-  const double repeat = recompute ? layers * layer_flops : 0.0;
+  const bool recompute = p.full_recompute();
+  const double forward = layers * layer_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head
+  // Full recompute repeats the forward inside B/I; selective only the attention's s² part.
+  const double repeat = recompute                                   ? layers * layer_flops
+                        : p.recompute == Recompute::kSelective ? layers * 4 * b * s * s * h / tp
+                                                                    : 0.0;
   // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
   // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
-  const double params = layers * layer_params + static_cast<double>(st == 0 ? GptEmbeddingParams(t.vocab, t.seq, t.hidden) : 0) +
-                        static_cast<double>(last ? GptHeadParams(t.vocab, t.hidden) : 0);
+  // Tensor-parallel, the vocabulary is split over the group (the position embeddings and the
+  // LayerNorm are replicated).
+  const double embedding = tp == 1 ? static_cast<double>(GptEmbeddingParams(t.vocab, t.seq, t.hidden))
+                                   : (V / tp + s) * h;
+  const double head = tp == 1 ? static_cast<double>(GptHeadParams(t.vocab, t.hidden)) : V * h / tp + 2 * h;
+  const double params = layers * layer_params + (st == 0 ? embedding : 0.0) + (last ? head : 0.0);
+  const GroupCosts group = GroupCostsOf(sc, rank, s * b * h * d);
+  const double tensor_ns = 2 * layers * group.tensor_allreduce_ns;  // per forward or backward pass
   const StageChecks check(sc.path, st, keys);
   const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;
-  cost.forward_ns = ns(forward, "a forward");
-  cost.backward_input_ns = ns(forward + repeat, "a backward for inputs");
+  if (tp == 1) {
+    cost.forward_ns = ns(forward, "a forward");
+    cost.backward_input_ns = ns(forward + repeat, "a backward for inputs");
+  } else {  // with the tensor group's all-reduces (a repeated forward repeats them)
+    cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns, "a forward");
+    cost.backward_input_ns =
+        check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1), "a backward for inputs");
+  }
   cost.backward_weight_ns = ns(forward, "a backward for weights");
-  // The logits' gradient is kept from F to the backward on the last stage.
-  const double kept = (recompute ? layers * s * b * h * d : layers * layer_activation) + (last ? s * b * V * d : 0.0);
+  // The logits' gradient (its vocabulary share) is kept from F to the backward on the last stage.
+  const double kept = (tp == 1 && p.recompute != Recompute::kSelective ? (recompute ? layers * s * b * h * d : layers * layer_activation)
+                                                                        : layers * layer_kept) +
+                      (last ? s * b * V / tp * d : 0.0);
   cost.activation_bytes = check.Bytes(kept, "the activations per microbatch");
   // Recomputing, one layer's activations are rebuilt at a time.
   if (recompute) cost.recompute_bytes = check.Bytes(layer_activation, "the recomputed activations");
-  cost.w_stash_bytes = check.Bytes(layers * 7 * s * b * h * d, "the W stash per microbatch");
+  // Tensor-parallel, the attention output's and the MLP down-projection's inputs are split (and
+  // with sequence parallelism the other two as well).
+  const double stash_widths = tp == 1 ? 7.0 : (p.sequence_parallel ? 7.0 / tp : 2 + 5.0 / tp);
+  cost.w_stash_bytes = check.Bytes(layers * stash_widths * s * b * h * d, "the W stash per microbatch");
   cost.weight_bytes = check.Bytes(params * d, "the weights");
   cost.grad_bytes = cost.weight_bytes;
-  cost.optimizer_bytes = check.Bytes(params * optimizer_per_param, "the optimizer state");
-  cost.send_bytes = check.Bytes(s * b * h * d, "the activation sent per microbatch");
+  // ZeRO-1 shards the optimizer state over the stage's replicas.
+  const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
+  cost.optimizer_bytes = check.Bytes(params * optimizer_per_param / zero_shards, "the optimizer state");
+  if (p.data_parallel > 1) {
+    cost.step_ns = check.Ns(AllReduceNs(params * d, p.data_parallel, group.data_link), "the gradients' all-reduce");
+  }
+  // Tensor-parallel, each device of the group sends its 1/T of the activation (Megatron-LM's
+  // scatter-gather between stages).
+  cost.send_bytes = check.Bytes(s * b * h * d / tp, "the activation sent per microbatch");
   return cost;
 }
 
@@ -91,7 +173,9 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query) {
                        st == stages - 1 ? fmt::format(", vocab {}", t.vocab) : "", sc.pipeline.microbatch_size,
                        DeviceKeys(sc.topology.device));
   };
-  for (int st = 0; st < stages; ++st) table.stages.push_back(TransformerStage(sc, st, stages, layers[st], keys));
+  for (int st = 0; st < stages; ++st) {
+    table.stages.push_back(TransformerStage(sc, st, stages, query.shape.RankOf(st), layers[st], keys));
+  }
   CheckComposedOps(table, sc.path, keys);
   return table;
 }

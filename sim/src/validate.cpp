@@ -42,6 +42,9 @@ bool CheckRanges(const Scenario& s, Problems* out) {
   count("pipeline.microbatches", p.microbatches, kMaxMicrobatches);
   count("pipeline.microbatch_size", p.microbatch_size, kMaxMicrobatchSize);
   count("pipeline.steps", p.steps, kMaxSteps);
+  count("pipeline.data_parallel", p.data_parallel, kMaxDevices);
+  count("pipeline.tensor_parallel", p.tensor_parallel, kMaxTensorParallel);
+  if (p.zero != 0 && p.zero != 1) out->Add("pipeline.zero", fmt::format("expected 0 or 1, got {}", p.zero));
   if (const auto& tr = s.model.transformer) {
     count("model.transformer.layers", tr->layers, kMaxLayers);
     count("model.transformer.hidden", tr->hidden, kMaxHidden);
@@ -152,12 +155,46 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
   }
 }
 
-void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
+// The data- and tensor-parallel degrees: the world they make fits the topology, the placement
+// names each axis once, and what shards over T can be sharded.
+void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
   const PipelineSpec& p = s.pipeline;
-  if (devices_counted && p.ranks > s.topology.devices()) {
+  const bool hybrid = p.data_parallel > 1 || p.tensor_parallel > 1;
+  if (devices_counted && !hybrid && p.ranks > s.topology.devices()) {
     out->Add("pipeline.ranks",
              fmt::format("topology has {} devices but pipeline.ranks is {}", s.topology.devices(), p.ranks));
+  } else if (devices_counted && p.world() > s.topology.devices()) {
+    out->Add("pipeline", fmt::format("the job needs pipeline.ranks x data_parallel x tensor_parallel = {} x {} x {} "
+                                     "= {} devices but the topology has {}",
+                                     p.ranks, p.data_parallel, p.tensor_parallel, p.world(), s.topology.devices()));
   }
+  std::vector<Axis> axes = p.placement;
+  std::sort(axes.begin(), axes.end());
+  if (axes != std::vector<Axis>{Axis::kTensor, Axis::kData, Axis::kPipeline}) {
+    out->Add("pipeline.placement", "expected the three axes tensor, data and pipeline, each once, innermost first");
+  }
+  if (p.sequence_parallel && p.tensor_parallel == 1) {
+    out->Add("pipeline.sequence_parallel", "shards the activations over the tensor-parallel group: it needs "
+                                           "pipeline.tensor_parallel > 1");
+  }
+  if (p.tensor_parallel > 1 && !s.model.transformer) {
+    out->Add("pipeline.tensor_parallel", "only model.transformer's cost model shards layers over a tensor-parallel "
+                                         "group (for model.costs or a profile, state one shard's costs)");
+  }
+  if (p.recompute == Recompute::kSelective && !s.model.transformer) {
+    out->Add("pipeline.recompute", "selective recomputes the attention's softmax and dropout: it needs "
+                                   "model.transformer (none and full work for every model)");
+  }
+  if (const auto& t = s.model.transformer; t && t->heads > 0 && t->heads % p.tensor_parallel != 0) {
+    out->Add("pipeline.tensor_parallel", fmt::format("must divide model.transformer.heads ({}): each device holds "
+                                                     "whole attention heads, got {}",
+                                                     t->heads, p.tensor_parallel));
+  }
+}
+
+void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
+  const PipelineSpec& p = s.pipeline;
+  CheckParallelism(s, devices_counted, out);
   if (int64_t{p.ranks} * p.chunks > kMaxStages) {
     out->Add("pipeline.chunks", fmt::format("expected pipeline.ranks x pipeline.chunks to be at most 2^20 stages, got "
                                             "{} x {}", p.ranks, p.chunks));

@@ -201,6 +201,10 @@ run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 
 # Without mpirun (a singleton MPI process) and bad input: the one-line contract.
 expect_error "no mpirun" "run it as \`mpirun -np 2" execute "$scenario"
 expect_error "costs-only scenario" "it can be simulated only" execute "$root/scenarios/uniform-costs.yaml"
+expect_error "data-parallel scenario" "pipeline.data_parallel: the executor runs one pipeline on one device per rank so far (data 2 x tensor 1 is simulated only)" \
+  execute "$scenario" --set pipeline.data_parallel=2 --set topology.devices_per_node=4
+expect_error "selective recompute" "pipeline.recompute: selective is modelled by the simulator only" \
+  execute "$root/scenarios/gpt-tiny-cpu.yaml" --set pipeline.recompute=selective
 expect_error "bad fault flag" "--inject-fault 'x': expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \
   --inject-fault x
 expect_error "unknown key" "microbatchs" execute "$scenario" --set pipeline.microbatchs=3

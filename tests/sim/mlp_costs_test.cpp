@@ -28,7 +28,7 @@ TEST(MlpCosts, TinyMlp) {
     EXPECT_EQ(c.w_stash_bytes, 2 * 2 * 8 * 16 * 4);  // input and dz per layer
     EXPECT_EQ(c.send_bytes, 8 * 16 * 4);
   }
-  s.pipeline.recompute = true;
+  s.pipeline.recompute = Recompute::kFull;
   s.has_training = true;
   s.training.optimizer = Optimizer::kAdam;
   s.training.dtype = Dtype::kBf16;  // the GEMMs' precision: the MLP's tensors stay fp32

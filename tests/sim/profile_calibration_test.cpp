@@ -429,7 +429,7 @@ TEST(CalibratedCosts, FourStagesScaleEachLayerByItsCalibrationRank) {
 //   stage 1: I (3000 + 2000 + 2000 + 4000)·1 = 11000; fused (11000 + 3000)·1.125 = 15750.
 TEST(CalibratedCosts, RecomputeScalesTheRepeatedForwardAsBackward) {
   Scenario sc = Base(2);
-  sc.pipeline.recompute = true;
+  sc.pipeline.recompute = Recompute::kFull;
   const CostTable t = CostsFromProfile(sc, Calibrated(), Shape{2, 1, Placement::kLoop}, false, true);
   ExpectStage(t.stages[0], {9000, 8750, 3750, 18000, 3600, 900}, "stage 0");
   ExpectStage(t.stages[1], {3350, 11000, 3000, 15750, 800, 400}, "stage 1");

@@ -57,7 +57,7 @@ TEST(ProfileCosts, SumsLayersPerStage) {
   EXPECT_EQ(t.stages[1].forward_ns, 5);
   EXPECT_EQ(t.stages[1].grad_bytes, 2);
 
-  s.pipeline.recompute = true;
+  s.pipeline.recompute = Recompute::kFull;
   t = BuildCosts(s, 2);
   EXPECT_EQ(t.stages[0].backward_input_ns, 2'020'000 + 1'010'000);
   // The stage's input alone is kept from F to its backward, which rebuilds both layers'.

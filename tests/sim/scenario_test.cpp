@@ -74,7 +74,7 @@ training: {optimizer: adam, lr: 0.001, momentum: 0.5, seed: 7, dtype: bf16}
   EXPECT_EQ(s.pipeline.microbatches, 8);
   EXPECT_EQ(s.pipeline.microbatch_size, 4);
   EXPECT_EQ(s.pipeline.steps, 3);
-  EXPECT_TRUE(s.pipeline.recompute);
+  EXPECT_EQ(s.pipeline.recompute, Recompute::kFull);
   EXPECT_FALSE(s.pipeline.vertical_sync);
   ASSERT_TRUE(s.has_training);
   EXPECT_EQ(s.training.optimizer, Optimizer::kAdam);
@@ -127,7 +127,8 @@ TEST(LoadScenario, UnknownKey) {
   const std::string error = LoadError(dir, text);
   EXPECT_EQ(error, dir.Path("scenario.yaml") + ":" + PosOf(text, "microbatchs") +
                        ": pipeline: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
-                       "microbatch_size, steps, recompute, vertical_sync, partition, p2p); did you mean 'microbatches'?");
+                       "microbatch_size, steps, recompute, vertical_sync, partition, p2p, data_parallel, tensor_parallel, "
+                "sequence_parallel, zero, placement); did you mean 'microbatches'?");
   const std::string nested = Replace(kBase, "efficiency: 0.5", "efficency: 0.5");
   EXPECT_TRUE(StartsWith(LoadError(dir, nested), dir.Path("scenario.yaml") + ":" + PosOf(nested, "efficency") +
                                                      ": topology.device: unknown key 'efficency'"));
@@ -230,7 +231,7 @@ TEST(LoadScenario, BadValues) {
                 "ranks) = 2 rounds (got 9 microbatches, 4 ranks; PyTorch's Interleaved1F1B)");
   const std::string boolean = kBase + "  recompute: maybe\n";
   EXPECT_EQ(LoadError(dir, boolean), dir.Path("scenario.yaml") + ":" + PosOf(boolean, "maybe") +
-                                         ": pipeline.recompute: expected true or false, got 'maybe'");
+                                         ": pipeline.recompute: expected one of none, selective, full, got 'maybe'");
   const std::string scope = Replace(kBase, "scope: node", "scope: rack");
   EXPECT_EQ(LoadError(dir, scope), dir.Path("scenario.yaml") + ":" + PosOf(scope, "rack") +
                                        ": topology.links.0.scope: expected one of node, cluster, got 'rack'");
@@ -294,7 +295,8 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
   const auto error = [&](const std::string& set) { return ErrorOf([&] { LoadScenario(path, {set}); }); };
   EXPECT_EQ(error("pipeline.microbatchs=32"),
             "--set pipeline.microbatchs=32: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
-            "microbatch_size, steps, recompute, vertical_sync, partition, p2p); did you mean 'microbatches'?");
+            "microbatch_size, steps, recompute, vertical_sync, partition, p2p, data_parallel, tensor_parallel, "
+                "sequence_parallel, zero, placement); did you mean 'microbatches'?");
   EXPECT_TRUE(StartsWith(error("pipline.ranks=2"), "--set pipline.ranks=2: unknown key 'pipline' (known: name,"));
   EXPECT_EQ(error("pipeline.microbatches=abc"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got 'abc'");
   EXPECT_EQ(error("pipeline.microbatches=-3"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got '-3'");

@@ -54,7 +54,7 @@ TEST(TransformerCosts, TinyTransformer) {
 
 TEST(TransformerCosts, RecomputeOptimizerAndPrecision) {
   Scenario s = TinyTransformer();
-  s.pipeline.recompute = true;
+  s.pipeline.recompute = Recompute::kFull;
   CostTable t = BuildCosts(s, 2);
   EXPECT_EQ(t.stages[0].activation_bytes, 2 * 64 * 2);  // only each layer's input
   EXPECT_EQ(t.stages[0].backward_input_ns, 2 * 13312 * 2);

@@ -80,7 +80,10 @@ struct MetricsFile {
   const ScheduleMetrics* Find(const std::string& schedule) const;
 };
 
-ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
+// `replicas` data-parallel copies of the pipeline run alongside this one (the record is one
+// replica's): the throughput counts the samples of all of them.
+ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size,
+                               int replicas = 1);
 
 // The executor's own numbers: the losses of a measured record, and its overhead per op from
 // `metrics` (ComputeMetrics of the same record).

@@ -37,6 +37,9 @@ using schedules::RunRecord;
 struct SimConfig {
   int64_t device_memory_bytes = 0;  // 0: no OOM check
   bool record_memory = true;        // keep the memory-over-time samples
+  // The topology device of each pipeline rank (PipelineSpec::DeviceOf of replica 0, tensor rank
+  // 0); empty: rank r on device r.
+  std::vector<int> rank_devices;
 };
 
 // `schedule` must be lowered and valid (Validate empty); `costs.stages` has one entry per stage.

@@ -54,7 +54,8 @@ inline constexpr double kMaxPeakFlops = 1e18;                                // 
 inline constexpr double kMinEfficiency = 1e-3;
 
 inline constexpr int kMaxRanks = 1 << 16;
-inline constexpr int kMaxDevices = 1 << 16;
+inline constexpr int kMaxDevices = 1 << 16;         // also the most replicas (pipeline.data_parallel)
+inline constexpr int kMaxTensorParallel = 1 << 10;
 inline constexpr int kMaxChunks = 1 << 10;
 inline constexpr int kMaxStages = 1 << 20;
 inline constexpr int kMaxMicrobatches = 1 << 24;

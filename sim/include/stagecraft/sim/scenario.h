@@ -40,6 +40,20 @@ enum class Loss { kMse, kCrossEntropy };
 inline constexpr EnumName<Loss> kLossNames[] = {{Loss::kMse, "mse"}, {Loss::kCrossEntropy, "cross_entropy"}};
 constexpr std::string_view Name(Loss loss) { return NameIn(kLossNames, loss); }
 
+// What the backward rebuilds instead of keeping (Korthikanti et al. 2022): nothing; selective:
+// the attention's softmax and dropout (charged by the transformer's cost model only); full: a
+// stage keeps only its input and repeats its forward inside B/I (in the IR: GeneratorParams).
+enum class Recompute { kNone, kSelective, kFull };
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}};
+constexpr std::string_view Name(Recompute recompute) { return NameIn(kRecomputeNames, recompute); }
+
+// The axes of the job's grid of devices.
+enum class Axis { kTensor, kData, kPipeline };
+inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTensor, "tensor"}, {Axis::kData, "data"},
+                                                {Axis::kPipeline, "pipeline"}};
+constexpr std::string_view Name(Axis axis) { return NameIn(kAxisNames, axis); }
+
 // How layers are split over the stages: by count, or by cost (layer_split.h).
 enum class Partition { kEven, kBalanced };
 inline constexpr EnumName<Partition> kPartitionNames[] = {{Partition::kEven, "even"},
@@ -113,13 +127,29 @@ struct PipelineSpec {
   int microbatches = 0;
   int microbatch_size = 1;
   int steps = 1;
-  bool recompute = false;
+  Recompute recompute = Recompute::kNone;  // YAML: none | selective | full, or false / true
   bool vertical_sync = false;
   Partition partition = Partition::kEven;
   // How receives are posted (schedules/lower.h): ahead (default) or lockstep.
   schedules::P2p p2p = schedules::P2p::kAhead;
+  // The parallelism around the pipeline (Megatron-LM's): D replicas of the pipeline, each
+  // stage's layers sharded over T devices (with sequence parallelism, the activations between
+  // them too), and with zero = 1 the optimizer state sharded over the D replicas (ZeRO-1).
+  int data_parallel = 1;
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  int zero = 0;
+  // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
+  // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
+  std::vector<Axis> placement = {Axis::kTensor, Axis::kData, Axis::kPipeline};
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
+  bool full_recompute() const { return recompute == Recompute::kFull; }
+  // ranks x data_parallel x tensor_parallel.
+  int64_t world() const { return int64_t{ranks} * data_parallel * tensor_parallel; }
+  // The topology's device that runs pipeline rank `rank` of replica `replica`, tensor rank
+  // `tensor` (each from 0), under `placement`.
+  int DeviceOf(int rank, int replica = 0, int tensor = 0) const;
 };
 
 struct TrainingSpec {

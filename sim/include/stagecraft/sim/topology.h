@@ -23,7 +23,7 @@ namespace stagecraft::sim {
 // switch totals the scope latency. Explicit form: the vertices and links as given.
 //
 // Link ids: every physical link is two directed links, 2k (a -> b) and 2k + 1 (b -> a), where
-// for the per-dimension form a is the device. Rank r runs on device r.
+// for the per-dimension form a is the device. Which device runs which rank: SimConfig::rank_devices.
 class Topology {
  public:
   struct Link {

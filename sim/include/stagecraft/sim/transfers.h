@@ -35,7 +35,7 @@ class Transfers final : public EventHandler {
   };
 
   struct Transfer {
-    int src_device = 0, dst_device = 0;
+    int src_rank = 0, dst_rank = 0;  // pipeline ranks (their devices: the constructor's map)
     int64_t bytes = 0;
     bool send_posted = false, recv_posted = false;
     bool in_data_phase = false;
@@ -48,13 +48,14 @@ class Transfers final : public EventHandler {
   };
 
   // `slots` transfers at most, each named by its slot (the engine uses schedules::EdgeKey).
-  // Keeps references to its arguments, which must outlive it.
+  // Pipeline rank r runs on topology device rank_devices[r] (empty: device r). Keeps references
+  // to its arguments, which must outlive it.
   Transfers(const Topology& topology, int64_t p2p_latency_ns, size_t slots, EventLoop* loop, Listener* listener,
-            std::optional<P2pFit> measured = std::nullopt);
+            std::optional<P2pFit> measured = std::nullopt, std::vector<int> rank_devices = {});
 
   // Posts one end of the transfer in `slot` at the loop's current time; both ends name the same
-  // devices and bytes. The second end starts the transfer.
-  void Post(size_t slot, End end, int src_device, int dst_device, int64_t bytes);
+  // ranks and bytes. The second end starts the transfer.
+  void Post(size_t slot, End end, int src_rank, int dst_rank, int64_t bytes);
 
   const Transfer& operator[](size_t slot) const { return transfers_[slot]; }
 
@@ -69,7 +70,10 @@ class Transfers final : public EventHandler {
   void UpdateRates(const std::vector<int>& links);
   double RateOf(const Transfer& t) const;  // bytes per ns: the smallest share along the route
 
+  int DeviceOf(int rank) const { return rank_devices_.empty() ? rank : rank_devices_[rank]; }
+
   const Topology& topology_;
+  std::vector<int> rank_devices_;
   int64_t p2p_latency_ns_;
   std::optional<P2pFit> measured_;
   EventLoop* loop_;
