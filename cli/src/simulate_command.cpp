@@ -65,6 +65,15 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
       best = &o;
     }
   }
+  out += "busiest rank's memory by term: weights / gradients / optimizer state / activations (in flight) "
+         "/ other\n";
+  for (const harness::Prediction& o : outcomes) {
+    const int worst = o.metrics.WorstMemoryRank();
+    const harness::MemoryTerms t = harness::MemoryTermsOf(o, worst);
+    out += fmt::format("{:<12} rank {:>2}: {} / {} / {} / {} ({}) / {}: {}\n", Printable(o.metrics.schedule), worst,
+                       FormatBytes(t.weights), FormatBytes(t.gradients), FormatBytes(t.optimizer),
+                       FormatBytes(t.activations), t.inflight, FormatBytes(t.other), t.Dominant());
+  }
   if (best != nullptr && outcomes.size() > 1) {
     out += fmt::format("fastest that fits: {} ({:.3f} ms per step, bubble {:.2f}%)\n", Printable(best->metrics.schedule),
                        best->metrics.step_time_ms, 100 * best->metrics.bubble_fraction);

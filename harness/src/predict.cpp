@@ -2,7 +2,10 @@
 #include "stagecraft/base/format.h"
 #include "stagecraft/harness/predict.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -10,6 +13,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
+#include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
@@ -105,6 +109,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   p.schedule = std::move(schedule);
   const sim::CostTable costs = sim::BuildCosts(sc, p.schedule);
   p.cost_source = costs.source;
+  p.costs = costs;
   sim::SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   if (sc.pipeline.data_parallel > 1 || sc.pipeline.tensor_parallel > 1) {
@@ -130,6 +135,46 @@ void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& 
                                "nothing was run (fewer microbatches in flight, recompute, more ranks or another "
                                "schedule would fit)",
                                sc.path, FormatBytes(sc.topology.device.memory_bytes), why));
+}
+
+std::string MemoryTerms::Dominant() const {
+  const std::pair<int64_t, const char*> terms[] = {{activations, "activations dominate"},
+                                                   {weights, "weights dominate"},
+                                                   {gradients, "gradients dominate"},
+                                                   {optimizer, "the optimizer state dominates"},
+                                                   {other, "stashes and buffers dominate"}};
+  return std::max_element(std::begin(terms), std::end(terms),
+                          [](const auto& a, const auto& b) { return a.first < b.first; })
+      ->second;
+}
+
+MemoryTerms MemoryTermsOf(const Prediction& p, int rank) {
+  const schedules::Schedule& s = p.schedule;
+  const schedules::RankAnalysis analysis = schedules::Analyze(s)[rank];
+  MemoryTerms m;
+  for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
+    const sim::StageCost& c = p.costs.stages[s.shape.StageOf(rank, chunk)];
+    m.weights += c.weight_bytes * analysis.stage_peak_versions[chunk];
+    m.gradients += c.grad_bytes;
+    m.optimizer += c.optimizer_bytes;
+  }
+  // The activations held, op by op in the rank's order: each F's until its B or I.
+  int64_t held = 0;
+  int count = 0;
+  for (const schedules::Op& op : s.ops[rank]) {
+    const int64_t bytes = p.costs.stages[op.stage].activation_bytes;
+    if (op.kind == schedules::OpKind::kF) {
+      held += bytes;
+      ++count;
+      if (held > m.activations) m.activations = held, m.inflight = count;
+    } else if (op.kind == schedules::OpKind::kB || op.kind == schedules::OpKind::kI) {
+      held -= bytes;
+      --count;
+    }
+  }
+  const int64_t peak = p.result.ranks[rank].peak_memory_bytes;
+  m.other = std::max<int64_t>(0, peak - m.weights - m.gradients - m.optimizer - m.activations);
+  return m;
 }
 
 }  // namespace stagecraft::harness

@@ -10,6 +10,7 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 
@@ -37,7 +38,21 @@ struct Prediction {
   schedules::RunRecord result;
   schedules::ScheduleMetrics metrics;
   std::string cost_source;
+  sim::CostTable costs;  // what the simulation charged, per stage
 };
+
+// A rank's memory by term, as the cost model charges it: each local stage's weights times its
+// most live versions, gradients and optimizer state; the most activations it holds at once
+// (each F's from the F to its B or I, in the rank's op order) and how many stage-microbatches
+// they are; `other` is the rest of the simulated peak (W stashes, transfer buffers, what an op
+// holds while it runs, recompute buffers), 0 when the terms' peaks do not coincide.
+struct MemoryTerms {
+  int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0, other = 0;
+  int inflight = 0;  // the stage-microbatches whose activations make `activations`
+  // The largest term, as a clause: "activations dominate", "the optimizer state dominates", ...
+  std::string Dominant() const;
+};
+MemoryTerms MemoryTermsOf(const Prediction& prediction, int rank);
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule);
 
 // Throws InputError when the simulator predicts that a schedule of `predictions` exceeds the
