@@ -2,11 +2,15 @@
 #include "yaml_util.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
@@ -73,23 +77,68 @@ Override ParseOverride(const std::string& text) {
   return ov;
 }
 
-YAML::Node LoadText(std::string_view text, const std::string& source) {
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg));
+namespace {
+
+// Records where each document starts, and where its root value does; the rest is ignored.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks, roots;
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Root(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Root(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { Root(mark); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Root(mark);
   }
-  if (documents.empty()) return YAML::Node();
-  if (documents.size() > 1) {
-    // A second document would be ignored: refuse it where it starts.
-    const YAML::Mark mark = documents[1].Mark();
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Root(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Root(const YAML::Mark& mark) {
+    if (roots.size() < marks.size()) roots.push_back(mark);
+  }
+};
+
+}  // namespace
+
+// The one document of `text`. Not YAML::LoadAll: yaml-cpp 0.7 loops there for ever on streams
+// such as a lone ',' (each round an empty document that consumes nothing, upstream issue
+// #1040), so at most two documents are parsed, and a second one that starts where the first
+// did is that loop, reported at the token yaml-cpp cannot read.
+YAML::Node LoadText(std::string_view text, const std::string& source) {
+  const auto fail = [&](const YAML::Mark& mark, const std::string& what) {
     const int line = mark.is_null() ? 1 : mark.line + 1;
     const int column = mark.is_null() ? 1 : mark.column + 1;
-    throw InputError(fmt::format("{}:{}:{}: a second YAML document ('---' starts one); expected one document",
-                                 source, line, column));
+    throw InputError(fmt::format("{}:{}:{}: {}", source, line, column, what));
+  };
+  YAML::Node document;
+  try {
+    std::istringstream stream{std::string(text)};
+    YAML::Parser parser(stream);
+    DocumentStarts starts;
+    while (starts.marks.size() < 2 && parser.HandleNextDocument(starts)) {
+    }
+    if (starts.marks.size() == 2) {
+      const YAML::Mark& second = starts.marks[1];
+      if (second.pos == starts.marks[0].pos) {
+        const size_t at = static_cast<size_t>(std::max(second.pos, 0));
+        fail(second, fmt::format("unexpected '{}' where a value, a key or a '- ' item belongs",
+                                 at < text.size() ? text.substr(at, 1) : std::string_view("?")));
+      }
+      // A second document would be ignored: refuse it where its value starts.
+      fail(starts.roots.size() == 2 ? starts.roots[1] : second,
+           "a second YAML document ('---' starts one); expected one document");
+    }
+    if (starts.marks.empty()) return YAML::Node();
+    document = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    fail(e.mark, e.msg);
   }
-  return documents.front();
+  return document;
 }
 
 std::string ReadFile(const std::string& path, std::string_view what) {
