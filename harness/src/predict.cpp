@@ -112,9 +112,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   p.costs = costs;
   sim::SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;
-  if (sc.pipeline.data_parallel > 1 || sc.pipeline.tensor_parallel > 1) {
-    for (int r = 0; r < sc.pipeline.ranks; ++r) config.rank_devices.push_back(sc.pipeline.DeviceOf(r));
-  }
+  config.rank_devices = sc.pipeline.RankDevices();
   p.result = sim::Simulate(p.schedule, costs, topo, config);
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, sc.pipeline.data_parallel);
   return p;

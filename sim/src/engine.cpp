@@ -156,7 +156,7 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
   SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.
-  CheckRunBound(schedule, costs, topology);
+  CheckRunBound(schedule, costs, topology, config.rank_devices);
   return Engine(schedule, costs, topology, config).Run();
 }
 

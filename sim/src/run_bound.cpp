@@ -29,7 +29,9 @@ std::string Prefix(const std::string& path) { return path.empty() ? "" : path + 
 // One transfer alone: the measured fit's latency + bytes / bandwidth, else the route's latency
 // (+ the cost table's p2p latency) + bytes / the route's slowest link. Past kMaxOpNs, an
 // InputError naming the stages, the ranks and where the time comes from.
-double TransferAloneNs(const CostTable& costs, const Topology& topology, const Edge& edge, const std::string& path) {
+double TransferAloneNs(const CostTable& costs, const Topology& topology, const std::vector<int>& rank_devices,
+                       const Edge& edge, const std::string& path) {
+  const auto device = [&](int rank) { return rank_devices.empty() ? rank : rank_devices[rank]; };
   const double bytes = static_cast<double>(costs.stages[edge.from_stage].send_bytes);
   double latency_ns = 0, rate = 0;
   std::string via;
@@ -38,8 +40,9 @@ double TransferAloneNs(const CostTable& costs, const Topology& topology, const E
     rate = costs.p2p->DataBytesPerS();
     via = "model.profile's p2p fit";
   } else {
-    latency_ns = static_cast<double>(topology.RouteLatencyNs(edge.from_rank, edge.to_rank) + costs.p2p_latency_ns);
-    rate = topology.RouteBandwidth(edge.from_rank, edge.to_rank);
+    const int from = device(edge.from_rank), to = device(edge.to_rank);
+    latency_ns = static_cast<double>(topology.RouteLatencyNs(from, to) + costs.p2p_latency_ns);
+    rate = topology.RouteBandwidth(from, to);
     via = "the slowest link of its route";
   }
   const double ns = latency_ns + (rate > 0 ? bytes * kNsPerSecond / rate : 0.0);
@@ -73,7 +76,8 @@ std::string SecondsOverRun(double ns) { return detail::SecondsAbove(ns, static_c
 }  // namespace
 
 CountBound BoundFromCounts(const schedules::GeneratorInfo& info, const schedules::GeneratorParams& p,
-                           const CostTable& costs, const Topology& topology, const std::string& path) {
+                           const CostTable& costs, const Topology& topology, const std::string& path,
+                           const std::vector<int>& rank_devices) {
   const schedules::Shape shape{p.ranks, p.chunks, info.placement};
   const double units_per_stage = static_cast<double>(p.microbatches) * p.steps;
   const double steps_per_stage =
@@ -89,14 +93,15 @@ CountBound BoundFromCounts(const schedules::GeneratorInfo& info, const schedules
     for (const Flow flow : {Flow::kActivation, Flow::kGradient}) {
       const int from = flow == Flow::kActivation ? s : s + 1;
       const std::optional<Edge> edge = schedules::EdgeFrom(shape, flow, from, 0, 0);
-      sum.total_ns += TransferAloneNs(costs, topology, *edge, path) * units_per_stage;
+      sum.total_ns += TransferAloneNs(costs, topology, rank_devices, *edge, path) * units_per_stage;
     }
   }
   sum.total_ns += MaxOverheadNs(costs, p.ranks) * schedules::EstimateSize(info, p).ops;
   return sum;
 }
 
-RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology) {
+RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+                  const std::vector<int>& rank_devices) {
   RunBound bound;
   for (int r = 0; r < schedule.ranks(); ++r) {
     const double overhead_ns = static_cast<double>(costs.OverheadOf(r));
@@ -106,7 +111,7 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
       if (schedules::IsComm(op.kind)) {
         if (!schedules::IsSend(op.kind)) continue;
         if (const std::optional<Edge> edge = schedules::CommEdge(schedule.shape, op)) {
-          bound.transfer_ns += TransferAloneNs(costs, topology, *edge, schedule.name);
+          bound.transfer_ns += TransferAloneNs(costs, topology, rank_devices, *edge, schedule.name);
         }
         continue;
       }
@@ -119,8 +124,9 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
   return bound;
 }
 
-void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology) {
-  const RunBound bound = BoundRun(schedule, costs, topology);
+void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+                   const std::vector<int>& rank_devices) {
+  const RunBound bound = BoundRun(schedule, costs, topology, rank_devices);
   if (bound.total_ns() <= static_cast<double>(kMaxRunNs)) return;
   throw InputError(fmt::format(
       "{} could run for up to {} of simulated time ({} over {} take {} on the streams, {} microbatches x {}; "

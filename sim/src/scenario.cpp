@@ -315,6 +315,13 @@ int PipelineSpec::DeviceOf(int rank, int replica, int tensor) const {
   return static_cast<int>(device);
 }
 
+std::vector<int> PipelineSpec::RankDevices() const {
+  std::vector<int> devices;
+  if (world() == ranks) return devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back(DeviceOf(r));
+  return devices;
+}
+
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const schedules::GeneratorInfo& info) {
   const bool all = p.runs_all();
   schedules::GeneratorParams params;

@@ -44,7 +44,8 @@ void CheckDerivedLimits(const Scenario& sc, const Topology& topology, Problems* 
         it = costs_by_shape.emplace(std::tuple{shape.ranks, shape.chunks, shape.placement},
                                     BuildCosts(sc, CostQuery{shape})).first;
       }
-      CheckBound(sc, *info, params, BoundFromCounts(*info, params, it->second, topology, sc.path));
+      CheckBound(sc, *info, params,
+                 BoundFromCounts(*info, params, it->second, topology, sc.path, sc.pipeline.RankDevices()));
     }
   } catch (const InputError& e) {
     out->Add("", e.what());

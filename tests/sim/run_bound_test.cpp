@@ -39,6 +39,16 @@ TEST(BoundRun, HandWorkedGpipe) {
   EXPECT_DOUBLE_EQ(BoundRun(s, costs, topology).transfer_ns, 4 * (5.0 * kUs + 1000));
 }
 
+// Placed on devices 0 and 4 of two nodes of 4, the ranks talk over the cluster's route: 5 us and
+// 1 MB/s instead of the node's 3 us and 2 MB/s.
+TEST(BoundRun, TransfersFollowTheRanksDevices) {
+  const schedules::Schedule s = Make("gpipe", 2, 2);
+  const CostTable costs = Uniform(2, kMs, 1500 * kUs, 500 * kUs, 1000);
+  const Topology topology = Node(4, 2e6, 3 * kUs, 2, 1e6, 5 * kUs);
+  EXPECT_DOUBLE_EQ(BoundRun(s, costs, topology).transfer_ns, 4 * (3.0 * kUs + 500 * kUs));
+  EXPECT_DOUBLE_EQ(BoundRun(s, costs, topology, {0, 4}).transfer_ns, 4 * (5.0 * kUs + kMs));
+}
+
 // One rank, 8766 microbatches of F 1800 s + B 1800 s: 8766 h, one year exactly.
 constexpr int kYearOfHours = 8766;
 

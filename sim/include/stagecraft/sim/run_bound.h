@@ -12,6 +12,8 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/cost_table.h"
+#include <vector>
+
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim {
@@ -24,11 +26,14 @@ struct RunBound {
 
 // The bound of a lowered schedule, op by op, with each op's own time factor (op_time_cv).
 // Throws InputError when a transfer alone would take more than kMaxOpNs.
-RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology);
+// Pipeline rank r runs on topology device rank_devices[r] (empty: device r), as in SimConfig.
+RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+                  const std::vector<int>& rank_devices = {});
 
 // Throws InputError "SCHEDULE could run for up to X s of simulated time (...), above the limit
 // of 1 year" when BoundRun's total is above kMaxRunNs. Simulate calls it first.
-void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology);
+void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+                   const std::vector<int>& rank_devices = {});
 
 // The same sum for a generator's schedule before it is built, from its counts of units, STEPs
 // and stage boundaries: each unit's backward at the larger of B and I + W, op times at their mean
@@ -41,6 +46,7 @@ struct CountBound {
   int longest_stage = 0;
 };
 CountBound BoundFromCounts(const schedules::GeneratorInfo& info, const schedules::GeneratorParams& params,
-                           const CostTable& costs, const Topology& topology, const std::string& path);
+                           const CostTable& costs, const Topology& topology, const std::string& path,
+                           const std::vector<int>& rank_devices = {});
 
 }  // namespace stagecraft::sim

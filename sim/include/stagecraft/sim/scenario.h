@@ -150,6 +150,9 @@ struct PipelineSpec {
   // The topology's device that runs pipeline rank `rank` of replica `replica`, tensor rank
   // `tensor` (each from 0), under `placement`.
   int DeviceOf(int rank, int replica = 0, int tensor = 0) const;
+  // The device of each pipeline rank of replica 0, tensor rank 0 (what the simulator runs);
+  // empty for a job that is the pipeline alone (rank r on device r).
+  std::vector<int> RankDevices() const;
 };
 
 struct TrainingSpec {
