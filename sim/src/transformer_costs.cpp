@@ -127,19 +127,13 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, dou
   const StageChecks check(sc.path, st, keys);
   const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;
-  if (tp == 1) {
-    cost.forward_ns = ns(forward, "a forward");
-    cost.backward_input_ns = ns(forward + repeat, "a backward for inputs");
-  } else {  // with the tensor group's all-reduces (a repeated forward repeats them)
-    cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns, "a forward");
-    cost.backward_input_ns =
-        check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1), "a backward for inputs");
-  }
+  // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them).
+  cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns, "a forward");
+  cost.backward_input_ns =
+      check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1), "a backward for inputs");
   cost.backward_weight_ns = ns(forward, "a backward for weights");
   // The logits' gradient (its vocabulary share) is kept from F to the backward on the last stage.
-  const double kept = (tp == 1 && p.recompute != Recompute::kSelective ? (recompute ? layers * s * b * h * d : layers * layer_activation)
-                                                                        : layers * layer_kept) +
-                      (last ? s * b * V / tp * d : 0.0);
+  const double kept = layers * layer_kept + (last ? s * b * V / tp * d : 0.0);
   cost.activation_bytes = check.Bytes(kept, "the activations per microbatch");
   // Recomputing, one layer's activations are rebuilt at a time.
   if (recompute) cost.recompute_bytes = check.Bytes(layer_activation, "the recomputed activations");
