@@ -82,13 +82,6 @@ void ErrorJson(JsonOut& out, std::string_view key, double predicted, double meas
   out.EndObject();
 }
 
-// "key":[names...]
-void NamesJson(JsonOut& out, std::string_view key, const std::vector<std::string>& names) {
-  out.Key(key).StartArray();
-  for (const std::string& name : names) out.String(name);
-  out.EndArray();
-}
-
 constexpr std::string_view kRowFormat = "  {:<24} {:>12} {:>12} {:>9}\n";
 
 std::string Row(std::string_view metric, double predicted, double measured, int decimals, std::string_view error) {
@@ -354,11 +347,11 @@ int Run(const CompareFlags& f) {
     for (const std::string& schedule : r.schedules_json) out.Raw(schedule);
     out.EndArray();
     if (!r.partial_json.empty()) out.Key("partial").Raw(r.partial_json);
-    NamesJson(out, "only_in_predicted", only_predicted);
-    NamesJson(out, "only_in_measured", only_measured);
+    out.Key("only_in_predicted").Strings(only_predicted);
+    out.Key("only_in_measured").Strings(only_measured);
     out.Key("worst_step_time").StartObject().Key("schedule").String(r.worst);
     out.Key("error_pct").Number(r.worst_error_pct).EndObject();
-    if (f.max_error_pct >= 0) NamesJson(out.Key("max_error_pct").Number(f.max_error_pct), "exceeded", r.exceeded);
+    if (f.max_error_pct >= 0) out.Key("max_error_pct").Number(f.max_error_pct).Key("exceeded").Strings(r.exceeded);
     outputs.Set(json_output, out.EndObject().Take() + "\n");
     outputs.Commit();
   }

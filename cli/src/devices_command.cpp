@@ -61,12 +61,6 @@ void GpusJson(schedules::JsonOut& out, const exec::CudaProbe& p, const exec::Dev
   out.EndArray();
 }
 
-void StringsJson(schedules::JsonOut& out, std::string_view key, const std::vector<std::string>& items) {
-  out.Key(key).StartArray();
-  for (const std::string& item : items) out.String(item);
-  out.EndArray();
-}
-
 std::string DevicesJson(const exec::CudaProbe& p, const exec::DevicesVerdict& v) {
   schedules::JsonOut out;
   out.StartObject().Key("status").String(StatusName(v.status));
@@ -81,7 +75,7 @@ std::string DevicesJson(const exec::CudaProbe& p, const exec::DevicesVerdict& v)
   out.Key("cuda_visible_devices");
   p.visible_devices ? out.String(*p.visible_devices) : out.Null();
   GpusJson(out, p, v);
-  StringsJson(out, "lines", v.lines);
+  out.Key("lines").Strings(v.lines);
   return out.EndObject().Take() + "\n";
 }
 

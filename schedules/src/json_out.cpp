@@ -25,6 +25,12 @@ JsonOut& JsonOut::Int(int64_t value) { return impl_->writer.Int64(value), *this;
 JsonOut& JsonOut::Null() { return impl_->writer.Null(), *this; }
 JsonOut& JsonOut::Bool(bool value) { return impl_->writer.Bool(value), *this; }
 
+JsonOut& JsonOut::Strings(const std::vector<std::string>& items) {
+  StartArray();
+  for (const std::string& item : items) String(item);
+  return EndArray();
+}
+
 JsonOut& JsonOut::Number(double value) {
   const std::string text = ShortestNumberText(value);
   if (text == "null") return Null();

@@ -26,6 +26,12 @@ TEST(JsonOutTest, MembersInTheOrderWritten) {
   EXPECT_EQ(out.Take(), R"({"b":-3,"a":[true,null,"x"],"n":0.5})");
 }
 
+TEST(JsonOutTest, AnArrayOfStrings) {
+  JsonOut out;
+  out.StartObject().Key("none").Strings({}).Key("two").Strings({"a", "b\"c"}).EndObject();
+  EXPECT_EQ(out.Take(), R"({"none":[],"two":["a","b\"c"]})");
+}
+
 TEST(JsonOutTest, NumbersInShortestForm) {
   EXPECT_EQ(NumberText(33), "33.0");
   EXPECT_EQ(NumberText(-90), "-90.0");

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stagecraft::schedules {
 
@@ -29,6 +30,7 @@ class JsonOut {
   JsonOut& Number(double value);  // "33.0", "1.3e-05", "1e+15"; null when not finite
   JsonOut& Null();
   JsonOut& Bool(bool value);
+  JsonOut& Strings(const std::vector<std::string>& items);  // an array of strings
   // A complete value that another JsonOut wrote (Take), as it is.
   JsonOut& Raw(std::string_view json);
 
