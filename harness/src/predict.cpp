@@ -156,20 +156,10 @@ MemoryTerms MemoryTermsOf(const Prediction& p, int rank) {
     m.gradients += c.grad_bytes;
     m.optimizer += c.optimizer_bytes;
   }
-  // The activations held, op by op in the rank's order: each F's until its B or I.
-  int64_t held = 0;
-  int count = 0;
-  for (const schedules::Op& op : s.ops[rank]) {
-    const int64_t bytes = p.costs.stages[op.stage].activation_bytes;
-    if (op.kind == schedules::OpKind::kF) {
-      held += bytes;
-      ++count;
-      if (held > m.activations) m.activations = held, m.inflight = count;
-    } else if (op.kind == schedules::OpKind::kB || op.kind == schedules::OpKind::kI) {
-      held -= bytes;
-      --count;
-    }
-  }
+  const schedules::HeldPeak held = schedules::PeakHeld(
+      s.ops[rank], s.ops[rank].size(), [&](const schedules::Op& op) { return p.costs.stages[op.stage].activation_bytes; });
+  m.activations = held.weight;
+  m.inflight = held.inflight;
   const int64_t peak = p.result.ranks[rank].peak_memory_bytes;
   m.other = std::max<int64_t>(0, peak - m.weights - m.gradients - m.optimizer - m.activations);
   return m;

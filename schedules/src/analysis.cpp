@@ -74,14 +74,26 @@ std::string GridSizeProblem(const Schedule& s) {
   return "";
 }
 
-int PeakInflight(const std::vector<Op>& rank_ops, size_t count) {
-  int inflight = 0, peak = 0;
+HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::function<int64_t(const Op&)>& weight) {
+  HeldPeak peak;
+  int64_t held = 0;
+  int inflight = 0;
   for (size_t i = 0; i < count && i < rank_ops.size(); ++i) {
-    const OpKind kind = rank_ops[i].kind;
-    if (kind == OpKind::kF) peak = std::max(peak, ++inflight);
-    if (kind == OpKind::kB || kind == OpKind::kI) --inflight;
+    const Op& op = rank_ops[i];
+    if (op.kind == OpKind::kF) {
+      held += weight(op);
+      ++inflight;
+      if (held > peak.weight) peak = {held, inflight};
+    } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
+      held -= weight(op);
+      --inflight;
+    }
   }
   return peak;
+}
+
+int PeakInflight(const std::vector<Op>& rank_ops, size_t count) {
+  return PeakHeld(rank_ops, count, [](const Op&) { return int64_t{1}; }).inflight;
 }
 
 std::vector<RankAnalysis> Analyze(const Schedule& s) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,17 @@ struct RankAnalysis {
   std::vector<int> stage_peak_versions;  // per local chunk, stage order
 };
 
-// The most stage-microbatches a rank holds at once over its first `count` ops: each from its F
-// until its B or I (Zero Bubble's W keeps only a weight-gradient stash, counted apart).
+// What a rank holds at its peak over its first `count` ops, a stage-microbatch from its F until
+// its B or I (Zero Bubble's W keeps only a weight-gradient stash, counted apart), each weighing
+// weight(its F): the peak total, and how many stage-microbatches make it (the first peak).
+struct HeldPeak {
+  int64_t weight = 0;
+  int inflight = 0;
+};
+HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::function<int64_t(const Op&)>& weight);
+
+// The most stage-microbatches a rank holds at once over its first `count` ops (PeakHeld, each
+// weighing 1).
 int PeakInflight(const std::vector<Op>& rank_ops, size_t count);
 
 // A version is alive from the STEP that produces it (version 0: from the start) until the
