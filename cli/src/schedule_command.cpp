@@ -33,6 +33,7 @@ struct ScheduleFlags {
   int chunks = 1;
   bool chunks_given = false;
   int steps = 1;
+  int data_parallel = 1;
   std::string format = "grid";
   bool comms = false;
   bool vertical_sync = false;
@@ -54,7 +55,9 @@ Schedule Build(const ScheduleFlags& f) {
     if (!ParsePolicy(f.weights, &options.weights)) {
       throw InputError(fmt::format("--weights: expected flush, stash or 2bw, got '{}'", f.weights));
     }
-    return ImportCsv(ReadInputFile(f.import_path, kMaxCsvBytes, "a schedule CSV"), f.import_path, options);
+    Schedule s = ImportCsv(ReadInputFile(f.import_path, kMaxCsvBytes, "a schedule CSV"), f.import_path, options);
+    s.data_parallel = f.data_parallel;
+    return s;
   }
   if (f.schedule.empty()) throw InputError("--schedule or --import is required");
   if (f.ranks < 1) throw InputError(fmt::format("--ranks must be >= 1 (got {})", f.ranks));
@@ -66,6 +69,7 @@ Schedule Build(const ScheduleFlags& f) {
   params.steps = f.steps;
   params.vertical_sync = f.vertical_sync;
   params.recompute = f.recompute;
+  params.data_parallel = f.data_parallel;
   // Before anything is built: a shape too large to hold is refused by its estimate.
   if (const GeneratorInfo* info = FindGenerator(f.schedule)) {
     CheckSize(DescribeShape(info->name, params), EstimateSize(*info, params), f.max_ops);
@@ -84,7 +88,7 @@ Schedule WithTransfers(Schedule s, const ScheduleFlags& f) {
     }
     return s;
   }
-  const bool shows_transfers = f.format == "json" || (f.format == "csv" && f.comms);
+  const bool shows_transfers = f.format == "json" || (f.format == "csv" && f.comms) || f.data_parallel > 1;
   if (!shows_transfers && !s.lowered) return s;
   P2p p2p = P2p::kAhead;
   SC_CHECK(ParseP2p(f.p2p, &p2p), "CLI11 checks --p2p");
@@ -126,6 +130,10 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_option("--steps", flags->steps, "Optimizer steps covered by the schedule")->capture_default_str();
   app->add_option("--format", flags->format, "Output: grid, csv or json")
       ->check(CLI::IsMember({"grid", "csv", "json"}))
+      ->capture_default_str();
+  app->add_option("--data-parallel", flags->data_parallel,
+                  "Replicas of the pipeline: lowering adds a REDUCE_GRAD (gradient all-reduce) before every STEP")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app->add_flag("--comms", flags->comms, "csv: compute_comms form (with SEND/RECV)");
   app->add_flag("--vertical-sync", flags->vertical_sync, "pipedream: every stage uses stage 0's version");

@@ -53,7 +53,8 @@ SizeEstimate EstimateSize(const GeneratorInfo& info, const GeneratorParams& p) {
   const double step_ops = stages * steps * (info.weights == WeightPolicy::kStash ? per_step : 1.0);
   const double comms = 4 * CrossingBoundaries(info, p) * per_step * steps;
   SizeEstimate e;
-  e.ops = compute_per_unit * stages * per_step * steps + step_ops + comms;
+  const double reduce_ops = p.data_parallel > 1 ? step_ops : 0;  // a REDUCE_GRAD per STEP
+  e.ops = compute_per_unit * stages * per_step * steps + step_ops + reduce_ops + comms;
   e.bytes = e.ops * kBytesPerOp;
   return e;
 }

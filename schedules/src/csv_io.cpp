@@ -89,9 +89,9 @@ std::string ParseNumber(std::string_view* rest, std::string_view what, std::stri
   return {};
 }
 
-// PyTorch's actions for FSDP-style sharding inside a pipeline: they move no activation or
-// gradient between stages and cost nothing the simulator models, so an import skips them. Their
-// microbatch is optional ("0UNSHARD").
+// PyTorch's actions for FSDP-style sharding inside a pipeline, and its REDUCE_GRAD: they move
+// no activation or gradient between stages, so an import skips them (Lower places this IR's
+// REDUCE_GRADs anew from Schedule::data_parallel). Their microbatch is optional ("0UNSHARD").
 constexpr std::string_view kSkippedKinds[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD"};
 
 // Strict "<digits><KIND><digits>"; STEP is rejected because the file never carries it. Sets
@@ -223,6 +223,10 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form) {
     for (size_t i = 0; i < rank_ops.size(); ++i) {
       const Op& op = rank_ops[i];
       if (op.kind == OpKind::kStep) continue;  // AssignWeights rebuilds STEPs on import
+      if (op.kind == OpKind::kReduceGrad) {    // PyTorch's form names no microbatch
+        if (form == CsvForm::kComputeComms) cells.push_back(fmt::format("{}REDUCE_GRAD", op.stage));
+        continue;
+      }
       if (IsComm(op.kind) && form == CsvForm::kComputeOnly) continue;
       if (op.overlapped && i > 0 && rank_ops[i - 1].kind == OpKind::kF && !cells.empty()) {
         cells.back() = fmt::format("({};{}){}", cells.back(), ActionString(op, schedule.microbatches),

@@ -9,7 +9,7 @@ namespace stagecraft::schedules {
 
 namespace {
 constexpr std::array<std::string_view, kNumOpKinds> kKindNames = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "STEP"};
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "STEP", "REDUCE_GRAD"};
 }  // namespace
 
 std::string_view KindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
@@ -62,7 +62,9 @@ size_t Schedule::OpCount() const {
 }
 
 std::string ActionString(const Op& op, int microbatches_per_step) {
-  if (op.kind == OpKind::kStep) return fmt::format("{}STEP{}", op.stage, op.version);
+  if (op.kind == OpKind::kStep || op.kind == OpKind::kReduceGrad) {
+    return fmt::format("{}{}{}", op.stage, KindName(op.kind), op.version);
+  }
   const long global = static_cast<long>(op.step) * microbatches_per_step + op.microbatch;
   return fmt::format("{}{}{}", op.stage, KindName(op.kind), global);
 }

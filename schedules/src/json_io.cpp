@@ -55,6 +55,10 @@ void WriteHeader(JsonTextStream& out, JsonWriter& w, const Schedule& s) {
     line(key);
     w.Bool(value);
   }
+  if (s.data_parallel != 1) {  // written only with replicas: one-replica files stay as they were
+    line("data_parallel");
+    w.Int64(s.data_parallel);
+  }
 }
 
 // Reads typed fields out of parsed JSON; every failure names the source and the JSON path.
@@ -139,6 +143,7 @@ void HeaderFromJson(const Reader& in, const Json& j, Schedule* s) {
   s->recompute = in.Bool(j, "recompute");
   s->vertical_sync = in.Bool(j, "vertical_sync");
   s->lowered = in.Bool(j, "lowered");
+  if (FindMember(j, "data_parallel") != nullptr) s->data_parallel = in.Positive(j, "data_parallel");
 }
 
 }  // namespace

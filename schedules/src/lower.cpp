@@ -3,8 +3,11 @@
 // (see lower.h).
 #include "stagecraft/schedules/lower.h"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <queue>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -104,7 +108,7 @@ class Lowerer {
 
   size_t FlushSteps(int rank, std::deque<Op>* q) {
     size_t n = 0;
-    while (!q->empty() && (q->front().kind == OpKind::kStep || !units_.InRange(q->front()))) {
+    while (!q->empty() && (!IsCompute(q->front().kind) || !units_.InRange(q->front()))) {
       out_->ops[rank].push_back(q->front());
       q->pop_front();
       ++n;
@@ -135,7 +139,7 @@ class Lowerer {
   UnitIndex units_;
   std::vector<bool> produced_;  // by EdgeKey: the producer has been placed
   Schedule* out_ = nullptr;
-  std::vector<std::deque<Op>> pending_;  // per rank: compute ops (and STEPs) not placed yet
+  std::vector<std::deque<Op>> pending_;  // per rank: compute ops (and STEPs, REDUCE_GRADs) not placed yet
   size_t left_ = 0;                      // ops in pending_
   RankQueue now_, next_;                 // ranks to visit in this round and the next
   int visiting_ = -1;
@@ -178,6 +182,59 @@ std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops) {
   return out;
 }
 
+// One rank's list (no SEND/RECV) with a REDUCE_GRAD per STEP when there are replicas (see
+// lower.h): the REDUCE_GRAD right after the last backward of the STEP's update, the STEP moved
+// to just before the next compute op of its stage (or the end), so that the collective runs
+// while the rank's other work goes on. REDUCE_GRADs already present are placed anew.
+std::vector<Op> PlaceReduceGrads(const Schedule& s, const std::vector<Op>& in) {
+  std::vector<Op> ops;
+  ops.reserve(in.size() * 2);
+  for (const Op& op : in) {
+    if (op.kind != OpKind::kReduceGrad) ops.push_back(op);
+  }
+  if (s.data_parallel <= 1) return ops;
+  const auto key = [&](const Op& op) { return std::pair<int32_t, int64_t>(op.stage, UpdateIndex(s, op)); };
+  std::map<std::pair<int32_t, int64_t>, size_t> last_backward;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (IsBackward(ops[i].kind)) last_backward[key(ops[i])] = i;
+  }
+  // Each op gets (position, class, index): a STEP goes before op `position` (class 0), every
+  // other op at its own (class 1), a REDUCE_GRAD after op `position` (class 2).
+  struct Placed {
+    size_t position;
+    int cls;
+    size_t index;
+    Op op;
+  };
+  std::vector<Placed> placed;
+  placed.reserve(ops.size() * 2);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind != OpKind::kStep) {
+      placed.push_back({i, 1, i, op});
+      continue;
+    }
+    const Op reduce{OpKind::kReduceGrad, op.stage, op.microbatch, op.step, op.version};
+    const auto last = last_backward.find(key(op));
+    if (last == last_backward.end()) {  // no gradient on this rank (an invalid import): in place
+      placed.push_back({i, 0, i, reduce});
+      placed.push_back({i, 0, i, op});
+      continue;
+    }
+    placed.push_back({last->second, 2, i, reduce});
+    size_t next = last->second + 1;
+    while (next < ops.size() && !(IsCompute(ops[next].kind) && ops[next].stage == op.stage)) ++next;
+    placed.push_back({next, 0, i, op});
+  }
+  std::stable_sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) {
+    return std::tie(a.position, a.cls, a.index) < std::tie(b.position, b.cls, b.index);
+  });
+  std::vector<Op> out;
+  out.reserve(placed.size());
+  for (const Placed& p : placed) out.push_back(p.op);
+  return out;
+}
+
 }  // namespace
 
 std::string_view P2pName(P2p p2p) { return p2p == P2p::kAhead ? "ahead" : "lockstep"; }
@@ -200,7 +257,9 @@ Schedule StripComms(const Schedule& schedule) {
 }
 
 Schedule Lower(const Schedule& schedule, P2p p2p) {
-  Schedule out = Lowerer(schedule).Run();
+  Schedule placed = StripComms(schedule);
+  for (auto& rank_ops : placed.ops) rank_ops = PlaceReduceGrads(placed, rank_ops);
+  Schedule out = Lowerer(placed).Run();
   if (p2p == P2p::kAhead) {
     for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops);
   }

@@ -17,6 +17,7 @@ std::string CheckCommon(const GeneratorInfo& info, const GeneratorParams& p) {
   if (p.microbatches < 1) return fmt::format("microbatches must be >= 1 (got {})", p.microbatches);
   if (p.steps < 1) return fmt::format("steps must be >= 1 (got {})", p.steps);
   if (p.chunks < 1) return fmt::format("chunks must be >= 1 (got {})", p.chunks);
+  if (p.data_parallel < 1) return fmt::format("data_parallel must be >= 1 (got {})", p.data_parallel);
   if (!info.interleaved && p.chunks != 1) {
     return fmt::format("{} runs one stage per rank; chunks must be 1 (got {}); use interleaved", info.name, p.chunks);
   }
@@ -88,6 +89,7 @@ Schedule Generate(std::string_view name, const GeneratorParams& params) {
   s.weights = info->weights;
   s.recompute = params.recompute;
   s.vertical_sync = params.vertical_sync;
+  s.data_parallel = params.data_parallel;
   s.ops = info->emit(params);
   AssignWeights(&s);
   return s;

@@ -97,6 +97,7 @@ class Validator {
       Add(DiagCode::kWrongRank,
           fmt::format("{}: stage {} lives on rank {}", Name(p), op.stage, s_.shape.RankOf(op.stage)));
     }
+    if (op.kind == OpKind::kReduceGrad) return RecordReduce(p);
     if (op.kind == OpKind::kStep) {
       auto& steps = units_.steps[op.stage];
       if (op.version < 1) {
@@ -129,6 +130,27 @@ class Validator {
       return;
     }
     slot = p;
+  }
+
+  // A REDUCE_GRAD names the version its STEP produces; one per STEP, only with replicas.
+  void RecordReduce(Pos p) {
+    const Op& op = At(p);
+    if (s_.data_parallel <= 1) {
+      Add(DiagCode::kBadShape, fmt::format("{}: a REDUCE_GRAD in a schedule of one replica (data_parallel 1)", Name(p)));
+      return;
+    }
+    if (op.version < 1 || op.version > StepsPerStage()) {
+      Add(DiagCode::kVersion, fmt::format("{}: version {} is not one a STEP of the {} policy produces (1..{})",
+                                          Name(p), op.version, PolicyName(s_.weights), StepsPerStage()));
+      return;
+    }
+    auto& reduces = units_.reduces[op.stage];
+    if (reduces.size() <= static_cast<size_t>(op.version)) reduces.resize(op.version + 1);
+    if (reduces[op.version].rank >= 0) {
+      Add(DiagCode::kDuplicate, fmt::format("{} duplicates {}", Name(p), Name(reduces[op.version])));
+      return;
+    }
+    reduces[op.version] = p;
   }
 
   // Before(a, b): both on one rank and a comes first. Different ranks are the graph's business.
@@ -194,8 +216,15 @@ class Validator {
           Add(DiagCode::kOrder, fmt::format("{} runs before {}", Name(steps[v]), Name(steps[v - 1])));
         }
         CheckStepAfterGradients(stage, steps[v]);
+        CheckReduceOf(stage, static_cast<int>(v));
       }
       CheckStepCount(stage, steps.empty() ? 0 : static_cast<int>(steps.size()) - 1);
+      const auto& reduces = units_.reduces[stage];
+      for (size_t v = 1; v < reduces.size(); ++v) {
+        if (reduces[v].rank >= 0 && (v >= steps.size() || steps[v].rank < 0)) {
+          Add(DiagCode::kMissing, fmt::format("{}: no STEP of version {} reads it", Name(reduces[v]), v));
+        }
+      }
     }
   }
 
@@ -218,6 +247,25 @@ class Validator {
         }
       }
     }
+  }
+
+  // With replicas, the STEP producing version v reads its stage's REDUCE_GRAD of v, which comes
+  // after the update's gradients (the same check as the STEP's, lowering places it so).
+  void CheckReduceOf(int stage, int v) {
+    if (s_.data_parallel <= 1) return;
+    const auto& reduces = units_.reduces[stage];
+    const Pos step = units_.steps[stage][v];
+    if (static_cast<size_t>(v) >= reduces.size() || reduces[v].rank < 0) {
+      Add(DiagCode::kMissing, fmt::format("{}: no REDUCE_GRAD of its gradients over the {} replicas", Name(step),
+                                          s_.data_parallel));
+      return;
+    }
+    const Pos reduce = reduces[v];
+    if (reduce.rank != step.rank || reduce.index > step.index) {
+      Add(DiagCode::kOrder, fmt::format("{} does not come before {} on its rank", Name(reduce), Name(step)));
+      return;
+    }
+    CheckStepAfterGradients(stage, reduce);
   }
 
   // How many STEPs each stage makes: one per microbatch (stash) or one per step.

@@ -25,9 +25,10 @@ Pos& Units::Slot(OpKind kind, size_t unit) {
     case OpKind::kRecvF: return recv_f[unit];
     case OpKind::kSendB: return send_b[unit];
     case OpKind::kRecvB: return recv_b[unit];
-    case OpKind::kStep: break;
+    case OpKind::kStep:
+    case OpKind::kReduceGrad: break;
   }
-  SC_CHECK(false, "no unit slot for STEP");
+  SC_CHECK(false, "no unit slot for STEP or REDUCE_GRAD");
 }
 
 const Pos& Units::Producer(Flow flow, size_t unit) const {

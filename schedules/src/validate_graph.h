@@ -17,11 +17,13 @@ struct Pos {
 // Where each op of each (stage, step, microbatch) sits, and each STEP by stage and version.
 struct Units {
   std::vector<Pos> f, b, i, w, send_f, recv_f, send_b, recv_b;
-  std::vector<std::vector<Pos>> steps;  // steps[stage][version]
+  std::vector<std::vector<Pos>> steps;    // steps[stage][version]
+  std::vector<std::vector<Pos>> reduces;  // REDUCE_GRADs: reduces[stage][version of their STEP]
 
   void Resize(size_t n, int stages) {
     for (auto* v : {&f, &b, &i, &w, &send_f, &recv_f, &send_b, &recv_b}) v->assign(n, Pos{});
     steps.assign(stages, {});
+    reduces.assign(stages, {});
   }
   Pos& Slot(OpKind kind, size_t unit);
   // For an edge of `flow` out of / into `unit`: its producing (or consuming) op, F or B/I,

@@ -329,6 +329,7 @@ schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const sched
   params.microbatches = p.microbatches;
   params.steps = p.steps;
   params.recompute = p.full_recompute();
+  params.data_parallel = p.data_parallel;
   params.chunks = !info.interleaved ? 1 : (p.chunks == 1 ? 2 : p.chunks);
   params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
   return params;

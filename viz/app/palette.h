@@ -48,6 +48,7 @@ inline ImU32 KindColor(schedules::OpKind kind) {
     case OpKind::kRecvF:
     case OpKind::kRecvB: return Rgba(115, 115, 115);
     case OpKind::kStep: return Rgba(156, 39, 176);
+    case OpKind::kReduceGrad: return Rgba(233, 30, 99);
   }
   return kMergedColor;
 }

@@ -20,13 +20,19 @@ enum class OpKind : uint8_t {
   kSendB,  // post the send of input gradients to the previous stage
   kRecvB,  // post the receive of output gradients from the next stage
   kStep,   // optimizer step of one stage; produces weight version `version`
+  // Data parallelism (Schedule::data_parallel > 1): posts the all-reduce of one stage's
+  // gradients over its replicas (reduce-scatter + all-gather with ZeRO-1) for the update that
+  // the STEP producing `version` applies. Like a SEND it only posts: the collective runs on the
+  // rank's collective stream, and that STEP waits for it.
+  kReduceGrad,
 };
-inline constexpr int kNumOpKinds = 9;
+inline constexpr int kNumOpKinds = 10;
 
 std::string_view KindName(OpKind kind);  // "F", "B", "I", "W", "SEND_F", ..., "STEP"
 bool ParseKind(std::string_view text, OpKind* kind);
 inline bool IsCompute(OpKind k) { return k == OpKind::kF || k == OpKind::kB || k == OpKind::kI || k == OpKind::kW; }
 inline bool IsBackward(OpKind k) { return k == OpKind::kB || k == OpKind::kI || k == OpKind::kW; }
+// SEND/RECV between pipeline ranks (not REDUCE_GRAD: a collective over the replicas).
 inline bool IsComm(OpKind k) {
   return k == OpKind::kSendF || k == OpKind::kRecvF || k == OpKind::kSendB || k == OpKind::kRecvB;
 }
@@ -82,6 +88,9 @@ struct Schedule {
   bool recompute = false;      // B recomputes the stage's forward instead of stashing activations
   bool vertical_sync = false;  // PipeDream: every stage uses the version stage 0 used
   bool lowered = false;        // SEND/RECV present for every cross-rank dependency (Lower ran)
+  // Replicas of the pipeline (DESIGN.md §9): with more than one, Lower puts a REDUCE_GRAD
+  // before every STEP (see lower.h). The replicas run the same op lists.
+  int data_parallel = 1;
   std::vector<std::vector<Op>> ops;  // ops[rank] in execution order
 
   int ranks() const { return shape.ranks; }
@@ -91,7 +100,8 @@ struct Schedule {
 };
 
 // PyTorch torch.distributed.pipelining action string: "<stage><KIND><microbatch>",
-// e.g. "0F0", "2I1", "1SEND_F0"; STEP ops print as "<stage>STEP<version>". The microbatch
+// e.g. "0F0", "2I1", "1SEND_F0"; STEP ops print as "<stage>STEP<version>" and REDUCE_GRAD
+// ops as "<stage>REDUCE_GRAD<version>" (the version its STEP produces). The microbatch
 // printed is the global index step * microbatches + microbatch.
 std::string ActionString(const Op& op, int microbatches_per_step);
 
@@ -103,6 +113,7 @@ struct GeneratorParams {
   int steps = 1;
   bool recompute = false;
   bool vertical_sync = false;
+  int data_parallel = 1;  // Schedule::data_parallel
 };
 
 }  // namespace stagecraft::schedules

@@ -30,6 +30,14 @@ inline constexpr int kAheadBuffersPerStage = 2;  // one activation and one gradi
 std::string_view P2pName(P2p p2p);
 bool ParseP2p(std::string_view text, P2p* p2p);
 
+// Data parallelism (Schedule::data_parallel > 1): lowering also puts one REDUCE_GRAD per STEP
+// on the STEP's rank, right after the last backward of the update that STEP applies (its
+// stage's gradients are then complete), and moves the STEP to just before the next compute op
+// of its stage (or to the end of the list). The all-reduce thus runs while the rank computes
+// its other stages' backwards (interleaved, V-shaped schedules) or waits on its neighbours, as
+// DDP and Megatron-LM overlap it; the STEP waits for it. With one replica no REDUCE_GRAD is
+// placed (and any present is dropped).
+//
 // Returns the lowered schedule. Throws InputError if the compute order cannot be lowered
 // (a rank waits on a producer that never comes: the compute-level deadlock Validate reports).
 Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep);
