@@ -113,6 +113,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   sim::SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   config.rank_devices = sc.pipeline.RankDevices();
+  config.replica_devices = sc.pipeline.ReplicaDevices();
   p.result = sim::Simulate(p.schedule, costs, topo, config);
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, sc.pipeline.data_parallel);
   return p;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <unordered_map>
 
 #include "stagecraft/sim/topology.h"
 
@@ -44,5 +46,124 @@ RingLink RingLinkOf(const TopologySpec& topology, const std::vector<int>& device
 double AllReduceNs(double bytes, int n, const RingLink& link) { return 2 * RingPassNs(bytes, n, link); }
 double ReduceScatterNs(double bytes, int n, const RingLink& link) { return RingPassNs(bytes, n, link); }
 double AllGatherNs(double bytes, int n, const RingLink& link) { return RingPassNs(bytes, n, link); }
+
+}  // namespace stagecraft::sim
+
+namespace stagecraft::sim {
+namespace {
+
+int64_t Share(int64_t bytes, int64_t num, int64_t den) {
+  return den <= 0 ? 0 : static_cast<int64_t>(static_cast<__int128>(bytes) * num / den);
+}
+
+// A ring pass over `devices` moving `bytes` from each to the next, in `steps` steps.
+void AddRing(const Topology& topo, const std::vector<int>& devices, int64_t bytes, CollectivePhase* phase) {
+  const size_t n = devices.size();
+  for (size_t i = 0; i < n && n > 1; ++i) {
+    const int a = devices[i], b = devices[(i + 1) % n];
+    phase->flows.push_back({a, b, bytes});
+    phase->route_latency_ns = std::max(phase->route_latency_ns, topo.RouteLatencyNs(a, b));
+  }
+}
+
+}  // namespace
+
+std::string_view AlgorithmName(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+CollectivePlan RingAllReduce(const Topology& topo, const std::vector<int>& devices, int64_t bytes) {
+  CollectivePlan plan{CollectiveAlgorithm::kRing, {}};
+  const int n = static_cast<int>(devices.size());
+  if (n <= 1) return plan;
+  CollectivePhase phase;
+  phase.steps = 2 * (n - 1);
+  AddRing(topo, devices, Share(bytes, 2 * (n - 1), n), &phase);
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
+CollectivePlan TreeAllReduce(const Topology& topo, const std::vector<int>& devices, int64_t bytes) {
+  CollectivePlan plan{CollectiveAlgorithm::kTree, {}};
+  const int n = static_cast<int>(devices.size());
+  if (n <= 1) return plan;
+  CollectivePhase phase;
+  int depth = 0;
+  while ((2 << depth) - 1 < n) ++depth;  // a complete binary tree of n nodes has this depth
+  phase.steps = 2 * depth;
+  for (int i = 1; i < n; ++i) {
+    const int child = devices[i], parent = devices[(i - 1) / 2];
+    phase.flows.push_back({child, parent, bytes});  // the reduction, up
+    phase.flows.push_back({parent, child, bytes});  // the broadcast, down
+    phase.route_latency_ns = std::max({phase.route_latency_ns, topo.RouteLatencyNs(child, parent),
+                                       topo.RouteLatencyNs(parent, child)});
+  }
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
+CollectivePlan HierarchicalAllReduce(const Topology& topo, const std::vector<int>& devices, int64_t bytes) {
+  CollectivePlan plan{CollectiveAlgorithm::kHierarchical, {}};
+  std::map<int, std::vector<int>> by_node;  // node -> the group's devices there, in ring order
+  for (int d : devices) {
+    const int node = topo.NodeOf(d);
+    if (node < 0) return plan;
+    by_node[node].push_back(d);
+  }
+  const int nodes = static_cast<int>(by_node.size());
+  const int k = static_cast<int>(by_node.begin()->second.size());
+  if (nodes < 2 || k < 2) return plan;
+  for (const auto& [node, local] : by_node) {
+    if (static_cast<int>(local.size()) != k) return plan;
+  }
+  CollectivePhase scatter, across, gather;
+  scatter.steps = gather.steps = k - 1;
+  across.steps = 2 * (nodes - 1);
+  for (const auto& [node, local] : by_node) {
+    AddRing(topo, local, Share(bytes, k - 1, k), &scatter);
+    AddRing(topo, local, Share(bytes, k - 1, k), &gather);
+  }
+  for (int j = 0; j < k; ++j) {
+    std::vector<int> ring;
+    for (const auto& [node, local] : by_node) ring.push_back(local[j]);
+    AddRing(topo, ring, Share(Share(bytes, 1, k), 2 * (nodes - 1), nodes), &across);
+  }
+  plan.phases = {std::move(scatter), std::move(across), std::move(gather)};
+  return plan;
+}
+
+double PlanAloneNs(const Topology& topo, const CollectivePlan& plan, int64_t step_latency_ns) {
+  double total = 0;
+  for (const CollectivePhase& phase : plan.phases) {
+    std::unordered_map<int, double> load;  // link -> bytes the phase moves over it
+    for (const CollectiveFlow& f : phase.flows) {
+      for (int link : topo.Route(f.src_device, f.dst_device)) load[link] += static_cast<double>(f.bytes);
+    }
+    double data_ns = 0;
+    for (const auto& [link, bytes] : load) {
+      data_ns = std::max(data_ns, bytes / topo.links()[link].bandwidth_bytes_per_s * 1e9);
+    }
+    total += static_cast<double>(phase.steps) * static_cast<double>(phase.route_latency_ns + step_latency_ns) +
+             data_ns;
+  }
+  return total;
+}
+
+CollectivePlan PlanAllReduce(const Topology& topo, const std::vector<int>& devices, int64_t bytes,
+                             int64_t step_latency_ns) {
+  CollectivePlan best = RingAllReduce(topo, devices, bytes);
+  double best_ns = PlanAloneNs(topo, best, step_latency_ns);
+  for (CollectivePlan other : {TreeAllReduce(topo, devices, bytes), HierarchicalAllReduce(topo, devices, bytes)}) {
+    if (other.phases.empty()) continue;
+    const double ns = PlanAloneNs(topo, other, step_latency_ns);
+    if (ns < best_ns) best = std::move(other), best_ns = ns;
+  }
+  return best;
+}
 
 }  // namespace stagecraft::sim

@@ -90,13 +90,13 @@ void ComputeStreams::Advance(int rank) {
     const int index = static_cast<int>(stream.next);
     const Op& op = ops[index];
     const int64_t now = loop_->now_ns();
-    if (schedules::IsComm(op.kind)) {
+    if (schedules::IsComm(op.kind) || op.kind == OpKind::kReduceGrad) {
       ++stream.next;
       stream.free_ns = std::max(stream.free_ns, now) + costs_.OverheadOf(rank);
       hooks_->Posted(rank, index, op);
       continue;
     }
-    if (schedules::IsCompute(op.kind) && !hooks_->InputReady(rank, op)) {
+    if ((schedules::IsCompute(op.kind) || op.kind == OpKind::kStep) && !hooks_->InputReady(rank, op)) {
       stream.waiting = true;
       return;
     }

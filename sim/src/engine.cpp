@@ -9,6 +9,7 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/event_loop.h"
 #include "stagecraft/sim/memory_model.h"
@@ -38,9 +39,10 @@ struct EdgeState {
   int64_t bytes = 0;                         // the tensor's size (its buffers' memory)
 };
 
-class Engine final : StreamHooks, Transfers::Listener {
+class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listener {
  public:
-  Engine(const Schedule& s, const CostTable& costs, const Topology& topo, const SimConfig& config)
+  Engine(const Schedule& s, const CostTable& costs, const Topology& topo, const SimConfig& config,
+         const CollectivePlans& plans)
       : s_(s),
         costs_(costs),
         config_(config),
@@ -48,8 +50,10 @@ class Engine final : StreamHooks, Transfers::Listener {
         edges_(schedules::EdgeKeyCount(units_)),
         result_(EmptyRecord(s)),
         memory_(s, costs, config.record_memory, &result_),
-        transfers_(topo, costs.p2p_latency_ns, edges_.size(), &loop_, this, costs.p2p, config.rank_devices),
-        streams_(s, costs, &loop_, this, &result_) {}
+        transfers_(topo, costs.p2p_latency_ns, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
+                   costs.p2p, config.rank_devices),
+        streams_(s, costs, &loop_, this, &result_),
+        collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_) {}
 
   RunRecord Run() {
     streams_.Start();
@@ -66,7 +70,8 @@ class Engine final : StreamHooks, Transfers::Listener {
 
   // ---- compute streams ------------------------------------------------------------------
   // An op reading from its own rank waits for the producer's end; across ranks, for the arrival.
-  bool InputReady(int /*rank*/, const Op& op) override {
+  bool InputReady(int rank, const Op& op) override {
+    if (op.kind == OpKind::kStep) return s_.data_parallel <= 1 || collectives_.Done(rank, op.stage, op.version);
     const std::optional<Edge> edge = schedules::InputEdge(s_.shape, op);
     return !edge || edges_[Key(*edge)].ready_ns >= 0;
   }
@@ -103,6 +108,7 @@ class Engine final : StreamHooks, Transfers::Listener {
 
   // A SEND holds its buffer from post to arrival, a RECV from post to its consumer's start.
   void Posted(int rank, int index, const Op& op) override {
+    if (op.kind == OpKind::kReduceGrad) return collectives_.Post(rank, index, op);
     const bool send = schedules::IsSend(op.kind);
     const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op);
     SC_CHECK(edge && edge->CrossesRanks() && op.peer == schedules::PeerOf(s_.shape, op),
@@ -118,11 +124,15 @@ class Engine final : StreamHooks, Transfers::Listener {
   }
 
   // ---- transfers (rank r runs on device config_.rank_devices[r], or r) --------------------
+  // ---- collectives -------------------------------------------------------------------------
+  void CollectiveDone(int rank, int /*index*/) override { streams_.Wake(rank); }
+
   void TransferStarted(size_t key) override {
     result_.ranks[transfers_[key].src_rank].ops[edges_[key].send_index].start_ns = loop_.now_ns();
   }
 
   void TransferArrived(size_t key) override {
+    if (collectives_.FlowArrived(key)) return;
     const Transfers::Transfer& t = transfers_[key];
     EdgeState& edge = edges_[key];
     const int64_t now = loop_.now_ns();
@@ -146,6 +156,7 @@ class Engine final : StreamHooks, Transfers::Listener {
   MemoryModel memory_;
   Transfers transfers_;
   ComputeStreams streams_;
+  CollectiveStreams collectives_;
 };
 
 }  // namespace
@@ -156,8 +167,17 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
   SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.
-  CheckRunBound(schedule, costs, topology, config.rank_devices);
-  return Engine(schedule, costs, topology, config).Run();
+  std::vector<std::vector<int>> replicas = config.replica_devices;
+  if (replicas.empty() && schedule.data_parallel > 1 && config.rank_devices.empty()) {
+    replicas.resize(static_cast<size_t>(schedule.ranks()));
+    for (int r = 0; r < schedule.ranks(); ++r) {
+      for (int i = 0; i < schedule.data_parallel; ++i) replicas[r].push_back(i * schedule.ranks() + r);
+    }
+  }
+  SC_CHECK(topology.devices() >= int64_t{schedule.ranks()} * schedule.data_parallel, "a device per replica's rank");
+  const CollectivePlans plans(schedule, costs, topology, replicas);
+  CheckRunBound(schedule, costs, topology, config.rank_devices, plans.AloneNs());
+  return Engine(schedule, costs, topology, config, plans).Run();
 }
 
 }  // namespace stagecraft::sim

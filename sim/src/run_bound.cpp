@@ -125,8 +125,9 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
 }
 
 void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
-                   const std::vector<int>& rank_devices) {
-  const RunBound bound = BoundRun(schedule, costs, topology, rank_devices);
+                   const std::vector<int>& rank_devices, double collective_ns) {
+  RunBound bound = BoundRun(schedule, costs, topology, rank_devices);
+  bound.transfer_ns += collective_ns;
   if (bound.total_ns() <= static_cast<double>(kMaxRunNs)) return;
   throw InputError(fmt::format(
       "{} could run for up to {} of simulated time ({} over {} take {} on the streams, {} microbatches x {}; "

@@ -322,6 +322,16 @@ std::vector<int> PipelineSpec::RankDevices() const {
   return devices;
 }
 
+std::vector<std::vector<int>> PipelineSpec::ReplicaDevices() const {
+  std::vector<std::vector<int>> devices;
+  if (data_parallel <= 1) return devices;
+  devices.resize(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    for (int i = 0; i < data_parallel; ++i) devices[r].push_back(DeviceOf(r, i));
+  }
+  return devices;
+}
+
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const schedules::GeneratorInfo& info) {
   const bool all = p.runs_all();
   schedules::GeneratorParams params;

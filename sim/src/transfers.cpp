@@ -49,6 +49,29 @@ void Transfers::Post(size_t slot, End end, int src_rank, int dst_rank, int64_t b
   if (t.send_posted && t.recv_posted) Start(slot);
 }
 
+void Transfers::StartFlow(size_t slot, int src_device, int dst_device, int64_t bytes) {
+  SC_CHECK(slot < transfers_.size(), "flow slot out of range");
+  Transfer& t = transfers_[slot];
+  SC_CHECK(!t.in_data_phase && t.arrival.seq == EventId::kNone, "a slot carries one flow at a time");
+  t = Transfer{};
+  t.src_rank = t.dst_rank = -1;
+  t.bytes = bytes;
+  t.send_posted = t.recv_posted = true;
+  t.route = &topology_.Route(src_device, dst_device);
+  t.post_order = static_cast<int32_t>(slot_by_post_order_.size());
+  slot_by_post_order_.push_back(static_cast<int32_t>(slot));
+  const auto arg = static_cast<int32_t>(slot);
+  if (measured_) {
+    const double rate = measured_->DataBytesPerS();
+    const double data_ns = rate > 0 ? static_cast<double>(bytes) * 1e9 / rate : 0;
+    t.arrival = loop_->ScheduleAt(loop_->now_ns() + std::llround(data_ns), this, kArrival, arg);
+  } else if (bytes <= 0 || t.route->empty()) {
+    t.arrival = loop_->ScheduleAt(loop_->now_ns(), this, kArrival, arg);
+  } else {
+    DataStart(slot);
+  }
+}
+
 void Transfers::OnEvent(const Event& event) {
   const auto slot = static_cast<size_t>(event.b);
   if (event.a == kDataStart) {

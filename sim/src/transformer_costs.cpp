@@ -57,32 +57,16 @@ double LayerActivationBytes16(double s, double b, double h, double a, double t, 
   return sp ? sbh / t * (34 + 5 * a * s / h) : sbh * (10 + 24 / t + 5 * a * s / (h * t));
 }
 
-// What tensor and data parallelism add to a stage: the tensor group's all-reduces per layer
-// (Megatron: two in each forward and two in each backward for inputs, of s·b·h elements; with
-// sequence parallelism an all-gather and a reduce-scatter in place of each, the same time on a
-// ring), and the data group's all-reduce of the gradients at each STEP (with ZeRO-1 a
-// reduce-scatter of the gradients and an all-gather of the weights: the same time). The STEP
-// holds the stage's compute stream meanwhile: the gradients are reduced after the pipeline's
-// last backward, not overlapped with it (REDUCE_GRAD in the IR is to come).
-struct GroupCosts {
-  double tensor_allreduce_ns = 0;  // one all-reduce of an s·b·h activation over the tensor group
-  RingLink data_link;               // the ring of the stage's replicas
-};
-
-GroupCosts GroupCostsOf(const Scenario& sc, int rank, double activation_bytes) {
+// What tensor parallelism adds to a stage: the tensor group's all-reduces per layer (Megatron:
+// two in each forward and two in each backward for inputs, of s·b·h elements; with sequence
+// parallelism an all-gather and a reduce-scatter in place of each, the same time on a ring).
+// (Data parallelism adds the REDUCE_GRAD of the stage's grad_bytes, which the engine runs.)
+double TensorAllReduceNs(const Scenario& sc, int rank, double activation_bytes) {
   const PipelineSpec& p = sc.pipeline;
-  GroupCosts g;
-  if (p.tensor_parallel > 1) {
-    std::vector<int> group;
-    for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(rank, 0, i));
-    g.tensor_allreduce_ns = AllReduceNs(activation_bytes, p.tensor_parallel, RingLinkOf(sc.topology, group));
-  }
-  if (p.data_parallel > 1) {
-    std::vector<int> group;
-    for (int i = 0; i < p.data_parallel; ++i) group.push_back(p.DeviceOf(rank, i, 0));
-    g.data_link = RingLinkOf(sc.topology, group);
-  }
-  return g;
+  if (p.tensor_parallel <= 1) return 0;
+  std::vector<int> group;
+  for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(rank, 0, i));
+  return AllReduceNs(activation_bytes, p.tensor_parallel, RingLinkOf(sc.topology, group));
 }
 
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers` layers.
@@ -122,8 +106,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, dou
                                    : (V / tp + s) * h;
   const double head = tp == 1 ? static_cast<double>(GptHeadParams(t.vocab, t.hidden)) : V * h / tp + 2 * h;
   const double params = layers * layer_params + (st == 0 ? embedding : 0.0) + (last ? head : 0.0);
-  const GroupCosts group = GroupCostsOf(sc, rank, s * b * h * d);
-  const double tensor_ns = 2 * layers * group.tensor_allreduce_ns;  // per forward or backward pass
+  const double tensor_ns = 2 * layers * TensorAllReduceNs(sc, rank, s * b * h * d);  // per forward or backward pass
   const StageChecks check(sc.path, st, keys);
   const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;
@@ -146,9 +129,6 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, dou
   // ZeRO-1 shards the optimizer state over the stage's replicas.
   const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
   cost.optimizer_bytes = check.Bytes(params * optimizer_per_param / zero_shards, "the optimizer state");
-  if (p.data_parallel > 1) {
-    cost.step_ns = check.Ns(AllReduceNs(params * d, p.data_parallel, group.data_link), "the gradients' all-reduce");
-  }
   // Tensor-parallel, each device of the group sends its 1/T of the activation (Megatron-LM's
   // scatter-gather between stages).
   cost.send_bytes = check.Bytes(s * b * h * d / tp, "the activation sent per microbatch");

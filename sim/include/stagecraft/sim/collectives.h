@@ -4,16 +4,67 @@
 // n-1 steps. A step pays the link's latency; the bytes go at the slowest link of the ring. The
 // group's ring is bound by the link its devices share: per-dimension topologies, the node's when
 // they all sit on one node, else the cluster's; an explicit graph, the slowest route between
-// neighbours of the ring. (The hierarchical and tree forms, and collectives as flows sharing
-// links with the pipeline's transfers, are not modelled yet.)
+// neighbours of the ring. These closed forms time the tensor group's per-layer collectives
+// inside an op; the data-parallel REDUCE_GRAD runs as a CollectivePlan, below.
+//
+// CollectivePlan: an all-reduce as flows over the topology's links, so that the engine can
+// move them through the same links as the pipeline's transfers (transfers.h). Three
+// algorithms, as NCCL has them:
+//   ring         one phase: each device sends 2(n-1)/n·B to the next in the ring; 2(n-1) steps.
+//   tree         one phase: a binary tree over the ring order, every edge carrying B up (the
+//                reduction) and B down (the broadcast) pipelined; 2·depth steps.
+//   hierarchical (a per-dimension topology, the group on several nodes with the same k >= 2
+//                devices on each) a reduce-scatter inside each node ((k-1)/k·B per device),
+//                an all-reduce across the nodes among the devices of the same local index
+//                (2(N-1)/N·B/k each), an all-gather inside each node ((k-1)/k·B).
+// A step pays the slowest route latency of its phase. The plan is the algorithm whose time
+// alone (no other traffic) is least; ZeRO-1's reduce-scatter of the gradients plus all-gather of
+// the weights moves the same bytes in the same steps as the ring all-reduce, and is planned as
+// one.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "stagecraft/sim/topology_spec.h"
 
 namespace stagecraft::sim {
+
+class Topology;
+
+enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical };
+std::string_view AlgorithmName(CollectiveAlgorithm algorithm);  // "ring", "tree", "hierarchical"
+
+struct CollectiveFlow {
+  int src_device = 0, dst_device = 0;
+  int64_t bytes = 0;
+};
+
+struct CollectivePhase {
+  int steps = 0;                // latency-bound steps (each pays route_latency_ns)
+  int64_t route_latency_ns = 0; // the slowest route among the phase's flows
+  std::vector<CollectiveFlow> flows;
+};
+
+struct CollectivePlan {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  std::vector<CollectivePhase> phases;  // run one after the other; empty for a group of one
+};
+
+// The all-reduce of `bytes` over `devices` (topology device ids, in ring order), planned as the
+// fastest alone of the algorithms that apply. `step_latency_ns` is added to every step (the
+// cost table's p2p latency).
+CollectivePlan PlanAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes,
+                             int64_t step_latency_ns = 0);
+CollectivePlan RingAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes);
+CollectivePlan TreeAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes);
+// Empty (no phases) when the group does not sit on several nodes with k >= 2 devices each.
+CollectivePlan HierarchicalAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes);
+
+// The plan's time alone in ns: per phase, its steps' latency (+ `step_latency_ns` each) and the
+// most loaded link's bytes (the flows of the phase that cross it, summed) over its bandwidth.
+double PlanAloneNs(const Topology& topology, const CollectivePlan& plan, int64_t step_latency_ns = 0);
 
 struct RingLink {
   double bytes_per_s = 0;  // +inf when the group is one device

@@ -1,6 +1,6 @@
 // Compute streams (DESIGN.md §4): each rank runs its compute ops strictly in IR order on one
-// stream; an op starts when the stream is free and its input has arrived. SEND/RECV only post and
-// take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant). With a
+// stream; an op starts when the stream is free and its input has arrived (a STEP: its
+// REDUCE_GRAD has finished). SEND/RECV/REDUCE_GRAD only post and take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant). With a
 // calibrated cost table, every op of the list also leaves op_overhead_ns of runtime work on the
 // stream (hidden when the next op waits for its input longer), and an op whose input came from
 // another rank starts only after the receiver's share of that transfer (StreamHooks::InputCopyNs).
@@ -30,9 +30,9 @@ double OpTimeFactor(double cv, uint64_t seed, int rank, int index);
 // What the streams ask of, and tell, the rest of the simulator. Calls come at the loop's time.
 class StreamHooks {
  public:
-  virtual bool InputReady(int rank, const schedules::Op& op) = 0;             // a compute op's data
+  virtual bool InputReady(int rank, const schedules::Op& op) = 0;             // a compute op's data, a STEP's REDUCE_GRAD
   virtual int64_t InputCopyNs(int rank, const schedules::Op& op) = 0;         // receiver's copy first
-  virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND or RECV
+  virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND, RECV or REDUCE_GRAD
   virtual void ComputeStarted(int rank, int index, const schedules::Op& op) = 0;   // F/B/I/W/STEP
   virtual void ComputeFinished(int rank, int index, const schedules::Op& op) = 0;  // F/B/I/W/STEP
 

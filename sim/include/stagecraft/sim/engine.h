@@ -13,10 +13,12 @@
 // for each local stage, activations from F's start to B/I's end (after I only the W stash is
 // kept until W), and transfer buffers (send side from post to arrival, receive side from post
 // to its consumer's start). Which producer an op waits on, and which transfer carries it, is
-// the one data-edge rule of schedules/edges.h.
+// the one data-edge rule of schedules/edges.h. With replicas, a REDUCE_GRAD only posts, like a
+// SEND: it runs on the rank's collective stream (collective_streams.h), and its STEP waits for
+// it.
 //
 // Units: event_loop.h (the core: event order, cancel), compute_streams.h, transfers.h (links),
-// memory_model.h (memory and weight versions); engine.cpp joins them.
+// memory_model.h (memory and weight versions), collective_streams.h; engine.cpp joins them.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,11 @@ struct SimConfig {
   // The topology device of each pipeline rank (PipelineSpec::DeviceOf of replica 0, tensor rank
   // 0); empty: rank r on device r.
   std::vector<int> rank_devices;
+  // With data-parallel replicas (Schedule::data_parallel > 1): for each pipeline rank, the
+  // devices of its replicas in ring order (PipelineSpec::ReplicaDevices), which its REDUCE_GRADs
+  // run over (collective_streams.h). Empty with replicas and rank_devices empty: replica i of
+  // rank r on device i x ranks + r (replica 0 on devices 0 .. ranks - 1).
+  std::vector<std::vector<int>> replica_devices;
 };
 
 // `schedule` must be lowered and valid (Validate empty); `costs.stages` has one entry per stage.

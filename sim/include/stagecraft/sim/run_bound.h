@@ -31,9 +31,10 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
                   const std::vector<int>& rank_devices = {});
 
 // Throws InputError "SCHEDULE could run for up to X s of simulated time (...), above the limit
-// of 1 year" when BoundRun's total is above kMaxRunNs. Simulate calls it first.
+// of 1 year" when BoundRun's total, plus `collective_ns` (the REDUCE_GRADs each alone,
+// CollectivePlans::AloneNs), is above kMaxRunNs. Simulate calls it first.
 void CheckRunBound(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
-                   const std::vector<int>& rank_devices = {});
+                   const std::vector<int>& rank_devices = {}, double collective_ns = 0);
 
 // The same sum for a generator's schedule before it is built, from its counts of units, STEPs
 // and stage boundaries: each unit's backward at the larger of B and I + W, op times at their mean

@@ -153,6 +153,9 @@ struct PipelineSpec {
   // The device of each pipeline rank of replica 0, tensor rank 0 (what the simulator runs);
   // empty for a job that is the pipeline alone (rank r on device r).
   std::vector<int> RankDevices() const;
+  // For each pipeline rank, the devices of its D replicas (tensor rank 0), replica 0 first: the
+  // ring its REDUCE_GRADs run over. Empty when D = 1.
+  std::vector<std::vector<int>> ReplicaDevices() const;
 };
 
 struct TrainingSpec {

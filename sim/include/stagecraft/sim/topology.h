@@ -45,6 +45,8 @@ class Topology {
   const std::string& vertex_name(int vertex) const { return vertex_names_[vertex]; }
   int device_vertex(int device) const { return device_vertices_[device]; }
   const std::vector<Link>& links() const { return links_; }
+  // The node a device sits on in the per-dimension form; -1 for an explicit graph.
+  int NodeOf(int device) const { return per_dimension_ ? device / per_dimension_->devices_per_node : -1; }
 
   // Directed link ids from src to dst along the lowest-latency path; ties go to the route with
   // the least serialization time (sum of 1/bandwidth), then to the one Dijkstra settles first.

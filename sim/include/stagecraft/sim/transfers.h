@@ -57,6 +57,12 @@ class Transfers final : public EventHandler {
   // ranks and bytes. The second end starts the transfer.
   void Post(size_t slot, End end, int src_rank, int dst_rank, int64_t bytes);
 
+  // Starts one flow of a collective (collective_streams.h) in `slot` at the loop's time: no
+  // rendezvous and no latency (its phase pays the steps' latency), its bytes over the route
+  // between two devices, sharing links as a transfer does (with a measured fit: bytes over its
+  // bandwidth, alone). A slot may carry one flow after another; src_rank and dst_rank are -1.
+  void StartFlow(size_t slot, int src_device, int dst_device, int64_t bytes);
+
   const Transfer& operator[](size_t slot) const { return transfers_[slot]; }
 
   void OnEvent(const Event& event) override;

@@ -1,0 +1,104 @@
+// Collective streams (DESIGN.md §4, §9): with data-parallel replicas each rank has one stream
+// for its REDUCE_GRADs, beside its compute stream, as NCCL runs a communicator's collectives in
+// order on their own CUDA stream. A REDUCE_GRAD posted by the compute stream starts when the
+// collective stream is free; it runs its stage's CollectivePlan (collectives.h) phase by phase:
+// the phase's steps' latency, then its flows over the topology's links through Transfers, where
+// they share links with the pipeline's transfers and with other ranks' collectives; the last
+// flow's arrival ends the phase. The STEP that reads the REDUCE_GRAD waits for its end.
+//
+// Symmetric replicas are simulated once: the engine runs replica 0's pipeline, and each of its
+// collectives moves the flows of the whole replica group (every replica's share of the ring).
+// The other replicas' pipeline transfers are not simulated; on the per-dimension topology they
+// cross links of their own devices, never replica 0's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <unordered_set>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/collectives.h"
+#include "stagecraft/sim/cost_table.h"
+#include "stagecraft/sim/event_loop.h"
+#include "stagecraft/sim/topology.h"
+#include "stagecraft/sim/transfers.h"
+
+namespace stagecraft::sim {
+
+// Each stage's plan: the all-reduce of its gradients (StageCost::grad_bytes) over the devices of
+// its rank's replicas (`replica_devices[rank]`, ring order). Empty when there is one replica.
+class CollectivePlans {
+ public:
+  CollectivePlans(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+                  const std::vector<std::vector<int>>& replica_devices);
+  bool empty() const { return plans_.empty(); }
+  const CollectivePlan& of(int stage) const { return plans_[stage]; }
+  // The most flows one phase of any plan starts (the slots a rank's stream needs).
+  size_t max_flows() const { return max_flows_; }
+  // Every REDUCE_GRAD of the schedule, each alone (run_bound.h adds it to the bound).
+  double AloneNs() const { return alone_ns_; }
+
+ private:
+  std::vector<CollectivePlan> plans_;  // by stage
+  size_t max_flows_ = 0;
+  double alone_ns_ = 0;
+};
+
+class CollectiveStreams final : public EventHandler {
+ public:
+  class Listener {
+   public:
+    virtual void CollectiveDone(int rank, int index) = 0;  // the REDUCE_GRAD at `index` of `rank`
+
+   protected:
+    ~Listener() = default;
+  };
+
+  // Flows use Transfers slots [first_slot, first_slot + ranks x plans.max_flows()). Keeps
+  // references to every argument, which must outlive it.
+  CollectiveStreams(const schedules::Schedule& schedule, const CollectivePlans& plans, const CostTable& costs,
+                    Transfers* transfers, size_t first_slot, EventLoop* loop, Listener* listener,
+                    schedules::RunRecord* record);
+
+  static size_t SlotsNeeded(const schedules::Schedule& schedule, const CollectivePlans& plans) {
+    return static_cast<size_t>(schedule.ranks()) * plans.max_flows();
+  }
+
+  void Post(int rank, int index, const schedules::Op& op);  // a REDUCE_GRAD
+  // A flow of `slot` arrived; false when the slot is not a collective's.
+  bool FlowArrived(size_t slot);
+  // Whether the REDUCE_GRAD of `stage` that the STEP producing `version` reads has finished.
+  bool Done(int rank, int stage, int version) const;
+
+  void OnEvent(const Event& event) override;  // a phase's latency has passed
+
+ private:
+  struct Stream {
+    std::deque<int> queue;  // REDUCE_GRAD op indexes posted, the first one running
+    int phase = -1;         // of the running one; -1: none running
+    size_t flows_left = 0;
+    std::unordered_set<int64_t> done;  // stage x versions of the finished ones
+  };
+
+  void StartNext(int rank);
+  void StartPhase(int rank);
+  void EndPhase(int rank);
+  int64_t StepLatencyNs(const CollectivePhase& phase) const;
+  const schedules::Op& Running(int rank) const { return schedule_.ops[rank][streams_[rank].queue.front()]; }
+  static int64_t Key(int stage, int version) { return int64_t{stage} << 32 | static_cast<uint32_t>(version); }
+
+  const schedules::Schedule& schedule_;
+  const CollectivePlans& plans_;
+  const CostTable& costs_;
+  Transfers* transfers_;
+  size_t first_slot_;
+  EventLoop* loop_;
+  Listener* listener_;
+  schedules::RunRecord* record_;
+  std::vector<Stream> streams_;  // per rank
+};
+
+}  // namespace stagecraft::sim

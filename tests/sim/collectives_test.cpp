@@ -1,0 +1,168 @@
+// Data-parallel collectives (sim/collectives.h, collective_streams.h, the engine): each plan's
+// time alone against the closed forms nccl-tests states its bus bandwidth by (a ring all-reduce
+// moves 2(n-1)/n of the bytes through each rank's link, a reduce-scatter or all-gather (n-1)/n),
+// the tree and hierarchical forms worked by hand, the choice between them, flows sharing a link
+// with a pipeline transfer, and a REDUCE_GRAD in a simulated run timed by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "sim_test_util.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/collectives.h"
+#include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/transfers.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using testing::kMs;
+using testing::Node;
+
+std::vector<int> Range(int n, int first = 0) {
+  std::vector<int> d;
+  for (int i = 0; i < n; ++i) d.push_back(first + i);
+  return d;
+}
+
+// nccl-tests: algbw = bytes / time; busbw = algbw x 2(n-1)/n for an all-reduce, x (n-1)/n for
+// a reduce-scatter or all-gather. With no latency the bus bandwidth is the link's.
+TEST(Collectives, RingMatchesTheBusBandwidthClosedForms) {
+  for (int n : {2, 3, 8}) {
+    const Topology node = Node(n, 100e9, 0);
+    const double bytes = 1e9;
+    const double ring = PlanAloneNs(node, RingAllReduce(node, Range(n), static_cast<int64_t>(bytes)));
+    const double busbw = bytes / (ring * 1e-9) * 2 * (n - 1) / n;
+    EXPECT_NEAR(busbw, 100e9, 100e9 * 1e-6) << n;
+    EXPECT_NEAR(ring, AllReduceNs(bytes, n, RingLink{100e9, 0}), 1) << n;
+    const double rs = ReduceScatterNs(bytes, n, RingLink{100e9, 0});
+    EXPECT_NEAR(bytes / (rs * 1e-9) * (n - 1) / n, 100e9, 100e9 * 1e-6);
+    EXPECT_NEAR(AllGatherNs(bytes, n, RingLink{100e9, 0}), rs, 1e-6);
+  }
+  // With latency: 2(n-1) steps, each paying the route's (device -> switch -> device) latency.
+  const Topology node = Node(8, 100e9, 3000);
+  EXPECT_NEAR(PlanAloneNs(node, RingAllReduce(node, Range(8), 800'000'000)), 14 * 3000 + 1.75 * 8e6, 1);
+  EXPECT_NEAR(PlanAloneNs(node, RingAllReduce(node, Range(8), 800'000'000), 500), 14 * 3500 + 1.75 * 8e6, 1);
+}
+
+// A binary tree over 8 devices: depth 3, so 6 steps; an inner device sends B to each of its two
+// children and B up to its parent, 3B through its uplink.
+TEST(Collectives, TreeIsWorkedByHandAndWinsWhenLatencyBound) {
+  const Topology node = Node(8, 100e9, 3000);
+  const CollectivePlan tree = TreeAllReduce(node, Range(8), 1'000'000);
+  ASSERT_EQ(tree.phases.size(), 1u);
+  EXPECT_EQ(tree.phases[0].steps, 6);
+  EXPECT_EQ(tree.phases[0].flows.size(), 14u);
+  EXPECT_NEAR(PlanAloneNs(node, tree), 6 * 3000 + 3 * 10'000, 1);
+  // 1 KB: latency rules, the tree's 6 steps beat the ring's 14. 1 GB: the ring's 1.75 B beats 3 B.
+  EXPECT_EQ(PlanAllReduce(node, Range(8), 1000).algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_EQ(PlanAllReduce(node, Range(8), 1'000'000'000).algorithm, CollectiveAlgorithm::kRing);
+}
+
+// Two nodes of 4 (node links 400 GB/s, 1 us; cluster 25 GB/s, 10 us): reduce-scatter in each
+// node (3 steps, 3/4 B), all-reduce across the nodes among devices of the same local index
+// (2 steps, B/4 each way), all-gather in each node; against a flat ring of 8 over the cluster
+// links (14 steps of 10 us, 1.75 B at 25 GB/s).
+TEST(Collectives, HierarchicalIsWorkedByHandAndBeatsTheFlatRingAcrossNodes) {
+  const Topology machine = Node(4, 400e9, 1000, 2, 25e9, 10'000);
+  const int64_t bytes = 400'000'000;
+  const CollectivePlan h = HierarchicalAllReduce(machine, Range(8), bytes);
+  ASSERT_EQ(h.phases.size(), 3u);
+  const double intra = 3 * 1000 + 0.75 * bytes / 400e9 * 1e9;
+  const double across = 2 * 10'000 + 2.0 * (1.0 / 2) * (bytes / 4.0) / 25e9 * 1e9;
+  EXPECT_NEAR(PlanAloneNs(machine, h), 2 * intra + across, 2);
+  const double flat = 14 * 10'000 + 1.75 * bytes / 25e9 * 1e9;
+  EXPECT_NEAR(PlanAloneNs(machine, RingAllReduce(machine, Range(8), bytes)), flat, 2);
+  EXPECT_EQ(PlanAllReduce(machine, Range(8), bytes).algorithm, CollectiveAlgorithm::kHierarchical);
+  // One device per node, or an uneven spread: no hierarchy to use.
+  EXPECT_TRUE(HierarchicalAllReduce(machine, {0, 4}, bytes).phases.empty());
+  EXPECT_TRUE(HierarchicalAllReduce(machine, {0, 1, 4}, bytes).phases.empty());
+  EXPECT_TRUE(PlanAllReduce(machine, {3}, bytes).phases.empty());
+}
+
+class FlowBench final : public Transfers::Listener {
+ public:
+  explicit FlowBench(Topology machine) : topology(std::move(machine)), transfers(topology, 0, 4, &loop, this) {}
+  void TransferStarted(size_t) override {}
+  void TransferArrived(size_t slot) override { arrived[slot] = loop.now_ns(); }
+  Topology topology;
+  EventLoop loop;
+  Transfers transfers;
+  int64_t arrived[4] = {-1, -1, -1, -1};
+};
+
+// A collective's flow and a pipeline transfer leaving the same device share its uplink: 100 MB
+// each at 100 GB/s take 2 ms together, 1 ms alone.
+TEST(Collectives, FlowsShareLinksWithTransfers) {
+  FlowBench bench(Node(3, 100e9, 0));
+  bench.transfers.Post(0, Transfers::End::kSend, 0, 1, 100'000'000);
+  bench.transfers.Post(0, Transfers::End::kRecv, 0, 1, 100'000'000);
+  bench.transfers.StartFlow(1, 0, 2, 100'000'000);
+  bench.loop.Run();
+  EXPECT_EQ(bench.arrived[0], 2 * kMs);
+  EXPECT_EQ(bench.arrived[1], 2 * kMs);
+  FlowBench alone(Node(3, 100e9, 0));
+  alone.transfers.StartFlow(1, 0, 2, 100'000'000);
+  alone.transfers.StartFlow(2, 1, 2, 0);  // zero bytes: arrives at once
+  alone.loop.Run();
+  EXPECT_EQ(alone.arrived[1], kMs);
+  EXPECT_EQ(alone.arrived[2], 0);
+}
+
+// One pipeline rank, 2 replicas on devices 0 and 1 of a node (10 GB/s, 2 us); GPipe over 2
+// microbatches of F 1 ms, B 2 ms: the REDUCE_GRAD of 10 MB posted at 6 ms takes 2 steps of 2 us
+// and 10 MB at 10 GB/s (each replica sends the other 2(2-1)/2 x 10 MB) = 1.004 ms; the STEP
+// (0.5 ms) starts when it ends.
+TEST(Collectives, ReduceGradInARunIsTimedByHand) {
+  schedules::GeneratorParams p = schedules::test_cases::Params(1, 2);
+  p.data_parallel = 2;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
+  CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+  costs.stages[0].grad_bytes = 10'000'000;
+  costs.stages[0].step_ns = kMs / 2;
+  SimConfig config;
+  config.replica_devices = {{0, 1}};
+  const RunRecord r = Simulate(s, costs, Node(2, 10e9, 2000), config);
+  int64_t reduce_start = -1, reduce_end = -1, step_start = -1;
+  for (size_t i = 0; i < s.ops[0].size(); ++i) {
+    if (s.ops[0][i].kind == schedules::OpKind::kReduceGrad) {
+      reduce_start = r.ranks[0].ops[i].start_ns;
+      reduce_end = r.ranks[0].ops[i].end_ns;
+    }
+    if (s.ops[0][i].kind == schedules::OpKind::kStep) step_start = r.ranks[0].ops[i].start_ns;
+  }
+  EXPECT_EQ(reduce_start, 6 * kMs);
+  EXPECT_EQ(reduce_end, 6 * kMs + 2 * 2000 + kMs);
+  EXPECT_EQ(step_start, reduce_end);
+  EXPECT_EQ(r.makespan_ns(), reduce_end + kMs / 2);
+  // The same run with one replica: the STEP follows the last backward at once.
+  const RunRecord one = Simulate(testing::Make("gpipe", 1, 2), costs, Node(2, 10e9, 2000), SimConfig{});
+  EXPECT_EQ(one.makespan_ns(), 6 * kMs + kMs / 2);
+}
+
+// Interleaved, rank 0 holds stages 0 and 2: stage 2's all-reduce runs while stage 0's
+// backwards do, so the run is shorter than one that waits for both all-reduces at its end.
+TEST(Collectives, AReduceOverlapsTheBackwardsOfTheRanksOtherStage) {
+  schedules::GeneratorParams p = schedules::test_cases::Params(2, 4, 1, 2);
+  p.data_parallel = 2;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("interleaved", p));
+  CostTable costs = testing::Uniform(4, kMs, kMs, kMs);
+  for (auto& c : costs.stages) c.grad_bytes = 20'000'000;  // 2 ms at 10 GB/s
+  SimConfig config;
+  config.replica_devices = {{0, 2}, {1, 3}};
+  const RunRecord r = Simulate(s, costs, Node(4, 10e9, 0), config);
+  const RunRecord plain = Simulate(schedules::Lower(schedules::Generate("interleaved", schedules::test_cases::Params(2, 4, 1, 2))),
+                                   costs, Node(4, 10e9, 0), SimConfig{});
+  // Without overlap both 2 ms all-reduces would follow the last backward: 4 ms more. With it,
+  // only the last stage-0 one is exposed (2 ms), and the other ran beside rank 0's backwards.
+  EXPECT_EQ(r.makespan_ns(), plain.makespan_ns() + 2 * kMs);
+  for (size_t i = 0; i < s.ops[0].size(); ++i) {
+    if (s.ops[0][i].kind == schedules::OpKind::kReduceGrad && s.ops[0][i].stage == 2) {
+      EXPECT_LT(r.ranks[0].ops[i].end_ns, plain.end_ns) << "stage 2's all-reduce ends before the backwards do";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
