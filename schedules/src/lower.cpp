@@ -214,7 +214,7 @@ std::vector<Op> PlaceReduceGrads(const Schedule& s, const std::vector<Op>& in) {
       placed.push_back({i, 1, i, op});
       continue;
     }
-    const Op reduce{OpKind::kReduceGrad, op.stage, op.microbatch, op.step, op.version};
+    const Op reduce = ReduceGradOf(op);
     const auto last = last_backward.find(key(op));
     if (last == last_backward.end()) {  // no gradient on this rank (an invalid import): in place
       placed.push_back({i, 0, i, reduce});

@@ -71,7 +71,11 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
   // ---- compute streams ------------------------------------------------------------------
   // An op reading from its own rank waits for the producer's end; across ranks, for the arrival.
   bool InputReady(int rank, const Op& op) override {
-    if (op.kind == OpKind::kStep) return s_.data_parallel <= 1 || collectives_.Done(rank, op.stage, op.version);
+    if (op.kind == OpKind::kStep) {
+      if (!schedules::ReadsReduceGrad(s_, op)) return true;
+      const Op reduce = schedules::ReduceGradOf(op);
+      return collectives_.Done(rank, reduce.stage, reduce.version);
+    }
     const std::optional<Edge> edge = schedules::InputEdge(s_.shape, op);
     return !edge || edges_[Key(*edge)].ready_ns >= 0;
   }

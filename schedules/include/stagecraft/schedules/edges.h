@@ -62,6 +62,14 @@ inline bool IsConsumerOf(OpKind kind, Flow flow) {
 Op SendOf(const Edge& edge);
 Op RecvOf(const Edge& edge);
 
+// With replicas (Schedule::data_parallel > 1) a STEP also reads, on its own rank, the
+// REDUCE_GRAD of its stage and version: its update's gradients summed over the replicas. This
+// is that op (Lower places it; Validate, the simulator and the runtime look for it).
+inline bool ReadsReduceGrad(const Schedule& s, const Op& op) { return s.data_parallel > 1 && op.kind == OpKind::kStep; }
+inline Op ReduceGradOf(const Op& step) {
+  return Op{OpKind::kReduceGrad, step.stage, step.microbatch, step.step, step.version};
+}
+
 // A dense key per edge, unique over the schedule: (consumer unit, flow). It indexes the
 // simulator's transfers, the executor's tensors in flight and its MPI tags.
 inline size_t EdgeKey(const UnitIndex& units, const Edge& edge) {
