@@ -86,7 +86,7 @@ Schedule WithTransfers(Schedule s, const ScheduleFlags& f) {
                                    "(SEND/RECV); add --relower to drop them and lower again",
                                    Printable(f.import_path)));
     }
-    return s;
+    return PlaceReduceGrads(s);
   }
   const bool shows_transfers = f.format == "json" || (f.format == "csv" && f.comms) || f.data_parallel > 1;
   if (!shows_transfers && !s.lowered) return s;

@@ -43,7 +43,8 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
   if (s.ranks() != p.ranks) {
     throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
   }
-  if (!s.lowered) s = Lower(s, p.p2p);
+  s.data_parallel = p.data_parallel;
+  s = s.lowered ? PlaceReduceGrads(s) : Lower(s, p.p2p);
   if (const auto diags = Validate(s); !diags.empty()) {
     throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}", path, p.microbatches,
                                  SummarizeDiagnostics(diags)));

@@ -182,11 +182,11 @@ std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops) {
   return out;
 }
 
-// One rank's list (no SEND/RECV) with a REDUCE_GRAD per STEP when there are replicas (see
+// One rank's list with a REDUCE_GRAD per STEP when there are replicas (see
 // lower.h): the REDUCE_GRAD right after the last backward of the STEP's update, the STEP moved
 // to just before the next compute op of its stage (or the end), so that the collective runs
 // while the rank's other work goes on. REDUCE_GRADs already present are placed anew.
-std::vector<Op> PlaceReduceGrads(const Schedule& s, const std::vector<Op>& in) {
+std::vector<Op> PlaceRankReduceGrads(const Schedule& s, const std::vector<Op>& in) {
   std::vector<Op> ops;
   ops.reserve(in.size() * 2);
   for (const Op& op : in) {
@@ -256,10 +256,14 @@ Schedule StripComms(const Schedule& schedule) {
   return out;
 }
 
+Schedule PlaceReduceGrads(const Schedule& schedule) {
+  Schedule out = schedule;
+  for (auto& rank_ops : out.ops) rank_ops = PlaceRankReduceGrads(out, rank_ops);
+  return out;
+}
+
 Schedule Lower(const Schedule& schedule, P2p p2p) {
-  Schedule placed = StripComms(schedule);
-  for (auto& rank_ops : placed.ops) rank_ops = PlaceReduceGrads(placed, rank_ops);
-  Schedule out = Lowerer(placed).Run();
+  Schedule out = Lowerer(PlaceReduceGrads(StripComms(schedule))).Run();
   if (p2p == P2p::kAhead) {
     for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops);
   }

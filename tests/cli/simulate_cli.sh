@@ -37,6 +37,15 @@ out3="$("$sc" simulate "$tmp/ok.yaml" --set 'pipeline.schedule=[1f1b, interleave
 # Receives in lock step (torch.distributed.pipelining's rule) give the same closed-form 33 ms here.
 out4="$("$sc" simulate "$tmp/ok.yaml" --set pipeline.p2p=lockstep)"
 check "p2p lockstep runs" 'grep -qE "^1f1b +33\.000 ms" <<<"$out4"'
+# Two replicas on 8 devices of 100 GB/s: each STEP first all-reduces the 10 MiB of gradients (a
+# ring of 2 moves 10 MiB each way: 0.105 ms), after rank 0's last backward: 33 + 0.105 ms. A
+# schedule file gets its REDUCE_GRADs as the generator's schedule does.
+"$sc" schedule --schedule 1f1b --ranks 4 --microbatches 8 --format csv --comms >"$tmp/f1b.csv"
+out5="$("$sc" simulate "$tmp/ok.yaml" --set topology.devices_per_node=8 --set pipeline.data_parallel=2 \
+  --set "pipeline.schedule=[1f1b, $tmp/f1b.csv]")"
+check "data parallel: all-reduce after the last backward" 'grep -qE "^1f1b +33\.105 ms" <<<"$out5"'
+check "data parallel: schedule file gets its REDUCE_GRADs" 'grep -qE "f1b\.csv +33\.105 ms" <<<"$out5"'
+check "data parallel: throughput counts both replicas" 'grep -qE "^1f1b .* 483\.[0-9] samples/s" <<<"$out5"'
 check "chunks apply to interleaved only" 'grep -qE "^1f1b +33\.000 ms" <<<"$out3" && grep -qE "^interleaved +28\.500 ms" <<<"$out3"'
 
 # bad NAME EXPECTED YAML|- [ARGS...]: the scenario fails with one clear line and leaves no --json file.

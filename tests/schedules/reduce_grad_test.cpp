@@ -90,6 +90,27 @@ TEST(ReduceGradTest, OneReplicaHasNoneAndLoweringIsStable) {
   }
 }
 
+// A schedule that carries its own transfers (a lowered file) gets its REDUCE_GRADs without
+// being lowered again: every other op keeps its place.
+TEST(ReduceGradTest, PlacedInALoweredScheduleKeepsItsTransfers) {
+  for (const auto& c : test_cases::SmallGeneratorCases()) {
+    Schedule s = Replicated(c, 1, P2p::kLockstep);
+    s.data_parallel = 2;
+    const Schedule placed = PlaceReduceGrads(s);
+    EXPECT_TRUE(Validate(placed).empty()) << c.info->name << ": " << SummarizeDiagnostics(Validate(placed));
+    for (int r = 0; r < s.ranks(); ++r) {
+      auto others = [](const std::vector<Op>& ops) {
+        std::vector<Op> out;
+        for (const Op& op : ops) {
+          if (op.kind != OpKind::kStep && op.kind != OpKind::kReduceGrad) out.push_back(op);
+        }
+        return out;
+      };
+      EXPECT_EQ(others(placed.ops[r]), others(s.ops[r])) << c.info->name;
+    }
+  }
+}
+
 std::string ComputeOrder(const std::vector<Op>& ops, int microbatches) {
   std::string out;
   for (const Op& op : ops) {

@@ -42,6 +42,10 @@ bool ParseP2p(std::string_view text, P2p* p2p);
 // (a rank waits on a producer that never comes: the compute-level deadlock Validate reports).
 Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep);
 
+// Places the REDUCE_GRADs as Lower does (above) in a schedule, lowered or not, every other op
+// keeping its order: for a file that carries its own transfers, run with replicas.
+Schedule PlaceReduceGrads(const Schedule& schedule);
+
 // Drops SEND/RECV ops (compute_only form).
 Schedule StripComms(const Schedule& schedule);
 
