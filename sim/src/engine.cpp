@@ -172,13 +172,14 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.
   std::vector<std::vector<int>> replicas = config.replica_devices;
+  SC_CHECK(!replicas.empty() || topology.devices() >= int64_t{schedule.ranks()} * schedule.data_parallel,
+           "a device per replica's rank");
   if (replicas.empty() && schedule.data_parallel > 1 && config.rank_devices.empty()) {
     replicas.resize(static_cast<size_t>(schedule.ranks()));
     for (int r = 0; r < schedule.ranks(); ++r) {
       for (int i = 0; i < schedule.data_parallel; ++i) replicas[r].push_back(i * schedule.ranks() + r);
     }
   }
-  SC_CHECK(topology.devices() >= int64_t{schedule.ranks()} * schedule.data_parallel, "a device per replica's rank");
   const CollectivePlans plans(schedule, costs, topology, replicas);
   CheckRunBound(schedule, costs, topology, config.rank_devices, plans.AloneNs());
   return Engine(schedule, costs, topology, config, plans).Run();
