@@ -43,7 +43,12 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
   if (s.ranks() != p.ranks) {
     throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
   }
-  if (!s.lowered) s = Lower(s, p.p2p);
+  // The replicas' REDUCE_GRADs come with the lowering (a file carrying its transfers keeps one
+  // replica's form); metrics count the replicas' samples from the schedule.
+  if (!s.lowered) {
+    s.data_parallel = p.data_parallel;
+    s = Lower(s, p.p2p);
+  }
   if (const auto diags = Validate(s); !diags.empty()) {
     throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}", path, p.microbatches,
                                  SummarizeDiagnostics(diags)));
@@ -114,7 +119,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   config.rank_devices = sc.pipeline.RankDevices();
   p.result = sim::Simulate(p.schedule, costs, topo, config);
-  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, sc.pipeline.data_parallel);
+  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
   return p;
 }
 
