@@ -224,14 +224,18 @@ void DrawLabels(const AppState& s, const Group& g, const Canvas& c, float top) {
         char idle[32];
         std::snprintf(idle, sizeof idle, "  idle %.1f%%", IdlePercent(filled, r));
         text += idle;
-        if (rows.collective) {
-          std::snprintf(idle, sizeof idle, " (coll. %.1f%%)", CollectivePercent(filled, r));
-          text += idle;
-        }
+      } else if (st == Stream::kCollective && s.toggles.bubbles) {
+        char share[32];  // of the time, the rank's STEPs waiting for their REDUCE_GRADs
+        std::snprintf(share, sizeof share, " %.1f%%", CollectivePercent(filled, r));
+        text += share;
       }
       const ImU32 col = st == Stream::kCompute ? Rgba(230, 230, 230) : Rgba(150, 150, 150);
       const float text_y = y + (h - ImGui::GetFontSize()) / 2;
-      if (st == Stream::kCompute || h >= 12) c.draw->AddText(ImVec2(c.label_x + 6, text_y), col, text.c_str());
+      // A thin lane's name would crowd the ones beside it; the collective lane's is the only one
+      // under its rank's send and recv lanes, so it keeps its name.
+      if (st == Stream::kCompute || st == Stream::kCollective || h >= 12) {
+        c.draw->AddText(ImVec2(c.label_x + 6, text_y), col, text.c_str());
+      }
       if (split && st == Stream::kCompute) {
         c.draw->AddText(ImVec2(c.x - 16, y + 2), Rgba(150, 150, 150), "P");
         c.draw->AddText(ImVec2(c.x - 16, y + h / 2 + 2), Rgba(150, 150, 150), "M");
