@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -90,8 +91,9 @@ std::string Row(std::string_view metric, double predicted, double measured, int 
 }
 
 std::string Shape(const ScheduleMetrics& s) {
-  return fmt::format("{} ranks, {} microbatches x {} samples, {} step(s)", s.ranks, s.microbatches, s.microbatch_size,
-                     s.steps);
+  const std::string replicas = s.data_parallel > 1 ? fmt::format(" x {} replicas", s.data_parallel) : "";
+  return fmt::format("{} ranks{}, {} microbatches x {} samples, {} step(s)", s.ranks, replicas, s.microbatches,
+                     s.microbatch_size, s.steps);
 }
 
 // How much the measured step time moved from step to step: over the steps after the first
@@ -114,9 +116,14 @@ std::optional<StepSpread> StepSpreadOf(const ScheduleMetrics& m) {
 }
 
 // The per-rank rows and their JSON array: busy time and peak memory as relative errors, the
-// rest of the makespan by cause (bubble_split.h) as differences in ms (a part can be 0).
+// rest of the makespan by cause (bubble_split.h) as differences in ms (a part can be 0). The
+// collective part is there when either run had replicas (a one-replica report is as before).
 void CompareRanks(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, JsonOut& json) {
   using schedules::RankMetrics;
+  using Part = std::pair<const char*, double RankMetrics::*>;
+  std::vector<Part> parts = {{"wait", &RankMetrics::wait_ms}, {"transfer", &RankMetrics::transfer_ms}};
+  if (p.data_parallel > 1 || m.data_parallel > 1) parts.emplace_back("collective", &RankMetrics::collective_ms);
+  parts.insert(parts.end(), {{"overhead", &RankMetrics::overhead_ms}, {"idle", &RankMetrics::idle_ms}});
   json.StartArray();
   for (size_t r = 0; r < p.ranks_detail.size(); ++r) {
     const double p_busy = p.ranks_detail[r].busy_ms, m_busy = m.ranks_detail[r].busy_ms;
@@ -130,8 +137,7 @@ void CompareRanks(const ScheduleMetrics& p, const ScheduleMetrics& m, std::strin
     json.StartObject().Key("rank").Int(static_cast<int64_t>(r));
     ErrorJson(json, "busy_ms", p_busy, m_busy, busy, "error_pct");
     ErrorJson(json, "peak_memory_bytes", p_mem, m_mem, mem, "error_pct");
-    for (const auto& [name, field] : {std::pair{"wait", &RankMetrics::wait_ms}, std::pair{"transfer", &RankMetrics::transfer_ms},
-                                      std::pair{"overhead", &RankMetrics::overhead_ms}, std::pair{"idle", &RankMetrics::idle_ms}}) {
+    for (const auto& [name, field] : parts) {
       const double pv = p.ranks_detail[r].*field, mv = m.ranks_detail[r].*field;
       *text += Row(fmt::format("rank {} {} (ms)", r, name), pv, mv, 3, ErrorText(pv - mv, " ms"));
       ErrorJson(json, fmt::format("{}_ms", name), pv, mv, pv - mv, "error_ms");
@@ -162,6 +168,7 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
   JsonOut out;
   out.StartObject().Key("schedule").String(p.schedule).Key("ranks").Int(p.ranks);
   out.Key("microbatches").Int(p.microbatches).Key("microbatch_size").Int(p.microbatch_size).Key("steps").Int(p.steps);
+  if (p.data_parallel > 1) out.Key("data_parallel").Int(p.data_parallel);  // as the metrics files have it
   ErrorJson(out, "step_time_ms", p.step_time_ms, m.step_time_ms, step, "error_pct");
   ErrorJson(out, "throughput_samples_per_s", p.throughput_samples_per_s, m.throughput_samples_per_s, throughput,
             "error_pct");

@@ -43,6 +43,8 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
   if (s.ranks() != p.ranks) {
     throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
   }
+  // The scenario's replicas: a REDUCE_GRAD before every STEP, placed by the lowering or, in a
+  // file that carries its transfers, among them; metrics count the replicas' samples.
   s.data_parallel = p.data_parallel;
   s = s.lowered ? PlaceReduceGrads(s) : Lower(s, p.p2p);
   if (const auto diags = Validate(s); !diags.empty()) {
@@ -116,7 +118,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.rank_devices = sc.pipeline.RankDevices();
   config.replica_devices = sc.pipeline.ReplicaDevices();
   p.result = sim::Simulate(p.schedule, costs, topo, config);
-  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, sc.pipeline.data_parallel);
+  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
   return p;
 }
 

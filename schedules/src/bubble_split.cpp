@@ -1,11 +1,13 @@
 // The bubble split (bubble_split.h): gaps on each rank's compute stream classified by the
-// timing of the transfer that fed the op after the gap.
+// timing of the transfer that fed the op after the gap, or of the collective a STEP waited for.
 #include "stagecraft/schedules/bubble_split.h"
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "stagecraft/schedules/edges.h"
 
@@ -31,23 +33,24 @@ struct EdgeIdHash {
 };
 EdgeId Id(const Edge& e) { return {e.to_stage, e.step, e.microbatch, e.flow}; }
 
+using TransferMap = std::unordered_map<EdgeId, TransferTimes, EdgeIdHash>;
+
 void Add(RankSplit* split, bool keep, GapCause cause, int64_t from, int64_t to) {
   if (to <= from) return;
   const int64_t d = to - from;
   switch (cause) {
     case GapCause::kWait: split->wait_ns += d; break;
     case GapCause::kTransfer: split->transfer_ns += d; break;
+    case GapCause::kCollective: split->collective_ns += d; break;
     case GapCause::kOverhead: split->overhead_ns += d; break;
     case GapCause::kIdle: split->idle_ns += d; break;
   }
   if (keep) split->gaps.push_back({from, to, cause});
 }
 
-}  // namespace
-
-std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
-                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps) {
-  std::unordered_map<EdgeId, TransferTimes, EdgeIdHash> transfers;
+// Every transfer's times, by the edge it carries.
+TransferMap Transfers(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks) {
+  TransferMap transfers;
   for (const auto& ops : ranks) {
     for (const TimedOp& t : ops) {
       if (!IsComm(t.op.kind)) continue;
@@ -62,9 +65,55 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
       }
     }
   }
+  return transfers;
+}
+
+// When each REDUCE_GRAD of one rank that ran completed, by (stage, version): the STEP of that
+// stage producing that version waits for it.
+using CollectiveEnds = std::map<std::pair<int32_t, int32_t>, int64_t>;
+CollectiveEnds ReduceGradEnds(const std::vector<TimedOp>& ops) {
+  CollectiveEnds ends;
+  for (const TimedOp& t : ops) {
+    if (t.op.kind == OpKind::kReduceGrad && t.start_ns >= 0) ends[{t.op.stage, t.op.version}] = t.end_ns;
+  }
+  return ends;
+}
+
+// Splits the gap [free_ns, t.start_ns) before compute op `t`: collective while a STEP's
+// REDUCE_GRAD ran, then wait until its input's transfer started, transfer until it arrived,
+// overhead after.
+void SplitGap(const Shape& shape, const TransferMap& transfers, const CollectiveEnds& collectives, const TimedOp& t,
+              int64_t free_ns, bool keep, RankSplit* split) {
+  int64_t from = free_ns;
+  if (t.op.kind == OpKind::kStep) {
+    if (const auto it = collectives.find({t.op.stage, t.op.version}); it != collectives.end()) {
+      const int64_t until = std::clamp(it->second, free_ns, t.start_ns);
+      Add(split, keep, GapCause::kCollective, free_ns, until);
+      from = until;
+    }
+  }
+  int64_t wait_until = from, arrival = from;
+  if (const auto edge = InputEdge(shape, t.op); edge && edge->CrossesRanks()) {
+    if (const auto it = transfers.find(Id(*edge)); it != transfers.end() && it->second.arrival_ns >= 0) {
+      const TransferTimes& x = it->second;
+      wait_until = std::clamp(std::max(x.send_start_ns, x.recv_post_ns), from, t.start_ns);
+      arrival = std::clamp(x.arrival_ns, wait_until, t.start_ns);
+    }
+  }
+  Add(split, keep, GapCause::kWait, from, wait_until);
+  Add(split, keep, GapCause::kTransfer, wait_until, arrival);
+  Add(split, keep, GapCause::kOverhead, arrival, t.start_ns);
+}
+
+}  // namespace
+
+std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
+                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps) {
+  const TransferMap transfers = Transfers(shape, ranks);
   std::vector<RankSplit> out(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankSplit& split = out[r];
+    const CollectiveEnds collectives = ReduceGradEnds(ranks[r]);
     int64_t free_ns = -1;  // end of the previous compute op; -1 before the first
     for (const TimedOp& t : ranks[r]) {
       if (!IsCompute(t.op.kind) && t.op.kind != OpKind::kStep) continue;
@@ -72,26 +121,12 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
       if (free_ns < 0) {
         Add(&split, keep_gaps, GapCause::kIdle, run_start_ns, t.start_ns);
       } else if (t.start_ns > free_ns) {
-        int64_t wait_until = free_ns, arrival = free_ns;
-        if (const auto edge = InputEdge(shape, t.op); edge && edge->CrossesRanks()) {
-          if (const auto it = transfers.find(Id(*edge)); it != transfers.end() && it->second.arrival_ns >= 0) {
-            const TransferTimes& x = it->second;
-            wait_until = std::clamp(std::max(x.send_start_ns, x.recv_post_ns), free_ns, t.start_ns);
-            arrival = std::clamp(x.arrival_ns, wait_until, t.start_ns);
-          }
-        }
-        Add(&split, keep_gaps, GapCause::kWait, free_ns, wait_until);
-        Add(&split, keep_gaps, GapCause::kTransfer, wait_until, arrival);
-        Add(&split, keep_gaps, GapCause::kOverhead, arrival, t.start_ns);
+        SplitGap(shape, transfers, collectives, t, free_ns, keep_gaps, &split);
       }
       split.compute_ns += t.end_ns - t.start_ns;
       free_ns = std::max(free_ns, t.end_ns);
     }
-    if (free_ns < 0) {
-      Add(&split, keep_gaps, GapCause::kIdle, run_start_ns, run_end_ns);
-    } else {
-      Add(&split, keep_gaps, GapCause::kIdle, free_ns, run_end_ns);
-    }
+    Add(&split, keep_gaps, GapCause::kIdle, free_ns < 0 ? run_start_ns : free_ns, run_end_ns);
   }
   return out;
 }

@@ -26,7 +26,7 @@ const ScheduleMetrics* MetricsFile::Find(const std::string& schedule) const {
   return nullptr;
 }
 
-ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size, int replicas) {
+ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size) {
   ScheduleMetrics m;
   m.schedule = s.name;
   m.ranks = s.ranks();
@@ -34,12 +34,13 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   m.microbatches = s.microbatches;
   m.microbatch_size = microbatch_size;
   m.steps = s.steps;
+  m.data_parallel = s.data_parallel;
   m.makespan_ns = result.makespan_ns();
   m.makespan_ms = m.makespan_ns * 1e-6;
   m.step_time_ms = m.makespan_ms / s.steps;
   const double makespan_s = m.makespan_ns * 1e-9;
-  m.throughput_samples_per_s =
-      makespan_s > 0 ? static_cast<double>(s.microbatches) * microbatch_size * replicas * s.steps / makespan_s : 0;
+  const double samples = static_cast<double>(s.microbatches) * microbatch_size * s.data_parallel * s.steps;
+  m.throughput_samples_per_s = makespan_s > 0 ? samples / makespan_s : 0;
   int64_t idle_ns = 0;
   const std::vector<RankSplit> split = SplitBubbles(s, result, false);
   for (int r = 0; r < s.ranks(); ++r) {
@@ -51,6 +52,7 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
     rm.compute_ms = split[r].compute_ns * 1e-6;
     rm.wait_ms = split[r].wait_ns * 1e-6;
     rm.transfer_ms = split[r].transfer_ns * 1e-6;
+    rm.collective_ms = split[r].collective_ns * 1e-6;
     rm.overhead_ms = split[r].overhead_ns * 1e-6;
     rm.idle_ms = split[r].idle_ns * 1e-6;
     rm.peak_memory_bytes = rr.peak_memory_bytes;
@@ -72,7 +74,8 @@ ExecutorMetrics ComputeExecutorMetrics(const Schedule& schedule, const RunRecord
     for (size_t i = 0; i < schedule.ops[r].size() && i < measured.ranks[r].ops.size(); ++i) {
       const Op& op = schedule.ops[r][i];
       const OpTiming& t = measured.ranks[r].ops[i];
-      if (IsComm(op.kind) || t.end_ns < 0 || op.step < 0 || op.step >= schedule.steps) continue;
+      if (IsComm(op.kind) || IsCollective(op.kind)) continue;  // a step ends with its STEP, not a post
+      if (t.end_ns < 0 || op.step < 0 || op.step >= schedule.steps) continue;
       step_end[op.step] = std::max(step_end[op.step], t.end_ns);
     }
   }

@@ -58,6 +58,9 @@ class MetricsWriter {
     WriteMembers(w_, {{"schedule", m.schedule}});
     WriteMembers(w_, {{"ranks", m.ranks}, {"chunks", m.chunks}, {"microbatches", m.microbatches},
                       {"microbatch_size", m.microbatch_size}, {"steps", m.steps}});
+    // Written only with replicas, as collective_ms: a one-replica file stays as it was.
+    const bool replicas = m.data_parallel > 1;
+    if (replicas) WriteMembers(w_, {{"data_parallel", m.data_parallel}});
     Members({{"makespan_ms", m.makespan_ms, Format::kFixed6},
              {"step_time_ms", m.step_time_ms, Format::kFixed6},
              {"throughput_samples_per_s", m.throughput_samples_per_s, Format::kFixed6},
@@ -66,7 +69,7 @@ class MetricsWriter {
     w_.Bool(m.AnyOom());
     Key(w_, "per_rank");
     w_.StartArray();
-    for (const RankMetrics& r : m.ranks_detail) Rank(r);
+    for (const RankMetrics& r : m.ranks_detail) Rank(r, replicas);
     w_.EndArray();
     if (const std::optional<ExecutorMetrics>& e = m.executor) {
       Lists({{"losses", e->losses, Format::kSignificant9}, {"step_ms", e->step_ms, Format::kFixed6}});
@@ -85,13 +88,14 @@ class MetricsWriter {
   }
 
  private:
-  void Rank(const RankMetrics& r) {
+  void Rank(const RankMetrics& r, bool replicas) {
     w_.StartObject();
     WriteMembers(w_, {{"rank", r.rank}});
     Members({{"busy_ms", r.busy_ms, Format::kFixed6}, {"span_ms", r.span_ms, Format::kFixed6},
              {"compute_ms", r.compute_ms, Format::kFixed6}, {"wait_ms", r.wait_ms, Format::kFixed6},
-             {"transfer_ms", r.transfer_ms, Format::kFixed6}, {"overhead_ms", r.overhead_ms, Format::kFixed6},
-             {"idle_ms", r.idle_ms, Format::kFixed6}});
+             {"transfer_ms", r.transfer_ms, Format::kFixed6}});
+    if (replicas) Members({{"collective_ms", r.collective_ms, Format::kFixed6}});
+    Members({{"overhead_ms", r.overhead_ms, Format::kFixed6}, {"idle_ms", r.idle_ms, Format::kFixed6}});
     WriteMembers(w_, {{"peak_memory_bytes", r.peak_memory_bytes},
                       {"peak_inflight_microbatches", r.peak_inflight_microbatches},
                       {"peak_weight_versions", r.peak_weight_versions}});

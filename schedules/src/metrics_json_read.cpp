@@ -151,6 +151,7 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
   r.NonNegative("compute_ms", &rank.compute_ms);
   r.NonNegative("wait_ms", &rank.wait_ms);
   r.NonNegative("transfer_ms", &rank.transfer_ms);
+  r.NonNegative("collective_ms", &rank.collective_ms);  // absent with one replica: 0
   r.NonNegative("overhead_ms", &rank.overhead_ms);
   r.NonNegative("idle_ms", &rank.idle_ms);
   r.Bytes("peak_memory_bytes", &rank.peak_memory_bytes);
@@ -182,6 +183,7 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
   r.Int("microbatches", &m.microbatches, 1, Need::kRequired);
   r.Int("microbatch_size", &m.microbatch_size, 1, Need::kRequired);
   r.Int("steps", &m.steps, 1, Need::kRequired);
+  r.Int("data_parallel", &m.data_parallel, 1);
   if (r.NonNegative("makespan_ms", &m.makespan_ms)) m.makespan_ns = std::llround(m.makespan_ms * 1e6);
   r.NonNegative("step_time_ms", &m.step_time_ms, Need::kRequired);
   r.NonNegative("throughput_samples_per_s", &m.throughput_samples_per_s, Need::kRequired);

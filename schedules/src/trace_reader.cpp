@@ -96,7 +96,9 @@ std::string Problem(Field f, const Scalar& v, char first) {
   }
   // The integers: bytes (int64), pid, tid and the op's fields (int32).
   if (v.type != Scalar::kInt) return is(v.type == Scalar::kFloat ? "not an integer" : "not a number");
-  if (f == kTid && (v.i < 0 || v.i > 2)) return fmt::format("is not a stream ({}; 0 compute, 1 send, 2 recv)", v.i);
+  if (f == kTid && (v.i < 0 || v.i >= kNumStreams)) {
+    return fmt::format("is not a stream ({}; 0 compute, 1 send, 2 recv, 3 collective)", v.i);
+  }
   if (f == kPeer && v.i < -1) return is("below -1");
   if (f != kPeer && v.i < 0) return is("negative");
   if (f != kBytes && v.i > std::numeric_limits<int32_t>::max()) return is("out of range");
@@ -104,10 +106,10 @@ std::string Problem(Field f, const Scalar& v, char first) {
 }
 
 // An integer field's rules (Problem words them): bytes any int64 >= 0; pid, stage, microbatch,
-// step, version and op_index in 0..INT32_MAX; tid a stream (0, 1, 2); peer -1 (none) or a rank.
+// step, version and op_index in 0..INT32_MAX; tid a stream (0 to 3); peer -1 (none) or a rank.
 bool IntOk(Field f, const Scalar& v) {
   if (v.type != Scalar::kInt || v.i < (f == kPeer ? -1 : 0)) return false;
-  if (f == kTid) return v.i <= 2;
+  if (f == kTid) return v.i < kNumStreams;
   return f == kBytes || v.i <= std::numeric_limits<int32_t>::max();
 }
 

@@ -15,7 +15,7 @@
 namespace stagecraft::schedules {
 namespace {
 
-constexpr std::string_view kThreadNames[] = {"compute", "send", "recv"};
+constexpr std::string_view kThreadNames[kNumStreams] = {"compute", "send", "recv", "collective"};
 
 // Nanoseconds as exact decimal microseconds ("12.345"): integers only, so nothing rounds.
 void WriteMicros(JsonWriter& w, int64_t ns) {
@@ -64,7 +64,7 @@ void WriteMetadata(JsonWriter& w, std::string_view what, int rank, int tid, std:
 void WriteOp(JsonWriter& w, const TraceOp& t, int microbatches) {
   const Op& op = t.op;
   const int tid = static_cast<int>(t.stream);
-  SC_CHECK(tid >= 0 && tid <= 2, fmt::format("bad stream {}", tid));
+  SC_CHECK(tid >= 0 && tid < kNumStreams, fmt::format("bad stream {}", tid));
   const std::string_view kind = KindName(op.kind);
   w.StartObject();
   WriteMembers(w, {{"ph", "X"}, {"name", ActionString(op, microbatches)}, {"cat", kind}});
@@ -139,6 +139,7 @@ Trace BuildTrace(const Schedule& s, const RunRecord& result, const std::string& 
       ev.duration_ns = t.end_ns - t.start_ns;
       if (op.kind == OpKind::kSendF || op.kind == OpKind::kSendB) ev.stream = Stream::kSend;
       else if (op.kind == OpKind::kRecvF || op.kind == OpKind::kRecvB) ev.stream = Stream::kRecv;
+      else if (IsCollective(op.kind)) ev.stream = Stream::kCollective;
       trace.ops.push_back(ev);
     }
     for (const MemorySample& m : result.ranks[r].memory) {
@@ -152,6 +153,9 @@ std::string TraceToJson(const Trace& trace) {
   const std::vector<int> ranks = RanksPresent(trace);
   JsonTextStream out(1024 + ranks.size() * 320 + trace.ops.size() * 200 + trace.counters.size() * 80);
   JsonWriter w(out);
+  const bool collectives = std::any_of(trace.ops.begin(), trace.ops.end(),
+                                       [](const TraceOp& t) { return t.stream == Stream::kCollective; });
+  const int streams = collectives ? kNumStreams : kNumStreams - 1;
   // One event per line: greppable, and diffs line up. "stagecraft" goes last: Perfetto's JSON
   // importer stops reading at a top-level key it does not know. Perfetto and chrome://tracing
   // both read ts/dur as microseconds whatever displayTimeUnit says; "ns" only asks them to
@@ -162,7 +166,7 @@ std::string TraceToJson(const Trace& trace) {
   for (const int rank : ranks) {
     out.BreakLine();
     WriteMetadata(w, "process_name", rank, -1, fmt::format("rank {}", rank));
-    for (int tid = 0; tid < 3; ++tid) {
+    for (int tid = 0; tid < streams; ++tid) {
       out.BreakLine();
       WriteMetadata(w, "thread_name", rank, tid, kThreadNames[tid]);
     }

@@ -72,6 +72,52 @@ check "self compare: every error 0.0" \
   '! grep -E "^  (step|throughput|bubble|rank)" <<<"$out" | grep -vqE " 0\.0(%| pp| ms)$"'
 check "self compare: several schedules" '[[ $(grep -c "^  step time" <<<"$out") -ge 2 ]]'
 check "self compare: worst 0.0%" 'grep -qE "^worst step-time error: 0\.0% " <<<"$out"'
+check "self compare: one replica has no collective part" '! grep -q collective <<<"$out" && ! grep -q collective "$tmp/p.json"'
+
+# Replicas: a D = 2 prediction (8 devices on one node) against a copy of it in which 1f1b's rank 0
+# spent 1.5 ms more blocked on collectives and 1.5 ms more in overhead: rank 0's collective and
+# overhead errors are -1.5 ms, every other rank's collective 0.0 ms, and the JSON lists the
+# collective part between transfer and overhead.
+"$sc" simulate "$root/scenarios/uniform-costs.yaml" --set pipeline.data_parallel=2 --set topology.devices_per_node=8 \
+  --set 'pipeline.schedule=[1f1b, gpipe]' --json "$tmp/dp.json" >/dev/null
+check "replicas: simulate states D and collective_ms" "python3 - \"\$tmp/dp.json\" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d['schedules']:
+    assert s['data_parallel'] == 2, s
+    for r in s['per_rank']:
+        parts = ('compute_ms', 'wait_ms', 'transfer_ms', 'collective_ms', 'overhead_ms', 'idle_ms')
+        assert abs(sum(r[k] for k in parts) - s['makespan_ms']) < 1e-5, r
+PY"
+python3 - "$tmp/dp.json" "$tmp/dp-measured.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["source"] = "measured"
+r0 = next(s for s in d["schedules"] if s["schedule"] == "1f1b")["per_rank"][0]
+r0["collective_ms"] += 1.5
+r0["overhead_ms"] += 1.5
+json.dump(d, open(sys.argv[2], "w"))
+PY
+out="$("$sc" compare "$tmp/dp.json" "$tmp/dp-measured.json" --json "$tmp/dp-compare.json")"; rc=$?
+b1="$(block 1f1b)"
+check "replicas: compare runs" '[[ $rc -eq 0 ]]'
+check "replicas: header names the replicas" 'grep -qx "1f1b: 4 ranks x 2 replicas, 8 microbatches x 1 samples, 1 step(s)" <<<"$out"'
+check "replicas: rank 0 collective -1.5 ms" 'grep -qE "^  rank 0 collective \(ms\) +[0-9.]+ +[0-9.]+ +-1\.5 ms$" <<<"$b1"'
+check "replicas: rank 3 collective 0.0 ms" 'grep -qE "^  rank 3 collective \(ms\) +[0-9.]+ +[0-9.]+ +0\.0 ms$" <<<"$b1"'
+check "replicas: collective rows on every rank of both schedules" '[[ $(grep -c "^  rank [0-9] collective (ms)" <<<"$out") -eq 8 ]]'
+check "replicas: collective between transfer and overhead" \
+  '[[ "$(grep -E "^  rank 1 (transfer|collective|overhead)" <<<"$b1" | awk "{print \$3}" | tr "\n" " ")" == "transfer collective overhead " ]]'
+check "replicas: --json" "python3 - \"\$tmp/dp-compare.json\" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+s = {x['schedule']: x for x in c['schedules']}
+one = s['1f1b']
+assert one['data_parallel'] == 2
+assert abs(one['per_rank'][0]['collective_ms']['error_ms'] + 1.5) < 1e-6, one['per_rank'][0]
+assert abs(one['per_rank'][0]['overhead_ms']['error_ms'] + 1.5) < 1e-6
+assert all(r['collective_ms']['error_ms'] == 0 for r in one['per_rank'][1:] + s['gpipe']['per_rank'])
+assert list(one['per_rank'][0])[3:] == ['wait_ms', 'transfer_ms', 'collective_ms', 'overhead_ms', 'idle_ms'], list(one['per_rank'][0])
+PY"
 
 # bad NAME EXPECTED PREDICTED MEASURED: one clear line, non-zero exit, no --json file left behind.
 bad() {

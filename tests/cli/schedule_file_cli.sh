@@ -32,6 +32,19 @@ if not ok:
 sys.exit(0 if ok else 1)
 PY
 
+# With 2 replicas the file's schedule has them as a generated one does: a REDUCE_GRAD per STEP
+# (4 stages x 3 steps, on the trace's collective stream) and a throughput that counts both
+# replicas' samples: 2 microbatches x 64 samples x 2 replicas x 3 steps over the makespan.
+"$sc" simulate "$tmp/s.yaml" --set pipeline.data_parallel=2 --set topology.devices_per_node=4 --json "$tmp/dp.json" \
+  --trace "$tmp/dp.trace.json" >/dev/null
+check "replicas: the file's REDUCE_GRADs on the collective stream" \
+  '[[ $(grep -c "\"cat\":\"REDUCE_GRAD\",\"pid\":[0-9]*,\"tid\":3," "$tmp/dp.trace.orders_v.csv.json") -eq 12 ]]'
+check "replicas: the file's throughput counts both replicas" "python3 - \"\$tmp/dp.json\" <<'PY'
+import json, sys
+v = {s['schedule']: s for s in json.load(open(sys.argv[1]))['schedules']}['orders/v.csv']
+assert v['data_parallel'] == 2, v
+assert abs(v['throughput_samples_per_s'] - 2 * 64 * 2 * 3 / (v['makespan_ms'] / 1000)) < 1e-3 * v['throughput_samples_per_s'], v
+PY"
 # Bad files.
 printf '0F0,0F1,0B0,0B1\n' >"$tmp/orders/one-rank.csv"
 sed 's/orders\/v.csv/orders\/one-rank.csv/' "$tmp/s.yaml" >"$tmp/one.yaml"

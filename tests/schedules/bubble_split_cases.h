@@ -40,4 +40,32 @@ inline HandTimeline HandWorkedTimeline() {
   return h;
 }
 
+// With 2 replicas, one rank running two stages (chunks 2), one step of one microbatch. Times in
+// ms (a half as 500 us):
+//   F s0 [0,1]  F s1 [1,2]  B s1 [2,4]  REDUCE_GRAD s1 [4,6]  B s0 [4,7]  REDUCE_GRAD s0 [7,10]
+//   STEP s1 [7.5,8]  STEP s0 [10.5,11]
+// STEP s1 does not wait: its REDUCE_GRAD completed at 6, before the gap [7,7.5] began, so that
+// gap is overhead (0.5). STEP s0 waits: the gap [8,10.5] is collective until its REDUCE_GRAD
+// completed at 10 (2), overhead after (0.5). Compute 1+1+2+3+0.5+0.5 = 8, makespan 11.
+inline HandTimeline ReplicatedTimeline() {
+  constexpr int64_t kMs = kSplitMs, kHalf = kSplitMs / 2;
+  HandTimeline h;
+  h.s.name = "hand-dp";
+  h.s.shape = Shape{1, 2, Placement::kLoop};
+  h.s.microbatches = 1;
+  h.s.data_parallel = 2;
+  h.s.lowered = true;
+  h.s.ops = {{Op{OpKind::kF, 0, 0, 0, 0, -1}, Op{OpKind::kF, 1, 0, 0, 0, -1}, Op{OpKind::kB, 1, 0, 0, 0, -1},
+              Op{OpKind::kReduceGrad, 1, 0, 0, 1, -1}, Op{OpKind::kB, 0, 0, 0, 0, -1},
+              Op{OpKind::kReduceGrad, 0, 0, 0, 1, -1}, Op{OpKind::kStep, 1, 0, 0, 1, -1},
+              Op{OpKind::kStep, 0, 0, 0, 1, -1}}};
+  h.r.start_ns = 0;
+  h.r.end_ns = 11 * kMs;
+  h.r.ranks.resize(1);
+  h.r.ranks[0].ops = {{0, 1 * kMs},           {1 * kMs, 2 * kMs},           {2 * kMs, 4 * kMs},
+                      {4 * kMs, 6 * kMs},     {4 * kMs, 7 * kMs},           {7 * kMs, 10 * kMs},
+                      {7 * kMs + kHalf, 8 * kMs}, {10 * kMs + kHalf, 11 * kMs}};
+  return h;
+}
+
 }  // namespace stagecraft::schedules::test_cases

@@ -193,6 +193,36 @@ TEST(MetricsJsonStrictTest, UnknownKeysAndAbsentOptionalOnesAreFine) {
   EXPECT_FALSE(s.executor.has_value());
 }
 
+// With replicas the file states them and each rank's collective part, between transfer_ms and
+// overhead_ms; both read back. Without (every file above), neither key is written, and a file
+// without them reads as one replica with no collective time.
+TEST(MetricsJsonTest, ReplicasAddDataParallelAndCollectiveMs) {
+  MetricsFile f = Predicted();
+  ScheduleMetrics& m = f.schedules[0];
+  m.data_parallel = 2;
+  m.ranks_detail[0].overhead_ms = 0.125;
+  m.ranks_detail[0].collective_ms = 0.125;  // from the overhead: the parts still sum to 66 ms
+  m.ranks_detail[1].collective_ms = 0;
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_NE(text.find(R"("microbatch_size":4,"steps":2,"data_parallel":2,"makespan_ms":66.000000,)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("transfer_ms":1.500000,"collective_ms":0.125000,"overhead_ms":0.125000,"idle_ms":13.750000,)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("transfer_ms":0.500000,"collective_ms":0.000000,"overhead_ms":0.000001,)"), std::string::npos)
+      << text;
+  EXPECT_EQ(MetricsFileFromJson(text, "dp.json").schedules, f.schedules);
+
+  const MetricsFile one = MetricsFileFromJson(MetricsFileToJson(Predicted()), "one.json");
+  EXPECT_EQ(MetricsFileToJson(Predicted()).find("collective"), std::string::npos);
+  EXPECT_EQ(one.schedules[0].data_parallel, 1);
+  EXPECT_EQ(one.schedules[0].ranks_detail[0].collective_ms, 0);
+  // A collective time is a time: negative is refused like the other parts.
+  std::string bad = text;
+  bad.replace(bad.find(R"("collective_ms":0.125000)"), 24, R"("collective_ms":-1.00000)");
+  EXPECT_EQ(StrictError(bad), "m.json: schedules[0].per_rank[0].collective_ms: expected a non-negative number (got -1.0)");
+}
+
 // The lenient read (the viewer's summary panel): what is usable is read, the rest defaults.
 TEST(MetricsJsonLenientTest, AllFieldsPresent) {
   const auto s = ScheduleMetricsFromJsonLenient(

@@ -1,11 +1,13 @@
 // Tests for schedules/src/metrics.cpp: DESIGN.md §4's definitions on a hand-worked two-rank
-// record, the executor's own numbers, and BuildTrace's streams and relative times.
+// record and on one with replicas, the executor's own numbers, and BuildTrace's streams and
+// relative times.
 #include "stagecraft/schedules/metrics.h"
 
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "bubble_split_cases.h"
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules {
@@ -107,6 +109,33 @@ TEST(MetricsTest, StepTimesRunFromOneStepsEndToTheNext) {
   r.ranks[0].ops[7] = {};
   r.ranks[0].ops[6] = {};
   EXPECT_EQ(ComputeExecutorMetrics(s, r, m).step_ms, (std::vector<double>{8.0, 15.0}));
+}
+
+// With 2 replicas (bubble_split_cases.h: one rank, two stages, 11 ms, one STEP waiting 2 ms on
+// its REDUCE_GRAD): the throughput counts both replicas' samples, the collective part is its own,
+// the parts sum to the makespan, and the trace puts the REDUCE_GRADs on the collective stream.
+TEST(MetricsTest, ReplicasFromTheSchedule) {
+  test_cases::HandTimeline h = test_cases::ReplicatedTimeline();
+  FinishRunRecord(h.s, 0, &h.r);  // busy time, as the simulator and the executor derive it
+  const ScheduleMetrics m = ComputeMetrics(h.s, h.r, 3);
+  EXPECT_EQ(m.data_parallel, 2);
+  EXPECT_NEAR(m.throughput_samples_per_s, 1 * 3 * 2 / 0.011, 1e-6);  // 1 microbatch of 3 samples x 2
+  ASSERT_EQ(m.ranks_detail.size(), 1u);
+  const RankMetrics& r = m.ranks_detail[0];
+  EXPECT_DOUBLE_EQ(r.busy_ms, 8);
+  EXPECT_DOUBLE_EQ(r.compute_ms, 8);
+  EXPECT_DOUBLE_EQ(r.collective_ms, 2);
+  EXPECT_DOUBLE_EQ(r.overhead_ms, 1);
+  EXPECT_NEAR(r.compute_ms + r.wait_ms + r.transfer_ms + r.collective_ms + r.overhead_ms + r.idle_ms, m.makespan_ms,
+              1e-9);
+  EXPECT_NEAR(m.bubble_fraction, 3.0 / 11, 1e-12);  // busy 8 of 11 ms
+  const Trace t = BuildTrace(h.s, h.r, "s", "predicted", m);
+  int collective = 0;
+  for (const TraceOp& op : t.ops) {
+    EXPECT_EQ(op.stream == Stream::kCollective, op.op.kind == OpKind::kReduceGrad) << KindName(op.op.kind);
+    collective += op.stream == Stream::kCollective;
+  }
+  EXPECT_EQ(collective, 2);
 }
 
 TEST(MetricsTest, BuildTracePutsOpsOnTheirStreamsRelativeToTheStart) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bubble_split_cases.h"
+
 namespace stagecraft::schedules {
 namespace {
 
@@ -96,6 +98,18 @@ TEST(FinishRunRecordTest, DerivesAgainFromScratch) {
   FinishRunRecord(TwoRanks(), 0, &r);
   EXPECT_EQ(r.ranks[0].busy_ns, once.ranks[0].busy_ns) << "nothing accumulates across calls";
   EXPECT_EQ(r.ranks[1].peak_inflight, once.ranks[1].peak_inflight);
+}
+
+// A REDUCE_GRAD only posts the all-reduce: its time is not busy, and the run ends with the last
+// compute op or STEP (bubble_split_cases.h: F 1 + F 1 + B 2 + B 3 + STEP 0.5 + STEP 0.5 ms).
+TEST(FinishRunRecordTest, ReduceGradIsNotBusy) {
+  test_cases::HandTimeline h = test_cases::ReplicatedTimeline();
+  h.r.start_ns = h.r.end_ns = -5;  // derived anew
+  FinishRunRecord(h.s, 0, &h.r);
+  EXPECT_EQ(h.r.ranks[0].busy_ns, 8 * kMs);
+  EXPECT_EQ(h.r.ranks[0].last_compute_end_ns, 11 * kMs);
+  EXPECT_EQ(h.r.start_ns, 0);
+  EXPECT_EQ(h.r.end_ns, 11 * kMs);
 }
 
 }  // namespace

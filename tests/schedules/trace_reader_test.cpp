@@ -180,7 +180,7 @@ TEST(TraceReadTest, BrokenCompleteEventsAreSkippedAndCounted) {
       "{" + good + R"("ts":[1],)" + args + "}",                                                  // ts an array
       "{" + good + R"("ts":1,"args":[1]})",                                                      // args not object
       "{" + good + R"("ts":1,"args":3})",                                                        // args a scalar
-      R"({"ph":"X","pid":0,"tid":3,"dur":1,"ts":1,)" + args + "}",                               // tid not a stream
+      R"({"ph":"X","pid":0,"tid":4,"dur":1,"ts":1,)" + args + "}",                               // tid not a stream
       R"({"ph":"X","pid":-2,"tid":0,"dur":1,"ts":1,)" + args + "}",                              // negative pid
       R"({"ph":"X","pid":4294967296,"tid":0,"dur":1,"ts":1,)" + args + "}",                      // pid too large
       R"({"ph":"C","name":"memory","pid":0,"ts":1,"args":{"bytes":1.5}})",                      // bytes not integer
@@ -205,7 +205,7 @@ TEST(TraceReadTest, TheFirstSkippedEventIsNamedWithWhatIsWrong) {
       {"skip-ts-missing.json", "event 0: \"ts\" is missing"},
       {"skip-ts-beyond-a-double.json", "event 0: \"ts\" is out of range (a number beyond a double)"},
       {"skip-kind-unknown.json", "event 0: \"kind\" is not an op kind (\"Q\")"},
-      {"skip-tid-not-a-stream.json", "event 0: \"tid\" is not a stream (3; 0 compute, 1 send, 2 recv)"},
+      {"skip-tid-not-a-stream.json", "event 0: \"tid\" is not a stream (4; 0 compute, 1 send, 2 recv, 3 collective)"},
       {"skip-stage-negative.json", "event 0: \"stage\" is negative (-1)"},
       {"skip-args-not-object.json", "event 0: \"args\" is not an object (an array)"},
       {"skip-bytes-fraction.json", "event 1: \"bytes\" is not an integer (1.5)"},

@@ -51,6 +51,33 @@ TEST(TraceTest, ExactTextOfOneOpTrace) {
   EXPECT_EQ(TraceToJson(t), want);
 }
 
+// A run with replicas: its REDUCE_GRADs go on stream 3, named "collective" on every rank; the
+// same trace without them is written as before (no tid 3 at all).
+TEST(TraceTest, ReduceGradsGoOnTheCollectiveStream) {
+  Trace t;
+  t.source = "predicted";
+  t.schedule = "1f1b";
+  t.microbatches = 2;
+  t.ops = {MakeOp(0, Stream::kCompute, Op{OpKind::kB, 0, 1, 0, 0, -1}, 4, 1000, 500),
+           MakeOp(0, Stream::kCollective, Op{OpKind::kReduceGrad, 0, 1, 0, 1, -1}, 5, 1500, 2250)};
+  const std::string text = TraceToJson(t);
+  EXPECT_NE(text.find(R"({"ph":"M","name":"thread_name","pid":0,"tid":3,"args":{"name":"collective"}},)" "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"({"ph":"X","name":"0REDUCE_GRAD1","cat":"REDUCE_GRAD","pid":0,"tid":3,)"
+                      R"("ts":1.500,"dur":2.250,"args":{"kind":"REDUCE_GRAD","stage":0,"microbatch":1,)"
+                      R"("step":0,"version":1,"peer":-1,"op_index":5}})"),
+            std::string::npos)
+      << text;
+  const TraceReadResult read = TraceFromJson(text, "dp.json");
+  EXPECT_EQ(read.skipped, 0);
+  ExpectSameTrace(read.trace, t);
+  ASSERT_EQ(read.trace.ops.size(), 2u);
+  EXPECT_EQ(read.trace.ops[1].stream, Stream::kCollective);
+  t.ops.pop_back();
+  EXPECT_EQ(TraceToJson(t).find("\"tid\":3"), std::string::npos);
+}
+
 TEST(TraceTest, EmptyTraceIsValidAndReadsBack) {
   Trace t;
   t.source = "measured";

@@ -266,6 +266,34 @@ TEST(TraceSetBubbles, SplitFromTheTraceEqualsTheRecords) {
   EXPECT_EQ(want[1].transfer_ns, 3 * kMs);
 }
 
+// A run with 2 replicas (tests/schedules/bubble_split_cases.h: one rank, two stages): its
+// REDUCE_GRADs get a collective lane of their own, sorted by start, and the bubble view's split
+// has the 2 ms a STEP waited for its REDUCE_GRAD as collective, at [8,10] ms. A trace without
+// REDUCE_GRADs has no such lane.
+TEST(TraceSetBubbles, ReduceGradsHaveACollectiveLaneAndPart) {
+  using namespace stagecraft::schedules;
+  constexpr int64_t kMs = test_cases::kSplitMs;
+  const auto [s, r] = test_cases::ReplicatedTimeline();
+  const auto t = MustLoad(TraceToJson(BuildTrace(s, r, "hand", "predicted", std::nullopt)));
+  ASSERT_TRUE(t);
+  EXPECT_TRUE(HasLane(*t, Stream::kCollective));
+  ASSERT_EQ(t->lanes.size(), 2u);  // compute and collective; no send or recv on one rank
+  const Lane& lane = t->lanes[1];
+  EXPECT_EQ(lane.stream, Stream::kCollective);
+  ASSERT_EQ(lane.ops.size(), 2u);
+  EXPECT_EQ(t->trace.ops[lane.ops[0]].op.stage, 1);  // [4,6] before stage 0's [7,10]
+  EXPECT_EQ(t->trace.ops[lane.ops[1]].op.stage, 0);
+  EXPECT_EQ(lane.max_end_ns, (std::vector<int64_t>{6 * kMs, 10 * kMs}));
+  ASSERT_EQ(t->split.size(), 1u);
+  EXPECT_EQ(t->split[0].collective_ns, 2 * kMs);
+  EXPECT_EQ(t->split[0].overhead_ns, 1 * kMs);
+  EXPECT_EQ(t->split[0].compute_ns, 8 * kMs);
+  const auto one = MustLoad(kTrace);
+  ASSERT_TRUE(one);
+  EXPECT_FALSE(HasLane(*one, Stream::kCollective));
+  EXPECT_TRUE(HasLane(*one, Stream::kRecv));
+}
+
 // Rank 1 of a 3-rank pipeline whose other ranks left nothing (times in us): 1F0 [0,1], its
 // 1RECV_B0 posted at 1 and arrived at 5, 1B0 [6,8]. Stated as 3 ranks, B's input comes from
 // stage 2 over the wire: the gap [1,6] is transfer until 5, then overhead. Without the

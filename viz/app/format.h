@@ -22,9 +22,11 @@ inline std::string Mebibytes(int64_t bytes) {
   return text;
 }
 
-// The action string of an op, as in the trace's event names: "F3", "SEND_B2", "STEP".
+// The action string of an op, as in the trace's event names: "F3", "SEND_B2", "STEP",
+// "REDUCE_GRAD" (a STEP's and a REDUCE_GRAD's microbatch means nothing).
 inline std::string ActionName(const schedules::TraceOp& op) {
   if (op.op.kind == schedules::OpKind::kStep) return "STEP";
+  if (op.op.kind == schedules::OpKind::kReduceGrad) return "REDUCE_GRAD";
   return std::string(schedules::KindName(op.op.kind)) + std::to_string(op.op.microbatch);
 }
 

@@ -21,23 +21,47 @@ using schedules::TraceOp;
 constexpr float kHeaderH = 22, kComputeH = 24, kSplitComputeH = 40, kCommH = 10, kSplitCommH = 16;
 constexpr float kMinOutlinePx = 4;
 constexpr float kGap = 2, kRankGap = 6, kGroupGap = 12;
-constexpr Stream kStreams[] = {Stream::kCompute, Stream::kSend, Stream::kRecv};
+constexpr Stream kStreams[] = {Stream::kCompute, Stream::kSend, Stream::kRecv, Stream::kCollective};
 
-bool Split(const AppState& s, const Group& g) { return g.Overlaid() && s.toggles.sub_lanes; }
-float RowH(Stream st, bool split) {
-  if (st == Stream::kCompute) return split ? kSplitComputeH : kComputeH;
-  return split ? kSplitCommH : kCommH;
-}
-float RankH(const AppState& s, bool split) {
-  float h = RowH(Stream::kCompute, split) + kGap;
-  if (s.toggles.comm_lanes) h += 2 * (RowH(Stream::kSend, split) + kGap);
-  return h + kRankGap;
-}
-float RowTop(const AppState& s, bool split, int rank, Stream st) {
-  float y = kHeaderH + rank * RankH(s, split);
-  if (st == Stream::kCompute) return y;
-  y += RowH(Stream::kCompute, split) + kGap;
-  return st == Stream::kRecv ? y + RowH(Stream::kSend, split) + kGap : y;
+// Which rows a group's ranks have and how tall they are: compute, then send and recv (toggle C),
+// then collective when a trace of the group has REDUCE_GRADs (a run with replicas).
+struct Rows {
+  bool split = false;  // predicted and measured in sub-lanes
+  bool comm = true;
+  bool collective = false;
+
+  bool Shows(Stream st) const {
+    if (st == Stream::kCollective) return collective;
+    return st == Stream::kCompute || comm;
+  }
+  float Height(Stream st) const {
+    if (st == Stream::kCompute) return split ? kSplitComputeH : kComputeH;
+    return split ? kSplitCommH : kCommH;
+  }
+  float RankH() const {
+    float h = kRankGap;
+    for (Stream st : kStreams) h += Shows(st) ? Height(st) + kGap : 0;
+    return h;
+  }
+  // The row's top relative to the group's top.
+  float Top(int rank, Stream row) const {
+    float y = kHeaderH + rank * RankH();
+    for (Stream st : kStreams) {
+      if (st == row) break;
+      y += Shows(st) ? Height(st) + kGap : 0;
+    }
+    return y;
+  }
+};
+
+Rows RowsOf(const AppState& s, const Group& g) {
+  Rows rows;
+  rows.split = g.Overlaid() && s.toggles.sub_lanes;
+  rows.comm = s.toggles.comm_lanes;
+  for (int t : {g.predicted, g.measured}) {
+    if (t >= 0 && HasLane(*s.traces[t].data, Stream::kCollective)) rows.collective = true;
+  }
+  return rows;
 }
 
 const Lane* FindLane(const LoadedTrace& t, int rank, Stream st) {
@@ -62,6 +86,7 @@ bool Disagrees(const AppState& s, const Group& g, int predicted_op) {
 
 std::string OpLabel(const TraceOp& op, float width_px) {
   if (op.op.kind == schedules::OpKind::kStep) return width_px > 40 ? "STEP" : "S";
+  if (op.op.kind == schedules::OpKind::kReduceGrad) return width_px > 90 ? "REDUCE_GRAD" : "RG";
   std::string full = std::string(schedules::KindName(op.op.kind)) + std::to_string(op.op.microbatch);
   if (ImGui::CalcTextSize(full.c_str()).x + 4 <= width_px) return full;
   return std::to_string(op.op.microbatch);
@@ -129,6 +154,22 @@ void DrawLane(const LaneJob& job, const Canvas& c, Hover* hover) {
   }
 }
 
+std::string LaneLabel(int rank, Stream st) {
+  switch (st) {
+    case Stream::kCompute: return "rank " + std::to_string(rank);
+    case Stream::kSend: return "  send";
+    case Stream::kRecv: return "  recv";
+    case Stream::kCollective: return "  collective";
+  }
+  return "";
+}
+
+// The rank's collective part of the bubble split (SplitBubbles) as a share of the trace's span.
+float CollectivePercent(const LoadedTrace& t, int rank) {
+  if (static_cast<size_t>(rank) >= t.split.size() || t.end_ns <= t.start_ns) return 0;
+  return 100.0f * static_cast<float>(t.split[rank].collective_ns) / static_cast<float>(t.end_ns - t.start_ns);
+}
+
 float IdlePercent(const LoadedTrace& t, int rank) {
   const Lane* lane = FindLane(t, rank, Stream::kCompute);
   if (lane == nullptr || t.end_ns <= t.start_ns) return 0;
@@ -170,22 +211,31 @@ void DrawHeader(const AppState& s, int gi, const Canvas& c, float top) {
 }
 
 void DrawLabels(const AppState& s, const Group& g, const Canvas& c, float top) {
-  const bool split = Split(s, g);
+  const Rows rows = RowsOf(s, g);
+  const bool split = rows.split;
   const LoadedTrace& filled = *s.traces[g.Overlaid() ? g.measured : g.Lone()].data;
   for (int r = 0; r < GroupRanks(s, g); ++r) {
     for (Stream st : kStreams) {
-      if (st != Stream::kCompute && !s.toggles.comm_lanes) continue;
-      const float y = top + RowTop(s, split, r, st);
-      const float h = RowH(st, split);
-      std::string text = st == Stream::kCompute ? "rank " + std::to_string(r) : st == Stream::kSend ? "  send" : "  recv";
+      if (!rows.Shows(st)) continue;
+      const float y = top + rows.Top(r, st);
+      const float h = rows.Height(st);
+      std::string text = LaneLabel(r, st);
       if (st == Stream::kCompute && s.toggles.bubbles) {
         char idle[32];
         std::snprintf(idle, sizeof idle, "  idle %.1f%%", IdlePercent(filled, r));
         text += idle;
+      } else if (st == Stream::kCollective && s.toggles.bubbles) {
+        char share[32];  // of the time, the rank's STEPs waiting for their REDUCE_GRADs
+        std::snprintf(share, sizeof share, " %.1f%%", CollectivePercent(filled, r));
+        text += share;
       }
       const ImU32 col = st == Stream::kCompute ? Rgba(230, 230, 230) : Rgba(150, 150, 150);
       const float text_y = y + (h - ImGui::GetFontSize()) / 2;
-      if (st == Stream::kCompute || h >= 12) c.draw->AddText(ImVec2(c.label_x + 6, text_y), col, text.c_str());
+      // A thin lane's name would crowd the ones beside it; the collective lane's is the only one
+      // under its rank's send and recv lanes, so it keeps its name.
+      if (st == Stream::kCompute || st == Stream::kCollective || h >= 12) {
+        c.draw->AddText(ImVec2(c.label_x + 6, text_y), col, text.c_str());
+      }
       if (split && st == Stream::kCompute) {
         c.draw->AddText(ImVec2(c.x - 16, y + 2), Rgba(150, 150, 150), "P");
         c.draw->AddText(ImVec2(c.x - 16, y + h / 2 + 2), Rgba(150, 150, 150), "M");
@@ -200,20 +250,20 @@ float DrawJump(const AppState& s, int gi, const Canvas& c, float top) {
   if (s.jump.group != gi || s.jump.matched < 0) return -1;
   const Group& g = s.groups[gi];
   const MatchedOp& m = g.overlay.matched[s.jump.matched];
-  const bool split = Split(s, g);
+  const Rows rows = RowsOf(s, g);
   float lane_y = -1;
   for (auto [trace, op_index] : {std::pair{g.predicted, m.predicted}, std::pair{g.measured, m.measured}}) {
     const TraceOp& op = s.traces[trace].data->trace.ops[op_index];
-    float y0 = RowTop(s, split, op.rank, op.stream);
-    float h = RowH(op.stream, split);
-    if (split) {
+    float y0 = rows.Top(op.rank, op.stream);
+    float h = rows.Height(op.stream);
+    if (rows.split) {
       h /= 2;
       if (trace == g.measured) y0 += h;
     }
     const int64_t t0 = op.start_ns - ShiftNs(s, g, trace);
     const float x0 = c.x + s.view.ToPx(t0), x1 = std::max(c.x + s.view.ToPx(t0 + op.duration_ns), x0 + 2);
     c.draw->AddRect(ImVec2(x0 - 2, top + y0 - 2), ImVec2(x1 + 2, top + y0 + h + 2), kJumpOutline, 0, 0, 2.0f);
-    lane_y = RowTop(s, split, op.rank, schedules::Stream::kCompute);
+    lane_y = rows.Top(op.rank, schedules::Stream::kCompute);
   }
   return lane_y;
 }
@@ -221,19 +271,20 @@ float DrawJump(const AppState& s, int gi, const Canvas& c, float top) {
 }  // namespace
 
 float GroupHeight(const AppState& state, const Group& group) {
-  return kHeaderH + GroupRanks(state, group) * RankH(state, Split(state, group)) + kGroupGap;
+  return kHeaderH + GroupRanks(state, group) * RowsOf(state, group).RankH() + kGroupGap;
 }
 
 float DrawGroup(const AppState& s, int gi, const Canvas& c, float top, Hover* hover) {
   const Group& g = s.groups[gi];
-  const bool split = Split(s, g);
+  const Rows rows = RowsOf(s, g);
+  const bool split = rows.split;
   DrawHeader(s, gi, c, top);
   DrawLabels(s, g, c, top);
   c.draw->PushClipRect(ImVec2(c.x, top), ImVec2(c.x + c.width_px, top + GroupHeight(s, g)), true);
   for (int r = 0; r < GroupRanks(s, g); ++r) {
     for (Stream st : kStreams) {
-      if (st != Stream::kCompute && !s.toggles.comm_lanes) continue;
-      const float y0 = top + RowTop(s, split, r, st), y1 = y0 + RowH(st, split);
+      if (!rows.Shows(st)) continue;
+      const float y0 = top + rows.Top(r, st), y1 = y0 + rows.Height(st);
       if (!g.Overlaid()) {
         DrawLane({&s, gi, g.Lone(), r, st, y0, y1, false}, c, hover);
       } else if (split) {

@@ -2,9 +2,10 @@
 // can look for them in a screenshot (RGB, opaque):
 //   F blue (66,133,244) · B green (52,168,83) · I teal (0,150,136) · W orange (251,140,0)
 //   SEND_F/SEND_B grey (150,150,150) · RECV_F/RECV_B darker grey (115,115,115) · STEP purple (156,39,176)
+//   REDUCE_GRAD pink (233,30,99)
 // Blocks of merged sub-pixel ops are slate (95,99,115); the bubble view tints the time a rank
-// does not compute by cause (bubble_split.h): wait red, transfer amber, overhead violet, idle
-// grey;
+// does not compute by cause (bubble_split.h): wait red, transfer amber, collective pink (a STEP
+// waiting for its REDUCE_GRAD), overhead violet, idle grey;
 // predicted ops over measured ones are a white outline, red where they disagree.
 #pragma once
 
@@ -23,6 +24,7 @@ inline ImU32 GapColor(schedules::GapCause cause) {
   switch (cause) {
     case GapCause::kWait: return Rgba(230, 60, 60, 90);
     case GapCause::kTransfer: return Rgba(255, 193, 7, 110);
+    case GapCause::kCollective: return Rgba(233, 30, 99, 110);
     case GapCause::kOverhead: return Rgba(171, 71, 188, 130);
     case GapCause::kIdle: return Rgba(160, 160, 160, 50);
   }

@@ -18,7 +18,7 @@ using schedules::Stream;
 using schedules::TraceCounter;
 using schedules::TraceOp;
 
-constexpr int kStreams = 3;
+constexpr int kStreams = schedules::kNumStreams;
 // Ranks index dense per-rank arrays; a trace naming a larger pid (a foreign file, a corrupt
 // one) is refused rather than allocated for.
 constexpr int kMaxRanks = 1 << 20;
@@ -121,6 +121,10 @@ std::string Index(LoadedTrace* loaded) {
 }
 
 }  // namespace
+
+bool HasLane(const LoadedTrace& trace, schedules::Stream stream) {
+  return std::any_of(trace.lanes.begin(), trace.lanes.end(), [stream](const Lane& l) { return l.stream == stream; });
+}
 
 LoadResult LoadTraceText(std::string_view text, const std::string& path) {
   auto loaded = std::make_shared<LoadedTrace>();

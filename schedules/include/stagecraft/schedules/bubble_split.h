@@ -1,6 +1,6 @@
 // The bubble split into its causes (docs/accuracy.md, "Where the time goes"): one rank's part of a run's
-// makespan is compute plus four kinds of not computing, told apart by the timing of the
-// transfer that fed the next compute op. One definition for the simulator's prediction, the
+// makespan is compute plus five kinds of not computing, told apart by the timing of the
+// transfer that fed the next compute op (or, before a STEP, of its REDUCE_GRAD). One definition for the simulator's prediction, the
 // executor's measurement (both through ComputeMetrics) and the viewer's bubble view (from a
 // trace), so the three agree by construction.
 #pragma once
@@ -19,6 +19,9 @@ enum class GapCause : uint8_t {
   kTransfer,  // the input was in flight
   kOverhead,  // runtime work between ops: the input was there (or none was needed)
   kIdle,      // before the rank's first compute op and after its last
+  // A STEP waiting for its REDUCE_GRAD (the data-parallel all-reduce of its gradients) to
+  // complete. Last, so the older causes keep their values.
+  kCollective,
 };
 
 struct GapInterval {
@@ -26,9 +29,10 @@ struct GapInterval {
   GapCause cause = GapCause::kIdle;
 };
 
-// compute + wait + transfer + overhead + idle = the run's makespan, on every rank.
+// compute + wait + transfer + collective + overhead + idle = the run's makespan, on every rank.
+// Compute is F, B, I, W and STEP; a REDUCE_GRAD only posts the collective, so it is not.
 struct RankSplit {
-  int64_t compute_ns = 0, wait_ns = 0, transfer_ns = 0, overhead_ns = 0, idle_ns = 0;
+  int64_t compute_ns = 0, wait_ns = 0, transfer_ns = 0, collective_ns = 0, overhead_ns = 0, idle_ns = 0;
   std::vector<GapInterval> gaps;  // in time order, when asked for
 };
 
@@ -39,10 +43,13 @@ struct TimedOp {
 };
 
 // Splits [run_start_ns, run_end_ns] for every rank. `ranks[r]` holds rank r's ops in IR
-// order, compute and SEND/RECV; a compute op's cross-rank input is matched with its RECV on
+// order, compute, SEND/RECV and REDUCE_GRAD; a compute op's cross-rank input is matched with its RECV on
 // the same rank and its SEND on the producer's (edges.h). The transfer starts at the later of
 // the SEND's start and the RECV's post and ends at the RECV's end (arrival). A gap before a
 // compute op is wait up to the transfer's start, transfer until its arrival, overhead after.
+// With replicas, the gap before a STEP whose REDUCE_GRAD (same rank, stage and version) ends
+// after the gap starts is collective up to the earlier of that end and the STEP's start; the
+// rest of the gap follows the rule above.
 std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
                                     int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps);
 

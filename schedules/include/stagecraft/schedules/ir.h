@@ -36,6 +36,8 @@ inline bool IsBackward(OpKind k) { return k == OpKind::kB || k == OpKind::kI || 
 inline bool IsComm(OpKind k) {
   return k == OpKind::kSendF || k == OpKind::kRecvF || k == OpKind::kSendB || k == OpKind::kRecvB;
 }
+// The collectives over the replicas: they run on a rank's collective stream, not its compute.
+inline bool IsCollective(OpKind k) { return k == OpKind::kReduceGrad; }
 
 // Stage -> rank placement. kLoop: stage s on rank s % ranks (Megatron interleaving).
 // kV: chunk c runs down the ranks when c is even and back up when odd (ZB-V, DualPipe-V).

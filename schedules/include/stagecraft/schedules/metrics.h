@@ -21,12 +21,15 @@ struct RankMetrics {
   int peak_inflight_microbatches = 0;
   int peak_weight_versions = 0;
   bool oom = false;
-  // The rank's makespan split by cause (bubble_split.h); the five sum to makespan_ms.
-  double compute_ms = 0;   // compute ops (= busy_ms)
-  double wait_ms = 0;      // blocked on a peer that had not yet sent
-  double transfer_ms = 0;  // blocked while the data was in flight
-  double overhead_ms = 0;  // runtime work between ops
-  double idle_ms = 0;      // before the first op and after the last
+  // The rank's makespan split by cause (bubble_split.h); the six sum to makespan_ms.
+  double compute_ms = 0;     // compute ops (= busy_ms)
+  double wait_ms = 0;        // blocked on a peer that had not yet sent
+  double transfer_ms = 0;    // blocked while the data was in flight
+  double overhead_ms = 0;    // runtime work between ops
+  double idle_ms = 0;        // before the first op and after the last
+  // A STEP blocked on its REDUCE_GRAD (0 with one replica). Last, so that brace lists of the
+  // older fields still mean what they did.
+  double collective_ms = 0;
   friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
 };
 
@@ -43,10 +46,11 @@ struct ExecutorMetrics {
 struct ScheduleMetrics {
   std::string schedule;
   int ranks = 0, chunks = 1, microbatches = 0, microbatch_size = 1, steps = 1;
+  int data_parallel = 1;      // replicas of the pipeline (Schedule::data_parallel)
   int64_t makespan_ns = 0;
   double makespan_ms = 0;     // first op start to last op end, all ranks, whole run
   double step_time_ms = 0;    // makespan / steps
-  double throughput_samples_per_s = 0;  // microbatches x microbatch_size x steps / makespan
+  double throughput_samples_per_s = 0;  // microbatches x microbatch_size x replicas x steps / makespan
   double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
   std::vector<RankMetrics> ranks_detail;
   std::optional<ExecutorMetrics> executor;  // measured runs only
@@ -80,10 +84,9 @@ struct MetricsFile {
   const ScheduleMetrics* Find(const std::string& schedule) const;
 };
 
-// `replicas` data-parallel copies of the pipeline run alongside this one (the record is one
-// replica's): the throughput counts the samples of all of them.
-ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size,
-                               int replicas = 1);
+// The record is one replica's; the schedule's data_parallel replicas run alongside it, so the
+// throughput counts the samples of all of them.
+ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
 
 // The executor's own numbers: the losses of a measured record, and its overhead per op from
 // `metrics` (ComputeMetrics of the same record).

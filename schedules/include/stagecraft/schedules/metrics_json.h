@@ -15,11 +15,13 @@ namespace stagecraft::schedules {
 // The file as `simulate --json` and `execute --json` write it: one line and a newline,
 //   {"scenario":..,"source":..,["costs":..|"backend":..,]"schedules":[{schedule}...]}
 // where a schedule is {"schedule","ranks","chunks","microbatches","microbatch_size","steps",
-// "makespan_ms","step_time_ms","throughput_samples_per_s" (6 decimals),"bubble_fraction"
-// (9 decimals),"oom","per_rank":[{"rank","busy_ms","span_ms","compute_ms","wait_ms",
-// "transfer_ms","overhead_ms","idle_ms" (6 decimals),"peak_memory_bytes",
-// "peak_inflight_microbatches","peak_weight_versions","oom"}...]} and, when measured,
-// "losses" (9 significant digits),"overhead_ns_per_op" (1 decimal).
+// ["data_parallel",]"makespan_ms","step_time_ms","throughput_samples_per_s" (6 decimals),
+// "bubble_fraction" (9 decimals),"oom","per_rank":[{"rank","busy_ms","span_ms","compute_ms",
+// "wait_ms","transfer_ms",["collective_ms",]"overhead_ms","idle_ms" (6 decimals),
+// "peak_memory_bytes","peak_inflight_microbatches","peak_weight_versions","oom"}...]} and, when
+// measured, "losses" (9 significant digits),"overhead_ns_per_op" (1 decimal). "data_parallel" and
+// "collective_ms" are written only with more than one replica (a one-replica file stays as it
+// was); read back, their absence means 1 and 0.
 std::string MetricsFileToJson(const MetricsFile& file);
 
 // Strict read (compare): required are "schedules" and, per schedule, "schedule", "ranks",

@@ -32,7 +32,7 @@ struct RankRecord {
   int64_t peak_memory_bytes = 0;
   int peak_weight_versions = 0;       // max over local stages
   // Derived from the timings by FinishRunRecord.
-  int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP)
+  int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP; not REDUCE_GRAD)
   int64_t first_f_start_ns = -1;
   int64_t last_compute_end_ns = 0;
   int peak_inflight = 0;              // stage-microbatches between their F and their B or I

@@ -16,7 +16,10 @@
 
 namespace stagecraft::schedules {
 
-enum class Stream : uint8_t { kCompute = 0, kSend = 1, kRecv = 2 };
+// tid of a trace event. kCollective carries the REDUCE_GRADs (post -> completion) of a run with
+// replicas; a one-replica trace has no such stream.
+enum class Stream : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3 };
+inline constexpr int kNumStreams = 4;
 
 struct TraceOp {
   int rank = 0;
@@ -49,8 +52,8 @@ struct Trace {
 };
 
 // The trace of a timed schedule: compute ops on stream 0, SENDs (transfer start -> arrival) on
-// stream 1, RECVs (post -> arrival) on stream 2, memory samples as counters; times relative to
-// the record's start.
+// stream 1, RECVs (post -> arrival) on stream 2, REDUCE_GRADs (start -> completion) on stream 3,
+// memory samples as counters; times relative to the record's start.
 Trace BuildTrace(const Schedule& schedule, const RunRecord& result, const std::string& scenario,
                  const std::string& source, std::optional<ScheduleMetrics> summary);
 
@@ -60,7 +63,8 @@ Trace BuildTrace(const Schedule& schedule, const RunRecord& result, const std::s
 std::optional<Shape> TraceShape(const Trace& trace);
 
 // Serializes to Chrome trace JSON, one event per line. Times are written in microseconds with
-// 3 decimals so nanoseconds survive a round trip.
+// 3 decimals so nanoseconds survive a round trip. Every rank's threads are named; the collective
+// stream only when some op is on it, so a one-replica trace reads as before.
 std::string TraceToJson(const Trace& trace);
 
 // Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
@@ -68,7 +72,7 @@ std::string TraceToJson(const Trace& trace);
 // not fit: "t.json: stagecraft: placement v puts stage 5 on rank 2, but an op of it ran on rank 1"). Events with unknown fields
 // are accepted (fields ignored); complete events and memory counters that lack a needed field,
 // or hold one with a wrong type or value (a negative "dur", a "ts" that is not a number, a
-// "tid" that is no stream), are skipped and counted in `skipped` (a foreign trace's own events
+// "tid" that is no stream, 0 to 3), are skipped and counted in `skipped` (a foreign trace's own events
 // lack stagecraft's fields), and the first of them is described in `first_skipped`. The
 // summary is read leniently (metrics_json.h).
 struct TraceReadResult {

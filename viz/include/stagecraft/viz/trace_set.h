@@ -30,7 +30,9 @@ struct LoadedTrace {
   schedules::Trace trace;
   int skipped = 0;                 // events lacking a needed field or holding an unusable one
   std::string first_skipped;       // why the first was skipped: "event 12: \"dur\" is negative (-5)"
-  std::vector<Lane> lanes;         // ranks ascending; compute, send, recv per rank (empty lanes dropped)
+  // Ranks ascending; compute, send, recv and collective (REDUCE_GRADs, with replicas) per rank;
+  // empty lanes dropped.
+  std::vector<Lane> lanes;
   std::vector<std::vector<schedules::TraceCounter>> memory;  // per rank, by time
   int ranks = 0;
   std::optional<schedules::Shape> shape;  // TraceShape: the header's, else read off the ops
@@ -39,6 +41,10 @@ struct LoadedTrace {
   std::vector<int64_t> step_start_ns;  // per step: the first compute op of that step to start
   std::vector<schedules::RankSplit> split;  // per rank: the bubble split with its gaps in time order
 };
+
+// Whether some rank of `trace` has ops on `stream` (the viewer adds a collective lane per rank
+// only to a trace of a run with replicas).
+bool HasLane(const LoadedTrace& trace, schedules::Stream stream);
 
 struct LoadResult {
   std::shared_ptr<const LoadedTrace> trace;  // null on error
