@@ -113,7 +113,7 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
     *last_end = p.end_ns;
     if (!harness::DueForReport(p, *last_print)) return;
     *last_print = p.end_ns;
-    const double samples = static_cast<double>(microbatches) * config.microbatch_size;
+    const double samples = static_cast<double>(microbatches) * config.microbatch_size * config.data_parallel;
     std::fprintf(to, "%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n",
                  schedule.c_str(), static_cast<int>(std::to_string(p.steps).size()), p.step + 1, p.steps,
                  100 * (p.step + 1) / p.steps, p.loss, step_ns * 1e-6, step_ns > 0 ? samples / (step_ns * 1e-9) : 0.0);
@@ -193,26 +193,35 @@ int Run(const ExecuteFlags& f) {
   }
   if (AnyRankFailed(error)) return 1;
   const sim::Scenario& sc = plan.run.scenario;
-  exec::ProcessRuntime runtime = StartRuntime(plan.run.backend, sc, plan.deadline);
+  const int replicas = plan.run.layout.replicas;
+  exec::ProcessRuntime runtime = StartRuntime(plan.run.backend, sc, plan.deadline, replicas);
   Device& device = *runtime.device;
   if (rank == 0) {
-    std::fprintf(plan.report, "scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
-                 Printable(sc.name).c_str(), sc.pipeline.ranks, device.Name().c_str(),
-                 runtime.transport->Name().c_str(), sc.pipeline.microbatches, sc.pipeline.microbatch_size,
+    const std::string data = replicas > 1 ? fmt::format(" x {} replicas ({})", replicas, runtime.replicas->Name()) : "";
+    std::fprintf(plan.report, "scenario %s: %d ranks%s (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
+                 Printable(sc.name).c_str(), sc.pipeline.ranks, data.c_str(), device.Name().c_str(),
+                 runtime.transport->Name().c_str(), sc.pipeline.microbatches, sc.pipeline.microbatch_size * replicas,
                  sc.pipeline.steps, plan.run.config.optimizer.c_str(), plan.run.config.lr);
     std::fflush(plan.report);
   }
-  harness::ProgressFile progress(plan.partial_path, harness::MeasuredFile(sc, device.Name(), {}),
+  // Replica 0 reports (its pipeline's rank 0 is the job's): the other replicas keep no progress
+  // file and print no step lines.
+  const bool reports = plan.run.replica == 0;
+  harness::ProgressFile progress(reports ? plan.partial_path : std::string(),
+                                 harness::MeasuredFile(sc, device.Name(), {}),
                                  static_cast<int>(plan.run.schedules.size()));
   harness::RunReporting reporting;
   reporting.progress = &progress;
-  reporting.share_done = !f.json_path.empty();
-  reporting.step_printer = [&plan](const Schedule& s, const TrainingConfig& config) {
-    return ProgressPrinter(s.name, config, s.microbatches, plan.report);
-  };
+  reporting.share_done = reports && !f.json_path.empty();
+  if (reports) {
+    reporting.step_printer = [&plan](const Schedule& s, const TrainingConfig& config) {
+      return ProgressPrinter(s.name, config, s.microbatches, plan.report);
+    };
+  }
   std::vector<harness::MeasuredSchedule> measured;
   try {
-    measured = harness::RunSchedules(plan.run, plan.hooks, device, *runtime.transport, reporting);
+    measured = harness::RunSchedules(plan.run, plan.hooks, device, *runtime.transport, reporting,
+                                     runtime.replicas.get());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), Printable(e.what()).c_str());
     runtime.transport->Abort(1);
