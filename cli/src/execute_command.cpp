@@ -173,9 +173,17 @@ void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan*
   plan->report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
   sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
   plan->deadline = ParseTimeout(f.timeout);
-  plan->hooks = ParseFault(f.inject_fault, f.fault_given, sc.pipeline.ranks, sc.pipeline.steps);
+  // RANK names a process of the job: with replicas, pipeline rank RANK % P of replica RANK / P.
+  const int processes = sc.pipeline.ranks * std::max(sc.pipeline.data_parallel, 1);
+  plan->hooks = ParseFault(f.inject_fault, f.fault_given, processes, sc.pipeline.steps);
   const exec::Backend backend = BackendFor(f.backend, sc);
   plan->run = harness::PlanExecution(std::move(sc), backend, world, rank, local_ranks, f.max_ops);
+  if (plan->hooks.fault_rank >= 0) {
+    const exec::WorldLayout& layout = plan->run.layout;
+    plan->hooks.fault_rank = layout.ReplicaOf(plan->hooks.fault_rank) == plan->run.replica
+                                 ? layout.PipelineRankOf(plan->hooks.fault_rank)
+                                 : -1;
+  }
   CheckOutputs(f, rank, plan, outputs);
 }
 

@@ -228,6 +228,13 @@ run_fail "predicted out of memory" "predicted to exceed the device memory of 16.
   --set topology.device.memory=16KiB
 run_fail "world larger than ranks" "pipeline.ranks is 4 but the MPI job has 5" 5
 run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 2
+# A replica's rank that throws (world rank 3: replica 1's rank 1) ends the job, named once; one
+# that hangs (world rank 1 of P = 1 x D = 2) holds its peer's all-reduce, whose wait names the
+# REDUCE_GRAD op, the replicas and the deadline.
+run_fail "a replica's rank throws" "rank 3 .*injected fault at step 1" 4 --set pipeline.ranks=2 \
+  --set pipeline.data_parallel=2 --inject-fault 3:1
+run_fail "a replica hangs" "rank 0 .*0REDUCE_GRAD2 (step 1) timed out: the MPI all-reduce of [0-9]* floats over 2 replicas did not complete within 3 s" 2 \
+  --set pipeline.ranks=1 --set pipeline.data_parallel=2 --inject-fault 1:1:hang --timeout 3s
 run_fail "data parallel, world too small" "pipeline.ranks 2 x pipeline.data_parallel 2 = 4 but the MPI job has 2 process(es); run it as \`mpirun -np 4" 2 \
   --set pipeline.ranks=2 --set pipeline.data_parallel=2
 
