@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "gpt_reference.h"
 #include "reference.h"
 #include "stagecraft/exec/backend.h"
@@ -465,6 +467,35 @@ TEST(RuntimeMpi, DataParallelGpt) {
                          Staleness::kFlush);
   ExpectMatchesReference({.schedule = "gpipe", .ranks = 1, .optimizer = "adam", .gpt = true, .data_parallel = 2},
                          Staleness::kFlush);
+}
+
+// The MPI replica group on its own: the job's 4 processes as P = 2 x D = 2. World rank w posts
+// {w, 1, 10 + w} twice; each pipeline rank's group sums over its replicas (ranks p and p + 2),
+// one sum completed by polling, one by a wait. The pipeline transport of each replica ranks its
+// processes 0, 1, and the losses' mean over the replicas is replica 0's to hold.
+TEST(ReplicaGroupMpi, SumsOverEachPipelineRanksReplicas) {
+  if (kCuda) GTEST_SKIP() << "the MPI group sums host memory (the cpu device's)";
+  ReplicaLinks links = MakeReplicaLinks(2, 2);
+  const int w = g_transport->rank();
+  std::vector<float> a = {float(w), 1, float(10 + w)}, b = a;
+  const exec::ReplicaGroup::Request ra = links.group->PostSum(a.data(), 3);
+  const exec::ReplicaGroup::Request rb = links.group->PostSum(b.data(), 3);
+  while (!links.group->Test(ra)) {
+  }
+  links.group->Wait(rb);
+  const std::vector<double> mean = exec::MeanOverReplicas(links.group->host(), {double(w), 1.0});
+  const std::string mine = fmt::format("{} {} {} {} {} {} {} {} {} {}", a[0], a[1], a[2], b == a ? "same" : "other",
+                                       links.group->replica(), links.group->size(), links.pipeline->rank(),
+                                       links.pipeline->size(), mean[0], mean[1]);
+  const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (w != 0) return;
+  for (int r = 0; r < 4; ++r) {
+    const int q = r % 2;  // pipeline rank; replicas q and q + 2 sum
+    // Replica 0 (r < 2) holds the mean of the world ranks q and q + 2; replica 1 its own.
+    const std::string mean_text = r < 2 ? fmt::format("{} 1", double(2 * q + 2) / 2) : fmt::format("{} 1", double(r));
+    EXPECT_EQ(all[r], fmt::format("{} 2 {} same {} 2 {} 2 {}", 2 * q + 2, 20 + 2 * q + 2, r / 2, q, mean_text))
+        << "world rank " << r;
+  }
 }
 
 // Every schedule over NCCL, when every rank of the job has a GPU of its own (the ranks sharing a
