@@ -168,6 +168,10 @@ Outcome RunReplicas(const Case& c, const exec::TrainingConfig& config, const sch
   std::string mine;
   if (links.runs) {
     auto device = MakeTestDevice(c.precision);
+    if (kCuda) {  // GPU memory: tensors and sums over NCCL (DataParallelUnavailable said it can)
+      links.pipeline = exec::MakeNcclTransport(std::move(links.pipeline), *device);
+      links.group = exec::MakeNcclReplicaGroup(std::move(links.group), *device, exec::kDefaultWaitDeadline);
+    }
     const int rank = links.pipeline->rank(), replica = links.group->replica();
     const exec::Dataset data =
         exec::MakeDataset(*device, config, static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
@@ -431,6 +435,17 @@ TEST(RuntimeMpi, InterleavedThreeMicrobatchesOnTwoRanks) {
 // processes) and P = 1 x D = 2 (2 of them; a generator that cannot run on one rank is skipped
 // alike on every rank), against the sequential reference trained at D·b; every replica ends
 // with replica 0's weights.
+// On the cuda device replicas sum GPU memory over NCCL (the MPI group sums host memory), which
+// needs a GPU per process: why they cannot run here ("" when they can). Every rank sees the same
+// machine, so all skip alike.
+std::string DataParallelUnavailable() {
+  if (!kCuda) return "";
+  if (!exec::HaveNccl()) return "this build has no NCCL";
+  if (!exec::EveryProcessHasItsOwnGpu(exec::GpuForLocalRank(g_transport->rank(), exec::CudaDeviceCount()))) {
+    return "replicas on the cuda device need NCCL and a GPU per process";
+  }
+  return "";
+}
 bool Generates(const Case& c) {
   schedules::GeneratorParams p;
   p.ranks = c.ranks;
@@ -446,12 +461,14 @@ bool Generates(const Case& c) {
 }
 class EveryScheduleDataParallel : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};
 TEST_P(EveryScheduleDataParallel, TwoRanksTimesTwoReplicasMatchReference) {
+  if (const std::string why = DataParallelUnavailable(); !why.empty()) GTEST_SKIP() << why;
   ScheduleCase sc = CaseFor(*GetParam());
   sc.c.ranks = 2;
   sc.c.data_parallel = 2;
   ExpectMatchesReference(sc.c, sc.staleness);
 }
 TEST_P(EveryScheduleDataParallel, OneRankTimesTwoReplicasMatchReference) {
+  if (const std::string why = DataParallelUnavailable(); !why.empty()) GTEST_SKIP() << why;
   ScheduleCase sc = CaseFor(*GetParam());
   sc.c.ranks = 1;
   sc.c.data_parallel = 2;
@@ -463,6 +480,7 @@ INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleDataParallel, ::testing::Value
 // The transformer's replicas take whole sequences of each microbatch: 1F1B on 2 ranks and GPipe
 // on one, Adam.
 TEST(RuntimeMpi, DataParallelGpt) {
+  if (const std::string why = DataParallelUnavailable(); !why.empty()) GTEST_SKIP() << why;
   ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .optimizer = "adam", .gpt = true, .data_parallel = 2},
                          Staleness::kFlush);
   ExpectMatchesReference({.schedule = "gpipe", .ranks = 1, .optimizer = "adam", .gpt = true, .data_parallel = 2},
