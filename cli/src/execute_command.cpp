@@ -1,5 +1,5 @@
 // `stagecraft execute`: run a scenario's schedules for real, one MPI process per pipeline rank
-// (cpu backend: OpenBLAS + MPI), print a line per step and the measured table on rank 0, and
+// of each of pipeline.data_parallel replicas (cpu backend: OpenBLAS + MPI), print a line per step and the measured table on rank 0, and
 // write the measured metrics JSON and traces (DESIGN.md §5, §6).
 //
 // Errors: bad input is found identically by every rank before any work, so rank 0 prints it
