@@ -1,6 +1,7 @@
 // `stagecraft execute`: run a scenario's schedules for real, one MPI process per pipeline rank
-// of each of pipeline.data_parallel replicas (cpu backend: OpenBLAS + MPI), print a line per step and the measured table on rank 0, and
-// write the measured metrics JSON and traces (DESIGN.md §5, §6).
+// of each of pipeline.data_parallel replicas (cpu backend: OpenBLAS + MPI), print a line per
+// step and the measured table on rank 0, and write the measured metrics JSON and traces
+// (DESIGN.md §5, §6, §9).
 //
 // Errors: bad input is found identically by every rank before any work, so rank 0 prints it
 // and every rank exits 1. A failure during the run (an exception on one rank, a diverged
