@@ -12,9 +12,12 @@
 
 namespace stagecraft::exec {
 
-inline std::string NcclWhere(const char* file, int line) { return kernels::HostName() + ": " + file + ":" + std::to_string(line) + ": "; }
+inline std::string NcclWhere(const char* file, int line) {
+  return kernels::HostName() + ": " + file + ":" + std::to_string(line) + ": ";
+}
 
-inline std::string NcclErrorText(ncclResult_t result, ncclComm_t comm, const char* call, const char* file, int line) {
+inline std::string NcclErrorText(ncclResult_t result, ncclComm_t comm, const char* call, const char* file,
+                                 int line) {
   std::string text = NcclWhere(file, line) + "NCCL error '" + ncclGetErrorString(result) + "' in " + call;
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') text += std::string(": ") + last;

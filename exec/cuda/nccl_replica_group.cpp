@@ -78,7 +78,9 @@ class NcclReplicaGroup final : public ReplicaGroup {
     Pending& p = At(request);
     const cudaError_t state = cudaEventQuery(p.done);
     if (state == cudaErrorNotReady) return false;
-    if (state != cudaSuccess) Fail(kernels::CudaErrorText(state, "cudaEventQuery(all-reduce done)", __FILE__, __LINE__));
+    if (state != cudaSuccess) {
+      Fail(kernels::CudaErrorText(state, "cudaEventQuery(all-reduce done)", __FILE__, __LINE__));
+    }
     SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, p.done, 0));  // the STEP reads the sum
     free_events_.push_back(p.done);
     p = Pending{};

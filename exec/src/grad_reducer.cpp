@@ -39,7 +39,8 @@ void GradReducer::Poll() {
 void GradReducer::Finish(const schedules::Op& step) {
   if (schedule_.data_parallel <= 1) return;
   const auto it = pending_.find(KeyOf(step));
-  SC_CHECK(it != pending_.end(), fmt::format("stage {} STEP {}: its REDUCE_GRAD comes first", step.stage, step.version));
+  SC_CHECK(it != pending_.end(),
+           fmt::format("stage {} STEP {}: its REDUCE_GRAD comes first", step.stage, step.version));
   Pending& p = it->second;
   if (!p.done) {
     schedules::Op reduce = step;

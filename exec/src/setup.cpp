@@ -168,7 +168,9 @@ std::vector<float> Slices(const std::vector<float>& whole, int64_t count, int re
   const int64_t per = static_cast<int64_t>(whole.size()) / count, slice = per / replicas;
   SC_CHECK(per * count == static_cast<int64_t>(whole.size()) && slice * replicas == per, "whole microbatches");
   std::vector<float> out(static_cast<size_t>(slice * count));
-  for (int64_t g = 0; g < count; ++g) ReplicaSlice(whole.data() + g * per, replicas, replica, slice, out.data() + g * slice);
+  for (int64_t g = 0; g < count; ++g) {
+    ReplicaSlice(whole.data() + g * per, replicas, replica, slice, out.data() + g * slice);
+  }
   return out;
 }
 
@@ -188,7 +190,8 @@ Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total,
   Dataset d;
   d.microbatches = DatasetMicrobatches(config, total);
   std::vector<float> inputs(static_cast<size_t>(with_inputs ? InputFloats(whole) * d.microbatches : 0));
-  std::vector<float> targets(static_cast<size_t>(with_targets ? LossShapeFor(whole).target_floats * d.microbatches : 0));
+  const int64_t target_floats = LossShapeFor(whole).target_floats * d.microbatches;
+  std::vector<float> targets(static_cast<size_t>(with_targets ? target_floats : 0));
   WholeMicrobatches(device, whole, d.microbatches, &inputs, &targets, beat);
   d.inputs = Upload(device, Slices(inputs, d.microbatches, config.data_parallel, replica));
   d.targets = Upload(device, Slices(targets, d.microbatches, config.data_parallel, replica));

@@ -59,7 +59,8 @@ float* WeightStore::OpenGradients(const schedules::Op& op, int64_t* floats) {
   StageWeights& sw = At(op.stage);
   const int64_t u = schedules::UpdateIndex(schedule_, op);
   auto g = sw.open.find(u);
-  SC_CHECK(g != sw.open.end(), fmt::format("stage {} REDUCE_GRAD {}: no gradients for update {}", op.stage, op.version, u));
+  SC_CHECK(g != sw.open.end(),
+           fmt::format("stage {} REDUCE_GRAD {}: no gradients for update {}", op.stage, op.version, u));
   *floats = sw.floats;
   return g->second.grads.data();
 }
