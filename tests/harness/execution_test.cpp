@@ -23,7 +23,8 @@ sim::Scenario MlpScenario(int ranks, int replicas) {
 TEST(PlanExecution, EachWorldRankPlansItsReplicasPipelineRank) {
   const bool feeds[] = {true, false, true, false}, scores[] = {false, true, false, true};
   for (int w = 0; w < 4; ++w) {
-    const ExecutionPlan plan = PlanExecution(MlpScenario(2, 2), exec::Backend::kCpu, 4, w, 1, schedules::kDefaultMaxOps);
+    const ExecutionPlan plan =
+        PlanExecution(MlpScenario(2, 2), exec::Backend::kCpu, 4, w, 1, schedules::kDefaultMaxOps);
     EXPECT_EQ(plan.layout.pipeline_ranks, 2);
     EXPECT_EQ(plan.layout.replicas, 2);
     EXPECT_EQ(plan.replica, w / 2) << w;
