@@ -7,6 +7,10 @@
 # measured step time (compare's "spread") and the run-to-run spread of the measured step time
 # (the machine's own noise, which bounds how close any prediction can be), against the targets;
 # and, beside the errors against makespan / steps, those against the median measured step.
+# Last, data parallelism against the pipeline: the same model and global batch (microbatches x
+# 2b samples a step) as P = 1 x D = 2 replicas of microbatch b and as a P = 2 x D = 1 pipeline
+# of microbatch 2b (1F1B, one run each): predicted and measured step time, and their losses,
+# which must agree (the same training, DESIGN.md §9).
 # A benchmark, not a test: it exits 0 whatever the errors (non-zero only when a run fails).
 #
 # Usage: scripts/accuracy.sh [RUNS]   (default 3); everything lands in build/out/accuracy/.
@@ -41,6 +45,27 @@ for shape in main hidden1024; do
     fi
     echo "$shape run $k: $(tail -n 1 "$d/log")"
   done
+done
+
+b="$(sed -n 's/^ *microbatch_size: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
+declare -A layouts=([dp2]="--set pipeline.ranks=1 --set pipeline.data_parallel=2 --set pipeline.microbatch_size=$b"
+                    [pp2]="--set pipeline.ranks=2 --set pipeline.data_parallel=1 --set pipeline.microbatch_size=$((2 * b))")
+for layout in dp2 pp2; do
+  read -r -a sets <<< "--set pipeline.schedule=1f1b ${layouts[$layout]}"
+  d="$out/layouts/$layout"
+  mkdir -p "$d"
+  # The profile is of one pipeline of 2 ranks at the layout's microbatch size (as loaded as the run).
+  if ! { "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${sets[@]}" --set pipeline.ranks=2 \
+           --set pipeline.data_parallel=1 --out "$d/profile.yaml" &&
+         "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
+         "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" \
+           --json "$d/measured.json" &&
+         "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
+    echo "$layout run failed:" >&2
+    tail -n 30 "$d/log" >&2
+    exit 1
+  fi
+  echo "$layout: $(tail -n 1 "$d/log")"
 done
 
 python3 - "$out" "$runs" <<'EOF'
@@ -94,4 +119,14 @@ print("spread: the measured step time's (max - min) / median over steps 1.. of o
 print("run-to-run: one schedule's measured step time, (max - min) / median over the runs (median over schedules)")
 print("vs median: the predicted step time against the median measured step of steps 1.. (bursts and the")
 print("           first step's cold start left out), where step err is against makespan / steps")
+print()
+print(f"{'layout':<26} {'predicted':>10} {'measured':>10} {'step err':>9}  losses")
+losses = {}
+for layout, label in (("dp2", "P=1 x D=2, microbatch b"), ("pp2", "P=2 x D=1, microbatch 2b")):
+    c = json.load(open(f"{out}/layouts/{layout}/compare.json"))["schedules"][0]["step_time_ms"]
+    losses[layout] = json.load(open(f"{out}/layouts/{layout}/measured.json"))["schedules"][0]["losses"]
+    print(f"{label:<26} {c['predicted']:>8.2f} ms {c['measured']:>7.2f} ms {c['error_pct']:>+8.1f}%  "
+          + " ".join(f"{x:.6f}" for x in losses[layout]))
+worst = max(abs(a - b) / abs(b) for a, b in zip(losses["dp2"], losses["pp2"]))
+print(f"the same training: largest relative loss difference {worst:.2g} (DESIGN.md §9: within 1e-5)")
 EOF

@@ -27,6 +27,9 @@ if [[ "$scenario" == *-gpu.yaml ]]; then backend=auto; fi
 out="$root/build/out"
 mkdir -p "$out"
 ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
+# execute runs pipeline.data_parallel replicas of the pipeline: ranks x D processes.
+replicas="$(sed -n 's/^ *data_parallel: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
+np=$((ranks * ${replicas:-1}))
 
 echo "== 1/4 profile the model on this machine ($ranks ranks at once, as loaded as the run)"
 "$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" --backend "$backend" --out "$out/profile.yaml"
@@ -35,10 +38,10 @@ echo "== 2/4 simulate every schedule from the measured profile"
 "$sc" simulate "$scenario" --set model.profile="$out/profile.yaml" \
   --json "$out/predicted.json" --trace "$out/predicted.trace.json"
 echo
-echo "== 3/4 execute every schedule on $ranks MPI ranks (backend $backend)"
+echo "== 3/4 execute every schedule on $np MPI ranks (backend $backend)"
 # The profile travels along so that a cost-balanced split (pipeline.partition: balanced) is the
 # one the prediction used.
-"$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" --backend "$backend" --set model.profile="$out/profile.yaml" \
+"$root/scripts/mpirun.sh" "$np" "$sc" execute "$scenario" --backend "$backend" --set model.profile="$out/profile.yaml" \
   --json "$out/measured.json" --trace "$out/measured.trace.json"
 echo
 echo "== 4/4 predicted vs measured"

@@ -108,9 +108,10 @@ std::function<void(exec::StartupStep)> StartupFaultHook(const char* value) {
 }  // namespace
 
 exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario,
-                                  std::chrono::nanoseconds deadline) {
+                                  std::chrono::nanoseconds deadline, int data_parallel) {
   exec::StartupOptions options;
   options.deadline = deadline;
+  options.data_parallel = data_parallel;
   options.on_step = StartupFaultHook(std::getenv(kStartupFaultVariable));
   options.report = [](const std::string& line) {
     std::fprintf(stderr, "stagecraft: error: %s\n", Printable(line).c_str());

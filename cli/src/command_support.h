@@ -45,8 +45,10 @@ exec::Backend BackendFor(const std::string& flag, const sim::Scenario& scenario)
 // (kStartupFaultVariable) makes that rank's step throw, as a GPU or NCCL that fails on one rank
 // alone would, or hang (its peers then give up after the deadline and end the job).
 inline constexpr const char* kStartupFaultVariable = "STAGECRAFT_FAIL_STARTUP_ON_RANK";
+// `data_parallel` replicas (execute: pipeline.data_parallel) split the job (exec::WorldLayout).
 exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& scenario,
-                                  std::chrono::nanoseconds deadline = exec::kDefaultWaitDeadline);
+                                  std::chrono::nanoseconds deadline = exec::kDefaultWaitDeadline,
+                                  int data_parallel = 1);
 
 // `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several, with any
 // character of the schedule's name but letters, digits, '-', '_' and '.' written as '_'.

@@ -1,6 +1,7 @@
 // `stagecraft execute`: run a scenario's schedules for real, one MPI process per pipeline rank
-// (cpu backend: OpenBLAS + MPI), print a line per step and the measured table on rank 0, and
-// write the measured metrics JSON and traces (DESIGN.md §5, §6).
+// of each of pipeline.data_parallel replicas (cpu backend: OpenBLAS + MPI), print a line per
+// step and the measured table on rank 0, and write the measured metrics JSON and traces
+// (DESIGN.md §5, §6, §9).
 //
 // Errors: bad input is found identically by every rank before any work, so rank 0 prints it
 // and every rank exits 1. A failure during the run (an exception on one rank, a diverged
@@ -113,7 +114,7 @@ RunHooks::StepFn ProgressPrinter(const std::string& schedule, const TrainingConf
     *last_end = p.end_ns;
     if (!harness::DueForReport(p, *last_print)) return;
     *last_print = p.end_ns;
-    const double samples = static_cast<double>(microbatches) * config.microbatch_size;
+    const double samples = static_cast<double>(microbatches) * config.microbatch_size * config.data_parallel;
     std::fprintf(to, "%-11s step %*d/%d (%3d%%)  loss %.6f  step time %9.3f ms  %10.1f samples/s\n",
                  schedule.c_str(), static_cast<int>(std::to_string(p.steps).size()), p.step + 1, p.steps,
                  100 * (p.step + 1) / p.steps, p.loss, step_ns * 1e-6, step_ns > 0 ? samples / (step_ns * 1e-9) : 0.0);
@@ -173,9 +174,17 @@ void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan*
   plan->report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
   sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
   plan->deadline = ParseTimeout(f.timeout);
-  plan->hooks = ParseFault(f.inject_fault, f.fault_given, sc.pipeline.ranks, sc.pipeline.steps);
+  // RANK names a process of the job: with replicas, pipeline rank RANK % P of replica RANK / P.
+  const int processes = sc.pipeline.ranks * std::max(sc.pipeline.data_parallel, 1);
+  plan->hooks = ParseFault(f.inject_fault, f.fault_given, processes, sc.pipeline.steps);
   const exec::Backend backend = BackendFor(f.backend, sc);
   plan->run = harness::PlanExecution(std::move(sc), backend, world, rank, local_ranks, f.max_ops);
+  if (plan->hooks.fault_rank >= 0) {
+    const exec::WorldLayout& layout = plan->run.layout;
+    plan->hooks.fault_rank = layout.ReplicaOf(plan->hooks.fault_rank) == plan->run.replica
+                                 ? layout.PipelineRankOf(plan->hooks.fault_rank)
+                                 : -1;
+  }
   CheckOutputs(f, rank, plan, outputs);
 }
 
@@ -193,26 +202,35 @@ int Run(const ExecuteFlags& f) {
   }
   if (AnyRankFailed(error)) return 1;
   const sim::Scenario& sc = plan.run.scenario;
-  exec::ProcessRuntime runtime = StartRuntime(plan.run.backend, sc, plan.deadline);
+  const int replicas = plan.run.layout.replicas;
+  exec::ProcessRuntime runtime = StartRuntime(plan.run.backend, sc, plan.deadline, replicas);
   Device& device = *runtime.device;
   if (rank == 0) {
-    std::fprintf(plan.report, "scenario %s: %d ranks (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
-                 Printable(sc.name).c_str(), sc.pipeline.ranks, device.Name().c_str(),
-                 runtime.transport->Name().c_str(), sc.pipeline.microbatches, sc.pipeline.microbatch_size,
+    const std::string data = replicas > 1 ? fmt::format(" x {} replicas ({})", replicas, runtime.replicas->Name()) : "";
+    std::fprintf(plan.report, "scenario %s: %d ranks%s (%s/%s), %d microbatches x %d samples, %d step(s), %s lr %g\n",
+                 Printable(sc.name).c_str(), sc.pipeline.ranks, data.c_str(), device.Name().c_str(),
+                 runtime.transport->Name().c_str(), sc.pipeline.microbatches, sc.pipeline.microbatch_size * replicas,
                  sc.pipeline.steps, plan.run.config.optimizer.c_str(), plan.run.config.lr);
     std::fflush(plan.report);
   }
-  harness::ProgressFile progress(plan.partial_path, harness::MeasuredFile(sc, device.Name(), {}),
+  // Replica 0 reports (its pipeline's rank 0 is the job's): the other replicas keep no progress
+  // file and print no step lines.
+  const bool reports = plan.run.replica == 0;
+  harness::ProgressFile progress(reports ? plan.partial_path : std::string(),
+                                 harness::MeasuredFile(sc, device.Name(), {}),
                                  static_cast<int>(plan.run.schedules.size()));
   harness::RunReporting reporting;
   reporting.progress = &progress;
-  reporting.share_done = !f.json_path.empty();
-  reporting.step_printer = [&plan](const Schedule& s, const TrainingConfig& config) {
-    return ProgressPrinter(s.name, config, s.microbatches, plan.report);
-  };
+  reporting.share_done = reports && !f.json_path.empty();
+  if (reports) {
+    reporting.step_printer = [&plan](const Schedule& s, const TrainingConfig& config) {
+      return ProgressPrinter(s.name, config, s.microbatches, plan.report);
+    };
+  }
   std::vector<harness::MeasuredSchedule> measured;
   try {
-    measured = harness::RunSchedules(plan.run, plan.hooks, device, *runtime.transport, reporting);
+    measured = harness::RunSchedules(plan.run, plan.hooks, device, *runtime.transport, reporting,
+                                     runtime.replicas.get());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): %s\n", rank, HostName().c_str(), Printable(e.what()).c_str());
     runtime.transport->Abort(1);

@@ -16,26 +16,10 @@
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/cuda_plan.h"
 #include "stagecraft/kernels/cuda_check.h"
+#include "nccl_check.h"
 
 namespace stagecraft::exec {
 namespace {
-
-std::string Where(const char* file, int line) { return kernels::HostName() + ": " + file + ":" + std::to_string(line) + ": "; }
-
-std::string NcclErrorText(ncclResult_t result, ncclComm_t comm, const char* call, const char* file, int line) {
-  std::string text = Where(file, line) + "NCCL error '" + ncclGetErrorString(result) + "' in " + call;
-  const char* last = ncclGetLastError(comm);
-  if (last != nullptr && last[0] != '\0') text += std::string(": ") + last;
-  return text;
-}
-
-#define SC_NCCL_CHECK(comm, call)                                                         \
-  do {                                                                                    \
-    const ncclResult_t sc_nccl_result = (call);                                           \
-    if (sc_nccl_result != ncclSuccess && sc_nccl_result != ncclInProgress) {              \
-      throw std::runtime_error(NcclErrorText(sc_nccl_result, comm, #call, __FILE__, __LINE__)); \
-    }                                                                                     \
-  } while (0)
 
 // Polls between these while a transfer is not done (a GPU transfer of a tensor takes tens of
 // microseconds; the host has nothing else to do while the runtime waits).
@@ -207,7 +191,7 @@ class NcclTransport final : public Transport {
   Channel& ChannelTo(int peer, bool send, int64_t tag) {
     const int index = peer >= 0 && peer < size_ ? (send ? peers_[peer].send : peers_[peer].recv) : -1;
     if (index < 0) {
-      throw std::runtime_error(Where(__FILE__, __LINE__) + "no NCCL channel " + (send ? "to" : "from") + " rank " +
+      throw std::runtime_error(NcclWhere(__FILE__, __LINE__) + "no NCCL channel " + (send ? "to" : "from") + " rank " +
                                std::to_string(peer) + " (tag " + std::to_string(tag) +
                                "): only neighbouring ranks exchange tensors");
     }

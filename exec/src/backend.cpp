@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/cuda_device.h"
@@ -67,7 +68,7 @@ void AgreedStep(Transport& control, const StartupOptions& o, StartupStep step, W
 }
 
 ProcessRuntime MakeCudaRuntime(const sim::Scenario& sc, const StartupOptions& o, Transport& control,
-                               std::unique_ptr<Transport> host) {
+                               std::unique_ptr<Transport> host, std::unique_ptr<ReplicaGroup> replicas) {
   ProcessRuntime rt;
   const GemmPrecision precision =
       GemmPrecisionFor(sim::Name(sc.training.dtype)).value_or(GemmPrecision::kFp32);
@@ -83,6 +84,10 @@ ProcessRuntime MakeCudaRuntime(const sim::Scenario& sc, const StartupOptions& o,
   AgreedStep(control, o, StartupStep::kTransport, [&] {
     rt.transport = nccl ? MakeNcclTransport(std::move(host), *rt.device, o.deadline)
                         : MakeStagedTransport(std::move(host), *rt.device);
+    if (!replicas) return;
+    // The MPI group reads its buffers in host memory; GPU memory takes NCCL.
+    if (!nccl) throw std::runtime_error("data-parallel replicas on the cuda backend need NCCL and a GPU per process");
+    rt.replicas = MakeNcclReplicaGroup(std::move(replicas), *rt.device, o.deadline);
   });
   return rt;
 }
@@ -131,11 +136,23 @@ std::string_view StartupStepName(StartupStep step) {
 ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, const StartupOptions& o) {
   // Collective first: the agreements' transport, and the one the run's transport builds on.
   const std::unique_ptr<Transport> control = MakeMpiTransport(o.deadline);
-  std::unique_ptr<Transport> host = MakeMpiTransport(o.deadline);
-  if (backend == Backend::kCuda) return MakeCudaRuntime(sc, o, *control, std::move(host));
+  // With replicas, each replica's pipeline is a part of the job, and each pipeline rank's
+  // replicas another (MPI_Comm_split, collective: every rank makes both, in this order).
+  const WorldLayout layout{control->size() / std::max(o.data_parallel, 1), std::max(o.data_parallel, 1)};
+  SC_CHECK(layout.world() == control->size(), "a job of pipeline ranks x replicas (checked when planned)");
+  const int me = control->rank();
+  std::unique_ptr<Transport> host =
+      layout.replicas > 1
+          ? MakeMpiTransport(o.deadline, kDefaultPieceBytes, MpiSplit{layout.ReplicaOf(me), layout.PipelineRankOf(me)})
+          : MakeMpiTransport(o.deadline);
+  std::unique_ptr<ReplicaGroup> replicas = layout.replicas > 1 ? MakeMpiReplicaGroup(layout, o.deadline) : nullptr;
+  if (backend == Backend::kCuda) return MakeCudaRuntime(sc, o, *control, std::move(host), std::move(replicas));
   ProcessRuntime rt;
   AgreedStep(*control, o, StartupStep::kDevice, [&] { rt.device = MakeCpuDevice(); });
-  AgreedStep(*control, o, StartupStep::kTransport, [&] { rt.transport = std::move(host); });
+  AgreedStep(*control, o, StartupStep::kTransport, [&] {
+    rt.transport = std::move(host);
+    rt.replicas = std::move(replicas);
+  });
   return rt;
 }
 

@@ -9,10 +9,11 @@
 
 #include <mpi.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,23 +21,12 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/exec/poll.h"
+#include "mpi_check.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::exec {
 namespace {
-
-[[noreturn]] void MpiFailed(int code, const char* call, const char* file, int line) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw std::runtime_error(
-      fmt::format("{}: {}:{}: {} failed: {}", HostName(), file, line, call, std::string(text, length)));
-}
-#define SC_MPI_CHECK(call)                                                       \
-  do {                                                                           \
-    const int sc_mpi_rc = (call);                                                \
-    if (sc_mpi_rc != MPI_SUCCESS) MpiFailed(sc_mpi_rc, #call, __FILE__, __LINE__); \
-  } while (0)
 
 constexpr int64_t kSpinNs = 20'000;
 constexpr int64_t kMinSleepNs = 2'000;
@@ -73,18 +63,16 @@ NodePlace PlaceOnNode() {
   return place;
 }
 
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-}
-
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes)
+  MpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes, std::optional<MpiSplit> split)
       : deadline_ns_(deadline.count()), piece_bytes_(std::max<int64_t>(1, piece_bytes)) {
-    SC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    SC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    if (split) {
+      SC_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, split->color, split->key, &comm_));
+      owns_comm_ = true;
+    }
+    SC_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    SC_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     int* tag_ub = nullptr;
     int found = 0;
     SC_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
@@ -96,6 +84,13 @@ class MpiTransport final : public Transport {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     spin_only_ = cores > 0 && PlaceOnNode().size <= cores;
   }
+  ~MpiTransport() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_comm_ && finalized == 0) MPI_Comm_free(&comm_);
+  }
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -104,13 +99,13 @@ class MpiTransport final : public Transport {
   Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
     MPI_Request* r = nullptr;
     const Request handle = NewRequest(&r, {Kind::kSend, peer, tag});
-    SC_MPI_CHECK(MPI_Isend(data, Count(count), MPI_FLOAT, peer, Tag(tag), MPI_COMM_WORLD, r));
+    SC_MPI_CHECK(MPI_Isend(data, Count(count), MPI_FLOAT, peer, Tag(tag), comm_, r));
     return handle;
   }
   Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
     MPI_Request* r = nullptr;
     const Request handle = NewRequest(&r, {Kind::kRecv, peer, tag});
-    SC_MPI_CHECK(MPI_Irecv(data, Count(count), MPI_FLOAT, peer, Tag(tag), MPI_COMM_WORLD, r));
+    SC_MPI_CHECK(MPI_Irecv(data, Count(count), MPI_FLOAT, peer, Tag(tag), comm_, r));
     return handle;
   }
   bool Test(Request request) override {
@@ -121,23 +116,18 @@ class MpiTransport final : public Transport {
     return done != 0;
   }
   void Wait(Request request) override {
-    const int64_t start = MonotonicNs();
-    int64_t sleep_ns = kMinSleepNs;
-    while (!Test(request)) {
-      const int64_t waited = MonotonicNs() - start;
-      if (waited > deadline_ns_) TimedOut(request);
-      if (spin_only_ || waited < kSpinNs) continue;
-      const timespec ts{0, static_cast<long>(sleep_ns)};
-      nanosleep(&ts, nullptr);
-      sleep_ns = std::min(2 * sleep_ns, kMaxSleepNs);
-    }
+    const PollPolicy policy{.deadline_ns = deadline_ns_,
+                            .spin_ns = spin_only_ ? INT64_MAX : kSpinNs,
+                            .min_sleep_ns = kMinSleepNs,
+                            .max_sleep_ns = kMaxSleepNs};
+    if (!PollUntil([&] { return Test(request); }, policy)) TimedOut(request);
   }
 
   void Barrier() override {
     // A non-blocking barrier waited on like any request, so it does not spin either.
     MPI_Request* r = nullptr;
     const Request handle = NewRequest(&r, {Kind::kBarrier, -1, 0});
-    SC_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, r));
+    SC_MPI_CHECK(MPI_Ibarrier(comm_, r));
     Wait(handle);
   }
   bool EveryRank(bool mine) override {
@@ -145,7 +135,7 @@ class MpiTransport final : public Transport {
     int local = mine ? 1 : 0, all = 0;
     MPI_Request* r = nullptr;
     const Request handle = NewRequest(&r, {Kind::kCollective, -1, 0});
-    SC_MPI_CHECK(MPI_Iallreduce(&local, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, r));
+    SC_MPI_CHECK(MPI_Iallreduce(&local, &all, 1, MPI_INT, MPI_LAND, comm_, r));
     Wait(handle);
     return all != 0;
   }
@@ -154,9 +144,9 @@ class MpiTransport final : public Transport {
     Barrier();  // the blocking collectives below then find every rank ready
     const int64_t length = static_cast<int64_t>(mine.size());
     std::vector<int64_t> lengths(rank_ == root ? size_ : 0);
-    SC_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, MPI_COMM_WORLD));
+    SC_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, root, comm_));
     int64_t longest = 0;
-    SC_MPI_CHECK(MPI_Allreduce(&length, &longest, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+    SC_MPI_CHECK(MPI_Allreduce(&length, &longest, 1, MPI_INT64_T, MPI_MAX, comm_));
     // The root receives a piece from every rank per round: their sum stays within an int.
     const int64_t piece = std::max<int64_t>(1, std::min<int64_t>(piece_bytes_, INT32_MAX / size_));
     std::vector<std::string> out(lengths.size());
@@ -173,7 +163,7 @@ class MpiTransport final : public Transport {
       }
       round.resize(static_cast<size_t>(received));
       SC_MPI_CHECK(MPI_Gatherv(mine.data() + std::min(at, length), part(length, at), MPI_CHAR, round.data(),
-                               counts.data(), offsets.data(), MPI_CHAR, root, MPI_COMM_WORLD));
+                               counts.data(), offsets.data(), MPI_CHAR, root, comm_));
       for (size_t r = 0; r < out.size(); ++r) out[r].append(round, static_cast<size_t>(offsets[r]), static_cast<size_t>(counts[r]));
     }
     return out;
@@ -181,12 +171,12 @@ class MpiTransport final : public Transport {
   void Broadcast(std::string* text, int root) override {
     Barrier();  // as in Gather: the blocking collectives then find every rank ready
     int64_t length = static_cast<int64_t>(text->size());
-    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD));
+    SC_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, comm_));
     text->resize(static_cast<size_t>(length));
     const int64_t piece = std::min<int64_t>(piece_bytes_, INT32_MAX);
     for (int64_t at = 0; at < length; at += piece) {
       SC_MPI_CHECK(MPI_Bcast(text->data() + at, static_cast<int>(std::min(piece, length - at)), MPI_CHAR, root,
-                             MPI_COMM_WORLD));
+                             comm_));
     }
   }
   [[noreturn]] void Abort(int exit_code) override {
@@ -242,6 +232,8 @@ class MpiTransport final : public Transport {
 
   const int64_t deadline_ns_;
   const int64_t piece_bytes_;
+  MPI_Comm comm_ = MPI_COMM_WORLD;  // or a split of it, owned
+  bool owns_comm_ = false;
   int rank_ = 0;
   bool spin_only_ = false;  // every rank of this node has its own core
   int size_ = 1;
@@ -266,8 +258,9 @@ MpiSession::~MpiSession() {
   if (finalized == 0) MPI_Finalize();
 }
 
-std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes) {
-  return std::make_unique<MpiTransport>(deadline, piece_bytes);
+std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes,
+                                            std::optional<MpiSplit> split) {
+  return std::make_unique<MpiTransport>(deadline, piece_bytes, split);
 }
 
 int MpiWorldRank() {

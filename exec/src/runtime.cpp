@@ -1,6 +1,7 @@
 // RunRank: one rank's walk over its op list (see runtime.h). The walker runs each op's math and
-// calls the units beside it: the weight store (weight_store.h), the mailbox (mailbox.h), the op
-// clock (op_clock.h), the step reporter (step_reporter.h), memory sampling and injected faults.
+// calls the units beside it: the weight store (weight_store.h), the mailbox (mailbox.h), the
+// replicas' all-reduces (grad_reducer.h), the op clock (op_clock.h), the step reporter
+// (step_reporter.h), memory sampling and injected faults.
 #include "stagecraft/exec/runtime.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/fault_injector.h"
+#include "stagecraft/exec/grad_reducer.h"
 #include "stagecraft/exec/mailbox.h"
 #include "stagecraft/exec/memory_sampler.h"
 #include "stagecraft/exec/op_clock.h"
@@ -47,7 +49,8 @@ RankRun EmptyRun(size_t ops) {
 
 class Runner {
  public:
-  Runner(const Schedule& s, const TrainingConfig& c, const Dataset& d, Device& dev, Transport& t, const RunHooks& h)
+  Runner(const Schedule& s, const TrainingConfig& c, const Dataset& d, Device& dev, Transport& t, const RunHooks& h,
+         ReplicaGroup* replicas)
       : s_(s),
         config_(c),
         data_(d),
@@ -61,6 +64,8 @@ class Runner {
         reporter_(s, rank_, dev, c.loss_scale, h.on_step),
         clock_(dev, ResolvePoints(ops_, s.steps, reporter_.step_ends())),
         mailbox_(s, rank_, dev, t, clock_, BoundaryFloats(c), &run_.record.ops),
+        replicas_(replicas),
+        reducer_(s, replicas, clock_, &run_.record.ops),
         memory_(dev),
         faults_(h, rank_) {
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
@@ -75,19 +80,25 @@ class Runner {
   RankRun Run() {
     // Every rank has built its stages: the clocks start together.
     NamingTimeout([&] { setup_.Finish(); }, [&] { return "the set-up before " + s_.name; });
+    // Every replica's pipeline is set up too: the clocks of the whole job start together.
+    if (replicas_ != nullptr) {
+      NamingTimeout([&] { replicas_->host().Barrier(); }, [&] { return "the replicas' set-up before " + s_.name; });
+    }
     memory_.Start((data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float)) +
                   reporter_.bytes());
     clock_.Start();
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       Execute(i, ops_[i]);
       mailbox_.AfterOp(i);
+      if (!reducer_.empty()) reducer_.Poll();
       memory_.Sample(clock_.Now(), &run_.record);
       if (clock_.ResolvesAfter(i)) Resolve();
     }
     mailbox_.FinishSends();
     Resolve();
     device_.Synchronize();
-    SC_CHECK(mailbox_.empty() && saved_.empty() && loss_grads_.empty(), "every transfer and activation was consumed");
+    SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty(),
+             "every transfer, all-reduce and activation was consumed");
     for (int chunk = 0; chunk < s_.shape.chunks && hooks_.keep_final_params; ++chunk) {
       const int64_t n = models_[chunk]->ParamFloats();
       std::vector<float> host(static_cast<size_t>(n));
@@ -95,6 +106,11 @@ class Runner {
       run_.final_params.push_back(std::move(host));
     }
     run_.record.losses = reporter_.MeanLosses();
+    // The loss of a D·b microbatch is the mean of its D slices' (each a mean over b samples).
+    if (replicas_ != nullptr) {
+      run_.record.losses = NamingTimeout([&] { return MeanOverReplicas(replicas_->host(), run_.record.losses); },
+                                         [&] { return "the losses' mean over the replicas of " + s_.name; });
+    }
     run_.record.peak_weight_versions = weights_.peak_versions();
     return std::move(run_);
   }
@@ -108,6 +124,13 @@ class Runner {
 
   void Execute(int i, const Op& op) {
     if (faults_.Due(op)) faults_.Inject(op, s_.microbatches, device_, weights_.Newest(op.stage));
+    if (op.kind == OpKind::kReduceGrad) {
+      int64_t floats = 0;
+      float* grads = weights_.OpenGradients(op, &floats);
+      return reducer_.Post(i, op, grads, floats);
+    }
+    // A STEP applies the replicas' summed gradients: waiting for them is not compute.
+    if (op.kind == OpKind::kStep) reducer_.Finish(op);
     if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) return mailbox_.Post(i, *edge);
     // Compute: its input must be here before its clock starts (waiting is not compute). The
     // last stage's backward reads the loss gradient its own forward left.
@@ -197,6 +220,8 @@ class Runner {
   StepReporter reporter_;
   OpClock clock_;
   Mailbox mailbox_;
+  ReplicaGroup* replicas_;  // null with one replica
+  GradReducer reducer_;
   MemorySampler memory_;
   FaultInjector faults_;
   const schedules::UnitIndex units_{s_};
@@ -208,8 +233,8 @@ class Runner {
 }  // namespace
 
 RankRun RunRank(const Schedule& schedule, const TrainingConfig& config, const Dataset& data, Device& device,
-                Transport& transport, const RunHooks& hooks) {
-  Runner runner(schedule, config, data, device, transport, hooks);
+                Transport& transport, const RunHooks& hooks, ReplicaGroup* replicas) {
+  Runner runner(schedule, config, data, device, transport, hooks, replicas);
   return runner.Run();
 }
 

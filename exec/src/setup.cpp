@@ -76,11 +76,15 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   if (!sc.has_training) throw stagecraft::InputError(fmt::format("{}: execute needs a training block", sc.path));
   // What the simulator models and the executor does not run yet.
   const sim::PipelineSpec& p = sc.pipeline;
-  if (p.data_parallel > 1 || p.tensor_parallel > 1) {
+  if (p.tensor_parallel > 1) {
     throw stagecraft::InputError(fmt::format(
-        "{}: pipeline.{}: the executor runs one pipeline on one device per rank so far (data {} x tensor {} is "
-        "simulated only)",
-        sc.path, p.data_parallel > 1 ? "data_parallel" : "tensor_parallel", p.data_parallel, p.tensor_parallel));
+        "{}: pipeline.tensor_parallel: the executor runs data-parallel replicas of a pipeline, one device per "
+        "process (tensor {} is simulated only)",
+        sc.path, p.tensor_parallel));
+  }
+  if (p.zero > 0) {
+    throw stagecraft::InputError(fmt::format(
+        "{}: pipeline.zero: the executor all-reduces every replica's gradients (ZeRO-1 is simulated only)", sc.path));
   }
   if (p.recompute == sim::Recompute::kSelective) {
     throw stagecraft::InputError(fmt::format(
@@ -90,6 +94,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   if (!(sc.training.lr > 0)) throw stagecraft::InputError(fmt::format("{}: training.lr must be > 0", sc.path));
   TrainingConfig c;
   c.microbatch_size = sc.pipeline.microbatch_size;
+  c.data_parallel = std::max(p.data_parallel, 1);
   c.optimizer = std::string(sim::Name(sc.training.optimizer));
   c.lr = static_cast<float>(sc.training.lr);
   c.momentum = static_cast<float>(sc.training.momentum);
@@ -102,7 +107,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
                      .seed = c.model.seed};
     if (!sc.training.data_path.empty()) {
       // What any dataset can read: kMaxDatasetMicrobatches microbatches' windows (gpt.h).
-      const int64_t used = kMaxDatasetMicrobatches * c.microbatch_size * t->seq + t->seq + 1;
+      const int64_t used = kMaxDatasetMicrobatches * c.microbatch_size * c.data_parallel * t->seq + t->seq + 1;
       c.gpt->data = LoadTokenFile(sc.training.data_path, t->vocab, t->seq, used);
     }
     return c;
@@ -121,42 +126,75 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   return c;
 }
 
+TrainingConfig WholeBatch(const TrainingConfig& config) {
+  TrainingConfig whole = config;
+  whole.microbatch_size = config.microbatch_size * config.data_parallel;
+  whole.data_parallel = 1;
+  return whole;
+}
+
 int64_t DatasetMicrobatches(const TrainingConfig& config, int64_t total) {
-  const int64_t bytes = (InputFloats(config) + LossShapeFor(config).target_floats) * static_cast<int64_t>(sizeof(float));
+  const TrainingConfig whole = WholeBatch(config);
+  const int64_t bytes = (InputFloats(whole) + LossShapeFor(whole).target_floats) * static_cast<int64_t>(sizeof(float));
   const int64_t fit = std::max<int64_t>(1, kMaxDatasetBytes / std::max<int64_t>(bytes, 1));
   return std::max<int64_t>(1, std::min({total, kMaxDatasetMicrobatches, fit}));
 }
 
-Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total, bool with_inputs, bool with_targets,
-                    const std::function<void()>& beat) {
-  Dataset d;
-  d.microbatches = DatasetMicrobatches(config, total);
-  const int rows = config.microbatch_size;
-  const int64_t in_per = InputFloats(config), target_per = LossShapeFor(config).target_floats;
-  std::vector<float> inputs(static_cast<size_t>(with_inputs ? in_per * d.microbatches : 0));
-  std::vector<float> targets(static_cast<size_t>(with_targets ? target_per * d.microbatches : 0));
-  if (config.gpt) {
+namespace {
+
+// Every microbatch of the whole batch (D·b samples) as `config` builds it.
+void WholeMicrobatches(Device& device, const TrainingConfig& whole, int64_t count, std::vector<float>* inputs,
+                       std::vector<float>* targets, const std::function<void()>& beat) {
+  const int rows = whole.microbatch_size;
+  const int64_t in_per = InputFloats(whole), target_per = LossShapeFor(whole).target_floats;
+  const bool with_inputs = !inputs->empty(), with_targets = !targets->empty();
+  if (whole.gpt) {
     std::vector<float> x(static_cast<size_t>(in_per)), y(static_cast<size_t>(target_per));
-    for (int64_t g = 0; g < d.microbatches && (with_inputs || with_targets); ++g) {
-      GptMicrobatch(*config.gpt, rows, g, x.data(), y.data());
-      if (with_inputs) std::copy(x.begin(), x.end(), inputs.begin() + g * in_per);
-      if (with_targets) std::copy(y.begin(), y.end(), targets.begin() + g * target_per);
+    for (int64_t g = 0; g < count && (with_inputs || with_targets); ++g) {
+      GptMicrobatch(*whole.gpt, rows, g, x.data(), y.data());
+      if (with_inputs) std::copy(x.begin(), x.end(), inputs->begin() + g * in_per);
+      if (with_targets) std::copy(y.begin(), y.end(), targets->begin() + g * target_per);
       if (beat) beat();
     }
-  } else {
-    for (int64_t g = 0; g < d.microbatches && with_inputs; ++g) {
-      MicrobatchInput(config.model, rows, g, inputs.data() + g * in_per);
-    }
-    if (with_targets) TeacherTargets(device, config.model, rows, 0, d.microbatches, targets.data(), beat);
+    return;
   }
-  if (with_inputs) {
-    d.inputs = Buffer(device, static_cast<int64_t>(inputs.size()));
-    device.Upload(d.inputs.data(), inputs.data(), d.inputs.size());
+  for (int64_t g = 0; g < count && with_inputs; ++g) MicrobatchInput(whole.model, rows, g, inputs->data() + g * in_per);
+  if (with_targets) TeacherTargets(device, whole.model, rows, 0, count, targets->data(), beat);
+}
+
+// Replica `replica`'s slice of each of `count` microbatches of `whole` (D slices each).
+std::vector<float> Slices(const std::vector<float>& whole, int64_t count, int replicas, int replica) {
+  if (replicas == 1 || whole.empty()) return whole;
+  const int64_t per = static_cast<int64_t>(whole.size()) / count, slice = per / replicas;
+  SC_CHECK(per * count == static_cast<int64_t>(whole.size()) && slice * replicas == per, "whole microbatches");
+  std::vector<float> out(static_cast<size_t>(slice * count));
+  for (int64_t g = 0; g < count; ++g) {
+    ReplicaSlice(whole.data() + g * per, replicas, replica, slice, out.data() + g * slice);
   }
-  if (with_targets) {
-    d.targets = Buffer(device, static_cast<int64_t>(targets.size()));
-    device.Upload(d.targets.data(), targets.data(), d.targets.size());
-  }
+  return out;
+}
+
+Buffer Upload(Device& device, const std::vector<float>& host) {
+  if (host.empty()) return {};
+  Buffer b(device, static_cast<int64_t>(host.size()));
+  device.Upload(b.data(), host.data(), b.size());
+  return b;
+}
+
+}  // namespace
+
+Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total, bool with_inputs, bool with_targets,
+                    const std::function<void()>& beat, int replica) {
+  SC_CHECK(config.data_parallel >= 1 && replica >= 0 && replica < config.data_parallel, "a replica of the run");
+  const TrainingConfig whole = WholeBatch(config);
+  Dataset d;
+  d.microbatches = DatasetMicrobatches(config, total);
+  std::vector<float> inputs(static_cast<size_t>(with_inputs ? InputFloats(whole) * d.microbatches : 0));
+  const int64_t target_floats = LossShapeFor(whole).target_floats * d.microbatches;
+  std::vector<float> targets(static_cast<size_t>(with_targets ? target_floats : 0));
+  WholeMicrobatches(device, whole, d.microbatches, &inputs, &targets, beat);
+  d.inputs = Upload(device, Slices(inputs, d.microbatches, config.data_parallel, replica));
+  d.targets = Upload(device, Slices(targets, d.microbatches, config.data_parallel, replica));
   return d;
 }
 

@@ -55,15 +55,27 @@ GradTarget WeightStore::Gradients(const schedules::Op& op) {
   return {it->second.grads.data(), true};
 }
 
+float* WeightStore::OpenGradients(const schedules::Op& op, int64_t* floats) {
+  StageWeights& sw = At(op.stage);
+  const int64_t u = schedules::UpdateIndex(schedule_, op);
+  auto g = sw.open.find(u);
+  SC_CHECK(g != sw.open.end(),
+           fmt::format("stage {} REDUCE_GRAD {}: no gradients for update {}", op.stage, op.version, u));
+  *floats = sw.floats;
+  return g->second.grads.data();
+}
+
 void WeightStore::Step(int op_index, const schedules::Op& op) {
   StageWeights& sw = At(op.stage);
   SC_CHECK(op.version == sw.newest + 1, "a STEP produces the next version");
   const int64_t u = schedules::UpdateIndex(schedule_, op);
   auto g = sw.open.find(u);
   SC_CHECK(g != sw.open.end(), fmt::format("stage {} STEP {}: no gradients for update {}", op.stage, op.version, u));
-  // The mean over the update's microbatches, and the loss scale taken back out (both exact:
-  // a count times a power of two).
-  const float scale = 1.0f / (static_cast<float>(g->second.backwards) * config_.loss_scale);
+  // The mean over the update's microbatches and the replicas (whose sum REDUCE_GRAD left), and
+  // the loss scale taken back out (exact when the counts are powers of two; one replica leaves
+  // the scale bit for bit as it was).
+  const float scale = 1.0f / (static_cast<float>(g->second.backwards) * static_cast<float>(schedule_.data_parallel) *
+                              config_.loss_scale);
   Buffer w;
   if (steps_in_place_[op_index]) {
     w = std::move(sw.versions.at(sw.newest));

@@ -63,6 +63,7 @@ sim::PipelineSpec CalibrationPipeline(const sim::Scenario& sc, int steps) {
   sim::PipelineSpec pipeline = sc.pipeline;
   pipeline.steps = steps;
   pipeline.chunks = 1;
+  pipeline.data_parallel = 1;  // one replica's pipeline: the replicas' all-reduce is not calibrated
   return pipeline;
 }
 

@@ -50,12 +50,19 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
   plan.backend = backend;
   const sim::Scenario& sc = plan.scenario;
   plan.config = exec::TrainingConfigFor(sc);
-  if (world != sc.pipeline.ranks) {
-    throw InputError(fmt::format("{}: pipeline.ranks is {} but the MPI job has {} process(es); run it as "
-                                 "`mpirun -np {} stagecraft execute {}`",
-                                 sc.path, sc.pipeline.ranks, world, sc.pipeline.ranks, sc.path));
+  plan.layout = {sc.pipeline.ranks, plan.config.data_parallel};
+  if (world != plan.layout.world()) {
+    const std::string job = plan.layout.replicas > 1 ? fmt::format("pipeline.ranks {} x pipeline.data_parallel {} = {}",
+                                                                   sc.pipeline.ranks, plan.layout.replicas,
+                                                                   plan.layout.world())
+                                                     : fmt::format("pipeline.ranks is {}", sc.pipeline.ranks);
+    throw InputError(fmt::format("{}: {} but the MPI job has {} process(es); run it as `mpirun -np {} stagecraft "
+                                 "execute {}`",
+                                 sc.path, job, world, plan.layout.world(), sc.path));
   }
   plan.names = ScenarioScheduleNames(sc, rank == 0);
+  plan.replica = plan.layout.ReplicaOf(rank);
+  rank = plan.layout.PipelineRankOf(rank);  // from here on, the rank in this replica's pipeline
   CheckScheduleSizes(sc.pipeline, plan.names, max_ops);
   plan.schedules = ScenarioSchedules(sc.pipeline, plan.names);
   // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
@@ -71,9 +78,10 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
   for (const Schedule& s : plan.schedules) predictions.push_back(Predict(sc, topo, s));
   RefusePredictedOom(sc, predictions);
   for (const Prediction& p : predictions) {
-    std::vector<int64_t>& peaks = plan.predicted_peak_bytes.emplace_back(static_cast<size_t>(world), 0);
+    const int ranks = sc.pipeline.ranks;
+    std::vector<int64_t>& peaks = plan.predicted_peak_bytes.emplace_back(static_cast<size_t>(ranks), 0);
     for (const auto& r : p.metrics.ranks_detail) {
-      if (r.rank >= 0 && r.rank < world) peaks[static_cast<size_t>(r.rank)] = r.peak_memory_bytes;
+      if (r.rank >= 0 && r.rank < ranks) peaks[static_cast<size_t>(r.rank)] = r.peak_memory_bytes;
     }
   }
   RefuseMoreThanThisNodeHolds(plan, local_ranks);
@@ -82,14 +90,14 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
 
 std::vector<MeasuredSchedule> RunSchedules(const ExecutionPlan& plan, const exec::RunHooks& base_hooks,
                                            exec::Device& device, exec::Transport& transport,
-                                           const RunReporting& reporting) {
+                                           const RunReporting& reporting, exec::ReplicaGroup* replicas) {
   const sim::Scenario& sc = plan.scenario;
   const int rank = transport.rank();
   std::vector<MeasuredSchedule> measured;
   exec::SetupRounds setup(transport);
   const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
   const exec::Dataset data =
-      exec::MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); });
+      exec::MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); }, plan.replica);
   ProgressFile disabled("", {}, 0);
   ProgressFile& progress = reporting.progress != nullptr ? *reporting.progress : disabled;
   if (progress.enabled() && rank == 0) {
@@ -111,7 +119,7 @@ std::vector<MeasuredSchedule> RunSchedules(const ExecutionPlan& plan, const exec
     // What the simulator predicts this rank will hold, faulted in before the clock starts: a
     // run's first step would otherwise pay for fresh pages that no later step pays for.
     device.Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
-    const exec::RankRun run = exec::RunRank(s, config, data, device, transport, hooks);
+    const exec::RankRun run = exec::RunRank(s, config, data, device, transport, hooks, replicas);
     device.ReleaseCached();  // the next schedule's buffers are other sizes
     const std::vector<std::string> all =
         exec::NamingTimeout([&] { return transport.Gather(exec::SerializeRankRun(run), 0); },

@@ -62,6 +62,37 @@ need(all(abs(a - b) <= 1e-5 * abs(b) for l in flush for a, b in zip(l, flush[0])
 sys.exit(0 if ok else 1)
 PY
 
+# ---- data-parallel replicas: P x D processes train as one pipeline of microbatch size D·b ----
+# P = 2 x D = 2 (4 processes) and P = 1 x D = 2 (2), each against one pipeline of P ranks at
+# twice the microbatch size (the same samples per microbatch): the same losses within 1e-5.
+dp=(--set model.mlp.hidden=32 --set pipeline.steps=3 --set pipeline.microbatches=4 --set pipeline.schedule=1f1b
+    --set topology.devices_per_node=4)
+for ranks in 2 1; do
+  timeout 300 "$mpi" $((ranks * 2)) "$sc" execute "$scenario" "${dp[@]}" --set pipeline.ranks=$ranks \
+    --set pipeline.data_parallel=2 --set pipeline.microbatch_size=4 --json "$tmp/dp$ranks.json" \
+    >"$tmp/dpout" 2>"$tmp/dperr"
+  rc=$?
+  check "data parallel P=$ranks x D=2: exit 0" '[[ $rc -eq 0 ]]'
+  [[ $rc -eq 0 ]] || cat "$tmp/dperr"
+  check "data parallel P=$ranks x D=2: one set of step lines" '[[ $(grep -c " step [0-9]/3 " "$tmp/dpout") -eq 3 ]]'
+  check "data parallel P=$ranks x D=2: the header names the replicas" 'grep -q "x 2 replicas (mpi)" "$tmp/dpout"'
+  timeout 300 "$mpi" "$ranks" "$sc" execute "$scenario" "${dp[@]}" --set pipeline.ranks=$ranks \
+    --set pipeline.microbatch_size=8 --json "$tmp/one$ranks.json" >/dev/null 2>"$tmp/dperr"
+  check "one pipeline of P=$ranks at microbatch size 8: exit 0" '[[ $? -eq 0 ]]'
+  python3 - "$tmp/dp$ranks.json" "$tmp/one$ranks.json" "$ranks" <<'PY' || fail=1
+import json, math, sys
+dp, one, ranks = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+s, o = dp["schedules"][0], one["schedules"][0]
+ok = len(s["losses"]) == 3 and all(math.isfinite(x) for x in s["losses"])
+ok = ok and len(s["per_rank"]) == ranks and all(r["busy_ms"] > 0 for r in s["per_rank"])
+ok = ok and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(s["losses"], o["losses"]))
+if not ok:
+    print(f"FAIL: data parallel P={ranks} x D=2 against one pipeline: {s['losses']} vs {o['losses']}, "
+          f"{len(s['per_rank'])} ranks")
+sys.exit(0 if ok else 1)
+PY
+done
+
 # ---- a scenario name that needs escaping comes back exactly (tests/cli/names_cli.sh for simulate)
 odd=$'odd "quoted" back\\slash \xc3\xbc \xe2\x86\x92 tab\there \x01 end'
 timeout 120 "$mpi" 2 "$sc" execute "$scenario" --set model.mlp.hidden=16 --set pipeline.schedule=1f1b \
@@ -197,12 +228,21 @@ run_fail "predicted out of memory" "predicted to exceed the device memory of 16.
   --set topology.device.memory=16KiB
 run_fail "world larger than ranks" "pipeline.ranks is 4 but the MPI job has 5" 5
 run_fail "world smaller than ranks" "pipeline.ranks is 4 but the MPI job has 2" 2
+# A replica's rank that throws (world rank 3: replica 1's rank 1) ends the job, named once; one
+# that hangs (world rank 1 of P = 1 x D = 2) holds its peer's all-reduce, whose wait names the
+# REDUCE_GRAD op, the replicas and the deadline.
+run_fail "a replica's rank throws" "rank 3 .*injected fault at step 1" 4 --set pipeline.ranks=2 \
+  --set pipeline.data_parallel=2 --inject-fault 3:1
+run_fail "a replica hangs" "rank 0 .*0REDUCE_GRAD2 (step 1) timed out: the MPI all-reduce of [0-9]* floats over 2 replicas did not complete within 3 s" 2 \
+  --set pipeline.ranks=1 --set pipeline.data_parallel=2 --inject-fault 1:1:hang --timeout 3s
+run_fail "data parallel, world too small" "pipeline.ranks 2 x pipeline.data_parallel 2 = 4 but the MPI job has 2 process(es); run it as \`mpirun -np 4" 2 \
+  --set pipeline.ranks=2 --set pipeline.data_parallel=2
 
 # Without mpirun (a singleton MPI process) and bad input: the one-line contract.
 expect_error "no mpirun" "run it as \`mpirun -np 2" execute "$scenario"
 expect_error "costs-only scenario" "it can be simulated only" execute "$root/scenarios/uniform-costs.yaml"
-expect_error "data-parallel scenario" "pipeline.data_parallel: the executor runs one pipeline on one device per rank so far (data 2 x tensor 1 is simulated only)" \
-  execute "$scenario" --set pipeline.data_parallel=2 --set topology.devices_per_node=4
+expect_error "tensor-parallel scenario" "pipeline.tensor_parallel: the executor runs data-parallel replicas of a pipeline, one device per process (tensor 2 is simulated only)" \
+  execute "$root/scenarios/gpt-tiny-cpu.yaml" --set pipeline.tensor_parallel=2 --set topology.devices_per_node=8
 expect_error "selective recompute" "pipeline.recompute: selective is modelled by the simulator only" \
   execute "$root/scenarios/gpt-tiny-cpu.yaml" --set pipeline.recompute=selective
 expect_error "bad fault flag" "--inject-fault 'x': expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \

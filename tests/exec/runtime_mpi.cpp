@@ -19,12 +19,15 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "gpt_reference.h"
 #include "reference.h"
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/harness/calibrate.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
+#include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/exec/staged_transport.h"
@@ -87,6 +90,9 @@ struct Case {
   bool gpt = false;  // the transformer (kGptModel) instead of the MLP
   std::string csv = {};  // a schedule file's text (one step) to import instead of generating `schedule`
   int64_t dataset_microbatches = 0;  // the reference's data cycles through this many (0: all distinct)
+  // D replicas of `ranks` ranks (ranks x D of the job's 4 processes), each with 1/D of the
+  // microbatch size the reference trains with (data parallelism: the same training exactly).
+  int data_parallel = 1;
 };
 
 // A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.
@@ -118,7 +124,31 @@ exec::TrainingConfig ConfigFor(const Case& c) {
     // Adam moves every weight about lr per step whatever its gradient's scale.
     config.lr = static_cast<float>(c.optimizer == "adam" ? 0.01 : c.lr);
   }
+  // Each replica trains its slice of the reference's microbatch.
+  config.microbatch_size /= c.data_parallel;
+  config.data_parallel = c.data_parallel;
   return config;
+}
+
+// The links of one process of a data-parallel case: world rank w runs pipeline rank w % P of
+// replica w / P over a pipeline transport of its replica and the group of its pipeline rank's
+// replicas; the processes beyond P x D take no part.
+struct ReplicaLinks {
+  exec::WorldLayout layout;
+  bool runs = false;
+  std::unique_ptr<exec::Transport> pipeline;
+  std::unique_ptr<exec::ReplicaGroup> group;
+};
+ReplicaLinks MakeReplicaLinks(int ranks, int replicas) {
+  ReplicaLinks links;
+  links.layout = {ranks, replicas};
+  const int w = g_transport->rank();
+  links.runs = w < links.layout.world();
+  const exec::MpiSplit split = links.runs ? exec::MpiSplit{links.layout.ReplicaOf(w), links.layout.PipelineRankOf(w)}
+                                          : exec::MpiSplit{replicas, w};  // the idle processes together
+  links.pipeline = exec::MakeMpiTransport(exec::kDefaultWaitDeadline, exec::kDefaultPieceBytes, split);
+  links.group = exec::MakeMpiReplicaGroup(links.layout, exec::kDefaultWaitDeadline);
+  return links;
 }
 
 // Runs the case on every rank; on rank 0 returns every layer's final [W | b] and the losses.
@@ -127,6 +157,42 @@ struct Outcome {
   std::vector<std::vector<float>> stages;  // the transformer's, per stage
   std::vector<double> losses;
 };
+// Rank 0's Outcome from every rank's serialized run (`all`, by pipeline rank: replica 0's).
+Outcome Collect(const schedules::Schedule& s, const exec::TrainingConfig& config, const std::vector<std::string>& all);
+
+// A data-parallel case (c.data_parallel > 1): replica 0's run is the outcome; every other
+// replica's final weights must equal replica 0's bit for bit (they apply the same summed
+// gradients to the same weights), else the outcome's losses are cleared to fail the case.
+Outcome RunReplicas(const Case& c, const exec::TrainingConfig& config, const schedules::Schedule& s) {
+  ReplicaLinks links = MakeReplicaLinks(c.ranks, c.data_parallel);
+  std::string mine;
+  if (links.runs) {
+    auto device = MakeTestDevice(c.precision);
+    if (kCuda) {  // GPU memory: tensors and sums over NCCL (DataParallelUnavailable said it can)
+      links.pipeline = exec::MakeNcclTransport(std::move(links.pipeline), *device);
+      links.group = exec::MakeNcclReplicaGroup(std::move(links.group), *device, exec::kDefaultWaitDeadline);
+    }
+    const int rank = links.pipeline->rank(), replica = links.group->replica();
+    const exec::Dataset data =
+        exec::MakeDataset(*device, config, static_cast<int64_t>(c.microbatches) * c.steps, rank == s.shape.RankOf(0),
+                          rank == s.shape.RankOf(s.stages() - 1), {}, replica);
+    exec::RunHooks hooks;
+    hooks.keep_final_params = true;
+    mine = exec::SerializeRankRun(exec::RunRank(s, config, data, *device, *links.pipeline, hooks, links.group.get()));
+  }
+  const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (g_transport->rank() != 0) return {};
+  const int ranks = s.ranks();
+  Outcome out = Collect(s, config, std::vector<std::string>(all.begin(), all.begin() + ranks));
+  for (int w = ranks; w < links.layout.world(); ++w) {
+    const exec::RankRun theirs = exec::ParseRankRun(all[w]), ours = exec::ParseRankRun(all[w % ranks]);
+    EXPECT_EQ(theirs.final_params, ours.final_params) << c.schedule << ": replica " << w / ranks << " rank "
+                                                      << w % ranks << " holds other weights than replica 0";
+    EXPECT_FALSE(ours.final_params.empty());
+  }
+  return out;
+}
+
 Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   schedules::GeneratorParams p;
   p.ranks = c.ranks;
@@ -135,6 +201,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   p.steps = c.steps;
   p.recompute = c.recompute;
   p.vertical_sync = c.vertical_sync;
+  p.data_parallel = c.data_parallel;
   schedules::CsvImportOptions imported;
   imported.chunks = 0;  // stages per rank and placement from the file
   imported.microbatches = c.microbatches;
@@ -143,6 +210,7 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   const schedules::Schedule s = schedules::Lower(c.csv.empty() ? schedules::Generate(c.schedule, p)
                                                                : schedules::ImportCsv(c.csv, c.schedule, imported));
   EXPECT_TRUE(schedules::Validate(s).empty());
+  if (c.data_parallel > 1) return RunReplicas(c, config, s);
   auto device = MakeTestDevice(c.precision);
   std::unique_ptr<exec::Transport> own;  // over a second MPI transport of the same world
   if (c.link == Link::kStaged) own = exec::MakeStagedTransport(exec::MakeMpiTransport(), *device);
@@ -160,8 +228,12 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
     exec::SetupRounds(*g_transport).Finish();  // the rounds that end RunRank's set-up
   }
   const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (rank != 0) return {};
+  return Collect(s, config, all);
+}
+
+Outcome Collect(const schedules::Schedule& s, const exec::TrainingConfig& config, const std::vector<std::string>& all) {
   Outcome out;
-  if (rank != 0) return out;
   const int h = config.model.hidden;
   const int64_t layer_floats = static_cast<int64_t>(h) * h + h;
   out.layers.resize(config.model.layers);
@@ -186,12 +258,28 @@ Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
   return out;
 }
 
+// The losses per step within the tolerance (relative); a data-parallel case prints its largest
+// relative difference (the report's measure of "trains exactly as one pipeline of D·b").
+void ExpectLossesMatch(const Case& c, const std::vector<double>& got, const std::vector<double>& want,
+                       double tolerance) {
+  ASSERT_EQ(got.size(), want.size()) << c.schedule;
+  double worst = 0;
+  for (size_t t = 0; t < want.size(); ++t) {
+    EXPECT_NEAR(got[t], want[t], tolerance * std::abs(want[t])) << c.schedule << " step " << t;
+    worst = std::max(worst, std::abs(got[t] - want[t]) / std::abs(want[t]));
+  }
+  if (c.data_parallel > 1) {
+    std::printf("[ data-parallel ] %s%s P=%d x D=%d: max relative loss difference %.3g over %zu steps\n",
+                c.schedule.c_str(), c.gpt ? " (gpt)" : "", c.ranks, c.data_parallel, worst, want.size());
+  }
+}
+
 // The transformer: every stage's final weights against the sequential reference's, and the
 // losses, within the tolerance; the weights really moved.
 void ExpectGptMatchesReference(const Case& c, const exec::TrainingConfig& config, const Outcome& got,
                                Staleness staleness) {
   const testing::GptReferenceResult want =
-      testing::TrainGptReference(config, c.microbatches, c.steps, staleness, c.vertical_sync);
+      testing::TrainGptReference(exec::WholeBatch(config), c.microbatches, c.steps, staleness, c.vertical_sync);
   const double tolerance = ToleranceFor(c.precision);
   ASSERT_EQ(got.stages.size(), want.stage_params.size());
   for (size_t st = 0; st < want.stage_params.size(); ++st) {
@@ -205,10 +293,7 @@ void ExpectGptMatchesReference(const Case& c, const exec::TrainingConfig& config
     EXPECT_LE(std::sqrt(diff2 / ref2), tolerance) << c.schedule << " stage " << st << " (relative L2 error)";
     EXPECT_GT(std::sqrt(moved2 / ref2), 1e-3) << c.schedule << " stage " << st << " (the weights moved)";
   }
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t t = 0; t < want.losses.size(); ++t) {
-    EXPECT_NEAR(got.losses[t], want.losses[t], tolerance * std::abs(want.losses[t])) << c.schedule << " step " << t;
-  }
+  ExpectLossesMatch(c, got.losses, want.losses, tolerance);
 }
 
 void ExpectMatchesReference(const Case& c, Staleness staleness) {
@@ -218,7 +303,7 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
   if (c.gpt) return ExpectGptMatchesReference(c, config, got, staleness);
   testing::ReferenceConfig rc;
   rc.model = config.model;
-  rc.microbatch_size = config.microbatch_size;
+  rc.microbatch_size = exec::WholeBatch(config).microbatch_size;  // D·b with D replicas
   rc.microbatches = c.microbatches;
   rc.steps = c.steps;
   rc.optimizer = c.optimizer;
@@ -251,10 +336,7 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
     // The training really moved the weights, so matching them means something.
     EXPECT_GT(std::sqrt(moved2 / ref2), 1e-3) << c.schedule << " layer " << l;
   }
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t t = 0; t < want.losses.size(); ++t) {
-    EXPECT_NEAR(got.losses[t], want.losses[t], tolerance * std::abs(want.losses[t])) << c.schedule << " step " << t;
-  }
+  ExpectLossesMatch(c, got.losses, want.losses, tolerance);
 }
 
 // Every registered generator, with the staleness its weight policy documents: adding a
@@ -346,6 +428,92 @@ TEST(RuntimeMpi, ImportedPyTorchInterleavedAtMEqualsP) {
 // Interleaved with m not a multiple of p (PyTorch's flexible order).
 TEST(RuntimeMpi, InterleavedThreeMicrobatchesOnTwoRanks) {
   ExpectMatchesReference({.schedule = "interleaved", .ranks = 2, .chunks = 2, .microbatches = 3}, Staleness::kFlush);
+}
+
+// Data parallelism (DESIGN.md §9): D replicas of microbatch size b train exactly as one pipeline
+// of microbatch size D·b. Every schedule as P = 2 ranks x D = 2 replicas (the job's 4
+// processes) and P = 1 x D = 2 (2 of them; a generator that cannot run on one rank is skipped
+// alike on every rank), against the sequential reference trained at D·b; every replica ends
+// with replica 0's weights.
+// On the cuda device replicas sum GPU memory over NCCL (the MPI group sums host memory), which
+// needs a GPU per process: why they cannot run here ("" when they can). Every rank sees the same
+// machine, so all skip alike.
+std::string DataParallelUnavailable() {
+  if (!kCuda) return "";
+  if (!exec::HaveNccl()) return "this build has no NCCL";
+  if (!exec::EveryProcessHasItsOwnGpu(exec::GpuForLocalRank(g_transport->rank(), exec::CudaDeviceCount()))) {
+    return "replicas on the cuda device need NCCL and a GPU per process";
+  }
+  return "";
+}
+bool Generates(const Case& c) {
+  schedules::GeneratorParams p;
+  p.ranks = c.ranks;
+  p.microbatches = c.microbatches;
+  p.chunks = c.chunks;
+  p.steps = c.steps;
+  p.data_parallel = c.data_parallel;
+  try {
+    return schedules::Validate(schedules::Lower(schedules::Generate(c.schedule, p))).empty();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+class EveryScheduleDataParallel : public ::testing::TestWithParam<const schedules::GeneratorInfo*> {};
+TEST_P(EveryScheduleDataParallel, TwoRanksTimesTwoReplicasMatchReference) {
+  if (const std::string why = DataParallelUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ScheduleCase sc = CaseFor(*GetParam());
+  sc.c.ranks = 2;
+  sc.c.data_parallel = 2;
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+TEST_P(EveryScheduleDataParallel, OneRankTimesTwoReplicasMatchReference) {
+  if (const std::string why = DataParallelUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ScheduleCase sc = CaseFor(*GetParam());
+  sc.c.ranks = 1;
+  sc.c.data_parallel = 2;
+  if (!Generates(sc.c)) GTEST_SKIP() << sc.c.schedule << " does not run on one rank";
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleDataParallel, ::testing::ValuesIn(AllGenerators()), TestName);
+
+// The transformer's replicas take whole sequences of each microbatch: 1F1B on 2 ranks and GPipe
+// on one, Adam.
+TEST(RuntimeMpi, DataParallelGpt) {
+  if (const std::string why = DataParallelUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ExpectMatchesReference({.schedule = "1f1b", .ranks = 2, .optimizer = "adam", .gpt = true, .data_parallel = 2},
+                         Staleness::kFlush);
+  ExpectMatchesReference({.schedule = "gpipe", .ranks = 1, .optimizer = "adam", .gpt = true, .data_parallel = 2},
+                         Staleness::kFlush);
+}
+
+// The MPI replica group on its own: the job's 4 processes as P = 2 x D = 2. World rank w posts
+// {w, 1, 10 + w} twice; each pipeline rank's group sums over its replicas (ranks p and p + 2),
+// one sum completed by polling, one by a wait. The pipeline transport of each replica ranks its
+// processes 0, 1, and the losses' mean over the replicas is replica 0's to hold.
+TEST(ReplicaGroupMpi, SumsOverEachPipelineRanksReplicas) {
+  if (kCuda) GTEST_SKIP() << "the MPI group sums host memory (the cpu device's)";
+  ReplicaLinks links = MakeReplicaLinks(2, 2);
+  const int w = g_transport->rank();
+  std::vector<float> a = {float(w), 1, float(10 + w)}, b = a;
+  const exec::ReplicaGroup::Request ra = links.group->PostSum(a.data(), 3);
+  const exec::ReplicaGroup::Request rb = links.group->PostSum(b.data(), 3);
+  while (!links.group->Test(ra)) {
+  }
+  links.group->Wait(rb);
+  const std::vector<double> mean = exec::MeanOverReplicas(links.group->host(), {double(w), 1.0});
+  const std::string mine = fmt::format("{} {} {} {} {} {} {} {} {} {}", a[0], a[1], a[2], b == a ? "same" : "other",
+                                       links.group->replica(), links.group->size(), links.pipeline->rank(),
+                                       links.pipeline->size(), mean[0], mean[1]);
+  const std::vector<std::string> all = g_transport->Gather(mine, 0);
+  if (w != 0) return;
+  for (int r = 0; r < 4; ++r) {
+    const int q = r % 2;  // pipeline rank; replicas q and q + 2 sum
+    // Replica 0 (r < 2) holds the mean of the world ranks q and q + 2; replica 1 its own.
+    const std::string mean_text = r < 2 ? fmt::format("{} 1", double(2 * q + 2) / 2) : fmt::format("{} 1", double(r));
+    EXPECT_EQ(all[r], fmt::format("{} 2 {} same {} 2 {} 2 {}", 2 * q + 2, 20 + 2 * q + 2, r / 2, q, mean_text))
+        << "world rank " << r;
+  }
 }
 
 // Every schedule over NCCL, when every rank of the job has a GPU of its own (the ranks sharing a

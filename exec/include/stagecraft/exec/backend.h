@@ -21,6 +21,7 @@
 
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/devices.h"
+#include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -45,7 +46,12 @@ bool EveryProcessHasItsOwnGpu(int gpu);
 
 struct ProcessRuntime {
   std::unique_ptr<Device> device;
+  // The pipeline's ranks: the whole job, or with data parallelism this process's replica
+  // (replica_group.h WorldLayout), so that rank() is the pipeline rank either way.
   std::unique_ptr<Transport> transport;
+  // With data parallelism (StartupOptions::data_parallel > 1), this pipeline rank's replicas;
+  // null otherwise.
+  std::unique_ptr<ReplicaGroup> replicas;
 };
 
 // The steps of start-up that can fail on one rank alone.
@@ -63,6 +69,9 @@ struct StartupOptions {
   std::function<void(StartupStep)> on_step;
   // Prints one line of a failure's cause (without a trailing newline).
   std::function<void(const std::string& line)> report;
+  // D: the job runs D replicas of a pipeline of (job size) / D ranks (replica_group.h
+  // WorldLayout). The cuda backend runs replicas over NCCL only (every process its own GPU).
+  int data_parallel = 1;
 };
 
 // Start-up failed and every rank knows: its cause is reported (by rank 0, once for the job).

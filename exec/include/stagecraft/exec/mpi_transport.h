@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,21 @@ class MpiSession {
 // model's weights, pass 2^31 bytes).
 inline constexpr int64_t kDefaultPieceBytes = int64_t{1} << 30;
 
-// Requires a live MpiSession. Communicates over MPI_COMM_WORLD. A Wait (or Barrier) that takes
+// A part of the job: the processes that give the same `color`, ranked by `key` (MPI_Comm_split).
+// Data parallelism (replica_group.h) runs each replica's pipeline over a split of the job.
+struct MpiSplit {
+  int color = 0;
+  int key = 0;
+};
+
+// Requires a live MpiSession. Communicates over MPI_COMM_WORLD, or, given `split`, over the
+// processes of the job in the same part (made by MPI_Comm_split: collective over the job, every
+// process naming its part); Abort still ends the whole job. A Wait (or Barrier) that takes
 // longer than `deadline` cancels a pending receive and throws, naming the peer and the tag.
 // `piece_bytes` (at least 1) bounds one MPI call of Gather and Broadcast (tests lower it).
 std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline = kDefaultWaitDeadline,
-                                            int64_t piece_bytes = kDefaultPieceBytes);
+                                            int64_t piece_bytes = kDefaultPieceBytes,
+                                            std::optional<MpiSplit> split = std::nullopt);
 
 // This process's rank and the world size, also usable before any Transport exists.
 int MpiWorldRank();

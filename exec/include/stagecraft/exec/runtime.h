@@ -16,6 +16,7 @@
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/gpt.h"
 #include "stagecraft/exec/model.h"
+#include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/schedules/ir.h"
@@ -40,7 +41,14 @@ struct TrainingConfig {
   // when a scenario is planned (sim::StageLayers, shared with the simulator's costs), and the
   // executor builds exactly what it is given.
   std::vector<int> layers_per_stage;
+  // D, data-parallel replicas (pipeline.data_parallel): each trains `microbatch_size` (b) of the
+  // D·b samples of every microbatch (MakeDataset slices them), their gradients summed.
+  int data_parallel = 1;
 };
+
+// `config` with the whole microbatch of every replica together (microbatch size D·b, one
+// replica): what the data is built for, and what the replicas train exactly as.
+TrainingConfig WholeBatch(const TrainingConfig& config);
 
 // The executor's configuration from a scenario: model.mlp or model.transformer,
 // pipeline.microbatch_size and the training block. Throws InputError (naming the scenario)
@@ -80,7 +88,8 @@ inline constexpr int64_t kMaxDatasetMicrobatches = 64;
 inline constexpr int64_t kMaxDatasetBytes = int64_t{256} << 20;
 
 // How many distinct microbatches a run of `total` microbatches trains on: all of them when
-// they fit in the bounds above, else as many as fit.
+// they fit in the bounds above, else as many as fit (counted for microbatches of D·b samples,
+// so that every replica and a single pipeline of D·b cycle alike).
 int64_t DatasetMicrobatches(const TrainingConfig& config, int64_t total);
 
 // The MLP's targets of microbatches [first, first + count) (model.h's teacher), computed on
@@ -91,8 +100,10 @@ void TeacherTargets(Device& device, const MlpModel& model, int rows, int64_t fir
 
 // Builds the dataset of a run of `total` microbatches (DatasetMicrobatches of them); `beat`,
 // when given, is called between microbatches (SetupRounds::Beat: the set-up shows progress).
+// With D = config.data_parallel replicas each microbatch is built for D·b samples and replica
+// `replica` keeps samples [r·b, (r+1)·b) of it (MLP rows, transformer sequences; ReplicaSlice).
 Dataset MakeDataset(Device& device, const TrainingConfig& config, int64_t total, bool with_inputs, bool with_targets,
-                    const std::function<void()>& beat = {});
+                    const std::function<void()>& beat = {}, int replica = 0);
 
 // Called on the rank of the last stage when a step is over there: after that stage's last
 // optimizer STEP of the step (so every loss of the step is in and consecutive reports are one
@@ -138,8 +149,15 @@ struct RankRun {
 // 0") when a wait runs past the transport's deadline; the caller aborts the job. The walker
 // (runtime.cpp) calls one unit per concern: weight_store.h, mailbox.h, op_clock.h,
 // step_reporter.h, memory_sampler.h and fault_injector.h.
+//
+// Data parallelism (schedule.data_parallel = D > 1): `transport` spans this replica's pipeline
+// and `replicas` (of size D) this pipeline rank's replicas; `data` holds this replica's slice of
+// each microbatch (MakeDataset). REDUCE_GRAD sums a stage's gradients over the replicas and the
+// STEP divides by D, so the D replicas train as one pipeline of microbatch size D·b. The set-up
+// ends on every replica together; the record's losses are the mean over the replicas (on
+// replica 0; on_step reports this replica's own).
 RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& config, const Dataset& data,
-                Device& device, Transport& transport, const RunHooks& hooks = {});
+                Device& device, Transport& transport, const RunHooks& hooks = {}, ReplicaGroup* replicas = nullptr);
 
 // Rank runs are gathered to rank 0 as bytes.
 std::string SerializeRankRun(const RankRun& run);

@@ -38,8 +38,12 @@ class WeightStore {
   // adds into: it starts as zeros, so the first one needs no BLAS pass that clears it. Counts
   // `op` among the update's backwards, whose mean the STEP applies.
   GradTarget Gradients(const schedules::Op& op);
+  // The gradient buffer of the open update a REDUCE_GRAD `op` names (every backward of it has
+  // run), which the replicas sum in place; `*floats` gets its size.
+  float* OpenGradients(const schedules::Op& op, int64_t* floats);
   // STEP `op`, op `op_index` of the rank: the mean of its update's gradients (the loss scale
-  // taken back out) applied by the stage's optimizer, in place when no later op reads the old
+  // taken back out; with D replicas the sum of theirs divided by D, each replica's loss being
+  // the mean over its b of the D·b samples) applied by the stage's optimizer, in place when no later op reads the old
   // version, else into a buffer of its own; the gradient buffer, left zeroed by the update, waits
   // for the next update, and the old version is freed if this STEP was its last reader.
   void Step(int op_index, const schedules::Op& op);

@@ -11,6 +11,7 @@
 
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/harness/measure.h"
@@ -29,11 +30,15 @@ struct ExecutionPlan {
   std::vector<std::vector<int>> layers;                    // per schedule, layers per stage
   std::vector<std::vector<int64_t>> predicted_peak_bytes;  // per schedule, per rank
   bool feeds = false, scores = false;  // this rank holds stage 0 / the last stage in some schedule
+  exec::WorldLayout layout;            // pipeline.ranks x pipeline.data_parallel processes
+  int replica = 0;                     // this process's replica (layout.ReplicaOf)
 };
 
 // Plans `scenario` on `backend` for rank `rank` of a job of `world` ranks, `local_ranks` of them
 // on this node: the schedules named, their sizes held against `max_ops`, built, split and
-// predicted. Throws InputError for a world that is not pipeline.ranks, a scenario the executor
+// predicted. With D = pipeline.data_parallel replicas, world rank w runs pipeline rank w % P of
+// replica w / P (exec::WorldLayout). Throws InputError for a world that is not pipeline.ranks ×
+// pipeline.data_parallel (naming both), a scenario the executor
 // cannot train, or a run predicted not to fit the device's memory (topology.device.memory) or,
 // on the cpu backend, this node's (the predicted peak times the ranks here). Makes no collective
 // call, so a rank that fails can leave at any point.
@@ -50,10 +55,12 @@ struct RunReporting {
 };
 
 // Runs every planned schedule on this rank with `hooks` (fault injection; its on_step is
-// replaced by the reporting). Rank 0 returns the measurements, in the plan's order. Throws on
-// any failure; the caller ends the job (Transport::Abort).
+// replaced by the reporting). `transport` spans this replica's pipeline and `replicas` this
+// pipeline rank's replicas (null with one). Rank 0 of each pipeline returns the measurements of
+// its replica, in the plan's order (replica 0's are the run's: its losses the replicas' mean).
+// Throws on any failure; the caller ends the job (Transport::Abort).
 std::vector<MeasuredSchedule> RunSchedules(const ExecutionPlan& plan, const exec::RunHooks& hooks,
                                            exec::Device& device, exec::Transport& transport,
-                                           const RunReporting& reporting);
+                                           const RunReporting& reporting, exec::ReplicaGroup* replicas = nullptr);
 
 }  // namespace stagecraft::harness

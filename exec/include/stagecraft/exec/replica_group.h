@@ -1,0 +1,79 @@
+// Data parallelism in the executor (DESIGN.md §9): the job's P × D processes as D replicas of a
+// P-rank pipeline, and the collective over one pipeline rank's D replicas that a REDUCE_GRAD op
+// posts and its STEP waits for (an in-place sum of a stage's gradients).
+//   cpu:  MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM) on the replicas' sub-communicator, completed by
+//         polling MPI_Test (which also drives MPI's progress) under the deadline;
+//   cuda: ncclAllReduce (ncclFloat, ncclSum) on a stream of its own, ordered after the compute
+//         stream's work queued so far, completed by polling its event (nccl_replica_group.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stagecraft/exec/device.h"
+#include "stagecraft/exec/transport.h"
+
+namespace stagecraft::exec {
+
+// World rank w of a job of P × D processes runs pipeline rank w % P of replica w / P: replicas
+// outermost, so world ranks 0 .. P−1 are replica 0's whole pipeline (whose ranks keep the
+// numbers the IR gives them, and whose record the run reports). The simulator's placement
+// (pipeline.placement) decides which devices it models; the executor's processes go where
+// mpirun puts them (docs/executor.md "Data parallelism").
+struct WorldLayout {
+  int pipeline_ranks = 1;  // P
+  int replicas = 1;        // D
+  int world() const { return pipeline_ranks * replicas; }
+  int ReplicaOf(int world_rank) const { return world_rank / pipeline_ranks; }
+  int PipelineRankOf(int world_rank) const { return world_rank % pipeline_ranks; }
+};
+
+// Replica r's rows of one microbatch built for D·b rows: rows [r·b, (r+1)·b) of a row-major
+// [D·b × row_floats] tensor (MLP rows, transformer sequences), copied into `out` ([b × row_floats]).
+// D replicas of microbatch size b so train exactly as one pipeline of microbatch size D·b.
+void ReplicaSlice(const float* whole, int replicas, int replica, int64_t slice_floats, float* out);
+
+class ReplicaGroup {
+ public:
+  using Request = int;  // valid until Test returns true or Wait returns
+
+  virtual ~ReplicaGroup() = default;
+  virtual int replica() const = 0;  // r, this process's index among the group
+  virtual int size() const = 0;     // D
+  virtual std::string Name() const = 0;
+
+  // Posts the sum over the replicas of `count` floats at `data` (device memory of the paired
+  // Device), in place: each replica's buffer ends as the sum. `data` stays untouched until
+  // completion. Every replica posts the same sums in the same order.
+  virtual Request PostSum(float* data, int64_t count) = 0;
+  virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
+  // Throws TimeoutError naming the collective when it is not complete within the deadline.
+  virtual void Wait(Request request) = 0;
+
+  // The replicas' host side: an MPI transport over them (rank() = replica, size() = D) for the
+  // set-up barrier and the losses' mean.
+  virtual Transport& host() = 0;
+};
+
+// The mean over the replicas of each value (every replica has as many), as replica 0 returns it;
+// the other replicas get theirs back. Collective over `replicas` (ReplicaGroup::host), under its
+// deadline.
+std::vector<double> MeanOverReplicas(Transport& replicas, const std::vector<double>& values);
+
+// Requires a live MpiSession; collective over the job (of at least layout.world() processes): the group of
+// this process's pipeline rank (MPI_Comm_split, colour = pipeline rank, key = replica); a
+// process beyond layout.world() (a test running on part of its job) gets a group of its own.
+// Its buffers must be host memory (the cpu device's).
+std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const WorldLayout& layout, std::chrono::nanoseconds deadline);
+
+// The cuda backend's group over `mpi`'s replicas (which keeps the host side): one NCCL
+// communicator made by ncclCommInitRank, replica 0's id broadcast over `mpi`'s host transport;
+// `device` (MakeCudaDevice) must outlive it. Collective over the group. Throws
+// std::runtime_error when this build has no NCCL or the communicator cannot be made.
+std::unique_ptr<ReplicaGroup> MakeNcclReplicaGroup(std::unique_ptr<ReplicaGroup> mpi, Device& device,
+                                                   std::chrono::nanoseconds deadline);
+
+}  // namespace stagecraft::exec
