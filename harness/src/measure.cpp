@@ -26,7 +26,7 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                          const std::vector<std::string>& rank_runs) {
   const schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
   MeasuredSchedule m;
-  m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size, sc.pipeline.data_parallel);
+  m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
   m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);
   m.trace = schedules::BuildTrace(s, result, sc.name, "measured", m.metrics);
   return m;
