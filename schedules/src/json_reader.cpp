@@ -4,7 +4,10 @@
 #include "json_reader.h"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -34,7 +37,27 @@ class CheckedHandler {
   bool Int64(int64_t i) { return d_.Int64(i); }
   bool Uint64(uint64_t u) { return d_.Uint64(u); }
   bool Double(double x) { return std::isfinite(x) ? d_.Double(x) : Halt(Stop::kOverflow); }
-  bool RawNumber(const char* s, SizeType n, bool copy) { return d_.RawNumber(s, n, copy); }
+  // Every number comes as its text (kParseNumbersAsStringsFlag): RapidJSON 1.1.0's own
+  // conversion reads a zero with a large exponent ("0e308") as garbage (1.9e289 or -6e-269,
+  // and undefined behaviour in its DiyFp). Integers that fit 64 bits stay integers, as RapidJSON
+  // keeps them; the rest is the correctly rounded double (std::from_chars); past DBL_MAX it is
+  // an overflow, below the smallest denormal a signed zero.
+  bool RawNumber(const char* s, SizeType n, bool /*copy*/) {
+    const char* end = s + n;
+    if (std::find_if(s, end, [](char c) { return c == '.' || c == 'e' || c == 'E'; }) == end) {
+      if (*s == '-') {
+        int64_t i = 0;
+        if (std::from_chars(s, end, i).ec == std::errc()) return d_.Int64(i);
+      } else {
+        uint64_t u = 0;
+        if (std::from_chars(s, end, u).ec == std::errc()) return d_.Uint64(u);
+      }
+    }
+    double x = 0;
+    const std::from_chars_result r = std::from_chars(s, end, x);
+    if (r.ec == std::errc::result_out_of_range) return TooLargeOrTiny(s, end);
+    return r.ec == std::errc() && r.ptr == end ? Double(x) : Halt(Stop::kOverflow);
+  }
   bool String(const char* s, SizeType n, bool copy) { return Utf8(s, n) ? d_.String(s, n, copy) : Halt(Stop::kSurrogate); }
   bool Key(const char* s, SizeType n, bool copy) { return Utf8(s, n) ? d_.Key(s, n, copy) : Halt(Stop::kSurrogate); }
   bool StartObject() { return d_.StartObject(); }
@@ -47,6 +70,32 @@ class CheckedHandler {
     stop_ = why;
     return false;
   }
+  // Out of a double's range: past DBL_MAX, or closer to 0 than the smallest denormal (a signed
+  // zero, as every conforming strtod rounds it). Which one: the decimal exponent of its first
+  // significant digit.
+  bool TooLargeOrTiny(const char* s, const char* end) {
+    const char* e = std::find_if(s, end, [](char c) { return c == 'e' || c == 'E'; });
+    int64_t exponent = 0;
+    if (e != end) {
+      const char* digits = e + 1 + (e + 1 < end && e[1] == '+');
+      // Far past any double either way: clamped, so that adding the digits' place cannot overflow.
+      constexpr int64_t kFar = int64_t{1} << 40;
+      if (std::from_chars(digits, end, exponent).ec != std::errc()) exponent = digits < end && *digits == '-' ? -kFar : kFar;
+      exponent = std::clamp(exponent, -kFar, kFar);
+    }
+    // Position of the first non-zero digit relative to the decimal point.
+    const char* point = std::find(s, e, '.');
+    int64_t lead = 0;
+    bool found = false;
+    for (const char* p = s; p < e && !found; ++p) {
+      if (*p < '1' || *p > '9') continue;
+      found = true;
+      lead = p < point ? point - p - 1 : -(p - point);
+    }
+    if (!found || exponent + lead < 0) return d_.Double(*s == '-' ? -0.0 : 0.0);
+    return Halt(Stop::kOverflow);
+  }
+
   // The input was validated as UTF-8, so only an escape can have produced a surrogate.
   static bool Utf8(const char* s, SizeType n) {
     for (const char* p = s; (p = static_cast<const char*>(std::memchr(p, '\xED', s + n - p))) != nullptr; ++p) {
@@ -105,7 +154,7 @@ bool ParseJson(std::string_view text, rapidjson::Document* document, JsonSyntaxE
   rapidjson::Reader reader;
   rapidjson::ParseResult result;
   auto parse = [&](rapidjson::Document&) {
-    result = reader.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag |
+    result = reader.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag |
                           rapidjson::kParseIterativeFlag>(stream, handler);
     return !result.IsError();
   };

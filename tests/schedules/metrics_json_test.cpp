@@ -177,6 +177,32 @@ TEST(MetricsJsonStrictTest, NegativeAndNonNumericValuesAreNamed) {
   EXPECT_EQ(lenient->ranks, 2);
 }
 
+// Numbers are read exactly (found by the metrics and schedule fuzz harnesses: RapidJSON 1.1.0
+// read "0e308" as 1.9e289): a zero with any exponent is 0, below the smallest denormal is a
+// signed 0, past DBL_MAX an overflow, and an integer past 64 bits a double.
+TEST(MetricsJsonStrictTest, NumbersAreReadExactly) {
+  const std::string text = MetricsFileToJson(Predicted());
+  const std::string key = R"("step_time_ms":)";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = text.find_first_of(",}", at);
+  const auto with = [&](const std::string& number) { return text.substr(0, at) + key + number + text.substr(end); };
+  const auto step_time = [&](const std::string& number) {
+    return MetricsFileFromJson(with(number), "m.json").schedules.at(0).step_time_ms;
+  };
+  EXPECT_EQ(step_time("0e308"), 0.0);
+  EXPECT_EQ(step_time("0.000e300"), 0.0);
+  EXPECT_EQ(step_time("1e-400"), 0.0);
+  EXPECT_EQ(step_time("0.001e-330"), 0.0);
+  EXPECT_EQ(step_time("0.0007e-9223372036854775807"), 0.0);  // the exponent's place cannot overflow
+  EXPECT_EQ(step_time("0.001e-320"), 9.8813129168249309e-324);  // 1e-323, rounded to a denormal
+  EXPECT_EQ(step_time("4.9406564584124654e-324"), 4.9406564584124654e-324);  // the smallest denormal
+  EXPECT_EQ(step_time("1.7976931348623157e308"), 1.7976931348623157e308);
+  EXPECT_EQ(step_time("2.5e1"), 25.0);
+  EXPECT_EQ(step_time("123456789012345678901234"), 1.2345678901234568e23);
+  EXPECT_EQ(StrictError(with("1000e306")), "m.json: not valid JSON: number overflow parsing '1000e306'");
+}
+
 TEST(MetricsJsonStrictTest, UnknownKeysAndAbsentOptionalOnesAreFine) {
   const MetricsFile read = MetricsFileFromJson(
       R"({"extra":[1],"schedules":[{"schedule":"gpipe","ranks":1,"microbatches":2,"microbatch_size":3,"steps":4,)"
