@@ -9,7 +9,6 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/stats.h"
-#include "stagecraft/exec/nccl_transport.h"
 #include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/setup_rounds.h"
@@ -106,8 +105,10 @@ std::optional<sim::CollectiveFit> CalibrateAllReduce(exec::Backend backend, exec
                                                      std::chrono::nanoseconds deadline) {
   const int64_t max_bytes = GradBytes(profile);  // alike on every rank: the bytes follow the model
   const int n = transport.size();
-  // Every rank decides alike (the build's NCCL), before the collective group is made.
-  if (n < 2 || (backend == exec::Backend::kCuda && !exec::HaveNccl())) return std::nullopt;
+  // On cuda the runtime's replicas need NCCL between distinct GPUs, which start-up has agreed on
+  // for every rank alike: the job's transport is NCCL's exactly then (ranks sharing a GPU get
+  // host-staged MPI, and a data-parallel run there is refused, so there is nothing to fit).
+  if (n < 2 || (backend == exec::Backend::kCuda && transport.Name() != "nccl")) return std::nullopt;
   std::unique_ptr<exec::ReplicaGroup> group = exec::MakeMpiReplicaGroup(exec::WorldLayout{1, n}, deadline);
   if (backend == exec::Backend::kCuda) group = exec::MakeNcclReplicaGroup(std::move(group), device, deadline);
   SC_CHECK(group->size() == n, "one all-reduce group over the whole job");

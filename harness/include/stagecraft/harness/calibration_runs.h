@@ -37,8 +37,8 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
 // The all-reduce fit (FitAllReduce) over every rank of the job, as the data-parallel runtime
 // makes the group on `backend` (MPI over host memory, NCCL over GPU memory), at sizes from 4 KiB
 // up to the gradients of `profile`'s whole model (the most one stage can hold). Collective over
-// the job; the result is rank 0's. None on one rank, and on cuda without NCCL (no group to
-// measure).
+// the job; the result is rank 0's. None on one rank, and on cuda when the job's transport is
+// not NCCL (no NCCL, or ranks sharing a GPU: the runtime could not run replicas either).
 std::optional<sim::CollectiveFit> CalibrateAllReduce(exec::Backend backend, exec::Device& device,
                                                      exec::Transport& transport, const sim::Profile& profile,
                                                      std::chrono::nanoseconds deadline);
