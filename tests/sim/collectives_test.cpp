@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -195,6 +197,22 @@ TEST(Collectives, MeasuredPlanIsOnePhaseOfTheFitsTime) {
   EXPECT_EQ(plan.phases[0].measured_ns, 5'060'000);
   EXPECT_DOUBLE_EQ(PlanAloneNs(Node(2, 10e9, 2000), plan), 5'060'000.0);
   EXPECT_TRUE(MeasuredAllReduce(fit, 1, 10'000'000).phases.empty());
+}
+
+// A fit that would take past the hour an op may last is refused by name, not overflowed: 1 PB at
+// the slowest bus bandwidth a profile takes (1 KB/s) is 1e12 s (capped at 1e18 ns = 1e9 s).
+TEST(Collectives, AMeasuredAllReducePastTheOpLimitIsRefused) {
+  schedules::GeneratorParams p = schedules::test_cases::Params(1, 2);
+  p.data_parallel = 2;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
+  CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+  costs.stages[0].grad_bytes = int64_t{1} << 50;
+  costs.allreduce = CollectiveFit{0, 1e3, 2};
+  const std::string error = testing::ErrorOf([&] { CollectivePlans(s, costs, Node(2, 10e9, 0), {{0, 1}}); });
+  EXPECT_NE(error.find("the all-reduce of stage 0's gradients (1125899906842624 bytes over 2 replicas, measured) "
+                       "would take 1e+09 s, above the limit of 1 h per op"),
+            std::string::npos)
+      << error;
 }
 
 // Interleaved, rank 0 holds stages 0 and 2: stage 2's all-reduce runs while stage 0's
