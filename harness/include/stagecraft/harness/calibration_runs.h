@@ -1,8 +1,7 @@
 // What `stagecraft profile` measures beyond the layers, with the real executor on every rank
-// of the pipeline: the point-to-point fit between neighbour ranks, the all-reduce fit over
-// them all, and short runs of the
-// calibration schedules whose per-rank op times, overhead per op, op-time jitter and in-pipeline
-// transfer rate the profile keeps (docs/accuracy.md).
+// of the pipeline: the point-to-point fit between neighbour ranks, the all-reduce fit over them
+// all, and short runs of the calibration schedules whose per-rank op times, overhead per op,
+// op-time jitter and in-pipeline transfer rate the profile keeps (docs/accuracy.md).
 #pragma once
 
 #include <chrono>

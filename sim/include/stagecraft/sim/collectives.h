@@ -70,8 +70,9 @@ CollectivePlan HierarchicalAllReduce(const Topology& topology, const std::vector
 // The all-reduce of `bytes` over n ranks as `fit` times it; empty (no phases) for n <= 1.
 CollectivePlan MeasuredAllReduce(const CollectiveFit& fit, int n, int64_t bytes);
 
-// The plan's time alone in ns: per phase, its measured time, its steps' latency (+ `step_latency_ns` each) and the
-// most loaded link's bytes (the flows of the phase that cross it, summed) over its bandwidth.
+// The plan's time alone in ns: per phase, its measured time, its steps' latency (+
+// `step_latency_ns` each) and the most loaded link's bytes (the flows of the phase that cross
+// it, summed) over its bandwidth.
 double PlanAloneNs(const Topology& topology, const CollectivePlan& plan, int64_t step_latency_ns = 0);
 
 struct RingLink {
