@@ -3,8 +3,8 @@
 // Under `mpirun -np N` every rank profiles at once, so the cores are as loaded (shared caches,
 // memory bandwidth, clock) as during an N-rank run; rank 0 keeps the median over the ranks
 // (exec/profile.h). With N = pipeline.ranks it then calibrates (exec/calibrate.h): a ping-pong
-// between neighbour ranks, and short runs of the real executor whose per-rank op times and
-// overhead the simulator applies on top of the layers.
+// between neighbour ranks, an all-reduce over them all, and short runs of the real executor
+// whose per-rank op times and overhead the simulator applies on top of the layers.
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -99,6 +99,13 @@ void PrintCalibration(std::FILE* report, const sim::Profile& profile, const harn
   } else {
     std::fprintf(report, "p2p: no bandwidth could be fitted (the larger messages were not slower); the topology's links stay\n");
   }
+  if (profile.allreduce) {
+    std::fprintf(report, "all-reduce over %d ranks: %d steps of %s latency, bus bandwidth %.2f GB/s\n",
+                 profile.allreduce->ranks, 2 * (profile.allreduce->ranks - 1),
+                 FormatDuration(profile.allreduce->latency_ns).c_str(), profile.allreduce->bus_bytes_per_s * 1e-9);
+  } else {
+    std::fprintf(report, "all-reduce: no fit (time did not grow with size, or no group to measure); the plans over the links stay\n");
+  }
   std::string by_rank;
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
     by_rank += fmt::format("{}rank {} {}", r == 0 ? " (" : ", ", r,
@@ -166,6 +173,7 @@ int Run(const ProfileFlags& f) {
     if (calibrate) {
       const sim::P2pProfile fit = harness::CalibrateP2p(*transport, *device, profile.send_bytes);
       if (rank == 0 && fit.bytes_per_s > 0) profile.p2p = fit;
+      profile.allreduce = harness::CalibrateAllReduce(backend, *device, *transport, profile, exec::kDefaultWaitDeadline);
       runs = harness::CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
     }
   } catch (const std::exception& e) {

@@ -121,6 +121,51 @@ sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points) {
   return fit;
 }
 
+std::vector<AllReducePoint> AllReduceTimes(ReplicaGroup& group, Device& device, const std::vector<int64_t>& sizes,
+                                           int repeats) {
+  std::vector<AllReducePoint> out;
+  for (const int64_t bytes : sizes) {
+    SC_CHECK(bytes >= 4 && bytes % 4 == 0, "all-reduce sizes are whole floats");
+    const int64_t floats = bytes / 4;
+    Buffer buffer(device, floats);
+    device.Fill(buffer.data(), 0.0f, floats);  // sums of zeros stay finite however often repeated
+    group.host().Barrier();
+    std::vector<int64_t> times;
+    for (int i = 0; i < kUntimed + repeats; ++i) {
+      const int64_t start = device.NowNs();
+      group.Wait(group.PostSum(buffer.data(), floats));
+      if (i >= kUntimed) times.push_back(device.NowNs() - start);
+    }
+    out.push_back({bytes, Median(times)});
+  }
+  group.host().Barrier();
+  return out;
+}
+
+std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>& points, int ranks) {
+  if (ranks < 2) return std::nullopt;
+  const double steps = 2.0 * (ranks - 1);
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const AllReducePoint& p : points) {
+    const double x = steps / ranks * static_cast<double>(p.bytes), y = static_cast<double>(p.ns);
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double det = n * sxx - sx * sx;
+  if (n < 2 || det <= 0) return std::nullopt;
+  double slope = (n * sxy - sx * sy) / det;  // ns per bus byte
+  double intercept = (sy - slope * sx) / n;  // steps x latency
+  if (intercept < 0) {  // the least squares with the latency held at its bound, 0
+    intercept = 0;
+    slope = sxy / sxx;
+  }
+  if (slope <= 0) return std::nullopt;
+  return sim::CollectiveFit{std::llround(intercept / steps), 1e9 / slope, ranks};
+}
+
 double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns) {
   if (fit.bytes_per_s <= 0) return 1;
   const double data_ns = static_cast<double>(bytes) * 1e9 / fit.bytes_per_s;

@@ -1,11 +1,15 @@
 // Calibration of a profile by the real executor (see calibration_runs.h).
 #include "stagecraft/harness/calibration_runs.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "stagecraft/base/check.h"
 #include "stagecraft/base/stats.h"
+#include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/setup_rounds.h"
 #include "stagecraft/harness/calibrate.h"
@@ -23,14 +27,51 @@ namespace {
 constexpr const char* kCalibrationSchedules[] = {"1f1b", "zb-h1", "pipedream"};
 
 // Every rank's points as bytes, for gathering.
-std::string PointsToBytes(const std::vector<PingPongPoint>& points) {
-  return std::string(reinterpret_cast<const char*>(points.data()), points.size() * sizeof(PingPongPoint));
+template <typename Point>
+std::string PointsToBytes(const std::vector<Point>& points) {
+  return std::string(reinterpret_cast<const char*>(points.data()), points.size() * sizeof(Point));
 }
-std::vector<PingPongPoint> PointsFromBytes(const std::string& bytes) {
-  std::vector<PingPongPoint> points(bytes.size() / sizeof(PingPongPoint));
+template <typename Point>
+std::vector<Point> PointsFromBytes(const std::string& bytes) {
+  std::vector<Point> points(bytes.size() / sizeof(Point));
   // A rank with no points sends nothing: an empty vector's data() may be null, not for memcpy.
-  if (!points.empty()) std::memcpy(points.data(), bytes.data(), points.size() * sizeof(PingPongPoint));
+  if (!points.empty()) std::memcpy(points.data(), bytes.data(), points.size() * sizeof(Point));
   return points;
+}
+
+// Beyond this the all-reduce has long reached its bus bandwidth and the fit extrapolates; it
+// keeps a large model's sweep short and its buffer small (and within MPI's int count).
+constexpr int64_t kMaxAllReduceBytes = int64_t{256} << 20;
+
+// All-reduce sizes: x4 from 4 KiB while below `max_bytes`, then `max_bytes` (in whole floats).
+std::vector<int64_t> AllReduceSizes(int64_t max_bytes) {
+  max_bytes = std::min(max_bytes, kMaxAllReduceBytes);
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 4096; bytes < max_bytes; bytes *= 4) sizes.push_back(bytes);
+  sizes.push_back(std::max<int64_t>(4096, max_bytes / 4 * 4));
+  return sizes;
+}
+
+// The whole model's gradients: the most one stage of any split all-reduces.
+int64_t GradBytes(const sim::Profile& profile) {
+  int64_t bytes = 0;
+  for (const sim::LayerProfile& layer : profile.layers) bytes += layer.grad_bytes;
+  for (const auto& piece : {profile.embedding, profile.head}) bytes += piece ? piece->grad_bytes : 0;
+  return bytes;
+}
+
+// Per size, the median over the ranks of each rank's median: ranks leave the barrier apart, and
+// the first one out waits for the last inside its all-reduce.
+std::vector<AllReducePoint> AllReduceMedians(const std::vector<std::string>& gathered) {
+  std::vector<std::vector<AllReducePoint>> by_rank;
+  for (const std::string& bytes : gathered) by_rank.push_back(PointsFromBytes<AllReducePoint>(bytes));
+  std::vector<AllReducePoint> out;
+  for (size_t i = 0; i < by_rank.at(0).size(); ++i) {
+    std::vector<int64_t> times;
+    for (const auto& points : by_rank) times.push_back(points.at(i).ns);
+    out.push_back({by_rank[0][i].bytes, Median(times)});
+  }
+  return out;
 }
 
 }  // namespace
@@ -51,7 +92,7 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
   if (transport.rank() != 0) return {};
   std::vector<PingPongPoint> points;
   for (const std::string& bytes : all_points) {
-    const auto p = PointsFromBytes(bytes);
+    const auto p = PointsFromBytes<PingPongPoint>(bytes);
     points.insert(points.end(), p.begin(), p.end());
   }
   sim::P2pProfile fit = FitLatencyBandwidth(points);
@@ -59,11 +100,29 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
   return fit;
 }
 
+std::optional<sim::CollectiveFit> CalibrateAllReduce(exec::Backend backend, exec::Device& device,
+                                                     exec::Transport& transport, const sim::Profile& profile,
+                                                     std::chrono::nanoseconds deadline) {
+  const int64_t max_bytes = GradBytes(profile);  // alike on every rank: the bytes follow the model
+  const int n = transport.size();
+  // On cuda the runtime's replicas need NCCL between distinct GPUs, which start-up has agreed on
+  // for every rank alike: the job's transport is NCCL's exactly then (ranks sharing a GPU get
+  // host-staged MPI, and a data-parallel run there is refused, so there is nothing to fit).
+  if (n < 2 || (backend == exec::Backend::kCuda && transport.Name() != "nccl")) return std::nullopt;
+  std::unique_ptr<exec::ReplicaGroup> group = exec::MakeMpiReplicaGroup(exec::WorldLayout{1, n}, deadline);
+  if (backend == exec::Backend::kCuda) group = exec::MakeNcclReplicaGroup(std::move(group), device, deadline);
+  SC_CHECK(group->size() == n, "one all-reduce group over the whole job");
+  const std::vector<AllReducePoint> mine = AllReduceTimes(*group, device, AllReduceSizes(max_bytes), 20);
+  const std::vector<std::string> gathered = transport.Gather(PointsToBytes(mine), 0);
+  if (transport.rank() != 0) return std::nullopt;
+  return FitAllReduce(AllReduceMedians(gathered), n);
+}
+
 sim::PipelineSpec CalibrationPipeline(const sim::Scenario& sc, int steps) {
   sim::PipelineSpec pipeline = sc.pipeline;
   pipeline.steps = steps;
   pipeline.chunks = 1;
-  pipeline.data_parallel = 1;  // one replica's pipeline: the replicas' all-reduce is not calibrated
+  pipeline.data_parallel = 1;  // one replica's pipeline: the replicas' all-reduce is fitted apart
   return pipeline;
 }
 

@@ -22,7 +22,9 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
   for (int stage = 0; stage < s.stages(); ++stage) {
     const std::vector<int>& group = replica_devices[s.shape.RankOf(stage)];
     SC_CHECK(static_cast<int>(group.size()) == s.data_parallel, "one device per replica");
-    plans_[stage] = PlanAllReduce(topology, group, costs.stages[stage].grad_bytes, costs.p2p_latency_ns);
+    const int64_t bytes = costs.stages[stage].grad_bytes;
+    plans_[stage] = costs.allreduce ? MeasuredAllReduce(*costs.allreduce, s.data_parallel, bytes)
+                                    : PlanAllReduce(topology, group, bytes, costs.p2p_latency_ns);
     for (const CollectivePhase& phase : plans_[stage].phases) max_flows_ = std::max(max_flows_, phase.flows.size());
   }
   std::vector<double> alone(plans_.size());
@@ -98,7 +100,7 @@ void CollectiveStreams::StartPhase(int rank) {
     return;
   }
   const CollectivePhase& phase = plan.phases[stream.phase];
-  loop_->ScheduleAt(loop_->now_ns() + phase.steps * StepLatencyNs(phase), this, rank, 0);
+  loop_->ScheduleAt(loop_->now_ns() + phase.measured_ns + phase.steps * StepLatencyNs(phase), this, rank, 0);
 }
 
 void CollectiveStreams::OnEvent(const Event& event) {

@@ -73,6 +73,7 @@ std::string_view AlgorithmName(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::kRing: return "ring";
     case CollectiveAlgorithm::kTree: return "tree";
     case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kMeasured: return "measured";
   }
   return "?";
 }
@@ -137,9 +138,21 @@ CollectivePlan HierarchicalAllReduce(const Topology& topo, const std::vector<int
   return plan;
 }
 
+CollectivePlan MeasuredAllReduce(const CollectiveFit& fit, int n, int64_t bytes) {
+  CollectivePlan plan{CollectiveAlgorithm::kMeasured, {}};
+  if (n <= 1) return plan;
+  CollectivePhase phase;
+  const RingLink ring{fit.bus_bytes_per_s, fit.latency_ns};
+  // Capped where int64 ns still hold it: the caller refuses anything past an hour per op.
+  phase.measured_ns = std::llround(std::min(AllReduceNs(static_cast<double>(bytes), n, ring), 1e18));
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
 double PlanAloneNs(const Topology& topo, const CollectivePlan& plan, int64_t step_latency_ns) {
   double total = 0;
   for (const CollectivePhase& phase : plan.phases) {
+    total += static_cast<double>(phase.measured_ns);
     std::unordered_map<int, double> load;  // link -> bytes the phase moves over it
     for (const CollectiveFlow& f : phase.flows) {
       for (int link : topo.Route(f.src_device, f.dst_device)) load[link] += static_cast<double>(f.bytes);

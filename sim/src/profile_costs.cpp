@@ -175,6 +175,7 @@ CostTable CostsFromProfile(const Scenario& sc, const Profile& p, const CostQuery
       }
     }
     table.p2p = p.p2p;
+    table.allreduce = p.allreduce;
   }
   return table;
 }

@@ -39,6 +39,14 @@ void ReadCalibration(const Map& m, Profile* p) {
     if (const auto b = link.Find("in_pipeline_bandwidth")) fit.pipeline_bytes_per_s = b->Bandwidth();
     p->p2p = fit;
   }
+  if (const auto v = m.Find("allreduce")) {
+    const Map ring(*v, {"latency", "bus_bandwidth", "ranks"});
+    CollectiveFit fit;
+    fit.latency_ns = ring.Get("latency").DurationNs();
+    fit.bus_bytes_per_s = ring.Get("bus_bandwidth").Bandwidth();
+    fit.ranks = static_cast<int>(ring.Get("ranks").Int(2, kMaxRanks));  // one rank has no all-reduce to fit
+    p->allreduce = fit;
+  }
   if (const auto v = m.Find("ranks")) {
     if (v->IsSequence() && v->node().size() > static_cast<size_t>(kMaxRanks)) {
       v->Fail(fmt::format("expected at most 2^16 ranks, got {}", v->node().size()));
@@ -80,7 +88,7 @@ LayerProfile ReadLayer(const Value& element) {
 Profile ParseProfile(std::string_view text, const std::string& path) {
   const Value root(yaml::LoadText(text, path), "", yaml::Origin{path, yaml::DirOf(path), -1, false}, nullptr);
   const Map m(root, {"device", "microbatch_size", "send_bytes", "layers", "embedding", "head", "input_copy", "loss",
-                     "op_overhead", "op_time_cv", "p2p", "ranks"});
+                     "op_overhead", "op_time_cv", "p2p", "allreduce", "ranks"});
   Profile p;
   if (const auto device = m.Find("device")) p.device = device->String();
   const Value microbatch_size = m.Get("microbatch_size");
@@ -127,6 +135,13 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
       out << YAML::Key << "in_pipeline_bandwidth" << YAML::Value
           << fmt::format("{:.0f}B/s", p.p2p->pipeline_bytes_per_s);
     }
+    out << YAML::EndMap;
+  }
+  if (p.allreduce) {
+    out << YAML::Key << "allreduce" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.allreduce->latency_ns);
+    out << YAML::Key << "bus_bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.allreduce->bus_bytes_per_s);
+    out << YAML::Key << "ranks" << YAML::Value << p.allreduce->ranks;
     out << YAML::EndMap;
   }
   if (p.ranks.empty()) return;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `stagecraft profile` under mpirun on pipeline.ranks ranks calibrates: the profile gains the
-# input copy, the loss, the overhead per op, a p2p fit and per-rank scales for the split the
-# calibration ran with, and the simulator then charges overhead and transfers from them. On
+# input copy, the loss, the overhead per op, a p2p fit, an all-reduce fit and per-rank scales for
+# the split the calibration ran with, and the simulator then charges overhead, transfers and the
+# replicas' all-reduce from them. On
 # one rank (or with --calibration-steps 0) the profile keeps the layers only.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
@@ -12,6 +13,7 @@ small=(--set model.mlp.hidden=64 --set pipeline.microbatch_size=16 --set pipelin
   --calibration-steps 3 >"$tmp/out" 2>&1
 check "calibrated profile: exit 0" '[[ $? -eq 0 ]]'
 check "prints the p2p fit" 'grep -qE "^p2p: latency .*, bandwidth [0-9.]+ GB/s, [0-9]+% of a 4.00 KiB transfer" "$tmp/out"'
+check "prints the all-reduce fit" 'grep -qE "^all-reduce over 2 ranks: 2 steps of .* latency, bus bandwidth [0-9.]+ GB/s" "$tmp/out"'
 check "prints the scales of both ranks" '[[ $(grep -cE "^[01] +per (step|microbatch) " "$tmp/out") -eq 4 ]]'
 python3 - "$tmp/p.yaml" <<'PY' || fail=1
 import re, sys
@@ -28,8 +30,10 @@ ok &= p2p is not None and (p2p.group(4) is None or 0 < int(p2p.group(4)) < int(p
 # Two calibration ranks, each with the 4 of the 8 layers it held and positive scales.
 ok &= re.findall(r"^  - layers: (\d+)$", text, re.M) == ["4", "4"]
 scales = [float(x) for x in re.findall(r"(?:forward|backward|backward_input|backward_weight|step): ([0-9.]+)[,}]",
-                                        text.split("ranks:")[1])] if "ranks:" in text else []
+                                        text.split("\nranks:")[1])] if "\nranks:" in text else []
 ok &= len(scales) == 2 * 2 * 5 and all(x > 0 for x in scales)
+# The all-reduce over the job's 2 ranks: a latency and a positive bus bandwidth.
+ok &= re.search(r"^allreduce: \{latency: \d+ns, bus_bandwidth: [1-9]\d*B/s, ranks: 2\}$", text, re.M) is not None
 if not ok:
     print("FAIL: calibrated profile content\n" + text)
 sys.exit(0 if ok else 1)
@@ -52,10 +56,27 @@ if not ok:
 sys.exit(0 if ok else 1)
 PY
 
+# Two replicas of the whole model (P = 1 x D = 2): each REDUCE_GRAD takes what the fit says,
+# 2 x latency + 2(2-1)/2 x the model's gradients (8 layers of 64 x 64 + 64 floats: 133120 bytes)
+# / bus bandwidth, and the STEP right after the last backward waits all of it: collective_ms is
+# that for each of the 2 steps (within 1%, for the run's op overheads and rounding).
+"$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=1f1b --set pipeline.ranks=1 \
+  --set pipeline.data_parallel=2 --set model.profile="$tmp/p.yaml" --json "$tmp/dp.json" >/dev/null 2>&1
+check "simulate two replicas from the calibrated profile: exit 0" '[[ $? -eq 0 ]]'
+python3 - "$tmp/p.yaml" "$tmp/dp.json" <<'PY' || fail=1
+import json, re, sys
+fit = re.search(r"^allreduce: \{latency: (\d+)ns, bus_bandwidth: (\d+)B/s", open(sys.argv[1]).read(), re.M)
+reduce_ms = (2 * int(fit.group(1)) + 133120 / int(fit.group(2)) * 1e9) / 1e6
+got = json.load(open(sys.argv[2]))["schedules"][0]["per_rank"][0]["collective_ms"]
+if abs(got - 2 * reduce_ms) > 0.01 * 2 * reduce_ms:
+    print(f"FAIL: collective_ms {got}, the fit says 2 x {reduce_ms}")
+    sys.exit(1)
+PY
+
 "$sc" profile "$scenario" "${small[@]}" --out "$tmp/one.yaml" --repeats 3 >"$tmp/one" 2>&1
 check "one rank: exit 0" '[[ $? -eq 0 ]]'
 check "one rank: says it is not calibrated" 'grep -q "^not calibrated (run it on pipeline.ranks MPI ranks" "$tmp/one"'
-check "one rank: no calibration keys" '! grep -qE "^(op_overhead|p2p|ranks):" "$tmp/one.yaml"'
+check "one rank: no calibration keys" '! grep -qE "^(op_overhead|p2p|allreduce|ranks):" "$tmp/one.yaml"'
 "$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=1f1b --set model.profile="$tmp/one.yaml" \
   --json "$tmp/one.json" >/dev/null 2>&1
 check "layers only: no overhead predicted" \

@@ -106,6 +106,63 @@ TEST(FitLatencyBandwidthDeathTest, NeedsTwoDistinctSizes) {
   EXPECT_DEATH(FitLatencyBandwidth({{4096, 7048}, {4096, 8000}, {4096, 6000}}), "two distinct sizes");
 }
 
+// ---- FitAllReduce ----------------------------------------------------------------------
+// time = 2(n-1)·latency + 2(n-1)/n·bytes / bus_bandwidth (the ring form).
+
+// n = 2: 2 steps, 2(2-1)/2 = 1 bus byte per byte. latency 10 us, 1 GB/s (1 ns per byte):
+//   time = 20000 + bytes: 4096 -> 24096, 65536 -> 85536, 1048576 -> 1068576.
+TEST(FitAllReduce, ExactTwoRanks) {
+  const auto fit = FitAllReduce({{4096, 24096}, {65536, 85536}, {1048576, 1068576}}, 2);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->latency_ns, 10'000);
+  EXPECT_NEAR(fit->bus_bytes_per_s, 1e9, 1e9 * 1e-9);
+  EXPECT_EQ(fit->ranks, 2);
+}
+
+// n = 4: 6 steps, 2(4-1)/4 = 1.5 bus bytes per byte. latency 2 us, 3 GB/s (1/3 ns per bus byte):
+//   time = 12000 + 1.5·bytes / 3 = 12000 + bytes / 2: 4000 -> 14000, 40000 -> 32000,
+//   400000 -> 212000.
+TEST(FitAllReduce, ExactFourRanks) {
+  const auto fit = FitAllReduce({{4000, 14000}, {40000, 32000}, {400000, 212000}}, 4);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->latency_ns, 2'000);
+  EXPECT_NEAR(fit->bus_bytes_per_s, 3e9, 3e9 * 1e-9);
+  EXPECT_EQ(fit->ranks, 4);
+}
+
+// n = 2 (bus bytes = bytes): 1000 + x/2 with noise +40, -20, 0, -20 at x = 1000..4000:
+//   y = 1540, 1980, 2500, 2980; mean x 2500, mean y 2250; dx = -1500, -500, 500, 1500;
+//   Sxy = -1500·-710 + -500·-270 + 500·250 + 1500·730 = 1,065,000 + 135,000 + 125,000 + 1,095,000
+//       = 2,420,000; Sxx = 5,000,000 -> slope 0.484 ns per bus byte (250e9 / 121 B/s);
+//   intercept 2250 - 0.484·2500 = 1040 ns = 2 steps x 520 ns.
+TEST(FitAllReduce, NoisyPointsGiveTheLeastSquaresLine) {
+  const auto fit = FitAllReduce({{1000, 1540}, {2000, 1980}, {3000, 2500}, {4000, 2980}}, 2);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->latency_ns, 520);
+  EXPECT_NEAR(fit->bus_bytes_per_s, 250e9 / 121, 1e-3);
+}
+
+// (1000, 100), (2000, 1100) on 2 ranks: the free line is slope 1, intercept -900. Held at latency
+// 0, the least squares slope through the origin is Sxy / Sxx = (1000·100 + 2000·1100) / (1000² +
+// 2000²) = 2.3e6 / 5e6 = 0.46 ns per byte -> 1e9 / 0.46 B/s.
+TEST(FitAllReduce, NegativeLatencyClampsToZeroAndRefitsTheBandwidth) {
+  const auto fit = FitAllReduce({{1000, 100}, {2000, 1100}}, 2);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->latency_ns, 0);
+  EXPECT_NEAR(fit->bus_bytes_per_s, 1e9 / 0.46, 1e-3);
+}
+
+// No fit where it means nothing: one rank (no all-reduce), fewer than two distinct sizes, or a
+// time that does not grow with the bytes ((1000, 5000), (2000, 4000): slope -1).
+TEST(FitAllReduce, DegenerateGivesNone) {
+  EXPECT_FALSE(FitAllReduce({{4096, 24096}, {65536, 85536}}, 1).has_value());
+  EXPECT_FALSE(FitAllReduce({}, 2).has_value());
+  EXPECT_FALSE(FitAllReduce({{4096, 24096}}, 2).has_value());
+  EXPECT_FALSE(FitAllReduce({{4096, 24096}, {4096, 30000}}, 2).has_value());
+  EXPECT_FALSE(FitAllReduce({{1000, 5000}, {2000, 4000}}, 2).has_value());
+  EXPECT_FALSE(FitAllReduce({{1000, 5000}, {2000, 5000}}, 2).has_value());  // flat: no bandwidth
+}
+
 // ---- OverlapFraction -------------------------------------------------------------------
 
 // 1e9 B/s: 100000 bytes take 100000 ns = 100 us of data time (the latency is not part of it).

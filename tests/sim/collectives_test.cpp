@@ -2,14 +2,19 @@
 // time alone against the closed forms nccl-tests states its bus bandwidth by (a ring all-reduce
 // moves 2(n-1)/n of the bytes through each rank's link, a reduce-scatter or all-gather (n-1)/n),
 // the tree and hierarchical forms worked by hand, the choice between them, flows sharing a link
-// with a pipeline transfer, and a REDUCE_GRAD in a simulated run timed by hand.
+// with a pipeline transfer, and a REDUCE_GRAD in a simulated run timed by hand, by the plans and
+// by a measured fit.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "sim_test_util.h"
 #include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/transfers.h"
@@ -139,6 +144,75 @@ TEST(Collectives, ReduceGradInARunIsTimedByHand) {
   // The same run with one replica: the STEP follows the last backward at once.
   const RunRecord one = Simulate(testing::Make("gpipe", 1, 2), costs, Node(2, 10e9, 2000), SimConfig{});
   EXPECT_EQ(one.makespan_ns(), 6 * kMs + kMs / 2);
+}
+
+// A measured all-reduce fit (CostTable::allreduce): 30 us a step, 2 GB/s of bus bandwidth,
+// measured on 2 ranks. The GPipe run above with D = 2: 2 steps x 30 us + 2(2-1)/2 x 10 MB at
+// 2 GB/s = 60 us + 5 ms = 5.06 ms from 6 ms, whatever the links (10 GB/s, 2 us) or the p2p fit
+// (1 us, 50 GB/s) say. With D = 4 on 4 devices the fit is applied for n = 4: 6 x 30 us +
+// 2(4-1)/4 x 10 MB = 15 MB at 2 GB/s = 180 us + 7.5 ms = 7.68 ms. The STEP waits for it, and the
+// run bound counts every REDUCE_GRAD at that time.
+TEST(Collectives, ReduceGradWithAMeasuredFitIsTimedByTheFit) {
+  for (const auto& [replicas, reduce_ns] : {std::pair{2, 5'060'000}, std::pair{4, 7'680'000}}) {
+    SCOPED_TRACE(replicas);
+    schedules::GeneratorParams p = schedules::test_cases::Params(1, 2);
+    p.data_parallel = replicas;
+    const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
+    CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+    costs.stages[0].grad_bytes = 10'000'000;
+    costs.stages[0].step_ns = kMs / 2;
+    costs.p2p = P2pFit{1000, 50e9, 1, 0};
+    costs.allreduce = CollectiveFit{30'000, 2e9, 2};
+    SimConfig config;
+    config.replica_devices = {Range(replicas)};
+    const Topology node = Node(replicas, 10e9, 2000);
+    const RunRecord r = Simulate(s, costs, node, config);
+    int64_t reduce_start = -1, reduce_end = -1, step_start = -1, reduces = 0;
+    for (size_t i = 0; i < s.ops[0].size(); ++i) {
+      if (s.ops[0][i].kind == schedules::OpKind::kReduceGrad) {
+        reduce_start = r.ranks[0].ops[i].start_ns;
+        reduce_end = r.ranks[0].ops[i].end_ns;
+        ++reduces;
+      }
+      if (s.ops[0][i].kind == schedules::OpKind::kStep) step_start = r.ranks[0].ops[i].start_ns;
+    }
+    EXPECT_EQ(reduce_start, 6 * kMs);
+    EXPECT_EQ(reduce_end, 6 * kMs + reduce_ns);
+    EXPECT_EQ(step_start, reduce_end);
+    EXPECT_EQ(r.makespan_ns(), reduce_end + kMs / 2);
+    const CollectivePlans plans(s, costs, node, config.replica_devices);
+    EXPECT_EQ(plans.of(0).algorithm, CollectiveAlgorithm::kMeasured);
+    EXPECT_EQ(plans.max_flows(), 0u);  // no flows: it shares no link
+    EXPECT_DOUBLE_EQ(plans.AloneNs(), static_cast<double>(reduces * reduce_ns));
+  }
+}
+
+// The measured plan alone, 60 us + 5 ms as above, whatever the topology; a group of one has no
+// phases.
+TEST(Collectives, MeasuredPlanIsOnePhaseOfTheFitsTime) {
+  const CollectiveFit fit{30'000, 2e9, 2};
+  const CollectivePlan plan = MeasuredAllReduce(fit, 2, 10'000'000);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_TRUE(plan.phases[0].flows.empty());
+  EXPECT_EQ(plan.phases[0].measured_ns, 5'060'000);
+  EXPECT_DOUBLE_EQ(PlanAloneNs(Node(2, 10e9, 2000), plan), 5'060'000.0);
+  EXPECT_TRUE(MeasuredAllReduce(fit, 1, 10'000'000).phases.empty());
+}
+
+// A fit that would take past the hour an op may last is refused by name, not overflowed: 1 PB at
+// the slowest bus bandwidth a profile takes (1 KB/s) is 1e12 s (capped at 1e18 ns = 1e9 s).
+TEST(Collectives, AMeasuredAllReducePastTheOpLimitIsRefused) {
+  schedules::GeneratorParams p = schedules::test_cases::Params(1, 2);
+  p.data_parallel = 2;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
+  CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+  costs.stages[0].grad_bytes = int64_t{1} << 50;
+  costs.allreduce = CollectiveFit{0, 1e3, 2};
+  const std::string error = testing::ErrorOf([&] { CollectivePlans(s, costs, Node(2, 10e9, 0), {{0, 1}}); });
+  EXPECT_NE(error.find("the all-reduce of stage 0's gradients (1125899906842624 bytes over 2 replicas, measured) "
+                       "would take 1e+09 s, above the limit of 1 h per op"),
+            std::string::npos)
+      << error;
 }
 
 // Interleaved, rank 0 holds stages 0 and 2: stage 2's all-reduce runs while stage 0's

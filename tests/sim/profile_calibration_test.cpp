@@ -244,6 +244,21 @@ TEST(ProfileCalibration, OpTimeCv) {
             dir.Path("bad.yaml") + ":" + PosOf(bad, "-0.1") + ": op_time_cv: expected a coefficient of variation from 0 to 10, got '-0.1'");
 }
 
+// The all-reduce fit goes to the cost table beside the p2p fit when calibrated, not otherwise.
+TEST(ProfileCalibration, AllReduceFitReachesTheCostTable) {
+  ScratchDir dir;
+  const std::string text = Replace(kCalibrated, "op_overhead: 250ns", "op_overhead: 250ns\nallreduce: {latency: 7us, bus_bandwidth: 3GB/s, ranks: 2}");
+  const Profile p = LoadProfile(dir.Write("profile.yaml", text));
+  const CostTable t = CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, true);
+  ASSERT_TRUE(t.allreduce.has_value());
+  EXPECT_EQ(t.allreduce->latency_ns, 7000);
+  EXPECT_DOUBLE_EQ(t.allreduce->bus_bytes_per_s, 3e9);
+  EXPECT_EQ(t.allreduce->ranks, 2);
+  EXPECT_FALSE(CostsFromProfile(Base(2), p, Shape{2, 1, Placement::kLoop}, false, false).allreduce.has_value());
+  const Profile without = LoadProfile(dir.Write("without.yaml", kCalibrated));
+  EXPECT_FALSE(CostsFromProfile(Base(2), without, Shape{2, 1, Placement::kLoop}, false, true).allreduce.has_value());
+}
+
 TEST(ProfileCalibration, ZeroBandwidthFitIsNotWritten) {
   ScratchDir dir;
   Profile p = LoadProfile(dir.Write("profile.yaml", kLayersOnly));

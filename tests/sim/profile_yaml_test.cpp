@@ -1,5 +1,6 @@
 // Tests for sim/src/profile_yaml.cpp: a profile read back from what ProfileToYaml writes is the
-// same, to the nanosecond and the byte; sizes are bounded per value as they are read.
+// same, to the nanosecond and the byte; sizes are bounded per value as they are read; the
+// optional all-reduce fit reads, writes and refuses bad values where they stand.
 #include "stagecraft/sim/profile_yaml.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,55 @@ TEST(ProfileYaml, RoundTripKeepsStep) {
   const Profile again = LoadProfile(dir.Write("again.yaml", ProfileToYaml(p)));
   ASSERT_EQ(again.layers.size(), p.layers.size());
   for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(again.layers[i].step_ns, p.layers[i].step_ns) << "layer " << i;
+}
+
+// ---- allreduce ------------------------------------------------------------------------
+
+const std::string kWithAllReduce = std::string(kProfile) + "allreduce: {latency: 25us, bus_bandwidth: 2.5GB/s, ranks: 2}\n";
+
+// Read as written: 25 us = 25000 ns, 2.5 GB/s = 2.5e9 B/s; written back in exact ns and whole B/s,
+// it reads the same and writes the same text.
+TEST(ProfileYaml, AllReduceRoundTrip) {
+  ScratchDir dir;
+  const Profile p = LoadProfile(dir.Write("profile.yaml", kWithAllReduce));
+  ASSERT_TRUE(p.allreduce.has_value());
+  EXPECT_EQ(p.allreduce->latency_ns, 25'000);
+  EXPECT_DOUBLE_EQ(p.allreduce->bus_bytes_per_s, 2.5e9);
+  EXPECT_EQ(p.allreduce->ranks, 2);
+  const std::string yaml = ProfileToYaml(p);
+  EXPECT_NE(yaml.find("allreduce: {latency: 25000ns, bus_bandwidth: 2500000000B/s, ranks: 2}"), std::string::npos)
+      << yaml;
+  const Profile again = LoadProfile(dir.Write("again.yaml", yaml));
+  ASSERT_TRUE(again.allreduce.has_value());
+  EXPECT_EQ(again.allreduce->latency_ns, 25'000);
+  EXPECT_DOUBLE_EQ(again.allreduce->bus_bytes_per_s, 2.5e9);
+  EXPECT_EQ(again.allreduce->ranks, 2);
+  EXPECT_EQ(ProfileToYaml(again), yaml);
+}
+
+// A profile without it reads as none and writes none (today's profiles predict as before).
+TEST(ProfileYaml, AllReduceAbsentIsNone) {
+  const Profile p = ProfileFromYaml(kProfile, "p.yaml");
+  EXPECT_FALSE(p.allreduce.has_value());
+  EXPECT_EQ(ProfileToYaml(p).find("allreduce"), std::string::npos);
+}
+
+// Bad values: one line naming file:line:col, the key and what it expects.
+TEST(ProfileYaml, AllReduceBadValuesAreLocated) {
+  const auto error = [](const std::string& text) { return ErrorOf([&] { ProfileFromYaml(text, "p.yaml"); }); };
+  const auto at = [](const std::string& text, const std::string& needle) { return "p.yaml:" + PosOf(text, needle) + ": "; };
+  std::string bad = testing::Replace(kWithAllReduce, "ranks: 2", "ranks: 1");
+  EXPECT_EQ(error(bad), at(bad, "1}") + "allreduce.ranks: expected an integer in [2, 65536], got '1'");
+  bad = testing::Replace(kWithAllReduce, "2.5GB/s", "999B/s");
+  EXPECT_EQ(error(bad), at(bad, "999B/s") + "allreduce.bus_bandwidth: expected a bandwidth from 1KB/s to 10PB/s, got '999B/s'");
+  bad = testing::Replace(kWithAllReduce, "latency: 25us", "latency: -1us");
+  EXPECT_EQ(error(bad).rfind(at(bad, "-1us") + "allreduce.latency: expected a duration", 0), 0u) << error(bad);
+  bad = testing::Replace(kWithAllReduce, ", ranks: 2", "");
+  EXPECT_EQ(error(bad), at(bad, "{latency: 25us") + "allreduce: missing required key 'ranks'");
+  bad = testing::Replace(kWithAllReduce, "bus_bandwidth", "bus_bandwith");
+  EXPECT_EQ(error(bad), at(bad, "bus_bandwith") +
+                            "allreduce: unknown key 'bus_bandwith' (known: latency, bus_bandwidth, ranks); did you mean "
+                            "'bus_bandwidth'?");
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 //     nccl-tests (one-way time = half a round trip, median over repeats) over message sizes,
 //     fitted to latency + bytes / bandwidth, and how much of a transfer overlaps the receiver's
 //     compute (a wait measured after the receiver computed past the send);
+//   - the data-parallel all-reduce over every rank of the job: post to completion, as the
+//     runtime waits for it, median over repeats per size, fitted to the ring form
+//     2(n-1)·latency + 2(n-1)/n·bytes / bus bandwidth (collectives.h);
 //   - per-rank scales: each op kind's time inside a calibration run of the real executor
 //     (several microbatches in flight, every rank busy) against the same op's isolated cost;
 //   - the runtime's overhead per op, from the calibration run's bubble split.
@@ -14,9 +17,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <vector>
 
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
@@ -50,6 +55,23 @@ sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points);
 // The overlap fraction from one size: 1 - wait_after_compute / (fitted time - latency),
 // clamped to [0, 1].
 double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns);
+
+struct AllReducePoint {
+  int64_t bytes = 0;
+  int64_t ns = 0;  // from the post to the completion
+};
+
+// Every rank of `group` sums a buffer of each size in place, `repeats` times (after a few untimed
+// ones), waiting with the group's own Wait (the poll a STEP's wait for its REDUCE_GRAD uses);
+// this rank's median per size. Every rank of the group calls it. Sizes are multiples of 4 bytes.
+std::vector<AllReducePoint> AllReduceTimes(exec::ReplicaGroup& group, exec::Device& device,
+                                           const std::vector<int64_t>& sizes, int repeats);
+
+// Least-squares fit of time = s·latency + x / bus_bandwidth, with s = 2(n-1) steps and
+// x = 2(n-1)/n·bytes, over the points of an all-reduce over n = `ranks` ranks. A negative
+// latency is clamped to 0 (and the bandwidth refitted through the origin). None for fewer than
+// two ranks or two distinct sizes, or when time does not grow with the bytes.
+std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>& points, int ranks);
 
 // Measured and isolated time summed per op kind over a calibration run's compute ops and STEPs.
 struct ScaleSums {

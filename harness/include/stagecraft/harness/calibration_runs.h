@@ -1,14 +1,17 @@
 // What `stagecraft profile` measures beyond the layers, with the real executor on every rank
-// of the pipeline: the point-to-point fit between neighbour ranks, and short runs of the
-// calibration schedules whose per-rank op times, overhead per op, op-time jitter and in-pipeline
-// transfer rate the profile keeps (docs/accuracy.md).
+// of the pipeline: the point-to-point fit between neighbour ranks, the all-reduce fit over them
+// all, and short runs of the calibration schedules whose per-rank op times, overhead per op,
+// op-time jitter and in-pipeline transfer rate the profile keeps (docs/accuracy.md).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "stagecraft/exec/backend.h"
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/transport.h"
@@ -29,6 +32,15 @@ std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline)
 // than two (an interleaved pipeline wraps around); the fit over all pairs' points, and the
 // overlap from a send_bytes transfer 0 -> 1. Every rank calls it; the result is rank 0's.
 sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, int64_t send_bytes);
+
+// The all-reduce fit (FitAllReduce) over every rank of the job, as the data-parallel runtime
+// makes the group on `backend` (MPI over host memory, NCCL over GPU memory), at sizes from 4 KiB
+// up to the gradients of `profile`'s whole model (the most one stage can hold). Collective over
+// the job; the result is rank 0's. None on one rank, and on cuda when the job's transport is
+// not NCCL (no NCCL, or ranks sharing a GPU: the runtime could not run replicas either).
+std::optional<sim::CollectiveFit> CalibrateAllReduce(exec::Backend backend, exec::Device& device,
+                                                     exec::Transport& transport, const sim::Profile& profile,
+                                                     std::chrono::nanoseconds deadline);
 
 // What the calibration runs saw beyond the profile's fields, for the printout (rank 0's).
 struct RunsReport {

@@ -4,7 +4,9 @@
 // collective stream is free; it runs its stage's CollectivePlan (collectives.h) phase by phase:
 // the phase's steps' latency, then its flows over the topology's links through Transfers, where
 // they share links with the pipeline's transfers and with other ranks' collectives; the last
-// flow's arrival ends the phase. The STEP that reads the REDUCE_GRAD waits for its end.
+// flow's arrival ends the phase. The STEP that reads the REDUCE_GRAD waits for its end. With a
+// measured all-reduce fit (CostTable::allreduce) the plan is one measured phase: the fit's time
+// for the D replicas, with no flows, so it shares no link (as a measured p2p transfer).
 //
 // Symmetric replicas are simulated once: the engine runs replica 0's pipeline, and each of its
 // collectives moves the flows of the whole replica group (every replica's share of the ring).
@@ -29,7 +31,8 @@
 namespace stagecraft::sim {
 
 // Each stage's plan: the all-reduce of its gradients (StageCost::grad_bytes) over the devices of
-// its rank's replicas (`replica_devices[rank]`, ring order). Empty when there is one replica.
+// its rank's replicas (`replica_devices[rank]`, ring order), or as the cost table's measured fit
+// says. Empty when there is one replica.
 class CollectivePlans {
  public:
   CollectivePlans(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,

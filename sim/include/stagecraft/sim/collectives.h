@@ -17,6 +17,9 @@
 //                devices on each) a reduce-scatter inside each node ((k-1)/k·B per device),
 //                an all-reduce across the nodes among the devices of the same local index
 //                (2(N-1)/N·B/k each), an all-gather inside each node ((k-1)/k·B).
+//   measured     (a measured fit, CostTable::allreduce) one phase of no flows that takes the
+//                fit's time: AllReduceNs with the fit's latency and bus bandwidth, as a measured
+//                ping-pong times a transfer (on links of its own, shared with nothing).
 // A step pays the slowest route latency of its phase. The plan is the algorithm whose time
 // alone (no other traffic) is least; ZeRO-1's reduce-scatter of the gradients plus all-gather of
 // the weights moves the same bytes in the same steps as the ring all-reduce, and is planned as
@@ -27,14 +30,16 @@
 #include <string_view>
 #include <vector>
 
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/topology_spec.h"
 
 namespace stagecraft::sim {
 
 class Topology;
 
-enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical };
-std::string_view AlgorithmName(CollectiveAlgorithm algorithm);  // "ring", "tree", "hierarchical"
+enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical, kMeasured };
+// "ring", "tree", "hierarchical", "measured"
+std::string_view AlgorithmName(CollectiveAlgorithm algorithm);
 
 struct CollectiveFlow {
   int src_device = 0, dst_device = 0;
@@ -44,6 +49,7 @@ struct CollectiveFlow {
 struct CollectivePhase {
   int steps = 0;                // latency-bound steps (each pays route_latency_ns)
   int64_t route_latency_ns = 0; // the slowest route among the phase's flows
+  int64_t measured_ns = 0;      // a measured phase's whole time (no steps, no flows); 0 otherwise
   std::vector<CollectiveFlow> flows;
 };
 
@@ -61,9 +67,12 @@ CollectivePlan RingAllReduce(const Topology& topology, const std::vector<int>& d
 CollectivePlan TreeAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes);
 // Empty (no phases) when the group does not sit on several nodes with k >= 2 devices each.
 CollectivePlan HierarchicalAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes);
+// The all-reduce of `bytes` over n ranks as `fit` times it; empty (no phases) for n <= 1.
+CollectivePlan MeasuredAllReduce(const CollectiveFit& fit, int n, int64_t bytes);
 
-// The plan's time alone in ns: per phase, its steps' latency (+ `step_latency_ns` each) and the
-// most loaded link's bytes (the flows of the phase that cross it, summed) over its bandwidth.
+// The plan's time alone in ns: per phase, its measured time, its steps' latency (+
+// `step_latency_ns` each) and the most loaded link's bytes (the flows of the phase that cross
+// it, summed) over its bandwidth.
 double PlanAloneNs(const Topology& topology, const CollectivePlan& plan, int64_t step_latency_ns = 0);
 
 struct RingLink {

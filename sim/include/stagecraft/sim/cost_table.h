@@ -49,6 +49,16 @@ struct P2pFit {
   double DataBytesPerS() const { return pipeline_bytes_per_s > 0 ? pipeline_bytes_per_s : bytes_per_s; }
 };
 
+// The data-parallel all-reduce as measured (`stagecraft profile`, over `ranks` ranks), in the ring
+// form (collectives.h AllReduceNs): over n ranks, 2(n-1) steps of latency_ns each and
+// 2(n-1)/n·bytes at bus_bytes_per_s, nccl-tests' bus bandwidth. It times a REDUCE_GRAD as a whole,
+// as a ping-pong fit times a transfer, for n = the replicas, whatever `ranks` it was measured on.
+struct CollectiveFit {
+  int64_t latency_ns = 0;
+  double bus_bytes_per_s = 0;
+  int ranks = 0;
+};
+
 struct CostTable {
   std::vector<StageCost> stages;  // indexed by stage
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
@@ -64,6 +74,8 @@ struct CostTable {
   uint64_t op_time_seed = 1;
   // Measured transfers in place of the topology's links.
   std::optional<P2pFit> p2p;
+  // A measured all-reduce in place of the collective plans over the links (collective_streams.h).
+  std::optional<CollectiveFit> allreduce;
 
   int64_t OverheadOf(int rank) const {
     return rank >= 0 && rank < static_cast<int>(rank_op_overhead_ns.size()) ? rank_op_overhead_ns[rank]

@@ -87,6 +87,7 @@ struct Profile {
   int64_t op_overhead_ns = 0;  // the runtime's own work per op of a rank's list
   double op_time_cv = 0;       // spread of one op's time between its runs (coefficient of variation)
   std::optional<P2pProfile> p2p;
+  std::optional<CollectiveFit> allreduce;  // the all-reduce over the profile job's ranks (cost_table.h)
   // By rank of the calibration runs (one stage per rank): the scales of the layers that rank
   // held; empty: every scale 1.
   std::vector<RankScale> ranks;

@@ -21,6 +21,7 @@
 //   op_time_cv: 0.06            # how much an op's time varies from run to run (its CV)
 //   p2p: {latency: 3us, bandwidth: 5.5GB/s, overlap: 0.3,   # ping-pong fit (P2pFit)
 //         in_pipeline_bandwidth: 2.9GB/s}                   # optional: as the pipeline saw it
+//   allreduce: {latency: 20us, bus_bandwidth: 2.4GB/s, ranks: 2}   # all-reduce fit (CollectiveFit)
 //   ranks:                      # per rank of the calibration runs: in-pipeline / isolated time
 //     - layers: 4               # the layers it held (the split of the calibration runs)
 //       op_overhead: 5us        # optional: its own runtime work per op (else op_overhead)
