@@ -157,9 +157,10 @@ int Run(const ProfileFlags& f) {
   std::unique_ptr<exec::Device>& device = runtime.device;
   std::unique_ptr<exec::Transport>& transport = runtime.transport;
   transport->Barrier();
-  // Each rank holds about layers / ranks layers in a run (interleaved or not): that share is
-  // what passes through its caches, so layers are timed in groups of that size.
-  const int share = (exec::NetworkLayers(config) + transport->size() - 1) / transport->size();
+  // Each rank holds about layers / pipeline.ranks layers in a run (interleaved or not, and in
+  // every replica): that share is what passes through its caches, so layers are timed in groups
+  // of that size.
+  const int share = (exec::NetworkLayers(config) + sc.pipeline.ranks - 1) / sc.pipeline.ranks;
   sim::Profile profile = harness::ProfileLayers(config, *device, f.repeats, f.warmup, share);
   const std::vector<std::string> gathered = transport->Gather(harness::LayersToBytes(profile.layers), 0);
   if (rank == 0) {
