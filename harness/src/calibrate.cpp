@@ -2,6 +2,8 @@
 #include "stagecraft/harness/calibrate.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <cmath>
 
 #include "stagecraft/base/stats.h"
@@ -101,10 +103,17 @@ int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int
   return me == b ? Median(waits) : 0;
 }
 
-sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points) {
+namespace {
+
+// Least squares of y = intercept + slope·x over (x, y) points; nullopt without two distinct x.
+// With `intercept_at_least_0`, a negative intercept is held at its bound, 0, and the slope
+// refitted through the origin.
+struct Line {
+  double slope = 0, intercept = 0;
+};
+std::optional<Line> FitLine(const std::vector<std::pair<double, double>>& xy, bool intercept_at_least_0) {
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const PingPongPoint& p : points) {
-    const double x = static_cast<double>(p.bytes), y = static_cast<double>(p.oneway_ns);
+  for (const auto& [x, y] : xy) {
     n += 1;
     sx += x;
     sy += y;
@@ -112,12 +121,23 @@ sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points) {
     sxy += x * y;
   }
   const double det = n * sxx - sx * sx;
-  SC_CHECK(n >= 2 && det > 0, "a latency-bandwidth fit needs two distinct sizes");
-  const double slope = (n * sxy - sx * sy) / det;  // ns per byte
-  const double intercept = (sy - slope * sx) / n;
+  if (n < 2 || det <= 0) return std::nullopt;
+  Line line{(n * sxy - sx * sy) / det, 0};
+  line.intercept = (sy - line.slope * sx) / n;
+  if (intercept_at_least_0 && line.intercept < 0) line = {sxy / sxx, 0};
+  return line;
+}
+
+}  // namespace
+
+sim::P2pProfile FitLatencyBandwidth(const std::vector<PingPongPoint>& points) {
+  std::vector<std::pair<double, double>> xy;
+  for (const PingPongPoint& p : points) xy.emplace_back(static_cast<double>(p.bytes), static_cast<double>(p.oneway_ns));
+  const std::optional<Line> line = FitLine(xy, false);
+  SC_CHECK(line.has_value(), "a latency-bandwidth fit needs two distinct sizes");
   sim::P2pProfile fit;
-  fit.latency_ns = std::max<int64_t>(0, std::llround(intercept));
-  fit.bytes_per_s = slope > 0 ? 1e9 / slope : 0;
+  fit.latency_ns = std::max<int64_t>(0, std::llround(line->intercept));  // slope: ns per byte
+  fit.bytes_per_s = line->slope > 0 ? 1e9 / line->slope : 0;
   return fit;
 }
 
@@ -145,25 +165,11 @@ std::vector<AllReducePoint> AllReduceTimes(ReplicaGroup& group, Device& device, 
 std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>& points, int ranks) {
   if (ranks < 2) return std::nullopt;
   const double steps = 2.0 * (ranks - 1);
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const AllReducePoint& p : points) {
-    const double x = steps / ranks * static_cast<double>(p.bytes), y = static_cast<double>(p.ns);
-    n += 1;
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-  }
-  const double det = n * sxx - sx * sx;
-  if (n < 2 || det <= 0) return std::nullopt;
-  double slope = (n * sxy - sx * sy) / det;  // ns per bus byte
-  double intercept = (sy - slope * sx) / n;  // steps x latency
-  if (intercept < 0) {  // the least squares with the latency held at its bound, 0
-    intercept = 0;
-    slope = sxy / sxx;
-  }
-  if (slope <= 0) return std::nullopt;
-  return sim::CollectiveFit{std::llround(intercept / steps), 1e9 / slope, ranks};
+  std::vector<std::pair<double, double>> xy;  // (bus bytes, ns)
+  for (const AllReducePoint& p : points) xy.emplace_back(steps / ranks * static_cast<double>(p.bytes), static_cast<double>(p.ns));
+  const std::optional<Line> line = FitLine(xy, true);  // intercept: steps x latency, at least 0
+  if (!line || line->slope <= 0) return std::nullopt;
+  return sim::CollectiveFit{std::llround(line->intercept / steps), 1e9 / line->slope, ranks};
 }
 
 double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns) {
