@@ -103,6 +103,16 @@ void PrintCalibration(std::FILE* report, const sim::Profile& profile, const harn
     std::fprintf(report, "all-reduce over %d ranks: %d steps of %s latency, bus bandwidth %.2f GB/s\n",
                  profile.allreduce->ranks, 2 * (profile.allreduce->ranks - 1),
                  FormatDuration(profile.allreduce->latency_ns).c_str(), profile.allreduce->bus_bytes_per_s * 1e-9);
+    if (runs.reduces > 0) {
+      std::fprintf(report, "all-reduce in the runs: %zu REDUCE_GRADs, median %s", runs.reduces,
+                   FormatDuration(runs.reduce_median_ns).c_str());
+      if (profile.allreduce->pipeline_bus_bytes_per_s > 0) {
+        std::fprintf(report, ": bus bandwidth %.2f GB/s (the simulator's data rate)\n",
+                     profile.allreduce->pipeline_bus_bytes_per_s * 1e-9);
+      } else {
+        std::fprintf(report, " (not slower than the fit: its bandwidth stays)\n");
+      }
+    }
   } else {
     std::fprintf(report, "all-reduce: no fit (time did not grow with size, or no group to measure); the plans over the links stay\n");
   }
@@ -153,7 +163,15 @@ int Run(const ProfileFlags& f) {
     error = e.what();
   }
   if (AnyRankFailed(error)) return 1;
-  exec::ProcessRuntime runtime = StartRuntime(backend, sc);
+  // A job of pipeline.ranks x data_parallel processes runs the replicas as `execute` does (each
+  // replica's pipeline its own transport, each pipeline rank's replicas a group), so that the
+  // layers are timed with every replica computing at once and the calibration runs are the
+  // job's own; any other job size profiles one pipeline.
+  const int replicas = sc.pipeline.data_parallel > 1 &&
+                               exec::MpiWorldSize() == int64_t{sc.pipeline.ranks} * sc.pipeline.data_parallel
+                           ? sc.pipeline.data_parallel
+                           : 1;
+  exec::ProcessRuntime runtime = StartRuntime(backend, sc, exec::kDefaultWaitDeadline, replicas);
   std::unique_ptr<exec::Device>& device = runtime.device;
   std::unique_ptr<exec::Transport>& transport = runtime.transport;
   transport->Barrier();
@@ -168,14 +186,19 @@ int Run(const ProfileFlags& f) {
     for (const std::string& bytes : gathered) per_rank.push_back(harness::LayersFromBytes(bytes));
     profile.layers = harness::MedianOverRanks(per_rank);
   }
-  const bool calibrate = f.calibration_steps > 0 && transport->size() == sc.pipeline.ranks && sc.pipeline.ranks >= 2;
+  const bool calibrate =
+      f.calibration_steps > 0 && transport->size() == sc.pipeline.ranks && (sc.pipeline.ranks >= 2 || replicas > 1);
   harness::RunsReport runs;
   try {
     if (calibrate) {
-      const sim::P2pProfile fit = harness::CalibrateP2p(*transport, *device, profile.send_bytes);
-      if (rank == 0 && fit.bytes_per_s > 0) profile.p2p = fit;
-      profile.allreduce = harness::CalibrateAllReduce(backend, *device, *transport, profile, exec::kDefaultWaitDeadline);
-      runs = harness::CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile);
+      if (transport->size() >= 2) {  // a one-rank pipeline (of replicas) has no neighbour
+        const sim::P2pProfile fit = harness::CalibrateP2p(*transport, *device, profile.send_bytes);
+        if (rank == 0 && fit.bytes_per_s > 0) profile.p2p = fit;
+      }
+      profile.allreduce = harness::CalibrateAllReduce(backend, *device, *transport, profile, exec::kDefaultWaitDeadline,
+                                                      runtime.replicas.get());
+      runs = harness::CalibrateRuns(sc, config, f.calibration_steps, *device, *transport, &profile,
+                                    runtime.replicas.get());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stagecraft: error: rank %d (%s): calibration: %s\n", rank, exec::HostName().c_str(),
@@ -188,11 +211,12 @@ int Run(const ProfileFlags& f) {
   outputs.Commit();
   // With the profile on standard output, the report goes to standard error.
   std::FILE* report = outputs.WritesStdout() ? stderr : stdout;
-  PrintLayers(report, profile, sc, config, f, transport->size());
+  PrintLayers(report, profile, sc, config, f, exec::MpiWorldSize());
   if (!calibrate) {
     const char* why = f.calibration_steps == 0       ? "--calibration-steps 0"
-                      : sc.pipeline.ranks < 2           ? "a one-rank pipeline has no neighbours to calibrate against"
-                                                        : "run it on pipeline.ranks MPI ranks to calibrate";
+                      : sc.pipeline.ranks < 2 && replicas == 1
+                          ? "a one-rank pipeline without replicas has nothing to calibrate against"
+                          : "run it on pipeline.ranks x pipeline.data_parallel MPI ranks to calibrate";
     std::fprintf(report, "not calibrated (%s): the layers alone\n", why);
     return 0;
   }

@@ -172,6 +172,21 @@ std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>
   return sim::CollectiveFit{std::llround(line->intercept / steps), 1e9 / line->slope, ranks};
 }
 
+std::optional<double> InPipelineBusBandwidth(const std::vector<std::pair<int64_t, int64_t>>& reduces, int n,
+                                             int64_t latency_ns) {
+  if (n < 2) return std::nullopt;
+  const double latency = 2.0 * (n - 1) * static_cast<double>(latency_ns);
+  std::vector<double> rates;
+  for (const auto& [bytes, ns] : reduces) {
+    if (static_cast<double>(ns) <= latency || bytes <= 0) continue;
+    rates.push_back(2.0 * (n - 1) / n * static_cast<double>(bytes) * 1e9 / (static_cast<double>(ns) - latency));
+  }
+  if (rates.empty()) return std::nullopt;
+  std::sort(rates.begin(), rates.end());
+  const size_t k = rates.size() / 2;
+  return rates.size() % 2 == 1 ? rates[k] : (rates[k - 1] + rates[k]) / 2;
+}
+
 double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns) {
   if (fit.bytes_per_s <= 0) return 1;
   const double data_ns = static_cast<double>(bytes) * 1e9 / fit.bytes_per_s;

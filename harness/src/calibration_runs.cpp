@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stagecraft/base/check.h"
@@ -60,6 +61,48 @@ int64_t GradBytes(const sim::Profile& profile) {
   return bytes;
 }
 
+// The gradients' bytes of each stage under the split `layers_per_stage` (what its REDUCE_GRAD
+// sums; the MLP has no embedding or head).
+std::vector<int64_t> StageGradBytes(const sim::Profile& profile, const std::vector<int>& layers_per_stage) {
+  std::vector<int64_t> out;
+  size_t layer = 0;
+  for (const int count : layers_per_stage) {
+    int64_t bytes = 0;
+    for (int k = 0; k < count && layer < profile.layers.size(); ++k) bytes += profile.layers[layer++].grad_bytes;
+    out.push_back(bytes);
+  }
+  return out;
+}
+
+// (bytes, ns from post to completion) of every REDUCE_GRAD of `record` from step `first_step` on.
+void AddReduceGradTimes(const schedules::Schedule& s, const schedules::RunRecord& record,
+                        const std::vector<int64_t>& stage_bytes, int first_step,
+                        std::vector<std::pair<int64_t, int64_t>>* out) {
+  for (int r = 0; r < s.ranks() && r < static_cast<int>(record.ranks.size()); ++r) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const schedules::Op& op = s.ops[r][i];
+      const schedules::OpTiming& t = record.ranks[r].ops[i];
+      if (op.kind != schedules::OpKind::kReduceGrad || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) {
+        continue;
+      }
+      out->emplace_back(stage_bytes.at(static_cast<size_t>(op.stage)), t.end_ns - t.start_ns);
+    }
+  }
+}
+
+// The all-reduces as the runs saw them set the fit's in-pipeline bus bandwidth when slower than
+// its back-to-back one (InPipelineBusBandwidth).
+void SetInPipelineAllReduce(const std::vector<std::pair<int64_t, int64_t>>& reduces, int n, RunsReport* report,
+                            sim::Profile* profile) {
+  if (!profile->allreduce || reduces.empty() || n < 2) return;
+  std::vector<int64_t> times;
+  for (const auto& [bytes, ns] : reduces) times.push_back(ns);
+  report->reduces = reduces.size();
+  report->reduce_median_ns = Median(times);
+  const std::optional<double> seen = InPipelineBusBandwidth(reduces, n, profile->allreduce->latency_ns);
+  if (seen && *seen < profile->allreduce->bus_bytes_per_s) profile->allreduce->pipeline_bus_bytes_per_s = *seen;
+}
+
 // Per size, the median over the ranks of each rank's median: ranks leave the barrier apart, and
 // the first one out waits for the last inside its all-reduce.
 std::vector<AllReducePoint> AllReduceMedians(const std::vector<std::string>& gathered) {
@@ -102,12 +145,18 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
 
 std::optional<sim::CollectiveFit> CalibrateAllReduce(exec::Backend backend, exec::Device& device,
                                                      exec::Transport& transport, const sim::Profile& profile,
-                                                     std::chrono::nanoseconds deadline) {
+                                                     std::chrono::nanoseconds deadline, exec::ReplicaGroup* replicas) {
   const int64_t max_bytes = GradBytes(profile);  // alike on every rank: the bytes follow the model
   const int n = transport.size();
   // On cuda the runtime's replicas need NCCL between distinct GPUs, which start-up has agreed on
   // for every rank alike: the job's transport is NCCL's exactly then (ranks sharing a GPU get
   // host-staged MPI, and a data-parallel run there is refused, so there is nothing to fit).
+  if (replicas != nullptr) {  // the job's own groups, one per pipeline rank
+    const std::vector<AllReducePoint> mine = AllReduceTimes(*replicas, device, AllReduceSizes(max_bytes), 20);
+    const std::vector<std::string> gathered = transport.Gather(PointsToBytes(mine), 0);
+    if (transport.rank() != 0) return std::nullopt;
+    return FitAllReduce(AllReduceMedians(gathered), replicas->size());
+  }
   if (n < 2 || (backend == exec::Backend::kCuda && transport.Name() != "nccl")) return std::nullopt;
   std::unique_ptr<exec::ReplicaGroup> group = exec::MakeMpiReplicaGroup(exec::WorldLayout{1, n}, deadline);
   if (backend == exec::Backend::kCuda) group = exec::MakeNcclReplicaGroup(std::move(group), device, deadline);
@@ -122,7 +171,6 @@ sim::PipelineSpec CalibrationPipeline(const sim::Scenario& sc, int steps) {
   sim::PipelineSpec pipeline = sc.pipeline;
   pipeline.steps = steps;
   pipeline.chunks = 1;
-  pipeline.data_parallel = 1;  // one replica's pipeline: the replicas' all-reduce is fitted apart
   return pipeline;
 }
 
@@ -139,7 +187,7 @@ std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline)
 
 RunsReport CalibrateRuns(
     const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
-    exec::Transport& transport, sim::Profile* profile) {
+    exec::Transport& transport, sim::Profile* profile, exec::ReplicaGroup* replicas) {
   const int ranks = transport.size();
   std::vector<ScaleSums> per_step(ranks), per_microbatch(ranks);
   int64_t overhead_sum = 0;
@@ -149,16 +197,21 @@ RunsReport CalibrateRuns(
   std::vector<int64_t> waited;  // transfers a receiver waited through, ns
   JitterSums jitter;
   sim::PipelineSpec pipeline = CalibrationPipeline(sc, steps);
+  exec::TrainingConfig one = base;  // without the job's replicas, one pipeline
+  if (replicas == nullptr) pipeline.data_parallel = one.data_parallel = 1;
+  const exec::TrainingConfig& job = replicas == nullptr ? one : base;
   const int64_t total = int64_t{pipeline.microbatches} * steps;
   exec::SetupRounds setup(transport);  // the first run's set-up ends the dataset's
-  const exec::Dataset data = exec::MakeDataset(device, base, total, transport.rank() == 0,
-                                               transport.rank() == ranks - 1, [&] { setup.Beat(); });
+  SC_CHECK((replicas != nullptr) == (pipeline.data_parallel > 1), "the replicas' group with replicas");
+  const exec::Dataset data = exec::MakeDataset(device, job, total, transport.rank() == 0, transport.rank() == ranks - 1,
+                                               [&] { setup.Beat(); }, replicas != nullptr ? replicas->replica() : 0);
+  std::vector<std::pair<int64_t, int64_t>> reduces;  // REDUCE_GRADs run: (bytes, post to completion ns)
   for (const std::string& name : CalibrationSchedules(pipeline)) {
     pipeline.schedules = {name};
     const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
-    exec::TrainingConfig config = base;
+    exec::TrainingConfig config = job;
     config.layers_per_stage = sim::StageLayers(sc, s.stages());
-    const exec::RankRun run = exec::RunRank(s, config, data, device, transport);
+    const exec::RankRun run = exec::RunRank(s, config, data, device, transport, {}, replicas);
     const std::vector<std::string> all = transport.Gather(exec::SerializeRankRun(run), 0);
     if (transport.rank() != 0) continue;
     const schedules::RunRecord record = JoinRankRuns(s, all, 0);
@@ -172,6 +225,7 @@ RunsReport CalibrateRuns(
     AddJitter(s, record, isolated, steps > 1 ? 1 : 0, &jitter);
     const std::vector<int64_t> w = WaitedTransfers(s, record);
     waited.insert(waited.end(), w.begin(), w.end());
+    AddReduceGradTimes(s, record, StageGradBytes(*profile, config.layers_per_stage), steps > 1 ? 1 : 0, &reduces);
     ++runs;
   }
   RunsReport report;
@@ -191,6 +245,7 @@ RunsReport CalibrateRuns(
     report.waited = waited.size();
     report.waited_median_ns = median;
   }
+  SetInPipelineAllReduce(reduces, pipeline.data_parallel, &report, profile);
   profile->ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];

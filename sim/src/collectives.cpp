@@ -142,7 +142,7 @@ CollectivePlan MeasuredAllReduce(const CollectiveFit& fit, int n, int64_t bytes)
   CollectivePlan plan{CollectiveAlgorithm::kMeasured, {}};
   if (n <= 1) return plan;
   CollectivePhase phase;
-  const RingLink ring{fit.bus_bytes_per_s, fit.latency_ns};
+  const RingLink ring{fit.DataBusBytesPerS(), fit.latency_ns};
   // Capped where int64 ns still hold it: the caller refuses anything past an hour per op.
   phase.measured_ns = std::llround(std::min(AllReduceNs(static_cast<double>(bytes), n, ring), 1e18));
   plan.phases.push_back(std::move(phase));

@@ -40,11 +40,12 @@ void ReadCalibration(const Map& m, Profile* p) {
     p->p2p = fit;
   }
   if (const auto v = m.Find("allreduce")) {
-    const Map ring(*v, {"latency", "bus_bandwidth", "ranks"});
+    const Map ring(*v, {"latency", "bus_bandwidth", "ranks", "in_pipeline_bus_bandwidth"});
     CollectiveFit fit;
     fit.latency_ns = ring.Get("latency").DurationNs();
     fit.bus_bytes_per_s = ring.Get("bus_bandwidth").Bandwidth();
     fit.ranks = static_cast<int>(ring.Get("ranks").Int(2, kMaxRanks));  // one rank has no all-reduce to fit
+    if (const auto b = ring.Find("in_pipeline_bus_bandwidth")) fit.pipeline_bus_bytes_per_s = b->Bandwidth();
     p->allreduce = fit;
   }
   if (const auto v = m.Find("ranks")) {
@@ -142,6 +143,10 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
     out << YAML::Key << "latency" << YAML::Value << fmt::format("{}ns", p.allreduce->latency_ns);
     out << YAML::Key << "bus_bandwidth" << YAML::Value << fmt::format("{:.0f}B/s", p.allreduce->bus_bytes_per_s);
     out << YAML::Key << "ranks" << YAML::Value << p.allreduce->ranks;
+    if (p.allreduce->pipeline_bus_bytes_per_s > 0) {
+      out << YAML::Key << "in_pipeline_bus_bandwidth" << YAML::Value
+          << fmt::format("{:.0f}B/s", p.allreduce->pipeline_bus_bytes_per_s);
+    }
     out << YAML::EndMap;
   }
   if (p.ranks.empty()) return;

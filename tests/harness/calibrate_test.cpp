@@ -166,6 +166,33 @@ TEST(FitAllReduce, DegenerateGivesNone) {
 // ---- OverlapFraction -------------------------------------------------------------------
 
 // 1e9 B/s: 100000 bytes take 100000 ns = 100 us of data time (the latency is not part of it).
+// ---- InPipelineBusBandwidth -------------------------------------------------------------
+// n = 2: 2(n-1)/n = 1 bus byte per byte, 2 steps of latency. 1 MB in 1 ms + 2 x 10 us is 1 GB/s;
+// the median of three (1, 2 and 0.5 GB/s) is 1 GB/s; of four, the mean of the middle two.
+TEST(InPipelineBusBandwidth, MedianOfWhatTheRunsSaw) {
+  const auto one = InPipelineBusBandwidth({{1'000'000, 1'020'000}}, 2, 10'000);
+  ASSERT_TRUE(one);
+  EXPECT_NEAR(*one, 1e9, 1);
+  const auto three = InPipelineBusBandwidth({{1'000'000, 1'020'000}, {1'000'000, 520'000}, {500'000, 1'020'000}}, 2, 10'000);
+  ASSERT_TRUE(three);
+  EXPECT_NEAR(*three, 1e9, 1);
+  const auto four = InPipelineBusBandwidth(
+      {{1'000'000, 1'020'000}, {1'000'000, 520'000}, {500'000, 1'020'000}, {4'000'000, 1'020'000}}, 2, 10'000);
+  ASSERT_TRUE(four);
+  EXPECT_NEAR(*four, 1.5e9, 1);
+  // n = 4: 2(n-1)/n = 1.5 bus bytes per byte, 6 steps of latency.
+  const auto ring = InPipelineBusBandwidth({{1'000'000, 1'060'000}}, 4, 10'000);
+  ASSERT_TRUE(ring);
+  EXPECT_NEAR(*ring, 1.5e9, 1);
+}
+
+TEST(InPipelineBusBandwidth, NothingPastTheLatencyGivesNone) {
+  EXPECT_FALSE(InPipelineBusBandwidth({}, 2, 10'000));
+  EXPECT_FALSE(InPipelineBusBandwidth({{1'000'000, 20'000}}, 2, 10'000));
+  EXPECT_FALSE(InPipelineBusBandwidth({{0, 1'000'000}}, 2, 10'000));
+  EXPECT_FALSE(InPipelineBusBandwidth({{1'000'000, 1'000'000}}, 1, 0));
+}
+
 TEST(OverlapFraction, WaitAgainstTheDataTime) {
   sim::P2pProfile fit;
   fit.latency_ns = 7000;

@@ -197,6 +197,10 @@ TEST(Collectives, MeasuredPlanIsOnePhaseOfTheFitsTime) {
   EXPECT_EQ(plan.phases[0].measured_ns, 5'060'000);
   EXPECT_DOUBLE_EQ(PlanAloneNs(Node(2, 10e9, 2000), plan), 5'060'000.0);
   EXPECT_TRUE(MeasuredAllReduce(fit, 1, 10'000'000).phases.empty());
+  // What the calibration runs saw (1 GB/s) moves the bytes; the latency stays: 2 x 30 us + 10 ms.
+  CollectiveFit seen = fit;
+  seen.pipeline_bus_bytes_per_s = 1e9;
+  EXPECT_EQ(MeasuredAllReduce(seen, 2, 10'000'000).phases.at(0).measured_ns, 10'060'000);
 }
 
 // A fit that would take past the hour an op may last is refused by name, not overflowed: 1 PB at

@@ -102,6 +102,20 @@ TEST(ProfileYaml, AllReduceRoundTrip) {
   EXPECT_EQ(ProfileToYaml(again), yaml);
 }
 
+// The bus bandwidth the calibration runs' REDUCE_GRADs showed, written only when measured.
+TEST(ProfileYaml, AllReduceInPipelineBandwidthRoundTrips) {
+  const Profile p = ProfileFromYaml(std::string(kProfile) +
+                                        "allreduce: {latency: 25us, bus_bandwidth: 2.5GB/s, ranks: 2, "
+                                        "in_pipeline_bus_bandwidth: 1GB/s}\n",
+                                    "p.yaml");
+  ASSERT_TRUE(p.allreduce.has_value());
+  EXPECT_DOUBLE_EQ(p.allreduce->pipeline_bus_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(p.allreduce->DataBusBytesPerS(), 1e9);
+  const std::string yaml = ProfileToYaml(p);
+  EXPECT_NE(yaml.find("ranks: 2, in_pipeline_bus_bandwidth: 1000000000B/s}"), std::string::npos) << yaml;
+  EXPECT_EQ(ProfileFromYaml(yaml, "again.yaml").allreduce->pipeline_bus_bytes_per_s, 1e9);
+}
+
 // A profile without it reads as none and writes none (today's profiles predict as before).
 TEST(ProfileYaml, AllReduceAbsentIsNone) {
   const Profile p = ProfileFromYaml(kProfile, "p.yaml");
@@ -123,8 +137,8 @@ TEST(ProfileYaml, AllReduceBadValuesAreLocated) {
   EXPECT_EQ(error(bad), at(bad, "{latency: 25us") + "allreduce: missing required key 'ranks'");
   bad = testing::Replace(kWithAllReduce, "bus_bandwidth", "bus_bandwith");
   EXPECT_EQ(error(bad), at(bad, "bus_bandwith") +
-                            "allreduce: unknown key 'bus_bandwith' (known: latency, bus_bandwidth, ranks); did you mean "
-                            "'bus_bandwidth'?");
+                            "allreduce: unknown key 'bus_bandwith' (known: latency, bus_bandwidth, ranks, "
+                            "in_pipeline_bus_bandwidth); did you mean 'bus_bandwidth'?");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <iterator>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "stagecraft/exec/device.h"
@@ -72,6 +73,12 @@ std::vector<AllReducePoint> AllReduceTimes(exec::ReplicaGroup& group, exec::Devi
 // latency is clamped to 0 (and the bandwidth refitted through the origin). None for fewer than
 // two ranks or two distinct sizes, or when time does not grow with the bytes.
 std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>& points, int ranks);
+
+// The bus bandwidth all-reduces over n ranks showed inside runs, from their (bytes, ns from post
+// to completion): the median over them of 2(n-1)/n·bytes / (ns - 2(n-1)·latency_ns). Those
+// within the latency say nothing of the bandwidth; none left (or n < 2): nullopt.
+std::optional<double> InPipelineBusBandwidth(const std::vector<std::pair<int64_t, int64_t>>& reduces, int n,
+                                             int64_t latency_ns);
 
 // Measured and isolated time summed per op kind over a calibration run's compute ops and STEPs.
 struct ScaleSums {

@@ -57,6 +57,11 @@ struct CollectiveFit {
   int64_t latency_ns = 0;
   double bus_bytes_per_s = 0;
   int ranks = 0;
+  // What the REDUCE_GRADs of the calibration runs of a replicated layout showed, when slower
+  // than the back-to-back fit's (gradients gone cold between steps, a replica a little behind);
+  // the latency stays. 0: not measured. The bandwidth a REDUCE_GRAD's bytes move at.
+  double pipeline_bus_bytes_per_s = 0;
+  double DataBusBytesPerS() const { return pipeline_bus_bytes_per_s > 0 ? pipeline_bus_bytes_per_s : bus_bytes_per_s; }
 };
 
 struct CostTable {
