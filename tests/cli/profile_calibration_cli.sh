@@ -73,9 +73,21 @@ if abs(got - 2 * reduce_ms) > 0.01 * 2 * reduce_ms:
     sys.exit(1)
 PY
 
+# The replicated layout itself (pipeline.ranks 1 x data_parallel 2 on 2 ranks): the layers are
+# timed with both replicas computing, and the calibration runs are the job's, REDUCE_GRADs and all.
+"$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${small[@]}" --set pipeline.ranks=1 \
+  --set pipeline.data_parallel=2 --out "$tmp/dp.yaml" --repeats 3 --calibration-steps 3 >"$tmp/dp" 2>&1
+check "replicated profile: exit 0" '[[ $? -eq 0 ]]'
+check "replicated profile: timed on 2 ranks at once" 'grep -q "on 2 rank(s) at once" "$tmp/dp"'
+check "replicated profile: the runs' all-reduces" 'grep -qE "^all-reduce in the runs: [1-9][0-9]* REDUCE_GRADs, median" "$tmp/dp"'
+check "replicated profile: one rank of all 8 layers, scaled" \
+  'grep -qE "^  - layers: 8$" "$tmp/dp.yaml" && grep -qE "^0 +per step " "$tmp/dp"'
+check "replicated profile: the fit over the 2 replicas" \
+  'grep -qE "^allreduce: \{latency: [0-9]+ns, bus_bandwidth: [1-9][0-9]*B/s, ranks: 2" "$tmp/dp.yaml"'
+
 "$sc" profile "$scenario" "${small[@]}" --out "$tmp/one.yaml" --repeats 3 >"$tmp/one" 2>&1
 check "one rank: exit 0" '[[ $? -eq 0 ]]'
-check "one rank: says it is not calibrated" 'grep -q "^not calibrated (run it on pipeline.ranks MPI ranks" "$tmp/one"'
+check "one rank: says it is not calibrated" 'grep -q "^not calibrated (run it on pipeline.ranks x pipeline.data_parallel MPI ranks" "$tmp/one"'
 check "one rank: no calibration keys" '! grep -qE "^(op_overhead|p2p|allreduce|ranks):" "$tmp/one.yaml"'
 "$sc" simulate "$scenario" "${small[@]}" --set pipeline.schedule=1f1b --set model.profile="$tmp/one.yaml" \
   --json "$tmp/one.json" >/dev/null 2>&1
