@@ -54,9 +54,9 @@ for layout in dp2 pp2; do
   read -r -a sets <<< "--set pipeline.schedule=1f1b ${layouts[$layout]}"
   d="$out/layouts/$layout"
   mkdir -p "$d"
-  # The profile is of one pipeline of 2 ranks at the layout's microbatch size (as loaded as the run).
-  if ! { "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${sets[@]}" --set pipeline.ranks=2 \
-           --set pipeline.data_parallel=1 --out "$d/profile.yaml" &&
+  # The profile is of the layout itself on its 2 processes (the replicas computing at once, the
+  # calibration runs with their REDUCE_GRADs), at its microbatch size.
+  if ! { "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${sets[@]}" --out "$d/profile.yaml" &&
          "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
          "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" \
            --json "$d/measured.json" &&
