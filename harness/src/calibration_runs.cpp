@@ -205,7 +205,10 @@ RunsReport CalibrateRuns(
   SC_CHECK((replicas != nullptr) == (pipeline.data_parallel > 1), "the replicas' group with replicas");
   const exec::Dataset data = exec::MakeDataset(device, job, total, transport.rank() == 0, transport.rank() == ranks - 1,
                                                [&] { setup.Beat(); }, replicas != nullptr ? replicas->replica() : 0);
-  std::vector<std::pair<int64_t, int64_t>> reduces;  // REDUCE_GRADs run: (bytes, post to completion ns)
+  // REDUCE_GRADs run, (bytes, post to completion ns): of the schedules that update once a step
+  // (the gradients summed after a step's compute, as the flush schedules run them), and of those
+  // that update every microbatch (PipeDream's, back to back), used only without the first kind.
+  std::vector<std::pair<int64_t, int64_t>> reduces, reduces_every_microbatch;
   for (const std::string& name : CalibrationSchedules(pipeline)) {
     pipeline.schedules = {name};
     const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
@@ -225,7 +228,8 @@ RunsReport CalibrateRuns(
     AddJitter(s, record, isolated, steps > 1 ? 1 : 0, &jitter);
     const std::vector<int64_t> w = WaitedTransfers(s, record);
     waited.insert(waited.end(), w.begin(), w.end());
-    AddReduceGradTimes(s, record, StageGradBytes(*profile, config.layers_per_stage), steps > 1 ? 1 : 0, &reduces);
+    AddReduceGradTimes(s, record, StageGradBytes(*profile, config.layers_per_stage), steps > 1 ? 1 : 0,
+                       every_microbatch ? &reduces_every_microbatch : &reduces);
     ++runs;
   }
   RunsReport report;
@@ -245,7 +249,7 @@ RunsReport CalibrateRuns(
     report.waited = waited.size();
     report.waited_median_ns = median;
   }
-  SetInPipelineAllReduce(reduces, pipeline.data_parallel, &report, profile);
+  SetInPipelineAllReduce(reduces.empty() ? reduces_every_microbatch : reduces, pipeline.data_parallel, &report, profile);
   profile->ranks.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
