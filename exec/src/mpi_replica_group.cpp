@@ -113,7 +113,7 @@ void ReplicaSlice(const float* whole, int replicas, int replica, int64_t slice_f
 
 std::vector<double> MeanOverReplicas(Transport& replicas, const std::vector<double>& values) {
   std::string mine(values.size() * sizeof(double), '\0');
-  std::memcpy(mine.data(), values.data(), mine.size());
+  if (!values.empty()) std::memcpy(mine.data(), values.data(), mine.size());  // (a rank without losses has none)
   const std::vector<std::string> all = replicas.Gather(mine, 0);
   if (replicas.rank() != 0) return values;
   std::vector<double> sum(values.size(), 0.0);
