@@ -49,6 +49,18 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   std::string out = fmt::format("scenario {}: {} ranks{}, {} microbatches x {} samples, {} step(s); costs: {}\n",
                                 Printable(sc.name), p.ranks, around, p.microbatches, p.microbatch_size, p.steps,
                                 cost_source);
+  // The replicas' gradient all-reduce: its algorithm and the least it takes, where longest.
+  const harness::Prediction* longest = nullptr;
+  for (const harness::Prediction& o : outcomes) {
+    if (o.gradient_reduce && (longest == nullptr || o.gradient_reduce->alone_ns > longest->gradient_reduce->alone_ns)) {
+      longest = &o;
+    }
+  }
+  if (longest != nullptr) {
+    const harness::Prediction::GradientReduce& g = *longest->gradient_reduce;
+    out += fmt::format("gradient all-reduce over {} replicas, a stage's alone: up to {:.3f} ms ({}, stage {} of {})\n",
+                       p.data_parallel, g.alone_ns * 1e-6, g.algorithm, g.stage, Printable(longest->metrics.schedule));
+  }
   out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");
   const harness::Prediction* best = nullptr;

@@ -19,6 +19,8 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/collective_streams.h"
+#include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/units.h"
@@ -118,6 +120,15 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.rank_devices = sc.pipeline.RankDevices();
   config.replica_devices = sc.pipeline.ReplicaDevices();
   p.result = sim::Simulate(p.schedule, costs, topo, config);
+  if (p.schedule.data_parallel > 1) {
+    const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices);
+    for (int stage = 0; stage < p.schedule.stages(); ++stage) {
+      const double ns = sim::PlanAloneNs(topo, plans.of(stage), costs.p2p_latency_ns);
+      if (!p.gradient_reduce || ns > p.gradient_reduce->alone_ns) {
+        p.gradient_reduce = {std::string(sim::AlgorithmName(plans.of(stage).algorithm)), ns, stage};
+      }
+    }
+  }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
   return p;
 }

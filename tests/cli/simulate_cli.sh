@@ -45,6 +45,9 @@ out5="$("$sc" simulate "$tmp/ok.yaml" --set topology.devices_per_node=8 --set pi
   --set "pipeline.schedule=[1f1b, $tmp/f1b.csv]")"
 check "data parallel: all-reduce after the last backward" 'grep -qE "^1f1b +33\.105 ms" <<<"$out5"'
 check "data parallel: schedule file gets its REDUCE_GRADs" 'grep -qE "f1b\.csv +33\.105 ms" <<<"$out5"'
+check "data parallel: the all-reduce's plan and least time" \
+  'grep -qF "gradient all-reduce over 2 replicas, a stage'"'"'s alone: up to 0.105 ms (ring, stage 0 of 1f1b)" <<<"$out5"'
+check "one replica: no all-reduce line" '! grep -q "gradient all-reduce" <<<"$out"'
 check "data parallel: throughput counts both replicas" 'grep -qE "^1f1b .* 483\.[0-9] samples/s" <<<"$out5"'
 check "chunks apply to interleaved only" 'grep -qE "^1f1b +33\.000 ms" <<<"$out3" && grep -qE "^interleaved +28\.500 ms" <<<"$out3"'
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ struct Prediction {
   schedules::ScheduleMetrics metrics;
   std::string cost_source;
   sim::CostTable costs;  // what the simulation charged, per stage
+  // With replicas: the longest of the stages' gradient all-reduces, each alone (its plan,
+  // sim/collectives.h), that is the least a REDUCE_GRAD of that stage takes.
+  struct GradientReduce {
+    std::string algorithm;  // "ring", "tree", "hierarchical" or "measured"
+    double alone_ns = 0;
+    int stage = -1;
+  };
+  std::optional<GradientReduce> gradient_reduce;
 };
 
 // A rank's memory by term, as the cost model charges it: each local stage's weights times its
