@@ -119,14 +119,12 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   config.rank_devices = sc.pipeline.RankDevices();
   config.replica_devices = sc.pipeline.ReplicaDevices();
-  p.result = sim::Simulate(p.schedule, costs, topo, config);
-  if (p.schedule.data_parallel > 1) {
-    const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices);
-    for (int stage = 0; stage < p.schedule.stages(); ++stage) {
-      const double ns = sim::PlanAloneNs(topo, plans.of(stage), costs.p2p_latency_ns);
-      if (!p.gradient_reduce || ns > p.gradient_reduce->alone_ns) {
-        p.gradient_reduce = {std::string(sim::AlgorithmName(plans.of(stage).algorithm)), ns, stage};
-      }
+  // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.
+  const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices);
+  p.result = sim::Simulate(p.schedule, costs, topo, config, plans);
+  for (int stage = 0; stage < p.schedule.stages() && !plans.empty(); ++stage) {
+    if (!p.gradient_reduce || plans.AloneNsOf(stage) > p.gradient_reduce->alone_ns) {
+      p.gradient_reduce = {std::string(sim::AlgorithmName(plans.of(stage).algorithm)), plans.AloneNsOf(stage), stage};
     }
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);

@@ -263,7 +263,7 @@ Schedule PlaceReduceGrads(const Schedule& schedule) {
 }
 
 Schedule Lower(const Schedule& schedule, P2p p2p) {
-  Schedule out = Lowerer(PlaceReduceGrads(StripComms(schedule))).Run();
+  Schedule out = Lowerer(PlaceReduceGrads(schedule)).Run();  // (the walk drops any SEND/RECV first)
   if (p2p == P2p::kAhead) {
     for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops);
   }

@@ -27,7 +27,8 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
                                     : PlanAllReduce(topology, group, bytes, costs.p2p_latency_ns);
     for (const CollectivePhase& phase : plans_[stage].phases) max_flows_ = std::max(max_flows_, phase.flows.size());
   }
-  std::vector<double> alone(plans_.size());
+  std::vector<double>& alone = stage_alone_ns_;
+  alone.resize(plans_.size());
   for (int stage = 0; stage < s.stages(); ++stage) {
     alone[stage] = PlanAloneNs(topology, plans_[stage], costs.p2p_latency_ns);
     if (alone[stage] > static_cast<double>(kMaxOpNs)) {

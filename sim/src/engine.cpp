@@ -165,12 +165,9 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
 
 }  // namespace
 
+// With replicas and no rings given (nor rank devices), replica i of rank r on device i x ranks + r
+// (SimConfig::replica_devices).
 RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topology& topology, const SimConfig& config) {
-  SC_CHECK(schedule.lowered, "Simulate needs a lowered schedule");
-  SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
-  SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
-  // Every time the engine computes stays within the bound, so nothing reachable from the input
-  // can overflow: a run that could last over a year is refused here instead.
   std::vector<std::vector<int>> replicas = config.replica_devices;
   SC_CHECK(!replicas.empty() || topology.devices() >= int64_t{schedule.ranks()} * schedule.data_parallel,
            "a device per replica's rank");
@@ -180,7 +177,17 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
       for (int i = 0; i < schedule.data_parallel; ++i) replicas[r].push_back(i * schedule.ranks() + r);
     }
   }
-  const CollectivePlans plans(schedule, costs, topology, replicas);
+  return Simulate(schedule, costs, topology, config, CollectivePlans(schedule, costs, topology, replicas));
+}
+
+RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topology& topology, const SimConfig& config,
+                   const CollectivePlans& plans) {
+  SC_CHECK(schedule.lowered, "Simulate needs a lowered schedule");
+  SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
+  SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
+  SC_CHECK(plans.empty() == (schedule.data_parallel <= 1), "a plan per stage with replicas");
+  // Every time the engine computes stays within the bound, so nothing reachable from the input
+  // can overflow: a run that could last over a year is refused here instead.
   CheckRunBound(schedule, costs, topology, config.rank_devices, plans.AloneNs());
   return Engine(schedule, costs, topology, config, plans).Run();
 }

@@ -41,11 +41,14 @@ class CollectivePlans {
   const CollectivePlan& of(int stage) const { return plans_[stage]; }
   // The most flows one phase of any plan starts (the slots a rank's stream needs).
   size_t max_flows() const { return max_flows_; }
+  // Stage `stage`'s all-reduce alone (PlanAloneNs: the least its REDUCE_GRAD takes).
+  double AloneNsOf(int stage) const { return stage_alone_ns_[stage]; }
   // Every REDUCE_GRAD of the schedule, each alone (run_bound.h adds it to the bound).
   double AloneNs() const { return alone_ns_; }
 
  private:
-  std::vector<CollectivePlan> plans_;  // by stage
+  std::vector<CollectivePlan> plans_;    // by stage
+  std::vector<double> stage_alone_ns_;   // by stage
   size_t max_flows_ = 0;
   double alone_ns_ = 0;
 };

@@ -55,4 +55,10 @@ struct SimConfig {
 RunRecord Simulate(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
                    const SimConfig& config);
 
+class CollectivePlans;  // collective_streams.h
+// The same with the REDUCE_GRADs' plans built by the caller over config.replica_devices (who
+// then reads them too: harness::Predict), which must outlive the call.
+RunRecord Simulate(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
+                   const SimConfig& config, const CollectivePlans& plans);
+
 }  // namespace stagecraft::sim
