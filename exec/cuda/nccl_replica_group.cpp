@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "cuda_event_pool.h"
 #include "nccl_check.h"
 #include "stagecraft/exec/cuda_device.h"
+#include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/poll.h"
 #include "stagecraft/exec/replica_group.h"
 #include "stagecraft/kernels/cuda_check.h"
@@ -44,7 +46,7 @@ class NcclReplicaGroup final : public ReplicaGroup {
   }
   // Best effort: the run is over (or failing), and a destructor must not throw.
   ~NcclReplicaGroup() override {
-    for (Pending& p : pending_) {
+    for (Pending& p : pending_.items()) {
       if (p.done != nullptr) (void)cudaEventSynchronize(p.done);
     }
     if (!aborted_) {
@@ -53,7 +55,6 @@ class NcclReplicaGroup final : public ReplicaGroup {
       (void)ncclCommDestroy(comm_);
     }
     (void)cudaStreamDestroy(stream_);
-    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
   }
   NcclReplicaGroup(const NcclReplicaGroup&) = delete;
   NcclReplicaGroup& operator=(const NcclReplicaGroup&) = delete;
@@ -64,14 +65,14 @@ class NcclReplicaGroup final : public ReplicaGroup {
   Transport& host() override { return mpi_->host(); }
 
   Request PostSum(float* data, int64_t count) override {
-    cudaEvent_t queued = TakeEvent();
+    cudaEvent_t queued = events_.Take();
     SC_CUDA_CHECK(cudaEventRecord(queued, compute_));  // the backwards that made the gradients
     SC_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued, 0));
-    free_events_.push_back(queued);  // may be re-recorded once the wait is queued
+    events_.Give(queued);  // may be re-recorded once the wait is queued
     SC_NCCL_CHECK(comm_, ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, comm_, stream_));
-    Pending p{TakeEvent(), count};
+    Pending p{events_.Take(), count};
     SC_CUDA_CHECK(cudaEventRecord(p.done, stream_));
-    return Track(p);
+    return pending_.Add(p);
   }
 
   bool Test(Request request) override {
@@ -82,9 +83,8 @@ class NcclReplicaGroup final : public ReplicaGroup {
       Fail(kernels::CudaErrorText(state, "cudaEventQuery(all-reduce done)", __FILE__, __LINE__));
     }
     SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, p.done, 0));  // the STEP reads the sum
-    free_events_.push_back(p.done);
-    p = Pending{};
-    free_handles_.push_back(request);
+    events_.Give(p.done);
+    pending_.Release(request);
     return true;
   }
 
@@ -123,32 +123,11 @@ class NcclReplicaGroup final : public ReplicaGroup {
     int64_t count = 0;
   };
 
-  Request Track(const Pending& p) {
-    if (!free_handles_.empty()) {
-      const Request handle = free_handles_.back();
-      free_handles_.pop_back();
-      pending_[static_cast<size_t>(handle)] = p;
-      return handle;
-    }
-    pending_.push_back(p);
-    return static_cast<Request>(pending_.size()) - 1;
-  }
   Pending& At(Request request) {
-    if (request < 0 || static_cast<size_t>(request) >= pending_.size() || pending_[request].done == nullptr) {
+    if (!pending_.Live(request)) {
       throw std::logic_error("nccl replica group: no pending all-reduce " + std::to_string(request));
     }
-    return pending_[static_cast<size_t>(request)];
-  }
-  cudaEvent_t TakeEvent() {
-    if (!free_events_.empty()) {
-      cudaEvent_t e = free_events_.back();
-      free_events_.pop_back();
-      return e;
-    }
-    cudaEvent_t e = nullptr;
-    SC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    events_.push_back(e);
-    return e;
+    return pending_[request];
   }
   // NCCL's asynchronous errors (a replica gone) surface here, not in a call.
   void CheckAsyncError() {
@@ -174,10 +153,8 @@ class NcclReplicaGroup final : public ReplicaGroup {
   const int64_t deadline_ns_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  std::vector<Pending> pending_;  // by handle
-  std::vector<Request> free_handles_;
-  std::vector<cudaEvent_t> events_;  // every event made, destroyed at the end
-  std::vector<cudaEvent_t> free_events_;
+  CudaEventPool events_;  // destroyed after the destructor's body has synchronized the stream
+  HandlePool<Pending> pending_;
   bool aborted_ = false;
 };
 

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "cuda_event_pool.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/cuda_plan.h"
+#include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/kernels/cuda_check.h"
 #include "nccl_check.h"
 
@@ -72,7 +74,7 @@ class NcclTransport final : public Transport {
 
   // Best effort: the run is over (or failing), and a destructor must not throw.
   ~NcclTransport() override {
-    for (Transfer& t : transfers_) {
+    for (Transfer& t : transfers_.items()) {
       if (t.done != nullptr) (void)cudaEventSynchronize(t.done);
     }
     for (Channel& c : channels_) {
@@ -83,7 +85,6 @@ class NcclTransport final : public Transport {
       }
       (void)cudaStreamDestroy(c.stream);
     }
-    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
   }
 
   int rank() const override { return rank_; }
@@ -200,48 +201,27 @@ class NcclTransport final : public Transport {
 
   // `stream` waits for the compute stream's work queued so far.
   void After(cudaStream_t stream) {
-    cudaEvent_t queued = TakeEvent();
+    cudaEvent_t queued = events_.Take();
     SC_CUDA_CHECK(cudaEventRecord(queued, compute_));
     SC_CUDA_CHECK(cudaStreamWaitEvent(stream, queued, 0));
-    GiveEvent(queued);  // a recorded event may be re-recorded once the wait is queued
+    events_.Give(queued);  // a recorded event may be re-recorded once the wait is queued
   }
 
   Request Track(Channel& c, int peer, int64_t tag, bool recv) {
-    Transfer t{TakeEvent(), peer, tag, recv};
+    Transfer t{events_.Take(), peer, tag, recv};
     SC_CUDA_CHECK(cudaEventRecord(t.done, c.stream));
-    if (!free_handles_.empty()) {
-      const Request handle = free_handles_.back();
-      free_handles_.pop_back();
-      transfers_[static_cast<size_t>(handle)] = t;
-      return handle;
-    }
-    transfers_.push_back(t);
-    return static_cast<Request>(transfers_.size()) - 1;
+    return transfers_.Add(t);
   }
   Transfer& At(Request request) {
-    if (request < 0 || static_cast<size_t>(request) >= transfers_.size() || transfers_[request].done == nullptr) {
+    if (!transfers_.Live(request)) {
       throw std::logic_error("nccl transport: no pending request " + std::to_string(request));
     }
-    return transfers_[static_cast<size_t>(request)];
+    return transfers_[request];
   }
   void Release(Request request) {
-    GiveEvent(transfers_[static_cast<size_t>(request)].done);
-    transfers_[static_cast<size_t>(request)] = Transfer{};
-    free_handles_.push_back(request);
+    events_.Give(transfers_[request].done);
+    transfers_.Release(request);
   }
-
-  cudaEvent_t TakeEvent() {
-    if (!free_events_.empty()) {
-      cudaEvent_t e = free_events_.back();
-      free_events_.pop_back();
-      return e;
-    }
-    cudaEvent_t e = nullptr;
-    SC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    events_.push_back(e);
-    return e;
-  }
-  void GiveEvent(cudaEvent_t e) { free_events_.push_back(e); }
 
   // NCCL's asynchronous errors (a peer gone, a network failure) surface here, not in a call.
   void CheckAsyncErrors() {
@@ -272,10 +252,8 @@ class NcclTransport final : public Transport {
   const int size_;
   std::vector<Channel> channels_;
   std::vector<Peer> peers_;  // by rank
-  std::vector<Transfer> transfers_;
-  std::vector<Request> free_handles_;
-  std::vector<cudaEvent_t> events_;  // every event made, destroyed at the end
-  std::vector<cudaEvent_t> free_events_;
+  CudaEventPool events_;  // destroyed after the destructor's body has synchronized the streams
+  HandlePool<Transfer> transfers_;
   bool aborted_ = false;
 };
 

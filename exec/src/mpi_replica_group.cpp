@@ -12,6 +12,7 @@
 
 #include "mpi_check.h"
 #include "stagecraft/base/check.h"
+#include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/poll.h"
 #include "stagecraft/exec/replica_group.h"
@@ -53,17 +54,16 @@ class MpiReplicaGroup final : public ReplicaGroup {
 
   Request PostSum(float* data, int64_t count) override {
     SC_CHECK(count >= 0 && count <= INT_MAX, fmt::format("an all-reduce of {} floats exceeds MPI's int count", count));
-    const Request handle = NewRequest(count);
+    const Request handle = pending_.Add({MPI_REQUEST_NULL, count});
     SC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
-                                &requests_[static_cast<size_t>(handle)]));
+                                &pending_[handle].request));
     return handle;
   }
   bool Test(Request request) override {
-    SC_CHECK(request >= 0 && static_cast<size_t>(request) < requests_.size() && requests_[request] != MPI_REQUEST_NULL,
-             "a pending all-reduce");
+    SC_CHECK(pending_.Live(request), "a pending all-reduce");
     int done = 0;
-    SC_MPI_CHECK(MPI_Test(&requests_[static_cast<size_t>(request)], &done, MPI_STATUS_IGNORE));
-    if (done != 0) free_.push_back(request);  // MPI_Test set the request to MPI_REQUEST_NULL
+    SC_MPI_CHECK(MPI_Test(&pending_[request].request, &done, MPI_STATUS_IGNORE));
+    if (done != 0) pending_.Release(request);
     return done != 0;
   }
   void Wait(Request request) override {
@@ -73,34 +73,23 @@ class MpiReplicaGroup final : public ReplicaGroup {
     // A pending collective cannot be cancelled: the job ends (the caller aborts it).
     throw TimeoutError(fmt::format("the MPI all-reduce of {} floats over {} replicas did not complete within {:g} s: "
                                    "a replica is hung or gone",
-                                   counts_[static_cast<size_t>(request)], size_,
+                                   pending_[request].count, size_,
                                    static_cast<double>(deadline_ns_) * 1e-9));
   }
   Transport& host() override { return *host_; }
 
  private:
-  Request NewRequest(int64_t count) {
-    Request handle;
-    if (!free_.empty()) {
-      handle = free_.back();
-      free_.pop_back();
-    } else {
-      handle = static_cast<Request>(requests_.size());
-      requests_.push_back(MPI_REQUEST_NULL);
-      counts_.push_back(0);
-    }
-    counts_[static_cast<size_t>(handle)] = count;
-    return handle;
-  }
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int64_t count = 0;  // floats, for a deadline's message
+  };
 
   const int64_t deadline_ns_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int replica_ = 0;
   int size_ = 1;
   std::unique_ptr<Transport> host_;
-  std::vector<MPI_Request> requests_;  // by handle; never shrinks
-  std::vector<int64_t> counts_;        // by handle, for a deadline's message
-  std::vector<Request> free_;
+  HandlePool<Pending> pending_;
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/poll.h"
 #include "mpi_check.h"
 #include "stagecraft/schedules/ir.h"
@@ -111,8 +112,9 @@ class MpiTransport final : public Transport {
   bool Test(Request request) override {
     int done = 0;
     MPI_Status status;
-    SC_MPI_CHECK(MPI_Test(&requests_.at(request), &done, &status));
-    if (done != 0) free_.push_back(request);
+    SC_CHECK(pending_.Live(request), "a pending request");
+    SC_MPI_CHECK(MPI_Test(&pending_[request].request, &done, &status));
+    if (done != 0) pending_.Release(request);
     return done != 0;
   }
   void Wait(Request request) override {
@@ -198,29 +200,23 @@ class MpiTransport final : public Transport {
     int peer = -1;
     int64_t tag = 0;
   };
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    What what;  // for a deadline's message
+  };
   Request NewRequest(MPI_Request** slot, const What& what) {
-    Request handle;
-    if (!free_.empty()) {
-      handle = free_.back();
-      free_.pop_back();
-    } else {
-      handle = static_cast<Request>(requests_.size());
-      requests_.push_back(MPI_REQUEST_NULL);
-      what_.emplace_back();
-    }
-    requests_[handle] = MPI_REQUEST_NULL;
-    what_[handle] = what;
-    *slot = &requests_[handle];
+    const Request handle = pending_.Add({MPI_REQUEST_NULL, what});
+    *slot = &pending_[handle].request;
     return handle;
   }
   // A receive is cancelled, so nothing arriving later lands in its buffer; then one line says
   // what did not complete.
   [[noreturn]] void TimedOut(Request request) {
-    const What w = what_[request];
+    const What w = pending_[request].what;
     if (w.kind == Kind::kRecv) {
-      MPI_Cancel(&requests_[request]);
-      MPI_Wait(&requests_[request], MPI_STATUS_IGNORE);
-      free_.push_back(request);
+      MPI_Cancel(&pending_[request].request);
+      MPI_Wait(&pending_[request].request, MPI_STATUS_IGNORE);
+      pending_.Release(request);
     }
     const std::string transfer = w.kind == Kind::kBarrier      ? std::string("a barrier")
                                  : w.kind == Kind::kCollective ? std::string("a collective over every rank")
@@ -238,9 +234,7 @@ class MpiTransport final : public Transport {
   bool spin_only_ = false;  // every rank of this node has its own core
   int size_ = 1;
   int64_t tag_modulus_ = 32768;
-  std::vector<MPI_Request> requests_;  // never shrinks, so handles stay valid
-  std::vector<What> what_;             // by handle, for a deadline's message
-  std::vector<Request> free_;
+  HandlePool<Pending> pending_;
 };
 
 }  // namespace
