@@ -38,8 +38,7 @@ void Transfers::Post(size_t slot, End end, int src_rank, int dst_rank, int64_t b
     t.dst_rank = dst_rank;
     t.bytes = bytes;
     t.route = &topology_.Route(DeviceOf(src_rank), DeviceOf(dst_rank));
-    t.post_order = static_cast<int32_t>(slot_by_post_order_.size());
-    slot_by_post_order_.push_back(static_cast<int32_t>(slot));
+    Enlist(slot);
   }
   SC_CHECK(t.src_rank == src_rank && t.dst_rank == dst_rank && t.bytes == bytes,
            "both ends of a transfer name the same ranks and bytes");
@@ -58,18 +57,25 @@ void Transfers::StartFlow(size_t slot, int src_device, int dst_device, int64_t b
   t.bytes = bytes;
   t.send_posted = t.recv_posted = true;
   t.route = &topology_.Route(src_device, dst_device);
-  t.post_order = static_cast<int32_t>(slot_by_post_order_.size());
-  slot_by_post_order_.push_back(static_cast<int32_t>(slot));
+  Enlist(slot);
   const auto arg = static_cast<int32_t>(slot);
   if (measured_) {
-    const double rate = measured_->DataBytesPerS();
-    const double data_ns = rate > 0 ? static_cast<double>(bytes) * 1e9 / rate : 0;
-    t.arrival = loop_->ScheduleAt(loop_->now_ns() + std::llround(data_ns), this, kArrival, arg);
+    t.arrival = loop_->ScheduleAt(loop_->now_ns() + MeasuredDataNs(bytes), this, kArrival, arg);
   } else if (bytes <= 0 || t.route->empty()) {
     t.arrival = loop_->ScheduleAt(loop_->now_ns(), this, kArrival, arg);
   } else {
     DataStart(slot);
   }
+}
+
+void Transfers::Enlist(size_t slot) {
+  transfers_[slot].post_order = static_cast<int32_t>(slot_by_post_order_.size());
+  slot_by_post_order_.push_back(static_cast<int32_t>(slot));
+}
+
+int64_t Transfers::MeasuredDataNs(int64_t bytes) const {
+  const double rate = measured_->DataBytesPerS();
+  return rate > 0 ? std::llround(static_cast<double>(bytes) * 1e9 / rate) : 0;
 }
 
 void Transfers::OnEvent(const Event& event) {
@@ -85,9 +91,7 @@ void Transfers::Start(size_t slot) {
   Transfer& t = transfers_[slot];
   listener_->TransferStarted(slot);
   if (measured_) {
-    const double rate = measured_->DataBytesPerS();
-    const double data_ns = rate > 0 ? static_cast<double>(t.bytes) * 1e9 / rate : 0;
-    t.arrival = loop_->ScheduleAt(loop_->now_ns() + measured_->latency_ns + std::llround(data_ns), this, kArrival,
+    t.arrival = loop_->ScheduleAt(loop_->now_ns() + measured_->latency_ns + MeasuredDataNs(t.bytes), this, kArrival,
                                   static_cast<int32_t>(slot));
     return;
   }

@@ -70,6 +70,8 @@ class Transfers final : public EventHandler {
  private:
   enum EventKind : int32_t { kDataStart, kArrival };
 
+  void Enlist(size_t slot);                        // its post order, at its first post
+  int64_t MeasuredDataNs(int64_t bytes) const;     // bytes over the measured fit's bandwidth
   void Start(size_t slot);
   void DataStart(size_t slot);
   void Arrive(size_t slot);
