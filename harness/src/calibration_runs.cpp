@@ -62,7 +62,8 @@ int64_t GradBytes(const sim::Profile& profile) {
 }
 
 // The gradients' bytes of each stage under the split `layers_per_stage` (what its REDUCE_GRAD
-// sums; the MLP has no embedding or head).
+// sums): its layers', with the embedding's on the first stage and the head's on the last, as the
+// profile's cost model charges them (profile_costs.cpp).
 std::vector<int64_t> StageGradBytes(const sim::Profile& profile, const std::vector<int>& layers_per_stage) {
   std::vector<int64_t> out;
   size_t layer = 0;
@@ -71,6 +72,8 @@ std::vector<int64_t> StageGradBytes(const sim::Profile& profile, const std::vect
     for (int k = 0; k < count && layer < profile.layers.size(); ++k) bytes += profile.layers[layer++].grad_bytes;
     out.push_back(bytes);
   }
+  if (!out.empty() && profile.embedding) out.front() += profile.embedding->grad_bytes;
+  if (!out.empty() && profile.head) out.back() += profile.head->grad_bytes;
   return out;
 }
 
@@ -147,24 +150,25 @@ std::optional<sim::CollectiveFit> CalibrateAllReduce(exec::Backend backend, exec
                                                      exec::Transport& transport, const sim::Profile& profile,
                                                      std::chrono::nanoseconds deadline, exec::ReplicaGroup* replicas) {
   const int64_t max_bytes = GradBytes(profile);  // alike on every rank: the bytes follow the model
-  const int n = transport.size();
-  // On cuda the runtime's replicas need NCCL between distinct GPUs, which start-up has agreed on
-  // for every rank alike: the job's transport is NCCL's exactly then (ranks sharing a GPU get
-  // host-staged MPI, and a data-parallel run there is refused, so there is nothing to fit).
-  if (replicas != nullptr) {  // the job's own groups, one per pipeline rank
-    const std::vector<AllReducePoint> mine = AllReduceTimes(*replicas, device, AllReduceSizes(max_bytes), 20);
-    const std::vector<std::string> gathered = transport.Gather(PointsToBytes(mine), 0);
-    if (transport.rank() != 0) return std::nullopt;
-    return FitAllReduce(AllReduceMedians(gathered), replicas->size());
+  // The job's own groups (one per pipeline rank), else one over the whole job, as the runtime
+  // would make it. On cuda the runtime's replicas need NCCL between distinct GPUs, which
+  // start-up has agreed on for every rank alike: the job's transport is NCCL's exactly then
+  // (ranks sharing a GPU get host-staged MPI, and a data-parallel run there is refused, so there
+  // is nothing to fit).
+  std::unique_ptr<exec::ReplicaGroup> whole_job;
+  exec::ReplicaGroup* group = replicas;
+  if (group == nullptr) {
+    const int n = transport.size();
+    if (n < 2 || (backend == exec::Backend::kCuda && transport.Name() != "nccl")) return std::nullopt;
+    whole_job = exec::MakeMpiReplicaGroup(exec::WorldLayout{1, n}, deadline);
+    if (backend == exec::Backend::kCuda) whole_job = exec::MakeNcclReplicaGroup(std::move(whole_job), device, deadline);
+    SC_CHECK(whole_job->size() == n, "one all-reduce group over the whole job");
+    group = whole_job.get();
   }
-  if (n < 2 || (backend == exec::Backend::kCuda && transport.Name() != "nccl")) return std::nullopt;
-  std::unique_ptr<exec::ReplicaGroup> group = exec::MakeMpiReplicaGroup(exec::WorldLayout{1, n}, deadline);
-  if (backend == exec::Backend::kCuda) group = exec::MakeNcclReplicaGroup(std::move(group), device, deadline);
-  SC_CHECK(group->size() == n, "one all-reduce group over the whole job");
   const std::vector<AllReducePoint> mine = AllReduceTimes(*group, device, AllReduceSizes(max_bytes), 20);
   const std::vector<std::string> gathered = transport.Gather(PointsToBytes(mine), 0);
   if (transport.rank() != 0) return std::nullopt;
-  return FitAllReduce(AllReduceMedians(gathered), n);
+  return FitAllReduce(AllReduceMedians(gathered), group->size());
 }
 
 sim::PipelineSpec CalibrationPipeline(const sim::Scenario& sc, int steps) {
