@@ -5,6 +5,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/transport.h"
+#include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::exec {
@@ -43,8 +44,7 @@ void GradReducer::Finish(const schedules::Op& step) {
            fmt::format("stage {} STEP {}: its REDUCE_GRAD comes first", step.stage, step.version));
   Pending& p = it->second;
   if (!p.done) {
-    schedules::Op reduce = step;
-    reduce.kind = schedules::OpKind::kReduceGrad;
+    const schedules::Op reduce = schedules::ReduceGradOf(step);
     NamingTimeout([&] { group_->Wait(p.request); },
                   [&] { return fmt::format("{} (step {})", schedules::ActionString(reduce, schedule_.microbatches),
                                            step.step); });

@@ -86,7 +86,8 @@ void SplitGap(const Shape& shape, const TransferMap& transfers, const Collective
               int64_t free_ns, bool keep, RankSplit* split) {
   int64_t from = free_ns;
   if (t.op.kind == OpKind::kStep) {
-    if (const auto it = collectives.find({t.op.stage, t.op.version}); it != collectives.end()) {
+    const Op reduce = ReduceGradOf(t.op);
+    if (const auto it = collectives.find({reduce.stage, reduce.version}); it != collectives.end()) {
       const int64_t until = std::clamp(it->second, free_ns, t.start_ns);
       Add(split, keep, GapCause::kCollective, free_ns, until);
       from = until;

@@ -90,7 +90,7 @@ void ComputeStreams::Advance(int rank) {
     const int index = static_cast<int>(stream.next);
     const Op& op = ops[index];
     const int64_t now = loop_->now_ns();
-    if (schedules::IsComm(op.kind) || op.kind == OpKind::kReduceGrad) {
+    if (schedules::IsComm(op.kind) || schedules::IsCollective(op.kind)) {
       ++stream.next;
       stream.free_ns = std::max(stream.free_ns, now) + costs_.OverheadOf(rank);
       hooks_->Posted(rank, index, op);

@@ -112,7 +112,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
 
   // A SEND holds its buffer from post to arrival, a RECV from post to its consumer's start.
   void Posted(int rank, int index, const Op& op) override {
-    if (op.kind == OpKind::kReduceGrad) return collectives_.Post(rank, index, op);
+    if (schedules::IsCollective(op.kind)) return collectives_.Post(rank, index, op);
     const bool send = schedules::IsSend(op.kind);
     const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op);
     SC_CHECK(edge && edge->CrossesRanks() && op.peer == schedules::PeerOf(s_.shape, op),
