@@ -25,9 +25,9 @@ inline std::string Mebibytes(int64_t bytes) {
 // The action string of an op, as in the trace's event names: "F3", "SEND_B2", "STEP",
 // "REDUCE_GRAD" (a STEP's and a REDUCE_GRAD's microbatch means nothing).
 inline std::string ActionName(const schedules::TraceOp& op) {
-  if (op.op.kind == schedules::OpKind::kStep) return "STEP";
-  if (op.op.kind == schedules::OpKind::kReduceGrad) return "REDUCE_GRAD";
-  return std::string(schedules::KindName(op.op.kind)) + std::to_string(op.op.microbatch);
+  const std::string kind(schedules::KindName(op.op.kind));
+  if (op.op.kind == schedules::OpKind::kStep || schedules::IsCollective(op.op.kind)) return kind;
+  return kind + std::to_string(op.op.microbatch);
 }
 
 }  // namespace stagecraft::viz::app
