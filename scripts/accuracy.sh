@@ -29,21 +29,28 @@ mkdir -p "$out"
 read -r load1 _ < /proc/loadavg
 echo "scenario $scenario, $runs run(s) per shape, $(nproc) cores, 1-minute load $load1 at the start"
 
+# One run into folder $1, named $2, on $3 MPI processes, with the scenario overrides after them:
+# profile -> simulate -> execute -> compare, its output in $1/log; a failure ends the script.
+profile_and_compare() {
+  local d="$1" name="$2" np="$3"
+  shift 3
+  mkdir -p "$d"
+  if ! { "$root/scripts/mpirun.sh" "$np" "$sc" profile "$scenario" "$@" --out "$d/profile.yaml" &&
+         "$sc" simulate "$scenario" "$@" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
+         "$root/scripts/mpirun.sh" "$np" "$sc" execute "$scenario" "$@" --set model.profile="$d/profile.yaml" \
+           --json "$d/measured.json" &&
+         "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
+    echo "$name failed:" >&2
+    tail -n 30 "$d/log" >&2
+    exit 1
+  fi
+  echo "$name: $(tail -n 1 "$d/log")"
+}
+
 for shape in main hidden1024; do
   read -r -a sets <<< "${shapes[$shape]}"
   for ((k = 1; k <= runs; ++k)); do
-    d="$out/$shape/run$k"
-    mkdir -p "$d"
-    if ! { "$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" "${sets[@]}" --out "$d/profile.yaml" &&
-           "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
-           "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" \
-             --json "$d/measured.json" &&
-           "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
-      echo "$shape run $k failed:" >&2
-      tail -n 30 "$d/log" >&2
-      exit 1
-    fi
-    echo "$shape run $k: $(tail -n 1 "$d/log")"
+    profile_and_compare "$out/$shape/run$k" "$shape run $k" "$ranks" "${sets[@]}"
   done
 done
 
@@ -52,22 +59,10 @@ declare -A layouts=([dp2]="--set pipeline.ranks=1 --set pipeline.data_parallel=2
                     [pp2]="--set pipeline.ranks=2 --set pipeline.data_parallel=1 --set pipeline.microbatch_size=$((2 * b))")
 for layout in dp2 pp2; do
   read -r -a sets <<< "--set pipeline.schedule=1f1b ${layouts[$layout]}"
-  d="$out/layouts/$layout"
-  mkdir -p "$d"
   # The profile is of the layout itself on its 2 processes (the replicas computing at once, the
   # calibration runs with their REDUCE_GRADs), at its microbatch size.
-  if ! { "$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${sets[@]}" --out "$d/profile.yaml" &&
-         "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
-         "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" \
-           --json "$d/measured.json" &&
-         "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
-    echo "$layout run failed:" >&2
-    tail -n 30 "$d/log" >&2
-    exit 1
-  fi
-  echo "$layout: $(tail -n 1 "$d/log")"
+  profile_and_compare "$out/layouts/$layout" "$layout" 2 "${sets[@]}"
 done
-
 python3 - "$out" "$runs" <<'EOF'
 import json, statistics, sys
 out, runs = sys.argv[1], int(sys.argv[2])
