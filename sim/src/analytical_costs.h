@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim::detail {
@@ -23,5 +25,12 @@ inline int64_t OptimizerBytesPerParam(Optimizer optimizer, double momentum, int 
 inline std::string DeviceKeys(const DeviceSpec& device) {
   return fmt::format("on topology.device: peak {:g} FLOPS x efficiency {:g}", device.peak_flops, device.efficiency);
 }
+
+// The transformer row's table (transformer_costs.cpp): its layer weights, and its costs, which
+// the roofline row (roofline_costs.cpp) keeps for every size and re-times.
+LayerWeights TransformerWeights(const Scenario& sc);
+CostTable TransformerTable(const Scenario& sc, const CostQuery& query);
+// The layers of each of `stages` stages, as the transformer row splits them.
+std::vector<int> TransformerLayers(const Scenario& sc, int stages);
 
 }  // namespace stagecraft::sim::detail

@@ -8,6 +8,7 @@ namespace stagecraft::sim::detail {
 
 CostModel ProfileCostModel();      // profile_costs.cpp
 CostModel ExplicitCostModel();     // explicit_costs.cpp
+CostModel RooflineCostModel();     // roofline_costs.cpp
 CostModel TransformerCostModel();  // transformer_costs.cpp
 CostModel MlpCostModel();          // mlp_costs.cpp
 

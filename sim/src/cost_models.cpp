@@ -15,6 +15,7 @@ const std::vector<CostModel>& CostModels() {
   static const std::vector<CostModel> kTable = {
       detail::ProfileCostModel(),
       detail::ExplicitCostModel(),
+      detail::RooflineCostModel(),
       detail::TransformerCostModel(),
       detail::MlpCostModel(),
   };

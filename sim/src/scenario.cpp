@@ -299,6 +299,7 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     s.has_training = true;
   }
   s.training.dtype = ResolvePrecision(top, s.has_training);
+  detail::ResolvePeak(topology.At("device"), s.training.dtype, &s.topology.device);
   ThrowProblems(s, root_value, topology);
   return s;
 }

@@ -1,7 +1,11 @@
 // The `topology:` and `model:` blocks of a scenario (DESIGN.md §3), read value by value; how the
 // values fit together is Validate's (validate.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -9,19 +13,111 @@
 #include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/profile_yaml.h"
 
+#ifndef STAGECRAFT_DEVICE_LIBRARY  // a build that does not name its source tree (the fuzz harnesses)
+#define STAGECRAFT_DEVICE_LIBRARY "scenarios/devices"
+#endif
+
 namespace stagecraft::sim::detail {
 namespace {
 
 using yaml::Map;
 using yaml::Value;
 
-DeviceSpec ParseDevice(const Value& value) {
-  const Map m(value, {"name", "peak", "memory", "efficiency"});
+// Where `topology.device: NAME` is looked up: devices/ beside the file that names it, then
+// ../devices/ (a topology in scenarios/topologies/ finds scenarios/devices/), then the device
+// library of the source tree this binary was built from.
+std::vector<std::string> DeviceFileCandidates(const Value& name_value, const std::string& name) {
+  const std::filesystem::path dir(name_value.origin().dir.empty() ? "." : name_value.origin().dir);
+  const std::string file = name + ".yaml";
+  return {(dir / "devices" / file).lexically_normal().string(), (dir / ".." / "devices" / file).lexically_normal().string(),
+          (std::filesystem::path(STAGECRAFT_DEVICE_LIBRARY) / file).string()};
+}
+
+// The device file that `topology.device: NAME` names, as a Value whose errors name that file.
+Value ReadDeviceFile(const Value& name_value) {
+  const std::string name = name_value.String();
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+  if (!plain || name.front() == '.') {
+    name_value.Fail(fmt::format("expected a device name of letters, digits, '.', '-' and '_' (a file of the device "
+                                "library, scenarios/devices/NAME.yaml) or a map of the device's fields, got '{}'",
+                                name));
+  }
+  const std::vector<std::string> candidates = DeviceFileCandidates(name_value, name);
+  for (const std::string& file : candidates) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) continue;
+    std::string text;
+    try {
+      text = yaml::ReadFile(file, "a device file");
+    } catch (const InputError& e) {
+      name_value.Fail(e.what());
+    }
+    return Value(yaml::LoadText(text, file), "", yaml::Origin{file, yaml::DirOf(file), -1, false}, nullptr);
+  }
+  name_value.Fail(fmt::format("no device '{}' in the device library (looked for {})", name, fmt::join(candidates, ", ")));
+}
+
+// `peak`: one rate (at the scenario's precision) or a map of rates by dtype.
+void ParsePeak(const Value& value, DeviceSpec* device) {
+  if (!value.IsMap()) {
+    device->peak_flops = value.Flops();
+    return;
+  }
+  const Map m(value, {"fp32", "tf32", "bf16", "fp16"});
+  bool any = false;
+  for (const EnumName<Dtype>& d : kDtypeNames) {
+    if (const auto rate = m.Find(d.name)) {
+      device->peak_by_dtype[static_cast<int>(d.value)] = rate->Flops();
+      any = true;
+    }
+  }
+  if (!any) value.Fail("expected at least one of fp32, tf32, bf16, fp16");
+}
+
+GemmModel ParseGemm(const Value& value) {
+  const Map m(value, {"max_efficiency", "sms", "tiles", "k_overhead", "batched_efficiency"});
+  GemmModel gemm;
+  gemm.max_efficiency = m.Get("max_efficiency").DoubleIn(kMinEfficiency, 1.0, "a fraction of peak");
+  gemm.sms = static_cast<int>(m.Get("sms").Int(1, kMaxStreamingMultiprocessors));
+  const Value tiles = m.Get("tiles");
+  for (const Value& tile : tiles.Elements()) {
+    const std::vector<Value> mn = tile.Elements();
+    if (mn.size() != 2) tile.Fail("expected a tile as [m, n]");
+    gemm.tiles.emplace_back(static_cast<int>(mn[0].Int(1, kMaxGemmTile)), static_cast<int>(mn[1].Int(1, kMaxGemmTile)));
+  }
+  if (gemm.tiles.empty()) tiles.Fail("expected at least one tile [m, n]");
+  if (const auto k = m.Find("k_overhead")) gemm.k_overhead = k->DoubleIn(0, kMaxGemmTile, "a number of k steps");
+  if (const auto e = m.Find("batched_efficiency")) gemm.batched_efficiency = e->DoubleIn(kMinEfficiency, 1.0, "a fraction");
+  return gemm;
+}
+
+DeviceSpec ParseDeviceFields(const Value& value) {
+  const Map m(value, {"name", "peak", "memory", "efficiency", "memory_bandwidth", "memory_efficiency",
+                      "launch_overhead", "gemm"});
   DeviceSpec device;
   device.name = m.Get("name").String();
-  device.peak_flops = m.Get("peak").Flops();
+  ParsePeak(m.Get("peak"), &device);
   device.memory_bytes = m.Get("memory").Bytes(1);
   if (const auto e = m.Find("efficiency")) device.efficiency = e->DoubleIn(kMinEfficiency, 1.0);
+  if (const auto bw = m.Find("memory_bandwidth")) device.memory_bandwidth = bw->Bandwidth();
+  if (const auto e = m.Find("memory_efficiency")) device.memory_efficiency = e->DoubleIn(kMinEfficiency, 1.0, "a fraction");
+  if (const auto l = m.Find("launch_overhead")) device.launch_overhead_ns = l->DurationNs();
+  if (const auto g = m.Find("gemm")) device.gemm = ParseGemm(*g);
+  if (device.gemm.stated() != (device.memory_bandwidth > 0)) {
+    (device.gemm.stated() ? m.Get("gemm") : m.Get("memory_bandwidth"))
+        .Fail("the roofline model needs both memory_bandwidth and gemm (state both, or neither for the flat "
+              "FLOPs model)");
+  }
+  return device;
+}
+
+// `device:` is a map of the device's fields, or the name of a device library file.
+DeviceSpec ParseDevice(const Value& value) {
+  if (!value.IsScalar()) return ParseDeviceFields(value);
+  DeviceSpec device = ParseDeviceFields(ReadDeviceFile(value));
+  device.source = value.String();
   return device;
 }
 
@@ -66,13 +162,14 @@ void ParseGraph(const Map& m, TopologySpec* spec) {
 }
 
 TransformerSpec ParseTransformer(const Value& value) {
-  const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype"});
+  const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout"});
   TransformerSpec t;
   t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
   t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
   t.heads = static_cast<int>(m.Get("heads").Int(1, kMaxHeads));
   t.seq = static_cast<int>(m.Get("seq").Int(1, kMaxSeq));
   t.vocab = static_cast<int>(m.Get("vocab").Int(1, kMaxVocab));
+  if (const auto dropout = m.Find("dropout")) t.dropout = dropout->Bool();
   return t;  // its dtype is the run's precision (ResolvePrecision)
 }
 
@@ -120,6 +217,20 @@ ExplicitCosts ParseCosts(const Value& value, int ranks) {
 }
 
 }  // namespace
+
+void ResolvePeak(const Value& device, Dtype dtype, DeviceSpec* spec) {
+  std::string stated;
+  for (const EnumName<Dtype>& d : kDtypeNames) {
+    if (spec->peak_by_dtype[static_cast<int>(d.value)] > 0) stated += fmt::format("{}{}", stated.empty() ? "" : ", ", d.name);
+  }
+  if (stated.empty()) return;  // a scalar peak, at the scenario's precision
+  spec->peak_flops = spec->peak_by_dtype[static_cast<int>(dtype)];
+  if (spec->peak_flops > 0) return;
+  const std::string what = fmt::format("device {} states no peak for the scenario's precision {} (it states {})",
+                                       spec->name, Name(dtype), stated);
+  if (!spec->source.empty()) device.Fail(what);
+  device.At("peak").Fail(what);
+}
 
 TopologySpec ParseTopology(const Value& value) {
   const Map m(value, {"device", "nodes", "devices_per_node", "links", "vertices"});

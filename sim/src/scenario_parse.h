@@ -8,6 +8,9 @@
 namespace stagecraft::sim::detail {
 
 TopologySpec ParseTopology(const yaml::Value& value);
+// A device that states its peak by dtype runs at the entry of the scenario's precision; fails at
+// `device` (topology.device) when it has none.
+void ResolvePeak(const yaml::Value& device, Dtype dtype, DeviceSpec* spec);
 // `ranks` sizes the per-rank cost lists.
 ModelSpec ParseModel(const yaml::Value& value, int ranks);
 

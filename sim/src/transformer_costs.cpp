@@ -32,7 +32,6 @@
 #include "cost_model_rows.h"
 
 namespace stagecraft::sim::detail {
-namespace {
 
 // In units of one layer's forward FLOPs, 24bsh²(1 + s/6h); the LM head adds 2bshV.
 LayerWeights TransformerWeights(const Scenario& sc) {
@@ -40,6 +39,8 @@ LayerWeights TransformerWeights(const Scenario& sc) {
   const double h = t.hidden, s = t.seq, V = t.vocab;
   return {"model.transformer", t.layers, {}, 0.0, 2 * V / (24 * h * (1 + s / (6 * h)))};
 }
+
+namespace {
 
 // One layer's activations kept for its backward, in bytes of 16-bit tensors (Korthikanti et al.
 // 2022, Table 2), over a tensor-parallel group of t: without recompute sbh(34 + 5as/h) at t = 1,
@@ -135,12 +136,18 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, dou
   return cost;
 }
 
+}  // namespace
+
+std::vector<int> TransformerLayers(const Scenario& sc, int stages) {
+  return SplitWeights(TransformerWeights(sc), stages, sc.pipeline.partition);
+}
+
 CostTable TransformerTable(const Scenario& sc, const CostQuery& query) {
   const TransformerSpec& t = *sc.model.transformer;
   const int stages = query.shape.stages();
   CostTable table;
   table.source = "transformer";
-  const std::vector<int> layers = SplitWeights(TransformerWeights(sc), stages, sc.pipeline.partition);
+  const std::vector<int> layers = TransformerLayers(sc, stages);
   const KeysOf keys = [&](int st) {
     return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}{}, microbatch {}, {}",
                        Count(layers[st], "layer"), t.hidden, t.heads, t.seq,
@@ -153,8 +160,6 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query) {
   CheckComposedOps(table, sc.path, keys);
   return table;
 }
-
-}  // namespace
 
 CostModel TransformerCostModel() {
   return {"transformer", "model.transformer", [](const Scenario& sc) { return sc.model.transformer.has_value(); },

@@ -18,7 +18,7 @@ sim::Scenario TwoRanks(int64_t weight_mib, int64_t activation_mib) {
   sim::Scenario s;
   s.name = "terms";
   s.path = "terms.yaml";
-  s.topology.device = {"unit", 1e12, int64_t{1} << 30, 1.0};
+  s.topology.device = sim::DeviceSpec::Flat("unit", 1e12, int64_t{1} << 30, 1.0);
   s.topology.devices_per_node = 2;
   s.topology.links = {{sim::LinkScope::kNode, 100e9, 0}};
   s.pipeline.ranks = 2;

@@ -72,7 +72,7 @@ TEST(CostChecks, TransformerWeightsOverAPebibyte) {
 // layer, 38 minutes on 989 TFLOPS at 0.5 before the other terms.
 TEST(CostChecks, TransformerLongSequenceForward) {
   Scenario s = testing::UnitScenario(1, "gpipe");
-  s.topology.device = {"H100", 989e12, int64_t{80} << 30, 0.5};
+  s.topology.device = DeviceSpec::Flat("H100", 989e12, int64_t{80} << 30, 0.5);
   s.model.transformer = TransformerSpec{1, 2048, 16, 1 << 24, 50257};
   s.training.dtype = Dtype::kBf16;
   const std::string error = ErrorOf([&] { BuildCosts(s, 1); });

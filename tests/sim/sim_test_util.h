@@ -99,7 +99,7 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
   Scenario s;
   s.name = "test";
   s.path = "test.yaml";
-  s.topology.device = {"unit", 2e9, 1LL << 30, 0.5};
+  s.topology.device = DeviceSpec::Flat("unit", 2e9, 1LL << 30, 0.5);
   s.topology.devices_per_node = ranks;
   s.pipeline.schedules = {schedule};
   s.pipeline.ranks = ranks;

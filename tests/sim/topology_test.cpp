@@ -20,7 +20,7 @@ using testing::ErrorOf;
 
 TopologySpec TwoByFour() {
   TopologySpec spec;
-  spec.device = {"H100", 989e12, 80LL << 30, 0.5};
+  spec.device = DeviceSpec::Flat("H100", 989e12, 80LL << 30, 0.5);
   spec.nodes = 2;
   spec.devices_per_node = 4;
   spec.links = {{LinkScope::kNode, 450e9, 2000}, {LinkScope::kCluster, 50e9, 5000}};
@@ -91,7 +91,7 @@ TEST(Topology, WithoutNodeLinksIntraNodeTrafficUsesTheCluster) {
 
 TEST(Topology, SingleDevice) {
   TopologySpec spec;
-  spec.device = {"cpu", 1e9, 1 << 30, 1.0};
+  spec.device = DeviceSpec::Flat("cpu", 1e9, 1 << 30, 1.0);
   const Topology t(spec);
   EXPECT_EQ(t.devices(), 1);
   EXPECT_TRUE(t.links().empty());
@@ -110,7 +110,7 @@ TEST(Topology, PerDimensionErrors) {
 // g0 - sw - g1 (1us + 2us, 10 and 20 GB/s) beside a direct g0 - g1 link.
 TopologySpec Triangle(int64_t direct_latency_ns, double direct_bandwidth) {
   TopologySpec spec;
-  spec.device = {"gpu", 1e12, 1 << 30, 1.0};
+  spec.device = DeviceSpec::Flat("gpu", 1e12, 1 << 30, 1.0);
   spec.vertices = {{"g0", VertexKind::kDevice}, {"sw", VertexKind::kSwitch}, {"g1", VertexKind::kDevice}};
   spec.graph_links = {
       {"g0", "sw", 10e9, 1000}, {"sw", "g1", 20e9, 2000}, {"g0", "g1", direct_bandwidth, direct_latency_ns}};
@@ -164,7 +164,7 @@ TEST(Topology, PerDimensionRoutesAreTheSearchsRoutes) {
       for (size_t n = 0; n <= links.size(); ++n) {  // n == links.size(): no node links
         for (const auto& [cluster_bandwidth, cluster_latency] : links) {
           TopologySpec spec;
-          spec.device = {"d", 1e12, 1 << 30, 1.0};
+          spec.device = DeviceSpec::Flat("d", 1e12, 1 << 30, 1.0);
           spec.nodes = nodes;
           spec.devices_per_node = per_node;
           if (n < links.size()) spec.links.push_back({LinkScope::kNode, links[n].first, links[n].second});
@@ -194,7 +194,7 @@ TEST(Topology, PerDimensionRoutesAreTheSearchsRoutes) {
 // through the node switch (the old table of every pair took 5.5 GB here).
 TEST(Topology, TenThousandDevices) {
   TopologySpec spec;
-  spec.device = {"d", 1e12, 1 << 30, 1.0};
+  spec.device = DeviceSpec::Flat("d", 1e12, 1 << 30, 1.0);
   spec.devices_per_node = 10'000;
   spec.links = {{LinkScope::kNode, 100e9, 3}};
   const Topology t(spec);

@@ -5,6 +5,9 @@
 //   row          applies when       file                  what a stage costs
 //   profile      model.profile      profile_costs.cpp     its layers' measured sums, calibrated
 //   explicit     model.costs        explicit_costs.cpp    its rank's share of the stated per-rank costs
+//   roofline     model.transformer  roofline_costs.cpp    its kernels' roofline times (roofline.h) on a
+//                on a device with   (gpt_kernels.h)       device with memory_bandwidth and a gemm
+//                a GEMM model                             model; the transformer row's sizes
 //   transformer  model.transformer  transformer_costs.cpp FLOPs / (peak x efficiency), Megatron's bytes
 //   mlp          model.mlp          mlp_costs.cpp         FLOPs / (peak x efficiency), fp32 bytes
 //
@@ -31,7 +34,7 @@ struct CostQuery {
 };
 
 struct CostModel {
-  std::string_view name;  // "profile", "explicit", "transformer", "mlp"
+  std::string_view name;  // "profile", "explicit", "roofline", "transformer", "mlp"
   std::string_view key;   // the scenario key that selects it: "model.profile"
   bool (*applies)(const Scenario&);
   // One entry per stage of query.shape. Times and sizes derived in double are checked into

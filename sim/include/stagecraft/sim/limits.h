@@ -18,7 +18,10 @@ namespace stagecraft::sim {
 //                                                                            per link, and 1/bandwidth
 //                                                                            sums stay exact (ratio 1e13)
 //   topology.device.peak                             1 MFLOPS .. 1 EFLOPS
-//   topology.device.efficiency                       0.001 .. 1
+//   topology.device.efficiency, memory_efficiency,   0.001 .. 1
+//     gemm.max_efficiency, gemm.batched_efficiency
+//   topology.device.gemm.sms                         1 .. 2^16
+//   topology.device.gemm.tiles (m, n), k_overhead    1 .. 2^16 (k_overhead from 0)
 //   sizes: topology.device.memory (from 1 B),        0 .. 1 PiB per value    sums of 2^13 of them fit
 //     model.costs.*_bytes, profile *_bytes                                   int64
 //   pipeline.ranks; topology devices                 1 .. 2^16 (65,536)
@@ -66,6 +69,8 @@ inline constexpr int kMaxHidden = 1 << 20;
 inline constexpr int kMaxHeads = 1 << 16;
 inline constexpr int kMaxSeq = 1 << 24;
 inline constexpr int kMaxVocab = 1 << 24;
+inline constexpr int kMaxStreamingMultiprocessors = 1 << 16;
+inline constexpr int kMaxGemmTile = 1 << 16;
 inline constexpr int kMaxGraphVertices = 1 << 12;
 inline constexpr int kMaxGraphLinks = 1 << 16;
 inline constexpr double kMaxOpScale = 1000;

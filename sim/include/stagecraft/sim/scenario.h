@@ -68,6 +68,9 @@ struct TransformerSpec {
   int heads = 0;
   int seq = 0;
   int vocab = 0;
+  // Megatron-LM's dropouts (attention probabilities, after each projection, the embeddings),
+  // which the roofline model times (gpt_kernels.h); the executor's block has none.
+  bool dropout = true;
 };
 
 // Its parameter counts, as the executor lays them out and the analytical model charges them

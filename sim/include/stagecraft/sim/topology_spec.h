@@ -5,17 +5,54 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stagecraft/sim/enum_names.h"
 
 namespace stagecraft::sim {
 
+// How fast a device runs a GEMM of a given shape (the roofline cost model, roofline.h): a
+// GEMM's output is cut into tiles, one per thread block; the device runs `sms` of them at a
+// time (a wave), each tile's main loop over k costing k + k_overhead steps (its prologue and
+// epilogue amortised over k). `max_efficiency` is the fraction of the dtype's peak a full wave
+// of a long-k tile reaches. The library picks the tile that finishes first (cuBLAS's heuristics
+// choose among such tiles).
+struct GemmModel {
+  double max_efficiency = 0;  // 0: no GEMM model stated
+  int sms = 0;                // streaming multiprocessors (tiles in flight per wave)
+  std::vector<std::pair<int, int>> tiles;  // the output tiles, m x n, the library chooses among
+  double k_overhead = 0;      // per tile, in steps of k
+  // Batched GEMMs (attention's scores and context): the same model, each matrix its own tiles;
+  // their smaller tiles and strided operands reach this fraction of max_efficiency.
+  double batched_efficiency = 1;
+
+  bool stated() const { return max_efficiency > 0; }
+};
+
 struct DeviceSpec {
   std::string name;
   double peak_flops = 0;     // FLOP/s at the model's dtype ("989TFLOPS")
   int64_t memory_bytes = 0;  // device memory ("80GiB")
-  double efficiency = 1.0;   // achieved fraction of peak, in (0, 1]
+  double efficiency = 1.0;   // achieved fraction of peak, in (0, 1] (the flat FLOPs models)
+  // Dense peak by dtype (index: Dtype of scenario.h: fp32, tf32, bf16, fp16; 0 = not stated);
+  // `peak_flops` is the entry of the scenario's precision. A scalar `peak` states it alone.
+  double peak_by_dtype[4] = {0, 0, 0, 0};
+  // The roofline model's facts (0: not stated; a device without memory_bandwidth and gemm is
+  // costed by the flat FLOPs models).
+  double memory_bandwidth = 0;      // bytes/s, the memory's peak
+  double memory_efficiency = 1;     // fraction of it a streaming kernel reaches
+  int64_t launch_overhead_ns = 0;   // added per kernel
+  GemmModel gemm;
+  std::string source;  // the device file it was read from ("" when inline)
+
+  bool roofline() const { return memory_bandwidth > 0 && gemm.stated(); }
+  // A device for the flat FLOPs models: its peak at the run's dtype and its efficiency.
+  static DeviceSpec Flat(std::string name, double peak_flops, int64_t memory_bytes, double efficiency) {
+    DeviceSpec d;
+    d.name = std::move(name), d.peak_flops = peak_flops, d.memory_bytes = memory_bytes, d.efficiency = efficiency;
+    return d;
+  }
 };
 
 // Which switch a per-dimension link goes to: its node's ("node") or the cluster's ("cluster").

@@ -1,0 +1,88 @@
+// The kernels of a GPT stage (DESIGN.md §9): one description of what a transformer block, the
+// embeddings, the LM head with its loss, and the optimizer step run on a device, kernel by
+// kernel, with each kernel's shape and the pass it belongs to (F, I = the backward for inputs,
+// W = the backward for weights, STEP). The roofline cost model (roofline.h) times this list;
+// the executor's GPT stage (exec/gpt.h) runs the same kernels in the same passes, which
+// tests/exec/gpt_kernels_match_test.cpp checks call by call.
+//
+// The block is Megatron-LM's (Shoeybi et al. 2019; Narayanan et al. SC'21) and GPT-2's: pre-LN,
+// fused QKV, causal softmax attention, a 4h GELU MLP, bias and dropout fused into one kernel
+// after each projection (Megatron's bias-dropout-add), bias fused into GELU, softmax fused with
+// its scale and mask. With tensor parallelism T (Megatron's column / row split) each device
+// runs the GEMMs with N or K divided by T and a / T heads; with sequence parallelism the
+// LayerNorms and the dropout-adds run on s / T of the rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stagecraft/sim/enum_names.h"
+
+namespace stagecraft::sim {
+
+// The pass a kernel runs in: F, I (input gradients, the B of 1F1B without its W), W (weight
+// gradients), STEP (the optimizer).
+enum class KernelPass { kF, kI, kW, kStep };
+inline constexpr EnumName<KernelPass> kKernelPassNames[] = {
+    {KernelPass::kF, "F"}, {KernelPass::kI, "I"}, {KernelPass::kW, "W"}, {KernelPass::kStep, "STEP"}};
+constexpr std::string_view Name(KernelPass pass) { return NameIn(kKernelPassNames, pass); }
+
+// What times a kernel: a GEMM (tensor cores, the device's GEMM model), a batched GEMM
+// (attention's), a memory-bound kernel (bytes over the memory bandwidth), or a tensor-parallel
+// collective over the tensor group (the links).
+enum class KernelClass { kGemm, kBatchedGemm, kMemory, kCollective };
+inline constexpr EnumName<KernelClass> kKernelClassNames[] = {{KernelClass::kGemm, "gemm"},
+                                                              {KernelClass::kBatchedGemm, "batched_gemm"},
+                                                              {KernelClass::kMemory, "memory"},
+                                                              {KernelClass::kCollective, "collective"}};
+constexpr std::string_view Name(KernelClass c) { return NameIn(kKernelClassNames, c); }
+
+// A tensor-parallel collective's kind (Megatron: all-reduce; with sequence parallelism an
+// all-gather before and a reduce-scatter after each parallel region).
+enum class CollectiveKind { kNone, kAllReduce, kAllGather, kReduceScatter };
+
+struct Kernel {
+  std::string name;  // "qkv", "qkv.dX", "softmax", ...
+  KernelPass pass = KernelPass::kF;
+  KernelClass kind = KernelClass::kMemory;
+  // GEMMs: C[m x n] = A[m x k] · B[k x n], `batch` times.
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double flops = 0;  // 2·m·n·k·batch for GEMMs; the arithmetic of a memory-bound kernel
+  double bytes = 0;  // read + written in device memory (a collective: the tensor's bytes)
+  CollectiveKind collective = CollectiveKind::kNone;
+};
+
+// The GPT configuration a stage's kernels are listed for.
+struct GptKernelShape {
+  int64_t microbatch = 1;  // b
+  int64_t seq = 1;         // s
+  int64_t hidden = 1;      // h
+  int64_t heads = 1;       // a
+  int64_t vocab = 1;       // V
+  int tensor_parallel = 1;         // T
+  bool sequence_parallel = false;
+  int dtype_bytes = 2;             // the activations' and weights' element size
+  bool dropout = true;             // Megatron's dropouts (the executor's block has none)
+  // 16-bit weights keep fp32 gradients and master weights (Megatron's main_grad); fp32 weights
+  // their own.
+  int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
+};
+
+// One transformer block's kernels, F then I then W, in the order a device runs them.
+std::vector<Kernel> GptBlockKernels(const GptKernelShape& shape);
+// The token and position embeddings of the first stage (F: gather and add; W: the scatter-add
+// of their gradients); with T > 1 the vocabulary-parallel embedding's all-reduce.
+std::vector<Kernel> GptEmbeddingKernels(const GptKernelShape& shape);
+// The final LayerNorm, the LM head and the cross-entropy loss of the last stage.
+std::vector<Kernel> GptHeadKernels(const GptKernelShape& shape);
+// What recomputation repeats inside I: the whole block's F (full), or attention's scores,
+// softmax, dropout and context (selective; Korthikanti et al. 2022); as kernels of pass I.
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, bool full);
+// The optimizer step over `params` parameters of one device: clearing the gradients, the
+// gradient norm (clipping) and the update, each one memory-bound pass;
+// `update_bytes_per_param` is what the update reads and writes per parameter.
+std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param);
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,54 @@
+// The roofline cost model (DESIGN.md §9; docs/cost-model.md): a kernel of gpt_kernels.h takes
+// the larger of its compute time and its memory time, plus the device's launch overhead.
+//
+//   GEMM compute (Wave and tile quantisation; NVIDIA's "Matrix Multiplication Background"
+//   guide): for each tile tm x tn of the device's GEMM model, tiles = ⌈m/tm⌉·⌈n/tn⌉·batch,
+//   waves = ⌈tiles / sms⌉, and one wave of tiles takes 2·tm·tn·(k + k_overhead) FLOPs per SM
+//   at peak·max_efficiency/sms (× batched_efficiency for batched GEMMs); the fastest tile is
+//   taken. So a GEMM that fills whole waves of whole tiles with a long k runs at max_efficiency,
+//   a ragged last wave, a partial tile (small n) or a short k lose their share.
+//   memory: bytes / (memory_bandwidth × memory_efficiency).
+//   collectives: the tensor group's ring over its link (collectives.h), not overlapped.
+#pragma once
+
+#include <vector>
+
+#include "stagecraft/sim/gpt_kernels.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology_spec.h"
+
+namespace stagecraft::sim {
+
+struct KernelTime {
+  double compute_ns = 0;  // FLOPs at the device's rate for the kernel's class and shape
+  double memory_ns = 0;   // bytes at the device's streaming bandwidth
+  double link_ns = 0;     // a collective's time on its links
+  double launch_ns = 0;
+  double ns() const;      // max(compute, memory) + link + launch
+  bool memory_bound() const { return memory_ns > compute_ns; }
+};
+
+// A GEMM's compute time on `device` at its peak `peak_flops` (ns).
+double GemmComputeNs(const DeviceSpec& device, double peak_flops, int64_t m, int64_t n, int64_t k, int64_t batch,
+                     bool batched);
+
+// The time of `kernel` on `device` (peak_flops at the run's dtype); a collective over a tensor
+// group of `group` devices on `link_bytes_per_s` / `link_latency_ns` per ring step.
+KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group, double link_bytes_per_s,
+                      int64_t link_latency_ns);
+
+struct TimedKernel {
+  Kernel kernel;
+  KernelTime time;
+};
+
+// The kernel shape of a scenario's transformer (its microbatch, tensor group and precision).
+GptKernelShape KernelShapeOf(const Scenario& sc);
+// `kernels` timed on the scenario's device, collectives over pipeline rank `rank`'s tensor group.
+std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::vector<Kernel>& kernels);
+// What the optimizer's update reads and writes per parameter (training.optimizer, else adam):
+// the main gradient, the fp32 weights (master copy) and the state read and written, the
+// 16-bit weights written.
+double UpdateBytesPerParam(const Scenario& sc);
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,223 @@
+// The GPT stage's kernel list (gpt_kernels.h). Bytes count each tensor read and written once
+// at the dtype's size (a dropout mask one byte an element); GEMM bytes are the three matrices.
+#include "stagecraft/sim/gpt_kernels.h"
+
+namespace stagecraft::sim {
+namespace {
+
+struct Lister {
+  const GptKernelShape& g;
+  KernelPass pass;
+  std::vector<Kernel>* out;
+
+  double d() const { return g.dtype_bytes; }
+  void Gemm(std::string name, int64_t m, int64_t n, int64_t k, int64_t batch = 1) const {
+    Kernel kernel;
+    kernel.name = std::move(name);
+    kernel.pass = pass;
+    kernel.kind = batch > 1 ? KernelClass::kBatchedGemm : KernelClass::kGemm;
+    kernel.m = m, kernel.n = n, kernel.k = k, kernel.batch = batch;
+    kernel.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * batch;
+    kernel.bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) * batch * d();
+    out->push_back(kernel);
+  }
+  // A memory-bound kernel over `elements` elements that moves `bytes_per_element` bytes of
+  // each and does `flops_per_element` arithmetic on it.
+  void Memory(std::string name, double elements, double bytes_per_element, double flops_per_element = 1) const {
+    Kernel kernel;
+    kernel.name = std::move(name);
+    kernel.pass = pass;
+    kernel.kind = KernelClass::kMemory;
+    kernel.flops = elements * flops_per_element;
+    kernel.bytes = elements * bytes_per_element;
+    out->push_back(kernel);
+  }
+  void Collective(std::string name, CollectiveKind kind, double bytes) const {
+    if (g.tensor_parallel <= 1) return;
+    Kernel kernel;
+    kernel.name = std::move(name);
+    kernel.pass = pass;
+    kernel.kind = KernelClass::kCollective;
+    kernel.collective = kind;
+    kernel.bytes = bytes;
+    out->push_back(kernel);
+  }
+  // Into a tensor-parallel region: nothing (Megatron's f), or with sequence parallelism the
+  // all-gather of the sequence shards.
+  void Enter(const std::string& where, double activation_bytes) const {
+    if (g.sequence_parallel) Collective(where + ".all_gather", CollectiveKind::kAllGather, activation_bytes);
+  }
+  // Out of one: the all-reduce of the partial sums (Megatron's g), or the reduce-scatter.
+  void Leave(const std::string& where, double activation_bytes) const {
+    if (g.sequence_parallel) {
+      Collective(where + ".reduce_scatter", CollectiveKind::kReduceScatter, activation_bytes);
+    } else {
+      Collective(where + ".all_reduce", CollectiveKind::kAllReduce, activation_bytes);
+    }
+  }
+};
+
+struct Dims {
+  int64_t rows, h, hp, ap, hd, s, b, lnrows;
+  double scores;  // elements of one device's attention scores, b·(a/T)·s²
+};
+
+Dims DimsOf(const GptKernelShape& g) {
+  const int64_t t = g.tensor_parallel;
+  Dims x{};
+  x.b = g.microbatch, x.s = g.seq, x.h = g.hidden;
+  x.rows = g.microbatch * g.seq;
+  x.hp = g.hidden / t;
+  x.ap = g.heads / t;
+  x.hd = g.hidden / g.heads;
+  x.lnrows = g.sequence_parallel ? x.rows / t : x.rows;
+  x.scores = static_cast<double>(x.b) * x.ap * x.s * x.s;
+  return x;
+}
+
+void BlockForward(const Lister& l, const Dims& x) {
+  const double d = l.d(), act = static_cast<double>(x.rows) * x.h * d, ln = static_cast<double>(x.lnrows) * x.h;
+  const double drop = l.g.dropout ? 1 : 0;  // the mask's byte
+  l.Memory("ln1", ln, 2 * d, 8);
+  l.Enter("attention", act);
+  l.Gemm("qkv", x.rows, 3 * x.hp, x.h);
+  l.Gemm("scores", x.s, x.s, x.hd, x.b * x.ap);
+  l.Memory("softmax", x.scores, 2 * d, 5);  // scale, causal mask and softmax, fused
+  if (l.g.dropout) l.Memory("attention_dropout", x.scores, 2 * d + drop, 2);
+  l.Gemm("context", x.s, x.hd, x.s, x.b * x.ap);
+  l.Gemm("proj", x.rows, x.h, x.hp);
+  l.Leave("attention", act);
+  l.Memory("bias_dropout_add1", ln, 3 * d + drop, 3);
+  l.Memory("ln2", ln, 2 * d, 8);
+  l.Enter("mlp", act);
+  l.Gemm("fc", x.rows, 4 * x.hp, x.h);
+  l.Memory("bias_gelu", static_cast<double>(x.rows) * 4 * x.hp, 2 * d, 10);
+  l.Gemm("fc2", x.rows, x.h, 4 * x.hp);
+  l.Leave("mlp", act);
+  l.Memory("bias_dropout_add2", ln, 3 * d + drop, 3);
+}
+
+}  // namespace
+
+std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
+  std::vector<Kernel> out;
+  const Dims x = DimsOf(g);
+  const double d = g.dtype_bytes, act = static_cast<double>(x.rows) * x.h * d, ln = static_cast<double>(x.lnrows) * x.h;
+  const double drop = g.dropout ? 1 : 0;
+  BlockForward(Lister{g, KernelPass::kF, &out}, x);
+
+  // I: the gradient back through the block, the MLP first. Each row-parallel layer's input
+  // gradient enters its region as is (sequence-parallel: all-gathered), each column-parallel
+  // layer's leaves it all-reduced (reduce-scattered). The residual adds are folded into the
+  // LayerNorms' backward (one more read of the residual gradient).
+  const Lister i{g, KernelPass::kI, &out};
+  i.Memory("bias_dropout_add2.dX", ln, 2 * d + drop, 2);
+  i.Enter("mlp.dX", act);
+  i.Gemm("fc2.dX", x.rows, 4 * x.hp, x.h);
+  i.Memory("bias_gelu.dX", static_cast<double>(x.rows) * 4 * x.hp, 3 * d, 12);
+  i.Gemm("fc.dX", x.rows, x.h, 4 * x.hp);
+  i.Leave("mlp.dX", act);
+  i.Memory("ln2.dX", ln, 4 * d, 10);
+  i.Memory("bias_dropout_add1.dX", ln, 2 * d + drop, 2);
+  i.Enter("attention.dX", act);
+  i.Gemm("proj.dX", x.rows, x.hp, x.h);
+  i.Gemm("context.dP", x.s, x.s, x.hd, x.b * x.ap);   // dP = dC·Vᵀ
+  i.Gemm("context.dV", x.s, x.hd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
+  if (g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
+  i.Memory("softmax.dX", x.scores, 3 * d, 4);
+  i.Gemm("scores.dQ", x.s, x.hd, x.s, x.b * x.ap);    // dQ = dS·K
+  i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
+  i.Gemm("qkv.dX", x.rows, x.h, 3 * x.hp);
+  i.Leave("attention.dX", act);
+  i.Memory("ln1.dX", ln, 4 * d, 10);
+
+  // W: every weight's gradient, accumulated into the main gradients (fp32 for 16-bit weights:
+  // Megatron's gradient-accumulation fusion writes them from the GEMM), and the biases' and
+  // LayerNorms' column sums. The row-parallel layers' inputs are the gathered ones.
+  const Lister w{g, KernelPass::kW, &out};
+  const double mg = g.main_grad_bytes();
+  const auto weight = [&](const std::string& name, int64_t out_features, int64_t in_features) {
+    w.Gemm(name + ".dW", out_features, in_features, x.rows);
+    out.back().bytes += static_cast<double>(out_features) * in_features * (2 * mg - d);  // += into main_grad
+    w.Memory(name + ".db", static_cast<double>(x.rows) * out_features, d, 1);
+  };
+  weight("fc2", x.h, 4 * x.hp);
+  weight("fc", 4 * x.hp, x.h);
+  w.Memory("ln2.dgamma", ln, 2 * d, 4);
+  weight("proj", x.h, x.hp);
+  weight("qkv", 3 * x.hp, x.h);
+  w.Memory("ln1.dgamma", ln, 2 * d, 4);
+  return out;
+}
+
+std::vector<Kernel> GptEmbeddingKernels(const GptKernelShape& g) {
+  std::vector<Kernel> out;
+  const Dims x = DimsOf(g);
+  const double d = g.dtype_bytes, rows = static_cast<double>(x.rows);
+  const Lister f{g, KernelPass::kF, &out};
+  // Gather the token rows and add the positions' (vocabulary-parallel: the rows this device
+  // holds, then the all-reduce that completes them; sequence-parallel: a reduce-scatter).
+  f.Memory("embedding", rows * x.h, 3 * d, 1);
+  f.Leave("embedding", rows * x.h * d);
+  if (g.dropout) f.Memory("embedding_dropout", static_cast<double>(x.lnrows) * x.h, 2 * d + 1, 2);
+  // W: scatter-add the output gradient into the embeddings' gradients (the rows used).
+  const Lister w{g, KernelPass::kW, &out};
+  w.Enter("embedding.dW", rows * x.h * d);
+  w.Memory("embedding.dW", rows * x.h, d + 2.0 * g.main_grad_bytes(), 2);
+  return out;
+}
+
+std::vector<Kernel> GptHeadKernels(const GptKernelShape& g) {
+  std::vector<Kernel> out;
+  const Dims x = DimsOf(g);
+  const double d = g.dtype_bytes, rows = static_cast<double>(x.rows), ln = static_cast<double>(x.lnrows) * x.h;
+  const int64_t vp = g.vocab / g.tensor_parallel;
+  const double logits = rows * static_cast<double>(vp);
+  const Lister f{g, KernelPass::kF, &out};
+  f.Memory("lnf", ln, 2 * d, 8);
+  f.Enter("head", rows * x.h * d);
+  f.Gemm("head", x.rows, vp, x.h);
+  // Vocabulary-parallel cross-entropy (Megatron): the logits in fp32, their max, the sum of
+  // exponentials and the target's logit (each all-reduced over the group as rows·4 bytes, too
+  // small to count), the softmax kept for the backward.
+  f.Memory("cross_entropy", logits, d + 4 + 4 + 4, 6);
+  const Lister i{g, KernelPass::kI, &out};
+  i.Memory("cross_entropy.dX", logits, 4 + d, 2);  // softmax - one-hot, to the dtype
+  i.Gemm("head.dX", x.rows, x.h, vp);
+  i.Leave("head.dX", rows * x.h * d);
+  i.Memory("lnf.dX", ln, 4 * d, 10);
+  const Lister w{g, KernelPass::kW, &out};
+  w.Gemm("head.dW", vp, x.h, x.rows);
+  out.back().bytes += static_cast<double>(vp) * x.h * (2.0 * g.main_grad_bytes() - d);
+  w.Memory("lnf.dgamma", ln, 2 * d, 4);
+  return out;
+}
+
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full) {
+  std::vector<Kernel> out;
+  const Dims x = DimsOf(g);
+  const Lister i{g, KernelPass::kI, &out};
+  if (full) {
+    BlockForward(i, x);
+    for (Kernel& k : out) k.name = "recompute." + k.name;
+    return out;
+  }
+  const double d = g.dtype_bytes;
+  i.Gemm("recompute.scores", x.s, x.s, x.hd, x.b * x.ap);
+  i.Memory("recompute.softmax", x.scores, 2 * d, 5);
+  if (g.dropout) i.Memory("recompute.attention_dropout", x.scores, 2 * d + 1, 2);
+  i.Gemm("recompute.context", x.s, x.hd, x.s, x.b * x.ap);
+  return out;
+}
+
+std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param) {
+  std::vector<Kernel> out;
+  const GptKernelShape unused;
+  const Lister s{unused, KernelPass::kStep, &out};
+  s.Memory("grad_norm", params, main_grad_bytes, 2);
+  s.Memory("update", params, update_bytes_per_param, 12);
+  s.Memory("zero_grad", params, main_grad_bytes, 0);
+  return out;
+}
+
+}  // namespace stagecraft::sim

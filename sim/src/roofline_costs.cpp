@@ -1,0 +1,162 @@
+// The roofline cost model (model.transformer on a device with memory_bandwidth and a GEMM
+// model; roofline.h, docs/cost-model.md): a stage's F, I, W and STEP are the sums of their
+// kernels' roofline times (gpt_kernels.h), the tensor group's collectives included. Its sizes
+// (weights, activations, stashes, messages) are the transformer row's: only the times differ.
+#include "stagecraft/sim/roofline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "analytical_costs.h"
+#include "cost_checks.h"
+#include "cost_model_rows.h"
+#include "stagecraft/sim/collectives.h"
+
+namespace stagecraft::sim {
+
+double KernelTime::ns() const { return std::max(compute_ns, memory_ns) + link_ns + launch_ns; }
+
+double GemmComputeNs(const DeviceSpec& device, double peak_flops, int64_t m, int64_t n, int64_t k, int64_t batch,
+                     bool batched) {
+  const GemmModel& g = device.gemm;
+  const double efficiency = g.max_efficiency * (batched ? g.batched_efficiency : 1.0);
+  const double sm_rate = peak_flops * efficiency / g.sms;  // FLOP/s of one SM
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [tm, tn] : g.tiles) {
+    const double tiles = std::ceil(static_cast<double>(m) / tm) * std::ceil(static_cast<double>(n) / tn) * batch;
+    const double waves = std::ceil(tiles / g.sms);
+    best = std::min(best, waves * 2.0 * tm * tn * (static_cast<double>(k) + g.k_overhead) / sm_rate * 1e9);
+  }
+  return best;
+}
+
+KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group, double link_bytes_per_s,
+                      int64_t link_latency_ns) {
+  KernelTime t;
+  if (kernel.kind == KernelClass::kCollective) {
+    const RingLink link{link_bytes_per_s, link_latency_ns};
+    switch (kernel.collective) {
+      case CollectiveKind::kAllReduce: t.link_ns = AllReduceNs(kernel.bytes, group, link); break;
+      case CollectiveKind::kAllGather: t.link_ns = AllGatherNs(kernel.bytes, group, link); break;
+      case CollectiveKind::kReduceScatter: t.link_ns = ReduceScatterNs(kernel.bytes, group, link); break;
+      case CollectiveKind::kNone: break;
+    }
+    t.launch_ns = static_cast<double>(device.launch_overhead_ns);
+    return t;
+  }
+  if (kernel.kind == KernelClass::kMemory) {
+    t.compute_ns = kernel.flops / device.peak_by_dtype[static_cast<int>(Dtype::kFp32)] * 1e9;
+    if (!(t.compute_ns >= 0) || std::isinf(t.compute_ns)) t.compute_ns = 0;  // no fp32 rate stated
+  } else {
+    t.compute_ns = GemmComputeNs(device, device.peak_flops, kernel.m, kernel.n, kernel.k, kernel.batch,
+                                 kernel.kind == KernelClass::kBatchedGemm);
+  }
+  t.memory_ns = kernel.bytes / (device.memory_bandwidth * device.memory_efficiency) * 1e9;
+  t.launch_ns = static_cast<double>(device.launch_overhead_ns);
+  return t;
+}
+
+GptKernelShape KernelShapeOf(const Scenario& sc) {
+  const TransformerSpec& t = *sc.model.transformer;
+  GptKernelShape g;
+  g.microbatch = sc.pipeline.microbatch_size;
+  g.seq = t.seq, g.hidden = t.hidden, g.heads = t.heads, g.vocab = t.vocab;
+  g.tensor_parallel = sc.pipeline.tensor_parallel;
+  g.sequence_parallel = sc.pipeline.sequence_parallel;
+  g.dtype_bytes = DtypeBytes(sc.training.dtype);
+  g.dropout = t.dropout;
+  return g;
+}
+
+std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::vector<Kernel>& kernels) {
+  const PipelineSpec& p = sc.pipeline;
+  std::vector<int> group;
+  for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(rank, 0, i));
+  const RingLink link = RingLinkOf(sc.topology, group);
+  std::vector<TimedKernel> out;
+  for (const Kernel& k : kernels) {
+    out.push_back({k, TimeKernel(k, sc.topology.device, p.tensor_parallel, link.bytes_per_s, link.latency_ns)});
+  }
+  return out;
+}
+
+double UpdateBytesPerParam(const Scenario& sc) {
+  const int d = DtypeBytes(sc.training.dtype);
+  const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
+  const double state = static_cast<double>(detail::OptimizerBytesPerParam(optimizer, sc.training.momentum, d));
+  // Read the main gradient; read and write the fp32 weights (the master copy for 16-bit ones)
+  // and the optimizer's state; write the 16-bit weights back.
+  const double main_grad = d < 4 ? 4 : d;
+  return main_grad + 2 * (state + (d < 4 ? 0 : 4)) + (d < 4 ? d : 0);
+}
+
+namespace detail {
+namespace {
+
+// Sums of one pass's kernel times (ns).
+struct PassSums {
+  double f = 0, i = 0, w = 0, step = 0;
+  void Add(const std::vector<TimedKernel>& kernels, double times) {
+    for (const TimedKernel& k : kernels) {
+      const double ns = k.time.ns() * times;
+      switch (k.kernel.pass) {
+        case KernelPass::kF: f += ns; break;
+        case KernelPass::kI: i += ns; break;
+        case KernelPass::kW: w += ns; break;
+        case KernelPass::kStep: step += ns; break;
+      }
+    }
+  }
+};
+
+CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
+  CostTable table = TransformerTable(sc, query);  // the sizes; the times follow
+  table.source = "roofline";
+  const TransformerSpec& t = *sc.model.transformer;
+  const PipelineSpec& p = sc.pipeline;
+  const int stages = query.shape.stages();
+  const std::vector<int> layers = TransformerLayers(sc, stages);
+  const KeysOf keys = [&](int st) {
+    return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}, microbatch {}, on topology.device {}",
+                       Count(layers[st], "layer"), t.hidden, t.heads, t.seq, p.microbatch_size, sc.topology.device.name);
+  };
+  const GptKernelShape shape = KernelShapeOf(sc);
+  const double d = DtypeBytes(sc.training.dtype);
+  const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
+  for (int st = 0; st < stages; ++st) {
+    const int rank = query.shape.RankOf(st);
+    PassSums sums;
+    sums.Add(TimeKernels(sc, rank, GptBlockKernels(shape)), layers[st]);
+    if (p.recompute != Recompute::kNone) {
+      sums.Add(TimeKernels(sc, rank, GptRecomputeKernels(shape, p.full_recompute())), layers[st]);
+    }
+    if (st == 0) sums.Add(TimeKernels(sc, rank, GptEmbeddingKernels(shape)), 1);
+    if (st == stages - 1) sums.Add(TimeKernels(sc, rank, GptHeadKernels(shape)), 1);
+    StageCost& cost = table.stages[st];
+    const double params = static_cast<double>(cost.weight_bytes) / d;
+    sums.Add(TimeKernels(sc, rank, OptimizerStepKernels(params / zero_shards, shape.main_grad_bytes(),
+                                                        UpdateBytesPerParam(sc))),
+             1);
+    const StageChecks check(sc.path, st, keys);
+    cost.forward_ns = check.Ns(sums.f, "a forward");
+    cost.backward_input_ns = check.Ns(sums.i, "a backward for inputs");
+    cost.backward_weight_ns = check.Ns(sums.w, "a backward for weights");
+    cost.step_ns = check.Ns(sums.step, "an optimizer step");
+  }
+  CheckComposedOps(table, sc.path, keys);
+  return table;
+}
+
+}  // namespace
+
+CostModel RooflineCostModel() {
+  return {"roofline", "model.transformer on a roofline device",
+          [](const Scenario& sc) { return sc.model.transformer.has_value() && sc.topology.device.roofline(); },
+          RooflineTable, TransformerWeights};
+}
+
+}  // namespace detail
+}  // namespace stagecraft::sim

@@ -1,0 +1,204 @@
+// The roofline cost model (roofline.h) and the GPT kernel list it times (gpt_kernels.h).
+// Oracles: hand-worked GEMM waves and tiles; the closed-form FLOP counts of Narayanan et al.
+// (SC'21, Appendix: 24bsh² + 4bs²h per block forward, twice that backward) and the parameter
+// count of scenario.h; and the Zero Bubble paper's measured F : B : W profile (Qi et al., ICLR
+// 2024, Appendix D, tests/data/zero_bubble_paper.csv) for its Table 3 models.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/gpt_kernels.h"
+#include "stagecraft/sim/roofline.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim {
+namespace {
+
+DeviceSpec ToyDevice() {
+  DeviceSpec d = DeviceSpec::Flat("toy", 1e12, 1LL << 30, 1.0);
+  d.peak_by_dtype[static_cast<int>(Dtype::kFp32)] = 1e12;
+  d.memory_bandwidth = 1e11;
+  d.memory_efficiency = 0.5;
+  d.launch_overhead_ns = 1000;
+  d.gemm.max_efficiency = 0.5;
+  d.gemm.sms = 2;
+  d.gemm.tiles = {{4, 4}};
+  return d;
+}
+
+TEST(Roofline, GemmWavesAndTilesByHand) {
+  const DeviceSpec d = ToyDevice();
+  // One SM runs at 1e12 x 0.5 / 2 = 2.5e11 FLOP/s; a 4x4 tile over k = 10 is 2·16·10 = 320 FLOPs.
+  const double tile_ns = 320 / 2.5e11 * 1e9;
+  // 8 x 4: two tiles, one wave.
+  EXPECT_NEAR(GemmComputeNs(d, 1e12, 8, 4, 10, 1, false), tile_ns, 1e-9);
+  // 12 x 4: three tiles on two SMs, two waves (the second half empty).
+  EXPECT_NEAR(GemmComputeNs(d, 1e12, 12, 4, 10, 1, false), 2 * tile_ns, 1e-9);
+  // 8 x 2: n = 2 still fills 4-wide tiles: as long as 8 x 4.
+  EXPECT_NEAR(GemmComputeNs(d, 1e12, 8, 2, 10, 1, false), tile_ns, 1e-9);
+  // Batched: 3 matrices of one tile each are three tiles, two waves.
+  EXPECT_NEAR(GemmComputeNs(d, 1e12, 4, 4, 10, 3, true), 2 * tile_ns, 1e-9);
+  // A per-tile overhead of 10 k steps doubles a k = 10 tile.
+  DeviceSpec slow_k = d;
+  slow_k.gemm.k_overhead = 10;
+  EXPECT_NEAR(GemmComputeNs(slow_k, 1e12, 8, 4, 10, 1, false), 2 * tile_ns, 1e-9);
+  // Of two tiles the one that finishes first: 8 x 8 tiles make 12 x 4 one tile of 2·64·10.
+  DeviceSpec two = d;
+  two.gemm.tiles = {{4, 4}, {16, 8}};
+  EXPECT_NEAR(GemmComputeNs(two, 1e12, 12, 4, 10, 1, false), std::min(2 * tile_ns, 2 * 128 * 10 / 2.5e11 * 1e9),
+              1e-9);
+}
+
+TEST(Roofline, KernelIsTheLargerOfComputeAndMemoryPlusLaunch) {
+  const DeviceSpec d = ToyDevice();
+  Kernel memory;
+  memory.kind = KernelClass::kMemory;
+  memory.bytes = 1e6;  // 1e6 / (1e11 x 0.5) = 20 us
+  memory.flops = 1e6;  // 1 us at the fp32 peak
+  const KernelTime t = TimeKernel(memory, d, 1, 0, 0);
+  EXPECT_TRUE(t.memory_bound());
+  EXPECT_NEAR(t.ns(), 20000 + 1000, 1e-6);
+  Kernel gemm;
+  gemm.kind = KernelClass::kGemm;
+  gemm.m = 8, gemm.n = 4, gemm.k = 1000;
+  gemm.flops = 2.0 * 8 * 4 * 1000;
+  gemm.bytes = 1;  // compute-bound
+  const KernelTime g = TimeKernel(gemm, d, 1, 0, 0);
+  EXPECT_FALSE(g.memory_bound());
+  EXPECT_NEAR(g.ns(), 2.0 * 16 * 1000 / 2.5e11 * 1e9 + 1000, 1e-6);
+  // An all-reduce over 4 devices on a 1e9 B/s ring with 100 ns steps: 2·3 steps and 2·3/4 of the bytes.
+  Kernel ar;
+  ar.kind = KernelClass::kCollective;
+  ar.collective = CollectiveKind::kAllReduce;
+  ar.bytes = 4e6;
+  EXPECT_NEAR(TimeKernel(ar, d, 4, 1e9, 100).ns(), 6 * 100 + 1.5 * 4e6 / 1e9 * 1e9 + 1000, 1e-6);
+}
+
+double Flops(const std::vector<Kernel>& kernels, KernelPass pass, bool gemms_only) {
+  double sum = 0;
+  for (const Kernel& k : kernels) {
+    const bool gemm = k.kind == KernelClass::kGemm || k.kind == KernelClass::kBatchedGemm;
+    if (k.pass == pass && (gemm || !gemms_only)) sum += gemm ? k.flops : 0;
+  }
+  return sum;
+}
+
+TEST(GptKernels, BlockFlopsAreNarayanansClosedForm) {
+  for (int t : {1, 2, 8}) {
+    GptKernelShape g;
+    g.microbatch = 4, g.seq = 2048, g.hidden = 4096, g.heads = 32, g.vocab = 51200, g.tensor_parallel = t;
+    const double b = 4, s = 2048, h = 4096;
+    const std::vector<Kernel> block = GptBlockKernels(g);
+    // Narayanan et al.: forward 24bsh² + 4bs²h; the backward twice that, split into the input
+    // gradients (all of the attention's) and the weight gradients (the four linear layers').
+    EXPECT_DOUBLE_EQ(Flops(block, KernelPass::kF, true), (24 * b * s * h * h + 4 * b * s * s * h) / t) << t;
+    EXPECT_DOUBLE_EQ(Flops(block, KernelPass::kI, true), (24 * b * s * h * h + 8 * b * s * s * h) / t) << t;
+    EXPECT_DOUBLE_EQ(Flops(block, KernelPass::kW, true), 24 * b * s * h * h / t) << t;
+    // The W GEMMs' outputs are the block's weight matrices: 12h² of GptBlockParams' 12h² + 13h.
+    double weights = 0;
+    for (const Kernel& k : block) {
+      if (k.pass == KernelPass::kW && k.kind == KernelClass::kGemm) weights += static_cast<double>(k.m) * k.n;
+    }
+    EXPECT_DOUBLE_EQ(weights * t, static_cast<double>(GptBlockParams(4096) - 13 * 4096));
+    // Full recompute repeats the forward in I; selective only attention's s² part (4bs²h).
+    EXPECT_DOUBLE_EQ(Flops(GptRecomputeKernels(g, true), KernelPass::kI, true), Flops(block, KernelPass::kF, true));
+    EXPECT_DOUBLE_EQ(Flops(GptRecomputeKernels(g, false), KernelPass::kI, true), 4 * b * s * s * h / t);
+    // The LM head: 2bshV each way.
+    const std::vector<Kernel> head = GptHeadKernels(g);
+    EXPECT_DOUBLE_EQ(Flops(head, KernelPass::kF, true), 2 * b * s * h * 51200 / t);
+    EXPECT_DOUBLE_EQ(Flops(head, KernelPass::kW, true), 2 * b * s * h * 51200 / t);
+    // Megatron's tensor-parallel block: two all-reduces each way (none at T = 1).
+    int collectives_f = 0, collectives_i = 0;
+    for (const Kernel& k : block) {
+      if (k.kind != KernelClass::kCollective) continue;
+      EXPECT_EQ(k.collective, CollectiveKind::kAllReduce);
+      EXPECT_DOUBLE_EQ(k.bytes, b * s * h * 2);
+      (k.pass == KernelPass::kF ? collectives_f : collectives_i)++;
+    }
+    EXPECT_EQ(collectives_f, t > 1 ? 2 : 0);
+    EXPECT_EQ(collectives_i, t > 1 ? 2 : 0);
+  }
+}
+
+TEST(GptKernels, SequenceParallelSwapsAllReducesForGatherAndScatter) {
+  GptKernelShape g;
+  g.microbatch = 1, g.seq = 1024, g.hidden = 1024, g.heads = 16, g.tensor_parallel = 4, g.sequence_parallel = true;
+  int gathers = 0, scatters = 0, reduces = 0;
+  for (const Kernel& k : GptBlockKernels(g)) {
+    gathers += k.collective == CollectiveKind::kAllGather;
+    scatters += k.collective == CollectiveKind::kReduceScatter;
+    reduces += k.collective == CollectiveKind::kAllReduce;
+  }
+  EXPECT_EQ(gathers, 4);
+  EXPECT_EQ(scatters, 4);
+  EXPECT_EQ(reduces, 0);
+}
+
+// The Zero Bubble paper's models (its Table 3: layers, heads, hidden, seq 1024, microbatch) on
+// A100-SXM-80GB, one middle stage, against its measured F : B : W (Appendix D).
+struct ZbModel {
+  std::string name;
+  int layers, heads, hidden, microbatch, ranks;
+};
+
+std::map<std::string, std::vector<double>> ZbProfile() {
+  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/zero_bubble_paper.csv");
+  std::map<std::string, std::vector<double>> out;
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::stringstream ss(line);
+    std::vector<std::string> cells;
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    if (!out.contains(cells[0])) out[cells[0]] = {std::stod(cells[4]), std::stod(cells[5]), std::stod(cells[6])};
+  }
+  return out;
+}
+
+TEST(Roofline, ZeroBubblePaperProfileRatios) {
+  const std::vector<ZbModel> models = {{"1.5B", 22, 24, 2304, 6, 8},
+                                       {"6.2B", 30, 32, 4096, 3, 8},
+                                       {"14.6B", 46, 40, 5120, 1, 16},
+                                       {"28.3B", 62, 48, 6144, 1, 32}};
+  const auto profile = ZbProfile();
+  ASSERT_EQ(profile.size(), 4u);
+  for (const ZbModel& m : models) {
+    const std::string yaml =
+        "name: zb\n"
+        "topology: {device: A100-SXM-80GB, nodes: " + std::to_string(m.ranks / 8) +
+        ", devices_per_node: 8, links: [{scope: node, bandwidth: 300GB/s, latency: 2us},"
+        " {scope: cluster, bandwidth: 200Gbps, latency: 5us}]}\n"
+        "model: {transformer: {layers: " + std::to_string(m.layers) + ", hidden: " + std::to_string(m.hidden) +
+        ", heads: " + std::to_string(m.heads) + ", seq: 1024, vocab: 50304}}\n"
+        "pipeline: {schedule: 1f1b, ranks: " + std::to_string(m.ranks) + ", microbatches: 24, microbatch_size: " +
+        std::to_string(m.microbatch) + "}\n"
+        "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n";
+    const Scenario sc = LoadScenarioFromText(yaml, "zb.yaml", {});
+    const CostTable table = BuildCosts(sc, m.ranks);
+    EXPECT_EQ(table.source, "roofline");
+    const StageCost& mid = table.stages[m.ranks / 2];
+    const double f = mid.forward_ns, b = mid.backward_input_ns, w = mid.backward_weight_ns;
+    const std::vector<double>& paper = profile.at(m.name);
+    const double paper_b = paper[1] / paper[0], paper_w = paper[2] / paper[0];
+    std::printf("%-6s F %.2f ms  B/F %.3f (paper %.3f)  W/F %.3f (paper %.3f)  F per layer vs paper %+.1f%%\n",
+                m.name.c_str(), f * 1e-6, b / f, paper_b, w / f, paper_w,
+                100 * (f / (m.layers + 2.0) * m.ranks / (paper[0] * 1e3) - 1));
+    EXPECT_NEAR(b / f / paper_b, 1.0, 0.10) << m.name;
+    EXPECT_NEAR(w / f / paper_w, 1.0, 0.10) << m.name;
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
