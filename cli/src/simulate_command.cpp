@@ -19,7 +19,10 @@
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/gpt_kernels.h"
+#include "stagecraft/sim/roofline.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 #include "stagecraft/sim/units.h"
@@ -36,7 +39,68 @@ struct SimulateFlags {
   std::string json_path;
   std::string trace_path;
   int64_t max_ops = 0;
+  bool explain = false;
 };
+
+// `--explain`: one transformer block's kernels on pipeline rank 0's device as the roofline
+// model times them (then what recompute repeats, the embeddings, the head and the optimizer
+// step), each with its time, FLOPs, bytes and bound, and each pass's sum.
+std::string Explain(const Scenario& sc, const std::string& cost_source) {
+  if (cost_source != "roofline") {
+    throw InputError(fmt::format("{}: --explain lists the roofline model's kernels, but this scenario's costs are {} "
+                                 "(the roofline model needs model.transformer on a device with memory_bandwidth and "
+                                 "gemm, such as topology.device: A100-SXM-80GB)",
+                                 sc.path, cost_source));
+  }
+  const GptKernelShape shape = KernelShapeOf(sc);
+  const PipelineSpec& p = sc.pipeline;
+  std::string out = fmt::format(
+      "kernels of one layer on {} ({} b={} s={} h={} heads={}{}{}), as the roofline model times them:\n",
+      sc.topology.device.name, Name(sc.training.dtype), shape.microbatch, shape.seq, shape.hidden, shape.heads,
+      p.tensor_parallel > 1 ? fmt::format(", {}-way tensor parallel", p.tensor_parallel) : "",
+      p.sequence_parallel ? " (sequence parallel)" : "");
+  out += fmt::format("{:<5} {:<34} {:>10} {:>12} {:>12}  {:<10} {}\n", "pass", "kernel", "time us", "GFLOP", "MB",
+                     "bound", "shape");
+  const auto section = [&](std::string_view title, const std::vector<Kernel>& kernels) {
+    if (kernels.empty()) return;
+    out += fmt::format("-- {}\n", title);
+    double sums[4] = {0, 0, 0, 0};
+    for (const TimedKernel& k : TimeKernels(sc, 0, kernels)) {
+      const Kernel& kernel = k.kernel;
+      const bool gemm = kernel.kind == KernelClass::kGemm || kernel.kind == KernelClass::kBatchedGemm;
+      const std::string bound = kernel.kind == KernelClass::kCollective ? "link"
+                                : k.time.memory_bound()                  ? "memory"
+                                                                         : "compute";
+      const std::string dims = gemm ? fmt::format("{} x {} x {}{}", kernel.m, kernel.n, kernel.k,
+                                                  kernel.batch > 1 ? fmt::format(" x{}", kernel.batch) : "")
+                                    : "";
+      out += fmt::format("{:<5} {:<34} {:>10.1f} {:>12.3f} {:>12.2f}  {:<10} {}\n", Name(kernel.pass), kernel.name,
+                         k.time.ns() * 1e-3, kernel.flops * 1e-9, kernel.bytes * 1e-6, bound, dims);
+      sums[static_cast<int>(kernel.pass)] += k.time.ns();
+    }
+    std::string total;
+    for (const EnumName<KernelPass>& pass : kKernelPassNames) {
+      if (sums[static_cast<int>(pass.value)] > 0) {
+        total += fmt::format("{}{} {:.3f} ms", total.empty() ? "" : ", ", pass.name, sums[static_cast<int>(pass.value)] * 1e-6);
+      }
+    }
+    out += fmt::format("   {}: {}\n", title, total);
+  };
+  section("one transformer block", GptBlockKernels(shape));
+  if (p.recompute != Recompute::kNone) {
+    section(p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
+            GptRecomputeKernels(shape, p.full_recompute()));
+  }
+  section("embeddings (first stage)", GptEmbeddingKernels(shape));
+  section("LM head and loss (last stage)", GptHeadKernels(shape));
+  const CostTable table = BuildCosts(sc, p.ranks);
+  const double params = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
+  section(fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,
+                      p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
+          OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
+                               UpdateBytesPerParam(sc)));
+  return out;
+}
 
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<harness::Prediction>& outcomes) {
   const PipelineSpec& p = sc.pipeline;
@@ -121,6 +185,7 @@ int Run(const SimulateFlags& f) {
   std::vector<harness::Prediction> outcomes;
   for (Schedule& s : harness::ScenarioSchedules(sc.pipeline, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
+  const std::string explained = f.explain ? Explain(sc, cost_source) : "";
   if (json >= 0) {
     MetricsFile file;
     file.scenario = sc.name;
@@ -140,6 +205,7 @@ int Run(const SimulateFlags& f) {
   // With an output on standard output, the table goes to standard error.
   const std::string table = Table(sc, cost_source, outcomes);
   std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);
+  std::fwrite(explained.data(), 1, explained.size(), outputs.WritesStdout() ? stderr : stdout);
   return 0;
 }
 
@@ -153,6 +219,8 @@ Command AddSimulateCommand(CLI::App& root) {
   app->add_option("--json", flags->json_path, "Write the metrics of every schedule as JSON (- for standard output)");
   app->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace (one file per schedule when several; - for standard output)");
+  app->add_flag("--explain", flags->explain,
+                "Print one layer's kernels as the roofline cost model times them (time, FLOPs, bytes, bound)");
   AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags] { return Run(*flags); }};
 }

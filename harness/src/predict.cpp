@@ -128,6 +128,10 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
     }
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
+  for (const sim::StageCost& c : costs.stages) {
+    p.metrics.stage_costs.push_back({c.forward_ns * 1e-6, c.backward_input_ns * 1e-6, c.backward_weight_ns * 1e-6,
+                                     c.step_ns * 1e-6});
+  }
   return p;
 }
 

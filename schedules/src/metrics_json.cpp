@@ -71,6 +71,21 @@ class MetricsWriter {
     w_.StartArray();
     for (const RankMetrics& r : m.ranks_detail) Rank(r, replicas);
     w_.EndArray();
+    if (!m.stage_costs.empty()) {
+      Key(w_, "stages");
+      w_.StartArray();
+      for (size_t i = 0; i < m.stage_costs.size(); ++i) {
+        const StageCostMetrics& c = m.stage_costs[i];
+        w_.StartObject();
+        WriteMembers(w_, {{"stage", static_cast<int64_t>(i)}});
+        Members({{"forward_ms", c.forward_ms, Format::kFixed6},
+                 {"backward_input_ms", c.backward_input_ms, Format::kFixed6},
+                 {"backward_weight_ms", c.backward_weight_ms, Format::kFixed6},
+                 {"step_ms", c.step_ms, Format::kFixed6}});
+        w_.EndObject();
+      }
+      w_.EndArray();
+    }
     if (const std::optional<ExecutorMetrics>& e = m.executor) {
       Lists({{"losses", e->losses, Format::kSignificant9}, {"step_ms", e->step_ms, Format::kFixed6}});
       Members({{"overhead_ns_per_op", e->overhead_ns_per_op, Format::kFixed1}});

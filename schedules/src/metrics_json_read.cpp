@@ -199,6 +199,20 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
           ReadRank((*per_rank)[i], context, fmt::format("{}.per_rank[{}]", where, i), static_cast<int>(i)));
     }
   }
+  if (const Json* stages = r.Array("stages", Need::kOptional)) {
+    for (rapidjson::SizeType i = 0; i < stages->Size(); ++i) {
+      FieldReader c((*stages)[i], context, fmt::format("{}.stages[{}]", where, i));
+      StageCostMetrics cost;
+      int stage = static_cast<int>(i);
+      c.Int("stage", &stage, 0);
+      if (stage != static_cast<int>(i)) c.Reject("stage", fmt::format("expected {} (stages in order)", i));
+      c.NonNegative("forward_ms", &cost.forward_ms, Need::kRequired);
+      c.NonNegative("backward_input_ms", &cost.backward_input_ms, Need::kRequired);
+      c.NonNegative("backward_weight_ms", &cost.backward_weight_ms, Need::kRequired);
+      c.NonNegative("step_ms", &cost.step_ms, Need::kRequired);
+      m.stage_costs.push_back(cost);
+    }
+  }
   m.executor = ReadExecutor(r);
   return m;
 }

@@ -26,7 +26,8 @@ const CostModel& CostModelFor(const Scenario& scenario) {
   std::string keys;
   for (const CostModel& model : CostModels()) {
     if (model.applies(scenario)) return model;
-    keys += fmt::format("{}{}", keys.empty() ? "" : ", ", model.key);
+    // Two rows may share a key (roofline and transformer: model.transformer); each is named once.
+    if (keys.find(model.key) == std::string::npos) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", model.key);
   }
   throw InputError(fmt::format("{}{}model has none of {}", scenario.path, scenario.path.empty() ? "" : ": ", keys));
 }

@@ -81,10 +81,14 @@ void BlockForward(const Lister& l, const Dims& x) {
   l.Memory("ln1", ln, 2 * d, 8);
   l.Enter("attention", act);
   l.Gemm("qkv", x.rows, 3 * x.hp, x.h);
+  const double qkv = static_cast<double>(x.rows) * 3 * x.hp, heads = static_cast<double>(x.rows) * x.hp;
+  l.Memory("qkv.bias", qkv, 2 * d, 1);
+  l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
   l.Gemm("scores", x.s, x.s, x.hd, x.b * x.ap);
   l.Memory("softmax", x.scores, 2 * d, 5);  // scale, causal mask and softmax, fused
   if (l.g.dropout) l.Memory("attention_dropout", x.scores, 2 * d + drop, 2);
   l.Gemm("context", x.s, x.hd, x.s, x.b * x.ap);
+  l.Memory("merge_heads", heads, 2 * d, 0);  // back to [b·s, h]
   l.Gemm("proj", x.rows, x.h, x.hp);
   l.Leave("attention", act);
   l.Memory("bias_dropout_add1", ln, 3 * d + drop, 3);
@@ -121,12 +125,15 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   i.Memory("bias_dropout_add1.dX", ln, 2 * d + drop, 2);
   i.Enter("attention.dX", act);
   i.Gemm("proj.dX", x.rows, x.hp, x.h);
+  const double qkv = static_cast<double>(x.rows) * 3 * x.hp, heads = static_cast<double>(x.rows) * x.hp;
+  i.Memory("merge_heads.dX", heads, 2 * d, 0);
   i.Gemm("context.dP", x.s, x.s, x.hd, x.b * x.ap);   // dP = dC·Vᵀ
   i.Gemm("context.dV", x.s, x.hd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
   if (g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
   i.Memory("softmax.dX", x.scores, 3 * d, 4);
   i.Gemm("scores.dQ", x.s, x.hd, x.s, x.b * x.ap);    // dQ = dS·K
   i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
+  i.Memory("split_heads.dX", qkv, 2 * d, 0);  // dq, dk, dv into the rows of d_qkv
   i.Gemm("qkv.dX", x.rows, x.h, 3 * x.hp);
   i.Leave("attention.dX", act);
   i.Memory("ln1.dX", ln, 4 * d, 10);

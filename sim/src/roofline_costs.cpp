@@ -153,7 +153,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
 }  // namespace
 
 CostModel RooflineCostModel() {
-  return {"roofline", "model.transformer on a roofline device",
+  return {"roofline", "model.transformer",
           [](const Scenario& sc) { return sc.model.transformer.has_value() && sc.topology.device.roofline(); },
           RooflineTable, TransformerWeights};
 }

@@ -259,7 +259,8 @@ TEST(MetricsJsonLenientTest, AllFieldsPresent) {
       R"("losses":[2.5,1.25]})");
   ScheduleMetrics want{.schedule = "1f1b", .ranks = 2, .makespan_ns = 200'000'000, .makespan_ms = 200,
                        .step_time_ms = 100.5, .throughput_samples_per_s = 320.25, .bubble_fraction = 0.125,
-                       .ranks_detail = {{0, 80, 100, 1073741824}, {1, 75.5, 100, 2048}}, .executor = {}};
+                       .ranks_detail = {{0, 80, 100, 1073741824}, {1, 75.5, 100, 2048}}, .executor = {},
+                       .stage_costs = {}};
   want.executor.emplace().losses = {2.5, 1.25};
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(*s, want);

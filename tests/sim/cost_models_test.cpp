@@ -33,7 +33,8 @@ TEST(CostModels, TheTableInOrderOfPrecedence) {
     EXPECT_NE(model.build, nullptr);
   }
   EXPECT_EQ(rows, (std::vector<std::string>{"profile model.profile", "explicit model.costs",
-                                            "transformer model.transformer", "mlp model.mlp"}));
+                                            "roofline model.transformer", "transformer model.transformer",
+                                            "mlp model.mlp"}));
 }
 
 TEST(CostModels, PrecedenceProfileThenCostsThenModel) {

@@ -43,6 +43,17 @@ struct ExecutorMetrics {
   friend bool operator==(const ExecutorMetrics&, const ExecutorMetrics&) = default;
 };
 
+// What one microbatch's passes cost on a stage as the simulator charged them (predicted files
+// only): F, I (the B of a schedule without W: backward_input + backward_weight), W, and the
+// optimizer STEP of the stage's parameters (0 where the cost model does not time it).
+struct StageCostMetrics {
+  double forward_ms = 0;
+  double backward_input_ms = 0;
+  double backward_weight_ms = 0;
+  double step_ms = 0;
+  friend bool operator==(const StageCostMetrics&, const StageCostMetrics&) = default;
+};
+
 struct ScheduleMetrics {
   std::string schedule;
   int ranks = 0, chunks = 1, microbatches = 0, microbatch_size = 1, steps = 1;
@@ -54,6 +65,7 @@ struct ScheduleMetrics {
   double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
   std::vector<RankMetrics> ranks_detail;
   std::optional<ExecutorMetrics> executor;  // measured runs only
+  std::vector<StageCostMetrics> stage_costs;  // predicted runs: one per stage ("stages" in JSON)
 
   int WorstMemoryRank() const;
   bool AnyOom() const;
