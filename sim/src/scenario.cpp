@@ -108,6 +108,25 @@ void ApplyOverride(YAML::Node root, const std::vector<Override>& overrides, int 
   }
 }
 
+// Replaces a `topology.device: NAME` in the tree by its library file's fields, so that --set
+// can reach into them (topology.device.memory_bandwidth=...); `name` is located at `origin`.
+void IncludeDevice(YAML::Node root, const Origin& origin, const std::vector<Override>* overrides,
+                   std::optional<detail::DeviceInclude>* device) {
+  if (!root.IsMap() || !root["topology"] || !root["topology"].IsMap()) return;
+  YAML::Node topology = root["topology"];
+  if (!topology["device"] || !topology["device"].IsScalar()) return;
+  const Value name(topology["device"], "topology.device", origin, overrides);
+  const std::string file = detail::DeviceFile(name);
+  std::string text;
+  try {
+    text = yaml::ReadFile(file, "a device file");
+  } catch (const InputError& e) {
+    name.Fail(e.what());
+  }
+  *device = detail::DeviceInclude{name.String(), file};
+  topology["device"] = yaml::LoadText(text, file);
+}
+
 bool IsScheduleFile(std::string_view name) { return name.size() > 4 && name.substr(name.size() - 4) == ".csv"; }
 
 std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string, std::string>* files) {
@@ -267,6 +286,7 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     }
   }
   std::optional<std::string> topology_file;
+  std::optional<detail::DeviceInclude> device;
   if (root.IsMap()) {
     const Value top(root, "", file_origin, nullptr);
     for (auto it = root.begin(); it != root.end() && !replaced_first; ++it) {
@@ -275,7 +295,37 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
         break;
       }
     }
-    for (size_t i = 0; i < overrides.size(); ++i) ApplyOverride(root, overrides, static_cast<int>(i), &topology_file);
+    // A library device named where the overrides can reach into it: in the scenario or its
+    // topology file, unless the first override that touches the device replaces it whole.
+    bool device_replaced_first = replaced_first;
+    for (const Override& ov : overrides) {
+      if (ov.path == "topology" || ov.path == "topology.device" || ov.path.rfind("topology.device.", 0) == 0) {
+        device_replaced_first = ov.path != "topology.device" ? ov.path == "topology" : ov.value.IsScalar();
+        break;
+      }
+    }
+    if (!device_replaced_first) {
+      IncludeDevice(root, topology_file ? Origin{*topology_file, yaml::DirOf(*topology_file), -1, false} : file_origin,
+                    nullptr, &device);
+    }
+    for (size_t i = 0; i < overrides.size(); ++i) {
+      ApplyOverride(root, overrides, static_cast<int>(i), &topology_file);
+      // A device or topology put in place whole is no longer the library file's.
+      if (overrides[i].path == "topology" || overrides[i].path == "topology.device") device.reset();
+    }
+    // One named by an override (or inside a topology an override put in place).
+    if (root["topology"] && root["topology"].IsMap() && root["topology"]["device"] &&
+        root["topology"]["device"].IsScalar()) {
+      int index = -1;
+      for (size_t i = 0; i < overrides.size(); ++i) {
+        if (overrides[i].path == "topology.device" || overrides[i].path == "topology") index = static_cast<int>(i);
+      }
+      const Origin origin = index >= 0 && overrides[index].path == "topology.device"
+                                ? Origin{"", "", index, true}
+                                : (topology_file ? Origin{*topology_file, yaml::DirOf(*topology_file), index, false}
+                                                 : file_origin);
+      IncludeDevice(root, origin, &overrides, &device);
+    }
   }
 
   const Value root_value(root, "", file_origin, &overrides);
@@ -292,7 +342,7 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     origin.from_override = false;
     topology = Value(topology.node(), "topology", origin, &overrides);
   }
-  s.topology = detail::ParseTopology(topology);
+  s.topology = detail::ParseTopology(topology, device ? &*device : nullptr);
   s.model = detail::ParseModel(top.Get("model"), s.pipeline.ranks);
   if (const auto training = top.Find("training")) {
     s.training = ParseTraining(*training);

@@ -33,32 +33,6 @@ std::vector<std::string> DeviceFileCandidates(const Value& name_value, const std
           (std::filesystem::path(STAGECRAFT_DEVICE_LIBRARY) / file).string()};
 }
 
-// The device file that `topology.device: NAME` names, as a Value whose errors name that file.
-Value ReadDeviceFile(const Value& name_value) {
-  const std::string name = name_value.String();
-  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
-  });
-  if (!plain || name.front() == '.') {
-    name_value.Fail(fmt::format("expected a device name of letters, digits, '.', '-' and '_' (a file of the device "
-                                "library, scenarios/devices/NAME.yaml) or a map of the device's fields, got '{}'",
-                                name));
-  }
-  const std::vector<std::string> candidates = DeviceFileCandidates(name_value, name);
-  for (const std::string& file : candidates) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(file, ec)) continue;
-    std::string text;
-    try {
-      text = yaml::ReadFile(file, "a device file");
-    } catch (const InputError& e) {
-      name_value.Fail(e.what());
-    }
-    return Value(yaml::LoadText(text, file), "", yaml::Origin{file, yaml::DirOf(file), -1, false}, nullptr);
-  }
-  name_value.Fail(fmt::format("no device '{}' in the device library (looked for {})", name, fmt::join(candidates, ", ")));
-}
-
 // `peak`: one rate (at the scenario's precision) or a map of rates by dtype.
 void ParsePeak(const Value& value, DeviceSpec* device) {
   if (!value.IsMap()) {
@@ -113,13 +87,6 @@ DeviceSpec ParseDeviceFields(const Value& value) {
   return device;
 }
 
-// `device:` is a map of the device's fields, or the name of a device library file.
-DeviceSpec ParseDevice(const Value& value) {
-  if (!value.IsScalar()) return ParseDeviceFields(value);
-  DeviceSpec device = ParseDeviceFields(ReadDeviceFile(value));
-  device.source = value.String();
-  return device;
-}
 
 std::vector<LinkSpec> ParseScopeLinks(const Value& value) {
   std::vector<LinkSpec> links;
@@ -232,10 +199,39 @@ void ResolvePeak(const Value& device, Dtype dtype, DeviceSpec* spec) {
   device.At("peak").Fail(what);
 }
 
-TopologySpec ParseTopology(const Value& value) {
+std::string DeviceFile(const Value& name_value) {
+  const std::string name = name_value.String();
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+  if (!plain || name.front() == '.') {
+    name_value.Fail(fmt::format("expected a device name of letters, digits, '.', '-' and '_' (a file of the device "
+                                "library, scenarios/devices/NAME.yaml) or a map of the device's fields, got '{}'",
+                                name));
+  }
+  const std::vector<std::string> candidates = DeviceFileCandidates(name_value, name);
+  for (const std::string& file : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(file, ec)) return file;
+  }
+  name_value.Fail(fmt::format("no device '{}' in the device library (looked for {})", name, fmt::join(candidates, ", ")));
+}
+
+TopologySpec ParseTopology(const Value& value, const DeviceInclude* device) {
   const Map m(value, {"device", "nodes", "devices_per_node", "links", "vertices"});
   TopologySpec spec;
-  spec.device = ParseDevice(m.Get("device"));
+  if (device != nullptr) {
+    // The device's fields from its library file: errors name that file, or the --set that
+    // replaced a field since.
+    const Value fields = m.Get("device");
+    const Value located(fields.node(), fields.path(),
+                        yaml::Origin{device->file, yaml::DirOf(device->file), fields.origin().override_index, false},
+                        fields.overrides());
+    spec.device = ParseDeviceFields(located);
+    spec.device.source = device->name;
+  } else {
+    spec.device = ParseDeviceFields(m.Get("device"));
+  }
   if (m.Has("vertices")) {
     for (const char* key : {"nodes", "devices_per_node"}) {
       if (const auto found = m.Find(key)) {

@@ -1,0 +1,121 @@
+// The device library (DESIGN.md §9): `topology.device: NAME` reads scenarios/devices/NAME.yaml
+// (or devices/ beside the file that names it), --set reaches into its fields, a peak by dtype
+// follows the run's precision, and every bad device names its file, line and what is wrong.
+// Oracles: the datasheet values the files state (typed here from the datasheets), and the
+// errors' texts.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim_test_util.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using testing::ErrorOf;
+using testing::LoadError;
+using testing::ScratchDir;
+
+std::string Scenario(const std::string& device, const std::string& dtype = "bf16") {
+  return "name: s\n"
+         "topology: {device: " + device + ", devices_per_node: 2, links: [{scope: node, bandwidth: 100GB/s, latency: 1us}]}\n"
+         "model: {transformer: {layers: 4, hidden: 1024, heads: 16, seq: 1024, vocab: 32000}}\n"
+         "pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, microbatch_size: 2}\n"
+         "training: {optimizer: adam, lr: 0.001, dtype: " + dtype + "}\n";
+}
+
+sim::Scenario Load(const ScratchDir& dir, const std::string& text, const std::vector<std::string>& sets = {}) {
+  return LoadScenario(dir.Write("scenario.yaml", text), sets);
+}
+
+TEST(DeviceLibrary, EveryShippedDeviceLoadsWithItsDatasheetValues) {
+  ScratchDir dir;
+  struct Want {
+    std::string name;
+    double bf16, fp32, bandwidth;
+    int64_t memory;
+    int sms;
+  };
+  const std::vector<Want> wants = {
+      {"A100-SXM-80GB", 312e12, 19.5e12, 2039e9, int64_t{80} << 30, 108},
+      {"H100-SXM", 989.4e12, 67e12, 3.35e12, int64_t{80} << 30, 132},
+      {"H200", 989.4e12, 67e12, 4.8e12, int64_t{141'000'000'000}, 132},
+      {"L40S", 362.05e12, 91.6e12, 864e9, int64_t{48'000'000'000}, 142},
+  };
+  for (const Want& w : wants) {
+    const sim::Scenario s = Load(dir, Scenario(w.name));
+    const DeviceSpec& d = s.topology.device;
+    EXPECT_EQ(d.name, w.name);
+    EXPECT_EQ(d.source, w.name);
+    EXPECT_DOUBLE_EQ(d.peak_flops, w.bf16) << w.name;  // the run's precision picks the peak
+    EXPECT_DOUBLE_EQ(d.peak_by_dtype[static_cast<int>(Dtype::kFp32)], w.fp32) << w.name;
+    EXPECT_DOUBLE_EQ(d.memory_bandwidth, w.bandwidth) << w.name;
+    EXPECT_EQ(d.memory_bytes, w.memory) << w.name;
+    EXPECT_EQ(d.gemm.sms, w.sms) << w.name;
+    EXPECT_TRUE(d.roofline()) << w.name;
+    EXPECT_EQ(BuildCosts(s, 2).source, "roofline") << w.name;
+  }
+  // The CPU core states fp32 only: a bf16 run on it is refused, an fp32 one runs.
+  EXPECT_DOUBLE_EQ(Load(dir, Scenario("cpu-core", "fp32")).topology.device.peak_flops, 50e9);
+  EXPECT_NE(LoadError(dir, Scenario("cpu-core", "bf16")).find("device cpu-core states no peak for the scenario's "
+                                                              "precision bf16 (it states fp32)"),
+            std::string::npos);
+}
+
+TEST(DeviceLibrary, TheRunsPrecisionPicksThePeak) {
+  ScratchDir dir;
+  EXPECT_DOUBLE_EQ(Load(dir, Scenario("A100-SXM-80GB", "tf32")).topology.device.peak_flops, 156e12);
+  EXPECT_DOUBLE_EQ(Load(dir, Scenario("A100-SXM-80GB", "fp32")).topology.device.peak_flops, 19.5e12);
+  EXPECT_DOUBLE_EQ(Load(dir, Scenario("A100-SXM-80GB", "fp16")).topology.device.peak_flops, 312e12);
+}
+
+TEST(DeviceLibrary, SetReachesIntoALibraryDeviceOrReplacesIt) {
+  ScratchDir dir;
+  const std::string text = Scenario("A100-SXM-80GB");
+  EXPECT_DOUBLE_EQ(Load(dir, text, {"topology.device.memory_bandwidth=1TB/s"}).topology.device.memory_bandwidth, 1e12);
+  EXPECT_DOUBLE_EQ(Load(dir, text, {"topology.device.gemm.max_efficiency=0.5"}).topology.device.gemm.max_efficiency,
+                   0.5);
+  const sim::Scenario h = Load(dir, text, {"topology.device=H100-SXM"});
+  EXPECT_EQ(h.topology.device.name, "H100-SXM");
+  EXPECT_DOUBLE_EQ(h.topology.device.peak_flops, 989.4e12);
+  // Replaced by an inline device: the flat FLOPs model, no library source.
+  const sim::Scenario flat = Load(dir, text, {"topology.device={name: x, peak: 1TFLOPS, memory: 1GiB}"});
+  EXPECT_EQ(flat.topology.device.source, "");
+  EXPECT_FALSE(flat.topology.device.roofline());
+  EXPECT_EQ(BuildCosts(flat, 2).source, "transformer");
+  EXPECT_EQ(ErrorOf([&] { Load(dir, text, {"topology.device.gemm.max_efficiency=2"}); }),
+            "--set topology.device.gemm.max_efficiency: expected a fraction of peak from 0.001 to 1, got '2'");
+}
+
+TEST(DeviceLibrary, ALocalDevicesFolderComesFirstAndItsErrorsNameItsFile) {
+  ScratchDir dir;
+  const std::string device =
+      "name: mine\n"
+      "peak: {bf16: 100TFLOPS}\n"
+      "memory: 16GiB\n"
+      "memory_bandwidth: 1TB/s\n"
+      "gemm: {max_efficiency: 0.5, sms: 10, tiles: [[64, 64]]}\n";
+  dir.Write("devices/mine.yaml", device);
+  const sim::Scenario s = Load(dir, Scenario("mine"));
+  EXPECT_DOUBLE_EQ(s.topology.device.peak_flops, 100e12);
+  EXPECT_EQ(s.topology.device.gemm.tiles, (std::vector<std::pair<int, int>>{{64, 64}}));
+  // A bad field: the device file's line and column.
+  const std::string bad = dir.Write("devices/bad.yaml", testing::Replace(device, "sms: 10", "sms: -1"));
+  EXPECT_EQ(LoadError(dir, Scenario("bad")),
+            bad + ":" + testing::PosOf(testing::Replace(device, "sms: 10", "sms: -1"), "-1") +
+                ": topology.device.gemm.sms: expected an integer in [1, 65536], got '-1'");
+  // Half a roofline: memory_bandwidth without gemm.
+  dir.Write("devices/half.yaml", "name: half\npeak: 1TFLOPS\nmemory: 1GiB\nmemory_bandwidth: 1TB/s\n");
+  EXPECT_NE(LoadError(dir, Scenario("half")).find("the roofline model needs both memory_bandwidth and gemm"),
+            std::string::npos);
+  // An unknown device lists where it looked; a path is not a device name.
+  const std::string unknown = LoadError(dir, Scenario("Z9000"));
+  EXPECT_NE(unknown.find("no device 'Z9000' in the device library (looked for"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("devices/Z9000.yaml"), std::string::npos) << unknown;
+  EXPECT_NE(LoadError(dir, Scenario("../mine")).find("expected a device name of letters"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
