@@ -105,7 +105,9 @@ TEST(TransformerCosts, NanosecondsRoundToNearest) {
 // 24·50,358,272 + 102,926,336 = 1,311,524,864 parameters.
 TEST(TransformerCosts, ShippedGptScenarioHoldsGpt3XlsParametersAndTheHeadsCopy) {
   const std::string path = std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/gpt-1.3b-8xh100.yaml";
-  const Scenario s = LoadScenario(path, {});
+  // On the flat FLOPs model's H100 (the scenario's library device runs the roofline model).
+  const Scenario s =
+      LoadScenario(path, {"topology.device={name: H100-SXM, peak: 989TFLOPS, memory: 80GiB, efficiency: 0.5}"});
   const CostTable t = BuildCosts(s, 8);
   int64_t weight_bytes = 0;
   for (const StageCost& c : t.stages) weight_bytes += c.weight_bytes;
