@@ -14,7 +14,7 @@
 # device named by file, state it inline to vary it)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sc="$root/build/cli/stagecraft"
+sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY runs another build
 [[ -x "$sc" ]] || "$root/scripts/build.sh" >/dev/null
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" "$tmp" "$@" <<'PY'

@@ -22,6 +22,7 @@
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/gpt_kernels.h"
+#include "stagecraft/sim/profile.h"
 #include "stagecraft/sim/roofline.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
@@ -42,11 +43,51 @@ struct SimulateFlags {
   bool explain = false;
 };
 
+// With a measured profile of the same transformer: its median block against the roofline, and
+// the device's GEMM and memory efficiencies that explain it (roofline.h FitRoofline).
+std::string ProfileFit(const Scenario& sc) {
+  const Profile& profile = *sc.model.profile;
+  double measured[3];
+  int64_t LayerProfile::*fields[3] = {&LayerProfile::forward_ns, &LayerProfile::backward_input_ns,
+                                      &LayerProfile::backward_weight_ns};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int64_t> values;
+    for (const LayerProfile& layer : profile.layers) values.push_back(layer.*fields[i]);
+    if (values.empty() || std::any_of(values.begin(), values.end(), [](int64_t v) { return v <= 0; })) {
+      throw InputError(fmt::format("{}: --explain: the profile {} has no blocks with F, I and W times to fit the device "
+                                   "to", sc.path, sc.model.profile_path));
+    }
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    measured[i] = static_cast<double>(values[values.size() / 2]);
+  }
+  const RooflineFit fit = FitRoofline(sc, measured);
+  const DeviceSpec& d = sc.topology.device;
+  std::string out = fmt::format("the profile {} (measured on {}) against the roofline, one block (the median of {}):\n",
+                                sc.model.profile_path, profile.device.empty() ? "?" : profile.device,
+                                fmt::format("{} block{}", profile.layers.size(), profile.layers.size() == 1 ? "" : "s"));
+  out += fmt::format("{:<5} {:>12} {:>22} {:>22}\n", "pass", "measured ms",
+                     fmt::format("{} as stated", d.name), "fitted");
+  for (int i = 0; i < 3; ++i) {
+    out += fmt::format("{:<5} {:>12.3f} {:>13.3f} ({:>+6.1f}%) {:>13.3f} ({:>+6.1f}%)\n", kKernelPassNames[i].name,
+                       measured[i] * 1e-6, fit.predicted_ns[i] * 1e-6, 100 * (fit.predicted_ns[i] / measured[i] - 1),
+                       fit.fitted_ns[i] * 1e-6, 100 * (fit.fitted_ns[i] / measured[i] - 1));
+  }
+  out += fmt::format("fitted: gemm.max_efficiency {:.2f} (stated {:.2f}), memory_efficiency {:.2f} (stated {:.2f}): "
+                     "GEMMs run at {:.2f}x and memory-bound kernels at {:.2f}x the device file's rate\n",
+                     fit.gemm_efficiency, d.gemm.max_efficiency, fit.memory_efficiency, d.memory_efficiency,
+                     fit.gemm_efficiency / d.gemm.max_efficiency, fit.memory_efficiency / d.memory_efficiency);
+  if (fit.gemm_efficiency > 1 || fit.memory_efficiency > 1) {
+    out += fmt::format("note: a fitted efficiency above 1 says the device's stated {} is below what the profile shows\n",
+                       fit.gemm_efficiency > 1 ? "peak" : "memory_bandwidth");
+  }
+  return out;
+}
+
 // `--explain`: one transformer block's kernels on pipeline rank 0's device as the roofline
 // model times them (then what recompute repeats, the embeddings, the head and the optimizer
 // step), each with its time, FLOPs, bytes and bound, and each pass's sum.
 std::string Explain(const Scenario& sc, const std::string& cost_source) {
-  if (cost_source != "roofline") {
+  if (!sc.model.transformer || !sc.topology.device.roofline()) {
     throw InputError(fmt::format("{}: --explain lists the roofline model's kernels, but this scenario's costs are {} "
                                  "(the roofline model needs model.transformer on a device with memory_bandwidth and "
                                  "gemm, such as topology.device: A100-SXM-80GB)",
@@ -99,6 +140,7 @@ std::string Explain(const Scenario& sc, const std::string& cost_source) {
                       p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
           OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
                                UpdateBytesPerParam(sc)));
+  if (sc.model.profile) out += ProfileFit(sc);
   return out;
 }
 

@@ -93,6 +93,42 @@ double UpdateBytesPerParam(const Scenario& sc) {
   return main_grad + 2 * (state + (d < 4 ? 0 : 4)) + (d < 4 ? d : 0);
 }
 
+RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
+  const std::vector<Kernel> block = GptBlockKernels(KernelShapeOf(sc));
+  const PipelineSpec& p = sc.pipeline;
+  std::vector<int> group;
+  for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(0, 0, i));
+  const RingLink link = RingLinkOf(sc.topology, group);
+  const auto passes = [&](const DeviceSpec& device, double out[3]) {
+    out[0] = out[1] = out[2] = 0;
+    for (const Kernel& k : block) {
+      const int pass = static_cast<int>(k.pass);
+      if (pass < 3) out[pass] += TimeKernel(k, device, p.tensor_parallel, link.bytes_per_s, link.latency_ns).ns();
+    }
+  };
+  RooflineFit fit;
+  passes(sc.topology.device, fit.predicted_ns);
+  double best = std::numeric_limits<double>::infinity();
+  DeviceSpec trial = sc.topology.device;
+  for (int g = 1; g <= 200; ++g) {
+    for (int m = 1; m <= 200; ++m) {
+      trial.gemm.max_efficiency = g / 100.0;
+      trial.memory_efficiency = m / 100.0;
+      double ns[3];
+      passes(trial, ns);
+      double error = 0;
+      for (int i = 0; i < 3; ++i) error += std::pow(std::log(ns[i] / measured_ns[i]), 2);
+      if (error < best) {
+        best = error;
+        fit.gemm_efficiency = trial.gemm.max_efficiency;
+        fit.memory_efficiency = trial.memory_efficiency;
+        std::copy(ns, ns + 3, fit.fitted_ns);
+      }
+    }
+  }
+  return fit;
+}
+
 namespace detail {
 namespace {
 

@@ -310,20 +310,14 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     }
     for (size_t i = 0; i < overrides.size(); ++i) {
       ApplyOverride(root, overrides, static_cast<int>(i), &topology_file);
-      // A device or topology put in place whole is no longer the library file's.
-      if (overrides[i].path == "topology" || overrides[i].path == "topology.device") device.reset();
-    }
-    // One named by an override (or inside a topology an override put in place).
-    if (root["topology"] && root["topology"].IsMap() && root["topology"]["device"] &&
-        root["topology"]["device"].IsScalar()) {
-      int index = -1;
-      for (size_t i = 0; i < overrides.size(); ++i) {
-        if (overrides[i].path == "topology.device" || overrides[i].path == "topology") index = static_cast<int>(i);
-      }
-      const Origin origin = index >= 0 && overrides[index].path == "topology.device"
-                                ? Origin{"", "", index, true}
-                                : (topology_file ? Origin{*topology_file, yaml::DirOf(*topology_file), index, false}
-                                                 : file_origin);
+      const std::string& path = overrides[i].path;
+      if (path != "topology" && path != "topology.device") continue;
+      // A device or topology put in place whole is no longer the library file's; a device it
+      // names is read now, so that the overrides after it reach into its fields.
+      device.reset();
+      const Origin origin = path == "topology.device" || !topology_file
+                                ? Origin{"", "", static_cast<int>(i), true}
+                                : Origin{*topology_file, yaml::DirOf(*topology_file), static_cast<int>(i), false};
       IncludeDevice(root, origin, &overrides, &device);
     }
   }

@@ -18,6 +18,15 @@ check "profile: exit 0" '[[ $? -eq 0 ]]'
 check "profile: embedding and head measured" 'grep -q "^embedding:" "$tmp/profile.yaml" && grep -q "^head:" "$tmp/profile.yaml"'
 "$sc" simulate "$scenario" "${small[@]}" --set model.profile="$tmp/profile.yaml" --json "$tmp/p.json" >/dev/null 2>"$tmp/err"
 check "simulate from the profile: exit 0" '[[ $? -eq 0 ]]'
+# The profile against the roofline model of this machine's core: the block's measured F, I and W
+# beside the device file's prediction and the fitted one, and the fitted efficiencies. (This
+# shape's kernels take microseconds: how well they fit is docs/cost-model.md's, on real sizes.)
+"$sc" simulate "$scenario" "${small[@]}" --set topology.device=cpu-core --set model.profile="$tmp/profile.yaml" \
+  --explain >"$tmp/explain" 2>"$tmp/err"
+checkf "explain against the profile: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "explain against the profile: a fit" 'grep -qE "^fitted: gemm.max_efficiency [0-9.]+ \(stated 0.95\), memory_efficiency [0-9.]+" "$tmp/explain"'
+check "explain against the profile: F, I, W measured, stated, fitted" \
+  '[[ $(grep -cE "^(F|I|W) +[0-9.]+ +[0-9.]+ \( *[-+][0-9.]+%\) +[0-9.]+ \( *[-+][0-9.]+%\)$" "$tmp/explain") -eq 3 ]]'
 timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --json "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 check "execute all: exit 0" '[[ $rc -eq 0 ]]'

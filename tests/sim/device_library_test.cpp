@@ -58,7 +58,7 @@ TEST(DeviceLibrary, EveryShippedDeviceLoadsWithItsDatasheetValues) {
     EXPECT_EQ(BuildCosts(s, 2).source, "roofline") << w.name;
   }
   // The CPU core states fp32 only: a bf16 run on it is refused, an fp32 one runs.
-  EXPECT_DOUBLE_EQ(Load(dir, Scenario("cpu-core", "fp32")).topology.device.peak_flops, 50e9);
+  EXPECT_DOUBLE_EQ(Load(dir, Scenario("cpu-core", "fp32")).topology.device.peak_flops, 166.4e9);  // 2 x 16 x 2 x 2.6 GHz
   EXPECT_NE(LoadError(dir, Scenario("cpu-core", "bf16")).find("device cpu-core states no peak for the scenario's "
                                                               "precision bf16 (it states fp32)"),
             std::string::npos);

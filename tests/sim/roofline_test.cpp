@@ -208,3 +208,37 @@ TEST(Roofline, ZeroBubblePaperProfileRatios) {
 
 }  // namespace
 }  // namespace stagecraft::sim
+
+namespace stagecraft::sim {
+namespace {
+
+// FitRoofline recovers the efficiencies that made a block's times: F, I and W computed with
+// gemm.max_efficiency 0.63 and memory_efficiency 0.41 give back those two on the device as
+// stated with others (and the stated device's times as its prediction).
+TEST(Roofline, FitRecoversTheEfficienciesThatMadeTheTimes) {
+  const std::string yaml =
+      "name: fit\n"
+      "topology: {device: A100-SXM-80GB, devices_per_node: 1, links: []}\n"
+      "model: {transformer: {layers: 2, hidden: 1024, heads: 16, seq: 1024, vocab: 32000}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 2, microbatch_size: 4}\n"
+      "training: {optimizer: adam, lr: 0.0001, dtype: bf16}\n";
+  const Scenario sc = LoadScenarioFromText(yaml, "fit.yaml", {});
+  DeviceSpec truth = sc.topology.device;
+  truth.gemm.max_efficiency = 0.63;
+  truth.memory_efficiency = 0.41;
+  double measured[3] = {0, 0, 0}, stated[3] = {0, 0, 0};
+  for (const Kernel& k : GptBlockKernels(KernelShapeOf(sc))) {
+    measured[static_cast<int>(k.pass)] += TimeKernel(k, truth, 1, 0, 0).ns();
+    stated[static_cast<int>(k.pass)] += TimeKernel(k, sc.topology.device, 1, 0, 0).ns();
+  }
+  const RooflineFit fit = FitRoofline(sc, measured);
+  EXPECT_NEAR(fit.gemm_efficiency, 0.63, 1e-9);
+  EXPECT_NEAR(fit.memory_efficiency, 0.41, 1e-9);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(fit.fitted_ns[i], measured[i], 1e-6 * measured[i]);
+    EXPECT_NEAR(fit.predicted_ns[i], stated[i], 1e-6 * stated[i]);
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::sim

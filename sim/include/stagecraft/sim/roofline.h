@@ -51,4 +51,17 @@ std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::ve
 // 16-bit weights written.
 double UpdateBytesPerParam(const Scenario& sc);
 
+// The device's GEMM and memory efficiencies that best explain a measured transformer block
+// (a profile's median block: F, I and W in ns): the pair (gemm.max_efficiency,
+// memory_efficiency) that minimizes the sum over the three passes of log(predicted /
+// measured)², searched on a grid of 0.01 steps from 0.01 to 2 (above 1: the device's stated
+// peak or bandwidth is below what the profile shows). The other constants stay the device's.
+struct RooflineFit {
+  double gemm_efficiency = 0;
+  double memory_efficiency = 0;
+  double predicted_ns[3] = {0, 0, 0};  // F, I, W of a block with the device's constants
+  double fitted_ns[3] = {0, 0, 0};     // and with the fitted ones
+};
+RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]);
+
 }  // namespace stagecraft::sim

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The roofline cost model as a user meets it: a library device named by a scenario, the kernel
+# table of --explain, the per-stage F / I / W / STEP times of simulate --json, and the published
+# Megatron-LM measurements reproduced by scripts/validate-published.sh; bad input one line each.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+mt="$root/scenarios/published/megatron-sc21.yaml"
+
+"$sc" simulate "$mt" --set topology.nodes=4 --explain >"$tmp/out" 2>"$tmp/err"
+checkf "explain: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "explain: the roofline model on the library's A100" 'grep -q "costs: roofline" "$tmp/out" && grep -q "kernels of one layer on A100-SXM-80GB (fp16 b=16 s=2048 h=2304 heads=24)" "$tmp/out"'
+check "explain: the block's GEMMs with their shapes" 'grep -qE "^F +qkv +[0-9.]+ +[0-9.]+ +[0-9.]+  compute +32768 x 6912 x 2304" "$tmp/out"'
+check "explain: softmax memory-bound" 'grep -qE "^F +softmax .* memory" "$tmp/out"'
+check "explain: W of each linear layer" '[[ $(grep -cE "^W +(qkv|proj|fc|fc2)\.dW " "$tmp/out") -eq 4 ]]'
+check "explain: full recompute inside I" 'grep -q "full recompute (inside I)" "$tmp/out" && grep -qE "^I +recompute.qkv " "$tmp/out"'
+check "explain: the optimizer step" 'grep -qE "^STEP +update " "$tmp/out"'
+# Each pass's total under the table is the sum of its kernels' times.
+python3 - "$tmp/out" <<'PY' || fail=1
+import re, sys
+text = open(sys.argv[1]).read()
+block = text.split("-- one transformer block")[1].split("   one transformer block:")[0]
+sums = {}
+for line in block.strip().splitlines():
+    cells = line.split()
+    sums[cells[0]] = sums.get(cells[0], 0) + float(cells[2])
+total = re.search(r"one transformer block: F ([\d.]+) ms, I ([\d.]+) ms, W ([\d.]+) ms", text)
+ok = total is not None and all(abs(sums[p] / 1000 - float(total.group(i + 1))) < 0.002 for i, p in enumerate("FIW"))
+print("ok" if ok else f"FAIL: explain's pass sums {sums} against its totals {total and total.groups()}")
+sys.exit(0 if ok else 1)
+PY
+
+# simulate --json: per stage and schedule, F / I / W / STEP in ms.
+"$sc" simulate "$root/scenarios/gpt-1.3b-8xh100.yaml" --set 'pipeline.schedule=[1f1b, interleaved]' \
+  --set pipeline.chunks=2 --json "$tmp/p.json" >/dev/null 2>"$tmp/err"
+checkf "simulate --json: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/p.json" <<'PY' || fail=1
+import json, sys
+m = json.load(open(sys.argv[1]))
+ok = m["costs"] == "roofline"
+for s in m["schedules"]:
+    stages = s["stages"]
+    want = s["ranks"] * s["chunks"]
+    ok &= len(stages) == want and [x["stage"] for x in stages] == list(range(want))
+    ok &= all(x["forward_ms"] > 0 and x["backward_input_ms"] > 0 and x["backward_weight_ms"] > 0 and x["step_ms"] > 0
+              for x in stages)
+    # The last stage carries the LM head and the loss: its forward is the longest.
+    ok &= max(stages, key=lambda x: x["forward_ms"])["stage"] == want - 1
+print("ok" if ok else "FAIL: simulate --json stages")
+sys.exit(0 if ok else 1)
+PY
+
+# The published measurements: Megatron-LM SC'21 Table 1 within the targets.
+STAGECRAFT="$sc" "$root/scripts/validate-published.sh" >"$tmp/v" 2>"$tmp/err"
+checkf "validate-published: exit 0 (within the targets)" '[[ $? -eq 0 ]]' "$tmp/v"
+check "validate-published: ten rows" '[[ $(grep -cE "^ +[0-9.]+B " "$tmp/v") -eq 10 ]]'
+check "validate-published: the summary" 'grep -qE "^median \|error\| [0-9.]+% \(target <= 5%\), largest [0-9.]+% \(target <= 10%\)" "$tmp/v"'
+
+expect_error "explain without the roofline" "--explain lists the roofline model's kernels, but this scenario's costs are explicit" \
+  simulate "$root/scenarios/uniform-costs.yaml" --explain --json "$tmp/never.json"
+check "explain without the roofline: no output file" '[[ ! -e "$tmp/never.json" ]]'
+expect_error "unknown device" "--set topology.device: no device 'B300' in the device library" \
+  simulate "$mt" --set topology.device=B300
+expect_error "a device's field out of range" "--set topology.device.memory_efficiency: expected a fraction from 0.001 to 1, got '0'" \
+  simulate "$mt" --set topology.device.memory_efficiency=0
+expect_error "a dtype the device has no peak for" "device cpu-core states no peak for the scenario's precision fp16" \
+  simulate "$mt" --set topology.device=cpu-core
+exit $fail
