@@ -147,6 +147,42 @@ void CompareRanks(const ScheduleMetrics& p, const ScheduleMetrics& m, std::strin
   json.EndArray();
 }
 
+// One microbatch's passes per stage, when both files have them (a predicted file always does,
+// a measured one from this version on): a line per stage with each pass the run ran, predicted
+// / measured and the error, and the pass most off over all stages. JSON: "stages", per stage
+// each such pass's {predicted, measured, error_pct}.
+void CompareStages(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, JsonOut& json) {
+  using schedules::StageCostMetrics;
+  constexpr std::pair<const char*, double StageCostMetrics::*> kPasses[] = {
+      {"F", &StageCostMetrics::forward_ms},           {"B", &StageCostMetrics::backward_ms},
+      {"I", &StageCostMetrics::backward_input_ms},    {"W", &StageCostMetrics::backward_weight_ms},
+      {"STEP", &StageCostMetrics::step_ms}};
+  constexpr const char* kKeys[] = {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "step_ms"};
+  *text += "  one microbatch's pass per stage, predicted / measured ms (error):\n";
+  json.Key("stages").StartArray();
+  std::string worst;
+  double worst_abs = -1;
+  for (size_t st = 0; st < p.stage_costs.size(); ++st) {
+    std::string line = fmt::format("    stage {}:", st);
+    json.StartObject().Key("stage").Int(static_cast<int64_t>(st));
+    for (size_t k = 0; k < std::size(kPasses); ++k) {
+      const double pv = p.stage_costs[st].*kPasses[k].second, mv = m.stage_costs[st].*kPasses[k].second;
+      if (mv <= 0) continue;  // a pass this run did not run
+      const auto error = RelativeErrorPct(pv, mv);
+      line += fmt::format(" {} {:.3f} / {:.3f} ({})", kPasses[k].first, pv, mv, ErrorText(error, "%"));
+      ErrorJson(json, kKeys[k], pv, mv, error, "error_pct");
+      if (error && std::abs(*error) > worst_abs) {
+        worst_abs = std::abs(*error);
+        worst = fmt::format("{} of stage {} ({})", kPasses[k].first, st, ErrorText(error, "%"));
+      }
+    }
+    json.EndObject();
+    *text += line + "\n";
+  }
+  json.EndArray();
+  if (!worst.empty()) *text += fmt::format("  the pass most off: {}\n", worst);
+}
+
 // The text block and the JSON object of one schedule found in both files.
 void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, std::string* json) {
   const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
@@ -175,6 +211,7 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
   ErrorJson(out, "bubble_fraction", p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp");
   out.Key("per_rank");
   CompareRanks(p, m, text, out);
+  if (!p.stage_costs.empty() && p.stage_costs.size() == m.stage_costs.size()) CompareStages(p, m, text, out);
   if (spread) {
     out.Key("measured_step_spread").StartObject().Key("first_step").Int(spread->first_step).Key("last_step");
     out.Int(spread->last_step).Key("median_ms").Number(spread->median_ms).Key("min_ms").Number(spread->min_ms);

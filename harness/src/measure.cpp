@@ -28,6 +28,7 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
   m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);
+  m.metrics.stage_costs = schedules::MeasuredStageCosts(s, result);
   m.trace = schedules::BuildTrace(s, result, sc.name, "measured", m.metrics);
   return m;
 }

@@ -129,8 +129,9 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
   for (const sim::StageCost& c : costs.stages) {
-    p.metrics.stage_costs.push_back({c.forward_ns * 1e-6, c.backward_input_ns * 1e-6, c.backward_weight_ns * 1e-6,
-                                     c.step_ns * 1e-6});
+    const int64_t backward = c.fused_backward_ns > 0 ? c.fused_backward_ns : c.backward_input_ns + c.backward_weight_ns;
+    p.metrics.stage_costs.push_back({c.forward_ns * 1e-6, backward * 1e-6, c.backward_input_ns * 1e-6,
+                                     c.backward_weight_ns * 1e-6, c.step_ns * 1e-6});
   }
   return p;
 }

@@ -79,6 +79,7 @@ class MetricsWriter {
         w_.StartObject();
         WriteMembers(w_, {{"stage", static_cast<int64_t>(i)}});
         Members({{"forward_ms", c.forward_ms, Format::kFixed6},
+                 {"backward_ms", c.backward_ms, Format::kFixed6},
                  {"backward_input_ms", c.backward_input_ms, Format::kFixed6},
                  {"backward_weight_ms", c.backward_weight_ms, Format::kFixed6},
                  {"step_ms", c.step_ms, Format::kFixed6}});

@@ -33,6 +33,21 @@ check "execute all: exit 0" '[[ $rc -eq 0 ]]'
 [[ $rc -eq 0 ]] || cat "$tmp/err"
 "$sc" compare "$tmp/p.json" "$tmp/m.json" >"$tmp/compare" 2>"$tmp/err"
 check "compare: exit 0" '[[ $? -eq 0 ]]'
+# Each pass per stage, predicted against the run's own median op times: every schedule has a line
+# per stage (zb-h1 runs F, I, W and STEP; 1f1b F, B and STEP) and names the pass most off.
+check "compare: a line per stage and schedule" '[[ $(grep -cE "^    stage [01]: F [0-9.]+ / [0-9.]+ " "$tmp/compare") -eq 18 ]]'
+check "compare: zb-h1's I and W on the last stage" 'sed -n "/^zb-h1:/,/^\$/p" "$tmp/compare" | grep -qE "stage 1: F .* I [0-9.]+ / [0-9.]+ .* W [0-9.]+ / [0-9.]+ .* STEP "'
+check "compare: the pass most off" '[[ $(grep -c "^  the pass most off: " "$tmp/compare") -eq 9 ]]'
+"$sc" compare "$tmp/p.json" "$tmp/m.json" --json "$tmp/c.json" >/dev/null 2>"$tmp/err"
+checkf "compare --json: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/c.json" <<'PY' || fail=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+ok = all(len(s["stages"]) in (2, 4) and "forward_ms" in s["stages"][0] and "error_pct" in s["stages"][0]["forward_ms"]
+         for s in c["schedules"])
+print("ok" if ok else "FAIL: compare --json stages")
+sys.exit(0 if ok else 1)
+PY
 python3 - "$tmp" <<'PY' || fail=1
 import json, math, sys
 tmp = sys.argv[1]

@@ -43,11 +43,14 @@ struct ExecutorMetrics {
   friend bool operator==(const ExecutorMetrics&, const ExecutorMetrics&) = default;
 };
 
-// What one microbatch's passes cost on a stage as the simulator charged them (predicted files
-// only): F, I (the B of a schedule without W: backward_input + backward_weight), W, and the
-// optimizer STEP of the stage's parameters (0 where the cost model does not time it).
+// What one microbatch's passes take on a stage: predicted, what the simulator charged (every
+// pass, whether the schedule runs it or not); measured, the median of the run's ops of that
+// kind on that stage (0 for a kind the schedule does not run). F, a full B, I (the input
+// gradients), W (the weight gradients), and the optimizer STEP of the stage's parameters (0
+// where the cost model does not time it).
 struct StageCostMetrics {
   double forward_ms = 0;
+  double backward_ms = 0;
   double backward_input_ms = 0;
   double backward_weight_ms = 0;
   double step_ms = 0;
@@ -65,7 +68,7 @@ struct ScheduleMetrics {
   double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
   std::vector<RankMetrics> ranks_detail;
   std::optional<ExecutorMetrics> executor;  // measured runs only
-  std::vector<StageCostMetrics> stage_costs;  // predicted runs: one per stage ("stages" in JSON)
+  std::vector<StageCostMetrics> stage_costs;  // one per stage ("stages" in JSON); see StageCostMetrics
 
   int WorstMemoryRank() const;
   bool AnyOom() const;
@@ -98,6 +101,9 @@ struct MetricsFile {
 
 // The record is one replica's; the schedule's data_parallel replicas run alongside it, so the
 // throughput counts the samples of all of them.
+// Per stage, the median duration of the run's F, B, I, W and STEP ops (StageCostMetrics).
+std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRecord& result);
+
 ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
 
 // The executor's own numbers: the losses of a measured record, and its overhead per op from
