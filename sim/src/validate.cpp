@@ -32,6 +32,19 @@ bool CheckRanges(const Scenario& s, Problems* out) {
   const TopologySpec& t = s.topology;
   rate("topology.device.peak", t.device.peak_flops, kMinPeakFlops, kMaxPeakFlops);
   rate("topology.device.efficiency", t.device.efficiency, kMinEfficiency, 1.0);
+  if (const GemmModel& g = t.device.gemm; g.stated() || t.device.memory_bandwidth > 0) {
+    // The roofline's facts (a device built in code may hold them out of range, or half of them).
+    rate("topology.device.memory_bandwidth", t.device.memory_bandwidth, kMinBandwidthBytesPerS, kMaxBandwidthBytesPerS);
+    rate("topology.device.memory_efficiency", t.device.memory_efficiency, kMinEfficiency, 1.0);
+    rate("topology.device.gemm.max_efficiency", g.max_efficiency, kMinEfficiency, 1.0);
+    rate("topology.device.gemm.batched_efficiency", g.batched_efficiency, kMinEfficiency, 1.0);
+    count("topology.device.gemm.sms", g.sms, kMaxStreamingMultiprocessors);
+    if (g.tiles.empty()) out->Add("topology.device.gemm.tiles", "expected at least one tile [m, n]");
+    for (const auto& [m, n] : g.tiles) {
+      count("topology.device.gemm.tiles", m, kMaxGemmTile);
+      count("topology.device.gemm.tiles", n, kMaxGemmTile);
+    }
+  }
   if (!t.explicit_graph()) {
     count("topology.nodes", t.nodes, kMaxDevices);
     count("topology.devices_per_node", t.devices_per_node, kMaxDevices);

@@ -5,11 +5,13 @@
 // errors' texts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "sim_test_util.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/validate.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -18,7 +20,7 @@ using testing::ErrorOf;
 using testing::LoadError;
 using testing::ScratchDir;
 
-std::string Scenario(const std::string& device, const std::string& dtype = "bf16") {
+std::string ScenarioText(const std::string& device, const std::string& dtype = "bf16") {
   return "name: s\n"
          "topology: {device: " + device + ", devices_per_node: 2, links: [{scope: node, bandwidth: 100GB/s, latency: 1us}]}\n"
          "model: {transformer: {layers: 4, hidden: 1024, heads: 16, seq: 1024, vocab: 32000}}\n"
@@ -45,7 +47,7 @@ TEST(DeviceLibrary, EveryShippedDeviceLoadsWithItsDatasheetValues) {
       {"L40S", 362.05e12, 91.6e12, 864e9, int64_t{48'000'000'000}, 142},
   };
   for (const Want& w : wants) {
-    const sim::Scenario s = Load(dir, Scenario(w.name));
+    const sim::Scenario s = Load(dir, ScenarioText(w.name));
     const DeviceSpec& d = s.topology.device;
     EXPECT_EQ(d.name, w.name);
     EXPECT_EQ(d.source, w.name);
@@ -58,22 +60,22 @@ TEST(DeviceLibrary, EveryShippedDeviceLoadsWithItsDatasheetValues) {
     EXPECT_EQ(BuildCosts(s, 2).source, "roofline") << w.name;
   }
   // The CPU core states fp32 only: a bf16 run on it is refused, an fp32 one runs.
-  EXPECT_DOUBLE_EQ(Load(dir, Scenario("cpu-core", "fp32")).topology.device.peak_flops, 166.4e9);  // 2 x 16 x 2 x 2.6 GHz
-  EXPECT_NE(LoadError(dir, Scenario("cpu-core", "bf16")).find("device cpu-core states no peak for the scenario's "
+  EXPECT_DOUBLE_EQ(Load(dir, ScenarioText("cpu-core", "fp32")).topology.device.peak_flops, 166.4e9);  // 2 x 16 x 2 x 2.6 GHz
+  EXPECT_NE(LoadError(dir, ScenarioText("cpu-core", "bf16")).find("device cpu-core states no peak for the scenario's "
                                                               "precision bf16 (it states fp32)"),
             std::string::npos);
 }
 
 TEST(DeviceLibrary, TheRunsPrecisionPicksThePeak) {
   ScratchDir dir;
-  EXPECT_DOUBLE_EQ(Load(dir, Scenario("A100-SXM-80GB", "tf32")).topology.device.peak_flops, 156e12);
-  EXPECT_DOUBLE_EQ(Load(dir, Scenario("A100-SXM-80GB", "fp32")).topology.device.peak_flops, 19.5e12);
-  EXPECT_DOUBLE_EQ(Load(dir, Scenario("A100-SXM-80GB", "fp16")).topology.device.peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(Load(dir, ScenarioText("A100-SXM-80GB", "tf32")).topology.device.peak_flops, 156e12);
+  EXPECT_DOUBLE_EQ(Load(dir, ScenarioText("A100-SXM-80GB", "fp32")).topology.device.peak_flops, 19.5e12);
+  EXPECT_DOUBLE_EQ(Load(dir, ScenarioText("A100-SXM-80GB", "fp16")).topology.device.peak_flops, 312e12);
 }
 
 TEST(DeviceLibrary, SetReachesIntoALibraryDeviceOrReplacesIt) {
   ScratchDir dir;
-  const std::string text = Scenario("A100-SXM-80GB");
+  const std::string text = ScenarioText("A100-SXM-80GB");
   EXPECT_DOUBLE_EQ(Load(dir, text, {"topology.device.memory_bandwidth=1TB/s"}).topology.device.memory_bandwidth, 1e12);
   EXPECT_DOUBLE_EQ(Load(dir, text, {"topology.device.gemm.max_efficiency=0.5"}).topology.device.gemm.max_efficiency,
                    0.5);
@@ -98,23 +100,48 @@ TEST(DeviceLibrary, ALocalDevicesFolderComesFirstAndItsErrorsNameItsFile) {
       "memory_bandwidth: 1TB/s\n"
       "gemm: {max_efficiency: 0.5, sms: 10, tiles: [[64, 64]]}\n";
   dir.Write("devices/mine.yaml", device);
-  const sim::Scenario s = Load(dir, Scenario("mine"));
+  const sim::Scenario s = Load(dir, ScenarioText("mine"));
   EXPECT_DOUBLE_EQ(s.topology.device.peak_flops, 100e12);
   EXPECT_EQ(s.topology.device.gemm.tiles, (std::vector<std::pair<int, int>>{{64, 64}}));
   // A bad field: the device file's line and column.
   const std::string bad = dir.Write("devices/bad.yaml", testing::Replace(device, "sms: 10", "sms: -1"));
-  EXPECT_EQ(LoadError(dir, Scenario("bad")),
+  EXPECT_EQ(LoadError(dir, ScenarioText("bad")),
             bad + ":" + testing::PosOf(testing::Replace(device, "sms: 10", "sms: -1"), "-1") +
                 ": topology.device.gemm.sms: expected an integer in [1, 65536], got '-1'");
   // Half a roofline: memory_bandwidth without gemm.
   dir.Write("devices/half.yaml", "name: half\npeak: 1TFLOPS\nmemory: 1GiB\nmemory_bandwidth: 1TB/s\n");
-  EXPECT_NE(LoadError(dir, Scenario("half")).find("the roofline model needs both memory_bandwidth and gemm"),
+  EXPECT_NE(LoadError(dir, ScenarioText("half")).find("the roofline model needs both memory_bandwidth and gemm"),
             std::string::npos);
   // An unknown device lists where it looked; a path is not a device name.
-  const std::string unknown = LoadError(dir, Scenario("Z9000"));
+  const std::string unknown = LoadError(dir, ScenarioText("Z9000"));
   EXPECT_NE(unknown.find("no device 'Z9000' in the device library (looked for"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("devices/Z9000.yaml"), std::string::npos) << unknown;
-  EXPECT_NE(LoadError(dir, Scenario("../mine")).find("expected a device name of letters"), std::string::npos);
+  EXPECT_NE(LoadError(dir, ScenarioText("../mine")).find("expected a device name of letters"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
+
+namespace stagecraft::sim {
+namespace {
+
+// A roofline device built in code is checked like a loaded one: no tiles, no SMs, a bandwidth
+// without the GEMM model are problems under their keys.
+TEST(DeviceLibrary, ValidateChecksARooflineDeviceBuiltInCode) {
+  Scenario s = testing::UnitScenario(2, "1f1b");
+  s.model.mlp = MlpSpec{4, 16};
+  s.topology.links = {LinkSpec{LinkScope::kNode, 1e9, 1000}};
+  s.topology.device.memory_bandwidth = 1e12;  // half a roofline: no gemm
+  std::vector<std::string> keys;
+  for (const ScenarioProblem& p : Validate(s)) keys.push_back(p.key);
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "topology.device.gemm.max_efficiency"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "topology.device.gemm.sms"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "topology.device.gemm.tiles"), keys.end());
+  s.topology.device.gemm.max_efficiency = 0.7;
+  s.topology.device.gemm.sms = 10;
+  s.topology.device.gemm.tiles = {{64, 64}};
+  const std::vector<ScenarioProblem> problems = Validate(s);
+  EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems.front().key + ": " + problems.front().message);
 }
 
 }  // namespace
