@@ -26,11 +26,10 @@ inline std::string DeviceKeys(const DeviceSpec& device) {
   return fmt::format("on topology.device: peak {:g} FLOPS x efficiency {:g}", device.peak_flops, device.efficiency);
 }
 
-// The transformer row's table (transformer_costs.cpp): its layer weights, and its costs, which
-// the roofline row (roofline_costs.cpp) keeps for every size and re-times.
+// The transformer row's table (transformer_costs.cpp): its layer weights (FLOPs), and its
+// costs for `layers` layers per stage, which the roofline row (roofline_costs.cpp) keeps for
+// every size and re-times (splitting the layers by its own weights: kernel times).
 LayerWeights TransformerWeights(const Scenario& sc);
-CostTable TransformerTable(const Scenario& sc, const CostQuery& query);
-// The layers of each of `stages` stages, as the transformer row splits them.
-std::vector<int> TransformerLayers(const Scenario& sc, int stages);
+CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std::vector<int>& layers);
 
 }  // namespace stagecraft::sim::detail

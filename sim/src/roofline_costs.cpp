@@ -148,13 +148,30 @@ struct PassSums {
   }
 };
 
+// A layer weighs its block's F + I + W (with what recompute repeats); the embeddings and the
+// LM head with its loss weigh theirs, in blocks, on the first and last stage.
+LayerWeights RooflineWeights(const Scenario& sc) {
+  const GptKernelShape shape = KernelShapeOf(sc);
+  const auto total = [&](const std::vector<Kernel>& kernels) {
+    double ns = 0;
+    for (const TimedKernel& k : TimeKernels(sc, 0, kernels)) ns += k.time.ns();
+    return ns;
+  };
+  double block = total(GptBlockKernels(shape));
+  if (sc.pipeline.recompute != Recompute::kNone) {
+    block += total(GptRecomputeKernels(shape, sc.pipeline.full_recompute()));
+  }
+  return {"model.transformer", sc.model.transformer->layers, {}, total(GptEmbeddingKernels(shape)) / block,
+          total(GptHeadKernels(shape)) / block};
+}
+
 CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
-  CostTable table = TransformerTable(sc, query);  // the sizes; the times follow
+  const int stages = query.shape.stages();
+  const std::vector<int> layers = SplitWeights(RooflineWeights(sc), stages, sc.pipeline.partition);
+  CostTable table = TransformerTable(sc, query, layers);  // the sizes; the times follow
   table.source = "roofline";
   const TransformerSpec& t = *sc.model.transformer;
   const PipelineSpec& p = sc.pipeline;
-  const int stages = query.shape.stages();
-  const std::vector<int> layers = TransformerLayers(sc, stages);
   const KeysOf keys = [&](int st) {
     return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}, microbatch {}, on topology.device {}",
                        Count(layers[st], "layer"), t.hidden, t.heads, t.seq, p.microbatch_size, sc.topology.device.name);
@@ -191,7 +208,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
 CostModel RooflineCostModel() {
   return {"roofline", "model.transformer",
           [](const Scenario& sc) { return sc.model.transformer.has_value() && sc.topology.device.roofline(); },
-          RooflineTable, TransformerWeights};
+          RooflineTable, RooflineWeights};
 }
 
 }  // namespace detail

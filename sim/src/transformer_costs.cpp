@@ -138,16 +138,11 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, dou
 
 }  // namespace
 
-std::vector<int> TransformerLayers(const Scenario& sc, int stages) {
-  return SplitWeights(TransformerWeights(sc), stages, sc.pipeline.partition);
-}
-
-CostTable TransformerTable(const Scenario& sc, const CostQuery& query) {
+CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std::vector<int>& layers) {
   const TransformerSpec& t = *sc.model.transformer;
   const int stages = query.shape.stages();
   CostTable table;
   table.source = "transformer";
-  const std::vector<int> layers = TransformerLayers(sc, stages);
   const KeysOf keys = [&](int st) {
     return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}{}, microbatch {}, {}",
                        Count(layers[st], "layer"), t.hidden, t.heads, t.seq,
@@ -163,7 +158,11 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query) {
 
 CostModel TransformerCostModel() {
   return {"transformer", "model.transformer", [](const Scenario& sc) { return sc.model.transformer.has_value(); },
-          TransformerTable, TransformerWeights};
+          [](const Scenario& sc, const CostQuery& query) {
+            return TransformerTable(sc, query,
+                                    SplitWeights(TransformerWeights(sc), query.shape.stages(), sc.pipeline.partition));
+          },
+          TransformerWeights};
 }
 
 }  // namespace stagecraft::sim::detail
