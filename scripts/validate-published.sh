@@ -10,8 +10,8 @@
 # Targets: median |error| <= 5%, largest <= 10%; exits 1 when either is missed. The A100's
 # constants (scenarios/devices/A100-SXM-80GB.yaml) are fitted once, for every row together.
 # Usage: scripts/validate-published.sh [--set KEY=VALUE]...   (builds first if needed; the
-# overrides apply to every row, e.g. --set topology.device.gemm.max_efficiency=0.75 — with the
-# device named by file, state it inline to vary it)
+# overrides apply to every row, e.g. --set topology.device.gemm.max_efficiency=0.75 asks how
+# the table moves with the A100's GEMM efficiency)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY runs another build
@@ -44,8 +44,7 @@ for r in rows:
             "--set", f"pipeline.chunks={chunks}", "--set", f"pipeline.microbatches={m}",
             "--set", f"pipeline.microbatch_size={b}", "--set", f"pipeline.data_parallel={d}",
             "--set", f"pipeline.tensor_parallel={t}"]
-    for e in extra:
-        args += [e] if e.startswith("--") else [e]
+    args += extra  # the command line's --set KEY=VALUE pairs, for every row
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as fh:
         step_s = json.load(fh)["schedules"][0]["step_time_ms"] / 1e3
