@@ -102,7 +102,9 @@ void ComputeStreams::Advance(int rank) {
     }
     ++stream.next;
     int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
-    if (costs_.op_time_cv > 0) {
+    if (const int64_t measured = costs_.MeasuredOpNs(rank, index); measured >= 0) {
+      duration = measured;  // a replayed run's own time for this op
+    } else if (costs_.op_time_cv > 0) {
       duration = std::llround(static_cast<double>(duration) *
                               OpTimeFactor(costs_.op_time_cv, costs_.op_time_seed, rank, index));
     }

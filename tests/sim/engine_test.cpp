@@ -481,3 +481,29 @@ TEST(Engine, PeakMemoryEqualsIrAnalysisForEveryFlushGenerator) {
 
 }  // namespace
 }  // namespace stagecraft::sim
+
+namespace stagecraft::sim {
+namespace {
+
+// A replayed run's measured op times (CostTable::op_ns) replace the stage's cost op by op:
+// GPipe on 2 ranks, 2 microbatches of F = B = 1 ms (makespan (m + p − 1)(F + B) = 6 ms); rank
+// 1's first F measured at 4 ms delays everything after it by 3 ms; -1 keeps the stage's cost.
+TEST(Engine, MeasuredOpTimesReplaceTheStageCosts) {
+  const schedules::Schedule s = testing::Make("gpipe", 2, 2);
+  CostTable costs = testing::Uniform(2, kMs, kMs / 2, kMs / 2);
+  EXPECT_EQ(Simulate(s, costs, testing::Node(2), SimConfig{}).makespan_ns(), 6 * kMs);
+  costs.op_ns.assign(2, {});
+  for (int r = 0; r < 2; ++r) costs.op_ns[r].assign(s.ops[r].size(), -1);
+  int first_f = -1;
+  for (size_t i = 0; i < s.ops[1].size() && first_f < 0; ++i) {
+    if (s.ops[1][i].kind == schedules::OpKind::kF) first_f = static_cast<int>(i);
+  }
+  ASSERT_GE(first_f, 0);
+  costs.op_ns[1][first_f] = 4 * kMs;
+  const RunRecord r = Simulate(s, costs, testing::Node(2), SimConfig{});
+  EXPECT_EQ(r.ranks[1].ops[first_f].end_ns - r.ranks[1].ops[first_f].start_ns, 4 * kMs);
+  EXPECT_EQ(r.makespan_ns(), 9 * kMs);
+}
+
+}  // namespace
+}  // namespace stagecraft::sim

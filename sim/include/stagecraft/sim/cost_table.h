@@ -77,10 +77,20 @@ struct CostTable {
   // 1 and that spread, fixed by the seed and the op's place (simulate twice, get the same run).
   double op_time_cv = 0;
   uint64_t op_time_seed = 1;
+  // Measured durations of individual compute ops (a replayed run, `stagecraft replay`): by rank
+  // and op index in the rank's IR list, -1 where the stage's cost applies. Empty: none.
+  std::vector<std::vector<int64_t>> op_ns;
   // Measured transfers in place of the topology's links.
   std::optional<P2pFit> p2p;
   // A measured all-reduce in place of the collective plans over the links (collective_streams.h).
   std::optional<CollectiveFit> allreduce;
+
+  // The measured duration of op `index` of `rank`, or -1.
+  int64_t MeasuredOpNs(int rank, int index) const {
+    if (rank < 0 || rank >= static_cast<int>(op_ns.size())) return -1;
+    const std::vector<int64_t>& ops = op_ns[static_cast<size_t>(rank)];
+    return index >= 0 && index < static_cast<int>(ops.size()) ? ops[static_cast<size_t>(index)] : -1;
+  }
 
   int64_t OverheadOf(int rank) const {
     return rank >= 0 && rank < static_cast<int>(rank_op_overhead_ns.size()) ? rank_op_overhead_ns[rank]
