@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,13 @@ schedules::MetricsFile MeasuredFile(const sim::Scenario& sc, const std::string& 
   file.scenario = sc.name;
   file.source = "measured";
   file.backend = backend;
+  // What ran, for `stagecraft replay` (a scenario built in code has no file).
+  if (!sc.path.empty()) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(sc.path, ec);
+    file.scenario_file = ec ? sc.path : absolute.lexically_normal().string();
+    file.overrides = sc.overrides;
+  }
   for (const MeasuredSchedule& m : measured) file.schedules.push_back(m.metrics);
   return file;
 }

@@ -174,6 +174,13 @@ std::string MetricsFileToJson(const MetricsFile& file) {
   WriteMembers(w, {{"scenario", file.scenario}, {"source", file.source}});
   if (file.costs) WriteMembers(w, {{"costs", *file.costs}});
   if (file.backend) WriteMembers(w, {{"backend", *file.backend}});
+  if (file.scenario_file) {
+    WriteMembers(w, {{"scenario_file", *file.scenario_file}});
+    Key(w, "overrides");
+    w.StartArray();
+    for (const std::string& o : file.overrides) WriteString(w, o);
+    w.EndArray();
+  }
   Key(w, "schedules");
   w.StartArray();
   MetricsWriter schedules(&w, NumberForm::kFixed);

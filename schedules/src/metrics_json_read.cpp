@@ -263,6 +263,15 @@ MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) 
   r.String("source", &file.source);
   if (std::string costs; r.String("costs", &costs)) file.costs = costs;
   if (std::string backend; r.String("backend", &backend)) file.backend = backend;
+  if (std::string scenario_file; r.String("scenario_file", &scenario_file)) file.scenario_file = scenario_file;
+  if (const Json* overrides = r.Array("overrides")) {
+    for (rapidjson::SizeType i = 0; i < overrides->Size(); ++i) {
+      if (!(*overrides)[i].IsString()) {
+        r.Fail(fmt::format("overrides[{}]", i), fmt::format("expected a string (got {})", TypeName((*overrides)[i])));
+      }
+      file.overrides.emplace_back((*overrides)[i].GetString(), (*overrides)[i].GetStringLength());
+    }
+  }
   const Json& schedules = *r.Array("schedules", Need::kRequired);
   for (rapidjson::SizeType i = 0; i < schedules.Size(); ++i) {
     const std::string where = fmt::format("schedules[{}]", i);

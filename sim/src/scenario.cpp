@@ -326,6 +326,7 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
   const Map top(root_value, {"name", "topology", "model", "pipeline", "training"});
   Scenario s;
   s.path = path;
+  s.overrides = override_texts;
   s.name = top.Get("name").String();
   s.pipeline = ParsePipeline(top.Get("pipeline"));
   Value topology = top.Get("topology");

@@ -93,17 +93,21 @@ struct MetricsFile {
   std::string source;
   std::optional<std::string> costs;    // the cost model simulate used
   std::optional<std::string> backend;  // the device backend execute ran on
+  // What a measured run ran: the scenario file (absolute) and its --set overrides, so that
+  // `stagecraft replay` rebuilds it. Absent in older files.
+  std::optional<std::string> scenario_file;
+  std::vector<std::string> overrides;
   std::vector<ScheduleMetrics> schedules;
   std::optional<PartialRun> partial;   // set only in a partial run's file
 
   const ScheduleMetrics* Find(const std::string& schedule) const;
 };
 
-// The record is one replica's; the schedule's data_parallel replicas run alongside it, so the
-// throughput counts the samples of all of them.
 // Per stage, the median duration of the run's F, B, I, W and STEP ops (StageCostMetrics).
 std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRecord& result);
 
+// The record is one replica's; the schedule's data_parallel replicas run alongside it, so the
+// throughput counts the samples of all of them.
 ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
 
 // The executor's own numbers: the losses of a measured record, and its overhead per op from

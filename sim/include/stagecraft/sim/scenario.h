@@ -182,6 +182,7 @@ struct TrainingSpec {
 struct Scenario {
   std::string name;
   std::string path;  // the scenario file as given ("" for one built in code)
+  std::vector<std::string> overrides;  // the --set texts it was loaded with, in order
   TopologySpec topology;
   ModelSpec model;
   PipelineSpec pipeline;
