@@ -27,6 +27,7 @@ Command AddScheduleCommand(CLI::App& root);
 #ifdef STAGECRAFT_HAVE_SIM
 Command AddSimulateCommand(CLI::App& root);
 Command AddCompareCommand(CLI::App& root);
+Command AddReplayCommand(CLI::App& root);
 #endif
 #ifdef STAGECRAFT_HAVE_EXEC
 Command AddExecuteCommand(CLI::App& root);

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
 #ifdef STAGECRAFT_HAVE_SIM
   commands.push_back(cli::AddSimulateCommand(app));
   commands.push_back(cli::AddCompareCommand(app));
+  commands.push_back(cli::AddReplayCommand(app));
 #endif
 #ifdef STAGECRAFT_HAVE_EXEC
   commands.push_back(cli::AddExecuteCommand(app));

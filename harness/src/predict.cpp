@@ -110,9 +110,14 @@ std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::v
 }
 
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule) {
+  sim::CostTable costs = sim::BuildCosts(sc, schedule);
+  return Predict(sc, topo, std::move(schedule), std::move(costs));
+}
+
+Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule, sim::CostTable costs_in) {
   Prediction p;
   p.schedule = std::move(schedule);
-  const sim::CostTable costs = sim::BuildCosts(sc, p.schedule);
+  const sim::CostTable costs = std::move(costs_in);
   p.cost_source = costs.source;
   p.costs = costs;
   sim::SimConfig config;

@@ -63,6 +63,9 @@ struct MemoryTerms {
 };
 MemoryTerms MemoryTermsOf(const Prediction& prediction, int rank);
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule);
+// The same with the costs given (a replay's, replay.h) instead of the scenario's cost model.
+Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,
+                   sim::CostTable costs);
 
 // Throws InputError when the simulator predicts that a schedule of `predictions` exceeds the
 // scenario's device memory, naming each such schedule with every rank's predicted peak.

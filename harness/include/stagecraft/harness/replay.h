@@ -1,0 +1,28 @@
+// Costs from a measured run (`stagecraft replay`, DESIGN.md §9): what the run's own trace says
+// its ops took, in place of the cost model's times, so that a prediction differs from the
+// measurement only by the simulator's model of the schedule (dependencies, transfers,
+// overheads), not by the machine's speed having moved since it was profiled.
+#pragma once
+
+#include <string>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/trace.h"
+#include "stagecraft/sim/cost_table.h"
+
+namespace stagecraft::harness {
+
+// `base` (the scenario's costs for `schedule`: its sizes and transfers stay) with the times of
+// the measured run whose trace is `trace` and whose runtime took `overhead_ns_per_op` per op:
+// - every stage's F, B, I, W and STEP: the median of the trace's ops of that kind on that stage
+//   (a run of B alone splits it into I and W by `base`'s ratio; a run of I and W alone sums
+//   them into B), the optimizer STEP with its copy included;
+// - when `same_run` (the schedule the trace measured, op for op), every compute op and STEP its
+//   own measured time (CostTable::op_ns);
+// - the runtime's work per op, measured, in place of any other overhead, and no random spread.
+// Throws InputError (naming `trace_path`) when the trace's stages are not the schedule's, a stage
+// has no F in it, or (same_run) an op of the trace is not the schedule's op at its index.
+sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base, const schedules::Trace& trace,
+                           const std::string& trace_path, double overhead_ns_per_op, bool same_run);
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,103 @@
+// ReplayCosts (replay.h): a measured trace's op times as a cost table.
+#include "stagecraft/harness/replay.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/stats.h"
+
+namespace stagecraft::harness {
+namespace {
+
+using schedules::OpKind;
+
+constexpr std::array<OpKind, 5> kKinds = {OpKind::kF, OpKind::kB, OpKind::kI, OpKind::kW, OpKind::kStep};
+
+int KindSlot(OpKind kind) {
+  for (size_t k = 0; k < kKinds.size(); ++k) {
+    if (kKinds[k] == kind) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+}  // namespace
+
+sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base, const schedules::Trace& trace,
+                           const std::string& trace_path, double overhead_ns_per_op, bool same_run) {
+  const int stages = schedule.stages();
+  // The trace's compute ops by stage and kind.
+  std::vector<std::array<std::vector<int64_t>, kKinds.size()>> durations(static_cast<size_t>(stages));
+  int trace_stages = 0;
+  for (const schedules::TraceOp& op : trace.ops) {
+    if (op.stream != schedules::Stream::kCompute) continue;
+    const int slot = KindSlot(op.op.kind);
+    if (slot < 0) continue;
+    trace_stages = std::max(trace_stages, op.op.stage + 1);
+    if (op.op.stage < 0 || op.op.stage >= stages) {
+      throw InputError(fmt::format("{}: the run's stage {} is not a stage of {} ({} stages): replay predicts schedules "
+                                   "of the measured run's stages",
+                                   trace_path, op.op.stage, schedule.name, stages));
+    }
+    durations[op.op.stage][slot].push_back(op.duration_ns);
+  }
+  if (trace_stages != stages) {
+    throw InputError(fmt::format("{}: the run has {} stages, {} has {}: replay predicts schedules of the measured run's "
+                                 "stages (pipeline.ranks x pipeline.chunks)",
+                                 trace_path, trace_stages, schedule.name, stages));
+  }
+  base.source = "replay:" + trace_path;
+  for (int st = 0; st < stages; ++st) {
+    sim::StageCost& cost = base.stages[st];
+    const auto median = [&](OpKind kind) -> int64_t {
+      const std::vector<int64_t>& d = durations[st][KindSlot(kind)];
+      return d.empty() ? -1 : Median(d);
+    };
+    const int64_t f = median(OpKind::kF), b = median(OpKind::kB), i = median(OpKind::kI), w = median(OpKind::kW);
+    const int64_t step = median(OpKind::kStep);
+    if (f < 0) throw InputError(fmt::format("{}: no F of stage {} in the trace", trace_path, st));
+    cost.forward_ns = f;
+    const int64_t modelled = cost.backward_input_ns + cost.backward_weight_ns;
+    const double input_share = modelled > 0 ? static_cast<double>(cost.backward_input_ns) / modelled : 0.5;
+    if (i >= 0 && w >= 0) {
+      cost.backward_input_ns = i;
+      cost.backward_weight_ns = w;
+      cost.fused_backward_ns = b >= 0 ? b : 0;
+    } else if (b >= 0) {
+      cost.backward_input_ns = std::llround(b * input_share);
+      cost.backward_weight_ns = b - cost.backward_input_ns;
+      cost.fused_backward_ns = b;
+    }
+    if (step >= 0) {
+      cost.step_ns = step;
+      cost.version_copy_ns = 0;  // a measured STEP holds its copy
+    }
+  }
+  base.op_overhead_ns = std::llround(overhead_ns_per_op);
+  base.rank_op_overhead_ns.clear();
+  base.op_time_cv = 0;
+  base.op_ns.clear();
+  if (!same_run) return base;
+  base.op_ns.assign(schedule.ops.size(), {});
+  for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
+  for (const schedules::TraceOp& op : trace.ops) {
+    if (op.stream != schedules::Stream::kCompute || KindSlot(op.op.kind) < 0) continue;
+    const bool fits = op.rank >= 0 && op.rank < schedule.ranks() && op.op_index >= 0 &&
+                      op.op_index < static_cast<int>(schedule.ops[op.rank].size());
+    const schedules::Op* ir = fits ? &schedule.ops[op.rank][op.op_index] : nullptr;
+    if (ir == nullptr || ir->kind != op.op.kind || ir->stage != op.op.stage || ir->microbatch != op.op.microbatch ||
+        ir->step != op.op.step) {
+      throw InputError(fmt::format("{}: rank {} op {} ({} of stage {}, microbatch {}) is not {}'s op at that index: the "
+                                   "trace is not of this schedule as the scenario lowers it",
+                                   trace_path, op.rank, op.op_index, schedules::KindName(op.op.kind), op.op.stage,
+                                   op.op.microbatch, schedule.name));
+    }
+    base.op_ns[op.rank][op.op_index] = op.duration_ns;
+  }
+  return base;
+}
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `stagecraft replay`: a measured run replayed from its own trace (the same schedule op for op,
+# so the replay's step time differs from the measurement only by the simulator's model of the
+# schedule), what-if schedules from its median pass times, and bad input one line each.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+mpi="$root/scripts/mpirun.sh"
+scenario="$root/scenarios/mlp-cpu.yaml"
+
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" --set 'pipeline.schedule=[1f1b,zb-h1]' --set pipeline.steps=4 \
+  --set model.mlp.hidden=256 --json "$tmp/m.json" --trace "$tmp/t.json" >/dev/null 2>"$tmp/err"
+checkf "execute: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "execute --json says what ran" 'grep -q "\"scenario_file\":\"$scenario\"" "$tmp/m.json" && grep -q "\"overrides\":\[\"pipeline.schedule=\[1f1b,zb-h1\]\"" "$tmp/m.json"'
+
+"$sc" replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --json "$tmp/r.json" --trace-out "$tmp/rt.json" >"$tmp/out" 2>"$tmp/err"
+checkf "replay: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "replay: op for op" 'grep -qE "^1f1b +[0-9.]+ ms +[0-9.]+%  replayed op for op: step [-+][0-9.]+%" "$tmp/out"'
+check "replay: its trace" '[[ -s "$tmp/rt.json" ]]'
+# Every compute op of the replay took exactly its measured time, and compare takes the replay
+# as a prediction.
+python3 - "$tmp/t.1f1b.json" "$tmp/rt.json" "$tmp/r.json" <<'PY' || fail=1
+import json, sys
+def ops(path):
+    t = json.load(open(path))
+    return {(e["pid"], e["args"]["op_index"]): e["dur"] for e in t["traceEvents"]
+            if e.get("ph") == "X" and e.get("tid") == 0}
+measured, replayed = ops(sys.argv[1]), ops(sys.argv[2])
+r = json.load(open(sys.argv[3]))
+ok = measured.keys() == replayed.keys() and all(abs(measured[k] - replayed[k]) < 0.002 for k in measured)
+ok &= r["source"] == "predicted" and r["costs"].startswith("replay:") and r["schedules"][0]["schedule"] == "1f1b"
+print("ok" if ok else f"FAIL: replayed op times (keys equal: {measured.keys() == replayed.keys()})")
+sys.exit(0 if ok else 1)
+PY
+"$sc" compare "$tmp/r.json" "$tmp/m.json" >"$tmp/c" 2>"$tmp/err"
+checkf "compare the replay: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+
+"$sc" replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set 'pipeline.schedule=[1f1b,gpipe,zb-h2]' >"$tmp/out" 2>"$tmp/err"
+checkf "what-if: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "what-if: the other schedules from the run's medians" '[[ $(grep -c "what-if, from the run.s median pass times" "$tmp/out") -eq 2 ]]'
+
+expect_error "a predicted file" "source is 'predicted': replay needs a measured run" replay "$tmp/r.json" --trace "$tmp/t.1f1b.json"
+expect_error "another shape" "replay predicts schedules of the measured run's stages" \
+  replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set pipeline.schedule=interleaved --set pipeline.chunks=2
+sed 's/"scenario_file":"[^"]*",//' "$tmp/m.json" >"$tmp/old.json"
+expect_error "a run without its scenario" "does not say which scenario it ran" replay "$tmp/old.json" --trace "$tmp/t.1f1b.json"
+expect_error "a missing trace" "rt-missing.json" replay "$tmp/m.json" --trace "$tmp/rt-missing.json"
+exit $fail
