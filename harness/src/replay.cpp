@@ -3,12 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <optional>
+#include <utility>
 #include <cmath>
 #include <vector>
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/stats.h"
+#include "stagecraft/schedules/edges.h"
 
 namespace stagecraft::harness {
 namespace {
@@ -97,6 +101,33 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     }
     base.op_ns[op.rank][op.op_index] = op.duration_ns;
   }
+  // Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV
+  // of one edge, paired by it.
+  struct Ends {
+    const schedules::TraceOp* send = nullptr;
+    const schedules::TraceOp* recv = nullptr;
+  };
+  std::vector<std::pair<schedules::Edge, Ends>> transfers;
+  for (const schedules::TraceOp& op : trace.ops) {
+    if (op.stream != schedules::Stream::kSend && op.stream != schedules::Stream::kRecv) continue;
+    const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op.op);
+    if (!edge) continue;
+    auto it = std::find_if(transfers.begin(), transfers.end(), [&](const auto& t) { return t.first == *edge; });
+    if (it == transfers.end()) it = transfers.insert(transfers.end(), {*edge, Ends{}});
+    (op.stream == schedules::Stream::kSend ? it->second.send : it->second.recv) = &op;
+  }
+  base.transfer_ns.assign(schedule.ops.size(), {});
+  for (size_t r = 0; r < schedule.ops.size(); ++r) base.transfer_ns[r].assign(schedule.ops[r].size(), -1);
+  for (const auto& [edge, ends] : transfers) {
+    if (ends.send == nullptr || ends.recv == nullptr) continue;
+    const int rank = ends.send->rank, index = ends.send->op_index;
+    if (rank < 0 || rank >= schedule.ranks() || index < 0 || index >= static_cast<int>(schedule.ops[rank].size())) {
+      continue;
+    }
+    const int64_t start = std::max(ends.send->start_ns, ends.recv->start_ns);
+    base.transfer_ns[rank][index] = std::max<int64_t>(0, ends.recv->start_ns + ends.recv->duration_ns - start);
+  }
+  base.p2p.reset();  // the measured transfers replace the fit, and the receiver's copy is in them
   return base;
 }
 

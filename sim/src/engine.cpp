@@ -123,6 +123,9 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
     edges_[key].bytes = Bytes(*edge);
     memory_.Allocate(now, rank, Bytes(*edge));
     if (!send) result_.ranks[rank].ops[index].start_ns = now;
+    if (const int64_t measured = costs_.MeasuredTransferNs(rank, index); send && measured >= 0) {
+      transfers_.SetMeasuredNs(key, measured);
+    }
     transfers_.Post(key, send ? Transfers::End::kSend : Transfers::End::kRecv, edge->from_rank, edge->to_rank,
                     LinkBytes(*edge));
   }

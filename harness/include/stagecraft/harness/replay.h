@@ -18,7 +18,8 @@ namespace stagecraft::harness {
 //   (a run of B alone splits it into I and W by `base`'s ratio; a run of I and W alone sums
 //   them into B), the optimizer STEP with its copy included;
 // - when `same_run` (the schedule the trace measured, op for op), every compute op and STEP its
-//   own measured time (CostTable::op_ns);
+//   own measured time (CostTable::op_ns), and every transfer its own, from both ends posted to
+//   the receiver seeing the data (CostTable::transfer_ns, in place of the p2p fit);
 // - the runtime's work per op, measured, in place of any other overhead, and no random spread.
 // Throws InputError (naming `trace_path`) when the trace's stages are not the schedule's, a stage
 // has no F in it, or (same_run) an op of the trace is not the schedule's op at its index.

@@ -65,6 +65,12 @@ struct CollectiveFit {
 };
 
 struct CostTable {
+  static int64_t At(const std::vector<std::vector<int64_t>>& by_rank, int rank, int index) {
+    if (rank < 0 || rank >= static_cast<int>(by_rank.size())) return -1;
+    const std::vector<int64_t>& ops = by_rank[static_cast<size_t>(rank)];
+    return index >= 0 && index < static_cast<int>(ops.size()) ? ops[static_cast<size_t>(index)] : -1;
+  }
+
   std::vector<StageCost> stages;  // indexed by stage
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // the cost model's label: "explicit" | "transformer" | "mlp" | "profile:<path>"
@@ -80,17 +86,17 @@ struct CostTable {
   // Measured durations of individual compute ops (a replayed run, `stagecraft replay`): by rank
   // and op index in the rank's IR list, -1 where the stage's cost applies. Empty: none.
   std::vector<std::vector<int64_t>> op_ns;
+  // And of its transfers: by the SEND's rank and op index, from both ends posted to the
+  // receiver seeing the data (no link shared); -1 or empty: modelled.
+  std::vector<std::vector<int64_t>> transfer_ns;
   // Measured transfers in place of the topology's links.
   std::optional<P2pFit> p2p;
   // A measured all-reduce in place of the collective plans over the links (collective_streams.h).
   std::optional<CollectiveFit> allreduce;
 
-  // The measured duration of op `index` of `rank`, or -1.
-  int64_t MeasuredOpNs(int rank, int index) const {
-    if (rank < 0 || rank >= static_cast<int>(op_ns.size())) return -1;
-    const std::vector<int64_t>& ops = op_ns[static_cast<size_t>(rank)];
-    return index >= 0 && index < static_cast<int>(ops.size()) ? ops[static_cast<size_t>(index)] : -1;
-  }
+  // The measured duration of op `index` of `rank` (op_ns, or transfer_ns for a SEND), or -1.
+  int64_t MeasuredOpNs(int rank, int index) const { return At(op_ns, rank, index); }
+  int64_t MeasuredTransferNs(int rank, int index) const { return At(transfer_ns, rank, index); }
 
   int64_t OverheadOf(int rank) const {
     return rank >= 0 && rank < static_cast<int>(rank_op_overhead_ns.size()) ? rank_op_overhead_ns[rank]

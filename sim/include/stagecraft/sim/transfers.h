@@ -45,6 +45,7 @@ class Transfers final : public EventHandler {
     double bytes_per_ns = 0;
     int64_t last_update_ns = 0;
     EventId arrival;               // pending arrival, cancelled when the rate changes
+    int64_t measured_ns = -1;      // a replayed run's: from both ends posted to arrival; -1: modelled
   };
 
   // `slots` transfers at most, each named by its slot (the engine uses schedules::EdgeKey).
@@ -56,6 +57,9 @@ class Transfers final : public EventHandler {
   // Posts one end of the transfer in `slot` at the loop's current time; both ends name the same
   // ranks and bytes. The second end starts the transfer.
   void Post(size_t slot, End end, int src_rank, int dst_rank, int64_t bytes);
+  // The transfer in `slot` takes `ns` from its start (both ends posted) to its arrival, as a
+  // replayed run measured it, sharing no link (CostTable::transfer_ns). Before its first post.
+  void SetMeasuredNs(size_t slot, int64_t ns);
 
   // Starts one flow of a collective (collective_streams.h) in `slot` at the loop's time: no
   // rendezvous and no latency (its phase pays the steps' latency), its bytes over the route
