@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,14 +18,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "command_support.h"
 #include "commands.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/stats.h"
+#include "stagecraft/harness/replay.h"
+#include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/json_out.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/metrics_json.h"
+#include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -47,7 +53,19 @@ struct CompareFlags {
   std::string measured_path;
   std::string json_path;
   double max_error_pct = -1;  // negative: no limit
+  std::string trace_path;     // the measured traces, as execute --trace named them
 };
+
+// A step-time error in two parts (--trace): how much the run's own op and transfer times moved
+// the step against the prediction's costs (prediction − replay), and what the replay of the
+// run's own times still misses (replay − measurement), both in % of the measured step time.
+struct ErrorSplit {
+  double cost_drift_pct = 0;
+  double model_error_pct = 0;
+  double replay_step_ms = 0;
+};
+using SplitOf = std::function<std::optional<ErrorSplit>(const schedules::ScheduleMetrics& predicted,
+                                                         const schedules::ScheduleMetrics& measured)>;
 
 using schedules::ScheduleMetrics;
 
@@ -184,7 +202,8 @@ void CompareStages(const ScheduleMetrics& p, const ScheduleMetrics& m, std::stri
 }
 
 // The text block and the JSON object of one schedule found in both files.
-void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, std::string* json) {
+void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::optional<ErrorSplit>& split,
+                std::string* text, std::string* json) {
   const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
   const auto throughput = RelativeErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
   const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
@@ -201,6 +220,12 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
   *text += Row("throughput (samples/s)", p.throughput_samples_per_s, m.throughput_samples_per_s, 1,
                ErrorText(throughput, "%"));
   *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
+  if (split) {
+    *text += fmt::format("  step-time error {} = cost drift {} (the run's own op and transfer times against the "
+                         "prediction's) + model error {} (their replay, {:.3f} ms, against the run)\n",
+                         ErrorText(step, "%"), ErrorText(split->cost_drift_pct, "%"),
+                         ErrorText(split->model_error_pct, "%"), split->replay_step_ms);
+  }
   JsonOut out;
   out.StartObject().Key("schedule").String(p.schedule).Key("ranks").Int(p.ranks);
   out.Key("microbatches").Int(p.microbatches).Key("microbatch_size").Int(p.microbatch_size).Key("steps").Int(p.steps);
@@ -209,6 +234,10 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string*
   ErrorJson(out, "throughput_samples_per_s", p.throughput_samples_per_s, m.throughput_samples_per_s, throughput,
             "error_pct");
   ErrorJson(out, "bubble_fraction", p.bubble_fraction, m.bubble_fraction, bubble_pp, "error_pp");
+  if (split) {
+    out.Key("cost_drift_pct").Number(split->cost_drift_pct).Key("model_error_pct").Number(split->model_error_pct);
+    out.Key("replay_step_time_ms").Number(split->replay_step_ms);
+  }
   out.Key("per_rank");
   CompareRanks(p, m, text, out);
   if (!p.stage_costs.empty() && p.stage_costs.size() == m.stage_costs.size()) CompareStages(p, m, text, out);
@@ -262,7 +291,8 @@ void HoldToLimit(const std::string& name, std::optional<double> error, double ma
 }
 
 // One block per schedule found in both files, in the predicted file's order.
-void CompareCommon(const InputFile& predicted, const InputFile& measured, double max_error_pct, Report* report) {
+void CompareCommon(const InputFile& predicted, const InputFile& measured, double max_error_pct, const SplitOf& split_of,
+                   Report* report) {
   for (const ScheduleMetrics& p : predicted.schedules) {
     const ScheduleMetrics* m = measured.Find(p.schedule);
     if (m == nullptr) continue;
@@ -272,7 +302,7 @@ void CompareCommon(const InputFile& predicted, const InputFile& measured, double
     }
     std::string entry;
     report->text += "\n";
-    CompareOne(p, *m, &report->text, &entry);
+    CompareOne(p, *m, split_of ? split_of(p, *m) : std::nullopt, &report->text, &entry);
     report->schedules_json.push_back(std::move(entry));
     const double error = *RelativeErrorPct(p.step_time_ms, m->step_time_ms);  // measured step time is > 0
     const std::optional<StepSpread> spread = StepSpreadOf(*m);
@@ -368,7 +398,24 @@ int Run(const CompareFlags& f) {
   // Everything is checked and computed before anything is written or printed.
   Report r;
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
-  CompareCommon(predicted, measured, f.max_error_pct, &r);
+  // --trace: each schedule's measured trace (execute's naming: one file, or one per schedule
+  // when the run had several), replayed to split its error; a schedule without one is not split.
+  SplitOf split_of;
+  if (!f.trace_path.empty()) {
+    split_of = [&](const ScheduleMetrics& p, const ScheduleMetrics& m) -> std::optional<ErrorSplit> {
+      const std::string path = TracePath(f.trace_path, m.schedule, measured.schedules.size() > 1);
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec)) return std::nullopt;
+      const schedules::Trace trace =
+          schedules::TraceFromJson(ReadInputFile(path, kMaxJsonBytes, "a trace"), path).trace;
+      const harness::Replay replay =
+          harness::ReplayRun(measured, measured.path, trace, path, {}, schedules::kDefaultMaxOps);
+      const double replayed = replay.predictions.front().metrics.step_time_ms;
+      return ErrorSplit{100 * (p.step_time_ms - replayed) / m.step_time_ms,
+                        100 * (replayed - m.step_time_ms) / m.step_time_ms, replayed};
+    };
+  }
+  CompareCommon(predicted, measured, f.max_error_pct, split_of, &r);
   const std::string common_summary = std::move(r.summary);
   r.summary.clear();
   if (measured.partial) AddPartial(std::move(partial), &r);
@@ -418,6 +465,9 @@ Command AddCompareCommand(CLI::App& root) {
       ->check(kNonNegativePercent)
       ->type_name("PCT");
   app->add_option("--json", flags->json_path, "Write the comparison as JSON");
+  app->add_option("--trace", flags->trace_path,
+                  "The measured trace(s) (execute --trace's name): split each step-time error into cost drift and "
+                  "model error by replaying the run");
   return {app, [flags] { return Run(*flags); }};
 }
 

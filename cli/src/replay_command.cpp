@@ -41,45 +41,18 @@ struct ReplayFlags {
 
 int Run(const ReplayFlags& f) {
   const MetricsFile run = MetricsFileFromJson(ReadInputFile(f.run, kMaxJsonBytes, "a metrics file"), f.run);
-  if (run.source != "measured") {
-    throw InputError(fmt::format("{}: source is '{}': replay needs a measured run (execute --json)", f.run, run.source));
-  }
-  if (!run.scenario_file) {
-    throw InputError(fmt::format("{}: the run does not say which scenario it ran (no scenario_file: written before "
-                                 "replay existed); execute it again",
-                                 f.run));
-  }
   const Trace trace = TraceFromJson(ReadInputFile(f.trace, kMaxJsonBytes, "a trace"), f.trace).trace;
-  if (trace.source != "measured") {
-    throw InputError(fmt::format("{}: source is '{}': replay needs a measured trace (execute --trace)", f.trace,
-                                 trace.source));
-  }
-  const ScheduleMetrics* measured = run.Find(trace.schedule);
-  if (measured == nullptr) {
-    throw InputError(fmt::format("{}: the trace is of schedule '{}', which {} did not run", f.trace,
-                                 Printable(trace.schedule), f.run));
-  }
-  // The run as it was loaded, the trace's schedule unless the overrides name others, then the
-  // what-if overrides.
-  std::vector<std::string> sets = run.overrides;
-  sets.push_back("pipeline.schedule=" + trace.schedule);
-  sets.insert(sets.end(), f.sets.begin(), f.sets.end());
-  const sim::Scenario sc = sim::LoadScenario(*run.scenario_file, sets);
-  const std::vector<std::string> names = harness::ScenarioScheduleNames(sc, true);
-  harness::CheckScheduleSizes(sc.pipeline, names, f.max_ops);
+  // The outputs are named by the replay's schedules (the trace's, or the overrides'): they are
+  // checked once those are known, and written only when everything is computed.
+  const harness::Replay replay = harness::ReplayRun(run, f.run, trace, f.trace, f.sets, f.max_ops);
+  const sim::Scenario& sc = replay.scenario;
+  const std::vector<harness::Prediction>& replays = replay.predictions;
+  const ScheduleMetrics* measured = replay.measured;
+  std::vector<std::string> names;
+  for (const harness::Prediction& p : replays) names.push_back(p.metrics.schedule);
   OutputSet outputs;
   const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
   const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
-  const sim::Topology topo(sc.topology);
-  const double overhead = measured->executor ? measured->executor->overhead_ns_per_op : 0.0;
-  std::vector<harness::Prediction> replays;
-  for (Schedule& s : harness::ScenarioSchedules(sc.pipeline, names)) {
-    const bool same_run = s.name == trace.schedule && s.microbatches == measured->microbatches &&
-                          s.steps == measured->steps && s.ranks() == measured->ranks &&
-                          s.shape.chunks == measured->chunks;
-    sim::CostTable costs = harness::ReplayCosts(s, sim::BuildCosts(sc, s), trace, f.trace, overhead, same_run);
-    replays.push_back(harness::Predict(sc, topo, std::move(s), std::move(costs)));
-  }
   if (json >= 0) {
     MetricsFile file;
     file.scenario = sc.name;

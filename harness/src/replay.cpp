@@ -11,8 +11,12 @@
 #include <vector>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/base/stats.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness {
 namespace {
@@ -129,6 +133,46 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   base.p2p.reset();  // the measured transfers replace the fit, and the receiver's copy is in them
   return base;
+}
+
+Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path, const schedules::Trace& trace,
+                 const std::string& trace_path, const std::vector<std::string>& sets, int64_t max_ops) {
+  if (run.source != "measured") {
+    throw InputError(
+        fmt::format("{}: source is '{}': replay needs a measured run (execute --json)", run_path, run.source));
+  }
+  if (!run.scenario_file) {
+    throw InputError(fmt::format("{}: the run does not say which scenario it ran (no scenario_file: written before "
+                                 "replay existed); execute it again",
+                                 run_path));
+  }
+  if (trace.source != "measured") {
+    throw InputError(fmt::format("{}: source is '{}': replay needs a measured trace (execute --trace)", trace_path,
+                                 trace.source));
+  }
+  Replay replay;
+  replay.measured = run.Find(trace.schedule);
+  if (replay.measured == nullptr) {
+    throw InputError(fmt::format("{}: the trace is of schedule '{}', which {} did not run", trace_path,
+                                 Printable(trace.schedule), run_path));
+  }
+  std::vector<std::string> all = run.overrides;
+  all.push_back("pipeline.schedule=" + trace.schedule);
+  all.insert(all.end(), sets.begin(), sets.end());
+  replay.scenario = sim::LoadScenario(*run.scenario_file, all);
+  const sim::Scenario& sc = replay.scenario;
+  const std::vector<std::string> names = ScenarioScheduleNames(sc, true);
+  CheckScheduleSizes(sc.pipeline, names, max_ops);
+  const sim::Topology topo(sc.topology);
+  const schedules::ScheduleMetrics& m = *replay.measured;
+  const double overhead = m.executor ? m.executor->overhead_ns_per_op : 0.0;
+  for (schedules::Schedule& s : ScenarioSchedules(sc.pipeline, names)) {
+    const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
+                          s.ranks() == m.ranks && s.shape.chunks == m.chunks;
+    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), trace, trace_path, overhead, same_run);
+    replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
+  }
+  return replay;
 }
 
 }  // namespace stagecraft::harness

@@ -34,6 +34,24 @@ PY
 "$sc" compare "$tmp/r.json" "$tmp/m.json" >"$tmp/c" 2>"$tmp/err"
 checkf "compare the replay: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 
+# compare --trace: each step-time error split into the run's cost drift and the model's error,
+# which add up to it (the replay of each schedule from its own trace).
+"$sc" simulate "$scenario" --set 'pipeline.schedule=[1f1b,zb-h1]' --set pipeline.steps=4 --set model.mlp.hidden=256 \
+  --json "$tmp/p.json" >/dev/null 2>"$tmp/err"
+"$sc" compare "$tmp/p.json" "$tmp/m.json" --trace "$tmp/t.json" --json "$tmp/c.json" >"$tmp/c" 2>"$tmp/err"
+checkf "compare --trace: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "compare --trace: both schedules split" '[[ $(grep -c "= cost drift .* + model error " "$tmp/c") -eq 2 ]]'
+python3 - "$tmp/c.json" <<'PY' || fail=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+ok = len(c["schedules"]) == 2
+for s in c["schedules"]:
+    step = s["step_time_ms"]["error_pct"]
+    ok &= abs(s["cost_drift_pct"] + s["model_error_pct"] - step) < 1e-6 and s["replay_step_time_ms"] > 0
+print("ok" if ok else "FAIL: compare --json: cost_drift_pct + model_error_pct = the step-time error")
+sys.exit(0 if ok else 1)
+PY
+
 "$sc" replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set 'pipeline.schedule=[1f1b,gpipe,zb-h2]' >"$tmp/out" 2>"$tmp/err"
 checkf "what-if: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "what-if: the other schedules from the run's medians" '[[ $(grep -c "what-if, from the run.s median pass times" "$tmp/out") -eq 2 ]]'

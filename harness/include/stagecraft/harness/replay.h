@@ -5,8 +5,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/cost_table.h"
 
@@ -25,5 +28,18 @@ namespace stagecraft::harness {
 // has no F in it, or (same_run) an op of the trace is not the schedule's op at its index.
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base, const schedules::Trace& trace,
                            const std::string& trace_path, double overhead_ns_per_op, bool same_run);
+
+// A measured run replayed: the scenario it ran (`run`'s scenario_file and overrides), the
+// trace's schedule unless `sets` names others, then `sets`; every schedule predicted with
+// ReplayCosts, op for op where it is the trace's run. Throws InputError when `run` is not a
+// measured file that says what it ran, `trace` is not a measured trace of one of its schedules,
+// or the scenario no longer loads.
+struct Replay {
+  sim::Scenario scenario;
+  const schedules::ScheduleMetrics* measured = nullptr;  // the trace's schedule in `run`
+  std::vector<Prediction> predictions;
+};
+Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path, const schedules::Trace& trace,
+                 const std::string& trace_path, const std::vector<std::string>& sets, int64_t max_ops);
 
 }  // namespace stagecraft::harness
