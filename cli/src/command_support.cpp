@@ -22,6 +22,8 @@
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/metrics_json.h"
+#include "stagecraft/schedules/trace.h"
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
@@ -154,6 +156,23 @@ std::string TracePath(const std::string& path, const std::string& name, bool sev
   const size_t slash = path.rfind('/');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + schedule;
   return path.substr(0, dot) + "." + schedule + path.substr(dot);
+}
+
+void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& traces, const sim::Scenario& scenario,
+                         const std::string& costs, const std::vector<harness::Prediction>& predictions) {
+  if (json >= 0) {
+    schedules::MetricsFile file;
+    file.scenario = scenario.name;
+    file.source = "predicted";
+    file.costs = costs;
+    for (const harness::Prediction& p : predictions) file.schedules.push_back(p.metrics);
+    outputs.Set(json, schedules::MetricsFileToJson(file));
+  }
+  for (size_t k = 0; k < traces.size(); ++k) {
+    const harness::Prediction& p = predictions[k];
+    outputs.Set(traces[k], schedules::TraceToJson(
+                               schedules::BuildTrace(p.schedule, p.result, scenario.name, "predicted", p.metrics)));
+  }
 }
 
 }  // namespace stagecraft::cli

@@ -12,6 +12,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/exec/backend.h"
+#include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/run_record.h"
@@ -59,5 +60,10 @@ std::string TracePath(const std::string& path, const std::string& schedule, bool
 // the trace of one schedule only: with several, throws InputError asking for a file name.
 std::vector<int> AddTraceOutputs(stagecraft::OutputSet& outputs, const std::string& path,
                                  const std::vector<std::string>& names);
+
+// A prediction's outputs (simulate's, replay's): the metrics file into `json` (-1: none), with
+// `costs` as its cost source, and each schedule's trace into `traces` (AddTraceOutputs).
+void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& traces, const sim::Scenario& scenario,
+                         const std::string& costs, const std::vector<harness::Prediction>& predictions);
 
 }  // namespace stagecraft::cli

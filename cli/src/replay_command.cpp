@@ -53,18 +53,7 @@ int Run(const ReplayFlags& f) {
   OutputSet outputs;
   const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
   const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
-  if (json >= 0) {
-    MetricsFile file;
-    file.scenario = sc.name;
-    file.source = "predicted";
-    file.costs = replays.front().cost_source;
-    for (const harness::Prediction& p : replays) file.schedules.push_back(p.metrics);
-    outputs.Set(json, MetricsFileToJson(file));
-  }
-  for (size_t k = 0; k < traces.size(); ++k) {
-    const harness::Prediction& p = replays[k];
-    outputs.Set(traces[k], TraceToJson(BuildTrace(p.schedule, p.result, sc.name, "predicted", p.metrics)));
-  }
+  SetPredictedOutputs(outputs, json, traces, sc, replays.front().cost_source, replays);
   outputs.Commit();
   std::string table = fmt::format("replay of {} ({} on {} ranks, {} microbatches): measured step {:.3f} ms, bubble "
                                   "{:.2f}%\n",

@@ -228,18 +228,7 @@ int Run(const SimulateFlags& f) {
   for (Schedule& s : harness::ScenarioSchedules(sc.pipeline, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
   const std::string explained = f.explain ? Explain(sc, cost_source) : "";
-  if (json >= 0) {
-    MetricsFile file;
-    file.scenario = sc.name;
-    file.source = "predicted";
-    file.costs = cost_source;
-    for (const harness::Prediction& o : outcomes) file.schedules.push_back(o.metrics);
-    outputs.Set(json, MetricsFileToJson(file));
-  }
-  for (size_t k = 0; k < traces.size(); ++k) {
-    const harness::Prediction& o = outcomes[k];
-    outputs.Set(traces[k], TraceToJson(BuildTrace(o.schedule, o.result, sc.name, "predicted", o.metrics)));
-  }
+  SetPredictedOutputs(outputs, json, traces, sc, cost_source, outcomes);
   outputs.Commit();
   if (const std::string warning = SharedCoreWarning(sc, cost_source); !warning.empty()) {
     std::fwrite(warning.data(), 1, warning.size(), stderr);
