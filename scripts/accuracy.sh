@@ -7,6 +7,9 @@
 # measured step time (compare's "spread") and the run-to-run spread of the measured step time
 # (the machine's own noise, which bounds how close any prediction can be), against the targets;
 # and, beside the errors against makespan / steps, those against the median measured step.
+# Each step-time error is split (compare --trace, a replay of the run from its own op and
+# transfer times) into the machine's cost drift and the model's error, with their medians and
+# largest over the runs.
 # Last, data parallelism against the pipeline: the same model and global batch (microbatches x
 # 2b samples a step) as P = 1 x D = 2 replicas of microbatch b and as a P = 2 x D = 1 pipeline
 # of microbatch 2b (1F1B, one run each): predicted and measured step time, and their losses,
@@ -38,8 +41,9 @@ profile_and_compare() {
   if ! { "$root/scripts/mpirun.sh" "$np" "$sc" profile "$scenario" "$@" --out "$d/profile.yaml" &&
          "$sc" simulate "$scenario" "$@" --set model.profile="$d/profile.yaml" --json "$d/predicted.json" &&
          "$root/scripts/mpirun.sh" "$np" "$sc" execute "$scenario" "$@" --set model.profile="$d/profile.yaml" \
-           --json "$d/measured.json" &&
-         "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"; } >"$d/log" 2>&1; then
+           --json "$d/measured.json" --trace "$d/measured.trace.json" &&
+         "$sc" compare "$d/predicted.json" "$d/measured.json" --trace "$d/measured.trace.json" \
+           --json "$d/compare.json"; } >"$d/log" 2>&1; then
     echo "$name failed:" >&2
     tail -n 30 "$d/log" >&2
     exit 1
@@ -78,15 +82,19 @@ for shape in ("main", "hidden1024"):
             vs_median = 100 * (pred - median) / median if median else None
             rows.setdefault(shape, []).append((k, s["schedule"], s["step_time_ms"]["error_pct"],
                                                s["bubble_fraction"]["error_pp"], max(mem), spread,
-                                               s["step_time_ms"]["measured"], vs_median))
+                                               s["step_time_ms"]["measured"], vs_median,
+                                               s.get("cost_drift_pct"), s.get("model_error_pct")))
 print()
-print(f"{'shape':<11} {'run':>3} {'schedule':<12} {'step err':>9} {'vs median':>9} {'bubble err':>11} {'mem err':>8}"
-      f" {'spread':>7}")
+print(f"{'shape':<11} {'run':>3} {'schedule':<12} {'step err':>9} {'= drift':>8} {'+ model':>8} {'vs median':>9}"
+      f" {'bubble err':>11} {'mem err':>8} {'spread':>7}")
 for shape, rs in rows.items():
-    for k, name, step, bubble, mem, spread, _, vs_median in rs:
+    for k, name, step, bubble, mem, spread, _, vs_median, drift, model in rs:
         sp = f"{spread:.1f}%" if spread is not None else "-"
         vm = f"{vs_median:+.1f}%" if vs_median is not None else "-"
-        print(f"{shape:<11} {k:>3} {name:<12} {step:>+8.1f}% {vm:>9} {bubble:>+8.1f} pp {mem:>7.1f}% {sp:>7}")
+        dr = f"{drift:+.1f}%" if drift is not None else "-"
+        mo = f"{model:+.1f}%" if model is not None else "-"
+        print(f"{shape:<11} {k:>3} {name:<12} {step:>+8.1f}% {dr:>8} {mo:>8} {vm:>9} {bubble:>+8.1f} pp {mem:>7.1f}%"
+              f" {sp:>7}")
 print()
 # The machine's own noise: how far apart the runs' measured step times of one schedule are,
 # (max - min) / median over the runs; no prediction can be closer to every run than that.
@@ -110,6 +118,15 @@ for shape, rs in rows.items():
     summary(shape, rs, noises[shape])
 summary("all", [r for rs in rows.values() for r in rs], statistics.median(noises.values()))
 print(f"{'target':<16} {'<= 2.0%':>13} {'<= 5.0%':>10} {'<= 1.5 pp':>12} {'<= 2.0%':>9}")
+print()
+# The model's error alone (a replay of each run from its own times against it) and the drift.
+every = [r for rs in rows.values() for r in rs if r[9] is not None]
+if every:
+    model = [abs(r[9]) for r in every]
+    drift = [abs(r[8]) for r in every]
+    print(f"error split over {len(every)} schedule runs: model error median |{statistics.median(model):.1f}%|, "
+          f"largest |{max(model):.1f}%| (targets 1% and 2%); cost drift median |{statistics.median(drift):.1f}%|, "
+          f"largest |{max(drift):.1f}%|")
 print("spread: the measured step time's (max - min) / median over steps 1.. of one run (median over runs);")
 print("run-to-run: one schedule's measured step time, (max - min) / median over the runs (median over schedules)")
 print("vs median: the predicted step time against the median measured step of steps 1.. (bursts and the")
