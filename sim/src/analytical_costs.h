@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -24,6 +25,14 @@ inline int64_t OptimizerBytesPerParam(Optimizer optimizer, double momentum, int 
 // "on topology.device: peak 1e+06 FLOPS x efficiency 1", for the analytical models' errors.
 inline std::string DeviceKeys(const DeviceSpec& device) {
   return fmt::format("on topology.device: peak {:g} FLOPS x efficiency {:g}", device.peak_flops, device.efficiency);
+}
+
+// The ring over pipeline rank `rank`'s tensor-parallel group (its T devices, pipeline.placement):
+// the link its tensor collectives run on (collectives.h).
+inline RingLink TensorGroupLink(const Scenario& sc, int rank) {
+  std::vector<int> group;
+  for (int i = 0; i < sc.pipeline.tensor_parallel; ++i) group.push_back(sc.pipeline.DeviceOf(rank, 0, i));
+  return RingLinkOf(sc.topology, group);
 }
 
 // The transformer row's table (transformer_costs.cpp): its layer weights (FLOPs), and its

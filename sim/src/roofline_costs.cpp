@@ -72,13 +72,11 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
 }
 
 std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::vector<Kernel>& kernels) {
-  const PipelineSpec& p = sc.pipeline;
-  std::vector<int> group;
-  for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(rank, 0, i));
-  const RingLink link = RingLinkOf(sc.topology, group);
+  const RingLink link = detail::TensorGroupLink(sc, rank);
   std::vector<TimedKernel> out;
   for (const Kernel& k : kernels) {
-    out.push_back({k, TimeKernel(k, sc.topology.device, p.tensor_parallel, link.bytes_per_s, link.latency_ns)});
+    out.push_back(
+        {k, TimeKernel(k, sc.topology.device, sc.pipeline.tensor_parallel, link.bytes_per_s, link.latency_ns)});
   }
   return out;
 }
@@ -96,9 +94,7 @@ double UpdateBytesPerParam(const Scenario& sc) {
 RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
   const std::vector<Kernel> block = GptBlockKernels(KernelShapeOf(sc));
   const PipelineSpec& p = sc.pipeline;
-  std::vector<int> group;
-  for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(0, 0, i));
-  const RingLink link = RingLinkOf(sc.topology, group);
+  const RingLink link = detail::TensorGroupLink(sc, 0);
   const auto passes = [&](const DeviceSpec& device, double out[3]) {
     out[0] = out[1] = out[2] = 0;
     for (const Kernel& k : block) {

@@ -65,9 +65,7 @@ double LayerActivationBytes16(double s, double b, double h, double a, double t, 
 double TensorAllReduceNs(const Scenario& sc, int rank, double activation_bytes) {
   const PipelineSpec& p = sc.pipeline;
   if (p.tensor_parallel <= 1) return 0;
-  std::vector<int> group;
-  for (int i = 0; i < p.tensor_parallel; ++i) group.push_back(p.DeviceOf(rank, 0, i));
-  return AllReduceNs(activation_bytes, p.tensor_parallel, RingLinkOf(sc.topology, group));
+  return AllReduceNs(activation_bytes, p.tensor_parallel, TensorGroupLink(sc, rank));
 }
 
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers` layers.
