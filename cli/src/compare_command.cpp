@@ -170,12 +170,6 @@ void CompareRanks(const ScheduleMetrics& p, const ScheduleMetrics& m, std::strin
 // / measured and the error, and the pass most off over all stages. JSON: "stages", per stage
 // each such pass's {predicted, measured, error_pct}.
 void CompareStages(const ScheduleMetrics& p, const ScheduleMetrics& m, std::string* text, JsonOut& json) {
-  using schedules::StageCostMetrics;
-  constexpr std::pair<const char*, double StageCostMetrics::*> kPasses[] = {
-      {"F", &StageCostMetrics::forward_ms},           {"B", &StageCostMetrics::backward_ms},
-      {"I", &StageCostMetrics::backward_input_ms},    {"W", &StageCostMetrics::backward_weight_ms},
-      {"STEP", &StageCostMetrics::step_ms}};
-  constexpr const char* kKeys[] = {"forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms", "step_ms"};
   *text += "  one microbatch's pass per stage, predicted / measured ms (error):\n";
   json.Key("stages").StartArray();
   std::string worst;
@@ -183,15 +177,16 @@ void CompareStages(const ScheduleMetrics& p, const ScheduleMetrics& m, std::stri
   for (size_t st = 0; st < p.stage_costs.size(); ++st) {
     std::string line = fmt::format("    stage {}:", st);
     json.StartObject().Key("stage").Int(static_cast<int64_t>(st));
-    for (size_t k = 0; k < std::size(kPasses); ++k) {
-      const double pv = p.stage_costs[st].*kPasses[k].second, mv = m.stage_costs[st].*kPasses[k].second;
+    for (const schedules::StageCostField& f : schedules::kStageCostFields) {
+      const double pv = p.stage_costs[st].*f.field, mv = m.stage_costs[st].*f.field;
       if (mv <= 0) continue;  // a pass this run did not run
       const auto error = RelativeErrorPct(pv, mv);
-      line += fmt::format(" {} {:.3f} / {:.3f} ({})", kPasses[k].first, pv, mv, ErrorText(error, "%"));
-      ErrorJson(json, kKeys[k], pv, mv, error, "error_pct");
+      const std::string_view pass = schedules::KindName(f.kind);
+      line += fmt::format(" {} {:.3f} / {:.3f} ({})", pass, pv, mv, ErrorText(error, "%"));
+      ErrorJson(json, f.key, pv, mv, error, "error_pct");
       if (error && std::abs(*error) > worst_abs) {
         worst_abs = std::abs(*error);
-        worst = fmt::format("{} of stage {} ({})", kPasses[k].first, st, ErrorText(error, "%"));
+        worst = fmt::format("{} of stage {} ({})", pass, st, ErrorText(error, "%"));
       }
     }
     json.EndObject();

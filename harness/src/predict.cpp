@@ -21,6 +21,7 @@
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/collectives.h"
+#include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/units.h"
@@ -117,9 +118,9 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule, sim::CostTable costs_in) {
   Prediction p;
   p.schedule = std::move(schedule);
-  const sim::CostTable costs = std::move(costs_in);
+  p.costs = std::move(costs_in);
+  const sim::CostTable& costs = p.costs;
   p.cost_source = costs.source;
-  p.costs = costs;
   sim::SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   config.rank_devices = sc.pipeline.RankDevices();
@@ -134,9 +135,10 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
   for (const sim::StageCost& c : costs.stages) {
-    const int64_t backward = c.fused_backward_ns > 0 ? c.fused_backward_ns : c.backward_input_ns + c.backward_weight_ns;
-    p.metrics.stage_costs.push_back({c.forward_ns * 1e-6, backward * 1e-6, c.backward_input_ns * 1e-6,
-                                     c.backward_weight_ns * 1e-6, c.step_ns * 1e-6});
+    schedules::StageCostMetrics& m = p.metrics.stage_costs.emplace_back();
+    for (const schedules::StageCostField& f : schedules::kStageCostFields) {
+      m.*f.field = static_cast<double>(sim::OpDurationNs(c, f.kind)) * 1e-6;  // a STEP in place: no copy
+    }
   }
   return p;
 }

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <optional>
 #include <utility>
 #include <cmath>
@@ -14,59 +13,38 @@
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/stats.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness {
-namespace {
 
-using schedules::OpKind;
-
-constexpr std::array<OpKind, 5> kKinds = {OpKind::kF, OpKind::kB, OpKind::kI, OpKind::kW, OpKind::kStep};
-
-int KindSlot(OpKind kind) {
-  for (size_t k = 0; k < kKinds.size(); ++k) {
-    if (kKinds[k] == kind) return static_cast<int>(k);
-  }
-  return -1;
-}
-
-}  // namespace
-
-sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base, const schedules::Trace& trace,
-                           const std::string& trace_path, double overhead_ns_per_op, bool same_run) {
+sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
+                           const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
+                           const std::string& trace_path, bool same_run) {
+  using schedules::OpKind;
   const int stages = schedule.stages();
-  // The trace's compute ops by stage and kind.
-  std::vector<std::array<std::vector<int64_t>, kKinds.size()>> durations(static_cast<size_t>(stages));
-  int trace_stages = 0;
-  for (const schedules::TraceOp& op : trace.ops) {
-    if (op.stream != schedules::Stream::kCompute) continue;
-    const int slot = KindSlot(op.op.kind);
-    if (slot < 0) continue;
-    trace_stages = std::max(trace_stages, op.op.stage + 1);
-    if (op.op.stage < 0 || op.op.stage >= stages) {
-      throw InputError(fmt::format("{}: the run's stage {} is not a stage of {} ({} stages): replay predicts schedules "
-                                   "of the measured run's stages",
-                                   trace_path, op.op.stage, schedule.name, stages));
-    }
-    durations[op.op.stage][slot].push_back(op.duration_ns);
-  }
-  if (trace_stages != stages) {
+  if (static_cast<int>(measured.stage_costs.size()) != stages) {
     throw InputError(fmt::format("{}: the run has {} stages, {} has {}: replay predicts schedules of the measured run's "
                                  "stages (pipeline.ranks x pipeline.chunks)",
-                                 trace_path, trace_stages, schedule.name, stages));
+                                 trace_path, measured.stage_costs.size(), schedule.name, stages));
   }
   base.source = "replay:" + trace_path;
   for (int st = 0; st < stages; ++st) {
     sim::StageCost& cost = base.stages[st];
+    // The run's median of each pass on this stage (MeasuredStageCosts), -1 where it ran none.
     const auto median = [&](OpKind kind) -> int64_t {
-      const std::vector<int64_t>& d = durations[st][KindSlot(kind)];
-      return d.empty() ? -1 : Median(d);
+      for (const schedules::StageCostField& field : schedules::kStageCostFields) {
+        if (field.kind != kind) continue;
+        const double ms = measured.stage_costs[st].*field.field;
+        return ms > 0 ? std::llround(ms * 1e6) : -1;
+      }
+      return -1;
     };
     const int64_t f = median(OpKind::kF), b = median(OpKind::kB), i = median(OpKind::kI), w = median(OpKind::kW);
     const int64_t step = median(OpKind::kStep);
-    if (f < 0) throw InputError(fmt::format("{}: no F of stage {} in the trace", trace_path, st));
+    if (f < 0) throw InputError(fmt::format("{}: no F of stage {} in the run", trace_path, st));
     cost.forward_ns = f;
     const int64_t modelled = cost.backward_input_ns + cost.backward_weight_ns;
     const double input_share = modelled > 0 ? static_cast<double>(cost.backward_input_ns) / modelled : 0.5;
@@ -84,7 +62,7 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
       cost.version_copy_ns = 0;  // a measured STEP holds its copy
     }
   }
-  base.op_overhead_ns = std::llround(overhead_ns_per_op);
+  base.op_overhead_ns = measured.executor ? std::llround(measured.executor->overhead_ns_per_op) : 0;
   base.rank_op_overhead_ns.clear();
   base.op_time_cv = 0;
   base.op_ns.clear();
@@ -92,7 +70,8 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   base.op_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
   for (const schedules::TraceOp& op : trace.ops) {
-    if (op.stream != schedules::Stream::kCompute || KindSlot(op.op.kind) < 0) continue;
+    const bool timed = schedules::IsCompute(op.op.kind) || op.op.kind == OpKind::kStep;
+    if (op.stream != schedules::Stream::kCompute || !timed) continue;
     const bool fits = op.rank >= 0 && op.rank < schedule.ranks() && op.op_index >= 0 &&
                       op.op_index < static_cast<int>(schedule.ops[op.rank].size());
     const schedules::Op* ir = fits ? &schedule.ops[op.rank][op.op_index] : nullptr;
@@ -111,18 +90,19 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     const schedules::TraceOp* send = nullptr;
     const schedules::TraceOp* recv = nullptr;
   };
-  std::vector<std::pair<schedules::Edge, Ends>> transfers;
+  const schedules::UnitIndex units(schedule);
+  std::vector<Ends> transfers(schedules::EdgeKeyCount(units));  // by EdgeKey, as the engine keys them
   for (const schedules::TraceOp& op : trace.ops) {
     if (op.stream != schedules::Stream::kSend && op.stream != schedules::Stream::kRecv) continue;
     const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op.op);
     if (!edge) continue;
-    auto it = std::find_if(transfers.begin(), transfers.end(), [&](const auto& t) { return t.first == *edge; });
-    if (it == transfers.end()) it = transfers.insert(transfers.end(), {*edge, Ends{}});
-    (op.stream == schedules::Stream::kSend ? it->second.send : it->second.recv) = &op;
+    const size_t key = schedules::EdgeKey(units, *edge);
+    if (key >= transfers.size()) continue;  // an edge the schedule does not have (checked op by op above)
+    (op.stream == schedules::Stream::kSend ? transfers[key].send : transfers[key].recv) = &op;
   }
   base.transfer_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.transfer_ns[r].assign(schedule.ops[r].size(), -1);
-  for (const auto& [edge, ends] : transfers) {
+  for (const Ends& ends : transfers) {
     if (ends.send == nullptr || ends.recv == nullptr) continue;
     const int rank = ends.send->rank, index = ends.send->op_index;
     if (rank < 0 || rank >= schedule.ranks() || index < 0 || index >= static_cast<int>(schedule.ops[rank].size())) {
@@ -165,11 +145,10 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   CheckScheduleSizes(sc.pipeline, names, max_ops);
   const sim::Topology topo(sc.topology);
   const schedules::ScheduleMetrics& m = *replay.measured;
-  const double overhead = m.executor ? m.executor->overhead_ns_per_op : 0.0;
   for (schedules::Schedule& s : ScenarioSchedules(sc.pipeline, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
                           s.ranks() == m.ranks && s.shape.chunks == m.chunks;
-    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), trace, trace_path, overhead, same_run);
+    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), m, trace, trace_path, same_run);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

@@ -2,6 +2,7 @@
 #include "stagecraft/schedules/metrics.h"
 
 #include <algorithm>
+#include <array>
 
 #include "stagecraft/base/stats.h"
 #include "stagecraft/schedules/bubble_split.h"
@@ -28,27 +29,23 @@ const ScheduleMetrics* MetricsFile::Find(const std::string& schedule) const {
 }
 
 std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRecord& result) {
-  constexpr OpKind kKinds[] = {OpKind::kF, OpKind::kB, OpKind::kI, OpKind::kW, OpKind::kStep};
-  constexpr double StageCostMetrics::*kFields[] = {&StageCostMetrics::forward_ms, &StageCostMetrics::backward_ms,
-                                                   &StageCostMetrics::backward_input_ms,
-                                                   &StageCostMetrics::backward_weight_ms, &StageCostMetrics::step_ms};
-  std::vector<std::vector<std::vector<int64_t>>> durations(
-      static_cast<size_t>(s.stages()), std::vector<std::vector<int64_t>>(std::size(kKinds)));
+  constexpr size_t kPasses = std::size(kStageCostFields);
+  std::vector<std::array<std::vector<int64_t>, kPasses>> durations(static_cast<size_t>(s.stages()));
   for (size_t r = 0; r < s.ops.size() && r < result.ranks.size(); ++r) {
     const std::vector<OpTiming>& timings = result.ranks[r].ops;
     for (size_t i = 0; i < s.ops[r].size() && i < timings.size(); ++i) {
       const Op& op = s.ops[r][i];
       const OpTiming& t = timings[i];
       if (op.stage < 0 || op.stage >= s.stages() || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
-      for (size_t k = 0; k < std::size(kKinds); ++k) {
-        if (op.kind == kKinds[k]) durations[op.stage][k].push_back(t.end_ns - t.start_ns);
+      for (size_t k = 0; k < kPasses; ++k) {
+        if (op.kind == kStageCostFields[k].kind) durations[op.stage][k].push_back(t.end_ns - t.start_ns);
       }
     }
   }
   std::vector<StageCostMetrics> out(static_cast<size_t>(s.stages()));
   for (size_t st = 0; st < out.size(); ++st) {
-    for (size_t k = 0; k < std::size(kKinds); ++k) {
-      if (!durations[st][k].empty()) out[st].*kFields[k] = Median(durations[st][k]) * 1e-6;
+    for (size_t k = 0; k < kPasses; ++k) {
+      if (!durations[st][k].empty()) out[st].*kStageCostFields[k].field = Median(durations[st][k]) * 1e-6;
     }
   }
   return out;

@@ -78,11 +78,10 @@ class MetricsWriter {
         const StageCostMetrics& c = m.stage_costs[i];
         w_.StartObject();
         WriteMembers(w_, {{"stage", static_cast<int64_t>(i)}});
-        Members({{"forward_ms", c.forward_ms, Format::kFixed6},
-                 {"backward_ms", c.backward_ms, Format::kFixed6},
-                 {"backward_input_ms", c.backward_input_ms, Format::kFixed6},
-                 {"backward_weight_ms", c.backward_weight_ms, Format::kFixed6},
-                 {"step_ms", c.step_ms, Format::kFixed6}});
+        for (const StageCostField& f : kStageCostFields) {
+          Key(w_, f.key);
+          Number(c.*f.field, Format::kFixed6);
+        }
         w_.EndObject();
       }
       w_.EndArray();

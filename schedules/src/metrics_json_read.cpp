@@ -206,11 +206,7 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
       int stage = static_cast<int>(i);
       c.Int("stage", &stage, 0);
       if (stage != static_cast<int>(i)) c.Reject("stage", fmt::format("expected {} (stages in order)", i));
-      c.NonNegative("forward_ms", &cost.forward_ms, Need::kRequired);
-      c.NonNegative("backward_ms", &cost.backward_ms, Need::kRequired);
-      c.NonNegative("backward_input_ms", &cost.backward_input_ms, Need::kRequired);
-      c.NonNegative("backward_weight_ms", &cost.backward_weight_ms, Need::kRequired);
-      c.NonNegative("step_ms", &cost.step_ms, Need::kRequired);
+      for (const StageCostField& f : kStageCostFields) c.NonNegative(f.key, &(cost.*f.field), Need::kRequired);
       m.stage_costs.push_back(cost);
     }
   }

@@ -16,18 +16,20 @@
 namespace stagecraft::harness {
 
 // `base` (the scenario's costs for `schedule`: its sizes and transfers stay) with the times of
-// the measured run whose trace is `trace` and whose runtime took `overhead_ns_per_op` per op:
-// - every stage's F, B, I, W and STEP: the median of the trace's ops of that kind on that stage
-//   (a run of B alone splits it into I and W by `base`'s ratio; a run of I and W alone sums
-//   them into B), the optimizer STEP with its copy included;
+// the measured run `measured` (its metrics) whose trace is `trace`:
+// - every stage's F, B, I, W and STEP: the run's median of that pass on that stage (its
+//   `stage_costs`, MeasuredStageCosts; a run of B alone splits it into I and W by `base`'s
+//   ratio; a run of I and W alone sums them into B), the optimizer STEP with its copy included;
 // - when `same_run` (the schedule the trace measured, op for op), every compute op and STEP its
 //   own measured time (CostTable::op_ns), and every transfer its own, from both ends posted to
 //   the receiver seeing the data (CostTable::transfer_ns, in place of the p2p fit);
-// - the runtime's work per op, measured, in place of any other overhead, and no random spread.
-// Throws InputError (naming `trace_path`) when the trace's stages are not the schedule's, a stage
-// has no F in it, or (same_run) an op of the trace is not the schedule's op at its index.
-sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base, const schedules::Trace& trace,
-                           const std::string& trace_path, double overhead_ns_per_op, bool same_run);
+// - the runtime's work per op, measured (`overhead_ns_per_op`), in place of any other overhead,
+//   and no random spread.
+// Throws InputError (naming `trace_path`) when the run's stages are not the schedule's, a stage
+// has no F, or (same_run) an op of the trace is not the schedule's op at its index.
+sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
+                           const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
+                           const std::string& trace_path, bool same_run);
 
 // A measured run replayed: the scenario it ran (`run`'s scenario_file and overrides), the
 // trace's schedule unless `sets` names others, then `sets`; every schedule predicted with

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,23 @@ struct StageCostMetrics {
   double step_ms = 0;
   friend bool operator==(const StageCostMetrics&, const StageCostMetrics&) = default;
 };
+
+// Every pass of StageCostMetrics with the op kind it times and its JSON key: the one table the
+// metrics codec, MeasuredStageCosts, compare and replay read.
+struct StageCostField {
+  OpKind kind;
+  const char* key;
+  double StageCostMetrics::*field;
+};
+inline constexpr StageCostField kStageCostFields[] = {
+    {OpKind::kF, "forward_ms", &StageCostMetrics::forward_ms},
+    {OpKind::kB, "backward_ms", &StageCostMetrics::backward_ms},
+    {OpKind::kI, "backward_input_ms", &StageCostMetrics::backward_input_ms},
+    {OpKind::kW, "backward_weight_ms", &StageCostMetrics::backward_weight_ms},
+    {OpKind::kStep, "step_ms", &StageCostMetrics::step_ms},
+};
+static_assert(sizeof(StageCostMetrics) == std::size(kStageCostFields) * sizeof(double),
+              "kStageCostFields names every field of StageCostMetrics");
 
 struct ScheduleMetrics {
   std::string schedule;
