@@ -65,18 +65,23 @@ YAML::Node Descend(YAML::Node node, const std::string& key, const std::string& w
   throw InputError(fmt::format("--set {}: '{}' is a single value, not a map", ov.text, walked));
 }
 
-// Replaces `parent[key]` (a file name) by the parsed file; returns the file's path. A file that
-// cannot be read fails at the key; an error inside it names the file.
-std::string IncludeFile(YAML::Node parent, const std::string& key, const Value& name) {
-  const std::string file = name.FilePath();
+// Replaces `parent[key]` (`name`, which names `file`) by the parsed file; returns the file's
+// path. A file that cannot be read fails at the key; an error inside it names the file.
+std::string IncludeFile(YAML::Node parent, const std::string& key, const Value& name, const std::string& file,
+                        std::string_view what) {
   std::string text;
   try {
-    text = yaml::ReadFile(file, "a topology file");
+    text = yaml::ReadFile(file, what);
   } catch (const InputError& e) {
     name.Fail(e.what());
   }
   parent[key] = yaml::LoadText(text, file);
   return file;
+}
+
+// A `topology: FILE`, relative to the file that names it.
+std::string IncludeFile(YAML::Node parent, const std::string& key, const Value& name) {
+  return IncludeFile(parent, key, name, name.FilePath(), "a topology file");
 }
 
 // Applies one override to the tree. A whole new `topology: FILE` is included at once, relative
@@ -116,15 +121,9 @@ void IncludeDevice(YAML::Node root, const Origin& origin, const std::vector<Over
   YAML::Node topology = root["topology"];
   if (!topology["device"] || !topology["device"].IsScalar()) return;
   const Value name(topology["device"], "topology.device", origin, overrides);
-  const std::string file = detail::DeviceFile(name);
-  std::string text;
-  try {
-    text = yaml::ReadFile(file, "a device file");
-  } catch (const InputError& e) {
-    name.Fail(e.what());
-  }
-  *device = detail::DeviceInclude{name.String(), file};
-  topology["device"] = yaml::LoadText(text, file);
+  const std::string library_name = name.String();  // before the node is replaced by the file's
+  const std::string file = IncludeFile(topology, "device", name, detail::DeviceFile(name), "a device file");
+  *device = detail::DeviceInclude{library_name, file};
 }
 
 bool IsScheduleFile(std::string_view name) { return name.size() > 4 && name.substr(name.size() - 4) == ".csv"; }
