@@ -485,6 +485,21 @@ TEST(Engine, PeakMemoryEqualsIrAnalysisForEveryFlushGenerator) {
 namespace stagecraft::sim {
 namespace {
 
+// The index of rank `rank`'s first op of `kind` in `s` (-1: none).
+int FirstOp(const schedules::Schedule& s, int rank, schedules::OpKind kind) {
+  for (size_t i = 0; i < s.ops[rank].size(); ++i) {
+    if (s.ops[rank][i].kind == kind) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// A per-op table of `s` (CostTable::op_ns, transfer_ns) with nothing measured.
+std::vector<std::vector<int64_t>> NothingMeasured(const schedules::Schedule& s) {
+  std::vector<std::vector<int64_t>> table;
+  for (const auto& ops : s.ops) table.emplace_back(ops.size(), -1);
+  return table;
+}
+
 // A replayed run's measured op times (CostTable::op_ns) replace the stage's cost op by op:
 // GPipe on 2 ranks, 2 microbatches of F = B = 1 ms (makespan (m + p − 1)(F + B) = 6 ms); rank
 // 1's first F measured at 4 ms delays everything after it by 3 ms; -1 keeps the stage's cost.
@@ -492,24 +507,14 @@ TEST(Engine, MeasuredOpTimesReplaceTheStageCosts) {
   const schedules::Schedule s = testing::Make("gpipe", 2, 2);
   CostTable costs = testing::Uniform(2, kMs, kMs / 2, kMs / 2);
   EXPECT_EQ(Simulate(s, costs, testing::Node(2), SimConfig{}).makespan_ns(), 6 * kMs);
-  costs.op_ns.assign(2, {});
-  for (int r = 0; r < 2; ++r) costs.op_ns[r].assign(s.ops[r].size(), -1);
-  int first_f = -1;
-  for (size_t i = 0; i < s.ops[1].size() && first_f < 0; ++i) {
-    if (s.ops[1][i].kind == schedules::OpKind::kF) first_f = static_cast<int>(i);
-  }
+  const int first_f = FirstOp(s, 1, schedules::OpKind::kF);
   ASSERT_GE(first_f, 0);
+  costs.op_ns = NothingMeasured(s);
   costs.op_ns[1][first_f] = 4 * kMs;
   const RunRecord r = Simulate(s, costs, testing::Node(2), SimConfig{});
   EXPECT_EQ(r.ranks[1].ops[first_f].end_ns - r.ranks[1].ops[first_f].start_ns, 4 * kMs);
   EXPECT_EQ(r.makespan_ns(), 9 * kMs);
 }
-
-}  // namespace
-}  // namespace stagecraft::sim
-
-namespace stagecraft::sim {
-namespace {
 
 // A measured transfer time (CostTable::transfer_ns) replaces the modelled one: GPipe on 2 ranks,
 // one microbatch of F = B = 1 ms over a free link (makespan 4 ms); the activation's transfer
@@ -518,13 +523,9 @@ TEST(Engine, MeasuredTransferTimesReplaceTheModelledOnes) {
   const schedules::Schedule s = testing::Make("gpipe", 2, 1);
   CostTable costs = testing::Uniform(2, kMs, kMs / 2, kMs / 2);
   EXPECT_EQ(Simulate(s, costs, testing::Node(2), SimConfig{}).makespan_ns(), 4 * kMs);
-  int send_f = -1;
-  for (size_t i = 0; i < s.ops[0].size(); ++i) {
-    if (s.ops[0][i].kind == schedules::OpKind::kSendF) send_f = static_cast<int>(i);
-  }
+  const int send_f = FirstOp(s, 0, schedules::OpKind::kSendF);
   ASSERT_GE(send_f, 0);
-  costs.transfer_ns.assign(2, {});
-  costs.transfer_ns[0].assign(s.ops[0].size(), -1);
+  costs.transfer_ns = NothingMeasured(s);
   costs.transfer_ns[0][send_f] = 2 * kMs;
   EXPECT_EQ(Simulate(s, costs, testing::Node(2), SimConfig{}).makespan_ns(), 6 * kMs);
 }
