@@ -64,6 +64,15 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   base.op_overhead_ns = measured.executor ? std::llround(measured.executor->overhead_ns_per_op) : 0;
   base.rank_op_overhead_ns.clear();
+  // Each rank's own: the runtime's work differs by rank (the one with the loss, the one that
+  // receives more), and the run says how much each had.
+  if (measured.executor && static_cast<int>(measured.ranks_detail.size()) == schedule.ranks()) {
+    for (int r = 0; r < schedule.ranks(); ++r) {
+      const size_t ops = schedule.ops[r].size();
+      base.rank_op_overhead_ns.push_back(
+          ops > 0 ? std::llround(measured.ranks_detail[r].overhead_ms * 1e6 / static_cast<double>(ops)) : 0);
+    }
+  }
   base.op_time_cv = 0;
   base.op_ns.clear();
   if (!same_run) return base;

@@ -92,7 +92,7 @@ void ComputeStreams::Advance(int rank) {
     const int64_t now = loop_->now_ns();
     if (schedules::IsComm(op.kind) || schedules::IsCollective(op.kind)) {
       ++stream.next;
-      stream.free_ns = std::max(stream.free_ns, now) + costs_.OverheadOf(rank);
+      stream.owed_ns += costs_.OverheadOf(rank);
       hooks_->Posted(rank, index, op);
       continue;
     }
@@ -108,10 +108,13 @@ void ComputeStreams::Advance(int rank) {
       duration = std::llround(static_cast<double>(duration) *
                               OpTimeFactor(costs_.op_time_cv, costs_.op_time_seed, rank, index));
     }
-    const int64_t start =
+    // The receiver's copy ends the transfer; the runtime's work owed since the last op follows.
+    const int64_t in_hand =
         std::max(stream.free_ns, now) + (schedules::IsCompute(op.kind) ? hooks_->InputCopyNs(rank, op) : 0);
+    const int64_t start = in_hand + stream.owed_ns;
+    stream.owed_ns = 0;
     record_->ranks[rank].ops[index] = {start, start + duration};
-    hooks_->ComputeStarted(rank, index, op);
+    hooks_->ComputeStarted(rank, index, op, in_hand);
     if (op.kind == OpKind::kStep && duration == 0 && start == now) {  // an instant: the stream stays free
       FinishOp(rank, index, op);
       continue;
@@ -122,7 +125,8 @@ void ComputeStreams::Advance(int rank) {
 }
 
 void ComputeStreams::FinishOp(int rank, int index, const Op& op) {
-  streams_[rank].free_ns = loop_->now_ns() + costs_.OverheadOf(rank);
+  streams_[rank].free_ns = loop_->now_ns();
+  streams_[rank].owed_ns = costs_.OverheadOf(rank);
   hooks_->ComputeFinished(rank, index, op);
 }
 

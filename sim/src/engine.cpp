@@ -94,11 +94,11 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
     return std::llround(costs_.p2p->overlap * static_cast<double>(Bytes(edge)));
   }
 
-  void ComputeStarted(int rank, int index, const Op& op) override {
+  void ComputeStarted(int rank, int /*index*/, const Op& op, int64_t in_hand_ns) override {
     const std::optional<Edge> edge = schedules::InputEdge(s_.shape, op);
     if (edge && edge->CrossesRanks() && InputCopyNs(rank, op) > 0) {
-      // The receive completes when the receiver's copy does, just before the op.
-      result_.ranks[rank].ops[edges_[Key(*edge)].recv_index].end_ns = result_.ranks[rank].ops[index].start_ns;
+      // The receive completes when the receiver's copy does, before the runtime's work and the op.
+      result_.ranks[rank].ops[edges_[Key(*edge)].recv_index].end_ns = in_hand_ns;
     }
     if (edge && edge->CrossesRanks()) memory_.Free(loop_.now_ns(), rank, Bytes(*edge));  // receive buffer consumed
     memory_.ComputeStarted(loop_.now_ns(), rank, op);

@@ -34,7 +34,7 @@ class Bench final : public StreamHooks {
   bool InputReady(int, const Op& op) override { return op.kind != OpKind::kB || b_input_ready; }
   int64_t InputCopyNs(int, const Op& op) override { return op.kind == OpKind::kB ? b_copy_ns : 0; }
   void Posted(int, int index, const Op&) override { log.emplace_back("post", index, loop.now_ns()); }
-  void ComputeStarted(int, int index, const Op&) override { log.emplace_back("start", index, loop.now_ns()); }
+  void ComputeStarted(int, int index, const Op&, int64_t) override { log.emplace_back("start", index, loop.now_ns()); }
   void ComputeFinished(int, int index, const Op&) override { log.emplace_back("finish", index, loop.now_ns()); }
 
   ComputeStreams& streams() { return streams_; }
@@ -202,9 +202,10 @@ TEST(ComputeStreams, OverheadPerRank) {
   EXPECT_EQ(bench.costs.OverheadOf(1), 50);
 }
 
-// The runtime's work hides under a wait: B's input comes at 5 us, long after F's overhead, so
-// B starts at 5 us plus only its copy.
-TEST(ComputeStreams, OverheadHidesUnderAWait) {
+// The runtime's work comes after a wait, as the executor's bubble split measures it (overhead is
+// the gap after an op's input arrived): B's input comes at 5 us, long after F ended, and B
+// starts 100 ns of F's overhead plus its 200 ns copy later.
+TEST(ComputeStreams, OverheadFollowsAWait) {
   Bench bench({{Compute(OpKind::kF), Compute(OpKind::kB)}}, 0);
   bench.costs.op_overhead_ns = 100;
   bench.b_copy_ns = 200;
@@ -215,7 +216,7 @@ TEST(ComputeStreams, OverheadHidesUnderAWait) {
   });
   bench.streams().Start();
   bench.loop.Run();
-  EXPECT_EQ(bench.timing(0, 1), (OpTiming{5 * kUs + 200, 8 * kUs + 200}));
+  EXPECT_EQ(bench.timing(0, 1), (OpTiming{5 * kUs + 300, 8 * kUs + 300}));
 }
 
 // The op-time draws: exactly 1 without spread; with a CV of 0.1, fixed by (seed, rank, index),

@@ -560,24 +560,23 @@ OpTiming TimingOf(const Schedule& s, const RunRecord& r, int rank, OpKind kind, 
 // Costs: stage 0 F 1000, B 1500 + 500; stage 1 F 2000, B 60000 + 40000; STEP 0; 40000 bytes per
 // transfer. Measured p2p: L = 2000 ns, 1e9 B/s (1 B/ns), overlap 0.25: the link part of a
 // transfer takes L + 0.25·40000 = 12000 ns, then the receiver copies 0.75·40000 = 30000 ns
-// before the op. Op overhead X = 300 ns after every op of a list (compute or post). The
-// topology's route latency (777) is replaced by the fit.
-//   t=0      rank 0 F0 [0, 1000]. rank 1 posts RECV_F0 (stream free at 300), F0 waits.
-//   t=1000   rank 0: free 1300; posts SEND_F0 (free 1600): transfer F0 starts, arrives 13000;
-//            F1 [1600, 2600] (the overhead of F0 and of the post is not hidden).
-//   t=2600   rank 0: free 2900; posts SEND_F1 (3200; rank 1 has not posted its RECV) and RECV_B0
-//            (3500); B0 waits.
-//   t=13000  F0 arrives; rank 1's F0 starts at max(300, 13000) + 30000 = 43000 (the 300 of its
-//            RECV post is hidden by the wait): [43000, 45000]; RECV_F0 ends at 43000.
-//   t=45000  rank 1: free 45300; posts RECV_F1 (45600): transfer F1 starts at 45000, arrives 57000
-//            (during B0); B0 [45600, 145600].
-//   t=145600 rank 1: free 145900; posts SEND_B0 (146200): transfer B0 starts, arrives 157600;
-//            F1's input is there: starts at max(146200, 145600) + 30000 = 176200: [176200, 178200];
-//            RECV_F1 ends at 176200.
-//   t=157600 rank 0's B0 starts at 157600 + 30000 = 187600: [187600, 189600].
-//   t=178200 rank 1 B1 [178500, 278500].  t=189600 rank 0: free 189900, posts RECV_B1 (190200).
-//   t=278500 rank 1: free 278800, posts SEND_B1 (279100), transfer B1 arrives 290500; STEP at 279100.
-//   t=290500 rank 0's B1 starts at 290500 + 30000 = 320500: [320500, 322500]; STEP at 322800.
+// before the op. Op overhead X = 300 ns for every op of a list (compute or post), owed until the
+// next compute op and paid after its input is in hand. The topology's route latency (777) is
+// replaced by the fit. Posts happen when the stream reaches them.
+//   t=0      rank 0 F0 [0, 1000]. rank 1 posts RECV_F0 (owes 300), F0 waits.
+//   t=1000   rank 0 owes 300 for F0; posts SEND_F0 (owes 600): transfer F0 starts, arrives 13000;
+//            F1 [1600, 2600].
+//   t=2600   rank 0 owes 300; posts SEND_F1 (rank 1 has not posted its RECV) and RECV_B0 (owes
+//            900); B0 waits.
+//   t=13000  F0 arrives; rank 1 copies until 43000 (RECV_F0 ends), pays its 300: F0 [43300, 45300].
+//   t=45300  rank 1 owes 300; posts RECV_F1 (600): transfer F1 starts, arrives 57300 (during B0);
+//            B0 [45900, 145900].
+//   t=145900 rank 1 owes 300; posts SEND_B0 (600): transfer B0 starts, arrives 157900; F1's input
+//            is there: copied until 175900 (RECV_F1 ends), F1 [176500, 178500].
+//   t=157900 rank 0 copies B0's input until 187900 (RECV_B0 ends), pays 900: B0 [188800, 190800].
+//   t=178500 rank 1 B1 [178800, 278800].  t=190800 rank 0 owes 300, posts RECV_B1 (600).
+//   t=278800 rank 1 owes 300, posts SEND_B1 (600), transfer B1 arrives 290800; STEP at 279400.
+//   t=290800 rank 0 copies until 320800, B1 [321400, 323400]; STEP at 323700.
 // Two stages (F 1000 / 2000, B 2000 / 100000 ns), 40000-byte messages, 300 ns per op, the
 // measured p2p 2000 ns + 1 B/ns with `overlap`, on a topology whose own 777 ns must not count.
 RunRecord CalibratedRun(const Schedule& s, double overlap) {
@@ -600,36 +599,37 @@ TEST(CalibratedEngine, MeasuredTransfersAndOpOverhead) {
   EXPECT_EQ(TimingOf(s, r, 0, OpKind::kSendF, 0), (OpTiming{1000, 13000}));
   EXPECT_EQ(TimingOf(s, r, 0, OpKind::kF, 1), (OpTiming{1600, 2600}));
   EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 0), (OpTiming{0, 43000}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 0), (OpTiming{43000, 45000}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kB, 0), (OpTiming{45600, 145600}));
-  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kSendF, 1), (OpTiming{45000, 57000}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 1), (OpTiming{45000, 176200}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 1), (OpTiming{176200, 178200}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kSendB, 0), (OpTiming{145600, 157600}));
-  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kRecvB, 0), (OpTiming{2600, 187600}));
-  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kB, 0), (OpTiming{187600, 189600}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kB, 1), (OpTiming{178500, 278500}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kStep, 0), (OpTiming{279100, 279100}));
-  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kRecvB, 1), (OpTiming{189600, 320500}));
-  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kB, 1), (OpTiming{320500, 322500}));
-  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kStep, 0), (OpTiming{322800, 322800}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 0), (OpTiming{43300, 45300}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kB, 0), (OpTiming{45900, 145900}));
+  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kSendF, 1), (OpTiming{45300, 57300}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 1), (OpTiming{45300, 175900}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 1), (OpTiming{176500, 178500}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kSendB, 0), (OpTiming{145900, 157900}));
+  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kRecvB, 0), (OpTiming{2600, 187900}));
+  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kB, 0), (OpTiming{188800, 190800}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kB, 1), (OpTiming{178800, 278800}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kStep, 0), (OpTiming{279400, 279400}));
+  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kRecvB, 1), (OpTiming{190800, 320800}));
+  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kB, 1), (OpTiming{321400, 323400}));
+  EXPECT_EQ(TimingOf(s, r, 0, OpKind::kStep, 0), (OpTiming{323700, 323700}));
   EXPECT_EQ(r.start_ns, 0);
-  EXPECT_EQ(r.end_ns, 322800);
-  EXPECT_EQ(r.ranks[1].first_f_start_ns, 43000);
+  EXPECT_EQ(r.end_ns, 323700);
+  EXPECT_EQ(r.ranks[1].first_f_start_ns, 43300);
 }
 
 // The same run with overlap 1 (all of the transfer on the link, nothing left to copy): F0's
-// transfer takes 2000 + 40000 = 42000 and arrives at 43000, where rank 1's F0 starts at once
-// (RECV_F0 ends at the arrival); F1's arrives during B0 (45000 + 42000 = 87000) and F1 starts as
-// soon as the stream is free, at 146200 instead of 176200: overlapping hides the copy.
+// transfer takes 2000 + 40000 = 42000 and arrives at 43000 (RECV_F0 ends), and rank 1's F0
+// starts after its 300 of overhead; F1's arrives during B0 (45300 + 42000 = 87300) and F1 starts
+// once B0 and the SEND_B0 post are paid for, at 146500 instead of 176500: overlapping hides the
+// copy.
 TEST(CalibratedEngine, FullOverlapLeavesNothingToCopy) {
   const Schedule s = Make("1f1b", 2, 2);
   const RunRecord r = CalibratedRun(s, 1.0);
   EXPECT_EQ(TimingOf(s, r, 0, OpKind::kSendF, 0), (OpTiming{1000, 43000}));
   EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 0), (OpTiming{0, 43000}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 0), (OpTiming{43000, 45000}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 1), (OpTiming{45000, 87000}));
-  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 1), (OpTiming{146200, 148200}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 0), (OpTiming{43300, 45300}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kRecvF, 1), (OpTiming{45300, 87300}));
+  EXPECT_EQ(TimingOf(s, r, 1, OpKind::kF, 1), (OpTiming{146500, 148500}));
 }
 
 }  // namespace

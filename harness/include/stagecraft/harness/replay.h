@@ -23,8 +23,9 @@ namespace stagecraft::harness {
 // - when `same_run` (the schedule the trace measured, op for op), every compute op and STEP its
 //   own measured time (CostTable::op_ns), and every transfer its own, from both ends posted to
 //   the receiver seeing the data (CostTable::transfer_ns, in place of the p2p fit);
-// - the runtime's work per op, measured (`overhead_ns_per_op`), in place of any other overhead,
-//   and no random spread.
+// - the runtime's work per op, measured: each rank's `overhead_ms` over its ops (the rank with
+//   the loss or with more receives has more; the run's `overhead_ns_per_op` where the ranks are
+//   not listed), in place of any other overhead, and no random spread.
 // Throws InputError (naming `trace_path`) when the run's stages are not the schedule's, a stage
 // has no F, or (same_run) an op of the trace is not the schedule's op at its index.
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,

@@ -2,8 +2,10 @@
 // stream; an op starts when the stream is free and its input has arrived (a STEP: its
 // REDUCE_GRAD has finished). SEND/RECV/REDUCE_GRAD only post and take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant). With a
 // calibrated cost table, every op of the list also leaves op_overhead_ns of runtime work on the
-// stream (hidden when the next op waits for its input longer), and an op whose input came from
-// another rank starts only after the receiver's share of that transfer (StreamHooks::InputCopyNs).
+// stream, paid before the next compute op starts and after its input is in hand (never hidden
+// under a wait: the executor's bubble split measures overhead as the gap after an op's input
+// arrived, DESIGN.md §9), and an op whose input came from another rank starts only after the
+// receiver's share of that transfer (StreamHooks::InputCopyNs), which ends its RECV.
 #pragma once
 
 #include <cstddef>
@@ -33,7 +35,8 @@ class StreamHooks {
   virtual bool InputReady(int rank, const schedules::Op& op) = 0;             // a compute op's data, a STEP's REDUCE_GRAD
   virtual int64_t InputCopyNs(int rank, const schedules::Op& op) = 0;         // receiver's copy first
   virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND, RECV or REDUCE_GRAD
-  virtual void ComputeStarted(int rank, int index, const schedules::Op& op) = 0;   // F/B/I/W/STEP
+  // F/B/I/W/STEP; `in_hand_ns`: when its input was there, the receiver's copy included.
+  virtual void ComputeStarted(int rank, int index, const schedules::Op& op, int64_t in_hand_ns) = 0;
   virtual void ComputeFinished(int rank, int index, const schedules::Op& op) = 0;  // F/B/I/W/STEP
 
  protected:
@@ -63,7 +66,8 @@ class ComputeStreams final : public EventHandler {
   struct Stream {
     size_t next = 0;  // index of the next op to run or post
     bool waiting = false;
-    int64_t free_ns = 0;  // when the runtime's work after the ops so far is done
+    int64_t free_ns = 0;  // when the last compute op ended
+    int64_t owed_ns = 0;  // the runtime's work since (that op's and the posts'), paid before the next
   };
 
   void Advance(int rank);
