@@ -63,6 +63,7 @@ struct ErrorSplit {
   double cost_drift_pct = 0;
   double model_error_pct = 0;
   double replay_step_ms = 0;
+  double replay_bubble = 0;  // the replay's bubble fraction (its error against the run: the model's)
 };
 using SplitOf = std::function<std::optional<ErrorSplit>(const schedules::ScheduleMetrics& predicted,
                                                          const schedules::ScheduleMetrics& measured)>;
@@ -220,6 +221,9 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
                          "prediction's) + model error {} (their replay, {:.3f} ms, against the run)\n",
                          ErrorText(step, "%"), ErrorText(split->cost_drift_pct, "%"),
                          ErrorText(split->model_error_pct, "%"), split->replay_step_ms);
+    *text += fmt::format("  bubble error {} = cost drift {} + model error {} (the replay's bubble {:.2f}%)\n",
+                         ErrorText(bubble_pp, " pp"), ErrorText(100 * (p.bubble_fraction - split->replay_bubble), " pp"),
+                         ErrorText(100 * (split->replay_bubble - m.bubble_fraction), " pp"), 100 * split->replay_bubble);
   }
   JsonOut out;
   out.StartObject().Key("schedule").String(p.schedule).Key("ranks").Int(p.ranks);
@@ -232,6 +236,8 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
   if (split) {
     out.Key("cost_drift_pct").Number(split->cost_drift_pct).Key("model_error_pct").Number(split->model_error_pct);
     out.Key("replay_step_time_ms").Number(split->replay_step_ms);
+    out.Key("replay_bubble_fraction").Number(split->replay_bubble);
+    out.Key("model_bubble_error_pp").Number(100 * (split->replay_bubble - m.bubble_fraction));
   }
   out.Key("per_rank");
   CompareRanks(p, m, text, out);
@@ -405,9 +411,10 @@ int Run(const CompareFlags& f) {
           schedules::TraceFromJson(ReadInputFile(path, kMaxJsonBytes, "a trace"), path).trace;
       const harness::Replay replay =
           harness::ReplayRun(measured, measured.path, trace, path, {}, schedules::kDefaultMaxOps);
-      const double replayed = replay.predictions.front().metrics.step_time_ms;
-      return ErrorSplit{100 * (p.step_time_ms - replayed) / m.step_time_ms,
-                        100 * (replayed - m.step_time_ms) / m.step_time_ms, replayed};
+      const schedules::ScheduleMetrics& replayed = replay.predictions.front().metrics;
+      return ErrorSplit{100 * (p.step_time_ms - replayed.step_time_ms) / m.step_time_ms,
+                        100 * (replayed.step_time_ms - m.step_time_ms) / m.step_time_ms, replayed.step_time_ms,
+                        replayed.bubble_fraction};
     };
   }
   CompareCommon(predicted, measured, f.max_error_pct, split_of, &r);

@@ -40,7 +40,8 @@ checkf "compare the replay: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
   --json "$tmp/p.json" >/dev/null 2>"$tmp/err"
 "$sc" compare "$tmp/p.json" "$tmp/m.json" --trace "$tmp/t.json" --json "$tmp/c.json" >"$tmp/c" 2>"$tmp/err"
 checkf "compare --trace: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
-check "compare --trace: both schedules split" '[[ $(grep -c "= cost drift .* + model error " "$tmp/c") -eq 2 ]]'
+check "compare --trace: both schedules split" '[[ $(grep -c "step-time error .* = cost drift .* + model error " "$tmp/c") -eq 2 ]]'
+check "compare --trace: both bubbles split" '[[ $(grep -c "bubble error .* = cost drift .* + model error .*the replay.s bubble" "$tmp/c") -eq 2 ]]'
 python3 - "$tmp/c.json" <<'PY' || fail=1
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -48,7 +49,10 @@ ok = len(c["schedules"]) == 2
 for s in c["schedules"]:
     step = s["step_time_ms"]["error_pct"]
     ok &= abs(s["cost_drift_pct"] + s["model_error_pct"] - step) < 1e-6 and s["replay_step_time_ms"] > 0
-print("ok" if ok else "FAIL: compare --json: cost_drift_pct + model_error_pct = the step-time error")
+    # The replay's bubble, and its error against the run's own.
+    ok &= 0 <= s["replay_bubble_fraction"] < 1
+    ok &= abs(s["model_bubble_error_pp"] - 100 * (s["replay_bubble_fraction"] - s["bubble_fraction"]["measured"])) < 1e-6
+print("ok" if ok else "FAIL: compare --json: cost_drift_pct + model_error_pct = the step-time error; the replay's bubble")
 sys.exit(0 if ok else 1)
 PY
 
