@@ -170,8 +170,9 @@ void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& t
   }
   for (size_t k = 0; k < traces.size(); ++k) {
     const harness::Prediction& p = predictions[k];
-    outputs.Set(traces[k], schedules::TraceToJson(
-                               schedules::BuildTrace(p.schedule, p.result, scenario.name, "predicted", p.metrics)));
+    schedules::Trace trace = schedules::BuildTrace(p.schedule, p.result, scenario.name, "predicted", p.metrics);
+    trace.costs = costs;
+    outputs.Set(traces[k], schedules::TraceToJson(trace));
   }
 }
 

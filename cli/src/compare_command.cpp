@@ -56,15 +56,7 @@ struct CompareFlags {
   std::string trace_path;     // the measured traces, as execute --trace named them
 };
 
-// A step-time error in two parts (--trace): how much the run's own op and transfer times moved
-// the step against the prediction's costs (prediction − replay), and what the replay of the
-// run's own times still misses (replay − measurement), both in % of the measured step time.
-struct ErrorSplit {
-  double cost_drift_pct = 0;
-  double model_error_pct = 0;
-  double replay_step_ms = 0;
-  double replay_bubble = 0;  // the replay's bubble fraction (its error against the run: the model's)
-};
+using schedules::ErrorSplit;  // a step-time and bubble error in two parts (--trace)
 using SplitOf = std::function<std::optional<ErrorSplit>(const schedules::ScheduleMetrics& predicted,
                                                          const schedules::ScheduleMetrics& measured)>;
 
@@ -222,8 +214,8 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
                          ErrorText(step, "%"), ErrorText(split->cost_drift_pct, "%"),
                          ErrorText(split->model_error_pct, "%"), split->replay_step_ms);
     *text += fmt::format("  bubble error {} = cost drift {} + model error {} (the replay's bubble {:.2f}%)\n",
-                         ErrorText(bubble_pp, " pp"), ErrorText(100 * (p.bubble_fraction - split->replay_bubble), " pp"),
-                         ErrorText(100 * (split->replay_bubble - m.bubble_fraction), " pp"), 100 * split->replay_bubble);
+                         ErrorText(bubble_pp, " pp"), ErrorText(split->cost_drift_pp, " pp"),
+                         ErrorText(split->model_error_pp, " pp"), 100 * split->replay_bubble);
   }
   JsonOut out;
   out.StartObject().Key("schedule").String(p.schedule).Key("ranks").Int(p.ranks);
@@ -237,7 +229,7 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
     out.Key("cost_drift_pct").Number(split->cost_drift_pct).Key("model_error_pct").Number(split->model_error_pct);
     out.Key("replay_step_time_ms").Number(split->replay_step_ms);
     out.Key("replay_bubble_fraction").Number(split->replay_bubble);
-    out.Key("model_bubble_error_pp").Number(100 * (split->replay_bubble - m.bubble_fraction));
+    out.Key("model_bubble_error_pp").Number(split->model_error_pp);
   }
   out.Key("per_rank");
   CompareRanks(p, m, text, out);
@@ -411,10 +403,7 @@ int Run(const CompareFlags& f) {
           schedules::TraceFromJson(ReadInputFile(path, kMaxJsonBytes, "a trace"), path).trace;
       const harness::Replay replay =
           harness::ReplayRun(measured, measured.path, trace, path, {}, schedules::kDefaultMaxOps);
-      const schedules::ScheduleMetrics& replayed = replay.predictions.front().metrics;
-      return ErrorSplit{100 * (p.step_time_ms - replayed.step_time_ms) / m.step_time_ms,
-                        100 * (replayed.step_time_ms - m.step_time_ms) / m.step_time_ms, replayed.step_time_ms,
-                        replayed.bubble_fraction};
+      return schedules::SplitError(p, replay.predictions.front().metrics, m);
     };
   }
   CompareCommon(predicted, measured, f.max_error_pct, split_of, &r);

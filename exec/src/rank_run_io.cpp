@@ -1,6 +1,9 @@
 // RankRun (the rank's record and final weights) <-> bytes, for gathering every rank's measurements on rank 0. Plain native-endian
 // fields: the ranks of one job run the same binary.
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "stagecraft/exec/runtime.h"
 
@@ -58,6 +61,13 @@ class Reader {
 
 }  // namespace
 
+std::string ClockId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(in >> id)) return "";
+  return id;
+}
+
 std::string SerializeRankRun(const RankRun& run) {
   Writer w;
   const schedules::RankRecord& rec = run.record;
@@ -73,6 +83,8 @@ std::string SerializeRankRun(const RankRun& run) {
   w.PutVector(rec.losses);
   w.Put<int64_t>(static_cast<int64_t>(run.final_params.size()));
   for (const auto& p : run.final_params) w.PutVector(p);
+  w.Put(run.clock_origin_ns);
+  w.PutVector(std::vector<char>(run.clock_id.begin(), run.clock_id.end()));
   return w.Take();
 }
 
@@ -92,6 +104,9 @@ RankRun ParseRankRun(const std::string& bytes) {
   rec.losses = r.GetVector<double>();
   const auto stages = r.Get<int64_t>();
   for (int64_t i = 0; i < stages; ++i) run.final_params.push_back(r.GetVector<float>());
+  run.clock_origin_ns = r.Get<int64_t>();
+  const std::vector<char> id = r.GetVector<char>();
+  run.clock_id.assign(id.begin(), id.end());
   SC_CHECK(r.done(), "rank run bytes are well formed");
   return run;
 }

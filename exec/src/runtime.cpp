@@ -87,6 +87,8 @@ class Runner {
     memory_.Start((data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float)) +
                   reporter_.bytes());
     clock_.Start();
+    run_.clock_origin_ns = clock_.start_ns();
+    run_.clock_id = ClockId();
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       Execute(i, ops_[i]);
       mailbox_.AfterOp(i);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -13,12 +14,37 @@
 #include "stagecraft/exec/runtime.h"
 
 namespace stagecraft::harness {
+namespace {
+
+// Moves every time of `rec` by `shift_ns` (an op that did not run keeps its -1s).
+void ShiftRankRecord(int64_t shift_ns, schedules::RankRecord* rec) {
+  if (shift_ns == 0) return;
+  for (schedules::OpTiming& t : rec->ops) {
+    if (t.start_ns >= 0) t.start_ns += shift_ns;
+    if (t.end_ns >= 0) t.end_ns += shift_ns;
+  }
+  for (schedules::MemorySample& m : rec->memory) m.time_ns += shift_ns;
+}
+
+}  // namespace
 
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vector<std::string>& rank_runs,
                                   int64_t memory_bytes) {
   SC_CHECK(static_cast<int>(rank_runs.size()) == s.ranks(), "one run per rank");
   schedules::RunRecord result;
-  for (const std::string& run : rank_runs) result.ranks.push_back(exec::ParseRankRun(run).record);
+  std::vector<exec::RankRun> runs;
+  for (const std::string& run : rank_runs) runs.push_back(exec::ParseRankRun(run));
+  const auto shared = [&](const exec::RankRun& r) {
+    return !r.clock_id.empty() && r.clock_id == runs.front().clock_id && r.clock_origin_ns >= 0;
+  };
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (const exec::RankRun& r : runs) {
+    if (shared(r)) origin = std::min(origin, r.clock_origin_ns);
+  }
+  for (exec::RankRun& r : runs) {
+    if (shared(r)) ShiftRankRecord(r.clock_origin_ns - origin, &r.record);
+    result.ranks.push_back(std::move(r.record));
+  }
   schedules::FinishRunRecord(s, memory_bytes, &result);  // as the simulator does
   return result;
 }

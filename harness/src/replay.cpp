@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <cmath>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/stats.h"
+#include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/cost_models.h"
@@ -78,6 +80,9 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   if (!same_run) return base;
   base.op_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
+  base.overhead_ns = base.op_ns;
+  // Where each compute op started on its rank, to find the op an overhead gap ends at.
+  std::vector<std::unordered_map<int64_t, int>> started(schedule.ops.size());
   for (const schedules::TraceOp& op : trace.ops) {
     const bool timed = schedules::IsCompute(op.op.kind) || op.op.kind == OpKind::kStep;
     if (op.stream != schedules::Stream::kCompute || !timed) continue;
@@ -92,6 +97,19 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
                                    op.op.microbatch, schedule.name));
     }
     base.op_ns[op.rank][op.op_index] = op.duration_ns;
+    base.overhead_ns[op.rank][op.op_index] = 0;  // unless a gap says otherwise
+    started[op.rank][op.start_ns] = op.op_index;
+  }
+  // The runtime's work before each op as it happened (the overhead part of the gap before it),
+  // so a stall of the machine on one op stays on that op instead of spreading over all of them.
+  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(trace, true);
+  for (size_t r = 0; r < split.size() && r < started.size(); ++r) {
+    for (const schedules::GapInterval& gap : split[r].gaps) {
+      if (gap.cause != schedules::GapCause::kOverhead) continue;
+      if (const auto at = started[r].find(gap.end_ns); at != started[r].end()) {
+        base.overhead_ns[r][at->second] += gap.end_ns - gap.start_ns;
+      }
+    }
   }
   // Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV
   // of one edge, paired by it.

@@ -237,6 +237,7 @@ class HeaderReader {
 
   void Read(Trace* trace) const {
     String("source", &trace->source);
+    String("costs", &trace->costs);
     String("scenario", &trace->scenario);
     String("schedule", &trace->schedule);
     if (const int microbatches = Positive("microbatches"); microbatches > 0) trace->microbatches = microbatches;

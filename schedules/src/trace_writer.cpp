@@ -96,10 +96,12 @@ void WriteCounter(JsonWriter& w, const TraceCounter& c) {
   w.EndObject();
 }
 
-// "stagecraft": {source, scenario, schedule, microbatches, [ranks, chunks, placement,] summary}.
+// "stagecraft": {source, [costs,] scenario, schedule, microbatches, [ranks, chunks, placement,] summary}.
 void WriteHeader(JsonWriter& w, const Trace& trace) {
   w.StartObject();
-  WriteMembers(w, {{"source", trace.source}, {"scenario", trace.scenario}, {"schedule", trace.schedule}});
+  WriteMembers(w, {{"source", trace.source}});
+  if (!trace.costs.empty()) WriteMembers(w, {{"costs", trace.costs}});
+  WriteMembers(w, {{"scenario", trace.scenario}, {"schedule", trace.schedule}});
   WriteMembers(w, {{"microbatches", trace.microbatches}});
   if (const std::optional<Shape>& shape = trace.shape) {
     WriteMembers(w, {{"ranks", shape->ranks}, {"chunks", shape->chunks}});

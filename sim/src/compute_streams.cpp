@@ -111,7 +111,8 @@ void ComputeStreams::Advance(int rank) {
     // The receiver's copy ends the transfer; the runtime's work owed since the last op follows.
     const int64_t in_hand =
         std::max(stream.free_ns, now) + (schedules::IsCompute(op.kind) ? hooks_->InputCopyNs(rank, op) : 0);
-    const int64_t start = in_hand + stream.owed_ns;
+    const int64_t measured_overhead = costs_.MeasuredOverheadNs(rank, index);
+    const int64_t start = in_hand + (measured_overhead >= 0 ? measured_overhead : stream.owed_ns);
     stream.owed_ns = 0;
     record_->ranks[rank].ops[index] = {start, start + duration};
     hooks_->ComputeStarted(rank, index, op, in_hand);

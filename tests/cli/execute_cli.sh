@@ -56,6 +56,19 @@ for s in m["schedules"]:
     need(any(e.get("ph") == "C" for e in meas["traceEvents"]), f"{n}: memory counters")
     xs = [e for e in meas["traceEvents"] if e.get("ph") == "X"]
     need(min(e["ts"] for e in xs) >= 0 and all(e["dur"] >= 0 for e in xs), f"{n}: times aligned at 0, durations >= 0")
+    # One clock for the 4 processes (oversubscribed: some leave the set-up late): no op starts
+    # before the op on another rank whose output it needs has ended (F after the previous
+    # stage's F, B or I after the next stage's B or I).
+    run = {(e["args"]["kind"], e["args"]["stage"], e["args"]["microbatch"], e["args"]["step"]): e
+           for e in xs if e["tid"] == 0}
+    early = 0.0
+    for (kind, stage, mb, step), e in run.items():
+        producers = [("F", stage - 1)] if kind == "F" else [(k, stage + 1) for k in ("B", "I")] if kind in ("B", "I") else []
+        for pk, ps in producers:
+            p = run.get((pk, ps, mb, step))
+            if p is not None and p["pid"] != e["pid"]:
+                early = max(early, p["ts"] + p["dur"] - e["ts"])
+    need(early <= 0.001, f"{n}: an op started {early:.3f} us before its input's producer on another rank ended")
 # Flush schedules train the same model on the same batches: the same losses (to fp32 noise).
 flush = [s["losses"] for s in m["schedules"] if s["schedule"] in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")]
 need(all(abs(a - b) <= 1e-5 * abs(b) for l in flush for a, b in zip(l, flush[0])), "flush schedules agree on losses")

@@ -18,7 +18,7 @@ small=(--set pipeline.schedule=1f1b --set model.mlp.hidden=256 --set pipeline.mi
 "$sc" simulate "$scenario" "${small[@]}" --trace "$tmp/p.json" >/dev/null 2>"$tmp/err"
 checkf "simulate writes the predicted trace" '[[ -s "$tmp/p.json" ]]' "$tmp/err"
 timeout 300 "$root/scripts/mpirun.sh" 2 "$sc" execute "$scenario" "${small[@]}" --trace "$tmp/m.json" \
-  >/dev/null 2>"$tmp/err"
+  --json "$tmp/run.json" >/dev/null 2>"$tmp/err"
 checkf "execute writes the measured trace" '[[ -s "$tmp/m.json" ]]' "$tmp/err"
 
 # shot NAME OUT.png TRACE...: runs the viewer under Xvfb; rc in $rc, stderr in $tmp/NAME.err
@@ -81,6 +81,17 @@ PY
 shot real "$tmp/real.png" "$tmp/p.json" "$tmp/m.json"
 checkf "overlay of the executor's trace: exit 0, a picture, nothing on stderr" \
   '[[ $rc -eq 0 && -s "$tmp/real.png" && ! -s "$tmp/real.err" ]]' "$tmp/real.err"
+# The run's replay (its own op times) opens beside it and the prediction, as a block of its own
+# under theirs: more filled F than the overlay alone has, and nothing on stderr.
+"$sc" replay "$tmp/run.json" --trace "$tmp/m.json" --trace-out "$tmp/r.json" >/dev/null 2>"$tmp/err"
+checkf "replay writes its trace" '[[ -s "$tmp/r.json" ]]' "$tmp/err"
+shot replay "$tmp/replay.png" "$tmp/p.json" "$tmp/m.json" "$tmp/r.json"
+checkf "prediction, measurement and replay: exit 0, nothing on stderr" \
+  '[[ $rc -eq 0 && -s "$tmp/replay.png" && ! -s "$tmp/replay.err" ]]' "$tmp/replay.err"
+read -r _ _ _ f_real _ < <(png_check "$tmp/real.png" 2>/dev/null) || true
+read -r _ _ _ f_replay _ < <(png_check "$tmp/replay.png" 2>/dev/null) || true
+check "the replay's block adds its F ops (${f_real:-0} -> ${f_replay:-0} F-blue px)" \
+  '[[ "${f_replay:-0}" -gt $(( ${f_real:-0} + 500 )) ]]'
 # The pixel counts need a timeline that does not depend on how loaded the machine was during the
 # run: the prediction itself as the measured trace (the same ops at the same times).
 python3 - "$tmp/p.json" "$tmp/d.json" <<'PY'

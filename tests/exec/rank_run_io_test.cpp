@@ -21,6 +21,8 @@ TEST(RankRunIoTest, RoundTripKeepsEveryField) {
   rec.oom = true;
   rec.losses = {0.5, 0.25};
   run.final_params = {{1.5f, -2.0f}, {3.0f}};
+  run.clock_origin_ns = 123'456'789;
+  run.clock_id = "5f1c0a7e-boot";
   const RankRun back_run = ParseRankRun(SerializeRankRun(run));
   const schedules::RankRecord& back = back_run.record;
   ASSERT_EQ(back.ops.size(), 3u);
@@ -36,6 +38,15 @@ TEST(RankRunIoTest, RoundTripKeepsEveryField) {
   EXPECT_TRUE(back.oom);
   EXPECT_EQ(back.losses, rec.losses);
   EXPECT_EQ(back_run.final_params, run.final_params);
+  EXPECT_EQ(back_run.clock_origin_ns, 123'456'789);
+  EXPECT_EQ(back_run.clock_id, "5f1c0a7e-boot");
+}
+
+// This machine's clock id: a Linux kernel's boot id (a UUID), the same for every call.
+TEST(RankRunIoTest, ClockIdIsTheBootId) {
+  const std::string id = ClockId();
+  EXPECT_EQ(id.size(), 36u);
+  EXPECT_EQ(id, ClockId());
 }
 
 TEST(RankRunIoTest, TruncatedBytesFailTheCheck) {

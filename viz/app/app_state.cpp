@@ -1,6 +1,5 @@
-// Opening traces and pairing them: each measured trace overlays the first predicted trace of
-// the same schedule; one that cannot (different schedule) is refused with a message and still
-// shows side by side.
+// Opening traces and pairing them into blocks (GroupTraces, groups.h); an overlay refused is a
+// message, and its traces still show side by side.
 #include "app_state.h"
 
 #include <algorithm>
@@ -10,8 +9,6 @@
 
 namespace stagecraft::viz::app {
 namespace {
-
-bool IsMeasured(const OpenTrace& t) { return t.data->trace.source == "measured"; }
 
 // One line on stderr. An overlay refused is a warning there (the traces still show side by
 // side), though the window shows it as an error.
@@ -26,59 +23,14 @@ void PrintOnce(const std::vector<Message>& before, const Message& m) {
   Print(m, false);
 }
 
-// Pairs measured traces with predicted ones of the same schedule; `used` marks paired traces.
-void PairSameSchedule(AppState* s, std::vector<bool>* used, std::vector<Message>* messages) {
-  const int n = static_cast<int>(s->traces.size());
-  for (int m = 0; m < n; ++m) {
-    if (!IsMeasured(s->traces[m])) continue;
-    for (int p = 0; p < n; ++p) {
-      const OpenTrace& pt = s->traces[p];
-      if ((*used)[p] || IsMeasured(pt) || pt.data->trace.schedule != s->traces[m].data->trace.schedule) continue;
-      Overlay overlay = MatchTraces(*pt.data, *s->traces[m].data);
-      if (!overlay.error.empty()) {
-        messages->push_back({overlay.error, true});
-        continue;
-      }
-      s->groups.push_back({p, m, std::move(overlay)});
-      (*used)[p] = (*used)[m] = true;
-      break;
-    }
-  }
-}
-
-// A measured trace left alone while a predicted one is also alone: the user likely meant to
-// overlay them, so say why not (MatchTraces words the refusal).
-void ExplainUnpaired(AppState* s, const std::vector<bool>& used, std::vector<Message>* messages) {
-  const int n = static_cast<int>(s->traces.size());
-  int lone_predicted = -1;
-  for (int p = 0; p < n && lone_predicted < 0; ++p) {
-    if (!used[p] && !IsMeasured(s->traces[p])) lone_predicted = p;
-  }
-  if (lone_predicted < 0) return;
-  for (int m = 0; m < n; ++m) {
-    if (used[m] || !IsMeasured(s->traces[m])) continue;
-    Overlay overlay = MatchTraces(*s->traces[lone_predicted].data, *s->traces[m].data);
-    if (!overlay.error.empty()) messages->push_back({overlay.error, true});
-  }
-}
-
 void Regroup(AppState* s) {
   std::vector<Message> before = std::move(s->overlay_messages);
   s->overlay_messages.clear();
-  s->groups.clear();
-  std::vector<bool> used(s->traces.size(), false);
-  PairSameSchedule(s, &used, &s->overlay_messages);
-  ExplainUnpaired(s, used, &s->overlay_messages);
-  for (int i = 0; i < static_cast<int>(s->traces.size()); ++i) {
-    if (used[i]) continue;
-    Group g;
-    (IsMeasured(s->traces[i]) ? g.measured : g.predicted) = i;
-    s->groups.push_back(std::move(g));
-  }
-  // Blocks in the order their first trace was opened.
-  auto first = [](const Group& g) { return g.Overlaid() ? std::min(g.predicted, g.measured) : g.Lone(); };
-  std::stable_sort(s->groups.begin(), s->groups.end(),
-                   [&](const Group& a, const Group& b) { return first(a) < first(b); });
+  std::vector<const LoadedTrace*> traces;
+  for (const OpenTrace& t : s->traces) traces.push_back(t.data.get());
+  Grouping grouping = GroupTraces(traces);
+  s->groups = std::move(grouping.groups);
+  for (std::string& text : grouping.messages) s->overlay_messages.push_back({std::move(text), true});
   for (const Message& m : s->overlay_messages) PrintOnce(before, m);
   s->jump = {};
 }

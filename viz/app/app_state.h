@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/viz/groups.h"
 #include "stagecraft/viz/overlay.h"
 #include "stagecraft/viz/timeline.h"
 #include "stagecraft/viz/trace_set.h"
@@ -18,15 +19,7 @@ struct OpenTrace {
   std::shared_ptr<const LoadedTrace> data;  // its summary: data->trace.summary
 };
 
-// One block of lanes on the shared time axis: one schedule, either a lone trace or a predicted
-// and a measured trace overlaid (matched by (rank, op_index)).
-struct Group {
-  int predicted = -1;  // index into AppState::traces; a lone trace that is not "measured" sits here
-  int measured = -1;
-  Overlay overlay;     // meaningful when Overlaid()
-  bool Overlaid() const { return predicted >= 0 && measured >= 0; }
-  int Lone() const { return predicted >= 0 ? predicted : measured; }
-};
+using viz::Group;  // a block of lanes (groups.h)
 
 struct Message {
   std::string text;  // one line

@@ -185,6 +185,8 @@ void DrawHeader(const AppState& s, int gi, const Canvas& c, float top) {
   if (g.Overlaid()) {
     text += s.toggles.sub_lanes ? "   predicted (upper sub-lane) vs measured (lower)"
                                 : "   predicted (outline) vs measured (filled)";
+  } else if (g.replay_block) {
+    text += "   replay of the measured run above, from its own op and transfer times";
   } else {
     text += "   " + (ref.trace.source.empty() ? std::string("trace") : ref.trace.source);
   }

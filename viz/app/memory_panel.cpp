@@ -26,7 +26,7 @@ const Group* GroupOf(const AppState& s, int trace) {
 
 std::string TraceName(const AppState& s, int i) {
   const auto& t = s.traces[i].data->trace;
-  return t.schedule + " " + t.source;
+  return t.schedule + " " + SourceLabel(t);
 }
 
 // The highest memory in each pixel column of `view` (NaN where the trace has no value).

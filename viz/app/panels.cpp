@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "format.h"
 #include "stagecraft/base/stats.h"
@@ -44,7 +45,7 @@ void SummaryRow(const OpenTrace& t) {
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(t.data->trace.schedule.c_str());
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(t.data->trace.source.c_str());
+  ImGui::TextUnformatted(SourceLabel(t.data->trace).c_str());
   if (!summary) {
     ImGui::TableNextColumn();
     ImGui::TextDisabled("no summary in this trace");
@@ -88,6 +89,26 @@ void ErrorRow(const std::optional<ScheduleMetrics>& predicted, const std::option
   ImGui::TextColored(kErrorText, "%s", busy.c_str());
   ImGui::TableNextColumn();
   ImGui::TextColored(kErrorText, "%s", memory.c_str());
+}
+
+// The error in two parts (schedules::SplitError, as `compare --trace` splits it): the run's own
+// op times against the prediction's costs, and what the replay of them still misses.
+void SplitRows(const std::optional<ScheduleMetrics>& predicted, const std::optional<ScheduleMetrics>& replay,
+               const std::optional<ScheduleMetrics>& measured) {
+  if (!predicted || !replay || !measured) return;
+  const schedules::ErrorSplit e = schedules::SplitError(*predicted, *replay, *measured);
+  for (const auto& [label, step, bubble] : {std::tuple{"cost drift", e.cost_drift_pct, e.cost_drift_pp},
+                                           std::tuple{"model error", e.model_error_pct, e.model_error_pp}}) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TableNextColumn();
+    ImGui::TextColored(kErrorText, "%s", label);
+    ImGui::TableNextColumn();
+    ImGui::TextColored(kErrorText, "%+.1f%%", step);
+    ImGui::TableNextColumn();
+    ImGui::TableNextColumn();
+    ImGui::TextColored(kErrorText, "%+.1f pp", bubble);
+  }
 }
 
 void DisagreementTable(AppState* s, int gi) {
@@ -134,10 +155,16 @@ void DrawSummaryPanel(const AppState& state) {
   }
   ImGui::TableHeadersRow();
   for (const Group& g : state.groups) {
+    if (g.replay_block) continue;  // its rows are its overlay's
     if (g.predicted >= 0) SummaryRow(state.traces[g.predicted]);
     if (g.measured >= 0) SummaryRow(state.traces[g.measured]);
     if (g.Overlaid()) {
       ErrorRow(state.traces[g.predicted].data->trace.summary, state.traces[g.measured].data->trace.summary);
+    }
+    if (g.replay >= 0) {
+      SummaryRow(state.traces[g.replay]);
+      SplitRows(state.traces[g.predicted].data->trace.summary, state.traces[g.replay].data->trace.summary,
+                state.traces[g.measured].data->trace.summary);
     }
   }
   ImGui::EndTable();

@@ -54,7 +54,7 @@ void DrawOpTooltip(const AppState& s, const Hover& hover) {
   if (k >= 0) {
     OverlayRows(s, g, k);
   } else {
-    TimeRow(t.trace.source.c_str(), op.start_ns - ShiftNs(s, g, hover.trace), op.duration_ns);
+    TimeRow(SourceLabel(t.trace).c_str(), op.start_ns - ShiftNs(s, g, hover.trace), op.duration_ns);
     if (g.Overlaid()) ImGui::TextDisabled("no matching op in the other trace");
   }
   ImGui::EndTooltip();

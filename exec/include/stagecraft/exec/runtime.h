@@ -132,14 +132,23 @@ struct RunHooks {
   bool keep_final_params = false;
 };
 
-// What one rank measured: its part of the run record (times are ns since the run's start,
-// which every rank takes as the set-up rounds end, so clocks are aligned at start) and, when
-// RunHooks::keep_final_params asks, the newest weights of each local stage (by chunk), which
-// tests compare with a reference.
+// What one rank measured: its part of the run record (times are ns since its op clock started,
+// which every rank does as the set-up rounds end) and, when RunHooks::keep_final_params asks,
+// the newest weights of each local stage (by chunk), which tests compare with a reference.
+// A rank leaves the set-up rounds when the system lets it: on a loaded machine one rank may
+// start its clock milliseconds after another. So each rank also says when its clock started on
+// the device's monotonic clock and which machine's clock that is (ClockId); harness's
+// JoinRankRuns puts the ranks that share one clock on a common origin.
 struct RankRun {
   schedules::RankRecord record;
   std::vector<std::vector<float>> final_params;
+  int64_t clock_origin_ns = -1;  // Device::NowNs() when the op clock started; -1: unknown
+  std::string clock_id;          // ClockId() of the rank's machine; empty: unknown
 };
+
+// The running kernel's boot id (/proc/sys/kernel/random/boot_id): processes that report the
+// same one read the same monotonic clock, which Device::NowNs() is. Empty when unreadable.
+std::string ClockId();
 
 // Runs `schedule` (lowered and valid) on this rank. Every rank of the transport takes part in
 // its set-up: the stages are built, then SetupRounds (setup_rounds.h) end the set-up on every

@@ -23,6 +23,9 @@ struct MeasuredSchedule {
 // The ranks' records of one run joined into one RunRecord over the run's span (its first op to
 // its last compute op or STEP, as in the simulator). `rank_runs`: every rank's
 // SerializeRankRun, in rank order; with `memory_bytes` > 0 a rank above it is marked OOM.
+// The ranks that read rank 0's clock (the same RankRun::clock_id) are put on one origin, the
+// earliest of their clock starts, so that a rank that left the set-up late does not see its
+// inputs arrive before they were sent; ranks on other machines keep the set-up's alignment.
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& schedule, const std::vector<std::string>& rank_runs,
                                   int64_t memory_bytes);
 

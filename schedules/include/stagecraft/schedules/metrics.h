@@ -121,6 +121,22 @@ struct MetricsFile {
   const ScheduleMetrics* Find(const std::string& schedule) const;
 };
 
+// A prediction's error against a measured run, in two parts, by way of the run's replay from its
+// own op and transfer times (`stagecraft replay`): the cost drift (prediction − replay: the run's
+// ops took other times than the prediction's costs) and the model's error (replay − measurement:
+// what the simulator's model of the schedule misses). Step-time parts in % of the measured step
+// time, bubble parts in percentage points; each pair adds up to the whole error. `compare
+// --trace` and the viewer's summary both use it.
+struct ErrorSplit {
+  double cost_drift_pct = 0;
+  double model_error_pct = 0;
+  double cost_drift_pp = 0;   // of the bubble
+  double model_error_pp = 0;
+  double replay_step_ms = 0;
+  double replay_bubble = 0;   // the replay's bubble fraction
+};
+ErrorSplit SplitError(const ScheduleMetrics& predicted, const ScheduleMetrics& replay, const ScheduleMetrics& measured);
+
 // Per stage, the median duration of the run's F, B, I, W and STEP ops (StageCostMetrics).
 std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRecord& result);
 

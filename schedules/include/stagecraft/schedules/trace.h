@@ -38,6 +38,9 @@ struct TraceCounter {
 
 struct Trace {
   std::string source;     // "predicted" | "measured"
+  // A predicted trace's cost model, as its metrics file's `costs` ("replay:TRACE" for a replay of
+  // a measured run); empty when not stated (a measured trace, an older file).
+  std::string costs;
   std::string scenario;   // scenario name
   std::string schedule;   // schedule name
   int microbatches = 1;   // per step, to print action strings

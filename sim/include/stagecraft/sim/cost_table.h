@@ -86,6 +86,10 @@ struct CostTable {
   // Measured durations of individual compute ops (a replayed run, `stagecraft replay`): by rank
   // and op index in the rank's IR list, -1 where the stage's cost applies. Empty: none.
   std::vector<std::vector<int64_t>> op_ns;
+  // The runtime's work measured before individual compute ops (a replayed run: the overhead part
+  // of the gap before each, schedules::SplitBubbles), by rank and op index, in place of the owed
+  // per-op overhead; -1 or empty: OverheadOf(rank) per op.
+  std::vector<std::vector<int64_t>> overhead_ns;
   // And of its transfers: by the SEND's rank and op index, from both ends posted to the
   // receiver seeing the data (no link shared); -1 or empty: modelled.
   std::vector<std::vector<int64_t>> transfer_ns;
@@ -97,6 +101,7 @@ struct CostTable {
   // The measured duration of op `index` of `rank` (op_ns, or transfer_ns for a SEND), or -1.
   int64_t MeasuredOpNs(int rank, int index) const { return At(op_ns, rank, index); }
   int64_t MeasuredTransferNs(int rank, int index) const { return At(transfer_ns, rank, index); }
+  int64_t MeasuredOverheadNs(int rank, int index) const { return At(overhead_ns, rank, index); }
 
   int64_t OverheadOf(int rank) const {
     return rank >= 0 && rank < static_cast<int>(rank_op_overhead_ns.size()) ? rank_op_overhead_ns[rank]
