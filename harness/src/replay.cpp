@@ -17,6 +17,7 @@
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/layer_split.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 
@@ -142,6 +143,38 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   return base;
 }
 
+std::vector<schedules::StageCostMetrics> RestageCosts(const std::vector<schedules::StageCostMetrics>& run,
+                                                      const std::vector<int>& run_layers,
+                                                      const std::vector<int>& layers) {
+  int total = 0, run_total = 0;
+  for (int n : layers) total += n;
+  for (int n : run_layers) run_total += n;
+  if (run.size() != run_layers.size() || total != run_total) {
+    throw InputError(fmt::format("the run's {} stages hold {} layers, the schedule's {} stages {}: replay moves "
+                                 "per-layer times between splits of the same layers",
+                                 run.size(), run_total, layers.size(), total));
+  }
+  // Each layer's share of its run stage's passes, in model order.
+  std::vector<schedules::StageCostMetrics> per_layer;
+  for (size_t j = 0; j < run.size(); ++j) {
+    schedules::StageCostMetrics share;
+    for (const schedules::StageCostField& field : schedules::kStageCostFields) {
+      share.*field.field = run[j].*field.field / run_layers[j];
+    }
+    per_layer.insert(per_layer.end(), static_cast<size_t>(run_layers[j]), share);
+  }
+  std::vector<schedules::StageCostMetrics> out(layers.size());
+  size_t next = 0;
+  for (size_t s = 0; s < layers.size(); ++s) {
+    for (int k = 0; k < layers[s]; ++k, ++next) {
+      for (const schedules::StageCostField& field : schedules::kStageCostFields) {
+        out[s].*field.field += per_layer[next].*field.field;
+      }
+    }
+  }
+  return out;
+}
+
 Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path, const schedules::Trace& trace,
                  const std::string& trace_path, const std::vector<std::string>& sets, int64_t max_ops) {
   if (run.source != "measured") {
@@ -165,6 +198,7 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   }
   std::vector<std::string> all = run.overrides;
   all.push_back("pipeline.schedule=" + trace.schedule);
+  const sim::Scenario ran = sim::LoadScenario(*run.scenario_file, all);  // as it ran, for its layer split
   all.insert(all.end(), sets.begin(), sets.end());
   replay.scenario = sim::LoadScenario(*run.scenario_file, all);
   const sim::Scenario& sc = replay.scenario;
@@ -175,7 +209,13 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   for (schedules::Schedule& s : ScenarioSchedules(sc.pipeline, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
                           s.ranks() == m.ranks && s.shape.chunks == m.chunks;
-    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), m, trace, trace_path, same_run);
+    schedules::ScheduleMetrics run = m;
+    if (static_cast<int>(m.stage_costs.size()) != s.stages()) {
+      // Another number of stages (chunks or ranks): the run's times per layer, split anew.
+      run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, static_cast<int>(m.stage_costs.size())),
+                                     sim::StageLayers(sc, s.stages()));
+    }
+    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace, trace_path, same_run);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

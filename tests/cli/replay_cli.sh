@@ -61,8 +61,25 @@ checkf "what-if: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "what-if: the other schedules from the run's medians" '[[ $(grep -c "what-if, from the run.s median pass times" "$tmp/out") -eq 2 ]]'
 
 expect_error "a predicted file" "source is 'predicted': replay needs a measured run" replay "$tmp/r.json" --trace "$tmp/t.1f1b.json"
-expect_error "another shape" "replay predicts schedules of the measured run's stages" \
-  replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set pipeline.schedule=interleaved --set pipeline.chunks=2
+# Another number of stages (interleaved's 2 chunks: 4 stages of 2 layers from the run's 2 of 4):
+# each new stage gets half of its run stage's pass times.
+"$sc" replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set pipeline.schedule=interleaved --set pipeline.chunks=2 \
+  --json "$tmp/ri.json" >"$tmp/out" 2>"$tmp/err"
+checkf "what-if on 4 stages: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/m.json" "$tmp/ri.json" <<'PY' || fail=1
+import json, sys
+run = next(s for s in json.load(open(sys.argv[1]))["schedules"] if s["schedule"] == "1f1b")["stages"]
+new = json.load(open(sys.argv[2]))["schedules"][0]["stages"]
+ok = len(run) == 2 and len(new) == 4
+for s in range(4):
+    for key in ("forward_ms", "backward_ms", "step_ms"):
+        ok &= abs(new[s][key] - run[s // 2][key] / 2) <= 1e-5 + 1e-4 * run[s // 2][key]
+print("ok" if ok else f"FAIL: restaged pass times: run {run}, interleaved {new}")
+sys.exit(0 if ok else 1)
+PY
+expect_error "another layer count" "replay moves per-layer times between splits of the same layers" \
+  replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set pipeline.schedule=interleaved --set pipeline.chunks=2 \
+  --set model.mlp.layers=12
 sed 's/"scenario_file":"[^"]*",//' "$tmp/m.json" >"$tmp/old.json"
 expect_error "a run without its scenario" "does not say which scenario it ran" replay "$tmp/old.json" --trace "$tmp/t.1f1b.json"
 expect_error "a missing trace" "rt-missing.json" replay "$tmp/m.json" --trace "$tmp/rt-missing.json"

@@ -32,6 +32,16 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
                            const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
                            const std::string& trace_path, bool same_run);
 
+// The run's per-stage pass medians (`run`, its stages holding `run_layers` layers each, in model
+// order) over another split of the same layers (`layers`): each layer takes an equal share of
+// its run stage's time for every pass, and a stage of the new split sums the shares of its
+// layers. What a stage does beside its layers (the first stage's input copy, the last stage's
+// loss) is spread over that stage's layers the same way. Throws InputError when the two splits
+// are not of the same number of layers.
+std::vector<schedules::StageCostMetrics> RestageCosts(const std::vector<schedules::StageCostMetrics>& run,
+                                                      const std::vector<int>& run_layers,
+                                                      const std::vector<int>& layers);
+
 // A measured run replayed: the scenario it ran (`run`'s scenario_file and overrides), the
 // trace's schedule unless `sets` names others, then `sets`; every schedule predicted with
 // ReplayCosts, op for op where it is the trace's run. Throws InputError when `run` is not a
