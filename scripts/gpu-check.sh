@@ -5,7 +5,9 @@
 #      cannot use; see `stagecraft devices --help`);
 #   2. ctest -L gpu (no gpu test may skip here);
 #   3. profile -> simulate -> execute -> compare on the cuda backend, as scripts/run.sh chains
-#      them, for scenarios/mlp-gpu.yaml and scenarios/gpt-gpu.yaml;
+#      them, for scenarios/mlp-gpu.yaml and scenarios/gpt-gpu.yaml; compare --trace splits each
+#      error into the run's cost drift and the model's error (issue 31's protocol), and a
+#      what-if replays the run's 1F1B into every schedule and compares with their runs;
 #   4. the GPU benchmarks: tests/bench/cuda_bench (each layer op's GEMM rate against bare
 #      cuBLAS, target >= 0.6; the runtime's cost per op, target <= 10 us) and, with 2 GPUs,
 #      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging).
@@ -112,9 +114,20 @@ for scenario in "$root/scenarios/mlp-gpu.yaml" "$root/scenarios/gpt-gpu.yaml"; d
   step "$name: execute" "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" --backend cuda \
     "${with_profile[@]}" --json "$d/measured.json" --trace "$d/measured.trace.json"
   if [[ $dry -eq 1 || ( -s "$d/predicted.json" && -s "$d/measured.json" ) ]]; then
-    step "$name: compare" "$sc" compare "$d/predicted.json" "$d/measured.json" --json "$d/compare.json"
+    step "$name: compare" "$sc" compare "$d/predicted.json" "$d/measured.json" --trace "$d/measured.trace.json" \
+      --json "$d/compare.json"
   else
     blocked "$name: compare" "needs predicted.json and measured.json"
+  fi
+  # What-if: the run's 1F1B alone predicts every schedule of the same run (replay --set), which
+  # was executed minutes later on the same GPU.
+  if [[ $dry -eq 1 || -s "$d/measured.trace.1f1b.json" ]]; then
+    step "$name: what-if" "$sc" replay "$d/measured.json" --trace "$d/measured.trace.1f1b.json" \
+      --set pipeline.schedule=all --json "$d/whatif.json"
+    [[ $dry -eq 1 || -s "$d/whatif.json" ]] &&
+      step "$name: what-if compare" "$sc" compare "$d/whatif.json" "$d/measured.json" --json "$d/whatif-compare.json"
+  else
+    blocked "$name: what-if" "needs the run's 1f1b trace"
   fi
 done
 

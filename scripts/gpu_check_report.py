@@ -84,14 +84,20 @@ def compare_section(out, scenario, checks):
     c = load_json(os.path.join(out, scenario, "compare.json"))
     if c is None:
         return []
+    whatif = load_json(os.path.join(out, scenario, "whatif-compare.json")) or {}
+    whatif = {s["schedule"]: s["step_time_ms"].get("error_pct") for s in whatif.get("schedules", [])}
+    pct = lambda x: "-" if x is None else f"{x:+.1f}%"
     lines = [f"## {scenario}: predicted vs measured", "",
-             "| schedule | predicted step (ms) | measured step (ms) | error | bubble predicted | bubble measured |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+             "Step-time error = cost drift (the run's own op times against the prediction's) + model error "
+             "(their replay against the run); what-if: the run's 1F1B replayed into the schedule, against its run.", "",
+             "| schedule | predicted step (ms) | measured step (ms) | error | cost drift | model error | what-if error "
+             "| bubble predicted | bubble measured |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in c.get("schedules", []):
         st, bf = s["step_time_ms"], s["bubble_fraction"]
-        err = "-" if st.get("error_pct") is None else f"{st['error_pct']:+.1f}%"
-        lines.append(f"| {s['schedule']} | {st['predicted']:.3f} | {st['measured']:.3f} | {err} | "
-                     f"{100 * bf['predicted']:.1f}% | {100 * bf['measured']:.1f}% |")
+        lines.append(f"| {s['schedule']} | {st['predicted']:.3f} | {st['measured']:.3f} | {pct(st.get('error_pct'))} | "
+                     f"{pct(s.get('cost_drift_pct'))} | {pct(s.get('model_error_pct'))} | "
+                     f"{pct(whatif.get(s['schedule']))} | {100 * bf['predicted']:.1f}% | {100 * bf['measured']:.1f}% |")
     missing = c.get("only_in_predicted", [])
     checks.append((f"{scenario}: every schedule measured", "fail" if missing else "pass",
                    ("not measured: " + ", ".join(missing)) if missing else f"{len(c.get('schedules', []))} schedules"))

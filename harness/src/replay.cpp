@@ -13,6 +13,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/stats.h"
+#include "stagecraft/harness/calibrate.h"
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
@@ -23,9 +24,45 @@
 
 namespace stagecraft::harness {
 
+schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedules::Trace& trace,
+                              const std::string& trace_path) {
+  schedules::RunRecord record;
+  for (const std::vector<schedules::Op>& ops : schedule.ops) record.ranks.push_back({std::vector<schedules::OpTiming>(ops.size())});
+  for (const schedules::TraceOp& op : trace.ops) {
+    if (op.stream == schedules::Stream::kCollective) continue;  // a REDUCE_GRAD's own lane
+    const bool fits = op.rank >= 0 && op.rank < schedule.ranks() && op.op_index >= 0 &&
+                      op.op_index < static_cast<int>(schedule.ops[op.rank].size());
+    const schedules::Op* ir = fits ? &schedule.ops[op.rank][op.op_index] : nullptr;
+    if (ir == nullptr || ir->kind != op.op.kind || ir->stage != op.op.stage || ir->microbatch != op.op.microbatch ||
+        ir->step != op.op.step) {
+      throw InputError(fmt::format("{}: rank {} op {} ({} of stage {}, microbatch {}) is not {}'s op at that index: the "
+                                   "trace is not of this schedule as the scenario lowers it",
+                                   trace_path, op.rank, op.op_index, schedules::KindName(op.op.kind), op.op.stage,
+                                   op.op.microbatch, schedule.name));
+    }
+    record.ranks[op.rank].ops[op.op_index] = {op.start_ns, op.start_ns + op.duration_ns};
+  }
+  schedules::FinishRunRecord(schedule, 0, &record);
+  return record;
+}
+
+RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
+                         const schedules::Trace& trace, const std::string& trace_path, const sim::CostTable& medians) {
+  const schedules::RunRecord record = RecordOf(ran, trace, trace_path);
+  RunVariation v;
+  if (std::vector<int64_t> waited = WaitedTransfers(ran, record); !waited.empty()) {
+    std::nth_element(waited.begin(), waited.begin() + static_cast<std::ptrdiff_t>(waited.size() / 2), waited.end());
+    v.waited_transfer_ns = waited[waited.size() / 2];
+  }
+  JitterSums jitter;
+  AddJitter(ran, record, medians, measured.steps > 1 ? 1 : 0, &jitter);  // step 0 starts cold
+  v.op_time_cv = jitter.Cv();
+  return v;
+}
+
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
-                           const std::string& trace_path, bool same_run) {
+                           const std::string& trace_path, bool same_run, const RunVariation& variation) {
   using schedules::OpKind;
   const int stages = schedule.stages();
   if (static_cast<int>(measured.stage_costs.size()) != stages) {
@@ -78,32 +115,40 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   base.op_time_cv = 0;
   base.op_ns.clear();
-  if (!same_run) return base;
+  if (!same_run) {
+    // Another schedule: every transfer as long as the run's median waited transfer (the fit's
+    // link model would not know the receiver's copy), every op drawn with the run's spread.
+    if (variation.waited_transfer_ns >= 0) {
+      base.transfer_ns.assign(schedule.ops.size(), {});
+      for (size_t r = 0; r < schedule.ops.size(); ++r) {
+        for (const schedules::Op& op : schedule.ops[r]) {
+          base.transfer_ns[r].push_back(schedules::IsSend(op.kind) ? variation.waited_transfer_ns : -1);
+        }
+      }
+      base.p2p.reset();
+    }
+    base.op_time_cv = variation.op_time_cv;
+    return base;
+  }
   base.op_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
   base.overhead_ns = base.op_ns;
+  const schedules::RunRecord record = RecordOf(schedule, trace, trace_path);
   // Where each compute op started on its rank, to find the op an overhead gap ends at.
   std::vector<std::unordered_map<int64_t, int>> started(schedule.ops.size());
-  for (const schedules::TraceOp& op : trace.ops) {
-    const bool timed = schedules::IsCompute(op.op.kind) || op.op.kind == OpKind::kStep;
-    if (op.stream != schedules::Stream::kCompute || !timed) continue;
-    const bool fits = op.rank >= 0 && op.rank < schedule.ranks() && op.op_index >= 0 &&
-                      op.op_index < static_cast<int>(schedule.ops[op.rank].size());
-    const schedules::Op* ir = fits ? &schedule.ops[op.rank][op.op_index] : nullptr;
-    if (ir == nullptr || ir->kind != op.op.kind || ir->stage != op.op.stage || ir->microbatch != op.op.microbatch ||
-        ir->step != op.op.step) {
-      throw InputError(fmt::format("{}: rank {} op {} ({} of stage {}, microbatch {}) is not {}'s op at that index: the "
-                                   "trace is not of this schedule as the scenario lowers it",
-                                   trace_path, op.rank, op.op_index, schedules::KindName(op.op.kind), op.op.stage,
-                                   op.op.microbatch, schedule.name));
+  for (size_t r = 0; r < schedule.ops.size(); ++r) {
+    for (size_t i = 0; i < schedule.ops[r].size(); ++i) {
+      const schedules::OpTiming& t = record.ranks[r].ops[i];
+      const OpKind kind = schedule.ops[r][i].kind;
+      if (t.start_ns < 0 || !(schedules::IsCompute(kind) || kind == OpKind::kStep)) continue;
+      base.op_ns[r][i] = t.end_ns - t.start_ns;
+      base.overhead_ns[r][i] = 0;  // unless a gap says otherwise
+      started[r][t.start_ns] = static_cast<int>(i);
     }
-    base.op_ns[op.rank][op.op_index] = op.duration_ns;
-    base.overhead_ns[op.rank][op.op_index] = 0;  // unless a gap says otherwise
-    started[op.rank][op.start_ns] = op.op_index;
   }
   // The runtime's work before each op as it happened (the overhead part of the gap before it),
   // so a stall of the machine on one op stays on that op instead of spreading over all of them.
-  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(trace, true);
+  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(schedule, record, true);
   for (size_t r = 0; r < split.size() && r < started.size(); ++r) {
     for (const schedules::GapInterval& gap : split[r].gaps) {
       if (gap.cause != schedules::GapCause::kOverhead) continue;
@@ -206,6 +251,11 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   CheckScheduleSizes(sc.pipeline, names, max_ops);
   const sim::Topology topo(sc.topology);
   const schedules::ScheduleMetrics& m = *replay.measured;
+  // The run's schedule as it ran, for what it shows beyond its medians.
+  const schedules::Schedule ran_schedule = ScenarioSchedules(ran.pipeline, {trace.schedule}).at(0);
+  const RunVariation variation =
+      VariationOf(ran_schedule, m, trace, trace_path,
+                  ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace, trace_path, false, {}));
   for (schedules::Schedule& s : ScenarioSchedules(sc.pipeline, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
                           s.ranks() == m.ranks && s.shape.chunks == m.chunks;
@@ -215,7 +265,7 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
       run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, static_cast<int>(m.stage_costs.size())),
                                      sim::StageLayers(sc, s.stages()));
     }
-    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace, trace_path, same_run);
+    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace, trace_path, same_run, variation);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

@@ -88,10 +88,13 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "mlp-gpu: profile: .*mpirun.sh 2 .* profile .*mlp-gpu.yaml --backend cuda" "mlp-gpu: simulate: " \
             "mlp-gpu: execute: .*mpirun.sh 2 .* execute .*mlp-gpu.yaml --backend cuda" "mlp-gpu: compare: " \
             "gpt-gpu: profile: " "gpt-gpu: simulate: " "gpt-gpu: execute: .*gpt-gpu.yaml --backend cuda" \
-            "gpt-gpu: compare: " "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 "; do
+            "gpt-gpu: compare: .* compare .*predicted.json .*measured.json --trace .*measured.trace.json" \
+            "mlp-gpu: what-if: .* replay .*measured.json --trace .*measured.trace.1f1b.json --set pipeline.schedule=all" \
+            "mlp-gpu: what-if compare: .* compare .*whatif.json .*measured.json" "gpt-gpu: what-if: " \
+            "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 "; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
-check "gpu-check --dry-run: 12 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 12 ]]'
+check "gpu-check --dry-run: 16 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 16 ]]'
 "$gc" --dry-run --out "$tmp/plan" | head -n1 >"$tmp/first"
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
 "$gc" --bogus >/dev/null 2>&1
@@ -112,8 +115,13 @@ cat >"$fake/ctest-gpu.xml" <<'XML'
 XML
 cat >"$fake/mlp-gpu/compare.json" <<'JSON'
 {"schedules": [{"schedule": "1f1b", "step_time_ms": {"predicted": 10.0, "measured": 12.5, "error_pct": -20.0},
-  "bubble_fraction": {"predicted": 0.1, "measured": 0.12, "error_pp": -2.0}}],
+  "bubble_fraction": {"predicted": 0.1, "measured": 0.12, "error_pp": -2.0},
+  "cost_drift_pct": -18.0, "model_error_pct": -2.0}],
  "only_in_predicted": ["zb-v"], "only_in_measured": []}
+JSON
+cat >"$fake/mlp-gpu/whatif-compare.json" <<'JSON'
+{"schedules": [{"schedule": "1f1b", "step_time_ms": {"predicted": 12.0, "measured": 12.5, "error_pct": -3.5},
+  "bubble_fraction": {"predicted": 0.1, "measured": 0.12, "error_pp": -2.0}}], "only_in_predicted": [], "only_in_measured": []}
 JSON
 cat >"$fake/cuda_bench.json" <<'JSON'
 {"benchmarks": [
@@ -137,7 +145,7 @@ check "report: the skipped step counted apart" 'grep -qx "1 skipped" "$fake/repo
 for want in "| mlp-gpu: execute | FAIL | 30 s | exit 1: boom |" "| nccl_p2p_bench | skipped |" \
             "| no gpu test skipped on a usable GPU | FAIL |  | 1 skipped: cli.execute_gpu_cli |" \
             "| mlp-gpu: every schedule measured | FAIL |  | not measured: zb-v |" \
-            "| 1f1b | 10.000 | 12.500 | -20.0% | 10.0% | 12.0% |" "| F | tf32 | 400.0 | 450.0 | 0.889 |" \
+            "| 1f1b | 10.000 | 12.500 | -20.0% | -18.0% | -2.0% | -3.5% | 10.0% | 12.0% |" "| F | tf32 | 400.0 | 450.0 | 0.889 |" \
             "| W | bf16 | 300.0 | 545.5 | 0.550 |" "worst W bf16: 0.550" "| cuda | 4.25 |" \
             "| runtime overhead at most 10 us per op on the GPU | PASS |  | 4.25 us |" \
             "| 268435456 | 350.00 | - | 20.00 |" "1 passed, 0 failed, 1 skipped"; do

@@ -28,9 +28,27 @@ namespace stagecraft::harness {
 //   not listed), in place of any other overhead, and no random spread.
 // Throws InputError (naming `trace_path`) when the run's stages are not the schedule's, a stage
 // has no F, or (same_run) an op of the trace is not the schedule's op at its index.
+//
+// Not `same_run` (a what-if), `variation` stands in for what the ops' own times would say.
+struct RunVariation {
+  int64_t waited_transfer_ns = -1;  // every transfer's time (CostTable::transfer_ns); -1: modelled
+  double op_time_cv = 0;            // CostTable::op_time_cv
+};
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
-                           const std::string& trace_path, bool same_run);
+                           const std::string& trace_path, bool same_run, const RunVariation& variation);
+
+// The trace of a run of `schedule` as its run record (FinishRunRecord'ed). Throws InputError
+// (naming `trace_path`) for an op that is not the schedule's op at its index.
+schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedules::Trace& trace,
+                              const std::string& trace_path);
+
+// What a run of `ran` (its metrics `measured`, its trace `trace`) shows beyond its pass medians
+// (`medians`, its ReplayCosts): the median transfer a receiver waited through from its start to
+// its arrival (harness's WaitedTransfers, as calibration takes it), and how much an op's time
+// varies from one run of it to the next against those medians (AddJitter; step 0 left out).
+RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
+                         const schedules::Trace& trace, const std::string& trace_path, const sim::CostTable& medians);
 
 // The run's per-stage pass medians (`run`, its stages holding `run_layers` layers each, in model
 // order) over another split of the same layers (`layers`): each layer takes an equal share of
