@@ -50,9 +50,12 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
                          const schedules::Trace& trace, const std::string& trace_path, const sim::CostTable& medians) {
   const schedules::RunRecord record = RecordOf(ran, trace, trace_path);
   RunVariation v;
-  if (std::vector<int64_t> waited = WaitedTransfers(ran, record); !waited.empty()) {
+  int64_t bytes = 0;  // a transfer's (the stages' boundaries are one size in the models that have layers)
+  for (const sim::StageCost& c : medians.stages) bytes = std::max(bytes, c.send_bytes);
+  if (std::vector<int64_t> waited = WaitedTransfers(ran, record); !waited.empty() && bytes > 0) {
     std::nth_element(waited.begin(), waited.begin() + static_cast<std::ptrdiff_t>(waited.size() / 2), waited.end());
-    v.waited_transfer_ns = waited[waited.size() / 2];
+    const int64_t median = waited[waited.size() / 2];
+    if (median > 0) v.transfer_bytes_per_s = static_cast<double>(bytes) * 1e9 / static_cast<double>(median);
   }
   JitterSums jitter;
   AddJitter(ran, record, medians, measured.steps > 1 ? 1 : 0, &jitter);  // step 0 starts cold
@@ -118,14 +121,12 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   if (!same_run) {
     // Another schedule: every transfer as long as the run's median waited transfer (the fit's
     // link model would not know the receiver's copy), every op drawn with the run's spread.
-    if (variation.waited_transfer_ns >= 0) {
-      base.transfer_ns.assign(schedule.ops.size(), {});
-      for (size_t r = 0; r < schedule.ops.size(); ++r) {
-        for (const schedules::Op& op : schedule.ops[r]) {
-          base.transfer_ns[r].push_back(schedules::IsSend(op.kind) ? variation.waited_transfer_ns : -1);
-        }
-      }
-      base.p2p.reset();
+    if (variation.transfer_bytes_per_s > 0) {
+      // All of it the receiver's copy, just before the consuming op: the executor's receiver
+      // copies on its own thread (in a wait, or in the poll after an op), so a transfer that
+      // arrives during compute still costs the receiver that time.
+      base.p2p = sim::P2pFit{0, variation.transfer_bytes_per_s, 0};
+      base.transfer_ns.clear();
     }
     base.op_time_cv = variation.op_time_cv;
     return base;

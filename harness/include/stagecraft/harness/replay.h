@@ -31,8 +31,11 @@ namespace stagecraft::harness {
 //
 // Not `same_run` (a what-if), `variation` stands in for what the ops' own times would say.
 struct RunVariation {
-  int64_t waited_transfer_ns = -1;  // every transfer's time (CostTable::transfer_ns); -1: modelled
-  double op_time_cv = 0;            // CostTable::op_time_cv
+  // A transfer's bytes over the run's median transfer that a receiver waited through: every
+  // transfer is copied by its receiver at this rate just before its consumer (a P2pFit of no
+  // latency and no overlap); 0: the cost model's transfers.
+  double transfer_bytes_per_s = 0;
+  double op_time_cv = 0;  // CostTable::op_time_cv
 };
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
@@ -45,7 +48,7 @@ schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedul
 
 // What a run of `ran` (its metrics `measured`, its trace `trace`) shows beyond its pass medians
 // (`medians`, its ReplayCosts): the median transfer a receiver waited through from its start to
-// its arrival (harness's WaitedTransfers, as calibration takes it), and how much an op's time
+// its arrival (harness's WaitedTransfers, as calibration takes it) as a rate, and how much an op's time
 // varies from one run of it to the next against those medians (AddJitter; step 0 left out).
 RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
                          const schedules::Trace& trace, const std::string& trace_path, const sim::CostTable& medians);
