@@ -1,0 +1,47 @@
+// The Zero Bubble automatic scheduler's heuristic (Qi et al., "Zero Bubble (Almost) Pipeline
+// Parallelism", ICLR 2024, §3.1 and Appendix; written from the paper and the authors'
+// `manual_order` in megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py): given each
+// stage's T_F, T_B (the input gradient, our I), T_W, the transfer time T_comm, the memory each
+// pass adds (F: +M_B; B: M_W - M_B; W: -M_W) and a memory limit per stage, it orders each
+// stage's F, B and W passes, one stage per rank:
+// - warm-up: as many F as the memory limit allows and as fit before the first B can arrive;
+// - steady state: one F and one B per microbatch, W passes placed into the gaps (a W that ends
+//   before the next F's or B's input can arrive), and W passes taken early when the memory
+//   limit would otherwise be passed;
+// - the W passes left at the end.
+// It tries the heuristic's 8 settings (bubble allowed before the first B, B prioritized over F,
+// greedy W filling; each on or off) and keeps the one of the shortest span.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+// Per stage (one per rank): times in any one unit, memory in any one unit.
+struct ZbAutoCosts {
+  std::vector<double> f, b, w;         // T_F, T_B (input gradient), T_W
+  double comm = 0;                     // T_comm between neighbouring stages
+  std::vector<double> mem_f, mem_b, mem_w;  // what each pass adds; mem_f + mem_b + mem_w = 0
+  std::vector<double> max_mem;         // the limit per stage
+  int microbatches = 1;
+};
+
+// The ZB-1p and ZB-2p memory limits: `pending` forwards' activations (p and 2p), p = stages.
+ZbAutoCosts ZbAutoLimit(ZbAutoCosts costs, double pending);
+
+struct ZbAutoOrder {
+  // Per stage, its passes in order: kind (kF, kI for the paper's B, kW) and microbatch.
+  std::vector<std::vector<std::pair<OpKind, int>>> order;
+  std::vector<std::vector<double>> end;  // per stage, each pass's end time under the costs
+  double span = 0;  // the longest stage span: first F start to last W end (the paper's cost)
+};
+
+// The best of the heuristic's settings. Returns nullopt with `why` set when no setting fits
+// the memory limit (a W would have to run before its B).
+std::optional<ZbAutoOrder> ZbAutoSchedule(const ZbAutoCosts& costs, std::string* why);
+
+}  // namespace stagecraft::schedules
