@@ -5,7 +5,8 @@
 #   1. profile its model on this machine,
 #   2. simulate every schedule from that profile (predicted),
 #   3. execute every schedule for real on CPU ranks under MPI (measured),
-#   4. compare predicted with measured.
+#   4. compare predicted with measured, each error split into the machine's cost drift and the
+#      model's error (compare --trace: a replay of each run from its own op times).
 # Everything lands in build/out/. Usage: scripts/run.sh [SCENARIO]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,7 +46,7 @@ echo "== 3/4 execute every schedule on $np MPI ranks (backend $backend)"
   --json "$out/measured.json" --trace "$out/measured.trace.json"
 echo
 echo "== 4/4 predicted vs measured"
-"$sc" compare "$out/predicted.json" "$out/measured.json"
+"$sc" compare "$out/predicted.json" "$out/measured.json" --trace "$out/measured.trace.json"
 echo
 echo "written to build/out/: profile.yaml, predicted.json, measured.json and per schedule"
 echo "predicted.trace.<schedule>.json / measured.trace.<schedule>.json (open in ui.perfetto.dev)"
