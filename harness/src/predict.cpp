@@ -64,6 +64,7 @@ std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& sc, bool rep
   if (p.schedules.size() != 1 || p.schedules[0] != "all") return p.schedules;
   std::vector<std::string> names;
   for (const auto& info : Generators()) {
+    if (info.uses_costs) continue;  // named, not in "all" (generators.h)
     const std::string why = CheckParams(info, sim::GeneratorParamsFor(p, info));
     if (why.empty()) names.emplace_back(info.name);
     else if (report_skipped) std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule

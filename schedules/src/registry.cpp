@@ -55,6 +55,10 @@ const std::vector<GeneratorInfo>& Generators() {
        WeightPolicy::kFlush, true, CheckZbV, EmitZbV, Placement::kV},
       {"dualpipe-v", "DeepSeek-V3 report §3.2.1 (DualPipe), its V variant in the DualPipe repository; PyTorch "
        "ScheduleDualPipeV", WeightPolicy::kFlush, true, CheckDualPipeV, EmitDualPipeV, Placement::kV},
+      {"zb-1p", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §3 (automatic scheduling, limit p M_B)",
+       WeightPolicy::kFlush, false, CheckZbAuto, EmitZb1p, Placement::kLoop, true},
+      {"zb-2p", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §3 (automatic scheduling, limit 2p M_B)",
+       WeightPolicy::kFlush, false, CheckZbAuto, EmitZb2p, Placement::kLoop, true},
   };
   return kTable;
 }

@@ -184,6 +184,17 @@ class Heuristic {
 
 }  // namespace
 
+StagePassCosts UniformPassCosts(int stages) {
+  StagePassCosts c;
+  c.f.assign(stages, 1);
+  c.b.assign(stages, 1);
+  c.w.assign(stages, 1);
+  c.mem_f.assign(stages, 1);
+  c.mem_b.assign(stages, -0.5);
+  c.mem_w.assign(stages, -0.5);
+  return c;
+}
+
 ZbAutoCosts ZbAutoLimit(ZbAutoCosts costs, double pending) {
   costs.max_mem.assign(costs.f.size(), 0);
   for (size_t j = 0; j < costs.f.size(); ++j) costs.max_mem[j] = pending * costs.mem_f[j];

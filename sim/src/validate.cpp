@@ -283,6 +283,7 @@ std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParam
   std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> run;
   for (const schedules::GeneratorInfo& info : schedules::Generators()) {
     if (!p.runs_all() && std::find(p.schedules.begin(), p.schedules.end(), info.name) == p.schedules.end()) continue;
+    if (p.runs_all() && info.uses_costs) continue;  // named, not in "all" (generators.h)
     const schedules::GeneratorParams params = GeneratorParamsFor(p, info);
     if (p.runs_all() && !schedules::CheckParams(info, params).empty()) continue;  // skipped
     run.emplace_back(&info, params);

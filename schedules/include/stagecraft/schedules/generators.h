@@ -23,6 +23,9 @@ struct GeneratorInfo {
   // Emits per-rank compute ops (F/B/I/W with stage, microbatch, step); versions unset.
   std::function<std::vector<std::vector<Op>>(const GeneratorParams&)> emit;
   Placement placement = Placement::kLoop;  // where its stages sit (ir.h)
+  // Schedules by the stages' costs (GeneratorParams::costs, which the harness fills from the
+  // scenario); not part of "all", which runs the schedules that are the same whatever the costs.
+  bool uses_costs = false;
 };
 
 const std::vector<GeneratorInfo>& Generators();
@@ -51,6 +54,9 @@ std::vector<std::vector<Op>> EmitZbV(const GeneratorParams& p);
 std::string CheckZbV(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitDualPipeV(const GeneratorParams& p);
 std::string CheckDualPipeV(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitZb1p(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitZb2p(const GeneratorParams& p);
+std::string CheckZbAuto(const GeneratorParams& p);
 
 // 1F1B order over `total` microbatches with no flush, numbered globally; shared by 1f1b
 // (per step), pipedream and 2bw (across steps). `m` splits the global index into step/mb.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <memory>
 #include <vector>
 
 namespace stagecraft::schedules {
@@ -108,6 +109,17 @@ struct Schedule {
 std::string ActionString(const Op& op, int microbatches_per_step);
 
 // Generator input. Not every generator uses every field (chunks only for interleaved).
+// What a cost-aware generator (zb-1p, zb-2p: GeneratorInfo::uses_costs) schedules with, per
+// stage (one per rank): the times of F, B (the input gradient, I) and W in any one unit, the
+// transfer time between neighbours, what each pass adds to memory (F +M_B, B M_W - M_B, W -M_W,
+// in any one unit) and the memory limit per stage (empty: the generator's own).
+struct StagePassCosts {
+  std::vector<double> f, b, w;
+  double comm = 0;
+  std::vector<double> mem_f, mem_b, mem_w;
+  std::vector<double> max_mem;
+};
+
 struct GeneratorParams {
   int ranks = 1;
   int microbatches = 1;
@@ -116,6 +128,9 @@ struct GeneratorParams {
   bool recompute = false;
   bool vertical_sync = false;
   int data_parallel = 1;  // Schedule::data_parallel
+  // For the generators that schedule by costs: the scenario's (the harness fills them); null:
+  // every stage alike (F, B, W 1 each, no transfer time; memory F +1, B -1/2, W -1/2).
+  std::shared_ptr<const StagePassCosts> costs;
 };
 
 }  // namespace stagecraft::schedules

@@ -21,17 +21,18 @@
 
 namespace stagecraft::schedules {
 
-// Per stage (one per rank): times in any one unit, memory in any one unit.
-struct ZbAutoCosts {
-  std::vector<double> f, b, w;         // T_F, T_B (input gradient), T_W
-  double comm = 0;                     // T_comm between neighbouring stages
-  std::vector<double> mem_f, mem_b, mem_w;  // what each pass adds; mem_f + mem_b + mem_w = 0
-  std::vector<double> max_mem;         // the limit per stage
+// The costs (ir.h's StagePassCosts, max_mem set) and the microbatches of one step.
+struct ZbAutoCosts : StagePassCosts {
   int microbatches = 1;
 };
 
-// The ZB-1p and ZB-2p memory limits: `pending` forwards' activations (p and 2p), p = stages.
+// `costs` with the limit of `pending` forwards' activations on every stage (ZB-1p: p, ZB-2p:
+// 2p, p = stages).
 ZbAutoCosts ZbAutoLimit(ZbAutoCosts costs, double pending);
+
+// Every stage alike: F, B and W 1 each, no transfer time, memory F +1, B -1/2, W -1/2 (the
+// ratio M_W = M_B / 2 of a transformer layer; GeneratorParams::costs when null).
+StagePassCosts UniformPassCosts(int stages);
 
 struct ZbAutoOrder {
   // Per stage, its passes in order: kind (kF, kI for the paper's B, kW) and microbatch.

@@ -1,0 +1,46 @@
+// ZB-1p and ZB-2p (Qi et al., ICLR 2024, §3 and Table 5): the automatic scheduler's heuristic
+// (zb_auto.h) under a memory limit of p and 2p forwards' activations, from the stages' own
+// F, B (I), W and transfer times when the harness has them (GeneratorParams::costs), else every
+// stage alike. One step's order, repeated every step.
+#include <fmt/format.h>
+
+#include "emit_util.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/zb_auto.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+std::vector<std::vector<Op>> EmitUnder(const GeneratorParams& p, double pending, std::string_view name) {
+  ZbAutoCosts costs;
+  static_cast<StagePassCosts&>(costs) = p.costs ? *p.costs : UniformPassCosts(p.ranks);
+  costs.microbatches = p.microbatches;
+  std::string why;
+  const std::optional<ZbAutoOrder> order = ZbAutoSchedule(ZbAutoLimit(costs, pending * p.ranks), &why);
+  if (!order) throw InputError(fmt::format("{}: {}", name, why));
+  std::vector<std::vector<Op>> out(p.ranks);
+  for (int step = 0; step < p.steps; ++step) {
+    for (int r = 0; r < p.ranks; ++r) {
+      for (const auto& [kind, mb] : order->order[r]) out[r].push_back(detail::Compute(kind, r, mb, step));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CheckZbAuto(const GeneratorParams& p) {
+  if (p.costs && (static_cast<int>(p.costs->f.size()) != p.ranks || static_cast<int>(p.costs->b.size()) != p.ranks ||
+                  static_cast<int>(p.costs->w.size()) != p.ranks || static_cast<int>(p.costs->mem_f.size()) != p.ranks ||
+                  static_cast<int>(p.costs->mem_b.size()) != p.ranks ||
+                  static_cast<int>(p.costs->mem_w.size()) != p.ranks)) {
+    return fmt::format("the costs name {} stages, not one per rank ({})", p.costs->f.size(), p.ranks);
+  }
+  return {};
+}
+
+std::vector<std::vector<Op>> EmitZb1p(const GeneratorParams& p) { return EmitUnder(p, 1, "zb-1p"); }
+std::vector<std::vector<Op>> EmitZb2p(const GeneratorParams& p) { return EmitUnder(p, 2, "zb-2p"); }
+
+}  // namespace stagecraft::schedules
