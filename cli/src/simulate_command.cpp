@@ -225,7 +225,7 @@ int Run(const SimulateFlags& f) {
   const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
   const Topology topo(sc.topology);
   std::vector<harness::Prediction> outcomes;
-  for (Schedule& s : harness::ScenarioSchedules(sc.pipeline, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
+  for (Schedule& s : harness::ScenarioSchedules(sc, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
   const std::string explained = f.explain ? Explain(sc, cost_source) : "";
   SetPredictedOutputs(outputs, json, traces, sc, cost_source, outcomes);

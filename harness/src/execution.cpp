@@ -64,7 +64,7 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
   plan.replica = plan.layout.ReplicaOf(rank);
   rank = plan.layout.PipelineRankOf(rank);  // from here on, the rank in this replica's pipeline
   CheckScheduleSizes(sc.pipeline, plan.names, max_ops);
-  plan.schedules = ScenarioSchedules(sc.pipeline, plan.names);
+  plan.schedules = ScenarioSchedules(sc, plan.names);
   // This rank feeds inputs if it holds stage 0 and scores targets if it holds the last stage,
   // in any of the schedules (placement decides: under V the last stage is on rank 0).
   for (const Schedule& s : plan.schedules) {

@@ -3,6 +3,8 @@
 #include "stagecraft/harness/predict.h"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <iterator>
 #include <utility>
@@ -19,11 +21,13 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/schedules/zb_auto.h"
 #include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/topology.h"
 #include "stagecraft/sim/units.h"
 
 namespace stagecraft::harness {
@@ -49,7 +53,7 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
   // The scenario's replicas: a REDUCE_GRAD before every STEP, placed by the lowering or, in a
   // file that carries its transfers, among them; metrics count the replicas' samples.
   s.data_parallel = p.data_parallel;
-  s = s.lowered ? PlaceReduceGrads(s) : Lower(s, p.p2p);
+  s = s.lowered ? PlaceReduceGrads(s) : Lower(s, p.p2p, p.p2p_buffers);
   if (const auto diags = Validate(s); !diags.empty()) {
     throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}", path, p.microbatches,
                                  SummarizeDiagnostics(diags)));
@@ -94,7 +98,47 @@ void CheckScheduleSizes(const sim::PipelineSpec& p, const std::vector<std::strin
   if (names.size() > 1) CheckSize(fmt::format("the scenario's {} schedules together", names.size()), total, max_ops);
 }
 
-std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names) {
+schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorParams& params) {
+  GeneratorParams plain = params;
+  plain.costs = nullptr;
+  const Schedule placeholder = Lower(Generate("zb-h1", plain), sc.pipeline.p2p, sc.pipeline.p2p_buffers);
+  const sim::CostTable table = sim::BuildCosts(sc, placeholder);
+  const int stages = static_cast<int>(table.stages.size());
+  schedules::StagePassCosts c = schedules::UniformPassCosts(stages);
+  bool sized = true;
+  for (const sim::StageCost& s : table.stages) sized &= s.activation_bytes > 0;
+  for (int j = 0; j < stages; ++j) {
+    const sim::StageCost& s = table.stages[j];
+    c.f[j] = static_cast<double>(s.forward_ns);
+    c.b[j] = static_cast<double>(s.backward_input_ns);
+    c.w[j] = static_cast<double>(s.backward_weight_ns);
+    if (sized) {
+      c.mem_f[j] = static_cast<double>(s.activation_bytes);
+      c.mem_b[j] = static_cast<double>(s.w_stash_bytes - s.activation_bytes);
+      c.mem_w[j] = -static_cast<double>(s.w_stash_bytes);
+    }
+  }
+  const sim::Topology topo(sc.topology);
+  for (int j = 0; j + 1 < stages; ++j) {  // stage j on rank j (the generators run one stage per rank)
+    const int from = sc.pipeline.DeviceOf(j), to = sc.pipeline.DeviceOf(j + 1);
+    const double bytes = static_cast<double>(table.stages[j].send_bytes);
+    double ns = 0;
+    if (table.p2p) {
+      ns = static_cast<double>(table.p2p->latency_ns) + bytes * 1e9 / table.p2p->DataBytesPerS();
+    } else {
+      const double bandwidth = topo.RouteBandwidth(from, to);
+      ns = static_cast<double>(topo.RouteLatencyNs(from, to) + table.p2p_latency_ns) +
+           (std::isfinite(bandwidth) && bandwidth > 0 ? bytes * 1e9 / bandwidth : 0);
+    }
+    c.comm = std::max(c.comm, ns);
+  }
+  return c;
+}
+
+namespace {
+
+std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
+                                     const sim::Scenario* costs_from) {
   std::vector<Schedule> out;
   for (const std::string& name : names) {
     if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
@@ -103,12 +147,26 @@ std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::v
     }
     const GeneratorInfo* info = FindGenerator(name);
     SC_CHECK(info != nullptr, "LoadScenario rejects unknown schedules");
-    Schedule s = Lower(Generate(info->name, sim::GeneratorParamsFor(p, *info)), p.p2p);
+    GeneratorParams params = sim::GeneratorParamsFor(p, *info);
+    if (info->uses_costs && costs_from != nullptr) {
+      params.costs = std::make_shared<const schedules::StagePassCosts>(PassCostsFor(*costs_from, params));
+    }
+    Schedule s = Lower(Generate(info->name, params), p.p2p, p.p2p_buffers);
     const auto diags = Validate(s);
     SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
     out.push_back(std::move(s));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names) {
+  return BuildSchedules(p, names, nullptr);
+}
+
+std::vector<Schedule> ScenarioSchedules(const sim::Scenario& sc, const std::vector<std::string>& names) {
+  return BuildSchedules(sc.pipeline, names, &sc);
 }
 
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule) {

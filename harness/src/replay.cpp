@@ -253,11 +253,11 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   const sim::Topology topo(sc.topology);
   const schedules::ScheduleMetrics& m = *replay.measured;
   // The run's schedule as it ran, for what it shows beyond its medians.
-  const schedules::Schedule ran_schedule = ScenarioSchedules(ran.pipeline, {trace.schedule}).at(0);
+  const schedules::Schedule ran_schedule = ScenarioSchedules(ran, {trace.schedule}).at(0);
   const RunVariation variation =
       VariationOf(ran_schedule, m, trace, trace_path,
                   ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace, trace_path, false, {}));
-  for (schedules::Schedule& s : ScenarioSchedules(sc.pipeline, names)) {
+  for (schedules::Schedule& s : ScenarioSchedules(sc, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
                           s.ranks() == m.ranks && s.shape.chunks == m.chunks;
     schedules::ScheduleMetrics run = m;

@@ -149,8 +149,8 @@ class Lowerer {
 // theirs; each RECV goes at the earlier of the point where a receive buffer is free and its
 // lock-step position (which is before its consumer), so no receive is ever posted later
 // than in lock step and the depth is exceeded only where the lock-step order needs it.
-std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops) {
-  const int depth = kAheadBuffersPerStage * shape.chunks;
+std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops, int buffers) {
+  const int depth = buffers * shape.chunks;
   std::vector<size_t> recvs;  // positions of RECVs in `ops`, in order
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].kind == OpKind::kRecvF || ops[i].kind == OpKind::kRecvB) recvs.push_back(i);
@@ -262,10 +262,11 @@ Schedule PlaceReduceGrads(const Schedule& schedule) {
   return out;
 }
 
-Schedule Lower(const Schedule& schedule, P2p p2p) {
+Schedule Lower(const Schedule& schedule, P2p p2p, int ahead_buffers) {
+  SC_CHECK(ahead_buffers >= 1, "at least one receive buffer per stage");
   Schedule out = Lowerer(PlaceReduceGrads(schedule)).Run();  // (the walk drops any SEND/RECV first)
   if (p2p == P2p::kAhead) {
-    for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops);
+    for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops, ahead_buffers);
   }
   return out;
 }

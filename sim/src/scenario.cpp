@@ -178,8 +178,8 @@ std::vector<Axis> ParsePlacement(const Value& v) {
 
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
-                      "vertical_sync", "partition", "p2p", "data_parallel", "tensor_parallel", "sequence_parallel",
-                      "zero", "placement"});
+                      "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
+                      "sequence_parallel", "zero", "placement"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -191,6 +191,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) p.partition = v->Enum(kPartitionNames);
   if (const auto v = m.Find("p2p")) schedules::ParseP2p(v->Choice({"ahead", "lockstep"}), &p.p2p);
+  if (const auto v = m.Find("p2p_buffers")) p.p2p_buffers = static_cast<int>(v->Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));
   if (const auto v = m.Find("tensor_parallel")) p.tensor_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
   if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();

@@ -28,9 +28,21 @@ std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& scenario, bo
 void CheckScheduleSizes(const sim::PipelineSpec& pipeline, const std::vector<std::string>& names, int64_t max_ops);
 
 // The named schedules (ScenarioScheduleNames), lowered and validated; a schedule file is
-// imported as scenario.h says.
+// imported as scenario.h says. A generator that schedules by costs (zb-1p, zb-2p) gets every
+// stage alike from the pipeline alone, and the scenario's own costs (PassCostsFor) from the
+// scenario.
 std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline,
                                                    const std::vector<std::string>& names);
+std::vector<schedules::Schedule> ScenarioSchedules(const sim::Scenario& scenario,
+                                                   const std::vector<std::string>& names);
+
+// What a cost-aware generator schedules `params` by: each stage's F, B (input gradient) and W
+// times under the scenario's cost model (taken on a ZB-H1 of the same shape, which runs every
+// pass apart); the longest transfer between neighbouring ranks (the profile's p2p fit, else the
+// topology's route and the scenario's p2p latency); memory: F adds the stage's stashed
+// activations, B frees them and keeps the W stash, W frees that (every stage alike, F +1,
+// B -1/2, W -1/2, when the model gives no sizes).
+schedules::StagePassCosts PassCostsFor(const sim::Scenario& scenario, const schedules::GeneratorParams& params);
 
 // The simulator's prediction of one of the scenario's schedules on its topology, with its
 // device memory (simulate prints it; execute refuses a schedule predicted not to fit).

@@ -26,7 +26,7 @@ namespace stagecraft::schedules {
 //              local stage. A transfer then starts as soon as its sender is ready (Megatron-LM
 //              and the Zero Bubble runtime post receives ahead the same way).
 enum class P2p : uint8_t { kLockstep, kAhead };
-inline constexpr int kAheadBuffersPerStage = 2;  // one activation and one gradient in flight
+inline constexpr int kAheadBuffersPerStage = 2;  // default: one activation and one gradient in flight
 std::string_view P2pName(P2p p2p);
 bool ParseP2p(std::string_view text, P2p* p2p);
 
@@ -40,7 +40,8 @@ bool ParseP2p(std::string_view text, P2p* p2p);
 //
 // Returns the lowered schedule. Throws InputError if the compute order cannot be lowered
 // (a rank waits on a producer that never comes: the compute-level deadlock Validate reports).
-Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep);
+// `ahead_buffers`: kAhead's receives posted and not yet consumed per local stage.
+Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep, int ahead_buffers = kAheadBuffersPerStage);
 
 // Places the REDUCE_GRADs as Lower does (above) in a schedule, lowered or not, every other op
 // keeping its order: for a file that carries its own transfers, run with replicas.

@@ -135,6 +135,10 @@ struct PipelineSpec {
   Partition partition = Partition::kEven;
   // How receives are posted (schedules/lower.h): ahead (default) or lockstep.
   schedules::P2p p2p = schedules::P2p::kAhead;
+  // With p2p: ahead, the receives posted and not yet consumed per local stage (lower.h; the
+  // Zero Bubble paper's cost model, where a transfer starts as soon as its producer ends, takes
+  // as many as a stage ever has in flight).
+  int p2p_buffers = schedules::kAheadBuffersPerStage;
   // The parallelism around the pipeline (Megatron-LM's): D replicas of the pipeline, each
   // stage's layers sharded over T devices (with sequence parallelism, the activations between
   // them too), and with zero = 1 the optimizer state sharded over the D replicas (ZeRO-1).
