@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "../data_csv.h"
 
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/generators.h"
@@ -29,29 +29,11 @@ struct Setting {
 };
 
 std::vector<Setting> Settings() {
-  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/zero_bubble_auto.csv");
-  EXPECT_TRUE(in.good());
   std::vector<Setting> out;
-  std::string line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (std::exchange(header, false)) continue;
-    std::vector<std::string> cells;
-    std::stringstream s(line);
-    for (std::string cell; std::getline(s, cell, ',');) cells.push_back(cell);
-    EXPECT_EQ(cells.size(), 11u) << line;
-    Setting r;
-    r.model = cells[0];
-    r.p = std::stoi(cells[1]);
-    r.m = std::stoi(cells[2]);
-    r.f = std::stod(cells[3]);
-    r.b = std::stod(cells[4]);
-    r.w = std::stod(cells[5]);
-    r.comm = std::stod(cells[6]);
-    r.rate_1p = std::stod(cells[9]);
-    r.rate_2p = std::stod(cells[10]);
-    out.push_back(r);
+  for (const auto& c : testing_data::ReadDataCsv("zero_bubble_auto.csv")) {
+    out.push_back({c.at("model"), std::stoi(c.at("p")), std::stoi(c.at("m")), std::stod(c.at("f_us")),
+                   std::stod(c.at("b_us")), std::stod(c.at("w_us")), std::stod(c.at("comm_us")), std::stod(c.at("zb_1p")),
+                   std::stod(c.at("zb_2p"))});
   }
   return out;
 }
@@ -90,7 +72,9 @@ TEST(ZbGenerators, PaperCostModelBubbleRates) {
                              : s.model == "6.2B" && s.m == 64 ? 0.0010
                              : s.model == "28.3B" && s.m == 96 ? 0.0038
                                                                : -1;
-    if (published >= 0) EXPECT_NEAR(two, published, 0.002) << s.model << " m=" << s.m << " against Table 5";
+    if (published >= 0) {
+      EXPECT_NEAR(two, published, 0.002) << s.model << " m=" << s.m << " against Table 5";
+    }
   }
 }
 

@@ -4,12 +4,12 @@
 // before W per microbatch, the memory limit never passed, the span its end times imply.
 #include "stagecraft/schedules/zb_auto.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "../data_csv.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -21,32 +21,11 @@ struct Row {
 };
 
 std::vector<Row> ReadRows() {
-  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/zero_bubble_auto.csv");
-  EXPECT_TRUE(in.good());
   std::vector<Row> rows;
-  std::string line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::stringstream s(line);
-    Row r;
-    std::string cell;
-    std::getline(s, r.model, ',');
-    for (double* v : {&r.f, &r.b, &r.w, &r.comm, &r.span_1p, &r.span_2p}) {
-      if (v == &r.f) {
-        std::getline(s, cell, ',');
-        r.p = std::stoi(cell);
-        std::getline(s, cell, ',');
-        r.m = std::stoi(cell);
-      }
-      std::getline(s, cell, ',');
-      *v = std::stod(cell);
-    }
-    rows.push_back(r);
+  for (const auto& c : testing_data::ReadDataCsv("zero_bubble_auto.csv")) {
+    rows.push_back({c.at("model"), std::stoi(c.at("p")), std::stoi(c.at("m")), std::stod(c.at("f_us")),
+                    std::stod(c.at("b_us")), std::stod(c.at("w_us")), std::stod(c.at("comm_us")),
+                    std::stod(c.at("zb_1p_span_us")), std::stod(c.at("zb_2p_span_us"))});
   }
   return rows;
 }
@@ -77,7 +56,9 @@ void CheckOrder(const ZbAutoCosts& c, const ZbAutoOrder& o) {
       const int k = kind == OpKind::kF ? 0 : kind == OpKind::kI ? 1 : 2;
       ASSERT_EQ(mb, next[k]) << "stage " << j;
       ++next[k];
-      if (k > 0) ASSERT_LT(mb, next[k - 1]) << "stage " << j << ": a pass before the one it needs";
+      if (k > 0) {
+        ASSERT_LT(mb, next[k - 1]) << "stage " << j << ": a pass before the one it needs";
+      }
       mem += k == 0 ? c.mem_f[j] : k == 1 ? c.mem_b[j] : c.mem_w[j];
       ASSERT_LE(mem, c.max_mem[j] + 1e-9) << "stage " << j << " passes its memory limit";
     }

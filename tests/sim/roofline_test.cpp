@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../data_csv.h"
+
 #include "stagecraft/base/error.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/gpt_kernels.h"
@@ -150,20 +152,11 @@ struct ZbModel {
 };
 
 std::map<std::string, std::vector<double>> ZbProfile() {
-  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/zero_bubble_paper.csv");
   std::map<std::string, std::vector<double>> out;
-  std::string line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {
-      header = false;
-      continue;
+  for (const auto& c : testing_data::ReadDataCsv("zero_bubble_paper.csv")) {
+    if (!out.contains(c.at("model"))) {
+      out[c.at("model")] = {std::stod(c.at("f_us")), std::stod(c.at("b_us")), std::stod(c.at("w_us"))};
     }
-    std::stringstream ss(line);
-    std::vector<std::string> cells;
-    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
-    if (!out.contains(cells[0])) out[cells[0]] = {std::stod(cells[4]), std::stod(cells[5]), std::stod(cells[6])};
   }
   return out;
 }

@@ -22,6 +22,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../data_csv.h"
+
 #include "sim_test_util.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
@@ -45,22 +47,22 @@ struct PaperSetting {
 };
 
 std::vector<PaperSetting> PaperTable() {
-  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/zero_bubble_paper.csv");
-  EXPECT_TRUE(in) << "tests/data/zero_bubble_paper.csv";
   std::vector<PaperSetting> rows;
-  bool header = true;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::replace(line.begin(), line.end(), ',', ' ');
-    std::istringstream fields(line);
+  for (const auto& c : testing_data::ReadDataCsv("zero_bubble_paper.csv")) {
     PaperSetting r;
-    fields >> r.model >> r.p >> r.m >> r.chunks >> r.f_us >> r.b_us >> r.w_us >> r.comm_us >> r.one_f_one_b >>
-        r.interleaved >> r.zb_h1 >> r.zb_h2 >> r.interleaved_every_edge;
-    EXPECT_FALSE(fields.fail()) << line;
+    r.model = c.at("model");
+    r.p = std::stoi(c.at("p"));
+    r.m = std::stoi(c.at("m"));
+    r.chunks = std::stoi(c.at("chunks"));
+    r.f_us = std::stoll(c.at("f_us"));
+    r.b_us = std::stoll(c.at("b_us"));
+    r.w_us = std::stoll(c.at("w_us"));
+    r.comm_us = std::stoll(c.at("comm_us"));
+    r.one_f_one_b = std::stod(c.at("1f1b"));
+    r.interleaved = std::stod(c.at("1f1b_i"));
+    r.zb_h1 = std::stod(c.at("zb_h1"));
+    r.zb_h2 = std::stod(c.at("zb_h2"));
+    r.interleaved_every_edge = std::stod(c.at("1f1b_i_every_edge"));
     rows.push_back(r);
   }
   EXPECT_EQ(rows.size(), 12u);  // Table 5's twelve settings

@@ -1,0 +1,43 @@
+// The tables in tests/data/*.csv as the tests read them: '#' lines are their sources, the first
+// other line names the columns, each row after it a record. Header-only, shared by every test
+// folder (include "../data_csv.h").
+#pragma once
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace stagecraft::testing_data {
+
+// Each row of tests/data/`name` by column name (a missing file fails the calling test).
+inline std::vector<std::map<std::string, std::string>> ReadDataCsv(const std::string& name) {
+  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/" + name);
+  EXPECT_TRUE(in.good()) << "tests/data/" << name;
+  const auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream s(line);
+    for (std::string cell; std::getline(s, cell, ',');) cells.push_back(cell);
+    return cells;
+  };
+  std::vector<std::string> columns;
+  std::vector<std::map<std::string, std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (columns.empty()) {
+      columns = split(line);
+      continue;
+    }
+    const std::vector<std::string> cells = split(line);
+    EXPECT_EQ(cells.size(), columns.size()) << "tests/data/" << name << ": " << line;
+    std::map<std::string, std::string> row;
+    for (size_t k = 0; k < cells.size() && k < columns.size(); ++k) row[columns[k]] = cells[k];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace stagecraft::testing_data
