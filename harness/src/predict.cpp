@@ -118,6 +118,20 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorP
       c.mem_w[j] = -static_cast<double>(s.w_stash_bytes);
     }
   }
+  // zb-auto's limit per stage: the rank's memory less what it holds whatever the order (weights,
+  // gradients, optimizer state, the largest op's workspace); only with the model's sizes.
+  if (sized) {
+    const int64_t limit = sc.pipeline.memory_limit_bytes > 0 ? sc.pipeline.memory_limit_bytes
+                                                              : sc.topology.device.memory_bytes;
+    c.max_mem.assign(stages, 0);
+    for (int j = 0; j < stages; ++j) {
+      const sim::StageCost& s = table.stages[j];
+      const int64_t fixed = s.weight_bytes + s.grad_bytes + s.optimizer_bytes +
+                            std::max(s.workspace_bytes, s.forward_workspace_bytes) +
+                            2 * schedules::kAheadBuffersPerStage * s.send_bytes;
+      c.max_mem[j] = static_cast<double>(limit - fixed);
+    }
+  }
   const sim::Topology topo(sc.topology);
   for (int j = 0; j + 1 < stages; ++j) {  // stage j on rank j (the generators run one stage per rank)
     const int from = sc.pipeline.DeviceOf(j), to = sc.pipeline.DeviceOf(j + 1);

@@ -59,6 +59,9 @@ const std::vector<GeneratorInfo>& Generators() {
        WeightPolicy::kFlush, false, CheckZbAuto, EmitZb1p, Placement::kLoop, true},
       {"zb-2p", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §3 (automatic scheduling, limit 2p M_B)",
        WeightPolicy::kFlush, false, CheckZbAuto, EmitZb2p, Placement::kLoop, true},
+      {"zb-auto", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §3 (automatic scheduling, limit: the "
+       "rank's memory, pipeline.memory_limit)", WeightPolicy::kFlush, false, CheckZbAuto, EmitZbAuto, Placement::kLoop,
+       true},
   };
   return kTable;
 }

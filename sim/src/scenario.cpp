@@ -179,7 +179,7 @@ std::vector<Axis> ParsePlacement(const Value& v) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "zero", "placement"});
+                      "sequence_parallel", "zero", "placement", "memory_limit"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -197,6 +197,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();
   if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
   if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
+  if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);
   return p;
 }
 

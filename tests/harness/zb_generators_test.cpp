@@ -14,6 +14,7 @@
 
 #include "../data_csv.h"
 
+#include "stagecraft/base/error.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/sim/scenario.h"
@@ -95,6 +96,30 @@ TEST(ZbGenerators, PassCostsFromTheScenario) {
   EXPECT_EQ(c.mem_f[0], 1.0);
   EXPECT_EQ(c.mem_b[0], -0.5);
   EXPECT_EQ(c.mem_w[0], -0.5);
+}
+
+// zb-auto under pipeline.memory_limit on a transformer whose sizes the model knows (the 1.3B GPT
+// on 8 H100s, whose last stage carries the LM head): every rank's simulated peak stays within
+// the limit, from one where 1F1B's memory (46.7 GiB) fits twice over to one below it; a limit
+// that cannot hold a single forward is one error naming zb-auto.
+TEST(ZbGenerators, ZbAutoKeepsToTheMemoryLimit) {
+  const std::string scenario = std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/gpt-1.3b-8xh100.yaml";
+  for (const int gib : {80, 60, 50, 45}) {
+    const sim::Scenario sc = sim::LoadScenario(
+        scenario, {"pipeline.schedule=zb-auto", fmt::format("pipeline.memory_limit={}GiB", gib)});
+    const sim::Topology topo(sc.topology);
+    const Prediction p = Predict(sc, topo, std::move(ScenarioSchedules(sc, {"zb-auto"}).at(0)));
+    for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
+      EXPECT_LE(r.peak_memory_bytes, int64_t{gib} << 30) << gib << " GiB, rank " << r.rank;
+    }
+  }
+  const sim::Scenario tiny = sim::LoadScenario(scenario, {"pipeline.schedule=zb-auto", "pipeline.memory_limit=5GiB"});
+  try {
+    ScenarioSchedules(tiny, {"zb-auto"});
+    ADD_FAILURE() << "a 5 GiB limit was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("zb-auto: stage 0: the memory limit"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

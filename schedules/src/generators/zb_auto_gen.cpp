@@ -1,5 +1,6 @@
-// ZB-1p and ZB-2p (Qi et al., ICLR 2024, §3 and Table 5): the automatic scheduler's heuristic
-// (zb_auto.h) under a memory limit of p and 2p forwards' activations, from the stages' own
+// ZB-1p, ZB-2p and ZB-auto (Qi et al., ICLR 2024, §3 and Table 5): the automatic scheduler's
+// heuristic (zb_auto.h) under a memory limit of p and 2p forwards' activations, or of the
+// scenario's memory (the costs' max_mem: pipeline.memory_limit), from the stages' own
 // F, B (I), W and transfer times when the harness has them (GeneratorParams::costs), else every
 // stage alike. One step's order, repeated every step.
 #include <fmt/format.h>
@@ -17,7 +18,9 @@ std::vector<std::vector<Op>> EmitUnder(const GeneratorParams& p, double pending,
   static_cast<StagePassCosts&>(costs) = p.costs ? *p.costs : UniformPassCosts(p.ranks);
   costs.microbatches = p.microbatches;
   std::string why;
-  const std::optional<ZbAutoOrder> order = ZbAutoSchedule(ZbAutoLimit(costs, pending * p.ranks), &why);
+  // pending < 0: the costs' own limit.
+  const std::optional<ZbAutoOrder> order =
+      ZbAutoSchedule(pending < 0 ? costs : ZbAutoLimit(costs, pending * p.ranks), &why);
   if (!order) throw InputError(fmt::format("{}: {}", name, why));
   std::vector<std::vector<Op>> out(p.ranks);
   for (int step = 0; step < p.steps; ++step) {
@@ -41,6 +44,12 @@ std::string CheckZbAuto(const GeneratorParams& p) {
 }
 
 std::vector<std::vector<Op>> EmitZb1p(const GeneratorParams& p) { return EmitUnder(p, 1, "zb-1p"); }
+std::vector<std::vector<Op>> EmitZbAuto(const GeneratorParams& p) {
+  // The costs' own limit (the scenario's memory); without one, no limit (every forward may run
+  // before the first backward).
+  if (p.costs && !p.costs->max_mem.empty()) return EmitUnder(p, -1, "zb-auto");
+  return EmitUnder(p, static_cast<double>(p.microbatches) / p.ranks, "zb-auto");
+}
 std::vector<std::vector<Op>> EmitZb2p(const GeneratorParams& p) { return EmitUnder(p, 2, "zb-2p"); }
 
 }  // namespace stagecraft::schedules

@@ -56,6 +56,7 @@ std::vector<std::vector<Op>> EmitDualPipeV(const GeneratorParams& p);
 std::string CheckDualPipeV(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZb1p(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZb2p(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitZbAuto(const GeneratorParams& p);
 std::string CheckZbAuto(const GeneratorParams& p);
 
 // 1F1B order over `total` microbatches with no flush, numbered globally; shared by 1f1b

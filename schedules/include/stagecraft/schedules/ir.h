@@ -109,7 +109,7 @@ struct Schedule {
 std::string ActionString(const Op& op, int microbatches_per_step);
 
 // Generator input. Not every generator uses every field (chunks only for interleaved).
-// What a cost-aware generator (zb-1p, zb-2p: GeneratorInfo::uses_costs) schedules with, per
+// What a cost-aware generator (zb-1p, zb-2p, zb-auto: GeneratorInfo::uses_costs) schedules with, per
 // stage (one per rank): the times of F, B (the input gradient, I) and W in any one unit, the
 // transfer time between neighbours, what each pass adds to memory (F +M_B, B M_W - M_B, W -M_W,
 // in any one unit) and the memory limit per stage (empty: the generator's own).

@@ -139,6 +139,8 @@ struct PipelineSpec {
   // Zero Bubble paper's cost model, where a transfer starts as soon as its producer ends, takes
   // as many as a stage ever has in flight).
   int p2p_buffers = schedules::kAheadBuffersPerStage;
+  // zb-auto's memory per rank in bytes (everything the rank holds); 0: the device's memory.
+  int64_t memory_limit_bytes = 0;
   // The parallelism around the pipeline (Megatron-LM's): D replicas of the pipeline, each
   // stage's layers sharded over T devices (with sequence parallelism, the activations between
   // them too), and with zero = 1 the optimizer state sharded over the D replicas (ZeRO-1).
