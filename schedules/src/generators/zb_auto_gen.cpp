@@ -7,6 +7,7 @@
 
 #include "emit_util.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/zb_auto.h"
 
@@ -47,7 +48,19 @@ std::vector<std::vector<Op>> EmitZb1p(const GeneratorParams& p) { return EmitUnd
 std::vector<std::vector<Op>> EmitZbAuto(const GeneratorParams& p) {
   // The costs' own limit (the scenario's memory); without one, no limit (every forward may run
   // before the first backward).
-  if (p.costs && !p.costs->max_mem.empty()) return EmitUnder(p, -1, "zb-auto");
+  if (p.costs && !p.costs->max_mem.empty()) {
+    // The harness's limit is in bytes: say plainly when a stage has no room for one forward.
+    for (size_t j = 0; j < p.costs->max_mem.size() && j < p.costs->mem_f.size(); ++j) {
+      const double left = p.costs->max_mem[j], one = p.costs->mem_f[j];
+      if (left < one) {
+        throw InputError(fmt::format(
+            "zb-auto: stage {} has {} left under the memory limit after its weights, gradients, optimizer "
+            "state and buffers, less than one forward's activations ({}); raise pipeline.memory_limit",
+            j, left > 0 ? FormatBytes(static_cast<int64_t>(left)) : "nothing", FormatBytes(static_cast<int64_t>(one))));
+      }
+    }
+    return EmitUnder(p, -1, "zb-auto");
+  }
   return EmitUnder(p, static_cast<double>(p.microbatches) / p.ranks, "zb-auto");
 }
 std::vector<std::vector<Op>> EmitZb2p(const GeneratorParams& p) { return EmitUnder(p, 2, "zb-2p"); }
