@@ -128,7 +128,7 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorP
       const sim::StageCost& s = table.stages[j];
       const int64_t fixed = s.weight_bytes + s.grad_bytes + s.optimizer_bytes +
                             std::max(s.workspace_bytes, s.forward_workspace_bytes) +
-                            2 * schedules::kAheadBuffersPerStage * s.send_bytes;
+                            2 * sc.pipeline.p2p_buffers * s.send_bytes;
       c.max_mem[j] = static_cast<double>(limit - fixed);
     }
   }

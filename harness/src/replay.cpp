@@ -27,7 +27,8 @@ namespace stagecraft::harness {
 schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedules::Trace& trace,
                               const std::string& trace_path) {
   schedules::RunRecord record;
-  for (const std::vector<schedules::Op>& ops : schedule.ops) record.ranks.push_back({std::vector<schedules::OpTiming>(ops.size())});
+  record.ranks.resize(schedule.ops.size());
+  for (size_t r = 0; r < schedule.ops.size(); ++r) record.ranks[r].ops.resize(schedule.ops[r].size());
   for (const schedules::TraceOp& op : trace.ops) {
     if (op.stream == schedules::Stream::kCollective) continue;  // a REDUCE_GRAD's own lane
     const bool fits = op.rank >= 0 && op.rank < schedule.ranks() && op.op_index >= 0 &&
@@ -47,8 +48,7 @@ schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedul
 }
 
 RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
-                         const schedules::Trace& trace, const std::string& trace_path, const sim::CostTable& medians) {
-  const schedules::RunRecord record = RecordOf(ran, trace, trace_path);
+                         const schedules::RunRecord& record, const sim::CostTable& medians) {
   RunVariation v;
   int64_t bytes = 0;  // a transfer's (the stages' boundaries are one size in the models that have layers)
   for (const sim::StageCost& c : medians.stages) bytes = std::max(bytes, c.send_bytes);
@@ -64,8 +64,8 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
 }
 
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
-                           const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
-                           const std::string& trace_path, bool same_run, const RunVariation& variation) {
+                           const schedules::ScheduleMetrics& measured, const std::string& trace_path,
+                           const schedules::RunRecord* record, const RunVariation& variation) {
   using schedules::OpKind;
   const int stages = schedule.stages();
   if (static_cast<int>(measured.stage_costs.size()) != stages) {
@@ -118,7 +118,7 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   base.op_time_cv = 0;
   base.op_ns.clear();
-  if (!same_run) {
+  if (record == nullptr) {
     // Another schedule: every transfer as long as the run's median waited transfer (the fit's
     // link model would not know the receiver's copy), every op drawn with the run's spread.
     if (variation.transfer_bytes_per_s > 0) {
@@ -134,12 +134,11 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   base.op_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
   base.overhead_ns = base.op_ns;
-  const schedules::RunRecord record = RecordOf(schedule, trace, trace_path);
   // Where each compute op started on its rank, to find the op an overhead gap ends at.
   std::vector<std::unordered_map<int64_t, int>> started(schedule.ops.size());
   for (size_t r = 0; r < schedule.ops.size(); ++r) {
     for (size_t i = 0; i < schedule.ops[r].size(); ++i) {
-      const schedules::OpTiming& t = record.ranks[r].ops[i];
+      const schedules::OpTiming& t = record->ranks[r].ops[i];
       const OpKind kind = schedule.ops[r][i].kind;
       if (t.start_ns < 0 || !(schedules::IsCompute(kind) || kind == OpKind::kStep)) continue;
       base.op_ns[r][i] = t.end_ns - t.start_ns;
@@ -149,7 +148,7 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   // The runtime's work before each op as it happened (the overhead part of the gap before it),
   // so a stall of the machine on one op stays on that op instead of spreading over all of them.
-  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(schedule, record, true);
+  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(schedule, *record, true);
   for (size_t r = 0; r < split.size() && r < started.size(); ++r) {
     for (const schedules::GapInterval& gap : split[r].gaps) {
       if (gap.cause != schedules::GapCause::kOverhead) continue;
@@ -159,31 +158,32 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     }
   }
   // Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV
-  // of one edge, paired by it.
-  struct Ends {
-    const schedules::TraceOp* send = nullptr;
-    const schedules::TraceOp* recv = nullptr;
-  };
+  // of one edge, paired by it (EdgeKey, as the engine keys them).
   const schedules::UnitIndex units(schedule);
-  std::vector<Ends> transfers(schedules::EdgeKeyCount(units));  // by EdgeKey, as the engine keys them
-  for (const schedules::TraceOp& op : trace.ops) {
-    if (op.stream != schedules::Stream::kSend && op.stream != schedules::Stream::kRecv) continue;
-    const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op.op);
-    if (!edge) continue;
-    const size_t key = schedules::EdgeKey(units, *edge);
-    if (key >= transfers.size()) continue;  // an edge the schedule does not have (checked op by op above)
-    (op.stream == schedules::Stream::kSend ? transfers[key].send : transfers[key].recv) = &op;
+  std::vector<std::pair<int, int>> send_of(schedules::EdgeKeyCount(units), {-1, -1});  // (rank, index)
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
+      const schedules::Op& op = schedule.ops[r][i];
+      if (!schedules::IsSend(op.kind)) continue;
+      if (const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op)) {
+        send_of[schedules::EdgeKey(units, *edge)] = {r, i};
+      }
+    }
   }
   base.transfer_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.transfer_ns[r].assign(schedule.ops[r].size(), -1);
-  for (const Ends& ends : transfers) {
-    if (ends.send == nullptr || ends.recv == nullptr) continue;
-    const int rank = ends.send->rank, index = ends.send->op_index;
-    if (rank < 0 || rank >= schedule.ranks() || index < 0 || index >= static_cast<int>(schedule.ops[rank].size())) {
-      continue;
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
+      const schedules::Op& op = schedule.ops[r][i];
+      if (op.kind != OpKind::kRecvF && op.kind != OpKind::kRecvB) continue;
+      const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op);
+      if (!edge) continue;
+      const auto [sr, si] = send_of[schedules::EdgeKey(units, *edge)];
+      const schedules::OpTiming& recv = record->ranks[r].ops[i];
+      if (sr < 0 || recv.start_ns < 0 || record->ranks[sr].ops[si].start_ns < 0) continue;  // an end not traced
+      const int64_t start = std::max(record->ranks[sr].ops[si].start_ns, recv.start_ns);
+      base.transfer_ns[sr][si] = std::max<int64_t>(0, recv.end_ns - start);
     }
-    const int64_t start = std::max(ends.send->start_ns, ends.recv->start_ns);
-    base.transfer_ns[rank][index] = std::max<int64_t>(0, ends.recv->start_ns + ends.recv->duration_ns - start);
   }
   base.p2p.reset();  // the measured transfers replace the fit, and the receiver's copy is in them
   return base;
@@ -252,11 +252,12 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   CheckScheduleSizes(sc.pipeline, names, max_ops);
   const sim::Topology topo(sc.topology);
   const schedules::ScheduleMetrics& m = *replay.measured;
-  // The run's schedule as it ran, for what it shows beyond its medians.
+  // The run's schedule as it ran, its trace as its record, and what it shows beyond its medians.
   const schedules::Schedule ran_schedule = ScenarioSchedules(ran, {trace.schedule}).at(0);
+  const schedules::RunRecord record = RecordOf(ran_schedule, trace, trace_path);
   const RunVariation variation =
-      VariationOf(ran_schedule, m, trace, trace_path,
-                  ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace, trace_path, false, {}));
+      VariationOf(ran_schedule, m, record,
+                  ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace_path, nullptr, {}));
   for (schedules::Schedule& s : ScenarioSchedules(sc, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
                           s.ranks() == m.ranks && s.shape.chunks == m.chunks;
@@ -266,7 +267,8 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
       run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, static_cast<int>(m.stage_costs.size())),
                                      sim::StageLayers(sc, s.stages()));
     }
-    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace, trace_path, same_run, variation);
+    sim::CostTable costs =
+        ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr, variation);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

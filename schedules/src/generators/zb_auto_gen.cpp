@@ -35,11 +35,12 @@ std::vector<std::vector<Op>> EmitUnder(const GeneratorParams& p, double pending,
 }  // namespace
 
 std::string CheckZbAuto(const GeneratorParams& p) {
-  if (p.costs && (static_cast<int>(p.costs->f.size()) != p.ranks || static_cast<int>(p.costs->b.size()) != p.ranks ||
-                  static_cast<int>(p.costs->w.size()) != p.ranks || static_cast<int>(p.costs->mem_f.size()) != p.ranks ||
-                  static_cast<int>(p.costs->mem_b.size()) != p.ranks ||
-                  static_cast<int>(p.costs->mem_w.size()) != p.ranks)) {
-    return fmt::format("the costs name {} stages, not one per rank ({})", p.costs->f.size(), p.ranks);
+  if (!p.costs) return {};
+  const StagePassCosts& c = *p.costs;
+  for (const std::vector<double>* per_stage : {&c.f, &c.b, &c.w, &c.mem_f, &c.mem_b, &c.mem_w}) {
+    if (static_cast<int>(per_stage->size()) != p.ranks) {
+      return fmt::format("the costs name {} stages, not one per rank ({})", per_stage->size(), p.ranks);
+    }
   }
   return {};
 }

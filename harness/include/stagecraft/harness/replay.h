@@ -16,20 +16,21 @@
 namespace stagecraft::harness {
 
 // `base` (the scenario's costs for `schedule`: its sizes and transfers stay) with the times of
-// the measured run `measured` (its metrics) whose trace is `trace`:
+// the measured run `measured` (its metrics; `trace_path` names its trace):
 // - every stage's F, B, I, W and STEP: the run's median of that pass on that stage (its
 //   `stage_costs`, MeasuredStageCosts; a run of B alone splits it into I and W by `base`'s
 //   ratio; a run of I and W alone sums them into B), the optimizer STEP with its copy included;
-// - when `same_run` (the schedule the trace measured, op for op), every compute op and STEP its
-//   own measured time (CostTable::op_ns), and every transfer its own, from both ends posted to
-//   the receiver seeing the data (CostTable::transfer_ns, in place of the p2p fit);
+// - with `record` (the run itself, `schedule` being the one it ran: RecordOf its trace), op for
+//   op: every compute op and STEP its own measured time (CostTable::op_ns) and the runtime work
+//   measured before it (CostTable::overhead_ns), and every transfer its own, from both ends
+//   posted to the receiver seeing the data (CostTable::transfer_ns, in place of the p2p fit);
 // - the runtime's work per op, measured: each rank's `overhead_ms` over its ops (the rank with
 //   the loss or with more receives has more; the run's `overhead_ns_per_op` where the ranks are
 //   not listed), in place of any other overhead, and no random spread.
-// Throws InputError (naming `trace_path`) when the run's stages are not the schedule's, a stage
-// has no F, or (same_run) an op of the trace is not the schedule's op at its index.
+// Throws InputError (naming `trace_path`) when the run's stages are not the schedule's or a
+// stage has no F.
 //
-// Not `same_run` (a what-if), `variation` stands in for what the ops' own times would say.
+// Without `record` (a what-if), `variation` stands in for what the ops' own times would say.
 struct RunVariation {
   // A transfer's bytes over the run's median transfer that a receiver waited through: every
   // transfer is copied by its receiver at this rate just before its consumer (a P2pFit of no
@@ -38,20 +39,20 @@ struct RunVariation {
   double op_time_cv = 0;  // CostTable::op_time_cv
 };
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
-                           const schedules::ScheduleMetrics& measured, const schedules::Trace& trace,
-                           const std::string& trace_path, bool same_run, const RunVariation& variation);
+                           const schedules::ScheduleMetrics& measured, const std::string& trace_path,
+                           const schedules::RunRecord* record, const RunVariation& variation);
 
 // The trace of a run of `schedule` as its run record (FinishRunRecord'ed). Throws InputError
 // (naming `trace_path`) for an op that is not the schedule's op at its index.
 schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedules::Trace& trace,
                               const std::string& trace_path);
 
-// What a run of `ran` (its metrics `measured`, its trace `trace`) shows beyond its pass medians
+// What a run of `ran` (its metrics `measured`, its record `record`) shows beyond its pass medians
 // (`medians`, its ReplayCosts): the median transfer a receiver waited through from its start to
 // its arrival (harness's WaitedTransfers, as calibration takes it) as a rate, and how much an op's time
 // varies from one run of it to the next against those medians (AddJitter; step 0 left out).
 RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
-                         const schedules::Trace& trace, const std::string& trace_path, const sim::CostTable& medians);
+                         const schedules::RunRecord& record, const sim::CostTable& medians);
 
 // The run's per-stage pass medians (`run`, its stages holding `run_layers` layers each, in model
 // order) over another split of the same layers (`layers`): each layer takes an equal share of
