@@ -2,6 +2,7 @@
 #include "gpt_reference.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <memory>
 
@@ -11,7 +12,7 @@
 namespace stagecraft::testing {
 
 GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int microbatches, int steps,
-                                     Staleness staleness, bool vertical_sync) {
+                                     Staleness staleness, bool vertical_sync, double perturb) {
   auto device = exec::MakeCpuDevice();
   const exec::GptModel& m = *config.gpt;
   const int n = static_cast<int>(config.layers_per_stage.size());
@@ -26,6 +27,14 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
     optimizers.push_back(std::make_unique<exec::Optimizer>(*device, config, stages[s]->ParamFloats()));
     exec::Buffer w(*device, stages[s]->ParamFloats());
     stages[s]->InitParams(w.data());
+    if (perturb != 0) {
+      uint32_t state = 12345u + static_cast<uint32_t>(s);  // a linear congruential sequence per stage
+      for (int64_t i = 0; i < w.size(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        const double u = static_cast<double>(state >> 8) / 16777216.0 - 0.5;
+        w.data()[i] = static_cast<float>(w.data()[i] * (1.0 + perturb * u));
+      }
+    }
     result.initial_params.emplace_back(w.data(), w.data() + w.size());
     versions[s].push_back(std::move(w));
   }

@@ -2,6 +2,8 @@
 // the loss, hand-worked optimizer updates, and the staleness rules worked by hand.
 #include "reference.h"
 
+#include "gpt_reference.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -297,6 +299,41 @@ TEST(ReferenceTest, RejectsBadConfigs) {
   EXPECT_THROW(TrainReference(config), std::invalid_argument);
   config.layers_per_stage = {3, 0};
   EXPECT_THROW(TrainReference(config), std::invalid_argument);
+}
+
+// The executor suite's transformer cases are well conditioned: a 1e-7 change of the initial
+// weights (rounding's size) moves the trained weights by under a quarter of the fp32 tolerance
+// (1e-5), so a device that sums in another order (the GPU) passes or fails on its training, not
+// on chaos. Each policy at the Adam rate the suite gives it (gpt_reference.h), 3 steps of 8.
+TEST(GptReferenceConditioning, TheSuitesAdamRatesKeepRoundingSmall) {
+  struct Policy {
+    const char* name;
+    Staleness staleness;
+    float lr;
+    std::vector<int> split;
+  };
+  for (const Policy& p : {Policy{"flush", Staleness::kFlush, kAdamLr, {2, 2, 2, 2}},
+                          Policy{"flush, a block per stage", Staleness::kFlush, kAdamLr, {1, 1, 1, 1, 1, 1, 1, 1}},
+                          Policy{"2bw", Staleness::kTwoBW, kAdamLr, {2, 2, 2, 2}},
+                          Policy{"pipedream", Staleness::kPipeDream, kAdamLrPerMicrobatch, {2, 2, 2, 2}}}) {
+    exec::TrainingConfig config;
+    config.gpt = kTestGpt;
+    config.microbatch_size = 2;
+    config.optimizer = "adam";
+    config.lr = p.lr;
+    config.layers_per_stage = p.split;
+    const GptReferenceResult a = TrainGptReference(config, 8, 3, p.staleness, false);
+    const GptReferenceResult b = TrainGptReference(config, 8, 3, p.staleness, false, 1e-7);
+    for (size_t s = 0; s < a.stage_params.size(); ++s) {
+      double initial2 = 0, final2 = 0, ref2 = 0;
+      for (size_t i = 0; i < a.stage_params[s].size(); ++i) {
+        const double d0 = a.initial_params[s][i] - b.initial_params[s][i], d = a.stage_params[s][i] - b.stage_params[s][i];
+        initial2 += d0 * d0, final2 += d * d, ref2 += double{a.stage_params[s][i]} * a.stage_params[s][i];
+      }
+      EXPECT_GT(std::sqrt(initial2 / ref2), 1e-8) << p.name << " stage " << s << ": the change was made";
+      EXPECT_LE(std::sqrt(final2 / ref2), 2.5e-6) << p.name << " stage " << s << ": the trained weights' change";
+    }
+  }
 }
 
 }  // namespace

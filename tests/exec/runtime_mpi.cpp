@@ -81,22 +81,20 @@ struct Case {
   bool vertical_sync = false;
   std::string optimizer = "sgd";
   double lr = 0.1;
+  float adam_lr = testing::kAdamLr;  // instead of lr when optimizer is "adam"
   bool residual = false;
   kernels::Activation activation = kernels::Activation::kGelu;
   kernels::LossKind loss = kernels::LossKind::kMse;
   std::vector<int> split{};  // layers per stage; empty: even
   Link link = kCuda ? Link::kStaged : Link::kMpi;
   exec::GemmPrecision precision = exec::GemmPrecision::kFp32;  // cuda only
-  bool gpt = false;  // the transformer (kGptModel) instead of the MLP
+  bool gpt = false;  // the transformer (testing::kTestGpt) instead of the MLP
   std::string csv = {};  // a schedule file's text (one step) to import instead of generating `schedule`
   int64_t dataset_microbatches = 0;  // the reference's data cycles through this many (0: all distinct)
   // D replicas of `ranks` ranks (ranks x D of the job's 4 processes), each with 1/D of the
   // microbatch size the reference trains with (data parallelism: the same training exactly).
   int data_parallel = 1;
 };
-
-// A GPT small enough for 4 ranks on 2 cores, with a block per stage even when interleaved.
-const exec::GptModel kGptModel{.layers = 8, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 7};
 
 constexpr int kLayers = 8;
 
@@ -115,14 +113,12 @@ exec::TrainingConfig ConfigFor(const Case& c) {
   config.model.seed = 7;
   config.microbatch_size = 4;
   config.optimizer = c.optimizer;
-  config.lr = static_cast<float>(c.optimizer == "adam" ? 0.01 : c.lr);
+  config.lr = c.optimizer == "adam" ? c.adam_lr : static_cast<float>(c.lr);
   config.momentum = 0.9f;
   config.layers_per_stage = SplitOf(c);
   if (c.gpt) {
-    config.gpt = kGptModel;
+    config.gpt = testing::kTestGpt;
     config.microbatch_size = 2;
-    // Adam moves every weight about lr per step whatever its gradient's scale.
-    config.lr = static_cast<float>(c.optimizer == "adam" ? 0.01 : c.lr);
   }
   // Each replica trains its slice of the reference's microbatch.
   config.microbatch_size /= c.data_parallel;
@@ -349,6 +345,7 @@ ScheduleCase CaseFor(const schedules::GeneratorInfo& info) {
   ScheduleCase sc{.c = {.schedule = std::string(info.name), .chunks = info.interleaved ? 2 : 1}};
   if (info.weights == schedules::WeightPolicy::kStash) {
     sc.c.lr = 0.02;  // weight stashing trains on stale weights: a smaller step stays stable
+    sc.c.adam_lr = testing::kAdamLrPerMicrobatch;  // and updates m times a step (gpt_reference.h)
     sc.staleness = Staleness::kPipeDream;
   } else if (info.weights == schedules::WeightPolicy::kTwoBW) {
     sc.staleness = Staleness::kTwoBW;
