@@ -114,7 +114,11 @@ def cuda_bench_section(out, checks):
     if runs is None:
         return []
     lines = ["## GEMM efficiency against cuBLAS (cuda_bench)", "",
-             "| op | precision | TFLOPS | bare cuBLAS TFLOPS | of_cublas |", "| --- | --- | ---: | ---: | ---: |"]
+             "Each layer op against a bare cuBLAS call of its own GEMM. Steady state: after the weights' first "
+             "update (their 16-bit copy made once); first step: bf16 rounds the weights at each call. "
+             "The target is judged in the steady state.", "",
+             "| op | precision | state | TFLOPS | bare cuBLAS TFLOPS | of_cublas |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
     ratios, overhead, errors = [], [], []
     for r in runs:
         if r.get("error_occurred"):
@@ -123,9 +127,11 @@ def cuda_bench_section(out, checks):
         a = bench_args(r["name"])
         if r["name"].startswith("BM_LayerOpVsCublas") and "of_cublas" in r:
             op, prec = OPS.get(a.get("op"), "?"), PRECISIONS.get(a.get("precision"), "?")
-            ratios.append((r["of_cublas"], f"{op} {prec}"))
-            lines.append(f"| {op} | {prec} | {r.get('TFLOPS', 0):.1f} | {r.get('cublas_TFLOPS', 0):.1f} | "
-                         f"{r['of_cublas']:.3f} |")
+            steady = a.get("stepped", 1) == 1
+            if steady:
+                ratios.append((r["of_cublas"], f"{op} {prec}"))
+            lines.append(f"| {op} | {prec} | {'steady' if steady else 'first step'} | {r.get('TFLOPS', 0):.1f} | "
+                         f"{r.get('cublas_TFLOPS', 0):.1f} | {r['of_cublas']:.3f} |")
         elif r["name"].startswith("BM_RuntimeOverheadPerOp") and "us_per_op" in r:
             overhead.append(("cuda" if a.get("cuda", 1) else "cpu", r["us_per_op"]))
     lines += ["", "## Runtime overhead per op (cuda_bench)", "", "| device | us per op |", "| --- | ---: |"]
@@ -134,7 +140,7 @@ def cuda_bench_section(out, checks):
         checks.append(("cuda_bench: every benchmark ran", "fail", "; ".join(errors)))
     if ratios:
         worst = min(ratios)
-        checks.append((f"GEMM at least {OF_CUBLAS_TARGET} of bare cuBLAS in every op and precision",
+        checks.append((f"GEMM at least {OF_CUBLAS_TARGET} of bare cuBLAS in every op and precision (steady state)",
                        "pass" if worst[0] >= OF_CUBLAS_TARGET else "fail", f"worst {worst[1]}: {worst[0]:.3f}"))
     cuda = [us for d, us in overhead if d == "cuda"]
     if cuda:

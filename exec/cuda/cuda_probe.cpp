@@ -10,6 +10,7 @@
 #include <string>
 
 #include "stagecraft/exec/devices.h"
+#include "stagecraft/kernels/cuda.h"
 
 #ifndef STAGECRAFT_CUDA_ARCHITECTURES
 #error "STAGECRAFT_CUDA_ARCHITECTURES (the kernels' CUDA_ARCHITECTURES) comes from exec/CMakeLists.txt"
@@ -77,6 +78,9 @@ GpuProbe ProbeGpu(int index, bool open_context) {
 }  // namespace
 
 CudaProbe ProbeCuda(bool open_contexts) {
+  // The version and device queries below initialize CUDA, which fixes the module loading mode:
+  // the command's probe comes before its device, so the choice must come before the probe.
+  kernels::PreferEagerModuleLoading();
   CudaProbe p;
   p.have_backend = true;
   p.have_nccl = STAGECRAFT_WITH_NCCL != 0;

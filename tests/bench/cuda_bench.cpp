@@ -3,11 +3,12 @@
 //   BM_LayerOpVsCublas/{F,I,W}/{tf32,bf16,fp32}/stepped:{0,1}: one layer's F, I and W as the
 //     executor runs them (MlpStage on the cuda device: the GEMM with its element-wise work, and
 //     for bf16 the rounding of the inputs) in scenarios/mlp-gpu.yaml's shape (256 rows, hidden
-//     8192), timed with CUDA events, next to a bare cublasGemmEx of the same GEMM in the same
-//     precision on the same stream. stepped:1 runs an optimizer update (lr 0) on the weights
-//     first, as every step after a run's first does: in bf16 the GEMMs then read the weights'
-//     16-bit copy instead of rounding 8192² weights at each call. Counter of_cublas = the layer
-//     op's GEMM rate / bare cuBLAS's (target ≥ 0.6).
+//     8192), timed with CUDA events, next to a bare cublasGemmEx of the same GEMM (the op's own
+//     shape and transposes: W's inner dimension is the 256 rows) in the same precision on the
+//     same stream. stepped:1 runs an optimizer update (lr 0) on the weights first, as every step
+//     after a run's first does: in bf16 the GEMMs then read the weights' 16-bit copy instead of
+//     rounding 8192² weights at each call. Counter of_cublas = the layer op's GEMM rate / bare
+//     cuBLAS's (target ≥ 0.6 in the steady state, stepped:1; stepped:0 shows a first step's cost).
 //   BM_RuntimeOverheadPerOp/{cuda,cpu}: RunRank on one rank with layers so small that the math
 //     is negligible (hidden 16, 4 rows, 1F1B, 64 microbatches): wall time per op is the
 //     runtime's own cost per op (target ≤ 10 µs on the cuda device).
@@ -74,9 +75,27 @@ double TimeOnStream(cudaStream_t stream, Work&& work) {
   return ms;
 }
 
-// A bare cublasGemmEx of [kRows x kHidden] · [kHidden x kHidden] in `precision`, inputs already in
-// its storage type: what cuBLAS itself reaches on this shape, in TFLOP/s.
-double BareCublasTflops(cudaStream_t stream, GemmPrecision precision) {
+enum class LayerOp { kF, kI, kW };
+
+// The row-major GEMM each layer op makes (MlpStage: F = x·wᵀ, I = dz·w, W = dzᵀ·x, each written
+// over), as Device::Gemm takes it.
+struct OpGemm {
+  bool trans_a, trans_b;
+  int m, n, k;
+};
+OpGemm GemmOf(LayerOp op) {
+  switch (op) {
+    case LayerOp::kF: return {false, true, kRows, kHidden, kHidden};
+    case LayerOp::kI: return {false, false, kRows, kHidden, kHidden};
+    case LayerOp::kW: return {true, false, kHidden, kHidden, kRows};
+  }
+  return {};
+}
+
+// A bare cublasGemmEx of the layer op's own GEMM (its shape, transposes and column-major
+// mapping, ToColumnMajor) in `precision`, inputs already in its storage type, output fp32 written
+// over: what cuBLAS itself reaches on that GEMM, in TFLOP/s.
+double BareCublasTflops(cudaStream_t stream, GemmPrecision precision, LayerOp op) {
   const bool half = precision == GemmPrecision::kBf16 || precision == GemmPrecision::kFp16;
   const cudaDataType_t in = precision == GemmPrecision::kBf16 ? CUDA_R_16BF
                             : precision == GemmPrecision::kFp16 ? CUDA_R_16F
@@ -84,19 +103,24 @@ double BareCublasTflops(cudaStream_t stream, GemmPrecision precision) {
   const cublasComputeType_t compute =
       precision == GemmPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const size_t element = half ? 2 : 4;
+  const OpGemm o = GemmOf(op);
+  const ColumnMajorGemm g = ToColumnMajor(o.trans_a, o.trans_b, o.m, o.n, o.k);
+  const size_t a_count = size_t(o.m) * o.k, b_count = size_t(o.k) * o.n, c_count = size_t(o.m) * o.n;
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  SC_CUDA_CHECK(cudaMalloc(&a, element * kRows * kHidden));
-  SC_CUDA_CHECK(cudaMalloc(&b, element * kHidden * kHidden));
-  SC_CUDA_CHECK(cudaMalloc(&c, sizeof(float) * kRows * kHidden));
-  SC_CUDA_CHECK(cudaMemsetAsync(a, 0, element * kRows * kHidden, stream));
-  SC_CUDA_CHECK(cudaMemsetAsync(b, 0, element * kHidden * kHidden, stream));
+  SC_CUDA_CHECK(cudaMalloc(&a, element * a_count));
+  SC_CUDA_CHECK(cudaMalloc(&b, element * b_count));
+  SC_CUDA_CHECK(cudaMalloc(&c, sizeof(float) * c_count));
+  SC_CUDA_CHECK(cudaMemsetAsync(a, 0, element * a_count, stream));
+  SC_CUDA_CHECK(cudaMemsetAsync(b, 0, element * b_count, stream));
   cublasHandle_t blas = nullptr;
   SC_CUBLAS_BENCH_CHECK(cublasCreate(&blas));
   SC_CUBLAS_BENCH_CHECK(cublasSetStream(blas, stream));
   const float alpha = 1, beta = 0;
   auto gemm = [&] {
-    SC_CUBLAS_BENCH_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, kHidden, kRows, kHidden, &alpha, b, in, kHidden,
-                                       a, in, kHidden, &beta, c, CUDA_R_32F, kHidden, compute, CUBLAS_GEMM_DEFAULT));
+    SC_CUBLAS_BENCH_CHECK(cublasGemmEx(blas, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha, b, in,
+                                       g.ld_first, a, in, g.ld_second, &beta, c, CUDA_R_32F, g.ld_out, compute,
+                                       CUBLAS_GEMM_DEFAULT));
   };
   for (int i = 0; i < 5; ++i) gemm();
   const int reps = 50;
@@ -107,10 +131,9 @@ double BareCublasTflops(cudaStream_t stream, GemmPrecision precision) {
   (void)cudaFree(a);
   (void)cudaFree(b);
   (void)cudaFree(c);
-  return 2.0 * kRows * kHidden * kHidden * reps / (ms * 1e-3) / 1e12;
+  return 2.0 * o.m * o.n * o.k * reps / (ms * 1e-3) / 1e12;
 }
 
-enum class LayerOp { kF, kI, kW };
 
 void BM_LayerOpVsCublas(benchmark::State& state) {
   if (NoGpu(state)) return;
@@ -119,7 +142,7 @@ void BM_LayerOpVsCublas(benchmark::State& state) {
   const bool stepped = state.range(2) != 0;
   auto device = MakeCudaDevice(0, precision);
   auto stream = static_cast<cudaStream_t>(CudaComputeStream(*device));
-  const double bare = BareCublasTflops(stream, precision);
+  const double bare = BareCublasTflops(stream, precision, op);
 
   MlpStage stage(*device, StageShape{.first_layer = 0, .layers = 1, .hidden = kHidden, .rows = kRows});
   Buffer params(*device, stage.ParamFloats());

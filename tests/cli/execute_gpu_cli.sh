@@ -2,7 +2,7 @@
 # `stagecraft execute --backend cuda` end to end where `stagecraft devices` finds the cuda
 # backend usable (ctest label gpu; exit 77, counted as skipped, otherwise, with the reason):
 # every schedule of a small MLP on 2 ranks with finite losses, the flush schedules' alike and
-# falling, and the device and transport named; each GEMM dtype; `profile --backend cuda`; a rank
+# falling, kernels loaded eagerly, and the device and transport named; each GEMM dtype; `profile --backend cuda`; a rank
 # that throws mid-step on the GPU, and a rank whose start-up fails while making its GPU's device
 # or its transport (NCCL or host staging), each ending every rank with one cause and no output.
 set -uo pipefail
@@ -22,6 +22,8 @@ timeout 600 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --set training.dtyp
 rc=$?
 check "cuda all schedules: exit 0" '[[ $rc -eq 0 ]]'
 [[ $rc -eq 0 ]] || cat "$tmp/err"
+# The command probes CUDA before it makes its device: eager kernel loading must still hold.
+check "cuda: kernels load eagerly (no lazy-loading warning)" '! grep -q "loads kernels lazily" "$tmp/err"'
 check "cuda: the device and transport are named" 'grep -q "(cuda:[0-9]" "$tmp/out" && grep -Eq "/(nccl|mpi \(host-staged\))\)" "$tmp/out"'
 grep -m1 "^scenario" "$tmp/out"
 python3 - "$tmp/m.json" <<'PY' || fail=1
