@@ -10,8 +10,10 @@
 //     rounding 8192² weights at each call. Counter of_cublas = the layer op's GEMM rate / bare
 //     cuBLAS's (target ≥ 0.6 in the steady state, stepped:1; stepped:0 shows a first step's cost).
 //   BM_RuntimeOverheadPerOp/{cuda,cpu}: RunRank on one rank with layers so small that the math
-//     is negligible (hidden 16, 4 rows, 1F1B, 64 microbatches): wall time per op is the
-//     runtime's own cost per op (target ≤ 10 µs on the cuda device).
+//     is negligible (hidden 16, 4 rows, 1F1B, 2 steps): the wall time a run of 96 microbatches
+//     takes beyond one of 32, per op it adds, is the runtime's own cost per op, the kernels'
+//     launches included (target ≤ 10 µs on the cuda device); us_per_op_with_setup divides the
+//     longer run's whole time by its ops, its set-up included.
 //   BM_KernelBandwidth/kernel:K: one launcher (named in the label) in a GPT's shape (LayerNorm and its gradients and
 //     the bias gradient on 8192 x 768, the causal softmax on 48 x 1024², cross entropy on
 //     2048 x 50304), timed with CUDA events; counters GB_per_s = the bytes the kernel must move
@@ -219,29 +221,46 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   const bool cuda = state.range(0) != 0;
   if (cuda && NoGpu(state)) return;
   auto device = cuda ? MakeCudaDevice(0, GemmPrecision::kFp32) : MakeCpuDevice();
-  schedules::GeneratorParams p;
-  p.ranks = 1;
-  p.microbatches = 64;
-  p.steps = 2;
-  const schedules::Schedule s = schedules::Lower(schedules::Generate("1f1b", p));
   TrainingConfig config;
   config.model = MlpModel{.layers = 1, .hidden = 16};
   config.microbatch_size = 4;
   config.layers_per_stage = {1};
-  const Dataset data = MakeDataset(*device, config, 64 * 2, true, true);
   OneRankTransport transport;
-  const double ops = static_cast<double>(s.ops[0].size());
-  RunRank(s, config, data, *device, transport);  // warm
-  double total = 0;
-  for (auto _ : state) {
+  // Two runs that differ only in their microbatches: the difference of their times over the
+  // difference of their op counts leaves out what a run costs whatever its length (its set-up,
+  // the stages and buffers it makes, the weights read back at its end).
+  struct Run {
+    schedules::Schedule schedule;
+    Dataset data;
+    double ops = 0;
+  };
+  auto make = [&](int microbatches) {
+    schedules::GeneratorParams p;
+    p.ranks = 1;
+    p.microbatches = microbatches;
+    p.steps = 2;
+    Run r{schedules::Lower(schedules::Generate("1f1b", p)), MakeDataset(*device, config, int64_t{microbatches} * 2, true, true)};
+    r.ops = static_cast<double>(r.schedule.ops[0].size());
+    RunRank(r.schedule, config, r.data, *device, transport);  // warm
+    return r;
+  };
+  const Run shorter = make(32), longer = make(96);
+  auto seconds_of = [&](const Run& r) {
     const auto start = std::chrono::steady_clock::now();
-    RunRank(s, config, data, *device, transport);
+    RunRank(r.schedule, config, r.data, *device, transport);
     device->Synchronize();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    state.SetIterationTime(seconds);
-    total += seconds;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double extra_seconds = 0, whole_seconds = 0;
+  for (auto _ : state) {
+    const double a = seconds_of(shorter), b = seconds_of(longer);
+    state.SetIterationTime(b);
+    extra_seconds += b - a;
+    whole_seconds += b;
   }
-  state.counters["us_per_op"] = total * 1e6 / (ops * static_cast<double>(state.iterations()));
+  const double n = static_cast<double>(state.iterations());
+  state.counters["us_per_op"] = extra_seconds * 1e6 / ((longer.ops - shorter.ops) * n);
+  state.counters["us_per_op_with_setup"] = whole_seconds * 1e6 / (longer.ops * n);
   state.SetLabel(device->Name());
 }
 BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
