@@ -91,10 +91,13 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "gpt-gpu: compare: .* compare .*predicted.json .*measured.json --trace .*measured.trace.json" \
             "mlp-gpu: what-if: .* replay .*measured.json --trace .*measured.trace.1f1b.json --set pipeline.schedule=all" \
             "mlp-gpu: what-if compare: .* compare .*whatif.json .*measured.json" "gpt-gpu: what-if: " \
+            "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 .*--backend cuda" \
+            "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " \
             "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 "; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
-check "gpu-check --dry-run: 16 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 16 ]]'
+# Each scenario twice (its ranks, and one rank for a GPU its ranks would share): 6 steps each.
+check "gpu-check --dry-run: 28 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 28 ]]'
 "$gc" --dry-run --out "$tmp/plan" | head -n1 >"$tmp/first"
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
 "$gc" --bogus >/dev/null 2>&1
