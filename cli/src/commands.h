@@ -28,6 +28,7 @@ Command AddScheduleCommand(CLI::App& root);
 Command AddSimulateCommand(CLI::App& root);
 Command AddCompareCommand(CLI::App& root);
 Command AddReplayCommand(CLI::App& root);
+Command AddSearchCommand(CLI::App& root);
 #endif
 #ifdef STAGECRAFT_HAVE_EXEC
 Command AddExecuteCommand(CLI::App& root);

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   commands.push_back(cli::AddSimulateCommand(app));
   commands.push_back(cli::AddCompareCommand(app));
   commands.push_back(cli::AddReplayCommand(app));
+  commands.push_back(cli::AddSearchCommand(app));
 #endif
 #ifdef STAGECRAFT_HAVE_EXEC
   commands.push_back(cli::AddExecuteCommand(app));

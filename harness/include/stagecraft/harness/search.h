@@ -1,0 +1,78 @@
+// `stagecraft search`: an op order per rank made for one job. It starts from the best schedule
+// the generators make for the scenario (hand-written and Zero Bubble's automatic ones, flush
+// policy, within the memory limit), then reorders ops within each rank by simulated annealing,
+// with the simulator as the judge: a move takes one compute op to another place in its rank's
+// list; an order that the validator refuses (an op before what it needs, a deadlock) or that
+// holds more than the memory limit is dropped unsimulated; the shortest simulated step wins.
+// The schedule is one step (the CSV form a scenario names as pipeline.schedule repeats it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::harness {
+
+// The per-rank memory limit on what the order changes (the activations held from an F to its
+// backward, the W stashes from an I to its W), in the units the scenario's costs give them
+// (bytes with the model's sizes, else a forward's activations as 1).
+struct SearchMemoryLimit {
+  // Bytes for the whole rank (weights, gradients, optimizer state, workspace and receive
+  // buffers taken off first, as zb-auto does); 0: none, unless `forwards` is set.
+  int64_t bytes = 0;
+  // The Zero Bubble paper's limit, k·p·M_B: `forwards` microbatches' activations of the rank's
+  // stages (k·p, with p the ranks); 0: not this form.
+  double forwards = 0;
+  // Parses "60GiB" (sim/units.h sizes) or "<k>p" ("2p", "1.5p"); throws InputError naming
+  // `what` on anything else.
+  static SearchMemoryLimit Parse(std::string_view text, std::string_view what);
+  std::string Describe() const;  // "60.00 GiB", "2p activations"
+};
+
+struct SearchOptions {
+  double budget_seconds = 10;  // wall-clock time for the annealing
+  int64_t max_evaluations = 0;  // > 0: stop after this many moves tried (deterministic runs)
+  uint64_t seed = 1;
+  // The generator to start from; empty: the fastest within the limit.
+  std::string from;
+  // Unset (bytes 0, forwards 0): the scenario's pipeline.memory_limit, else the device memory
+  // when the model gives sizes, else none.
+  SearchMemoryLimit memory_limit;
+};
+
+// One rank's share of the explanation: its bubble (idle share of the step) and its peak of the
+// order-dependent memory, before and after, and how many of its ops moved.
+struct SearchRankChange {
+  int rank = 0;
+  double bubble_before = 0, bubble_after = 0;
+  double memory_before = 0, memory_after = 0;  // in the limit's units
+  int ops_moved = 0;
+};
+
+struct SearchResult {
+  std::string start_name;             // the generator it started from
+  std::vector<std::string> starts;    // every generator tried, "name: 12.3 ms" or why not
+  schedules::Schedule start, best;    // one step, unlowered, with weights assigned
+  int64_t start_ns = 0, best_ns = 0;  // simulated step times
+  double memory_limit = 0;            // per rank, in `memory_units` (0: none)
+  std::string memory_units;           // "bytes" or "forwards' activations"
+  int64_t evaluations = 0;            // moves simulated
+  int64_t rejected = 0;               // moves refused unsimulated (invalid or over the limit)
+  int64_t improvements = 0;           // new bests
+  double seconds = 0;
+  std::vector<SearchRankChange> ranks;
+  // The moves that remain, against the start: "rank 3: 7W2 from 14 to 9" (at most `shown`).
+  std::vector<std::string> moved;
+};
+
+// Throws InputError when no generator gives a schedule within the memory limit.
+SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& options);
+
+// The search result as text: the start, every generator's time, the result and why it is
+// better (per rank bubble and memory), and the moves.
+std::string DescribeSearch(const SearchResult& result);
+
+}  // namespace stagecraft::harness

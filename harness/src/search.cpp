@@ -1,0 +1,436 @@
+// The schedule search (search.h): the best generator's order, improved by simulated annealing
+// over op orders within each rank, judged by the simulator.
+#include "stagecraft/harness/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/topology.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::harness {
+
+using schedules::GeneratorInfo;
+using schedules::Op;
+using schedules::OpKind;
+using schedules::Schedule;
+
+SearchMemoryLimit SearchMemoryLimit::Parse(std::string_view text, std::string_view what) {
+  SearchMemoryLimit limit;
+  if (!text.empty() && text.back() == 'p') {
+    const std::string number(text.substr(0, text.size() - 1));
+    char* end = nullptr;
+    const double k = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(k) || k <= 0 || k > 1e6) {
+      throw InputError(fmt::format("{}: '{}' is not a limit: give a size (60GiB) or a multiple of p forwards' "
+                                   "activations (2p)", what, text));
+    }
+    limit.forwards = k;
+    return limit;
+  }
+  try {
+    limit.bytes = sim::ParseBytes(text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {} (or give a multiple of p forwards' activations: 2p)", what, e.what()));
+  }
+  if (limit.bytes <= 0) throw InputError(fmt::format("{}: the limit must be above 0 bytes, not '{}'", what, text));
+  return limit;
+}
+
+std::string SearchMemoryLimit::Describe() const {
+  if (forwards > 0) return fmt::format("{:g}p forwards' activations", forwards);
+  if (bytes > 0) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
+  return "none";
+}
+
+namespace {
+
+// What the op order decides of a rank's memory, per stage: an F adds `act` until its B frees it;
+// an I swaps it for `stash`, which its W frees.
+struct OrderMemory {
+  std::vector<double> act, stash;
+  std::vector<double> limit;  // per rank; +inf: none
+
+  double Delta(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::kF: return act[op.stage];
+      case OpKind::kB: return -act[op.stage];
+      case OpKind::kI: return stash[op.stage] - act[op.stage];
+      case OpKind::kW: return -stash[op.stage];
+      default: return 0;
+    }
+  }
+  double Peak(const std::vector<Op>& ops) const {
+    double now = 0, peak = 0;
+    for (const Op& op : ops) peak = std::max(peak, now += Delta(op));
+    return peak;
+  }
+  bool Fits(const std::vector<Op>& ops, int rank) const { return Peak(ops) <= limit[rank] * (1 + 1e-12); }
+};
+
+// One starting point: a generator's one-step schedule and what judging it needs.
+struct Candidate {
+  std::string name;
+  Schedule schedule;  // unlowered, weights assigned
+  sim::CostTable costs;
+  OrderMemory memory;
+  std::string units;
+};
+
+class Judge {
+ public:
+  Judge(const sim::Scenario& sc, const sim::Topology& topo) : sc_(sc), topo_(topo) {
+    config_.record_memory = false;
+    config_.rank_devices = sc.pipeline.RankDevices();
+  }
+  // The simulated step time, or nothing when the validator refuses the order.
+  std::optional<int64_t> StepNs(const Schedule& unlowered, const sim::CostTable& costs,
+                                schedules::RunRecord* record = nullptr) const {
+    Schedule lowered;
+    try {
+      lowered = schedules::Lower(unlowered, sc_.pipeline.p2p, sc_.pipeline.p2p_buffers);
+    } catch (const InputError&) {  // an order that deadlocks cannot be lowered
+      return std::nullopt;
+    }
+    if (!schedules::Validate(lowered).empty()) return std::nullopt;
+    schedules::RunRecord r = sim::Simulate(lowered, costs, topo_, config_);
+    const int64_t ns = r.makespan_ns();
+    if (record != nullptr) *record = std::move(r);
+    return ns;
+  }
+
+ private:
+  const sim::Scenario& sc_;
+  const sim::Topology& topo_;
+  sim::SimConfig config_;
+};
+
+OrderMemory MemoryOf(const sim::Scenario& sc, const Schedule& s, const sim::CostTable& costs,
+                     const SearchMemoryLimit& limit, std::string* units) {
+  const int stages = s.stages();
+  OrderMemory m;
+  bool sized = true;
+  for (const sim::StageCost& c : costs.stages) sized &= c.activation_bytes > 0;
+  for (int j = 0; j < stages; ++j) {
+    const sim::StageCost& c = costs.stages[static_cast<size_t>(j)];
+    m.act.push_back(sized ? static_cast<double>(c.activation_bytes) : 1.0 / s.shape.chunks);
+    m.stash.push_back(sized ? static_cast<double>(c.w_stash_bytes) : 0.5 / s.shape.chunks);
+  }
+  *units = sized ? "bytes" : "forwards' activations";
+  SearchMemoryLimit use = limit;
+  if (use.bytes == 0 && use.forwards == 0 && sized) use.bytes = sc.topology.device.memory_bytes;  // the default
+  m.limit.assign(static_cast<size_t>(s.ranks()), std::numeric_limits<double>::infinity());
+  for (int r = 0; r < s.ranks(); ++r) {
+    double rank_act = 0, fixed = 0;
+    for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
+      const int j = s.shape.StageOf(r, chunk);
+      const sim::StageCost& c = costs.stages[static_cast<size_t>(j)];
+      rank_act += m.act[static_cast<size_t>(j)];
+      fixed += static_cast<double>(c.weight_bytes + c.grad_bytes + c.optimizer_bytes +
+                                   std::max(c.workspace_bytes, c.forward_workspace_bytes) +
+                                   2 * sc.pipeline.p2p_buffers * c.send_bytes);
+    }
+    if (use.forwards > 0) {
+      m.limit[static_cast<size_t>(r)] = use.forwards * s.ranks() * rank_act;
+    } else if (use.bytes > 0) {
+      if (!sized) {
+        throw InputError(fmt::format("{}: a memory limit in bytes needs the model's sizes, and this scenario's costs "
+                                     "give none: give it in forwards' activations (--memory-limit 2p)",
+                                     sc.path));
+      }
+      m.limit[static_cast<size_t>(r)] = static_cast<double>(use.bytes) - fixed;
+    }
+  }
+  return m;
+}
+
+// The ops of `b` that are not in a longest common subsequence with `a` (the moved ones).
+std::vector<size_t> MovedOps(const std::vector<Op>& a, const std::vector<Op>& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<int>> lcs(n + 1, std::vector<int>(m + 1, 0));
+  for (size_t i = n; i-- > 0;) {
+    for (size_t j = m; j-- > 0;) {
+      lcs[i][j] = a[i] == b[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  std::vector<size_t> moved;
+  size_t i = 0, j = 0;
+  while (j < m) {
+    if (i < n && a[i] == b[j]) {
+      ++i, ++j;
+    } else if (i < n && lcs[i + 1][j] >= lcs[i][j + 1]) {
+      ++i;
+    } else {
+      moved.push_back(j++);
+    }
+  }
+  return moved;
+}
+
+// Whether moving leaves each (stage, microbatch)'s F, B or I, W in order on the rank.
+bool LocalOrderHolds(const std::vector<Op>& ops, size_t at) {
+  const Op& moved = ops[at];
+  if (!schedules::IsCompute(moved.kind)) return false;
+  auto rank_of = [](OpKind k) { return k == OpKind::kF ? 0 : k == OpKind::kW ? 2 : 1; };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& o = ops[i];
+    if (i == at || o.stage != moved.stage || o.microbatch != moved.microbatch || o.step != moved.step) continue;
+    if (o.kind == OpKind::kStep) continue;
+    if ((i < at) != (rank_of(o.kind) < rank_of(moved.kind))) return false;
+  }
+  // Before the step's STEP of its stage.
+  for (size_t i = 0; i < at; ++i) {
+    if (ops[i].kind == OpKind::kStep && ops[i].stage == moved.stage) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  sim::Scenario sc = scenario;
+  sc.pipeline.steps = 1;
+  SearchMemoryLimit limit = options.memory_limit;
+  if (limit.bytes == 0 && limit.forwards == 0 && sc.pipeline.memory_limit_bytes > 0) {
+    limit.bytes = sc.pipeline.memory_limit_bytes;
+  }
+  if (limit.bytes > 0) sc.pipeline.memory_limit_bytes = limit.bytes;  // zb-auto plans within it too
+  const sim::Topology topo(sc.topology);
+  const Judge judge(sc, topo);
+
+  SearchResult result;
+  std::optional<Candidate> best_start;
+  int64_t best_start_ns = 0;
+  for (const GeneratorInfo& info : schedules::Generators()) {
+    const std::string name(info.name);
+    if (info.weights != schedules::WeightPolicy::kFlush) continue;  // another training, not another order
+    if (!options.from.empty() && name != options.from) continue;
+    schedules::GeneratorParams params = sim::GeneratorParamsFor(sc.pipeline, info);
+    if (const std::string why = schedules::CheckParams(info, params); !why.empty()) {
+      result.starts.push_back(fmt::format("{}: {}", name, why));
+      continue;
+    }
+    Candidate c{name};
+    try {
+      if (info.uses_costs) params.costs = std::make_shared<const schedules::StagePassCosts>(PassCostsFor(sc, params));
+      c.schedule = schedules::Generate(name, params);
+    } catch (const InputError& e) {
+      result.starts.push_back(fmt::format("{}: {}", name, e.what()));
+      continue;
+    }
+    if (std::any_of(c.schedule.ops.begin(), c.schedule.ops.end(),
+                    [](const std::vector<Op>& ops) { return std::any_of(ops.begin(), ops.end(), [](const Op& o) { return o.overlapped; }); })) {
+      result.starts.push_back(name + ": overlapped F&B pairs are kept as they are, not searched");
+      continue;
+    }
+    c.costs = sim::BuildCosts(sc, schedules::Lower(c.schedule, sc.pipeline.p2p, sc.pipeline.p2p_buffers));
+    c.memory = MemoryOf(sc, c.schedule, c.costs, limit, &c.units);
+    bool fits = true;
+    for (int r = 0; r < c.schedule.ranks(); ++r) fits &= c.memory.Fits(c.schedule.ops[static_cast<size_t>(r)], r);
+    const std::optional<int64_t> ns = judge.StepNs(c.schedule, c.costs);
+    if (!ns) {
+      result.starts.push_back(name + ": refused by the validator");
+      continue;
+    }
+    if (!fits) {
+      result.starts.push_back(fmt::format("{}: {:.3f} ms, over the memory limit", name, *ns * 1e-6));
+      continue;
+    }
+    result.starts.push_back(fmt::format("{}: {:.3f} ms", name, *ns * 1e-6));
+    if (!best_start || *ns < best_start_ns) {
+      best_start_ns = *ns;
+      best_start = std::move(c);
+    }
+  }
+  if (!best_start) {
+    if (!options.from.empty() && result.starts.empty()) {
+      const GeneratorInfo* info = schedules::FindGenerator(options.from);
+      throw InputError(fmt::format("--from {}: {}", options.from,
+                                   info == nullptr ? "no such generator (" + schedules::GeneratorNames() + ")"
+                                                   : "not a flush-policy schedule (the search keeps the training "
+                                                     "as it is and changes the order)"));
+    }
+    std::string tried;
+    for (const std::string& s : result.starts) tried += "\n  " + s;
+    throw InputError(fmt::format("{}: search: no generator gives a schedule within the memory limit ({}):{}",
+                                 scenario.path, limit.Describe(), tried));
+  }
+  const Candidate& c = *best_start;
+  result.start_name = c.name;
+  result.start = c.schedule;
+  result.start_ns = best_start_ns;
+  result.memory_units = c.units;
+  result.memory_limit = c.memory.limit.empty() || std::isinf(c.memory.limit.front()) ? 0 : c.memory.limit.front();
+
+  // Simulated annealing. A move takes one compute op to another place in its rank's list, on
+  // one rank, or the same (kind, microbatch) op of each rank's first stage on every rank at
+  // once (a pipeline changes shape on all its ranks together: a longer warm-up, a W later). The
+  // score is the step time plus a twentieth of the ranks' mean end, so that among orders of one
+  // step time the search prefers those that finish the other ranks sooner, a way off a plateau.
+  std::mt19937_64 rng(options.seed);
+  Schedule current = c.schedule, best = c.schedule;
+  schedules::RunRecord run;
+  auto score_of = [&](const schedules::RunRecord& rec) {
+    double ends = 0;
+    for (const schedules::RankRecord& rr : rec.ranks) ends += static_cast<double>(rr.last_compute_end_ns);
+    return static_cast<double>(rec.makespan_ns()) + 0.05 * ends / static_cast<double>(rec.ranks.size());
+  };
+  (void)judge.StepNs(current, c.costs, &run);
+  double current_score = score_of(run);
+  int64_t best_ns = best_start_ns;
+  double best_score = current_score;
+  const double t0 = 0.01 * static_cast<double>(best_start_ns);  // accepts a 1% loss early on
+  const double budget = std::max(options.budget_seconds, 0.0);
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  int64_t tried = 0;
+  const int ranks = current.ranks();
+  for (;;) {
+    const double progress = options.max_evaluations > 0 ? static_cast<double>(tried) / options.max_evaluations
+                                                        : (budget > 0 ? elapsed() / budget : 1.0);
+    if (progress >= 1) break;
+    ++tried;
+    // The shift: mostly near (1 to 4 places), sometimes far (up to 32).
+    const int reach = rng() % 4 == 0 ? 32 : 4;
+    const int magnitude = 1 + static_cast<int>(rng() % static_cast<uint64_t>(reach));
+    const int shift = rng() % 2 == 0 ? magnitude : -magnitude;
+    const bool everywhere = rng() % 3 == 0;
+    std::vector<int> touched;
+    std::vector<std::vector<Op>> saved;
+    bool ok = true;
+    auto move_on = [&](int rank, size_t from) {
+      std::vector<Op>& ops = current.ops[static_cast<size_t>(rank)];
+      const int to_signed = static_cast<int>(from) + shift;
+      if (to_signed < 0 || to_signed >= static_cast<int>(ops.size())) return false;
+      touched.push_back(rank);
+      saved.push_back(ops);
+      const Op moving = ops[from];
+      ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(from));
+      ops.insert(ops.begin() + to_signed, moving);
+      return LocalOrderHolds(ops, static_cast<size_t>(to_signed)) && c.memory.Fits(ops, rank);
+    };
+    const int pick_rank = static_cast<int>(rng() % static_cast<uint64_t>(ranks));
+    const std::vector<Op>& picked_ops = current.ops[static_cast<size_t>(pick_rank)];
+    const size_t pick = rng() % picked_ops.size();
+    if (!schedules::IsCompute(picked_ops[pick].kind)) continue;
+    const Op pattern = picked_ops[pick];
+    if (!everywhere) {
+      ok = move_on(pick_rank, pick);
+    } else {
+      const int chunk = current.shape.ChunkOf(pattern.stage);
+      for (int r = 0; r < ranks && ok; ++r) {
+        const std::vector<Op>& ops = current.ops[static_cast<size_t>(r)];
+        const int stage = current.shape.StageOf(r, chunk);
+        const auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& o) {
+          return o.kind == pattern.kind && o.stage == stage && o.microbatch == pattern.microbatch && o.step == pattern.step;
+        });
+        if (it != ops.end()) ok = move_on(r, static_cast<size_t>(it - ops.begin()));
+      }
+    }
+    auto undo = [&] {
+      for (size_t i = touched.size(); i-- > 0;) current.ops[static_cast<size_t>(touched[i])] = std::move(saved[i]);
+    };
+    if (touched.empty()) continue;
+    if (!ok) {
+      ++result.rejected;
+      undo();
+      continue;
+    }
+    const std::optional<int64_t> ns = judge.StepNs(current, c.costs, &run);
+    if (!ns) {
+      ++result.rejected;
+      undo();
+      continue;
+    }
+    ++result.evaluations;
+    const double score = score_of(run);
+    const double delta = score - current_score;
+    const double temperature = t0 * (1 - progress);
+    const double draw = std::uniform_real_distribution<double>(0, 1)(rng);
+    if (delta <= 0 || (temperature > 0 && draw < std::exp(-delta / temperature))) {
+      current_score = score;
+      if (*ns < best_ns || (*ns == best_ns && score < best_score)) {
+        if (*ns < best_ns) ++result.improvements;
+        best_ns = *ns;
+        best_score = score;
+        best = current;
+      }
+    } else {
+      undo();
+    }
+  }
+  result.best = best;
+  result.best_ns = best_ns;
+
+  // Why it is better: each rank's bubble and memory, before and after, and the moves.
+  schedules::RunRecord before_run, after_run;
+  (void)judge.StepNs(result.start, c.costs, &before_run);
+  (void)judge.StepNs(result.best, c.costs, &after_run);
+  constexpr size_t kShown = 12;
+  for (int r = 0; r < best.ranks(); ++r) {
+    const auto& a = result.start.ops[static_cast<size_t>(r)];
+    const auto& b = result.best.ops[static_cast<size_t>(r)];
+    SearchRankChange ch;
+    ch.rank = r;
+    ch.bubble_before = 1 - static_cast<double>(before_run.ranks[static_cast<size_t>(r)].busy_ns) /
+                               static_cast<double>(std::max<int64_t>(before_run.makespan_ns(), 1));
+    ch.bubble_after = 1 - static_cast<double>(after_run.ranks[static_cast<size_t>(r)].busy_ns) /
+                              static_cast<double>(std::max<int64_t>(after_run.makespan_ns(), 1));
+    ch.memory_before = c.memory.Peak(a);
+    ch.memory_after = c.memory.Peak(b);
+    const std::vector<size_t> moved = MovedOps(a, b);
+    ch.ops_moved = static_cast<int>(moved.size());
+    for (size_t j : moved) {
+      if (result.moved.size() >= kShown) break;
+      const auto old = std::find(a.begin(), a.end(), b[j]);
+      result.moved.push_back(fmt::format("rank {}: {} from place {} to {}", r,
+                                         schedules::ActionString(b[j], best.microbatches), old - a.begin(), j));
+    }
+    result.ranks.push_back(ch);
+  }
+  result.seconds = elapsed();
+  return result;
+}
+
+std::string DescribeSearch(const SearchResult& r) {
+  std::string out = "generators (one step, flush policy):\n";
+  for (const std::string& s : r.starts) out += "  " + s + "\n";
+  const double gain = 100.0 * (1 - static_cast<double>(r.best_ns) / static_cast<double>(r.start_ns));
+  out += fmt::format("start: {} at {:.3f} ms per step\n", r.start_name, r.start_ns * 1e-6);
+  out += fmt::format("searched: {:.3f} ms per step, {:.2f}% shorter ({} moves simulated, {} refused unsimulated, "
+                     "{} improvements, {:.1f} s)\n",
+                     r.best_ns * 1e-6, gain, r.evaluations, r.rejected, r.improvements, r.seconds);
+  const bool bytes = r.memory_units == "bytes";
+  auto mem = [&](double v) { return bytes ? fmt::format("{:.2f} GiB", v / (1 << 30)) : fmt::format("{:.2f}", v); };
+  out += fmt::format("memory limit per rank: {} ({})\n", r.memory_limit > 0 ? mem(r.memory_limit) : "none",
+                     bytes ? "activations and W stashes, after weights, gradients, optimizer state, workspace and "
+                             "receive buffers"
+                           : "in forwards' activations of a whole stage");
+  out += fmt::format("{:<6} {:>14} {:>14} {:>16} {:>16} {:>10}\n", "rank", "bubble before", "bubble after",
+                     "memory before", "memory after", "ops moved");
+  for (const SearchRankChange& c : r.ranks) {
+    out += fmt::format("{:<6} {:>13.2f}% {:>13.2f}% {:>16} {:>16} {:>10}\n", c.rank, 100 * c.bubble_before,
+                       100 * c.bubble_after, mem(c.memory_before), mem(c.memory_after), c.ops_moved);
+  }
+  if (!r.moved.empty()) {
+    out += "moves against the start (place = index in the rank's list):\n";
+    for (const std::string& m : r.moved) out += "  " + m + "\n";
+  }
+  return out;
+}
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,153 @@
+// The schedule search (harness/search.h) on the Zero Bubble paper's cost model: it starts from
+// the fastest generator within the limit (every generator's own simulated time the oracle), never
+// ends slower, keeps every rank within the limit (the order's memory walked independently here),
+// and its CSV, imported as a schedule file, simulates to the time it reported. Plus the limit's
+// parser and the refusals.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/harness/search.h"
+#include "stagecraft/schedules/csv_io.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+namespace {
+
+using schedules::Op;
+using schedules::OpKind;
+
+sim::Scenario Paper(std::vector<std::string> sets = {}) {
+  sets.push_back("pipeline.microbatches=12");
+  sets.push_back("pipeline.ranks=4");
+  sets.push_back("topology.devices_per_node=4");
+  return sim::LoadScenario(std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/zero-bubble-paper.yaml", sets);
+}
+
+// The simulated step of one generator's one-step schedule, as simulate computes it.
+int64_t GeneratorStepNs(const sim::Scenario& sc, const std::string& name) {
+  sim::Scenario one = sc;
+  one.pipeline.steps = 1;
+  const sim::Topology topo(one.topology);
+  return Predict(one, topo, ScenarioSchedules(one, {name}).front()).result.makespan_ns();
+}
+
+// The most forwards' activations a rank holds at once in `ops` (F +1, I -1/2, W -1/2, B -1),
+// walked here apart from the search.
+double PeakForwards(const std::vector<Op>& ops) {
+  double now = 0, peak = 0;
+  for (const Op& op : ops) {
+    now += op.kind == OpKind::kF ? 1 : op.kind == OpKind::kB ? -1 : (op.kind == OpKind::kI || op.kind == OpKind::kW) ? -0.5 : 0;
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
+TEST(SearchMemoryLimit, ParsesSizesAndMultiplesOfP) {
+  EXPECT_EQ(SearchMemoryLimit::Parse("2p", "x").forwards, 2);
+  EXPECT_EQ(SearchMemoryLimit::Parse("1.5p", "x").forwards, 1.5);
+  EXPECT_EQ(SearchMemoryLimit::Parse("2GiB", "x").bytes, int64_t{2} << 30);
+  for (const char* bad : {"p", "0p", "-1p", "xp", "lots", "0GiB"}) {
+    EXPECT_THROW(SearchMemoryLimit::Parse(bad, "--memory-limit"), InputError) << bad;
+  }
+}
+
+TEST(Search, StartsFromTheFastestGeneratorWithinTheLimitAndNeverEndsSlower) {
+  const sim::Scenario sc = Paper();
+  SearchOptions o;
+  o.max_evaluations = 400;
+  o.memory_limit = SearchMemoryLimit::Parse("1p", "x");
+  const SearchResult r = SearchSchedule(sc, o);
+  // The oracle: each generator simulated alone; the start is the fastest that holds at most p
+  // forwards on every rank (GPipe holds m, ZB-H2 more than p: both out).
+  int64_t fastest = 0;
+  std::string fastest_name;
+  for (const schedules::GeneratorInfo& info : schedules::Generators()) {
+    if (info.weights != schedules::WeightPolicy::kFlush || info.name == "dualpipe-v") continue;
+    const std::string name(info.name);
+    if (!schedules::CheckParams(info, sim::GeneratorParamsFor(sc.pipeline, info)).empty()) continue;
+    sim::Scenario one = sc;
+    one.pipeline.steps = 1;
+    const schedules::Schedule s = ScenarioSchedules(one, {name}).front();
+    bool fits = true;
+    for (const auto& ops : s.ops) fits &= PeakForwards(ops) <= sc.pipeline.ranks * (1 + 1e-9);
+    if (name == "zb-v") {  // two half stages per rank: each forward half a whole one
+      fits = true;
+      for (const auto& ops : s.ops) fits &= PeakForwards(ops) / 2 <= sc.pipeline.ranks * (1 + 1e-9);
+    }
+    if (!fits) continue;
+    const int64_t ns = GeneratorStepNs(sc, name);
+    if (fastest_name.empty() || ns < fastest) fastest = ns, fastest_name = name;
+  }
+  EXPECT_EQ(r.start_name, fastest_name);
+  EXPECT_EQ(r.start_ns, fastest);
+  EXPECT_LE(r.best_ns, r.start_ns);
+  EXPECT_GT(r.evaluations, 0);
+  EXPECT_EQ(r.memory_units, "forwards' activations");
+  const double per_forward = r.best.shape.chunks == 1 ? 1.0 : 0.5;
+  for (const auto& ops : r.best.ops) EXPECT_LE(PeakForwards(ops) * per_forward, sc.pipeline.ranks * (1 + 1e-9));
+}
+
+TEST(Search, ItsCsvSimulatesToTheTimeItReported) {
+  const sim::Scenario sc = Paper();
+  SearchOptions o;
+  o.max_evaluations = 300;
+  o.from = "zb-h1";
+  o.memory_limit = SearchMemoryLimit::Parse("2p", "x");
+  const SearchResult r = SearchSchedule(sc, o);
+  EXPECT_EQ(r.start_name, "zb-h1");
+  EXPECT_EQ(r.start_ns, GeneratorStepNs(sc, "zb-h1"));
+  const std::string csv = schedules::ExportCsv(r.best, schedules::CsvForm::kComputeOnly);
+  schedules::CsvImportOptions io;
+  io.microbatches = sc.pipeline.microbatches;
+  io.chunks = 0;
+  const schedules::Schedule imported =
+      schedules::Lower(schedules::ImportCsv(csv, "searched.csv", io), sc.pipeline.p2p, sc.pipeline.p2p_buffers);
+  ASSERT_TRUE(schedules::Validate(imported).empty());
+  sim::Scenario one = sc;
+  one.pipeline.steps = 1;
+  const sim::Topology topo(one.topology);
+  EXPECT_EQ(Predict(one, topo, imported).result.makespan_ns(), r.best_ns);
+}
+
+TEST(Search, TheSameSeedAndEvaluationsGiveTheSameSchedule) {
+  SearchOptions o;
+  o.max_evaluations = 200;
+  o.seed = 7;
+  o.from = "zb-h1";
+  const SearchResult a = SearchSchedule(Paper(), o), b = SearchSchedule(Paper(), o);
+  EXPECT_EQ(a.best, b.best);
+  EXPECT_EQ(a.evaluations, b.evaluations);
+}
+
+TEST(Search, RefusesALimitNoGeneratorMeetsAndAStartItCannotSearch) {
+  SearchOptions o;
+  o.max_evaluations = 10;
+  o.memory_limit = SearchMemoryLimit::Parse("0.1p", "x");
+  try {
+    (void)SearchSchedule(Paper(), o);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no generator gives a schedule within the memory limit"), std::string::npos)
+        << e.what();
+  }
+  o.memory_limit = {};
+  o.from = "pipedream";
+  EXPECT_THROW((void)SearchSchedule(Paper(), o), InputError);
+  o.from = "no-such";
+  EXPECT_THROW((void)SearchSchedule(Paper(), o), InputError);
+  o.from = "";
+  o.memory_limit = SearchMemoryLimit::Parse("1GiB", "x");  // explicit costs give no sizes
+  EXPECT_THROW((void)SearchSchedule(Paper(), o), InputError);
+}
+
+}  // namespace
+}  // namespace stagecraft::harness
