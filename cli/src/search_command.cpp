@@ -30,7 +30,7 @@ struct SearchFlags {
   std::string trace_path;
   std::string json_path;
   std::string memory_limit;
-  double budget = 10;
+  double budget = 9;
   int64_t evaluations = 0;
   uint64_t seed = 1;
   std::string from;
@@ -89,7 +89,7 @@ Command AddSearchCommand(CLI::App& root) {
   app->add_option("--memory-limit", flags->memory_limit,
                   "Per rank: a size (60GiB; weights, gradients and optimizer state included) or k·p forwards' "
                   "activations (2p); default pipeline.memory_limit, else the device memory");
-  app->add_option("--budget", flags->budget, "Seconds of search (default 10)");
+  app->add_option("--budget", flags->budget, "Seconds of search, the starting generators included (default 9)");
   app->add_option("--evaluations", flags->evaluations, "Stop after this many moves instead (a repeatable search)");
   app->add_option("--seed", flags->seed, "Random seed (default 1)");
   app->add_option("--from", flags->from, "Start from this generator instead of the fastest within the limit");

@@ -33,7 +33,7 @@ struct SearchMemoryLimit {
 };
 
 struct SearchOptions {
-  double budget_seconds = 10;  // wall-clock time for the annealing
+  double budget_seconds = 9;  // wall-clock time for the whole search, the starts included
   int64_t max_evaluations = 0;  // > 0: stop after this many moves tried (deterministic runs)
   uint64_t seed = 1;
   // The generator to start from; empty: the fastest within the limit.
