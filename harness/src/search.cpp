@@ -416,10 +416,10 @@ std::string DescribeSearch(const SearchResult& r) {
                      r.best_ns * 1e-6, gain, r.evaluations, r.rejected, r.improvements, r.seconds);
   const bool bytes = r.memory_units == "bytes";
   auto mem = [&](double v) { return bytes ? fmt::format("{:.2f} GiB", v / (1 << 30)) : fmt::format("{:.2f}", v); };
-  out += fmt::format("memory limit per rank: {} ({})\n", r.memory_limit > 0 ? mem(r.memory_limit) : "none",
-                     bytes ? "activations and W stashes, after weights, gradients, optimizer state, workspace and "
-                             "receive buffers"
-                           : "in forwards' activations of a whole stage");
+  out += fmt::format("memory limit: {} ({})\n", r.memory_limit > 0 ? mem(r.memory_limit) : "none",
+                     bytes ? "rank 0's room for activations and W stashes, after its weights, gradients, optimizer "
+                             "state, workspace and receive buffers"
+                           : "per rank, in forwards' activations of a whole stage");
   out += fmt::format("{:<6} {:>14} {:>14} {:>16} {:>16} {:>10}\n", "rank", "bubble before", "bubble after",
                      "memory before", "memory after", "ops moved");
   for (const SearchRankChange& c : r.ranks) {

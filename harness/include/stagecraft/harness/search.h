@@ -57,7 +57,7 @@ struct SearchResult {
   std::vector<std::string> starts;    // every generator tried, "name: 12.3 ms" or why not
   schedules::Schedule start, best;    // one step, unlowered, with weights assigned
   int64_t start_ns = 0, best_ns = 0;  // simulated step times
-  double memory_limit = 0;            // per rank, in `memory_units` (0: none)
+  double memory_limit = 0;            // rank 0's, in `memory_units` (0: none)
   std::string memory_units;           // "bytes" or "forwards' activations"
   int64_t evaluations = 0;            // moves simulated
   int64_t rejected = 0;               // moves refused unsimulated (invalid or over the limit)
