@@ -98,6 +98,16 @@ void CheckScheduleSizes(const sim::PipelineSpec& p, const std::vector<std::strin
   if (names.size() > 1) CheckSize(fmt::format("the scenario's {} schedules together", names.size()), total, max_ops);
 }
 
+bool HasSizes(const sim::CostTable& costs) {
+  return std::all_of(costs.stages.begin(), costs.stages.end(),
+                     [](const sim::StageCost& s) { return s.activation_bytes > 0; });
+}
+
+int64_t OrderIndependentBytes(const sim::Scenario& sc, const sim::StageCost& s) {
+  return s.weight_bytes + s.grad_bytes + s.optimizer_bytes + std::max(s.workspace_bytes, s.forward_workspace_bytes) +
+         2 * sc.pipeline.p2p_buffers * s.send_bytes;
+}
+
 schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorParams& params) {
   GeneratorParams plain = params;
   plain.costs = nullptr;
@@ -105,8 +115,7 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorP
   const sim::CostTable table = sim::BuildCosts(sc, placeholder);
   const int stages = static_cast<int>(table.stages.size());
   schedules::StagePassCosts c = schedules::UniformPassCosts(stages);
-  bool sized = true;
-  for (const sim::StageCost& s : table.stages) sized &= s.activation_bytes > 0;
+  const bool sized = HasSizes(table);
   for (int j = 0; j < stages; ++j) {
     const sim::StageCost& s = table.stages[j];
     c.f[j] = static_cast<double>(s.forward_ns);
@@ -125,11 +134,7 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorP
                                                               : sc.topology.device.memory_bytes;
     c.max_mem.assign(stages, 0);
     for (int j = 0; j < stages; ++j) {
-      const sim::StageCost& s = table.stages[j];
-      const int64_t fixed = s.weight_bytes + s.grad_bytes + s.optimizer_bytes +
-                            std::max(s.workspace_bytes, s.forward_workspace_bytes) +
-                            2 * sc.pipeline.p2p_buffers * s.send_bytes;
-      c.max_mem[j] = static_cast<double>(limit - fixed);
+      c.max_mem[j] = static_cast<double>(limit - OrderIndependentBytes(sc, table.stages[j]));
     }
   }
   const sim::Topology topo(sc.topology);

@@ -89,6 +89,7 @@ struct Candidate {
   sim::CostTable costs;
   OrderMemory memory;
   std::string units;
+  schedules::RunRecord run;  // its simulated step
 };
 
 class Judge {
@@ -123,8 +124,7 @@ OrderMemory MemoryOf(const sim::Scenario& sc, const Schedule& s, const sim::Cost
                      const SearchMemoryLimit& limit, std::string* units) {
   const int stages = s.stages();
   OrderMemory m;
-  bool sized = true;
-  for (const sim::StageCost& c : costs.stages) sized &= c.activation_bytes > 0;
+  const bool sized = HasSizes(costs);
   for (int j = 0; j < stages; ++j) {
     const sim::StageCost& c = costs.stages[static_cast<size_t>(j)];
     m.act.push_back(sized ? static_cast<double>(c.activation_bytes) : 1.0 / s.shape.chunks);
@@ -138,11 +138,8 @@ OrderMemory MemoryOf(const sim::Scenario& sc, const Schedule& s, const sim::Cost
     double rank_act = 0, fixed = 0;
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int j = s.shape.StageOf(r, chunk);
-      const sim::StageCost& c = costs.stages[static_cast<size_t>(j)];
       rank_act += m.act[static_cast<size_t>(j)];
-      fixed += static_cast<double>(c.weight_bytes + c.grad_bytes + c.optimizer_bytes +
-                                   std::max(c.workspace_bytes, c.forward_workspace_bytes) +
-                                   2 * sc.pipeline.p2p_buffers * c.send_bytes);
+      fixed += static_cast<double>(OrderIndependentBytes(sc, costs.stages[static_cast<size_t>(j)]));
     }
     if (use.forwards > 0) {
       m.limit[static_cast<size_t>(r)] = use.forwards * s.ranks() * rank_act;
@@ -225,7 +222,8 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
       result.starts.push_back(fmt::format("{}: {}", name, why));
       continue;
     }
-    Candidate c{name};
+    Candidate c;
+    c.name = name;
     try {
       if (info.uses_costs) params.costs = std::make_shared<const schedules::StagePassCosts>(PassCostsFor(sc, params));
       c.schedule = schedules::Generate(name, params);
@@ -242,7 +240,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
     c.memory = MemoryOf(sc, c.schedule, c.costs, limit, &c.units);
     bool fits = true;
     for (int r = 0; r < c.schedule.ranks(); ++r) fits &= c.memory.Fits(c.schedule.ops[static_cast<size_t>(r)], r);
-    const std::optional<int64_t> ns = judge.StepNs(c.schedule, c.costs);
+    const std::optional<int64_t> ns = judge.StepNs(c.schedule, c.costs, &c.run);
     if (!ns) {
       result.starts.push_back(name + ": refused by the validator");
       continue;
@@ -284,14 +282,13 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
   // step time the search prefers those that finish the other ranks sooner, a way off a plateau.
   std::mt19937_64 rng(options.seed);
   Schedule current = c.schedule, best = c.schedule;
-  schedules::RunRecord run;
   auto score_of = [&](const schedules::RunRecord& rec) {
     double ends = 0;
     for (const schedules::RankRecord& rr : rec.ranks) ends += static_cast<double>(rr.last_compute_end_ns);
     return static_cast<double>(rec.makespan_ns()) + 0.05 * ends / static_cast<double>(rec.ranks.size());
   };
-  (void)judge.StepNs(current, c.costs, &run);
-  double current_score = score_of(run);
+  schedules::RunRecord run, best_run = c.run;  // the move's simulation; the best order's
+  double current_score = score_of(c.run);
   int64_t best_ns = best_start_ns;
   double best_score = current_score;
   const double t0 = 0.01 * static_cast<double>(best_start_ns);  // accepts a 1% loss early on
@@ -368,6 +365,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
         best_ns = *ns;
         best_score = score;
         best = current;
+        best_run = run;
       }
     } else {
       undo();
@@ -377,9 +375,8 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
   result.best_ns = best_ns;
 
   // Why it is better: each rank's bubble and memory, before and after, and the moves.
-  schedules::RunRecord before_run, after_run;
-  (void)judge.StepNs(result.start, c.costs, &before_run);
-  (void)judge.StepNs(result.best, c.costs, &after_run);
+  const schedules::RunRecord& before_run = c.run;
+  const schedules::RunRecord& after_run = best_run;
   constexpr size_t kShown = 12;
   for (int r = 0; r < best.ranks(); ++r) {
     const auto& a = result.start.ops[static_cast<size_t>(r)];

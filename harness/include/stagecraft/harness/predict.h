@@ -44,6 +44,14 @@ std::vector<schedules::Schedule> ScenarioSchedules(const sim::Scenario& scenario
 // B -1/2, W -1/2, when the model gives no sizes).
 schedules::StagePassCosts PassCostsFor(const sim::Scenario& scenario, const schedules::GeneratorParams& params);
 
+// Whether the cost model gives every stage's activation size (a model or a profile does;
+// explicit per-rank costs do not).
+bool HasSizes(const sim::CostTable& costs);
+// What a rank holds for `stage` whatever its op order: weights, gradients, optimizer state, the
+// largest op's workspace and the receive buffers (2 · pipeline.p2p_buffers sends). zb-auto's
+// and the search's memory limits are the rank's memory less this.
+int64_t OrderIndependentBytes(const sim::Scenario& scenario, const sim::StageCost& stage);
+
 // The simulator's prediction of one of the scenario's schedules on its topology, with its
 // device memory (simulate prints it; execute refuses a schedule predicted not to fit).
 struct Prediction {
