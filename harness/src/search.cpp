@@ -198,6 +198,22 @@ bool LocalOrderHolds(const std::vector<Op>& ops, size_t at) {
 
 }  // namespace
 
+int64_t PlacementBoundNs(const Schedule& s, const sim::CostTable& costs, const schedules::RunRecord& run, int* rank) {
+  std::vector<int64_t> ahead(static_cast<size_t>(s.stages()) + 1, 0);  // forwards of the stages before j
+  for (int j = 0; j < s.stages(); ++j) ahead[j + 1] = ahead[j] + costs.stages[static_cast<size_t>(j)].forward_ns;
+  int64_t bound = 0;
+  for (int r = 0; r < s.ranks(); ++r) {
+    int first = s.stages();
+    for (int chunk = 0; chunk < s.shape.chunks; ++chunk) first = std::min(first, s.shape.StageOf(r, chunk));
+    const int64_t b = ahead[static_cast<size_t>(first)] + run.ranks[static_cast<size_t>(r)].busy_ns;
+    if (b > bound) {
+      bound = b;
+      if (rank != nullptr) *rank = r;
+    }
+  }
+  return bound;
+}
+
 SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   sim::Scenario sc = scenario;
@@ -244,6 +260,14 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
     if (!ns) {
       result.starts.push_back(name + ": refused by the validator");
       continue;
+    }
+    int bound_rank = 0;
+    const int64_t bound = PlacementBoundNs(c.schedule, c.costs, c.run, &bound_rank);
+    if (result.bound_ns == 0 || bound < result.bound_ns) {
+      result.bound_ns = bound;
+      result.bound_rank = bound_rank;
+      result.bound_placement = fmt::format("{}, {} stages", c.schedule.shape.placement == schedules::Placement::kV ? "V" : "loop",
+                                           c.schedule.stages());
     }
     if (!fits) {
       result.starts.push_back(fmt::format("{}: {:.3f} ms, over the memory limit", name, *ns * 1e-6));
@@ -411,6 +435,12 @@ std::string DescribeSearch(const SearchResult& r) {
   out += fmt::format("searched: {:.3f} ms per step, {:.2f}% shorter ({} moves simulated, {} refused unsimulated, "
                      "{} improvements, {:.1f} s)\n",
                      r.best_ns * 1e-6, gain, r.evaluations, r.rejected, r.improvements, r.seconds);
+  if (r.bound_ns > 0) {
+    out += fmt::format("bound: no order of these stages can take under {:.3f} ms (placement {}: rank {}'s compute after "
+                       "its first input can arrive); the searched order is {:.2f}% above it\n",
+                       r.bound_ns * 1e-6, r.bound_placement, r.bound_rank,
+                       100.0 * (static_cast<double>(r.best_ns) / static_cast<double>(r.bound_ns) - 1));
+  }
   const bool bytes = r.memory_units == "bytes";
   auto mem = [&](double v) { return bytes ? fmt::format("{:.2f} GiB", v / (1 << 30)) : fmt::format("{:.2f}", v); };
   out += fmt::format("memory limit: {} ({})\n", r.memory_limit > 0 ? mem(r.memory_limit) : "none",

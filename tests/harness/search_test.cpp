@@ -118,6 +118,44 @@ TEST(Search, ItsCsvSimulatesToTheTimeItReported) {
   EXPECT_EQ(Predict(one, topo, imported).result.makespan_ns(), r.best_ns);
 }
 
+// The bound, hand-worked on uniform costs (F = B = W = 1 ms per rank, p = 4, m = 8): each rank
+// computes 8 x 3 = 24 ms. With 4 stages, rank 3 waits for 3 forwards (3 ms): 27 ms. With 8 half
+// stages (interleaved's loop and ZB-V's V), rank 3's earliest stage is 3, after 3 half forwards:
+// 1.5 + 24 = 25.5 ms, which ZB-V reaches: no order can be shorter, and the search ends there.
+TEST(Search, BoundIsTheBusiestRankAfterItsFirstInputHandWorked) {
+  const sim::Scenario sc = sim::LoadScenario(std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/uniform-costs.yaml");
+  SearchOptions o;
+  o.max_evaluations = 200;
+  const SearchResult r = SearchSchedule(sc, o);
+  EXPECT_EQ(r.bound_ns, 25'500'000);
+  EXPECT_EQ(r.bound_rank, 3);
+  EXPECT_EQ(r.start_name, "zb-v");
+  EXPECT_EQ(r.best_ns, r.bound_ns);
+  sim::Scenario one = sc;
+  one.pipeline.steps = 1;
+  const sim::Topology topo(one.topology);
+  const Prediction f1b = Predict(one, topo, ScenarioSchedules(one, {"1f1b"}).front());
+  EXPECT_EQ(PlacementBoundNs(f1b.schedule, f1b.costs, f1b.result), 27'000'000);
+  EXPECT_NE(DescribeSearch(r).find("can take under 25.500 ms"), std::string::npos) << DescribeSearch(r);
+}
+
+// No generator's simulated step is below the bound, on uneven per-rank costs and on the paper's.
+TEST(Search, NoGeneratorBeatsTheBound) {
+  for (const sim::Scenario& sc :
+       {Paper(), Paper({"model.costs.forward=[1ms, 1.3ms, 0.8ms, 1.6ms]", "model.costs.backward_input=[1.1ms, 1.2ms, "
+                        "0.9ms, 1.7ms]", "model.costs.backward_weight=[0.5ms, 0.7ms, 0.4ms, 0.9ms]"})}) {
+    SearchOptions o;
+    o.max_evaluations = 50;
+    const SearchResult r = SearchSchedule(sc, o);
+    ASSERT_GT(r.bound_ns, 0);
+    for (const schedules::GeneratorInfo& info : schedules::Generators()) {
+      if (!schedules::CheckParams(info, sim::GeneratorParamsFor(sc.pipeline, info)).empty()) continue;
+      EXPECT_GE(GeneratorStepNs(sc, std::string(info.name)), r.bound_ns) << info.name;
+    }
+    EXPECT_GE(r.best_ns, r.bound_ns);
+  }
+}
+
 TEST(Search, TheSameSeedAndEvaluationsGiveTheSameSchedule) {
   SearchOptions o;
   o.max_evaluations = 200;

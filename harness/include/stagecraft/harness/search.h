@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::harness {
@@ -57,6 +59,11 @@ struct SearchResult {
   std::vector<std::string> starts;    // every generator tried, "name: 12.3 ms" or why not
   schedules::Schedule start, best;    // one step, unlowered, with weights assigned
   int64_t start_ns = 0, best_ns = 0;  // simulated step times
+  // What no op order can beat, on any placement the generators use (PlacementBoundNs): the
+  // smallest of their bounds, and the rank and placement that set it.
+  int64_t bound_ns = 0;
+  int bound_rank = 0;
+  std::string bound_placement;  // "loop, 8 stages", "V, 16 stages"
   double memory_limit = 0;            // rank 0's, in `memory_units` (0: none)
   std::string memory_units;           // "bytes" or "forwards' activations"
   int64_t evaluations = 0;            // moves simulated
@@ -67,6 +74,14 @@ struct SearchResult {
   // The moves that remain, against the start: "rank 3: 7W2 from 14 to 9" (at most `shown`).
   std::vector<std::string> moved;
 };
+
+// A lower bound on the step of every op order with `schedule`'s stages and placement: a rank
+// runs its compute ops one at a time, and none before the first microbatch's forwards of the
+// stages ahead of its earliest one have run, so the step is at least, over the ranks, the sum
+// of those forwards plus the rank's compute (`run`'s busy time, the order's simulated run).
+// Returns the bound and, in `rank`, the rank that sets it.
+int64_t PlacementBoundNs(const schedules::Schedule& schedule, const sim::CostTable& costs,
+                         const schedules::RunRecord& run, int* rank = nullptr);
 
 // Throws InputError when no generator gives a schedule within the memory limit.
 SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& options);
