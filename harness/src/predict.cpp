@@ -1,6 +1,7 @@
 // Schedule selection and prediction (see predict.h).
 #include "stagecraft/base/format.h"
 #include "stagecraft/harness/predict.h"
+#include "stagecraft/harness/search.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,16 +38,17 @@ using namespace stagecraft::schedules;
 namespace {
 
 // A schedule file of the scenario: one step of its order, run `steps` times, its stages per
-// rank and placement inferred, lowered unless the file carries its transfers.
-Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path,
-                            int steps) {
+// rank and placement inferred, lowered unless the file carries its transfers. `path` names the
+// text in messages.
+Schedule ImportScheduleText(const sim::PipelineSpec& p, const std::string& name, const std::string& text,
+                            const std::string& path, int steps) {
   CsvImportOptions options;
   options.name = name;
   options.chunks = 0;
   options.microbatches = p.microbatches;
   options.steps = steps;
   options.repeat_one_step = true;
-  Schedule s = ImportCsv(ReadInputFile(path, kMaxCsvBytes, "a schedule CSV"), path, options);
+  Schedule s = ImportCsv(text, path, options);
   if (s.ranks() != p.ranks) {
     throw InputError(fmt::format("{}: {} rows (ranks), but pipeline.ranks is {}", path, s.ranks(), p.ranks));
   }
@@ -59,6 +61,25 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
                                  SummarizeDiagnostics(diags)));
   }
   return s;
+}
+
+Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name, const std::string& path,
+                            int steps) {
+  return ImportScheduleText(p, name, ReadInputFile(path, kMaxCsvBytes, "a schedule CSV"), path, steps);
+}
+
+// `auto`'s size before it is searched: its start is one of the flush-policy generators that
+// take the shape, and the search keeps the start's ops, so the largest of theirs.
+SizeEstimate SearchedSizeEstimate(const sim::PipelineSpec& p) {
+  SizeEstimate largest;
+  for (const GeneratorInfo& info : Generators()) {
+    if (info.weights != WeightPolicy::kFlush) continue;
+    const GeneratorParams params = sim::GeneratorParamsFor(p, info);
+    if (!CheckParams(info, params).empty()) continue;
+    const SizeEstimate e = EstimateSize(info, params);
+    if (e.ops > largest.ops) largest = e;
+  }
+  return largest;
 }
 
 }  // namespace
@@ -81,7 +102,10 @@ void CheckScheduleSizes(const sim::PipelineSpec& p, const std::vector<std::strin
   SizeEstimate total;
   for (const std::string& name : names) {
     SizeEstimate one;
-    if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
+    if (name == sim::kSearchedSchedule) {
+      one = SearchedSizeEstimate(p);
+      CheckSize(fmt::format("{} (searched from a generator of the same shape)", name), one, max_ops);
+    } else if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
       // The file's one step, counted once (its size is bounded by the CSV limit), then repeated.
       const Schedule step = ImportScheduleFile(p, name, file->second, 1);
       one = EstimateImportedSize(static_cast<double>(step.OpCount()), p.steps);
@@ -162,6 +186,18 @@ std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vect
   for (const std::string& name : names) {
     if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
       out.push_back(ImportScheduleFile(p, name, file->second, p.steps));
+      continue;
+    }
+    if (name == sim::kSearchedSchedule) {
+      // The search's one step, as `stagecraft search` writes it and a schedule file reads, so
+      // `auto` runs exactly what the CSV of the same search would.
+      if (costs_from == nullptr) throw InputError(fmt::format("schedule '{}' is made from the scenario's costs", name));
+      SearchOptions options;
+      options.max_evaluations = p.search_evaluations;
+      const SearchResult searched = SearchSchedule(*costs_from, options);
+      out.push_back(ImportScheduleText(p, name, ExportCsv(searched.best, CsvForm::kComputeOnly),
+                                       fmt::format("{} (searched from {})", costs_from->path, searched.start_name),
+                                       p.steps));
       continue;
     }
     const GeneratorInfo* info = FindGenerator(name);

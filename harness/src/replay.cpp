@@ -260,7 +260,8 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
                   ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace_path, nullptr, {}));
   for (schedules::Schedule& s : ScenarioSchedules(sc, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
-                          s.ranks() == m.ranks && s.shape.chunks == m.chunks;
+                          s.ranks() == m.ranks && s.shape.chunks == m.chunks &&
+                          s.ops == ran_schedule.ops;  // `auto` searched anew may reorder
     schedules::ScheduleMetrics run = m;
     if (static_cast<int>(m.stage_costs.size()) != s.stages()) {
       // Another number of stages (chunks or ranks): the run's times per layer, split anew.

@@ -142,7 +142,9 @@ std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string
   for (const Value& name : names) {
     const std::string text = name.String();
     if (text == "all" && names.size() == 1) return {"all"};
-    if (IsScheduleFile(text)) {
+    if (text == kSearchedSchedule) {
+      // The search's order, made from the scenario when its schedules are built (harness).
+    } else if (IsScheduleFile(text)) {
       (*files)[text] = name.ReadableFilePath();
     } else if (schedules::FindGenerator(text) == nullptr) {
       name.Fail(detail::UnknownSchedule(text, names.size() == 1));
@@ -179,7 +181,7 @@ std::vector<Axis> ParsePlacement(const Value& v) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "zero", "placement", "memory_limit"});
+                      "sequence_parallel", "zero", "placement", "memory_limit", "search_evaluations"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -198,6 +200,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
   if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
   if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);
+  if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);
   return p;
 }
 

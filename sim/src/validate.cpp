@@ -148,6 +148,7 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
   if (p.runs_all()) return;
   for (const std::string& name : p.schedules) {
     if (p.schedule_files.contains(name)) continue;  // checked when imported
+    if (name == kSearchedSchedule) continue;         // made from the generators that fit
     const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
     if (info == nullptr) {
       out->Add("pipeline.schedule", detail::UnknownSchedule(name, p.schedules.size() == 1));
@@ -292,8 +293,8 @@ std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParam
 }
 
 std::string UnknownSchedule(std::string_view name, bool alone) {
-  return fmt::format("unknown schedule '{}' (known: {}{}, or a .csv schedule file)", name,
-                     schedules::GeneratorNames(), alone ? ", all" : "");
+  return fmt::format("unknown schedule '{}' (known: {}, {}{}, or a .csv schedule file)", name,
+                     schedules::GeneratorNames(), kSearchedSchedule, alone ? ", all" : "");
 }
 
 }  // namespace detail

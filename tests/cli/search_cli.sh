@@ -26,6 +26,18 @@ sim_ms="$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]
 check "simulate the CSV: $sim_ms ms, as search said ($searched_ms)" '[[ "$sim_ms" == "$searched_ms" ]]'
 cat "$tmp/out"
 
+# pipeline.schedule: auto is the same search inside simulate: its step is what search printed
+# with the same number of moves.
+"$sc" search "$scenario" "${small[@]}" --evaluations 500 --out "$tmp/a.csv" >"$tmp/aout" 2>"$tmp/err"
+checkf "search for auto: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+auto_searched="$(sed -n 's/^searched: \([0-9.]*\) ms.*/\1/p' "$tmp/aout")"
+"$sc" simulate "$scenario" "${small[@]}" --set pipeline.steps=1 --set pipeline.schedule=auto \
+  --set pipeline.search_evaluations=500 --json "$tmp/auto.json" >"$tmp/asim" 2>"$tmp/err"
+checkf "simulate auto: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+auto_ms="$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["schedules"][0]; print(s["schedule"], "%.3f" % s["step_time_ms"])' "$tmp/auto.json")"
+check "simulate auto: $auto_ms, as search said ($auto_searched)" '[[ "$auto_ms" == "auto $auto_searched" ]]'
+expect_error "no search without moves" "pipeline.search_evaluations" simulate "$scenario" --set pipeline.search_evaluations=0
+
 expect_error "a limit that is no size" "--memory-limit: expected a size like 80GiB, got 'lots'" search "$scenario" --memory-limit lots --out "$tmp/x.csv"
 expect_error "a limit no generator meets" "no generator gives a schedule within the memory limit" \
   search "$scenario" "${small[@]}" --memory-limit 0.1p --evaluations 5 --out "$tmp/x.csv"

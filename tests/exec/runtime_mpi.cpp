@@ -25,6 +25,7 @@
 #include "reference.h"
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/harness/calibrate.h"
+#include "stagecraft/harness/search.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/replica_group.h"
@@ -383,6 +384,47 @@ TEST_P(EveryScheduleGpt, MatchesReference) {
   ExpectMatchesReference(sc.c, sc.staleness);
 }
 INSTANTIATE_TEST_SUITE_P(Generators, EveryScheduleGpt, ::testing::ValuesIn(AllGenerators()), TestName);
+// The search's orders (harness/search.h) in the table: each, through the CSV `stagecraft search`
+// writes, trains to the reference like a generator's. The cases are ones where the search moves
+// ops off its start (checked), so they are orders no generator writes.
+struct SearchedCase {
+  const char* label;
+  const char* scenario;  // under the source tree
+  const char* from;      // the start; empty: the fastest generator
+  int64_t evaluations;
+};
+const SearchedCase kSearchedCases[] = {
+    {"uneven_from_zb_h1", "tests/data/search-uneven-4.yaml", "zb-h1", 1500},
+    {"mlp_cpu", "scenarios/mlp-cpu.yaml", "", 3000},
+};
+ScheduleCase SearchedScheduleCase(const SearchedCase& searched) {
+  const sim::Scenario sc = sim::LoadScenario(std::string(STAGECRAFT_SOURCE_DIR) + "/" + searched.scenario);
+  harness::SearchOptions options;
+  options.max_evaluations = searched.evaluations;
+  options.from = searched.from;
+  const harness::SearchResult r = harness::SearchSchedule(sc, options);
+  EXPECT_NE(r.best.ops, r.start.ops) << searched.label << ": the search left " << r.start_name << " as it was";
+  return {.c = {.schedule = std::string(searched.label) + ".csv",
+                .ranks = r.best.ranks(),
+                .chunks = r.best.shape.chunks,
+                .microbatches = r.best.microbatches,
+                .csv = schedules::ExportCsv(r.best, schedules::CsvForm::kComputeOnly)}};
+}
+std::string SearchedName(const ::testing::TestParamInfo<SearchedCase>& p) { return p.param.label; }
+
+class EverySearchedSchedule : public ::testing::TestWithParam<SearchedCase> {};
+TEST_P(EverySearchedSchedule, MatchesReference) {
+  const ScheduleCase sc = SearchedScheduleCase(GetParam());
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+TEST_P(EverySearchedSchedule, GptMatchesReference) {
+  ScheduleCase sc = SearchedScheduleCase(GetParam());
+  sc.c.gpt = true;
+  sc.c.optimizer = "adam";
+  ExpectMatchesReference(sc.c, sc.staleness);
+}
+INSTANTIATE_TEST_SUITE_P(Searched, EverySearchedSchedule, ::testing::ValuesIn(kSearchedCases), SearchedName);
+
 TEST(RuntimeMpi, GptZbH2Recompute) {
   ExpectMatchesReference({.schedule = "zb-h2", .recompute = true, .optimizer = "adam", .gpt = true}, Staleness::kFlush);
 }

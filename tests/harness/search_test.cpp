@@ -4,6 +4,7 @@
 // and its CSV, imported as a schedule file, simulates to the time it reported. Plus the limit's
 // parser and the refusals.
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,54 @@ TEST(Search, NoGeneratorBeatsTheBound) {
       EXPECT_GE(GeneratorStepNs(sc, std::string(info.name)), r.bound_ns) << info.name;
     }
     EXPECT_GE(r.best_ns, r.bound_ns);
+  }
+}
+
+// `pipeline.schedule: auto` runs exactly the order of the search's CSV named as a schedule file,
+// for every step, and one step of it takes the time the search reported.
+TEST(Search, AutoRunsWhatTheSearchsCsvRuns) {
+  const std::string scenario = std::string(STAGECRAFT_SOURCE_DIR) + "/tests/data/search-uneven-4.yaml";
+  const sim::Scenario sc = sim::LoadScenario(scenario, {"pipeline.schedule=auto", "pipeline.search_evaluations=1500",
+                                                        "pipeline.steps=3"});
+  EXPECT_EQ(sc.pipeline.search_evaluations, 1500);
+  SearchOptions o;
+  o.max_evaluations = 1500;
+  const SearchResult r = SearchSchedule(sc, o);
+  const std::string csv_path = ::testing::TempDir() + "/auto_search.csv";
+  {
+    std::FILE* f = std::fopen(csv_path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    const std::string csv = schedules::ExportCsv(r.best, schedules::CsvForm::kComputeOnly);
+    ASSERT_EQ(std::fwrite(csv.data(), 1, csv.size(), f), csv.size());
+    std::fclose(f);
+  }
+  const sim::Scenario from_file = sim::LoadScenario(scenario, {"pipeline.schedule=" + csv_path, "pipeline.steps=3"});
+  const schedules::Schedule a = ScenarioSchedules(sc, {"auto"}).front();
+  const schedules::Schedule b = ScenarioSchedules(from_file, {csv_path}).front();
+  EXPECT_EQ(a.name, "auto");
+  EXPECT_EQ(a.steps, 3);
+  EXPECT_EQ(a.ops, b.ops);
+  sim::Scenario one = sc;
+  one.pipeline.steps = 1;
+  const sim::Topology topo(one.topology);
+  EXPECT_EQ(Predict(one, topo, ScenarioSchedules(one, {"auto"}).front()).result.makespan_ns(), r.best_ns);
+  std::remove(csv_path.c_str());
+}
+
+TEST(Search, AutoAndItsEvaluationsAreCheckedWhereTheScenarioIsRead) {
+  const std::string scenario = std::string(STAGECRAFT_SOURCE_DIR) + "/tests/data/search-uneven-4.yaml";
+  EXPECT_NO_THROW((void)sim::LoadScenario(scenario, {"pipeline.schedule=[zb-h1, auto]"}));
+  try {
+    (void)sim::LoadScenario(scenario, {"pipeline.search_evaluations=0"});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline.search_evaluations"), std::string::npos) << e.what();
+  }
+  try {
+    (void)sim::LoadScenario(scenario, {"pipeline.schedule=autoo"});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(", auto"), std::string::npos) << e.what();  // the known names list it
   }
 }
 

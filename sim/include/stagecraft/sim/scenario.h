@@ -15,6 +15,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/enum_names.h"
+#include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/profile.h"
 #include "stagecraft/sim/topology_spec.h"
 
@@ -117,6 +118,9 @@ struct ModelSpec {
   std::string profile_path;
 };
 
+// The schedule name that runs the search (pipeline.schedule: auto).
+inline constexpr std::string_view kSearchedSchedule = "auto";
+
 struct PipelineSpec {
   // Generator names or schedule files (a name ending in ".csv": a torch.distributed.pipelining
   // order, one step of it, imported as `stagecraft schedule --import` reads it), or the single
@@ -151,6 +155,10 @@ struct PipelineSpec {
   // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
   // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
   std::vector<Axis> placement = {Axis::kTensor, Axis::kData, Axis::kPipeline};
+
+  // `auto`: the op order `stagecraft search` makes for the scenario (harness/search.h), found
+  // in this many annealing moves with seed 1, so simulate, execute and every rank get the same.
+  int64_t search_evaluations = kDefaultSearchEvaluations;
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
