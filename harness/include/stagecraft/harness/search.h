@@ -3,8 +3,13 @@
 // policy, within the memory limit), then reorders ops within each rank by simulated annealing,
 // with the simulator as the judge: a move takes one compute op to another place in its rank's
 // list; an order that the validator refuses (an op before what it needs, a deadlock) or that
-// holds more than the memory limit is dropped unsimulated; the shortest simulated step wins.
+// holds more than the memory limit is dropped unsimulated; the shortest step wins.
 // The schedule is one step (the CSV form a scenario names as pipeline.schedule repeats it).
+//
+// "Step" means the step of a long run (SteadyStepNs): each stage steps its optimizer on its own,
+// with no barrier across ranks, so consecutive steps overlap and a run of many steps takes the
+// largest per-rank span of one step per step (the Zero Bubble paper's cost, its bubble rate's
+// denominator); the first step alone takes the whole makespan, kept as the tie-breaker.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +50,7 @@ struct SearchOptions {
   SearchMemoryLimit memory_limit;
 };
 
-// One rank's share of the explanation: its bubble (idle share of the step) and its peak of the
+// One rank's share of the explanation: its bubble (idle share of the long-run step) and its peak of the
 // order-dependent memory, before and after, and how many of its ops moved.
 struct SearchRankChange {
   int rank = 0;
@@ -58,7 +63,8 @@ struct SearchResult {
   std::string start_name;             // the generator it started from
   std::vector<std::string> starts;    // every generator tried, "name: 12.3 ms" or why not
   schedules::Schedule start, best;    // one step, unlowered, with weights assigned
-  int64_t start_ns = 0, best_ns = 0;  // simulated step times
+  int64_t start_ns = 0, best_ns = 0;  // simulated steps of a long run (SteadyStepNs)
+  int64_t start_makespan_ns = 0, best_makespan_ns = 0;  // one step alone
   // What no op order can beat, on any placement the generators use (PlacementBoundNs): the
   // smallest of their bounds, and the rank and placement that set it.
   int64_t bound_ns = 0;
@@ -75,13 +81,14 @@ struct SearchResult {
   std::vector<std::string> moved;
 };
 
-// A lower bound on the step of every op order with `schedule`'s stages and placement: a rank
-// runs its compute ops one at a time, and none before the first microbatch's forwards of the
-// stages ahead of its earliest one have run, so the step is at least, over the ranks, the sum
-// of those forwards plus the rank's compute (`run`'s busy time, the order's simulated run).
-// Returns the bound and, in `rank`, the rank that sets it.
-int64_t PlacementBoundNs(const schedules::Schedule& schedule, const sim::CostTable& costs,
-                         const schedules::RunRecord& run, int* rank = nullptr);
+// The step of a long run of `run`'s one-step order: the largest per-rank span (first F start to
+// last compute end). A run of k steps takes the first step's makespan plus k - 1 of these.
+int64_t SteadyStepNs(const schedules::RunRecord& run);
+
+// A lower bound on the long-run step of every op order with `run`'s stages and placement: a
+// rank runs its compute ops one at a time, so its span holds at least its compute (`run`'s busy
+// time, the same in every order). Returns the largest, and in `rank` the rank that has it.
+int64_t PlacementBoundNs(const schedules::RunRecord& run, int* rank = nullptr);
 
 // Throws InputError when no generator gives a schedule within the memory limit.
 SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& options);
