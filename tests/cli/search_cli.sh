@@ -18,7 +18,7 @@ check "search: one row per rank" '[[ $(grep -cE "^[0-3] " "$tmp/out") -eq 4 ]]'
 check "search: the CSV has a row per rank" '[[ $(wc -l <"$tmp/s.csv") -eq 4 ]]'
 start="$(sed -n 's/^start: \([^ ]*\) at .*/\1/p' "$tmp/out")"
 check "search: both traces ($start and searched)" '[[ -s "$tmp/t.$start.json" && -s "$tmp/t.searched.json" ]]'
-searched_ms="$(sed -n 's/^searched: .* (one step alone \([0-9.]*\) ms).*/\1/p' "$tmp/out")"
+searched_ms="$(sed -n 's/^searched: .* (one step alone \([0-9.]*\), a long run.*/\1/p' "$tmp/out")"
 "$sc" simulate "$scenario" "${small[@]}" --set pipeline.steps=1 --set pipeline.schedule="$tmp/s.csv" \
   --json "$tmp/m.json" >/dev/null 2>"$tmp/err"
 checkf "simulate the CSV: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
@@ -30,7 +30,7 @@ cat "$tmp/out"
 # with the same number of moves.
 "$sc" search "$scenario" "${small[@]}" --evaluations 500 --out "$tmp/a.csv" >"$tmp/aout" 2>"$tmp/err"
 checkf "search for auto: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
-auto_searched="$(sed -n 's/^searched: .* (one step alone \([0-9.]*\) ms).*/\1/p' "$tmp/aout")"
+auto_searched="$(sed -n 's/^searched: .* (one step alone \([0-9.]*\), a long run.*/\1/p' "$tmp/aout")"
 "$sc" simulate "$scenario" "${small[@]}" --set pipeline.steps=1 --set pipeline.schedule=auto \
   --set pipeline.search_evaluations=500 --json "$tmp/auto.json" >"$tmp/asim" 2>"$tmp/err"
 checkf "simulate auto: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"

@@ -6,10 +6,11 @@
 // holds more than the memory limit is dropped unsimulated; the shortest step wins.
 // The schedule is one step (the CSV form a scenario names as pipeline.schedule repeats it).
 //
-// "Step" means the step of a long run (SteadyStepNs): each stage steps its optimizer on its own,
-// with no barrier across ranks, so consecutive steps overlap and a run of many steps takes the
-// largest per-rank span of one step per step (the Zero Bubble paper's cost, its bubble rate's
-// denominator); the first step alone takes the whole makespan, kept as the tie-breaker.
+// "Step" means simulate's step time for the scenario's pipeline.steps (RunStepNs): each stage
+// steps its optimizer on its own, with no barrier across ranks, so consecutive steps overlap: a
+// run takes the first step's makespan, then the largest per-rank span of one step per further
+// step (SteadyStepNs; the Zero Bubble paper's cost, its bubble rate's denominator). So one step
+// is judged by its makespan and a long run (pipeline.steps: 1000) by its spans.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +64,10 @@ struct SearchResult {
   std::string start_name;             // the generator it started from
   std::vector<std::string> starts;    // every generator tried, "name: 12.3 ms" or why not
   schedules::Schedule start, best;    // one step, unlowered, with weights assigned
-  int64_t start_ns = 0, best_ns = 0;  // simulated steps of a long run (SteadyStepNs)
+  int steps = 1;                      // the scenario's pipeline.steps, what the step is over
+  int64_t start_ns = 0, best_ns = 0;  // simulated step times over `steps` steps (RunStepNs)
   int64_t start_makespan_ns = 0, best_makespan_ns = 0;  // one step alone
+  int64_t start_steady_ns = 0, best_steady_ns = 0;      // a step of a long run (SteadyStepNs)
   // What no op order can beat, on any placement the generators use (PlacementBoundNs): the
   // smallest of their bounds, and the rank and placement that set it.
   int64_t bound_ns = 0;
@@ -84,6 +87,9 @@ struct SearchResult {
 // The step of a long run of `run`'s one-step order: the largest per-rank span (first F start to
 // last compute end). A run of k steps takes the first step's makespan plus k - 1 of these.
 int64_t SteadyStepNs(const schedules::RunRecord& run);
+// Simulate's step time for a run of `steps` steps of that order: (makespan + (steps - 1) x
+// SteadyStepNs) / steps.
+int64_t RunStepNs(const schedules::RunRecord& one_step, int steps);
 
 // A lower bound on the long-run step of every op order with `run`'s stages and placement: a
 // rank runs its compute ops one at a time, so its span holds at least its compute (`run`'s busy
