@@ -31,6 +31,8 @@ void BindScenario(py::module_& m) {
       .def_property_readonly("tensor_parallel", [](const Scenario& s) { return s.pipeline.tensor_parallel; })
       .def_property_readonly("devices", [](const Scenario& s) { return s.pipeline.world(); },
                              "ranks x data_parallel x tensor_parallel")
+      .def_property_readonly("device", [](const Scenario& s) { return s.topology.device.name; })
+      .def_property_readonly("device_memory_bytes", [](const Scenario& s) { return s.topology.device.memory_bytes; })
       .def("schedule_names", [](const Scenario& s) { return harness::ScenarioScheduleNames(s, false); },
            "The schedules simulate runs: the listed ones, or under 'all' every generator the shape allows")
       .def("__repr__", [](const Scenario& s) {

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from . import _core
+from ._errors import InputError
 from ._scenario import Scenario
 
 PathLike = Union[str, os.PathLike]
@@ -231,16 +232,55 @@ class Trace:
     def __init__(self, core: _core.TraceFile) -> None:
         self._core = core
 
-    path = property(lambda self: self._core.path)
-    source = property(lambda self: self._core.source, doc="predicted or measured")
-    costs = property(lambda self: self._core.costs, doc="a predicted trace's cost model")
-    scenario = property(lambda self: self._core.scenario)
-    schedule = property(lambda self: self._core.schedule)
-    microbatches = property(lambda self: self._core.microbatches, doc="per step")
-    ranks = property(lambda self: self._core.ranks, doc="from its header, else its ops; None when unknown")
-    skipped = property(lambda self: self._core.skipped, doc="events the reader could not use")
-    first_skipped = property(lambda self: self._core.first_skipped, doc="why the first was skipped")
-    op_count = property(lambda self: self._core.op_count)
+    @property
+    def path(self) -> str:
+        """The file it was read from."""
+        return self._core.path
+
+    @property
+    def source(self) -> str:
+        """``predicted`` or ``measured``."""
+        return self._core.source
+
+    @property
+    def costs(self) -> str:
+        """A predicted trace's cost model (empty when not stated)."""
+        return self._core.costs
+
+    @property
+    def scenario(self) -> str:
+        """The scenario's name."""
+        return self._core.scenario
+
+    @property
+    def schedule(self) -> str:
+        """The schedule's name."""
+        return self._core.schedule
+
+    @property
+    def microbatches(self) -> int:
+        """Microbatches per step."""
+        return self._core.microbatches
+
+    @property
+    def ranks(self) -> Optional[int]:
+        """Ranks, from the header, else read off the ops; None when unknown."""
+        return self._core.ranks
+
+    @property
+    def skipped(self) -> int:
+        """Events the reader could not use (a foreign trace's own)."""
+        return self._core.skipped
+
+    @property
+    def first_skipped(self) -> str:
+        """Why the first skipped event was: ``event N: WHY``."""
+        return self._core.first_skipped
+
+    @property
+    def op_count(self) -> int:
+        """How many ops."""
+        return self._core.op_count
 
     @property
     def ops(self) -> list[_core.TraceOp]:
@@ -307,13 +347,8 @@ def compare(predicted: RunSource, measured: RunSource, max_error: Optional[float
     path, a :class:`Run`, or (predicted) the results of :func:`simulate`. ``exceeded`` lists
     the schedules whose step-time error is over ``max_error`` percent. Releases the GIL."""
     if max_error is not None and not max_error >= 0:
-        raise _core_input_error(f"max_error: expected a percentage >= 0, got {max_error}")
+        raise InputError(f"max_error: expected a percentage >= 0, got {max_error}")
     p = _run_file(predicted)
     m = _run_file(measured)
     return Comparison(_core.compare(p, m, -1.0 if max_error is None else float(max_error),
                                     os.fspath(trace) if trace is not None else ""))
-
-
-def _core_input_error(message: str) -> Exception:
-    from ._errors import InputError
-    return InputError(message)

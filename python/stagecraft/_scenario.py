@@ -137,6 +137,16 @@ class Scenario:
         return self._core.devices
 
     @property
+    def device(self) -> str:
+        """The device's name (``topology.device``)."""
+        return self._core.device
+
+    @property
+    def device_memory_bytes(self) -> int:
+        """The device's memory, what a rank's peak is held against (OOM)."""
+        return self._core.device_memory_bytes
+
+    @property
     def overrides(self) -> list[str]:
         """The --set texts it was loaded with, in order."""
         return list(self._core.overrides)
