@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from . import _core
+from ._errors import InputError
 from ._scenario import Scenario
 
 SearchResult = _core.SearchResult
@@ -21,6 +22,8 @@ def search(scenario: Scenario, memory_limit: Union[str, int, None] = None, budge
     included; ``evaluations``: stop after this many moves instead (with ``seed``, a repeatable
     search). The result's ``best`` is the schedule (one step), ``to_csv()`` the file ``--out``
     writes and ``explanation`` what the command prints. Releases the GIL while it searches."""
+    if seed < 0:
+        raise InputError(f"seed: {seed} is below 0")
     limit = str(memory_limit) if isinstance(memory_limit, int) else memory_limit
     return _core.search(scenario._core, limit, float(budget), 0 if evaluations is None else evaluations, seed,
                         from_ or "")

@@ -2,10 +2,11 @@
 scenario, PyTorch's CSV fixtures, hand-computed comparison errors (tests/data/compare), and the
 metrics codec's own keys against the documented attributes."""
 
+import ast
 import json
-import os
 import threading
 import unittest
+from pathlib import Path
 
 import support  # noqa: F401  (puts build/python on the path when run by hand)
 from support import DATA, SCENARIOS, TempDirCase
@@ -276,6 +277,25 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(stagecraft.Schedule.from_csv(a.to_csv(), microbatches=6).to_csv(), a.to_csv())
         with self.assertRaisesRegex(stagecraft.InputError, "memory_limit"):
             stagecraft.search(scenario, memory_limit="lots", evaluations=1)
+
+
+class StubTest(unittest.TestCase):
+    def test_core_stub_is_the_module(self):
+        # _core.pyi states every class, method, property and function of the compiled module,
+        # and nothing it lacks.
+        tree = ast.parse((Path(stagecraft.__file__).parent / "_core.pyi").read_text())
+        stubbed = set()
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                stubbed.add(node.name)
+                runtime = getattr(stagecraft._core, node.name)
+                members = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+                self.assertEqual(members, {n for n in dir(runtime) if not n.startswith("_")}, node.name)
+            elif isinstance(node, ast.FunctionDef):
+                stubbed.add(node.name)
+            elif isinstance(node, ast.AnnAssign):
+                stubbed.add(node.target.id)
+        self.assertEqual(stubbed, {n for n in dir(stagecraft._core) if not n.startswith("_")})
 
 
 if __name__ == "__main__":

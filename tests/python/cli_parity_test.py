@@ -3,10 +3,11 @@
 bad input raises InputError with the line the binary prints (schedule: schedule_parity_test.py). The module calls the C++ libraries itself, so the binary is an independent
 path through the commands' own code."""
 
+import json
 import re
 import unittest
 
-from support import CLI, DATA, SCENARIOS, TempDirCase, cli_error_line, run_cli
+from support import DATA, SCENARIOS, TempDirCase, cli_error_line, run_cli
 
 import stagecraft
 
@@ -125,7 +126,7 @@ class ErrorParityTest(TempDirCase):
         # A dict is read as the same text written to a file would be.
         data = {"name": "d", "pipeline": {"schedule": "gpipe", "ranks": 2, "microbatches": "many"}}
         path = self.tmp / "dict.yaml"
-        path.write_text(__import__("json").dumps(data, indent=2) + "\n")
+        path.write_text(json.dumps(data, indent=2) + "\n")
         self.assert_same_line(["simulate", path], lambda: stagecraft.Scenario.from_dict(data, path=str(path)))
 
     def test_schedules_and_files(self):
