@@ -35,7 +35,7 @@ def sweep(scenario, counts):
     return results
 
 
-def plot(results, memory_bytes, path):
+def plot(title, results, memory_bytes, path):
     try:
         import matplotlib
     except ImportError:
@@ -51,10 +51,14 @@ def plot(results, memory_bytes, path):
         bottom.plot(counts, [r.peak_memory_bytes / 2**30 for _, r in points], marker="o", label=name)
     if memory_bytes:
         bottom.axhline(memory_bytes / 2**30, color="black", linestyle="--", label="device memory")
+        bottom.legend(handles=bottom.get_lines()[-1:], fontsize="small")
+    counts = sorted({m for points in results.values() for m, _ in points})
+    top.set_title(title)
     top.set_ylabel("throughput (samples/s)")
     bottom.set_ylabel("peak memory, worst rank (GiB)")
     bottom.set_xlabel("microbatches per step")
     bottom.set_xscale("log", base=2)
+    bottom.set_xticks(counts, [str(m) for m in counts])
     top.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
@@ -81,7 +85,8 @@ def main():
             if not run.oom and (best is None or run.throughput_samples_per_s > best[1].throughput_samples_per_s):
                 best = (m, run)
     plot_path = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
-    plot(results, scenario.device_memory_bytes, plot_path)
+    plot(f"{scenario.name}: {scenario.ranks} ranks on {scenario.device}", results, scenario.device_memory_bytes,
+         plot_path)
     if best is None:
         print("no schedule fits in device memory at any of these microbatch counts")
         return 2

@@ -1,6 +1,5 @@
 // The schedule search in Python (harness/search.h), as `stagecraft search` runs it: the same
 // options and checks, the searched order, its CSV and its explanation.
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
