@@ -245,14 +245,14 @@ struct Report {
   std::string partial_json;                 // the partial run's object, when the run is one
   std::string worst;  // the schedule with the largest |step-time error|
   double worst_error_pct = 0;
-  std::vector<std::string> exceeded;       // schedules whose |step-time error| is over --max-error
+  std::vector<std::string> exceeded;       // schedules whose |step-time error| is over max_error_pct
   std::vector<std::string> exceeded_text;  // the same with their errors: "1f1b (+10.0%)"
   std::string summary;                     // one row per schedule, printed after the blocks
 };
 
 constexpr std::string_view kSummaryFormat = "{:<12} {:>12} {:>12} {:>8} {:>8}   {:>11} {:>9} {:>8}\n";
 
-// Holds `error` of `name` against --max-error (negative: none); an error that cannot be
+// Holds `error` of `name` against max_error_pct (negative: none); an error that cannot be
 // computed (a measured time of 0) is beyond any limit.
 void HoldToLimit(const std::string& name, std::optional<double> error, double max_error_pct, Report* report) {
   if (max_error_pct < 0 || (error && std::abs(*error) <= max_error_pct)) return;
@@ -292,7 +292,7 @@ void CompareCommon(const RunFile& predicted, const RunFile& measured, double max
 
 // A partial run (execute's OUT.partial, metrics.h PartialRun): one warning line to `warn`, and
 // the running schedule's finished steps as a block of their own (its complete schedules are
-// compared as usual); its step-time error is held to --max-error like theirs. Returns whether
+// compared as usual); its step-time error is held to max_error_pct like theirs. Returns whether
 // predicted holds the running schedule with a step done.
 bool ComparePartial(const RunFile& predicted, const RunFile& measured, double max_error_pct,
                     const std::function<void(const std::string&)>& warn, Report* report) {
@@ -337,7 +337,7 @@ bool ComparePartial(const RunFile& predicted, const RunFile& measured, double ma
 }
 
 // Adds the partial run's block after the complete schedules: its text and summary row, its
-// error as the worst when larger, and its place among the errors over --max-error.
+// error as the worst when larger, and its place among the errors over max_error_pct.
 void AddPartial(Report partial, Report* r) {
   r->text += partial.text;
   r->summary += partial.summary;
