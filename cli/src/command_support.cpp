@@ -143,36 +143,13 @@ std::vector<int> AddTraceOutputs(OutputSet& outputs, const std::string& path, co
   return handles;
 }
 
-std::string TracePath(const std::string& path, const std::string& name, bool several) {
-  if (!several) return path;
-  // A schedule file's name may hold a folder ("orders/v.csv"): one file name of it.
-  std::string schedule = name;
-  for (char& c : schedule) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                      c == '_' || c == '.';
-    if (!safe) c = '_';
-  }
-  const size_t dot = path.rfind('.');
-  const size_t slash = path.rfind('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + "." + schedule;
-  return path.substr(0, dot) + "." + schedule + path.substr(dot);
-}
-
 void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& traces, const sim::Scenario& scenario,
                          const std::string& costs, const std::vector<harness::Prediction>& predictions) {
   if (json >= 0) {
-    schedules::MetricsFile file;
-    file.scenario = scenario.name;
-    file.source = "predicted";
-    file.costs = costs;
-    for (const harness::Prediction& p : predictions) file.schedules.push_back(p.metrics);
-    outputs.Set(json, schedules::MetricsFileToJson(file));
+    outputs.Set(json, schedules::MetricsFileToJson(harness::PredictedMetricsFile(scenario, costs, predictions)));
   }
   for (size_t k = 0; k < traces.size(); ++k) {
-    const harness::Prediction& p = predictions[k];
-    schedules::Trace trace = schedules::BuildTrace(p.schedule, p.result, scenario.name, "predicted", p.metrics);
-    trace.costs = costs;
-    outputs.Set(traces[k], schedules::TraceToJson(trace));
+    outputs.Set(traces[k], schedules::TraceToJson(harness::PredictedTrace(scenario, costs, predictions[k])));
   }
 }
 

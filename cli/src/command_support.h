@@ -13,6 +13,7 @@
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/harness/predict.h"
+#include "stagecraft/harness/trace_path.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/run_record.h"
@@ -51,9 +52,8 @@ exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& sc
                                   std::chrono::nanoseconds deadline = exec::kDefaultWaitDeadline,
                                   int data_parallel = 1);
 
-// `path` itself for one schedule; "<stem>.<schedule><ext>" when there are several, with any
-// character of the schedule's name but letters, digits, '-', '_' and '.' written as '_'.
-std::string TracePath(const std::string& path, const std::string& schedule, bool several);
+// Each schedule's trace file when there are several (harness/trace_path.h).
+using harness::TracePath;
 
 // Adds the trace of every schedule in `names` to `outputs` (TracePath of `path`), checking each
 // now; returns their handles, in the order of `names`. A stream (`-`, a FIFO, a device) takes

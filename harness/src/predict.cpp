@@ -257,6 +257,23 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   return p;
 }
 
+schedules::MetricsFile PredictedMetricsFile(const sim::Scenario& scenario, const std::string& costs,
+                                            const std::vector<Prediction>& predictions) {
+  schedules::MetricsFile file;
+  file.scenario = scenario.name;
+  file.source = "predicted";
+  file.costs = costs;
+  for (const Prediction& p : predictions) file.schedules.push_back(p.metrics);
+  return file;
+}
+
+schedules::Trace PredictedTrace(const sim::Scenario& scenario, const std::string& costs, const Prediction& prediction) {
+  schedules::Trace trace =
+      schedules::BuildTrace(prediction.schedule, prediction.result, scenario.name, "predicted", prediction.metrics);
+  trace.costs = costs;
+  return trace;
+}
+
 void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& predictions) {
   std::string why;
   for (const Prediction& p : predictions) {

@@ -11,6 +11,7 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/run_record.h"
+#include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
@@ -86,6 +87,15 @@ Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology,
 // The same with the costs given (a replay's, replay.h) instead of the scenario's cost model.
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,
                    sim::CostTable costs);
+
+// The metrics file of `predictions` of `scenario` (source "predicted", `costs` their cost
+// source), as simulate --json writes it through the metrics codec.
+schedules::MetricsFile PredictedMetricsFile(const sim::Scenario& scenario, const std::string& costs,
+                                            const std::vector<Prediction>& predictions);
+
+// The predicted trace of `prediction` of `scenario` (`costs` its cost source), as simulate
+// --trace writes it.
+schedules::Trace PredictedTrace(const sim::Scenario& scenario, const std::string& costs, const Prediction& prediction);
 
 // Throws InputError when the simulator predicts that a schedule of `predictions` exceeds the
 // scenario's device memory, naming each such schedule with every rank's predicted peak.

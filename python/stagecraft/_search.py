@@ -1,0 +1,29 @@
+"""The schedule search, as ``stagecraft search`` runs it."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from . import _core
+from ._errors import InputError
+from ._scenario import Scenario
+
+SearchResult = _core.SearchResult
+
+
+def search(scenario: Scenario, memory_limit: Union[str, int, None] = None, budget: float = 9.0,
+           evaluations: Optional[int] = None, seed: int = 1, from_: Optional[str] = None) -> SearchResult:
+    """An op order per rank for the scenario's job, as ``stagecraft search SCENARIO
+    [--memory-limit X] [--budget S] [--evaluations N] [--seed N] [--from GEN]`` searches it:
+    annealed from the best generator's order within the memory limit, the simulator judging.
+
+    ``memory_limit``: a size ("60GiB", or an int of bytes) or k·p forwards' activations ("2p");
+    None: pipeline.memory_limit, else the device's memory. ``budget``: seconds, the starts
+    included; ``evaluations``: stop after this many moves instead (with ``seed``, a repeatable
+    search). The result's ``best`` is the schedule (one step), ``to_csv()`` the file ``--out``
+    writes and ``explanation`` what the command prints. Releases the GIL while it searches."""
+    if seed < 0:
+        raise InputError(f"seed: {seed} is below 0")
+    limit = str(memory_limit) if isinstance(memory_limit, int) else memory_limit
+    return _core.search(scenario._core, limit, float(budget), 0 if evaluations is None else evaluations, seed,
+                        from_ or "")
