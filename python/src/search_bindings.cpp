@@ -52,8 +52,23 @@ void BindSearch(py::module_& m) {
       .def_readonly("starts", &SearchResult::starts, "every generator tried: 'name: 12.3 ms' or why not")
       .def_readonly("start", &SearchResult::start, "the start's schedule (one step, unlowered)")
       .def_readonly("best", &SearchResult::best, "the searched schedule (one step, unlowered), named 'searched'")
-      .def_property_readonly("start_step_ms", [](const SearchResult& r) { return r.start_ns * 1e-6; })
-      .def_property_readonly("best_step_ms", [](const SearchResult& r) { return r.best_ns * 1e-6; })
+      .def_readonly("steps", &SearchResult::steps, "the scenario's pipeline.steps, what the step time is over")
+      .def_property_readonly("start_step_ms", [](const SearchResult& r) { return r.start_ns * 1e-6; },
+                             "the start's step time over `steps` steps")
+      .def_property_readonly("best_step_ms", [](const SearchResult& r) { return r.best_ns * 1e-6; },
+                             "the result's step time over `steps` steps")
+      .def_property_readonly("start_one_step_ms", [](const SearchResult& r) { return r.start_makespan_ns * 1e-6; },
+                             "the start's first step alone (its makespan)")
+      .def_property_readonly("best_one_step_ms", [](const SearchResult& r) { return r.best_makespan_ns * 1e-6; },
+                             "the result's first step alone (its makespan)")
+      .def_property_readonly("start_long_run_step_ms", [](const SearchResult& r) { return r.start_steady_ns * 1e-6; },
+                             "the start's step in a long run (the largest per-rank span of one step)")
+      .def_property_readonly("best_long_run_step_ms", [](const SearchResult& r) { return r.best_steady_ns * 1e-6; },
+                             "the result's step in a long run (the largest per-rank span of one step)")
+      .def_property_readonly("bound_ms", [](const SearchResult& r) { return r.bound_ns * 1e-6; },
+                             "no op order of these stages takes less per step (the busiest rank's compute)")
+      .def_readonly("bound_rank", &SearchResult::bound_rank, "the rank that sets the bound")
+      .def_readonly("bound_placement", &SearchResult::bound_placement, "the placement that sets it: 'V, 16 stages'")
       .def_readonly("memory_limit", &SearchResult::memory_limit, "rank 0's, in memory_units (0: none)")
       .def_readonly("memory_units", &SearchResult::memory_units, "'bytes' or \"forwards' activations\"")
       .def_readonly("evaluations", &SearchResult::evaluations, "moves simulated")
