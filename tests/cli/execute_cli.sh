@@ -75,6 +75,21 @@ need(all(abs(a - b) <= 1e-5 * abs(b) for l in flush for a, b in zip(l, flush[0])
 sys.exit(0 if ok else 1)
 PY
 
+# ---- pipeline.schedule: auto: every rank searches alike and the order trains as the start does --
+timeout 300 "$mpi" 4 "$sc" execute "$scenario" "${small[@]}" --set pipeline.schedule=[zb-v,auto] \
+  --set pipeline.search_evaluations=500 --json "$tmp/auto.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+checkf "execute auto: exit 0" '[[ $rc -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/auto.json" <<'PY' || fail=1
+import json, sys
+runs = {s["schedule"]: s for s in json.load(open(sys.argv[1]))["schedules"]}
+ok = sorted(runs) == ["auto", "zb-v"]
+# A flush-policy order trains the same model: the losses agree to float summation order.
+ok = ok and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(runs["auto"]["losses"], runs["zb-v"]["losses"]))
+print("" if ok else f"FAIL: auto ran and trained as zb-v: {[(k, v['losses']) for k, v in runs.items()]}")
+sys.exit(0 if ok else 1)
+PY
+
 # ---- data-parallel replicas: P x D processes train as one pipeline of microbatch size D·b ----
 # P = 2 x D = 2 (4 processes) and P = 1 x D = 2 (2), each against one pipeline of P ranks at
 # twice the microbatch size (the same samples per microbatch): the same losses within 1e-5.
