@@ -1,0 +1,740 @@
+// The plan's search (see plan.h): the space, the closed-form floors over shared cost tables, the
+// simulations on a pool of threads in order of their floors, and the refinement by `auto`.
+#include "stagecraft/harness/plan.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "plan_bounds.h"
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
+#include "stagecraft/schedules/budget.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/layer_split.h"
+#include "stagecraft/sim/limits.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+
+using schedules::GeneratorInfo;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::string_view kRejectNames[kPlanRejectKinds] = {
+    "topology", "indivisible batch", "schedule shape", "over --max-ops", "out of memory", "pruned by the bound"};
+
+std::vector<int> Divisors(int64_t n) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+int ModelLayers(const sim::Scenario& sc) {
+  if (sc.model.transformer) return sc.model.transformer->layers;
+  if (sc.model.mlp) return sc.model.mlp->layers;
+  if (sc.model.profile) return static_cast<int>(sc.model.profile->layers.size());
+  return 0;
+}
+
+// The model's FLOPs per sample as Megatron-LM counts them (Narayanan et al., SC'21, Appendix):
+// 72·s·l·h²(1 + s/6h) for the layers' forward and backward, 96·s·l·h²(1 + s/6h) when full
+// recompute repeats their forward, and 6·s·h·V for the LM head; an MLP's 6·l·h² (8·l·h² with
+// full recompute). 0 for a model known only by its profile.
+double FlopsPerSample(const sim::Scenario& sc, sim::Recompute recompute) {
+  const bool full = recompute == sim::Recompute::kFull;
+  if (const auto& t = sc.model.transformer) {
+    const double s = t->seq, l = t->layers, h = t->hidden, v = t->vocab;
+    return (full ? 96 : 72) * s * l * h * h * (1 + s / (6 * h)) + 6 * s * h * v;
+  }
+  if (const auto& m = sc.model.mlp) return (full ? 8.0 : 6.0) * m->layers * double{1.0 * m->hidden} * m->hidden;
+  return 0;
+}
+
+// What a cost table depends on.
+struct CostKey {
+  int ranks, chunks, data_parallel, tensor_parallel, microbatch_size, zero;
+  schedules::Placement placement;
+  sim::Recompute recompute;
+  sim::Partition partition;
+  bool sequence_parallel, per_microbatch_updates;
+  auto operator<=>(const CostKey&) const = default;
+};
+
+// One cost table and its floors, shared by every configuration with its key.
+struct Facts {
+  sim::CostTable costs;
+  detail::StageFloors floors;
+  int64_t memory_floor = 0;
+  std::string error;  // the cost model refused the shape
+  // The all-reduces' floors, added by the first configuration that needs them.
+  std::unique_ptr<std::once_flag> reduce_once = std::make_unique<std::once_flag>();
+};
+
+// A configuration that passed topology, batch and shape, with its cost table's key.
+struct Candidate {
+  PlanConfig config;
+  const GeneratorInfo* info = nullptr;
+  int facts = 0;
+  int64_t floor_ns = 0;
+};
+
+// Calls fn(i) for i in [0, n) on `threads` threads.
+// The first exception any call throws is rethrown here, after every thread has stopped.
+template <class Fn>
+void ParallelFor(size_t n, int threads, Fn fn) {
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::exception_ptr failure;
+  const auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// The search's shared state: the counts, the simulated entries, the K best times.
+class Board {
+ public:
+  Board(int top, const PlanOptions& options) : top_(top), options_(options), start_(Clock::now()) {}
+
+  // Whether a configuration whose run takes at least `floor_ns` and holds at least
+  // `memory_floor` bytes can still matter: place among the K fastest, or on the Pareto front of
+  // time against memory (no fitting run so far is as fast with as little memory).
+  bool CouldMatter(int64_t floor_ns, int64_t memory_floor) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (best_.size() < static_cast<size_t>(top_) || floor_ns <= *std::prev(best_.end())) return true;
+    // front_: fitting runs by peak ascending, each faster than all before it.
+    const auto it = front_.upper_bound(memory_floor);  // the first that holds more
+    return it == front_.begin() || std::prev(it)->second > floor_ns;
+  }
+  void Reject(PlanReject why, bool simulated = false) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++rejected_[static_cast<int>(why)];
+    if (simulated) ++memory_simulated_;
+    Tick();
+  }
+  void Add(PlanEntry entry) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++simulated_;
+    if (entry.fits) {
+      best_.insert(entry.metrics.makespan_ns);
+      if (best_.size() > static_cast<size_t>(top_)) best_.erase(std::prev(best_.end()));
+      AddToFront(entry.peak_bytes, entry.metrics.makespan_ns);
+    } else {
+      ++rejected_[static_cast<int>(PlanReject::kMemory)];
+      ++memory_simulated_;
+    }
+    entries_.push_back(std::move(entry));
+    Tick();
+  }
+  void SetCandidates(int64_t n) { progress_.candidates = n; }
+  void Finish(PlanResult* r) {
+    for (int k = 0; k < kPlanRejectKinds; ++k) r->rejected[k] += rejected_[k];
+    r->memory_rejected_simulated += memory_simulated_;
+    r->simulated += simulated_;
+    for (PlanEntry& e : entries_) r->entries.push_back(std::move(e));
+    entries_.clear();
+  }
+
+ private:
+  void Tick() {
+    ++progress_.done;
+    progress_.simulated = simulated_;
+    const double now = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (options_.progress && (now - last_report_ >= 0.25 || progress_.done == progress_.candidates)) {
+      progress_.seconds = now;
+      last_report_ = now;
+      options_.progress(progress_);
+    }
+  }
+
+  void AddToFront(int64_t peak, int64_t makespan) {
+    auto it = front_.upper_bound(peak);
+    if (it != front_.begin() && std::prev(it)->second <= makespan) return;  // dominated
+    it = front_.insert_or_assign(peak, makespan).first;
+    for (auto next = std::next(it); next != front_.end() && next->second >= makespan;) next = front_.erase(next);
+  }
+
+  std::mutex mutex_;
+  std::map<int64_t, int64_t> front_;  // peak bytes -> makespan of the front so far
+  int top_;
+  const PlanOptions& options_;
+  Clock::time_point start_;
+  double last_report_ = -1;
+  PlanProgress progress_;
+  std::multiset<int64_t> best_;
+  int64_t rejected_[kPlanRejectKinds] = {};
+  int64_t memory_simulated_ = 0, simulated_ = 0;
+  std::vector<PlanEntry> entries_;
+};
+
+}  // namespace
+
+std::string_view Name(PlanReject reject) { return kRejectNames[static_cast<int>(reject)]; }
+
+std::string DescribeConfig(const PlanConfig& c) {
+  return fmt::format("{} P{} D{} T{}{} b{} m{}{} {} zero-{} {}", c.schedule, c.ranks, c.data_parallel,
+                     c.tensor_parallel, c.sequence_parallel ? "(sp)" : "", c.microbatch_size, c.microbatches,
+                     c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", sim::Name(c.recompute), c.zero,
+                     sim::Name(c.partition));
+}
+
+sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const PlanOptions& options) {
+  sim::Scenario sc = base;
+  sim::PipelineSpec& p = sc.pipeline;
+  p.schedules = {c.schedule};
+  p.schedule_files.clear();
+  p.ranks = c.ranks;
+  p.chunks = c.chunks;
+  p.microbatches = c.microbatches;
+  p.microbatch_size = c.microbatch_size;
+  p.data_parallel = c.data_parallel;
+  p.tensor_parallel = c.tensor_parallel;
+  p.sequence_parallel = c.sequence_parallel;
+  p.zero = c.zero;
+  p.recompute = c.recompute;
+  p.partition = c.partition;
+  if (options.memory_limit_bytes > 0) p.memory_limit_bytes = options.memory_limit_bytes;
+  if (options.search_evaluations > 0) p.search_evaluations = options.search_evaluations;
+  return sc;
+}
+
+std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions& options) {
+  std::vector<std::string> sets = {
+      fmt::format("pipeline.schedule={}", c.schedule),
+      fmt::format("pipeline.ranks={}", c.ranks),
+      fmt::format("pipeline.chunks={}", c.chunks),
+      fmt::format("pipeline.microbatches={}", c.microbatches),
+      fmt::format("pipeline.microbatch_size={}", c.microbatch_size),
+      fmt::format("pipeline.data_parallel={}", c.data_parallel),
+      fmt::format("pipeline.tensor_parallel={}", c.tensor_parallel),
+      fmt::format("pipeline.sequence_parallel={}", c.sequence_parallel ? "true" : "false"),
+      fmt::format("pipeline.zero={}", c.zero),
+      fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
+      fmt::format("pipeline.partition={}", sim::Name(c.partition)),
+  };
+  if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
+  if (options.search_evaluations > 0) {
+    sets.push_back(fmt::format("pipeline.search_evaluations={}", options.search_evaluations));
+  }
+  return sets;
+}
+
+namespace {
+
+// Everything the search reads, fixed before it starts.
+struct Space {
+  Space(const sim::Scenario& scenario, const PlanOptions& plan) : base(scenario), options(plan), topology(scenario.topology) {}
+  const sim::Scenario& base;
+  const PlanOptions& options;
+  sim::Topology topology;
+  int layers = 0;
+  int64_t limit_bytes = 0;
+  std::vector<const GeneratorInfo*> generators;
+  std::vector<sim::Recompute> recompute;
+  int max_threads = 1;
+};
+
+void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
+  const sim::TopologySpec& t = sc.topology;
+  const int devices = t.devices();
+  if (o.gpus < 1) throw InputError(fmt::format("--gpus: expected at least 1 device, got {}", o.gpus));
+  if (o.gpus > devices) {
+    throw InputError(fmt::format("--gpus {}: the topology of {} has {} devices{}", o.gpus, sc.path, devices,
+                                 t.explicit_graph() ? "" : fmt::format(" ({} nodes x {})", t.nodes, t.devices_per_node)));
+  }
+  if (!t.explicit_graph() && o.gpus > t.devices_per_node && o.gpus % t.devices_per_node != 0) {
+    throw InputError(fmt::format("--gpus {}: beyond one node the job takes whole nodes of {} devices (topology of {})",
+                                 o.gpus, t.devices_per_node, sc.path));
+  }
+  if (o.global_batch < 1) throw InputError(fmt::format("--global-batch: expected at least 1 sample, got {}", o.global_batch));
+  if (ModelLayers(sc) == 0) {
+    throw InputError(fmt::format("{}: plan splits the model's layers over each pipeline depth: it needs "
+                                 "model.transformer, model.mlp or a profile (explicit per-rank costs are one depth's)",
+                                 sc.path));
+  }
+  for (const int tp : o.tensor_parallel) {
+    if (tp < 1) throw InputError(fmt::format("--tensor-parallel: expected sizes of at least 1, got {}", tp));
+  }
+  if (o.max_microbatch_size < 0) throw InputError("--max-microbatch-size: expected at least 1 (or 0: no bound)");
+  if (o.max_chunks < 2) throw InputError(fmt::format("--max-chunks: expected at least 2, got {}", o.max_chunks));
+  if (o.top < 1) throw InputError(fmt::format("--top: expected at least 1, got {}", o.top));
+  if (o.memory_limit_bytes < 0) throw InputError("--memory-limit: expected a size of at least 0");
+}
+
+std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
+  std::vector<const GeneratorInfo*> out;
+  for (const std::string& name : o.schedules) {
+    if (name == sim::kSearchedSchedule) continue;  // the refinement's
+    const GeneratorInfo* info = schedules::FindGenerator(name);
+    if (info == nullptr) {
+      throw InputError(fmt::format("--schedules: unknown schedule '{}' (known: {}, {})", name,
+                                   schedules::GeneratorNames(), sim::kSearchedSchedule));
+    }
+    if (std::find(out.begin(), out.end(), info) == out.end()) out.push_back(info);
+  }
+  if (o.schedules.empty()) {
+    for (const GeneratorInfo& info : schedules::Generators()) out.push_back(&info);
+  }
+  return out;
+}
+
+// The chunks each generator runs at P ranks: interleaved every v from 2 to max_chunks with P·v
+// dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2.
+std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int layers, int max_chunks) {
+  if (!info.interleaved) return {1};
+  if (info.placement == schedules::Placement::kV) return {2};
+  std::vector<int> out;
+  for (int v = 2; v <= max_chunks && int64_t{ranks} * v <= layers; ++v) {
+    if (layers % (ranks * v) == 0) out.push_back(v);
+  }
+  return out;
+}
+
+// Whether the balanced partition differs from the even one at these stages (else it is not
+// enumerated: the same configuration twice).
+class PartitionCache {
+ public:
+  bool Differs(const sim::Scenario& sc, int stages) {
+    const auto key = std::tuple{stages, sc.pipeline.recompute, sc.pipeline.tensor_parallel};
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = known_.find(key); it != known_.end()) return it->second;
+    sim::Scenario even = sc, balanced = sc;
+    even.pipeline.partition = sim::Partition::kEven;
+    balanced.pipeline.partition = sim::Partition::kBalanced;
+    bool differs = false;
+    try {
+      differs = sim::StageLayers(even, stages) != sim::StageLayers(balanced, stages);
+    } catch (const InputError&) {
+    }
+    return known_[key] = differs;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<int, sim::Recompute, int>, bool> known_;
+};
+
+// The T a layout may not have: the model shards no layer, the tensor group would leave its node
+// (Megatron-LM keeps it on NVLink), or a device would hold part of an attention head.
+bool TensorFits(const sim::Scenario& sc, int tp) {
+  if (tp == 1) return true;
+  if (!sc.model.transformer) return false;
+  if (!sc.topology.explicit_graph() && sc.topology.devices_per_node % tp != 0) return false;
+  return sc.model.transformer->heads % tp == 0;
+}
+
+// The microbatch sizes of a replica's share of the batch: a profile's own, else every divisor
+// up to the bound.
+std::vector<int> MicrobatchSizes(const Space& space, int64_t per_replica) {
+  std::vector<int> sizes;
+  if (space.base.model.profile) {
+    const int b = space.base.model.profile->microbatch_size;
+    if (per_replica % b == 0) sizes.push_back(b);
+    return sizes;
+  }
+  for (const int b : Divisors(per_replica)) {
+    if (space.options.max_microbatch_size == 0 || b <= space.options.max_microbatch_size) sizes.push_back(b);
+  }
+  return sizes;
+}
+
+class Enumerator {
+ public:
+  Enumerator(const Space& space, PlanResult* result) : space_(space), result_(result) {}
+
+  std::vector<Candidate> Run() {
+    const PlanOptions& o = space_.options;
+    for (const int tp : Divisors(o.gpus)) {
+      for (const int ranks : Divisors(o.gpus / tp)) Layout(ranks, o.gpus / tp / ranks, tp);
+    }
+    return std::move(candidates_);
+  }
+  std::vector<CostKey> TakeKeys() {
+    std::vector<CostKey> keys(keys_.size());
+    for (const auto& [key, index] : keys_) keys[index] = key;
+    return keys;
+  }
+
+ private:
+  void Layout(int ranks, int dp, int tp) {
+    const PlanOptions& o = space_.options;
+    if (!o.tensor_parallel.empty() && std::find(o.tensor_parallel.begin(), o.tensor_parallel.end(), tp) ==
+                                          o.tensor_parallel.end()) {
+      return;  // outside the space asked for
+    }
+    ++result_->layouts;
+    const auto reject = [&](PlanReject why) { ++result_->layouts_rejected[static_cast<int>(why)]; };
+    if (!TensorFits(space_.base, tp)) return reject(PlanReject::kTopology);
+    if (o.global_batch % dp != 0) return reject(PlanReject::kBatch);
+    if (ranks > space_.layers) return reject(PlanReject::kShape);
+    const std::vector<int> sizes = MicrobatchSizes(space_, o.global_batch / dp);
+    if (sizes.empty()) return reject(PlanReject::kBatch);
+    std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
+    if (dp == 1) std::erase(zeros, 1);
+    for (const int b : sizes) {
+      PlanConfig c;
+      c.ranks = ranks;
+      c.data_parallel = dp;
+      c.tensor_parallel = tp;
+      c.sequence_parallel = space_.base.pipeline.sequence_parallel && tp > 1;
+      c.microbatch_size = b;
+      c.microbatches = static_cast<int>(o.global_batch / dp / b);
+      for (const GeneratorInfo* info : space_.generators) Schedule(c, *info, zeros);
+    }
+  }
+
+  void Schedule(PlanConfig c, const GeneratorInfo& info, const std::vector<int>& zeros) {
+    c.schedule = std::string(info.name);
+    std::vector<int> chunks = ChunksFor(info, c.ranks, space_.layers, space_.options.max_chunks);
+    const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());
+    if (chunks.empty()) {  // interleaved with no v that divides the layers
+      result_->enumerated += variants;
+      result_->rejected[static_cast<int>(PlanReject::kShape)] += variants;
+      return;
+    }
+    for (const int v : chunks) {
+      c.chunks = v;
+      schedules::GeneratorParams params;
+      params.ranks = c.ranks;
+      params.microbatches = c.microbatches;
+      params.chunks = v;
+      params.steps = space_.base.pipeline.steps;
+      params.data_parallel = c.data_parallel;
+      if (!schedules::CheckParams(info, params).empty() || int64_t{c.ranks} * v > space_.layers) {
+        result_->enumerated += variants;
+        result_->rejected[static_cast<int>(PlanReject::kShape)] += variants;
+        continue;
+      }
+      for (const sim::Recompute rc : space_.recompute) {
+        c.recompute = rc;
+        for (const int z : zeros) {
+          c.zero = z;
+          Partitions(c, info);
+        }
+      }
+    }
+  }
+
+  void Partitions(PlanConfig c, const GeneratorInfo& info) {
+    const PlanOptions& o = space_.options;
+    const std::vector<sim::Partition> asked =
+        o.partitions.empty() ? std::vector<sim::Partition>{sim::Partition::kEven, sim::Partition::kBalanced} : o.partitions;
+    for (const sim::Partition part : asked) {
+      c.partition = part;
+      if (part == sim::Partition::kBalanced && o.partitions.empty() &&
+          !partitions_.Differs(ScenarioFor(space_.base, c, o), c.ranks * c.chunks)) {
+        continue;  // the even split again
+      }
+      ++result_->enumerated;
+      const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel,  c.microbatch_size,
+                        c.zero,        info.placement, c.recompute, c.partition, c.sequence_parallel,
+                        info.weights == schedules::WeightPolicy::kStash};
+      const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
+      candidates_.push_back({c, &info, it->second, 0});
+    }
+  }
+
+  const Space& space_;
+  PlanResult* result_;
+  PartitionCache partitions_;
+  std::map<CostKey, int> keys_;
+  std::vector<Candidate> candidates_;
+};
+
+// The cost table of one key, with its floors; a cost model that refuses the shape leaves why.
+Facts BuildFacts(const Space& space, const CostKey& key, const PlanConfig& example) {
+  Facts f;
+  try {
+    const sim::Scenario sc = ScenarioFor(space.base, example, space.options);
+    sim::CostQuery query;
+    query.shape = schedules::Shape{key.ranks, key.chunks, key.placement};
+    query.per_microbatch_updates = key.per_microbatch_updates;
+    f.costs = sim::BuildCosts(sc, query);
+    f.floors = detail::FloorsOf(sc, space.topology, f.costs, query.shape);
+    f.memory_floor = detail::MemoryFloor(f.floors);
+  } catch (const InputError& e) {
+    f.error = e.what();
+  }
+  return f;
+}
+
+// The entry of a simulated configuration.
+PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, double seconds) {
+  PlanEntry e;
+  e.config = c;
+  e.metrics = p.metrics;
+  e.worst_rank = p.metrics.WorstMemoryRank();
+  e.peak_bytes = p.metrics.ranks_detail[e.worst_rank].peak_memory_bytes;
+  e.memory = MemoryTermsOf(p, e.worst_rank);
+  e.fits = !p.metrics.AnyOom() && e.peak_bytes <= space.limit_bytes;
+  const double step_s = p.metrics.step_time_ms * 1e-3;
+  e.tflops_per_gpu = step_s > 0 ? FlopsPerSample(space.base, c.recompute) * static_cast<double>(space.options.global_batch) /
+                                      step_s / space.options.gpus * 1e-12
+                                : 0;
+  for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
+    const double parts[6] = {r.compute_ms, r.wait_ms, r.transfer_ms, r.collective_ms, r.overhead_ms, r.idle_ms};
+    for (int k = 0; k < 6; ++k) e.mean_split_ms[k] += parts[k] / static_cast<double>(p.metrics.ranks_detail.size());
+  }
+  e.seconds = seconds;
+  return e;
+}
+
+// One candidate through the order's floors and, when it could still place, the simulator.
+void Evaluate(const Space& space, const Candidate& cand, Facts& facts, Board* board) {
+  if (!board->CouldMatter(cand.floor_ns, facts.memory_floor)) return board->Reject(PlanReject::kBound);
+  const auto start = Clock::now();
+  const sim::Scenario sc = ScenarioFor(space.base, cand.config, space.options);
+  schedules::GeneratorParams params = sim::GeneratorParamsFor(sc.pipeline, *cand.info);
+  const int64_t max_ops = space.options.max_ops > 0 ? space.options.max_ops : schedules::kDefaultMaxOps;
+  if (schedules::EstimateSize(*cand.info, params).ops > static_cast<double>(max_ops)) {
+    return board->Reject(PlanReject::kTooLarge);
+  }
+  schedules::Schedule order;
+  try {
+    if (cand.info->uses_costs) {  // the key's table is a ZB-H1's of the shape (loop placement, one stage per rank)
+      params.costs = std::make_shared<const schedules::StagePassCosts>(PassCostsFor(sc, facts.costs, space.topology));
+    }
+    order = schedules::Generate(cand.info->name, params);
+  } catch (const InputError&) {
+    return board->Reject(PlanReject::kShape);  // a cost-aware generator that finds no order
+  }
+  const int64_t memory_floor = detail::OrderMemoryFloor(facts.floors, order);
+  if (memory_floor > space.limit_bytes) return board->Reject(PlanReject::kMemory);
+  std::call_once(*facts.reduce_once, [&] { detail::AddReduceFloors(sc, space.topology, facts.costs, &facts.floors); });
+  const int64_t time_floor = detail::OrderTimeFloorNs(facts.floors, order);
+  if (time_floor < 0) return board->Reject(PlanReject::kShape);
+  if (!board->CouldMatter(time_floor, memory_floor)) return board->Reject(PlanReject::kBound);
+  try {
+    order = schedules::Lower(order, sc.pipeline.p2p, sc.pipeline.p2p_buffers);
+  } catch (const InputError&) {
+    return board->Reject(PlanReject::kShape);  // an order that deadlocks
+  }
+  const Prediction p = Predict(sc, space.topology, std::move(order), facts.costs);
+  // The floors are bounds on the simulator's own numbers: a run below one is a bug in them.
+  SC_CHECK(p.metrics.makespan_ns >= std::max(time_floor, cand.floor_ns),
+           fmt::format("{}: simulated {} ns, below its floors of {} ns (order) and {} ns (closed form)",
+                       DescribeConfig(cand.config), p.metrics.makespan_ns, time_floor, cand.floor_ns));
+  const int worst = p.metrics.WorstMemoryRank();
+  SC_CHECK(p.metrics.ranks_detail[worst].peak_memory_bytes >= memory_floor,
+           fmt::format("{}: simulated peak {} bytes, below its floor of {}", DescribeConfig(cand.config),
+                       p.metrics.ranks_detail[worst].peak_memory_bytes, memory_floor));
+  PlanEntry entry = EntryOf(space, cand.config, p, std::chrono::duration<double>(Clock::now() - start).count());
+  entry.bound_ms = static_cast<double>(time_floor) * 1e-6 / sc.pipeline.steps;
+  board->Add(std::move(entry));
+}
+
+// The searched order for the leading layouts: `auto` in place of the leader's generator, as
+// `simulate` runs it (the search inside ScenarioSchedules), where its moves fit the time given.
+void Refine(const Space& space, PlanResult* result) {
+  const PlanOptions& o = space.options;
+  const bool asked = o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(),
+                                                      std::string(sim::kSearchedSchedule)) != o.schedules.end();
+  if (o.refine <= 0 || !asked) return;
+  // The search judges orders without the replicas' all-reduces (its simulator config has no
+  // replica devices), so it refines pure pipelines only.
+  std::vector<PlanConfig> leaders;
+  std::vector<double> estimates;
+  const int64_t moves = o.search_evaluations > 0 ? o.search_evaluations : space.base.pipeline.search_evaluations;
+  std::vector<PlanConfig> seen;  // the leading layouts (with auto in place of their schedule)
+  for (const PlanEntry& e : result->entries) {
+    if (static_cast<int>(seen.size()) == o.refine || !e.fits) break;
+    PlanConfig c = e.config;
+    c.schedule = std::string(sim::kSearchedSchedule);
+    if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    if (c.data_parallel > 1) {
+      result->notes.push_back(fmt::format("auto not searched for {}: the search does not run data-parallel replicas",
+                                          DescribeConfig(e.config)));
+      continue;
+    }
+    // The search simulates each generator once and then every move.
+    const double estimate = e.seconds * static_cast<double>(moves + static_cast<int64_t>(schedules::Generators().size()));
+    if (estimate > o.refine_seconds) {
+      result->notes.push_back(fmt::format("auto not searched for {}: about {:.0f} s for {} moves (over {:g} s)",
+                                          DescribeConfig(e.config), estimate, moves, o.refine_seconds));
+      continue;
+    }
+    leaders.push_back(c);
+  }
+  std::vector<std::optional<PlanEntry>> refined(leaders.size());
+  std::vector<std::string> why(leaders.size());
+  ParallelFor(leaders.size(), space.max_threads, [&](size_t i) {
+    const auto start = Clock::now();
+    try {
+      const sim::Scenario sc = ScenarioFor(space.base, leaders[i], o);
+      std::vector<schedules::Schedule> searched = ScenarioSchedules(sc, {std::string(sim::kSearchedSchedule)});
+      const Prediction p = Predict(sc, space.topology, std::move(searched.front()));
+      refined[i] = EntryOf(space, leaders[i], p, std::chrono::duration<double>(Clock::now() - start).count());
+    } catch (const InputError& e) {
+      why[i] = e.what();
+    }
+  });
+  for (size_t i = 0; i < leaders.size(); ++i) {
+    if (!refined[i]) {
+      result->notes.push_back(fmt::format("auto not found for {}: {}", DescribeConfig(leaders[i]), why[i]));
+      continue;
+    }
+    ++result->enumerated;
+    ++result->simulated;
+    if (!refined[i]->fits) {
+      ++result->rejected[static_cast<int>(PlanReject::kMemory)];
+      ++result->memory_rejected_simulated;
+    }
+    result->notes.push_back(fmt::format("auto searched for {} ({} moves): {:.3f} ms per step", DescribeConfig(leaders[i]),
+                                        moves, refined[i]->metrics.step_time_ms));
+    result->entries.push_back(std::move(*refined[i]));
+  }
+}
+
+// Fitting before not, then fastest first; on a tie the smaller peak, then the description.
+void Rank(PlanResult* result) {
+  std::vector<std::pair<std::string, PlanEntry>> keyed;
+  for (PlanEntry& e : result->entries) keyed.emplace_back(DescribeConfig(e.config), std::move(e));
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    const PlanEntry& x = a.second;
+    const PlanEntry& y = b.second;
+    return std::tuple(!x.fits, x.metrics.makespan_ns, x.peak_bytes, a.first) <
+           std::tuple(!y.fits, y.metrics.makespan_ns, y.peak_bytes, b.first);
+  });
+  result->entries.clear();
+  result->pareto.clear();
+  for (auto& [name, e] : keyed) result->entries.push_back(std::move(e));
+  // The Pareto front: by peak memory, each fitting entry faster than every one that needs less.
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(result->entries.size()); ++i) {
+    if (result->entries[i].fits) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return result->entries[a].peak_bytes < result->entries[b].peak_bytes;
+  });
+  int64_t fastest = std::numeric_limits<int64_t>::max();
+  for (const int i : order) {
+    if (result->entries[i].metrics.makespan_ns < fastest) {
+      result->pareto.push_back(i);
+      fastest = result->entries[i].metrics.makespan_ns;
+    }
+  }
+}
+
+std::string NothingFits(const sim::Scenario& sc, const PlanOptions& o, const PlanResult& r) {
+  std::string why;
+  for (int k = 0; k < kPlanRejectKinds; ++k) {
+    if (r.layouts_rejected[k] > 0) why += fmt::format(", {} layouts: {}", r.layouts_rejected[k], kRejectNames[k]);
+  }
+  for (int k = 0; k < kPlanRejectKinds; ++k) {
+    if (r.rejected[k] > 0) why += fmt::format(", {} configurations: {}", r.rejected[k], kRejectNames[k]);
+  }
+  return fmt::format("{}: no configuration of {} devices for a global batch of {} fits in {} per device ({} layouts{})",
+                     sc.path, o.gpus, o.global_batch, FormatBytes(r.memory_limit_bytes), r.layouts, why);
+}
+
+}  // namespace
+
+PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
+  CheckInputs(scenario, options);
+  const auto start = Clock::now();
+  Space space(scenario, options);
+  space.layers = ModelLayers(scenario);
+  space.limit_bytes = options.memory_limit_bytes > 0                  ? options.memory_limit_bytes
+                      : scenario.pipeline.memory_limit_bytes > 0      ? scenario.pipeline.memory_limit_bytes
+                                                                      : scenario.topology.device.memory_bytes;
+  space.limit_bytes = std::min(space.limit_bytes, scenario.topology.device.memory_bytes);
+  space.generators = GeneratorsOf(options);
+  space.recompute = options.recompute;
+  if (space.recompute.empty()) {
+    space.recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
+    if (scenario.model.transformer) space.recompute.insert(space.recompute.begin() + 1, sim::Recompute::kSelective);
+  }
+  for (const sim::Recompute rc : space.recompute) {
+    if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
+      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
+                       "model.transformer");
+    }
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  space.max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
+
+  PlanResult result;
+  result.scenario = scenario.name;
+  result.gpus = options.gpus;
+  result.global_batch = options.global_batch;
+  result.memory_limit_bytes = space.limit_bytes;
+  result.threads = space.max_threads;
+  Enumerator enumerator(space, &result);
+  std::vector<Candidate> all = enumerator.Run();
+  const std::vector<CostKey> keys = enumerator.TakeKeys();
+
+  // One cost table per key, built on every core; then each configuration's closed forms.
+  std::vector<const PlanConfig*> examples(keys.size(), nullptr);
+  for (const Candidate& c : all) {
+    if (examples[c.facts] == nullptr) examples[c.facts] = &c.config;
+  }
+  std::vector<Facts> facts(keys.size());
+  ParallelFor(keys.size(), space.max_threads, [&](size_t i) { facts[i] = BuildFacts(space, keys[i], *examples[i]); });
+  std::vector<Candidate> candidates;
+  for (Candidate& c : all) {
+    const Facts& f = facts[c.facts];
+    if (!f.error.empty()) {
+      ++result.rejected[static_cast<int>(PlanReject::kShape)];
+    } else if (f.memory_floor > space.limit_bytes) {
+      ++result.rejected[static_cast<int>(PlanReject::kMemory)];
+    } else {
+      c.floor_ns = detail::TimeFloorNs(f.floors, c.config.microbatches, scenario.pipeline.steps);
+      candidates.push_back(std::move(c));
+    }
+  }
+  if (!facts.empty()) {
+    for (const Facts& f : facts) {
+      if (f.error.empty()) {
+        result.cost_source = f.costs.source;
+        break;
+      }
+    }
+  }
+  // Best floors first, so that the K-th best falls early and prunes the most.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.floor_ns < b.floor_ns; });
+  Board board(options.top, options);
+  board.SetCandidates(static_cast<int64_t>(candidates.size()));
+  ParallelFor(candidates.size(), space.max_threads,
+              [&](size_t i) { Evaluate(space, candidates[i], facts[candidates[i].facts], &board); });
+  board.Finish(&result);
+  Rank(&result);
+  Refine(space, &result);
+  Rank(&result);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (result.best() == nullptr) throw InputError(NothingFits(scenario, options, result));
+  return result;
+}
+
+}  // namespace stagecraft::harness
