@@ -565,6 +565,7 @@ void Refine(const Space& space, PlanResult* result) {
   std::vector<PlanConfig> leaders;
   std::vector<double> estimates;
   const int64_t moves = o.search_evaluations > 0 ? o.search_evaluations : space.base.pipeline.search_evaluations;
+  std::vector<std::pair<PlanConfig, double>> searched_from;  // each leader and its step in ms
   std::vector<PlanConfig> seen;  // the leading layouts (with auto in place of their schedule)
   for (const PlanEntry& e : result->entries) {
     if (static_cast<int>(seen.size()) == o.refine || !e.fits) break;
@@ -585,6 +586,7 @@ void Refine(const Space& space, PlanResult* result) {
       continue;
     }
     leaders.push_back(c);
+    searched_from.emplace_back(e.config, e.metrics.step_time_ms);
   }
   std::vector<std::optional<PlanEntry>> refined(leaders.size());
   std::vector<std::string> why(leaders.size());
@@ -601,7 +603,8 @@ void Refine(const Space& space, PlanResult* result) {
   });
   for (size_t i = 0; i < leaders.size(); ++i) {
     if (!refined[i]) {
-      result->notes.push_back(fmt::format("auto not found for {}: {}", DescribeConfig(leaders[i]), why[i]));
+      result->notes.push_back(fmt::format("auto not found on the layout of {}: {}", DescribeConfig(searched_from[i].first),
+                                          why[i]));
       continue;
     }
     ++result->enumerated;
@@ -610,8 +613,9 @@ void Refine(const Space& space, PlanResult* result) {
       ++result->rejected[static_cast<int>(PlanReject::kMemory)];
       ++result->memory_rejected_simulated;
     }
-    result->notes.push_back(fmt::format("auto searched for {} ({} moves): {:.3f} ms per step", DescribeConfig(leaders[i]),
-                                        moves, refined[i]->metrics.step_time_ms));
+    result->notes.push_back(fmt::format("auto searched on the layout of {} ({} moves): {:.3f} ms per step, against {:.3f}",
+                                        DescribeConfig(searched_from[i].first), moves,
+                                        refined[i]->metrics.step_time_ms, searched_from[i].second));
     result->entries.push_back(std::move(*refined[i]));
   }
 }
