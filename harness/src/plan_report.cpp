@@ -50,24 +50,37 @@ std::string TableRow(int rank, const PlanEntry& e) {
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')));
 }
 
-// One leader's step split and busiest rank's memory, against the first one's.
-std::string WhyRow(int rank, const PlanEntry& e, const PlanEntry& first) {
-  std::string out = fmt::format("{:>3}  {}{}\n", rank, DescribeConfig(e.config),
-                                rank == 1 ? ""
-                                          : fmt::format(": {:+.2f}% step time", 100 * (e.metrics.step_time_ms /
-                                                                                           first.metrics.step_time_ms -
-                                                                                       1)));
-  const double step = e.metrics.makespan_ms;
-  std::string split;
-  for (int k = 0; k < 6; ++k) {
-    split += fmt::format("{}{} {:.1f}%", k == 0 ? "" : ", ", kSplitNames[k], step > 0 ? 100 * e.mean_split_ms[k] / step : 0);
+// The leaders side by side: each one's step split (mean over ranks, % of its step) and its busiest
+// rank's memory by term, one column per leader.
+std::string WhyTheLeadersWin(const std::vector<const PlanEntry*>& leaders) {
+  std::string out = "why the leaders win: the step split in ms (mean over ranks) and the busiest rank's memory, side by side\n";
+  for (size_t k = 0; k < leaders.size(); ++k) {
+    out += fmt::format("  #{} {}\n", k + 1, DescribeConfig(leaders[k]->config));
   }
-  out += fmt::format("       step (mean rank): {}\n", split);
-  const MemoryTerms& t = e.memory;
-  out += fmt::format("       memory (rank {}): {} weights, {} gradients, {} optimizer, {} activations ({} in flight), "
-                     "{} other: {}\n",
-                     e.worst_rank, FormatBytes(t.weights), FormatBytes(t.gradients), FormatBytes(t.optimizer),
-                     FormatBytes(t.activations), t.inflight, FormatBytes(t.other), t.Dominant());
+  const auto row = [&](std::string_view name, const auto& cell) {
+    out += fmt::format("  {:<18}", name);
+    for (const PlanEntry* e : leaders) out += fmt::format("{:>22}", cell(*e));
+    out += "\n";
+  };
+  out += fmt::format("  {:<18}", "");
+  for (size_t k = 0; k < leaders.size(); ++k) out += fmt::format("{:>22}", fmt::format("#{}", k + 1));
+  out += "\n";
+  row("step ms", [](const PlanEntry& e) { return fmt::format("{:.3f}", e.metrics.step_time_ms); });
+  for (int k = 0; k < 6; ++k) {
+    row(kSplitNames[k], [k](const PlanEntry& e) {
+      const double step = e.metrics.makespan_ms;
+      return fmt::format("{:.3f} {:>5.1f}%", e.mean_split_ms[k], step > 0 ? 100 * e.mean_split_ms[k] / step : 0);
+    });
+  }
+  row("memory of rank", [](const PlanEntry& e) { return fmt::format("{}", e.worst_rank); });
+  row("weights", [](const PlanEntry& e) { return FormatBytes(e.memory.weights); });
+  row("gradients", [](const PlanEntry& e) { return FormatBytes(e.memory.gradients); });
+  row("optimizer state", [](const PlanEntry& e) { return FormatBytes(e.memory.optimizer); });
+  row("activations", [](const PlanEntry& e) {
+    return fmt::format("{} ({})", FormatBytes(e.memory.activations), e.memory.inflight);
+  });
+  row("other", [](const PlanEntry& e) { return FormatBytes(e.memory.other); });
+  row("peak", [](const PlanEntry& e) { return FormatBytes(e.peak_bytes); });
   return out;
 }
 
@@ -112,8 +125,9 @@ std::string DescribePlan(const PlanResult& r, int top) {
     if (!e.fits || shown == top) break;
     out += TableRow(++shown, e);
   }
-  out += "why the leaders win: each rank's step split (mean over ranks) and the busiest rank's memory\n";
-  for (int i = 0; i < std::min<int>(3, shown); ++i) out += WhyRow(i + 1, r.entries[i], r.entries[0]);
+  std::vector<const PlanEntry*> leaders;
+  for (int i = 0; i < std::min<int>(3, shown); ++i) leaders.push_back(&r.entries[i]);
+  out += WhyTheLeadersWin(leaders);
   out += fmt::format("Pareto front, throughput against peak memory ({} of {} fitting configurations):\n", r.pareto.size(),
                      std::count_if(r.entries.begin(), r.entries.end(), [](const PlanEntry& e) { return e.fits; }));
   for (const int i : r.pareto) {
