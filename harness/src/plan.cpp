@@ -290,7 +290,12 @@ void Evaluate(const Space& space, const Candidate& cand, Facts& facts, Board* bo
   } catch (const InputError&) {
     return board->Reject(PlanReject::kShape);  // an order that deadlocks
   }
-  const Prediction p = Predict(sc, space.topology, std::move(order), facts.costs);
+  Prediction p;
+  try {
+    p = Predict(sc, space.topology, std::move(order), facts.costs);
+  } catch (const InputError&) {
+    return board->Reject(PlanReject::kTooLarge);  // a run past the simulator's limits (an op over 1 h, a year)
+  }
   // The floors are bounds on the simulator's own numbers: a run below one is a bug in them.
   SC_CHECK(p.metrics.makespan_ns >= std::max(time_floor, cand.floor_ns),
            fmt::format("{}: simulated {} ns, below its floors of {} ns (order) and {} ns (closed form)",

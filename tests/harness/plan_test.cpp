@@ -242,14 +242,6 @@ TEST_F(PlanTest, WrittenBestSimulatesToThePlansStep) {
   EXPECT_EQ(p.metrics.makespan_ns, r.best()->metrics.makespan_ns);
 }
 
-// Profile and data paths are made absolute, so the written scenario reads from anywhere.
-TEST_F(PlanTest, ScenarioTextMakesFileNamesAbsolute) {
-  const std::string text = sim::ScenarioText(path_, {"training.data=tokens.bin"});
-  // An override's file is relative to the current directory.
-  EXPECT_NE(text.find(std::filesystem::absolute("tokens.bin").lexically_normal().string()), std::string::npos) << text;
-  EXPECT_EQ(text.find("data: tokens.bin"), std::string::npos) << text;
-}
-
 TEST_F(PlanTest, RefusesWhatTheTopologyCannotTake) {
   PlanOptions o = Options();
   o.gpus = 5;

@@ -43,7 +43,7 @@ enum class PlanReject {
   kTopology,    // T does not divide the node's devices or the model's heads (or the model has no tensor split)
   kBatch,       // D does not divide the global batch
   kShape,       // the schedule does not take the shape (or the model has fewer layers than stages)
-  kTooLarge,    // the schedule is over --max-ops
+  kTooLarge,    // the schedule is over --max-ops, or its run past the simulator's limits
   kMemory,      // over the memory limit: by the floor, by the order's activations, or simulated
   kBound,       // pruned: its step-time floor cannot beat the K-th best
 };
