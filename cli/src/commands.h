@@ -29,6 +29,7 @@ Command AddSimulateCommand(CLI::App& root);
 Command AddCompareCommand(CLI::App& root);
 Command AddReplayCommand(CLI::App& root);
 Command AddSearchCommand(CLI::App& root);
+Command AddPlanCommand(CLI::App& root);
 #endif
 #ifdef STAGECRAFT_HAVE_EXEC
 Command AddExecuteCommand(CLI::App& root);

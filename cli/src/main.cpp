@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   commands.push_back(cli::AddCompareCommand(app));
   commands.push_back(cli::AddReplayCommand(app));
   commands.push_back(cli::AddSearchCommand(app));
+  commands.push_back(cli::AddPlanCommand(app));
 #endif
 #ifdef STAGECRAFT_HAVE_EXEC
   commands.push_back(cli::AddExecuteCommand(app));

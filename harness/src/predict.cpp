@@ -136,7 +136,10 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorP
   GeneratorParams plain = params;
   plain.costs = nullptr;
   const Schedule placeholder = Lower(Generate("zb-h1", plain), sc.pipeline.p2p, sc.pipeline.p2p_buffers);
-  const sim::CostTable table = sim::BuildCosts(sc, placeholder);
+  return PassCostsFor(sc, sim::BuildCosts(sc, placeholder), sim::Topology(sc.topology));
+}
+
+schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const sim::CostTable& table, const sim::Topology& topo) {
   const int stages = static_cast<int>(table.stages.size());
   schedules::StagePassCosts c = schedules::UniformPassCosts(stages);
   const bool sized = HasSizes(table);
@@ -161,7 +164,6 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const GeneratorP
       c.max_mem[j] = static_cast<double>(limit - OrderIndependentBytes(sc, table.stages[j]));
     }
   }
-  const sim::Topology topo(sc.topology);
   for (int j = 0; j + 1 < stages; ++j) {  // stage j on rank j (the generators run one stage per rank)
     const int from = sc.pipeline.DeviceOf(j), to = sc.pipeline.DeviceOf(j + 1);
     const double bytes = static_cast<double>(table.stages[j].send_bytes);

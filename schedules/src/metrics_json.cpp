@@ -166,6 +166,14 @@ void WriteScheduleMetrics(JsonWriter& writer, const ScheduleMetrics& metrics, Nu
   MetricsWriter(&writer, form).Schedule(metrics);
 }
 
+std::string ScheduleMetricsToJson(const ScheduleMetrics& metrics) {
+  JsonTextStream out(1024);
+  JsonWriter w(out);
+  MetricsWriter(&w, NumberForm::kFixed).Schedule(metrics);
+  SC_CHECK(w.IsComplete(), "a schedule's metrics object is complete");
+  return out.Take();
+}
+
 std::string MetricsFileToJson(const MetricsFile& file) {
   JsonTextStream out(512 + 1024 * file.schedules.size());
   JsonWriter w(out);

@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -273,10 +275,23 @@ Scenario LoadScenario(const std::string& path, const std::vector<std::string>& o
   return LoadScenarioFromText(yaml::ReadFile(path, "a scenario file"), path, overrides);
 }
 
-Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
-                              const std::vector<std::string>& override_texts) {
-  YAML::Node root = yaml::LoadText(file_text, path);
+namespace {
+
+// The scenario's YAML tree as the reader sees it: the file, its topology file pulled in, a
+// library device's fields put in place, and the overrides applied.
+struct ScenarioTree {
+  YAML::Node root;
   std::vector<Override> overrides;
+  std::optional<std::string> topology_file;
+  std::optional<detail::DeviceInclude> device;
+};
+
+ScenarioTree BuildTree(std::string_view file_text, const std::string& path,
+                       const std::vector<std::string>& override_texts) {
+  ScenarioTree tree;
+  YAML::Node& root = tree.root;
+  root = yaml::LoadText(file_text, path);
+  std::vector<Override>& overrides = tree.overrides;
   for (const std::string& text : override_texts) overrides.push_back(yaml::ParseOverride(text));
 
   const Origin file_origin{path, yaml::DirOf(path), -1, false};
@@ -289,8 +304,8 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
       break;
     }
   }
-  std::optional<std::string> topology_file;
-  std::optional<detail::DeviceInclude> device;
+  std::optional<std::string>& topology_file = tree.topology_file;
+  std::optional<detail::DeviceInclude>& device = tree.device;
   if (root.IsMap()) {
     const Value top(root, "", file_origin, nullptr);
     for (auto it = root.begin(); it != root.end() && !replaced_first; ++it) {
@@ -314,18 +329,88 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
     }
     for (size_t i = 0; i < overrides.size(); ++i) {
       ApplyOverride(root, overrides, static_cast<int>(i), &topology_file);
-      const std::string& path = overrides[i].path;
-      if (path != "topology" && path != "topology.device") continue;
+      const std::string& key = overrides[i].path;
+      if (key != "topology" && key != "topology.device") continue;
       // A device or topology put in place whole is no longer the library file's; a device it
       // names is read now, so that the overrides after it reach into its fields.
       device.reset();
-      const Origin origin = path == "topology.device" || !topology_file
+      const Origin origin = key == "topology.device" || !topology_file
                                 ? Origin{"", "", static_cast<int>(i), true}
                                 : Origin{*topology_file, yaml::DirOf(*topology_file), static_cast<int>(i), false};
       IncludeDevice(root, origin, &overrides, &device);
     }
   }
+  return tree;
+}
 
+// The keys that name files, resolved against `dir` ("" = the current directory) when relative.
+constexpr std::string_view kFileKeys[] = {"model.profile", "training.data"};
+
+std::string Absolute(const std::string& name, const std::string& dir) {
+  std::filesystem::path file(name);
+  if (file.is_relative() && !dir.empty()) file = std::filesystem::path(dir) / file;
+  return std::filesystem::absolute(file).lexically_normal().string();
+}
+
+// Makes a file name at `key` of the tree (a schedule list's .csv entries included) absolute.
+void MakeAbsolute(YAML::Node root, std::string_view key, const std::string& dir) {
+  if (!root.IsMap()) return;
+  const size_t dot = key.find('.');
+  YAML::Node block = root[std::string(key.substr(0, dot))];
+  if (!block.IsMap()) return;
+  YAML::Node value = block[std::string(key.substr(dot + 1))];
+  if (value.IsScalar() && !value.Scalar().empty()) {
+    if (key != "pipeline.schedule" || IsScheduleFile(value.Scalar())) value = Absolute(value.Scalar(), dir);
+  } else if (value.IsSequence()) {
+    for (YAML::Node entry : value) {
+      if (entry.IsScalar() && IsScheduleFile(entry.Scalar())) entry = Absolute(entry.Scalar(), dir);
+    }
+  }
+}
+
+}  // namespace
+
+std::string ScenarioText(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string text = yaml::ReadFile(path, "a scenario file");
+  // The file's names are relative to its directory, an override's to the current one: each is
+  // made absolute where it stands, before the tree is put together.
+  YAML::Node file = yaml::LoadText(text, path);
+  for (const std::string_view key : kFileKeys) MakeAbsolute(file, key, yaml::DirOf(path));
+  MakeAbsolute(file, "pipeline.schedule", yaml::DirOf(path));
+  if (file.IsMap() && file["topology"].IsScalar()) file["topology"] = Absolute(file["topology"].Scalar(), yaml::DirOf(path));
+  std::vector<std::string> resolved;
+  for (const std::string& o : overrides) {
+    Override ov = yaml::ParseOverride(o);
+    const bool names_file = std::find(std::begin(kFileKeys), std::end(kFileKeys), ov.path) != std::end(kFileKeys) ||
+                            ov.path == "pipeline.schedule";
+    if (!names_file) {
+      resolved.push_back(o);
+      continue;
+    }
+    YAML::Node holder(YAML::NodeType::Map);
+    const size_t dot = ov.path.find('.');
+    holder[ov.path.substr(0, dot)][ov.path.substr(dot + 1)] = ov.value;
+    MakeAbsolute(holder, ov.path, "");
+    YAML::Emitter value;
+    value << YAML::Flow << holder[ov.path.substr(0, dot)][ov.path.substr(dot + 1)];
+    resolved.push_back(ov.path + "=" + value.c_str());
+  }
+  YAML::Emitter emitted;
+  emitted << file;
+  const ScenarioTree tree = BuildTree(emitted.c_str(), path, resolved);
+  YAML::Emitter out;
+  out << tree.root;
+  return std::string(out.c_str()) + "\n";
+}
+
+Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
+                              const std::vector<std::string>& override_texts) {
+  const ScenarioTree tree = BuildTree(file_text, path, override_texts);
+  const YAML::Node& root = tree.root;
+  const std::vector<Override>& overrides = tree.overrides;
+  const std::optional<std::string>& topology_file = tree.topology_file;
+  const std::optional<detail::DeviceInclude>& device = tree.device;
+  const Origin file_origin{path, yaml::DirOf(path), -1, false};
   const Value root_value(root, "", file_origin, &overrides);
   const Map top(root_value, {"name", "topology", "model", "pipeline", "training"});
   Scenario s;

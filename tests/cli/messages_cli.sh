@@ -25,7 +25,7 @@ printf 'name: one\n---\nname: two\n' >"$tmp/two.yaml"
 expect_error "a second YAML document" "two.yaml:3:1: a second YAML document" simulate "$tmp/two.yaml"
 
 # ---- commands and flags -------------------------------------------------------------------------
-expect_error "an unknown command" "unknown command 'simulat' (commands: schedule, simulate, compare, replay, search, execute, profile, devices)" \
+expect_error "an unknown command" "unknown command 'simulat' (commands: schedule, simulate, compare, replay, search, plan, execute, profile, devices)" \
   simulat "$mlp"
 
 # ---- bytes that drive a terminal are escaped, in errors and in tables ---------------------------

@@ -44,6 +44,10 @@ std::vector<schedules::Schedule> ScenarioSchedules(const sim::Scenario& scenario
 // activations, B frees them and keeps the W stash, W frees that (every stage alike, F +1,
 // B -1/2, W -1/2, when the model gives no sizes).
 schedules::StagePassCosts PassCostsFor(const sim::Scenario& scenario, const schedules::GeneratorParams& params);
+// The same from the stages' cost table (one stage per rank, as a ZB-H1 of the shape runs them)
+// already built, on the scenario's topology.
+schedules::StagePassCosts PassCostsFor(const sim::Scenario& scenario, const sim::CostTable& costs,
+                                       const sim::Topology& topology);
 
 // Whether the cost model gives every stage's activation size (a model or a profile does;
 // explicit per-rank costs do not).

@@ -24,6 +24,10 @@ namespace stagecraft::schedules {
 // was); read back, their absence means 1 and 0.
 std::string MetricsFileToJson(const MetricsFile& file);
 
+// One schedule object of that file, alone and without a newline, with the same keys and fixed
+// decimals (`plan --json` nests one per configuration).
+std::string ScheduleMetricsToJson(const ScheduleMetrics& metrics);
+
 // Strict read (compare): required are "schedules" and, per schedule, "schedule", "ranks",
 // "microbatches", "microbatch_size", "steps", "step_time_ms", "throughput_samples_per_s",
 // "bubble_fraction" and "per_rank" (one entry per rank, each with "busy_ms"); every other known

@@ -225,6 +225,12 @@ Scenario LoadScenario(const std::string& path, const std::vector<std::string>& o
 Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
                               const std::vector<std::string>& overrides = {});
 
+// The scenario file as LoadScenario(path, overrides) reads it, as one YAML document: its
+// topology file and library device put in place, the overrides applied, and the files it names
+// (model.profile, training.data, schedule files) made absolute, so the text loads the same
+// scenario from any directory (`stagecraft plan --write-best` writes its winner with it).
+std::string ScenarioText(const std::string& path, const std::vector<std::string>& overrides = {});
+
 // The generator parameters of one schedule of `pipeline`, used both to check the scenario and
 // to run it. A schedule that interleaves runs pipeline.chunks virtual stages per rank, 2 when
 // chunks is 1; the others run one stage per rank. Under `schedule: all`, vertical_sync reaches

@@ -1,0 +1,184 @@
+// `stagecraft plan`: the fastest layout and schedule for a model on N devices and a global
+// batch (harness/plan.h). It prints the ranking, why the leaders win, what was rejected and the
+// Pareto front of throughput against memory; --json writes every simulated configuration,
+// --write-best the winner as a scenario that simulate and execute take, --plot the front as PNG.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "command_support.h"
+#include "commands.h"
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
+#include "stagecraft/base/output_file.h"
+#include "stagecraft/harness/plan.h"
+#include "stagecraft/sim/enum_names.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::cli {
+namespace {
+
+struct PlanFlags {
+  std::string scenario;
+  std::vector<std::string> sets;
+  int gpus = 0;
+  int64_t global_batch = 0;
+  std::string memory_limit;
+  std::vector<int> tensor_parallel;
+  std::vector<std::string> schedules, recompute, partitions;
+  std::vector<int> zero;
+  int max_microbatch_size = 0;
+  int max_chunks = 8;
+  int top = 10;
+  int threads = 0;
+  int refine = 3;
+  int64_t search_evaluations = 0;
+  double refine_seconds = 20;
+  int64_t max_ops = 0;
+  std::string json_path, best_path, plot_path;
+};
+
+template <class E, size_t N>
+std::vector<E> ParseEnums(const std::vector<std::string>& texts, const sim::EnumName<E> (&table)[N], const char* flag) {
+  std::vector<E> out;
+  for (const std::string& text : texts) {
+    std::string known;
+    bool found = false;
+    for (const auto& entry : table) {
+      known += (known.empty() ? "" : ", ") + std::string(entry.name);
+      if (entry.name == text) {
+        out.push_back(entry.value);
+        found = true;
+      }
+    }
+    if (!found) throw InputError(fmt::format("{}: '{}' is not one of {}", flag, text, known));
+  }
+  return out;
+}
+
+harness::PlanOptions OptionsOf(const PlanFlags& f) {
+  harness::PlanOptions o;
+  o.gpus = f.gpus;
+  o.global_batch = f.global_batch;
+  if (!f.memory_limit.empty()) {
+    try {
+      o.memory_limit_bytes = sim::ParseBytes(f.memory_limit);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--memory-limit: {}", e.what()));
+    }
+    if (o.memory_limit_bytes <= 0) throw InputError("--memory-limit: the limit must be above 0 bytes");
+  }
+  o.tensor_parallel = f.tensor_parallel;
+  o.schedules = f.schedules;
+  o.recompute = ParseEnums(f.recompute, sim::kRecomputeNames, "--recompute");
+  o.partitions = ParseEnums(f.partitions, sim::kPartitionNames, "--partition");
+  for (const int z : f.zero) {
+    if (z != 0 && z != 1) throw InputError(fmt::format("--zero: expected 0 or 1, got {}", z));
+  }
+  o.zero = f.zero;
+  o.max_microbatch_size = f.max_microbatch_size;
+  o.max_chunks = f.max_chunks;
+  o.top = f.top;
+  o.threads = f.threads;
+  if (f.threads < 0) throw InputError(fmt::format("--threads: expected at least 1 (or 0: every core), got {}", f.threads));
+  o.refine = f.refine;
+  if (f.search_evaluations < 0) throw InputError("--search-evaluations: expected at least 1 (or 0: the scenario's)");
+  o.search_evaluations = f.search_evaluations;
+  o.refine_seconds = f.refine_seconds;
+  o.max_ops = f.max_ops;
+  // Progress on a terminal only; the summary line comes at the end either way.
+  if (isatty(STDERR_FILENO)) {
+    o.progress = [](const harness::PlanProgress& p) {
+      std::fprintf(stderr, "\rplan: %lld of %lld candidates looked at, %lld simulated, %.1f s ",
+                   static_cast<long long>(p.done), static_cast<long long>(p.candidates),
+                   static_cast<long long>(p.simulated), p.seconds);
+      std::fflush(stderr);
+    };
+  }
+  return o;
+}
+
+int Run(const PlanFlags& f) {
+  const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
+  const harness::PlanOptions options = OptionsOf(f);
+  // Every output is checked before the search, and written only after it.
+  OutputSet outputs;
+  const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
+  const int best = f.best_path.empty() ? -1 : outputs.Add(f.best_path, "--write-best");
+  const int plot = f.plot_path.empty() ? -1 : outputs.Add(f.plot_path, "--plot");
+  const harness::PlanResult r = harness::Plan(sc, options);
+  if (options.progress) std::fputs("\n", stderr);
+  std::fprintf(stderr, "plan: %lld configurations enumerated over %d layouts, %lld simulated, in %.1f s on %d threads\n",
+               static_cast<long long>(r.enumerated), r.layouts, static_cast<long long>(r.simulated), r.seconds,
+               r.threads);
+  if (json >= 0) outputs.Set(json, harness::PlanJson(r));
+  if (plot >= 0) outputs.Set(plot, harness::ParetoPng(r));
+  if (best >= 0) {
+    std::vector<std::string> sets = f.sets;
+    for (std::string& s : harness::ConfigOverrides(r.best()->config, options)) sets.push_back(std::move(s));
+    std::string text = fmt::format("# stagecraft plan's best for {} devices and a global batch of {}: {}\n# ({:.3f} ms "
+                                   "per step, {:.2f} samples/s, {} peak per device)\n",
+                                   r.gpus, r.global_batch, harness::DescribeConfig(r.best()->config),
+                                   r.best()->metrics.step_time_ms, r.best()->metrics.throughput_samples_per_s,
+                                   FormatBytes(r.best()->peak_bytes));
+    text += sim::ScenarioText(f.scenario, sets);
+    // What is written is what was planned: it loads, with the winner's pipeline.
+    const sim::Scenario written = sim::LoadScenarioFromText(text, f.scenario);
+    SC_CHECK(written.pipeline.ranks == r.best()->config.ranks &&
+                 written.pipeline.microbatches == r.best()->config.microbatches,
+             "the written scenario has the winner's pipeline");
+    outputs.Set(best, std::move(text));
+  }
+  outputs.Commit();
+  const std::string report = harness::DescribePlan(r, options.top);
+  std::fwrite(report.data(), 1, report.size(), outputs.WritesStdout() ? stderr : stdout);
+  if (best >= 0) {
+    std::fprintf(outputs.WritesStdout() ? stderr : stdout, "wrote %s: the best as a scenario\n",
+                 outputs.target(best).path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command AddPlanCommand(CLI::App& root) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* app = root.add_subcommand(
+      "plan", "Find the fastest layout (P x D x T), batch split, schedule and recompute for N devices and a batch");
+  app->add_option("scenario", flags->scenario, "Scenario YAML: the model, the device and the topology")->required();
+  app->add_option("--set", flags->sets, "Override a scenario key: --set topology.nodes=4 (repeatable)");
+  app->add_option("--gpus", flags->gpus, "Devices of the job (P x D x T)")->required();
+  app->add_option("--global-batch", flags->global_batch, "Samples per optimizer step (D x microbatch size x microbatches)")
+      ->required();
+  app->add_option("--memory-limit", flags->memory_limit,
+                  "What a device may hold (60GiB); default pipeline.memory_limit, else the device memory");
+  app->add_option("--tensor-parallel", flags->tensor_parallel, "The T to try (1,2,4,8); default all that fit a node")
+      ->delimiter(',');
+  app->add_option("--schedules", flags->schedules, "The schedules to try (1f1b,zb-h1,...,auto); default all")
+      ->delimiter(',');
+  app->add_option("--recompute", flags->recompute, "none,selective,full (default all that apply)")->delimiter(',');
+  app->add_option("--partition", flags->partitions, "even,balanced (default both where they differ)")->delimiter(',');
+  app->add_option("--zero", flags->zero, "0,1 (default both where D > 1)")->delimiter(',');
+  app->add_option("--max-microbatch-size", flags->max_microbatch_size, "Largest microbatch to try (default no bound)");
+  app->add_option("--max-chunks", flags->max_chunks, "Largest v for interleaved (default 8)");
+  app->add_option("--top", flags->top, "Configurations kept exact and printed (default 10)");
+  app->add_option("--threads", flags->threads, "Simulation threads (default every core)");
+  app->add_option("--refine", flags->refine, "Leading layouts to search an `auto` order for (default 3; 0: none)");
+  app->add_option("--search-evaluations", flags->search_evaluations,
+                  "auto's moves (default pipeline.search_evaluations)");
+  app->add_option("--refine-seconds", flags->refine_seconds, "Skip an auto search estimated longer than this (default 20)");
+  app->add_option("--json", flags->json_path, "Write every simulated configuration with its metrics as JSON");
+  app->add_option("--write-best", flags->best_path, "Write the best configuration as a scenario YAML");
+  app->add_option("--plot", flags->plot_path, "Draw the Pareto front of throughput against memory as a PNG");
+  AddMaxOpsOption(app, &flags->max_ops);
+  return {app, [flags] { return Run(*flags); }};
+}
+
+}  // namespace stagecraft::cli

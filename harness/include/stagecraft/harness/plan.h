@@ -1,0 +1,139 @@
+// `stagecraft plan`: how to lay a model out on N devices for a global batch. It enumerates the
+// layouts P x D x T = N that the topology and the model allow, the microbatch sizes and counts
+// that make the batch (B = D x b x m), every schedule that takes the shape (with its chunks),
+// recompute, ZeRO-1 and the partition; prunes with closed forms (a memory floor of weights,
+// gradients, optimizer state and one microbatch's activations; a step-time floor of the
+// busiest rank's compute and the pipeline's fill and drain) and then with the schedule's own op
+// order (its activations in flight, and its critical path at the stages' costs with free
+// transfers: the bubble formula of any order); simulates on every core what could still beat
+// the K-th best, and refines the leaders with the searched `auto` order (harness/search.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/sim/scenario.h"
+
+namespace stagecraft::harness {
+
+// One point of the space: the pipeline keys a scenario needs to run it.
+struct PlanConfig {
+  std::string schedule;
+  int ranks = 1, data_parallel = 1, tensor_parallel = 1;
+  int chunks = 1;  // virtual stages per rank (interleaved: v; the V schedules: 2)
+  int microbatches = 1, microbatch_size = 1;
+  sim::Recompute recompute = sim::Recompute::kNone;
+  int zero = 0;
+  sim::Partition partition = sim::Partition::kEven;
+  bool sequence_parallel = false;
+  friend bool operator==(const PlanConfig&, const PlanConfig&) = default;
+};
+
+// "interleaved P64 D6 T8 b1 m512 v2 full zero-1 even"
+std::string DescribeConfig(const PlanConfig& config);
+
+// Why a configuration was left out. The first two are counted per layout (P x D x T), the
+// others per configuration.
+enum class PlanReject {
+  kTopology,    // T does not divide the node's devices or the model's heads (or the model has no tensor split)
+  kBatch,       // D does not divide the global batch
+  kShape,       // the schedule does not take the shape (or the model has fewer layers than stages)
+  kTooLarge,    // the schedule is over --max-ops, or its run past the simulator's limits
+  kMemory,      // over the memory limit: by the floor, by the order's activations, or simulated
+  kBound,       // pruned: its step-time floor cannot beat the K-th best
+};
+inline constexpr int kPlanRejectKinds = 6;
+std::string_view Name(PlanReject reject);  // "topology", "indivisible batch", ...
+
+struct PlanProgress {
+  int64_t candidates = 0;  // configurations that passed the closed forms, to go through
+  int64_t done = 0;        // of them: pruned, rejected or simulated
+  int64_t simulated = 0;
+  double seconds = 0;
+};
+
+struct PlanOptions {
+  int gpus = 0;
+  int64_t global_batch = 0;
+  // What a configuration may hold per device; 0: pipeline.memory_limit, else the device's
+  // memory. Also set as pipeline.memory_limit of every configuration (zb-auto and auto obey it).
+  int64_t memory_limit_bytes = 0;
+  std::vector<int> tensor_parallel;        // the T to try; empty: every T the topology and model allow
+  std::vector<std::string> schedules;      // generators to try; empty: all of them
+  std::vector<sim::Recompute> recompute;   // empty: none, selective (transformer only) and full
+  std::vector<sim::Partition> partitions;  // empty: even, and balanced where it splits otherwise
+  std::vector<int> zero;                   // empty: 0, and 1 where D > 1
+  int max_microbatch_size = 0;             // 0: no bound
+  int max_chunks = 8;                      // interleaved's v: 2 .. this, dividing the layers by P·v
+  int top = 10;                            // the K kept exact (the pruning's threshold)
+  int threads = 0;                         // 0: every core
+  int64_t max_ops = 0;                     // per schedule (budget.h); 0: schedules::kDefaultMaxOps
+  // The searched order (`auto`) for the leading `refine` layouts, each with `search_evaluations`
+  // moves (0: pipeline.search_evaluations), skipped where the leader's own simulation times the
+  // moves would pass `refine_seconds`.
+  int refine = 3;
+  int64_t search_evaluations = 0;
+  double refine_seconds = 20;
+  std::function<void(const PlanProgress&)> progress;  // called from the workers, serialized
+};
+
+// A simulated configuration.
+struct PlanEntry {
+  PlanConfig config;
+  schedules::ScheduleMetrics metrics;
+  int worst_rank = 0;                 // the rank with the highest peak
+  int64_t peak_bytes = 0;
+  MemoryTerms memory;                 // of that rank
+  bool fits = false;                  // peak within the limit on every rank, no OOM
+  double tflops_per_gpu = 0;          // the model's FLOPs (recompute's repeated forward counted) per second per device
+  double bound_ms = 0;                // the step-time floor it was let through with
+  double mean_split_ms[6] = {};       // per rank, averaged: compute, wait, transfer, collective, overhead, idle
+  double seconds = 0;                 // what simulating it took
+};
+
+struct PlanResult {
+  std::string scenario;
+  std::string cost_source;
+  int gpus = 0;
+  int64_t global_batch = 0;
+  int64_t memory_limit_bytes = 0;
+  int layouts = 0;                    // P x D x T = gpus
+  // Layouts left out whole: by topology, batch, or shape (deeper than the model's layers).
+  std::array<int, kPlanRejectKinds> layouts_rejected{};
+  int64_t enumerated = 0;             // configurations of the layouts that passed topology and batch
+  int64_t simulated = 0;
+  std::array<int64_t, kPlanRejectKinds> rejected{};
+  int64_t memory_rejected_simulated = 0;  // of rejected[kMemory]: found by simulating
+  std::vector<PlanEntry> entries;     // every simulated configuration, fastest first (fitting ones before)
+  std::vector<int> pareto;            // indexes into entries: throughput against peak memory, memory ascending
+  std::vector<std::string> notes;     // the refinement's, one line each
+  int threads = 1;
+  double seconds = 0;
+  const PlanEntry* best() const { return !entries.empty() && entries.front().fits ? &entries.front() : nullptr; }
+};
+
+// Throws InputError naming the flag for --gpus or --global-batch the topology or model cannot
+// take, and when no configuration fits.
+PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options);
+
+// The scenario that runs `config`: `base` with its pipeline keys set (and the memory limit and
+// search moves of `options` when they are set).
+sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& config, const PlanOptions& options);
+// The same as --set texts for LoadScenario / ScenarioText ("pipeline.ranks=8", ...).
+std::vector<std::string> ConfigOverrides(const PlanConfig& config, const PlanOptions& options);
+
+// The report: the top `top`, why the leaders win, the rejections and the Pareto front.
+std::string DescribePlan(const PlanResult& result, int top);
+// Every simulated configuration: its layout, whether it fits, its floor, its memory terms and
+// the metrics object `simulate --json` writes per schedule (metrics_json.h).
+std::string PlanJson(const PlanResult& result);
+// The Pareto front as a terminal scatter plot (`width` x `height` cells) and as a PNG image.
+std::string ParetoAscii(const PlanResult& result, int width = 64, int height = 16);
+std::string ParetoPng(const PlanResult& result, int width = 800, int height = 500);
+
+}  // namespace stagecraft::harness

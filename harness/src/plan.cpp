@@ -1,0 +1,499 @@
+// The plan's search (see plan.h): the closed-form floors over shared cost tables, the simulations
+// on a pool of threads in order of their floors, and the refinement by `auto`; the space it
+// searches is plan_space.cpp's.
+#include "stagecraft/harness/plan.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "plan_bounds.h"
+#include "plan_space.h"
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
+#include "stagecraft/schedules/budget.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/limits.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+
+using schedules::GeneratorInfo;
+using detail::Candidate;
+using detail::CostKey;
+using detail::Space;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::string_view kRejectNames[kPlanRejectKinds] = {
+    "topology", "indivisible batch", "schedule shape", "over --max-ops", "out of memory", "pruned by the bound"};
+
+// The model's FLOPs per sample as Megatron-LM counts them (Narayanan et al., SC'21, Appendix):
+// 72·s·l·h²(1 + s/6h) for the layers' forward and backward, 96·s·l·h²(1 + s/6h) when full
+// recompute repeats their forward, and 6·s·h·V for the LM head; an MLP's 6·l·h² (8·l·h² with
+// full recompute). 0 for a model known only by its profile.
+double FlopsPerSample(const sim::Scenario& sc, sim::Recompute recompute) {
+  const bool full = recompute == sim::Recompute::kFull;
+  if (const auto& t = sc.model.transformer) {
+    const double s = t->seq, l = t->layers, h = t->hidden, v = t->vocab;
+    return (full ? 96 : 72) * s * l * h * h * (1 + s / (6 * h)) + 6 * s * h * v;
+  }
+  if (const auto& m = sc.model.mlp) return (full ? 8.0 : 6.0) * m->layers * double{1.0 * m->hidden} * m->hidden;
+  return 0;
+}
+
+// One cost table and its floors, shared by every configuration with its key.
+struct Facts {
+  sim::CostTable costs;
+  detail::StageFloors floors;
+  int64_t memory_floor = 0;
+  std::string error;  // the cost model refused the shape
+  // The all-reduces' floors, added by the first configuration that needs them.
+  std::unique_ptr<std::once_flag> reduce_once = std::make_unique<std::once_flag>();
+};
+
+// Calls fn(i) for i in [0, n) on `threads` threads.
+// The first exception any call throws is rethrown here, after every thread has stopped.
+template <class Fn>
+void ParallelFor(size_t n, int threads, Fn fn) {
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::exception_ptr failure;
+  const auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// The search's shared state: the counts, the simulated entries, the K best times.
+class Board {
+ public:
+  Board(int top, const PlanOptions& options) : top_(top), options_(options), start_(Clock::now()) {}
+
+  // Whether a configuration whose run takes at least `floor_ns` and holds at least
+  // `memory_floor` bytes can still matter: place among the K fastest, or on the Pareto front of
+  // time against memory (no fitting run so far is as fast with as little memory).
+  bool CouldMatter(int64_t floor_ns, int64_t memory_floor) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (best_.size() < static_cast<size_t>(top_) || floor_ns <= *std::prev(best_.end())) return true;
+    // front_: fitting runs by peak ascending, each faster than all before it.
+    const auto it = front_.upper_bound(memory_floor);  // the first that holds more
+    return it == front_.begin() || std::prev(it)->second > floor_ns;
+  }
+  void Reject(PlanReject why, bool simulated = false) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++rejected_[static_cast<int>(why)];
+    if (simulated) ++memory_simulated_;
+    Tick();
+  }
+  void Add(PlanEntry entry) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++simulated_;
+    if (entry.fits) {
+      best_.insert(entry.metrics.makespan_ns);
+      if (best_.size() > static_cast<size_t>(top_)) best_.erase(std::prev(best_.end()));
+      AddToFront(entry.peak_bytes, entry.metrics.makespan_ns);
+    } else {
+      ++rejected_[static_cast<int>(PlanReject::kMemory)];
+      ++memory_simulated_;
+    }
+    entries_.push_back(std::move(entry));
+    Tick();
+  }
+  void SetCandidates(int64_t n) { progress_.candidates = n; }
+  void Finish(PlanResult* r) {
+    for (int k = 0; k < kPlanRejectKinds; ++k) r->rejected[k] += rejected_[k];
+    r->memory_rejected_simulated += memory_simulated_;
+    r->simulated += simulated_;
+    for (PlanEntry& e : entries_) r->entries.push_back(std::move(e));
+    entries_.clear();
+  }
+
+ private:
+  void Tick() {
+    ++progress_.done;
+    progress_.simulated = simulated_;
+    const double now = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (options_.progress && (now - last_report_ >= 0.25 || progress_.done == progress_.candidates)) {
+      progress_.seconds = now;
+      last_report_ = now;
+      options_.progress(progress_);
+    }
+  }
+
+  void AddToFront(int64_t peak, int64_t makespan) {
+    auto it = front_.upper_bound(peak);
+    if (it != front_.begin() && std::prev(it)->second <= makespan) return;  // dominated
+    it = front_.insert_or_assign(peak, makespan).first;
+    for (auto next = std::next(it); next != front_.end() && next->second >= makespan;) next = front_.erase(next);
+  }
+
+  std::mutex mutex_;
+  std::map<int64_t, int64_t> front_;  // peak bytes -> makespan of the front so far
+  int top_;
+  const PlanOptions& options_;
+  Clock::time_point start_;
+  double last_report_ = -1;
+  PlanProgress progress_;
+  std::multiset<int64_t> best_;
+  int64_t rejected_[kPlanRejectKinds] = {};
+  int64_t memory_simulated_ = 0, simulated_ = 0;
+  std::vector<PlanEntry> entries_;
+};
+
+}  // namespace
+
+std::string_view Name(PlanReject reject) { return kRejectNames[static_cast<int>(reject)]; }
+
+std::string DescribeConfig(const PlanConfig& c) {
+  return fmt::format("{} P{} D{} T{}{} b{} m{}{} {} zero-{} {}", c.schedule, c.ranks, c.data_parallel,
+                     c.tensor_parallel, c.sequence_parallel ? "(sp)" : "", c.microbatch_size, c.microbatches,
+                     c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", sim::Name(c.recompute), c.zero,
+                     sim::Name(c.partition));
+}
+
+sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const PlanOptions& options) {
+  sim::Scenario sc = base;
+  sim::PipelineSpec& p = sc.pipeline;
+  p.schedules = {c.schedule};
+  p.schedule_files.clear();
+  p.ranks = c.ranks;
+  p.chunks = c.chunks;
+  p.microbatches = c.microbatches;
+  p.microbatch_size = c.microbatch_size;
+  p.data_parallel = c.data_parallel;
+  p.tensor_parallel = c.tensor_parallel;
+  p.sequence_parallel = c.sequence_parallel;
+  p.zero = c.zero;
+  p.recompute = c.recompute;
+  p.partition = c.partition;
+  if (options.memory_limit_bytes > 0) p.memory_limit_bytes = options.memory_limit_bytes;
+  if (options.search_evaluations > 0) p.search_evaluations = options.search_evaluations;
+  return sc;
+}
+
+std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions& options) {
+  std::vector<std::string> sets = {
+      fmt::format("pipeline.schedule={}", c.schedule),
+      fmt::format("pipeline.ranks={}", c.ranks),
+      fmt::format("pipeline.chunks={}", c.chunks),
+      fmt::format("pipeline.microbatches={}", c.microbatches),
+      fmt::format("pipeline.microbatch_size={}", c.microbatch_size),
+      fmt::format("pipeline.data_parallel={}", c.data_parallel),
+      fmt::format("pipeline.tensor_parallel={}", c.tensor_parallel),
+      fmt::format("pipeline.sequence_parallel={}", c.sequence_parallel ? "true" : "false"),
+      fmt::format("pipeline.zero={}", c.zero),
+      fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
+      fmt::format("pipeline.partition={}", sim::Name(c.partition)),
+  };
+  if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
+  if (options.search_evaluations > 0) {
+    sets.push_back(fmt::format("pipeline.search_evaluations={}", options.search_evaluations));
+  }
+  return sets;
+}
+
+namespace {
+
+// The cost table of one key, with its floors; a cost model that refuses the shape leaves why.
+Facts BuildFacts(const Space& space, const CostKey& key, const PlanConfig& example) {
+  Facts f;
+  try {
+    const sim::Scenario sc = ScenarioFor(space.base, example, space.options);
+    sim::CostQuery query;
+    query.shape = schedules::Shape{key.ranks, key.chunks, key.placement};
+    query.per_microbatch_updates = key.per_microbatch_updates;
+    f.costs = sim::BuildCosts(sc, query);
+    f.floors = detail::FloorsOf(sc, space.topology, f.costs, query.shape);
+    f.memory_floor = detail::MemoryFloor(f.floors);
+  } catch (const InputError& e) {
+    f.error = e.what();
+  }
+  return f;
+}
+
+// The entry of a simulated configuration.
+PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, double seconds) {
+  PlanEntry e;
+  e.config = c;
+  e.metrics = p.metrics;
+  e.worst_rank = p.metrics.WorstMemoryRank();
+  e.peak_bytes = p.metrics.ranks_detail[e.worst_rank].peak_memory_bytes;
+  e.memory = MemoryTermsOf(p, e.worst_rank);
+  e.fits = !p.metrics.AnyOom() && e.peak_bytes <= space.limit_bytes;
+  const double step_s = p.metrics.step_time_ms * 1e-3;
+  e.tflops_per_gpu = step_s > 0 ? FlopsPerSample(space.base, c.recompute) * static_cast<double>(space.options.global_batch) /
+                                      step_s / space.options.gpus * 1e-12
+                                : 0;
+  for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
+    const double parts[6] = {r.compute_ms, r.wait_ms, r.transfer_ms, r.collective_ms, r.overhead_ms, r.idle_ms};
+    for (int k = 0; k < 6; ++k) e.mean_split_ms[k] += parts[k] / static_cast<double>(p.metrics.ranks_detail.size());
+  }
+  e.seconds = seconds;
+  return e;
+}
+
+// One candidate through the order's floors and, when it could still place, the simulator.
+void Evaluate(const Space& space, const Candidate& cand, Facts& facts, Board* board) {
+  if (!board->CouldMatter(cand.floor_ns, facts.memory_floor)) return board->Reject(PlanReject::kBound);
+  const auto start = Clock::now();
+  const sim::Scenario sc = ScenarioFor(space.base, cand.config, space.options);
+  schedules::GeneratorParams params = sim::GeneratorParamsFor(sc.pipeline, *cand.info);
+  const int64_t max_ops = space.options.max_ops > 0 ? space.options.max_ops : schedules::kDefaultMaxOps;
+  if (schedules::EstimateSize(*cand.info, params).ops > static_cast<double>(max_ops)) {
+    return board->Reject(PlanReject::kTooLarge);
+  }
+  schedules::Schedule order;
+  try {
+    if (cand.info->uses_costs) {  // the key's table is a ZB-H1's of the shape (loop placement, one stage per rank)
+      params.costs = std::make_shared<const schedules::StagePassCosts>(PassCostsFor(sc, facts.costs, space.topology));
+    }
+    order = schedules::Generate(cand.info->name, params);
+  } catch (const InputError&) {
+    return board->Reject(PlanReject::kShape);  // a cost-aware generator that finds no order
+  }
+  const int64_t memory_floor = detail::OrderMemoryFloor(facts.floors, order);
+  if (memory_floor > space.limit_bytes) return board->Reject(PlanReject::kMemory);
+  std::call_once(*facts.reduce_once, [&] { detail::AddReduceFloors(sc, space.topology, facts.costs, &facts.floors); });
+  const int64_t time_floor = detail::OrderTimeFloorNs(facts.floors, order);
+  if (time_floor < 0) return board->Reject(PlanReject::kShape);
+  if (!board->CouldMatter(time_floor, memory_floor)) return board->Reject(PlanReject::kBound);
+  try {
+    order = schedules::Lower(order, sc.pipeline.p2p, sc.pipeline.p2p_buffers);
+  } catch (const InputError&) {
+    return board->Reject(PlanReject::kShape);  // an order that deadlocks
+  }
+  Prediction p;
+  try {
+    p = Predict(sc, space.topology, std::move(order), facts.costs);
+  } catch (const InputError&) {
+    return board->Reject(PlanReject::kTooLarge);  // a run past the simulator's limits (an op over 1 h, a year)
+  }
+  // The floors are bounds on the simulator's own numbers: a run below one is a bug in them.
+  SC_CHECK(p.metrics.makespan_ns >= std::max(time_floor, cand.floor_ns),
+           fmt::format("{}: simulated {} ns, below its floors of {} ns (order) and {} ns (closed form)",
+                       DescribeConfig(cand.config), p.metrics.makespan_ns, time_floor, cand.floor_ns));
+  const int worst = p.metrics.WorstMemoryRank();
+  SC_CHECK(p.metrics.ranks_detail[worst].peak_memory_bytes >= memory_floor,
+           fmt::format("{}: simulated peak {} bytes, below its floor of {}", DescribeConfig(cand.config),
+                       p.metrics.ranks_detail[worst].peak_memory_bytes, memory_floor));
+  PlanEntry entry = EntryOf(space, cand.config, p, std::chrono::duration<double>(Clock::now() - start).count());
+  entry.bound_ms = static_cast<double>(time_floor) * 1e-6 / sc.pipeline.steps;
+  board->Add(std::move(entry));
+}
+
+// The searched order for the leading layouts: `auto` in place of the leader's generator, as
+// `simulate` runs it (the search inside ScenarioSchedules), where its moves fit the time given.
+void Refine(const Space& space, PlanResult* result) {
+  const PlanOptions& o = space.options;
+  const bool asked = o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(),
+                                                      std::string(sim::kSearchedSchedule)) != o.schedules.end();
+  if (o.refine <= 0 || !asked) return;
+  // The search judges orders without the replicas' all-reduces (its simulator config has no
+  // replica devices), so it refines pure pipelines only.
+  std::vector<PlanConfig> leaders;
+  std::vector<double> estimates;
+  const int64_t moves = o.search_evaluations > 0 ? o.search_evaluations : space.base.pipeline.search_evaluations;
+  std::vector<std::pair<PlanConfig, double>> searched_from;  // each leader and its step in ms
+  std::vector<PlanConfig> seen;  // the leading layouts (with auto in place of their schedule)
+  for (const PlanEntry& e : result->entries) {
+    if (static_cast<int>(seen.size()) == o.refine || !e.fits) break;
+    PlanConfig c = e.config;
+    c.schedule = std::string(sim::kSearchedSchedule);
+    if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    if (c.data_parallel > 1) {
+      result->notes.push_back(fmt::format("auto not searched for {}: the search does not run data-parallel replicas",
+                                          DescribeConfig(e.config)));
+      continue;
+    }
+    // The search simulates each generator once and then every move.
+    const double estimate = e.seconds * static_cast<double>(moves + static_cast<int64_t>(schedules::Generators().size()));
+    if (estimate > o.refine_seconds) {
+      result->notes.push_back(fmt::format("auto not searched for {}: about {:.0f} s for {} moves (over {:g} s)",
+                                          DescribeConfig(e.config), estimate, moves, o.refine_seconds));
+      continue;
+    }
+    leaders.push_back(c);
+    searched_from.emplace_back(e.config, e.metrics.step_time_ms);
+  }
+  std::vector<std::optional<PlanEntry>> refined(leaders.size());
+  std::vector<std::string> why(leaders.size());
+  ParallelFor(leaders.size(), space.max_threads, [&](size_t i) {
+    const auto start = Clock::now();
+    try {
+      const sim::Scenario sc = ScenarioFor(space.base, leaders[i], o);
+      std::vector<schedules::Schedule> searched = ScenarioSchedules(sc, {std::string(sim::kSearchedSchedule)});
+      const Prediction p = Predict(sc, space.topology, std::move(searched.front()));
+      refined[i] = EntryOf(space, leaders[i], p, std::chrono::duration<double>(Clock::now() - start).count());
+    } catch (const InputError& e) {
+      why[i] = e.what();
+    }
+  });
+  for (size_t i = 0; i < leaders.size(); ++i) {
+    if (!refined[i]) {
+      result->notes.push_back(fmt::format("auto not found on the layout of {}: {}", DescribeConfig(searched_from[i].first),
+                                          why[i]));
+      continue;
+    }
+    ++result->enumerated;
+    ++result->simulated;
+    if (!refined[i]->fits) {
+      ++result->rejected[static_cast<int>(PlanReject::kMemory)];
+      ++result->memory_rejected_simulated;
+    }
+    result->notes.push_back(fmt::format("auto searched on the layout of {} ({} moves): {:.3f} ms per step, against {:.3f}",
+                                        DescribeConfig(searched_from[i].first), moves,
+                                        refined[i]->metrics.step_time_ms, searched_from[i].second));
+    result->entries.push_back(std::move(*refined[i]));
+  }
+}
+
+// Fitting before not, then fastest first; on a tie the smaller peak, then the description.
+void Rank(PlanResult* result) {
+  std::vector<std::pair<std::string, PlanEntry>> keyed;
+  for (PlanEntry& e : result->entries) keyed.emplace_back(DescribeConfig(e.config), std::move(e));
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    const PlanEntry& x = a.second;
+    const PlanEntry& y = b.second;
+    return std::tuple(!x.fits, x.metrics.makespan_ns, x.peak_bytes, a.first) <
+           std::tuple(!y.fits, y.metrics.makespan_ns, y.peak_bytes, b.first);
+  });
+  result->entries.clear();
+  result->pareto.clear();
+  for (auto& [name, e] : keyed) result->entries.push_back(std::move(e));
+  // The Pareto front: by peak memory, each fitting entry faster than every one that needs less.
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(result->entries.size()); ++i) {
+    if (result->entries[i].fits) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return result->entries[a].peak_bytes < result->entries[b].peak_bytes;
+  });
+  int64_t fastest = std::numeric_limits<int64_t>::max();
+  for (const int i : order) {
+    if (result->entries[i].metrics.makespan_ns < fastest) {
+      result->pareto.push_back(i);
+      fastest = result->entries[i].metrics.makespan_ns;
+    }
+  }
+}
+
+std::string NothingFits(const sim::Scenario& sc, const PlanOptions& o, const PlanResult& r) {
+  std::string why;
+  for (int k = 0; k < kPlanRejectKinds; ++k) {
+    if (r.layouts_rejected[k] > 0) why += fmt::format(", {} layouts: {}", r.layouts_rejected[k], kRejectNames[k]);
+  }
+  for (int k = 0; k < kPlanRejectKinds; ++k) {
+    if (r.rejected[k] > 0) why += fmt::format(", {} configurations: {}", r.rejected[k], kRejectNames[k]);
+  }
+  return fmt::format("{}: no configuration of {} devices for a global batch of {} fits in {} per device ({} layouts{})",
+                     sc.path, o.gpus, o.global_batch, FormatBytes(r.memory_limit_bytes), r.layouts, why);
+}
+
+}  // namespace
+
+PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
+  detail::CheckInputs(scenario, options);
+  const auto start = Clock::now();
+  Space space(scenario, options);
+  space.layers = detail::ModelLayers(scenario);
+  space.limit_bytes = options.memory_limit_bytes > 0                  ? options.memory_limit_bytes
+                      : scenario.pipeline.memory_limit_bytes > 0      ? scenario.pipeline.memory_limit_bytes
+                                                                      : scenario.topology.device.memory_bytes;
+  space.limit_bytes = std::min(space.limit_bytes, scenario.topology.device.memory_bytes);
+  space.generators = detail::GeneratorsOf(options);
+  space.recompute = options.recompute;
+  if (space.recompute.empty()) {
+    space.recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
+    if (scenario.model.transformer) space.recompute.insert(space.recompute.begin() + 1, sim::Recompute::kSelective);
+  }
+  for (const sim::Recompute rc : space.recompute) {
+    if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
+      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
+                       "model.transformer");
+    }
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  space.max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
+
+  PlanResult result;
+  result.scenario = scenario.name;
+  result.gpus = options.gpus;
+  result.global_batch = options.global_batch;
+  result.memory_limit_bytes = space.limit_bytes;
+  result.threads = space.max_threads;
+  std::vector<CostKey> keys;
+  std::vector<Candidate> all = detail::Enumerate(space, &result, &keys);
+
+  // One cost table per key, built on every core; then each configuration's closed forms.
+  std::vector<const PlanConfig*> examples(keys.size(), nullptr);
+  for (const Candidate& c : all) {
+    if (examples[c.facts] == nullptr) examples[c.facts] = &c.config;
+  }
+  std::vector<Facts> facts(keys.size());
+  ParallelFor(keys.size(), space.max_threads, [&](size_t i) { facts[i] = BuildFacts(space, keys[i], *examples[i]); });
+  std::vector<Candidate> candidates;
+  for (Candidate& c : all) {
+    const Facts& f = facts[c.facts];
+    if (!f.error.empty()) {
+      ++result.rejected[static_cast<int>(PlanReject::kShape)];
+    } else if (f.memory_floor > space.limit_bytes) {
+      ++result.rejected[static_cast<int>(PlanReject::kMemory)];
+    } else {
+      c.floor_ns = detail::TimeFloorNs(f.floors, c.config.microbatches, scenario.pipeline.steps);
+      candidates.push_back(std::move(c));
+    }
+  }
+  if (!facts.empty()) {
+    for (const Facts& f : facts) {
+      if (f.error.empty()) {
+        result.cost_source = f.costs.source;
+        break;
+      }
+    }
+  }
+  // Best floors first, so that the K-th best falls early and prunes the most.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.floor_ns < b.floor_ns; });
+  Board board(options.top, options);
+  board.SetCandidates(static_cast<int64_t>(candidates.size()));
+  ParallelFor(candidates.size(), space.max_threads,
+              [&](size_t i) { Evaluate(space, candidates[i], facts[candidates[i].facts], &board); });
+  board.Finish(&result);
+  Rank(&result);
+  Refine(space, &result);
+  Rank(&result);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (result.best() == nullptr) throw InputError(NothingFits(scenario, options, result));
+  return result;
+}
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,366 @@
+// What `stagecraft plan` prints and writes (see plan.h): the ranking, the leaders' bubble and
+// memory side by side, the rejections, the JSON of every simulated configuration, and the
+// Pareto front of throughput against peak memory as terminal text and as a PNG.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
+#include "stagecraft/harness/plan.h"
+#include "stagecraft/schedules/json_out.h"
+#include "stagecraft/schedules/metrics_json.h"
+
+#ifdef STAGECRAFT_HAVE_STB
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STB_IMAGE_WRITE_STATIC
+#include <stb_image_write.h>
+#endif
+
+namespace stagecraft::harness {
+namespace {
+
+constexpr const char* kSplitNames[6] = {"compute", "wait", "transfer", "collective", "overhead", "idle"};
+
+std::string Count(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+double Gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 * 1024); }
+
+std::string TableRow(int rank, const PlanEntry& e) {
+  const PlanConfig& c = e.config;
+  const std::string dominant = e.memory.Dominant();
+  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>4} {:>5} {:>2}  {:<9} {:>4} {:>13.3f} {:>11.2f} {:>8.1f} "
+                     "{:>6.2f}% {:>12}  {}\n",
+                     rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
+                     c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero,
+                     e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, e.tflops_per_gpu,
+                     100 * e.metrics.bubble_fraction, FormatBytes(e.peak_bytes),
+                     dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')));
+}
+
+// The leaders side by side: each one's step split (mean over ranks, % of its step) and its busiest
+// rank's memory by term, one column per leader.
+std::string WhyTheLeadersWin(const std::vector<const PlanEntry*>& leaders) {
+  std::string out = "why the leaders win: the step split in ms (mean over ranks) and the busiest rank's memory, side by side\n";
+  for (size_t k = 0; k < leaders.size(); ++k) {
+    out += fmt::format("  #{} {}\n", k + 1, DescribeConfig(leaders[k]->config));
+  }
+  const auto row = [&](std::string_view name, const auto& cell) {
+    out += fmt::format("  {:<18}", name);
+    for (const PlanEntry* e : leaders) out += fmt::format("{:>22}", cell(*e));
+    out += "\n";
+  };
+  out += fmt::format("  {:<18}", "");
+  for (size_t k = 0; k < leaders.size(); ++k) out += fmt::format("{:>22}", fmt::format("#{}", k + 1));
+  out += "\n";
+  row("step ms", [](const PlanEntry& e) { return fmt::format("{:.3f}", e.metrics.step_time_ms); });
+  for (int k = 0; k < 6; ++k) {
+    row(kSplitNames[k], [k](const PlanEntry& e) {
+      const double step = e.metrics.makespan_ms;
+      return fmt::format("{:.3f} {:>5.1f}%", e.mean_split_ms[k], step > 0 ? 100 * e.mean_split_ms[k] / step : 0);
+    });
+  }
+  row("memory of rank", [](const PlanEntry& e) { return fmt::format("{}", e.worst_rank); });
+  row("weights", [](const PlanEntry& e) { return FormatBytes(e.memory.weights); });
+  row("gradients", [](const PlanEntry& e) { return FormatBytes(e.memory.gradients); });
+  row("optimizer state", [](const PlanEntry& e) { return FormatBytes(e.memory.optimizer); });
+  row("activations", [](const PlanEntry& e) {
+    return fmt::format("{} ({})", FormatBytes(e.memory.activations), e.memory.inflight);
+  });
+  row("other", [](const PlanEntry& e) { return FormatBytes(e.memory.other); });
+  row("peak", [](const PlanEntry& e) { return FormatBytes(e.peak_bytes); });
+  return out;
+}
+
+std::string Rejections(const PlanResult& r) {
+  std::string layouts, configs;
+  for (int k = 0; k < kPlanRejectKinds; ++k) {
+    const auto why = Name(static_cast<PlanReject>(k));
+    if (r.layouts_rejected[k] > 0) {
+      layouts += fmt::format(", {} {}", r.layouts_rejected[k],
+                             static_cast<PlanReject>(k) == PlanReject::kShape ? "deeper than the model" : why);
+    }
+    if (r.rejected[k] > 0) {
+      configs += fmt::format("{}{} {}", configs.empty() ? "" : ", ", Count(r.rejected[k]), why);
+      if (static_cast<PlanReject>(k) == PlanReject::kMemory) {
+        configs += fmt::format(" ({} by the floors, {} simulated)", Count(r.rejected[k] - r.memory_rejected_simulated),
+                               Count(r.memory_rejected_simulated));
+      }
+    }
+  }
+  int kept = r.layouts;
+  for (const int n : r.layouts_rejected) kept -= n;
+  return fmt::format("layouts P x D x T = {}: {}{}; {} of them make {} configurations\n"
+                     "rejected: {}\n",
+                     r.gpus, r.layouts, layouts, kept, Count(r.enumerated), configs.empty() ? "none" : configs);
+}
+
+}  // namespace
+
+std::string DescribePlan(const PlanResult& r, int top) {
+  std::string out = fmt::format("plan {}: {} devices, global batch {}, at most {} per device; costs: {}\n", r.scenario,
+                                r.gpus, r.global_batch, FormatBytes(r.memory_limit_bytes), r.cost_source);
+  out += Rejections(r);
+  out += fmt::format("simulated: {} in {:.1f} s on {} thread{}\n", Count(r.simulated), r.seconds, r.threads,
+                     r.threads == 1 ? "" : "s");
+  for (const std::string& note : r.notes) out += "note: " + note + "\n";
+  out += fmt::format("top {} by throughput:\n", top);
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>4} {:>5} {:>2}  {:<9} {:>4} {:>13} {:>11} {:>8} {:>7} {:>12}  {}\n",
+                     "#", "schedule", "P", "D", "T", "b", "m", "v", "recompute", "zero", "step ms", "samples/s",
+                     "TFLOP/s", "bubble", "peak memory", "largest term");
+  int shown = 0;
+  for (const PlanEntry& e : r.entries) {
+    if (!e.fits || shown == top) break;
+    out += TableRow(++shown, e);
+  }
+  std::vector<const PlanEntry*> leaders;
+  for (int i = 0; i < std::min<int>(3, shown); ++i) leaders.push_back(&r.entries[i]);
+  out += WhyTheLeadersWin(leaders);
+  out += fmt::format("Pareto front, throughput against peak memory ({} of {} fitting configurations):\n", r.pareto.size(),
+                     std::count_if(r.entries.begin(), r.entries.end(), [](const PlanEntry& e) { return e.fits; }));
+  for (const int i : r.pareto) {
+    const PlanEntry& e = r.entries[i];
+    out += fmt::format("  {:>12} {:>11.2f} samples/s  {}\n", FormatBytes(e.peak_bytes),
+                       e.metrics.throughput_samples_per_s, DescribeConfig(e.config));
+  }
+  out += ParetoAscii(r);
+  return out;
+}
+
+std::string PlanJson(const PlanResult& r) {
+  schedules::JsonOut j;
+  j.StartObject();
+  j.Key("scenario").String(r.scenario).Key("source").String("predicted").Key("costs").String(r.cost_source);
+  j.Key("gpus").Int(r.gpus).Key("global_batch").Int(r.global_batch).Key("memory_limit_bytes").Int(r.memory_limit_bytes);
+  j.Key("layouts").Int(r.layouts).Key("enumerated").Int(r.enumerated).Key("simulated").Int(r.simulated);
+  j.Key("seconds").Number(r.seconds).Key("threads").Int(r.threads);
+  const auto reasons = [&](const auto& counts) {
+    j.StartObject();
+    for (int k = 0; k < kPlanRejectKinds; ++k) j.Key(Name(static_cast<PlanReject>(k))).Int(counts[k]);
+    j.EndObject();
+  };
+  j.Key("layouts_rejected");
+  reasons(r.layouts_rejected);
+  j.Key("rejected");
+  reasons(r.rejected);
+  j.Key("notes").Strings(r.notes);
+  j.Key("configurations").StartArray();
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    const PlanEntry& e = r.entries[i];
+    const PlanConfig& c = e.config;
+    j.StartObject();
+    j.Key("rank").Int(static_cast<int64_t>(i) + 1).Key("fits").Bool(e.fits);
+    j.Key("pareto").Bool(std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end());
+    j.Key("layout").StartObject();
+    j.Key("schedule").String(c.schedule).Key("ranks").Int(c.ranks).Key("data_parallel").Int(c.data_parallel);
+    j.Key("tensor_parallel").Int(c.tensor_parallel).Key("sequence_parallel").Bool(c.sequence_parallel);
+    j.Key("chunks").Int(c.chunks).Key("microbatches").Int(c.microbatches).Key("microbatch_size").Int(c.microbatch_size);
+    j.Key("recompute").String(sim::Name(c.recompute)).Key("zero").Int(c.zero).Key("partition").String(sim::Name(c.partition));
+    j.EndObject();
+    j.Key("tflops_per_gpu").Number(e.tflops_per_gpu).Key("bound_step_time_ms").Number(e.bound_ms);
+    j.Key("peak_memory_bytes").Int(e.peak_bytes).Key("peak_memory_rank").Int(e.worst_rank);
+    j.Key("memory_terms").StartObject();
+    j.Key("weights").Int(e.memory.weights).Key("gradients").Int(e.memory.gradients);
+    j.Key("optimizer").Int(e.memory.optimizer).Key("activations").Int(e.memory.activations);
+    j.Key("inflight").Int(e.memory.inflight).Key("other").Int(e.memory.other);
+    j.Key("largest").String(e.memory.Dominant());
+    j.EndObject();
+    j.Key("metrics").Raw(schedules::ScheduleMetricsToJson(e.metrics));
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return j.Take() + "\n";
+}
+
+namespace {
+
+// Where the points of the plot go: peak memory (GiB) across, throughput (samples/s) up.
+struct Frame {
+  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+};
+
+Frame FrameOf(const PlanResult& r) {
+  Frame f{1e300, -1e300, 1e300, -1e300};
+  for (const PlanEntry& e : r.entries) {
+    if (!e.fits) continue;
+    f.x0 = std::min(f.x0, Gib(e.peak_bytes));
+    f.x1 = std::max(f.x1, Gib(e.peak_bytes));
+    f.y0 = std::min(f.y0, e.metrics.throughput_samples_per_s);
+    f.y1 = std::max(f.y1, e.metrics.throughput_samples_per_s);
+  }
+  if (f.x0 > f.x1) return Frame{};
+  const double dx = std::max(f.x1 - f.x0, 1e-9 + 0.05 * f.x1), dy = std::max(f.y1 - f.y0, 1e-9 + 0.05 * f.y1);
+  return {std::max(0.0, f.x0 - 0.04 * dx), f.x1 + 0.04 * dx, std::max(0.0, f.y0 - 0.04 * dy), f.y1 + 0.04 * dy};
+}
+
+// The cell or pixel of a value along one axis of `cells`.
+int Cell(double v, double lo, double hi, int cells) {
+  const int c = static_cast<int>(std::floor((v - lo) / (hi - lo) * cells));
+  return std::clamp(c, 0, cells - 1);
+}
+
+}  // namespace
+
+std::string ParetoAscii(const PlanResult& r, int width, int height) {
+  const Frame f = FrameOf(r);
+  std::vector<std::string> grid(height, std::string(width, ' '));
+  const auto put = [&](const PlanEntry& e, char mark) {
+    char& cell = grid[height - 1 - Cell(e.metrics.throughput_samples_per_s, f.y0, f.y1, height)]
+                     [Cell(Gib(e.peak_bytes), f.x0, f.x1, width)];
+    if (mark == '@' || cell == ' ' || (mark == '*' && cell == '.')) cell = mark;
+  };
+  for (const PlanEntry& e : r.entries) {
+    if (e.fits) put(e, '.');
+  }
+  for (const int i : r.pareto) put(r.entries[i], '*');
+  if (r.best() != nullptr) put(*r.best(), '@');
+  std::string out = fmt::format("  samples/s  (@ best, * Pareto front, . other fitting configurations)\n");
+  for (int row = 0; row < height; ++row) {
+    const double y = f.y1 - (f.y1 - f.y0) * row / (height - 1);
+    out += fmt::format("{:>11} |{}\n", row == 0 || row == height - 1 || row == height / 2 ? fmt::format("{:.4g}", y) : "",
+                       grid[row]);
+  }
+  out += fmt::format("{:>11} +{}\n", "", std::string(width, '-'));
+  const std::string left = fmt::format("{:.3g} GiB", f.x0), right = fmt::format("{:.3g} GiB", f.x1);
+  out += fmt::format("{:>11}  {}{}{}\n", "", left, std::string(std::max<int>(1, width - left.size() - right.size()), ' '),
+                     right);
+  out += fmt::format("{:>11}  {:^{}}\n", "", "peak memory per device", width);
+  return out;
+}
+
+namespace {
+
+// A 3 x 5 pixel font for the plot's labels: each glyph is five rows of three bits.
+struct Glyph {
+  char c;
+  uint8_t rows[5];
+};
+constexpr Glyph kFont[] = {
+    {'0', {7, 5, 5, 5, 7}}, {'1', {2, 6, 2, 2, 7}}, {'2', {7, 1, 7, 4, 7}}, {'3', {7, 1, 7, 1, 7}},
+    {'4', {5, 5, 7, 1, 1}}, {'5', {7, 4, 7, 1, 7}}, {'6', {7, 4, 7, 5, 7}}, {'7', {7, 1, 1, 1, 1}},
+    {'8', {7, 5, 7, 5, 7}}, {'9', {7, 5, 7, 1, 7}}, {'.', {0, 0, 0, 0, 2}}, {'/', {1, 1, 2, 4, 4}},
+    {'-', {0, 0, 7, 0, 0}}, {'A', {2, 5, 7, 5, 5}}, {'B', {6, 5, 6, 5, 6}}, {'C', {7, 4, 4, 4, 7}},
+    {'D', {6, 5, 5, 5, 6}}, {'E', {7, 4, 6, 4, 7}}, {'G', {7, 4, 5, 5, 7}}, {'H', {5, 5, 7, 5, 5}},
+    {'I', {7, 2, 2, 2, 7}}, {'K', {5, 5, 6, 5, 5}}, {'L', {4, 4, 4, 4, 7}}, {'M', {5, 7, 7, 5, 5}},
+    {'N', {6, 5, 5, 5, 5}}, {'O', {7, 5, 5, 5, 7}}, {'P', {7, 5, 7, 4, 4}}, {'R', {6, 5, 6, 5, 5}},
+    {'S', {7, 4, 7, 1, 7}}, {'T', {7, 2, 2, 2, 2}}, {'U', {5, 5, 5, 5, 7}}, {'V', {5, 5, 5, 5, 2}},
+    {'W', {5, 5, 7, 7, 5}}, {'Y', {5, 5, 2, 2, 2}}, {'F', {7, 4, 6, 4, 4}}, {'X', {5, 5, 2, 5, 5}},
+    {'(', {1, 2, 2, 2, 1}}, {')', {4, 2, 2, 2, 4}}, {',', {0, 0, 0, 2, 4}},
+};
+
+class Canvas {
+ public:
+  Canvas(int w, int h) : w_(w), h_(h), rgb_(static_cast<size_t>(w) * h * 3, 255) {}
+  void Set(int x, int y, uint32_t color) {
+    if (x < 0 || y < 0 || x >= w_ || y >= h_) return;
+    uint8_t* p = &rgb_[(static_cast<size_t>(y) * w_ + x) * 3];
+    p[0] = color >> 16 & 255;
+    p[1] = color >> 8 & 255;
+    p[2] = color & 255;
+  }
+  void Fill(int x0, int y0, int x1, int y1, uint32_t color) {
+    for (int y = y0; y <= y1; ++y) {
+      for (int x = x0; x <= x1; ++x) Set(x, y, color);
+    }
+  }
+  void Line(int x0, int y0, int x1, int y1, uint32_t color) {  // Bresenham's, two pixels wide
+    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
+    for (int err = dx + dy;;) {
+      Fill(x0, y0, x0 + 1, y0 + 1, color);
+      if (x0 == x1 && y0 == y1) break;
+      const int e2 = 2 * err;
+      if (e2 >= dy) err += dy, x0 += sx;
+      if (e2 <= dx) err += dx, y0 += sy;
+    }
+  }
+  // Upper-case text at scale `s` from (x, y), its top left.
+  void Text(int x, int y, std::string_view text, int s, uint32_t color) {
+    for (const char raw : text) {
+      const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(raw)));
+      for (const Glyph& g : kFont) {
+        if (g.c != c) continue;
+        for (int row = 0; row < 5; ++row) {
+          for (int col = 0; col < 3; ++col) {
+            if (g.rows[row] >> (2 - col) & 1) Fill(x + col * s, y + row * s, x + col * s + s - 1, y + row * s + s - 1, color);
+          }
+        }
+      }
+      x += 4 * s;
+    }
+  }
+  const std::vector<uint8_t>& rgb() const { return rgb_; }
+
+ private:
+  int w_, h_;
+  std::vector<uint8_t> rgb_;
+};
+
+#ifdef STAGECRAFT_HAVE_STB
+void AppendTo(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+}
+#endif
+
+}  // namespace
+
+std::string ParetoPng(const PlanResult& r, int width, int height) {
+  SC_CHECK(width >= 200 && height >= 150, "a plot large enough for its axes");
+  const Frame f = FrameOf(r);
+  Canvas canvas(width, height);
+  const int left = 90, right = width - 20, top = 40, bottom = height - 60;
+  const auto px = [&](double gib) { return left + Cell(gib, f.x0, f.x1, right - left); };
+  const auto py = [&](double rate) { return bottom - Cell(rate, f.y0, f.y1, bottom - top); };
+  canvas.Line(left, top, left, bottom, 0x000000);
+  canvas.Line(left, bottom, right, bottom, 0x000000);
+  for (int k = 0; k <= 4; ++k) {  // ticks with their values
+    const double gib = f.x0 + (f.x1 - f.x0) * k / 4, rate = f.y0 + (f.y1 - f.y0) * k / 4;
+    canvas.Line(px(gib), bottom, px(gib), bottom + 6, 0x000000);
+    canvas.Text(px(gib) - 12, bottom + 12, fmt::format("{:.3g}", gib), 2, 0x000000);
+    canvas.Line(left - 6, py(rate), left, py(rate), 0x000000);
+    canvas.Text(8, py(rate) - 5, fmt::format("{:.4g}", rate), 2, 0x000000);
+  }
+  canvas.Text(left, height - 22, "PEAK MEMORY PER DEVICE (GIB)", 2, 0x000000);
+  canvas.Text(8, 10, "THROUGHPUT (SAMPLES/S) - PARETO FRONT RED, BEST BLUE", 2, 0x000000);
+  for (const PlanEntry& e : r.entries) {
+    if (!e.fits) continue;
+    const int x = px(Gib(e.peak_bytes)), y = py(e.metrics.throughput_samples_per_s);
+    canvas.Fill(x - 2, y - 2, x + 2, y + 2, 0x9a9a9a);
+  }
+  for (size_t k = 0; k < r.pareto.size(); ++k) {
+    const PlanEntry& e = r.entries[r.pareto[k]];
+    const int x = px(Gib(e.peak_bytes)), y = py(e.metrics.throughput_samples_per_s);
+    if (k > 0) {
+      const PlanEntry& p = r.entries[r.pareto[k - 1]];
+      canvas.Line(px(Gib(p.peak_bytes)), py(p.metrics.throughput_samples_per_s), x, y, 0xd62728);
+    }
+    canvas.Fill(x - 4, y - 4, x + 4, y + 4, 0xd62728);
+  }
+  if (const PlanEntry* best = r.best()) {
+    const int x = px(Gib(best->peak_bytes)), y = py(best->metrics.throughput_samples_per_s);
+    canvas.Fill(x - 6, y - 6, x + 6, y + 6, 0x1f3bd6);
+  }
+#ifdef STAGECRAFT_HAVE_STB
+  std::string png;
+  if (!stbi_write_png_to_func(AppendTo, &png, width, height, 3, canvas.rgb().data(), width * 3)) {
+    throw InputError("--plot: cannot encode the PNG");
+  }
+  return png;
+#else
+  throw InputError("--plot: this build has no PNG writer (install libstb-dev and build again)");
+#endif
+}
+
+}  // namespace stagecraft::harness

@@ -1,0 +1,257 @@
+// The plan's space (see plan_space.h): the layouts the topology and model allow, the batch
+// splits, every schedule with its chunks, recompute, ZeRO and the partition.
+#include "plan_space.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/sim/layer_split.h"
+
+namespace stagecraft::harness::detail {
+
+using schedules::GeneratorInfo;
+
+namespace {
+
+std::vector<int> Divisors(int64_t n) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+int ModelLayers(const sim::Scenario& sc) {
+  if (sc.model.transformer) return sc.model.transformer->layers;
+  if (sc.model.mlp) return sc.model.mlp->layers;
+  if (sc.model.profile) return static_cast<int>(sc.model.profile->layers.size());
+  return 0;
+}
+
+void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
+  const sim::TopologySpec& t = sc.topology;
+  const int devices = t.devices();
+  if (o.gpus < 1) throw InputError(fmt::format("--gpus: expected at least 1 device, got {}", o.gpus));
+  if (o.gpus > devices) {
+    throw InputError(fmt::format("--gpus {}: the topology of {} has {} devices{}", o.gpus, sc.path, devices,
+                                 t.explicit_graph() ? "" : fmt::format(" ({} nodes x {})", t.nodes, t.devices_per_node)));
+  }
+  if (!t.explicit_graph() && o.gpus > t.devices_per_node && o.gpus % t.devices_per_node != 0) {
+    throw InputError(fmt::format("--gpus {}: beyond one node the job takes whole nodes of {} devices (topology of {})",
+                                 o.gpus, t.devices_per_node, sc.path));
+  }
+  if (o.global_batch < 1) throw InputError(fmt::format("--global-batch: expected at least 1 sample, got {}", o.global_batch));
+  if (ModelLayers(sc) == 0) {
+    throw InputError(fmt::format("{}: plan splits the model's layers over each pipeline depth: it needs "
+                                 "model.transformer, model.mlp or a profile (explicit per-rank costs are one depth's)",
+                                 sc.path));
+  }
+  for (const int tp : o.tensor_parallel) {
+    if (tp < 1) throw InputError(fmt::format("--tensor-parallel: expected sizes of at least 1, got {}", tp));
+  }
+  if (o.max_microbatch_size < 0) throw InputError("--max-microbatch-size: expected at least 1 (or 0: no bound)");
+  if (o.max_chunks < 2) throw InputError(fmt::format("--max-chunks: expected at least 2, got {}", o.max_chunks));
+  if (o.top < 1) throw InputError(fmt::format("--top: expected at least 1, got {}", o.top));
+  if (o.memory_limit_bytes < 0) throw InputError("--memory-limit: expected a size of at least 0");
+}
+
+std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
+  std::vector<const GeneratorInfo*> out;
+  for (const std::string& name : o.schedules) {
+    if (name == sim::kSearchedSchedule) continue;  // the refinement's
+    const GeneratorInfo* info = schedules::FindGenerator(name);
+    if (info == nullptr) {
+      throw InputError(fmt::format("--schedules: unknown schedule '{}' (known: {}, {})", name,
+                                   schedules::GeneratorNames(), sim::kSearchedSchedule));
+    }
+    if (std::find(out.begin(), out.end(), info) == out.end()) out.push_back(info);
+  }
+  if (o.schedules.empty()) {
+    for (const GeneratorInfo& info : schedules::Generators()) out.push_back(&info);
+  }
+  return out;
+}
+
+namespace {
+
+// The chunks each generator runs at P ranks: interleaved every v from 2 to max_chunks with P·v
+// dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2.
+std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int layers, int max_chunks) {
+  if (!info.interleaved) return {1};
+  if (info.placement == schedules::Placement::kV) return {2};
+  std::vector<int> out;
+  for (int v = 2; v <= max_chunks && int64_t{ranks} * v <= layers; ++v) {
+    if (layers % (ranks * v) == 0) out.push_back(v);
+  }
+  return out;
+}
+
+// Whether the balanced partition differs from the even one at these stages (else it is not
+// enumerated: the same configuration twice).
+class PartitionCache {
+ public:
+  bool Differs(const sim::Scenario& sc, int stages) {
+    const auto key = std::tuple{stages, sc.pipeline.recompute, sc.pipeline.tensor_parallel};
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = known_.find(key); it != known_.end()) return it->second;
+    sim::Scenario even = sc, balanced = sc;
+    even.pipeline.partition = sim::Partition::kEven;
+    balanced.pipeline.partition = sim::Partition::kBalanced;
+    bool differs = false;
+    try {
+      differs = sim::StageLayers(even, stages) != sim::StageLayers(balanced, stages);
+    } catch (const InputError&) {
+    }
+    return known_[key] = differs;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<int, sim::Recompute, int>, bool> known_;
+};
+
+// The T a layout may not have: the model shards no layer, the tensor group would leave its node
+// (Megatron-LM keeps it on NVLink), or a device would hold part of an attention head.
+bool TensorFits(const sim::Scenario& sc, int tp) {
+  if (tp == 1) return true;
+  if (!sc.model.transformer) return false;
+  if (!sc.topology.explicit_graph() && sc.topology.devices_per_node % tp != 0) return false;
+  return sc.model.transformer->heads % tp == 0;
+}
+
+// The microbatch sizes of a replica's share of the batch: a profile's own, else every divisor
+// up to the bound.
+std::vector<int> MicrobatchSizes(const Space& space, int64_t per_replica) {
+  std::vector<int> sizes;
+  if (space.base.model.profile) {
+    const int b = space.base.model.profile->microbatch_size;
+    if (per_replica % b == 0) sizes.push_back(b);
+    return sizes;
+  }
+  for (const int b : Divisors(per_replica)) {
+    if (space.options.max_microbatch_size == 0 || b <= space.options.max_microbatch_size) sizes.push_back(b);
+  }
+  return sizes;
+}
+
+class Enumerator {
+ public:
+  Enumerator(const Space& space, PlanResult* result) : space_(space), result_(result) {}
+
+  std::vector<Candidate> Run() {
+    const PlanOptions& o = space_.options;
+    for (const int tp : Divisors(o.gpus)) {
+      for (const int ranks : Divisors(o.gpus / tp)) Layout(ranks, o.gpus / tp / ranks, tp);
+    }
+    return std::move(candidates_);
+  }
+  std::vector<CostKey> TakeKeys() {
+    std::vector<CostKey> keys(keys_.size());
+    for (const auto& [key, index] : keys_) keys[index] = key;
+    return keys;
+  }
+
+ private:
+  void Layout(int ranks, int dp, int tp) {
+    const PlanOptions& o = space_.options;
+    if (!o.tensor_parallel.empty() && std::find(o.tensor_parallel.begin(), o.tensor_parallel.end(), tp) ==
+                                          o.tensor_parallel.end()) {
+      return;  // outside the space asked for
+    }
+    ++result_->layouts;
+    const auto reject = [&](PlanReject why) { ++result_->layouts_rejected[static_cast<int>(why)]; };
+    if (!TensorFits(space_.base, tp)) return reject(PlanReject::kTopology);
+    if (o.global_batch % dp != 0) return reject(PlanReject::kBatch);
+    if (ranks > space_.layers) return reject(PlanReject::kShape);
+    const std::vector<int> sizes = MicrobatchSizes(space_, o.global_batch / dp);
+    if (sizes.empty()) return reject(PlanReject::kBatch);
+    std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
+    if (dp == 1) std::erase(zeros, 1);
+    for (const int b : sizes) {
+      PlanConfig c;
+      c.ranks = ranks;
+      c.data_parallel = dp;
+      c.tensor_parallel = tp;
+      c.sequence_parallel = space_.base.pipeline.sequence_parallel && tp > 1;
+      c.microbatch_size = b;
+      c.microbatches = static_cast<int>(o.global_batch / dp / b);
+      for (const GeneratorInfo* info : space_.generators) Schedule(c, *info, zeros);
+    }
+  }
+
+  void Schedule(PlanConfig c, const GeneratorInfo& info, const std::vector<int>& zeros) {
+    c.schedule = std::string(info.name);
+    std::vector<int> chunks = ChunksFor(info, c.ranks, space_.layers, space_.options.max_chunks);
+    const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());
+    if (chunks.empty()) {  // interleaved with no v that divides the layers
+      result_->enumerated += variants;
+      result_->rejected[static_cast<int>(PlanReject::kShape)] += variants;
+      return;
+    }
+    for (const int v : chunks) {
+      c.chunks = v;
+      schedules::GeneratorParams params;
+      params.ranks = c.ranks;
+      params.microbatches = c.microbatches;
+      params.chunks = v;
+      params.steps = space_.base.pipeline.steps;
+      params.data_parallel = c.data_parallel;
+      if (!schedules::CheckParams(info, params).empty() || int64_t{c.ranks} * v > space_.layers) {
+        result_->enumerated += variants;
+        result_->rejected[static_cast<int>(PlanReject::kShape)] += variants;
+        continue;
+      }
+      for (const sim::Recompute rc : space_.recompute) {
+        c.recompute = rc;
+        for (const int z : zeros) {
+          c.zero = z;
+          Partitions(c, info);
+        }
+      }
+    }
+  }
+
+  void Partitions(PlanConfig c, const GeneratorInfo& info) {
+    const PlanOptions& o = space_.options;
+    const std::vector<sim::Partition> asked =
+        o.partitions.empty() ? std::vector<sim::Partition>{sim::Partition::kEven, sim::Partition::kBalanced} : o.partitions;
+    for (const sim::Partition part : asked) {
+      c.partition = part;
+      if (part == sim::Partition::kBalanced && o.partitions.empty() &&
+          !partitions_.Differs(ScenarioFor(space_.base, c, o), c.ranks * c.chunks)) {
+        continue;  // the even split again
+      }
+      ++result_->enumerated;
+      const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel,  c.microbatch_size,
+                        c.zero,        info.placement, c.recompute, c.partition, c.sequence_parallel,
+                        info.weights == schedules::WeightPolicy::kStash};
+      const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
+      candidates_.push_back({c, &info, it->second, 0});
+    }
+  }
+
+  const Space& space_;
+  PlanResult* result_;
+  PartitionCache partitions_;
+  std::map<CostKey, int> keys_;
+  std::vector<Candidate> candidates_;
+};
+
+}  // namespace
+
+std::vector<Candidate> Enumerate(const Space& space, PlanResult* result, std::vector<CostKey>* keys) {
+  Enumerator enumerator(space, result);
+  std::vector<Candidate> candidates = enumerator.Run();
+  *keys = enumerator.TakeKeys();
+  return candidates;
+}
+
+}  // namespace stagecraft::harness::detail

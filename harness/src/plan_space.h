@@ -1,0 +1,62 @@
+// The plan's space (plan.h), internal to the harness: what the search reads, the configurations
+// it enumerates (layouts P x D x T, batch splits, schedules with their chunks, recompute, ZeRO
+// and the partition) and the cost tables they share.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stagecraft/harness/plan.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness::detail {
+
+// Everything the search reads, fixed before it starts.
+struct Space {
+  Space(const sim::Scenario& scenario, const PlanOptions& plan) : base(scenario), options(plan), topology(scenario.topology) {}
+  const sim::Scenario& base;
+  const PlanOptions& options;
+  sim::Topology topology;
+  int layers = 0;
+  int64_t limit_bytes = 0;
+  std::vector<const schedules::GeneratorInfo*> generators;
+  std::vector<sim::Recompute> recompute;
+  int max_threads = 1;
+};
+
+// What a cost table depends on.
+struct CostKey {
+  int ranks, chunks, data_parallel, tensor_parallel, microbatch_size, zero;
+  schedules::Placement placement;
+  sim::Recompute recompute;
+  sim::Partition partition;
+  bool sequence_parallel, per_microbatch_updates;
+  auto operator<=>(const CostKey&) const = default;
+};
+
+// A configuration that passed topology, batch and shape, with its cost table's key.
+struct Candidate {
+  PlanConfig config;
+  const schedules::GeneratorInfo* info = nullptr;
+  int facts = 0;
+  int64_t floor_ns = 0;
+};
+
+// The model's layers (transformer, MLP or profile); 0 for explicit per-rank costs.
+int ModelLayers(const sim::Scenario& scenario);
+
+// Throws InputError naming the flag the scenario cannot take (--gpus beyond the topology or not
+// whole nodes, no batch, a model without layers, sizes out of range).
+void CheckInputs(const sim::Scenario& scenario, const PlanOptions& options);
+
+// The generators --schedules names (auto aside: the refinement's), or all of them.
+std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options);
+
+// Every configuration of the space that passes topology, batch and shape, with the index of its
+// cost table's key in `keys`; the layouts and configurations refused on the way are counted in
+// `result`.
+std::vector<Candidate> Enumerate(const Space& space, PlanResult* result, std::vector<CostKey>* keys);
+
+}  // namespace stagecraft::harness::detail

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `stagecraft plan`: a small transformer on 2 nodes of 2 devices, global batch 8. The space of
+# 1F1B alone is the one worked by hand (24 configurations over 6 layouts, one refused by the
+# topology); the JSON holds simulate's metrics for each, every feasible one within the limit on
+# every rank; the best is no slower than configurations simulated directly; --write-best
+# simulates to the same step; --plot is a PNG; bad input is one line and leaves no output.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+cat >"$tmp/tiny.yaml" <<'EOF'
+name: tiny
+topology:
+  device: {name: tiny-gpu, peak: 100TFLOPS, memory: 8GiB, efficiency: 0.5}
+  nodes: 2
+  devices_per_node: 2
+  links:
+    - {scope: node, bandwidth: 100GB/s, latency: 2us}
+    - {scope: cluster, bandwidth: 10GB/s, latency: 5us}
+model:
+  transformer: {layers: 8, hidden: 1024, heads: 8, seq: 512, vocab: 8192}
+pipeline:
+  schedule: 1f1b
+  ranks: 2
+  microbatches: 4
+training: {optimizer: adam, lr: 0.001, dtype: bf16}
+EOF
+scenario="$tmp/tiny.yaml"
+json_of() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# The hand-worked space: T in {1, 2, 4} with P x D x T = 4 gives 6 layouts, T = 4 leaves the node.
+"$sc" plan "$scenario" --gpus 4 --global-batch 8 --schedules 1f1b --recompute none --partition even --top 100 \
+  --json "$tmp/hand.json" >"$tmp/out" 2>"$tmp/err"
+checkf "hand-worked plan: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "6 layouts, 1 refused by the topology, 24 configurations" \
+  'grep -q "^layouts P x D x T = 4: 6, 1 topology; 5 of them make 24 configurations" "$tmp/out"'
+check "the summary line on stderr" 'grep -q "^plan: 24 configurations enumerated over 6 layouts, 24 simulated" "$tmp/err"'
+check "the JSON has all 24" '[[ $(json_of "$tmp/hand.json" "len(d[\"configurations\"])") -eq 24 ]]'
+
+# The whole space, K = 3: pruned, with its report, JSON, best scenario and plot.
+"$sc" plan "$scenario" --gpus 4 --global-batch 8 --top 3 --refine 1 --search-evaluations 50 \
+  --json "$tmp/plan.json" --write-best "$tmp/best.yaml" --plot "$tmp/front.png" >"$tmp/out" 2>"$tmp/err"
+checkf "plan: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+for part in "^top 3 by throughput:" "^why the leaders win" "^rejected: " "pruned by the bound" "^Pareto front" \
+            "peak memory per device" "^wrote .*best.yaml"; do
+  check "the report has '$part'" 'grep -q "$part" "$tmp/out"'
+done
+check "the plot is a PNG" '[[ "$(head -c 4 "$tmp/front.png" | tail -c 3)" == "PNG" ]]'
+check "each configuration has simulate's metrics" \
+  '[[ $(json_of "$tmp/plan.json" "all(set(c[\"metrics\"]) >= {\"step_time_ms\", \"throughput_samples_per_s\", \"bubble_fraction\", \"per_rank\"} for c in d[\"configurations\"])") == True ]]'
+check "feasible: every rank's peak within the limit" \
+  '[[ $(json_of "$tmp/plan.json" "all(max(r[\"peak_memory_bytes\"] for r in c[\"metrics\"][\"per_rank\"]) <= d[\"memory_limit_bytes\"] for c in d[\"configurations\"] if c[\"fits\"])") == True ]]'
+check "some were pruned" '[[ $(json_of "$tmp/plan.json" "d[\"rejected\"][\"pruned by the bound\"] > 0") == True ]]'
+best_ms="$(json_of "$tmp/plan.json" "\"%.6f\" % d[\"configurations\"][0][\"metrics\"][\"step_time_ms\"]")"
+
+# --write-best round trip: simulate takes the file as it is, to the same step.
+"$sc" simulate "$tmp/best.yaml" --json "$tmp/best.json" >/dev/null 2>"$tmp/err"
+checkf "simulate the written best: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+sim_ms="$(json_of "$tmp/best.json" "\"%.6f\" % d[\"schedules\"][0][\"step_time_ms\"]")"
+check "the written best simulates to $sim_ms ms, as plan said ($best_ms)" '[[ "$sim_ms" == "$best_ms" ]]'
+
+# The best is no slower than configurations of the space simulated directly.
+for layout in "1f1b 2 1 2 1 8" "zb-h1 2 2 1 1 4" "gpipe 4 1 1 2 4" "1f1b 1 4 1 2 1"; do
+  read -r s p d t b m <<<"$layout"
+  "$sc" simulate "$scenario" --set pipeline.schedule="$s" --set pipeline.ranks="$p" --set pipeline.data_parallel="$d" \
+    --set pipeline.tensor_parallel="$t" --set pipeline.microbatch_size="$b" --set pipeline.microbatches="$m" \
+    --json "$tmp/direct.json" >/dev/null 2>"$tmp/err"
+  checkf "simulate $layout: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+  direct_ms="$(json_of "$tmp/direct.json" "\"%.6f\" % d[\"schedules\"][0][\"step_time_ms\"]")"
+  check "plan's best ($best_ms ms) no slower than $layout ($direct_ms ms)" \
+    'python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$best_ms" "$direct_ms"'
+done
+
+# The leaders refined by the searched order (pure pipelines: T = 2 leaves D = 1 on two layouts).
+"$sc" plan "$scenario" --gpus 4 --global-batch 8 --tensor-parallel 2 --top 3 --refine 2 --search-evaluations 30 \
+  --json "$tmp/auto.json" >"$tmp/out" 2>"$tmp/err"
+checkf "plan with auto: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "auto searched on the leading layouts" '[[ $(grep -c "^note: auto searched on the layout of" "$tmp/out") -eq 2 ]]'
+check "the searched orders are among the configurations" \
+  '[[ $(json_of "$tmp/auto.json" "sum(c[\"layout\"][\"schedule\"] == \"auto\" for c in d[\"configurations\"])") -eq 2 ]]'
+
+out=(--json "$tmp/x.json" --write-best "$tmp/x.yaml" --plot "$tmp/x.png")
+expect_error "more devices than the topology" "--gpus 5: the topology of" plan "$scenario" --gpus 5 --global-batch 8 "${out[@]}"
+expect_error "part of a node" "--gpus 3: beyond one node the job takes whole nodes of 2 devices" \
+  plan "$scenario" --gpus 3 --global-batch 8 "${out[@]}"
+expect_error "no batch" "--global-batch: expected at least 1 sample, got 0" plan "$scenario" --gpus 4 --global-batch 0 "${out[@]}"
+expect_error "a limit that is no size" "--memory-limit: expected a size like 80GiB, got 'lots'" \
+  plan "$scenario" --gpus 4 --global-batch 8 --memory-limit lots "${out[@]}"
+expect_error "an unknown schedule" "--schedules: unknown schedule 'nope'" \
+  plan "$scenario" --gpus 4 --global-batch 8 --schedules 1f1b,nope "${out[@]}"
+expect_error "an unknown recompute" "--recompute: 'some' is not one of none, selective, full" \
+  plan "$scenario" --gpus 4 --global-batch 8 --recompute some "${out[@]}"
+expect_error "nothing fits" "no configuration of 4 devices for a global batch of 8 fits in 1.00 MiB" \
+  plan "$scenario" --gpus 4 --global-batch 8 --memory-limit 1MiB "${out[@]}"
+expect_error "an unwritable output" "--json" plan "$scenario" --gpus 4 --global-batch 8 --json "$tmp/no/such/x.json"
+check "no output left by the failures" '[[ ! -e "$tmp/x.json" && ! -e "$tmp/x.yaml" && ! -e "$tmp/x.png" ]]'
+exit $fail

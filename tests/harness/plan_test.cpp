@@ -1,0 +1,276 @@
+// The plan (harness/plan.h) on a small transformer on 2 nodes of 2 devices: its space counted by
+// hand, its best never slower than any configuration of the space simulated directly (the
+// pruning drops nothing that would place), every configuration it calls feasible within the
+// memory limit by the simulator's own peaks, its Pareto front undominated, its floors below
+// every run (Plan checks that itself), its winner written as a scenario that simulates to the
+// same step, and its refusals.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/harness/plan.h"
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+namespace {
+
+// 8 layers of hidden 1024 (8 heads) on 2 nodes of 2 devices of 8 GiB.
+constexpr const char* kTiny = R"(name: tiny
+topology:
+  device: {name: tiny-gpu, peak: 100TFLOPS, memory: 8GiB, efficiency: 0.5}
+  nodes: 2
+  devices_per_node: 2
+  links:
+    - {scope: node, bandwidth: 100GB/s, latency: 2us}
+    - {scope: cluster, bandwidth: 10GB/s, latency: 5us}
+model:
+  transformer: {layers: 8, hidden: 1024, heads: 8, seq: 512, vocab: 8192}
+pipeline:
+  schedule: 1f1b
+  ranks: 2
+  microbatches: 4
+training: {optimizer: adam, lr: 0.001, dtype: bf16}
+)";
+
+class PlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("plan_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "tiny.yaml").string();
+    std::ofstream(path_) << kTiny;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  sim::Scenario Tiny() const { return sim::LoadScenario(path_); }
+  static PlanOptions Options(int top = 100) {
+    PlanOptions o;
+    o.gpus = 4;
+    o.global_batch = 8;
+    o.top = top;
+    o.threads = 2;
+    o.refine = 0;
+    return o;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+// Simulates `c` as `simulate` would from the scenario with the plan's overrides.
+Prediction Direct(const std::string& path, const PlanConfig& c, const PlanOptions& o) {
+  const sim::Scenario sc = sim::LoadScenario(path, ConfigOverrides(c, o));
+  const sim::Topology topo(sc.topology);
+  return Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+}
+
+// N = 4 on nodes of 2, B = 8, 1F1B, no recompute, even split. Layouts P x D x T: T = 1: (1, 4),
+// (2, 2), (4, 1); T = 2: (1, 2), (2, 1); T = 4: (1, 1), refused (4 does not divide the node's 2
+// devices). Microbatch splits b x m = B / D: D = 4: 2; D = 2: 3; D = 1: 4. ZeRO 0 and 1 where
+// D > 1. So (1, 4, 1): 2 x 2, (2, 2, 1): 3 x 2, (4, 1, 1): 4, (1, 2, 2): 3 x 2, (2, 1, 2): 4 = 24.
+TEST_F(PlanTest, CountsTheSpaceAsWorkedByHand) {
+  PlanOptions o = Options();
+  o.schedules = {"1f1b"};
+  o.recompute = {sim::Recompute::kNone};
+  o.partitions = {sim::Partition::kEven};
+  const PlanResult r = Plan(Tiny(), o);
+  EXPECT_EQ(r.layouts, 6);
+  EXPECT_EQ(r.layouts_rejected[static_cast<int>(PlanReject::kTopology)], 1);
+  EXPECT_EQ(r.layouts_rejected[static_cast<int>(PlanReject::kBatch)], 0);
+  EXPECT_EQ(r.enumerated, 24);
+  EXPECT_EQ(r.simulated, 24);  // top 100: nothing pruned, and 8 GiB holds them all
+  EXPECT_EQ(r.entries.size(), 24u);
+  std::vector<std::string> seen;
+  for (const PlanEntry& e : r.entries) {
+    const PlanConfig& c = e.config;
+    EXPECT_EQ(int64_t{c.data_parallel} * c.microbatch_size * c.microbatches, 8) << DescribeConfig(c);
+    EXPECT_EQ(c.ranks * c.data_parallel * c.tensor_parallel, 4) << DescribeConfig(c);
+    EXPECT_TRUE(c.zero == 0 || c.data_parallel > 1) << DescribeConfig(c);
+    seen.push_back(DescribeConfig(c));
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "each configuration once";
+}
+
+// A global batch of 3 on 4 devices: D = 2 and D = 4 do not divide it.
+TEST_F(PlanTest, RefusesTheLayoutsWhoseReplicasCannotShareTheBatch) {
+  PlanOptions o = Options();
+  o.global_batch = 3;
+  o.schedules = {"1f1b"};
+  o.recompute = {sim::Recompute::kNone};
+  o.partitions = {sim::Partition::kEven};
+  const PlanResult r = Plan(Tiny(), o);
+  // (1, 4, 1), (2, 2, 1) and (1, 2, 2) cannot; (4, 1, 1) and (2, 1, 2) take b x m = 3 as 1 x 3 or 3 x 1.
+  EXPECT_EQ(r.layouts_rejected[static_cast<int>(PlanReject::kBatch)], 3);
+  EXPECT_EQ(r.enumerated, 4);
+}
+
+// With pruning (K = 2), the best is never slower than any configuration of the space that fits,
+// each simulated here directly as `simulate` runs the scenario with the plan's overrides.
+TEST_F(PlanTest, BestIsNeverSlowerThanAnyConfigurationSimulatedDirectly) {
+  PlanOptions o = Options(2);
+  o.schedules = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "zb-2p"};
+  const PlanResult r = Plan(Tiny(), o);
+  ASSERT_NE(r.best(), nullptr);
+  EXPECT_LT(r.simulated, r.enumerated) << "K = 2 prunes";
+  const int64_t best_ns = r.best()->metrics.makespan_ns;
+  int checked = 0;
+  for (const int p : {1, 2, 4}) {
+    for (const int t : {1, 2}) {
+      if (4 % (p * t) != 0) continue;
+      const int d = 4 / (p * t);
+      for (const int b : {1, 2}) {
+        for (const std::string& name : o.schedules) {
+          PlanConfig c;
+          c.schedule = name;
+          c.ranks = p;
+          c.data_parallel = d;
+          c.tensor_parallel = t;
+          c.microbatch_size = b;
+          c.microbatches = 8 / (d * b);
+          c.chunks = name == "interleaved" || name == "zb-v" ? 2 : 1;
+          if (p == 1 && name != "gpipe" && name != "1f1b") continue;  // keep to shapes every generator takes
+          if (name == "interleaved" && c.microbatches % p != 0) continue;
+          for (const sim::Recompute rc : {sim::Recompute::kNone, sim::Recompute::kFull}) {
+            c.recompute = rc;
+            Prediction direct;
+            try {
+              direct = Direct(path_, c, o);
+            } catch (const InputError&) {
+              continue;  // a shape the generator refuses
+            }
+            if (direct.metrics.AnyOom()) continue;
+            ++checked;
+            EXPECT_LE(best_ns, direct.metrics.makespan_ns) << DescribeConfig(c);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+// Every configuration called feasible fits by the simulator's peak on every rank; a limit
+// between the smallest and the largest peak leaves some out, and the best within it is the
+// fastest of the unlimited run's entries that fit under that limit.
+TEST_F(PlanTest, FeasibleMeansWithinTheLimitOnEveryRank) {
+  PlanOptions o = Options(1000);
+  o.schedules = {"gpipe", "1f1b", "zb-h1"};
+  const PlanResult all = Plan(Tiny(), o);
+  std::vector<int64_t> peaks;
+  for (const PlanEntry& e : all.entries) peaks.push_back(e.peak_bytes);
+  std::sort(peaks.begin(), peaks.end());
+  o.memory_limit_bytes = peaks[peaks.size() / 2];
+  const PlanResult limited = Plan(Tiny(), o);
+  EXPECT_EQ(limited.memory_limit_bytes, o.memory_limit_bytes);
+  int fitting = 0;
+  for (const PlanEntry& e : limited.entries) {
+    int64_t most = 0;
+    for (const auto& rank : e.metrics.ranks_detail) most = std::max(most, rank.peak_memory_bytes);
+    EXPECT_EQ(e.fits, most <= o.memory_limit_bytes && !e.metrics.AnyOom()) << DescribeConfig(e.config);
+    fitting += e.fits;
+  }
+  EXPECT_GT(fitting, 0);
+  EXPECT_GT(limited.rejected[static_cast<int>(PlanReject::kMemory)], 0);
+  int64_t fastest = INT64_MAX;
+  for (const PlanEntry& e : all.entries) {
+    if (e.peak_bytes <= o.memory_limit_bytes) fastest = std::min(fastest, e.metrics.makespan_ns);
+  }
+  ASSERT_NE(limited.best(), nullptr);
+  EXPECT_EQ(limited.best()->metrics.makespan_ns, fastest);
+}
+
+// The front: no fitting entry is both faster and smaller than one on it, and every fitting entry
+// off it is matched by one on it.
+TEST_F(PlanTest, ParetoFrontIsUndominated) {
+  PlanOptions o = Options(3);
+  const PlanResult r = Plan(Tiny(), o);
+  ASSERT_FALSE(r.pareto.empty());
+  EXPECT_EQ(r.entries[r.pareto.back()].metrics.makespan_ns, r.best()->metrics.makespan_ns);
+  const auto dominates = [](const PlanEntry& a, const PlanEntry& b) {
+    return a.peak_bytes <= b.peak_bytes && a.metrics.makespan_ns <= b.metrics.makespan_ns &&
+           (a.peak_bytes < b.peak_bytes || a.metrics.makespan_ns < b.metrics.makespan_ns);
+  };
+  for (const int i : r.pareto) {
+    for (const PlanEntry& e : r.entries) {
+      if (e.fits) {
+        EXPECT_FALSE(dominates(e, r.entries[i])) << DescribeConfig(r.entries[i].config);
+      }
+    }
+  }
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    if (!r.entries[i].fits || std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end()) continue;
+    const bool matched = std::any_of(r.pareto.begin(), r.pareto.end(), [&](int k) {
+      return r.entries[k].peak_bytes <= r.entries[i].peak_bytes &&
+             r.entries[k].metrics.makespan_ns <= r.entries[i].metrics.makespan_ns;
+    });
+    EXPECT_TRUE(matched) << DescribeConfig(r.entries[i].config);
+  }
+}
+
+// The winner written as a scenario (ScenarioText of the file with the plan's overrides), read
+// back from another directory, simulates to the plan's step, and its pipeline is the winner's.
+TEST_F(PlanTest, WrittenBestSimulatesToThePlansStep) {
+  PlanOptions o = Options(3);
+  const PlanResult r = Plan(Tiny(), o);
+  ASSERT_NE(r.best(), nullptr);
+  const PlanConfig& c = r.best()->config;
+  const std::string text = sim::ScenarioText(path_, ConfigOverrides(c, o));
+  std::filesystem::create_directories(dir_ / "elsewhere");
+  const std::string written = (dir_ / "elsewhere" / "best.yaml").string();
+  std::ofstream(written) << text;
+  const sim::Scenario sc = sim::LoadScenario(written);
+  EXPECT_EQ(sc.pipeline.schedules, std::vector<std::string>{c.schedule});
+  EXPECT_EQ(sc.pipeline.ranks, c.ranks);
+  EXPECT_EQ(sc.pipeline.data_parallel, c.data_parallel);
+  EXPECT_EQ(sc.pipeline.tensor_parallel, c.tensor_parallel);
+  EXPECT_EQ(sc.pipeline.microbatches, c.microbatches);
+  EXPECT_EQ(sc.pipeline.microbatch_size, c.microbatch_size);
+  EXPECT_EQ(sc.pipeline.recompute, c.recompute);
+  const sim::Topology topo(sc.topology);
+  const Prediction p = Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+  EXPECT_EQ(p.metrics.makespan_ns, r.best()->metrics.makespan_ns);
+}
+
+TEST_F(PlanTest, RefusesWhatTheTopologyCannotTake) {
+  PlanOptions o = Options();
+  o.gpus = 5;
+  EXPECT_THROW(Plan(Tiny(), o), InputError);  // 4 devices
+  o.gpus = 3;
+  try {
+    Plan(Tiny(), o);
+    ADD_FAILURE() << "3 devices are not whole nodes of 2";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpus 3"), std::string::npos) << e.what();
+  }
+  o.gpus = 4;
+  o.global_batch = 0;
+  EXPECT_THROW(Plan(Tiny(), o), InputError);
+}
+
+TEST_F(PlanTest, SaysWhyNothingFits) {
+  PlanOptions o = Options();
+  o.memory_limit_bytes = 1 << 20;
+  try {
+    Plan(Tiny(), o);
+    ADD_FAILURE() << "nothing fits in 1 MiB";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no configuration of 4 devices for a global batch of 8 fits in 1.00 MiB"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("out of memory"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::harness
