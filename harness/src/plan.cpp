@@ -316,8 +316,6 @@ void Refine(const Space& space, PlanResult* result) {
   const bool asked = o.schedules.empty() || std::find(o.schedules.begin(), o.schedules.end(),
                                                       std::string(sim::kSearchedSchedule)) != o.schedules.end();
   if (o.refine <= 0 || !asked) return;
-  // The search judges orders without the replicas' all-reduces (its simulator config has no
-  // replica devices), so it refines pure pipelines only.
   std::vector<PlanConfig> leaders;
   std::vector<double> estimates;
   const int64_t moves = o.search_evaluations > 0 ? o.search_evaluations : space.base.pipeline.search_evaluations;
@@ -329,11 +327,6 @@ void Refine(const Space& space, PlanResult* result) {
     c.schedule = std::string(sim::kSearchedSchedule);
     if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
     seen.push_back(c);
-    if (c.data_parallel > 1) {
-      result->notes.push_back(fmt::format("auto not searched for {}: the search does not run data-parallel replicas",
-                                          DescribeConfig(e.config)));
-      continue;
-    }
     // The search simulates each generator once and then every move.
     const double estimate = e.seconds * static_cast<double>(moves + static_cast<int64_t>(schedules::Generators().size()));
     if (estimate > o.refine_seconds) {
@@ -365,6 +358,11 @@ void Refine(const Space& space, PlanResult* result) {
     }
     ++result->enumerated;
     ++result->simulated;
+    if (refined[i]->metrics.step_time_ms >= searched_from[i].second) {  // the same run under another name
+      result->notes.push_back(fmt::format("auto searched on the layout of {} ({} moves): no shorter order than its {:.3f} ms",
+                                          DescribeConfig(searched_from[i].first), moves, searched_from[i].second));
+      continue;
+    }
     if (!refined[i]->fits) {
       ++result->rejected[static_cast<int>(PlanReject::kMemory)];
       ++result->memory_rejected_simulated;

@@ -83,9 +83,12 @@ std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
 namespace {
 
 // The chunks each generator runs at P ranks: interleaved every v from 2 to max_chunks with P·v
-// dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2.
+// dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2;
+// none at P = 1, where there is no pipeline whose bubble chunks could shrink (the same run as
+// 1F1B's, with more ops).
 std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int layers, int max_chunks) {
   if (!info.interleaved) return {1};
+  if (ranks == 1) return {};
   if (info.placement == schedules::Placement::kV) return {2};
   std::vector<int> out;
   for (int v = 2; v <= max_chunks && int64_t{ranks} * v <= layers; ++v) {
