@@ -45,24 +45,6 @@ struct PlanFlags {
   std::string json_path, best_path, plot_path;
 };
 
-template <class E, size_t N>
-std::vector<E> ParseEnums(const std::vector<std::string>& texts, const sim::EnumName<E> (&table)[N], const char* flag) {
-  std::vector<E> out;
-  for (const std::string& text : texts) {
-    std::string known;
-    bool found = false;
-    for (const auto& entry : table) {
-      known += (known.empty() ? "" : ", ") + std::string(entry.name);
-      if (entry.name == text) {
-        out.push_back(entry.value);
-        found = true;
-      }
-    }
-    if (!found) throw InputError(fmt::format("{}: '{}' is not one of {}", flag, text, known));
-  }
-  return out;
-}
-
 harness::PlanOptions OptionsOf(const PlanFlags& f) {
   harness::PlanOptions o;
   o.gpus = f.gpus;
@@ -77,8 +59,8 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
   }
   o.tensor_parallel = f.tensor_parallel;
   o.schedules = f.schedules;
-  o.recompute = ParseEnums(f.recompute, sim::kRecomputeNames, "--recompute");
-  o.partitions = ParseEnums(f.partitions, sim::kPartitionNames, "--partition");
+  o.recompute = harness::ParseRecomputeNames(f.recompute, "--recompute");
+  o.partitions = harness::ParsePartitionNames(f.partitions, "--partition");
   for (const int z : f.zero) {
     if (z != 0 && z != 1) throw InputError(fmt::format("--zero: expected 0 or 1, got {}", z));
   }
@@ -120,22 +102,7 @@ int Run(const PlanFlags& f) {
                r.threads);
   if (json >= 0) outputs.Set(json, harness::PlanJson(r));
   if (plot >= 0) outputs.Set(plot, harness::ParetoPng(r));
-  if (best >= 0) {
-    std::vector<std::string> sets = f.sets;
-    for (std::string& s : harness::ConfigOverrides(r.best()->config, options)) sets.push_back(std::move(s));
-    std::string text = fmt::format("# stagecraft plan's best for {} devices and a global batch of {}: {}\n# ({:.3f} ms "
-                                   "per step, {:.2f} samples/s, {} peak per device)\n",
-                                   r.gpus, r.global_batch, harness::DescribeConfig(r.best()->config),
-                                   r.best()->metrics.step_time_ms, r.best()->metrics.throughput_samples_per_s,
-                                   FormatBytes(r.best()->peak_bytes));
-    text += sim::ScenarioText(f.scenario, sets);
-    // What is written is what was planned: it loads, with the winner's pipeline.
-    const sim::Scenario written = sim::LoadScenarioFromText(text, f.scenario);
-    SC_CHECK(written.pipeline.ranks == r.best()->config.ranks &&
-                 written.pipeline.microbatches == r.best()->config.microbatches,
-             "the written scenario has the winner's pipeline");
-    outputs.Set(best, std::move(text));
-  }
+  if (best >= 0) outputs.Set(best, harness::BestScenarioText(f.scenario, f.sets, r, options));
   outputs.Commit();
   const std::string report = harness::DescribePlan(r, options.top);
   std::fwrite(report.data(), 1, report.size(), outputs.WritesStdout() ? stderr : stdout);

@@ -15,6 +15,7 @@ void BindSchedules(py::module_& m);  // Op, Diagnostic, Schedule; generate, impo
 void BindScenario(py::module_& m);   // Scenario; load_scenario, scenario_from_text
 void BindRuns(py::module_& m);       // Simulation, RunFile, Trace, BubbleSplit; simulate, read_run, read_trace, compare
 void BindSearch(py::module_& m);     // SearchResult; search
+void BindPlan(py::module_& m);       // PlanRun; plan
 
 // The file a Python argument names: a str or any os.PathLike, as text.
 std::string PathOf(const py::handle& path);

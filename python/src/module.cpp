@@ -36,4 +36,5 @@ PYBIND11_MODULE(_core, m) {
   BindScenario(m);
   BindRuns(m);
   BindSearch(m);
+  BindPlan(m);
 }

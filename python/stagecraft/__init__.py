@@ -20,12 +20,13 @@ from ._schedules import Schedule, generator_names, schedule
 from ._runs import (Comparison, RankResult, Run, RunResult, SimulatedRun, StageCosts, Trace, compare, metrics_json,
                     read_run, read_trace, simulate, to_pandas)
 from ._search import SearchResult, search
+from ._plan import Plan, PlanConfiguration, plan
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BubbleSplit", "Comparison", "DEFAULT_MAX_OPS", "Diagnostic", "Gap", "InputError", "Op", "RankResult", "Run",
-    "RunResult", "Scenario", "Schedule", "SearchRankChange", "SearchResult", "SimulatedRun", "StageCosts", "Trace",
-    "TraceOp", "compare", "generator_names", "metrics_json", "read_run", "read_trace", "schedule", "search",
+    "Plan", "PlanConfiguration", "RunResult", "Scenario", "Schedule", "SearchRankChange", "SearchResult", "SimulatedRun", "StageCosts", "Trace",
+    "TraceOp", "compare", "generator_names", "metrics_json", "plan", "read_run", "read_trace", "schedule", "search",
     "simulate", "to_pandas",
 ]

@@ -127,6 +127,17 @@ sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& config, c
 // The same as --set texts for LoadScenario / ScenarioText ("pipeline.ranks=8", ...).
 std::vector<std::string> ConfigOverrides(const PlanConfig& config, const PlanOptions& options);
 
+// The command's --recompute and --partition texts (Python's arguments too): each a name of
+// sim::kRecomputeNames / kPartitionNames; throws InputError naming `what` and the names known.
+std::vector<sim::Recompute> ParseRecomputeNames(const std::vector<std::string>& texts, std::string_view what);
+std::vector<sim::Partition> ParsePartitionNames(const std::vector<std::string>& texts, std::string_view what);
+
+// What --write-best writes: a comment naming the winner, then the scenario file at
+// `scenario_path` with `sets` and the winner's pipeline keys (sim::ScenarioText), checked to
+// load with the winner's pipeline. `result` must have a best.
+std::string BestScenarioText(const std::string& scenario_path, std::vector<std::string> sets, const PlanResult& result,
+                             const PlanOptions& options);
+
 // The report: the top `top`, why the leaders win, the rejections and the Pareto front.
 std::string DescribePlan(const PlanResult& result, int top);
 // Every simulated configuration: its layout, whether it fits, its floor, its memory terms and

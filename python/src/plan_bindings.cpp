@@ -1,0 +1,89 @@
+// The plan in Python (harness/plan.h), as `stagecraft plan` runs it: the same options, checks,
+// report, JSON, Pareto plots and the winner written as a scenario.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/harness/plan.h"
+#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::python {
+namespace {
+
+// A plan with what made it: the options (the winner's scenario keys depend on them) and the
+// scenario it planned.
+struct PlanRun {
+  std::shared_ptr<const sim::Scenario> scenario;
+  harness::PlanOptions options;
+  harness::PlanResult result;
+};
+
+PlanRun RunPlan(std::shared_ptr<const sim::Scenario> sc, int gpus, int64_t global_batch, const std::string& memory_limit,
+                std::vector<int> tensor_parallel, std::vector<std::string> schedules,
+                const std::vector<std::string>& recompute, const std::vector<std::string>& partitions,
+                std::vector<int> zero, int max_microbatch_size, int max_chunks, int top, int threads, int refine,
+                int64_t search_evaluations, double refine_seconds, int64_t max_ops) {
+  PlanRun run;
+  run.scenario = std::move(sc);
+  harness::PlanOptions& o = run.options;
+  o.gpus = gpus;
+  o.global_batch = global_batch;
+  if (!memory_limit.empty()) {  // as plan's --memory-limit reads it
+    try {
+      o.memory_limit_bytes = sim::ParseBytes(memory_limit);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("memory_limit: {}", e.what()));
+    }
+    if (o.memory_limit_bytes <= 0) throw InputError("memory_limit: the limit must be above 0 bytes");
+  }
+  o.tensor_parallel = std::move(tensor_parallel);
+  o.schedules = std::move(schedules);
+  o.recompute = harness::ParseRecomputeNames(recompute, "recompute");
+  o.partitions = harness::ParsePartitionNames(partitions, "partitions");
+  o.zero = std::move(zero);
+  o.max_microbatch_size = max_microbatch_size;
+  o.max_chunks = max_chunks;
+  o.top = top;
+  o.threads = threads;
+  o.refine = refine;
+  o.search_evaluations = search_evaluations;
+  o.refine_seconds = refine_seconds;
+  o.max_ops = max_ops;
+  run.result = harness::Plan(*run.scenario, o);
+  return run;
+}
+
+}  // namespace
+
+void BindPlan(py::module_& m) {
+  py::class_<PlanRun>(m, "PlanRun", "What `stagecraft plan` found, with the options it ran under.")
+      .def_property_readonly("json", [](const PlanRun& p) { return harness::PlanJson(p.result); },
+                             "the file `plan --json` writes")
+      .def("report", [](const PlanRun& p, int top) { return harness::DescribePlan(p.result, top); }, py::arg("top"),
+           "the text `stagecraft plan` prints")
+      .def("pareto_ascii", [](const PlanRun& p) { return harness::ParetoAscii(p.result); })
+      .def("pareto_png", [](const PlanRun& p) { return py::bytes(harness::ParetoPng(p.result)); },
+           "the image `plan --plot` writes")
+      .def_property_readonly("has_best", [](const PlanRun& p) { return p.result.best() != nullptr; })
+      .def(
+          "best_scenario_text",
+          [](const PlanRun& p) {
+            if (p.result.best() == nullptr) throw InputError("the plan has no configuration that fits");
+            return harness::BestScenarioText(p.scenario->path, p.scenario->overrides, p.result, p.options);
+          },
+          "the file `plan --write-best` writes");
+  m.def("plan", &RunPlan, py::arg("scenario"), py::arg("gpus"), py::arg("global_batch"), py::arg("memory_limit"),
+        py::arg("tensor_parallel"), py::arg("schedules"), py::arg("recompute"), py::arg("partitions"), py::arg("zero"),
+        py::arg("max_microbatch_size"), py::arg("max_chunks"), py::arg("top"), py::arg("threads"), py::arg("refine"),
+        py::arg("search_evaluations"), py::arg("refine_seconds"), py::arg("max_ops"),
+        py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace stagecraft::python

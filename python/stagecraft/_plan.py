@@ -1,0 +1,151 @@
+"""The plan, as ``stagecraft plan`` runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional, Sequence, Union
+
+from . import _core
+from ._errors import InputError
+from ._runs import RunResult, _Record
+from ._scenario import Scenario
+
+
+class PlanConfiguration(_Record):
+    """One simulated configuration of the plan, as ``plan --json`` writes it: ``rank`` (its place,
+    1 = best), ``fits``, ``pareto``, ``layout`` (the pipeline keys: schedule, ranks,
+    data_parallel, tensor_parallel, chunks, microbatches, microbatch_size, recompute, zero,
+    partition, ...), ``tflops_per_gpu``, ``peak_memory_bytes`` and its rank, ``memory_terms``, and
+    ``metrics``: the :class:`RunResult` ``simulate`` gives for the same scenario."""
+
+    rank: int
+    fits: bool
+    pareto: bool
+    layout: dict[str, Any]
+    tflops_per_gpu: float
+    peak_memory_bytes: int
+    metrics: RunResult
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.metrics = RunResult(data["metrics"])
+
+    def overrides(self) -> dict[str, Any]:
+        """The layout as ``pipeline.*`` overrides for :meth:`Scenario.load`."""
+        return {f"pipeline.{k}": v for k, v in self.layout.items()}
+
+
+class Plan:
+    """What ``stagecraft plan`` found: ``configurations`` (every simulated one, fastest fitting
+    first), ``best`` (None when nothing fits), ``pareto`` (the front of throughput against peak
+    memory, memory ascending), the counts (``enumerated``, ``simulated``, ``rejected`` by reason,
+    ``layouts_rejected``), ``notes`` (the refinement's), :meth:`report` (the text the command
+    prints), :meth:`to_json` (``--json``), :meth:`best_scenario_text` / :meth:`write_best`
+    (``--write-best``) and :meth:`write_plot` (``--plot``)."""
+
+    def __init__(self, core: _core.PlanRun, top: int) -> None:
+        self._core = core
+        self._top = top
+        self._data = json.loads(core.json)
+        self.configurations = [PlanConfiguration(c) for c in self._data["configurations"]]
+        self.enumerated: int = self._data["enumerated"]
+        self.simulated: int = self._data["simulated"]
+        self.layouts: int = self._data["layouts"]
+        self.rejected: dict[str, int] = self._data["rejected"]
+        self.layouts_rejected: dict[str, int] = self._data["layouts_rejected"]
+        self.notes: list[str] = self._data["notes"]
+        self.seconds: float = self._data["seconds"]
+
+    @property
+    def best(self) -> Optional[PlanConfiguration]:
+        """The fastest configuration that fits, or None."""
+        first = self.configurations[0] if self.configurations else None
+        return first if first is not None and first.fits else None
+
+    @property
+    def pareto(self) -> list[PlanConfiguration]:
+        """The Pareto front, peak memory ascending."""
+        front = [c for c in self.configurations if c.pareto]
+        return sorted(front, key=lambda c: c.peak_memory_bytes)
+
+    def report(self, top: Optional[int] = None) -> str:
+        """The text ``stagecraft plan`` prints (its ``--top``: ``top``, default the plan's)."""
+        return self._core.report(self._top if top is None else top)
+
+    def to_json(self) -> str:
+        """The file ``plan --json`` writes."""
+        return self._core.json
+
+    def pareto_ascii(self) -> str:
+        """The Pareto front as the terminal plot the command prints."""
+        return self._core.pareto_ascii()
+
+    def write_plot(self, path: Union[str, os.PathLike[str]]) -> None:
+        """Writes the Pareto front as the PNG ``plan --plot`` writes."""
+        with open(path, "wb") as fh:
+            fh.write(self._core.pareto_png())
+
+    def best_scenario_text(self) -> str:
+        """The winner as the scenario ``plan --write-best`` writes (``simulate`` and ``execute``
+        take it as it is); raises :class:`InputError` when nothing fits."""
+        return self._core.best_scenario_text()
+
+    def write_best(self, path: Union[str, os.PathLike[str]]) -> None:
+        """Writes :meth:`best_scenario_text` to ``path``."""
+        text = self.best_scenario_text()
+        with open(path, "w") as fh:
+            fh.write(text)
+
+    def to_pandas(self) -> Any:
+        """One row per configuration: the layout's keys and the metrics' scalars."""
+        from ._runs import _pandas
+        pandas = _pandas("Plan.to_pandas")
+        rows = []
+        for c in self.configurations:
+            row = {"rank": c.rank, "fits": c.fits, "pareto": c.pareto, "tflops_per_gpu": c.tflops_per_gpu,
+                   "peak_memory_bytes": c.peak_memory_bytes}
+            row.update(c.layout)
+            row.update({k: v for k, v in c.metrics.to_dict().items() if not isinstance(v, (list, dict))
+                        and k not in c.layout})
+            rows.append(row)
+        return pandas.DataFrame(rows)
+
+
+def _names(value: Optional[Sequence[Any]], what: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)):
+        raise InputError(f"{what}: expected a list, got the text {value!r}")
+    return list(value)
+
+
+def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[str, int, None] = None,
+         tensor_parallel: Optional[Sequence[int]] = None, schedules: Optional[Sequence[str]] = None,
+         recompute: Optional[Sequence[str]] = None, partitions: Optional[Sequence[str]] = None,
+         zero: Optional[Sequence[int]] = None, max_microbatch_size: int = 0, max_chunks: int = 8, top: int = 10,
+         threads: int = 0, refine: int = 3, search_evaluations: int = 0, refine_seconds: float = 20.0,
+         max_ops: int = 0) -> Plan:
+    """How to run the scenario's model on ``gpus`` devices for a global batch of
+    ``global_batch`` samples, as ``stagecraft plan SCENARIO --gpus N --global-batch B`` plans it:
+    every layout P x D x T, microbatch split, schedule with its chunks, recompute, ZeRO and
+    partition the topology and model allow, pruned by lower bounds and simulated on every core
+    (docs/plan.md). The optional arguments are the command's flags (None: all): ``memory_limit``
+    a size ("60GiB" or an int of bytes; None: pipeline.memory_limit, else the device's),
+    ``tensor_parallel`` the T to try, ``schedules`` the generators (``"auto"`` for the searched
+    order), ``recompute`` of none/selective/full, ``partitions`` of even/balanced, ``zero`` of
+    0/1. Releases the GIL while it plans."""
+    limit = "" if memory_limit is None else str(memory_limit)
+    zeros = _names(zero, "zero")
+    for z in zeros:
+        if z not in (0, 1):
+            raise InputError(f"zero: expected 0 or 1, got {z}")
+    if threads < 0:
+        raise InputError(f"threads: expected at least 1 (or 0: every core), got {threads}")
+    if search_evaluations < 0:
+        raise InputError("search_evaluations: expected at least 1 (or 0: the scenario's)")
+    core = _core.plan(scenario._core, gpus, global_batch, limit, _names(tensor_parallel, "tensor_parallel"),
+                      _names(schedules, "schedules"), _names(recompute, "recompute"),
+                      _names(partitions, "partitions"), zeros, max_microbatch_size, max_chunks, top, threads,
+                      refine, search_evaluations, float(refine_seconds), max_ops)
+    return Plan(core, top)

@@ -1,0 +1,95 @@
+"""`stagecraft.plan` against `stagecraft plan`: the same configurations and metrics, the same
+report, the same best scenario, the same error lines; and the hand-worked space of 4 devices on
+nodes of 2 for a batch of 8 (T in {1, 2, 4}: 6 layouts, T = 4 leaves the node)."""
+
+import json
+import unittest
+
+import stagecraft
+from support import SCENARIOS, TempDirCase, cli_error_line, run_cli
+
+TINY = """name: tiny
+topology:
+  device: {name: tiny-gpu, peak: 100TFLOPS, memory: 8GiB, efficiency: 0.5}
+  nodes: 2
+  devices_per_node: 2
+  links:
+    - {scope: node, bandwidth: 100GB/s, latency: 2us}
+    - {scope: cluster, bandwidth: 10GB/s, latency: 5us}
+model:
+  transformer: {layers: 8, hidden: 1024, heads: 8, seq: 512, vocab: 8192}
+pipeline:
+  schedule: 1f1b
+  ranks: 2
+  microbatches: 4
+training: {optimizer: adam, lr: 0.001, dtype: bf16}
+"""
+
+
+def without_timing(value):
+    """The plan's JSON without what depends on the clock or the threads' order."""
+    if isinstance(value, dict):
+        return {k: without_timing(v) for k, v in value.items() if k not in ("seconds", "threads")}
+    if isinstance(value, list):
+        return [without_timing(v) for v in value]
+    return value
+
+
+class PlanTest(TempDirCase):
+    def setUp(self):
+        super().setUp()
+        (self.tmp / "tiny.yaml").write_text(TINY)
+        self.tiny = self.tmp / "tiny.yaml"
+
+    def test_hand_worked_space(self):
+        p = stagecraft.plan(stagecraft.Scenario.load(self.tiny), gpus=4, global_batch=8, schedules=["1f1b"],
+                            recompute=["none"], partitions=["even"], top=100)
+        self.assertEqual(p.layouts, 6)
+        self.assertEqual(p.layouts_rejected["topology"], 1)
+        self.assertEqual(p.enumerated, 24)
+        self.assertEqual(len(p.configurations), 24)
+        self.assertIsNotNone(p.best)
+        self.assertEqual(p.best.rank, 1)
+        # The best is the fastest fitting one, and simulate gives it the same step.
+        fitting = [c.metrics.step_time_ms for c in p.configurations if c.fits]
+        self.assertEqual(p.best.metrics.step_time_ms, min(fitting))
+        again = stagecraft.simulate(stagecraft.Scenario.load(self.tiny, p.best.overrides()))[0]
+        self.assertAlmostEqual(again.step_time_ms, p.best.metrics.step_time_ms, places=6)
+        front = p.pareto
+        self.assertTrue(front)
+        for a, b in zip(front, front[1:]):  # memory up, throughput strictly up
+            self.assertLess(a.metrics.throughput_samples_per_s, b.metrics.throughput_samples_per_s)
+
+    def test_same_as_the_command(self):
+        scenario = SCENARIOS / "gpt-1.3b-8xh100.yaml"
+        flags = ["--gpus", 8, "--global-batch", 32, "--threads", 1, "--refine", 1, "--search-evaluations", 100]
+        _, out, _ = run_cli("plan", scenario, *flags, "--json", self.tmp / "plan.json",
+                            "--write-best", self.tmp / "best.yaml")
+        p = stagecraft.plan(stagecraft.Scenario.load(scenario), gpus=8, global_batch=32, threads=1, refine=1,
+                            search_evaluations=100)
+        self.assertEqual(without_timing(json.loads(p.to_json())),
+                         without_timing(json.loads((self.tmp / "plan.json").read_text())))
+        self.assertEqual(p.best_scenario_text(), (self.tmp / "best.yaml").read_text())
+        # The report, less the lines that time the run.
+        def steady(text):
+            return [line for line in text.splitlines() if " s on " not in line and not line.startswith("wrote ")]
+        self.assertEqual(steady(p.report()), steady(out))
+        p.write_plot(self.tmp / "front.png")
+        self.assertEqual((self.tmp / "front.png").read_bytes()[1:4], b"PNG")
+
+    def test_bad_input_is_the_commands_line(self):
+        scenario = stagecraft.Scenario.load(self.tiny)
+        line = cli_error_line("plan", self.tiny, "--gpus", 5, "--global-batch", 8)
+        with self.assertRaises(stagecraft.InputError) as caught:
+            stagecraft.plan(scenario, gpus=5, global_batch=8)
+        self.assertEqual(f"stagecraft: error: {caught.exception}", line)
+        with self.assertRaisesRegex(stagecraft.InputError, "^recompute: 'some' is not one of none, selective, full$"):
+            stagecraft.plan(scenario, gpus=4, global_batch=8, recompute=["some"])
+        with self.assertRaisesRegex(stagecraft.InputError, "^memory_limit: "):
+            stagecraft.plan(scenario, gpus=4, global_batch=8, memory_limit="lots")
+        with self.assertRaisesRegex(stagecraft.InputError, "^zero: expected 0 or 1, got 2$"):
+            stagecraft.plan(scenario, gpus=4, global_batch=8, zero=[2])
+
+
+if __name__ == "__main__":
+    unittest.main()
