@@ -83,12 +83,13 @@ std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
 namespace {
 
 // The chunks each generator runs at P ranks: interleaved every v from 2 to max_chunks with P·v
-// dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2;
-// none at P = 1, where there is no pipeline whose bubble chunks could shrink (the same run as
-// 1F1B's, with more ops).
-std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int layers, int max_chunks) {
+// dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2.
+// None on one device alone (P = 1, D = 1): no bubble for chunks to shrink and no all-reduce for
+// them to overlap (with replicas, each chunk's all-reduce starts when its backward ends, as
+// DDP's buckets do), so the same run as 1F1B's with more ops.
+std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int data_parallel, int layers, int max_chunks) {
   if (!info.interleaved) return {1};
-  if (ranks == 1) return {};
+  if (ranks == 1 && data_parallel == 1) return {};
   if (info.placement == schedules::Placement::kV) return {2};
   std::vector<int> out;
   for (int v = 2; v <= max_chunks && int64_t{ranks} * v <= layers; ++v) {
@@ -192,7 +193,7 @@ class Enumerator {
 
   void Schedule(PlanConfig c, const GeneratorInfo& info, const std::vector<int>& zeros) {
     c.schedule = std::string(info.name);
-    std::vector<int> chunks = ChunksFor(info, c.ranks, space_.layers, space_.options.max_chunks);
+    std::vector<int> chunks = ChunksFor(info, c.ranks, c.data_parallel, space_.layers, space_.options.max_chunks);
     const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());
     if (chunks.empty()) {  // interleaved with no v that divides the layers
       result_->enumerated += variants;
