@@ -6,23 +6,7 @@
 # simulates to the same step; --plot is a PNG; bad input is one line and leaves no output.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-cat >"$tmp/tiny.yaml" <<'EOF'
-name: tiny
-topology:
-  device: {name: tiny-gpu, peak: 100TFLOPS, memory: 8GiB, efficiency: 0.5}
-  nodes: 2
-  devices_per_node: 2
-  links:
-    - {scope: node, bandwidth: 100GB/s, latency: 2us}
-    - {scope: cluster, bandwidth: 10GB/s, latency: 5us}
-model:
-  transformer: {layers: 8, hidden: 1024, heads: 8, seq: 512, vocab: 8192}
-pipeline:
-  schedule: 1f1b
-  ranks: 2
-  microbatches: 4
-training: {optimizer: adam, lr: 0.001, dtype: bf16}
-EOF
+cp "$root/tests/data/plan-tiny.yaml" "$tmp/tiny.yaml"
 scenario="$tmp/tiny.yaml"
 json_of() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 

@@ -22,23 +22,7 @@
 namespace stagecraft::harness {
 namespace {
 
-// 8 layers of hidden 1024 (8 heads) on 2 nodes of 2 devices of 8 GiB.
-constexpr const char* kTiny = R"(name: tiny
-topology:
-  device: {name: tiny-gpu, peak: 100TFLOPS, memory: 8GiB, efficiency: 0.5}
-  nodes: 2
-  devices_per_node: 2
-  links:
-    - {scope: node, bandwidth: 100GB/s, latency: 2us}
-    - {scope: cluster, bandwidth: 10GB/s, latency: 5us}
-model:
-  transformer: {layers: 8, hidden: 1024, heads: 8, seq: 512, vocab: 8192}
-pipeline:
-  schedule: 1f1b
-  ranks: 2
-  microbatches: 4
-training: {optimizer: adam, lr: 0.001, dtype: bf16}
-)";
+// tests/data/plan-tiny.yaml: 8 layers of hidden 1024 (8 heads) on 2 nodes of 2 devices of 8 GiB.
 
 class PlanTest : public ::testing::Test {
  protected:
@@ -48,7 +32,7 @@ class PlanTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "tiny.yaml").string();
-    std::ofstream(path_) << kTiny;
+    std::filesystem::copy_file(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/data/plan-tiny.yaml", path_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

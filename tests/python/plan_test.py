@@ -3,27 +3,12 @@ report, the same best scenario, the same error lines; and the hand-worked space 
 nodes of 2 for a batch of 8 (T in {1, 2, 4}: 6 layouts, T = 4 leaves the node)."""
 
 import json
+import shutil
 import unittest
 
 import stagecraft
-from support import SCENARIOS, TempDirCase, cli_error_line, run_cli
+from support import DATA, SCENARIOS, TempDirCase, cli_error_line, run_cli
 
-TINY = """name: tiny
-topology:
-  device: {name: tiny-gpu, peak: 100TFLOPS, memory: 8GiB, efficiency: 0.5}
-  nodes: 2
-  devices_per_node: 2
-  links:
-    - {scope: node, bandwidth: 100GB/s, latency: 2us}
-    - {scope: cluster, bandwidth: 10GB/s, latency: 5us}
-model:
-  transformer: {layers: 8, hidden: 1024, heads: 8, seq: 512, vocab: 8192}
-pipeline:
-  schedule: 1f1b
-  ranks: 2
-  microbatches: 4
-training: {optimizer: adam, lr: 0.001, dtype: bf16}
-"""
 
 
 def without_timing(value):
@@ -38,8 +23,8 @@ def without_timing(value):
 class PlanTest(TempDirCase):
     def setUp(self):
         super().setUp()
-        (self.tmp / "tiny.yaml").write_text(TINY)
         self.tiny = self.tmp / "tiny.yaml"
+        shutil.copy(DATA / "plan-tiny.yaml", self.tiny)
 
     def test_hand_worked_space(self):
         p = stagecraft.plan(stagecraft.Scenario.load(self.tiny), gpus=4, global_batch=8, schedules=["1f1b"],
