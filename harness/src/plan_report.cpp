@@ -41,10 +41,10 @@ double Gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 *
 std::string TableRow(int rank, const PlanEntry& e) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
-  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>4} {:>5} {:>2}  {:<9} {:>4} {:>13.3f} {:>11.2f} {:>8.1f} "
-                     "{:>6.2f}% {:>12}  {}\n",
+  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} {:>11.2f} "
+                     "{:>8.1f} {:>6.2f}% {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
-                     c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero,
+                     c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, e.tflops_per_gpu,
                      100 * e.metrics.bubble_fraction, FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')));
@@ -117,16 +117,38 @@ std::string DescribePlan(const PlanResult& r, int top) {
                      r.threads == 1 ? "" : "s");
   for (const std::string& note : r.notes) out += "note: " + note + "\n";
   out += fmt::format("top {} by throughput:\n", top);
-  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>4} {:>5} {:>2}  {:<9} {:>4} {:>13} {:>11} {:>8} {:>7} {:>12}  {}\n",
-                     "#", "schedule", "P", "D", "T", "b", "m", "v", "recompute", "zero", "step ms", "samples/s",
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>12}  {}\n",
+                     "#", "schedule", "P", "D", "T", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
                      "TFLOP/s", "bubble", "peak memory", "largest term");
-  int shown = 0;
+  // One row per distinct run: schedules that make the same run on a layout (the same step to the
+  // nanosecond and the same peak, as 1F1B and ZB-H1 on one pipeline rank) share a row.
+  std::vector<const PlanEntry*> rows;
+  std::vector<std::vector<std::string>> same;
   for (const PlanEntry& e : r.entries) {
-    if (!e.fits || shown == top) break;
-    out += TableRow(++shown, e);
+    if (!e.fits) break;
+    bool merged = false;
+    for (size_t k = 0; k < rows.size() && !merged; ++k) {
+      PlanConfig a = rows[k]->config, b = e.config;
+      a.schedule = b.schedule;
+      if (a == b && rows[k]->metrics.makespan_ns == e.metrics.makespan_ns && rows[k]->peak_bytes == e.peak_bytes) {
+        same[k].push_back(e.config.schedule);
+        merged = true;
+      }
+    }
+    if (merged) continue;
+    if (static_cast<int>(rows.size()) == top) break;
+    rows.push_back(&e);
+    same.emplace_back();
   }
-  std::vector<const PlanEntry*> leaders;
-  for (int i = 0; i < std::min<int>(3, shown); ++i) leaders.push_back(&r.entries[i]);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    std::string row = TableRow(static_cast<int>(k) + 1, *rows[k]);
+    if (!same[k].empty()) {
+      row.pop_back();
+      row += fmt::format("  (the same run: {})\n", fmt::join(same[k], ", "));
+    }
+    out += row;
+  }
+  std::vector<const PlanEntry*> leaders(rows.begin(), rows.begin() + std::min<size_t>(3, rows.size()));
   out += WhyTheLeadersWin(leaders);
   out += fmt::format("Pareto front, throughput against peak memory ({} of {} fitting configurations):\n", r.pareto.size(),
                      std::count_if(r.entries.begin(), r.entries.end(), [](const PlanEntry& e) { return e.fits; }));
