@@ -13,14 +13,9 @@
 
 #include "command_support.h"
 #include "commands.h"
-#include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/base/format.h"
-#include "stagecraft/base/output_file.h"
 #include "stagecraft/harness/plan.h"
-#include "stagecraft/sim/enum_names.h"
 #include "stagecraft/sim/scenario.h"
-#include "stagecraft/sim/units.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -49,14 +44,7 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
   harness::PlanOptions o;
   o.gpus = f.gpus;
   o.global_batch = f.global_batch;
-  if (!f.memory_limit.empty()) {
-    try {
-      o.memory_limit_bytes = sim::ParseBytes(f.memory_limit);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("--memory-limit: {}", e.what()));
-    }
-    if (o.memory_limit_bytes <= 0) throw InputError("--memory-limit: the limit must be above 0 bytes");
-  }
+  o.memory_limit_bytes = harness::ParsePlanMemoryLimit(f.memory_limit, "--memory-limit");
   o.tensor_parallel = f.tensor_parallel;
   o.schedules = f.schedules;
   o.recompute = harness::ParseRecomputeNames(f.recompute, "--recompute");

@@ -29,6 +29,7 @@
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/topology.h"
+#include "stagecraft/sim/units.h"
 
 namespace stagecraft::harness {
 
@@ -523,6 +524,18 @@ std::vector<sim::Recompute> ParseRecomputeNames(const std::vector<std::string>& 
 
 std::vector<sim::Partition> ParsePartitionNames(const std::vector<std::string>& texts, std::string_view what) {
   return ParseNames(texts, sim::kPartitionNames, what);
+}
+
+int64_t ParsePlanMemoryLimit(const std::string& text, std::string_view what) {
+  if (text.empty()) return 0;
+  int64_t bytes = 0;
+  try {
+    bytes = sim::ParseBytes(text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", what, e.what()));
+  }
+  if (bytes <= 0) throw InputError(fmt::format("{}: the limit must be above 0 bytes", what));
+  return bytes;
 }
 
 std::string BestScenarioText(const std::string& scenario_path, std::vector<std::string> sets, const PlanResult& r,

@@ -325,15 +325,16 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
   // time the search prefers those that leave the other ranks slack, a way off a plateau.
   std::mt19937_64 rng(options.seed);
   Schedule current = c.schedule, best = c.schedule;
-  auto score_of = [&](const schedules::RunRecord& rec) {
+  // `step_ns`: the judge's RunStepNs of `rec`.
+  auto score_of = [&](const schedules::RunRecord& rec, int64_t step_ns) {
     double spans = 0;
     for (const schedules::RankRecord& rr : rec.ranks) {
       spans += static_cast<double>(rr.last_compute_end_ns - std::max<int64_t>(rr.first_f_start_ns, 0));
     }
-    return static_cast<double>(RunStepNs(rec, steps)) + 0.05 * spans / static_cast<double>(rec.ranks.size());
+    return static_cast<double>(step_ns) + 0.05 * spans / static_cast<double>(rec.ranks.size());
   };
   schedules::RunRecord run, best_run = c.run;  // the move's simulation; the best order's
-  double current_score = score_of(c.run);
+  double current_score = score_of(c.run, best_start_ns);
   int64_t best_ns = best_start_ns;
   double best_score = current_score;
   const double t0 = 0.01 * static_cast<double>(best_start_ns);  // accepts a 1% loss early on
@@ -399,7 +400,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
       continue;
     }
     ++result.evaluations;
-    const double score = score_of(run);
+    const double score = score_of(run, *ns);
     const double delta = score - current_score;
     const double temperature = t0 * (1 - progress);
     const double draw = std::uniform_real_distribution<double>(0, 1)(rng);

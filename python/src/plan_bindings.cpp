@@ -12,7 +12,6 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/harness/plan.h"
 #include "stagecraft/sim/scenario.h"
-#include "stagecraft/sim/units.h"
 
 namespace stagecraft::python {
 namespace {
@@ -35,14 +34,7 @@ PlanRun RunPlan(std::shared_ptr<const sim::Scenario> sc, int gpus, int64_t globa
   harness::PlanOptions& o = run.options;
   o.gpus = gpus;
   o.global_batch = global_batch;
-  if (!memory_limit.empty()) {  // as plan's --memory-limit reads it
-    try {
-      o.memory_limit_bytes = sim::ParseBytes(memory_limit);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("memory_limit: {}", e.what()));
-    }
-    if (o.memory_limit_bytes <= 0) throw InputError("memory_limit: the limit must be above 0 bytes");
-  }
+  o.memory_limit_bytes = harness::ParsePlanMemoryLimit(memory_limit, "memory_limit");
   o.tensor_parallel = std::move(tensor_parallel);
   o.schedules = std::move(schedules);
   o.recompute = harness::ParseRecomputeNames(recompute, "recompute");
