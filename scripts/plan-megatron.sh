@@ -14,16 +14,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY runs another build
 [[ -x "$sc" ]] || "$root/scripts/build.sh" >/dev/null
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" "$tmp" "$@" <<'PY'
-import csv, json, subprocess, sys, time
+import json, subprocess, sys, time
+import megatron_sc21
 sc, scenario, table, tmp, *extra = sys.argv[1:]
 rows_wanted = None
 if extra[:1] == ["--rows"]:
     rows_wanted = {int(x) for x in extra[1].split(",")}
     extra = extra[2:]
-with open(table) as fh:
-    rows = list(csv.DictReader(line for line in fh if line.strip() and not line.startswith("#")))
-seq, vocab = 2048, 51200
 KEYS = ["schedule", "ranks", "data_parallel", "tensor_parallel", "microbatch_size", "microbatches", "chunks", "zero",
         "partition"]
 SHORT = {"ranks": "P", "data_parallel": "D", "tensor_parallel": "T", "microbatch_size": "b", "microbatches": "m",
@@ -36,41 +35,31 @@ print(f"{'model':>8} {'gpus':>5}  {'plan best (TFLOP/s per GPU)':<58} {'paper la
       f"{'configs':>8} {'simulated':>9} {'s':>6}  differs in")
 bad = 0
 total = time.time()
-for index, r in enumerate(rows, 1):
+for index, r in enumerate(megatron_sc21.rows(table), 1):
     if rows_wanted and index not in rows_wanted:
         continue
-    l, h, a = int(r["layers"]), int(r["hidden"]), int(r["heads"])
-    t, p, gpus = int(r["tensor_parallel"]), int(r["pipeline_parallel"]), int(r["gpus"])
-    b, batch = int(r["microbatch"]), int(r["global_batch"])
-    d = gpus // (t * p)
-    m = batch // (b * d)
-    lpvs = r["layers_per_virtual_stage"]
-    chunks = l // (p * int(lpvs)) if lpvs else 1
-    paper = {"schedule": "interleaved" if chunks > 1 else "1f1b", "ranks": p, "data_parallel": d, "tensor_parallel": t,
-             "microbatch_size": b, "microbatches": m, "chunks": chunks, "zero": 0, "partition": "even"}
-    sets = ["--set", f"name=megatron-sc21-{r['params_b']}b", "--set", f"topology.nodes={max(1, gpus // 8)}",
-            "--set", f"model.transformer={{layers: {l}, hidden: {h}, heads: {a}, seq: {seq}, vocab: {vocab}}}"]
+    gpus, batch = r.gpus, r.global_batch
+    paper = dict(r.layout, zero=0, partition="even")
+    sets = r.model_sets()
     start = time.time()
     plan = subprocess.run([sc, "plan", scenario, *sets, "--gpus", str(gpus), "--global-batch", str(batch),
                            "--recompute", "full", "--refine", "0", "--json", f"{tmp}/plan.json", *extra],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.time() - start
     if plan.returncode != 0:
-        print(f"{r['params_b'] + 'B':>8} {gpus:>5}  plan failed: {plan.stderr.strip()}")
+        print(f"{r.params_b + 'B':>8} {gpus:>5}  plan failed: {plan.stderr.strip()}")
         bad += 1
         continue
     with open(f"{tmp}/plan.json") as fh:
         planned = json.load(fh)
     best = planned["configurations"][0]
-    paper_sets = [f"pipeline.{k}={v}" for k, v in paper.items()]
-    sim = subprocess.run([sc, "simulate", scenario, *sets, *sum((["--set", s] for s in paper_sets), []),
-                          "--json", f"{tmp}/paper.json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    flops = 96 * batch * seq * l * h * h * (1 + seq / (6 * h) + vocab / (16 * l * h))
-    tflops = lambda ms: flops / (ms / 1e3) / gpus / 1e12
+    sim = subprocess.run([sc, "simulate", scenario, *sets, *r.layout_sets(paper), "--json", f"{tmp}/paper.json"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tflops = lambda ms: r.flops() / (ms / 1e3) / gpus / 1e12
     best_ms = best["metrics"]["step_time_ms"]
     plan_text = f"{describe(best['layout'])} {tflops(best_ms):6.1f}"
     if sim.returncode != 0:
-        print(f"{r['params_b'] + 'B':>8} {gpus:>5}  {plan_text:<58} paper layout failed: {sim.stderr.strip()}")
+        print(f"{r.params_b + 'B':>8} {gpus:>5}  {plan_text:<58} paper layout failed: {sim.stderr.strip()}")
         bad += 1
         continue
     with open(f"{tmp}/paper.json") as fh:
@@ -81,7 +70,7 @@ for index, r in enumerate(rows, 1):
     bad += 0 if ok else 1
     differs = [f"{SHORT[k] or k} {paper[k]}->{best['layout'][k]}" for k in KEYS if best["layout"][k] != paper[k]]
     paper_text = f"{describe(paper)} {tflops(paper_ms):6.1f}{' OOM' if paper_oom else ''}"
-    print(f"{r['params_b'] + 'B':>8} {gpus:>5}  {plan_text:<58} {paper_text:<46} {paper_ms / best_ms:>9.3f}x  "
+    print(f"{r.params_b + 'B':>8} {gpus:>5}  {plan_text:<58} {paper_text:<46} {paper_ms / best_ms:>9.3f}x  "
           f"{'yes' if ok else 'NO ':<3} {planned['enumerated']:>8} {planned['simulated']:>9} {seconds:>6.1f}  "
           f"{', '.join(differs) or 'the same layout'}")
     sys.stdout.flush()

@@ -1,0 +1,46 @@
+"""Megatron-LM's weak-scaling table (Narayanan et al., SC'21, Table 1:
+tests/data/megatron_sc21_table1.csv) as the scripts read it: each row's model as --set overrides
+of scenarios/published/megatron-sc21.yaml, the paper's own parallel layout, and the paper's FLOP
+count per iteration. Shared by scripts/validate-published.sh and scripts/plan-megatron.sh."""
+import csv
+
+SEQ, VOCAB = 2048, 51200
+
+
+class Row:
+    """One row: its sizes, and the layout the paper ran it with (D and m derived from the GPUs and
+    the batch; interleaved 1F1B where the row states layers per virtual stage)."""
+
+    def __init__(self, r):
+        self.params_b = r["params_b"]
+        self.layers, self.hidden, self.heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
+        self.gpus, self.global_batch = int(r["gpus"]), int(r["global_batch"])
+        self.tflops_per_gpu = float(r["tflops_per_gpu"])
+        t, p, b = int(r["tensor_parallel"]), int(r["pipeline_parallel"]), int(r["microbatch"])
+        d = self.gpus // (t * p)
+        lpvs = r["layers_per_virtual_stage"]
+        chunks = self.layers // (p * int(lpvs)) if lpvs else 1
+        self.layout = {"schedule": "interleaved" if chunks > 1 else "1f1b", "ranks": p, "data_parallel": d,
+                       "tensor_parallel": t, "microbatch_size": b, "microbatches": self.global_batch // (b * d),
+                       "chunks": chunks}
+
+    def model_sets(self):
+        """The row's name, nodes and transformer as --set arguments."""
+        return ["--set", f"name=megatron-sc21-{self.params_b}b", "--set", f"topology.nodes={max(1, self.gpus // 8)}",
+                "--set", f"model.transformer={{layers: {self.layers}, hidden: {self.hidden}, heads: {self.heads}, "
+                f"seq: {SEQ}, vocab: {VOCAB}}}"]
+
+    def layout_sets(self, layout=None):
+        """A layout (default the paper's) as pipeline.* --set arguments."""
+        return sum((["--set", f"pipeline.{k}={v}"] for k, v in (layout or self.layout).items()), [])
+
+    def flops(self):
+        """The paper's FLOPs per iteration, 96·B·s·l·h²·(1 + s/6h + V/16lh), recompute included."""
+        l, h = self.layers, self.hidden
+        return 96 * self.global_batch * SEQ * l * h * h * (1 + SEQ / (6 * h) + VOCAB / (16 * l * h))
+
+
+def rows(table):
+    """Every row of the table file."""
+    with open(table) as fh:
+        return [Row(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]
