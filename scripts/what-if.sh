@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# What-if against reality (issue 31): execute one schedule, replay it into every other schedule
-# and two other microbatch counts (`stagecraft replay --set ...`: each stage's pass times are the
-# run's medians), then execute those and compare, schedule by schedule.
+# What-if against reality (issue 31): for every schedule at the scenario's microbatch count and
+# at half and twice it, execute the base schedule (1F1B), replay it into that what-if
+# (`stagecraft replay --set ...`: each stage's pass times are the base run's medians, scaled by
+# how the profile's cost model says each pass changes between the two schedules), execute the
+# what-if right after, and compare.
 #
-# The replay knows the op times of the base run only. When the machine's speed moved between
-# the base run and a later one, the what-if is off by that much whatever the model, so every
-# executed run reports its op-time drift against the base run: the change of its stages' median
-# F (the one pass every schedule runs the same way, so a change is the machine's, not the
-# schedule's). Runs whose drift stays under 2% are where the what-if's own error shows; the
-# summary gives the median and largest |error| over those and over all.
+# The replay knows the op times of its base run only. When the machine's speed moved between
+# the base run and the what-if's run, the what-if is off by that much whatever the model, so
+# every pair reports its op-time drift: the change of the stages' median F from the base run
+# to the what-if's run (the one pass every schedule runs the same way; GPipe's many stashes
+# slow its F too, which counts as drift). Pairs whose drift stays under 2% are where the
+# what-if's own error shows; the summary gives the median and largest |error| over those and
+# over all.
 # A benchmark, not a test: it exits 0 whatever the errors (non-zero only when a run fails).
 #
 # Usage: scripts/what-if.sh [RUNS] [SCENARIO]   (default 2 and scenarios/mlp-cpu.yaml; a
@@ -44,39 +47,56 @@ logged() {
   fi
 }
 
+# The profile measures what one run of one schedule cannot show: I and W apart (a 1F1B run has
+# only B) and the STEP of a schedule that steps every microbatch; the replay takes from it how a
+# pass changes from the base schedule to another, and from the base run each pass's level.
+logged "$out/profile.log" "$root/scripts/mpirun.sh" "$ranks" "$sc" profile "$scenario" --out "$out/profile.yaml"
+
+# Every what-if is its own pair: the base schedule executed, replayed into the what-if, and the
+# what-if executed right after, so the two runs of a pair see the machine at nearly one speed
+# (a shared machine's speed moves by several percent over a minute).
+"$sc" simulate "$scenario" --set pipeline.schedule=all --json "$out/names.json" >/dev/null
+read -r -a names < <(python3 -c 'import json, sys; print(" ".join(s["schedule"] for s in json.load(open(sys.argv[1]))["schedules"]))' "$out/names.json")
 for ((k = 1; k <= runs; ++k)); do
   d="$out/run$k"
   mkdir -p "$d"
-  logged "$d/base.log" "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
-    --set pipeline.schedule="$base_schedule" --json "$d/base.json" --trace "$d/base.trace.json"
   for mb in "${counts[@]}"; do
-    # The prediction first, from the base run alone; then the runs it predicts.
-    logged "$d/whatif.$mb.log" "$sc" replay "$d/base.json" --trace "$d/base.trace.json" \
-      --set pipeline.schedule=all --set pipeline.microbatches="$mb" --json "$d/whatif.$mb.json"
-    logged "$d/measured.$mb.log" "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
-      --set pipeline.schedule=all --set pipeline.microbatches="$mb" --json "$d/measured.$mb.json"
-    logged "$d/compare.$mb.log" "$sc" compare "$d/whatif.$mb.json" "$d/measured.$mb.json" --json "$d/compare.$mb.json"
+    for name in "${names[@]}"; do
+      p="$d/$name.$mb"
+      logged "$p.base.log" "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
+        --set pipeline.schedule="$base_schedule" --json "$p.base.json" --trace "$p.base.trace.json"
+      # The prediction first, from the base run alone; then the run it predicts.
+      logged "$p.whatif.log" "$sc" replay "$p.base.json" --trace "$p.base.trace.json" \
+        --set pipeline.schedule="$name" --set pipeline.microbatches="$mb" --set model.profile="$out/profile.yaml" \
+        --json "$p.whatif.json"
+      logged "$p.measured.log" "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
+        --set pipeline.schedule="$name" --set pipeline.microbatches="$mb" --json "$p.measured.json"
+      logged "$p.compare.log" "$sc" compare "$p.whatif.json" "$p.measured.json" --json "$p.compare.json"
+    done
   done
   echo "run $k done"
 done
 
-python3 - "$out" "$runs" "${counts[@]}" <<'EOF'
+python3 - "$out" "$runs" "${#names[@]}" "${names[@]}" "${counts[@]}" <<'EOF'
 import json, statistics, sys
-out, runs, counts = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
+out, runs, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+names, counts = sys.argv[4:4 + n], [int(x) for x in sys.argv[4 + n:]]
 
 def forward_ms(schedule):
     # The stages' median F summed: the machine's speed on the one pass every schedule runs alike.
     return sum(s["forward_ms"] for s in schedule["stages"])
 
+def first(path):
+    return json.load(open(path))["schedules"][0]
+
 rows = []
 for k in range(1, runs + 1):
-    base = json.load(open(f"{out}/run{k}/base.json"))["schedules"][0]
-    f0 = forward_ms(base)
     for mb in counts:
-        measured = {s["schedule"]: s for s in json.load(open(f"{out}/run{k}/measured.{mb}.json"))["schedules"]}
-        for c in json.load(open(f"{out}/run{k}/compare.{mb}.json"))["schedules"]:
-            name = c["schedule"]
-            drift = 100 * (forward_ms(measured[name]) - f0) / f0
+        for name in names:
+            p = f"{out}/run{k}/{name}.{mb}"
+            f0 = forward_ms(first(f"{p}.base.json"))
+            c = first(f"{p}.compare.json")
+            drift = 100 * (forward_ms(first(f"{p}.measured.json")) - f0) / f0
             rows.append((k, name, mb, c["step_time_ms"]["predicted"], c["step_time_ms"]["measured"],
                          c["step_time_ms"]["error_pct"], c["bubble_fraction"]["error_pp"], drift))
 print()

@@ -65,7 +65,8 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
 
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const std::string& trace_path,
-                           const schedules::RunRecord* record, const RunVariation& variation) {
+                           const schedules::RunRecord* record, const RunVariation& variation,
+                           const sim::CostTable* ran_model) {
   using schedules::OpKind;
   const int stages = schedule.stages();
   if (static_cast<int>(measured.stage_costs.size()) != stages) {
@@ -88,20 +89,37 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     const int64_t f = median(OpKind::kF), b = median(OpKind::kB), i = median(OpKind::kI), w = median(OpKind::kW);
     const int64_t step = median(OpKind::kStep);
     if (f < 0) throw InputError(fmt::format("{}: no F of stage {} in the run", trace_path, st));
-    cost.forward_ns = f;
-    const int64_t modelled = cost.backward_input_ns + cost.backward_weight_ns;
-    const double input_share = modelled > 0 ? static_cast<double>(cost.backward_input_ns) / modelled : 0.5;
+    // The model's pass on this schedule against the same pass on the one that ran.
+    const sim::StageCost& was = ran_model != nullptr && ran_model->stages.size() == base.stages.size()
+                                    ? ran_model->stages[st]
+                                    : cost;
+    const auto fused = [](const sim::StageCost& c) {
+      return c.fused_backward_ns > 0 ? c.fused_backward_ns : c.backward_input_ns + c.backward_weight_ns;
+    };
+    const auto scaled = [](int64_t measured_ns, int64_t model_ns, int64_t model_ran_ns) -> int64_t {
+      if (model_ns <= 0 || model_ran_ns <= 0) return measured_ns;
+      return std::llround(static_cast<double>(measured_ns) * static_cast<double>(model_ns) /
+                          static_cast<double>(model_ran_ns));
+    };
+    const sim::StageCost model = cost;
+    cost.forward_ns = scaled(f, model.forward_ns, was.forward_ns);
     if (i >= 0 && w >= 0) {
-      cost.backward_input_ns = i;
-      cost.backward_weight_ns = w;
-      cost.fused_backward_ns = b >= 0 ? b : 0;
+      cost.backward_input_ns = scaled(i, model.backward_input_ns, was.backward_input_ns);
+      cost.backward_weight_ns = scaled(w, model.backward_weight_ns, was.backward_weight_ns);
+      cost.fused_backward_ns = b >= 0 ? scaled(b, fused(model), fused(was)) : 0;
     } else if (b >= 0) {
-      cost.backward_input_ns = std::llround(b * input_share);
-      cost.backward_weight_ns = b - cost.backward_input_ns;
-      cost.fused_backward_ns = b;
+      const int64_t model_b = fused(model), ran_b = fused(was);
+      if (model.backward_input_ns + model.backward_weight_ns > 0 && ran_b > 0) {
+        cost.backward_input_ns = scaled(b, model.backward_input_ns, ran_b);
+        cost.backward_weight_ns = scaled(b, model.backward_weight_ns, ran_b);
+      } else {  // a model without the split: halves
+        cost.backward_input_ns = b / 2;
+        cost.backward_weight_ns = b - b / 2;
+      }
+      cost.fused_backward_ns = scaled(b, model_b, ran_b);
     }
     if (step >= 0) {
-      cost.step_ns = step;
+      cost.step_ns = scaled(step, model.step_ns, was.step_ns);
       cost.version_copy_ns = 0;  // a measured STEP holds its copy
     }
   }
@@ -268,8 +286,12 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
       run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, static_cast<int>(m.stage_costs.size())),
                                      sim::StageLayers(sc, s.stages()));
     }
-    sim::CostTable costs =
-        ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr, variation);
+    // The model's costs of the schedule that ran, in the what-if's scenario, where the stages
+    // are the same: what the model says changes between the two schedules.
+    std::optional<sim::CostTable> ran_model;
+    if (!same_run && ran_schedule.stages() == s.stages()) ran_model = sim::BuildCosts(sc, ran_schedule);
+    sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr,
+                                       variation, ran_model ? &*ran_model : nullptr);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

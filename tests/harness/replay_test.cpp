@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/sim/cost_table.h"
 
 namespace stagecraft::harness {
 namespace {
@@ -42,6 +45,44 @@ TEST(RestageCosts, AnotherLayerCountIsRefused) {
   const std::vector<StageCostMetrics> run = {Passes(6, 12, 3), Passes(5, 8, 2)};
   EXPECT_THROW(RestageCosts(run, {3, 1}, {3, 3}), InputError);
   EXPECT_THROW(RestageCosts(run, {4}, {2, 2}), InputError);  // not one count per run stage
+}
+
+// ReplayCosts for a what-if: the run (a 1F1B, B only) gives each pass's level, the cost model
+// how the pass changes from the schedule that ran to this one. Worked by hand: the run's F 20,
+// B 22 and STEP 16 ms; the model's table for the what-if (ZB-H1) F 10, I 6, W 4, STEP 5, and
+// for the schedule that ran F 10, the same I and W but a fused B of 11, STEP 8. So F 20, I 22 x
+// 6 / 11 = 12, W 22 x 4 / 11 = 8, a fused B 22 x 10 / 11 = 20 and STEP 16 x 5 / 8 = 10. Without
+// the ran schedule's table the model's own split of the measured B: I 13.2, W 8.8.
+TEST(ReplayCosts, AWhatIfScalesTheRunsPassesByTheModelsChangeBetweenSchedules) {
+  schedules::GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = 2;
+  p.steps = 1;
+  const schedules::Schedule zb = schedules::Lower(schedules::Generate("zb-h1", p), schedules::P2p::kLockstep);
+  const auto table = [](int64_t fused, int64_t step) {
+    sim::CostTable t;
+    sim::StageCost c;
+    c.forward_ns = 10, c.backward_input_ns = 6, c.backward_weight_ns = 4, c.fused_backward_ns = fused;
+    c.step_ns = step;
+    t.stages = {c, c};
+    return t;
+  };
+  schedules::ScheduleMetrics run;
+  run.stage_costs = {Passes(20, 22, 16), Passes(20, 22, 16)};
+  const sim::CostTable ran_model = table(11, 8);
+  const sim::CostTable what_if = ReplayCosts(zb, table(0, 5), run, "t.json", nullptr, {}, &ran_model);
+  for (const sim::StageCost& c : what_if.stages) {
+    EXPECT_EQ(c.forward_ns, 20'000'000);
+    EXPECT_EQ(c.backward_input_ns, 12'000'000);
+    EXPECT_EQ(c.backward_weight_ns, 8'000'000);
+    EXPECT_EQ(c.fused_backward_ns, 20'000'000);
+    EXPECT_EQ(c.step_ns, 10'000'000);
+  }
+  const sim::CostTable alone = ReplayCosts(zb, table(0, 5), run, "t.json", nullptr, {});
+  EXPECT_EQ(alone.stages[0].backward_input_ns, 13'200'000);
+  EXPECT_EQ(alone.stages[0].backward_weight_ns, 8'800'000);
+  EXPECT_EQ(alone.stages[0].fused_backward_ns, 22'000'000);
+  EXPECT_EQ(alone.stages[0].step_ns, 16'000'000);
 }
 
 }  // namespace

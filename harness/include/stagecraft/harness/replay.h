@@ -38,9 +38,17 @@ struct RunVariation {
   double transfer_bytes_per_s = 0;
   double op_time_cv = 0;  // CostTable::op_time_cv
 };
+//
+// `ran_model` (a what-if of the same stages; null: none) is the cost model's table for the
+// schedule the run ran: the run gives each pass's level, the model how it changes from that
+// schedule to this one. Each measured pass is scaled by the model's pass in `base` over the
+// same pass in `ran_model` (a profile's STEP of a PipeDream-style schedule against 1F1B's, its
+// in-pipeline factors), and a run of B alone gives I and W as the model's I and W over its B
+// (a profile measures I and W apart; the other models split by their FLOPs).
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const std::string& trace_path,
-                           const schedules::RunRecord* record, const RunVariation& variation);
+                           const schedules::RunRecord* record, const RunVariation& variation,
+                           const sim::CostTable* ran_model = nullptr);
 
 // The trace of a run of `schedule` as its run record (FinishRunRecord'ed). Throws InputError
 // (naming `trace_path`) for an op that is not the schedule's op at its index.
