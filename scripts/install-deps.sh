@@ -8,6 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev xvfb xauth
   python3-dev pybind11-dev
+  coinor-libcbc-dev
 )
 missing=()
 for p in "${packages[@]}"; do

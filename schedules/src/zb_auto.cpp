@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/schedules/zb_ilp.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -223,6 +224,14 @@ std::optional<ZbAutoOrder> ZbAutoSchedule(const ZbAutoCosts& costs, std::string*
     }
   }
   if (!best && why != nullptr) *why = first_why;
+  if (best) best->heuristic_span = best->span;
+  if (best && costs.refine_nodes > 0) {
+    ZbIlpResult refined = ZbIlpRefine(costs, *best, ZbIlpLimits{costs.refine_nodes, 0});
+    refined.order.heuristic_span = best->span;
+    refined.order.refinement = fmt::format("{}: span {:.6g} (the heuristic's {:.6g}, the bound {:.6g})",
+                                           refined.status, refined.order.span, best->span, refined.lower_bound);
+    best = std::move(refined.order);
+  }
   return best;
 }
 

@@ -183,7 +183,8 @@ std::vector<Axis> ParsePlacement(const Value& v) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "zero", "placement", "memory_limit", "search_evaluations"});
+                      "sequence_parallel", "zero", "placement", "memory_limit", "search_evaluations",
+                      "zb_refine_nodes"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -203,6 +204,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
   if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);
   if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);
+  if (const auto v = m.Find("zb_refine_nodes")) p.zb_refine_nodes = v->Int(0, kMaxZbRefineNodes);
   return p;
 }
 
@@ -477,6 +479,7 @@ schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const sched
   params.data_parallel = p.data_parallel;
   params.chunks = !info.interleaved ? 1 : (p.chunks == 1 ? 2 : p.chunks);
   params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
+  params.zb_refine_nodes = p.zb_refine_nodes;
   return params;
 }
 

@@ -18,6 +18,7 @@ std::vector<std::vector<Op>> EmitUnder(const GeneratorParams& p, double pending,
   ZbAutoCosts costs;
   static_cast<StagePassCosts&>(costs) = p.costs ? *p.costs : UniformPassCosts(p.ranks);
   costs.microbatches = p.microbatches;
+  costs.refine_nodes = p.zb_refine_nodes;
   std::string why;
   // pending < 0: the costs' own limit.
   const std::optional<ZbAutoOrder> order =

@@ -131,6 +131,8 @@ struct GeneratorParams {
   // For the generators that schedule by costs: the scenario's (the harness fills them); null:
   // every stage alike (F, B, W 1 each, no transfer time; memory F +1, B -1/2, W -1/2).
   std::shared_ptr<const StagePassCosts> costs;
+  // zb-1p / zb-2p / zb-auto: the refinement's node limit (ZbAutoCosts::refine_nodes).
+  int64_t zb_refine_nodes = 0;
 };
 
 }  // namespace stagecraft::schedules

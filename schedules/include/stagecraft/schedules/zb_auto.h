@@ -24,6 +24,10 @@ namespace stagecraft::schedules {
 // The costs (ir.h's StagePassCosts, max_mem set) and the microbatches of one step.
 struct ZbAutoCosts : StagePassCosts {
   int microbatches = 1;
+  // The refinement step after the heuristic (zb_ilp.h): at most this many branch-and-bound
+  // nodes of its integer program (0: the heuristic's order as it is). A node count, not a time,
+  // so every rank of an execute makes the same order.
+  int64_t refine_nodes = 0;
 };
 
 // `costs` with the limit of `pending` forwards' activations on every stage (ZB-1p: p, ZB-2p:
@@ -39,9 +43,12 @@ struct ZbAutoOrder {
   std::vector<std::vector<std::pair<OpKind, int>>> order;
   std::vector<std::vector<double>> end;  // per stage, each pass's end time under the costs
   double span = 0;  // the longest stage span: first F start to last W end (the paper's cost)
+  // With the refinement: the heuristic's span, and how the refinement ended (zb_ilp.h).
+  double heuristic_span = 0;
+  std::string refinement;
 };
 
-// The best of the heuristic's settings. Returns nullopt with `why` set when no setting fits
+// The best of the heuristic's settings, refined when costs.refine_nodes > 0. Returns nullopt with `why` set when no setting fits
 // the memory limit (a W would have to run before its B).
 std::optional<ZbAutoOrder> ZbAutoSchedule(const ZbAutoCosts& costs, std::string* why);
 

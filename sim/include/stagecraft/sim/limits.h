@@ -66,6 +66,8 @@ inline constexpr int kMaxSteps = 1 << 20;
 // pipeline.search_evaluations: the moves `schedule: auto` tries (each one simulation of a step).
 inline constexpr int64_t kDefaultSearchEvaluations = 2000;
 inline constexpr int64_t kMaxSearchEvaluations = 100'000'000;
+// pipeline.zb_refine_nodes: branch-and-bound nodes of the Zero Bubble refinement.
+inline constexpr int64_t kMaxZbRefineNodes = 1'000'000'000;
 inline constexpr int kMaxMicrobatchSize = 1 << 24;
 inline constexpr int kMaxLayers = 1 << 20;
 inline constexpr int kMaxHidden = 1 << 20;

@@ -159,6 +159,9 @@ struct PipelineSpec {
   // `auto`: the op order `stagecraft search` makes for the scenario (harness/search.h), found
   // in this many annealing moves with seed 1, so simulate, execute and every rank get the same.
   int64_t search_evaluations = kDefaultSearchEvaluations;
+  // zb-1p / zb-2p / zb-auto: the branch-and-bound nodes of the Zero Bubble scheduler's
+  // refinement after its heuristic (schedules/zb_ilp.h; 0: the heuristic alone).
+  int64_t zb_refine_nodes = 0;
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
