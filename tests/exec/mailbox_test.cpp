@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fake_transport.h"
@@ -33,8 +34,8 @@ schedules::Schedule TwoRanks() {
 
 // A mailbox of rank `rank` of a 2-rank 1F1B, with everything it needs.
 struct Fixture {
-  explicit Fixture(int rank)
-      : schedule(TwoRanks()),
+  explicit Fixture(int rank, schedules::Schedule s = TwoRanks())
+      : schedule(std::move(s)),
         ops(schedule.ops[rank]),
         transport(rank, 2),
         times(ops.size()),
@@ -185,6 +186,31 @@ TEST(Mailbox, ASendRightBehindItsProducerIsPostedBeforeThePoll) {
   EXPECT_EQ(f.transport.tests, 1);
   f.mailbox.AfterOp(static_cast<int>(f.ops.size()) - 1);  // the last op polls
   EXPECT_EQ(f.transport.tests, 2);
+}
+
+// Interleaved 1F1B lowered with receives posted ahead puts a RECV post between a producer and its SEND (rank 1: F of
+// stage 1, RECV_F of a later microbatch, SEND_F): the SEND still goes before the poll.
+TEST(Mailbox, ASendBehindItsProducerAndOtherPostsIsPostedBeforeThePoll) {
+  schedules::GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = 4;
+  p.chunks = 2;
+  Fixture f(1, schedules::Lower(schedules::Generate("interleaved", p), schedules::P2p::kAhead));
+  f.PostFirst(OpKind::kRecvB);  // a receive in flight, so that every poll tests it
+  int producer = -1;
+  for (int i = 0; i + 2 < static_cast<int>(f.ops.size()); ++i) {
+    if (schedules::IsCompute(f.ops[i].kind) && !schedules::IsSend(f.ops[i + 1].kind) &&
+        schedules::IsComm(f.ops[i + 1].kind) && schedules::IsSend(f.ops[i + 2].kind)) {
+      producer = i;
+      break;
+    }
+  }
+  ASSERT_GE(producer, 0) << "the order has a post between a producer and its SEND";
+  f.mailbox.AfterOp(producer);  // a SEND comes before the next compute: no poll yet
+  f.mailbox.AfterOp(producer + 1);  // the RECV post, the SEND next: no poll
+  EXPECT_EQ(f.transport.tests, 0);
+  f.mailbox.AfterOp(producer + 2);  // the SEND posted (its tensor Put by no one here): poll
+  EXPECT_EQ(f.transport.tests, 1);
 }
 
 }  // namespace

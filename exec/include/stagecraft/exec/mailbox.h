@@ -17,6 +17,15 @@
 
 namespace stagecraft::exec {
 
+// Whether a SEND comes after op `op` of a rank's list before its next op that is not a transfer
+// post: the runtime posts it before any other work (a poll, reading the clock's stamps back).
+inline bool SendFollows(const std::vector<schedules::Op>& ops, int op) {
+  for (size_t next = static_cast<size_t>(op) + 1; next < ops.size() && schedules::IsComm(ops[next].kind); ++next) {
+    if (schedules::IsSend(ops[next].kind)) return true;
+  }
+  return false;
+}
+
 // Each transfer's post and completion (as this rank saw it) are stamped on the run's clock as the
 // times of its SEND or RECV op.
 class Mailbox {
@@ -35,12 +44,13 @@ class Mailbox {
   // the transport's deadline.
   Buffer Take(const schedules::Edge& edge);
 
-  // After op `op`: polls the transfers unless the next op is a SEND. A SEND right behind its
-  // producer is posted first: a poll can finish a receive (its copy takes tens of microseconds),
-  // and the peer waiting for this tensor would wait that much longer.
+  // After op `op`: polls the transfers unless a SEND comes before the next op that is not a
+  // transfer. A SEND behind its producer (with only other posts between, as an interleaved
+  // order puts a RECV there) is posted first: a poll can finish a receive (its copy takes tens
+  // of microseconds), and the peer waiting for this tensor would wait that much longer. The
+  // poll then follows the SEND.
   void AfterOp(int op) {
-    const size_t next = static_cast<size_t>(op) + 1;
-    if (next == ops_.size() || !schedules::IsSend(ops_[next].kind)) Poll();
+    if (!SendFollows(ops_, op)) Poll();
   }
   // Notes the transfers that completed (their end time) and frees the buffers of finished sends.
   void Poll();
