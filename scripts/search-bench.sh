@@ -13,6 +13,8 @@
 #   3. the CPU executor's main scenario (mlp-cpu.yaml): profiled here, searched on that profile,
 #      then every hand-written flush schedule and the searched one executed together, RUNS
 #      times; median throughput of each, and the searched one's ratio to the best hand one;
+#      then that best hand schedule and the searched one again, RUNS fresh runs (the best of
+#      seven noisy medians, compared on the runs it was chosen on, is biased high);
 #   4. a search for 8 ranks x 32 microbatches (gpt-1.3b-8xh100.yaml) on one core: wall time.
 # Usage: scripts/search-bench.sh [BUDGET_S] [RUNS]   (default 2 s per search, 5 runs; the
 # environment's SEARCH_BENCH_PARTS picks parts, default 1234); output lands in
@@ -137,9 +139,28 @@ if "3" in parts:
     for k in sorted(med, key=lambda k: -med[k]):
         print(f"  {k:>12}: median {med[k]:8.1f} samples/s (runs {min(tput[k]):.1f}..{max(tput[k]):.1f})")
     ratios = [s / h for s, h in zip(tput["searched"], tput[best_hand])]
-    print(f"  searched / best hand ({best_hand}): median {med['searched'] / med[best_hand]:.3f}, per run "
+    print(f"  searched / best hand ({best_hand}), same runs: median {med['searched'] / med[best_hand]:.3f}, per run "
           f"{min(ratios):.3f}..{max(ratios):.3f}: target (at or above) "
           + ("met" if med["searched"] >= med[best_hand] else "not met"))
+    # The hand schedule that measured best above is the best of seven noisy medians: chosen on
+    # the same runs it is compared on, it measures high by that choice alone (a schedule as
+    # fast as the searched one beats it in most runs of 7). So the two meet again on fresh runs:
+    # the best hand schedule chosen above against the searched one, RUNS more times, the order
+    # alternating.
+    pair = {best_hand: [], "searched": []}
+    for i in range(runs):
+        two = [best_hand, f"{out}/mlp-cpu.searched.csv"]
+        if i % 2 == 1:
+            two.reverse()
+        run([mpirun, "2", sc, "execute", scenario, *prof, "--set", f"pipeline.schedule=[{','.join(two)}]",
+             "--json", f"{out}/pair.{i}.json"], f"{out}/pair.{i}.log")
+        for s in json.load(open(f"{out}/pair.{i}.json"))["schedules"]:
+            pair["searched" if s["schedule"].endswith(".csv") else best_hand].append(s["throughput_samples_per_s"])
+    pm = {k: statistics.median(v) for k, v in pair.items()}
+    pr = [s / h for s, h in zip(pair["searched"], pair[best_hand])]
+    print(f"  searched / best hand ({best_hand}), chosen above and measured again on {runs} fresh runs: median "
+          f"{pm['searched'] / pm[best_hand]:.3f}, per run {min(pr):.3f}..{max(pr):.3f}: target (at or above) "
+          + ("met" if pm["searched"] >= pm[best_hand] else "not met"))
 
 # 4. 8 ranks x 32 microbatches on one core.
 if "4" in parts:
