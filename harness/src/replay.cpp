@@ -93,9 +93,6 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     const sim::StageCost& was = ran_model != nullptr && ran_model->stages.size() == base.stages.size()
                                     ? ran_model->stages[st]
                                     : cost;
-    const auto fused = [](const sim::StageCost& c) {
-      return c.fused_backward_ns > 0 ? c.fused_backward_ns : c.backward_input_ns + c.backward_weight_ns;
-    };
     const auto scaled = [](int64_t measured_ns, int64_t model_ns, int64_t model_ran_ns) -> int64_t {
       if (model_ns <= 0 || model_ran_ns <= 0) return measured_ns;
       return std::llround(static_cast<double>(measured_ns) * static_cast<double>(model_ns) /
@@ -106,9 +103,9 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     if (i >= 0 && w >= 0) {
       cost.backward_input_ns = scaled(i, model.backward_input_ns, was.backward_input_ns);
       cost.backward_weight_ns = scaled(w, model.backward_weight_ns, was.backward_weight_ns);
-      cost.fused_backward_ns = b >= 0 ? scaled(b, fused(model), fused(was)) : 0;
+      cost.fused_backward_ns = b >= 0 ? scaled(b, model.FullBackwardNs(), was.FullBackwardNs()) : 0;
     } else if (b >= 0) {
-      const int64_t model_b = fused(model), ran_b = fused(was);
+      const int64_t model_b = model.FullBackwardNs(), ran_b = was.FullBackwardNs();
       if (model.backward_input_ns + model.backward_weight_ns > 0 && ran_b > 0) {
         cost.backward_input_ns = scaled(b, model.backward_input_ns, ran_b);
         cost.backward_weight_ns = scaled(b, model.backward_weight_ns, ran_b);

@@ -38,8 +38,7 @@ double OpTimeFactor(double cv, uint64_t seed, int rank, int index) {
 int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
   switch (kind) {
     case OpKind::kF: return cost.forward_ns;
-    case OpKind::kB:
-      return cost.fused_backward_ns > 0 ? cost.fused_backward_ns : cost.backward_input_ns + cost.backward_weight_ns;
+    case OpKind::kB: return cost.FullBackwardNs();
     case OpKind::kI: return cost.backward_input_ns;
     case OpKind::kW: return cost.backward_weight_ns;
     case OpKind::kStep: return cost.step_ns + (step_in_place ? 0 : cost.version_copy_ns);

@@ -49,8 +49,7 @@ void CheckComposedOps(const CostTable& table, std::string_view path, const KeysO
     const StageCost& c = table.stages[st];
     const int stage = static_cast<int>(st);
     // Each field is within kMaxOpNs already, so these sums cannot overflow.
-    const int64_t backward = c.fused_backward_ns > 0 ? c.fused_backward_ns : c.backward_input_ns + c.backward_weight_ns;
-    CheckedOpNs(static_cast<double>(backward), path, {"a backward", stage}, keys);
+    CheckedOpNs(static_cast<double>(c.FullBackwardNs()), path, {"a backward", stage}, keys);
     CheckedOpNs(static_cast<double>(c.step_ns + c.version_copy_ns), path, {"an optimizer step", stage}, keys);
   }
 }

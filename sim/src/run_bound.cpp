@@ -59,9 +59,7 @@ double TransferAloneNs(const CostTable& costs, const Topology& topology, const s
 
 // A stage's ops of one unit at their mean: F and the larger of B and I + W.
 double UnitNs(const StageCost& c) {
-  const int64_t split = c.backward_input_ns + c.backward_weight_ns;
-  const int64_t whole = c.fused_backward_ns > 0 ? c.fused_backward_ns : split;
-  return static_cast<double>(c.forward_ns + std::max(split, whole));
+  return static_cast<double>(c.forward_ns + std::max(c.backward_input_ns + c.backward_weight_ns, c.FullBackwardNs()));
 }
 
 double MaxOverheadNs(const CostTable& costs, int ranks) {

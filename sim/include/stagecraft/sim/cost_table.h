@@ -30,6 +30,11 @@ struct StageCost {
   int64_t grad_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t send_bytes = 0;  // activation / gradient sent to a neighbour stage per microbatch
+
+  // What a full backward B costs: fused_backward_ns when set, else input + weight.
+  int64_t FullBackwardNs() const {
+    return fused_backward_ns > 0 ? fused_backward_ns : backward_input_ns + backward_weight_ns;
+  }
 };
 
 // Point-to-point transfers between neighbour ranks as placed, measured (a ping-pong fit): one-way
