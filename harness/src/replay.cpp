@@ -273,6 +273,9 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   const RunVariation variation =
       VariationOf(ran_schedule, m, record,
                   ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace_path, nullptr, {}));
+  // The model's costs of the schedule that ran, in the what-if's scenario (what the model says
+  // changes between it and each what-if of the same stages): built once, when first needed.
+  std::optional<sim::CostTable> ran_model;
   for (schedules::Schedule& s : ScenarioSchedules(sc, names)) {
     const bool same_run = s.name == trace.schedule && s.microbatches == m.microbatches && s.steps == m.steps &&
                           s.ranks() == m.ranks && s.shape.chunks == m.chunks &&
@@ -283,12 +286,10 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
       run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, static_cast<int>(m.stage_costs.size())),
                                      sim::StageLayers(sc, s.stages()));
     }
-    // The model's costs of the schedule that ran, in the what-if's scenario, where the stages
-    // are the same: what the model says changes between the two schedules.
-    std::optional<sim::CostTable> ran_model;
-    if (!same_run && ran_schedule.stages() == s.stages()) ran_model = sim::BuildCosts(sc, ran_schedule);
+    const bool scale = !same_run && ran_schedule.stages() == s.stages();
+    if (scale && !ran_model) ran_model = sim::BuildCosts(sc, ran_schedule);
     sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr,
-                                       variation, ran_model ? &*ran_model : nullptr);
+                                       variation, scale ? &*ran_model : nullptr);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;
