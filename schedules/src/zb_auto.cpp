@@ -9,11 +9,14 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/schedules/zb_ilp.h"
+#include "zb_passes.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-enum Pass : int { kPassF = 0, kPassB = 1, kPassW = 2 };
+using zb::kPassB;
+using zb::kPassF;
+using zb::kPassW;
 
 struct Settings {
   bool allow_bubble_before_first_b = false;
@@ -50,8 +53,8 @@ class Heuristic {
   const std::string& why() const { return why_; }
 
  private:
-  double Cost(int pass, int j) const { return pass == kPassF ? c_.f[j] : pass == kPassB ? c_.b[j] : c_.w[j]; }
-  double Mem(int pass, int j) const { return pass == kPassF ? c_.mem_f[j] : pass == kPassB ? c_.mem_b[j] : c_.mem_w[j]; }
+  double Cost(int pass, int j) const { return zb::PassCost(c_, pass, j); }
+  double Mem(int pass, int j) const { return zb::PassMem(c_, pass, j); }
   double& T(int pass, int j, int mb) { return t_[static_cast<size_t>((pass * p_ + j) * m_ + mb)]; }
   double MaxBubble() const { return *std::max_element(bubble_.begin(), bubble_.end()); }
   int& F(int j) { return count_[j][kPassF]; }
@@ -70,8 +73,7 @@ class Heuristic {
     T(pass, j, mb) = end;
     mem_[j] += Mem(pass, j);
     ++count_[j][pass];
-    static constexpr OpKind kKinds[] = {OpKind::kF, OpKind::kI, OpKind::kW};
-    out_.order[j].emplace_back(kKinds[pass], mb);
+    out_.order[j].emplace_back(zb::kPassKinds[pass], mb);
     out_.end[j].push_back(end);
   }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "zb_passes.h"
 
 #if STAGECRAFT_HAVE_CBC
 #include <Cbc_C_Interface.h>
@@ -20,7 +21,12 @@
 namespace stagecraft::schedules {
 namespace {
 
-enum Pass : int { kPassF = 0, kPassB = 1, kPassW = 2 };
+using zb::kPassB;
+using zb::kPassF;
+using zb::kPassW;
+using zb::PassCost;
+using zb::PassMem;
+using zb::PassOf;
 
 // The passes of a step: (pass, stage, microbatch) <-> an index.
 struct Nodes {
@@ -31,13 +37,6 @@ struct Nodes {
   int Mb(int id) const { return id % m; }
   int Count() const { return 3 * p * m; }
 };
-
-double Cost(const ZbAutoCosts& c, int pass, int stage) {
-  return pass == kPassF ? c.f[stage] : pass == kPassB ? c.b[stage] : c.w[stage];
-}
-double Mem(const ZbAutoCosts& c, int pass, int stage) {
-  return pass == kPassF ? c.mem_f[stage] : pass == kPassB ? c.mem_b[stage] : c.mem_w[stage];
-}
 
 // Of two passes of one stage, whether the dependencies put `a` before `b`: every pass of a
 // kind in microbatch order, and F_j before B_k and W_k, B_j before W_k, for j <= k.
@@ -61,8 +60,6 @@ std::vector<std::pair<int, double>> Parents(const Nodes& n, const ZbAutoCosts& c
   if (pass == kPassW) out.emplace_back(n.Id(kPassB, s, j), 0);
   return out;
 }
-
-int PassOf(OpKind kind) { return kind == OpKind::kF ? kPassF : kind == OpKind::kW ? kPassW : kPassB; }
 
 // Each pass's end when every pass starts as soon as its inputs and its stage's previous pass
 // allow; empty when the orders deadlock or break a stage's own dependencies.
@@ -92,7 +89,7 @@ std::vector<double> AsapEnds(const Nodes& n, const ZbAutoCosts& c,
           start = std::max(start, end[parent] + wait);
         }
         if (!ready) break;
-        end[id] = start + Cost(c, PassOf(kind), s);
+        end[id] = start + PassCost(c, PassOf(kind), s);
         free_at[s] = end[id];
         ++next[s];
         --left;
@@ -120,7 +117,7 @@ bool WithinMemory(const Nodes& n, const ZbAutoCosts& c, const std::vector<std::v
   for (int s = 0; s < n.p; ++s) {
     double held = 0;
     for (const auto& [kind, mb] : order[s]) {
-      held += Mem(c, PassOf(kind), s);
+      held += PassMem(c, PassOf(kind), s);
       if (held > c.max_mem[s] + 1e-9 * std::abs(c.max_mem[s])) return false;
     }
   }
@@ -218,7 +215,7 @@ ZbIlpResult ZbIlpRefine(const ZbAutoCosts& costs, const ZbAutoOrder& start, cons
   double big = costs.comm * 3 * n.p * n.m;
   for (int s = 0; s < n.p; ++s) big += (costs.f[s] + costs.b[s] + costs.w[s]) * n.m;
   std::vector<int> end_col(static_cast<size_t>(n.Count()));
-  for (int id = 0; id < n.Count(); ++id) end_col[id] = lp.Column(Cost(costs, n.Pass(id), n.Stage(id)), big, false);
+  for (int id = 0; id < n.Count(); ++id) end_col[id] = lp.Column(PassCost(costs, n.Pass(id), n.Stage(id)), big, false);
   const int span_col = lp.Column(0, big, false);
   Cbc_setObjCoeff(model.get(), span_col, 1.0);
   struct Pair {
@@ -245,7 +242,7 @@ ZbIlpResult ZbIlpRefine(const ZbAutoCosts& costs, const ZbAutoOrder& start, cons
 
   for (int id = 0; id < n.Count(); ++id) {
     const int s = n.Stage(id);
-    const double cost = Cost(costs, n.Pass(id), s);
+    const double cost = PassCost(costs, n.Pass(id), s);
     for (const auto& [parent, wait] : Parents(n, costs, id)) {  // end_id - end_parent >= cost + wait
       Row r;
       r.Add(end_col[id], 1);
@@ -266,16 +263,16 @@ ZbIlpResult ZbIlpRefine(const ZbAutoCosts& costs, const ZbAutoOrder& start, cons
     // Memory after the pass: its own, those the dependencies put before it, the unordered ones
     // that run before it.
     Row mem;
-    double fixed = Mem(costs, n.Pass(id), s);
+    double fixed = PassMem(costs, n.Pass(id), s);
     for (int pass = 0; pass < 3; ++pass) {
       for (int j = 0; j < n.m; ++j) {
-        if (Precedes(n, n.Id(pass, s, j), id)) fixed += Mem(costs, pass, s);
+        if (Precedes(n, n.Id(pass, s, j), id)) fixed += PassMem(costs, pass, s);
       }
     }
     for (const auto& [other, pair] : unordered[id]) {
       const auto [k, c0] = before(pair, other);
-      mem.Add(pairs[pair].col, Mem(costs, n.Pass(other), s) * k);
-      fixed += Mem(costs, n.Pass(other), s) * c0;
+      mem.Add(pairs[pair].col, PassMem(costs, n.Pass(other), s) * k);
+      fixed += PassMem(costs, n.Pass(other), s) * c0;
     }
     mem.rhs = costs.max_mem[s] - fixed;
     lp.Add(mem, 'L');
@@ -287,12 +284,12 @@ ZbIlpResult ZbIlpRefine(const ZbAutoCosts& costs, const ZbAutoOrder& start, cons
     double after = costs.f[s];
     for (int pass = 0; pass < 3; ++pass) {
       for (int j = 0; j < n.m; ++j) {
-        if (Precedes(n, id, n.Id(pass, s, j))) after += Cost(costs, pass, s);
+        if (Precedes(n, id, n.Id(pass, s, j))) after += PassCost(costs, pass, s);
       }
     }
     for (const auto& [other, pair] : unordered[id]) {
       const auto [k, c0] = before(pair, id);
-      const double c = Cost(costs, n.Pass(other), s);
+      const double c = PassCost(costs, n.Pass(other), s);
       span.Add(pairs[pair].col, -c * k);
       after += c * c0;
     }
@@ -336,8 +333,7 @@ ZbIlpResult ZbIlpRefine(const ZbAutoCosts& costs, const ZbAutoOrder& start, cons
     std::sort(ids.begin(), ids.end(), [&](int a, int b) {
       return x[end_col[a]] != x[end_col[b]] ? x[end_col[a]] < x[end_col[b]] : Precedes(n, a, b);
     });
-    static constexpr OpKind kKinds[] = {OpKind::kF, OpKind::kI, OpKind::kW};
-    for (int id : ids) refined.order[s].emplace_back(kKinds[n.Pass(id)], n.Mb(id));
+    for (int id : ids) refined.order[s].emplace_back(zb::kPassKinds[n.Pass(id)], n.Mb(id));
   }
   // Judged as the heuristic is: every pass as soon as it can run.
   const std::vector<double> end = AsapEnds(n, costs, refined.order);
