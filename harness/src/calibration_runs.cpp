@@ -24,8 +24,10 @@ namespace stagecraft::harness {
 namespace {
 
 // The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
-// ZB-H1 (I and W apart), and PipeDream when the shape allows it (a STEP after every microbatch).
-constexpr const char* kCalibrationSchedules[] = {"1f1b", "zb-h1", "pipedream"};
+// ZB-1p (I and W apart on every rank: built from uniform costs it is ZB-H1's order with the first
+// stage's B split too, which ZB-H1 fuses and so left rank 0's I and W unmeasured), and PipeDream
+// when the shape allows it (a STEP after every microbatch).
+constexpr const char* kCalibrationSchedules[] = {"1f1b", "zb-1p", "pipedream"};
 
 // Every rank's points as bytes, for gathering.
 template <typename Point>

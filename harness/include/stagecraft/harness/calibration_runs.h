@@ -26,7 +26,7 @@ namespace stagecraft::harness {
 sim::PipelineSpec CalibrationPipeline(const sim::Scenario& scenario, int steps);
 
 // The calibration schedules the shape allows, one per kind of op mix: 1F1B (F, B, one STEP per
-// step), ZB-H1 (I and W apart) and PipeDream (a STEP after every microbatch).
+// step), ZB-1p (I and W apart on every rank) and PipeDream (a STEP after every microbatch).
 std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline);
 
 // Ping-pong between every pair of neighbour ranks (r, r + 1), and (last, 0) when there are more
