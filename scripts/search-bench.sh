@@ -13,8 +13,10 @@
 #   3. the CPU executor's main scenario (mlp-cpu.yaml): profiled here, searched on that profile,
 #      then every hand-written flush schedule and the searched one executed together, RUNS
 #      times; median throughput of each, and the searched one's ratio to the best hand one;
-#      then that best hand schedule and the searched one again, RUNS fresh runs (the best of
-#      seven noisy medians, compared on the runs it was chosen on, is biased high);
+#      then that best hand schedule, the searched one and a control (the best hand schedule's
+#      own order as a schedule file) on 2 x RUNS fresh runs (the best of seven noisy medians,
+#      compared on the runs it was chosen on, is biased high; the control's ratio to the best
+#      hand schedule is the measurement's resolution);
 #   4. a search for 8 ranks x 32 microbatches (gpt-1.3b-8xh100.yaml) on one core: wall time.
 # Usage: scripts/search-bench.sh [BUDGET_S] [RUNS]   (default 2 s per search, 5 runs; the
 # environment's SEARCH_BENCH_PARTS picks parts, default 1234); output lands in
@@ -140,27 +142,54 @@ if "3" in parts:
         print(f"  {k:>12}: median {med[k]:8.1f} samples/s (runs {min(tput[k]):.1f}..{max(tput[k]):.1f})")
     ratios = [s / h for s, h in zip(tput["searched"], tput[best_hand])]
     print(f"  searched / best hand ({best_hand}), same runs: median {med['searched'] / med[best_hand]:.3f}, per run "
-          f"{min(ratios):.3f}..{max(ratios):.3f}: target (at or above) "
-          + ("met" if med["searched"] >= med[best_hand] else "not met"))
+          f"{min(ratios):.3f}..{max(ratios):.3f} (biased towards the hand side: the best hand schedule is chosen on these runs)")
     # The hand schedule that measured best above is the best of seven noisy medians: chosen on
     # the same runs it is compared on, it measures high by that choice alone (a schedule as
-    # fast as the searched one beats it in most runs of 7). So the two meet again on fresh runs:
-    # the best hand schedule chosen above against the searched one, RUNS more times, the order
-    # alternating.
-    pair = {best_hand: [], "searched": []}
-    for i in range(runs):
-        two = [best_hand, f"{out}/mlp-cpu.searched.csv"]
-        if i % 2 == 1:
-            two.reverse()
-        run([mpirun, "2", sc, "execute", scenario, *prof, "--set", f"pipeline.schedule=[{','.join(two)}]",
-             "--json", f"{out}/pair.{i}.json"], f"{out}/pair.{i}.log")
-        for s in json.load(open(f"{out}/pair.{i}.json"))["schedules"]:
-            pair["searched" if s["schedule"].endswith(".csv") else best_hand].append(s["throughput_samples_per_s"])
-    pm = {k: statistics.median(v) for k, v in pair.items()}
-    pr = [s / h for s, h in zip(pair["searched"], pair[best_hand])]
-    print(f"  searched / best hand ({best_hand}), chosen above and measured again on {runs} fresh runs: median "
-          f"{pm['searched'] / pm[best_hand]:.3f}, per run {min(pr):.3f}..{max(pr):.3f}: target (at or above) "
-          + ("met" if pm["searched"] >= pm[best_hand] else "not met"))
+    # fast as the searched one beats it in most runs of 7). So the two meet again on 2 x RUNS
+    # fresh runs, with a control beside them: the best hand schedule's own order written as a
+    # schedule file, as the searched one is. The control and the best hand schedule run the same
+    # ops in the same order, so their measured ratio is the method's own resolution on this
+    # machine (drift between the schedules of one run, and between runs). Each run executes the
+    # three in one of the six orders, in turn.
+    chunks = "2" if best_hand in ("interleaved", "zb-v", "dualpipe-v") else "1"
+    control = f"{out}/mlp-cpu.{best_hand}.csv"
+    with open(control, "w") as fh:
+        fh.write(run([sc, "schedule", "--schedule", best_hand, "--ranks", "2", "--microbatches", "8", "--chunks", chunks,
+                      "--format", "csv"], f"{out}/control.log"))
+    searched = f"{out}/mlp-cpu.searched.csv"
+    same_order = open(searched).read() == open(control).read()
+    trio = {best_hand: best_hand, searched: "searched", control: "control"}
+    fresh = {"searched": [], "control": [], best_hand: []}
+    perms = [[0, 1, 2], [2, 1, 0], [1, 2, 0], [0, 2, 1], [2, 0, 1], [1, 0, 2]]
+    for i in range(2 * runs):
+        order = [list(trio)[j] for j in perms[i % 6]]
+        run([mpirun, "2", sc, "execute", scenario, *prof, "--set", f"pipeline.schedule=[{','.join(order)}]",
+             "--json", f"{out}/fresh.{i}.json"], f"{out}/fresh.{i}.log")
+        got = {}
+        for s in json.load(open(f"{out}/fresh.{i}.json"))["schedules"]:
+            got[trio[s["schedule"]]] = s["throughput_samples_per_s"]
+        for k in fresh:
+            fresh[k].append(got[k])
+    def ratio_line(k):
+        r = sorted(a / b for a, b in zip(fresh[k], fresh[best_hand]))
+        q1, q3 = r[len(r) // 4], r[(3 * len(r)) // 4]
+        return statistics.median(r), q1, q3, r[0], r[-1]
+    ms, s1, s3, slo, shi = ratio_line("searched")
+    mc, c1, c3, clo, chi = ratio_line("control")
+    print(f"  fresh runs ({2 * runs}), each of {best_hand}, the searched order and the control ({best_hand}'s own order "
+          "as a schedule file) in turn:")
+    print(f"    searched / {best_hand}: median {ms:.3f}, middle half {s1:.3f}..{s3:.3f}, per run {slo:.3f}..{shi:.3f}")
+    print(f"    control  / {best_hand}: median {mc:.3f}, middle half {c1:.3f}..{c3:.3f}, per run {clo:.3f}..{chi:.3f}"
+          " (equal orders: the method's resolution)")
+    if same_order:
+        print(f"  the search kept {best_hand}'s order (it found nothing shorter in the simulator): at the best hand "
+              "schedule by construction; target (at or above) met by equality")
+    elif ms >= 1:
+        print("  target (at or above) met")
+    elif ms >= c1:
+        print(f"  target (at or above) not resolved: the searched order's median is within the control's middle half")
+    else:
+        print("  target (at or above) not met")
 
 # 4. 8 ranks x 32 microbatches on one core.
 if "4" in parts:
