@@ -55,6 +55,16 @@ checkf "validate-published: exit 0 (within the targets)" '[[ $? -eq 0 ]]' "$tmp/
 check "validate-published: ten rows" '[[ $(grep -cE "^ +[0-9.]+B " "$tmp/v") -eq 10 ]]'
 check "validate-published: the summary" 'grep -qE "^median \|error\| [0-9.]+% \(target <= 5%\), largest [0-9.]+% \(target <= 10%\)" "$tmp/v"'
 
+# The device grid at one point, the library A100's own GEMM efficiency: its Megatron-LM errors are
+# validate-published's, computed the same way by another script.
+eff="$(sed -n 's/^ *max_efficiency: *\([0-9.]*\).*/\1/p' "$root/scenarios/devices/A100-SXM-80GB.yaml")"
+STAGECRAFT="$sc" "$root/scripts/device-grid.sh" 1 "gemm.max_efficiency=$eff" >"$tmp/g" 2>"$tmp/err"
+checkf "device-grid: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+med="$(sed -n 's/^median |error| \([0-9.]*\)%.*largest \([0-9.]*\)%.*/\1 \2/p' "$tmp/v")"
+check "device-grid: one point, validate-published's median and largest ($med)" \
+  'grep -qE "Megatron median +${med% *}% largest +${med#* }% +gemm.max_efficiency=$eff\$" "$tmp/g"'
+check "device-grid: the profile's four models" 'grep -qE "B/F( +[+-][0-9]+){4} +W/F( +[+-][0-9]+){4}" "$tmp/g"'
+
 expect_error "explain without the roofline" "--explain lists the roofline model's kernels, but this scenario's costs are explicit" \
   simulate "$root/scenarios/uniform-costs.yaml" --explain --json "$tmp/never.json"
 check "explain without the roofline: no output file" '[[ ! -e "$tmp/never.json" ]]'
