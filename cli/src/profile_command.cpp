@@ -138,6 +138,22 @@ void PrintCalibration(std::FILE* report, const sim::Profile& profile, const harn
     }
   }
   std::fprintf(report, "(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
+  bool any = false;
+  for (size_t r = 0; r < profile.ranks.size(); ++r) {
+    const std::optional<sim::StashScale>& s = profile.ranks[r].stash;
+    if (!s) continue;
+    if (!any) {
+      std::fprintf(report, "time added per microbatch of activations held beyond the shallow runs' mean (in brackets), "
+                           "up to the deep run's most:\n");
+      any = true;
+    }
+    std::string kinds;
+    for (const auto& [key, field] : sim::kStashFields) {
+      const sim::StashSlope& k = (*s).*field;
+      if (k.at > 0 || k.slope > 0) kinds += fmt::format("  {} {:+.1f}% ({:.2f})", key, 100 * k.slope, k.at);
+    }
+    std::fprintf(report, "rank %zu: up to %.2f:%s\n", r, s->deep, kinds.c_str());
+  }
 }
 
 int Run(const ProfileFlags& f) {

@@ -12,6 +12,7 @@
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/compute_streams.h"
+#include "stagecraft/sim/limits.h"
 
 namespace stagecraft::harness {
 
@@ -223,6 +224,47 @@ void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& reco
     (*sums)[r].measured[k] += static_cast<double>(measured);
     (*sums)[r].isolated[k] += static_cast<double>(cost);
   });
+}
+
+void AddStashSums(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
+                  int first_step, std::vector<StashSums>* sums) {
+  SC_CHECK(static_cast<int>(sums->size()) == s.ranks() && static_cast<int>(record.ranks.size()) == s.ranks(),
+           "one record and one sum per rank");
+  const std::vector<std::vector<double>> depths = sim::StashDepths(s);
+  for (int r = 0; r < s.ranks(); ++r) {
+    StashSums& sum = (*sums)[r];
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const schedules::Op& op = s.ops[r][i];
+      const int k = KindIndex(op.kind);
+      const schedules::OpTiming& t = record.ranks[r].ops.at(i);
+      if (k < 0 || k >= static_cast<int>(StashSums::kKinds) || op.step < first_step || t.start_ns < 0 ||
+          t.end_ns < t.start_ns) {
+        continue;
+      }
+      const double cost = static_cast<double>(sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, false));
+      sum.measured[k] += static_cast<double>(t.end_ns - t.start_ns);
+      sum.isolated[k] += cost;
+      sum.depth_isolated[k] += depths[r][i] * cost;
+      sum.deepest = std::max(sum.deepest, depths[r][i]);
+    }
+  }
+}
+
+std::optional<sim::StashScale> StashOf(const StashSums& shallow, const StashSums& deep) {
+  if (deep.deepest <= 0) return std::nullopt;
+  sim::StashScale scale;
+  scale.deep = std::min(deep.deepest, sim::kMaxStashDepth);
+  for (size_t k = 0; k < StashSums::kKinds; ++k) {
+    sim::StashSlope& out = scale.*sim::kStashFields[k].second;
+    if (shallow.isolated[k] <= 0 || deep.isolated[k] <= 0 || shallow.measured[k] <= 0) continue;
+    const double at = shallow.depth_isolated[k] / shallow.isolated[k];
+    const double deep_at = deep.depth_isolated[k] / deep.isolated[k];
+    out.at = std::min(at, sim::kMaxStashDepth);
+    if (deep_at - at < 0.5) continue;
+    const double ratio = (deep.measured[k] / deep.isolated[k]) / (shallow.measured[k] / shallow.isolated[k]);
+    out.slope = std::clamp((ratio - 1) / (deep_at - at), 0.0, sim::kMaxStashSlope);
+  }
+  return scale;
 }
 
 double JitterSums::Cv() const { return pairs > 0 ? std::sqrt(sum / static_cast<double>(pairs)) : 0.0; }

@@ -25,9 +25,13 @@ namespace {
 
 // The schedules whose runs calibrate: one per kind of op mix. 1F1B (F, B, one STEP per step),
 // ZB-1p (I and W apart on every rank: built from uniform costs it is ZB-H1's order with the first
-// stage's B split too, which ZB-H1 fuses and so left rank 0's I and W unmeasured), and PipeDream
-// when the shape allows it (a STEP after every microbatch).
-constexpr const char* kCalibrationSchedules[] = {"1f1b", "zb-1p", "pipedream"};
+// stage's B split too, which ZB-H1 fuses and so left rank 0's I and W unmeasured), PipeDream
+// when the shape allows it (a STEP after every microbatch), and GPipe, the deep stash (every
+// microbatch held), which gives only the stash's slopes (sim/stash.h). GPipe runs between the
+// two per-step runs it is compared with, so a drift of the machine's speed over the
+// calibration hits both sides alike.
+constexpr const char* kCalibrationSchedules[] = {"1f1b", "gpipe", "zb-1p", "pipedream"};
+constexpr const char* kDeepStashSchedule = "gpipe";
 
 // Every rank's points as bytes, for gathering.
 template <typename Point>
@@ -196,6 +200,7 @@ RunsReport CalibrateRuns(
     exec::Transport& transport, sim::Profile* profile, exec::ReplicaGroup* replicas) {
   const int ranks = transport.size();
   std::vector<ScaleSums> per_step(ranks), per_microbatch(ranks);
+  std::vector<StashSums> shallow(ranks), deep(ranks);  // the per-step runs' stash, and GPipe's
   int64_t overhead_sum = 0;
   std::vector<int64_t> rank_overhead_sum(static_cast<size_t>(ranks), 0);
   int runs = 0;
@@ -227,6 +232,11 @@ RunsReport CalibrateRuns(
     const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
     const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
     layers = config.layers_per_stage;
+    if (name == kDeepStashSchedule) {  // its ops say only how a deep stash slows them
+      AddStashSums(s, record, isolated, steps > 1 ? 1 : 0, &deep);
+      continue;
+    }
+    if (!every_microbatch) AddStashSums(s, record, isolated, steps > 1 ? 1 : 0, &shallow);
     AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
     overhead_sum += OverheadPerOp(s, record);
     const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record);
@@ -263,6 +273,7 @@ RunsReport CalibrateRuns(
     k.op_overhead_ns = rank_overhead_sum[r] / runs;
     k.per_step = ScaleOf(per_step[r], sim::OpScale{});
     k.per_microbatch = ScaleOf(per_microbatch[r], k.per_step);
+    k.stash = StashOf(shallow[r], deep[r]);
   }
   report.per_step = std::move(per_step);
   report.per_microbatch = std::move(per_microbatch);

@@ -26,6 +26,7 @@
 #include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/compute_streams.h"
+#include "stagecraft/sim/stash.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/topology.h"
@@ -250,10 +251,15 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
     }
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
-  for (const sim::StageCost& c : costs.stages) {
+  // Each pass at its mean over the order's ops: a stash that slows deep ops (sim/stash.h)
+  // counted as the engine counted it.
+  const std::vector<std::array<double, 4>> stash = sim::MeanStashFactors(p.schedule, costs.rank_stash);
+  for (size_t st = 0; st < costs.stages.size(); ++st) {
     schedules::StageCostMetrics& m = p.metrics.stage_costs.emplace_back();
     for (const schedules::StageCostField& f : schedules::kStageCostFields) {
-      m.*f.field = static_cast<double>(sim::OpDurationNs(c, f.kind)) * 1e-6;  // a STEP in place: no copy
+      const int k = sim::StashKindIndex(f.kind);
+      const double factor = k >= 0 ? stash[st][static_cast<size_t>(k)] : 1.0;
+      m.*f.field = static_cast<double>(sim::OpDurationNs(costs.stages[st], f.kind)) * factor * 1e-6;  // a STEP in place: no copy
     }
   }
   return p;

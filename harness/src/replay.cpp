@@ -133,6 +133,9 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   base.op_time_cv = 0;
   base.op_ns.clear();
+  // The run's medians carry the stash of the schedule that ran (sim/stash.h); the model's
+  // change of it between schedules is left out, as it is for every op of a same-run replay.
+  base.rank_stash.clear();
   if (record == nullptr) {
     // Another schedule: every transfer as long as the run's median waited transfer (the fit's
     // link model would not know the receiver's copy), every op drawn with the run's spread.

@@ -49,7 +49,8 @@ int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
 ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop,
                                StreamHooks* hooks, schedules::RunRecord* record)
     : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()),
-      steps_in_place_(schedules::StepsInPlace(schedule)) {
+      steps_in_place_(schedules::StepsInPlace(schedule)),
+      stash_depths_(costs.rank_stash.empty() ? std::vector<std::vector<double>>{} : StashDepths(schedule)) {
   SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
   SC_CHECK(static_cast<int>(record->ranks.size()) == schedule.ranks(), "one rank record per rank");
   for (int r = 0; r < schedule.ranks(); ++r) {
@@ -103,9 +104,13 @@ void ComputeStreams::Advance(int rank) {
     int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
     if (const int64_t measured = costs_.MeasuredOpNs(rank, index); measured >= 0) {
       duration = measured;  // a replayed run's own time for this op
-    } else if (costs_.op_time_cv > 0) {
-      duration = std::llround(static_cast<double>(duration) *
-                              OpTimeFactor(costs_.op_time_cv, costs_.op_time_seed, rank, index));
+    } else {
+      double factor = 1;
+      if (!stash_depths_.empty() && rank < static_cast<int>(costs_.rank_stash.size())) {
+        factor = StashFactor(costs_.rank_stash[rank], op.kind, stash_depths_[rank][index]);
+      }
+      if (costs_.op_time_cv > 0) factor *= OpTimeFactor(costs_.op_time_cv, costs_.op_time_seed, rank, index);
+      if (factor != 1) duration = std::llround(static_cast<double>(duration) * factor);
     }
     // The receiver's copy ends the transfer; the runtime's work owed since the last op follows.
     const int64_t in_hand =

@@ -173,6 +173,10 @@ CostTable CostsFromProfile(const Scenario& sc, const Profile& p, const CostQuery
       for (const RankScale& r : p.ranks) {
         table.rank_op_overhead_ns.push_back(r.op_overhead_ns.value_or(p.op_overhead_ns));
       }
+      // The stash's slopes were measured on the calibration's ranks, as the pipeline runs here.
+      if (std::all_of(p.ranks.begin(), p.ranks.end(), [](const RankScale& r) { return r.stash.has_value(); })) {
+        for (const RankScale& r : p.ranks) table.rank_stash.push_back(*r.stash);
+      }
     }
     table.p2p = p.p2p;
     table.allreduce = p.allreduce;

@@ -24,6 +24,20 @@ OpScale ReadScale(const Value& v, const OpScale& defaults) {
   return scale;
 }
 
+StashScale ReadStash(const Value& v) {
+  const Map m(v, {"deep", "forward", "backward", "backward_input", "backward_weight"});
+  StashScale stash;
+  stash.deep = m.Get("deep").DoubleIn(0, kMaxStashDepth, "a depth in microbatches");
+  for (const auto& [key, field] : kStashFields) {
+    if (const auto x = m.Find(key)) {
+      const Map k(*x, {"at", "slope"});
+      (stash.*field).at = k.Get("at").DoubleIn(0, kMaxStashDepth, "a depth in microbatches");
+      (stash.*field).slope = k.Get("slope").DoubleIn(0, kMaxStashSlope, "a relative time per microbatch");
+    }
+  }
+  return stash;
+}
+
 // The optional measurements beyond the layers (profile.h).
 void ReadCalibration(const Map& m, Profile* p) {
   if (const auto v = m.Find("input_copy")) p->input_copy_ns = v->DurationNs();
@@ -53,13 +67,14 @@ void ReadCalibration(const Map& m, Profile* p) {
       v->Fail(fmt::format("expected at most 2^16 ranks, got {}", v->node().size()));
     }
     for (const Value& element : v->Elements()) {
-      const Map r(element, {"layers", "op_overhead", "per_step", "per_microbatch"});
+      const Map r(element, {"layers", "op_overhead", "per_step", "per_microbatch", "stash"});
       RankScale scale;
       if (const auto x = r.Find("op_overhead")) scale.op_overhead_ns = x->DurationNs();
       if (const auto x = r.Find("layers")) scale.layers = static_cast<int>(x->Int(1, kMaxLayers));
       if (const auto x = r.Find("per_step")) scale.per_step = ReadScale(*x, OpScale{});
       scale.per_microbatch = scale.per_step;
       if (const auto x = r.Find("per_microbatch")) scale.per_microbatch = ReadScale(*x, scale.per_step);
+      if (const auto x = r.Find("stash")) scale.stash = ReadStash(*x);
       p->ranks.push_back(scale);
     }
   }
@@ -159,6 +174,18 @@ void WriteCalibration(const Profile& p, YAML::Emitter& out) {
     WriteScale(r.per_step, out);
     out << YAML::Key << "per_microbatch" << YAML::Value;
     WriteScale(r.per_microbatch, out);
+    if (r.stash) {
+      out << YAML::Key << "stash" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "deep" << YAML::Value << fmt::format("{:.4f}", r.stash->deep);
+      for (const auto& [key, field] : kStashFields) {
+        const StashSlope& k = (*r.stash).*field;
+        out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+        out << YAML::Key << "at" << YAML::Value << fmt::format("{:.4f}", k.at);
+        out << YAML::Key << "slope" << YAML::Value << fmt::format("{:.6f}", k.slope);
+        out << YAML::EndMap;
+      }
+      out << YAML::EndMap;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

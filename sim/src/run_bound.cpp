@@ -113,9 +113,11 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
         }
         continue;
       }
-      // A STEP counted as if it copied its old version first; the op's own time factor.
-      const double factor =
+      // A STEP counted as if it copied its old version first; the op's own time factor, and the
+      // most its stash can add (StashFactor is at most 2).
+      double factor =
           costs.op_time_cv > 0 ? OpTimeFactor(costs.op_time_cv, costs.op_time_seed, r, static_cast<int>(i)) : 1.0;
+      if (!costs.rank_stash.empty()) factor *= 2;
       bound.compute_ns += static_cast<double>(OpDurationNs(costs.stages[op.stage], op.kind, false)) * factor;
     }
   }

@@ -523,6 +523,65 @@ TEST(ScaleOf, KindsWithoutBothSumsKeepTheFallback) {
   EXPECT_DOUBLE_EQ(empty.step, 1.0);
 }
 
+// ---- AddStashSums / StashOf -----------------------------------------------------------
+
+// GPipe, 2 ranks x 3 microbatches, one step; every op runs 2x its cost (stage 0: F 100, B 200;
+// stage 1: F 200, B 400). Rank 0's F's run at depths 0, 1, 2 and its B's at 3, 2, 1: F sums
+// measured 600 / isolated 300, depth x isolated 0 + 100 + 200 = 300; B 1200 / 600 and
+// 3·200 + 2·200 + 200 = 1200; the deepest 3. Rank 1 the same at twice the costs.
+TEST(AddStashSums, GpipeDepthsWeightedByIsolatedTime) {
+  const Schedule s = Lowered("gpipe", 2, 3, 1);
+  RunRecord record = EmptyRecord(s);
+  const sim::CostTable costs = OneFOneBCosts();
+  for (int r = 0; r < 2; ++r) {
+    int64_t t = 0;
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const Op& op = s.ops[r][i];
+      const int64_t d = op.kind == OpKind::kF ? 2 * costs.stages[op.stage].forward_ns
+                        : op.kind == OpKind::kB ? 2 * costs.stages[op.stage].FullBackwardNs() : 0;
+      record.ranks[r].ops[i] = {t, t + d};
+      t += d;
+    }
+  }
+  std::vector<StashSums> sums(2);
+  AddStashSums(s, record, costs, 0, &sums);
+  EXPECT_DOUBLE_EQ(sums[0].measured[0], 600);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[0], 300);
+  EXPECT_DOUBLE_EQ(sums[0].depth_isolated[0], 300);
+  EXPECT_DOUBLE_EQ(sums[0].measured[1], 1200);
+  EXPECT_DOUBLE_EQ(sums[0].isolated[1], 600);
+  EXPECT_DOUBLE_EQ(sums[0].depth_isolated[1], 1200);
+  EXPECT_DOUBLE_EQ(sums[0].deepest, 3);
+  EXPECT_DOUBLE_EQ(sums[1].isolated[0], 600);
+  EXPECT_DOUBLE_EQ(sums[1].depth_isolated[1], 2400);
+}
+
+// Shallow F: 1.1x at mean depth 1; deep F: 1.32x at mean depth 3.5, deepest 7 -> slope (1.32 /
+// 1.1 - 1) / 2.5 = 0.08 at 1. B: depths 2 and 2.2 (under half a microbatch apart) -> slope 0 at
+// 2. W faster when deep -> slope 0. I: no shallow ops -> 0 at 0. No deep run -> none.
+TEST(StashOf, SlopeBetweenTheShallowAndDeepRunsMeans) {
+  StashSums shallow, deep;
+  shallow.measured[0] = 1100, shallow.isolated[0] = 1000, shallow.depth_isolated[0] = 1000;
+  deep.measured[0] = 1320, deep.isolated[0] = 1000, deep.depth_isolated[0] = 3500;
+  shallow.measured[1] = 1000, shallow.isolated[1] = 1000, shallow.depth_isolated[1] = 2000;
+  deep.measured[1] = 1500, deep.isolated[1] = 1000, deep.depth_isolated[1] = 2200;
+  shallow.measured[3] = 1000, shallow.isolated[3] = 1000, shallow.depth_isolated[3] = 1000;
+  deep.measured[3] = 900, deep.isolated[3] = 1000, deep.depth_isolated[3] = 4000;
+  deep.measured[2] = 1000, deep.isolated[2] = 1000, deep.depth_isolated[2] = 3000;
+  deep.deepest = 7;
+  const std::optional<sim::StashScale> k = StashOf(shallow, deep);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_DOUBLE_EQ(k->deep, 7);
+  EXPECT_DOUBLE_EQ(k->forward.at, 1);
+  EXPECT_NEAR(k->forward.slope, 0.08, 1e-12);
+  EXPECT_DOUBLE_EQ(k->backward.at, 2);
+  EXPECT_DOUBLE_EQ(k->backward.slope, 0);
+  EXPECT_DOUBLE_EQ(k->backward_weight.slope, 0);
+  EXPECT_DOUBLE_EQ(k->backward_input.at, 0);
+  EXPECT_DOUBLE_EQ(k->backward_input.slope, 0);
+  EXPECT_FALSE(StashOf(shallow, StashSums{}).has_value());
+}
+
 // ---- OverheadPerOp ---------------------------------------------------------------------
 
 // Sets the timing of the op of `kind` and `microbatch` (step 0) on `rank`.

@@ -304,7 +304,7 @@ TEST(ProfileCalibration, BadInputIsLocated) {
 
   bad = Replace(kCalibrated, "per_microbatch: {forward: 4.0", "per_microbach: {forward: 4.0");
   EXPECT_EQ(error(bad), at(bad, "per_microbach") +
-                            "ranks.0: unknown key 'per_microbach' (known: layers, op_overhead, per_step, per_microbatch); "
+                            "ranks.0: unknown key 'per_microbach' (known: layers, op_overhead, per_step, per_microbatch, stash); "
                             "did you mean 'per_microbatch'?");
 
   bad = Replace(kCalibrated, "bandwidth: 2GB/s", "bandwidth: 2000000000");

@@ -105,6 +105,25 @@ struct JitterSums {
 void AddJitter(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                const sim::CostTable& isolated, int first_step, JitterSums* sums);
 
+// The same sums per rank for F, B, I and W, with the stash each op ran at (sim::StashDepths),
+// weighted by its isolated time: what the shallow runs and the deep one (GPipe) each saw.
+struct StashSums {
+  static constexpr size_t kKinds = std::size(sim::kStashFields);  // F, B, I, W
+  double measured[kKinds] = {};
+  double isolated[kKinds] = {};
+  double depth_isolated[kKinds] = {};  // sum of depth x isolated
+  double deepest = 0;                  // the deepest stash an op ran at
+};
+void AddStashSums(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                  const sim::CostTable& isolated, int first_step, std::vector<StashSums>* sums);
+
+// A rank's stash model from its shallow runs and its deep one: per kind, `at` the shallow
+// runs' mean depth, and the slope that takes the shallow runs' measured / isolated to the deep
+// run's over the difference of their mean depths (at least 0: a deeper stash is not taken to
+// speed an op up; 0 where either lacks the kind or the depths differ by under half a
+// microbatch); `deep` the deepest the deep run went. None without a deep run.
+std::optional<sim::StashScale> StashOf(const StashSums& shallow, const StashSums& deep);
+
 // measured / isolated per kind, within [0.001, 1000]; a kind with no ops keeps `fallback`'s.
 sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
 

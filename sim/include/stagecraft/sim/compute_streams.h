@@ -80,6 +80,7 @@ class ComputeStreams final : public EventHandler {
   schedules::RunRecord* record_;
   std::vector<Stream> streams_;  // per rank
   std::vector<std::vector<bool>> steps_in_place_;  // [rank][op index]
+  std::vector<std::vector<double>> stash_depths_;  // [rank][op index]; empty without costs_.rank_stash
 };
 
 }  // namespace stagecraft::sim

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/sim/stash.h"
+
 namespace stagecraft::sim {
 
 // What one stage costs per microbatch.
@@ -88,6 +90,9 @@ struct CostTable {
   // 1 and that spread, fixed by the seed and the op's place (simulate twice, get the same run).
   double op_time_cv = 0;
   uint64_t op_time_seed = 1;
+  // How each rank's compute ops slow with the activations it holds (stash.h), by rank; empty:
+  // they do not. Measured ops (op_ns) keep their own times.
+  std::vector<StashScale> rank_stash;
   // Measured durations of individual compute ops (a replayed run, `stagecraft replay`): by rank
   // and op index in the rank's IR list, -1 where the stage's cost applies. Empty: none.
   std::vector<std::vector<int64_t>> op_ns;

@@ -39,6 +39,7 @@ namespace stagecraft::sim {
 //   training.lr                                      > 0, finite             executor only (a huge lr is
 //                                                                            how divergence is tested)
 //   profile op scales; op_time_cv                    (0, 1000]; 0 .. 10
+//   profile stash depths; stash slopes                0 .. 2^20; 0 .. 1
 //
 // Derived values, checked once the costs are built (an InputError naming the keys they came
 // from): every op's time (analytical FLOPs / (peak x efficiency), explicit or profiled sums) and
@@ -80,5 +81,7 @@ inline constexpr int kMaxGraphVertices = 1 << 12;
 inline constexpr int kMaxGraphLinks = 1 << 16;
 inline constexpr double kMaxOpScale = 1000;
 inline constexpr double kMaxOpTimeCv = 10;
+inline constexpr double kMaxStashDepth = 1 << 20;  // microbatches of activations held
+inline constexpr double kMaxStashSlope = 1;         // relative time per microbatch held
 
 }  // namespace stagecraft::sim

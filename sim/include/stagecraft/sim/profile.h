@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "stagecraft/sim/cost_table.h"
+#include "stagecraft/sim/stash.h"
 
 namespace stagecraft::sim {
 
@@ -66,6 +67,8 @@ struct RankScale {
   std::optional<int64_t> op_overhead_ns;  // the rank's runtime work per op (else the profile's)
   OpScale per_step;
   OpScale per_microbatch;
+  // How the rank's op times grow with the activations it holds (stash.h); absent: they do not.
+  std::optional<StashScale> stash;
 };
 
 // The ping-pong fit of the profile's transfers (cost_table.h), by its profile name.
