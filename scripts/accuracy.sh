@@ -10,8 +10,10 @@
 # Each step-time error is split (compare --trace, a replay of the run from its own op and
 # transfer times) into the machine's cost drift and the model's error, with their medians and
 # largest over the runs, the largest bubble error of the replays, and every run over a target.
-# Last, data parallelism against the pipeline: the same model and global batch (microbatches x
-# 2b samples a step) as P = 1 x D = 2 replicas of microbatch b and as a P = 2 x D = 1 pipeline
+# Then the stash's share: each run predicted again without its profile's stash (sim/stash.h),
+# against the same measurements. Last, data parallelism against the pipeline: the same model
+# and global batch (microbatches x 2b samples a step) as P = 1 x D = 2 replicas of microbatch b
+# and as a P = 2 x D = 1 pipeline
 # of microbatch 2b (1F1B, one run each): predicted and measured step time, and their losses,
 # which must agree (the same training, DESIGN.md §9).
 # A benchmark, not a test: it exits 0 whatever the errors (non-zero only when a run fails).
@@ -67,9 +69,9 @@ for layout in dp2 pp2; do
   # calibration runs with their REDUCE_GRADs), at its microbatch size.
   profile_and_compare "$out/layouts/$layout" "$layout" 2 "${sets[@]}"
 done
-python3 - "$out" "$runs" <<'EOF'
-import json, statistics, sys
-out, runs = sys.argv[1], int(sys.argv[2])
+python3 - "$out" "$runs" "$sc" "$scenario" "${shapes[hidden1024]}" <<'EOF'
+import json, re, statistics, subprocess, sys
+out, runs, sc, scenario, hidden1024 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5].split()
 rows = {}
 for shape in ("main", "hidden1024"):
     for k in range(1, runs + 1):
@@ -134,6 +136,27 @@ if every:
         for r in rs:
             if r[9] is not None and (abs(r[9]) > 2 or abs(r[10]) > 1):
                 print(f"  over a target: {shape} run {r[0]} {r[1]}: model error {r[9]:+.2f}%, bubble {r[10]:+.2f} pp")
+# The stash's share (sim/stash.h): every run predicted again from its own profile without its
+# ranks' stash, against the same measurements; per schedule the mean error against 1F1B's in the
+# same run (which the machine's drift between runs leaves alone).
+paired = {"with": {}, "without": {}}
+for shape, sets in (("main", []), ("hidden1024", hidden1024)):
+    for k in range(1, runs + 1):
+        d = f"{out}/{shape}/run{k}"
+        measured = {s["schedule"]: s["step_time_ms"] for s in json.load(open(f"{d}/measured.json"))["schedules"]}
+        text = open(f"{d}/profile.yaml").read()
+        open(f"{d}/profile-without-stash.yaml", "w").write(re.sub(r"\n +stash: \{.*\}", "", text))
+        for tag, prof in (("with", "profile.yaml"), ("without", "profile-without-stash.yaml")):
+            if tag == "without":
+                subprocess.run([sc, "simulate", scenario, *sets, "--set", f"model.profile={d}/{prof}", "--json",
+                                f"{d}/predicted-without-stash.json"], check=True, stdout=subprocess.DEVNULL)
+            pred = json.load(open(f"{d}/predicted.json" if tag == "with" else f"{d}/predicted-without-stash.json"))
+            err = {s["schedule"]: 100 * (s["step_time_ms"] / measured[s["schedule"]] - 1) for s in pred["schedules"]}
+            for name, e in err.items():
+                paired[tag].setdefault(name, []).append(e - err["1f1b"])
+print("the stash's share: mean step-time error against 1F1B's in the same run, without / with the profile's stash")
+print("  " + "  ".join(f"{n} {statistics.mean(paired['without'][n]):+.1f} / {statistics.mean(paired['with'][n]):+.1f}"
+                       for n in paired["with"] if n != "1f1b"))
 print("spread: the measured step time's (max - min) / median over steps 1.. of one run (median over runs);")
 print("run-to-run: one schedule's measured step time, (max - min) / median over the runs (median over schedules)")
 print("vs median: the predicted step time against the median measured step of steps 1.. (bursts and the")
