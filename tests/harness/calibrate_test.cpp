@@ -51,6 +51,21 @@ RunRecord EmptyRecord(const Schedule& s) {
   return record;
 }
 
+// A record of every rank's ops back to back from time 0, op i of rank r lasting d(r, op).
+template <typename Fn>
+RunRecord BackToBack(const Schedule& s, Fn d) {
+  RunRecord record = EmptyRecord(s);
+  for (int r = 0; r < s.ranks(); ++r) {
+    int64_t t = 0;
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const int64_t len = d(r, s.ops[r][i]);
+      record.ranks[r].ops[i] = {t, t + len};
+      t += len;
+    }
+  }
+  return record;
+}
+
 sim::StageCost Cost(int64_t f, int64_t i, int64_t w, int64_t step, int64_t copy) {
   sim::StageCost c;
   c.forward_ns = f;
@@ -483,16 +498,9 @@ TEST(AddScaleSums, StepThatCannotRunInPlaceComparesWithTheCopy) {
 
   sim::CostTable costs;
   costs.stages = {Cost(100, 150, 50, 400, 100), Cost(100, 100, 100, 200, 50)};
-  RunRecord record = EmptyRecord(s);
-  for (int r = 0; r < 2; ++r) {
-    int64_t t = 0;
-    for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      const OpKind kind = s.ops[r][i].kind;
-      const int64_t d = kind == OpKind::kStep ? (r == 0 ? 500 : 250) : schedules::IsComm(kind) ? 0 : 100;
-      record.ranks[r].ops[i] = {t, t + d};
-      t += d;
-    }
-  }
+  const RunRecord record = BackToBack(s, [](int r, const Op& op) -> int64_t {
+    return op.kind == OpKind::kStep ? (r == 0 ? 500 : 250) : schedules::IsComm(op.kind) ? 0 : 100;
+  });
   std::vector<ScaleSums> sums(2);
   AddScaleSums(s, record, costs, 0, &sums);
   EXPECT_DOUBLE_EQ(sums[0].measured[4], 2000);
@@ -531,18 +539,11 @@ TEST(ScaleOf, KindsWithoutBothSumsKeepTheFallback) {
 // 3·200 + 2·200 + 200 = 1200; the deepest 3. Rank 1 the same at twice the costs.
 TEST(AddStashSums, GpipeDepthsWeightedByIsolatedTime) {
   const Schedule s = Lowered("gpipe", 2, 3, 1);
-  RunRecord record = EmptyRecord(s);
   const sim::CostTable costs = OneFOneBCosts();
-  for (int r = 0; r < 2; ++r) {
-    int64_t t = 0;
-    for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      const Op& op = s.ops[r][i];
-      const int64_t d = op.kind == OpKind::kF ? 2 * costs.stages[op.stage].forward_ns
-                        : op.kind == OpKind::kB ? 2 * costs.stages[op.stage].FullBackwardNs() : 0;
-      record.ranks[r].ops[i] = {t, t + d};
-      t += d;
-    }
-  }
+  const RunRecord record = BackToBack(s, [&](int, const Op& op) -> int64_t {
+    return op.kind == OpKind::kF ? 2 * costs.stages[op.stage].forward_ns
+           : op.kind == OpKind::kB ? 2 * costs.stages[op.stage].FullBackwardNs() : 0;
+  });
   std::vector<StashSums> sums(2);
   AddStashSums(s, record, costs, 0, &sums);
   EXPECT_DOUBLE_EQ(sums[0].measured[0], 600);
