@@ -138,6 +138,10 @@ void PrintCalibration(std::FILE* report, const sim::Profile& profile, const harn
     }
   }
   std::fprintf(report, "(-: no calibration run had that op kind on that rank; its scale is per_step's, else 1)\n");
+  if (runs.deep_stash_left_out) {
+    std::fprintf(report, "gpipe's run left out: every microbatch held at once is predicted over the device's memory, "
+                         "so the stash's slopes are not measured\n");
+  }
   bool any = false;
   for (size_t r = 0; r < profile.ranks.size(); ++r) {
     const std::optional<sim::StashScale>& s = profile.ranks[r].stash;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/base/stats.h"
 #include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/runtime.h"
@@ -201,6 +202,7 @@ RunsReport CalibrateRuns(
   const int ranks = transport.size();
   std::vector<ScaleSums> per_step(ranks), per_microbatch(ranks);
   std::vector<StashSums> shallow(ranks), deep(ranks);  // the per-step runs' stash, and GPipe's
+  bool deep_left_out = false;
   int64_t overhead_sum = 0;
   std::vector<int64_t> rank_overhead_sum(static_cast<size_t>(ranks), 0);
   int runs = 0;
@@ -223,6 +225,21 @@ RunsReport CalibrateRuns(
   for (const std::string& name : CalibrationSchedules(pipeline)) {
     pipeline.schedules = {name};
     const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
+    if (name == kDeepStashSchedule) {
+      // Every microbatch held at once may not fit where the job's own schedules do: then the
+      // stash goes unmeasured rather than the profile failing (every rank decides alike).
+      sim::Scenario deep_sc = sc;
+      deep_sc.pipeline = pipeline;
+      bool fits = false;
+      try {
+        fits = !Predict(deep_sc, sim::Topology(deep_sc.topology), s).metrics.AnyOom();
+      } catch (const InputError&) {  // not predictable here: not run either
+      }
+      if (!fits) {
+        deep_left_out = true;
+        continue;
+      }
+    }
     exec::TrainingConfig config = job;
     config.layers_per_stage = sim::StageLayers(sc, s.stages());
     const exec::RankRun run = exec::RunRank(s, config, data, device, transport, {}, replicas);
@@ -249,6 +266,7 @@ RunsReport CalibrateRuns(
     ++runs;
   }
   RunsReport report;
+  report.deep_stash_left_out = deep_left_out;
   if (transport.rank() != 0 || runs == 0) return report;
   profile->op_overhead_ns = overhead_sum / runs;
   profile->op_time_cv = jitter.Cv();

@@ -15,6 +15,17 @@ check "calibrated profile: exit 0" '[[ $? -eq 0 ]]'
 check "prints the p2p fit" 'grep -qE "^p2p: latency .*, bandwidth [0-9.]+ GB/s, [0-9]+% of a 4.00 KiB transfer" "$tmp/out"'
 check "prints the all-reduce fit" 'grep -qE "^all-reduce over 2 ranks: 2 steps of .* latency, bus bandwidth [0-9.]+ GB/s" "$tmp/out"'
 check "prints the scales of both ranks" '[[ $(grep -cE "^[01] +per (step|microbatch) " "$tmp/out") -eq 4 ]]'
+check "prints both ranks' stash slopes" '[[ $(grep -cE "^rank [01]: up to [0-9.]+:" "$tmp/out") -eq 2 ]]'
+check "the profile holds both ranks' stash, GPipe's 8 microbatches deep" \
+  '[[ $(grep -cE "^    stash: \{deep: 8\.0000, forward: \{at: [0-9.]+, slope: [0-9.]+\}" "$tmp/p.yaml") -eq 2 ]]'
+
+# A device with room for 1F1B (336 KiB) but not for GPipe's 8 microbatches at once (556 KiB):
+# the deep run is left out and said so, the stash unmeasured, the profile still written.
+"$root/scripts/mpirun.sh" 2 "$sc" profile "$scenario" "${small[@]}" --set topology.device.memory=400KiB \
+  --out "$tmp/tight.yaml" --repeats 3 --calibration-steps 3 >"$tmp/tight" 2>&1
+check "tight memory: exit 0" '[[ $? -eq 0 ]]'
+check "tight memory: GPipe's run left out, said so" 'grep -q "^gpipe.s run left out: every microbatch held at once is predicted over the device.s memory" "$tmp/tight"'
+check "tight memory: no stash in the profile" '! grep -q "stash:" "$tmp/tight.yaml" && grep -q "per_step:" "$tmp/tight.yaml"'
 python3 - "$tmp/p.yaml" <<'PY' || fail=1
 import re, sys
 text = open(sys.argv[1]).read()

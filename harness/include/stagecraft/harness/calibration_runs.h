@@ -52,6 +52,7 @@ struct RunsReport {
   size_t waited = 0;                                // transfers waited through
   int64_t waited_median_ns = 0;
   size_t reduces = 0;                               // REDUCE_GRADs timed (replicated layouts)
+  bool deep_stash_left_out = false;  // GPipe's run skipped: predicted over the device's memory
   int64_t reduce_median_ns = 0;
 };
 
