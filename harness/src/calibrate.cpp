@@ -25,14 +25,7 @@ constexpr int kUntimed = 5;
 constexpr double kMinScale = 1e-3, kMaxScale = 1e3;
 
 int KindIndex(schedules::OpKind kind) {
-  switch (kind) {
-    case schedules::OpKind::kF: return 0;
-    case schedules::OpKind::kB: return 1;
-    case schedules::OpKind::kI: return 2;
-    case schedules::OpKind::kW: return 3;
-    case schedules::OpKind::kStep: return 4;
-    default: return -1;
-  }
+  return kind == schedules::OpKind::kStep ? 4 : sim::StashKindIndex(kind);  // F, B, I, W: 0..3
 }
 
 }  // namespace
@@ -196,9 +189,9 @@ double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_a
 
 namespace {
 
-// Calls fn(rank, kind index, measured ns, isolated ns) for every compute op and STEP of `s` from
-// step `first_step` on that ran, in each rank's op order: the ops a calibration compares with
-// their cost under `isolated`.
+// Calls fn(rank, op index, kind index, measured ns, isolated ns) for every compute op and STEP
+// of `s` from step `first_step` on that ran, in each rank's op order: the ops a calibration
+// compares with their cost under `isolated`.
 template <typename Fn>
 void ForEachComparedOp(const schedules::Schedule& s, const schedules::RunRecord& record, const sim::CostTable& isolated,
                        int first_step, Fn fn) {
@@ -209,7 +202,7 @@ void ForEachComparedOp(const schedules::Schedule& s, const schedules::RunRecord&
       const int k = KindIndex(op.kind);
       const schedules::OpTiming& t = record.ranks[r].ops.at(i);
       if (k < 0 || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
-      fn(r, k, t.end_ns - t.start_ns, sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]));
+      fn(r, i, k, t.end_ns - t.start_ns, sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, in_place[r][i]));
     }
   }
 }
@@ -220,7 +213,7 @@ void AddScaleSums(const schedules::Schedule& s, const schedules::RunRecord& reco
                   int first_step, std::vector<ScaleSums>* sums) {
   SC_CHECK(static_cast<int>(sums->size()) == s.ranks() && static_cast<int>(record.ranks.size()) == s.ranks(),
            "one record and one sum per rank");
-  ForEachComparedOp(s, record, isolated, first_step, [&](int r, int k, int64_t measured, int64_t cost) {
+  ForEachComparedOp(s, record, isolated, first_step, [&](int r, size_t, int k, int64_t measured, int64_t cost) {
     (*sums)[r].measured[k] += static_cast<double>(measured);
     (*sums)[r].isolated[k] += static_cast<double>(cost);
   });
@@ -231,23 +224,14 @@ void AddStashSums(const schedules::Schedule& s, const schedules::RunRecord& reco
   SC_CHECK(static_cast<int>(sums->size()) == s.ranks() && static_cast<int>(record.ranks.size()) == s.ranks(),
            "one record and one sum per rank");
   const std::vector<std::vector<double>> depths = sim::StashDepths(s);
-  for (int r = 0; r < s.ranks(); ++r) {
+  ForEachComparedOp(s, record, isolated, first_step, [&](int r, size_t i, int k, int64_t measured, int64_t cost) {
+    if (k >= static_cast<int>(StashSums::kKinds)) return;  // a STEP
     StashSums& sum = (*sums)[r];
-    for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      const schedules::Op& op = s.ops[r][i];
-      const int k = KindIndex(op.kind);
-      const schedules::OpTiming& t = record.ranks[r].ops.at(i);
-      if (k < 0 || k >= static_cast<int>(StashSums::kKinds) || op.step < first_step || t.start_ns < 0 ||
-          t.end_ns < t.start_ns) {
-        continue;
-      }
-      const double cost = static_cast<double>(sim::OpDurationNs(isolated.stages.at(op.stage), op.kind, false));
-      sum.measured[k] += static_cast<double>(t.end_ns - t.start_ns);
-      sum.isolated[k] += cost;
-      sum.depth_isolated[k] += depths[r][i] * cost;
-      sum.deepest = std::max(sum.deepest, depths[r][i]);
-    }
-  }
+    sum.measured[k] += static_cast<double>(measured);
+    sum.isolated[k] += static_cast<double>(cost);
+    sum.depth_isolated[k] += depths[r][i] * static_cast<double>(cost);
+    sum.deepest = std::max(sum.deepest, depths[r][i]);
+  });
 }
 
 std::optional<sim::StashScale> StashOf(const StashSums& shallow, const StashSums& deep) {
@@ -273,7 +257,7 @@ void AddJitter(const schedules::Schedule& s, const schedules::RunRecord& record,
                int first_step, JitterSums* sums) {
   // Per rank and kind F, B, I, W (not STEP), the ratios in op order.
   std::vector<std::vector<double>> ratios(static_cast<size_t>(s.ranks()) * 4);
-  ForEachComparedOp(s, record, isolated, first_step, [&](int r, int k, int64_t measured, int64_t cost) {
+  ForEachComparedOp(s, record, isolated, first_step, [&](int r, size_t, int k, int64_t measured, int64_t cost) {
     if (k < 4 && cost > 0) ratios[static_cast<size_t>(r) * 4 + k].push_back(static_cast<double>(measured) / cost);
   });
   for (const std::vector<double>& v : ratios) {

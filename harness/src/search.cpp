@@ -277,13 +277,13 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
     int bound_rank = 0;
     // The bound from the ops' times without their stash (sim/stash.h: a stash only lengthens an
     // op), which no order of these stages goes below.
-    schedules::RunRecord unstashed = c.run;
+    schedules::RunRecord unstashed;
     if (!c.costs.rank_stash.empty()) {
       sim::CostTable plain = c.costs;
       plain.rank_stash.clear();
       judge.StepNs(c.schedule, plain, &unstashed);
     }
-    const int64_t bound = PlacementBoundNs(unstashed, &bound_rank);
+    const int64_t bound = PlacementBoundNs(c.costs.rank_stash.empty() ? c.run : unstashed, &bound_rank);
     if (result.bound_ns == 0 || bound < result.bound_ns) {
       result.bound_ns = bound;
       result.bound_rank = bound_rank;
