@@ -66,7 +66,8 @@ void BindSearch(py::module_& m) {
       .def_property_readonly("best_long_run_step_ms", [](const SearchResult& r) { return r.best_steady_ns * 1e-6; },
                              "the result's step in a long run (the largest per-rank span of one step)")
       .def_property_readonly("bound_ms", [](const SearchResult& r) { return r.bound_ns * 1e-6; },
-                             "no op order of these stages takes less per step (the busiest rank's compute)")
+                             "no op order of these stages takes less per step over the scenario's steps (the busiest "
+                             "rank's compute, and for one step the wait for its first input)")
       .def_readonly("bound_rank", &SearchResult::bound_rank, "the rank that sets the bound")
       .def_readonly("bound_placement", &SearchResult::bound_placement, "the placement that sets it: 'V, 16 stages'")
       .def_readonly("memory_limit", &SearchResult::memory_limit, "rank 0's, in memory_units (0: none)")

@@ -128,30 +128,43 @@ TEST(Search, ItsCsvSimulatesToTheTimeItReported) {
 }
 
 // The bound, hand-worked on uniform costs (F = B = W = 1 ms per rank, p = 4, m = 8): each rank
-// computes 8 x 3 = 24 ms whatever the placement, so no step is under 24 ms. ZB-H2 and ZB-V have
-// no bubble in a long run (the paper's "zero bubble"): their spans are 24 ms; one step alone,
-// ZB-V's 25.5 ms (rank 3 waits for 3 half forwards) is the shortest. Over 1000 steps ZB-V takes
-// (25.5 + 999 x 24) / 1000 ms per step, ZB-H2 (27 + 999 x 24) / 1000: the search starts from
-// ZB-V, and no order gets under the bound.
+// computes 8 x 3 = 24 ms whatever the placement, so no step of a long run is under 24 ms; and one
+// step alone cannot end before rank 3 has computed its 24 ms after the forwards of the stages
+// before its first: 3 ms on 4 stages in a loop, 1.5 ms on 8 (V, or interleaved). ZB-H2 and ZB-V
+// have no bubble in a long run (the paper's "zero bubble"): their spans are 24 ms; one step alone,
+// ZB-V's 25.5 ms is the shortest, on that bound. Over 1000 steps ZB-V takes (25.5 + 999 x 24) /
+// 1000 ms per step, ZB-H2 (27 + 999 x 24) / 1000: the search starts from ZB-V, on the bound.
 TEST(Search, BoundIsTheBusiestRanksComputeHandWorked) {
   const sim::Scenario sc =
       sim::LoadScenario(std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/uniform-costs.yaml", {"pipeline.steps=1000"});
   SearchOptions o;
   o.max_evaluations = 200;
   const SearchResult r = SearchSchedule(sc, o);
-  EXPECT_EQ(r.bound_ns, 24'000'000);
+  const int64_t long_bound = (25'500'000 + 999 * int64_t{24'000'000}) / 1000;
+  EXPECT_EQ(r.bound_ns, long_bound);
   EXPECT_EQ(r.start_name, "zb-v");
   EXPECT_EQ(r.start_makespan_ns, 25'500'000);
   EXPECT_EQ(r.start_steady_ns, 24'000'000);
-  EXPECT_EQ(r.start_ns, (25'500'000 + 999 * int64_t{24'000'000}) / 1000);
-  EXPECT_GE(r.best_ns, r.bound_ns);
-  EXPECT_EQ(r.best_steady_ns, r.bound_ns);
+  EXPECT_EQ(r.start_ns, long_bound);
+  EXPECT_EQ(r.best_ns, long_bound);
+  EXPECT_EQ(r.best_steady_ns, 24'000'000);
+
   sim::Scenario one = sc;
   one.pipeline.steps = 1;
+  const SearchResult r1 = SearchSchedule(one, o);
+  EXPECT_EQ(r1.bound_ns, 25'500'000);
+  EXPECT_EQ(r1.bound_rank, 3);
+  EXPECT_EQ(r1.best_ns, 25'500'000);
+  EXPECT_NE(DescribeSearch(r1).find("can take under 25.500 ms"), std::string::npos) << DescribeSearch(r1);
+  EXPECT_NE(DescribeSearch(r1).find("0.00% above it"), std::string::npos) << DescribeSearch(r1);
+
+  // 1F1B's placement, a loop of 4 stages: rank 3 starts 3 ms in at the earliest.
   const sim::Topology topo(one.topology);
   const Prediction f1b = Predict(one, topo, ScenarioSchedules(one, {"1f1b"}).front());
-  EXPECT_EQ(PlacementBoundNs(f1b.result), 24'000'000);
-  EXPECT_NE(DescribeSearch(r).find("can take under 24.000 ms"), std::string::npos) << DescribeSearch(r);
+  int rank = -1;
+  EXPECT_EQ(PlacementBoundNs(f1b.schedule, f1b.result, 1, &rank), 27'000'000);
+  EXPECT_EQ(rank, 3);
+  EXPECT_EQ(PlacementBoundNs(f1b.schedule, f1b.result, 1000), (27'000'000 + 999 * int64_t{24'000'000}) / 1000);
 }
 
 // What "a step of a long run" means, from the simulator alone: k steps of a generator's schedule
@@ -173,25 +186,26 @@ TEST(Search, AStepOfALongRunIsTheLargestSpanOfOne) {
   }
 }
 
-// No generator's simulated step is below the bound, on uneven per-rank costs and on the paper's.
+// No generator's simulated step is below the bound, on uneven per-rank costs and on the paper's,
+// one step alone and per step of a long run.
 TEST(Search, NoGeneratorBeatsTheBound) {
-  for (const sim::Scenario& sc :
-       {Paper(), Paper({"model.costs.forward=[1ms, 1.3ms, 0.8ms, 1.6ms]", "model.costs.backward_input=[1.1ms, 1.2ms, "
-                        "0.9ms, 1.7ms]", "model.costs.backward_weight=[0.5ms, 0.7ms, 0.4ms, 0.9ms]"})}) {
-    SearchOptions o;
-    o.max_evaluations = 50;
-    const SearchResult r = SearchSchedule(sc, o);
-    ASSERT_GT(r.bound_ns, 0);
-    for (const schedules::GeneratorInfo& info : schedules::Generators()) {
-      if (!schedules::CheckParams(info, sim::GeneratorParamsFor(sc.pipeline, info)).empty()) continue;
-      sim::Scenario one = sc;
-      one.pipeline.steps = 1;
-      const sim::Topology topo(one.topology);
-      const schedules::RunRecord run =
-          Predict(one, topo, ScenarioSchedules(one, {std::string(info.name)}).front()).result;
-      EXPECT_GE(SteadyStepNs(run), r.bound_ns) << info.name;
+  for (const std::string steps : {"1", "1000"}) {
+    for (const sim::Scenario& sc :
+         {Paper({"pipeline.steps=" + steps}),
+          Paper({"pipeline.steps=" + steps, "model.costs.forward=[1ms, 1.3ms, 0.8ms, 1.6ms]",
+                 "model.costs.backward_input=[1.1ms, 1.2ms, 0.9ms, 1.7ms]",
+                 "model.costs.backward_weight=[0.5ms, 0.7ms, 0.4ms, 0.9ms]"})}) {
+      SearchOptions o;
+      o.max_evaluations = 50;
+      const SearchResult r = SearchSchedule(sc, o);
+      ASSERT_GT(r.bound_ns, 0);
+      for (const schedules::GeneratorInfo& info : schedules::Generators()) {
+        if (!schedules::CheckParams(info, sim::GeneratorParamsFor(sc.pipeline, info)).empty()) continue;
+        EXPECT_GE(RunStepNs(GeneratorRun(sc, std::string(info.name)), sc.pipeline.steps), r.bound_ns)
+            << info.name << ", " << steps << " step(s)";
+      }
+      EXPECT_GE(r.best_ns, r.bound_ns);
     }
-    EXPECT_GE(r.best_ns, r.bound_ns);
   }
 }
 

@@ -68,8 +68,8 @@ struct SearchResult {
   int64_t start_ns = 0, best_ns = 0;  // simulated step times over `steps` steps (RunStepNs)
   int64_t start_makespan_ns = 0, best_makespan_ns = 0;  // one step alone
   int64_t start_steady_ns = 0, best_steady_ns = 0;      // a step of a long run (SteadyStepNs)
-  // What no op order can beat, on any placement the generators use (PlacementBoundNs): the
-  // smallest of their bounds, and the rank and placement that set it.
+  // What no op order can beat over `steps` steps, on any placement the generators use
+  // (PlacementBoundNs): the smallest of their bounds, and the rank and placement that set it.
   int64_t bound_ns = 0;
   int bound_rank = 0;
   std::string bound_placement;  // "loop, 8 stages", "V, 16 stages"
@@ -91,10 +91,18 @@ int64_t SteadyStepNs(const schedules::RunRecord& run);
 // SteadyStepNs) / steps.
 int64_t RunStepNs(const schedules::RunRecord& one_step, int steps);
 
-// A lower bound on the long-run step of every op order with `run`'s stages and placement: a
-// rank runs its compute ops one at a time, so its span holds at least its compute (`run`'s busy
-// time, the same in every order). Returns the largest, and in `rank` the rank that has it.
-int64_t PlacementBoundNs(const schedules::RunRecord& run, int* rank = nullptr);
+// A lower bound on the step time over `steps` steps (RunStepNs) of every op order with the stages
+// and placement of `schedule` (lowered: the lists `run`'s timings index), from `run`, a
+// simulation of it whose op times are those of every order (no stash, no drawn variation):
+// - a rank runs its compute ops one at a time, so each step's span holds at least its compute
+//   (its busy time, the same in every order): a long run's step is at least the busiest rank's;
+// - and one step alone cannot end before each rank's compute has run after the earliest its
+//   first op can start: a stage's first forward waits for one microbatch's forwards through every
+//   stage before it (transfers counted as free).
+// So (max over ranks of head + compute, plus steps - 1 times the busiest compute) / steps. Returns
+// it, and in `rank` the rank that sets it (the one-step term's for one step, else the busiest).
+int64_t PlacementBoundNs(const schedules::Schedule& schedule, const schedules::RunRecord& run, int steps,
+                         int* rank = nullptr);
 
 // Throws InputError when no generator gives a schedule within the memory limit.
 SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& options);
