@@ -12,7 +12,9 @@
 #      sharing a GPU time-slice it and the simulator gives each rank a device of its own;
 #   4. the GPU benchmarks: tests/bench/cuda_bench (each layer op's GEMM rate against bare
 #      cuBLAS, target >= 0.6; the runtime's cost per op, target <= 10 us) and, with 2 GPUs,
-#      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging).
+#      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging);
+#   5. scripts/layer-probe.sh: one transformer block of each Zero Bubble paper model timed kernel
+#      by kernel with the machine's PyTorch, beside the roofline model's kernels on this GPU.
 # A step that fails is recorded and the rest still run (a step whose input is missing is
 # recorded as failed). report.md holds every number and ends in "N passed, M failed"; beside it
 # summary.json, devices.json, ctest-gpu.xml, the benchmarks' JSON, one folder per scenario and
@@ -167,6 +169,11 @@ if [[ $dry -eq 1 || -x "$bench/nccl_p2p_bench" ]]; then
 elif [[ $dry -eq 0 ]]; then
   printf 'nccl_p2p_bench\tskip\t0\tthis build has no NCCL\t\n' >>"$out/steps.tsv"
 fi
+
+# ---- 5. the kernel list, kernel by kernel -------------------------------------------------------
+# One block of each Zero Bubble paper model timed kernel by kernel with PyTorch, against the
+# roofline model's prediction on this GPU's device file (issue 30, point 6; docs/cost-model.md).
+step "layer probe" "$root/scripts/layer-probe.sh" --out "$out"
 
 [[ $dry -eq 1 ]] && exit 0
 echo "report: $out/report.md"

@@ -3,7 +3,7 @@
 
 Reads OUT/steps.tsv (one line per step: name, pass|fail|skip, seconds, detail, log) and the
 files the steps wrote (devices.json, ctest-gpu.xml, <scenario>/compare.json, cuda_bench.json,
-nccl_p2p_bench.json), derives the checks the numbers allow (no gpu test skipped, every schedule
+nccl_p2p_bench.json, layer-probe.md), derives the checks the numbers allow (no gpu test skipped, every schedule
 measured, cuda_bench's targets), and writes OUT/report.md and OUT/summary.json. Prints the
 closing line "N passed, M failed" and exits 1 when M > 0.
 
@@ -168,6 +168,16 @@ def p2p_section(out):
     return lines + [""]
 
 
+def layer_probe_section(out):
+    """scripts/layer-probe.sh's report, as it wrote it (a measurement: no pass or fail of its own)."""
+    try:
+        with open(os.path.join(out, "layer-probe.md")) as f:
+            text = f.read().rstrip("\n")
+    except OSError:
+        return []
+    return ["#" + text, ""]  # its title one level down
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: gpu_check_report.py OUT")
@@ -180,6 +190,7 @@ def main():
         body += compare_section(out, scenario, checks)
     body += cuda_bench_section(out, checks)
     body += p2p_section(out)
+    body += layer_probe_section(out)
     rows = [(s["name"], s["status"], f"{s['seconds']:.0f} s", s["detail"]) for s in steps]
     rows += [(name, status, "", detail) for name, status, detail in checks]
     passed = sum(1 for r in rows if r[1] == "pass")

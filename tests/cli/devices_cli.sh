@@ -93,11 +93,12 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "mlp-gpu: what-if compare: .* compare .*whatif.json .*measured.json" "gpt-gpu: what-if: " \
             "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 .*--backend cuda" \
             "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " \
-            "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 "; do
+            "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 " \
+            "layer probe: .*scripts/layer-probe.sh --out "; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
 # Each scenario twice (its ranks, and one rank for a GPU its ranks would share): 6 steps each.
-check "gpu-check --dry-run: 28 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 28 ]]'
+check "gpu-check --dry-run: 29 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 29 ]]'
 "$gc" --dry-run --out "$tmp/plan" | head -n1 >"$tmp/first"
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
 "$gc" --bogus >/dev/null 2>&1
@@ -139,6 +140,7 @@ cat >"$fake/nccl_p2p_bench.json" <<'JSON'
  {"name": "BM_SendRecv/path:0/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 3.5e11},
  {"name": "BM_SendRecv/path:2/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 2.0e10}]}
 JSON
+printf '# The kernel list against NVIDIA X\n\n| model | F meas / pred |\n' >"$fake/layer-probe.md"
 python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
 # Steps: 6 pass, 2 fail, 1 skip. Checks: a gpu test skipped (fail), zb-v not measured (fail),
 # W bf16 at 0.55 of cuBLAS in the steady state (fail; its first step's 0.2 is shown, not judged),
@@ -153,7 +155,8 @@ for want in "| mlp-gpu: execute | FAIL | 30 s | exit 1: boom |" "| nccl_p2p_benc
             "| 1f1b | 10.000 | 12.500 | -20.0% | -18.0% | -2.0% | -3.5% | 10.0% | 12.0% |" "| F | tf32 | steady | 400.0 | 450.0 | 0.889 |" \
             "| W | bf16 | steady | 300.0 | 545.5 | 0.550 |" "| W | bf16 | first step | 100.0 | 500.0 | 0.200 |" "worst W bf16: 0.550" "| cuda | 4.25 |" \
             "| runtime overhead at most 10 us per op on the GPU | PASS |  | 4.25 us |" \
-            "| 268435456 | 350.00 | - | 20.00 |" "1 passed, 0 failed, 1 skipped"; do
+            "| 268435456 | 350.00 | - | 20.00 |" "1 passed, 0 failed, 1 skipped" \
+            "## The kernel list against NVIDIA X" "| model | F meas / pred |"; do
   check "report: has '$want'" 'grep -qF -- "$want" "$fake/report.md"'
 done
 check "report: summary.json counts" \

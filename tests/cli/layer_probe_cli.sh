@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# scripts/layer-probe.sh, the kernel list measured against the model: a probe's JSON made up here
+# (every kernel 10 us, named as the list names them) compared with `simulate --explain`, with the
+# sums worked by hand; a kernel missing and a GPU with no device file, one line each. Where a
+# python3 here imports torch, also scripts/layer_probe.py's own check (its explicit F, I and W
+# against autograd) and a CPU smoke run through the script; without torch that part is skipped,
+# and said so.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+lp="$root/scripts/layer-probe.sh"
+
+# The list's kernels of one transformer block (docs/cost-model.md), by pass: 16 F, 17 I, 10 W.
+F="ln1 qkv qkv.bias split_heads scores softmax attention_dropout context merge_heads proj bias_dropout_add1 ln2 fc bias_gelu fc2 bias_dropout_add2"
+I="bias_dropout_add2.dX fc2.dX bias_gelu.dX fc.dX ln2.dX bias_dropout_add1.dX proj.dX merge_heads.dX context.dP context.dV attention_dropout.dX softmax.dX scores.dQ scores.dK split_heads.dX qkv.dX ln1.dX"
+W="fc2.dW fc2.db fc.dW fc.db ln2.dgamma proj.dW proj.db qkv.dW qkv.db ln1.dgamma"
+fixture() {  # fixture FILE DEVICE [KERNEL TO LEAVE OUT]
+  python3 - "$1" "$2" "${3:-}" "$F" "$I" "$W" <<'PY'
+import json, sys
+path, device, leave, *passes = sys.argv[1:]
+kernels = [{"pass": p, "name": n, "us": 10.0} for p, names in zip("FIW", passes) for n in names.split() if n != leave]
+model = {"model": "1.5B", "layers": 22, "heads": 24, "hidden": 2304, "seq": 1024, "microbatch": 6, "kernels": kernels,
+         "timer_us": {"F": 200.0, "I": 250.0, "W": 120.0}}
+json.dump({"device": device, "torch": "made up", "dtype": "fp16", "dropout": 0.1, "reps": 1, "models": [model]},
+          open(path, "w"))
+PY
+}
+
+fixture "$tmp/h100.json" "NVIDIA H100 80GB HBM3"
+STAGECRAFT="$sc" "$lp" --json "$tmp/h100.json" --out "$tmp/o" >"$tmp/out" 2>"$tmp/err"
+checkf "compare: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "compare: the H100's name picks H100-SXM" 'grep -q "predicted on H100-SXM$" "$tmp/o/layer-probe.md"'
+# By hand: F 16 x 10 us, I 17 x 10, W 10 x 10; the paper's split moves the six bias and LayerNorm
+# gradients into B: B 230 us, W 40 us, so B/F 1.4375 and W/F 0.25.
+check "compare: the measured sums and the paper's split" \
+  'grep -qE "^\| 1\.5B \| 0\.160 / [0-9.]+ \| 0\.170 / [0-9.]+ \| 0\.100 / [0-9.]+ \| 1\.438 / [0-9.]+ / 0\.976 \| 0\.250 / [0-9.]+ / 0\.504 \| 0\.200, 0\.250, 0\.120 \|$" "$tmp/o/layer-probe.md"'
+# The predicted column is --explain's on the same shape: its pass totals, to the ms printed.
+cat >"$tmp/block.yaml" <<'YAML'
+name: same-block
+topology: {device: H100-SXM, nodes: 1, devices_per_node: 1, links: []}
+model: {transformer: {layers: 1, hidden: 2304, heads: 24, seq: 1024, vocab: 50304, dropout: true}}
+pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: 6, steps: 1}
+training: {optimizer: adam, lr: 0.0001, dtype: fp16}
+YAML
+"$sc" simulate "$tmp/block.yaml" --explain >"$tmp/explain" 2>"$tmp/err"
+checkf "explain of the same block: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/explain" "$tmp/o/layer-probe-compare.json" <<'PY' || fail=1
+import json, re, sys
+total = re.search(r"one transformer block: F ([\d.]+) ms, I ([\d.]+) ms, W ([\d.]+) ms", open(sys.argv[1]).read())
+m = json.load(open(sys.argv[2]))["models"][0]
+ok = total is not None and len(m["kernels"]) == 43 and all(
+    abs(m["predicted_us"][p] / 1000 - float(total.group(i + 1))) < 0.002 for i, p in enumerate("FIW"))
+print("ok" if ok else f"FAIL: predicted {m['predicted_us']} against explain's {total and total.groups()}")
+sys.exit(0 if ok else 1)
+PY
+check "compare: written whole, no temporaries left" '[[ -s "$tmp/o/layer-probe-compare.json" && -z "$(ls "$tmp/o" | grep tmp)" ]]'
+
+fixture "$tmp/short.json" "NVIDIA H100 80GB HBM3" "softmax.dX"
+STAGECRAFT="$sc" "$lp" --json "$tmp/short.json" --out "$tmp/o2" >"$tmp/out" 2>"$tmp/err"
+check "a kernel missing: non-zero exit, named" '[[ $? -ne 0 ]] && grep -q "differ: .*softmax.dX" "$tmp/err" && [[ ! -e "$tmp/o2/layer-probe.md" ]]'
+fixture "$tmp/other.json" "Some Other GPU"
+STAGECRAFT="$sc" "$lp" --json "$tmp/other.json" --out "$tmp/o3" >"$tmp/out" 2>"$tmp/err"
+check "a GPU with no device file: non-zero exit, one line" \
+  '[[ $? -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "no device file for .Some Other GPU.: name one with --device-file" "$tmp/err"'
+STAGECRAFT="$sc" "$lp" --json "$tmp/other.json" --device-file A100-SXM-80GB --out "$tmp/o3" >"$tmp/out" 2>"$tmp/err"
+checkf "--device-file names it" '[[ $? -eq 0 ]] && grep -q "predicted on A100-SXM-80GB$" "$tmp/o3/layer-probe.md"' "$tmp/err"
+
+# With PyTorch: the probe's explicit passes against autograd, and its timing path end to end.
+py=""
+for candidate in python3 /usr/bin/python3; do
+  "$candidate" -c 'import torch' 2>/dev/null && { py="$candidate"; break; }
+done
+if [[ -z "$py" ]]; then
+  echo "skipped: layer_probe.py's check and smoke run (no python3 here imports torch)"
+else
+  "$py" "$root/scripts/layer_probe.py" --check >"$tmp/check" 2>&1
+  checkf "layer_probe.py --check: F, I and W match autograd" '[[ $? -eq 0 ]] && grep -q "match autograd" "$tmp/check"' "$tmp/check"
+  PYTHON="$py" STAGECRAFT="$sc" "$lp" --out "$tmp/o4" --device cpu --shape 2,4,64 --reps 1 --device-file H100-SXM \
+    >"$tmp/out" 2>"$tmp/err"
+  checkf "a CPU smoke run through the script" '[[ $? -eq 0 && -s "$tmp/o4/layer-probe.md" ]]' "$tmp/err"
+  check "the smoke run times all 43 kernels" \
+    'python3 -c "import json,sys; m=json.load(open(sys.argv[1]))[\"models\"]; sys.exit(0 if len(m)==4 and all(len(x[\"kernels\"])==43 for x in m) else 1)" "$tmp/o4/layer-probe.json"'
+fi
+exit $fail
