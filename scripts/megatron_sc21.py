@@ -13,6 +13,7 @@ class Row:
 
     def __init__(self, r):
         self.params_b = r["params_b"]
+        self.label, self.name = self.params_b + "B", f"megatron-sc21-{self.params_b}b"
         self.layers, self.hidden, self.heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
         self.gpus, self.global_batch = int(r["gpus"]), int(r["global_batch"])
         self.tflops_per_gpu = float(r["tflops_per_gpu"])
@@ -26,7 +27,7 @@ class Row:
 
     def model_sets(self):
         """The row's name, nodes and transformer as --set arguments."""
-        return ["--set", f"name=megatron-sc21-{self.params_b}b", "--set", f"topology.nodes={max(1, self.gpus // 8)}",
+        return ["--set", f"name={self.name}", "--set", f"topology.nodes={max(1, self.gpus // 8)}",
                 "--set", f"model.transformer={{layers: {self.layers}, hidden: {self.hidden}, heads: {self.heads}, "
                 f"seq: {SEQ}, vocab: {VOCAB}}}"]
 
@@ -44,3 +45,34 @@ def rows(table):
     """Every row of the table file."""
     with open(table) as fh:
         return [Row(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]
+
+
+class Row2022(Row):
+    """One row of Korthikanti et al.'s Table 5 (tests/data/korthikanti_2022_table5.csv): a model of
+    its Table 3 with one recompute setting, on the same Selene A100s as SC'21, no data
+    parallelism; compared by iteration time."""
+
+    def __init__(self, r):
+        self.label, self.name = r["params"], f"korthikanti-2022-{r['params'].lower()}"
+        self.layers, self.hidden, self.heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
+        self.gpus, self.global_batch = int(r["gpus"]), int(r["global_batch"])
+        self.iteration_s = float(r["iteration_s"])
+        self.mfu_pct = float(r["mfu_pct"]) if r["mfu_pct"] else None
+        t, p, b, chunks = int(r["tensor_parallel"]), int(r["pipeline_parallel"]), int(r["microbatch"]), int(r["chunks"])
+        self.layout = {"schedule": "interleaved" if chunks > 1 else "1f1b", "ranks": p, "data_parallel": 1,
+                       "tensor_parallel": t, "microbatch_size": b, "microbatches": self.global_batch // b,
+                       "chunks": chunks, "recompute": r["recompute"], "sequence_parallel": r["sequence_parallel"],
+                       # §6.2: "we overlap all-reduce communication with the linear weight's gradient
+                       # computation" in the backward pass.
+                       "tensor_parallel_overlap": "true"}
+
+    def model_flops(self):
+        """The paper's model FLOPs per iteration (its Equation 7), for its MFU."""
+        l, h = self.layers, self.hidden
+        return 72 * self.global_batch * l * SEQ * h * h * (1 + SEQ / (6 * h) + VOCAB / (12 * h * l))
+
+
+def rows_2022(table):
+    """Every row of Korthikanti et al.'s table file."""
+    with open(table) as fh:
+        return [Row2022(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]

@@ -126,6 +126,15 @@ std::string Explain(const Scenario& sc, const std::string& cost_source) {
       }
     }
     out += fmt::format("   {}: {}\n", title, total);
+    if (p.tensor_parallel_overlap) {
+      const double saved = TensorParallelOverlapNs(TimeKernels(sc, 0, kernels));
+      if (saved > 0) {
+        out += fmt::format("   {}: a whole backward B (I + W) {:.3f} ms, its collectives beside the weight GEMMs "
+                           "hiding {:.3f} ms (pipeline.tensor_parallel_overlap)\n",
+                           title, (sums[static_cast<int>(KernelPass::kI)] + sums[static_cast<int>(KernelPass::kW)] - saved) * 1e-6,
+                           saved * 1e-6);
+      }
+    }
   };
   section("one transformer block", GptBlockKernels(shape));
   if (p.recompute != Recompute::kNone) {

@@ -47,13 +47,16 @@ struct Lister {
   void Enter(const std::string& where, double activation_bytes) const {
     if (g.sequence_parallel) Collective(where + ".all_gather", CollectiveKind::kAllGather, activation_bytes);
   }
-  // Out of one: the all-reduce of the partial sums (Megatron's g), or the reduce-scatter.
-  void Leave(const std::string& where, double activation_bytes) const {
+  // Out of one: the all-reduce of the partial sums (Megatron's g), or the reduce-scatter; in the
+  // backward of a column-parallel layer, what may run beside its weight GEMM `beside`.
+  void Leave(const std::string& where, double activation_bytes, const std::string& beside = "") const {
+    const size_t before = out->size();
     if (g.sequence_parallel) {
       Collective(where + ".reduce_scatter", CollectiveKind::kReduceScatter, activation_bytes);
     } else {
       Collective(where + ".all_reduce", CollectiveKind::kAllReduce, activation_bytes);
     }
+    if (out->size() > before) out->back().beside = beside;
   }
 };
 
@@ -120,7 +123,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   i.Gemm("fc2.dX", x.rows, 4 * x.hp, x.h);
   i.Memory("bias_gelu.dX", static_cast<double>(x.rows) * 4 * x.hp, 3 * d, 12);
   i.Gemm("fc.dX", x.rows, x.h, 4 * x.hp);
-  i.Leave("mlp.dX", act);
+  i.Leave("mlp.dX", act, "fc.dW");
   i.Memory("ln2.dX", ln, 4 * d, 10);
   i.Memory("bias_dropout_add1.dX", ln, 2 * d + drop, 2);
   i.Enter("attention.dX", act);
@@ -135,7 +138,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
   i.Memory("split_heads.dX", qkv, 2 * d, 0);  // dq, dk, dv into the rows of d_qkv
   i.Gemm("qkv.dX", x.rows, x.h, 3 * x.hp);
-  i.Leave("attention.dX", act);
+  i.Leave("attention.dX", act, "qkv.dW");
   i.Memory("ln1.dX", ln, 4 * d, 10);
 
   // W: every weight's gradient, accumulated into the main gradients (fp32 for 16-bit weights:
@@ -191,7 +194,7 @@ std::vector<Kernel> GptHeadKernels(const GptKernelShape& g) {
   const Lister i{g, KernelPass::kI, &out};
   i.Memory("cross_entropy.dX", logits, 4 + d, 2);  // softmax - one-hot, to the dtype
   i.Gemm("head.dX", x.rows, x.h, vp);
-  i.Leave("head.dX", rows * x.h * d);
+  i.Leave("head.dX", rows * x.h * d, "head.dW");
   i.Memory("lnf.dX", ln, 4 * d, 10);
   const Lister w{g, KernelPass::kW, &out};
   w.Gemm("head.dW", vp, x.h, x.rows);

@@ -81,6 +81,20 @@ std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::ve
   return out;
 }
 
+double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels) {
+  double saved = 0;
+  for (const TimedKernel& c : kernels) {
+    if (c.kernel.beside.empty()) continue;
+    for (const TimedKernel& gemm : kernels) {
+      if (gemm.kernel.name == c.kernel.beside) {
+        saved += std::min(c.time.ns(), gemm.time.ns());
+        break;
+      }
+    }
+  }
+  return saved;
+}
+
 double UpdateBytesPerParam(const Scenario& sc) {
   const int d = DtypeBytes(sc.training.dtype);
   const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
@@ -178,12 +192,19 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
   for (int st = 0; st < stages; ++st) {
     const int rank = query.shape.RankOf(st);
     PassSums sums;
-    sums.Add(TimeKernels(sc, rank, GptBlockKernels(shape)), layers[st]);
+    double overlap = 0;  // what a whole B saves with pipeline.tensor_parallel_overlap
+    const std::vector<TimedKernel> block = TimeKernels(sc, rank, GptBlockKernels(shape));
+    sums.Add(block, layers[st]);
+    if (p.tensor_parallel_overlap) overlap += TensorParallelOverlapNs(block) * layers[st];
     if (p.recompute != Recompute::kNone) {
       sums.Add(TimeKernels(sc, rank, GptRecomputeKernels(shape, p.full_recompute())), layers[st]);
     }
     if (st == 0) sums.Add(TimeKernels(sc, rank, GptEmbeddingKernels(shape)), 1);
-    if (st == stages - 1) sums.Add(TimeKernels(sc, rank, GptHeadKernels(shape)), 1);
+    if (st == stages - 1) {
+      const std::vector<TimedKernel> head = TimeKernels(sc, rank, GptHeadKernels(shape));
+      sums.Add(head, 1);
+      if (p.tensor_parallel_overlap) overlap += TensorParallelOverlapNs(head);
+    }
     StageCost& cost = table.stages[st];
     const double params = static_cast<double>(cost.weight_bytes) / d;
     sums.Add(TimeKernels(sc, rank, OptimizerStepKernels(params / zero_shards, shape.main_grad_bytes(),
@@ -194,6 +215,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
     cost.backward_input_ns = check.Ns(sums.i, "a backward for inputs");
     cost.backward_weight_ns = check.Ns(sums.w, "a backward for weights");
     cost.step_ns = check.Ns(sums.step, "an optimizer step");
+    if (overlap > 0) cost.fused_backward_ns = check.Ns(sums.i + sums.w - overlap, "a backward");
   }
   CheckComposedOps(table, sc.path, keys);
   return table;

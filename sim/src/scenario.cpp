@@ -183,7 +183,7 @@ std::vector<Axis> ParsePlacement(const Value& v) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "zero", "placement", "memory_limit", "search_evaluations",
+                      "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit", "search_evaluations",
                       "zb_refine_nodes"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
@@ -200,6 +200,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));
   if (const auto v = m.Find("tensor_parallel")) p.tensor_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
   if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();
+  if (const auto v = m.Find("tensor_parallel_overlap")) p.tensor_parallel_overlap = v->Bool();
   if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
   if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
   if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);

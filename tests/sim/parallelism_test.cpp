@@ -235,6 +235,12 @@ TEST(ParallelismKeys, ReadFromYamlWithTheirDefaults) {
                                        {});
   EXPECT_EQ(hybrid.pipeline.world(), 16);
   EXPECT_TRUE(hybrid.pipeline.sequence_parallel);
+  EXPECT_FALSE(hybrid.pipeline.tensor_parallel_overlap);
+  EXPECT_TRUE(LoadScenario(dir.Write("o.yaml", base + "  tensor_parallel: 4\n  tensor_parallel_overlap: true\n"), {})
+                  .pipeline.tensor_parallel_overlap);
+  const std::string maybe = base + "  tensor_parallel_overlap: maybe\n";
+  EXPECT_NE(testing::LoadError(dir, maybe).find(": pipeline.tensor_parallel_overlap: "), std::string::npos)
+      << testing::LoadError(dir, maybe);
   EXPECT_EQ(hybrid.pipeline.zero, 1);
   EXPECT_EQ(hybrid.pipeline.recompute, Recompute::kSelective);
   EXPECT_EQ(hybrid.pipeline.DeviceOf(1, 1, 0), 4 + 8);

@@ -161,6 +161,66 @@ std::map<std::string, std::vector<double>> ZbProfile() {
   return out;
 }
 
+// What a whole backward saves with its collectives beside the weight GEMMs, by hand: a 300 ns
+// collective beside a 500 ns GEMM hides 300; an 800 ns one beside a 200 ns GEMM hides 200; a
+// collective beside nothing, or beside a GEMM not in the list, hides nothing.
+TEST(Roofline, OverlapHidesTheShorterOfEachPair) {
+  const auto timed = [](std::string name, std::string beside, double ns) {
+    TimedKernel k;
+    k.kernel.name = std::move(name);
+    k.kernel.beside = std::move(beside);
+    k.time.compute_ns = ns;
+    return k;
+  };
+  const std::vector<TimedKernel> kernels = {timed("a.all_reduce", "a.dW", 300), timed("a.dW", "", 500),
+                                            timed("b.all_reduce", "b.dW", 800), timed("b.dW", "", 200),
+                                            timed("c.all_reduce", "", 900),     timed("d.all_reduce", "gone.dW", 700)};
+  EXPECT_DOUBLE_EQ(TensorParallelOverlapNs(kernels), 300.0 + 200.0);
+}
+
+// pipeline.tensor_parallel_overlap in the cost table: a whole B costs I + W less, per layer, the
+// shorter of each column-parallel layer's input-gradient all-reduce and its weight GEMM (qkv and
+// fc: Megatron-LM's asynchronous all-reduce), and on the last stage the LM head's; the split
+// passes are unchanged, and without the option, or without a tensor group, B is I + W.
+TEST(Roofline, TensorParallelOverlapShortensTheWholeBackwardOnly) {
+  const std::string yaml =
+      "name: overlap\n"
+      "topology: {device: A100-SXM-80GB, nodes: 1, devices_per_node: 8, links: [{scope: node, bandwidth: 300GB/s, "
+      "latency: 2us}]}\n"
+      "model: {transformer: {layers: 4, hidden: 6144, heads: 64, seq: 2048, vocab: 51200}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, microbatch_size: 4, tensor_parallel: 4}\n"
+      "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n";
+  const Scenario off = LoadScenarioFromText(yaml, "o.yaml", {});
+  const Scenario on = LoadScenarioFromText(yaml, "o.yaml", {"pipeline.tensor_parallel_overlap=true"});
+  const CostTable plain = BuildCosts(off, 2), overlapped = BuildCosts(on, 2);
+  const auto time_of = [&](const std::vector<Kernel>& list, const std::string& name) {
+    for (const TimedKernel& k : TimeKernels(on, 0, list)) {
+      if (k.kernel.name == name) return k.time.ns();
+    }
+    ADD_FAILURE() << name << " not in the list";
+    return 0.0;
+  };
+  const std::vector<Kernel> block = GptBlockKernels(KernelShapeOf(on)), head = GptHeadKernels(KernelShapeOf(on));
+  const double per_layer = std::min(time_of(block, "mlp.dX.all_reduce"), time_of(block, "fc.dW")) +
+                           std::min(time_of(block, "attention.dX.all_reduce"), time_of(block, "qkv.dW"));
+  const double last = std::min(time_of(head, "head.dX.all_reduce"), time_of(head, "head.dW"));
+  ASSERT_GT(per_layer, 0);
+  for (int st = 0; st < 2; ++st) {
+    const StageCost &a = plain.stages[st], &b = overlapped.stages[st];
+    EXPECT_EQ(a.fused_backward_ns, 0);
+    EXPECT_EQ(a.backward_input_ns, b.backward_input_ns);
+    EXPECT_EQ(a.backward_weight_ns, b.backward_weight_ns);
+    EXPECT_EQ(a.forward_ns, b.forward_ns);
+    const double saved = 2 * per_layer + (st == 1 ? last : 0);  // two layers a stage
+    EXPECT_NEAR(static_cast<double>(b.FullBackwardNs()),
+                static_cast<double>(a.backward_input_ns + a.backward_weight_ns) - saved, 2.0)
+        << st;
+  }
+  const Scenario alone = LoadScenarioFromText(yaml, "o.yaml", {"pipeline.tensor_parallel=1",
+                                                               "pipeline.tensor_parallel_overlap=true"});
+  for (const StageCost& c : BuildCosts(alone, 2).stages) EXPECT_EQ(c.fused_backward_ns, 0);
+}
+
 TEST(Roofline, ZeroBubblePaperProfileRatios) {
   const std::vector<ZbModel> models = {{"1.5B", 22, 24, 2304, 6, 8},
                                        {"6.2B", 30, 32, 4096, 3, 8},

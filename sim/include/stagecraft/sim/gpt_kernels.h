@@ -52,6 +52,11 @@ struct Kernel {
   double flops = 0;  // 2·m·n·k·batch for GEMMs; the arithmetic of a memory-bound kernel
   double bytes = 0;  // read + written in device memory (a collective: the tensor's bytes)
   CollectiveKind collective = CollectiveKind::kNone;
+  // A backward collective that the framework runs beside a weight-gradient GEMM when the
+  // backward is one op (Megatron-LM's asynchronous tensor-parallel all-reduce, or with sequence
+  // parallelism its reduce-scatter, started before the column-parallel layer's dW GEMM): that
+  // GEMM's name; empty: none. See TensorParallelOverlapNs (roofline.h).
+  std::string beside;
 };
 
 // The GPT configuration a stage's kernels are listed for.

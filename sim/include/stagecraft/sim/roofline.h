@@ -46,6 +46,11 @@ struct TimedKernel {
 GptKernelShape KernelShapeOf(const Scenario& sc);
 // `kernels` timed on the scenario's device, collectives over pipeline rank `rank`'s tensor group.
 std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::vector<Kernel>& kernels);
+// What a backward run as one op (B = I + W) saves when its collectives run beside the weight
+// GEMMs they precede (pipeline.tensor_parallel_overlap): over the collectives with a `beside`,
+// the smaller of its time and that GEMM's (the two streams end with the later of them). Split
+// I and W ops (Zero Bubble's) keep their sums: the W runs later, apart from the collective.
+double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels);
 // What the optimizer's update reads and writes per parameter (training.optimizer, else adam):
 // the main gradient, the fp32 weights (master copy) and the state read and written, the
 // 16-bit weights written.

@@ -151,6 +151,11 @@ struct PipelineSpec {
   int data_parallel = 1;
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // With T > 1 and the roofline model: a backward run as one op (B) starts each column-parallel
+  // layer's input-gradient all-reduce (reduce-scatter) before its weight GEMM and runs the two
+  // side by side (Megatron-LM's asynchronous tensor-parallel all-reduce, which Korthikanti et
+  // al. 2022 describe; SC'21 describes none). Split I and W ops are unchanged.
+  bool tensor_parallel_overlap = false;
   int zero = 0;
   // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
   // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
