@@ -174,18 +174,21 @@ def backward_weight(S, G, P, clock):
     c = clock.run
     h = S["x"].shape[1]
     grads = {}
-    grads["w2"] = c("W", "fc2.dW", lambda: torch.mm(G["dz2"].t(), S["act"]))
-    grads["b2"] = c("W", "fc2.db", lambda: G["dz2"].sum(0))
-    grads["w1"] = c("W", "fc.dW", lambda: torch.mm(G["dpre"].t(), S["y2"]))
-    grads["b1"] = c("W", "fc.db", lambda: G["dpre"].sum(0))
-    _, grads["g2"], grads["be2"] = c("W", "ln2.dgamma", lambda: torch.ops.aten.native_layer_norm_backward(
-        G["dy2"], S["x2"], [h], S["mu2"], S["rs2"], P["g2"], P["be2"], [False, True, True]))
-    grads["wo"] = c("W", "proj.dW", lambda: torch.mm(G["dpo"].t(), S["cm"]))
-    grads["bo"] = c("W", "proj.db", lambda: G["dpo"].sum(0))
-    grads["wqkv"] = c("W", "qkv.dW", lambda: torch.mm(G["dqkv"].t(), S["y1"]))
-    grads["bqkv"] = c("W", "qkv.db", lambda: G["dqkv"].sum(0))
-    _, grads["g1"], grads["be1"] = c("W", "ln1.dgamma", lambda: torch.ops.aten.native_layer_norm_backward(
-        G["dy1"], S["x"], [h], S["mu1"], S["rs1"], P["g1"], P["be1"], [False, True, True]))
+
+    def linear(name, weight, bias, dout, inp):  # a linear layer's weight GEMM and bias column sums
+        grads[weight] = c("W", name + ".dW", lambda: torch.mm(dout.t(), inp))
+        grads[bias] = c("W", name + ".db", lambda: dout.sum(0))
+
+    def layer_norm(name, gamma, beta, dy, x, mu, rs):  # a LayerNorm's two parameters, one kernel
+        _, grads[gamma], grads[beta] = c("W", name + ".dgamma", lambda: torch.ops.aten.native_layer_norm_backward(
+            dy, x, [h], mu, rs, P[gamma], P[beta], [False, True, True]))
+
+    linear("fc2", "w2", "b2", G["dz2"], S["act"])
+    linear("fc", "w1", "b1", G["dpre"], S["y2"])
+    layer_norm("ln2", "g2", "be2", G["dy2"], S["x2"], S["mu2"], S["rs2"])
+    linear("proj", "wo", "bo", G["dpo"], S["cm"])
+    linear("qkv", "wqkv", "bqkv", G["dqkv"], S["y1"])
+    layer_norm("ln1", "g1", "be1", G["dy1"], S["x"], S["mu1"], S["rs1"])
     return grads
 
 

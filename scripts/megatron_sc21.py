@@ -41,10 +41,10 @@ class Row:
         return 96 * self.global_batch * SEQ * l * h * h * (1 + SEQ / (6 * h) + VOCAB / (16 * l * h))
 
 
-def rows(table):
-    """Every row of the table file."""
+def rows(table, kind=None):
+    """Every row of a table file, as `kind` (default Row: SC'21's)."""
     with open(table) as fh:
-        return [Row(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]
+        return [(kind or Row)(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]
 
 
 class Row2022(Row):
@@ -71,8 +71,3 @@ class Row2022(Row):
         l, h = self.layers, self.hidden
         return 72 * self.global_batch * l * SEQ * h * h * (1 + SEQ / (6 * h) + VOCAB / (12 * h * l))
 
-
-def rows_2022(table):
-    """Every row of Korthikanti et al.'s table file."""
-    with open(table) as fh:
-        return [Row2022(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]

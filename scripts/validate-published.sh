@@ -64,7 +64,7 @@ print(f"\nKorthikanti et al. 2022, Table 5 (not fitted to): iteration time\n"
       f"{'model':>8} {'gpus':>5} {'p':>3} {'m':>4} {'v':>2} {'recompute':>9} {'sp':>2}  "
       f"{'predicted':>9} {'published':>9} {'error':>7}   (seconds; error as throughput)")
 errors2, runs = [], {}
-for r in megatron_sc21.rows_2022(table2):
+for r in megatron_sc21.rows(table2, megatron_sc21.Row2022):
     predicted = step_seconds(r)
     runs.setdefault(r.label, {})[r.layout["recompute"]] = (predicted, r.iteration_s)
     error = r.iteration_s / predicted - 1
