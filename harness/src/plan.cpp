@@ -523,7 +523,7 @@ std::vector<sim::Recompute> ParseRecomputeNames(const std::vector<std::string>& 
 }
 
 std::vector<sim::Partition> ParsePartitionNames(const std::vector<std::string>& texts, std::string_view what) {
-  return ParseNames(texts, sim::kPartitionNames, what);
+  return ParseNames(texts, sim::kPartitionChoices, what);
 }
 
 int64_t ParsePlanMemoryLimit(const std::string& text, std::string_view what) {

@@ -81,7 +81,18 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
   return counts;
 }
 
-std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition) {
+std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition,
+                              const std::vector<int>& given) {
+  if (partition == Partition::kGiven) {
+    int64_t sum = 0;
+    for (const int n : given) sum += n;
+    if (static_cast<int>(given.size()) != stages || sum != weights.layers) {
+      throw InputError(fmt::format("pipeline.partition lists {} stage(s) holding {} layer(s); {} has {} layer(s) over {} "
+                                   "stage(s) (ranks x chunks)",
+                                   given.size(), sum, weights.what, weights.layers, stages));
+    }
+    return given;
+  }
   if (partition == Partition::kEven) return SplitLayers(weights.layers, stages, weights.what);
   SC_CHECK(weights.cost.empty() || static_cast<int>(weights.cost.size()) == weights.layers, "a cost per layer");
   std::vector<double> extra(stages, 0.0);
@@ -97,7 +108,7 @@ std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition
 std::vector<int> StageLayers(const Scenario& sc, int stages) {
   for (const CostModel& model : CostModels()) {
     if (model.layers != nullptr && model.applies(sc)) {
-      return SplitWeights(model.layers(sc), stages, sc.pipeline.partition);
+      return SplitWeights(model.layers(sc), stages, sc.pipeline.partition, sc.pipeline.partition_layers);
     }
   }
   throw InputError(fmt::format("{}: the model has no layers to split over stages (explicit costs are per rank)",

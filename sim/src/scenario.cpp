@@ -194,7 +194,15 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
   if (const auto v = m.Find("recompute")) p.recompute = ParseRecompute(*v);
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
-  if (const auto v = m.Find("partition")) p.partition = v->Enum(kPartitionNames);
+  if (const auto v = m.Find("partition")) {
+    if (v->IsSequence()) {
+      for (const Value& item : v->Elements()) p.partition_layers.push_back(static_cast<int>(item.Int(1, kMaxLayers)));
+      if (p.partition_layers.empty()) v->Fail("expected even, balanced or the layers of each stage, [n0, n1, ...]");
+      p.partition = Partition::kGiven;
+    } else {
+      p.partition = v->Enum(kPartitionChoices);
+    }
+  }
   if (const auto v = m.Find("p2p")) schedules::ParseP2p(v->Choice({"ahead", "lockstep"}), &p.p2p);
   if (const auto v = m.Find("p2p_buffers")) p.p2p_buffers = static_cast<int>(v->Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));

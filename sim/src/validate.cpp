@@ -233,6 +233,17 @@ void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* 
     out->Add(fmt::format("{}.layers", key),
              fmt::format("expected at least {} layers, one per stage ({}), got {}", stages, why, layers));
   }
+  if (p.partition == Partition::kGiven) {
+    int64_t listed = 0;
+    for (const int n : p.partition_layers) listed += n;
+    const int64_t own = p.schedule_files.empty() ? int64_t{p.ranks} * p.chunks : 0;
+    if (listed != layers || (own > 0 && static_cast<int64_t>(p.partition_layers.size()) != own)) {
+      out->Add("pipeline.partition",
+               fmt::format("expected the layers of each of the {} stages (pipeline.ranks x pipeline.chunks), {} in all; "
+                           "got {} stage(s) holding {}",
+                           own, layers, p.partition_layers.size(), listed));
+    }
+  }
 }
 
 void CheckModel(const Scenario& s, Problems* out) {

@@ -63,6 +63,34 @@ TEST(SplitWeights, ExtrasOnTheEndStages) {
   EXPECT_EQ(SplitWeights(LayerWeights{"m", 8, {}, 0.0, 2.0}, 2, Partition::kBalanced), (std::vector<int>{5, 3}));
 }
 
+// pipeline.partition: [n0, n1, ...] is taken as written, whatever the costs; a list of another
+// length or sum is refused with one line naming both; the scenario reads a list as kGiven, and
+// validation names the key and the stages it needs.
+TEST(SplitWeights, AGivenListIsTakenAsItIs) {
+  const LayerWeights weights{"m", 6, {1, 1, 1, 1, 1, 1}, 2.0, 3.0};
+  EXPECT_EQ(SplitWeights(weights, 3, Partition::kGiven, {1, 4, 1}), (std::vector<int>{1, 4, 1}));
+  EXPECT_EQ(ErrorOf([&] { SplitWeights(weights, 3, Partition::kGiven, {2, 2, 3}); }),
+            "pipeline.partition lists 3 stage(s) holding 7 layer(s); m has 6 layer(s) over 3 stage(s) (ranks x "
+            "chunks)");
+  EXPECT_NE(ErrorOf([&] { SplitWeights(weights, 2, Partition::kGiven, {1, 4, 1}); }).find("lists 3 stage(s)"),
+            std::string::npos);
+  ScratchDir dir;
+  const std::string base =
+      "name: t\ntopology: {device: {name: d, peak: 1TFLOPS, memory: 80GiB}, devices_per_node: 4, links: [{scope: "
+      "node, bandwidth: 100GB/s, latency: 1us}]}\n"
+      "model: {transformer: {layers: 10, hidden: 64, heads: 4, seq: 16, vocab: 100}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 4, microbatches: 4, partition: ";
+  const Scenario given = LoadScenario(dir.Write("g.yaml", base + "[2, 3, 3, 2]}\n"), {});
+  EXPECT_EQ(given.pipeline.partition, Partition::kGiven);
+  EXPECT_EQ(StageLayers(given, 4), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_NE(testing::LoadError(dir, base + "[2, 3, 3, 3]}\n").find(
+                "pipeline.partition: expected the layers of each of the 4 stages (pipeline.ranks x pipeline.chunks), "
+                "10 in all; got 4 stage(s) holding 11"),
+            std::string::npos)
+      << testing::LoadError(dir, base + "[2, 3, 3, 3]}\n");
+  EXPECT_NE(testing::LoadError(dir, base + "given}\n").find("expected one of even, balanced"), std::string::npos);
+}
+
 // The tiny transformer (b = 2, s = 4, h = 8, V = 10): its LM head, 2bshV = 1280 FLOPs, is
 // 0.096 of a layer's forward (13312): with 5 layers on 2 stages the balanced split is still
 // {3, 2} (3 vs 2.096); with 4 layers it is {2, 2}. The GPT-1.3B head (2·V/(24h(1 + s/6h)) =

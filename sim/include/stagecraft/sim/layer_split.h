@@ -34,8 +34,11 @@ std::vector<int> SplitLayers(int layers, int stages, std::string_view what);
 std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
                                  std::string_view what);
 
-// `weights` over `stages`: SplitLayers under Partition::kEven, PartitionLayers under kBalanced.
-std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition);
+// `weights` over `stages`: SplitLayers under Partition::kEven, PartitionLayers under kBalanced,
+// `given` as it is under kGiven (InputError unless it has `stages` entries summing to the
+// layers).
+std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition,
+                              const std::vector<int>& given = {});
 
 // The layers per stage a scenario uses for `stages` stages: SplitWeights of the first cost model
 // of the table that applies and has layers (the profile's measured forward + backward_input +

@@ -55,10 +55,15 @@ inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTensor, "tensor"}, {Axis
                                                 {Axis::kPipeline, "pipeline"}};
 constexpr std::string_view Name(Axis axis) { return NameIn(kAxisNames, axis); }
 
-// How layers are split over the stages: by count, or by cost (layer_split.h).
-enum class Partition { kEven, kBalanced };
-inline constexpr EnumName<Partition> kPartitionNames[] = {{Partition::kEven, "even"},
-                                                          {Partition::kBalanced, "balanced"}};
+// How layers are split over the stages: by count, by cost (layer_split.h), or as the scenario
+// lists them (pipeline.partition: [n0, n1, ...], PipelineSpec::partition_layers; its name
+// "given" is what reports print, never read).
+enum class Partition { kEven, kBalanced, kGiven };
+inline constexpr EnumName<Partition> kPartitionNames[] = {
+    {Partition::kEven, "even"}, {Partition::kBalanced, "balanced"}, {Partition::kGiven, "given"}};
+// The names a scenario or a plan may state.
+inline constexpr EnumName<Partition> kPartitionChoices[] = {{Partition::kEven, "even"},
+                                                            {Partition::kBalanced, "balanced"}};
 constexpr std::string_view Name(Partition partition) { return NameIn(kPartitionNames, partition); }
 
 // GPT-2-style decoder (the analytical model's formulas are in transformer_costs.cpp). Its
@@ -137,6 +142,8 @@ struct PipelineSpec {
   Recompute recompute = Recompute::kNone;  // YAML: none | selective | full, or false / true
   bool vertical_sync = false;
   Partition partition = Partition::kEven;
+  // partition: [n0, n1, ...]: the layers of each stage, in stage order (Partition::kGiven).
+  std::vector<int> partition_layers;
   // How receives are posted (schedules/lower.h): ahead (default) or lockstep.
   schedules::P2p p2p = schedules::P2p::kAhead;
   // With p2p: ahead, the receives posted and not yet consumed per local stage (lower.h; the
