@@ -50,6 +50,14 @@ def step_seconds(r):
 def within(errors):
     return statistics.median(errors) <= 0.05 and max(errors) <= 0.10
 
+def read_table(path):
+    with open(path) as fh:
+        return list(csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")))
+
+def verdict(title, errors):
+    print(f"{title}: median |error| {100 * statistics.median(errors):.1f}% (target <= 5%), largest "
+          f"{100 * max(errors):.1f}% (target <= 10%): {'targets met' if within(errors) else 'targets not met'}")
+
 print(f"{'model':>8} {'gpus':>5} {'t':>2} {'p':>3} {'d':>3} {'b':>3} {'m':>4} {'v':>2}  "
       f"{'predicted':>9} {'published':>9} {'error':>7}   (TFLOP/s per GPU)")
 errors = []
@@ -80,9 +88,7 @@ for r in megatron_sc21.rows(table2, megatron_sc21.Row2022):
 gains = [f"{label} {100 * (t['full'][0] / t['selective'][0] - 1):.1f}% / {100 * (t['full'][1] / t['selective'][1] - 1):.1f}%"
          for label, t in runs.items() if "full" in t and "selective" in t]
 print("throughput increase of sequence parallel + selective over full recompute, predicted / published: " + ", ".join(gains))
-median2, largest2 = statistics.median(errors2), max(errors2)
-print(f"Korthikanti et al. 2022: median |error| {100 * median2:.1f}% (target <= 5%), largest {100 * largest2:.1f}% "
-      f"(target <= 10%): {'targets met' if within(errors2) else 'targets not met'}")
+verdict("Korthikanti et al. 2022", errors2)
 
 # 3. Korthikanti et al.'s Table 4: one layer of its 22B model, forward and backward, from
 #    `simulate --explain` (the block's F; its I + W less what the overlap hides, plus what
@@ -90,9 +96,7 @@ print(f"Korthikanti et al. 2022: median |error| {100 * median2:.1f}% (target <= 
 print(f"\nKorthikanti et al. 2022, Table 4 (not fitted to): one layer of the 22B model, ms\n"
       f"{'experiment':>24}  {'forward predicted / published':>29} {'error':>7}  {'backward predicted / published':>30} {'error':>7}")
 errors3 = []
-with open(table4) as fh:
-    layers = [r for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#"))]
-for r in layers:
+for r in read_table(table4):
     args = [sc, "simulate", scenario, "--explain", "--set", "topology.nodes=1",
             "--set", "model.transformer={layers: 48, hidden: 6144, heads: 64, seq: 2048, vocab: 51200}",
             "--set", "pipeline.ranks=1", "--set", "pipeline.data_parallel=1", "--set", "pipeline.tensor_parallel=8",
@@ -110,9 +114,7 @@ for r in layers:
     errors3 += [abs(f_err), abs(b_err)]
     print(f"{r['experiment']:>24}  {forward:>14.2f} / {float(r['forward_ms']):>12.1f} {100 * f_err:>+6.1f}%  "
           f"{backward:>15.2f} / {float(r['backward_ms']):>12.1f} {100 * b_err:>+6.1f}%")
-median3, largest3 = statistics.median(errors3), max(errors3)
-print(f"Korthikanti et al. 2022, one layer: median |error| {100 * median3:.1f}% (target <= 5%), largest "
-      f"{100 * largest3:.1f}% (target <= 10%): {'targets met' if within(errors3) else 'targets not met'}")
+verdict("Korthikanti et al. 2022, one layer", errors3)
 
 # 4. The Zero Bubble paper's Table 4: measured throughput of 1F1B, ZB-1p and ZB-2p on its four
 #    models (8 to 32 A100s), each iteration after warm-up, ZB's without the optimizer's
@@ -121,9 +123,7 @@ print(f"Korthikanti et al. 2022, one layer: median |error| {100 * median3:.1f}% 
 print(f"\nZero Bubble paper, Table 4 (not fitted to): samples per GPU per second\n"
       f"{'model':>6} {'gpus':>4} {'m':>4} {'schedule':>8}  {'predicted':>9} {'published':>9} {'error':>7}")
 errors4 = []
-with open(table_zb) as fh:
-    zb_rows = [r for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#"))]
-for r in zb_rows:
+for r in read_table(table_zb):
     if r["schedule"] == "1f1b-i":
         continue  # one layer per chunk, an uneven split stagecraft's interleaved schedule does not make
     layers, p, b, m = int(r["layers"]), int(r["gpus"]), int(r["microbatch"]), int(r["microbatches"])
@@ -148,8 +148,6 @@ for r in zb_rows:
     errors4.append(abs(error))
     print(f"{r['model']:>6} {p:>4} {m:>4} {r['schedule']:>8}  {predicted:>9.2f} {float(r['samples_per_gpu_s']):>9.2f} "
           f"{100 * error:>+6.1f}%")
-median4, largest4 = statistics.median(errors4), max(errors4)
-print(f"Zero Bubble paper: median |error| {100 * median4:.1f}% (target <= 5%), largest {100 * largest4:.1f}% "
-      f"(target <= 10%): {'targets met' if within(errors4) else 'targets not met'}")
+verdict("Zero Bubble paper", errors4)
 sys.exit(0 if within(errors) and ((within(errors2) and within(errors3) and within(errors4)) or not strict) else 1)
 PY
