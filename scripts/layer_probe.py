@@ -31,6 +31,7 @@ Prints "SKIPPED: ..." and exits 0 when PyTorch or a CUDA device is missing (timi
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -353,7 +354,6 @@ def main():
         tmp = args.out + ".tmp"
         with open(tmp, "w") as fh:
             json.dump(result, fh, indent=1)
-        import os
         os.replace(tmp, args.out)
     return 0
 

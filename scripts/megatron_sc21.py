@@ -13,14 +13,19 @@ class Row:
 
     def __init__(self, r):
         self.params_b = r["params_b"]
-        self.label, self.name = self.params_b + "B", f"megatron-sc21-{self.params_b}b"
+        self.tflops_per_gpu = float(r["tflops_per_gpu"])
+        lpvs = r["layers_per_virtual_stage"]
+        chunks = int(r["layers"]) // (int(r["pipeline_parallel"]) * int(lpvs)) if lpvs else 1
+        self._read(r, self.params_b + "B", f"megatron-sc21-{self.params_b}b", chunks)
+
+    def _read(self, r, label, name, chunks):
+        """What both tables state alike: the model's sizes, the GPUs and batch, and the layout
+        (D from the GPUs, m from the batch)."""
+        self.label, self.name = label, name
         self.layers, self.hidden, self.heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
         self.gpus, self.global_batch = int(r["gpus"]), int(r["global_batch"])
-        self.tflops_per_gpu = float(r["tflops_per_gpu"])
         t, p, b = int(r["tensor_parallel"]), int(r["pipeline_parallel"]), int(r["microbatch"])
         d = self.gpus // (t * p)
-        lpvs = r["layers_per_virtual_stage"]
-        chunks = self.layers // (p * int(lpvs)) if lpvs else 1
         self.layout = {"schedule": "interleaved" if chunks > 1 else "1f1b", "ranks": p, "data_parallel": d,
                        "tensor_parallel": t, "microbatch_size": b, "microbatches": self.global_batch // (b * d),
                        "chunks": chunks}
@@ -53,18 +58,13 @@ class Row2022(Row):
     parallelism; compared by iteration time."""
 
     def __init__(self, r):
-        self.label, self.name = r["params"], f"korthikanti-2022-{r['params'].lower()}"
-        self.layers, self.hidden, self.heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
-        self.gpus, self.global_batch = int(r["gpus"]), int(r["global_batch"])
+        self._read(r, r["params"], f"korthikanti-2022-{r['params'].lower()}", int(r["chunks"]))
         self.iteration_s = float(r["iteration_s"])
         self.mfu_pct = float(r["mfu_pct"]) if r["mfu_pct"] else None
-        t, p, b, chunks = int(r["tensor_parallel"]), int(r["pipeline_parallel"]), int(r["microbatch"]), int(r["chunks"])
-        self.layout = {"schedule": "interleaved" if chunks > 1 else "1f1b", "ranks": p, "data_parallel": 1,
-                       "tensor_parallel": t, "microbatch_size": b, "microbatches": self.global_batch // b,
-                       "chunks": chunks, "recompute": r["recompute"], "sequence_parallel": r["sequence_parallel"],
-                       # §6.2: "we overlap all-reduce communication with the linear weight's gradient
-                       # computation" in the backward pass.
-                       "tensor_parallel_overlap": "true"}
+        self.layout.update({"recompute": r["recompute"], "sequence_parallel": r["sequence_parallel"],
+                            # §6.2: "we overlap all-reduce communication with the linear weight's
+                            # gradient computation" in the backward pass.
+                            "tensor_parallel_overlap": "true"})
 
     def model_flops(self):
         """The paper's model FLOPs per iteration (its Equation 7), for its MFU."""

@@ -106,7 +106,8 @@ std::string Explain(const Scenario& sc, const std::string& cost_source) {
     if (kernels.empty()) return;
     out += fmt::format("-- {}\n", title);
     double sums[4] = {0, 0, 0, 0};
-    for (const TimedKernel& k : TimeKernels(sc, 0, kernels)) {
+    const std::vector<TimedKernel> timed = TimeKernels(sc, 0, kernels);
+    for (const TimedKernel& k : timed) {
       const Kernel& kernel = k.kernel;
       const bool gemm = kernel.kind == KernelClass::kGemm || kernel.kind == KernelClass::kBatchedGemm;
       const std::string bound = kernel.kind == KernelClass::kCollective ? "link"
@@ -127,12 +128,12 @@ std::string Explain(const Scenario& sc, const std::string& cost_source) {
     }
     out += fmt::format("   {}: {}\n", title, total);
     if (p.tensor_parallel_overlap) {
-      const double saved = TensorParallelOverlapNs(TimeKernels(sc, 0, kernels));
+      const double saved = TensorParallelOverlapNs(timed);
       if (saved > 0) {
+        const double whole = sums[static_cast<int>(KernelPass::kI)] + sums[static_cast<int>(KernelPass::kW)] - saved;
         out += fmt::format("   {}: a whole backward B (I + W) {:.3f} ms, its collectives beside the weight GEMMs "
                            "hiding {:.3f} ms (pipeline.tensor_parallel_overlap)\n",
-                           title, (sums[static_cast<int>(KernelPass::kI)] + sums[static_cast<int>(KernelPass::kW)] - saved) * 1e-6,
-                           saved * 1e-6);
+                           title, whole * 1e-6, saved * 1e-6);
       }
     }
   };

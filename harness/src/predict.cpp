@@ -259,7 +259,8 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
     for (const schedules::StageCostField& f : schedules::kStageCostFields) {
       const int k = sim::StashKindIndex(f.kind);
       const double factor = k >= 0 ? stash[st][static_cast<size_t>(k)] : 1.0;
-      m.*f.field = static_cast<double>(sim::OpDurationNs(costs.stages[st], f.kind)) * factor * 1e-6;  // a STEP in place: no copy
+      // A STEP in place: no copy.
+      m.*f.field = static_cast<double>(sim::OpDurationNs(costs.stages[st], f.kind)) * factor * 1e-6;
     }
   }
   return p;

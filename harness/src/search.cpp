@@ -228,9 +228,9 @@ int64_t PlacementBoundNs(const schedules::Schedule& schedule, const schedules::R
     }
   }
   std::vector<int64_t> reach(static_cast<size_t>(stages), 0);
-  for (int s = 1; s < stages; ++s) {
-    const int64_t f = forward[static_cast<size_t>(s - 1)];
-    reach[static_cast<size_t>(s)] = reach[static_cast<size_t>(s - 1)] + (f == std::numeric_limits<int64_t>::max() ? 0 : f);
+  for (size_t s = 1; s < reach.size(); ++s) {
+    const int64_t f = forward[s - 1];
+    reach[s] = reach[s - 1] + (f == std::numeric_limits<int64_t>::max() ? 0 : f);  // a stage that never ran: 0
   }
   int64_t one_step = 0, busiest = 0;
   int one_step_rank = 0, busiest_rank = 0;
@@ -513,7 +513,8 @@ std::string DescribeSearch(const SearchResult& r) {
     out += fmt::format("bound: no order of these stages can take under {:.3f} ms per step (placement {}: rank {}'s "
                        "compute{}); the searched order is {:.2f}% above it\n",
                        r.bound_ns * 1e-6, r.bound_placement, r.bound_rank,
-                       r.steps == 1 ? ", after the forwards before its first op" : " per step, and one step's wait for the first",
+                       r.steps == 1 ? ", after the forwards before its first op"
+                                    : " per step, and one step's wait for the first",
                        100.0 * (static_cast<double>(r.best_ns) / static_cast<double>(r.bound_ns) - 1));
   }
   const bool bytes = r.memory_units == "bytes";

@@ -108,7 +108,7 @@ std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition
 std::vector<int> StageLayers(const Scenario& sc, int stages) {
   for (const CostModel& model : CostModels()) {
     if (model.layers != nullptr && model.applies(sc)) {
-      return SplitWeights(model.layers(sc), stages, sc.pipeline.partition, sc.pipeline.partition_layers);
+      return SplitWeights(model.layers(sc), stages, sc.pipeline);
     }
   }
   throw InputError(fmt::format("{}: the model has no layers to split over stages (explicit costs are per rank)",

@@ -34,7 +34,7 @@ LayerWeights ProfileWeights(const Scenario& sc, const Profile& p) {
 }
 
 std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
-  return SplitWeights(ProfileWeights(sc, p), stages, sc.pipeline.partition, sc.pipeline.partition_layers);
+  return SplitWeights(ProfileWeights(sc, p), stages, sc.pipeline);
 }
 
 // The calibration's scales per layer: those of the rank that held the layer in the calibration

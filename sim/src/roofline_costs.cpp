@@ -177,7 +177,7 @@ LayerWeights RooflineWeights(const Scenario& sc) {
 
 CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
   const int stages = query.shape.stages();
-  const std::vector<int> layers = SplitWeights(RooflineWeights(sc), stages, sc.pipeline.partition, sc.pipeline.partition_layers);
+  const std::vector<int> layers = SplitWeights(RooflineWeights(sc), stages, sc.pipeline);
   CostTable table = TransformerTable(sc, query, layers);  // the sizes; the times follow
   table.source = "roofline";
   const TransformerSpec& t = *sc.model.transformer;

@@ -183,8 +183,8 @@ std::vector<Axis> ParsePlacement(const Value& v) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit", "search_evaluations",
-                      "zb_refine_nodes"});
+                      "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
+                      "search_evaluations", "zb_refine_nodes"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));

@@ -39,6 +39,10 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
 // layers).
 std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition,
                               const std::vector<int>& given = {});
+// The same under a scenario's pipeline.partition (its kind and, for kGiven, its list).
+inline std::vector<int> SplitWeights(const LayerWeights& weights, int stages, const PipelineSpec& pipeline) {
+  return SplitWeights(weights, stages, pipeline.partition, pipeline.partition_layers);
+}
 
 // The layers per stage a scenario uses for `stages` stages: SplitWeights of the first cost model
 // of the table that applies and has layers (the profile's measured forward + backward_input +
