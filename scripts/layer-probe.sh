@@ -53,7 +53,7 @@ fi
 [[ -s "$json" ]] || { echo "layer-probe: $json: missing or empty" >&2; exit 1; }
 
 python3 - "$sc" "$root" "$out" "$json" "$device" <<'PY'
-import csv, json, os, subprocess, sys, tempfile
+import csv, json, os, statistics, subprocess, sys, tempfile
 sc, root, out, path, device = sys.argv[1:]
 try:
     probe = json.load(open(path))
@@ -132,6 +132,62 @@ for m in models:
                               "kernels": [{"pass": p, "name": n, "measured_us": meas[(p, n)], "predicted_us": pred[(p, n)]}
                                           for (p, n) in meas]})
 md += [""] + detail
+
+# What this run says of the device file's three efficiencies (docs/cost-model.md, "Calibrating a
+# device from the layer probe"): each constant scales its class's time inversely, so the stated
+# value times the class's predicted / measured gives the value that would have predicted it (the
+# batched GEMMs' rate is max_efficiency x batched_efficiency, so theirs is over the GEMMs'). The
+# GEMMs and batched GEMMs by their median kernel; the memory-bound kernels by their summed time,
+# over the ones PyTorch runs as one kernel moving the list's bytes (the scale-mask-softmax, the
+# bias-dropout-adds, bias + GELU and the head split run as 2-3 kernels in PyTorch, one fused
+# kernel in Megatron-LM; the scores' input gradients add a scaling pass).
+LINEAR = {f"{n}{s}" for n in ("qkv", "proj", "fc", "fc2") for s in ("", ".dX", ".dW")}
+BATCHED = {"scores", "context", "context.dP", "context.dV"}
+SINGLE_MEMORY = {"ln1", "ln2", "qkv.bias", "merge_heads", "attention_dropout", "bias_dropout_add2.dX",
+                 "bias_gelu.dX", "bias_dropout_add1.dX", "attention_dropout.dX", "softmax.dX", "split_heads.dX",
+                 "fc2.db", "fc.db", "proj.db", "qkv.db", "ln2.dgamma", "ln1.dgamma"}
+stated = {}
+try:
+    for line in open(f"{root}/scenarios/devices/{device}.yaml"):
+        key, _, value = line.split("#")[0].partition(":")
+        if key.strip() in ("max_efficiency", "batched_efficiency", "memory_efficiency") and value.strip():
+            stated[key.strip()] = float(value)
+except (OSError, ValueError):
+    pass
+STREAMING = {"attention_dropout", "attention_dropout.dX", "bias_dropout_add1.dX", "bias_dropout_add2.dX", "bias_gelu.dX"}
+ratios = {"max_efficiency": [], "batched_efficiency": []}
+streaming = []
+mem_pred = mem_meas = 0.0
+for m in compare["models"]:
+    for k in m["kernels"]:
+        if k["name"] in LINEAR:
+            ratios["max_efficiency"].append(k["predicted_us"] / k["measured_us"])
+        elif k["name"] in BATCHED:
+            ratios["batched_efficiency"].append(k["predicted_us"] / k["measured_us"])
+        elif k["name"] in SINGLE_MEMORY:
+            mem_pred, mem_meas = mem_pred + k["predicted_us"], mem_meas + k["measured_us"]
+            if k["name"] in STREAMING:
+                streaming.append(k["predicted_us"] / k["measured_us"])
+implied = {key: statistics.median(v) for key, v in ratios.items() if v}
+if "batched_efficiency" in implied and "max_efficiency" in implied:  # batched GEMMs run at the product of both
+    implied["batched_efficiency"] /= implied["max_efficiency"]
+if streaming:
+    implied["memory_efficiency"] = statistics.median(streaming)
+compare["implied"] = {}
+md += ["", f"What this run implies for {device}'s file (the stated value x predicted / measured; GEMMs and batched "
+       "GEMMs by their median kernel, memory_efficiency by the streaming elementwise kernels, dropout and the GELU's "
+       "and bias-dropout-adds' backward, which move the list's bytes in one pass):", ""]
+for key, ratio in implied.items():
+    name = ("gemm." if key != "memory_efficiency" else "") + key
+    if key in stated:
+        compare["implied"][name] = {"stated": stated[key], "scaled_by": ratio, "implied": stated[key] * ratio}
+        md.append(f"- {name}: {stated[key] * ratio:.3f} (stated {stated[key]:g}; scaled by {ratio:.3f})")
+if mem_meas > 0:
+    # The rest (LayerNorm, softmax backward, bias adds and sums, layout copies) run below the
+    # streaming rate; one memory_efficiency cannot hold both, and it also bounds the GEMMs' streams.
+    compare["memory_bound_predicted_over_measured"] = mem_pred / mem_meas
+    md.append(f"- every memory-bound kernel PyTorch runs as one: summed predicted / measured {mem_pred / mem_meas:.3f} "
+              "(the list's one memory_efficiency also bounds the GEMMs' reads, so it is not fitted to these)")
 text = "\n".join(md) + "\n"
 for name, content in (("layer-probe.md", text), ("layer-probe-compare.json", json.dumps(compare, indent=1) + "\n")):
     with open(os.path.join(out, name + ".tmp"), "w") as fh:
