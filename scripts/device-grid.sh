@@ -35,7 +35,15 @@ if axes:
         key, _, values = a.partition("=")
         if not key or not values:
             sys.exit(f"device-grid: '{a}': expected KEY=V1,V2,...")
-        grid[key] = values.split(",")
+        depth, parts, part = 0, [], ""
+        for ch in values:  # commas inside a flow map ({a: 1, b: 2}) belong to the value
+            depth += (ch == "{") - (ch == "}")
+            if ch == "," and depth == 0:
+                parts.append(part)
+                part = ""
+            else:
+                part += ch
+        grid[key] = parts + [part]
 rows = megatron_sc21.rows(f"{root}/tests/data/megatron_sc21_table1.csv")
 # The Zero Bubble paper's Table 3 models: name, layers, heads, hidden, microbatch, GPUs (pipeline).
 ZB = [("1.5B", 22, 24, 2304, 6, 8), ("6.2B", 30, 32, 4096, 3, 8), ("14.6B", 46, 40, 5120, 1, 16), ("28.3B", 62, 48, 6144, 1, 32)]

@@ -13,20 +13,24 @@
 # OUT defaults to build/out/layer-probe. Writes OUT/layer-probe.json (the probe's), OUT/layer-probe-compare.json and OUT/layer-probe.md;
 # prints the report. A measurement, not a test: exits 0 whatever the numbers; prints a line
 # starting with SKIPPED and exits 0 without PyTorch or a CUDA device.
-# Usage: scripts/layer-probe.sh [--out DIR] [--json FILE] [--device-file NAME] [PROBE ARGS...]
+# Usage: scripts/layer-probe.sh [--out DIR] [--json FILE] [--device-file NAME] [--set KEY=VALUE]...
+#                              [PROBE ARGS...]
 #   --json FILE    compare a probe's JSON taken before (no GPU needed)
 #   --device-file NAME  the device file to predict with (default: from the GPU's name)
+#   --set KEY=VALUE     an override for the prediction (simulate --set), e.g.
+#                       topology.device.memory_kernels={softmax: 0.3}
 #   PROBE ARGS     passed to layer_probe.py (--models, --reps, --dtype, --dropout)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"
 out="$root/build/out/layer-probe" json="" device=""
-probe_args=()
+probe_args=() sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="${2:?--out DIR}"; shift ;;
     --json) json="${2:?--json FILE}"; shift ;;
     --device-file) device="${2:?--device-file NAME}"; shift ;;
+    --set) sets+=(--set "${2:?--set KEY=VALUE}"); shift ;;
     *) probe_args+=("$1") ;;
   esac
   shift
@@ -52,9 +56,9 @@ if [[ -z "$json" ]]; then
 fi
 [[ -s "$json" ]] || { echo "layer-probe: $json: missing or empty" >&2; exit 1; }
 
-python3 - "$sc" "$root" "$out" "$json" "$device" <<'PY'
+python3 - "$sc" "$root" "$out" "$json" "$device" "${sets[@]}" <<'PY'
 import csv, json, os, statistics, subprocess, sys, tempfile
-sc, root, out, path, device = sys.argv[1:]
+sc, root, out, path, device, *sets = sys.argv[1:]
 try:
     probe = json.load(open(path))
     models = probe["models"]
@@ -83,7 +87,7 @@ def explain(m):
                  f"pipeline: {{schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: {m['microbatch']}, steps: 1}}\n"
                  f"training: {{optimizer: adam, lr: 0.0001, dtype: {probe['dtype']}}}\n")
     try:
-        r = subprocess.run([sc, "simulate", fh.name, "--explain"], capture_output=True, text=True)
+        r = subprocess.run([sc, "simulate", fh.name, "--explain", *sets], capture_output=True, text=True)
     finally:
         os.unlink(fh.name)
     if r.returncode != 0:
@@ -146,12 +150,19 @@ BATCHED = {"scores", "context", "context.dP", "context.dV"}
 SINGLE_MEMORY = {"ln1", "ln2", "qkv.bias", "merge_heads", "attention_dropout", "bias_dropout_add2.dX",
                  "bias_gelu.dX", "bias_dropout_add1.dX", "attention_dropout.dX", "softmax.dX", "split_heads.dX",
                  "fc2.db", "fc.db", "proj.db", "qkv.db", "ln2.dgamma", "ln1.dgamma"}
-stated = {}
+stated, rates, launch_us, in_rates = {}, {}, 0.0, False
 try:
     for line in open(f"{root}/scenarios/devices/{device}.yaml"):
-        key, _, value = line.split("#")[0].partition(":")
+        text = line.split("#")[0].rstrip()
+        key, _, value = text.partition(":")
+        if in_rates and text.startswith("  ") and value.strip():
+            rates[key.strip()] = float(value)
+            continue
+        in_rates = text.strip() == "memory_kernels:"
         if key.strip() in ("max_efficiency", "batched_efficiency", "memory_efficiency") and value.strip():
             stated[key.strip()] = float(value)
+        elif key.strip() == "launch_overhead" and value.strip().endswith("us"):
+            launch_us = float(value.strip()[:-2])
 except (OSError, ValueError):
     pass
 STREAMING = {"attention_dropout", "attention_dropout.dX", "bias_dropout_add1.dX", "bias_dropout_add2.dX", "bias_gelu.dX"}
@@ -188,6 +199,20 @@ if mem_meas > 0:
     compare["memory_bound_predicted_over_measured"] = mem_pred / mem_meas
     md.append(f"- every memory-bound kernel PyTorch runs as one: summed predicted / measured {mem_pred / mem_meas:.3f} "
               "(the list's one memory_efficiency also bounds the GEMMs' reads, so it is not fitted to these)")
+# Each memory-bound kernel's own rate (the file's memory_kernels): its stated rate times its
+# predicted over measured time, launch taken off both, the median over the models.
+own = {}
+for m in compare["models"]:
+    for k in m["kernels"]:
+        if k["name"] not in LINEAR | BATCHED | {"scores.dQ", "scores.dK"} and k["measured_us"] > launch_us:
+            own.setdefault(k["name"], []).append(
+                rates.get(k["name"], 1.0) * (k["predicted_us"] - launch_us) / (k["measured_us"] - launch_us))
+if own:
+    compare["implied"]["memory_kernels"] = {n: statistics.median(v) for n, v in own.items()}
+    md += ["", f"Each memory-bound kernel's rate against memory_efficiency's (`memory_kernels` in {device}'s file; the "
+           "median over the models, launch overhead taken off):", "", "```", "memory_kernels:"]
+    md += [f"  {n}: {statistics.median(v):.2f}" for n, v in sorted(own.items())]
+    md += ["```"]
 text = "\n".join(md) + "\n"
 for name, content in (("layer-probe.md", text), ("layer-probe-compare.json", json.dumps(compare, indent=1) + "\n")):
     with open(os.path.join(out, name + ".tmp"), "w") as fh:

@@ -2,6 +2,8 @@
 // at the dtype's size (a dropout mask one byte an element); GEMM bytes are the three matrices.
 #include "stagecraft/sim/gpt_kernels.h"
 
+#include <algorithm>
+
 namespace stagecraft::sim {
 namespace {
 
@@ -218,6 +220,22 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full) {
   if (g.dropout) i.Memory("recompute.attention_dropout", x.scores, 2 * d + 1, 2);
   i.Gemm("recompute.context", x.s, x.hd, x.s, x.b * x.ap);
   return out;
+}
+
+std::vector<std::string> MemoryKernelNames() {
+  GptKernelShape g;
+  g.microbatch = 1, g.seq = 8, g.hidden = 8, g.heads = 2, g.vocab = 16, g.dropout = true;
+  std::vector<Kernel> all = GptBlockKernels(g);
+  for (auto more : {GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  std::vector<std::string> names;
+  for (const Kernel& k : all) {
+    if (k.kind == KernelClass::kMemory) names.push_back(k.name);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param) {

@@ -54,7 +54,8 @@ KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group,
     t.compute_ns = GemmComputeNs(device, device.peak_flops, kernel.m, kernel.n, kernel.k, kernel.batch,
                                  kernel.kind == KernelClass::kBatchedGemm);
   }
-  t.memory_ns = kernel.bytes / (device.memory_bandwidth * device.memory_efficiency) * 1e9;
+  const double rate = kernel.kind == KernelClass::kMemory ? device.MemoryKernelRate(kernel.name) : 1.0;
+  t.memory_ns = kernel.bytes / (device.memory_bandwidth * device.memory_efficiency * rate) * 1e9;
   t.launch_ns = static_cast<double>(device.launch_overhead_ns);
   return t;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "scenario_parse.h"
+#include "stagecraft/sim/gpt_kernels.h"
 #include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/profile_yaml.h"
 
@@ -67,9 +68,32 @@ GemmModel ParseGemm(const Value& value) {
   return gemm;
 }
 
+// `memory_kernels: {NAME: RATE, ...}`: each a memory-bound kernel of the list, once.
+std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& value) {
+  if (!value.IsMap()) {
+    value.Fail(fmt::format("expected a map of memory-bound kernel names to rates, such as {{softmax: 0.5}}, got {}",
+                           value.Describe()));
+  }
+  const std::vector<std::string> known = MemoryKernelNames();
+  std::vector<std::pair<std::string, double>> rates;
+  for (const auto& entry : value.node()) {
+    if (!entry.first.IsScalar()) value.Fail("expected kernel names as the keys");
+    const std::string name = entry.first.Scalar();
+    const Value rate = value.Child(name, entry.second);
+    if (!std::binary_search(known.begin(), known.end(), name)) {
+      rate.Fail(fmt::format("'{}' is not a memory-bound kernel of the list (one of: {})", name, fmt::join(known, ", ")));
+    }
+    for (const auto& [seen, unused] : rates) {
+      if (seen == name) rate.Fail(fmt::format("'{}' is named twice", name));
+    }
+    rates.emplace_back(name, rate.DoubleIn(kMinEfficiency, kMaxMemoryKernelRate, "a rate relative to memory_efficiency's"));
+  }
+  return rates;
+}
+
 DeviceSpec ParseDeviceFields(const Value& value) {
   const Map m(value, {"name", "peak", "memory", "efficiency", "memory_bandwidth", "memory_efficiency",
-                      "launch_overhead", "gemm"});
+                      "memory_kernels", "launch_overhead", "gemm"});
   DeviceSpec device;
   device.name = m.Get("name").String();
   ParsePeak(m.Get("peak"), &device);
@@ -77,6 +101,7 @@ DeviceSpec ParseDeviceFields(const Value& value) {
   if (const auto e = m.Find("efficiency")) device.efficiency = e->DoubleIn(kMinEfficiency, 1.0);
   if (const auto bw = m.Find("memory_bandwidth")) device.memory_bandwidth = bw->Bandwidth();
   if (const auto e = m.Find("memory_efficiency")) device.memory_efficiency = e->DoubleIn(kMinEfficiency, 1.0, "a fraction");
+  if (const auto k = m.Find("memory_kernels")) device.memory_kernel_rates = ParseMemoryKernels(*k);
   if (const auto l = m.Find("launch_overhead")) device.launch_overhead_ns = l->DurationNs();
   if (const auto g = m.Find("gemm")) device.gemm = ParseGemm(*g);
   if (device.gemm.stated() != (device.memory_bandwidth > 0)) {

@@ -91,6 +91,34 @@ TEST(DeviceLibrary, SetReachesIntoALibraryDeviceOrReplacesIt) {
             "--set topology.device.gemm.max_efficiency: expected a fraction of peak from 0.001 to 1, got '2'");
 }
 
+// memory_kernels: a map of the list's memory-bound kernels to rates; a name the list does not
+// have, a GEMM's name, a name twice, a rate out of range and a list are each one error there.
+TEST(DeviceLibrary, MemoryKernelsNameTheListsMemoryBoundKernels) {
+  ScratchDir dir;
+  const std::string text = ScenarioText("A100-SXM-80GB");
+  const sim::Scenario s = Load(dir, text, {"topology.device.memory_kernels={softmax: 0.5, ln1.dX: 1.25}"});
+  EXPECT_EQ(s.topology.device.memory_kernel_rates,
+            (std::vector<std::pair<std::string, double>>{{"softmax", 0.5}, {"ln1.dX", 1.25}}));
+  EXPECT_DOUBLE_EQ(s.topology.device.MemoryKernelRate("recompute.softmax"), 0.5);
+  EXPECT_DOUBLE_EQ(s.topology.device.MemoryKernelRate("softmax.dX"), 1.0);
+  const std::string unknown = ErrorOf([&] { Load(dir, text, {"topology.device.memory_kernels={softmaxx: 0.5}"}); });
+  EXPECT_NE(unknown.find("'softmaxx' is not a memory-bound kernel of the list (one of: attention_dropout, "),
+            std::string::npos) << unknown;
+  EXPECT_NE(ErrorOf([&] { Load(dir, text, {"topology.device.memory_kernels={qkv: 0.5}"}); })
+                .find("'qkv' is not a memory-bound kernel of the list"), std::string::npos);
+  dir.Write("devices/twice.yaml",
+            "name: twice\npeak: 1TFLOPS\nmemory: 1GiB\nmemory_bandwidth: 1TB/s\n"
+            "gemm: {max_efficiency: 0.5, sms: 10, tiles: [[64, 64]]}\nmemory_kernels: {ln1: 0.5, ln1: 0.6}\n");
+  const std::string twice = LoadError(dir, ScenarioText("twice"));
+  EXPECT_NE(twice.find("'ln1' is named twice"), std::string::npos) << twice;
+  EXPECT_EQ(ErrorOf([&] { Load(dir, text, {"topology.device.memory_kernels={ln1: 3}"}); }),
+            "--set topology.device.memory_kernels: topology.device.memory_kernels.ln1: expected a rate relative to "
+            "memory_efficiency's from 0.001 to 2, got '3'");
+  EXPECT_NE(ErrorOf([&] { Load(dir, text, {"topology.device.memory_kernels=[0.5]"}); })
+                .find("expected a map of memory-bound kernel names to rates, such as {softmax: 0.5}, got a list"),
+            std::string::npos);
+}
+
 TEST(DeviceLibrary, ALocalDevicesFolderComesFirstAndItsErrorsNameItsFile) {
   ScratchDir dir;
   const std::string device =

@@ -84,6 +84,30 @@ TEST(Roofline, KernelIsTheLargerOfComputeAndMemoryPlusLaunch) {
   EXPECT_NEAR(TimeKernel(ar, d, 4, 1e9, 100).ns(), 6 * 100 + 1.5 * 4e6 / 1e9 * 1e9 + 1000, 1e-6);
 }
 
+// A device's memory_kernels rate scales that memory-bound kernel's bandwidth, a recomputed one's
+// too, and nothing else: by hand, 1e6 B at 1e11 B/s x 0.5 x 0.25 is 80 us.
+TEST(Roofline, AMemoryKernelsRateScalesThatKernelAlone) {
+  DeviceSpec d = ToyDevice();
+  d.memory_kernel_rates = {{"softmax", 0.25}, {"ln1", 1.5}};
+  Kernel memory;
+  memory.kind = KernelClass::kMemory;
+  memory.bytes = 1e6;
+  memory.name = "softmax";
+  EXPECT_NEAR(TimeKernel(memory, d, 1, 0, 0).ns(), 80000 + 1000, 1e-6);
+  memory.name = "recompute.softmax";
+  EXPECT_NEAR(TimeKernel(memory, d, 1, 0, 0).ns(), 80000 + 1000, 1e-6);
+  memory.name = "ln1";  // faster than a streaming kernel: 20 us / 1.5
+  EXPECT_NEAR(TimeKernel(memory, d, 1, 0, 0).ns(), 20000 / 1.5 + 1000, 1e-6);
+  memory.name = "softmax.dX";  // not named: the streaming rate
+  EXPECT_NEAR(TimeKernel(memory, d, 1, 0, 0).ns(), 20000 + 1000, 1e-6);
+  Kernel gemm;  // a GEMM of the same name keeps its bytes at the streaming rate
+  gemm.kind = KernelClass::kGemm;
+  gemm.name = "softmax";
+  gemm.m = 1, gemm.n = 1, gemm.k = 1, gemm.flops = 2;
+  gemm.bytes = 1e6;
+  EXPECT_NEAR(TimeKernel(gemm, d, 1, 0, 0).memory_ns, 20000, 1e-6);
+}
+
 double Flops(const std::vector<Kernel>& kernels, KernelPass pass, bool gemms_only) {
   double sum = 0;
   for (const Kernel& k : kernels) {

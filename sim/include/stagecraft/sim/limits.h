@@ -20,6 +20,7 @@ namespace stagecraft::sim {
 //   topology.device.peak                             1 MFLOPS .. 1 EFLOPS
 //   topology.device.efficiency, memory_efficiency,   0.001 .. 1
 //     gemm.max_efficiency, gemm.batched_efficiency
+//   topology.device.memory_kernels (each rate)       0.001 .. 2
 //   topology.device.gemm.sms                         1 .. 2^16
 //   topology.device.gemm.tiles (m, n), k_overhead    1 .. 2^16 (k_overhead from 0)
 //   sizes: topology.device.memory (from 1 B),        0 .. 1 PiB per value    sums of 2^13 of them fit
@@ -56,6 +57,8 @@ inline constexpr double kMaxBandwidthBytesPerS = 1e16;                       // 
 inline constexpr double kMinPeakFlops = 1e6;                                 // 1 MFLOPS
 inline constexpr double kMaxPeakFlops = 1e18;                                // 1 EFLOPS
 inline constexpr double kMinEfficiency = 1e-3;
+// topology.device.memory_kernels: a kernel's rate relative to memory_efficiency's.
+inline constexpr double kMaxMemoryKernelRate = 2;
 
 inline constexpr int kMaxRanks = 1 << 16;
 inline constexpr int kMaxDevices = 1 << 16;         // also the most replicas (pipeline.data_parallel)

@@ -44,9 +44,22 @@ struct DeviceSpec {
   double memory_efficiency = 1;     // fraction of it a streaming kernel reaches
   int64_t launch_overhead_ns = 0;   // added per kernel
   GemmModel gemm;
+  // Memory-bound kernels that move their bytes at another rate than a streaming kernel's, by the
+  // kernel list's name (gpt_kernels.h): each one's rate as a fraction of memory_efficiency's
+  // (`memory_kernels: {softmax: 0.5}`); a kernel not named moves at memory_efficiency's rate.
+  std::vector<std::pair<std::string, double>> memory_kernel_rates;
   std::string source;  // the device file it was read from ("" when inline)
 
   bool roofline() const { return memory_bandwidth > 0 && gemm.stated(); }
+  // The rate of memory-bound kernel `name` relative to a streaming kernel's (1 unless stated; a
+  // recomputed kernel, "recompute.NAME", as NAME).
+  double MemoryKernelRate(std::string_view name) const {
+    if (name.starts_with("recompute.")) name.remove_prefix(10);
+    for (const auto& [kernel, rate] : memory_kernel_rates) {
+      if (kernel == name) return rate;
+    }
+    return 1.0;
+  }
   // A device for the flat FLOPs models: its peak at the run's dtype and its efficiency.
   static DeviceSpec Flat(std::string name, double peak_flops, int64_t memory_bytes, double efficiency) {
     DeviceSpec d;
