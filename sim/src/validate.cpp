@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "stagecraft/sim/gpt_kernels.h"
 #include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/topology.h"
 #include "validate_detail.h"
@@ -43,6 +44,17 @@ bool CheckRanges(const Scenario& s, Problems* out) {
     for (const auto& [m, n] : g.tiles) {
       count("topology.device.gemm.tiles", m, kMaxGemmTile);
       count("topology.device.gemm.tiles", n, kMaxGemmTile);
+    }
+  }
+  if (!t.device.memory_kernel_rates.empty()) {
+    const std::vector<std::string> known = MemoryKernelNames();
+    for (const auto& [name, value] : t.device.memory_kernel_rates) {
+      const std::string key = "topology.device.memory_kernels." + name;
+      if (!std::binary_search(known.begin(), known.end(), name)) {
+        out->Add(key, "not a memory-bound kernel of the list");
+      } else {
+        rate(key, value, kMinEfficiency, kMaxMemoryKernelRate);
+      }
     }
   }
   if (!t.explicit_graph()) {

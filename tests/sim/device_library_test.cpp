@@ -170,6 +170,11 @@ TEST(DeviceLibrary, ValidateChecksARooflineDeviceBuiltInCode) {
   s.topology.device.gemm.tiles = {{64, 64}};
   const std::vector<ScenarioProblem> problems = Validate(s);
   EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems.front().key + ": " + problems.front().message);
+  // Kernel rates built in code: a name the list lacks and a rate out of range, each at its key.
+  s.topology.device.memory_kernel_rates = {{"softmax", 0.5}, {"qkv", 0.5}, {"ln1", 0}};
+  keys.clear();
+  for (const ScenarioProblem& p : Validate(s)) keys.push_back(p.key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"topology.device.memory_kernels.qkv", "topology.device.memory_kernels.ln1"}));
 }
 
 }  // namespace
