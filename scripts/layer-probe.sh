@@ -106,7 +106,8 @@ def explain(m):
 
 ZB_IN_B = ("fc2.db", "fc.db", "ln2.dgamma", "proj.db", "qkv.db", "ln1.dgamma")
 md = [f"# The kernel list against {probe['device']} (PyTorch {probe.get('torch', '?')}, {probe['dtype']}, "
-      f"dropout {probe['dropout']}, median of {probe.get('reps', '?')}), predicted on {device}", "",
+      f"dropout {probe['dropout']}, {'the fused kernels by torch.compile, ' if probe.get('fused') else ''}"
+      f"median of {probe.get('reps', '?')}), predicted on {device}", "",
       "Per layer, ms. B/F and W/F in the Zero Bubble runtime's split (only the weight GEMMs in W); "
       "the paper's are its A100 profile (Appendix D), a whole stage.", "",
       "| model | F meas / pred | I meas / pred | W meas / pred | B/F meas / pred / paper | W/F meas / pred / paper "

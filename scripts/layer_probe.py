@@ -22,10 +22,14 @@ host launch time shows there.
 Attribution: "ours" is the list's (bias and LayerNorm parameter gradients in W); "zb" is the
 paper's runtime (its WeightGradStore defers the four weight GEMMs alone: the rest is in B).
 
+--fused times the kernels the list takes as fused and PyTorch runs as two or three (the
+scale-mask-softmax, bias + GELU, the bias-dropout-adds) as one kernel each, made by torch.compile
+(PyTorch 2), as Megatron-LM's fused kernels run them.
+
 Usage:
   layer_probe.py --check                  gradients against autograd (CPU, float64, tiny shapes)
   layer_probe.py [--models 1.5B,6.2B,14.6B,28.3B] [--reps N] [--dtype fp16|bf16] [--dropout P]
-                 [--out FILE.json]        time on the GPU (needs CUDA)
+                 [--fused] [--out FILE.json]   time on the GPU (needs CUDA)
 Prints "SKIPPED: ..." and exits 0 when PyTorch or a CUDA device is missing (timing mode).
 """
 import argparse
@@ -94,8 +98,46 @@ def make_params(h, dtype, device, gen):
             "g2": ones_ish(h), "be2": w(h), "w1": w(4 * h, h), "b1": w(4 * h), "w2": w(h, 4 * h), "b2": w(h)}
 
 
-def forward(x, P, b, s, a, p, clock, causal):
-    """x: [b*s, h]. Returns the output and what the backward needs."""
+def masked_softmax(scores, causal):
+    return torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+
+
+def bias_gelu_of(f1, bias):
+    pre = f1 + bias
+    return pre, torch.nn.functional.gelu(pre, approximate="tanh")
+
+
+def bias_dropout_add(t, bias, resid, p):
+    out, mask = torch.native_dropout(t + bias, p, True)
+    return out + resid, mask
+
+
+def compiled(fn):
+    """fn compiled whole (one graph, which Inductor makes one kernel of here); where that fails,
+    said on stderr and compiled in parts."""
+    whole, parts = torch.compile(fn, fullgraph=True, dynamic=False), None
+
+    def call(*args):
+        nonlocal parts
+        if parts is None:
+            try:
+                return whole(*args)
+            except Exception as e:  # noqa: BLE001 - any compile failure: say it, and go on in parts
+                print(f"layer_probe: {fn.__name__} did not compile whole ({type(e).__name__}: {str(e)[:200]}); "
+                      "timed as compiled in parts", file=sys.stderr)
+                parts = torch.compile(fn, dynamic=False)
+        return parts(*args)
+    return call
+
+
+def fused_kernels():
+    """The three fused kernels, compiled."""
+    return {"softmax": compiled(masked_softmax), "bias_gelu": compiled(bias_gelu_of),
+            "bias_dropout_add": compiled(bias_dropout_add)}
+
+
+def forward(x, P, b, s, a, p, clock, causal, fused=None):
+    """x: [b*s, h]. Returns the output and what the backward needs; `fused`: fused_kernels()."""
     T, h = x.shape
     d = h // a
     scale = 1.0 / math.sqrt(d)
@@ -112,13 +154,18 @@ def forward(x, P, b, s, a, p, clock, causal):
     q, k, v = c("F", "split_heads", split)
     # Megatron-LM's form: baddbmm into a buffer with beta 0, the scale folded into alpha.
     scores = c("F", "scores", lambda: torch.baddbmm(q.new_empty(b * a, s, s), q, k.transpose(1, 2), beta=0.0, alpha=scale))
-    probs = c("F", "softmax", lambda: torch.softmax(scores.masked_fill_(causal, float("-inf")), dim=-1))
+    if fused:
+        probs = c("F", "softmax", lambda: fused["softmax"](scores, causal))
+    else:
+        probs = c("F", "softmax", lambda: torch.softmax(scores.masked_fill_(causal, float("-inf")), dim=-1))
     dropped, amask = c("F", "attention_dropout", lambda: torch.native_dropout(probs, p, True))
     ctx = c("F", "context", lambda: torch.bmm(dropped, v))
     cm = c("F", "merge_heads", lambda: ctx.view(b, a, s, d).permute(0, 2, 1, 3).reshape(T, h))
     po = c("F", "proj", lambda: torch.mm(cm, P["wo"].t()))
 
     def bda(t, bias, resid):
+        if fused:
+            return fused["bias_dropout_add"](t, bias, resid, p)
         out, mask = torch.native_dropout(t + bias, p, True)
         return out.add_(resid), mask
 
@@ -127,6 +174,8 @@ def forward(x, P, b, s, a, p, clock, causal):
     f1 = c("F", "fc", lambda: torch.mm(y2, P["w1"].t()))
 
     def bias_gelu():  # the input to the GELU is kept for its backward, as Megatron-LM's bias_gelu keeps it
+        if fused:
+            return fused["bias_gelu"](f1, P["b1"])
         pre = f1.add_(P["b1"])
         return pre, torch.nn.functional.gelu(pre, approximate="tanh")
 
@@ -218,13 +267,16 @@ def check():
         print("SKIPPED: --check needs PyTorch (python3-torch)")
         return 0
     worst = 0.0
-    for b, s, a, h, p in ((2, 8, 2, 16, 0.1), (1, 16, 4, 32, 0.3), (3, 4, 1, 8, 0.0)):
+    plain = {"softmax": masked_softmax, "bias_gelu": bias_gelu_of, "bias_dropout_add": bias_dropout_add}
+    cases = [(b, s, a, h, p, fused) for b, s, a, h, p in ((2, 8, 2, 16, 0.1), (1, 16, 4, 32, 0.3), (3, 4, 1, 8, 0.0))
+             for fused in (None, plain)]  # the fused kernels' functions, uncompiled, too
+    for b, s, a, h, p, fused in cases:
         gen = torch.Generator().manual_seed(b * 100 + s)
         P = make_params(h, torch.float64, "cpu", gen)
         x = torch.randn(b * s, h, generator=gen, dtype=torch.float64)
         causal = torch.triu(torch.ones(s, s, dtype=torch.bool), 1)
         clock = Clock(None)
-        out, S = forward(x.clone(), P, b, s, a, p, clock, causal)
+        out, S = forward(x.clone(), P, b, s, a, p, clock, causal, fused)
         dout = torch.randn(b * s, h, generator=gen, dtype=torch.float64)
         dx, G = backward_input(dout.clone(), S, P, clock)
         grads = backward_weight(S, G, P, clock)
@@ -237,13 +289,14 @@ def check():
             err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
             worst = max(worst, err)
             if err > 1e-10:
-                print(f"check: b={b} s={s} heads={a} h={h} dropout={p}: {name} differs from autograd by {err:.3e}")
+                print(f"check: b={b} s={s} heads={a} h={h} dropout={p}{' fused' if fused else ''}: {name} differs from "
+                      f"autograd by {err:.3e}")
                 return 1
     print(f"check: output, input and every parameter gradient match autograd (largest relative error {worst:.1e})")
     return 0
 
 
-def probe(name, dtype, p, reps, device="cuda", shape=None):
+def probe(name, dtype, p, reps, device="cuda", shape=None, fused=None):
     layers, a, h, b = MODELS[name] if shape is None else (1, *shape)
     s = SEQ if shape is None else 2 * a
     dev = torch.device(device)
@@ -266,7 +319,7 @@ def probe(name, dtype, p, reps, device="cuda", shape=None):
         # Kernels one by one, the queue kept full so that the host's launches do not show.
         if cuda:
             torch.cuda._sleep(50_000_000)
-        out, S = forward(x, P, b, s, a, p, clock, causal)
+        out, S = forward(x, P, b, s, a, p, clock, causal, fused)
         dx, G = backward_input(dout, S, P, clock)
         backward_weight(S, G, P, clock)
         marks = clock.take()
@@ -277,7 +330,7 @@ def probe(name, dtype, p, reps, device="cuda", shape=None):
         # Each pass whole, as Megatron-LM's Timer times it: synchronize, wall clock, synchronize.
         sync()
         t0 = time.perf_counter()
-        out, S = forward(x, P, b, s, a, p, idle, causal)
+        out, S = forward(x, P, b, s, a, p, idle, causal, fused)
         sync()
         t1 = time.perf_counter()
         dx, G = backward_input(dout, S, P, idle)
@@ -313,6 +366,7 @@ def main():
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                     help="cpu: a smoke run of the timing path (host clock, float32), with --shape")
     ap.add_argument("--shape", help="microbatch,heads,hidden in place of the models' (seq 2 x heads)")
+    ap.add_argument("--fused", action="store_true", help="the list's fused kernels as one kernel each (torch.compile)")
     args = ap.parse_args()
     if args.check:
         return check()
@@ -339,12 +393,18 @@ def main():
     if args.reps < 1 or not 0 <= args.dropout < 1:
         print("layer_probe: --reps must be >= 1 and --dropout in [0, 1)", file=sys.stderr)
         return 2
+    fused = None
+    if args.fused:
+        if not hasattr(torch, "compile"):
+            print(f"layer_probe: --fused needs torch.compile (PyTorch 2; this is {torch.__version__})", file=sys.stderr)
+            return 2
+        fused = fused_kernels()
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype] if args.device == "cuda" else torch.float32
     result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
               "dtype": args.dtype if args.device == "cuda" else "fp32",
-              "dropout": args.dropout, "reps": args.reps, "models": []}
+              "dropout": args.dropout, "reps": args.reps, "fused": bool(fused), "models": []}
     for m in names:
-        r = probe(m, dtype, args.dropout, args.reps, args.device, shape)
+        r = probe(m, dtype, args.dropout, args.reps, args.device, shape, fused)
         result["models"].append(r)
         o, z, t = r["ours_us"], r["zb_us"], r["timer_us"]
         print(f"{m:>6} kernels: F {o['F'] / 1e3:.3f} I {o['I'] / 1e3:.3f} W {o['W'] / 1e3:.3f} ms per layer; "
