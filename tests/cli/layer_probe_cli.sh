@@ -78,6 +78,13 @@ for d in fp16:0.03 bf16:0.06; do
     'python3 -c "import json,sys; i=json.load(open(sys.argv[1]))[\"implied\"]; sys.exit(0 if all(abs(i[k][\"scaled_by\"]-1)<=float(sys.argv[2]) for k in (\"gemm.max_efficiency\",\"gemm.batched_efficiency\")) else 1)" "$tmp/h${d%%:*}/layer-probe-compare.json" "${d##*:}"'
 done
 
+# The fused run (the list's fused kernels as one kernel each): every model's F, I and W within 3%.
+STAGECRAFT="$sc" "$lp" --json "$root/tests/data/h100_layer_probe_fp16_fused_2026-11-26.json" --out "$tmp/hfused" \
+  >"$tmp/out" 2>"$tmp/err"
+checkf "the stored H100 fused probe compares" '[[ $? -eq 0 ]]' "$tmp/err"
+check "the H100 fused probe's F, I and W of every model within 3% of H100-SXM's" \
+  'python3 -c "import json,sys; ms=json.load(open(sys.argv[1]))[\"models\"]; sys.exit(0 if len(ms)==4 and all(abs(m[\"predicted_us\"][q]/m[\"measured_us\"][q]-1)<=0.03 for m in ms for q in \"FIW\") else 1)" "$tmp/hfused/layer-probe-compare.json"'
+
 # With PyTorch: the probe's explicit passes against autograd, and its timing path end to end.
 py=""
 for candidate in python3 /usr/bin/python3; do
