@@ -19,7 +19,7 @@
 #   --device-file NAME  the device file to predict with (default: from the GPU's name)
 #   --set KEY=VALUE     an override for the prediction (simulate --set), e.g.
 #                       topology.device.memory_kernels={softmax: 0.3}
-#   PROBE ARGS     passed to layer_probe.py (--models, --reps, --dtype, --dropout)
+#   PROBE ARGS     passed to layer_probe.py (--models, --reps, --dtype, --dropout, --fused)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"
