@@ -14,7 +14,8 @@
 #      cuBLAS, target >= 0.6; the runtime's cost per op, target <= 10 us) and, with 2 GPUs,
 #      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging);
 #   5. scripts/layer-probe.sh: one transformer block of each Zero Bubble paper model timed kernel
-#      by kernel with the machine's PyTorch, beside the roofline model's kernels on this GPU.
+#      by kernel with the machine's PyTorch, beside the roofline model's kernels on this GPU; then
+#      again with the list's fused kernels as one kernel each (--fused, torch.compile).
 # A step that fails is recorded and the rest still run (a step whose input is missing is
 # recorded as failed). report.md holds every number and ends in "N passed, M failed"; beside it
 # summary.json, devices.json, ctest-gpu.xml, the benchmarks' JSON, one folder per scenario and
@@ -182,6 +183,9 @@ fi
 # One block of each Zero Bubble paper model timed kernel by kernel with PyTorch, against the
 # roofline model's prediction on this GPU's device file (issue 30, point 6; docs/cost-model.md).
 step "layer probe" "$root/scripts/layer-probe.sh" --out "$out"
+# The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates the
+# device file's memory_kernels states for them.
+step "layer probe, fused" "$root/scripts/layer-probe.sh" --out "$out/layer-probe-fused" --fused
 
 [[ $dry -eq 1 ]] && exit 0
 echo "report: $out/report.md"

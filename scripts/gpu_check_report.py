@@ -169,13 +169,16 @@ def p2p_section(out):
 
 
 def layer_probe_section(out):
-    """scripts/layer-probe.sh's report, as it wrote it (a measurement: no pass or fail of its own)."""
-    try:
-        with open(os.path.join(out, "layer-probe.md")) as f:
-            text = f.read().rstrip("\n")
-    except OSError:
-        return []
-    return ["#" + text, ""]  # its title one level down
+    """scripts/layer-probe.sh's reports (eager, and fused in layer-probe-fused/), as it wrote them
+    (measurements: no pass or fail of their own)."""
+    lines = []
+    for path in (os.path.join(out, "layer-probe.md"), os.path.join(out, "layer-probe-fused", "layer-probe.md")):
+        try:
+            with open(path) as f:
+                lines += ["#" + f.read().rstrip("\n"), ""]  # its title one level down
+        except OSError:
+            pass
+    return lines
 
 
 def main():

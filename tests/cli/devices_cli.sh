@@ -94,11 +94,12 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 .*--backend cuda" \
             "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " \
             "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 " \
-            "layer probe: .*scripts/layer-probe.sh --out "; do
+            "layer probe: .*scripts/layer-probe.sh --out " \
+            "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused"; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
 # Each scenario twice (its ranks, and one rank for a GPU its ranks would share): 6 steps each.
-check "gpu-check --dry-run: 29 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 29 ]]'
+check "gpu-check --dry-run: 30 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 30 ]]'
 "$gc" --dry-run --out "$tmp/plan" | head -n1 >"$tmp/first"
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
 "$gc" --bogus >/dev/null 2>&1
@@ -141,6 +142,8 @@ cat >"$fake/nccl_p2p_bench.json" <<'JSON'
  {"name": "BM_SendRecv/path:2/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 2.0e10}]}
 JSON
 printf '# The kernel list against NVIDIA X\n\n| model | F meas / pred |\n' >"$fake/layer-probe.md"
+mkdir -p "$fake/layer-probe-fused"
+printf '# The kernel list against NVIDIA X (fused)\n\n| 1.5B | 2.4 / 2.3 |\n' >"$fake/layer-probe-fused/layer-probe.md"
 python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
 # Steps: 6 pass, 2 fail, 1 skip. Checks: a gpu test skipped (fail), zb-v not measured (fail),
 # W bf16 at 0.55 of cuBLAS in the steady state (fail; its first step's 0.2 is shown, not judged),
@@ -156,7 +159,8 @@ for want in "| mlp-gpu: execute | FAIL | 30 s | exit 1: boom |" "| nccl_p2p_benc
             "| W | bf16 | steady | 300.0 | 545.5 | 0.550 |" "| W | bf16 | first step | 100.0 | 500.0 | 0.200 |" "worst W bf16: 0.550" "| cuda | 4.25 |" \
             "| runtime overhead at most 10 us per op on the GPU | PASS |  | 4.25 us |" \
             "| 268435456 | 350.00 | - | 20.00 |" "1 passed, 0 failed, 1 skipped" \
-            "## The kernel list against NVIDIA X" "| model | F meas / pred |"; do
+            "## The kernel list against NVIDIA X" "| model | F meas / pred |" \
+            "## The kernel list against NVIDIA X (fused)" "| 1.5B | 2.4 / 2.3 |"; do
   check "report: has '$want'" 'grep -qF -- "$want" "$fake/report.md"'
 done
 check "report: summary.json counts" \
