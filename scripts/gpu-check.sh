@@ -10,12 +10,12 @@
 #      what-if replays the run's 1F1B into every schedule and compares with their runs; with
 #      fewer GPUs than the scenario's ranks, the same again on one rank (NAME-1rank), since ranks
 #      sharing a GPU time-slice it and the simulator gives each rank a device of its own;
-#   4. the GPU benchmarks: tests/bench/cuda_bench (each layer op's GEMM rate against bare
-#      cuBLAS, target >= 0.6; the runtime's cost per op, target <= 10 us) and, with 2 GPUs,
-#      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging);
-#   5. scripts/layer-probe.sh: one transformer block of each Zero Bubble paper model timed kernel
+#   4. scripts/layer-probe.sh: one transformer block of each Zero Bubble paper model timed kernel
 #      by kernel with the machine's PyTorch, beside the roofline model's kernels on this GPU; then
 #      again with the list's fused kernels as one kernel each (--fused, torch.compile).
+#   5. the GPU benchmarks: tests/bench/cuda_bench (each layer op's GEMM rate against bare
+#      cuBLAS, target >= 0.6; the runtime's cost per op, target <= 10 us) and, with 2 GPUs,
+#      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging);
 # A step that fails is recorded and the rest still run (a step whose input is missing is
 # recorded as failed). report.md holds every number and ends in "N passed, M failed"; beside it
 # summary.json, devices.json, ctest-gpu.xml, the benchmarks' JSON, one folder per scenario and
@@ -160,7 +160,15 @@ for scenario in "$root/scenarios/mlp-gpu.yaml" "$root/scenarios/gpt-gpu.yaml"; d
   fi
 done
 
-# ---- 4. the GPU benchmarks ----------------------------------------------------------------------
+# ---- 4. the kernel list, kernel by kernel -------------------------------------------------------
+# One block of each Zero Bubble paper model timed kernel by kernel with PyTorch, against the
+# roofline model's prediction on this GPU's device file (issue 30, point 6; docs/cost-model.md).
+step "layer probe" "$root/scripts/layer-probe.sh" --out "$out"
+# The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates the
+# device file's memory_kernels states for them.
+step "layer probe, fused" "$root/scripts/layer-probe.sh" --out "$out/layer-probe-fused" --fused
+
+# ---- 5. the GPU benchmarks ----------------------------------------------------------------------
 bench="$build/tests/bench"
 if [[ $dry -eq 1 || -x "$bench/cuda_bench" ]]; then
   step "cuda_bench" "$bench/cuda_bench" --benchmark_out="$out/cuda_bench.json" --benchmark_out_format=json \
@@ -178,14 +186,6 @@ if [[ $dry -eq 1 || -x "$bench/nccl_p2p_bench" ]]; then
 elif [[ $dry -eq 0 ]]; then
   printf 'nccl_p2p_bench\tskip\t0\tthis build has no NCCL\t\n' >>"$out/steps.tsv"
 fi
-
-# ---- 5. the kernel list, kernel by kernel -------------------------------------------------------
-# One block of each Zero Bubble paper model timed kernel by kernel with PyTorch, against the
-# roofline model's prediction on this GPU's device file (issue 30, point 6; docs/cost-model.md).
-step "layer probe" "$root/scripts/layer-probe.sh" --out "$out"
-# The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates the
-# device file's memory_kernels states for them.
-step "layer probe, fused" "$root/scripts/layer-probe.sh" --out "$out/layer-probe-fused" --fused
 
 [[ $dry -eq 1 ]] && exit 0
 echo "report: $out/report.md"
