@@ -105,6 +105,33 @@ check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" 
 "$gc" --bogus >/dev/null 2>&1
 check "gpu-check: a bad flag exits 2" '[[ $? -eq 2 ]]'
 
+# --one-rank on a machine that says it has one GPU: a made-up build whose `stagecraft devices`
+# reports one usable GPU and whose every other command fails, and an mpirun that runs its command
+# once. The scenarios' 2-rank loops are skipped and named; their one-rank loops run (and fail
+# here); without --one-rank both run.
+fb="$tmp/fakebuild"; mkdir -p "$fb/cli" "$tmp/fakebin"
+cat >"$fb/cli/stagecraft" <<'SH'
+#!/usr/bin/env bash
+[[ "$1" == devices ]] || exit 1
+echo "GPU 0: Made Up, 80.00 GiB, compute capability 9.0: usable"
+echo "verdict: the cuda backend is usable here (1 GPU(s))"
+[[ "${2:-}" == --json ]] && echo '{}' >"$3"
+exit 0
+SH
+printf '#!/usr/bin/env bash\nshift 3\nexec "$@"\n' >"$tmp/fakebin/mpirun"
+chmod +x "$fb/cli/stagecraft" "$tmp/fakebin/mpirun"
+for mode in one-rank both; do
+  flags=(--no-build --build-dir "$fb" --out "$tmp/gc-$mode")
+  [[ $mode == one-rank ]] && flags+=(--one-rank)
+  PATH="$tmp/fakebin:$PATH" PYTHON=/nonexistent "$gc" "${flags[@]}" >"$tmp/gc-$mode.txt" 2>&1
+done
+check "gpu-check --one-rank: the 2-rank loops skipped, named" \
+  '[[ $(grep -cP "^(mlp|gpt)-gpu\tskip\t0\t--one-rank: 2 ranks, 1 GPU\(s\); only the one-rank loop" "$tmp/gc-one-rank/steps.tsv") -eq 2 ]]'
+check "gpu-check --one-rank: no 2-rank step, every one-rank step" \
+  '! grep -qP "^(mlp|gpt)-gpu: " "$tmp/gc-one-rank/steps.tsv" && [[ $(grep -cP "^(mlp|gpt)-gpu-1rank: " "$tmp/gc-one-rank/steps.tsv") -eq 10 ]]'
+check "gpu-check without it: both loops" \
+  '[[ $(grep -cP "^(mlp|gpt)-gpu: " "$tmp/gc-both/steps.tsv") -eq 10 && $(grep -cP "^(mlp|gpt)-gpu-1rank: " "$tmp/gc-both/steps.tsv") -eq 10 ]]'
+
 # The report from made-up results: the numbers in, the checks derived, the closing line counted.
 fake="$tmp/fake"; mkdir -p "$fake/mlp-gpu" "$fake/logs"
 printf '%s\n' "build	pass	100	" "devices	pass	0	1 GPU(s)	logs/devices.log" "ctest -L gpu	pass	300	" \
