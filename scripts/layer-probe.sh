@@ -56,8 +56,10 @@ if [[ -z "$json" ]]; then
 fi
 [[ -s "$json" ]] || { echo "layer-probe: $json: missing or empty" >&2; exit 1; }
 
+PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root" "$out" "$json" "$device" "${sets[@]}" <<'PY'
 import csv, json, os, statistics, subprocess, sys, tempfile
+from layer_probe import ZB_IN_B  # the Zero Bubble runtime's split, as the probe states it (no torch needed)
 sc, root, out, path, device, *sets = sys.argv[1:]
 try:
     probe = json.load(open(path))
@@ -104,7 +106,6 @@ def explain(m):
         sys.exit("layer-probe: simulate --explain printed no kernels of one transformer block")
     return kernels
 
-ZB_IN_B = ("fc2.db", "fc.db", "ln2.dgamma", "proj.db", "qkv.db", "ln1.dgamma")
 md = [f"# The kernel list against {probe['device']} (PyTorch {probe.get('torch', '?')}, {probe['dtype']}, "
       f"dropout {probe['dropout']}, {'the fused kernels by torch.compile, ' if probe.get('fused') else ''}"
       f"median of {probe.get('reps', '?')}), predicted on {device}", "",
@@ -148,6 +149,7 @@ md += [""] + detail
 # kernel in Megatron-LM; the scores' input gradients add a scaling pass).
 LINEAR = {f"{n}{s}" for n in ("qkv", "proj", "fc", "fc2") for s in ("", ".dX", ".dW")}
 BATCHED = {"scores", "context", "context.dP", "context.dV"}
+GEMMS = LINEAR | BATCHED | {"scores.dQ", "scores.dK"}  # the probe's dQ and dK add a scaling pass to theirs
 SINGLE_MEMORY = {"ln1", "ln2", "qkv.bias", "merge_heads", "attention_dropout", "bias_dropout_add2.dX",
                  "bias_gelu.dX", "bias_dropout_add1.dX", "attention_dropout.dX", "softmax.dX", "split_heads.dX",
                  "fc2.db", "fc.db", "proj.db", "qkv.db", "ln2.dgamma", "ln1.dgamma"}
@@ -170,8 +172,14 @@ STREAMING = {"attention_dropout", "attention_dropout.dX", "bias_dropout_add1.dX"
 ratios = {"max_efficiency": [], "batched_efficiency": []}
 streaming = []
 mem_pred = mem_meas = 0.0
+# Each memory-bound kernel's own rate (the file's memory_kernels): its stated rate times its
+# predicted over measured time, launch taken off both, the median over the models.
+own = {}
 for m in compare["models"]:
     for k in m["kernels"]:
+        if k["name"] not in GEMMS and k["measured_us"] > launch_us:
+            own.setdefault(k["name"], []).append(
+                rates.get(k["name"], 1.0) * (k["predicted_us"] - launch_us) / (k["measured_us"] - launch_us))
         if k["name"] in LINEAR:
             ratios["max_efficiency"].append(k["predicted_us"] / k["measured_us"])
         elif k["name"] in BATCHED:
@@ -200,19 +208,12 @@ if mem_meas > 0:
     compare["memory_bound_predicted_over_measured"] = mem_pred / mem_meas
     md.append(f"- every memory-bound kernel PyTorch runs as one: summed predicted / measured {mem_pred / mem_meas:.3f} "
               "(the list's one memory_efficiency also bounds the GEMMs' reads, so it is not fitted to these)")
-# Each memory-bound kernel's own rate (the file's memory_kernels): its stated rate times its
-# predicted over measured time, launch taken off both, the median over the models.
-own = {}
-for m in compare["models"]:
-    for k in m["kernels"]:
-        if k["name"] not in LINEAR | BATCHED | {"scores.dQ", "scores.dK"} and k["measured_us"] > launch_us:
-            own.setdefault(k["name"], []).append(
-                rates.get(k["name"], 1.0) * (k["predicted_us"] - launch_us) / (k["measured_us"] - launch_us))
 if own:
-    compare["implied"]["memory_kernels"] = {n: statistics.median(v) for n, v in own.items()}
+    own = {n: statistics.median(v) for n, v in own.items()}
+    compare["implied"]["memory_kernels"] = own
     md += ["", f"Each memory-bound kernel's rate against memory_efficiency's (`memory_kernels` in {device}'s file; the "
            "median over the models, launch overhead taken off):", "", "```", "memory_kernels:"]
-    md += [f"  {n}: {statistics.median(v):.2f}" for n, v in sorted(own.items())]
+    md += [f"  {n}: {v:.2f}" for n, v in sorted(own.items())]
     md += ["```"]
 text = "\n".join(md) + "\n"
 for name, content in (("layer-probe.md", text), ("layer-probe-compare.json", json.dumps(compare, indent=1) + "\n")):
