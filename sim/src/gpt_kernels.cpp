@@ -222,19 +222,22 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full) {
   return out;
 }
 
-std::vector<std::string> MemoryKernelNames() {
-  GptKernelShape g;
-  g.microbatch = 1, g.seq = 8, g.hidden = 8, g.heads = 2, g.vocab = 16, g.dropout = true;
-  std::vector<Kernel> all = GptBlockKernels(g);
-  for (auto more : {GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
-    all.insert(all.end(), more.begin(), more.end());
-  }
-  std::vector<std::string> names;
-  for (const Kernel& k : all) {
-    if (k.kind == KernelClass::kMemory) names.push_back(k.name);
-  }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
+const std::vector<std::string>& MemoryKernelNames() {
+  static const std::vector<std::string> names = [] {  // the lists' names do not depend on the shape
+    GptKernelShape g;
+    g.microbatch = 1, g.seq = 8, g.hidden = 8, g.heads = 2, g.vocab = 16, g.dropout = true;
+    std::vector<Kernel> all = GptBlockKernels(g);
+    for (auto more : {GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
+      all.insert(all.end(), more.begin(), more.end());
+    }
+    std::vector<std::string> out;
+    for (const Kernel& k : all) {
+      if (k.kind == KernelClass::kMemory) out.push_back(k.name);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }();
   return names;
 }
 

@@ -74,7 +74,7 @@ std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& valu
     value.Fail(fmt::format("expected a map of memory-bound kernel names to rates, such as {{softmax: 0.5}}, got {}",
                            value.Describe()));
   }
-  const std::vector<std::string> known = MemoryKernelNames();
+  const std::vector<std::string>& known = MemoryKernelNames();
   std::vector<std::pair<std::string, double>> rates;
   for (const auto& entry : value.node()) {
     if (!entry.first.IsScalar()) value.Fail("expected kernel names as the keys");

@@ -47,7 +47,7 @@ bool CheckRanges(const Scenario& s, Problems* out) {
     }
   }
   if (!t.device.memory_kernel_rates.empty()) {
-    const std::vector<std::string> known = MemoryKernelNames();
+    const std::vector<std::string>& known = MemoryKernelNames();
     for (const auto& [name, value] : t.device.memory_kernel_rates) {
       const std::string key = "topology.device.memory_kernels." + name;
       if (!std::binary_search(known.begin(), known.end(), name)) {

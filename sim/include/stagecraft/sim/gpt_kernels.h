@@ -90,7 +90,7 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, bool full);
 // `update_bytes_per_param` is what the update reads and writes per parameter.
 std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param);
 // The names of every memory-bound kernel the lists above hold (recomputed ones under their own
-// names), sorted: what a device's `memory_kernels` may name.
-std::vector<std::string> MemoryKernelNames();
+// names), sorted, computed once: what a device's `memory_kernels` may name.
+const std::vector<std::string>& MemoryKernelNames();
 
 }  // namespace stagecraft::sim
