@@ -21,9 +21,12 @@
 #      (the end stages one layer short) and a step of a long run (its iterations after warm-up).
 # Targets for each table: median |error| <= 5%, largest <= 10%. Exits 1 when table 1 misses them
 # (or any table, with --strict); the other tables' verdicts are printed either way.
-# Usage: scripts/validate-published.sh [--strict] [--set KEY=VALUE]...   (builds first if needed;
-# the overrides apply to every row, e.g. --set topology.device.gemm.max_efficiency=0.75 asks how
-# the tables move with the A100's GEMM efficiency)
+# Usage: scripts/validate-published.sh [--strict] [--zb-split] [--set KEY=VALUE]...   (builds first
+# if needed; the overrides apply to every row, e.g. --set topology.device.gemm.max_efficiency=0.75
+# asks how the tables move with the A100's GEMM efficiency). --zb-split adds what part 4's schedule
+# ratios (ZB-1p and ZB-2p over 1F1B, measured and predicted) say about W's share of a stage: each
+# row again with explicit costs, every middle stage's F + B + W as the roofline model predicts it,
+# split first as the model splits it and then as the paper's profile does (tests/data/zero_bubble_paper.csv).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY runs another build
@@ -32,12 +35,12 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" \
   "$root/tests/data/korthikanti_2022_table5.csv" "$root/tests/data/korthikanti_2022_table4.csv" \
-  "$root/tests/data/zero_bubble_table4.csv" "$tmp" "$@" <<'PY'
+  "$root/tests/data/zero_bubble_table4.csv" "$root/tests/data/zero_bubble_paper.csv" "$tmp" "$@" <<'PY'
 import csv, json, re, statistics, subprocess, sys
 import megatron_sc21
-sc, scenario, table, table2, table4, table_zb, tmp, *extra = sys.argv[1:]
-strict = "--strict" in extra
-extra = [a for a in extra if a != "--strict"]
+sc, scenario, table, table2, table4, table_zb, zb_profile, tmp, *extra = sys.argv[1:]
+strict, zb_split = "--strict" in extra, "--zb-split" in extra
+extra = [a for a in extra if a not in ("--strict", "--zb-split")]
 
 def step_seconds(r):
     out = f"{tmp}/row.json"
@@ -122,30 +125,38 @@ verdict("Korthikanti et al. 2022, one layer", errors3)
 #    per-rank span per step: harness/search.h, RunStepNs); the end stages one layer short; the
 #    paper's code release's vocabulary (the LLaMA SentencePiece tokenizer's, as the table's header says).
 ZB_VOCAB = 32000
+
+def zb_simulate(text):
+    with open(f"{tmp}/zb.yaml", "w") as fh:
+        fh.write(text)
+    subprocess.run([sc, "simulate", f"{tmp}/zb.yaml", "--json", f"{tmp}/zb.json", *extra], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(f"{tmp}/zb.json") as fh:
+        return json.load(fh)["schedules"][0]
+
+def zb_step_s(s):
+    return (s["makespan_ms"] + 999 * max(x["span_ms"] for x in s["per_rank"])) / 1000 / 1e3
 print(f"\nZero Bubble paper, Table 4 (not fitted to): samples per GPU per second; peak memory, GiB\n"
       f"{'model':>6} {'gpus':>4} {'m':>4} {'schedule':>8}  {'predicted':>9} {'published':>9} {'error':>7}   "
       f"{'memory':>6} {'published':>9}")
-errors4, memory4 = [], []
+errors4, memory4, zb_runs = [], [], {}
 for r in read_table(table_zb):
     if r["schedule"] == "1f1b-i":
         continue  # one layer per chunk, an uneven split stagecraft's interleaved schedule does not make
     layers, p, b, m = int(r["layers"]), int(r["gpus"]), int(r["microbatch"]), int(r["microbatches"])
     middle = (layers + 2) // p
     split = [middle - 1] + [middle] * (p - 2) + [middle - 1]
-    with open(f"{tmp}/zb.yaml", "w") as fh:
-        fh.write("name: zero-bubble-table-4\n"
-                 f"topology: {{device: A100-SXM-80GB, nodes: {max(1, p // 8)}, devices_per_node: {min(p, 8)}, links: "
-                 "[{scope: node, bandwidth: 300GB/s, latency: 2us}, {scope: cluster, bandwidth: 200Gbps, latency: 5us}]}\n"
-                 f"model: {{transformer: {{layers: {layers}, hidden: {r['hidden']}, heads: {r['heads']}, seq: 1024, "
-                 f"vocab: {ZB_VOCAB}}}}}\n"
-                 f"pipeline: {{schedule: {r['schedule']}, ranks: {p}, microbatches: {m}, microbatch_size: {b}, steps: 1, "
-                 f"partition: {split}}}\n"
-                 "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n")
-    subprocess.run([sc, "simulate", f"{tmp}/zb.yaml", "--json", f"{tmp}/zb.json", *extra], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(f"{tmp}/zb.json") as fh:
-        s = json.load(fh)["schedules"][0]
-    step_s = (s["makespan_ms"] + 999 * max(x["span_ms"] for x in s["per_rank"])) / 1000 / 1e3
+    topology = (f"topology: {{device: A100-SXM-80GB, nodes: {max(1, p // 8)}, devices_per_node: {min(p, 8)}, links: "
+                "[{scope: node, bandwidth: 300GB/s, latency: 2us}, {scope: cluster, bandwidth: 200Gbps, latency: 5us}]}\n")
+    pipeline = (f"pipeline: {{schedule: {r['schedule']}, ranks: {p}, microbatches: {m}, microbatch_size: {b}, steps: 1, "
+                f"partition: {split}}}\n")
+    s = zb_simulate("name: zero-bubble-table-4\n" + topology +
+                    f"model: {{transformer: {{layers: {layers}, hidden: {r['hidden']}, heads: {r['heads']}, seq: 1024, "
+                    f"vocab: {ZB_VOCAB}}}}}\n" + pipeline + "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n")
+    step_s = zb_step_s(s)
+    zb_runs[(r["model"], m, r["schedule"])] = dict(stages=s["stages"], topology=topology, pipeline=pipeline,
+                                                   activation_bytes=2 * 1024 * b * int(r["hidden"]),
+                                                   samples_per_gpu_s=float(r["samples_per_gpu_s"]), step_s=step_s)
     predicted = m * b / step_s / p
     error = predicted / float(r["samples_per_gpu_s"]) - 1
     errors4.append(abs(error))
@@ -157,5 +168,53 @@ for r in read_table(table_zb):
 verdict("Zero Bubble paper", errors4)
 print(f"Zero Bubble paper, peak memory of the busiest rank (not a target): {100 * min(memory4):+.1f}% to "
       f"{100 * max(memory4):+.1f}%, median {100 * statistics.median(memory4):+.1f}%")
+
+# --zb-split: the schedule ratios against W's share. Each row again with explicit per-rank costs:
+# every stage's F, B (input gradient) and W as the roofline model predicts them ("model's split"),
+# then each middle stage's F + B + W split as the paper's profile splits it (its median row per
+# model), the end stages as they were. Same totals, same layout: only the split differs.
+if zb_split:
+    profile = {}
+    for row in read_table(zb_profile):
+        profile.setdefault(row["model"], []).append([float(row[k]) for k in ("f_us", "b_us", "w_us")])
+    profile = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in profile.items()}
+
+    def split_step_s(run, model, as_profile):
+        f_share, b_share, w_share = (x / sum(profile[model]) for x in profile[model])
+        costs = {"forward": [], "backward_input": [], "backward_weight": []}
+        for i, st in enumerate(run["stages"]):
+            f, bi, w = st["forward_ms"], st["backward_input_ms"], st["backward_weight_ms"]
+            if as_profile and 0 < i < len(run["stages"]) - 1:
+                total = f + bi + w
+                f, bi, w = total * f_share, total * b_share, total * w_share
+            for key, value in zip(costs, (f, bi, w)):
+                costs[key].append(f"{value:.6f}ms")
+        lists = ", ".join(f"{key}: [{', '.join(v)}]" for key, v in costs.items())
+        return zb_step_s(zb_simulate(
+            "name: zero-bubble-table-4-split\n" + run["topology"] +
+            f"model: {{costs: {{{lists}, activation_bytes: {run['activation_bytes']}, weight_bytes: 1MiB, "
+            "p2p_latency: 0}}\n" + run["pipeline"]))
+
+    print("\nZero Bubble paper, Table 4's schedule ratios against W's share of a middle stage (--zb-split):\n"
+          "throughput over 1F1B's at the same m, published and predicted (error); the roofline as above,\n"
+          "then explicit costs with the model's split and with the profile's (F : B : W of its Appendix D)\n"
+          f"{'model':>6} {'m':>4} {'schedule':>8}  {'published':>9}  {'roofline':>16}  {'model split':>16}  {'profile split':>16}")
+    split_errors = {"roofline": [], "model": [], "profile": []}
+    for (model, m, schedule), run in zb_runs.items():
+        if schedule == "1f1b":
+            continue
+        base = zb_runs[(model, m, "1f1b")]
+        published = run["samples_per_gpu_s"] / base["samples_per_gpu_s"]
+        predicted = {"roofline": base["step_s"] / run["step_s"],
+                     "model": split_step_s(base, model, False) / split_step_s(run, model, False),
+                     "profile": split_step_s(base, model, True) / split_step_s(run, model, True)}
+        cells = []
+        for key, value in predicted.items():
+            split_errors[key].append(abs(value / published - 1))
+            cells.append(f"{value:>7.4f} ({100 * (value / published - 1):+5.1f}%)")
+        print(f"{model:>6} {m:>4} {schedule:>8}  {published:>9.4f}  " + "  ".join(cells))
+    print("median |error| of the ratios: " + ", ".join(
+        f"{key} {100 * statistics.median(v):.1f}% (largest {100 * max(v):.1f}%)" for key, v in split_errors.items()))
+
 sys.exit(0 if within(errors) and ((within(errors2) and within(errors3) and within(errors4)) or not strict) else 1)
 PY

@@ -79,10 +79,23 @@ for part, title, count in (("Korthikanti et al. 2022, Table 5", "Korthikanti et 
 print("ok" if ok else "FAIL")
 sys.exit(0 if ok else 1)
 PY
-STAGECRAFT="$sc" "$root/scripts/validate-published.sh" --strict >"$tmp/strict" 2>"$tmp/err"
+STAGECRAFT="$sc" "$root/scripts/validate-published.sh" --strict --zb-split >"$tmp/strict" 2>"$tmp/err"
 src=$?
 check "validate-published --strict: exit 0 exactly when every table meets the targets (exit $src)" \
   '[[ ( $src -eq 0 && $(grep -c "targets not met" "$tmp/strict") -eq 0 ) || ( $src -eq 1 && $(grep -c "targets not met" "$tmp/strict") -gt 0 ) ]]'
+# --zb-split: 24 ratios (ZB-1p and ZB-2p over 1F1B at each m), each predicted three ways. The
+# explicit costs with the model's own split run the roofline's stage times through another cost
+# source, so they must give the roofline's ratios (within 2%: no step and no transfer model there).
+check "validate-published --zb-split: 24 ratios, each three ways" \
+  '[[ $(sed -n "/--zb-split/,\$p" "$tmp/strict" | grep -cE "^ +[0-9.]+B +[0-9]+ +zb-[12]p +[0-9.]+( +[0-9.]+ \( *[+-][0-9.]+%\)){3}$") -eq 24 ]]'
+check "validate-published --zb-split: the model's split through explicit costs gives the roofline's ratios" \
+  "python3 -c \"
+import re, sys
+rows = [l for l in open('$tmp/strict').read().split('--zb-split')[-1].splitlines() if re.match(r' +[0-9.]+B +[0-9]+ +zb-', l)]
+pairs = [(float(c[1]), float(c[2])) for c in (re.findall(r'[0-9]+[.][0-9]{4}', l) for l in rows)]
+sys.exit(0 if len(pairs) == 24 and all(abs(m / r - 1) < 0.02 for r, m in pairs) else 1)\""
+check "validate-published --zb-split: the ratios' summary" \
+  'grep -qE "^median \|error\| of the ratios: roofline [0-9.]+% \(largest [0-9.]+%\), model [0-9.]+% \(largest [0-9.]+%\), profile [0-9.]+% \(largest [0-9.]+%\)$" "$tmp/strict"'
 "$sc" simulate "$mt" --set topology.nodes=1 --set pipeline.data_parallel=1 --set pipeline.tensor_parallel=8 \
   --set pipeline.tensor_parallel_overlap=true --explain >"$tmp/ov" 2>"$tmp/err"
 checkf "explain: the overlap's whole backward" 'grep -qE "one transformer block: a whole backward B \(I \+ W\) [0-9.]+ ms, its collectives beside the weight GEMMs hiding [0-9.]+ ms" "$tmp/ov"' "$tmp/err"
