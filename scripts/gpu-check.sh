@@ -12,7 +12,9 @@
 #      sharing a GPU time-slice it and the simulator gives each rank a device of its own;
 #   4. scripts/layer-probe.sh: one transformer block of each Zero Bubble paper model timed kernel
 #      by kernel with the machine's PyTorch, beside the roofline model's kernels on this GPU; then
-#      again with the list's fused kernels as one kernel each (--fused, torch.compile).
+#      again with the list's fused kernels as one kernel each (--fused, torch.compile); then, where
+#      build/zb-fork is prepared, the paper's own middle stage with its own timers
+#      (scripts/zb-fork-layer.sh).
 #   5. the GPU benchmarks: tests/bench/cuda_bench (each layer op's GEMM rate against bare
 #      cuBLAS, target >= 0.6; the runtime's cost per op, target <= 10 us) and, with 2 GPUs,
 #      nccl_p2p_bench (point-to-point bandwidth of raw NCCL, the NcclTransport, host staging);
@@ -167,6 +169,17 @@ step "layer probe" "$root/scripts/layer-probe.sh" --out "$out"
 # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates the
 # device file's memory_kernels states for them.
 step "layer probe, fused" "$root/scripts/layer-probe.sh" --out "$out/layer-probe-fused" --fused
+# The Zero Bubble paper's own middle stage (its code release's Megatron-LM fork, Apex's kernels),
+# F / B / W timed with its own timers, with TorchScript's fuser on and off: whether the fork's
+# layer itself shows the profile's B ~ F (scripts/zb-fork-layer.sh; its two trees are prepared
+# once into build/zb-fork, not kept in the repository).
+zb_fork="${ZB_FORK_DIR:-$root/build/zb-fork}"
+if [[ $dry -eq 1 || -d "$zb_fork/fork/megatron" ]]; then
+  step "zero bubble release's stage" env ZB_FORK_DIR="$zb_fork" "$root/scripts/zb-fork-layer.sh" --out "$out/zb-fork-layer.json"
+else
+  printf "zero bubble release's stage\tskip\t0\tno %s (scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT)\t\n" \
+    "$zb_fork" >>"$out/steps.tsv"
+fi
 
 # ---- 5. the GPU benchmarks ----------------------------------------------------------------------
 bench="$build/tests/bench"

@@ -181,6 +181,26 @@ def layer_probe_section(out):
     return lines
 
 
+def zb_fork_section(out):
+    """scripts/zb-fork-layer.sh's run: the Zero Bubble release's own middle stage, per model and
+    TorchScript setting (measurements: no pass or fail of their own)."""
+    run = load_json(os.path.join(out, "zb-fork-layer.json"))
+    if not run:
+        return []
+    lines = ["## The Zero Bubble paper's own stage, its own timers (scripts/zb-fork-layer.sh)", "",
+             f"{run.get('device', '?')}, PyTorch {run.get('torch', '?')}; built: {', '.join(run.get('built', [])) or '-'}; "
+             f"LayerNorm: {run.get('layer_norm', '?')}. Per layer, ms (mean over the timed iterations); the "
+             "paper's ratios are its A100 profile's (Appendix D).", "",
+             "| model | TorchScript | layers | softmax | F | B | W | B/F measured / paper | W/F measured / paper |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- |"]
+    for key, e in run.get("models", {}).items():
+        m = e["mean_ms"]
+        lines.append(f"| {key.split('/')[0]} | {e.get('fuser', e['jit'])} | {e['layers']} | "
+                     f"{'Apex fused' if e['softmax_fused'] else 'unfused'} | {m['F']:.3f} | {m['B']:.3f} | {m['W']:.3f} | "
+                     f"{e['b_over_f']:.3f} / {e['paper_b_over_f']:.3f} | {e['w_over_f']:.3f} / {e['paper_w_over_f']:.3f} |")
+    return lines + [""]
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: gpu_check_report.py OUT")
@@ -194,6 +214,7 @@ def main():
     body += cuda_bench_section(out, checks)
     body += p2p_section(out)
     body += layer_probe_section(out)
+    body += zb_fork_section(out)
     rows = [(s["name"], s["status"], f"{s['seconds']:.0f} s", s["detail"]) for s in steps]
     rows += [(name, status, "", detail) for name, status, detail in checks]
     passed = sum(1 for r in rows if r[1] == "pass")

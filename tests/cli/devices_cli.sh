@@ -95,11 +95,12 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " \
             "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 " \
             "layer probe: .*scripts/layer-probe.sh --out " \
-            "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused"; do
+            "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused" \
+            "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json"; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
 # Each scenario twice (its ranks, and one rank for a GPU its ranks would share): 6 steps each.
-check "gpu-check --dry-run: 30 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 30 ]]'
+check "gpu-check --dry-run: 31 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 31 ]]'
 "$gc" --dry-run --out "$tmp/plan" | head -n1 >"$tmp/first"
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
 "$gc" --bogus >/dev/null 2>&1
@@ -171,6 +172,12 @@ JSON
 printf '# The kernel list against NVIDIA X\n\n| model | F meas / pred |\n' >"$fake/layer-probe.md"
 mkdir -p "$fake/layer-probe-fused"
 printf '# The kernel list against NVIDIA X (fused)\n\n| 1.5B | 2.4 / 2.3 |\n' >"$fake/layer-probe-fused/layer-probe.md"
+cat >"$fake/zb-fork-layer.json" <<'JSON'
+{"device": "NVIDIA X", "torch": "9.9", "built": ["scaled_upper_triang_masked_softmax_cuda (60 s)"],
+ "layer_norm": "PyTorch's layer_norm", "models": {"1.5B/fused": {"layers": 3, "jit": "fused",
+ "fuser": "TorchScript's fuser (NNC) on", "softmax_fused": true, "mean_ms": {"F": 3.0, "B": 3.1, "W": 1.5},
+ "b_over_f": 1.0333, "w_over_f": 0.5, "paper_b_over_f": 0.9765, "paper_w_over_f": 0.5038}}}
+JSON
 python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
 # Steps: 6 pass, 2 fail, 1 skip. Checks: a gpu test skipped (fail), zb-v not measured (fail),
 # W bf16 at 0.55 of cuBLAS in the steady state (fail; its first step's 0.2 is shown, not judged),
@@ -187,7 +194,8 @@ for want in "| mlp-gpu: execute | FAIL | 30 s | exit 1: boom |" "| nccl_p2p_benc
             "| runtime overhead at most 10 us per op on the GPU | PASS |  | 4.25 us |" \
             "| 268435456 | 350.00 | - | 20.00 |" "1 passed, 0 failed, 1 skipped" \
             "## The kernel list against NVIDIA X" "| model | F meas / pred |" \
-            "## The kernel list against NVIDIA X (fused)" "| 1.5B | 2.4 / 2.3 |"; do
+            "## The kernel list against NVIDIA X (fused)" "| 1.5B | 2.4 / 2.3 |" \
+            "| 1.5B | TorchScript's fuser (NNC) on | 3 | Apex fused | 3.000 | 3.100 | 1.500 | 1.033 / 0.977 | 0.500 / 0.504 |"; do
   check "report: has '$want'" 'grep -qF -- "$want" "$fake/report.md"'
 done
 check "report: summary.json counts" \

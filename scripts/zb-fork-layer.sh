@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Zero Bubble paper's own middle stage timed with its own timers (scripts/zb_fork_layer.py;
+# docs/cost-model.md, "The paper's own stage on a GPU"). Its two inputs, read and never kept in
+# this repository, are exported once into build/zb-fork/ (ignored by git; a GPU machine gets them
+# with the build):
+#   scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT
+#       ZB_GIT: a clone (or bare mirror) of github.com/sail-sg/zero-bubble-pipeline-parallelism
+#       holding commit ed85b11c (the paper's code release): its megatron/ goes to build/zb-fork/fork;
+#       APEX_GIT: one of github.com/NVIDIA/apex: csrc/megatron/ and csrc/type_shim.h at its HEAD go
+#       to build/zb-fork/apex (the kernels the fork calls; their code has not changed since 2023
+#       but for API clean-ups), the commit in build/zb-fork/apex/COMMIT.
+#   scripts/zb-fork-layer.sh [--check] [zb_fork_layer.py's options]
+#       --check: on the CPU, the stage's F / B / W against plain autograd; else on the GPU, the
+#       four models' F, B and W per layer, with TorchScript's fuser on and off.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${ZB_FORK_DIR:-$root/build/zb-fork}"   # ZB_FORK_DIR=DIR keeps the two trees elsewhere
+ZB_RELEASE=ed85b11c
+if [[ "${1:-}" == "--prepare" ]]; then
+  zb="${2:?usage: scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT}"
+  apex="${3:?usage: scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT}"
+  git -C "$zb" cat-file -e "$ZB_RELEASE^{commit}" 2>/dev/null ||
+    { echo "zb-fork-layer.sh: $zb: no commit $ZB_RELEASE (the Zero Bubble code release)" >&2; exit 2; }
+  git -C "$apex" cat-file -e HEAD:csrc/megatron/scaled_upper_triang_masked_softmax_cuda.cu 2>/dev/null ||
+    { echo "zb-fork-layer.sh: $apex: no csrc/megatron/scaled_upper_triang_masked_softmax_cuda.cu at HEAD (an Apex clone)" >&2; exit 2; }
+  mkdir -p "$(dirname "$dir")"
+  tmp="$(mktemp -d "$dir.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/fork" "$tmp/apex"
+  git -C "$zb" archive "$ZB_RELEASE" megatron | tar -x -C "$tmp/fork"
+  git -C "$apex" archive HEAD csrc/megatron csrc/type_shim.h | tar -x -C "$tmp/apex"
+  git -C "$apex" rev-parse HEAD >"$tmp/apex/COMMIT"
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  trap - EXIT
+  echo "zb-fork-layer.sh: $dir: the release's megatron/ ($ZB_RELEASE) and Apex's kernels ($(cut -c1-8 "$dir/apex/COMMIT"))"
+  exit 0
+fi
+[[ -d "$dir/fork/megatron" ]] ||
+  { echo "zb-fork-layer.sh: no $dir (run scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT first)" >&2; exit 2; }
+# --check needs torch alone; Debian's python3-torch is /usr/bin/python3's.
+py=python3
+python3 -c "import torch" 2>/dev/null || py=/usr/bin/python3
+exec "$py" "$root/scripts/zb_fork_layer.py" --fork "$dir/fork" --apex "$dir/apex" --build-dir "$dir-ext" "$@"

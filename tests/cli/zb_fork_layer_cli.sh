@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# scripts/zb-fork-layer.sh and zb_fork_layer.py, the Zero Bubble paper's own stage timed with its
+# own timers: bad input one line each. Where the release's tree has been prepared (build/zb-fork,
+# or ZB_FORK_DIR) and a python3 here imports torch, also the script's CPU check (the fork's F / B /
+# W through its weight-gradient store against plain autograd) and a rehearsal of the timing loop;
+# otherwise that part is skipped, and said so (the tree is not in this repository).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+wrap="$root/scripts/zb-fork-layer.sh"
+py_script="$root/scripts/zb_fork_layer.py"
+py=""
+for candidate in python3 /usr/bin/python3; do
+  "$candidate" -c 'import torch' 2>/dev/null && { py="$candidate"; break; }
+done
+
+# expect_line NAME TEXT COMMAND...: exit 2, one stderr line with TEXT, nothing on stdout.
+expect_line() {
+  local name="$1" text="$2"; shift 2
+  local so rc
+  so="$("$@" 2>"$tmp/err")"; rc=$?
+  check "$name: exit 2 (got $rc)" '[[ $rc -eq 2 ]]'
+  check "$name: one stderr line" '[[ $(wc -l <"$tmp/err") -eq 1 ]]'
+  check "$name: empty stdout" '[[ -z "$so" ]]'
+  check "$name: says '$text'" 'grep -qF -- "$text" "$tmp/err"'
+}
+
+expect_line "no prepared tree" "run scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT first" \
+  env ZB_FORK_DIR="$tmp/none" "$wrap" --check
+git init -q "$tmp/notzb" && git -C "$tmp/notzb" -c user.name=t -c user.email=t@t commit -q --allow-empty -m x
+expect_line "prepare: a repository without the release" "no commit ed85b11c (the Zero Bubble code release)" \
+  env ZB_FORK_DIR="$tmp/zb" "$wrap" --prepare "$tmp/notzb" "$tmp/notzb"
+check "prepare: nothing left behind" '[[ ! -e "$tmp/zb" ]] && [[ -z "$(ls -d "$tmp"/zb.* 2>/dev/null)" ]]'
+
+if [[ -z "$py" ]]; then
+  echo "skipped: zb_fork_layer.py's argument checks, CPU check and rehearsal (no python3 here imports torch)"
+  exit $fail
+fi
+mkdir -p "$tmp/empty"
+expect_line "a --fork without the release's megatron/" "no megatron/core/weight_grad_store.py" \
+  "$py" "$py_script" --fork "$tmp/empty" --check
+fork="${ZB_FORK_DIR:-$root/build/zb-fork}"
+if [[ ! -f "$fork/fork/megatron/core/weight_grad_store.py" ]]; then
+  echo "skipped: zb_fork_layer.py's CPU check and rehearsal (no release tree in $fork: scripts/zb-fork-layer.sh --prepare)"
+  exit $fail
+fi
+expect_line "an unknown model" "unknown model '2B'" "$py" "$py_script" --fork "$fork/fork" --models 2B --check
+expect_line "the GPU run without Apex" "--apex DIR" "$py" "$py_script" --fork "$fork/fork" --jit fused
+
+"$py" "$py_script" --fork "$fork/fork" --check >"$tmp/check" 2>"$tmp/err"
+checkf "check: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "check: the store's W gives autograd's gradients" \
+  'grep -qE "^ok: the fork.s stage \(3 layers, hidden 64\) .* 12 weight gradients from W \(want 12\)" "$tmp/check"'
+
+ZB_FORK_DIR="$fork" "$wrap" --rehearse --iters 2 --warmup 1 --out "$tmp/r.json" >"$tmp/rehearse" 2>"$tmp/err"
+checkf "rehearsal: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "rehearsal: four models, fuser on and off" \
+  '[[ $(grep -cE "^ +[0-9.]+B +(fused|unfused) +F [0-9.]+ +B [0-9.]+ +W [0-9.]+ ms per layer" "$tmp/rehearse") -eq 8 ]]'
+# The paper's ratios beside each model are its profile's (Appendix D), recomputed here from the CSV.
+check "rehearsal: the JSON, each model's stage and the paper's ratios" "python3 - '$tmp/r.json' '$root/tests/data/zero_bubble_paper.csv' <<'PY'
+import csv, json, statistics, sys
+r = json.load(open(sys.argv[1]))
+rows = [x for x in csv.DictReader(l for l in open(sys.argv[2]) if l.strip() and not l.startswith('#'))]
+middle = {'1.5B': 3, '6.2B': 4, '14.6B': 3, '28.3B': 2}  # (layers + 2) // p: 22/8, 30/8, 46/16, 62/32
+ok = len(r['models']) == 8
+for key, e in r['models'].items():
+    model, jit = key.split('/')
+    mine = [x for x in rows if x['model'] == model]
+    f, b, w = (statistics.median(float(x[k]) for x in mine) for k in ('f_us', 'b_us', 'w_us'))
+    ok &= e['layers'] == middle[model] and e['jit'] == jit and e['iters'] == 2
+    ok &= abs(e['paper_b_over_f'] - b / f) < 1e-9 and abs(e['paper_w_over_f'] - w / f) < 1e-9
+    ok &= all(e['mean_ms'][k] > 0 for k in 'FBW') and abs(e['b_over_f'] - e['mean_ms']['B'] / e['mean_ms']['F']) < 1e-12
+sys.exit(0 if ok else 1)
+PY"
+exit $fail
