@@ -99,6 +99,29 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+def pkg_resources_packaging():
+    """The fork imports `from pkg_resources import packaging` at load time (its Transformer Engine
+    layers, which the stage never builds); setuptools 70 and later no longer provide that name,
+    and Python 3.12 may lack setuptools. Give pkg_resources the real `packaging` where it is
+    missing (an empty stand-in where `packaging` is missing too)."""
+    try:
+        from pkg_resources import packaging  # noqa: F401
+        return False
+    except Exception:  # ImportError, or setuptools' own failures on import
+        pass
+    try:
+        import packaging
+        import packaging.version  # noqa: F401
+    except ImportError:
+        packaging = _StubModule("packaging")
+    module = sys.modules.get("pkg_resources")
+    if not isinstance(module, types.ModuleType):
+        module = types.ModuleType("pkg_resources")
+        sys.modules["pkg_resources"] = module
+    module.packaging = packaging
+    return True
+
+
 def wgrad_stand_in():
     """Apex's fused_weight_gradient_mlp_cuda for --check: main_grad += grad_output^T input."""
     module = types.ModuleType("fused_weight_gradient_mlp_cuda")
@@ -218,6 +241,7 @@ def load_fork(fork, cpu):
     finder = _StubFinder()
     sys.meta_path.append(finder)  # after every real finder: only what is not installed
     sys.path.insert(0, fork)
+    pkg_resources_packaging()
     amp = torch.cuda.amp
     if not hasattr(amp, "custom_fwd"):  # PyTorch releases after the fork's moved them to torch.amp
         amp.custom_fwd = lambda fwd=None, **kw: torch.amp.custom_fwd(fwd, device_type="cuda", **kw)

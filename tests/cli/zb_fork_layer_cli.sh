@@ -35,6 +35,15 @@ if [[ -z "$py" ]]; then
   echo "skipped: zb_fork_layer.py's argument checks, CPU check and rehearsal (no python3 here imports torch)"
   exit $fail
 fi
+# Where setuptools no longer gives pkg_resources.packaging (70 and later) or is missing, the
+# stand-in gives the name the fork imports at load time.
+check "pkg_resources without packaging: the name given once, then left alone" "cd '$root/scripts' && '$py' -c \"
+import sys
+sys.modules['pkg_resources'] = None  # import pkg_resources now fails, as without setuptools
+import zb_fork_layer as z
+first = z.pkg_resources_packaging()
+from pkg_resources import packaging
+sys.exit(0 if first and not z.pkg_resources_packaging() and packaging is not None else 1)\""
 mkdir -p "$tmp/empty"
 expect_line "a --fork without the release's megatron/" "no megatron/core/weight_grad_store.py" \
   "$py" "$py_script" --fork "$tmp/empty" --check
