@@ -9,9 +9,10 @@
 #       APEX_GIT: one of github.com/NVIDIA/apex: csrc/megatron/ and csrc/type_shim.h at its HEAD go
 #       to build/zb-fork/apex (the kernels the fork calls; their code has not changed since 2023
 #       but for API clean-ups), the commit in build/zb-fork/apex/COMMIT.
-#   scripts/zb-fork-layer.sh [--check] [zb_fork_layer.py's options]
-#       --check: on the CPU, the stage's F / B / W against plain autograd; else on the GPU, the
-#       four models' F, B and W per layer, with TorchScript's fuser on and off.
+#   scripts/zb-fork-layer.sh [--check | --ops MODEL | --rehearse] [zb_fork_layer.py's options]
+#       --check: on the CPU, the stage's F / B / W against plain autograd; --ops: the aten
+#       operators of one layer's F, B and W; else on the GPU, the four models' F, B and W per
+#       layer, with TorchScript's fuser on and off.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${ZB_FORK_DIR:-$root/build/zb-fork}"   # ZB_FORK_DIR=DIR keeps the two trees elsewhere

@@ -25,6 +25,7 @@ PyTorch's own kernel: Apex's (the fork's MixedFusedLayerNorm) is not built here,
 says so. Nothing of the fork or Apex is kept in this repository: both are read from the
 directories given.
 
+  --ops MODEL      CPU: the aten operators one layer of MODEL runs in F, B and W.
   --check          CPU, float64, a small stage, no Apex: the F / B / W the script drives (the
                    fork's weight-gradient store, a stand-in for Apex's fused weight-gradient GEMM)
                    gives the same input gradient and weight gradients as the fork's stage run
@@ -406,6 +407,40 @@ def run_check(fork_dir):
     return 0 if ok else 1
 
 
+def run_ops(fork_dir, model):
+    """CPU: the aten operators the fork's stage runs in each of F, B and W (one layer of `model`'s
+    widths, seq 64, fp32, dropout 0.1), the outermost ones only, with their input shapes: which
+    tensors each pass reads and writes, to set against the roofline list's kernels. The CPU runs
+    the fused softmax and the TorchScript functions unfused (no CUDA kernels, no GPU fuser)."""
+    import torch
+    from torch.profiler import profile, ProfilerActivity
+    fork = load_fork(fork_dir, cpu=True)
+    init_process(cpu=True)
+    total_layers, heads, hidden, micro = MODELS[model]
+    seq = 64
+    stage, _ = make_stage(fork, 1, heads, hidden, micro, seq, cpu=True, dropout=0.1, grad_fusion=True,
+                          model_layers=total_layers)
+    stage = stage.float()
+    x, dy = torch.randn(seq, micro, hidden), torch.randn(seq, micro, hidden)
+    for _ in range(3):  # TorchScript's profiling runs first
+        for _ in passes(fork, stage, x, dy):
+            pass
+    steps = passes(fork, stage, x, dy)
+    phase = next(steps)
+    while isinstance(phase, str):
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            following = next(steps)
+        print(f"{phase}: the outermost aten operators (input shapes; s {seq}, b {micro}, h {hidden}, {heads} heads)")
+        for event in prof.events():
+            parent = event.cpu_parent
+            while parent is not None and not parent.name.startswith("aten::"):
+                parent = parent.cpu_parent
+            if event.name.startswith("aten::") and parent is None:
+                print(f"  {event.name:32s} {[list(x) for x in event.input_shapes if x]}")
+        phase = following
+    return 0
+
+
 def read_profile():
     rows = {}
     with open(os.path.join(ROOT, "tests/data/zero_bubble_paper.csv")) as fh:
@@ -532,6 +567,7 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "zb-fork-ext"))
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--rehearse", action="store_true", help="the timing loop on the CPU at a toy shape, no Apex")
+    ap.add_argument("--ops", metavar="MODEL", help="CPU: the aten operators of one layer's F, B and W")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--jit", choices=("fused", "unfused", "both"), default="both")
     ap.add_argument("--iters", type=int, default=20)
@@ -548,6 +584,11 @@ def main():
             return 2
     if opts.check:
         return run_check(opts.fork)
+    if opts.ops:
+        if opts.ops not in MODELS:
+            print(f"zb_fork_layer.py: --ops: unknown model '{opts.ops}' (known: {', '.join(MODELS)})", file=sys.stderr)
+            return 2
+        return run_ops(opts.fork, opts.ops)
     if not opts.rehearse and (not opts.apex or not os.path.isdir(os.path.join(opts.apex, "csrc", "megatron"))):
         print("zb_fork_layer.py: --apex DIR: an Apex source tree with csrc/megatron/ is needed on the GPU",
               file=sys.stderr)

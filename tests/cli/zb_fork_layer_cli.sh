@@ -60,6 +60,17 @@ checkf "check: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "check: the store's W gives autograd's gradients" \
   'grep -qE "^ok: the fork.s stage \(3 layers, hidden 64\) .* 12 weight gradients from W \(want 12\)" "$tmp/check"'
 
+# The fork's operators per pass (its code read, docs/cost-model.md): F's attention reads q, k and v
+# as views of the QKV output (no copy; only merge_heads' permute is made contiguous); B rebuilds
+# the QKV output's gradient with a cat; W is the four weight GEMMs alone.
+"$py" "$py_script" --fork "$fork/fork" --ops 1.5B >"$tmp/ops" 2>"$tmp/err"
+checkf "ops: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "ops: three passes" '[[ $(grep -cE "^[FBW]: the outermost aten operators" "$tmp/ops") -eq 3 ]]'
+check "ops: F copies once (merge_heads), B cats once (the QKV split), W has four GEMMs" \
+  '[[ $(sed -n "/^F:/,/^B:/p" "$tmp/ops" | grep -cE "aten::(contiguous|cat|clone|copy_) ") -eq 1 &&
+     $(sed -n "/^B:/,/^W:/p" "$tmp/ops" | grep -c "aten::cat ") -eq 1 &&
+     $(sed -n "/^W:/,\$p" "$tmp/ops" | grep -c "aten::matmul ") -eq 4 ]]'
+
 ZB_FORK_DIR="$fork" "$wrap" --rehearse --iters 2 --warmup 1 --out "$tmp/r.json" >"$tmp/rehearse" 2>"$tmp/err"
 checkf "rehearsal: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "rehearsal: four models, fuser on and off" \
