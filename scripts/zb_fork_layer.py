@@ -17,7 +17,8 @@ count of a middle stage of each model) and runs each pass as its runtime does:
 - W: WeightGradStore.pop, the deferred weight GEMMs accumulating into fp32 main_grad.
 
 Its kernels are the fork's: Apex's scaled upper-triangular masked softmax and fused weight-
-gradient GEMMs, built from an Apex source tree (--apex) with torch.utils.cpp_extension; the
+gradient GEMMs, built from an Apex source tree (--apex) with nvcc and torch.utils.cpp_extension's
+paths (no ninja needed; a later run reuses the libraries); the
 bias-GELU and bias-dropout-add are the fork's TorchScript functions, run with PyTorch's
 TorchScript fuser on (`--jit fused`) and off (`unfused`), since which one the paper's software had
 is not known (Megatron-LM asks for nvFuser, which newer PyTorch no longer has). LayerNorm is
@@ -30,11 +31,12 @@ directories given.
                    fork's weight-gradient store, a stand-in for Apex's fused weight-gradient GEMM)
                    gives the same input gradient and weight gradients as the fork's stage run
                    with plain autograd (gradient-accumulation fusion off). Needs torch only.
+  --rehearse       CPU: the timing loop, report and JSON at a toy shape (no Apex, float64).
   default          CUDA: per model, F, B and W per layer (mean and median over --iters), B/F and
                    W/F beside the paper's profile; --out writes them as JSON.
 
-Make the fork's tree with `git -C ZB_REPO archive ed85b11c megatron | tar -x -C DIR`; Apex is any
-checkout of github.com/NVIDIA/apex with csrc/megatron/.
+scripts/zb-fork-layer.sh --prepare makes both trees (the release's megatron/, Apex's csrc/megatron/)
+and runs this script on them.
 """
 
 import argparse
