@@ -126,11 +126,11 @@ verdict("Korthikanti et al. 2022, one layer", errors3)
 #    paper's code release's vocabulary (the LLaMA SentencePiece tokenizer's, as the table's header says).
 ZB_VOCAB = 32000
 
-def zb_simulate(text):
+def zb_simulate(text, sets=None):
     with open(f"{tmp}/zb.yaml", "w") as fh:
         fh.write(text)
-    subprocess.run([sc, "simulate", f"{tmp}/zb.yaml", "--json", f"{tmp}/zb.json", *extra], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([sc, "simulate", f"{tmp}/zb.yaml", "--json", f"{tmp}/zb.json", *(extra if sets is None else sets)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(f"{tmp}/zb.json") as fh:
         return json.load(fh)["schedules"][0]
 
@@ -179,6 +179,12 @@ if zb_split:
         profile.setdefault(row["model"], []).append([float(row[k]) for k in ("f_us", "b_us", "w_us")])
     profile = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in profile.items()}
 
+    # The command line's --set pairs, less those of the model block: these runs state their costs.
+    split_sets = []
+    for flag, value in zip(extra[::2], extra[1::2]):
+        if not value.startswith("model."):
+            split_sets += [flag, value]
+
     def split_step_s(run, model, as_profile):
         f_share, b_share, w_share = (x / sum(profile[model]) for x in profile[model])
         costs = {"forward": [], "backward_input": [], "backward_weight": []}
@@ -193,7 +199,7 @@ if zb_split:
         return zb_step_s(zb_simulate(
             "name: zero-bubble-table-4-split\n" + run["topology"] +
             f"model: {{costs: {{{lists}, activation_bytes: {run['activation_bytes']}, weight_bytes: 1MiB, "
-            "p2p_latency: 0}}\n" + run["pipeline"]))
+            "p2p_latency: 0}}\n" + run["pipeline"], split_sets))
 
     print("\nZero Bubble paper, Table 4's schedule ratios against W's share of a middle stage (--zb-split):\n"
           "throughput over 1F1B's at the same m, published and predicted (error); the roofline as above,\n"

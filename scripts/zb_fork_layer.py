@@ -14,7 +14,10 @@ count of a middle stage of each model) and runs each pass as its runtime does:
 - B: autograd backward from the output's gradient with the fork's weight-gradient store
   collecting the linear layers' weight GEMMs (its gradient-accumulation fusion), then
   WeightGradStore.flush, as schedule_b does;
-- W: WeightGradStore.pop, the deferred weight GEMMs accumulating into fp32 main_grad.
+- W: WeightGradStore.pop, the deferred weight GEMMs accumulating into main_grad, fp16 as in the
+  paper's runs (its script trains in fp16 without --accumulate-allreduce-grads-in-fp32, so
+  Megatron-LM's DDP gives each parameter a gradient buffer of its own dtype; --main-grad fp32
+  times the fp32 accumulation instead).
 
 Its kernels are the fork's: Apex's scaled upper-triangular masked softmax and fused weight-
 gradient GEMMs, built from an Apex source tree (--apex) with nvcc and torch.utils.cpp_extension's
@@ -26,7 +29,7 @@ PyTorch's own kernel: Apex's (the fork's MixedFusedLayerNorm) is not built here,
 says so. Nothing of the fork or Apex is kept in this repository: both are read from the
 directories given.
 
-  --ops MODEL      CPU: the aten operators one layer of MODEL runs in F, B and W.
+  --ops MODEL      CPU: the aten operators one layer of MODEL dispatches in F, B and W.
   --check          CPU, float64, a small stage, no Apex: the F / B / W the script drives (the
                    fork's weight-gradient store, a stand-in for Apex's fused weight-gradient GEMM)
                    gives the same input gradient and weight gradients as the fork's stage run
@@ -163,23 +166,36 @@ def extension_commands(name, sources, csrc, where, capability):
     defines = [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H",
                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
     major, minor = capability
+    torch_version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    std = "-std=c++20" if torch_version >= (2, 13) else "-std=c++17"  # newer PyTorch headers ask for C++20
     compiles = []
     for source in sources:
         src = os.path.join(csrc, source)
         obj = os.path.join(where, os.path.basename(source) + ".o")
         if source.endswith(".cu"):
-            argv = [nvcc, "-c", src, "-o", obj, "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "--use_fast_math",
+            # PyTorch's own flags for its extensions, then Apex's setup.py's for these kernels.
+            argv = [nvcc, "-c", src, "-o", obj, std, "-O3", "-Xcompiler", "-fPIC", *cpp_extension.COMMON_NVCC_FLAGS,
                     "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "--expt-relaxed-constexpr",
-                    "--expt-extended-lambda", f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}"]
+                    "--expt-extended-lambda", "--use_fast_math",
+                    f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}"]
         else:
-            argv = [cxx, "-c", src, "-o", obj, "-std=c++17", "-O3", "-fPIC"]
+            argv = [cxx, "-c", src, "-o", obj, std, "-O3", "-fPIC"]
         compiles.append((src, obj, argv + includes + defines))
     libs = paths(cpp_extension.library_paths)
     so = os.path.join(where, name + ".so")
     link = ([cxx, "-shared", *[obj for _, obj, _ in compiles]] + [f"-L{d}" for d in libs] +
             [f"-Wl,-rpath,{d}" for d in libs] +
-            ["-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-ltorch_python", "-lcudart", "-lcublas"])
+            ["-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-ltorch_python", "-lcudart"])
+    # (cuBLAS, which the weight-gradient GEMM calls, comes with libtorch_cuda, as in Apex's own build.)
     return compiles, link, so  # link: add -o OUTPUT
+
+
+def apex_commit(apex):
+    try:
+        with open(os.path.join(apex, "COMMIT")) as fh:  # scripts/zb-fork-layer.sh --prepare writes it
+            return fh.read().strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 def build_apex(apex, build_dir):
@@ -190,8 +206,10 @@ def build_apex(apex, build_dir):
     import torch
     csrc = os.path.join(apex, "csrc")
     built = []
+    commit = apex_commit(apex)
     for name, sources in APEX_EXTENSIONS:
-        where = os.path.join(build_dir, name)
+        # One build per PyTorch and Apex: a library built against others is never reused.
+        where = os.path.join(build_dir, f"{name}-torch{torch.__version__}-apex{commit[:12]}")
         os.makedirs(where, exist_ok=True)
         compiles, link, so = extension_commands(name, sources, csrc, where, torch.cuda.get_device_capability())
         started = time.time()
@@ -249,14 +267,21 @@ def load_fork(fork, cpu):
     if not hasattr(amp, "custom_fwd"):  # PyTorch releases after the fork's moved them to torch.amp
         amp.custom_fwd = lambda fwd=None, **kw: torch.amp.custom_fwd(fwd, device_type="cuda", **kw)
         amp.custom_bwd = lambda bwd: torch.amp.custom_bwd(bwd, device_type="cuda")
-    if cpu:
-        sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
+    if "fused_weight_gradient_mlp_cuda" not in sys.modules:
+        raise SystemExit("zb_fork_layer.py: the weight-gradient extension must be in place before the fork is "
+                         "imported (its layers look for it once, at import)")
     import megatron.model.utils as mutils
     import megatron.model.transformer as transformer
     import megatron.model.fused_softmax as fused_softmax
     from megatron.core import parallel_state
     from megatron.core.weight_grad_store import WeightGradStore
     from megatron.timers import Timer
+    from megatron.core.tensor_parallel import layers as tp_layers
+    sys.meta_path.remove(finder)  # the stand-ins served the fork's imports; nothing later gets one
+    if "numpy" in finder.stubbed:  # PyTorch imports numpy where it can: let it find none
+        del sys.modules["numpy"]
+    if not tp_layers._grad_accum_fusion_available:
+        raise SystemExit("zb_fork_layer.py: the fork's layers did not find fused_weight_gradient_mlp_cuda")
     mutils.LayerNorm = TorchLayerNorm
     if cpu:
         # --check runs on the CPU: the fork's two device-only calls on the stage's path (its global
@@ -285,7 +310,8 @@ def init_process(cpu):
         torch.distributed.init_process_group("gloo", rank=0, world_size=1)  # one rank: nothing is sent
 
 
-def make_stage(fork, layers, heads, hidden, micro, seq, cpu, dropout, grad_fusion, model_layers):
+def make_stage(fork, layers, heads, hidden, micro, seq, cpu, dropout, grad_fusion, model_layers,
+               main_grad="fp16"):
     """The fork's middle stage of `layers` layers of a `model_layers`-layer model: args parsed by its
     own parser, its ParallelTransformer."""
     import torch
@@ -301,7 +327,6 @@ def make_stage(fork, layers, heads, hidden, micro, seq, cpu, dropout, grad_fusio
         argv += ["--fp16"]
     if not grad_fusion:
         argv += ["--no-gradient-accumulation-fusion"]
-    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # the paper's script sets it; the fork's checks ask for it
     saved = sys.argv
     sys.argv = argv
     try:
@@ -338,8 +363,11 @@ def make_stage(fork, layers, heads, hidden, micro, seq, cpu, dropout, grad_fusio
         raise SystemExit(f"zb_fork_layer.py: the fork built {stage.num_layers} layers, want {layers}")
     device = "cpu" if cpu else "cuda"
     stage = stage.to(device=device, dtype=torch.float64 if cpu else torch.float16)
-    for p in stage.parameters():  # what Megatron-LM's DDP wrapper gives each parameter: an fp32 gradient buffer
-        p.main_grad = torch.zeros(p.shape, dtype=torch.float32, device=device)
+    # What Megatron-LM's DDP wrapper gives each parameter: a gradient buffer in the parameter's
+    # dtype (fp16 here), or in fp32 with --accumulate-allreduce-grads-in-fp32.
+    for p in stage.parameters():
+        p.main_grad = torch.zeros(p.shape, dtype=torch.float32 if main_grad == "fp32" else torch.float16,
+                                  device=device)
     return stage, args
 
 
@@ -362,6 +390,7 @@ def passes(fork, stage, x, dy):
 def run_check(fork_dir):
     """CPU: the F / B / W split the script drives gives plain autograd's gradients."""
     import torch
+    sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
     fork = load_fork(fork_dir, cpu=True)
     init_process(cpu=True)
     torch.manual_seed(0)
@@ -370,7 +399,7 @@ def run_check(fork_dir):
     for fusion in (True, False):
         torch.manual_seed(1)
         stage, _ = make_stage(fork, layers, heads, hidden, micro, seq, cpu=True, dropout=0.0, grad_fusion=fusion,
-                              model_layers=4 * layers)
+                              model_layers=4 * layers, main_grad="fp32")
         gen = torch.Generator().manual_seed(2)
         x = torch.randn(seq, micro, hidden, dtype=torch.float64, generator=gen)
         dy = torch.randn(seq, micro, hidden, dtype=torch.float64, generator=gen)
@@ -409,36 +438,56 @@ def run_check(fork_dir):
     return 0 if ok else 1
 
 
+# Operators that only make a view or an empty tensor: no kernel, so --ops leaves them out.
+VIEW_OPS = {"view", "_unsafe_view", "t", "transpose", "permute", "expand", "as_strided", "_reshape_alias", "detach",
+            "split", "split_with_sizes", "unsqueeze", "squeeze", "alias", "slice", "select", "is_same_size", "empty",
+            "empty_like", "lift_fresh"}
+
+
 def run_ops(fork_dir, model):
-    """CPU: the aten operators the fork's stage runs in each of F, B and W (one layer of `model`'s
-    widths, seq 64, fp32, dropout 0.1), the outermost ones only, with their input shapes: which
+    """CPU: the aten operators the fork's stage dispatches in each of F, B and W (one layer of
+    `model`'s widths, seq 64, fp32, dropout 0.1), as PyTorch's dispatcher sees them (composite
+    operators broken into the ones that run), views left out, with their tensors' shapes: which
     tensors each pass reads and writes, to set against the roofline list's kernels. The CPU runs
     the fused softmax and the TorchScript functions unfused (no CUDA kernels, no GPU fuser)."""
     import torch
-    from torch.profiler import profile, ProfilerActivity
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
     fork = load_fork(fork_dir, cpu=True)
     init_process(cpu=True)
     total_layers, heads, hidden, micro = MODELS[model]
     seq = 64
     stage, _ = make_stage(fork, 1, heads, hidden, micro, seq, cpu=True, dropout=0.1, grad_fusion=True,
-                          model_layers=total_layers)
+                          model_layers=total_layers, main_grad="fp32")
     stage = stage.float()
     x, dy = torch.randn(seq, micro, hidden), torch.randn(seq, micro, hidden)
     for _ in range(3):  # TorchScript's profiling runs first
         for _ in passes(fork, stage, x, dy):
             pass
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            tensors, _ = tree_flatten((args, kwargs or {}))
+            self.ops.append((str(func.overloadpacket).split(".")[-1],
+                             [list(t.shape) for t in tensors if isinstance(t, torch.Tensor)]))
+            return func(*args, **(kwargs or {}))
+
     steps = passes(fork, stage, x, dy)
     phase = next(steps)
     while isinstance(phase, str):
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        recorder = Recorder()
+        with recorder:
             following = next(steps)
-        print(f"{phase}: the outermost aten operators (input shapes; s {seq}, b {micro}, h {hidden}, {heads} heads)")
-        for event in prof.events():
-            parent = event.cpu_parent
-            while parent is not None and not parent.name.startswith("aten::"):
-                parent = parent.cpu_parent
-            if event.name.startswith("aten::") and parent is None:
-                print(f"  {event.name:32s} {[list(x) for x in event.input_shapes if x]}")
+        print(f"{phase}: the aten operators dispatched, views left out (tensor shapes; s {seq}, b {micro}, "
+              f"h {hidden}, {heads} heads)")
+        for name, shapes in recorder.ops:
+            if name not in VIEW_OPS:
+                print(f"  aten::{name:28s} {shapes}")
         phase = following
     return 0
 
@@ -457,12 +506,13 @@ def run_variants(opts):
     """--jit both: each TorchScript setting in a process of its own (a scripted function keeps the
     plan its first runs made), the Apex build shared; the two JSON files merged."""
     import subprocess
+    os.makedirs(opts.build_dir, exist_ok=True)
     merged = None
     for jit in ("fused", "unfused"):
         out = f"{opts.out or os.path.join(opts.build_dir, 'zb-fork-layer')}.{jit}.json"
         cmd = [sys.executable, os.path.abspath(__file__), "--fork", opts.fork, "--apex", opts.apex or "",
                "--build-dir", opts.build_dir, "--models", opts.models, "--jit", jit,
-               "--iters", str(opts.iters), "--warmup", str(opts.warmup), "--out", out]
+               "--iters", str(opts.iters), "--warmup", str(opts.warmup), "--out", out, "--main-grad", opts.main_grad]
         cmd += ["--rehearse"] if opts.rehearse else []
         if subprocess.run(cmd).returncode != 0:
             print(f"zb_fork_layer.py: the --jit {jit} run failed", file=sys.stderr)
@@ -496,8 +546,13 @@ def run_timing(opts):
         print("zb_fork_layer.py: no CUDA device (--check and --rehearse run on the CPU)", file=sys.stderr)
         return 2
     profile = read_profile()
+    # The extensions first, then the fork, whose layers look for them once, at import.
+    if cpu:
+        sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
+        built = []
+    else:
+        built = build_apex(opts.apex, opts.build_dir)
     fork = load_fork(opts.fork, cpu=cpu)
-    built = [] if cpu else build_apex(opts.apex, opts.build_dir)
     init_process(cpu=cpu)
     print(f"{'CPU rehearsal' if cpu else torch.cuda.get_device_name()}, PyTorch {torch.__version__}; built: "
           f"{', '.join(built) or 'nothing'}; stood in at import: {', '.join(sorted({s.split('.')[0] for s in fork.stubbed}))}",
@@ -509,7 +564,7 @@ def run_timing(opts):
         jit_note = "TorchScript's fuser cannot be set in this PyTorch: its default"
     device, dtype = ("cpu", torch.float64) if cpu else ("cuda", torch.float16)
     result = dict(device="CPU rehearsal (toy shape)" if cpu else torch.cuda.get_device_name(),
-                  torch=torch.__version__, built=built,
+                  torch=torch.__version__, built=built, apex_commit=apex_commit(opts.apex) if opts.apex else None,
                   layer_norm="PyTorch's layer_norm (Apex's MixedFusedLayerNorm not built)",
                   stood_in=sorted({s.split('.')[0] for s in fork.stubbed}), models={})
     for name in opts.models.split(","):
@@ -521,7 +576,7 @@ def run_timing(opts):
             heads, hidden, micro, seq = 4, 64, 1, 32
         torch.manual_seed(0)
         stage, _ = make_stage(fork, layers, heads, hidden, micro, seq, cpu=cpu, dropout=0.0 if cpu else 0.1,
-                              grad_fusion=True, model_layers=total_layers)
+                              grad_fusion=True, model_layers=total_layers, main_grad=opts.main_grad)
         softmax = stage.layers[0].self_attention.core_attention.scale_mask_softmax
         softmax_fused = bool(softmax.scaled_masked_softmax_fusion and
                              softmax.is_kernel_available(None, micro, heads, seq, seq))
@@ -545,6 +600,7 @@ def run_timing(opts):
         med = {k: statistics.median(v) for k, v in per_layer.items()}
         prof = profile[name]
         entry = dict(layers=layers, heads=heads, hidden=hidden, microbatch=micro, seq=seq, jit=opts.jit, fuser=jit_note,
+                     main_grad=opts.main_grad,
                      softmax_fused=softmax_fused, iters=opts.iters, mean_ms=mean, median_ms=med,
                      b_over_f=mean["B"] / mean["F"], w_over_f=mean["W"] / mean["F"],
                      paper_b_over_f=prof["b"] / prof["f"], paper_w_over_f=prof["w"] / prof["f"])
@@ -562,6 +618,8 @@ def run_timing(opts):
 
 
 def main():
+    # The paper's script sets it (before CUDA starts, where it takes effect); the fork's checks ask for it.
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fork", required=True, help="a directory holding the Zero Bubble release's megatron/")
     ap.add_argument("--apex", help="an Apex source tree (csrc/megatron/); without it the fork's fused softmax "
@@ -572,6 +630,8 @@ def main():
     ap.add_argument("--ops", metavar="MODEL", help="CPU: the aten operators of one layer's F, B and W")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--jit", choices=("fused", "unfused", "both"), default="both")
+    ap.add_argument("--main-grad", choices=("fp16", "fp32"), default="fp16",
+                    help="the weight-gradient buffer's dtype (the paper's fp16 runs: fp16)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out")

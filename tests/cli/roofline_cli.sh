@@ -85,7 +85,8 @@ check "validate-published --strict: exit 0 exactly when every table meets the ta
   '[[ ( $src -eq 0 && $(grep -c "targets not met" "$tmp/strict") -eq 0 ) || ( $src -eq 1 && $(grep -c "targets not met" "$tmp/strict") -gt 0 ) ]]'
 # --zb-split: 24 ratios (ZB-1p and ZB-2p over 1F1B at each m), each predicted three ways. The
 # explicit costs with the model's own split run the roofline's stage times through another cost
-# source, so they must give the roofline's ratios (within 2%: no step and no transfer model there).
+# source, so they must give the roofline's ratios (within 2%: explicit costs have no optimizer
+# step, and their transfers are one activation per hop).
 check "validate-published --zb-split: 24 ratios, each three ways" \
   '[[ $(sed -n "/--zb-split/,\$p" "$tmp/strict" | grep -cE "^ +[0-9.]+B +[0-9]+ +zb-[12]p +[0-9.]+( +[0-9.]+ \( *[+-][0-9.]+%\)){3}$") -eq 24 ]]'
 check "validate-published --zb-split: the model's split through explicit costs gives the roofline's ratios" \
