@@ -53,6 +53,18 @@ LN_EPS = 1e-5
 ZB_IN_B = ("fc2.db", "fc.db", "ln2.dgamma", "proj.db", "qkv.db", "ln1.dgamma")
 
 
+def paper_profile(path):
+    """The paper's profile (Appendix D; tests/data/zero_bubble_paper.csv at `path`): per model,
+    its pipeline size p and the median over its rows of each pass's time, F, B and W (us)."""
+    import csv
+    rows = {}
+    with open(path) as fh:
+        for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")):
+            rows.setdefault(r["model"], []).append(r)
+    return {m: dict(p=int(v[0]["p"]), **{k: statistics.median(float(r[f"{k}_us"]) for r in v) for k in "fbw"})
+            for m, v in rows.items()}
+
+
 class Clock:
     """Times named calls: between CUDA events ("cuda"), by the host's clock ("wall": a smoke run
     on the CPU), or not at all (None)."""

@@ -38,6 +38,7 @@ python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data
   "$root/tests/data/zero_bubble_table4.csv" "$root/tests/data/zero_bubble_paper.csv" "$tmp" "$@" <<'PY'
 import csv, json, re, statistics, subprocess, sys
 import megatron_sc21
+from layer_probe import paper_profile  # the Zero Bubble profile's medians (no torch needed)
 sc, scenario, table, table2, table4, table_zb, zb_profile, tmp, *extra = sys.argv[1:]
 strict, zb_split = "--strict" in extra, "--zb-split" in extra
 extra = [a for a in extra if a not in ("--strict", "--zb-split")]
@@ -174,10 +175,7 @@ print(f"Zero Bubble paper, peak memory of the busiest rank (not a target): {100 
 # then each middle stage's F + B + W split as the paper's profile splits it (its median row per
 # model), the end stages as they were. Same totals, same layout: only the split differs.
 if zb_split:
-    profile = {}
-    for row in read_table(zb_profile):
-        profile.setdefault(row["model"], []).append([float(row[k]) for k in ("f_us", "b_us", "w_us")])
-    profile = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in profile.items()}
+    profile = {k: [v["f"], v["b"], v["w"]] for k, v in paper_profile(zb_profile).items()}
 
     # The command line's --set pairs, less those of the model block: these runs state their costs.
     split_sets = []

@@ -44,7 +44,6 @@ and runs this script on them.
 
 import argparse
 import contextlib
-import csv
 import importlib.abc
 import importlib.machinery
 import io
@@ -57,7 +56,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from layer_probe import MODELS, SEQ  # noqa: E402  (layers, heads, hidden, microbatch) of the paper's Table 3
+from layer_probe import MODELS, SEQ, paper_profile  # noqa: E402  the paper's Table 3 models and Appendix D
 
 # Modules the fork imports at load time that the layer never calls: data, tokenizers, Retro's
 # tools, Transformer Engine, Apex's optimizers. Where one is missing, an empty stand-in takes its
@@ -301,6 +300,11 @@ def load_fork(fork, cpu):
                                  WeightGradStore=WeightGradStore, Timer=Timer, stubbed=finder.stubbed)
 
 
+def stood_in_roots(fork):
+    """The top-level modules the fork's import got stand-ins for, sorted."""
+    return sorted({name.split(".")[0] for name in fork.stubbed})
+
+
 def init_process(cpu):
     import torch
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -434,7 +438,7 @@ def run_check(fork_dir):
           f"relative difference {in_b:.1e} (float64); {deferred} weight gradients from W (want {4 * layers}), "
           f"{in_w:.1e} (fp32 main_grad)")
     if fork.stubbed:
-        print("stood in at import: " + ", ".join(sorted({s.split('.')[0] for s in fork.stubbed})))
+        print("stood in at import: " + ", ".join(stood_in_roots(fork)))
     return 0 if ok else 1
 
 
@@ -492,16 +496,6 @@ def run_ops(fork_dir, model):
     return 0
 
 
-def read_profile():
-    rows = {}
-    with open(os.path.join(ROOT, "tests/data/zero_bubble_paper.csv")) as fh:
-        for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")):
-            rows.setdefault(r["model"], []).append(r)
-    return {m: dict(p=int(v[0]["p"]), f=statistics.median(float(r["f_us"]) for r in v),
-                    b=statistics.median(float(r["b_us"]) for r in v),
-                    w=statistics.median(float(r["w_us"]) for r in v)) for m, v in rows.items()}
-
-
 def run_variants(opts):
     """--jit both: each TorchScript setting in a process of its own (a scripted function keeps the
     plan its first runs made), the Apex build shared; the two JSON files merged."""
@@ -545,7 +539,7 @@ def run_timing(opts):
     if not cpu and not torch.cuda.is_available():
         print("zb_fork_layer.py: no CUDA device (--check and --rehearse run on the CPU)", file=sys.stderr)
         return 2
-    profile = read_profile()
+    profile = paper_profile(os.path.join(ROOT, "tests/data/zero_bubble_paper.csv"))
     # The extensions first, then the fork, whose layers look for them once, at import.
     if cpu:
         sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
@@ -554,9 +548,9 @@ def run_timing(opts):
         built = build_apex(opts.apex, opts.build_dir)
     fork = load_fork(opts.fork, cpu=cpu)
     init_process(cpu=cpu)
+    stood_in = stood_in_roots(fork)
     print(f"{'CPU rehearsal' if cpu else torch.cuda.get_device_name()}, PyTorch {torch.__version__}; built: "
-          f"{', '.join(built) or 'nothing'}; stood in at import: {', '.join(sorted({s.split('.')[0] for s in fork.stubbed}))}",
-          flush=True)
+          f"{', '.join(built) or 'nothing'}; stood in at import: {', '.join(stood_in)}", flush=True)
     if hasattr(torch._C, "_jit_set_texpr_fuser_enabled"):
         torch._C._jit_set_texpr_fuser_enabled(opts.jit == "fused")
         jit_note = f"TorchScript's fuser (NNC) {'on' if opts.jit == 'fused' else 'off'}"
@@ -566,7 +560,7 @@ def run_timing(opts):
     result = dict(device="CPU rehearsal (toy shape)" if cpu else torch.cuda.get_device_name(),
                   torch=torch.__version__, built=built, apex_commit=apex_commit(opts.apex) if opts.apex else None,
                   layer_norm="PyTorch's layer_norm (Apex's MixedFusedLayerNorm not built)",
-                  stood_in=sorted({s.split('.')[0] for s in fork.stubbed}), models={})
+                  stood_in=stood_in, models={})
     for name in opts.models.split(","):
         total_layers, heads, hidden, micro = MODELS[name]
         seq = SEQ
