@@ -183,7 +183,14 @@ if zb_split:
         if not value.startswith("model."):
             split_sets += [flag, value]
 
-    def split_step_s(run, model, as_profile):
+    split_steps = {}  # (run, as_profile) -> step: each 1F1B row serves two ratios
+
+    def split_step_s(key, as_profile):
+        if (key, as_profile) not in split_steps:
+            split_steps[(key, as_profile)] = simulate_split(zb_runs[key], key[0], as_profile)
+        return split_steps[(key, as_profile)]
+
+    def simulate_split(run, model, as_profile):
         f_share, b_share, w_share = (x / sum(profile[model]) for x in profile[model])
         costs = {"forward": [], "backward_input": [], "backward_weight": []}
         for i, st in enumerate(run["stages"]):
@@ -207,11 +214,12 @@ if zb_split:
     for (model, m, schedule), run in zb_runs.items():
         if schedule == "1f1b":
             continue
-        base = zb_runs[(model, m, "1f1b")]
+        base_key = (model, m, "1f1b")
+        base = zb_runs[base_key]
         published = run["samples_per_gpu_s"] / base["samples_per_gpu_s"]
         predicted = {"roofline": base["step_s"] / run["step_s"],
-                     "model": split_step_s(base, model, False) / split_step_s(run, model, False),
-                     "profile": split_step_s(base, model, True) / split_step_s(run, model, True)}
+                     "model": split_step_s(base_key, False) / split_step_s((model, m, schedule), False),
+                     "profile": split_step_s(base_key, True) / split_step_s((model, m, schedule), True)}
         cells = []
         for key, value in predicted.items():
             split_errors[key].append(abs(value / published - 1))
