@@ -142,14 +142,19 @@ def compiled(fn):
     return call
 
 
+# The three kernels the list takes as fused, as PyTorch runs them eagerly: two or three kernels each.
+EAGER_KERNELS = {"softmax": masked_softmax, "bias_gelu": bias_gelu_of, "bias_dropout_add": bias_dropout_add}
+
+
 def fused_kernels():
-    """The three fused kernels, compiled."""
-    return {"softmax": compiled(masked_softmax), "bias_gelu": compiled(bias_gelu_of),
-            "bias_dropout_add": compiled(bias_dropout_add)}
+    """The three fused kernels, compiled: one kernel each."""
+    return {name: compiled(fn) for name, fn in EAGER_KERNELS.items()}
 
 
 def forward(x, P, b, s, a, p, clock, causal, fused=None):
-    """x: [b*s, h]. Returns the output and what the backward needs; `fused`: fused_kernels()."""
+    """x: [b*s, h]. Returns the output and what the backward needs; `fused`: fused_kernels()
+    (else the three run eagerly)."""
+    kernels = fused or EAGER_KERNELS
     T, h = x.shape
     d = h // a
     scale = 1.0 / math.sqrt(d)
@@ -166,34 +171,20 @@ def forward(x, P, b, s, a, p, clock, causal, fused=None):
     q, k, v = c("F", "split_heads", split)
     # Megatron-LM's form: baddbmm into a buffer with beta 0, the scale folded into alpha.
     scores = c("F", "scores", lambda: torch.baddbmm(q.new_empty(b * a, s, s), q, k.transpose(1, 2), beta=0.0, alpha=scale))
-    if fused:
-        probs = c("F", "softmax", lambda: fused["softmax"](scores, causal))
-    else:
-        probs = c("F", "softmax", lambda: torch.softmax(scores.masked_fill_(causal, float("-inf")), dim=-1))
+    probs = c("F", "softmax", lambda: kernels["softmax"](scores, causal))
     dropped, amask = c("F", "attention_dropout", lambda: torch.native_dropout(probs, p, True))
     ctx = c("F", "context", lambda: torch.bmm(dropped, v))
     cm = c("F", "merge_heads", lambda: ctx.view(b, a, s, d).permute(0, 2, 1, 3).reshape(T, h))
     po = c("F", "proj", lambda: torch.mm(cm, P["wo"].t()))
 
-    def bda(t, bias, resid):
-        if fused:
-            return fused["bias_dropout_add"](t, bias, resid, p)
-        out, mask = torch.native_dropout(t + bias, p, True)
-        return out.add_(resid), mask
-
-    x2, m1 = c("F", "bias_dropout_add1", lambda: bda(po, P["bo"], x))
+    x2, m1 = c("F", "bias_dropout_add1", lambda: kernels["bias_dropout_add"](po, P["bo"], x, p))
     y2, mu2, rs2 = c("F", "ln2", lambda: torch.native_layer_norm(x2, [h], P["g2"], P["be2"], LN_EPS))
     f1 = c("F", "fc", lambda: torch.mm(y2, P["w1"].t()))
 
-    def bias_gelu():  # the input to the GELU is kept for its backward, as Megatron-LM's bias_gelu keeps it
-        if fused:
-            return fused["bias_gelu"](f1, P["b1"])
-        pre = f1.add_(P["b1"])
-        return pre, torch.nn.functional.gelu(pre, approximate="tanh")
-
-    pre, act = c("F", "bias_gelu", bias_gelu)
+    # The input to the GELU is kept for its backward, as Megatron-LM's bias_gelu keeps it.
+    pre, act = c("F", "bias_gelu", lambda: kernels["bias_gelu"](f1, P["b1"]))
     f2 = c("F", "fc2", lambda: torch.mm(act, P["w2"].t()))
-    out, m2 = c("F", "bias_dropout_add2", lambda: bda(f2, P["b2"], x2))
+    out, m2 = c("F", "bias_dropout_add2", lambda: kernels["bias_dropout_add"](f2, P["b2"], x2, p))
     saved = dict(x=x, y1=y1, mu1=mu1, rs1=rs1, q=q, k=k, v=v, probs=probs, dropped=dropped, amask=amask, cm=cm,
                  x2=x2, m1=m1, y2=y2, mu2=mu2, rs2=rs2, pre=pre, act=act, m2=m2, b=b, s=s, a=a, scale=scale, keep=keep)
     return out, saved
@@ -279,16 +270,14 @@ def check():
         print("SKIPPED: --check needs PyTorch (python3-torch)")
         return 0
     worst = 0.0
-    plain = {"softmax": masked_softmax, "bias_gelu": bias_gelu_of, "bias_dropout_add": bias_dropout_add}
-    cases = [(b, s, a, h, p, fused) for b, s, a, h, p in ((2, 8, 2, 16, 0.1), (1, 16, 4, 32, 0.3), (3, 4, 1, 8, 0.0))
-             for fused in (None, plain)]  # the fused kernels' functions, uncompiled, too
-    for b, s, a, h, p, fused in cases:
+    # The eager kernels are the fused ones' functions, uncompiled: one check covers both.
+    for b, s, a, h, p in ((2, 8, 2, 16, 0.1), (1, 16, 4, 32, 0.3), (3, 4, 1, 8, 0.0)):
         gen = torch.Generator().manual_seed(b * 100 + s)
         P = make_params(h, torch.float64, "cpu", gen)
         x = torch.randn(b * s, h, generator=gen, dtype=torch.float64)
         causal = torch.triu(torch.ones(s, s, dtype=torch.bool), 1)
         clock = Clock(None)
-        out, S = forward(x.clone(), P, b, s, a, p, clock, causal, fused)
+        out, S = forward(x.clone(), P, b, s, a, p, clock, causal)
         dout = torch.randn(b * s, h, generator=gen, dtype=torch.float64)
         dx, G = backward_input(dout.clone(), S, P, clock)
         grads = backward_weight(S, G, P, clock)
@@ -301,8 +290,7 @@ def check():
             err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
             worst = max(worst, err)
             if err > 1e-10:
-                print(f"check: b={b} s={s} heads={a} h={h} dropout={p}{' fused' if fused else ''}: {name} differs from "
-                      f"autograd by {err:.3e}")
+                print(f"check: b={b} s={s} heads={a} h={h} dropout={p}: {name} differs from autograd by {err:.3e}")
                 return 1
     print(f"check: output, input and every parameter gradient match autograd (largest relative error {worst:.1e})")
     return 0
