@@ -54,7 +54,8 @@ struct DeviceSpec {
   // The rate of memory-bound kernel `name` relative to a streaming kernel's (1 unless stated; a
   // recomputed kernel, "recompute.NAME", as NAME).
   double MemoryKernelRate(std::string_view name) const {
-    if (name.starts_with("recompute.")) name.remove_prefix(10);
+    constexpr std::string_view kRecomputed = "recompute.";  // GptRecomputeKernels' prefix
+    if (name.starts_with(kRecomputed)) name.remove_prefix(kRecomputed.size());
     for (const auto& [kernel, rate] : memory_kernel_rates) {
       if (kernel == name) return rate;
     }
