@@ -22,9 +22,10 @@ shift || true
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root" "$tmp" "$jobs" "$@" <<'PY'
-import csv, itertools, json, os, statistics, subprocess, sys
+import itertools, json, os, statistics, subprocess, sys
 from concurrent.futures import ProcessPoolExecutor
 import megatron_sc21
+import zero_bubble_paper  # the Zero Bubble paper's Table 3 models and its profile's medians
 sc, root, tmp, jobs, *axes = sys.argv[1:]
 grid = {"gemm.max_efficiency": ["0.65", "0.7", "0.75", "0.8", "0.85"],
         "gemm.batched_efficiency": ["0.4", "0.55", "0.7", "0.85", "1.0"],
@@ -45,19 +46,17 @@ if axes:
                 part += ch
         grid[key] = parts + [part]
 rows = megatron_sc21.rows(f"{root}/tests/data/megatron_sc21_table1.csv")
-# The Zero Bubble paper's Table 3 models: name, layers, heads, hidden, microbatch, GPUs (pipeline).
-ZB = [("1.5B", 22, 24, 2304, 6, 8), ("6.2B", 30, 32, 4096, 3, 8), ("14.6B", 46, 40, 5120, 1, 16), ("28.3B", 62, 48, 6144, 1, 32)]
-paper = {}
-with open(f"{root}/tests/data/zero_bubble_paper.csv") as fh:
-    for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")):
-        paper.setdefault(r["model"], (float(r["f_us"]), float(r["b_us"]), float(r["w_us"])))
+ZB = list(zero_bubble_paper.models().values())
+paper = {k: (v["f"], v["b"], v["w"]) for k, v in zero_bubble_paper.profile().items()}
 for name, layers, heads, hidden, mb, p in ZB:
     with open(f"{tmp}/zb-{name}.yaml", "w") as fh:
         fh.write("name: zb\n"
                  f"topology: {{device: A100-SXM-80GB, nodes: {max(1, p // 8)}, devices_per_node: 8, links: "
                  "[{scope: node, bandwidth: 300GB/s, latency: 2us}, {scope: cluster, bandwidth: 200Gbps, latency: 5us}]}\n"
-                 f"model: {{transformer: {{layers: {layers}, hidden: {hidden}, heads: {heads}, seq: 1024, vocab: 50304}}}}\n"
-                 f"pipeline: {{schedule: 1f1b, ranks: {p}, microbatches: 24, microbatch_size: {mb}, steps: 1}}\n"
+                 f"model: {{transformer: {{layers: {layers}, hidden: {hidden}, heads: {heads}, seq: {zero_bubble_paper.SEQ}, "
+                 "vocab: 50304}}\n"
+                 f"pipeline: {{schedule: 1f1b, ranks: {p}, microbatches: 24, microbatch_size: {mb}, steps: 1, "
+                 f"partition: {zero_bubble_paper.stage_layers(layers, p)}}}\n"
                  "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n")
 
 def simulate(args):

@@ -5,7 +5,7 @@
 #      models (its Table 3 shapes, fp16, dropout 0.1, no FlashAttention) on this machine's GPU
 #      with PyTorch, each kernel of the list one timed call (the queue kept full), and each pass
 #      whole as Megatron-LM's Timer times it;
-#   2. `stagecraft simulate --explain` predicts the same block on the matching device file
+#   2. `stagecraft simulate --explain-json` predicts the same block on the matching device file
 #      (scenarios/devices: A100-SXM-80GB, H100-SXM, H200, L40S, from the GPU's name);
 #   3. a report: per model the measured and predicted F, I and W per layer, B/F and W/F in the
 #      paper's split (its runtime defers only the weight GEMMs to W) beside the paper's A100
@@ -58,8 +58,9 @@ fi
 
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root" "$out" "$json" "$device" "${sets[@]}" <<'PY'
-import csv, json, os, statistics, subprocess, sys, tempfile
+import json, os, statistics, subprocess, sys, tempfile
 from layer_probe import ZB_IN_B  # the Zero Bubble runtime's split, as the probe states it (no torch needed)
+import zero_bubble_paper  # its profile's medians per model
 sc, root, out, path, device, *sets = sys.argv[1:]
 try:
     probe = json.load(open(path))
@@ -74,37 +75,29 @@ if not device:
             break
     else:
         sys.exit(f"layer-probe: no device file for '{name}': name one with --device-file")
-paper = {}
-with open(f"{root}/tests/data/zero_bubble_paper.csv") as fh:
-    for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")):
-        paper.setdefault(r["model"], (float(r["f_us"]), float(r["b_us"]), float(r["w_us"])))
+paper = {k: (v["f"], v["b"], v["w"]) for k, v in zero_bubble_paper.profile().items()}
 
 def explain(m):
-    """The block's kernels as the model times them: {(pass, name): us}."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        fh.write("name: layer-probe\n"
-                 f"topology: {{device: {device}, nodes: 1, devices_per_node: 1, links: []}}\n"
-                 f"model: {{transformer: {{layers: 1, hidden: {m['hidden']}, heads: {m['heads']}, seq: {m['seq']}, "
-                 f"vocab: 50304, dropout: {'true' if probe['dropout'] > 0 else 'false'}}}}}\n"
-                 f"pipeline: {{schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: {m['microbatch']}, steps: 1}}\n"
-                 f"training: {{optimizer: adam, lr: 0.0001, dtype: {probe['dtype']}}}\n")
-    try:
-        r = subprocess.run([sc, "simulate", fh.name, "--explain", *sets], capture_output=True, text=True)
-    finally:
-        os.unlink(fh.name)
-    if r.returncode != 0:
-        sys.exit(f"layer-probe: simulate --explain failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    kernels, inside = {}, False
-    for line in r.stdout.splitlines():
-        if line.startswith("-- "):
-            inside = line.strip() == "-- one transformer block"
-            continue
-        parts = line.split()
-        if inside and len(parts) >= 6 and parts[0] in ("F", "I", "W"):
-            kernels[(parts[0], parts[1])] = float(parts[2])
-    if not kernels:
-        sys.exit("layer-probe: simulate --explain printed no kernels of one transformer block")
-    return kernels
+    """The block's kernels as the model times them, {(pass, name): us}, and the device they were
+    timed on with every field resolved (the --set overrides applied): simulate --explain-json."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(f"{tmp}/probe.yaml", "w") as fh:
+            fh.write("name: layer-probe\n"
+                     f"topology: {{device: {device}, nodes: 1, devices_per_node: 1, links: []}}\n"
+                     f"model: {{transformer: {{layers: 1, hidden: {m['hidden']}, heads: {m['heads']}, seq: {m['seq']}, "
+                     f"vocab: 50304, dropout: {'true' if probe['dropout'] > 0 else 'false'}}}}}\n"
+                     f"pipeline: {{schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: {m['microbatch']}, steps: 1}}\n"
+                     f"training: {{optimizer: adam, lr: 0.0001, dtype: {probe['dtype']}}}\n")
+        r = subprocess.run([sc, "simulate", fh.name, "--explain-json", f"{tmp}/explain.json", *sets],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit(f"layer-probe: simulate --explain-json failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        with open(f"{tmp}/explain.json") as fh:
+            explained = json.load(fh)
+    block = next((s for s in explained["sections"] if s["id"] == "block"), None)
+    if block is None or not block["kernels"]:
+        sys.exit("layer-probe: simulate --explain-json listed no kernels of one transformer block")
+    return {(k["pass"], k["name"]): k["time_us"] for k in block["kernels"]}, explained["device"]
 
 md = [f"# The kernel list against {probe['device']} (PyTorch {probe.get('torch', '?')}, {probe['dtype']}, "
       f"dropout {probe['dropout']}, {'the fused kernels by torch.compile, ' if probe.get('fused') else ''}"
@@ -114,8 +107,9 @@ md = [f"# The kernel list against {probe['device']} (PyTorch {probe.get('torch',
       "| model | F meas / pred | I meas / pred | W meas / pred | B/F meas / pred / paper | W/F meas / pred / paper "
       "| timed whole (Timer): F, I, W |", "| --- | --- | --- | --- | --- | --- | --- |"]
 detail, compare = [], {"device": device, "probe_device": probe["device"], "models": []}
+resolved = None  # the device file as simulate read it (the same for every model)
 for m in models:
-    pred = explain(m)
+    pred, resolved = explain(m)
     meas = {(k["pass"], k["name"]): k["us"] for k in m["kernels"]}
     missing = sorted(set(pred) ^ set(meas))
     if missing:
@@ -153,21 +147,11 @@ GEMMS = LINEAR | BATCHED | {"scores.dQ", "scores.dK"}  # the probe's dQ and dK a
 SINGLE_MEMORY = {"ln1", "ln2", "qkv.bias", "merge_heads", "attention_dropout", "bias_dropout_add2.dX",
                  "bias_gelu.dX", "bias_dropout_add1.dX", "attention_dropout.dX", "softmax.dX", "split_heads.dX",
                  "fc2.db", "fc.db", "proj.db", "qkv.db", "ln2.dgamma", "ln1.dgamma"}
-stated, rates, launch_us, in_rates = {}, {}, 0.0, False
-try:
-    for line in open(f"{root}/scenarios/devices/{device}.yaml"):
-        text = line.split("#")[0].rstrip()
-        key, _, value = text.partition(":")
-        if in_rates and text.startswith("  ") and value.strip():
-            rates[key.strip()] = float(value)
-            continue
-        in_rates = text.strip() == "memory_kernels:"
-        if key.strip() in ("max_efficiency", "batched_efficiency", "memory_efficiency") and value.strip():
-            stated[key.strip()] = float(value)
-        elif key.strip() == "launch_overhead" and value.strip().endswith("us"):
-            launch_us = float(value.strip()[:-2])
-except (OSError, ValueError):
-    pass
+stated = {"max_efficiency": resolved["gemm"]["max_efficiency"],
+          "batched_efficiency": resolved["gemm"]["batched_efficiency"],
+          "memory_efficiency": resolved["memory_efficiency"]}
+rates = resolved["memory_kernels"]
+launch_us = resolved["launch_overhead_ns"] / 1e3
 STREAMING = {"attention_dropout", "attention_dropout.dX", "bias_dropout_add1.dX", "bias_dropout_add2.dX", "bias_gelu.dX"}
 ratios = {"max_efficiency": [], "batched_efficiency": []}
 streaming = []

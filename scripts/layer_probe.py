@@ -40,29 +40,19 @@ import statistics
 import sys
 import time
 
+import zero_bubble_paper  # the paper's models and profile, one place (no torch needed)
+
 try:
     import torch
 except ImportError:  # the probe is optional: the build and tests never need PyTorch
     torch = None
 
-# The Zero Bubble paper's Table 3 models: layers, heads, hidden, microbatch (seq 1024).
-MODELS = {"1.5B": (22, 24, 2304, 6), "6.2B": (30, 32, 4096, 3), "14.6B": (46, 40, 5120, 1), "28.3B": (62, 48, 6144, 1)}
-SEQ = 1024
+# The Zero Bubble paper's Table 3 models ({name: Model(layers, heads, hidden, microbatch, gpus)}, seq SEQ).
+MODELS = zero_bubble_paper.models()
+SEQ = zero_bubble_paper.SEQ
 LN_EPS = 1e-5
 # Which of the list's W kernels the paper's runtime leaves in B (it defers the weight GEMMs only).
 ZB_IN_B = ("fc2.db", "fc.db", "ln2.dgamma", "proj.db", "qkv.db", "ln1.dgamma")
-
-
-def paper_profile(path):
-    """The paper's profile (Appendix D; tests/data/zero_bubble_paper.csv at `path`): per model,
-    its pipeline size p and the median over its rows of each pass's time, F, B and W (us)."""
-    import csv
-    rows = {}
-    with open(path) as fh:
-        for r in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")):
-            rows.setdefault(r["model"], []).append(r)
-    return {m: dict(p=int(v[0]["p"]), **{k: statistics.median(float(r[f"{k}_us"]) for r in v) for k in "fbw"})
-            for m, v in rows.items()}
 
 
 class Clock:
@@ -297,7 +287,8 @@ def check():
 
 
 def probe(name, dtype, p, reps, device="cuda", shape=None, fused=None):
-    layers, a, h, b = MODELS[name] if shape is None else (1, *shape)
+    layers, a, h, b = (MODELS[name].layers, MODELS[name].heads, MODELS[name].hidden, MODELS[name].microbatch) \
+        if shape is None else (1, *shape)
     s = SEQ if shape is None else 2 * a
     dev = torch.device(device)
     cuda = dev.type == "cuda"

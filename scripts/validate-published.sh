@@ -35,11 +35,11 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" \
   "$root/tests/data/korthikanti_2022_table5.csv" "$root/tests/data/korthikanti_2022_table4.csv" \
-  "$root/tests/data/zero_bubble_table4.csv" "$root/tests/data/zero_bubble_paper.csv" "$tmp" "$@" <<'PY'
+  "$root/tests/data/zero_bubble_table4.csv" "$tmp" "$@" <<'PY'
 import csv, json, re, statistics, subprocess, sys
 import megatron_sc21
-from layer_probe import paper_profile  # the Zero Bubble profile's medians (no torch needed)
-sc, scenario, table, table2, table4, table_zb, zb_profile, tmp, *extra = sys.argv[1:]
+import zero_bubble_paper  # the Zero Bubble paper's stage split and profile
+sc, scenario, table, table2, table4, table_zb, tmp, *extra = sys.argv[1:]
 strict, zb_split = "--strict" in extra, "--zb-split" in extra
 extra = [a for a in extra if a not in ("--strict", "--zb-split")]
 
@@ -145,8 +145,7 @@ for r in read_table(table_zb):
     if r["schedule"] == "1f1b-i":
         continue  # one layer per chunk, an uneven split stagecraft's interleaved schedule does not make
     layers, p, b, m = int(r["layers"]), int(r["gpus"]), int(r["microbatch"]), int(r["microbatches"])
-    middle = (layers + 2) // p
-    split = [middle - 1] + [middle] * (p - 2) + [middle - 1]
+    split = zero_bubble_paper.stage_layers(layers, p)
     topology = (f"topology: {{device: A100-SXM-80GB, nodes: {max(1, p // 8)}, devices_per_node: {min(p, 8)}, links: "
                 "[{scope: node, bandwidth: 300GB/s, latency: 2us}, {scope: cluster, bandwidth: 200Gbps, latency: 5us}]}\n")
     pipeline = (f"pipeline: {{schedule: {r['schedule']}, ranks: {p}, microbatches: {m}, microbatch_size: {b}, steps: 1, "
@@ -175,7 +174,7 @@ print(f"Zero Bubble paper, peak memory of the busiest rank (not a target): {100 
 # then each middle stage's F + B + W split as the paper's profile splits it (its median row per
 # model), the end stages as they were. Same totals, same layout: only the split differs.
 if zb_split:
-    profile = {k: [v["f"], v["b"], v["w"]] for k, v in paper_profile(zb_profile).items()}
+    profile = {k: [v["f"], v["b"], v["w"]] for k, v in zero_bubble_paper.profile().items()}
 
     # The command line's --set pairs, less those of the model block: these runs state their costs.
     split_sets = []

@@ -56,7 +56,10 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from layer_probe import MODELS, SEQ, paper_profile  # noqa: E402  the paper's Table 3 models and Appendix D
+import zero_bubble_paper  # noqa: E402  the paper's Table 3 models, stage split and Appendix D profile
+from zero_bubble_paper import SEQ  # noqa: E402
+
+MODELS = zero_bubble_paper.models()
 
 # Modules the fork imports at load time that the layer never calls: data, tokenizers, Retro's
 # tools, Transformer Engine, Apex's optimizers. Where one is missing, an empty stand-in takes its
@@ -460,7 +463,8 @@ def run_ops(fork_dir, model):
     sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
     fork = load_fork(fork_dir, cpu=True)
     init_process(cpu=True)
-    total_layers, heads, hidden, micro = MODELS[model]
+    total_layers, heads, hidden, micro = (MODELS[model].layers, MODELS[model].heads, MODELS[model].hidden,
+                                          MODELS[model].microbatch)
     seq = 64
     stage, _ = make_stage(fork, 1, heads, hidden, micro, seq, cpu=True, dropout=0.1, grad_fusion=True,
                           model_layers=total_layers, main_grad="fp32")
@@ -539,7 +543,7 @@ def run_timing(opts):
     if not cpu and not torch.cuda.is_available():
         print("zb_fork_layer.py: no CUDA device (--check and --rehearse run on the CPU)", file=sys.stderr)
         return 2
-    profile = paper_profile(os.path.join(ROOT, "tests/data/zero_bubble_paper.csv"))
+    profile = zero_bubble_paper.profile()
     # The extensions first, then the fork, whose layers look for them once, at import.
     if cpu:
         sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
@@ -562,10 +566,9 @@ def run_timing(opts):
                   layer_norm="PyTorch's layer_norm (Apex's MixedFusedLayerNorm not built)",
                   stood_in=stood_in, models={})
     for name in opts.models.split(","):
-        total_layers, heads, hidden, micro = MODELS[name]
-        seq = SEQ
-        p = profile[name]["p"]
-        layers = (total_layers + 2) // p  # a middle stage: the end stages hold one layer fewer (§5.1)
+        model = MODELS[name]
+        total_layers, heads, hidden, micro, seq = model.layers, model.heads, model.hidden, model.microbatch, SEQ
+        layers = zero_bubble_paper.middle_layers(model)  # the end stages hold one layer fewer (§5.1)
         if cpu:
             heads, hidden, micro, seq = 4, 64, 1, 32
         torch.manual_seed(0)

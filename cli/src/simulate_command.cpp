@@ -16,6 +16,7 @@
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/json_out.h"
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
@@ -39,6 +40,7 @@ struct SimulateFlags {
   std::vector<std::string> sets;
   std::string json_path;
   std::string trace_path;
+  std::string explain_json_path;
   int64_t max_ops = 0;
   bool explain = false;
 };
@@ -85,14 +87,57 @@ std::string ProfileFit(const Scenario& sc) {
 
 // `--explain`: one transformer block's kernels on pipeline rank 0's device as the roofline
 // model times them (then what recompute repeats, the embeddings, the head and the optimizer
-// step), each with its time, FLOPs, bytes and bound, and each pass's sum.
-std::string Explain(const Scenario& sc, const std::string& cost_source) {
+// step), each with its time, FLOPs, bytes and bound, and each pass's sum. One computation,
+// printed as text (--explain) or written as JSON (--explain-json).
+struct ExplainSection {
+  std::string id;     // the JSON's stable name: block, recompute, embeddings, head, step
+  std::string title;  // the text's
+  std::vector<TimedKernel> kernels;
+  double pass_ns[4] = {0, 0, 0, 0};  // by KernelPass
+  double overlap_saved_ns = 0;       // a whole backward's saving (pipeline.tensor_parallel_overlap)
+};
+
+std::vector<ExplainSection> Explain(const Scenario& sc, const std::string& cost_source) {
   if (!sc.model.transformer || !sc.topology.device.roofline()) {
     throw InputError(fmt::format("{}: --explain lists the roofline model's kernels, but this scenario's costs are {} "
                                  "(the roofline model needs model.transformer on a device with memory_bandwidth and "
                                  "gemm, such as topology.device: A100-SXM-80GB)",
                                  sc.path, cost_source));
   }
+  const GptKernelShape shape = KernelShapeOf(sc);
+  const PipelineSpec& p = sc.pipeline;
+  std::vector<ExplainSection> sections;
+  const auto section = [&](std::string id, std::string title, const std::vector<Kernel>& kernels) {
+    if (kernels.empty()) return;
+    ExplainSection s{std::move(id), std::move(title), TimeKernels(sc, 0, kernels)};
+    for (const TimedKernel& k : s.kernels) s.pass_ns[static_cast<int>(k.kernel.pass)] += k.time.ns();
+    if (p.tensor_parallel_overlap) s.overlap_saved_ns = TensorParallelOverlapNs(s.kernels);
+    sections.push_back(std::move(s));
+  };
+  section("block", "one transformer block", GptBlockKernels(shape));
+  if (p.recompute != Recompute::kNone) {
+    section("recompute", p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
+            GptRecomputeKernels(shape, p.full_recompute()));
+  }
+  section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));
+  section("head", "LM head and loss (last stage)", GptHeadKernels(shape));
+  const CostTable table = BuildCosts(sc, p.ranks);
+  const double params = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
+  section("step",
+          fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,
+                      p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
+          OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
+                               UpdateBytesPerParam(sc)));
+  return sections;
+}
+
+bool IsGemm(const Kernel& kernel) { return kernel.kind == KernelClass::kGemm || kernel.kind == KernelClass::kBatchedGemm; }
+
+std::string_view BoundName(const TimedKernel& k) {
+  return k.kernel.kind == KernelClass::kCollective ? "link" : k.time.memory_bound() ? "memory" : "compute";
+}
+
+std::string ExplainText(const Scenario& sc, const std::vector<ExplainSection>& sections) {
   const GptKernelShape shape = KernelShapeOf(sc);
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format(
@@ -102,56 +147,92 @@ std::string Explain(const Scenario& sc, const std::string& cost_source) {
       p.sequence_parallel ? " (sequence parallel)" : "");
   out += fmt::format("{:<5} {:<34} {:>10} {:>12} {:>12}  {:<10} {}\n", "pass", "kernel", "time us", "GFLOP", "MB",
                      "bound", "shape");
-  const auto section = [&](std::string_view title, const std::vector<Kernel>& kernels) {
-    if (kernels.empty()) return;
-    out += fmt::format("-- {}\n", title);
-    double sums[4] = {0, 0, 0, 0};
-    const std::vector<TimedKernel> timed = TimeKernels(sc, 0, kernels);
-    for (const TimedKernel& k : timed) {
+  for (const ExplainSection& s : sections) {
+    out += fmt::format("-- {}\n", s.title);
+    for (const TimedKernel& k : s.kernels) {
       const Kernel& kernel = k.kernel;
-      const bool gemm = kernel.kind == KernelClass::kGemm || kernel.kind == KernelClass::kBatchedGemm;
-      const std::string bound = kernel.kind == KernelClass::kCollective ? "link"
-                                : k.time.memory_bound()                  ? "memory"
-                                                                         : "compute";
-      const std::string dims = gemm ? fmt::format("{} x {} x {}{}", kernel.m, kernel.n, kernel.k,
-                                                  kernel.batch > 1 ? fmt::format(" x{}", kernel.batch) : "")
-                                    : "";
+      const std::string dims = IsGemm(kernel) ? fmt::format("{} x {} x {}{}", kernel.m, kernel.n, kernel.k,
+                                                            kernel.batch > 1 ? fmt::format(" x{}", kernel.batch) : "")
+                                              : "";
       out += fmt::format("{:<5} {:<34} {:>10.1f} {:>12.3f} {:>12.2f}  {:<10} {}\n", Name(kernel.pass), kernel.name,
-                         k.time.ns() * 1e-3, kernel.flops * 1e-9, kernel.bytes * 1e-6, bound, dims);
-      sums[static_cast<int>(kernel.pass)] += k.time.ns();
+                         k.time.ns() * 1e-3, kernel.flops * 1e-9, kernel.bytes * 1e-6, BoundName(k), dims);
     }
     std::string total;
     for (const EnumName<KernelPass>& pass : kKernelPassNames) {
-      if (sums[static_cast<int>(pass.value)] > 0) {
-        total += fmt::format("{}{} {:.3f} ms", total.empty() ? "" : ", ", pass.name, sums[static_cast<int>(pass.value)] * 1e-6);
+      if (const double ns = s.pass_ns[static_cast<int>(pass.value)]; ns > 0) {
+        total += fmt::format("{}{} {:.3f} ms", total.empty() ? "" : ", ", pass.name, ns * 1e-6);
       }
     }
-    out += fmt::format("   {}: {}\n", title, total);
-    if (p.tensor_parallel_overlap) {
-      const double saved = TensorParallelOverlapNs(timed);
-      if (saved > 0) {
-        const double whole = sums[static_cast<int>(KernelPass::kI)] + sums[static_cast<int>(KernelPass::kW)] - saved;
-        out += fmt::format("   {}: a whole backward B (I + W) {:.3f} ms, its collectives beside the weight GEMMs "
-                           "hiding {:.3f} ms (pipeline.tensor_parallel_overlap)\n",
-                           title, whole * 1e-6, saved * 1e-6);
-      }
+    out += fmt::format("   {}: {}\n", s.title, total);
+    if (s.overlap_saved_ns > 0) {
+      const double whole = s.pass_ns[static_cast<int>(KernelPass::kI)] + s.pass_ns[static_cast<int>(KernelPass::kW)] -
+                           s.overlap_saved_ns;
+      out += fmt::format("   {}: a whole backward B (I + W) {:.3f} ms, its collectives beside the weight GEMMs "
+                         "hiding {:.3f} ms (pipeline.tensor_parallel_overlap)\n",
+                         s.title, whole * 1e-6, s.overlap_saved_ns * 1e-6);
     }
-  };
-  section("one transformer block", GptBlockKernels(shape));
-  if (p.recompute != Recompute::kNone) {
-    section(p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
-            GptRecomputeKernels(shape, p.full_recompute()));
   }
-  section("embeddings (first stage)", GptEmbeddingKernels(shape));
-  section("LM head and loss (last stage)", GptHeadKernels(shape));
-  const CostTable table = BuildCosts(sc, p.ranks);
-  const double params = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
-  section(fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,
-                      p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
-          OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
-                               UpdateBytesPerParam(sc)));
   if (sc.model.profile) out += ProfileFit(sc);
   return out;
+}
+
+// The device the kernels were timed on, every field resolved (library file, inline fields and
+// --set overrides applied): what scripts read instead of parsing a device file.
+void DeviceJson(JsonOut& out, const Scenario& sc) {
+  const DeviceSpec& d = sc.topology.device;
+  out.StartObject().Key("name").String(d.name).Key("source").String(d.source);
+  out.Key("dtype").String(Name(sc.training.dtype)).Key("peak_flops").Number(d.peak_flops);
+  out.Key("peak_flops_by_dtype").StartObject();
+  for (const EnumName<Dtype>& dtype : kDtypeNames) {
+    if (const double peak = d.peak_by_dtype[static_cast<int>(dtype.value)]; peak > 0) out.Key(dtype.name).Number(peak);
+  }
+  out.EndObject();
+  out.Key("memory_bytes").Int(d.memory_bytes).Key("memory_bandwidth_bytes_per_s").Number(d.memory_bandwidth);
+  out.Key("memory_efficiency").Number(d.memory_efficiency).Key("launch_overhead_ns").Int(d.launch_overhead_ns);
+  out.Key("efficiency").Number(d.efficiency);
+  const GemmModel& g = d.gemm;
+  out.Key("gemm").StartObject().Key("max_efficiency").Number(g.max_efficiency).Key("sms").Int(g.sms);
+  out.Key("tiles").StartArray();
+  for (const auto& [m, n] : g.tiles) out.StartArray().Int(m).Int(n).EndArray();
+  out.EndArray().Key("k_overhead").Number(g.k_overhead).Key("batched_efficiency").Number(g.batched_efficiency);
+  out.EndObject();
+  out.Key("memory_kernels").StartObject();
+  for (const auto& [kernel, rate] : d.memory_kernel_rates) out.Key(kernel).Number(rate);
+  out.EndObject().EndObject();
+}
+
+std::string ExplainJson(const Scenario& sc, const std::string& cost_source, const std::vector<ExplainSection>& sections) {
+  const GptKernelShape shape = KernelShapeOf(sc);
+  JsonOut out;
+  out.StartObject().Key("scenario").String(sc.name).Key("costs").String(cost_source).Key("device");
+  DeviceJson(out, sc);
+  out.Key("shape").StartObject().Key("microbatch").Int(shape.microbatch).Key("seq").Int(shape.seq);
+  out.Key("hidden").Int(shape.hidden).Key("heads").Int(shape.heads).Key("vocab").Int(shape.vocab);
+  out.Key("tensor_parallel").Int(shape.tensor_parallel).Key("sequence_parallel").Bool(shape.sequence_parallel);
+  out.Key("dropout").Bool(shape.dropout).EndObject();
+  out.Key("sections").StartArray();
+  for (const ExplainSection& s : sections) {
+    out.StartObject().Key("id").String(s.id).Key("title").String(s.title).Key("kernels").StartArray();
+    for (const TimedKernel& k : s.kernels) {
+      const Kernel& kernel = k.kernel;
+      out.StartObject().Key("pass").String(Name(kernel.pass)).Key("name").String(kernel.name);
+      out.Key("class").String(Name(kernel.kind)).Key("bound").String(BoundName(k));
+      out.Key("time_us").Number(k.time.ns() * 1e-3).Key("compute_us").Number(k.time.compute_ns * 1e-3);
+      out.Key("memory_us").Number(k.time.memory_ns * 1e-3).Key("link_us").Number(k.time.link_ns * 1e-3);
+      out.Key("launch_us").Number(k.time.launch_ns * 1e-3);
+      out.Key("flops").Number(kernel.flops).Key("bytes").Number(kernel.bytes);
+      if (IsGemm(kernel)) out.Key("m").Int(kernel.m).Key("n").Int(kernel.n).Key("k").Int(kernel.k).Key("batch").Int(kernel.batch);
+      out.EndObject();
+    }
+    out.EndArray().Key("pass_ms").StartObject();
+    for (const EnumName<KernelPass>& pass : kKernelPassNames) {
+      out.Key(pass.name).Number(s.pass_ns[static_cast<int>(pass.value)] * 1e-6);
+    }
+    out.EndObject();
+    if (s.overlap_saved_ns > 0) out.Key("overlap_saved_ms").Number(s.overlap_saved_ns * 1e-6);
+    out.EndObject();
+  }
+  return out.EndArray().EndObject().Take() + "\n";
 }
 
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<harness::Prediction>& outcomes) {
@@ -232,13 +313,17 @@ int Run(const SimulateFlags& f) {
   // error leaves no output behind.
   OutputSet outputs;
   const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
+  const int explain_json = f.explain_json_path.empty() ? -1 : outputs.Add(f.explain_json_path, "--explain-json");
   const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
   const Topology topo(sc.topology);
   std::vector<harness::Prediction> outcomes;
   for (Schedule& s : harness::ScenarioSchedules(sc, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
-  const std::string explained = f.explain ? Explain(sc, cost_source) : "";
+  const std::vector<ExplainSection> sections =
+      f.explain || explain_json >= 0 ? Explain(sc, cost_source) : std::vector<ExplainSection>{};
+  const std::string explained = f.explain ? ExplainText(sc, sections) : "";
   SetPredictedOutputs(outputs, json, traces, sc, cost_source, outcomes);
+  if (explain_json >= 0) outputs.Set(explain_json, ExplainJson(sc, cost_source, sections));
   outputs.Commit();
   if (const std::string warning = SharedCoreWarning(sc, cost_source); !warning.empty()) {
     std::fwrite(warning.data(), 1, warning.size(), stderr);
@@ -262,6 +347,9 @@ Command AddSimulateCommand(CLI::App& root) {
                   "Write a Chrome/Perfetto trace (one file per schedule when several; - for standard output)");
   app->add_flag("--explain", flags->explain,
                 "Print one layer's kernels as the roofline cost model times them (time, FLOPs, bytes, bound)");
+  app->add_option("--explain-json", flags->explain_json_path,
+                  "Write --explain's kernels, and the device they were timed on with every field resolved, as JSON "
+                  "(- for standard output)");
   AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags] { return Run(*flags); }};
 }

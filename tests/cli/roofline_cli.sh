@@ -29,6 +29,56 @@ print("ok" if ok else f"FAIL: explain's pass sums {sums} against its totals {tot
 sys.exit(0 if ok else 1)
 PY
 
+# --explain-json: the same kernels as the table, each pass's sum, and the device with every
+# field resolved: the library file's, with --set applied (a rate the file does not state).
+"$sc" simulate "$mt" --set topology.nodes=4 --set "topology.device.memory_kernels={softmax: 0.5}" \
+  --explain-json "$tmp/ex.json" >/dev/null 2>"$tmp/err"
+checkf "explain-json: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+"$sc" simulate "$mt" --set topology.nodes=4 --set "topology.device.memory_kernels={softmax: 0.5}" --explain \
+  >"$tmp/ex.txt" 2>"$tmp/err"
+python3 - "$tmp/ex.json" "$tmp/ex.txt" "$root/scenarios/devices/A100-SXM-80GB.yaml" <<'PY' || fail=1
+import json, re, sys
+j, text, device_file = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), open(sys.argv[3]).read()
+problems = []
+d = j["device"]
+# The device as its file states it (read here by hand, an oracle apart from the loader), with the --set rate.
+stated = {"max_efficiency": float(re.search(r"^  max_efficiency: ([0-9.]+)", device_file, re.M).group(1)),
+          "memory_efficiency": float(re.search(r"^memory_efficiency: ([0-9.]+)", device_file, re.M).group(1))}
+if d["name"] != "A100-SXM-80GB" or d["gemm"]["max_efficiency"] != stated["max_efficiency"] \
+        or d["memory_efficiency"] != stated["memory_efficiency"] or d["launch_overhead_ns"] != 3000 \
+        or d["peak_flops"] != 312e12 or d["gemm"]["sms"] != 108 or d["memory_kernels"] != {"softmax": 0.5}:
+    problems.append(f"device {d}")
+ids = [s["id"] for s in j["sections"]]
+if ids != ["block", "recompute", "embeddings", "head", "step"]:
+    problems.append(f"sections {ids}")
+# Every kernel the table prints, with the same time (the table rounds to 0.1 us), in the same order.
+rows = [l.split() for l in text.splitlines() if re.match(r"^(F|I|W|STEP) +\S+ +[0-9.]+ ", l)]
+kernels = [k for s in j["sections"] for k in s["kernels"]]
+if len(rows) != len(kernels) or any(r[0] != k["pass"] or r[1] != k["name"] or abs(float(r[2]) - k["time_us"]) > 0.051
+                                    for r, k in zip(rows, kernels)):
+    problems.append(f"{len(kernels)} kernels against the table's {len(rows)} rows, or their times differ")
+for s in j["sections"]:
+    for p, ms in s["pass_ms"].items():
+        if abs(sum(k["time_us"] for k in s["kernels"] if k["pass"] == p) / 1e3 - ms) > 1e-9:
+            problems.append(f"{s['id']}: pass {p} sums to another time than {ms}")
+    for k in s["kernels"]:
+        if abs(max(k["compute_us"], k["memory_us"]) + k["link_us"] + k["launch_us"] - k["time_us"]) > 1e-9:
+            problems.append(f"{k['name']}: time is not max(compute, memory) + link + launch")
+qkv = next(k for k in kernels if k["name"] == "qkv")
+if (qkv["m"], qkv["n"], qkv["k"], qkv["flops"]) != (32768, 6912, 2304, 2 * 32768 * 6912 * 2304):
+    problems.append(f"qkv {qkv}")
+soft = next(k for k in kernels if k["name"] == "softmax")
+if abs(soft["memory_us"] - soft["bytes"] / (2039e9 * stated["memory_efficiency"] * 0.5) * 1e6) > 1e-6:
+    problems.append(f"softmax at another rate than memory_efficiency x 0.5: {soft}")
+print("\n".join(f"FAIL: explain-json: {p}" for p in problems) or "ok")
+sys.exit(1 if problems else 0)
+PY
+expect_error "explain-json without the roofline" "--explain lists the roofline model's kernels" \
+  simulate "$root/scenarios/uniform-costs.yaml" --explain-json "$tmp/never.json"
+check "explain-json without the roofline: no output file" '[[ ! -e "$tmp/never.json" ]]'
+expect_error "explain-json into a missing folder" "--explain-json" \
+  simulate "$mt" --set topology.nodes=4 --explain-json "$tmp/no/such/dir/x.json"
+
 # simulate --json: per stage and schedule, F / I / W / STEP in ms.
 "$sc" simulate "$root/scenarios/gpt-1.3b-8xh100.yaml" --set 'pipeline.schedule=[1f1b, interleaved]' \
   --set pipeline.chunks=2 --json "$tmp/p.json" >/dev/null 2>"$tmp/err"

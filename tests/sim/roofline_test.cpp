@@ -4,6 +4,7 @@
 // count of scenario.h; and the Zero Bubble paper's measured F : B : W profile (Qi et al., ICLR
 // 2024, Appendix D, tests/data/zero_bubble_paper.csv) for its Table 3 models (the forward's
 // absolute time, and its ratios to the two backward passes, with the tolerances the model meets).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -175,11 +176,32 @@ struct ZbModel {
   int layers, heads, hidden, microbatch, ranks;
 };
 
+// The Zero Bubble paper's Table 3 models (tests/data/zero_bubble_table4.csv), in its order.
+std::vector<ZbModel> ZbModels() {
+  std::vector<ZbModel> out;
+  for (const auto& c : testing_data::ReadDataCsv("zero_bubble_table4.csv")) {
+    if (std::none_of(out.begin(), out.end(), [&](const ZbModel& m) { return m.name == c.at("model"); })) {
+      out.push_back({c.at("model"), std::stoi(c.at("layers")), std::stoi(c.at("heads")), std::stoi(c.at("hidden")),
+                     std::stoi(c.at("microbatch")), std::stoi(c.at("gpus"))});
+    }
+  }
+  return out;
+}
+
+// The profile (Appendix D, tests/data/zero_bubble_paper.csv) per model: each pass's median over
+// the model's rows (three each), F, B and W in us.
 std::map<std::string, std::vector<double>> ZbProfile() {
-  std::map<std::string, std::vector<double>> out;
+  std::map<std::string, std::vector<std::vector<double>>> rows;  // model -> pass -> values
   for (const auto& c : testing_data::ReadDataCsv("zero_bubble_paper.csv")) {
-    if (!out.contains(c.at("model"))) {
-      out[c.at("model")] = {std::stod(c.at("f_us")), std::stod(c.at("b_us")), std::stod(c.at("w_us"))};
+    auto& passes = rows[c.at("model")];
+    passes.resize(3);
+    for (int i = 0; const char* key : {"f_us", "b_us", "w_us"}) passes[i++].push_back(std::stod(c.at(key)));
+  }
+  std::map<std::string, std::vector<double>> out;
+  for (auto& [model, passes] : rows) {
+    for (std::vector<double>& v : passes) {
+      std::sort(v.begin(), v.end());
+      out[model].push_back(v[v.size() / 2]);
     }
   }
   return out;
@@ -246,13 +268,17 @@ TEST(Roofline, TensorParallelOverlapShortensTheWholeBackwardOnly) {
 }
 
 TEST(Roofline, ZeroBubblePaperProfileRatios) {
-  const std::vector<ZbModel> models = {{"1.5B", 22, 24, 2304, 6, 8},
-                                       {"6.2B", 30, 32, 4096, 3, 8},
-                                       {"14.6B", 46, 40, 5120, 1, 16},
-                                       {"28.3B", 62, 48, 6144, 1, 32}};
+  const std::vector<ZbModel> models = ZbModels();
   const auto profile = ZbProfile();
+  ASSERT_EQ(models.size(), 4u);
   ASSERT_EQ(profile.size(), 4u);
   for (const ZbModel& m : models) {
+    // The paper's split (§5.1): the first and the last stage one layer fewer than the others.
+    const int middle = (m.layers + 2) / m.ranks;
+    std::string partition = std::to_string(middle - 1);
+    for (int st = 1; st < m.ranks - 1; ++st) partition += ", " + std::to_string(middle);
+    partition += ", " + std::to_string(middle - 1);
+    ASSERT_EQ((middle - 1) * 2 + middle * (m.ranks - 2), m.layers) << m.name;
     const std::string yaml =
         "name: zb\n"
         "topology: {device: A100-SXM-80GB, nodes: " + std::to_string(m.ranks / 8) +
@@ -261,7 +287,7 @@ TEST(Roofline, ZeroBubblePaperProfileRatios) {
         "model: {transformer: {layers: " + std::to_string(m.layers) + ", hidden: " + std::to_string(m.hidden) +
         ", heads: " + std::to_string(m.heads) + ", seq: 1024, vocab: 50304}}\n"
         "pipeline: {schedule: 1f1b, ranks: " + std::to_string(m.ranks) + ", microbatches: 24, microbatch_size: " +
-        std::to_string(m.microbatch) + "}\n"
+        std::to_string(m.microbatch) + ", partition: [" + partition + "]}\n"
         "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n";
     const Scenario sc = LoadScenarioFromText(yaml, "zb.yaml", {});
     const CostTable table = BuildCosts(sc, m.ranks);
@@ -273,8 +299,8 @@ TEST(Roofline, ZeroBubblePaperProfileRatios) {
     std::printf("%-6s F %.2f ms (paper %.2f)  B/F %.3f (paper %.3f)  W/F %.3f (paper %.3f)\n", m.name.c_str(),
                 f * 1e-6, paper[0] * 1e-3, b / f, paper_b, w / f, paper_w);
     // The forward per stage within 5% (all four are within 3%); the backward for inputs within
-    // 20% of the paper's B/F (5-15% high); the backward for weights within 35% of its W/F
-    // (21-30% high: the profile's weight-gradient GEMMs ran at about 80% of peak, the model's one
+    // 20% of the paper's B/F (6-15% high); the backward for weights within 35% of its W/F
+    // (24-30% high: the profile's weight-gradient GEMMs ran at about 80% of peak, the model's one
     // GEMM efficiency, fitted to Megatron-LM's end-to-end throughput, is 0.70). Issue 30 asks
     // for 10% on both ratios; docs/cost-model.md says what is missing.
     EXPECT_NEAR(f / (paper[0] * 1e3), 1.0, 0.05) << m.name;
