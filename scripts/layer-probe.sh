@@ -67,6 +67,8 @@ try:
     models = probe["models"]
 except (OSError, ValueError, KeyError) as e:
     sys.exit(f"layer-probe: {path}: not a probe's JSON ({e})")
+if not models:
+    sys.exit(f"layer-probe: {path}: the probe timed no model")
 if not device:
     name = probe.get("device", "")
     for key, file in (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-SXM-80GB"), ("L40S", "L40S")):

@@ -94,16 +94,21 @@ struct ExplainSection {
   std::string title;  // the text's
   std::vector<TimedKernel> kernels;
   double pass_ns[4] = {0, 0, 0, 0};  // by KernelPass
-  double overlap_saved_ns = 0;       // a whole backward's saving (pipeline.tensor_parallel_overlap)
+  // With pipeline.tensor_parallel_overlap, what a whole backward (B = I + W as one op) saves
+  // by running the collectives beside the weight GEMMs; pass_ns's I and W do not subtract it.
+  double overlap_saved_ns = 0;
 };
 
-std::vector<ExplainSection> Explain(const Scenario& sc, const std::string& cost_source) {
-  if (!sc.model.transformer || !sc.topology.device.roofline()) {
-    throw InputError(fmt::format("{}: --explain lists the roofline model's kernels, but this scenario's costs are {} "
-                                 "(the roofline model needs model.transformer on a device with memory_bandwidth and "
-                                 "gemm, such as topology.device: A100-SXM-80GB)",
-                                 sc.path, cost_source));
-  }
+// Before any work: `flag` (--explain or --explain-json) needs the roofline model's kernels.
+void CheckExplainable(const Scenario& sc, std::string_view flag) {
+  if (sc.model.transformer && sc.topology.device.roofline()) return;
+  throw InputError(fmt::format("{}: {} lists the roofline model's kernels, but this scenario's costs are {} "
+                               "(the roofline model needs model.transformer on a device with memory_bandwidth and "
+                               "gemm, such as topology.device: A100-SXM-80GB)",
+                               sc.path, flag, CostModelFor(sc).name));
+}
+
+std::vector<ExplainSection> Explain(const Scenario& sc) {
   const GptKernelShape shape = KernelShapeOf(sc);
   const PipelineSpec& p = sc.pipeline;
   std::vector<ExplainSection> sections;
@@ -229,7 +234,7 @@ std::string ExplainJson(const Scenario& sc, const std::string& cost_source, cons
       out.Key(pass.name).Number(s.pass_ns[static_cast<int>(pass.value)] * 1e-6);
     }
     out.EndObject();
-    if (s.overlap_saved_ns > 0) out.Key("overlap_saved_ms").Number(s.overlap_saved_ns * 1e-6);
+    if (sc.pipeline.tensor_parallel_overlap) out.Key("overlap_saved_ms").Number(s.overlap_saved_ns * 1e-6);
     out.EndObject();
   }
   return out.EndArray().EndObject().Take() + "\n";
@@ -307,6 +312,8 @@ std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source
 
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
+  if (f.explain) CheckExplainable(sc, "--explain");
+  if (!f.explain_json_path.empty()) CheckExplainable(sc, "--explain-json");
   const std::vector<std::string> names = harness::ScenarioScheduleNames(sc, true);
   harness::CheckScheduleSizes(sc.pipeline, names, f.max_ops);
   // Every output is checked before any work, and written only once everything is computed: an
@@ -320,7 +327,7 @@ int Run(const SimulateFlags& f) {
   for (Schedule& s : harness::ScenarioSchedules(sc, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
   const std::vector<ExplainSection> sections =
-      f.explain || explain_json >= 0 ? Explain(sc, cost_source) : std::vector<ExplainSection>{};
+      f.explain || explain_json >= 0 ? Explain(sc) : std::vector<ExplainSection>{};
   const std::string explained = f.explain ? ExplainText(sc, sections) : "";
   SetPredictedOutputs(outputs, json, traces, sc, cost_source, outcomes);
   if (explain_json >= 0) outputs.Set(explain_json, ExplainJson(sc, cost_source, sections));

@@ -253,7 +253,7 @@ TopologySpec ParseTopology(const Value& value, const DeviceInclude* device) {
                         yaml::Origin{device->file, yaml::DirOf(device->file), fields.origin().override_index, false},
                         fields.overrides());
     spec.device = ParseDeviceFields(located);
-    spec.device.source = device->name;
+    spec.device.source = device->file;
   } else {
     spec.device = ParseDeviceFields(m.Get("device"));
   }

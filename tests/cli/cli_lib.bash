@@ -1,5 +1,6 @@
 # Shared by the CLI test scripts (sourced, not a test): `check` records a failed condition,
-# `checkf` also shows a captured stderr when it fails,
+# `checkf` also shows a captured stderr when it fails (both conditions see, in $?, the status
+# of the command run before them),
 # `expect_error` runs the binary on bad input and checks the contract for it: non-zero exit,
 # exactly one line on stderr containing the expected text, nothing on stdout.
 # Sourced first thing: the script's arguments are the binary and the source root; `tmp` is a
@@ -10,8 +11,10 @@ fail=0
 check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
 # checkf NAME COND FILE: check, and show FILE (a captured stderr) when it fails.
 checkf() {
-  local before=$fail
+  local last=$? before=$fail
   fail=0
+  # The condition sees the status of the command before checkf in $?, as check's does.
+  (exit "$last")
   check "$1" "$2"
   [[ $fail -eq 0 ]] || sed 's/^/  | /' "$3"
   [[ $before -eq 0 ]] || fail=1

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # scripts/layer-probe.sh, the kernel list measured against the model: a probe's JSON made up here
-# (every kernel 10 us, named as the list names them) compared with `simulate --explain`, with the
-# sums worked by hand; a kernel missing and a GPU with no device file, one line each. Where a
-# python3 here imports torch, also scripts/layer_probe.py's own check (its explicit F, I and W
-# against autograd) and a CPU smoke run through the script; without torch that part is skipped,
-# and said so.
+# (every kernel 10 us, named as the list names them) compared with the model (the script reads
+# simulate --explain-json; its sums are checked against --explain's table here), with the sums
+# worked by hand; the implied rates with a --set rate; a kernel missing, a probe of no model and
+# a GPU with no device file, one line each. Where a python3 here imports torch, also
+# scripts/layer_probe.py's own check (its explicit F, I and W against autograd) and a CPU smoke
+# run through the script; without torch that part is skipped, and said so.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 lp="$root/scripts/layer-probe.sh"
@@ -63,6 +64,30 @@ check "a GPU with no device file: non-zero exit, one line" \
   '[[ $? -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "no device file for .Some Other GPU.: name one with --device-file" "$tmp/err"'
 STAGECRAFT="$sc" "$lp" --json "$tmp/other.json" --device-file A100-SXM-80GB --out "$tmp/o3" >"$tmp/out" 2>"$tmp/err"
 checkf "--device-file names it" '[[ $? -eq 0 ]] && grep -q "predicted on A100-SXM-80GB$" "$tmp/o3/layer-probe.md"' "$tmp/err"
+
+# The implied rates are the device's as simulate read it, --set included: a memory_kernels
+# override changes the prediction and the rate it was made at together, so what they imply of
+# each kernel stays (a reader of the file's lines alone would move softmax's by the factor).
+STAGECRAFT="$sc" "$lp" --json "$root/tests/data/h100_layer_probe_fp16_2026-11-26.json" --device-file A100-SXM-80GB \
+  --out "$tmp/r1" >"$tmp/out" 2>"$tmp/err"
+checkf "implied rates: the stored probe on A100-SXM-80GB" '[[ $? -eq 0 ]]' "$tmp/err"
+STAGECRAFT="$sc" "$lp" --json "$root/tests/data/h100_layer_probe_fp16_2026-11-26.json" --device-file A100-SXM-80GB \
+  --set "topology.device.memory_kernels={softmax: 0.3}" --out "$tmp/r2" >"$tmp/out" 2>"$tmp/err"
+checkf "implied rates: with softmax's rate set" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/r1/layer-probe-compare.json" "$tmp/r2/layer-probe-compare.json" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+ra, rb = a["implied"]["memory_kernels"]["softmax"], b["implied"]["memory_kernels"]["softmax"]
+pa, pb = (next(k["predicted_us"] for k in x["models"][0]["kernels"] if k["name"] == "softmax") for x in (a, b))
+# softmax is memory-bound: its time is its bytes at the rate plus the A100 file's 3 us launch.
+ok = abs(rb / ra - 1) < 1e-3 and abs((pb - 3) / (pa - 3) - 1 / 0.3) < 1e-3
+print("ok" if ok else f"FAIL: implied rates: softmax's {ra} then {rb} with its rate set; predicted {pa} then {pb} us")
+sys.exit(0 if ok else 1)
+PY
+echo '{"device": "NVIDIA H100 80GB HBM3", "dtype": "fp16", "dropout": 0.1, "models": []}' >"$tmp/none.json"
+STAGECRAFT="$sc" "$lp" --json "$tmp/none.json" --out "$tmp/o4" >"$tmp/out" 2>"$tmp/err"
+check "a probe of no model: non-zero exit, one line" \
+  '[[ $? -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "the probe timed no model" "$tmp/err"'
 
 # The H100 measurement kept in tests/data against the H100-SXM file fitted to it: the fp16 run's
 # GEMMs and attention GEMMs within 3% of the file's rates, the bf16 run (not fitted to) within 6%,

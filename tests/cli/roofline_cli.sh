@@ -73,7 +73,7 @@ if abs(soft["memory_us"] - soft["bytes"] / (2039e9 * stated["memory_efficiency"]
 print("\n".join(f"FAIL: explain-json: {p}" for p in problems) or "ok")
 sys.exit(1 if problems else 0)
 PY
-expect_error "explain-json without the roofline" "--explain lists the roofline model's kernels" \
+expect_error "explain-json without the roofline" "--explain-json lists the roofline model's kernels" \
   simulate "$root/scenarios/uniform-costs.yaml" --explain-json "$tmp/never.json"
 check "explain-json without the roofline: no output file" '[[ ! -e "$tmp/never.json" ]]'
 expect_error "explain-json into a missing folder" "--explain-json" \

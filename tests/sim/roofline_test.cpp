@@ -201,7 +201,8 @@ std::map<std::string, std::vector<double>> ZbProfile() {
   for (auto& [model, passes] : rows) {
     for (std::vector<double>& v : passes) {
       std::sort(v.begin(), v.end());
-      out[model].push_back(v[v.size() / 2]);
+      const size_t half = v.size() / 2;
+      out[model].push_back(v.size() % 2 == 1 ? v[half] : (v[half - 1] + v[half]) / 2);
     }
   }
   return out;

@@ -48,7 +48,7 @@ struct DeviceSpec {
   // kernel list's name (gpt_kernels.h): each one's rate as a fraction of memory_efficiency's
   // (`memory_kernels: {softmax: 0.5}`); a kernel not named moves at memory_efficiency's rate.
   std::vector<std::pair<std::string, double>> memory_kernel_rates;
-  std::string source;  // the device file it was read from ("" when inline)
+  std::string source;  // the library file it was read from, as found ("" when inline)
 
   bool roofline() const { return memory_bandwidth > 0 && gemm.stated(); }
   // The rate of memory-bound kernel `name` relative to a streaming kernel's (1 unless stated; a
