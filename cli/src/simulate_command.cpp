@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,22 +48,35 @@ struct SimulateFlags {
 
 // With a measured profile of the same transformer: its median block against the roofline, and
 // the device's GEMM and memory efficiencies that explain it (roofline.h FitRoofline).
-std::string ProfileFit(const Scenario& sc) {
+struct ProfileFitResult {
+  double measured_ns[3];  // the profile's median block: F, I, W
+  RooflineFit fit;
+};
+
+ProfileFitResult FitProfile(const Scenario& sc, std::string_view flag) {
   const Profile& profile = *sc.model.profile;
-  double measured[3];
+  ProfileFitResult r;
+  double* measured = r.measured_ns;
   int64_t LayerProfile::*fields[3] = {&LayerProfile::forward_ns, &LayerProfile::backward_input_ns,
                                       &LayerProfile::backward_weight_ns};
   for (int i = 0; i < 3; ++i) {
     std::vector<int64_t> values;
     for (const LayerProfile& layer : profile.layers) values.push_back(layer.*fields[i]);
     if (values.empty() || std::any_of(values.begin(), values.end(), [](int64_t v) { return v <= 0; })) {
-      throw InputError(fmt::format("{}: --explain: the profile {} has no blocks with F, I and W times to fit the device "
-                                   "to", sc.path, sc.model.profile_path));
+      throw InputError(fmt::format("{}: {}: the profile {} has no blocks with F, I and W times to fit the device to",
+                                   sc.path, flag, sc.model.profile_path));
     }
     std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
     measured[i] = static_cast<double>(values[values.size() / 2]);
   }
-  const RooflineFit fit = FitRoofline(sc, measured);
+  r.fit = FitRoofline(sc, measured);
+  return r;
+}
+
+std::string ProfileFit(const Scenario& sc, const ProfileFitResult& r) {
+  const Profile& profile = *sc.model.profile;
+  const double* measured = r.measured_ns;
+  const RooflineFit& fit = r.fit;
   const DeviceSpec& d = sc.topology.device;
   std::string out = fmt::format("the profile {} (measured on {}) against the roofline, one block (the median of {}):\n",
                                 sc.model.profile_path, profile.device.empty() ? "?" : profile.device,
@@ -108,10 +122,16 @@ void CheckExplainable(const Scenario& sc, std::string_view flag) {
                                sc.path, flag, CostModelFor(sc).name));
 }
 
-std::vector<ExplainSection> Explain(const Scenario& sc) {
+struct Explanation {
+  std::vector<ExplainSection> sections;
+  std::optional<ProfileFitResult> profile_fit;  // with model.profile
+};
+
+Explanation Explain(const Scenario& sc, std::string_view flag) {
   const GptKernelShape shape = KernelShapeOf(sc);
   const PipelineSpec& p = sc.pipeline;
-  std::vector<ExplainSection> sections;
+  Explanation explanation;
+  std::vector<ExplainSection>& sections = explanation.sections;
   const auto section = [&](std::string id, std::string title, const std::vector<Kernel>& kernels) {
     if (kernels.empty()) return;
     ExplainSection s{std::move(id), std::move(title), TimeKernels(sc, 0, kernels)};
@@ -133,7 +153,8 @@ std::vector<ExplainSection> Explain(const Scenario& sc) {
                       p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
           OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
                                UpdateBytesPerParam(sc)));
-  return sections;
+  if (sc.model.profile) explanation.profile_fit = FitProfile(sc, flag);
+  return explanation;
 }
 
 bool IsGemm(const Kernel& kernel) { return kernel.kind == KernelClass::kGemm || kernel.kind == KernelClass::kBatchedGemm; }
@@ -142,7 +163,7 @@ std::string_view BoundName(const TimedKernel& k) {
   return k.kernel.kind == KernelClass::kCollective ? "link" : k.time.memory_bound() ? "memory" : "compute";
 }
 
-std::string ExplainText(const Scenario& sc, const std::vector<ExplainSection>& sections) {
+std::string ExplainText(const Scenario& sc, const Explanation& explanation) {
   const GptKernelShape shape = KernelShapeOf(sc);
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format(
@@ -152,7 +173,7 @@ std::string ExplainText(const Scenario& sc, const std::vector<ExplainSection>& s
       p.sequence_parallel ? " (sequence parallel)" : "");
   out += fmt::format("{:<5} {:<34} {:>10} {:>12} {:>12}  {:<10} {}\n", "pass", "kernel", "time us", "GFLOP", "MB",
                      "bound", "shape");
-  for (const ExplainSection& s : sections) {
+  for (const ExplainSection& s : explanation.sections) {
     out += fmt::format("-- {}\n", s.title);
     for (const TimedKernel& k : s.kernels) {
       const Kernel& kernel = k.kernel;
@@ -177,7 +198,7 @@ std::string ExplainText(const Scenario& sc, const std::vector<ExplainSection>& s
                          s.title, whole * 1e-6, s.overlap_saved_ns * 1e-6);
     }
   }
-  if (sc.model.profile) out += ProfileFit(sc);
+  if (explanation.profile_fit) out += ProfileFit(sc, *explanation.profile_fit);
   return out;
 }
 
@@ -206,7 +227,7 @@ void DeviceJson(JsonOut& out, const Scenario& sc) {
   out.EndObject().EndObject();
 }
 
-std::string ExplainJson(const Scenario& sc, const std::string& cost_source, const std::vector<ExplainSection>& sections) {
+std::string ExplainJson(const Scenario& sc, const std::string& cost_source, const Explanation& explanation) {
   const GptKernelShape shape = KernelShapeOf(sc);
   JsonOut out;
   out.StartObject().Key("scenario").String(sc.name).Key("costs").String(cost_source).Key("device");
@@ -216,7 +237,7 @@ std::string ExplainJson(const Scenario& sc, const std::string& cost_source, cons
   out.Key("tensor_parallel").Int(shape.tensor_parallel).Key("sequence_parallel").Bool(shape.sequence_parallel);
   out.Key("dropout").Bool(shape.dropout).EndObject();
   out.Key("sections").StartArray();
-  for (const ExplainSection& s : sections) {
+  for (const ExplainSection& s : explanation.sections) {
     out.StartObject().Key("id").String(s.id).Key("title").String(s.title).Key("kernels").StartArray();
     for (const TimedKernel& k : s.kernels) {
       const Kernel& kernel = k.kernel;
@@ -237,7 +258,21 @@ std::string ExplainJson(const Scenario& sc, const std::string& cost_source, cons
     if (sc.pipeline.tensor_parallel_overlap) out.Key("overlap_saved_ms").Number(s.overlap_saved_ns * 1e-6);
     out.EndObject();
   }
-  return out.EndArray().EndObject().Take() + "\n";
+  out.EndArray();
+  if (const std::optional<ProfileFitResult>& r = explanation.profile_fit) {
+    const Profile& profile = *sc.model.profile;
+    out.Key("profile_fit").StartObject().Key("profile").String(sc.model.profile_path);
+    out.Key("measured_on").String(profile.device).Key("blocks").Int(static_cast<int64_t>(profile.layers.size()));
+    out.Key("passes").StartArray();
+    for (int i = 0; i < 3; ++i) {
+      out.StartObject().Key("pass").String(kKernelPassNames[i].name).Key("measured_ms").Number(r->measured_ns[i] * 1e-6);
+      out.Key("predicted_ms").Number(r->fit.predicted_ns[i] * 1e-6).Key("fitted_ms").Number(r->fit.fitted_ns[i] * 1e-6);
+      out.EndObject();
+    }
+    out.EndArray().Key("gemm_max_efficiency").Number(r->fit.gemm_efficiency);
+    out.Key("memory_efficiency").Number(r->fit.memory_efficiency).EndObject();
+  }
+  return out.EndObject().Take() + "\n";
 }
 
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<harness::Prediction>& outcomes) {
@@ -326,11 +361,11 @@ int Run(const SimulateFlags& f) {
   std::vector<harness::Prediction> outcomes;
   for (Schedule& s : harness::ScenarioSchedules(sc, names)) outcomes.push_back(harness::Predict(sc, topo, std::move(s)));
   const std::string& cost_source = outcomes.front().cost_source;
-  const std::vector<ExplainSection> sections =
-      f.explain || explain_json >= 0 ? Explain(sc) : std::vector<ExplainSection>{};
-  const std::string explained = f.explain ? ExplainText(sc, sections) : "";
+  const Explanation explanation =
+      f.explain || explain_json >= 0 ? Explain(sc, f.explain ? "--explain" : "--explain-json") : Explanation{};
+  const std::string explained = f.explain ? ExplainText(sc, explanation) : "";
   SetPredictedOutputs(outputs, json, traces, sc, cost_source, outcomes);
-  if (explain_json >= 0) outputs.Set(explain_json, ExplainJson(sc, cost_source, sections));
+  if (explain_json >= 0) outputs.Set(explain_json, ExplainJson(sc, cost_source, explanation));
   outputs.Commit();
   if (const std::string warning = SharedCoreWarning(sc, cost_source); !warning.empty()) {
     std::fwrite(warning.data(), 1, warning.size(), stderr);

@@ -27,6 +27,23 @@ checkf "explain against the profile: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "explain against the profile: a fit" 'grep -qE "^fitted: gemm.max_efficiency [0-9.]+ \(stated 0.95\), memory_efficiency [0-9.]+" "$tmp/explain"'
 check "explain against the profile: F, I, W measured, stated, fitted" \
   '[[ $(grep -cE "^(F|I|W) +[0-9.]+ +[0-9.]+ \( *[-+][0-9.]+%\) +[0-9.]+ \( *[-+][0-9.]+%\)$" "$tmp/explain") -eq 3 ]]'
+# --explain-json holds the same fit: the text's numbers, to the digits the text prints.
+"$sc" simulate "$scenario" "${small[@]}" --set topology.device=cpu-core --set model.profile="$tmp/profile.yaml" \
+  --explain-json "$tmp/explain.json" >/dev/null 2>"$tmp/err"
+checkf "explain-json against the profile: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/explain" "$tmp/explain.json" <<'PY' || fail=1
+import json, re, sys
+text, fit = open(sys.argv[1]).read(), json.load(open(sys.argv[2])).get("profile_fit")
+rows = {m[0]: [float(x) for x in m[1:]] for m in re.findall(
+    r"^(F|I|W) +([0-9.]+) +([0-9.]+) \( *[-+][0-9.]+%\) +([0-9.]+) \( *[-+][0-9.]+%\)$", text, re.M)}
+eff = re.search(r"^fitted: gemm.max_efficiency ([0-9.]+) .*memory_efficiency ([0-9.]+) ", text, re.M)
+ok = fit is not None and eff is not None and len(rows) == 3 and [p["pass"] for p in fit["passes"]] == list("FIW") and all(
+    abs(p[k] - rows[p["pass"]][i]) <= 0.0005 for p in fit["passes"]
+    for i, k in enumerate(("measured_ms", "predicted_ms", "fitted_ms"))) and \
+    abs(fit["gemm_max_efficiency"] - float(eff.group(1))) <= 0.005 and abs(fit["memory_efficiency"] - float(eff.group(2))) <= 0.005
+print("ok" if ok else f"FAIL: explain-json's profile_fit {fit} against the text's {rows} {eff and eff.groups()}")
+sys.exit(0 if ok else 1)
+PY
 timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --json "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 check "execute all: exit 0" '[[ $rc -eq 0 ]]'
