@@ -287,8 +287,7 @@ def check():
 
 
 def probe(name, dtype, p, reps, device="cuda", shape=None, fused=None):
-    layers, a, h, b = (MODELS[name].layers, MODELS[name].heads, MODELS[name].hidden, MODELS[name].microbatch) \
-        if shape is None else (1, *shape)
+    _, layers, a, h, b, _ = MODELS[name] if shape is None else (None, 1, *shape, None)
     s = SEQ if shape is None else 2 * a
     dev = torch.device(device)
     cuda = dev.type == "cuda"

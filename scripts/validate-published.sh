@@ -38,7 +38,7 @@ python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data
   "$root/tests/data/zero_bubble_table4.csv" "$tmp" "$@" <<'PY'
 import csv, json, re, statistics, subprocess, sys
 import megatron_sc21
-import zero_bubble_paper  # the Zero Bubble paper's stage split and profile
+import zero_bubble_paper  # the Zero Bubble paper's seq, stage split and profile
 sc, scenario, table, table2, table4, table_zb, tmp, *extra = sys.argv[1:]
 strict, zb_split = "--strict" in extra, "--zb-split" in extra
 extra = [a for a in extra if a not in ("--strict", "--zb-split")]
@@ -151,11 +151,11 @@ for r in read_table(table_zb):
     pipeline = (f"pipeline: {{schedule: {r['schedule']}, ranks: {p}, microbatches: {m}, microbatch_size: {b}, steps: 1, "
                 f"partition: {split}}}\n")
     s = zb_simulate("name: zero-bubble-table-4\n" + topology +
-                    f"model: {{transformer: {{layers: {layers}, hidden: {r['hidden']}, heads: {r['heads']}, seq: 1024, "
-                    f"vocab: {ZB_VOCAB}}}}}\n" + pipeline + "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n")
+                    f"model: {{transformer: {{layers: {layers}, hidden: {r['hidden']}, heads: {r['heads']}, "
+                    f"seq: {zero_bubble_paper.SEQ}, vocab: {ZB_VOCAB}}}}}\n" + pipeline + "training: {optimizer: adam, lr: 0.0001, dtype: fp16}\n")
     step_s = zb_step_s(s)
     zb_runs[(r["model"], m, r["schedule"])] = dict(stages=s["stages"], topology=topology, pipeline=pipeline,
-                                                   activation_bytes=2 * 1024 * b * int(r["hidden"]),
+                                                   activation_bytes=2 * zero_bubble_paper.SEQ * b * int(r["hidden"]),
                                                    samples_per_gpu_s=float(r["samples_per_gpu_s"]), step_s=step_s)
     predicted = m * b / step_s / p
     error = predicted / float(r["samples_per_gpu_s"]) - 1

@@ -288,7 +288,6 @@ def load_fork(fork, cpu):
     if cpu:
         # --check runs on the CPU: the fork's two device-only calls on the stage's path (its global
         # buffer for the attention scores, the CUDA RNG fork around attention dropout) moved there.
-        import torch
         from megatron.core import utils as core_utils
         from megatron.core.tensor_parallel import random as tp_random
 
@@ -463,8 +462,7 @@ def run_ops(fork_dir, model):
     sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
     fork = load_fork(fork_dir, cpu=True)
     init_process(cpu=True)
-    total_layers, heads, hidden, micro = (MODELS[model].layers, MODELS[model].heads, MODELS[model].hidden,
-                                          MODELS[model].microbatch)
+    _, total_layers, heads, hidden, micro, _ = MODELS[model]
     seq = 64
     stage, _ = make_stage(fork, 1, heads, hidden, micro, seq, cpu=True, dropout=0.1, grad_fusion=True,
                           model_layers=total_layers, main_grad="fp32")
@@ -566,9 +564,9 @@ def run_timing(opts):
                   layer_norm="PyTorch's layer_norm (Apex's MixedFusedLayerNorm not built)",
                   stood_in=stood_in, models={})
     for name in opts.models.split(","):
-        model = MODELS[name]
-        total_layers, heads, hidden, micro, seq = model.layers, model.heads, model.hidden, model.microbatch, SEQ
-        layers = zero_bubble_paper.middle_layers(model)  # the end stages hold one layer fewer (§5.1)
+        _, total_layers, heads, hidden, micro, _ = MODELS[name]
+        seq = SEQ
+        layers = zero_bubble_paper.middle_layers(MODELS[name])  # the end stages hold one layer fewer (§5.1)
         if cpu:
             heads, hidden, micro, seq = 4, 64, 1, 32
         torch.manual_seed(0)

@@ -123,14 +123,15 @@ void CheckExplainable(const Scenario& sc, std::string_view flag) {
 }
 
 struct Explanation {
+  GptKernelShape shape;  // the block's (KernelShapeOf)
   std::vector<ExplainSection> sections;
   std::optional<ProfileFitResult> profile_fit;  // with model.profile
 };
 
 Explanation Explain(const Scenario& sc, std::string_view flag) {
-  const GptKernelShape shape = KernelShapeOf(sc);
   const PipelineSpec& p = sc.pipeline;
-  Explanation explanation;
+  Explanation explanation{KernelShapeOf(sc)};
+  const GptKernelShape& shape = explanation.shape;
   std::vector<ExplainSection>& sections = explanation.sections;
   const auto section = [&](std::string id, std::string title, const std::vector<Kernel>& kernels) {
     if (kernels.empty()) return;
@@ -164,7 +165,7 @@ std::string_view BoundName(const TimedKernel& k) {
 }
 
 std::string ExplainText(const Scenario& sc, const Explanation& explanation) {
-  const GptKernelShape shape = KernelShapeOf(sc);
+  const GptKernelShape& shape = explanation.shape;
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format(
       "kernels of one layer on {} ({} b={} s={} h={} heads={}{}{}), as the roofline model times them:\n",
@@ -228,7 +229,7 @@ void DeviceJson(JsonOut& out, const Scenario& sc) {
 }
 
 std::string ExplainJson(const Scenario& sc, const std::string& cost_source, const Explanation& explanation) {
-  const GptKernelShape shape = KernelShapeOf(sc);
+  const GptKernelShape& shape = explanation.shape;
   JsonOut out;
   out.StartObject().Key("scenario").String(sc.name).Key("costs").String(cost_source).Key("device");
   DeviceJson(out, sc);
