@@ -1,7 +1,8 @@
 # Shared by the CLI test scripts (sourced, not a test): `check` records a failed condition,
 # `checkf` also shows a captured stderr when it fails (both conditions see, in $?, the status
 # of the command run before them),
-# `expect_error` runs the binary on bad input and checks the contract for it: non-zero exit,
+# `expect_error` runs the binary on bad input (`expect_command_error` any command, optionally
+# with the exit code it must give) and checks the contract for it: non-zero exit,
 # exactly one line on stderr containing the expected text, nothing on stdout.
 # Sourced first thing: the script's arguments are the binary and the source root; `tmp` is a
 # folder of its own, removed at exit.
@@ -23,11 +24,18 @@ checkf() {
 # expect_error NAME EXPECTED_TEXT ARGS...   (runs "$sc" ARGS...; uses "$tmp" for stderr)
 expect_error() {
   local name="$1" expect="$2"; shift 2
+  expect_command_error "$name" "$expect" "" "$sc" "$@"
+}
+# expect_command_error NAME EXPECTED_TEXT EXIT COMMAND...: the same contract for any command;
+# EXIT, when not empty, is the exit code it must give.
+expect_command_error() {
+  local name="$1" expect="$2" want="$3"; shift 3
   local so se rc before=$fail
   fail=0
-  so="$("$sc" "$@" 2>"$tmp/err")"; rc=$?
+  so="$("$@" 2>"$tmp/err")"; rc=$?
   se="$(cat "$tmp/err")"
   check "$name: non-zero exit" '[[ $rc -ne 0 ]]'
+  [[ -z "$want" ]] || check "$name: exit $want (got $rc)" '[[ $rc -eq $want ]]'
   check "$name: one stderr line" '[[ $(wc -l <"$tmp/err") -eq 1 ]]'
   check "$name: empty stdout" '[[ -z "$so" ]]'
   check "$name: message has '$expect'" '[[ "$se" == *"$expect"* ]]'

@@ -13,21 +13,10 @@ for candidate in python3 /usr/bin/python3; do
   "$candidate" -c 'import torch' 2>/dev/null && { py="$candidate"; break; }
 done
 
-# expect_line NAME TEXT COMMAND...: exit 2, one stderr line with TEXT, nothing on stdout.
-expect_line() {
-  local name="$1" text="$2"; shift 2
-  local so rc
-  so="$("$@" 2>"$tmp/err")"; rc=$?
-  check "$name: exit 2 (got $rc)" '[[ $rc -eq 2 ]]'
-  check "$name: one stderr line" '[[ $(wc -l <"$tmp/err") -eq 1 ]]'
-  check "$name: empty stdout" '[[ -z "$so" ]]'
-  check "$name: says '$text'" 'grep -qF -- "$text" "$tmp/err"'
-}
-
-expect_line "no prepared tree" "run scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT first" \
+expect_command_error "no prepared tree" "run scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT first" 2 \
   env ZB_FORK_DIR="$tmp/none" "$wrap" --check
 git init -q "$tmp/notzb" && git -C "$tmp/notzb" -c user.name=t -c user.email=t@t commit -q --allow-empty -m x
-expect_line "prepare: a repository without the release" "no commit ed85b11c (the Zero Bubble code release)" \
+expect_command_error "prepare: a repository without the release" "no commit ed85b11c (the Zero Bubble code release)" 2 \
   env ZB_FORK_DIR="$tmp/zb" "$wrap" --prepare "$tmp/notzb" "$tmp/notzb"
 check "prepare: nothing left behind" '[[ ! -e "$tmp/zb" ]] && [[ -z "$(ls -d "$tmp"/zb.* 2>/dev/null)" ]]'
 
@@ -45,15 +34,15 @@ first = z.pkg_resources_packaging()
 from pkg_resources import packaging
 sys.exit(0 if first and not z.pkg_resources_packaging() and packaging is not None else 1)\""
 mkdir -p "$tmp/empty"
-expect_line "a --fork without the release's megatron/" "no megatron/core/weight_grad_store.py" \
+expect_command_error "a --fork without the release's megatron/" "no megatron/core/weight_grad_store.py" 2 \
   "$py" "$py_script" --fork "$tmp/empty" --check
 fork="${ZB_FORK_DIR:-$root/build/zb-fork}"
 if [[ ! -f "$fork/fork/megatron/core/weight_grad_store.py" ]]; then
   echo "skipped: zb_fork_layer.py's CPU check and rehearsal (no release tree in $fork: scripts/zb-fork-layer.sh --prepare)"
   exit $fail
 fi
-expect_line "an unknown model" "unknown model '2B'" "$py" "$py_script" --fork "$fork/fork" --models 2B --check
-expect_line "the GPU run without Apex" "--apex DIR" "$py" "$py_script" --fork "$fork/fork" --jit fused
+expect_command_error "an unknown model" "unknown model '2B'" 2 "$py" "$py_script" --fork "$fork/fork" --models 2B --check
+expect_command_error "the GPU run without Apex" "--apex DIR" 2 "$py" "$py_script" --fork "$fork/fork" --jit fused
 
 # The fork's layers look for Apex's weight-gradient module once, at import: importing the fork
 # before it is in place (as a GPU run would, built after) is refused, not run without it.
