@@ -11,9 +11,16 @@
 //     cuBLAS's (target ≥ 0.6 in the steady state, stepped:1; stepped:0 shows a first step's cost).
 //   BM_RuntimeOverheadPerOp/{cuda,cpu}: RunRank on one rank with layers so small that the math
 //     is negligible (hidden 16, 4 rows, 1F1B, 2 steps): the wall time a run of 96 microbatches
-//     takes beyond one of 32, per op it adds, is the runtime's own cost per op, the kernels'
-//     launches included (target ≤ 10 µs on the cuda device); us_per_op_with_setup divides the
-//     longer run's whole time by its ops, its set-up included.
+//     takes beyond one of 32, per op it adds (us_per_op: the ops' kernel launches included).
+//     Beside it the same ops' math issued with no runtime around it (math_us_per_op: per
+//     microbatch the input's copy, F, the loss, B with the weight gradients, per step the
+//     optimizer's update, the same calls on the same device), timed the same way; their
+//     difference, runtime_us_per_op, is what the runtime adds per op (its op clock's stamps, the
+//     weight store, the bookkeeping), the target ≤ 10 µs on the cuda device. us_per_op_with_setup
+//     divides the longer run's whole time by its ops, its set-up included.
+//   BM_CudaCallCost/call:C: the host's cost of one call of each kind the ops' math and the op
+//     clock make (an event record, a kernel launch, a device-to-device copy, a cuBLAS GEMM of the
+//     overhead run's shape), 1000 calls queued back to back: what math_us_per_op is made of.
 //   BM_KernelBandwidth/kernel:K: one launcher (named in the label) in a GPT's shape (LayerNorm and its gradients and
 //     the bias gradient on 8192 x 768, the causal softmax on 48 x 1024², cross entropy on
 //     2048 x 50304), timed with CUDA events; counters GB_per_s = the bytes the kernel must move
@@ -34,6 +41,7 @@
 
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/cuda_device.h"
+#include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/kernels/cuda.h"
@@ -217,6 +225,63 @@ class OneRankTransport final : public Transport {
   [[noreturn]] void Abort(int exit_code) override { std::exit(exit_code); }
 };
 
+// The math of a one-rank, one-stage 1F1B run of `microbatches` microbatches and two steps with
+// no runtime around it: the calls RunRank makes on the device for each op, in its order (per
+// microbatch the stage input's copy from the dataset, F keeping its activations, the loss, B
+// adding the weight gradients; per step the optimizer's update, which leaves them zeroed), and
+// none of its own (no op clock, weight store, mailbox, memory samples or loss read-back).
+class BareMath {
+ public:
+  BareMath(Device& device, const TrainingConfig& config, const Dataset& data, int microbatches)
+      : device_(device),
+        config_(config),
+        data_(data),
+        microbatches_(microbatches),
+        stage_(MakeStage(device, config, 0, config.layers_per_stage.at(0), true, true)),
+        params_(device, stage_->ParamFloats()),
+        grads_(device, stage_->ParamFloats()),
+        losses_(device, microbatches),
+        optimizer_(device, config, stage_->ParamFloats()),
+        loss_(LossShapeFor(config)) {
+    stage_->InitParams(params_.data());
+    device.Fill(grads_.data(), 0.0f, stage_->ParamFloats());
+  }
+
+  double Seconds() {
+    device_.Synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    for (int step = 0; step < kSteps; ++step) {
+      for (int mb = 0; mb < microbatches_; ++mb) {
+        const int64_t sample = data_.MicrobatchOf(int64_t{step} * microbatches_ + mb);
+        Buffer x(device_, stage_->InputFloats());
+        device_.Copy(x.data(), data_.inputs.data() + sample * x.size(), x.size());
+        Activations saved;
+        Buffer y = stage_->Forward(params_.data(), std::move(x), &saved, true);
+        Buffer dy(device_, y.size());
+        device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + sample * loss_.target_floats,
+                     dy.data(), losses_.data() + mb, config_.loss_scale);
+        stage_->Backward(params_.data(), std::move(dy), &saved, GradTarget{grads_.data(), true});
+      }
+      optimizer_.Step(params_.data(), params_.data(), grads_.data(),
+                      1.0f / (static_cast<float>(microbatches_) * config_.loss_scale));
+    }
+    device_.Synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  static constexpr int kSteps = 2;  // the runs' steps (GeneratorParams::steps)
+
+ private:
+  Device& device_;
+  const TrainingConfig& config_;
+  const Dataset& data_;
+  int microbatches_;
+  std::unique_ptr<StageModel> stage_;
+  Buffer params_, grads_, losses_;
+  Optimizer optimizer_;
+  LossShape loss_;
+};
+
 void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   const bool cuda = state.range(0) != 0;
   if (cuda && NoGpu(state)) return;
@@ -238,7 +303,7 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
     schedules::GeneratorParams p;
     p.ranks = 1;
     p.microbatches = microbatches;
-    p.steps = 2;
+    p.steps = BareMath::kSteps;
     Run r{schedules::Lower(schedules::Generate("1f1b", p)), MakeDataset(*device, config, int64_t{microbatches} * 2, true, true)};
     r.ops = static_cast<double>(r.schedule.ops[0].size());
     RunRank(r.schedule, config, r.data, *device, transport);  // warm
@@ -251,19 +316,72 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
     device->Synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  double extra_seconds = 0, whole_seconds = 0;
+  BareMath bare_shorter(*device, config, shorter.data, 32), bare_longer(*device, config, longer.data, 96);
+  bare_shorter.Seconds();  // warm
+  bare_longer.Seconds();
+  double extra_seconds = 0, whole_seconds = 0, bare_extra_seconds = 0;
   for (auto _ : state) {
     const double a = seconds_of(shorter), b = seconds_of(longer);
     state.SetIterationTime(b);
     extra_seconds += b - a;
     whole_seconds += b;
+    bare_extra_seconds += bare_longer.Seconds() - bare_shorter.Seconds();
   }
   const double n = static_cast<double>(state.iterations());
-  state.counters["us_per_op"] = extra_seconds * 1e6 / ((longer.ops - shorter.ops) * n);
+  const double added_ops = (longer.ops - shorter.ops) * n;
+  state.counters["us_per_op"] = extra_seconds * 1e6 / added_ops;
+  state.counters["math_us_per_op"] = bare_extra_seconds * 1e6 / added_ops;
+  state.counters["runtime_us_per_op"] = (extra_seconds - bare_extra_seconds) * 1e6 / added_ops;
   state.counters["us_per_op_with_setup"] = whole_seconds * 1e6 / (longer.ops * n);
   state.SetLabel(device->Name());
 }
 BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// One call of each kind the overhead run's ops make on the cuda device, in its shape.
+constexpr int kCallKinds = 5;
+const char* CallName(int kind) {
+  static const char* const kNames[kCallKinds] = {"event record (op clock stamp)", "kernel launch (fill)",
+                                                 "memset", "device-to-device copy", "cuBLAS GEMM 4x16x16"};
+  return kNames[kind];
+}
+
+void BM_CudaCallCost(benchmark::State& state) {
+  if (NoGpu(state)) return;
+  const int kind = static_cast<int>(state.range(0));
+  auto device = MakeCudaDevice(0, GemmPrecision::kFp32);
+  constexpr int kRowsSmall = 4, kHiddenSmall = 16, kCalls = 1000;
+  Buffer a(*device, kRowsSmall * kHiddenSmall), w(*device, kHiddenSmall * kHiddenSmall),
+      c(*device, kRowsSmall * kHiddenSmall);
+  device->Fill(a.data(), 0.0f, a.size());
+  device->Fill(w.data(), 0.0f, w.size());
+  auto call = [&] {
+    switch (kind) {
+      case 0: (void)device->Stamp(); break;
+      case 1: device->Fill(c.data(), 1.0f, c.size()); break;
+      case 2: device->Fill(c.data(), 0.0f, c.size()); break;
+      case 3: device->Copy(c.data(), a.data(), a.size()); break;
+      default: device->Gemm(false, true, kRowsSmall, kHiddenSmall, kHiddenSmall, 1.0f, a.data(), w.data(), 0.0f, c.data());
+    }
+  };
+  auto seconds_of_calls = [&] {
+    device->Synchronize();
+    device->ClearStamps();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    device->Synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  seconds_of_calls();  // warm: kernels loaded, cuBLAS's heuristics cached, the stamps' events made
+  double seconds = 0;
+  for (auto _ : state) {
+    const double s = seconds_of_calls();
+    state.SetIterationTime(s);
+    seconds += s;
+  }
+  state.counters["us_per_call"] = seconds * 1e6 / (kCalls * static_cast<double>(state.iterations()));
+  state.SetLabel(CallName(kind));
+}
+BENCHMARK(BM_CudaCallCost)->ArgName("call")->DenseRange(0, kCallKinds - 1)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Zeroed device floats, freed on scope exit.
 struct DeviceFloats {
