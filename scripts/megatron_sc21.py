@@ -2,7 +2,7 @@
 tests/data/megatron_sc21_table1.csv) as the scripts read it: each row's model as --set overrides
 of scenarios/published/megatron-sc21.yaml, the paper's own parallel layout, and the paper's FLOP
 count per iteration. Shared by scripts/validate-published.sh and scripts/plan-megatron.sh."""
-import csv
+import data_table
 
 SEQ, VOCAB = 2048, 51200
 
@@ -48,8 +48,7 @@ class Row:
 
 def rows(table, kind=None):
     """Every row of a table file, as `kind` (default Row: SC'21's)."""
-    with open(table) as fh:
-        return [(kind or Row)(r) for r in csv.DictReader(line for line in fh if line.strip() and not line.startswith("#"))]
+    return [(kind or Row)(r) for r in data_table.rows(table)]
 
 
 class Row2022(Row):

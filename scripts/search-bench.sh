@@ -36,8 +36,10 @@ read -r load1 _ < /proc/loadavg
 echo "search-bench: $budget s per search, $runs executor run(s), $(nproc) cores, 1-minute load $load1"
 
 parts="${SEARCH_BENCH_PARTS:-1234}"
+PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root" "$out" "$budget" "$runs" "$parts" <<'PY'
-import csv, json, statistics, subprocess, sys, time
+import json, statistics, subprocess, sys, time
+import data_table  # tests/data's tables
 sc, root, out, budget, runs, parts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
 paper = f"{root}/scenarios/zero-bubble-paper.yaml"
 HAND = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]  # flush policy, hand-written
@@ -55,10 +57,7 @@ def rate(s, ideal):  # the paper's bubble rate
     cost = max(r["span_ms"] for r in s["per_rank"])
     return (cost - ideal) / cost
 
-rows = []
-with open(f"{root}/tests/data/zero_bubble_paper.csv") as fh:
-    for row in csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")):
-        rows.append(row)
+rows = data_table.rows(f"{root}/tests/data/zero_bubble_paper.csv")
 
 # 1. Table 5.
 if "1" in parts:

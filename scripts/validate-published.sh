@@ -36,7 +36,8 @@ PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" \
   "$root/tests/data/korthikanti_2022_table5.csv" "$root/tests/data/korthikanti_2022_table4.csv" \
   "$root/tests/data/zero_bubble_table4.csv" "$tmp" "$@" <<'PY'
-import csv, json, re, statistics, subprocess, sys
+import json, re, statistics, subprocess, sys
+import data_table  # tests/data's tables
 import megatron_sc21
 import zero_bubble_paper  # the Zero Bubble paper's seq, stage split and profile
 sc, scenario, table, table2, table4, table_zb, tmp, *extra = sys.argv[1:]
@@ -54,9 +55,6 @@ def step_seconds(r):
 def within(errors):
     return statistics.median(errors) <= 0.05 and max(errors) <= 0.10
 
-def read_table(path):
-    with open(path) as fh:
-        return list(csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")))
 
 def verdict(title, errors):
     print(f"{title}: median |error| {100 * statistics.median(errors):.1f}% (target <= 5%), largest "
@@ -100,7 +98,7 @@ verdict("Korthikanti et al. 2022", errors2)
 print(f"\nKorthikanti et al. 2022, Table 4 (not fitted to): one layer of the 22B model, ms\n"
       f"{'experiment':>24}  {'forward predicted / published':>29} {'error':>7}  {'backward predicted / published':>30} {'error':>7}")
 errors3 = []
-for r in read_table(table4):
+for r in data_table.rows(table4):
     args = [sc, "simulate", scenario, "--explain", "--set", "topology.nodes=1",
             "--set", "model.transformer={layers: 48, hidden: 6144, heads: 64, seq: 2048, vocab: 51200}",
             "--set", "pipeline.ranks=1", "--set", "pipeline.data_parallel=1", "--set", "pipeline.tensor_parallel=8",
@@ -141,7 +139,7 @@ print(f"\nZero Bubble paper, Table 4 (not fitted to): samples per GPU per second
       f"{'model':>6} {'gpus':>4} {'m':>4} {'schedule':>8}  {'predicted':>9} {'published':>9} {'error':>7}   "
       f"{'memory':>6} {'published':>9}")
 errors4, memory4, zb_runs = [], [], {}
-for r in read_table(table_zb):
+for r in data_table.rows(table_zb):
     if r["schedule"] == "1f1b-i":
         continue  # one layer per chunk, an uneven split stagecraft's interleaved schedule does not make
     layers, p, b, m = int(r["layers"]), int(r["gpus"]), int(r["microbatch"]), int(r["microbatches"])

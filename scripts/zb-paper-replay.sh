@@ -18,15 +18,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="$root/build/cli/stagecraft"
 [[ -x "$sc" ]] || "$root/scripts/build.sh" >/dev/null
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root/scenarios/zero-bubble-paper.yaml" "$root/tests/data/zero_bubble_paper.csv" "$tmp" \
   "$root/tests/data/zero_bubble_auto.csv" <<'PY'
-import csv, json, subprocess, sys
+import json, subprocess, sys
+import data_table  # tests/data's tables
 sc, scenario, table, tmp, auto_table = sys.argv[1:]
 # Table 9 and Table 5 as tests/data/zero_bubble_paper.csv states them (the test reads it too).
 rows = []
-with open(table) as fh:
-    lines = [line for line in fh if line.strip() and not line.startswith("#")]
-for row in csv.DictReader(lines):
+for row in data_table.rows(table):
     ms = lambda key: int(row[key]) / 1000  # microseconds in the file, ms on the command line
     rows.append((row["model"], int(row["p"]), int(row["m"]), ms("f_us"), ms("b_us"), ms("w_us"), ms("comm_us"),
                  int(row["chunks"]), tuple(float(row[k]) for k in ("1f1b", "1f1b_i_every_edge", "zb_h1", "zb_h2")),
@@ -72,8 +72,7 @@ bad = [n for n in names if worst[n] > 1e-4]
 # ZB-1p and ZB-2p: the automatic scheduler's heuristic (schedules/zb_auto.h) from the scenario's
 # own costs, against the authors' heuristic run on the same costs (zero_bubble_auto.csv) and,
 # where Table 5 publishes ZB-2p, against the paper (issue 32: within 0.002).
-with open(auto_table) as fh:
-    auto = list(csv.DictReader(line for line in fh if line.strip() and not line.startswith("#")))
+auto = data_table.rows(auto_table)
 published = {("1.5B", 24): 0.0433, ("6.2B", 64): 0.0010, ("28.3B", 96): 0.0038}
 print()
 print(f"{'model':>6} {'p':>3} {'m':>4}  {'ZB-1p sim / authors':>22}  {'ZB-2p sim / authors':>22}  {'Table 5 ZB-2p':>13}")

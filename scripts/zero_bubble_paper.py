@@ -8,10 +8,11 @@ tests/data, one place each; no PyTorch needed:
   profile()       its Appendix D profile, from tests/data/zero_bubble_paper.csv: per model, the
                   pipeline size p and the median over its rows of each pass's F, B and W (us).
 """
-import csv
 import os
 import statistics
 from collections import namedtuple
+
+import data_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 1024  # every Table 3 model's sequence length
@@ -19,8 +20,7 @@ Model = namedtuple("Model", "name layers heads hidden microbatch gpus")
 
 
 def _rows(name):
-    with open(os.path.join(ROOT, "tests", "data", name)) as fh:
-        return list(csv.DictReader(l for l in fh if l.strip() and not l.startswith("#")))
+    return data_table.rows(os.path.join(ROOT, "tests", "data", name))
 
 
 def models():
