@@ -70,3 +70,14 @@ class Row2022(Row):
         l, h = self.layers, self.hidden
         return 72 * self.global_batch * l * SEQ * h * h * (1 + SEQ / (6 * h) + VOCAB / (12 * h * l))
 
+
+
+class RowMtNlg(Row):
+    """One row of Megatron-Turing NLG 530B's system performance (Smith et al. 2022, §2.4;
+    tests/data/mt_nlg_2022_system.csv): the same model on more replicas, plain 1F1B; its microbatch
+    size is not published, so the caller states it."""
+
+    def __init__(self, r, microbatch):
+        r = dict(r, microbatch=str(microbatch))
+        self._read(r, f"{r['servers']} x 8", f"mt-nlg-530b-{r['servers']}-servers", 1)
+        self.tflops_per_gpu = float(r["tflops_per_gpu"])

@@ -18,7 +18,12 @@
 #      model, forward and backward times, five settings of recompute and sequence parallelism;
 #   4. the Zero Bubble paper's Table 4 (tests/data/zero_bubble_table4.csv): measured samples per
 #      GPU per second of 1F1B, ZB-1p and ZB-2p on its four models, 8 to 32 A100s, with its layout
-#      (the end stages one layer short) and a step of a long run (its iterations after warm-up).
+#      (the end stages one layer short) and a step of a long run (its iterations after warm-up);
+#   5. Megatron-Turing NLG 530B's system performance (Smith et al. 2022, §2.4;
+#      tests/data/mt_nlg_2022_system.csv): the same 530B model as table 1's on 280 to 420 DGX A100
+#      servers, plain 1F1B in DeepSpeed's pipeline engine. Its microbatch size is not published:
+#      the rows are predicted with 1, 2 and 4, beside how the throughput falls as the replicas grow
+#      (the batch fixed, fewer microbatches each), and held to no target, --strict or not.
 # Targets for each table: median |error| <= 5%, largest <= 10%. Exits 1 when table 1 misses them
 # (or any table, with --strict); the other tables' verdicts are printed either way.
 # Usage: scripts/validate-published.sh [--strict] [--zb-split] [--set KEY=VALUE]...   (builds first
@@ -35,12 +40,12 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" \
   "$root/tests/data/korthikanti_2022_table5.csv" "$root/tests/data/korthikanti_2022_table4.csv" \
-  "$root/tests/data/zero_bubble_table4.csv" "$tmp" "$@" <<'PY'
+  "$root/tests/data/zero_bubble_table4.csv" "$root/tests/data/mt_nlg_2022_system.csv" "$tmp" "$@" <<'PY'
 import json, re, statistics, subprocess, sys
 import data_table  # tests/data's tables
 import megatron_sc21
 import zero_bubble_paper  # the Zero Bubble paper's seq, stage split and profile
-sc, scenario, table, table2, table4, table_zb, tmp, *extra = sys.argv[1:]
+sc, scenario, table, table2, table4, table_zb, table_mtnlg, tmp, *extra = sys.argv[1:]
 strict, zb_split = "--strict" in extra, "--zb-split" in extra
 extra = [a for a in extra if a not in ("--strict", "--zb-split")]
 
@@ -166,6 +171,32 @@ for r in data_table.rows(table_zb):
 verdict("Zero Bubble paper", errors4)
 print(f"Zero Bubble paper, peak memory of the busiest rank (not a target): {100 * min(memory4):+.1f}% to "
       f"{100 * max(memory4):+.1f}%, median {100 * statistics.median(memory4):+.1f}%")
+
+# 5. Megatron-Turing NLG 530B: no target (the microbatch size is not published). Each row with
+#    microbatches of 1, 2 and 4 samples; the published and predicted fall in throughput from the
+#    first row (8 replicas) to each other, which the microbatch size shapes through the bubble.
+mtnlg = data_table.rows(table_mtnlg)
+print(f"\nMegatron-Turing NLG 530B, system performance (not fitted to; microbatch size not published, "
+      f"no target): TFLOP/s per GPU\n{'servers':>7} {'gpus':>5} {'d':>3} {'published':>9}   "
+      + "   ".join(f"{'b ' + str(b) + ': predicted':>16} {'error':>7}" for b in (1, 2, 4)))
+mtnlg_runs = {}
+for r in mtnlg:
+    cells = []
+    for b in (1, 2, 4):
+        row = megatron_sc21.RowMtNlg(r, b)
+        predicted = row.flops() / step_seconds(row) / row.gpus / 1e12
+        mtnlg_runs[(r["servers"], b)] = predicted
+        cells.append(f"{predicted:>16.1f} {100 * (predicted / row.tflops_per_gpu - 1):>+6.1f}%")
+    print(f"{r['servers']:>7} {r['gpus']:>5} {row.layout['data_parallel']:>3} {float(r['tflops_per_gpu']):>9.0f}   "
+          + "   ".join(cells))
+first = mtnlg[0]
+falls = []
+for r in mtnlg[1:]:
+    published = float(r["tflops_per_gpu"]) / float(first["tflops_per_gpu"]) - 1
+    predicted = ", ".join(f"b {b} {100 * (mtnlg_runs[(r['servers'], b)] / mtnlg_runs[(first['servers'], b)] - 1):+.1f}%"
+                          for b in (1, 2, 4))
+    falls.append(f"{r['servers']} servers {100 * published:+.1f}% (predicted {predicted})")
+print(f"throughput relative to {first['servers']} servers, published: " + "; ".join(falls))
 
 # --zb-split: the schedule ratios against W's share. Each row again with explicit per-rank costs:
 # every stage's F, B (input gradient) and W as the roofline model predicts them ("model's split"),

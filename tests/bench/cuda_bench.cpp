@@ -19,8 +19,9 @@
 //     weight store, the bookkeeping), the target ≤ 10 µs on the cuda device. us_per_op_with_setup
 //     divides the longer run's whole time by its ops, its set-up included.
 //   BM_CudaCallCost/call:C: the host's cost of one call of each kind the ops' math and the op
-//     clock make (an event record, a kernel launch, a device-to-device copy, a cuBLAS GEMM of the
-//     overhead run's shape), 1000 calls queued back to back: what math_us_per_op is made of.
+//     clock make (an event record, a kernel launch, a memset, a device-to-device copy, a cuBLAS
+//     GEMM of the overhead run's shape), 1000 calls queued back to back: what math_us_per_op is
+//     made of.
 //   BM_KernelBandwidth/kernel:K: one launcher (named in the label) in a GPT's shape (LayerNorm and its gradients and
 //     the bias gradient on 8192 x 768, the causal softmax on 48 x 1024², cross entropy on
 //     2048 x 50304), timed with CUDA events; counters GB_per_s = the bytes the kernel must move
