@@ -203,17 +203,24 @@ def zb_fork_section(out):
     run = load_json(os.path.join(out, "zb-fork-layer.json"))
     if not run:
         return []
+    # The list's prediction of the same layers (zb-fork-layer.sh --compare, after a GPU run).
+    compare = load_json(os.path.join(out, "zb-fork-layer.compare.json")) or {}
+    predicted = {key: e["predicted_ms"] for key, e in compare.get("models", {}).items()}
     lines = ["## The Zero Bubble paper's own stage, its own timers (scripts/zb-fork-layer.sh)", "",
              f"{run.get('device', '?')}, PyTorch {run.get('torch', '?')}; built: {', '.join(run.get('built', [])) or '-'}; "
-             f"LayerNorm: {run.get('layer_norm', '?')}. Per layer, ms (mean over the timed iterations); the "
-             "paper's ratios are its A100 profile's (Appendix D).", "",
-             "| model | TorchScript | layers | softmax | F | B | W | B/F measured / paper | W/F measured / paper |",
+             f"LayerNorm: {run.get('layer_norm', '?')}. Per layer, ms (mean over the timed iterations); the list's "
+             f"ratios are the roofline model's for the same layer on {compare.get('device', '-')} in the runtime's "
+             "split (W: the weight GEMMs alone), the paper's its A100 profile's (Appendix D).", "",
+             "| model | TorchScript | layers | softmax | F | B | W | B/F measured / list / paper | "
+             "W/F measured / list / paper |",
              "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- |"]
     for key, e in run.get("models", {}).items():
-        m = e["mean_ms"]
+        m, p = e["mean_ms"], predicted.get(key)
+        b_list, w_list = (f"{p['B'] / p['F']:.3f}", f"{p['W'] / p['F']:.3f}") if p else ("-", "-")
         lines.append(f"| {key.split('/')[0]} | {e.get('fuser', e['jit'])} | {e['layers']} | "
                      f"{'Apex fused' if e['softmax_fused'] else 'unfused'} | {m['F']:.3f} | {m['B']:.3f} | {m['W']:.3f} | "
-                     f"{e['b_over_f']:.3f} / {e['paper_b_over_f']:.3f} | {e['w_over_f']:.3f} / {e['paper_w_over_f']:.3f} |")
+                     f"{e['b_over_f']:.3f} / {b_list} / {e['paper_b_over_f']:.3f} | "
+                     f"{e['w_over_f']:.3f} / {w_list} / {e['paper_w_over_f']:.3f} |")
     return lines + [""]
 
 

@@ -58,8 +58,8 @@ fi
 
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
 python3 - "$sc" "$root" "$out" "$json" "$device" "${sets[@]}" <<'PY'
-import json, os, statistics, subprocess, sys, tempfile
-from layer_probe import ZB_IN_B  # the Zero Bubble runtime's split, as the probe states it (no torch needed)
+import json, os, statistics, sys
+import block_prediction  # the block as the model predicts it, and the Zero Bubble runtime's split
 import zero_bubble_paper  # its profile's medians per model
 sc, root, out, path, device, *sets = sys.argv[1:]
 try:
@@ -70,36 +70,16 @@ except (OSError, ValueError, KeyError) as e:
 if not models:
     sys.exit(f"layer-probe: {path}: the probe timed no model")
 if not device:
-    name = probe.get("device", "")
-    for key, file in (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-SXM-80GB"), ("L40S", "L40S")):
-        if key in name:
-            device = file
-            break
-    else:
-        sys.exit(f"layer-probe: no device file for '{name}': name one with --device-file")
+    device = block_prediction.device_file_for(probe.get("device", ""))
+    if device is None:
+        sys.exit(f"layer-probe: no device file for '{probe.get('device', '')}': name one with --device-file")
 paper = {k: (v["f"], v["b"], v["w"]) for k, v in zero_bubble_paper.profile().items()}
 
 def explain(m):
     """The block's kernels as the model times them, {(pass, name): us}, and the device they were
-    timed on with every field resolved (the --set overrides applied): simulate --explain-json."""
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(f"{tmp}/probe.yaml", "w") as fh:
-            fh.write("name: layer-probe\n"
-                     f"topology: {{device: {device}, nodes: 1, devices_per_node: 1, links: []}}\n"
-                     f"model: {{transformer: {{layers: 1, hidden: {m['hidden']}, heads: {m['heads']}, seq: {m['seq']}, "
-                     f"vocab: 50304, dropout: {'true' if probe['dropout'] > 0 else 'false'}}}}}\n"
-                     f"pipeline: {{schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: {m['microbatch']}, steps: 1}}\n"
-                     f"training: {{optimizer: adam, lr: 0.0001, dtype: {probe['dtype']}}}\n")
-        r = subprocess.run([sc, "simulate", fh.name, "--explain-json", f"{tmp}/explain.json", *sets],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            sys.exit(f"layer-probe: simulate --explain-json failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-        with open(f"{tmp}/explain.json") as fh:
-            explained = json.load(fh)
-    block = next((s for s in explained["sections"] if s["id"] == "block"), None)
-    if block is None or not block["kernels"]:
-        sys.exit("layer-probe: simulate --explain-json listed no kernels of one transformer block")
-    return {(k["pass"], k["name"]): k["time_us"] for k in block["kernels"]}, explained["device"]
+    timed on with every field resolved (the --set overrides applied)."""
+    return block_prediction.explain(sc, device, m["hidden"], m["heads"], m["seq"], m["microbatch"], probe["dtype"],
+                                    probe["dropout"] > 0, sets, who="layer-probe")
 
 md = [f"# The kernel list against {probe['device']} (PyTorch {probe.get('torch', '?')}, {probe['dtype']}, "
       f"dropout {probe['dropout']}, {'the fused kernels by torch.compile, ' if probe.get('fused') else ''}"
@@ -116,11 +96,7 @@ for m in models:
     missing = sorted(set(pred) ^ set(meas))
     if missing:
         sys.exit(f"layer-probe: the probe's kernels and the list's differ: {missing[:6]}")
-    def split(t):
-        s = {q: sum(v for (p, n), v in t.items() if p == q) for q in "FIW"}
-        moved = sum(v for (p, n), v in t.items() if n in ZB_IN_B)
-        return s, {"F": s["F"], "B": s["I"] + moved, "W": s["W"] - moved}
-    (ms, mz), (ps, pz) = split(meas), split(pred)
+    (ms, mz), (ps, pz) = block_prediction.passes(meas), block_prediction.passes(pred)
     f, b, w = paper.get(m["model"], (float("nan"),) * 3)
     t = m["timer_us"]
     md.append(f"| {m['model']} | {ms['F']/1e3:.3f} / {ps['F']/1e3:.3f} | {ms['I']/1e3:.3f} / {ps['I']/1e3:.3f} | "

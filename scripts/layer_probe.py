@@ -41,6 +41,7 @@ import sys
 import time
 
 import zero_bubble_paper  # the paper's models and profile, one place (no torch needed)
+from block_prediction import ZB_IN_B  # which of the list's W kernels the paper's runtime runs in B
 
 try:
     import torch
@@ -51,8 +52,6 @@ except ImportError:  # the probe is optional: the build and tests never need PyT
 MODELS = zero_bubble_paper.models()
 SEQ = zero_bubble_paper.SEQ
 LN_EPS = 1e-5
-# Which of the list's W kernels the paper's runtime leaves in B (it defers the weight GEMMs only).
-ZB_IN_B = ("fc2.db", "fc.db", "ln2.dgamma", "proj.db", "qkv.db", "ln1.dgamma")
 
 
 class Clock:

@@ -12,11 +12,71 @@
 #   scripts/zb-fork-layer.sh [--check | --ops MODEL | --rehearse] [zb_fork_layer.py's options]
 #       --check: on the CPU, the stage's F / B / W against plain autograd; --ops: the aten
 #       operators of one layer's F, B and W; else on the GPU, the four models' F, B and W per
-#       layer, with TorchScript's fuser on and off.
+#       layer, with TorchScript's fuser on and off (with --out FILE, then the comparison below).
+#   scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]
+#       a GPU run's JSON beside the roofline list's prediction of one layer of the same shapes on
+#       the GPU's device file (scenarios/devices, from the GPU's name unless named): per model F,
+#       B and W per layer, measured and predicted, in the Zero Bubble runtime's split (its W the
+#       weight GEMMs alone), and B/F and W/F beside the paper's A100 profile. Writes FILE's name
+#       with .compare.json for .json; needs neither the trees nor PyTorch.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${ZB_FORK_DIR:-$root/build/zb-fork}"   # ZB_FORK_DIR=DIR keeps the two trees elsewhere
 ZB_RELEASE=ed85b11c
+sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY predicts with another build
+
+# compare FILE [DEVICE]: the comparison of --compare.
+compare() {
+  [[ -x "$sc" ]] || { echo "zb-fork-layer.sh: missing $sc: run scripts/build.sh first" >&2; return 1; }
+  PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" python3 - "$sc" "$1" "${2:-}" <<'PY'
+import json, os, sys
+import block_prediction  # one layer as the model predicts it, and the Zero Bubble runtime's split
+sc, path, device = sys.argv[1:]
+try:
+    run = json.load(open(path))
+    models = run["models"]
+except (OSError, ValueError, KeyError) as e:
+    sys.exit(f"zb-fork-layer.sh: {path}: not a run's JSON ({e})")
+if not models:
+    sys.exit(f"zb-fork-layer.sh: {path}: the run timed no model")
+device = device or block_prediction.device_file_for(run.get("device", ""))
+if device is None:
+    sys.exit(f"zb-fork-layer.sh: no device file for '{run.get('device', '')}': name one with --device-file")
+lines = [f"The release's stage on {run['device']} against the list on {device}: per layer, ms, measured / predicted, "
+         "in the Zero Bubble runtime's split (W: the weight GEMMs alone)",
+         f"{'model':>6} {'TorchScript':>11} {'F':>15} {'B':>15} {'W':>15} {'B/F meas / pred / paper':>25} "
+         f"{'W/F meas / pred / paper':>25}"]
+out = {"device": device, "run_device": run["device"], "models": {}}
+for key, m in models.items():
+    model, jit = key.split("/")
+    kernels, _ = block_prediction.explain(sc, device, m["hidden"], m["heads"], m["seq"], m["microbatch"], "fp16",
+                                          True, who="zb-fork-layer.sh")
+    _, pred = block_prediction.passes(kernels)
+    pred = {k: v / 1e3 for k, v in pred.items()}
+    meas = m["mean_ms"]
+    out["models"][key] = {"measured_ms": meas, "predicted_ms": pred}
+    cells = " ".join(f"{meas[k]:>7.3f} / {pred[k]:<5.3f}" for k in "FBW")
+    lines.append(f"{model:>6} {jit:>11} {cells} {meas['B'] / meas['F']:>7.3f} / {pred['B'] / pred['F']:.3f} / "
+                 f"{m['paper_b_over_f']:.3f} {meas['W'] / meas['F']:>9.3f} / {pred['W'] / pred['F']:.3f} / "
+                 f"{m['paper_w_over_f']:.3f}")
+target = (path[:-len(".json")] if path.endswith(".json") else path) + ".compare.json"
+with open(target + ".tmp", "w") as fh:
+    json.dump(out, fh, indent=1)
+os.replace(target + ".tmp", target)
+print("\n".join(lines))
+PY
+}
+if [[ "${1:-}" == "--compare" ]]; then
+  file="${2:?usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]}"
+  device=""
+  if [[ $# -gt 2 ]]; then
+    [[ "$3" == "--device-file" && $# -eq 4 ]] ||
+      { echo "usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]" >&2; exit 2; }
+    device="$4"
+  fi
+  compare "$file" "$device"
+  exit
+fi
 if [[ "${1:-}" == "--prepare" ]]; then
   zb="${2:?usage: scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT}"
   apex="${3:?usage: scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT}"
@@ -42,4 +102,15 @@ fi
 # --check needs torch alone; Debian's python3-torch is /usr/bin/python3's.
 py=python3
 python3 -c "import torch" 2>/dev/null || py=/usr/bin/python3
-exec "$py" "$root/scripts/zb_fork_layer.py" --fork "$dir/fork" --apex "$dir/apex" --build-dir "$dir-ext" "$@"
+"$py" "$root/scripts/zb_fork_layer.py" --fork "$dir/fork" --apex "$dir/apex" --build-dir "$dir-ext" "$@"
+# A GPU run that wrote its JSON: the list's prediction beside it.
+out="" timed=1
+for ((i = 1; i <= $#; ++i)); do
+  case "${!i}" in
+    --out) j=$((i + 1)); out="${!j:-}" ;;
+    --check | --ops | --rehearse) timed=0 ;;
+  esac
+done
+if [[ $timed -eq 1 && -n "$out" && -s "$out" ]]; then
+  compare "$out" ""
+fi

@@ -170,6 +170,10 @@ cat >"$fake/nccl_p2p_bench.json" <<'JSON'
  {"name": "BM_SendRecv/path:0/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 3.5e11},
  {"name": "BM_SendRecv/path:2/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 2.0e10}]}
 JSON
+cat >"$fake/zb-fork-layer.compare.json" <<'JSON'
+{"device": "X-FILE", "models": {"1.5B/fused": {"measured_ms": {"F": 3.0, "B": 3.1, "W": 1.5},
+ "predicted_ms": {"F": 2.0, "B": 2.5, "W": 0.8}}}}
+JSON
 printf '# The kernel list against NVIDIA X\n\n| model | F meas / pred |\n' >"$fake/layer-probe.md"
 mkdir -p "$fake/layer-probe-fused"
 printf '# The kernel list against NVIDIA X (fused)\n\n| 1.5B | 2.4 / 2.3 |\n' >"$fake/layer-probe-fused/layer-probe.md"
@@ -197,7 +201,7 @@ for want in "| mlp-gpu: execute | FAIL | 30 s | exit 1: boom |" "| nccl_p2p_benc
             "| 268435456 | 350.00 | - | 20.00 |" "1 passed, 0 failed, 1 skipped" \
             "## The kernel list against NVIDIA X" "| model | F meas / pred |" \
             "## The kernel list against NVIDIA X (fused)" "| 1.5B | 2.4 / 2.3 |" \
-            "| 1.5B | TorchScript's fuser (NNC) on | 3 | Apex fused | 3.000 | 3.100 | 1.500 | 1.033 / 0.977 | 0.500 / 0.504 |"; do
+            "| 1.5B | TorchScript's fuser (NNC) on | 3 | Apex fused | 3.000 | 3.100 | 1.500 | 1.033 / 1.250 / 0.977 | 0.500 / 0.400 / 0.504 |"; do
   check "report: has '$want'" 'grep -qF -- "$want" "$fake/report.md"'
 done
 check "report: summary.json counts" \

@@ -3,7 +3,8 @@
 # own timers: bad input one line each. Where the release's tree has been prepared (build/zb-fork,
 # or ZB_FORK_DIR) and a python3 here imports torch, also the script's CPU check (the fork's F / B /
 # W through its weight-gradient store against plain autograd) and a rehearsal of the timing loop;
-# otherwise that part is skipped, and said so (the tree is not in this repository).
+# otherwise that part is skipped, and said so (the tree is not in this repository). --compare (a
+# run's JSON beside the list's prediction) needs neither, and is checked everywhere.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 wrap="$root/scripts/zb-fork-layer.sh"
@@ -19,6 +20,48 @@ git init -q "$tmp/notzb" && git -C "$tmp/notzb" -c user.name=t -c user.email=t@t
 expect_command_error "prepare: a repository without the release" "no commit ed85b11c (the Zero Bubble code release)" 2 \
   env ZB_FORK_DIR="$tmp/zb" "$wrap" --prepare "$tmp/notzb" "$tmp/notzb"
 check "prepare: nothing left behind" '[[ ! -e "$tmp/zb" ]] && [[ -z "$(ls -d "$tmp"/zb.* 2>/dev/null)" ]]'
+
+# --compare: a made-up run of two models beside the list on the A100's file. The oracle is
+# `simulate --explain`'s text for the same layer: the runtime's W is the four weight GEMMs (the
+# .dW rows), its B the list's I plus the rest of the list's W, its F the list's F.
+cat >"$tmp/run.json" <<'JSON'
+{"device": "NVIDIA Q", "models": {
+ "1.5B/fused": {"layers": 3, "heads": 24, "hidden": 2304, "microbatch": 6, "seq": 1024,
+   "mean_ms": {"F": 3.0, "B": 3.6, "W": 1.2}, "paper_b_over_f": 0.9765, "paper_w_over_f": 0.5038},
+ "28.3B/unfused": {"layers": 2, "heads": 48, "hidden": 6144, "microbatch": 1, "seq": 1024,
+   "mean_ms": {"F": 2.5, "B": 2.6, "W": 1.4}, "paper_b_over_f": 0.981, "paper_w_over_f": 0.740}}}
+JSON
+"$wrap" --compare "$tmp/run.json" --device-file A100-SXM-80GB >"$tmp/cmp" 2>"$tmp/err"
+checkf "compare: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+for spec in "1.5B fused 2304 24 6" "28.3B unfused 6144 48 1"; do
+  set -- $spec
+  printf '%s\n' "name: one" "topology: {device: A100-SXM-80GB, nodes: 1, devices_per_node: 1, links: []}" \
+    "model: {transformer: {layers: 1, hidden: $3, heads: $4, seq: 1024, vocab: 50304, dropout: true}}" \
+    "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: $5, steps: 1}" \
+    "training: {optimizer: adam, lr: 0.0001, dtype: fp16}" >"$tmp/one.yaml"
+  "$sc" simulate "$tmp/one.yaml" --explain >"$tmp/explain" 2>&1
+  check "compare: $1 $2 against --explain's text" "python3 - '$tmp/explain' '$tmp/cmp' '$1' '$2' <<'PY'
+import re, sys
+text = open(sys.argv[1]).read().split('-- one transformer block')[1].split('-- ')[0]
+f, i, w = (float(x) for x in re.search(r'one transformer block: F ([0-9.]+) ms, I ([0-9.]+) ms, W ([0-9.]+) ms', text).groups())
+gemms = sum(float(m) for m in re.findall(r'^W +[a-z0-9_]+[.]dW +([0-9.]+)', text, re.M)) / 1e3
+want = {'F': f, 'B': i + w - gemms, 'W': gemms}
+row = re.search(r'^ *' + re.escape(sys.argv[3]) + r' +' + sys.argv[4] + r' +(.*)$', open(sys.argv[2]).read(), re.M)
+got = [float(x) for x in re.findall(r'/ ([0-9.]+)', row.group(1))][:3] if row else []
+ok = len(got) == 3 and len(re.findall(r'^W ', text, re.M)) == 10
+ok = ok and all(abs(g - want[k]) <= 0.002 + 1e-3 * want[k] for g, k in zip(got, 'FBW'))
+sys.exit(0 if ok else 1)
+PY"
+done
+check "compare: the JSON beside the run's" "python3 -c \"
+import json, sys
+c = json.load(open('$tmp/run.compare.json'))
+sys.exit(0 if c['device'] == 'A100-SXM-80GB' and set(c['models']) == {'1.5B/fused', '28.3B/unfused'} else 1)\""
+expect_command_error "compare: a GPU with no device file" "no device file for 'NVIDIA Q': name one with --device-file" 1 \
+  "$wrap" --compare "$tmp/run.json"
+expect_command_error "compare: no such file" "$tmp/none.json: not a run's JSON" 1 "$wrap" --compare "$tmp/none.json"
+expect_command_error "compare: a stray argument" "usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]" 2 \
+  "$wrap" --compare "$tmp/run.json" --fused
 
 if [[ -z "$py" ]]; then
   echo "skipped: zb_fork_layer.py's argument checks, CPU check and rehearsal (no python3 here imports torch)"
