@@ -1,6 +1,8 @@
 """One transformer block as the roofline model predicts it, for the scripts that set a GPU's
 measurement beside it (scripts/layer-probe.sh, scripts/zb-fork-layer.sh); no PyTorch needed.
 
+  load(path, what, who)    a GPU run's JSON whose "models" are not empty, or one line naming `who`
+  device_file(run, given, who)  the device file given, else the one for the run's GPU
   device_file_for(gpu)     the device file (scenarios/devices) of a GPU named as CUDA names it
   explain(sc, device, ...) the block's kernels as `stagecraft simulate --explain-json` times them,
                            {(pass, name): us}, and the device with every field resolved
@@ -23,6 +25,31 @@ _DEVICES = (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-SXM-80GB"), (
 def device_file_for(gpu):
     """The device file for a GPU's name, or None."""
     return next((file for key, file in _DEVICES if key in gpu), None)
+
+
+def load(path, what, who):
+    """The JSON at `path` (a `what`'s: "probe", "run"), with models to compare; exits with one line
+    naming `who` when it is unreadable or has none."""
+    try:
+        with open(path) as fh:
+            run = json.load(fh)
+        models = run["models"]
+        if not isinstance(models, (list, dict)):
+            raise ValueError(f'"models" is a {type(models).__name__}')
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"{who}: {path}: not a {what}'s JSON ({e})")
+    if not models:
+        sys.exit(f"{who}: {path}: the {what} timed no model")
+    return run
+
+
+def device_file(run, given, who):
+    """`given`, else the device file for the run's GPU; exits with one line naming `who` when none fits."""
+    name = str(run.get("device", ""))
+    device = given or device_file_for(name)
+    if device is None:
+        sys.exit(f"{who}: no device file for '{name}': name one with --device-file")
+    return device
 
 
 def explain(sc, device, hidden, heads, seq, microbatch, dtype, dropout, sets=(), who="block_prediction"):

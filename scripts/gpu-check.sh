@@ -165,17 +165,18 @@ done
 # ---- 4. the kernel list, kernel by kernel -------------------------------------------------------
 # One block of each Zero Bubble paper model timed kernel by kernel with PyTorch, against the
 # roofline model's prediction on this GPU's device file (issue 30, point 6; docs/cost-model.md).
-step "layer probe" "$root/scripts/layer-probe.sh" --out "$out"
+step "layer probe" env STAGECRAFT="$sc" "$root/scripts/layer-probe.sh" --out "$out"
 # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates the
 # device file's memory_kernels states for them.
-step "layer probe, fused" "$root/scripts/layer-probe.sh" --out "$out/layer-probe-fused" --fused
+step "layer probe, fused" env STAGECRAFT="$sc" "$root/scripts/layer-probe.sh" --out "$out/layer-probe-fused" --fused
 # The Zero Bubble paper's own middle stage (its code release's Megatron-LM fork, Apex's kernels),
 # F / B / W timed with its own timers, with TorchScript's fuser on and off: whether the fork's
 # layer itself shows the profile's B ~ F (scripts/zb-fork-layer.sh; its two trees are prepared
 # once into build/zb-fork, not kept in the repository).
 zb_fork="${ZB_FORK_DIR:-$root/build/zb-fork}"
 if [[ $dry -eq 1 || -d "$zb_fork/fork/megatron" ]]; then
-  step "zero bubble release's stage" env ZB_FORK_DIR="$zb_fork" "$root/scripts/zb-fork-layer.sh" --out "$out/zb-fork-layer.json"
+  step "zero bubble release's stage" env ZB_FORK_DIR="$zb_fork" STAGECRAFT="$sc" "$root/scripts/zb-fork-layer.sh" \
+    --out "$out/zb-fork-layer.json"
 else
   printf "zero bubble release's stage\tskip\t0\tno %s (scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT)\t\n" \
     "$zb_fork" >>"$out/steps.tsv"

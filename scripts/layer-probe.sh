@@ -62,17 +62,9 @@ import json, os, statistics, sys
 import block_prediction  # the block as the model predicts it, and the Zero Bubble runtime's split
 import zero_bubble_paper  # its profile's medians per model
 sc, root, out, path, device, *sets = sys.argv[1:]
-try:
-    probe = json.load(open(path))
-    models = probe["models"]
-except (OSError, ValueError, KeyError) as e:
-    sys.exit(f"layer-probe: {path}: not a probe's JSON ({e})")
-if not models:
-    sys.exit(f"layer-probe: {path}: the probe timed no model")
-if not device:
-    device = block_prediction.device_file_for(probe.get("device", ""))
-    if device is None:
-        sys.exit(f"layer-probe: no device file for '{probe.get('device', '')}': name one with --device-file")
+probe = block_prediction.load(path, "probe", "layer-probe")
+models = probe["models"]
+device = block_prediction.device_file(probe, device, "layer-probe")
 paper = {k: (v["f"], v["b"], v["w"]) for k, v in zero_bubble_paper.profile().items()}
 
 def explain(m):

@@ -71,7 +71,6 @@ class Row2022(Row):
         return 72 * self.global_batch * l * SEQ * h * h * (1 + SEQ / (6 * h) + VOCAB / (12 * h * l))
 
 
-
 class RowMtNlg(Row):
     """One row of Megatron-Turing NLG 530B's system performance (Smith et al. 2022, §2.4;
     tests/data/mt_nlg_2022_system.csv): the same model on more replicas, plain 1F1B; its microbatch

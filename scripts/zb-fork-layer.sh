@@ -32,27 +32,31 @@ compare() {
 import json, os, sys
 import block_prediction  # one layer as the model predicts it, and the Zero Bubble runtime's split
 sc, path, device = sys.argv[1:]
-try:
-    run = json.load(open(path))
-    models = run["models"]
-except (OSError, ValueError, KeyError) as e:
-    sys.exit(f"zb-fork-layer.sh: {path}: not a run's JSON ({e})")
-if not models:
-    sys.exit(f"zb-fork-layer.sh: {path}: the run timed no model")
-device = device or block_prediction.device_file_for(run.get("device", ""))
-if device is None:
-    sys.exit(f"zb-fork-layer.sh: no device file for '{run.get('device', '')}': name one with --device-file")
+who = "zb-fork-layer.sh"
+run = block_prediction.load(path, "run", who)
+device = block_prediction.device_file(run, device, who)
+models = run["models"]
+FIELDS = ("hidden", "heads", "seq", "microbatch", "mean_ms", "paper_b_over_f", "paper_w_over_f")
+if not isinstance(models, dict):
+    sys.exit(f'{who}: {path}: not a run\'s JSON ("models" is a {type(models).__name__}, not {{"MODEL/JIT": ...}})')
+for key, m in models.items():
+    if "/" not in key or not isinstance(m, dict) or any(f not in m for f in FIELDS) or \
+            not isinstance(m["mean_ms"], dict) or any(not isinstance(m["mean_ms"].get(p), (int, float)) for p in "FBW"):
+        sys.exit(f"{who}: {path}: not a run's JSON (models['{key}'] is not MODEL/JIT with "
+                 f"{', '.join(FIELDS)} and mean_ms {{F, B, W}})")
 lines = [f"The release's stage on {run['device']} against the list on {device}: per layer, ms, measured / predicted, "
          "in the Zero Bubble runtime's split (W: the weight GEMMs alone)",
          f"{'model':>6} {'TorchScript':>11} {'F':>15} {'B':>15} {'W':>15} {'B/F meas / pred / paper':>25} "
          f"{'W/F meas / pred / paper':>25}"]
 out = {"device": device, "run_device": run["device"], "models": {}}
+shapes = {}  # one prediction per shape: a model's fused and unfused runs share it
 for key, m in models.items():
-    model, jit = key.split("/")
-    kernels, _ = block_prediction.explain(sc, device, m["hidden"], m["heads"], m["seq"], m["microbatch"], "fp16",
-                                          True, who="zb-fork-layer.sh")
-    _, pred = block_prediction.passes(kernels)
-    pred = {k: v / 1e3 for k, v in pred.items()}
+    model, jit = key.split("/", 1)
+    shape = (m["hidden"], m["heads"], m["seq"], m["microbatch"])
+    if shape not in shapes:
+        kernels, _ = block_prediction.explain(sc, device, *shape, "fp16", True, who=who)
+        shapes[shape] = {k: v / 1e3 for k, v in block_prediction.passes(kernels)[1].items()}
+    pred = shapes[shape]
     meas = m["mean_ms"]
     out["models"][key] = {"measured_ms": meas, "predicted_ms": pred}
     cells = " ".join(f"{meas[k]:>7.3f} / {pred[k]:<5.3f}" for k in "FBW")
@@ -67,14 +71,15 @@ print("\n".join(lines))
 PY
 }
 if [[ "${1:-}" == "--compare" ]]; then
-  file="${2:?usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]}"
-  device=""
-  if [[ $# -gt 2 ]]; then
-    [[ "$3" == "--device-file" && $# -eq 4 ]] ||
-      { echo "usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]" >&2; exit 2; }
-    device="$4"
+  usage="usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]"
+  if [[ $# -eq 2 && -n "$2" ]]; then
+    compare "$2" ""
+  elif [[ $# -eq 4 && -n "$2" && "$3" == "--device-file" && -n "$4" ]]; then
+    compare "$2" "$4"
+  else
+    echo "$usage" >&2
+    exit 2
   fi
-  compare "$file" "$device"
   exit
 fi
 if [[ "${1:-}" == "--prepare" ]]; then
@@ -103,14 +108,16 @@ fi
 py=python3
 python3 -c "import torch" 2>/dev/null || py=/usr/bin/python3
 "$py" "$root/scripts/zb_fork_layer.py" --fork "$dir/fork" --apex "$dir/apex" --build-dir "$dir-ext" "$@"
-# A GPU run that wrote its JSON: the list's prediction beside it.
+# A GPU run that wrote its JSON: the list's prediction beside it. The run's outcome is the
+# measurement's: a comparison that fails says so and leaves the exit status alone.
 out="" timed=1
 for ((i = 1; i <= $#; ++i)); do
   case "${!i}" in
     --out) j=$((i + 1)); out="${!j:-}" ;;
-    --check | --ops | --rehearse) timed=0 ;;
+    --out=*) out="${!i#--out=}" ;;
+    --check | --ops | --ops=* | --rehearse) timed=0 ;;
   esac
 done
 if [[ $timed -eq 1 && -n "$out" && -s "$out" ]]; then
-  compare "$out" ""
+  compare "$out" "" || echo "zb-fork-layer.sh: the list's prediction beside $out failed (the run's JSON is kept)" >&2
 fi

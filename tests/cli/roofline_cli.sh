@@ -149,8 +149,18 @@ for r in rows:
     flops = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
     ok &= abs(flops / float(r['iteration_s']) / int(r['gpus']) / 1e12 / float(r['tflops_per_gpu']) - 1) < 0.005
 first = float(rows[0]['tflops_per_gpu'])
+printed = {m.group(1): [float(x) for x in re.findall(r' ([0-9.]+) +[+-][0-9.]+%', m.group(2))]
+           for m in re.finditer(r'^ +([0-9]+) +[0-9]+ +[0-9]+ +[0-9]+((?: +[0-9.]+ +[+-][0-9.]+%){3})$', text, re.M)}
 for r in rows[1:]:
-    ok &= (r['servers'] + ' servers ' + format(100 * (float(r['tflops_per_gpu']) / first - 1), '+.1f') + '% (predicted b 1 ') in text
+    fall = re.search(r' ' + r['servers'] + r' servers ([+-][0-9.]+)% \(predicted b 1 ([+-][0-9.]+)%, b 2 ([+-][0-9.]+)%, '
+                     r'b 4 ([+-][0-9.]+)%\)', text)
+    ok &= fall is not None and fall.group(1) == format(100 * (float(r['tflops_per_gpu']) / first - 1), '+.1f')
+    # each predicted fall is the printed predictions' ratio (both rounded to 0.1)
+    if fall and r['servers'] in printed and rows[0]['servers'] in printed:
+        ok &= all(abs(100 * (p / q - 1) - float(g)) < 0.2 for p, q, g in
+                  zip(printed[r['servers']], printed[rows[0]['servers']], fall.groups()[1:]))
+    else:
+        ok = False
 sys.exit(0 if ok else 1)
 PY"
 STAGECRAFT="$sc" "$root/scripts/validate-published.sh" --strict --zb-split >"$tmp/strict" 2>"$tmp/err"

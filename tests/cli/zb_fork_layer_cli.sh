@@ -62,6 +62,42 @@ expect_command_error "compare: a GPU with no device file" "no device file for 'N
 expect_command_error "compare: no such file" "$tmp/none.json: not a run's JSON" 1 "$wrap" --compare "$tmp/none.json"
 expect_command_error "compare: a stray argument" "usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]" 2 \
   "$wrap" --compare "$tmp/run.json" --fused
+expect_command_error "compare: no file" "usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]" 2 \
+  "$wrap" --compare
+expect_command_error "compare: an empty device file" "usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]" 2 \
+  "$wrap" --compare "$tmp/run.json" --device-file ""
+expect_command_error "compare: a layer probe's JSON" "not a run's JSON (\"models\" is a list" 1 \
+  "$wrap" --compare "$root/tests/data/h100_layer_probe_fp16_2026-11-26.json"
+printf '%s\n' '{"device": "NVIDIA Q", "models": {"1.5B/fused": {"hidden": 2304}}}' >"$tmp/short.json"
+expect_command_error "compare: a model without its fields" "not a run's JSON (models['1.5B/fused'] is not MODEL/JIT with" 1 \
+  "$wrap" --compare "$tmp/short.json" --device-file H100-SXM
+
+# After a timed run that wrote its JSON the comparison follows, and its failure leaves the run's
+# exit status alone. A stand-in python3 plays the GPU machine's: it imports torch and "times"
+# the stage by writing RUN_JSON to --out (every other call goes to the real interpreter).
+mkdir -p "$tmp/bin" "$tmp/fakefork/fork/megatron"
+cat >"$tmp/bin/python3" <<'STUB'
+#!/usr/bin/env bash
+[[ "${1:-}" == "-c" ]] && exit 0
+if [[ "${1:-}" == */zb_fork_layer.py ]]; then
+  out=""
+  for a in "$@"; do [[ "$a" == --out=* ]] && out="${a#--out=}"; [[ "${prev:-}" == "--out" ]] && out="$a"; prev="$a"; done
+  cp "$RUN_JSON" "$out"
+  exit 0
+fi
+exec /usr/bin/python3 "$@"
+STUB
+chmod +x "$tmp/bin/python3"
+sed 's/"NVIDIA Q"/"NVIDIA H100 80GB HBM3"/' "$tmp/run.json" >"$tmp/h100.json"
+env PATH="$tmp/bin:$PATH" RUN_JSON="$tmp/h100.json" ZB_FORK_DIR="$tmp/fakefork" "$wrap" --out "$tmp/timed.json" \
+  >"$tmp/timed" 2>"$tmp/err"
+checkf "a timed run: exit 0, the list beside it on the GPU's file" \
+  '[[ $? -eq 0 ]] && grep -q "against the list on H100-SXM" "$tmp/timed" && [[ -s "$tmp/timed.compare.json" ]]' "$tmp/err"
+env PATH="$tmp/bin:$PATH" RUN_JSON="$tmp/run.json" ZB_FORK_DIR="$tmp/fakefork" "$wrap" --out="$tmp/timed2.json" \
+  >"$tmp/timed" 2>"$tmp/err"
+check "a timed run whose GPU has no device file (--out=FILE): exit 0, the failed comparison said" \
+  '[[ $? -eq 0 && -s "$tmp/timed2.json" && ! -e "$tmp/timed2.compare.json" ]] &&
+   grep -q "the list.s prediction beside $tmp/timed2.json failed (the run.s JSON is kept)" "$tmp/err"'
 
 if [[ -z "$py" ]]; then
   echo "skipped: zb_fork_layer.py's argument checks, CPU check and rehearsal (no python3 here imports torch)"
@@ -114,6 +150,7 @@ check "ops: F copies once (merge_heads' clone), B once (the QKV split's cat), W 
 
 ZB_FORK_DIR="$fork" "$wrap" --rehearse --iters 2 --warmup 1 --out "$tmp/r.json" >"$tmp/rehearse" 2>"$tmp/err"
 checkf "rehearsal: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+check "rehearsal: no comparison with the list (a toy shape on the CPU)" '[[ ! -e "$tmp/r.compare.json" ]]'
 check "rehearsal: four models, fuser on and off" \
   '[[ $(grep -cE "^ +[0-9.]+B +(fused|unfused) +F [0-9.]+ +B [0-9.]+ +W [0-9.]+ ms per layer" "$tmp/rehearse") -eq 8 ]]'
 # The paper's ratios beside each model are its profile's (Appendix D), recomputed here from the CSV.
