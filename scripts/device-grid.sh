@@ -47,7 +47,7 @@ if axes:
         grid[key] = parts + [part]
 rows = megatron_sc21.rows(f"{root}/tests/data/megatron_sc21_table1.csv")
 ZB = list(zero_bubble_paper.models().values())
-paper = {k: (v["f"], v["b"], v["w"]) for k, v in zero_bubble_paper.profile().items()}
+paper = zero_bubble_paper.pass_times()
 for name, layers, heads, hidden, mb, p in ZB:
     with open(f"{tmp}/zb-{name}.yaml", "w") as fh:
         fh.write("name: zb\n"

@@ -139,9 +139,9 @@ def cuda_bench_section(out, checks):
             calls.append((r.get("label", r["name"]), r.get("us_per_call_issued"), r["us_per_call"]))
     cell = lambda v: "-" if v is None else f"{v:.2f}"
     lines += ["", "## Runtime overhead per op (cuda_bench)", "",
-              "A run's time beyond a shorter run's, per op it adds (its ops' kernel launches included); the same "
-              "ops' math issued with no runtime around it, timed the same way; their difference, what the runtime "
-              "adds per op (the target's measure); and the longer run's whole time per op, its set-up included.", "",
+              "A run's time beyond a shorter run's, per op it adds (its ops' kernel launches included: the target's "
+              "measure); the same ops' math issued with no runtime around it, timed the same way; their difference, "
+              "what the runtime adds per op; and the longer run's whole time per op, its set-up included.", "",
               "| device | run, us per op | the ops' math alone | the runtime's own | with the run's set-up |",
               "| --- | ---: | ---: | ---: | ---: |"]
     lines += [f"| {d} | {us:.2f} | {cell(math)} | {cell(own)} | {cell(whole)} |"

@@ -65,7 +65,7 @@ sc, root, out, path, device, *sets = sys.argv[1:]
 probe = block_prediction.load(path, "probe", "layer-probe")
 models = probe["models"]
 device = block_prediction.device_file(probe, device, "layer-probe")
-paper = {k: (v["f"], v["b"], v["w"]) for k, v in zero_bubble_paper.profile().items()}
+paper = zero_bubble_paper.pass_times()
 
 def explain(m):
     """The block's kernels as the model times them, {(pass, name): us}, and the device they were

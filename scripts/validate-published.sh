@@ -203,7 +203,7 @@ print(f"throughput relative to {first['servers']} servers, published: " + "; ".j
 # then each middle stage's F + B + W split as the paper's profile splits it (its median row per
 # model), the end stages as they were. Same totals, same layout: only the split differs.
 if zb_split:
-    profile = {k: [v["f"], v["b"], v["w"]] for k, v in zero_bubble_paper.profile().items()}
+    profile = zero_bubble_paper.pass_times()
 
     # The command line's --set pairs, less those of the model block: these runs state their costs.
     split_sets = []

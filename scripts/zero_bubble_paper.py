@@ -6,7 +6,8 @@ tests/data, one place each; no PyTorch needed:
   stage_layers()  how its runs split the layers over the stages (§5.1: the first and the last
                   stage hold one layer fewer than the others);
   profile()       its Appendix D profile, from tests/data/zero_bubble_paper.csv: per model, the
-                  pipeline size p and the median over its rows of each pass's F, B and W (us).
+                  pipeline size p and the median over its rows of each pass's F, B and W (us);
+  pass_times()    the same medians as (F, B, W) per model.
 """
 import os
 import statistics
@@ -54,3 +55,7 @@ def profile():
     return {m: dict(p=int(v[0]["p"]), **{k: statistics.median(float(r[f"{k}_us"]) for r in v) for k in "fbw"})
             for m, v in rows.items()}
 
+
+def pass_times():
+    """{model: (F, B, W)}: the profile's median of each pass (us)."""
+    return {m: (v["f"], v["b"], v["w"]) for m, v in profile().items()}
