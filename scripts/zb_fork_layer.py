@@ -91,11 +91,21 @@ class _StubModule(types.ModuleType):
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self):
         self.stubbed = []
+        self.installed = {}  # root -> whether a real package of that name is installed
 
     def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in OPTIONAL_ROOTS:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
+        root = name.split(".")[0]
+        if root not in OPTIONAL_ROOTS:
+            return None
+        if root not in self.installed:
+            loaded = sys.modules.get(root)
+            self.installed[root] = (loaded is not None and not isinstance(loaded, _StubModule)) or \
+                importlib.machinery.PathFinder.find_spec(root) is not None
+        if self.installed[root]:
+            # A real package's own misses stay misses: `from regex import X` tries the submodule
+            # regex.X while regex is still loading, and a stand-in there would break the package.
+            return None
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
 
     def create_module(self, spec):
         module = _StubModule(spec.name)
