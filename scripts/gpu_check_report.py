@@ -105,8 +105,28 @@ def compare_section(out, scenario, checks):
 
 
 def benchmarks(out, name):
+    """A Google Benchmark JSON's runs, one per benchmark: where a benchmark ran repeated, its
+    median (the aggregate Google Benchmark wrote) under the benchmark's own name, with
+    `repetitions` and, per counter, its `range` over the repetitions (min, max)."""
     b = load_json(os.path.join(out, name))
-    return None if b is None else b.get("benchmarks", [])
+    if b is None:
+        return None
+    runs = b.get("benchmarks", [])
+    medians = {r.get("run_name"): r for r in runs
+               if r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"}
+    kept = []
+    for r in runs:
+        median = medians.get(r.get("run_name"))
+        if median is None:
+            if r.get("run_type") != "aggregate":
+                kept.append(r)
+        elif r is median:
+            reps = [x for x in runs if x.get("run_name") == r["run_name"] and x.get("run_type") != "aggregate"]
+            r = dict(r, name=r["run_name"], repetitions=len(reps), range={
+                k: (min(x[k] for x in reps), max(x[k] for x in reps)) for k, v in r.items()
+                if isinstance(v, (int, float)) and reps and all(isinstance(x.get(k), (int, float)) for x in reps)})
+            kept.append(r)
+    return kept
 
 
 def cuda_bench_section(out, checks):
@@ -134,7 +154,8 @@ def cuda_bench_section(out, checks):
                          f"{r.get('cublas_TFLOPS', 0):.1f} | {r['of_cublas']:.3f} |")
         elif r["name"].startswith("BM_RuntimeOverheadPerOp") and "us_per_op" in r:
             overhead.append(("cuda" if a.get("cuda", 1) else "cpu", r["us_per_op"], r.get("math_us_per_op"),
-                             r.get("runtime_us_per_op"), r.get("us_per_op_with_setup")))
+                             r.get("runtime_us_per_op"), r.get("us_per_op_with_setup"), r.get("repetitions"),
+                             r.get("range", {})))
         elif r["name"].startswith("BM_CudaCallCost") and "us_per_call" in r:
             calls.append((r.get("label", r["name"]), r.get("us_per_call_issued"), r["us_per_call"]))
     cell = lambda v: "-" if v is None else f"{v:.2f}"
@@ -144,8 +165,13 @@ def cuda_bench_section(out, checks):
               "what the runtime adds per op; and the longer run's whole time per op, its set-up included.", "",
               "| device | run, us per op | the ops' math alone | the runtime's own | with the run's set-up |",
               "| --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {d} | {us:.2f} | {cell(math)} | {cell(own)} | {cell(whole)} |"
-              for d, us, math, own, whole in overhead] + [""]
+    spread = lambda rng, k, v: "" if v is None or k not in rng else f" ({rng[k][0]:.2f}-{rng[k][1]:.2f})"
+    lines += [f"| {d} | {us:.2f}{spread(rng, 'us_per_op', us)} | {cell(math)}{spread(rng, 'math_us_per_op', math)} | "
+              f"{cell(own)}{spread(rng, 'runtime_us_per_op', own)} | {cell(whole)} |"
+              for d, us, math, own, whole, _, rng in overhead] + [""]
+    reps = sorted({n for *_, n, _ in overhead if n})
+    if reps:
+        lines[-1:-1] = ["", f"Each the median of {'/'.join(map(str, reps))} repetitions (their range in brackets)."]
     if calls:
         lines += ["One call of each kind those ops make on the GPU, 1000 back to back: the host's time to queue "
                   "one, and the time per call until the GPU has run them all.", "",
@@ -159,7 +185,7 @@ def cuda_bench_section(out, checks):
                        "pass" if worst[0] >= OF_CUBLAS_TARGET else "fail", f"worst {worst[1]}: {worst[0]:.3f}"))
     # The target as it was set, on the whole run's cost per op (its ops' CUDA calls included); and
     # beside it the runtime's own part (the run less the same ops' math), where the bench has it.
-    cuda = [(us, math, own) for d, us, math, own, _ in overhead if d == "cuda"]
+    cuda = [(us, math, own) for d, us, math, own, *_ in overhead if d == "cuda"]
     if cuda:
         us = max(r[0] for r in cuda)
         checks.append((f"runtime overhead at most {US_PER_OP_TARGET:g} us per op on the GPU",

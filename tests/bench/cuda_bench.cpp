@@ -338,7 +338,7 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   state.counters["us_per_op_with_setup"] = whole_seconds * 1e6 / (longer.ops * n);
   state.SetLabel(device->Name());
 }
-BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->Repetitions(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // One call of each kind the overhead run's ops make on the cuda device, in its shape.
 constexpr int kCallKinds = 4;
@@ -388,7 +388,7 @@ void BM_CudaCallCost(benchmark::State& state) {
   state.counters["us_per_call"] = seconds * 1e6 / calls;
   state.SetLabel(CallName(kind));
 }
-BENCHMARK(BM_CudaCallCost)->ArgName("call")->DenseRange(0, kCallKinds - 1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CudaCallCost)->ArgName("call")->DenseRange(0, kCallKinds - 1)->Repetitions(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Zeroed device floats, freed on scope exit.
 struct DeviceFloats {
