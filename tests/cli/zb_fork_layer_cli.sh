@@ -57,6 +57,26 @@ check "compare: the JSON beside the run's" "python3 -c \"
 import json, sys
 c = json.load(open('$tmp/run.compare.json'))
 sys.exit(0 if c['device'] == 'A100-SXM-80GB' and set(c['models']) == {'1.5B/fused', '28.3B/unfused'} else 1)\""
+# The H100 run of 2026-11-27 (tests/data; docs/gpu-runs/2026-11-27-h100.md): the device file
+# found from the GPU's name, every model and TorchScript setting a row, and the measured ratios
+# those of the run's own means.
+cp "$root/tests/data/h100_zb_fork_layer_2026-11-27.json" "$tmp/h100.json"
+"$wrap" --compare "$tmp/h100.json" >"$tmp/h100cmp" 2>"$tmp/err"
+checkf "compare: the H100 run, exit 0" '[[ $? -eq 0 ]] && grep -q "against the list on H100-SXM" "$tmp/h100cmp"' "$tmp/err"
+check "compare: the H100 run, its eight rows measured as the run says" "python3 - '$tmp/h100.json' '$tmp/h100cmp' <<'PY'
+import json, re, sys
+run = json.load(open(sys.argv[1]))['models']
+text = open(sys.argv[2]).read()
+ok = len(run) == 8
+for key, m in run.items():
+    model, jit = key.split('/')
+    row = re.search(r'^ *' + re.escape(model) + r' +' + jit + r' +(.*)$', text, re.M)
+    meas = [float(x) for x in re.findall(r'([0-9.]+) /', row.group(1))] if row else []
+    t = m['mean_ms']
+    want = [t['F'], t['B'], t['W'], t['B'] / t['F'], t['W'] / t['F']]
+    ok = ok and len(meas) >= 5 and all(abs(a - b) <= 6e-4 for a, b in zip(meas[:3] + meas[3:6:2], want))
+sys.exit(0 if ok else 1)
+PY"
 expect_command_error "compare: a GPU with no device file" "no device file for 'NVIDIA Q': name one with --device-file" 1 \
   "$wrap" --compare "$tmp/run.json"
 expect_command_error "compare: no such file" "$tmp/none.json: not a run's JSON" 1 "$wrap" --compare "$tmp/none.json"
