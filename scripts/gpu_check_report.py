@@ -107,22 +107,25 @@ def compare_section(out, scenario, checks):
 def benchmarks(out, name):
     """A Google Benchmark JSON's runs, one per benchmark: where a benchmark ran repeated, its
     median (the aggregate Google Benchmark wrote) under the benchmark's own name, with
-    `repetitions` and, per counter, its `range` over the repetitions (min, max)."""
+    `median_of` (the repetitions that ran) and, per counter, its `range` over them (min, max); a
+    repetition that failed is kept as a run of its own, so that its error is reported. Other
+    aggregates (mean, stddev, cv) are dropped; a run without `run_name` (an older Google
+    Benchmark's) is kept as it is."""
     b = load_json(os.path.join(out, name))
     if b is None:
         return None
     runs = b.get("benchmarks", [])
-    medians = {r.get("run_name"): r for r in runs
-               if r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"}
+    medians = {r["run_name"]: r for r in runs if r.get("run_name") is not None
+               and r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"}
     kept = []
     for r in runs:
-        median = medians.get(r.get("run_name"))
-        if median is None:
-            if r.get("run_type") != "aggregate":
-                kept.append(r)
+        median = medians.get(r.get("run_name")) if r.get("run_name") is not None else None
+        if r.get("error_occurred") or (median is None and r.get("run_type") != "aggregate"):
+            kept.append(r)
         elif r is median:
-            reps = [x for x in runs if x.get("run_name") == r["run_name"] and x.get("run_type") != "aggregate"]
-            r = dict(r, name=r["run_name"], repetitions=len(reps), range={
+            reps = [x for x in runs if x.get("run_name") == r["run_name"] and x.get("run_type") != "aggregate"
+                    and not x.get("error_occurred")]
+            r = dict(r, name=r["run_name"], median_of=len(reps) or r.get("repetitions"), range={
                 k: (min(x[k] for x in reps), max(x[k] for x in reps)) for k, v in r.items()
                 if isinstance(v, (int, float)) and reps and all(isinstance(x.get(k), (int, float)) for x in reps)})
             kept.append(r)
@@ -154,7 +157,7 @@ def cuda_bench_section(out, checks):
                          f"{r.get('cublas_TFLOPS', 0):.1f} | {r['of_cublas']:.3f} |")
         elif r["name"].startswith("BM_RuntimeOverheadPerOp") and "us_per_op" in r:
             overhead.append(("cuda" if a.get("cuda", 1) else "cpu", r["us_per_op"], r.get("math_us_per_op"),
-                             r.get("runtime_us_per_op"), r.get("us_per_op_with_setup"), r.get("repetitions"),
+                             r.get("runtime_us_per_op"), r.get("us_per_op_with_setup"), r.get("median_of"),
                              r.get("range", {})))
         elif r["name"].startswith("BM_CudaCallCost") and "us_per_call" in r:
             calls.append((r.get("label", r["name"]), r.get("us_per_call_issued"), r["us_per_call"]))

@@ -91,19 +91,18 @@ class _StubModule(types.ModuleType):
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self):
         self.stubbed = []
-        self.installed = {}  # root -> whether a real package of that name is installed
 
     def find_spec(self, name, path, target=None):
-        root = name.split(".")[0]
-        if root not in OPTIONAL_ROOTS:
+        if name.split(".")[0] not in OPTIONAL_ROOTS:
             return None
-        if root not in self.installed:
-            loaded = sys.modules.get(root)
-            self.installed[root] = (loaded is not None and not isinstance(loaded, _StubModule)) or \
-                importlib.machinery.PathFinder.find_spec(root) is not None
-        if self.installed[root]:
-            # A real package's own misses stay misses: `from regex import X` tries the submodule
-            # regex.X while regex is still loading, and a stand-in there would break the package.
+        # Every real finder has missed `name` (this one runs last). One miss is not the fork's: a
+        # real package's `from package import X` while the package is still loading, which
+        # Python tries as the submodule package.X and which the package expects to fail (regex
+        # does it). Let that fail; stand in for the rest (a package not installed, or installed
+        # without the submodule the fork names).
+        parent = sys.modules.get(name.rpartition(".")[0]) if "." in name else None
+        if parent is not None and not isinstance(parent, _StubModule) and \
+                getattr(getattr(parent, "__spec__", None), "_initializing", False):
             return None
         return importlib.machinery.ModuleSpec(name, self, is_package=True)
 

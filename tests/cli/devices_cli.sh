@@ -221,25 +221,37 @@ check "report: no baseline, the whole run's check alone ($(cat "$tmp/rout"))" \
   '[[ $rrc -eq 0 && "$(cat "$tmp/rout")" == "4 passed, 0 failed" ]] && ! grep -q "the runtime.s own part" "$fake/report.md"'
 
 # A benchmark run with repetitions: its median (Google Benchmark's aggregate) is judged and shown,
-# with the repetitions' range; the repetitions themselves are not rows of their own.
+# with the repetitions' range; neither the repetitions nor the other aggregates are rows of their
+# own. The median (9.5) is neither the first, the last, the largest nor the mean; a benchmark
+# run once (the cpu device's) is shown as it ran; a repetition that failed is reported as failed.
 python3 - "$fake/cuda_bench.json" <<'PY'
 import json, sys
-rep = lambda us, math: {"name": "BM_RuntimeOverheadPerOp/cuda:1/manual_time", "run_name": "BM_RuntimeOverheadPerOp/cuda:1/manual_time",
-                        "run_type": "iteration", "us_per_op": us, "math_us_per_op": math, "runtime_us_per_op": us - math}
-agg = lambda kind, us, math: dict(rep(us, math), name="BM_RuntimeOverheadPerOp/cuda:1/manual_time_" + kind,
-                                  run_type="aggregate", aggregate_name=kind)
-runs = [rep(12.0, 4.0), rep(9.0, 3.0), rep(9.5, 3.5), agg("mean", 10.17, 3.5), agg("median", 9.5, 3.5), agg("stddev", 1.6, 0.5)]
+name = "BM_RuntimeOverheadPerOp/cuda:1/repeats:3/manual_time"
+rep = lambda us, math, **kw: dict({"name": name, "run_name": name, "run_type": "iteration", "repetitions": 3,
+                                   "us_per_op": us, "math_us_per_op": math, "runtime_us_per_op": us - math}, **kw)
+agg = lambda kind, us, math: dict(rep(us, math), name=name + "_" + kind, run_type="aggregate", aggregate_name=kind)
+once = {"name": "BM_RuntimeOverheadPerOp/cuda:0/manual_time", "run_name": "BM_RuntimeOverheadPerOp/cuda:0/manual_time",
+        "run_type": "iteration", "repetitions": 1, "us_per_op": 0.7}
+runs = [rep(12.0, 4.0), rep(9.5, 3.5), rep(9.0, 3.0), agg("mean", 10.17, 3.5), agg("median", 9.5, 3.5),
+        agg("stddev", 1.6, 0.5), agg("cv", 0.16, 0.14), once]
 json.dump({"benchmarks": runs}, open(sys.argv[1], "w"))
+runs[0] = rep(0, 0, error_occurred=True, error_message="cudaErrorLaunchFailure")
+json.dump({"benchmarks": runs}, open(sys.argv[1] + ".failed", "w"))
 PY
 python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: repetitions, the median judged ($(cat "$tmp/rout"))" \
   '[[ $rrc -eq 0 && "$(cat "$tmp/rout")" == "4 passed, 0 failed" ]]'
-for want in "| cuda | 9.50 (9.00-12.00) | 3.50 (3.00-4.00) | 6.00 (6.00-8.00) | - |" \
+for want in "| cuda | 9.50 (9.00-12.00) | 3.50 (3.00-4.00) | 6.00 (6.00-8.00) | - |" "| cpu | 0.70 | - | - | - |" \
             "Each the median of 3 repetitions (their range in brackets)." \
             "| runtime overhead at most 10 us per op on the GPU | PASS |  | 9.50 us |"; do
   check "report: repetitions, has '$want'" 'grep -qF -- "$want" "$fake/report.md"'
 done
-check "report: repetitions, one row" '[[ $(grep -c "^| cuda |" "$fake/report.md") -eq 1 ]]'
+check "report: repetitions, one row each" '[[ $(grep -c "^| cuda |" "$fake/report.md") -eq 1 && $(grep -c "^| cpu |" "$fake/report.md") -eq 1 ]]'
+mv "$fake/cuda_bench.json.failed" "$fake/cuda_bench.json"
+python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
+check "report: a failed repetition fails the report ($(cat "$tmp/rout"))" \
+  '[[ $rrc -eq 1 ]] && grep -qF "| cuda_bench: every benchmark ran | FAIL |  | BM_RuntimeOverheadPerOp/cuda:1/repeats:3/manual_time: cudaErrorLaunchFailure |" "$fake/report.md" &&
+   grep -qF "| cuda | 9.50 (9.00-9.50) |" "$fake/report.md"'
 
 # Where no GPU is usable, the real thing: one line, devices' reason and exit code, in a minute.
 if [[ $rc -ne 0 ]]; then
