@@ -228,6 +228,11 @@ class OneRankTransport final : public Transport {
   [[noreturn]] void Abort(int exit_code) override { std::exit(exit_code); }
 };
 
+// The overhead run's layer, so small that its math is negligible: BM_RuntimeOverheadPerOp's model
+// and BM_CudaCallCost's calls share it.
+constexpr int kOverheadRows = 4;     // microbatch_size
+constexpr int kOverheadHidden = 16;  // model.mlp.hidden
+
 // The math of a one-rank, one-stage 1F1B run of `microbatches` microbatches and two steps with
 // no runtime around it: the calls RunRank makes on the device for each op, in its order (per
 // microbatch the stage input's copy from the dataset, F keeping its activations, the loss, B
@@ -290,8 +295,8 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   if (cuda && NoGpu(state)) return;
   auto device = cuda ? MakeCudaDevice(0, GemmPrecision::kFp32) : MakeCpuDevice();
   TrainingConfig config;
-  config.model = MlpModel{.layers = 1, .hidden = 16};
-  config.microbatch_size = 4;
+  config.model = MlpModel{.layers = 1, .hidden = kOverheadHidden};
+  config.microbatch_size = kOverheadRows;
   config.layers_per_stage = {1};
   OneRankTransport transport;
   // Two runs that differ only in their microbatches: the difference of their times over the
@@ -342,19 +347,24 @@ BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->Repetitions
 
 // One call of each kind the overhead run's ops make on the cuda device, in its shape.
 constexpr int kCallKinds = 4;
-const char* CallName(int kind) {
-  static const char* const kNames[kCallKinds] = {"event record (op clock stamp)", "kernel launch (fill)",
-                                                 "device-to-device copy", "cuBLAS GEMM 4x16x16"};
-  return kNames[kind];
+std::string CallName(int kind) {
+  switch (kind) {
+    case 0: return "event record (op clock stamp)";
+    case 1: return "kernel launch (fill)";
+    case 2: return "device-to-device copy";
+    default:
+      return "cuBLAS GEMM " + std::to_string(kOverheadRows) + "x" + std::to_string(kOverheadHidden) + "x" +
+             std::to_string(kOverheadHidden);
+  }
 }
 
 void BM_CudaCallCost(benchmark::State& state) {
   if (NoGpu(state)) return;
   const int kind = static_cast<int>(state.range(0));
   auto device = MakeCudaDevice(0, GemmPrecision::kFp32);
-  constexpr int kRowsSmall = 4, kHiddenSmall = 16, kCalls = 1000;
-  Buffer a(*device, kRowsSmall * kHiddenSmall), w(*device, kHiddenSmall * kHiddenSmall),
-      c(*device, kRowsSmall * kHiddenSmall);
+  constexpr int kCalls = 1000;
+  Buffer a(*device, kOverheadRows * kOverheadHidden), w(*device, kOverheadHidden * kOverheadHidden),
+      c(*device, kOverheadRows * kOverheadHidden);
   device->Fill(a.data(), 0.0f, a.size());
   device->Fill(w.data(), 0.0f, w.size());
   auto call = [&] {
@@ -362,7 +372,9 @@ void BM_CudaCallCost(benchmark::State& state) {
       case 0: (void)device->Stamp(); break;
       case 1: device->Fill(c.data(), 1.0f, c.size()); break;
       case 2: device->Copy(c.data(), a.data(), a.size()); break;
-      default: device->Gemm(false, true, kRowsSmall, kHiddenSmall, kHiddenSmall, 1.0f, a.data(), w.data(), 0.0f, c.data());
+      default:
+        device->Gemm(false, true, kOverheadRows, kOverheadHidden, kOverheadHidden, 1.0f, a.data(), w.data(), 0.0f,
+                     c.data());
     }
   };
   double issued = 0;  // the host's queueing alone, summed over the iterations
