@@ -119,7 +119,7 @@ def benchmarks(out, name):
                and r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"}
     kept = []
     for r in runs:
-        median = medians.get(r.get("run_name")) if r.get("run_name") is not None else None
+        median = medians.get(r.get("run_name"))
         if r.get("error_occurred") or (median is None and r.get("run_type") != "aggregate"):
             kept.append(r)
         elif r is median:
@@ -156,9 +156,7 @@ def cuda_bench_section(out, checks):
             lines.append(f"| {op} | {prec} | {'steady' if steady else 'first step'} | {r.get('TFLOPS', 0):.1f} | "
                          f"{r.get('cublas_TFLOPS', 0):.1f} | {r['of_cublas']:.3f} |")
         elif r["name"].startswith("BM_RuntimeOverheadPerOp") and "us_per_op" in r:
-            overhead.append(("cuda" if a.get("cuda", 1) else "cpu", r["us_per_op"], r.get("math_us_per_op"),
-                             r.get("runtime_us_per_op"), r.get("us_per_op_with_setup"), r.get("median_of"),
-                             r.get("range", {})))
+            overhead.append(("cuda" if a.get("cuda", 1) else "cpu", r))
         elif r["name"].startswith("BM_CudaCallCost") and "us_per_call" in r:
             calls.append((r.get("label", r["name"]), r.get("us_per_call_issued"), r["us_per_call"]))
     cell = lambda v: "-" if v is None else f"{v:.2f}"
@@ -168,11 +166,13 @@ def cuda_bench_section(out, checks):
               "what the runtime adds per op; and the longer run's whole time per op, its set-up included.", "",
               "| device | run, us per op | the ops' math alone | the runtime's own | with the run's set-up |",
               "| --- | ---: | ---: | ---: | ---: |"]
-    spread = lambda rng, k, v: "" if v is None or k not in rng else f" ({rng[k][0]:.2f}-{rng[k][1]:.2f})"
-    lines += [f"| {d} | {us:.2f}{spread(rng, 'us_per_op', us)} | {cell(math)}{spread(rng, 'math_us_per_op', math)} | "
-              f"{cell(own)}{spread(rng, 'runtime_us_per_op', own)} | {cell(whole)} |"
-              for d, us, math, own, whole, _, rng in overhead] + [""]
-    reps = sorted({n for *_, n, _ in overhead if n})
+    def counter(r, key, ranged=True):  # a counter of the run, with its range over the repetitions
+        rng = r.get("range", {}).get(key) if ranged and key in r else None
+        return cell(r.get(key)) + ("" if rng is None else f" ({rng[0]:.2f}-{rng[1]:.2f})")
+    lines += [f"| {d} | {counter(r, 'us_per_op')} | {counter(r, 'math_us_per_op')} | "
+              f"{counter(r, 'runtime_us_per_op')} | {counter(r, 'us_per_op_with_setup', ranged=False)} |"
+              for d, r in overhead] + [""]
+    reps = sorted({r["median_of"] for _, r in overhead if r.get("median_of")})
     if reps:
         lines[-1:-1] = ["", f"Each the median of {'/'.join(map(str, reps))} repetitions (their range in brackets)."]
     if calls:
@@ -188,7 +188,7 @@ def cuda_bench_section(out, checks):
                        "pass" if worst[0] >= OF_CUBLAS_TARGET else "fail", f"worst {worst[1]}: {worst[0]:.3f}"))
     # The target as it was set, on the whole run's cost per op (its ops' CUDA calls included); and
     # beside it the runtime's own part (the run less the same ops' math), where the bench has it.
-    cuda = [(us, math, own) for d, us, math, own, *_ in overhead if d == "cuda"]
+    cuda = [(r["us_per_op"], r.get("math_us_per_op"), r.get("runtime_us_per_op")) for d, r in overhead if d == "cuda"]
     if cuda:
         us = max(r[0] for r in cuda)
         checks.append((f"runtime overhead at most {US_PER_OP_TARGET:g} us per op on the GPU",
