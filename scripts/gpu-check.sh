@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole GPU verification, one command, one report (build/gpu-check/):
-#   1. build (scripts/build.sh), then ask `stagecraft devices`: without a usable GPU, print one
-#      line saying why and exit with its code (3 no cuda backend, 4 no GPU, 5 a GPU this build
-#      cannot use; see `stagecraft devices --help`);
+#   1. a machine with no NVIDIA driver at all (no /dev/nvidiactl, no /proc/driver/nvidia) is
+#      told so at once, exit 4, before anything is built; otherwise build (scripts/build.sh), then
+#      ask `stagecraft devices`: without a usable GPU, print one line saying why and exit with its
+#      code (3 no cuda backend, 4 no GPU, 5 a GPU this build cannot use; see `stagecraft devices
+#      --help`);
 #   2. ctest -L gpu (no gpu test may skip here);
 #   3. profile -> simulate -> execute -> compare on the cuda backend, as scripts/run.sh chains
 #      them, for scenarios/mlp-gpu.yaml and scenarios/gpt-gpu.yaml; compare --trace splits each
@@ -79,6 +81,19 @@ blocked() {
 if [[ $dry -eq 0 ]]; then
   rm -rf "$out" && mkdir -p "$out/logs" || exit 1
   : >"$out/steps.tsv"
+fi
+# No driver, no GPU: said in a second, not after a build of many minutes. The driver's traces are
+# looked for where it leaves them (GPU_CHECK_DRIVER_PATHS, space-separated, replaces the list:
+# for the test of this path).
+driver_paths="${GPU_CHECK_DRIVER_PATHS-/dev/nvidiactl /proc/driver/nvidia/version}"
+driver=0
+for p in $driver_paths; do [[ -e "$p" ]] && driver=1; done
+if [[ $driver -eq 0 && $dry -eq 0 && $do_build -eq 1 ]]; then
+  why="no GPU: no NVIDIA driver on this machine (none of: $driver_paths); nothing was built"
+  printf 'devices\tfail\t0\t%s\t\n' "$why" >>"$out/steps.tsv"
+  python3 "$root/scripts/gpu_check_report.py" "$out" >/dev/null
+  echo "gpu-check: $why"
+  exit 4
 fi
 if [[ $do_build -eq 1 ]]; then
   if [[ $dry -eq 1 ]]; then printf 'build: %q\n' "$root/scripts/build.sh"

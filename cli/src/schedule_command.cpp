@@ -19,6 +19,7 @@
 #include "stagecraft/schedules/json_io.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/limits.h"
 
 namespace stagecraft::cli {
 namespace {
@@ -30,8 +31,7 @@ struct ScheduleFlags {
   std::string import_path;
   int ranks = 0;
   int microbatches = 0;
-  int chunks = 1;
-  bool chunks_given = false;
+  int chunks = 0;  // 0: not given (the generator's own, schedules::ChunksFor; --import infers it)
   int steps = 1;
   int data_parallel = 1;
   std::string format = "grid";
@@ -49,7 +49,7 @@ Schedule Build(const ScheduleFlags& f) {
   if (!f.import_path.empty()) {
     CsvImportOptions options;
     options.name = f.import_path;
-    options.chunks = f.chunks_given ? f.chunks : 0;  // infer stages per rank and the placement
+    options.chunks = f.chunks;  // 0: infer stages per rank and the placement
     options.microbatches = f.microbatches;
     options.steps = f.steps;
     if (!ParsePolicy(f.weights, &options.weights)) {
@@ -60,20 +60,19 @@ Schedule Build(const ScheduleFlags& f) {
     return s;
   }
   if (f.schedule.empty()) throw InputError("--schedule or --import is required");
+  const GeneratorInfo* info = FindGenerator(f.schedule);
   if (f.ranks < 1) throw InputError(fmt::format("--ranks must be >= 1 (got {})", f.ranks));
   if (f.microbatches < 1) throw InputError(fmt::format("--microbatches must be >= 1 (got {})", f.microbatches));
   GeneratorParams params;
   params.ranks = f.ranks;
   params.microbatches = f.microbatches;
-  params.chunks = f.chunks;
+  params.chunks = info != nullptr ? ChunksFor(*info, f.chunks) : f.chunks;
   params.steps = f.steps;
   params.vertical_sync = f.vertical_sync;
   params.recompute = f.recompute;
   params.data_parallel = f.data_parallel;
   // Before anything is built: a shape too large to hold is refused by its estimate.
-  if (const GeneratorInfo* info = FindGenerator(f.schedule)) {
-    CheckSize(DescribeShape(info->name, params), EstimateSize(*info, params), f.max_ops);
-  }
+  if (info != nullptr) CheckSize(DescribeShape(info->name, params), EstimateSize(*info, params), f.max_ops);
   return Generate(f.schedule, params);
 }
 
@@ -118,22 +117,22 @@ int Run(const ScheduleFlags& f) {
 Command AddScheduleCommand(CLI::App& root) {
   auto flags = std::make_shared<ScheduleFlags>();
   CLI::App* app = root.add_subcommand("schedule", "Generate or import a schedule, validate it and print it");
-  app->add_option("--schedule", flags->schedule, "Schedule: " + GeneratorNames());
-  CLI::Option* import =
-      app->add_option("--import", flags->import_path, "Import a torch.distributed.pipelining CSV instead");
+  CLI::Option* schedule = app->add_option("--schedule", flags->schedule, "Schedule: " + GeneratorNames());
+  CLI::Option* import = app->add_option("--import", flags->import_path, "Import a torch.distributed.pipelining CSV instead")
+                            ->excludes(schedule);
   app->add_option("--ranks", flags->ranks, "Pipeline ranks (devices)");
   app->add_option("--microbatches", flags->microbatches, "Microbatches per step (for --import: 0 = all one step)");
-  CLI::Option* chunks =
-      app->add_option("--chunks", flags->chunks,
-                      "Virtual stages per rank (interleaved); --import infers it and the placement when not given")
-          ->capture_default_str();
+  app->add_option("--chunks", flags->chunks,
+                      "Virtual stages per rank (default: the schedule's own, 2 for interleaved, zb-v and dualpipe-v, "
+                      "else 1); --import infers it and the placement when not given")
+      ->check(CLI::Range(1, sim::kMaxChunks));
   app->add_option("--steps", flags->steps, "Optimizer steps covered by the schedule")->capture_default_str();
   app->add_option("--format", flags->format, "Output: grid, csv or json")
       ->check(CLI::IsMember({"grid", "csv", "json"}))
       ->capture_default_str();
   app->add_option("--data-parallel", flags->data_parallel,
                   "Replicas of the pipeline: lowering adds a REDUCE_GRAD (gradient all-reduce) before every STEP")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, sim::kMaxDevices))
       ->capture_default_str();
   app->add_flag("--comms", flags->comms, "csv: compute_comms form (with SEND/RECV)");
   app->add_flag("--vertical-sync", flags->vertical_sync, "pipedream: every stage uses stage 0's version");
@@ -149,8 +148,7 @@ Command AddScheduleCommand(CLI::App& root) {
                 "them as they are)")
       ->needs(import);
   AddMaxOpsOption(app, &flags->max_ops);
-  return {app, [flags, chunks, p2p] {
-            flags->chunks_given = chunks->count() > 0;
+  return {app, [flags, p2p] {
             flags->p2p_given = p2p->count() > 0;
             return Run(*flags);
           }};

@@ -3,6 +3,7 @@
 // result and why the result is shorter. --trace writes the start's and the result's predicted
 // traces, which the viewer shows on one time axis.
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,21 +32,21 @@ struct SearchFlags {
   std::string json_path;
   std::string memory_limit;
   double budget = 9;
-  int64_t evaluations = 0;
-  uint64_t seed = 1;
+  int64_t evaluations = 0;  // 0: not given (the budget decides)
+  int64_t seed = 1;
   std::string from;
 };
 
 int Run(const SearchFlags& f) {
   const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
   harness::SearchOptions options;
-  if (!(f.budget >= 0 && f.budget <= 86400)) {
-    throw InputError(fmt::format("--budget: {} is not a number of seconds in [0, 86400]", f.budget));
+  // A budget of 0 could not even judge the starts (NaN fails the test too).
+  if (!(f.budget > 0 && f.budget <= 86400)) {
+    throw InputError(fmt::format("--budget: {} is not a number of seconds in (0, 86400]", f.budget));
   }
-  if (f.evaluations < 0) throw InputError(fmt::format("--evaluations: {} is below 0", f.evaluations));
   options.budget_seconds = f.budget;
   options.max_evaluations = f.evaluations;
-  options.seed = f.seed;
+  options.seed = static_cast<uint64_t>(f.seed);
   options.from = f.from;
   if (!f.memory_limit.empty()) options.memory_limit = harness::SearchMemoryLimit::Parse(f.memory_limit, "--memory-limit");
   // Every output is checked before the search, and written only after it.
@@ -90,8 +91,11 @@ Command AddSearchCommand(CLI::App& root) {
                   "Per rank: a size (60GiB; weights, gradients and optimizer state included) or k·p forwards' "
                   "activations (2p); default pipeline.memory_limit, else the device memory");
   app->add_option("--budget", flags->budget, "Seconds of search, the starting generators included (default 9)");
-  app->add_option("--evaluations", flags->evaluations, "Stop after this many moves instead (a repeatable search)");
-  app->add_option("--seed", flags->seed, "Random seed (default 1)");
+  // 0 moves would read as the search's own 0, "no limit".
+  app->add_option("--evaluations", flags->evaluations, "Stop after this many moves instead (a repeatable search)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""));
+  app->add_option("--seed", flags->seed, "Random seed (default 1)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()).description(""));
   app->add_option("--from", flags->from, "Start from this generator instead of the fastest within the limit");
   app->add_option("--trace", flags->trace_path,
                   "Write the start's and the result's predicted traces (<stem>.<schedule><ext>) for the viewer");

@@ -11,8 +11,10 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/format.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
@@ -53,7 +55,7 @@ SearchMemoryLimit SearchMemoryLimit::Parse(std::string_view text, std::string_vi
 
 std::string SearchMemoryLimit::Describe() const {
   if (forwards > 0) return fmt::format("{:g}p forwards' activations", forwards);
-  if (bytes > 0) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
+  if (bytes > 0) return FormatBytes(bytes);
   return "none";
 }
 
@@ -273,6 +275,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
   const Judge judge(sc, topo, steps);
 
   SearchResult result;
+  std::vector<std::string> over_limit;  // the starts that ran but do not fit, for the error below
   std::optional<Candidate> best_start;
   int64_t best_start_ns = 0;
   for (const GeneratorInfo& info : schedules::Generators()) {
@@ -332,6 +335,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
                                           c.run.makespan_ns() * 1e-6, SteadyStepNs(c.run) * 1e-6);
     if (!fits) {
       result.starts.push_back(fmt::format("{}: {}, over the memory limit", name, times));
+      over_limit.push_back(name);
       continue;
     }
     result.starts.push_back(fmt::format("{}: {}", name, times));
@@ -349,10 +353,14 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
                                                    : "not a flush-policy schedule (the search keeps the training "
                                                      "as it is and changes the order)"));
     }
-    std::string tried;
-    for (const std::string& s : result.starts) tried += "\n  " + s;
-    throw InputError(fmt::format("{}: search: no generator gives a schedule within the memory limit ({}):{}",
-                                 scenario.path, limit.Describe(), tried));
+    // One line: the starts over the limit by name, the others (the generator or the validator
+    // refused them) counted; DescribeSearch lists each start's reason when one fits.
+    const size_t others = result.starts.size() - over_limit.size();
+    throw InputError(fmt::format("{}: search: no generator gives a schedule within the memory limit ({} per rank): {} "
+                                 "over it{}{}; raise the memory limit",
+                                 scenario.path, limit.Describe(), over_limit.size(),
+                                 over_limit.empty() ? "" : fmt::format(" ({})", fmt::join(over_limit, ", ")),
+                                 others == 0 ? "" : fmt::format(", {} that could not start", others)));
   }
   const Candidate& c = *best_start;
   result.start_name = c.name;

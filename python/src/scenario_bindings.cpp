@@ -23,7 +23,10 @@ void BindScenario(py::module_& m) {
       .def_property_readonly("schedules", [](const Scenario& s) { return s.pipeline.schedules; },
                              "pipeline.schedule as written: names, files, or ['all']")
       .def_property_readonly("ranks", [](const Scenario& s) { return s.pipeline.ranks; })
-      .def_property_readonly("chunks", [](const Scenario& s) { return s.pipeline.chunks; })
+      .def_property_readonly(
+          "chunks",
+          [](const Scenario& s) { return s.pipeline.chunks > 0 ? std::optional<int>(s.pipeline.chunks) : std::nullopt; },
+          "pipeline.chunks as stated; None when absent (each schedule runs its own: 2 for those that interleave)")
       .def_property_readonly("microbatches", [](const Scenario& s) { return s.pipeline.microbatches; })
       .def_property_readonly("microbatch_size", [](const Scenario& s) { return s.pipeline.microbatch_size; })
       .def_property_readonly("steps", [](const Scenario& s) { return s.pipeline.steps; })

@@ -51,19 +51,19 @@ Schedule Generated(const std::string& name, int ranks, int microbatches, int chu
   if (ranks < 1) throw InputError(fmt::format("ranks must be >= 1 (got {})", ranks));
   if (microbatches < 1) throw InputError(fmt::format("microbatches must be >= 1 (got {})", microbatches));
   if (data_parallel < 1) throw InputError(fmt::format("data_parallel must be >= 1 (got {})", data_parallel));
+  if (chunks < 0) throw InputError(fmt::format("chunks must be >= 1 (got {})", chunks));
   if (max_ops < 1) throw InputError(fmt::format("max_ops must be >= 1 (got {})", max_ops));
+  const GeneratorInfo* info = FindGenerator(name);
   GeneratorParams params;
   params.ranks = ranks;
   params.microbatches = microbatches;
-  params.chunks = chunks;
+  params.chunks = info != nullptr ? ChunksFor(*info, chunks) : chunks;  // 0: the schedule's own
   params.steps = steps;
   params.vertical_sync = vertical_sync;
   params.recompute = recompute;
   params.data_parallel = data_parallel;
   // Before anything is built: a shape too large to hold is refused by its estimate.
-  if (const GeneratorInfo* info = FindGenerator(name)) {
-    CheckSize(DescribeShape(info->name, params), EstimateSize(*info, params), max_ops);
-  }
+  if (info != nullptr) CheckSize(DescribeShape(info->name, params), EstimateSize(*info, params), max_ops);
   return Generate(name, params);
 }
 

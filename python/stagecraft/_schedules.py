@@ -10,14 +10,15 @@ from . import _core
 Schedule = _core.Schedule
 
 
-def schedule(name: str, ranks: int, microbatches: int, chunks: int = 1, steps: int = 1, *,
+def schedule(name: str, ranks: int, microbatches: int, chunks: Optional[int] = None, steps: int = 1, *,
              data_parallel: int = 1, recompute: bool = False, vertical_sync: bool = False,
              max_ops: int = _core.DEFAULT_MAX_OPS) -> Schedule:
     """A generator's schedule (unlowered), as ``stagecraft schedule --schedule NAME --ranks P
     --microbatches M [--chunks V] [--steps N]`` makes it. Raises InputError when the generator
     does not take the shape (the same line the command prints) or the estimate of its size is
-    over ``max_ops``. Names: :func:`generator_names`."""
-    return _core.generate(name, ranks, microbatches, chunks, steps, data_parallel, recompute, vertical_sync,
+    over ``max_ops``. ``chunks`` None takes the schedule's own (2 for interleaved, zb-v and
+    dualpipe-v, else 1). Names: :func:`generator_names`."""
+    return _core.generate(name, ranks, microbatches, 0 if chunks is None else chunks, steps, data_parallel, recompute, vertical_sync,
                           max_ops)
 
 

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
@@ -135,7 +136,7 @@ std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
 }
 
 std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view source) {
-  std::vector<std::string_view> lines = Lines(text);
+  std::vector<std::string_view> lines = Lines(WithoutByteOrderMark(text));
   while (!lines.empty() && IsBlankRow(lines.back())) lines.pop_back();
   if (lines.empty()) throw InputError(fmt::format("{}: no rows", source));
   std::vector<std::vector<Cell>> rows(lines.size());

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "json_writer.h"
+#include "stagecraft/base/input_file.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -144,8 +145,7 @@ std::string JsonSyntaxError::Located() const {
 }
 
 bool ParseJson(std::string_view text, rapidjson::Document* document, JsonSyntaxError* error) {
-  constexpr std::string_view kBom = "\xEF\xBB\xBF";
-  const size_t base = text.starts_with(kBom) ? kBom.size() : 0;
+  const size_t base = text.size() - WithoutByteOrderMark(text).size();
   // RapidJSON's streams end at a NUL byte, which JSON text never holds: read up to the first.
   const size_t nul = text.find('\0', base);
   const std::string_view body = text.substr(base, nul == std::string_view::npos ? std::string_view::npos : nul - base);

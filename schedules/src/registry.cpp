@@ -38,6 +38,8 @@ std::string CheckCommon(const GeneratorInfo& info, const GeneratorParams& p) {
 
 }  // namespace
 
+int ChunksFor(const GeneratorInfo& info, int stated) { return stated > 0 ? stated : (info.interleaved ? 2 : 1); }
+
 const std::vector<GeneratorInfo>& Generators() {
   static const std::vector<GeneratorInfo> kTable = {
       {"gpipe", "Huang et al., GPipe, NeurIPS 2019", WeightPolicy::kFlush, false, NoCheck, EmitGpipe},

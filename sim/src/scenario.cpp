@@ -486,7 +486,7 @@ schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const sched
   params.steps = p.steps;
   params.recompute = p.full_recompute();
   params.data_parallel = p.data_parallel;
-  params.chunks = !info.interleaved ? 1 : (p.chunks == 1 ? 2 : p.chunks);
+  params.chunks = info.interleaved ? schedules::ChunksFor(info, p.chunks) : 1;
   params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
   params.zb_refine_nodes = p.zb_refine_nodes;
   return params;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "scenario_parse.h"
+#include "stagecraft/base/input_file.h"
 #include "stagecraft/sim/gpt_kernels.h"
 #include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/profile_yaml.h"
@@ -235,11 +236,27 @@ std::string DeviceFile(const Value& name_value) {
                                 name));
   }
   const std::vector<std::string> candidates = DeviceFileCandidates(name_value, name);
+  std::vector<std::string> library;  // the names the looked-in folders hold, for "did you mean"
   for (const std::string& file : candidates) {
     std::error_code ec;
-    if (std::filesystem::is_regular_file(file, ec)) return file;
+    // A file of that name that is not a regular file (a FIFO, a folder) is an error, not a miss.
+    if (std::filesystem::exists(std::filesystem::symlink_status(file, ec))) {
+      try {
+        CheckInputFile(file);
+      } catch (const InputError& e) {
+        name_value.Fail(fmt::format("device '{}': {}", name, e.what()));
+      }
+      return file;
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path(), ec)) {
+      if (entry.path().extension() == ".yaml") library.push_back(entry.path().stem().string());
+    }
   }
-  name_value.Fail(fmt::format("no device '{}' in the device library (looked for {})", name, fmt::join(candidates, ", ")));
+  std::sort(library.begin(), library.end());
+  library.erase(std::unique(library.begin(), library.end()), library.end());
+  const std::vector<std::string_view> known(library.begin(), library.end());
+  name_value.Fail(fmt::format("no device '{}' in the device library (looked for {}){}", name, fmt::join(candidates, ", "),
+                              yaml::DidYouMean(name, known)));
 }
 
 TopologySpec ParseTopology(const Value& value, const DeviceInclude* device) {

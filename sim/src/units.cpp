@@ -172,6 +172,7 @@ double ParseBandwidth(std::string_view text) {
   constexpr std::string_view kExpected = "a bandwidth like 50GB/s or 400Gbps";
   const Quantity q = SplitNumber(text, kExpected);
   std::string_view unit = q.unit;
+  if (unit.empty() && q.value == 0) return 0;  // 0 needs no unit (the caller checks its range)
   // Bytes per second: "<size unit>/s" or "<size unit>ps" with a capital B.
   for (std::string_view per : {"/s", "ps"}) {
     if (!EndsWith(unit, per)) continue;
@@ -240,6 +241,7 @@ double ParseFlops(std::string_view text) {
   constexpr std::string_view kExpected = "a compute rate like 989TFLOPS";
   const Quantity q = SplitNumber(text, kExpected);
   const std::string_view unit = q.unit;
+  if (unit.empty() && q.value == 0) return 0;  // 0 needs no unit (the caller checks its range)
   for (std::string_view suffix : {"FLOPS", "FLOP/s"}) {
     if (unit.size() < suffix.size()) continue;
     const size_t cut = unit.size() - suffix.size();

@@ -3,6 +3,7 @@
 #include "stagecraft/sim/validate.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <optional>
@@ -63,7 +64,7 @@ bool CheckRanges(const Scenario& s, Problems* out) {
   }
   const PipelineSpec& p = s.pipeline;
   count("pipeline.ranks", p.ranks, kMaxRanks);
-  count("pipeline.chunks", p.chunks, kMaxChunks);
+  if (p.chunks != 0) count("pipeline.chunks", p.chunks, kMaxChunks);  // 0: not stated
   count("pipeline.microbatches", p.microbatches, kMaxMicrobatches);
   count("pipeline.microbatch_size", p.microbatch_size, kMaxMicrobatchSize);
   count("pipeline.steps", p.steps, kMaxSteps);
@@ -154,30 +155,59 @@ std::optional<Topology> CheckTopology(const TopologySpec& t, bool* counted, Prob
   return std::nullopt;
 }
 
-// Each schedule named accepts the parameters it runs with; a chunks that only a V schedule's
-// own 2 would satisfy is reported at pipeline.chunks.
+// Each schedule named accepts the parameters it runs with. A stated pipeline.chunks is the
+// stages per rank of the schedules that interleave (the others run one): one that an
+// interleaving schedule cannot run with, where its own would do, or one that no schedule named
+// takes, is reported at pipeline.chunks, under `schedule: all` too (it is never changed, and
+// never makes a schedule of `all` skipped).
 void CheckSchedules(const PipelineSpec& p, Problems* out) {
-  if (p.runs_all()) return;
-  for (const std::string& name : p.schedules) {
+  std::vector<const schedules::GeneratorInfo*> named;
+  if (p.runs_all()) {
+    for (const schedules::GeneratorInfo& info : schedules::Generators()) {
+      if (!info.uses_costs) named.push_back(&info);
+    }
+  }
+  for (const std::string& name : p.runs_all() ? std::vector<std::string>{} : p.schedules) {
     if (p.schedule_files.contains(name)) continue;  // checked when imported
     if (name == kSearchedSchedule) continue;         // made from the generators that fit
     const schedules::GeneratorInfo* info = schedules::FindGenerator(name);
     if (info == nullptr) {
       out->Add("pipeline.schedule", detail::UnknownSchedule(name, p.schedules.size() == 1));
-      continue;
+    } else {
+      named.push_back(info);
     }
+  }
+  std::vector<std::string> contradicted;  // under `all`: the schedules the stated chunks contradicts
+  bool taken = !p.schedule_files.empty();   // a file's import takes chunks too (its stages per rank)
+  for (const schedules::GeneratorInfo* info : named) {
+    taken |= info->interleaved;
     const schedules::GeneratorParams params = GeneratorParamsFor(p, *info);
     const std::string why = schedules::CheckParams(*info, params);
     if (why.empty()) continue;
     schedules::GeneratorParams own = params;
-    own.chunks = 2;
-    if (info->interleaved && schedules::CheckParams(*info, own).empty()) {
-      // The generator's reason names the schedule and the chunks it needs.
-      out->Add("pipeline.chunks",
-               fmt::format("{}; without pipeline.chunks, {} takes 2", why.substr(info->name.size() + 2), name));
-    } else {
-      out->Add("pipeline.schedule", why);
+    own.chunks = schedules::ChunksFor(*info, 0);
+    if (p.chunks != 0 && schedules::CheckParams(*info, own).empty()) {
+      if (p.runs_all()) {
+        contradicted.push_back(fmt::format("{} runs {}", info->name, own.chunks));
+      } else {
+        // The generator's reason names the schedule and the chunks it needs.
+        out->Add("pipeline.chunks", fmt::format("{}; without pipeline.chunks, {} takes {}",
+                                                why.substr(info->name.size() + 2), info->name, own.chunks));
+      }
+    } else if (!p.runs_all()) {
+      out->Add("pipeline.schedule", why);  // under `all`, a schedule that cannot run is skipped
     }
+  }
+  if (p.chunks > 1 && !taken && !named.empty()) {
+    out->Add("pipeline.chunks", fmt::format("{} stages per rank applies to the schedules that interleave (interleaved, "
+                                            "zb-v, dualpipe-v), and no schedule named does: each of them runs one "
+                                            "stage per rank; leave pipeline.chunks out or name one that interleaves",
+                                            p.chunks));
+  }
+  if (!contradicted.empty()) {
+    out->Add("pipeline.chunks", fmt::format("{} stage(s) per rank contradicts schedules of `all` ({}); under schedule: "
+                                            "all leave chunks out (each schedule runs its own), or name the schedules",
+                                            p.chunks, fmt::join(contradicted, ", ")));
   }
 }
 
@@ -233,9 +263,10 @@ void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
 // reported with the schedule; a file's stages are known once it is imported).
 void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* out) {
   const PipelineSpec& p = s.pipeline;
-  int64_t stages = p.schedule_files.empty() ? p.ranks : int64_t{p.ranks} * p.chunks;
+  const auto runs = detail::RunGenerators(p);
+  int64_t stages = p.schedule_files.empty() ? p.ranks : int64_t{p.ranks} * std::max(p.chunks, 1);
   std::string why = "pipeline.ranks x pipeline.chunks";
-  for (const auto& [info, params] : detail::RunGenerators(p)) {
+  for (const auto& [info, params] : runs) {
     if (int64_t{params.ranks} * params.chunks <= stages || !schedules::CheckParams(*info, params).empty()) continue;
     stages = int64_t{params.ranks} * params.chunks;
     why = params.chunks == p.chunks ? "pipeline.ranks x pipeline.chunks"
@@ -245,16 +276,28 @@ void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* 
     out->Add(fmt::format("{}.layers", key),
              fmt::format("expected at least {} layers, one per stage ({}), got {}", stages, why, layers));
   }
-  if (p.partition == Partition::kGiven) {
-    int64_t listed = 0;
-    for (const int n : p.partition_layers) listed += n;
-    const int64_t own = p.schedule_files.empty() ? int64_t{p.ranks} * p.chunks : 0;
-    if (listed != layers || (own > 0 && static_cast<int64_t>(p.partition_layers.size()) != own)) {
-      out->Add("pipeline.partition",
-               fmt::format("expected the layers of each of the {} stages (pipeline.ranks x pipeline.chunks), {} in all; "
-                           "got {} stage(s) holding {}",
-                           own, layers, p.partition_layers.size(), listed));
-    }
+  if (p.partition != Partition::kGiven) return;
+  int64_t listed = 0;
+  for (const int n : p.partition_layers) listed += n;
+  const auto entries = static_cast<int64_t>(p.partition_layers.size());
+  if (listed != layers) {
+    out->Add("pipeline.partition", fmt::format("expected {} layers in all ({}.layers), got {} stage(s) holding {}", layers,
+                                               key, entries, listed));
+    return;
+  }
+  // One entry per stage of every schedule that runs: a list fits the schedules of one stage count.
+  for (const auto& [info, params] : runs) {
+    const int64_t own = int64_t{params.ranks} * params.chunks;
+    if (entries == own) continue;
+    const std::string chunks = params.chunks == 1 ? "one stage per rank"
+                                                  : fmt::format("{} stages per rank", params.chunks);
+    out->Add("pipeline.partition",
+             fmt::format("lists {} stage(s), but {} runs {} ({} ranks, {}){}", entries, info->name, own, params.ranks,
+                         chunks,
+                         runs.size() > 1 ? "; a list fits the schedules of one stage count: name those in "
+                                           "pipeline.schedule, or use partition: even or balanced"
+                                         : ""));
+    return;
   }
 }
 

@@ -2,10 +2,12 @@
 #include "yaml_util.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -48,14 +50,27 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 }
 
 std::string UnknownKeyMessage(std::string_view key, std::initializer_list<std::string_view> known) {
-  std::string message = fmt::format("unknown key '{}' (known: {})", key, fmt::join(known, ", "));
-  for (std::string_view candidate : known) {
-    if (EditDistance(key, candidate) <= 2) return message + fmt::format("; did you mean '{}'?", candidate);
-  }
-  return message;
+  return fmt::format("unknown key '{}' (known: {}){}", key, fmt::join(known, ", "),
+                     DidYouMean(key, std::vector<std::string_view>(known)));
 }
 
 }  // namespace
+
+std::string DidYouMean(std::string_view word, std::span<const std::string_view> known) {
+  const auto lowered = [](std::string_view text) {
+    std::string out(text);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string w = lowered(word);
+  std::string_view best;
+  size_t best_distance = 3;  // at most two edits: a typo, not another name
+  for (std::string_view candidate : known) {
+    const size_t d = EditDistance(w, lowered(candidate));
+    if (d < best_distance) best = candidate, best_distance = d;
+  }
+  return best.empty() ? std::string() : fmt::format("; did you mean '{}'?", best);
+}
 
 Override ParseOverride(const std::string& text) {
   const size_t eq = text.find('=');
@@ -71,6 +86,9 @@ Override ParseOverride(const std::string& text) {
   }
   try {
     ov.value = YAML::Load(value);
+  } catch (const YAML::DeepRecursion& e) {
+    throw InputError(fmt::format("--set {}: value nested more than {} levels deep, the YAML parser's limit", ov.path,
+                                 e.depth()));
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("--set {}: value is not valid YAML: {}", ov.path, e.msg));
   }
@@ -115,6 +133,15 @@ YAML::Node LoadText(std::string_view text, const std::string& source) {
     const int column = mark.is_null() ? 1 : mark.column + 1;
     throw InputError(fmt::format("{}:{}:{}: {}", source, line, column, what));
   };
+  // yaml-cpp reads a NUL byte as the end of a line inside an escape and reports the wrong line.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    const std::string_view before = text.substr(0, nul);
+    const size_t line_start = before.rfind('\n') + 1;  // npos + 1 == 0
+    YAML::Mark mark;
+    mark.line = static_cast<int>(std::count(before.begin(), before.end(), '\n'));
+    mark.column = static_cast<int>(nul - line_start);
+    fail(mark, "a NUL byte; YAML text holds none (is this a binary file?)");
+  }
   YAML::Node document;
   try {
     std::istringstream stream{std::string(text)};
@@ -135,6 +162,8 @@ YAML::Node LoadText(std::string_view text, const std::string& source) {
     }
     if (starts.marks.empty()) return YAML::Node();
     document = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    fail(e.mark, fmt::format("nested more than {} levels deep, the YAML parser's limit", e.depth()));
   } catch (const YAML::Exception& e) {
     fail(e.mark, e.msg);
   }

@@ -47,6 +47,10 @@ std::string ReadFile(const std::string& path, std::string_view what);
 // The file parsed as YAML (ReadFile, then LoadText).
 YAML::Node LoadFile(const std::string& path, std::string_view what);
 
+// "; did you mean 'NAME'?" for the known name nearest to `word` (case aside) within two edits, or
+// "" when none is that near: for unknown keys and names.
+std::string DidYouMean(std::string_view word, std::span<const std::string_view> known);
+
 // The directory of `path`, "" for a bare file name.
 std::string DirOf(const std::string& path);
 

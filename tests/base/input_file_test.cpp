@@ -1,5 +1,5 @@
 // Reading files the user named (base/input_file.h): the reason of each failure, the size
-// bound against regular files, devices and FIFOs.
+// bound, devices and FIFOs refused before they are opened, `-` as standard input.
 #include "stagecraft/base/input_file.h"
 
 #include <sys/stat.h>
@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -66,18 +65,53 @@ TEST_F(InputFileTest, AFileOverItsLimitIsRefusedNamingTheLimit) {
   EXPECT_EQ(ReadInputFile(Path("big.yaml"), (1 << 20) + 1, "a scenario file").size(), (1u << 20) + 1);
 }
 
-TEST_F(InputFileTest, AnEndlessDeviceStopsAtTheLimit) {
+TEST_F(InputFileTest, ADeviceIsRefusedByItsKind) {
+  const std::string tail = ", not a regular file (name a regular file, or - for standard input)";
   EXPECT_EQ(ErrorOf([] { ReadInputFile("/dev/zero", 1 << 20, "a scenario file"); }),
-            "/dev/zero: larger than 1 MiB, the limit for a scenario file");
-  EXPECT_EQ(ReadInputFile("/dev/null", 1 << 20, "a scenario file"), "");
+            "/dev/zero: cannot read: a character device" + tail);
+  EXPECT_EQ(ErrorOf([] { ReadInputFile("/dev/null", 1 << 20, "a scenario file"); }),
+            "/dev/null: cannot read: a character device" + tail);
+  EXPECT_EQ(ErrorOf([] { CheckInputFile("/dev/null"); }), "/dev/null: cannot read: a character device" + tail);
 }
 
-TEST_F(InputFileTest, AFifoIsReadToItsEnd) {
+// A FIFO with no writer would block the open for ever: it is refused before it is opened, here
+// with no writer at all (the test would hang, not fail, if it were opened).
+TEST_F(InputFileTest, AFifoIsRefusedBeforeItIsOpened) {
   const std::string fifo = Path("pipe");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  std::thread writer([&] { std::ofstream(fifo) << "name: piped\n"; });
-  EXPECT_EQ(ReadInputFile(fifo, 1 << 20, "a scenario file"), "name: piped\n");
-  writer.join();
+  const std::string want = fifo + ": cannot read: a FIFO, not a regular file (name a regular file, or - for "
+                                  "standard input)";
+  EXPECT_EQ(ErrorOf([&] { ReadInputFile(fifo, 1 << 20, "a scenario file"); }), want);
+  EXPECT_EQ(ErrorOf([&] { CheckInputFile(fifo); }), want);
+  // Through a symbolic link too: the link is followed to what it names.
+  fs::create_symlink(fifo, Path("link"));
+  EXPECT_EQ(ErrorOf([&] { ReadInputFile(Path("link"), 1 << 20, "a scenario file"); }),
+            Path("link") + ": cannot read: a FIFO, not a regular file (name a regular file, or - for standard input)");
+}
+
+// `-` reads this process's standard input, bounded like a file.
+TEST_F(InputFileTest, DashIsStandardInput) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const int saved = ::dup(STDIN_FILENO);
+  ASSERT_GE(saved, 0);
+  ASSERT_EQ(::dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
+  ::close(fds[0]);
+  const std::string text = "name: piped\n";
+  ASSERT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fds[1]);
+  const std::string read = ReadInputFile("-", 1 << 20, "a scenario file");
+  CheckInputFile("-");  // nothing to check before reading
+  ASSERT_EQ(::dup2(saved, STDIN_FILENO), STDIN_FILENO);
+  ::close(saved);
+  EXPECT_EQ(read, text);
+}
+
+TEST(WithoutByteOrderMark, SkipsOnlyALeadingMark) {
+  EXPECT_EQ(WithoutByteOrderMark("\xEF\xBB\xBF0F0"), "0F0");
+  EXPECT_EQ(WithoutByteOrderMark("0F0\xEF\xBB\xBF"), "0F0\xEF\xBB\xBF");
+  EXPECT_EQ(WithoutByteOrderMark("\xEF\xBB"), "\xEF\xBB");
+  EXPECT_EQ(WithoutByteOrderMark(""), "");
 }
 
 TEST(FileErrorReasonTest, LowersOnlyTheFirstLetter) {

@@ -105,6 +105,16 @@ check "gpu-check --dry-run: 31 steps without the build" '[[ $(wc -l <"$tmp/plan.
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
 "$gc" --bogus >/dev/null 2>&1
 check "gpu-check: a bad flag exits 2" '[[ $? -eq 2 ]]'
+# A machine without the NVIDIA driver is told so before any build (the build takes 10+ minutes on
+# two cores): exit 4, one line, and the build folder untouched.
+mkdir -p "$tmp/nobuild"
+GPU_CHECK_DRIVER_PATHS="$tmp/no-such-device" timeout 120 "$gc" --build-dir "$tmp/nobuild" --out "$tmp/gc-nodriver" \
+  >"$tmp/nodriver.txt" 2>&1
+check "gpu-check without a driver: exit 4 (got $?)" '[[ $? -eq 4 ]]'
+check "gpu-check without a driver: one line saying so" \
+  '[[ $(wc -l <"$tmp/nodriver.txt") -eq 1 ]] && grep -q "^gpu-check: no GPU: no NVIDIA driver .*nothing was built" "$tmp/nodriver.txt"'
+check "gpu-check without a driver: nothing built" '[[ -z "$(ls -A "$tmp/nobuild")" ]]'
+check "gpu-check without a driver: the report says why" 'grep -q "no NVIDIA driver" "$tmp/gc-nodriver/steps.tsv"'
 
 # --one-rank on a machine that says it has one GPU: a made-up build whose `stagecraft devices`
 # reports one usable GPU and whose every other command fails, and an mpirun that runs its command

@@ -18,7 +18,7 @@ expect_error "a folder as the profile" "--set model.profile: $tmp/folder: cannot
 expect_error "a folder as training.data" "training.data: $tmp/folder: cannot read: is a directory" \
   simulate "$gpt" --set "training.data=$tmp/folder"
 expect_error "a folder as a metrics file" "$tmp/folder: cannot read: is a directory" compare "$tmp/folder" "$tmp/folder"
-expect_error "an endless device as the scenario" "/dev/zero: larger than 64 MiB, the limit for a scenario file" \
+expect_error "an endless device as the scenario" "/dev/zero: cannot read: a character device, not a regular file" \
   simulate /dev/zero
 expect_error "a missing scenario" "$tmp/none.yaml: cannot read: no such file or directory" simulate "$tmp/none.yaml"
 printf 'name: one\n---\nname: two\n' >"$tmp/two.yaml"

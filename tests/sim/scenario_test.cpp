@@ -87,7 +87,7 @@ training: {optimizer: adam, lr: 0.001, momentum: 0.5, seed: 7, dtype: bf16}
 TEST(LoadScenario, DefaultsAndScheduleForms) {
   ScratchDir dir;
   Scenario s = LoadScenario(dir.Write("a.yaml", kBase), {});
-  EXPECT_EQ(s.pipeline.chunks, 1);
+  EXPECT_EQ(s.pipeline.chunks, 0);  // not stated: each schedule runs its own
   EXPECT_EQ(s.pipeline.microbatch_size, 1);
   EXPECT_EQ(s.pipeline.steps, 1);
   EXPECT_FALSE(s.has_training);

@@ -100,8 +100,8 @@ TEST(Validate, Topology) {
   EXPECT_EQ(problems[0].message, "device 1 (g1) cannot reach device 0 (g0)");
 }
 
-// zb-v and dualpipe-v run 2 chunks when pipeline.chunks is left at 1; a chunks they cannot run
-// is one problem at pipeline.chunks naming the schedule.
+// zb-v and dualpipe-v run 2 chunks when pipeline.chunks is not stated; a chunks they cannot run
+// is one problem at pipeline.chunks naming the schedule, and so is a stated 1.
 TEST(Validate, VSchedulesTakeTwoChunks) {
   Scenario s = Sound();
   s.pipeline.microbatches = 8;
@@ -114,8 +114,10 @@ TEST(Validate, VSchedulesTakeTwoChunks) {
   ASSERT_EQ(Keys(problems), (std::vector<std::string>{"pipeline.chunks", "pipeline.chunks"}));
   EXPECT_EQ(problems[0].message,
             "zb-v runs two stages per rank in a V; chunks must be 2 (got 3); without pipeline.chunks, zb-v takes 2");
-  // A model needs a layer for each of the V's stages.
   s.pipeline.chunks = 1;
+  ASSERT_EQ(Keys(Validate(s)), (std::vector<std::string>{"pipeline.chunks", "pipeline.chunks"}));
+  // A model needs a layer for each of the V's stages.
+  s.pipeline.chunks = 0;
   s.pipeline.schedules = {"1f1b", "zb-v"};
   s.model.costs.reset();
   s.model.mlp = MlpSpec{6, 16};

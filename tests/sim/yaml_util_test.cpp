@@ -1,5 +1,5 @@
 // Tests for sim/src/yaml_util.cpp through the scenario and profile readers: the files they read
-// or name (a directory, /dev/zero, a missing file), each refused with its reason at the key that
+// or name (a directory, a device, a file over the limit, a missing file), each refused with its reason at the key that
 // names it, and a YAML stream of more than one document, refused where the second one starts.
 #include <gtest/gtest.h>
 
@@ -38,9 +38,14 @@ TEST(ReadFile, ADirectoryIsNamedAsOne) {
   EXPECT_EQ(ErrorOf([&] { LoadProfile(dir.Path("sub")); }), dir.Path("sub") + ": cannot read: is a directory");
 }
 
-TEST(ReadFile, DevZeroStopsAtTheLimit) {
+TEST(ReadFile, AFileOverTheLimitIsRefusedUnread) {
+  ScratchDir dir;
+  const std::string big = dir.Write("big.yaml", "");
+  std::filesystem::resize_file(big, (uintmax_t{64} << 20) + 1);  // sparse: no 64 MiB written
+  EXPECT_EQ(ErrorOf([&] { LoadScenario(big, {}); }), big + ": larger than 64 MiB, the limit for a scenario file");
   EXPECT_EQ(ErrorOf([] { LoadScenario("/dev/zero", {}); }),
-            "/dev/zero: larger than 64 MiB, the limit for a scenario file");
+            "/dev/zero: cannot read: a character device, not a regular file (name a regular file, or - for standard "
+            "input)");
 }
 
 // A file a scenario names is checked where it is named: the topology file, the profile, a

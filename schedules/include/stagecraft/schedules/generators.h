@@ -28,6 +28,12 @@ struct GeneratorInfo {
   bool uses_costs = false;
 };
 
+// The virtual stages per rank `info` runs with: `stated` when the user stated it (> 0), else the
+// schedule's own: 2 for the schedules that interleave (Megatron's smallest, ZB-V's and
+// DualPipe-V's V), 1 for the others. A stated value is never changed: CheckParams refuses one
+// the schedule cannot run with.
+int ChunksFor(const GeneratorInfo& info, int stated);
+
 const std::vector<GeneratorInfo>& Generators();
 const GeneratorInfo* FindGenerator(std::string_view name);  // nullptr when unknown
 std::string GeneratorNames();                               // "gpipe, 1f1b, ..."

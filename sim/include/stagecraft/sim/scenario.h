@@ -133,9 +133,11 @@ struct PipelineSpec {
   std::vector<std::string> schedules;
   std::map<std::string, std::string> schedule_files;  // a file's name as written -> its resolved path
   int ranks = 0;
-  // Virtual stages per rank of the schedules that interleave (interleaved, zb-v, dualpipe-v);
-  // at 1 those take 2 (GeneratorParamsFor), the others always run one stage per rank.
-  int chunks = 1;
+  // pipeline.chunks as stated, 0 when absent. The schedules that interleave (interleaved, zb-v,
+  // dualpipe-v) run it, or their own 2 when absent (schedules::ChunksFor); the others always run
+  // one stage per rank. A stated value is never changed: one an interleaving schedule named
+  // cannot run with, or that no schedule named takes, is an error at pipeline.chunks.
+  int chunks = 0;
   int microbatches = 0;
   int microbatch_size = 1;
   int steps = 1;
@@ -247,8 +249,8 @@ Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
 std::string ScenarioText(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The generator parameters of one schedule of `pipeline`, used both to check the scenario and
-// to run it. A schedule that interleaves runs pipeline.chunks virtual stages per rank, 2 when
-// chunks is 1; the others run one stage per rank. Under `schedule: all`, vertical_sync reaches
+// to run it. A schedule that interleaves runs pipeline.chunks virtual stages per rank when it is
+// stated, else its own (schedules::ChunksFor); the others one. Under `schedule: all`, vertical_sync reaches
 // pipedream only.
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& pipeline, const schedules::GeneratorInfo& info);
 
