@@ -39,8 +39,9 @@ struct SearchFlags {
 int Run(const SearchFlags& f) {
   const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
   harness::SearchOptions options;
-  if (!(f.budget >= 0 && f.budget <= 86400)) {
-    throw InputError(fmt::format("--budget: {} is not a number of seconds in [0, 86400]", f.budget));
+  if (!(f.budget >= 0 && f.budget <= harness::kMaxSearchBudgetSeconds)) {
+    throw InputError(fmt::format("--budget: {} is not a number of seconds in [0, {:g}]", f.budget,
+                                 harness::kMaxSearchBudgetSeconds));
   }
   if (f.evaluations < 0) throw InputError(fmt::format("--evaluations: {} is below 0", f.evaluations));
   options.budget_seconds = f.budget;
