@@ -57,7 +57,7 @@ void AddMaxOpsOption(CLI::App* app, int64_t* max_ops) {
   *max_ops = kDefaultMaxOps;
   app->add_option("--max-ops", *max_ops,
                   "Refuse to build schedules estimated to hold more ops than this (about 200 bytes of memory each)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000'000}))
+      ->check(CLI::Range(int64_t{1}, kMaxMaxOps))
       ->capture_default_str();
 }
 

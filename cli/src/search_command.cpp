@@ -41,8 +41,9 @@ int Run(const SearchFlags& f) {
   const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
   harness::SearchOptions options;
   // A budget of 0 could not even judge the starts (NaN fails the test too).
-  if (!(f.budget > 0 && f.budget <= 86400)) {
-    throw InputError(fmt::format("--budget: {} is not a number of seconds in (0, 86400]", f.budget));
+  if (!(f.budget > 0 && f.budget <= harness::kMaxSearchBudgetSeconds)) {
+    throw InputError(fmt::format("--budget: {} is not a number of seconds in (0, {:g}]", f.budget,
+                                 harness::kMaxSearchBudgetSeconds));
   }
   options.budget_seconds = f.budget;
   options.max_evaluations = f.evaluations;

@@ -344,7 +344,8 @@ void Refine(const Space& space, PlanResult* result) {
     const auto start = Clock::now();
     try {
       const sim::Scenario sc = ScenarioFor(space.base, leaders[i], o);
-      std::vector<schedules::Schedule> searched = ScenarioSchedules(sc, {std::string(sim::kSearchedSchedule)});
+      std::vector<schedules::Schedule> searched =
+          ScenarioSchedules(sc, {std::string(sim::kSearchedSchedule)}, o.cancel);
       const Prediction p = Predict(sc, space.topology, std::move(searched.front()));
       refined[i] = EntryOf(space, leaders[i], p, std::chrono::duration<double>(Clock::now() - start).count());
     } catch (const InputError& e) {
@@ -484,9 +485,12 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
                    [](const Candidate& a, const Candidate& b) { return a.floor_ns < b.floor_ns; });
   Board board(options.top, options);
   board.SetCandidates(static_cast<int64_t>(candidates.size()));
-  ParallelFor(candidates.size(), space.max_threads,
-              [&](size_t i) { Evaluate(space, candidates[i], facts[candidates[i].facts], &board); });
+  const auto cancelled = [&options] { return options.cancel != nullptr && options.cancel->load(); };
+  ParallelFor(candidates.size(), space.max_threads, [&](size_t i) {
+    if (!cancelled()) Evaluate(space, candidates[i], facts[candidates[i].facts], &board);
+  });
   board.Finish(&result);
+  if (cancelled()) return result;  // incomplete: the caller stopped it
   Rank(&result);
   Refine(space, &result);
   Rank(&result);

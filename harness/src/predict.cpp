@@ -184,7 +184,7 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const sim::CostT
 namespace {
 
 std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
-                                     const sim::Scenario* costs_from) {
+                                     const sim::Scenario* costs_from, const std::atomic<bool>* cancel) {
   std::vector<Schedule> out;
   for (const std::string& name : names) {
     if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
@@ -197,6 +197,7 @@ std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vect
       if (costs_from == nullptr) throw InputError(fmt::format("schedule '{}' is made from the scenario's costs", name));
       SearchOptions options;
       options.max_evaluations = p.search_evaluations;
+      options.cancel = cancel;
       const SearchResult searched = SearchSchedule(*costs_from, options);
       out.push_back(ImportScheduleText(p, name, ExportCsv(searched.best, CsvForm::kComputeOnly),
                                        fmt::format("{} (searched from {})", costs_from->path, searched.start_name),
@@ -220,11 +221,12 @@ std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vect
 }  // namespace
 
 std::vector<Schedule> ScenarioSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names) {
-  return BuildSchedules(p, names, nullptr);
+  return BuildSchedules(p, names, nullptr, nullptr);
 }
 
-std::vector<Schedule> ScenarioSchedules(const sim::Scenario& sc, const std::vector<std::string>& names) {
-  return BuildSchedules(sc.pipeline, names, &sc);
+std::vector<Schedule> ScenarioSchedules(const sim::Scenario& sc, const std::vector<std::string>& names,
+                                        const std::atomic<bool>* cancel) {
+  return BuildSchedules(sc.pipeline, names, &sc, cancel);
 }
 
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule) {

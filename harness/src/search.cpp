@@ -399,7 +399,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
   for (;;) {
     const double progress = options.max_evaluations > 0 ? static_cast<double>(tried) / options.max_evaluations
                                                         : (budget > 0 ? elapsed() / budget : 1.0);
-    if (progress >= 1) break;
+    if (progress >= 1 || (options.cancel != nullptr && options.cancel->load())) break;
     ++tried;
     // The shift: mostly near (1 to 4 places), sometimes far (up to 32).
     const int reach = rng() % 4 == 0 ? 32 : 4;

@@ -2,6 +2,7 @@
 // simulate and execute write them, the bubble split of a run, and `stagecraft compare`. The
 // metrics travel as the metrics codec's JSON (metrics_json.h), which the package reads into
 // attributes, so Python sees the fields and the precision that `simulate --json` writes.
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "interruptible.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/harness/compare.h"
@@ -47,16 +49,22 @@ struct Simulation {
   }
 };
 
+// simulate's predictions under the arguments of stagecraft.simulate, which has checked them;
+// Ctrl-C stops it between schedules and in the search that makes `auto`.
 Simulation Simulate(std::shared_ptr<const sim::Scenario> sc, int64_t max_ops) {
-  if (max_ops < 1) throw InputError(fmt::format("max_ops must be >= 1 (got {})", max_ops));
   Simulation out;
   out.scenario = sc;
-  const std::vector<std::string> names = harness::ScenarioScheduleNames(*sc, false);
-  harness::CheckScheduleSizes(sc->pipeline, names, max_ops);
-  const sim::Topology topo(sc->topology);
-  for (schedules::Schedule& s : harness::ScenarioSchedules(*sc, names)) {
-    out.predictions.push_back(harness::Predict(*sc, topo, std::move(s)));
-  }
+  out.predictions = RunInterruptibly([&sc, max_ops](const std::atomic<bool>* cancel) {
+    const std::vector<std::string> names = harness::ScenarioScheduleNames(*sc, false);
+    harness::CheckScheduleSizes(sc->pipeline, names, max_ops);
+    const sim::Topology topo(sc->topology);
+    std::vector<harness::Prediction> predictions;
+    for (schedules::Schedule& s : harness::ScenarioSchedules(*sc, names, cancel)) {
+      if (cancel->load()) break;
+      predictions.push_back(harness::Predict(*sc, topo, std::move(s)));
+    }
+    return predictions;
+  });
   out.cost_source = out.predictions.front().cost_source;
   return out;
 }
@@ -173,7 +181,7 @@ void BindRuns(py::module_& m) {
              return d;
            },
            py::arg("index"), py::arg("rank"));
-  m.def("simulate", &Simulate, py::arg("scenario"), py::arg("max_ops"), py::call_guard<py::gil_scoped_release>());
+  m.def("simulate", &Simulate, py::arg("scenario"), py::arg("max_ops"));
 
   py::class_<harness::RunFile>(m, "RunFile", "A metrics file as simulate --json or execute --json wrote it.")
       .def_readonly("path", &harness::RunFile::path)

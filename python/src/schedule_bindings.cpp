@@ -46,13 +46,10 @@ void RefuseInvalid(const Schedule& s) {
   }
 }
 
+// The arguments' types and signs are stagecraft.schedule's to check; the generator checks the
+// shape.
 Schedule Generated(const std::string& name, int ranks, int microbatches, int chunks, int steps, int data_parallel,
                    bool recompute, bool vertical_sync, int64_t max_ops) {
-  if (ranks < 1) throw InputError(fmt::format("ranks must be >= 1 (got {})", ranks));
-  if (microbatches < 1) throw InputError(fmt::format("microbatches must be >= 1 (got {})", microbatches));
-  if (data_parallel < 1) throw InputError(fmt::format("data_parallel must be >= 1 (got {})", data_parallel));
-  if (chunks < 0) throw InputError(fmt::format("chunks must be >= 1 (got {})", chunks));
-  if (max_ops < 1) throw InputError(fmt::format("max_ops must be >= 1 (got {})", max_ops));
   const GeneratorInfo* info = FindGenerator(name);
   GeneratorParams params;
   params.ranks = ranks;
@@ -89,7 +86,6 @@ Schedule Imported(const py::object& source, int chunks, int microbatches, int st
   if (!ParsePolicy(weights, &options.weights)) {
     throw InputError(fmt::format("weights: expected flush, stash or 2bw, got '{}'", weights));
   }
-  if (data_parallel < 1) throw InputError(fmt::format("data_parallel must be >= 1 (got {})", data_parallel));
   py::gil_scoped_release release;
   Schedule s = ImportCsv(text, where, options);
   s.data_parallel = data_parallel;
@@ -110,6 +106,7 @@ std::string OpRepr(const Op& op) {
 
 void BindSchedules(py::module_& m) {
   m.attr("DEFAULT_MAX_OPS") = kDefaultMaxOps;
+  m.attr("MAX_MAX_OPS") = kMaxMaxOps;
 
   py::class_<Op>(m, "Op", "One op of a rank's list (DESIGN.md §2).")
       .def_property_readonly("kind", [](const Op& op) { return std::string(KindName(op.kind)); },
@@ -151,7 +148,6 @@ void BindSchedules(py::module_& m) {
            "SEND/RECV pairs, deadlocks")
       .def("lower",
            [](const Schedule& s, const std::string& p2p, int buffers) {
-             if (buffers < 1) throw InputError(fmt::format("buffers must be >= 1 (got {})", buffers));
              const P2p mode = P2pOf(p2p);
              py::gil_scoped_release release;
              return Lower(s, mode, buffers);

@@ -1,5 +1,6 @@
 // The schedule search in Python (harness/search.h), as `stagecraft search` runs it: the same
-// options and checks, the searched order, its CSV and its explanation.
+// options and checks, the searched order, its CSV and its explanation; interruptible by Ctrl-C.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "interruptible.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/harness/search.h"
 #include "stagecraft/schedules/csv_io.h"
@@ -20,19 +22,21 @@ namespace {
 using harness::SearchRankChange;
 using harness::SearchResult;
 
+// The search of `sc` under the arguments of stagecraft.search, which has checked their types and
+// ranges; interruptible by Ctrl-C.
 SearchResult Search(std::shared_ptr<const sim::Scenario> sc, const std::optional<std::string>& memory_limit,
                     double budget, int64_t evaluations, uint64_t seed, const std::string& from) {
-  if (!(budget >= 0 && budget <= 86400)) {
-    throw InputError(fmt::format("budget: {} is not a number of seconds in [0, 86400]", budget));
-  }
-  if (evaluations < 0) throw InputError(fmt::format("evaluations: {} is below 0", evaluations));
   harness::SearchOptions options;
   options.budget_seconds = budget;
   options.max_evaluations = evaluations;
   options.seed = seed;
   options.from = from;
-  if (memory_limit) options.memory_limit = harness::SearchMemoryLimit::Parse(*memory_limit, "memory_limit");
-  SearchResult r = harness::SearchSchedule(*sc, options);
+  if (memory_limit) options.memory_limit = harness::SearchMemoryLimit::Parse(*memory_limit, "search: memory_limit");
+  SearchResult r = RunInterruptibly([&](const std::atomic<bool>* cancel) {
+    harness::SearchOptions interruptible = options;
+    interruptible.cancel = cancel;
+    return harness::SearchSchedule(*sc, interruptible);
+  });
   r.best.name = "searched";
   return r;
 }
@@ -83,7 +87,8 @@ void BindSearch(py::module_& m) {
            [](const SearchResult& r) { return schedules::ExportCsv(r.best, schedules::CsvForm::kComputeOnly); },
            "The searched schedule as the CSV `stagecraft search --out` writes");
   m.def("search", &Search, py::arg("scenario"), py::arg("memory_limit"), py::arg("budget"), py::arg("evaluations"),
-        py::arg("seed"), py::arg("from_"), py::call_guard<py::gil_scoped_release>());
+        py::arg("seed"), py::arg("from_"));
+  m.attr("MAX_SEARCH_BUDGET_SECONDS") = harness::kMaxSearchBudgetSeconds;
 }
 
 }  // namespace stagecraft::python

@@ -14,7 +14,8 @@ Bad input raises :class:`InputError` with the line ``stagecraft`` prints. See do
 
 from ._errors import InputError
 from . import _core
-from ._core import DEFAULT_MAX_OPS, BubbleSplit, Diagnostic, Gap, Op, SearchRankChange, TraceOp
+from ._core import (DEFAULT_MAX_OPS, MAX_MAX_OPS, MAX_PLAN_THREADS, MAX_SEARCH_BUDGET_SECONDS, BubbleSplit,
+                    Diagnostic, Gap, Op, SearchRankChange, TraceOp)
 from ._scenario import Scenario
 from ._schedules import Schedule, generator_names, schedule
 from ._runs import (Comparison, RankResult, Run, RunResult, SimulatedRun, StageCosts, Trace, compare, metrics_json,
@@ -25,7 +26,8 @@ from ._plan import Plan, PlanConfiguration, plan
 __version__ = "0.1.0"
 
 __all__ = [
-    "BubbleSplit", "Comparison", "DEFAULT_MAX_OPS", "Diagnostic", "Gap", "InputError", "Op", "RankResult", "Run",
+    "BubbleSplit", "Comparison", "DEFAULT_MAX_OPS", "Diagnostic", "Gap", "InputError", "MAX_MAX_OPS",
+    "MAX_PLAN_THREADS", "MAX_SEARCH_BUDGET_SECONDS", "Op", "RankResult", "Run",
     "Plan", "PlanConfiguration", "RunResult", "Scenario", "Schedule", "SearchRankChange", "SearchResult", "SimulatedRun", "StageCosts", "Trace",
     "TraceOp", "compare", "generator_names", "metrics_json", "plan", "read_run", "read_trace", "schedule", "search",
     "simulate", "to_pandas",

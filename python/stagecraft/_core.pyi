@@ -4,6 +4,9 @@ from typing import Any, Optional, Union
 import os
 
 DEFAULT_MAX_OPS: int
+MAX_MAX_OPS: int  # the largest max_ops (schedules/budget.h)
+MAX_PLAN_THREADS: int  # the most threads a plan starts (harness/plan.h)
+MAX_SEARCH_BUDGET_SECONDS: float  # the longest search budget (harness/search.h)
 
 class Op:
     """One op of a rank's list (DESIGN.md §2)."""
@@ -289,6 +292,8 @@ class PlanRun:
     @property
     def has_best(self) -> bool: ...
     def best_scenario_text(self) -> str: ...
+    def write_best(self, path: str) -> None: ...
+    def write_plot(self, path: str) -> None: ...
 
 def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: str, tensor_parallel: list[int],
          schedules: list[str], recompute: list[str], partitions: list[str], zero: list[int], max_microbatch_size: int,

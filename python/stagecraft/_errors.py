@@ -16,19 +16,25 @@ class InputError(ValueError):
     """Bad input: a scenario, a CSV, a metrics file, a trace or an argument.
 
     ``str(error)`` is the line ``stagecraft`` prints after ``stagecraft: error: `` for the same
-    input (control characters escaped). ``file``, ``line`` and ``column`` say where, when the
+    input (control characters escaped), with the Python argument in place of the command's flag
+    (``plan: max_ops: ...``). ``argument`` names that argument when the error is about one
+    (``"max_ops"``, ``"overrides"``); ``file``, ``line`` and ``column`` say where, when the
     message starts with ``FILE:LINE:COL:``, ``FILE:LINE:`` or ``FILE:``; each is None otherwise.
     """
 
     message: str
+    argument: Optional[str]
     file: Optional[str]
     line: Optional[int]
     column: Optional[int]
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, argument: Optional[str] = None) -> None:
         super().__init__(message)
         self.message = message
+        self.argument = argument
         self.file, self.line, self.column = None, None, None
+        if argument is not None:  # "plan: max_ops: ..." names an argument, not a file
+            return
         located = _LOCATED.match(message)
         if located:
             self.file = located["file"]

@@ -6,8 +6,7 @@ import json
 import os
 from typing import Any, Optional, Sequence, Union
 
-from . import _core
-from ._errors import InputError
+from . import _checks, _core
 from ._runs import RunResult, _Record
 from ._scenario import Scenario
 
@@ -71,7 +70,7 @@ class Plan:
 
     def report(self, top: Optional[int] = None) -> str:
         """The text ``stagecraft plan`` prints (its ``--top``: ``top``, default the plan's)."""
-        return self._core.report(self._top if top is None else top)
+        return self._core.report(self._top if top is None else _checks.Call("report").integer("top", top, 1))
 
     def to_json(self) -> str:
         """The file ``plan --json`` writes."""
@@ -82,9 +81,11 @@ class Plan:
         return self._core.pareto_ascii()
 
     def write_plot(self, path: Union[str, os.PathLike[str]]) -> None:
-        """Writes the Pareto front as the PNG ``plan --plot`` writes."""
-        with open(path, "wb") as fh:
-            fh.write(self._core.pareto_png())
+        """Writes the Pareto front as the PNG ``plan --plot`` writes, as the command writes its
+        outputs: ``path`` checked before the image is made, a regular file replaced atomically
+        (a temporary beside it, renamed over it), ``"-"`` standard output, a directory refused
+        with :class:`InputError`."""
+        self._core.write_plot(_checks.Call("write_plot").path("path", path))
 
     def best_scenario_text(self) -> str:
         """The winner as the scenario ``plan --write-best`` writes (``simulate`` and ``execute``
@@ -92,10 +93,9 @@ class Plan:
         return self._core.best_scenario_text()
 
     def write_best(self, path: Union[str, os.PathLike[str]]) -> None:
-        """Writes :meth:`best_scenario_text` to ``path``."""
-        text = self.best_scenario_text()
-        with open(path, "w") as fh:
-            fh.write(text)
+        """Writes :meth:`best_scenario_text` to ``path`` as the command writes its outputs (see
+        :meth:`write_plot`)."""
+        self._core.write_best(_checks.Call("write_best").path("path", path))
 
     def to_pandas(self) -> Any:
         """One row per configuration: the layout's keys and the metrics' scalars."""
@@ -112,12 +112,14 @@ class Plan:
         return pandas.DataFrame(rows)
 
 
-def _names(value: Optional[Sequence[Any]], what: str) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, (str, bytes)):
-        raise InputError(f"{what}: expected a list, got the text {value!r}")
-    return list(value)
+# The command's flags as stagecraft.plan's arguments, for the messages of the code they share.
+_PLAN_FLAGS = {
+    "--gpus": "gpus", "--global-batch": "global_batch", "--memory-limit": "memory_limit",
+    "--tensor-parallel": "tensor_parallel", "--schedules": "schedules", "--recompute": "recompute",
+    "--partition": "partitions", "--zero": "zero", "--max-microbatch-size": "max_microbatch_size",
+    "--max-chunks": "max_chunks", "--top": "top", "--threads": "threads", "--refine": "refine",
+    "--search-evaluations": "search_evaluations", "--refine-seconds": "refine_seconds", "--max-ops": "max_ops",
+}
 
 
 def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[str, int, None] = None,
@@ -134,18 +136,27 @@ def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[s
     a size ("60GiB" or an int of bytes; None: pipeline.memory_limit, else the device's),
     ``tensor_parallel`` the T to try, ``schedules`` the generators (``"auto"`` for the searched
     order), ``recompute`` of none/selective/full, ``partitions`` of even/balanced, ``zero`` of
-    0/1. Releases the GIL while it plans."""
-    limit = "" if memory_limit is None else str(memory_limit)
-    zeros = _names(zero, "zero")
-    for z in zeros:
-        if z not in (0, 1):
-            raise InputError(f"zero: expected 0 or 1, got {z}")
-    if threads < 0:
-        raise InputError(f"threads: expected at least 1 (or 0: every core), got {threads}")
-    if search_evaluations < 0:
-        raise InputError("search_evaluations: expected at least 1 (or 0: the scenario's)")
-    core = _core.plan(scenario._core, gpus, global_batch, limit, _names(tensor_parallel, "tensor_parallel"),
-                      _names(schedules, "schedules"), _names(recompute, "recompute"),
-                      _names(partitions, "partitions"), zeros, max_microbatch_size, max_chunks, top, threads,
-                      refine, search_evaluations, float(refine_seconds), max_ops)
-    return Plan(core, top)
+    0/1. Releases the GIL while it plans; Ctrl-C stops it (KeyboardInterrupt)."""
+    call = _checks.Call("plan")
+    core = call.scenario(scenario)
+    args = dict(
+        gpus=call.integer("gpus", gpus, 1),
+        global_batch=call.integer("global_batch", global_batch, 1, _checks.INT64_MAX),
+        memory_limit=call.size("memory_limit", memory_limit) or "",
+        tensor_parallel=call.items("tensor_parallel", tensor_parallel, lambda name, t: call.integer(name, t, 1)),
+        schedules=call.items("schedules", schedules, call.text),
+        recompute=call.items("recompute", recompute, call.text),
+        partitions=call.items("partitions", partitions, call.text),
+        zero=call.items("zero", zero, lambda name, z: call.integer(name, z, 0, 1)),
+        max_microbatch_size=call.integer("max_microbatch_size", max_microbatch_size, 0, meaning="0: no bound"),
+        max_chunks=call.integer("max_chunks", max_chunks, 1),
+        top=call.integer("top", top, 1),
+        threads=call.integer("threads", threads, 0, _core.MAX_PLAN_THREADS, "0: every core"),
+        refine=call.integer("refine", refine, 0, meaning="0: none"),
+        search_evaluations=call.integer("search_evaluations", search_evaluations, 0, _checks.INT64_MAX,
+                                        "0: the scenario's"),
+        refine_seconds=call.number("refine_seconds", refine_seconds, 0, unit="a number of seconds"),
+        max_ops=call.integer("max_ops", max_ops, 0, _core.MAX_MAX_OPS, "0: the default"),
+    )
+    with call.names(_PLAN_FLAGS):
+        return Plan(_core.plan(core, **args), args["top"])

@@ -10,8 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
-from . import _core
-from ._errors import InputError
+from . import _checks, _core
 from ._scenario import Scenario
 
 PathLike = Union[str, os.PathLike]
@@ -150,13 +149,19 @@ class SimulatedRun(RunResult):
     def memory_terms(self, rank: int) -> dict[str, Any]:
         """A rank's memory by term (weights, gradients, optimizer, activations, other, in
         bytes; inflight; dominant), as simulate's table shows its busiest rank."""
-        return self._simulation.memory_terms(self._index, rank)
+        return self._simulation.memory_terms(self._index,
+                                             _checks.Call("memory_terms").integer("rank", rank, 0, self.ranks - 1))
 
 
 def simulate(scenario: Scenario, max_ops: int = _core.DEFAULT_MAX_OPS) -> list[SimulatedRun]:
     """Predicts each of the scenario's schedules (one per schedule under ``schedule: all``), as
-    ``stagecraft simulate`` does. Releases the GIL while it simulates."""
-    simulation = _core.simulate(scenario._core, max_ops)
+    ``stagecraft simulate`` does. Releases the GIL while it simulates; Ctrl-C stops it between
+    schedules (KeyboardInterrupt), though not inside one schedule's simulation."""
+    call = _checks.Call("simulate")
+    core = call.scenario(scenario)
+    limit = call.integer("max_ops", max_ops, 1, _core.MAX_MAX_OPS)
+    with call.names({"--max-ops": "max_ops"}):
+        simulation = _core.simulate(core, limit)
     data = json.loads(simulation.metrics_json())
     return [SimulatedRun(d, simulation, i, scenario) for i, d in enumerate(data["schedules"])]
 
@@ -164,19 +169,24 @@ def simulate(scenario: Scenario, max_ops: int = _core.DEFAULT_MAX_OPS) -> list[S
 def metrics_json(results: Sequence[SimulatedRun]) -> str:
     """The metrics file of ``results`` (from one :func:`simulate` call), byte for byte as
     ``simulate --json`` writes it for those schedules."""
-    if not results:
-        raise ValueError("metrics_json needs at least one result")
-    simulation = results[0]._simulation
-    if any(r._simulation is not simulation for r in results):
-        raise ValueError("metrics_json: the results come from different simulate() calls")
-    return simulation.metrics_json([r._index for r in results])
+    call = _checks.Call("metrics_json")
+    runs = call.instances("results", results, SimulatedRun, "a list of simulate()'s results")
+    if not runs:
+        raise call.value_error("results", "expected at least one result of simulate()")
+    simulation = runs[0]._simulation
+    if any(r._simulation is not simulation for r in runs):
+        raise call.value_error("results", "the results come from different simulate() calls")
+    return simulation.metrics_json([r._index for r in runs])
+
 
 
 def to_pandas(results: Sequence[RunResult]) -> Any:
     """One row per schedule: its scalar metrics and its worst rank's peak memory (needs pandas)."""
+    call = _checks.Call("to_pandas")
+    runs = call.instances("results", results, RunResult, "a list of RunResult")
     pandas = _pandas("stagecraft.to_pandas()")
     rows = []
-    for r in results:
+    for r in runs:
         row = {k: v for k, v in r._data.items() if not isinstance(v, (list, dict))}
         row["peak_memory_bytes"] = r.peak_memory_bytes
         rows.append(row)
@@ -210,7 +220,8 @@ class Run:
 
     def find(self, schedule: str) -> Optional[RunResult]:
         """The schedule of that name, or None."""
-        return next((s for s in self.schedules if s.schedule == schedule), None)
+        name = _checks.Call("find").text("schedule", schedule, "a schedule's name")
+        return next((s for s in self.schedules if s.schedule == name), None)
 
     def metrics_json(self) -> str:
         """The file as the metrics codec writes it back."""
@@ -223,7 +234,7 @@ class Run:
 def read_run(path: PathLike) -> Run:
     """Reads a metrics file (``simulate --json``, ``execute --json``, a partial run's
     ``.partial``); raises InputError naming the file and the key on anything malformed."""
-    return Run(_core.read_run(os.fspath(path)))
+    return Run(_core.read_run(_checks.Call("read_run").path("path", path)))
 
 
 class Trace:
@@ -304,7 +315,7 @@ class Trace:
 
 def read_trace(path: PathLike) -> Trace:
     """Reads a trace; releases the GIL while it parses."""
-    return Trace(_core.read_trace(os.fspath(path)))
+    return Trace(_core.read_trace(_checks.Call("read_trace").path("path", path)))
 
 
 class Comparison:
@@ -331,13 +342,14 @@ class Comparison:
 RunSource = Union[PathLike, Run, Sequence[SimulatedRun]]
 
 
-def _run_file(run: RunSource) -> _core.RunFile:
+def _run_file(call: _checks.Call, name: str, run: RunSource) -> _core.RunFile:
     if isinstance(run, Run):
         return run._core
     if isinstance(run, (str, os.PathLike)):
-        return _core.read_run_file(os.fspath(run))
-    results = list(run)
-    return _core.run_from_json(metrics_json(results), "<simulate>")
+        return _core.read_run_file(call.path(name, run))
+    if isinstance(run, (list, tuple)) and run and all(isinstance(r, SimulatedRun) for r in run):
+        return _core.run_from_json(metrics_json(run), "<simulate>")
+    raise call.type_error(name, "a metrics file's path, a Run or simulate()'s results", run)
 
 
 def compare(predicted: RunSource, measured: RunSource, max_error: Optional[float] = None,
@@ -346,9 +358,10 @@ def compare(predicted: RunSource, measured: RunSource, max_error: Optional[float
     PREDICTED MEASURED [--max-error PCT] [--trace TRACE]`` does. Each may be a metrics file's
     path, a :class:`Run`, or (predicted) the results of :func:`simulate`. ``exceeded`` lists
     the schedules whose step-time error is over ``max_error`` percent. Releases the GIL."""
-    if max_error is not None and not max_error >= 0:
-        raise InputError(f"max_error: expected a percentage >= 0, got {max_error}")
-    p = _run_file(predicted)
-    m = _run_file(measured)
-    return Comparison(_core.compare(p, m, -1.0 if max_error is None else float(max_error),
-                                    os.fspath(trace) if trace is not None else ""))
+    call = _checks.Call("compare")
+    limit = -1.0 if max_error is None else call.number("max_error", max_error, 0, unit="a percentage")
+    trace_path = "" if trace is None else call.path("trace", trace)
+    p = _run_file(call, "predicted", predicted)
+    m = _run_file(call, "measured", measured)
+    with call.names({"--trace": "trace", "--max-error": "max_error"}):
+        return Comparison(_core.compare(p, m, limit, trace_path))

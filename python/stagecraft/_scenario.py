@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
-from . import _core
+from . import _checks, _core
 
 Overrides = Union[Mapping[str, Any], Iterable[str], None]
 
@@ -33,15 +33,27 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not a scenario value (use str, int, float, bool, list or dict)")
 
 
-def override_texts(overrides: Overrides) -> list[str]:
+# --set as the scenario calls' argument: "--set pipeline.ranks: ..." is "overrides: pipeline.ranks: ...".
+_SET_FLAG = {"--set": "overrides: "}
+
+
+def override_texts(overrides: Overrides, call: Optional[_checks.Call] = None) -> list[str]:
     """``{"pipeline.microbatches": 32}`` or ``["pipeline.microbatches=32"]`` as --set texts."""
+    call = call or _checks.Call("overrides")
     if overrides is None:
         return []
+    expected = "a dict {'key.path': value} or a list of 'key.path=value' strings"
     if isinstance(overrides, Mapping):
-        return [f"{key}={_yaml_value(value)}" for key, value in overrides.items()]
-    if isinstance(overrides, str):
-        raise TypeError("overrides: give a dict {'key.path': value} or a list of 'key.path=value' strings")
-    return [str(text) for text in overrides]
+        for key in overrides:
+            if not isinstance(key, str):
+                raise call.type_error("overrides", f"{expected} (a key is not a str)", key)
+        try:
+            return [f"{key}={_yaml_value(value)}" for key, value in overrides.items()]
+        except TypeError as e:
+            raise TypeError(f"{call.function}: overrides: {e}") from None
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise call.type_error("overrides", expected, overrides)
+    return [call.text("overrides", text, "'key.path=value' strings") for text in overrides]
 
 
 class Scenario:
@@ -60,7 +72,10 @@ class Scenario:
     def load(cls, path: Union[str, os.PathLike], overrides: Overrides = None) -> "Scenario":
         """Loads a scenario file; ``overrides`` as ``--set`` takes them: a dict
         ``{"pipeline.microbatches": 32}`` or a list of ``"key.path=value"`` strings."""
-        return cls(_core.load_scenario(os.fspath(path), override_texts(overrides)))
+        call = _checks.Call("Scenario.load")
+        file, texts = call.path("path", path), override_texts(overrides, call)
+        with call.names(_SET_FLAG):
+            return cls(_core.load_scenario(file, texts))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], overrides: Overrides = None, path: str = "<dict>") -> "Scenario":
@@ -68,23 +83,40 @@ class Scenario:
         YAML reads) and loaded as a file would be: errors name ``path`` (default ``<dict>``) with
         a line and column in that text and the key, and relative file names in it (topology,
         model.profile, schedule CSVs) resolve against ``path``'s directory."""
+        call = _checks.Call("Scenario.from_dict")
         if not isinstance(data, Mapping):
-            raise TypeError(f"from_dict takes a mapping, not {type(data).__name__}")
-        text = json.dumps(data, indent=2, default=_json_default) + "\n"
-        return cls.from_yaml(text, overrides, path)
+            raise call.type_error("data", "a dict", data)
+        try:
+            text = json.dumps(data, indent=2, default=_json_default) + "\n"
+        except TypeError as e:
+            raise TypeError(f"{call.function}: data: {e}") from None
+        except ValueError as e:  # a circular reference
+            raise call.value_error("data", str(e)) from None
+        return cls._from_text(call, text, overrides, path)
 
     @classmethod
     def from_yaml(cls, text: str, overrides: Overrides = None, path: str = "<yaml>") -> "Scenario":
         """A scenario from YAML text; ``path`` as for :meth:`from_dict`."""
-        return cls(_core.scenario_from_text(text, path, override_texts(overrides)), text)
+        call = _checks.Call("Scenario.from_yaml")
+        if not isinstance(text, str):
+            raise call.type_error("text", "a str", text)
+        return cls._from_text(call, text, overrides, path)
+
+    @classmethod
+    def _from_text(cls, call: _checks.Call, text: str, overrides: Overrides, path: Any) -> "Scenario":
+        name, texts = call.text("path", path, "a name for the text"), override_texts(overrides, call)
+        with call.names(_SET_FLAG):
+            return cls(_core.scenario_from_text(text, name, texts), text)
 
     def with_overrides(self, overrides: Overrides) -> "Scenario":
         """The same scenario loaded again with more overrides after its own (a sweep:
         ``s.with_overrides({"pipeline.microbatches": m})``)."""
-        texts = list(self._core.overrides) + override_texts(overrides)
-        if self._text is None:
-            return Scenario(_core.load_scenario(self._core.path, texts))
-        return Scenario(_core.scenario_from_text(self._text, self._core.path, texts), self._text)
+        call = _checks.Call("Scenario.with_overrides")
+        texts = list(self._core.overrides) + override_texts(overrides, call)
+        with call.names(_SET_FLAG):
+            if self._text is None:
+                return Scenario(_core.load_scenario(self._core.path, texts))
+            return Scenario(_core.scenario_from_text(self._text, self._core.path, texts), self._text)
 
     @property
     def name(self) -> str:

@@ -210,7 +210,7 @@ class ScheduleTest(TempDirCase):
         self.assertEqual((caught.exception.file, caught.exception.line), ("<csv>", 1))
 
     def test_bad_arguments(self):
-        with self.assertRaisesRegex(stagecraft.InputError, "ranks must be >= 1"):
+        with self.assertRaisesRegex(stagecraft.InputError, r"^schedule: ranks: expected an integer in \[1, "):
             stagecraft.schedule("gpipe", ranks=0, microbatches=4)
         with self.assertRaises(stagecraft.InputError):
             stagecraft.schedule("no-such-schedule", ranks=2, microbatches=4)

@@ -93,8 +93,11 @@ class SearchCompareParityTest(TempDirCase):
 
 
 class ErrorParityTest(TempDirCase):
-    def assert_same_line(self, cli_args, call):
+    def assert_same_line(self, cli_args, call, flag=None, argument=None):
+        """The binary's line, with `flag` at its start put as `argument` where given."""
         line = cli_error_line(*cli_args)
+        if flag is not None:
+            line = line.replace(f"stagecraft: error: {flag}", f"stagecraft: error: {argument}", 1)
         with self.assertRaises(stagecraft.InputError) as caught:
             call()
         self.assertEqual(f"stagecraft: error: {caught.exception}", line)
@@ -120,9 +123,11 @@ class ErrorParityTest(TempDirCase):
                                   lambda: stagecraft.Scenario.load(self.tmp / "absent.yaml"))
         self.assertIsNone(e.line)
         self.assert_same_line(["simulate", uniform, "--set", "pipeline.microbatches=-3"],
-                              lambda: stagecraft.Scenario.load(uniform, {"pipeline.microbatches": -3}))
+                              lambda: stagecraft.Scenario.load(uniform, {"pipeline.microbatches": -3}),
+                              "--set ", "Scenario.load: overrides: ")
         self.assert_same_line(["simulate", uniform, "--set", "pipeline.schedule=nope"],
-                              lambda: stagecraft.simulate(stagecraft.Scenario.load(uniform, {"pipeline.schedule": "nope"})))
+                              lambda: stagecraft.simulate(stagecraft.Scenario.load(uniform, {"pipeline.schedule": "nope"})),
+                              "--set ", "Scenario.load: overrides: ")
         # A dict is read as the same text written to a file would be.
         data = {"name": "d", "pipeline": {"schedule": "gpipe", "ranks": 2, "microbatches": "many"}}
         path = self.tmp / "dict.yaml"

@@ -49,7 +49,7 @@ class ChooseScheduleTest(TempDirCase):
         code, _, stderr = self.run_example(SCENARIOS / "uniform-costs.yaml", "--set", "pipeline.ranks=0",
                                            "--out", self.tmp / "x.csv")
         self.assertEqual(code, 1)
-        self.assertTrue(stderr.startswith("choose_schedule: error: --set pipeline.ranks"), stderr)
+        self.assertTrue(stderr.startswith("choose_schedule: error: Scenario.load: overrides: pipeline.ranks"), stderr)
         self.assertFalse((self.tmp / "x.csv").exists())
 
 

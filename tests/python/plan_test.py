@@ -63,18 +63,20 @@ class PlanTest(TempDirCase):
         self.assertEqual((self.tmp / "front.png").read_bytes()[1:4], b"PNG")
 
     def test_bad_input_is_the_commands_line(self):
+        # The command's line, with the flag put as the argument (--gpus 5 is gpus=5).
         scenario = stagecraft.Scenario.load(self.tiny)
         line = cli_error_line("plan", self.tiny, "--gpus", 5, "--global-batch", 8)
         with self.assertRaises(stagecraft.InputError) as caught:
             stagecraft.plan(scenario, gpus=5, global_batch=8)
-        self.assertEqual(f"stagecraft: error: {caught.exception}", line)
-        with self.assertRaisesRegex(stagecraft.InputError, "^recompute: 'some' is not one of none, selective, full$"):
+        self.assertEqual(f"stagecraft: error: {caught.exception}",
+                         line.replace("stagecraft: error: --gpus 5:", "stagecraft: error: plan: gpus=5:"))
+        with self.assertRaisesRegex(stagecraft.InputError,
+                                    "^plan: recompute: 'some' is not one of none, selective, full$"):
             stagecraft.plan(scenario, gpus=4, global_batch=8, recompute=["some"])
-        with self.assertRaisesRegex(stagecraft.InputError, "^memory_limit: "):
+        with self.assertRaisesRegex(stagecraft.InputError, "^plan: memory_limit: "):
             stagecraft.plan(scenario, gpus=4, global_batch=8, memory_limit="lots")
-        with self.assertRaisesRegex(stagecraft.InputError, "^zero: expected 0 or 1, got 2$"):
+        with self.assertRaisesRegex(stagecraft.InputError, r"^plan: zero: expected an integer in \[0, 1\], got 2$"):
             stagecraft.plan(scenario, gpus=4, global_batch=8, zero=[2])
-
 
 if __name__ == "__main__":
     unittest.main()

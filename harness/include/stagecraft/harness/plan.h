@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -57,6 +58,10 @@ struct PlanProgress {
   double seconds = 0;
 };
 
+// The most simulation threads a plan starts (--threads, Python's threads): each holds a stack
+// and a simulation of its own, and more threads than cores only share them.
+inline constexpr int kMaxPlanThreads = 256;
+
 struct PlanOptions {
   int gpus = 0;
   int64_t global_batch = 0;
@@ -80,6 +85,9 @@ struct PlanOptions {
   int64_t search_evaluations = 0;
   double refine_seconds = 20;
   std::function<void(const PlanProgress&)> progress;  // called from the workers, serialized
+  // Set by the caller to stop the plan (Python's Ctrl-C): no configuration starts after it and
+  // Plan returns what it has, incomplete; the caller discards it.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // A simulated configuration.

@@ -3,6 +3,7 @@
 // what execute plans with.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,11 +32,12 @@ void CheckScheduleSizes(const sim::PipelineSpec& pipeline, const std::vector<std
 // The named schedules (ScenarioScheduleNames), lowered and validated; a schedule file is
 // imported as scenario.h says. A generator that schedules by costs (zb-1p, zb-2p) gets every
 // stage alike from the pipeline alone, and the scenario's own costs (PassCostsFor) from the
-// scenario.
+// scenario. `cancel` stops the search that makes `auto` (SearchOptions::cancel).
 std::vector<schedules::Schedule> ScenarioSchedules(const sim::PipelineSpec& pipeline,
                                                    const std::vector<std::string>& names);
 std::vector<schedules::Schedule> ScenarioSchedules(const sim::Scenario& scenario,
-                                                   const std::vector<std::string>& names);
+                                                   const std::vector<std::string>& names,
+                                                   const std::atomic<bool>* cancel = nullptr);
 
 // What a cost-aware generator schedules `params` by: each stage's F, B (input gradient) and W
 // times under the scenario's cost model (taken on a ZB-H1 of the same shape, which runs every

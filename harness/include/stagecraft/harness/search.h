@@ -13,6 +13,7 @@
 // is judged by its makespan and a long run (pipeline.steps: 1000) by its spans.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct SearchMemoryLimit {
   std::string Describe() const;  // "60.00 GiB", "2p activations"
 };
 
+// The longest search a user may ask for (--budget, Python's budget): a day.
+inline constexpr double kMaxSearchBudgetSeconds = 86400;
+
 struct SearchOptions {
   double budget_seconds = 9;  // wall-clock time for the whole search, the starts included
   int64_t max_evaluations = 0;  // > 0: stop after this many moves tried (deterministic runs)
@@ -49,6 +53,9 @@ struct SearchOptions {
   // Unset (bytes 0, forwards 0): the scenario's pipeline.memory_limit, else the device memory
   // when the model gives sizes, else none.
   SearchMemoryLimit memory_limit;
+  // Set by the caller to stop the search (Python's Ctrl-C): it then ends after the move it is
+  // on, as if its budget were spent.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One rank's share of the explanation: its bubble (idle share of the long-run step) and its peak of the

@@ -26,6 +26,9 @@ inline constexpr double kBytesPerOp = 200;
 // 50 microbatches 15.8 s; an op costs more with more ranks, most of it Validate's deadlock
 // search).
 inline constexpr int64_t kDefaultMaxOps = 20'000'000;
+// The largest limit a user may set (--max-ops, Python's max_ops), 10^15: far above what any
+// machine holds, and exact in the double the estimates are compared in.
+inline constexpr int64_t kMaxMaxOps = 1'000'000'000'000'000;
 
 struct SizeEstimate {
   double ops = 0;    // an upper bound on Schedule::OpCount() after Lower()
