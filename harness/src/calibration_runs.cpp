@@ -241,7 +241,7 @@ RunsReport CalibrateRuns(
       }
     }
     exec::TrainingConfig config = job;
-    config.layers_per_stage = sim::StageLayers(sc, s.stages());
+    config.layers_per_stage = sim::StageLayers(sc, s.shape);
     const exec::RankRun run = exec::RunRank(s, config, data, device, transport, {}, replicas);
     const std::vector<std::string> all = transport.Gather(exec::SerializeRankRun(run), 0);
     if (transport.rank() != 0) continue;

@@ -70,7 +70,7 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
   for (const Schedule& s : plan.schedules) {
     plan.feeds |= s.shape.RankOf(0) == rank;
     plan.scores |= s.shape.RankOf(s.stages() - 1) == rank;
-    plan.layers.push_back(sim::StageLayers(sc, s.stages()));
+    plan.layers.push_back(sim::StageLayers(sc, s.shape));
   }
   // A run the simulator predicts will not fit is refused here, before any rank allocates.
   const sim::Topology topo(sc.topology);

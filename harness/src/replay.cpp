@@ -286,8 +286,8 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
     schedules::ScheduleMetrics run = m;
     if (static_cast<int>(m.stage_costs.size()) != s.stages()) {
       // Another number of stages (chunks or ranks): the run's times per layer, split anew.
-      run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, static_cast<int>(m.stage_costs.size())),
-                                     sim::StageLayers(sc, s.stages()));
+      run.stage_costs = RestageCosts(m.stage_costs, sim::StageLayers(ran, ran_schedule.shape),
+                                     sim::StageLayers(sc, s.shape));
     }
     const bool scale = !same_run && ran_schedule.stages() == s.stages();
     if (scale && !ran_model) ran_model = sim::BuildCosts(sc, ran_schedule);

@@ -105,10 +105,27 @@ std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition
   return PartitionLayers(weights.cost.empty() ? uniform : weights.cost, extra, weights.what);
 }
 
-std::vector<int> StageLayers(const Scenario& sc, int stages) {
+std::vector<int> SplitWeights(const LayerWeights& weights, const schedules::Shape& shape, const PipelineSpec& pipeline) {
+  const std::vector<int>& given = pipeline.partition_layers;
+  const bool per_rank = pipeline.partition == Partition::kGiven && shape.chunks > 1 &&
+                        static_cast<int>(given.size()) == shape.ranks;
+  if (!per_rank) return SplitWeights(weights, shape.stages(), pipeline.partition, given);
+  std::vector<int> stages(static_cast<size_t>(shape.stages()));
+  for (int r = 0; r < shape.ranks; ++r) {
+    if (given[r] < shape.chunks) {
+      throw InputError(fmt::format("pipeline.partition gives rank {} {} layer(s), fewer than its {} stages", r,
+                                   given[r], shape.chunks));
+    }
+    const std::vector<int> split = SplitLayers(given[r], shape.chunks, weights.what);
+    for (int c = 0; c < shape.chunks; ++c) stages[shape.StageOf(r, c)] = split[c];
+  }
+  return SplitWeights(weights, shape.stages(), Partition::kGiven, stages);  // checks the sum
+}
+
+std::vector<int> StageLayers(const Scenario& sc, const schedules::Shape& shape) {
   for (const CostModel& model : CostModels()) {
     if (model.layers != nullptr && model.applies(sc)) {
-      return SplitWeights(model.layers(sc), stages, sc.pipeline);
+      return SplitWeights(model.layers(sc), shape, sc.pipeline);
     }
   }
   throw InputError(fmt::format("{}: the model has no layers to split over stages (explicit costs are per rank)",

@@ -59,7 +59,7 @@ CostTable MlpTable(const Scenario& sc, const CostQuery& query) {
   const int stages = query.shape.stages();
   CostTable table;
   table.source = "mlp";
-  const std::vector<int> layers = SplitWeights(MlpWeights(sc), stages, sc.pipeline);
+  const std::vector<int> layers = SplitWeights(MlpWeights(sc), query.shape, sc.pipeline);
   const KeysOf keys = [&](int st) {
     return fmt::format("model.mlp: {} of hidden {}, microbatch {}, {}", Count(layers[st], "layer"),
                        sc.model.mlp->hidden, sc.pipeline.microbatch_size, DeviceKeys(sc.topology.device));

@@ -33,8 +33,8 @@ LayerWeights ProfileWeights(const Scenario& sc, const Profile& p) {
   return weights;
 }
 
-std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, int stages) {
-  return SplitWeights(ProfileWeights(sc, p), stages, sc.pipeline);
+std::vector<int> ProfileStageLayers(const Scenario& sc, const Profile& p, const schedules::Shape& shape) {
+  return SplitWeights(ProfileWeights(sc, p), shape, sc.pipeline);
 }
 
 // The calibration's scales per layer: those of the rank that held the layer in the calibration
@@ -49,7 +49,7 @@ std::vector<OpScale> LayerScales(const Scenario& sc, const Profile& p, bool per_
     counts.push_back(r.layers);
     total += static_cast<size_t>(std::max(r.layers, 0));
   }
-  if (total != p.layers.size()) counts = ProfileStageLayers(sc, p, sc.pipeline.ranks);
+  if (total != p.layers.size()) counts = ProfileStageLayers(sc, p, schedules::Shape{sc.pipeline.ranks, 1, schedules::Placement::kLoop});
   size_t next = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
     const OpScale& scale = per_microbatch ? p.ranks[r].per_microbatch : p.ranks[r].per_step;
@@ -143,7 +143,7 @@ CostTable CostsFromProfile(const Scenario& sc, const Profile& p, const CostQuery
   const bool calibrated = query.calibrated;
   CostTable table;
   table.source = "profile:" + sc.model.profile_path;
-  const std::vector<int> counts = ProfileStageLayers(sc, p, stages);
+  const std::vector<int> counts = ProfileStageLayers(sc, p, query.shape);
   // Per-rank calibration applies when it was taken on as many ranks (its rank r ran where r runs).
   const bool per_rank = calibrated && static_cast<int>(p.ranks.size()) == sc.pipeline.ranks;
   const std::vector<OpScale> scales =

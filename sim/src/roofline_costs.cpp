@@ -178,7 +178,7 @@ LayerWeights RooflineWeights(const Scenario& sc) {
 
 CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
   const int stages = query.shape.stages();
-  const std::vector<int> layers = SplitWeights(RooflineWeights(sc), stages, sc.pipeline);
+  const std::vector<int> layers = SplitWeights(RooflineWeights(sc), query.shape, sc.pipeline);
   CostTable table = TransformerTable(sc, query, layers);  // the sizes; the times follow
   table.source = "roofline";
   const TransformerSpec& t = *sc.model.transformer;

@@ -158,7 +158,7 @@ CostModel TransformerCostModel() {
   return {"transformer", "model.transformer", [](const Scenario& sc) { return sc.model.transformer.has_value(); },
           [](const Scenario& sc, const CostQuery& query) {
             return TransformerTable(sc, query,
-                                    SplitWeights(TransformerWeights(sc), query.shape.stages(), sc.pipeline));
+                                    SplitWeights(TransformerWeights(sc), query.shape, sc.pipeline));
           },
           TransformerWeights};
 }

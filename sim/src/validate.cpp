@@ -285,18 +285,27 @@ void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* 
                                                key, entries, listed));
     return;
   }
-  // One entry per stage of every schedule that runs: a list fits the schedules of one stage count.
+  // For every schedule that runs: one entry per stage, or one per rank, each rank's layers then
+  // split over its stages (layer_split.h), which serves the schedules of every stage count.
   for (const auto& [info, params] : runs) {
     const int64_t own = int64_t{params.ranks} * params.chunks;
     if (entries == own) continue;
+    if (entries == params.ranks) {
+      for (int r = 0; r < params.ranks; ++r) {
+        if (p.partition_layers[r] >= params.chunks) continue;
+        out->Add("pipeline.partition", fmt::format("gives rank {} {} layer(s), fewer than the {} stages per rank {} "
+                                                   "runs",
+                                                   r, p.partition_layers[r], params.chunks, info->name));
+        return;
+      }
+      continue;
+    }
     const std::string chunks = params.chunks == 1 ? "one stage per rank"
                                                   : fmt::format("{} stages per rank", params.chunks);
     out->Add("pipeline.partition",
-             fmt::format("lists {} stage(s), but {} runs {} ({} ranks, {}){}", entries, info->name, own, params.ranks,
-                         chunks,
-                         runs.size() > 1 ? "; a list fits the schedules of one stage count: name those in "
-                                           "pipeline.schedule, or use partition: even or balanced"
-                                         : ""));
+             fmt::format("lists {} stage(s), but {} runs {} ({} ranks, {}): give the layers of each stage, or of each "
+                         "of the {} ranks",
+                         entries, info->name, own, params.ranks, chunks, params.ranks));
     return;
   }
 }

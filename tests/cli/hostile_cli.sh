@@ -69,12 +69,16 @@ gpt="$tmp/sc/gpt-1.3b-8xh100.yaml"
 sixteen="[$(printf '%s,' 1 1 1 1 1 1 1 1 2 2 2 2 2 2 2 | sed 's/,$//'),2]"
 out="$(t simulate "$gpt" --set pipeline.schedule=zb-v --set "pipeline.partition=$sixteen" 2>"$tmp/err")"
 checkf "zb-v takes a 16-stage list without chunks" '[[ "$out" == *"zb-v "* ]]' "$tmp/err"
-expect_error "zb-v and an 8-stage list" "--set pipeline.partition: lists 8 stage(s), but zb-v runs 16 (8 ranks, 2 stages per rank)" \
-  simulate "$gpt" --set pipeline.schedule=zb-v --set 'pipeline.partition=[3,3,3,3,3,3,3,3]'
-expect_error "all and a list" "a list fits the schedules of one stage count" \
-  simulate "$gpt" --set pipeline.schedule=all --set 'pipeline.partition=[3,3,3,3,3,3,3,3]'
-out="$(t simulate "$gpt" --set 'pipeline.schedule=[1f1b, zb-h1]' --set 'pipeline.partition=[2,3,3,3,3,3,3,4]' 2>"$tmp/err")"
-checkf "an 8-stage list for the 8-stage schedules" '[[ "$out" == *"1f1b "* && "$out" == *"zb-h1 "* ]]' "$tmp/err"
+expect_error "1f1b and a 16-stage list" "--set pipeline.partition: lists 16 stage(s), but 1f1b runs 8 (8 ranks, one stage per rank)" \
+  simulate "$gpt" --set pipeline.schedule=1f1b --set "pipeline.partition=$sixteen"
+expect_error "a 5-entry list" "lists 5 stage(s), but gpipe runs 8" \
+  simulate "$gpt" --set 'pipeline.partition=[4,5,5,5,5]'
+# One entry per rank serves every schedule of `all`: 8 of one stage per rank, 16 of two.
+out="$(t simulate "$gpt" --set pipeline.schedule=all --set 'pipeline.partition=[2,3,3,3,3,3,3,4]' 2>"$tmp/err")"
+checkf "all and a per-rank list: every schedule runs" \
+  '[[ $(grep -cE "^(gpipe|1f1b|pipedream|2bw|interleaved|zb-h1|zb-h2|zb-v|dualpipe-v) +[0-9.]+ ms" <<<"$out") -eq 9 ]]' "$tmp/err"
+expect_error "a rank with fewer layers than its stages" "gives rank 0 1 layer(s), fewer than the 2 stages per rank interleaved runs" \
+  simulate "$gpt" --set pipeline.schedule=interleaved --set 'pipeline.partition=[1,3,3,3,3,3,4,4]'
 
 # ---- 3. small messages ----------------------------------------------------------------------------
 expect_error "--data-parallel 0: a short range" "--data-parallel: Value 0 not in range 1 to 65536" \

@@ -84,11 +84,30 @@ TEST(SplitWeights, AGivenListIsTakenAsItIs) {
   EXPECT_EQ(given.pipeline.partition, Partition::kGiven);
   EXPECT_EQ(StageLayers(given, 4), (std::vector<int>{2, 3, 3, 2}));
   EXPECT_NE(testing::LoadError(dir, base + "[2, 3, 3, 3]}\n").find(
-                "pipeline.partition: expected the layers of each of the 4 stages (pipeline.ranks x pipeline.chunks), "
-                "10 in all; got 4 stage(s) holding 11"),
+                "pipeline.partition: expected 10 layers in all (model.transformer.layers), got 4 stage(s) holding 11"),
             std::string::npos)
       << testing::LoadError(dir, base + "[2, 3, 3, 3]}\n");
   EXPECT_NE(testing::LoadError(dir, base + "given}\n").find("expected one of even, balanced"), std::string::npos);
+}
+
+// A list with an entry per rank, for a shape of v stages per rank: each rank's layers split over
+// its own stages, earlier chunks taking the remainder. Worked by hand for 4 ranks, 24 layers,
+// ranks holding {5, 6, 6, 7}: rank 0's 5 is {3, 2}, rank 3's 7 is {4, 3}. Under the loop
+// placement chunk c of rank r is stage 4c + r; under the V, chunk 1 of rank r is stage 7 - r.
+TEST(SplitWeights, AListPerRankIsSplitOverEachRanksStages) {
+  const LayerWeights weights{"m", 24, {}, 0.0, 0.0};
+  PipelineSpec pipeline;
+  pipeline.ranks = 4;
+  pipeline.partition = Partition::kGiven;
+  pipeline.partition_layers = {5, 6, 6, 7};
+  using schedules::Placement;
+  using schedules::Shape;
+  EXPECT_EQ(SplitWeights(weights, Shape{4, 2, Placement::kLoop}, pipeline), (std::vector<int>{3, 3, 3, 4, 2, 3, 3, 3}));
+  EXPECT_EQ(SplitWeights(weights, Shape{4, 2, Placement::kV}, pipeline), (std::vector<int>{3, 3, 3, 4, 3, 3, 3, 2}));
+  EXPECT_EQ(SplitWeights(weights, Shape{4, 1, Placement::kLoop}, pipeline), (std::vector<int>{5, 6, 6, 7}));
+  pipeline.partition_layers = {2, 7, 7, 8};  // rank 0 cannot fill 3 stages
+  EXPECT_EQ(ErrorOf([&] { SplitWeights(weights, Shape{4, 3, Placement::kLoop}, pipeline); }),
+            "pipeline.partition gives rank 0 2 layer(s), fewer than its 3 stages");
 }
 
 // The tiny transformer (b = 2, s = 4, h = 8, V = 10): its LM head, 2bshV = 1280 FLOPs, is

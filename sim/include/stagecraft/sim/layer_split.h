@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/scenario.h"
 
 namespace stagecraft::sim {
@@ -39,15 +40,22 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
 // layers).
 std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition,
                               const std::vector<int>& given = {});
-// The same under a scenario's pipeline.partition (its kind and, for kGiven, its list).
-inline std::vector<int> SplitWeights(const LayerWeights& weights, int stages, const PipelineSpec& pipeline) {
-  return SplitWeights(weights, stages, pipeline.partition, pipeline.partition_layers);
-}
+// The same under a scenario's pipeline.partition (its kind and, for kGiven, its list) for the
+// stages of `shape`. A list with an entry per stage is taken as it is; one with an entry per
+// rank (pipeline.ranks entries, for a shape of several stages per rank) gives each rank's
+// layers, split over that rank's stages as evenly as they go, its earlier chunks taking the
+// remainder: one list then serves the schedules of every stage count (`schedule: all`).
+std::vector<int> SplitWeights(const LayerWeights& weights, const schedules::Shape& shape, const PipelineSpec& pipeline);
 
-// The layers per stage a scenario uses for `stages` stages: SplitWeights of the first cost model
-// of the table that applies and has layers (the profile's measured forward + backward_input +
-// backward_weight + step per layer, else the analytical FLOPs with the transformer's LM head on
-// the last stage). Throws InputError for a model without layers (explicit costs are per rank).
-std::vector<int> StageLayers(const Scenario& scenario, int stages);
+// The layers per stage a scenario uses for the stages of `shape`: SplitWeights of the first cost
+// model of the table that applies and has layers (the profile's measured forward +
+// backward_input + backward_weight + step per layer, else the analytical FLOPs with the
+// transformer's LM head on the last stage). Throws InputError for a model without layers
+// (explicit costs are per rank).
+std::vector<int> StageLayers(const Scenario& scenario, const schedules::Shape& shape);
+// The same for `stages` stages of one per rank.
+inline std::vector<int> StageLayers(const Scenario& scenario, int stages) {
+  return StageLayers(scenario, schedules::Shape{stages, 1, schedules::Placement::kLoop});
+}
 
 }  // namespace stagecraft::sim
