@@ -126,20 +126,21 @@ exec::ProcessRuntime StartRuntime(exec::Backend backend, const sim::Scenario& sc
   }
 }
 
-std::vector<int> AddTraceOutputs(OutputSet& outputs, const std::string& path, const std::vector<std::string>& names) {
+std::vector<int> AddTraceOutputs(OutputSet& outputs, const std::string& path, const std::vector<std::string>& names,
+                                 const std::string& flag) {
   std::vector<int> handles;
   if (path.empty()) return handles;
   const bool several = names.size() > 1;
   if (several) {
-    const OutputTarget given = CheckOutputPath(path, "--trace");
+    const OutputTarget given = CheckOutputPath(path, flag);
     if (given.kind != OutputTarget::Kind::kFile) {
-      throw InputError(fmt::format("--trace {}: {} schedules write a trace each, and a stream takes one; name a file "
+      throw InputError(fmt::format("{} {}: {} schedules write a trace each, and a stream takes one; name a file "
                                    "(each schedule's trace goes beside it) or pick one schedule with --set "
                                    "pipeline.schedule=NAME",
-                                   path, names.size()));
+                                   flag, path, names.size()));
     }
   }
-  for (const std::string& name : names) handles.push_back(outputs.Add(TracePath(path, name, several), "--trace"));
+  for (const std::string& name : names) handles.push_back(outputs.Add(TracePath(path, name, several), flag));
   return handles;
 }
 

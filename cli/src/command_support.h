@@ -58,8 +58,9 @@ using harness::TracePath;
 // Adds the trace of every schedule in `names` to `outputs` (TracePath of `path`), checking each
 // now; returns their handles, in the order of `names`. A stream (`-`, a FIFO, a device) takes
 // the trace of one schedule only: with several, throws InputError asking for a file name.
+// Errors name `flag`, the option that gave `path` (replay's is --trace-out).
 std::vector<int> AddTraceOutputs(stagecraft::OutputSet& outputs, const std::string& path,
-                                 const std::vector<std::string>& names);
+                                 const std::vector<std::string>& names, const std::string& flag = "--trace");
 
 // A prediction's outputs (simulate's, replay's): the metrics file into `json` (-1: none), with
 // `costs` as its cost source, and each schedule's trace into `traces` (AddTraceOutputs).

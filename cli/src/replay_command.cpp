@@ -41,7 +41,7 @@ struct ReplayFlags {
 
 int Run(const ReplayFlags& f) {
   const MetricsFile run = MetricsFileFromJson(ReadInputFile(f.run, kMaxJsonBytes, "a metrics file"), f.run);
-  const Trace trace = TraceFromJson(ReadInputFile(f.trace, kMaxJsonBytes, "a trace"), f.trace).trace;
+  const Trace trace = harness::ReadTraceInFull(f.trace);  // every event usable
   // The outputs are named by the replay's schedules (the trace's, or the overrides'): they are
   // checked once those are known, and written only when everything is computed.
   const harness::Replay replay = harness::ReplayRun(run, f.run, trace, f.trace, f.sets, f.max_ops);
@@ -52,7 +52,7 @@ int Run(const ReplayFlags& f) {
   for (const harness::Prediction& p : replays) names.push_back(p.metrics.schedule);
   OutputSet outputs;
   const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
-  const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names);
+  const std::vector<int> traces = AddTraceOutputs(outputs, f.trace_path, names, "--trace-out");
   SetPredictedOutputs(outputs, json, traces, sc, replays.front().cost_source, replays);
   outputs.Commit();
   std::string table = fmt::format("replay of {} ({} on {} ranks, {} microbatches): measured step {:.3f} ms, bubble "

@@ -305,8 +305,8 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   for (const harness::Prediction& o : outcomes) {
     const ScheduleMetrics& m = o.metrics;
     const int worst = m.WorstMemoryRank();
-    out += fmt::format("{:<12} {:>10.3f} ms {:>10.1f} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", Printable(m.schedule),
-                       m.step_time_ms, m.throughput_samples_per_s, 100 * m.bubble_fraction,
+    out += fmt::format("{:<12} {:>10.3f} ms {:>10} samples/s {:>7.2f}% {:>14} (rank {:>2})  {}\n", Printable(m.schedule),
+                       m.step_time_ms, ThroughputText(m), 100 * m.bubble_fraction,
                        FormatBytes(m.ranks_detail[worst].peak_memory_bytes), worst, m.AnyOom() ? "OOM" : "no");
     // Fastest that fits; on a tie the one that needs less memory.
     const auto peak = [](const ScheduleMetrics& x) { return x.ranks_detail[x.WorstMemoryRank()].peak_memory_bytes; };

@@ -4,6 +4,7 @@
 #include "stagecraft/harness/compare.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/base/stats.h"
 #include "stagecraft/harness/replay.h"
 #include "stagecraft/harness/trace_path.h"
@@ -33,15 +35,15 @@ namespace stagecraft::harness {
 void CheckStepTimes(const RunFile& file) {
   for (size_t i = 0; i < file.schedules.size(); ++i) {
     if (!(file.schedules[i].step_time_ms > 0)) {
-      throw InputError(fmt::format("{}: schedules[{}].step_time_ms: must be > 0", file.path, i));
+      throw InputError(fmt::format("{}: schedules[{}].step_time_ms: must be > 0 as the measured run (errors are "
+                                   "relative to its step time)",
+                                   file.path, i));
     }
   }
 }
 
 RunFile RunFileFromJson(std::string_view text, const std::string& path) {
-  RunFile file{schedules::MetricsFileFromJson(text, path), path};
-  CheckStepTimes(file);
-  return file;
+  return RunFile{schedules::MetricsFileFromJson(text, path), path};
 }
 
 RunFile ReadRunFile(const std::string& path) {
@@ -76,6 +78,12 @@ constexpr std::string_view kRowFormat = "  {:<24} {:>12} {:>12} {:>9}\n";
 std::string Row(std::string_view metric, double predicted, double measured, int decimals, std::string_view error) {
   return fmt::format(kRowFormat, metric, fmt::format("{:.{}f}", predicted, decimals),
                      fmt::format("{:.{}f}", measured, decimals), error);
+}
+
+// The throughputs' error; none when either run took no time (its throughput is not defined).
+std::optional<double> ThroughputError(const ScheduleMetrics& p, const ScheduleMetrics& m) {
+  if (!(p.step_time_ms > 0) || !(m.step_time_ms > 0)) return std::nullopt;
+  return RelativeErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
 }
 
 std::string Shape(const ScheduleMetrics& s) {
@@ -170,7 +178,7 @@ void CompareStages(const ScheduleMetrics& p, const ScheduleMetrics& m, std::stri
 void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::optional<ErrorSplit>& split,
                 std::string* text, std::string* json) {
   const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
-  const auto throughput = RelativeErrorPct(p.throughput_samples_per_s, m.throughput_samples_per_s);
+  const auto throughput = ThroughputError(p, m);
   const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
   const std::optional<StepSpread> spread = StepSpreadOf(m);
   *text += fmt::format("{}: {}\n", p.schedule, Shape(p));
@@ -182,8 +190,8 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
                          spread->first_step, spread->last_step, spread->median_ms, spread->min_ms, spread->max_ms,
                          spread->spread_pct);
   }
-  *text += Row("throughput (samples/s)", p.throughput_samples_per_s, m.throughput_samples_per_s, 1,
-               ErrorText(throughput, "%"));
+  *text += fmt::format(kRowFormat, "throughput (samples/s)", schedules::ThroughputText(p),
+                       schedules::ThroughputText(m), ErrorText(throughput, "%"));
   *text += Row("bubble (%)", 100 * p.bubble_fraction, 100 * m.bubble_fraction, 2, ErrorText(bubble_pp, " pp"));
   if (split) {
     *text += fmt::format("  step-time error {} = cost drift {} (the run's own op and transfer times against the "
@@ -351,6 +359,84 @@ void AddPartial(Report partial, Report* r) {
   r->exceeded_text.insert(r->exceeded_text.end(), partial.exceeded_text.begin(), partial.exceeded_text.end());
 }
 
+// Refuses one file given as both sides, and a measured run given first with a prediction second
+// (the files swapped: every error would be inverted). Two predictions, or two runs, compare one
+// against the other.
+void CheckPair(const RunFile& predicted, const RunFile& measured) {
+  std::error_code ec;
+  if (predicted.path == measured.path || std::filesystem::equivalent(predicted.path, measured.path, ec)) {
+    throw InputError(fmt::format("{}: given as both the predicted and the measured file; compare a prediction "
+                                 "(simulate --json) with a run (execute --json)",
+                                 measured.path));
+  }
+  if (predicted.source == "measured" && measured.source == "predicted") {
+    throw InputError(fmt::format("{}: source is 'measured' and {}'s is 'predicted': the files are swapped; give the "
+                                 "prediction first (compare PREDICTED MEASURED)",
+                                 predicted.path, measured.path));
+  }
+}
+
+// A measured trace as compare --trace reads it, and the file it came from.
+struct TraceFile {
+  std::string path;
+  schedules::Trace trace;
+};
+
+// Refuses, before opening it, a trace path that names something other than a regular file: a
+// directory, or a FIFO whose read could block for ever.
+void CheckRegular(const std::string& path, const std::filesystem::file_status& status) {
+  if (std::filesystem::is_directory(status)) {
+    throw InputError(fmt::format("{}: cannot read: {}", path, FileErrorReason(EISDIR)));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    throw InputError(fmt::format("{}: cannot read: not a regular file (a trace is read from a file)", path));
+  }
+}
+
+// The measured traces `path` names, each read in full (ReadTraceInFull): the one trace there when
+// `path` is a file (the trace of a one-schedule run, or one schedule's file of several), else
+// the traces execute --trace PATH wrote beside it (TracePath), one for every schedule in both
+// files, each of which must be there. A trace of a schedule not in both files is refused.
+std::vector<TraceFile> MeasuredTraces(const std::string& path, const RunFile& predicted, const RunFile& measured) {
+  std::error_code ec;
+  if (const std::filesystem::file_status status = std::filesystem::status(path, ec);
+      std::filesystem::exists(status)) {
+    CheckRegular(path, status);
+    TraceFile file{path, ReadTraceInFull(path)};
+    const std::string& name = file.trace.schedule;
+    const RunFile& lacking = measured.Find(name) == nullptr ? measured : predicted;
+    if (lacking.Find(name) == nullptr) {
+      throw InputError(fmt::format("{}: the trace is of schedule '{}', which {} does not hold: its error cannot be "
+                                   "split",
+                                   path, Printable(name), lacking.path));
+    }
+    return {std::move(file)};
+  }
+  // As execute named them: one file per schedule when the run had several (a partial run's
+  // running schedule included).
+  const bool several = measured.schedules.size() > 1 || (measured.partial && measured.partial->schedules_total > 1);
+  if (!several) return {{path, ReadTraceInFull(path)}};  // no such file: ReadInputFile says so
+  std::vector<TraceFile> traces;
+  for (const ScheduleMetrics& p : predicted.schedules) {
+    if (measured.Find(p.schedule) == nullptr) continue;
+    const std::string beside = TracePath(path, p.schedule, true);
+    const std::filesystem::file_status status = std::filesystem::status(beside, ec);
+    if (!std::filesystem::exists(status)) {
+      throw InputError(fmt::format("{}: no such file, nor {}'s trace beside it ({}), as execute --trace writes one "
+                                   "per schedule",
+                                   path, Printable(p.schedule), beside));
+    }
+    CheckRegular(beside, status);
+    traces.push_back({beside, ReadTraceInFull(beside)});
+    if (traces.back().trace.schedule != p.schedule) {
+      throw InputError(fmt::format("{}: the trace is of schedule '{}', not {}, whose trace execute --trace "
+                                   "writes there",
+                                   beside, Printable(traces.back().trace.schedule), Printable(p.schedule)));
+    }
+  }
+  return traces;
+}
+
 }  // namespace
 
 Comparison CompareRuns(const RunFile& predicted, const RunFile& measured, const CompareOptions& options) {
@@ -358,6 +444,8 @@ Comparison CompareRuns(const RunFile& predicted, const RunFile& measured, const 
     throw InputError(fmt::format("{}: is a partial measured run, not a prediction; give it as the second file",
                                  predicted.path));
   }
+  CheckPair(predicted, measured);
+  CheckStepTimes(measured);
   const std::vector<std::string> only_predicted = OnlyIn(predicted, measured);
   const std::vector<std::string> only_measured = OnlyIn(measured, predicted);
   Report partial;
@@ -369,17 +457,16 @@ Comparison CompareRuns(const RunFile& predicted, const RunFile& measured, const 
   }
   Report r;
   r.text = FileLine("predicted:", predicted) + FileLine("measured:", measured);
-  // Each schedule's measured trace (execute's naming: one file, or one per schedule when the
-  // run had several), replayed to split its error; a schedule without one is not split.
+  // Each schedule's measured trace, replayed to split its error; one without a trace is not split.
   SplitOf split_of;
   if (!options.trace_path.empty()) {
-    split_of = [&](const ScheduleMetrics& p, const ScheduleMetrics& m) -> std::optional<ErrorSplit> {
-      const std::string path = TracePath(options.trace_path, m.schedule, measured.schedules.size() > 1);
-      std::error_code ec;
-      if (!std::filesystem::exists(path, ec)) return std::nullopt;
-      const schedules::Trace trace =
-          schedules::TraceFromJson(ReadInputFile(path, kMaxJsonBytes, "a trace"), path).trace;
-      const Replay replay = ReplayRun(measured, measured.path, trace, path, {}, schedules::kDefaultMaxOps);
+    split_of = [&, traces = MeasuredTraces(options.trace_path, predicted, measured)](
+                   const ScheduleMetrics& p, const ScheduleMetrics& m) -> std::optional<ErrorSplit> {
+      const auto trace = std::find_if(traces.begin(), traces.end(),
+                                      [&](const TraceFile& t) { return t.trace.schedule == m.schedule; });
+      if (trace == traces.end()) return std::nullopt;
+      const Replay replay =
+          ReplayRun(measured, measured.path, trace->trace, trace->path, {}, schedules::kDefaultMaxOps);
       return schedules::SplitError(p, replay.predictions.front().metrics, m);
     };
   }

@@ -5,17 +5,21 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <cmath>
 #include <vector>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/stats.h"
 #include "stagecraft/harness/calibrate.h"
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/trace_check.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/layer_split.h"
@@ -24,23 +28,18 @@
 
 namespace stagecraft::harness {
 
+schedules::Trace ReadTraceInFull(const std::string& path) {
+  return schedules::TraceFromJsonInFull(ReadInputFile(path, kMaxJsonBytes, "a trace"), path);
+}
+
 schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedules::Trace& trace,
                               const std::string& trace_path) {
+  schedules::CheckTraceOfSchedule(schedule, trace, trace_path);
   schedules::RunRecord record;
   record.ranks.resize(schedule.ops.size());
   for (size_t r = 0; r < schedule.ops.size(); ++r) record.ranks[r].ops.resize(schedule.ops[r].size());
   for (const schedules::TraceOp& op : trace.ops) {
     if (op.stream == schedules::Stream::kCollective) continue;  // a REDUCE_GRAD's own lane
-    const bool fits = op.rank >= 0 && op.rank < schedule.ranks() && op.op_index >= 0 &&
-                      op.op_index < static_cast<int>(schedule.ops[op.rank].size());
-    const schedules::Op* ir = fits ? &schedule.ops[op.rank][op.op_index] : nullptr;
-    if (ir == nullptr || ir->kind != op.op.kind || ir->stage != op.op.stage || ir->microbatch != op.op.microbatch ||
-        ir->step != op.op.step) {
-      throw InputError(fmt::format("{}: rank {} op {} ({} of stage {}, microbatch {}) is not {}'s op at that index: the "
-                                   "trace is not of this schedule as the scenario lowers it",
-                                   trace_path, op.rank, op.op_index, schedules::KindName(op.op.kind), op.op.stage,
-                                   op.op.microbatch, schedule.name));
-    }
     record.ranks[op.rank].ops[op.op_index] = {op.start_ns, op.start_ns + op.duration_ns};
   }
   schedules::FinishRunRecord(schedule, 0, &record);
@@ -239,6 +238,27 @@ std::vector<schedules::StageCostMetrics> RestageCosts(const std::vector<schedule
   return out;
 }
 
+namespace {
+
+// The scenario as the run ran it: its scenario_file with `overrides` (those stored in the run
+// file, then the trace's schedule). An error in one of them names the run file, not a --set
+// the user never gave.
+sim::Scenario LoadAsRan(const schedules::MetricsFile& run, const std::string& run_path,
+                        const std::vector<std::string>& overrides) {
+  try {
+    return sim::LoadScenario(*run.scenario_file, overrides);
+  } catch (const InputError& e) {
+    constexpr std::string_view kSet = "--set ";
+    std::string_view what = e.what();
+    if (what.substr(0, kSet.size()) != kSet) throw;
+    what.remove_prefix(kSet.size());
+    throw InputError(fmt::format("{}: overrides (stored in the run file, as execute ran {}): {}", run_path,
+                                 *run.scenario_file, what));
+  }
+}
+
+}  // namespace
+
 Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path, const schedules::Trace& trace,
                  const std::string& trace_path, const std::vector<std::string>& sets, int64_t max_ops) {
   if (run.source != "measured") {
@@ -262,7 +282,7 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   }
   std::vector<std::string> all = run.overrides;
   all.push_back("pipeline.schedule=" + trace.schedule);
-  const sim::Scenario ran = sim::LoadScenario(*run.scenario_file, all);  // as it ran, for its layer split
+  const sim::Scenario ran = LoadAsRan(run, run_path, all);  // for its layer split
   all.insert(all.end(), sets.begin(), sets.end());
   replay.scenario = sim::LoadScenario(*run.scenario_file, all);
   const sim::Scenario& sc = replay.scenario;

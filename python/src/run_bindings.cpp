@@ -110,9 +110,7 @@ struct ComparisonResult {
 
 ComparisonResult Compare(const harness::RunFile& predicted, const harness::RunFile& measured, double max_error_pct,
                          const std::string& trace_path) {
-  harness::CheckStepTimes(predicted);
-  harness::CheckStepTimes(measured);
-  ComparisonResult out;
+  ComparisonResult out;  // CompareRuns checks the files, as compare does
   harness::CompareOptions options;
   options.max_error_pct = max_error_pct;
   options.trace_path = trace_path;
@@ -270,7 +268,7 @@ void BindRuns(py::module_& m) {
       .def_property_readonly("exceeded", [](const ComparisonResult& c) { return c.comparison.exceeded; })
       .def_readonly("warnings", &ComparisonResult::warnings);
   m.def("read_run_file", &harness::ReadRunFile, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
-        "A metrics file as compare reads it (every step time > 0)");
+        "A metrics file as compare reads it");
   m.def("compare", &Compare, py::arg("predicted"), py::arg("measured"), py::arg("max_error_pct"),
         py::arg("trace_path"), py::call_guard<py::gil_scoped_release>());
 }

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "stagecraft/base/stats.h"
 #include "stagecraft/schedules/bubble_split.h"
@@ -15,6 +18,15 @@ int ScheduleMetrics::WorstMemoryRank() const {
     if (r.peak_memory_bytes > ranks_detail[worst].peak_memory_bytes) worst = r.rank;
   }
   return worst;
+}
+
+std::string ThroughputText(const ScheduleMetrics& m) {
+  const double x = m.throughput_samples_per_s;
+  if (!(m.step_time_ms > 0) || !(x > 0)) return "-";
+  // One decimal from 10 up; below, as many as three significant digits need (at most 12: a
+  // sample a year is 3e-8 samples/s).
+  const int decimals = std::clamp(2 - static_cast<int>(std::floor(std::log10(x))), 1, 12);
+  return fmt::format("{:.{}f}", x, decimals);
 }
 
 bool ScheduleMetrics::AnyOom() const {

@@ -58,6 +58,17 @@ class FieldReader {
     if (j->GetDouble() < 0) return Reject(key, fmt::format("expected a non-negative number (got {})", NumberText(*j)));
     return Set(out, j->GetDouble());
   }
+  // A share of a whole: a number from 0 to 1.
+  bool Fraction(const char* key, double* out, Need need = Need::kOptional) {
+    double value = 0;
+    if (!NonNegative(key, &value, need)) return false;
+    if (value > 1) {
+      const Json& j = *FindMember(*object_, key);
+      return Reject(key, fmt::format("expected a fraction from 0 to 1 (got {})", NumberText(j)));
+    }
+    *out = value;
+    return true;
+  }
   bool Bool(const char* key, bool* out) {
     const Json* j = Get(key, &Json::IsBool, "a boolean", Need::kOptional);
     return j != nullptr && Set(out, j->GetBool());
@@ -187,7 +198,7 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
   if (r.NonNegative("makespan_ms", &m.makespan_ms)) m.makespan_ns = std::llround(m.makespan_ms * 1e6);
   r.NonNegative("step_time_ms", &m.step_time_ms, Need::kRequired);
   r.NonNegative("throughput_samples_per_s", &m.throughput_samples_per_s, Need::kRequired);
-  r.NonNegative("bubble_fraction", &m.bubble_fraction, Need::kRequired);
+  r.Fraction("bubble_fraction", &m.bubble_fraction, Need::kRequired);
   bool any_oom = false;
   r.Bool("oom", &any_oom);  // derived from per_rank; checked, not kept
   if (const Json* per_rank = r.Array("per_rank", Need::kRequired)) {

@@ -64,9 +64,10 @@ assert c['only_in_predicted'] == ['zb-h1'] and c['only_in_measured'] == ['interl
 assert c['worst_step_time']['schedule'] == '1f1b' and c['exceeded'] == ['1f1b']
 PY"
 
-# End to end: a simulated file compared with itself has no error anywhere.
+# End to end: a simulated file compared with a copy of itself has no error anywhere.
 "$sc" simulate "$root/scenarios/uniform-costs.yaml" --json "$tmp/p.json" >/dev/null
-out="$("$sc" compare "$tmp/p.json" "$tmp/p.json" --max-error 0)"; rc=$?
+cp "$tmp/p.json" "$tmp/p-copy.json"
+out="$("$sc" compare "$tmp/p.json" "$tmp/p-copy.json" --max-error 0)"; rc=$?
 check "self compare exits 0" '[[ $rc -eq 0 ]]'
 check "self compare: every error 0.0" \
   '! grep -E "^  (step|throughput|bubble|rank)" <<<"$out" | grep -vqE " 0\.0(%| pp| ms)$"'
@@ -154,6 +155,14 @@ bad "no schedule in common" "no schedule in common: $pred has [1f1b, gpipe, zb-h
 bad "directory" "$tmp: cannot read: is a directory" "$pred" "$tmp"
 expect_error "negative --max-error" "expected a percentage >= 0" compare "$pred" "$meas" --max-error -1
 
+printf '%s\n' "${m/\"bubble_fraction\":0.15/\"bubble_fraction\":1.5}" >"$tmp/bubble.json"
+bad "a bubble over 100%" "bubble.json: schedules[1].bubble_fraction: expected a fraction from 0 to 1 (got 1.5)" \
+  "$pred" "$tmp/bubble.json"
+bad "one file twice" "$pred: given as both the predicted and the measured file" "$pred" "$pred"
+bad "one file twice, by two names" "$data/../compare/predicted.json: given as both the predicted and the measured file" \
+  "$pred" "$data/../compare/predicted.json"
+bad "the files swapped" "$meas: source is 'measured' and $pred's is 'predicted': the files are swapped" "$meas" "$pred"
+
 # --json is checked before the inputs are read: its error comes first, even with a missing input.
 expect_error "--json into a missing folder" "--json $tmp/no/c.json: cannot write: folder $tmp/no: no such file or directory" \
   compare "$tmp/none.json" "$meas" --json "$tmp/no/c.json"
@@ -187,4 +196,97 @@ check "partial and complete beyond --max-error: exit 3, both named" \
   '[[ $rc -eq 3 && "$(tail -n 1 <<<"$out")" == "step-time error above 1.0%: gpipe (-5.0%), 1f1b (partial) (-54.2%)" ]]'
 out="$("$sc" compare "$pred" "$tmp/run.json.partial" --max-error 60 2>/dev/null)"; rc=$?
 check "partial within --max-error: exit 0" '[[ $rc -eq 0 ]] && grep -qx "all step-time errors within 60.0%" <<<"$out"'
+# ---- compare --trace: a trace it cannot use in full is one line; never a silent "no split" -----
+# A measured run made from a simulation of uniform-costs (its files marked measured, the scenario
+# it ran and its overrides stated, as execute writes them): each schedule's replay is op for op.
+"$sc" simulate "$root/scenarios/uniform-costs.yaml" --set 'pipeline.schedule=[1f1b,gpipe]' --json "$tmp/tp.json" \
+  --trace "$tmp/sim.json" >/dev/null
+python3 - "$tmp" "$root/scenarios/uniform-costs.yaml" <<'PY'
+import json, sys
+tmp, scenario = sys.argv[1], sys.argv[2]
+d = json.load(open(f"{tmp}/tp.json"))
+d.update(source="measured", scenario_file=scenario, overrides=["pipeline.schedule=[1f1b,gpipe]"])
+json.dump(d, open(f"{tmp}/tm.json", "w"))
+for s in ("1f1b", "gpipe"):
+    t = open(f"{tmp}/sim.{s}.json").read().replace('"source":"predicted"', '"source":"measured"', 1)
+    open(f"{tmp}/mt.{s}.json", "w").write(t)
+PY
+splits() { grep -c "step-time error .* = cost drift .* + model error " <<<"$1"; }
+out="$("$sc" compare "$tmp/tp.json" "$tmp/tm.json" --trace "$tmp/mt.json" 2>&1)"; rc=$?
+check "--trace BASE: exit 0, both schedules split" '[[ $rc -eq 0 && $(splits "$out") -eq 2 ]]'
+out="$("$sc" compare "$tmp/tp.json" "$tmp/tm.json" --trace "$tmp/mt.gpipe.json" 2>&1)"; rc=$?
+check "--trace one schedule's own file: exit 0, gpipe split" \
+  '[[ $rc -eq 0 && $(splits "$out") -eq 1 ]] && sed -n "/^gpipe:/,/^\$/p" <<<"$out" | grep -q "cost drift"'
+cmp_trace() { expect_error "$1" "$2" compare "$tmp/tp.json" "$tmp/tm.json" --trace "$3"; }
+cmp_trace "--trace missing" "$tmp/nope.json: no such file, nor 1f1b's trace beside it ($tmp/nope.1f1b.json)" "$tmp/nope.json"
+mv "$tmp/mt.gpipe.json" "$tmp/mt.gpipe.json.bak"
+cmp_trace "--trace BASE missing one schedule's" "$tmp/mt.json: no such file, nor gpipe's trace beside it" "$tmp/mt.json"
+mv "$tmp/mt.gpipe.json.bak" "$tmp/mt.gpipe.json"
+cp "$tmp/mt.gpipe.json" "$tmp/other.1f1b.json"; cp "$tmp/mt.gpipe.json" "$tmp/other.gpipe.json"
+cmp_trace "--trace BASE: a schedule's file holding another's trace" \
+  "$tmp/other.1f1b.json: the trace is of schedule 'gpipe', not 1f1b" "$tmp/other.json"
+mkdir "$tmp/tdir"
+cmp_trace "--trace a directory" "$tmp/tdir: cannot read: is a directory" "$tmp/tdir"
+mkfifo "$tmp/tfifo"
+expect_command_error "--trace a FIFO with no writer" "$tmp/tfifo: cannot read: not a regular file" "" \
+  timeout 20 "$sc" compare "$tmp/tp.json" "$tmp/tm.json" --trace "$tmp/tfifo"
+cmp_trace "--trace a prediction's trace" "source is 'predicted': replay needs a measured trace" "$tmp/sim.1f1b.json"
+"$sc" simulate "$root/scenarios/uniform-costs.yaml" --set pipeline.schedule=1f1b --json "$tmp/tp1.json" >/dev/null
+expect_error "--trace of a schedule the prediction lacks" \
+  "$tmp/mt.gpipe.json: the trace is of schedule 'gpipe', which $tmp/tp1.json does not hold" \
+  compare "$tmp/tp1.json" "$tmp/tm.json" --trace "$tmp/mt.gpipe.json"
+# Broken traces of 1f1b (its fourth compute event edited or gone; no events): the first bad
+# event, or the first missing op, is named and nothing is split.
+python3 - "$tmp" <<'PY'
+import json, re, sys
+tmp = sys.argv[1]
+lines = open(f"{tmp}/mt.1f1b.json").read().split("\n")
+ops = [i for i, l in enumerate(lines) if '"ph":"X"' in l and '"tid":0' in l]
+def write(name, edit):
+    l = list(lines)
+    edit(l)
+    open(f"{tmp}/{name}.1f1b.json", "w").write("\n".join(l))
+def dur(value):
+    return lambda l: l.__setitem__(ops[3], re.sub(r'"dur":[0-9.]+', '"dur":' + value, l[ops[3]]))
+write("neg", dur("-5"))
+write("abc", dur('"abc"'))
+write("big", dur("1e400"))
+write("drop", lambda l: l.__delitem__(ops[3]))
+t = json.loads("\n".join(lines))
+t["traceEvents"] = []
+json.dump(t, open(f"{tmp}/empty.1f1b.json", "w"))
+PY
+event="$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["traceEvents"]; print([i for i,x in enumerate(e) if x.get("ph")=="X" and x.get("tid")==0][3])' "$tmp/mt.1f1b.json")"
+cmp_trace "--trace: a negative dur" "neg.1f1b.json: event $event: \"dur\" is negative (-5)" "$tmp/neg.1f1b.json"
+cmp_trace "--trace: a dur that is text" "abc.1f1b.json: event $event: \"dur\" is not a number (\"abc\")" "$tmp/abc.1f1b.json"
+cmp_trace "--trace: a dur beyond a double" "big.1f1b.json: event $event: \"dur\" is out of range" "$tmp/big.1f1b.json"
+cmp_trace "--trace: an op removed" "drop.1f1b.json: rank 0 op " "$tmp/drop.1f1b.json"
+check "--trace: the op removed is named as the trace had it" \
+  'grep -qE "rank 0 op [0-9]+ \((F|B) of stage 0, microbatch [0-9]+, step 0\) of 1f1b is not in the trace" "$tmp/err"'
+cmp_trace "--trace: no events" "empty.1f1b.json: no op in traceEvents" "$tmp/empty.1f1b.json"
+
+# ---- times at the edges: a 0 ms prediction compares; throughput keeps its digits ----------------
+# A zero-cost scenario simulates in 0 ms: simulate prints no throughput for it ("-"), compare takes
+# it as a prediction (-100% step time, throughput error n/a) and refuses it as a measurement.
+"$sc" simulate "$root/scenarios/uniform-costs.yaml" --set pipeline.schedule=gpipe --set model.costs.forward=0 \
+  --set model.costs.backward_input=0 --set model.costs.backward_weight=0 --json "$tmp/zero.json" >"$tmp/zero.out"
+check "simulate 0 ms: no throughput" 'grep -qE "^gpipe +0\.000 ms +- samples/s " "$tmp/zero.out"'
+out="$("$sc" compare "$tmp/zero.json" "$tmp/tm.json" 2>&1)"; rc=$?
+check "compare a 0 ms prediction: exit 0" '[[ $rc -eq 0 ]]'
+check "compare a 0 ms prediction: -100.0% step, throughput n/a" \
+  'grep -qE "^  step time \(ms\) +0\.000 +33\.000 +-100\.0%$" <<<"$out" && grep -qE "^  throughput \(samples/s\) +- +242\.4 +n/a$" <<<"$out"'
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["source"]="measured"; json.dump(d, open(sys.argv[2], "w"))' \
+  "$tmp/zero.json" "$tmp/zero-measured.json"
+expect_error "a 0 ms measurement" "zero-measured.json: schedules[0].step_time_ms: must be > 0 as the measured run" \
+  compare "$tmp/tp.json" "$tmp/zero-measured.json"
+# 8 samples in a 196 s step: 8 / 196 = 0.0408 samples/s, not "0.0".
+python3 - "$tmp/tm.json" "$tmp/slow.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d["schedules"]:
+    s["step_time_ms"], s["throughput_samples_per_s"] = 196000.0, 8 / 196
+json.dump(d, open(sys.argv[2], "w"))
+PY
+out="$("$sc" compare "$tmp/tp.json" "$tmp/slow.json" 2>&1)"
+check "a 196 s step: 0.0408 samples/s" 'grep -qE "^  throughput \(samples/s\) +242\.4 +0\.0408 " <<<"$out"'
 exit $fail

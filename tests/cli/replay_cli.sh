@@ -83,4 +83,51 @@ expect_error "another layer count" "replay moves per-layer times between splits 
 sed 's/"scenario_file":"[^"]*",//' "$tmp/m.json" >"$tmp/old.json"
 expect_error "a run without its scenario" "does not say which scenario it ran" replay "$tmp/old.json" --trace "$tmp/t.1f1b.json"
 expect_error "a missing trace" "rt-missing.json" replay "$tmp/m.json" --trace "$tmp/rt-missing.json"
+# A trace replay cannot use in full is refused naming its first bad event or missing op, and no
+# replay is claimed (1f1b's fourth compute event edited or gone; no events at all).
+python3 - "$tmp" <<'PY'
+import json, re, sys
+tmp = sys.argv[1]
+lines = open(f"{tmp}/t.1f1b.json").read().split("\n")
+ops = [i for i, l in enumerate(lines) if '"ph":"X"' in l and '"tid":0' in l]
+def write(name, edit):
+    l = list(lines)
+    edit(l)
+    open(f"{tmp}/{name}.json", "w").write("\n".join(l))
+def dur(value):
+    return lambda l: l.__setitem__(ops[3], re.sub(r'"dur":[0-9.]+', '"dur":' + value, l[ops[3]]))
+write("neg", dur("-5"))
+write("abc", dur('"abc"'))
+write("big", dur("1e400"))
+write("drop", lambda l: l.__delitem__(ops[3]))
+t = json.loads("\n".join(lines))
+t["traceEvents"] = []
+json.dump(t, open(f"{tmp}/empty.json", "w"))
+events = json.loads("\n".join(lines))["traceEvents"]
+print([i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("tid") == 0][3], file=open(f"{tmp}/event", "w"))
+PY
+event="$(cat "$tmp/event")"
+expect_error "a negative dur" "$tmp/neg.json: event $event: \"dur\" is negative (-5)" replay "$tmp/m.json" --trace "$tmp/neg.json"
+expect_error "a dur that is text" "$tmp/abc.json: event $event: \"dur\" is not a number (\"abc\")" \
+  replay "$tmp/m.json" --trace "$tmp/abc.json"
+expect_error "a dur beyond a double" "$tmp/big.json: event $event: \"dur\" is out of range" \
+  replay "$tmp/m.json" --trace "$tmp/big.json"
+expect_error "an op removed" "of 1f1b is not in the trace: a replay needs every compute op of the run" \
+  replay "$tmp/m.json" --trace "$tmp/drop.json"
+expect_error "no events" "$tmp/empty.json: no op in traceEvents: a trace of 1f1b holds its" \
+  replay "$tmp/m.json" --trace "$tmp/empty.json"
+
+# Errors name the flag the user gave (--trace-out, not --trace), and an override the run file
+# stored (execute's --set) is reported as the run file's, not as a --set given to replay.
+mkdir "$tmp/dir"
+expect_error "--trace-out a directory" "--trace-out $tmp/dir: cannot write: is a directory" \
+  replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --trace-out "$tmp/dir"
+expect_error "--trace-out - with two schedules" "--trace-out -: 2 schedules write a trace each" \
+  replay "$tmp/m.json" --trace "$tmp/t.1f1b.json" --set 'pipeline.schedule=[1f1b,gpipe]' --trace-out -
+sed 's/"overrides":\["pipeline.schedule=\[1f1b,zb-h1\]"/"overrides":["pipeline.microbatches=0","pipeline.schedule=[1f1b,zb-h1]"/' \
+  "$tmp/m.json" >"$tmp/stored.json"
+expect_error "a bad override stored in the run" \
+  "$tmp/stored.json: overrides (stored in the run file, as execute ran $scenario): pipeline.microbatches: expected" \
+  replay "$tmp/stored.json" --trace "$tmp/t.1f1b.json"
+check "no message says --set for a stored override" '! grep -q -- "--set" "$tmp/err"'
 exit $fail

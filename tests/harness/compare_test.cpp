@@ -71,6 +71,27 @@ TEST(CompareRuns, Refusals) {
   RunFile partial = predicted;
   partial.partial.emplace();
   EXPECT_THROW(CompareRuns(partial, ReadRunFile(kData + "measured.json"), {}), InputError);
+  // One file as both sides, by another name too; a run first and a prediction second.
+  EXPECT_THROW(CompareRuns(predicted, predicted, {}), InputError);
+  RunFile again = predicted;
+  again.path = kData + "../compare/predicted.json";
+  EXPECT_THROW(CompareRuns(predicted, again, {}), InputError);
+  const RunFile measured = ReadRunFile(kData + "measured.json");
+  EXPECT_THROW(CompareRuns(measured, predicted, {}), InputError);
+  // A measured step time of 0 has no relative error.
+  RunFile zero_run = measured;
+  zero_run.schedules[0].step_time_ms = 0;
+  EXPECT_THROW(CompareRuns(predicted, zero_run, {}), InputError);
+}
+
+// A prediction of 0 ms (a zero-cost scenario) compares: its step is -100% off, and its
+// throughput, not defined, has no error.
+TEST(CompareRuns, AZeroTimePredictionCompares) {
+  RunFile predicted = ReadRunFile(kData + "predicted.json");
+  for (auto& s : predicted.schedules) s.step_time_ms = 0, s.throughput_samples_per_s = 0;
+  const Comparison c = CompareRuns(predicted, ReadRunFile(kData + "measured.json"), {});
+  EXPECT_EQ(c.worst_error_pct, -100.0);
+  EXPECT_NE(c.text.find("  throughput (samples/s)              -        320.0       n/a\n"), std::string::npos) << c.text;
 }
 
 }  // namespace

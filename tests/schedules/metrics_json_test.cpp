@@ -159,13 +159,15 @@ TEST(MetricsJsonStrictTest, ErrorsNameTheFileAndKeyPath) {
   EXPECT_EQ(error(MetricsFileToJson(twice)), "m.json: schedules[1]: schedule '1f1b' appears twice");
 }
 
-// Times, rates and fractions are never negative; each case's file is in the fuzz corpus.
+// Times, rates and fractions are never negative, and a fraction is at most 1; each case's file
+// is in the fuzz corpus.
 TEST(MetricsJsonStrictTest, NegativeAndNonNumericValuesAreNamed) {
   const std::pair<const char*, const char*> cases[] = {
       {"negative-step-time.json", "schedules[0].step_time_ms: expected a non-negative number (got -5)"},
       {"negative-busy.json", "schedules[0].per_rank[1].busy_ms: expected a non-negative number (got -1.5)"},
       {"step-time-not-a-number.json", "schedules[0].step_time_ms: expected a number (got string)"},
       {"partial-negative-step-ms.json", "partial.step_ms[0]: expected a non-negative number (got -3)"},
+      {"bubble-above-one.json", "schedules[0].bubble_fraction: expected a fraction from 0 to 1 (got 1.5)"},
   };
   for (const auto& [name, why] : cases) {
     EXPECT_EQ(StrictError(test_cases::FuzzCorpusText("metrics", name)), std::string("m.json: ") + why) << name;
@@ -175,6 +177,11 @@ TEST(MetricsJsonStrictTest, NegativeAndNonNumericValuesAreNamed) {
   ASSERT_TRUE(lenient);
   EXPECT_EQ(lenient->step_time_ms, ScheduleMetrics{}.step_time_ms);
   EXPECT_EQ(lenient->ranks, 2);
+  EXPECT_EQ(ScheduleMetricsFromJsonLenient(R"({"bubble_fraction":1.5,"ranks":2})")->bubble_fraction, 0);
+  // A whole step idle is still a fraction.
+  std::string whole = test_cases::FuzzCorpusText("metrics", "bubble-above-one.json");
+  whole.replace(whole.find("1.5"), 3, "1.0");
+  EXPECT_EQ(MetricsFileFromJson(whole, "m.json").schedules[0].bubble_fraction, 1.0);
 }
 
 // Numbers are read exactly (found by the metrics and schedule fuzz harnesses: RapidJSON 1.1.0

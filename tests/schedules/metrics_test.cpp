@@ -138,6 +138,22 @@ TEST(MetricsTest, ReplicasFromTheSchedule) {
   EXPECT_EQ(collective, 2);
 }
 
+// Throughput as tables print it, worked by hand: 8 samples in a 196 s step is 0.0408 samples/s
+// (three significant digits, not "0.0"); a step of no time has no throughput.
+TEST(MetricsTest, ThroughputTextKeepsThreeDigitsAndHasNoneForAStepOfNoTime) {
+  const auto text = [](double step_ms, double samples_per_s) {
+    ScheduleMetrics m;
+    m.step_time_ms = step_ms;
+    m.throughput_samples_per_s = samples_per_s;
+    return ThroughputText(m);
+  };
+  EXPECT_EQ(text(196000, 8 / 196.0), "0.0408");
+  EXPECT_EQ(text(1600, 5.5), "5.50");
+  EXPECT_EQ(text(100, 320), "320.0");
+  EXPECT_EQ(text(3.6e12, 1 / 3.6e9), "0.000000000278");  // one sample in 10^6 hours: 12 decimals, the most
+  EXPECT_EQ(text(0, 0), "-");
+}
+
 TEST(MetricsTest, BuildTracePutsOpsOnTheirStreamsRelativeToTheStart) {
   const Schedule s = TwoRankSchedule();
   const RunRecord r = TwoRankRecord();

@@ -18,20 +18,21 @@ struct RunFile : schedules::MetricsFile {
   std::string path;
 };
 
-// Reads `path` (at most kMaxJsonBytes). Throws InputError for a file that is not a metrics file
-// or fails CheckStepTimes.
+// Reads `path` (at most kMaxJsonBytes). Throws InputError for a file that is not a metrics file.
 RunFile ReadRunFile(const std::string& path);
 // The same from text already read; `path` names it in errors.
 RunFile RunFileFromJson(std::string_view text, const std::string& path);
-// Throws InputError naming the first schedule whose step_time_ms is not > 0 (errors are
-// relative to the measured step time).
+// Throws InputError naming the first schedule whose step_time_ms is not > 0: what a measured run
+// needs, errors being relative to its step time (a prediction may be 0 ms: a zero-cost scenario).
 void CheckStepTimes(const RunFile& file);
 
 struct CompareOptions {
   double max_error_pct = -1;  // a step-time error beyond this is "exceeded"; negative: no limit
-  // The measured traces, as execute --trace named them (TracePath): each schedule's run is
-  // replayed from its own op times to split its error into cost drift and model error. A
-  // schedule without its trace is not split. Empty: none.
+  // The measured traces: one trace file (a one-schedule run's, or one schedule's file of several),
+  // or the name execute --trace was given, beside which it wrote one per schedule (TracePath).
+  // Each schedule with a trace is replayed from its own op times to split its error into cost
+  // drift and model error; every trace must be usable in full (ReadTraceInFull, RecordOf), and
+  // under a name that is no file, every schedule in both files must have its own. Empty: none.
   std::string trace_path;
   // Called once, before anything is compared, with the one line (no newline) that says the
   // measured run is partial; null: not told.
@@ -46,8 +47,10 @@ struct Comparison {
   std::vector<std::string> exceeded;  // the schedules over max_error_pct, in report order
 };
 
-// Throws InputError when `predicted` is a partial run, when the files have no schedule in
-// common, or when a schedule in both has another number of ranks in one than in the other.
+// Throws InputError when `predicted` is a partial run, when both name one file, when they are
+// swapped (a measured run first, a prediction second), when `measured` fails CheckStepTimes,
+// when the files have no schedule in common, when a schedule in both has another number of
+// ranks in one than in the other, or when a trace of options.trace_path cannot be used in full.
 Comparison CompareRuns(const RunFile& predicted, const RunFile& measured, const CompareOptions& options);
 
 }  // namespace stagecraft::harness

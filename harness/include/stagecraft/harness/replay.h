@@ -50,8 +50,14 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
                            const schedules::RunRecord* record, const RunVariation& variation,
                            const sim::CostTable* ran_model = nullptr);
 
+// A measured trace as replay and compare --trace read it: the file at `path` (at most
+// kMaxJsonBytes), every event usable (schedules::TraceFromJsonInFull). Throws InputError naming
+// `path` and the first event that is not.
+schedules::Trace ReadTraceInFull(const std::string& path);
+
 // The trace of a run of `schedule` as its run record (FinishRunRecord'ed). Throws InputError
-// (naming `trace_path`) for an op that is not the schedule's op at its index.
+// (naming `trace_path`) unless the trace is of that run op for op (schedules::CheckTraceOfSchedule:
+// no stray or repeated op, none of its compute ops missing).
 schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedules::Trace& trace,
                               const std::string& trace_path);
 

@@ -93,6 +93,11 @@ struct ScheduleMetrics {
   friend bool operator==(const ScheduleMetrics&, const ScheduleMetrics&) = default;
 };
 
+// The throughput as tables print it: at least three significant digits ("0.0408", "5.50",
+// "320.0"), and "-" for a run that took no time (a zero-cost scenario), whose throughput is not
+// defined (the metrics file writes 0).
+std::string ThroughputText(const ScheduleMetrics& m);
+
 // A whole metrics file: `simulate --json` (source "predicted", with `costs`) or `execute
 // --json` (source "measured", with `backend`).
 // How far a run that has not finished got: `execute --json OUT` keeps OUT.partial up to date
