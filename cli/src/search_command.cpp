@@ -54,6 +54,13 @@ int Run(const SearchFlags& f) {
   OutputSet outputs;
   const int csv = outputs.Add(f.out_path, "--out");
   const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
+  // The start's and the result's traces go beside --trace, which a stream cannot take: refused
+  // before the search (their names are known only after it).
+  if (!f.trace_path.empty() && CheckOutputPath(f.trace_path, "--trace").kind != OutputTarget::Kind::kFile) {
+    throw InputError(fmt::format("--trace {}: the start's and the result's traces go beside it (<stem>.<schedule><ext>), "
+                                 "and a stream takes one; name a file",
+                                 f.trace_path));
+  }
   harness::SearchResult r = harness::SearchSchedule(sc, options);
   r.best.name = "searched";
   std::vector<int> traces;

@@ -382,26 +382,13 @@ struct TraceFile {
   schedules::Trace trace;
 };
 
-// Refuses, before opening it, a trace path that names something other than a regular file: a
-// directory, or a FIFO whose read could block for ever.
-void CheckRegular(const std::string& path, const std::filesystem::file_status& status) {
-  if (std::filesystem::is_directory(status)) {
-    throw InputError(fmt::format("{}: cannot read: {}", path, FileErrorReason(EISDIR)));
-  }
-  if (!std::filesystem::is_regular_file(status)) {
-    throw InputError(fmt::format("{}: cannot read: not a regular file (a trace is read from a file)", path));
-  }
-}
-
 // The measured traces `path` names, each read in full (ReadTraceInFull): the one trace there when
 // `path` is a file (the trace of a one-schedule run, or one schedule's file of several), else
 // the traces execute --trace PATH wrote beside it (TracePath), one for every schedule in both
 // files, each of which must be there. A trace of a schedule not in both files is refused.
 std::vector<TraceFile> MeasuredTraces(const std::string& path, const RunFile& predicted, const RunFile& measured) {
   std::error_code ec;
-  if (const std::filesystem::file_status status = std::filesystem::status(path, ec);
-      std::filesystem::exists(status)) {
-    CheckRegular(path, status);
+  if (std::filesystem::exists(std::filesystem::status(path, ec))) {
     TraceFile file{path, ReadTraceInFull(path)};
     const std::string& name = file.trace.schedule;
     const RunFile& lacking = measured.Find(name) == nullptr ? measured : predicted;
@@ -420,13 +407,11 @@ std::vector<TraceFile> MeasuredTraces(const std::string& path, const RunFile& pr
   for (const ScheduleMetrics& p : predicted.schedules) {
     if (measured.Find(p.schedule) == nullptr) continue;
     const std::string beside = TracePath(path, p.schedule, true);
-    const std::filesystem::file_status status = std::filesystem::status(beside, ec);
-    if (!std::filesystem::exists(status)) {
+    if (!std::filesystem::exists(std::filesystem::status(beside, ec))) {
       throw InputError(fmt::format("{}: no such file, nor {}'s trace beside it ({}), as execute --trace writes one "
                                    "per schedule",
                                    path, Printable(p.schedule), beside));
     }
-    CheckRegular(beside, status);
     traces.push_back({beside, ReadTraceInFull(beside)});
     if (traces.back().trace.schedule != p.schedule) {
       throw InputError(fmt::format("{}: the trace is of schedule '{}', not {}, whose trace execute --trace "

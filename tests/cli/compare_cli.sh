@@ -228,7 +228,7 @@ cmp_trace "--trace BASE: a schedule's file holding another's trace" \
 mkdir "$tmp/tdir"
 cmp_trace "--trace a directory" "$tmp/tdir: cannot read: is a directory" "$tmp/tdir"
 mkfifo "$tmp/tfifo"
-expect_command_error "--trace a FIFO with no writer" "$tmp/tfifo: cannot read: not a regular file" "" \
+expect_command_error "--trace a FIFO with no writer" "$tmp/tfifo: cannot read: a FIFO, not a regular file" "" \
   timeout 20 "$sc" compare "$tmp/tp.json" "$tmp/tm.json" --trace "$tmp/tfifo"
 cmp_trace "--trace a prediction's trace" "source is 'predicted': replay needs a measured trace" "$tmp/sim.1f1b.json"
 "$sc" simulate "$root/scenarios/uniform-costs.yaml" --set pipeline.schedule=1f1b --json "$tmp/tp1.json" >/dev/null
