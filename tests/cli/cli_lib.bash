@@ -42,3 +42,31 @@ expect_command_error() {
   [[ $fail -eq 0 ]] || echo "  stderr was: $se"
   [[ $before -eq 0 ]] || fail=1
 }
+
+# broken_traces TRACE PREFIX SUFFIX: TRACE broken five ways, for the readers that must refuse it:
+# its fourth compute event's "dur" made -5, "abc" and 1e400 (PREFIX{neg,abc,big}SUFFIX), that
+# event dropped (PREFIXdropSUFFIX), and no events at all (PREFIXemptySUFFIX). Prints the index of
+# that event in traceEvents, which the readers' messages name.
+broken_traces() {
+  python3 - "$@" <<'PY'
+import json, re, sys
+trace, prefix, suffix = sys.argv[1:4]
+lines = open(trace).read().split("\n")
+ops = [i for i, l in enumerate(lines) if '"ph":"X"' in l and '"tid":0' in l]
+def write(name, edit):
+    l = list(lines)
+    edit(l)
+    open(f"{prefix}{name}{suffix}", "w").write("\n".join(l))
+def dur(value):
+    return lambda l: l.__setitem__(ops[3], re.sub(r'"dur":[0-9.]+', '"dur":' + value, l[ops[3]]))
+write("neg", dur("-5"))
+write("abc", dur('"abc"'))
+write("big", dur("1e400"))
+write("drop", lambda l: l.__delitem__(ops[3]))
+t = json.loads("\n".join(lines))
+t["traceEvents"] = []
+json.dump(t, open(f"{prefix}empty{suffix}", "w"))
+events = json.loads("\n".join(lines))["traceEvents"]
+print([i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("tid") == 0][3])
+PY
+}

@@ -237,26 +237,7 @@ expect_error "--trace of a schedule the prediction lacks" \
   compare "$tmp/tp1.json" "$tmp/tm.json" --trace "$tmp/mt.gpipe.json"
 # Broken traces of 1f1b (its fourth compute event edited or gone; no events): the first bad
 # event, or the first missing op, is named and nothing is split.
-python3 - "$tmp" <<'PY'
-import json, re, sys
-tmp = sys.argv[1]
-lines = open(f"{tmp}/mt.1f1b.json").read().split("\n")
-ops = [i for i, l in enumerate(lines) if '"ph":"X"' in l and '"tid":0' in l]
-def write(name, edit):
-    l = list(lines)
-    edit(l)
-    open(f"{tmp}/{name}.1f1b.json", "w").write("\n".join(l))
-def dur(value):
-    return lambda l: l.__setitem__(ops[3], re.sub(r'"dur":[0-9.]+', '"dur":' + value, l[ops[3]]))
-write("neg", dur("-5"))
-write("abc", dur('"abc"'))
-write("big", dur("1e400"))
-write("drop", lambda l: l.__delitem__(ops[3]))
-t = json.loads("\n".join(lines))
-t["traceEvents"] = []
-json.dump(t, open(f"{tmp}/empty.1f1b.json", "w"))
-PY
-event="$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["traceEvents"]; print([i for i,x in enumerate(e) if x.get("ph")=="X" and x.get("tid")==0][3])' "$tmp/mt.1f1b.json")"
+event="$(broken_traces "$tmp/mt.1f1b.json" "$tmp/" .1f1b.json)"
 cmp_trace "--trace: a negative dur" "neg.1f1b.json: event $event: \"dur\" is negative (-5)" "$tmp/neg.1f1b.json"
 cmp_trace "--trace: a dur that is text" "abc.1f1b.json: event $event: \"dur\" is not a number (\"abc\")" "$tmp/abc.1f1b.json"
 cmp_trace "--trace: a dur beyond a double" "big.1f1b.json: event $event: \"dur\" is out of range" "$tmp/big.1f1b.json"

@@ -85,28 +85,7 @@ expect_error "a run without its scenario" "does not say which scenario it ran" r
 expect_error "a missing trace" "rt-missing.json" replay "$tmp/m.json" --trace "$tmp/rt-missing.json"
 # A trace replay cannot use in full is refused naming its first bad event or missing op, and no
 # replay is claimed (1f1b's fourth compute event edited or gone; no events at all).
-python3 - "$tmp" <<'PY'
-import json, re, sys
-tmp = sys.argv[1]
-lines = open(f"{tmp}/t.1f1b.json").read().split("\n")
-ops = [i for i, l in enumerate(lines) if '"ph":"X"' in l and '"tid":0' in l]
-def write(name, edit):
-    l = list(lines)
-    edit(l)
-    open(f"{tmp}/{name}.json", "w").write("\n".join(l))
-def dur(value):
-    return lambda l: l.__setitem__(ops[3], re.sub(r'"dur":[0-9.]+', '"dur":' + value, l[ops[3]]))
-write("neg", dur("-5"))
-write("abc", dur('"abc"'))
-write("big", dur("1e400"))
-write("drop", lambda l: l.__delitem__(ops[3]))
-t = json.loads("\n".join(lines))
-t["traceEvents"] = []
-json.dump(t, open(f"{tmp}/empty.json", "w"))
-events = json.loads("\n".join(lines))["traceEvents"]
-print([i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("tid") == 0][3], file=open(f"{tmp}/event", "w"))
-PY
-event="$(cat "$tmp/event")"
+event="$(broken_traces "$tmp/t.1f1b.json" "$tmp/" .json)"
 expect_error "a negative dur" "$tmp/neg.json: event $event: \"dur\" is negative (-5)" replay "$tmp/m.json" --trace "$tmp/neg.json"
 expect_error "a dur that is text" "$tmp/abc.json: event $event: \"dur\" is not a number (\"abc\")" \
   replay "$tmp/m.json" --trace "$tmp/abc.json"
