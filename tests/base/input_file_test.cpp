@@ -108,7 +108,7 @@ TEST_F(InputFileTest, DashIsStandardInput) {
 }
 
 TEST(WithoutByteOrderMark, SkipsOnlyALeadingMark) {
-  EXPECT_EQ(WithoutByteOrderMark("\xEF\xBB\xBF0F0"), "0F0");
+  EXPECT_EQ(WithoutByteOrderMark("\xEF\xBB\xBF" "0F0"), "0F0");
   EXPECT_EQ(WithoutByteOrderMark("0F0\xEF\xBB\xBF"), "0F0\xEF\xBB\xBF");
   EXPECT_EQ(WithoutByteOrderMark("\xEF\xBB"), "\xEF\xBB");
   EXPECT_EQ(WithoutByteOrderMark(""), "");

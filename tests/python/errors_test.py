@@ -93,6 +93,8 @@ class ScheduleArgumentsTest(Contract):
         for arg in ("ranks", "microbatches", "chunks", "steps", "data_parallel"):
             args = {"name": "1f1b", "ranks": 2, "microbatches": 4}
             for bad in (True, 2.0, "2", None):
+                if arg == "chunks" and bad is None:
+                    continue  # None: the schedule's own chunks
                 with self.subTest(arg=arg, value=bad):
                     self.assert_type(f"schedule: {arg}: expected an integer",
                                      lambda: stagecraft.schedule(**dict(args, **{arg: bad})))
@@ -100,6 +102,9 @@ class ScheduleArgumentsTest(Contract):
                 with self.subTest(arg=arg, value=bad):
                     self.assert_value(f"schedule: {arg}: expected an integer in [1, 2147483647], got {bad}",
                                       lambda: stagecraft.schedule(**dict(args, **{arg: bad})))
+        # chunks None (the default) is the schedule's own: 2 for zb-v, 1 for 1f1b.
+        self.assertEqual(stagecraft.schedule("zb-v", 2, 4).chunks, 2)
+        self.assertEqual(stagecraft.schedule("1f1b", 2, 4, chunks=None).chunks, 1)
         self.assert_type("schedule: recompute: expected True or False", lambda: stagecraft.schedule("1f1b", 2, 4, recompute=None))
         self.assert_value("schedule: max_ops: ", lambda: stagecraft.schedule("1f1b", 2, 4, max_ops=-1))
 

@@ -79,7 +79,7 @@ const std::vector<Edge> kEdges = {
     {"pipeline.ranks", "65536", "65537", "expected an integer in [1, 65536], got '65537'",
      {"topology.devices_per_node=65536"}},
     {"topology.devices_per_node", "65536", "65537", "expected an integer in [1, 65536], got '65537'"},
-    {"pipeline.chunks", "1024", "1025", "expected an integer in [1, 1024], got '1025'"},
+    {"pipeline.chunks", "1024", "1025", "expected an integer in [1, 1024], got '1025'", {"pipeline.schedule=interleaved"}},
     {"pipeline.microbatches", "16777216", "16777217", "expected an integer in [1, 16777216], got '16777217'"},
     {"pipeline.steps", "1048576", "1048577", "expected an integer in [1, 1048576], got '1048577'"},
     {"pipeline.microbatch_size", "16777216", "16777217", "expected an integer in [1, 16777216], got '16777217'"},
@@ -115,7 +115,8 @@ TEST(Limits, EveryStatedRangeHasItsEdge) {
 TEST(Limits, StagesAreBoundedAsAProduct) {
   ScratchDir dir;
   const std::string path = dir.Write("limits.yaml", kBase);
-  const std::vector<std::string> base = {"topology.devices_per_node=2048", "pipeline.ranks=2048"};
+  const std::vector<std::string> base = {"topology.devices_per_node=2048", "pipeline.ranks=2048",
+                                         "pipeline.schedule=interleaved"};
   std::vector<std::string> sets = base;
   sets.push_back("pipeline.chunks=512");  // 2^20 stages
   EXPECT_EQ(ErrorOf([&] { LoadScenario(path, sets); }), "");
