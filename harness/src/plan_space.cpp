@@ -1,5 +1,7 @@
-// The plan's space (see plan_space.h): the layouts the topology and model allow, the batch
-// splits, every schedule with its chunks, recompute, ZeRO and the partition.
+// The plan's space (see plan_space.h): the options checked, the layouts the topology and model
+// allow, the batch splits, every schedule with its chunks, recompute, ZeRO and the partition,
+// each configuration's scenario, and the budget on the whole. Needs sim and schedules only (the
+// plan fuzz harness compiles it alone).
 #include "plan_space.h"
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -16,6 +19,56 @@
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/sim/layer_split.h"
 #include "stagecraft/sim/limits.h"
+
+namespace stagecraft::harness {
+
+int MaxPlanThreads() {
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min<int64_t>(4 * cores, 256));
+}
+
+sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const PlanOptions& options) {
+  sim::Scenario sc = base;
+  sim::PipelineSpec& p = sc.pipeline;
+  p.schedules = {c.schedule};
+  p.schedule_files.clear();
+  p.ranks = c.ranks;
+  p.chunks = c.chunks;
+  p.microbatches = c.microbatches;
+  p.microbatch_size = c.microbatch_size;
+  p.data_parallel = c.data_parallel;
+  p.tensor_parallel = c.tensor_parallel;
+  p.sequence_parallel = c.sequence_parallel;
+  p.zero = c.zero;
+  p.recompute = c.recompute;
+  p.partition = c.partition;
+  if (options.memory_limit_bytes > 0) p.memory_limit_bytes = options.memory_limit_bytes;
+  if (options.search_evaluations > 0) p.search_evaluations = options.search_evaluations;
+  return sc;
+}
+
+std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions& options) {
+  std::vector<std::string> sets = {
+      fmt::format("pipeline.schedule={}", c.schedule),
+      fmt::format("pipeline.ranks={}", c.ranks),
+      fmt::format("pipeline.chunks={}", c.chunks),
+      fmt::format("pipeline.microbatches={}", c.microbatches),
+      fmt::format("pipeline.microbatch_size={}", c.microbatch_size),
+      fmt::format("pipeline.data_parallel={}", c.data_parallel),
+      fmt::format("pipeline.tensor_parallel={}", c.tensor_parallel),
+      fmt::format("pipeline.sequence_parallel={}", c.sequence_parallel ? "true" : "false"),
+      fmt::format("pipeline.zero={}", c.zero),
+      fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
+      fmt::format("pipeline.partition={}", sim::Name(c.partition)),
+  };
+  if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
+  if (options.search_evaluations > 0) {
+    sets.push_back(fmt::format("pipeline.search_evaluations={}", options.search_evaluations));
+  }
+  return sets;
+}
+
+}  // namespace stagecraft::harness
 
 namespace stagecraft::harness::detail {
 
@@ -142,6 +195,30 @@ std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
                                  sim::kSearchedSchedule, sim::kSearchedSchedule));
   }
   return out;
+}
+
+void FillSpace(Space* space) {
+  const sim::Scenario& scenario = space->base;
+  const PlanOptions& options = space->options;
+  space->layers = ModelLayers(scenario);
+  space->limit_bytes = options.memory_limit_bytes > 0                  ? options.memory_limit_bytes
+                       : scenario.pipeline.memory_limit_bytes > 0      ? scenario.pipeline.memory_limit_bytes
+                                                                       : scenario.topology.device.memory_bytes;
+  space->limit_bytes = std::min(space->limit_bytes, scenario.topology.device.memory_bytes);
+  space->generators = GeneratorsOf(options);
+  space->recompute = options.recompute;
+  if (space->recompute.empty()) {
+    space->recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
+    if (scenario.model.transformer) space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
+  }
+  for (const sim::Recompute rc : space->recompute) {
+    if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
+      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
+                       "model.transformer");
+    }
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  space->max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
 }
 
 namespace {

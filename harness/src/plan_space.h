@@ -57,6 +57,11 @@ void CheckInputs(const sim::Scenario& scenario, const PlanOptions& options);
 // The generators --schedules names (auto aside: the refinement's), or all of them.
 std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options);
 
+// The rest of `space` from its scenario and options: the layers, the memory limit, the
+// generators, the recompute policies (throws InputError for selective without a transformer)
+// and the threads.
+void FillSpace(Space* space);
+
 // Every configuration of the space that passes topology, batch and shape and is within --max-ops,
 // with the index of its cost table's key in `keys`; the layouts and configurations refused on
 // the way are counted in `result`, and the ops of those kept summed in result->space_ops.
