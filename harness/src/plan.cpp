@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -23,7 +25,6 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/format.h"
-#include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/cost_models.h"
