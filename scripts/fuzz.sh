@@ -20,8 +20,8 @@ cmake --build "$build" -j"$(nproc)"
 
 # Longest input per harness: room for the largest seed and then some, small enough to stay fast.
 declare -A max_len=([scenario]=4096 [topology]=2048 [profile]=4096 [csv]=4096 [schedule_json]=16384
-                    [trace]=16384 [metrics]=8192)
-names=${FUZZ_ONLY:-"scenario topology profile csv schedule_json trace metrics"}
+                    [trace]=16384 [metrics]=8192 [plan]=4096)
+names=${FUZZ_ONLY:-"scenario topology profile csv schedule_json trace metrics plan"}
 failed=0
 printf '%-14s %12s %8s  %s\n' harness executions seconds result
 for name in $names; do

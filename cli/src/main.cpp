@@ -1,7 +1,9 @@
 // `stagecraft`: a thin dispatcher; errors are caught here once and printed as one line.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "stagecraft/base/error.h"
@@ -26,6 +28,50 @@ std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
     known += (known.empty() ? "" : ", ") + sub->get_name();
   }
   return "unknown command '" + std::string(argv[1]) + "' (commands: " + known + ")";
+}
+
+// Levenshtein distance, for "did you mean".
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first argument the parsed command did not take ("unknown option '--gpu' (did you mean
+// --gpus?)"), empty when it took them all. CLI11 checks required options before it reports
+// arguments it did not expect, so a misspelt required flag would read as a missing one.
+std::string UnexpectedArgument(const CLI::App& app) {
+  const CLI::App* command = &app;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->parsed()) command = sub;
+  }
+  const std::vector<std::string> left = command->remaining();
+  if (left.empty()) return "";
+  const std::string& first = left.front();
+  const std::string who = command == &app ? "" : command->get_name() + ": ";
+  if (first.size() < 2 || first[0] != '-') return who + "unexpected argument '" + first + "'";
+  const std::string flag = first.substr(0, first.find('='));
+  std::string nearest;
+  size_t best = 3;  // at most two edits away
+  for (const CLI::Option* option : command->get_options()) {
+    for (const std::string& name : option->get_lnames()) {
+      const size_t d = EditDistance(flag, "--" + name);
+      if (d < best) {
+        best = d;
+        nearest = "--" + name;
+      }
+    }
+  }
+  return who + "unknown option '" + flag + "'" + (nearest.empty() ? "" : " (did you mean " + nearest + "?)");
 }
 
 }  // namespace
@@ -61,7 +107,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return PrintError(e.what(), " (see --help)", 2);
+    const std::string unexpected = UnexpectedArgument(app);
+    return PrintError(unexpected.empty() ? e.what() : unexpected.c_str(), " (see --help)", 2);
   }
   try {
     for (auto& command : commands) {

@@ -37,6 +37,7 @@ struct PlanFlags {
   int64_t search_evaluations = 0;
   double refine_seconds = 20;
   int64_t max_ops = 0;
+  int64_t max_plan_ops = harness::kDefaultMaxPlanOps;
   std::string json_path, best_path, plot_path;
 };
 
@@ -49,20 +50,16 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
   o.schedules = f.schedules;
   o.recompute = harness::ParseRecomputeNames(f.recompute, "--recompute");
   o.partitions = harness::ParsePartitionNames(f.partitions, "--partition");
-  for (const int z : f.zero) {
-    if (z != 0 && z != 1) throw InputError(fmt::format("--zero: expected 0 or 1, got {}", z));
-  }
   o.zero = f.zero;
   o.max_microbatch_size = f.max_microbatch_size;
   o.max_chunks = f.max_chunks;
   o.top = f.top;
   o.threads = f.threads;
-  if (f.threads < 0) throw InputError(fmt::format("--threads: expected at least 1 (or 0: every core), got {}", f.threads));
   o.refine = f.refine;
-  if (f.search_evaluations < 0) throw InputError("--search-evaluations: expected at least 1 (or 0: the scenario's)");
   o.search_evaluations = f.search_evaluations;
   o.refine_seconds = f.refine_seconds;
   o.max_ops = f.max_ops;
+  o.max_plan_ops = f.max_plan_ops;
   // Progress on a terminal only; the summary line comes at the end either way.
   if (isatty(STDERR_FILENO)) {
     o.progress = [](const harness::PlanProgress& p) {
@@ -76,7 +73,8 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
 }
 
 int Run(const PlanFlags& f) {
-  const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
+  // The plan replaces the pipeline's layout: only the rest of the scenario must hold.
+  const sim::Scenario sc = sim::LoadScenarioForNewLayout(f.scenario, f.sets);
   const harness::PlanOptions options = OptionsOf(f);
   // Every output is checked before the search, and written only after it.
   OutputSet outputs;
@@ -121,10 +119,12 @@ Command AddPlanCommand(CLI::App& root) {
   app->add_option("--recompute", flags->recompute, "none,selective,full (default all that apply)")->delimiter(',');
   app->add_option("--partition", flags->partitions, "even,balanced (default both where they differ)")->delimiter(',');
   app->add_option("--zero", flags->zero, "0,1 (default both where D > 1)")->delimiter(',');
-  app->add_option("--max-microbatch-size", flags->max_microbatch_size, "Largest microbatch to try (default no bound)");
+  app->add_option("--max-microbatch-size", flags->max_microbatch_size, "Largest microbatch to try (default 0: no bound)");
   app->add_option("--max-chunks", flags->max_chunks, "Largest v for interleaved (default 8)");
   app->add_option("--top", flags->top, "Configurations kept exact and printed (default 10)");
-  app->add_option("--threads", flags->threads, "Simulation threads (default every core)");
+  app->add_option("--threads", flags->threads,
+                  fmt::format("Simulation threads, at most {} here (4 per core, at most 256; default 0: every core)",
+                              harness::MaxPlanThreads()));
   app->add_option("--refine", flags->refine, "Leading layouts to search an `auto` order for (default 3; 0: none)");
   app->add_option("--search-evaluations", flags->search_evaluations,
                   "auto's moves (default pipeline.search_evaluations)");
@@ -133,6 +133,11 @@ Command AddPlanCommand(CLI::App& root) {
   app->add_option("--write-best", flags->best_path, "Write the best configuration as a scenario YAML");
   app->add_option("--plot", flags->plot_path, "Draw the Pareto front of throughput against memory as a PNG");
   AddMaxOpsOption(app, &flags->max_ops);
+  app->add_option("--max-plan-ops", flags->max_plan_ops,
+                  "Bound the whole plan: the ops of every configuration summed; past it those with the most "
+                  "microbatches are left out, with a note")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000'000'000}))
+      ->capture_default_str();
   return {app, [flags] { return Run(*flags); }};
 }
 

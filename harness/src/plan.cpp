@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -23,7 +25,6 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/format.h"
-#include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/cost_models.h"
@@ -42,7 +43,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::string_view kRejectNames[kPlanRejectKinds] = {
-    "topology", "indivisible batch", "schedule shape", "over --max-ops", "out of memory", "pruned by the bound"};
+    "topology", "indivisible batch", "schedule shape", "over --max-ops", "out of memory", "pruned by the bound",
+    "over --max-plan-ops"};
 
 // The model's FLOPs per sample as Megatron-LM counts them (Narayanan et al., SC'21, Appendix):
 // 72·s·l·h²(1 + s/6h) for the layers' forward and backward, 96·s·l·h²(1 + s/6h) when full
@@ -69,7 +71,9 @@ struct Facts {
 };
 
 // Calls fn(i) for i in [0, n) on `threads` threads.
-// The first exception any call throws is rethrown here, after every thread has stopped.
+// The first exception any call throws is rethrown here, after every thread has stopped. A thread
+// the system cannot start (std::system_error: no memory for its stack, a process limit) stops
+// the others and is an InputError naming --threads, never std::terminate.
 template <class Fn>
 void ParallelFor(size_t n, int threads, Fn fn) {
   std::atomic<size_t> next{0};
@@ -87,9 +91,21 @@ void ParallelFor(size_t n, int threads, Fn fn) {
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(work);
-  work();
+  const size_t wanted = std::min(static_cast<size_t>(std::max(threads, 1)), n);
+  if (wanted > 1) pool.reserve(wanted - 1);
+  std::string not_started;
+  for (size_t t = 1; t < wanted; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error& e) {
+      not_started = fmt::format("--threads: could not start thread {} of {} ({}); ask for fewer", t + 1, wanted, e.what());
+      next = n;  // the threads started take no more work
+      break;
+    }
+  }
+  if (not_started.empty()) work();
   for (std::thread& t : pool) t.join();
+  if (!not_started.empty()) throw InputError(not_started);
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -180,47 +196,6 @@ std::string DescribeConfig(const PlanConfig& c) {
                      sim::Name(c.partition));
 }
 
-sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const PlanOptions& options) {
-  sim::Scenario sc = base;
-  sim::PipelineSpec& p = sc.pipeline;
-  p.schedules = {c.schedule};
-  p.schedule_files.clear();
-  p.ranks = c.ranks;
-  p.chunks = c.chunks;
-  p.microbatches = c.microbatches;
-  p.microbatch_size = c.microbatch_size;
-  p.data_parallel = c.data_parallel;
-  p.tensor_parallel = c.tensor_parallel;
-  p.sequence_parallel = c.sequence_parallel;
-  p.zero = c.zero;
-  p.recompute = c.recompute;
-  p.partition = c.partition;
-  if (options.memory_limit_bytes > 0) p.memory_limit_bytes = options.memory_limit_bytes;
-  if (options.search_evaluations > 0) p.search_evaluations = options.search_evaluations;
-  return sc;
-}
-
-std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions& options) {
-  std::vector<std::string> sets = {
-      fmt::format("pipeline.schedule={}", c.schedule),
-      fmt::format("pipeline.ranks={}", c.ranks),
-      fmt::format("pipeline.chunks={}", c.chunks),
-      fmt::format("pipeline.microbatches={}", c.microbatches),
-      fmt::format("pipeline.microbatch_size={}", c.microbatch_size),
-      fmt::format("pipeline.data_parallel={}", c.data_parallel),
-      fmt::format("pipeline.tensor_parallel={}", c.tensor_parallel),
-      fmt::format("pipeline.sequence_parallel={}", c.sequence_parallel ? "true" : "false"),
-      fmt::format("pipeline.zero={}", c.zero),
-      fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
-      fmt::format("pipeline.partition={}", sim::Name(c.partition)),
-  };
-  if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
-  if (options.search_evaluations > 0) {
-    sets.push_back(fmt::format("pipeline.search_evaluations={}", options.search_evaluations));
-  }
-  return sets;
-}
-
 namespace {
 
 // The cost table of one key, with its floors; a cost model that refuses the shape leaves why.
@@ -253,9 +228,11 @@ PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, 
   e.tflops_per_gpu = step_s > 0 ? FlopsPerSample(space.base, c.recompute) * static_cast<double>(space.options.global_batch) /
                                       step_s / space.options.gpus * 1e-12
                                 : 0;
+  // The split is of the whole run; per step as step_time_ms is (makespan / steps).
+  const double per_step = 1.0 / (static_cast<double>(p.metrics.ranks_detail.size()) * std::max(1, p.metrics.steps));
   for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
     const double parts[6] = {r.compute_ms, r.wait_ms, r.transfer_ms, r.collective_ms, r.overhead_ms, r.idle_ms};
-    for (int k = 0; k < 6; ++k) e.mean_split_ms[k] += parts[k] / static_cast<double>(p.metrics.ranks_detail.size());
+    for (int k = 0; k < 6; ++k) e.mean_step_split_ms[k] += parts[k] * per_step;
   }
   e.seconds = seconds;
   return e;
@@ -267,10 +244,6 @@ void Evaluate(const Space& space, const Candidate& cand, Facts& facts, Board* bo
   const auto start = Clock::now();
   const sim::Scenario sc = ScenarioFor(space.base, cand.config, space.options);
   schedules::GeneratorParams params = sim::GeneratorParamsFor(sc.pipeline, *cand.info);
-  const int64_t max_ops = space.options.max_ops > 0 ? space.options.max_ops : schedules::kDefaultMaxOps;
-  if (schedules::EstimateSize(*cand.info, params).ops > static_cast<double>(max_ops)) {
-    return board->Reject(PlanReject::kTooLarge);
-  }
   schedules::Schedule order;
   try {
     if (cand.info->uses_costs) {  // the key's table is a ZB-H1's of the shape (loop placement, one stage per rank)
@@ -406,6 +379,9 @@ void Rank(PlanResult* result) {
   }
 }
 
+// Why no configuration was kept: when none was tried (every layout refused, or every
+// configuration refused before any memory was counted) the reasons, not the memory; else the
+// memory limit with every count.
 std::string NothingFits(const sim::Scenario& sc, const PlanOptions& o, const PlanResult& r) {
   std::string why;
   for (int k = 0; k < kPlanRejectKinds; ++k) {
@@ -414,8 +390,25 @@ std::string NothingFits(const sim::Scenario& sc, const PlanOptions& o, const Pla
   for (int k = 0; k < kPlanRejectKinds; ++k) {
     if (r.rejected[k] > 0) why += fmt::format(", {} configurations: {}", r.rejected[k], kRejectNames[k]);
   }
-  return fmt::format("{}: no configuration of {} devices for a global batch of {} fits in {} per device ({} layouts{})",
-                     sc.path, o.gpus, o.global_batch, FormatBytes(r.memory_limit_bytes), r.layouts, why);
+  const std::string job = fmt::format("{}: no configuration of {} devices for a global batch of {}", sc.path, o.gpus,
+                                      o.global_batch);
+  std::string budget;
+  if (r.max_microbatches > 0) {
+    budget = fmt::format("; those with more than {} microbatches were left out (the whole space is about {:.2g} ops, "
+                         "above --max-plan-ops: raise it to plan them)",
+                         r.max_microbatches, r.space_ops);
+  }
+  const auto count = [&](PlanReject k) { return r.rejected[static_cast<int>(k)]; };
+  if (count(PlanReject::kMemory) == 0 && r.simulated == 0 && count(PlanReject::kBound) == 0) {
+    std::string hint;
+    if (r.layouts_rejected[static_cast<int>(PlanReject::kTopology)] == r.layouts && r.layouts > 0) {
+      hint = sc.model.transformer ? ": T must divide the heads and the devices of a node"
+                                  : ": T > 1 needs model.transformer (only its cost model shards layers)";
+    }
+    return fmt::format("{} can run ({} layouts{}){}{}", job, r.layouts, why, hint, budget);
+  }
+  return fmt::format("{} fits in {} per device ({} layouts{}){}", job, FormatBytes(r.memory_limit_bytes), r.layouts,
+                     why, budget);
 }
 
 }  // namespace
@@ -424,25 +417,7 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   detail::CheckInputs(scenario, options);
   const auto start = Clock::now();
   Space space(scenario, options);
-  space.layers = detail::ModelLayers(scenario);
-  space.limit_bytes = options.memory_limit_bytes > 0                  ? options.memory_limit_bytes
-                      : scenario.pipeline.memory_limit_bytes > 0      ? scenario.pipeline.memory_limit_bytes
-                                                                      : scenario.topology.device.memory_bytes;
-  space.limit_bytes = std::min(space.limit_bytes, scenario.topology.device.memory_bytes);
-  space.generators = detail::GeneratorsOf(options);
-  space.recompute = options.recompute;
-  if (space.recompute.empty()) {
-    space.recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
-    if (scenario.model.transformer) space.recompute.insert(space.recompute.begin() + 1, sim::Recompute::kSelective);
-  }
-  for (const sim::Recompute rc : space.recompute) {
-    if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
-      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
-                       "model.transformer");
-    }
-  }
-  const unsigned cores = std::thread::hardware_concurrency();
-  space.max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
+  detail::FillSpace(&space);
 
   PlanResult result;
   result.scenario = scenario.name;
@@ -451,7 +426,13 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   result.memory_limit_bytes = space.limit_bytes;
   result.threads = space.max_threads;
   std::vector<CostKey> keys;
+  for (const int tp : options.tensor_parallel) {
+    if (options.gpus % tp != 0) {
+      result.notes.push_back(fmt::format("--tensor-parallel {} divides no layout of {} devices: left out", tp, options.gpus));
+    }
+  }
   std::vector<Candidate> all = detail::Enumerate(space, &result, &keys);
+  detail::KeepWithinBudget(space, &all, &result);
 
   // One cost table per key, built on every core; then each configuration's closed forms.
   std::vector<const PlanConfig*> examples(keys.size(), nullptr);
@@ -459,7 +440,9 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
     if (examples[c.facts] == nullptr) examples[c.facts] = &c.config;
   }
   std::vector<Facts> facts(keys.size());
-  ParallelFor(keys.size(), space.max_threads, [&](size_t i) { facts[i] = BuildFacts(space, keys[i], *examples[i]); });
+  ParallelFor(keys.size(), space.max_threads, [&](size_t i) {
+    if (examples[i] != nullptr) facts[i] = BuildFacts(space, keys[i], *examples[i]);  // none: all left out by the budget
+  });
   std::vector<Candidate> candidates;
   for (Candidate& c : all) {
     const Facts& f = facts[c.facts];
@@ -472,12 +455,10 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
       candidates.push_back(std::move(c));
     }
   }
-  if (!facts.empty()) {
-    for (const Facts& f : facts) {
-      if (f.error.empty()) {
-        result.cost_source = f.costs.source;
-        break;
-      }
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (examples[i] != nullptr && facts[i].error.empty()) {
+      result.cost_source = facts[i].costs.source;
+      break;
     }
   }
   // Best floors first, so that the K-th best falls early and prunes the most.

@@ -38,14 +38,18 @@ std::string Count(int64_t n) {
 
 double Gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 * 1024); }
 
+// TFLOP/s per device to four significant digits (187.5 on a GPU, 0.02013 on a CPU core); "-"
+// for a model without a FLOP count (a profile alone).
+std::string Tflops(double tflops) { return tflops > 0 ? fmt::format("{:.4g}", tflops) : "-"; }
+
 std::string TableRow(int rank, const PlanEntry& e) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
   return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} {:>11.2f} "
-                     "{:>8.1f} {:>6.2f}% {:>12}  {}\n",
+                     "{:>8} {:>6.2f}% {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
                      c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
-                     e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, e.tflops_per_gpu,
+                     e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
                      100 * e.metrics.bubble_fraction, FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')));
 }
@@ -53,7 +57,8 @@ std::string TableRow(int rank, const PlanEntry& e) {
 // The leaders side by side: each one's step split (mean over ranks, % of its step) and its busiest
 // rank's memory by term, one column per leader.
 std::string WhyTheLeadersWin(const std::vector<const PlanEntry*>& leaders) {
-  std::string out = "why the leaders win: the step split in ms (mean over ranks) and the busiest rank's memory, side by side\n";
+  std::string out = "why the leaders win: the step split in ms per step (mean over ranks) and the busiest rank's memory, "
+                    "side by side\n";
   for (size_t k = 0; k < leaders.size(); ++k) {
     out += fmt::format("  #{} {}\n", k + 1, DescribeConfig(leaders[k]->config));
   }
@@ -68,8 +73,9 @@ std::string WhyTheLeadersWin(const std::vector<const PlanEntry*>& leaders) {
   row("step ms", [](const PlanEntry& e) { return fmt::format("{:.3f}", e.metrics.step_time_ms); });
   for (int k = 0; k < 6; ++k) {
     row(kSplitNames[k], [k](const PlanEntry& e) {
-      const double step = e.metrics.makespan_ms;
-      return fmt::format("{:.3f} {:>5.1f}%", e.mean_split_ms[k], step > 0 ? 100 * e.mean_split_ms[k] / step : 0);
+      const double step = e.metrics.step_time_ms;
+      const double part = e.mean_step_split_ms[k];
+      return fmt::format("{:.3f} {:>5.1f}%", part, step > 0 ? 100 * part / step : 0);
     });
   }
   row("memory of rank", [](const PlanEntry& e) { return fmt::format("{}", e.worst_rank); });
@@ -167,6 +173,7 @@ std::string PlanJson(const PlanResult& r) {
   j.Key("scenario").String(r.scenario).Key("source").String("predicted").Key("costs").String(r.cost_source);
   j.Key("gpus").Int(r.gpus).Key("global_batch").Int(r.global_batch).Key("memory_limit_bytes").Int(r.memory_limit_bytes);
   j.Key("layouts").Int(r.layouts).Key("enumerated").Int(r.enumerated).Key("simulated").Int(r.simulated);
+  j.Key("space_ops").Number(r.space_ops).Key("max_microbatches").Int(r.max_microbatches);
   j.Key("seconds").Number(r.seconds).Key("threads").Int(r.threads);
   const auto reasons = [&](const auto& counts) {
     j.StartObject();

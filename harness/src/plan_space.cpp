@@ -1,17 +1,74 @@
-// The plan's space (see plan_space.h): the layouts the topology and model allow, the batch
-// splits, every schedule with its chunks, recompute, ZeRO and the partition.
+// The plan's space (see plan_space.h): the options checked, the layouts the topology and model
+// allow, the batch splits, every schedule with its chunks, recompute, ZeRO and the partition,
+// each configuration's scenario, and the budget on the whole. Needs sim and schedules only (the
+// plan fuzz harness compiles it alone).
 #include "plan_space.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/budget.h"
 #include "stagecraft/sim/layer_split.h"
+#include "stagecraft/sim/limits.h"
+
+namespace stagecraft::harness {
+
+int MaxPlanThreads() {
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min<int64_t>(4 * cores, kMaxPlanThreads));
+}
+
+sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const PlanOptions& options) {
+  sim::Scenario sc = base;
+  sim::PipelineSpec& p = sc.pipeline;
+  p.schedules = {c.schedule};
+  p.schedule_files.clear();
+  p.ranks = c.ranks;
+  p.chunks = c.chunks;
+  p.microbatches = c.microbatches;
+  p.microbatch_size = c.microbatch_size;
+  p.data_parallel = c.data_parallel;
+  p.tensor_parallel = c.tensor_parallel;
+  p.sequence_parallel = c.sequence_parallel;
+  p.zero = c.zero;
+  p.recompute = c.recompute;
+  p.partition = c.partition;
+  if (options.memory_limit_bytes > 0) p.memory_limit_bytes = options.memory_limit_bytes;
+  if (options.search_evaluations > 0) p.search_evaluations = options.search_evaluations;
+  return sc;
+}
+
+std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions& options) {
+  std::vector<std::string> sets = {
+      fmt::format("pipeline.schedule={}", c.schedule),
+      fmt::format("pipeline.ranks={}", c.ranks),
+      fmt::format("pipeline.chunks={}", c.chunks),
+      fmt::format("pipeline.microbatches={}", c.microbatches),
+      fmt::format("pipeline.microbatch_size={}", c.microbatch_size),
+      fmt::format("pipeline.data_parallel={}", c.data_parallel),
+      fmt::format("pipeline.tensor_parallel={}", c.tensor_parallel),
+      fmt::format("pipeline.sequence_parallel={}", c.sequence_parallel ? "true" : "false"),
+      fmt::format("pipeline.zero={}", c.zero),
+      fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
+      fmt::format("pipeline.partition={}", sim::Name(c.partition)),
+  };
+  if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
+  if (options.search_evaluations > 0) {
+    sets.push_back(fmt::format("pipeline.search_evaluations={}", options.search_evaluations));
+  }
+  return sets;
+}
+
+}  // namespace stagecraft::harness
 
 namespace stagecraft::harness::detail {
 
@@ -19,12 +76,16 @@ using schedules::GeneratorInfo;
 
 namespace {
 
-std::vector<int> Divisors(int64_t n) {
-  std::vector<int> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(static_cast<int>(d));
+// In increasing order, in O(sqrt(n)) steps: n may be up to 2^48 (a replica's share of the batch).
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 }  // namespace
@@ -36,7 +97,48 @@ int ModelLayers(const sim::Scenario& sc) {
   return 0;
 }
 
+namespace {
+
+// The options' numbers, each against its range (the flags named, as the command takes them).
+void CheckNumbers(const PlanOptions& o) {
+  for (const int tp : o.tensor_parallel) {
+    if (tp < 1 || tp > sim::kMaxTensorParallel) {
+      throw InputError(fmt::format("--tensor-parallel: expected sizes from 1 to {}, got {}", sim::kMaxTensorParallel, tp));
+    }
+  }
+  for (const int z : o.zero) {
+    if (z != 0 && z != 1) throw InputError(fmt::format("--zero: expected 0 or 1, got {}", z));
+  }
+  if (o.max_microbatch_size < 0) {
+    throw InputError(fmt::format("--max-microbatch-size: expected at least 1 (or 0: no bound), got {}", o.max_microbatch_size));
+  }
+  if (o.max_chunks < 2 || o.max_chunks > sim::kMaxChunks) {
+    throw InputError(fmt::format("--max-chunks: expected from 2 to {}, got {}", sim::kMaxChunks, o.max_chunks));
+  }
+  if (o.top < 1) throw InputError(fmt::format("--top: expected at least 1, got {}", o.top));
+  if (o.threads < 0 || o.threads > MaxPlanThreads()) {
+    throw InputError(fmt::format("--threads: expected from 1 to {} (4 per core of this machine, at most 256), or 0 for "
+                                 "one per core; got {}",
+                                 MaxPlanThreads(), o.threads));
+  }
+  if (o.max_ops < 0) throw InputError(fmt::format("--max-ops: expected at least 1, got {}", o.max_ops));
+  if (o.max_plan_ops < 0) throw InputError(fmt::format("--max-plan-ops: expected at least 1, got {}", o.max_plan_ops));
+  if (o.refine < 0) throw InputError(fmt::format("--refine: expected at least 0 (0: no auto search), got {}", o.refine));
+  if (o.search_evaluations < 0 || o.search_evaluations > sim::kMaxSearchEvaluations) {
+    throw InputError(fmt::format("--search-evaluations: expected from 1 to {} (or 0: pipeline.search_evaluations), got {}",
+                                 sim::kMaxSearchEvaluations, o.search_evaluations));
+  }
+  if (!(std::isfinite(o.refine_seconds) && o.refine_seconds >= 0)) {
+    throw InputError(fmt::format("--refine-seconds: expected a finite number of seconds of at least 0, got {}",
+                                 o.refine_seconds));
+  }
+  if (o.memory_limit_bytes < 0) throw InputError("--memory-limit: expected a size of at least 0");
+}
+
+}  // namespace
+
 void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
+  CheckNumbers(o);
   const sim::TopologySpec& t = sc.topology;
   const int devices = t.devices();
   if (o.gpus < 1) throw InputError(fmt::format("--gpus: expected at least 1 device, got {}", o.gpus));
@@ -49,24 +151,33 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
                                  o.gpus, t.devices_per_node, sc.path));
   }
   if (o.global_batch < 1) throw InputError(fmt::format("--global-batch: expected at least 1 sample, got {}", o.global_batch));
+  // Each replica's share is m microbatches of b samples, each at most 2^24 (limits.h).
+  const double most = static_cast<double>(o.gpus) * sim::kMaxMicrobatches * sim::kMaxMicrobatchSize;
+  if (static_cast<double>(o.global_batch) > most) {
+    throw InputError(fmt::format("--global-batch {}: more than {} devices can take ({:.3g}: at most 2^24 microbatches "
+                                 "of at most 2^24 samples per replica)",
+                                 o.global_batch, o.gpus, most));
+  }
   if (ModelLayers(sc) == 0) {
     throw InputError(fmt::format("{}: plan splits the model's layers over each pipeline depth: it needs "
                                  "model.transformer, model.mlp or a profile (explicit per-rank costs are one depth's)",
                                  sc.path));
   }
-  for (const int tp : o.tensor_parallel) {
-    if (tp < 1) throw InputError(fmt::format("--tensor-parallel: expected sizes of at least 1, got {}", tp));
+  if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
+                                                 [&](int tp) { return o.gpus % tp == 0; })) {
+    throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}: T is one of {})",
+                                 fmt::join(o.tensor_parallel, ","), o.gpus, o.gpus, fmt::join(Divisors(o.gpus), ", ")));
   }
-  if (o.max_microbatch_size < 0) throw InputError("--max-microbatch-size: expected at least 1 (or 0: no bound)");
-  if (o.max_chunks < 2) throw InputError(fmt::format("--max-chunks: expected at least 2, got {}", o.max_chunks));
-  if (o.top < 1) throw InputError(fmt::format("--top: expected at least 1, got {}", o.top));
-  if (o.memory_limit_bytes < 0) throw InputError("--memory-limit: expected a size of at least 0");
 }
 
 std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
   std::vector<const GeneratorInfo*> out;
+  bool searched = false;
   for (const std::string& name : o.schedules) {
-    if (name == sim::kSearchedSchedule) continue;  // the refinement's
+    if (name == sim::kSearchedSchedule) {
+      searched = true;  // the refinement's
+      continue;
+    }
     const GeneratorInfo* info = schedules::FindGenerator(name);
     if (info == nullptr) {
       throw InputError(fmt::format("--schedules: unknown schedule '{}' (known: {}, {})", name,
@@ -77,7 +188,37 @@ std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
   if (o.schedules.empty()) {
     for (const GeneratorInfo& info : schedules::Generators()) out.push_back(&info);
   }
+  if (out.empty() && searched) {
+    throw InputError(fmt::format("--schedules {}: not a schedule plan can enumerate: it is searched on the leading "
+                                 "layouts the generators find (--refine); name generators beside it "
+                                 "(--schedules 1f1b,zb-h1,{}) or leave --schedules out",
+                                 sim::kSearchedSchedule, sim::kSearchedSchedule));
+  }
   return out;
+}
+
+void FillSpace(Space* space) {
+  const sim::Scenario& scenario = space->base;
+  const PlanOptions& options = space->options;
+  space->layers = ModelLayers(scenario);
+  space->limit_bytes = options.memory_limit_bytes > 0                  ? options.memory_limit_bytes
+                       : scenario.pipeline.memory_limit_bytes > 0      ? scenario.pipeline.memory_limit_bytes
+                                                                       : scenario.topology.device.memory_bytes;
+  space->limit_bytes = std::min(space->limit_bytes, scenario.topology.device.memory_bytes);
+  space->generators = GeneratorsOf(options);
+  space->recompute = options.recompute;
+  if (space->recompute.empty()) {
+    space->recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
+    if (scenario.model.transformer) space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
+  }
+  for (const sim::Recompute rc : space->recompute) {
+    if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
+      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
+                       "model.transformer");
+    }
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  space->max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
 }
 
 namespace {
@@ -132,7 +273,7 @@ bool TensorFits(const sim::Scenario& sc, int tp) {
 }
 
 // The microbatch sizes of a replica's share of the batch: a profile's own, else every divisor
-// up to the bound.
+// up to the bound (and the scenario's limit).
 std::vector<int> MicrobatchSizes(const Space& space, int64_t per_replica) {
   std::vector<int> sizes;
   if (space.base.model.profile) {
@@ -140,20 +281,27 @@ std::vector<int> MicrobatchSizes(const Space& space, int64_t per_replica) {
     if (per_replica % b == 0) sizes.push_back(b);
     return sizes;
   }
-  for (const int b : Divisors(per_replica)) {
-    if (space.options.max_microbatch_size == 0 || b <= space.options.max_microbatch_size) sizes.push_back(b);
+  const int bound = space.options.max_microbatch_size == 0 ? sim::kMaxMicrobatchSize
+                                                           : std::min(space.options.max_microbatch_size, sim::kMaxMicrobatchSize);
+  for (const int64_t b : Divisors(per_replica)) {
+    if (b <= bound) sizes.push_back(static_cast<int>(b));
   }
   return sizes;
 }
 
 class Enumerator {
  public:
-  Enumerator(const Space& space, PlanResult* result) : space_(space), result_(result) {}
+  Enumerator(const Space& space, PlanResult* result)
+      : space_(space),
+        result_(result),
+        max_ops_(space.options.max_ops > 0 ? space.options.max_ops : schedules::kDefaultMaxOps) {}
 
   std::vector<Candidate> Run() {
     const PlanOptions& o = space_.options;
-    for (const int tp : Divisors(o.gpus)) {
-      for (const int ranks : Divisors(o.gpus / tp)) Layout(ranks, o.gpus / tp / ranks, tp);
+    for (const int64_t tp : Divisors(o.gpus)) {
+      for (const int64_t ranks : Divisors(o.gpus / tp)) {
+        Layout(static_cast<int>(ranks), static_cast<int>(o.gpus / tp / ranks), static_cast<int>(tp));
+      }
     }
     return std::move(candidates_);
   }
@@ -175,7 +323,9 @@ class Enumerator {
     if (!TensorFits(space_.base, tp)) return reject(PlanReject::kTopology);
     if (o.global_batch % dp != 0) return reject(PlanReject::kBatch);
     if (ranks > space_.layers) return reject(PlanReject::kShape);
-    const std::vector<int> sizes = MicrobatchSizes(space_, o.global_batch / dp);
+    auto known = sizes_.find(o.global_batch / dp);  // layouts of one D share it (a search of up to 2^24 steps)
+    if (known == sizes_.end()) known = sizes_.emplace(o.global_batch / dp, MicrobatchSizes(space_, o.global_batch / dp)).first;
+    const std::vector<int>& sizes = known->second;
     if (sizes.empty()) return reject(PlanReject::kBatch);
     std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
     if (dp == 1) std::erase(zeros, 1);
@@ -186,7 +336,17 @@ class Enumerator {
       c.tensor_parallel = tp;
       c.sequence_parallel = space_.base.pipeline.sequence_parallel && tp > 1;
       c.microbatch_size = b;
-      c.microbatches = static_cast<int>(o.global_batch / dp / b);
+      const int64_t microbatches = o.global_batch / dp / b;  // up to 2^48 (CheckInputs)
+      if (microbatches > sim::kMaxMicrobatches) {  // past the scenario's limit, and any --max-ops
+        for (const GeneratorInfo* info : space_.generators) {
+          const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size()) *
+                                   static_cast<int64_t>(ChunksFor(*info, ranks, dp, space_.layers, o.max_chunks).size());
+          result_->enumerated += variants;
+          result_->rejected[static_cast<int>(PlanReject::kTooLarge)] += variants;
+        }
+        continue;
+      }
+      c.microbatches = static_cast<int>(microbatches);
       for (const GeneratorInfo* info : space_.generators) Schedule(c, *info, zeros);
     }
   }
@@ -213,17 +373,23 @@ class Enumerator {
         result_->rejected[static_cast<int>(PlanReject::kShape)] += variants;
         continue;
       }
+      const double ops = schedules::EstimateSize(info, params).ops;
+      if (ops > static_cast<double>(max_ops_)) {  // refused before anything is built, as simulate refuses it
+        result_->enumerated += variants;
+        result_->rejected[static_cast<int>(PlanReject::kTooLarge)] += variants;
+        continue;
+      }
       for (const sim::Recompute rc : space_.recompute) {
         c.recompute = rc;
         for (const int z : zeros) {
           c.zero = z;
-          Partitions(c, info);
+          Partitions(c, info, ops);
         }
       }
     }
   }
 
-  void Partitions(PlanConfig c, const GeneratorInfo& info) {
+  void Partitions(PlanConfig c, const GeneratorInfo& info, double ops) {
     const PlanOptions& o = space_.options;
     const std::vector<sim::Partition> asked =
         o.partitions.empty() ? std::vector<sim::Partition>{sim::Partition::kEven, sim::Partition::kBalanced} : o.partitions;
@@ -238,12 +404,15 @@ class Enumerator {
                         c.zero,        info.placement, c.recompute, c.partition, c.sequence_parallel,
                         info.weights == schedules::WeightPolicy::kStash};
       const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
-      candidates_.push_back({c, &info, it->second, 0});
+      candidates_.push_back({c, &info, it->second, 0, ops});
+      result_->space_ops += ops;
     }
   }
 
   const Space& space_;
   PlanResult* result_;
+  int64_t max_ops_;
+  std::map<int64_t, std::vector<int>> sizes_;  // a replica's share of the batch -> its microbatch sizes
   PartitionCache partitions_;
   std::map<CostKey, int> keys_;
   std::vector<Candidate> candidates_;
@@ -256,6 +425,41 @@ std::vector<Candidate> Enumerate(const Space& space, PlanResult* result, std::ve
   std::vector<Candidate> candidates = enumerator.Run();
   *keys = enumerator.TakeKeys();
   return candidates;
+}
+
+void KeepWithinBudget(const Space& space, std::vector<Candidate>* candidates, PlanResult* result) {
+  const PlanOptions& o = space.options;
+  const int64_t budget = o.max_plan_ops > 0 ? o.max_plan_ops : kDefaultMaxPlanOps;
+  if (result->space_ops <= static_cast<double>(budget)) return;
+  // The configurations with the most microbatches go first: they cost the most to simulate
+  // (ops grow with m), and past a few microbatches per stage a pipeline's bubble shrinks little
+  // while every op's smaller microbatch computes less efficiently.
+  std::map<int, double> ops_by_microbatches;
+  for (const Candidate& c : *candidates) ops_by_microbatches[c.config.microbatches] += c.ops;
+  double kept_ops = 0;
+  int most = 0;
+  for (const auto& [m, ops] : ops_by_microbatches) {
+    if (kept_ops + ops > static_cast<double>(budget)) break;
+    kept_ops += ops;
+    most = m;
+  }
+  const std::string whole = fmt::format("--global-batch {}: the plan's {} configurations are about {:.2g} ops to simulate",
+                                        o.global_batch, candidates->size(), result->space_ops);
+  if (most == 0) {
+    const auto& [fewest, ops] = *ops_by_microbatches.begin();
+    throw InputError(fmt::format("{}, and even those with the fewest microbatches ({}) about {:.2g}, above the limit of "
+                                 "{:.2g} ops; raise it with --max-plan-ops N, or narrow the space (--schedules, "
+                                 "--tensor-parallel, a smaller --global-batch)",
+                                 whole, fewest, ops, static_cast<double>(budget)));
+  }
+  const size_t before = candidates->size();
+  std::erase_if(*candidates, [&](const Candidate& c) { return c.config.microbatches > most; });
+  const int64_t left_out = static_cast<int64_t>(before - candidates->size());
+  result->rejected[static_cast<int>(PlanReject::kPlanBudget)] += left_out;
+  result->max_microbatches = most;
+  result->notes.push_back(fmt::format("{}, above the limit of {:.2g} (--max-plan-ops): the {} with more than {} "
+                                      "microbatches were left out, {} kept (about {:.2g} ops)",
+                                      whole, static_cast<double>(budget), left_out, most, candidates->size(), kept_ops));
 }
 
 }  // namespace stagecraft::harness::detail

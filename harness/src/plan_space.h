@@ -42,21 +42,35 @@ struct Candidate {
   const schedules::GeneratorInfo* info = nullptr;
   int facts = 0;
   int64_t floor_ns = 0;
+  double ops = 0;  // schedules::EstimateSize's: what building and simulating it holds
 };
 
 // The model's layers (transformer, MLP or profile); 0 for explicit per-rank costs.
 int ModelLayers(const sim::Scenario& scenario);
 
 // Throws InputError naming the flag the scenario cannot take (--gpus beyond the topology or not
-// whole nodes, no batch, a model without layers, sizes out of range).
+// whole nodes, no batch or one no job of --gpus devices can take, a model without layers, every
+// number out of its range, --tensor-parallel sizes none of which divides --gpus, --schedules
+// with no generator to enumerate).
 void CheckInputs(const sim::Scenario& scenario, const PlanOptions& options);
 
 // The generators --schedules names (auto aside: the refinement's), or all of them.
 std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options);
 
-// Every configuration of the space that passes topology, batch and shape, with the index of its
-// cost table's key in `keys`; the layouts and configurations refused on the way are counted in
-// `result`.
+// The rest of `space` from its scenario and options: the layers, the memory limit, the
+// generators, the recompute policies (throws InputError for selective without a transformer)
+// and the threads.
+void FillSpace(Space* space);
+
+// Every configuration of the space that passes topology, batch and shape and is within --max-ops,
+// with the index of its cost table's key in `keys`; the layouts and configurations refused on
+// the way are counted in `result`, and the ops of those kept summed in result->space_ops.
 std::vector<Candidate> Enumerate(const Space& space, PlanResult* result, std::vector<CostKey>* keys);
+
+// The plan's budget (PlanOptions::max_plan_ops): when the candidates' ops sum past it, keeps
+// those with the fewest microbatches whose ops fit it, counts the others as kPlanBudget and
+// notes it in `result`; throws InputError naming --global-batch and --max-plan-ops when even the
+// candidates with the fewest microbatches pass it. Before any cost table is built.
+void KeepWithinBudget(const Space& space, std::vector<Candidate>* candidates, PlanResult* result);
 
 }  // namespace stagecraft::harness::detail

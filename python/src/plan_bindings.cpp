@@ -106,7 +106,7 @@ void BindPlan(py::module_& m) {
         py::arg("tensor_parallel"), py::arg("schedules"), py::arg("recompute"), py::arg("partitions"), py::arg("zero"),
         py::arg("max_microbatch_size"), py::arg("max_chunks"), py::arg("top"), py::arg("threads"), py::arg("refine"),
         py::arg("search_evaluations"), py::arg("refine_seconds"), py::arg("max_ops"));
-  m.attr("MAX_PLAN_THREADS") = harness::kMaxPlanThreads;
+  m.attr("MAX_PLAN_THREADS") = harness::MaxPlanThreads();  // this machine's
 }
 
 }  // namespace stagecraft::python

@@ -5,7 +5,7 @@ import os
 
 DEFAULT_MAX_OPS: int
 MAX_MAX_OPS: int  # the largest max_ops (schedules/budget.h)
-MAX_PLAN_THREADS: int  # the most threads a plan starts (harness/plan.h)
+MAX_PLAN_THREADS: int  # the most threads a plan starts on this machine (harness::MaxPlanThreads)
 MAX_SEARCH_BUDGET_SECONDS: float  # the longest search budget (harness/search.h)
 
 class Op:

@@ -414,8 +414,30 @@ std::string ScenarioText(const std::string& path, const std::vector<std::string>
   return std::string(out.c_str()) + "\n";
 }
 
-Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
-                              const std::vector<std::string>& override_texts) {
+namespace {
+
+// The scenario with the layout a planner replaces set to the simplest one (scenario.h,
+// LoadScenarioForNewLayout): what the rest of it is validated against.
+Scenario WithPlainLayout(Scenario s) {
+  PipelineSpec& p = s.pipeline;
+  p.schedules = {"1f1b"};
+  p.schedule_files.clear();
+  if (!s.model.costs) p.ranks = 1;  // explicit costs are stated per rank of the layout written
+  p.chunks = 1;
+  p.microbatches = 1;
+  p.microbatch_size = s.model.profile ? s.model.profile->microbatch_size : 1;
+  p.data_parallel = 1;
+  p.tensor_parallel = 1;
+  p.sequence_parallel = false;
+  p.zero = 0;
+  p.recompute = Recompute::kNone;
+  p.partition = Partition::kEven;
+  p.partition_layers.clear();
+  return s;
+}
+
+Scenario Load(std::string_view file_text, const std::string& path, const std::vector<std::string>& override_texts,
+              bool new_layout) {
   const ScenarioTree tree = BuildTree(file_text, path, override_texts);
   const YAML::Node& root = tree.root;
   const std::vector<Override>& overrides = tree.overrides;
@@ -445,8 +467,24 @@ Scenario LoadScenarioFromText(std::string_view file_text, const std::string& pat
   }
   s.training.dtype = ResolvePrecision(top, s.has_training);
   detail::ResolvePeak(topology.At("device"), s.training.dtype, &s.topology.device);
-  ThrowProblems(s, root_value, topology);
+  ThrowProblems(new_layout ? WithPlainLayout(s) : s, root_value, topology);
   return s;
+}
+
+}  // namespace
+
+Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
+                              const std::vector<std::string>& overrides) {
+  return Load(file_text, path, overrides, false);
+}
+
+Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides) {
+  return LoadScenarioForNewLayoutFromText(yaml::ReadFile(path, "a scenario file"), path, overrides);
+}
+
+Scenario LoadScenarioForNewLayoutFromText(std::string_view file_text, const std::string& path,
+                                         const std::vector<std::string>& overrides) {
+  return Load(file_text, path, overrides, true);
 }
 
 int PipelineSpec::DeviceOf(int rank, int replica, int tensor) const {

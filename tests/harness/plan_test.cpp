@@ -5,7 +5,10 @@
 // every run (Plan checks that itself), its winner written as a scenario that simulates to the
 // same step, and its refusals.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,6 +19,8 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/harness/plan.h"
 #include "stagecraft/harness/predict.h"
+#include "stagecraft/schedules/budget.h"
+#include "stagecraft/schedules/generators.h"
 #include "stagecraft/sim/scenario.h"
 #include "stagecraft/sim/topology.h"
 
@@ -253,6 +258,151 @@ TEST_F(PlanTest, SaysWhyNothingFits) {
     EXPECT_NE(what.find("no configuration of 4 devices for a global batch of 8 fits in 1.00 MiB"), std::string::npos)
         << what;
     EXPECT_NE(what.find("out of memory"), std::string::npos) << what;
+  }
+}
+
+// The message of the InputError `plan` throws, or "" when it throws none.
+std::string PlanError(const sim::Scenario& sc, const PlanOptions& o) {
+  try {
+    Plan(sc, o);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// "Why the leaders win" is per step: each entry's split (mean over ranks) sums to its step
+// time, makespan / steps, with 3 steps as with 1 (the simulator's definitions, DESIGN.md §4).
+TEST_F(PlanTest, TheStepSplitIsPerStep) {
+  PlanOptions o = Options(3);
+  o.schedules = {"1f1b", "zb-h1"};
+  const PlanResult r = Plan(sim::LoadScenario(path_, {"pipeline.steps=3"}), o);
+  ASSERT_FALSE(r.entries.empty());
+  for (const PlanEntry& e : r.entries) {
+    ASSERT_EQ(e.metrics.steps, 3);
+    double sum = 0;
+    for (const double part : e.mean_step_split_ms) sum += part;
+    EXPECT_NEAR(sum, e.metrics.makespan_ms / 3, 1e-9 * e.metrics.makespan_ms) << DescribeConfig(e.config);
+    EXPECT_NEAR(sum, e.metrics.step_time_ms, 1e-9 * e.metrics.makespan_ms) << DescribeConfig(e.config);
+  }
+}
+
+// The whole work is estimated before the search: past --max-plan-ops the configurations with
+// the most microbatches are left out, down to the largest m whose configurations' ops (summed
+// here from budget.h's estimate, m by m) still fit.
+TEST_F(PlanTest, ABudgetKeepsTheConfigurationsWithTheFewestMicrobatches) {
+  PlanOptions o = Options();
+  o.schedules = {"1f1b"};
+  o.recompute = {sim::Recompute::kNone};
+  o.partitions = {sim::Partition::kEven};
+  const PlanResult whole = Plan(Tiny(), o);
+  ASSERT_EQ(whole.entries.size(), 24u);  // the hand-worked space, every one simulated
+  std::map<int, double> ops_by_m;
+  const sim::Scenario tiny = Tiny();
+  const schedules::GeneratorInfo& info = *schedules::FindGenerator("1f1b");
+  for (const PlanEntry& e : whole.entries) {
+    const sim::Scenario sc = ScenarioFor(tiny, e.config, o);
+    ops_by_m[e.config.microbatches] += schedules::EstimateSize(info, sim::GeneratorParamsFor(sc.pipeline, info)).ops;
+  }
+  double total = 0;
+  for (const auto& [m, ops] : ops_by_m) total += ops;
+  EXPECT_DOUBLE_EQ(whole.space_ops, total);
+  EXPECT_EQ(whole.max_microbatches, 0) << "within the default budget nothing is left out";
+  // A budget that holds the configurations of m <= 2 but not those of m = 4.
+  ASSERT_TRUE(ops_by_m.count(2) && ops_by_m.count(4));
+  o.max_plan_ops = static_cast<int64_t>(ops_by_m[1] + ops_by_m[2]);
+  const PlanResult narrow = Plan(Tiny(), o);
+  EXPECT_EQ(narrow.max_microbatches, 2);
+  int64_t kept = 0;
+  for (const PlanEntry& e : whole.entries) kept += e.config.microbatches <= 2 ? 1 : 0;
+  EXPECT_EQ(static_cast<int64_t>(narrow.entries.size()), kept);
+  EXPECT_EQ(narrow.rejected[static_cast<int>(PlanReject::kPlanBudget)], 24 - kept);
+  for (const PlanEntry& e : narrow.entries) EXPECT_LE(e.config.microbatches, 2) << DescribeConfig(e.config);
+  ASSERT_FALSE(narrow.notes.empty());
+  EXPECT_NE(narrow.notes.front().find("--max-plan-ops"), std::string::npos) << narrow.notes.front();
+  // One the fewest microbatches alone pass is refused, naming the batch and the flag.
+  o.max_plan_ops = static_cast<int64_t>(ops_by_m[1]) - 1;
+  const std::string why = PlanError(Tiny(), o);
+  EXPECT_NE(why.find("--global-batch 8"), std::string::npos) << why;
+  EXPECT_NE(why.find("--max-plan-ops"), std::string::npos) << why;
+}
+
+// A batch of a billion on 4 devices is refused at once (the runaway took 84 s and 3 GB
+// before std::bad_alloc): what the budget keeps are microbatches too large for any device.
+TEST_F(PlanTest, ABillionSamplesAreRefusedBeforeTheSearch) {
+  PlanOptions o = Options();
+  o.global_batch = 1'000'000'000;
+  const std::string why = PlanError(Tiny(), o);
+  EXPECT_NE(why.find("no configuration of 4 devices for a global batch of 1000000000 fits"), std::string::npos) << why;
+  EXPECT_NE(why.find("--max-plan-ops"), std::string::npos) << why;
+}
+
+TEST_F(PlanTest, RefusesNumbersOutOfTheirRanges) {
+  const auto refused = [&](const char* flag, auto set) {
+    PlanOptions o = Options();
+    set(o);
+    const std::string why = PlanError(Tiny(), o);
+    EXPECT_EQ(why.rfind(flag, 0), 0u) << flag << ": " << why;
+  };
+  refused("--threads", [](PlanOptions& o) { o.threads = 1000; });  // past 4 per core, and past 256
+  refused("--threads", [](PlanOptions& o) { o.threads = -1; });
+  refused("--refine:", [](PlanOptions& o) { o.refine = -1; });
+  refused("--refine-seconds", [](PlanOptions& o) { o.refine_seconds = std::nan(""); });
+  refused("--refine-seconds", [](PlanOptions& o) { o.refine_seconds = -1; });
+  refused("--refine-seconds", [](PlanOptions& o) { o.refine_seconds = std::numeric_limits<double>::infinity(); });
+  refused("--search-evaluations", [](PlanOptions& o) { o.search_evaluations = -1; });
+  refused("--zero", [](PlanOptions& o) { o.zero = {0, 2}; });
+  refused("--max-chunks", [](PlanOptions& o) { o.max_chunks = 1; });
+  refused("--max-microbatch-size", [](PlanOptions& o) { o.max_microbatch_size = -1; });
+  refused("--max-plan-ops", [](PlanOptions& o) { o.max_plan_ops = -1; });
+  refused("--max-ops", [](PlanOptions& o) { o.max_ops = -1; });
+  refused("--top", [](PlanOptions& o) { o.top = 0; });
+  refused("--global-batch", [](PlanOptions& o) { o.global_batch = int64_t{1} << 62; });  // past 4 x 2^24 x 2^24
+  EXPECT_LE(MaxPlanThreads(), 256);
+  EXPECT_GE(MaxPlanThreads(), 4);
+}
+
+// When nothing was tried, the reason is named, not the memory.
+TEST_F(PlanTest, SaysWhyNothingWasTried) {
+  PlanOptions o = Options();
+  o.schedules = {"auto"};
+  std::string why = PlanError(Tiny(), o);
+  EXPECT_EQ(why.rfind("--schedules auto: not a schedule plan can enumerate", 0), 0u) << why;
+  o = Options();
+  o.tensor_parallel = {3};
+  why = PlanError(Tiny(), o);
+  EXPECT_EQ(why.rfind("--tensor-parallel 3: divides no layout of 4 devices", 0), 0u) << why;
+  o.tensor_parallel = {4};  // divides 4, but leaves the node of 2 devices
+  why = PlanError(Tiny(), o);
+  EXPECT_NE(why.find("no configuration of 4 devices for a global batch of 8 can run (1 layouts, 1 layouts: topology)"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("fits in"), std::string::npos) << why;
+  o.tensor_parallel = {2, 3};  // 3 is left out with a note, 2 is planned
+  const PlanResult r = Plan(Tiny(), o);
+  EXPECT_NE(std::find(r.notes.begin(), r.notes.end(), "--tensor-parallel 3 divides no layout of 4 devices: left out"),
+            r.notes.end());
+  for (const PlanEntry& e : r.entries) EXPECT_EQ(e.config.tensor_parallel, 2);
+}
+
+// The plan replaces the pipeline's layout, so the layout written is no reason to refuse the
+// scenario; the rest still is.
+TEST_F(PlanTest, TheLayoutItReplacesIsNotValidated) {
+  const std::vector<std::string> layout = {"pipeline.data_parallel=4", "pipeline.chunks=3",
+                                           "pipeline.schedule=interleaved", "pipeline.partition=[1, 1]"};
+  EXPECT_THROW(sim::LoadScenario(path_, layout), InputError);
+  const sim::Scenario sc = sim::LoadScenarioForNewLayout(path_, layout);
+  EXPECT_EQ(sc.pipeline.data_parallel, 4);  // as written
+  PlanOptions o = Options(1);
+  EXPECT_NE(Plan(sc, o).best(), nullptr);
+  std::vector<std::string> one_layer = {"model.transformer.layers=1"};
+  EXPECT_THROW(sim::LoadScenario(path_, one_layer), InputError);  // 2 ranks
+  EXPECT_EQ(sim::LoadScenarioForNewLayout(path_, one_layer).model.transformer->layers, 1);
+  try {
+    sim::LoadScenarioForNewLayout(path_, {"model.transformer.heads=3"});
+    ADD_FAILURE() << "heads must divide hidden, whatever the layout";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.transformer.heads"), std::string::npos) << e.what();
   }
 }
 

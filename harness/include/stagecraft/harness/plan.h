@@ -7,6 +7,9 @@
 // order (its activations in flight, and its critical path at the stages' costs with free
 // transfers: the bubble formula of any order); simulates on every core what could still beat
 // the K-th best, and refines the leaders with the searched `auto` order (harness/search.h).
+// Its whole work is estimated before any of it starts (schedules/budget.h's ops, summed over the
+// space) and bounded: past --max-plan-ops the configurations with the most microbatches are left
+// out, with a note.
 #pragma once
 
 #include <array>
@@ -47,8 +50,9 @@ enum class PlanReject {
   kTooLarge,    // the schedule is over --max-ops, or its run past the simulator's limits
   kMemory,      // over the memory limit: by the floor, by the order's activations, or simulated
   kBound,       // pruned: its step-time floor cannot beat the K-th best
+  kPlanBudget,  // left out before the search: more microbatches than the plan's budget of ops allows
 };
-inline constexpr int kPlanRejectKinds = 6;
+inline constexpr int kPlanRejectKinds = 7;
 std::string_view Name(PlanReject reject);  // "topology", "indivisible batch", ...
 
 struct PlanProgress {
@@ -58,9 +62,17 @@ struct PlanProgress {
   double seconds = 0;
 };
 
-// The most simulation threads a plan starts (--threads, Python's threads): each holds a stack
-// and a simulation of its own, and more threads than cores only share them.
+// The default bound on a plan's whole work: the ops of every configuration it may simulate,
+// summed (schedules::EstimateSize each). The 1T GPT's space on 3,072 GPUs is about 6.7e8 and
+// the 1.3B's on 8 GPUs at a global batch of 8,192 about 3.2e8 (52 s on 2 cores; the pruning
+// simulates about an eighth of the ops summed, and builds the order of a few more).
+inline constexpr int64_t kDefaultMaxPlanOps = 1'000'000'000;
+// The most threads a plan may run (--threads, Python's threads): 4 per core this machine has
+// (std::thread::hardware_concurrency, 1 when unknown), and never more than kMaxPlanThreads;
+// each one holds a stack and a schedule of up to --max-ops ops, and more threads than cores
+// only share them.
 inline constexpr int kMaxPlanThreads = 256;
+int MaxPlanThreads();
 
 struct PlanOptions {
   int gpus = 0;
@@ -76,8 +88,12 @@ struct PlanOptions {
   int max_microbatch_size = 0;             // 0: no bound
   int max_chunks = 8;                      // interleaved's v: 2 .. this, dividing the layers by P·v
   int top = 10;                            // the K kept exact (the pruning's threshold)
-  int threads = 0;                         // 0: every core
-  int64_t max_ops = 0;                     // per schedule (budget.h); 0: schedules::kDefaultMaxOps
+  int threads = 0;                         // 0: every core; at most MaxPlanThreads()
+  int64_t max_ops = 0;                     // per configuration (budget.h); 0: schedules::kDefaultMaxOps
+  // The whole plan (kDefaultMaxPlanOps); 0: that default. A space whose ops sum past it keeps the
+  // configurations with the fewest microbatches that fit it (a note says how many were left
+  // out); one whose fewest-microbatch configurations alone pass it is refused.
+  int64_t max_plan_ops = 0;
   // The searched order (`auto`) for the leading `refine` layouts, each with `search_evaluations`
   // moves (0: pipeline.search_evaluations), skipped where the leader's own simulation times the
   // moves would pass `refine_seconds`.
@@ -98,9 +114,13 @@ struct PlanEntry {
   int64_t peak_bytes = 0;
   MemoryTerms memory;                 // of that rank
   bool fits = false;                  // peak within the limit on every rank, no OOM
-  double tflops_per_gpu = 0;          // the model's FLOPs (recompute's repeated forward counted) per second per device
+  // The model's FLOPs (recompute's repeated forward counted) per second per device; 0 for a model
+  // known only by its profile (no FLOP count).
+  double tflops_per_gpu = 0;
   double bound_ms = 0;                // the step-time floor it was let through with
-  double mean_split_ms[6] = {};       // per rank, averaged: compute, wait, transfer, collective, overhead, idle
+  // Per step (the run's / steps, as step_time_ms is) and per rank, averaged: compute, wait,
+  // transfer, collective, overhead, idle; they sum to step_time_ms.
+  double mean_step_split_ms[6] = {};
   double seconds = 0;                 // what simulating it took
 };
 
@@ -114,6 +134,8 @@ struct PlanResult {
   // Layouts left out whole: by topology, batch, or shape (deeper than the model's layers).
   std::array<int, kPlanRejectKinds> layouts_rejected{};
   int64_t enumerated = 0;             // configurations of the layouts that passed topology and batch
+  double space_ops = 0;               // the ops of those within --max-ops, summed (before the budget)
+  int max_microbatches = 0;           // the most microbatches a configuration kept has when the budget left some out; 0: none left out
   int64_t simulated = 0;
   std::array<int64_t, kPlanRejectKinds> rejected{};
   int64_t memory_rejected_simulated = 0;  // of rejected[kMemory]: found by simulating

@@ -242,6 +242,18 @@ Scenario LoadScenario(const std::string& path, const std::vector<std::string>& o
 Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
                               const std::vector<std::string>& overrides = {});
 
+// For a command that replaces the pipeline's layout (`stagecraft plan`): the scenario read and
+// range-checked as LoadScenario reads it, the layout keys (schedule, ranks, chunks,
+// microbatches, microbatch_size, data_parallel, tensor_parallel, sequence_parallel, zero,
+// recompute, partition) returned as written, but the rest (model, topology, training, the other
+// pipeline keys) validated against the simplest layout instead: one 1F1B rank (the written ranks
+// with explicit per-rank costs), one microbatch of one sample (a profile's own size), no
+// replicas, no tensor split, ZeRO 0, no recompute, an even partition. A layout the command will
+// replace is no reason to refuse the scenario.
+Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides = {});
+Scenario LoadScenarioForNewLayoutFromText(std::string_view text, const std::string& path,
+                                         const std::vector<std::string>& overrides = {});
+
 // The scenario file as LoadScenario(path, overrides) reads it, as one YAML document: its
 // topology file and library device put in place, the overrides applied, and the files it names
 // (model.profile, training.data, schedule files) made absolute, so the text loads the same
