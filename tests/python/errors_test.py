@@ -211,7 +211,7 @@ class PlanArgumentsTest(Contract):
         e = self.assert_value("plan: gpus=5: ", lambda: self.plan(gpus=5))
         self.assertEqual(str(e), "plan: gpus=5: " + line[len("stagecraft: error: --gpus 5: "):])
         self.assertEqual(e.argument, "gpus")
-        self.assert_value("plan: max_chunks: expected at least 2, got 1", lambda: self.plan(max_chunks=1))
+        self.assert_value("plan: max_chunks: expected from 2 to 1024, got 1", lambda: self.plan(max_chunks=1))
         self.assert_value("plan: schedules: unknown schedule 'nope'", lambda: self.plan(schedules=["nope"]))
 
     def test_report(self):
