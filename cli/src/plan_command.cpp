@@ -60,8 +60,14 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
   o.refine_seconds = f.refine_seconds;
   o.max_ops = f.max_ops;
   o.max_plan_ops = f.max_plan_ops;
-  // Progress on a terminal only; the summary line comes at the end either way.
+  // Progress on a terminal only; the summary line comes at the end either way. There a note made
+  // before the plan's work (the budget's narrowing) is said at once too, and the report repeats
+  // it at the end (elsewhere a failed plan keeps to its one error line).
   if (isatty(STDERR_FILENO)) {
+    o.note = [](const std::string& note) {
+      std::fprintf(stderr, "plan: note: %s\n", note.c_str());
+      std::fflush(stderr);
+    };
     o.progress = [](const harness::PlanProgress& p) {
       std::fprintf(stderr, "\rplan: %lld of %lld candidates looked at, %lld simulated, %.1f s ",
                    static_cast<long long>(p.done), static_cast<long long>(p.candidates),

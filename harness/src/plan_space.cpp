@@ -460,6 +460,7 @@ void KeepWithinBudget(const Space& space, std::vector<Candidate>* candidates, Pl
   result->notes.push_back(fmt::format("{}, above the limit of {:.2g} (--max-plan-ops): the {} with more than {} "
                                       "microbatches were left out, {} kept (about {:.2g} ops)",
                                       whole, static_cast<double>(budget), left_out, most, candidates->size(), kept_ops));
+  if (o.note) o.note(result->notes.back());
 }
 
 }  // namespace stagecraft::harness::detail

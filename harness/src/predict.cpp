@@ -229,12 +229,14 @@ std::vector<Schedule> ScenarioSchedules(const sim::Scenario& sc, const std::vect
   return BuildSchedules(sc.pipeline, names, &sc, cancel);
 }
 
-Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule) {
+Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule,
+                   const std::atomic<bool>* stop) {
   sim::CostTable costs = sim::BuildCosts(sc, schedule);
-  return Predict(sc, topo, std::move(schedule), std::move(costs));
+  return Predict(sc, topo, std::move(schedule), std::move(costs), stop);
 }
 
-Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule, sim::CostTable costs_in) {
+Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule, sim::CostTable costs_in,
+                   const std::atomic<bool>* stop) {
   Prediction p;
   p.schedule = std::move(schedule);
   p.costs = std::move(costs_in);
@@ -244,6 +246,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   config.rank_devices = sc.pipeline.RankDevices();
   config.replica_devices = sc.pipeline.ReplicaDevices();
+  config.stop = stop;
   // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.
   const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices);
   p.result = sim::Simulate(p.schedule, costs, topo, config, plans);

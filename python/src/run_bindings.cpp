@@ -61,7 +61,7 @@ Simulation Simulate(std::shared_ptr<const sim::Scenario> sc, int64_t max_ops) {
     std::vector<harness::Prediction> predictions;
     for (schedules::Schedule& s : harness::ScenarioSchedules(*sc, names, cancel)) {
       if (cancel->load()) break;
-      predictions.push_back(harness::Predict(*sc, topo, std::move(s)));
+      predictions.push_back(harness::Predict(*sc, topo, std::move(s), cancel));  // stops mid-simulation too
     }
     return predictions;
   });

@@ -51,6 +51,13 @@ void BindScenario(py::module_& m) {
       py::arg("path"), py::arg("overrides"), py::call_guard<py::gil_scoped_release>(),
       "LoadScenario: the file with its overrides ('key.path=value', as --set)");
   m.def(
+      "load_scenario_for_plan",
+      [](const std::string& path, const std::vector<std::string>& overrides) {
+        return std::make_shared<Scenario>(sim::LoadScenarioForNewLayout(path, overrides));
+      },
+      py::arg("path"), py::arg("overrides"), py::call_guard<py::gil_scoped_release>(),
+      "LoadScenarioForNewLayout: the file with its overrides, its pipeline layout left unchecked (plan replaces it)");
+  m.def(
       "scenario_from_text",
       [](const std::string& text, const std::string& path, const std::vector<std::string>& overrides) {
         return std::make_shared<Scenario>(sim::LoadScenarioFromText(text, path, overrides));

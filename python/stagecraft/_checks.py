@@ -119,12 +119,16 @@ class Call:
             return element
         return self.items(name, value, one)
 
-    def scenario(self, value: Any, name: str = "scenario") -> Any:
-        """A stagecraft.Scenario's compiled part."""
+    def scenario(self, value: Any, name: str = "scenario", for_plan: bool = False) -> Any:
+        """A stagecraft.Scenario's compiled part; one loaded by Scenario.load_for_plan (its layout
+        unchecked) only where ``for_plan``."""
         from ._scenario import Scenario
         if not isinstance(value, Scenario):
             hint = " (Scenario.load(path) reads a file)" if isinstance(value, (str, os.PathLike)) else ""
             raise self.type_error(name, f"a stagecraft.Scenario{hint}", value)
+        if value._for_plan and not for_plan:
+            raise self.value_error(name, "loaded by Scenario.load_for_plan, whose pipeline layout is unchecked: only "
+                                         "plan takes it (Scenario.load checks the whole scenario)")
         return value._core
 
     @contextlib.contextmanager

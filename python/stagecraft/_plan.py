@@ -138,7 +138,7 @@ def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[s
     order), ``recompute`` of none/selective/full, ``partitions`` of even/balanced, ``zero`` of
     0/1. Releases the GIL while it plans; Ctrl-C stops it (KeyboardInterrupt)."""
     call = _checks.Call("plan")
-    core = call.scenario(scenario)
+    core = call.scenario(scenario, for_plan=True)
     args = dict(
         gpus=call.integer("gpus", gpus, 1),
         global_batch=call.integer("global_batch", global_batch, 1, _checks.INT64_MAX),

@@ -64,9 +64,10 @@ class Scenario:
     :class:`stagecraft.InputError`.
     """
 
-    def __init__(self, core: _core.Scenario, text: Optional[str] = None) -> None:
+    def __init__(self, core: _core.Scenario, text: Optional[str] = None, for_plan: bool = False) -> None:
         self._core = core
         self._text = text  # the YAML text of a scenario not loaded from a file
+        self._for_plan = for_plan  # loaded by load_for_plan: its layout unchecked, for plan only
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike], overrides: Overrides = None) -> "Scenario":
@@ -76,6 +77,17 @@ class Scenario:
         file, texts = call.path("path", path), override_texts(overrides, call)
         with call.names(_SET_FLAG):
             return cls(_core.load_scenario(file, texts))
+
+    @classmethod
+    def load_for_plan(cls, path: Union[str, os.PathLike], overrides: Overrides = None) -> "Scenario":
+        """Loads a scenario file for :func:`plan`, as ``stagecraft plan`` does: the pipeline
+        layout that plan replaces (schedule, ranks, chunks, microbatches, parallel degrees) is
+        read but not checked, so a scenario whose layout does not fit its model or machine can
+        still be planned. Only plan takes such a scenario."""
+        call = _checks.Call("Scenario.load_for_plan")
+        file, texts = call.path("path", path), override_texts(overrides, call)
+        with call.names(_SET_FLAG):
+            return cls(_core.load_scenario_for_plan(file, texts), for_plan=True)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], overrides: Overrides = None, path: str = "<dict>") -> "Scenario":
@@ -114,6 +126,8 @@ class Scenario:
         call = _checks.Call("Scenario.with_overrides")
         texts = list(self._core.overrides) + override_texts(overrides, call)
         with call.names(_SET_FLAG):
+            if self._for_plan:
+                return Scenario(_core.load_scenario_for_plan(self._core.path, texts), for_plan=True)
             if self._text is None:
                 return Scenario(_core.load_scenario(self._core.path, texts))
             return Scenario(_core.scenario_from_text(self._text, self._core.path, texts), self._text)

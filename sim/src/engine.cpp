@@ -57,6 +57,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
 
   RunRecord Run() {
     streams_.Start();
+    loop_.StopWhen(config_.stop);
     loop_.Run();
     streams_.CheckAllDone();
     result_.events = loop_.events_processed();

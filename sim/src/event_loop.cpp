@@ -29,6 +29,10 @@ void EventLoop::Run() {
     SC_CHECK(event.time_ns >= now_ns_, "time never goes backwards");
     now_ns_ = event.time_ns;
     ++processed_;
+    // One atomic load per kStopCheckEvents events: nothing beside the events themselves.
+    if (stop_ != nullptr && processed_ % kStopCheckEvents == 0 && stop_->load(std::memory_order_relaxed)) {
+      throw StopRequested{};
+    }
     if (!cancelled_[event.seq]) event.handler->OnEvent(event);
   }
 }

@@ -90,6 +90,11 @@ expect_error "a budget nothing fits" "--global-batch 64: the plan's" plan "$scen
   --json "$tmp/narrow.json" >"$tmp/out" 2>"$tmp/err"
 checkf "a narrowed plan: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "the note says what was left out" 'grep -q "^note: --global-batch 64: .*--max-plan-ops.*microbatches were left out" "$tmp/out"'
+# On a terminal (script(1) gives it one) the note comes at once, before the plan's work.
+script -qec "$(printf '%q ' "$sc" plan "$scenario" --gpus 4 --global-batch 64 --schedules 1f1b --max-plan-ops 5000 \
+  --refine 0)" /dev/null | tr -d '\r' >"$tmp/tty"
+check "on a terminal the note is said before the plan's work" \
+  '[[ "$(grep -n -m1 "plan: note: --global-batch 64: .*microbatches were left out" "$tmp/tty" | cut -d: -f1)" -lt "$(grep -n -m1 "candidates looked at" "$tmp/tty" | cut -d: -f1)" ]]'
 check "every configuration kept within the cap" \
   '[[ $(json_of "$tmp/narrow.json" "d[\"max_microbatches\"] > 0 and all(c[\"layout\"][\"microbatches\"] <= d[\"max_microbatches\"] for c in d[\"configurations\"])") == True ]]'
 

@@ -150,6 +150,19 @@ class PlanArgumentsTest(Contract):
         args.update(changes)
         return stagecraft.plan(self.tiny, **args)
 
+    def test_the_layout_plan_replaces_is_not_checked(self):
+        # Issue 51 item 8 from Python: one layer cannot fill mlp-cpu's interleaved stages, but plan
+        # replaces the layout; Scenario.load refuses the scenario, load_for_plan reads it for plan
+        # alone, and simulate refuses what it read.
+        mlp, one = SCENARIOS / "mlp-cpu.yaml", {"model.mlp.layers": 1}
+        self.assert_value("Scenario.load: ", lambda: stagecraft.Scenario.load(mlp, one))
+        s = stagecraft.Scenario.load_for_plan(mlp, one)
+        p = stagecraft.plan(s, gpus=2, global_batch=2, threads=1, refine=0)
+        self.assertGreater(len(p.configurations), 0)
+        self.assert_value("simulate: scenario: loaded by Scenario.load_for_plan", lambda: stagecraft.simulate(s))
+        self.assert_value("simulate: scenario: loaded by Scenario.load_for_plan",
+                          lambda: stagecraft.simulate(s.with_overrides({"pipeline.microbatches": 4})))
+
     def test_types(self):
         self.assert_type("plan: scenario: expected a stagecraft.Scenario", lambda: stagecraft.plan(None, 4, 8))
         self.assert_type("plan: scenario: expected a stagecraft.Scenario (Scenario.load(path) reads a file)",

@@ -2,6 +2,7 @@
 // (events scheduled while running included), cancel, and no scheduling into the past.
 #include "stagecraft/sim/event_loop.h"
 
+#include <atomic>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -112,6 +113,33 @@ TEST_F(EventLoopDeathTest, SchedulingIntoThePastIsABug) {
   rec.then = [&](const Event&) { loop.ScheduleAt(loop.now_ns() - 1, &rec, 1); };
   loop.ScheduleAt(10, &rec, 0);
   EXPECT_DEATH(loop.Run(), "scheduled in the past");
+}
+
+// A stop flag is looked at every kStopCheckEvents events: a chain of events that would run for
+// ever stops at the first look after the flag is set, and a flag never set changes nothing.
+TEST_F(EventLoopTest, AStopFlagEndsTheRunAtItsNextLook) {
+  std::atomic<bool> stop{false};
+  const uint64_t set_at = 10'000;  // past two looks, before the third
+  rec.then = [&](const Event& event) {
+    if (loop.events_processed() == set_at) stop = true;
+    loop.ScheduleAt(loop.now_ns() + 1, &rec, event.a + 1);
+  };
+  loop.ScheduleAt(0, &rec, 0);
+  loop.StopWhen(&stop);
+  EXPECT_THROW(loop.Run(), StopRequested);
+  EXPECT_EQ(loop.events_processed(), 3 * EventLoop::kStopCheckEvents);
+  EXPECT_EQ(rec.seen.size(), 3 * EventLoop::kStopCheckEvents - 1);  // the last one taken is not run
+
+  EventLoop unstopped;
+  Recorder counter{&unstopped};
+  std::atomic<bool> never{false};
+  counter.then = [&](const Event& event) {
+    if (event.a < 9999) unstopped.ScheduleAt(unstopped.now_ns() + 1, &counter, event.a + 1);
+  };
+  unstopped.ScheduleAt(0, &counter, 0);
+  unstopped.StopWhen(&never);
+  unstopped.Run();
+  EXPECT_EQ(counter.seen.size(), 10'000u);
 }
 
 }  // namespace

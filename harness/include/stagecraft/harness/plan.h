@@ -101,6 +101,9 @@ struct PlanOptions {
   int64_t search_evaluations = 0;
   double refine_seconds = 20;
   std::function<void(const PlanProgress&)> progress;  // called from the workers, serialized
+  // Each note as it is made, besides PlanResult::notes: the budget's narrowing is known before
+  // anything is simulated, and a user waiting for the plan is told at once.
+  std::function<void(const std::string&)> note;
   // Set by the caller to stop the plan (Python's Ctrl-C): no configuration starts after it and
   // Plan returns what it has, incomplete; the caller discards it.
   const std::atomic<bool>* cancel = nullptr;

@@ -89,10 +89,13 @@ struct MemoryTerms {
   std::string Dominant() const;
 };
 MemoryTerms MemoryTermsOf(const Prediction& prediction, int rank);
-Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule);
+// `stop`, when set by another thread, ends the simulation early (sim::SimConfig::stop): it
+// throws sim::StopRequested.
+Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,
+                   const std::atomic<bool>* stop = nullptr);
 // The same with the costs given (a replay's, replay.h) instead of the scenario's cost model.
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,
-                   sim::CostTable costs);
+                   sim::CostTable costs, const std::atomic<bool>* stop = nullptr);
 
 // The metrics file of `predictions` of `scenario` (source "predicted", `costs` their cost
 // source), as simulate --json writes it through the metrics codec.

@@ -21,6 +21,7 @@
 // memory_model.h (memory and weight versions), collective_streams.h; engine.cpp joins them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct SimConfig {
   // run over (collective_streams.h). Empty with replicas and rank_devices empty: replica i of
   // rank r on device i x ranks + r (replica 0 on devices 0 .. ranks - 1).
   std::vector<std::vector<int>> replica_devices;
+  // Set by another thread, ends the run early: Simulate throws StopRequested (event_loop.h)
+  // within a few thousand events. Null: the run goes to its end.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // `schedule` must be lowered and valid (Validate empty); `costs.stages` has one entry per stage.

@@ -3,7 +3,9 @@
 // scheduled and a run is repeatable. Time never goes backwards; cancelling only marks an event.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <queue>
 #include <vector>
 
@@ -49,8 +51,13 @@ class EventLoop {
   bool IsCancelled(EventId id) const;
 
   // Runs the earliest event, then the next, until none is left. Handlers may schedule and
-  // cancel events while it runs.
+  // cancel events while it runs. With a stop flag set (StopWhen), it looks at the flag every
+  // kStopCheckEvents events and throws StopRequested once it is true.
   void Run();
+
+  // A flag another thread may set to end Run early (a Ctrl-C in the Python module); null: none.
+  void StopWhen(const std::atomic<bool>* stop) { stop_ = stop; }
+  static constexpr uint64_t kStopCheckEvents = 4096;  // a few hundred microseconds of events
 
  private:
   struct Later {
@@ -63,6 +70,12 @@ class EventLoop {
   std::vector<bool> cancelled_;  // by seq
   int64_t now_ns_ = 0;
   uint64_t processed_ = 0;
+  const std::atomic<bool>* stop_ = nullptr;
+};
+
+// What Run throws when its stop flag was set: the run is abandoned, not an error of its input.
+struct StopRequested : std::exception {
+  const char* what() const noexcept override { return "the simulation was stopped"; }
 };
 
 }  // namespace stagecraft::sim
