@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/printable.h"
+#include "stagecraft/base/spelling.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace {
@@ -30,22 +31,6 @@ std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
   return "unknown command '" + std::string(argv[1]) + "' (commands: " + known + ")";
 }
 
-// Levenshtein distance, for "did you mean".
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // The first argument the parsed command did not take ("unknown option '--gpu' (did you mean
 // --gpus?)"), empty when it took them all. CLI11 checks required options before it reports
 // arguments it did not expect, so a misspelt required flag would read as a missing one.
@@ -60,17 +45,12 @@ std::string UnexpectedArgument(const CLI::App& app) {
   const std::string who = command == &app ? "" : command->get_name() + ": ";
   if (first.size() < 2 || first[0] != '-') return who + "unexpected argument '" + first + "'";
   const std::string flag = first.substr(0, first.find('='));
-  std::string nearest;
-  size_t best = 3;  // at most two edits away
+  std::vector<std::string> names;
   for (const CLI::Option* option : command->get_options()) {
-    for (const std::string& name : option->get_lnames()) {
-      const size_t d = EditDistance(flag, "--" + name);
-      if (d < best) {
-        best = d;
-        nearest = "--" + name;
-      }
-    }
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
   }
+  const std::vector<std::string_view> known(names.begin(), names.end());
+  const std::string nearest = stagecraft::NearestName(flag, known);
   return who + "unknown option '" + flag + "'" + (nearest.empty() ? "" : " (did you mean " + nearest + "?)");
 }
 

@@ -16,6 +16,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
+#include "stagecraft/base/spelling.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/limits.h"
 #include "stagecraft/sim/units.h"
@@ -33,22 +34,6 @@ std::string JoinPath(std::string_view parent, std::string_view key) {
   return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
 }
 
-// Levenshtein distance, for "did you mean" on unknown keys.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string UnknownKeyMessage(std::string_view key, std::initializer_list<std::string_view> known) {
   return fmt::format("unknown key '{}' (known: {}){}", key, fmt::join(known, ", "),
                      DidYouMean(key, std::vector<std::string_view>(known)));
@@ -57,19 +42,8 @@ std::string UnknownKeyMessage(std::string_view key, std::initializer_list<std::s
 }  // namespace
 
 std::string DidYouMean(std::string_view word, std::span<const std::string_view> known) {
-  const auto lowered = [](std::string_view text) {
-    std::string out(text);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  const std::string w = lowered(word);
-  std::string_view best;
-  size_t best_distance = 3;  // at most two edits: a typo, not another name
-  for (std::string_view candidate : known) {
-    const size_t d = EditDistance(w, lowered(candidate));
-    if (d < best_distance) best = candidate, best_distance = d;
-  }
-  return best.empty() ? std::string() : fmt::format("; did you mean '{}'?", best);
+  const std::string nearest = NearestName(word, known, 2, /*ignore_case=*/true);
+  return nearest.empty() ? std::string() : fmt::format("; did you mean '{}'?", nearest);
 }
 
 Override ParseOverride(const std::string& text) {
