@@ -16,6 +16,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/csv_io.h"
@@ -210,8 +211,10 @@ std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vect
     if (info->uses_costs && costs_from != nullptr) {
       params.costs = std::make_shared<const schedules::StagePassCosts>(PassCostsFor(*costs_from, params));
     }
-    Schedule s = Lower(Generate(info->name, params), p.p2p, p.p2p_buffers);
-    const auto diags = Validate(s);
+    const Schedule generated = Generate(info->name, params, cancel);
+    ThrowIfStopped(cancel);
+    Schedule s = Lower(generated, p.p2p, p.p2p_buffers, cancel);
+    const auto diags = Validate(s, cancel);
     SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
     out.push_back(std::move(s));
   }
@@ -231,6 +234,7 @@ std::vector<Schedule> ScenarioSchedules(const sim::Scenario& sc, const std::vect
 
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule,
                    const std::atomic<bool>* stop) {
+  ThrowIfStopped(stop);
   sim::CostTable costs = sim::BuildCosts(sc, schedule);
   return Predict(sc, topo, std::move(schedule), std::move(costs), stop);
 }
@@ -255,7 +259,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
       p.gradient_reduce = {std::string(sim::AlgorithmName(plans.of(stage).algorithm)), plans.AloneNsOf(stage), stage};
     }
   }
-  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size);
+  p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, stop);
   // Each pass at its mean over the order's ops: a stash that slows deep ops (sim/stash.h)
   // counted as the engine counted it.
   const std::vector<std::array<double, 4>> stash = sim::MeanStashFactors(p.schedule, costs.rank_stash);

@@ -50,7 +50,8 @@ struct Simulation {
 };
 
 // simulate's predictions under the arguments of stagecraft.simulate, which has checked them;
-// Ctrl-C stops it between schedules and in the search that makes `auto`.
+// Ctrl-C stops it inside each phase (the search that makes `auto`, lowering, validation, the
+// simulation and its metrics) and between them.
 Simulation Simulate(std::shared_ptr<const sim::Scenario> sc, int64_t max_ops) {
   Simulation out;
   out.scenario = sc;
@@ -60,8 +61,7 @@ Simulation Simulate(std::shared_ptr<const sim::Scenario> sc, int64_t max_ops) {
     const sim::Topology topo(sc->topology);
     std::vector<harness::Prediction> predictions;
     for (schedules::Schedule& s : harness::ScenarioSchedules(*sc, names, cancel)) {
-      if (cancel->load()) break;
-      predictions.push_back(harness::Predict(*sc, topo, std::move(s), cancel));  // stops mid-simulation too
+      predictions.push_back(harness::Predict(*sc, topo, std::move(s), cancel));
     }
     return predictions;
   });

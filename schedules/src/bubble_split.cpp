@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/edges.h"
 
 namespace stagecraft::schedules {
@@ -49,10 +50,11 @@ void Add(RankSplit* split, bool keep, GapCause cause, int64_t from, int64_t to) 
 }
 
 // Every transfer's times, by the edge it carries.
-TransferMap Transfers(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks) {
+TransferMap Transfers(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks, StopCheck& check) {
   TransferMap transfers;
   for (const auto& ops : ranks) {
     for (const TimedOp& t : ops) {
+      check();
       if (!IsComm(t.op.kind)) continue;
       const auto edge = CommEdge(shape, t.op);
       if (!edge) continue;
@@ -109,14 +111,17 @@ void SplitGap(const Shape& shape, const TransferMap& transfers, const Collective
 }  // namespace
 
 std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
-                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps) {
-  const TransferMap transfers = Transfers(shape, ranks);
+                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps,
+                                    const std::atomic<bool>* stop) {
+  StopCheck check(stop);
+  const TransferMap transfers = Transfers(shape, ranks, check);
   std::vector<RankSplit> out(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankSplit& split = out[r];
     const CollectiveEnds collectives = ReduceGradEnds(ranks[r]);
     int64_t free_ns = -1;  // end of the previous compute op; -1 before the first
     for (const TimedOp& t : ranks[r]) {
+      check();
       if (!IsCompute(t.op.kind) && t.op.kind != OpKind::kStep) continue;
       if (t.start_ns < 0) continue;  // not run (a failed rank's record)
       if (free_ns < 0) {
@@ -132,9 +137,11 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
   return out;
 }
 
-std::vector<RankSplit> SplitBubbles(const Schedule& s, const RunRecord& record, bool keep_gaps) {
+std::vector<RankSplit> SplitBubbles(const Schedule& s, const RunRecord& record, bool keep_gaps,
+                                    const std::atomic<bool>* stop) {
   std::vector<std::vector<TimedOp>> ranks(s.ranks());
   for (int r = 0; r < s.ranks(); ++r) {
+    ThrowIfStopped(stop);
     const auto& ops = s.ops[r];
     const auto& timing = record.ranks[r].ops;
     ranks[r].reserve(ops.size());
@@ -142,7 +149,7 @@ std::vector<RankSplit> SplitBubbles(const Schedule& s, const RunRecord& record, 
       ranks[r].push_back({ops[i], timing[i].start_ns, timing[i].end_ns});
     }
   }
-  return SplitBubbles(s.shape, ranks, record.start_ns, record.end_ns, keep_gaps);
+  return SplitBubbles(s.shape, ranks, record.start_ns, record.end_ns, keep_gaps, stop);
 }
 
 std::vector<RankSplit> SplitBubbles(const Trace& trace, bool keep_gaps) {

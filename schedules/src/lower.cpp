@@ -16,6 +16,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/weights.h"
 
@@ -24,7 +25,8 @@ namespace {
 
 class Lowerer {
  public:
-  explicit Lowerer(const Schedule& s) : s_(s), units_(s), produced_(EdgeKeyCount(units_)) {}
+  Lowerer(const Schedule& s, const std::atomic<bool>* stop)
+      : s_(s), units_(s), produced_(EdgeKeyCount(units_)), stop_flag_(stop), stop_(stop) {}
 
   // The lock-step walk visits the ranks in order, round after round, and places at most one
   // compute op (or overlapped pair) per rank per visit. A visit places nothing unless the rank
@@ -34,9 +36,13 @@ class Lowerer {
   // ranks) (a backward crossing 65,536 ranks takes 65,536 rounds).
   Schedule Run() {
     Schedule out = StripComms(s_);
+    ThrowIfStopped(stop_flag_);
     const int ranks = s_.ranks();
     pending_.assign(ranks, {});
-    for (int r = 0; r < ranks; ++r) pending_[r].assign(out.ops[r].begin(), out.ops[r].end());
+    for (int r = 0; r < ranks; ++r) {
+      ThrowIfStopped(stop_flag_);
+      pending_[r].assign(out.ops[r].begin(), out.ops[r].end());
+    }
     for (auto& rank_ops : out.ops) rank_ops.clear();
     out_ = &out;
     for (const auto& q : pending_) left_ += q.size();
@@ -45,6 +51,7 @@ class Lowerer {
     for (int r = 0; r < ranks; ++r) now_.Add(r);
     while (left_ > 0) {
       while (!now_.Empty()) {
+        stop_();
         visiting_ = now_.Pop();
         if (Visit(visiting_)) next_.Add(visiting_);
       }
@@ -143,6 +150,8 @@ class Lowerer {
   size_t left_ = 0;                      // ops in pending_
   RankQueue now_, next_;                 // ranks to visit in this round and the next
   int visiting_ = -1;
+  const std::atomic<bool>* stop_flag_;
+  StopCheck stop_;
 };
 
 // Hoists each rank's RECVs (kAhead, see lower.h). Non-RECV ops keep their order and RECVs
@@ -262,11 +271,16 @@ Schedule PlaceReduceGrads(const Schedule& schedule) {
   return out;
 }
 
-Schedule Lower(const Schedule& schedule, P2p p2p, int ahead_buffers) {
+Schedule Lower(const Schedule& schedule, P2p p2p, int ahead_buffers, const std::atomic<bool>* stop) {
   SC_CHECK(ahead_buffers >= 1, "at least one receive buffer per stage");
-  Schedule out = Lowerer(PlaceReduceGrads(schedule)).Run();  // (the walk drops any SEND/RECV first)
+  const Schedule placed = PlaceReduceGrads(schedule);
+  ThrowIfStopped(stop);
+  Schedule out = Lowerer(placed, stop).Run();  // (the walk drops any SEND/RECV first)
   if (p2p == P2p::kAhead) {
-    for (auto& rank_ops : out.ops) rank_ops = HoistReceives(out.shape, rank_ops, ahead_buffers);
+    for (auto& rank_ops : out.ops) {
+      ThrowIfStopped(stop);
+      rank_ops = HoistReceives(out.shape, rank_ops, ahead_buffers);
+    }
   }
   return out;
 }

@@ -63,7 +63,8 @@ std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRec
   return out;
 }
 
-ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size) {
+ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int microbatch_size,
+                               const std::atomic<bool>* stop) {
   ScheduleMetrics m;
   m.schedule = s.name;
   m.ranks = s.ranks();
@@ -79,7 +80,7 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   const double samples = static_cast<double>(s.microbatches) * microbatch_size * s.data_parallel * s.steps;
   m.throughput_samples_per_s = makespan_s > 0 ? samples / makespan_s : 0;
   int64_t idle_ns = 0;
-  const std::vector<RankSplit> split = SplitBubbles(s, result, false);
+  const std::vector<RankSplit> split = SplitBubbles(s, result, false, stop);
   for (int r = 0; r < s.ranks(); ++r) {
     const RankRecord& rr = result.ranks[r];
     RankMetrics rm;

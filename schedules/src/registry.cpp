@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/schedules/weights.h"
 
@@ -86,7 +87,7 @@ std::string CheckParams(const GeneratorInfo& info, const GeneratorParams& params
   return why.empty() ? why : fmt::format("{}: {}", info.name, why);
 }
 
-Schedule Generate(std::string_view name, const GeneratorParams& params) {
+Schedule Generate(std::string_view name, const GeneratorParams& params, const std::atomic<bool>* stop) {
   const GeneratorInfo* info = FindGenerator(name);
   if (info == nullptr) throw InputError(fmt::format("unknown schedule '{}' (known: {})", name, GeneratorNames()));
   if (std::string why = CheckParams(*info, params); !why.empty()) throw InputError(why);
@@ -100,6 +101,7 @@ Schedule Generate(std::string_view name, const GeneratorParams& params) {
   s.vertical_sync = params.vertical_sync;
   s.data_parallel = params.data_parallel;
   s.ops = info->emit(params);
+  ThrowIfStopped(stop);
   AssignWeights(&s);
   return s;
 }

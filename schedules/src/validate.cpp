@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "validate_graph.h"
 
@@ -41,20 +42,25 @@ using detail::Pos;
 
 class Validator {
  public:
-  explicit Validator(const Schedule& s) : s_(s), idx_(s) {}
+  Validator(const Schedule& s, const std::atomic<bool>* stop) : s_(s), idx_(s), stop_(stop), check_(stop) {}
 
   std::vector<Diagnostic> Run() {
     if (!CheckShape()) return std::move(diags_);
     Record();
     for (int stage = 0; stage < s_.stages(); ++stage) {
       for (int step = 0; step < s_.steps; ++step) {
-        for (int mb = 0; mb < s_.microbatches; ++mb) CheckUnit(stage, step, mb);
+        for (int mb = 0; mb < s_.microbatches; ++mb) {
+          check_();
+          CheckUnit(stage, step, mb);
+        }
       }
     }
+    ThrowIfStopped(stop_);
     CheckSteps();
     CheckPairs();
+    ThrowIfStopped(stop_);
     CheckComms();
-    detail::FindDeadlocks(s_, units_, &diags_);
+    detail::FindDeadlocks(s_, units_, &diags_, stop_);
     return std::move(diags_);
   }
 
@@ -83,7 +89,10 @@ class Validator {
   void Record() {
     units_.Resize(idx_.size(), s_.stages());
     for (int r = 0; r < s_.ranks(); ++r) {
-      for (int i = 0; i < static_cast<int>(s_.ops[r].size()); ++i) RecordOp({r, i});
+      for (int i = 0; i < static_cast<int>(s_.ops[r].size()); ++i) {
+        check_();
+        RecordOp({r, i});
+      }
     }
   }
 
@@ -159,16 +168,16 @@ class Validator {
   void CheckUnit(int stage, int step, int mb) {
     const size_t u = idx_(stage, step, mb);
     const Pos f = units_.f[u], b = units_.b[u], in = units_.i[u], w = units_.w[u];
-    const std::string unit = Unit(stage, step, mb);
-    if (f.rank < 0) Add(DiagCode::kMissing, fmt::format("{}: no F", unit));
+    const auto unit = [&] { return Unit(stage, step, mb); };  // named only when something is wrong
+    if (f.rank < 0) Add(DiagCode::kMissing, fmt::format("{}: no F", unit()));
     if (b.rank >= 0 && (in.rank >= 0 || w.rank >= 0)) {
-      Add(DiagCode::kMixedBackward, fmt::format("{}: both B ({}) and I/W", unit, Name(b)));
+      Add(DiagCode::kMixedBackward, fmt::format("{}: both B ({}) and I/W", unit(), Name(b)));
     } else if (b.rank < 0 && in.rank < 0 && w.rank < 0) {
-      Add(DiagCode::kMissing, fmt::format("{}: no backward (B, or I and W)", unit));
+      Add(DiagCode::kMissing, fmt::format("{}: no backward (B, or I and W)", unit()));
     } else if (b.rank < 0 && in.rank < 0) {
-      Add(DiagCode::kMissing, fmt::format("{}: W ({}) without I", unit, Name(w)));
+      Add(DiagCode::kMissing, fmt::format("{}: W ({}) without I", unit(), Name(w)));
     } else if (b.rank < 0 && w.rank < 0) {
-      Add(DiagCode::kMissing, fmt::format("{}: I ({}) without W", unit, Name(in)));
+      Add(DiagCode::kMissing, fmt::format("{}: I ({}) without W", unit(), Name(in)));
     }
     const Pos back = b.rank >= 0 ? b : in;
     if (f.rank >= 0 && back.rank >= 0 && !Before(f, back)) {
@@ -301,7 +310,7 @@ class Validator {
     }
   }
 
-  void CheckComms() { detail::CheckComms(s_, units_, &diags_); }
+  void CheckComms() { detail::CheckComms(s_, units_, &diags_, stop_); }
 
   const Op& At(Pos p) const { return s_.ops[p.rank][p.index]; }
 
@@ -309,10 +318,14 @@ class Validator {
   UnitIndex idx_;
   detail::Units units_;
   std::vector<Diagnostic> diags_;
+  const std::atomic<bool>* stop_;
+  StopCheck check_;
 };
 
 }  // namespace
 
-std::vector<Diagnostic> Validate(const Schedule& schedule) { return Validator(schedule).Run(); }
+std::vector<Diagnostic> Validate(const Schedule& schedule, const std::atomic<bool>* stop) {
+  return Validator(schedule, stop).Run();
+}
 
 }  // namespace stagecraft::schedules

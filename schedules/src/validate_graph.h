@@ -1,6 +1,7 @@
 // Validation internals shared by validate.cpp and validate_graph.cpp (private).
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,13 @@ std::string OpName(const Schedule& s, Pos p);  // "rank 1 #4 (1F3)"
 
 // SEND/RECV checks: presence (when lowered), peers, placement around producer/consumer, and
 // the FIFO order of each channel.
-void CheckComms(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags);
+// `stop` as Validate's.
+void CheckComms(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags,
+                const std::atomic<bool>* stop);
 
 // Builds the dependency graph (per-rank order + cross-rank data edges) and reports each
-// cycle as a deadlock with the ops on it.
-void FindDeadlocks(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags);
+// cycle as a deadlock with the ops on it. `stop` as Validate's.
+void FindDeadlocks(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags,
+                   const std::atomic<bool>* stop);
 
 }  // namespace stagecraft::schedules::detail

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/collective_streams.h"
@@ -49,18 +50,20 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
         units_(s),
         edges_(schedules::EdgeKeyCount(units_)),
         result_(EmptyRecord(s)),
-        memory_(s, costs, config.record_memory, &result_),
+        memory_(s, costs, config.record_memory, &result_, config.stop),
         transfers_(topo, costs.p2p_latency_ns, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
                    costs.p2p, config.rank_devices),
         streams_(s, costs, &loop_, this, &result_),
         collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_) {}
 
   RunRecord Run() {
+    ThrowIfStopped(config_.stop);
     streams_.Start();
     loop_.StopWhen(config_.stop);
     loop_.Run();
     streams_.CheckAllDone();
     result_.events = loop_.events_processed();
+    ThrowIfStopped(config_.stop);
     Finish();
     return std::move(result_);
   }
@@ -192,7 +195,9 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
   SC_CHECK(plans.empty() == (schedule.data_parallel <= 1), "a plan per stage with replicas");
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.
+  ThrowIfStopped(config.stop);
   CheckRunBound(schedule, costs, topology, config.rank_devices, plans.AloneNs());
+  ThrowIfStopped(config.stop);
   return Engine(schedule, costs, topology, config, plans).Run();
 }
 

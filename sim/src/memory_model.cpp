@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::sim {
@@ -14,8 +15,9 @@ using schedules::OpKind;
 using schedules::RankRecord;
 
 MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
-                         schedules::RunRecord* record)
+                         schedules::RunRecord* record, const std::atomic<bool>* stop)
     : shape_(schedule.shape), costs_(costs), record_samples_(record_samples), record_(record) {
+  StopCheck check(stop);
   const int stages = schedule.stages();
   const int ranks = schedule.ranks();
   SC_CHECK(static_cast<int>(costs.stages.size()) == stages, "one cost entry per stage");
@@ -26,6 +28,7 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
   newest_.assign(stages, 0);
   for (const auto& rank_ops : schedule.ops) {
     for (const Op& op : rank_ops) {
+      check();
       if (!schedules::IsCompute(op.kind)) continue;  // a STEP's read of its base is StepDone's business
       const int version = schedules::VersionRead(op);
       auto& readers = readers_left_[op.stage];

@@ -89,8 +89,8 @@ struct MemoryTerms {
   std::string Dominant() const;
 };
 MemoryTerms MemoryTermsOf(const Prediction& prediction, int rank);
-// `stop`, when set by another thread, ends the simulation early (sim::SimConfig::stop): it
-// throws sim::StopRequested.
+// `stop`, when set by another thread, ends the prediction early (base/stop.h): it throws
+// StopRequested.
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,
                    const std::atomic<bool>* stop = nullptr);
 // The same with the costs given (a replay's, replay.h) instead of the scenario's cost model.

@@ -5,6 +5,7 @@
 // trace), so the three agree by construction.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -50,11 +51,14 @@ struct TimedOp {
 // With replicas, the gap before a STEP whose REDUCE_GRAD (same rank, stage and version) ends
 // after the gap starts is collective up to the earlier of that end and the STEP's start; the
 // rest of the gap follows the rule above.
+// `stop`, when set by another thread, ends it early: it throws StopRequested (base/stop.h).
 std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
-                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps);
+                                    int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps,
+                                    const std::atomic<bool>* stop = nullptr);
 
 // The same for a run record of `schedule` (lowered), over the record's makespan.
-std::vector<RankSplit> SplitBubbles(const Schedule& schedule, const RunRecord& record, bool keep_gaps);
+std::vector<RankSplit> SplitBubbles(const Schedule& schedule, const RunRecord& record, bool keep_gaps,
+                                    const std::atomic<bool>* stop = nullptr);
 
 // The same for a trace (the viewer), from the first op's start to the last compute op's end,
 // one entry per rank up to the highest rank in it, under the trace's shape (TraceShape: its

@@ -3,6 +3,7 @@
 // assigns weight versions and STEPs, and lower.h inserts SEND/RECV.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -43,8 +44,9 @@ std::string GeneratorNames();                               // "gpipe, 1f1b, ...
 std::string CheckParams(const GeneratorInfo& info, const GeneratorParams& params);
 
 // Generates a complete, unlowered schedule: emit + AssignWeights. Throws InputError naming
-// the generator and the rule when the parameters are not allowed.
-Schedule Generate(std::string_view name, const GeneratorParams& params);
+// the generator and the rule when the parameters are not allowed. `stop`, when set by another
+// thread, ends it between its two halves: it throws StopRequested (base/stop.h).
+Schedule Generate(std::string_view name, const GeneratorParams& params, const std::atomic<bool>* stop = nullptr);
 
 // Per-generator emitters (one file each).
 std::vector<std::vector<Op>> EmitGpipe(const GeneratorParams& p);

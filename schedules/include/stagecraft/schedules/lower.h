@@ -9,9 +9,11 @@
 // only post: a compute op waits for the RECV of its input, nothing else blocks.
 #pragma once
 
-#include "stagecraft/base/error.h"
+#include <atomic>
 #include <cstdint>
 #include <string_view>
+
+#include "stagecraft/base/error.h"
 
 #include "stagecraft/schedules/ir.h"
 
@@ -40,8 +42,10 @@ bool ParseP2p(std::string_view text, P2p* p2p);
 //
 // Returns the lowered schedule. Throws InputError if the compute order cannot be lowered
 // (a rank waits on a producer that never comes: the compute-level deadlock Validate reports).
-// `ahead_buffers`: kAhead's receives posted and not yet consumed per local stage.
-Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep, int ahead_buffers = kAheadBuffersPerStage);
+// `ahead_buffers`: kAhead's receives posted and not yet consumed per local stage. `stop`, when
+// set by another thread, ends the walk early: it throws StopRequested (base/stop.h).
+Schedule Lower(const Schedule& schedule, P2p p2p = P2p::kLockstep, int ahead_buffers = kAheadBuffersPerStage,
+               const std::atomic<bool>* stop = nullptr);
 
 // Places the REDUCE_GRADs as Lower does (above) in a schedule, lowered or not, every other op
 // keeping its order: for a file that carries its own transfers, run with replicas.

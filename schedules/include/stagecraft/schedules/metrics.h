@@ -3,6 +3,7 @@
 // metrics_json.h), computed from the run's RunRecord.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -146,8 +147,9 @@ ErrorSplit SplitError(const ScheduleMetrics& predicted, const ScheduleMetrics& r
 std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRecord& result);
 
 // The record is one replica's; the schedule's data_parallel replicas run alongside it, so the
-// throughput counts the samples of all of them.
-ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size);
+// throughput counts the samples of all of them. `stop` as SplitBubbles's (bubble_split.h).
+ScheduleMetrics ComputeMetrics(const Schedule& schedule, const RunRecord& result, int microbatch_size,
+                               const std::atomic<bool>* stop = nullptr);
 
 // The executor's own numbers: the losses of a measured record, and its overhead per op from
 // `metrics` (ComputeMetrics of the same record).

@@ -6,6 +6,7 @@
 // ops on it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -35,7 +36,8 @@ struct Diagnostic {
   std::string message;
 };
 
-std::vector<Diagnostic> Validate(const Schedule& schedule);
+// `stop`, when set by another thread, ends the checks early: it throws StopRequested (base/stop.h).
+std::vector<Diagnostic> Validate(const Schedule& schedule, const std::atomic<bool>* stop = nullptr);
 
 // How many diagnostics SummarizeDiagnostics writes out before "and K more".
 inline constexpr size_t kSummarizedDiagnostics = 3;

@@ -48,7 +48,7 @@ struct SimConfig {
   // run over (collective_streams.h). Empty with replicas and rank_devices empty: replica i of
   // rank r on device i x ranks + r (replica 0 on devices 0 .. ranks - 1).
   std::vector<std::vector<int>> replica_devices;
-  // Set by another thread, ends the run early: Simulate throws StopRequested (event_loop.h)
+  // Set by another thread, ends the run early: Simulate throws StopRequested (base/stop.h)
   // within a few thousand events. Null: the run goes to its end.
   const std::atomic<bool>* stop = nullptr;
 };

@@ -5,9 +5,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <exception>
 #include <queue>
 #include <vector>
+
+#include "stagecraft/base/stop.h"
 
 namespace stagecraft::sim {
 
@@ -52,7 +53,7 @@ class EventLoop {
 
   // Runs the earliest event, then the next, until none is left. Handlers may schedule and
   // cancel events while it runs. With a stop flag set (StopWhen), it looks at the flag every
-  // kStopCheckEvents events and throws StopRequested once it is true.
+  // kStopCheckEvents events and throws StopRequested (base/stop.h) once it is true.
   void Run();
 
   // A flag another thread may set to end Run early (a Ctrl-C in the Python module); null: none.
@@ -71,11 +72,6 @@ class EventLoop {
   int64_t now_ns_ = 0;
   uint64_t processed_ = 0;
   const std::atomic<bool>* stop_ = nullptr;
-};
-
-// What Run throws when its stop flag was set: the run is abandoned, not an error of its input.
-struct StopRequested : std::exception {
-  const char* what() const noexcept override { return "the simulation was stopped"; }
 };
 
 }  // namespace stagecraft::sim

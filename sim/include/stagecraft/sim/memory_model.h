@@ -4,6 +4,7 @@
 // schedules::FinishRunRecord).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -24,9 +25,10 @@ class MemoryModel {
  public:
   // Counts the readers of each (stage, version) in `schedule` and charges weights, gradients and
   // optimizer state at time 0. `record` has one RankRecord per rank. Keeps references to
-  // `costs` and `record`, which must outlive it.
+  // `costs` and `record`, which must outlive it. `stop` as SimConfig's: the count of a
+  // schedule's readers throws StopRequested when it is set (base/stop.h).
   MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
-              schedules::RunRecord* record);
+              schedules::RunRecord* record, const std::atomic<bool>* stop = nullptr);
 
   // A compute op or STEP of `rank` starts / finishes: F holds its activations; B frees them, I
   // keeps only the W stash, W frees that; then the op's read of its weight version is done. A
