@@ -334,15 +334,19 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
 }
 
 // One line when the scenario describes this machine (costs measured here, or a CPU device)
-// and puts more ranks on one of its nodes than this machine has cores: the simulator gives
-// every rank a device of its own, so ranks sharing a core are not modelled.
+// and puts more ranks on one of its nodes than this machine has cores while giving each rank a
+// device of its own: ranks sharing a core are then not modelled (pipeline.ranks_per_device is
+// how to state them).
 std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source) {
   const bool this_machine = cost_source.starts_with("profile:") || sc.topology.device.name.starts_with("cpu");
   const int per_node = std::min(sc.pipeline.ranks, std::max(sc.topology.devices_per_node, 1));
   const unsigned cores = std::thread::hardware_concurrency();
-  if (!this_machine || cores == 0 || per_node <= static_cast<int>(cores)) return "";
+  if (!this_machine || cores == 0 || sc.pipeline.ranks_per_device > 1 || per_node <= static_cast<int>(cores)) {
+    return "";
+  }
   return fmt::format("warning: {} ranks on one node but this machine has {} cores: ranks sharing a core are not "
-                     "modelled (each rank is predicted with a core of its own)\n",
+                     "modelled (each rank is predicted with a core of its own; pipeline.ranks_per_device states "
+                     "the sharing)\n",
                      per_node, cores);
 }
 

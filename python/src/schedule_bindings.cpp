@@ -143,7 +143,7 @@ void BindSchedules(py::module_& m) {
       .def_readonly("ops", &Schedule::ops, "per rank, its ops in execution order (a copy)")
       .def_property_readonly("op_count", &Schedule::OpCount)
       .def("rank_of", [](const Schedule& s, int stage) { return s.shape.RankOf(stage); }, py::arg("stage"))
-      .def("validate", &Validate, py::call_guard<py::gil_scoped_release>(),
+      .def("validate", [](const Schedule& s) { return Validate(s); }, py::call_guard<py::gil_scoped_release>(),
            "Every problem found (empty when valid): each unit's F and backward, order, versions, "
            "SEND/RECV pairs, deadlocks")
       .def("lower",

@@ -34,7 +34,8 @@ void FinishRunRecord(const Schedule& s, int64_t device_memory_bytes, RunRecord* 
       end = std::max(end, t.end_ns);
     }
     rr.peak_inflight = PeakInflight(s.ops[r], ran);
-    rr.oom = device_memory_bytes > 0 && rr.peak_memory_bytes > device_memory_bytes;
+    rr.oom = device_memory_bytes > 0 &&
+             std::max(rr.peak_memory_bytes, rr.device_peak_memory_bytes) > device_memory_bytes;
   }
   record->start_ns = start;
   record->end_ns = end;

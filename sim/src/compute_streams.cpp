@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -47,7 +48,7 @@ int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
 }
 
 ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop,
-                               StreamHooks* hooks, schedules::RunRecord* record)
+                               StreamHooks* hooks, schedules::RunRecord* record, const std::vector<int>& rank_devices)
     : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()),
       steps_in_place_(schedules::StepsInPlace(schedule)),
       stash_depths_(costs.rank_stash.empty() ? std::vector<std::vector<double>>{} : StashDepths(schedule)) {
@@ -56,6 +57,17 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
   for (int r = 0; r < schedule.ranks(); ++r) {
     SC_CHECK(record->ranks[r].ops.size() == schedule.ops[r].size(), "one op timing per op");
   }
+  SC_CHECK(rank_devices.empty() || static_cast<int>(rank_devices.size()) == schedule.ranks(), "a device per rank");
+  // The devices named by more than one rank, each with its index in shared_.
+  shared_of_.assign(static_cast<size_t>(schedule.ranks()), -1);
+  std::map<int, std::vector<int>> ranks_of;
+  for (size_t r = 0; r < rank_devices.size(); ++r) ranks_of[rank_devices[r]].push_back(static_cast<int>(r));
+  for (const auto& [device, ranks] : ranks_of) {
+    if (ranks.size() < 2) continue;
+    for (int r : ranks) shared_of_[r] = static_cast<int>(shared_.size());
+    shared_.emplace_back();
+  }
+  if (!shared_.empty()) own_ns_.assign(static_cast<size_t>(schedule.ranks()), 0);
 }
 
 void ComputeStreams::Start() {
@@ -76,8 +88,40 @@ void ComputeStreams::CheckAllDone() const {
 void ComputeStreams::OnEvent(const Event& event) {
   const int rank = event.a;
   const int index = event.b;
+  if (const int d = shared_of_[rank]; d >= 0) {
+    SharedDevice& device = shared_[static_cast<size_t>(d)];
+    Progress(device);
+    std::erase_if(device.running, [&](const Running& r) { return r.rank == rank; });
+    record_->ranks[rank].ops[index].end_ns = loop_->now_ns();
+    Reschedule(device);
+  }
   FinishOp(rank, index, schedule_.ops[rank][index]);
   Advance(rank);
+}
+
+void ComputeStreams::Join(int rank, int index) {
+  SharedDevice& device = shared_[static_cast<size_t>(shared_of_[rank])];
+  Progress(device);
+  device.running.push_back({rank, index, static_cast<double>(own_ns_[rank]), EventId{}});
+  Reschedule(device);
+}
+
+void ComputeStreams::Progress(SharedDevice& device) {
+  const int64_t now = loop_->now_ns();
+  if (!device.running.empty()) {
+    const double done = static_cast<double>(now - device.since_ns) / static_cast<double>(device.running.size());
+    for (Running& r : device.running) r.left_ns = std::max(0.0, r.left_ns - done);
+  }
+  device.since_ns = now;
+}
+
+void ComputeStreams::Reschedule(SharedDevice& device) {
+  const int64_t now = loop_->now_ns();
+  const auto n = static_cast<double>(device.running.size());
+  for (Running& r : device.running) {
+    loop_->Cancel(r.end);
+    r.end = loop_->ScheduleAt(now + std::llround(r.left_ns * n), this, r.rank, r.index);
+  }
 }
 
 // Runs `rank` forward from its next op at the loop's time until it starts an op that holds the
@@ -118,13 +162,18 @@ void ComputeStreams::Advance(int rank) {
     const int64_t measured_overhead = costs_.MeasuredOverheadNs(rank, index);
     const int64_t start = in_hand + (measured_overhead >= 0 ? measured_overhead : stream.owed_ns);
     stream.owed_ns = 0;
-    record_->ranks[rank].ops[index] = {start, start + duration};
+    record_->ranks[rank].ops[index] = {start, start + duration};  // a shared device's end comes later
     hooks_->ComputeStarted(rank, index, op, in_hand);
     if (op.kind == OpKind::kStep && duration == 0 && start == now) {  // an instant: the stream stays free
       FinishOp(rank, index, op);
       continue;
     }
-    loop_->ScheduleAt(start + duration, this, rank, index);
+    if (shared_of_[rank] >= 0) {
+      own_ns_[rank] = duration;
+      loop_->ScheduleAt(start, &joiner_, rank, index);
+    } else {
+      loop_->ScheduleAt(start + duration, this, rank, index);
+    }
     return;
   }
 }

@@ -50,10 +50,10 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
         units_(s),
         edges_(schedules::EdgeKeyCount(units_)),
         result_(EmptyRecord(s)),
-        memory_(s, costs, config.record_memory, &result_, config.stop),
+        memory_(s, costs, config.record_memory, &result_, config.stop, config.rank_devices),
         transfers_(topo, costs.p2p_latency_ns, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
                    costs.p2p, config.rank_devices),
-        streams_(s, costs, &loop_, this, &result_),
+        streams_(s, costs, &loop_, this, &result_, config.rank_devices),
         collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_) {}
 
   RunRecord Run() {
@@ -176,7 +176,8 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
 // (SimConfig::replica_devices).
 RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topology& topology, const SimConfig& config) {
   std::vector<std::vector<int>> replicas = config.replica_devices;
-  SC_CHECK(!replicas.empty() || topology.devices() >= int64_t{schedule.ranks()} * schedule.data_parallel,
+  SC_CHECK(!replicas.empty() || !config.rank_devices.empty() ||
+               topology.devices() >= int64_t{schedule.ranks()} * schedule.data_parallel,
            "a device per replica's rank");
   if (replicas.empty() && schedule.data_parallel > 1 && config.rank_devices.empty()) {
     replicas.resize(static_cast<size_t>(schedule.ranks()));
@@ -191,7 +192,12 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
                    const CollectivePlans& plans) {
   SC_CHECK(schedule.lowered, "Simulate needs a lowered schedule");
   SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
-  SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
+  if (config.rank_devices.empty()) {
+    SC_CHECK(topology.devices() >= schedule.ranks(), "a device per rank");
+  } else {
+    SC_CHECK(static_cast<int>(config.rank_devices.size()) == schedule.ranks(), "a device named for each rank");
+    for (int d : config.rank_devices) SC_CHECK(d >= 0 && d < topology.devices(), "each rank on a device of the topology");
+  }
   SC_CHECK(plans.empty() == (schedule.data_parallel <= 1), "a plan per stage with replicas");
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/stop.h"
@@ -15,9 +16,19 @@ using schedules::OpKind;
 using schedules::RankRecord;
 
 MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
-                         schedules::RunRecord* record, const std::atomic<bool>* stop)
+                         schedules::RunRecord* record, const std::atomic<bool>* stop,
+                         const std::vector<int>& rank_devices)
     : shape_(schedule.shape), costs_(costs), record_samples_(record_samples), record_(record) {
   StopCheck check(stop);
+  shared_of_.assign(static_cast<size_t>(schedule.ranks()), -1);
+  std::map<int, std::vector<int>> ranks_of;
+  for (size_t r = 0; r < rank_devices.size(); ++r) ranks_of[rank_devices[r]].push_back(static_cast<int>(r));
+  for (auto& [device, ranks] : ranks_of) {
+    if (ranks.size() < 2) continue;
+    for (int r : ranks) shared_of_[r] = static_cast<int>(shared_ranks_.size());
+    shared_ranks_.push_back(std::move(ranks));
+  }
+  shared_bytes_.assign(shared_ranks_.size(), 0);
   const int stages = schedule.stages();
   const int ranks = schedule.ranks();
   SC_CHECK(static_cast<int>(costs.stages.size()) == stages, "one cost entry per stage");
@@ -42,6 +53,9 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
     bytes_[rank] += Wide{c.weight_bytes} + c.grad_bytes + c.optimizer_bytes;
     record->ranks[rank].peak_weight_versions = 1;
   }
+  for (int r = 0; r < ranks; ++r) {
+    if (shared_of_[r] >= 0) shared_bytes_[shared_of_[r]] += bytes_[r];
+  }
   for (int r = 0; r < ranks; ++r) Add(0, r, 0);
 }
 
@@ -56,6 +70,14 @@ void MemoryModel::Add(int64_t now_ns, int rank, int64_t delta) {
   const int64_t now_bytes = Saturated(bytes_[rank]);
   RankRecord& rr = record_->ranks[rank];
   rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, now_bytes);
+  if (const int d = shared_of_[rank]; d >= 0) {
+    shared_bytes_[d] += delta;
+    const int64_t device_bytes = Saturated(shared_bytes_[d]);
+    for (int r : shared_ranks_[d]) {
+      int64_t& peak = record_->ranks[r].device_peak_memory_bytes;
+      peak = std::max(peak, device_bytes);
+    }
+  }
   if (!record_samples_) return;
   auto& samples = rr.memory;
   if (!samples.empty() && samples.back().time_ns == now_ns) {

@@ -184,7 +184,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
-                      "search_evaluations", "zb_refine_nodes"});
+                      "search_evaluations", "zb_refine_nodes", "ranks_per_device"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -207,6 +207,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("p2p_buffers")) p.p2p_buffers = static_cast<int>(v->Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));
   if (const auto v = m.Find("tensor_parallel")) p.tensor_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
+  if (const auto v = m.Find("ranks_per_device")) p.ranks_per_device = static_cast<int>(v->Int(1, kMaxRanks));
   if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();
   if (const auto v = m.Find("tensor_parallel_overlap")) p.tensor_parallel_overlap = v->Bool();
   if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
@@ -492,7 +493,7 @@ int PipelineSpec::DeviceOf(int rank, int replica, int tensor) const {
   for (const Axis axis : placement) {
     const auto [index, size] = axis == Axis::kTensor ? std::pair{tensor, tensor_parallel}
                                : axis == Axis::kData ? std::pair{replica, data_parallel}
-                                                     : std::pair{rank, ranks};
+                                                     : std::pair{rank / ranks_per_device, pipeline_devices()};
     device += index * stride;
     stride *= size;
   }
@@ -501,7 +502,7 @@ int PipelineSpec::DeviceOf(int rank, int replica, int tensor) const {
 
 std::vector<int> PipelineSpec::RankDevices() const {
   std::vector<int> devices;
-  if (world() == ranks) return devices;
+  if (world() == ranks && ranks_per_device == 1) return devices;
   for (int r = 0; r < ranks; ++r) devices.push_back(DeviceOf(r));
   return devices;
 }

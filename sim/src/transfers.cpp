@@ -106,7 +106,7 @@ void Transfers::Start(size_t slot) {
   }
   const int64_t at = loop_->now_ns() + topology_.RouteLatencyNs(DeviceOf(t.src_rank), DeviceOf(t.dst_rank)) + p2p_latency_ns_;
   const auto arg = static_cast<int32_t>(slot);
-  if (t.bytes <= 0) {
+  if (t.bytes <= 0 || t.route->empty()) {  // nothing to move, or ranks sharing a device: no link to cross
     t.arrival = loop_->ScheduleAt(at, this, kArrival, arg);
   } else {
     loop_->ScheduleAt(at, this, kDataStart, arg);

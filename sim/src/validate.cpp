@@ -216,13 +216,22 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
 void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   const bool hybrid = p.data_parallel > 1 || p.tensor_parallel > 1;
-  if (devices_counted && !hybrid && p.ranks > s.topology.devices()) {
-    out->Add("pipeline.ranks",
-             fmt::format("topology has {} devices but pipeline.ranks is {}", s.topology.devices(), p.ranks));
-  } else if (devices_counted && p.world() > s.topology.devices()) {
+  const std::string shared = p.ranks_per_device > 1 ? fmt::format(" ({} ranks per device)", p.ranks_per_device) : "";
+  if (p.ranks_per_device > p.ranks) {
+    out->Add("pipeline.ranks_per_device", fmt::format("{} ranks per device but pipeline.ranks is {}",
+                                                      p.ranks_per_device, p.ranks));
+  } else if (devices_counted && !hybrid && p.devices() > s.topology.devices()) {
+    out->Add("pipeline.ranks", fmt::format("topology has {} devices but pipeline.ranks is {}{}", s.topology.devices(),
+                                           p.ranks, shared));
+  } else if (devices_counted && p.devices() > s.topology.devices()) {
     out->Add("pipeline", fmt::format("the job needs pipeline.ranks x data_parallel x tensor_parallel = {} x {} x {} "
-                                     "= {} devices but the topology has {}",
-                                     p.ranks, p.data_parallel, p.tensor_parallel, p.world(), s.topology.devices()));
+                                     "= {} {}{} but the topology has {}",
+                                     p.ranks, p.data_parallel, p.tensor_parallel, p.world(),
+                                     p.ranks_per_device > 1 ? "ranks" : "devices",
+                                     p.ranks_per_device > 1 ? fmt::format(", {} devices at {} ranks per device",
+                                                                          p.devices(), p.ranks_per_device)
+                                                            : "",
+                                     s.topology.devices()));
   }
   std::vector<Axis> axes = p.placement;
   std::sort(axes.begin(), axes.end());

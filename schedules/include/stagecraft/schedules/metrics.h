@@ -32,6 +32,9 @@ struct RankMetrics {
   // A STEP blocked on its REDUCE_GRAD (0 with one replica). Last, so that brace lists of the
   // older fields still mean what they did.
   double collective_ms = 0;
+  // With ranks sharing its device (pipeline.ranks_per_device > 1): the peak of their memory
+  // together, what `oom` is judged on; -1 (and absent from the JSON) when the device is its own.
+  int64_t device_peak_memory_bytes = -1;
   friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
 };
 

@@ -30,13 +30,16 @@ struct RankRecord {
   std::vector<OpTiming> ops;          // by op index in the rank's IR list
   std::vector<MemorySample> memory;   // one sample per change
   int64_t peak_memory_bytes = 0;
+  // With ranks sharing its device (pipeline.ranks_per_device > 1): the peak of their sum, which
+  // the device must hold; -1 when the rank has its device to itself.
+  int64_t device_peak_memory_bytes = -1;
   int peak_weight_versions = 0;       // max over local stages
   // Derived from the timings by FinishRunRecord.
   int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP; not REDUCE_GRAD)
   int64_t first_f_start_ns = -1;
   int64_t last_compute_end_ns = 0;
   int peak_inflight = 0;              // stage-microbatches between their F and their B or I
-  bool oom = false;                   // peak over the device's memory
+  bool oom = false;                   // peak (or its device's, when shared) over the device's memory
   // Measured only.
   std::vector<double> losses;         // mean per step; on the rank of the last stage
 };

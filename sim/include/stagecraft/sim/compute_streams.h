@@ -6,6 +6,13 @@
 // under a wait: the executor's bubble split measures overhead as the gap after an op's input
 // arrived, DESIGN.md §9), and an op whose input came from another rank starts only after the
 // receiver's share of that transfer (StreamHooks::InputCopyNs), which ends its RECV.
+//
+// Ranks that share a device (pipeline.ranks_per_device > 1: `rank_devices` names one device for
+// several ranks) time-slice it: the compute ops running on one device at a time split it evenly
+// (processor sharing, as an operating system's scheduler splits a core between processes and
+// a GPU's between two processes' kernels), so each progresses at 1 / n of its own speed while n
+// run, and its end moves whenever one starts or ends beside it. The runtime's overhead is host
+// work and is not shared.
 #pragma once
 
 #include <cstddef>
@@ -49,8 +56,9 @@ class ComputeStreams final : public EventHandler {
  public:
   // Keeps references to all of its arguments, which must outlive it. `record` has one timing
   // per op of every rank.
+  // `rank_devices[r]` is the device of rank r (SimConfig::rank_devices; empty: a device each).
   ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop, StreamHooks* hooks,
-                 schedules::RunRecord* record);
+                 schedules::RunRecord* record, const std::vector<int>& rank_devices = {});
 
   // Runs every rank from its first op, at the loop's current time.
   void Start();
@@ -70,8 +78,35 @@ class ComputeStreams final : public EventHandler {
     int64_t owed_ns = 0;  // the runtime's work since (that op's and the posts'), paid before the next
   };
 
+  // An op running on a shared device: its own time still to do, at full speed.
+  struct Running {
+    int rank = 0;
+    int index = 0;
+    double left_ns = 0;
+    EventId end;
+  };
+  // A device several ranks share: the ops running on it, progressed up to since_ns.
+  struct SharedDevice {
+    std::vector<Running> running;
+    int64_t since_ns = 0;
+  };
+  // Starts an op of `rank` (at the loop's time) on its shared device.
+  class Joiner final : public EventHandler {
+   public:
+    explicit Joiner(ComputeStreams* streams) : streams_(streams) {}
+    void OnEvent(const Event& event) override { streams_->Join(event.a, event.b); }
+
+   private:
+    ComputeStreams* streams_;
+  };
+
   void Advance(int rank);
   void FinishOp(int rank, int index, const schedules::Op& op);
+  void Join(int rank, int index);
+  // Charges the time since the device's last change to its running ops, then moves their ends
+  // to where the current sharing puts them.
+  void Progress(SharedDevice& device);
+  void Reschedule(SharedDevice& device);
 
   const schedules::Schedule& schedule_;
   const CostTable& costs_;
@@ -81,6 +116,10 @@ class ComputeStreams final : public EventHandler {
   std::vector<Stream> streams_;  // per rank
   std::vector<std::vector<bool>> steps_in_place_;  // [rank][op index]
   std::vector<std::vector<double>> stash_depths_;  // [rank][op index]; empty without costs_.rank_stash
+  std::vector<int> shared_of_;            // [rank]: index in shared_, -1 when the rank has its device alone
+  std::vector<SharedDevice> shared_;
+  std::vector<int64_t> own_ns_;           // [rank]: the running op's own duration (a shared device's)
+  Joiner joiner_{this};
 };
 
 }  // namespace stagecraft::sim

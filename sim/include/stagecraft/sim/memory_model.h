@@ -27,8 +27,11 @@ class MemoryModel {
   // optimizer state at time 0. `record` has one RankRecord per rank. Keeps references to
   // `costs` and `record`, which must outlive it. `stop` as SimConfig's: the count of a
   // schedule's readers throws StopRequested when it is set (base/stop.h).
+  // `rank_devices` as SimConfig's: ranks that name one device have their sum followed too
+  // (RankRecord::device_peak_memory_bytes).
   MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
-              schedules::RunRecord* record, const std::atomic<bool>* stop = nullptr);
+              schedules::RunRecord* record, const std::atomic<bool>* stop = nullptr,
+              const std::vector<int>& rank_devices = {});
 
   // A compute op or STEP of `rank` starts / finishes: F holds its activations; B frees them, I
   // keeps only the W stash, W frees that; then the op's read of its weight version is done. A
@@ -57,6 +60,9 @@ class MemoryModel {
   bool record_samples_;
   schedules::RunRecord* record_;
   std::vector<Wide> bytes_;                       // per rank, now
+  std::vector<int> shared_of_;                    // per rank: index in shared_bytes_, -1 alone on its device
+  std::vector<Wide> shared_bytes_;                // per shared device, now
+  std::vector<std::vector<int>> shared_ranks_;    // per shared device, its ranks
   std::vector<std::vector<int>> readers_left_;    // per stage, per version
   std::vector<int> live_versions_, newest_;       // per stage
 };

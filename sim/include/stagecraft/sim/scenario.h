@@ -179,8 +179,15 @@ struct PipelineSpec {
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
-  // ranks x data_parallel x tensor_parallel.
+  // ranks x data_parallel x tensor_parallel: the job's processes.
   int64_t world() const { return int64_t{ranks} * data_parallel * tensor_parallel; }
+  // Pipeline ranks that time-slice one device (pipeline.ranks_per_device): ranks k*j .. k*j+k-1
+  // of a replica run on the device of pipeline position j.
+  int ranks_per_device = 1;
+  // The pipeline's devices per replica and tensor rank: ranks / ranks_per_device, rounded up.
+  int pipeline_devices() const { return (ranks + ranks_per_device - 1) / ranks_per_device; }
+  // The devices the job occupies: pipeline_devices() x data_parallel x tensor_parallel.
+  int64_t devices() const { return int64_t{pipeline_devices()} * data_parallel * tensor_parallel; }
   // The topology's device that runs pipeline rank `rank` of replica `replica`, tensor rank
   // `tensor` (each from 0), under `placement`.
   int DeviceOf(int rank, int replica = 0, int tensor = 0) const;
