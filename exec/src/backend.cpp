@@ -75,7 +75,7 @@ ProcessRuntime MakeCudaRuntime(const sim::Scenario& sc, const StartupOptions& o,
   const int local_rank = MpiLocalRank();  // collective: before any step
   std::string bus_id;
   AgreedStep(control, o, StartupStep::kDevice, [&] {
-    const int gpu = GpuForLocalRank(local_rank, CudaDeviceCount());
+    const int gpu = GpuForLocalRank(local_rank, CudaDeviceCount(), sc.pipeline.ranks_per_device);
     rt.device = MakeCudaDevice(gpu, precision);
     bus_id = CudaPciBusId(gpu);
   });

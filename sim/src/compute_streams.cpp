@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/split_mix.h"
 #include "stagecraft/schedules/weights.h"
+#include "stagecraft/sim/shared_devices.h"
 
 namespace stagecraft::sim {
 
@@ -58,15 +58,9 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
     SC_CHECK(record->ranks[r].ops.size() == schedule.ops[r].size(), "one op timing per op");
   }
   SC_CHECK(rank_devices.empty() || static_cast<int>(rank_devices.size()) == schedule.ranks(), "a device per rank");
-  // The devices named by more than one rank, each with its index in shared_.
-  shared_of_.assign(static_cast<size_t>(schedule.ranks()), -1);
-  std::map<int, std::vector<int>> ranks_of;
-  for (size_t r = 0; r < rank_devices.size(); ++r) ranks_of[rank_devices[r]].push_back(static_cast<int>(r));
-  for (const auto& [device, ranks] : ranks_of) {
-    if (ranks.size() < 2) continue;
-    for (int r : ranks) shared_of_[r] = static_cast<int>(shared_.size());
-    shared_.emplace_back();
-  }
+  SharedDevices devices = FindSharedDevices(rank_devices, schedule.ranks());
+  shared_of_ = std::move(devices.of_rank);
+  shared_.resize(devices.ranks.size());
   if (!shared_.empty()) own_ns_.assign(static_cast<size_t>(schedule.ranks()), 0);
 }
 

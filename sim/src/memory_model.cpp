@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/weights.h"
+#include "stagecraft/sim/shared_devices.h"
 
 namespace stagecraft::sim {
 
@@ -20,14 +20,9 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
                          const std::vector<int>& rank_devices)
     : shape_(schedule.shape), costs_(costs), record_samples_(record_samples), record_(record) {
   StopCheck check(stop);
-  shared_of_.assign(static_cast<size_t>(schedule.ranks()), -1);
-  std::map<int, std::vector<int>> ranks_of;
-  for (size_t r = 0; r < rank_devices.size(); ++r) ranks_of[rank_devices[r]].push_back(static_cast<int>(r));
-  for (auto& [device, ranks] : ranks_of) {
-    if (ranks.size() < 2) continue;
-    for (int r : ranks) shared_of_[r] = static_cast<int>(shared_ranks_.size());
-    shared_ranks_.push_back(std::move(ranks));
-  }
+  SharedDevices devices = FindSharedDevices(rank_devices, schedule.ranks());
+  shared_of_ = std::move(devices.of_rank);
+  shared_ranks_ = std::move(devices.ranks);
   shared_bytes_.assign(shared_ranks_.size(), 0);
   const int stages = schedule.stages();
   const int ranks = schedule.ranks();

@@ -71,6 +71,12 @@ TEST(CudaPlanTest, DtypesAndGpus) {
   EXPECT_EQ(GpuForLocalRank(3, 2), 1);
   EXPECT_EQ(GpuForLocalRank(3, 8), 3);
   EXPECT_EQ(GpuForLocalRank(1, 0), -1);
+  // Two ranks per GPU: neighbours together, as pipeline.ranks_per_device places them.
+  EXPECT_EQ(GpuForLocalRank(0, 2, 2), 0);
+  EXPECT_EQ(GpuForLocalRank(1, 2, 2), 0);
+  EXPECT_EQ(GpuForLocalRank(2, 2, 2), 1);
+  EXPECT_EQ(GpuForLocalRank(3, 2, 2), 1);
+  EXPECT_EQ(GpuForLocalRank(1, 1, 2), 0);
 }
 
 // The channels are every ordered pair of neighbours, each once, in one order every rank agrees on.

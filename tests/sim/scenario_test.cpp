@@ -301,6 +301,14 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
   EXPECT_EQ(error("pipeline.microbatches=abc"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got 'abc'");
   EXPECT_EQ(error("pipeline.microbatches=-3"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got '-3'");
   EXPECT_EQ(error("pipeline.ranks=16"), "--set pipeline.ranks: topology has 4 devices but pipeline.ranks is 16");
+  // Ranks sharing a device need fewer devices: 8 ranks at 2 per device fit the 4, 16 do not.
+  EXPECT_EQ(LoadScenario(path, {"pipeline.ranks=8", "pipeline.ranks_per_device=2"}).pipeline.devices(), 4);
+  EXPECT_EQ(error("pipeline={schedule: 1f1b, ranks: 16, microbatches: 8, ranks_per_device: 2}"),
+            "--set pipeline: pipeline.ranks: topology has 4 devices but pipeline.ranks is 16 (2 ranks per device)");
+  EXPECT_EQ(error("pipeline.ranks_per_device=5"),
+            "--set pipeline.ranks_per_device: 5 ranks per device but pipeline.ranks is 4");
+  EXPECT_EQ(error("pipeline.ranks_per_device=0"),
+            "--set pipeline.ranks_per_device: expected an integer in [1, 65536], got '0'");
   EXPECT_EQ(error("pipeline={ranks: 2}"), "--set pipeline: missing required key 'schedule'");
   EXPECT_EQ(error("pipeline={schedule: gpipe, ranks: 2, microbatches: x}"),
             "--set pipeline: pipeline.microbatches: expected an integer in [1, 16777216], got 'x'");

@@ -54,7 +54,11 @@ inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, i
 // The GPU of a process: its rank among the node's processes modulo the node's GPUs, so each
 // process has a GPU of its own when there are enough, and processes share them round robin
 // otherwise (then the MPI transport carries their transfers, see cuda_device.h).
-inline int GpuForLocalRank(int local_rank, int gpus) { return gpus > 0 ? local_rank % gpus : -1; }
+// With `ranks_per_device` k, local ranks k*j .. k*j+k-1 share GPU j (modulo the GPUs), as the
+// simulator places neighbouring pipeline ranks (pipeline.ranks_per_device).
+inline int GpuForLocalRank(int local_rank, int gpus, int ranks_per_device = 1) {
+  return gpus > 0 ? (local_rank / std::max(ranks_per_device, 1)) % gpus : -1;
+}
 
 // NCCL moves the tensors when every process of the node has a GPU of its own (a GPU cannot
 // appear twice in one NCCL communicator), judged by what the processes really hold, their GPUs'
