@@ -199,7 +199,17 @@ int Run(const ProfileFlags& f) {
   // every replica): that share is what passes through its caches, so layers are timed in groups
   // of that size.
   const int share = (exec::NetworkLayers(config) + sc.pipeline.ranks - 1) / sc.pipeline.ranks;
-  sim::Profile profile = harness::ProfileLayers(config, *device, f.repeats, f.warmup, share);
+  // Ranks that share a device (pipeline.ranks_per_device k) time their layers in k turns, the
+  // ranks k*j + t in turn t, so that each layer's cost is the device's own: the simulator shares
+  // the device between them itself (docs/scenario.md, "Ranks that share a device").
+  const int turns = std::max(1, std::min(sc.pipeline.ranks_per_device, transport->size()));
+  sim::Profile profile;
+  for (int turn = 0; turn < turns; ++turn) {
+    if (transport->rank() % turns == turn) {
+      profile = harness::ProfileLayers(config, *device, f.repeats, f.warmup, share);
+    }
+    if (turns > 1) transport->Barrier();
+  }
   const std::vector<std::string> gathered = transport->Gather(harness::LayersToBytes(profile.layers), 0);
   if (rank == 0) {
     std::vector<std::vector<sim::LayerProfile>> per_rank;

@@ -104,4 +104,14 @@ check "one rank: no calibration keys" '! grep -qE "^(op_overhead|p2p|allreduce|r
   --json "$tmp/one.json" >/dev/null 2>&1
 check "layers only: no overhead predicted" \
   'python3 -c "import json,sys; sys.exit(any(r[\"overhead_ms\"] != 0 for r in json.load(open(\"$tmp/one.json\"))[\"schedules\"][0][\"per_rank\"]))"'
+
+# Ranks that share a device (4 ranks, 2 per device, on 2 devices): the layers are timed in two
+# turns (each device's ranks one after the other), every rank meets the turns' barriers, and
+# the calibration still covers all four ranks.
+"$root/scripts/mpirun.sh" 4 "$sc" profile "$scenario" "${small[@]}" --set pipeline.ranks=4 \
+  --set pipeline.ranks_per_device=2 --set topology.devices_per_node=2 --out "$tmp/shared.yaml" --repeats 3 \
+  --calibration-steps 3 >"$tmp/shared" 2>&1
+check "shared devices: exit 0" '[[ $? -eq 0 ]]'
+check "shared devices: the scales of all four ranks" '[[ $(grep -cE "^[0-3] +per (step|microbatch) " "$tmp/shared") -eq 8 ]]'
+check "shared devices: every layer timed" '[[ $(grep -cE "^  - \{forward: [0-9]+ns" "$tmp/shared.yaml") -eq 8 ]]'
 exit $fail
