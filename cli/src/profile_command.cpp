@@ -154,7 +154,15 @@ void PrintCalibration(std::FILE* report, const sim::Profile& profile, const harn
     std::string kinds;
     for (const auto& [key, field] : sim::kStashFields) {
       const sim::StashSlope& k = (*s).*field;
-      if (k.at > 0 || k.slope > 0) kinds += fmt::format("  {} {:+.1f}% ({:.2f})", key, 100 * k.slope, k.at);
+      if (k.at <= 0 && k.measured_slope <= 0) continue;
+      if (k.slope > 0) {
+        kinds += fmt::format("  {} {:+.1f}% ({:.2f}; noise {:.1f}%)", key, 100 * k.slope, k.at, 100 * k.noise);
+      } else if (k.measured_slope > 0) {
+        kinds += fmt::format("  {} +0.0% ({:.2f}; {:+.1f}% measured, within the noise {:.1f}%: not applied)", key,
+                             k.at, 100 * k.measured_slope, 100 * k.noise);
+      } else {
+        kinds += fmt::format("  {} +0.0% ({:.2f})", key, k.at);
+      }
     }
     std::fprintf(report, "rank %zu: up to %.2f:%s\n", r, s->deep, kinds.c_str());
   }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 #include <cmath>
+#include <limits>
 
 #include "stagecraft/base/stats.h"
 #include "stagecraft/base/check.h"
@@ -231,6 +232,12 @@ void AddStashSums(const schedules::Schedule& s, const schedules::RunRecord& reco
     sum.isolated[k] += static_cast<double>(cost);
     sum.depth_isolated[k] += depths[r][i] * static_cast<double>(cost);
     sum.deepest = std::max(sum.deepest, depths[r][i]);
+    if (cost > 0) {
+      const double ratio = static_cast<double>(measured) / static_cast<double>(cost);
+      ++sum.ops[k];
+      sum.ratio_sum[k] += ratio;
+      sum.ratio_squares[k] += ratio * ratio;
+    }
   });
 }
 
@@ -245,8 +252,21 @@ std::optional<sim::StashScale> StashOf(const StashSums& shallow, const StashSums
     const double deep_at = deep.depth_isolated[k] / deep.isolated[k];
     out.at = std::min(at, sim::kMaxStashDepth);
     if (deep_at - at < 0.5) continue;
-    const double ratio = (deep.measured[k] / deep.isolated[k]) / (shallow.measured[k] / shallow.isolated[k]);
-    out.slope = std::clamp((ratio - 1) / (deep_at - at), 0.0, sim::kMaxStashSlope);
+    const double shallow_ratio = shallow.measured[k] / shallow.isolated[k];
+    const double ratio = (deep.measured[k] / deep.isolated[k]) / shallow_ratio;
+    out.measured_slope = std::clamp((ratio - 1) / (deep_at - at), 0.0, sim::kMaxStashSlope);
+    // Two standard errors of the difference of the runs' mean ratios, as a slope.
+    const auto variance_of_mean = [&](const StashSums& s) {
+      const double n = static_cast<double>(s.ops[k]);
+      const double mean = s.ratio_sum[k] / n;
+      return std::max(0.0, (s.ratio_squares[k] - n * mean * mean) / (n - 1)) / n;
+    };
+    if (shallow.ops[k] < 2 || deep.ops[k] < 2) {
+      out.noise = std::numeric_limits<double>::infinity();
+    } else {
+      out.noise = 2 * std::sqrt(variance_of_mean(shallow) + variance_of_mean(deep)) / shallow_ratio / (deep_at - at);
+    }
+    out.slope = out.measured_slope > out.noise ? out.measured_slope : 0;
   }
   return scale;
 }

@@ -557,6 +557,13 @@ TEST(AddStashSums, GpipeDepthsWeightedByIsolatedTime) {
   EXPECT_DOUBLE_EQ(sums[1].depth_isolated[1], 2400);
 }
 
+// `n` ops of kind `k` whose measured / isolated have mean `mean` and variance `variance`.
+void SetRatios(StashSums* sums, size_t k, int64_t n, double mean, double variance) {
+  sums->ops[k] = n;
+  sums->ratio_sum[k] = static_cast<double>(n) * mean;
+  sums->ratio_squares[k] = static_cast<double>(n) * mean * mean + static_cast<double>(n - 1) * variance;
+}
+
 // Shallow F: 1.1x at mean depth 1; deep F: 1.32x at mean depth 3.5, deepest 7 -> slope (1.32 /
 // 1.1 - 1) / 2.5 = 0.08 at 1. B: depths 2 and 2.2 (under half a microbatch apart) -> slope 0 at
 // 2. W faster when deep -> slope 0. I: no shallow ops -> 0 at 0. No deep run -> none.
@@ -570,17 +577,44 @@ TEST(StashOf, SlopeBetweenTheShallowAndDeepRunsMeans) {
   deep.measured[3] = 900, deep.isolated[3] = 1000, deep.depth_isolated[3] = 4000;
   deep.measured[2] = 1000, deep.isolated[2] = 1000, deep.depth_isolated[2] = 3000;
   deep.deepest = 7;
+  // F's per-op ratios: 10 ops a side around 1.1 and 1.32, standard deviation 0.01: two standard
+  // errors of the slope are 2 x sqrt(2 x 0.0001 / 10) / 1.1 / 2.5 = 0.00325, well under 0.08.
+  SetRatios(&shallow, 0, 10, 1.1, 0.0001);
+  SetRatios(&deep, 0, 10, 1.32, 0.0001);
   const std::optional<sim::StashScale> k = StashOf(shallow, deep);
   ASSERT_TRUE(k.has_value());
   EXPECT_DOUBLE_EQ(k->deep, 7);
   EXPECT_DOUBLE_EQ(k->forward.at, 1);
   EXPECT_NEAR(k->forward.slope, 0.08, 1e-12);
+  EXPECT_NEAR(k->forward.noise, 2 * std::sqrt(2 * 0.0001 / 10) / 1.1 / 2.5, 1e-12);
   EXPECT_DOUBLE_EQ(k->backward.at, 2);
   EXPECT_DOUBLE_EQ(k->backward.slope, 0);
   EXPECT_DOUBLE_EQ(k->backward_weight.slope, 0);
   EXPECT_DOUBLE_EQ(k->backward_input.at, 0);
   EXPECT_DOUBLE_EQ(k->backward_input.slope, 0);
   EXPECT_FALSE(StashOf(shallow, StashSums{}).has_value());
+}
+
+// The same means with a standard deviation of 0.3 per op: two standard errors of the slope are
+// 2 x sqrt(2 x 0.09 / 10) / 1.1 / 2.5 = 0.0976, above the 0.08 measured, so none is applied;
+// and with one op a side the spread is unknown and none is applied either.
+TEST(StashOf, ASlopeWithinTheRunsNoiseIsNotApplied) {
+  StashSums shallow, deep;
+  shallow.measured[0] = 1100, shallow.isolated[0] = 1000, shallow.depth_isolated[0] = 1000;
+  deep.measured[0] = 1320, deep.isolated[0] = 1000, deep.depth_isolated[0] = 3500;
+  deep.deepest = 7;
+  SetRatios(&shallow, 0, 10, 1.1, 0.09);
+  SetRatios(&deep, 0, 10, 1.32, 0.09);
+  std::optional<sim::StashScale> k = StashOf(shallow, deep);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_NEAR(k->forward.measured_slope, 0.08, 1e-12);
+  EXPECT_NEAR(k->forward.noise, 2 * std::sqrt(2 * 0.09 / 10) / 1.1 / 2.5, 1e-12);
+  EXPECT_EQ(k->forward.slope, 0);
+  SetRatios(&shallow, 0, 1, 1.1, 0);
+  SetRatios(&deep, 0, 1, 1.32, 0);
+  k = StashOf(shallow, deep);
+  EXPECT_NEAR(k->forward.measured_slope, 0.08, 1e-12);
+  EXPECT_EQ(k->forward.slope, 0);
 }
 
 // ---- OverheadPerOp ---------------------------------------------------------------------

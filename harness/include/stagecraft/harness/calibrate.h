@@ -113,6 +113,10 @@ struct StashSums {
   double isolated[kKinds] = {};
   double depth_isolated[kKinds] = {};  // sum of depth x isolated
   double deepest = 0;                  // the deepest stash an op ran at
+  // Each op's measured / isolated, for the spread: their count, sum and sum of squares.
+  int64_t ops[kKinds] = {};
+  double ratio_sum[kKinds] = {};
+  double ratio_squares[kKinds] = {};
 };
 void AddStashSums(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                   const sim::CostTable& isolated, int first_step, std::vector<StashSums>* sums);
@@ -121,7 +125,10 @@ void AddStashSums(const schedules::Schedule& schedule, const schedules::RunRecor
 // runs' mean depth, and the slope that takes the shallow runs' measured / isolated to the deep
 // run's over the difference of their mean depths (at least 0: a deeper stash is not taken to
 // speed an op up; 0 where either lacks the kind or the depths differ by under half a
-// microbatch); `deep` the deepest the deep run went. None without a deep run.
+// microbatch); `deep` the deepest the deep run went. None without a deep run. The slope is kept
+// only where it exceeds two standard errors of itself (StashSlope::noise: the two runs' per-op
+// ratio spreads over their op counts, over the depths' difference); below that, or with fewer
+// than two ops on a side, it is 0.
 std::optional<sim::StashScale> StashOf(const StashSums& shallow, const StashSums& deep);
 
 // measured / isolated per kind, within [0.001, 1000]; a kind with no ops keeps `fallback`'s.

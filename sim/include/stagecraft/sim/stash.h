@@ -19,6 +19,12 @@ namespace stagecraft::sim {
 struct StashSlope {
   double at = 0;     // the mean depth of this kind's ops in the shallow calibration runs
   double slope = 0;  // relative time per microbatch of depth beyond `at`
+  // The calibration's own, not in the profile file: the slope the runs measured and two
+  // standard errors of it (per microbatch, from the spread of each op's measured / isolated).
+  // `slope` is the measured one when it exceeds that noise, else 0: an effect the runs cannot
+  // tell from their noise is not applied.
+  double measured_slope = 0;
+  double noise = 0;
   friend bool operator==(const StashSlope&, const StashSlope&) = default;
 };
 
