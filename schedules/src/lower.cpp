@@ -26,7 +26,7 @@ namespace {
 class Lowerer {
  public:
   Lowerer(const Schedule& s, const std::atomic<bool>* stop)
-      : s_(s), units_(s), produced_(EdgeKeyCount(units_)), stop_flag_(stop), stop_(stop) {}
+      : s_(s), units_(s), produced_(EdgeKeyCount(units_)), stop_(stop) {}
 
   // The lock-step walk visits the ranks in order, round after round, and places at most one
   // compute op (or overlapped pair) per rank per visit. A visit places nothing unless the rank
@@ -36,11 +36,11 @@ class Lowerer {
   // ranks) (a backward crossing 65,536 ranks takes 65,536 rounds).
   Schedule Run() {
     Schedule out = StripComms(s_);
-    ThrowIfStopped(stop_flag_);
+    stop_.Now();
     const int ranks = s_.ranks();
     pending_.assign(ranks, {});
     for (int r = 0; r < ranks; ++r) {
-      ThrowIfStopped(stop_flag_);
+      stop_.Now();
       pending_[r].assign(out.ops[r].begin(), out.ops[r].end());
     }
     for (auto& rank_ops : out.ops) rank_ops.clear();
@@ -150,7 +150,6 @@ class Lowerer {
   size_t left_ = 0;                      // ops in pending_
   RankQueue now_, next_;                 // ranks to visit in this round and the next
   int visiting_ = -1;
-  const std::atomic<bool>* stop_flag_;
   StopCheck stop_;
 };
 

@@ -42,7 +42,7 @@ using detail::Pos;
 
 class Validator {
  public:
-  Validator(const Schedule& s, const std::atomic<bool>* stop) : s_(s), idx_(s), stop_(stop), check_(stop) {}
+  Validator(const Schedule& s, const std::atomic<bool>* stop) : s_(s), idx_(s), check_(stop) {}
 
   std::vector<Diagnostic> Run() {
     if (!CheckShape()) return std::move(diags_);
@@ -55,12 +55,12 @@ class Validator {
         }
       }
     }
-    ThrowIfStopped(stop_);
+    check_.Now();
     CheckSteps();
     CheckPairs();
-    ThrowIfStopped(stop_);
+    check_.Now();
     CheckComms();
-    detail::FindDeadlocks(s_, units_, &diags_, stop_);
+    detail::FindDeadlocks(s_, units_, &diags_, check_.flag());
     return std::move(diags_);
   }
 
@@ -310,7 +310,7 @@ class Validator {
     }
   }
 
-  void CheckComms() { detail::CheckComms(s_, units_, &diags_, stop_); }
+  void CheckComms() { detail::CheckComms(s_, units_, &diags_, check_.flag()); }
 
   const Op& At(Pos p) const { return s_.ops[p.rank][p.index]; }
 
@@ -318,7 +318,6 @@ class Validator {
   UnitIndex idx_;
   detail::Units units_;
   std::vector<Diagnostic> diags_;
-  const std::atomic<bool>* stop_;
   StopCheck check_;
 };
 

@@ -61,7 +61,6 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
   SharedDevices devices = FindSharedDevices(rank_devices, schedule.ranks());
   shared_of_ = std::move(devices.of_rank);
   shared_.resize(devices.ranks.size());
-  if (!shared_.empty()) own_ns_.assign(static_cast<size_t>(schedule.ranks()), 0);
 }
 
 void ComputeStreams::Start() {
@@ -96,7 +95,8 @@ void ComputeStreams::OnEvent(const Event& event) {
 void ComputeStreams::Join(int rank, int index) {
   SharedDevice& device = shared_[static_cast<size_t>(shared_of_[rank])];
   Progress(device);
-  device.running.push_back({rank, index, static_cast<double>(own_ns_[rank]), EventId{}});
+  const schedules::OpTiming& planned = record_->ranks[rank].ops[index];  // {start, start + own duration}
+  device.running.push_back({rank, index, static_cast<double>(planned.end_ns - planned.start_ns), EventId{}});
   Reschedule(device);
 }
 
@@ -163,7 +163,6 @@ void ComputeStreams::Advance(int rank) {
       continue;
     }
     if (shared_of_[rank] >= 0) {
-      own_ns_[rank] = duration;
       loop_->ScheduleAt(start, &joiner_, rank, index);
     } else {
       loop_->ScheduleAt(start + duration, this, rank, index);

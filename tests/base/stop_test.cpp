@@ -26,6 +26,16 @@ TEST(StopTest, StopCheckLooksOnceEveryKEveryCalls) {
   EXPECT_THROW(check(), StopRequested);  // call 2 x kEvery
 }
 
+TEST(StopTest, NowLooksWhateverTheCount) {
+  std::atomic<bool> stop{false};
+  StopCheck check(&stop);
+  EXPECT_EQ(check.flag(), &stop);
+  EXPECT_NO_THROW(check.Now());
+  stop = true;
+  EXPECT_THROW(check.Now(), StopRequested);  // no call counted yet
+  EXPECT_NO_THROW(StopCheck(nullptr).Now());
+}
+
 TEST(StopTest, StopCheckWithoutAFlagNeverThrows) {
   StopCheck none(nullptr);
   for (uint32_t call = 0; call < 3 * StopCheck::kEvery; ++call) ASSERT_NO_THROW(none());

@@ -29,6 +29,10 @@ class StopCheck {
   void operator()() {
     if (stop_ != nullptr && ++calls_ % kEvery == 0) ThrowIfStopped(stop_);
   }
+  // A look now, whatever the count: between the phases of a loop's owner.
+  void Now() const { ThrowIfStopped(stop_); }
+  // The flag itself, for a callee that keeps its own count.
+  const std::atomic<bool>* flag() const { return stop_; }
 
  private:
   const std::atomic<bool>* stop_;

@@ -118,7 +118,6 @@ class ComputeStreams final : public EventHandler {
   std::vector<std::vector<double>> stash_depths_;  // [rank][op index]; empty without costs_.rank_stash
   std::vector<int> shared_of_;            // [rank]: index in shared_, -1 when the rank has its device alone
   std::vector<SharedDevice> shared_;
-  std::vector<int64_t> own_ns_;           // [rank]: the running op's own duration (a shared device's)
   Joiner joiner_{this};
 };
 
