@@ -289,6 +289,7 @@ class CudaDevice final : public Device {
   int Stamp() override { return stamps_->Stamp(); }
   int64_t StampNs(int id) override { return stamps_->StampNs(id); }
   void ClearStamps() override { stamps_->Clear(); }
+  int64_t EventNs(cudaEvent_t event) { return stamps_->EventNs(event); }
 
  private:
   static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
@@ -420,6 +421,12 @@ void* CudaComputeStream(Device& device) {
   auto* cuda = dynamic_cast<CudaDevice*>(&device);
   if (cuda == nullptr) throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device");
   return cuda->stream();
+}
+
+int64_t CudaEventNs(Device& device, void* event) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (cuda == nullptr) throw std::invalid_argument("CudaEventNs: " + device.Name() + " is not a cuda device");
+  return cuda->EventNs(static_cast<cudaEvent_t>(event));
 }
 
 }  // namespace stagecraft::exec

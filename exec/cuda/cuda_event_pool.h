@@ -1,6 +1,7 @@
-// Reusable CUDA events for ordering streams (no timing): the NCCL transport and the NCCL replica
-// group take one per wait or completion and give it back once it may be recorded again. Every
-// event made is destroyed with the pool, best effort (a destructor must not throw).
+// Reusable CUDA events: for ordering streams (no timing, the default), or for completions that
+// are also timed (cudaEventDefault: CudaEventNs reads them). The NCCL transport and the NCCL
+// replica group take one per wait or completion and give it back once it may be recorded again.
+// Every event made is destroyed with the pool, best effort (a destructor must not throw).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +14,8 @@ namespace stagecraft::exec {
 
 class CudaEventPool {
  public:
-  CudaEventPool() = default;
+  // `flags` for cudaEventCreateWithFlags: cudaEventDisableTiming for ordering only.
+  explicit CudaEventPool(unsigned flags = cudaEventDisableTiming) : flags_(flags) {}
   ~CudaEventPool() {
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
   }
@@ -28,7 +30,7 @@ class CudaEventPool {
       return e;
     }
     cudaEvent_t e = nullptr;
-    SC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    SC_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags_));
     events_.push_back(e);
     return e;
   }
@@ -36,6 +38,7 @@ class CudaEventPool {
   void Give(cudaEvent_t e) { free_.push_back(e); }
 
  private:
+  unsigned flags_;
   std::vector<cudaEvent_t> events_;  // every event made
   std::vector<cudaEvent_t> free_;
 };

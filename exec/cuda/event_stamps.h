@@ -1,6 +1,7 @@
 // EventStamps: the cuda device's op times (Device::Stamp, StampNs and ClearStamps; private to
 // cuda_device.cpp): CUDA events recorded on the compute stream with no host wait, read back on
-// the host's steady clock through an origin event matched to it.
+// the host's steady clock through an origin event matched to it; and the times of events other
+// streams of the device recorded (CudaEventNs: transfers and collectives), through the same origin.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,6 +51,16 @@ class EventStamps {
     SC_CUDA_CHECK(cudaEventSynchronize(events_[id]));
     float ms = 0.0f;
     SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
+    return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
+  }
+  // When `event`, made with timing and recorded on any stream of this device, completed, on the
+  // host clock through the same origin as the stamps; it must have completed (a transport reads
+  // it once cudaEventQuery says so). An event from before the origin was last re-based reads as
+  // a negative offset from it, which is still its time.
+  int64_t EventNs(cudaEvent_t event) {
+    if (origin_ns_ < 0) SetOrigin();
+    float ms = 0.0f;
+    SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, event));
     return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
   }
   void Clear() {

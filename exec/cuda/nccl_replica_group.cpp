@@ -28,7 +28,7 @@ constexpr int64_t kSleepNs = 20'000;
 class NcclReplicaGroup final : public ReplicaGroup {
  public:
   NcclReplicaGroup(std::unique_ptr<ReplicaGroup> mpi, Device& device, std::chrono::nanoseconds deadline)
-      : mpi_(std::move(mpi)), compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
+      : mpi_(std::move(mpi)), device_(device), compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()) {
     // Replica 0 makes the id; the others get its bytes over the replicas' host transport.
     ncclUniqueId id{};
@@ -63,6 +63,8 @@ class NcclReplicaGroup final : public ReplicaGroup {
   int size() const override { return mpi_->size(); }
   std::string Name() const override { return "nccl"; }
   Transport& host() override { return mpi_->host(); }
+  // The all-reduce's end on its own stream, read on the compute stamps' origin.
+  int64_t CompletedNs() const override { return completed_ns_; }
 
   Request PostSum(float* data, int64_t count) override {
     cudaEvent_t queued = events_.Take();
@@ -70,7 +72,7 @@ class NcclReplicaGroup final : public ReplicaGroup {
     SC_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued, 0));
     events_.Give(queued);  // may be re-recorded once the wait is queued
     SC_NCCL_CHECK(comm_, ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, comm_, stream_));
-    Pending p{events_.Take(), count};
+    Pending p{done_events_.Take(), count};
     SC_CUDA_CHECK(cudaEventRecord(p.done, stream_));
     return pending_.Add(p);
   }
@@ -83,7 +85,8 @@ class NcclReplicaGroup final : public ReplicaGroup {
       Fail(kernels::CudaErrorText(state, "cudaEventQuery(all-reduce done)", __FILE__, __LINE__));
     }
     SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, p.done, 0));  // the STEP reads the sum
-    events_.Give(p.done);
+    completed_ns_ = CudaEventNs(device_, p.done);
+    done_events_.Give(p.done);
     pending_.Release(request);
     return true;
   }
@@ -149,12 +152,17 @@ class NcclReplicaGroup final : public ReplicaGroup {
   }
 
   std::unique_ptr<ReplicaGroup> mpi_;  // the host side, and the bootstrap
+  Device& device_;
   cudaStream_t compute_;
   const int64_t deadline_ns_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  CudaEventPool events_;  // destroyed after the destructor's body has synchronized the stream
+  // Destroyed after the destructor's body has synchronized the stream: orderings, and the sums'
+  // completions (timed: CudaEventNs).
+  CudaEventPool events_;
+  CudaEventPool done_events_{cudaEventDefault};
   HandlePool<Pending> pending_;
+  int64_t completed_ns_ = -1;  // the last sum Test saw complete
   bool aborted_ = false;
 };
 

@@ -32,6 +32,7 @@ class NcclTransport final : public Transport {
  public:
   NcclTransport(std::unique_ptr<Transport> host, Device& device, std::chrono::nanoseconds deadline)
       : host_(std::move(host)),
+        device_(device),
         compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()),
         rank_(host_->rank()),
@@ -111,6 +112,7 @@ class NcclTransport final : public Transport {
     if (state != cudaSuccess) Fail(kernels::CudaErrorText(state, "cudaEventQuery(transfer done)", __FILE__, __LINE__));
     // Compute queued from now on reads what the receive wrote.
     if (t.recv) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+    completed_ns_ = CudaEventNs(device_, t.done);
     Release(request);
     return true;
   }
@@ -139,6 +141,8 @@ class NcclTransport final : public Transport {
   bool EveryRank(bool mine) override { return host_->EveryRank(mine); }
   std::vector<std::string> Gather(const std::string& mine, int root) override { return host_->Gather(mine, root); }
   void Broadcast(std::string* text, int root) override { host_->Broadcast(text, root); }
+  // The transfer's end on its own stream, read on the compute stamps' origin.
+  int64_t CompletedNs() const override { return completed_ns_; }
   [[noreturn]] void Abort(int exit_code) override {
     AbortCommunicators();
     host_->Abort(exit_code);
@@ -208,7 +212,7 @@ class NcclTransport final : public Transport {
   }
 
   Request Track(Channel& c, int peer, int64_t tag, bool recv) {
-    Transfer t{events_.Take(), peer, tag, recv};
+    Transfer t{done_events_.Take(), peer, tag, recv};
     SC_CUDA_CHECK(cudaEventRecord(t.done, c.stream));
     return transfers_.Add(t);
   }
@@ -219,7 +223,7 @@ class NcclTransport final : public Transport {
     return transfers_[request];
   }
   void Release(Request request) {
-    events_.Give(transfers_[request].done);
+    done_events_.Give(transfers_[request].done);
     transfers_.Release(request);
   }
 
@@ -246,14 +250,19 @@ class NcclTransport final : public Transport {
   }
 
   std::unique_ptr<Transport> host_;
+  Device& device_;
   cudaStream_t compute_;
   const int64_t deadline_ns_;
   const int rank_;
   const int size_;
   std::vector<Channel> channels_;
   std::vector<Peer> peers_;  // by rank
-  CudaEventPool events_;  // destroyed after the destructor's body has synchronized the streams
+  // Destroyed after the destructor's body has synchronized the streams: orderings, and the
+  // transfers' completions (timed: CudaEventNs).
+  CudaEventPool events_;
+  CudaEventPool done_events_{cudaEventDefault};
   HandlePool<Transfer> transfers_;
+  int64_t completed_ns_ = -1;  // the last transfer Test saw complete
   bool aborted_ = false;
 };
 

@@ -24,7 +24,7 @@ GradReducer::Key GradReducer::KeyOf(const schedules::Op& op) const {
 
 void GradReducer::Post(int op_index, const schedules::Op& op, float* grads, int64_t floats) {
   SC_CHECK(group_ != nullptr, "REDUCE_GRAD runs with a replica group");
-  (*times_)[op_index].start_ns = clock_.Now();
+  clock_.Mark(op_index);  // starts once the backwards that made the gradients have run
   const auto [it, inserted] = pending_.try_emplace(KeyOf(op), Pending{group_->PostSum(grads, floats), op_index});
   SC_CHECK(inserted, "one REDUCE_GRAD per stage and update");
 }
@@ -33,7 +33,7 @@ void GradReducer::Poll() {
   for (auto& [key, p] : pending_) {
     if (p.done || !group_->Test(p.request)) continue;
     p.done = true;
-    (*times_)[p.op].end_ns = clock_.Now();
+    (*times_)[p.op].end_ns = clock_.Completion(group_->CompletedNs());
   }
 }
 
@@ -48,7 +48,7 @@ void GradReducer::Finish(const schedules::Op& step) {
     NamingTimeout([&] { group_->Wait(p.request); },
                   [&] { return fmt::format("{} (step {})", schedules::ActionString(reduce, schedule_.microbatches),
                                            step.step); });
-    (*times_)[p.op].end_ns = clock_.Now();
+    (*times_)[p.op].end_ns = clock_.Completion(group_->CompletedNs());
   }
   pending_.erase(it);
 }

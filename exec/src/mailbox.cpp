@@ -30,7 +30,7 @@ void Mailbox::Post(int op, const schedules::Edge& edge) {
     SC_CHECK(it != waiting_.end(), "a SEND follows the op that produced its tensor");
     p.buffer = std::move(it->second);
     waiting_.erase(it);
-    (*times_)[op].start_ns = clock_.Now();
+    clock_.Mark(op);
     p.request = transport_.Isend(p.buffer.data(), p.buffer.size(), o.peer, key);
     sends_.push_back(std::move(p));
     return;

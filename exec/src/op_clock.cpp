@@ -23,7 +23,9 @@ void OpClock::Resolve(schedules::RankRecord* record) {
     const int64_t start = device_.StampNs(t.start) - start_ns_, end = device_.StampNs(t.end) - start_ns_;
     record->ops[t.op] = {start, end};
   }
+  for (const TimedOp& t : marked_) record->ops[t.op].start_ns = device_.StampNs(t.start) - start_ns_;
   timed_.clear();
+  marked_.clear();
   device_.ClearStamps();
 }
 

@@ -1,6 +1,8 @@
 // A Transport for tests that run without MPI: every send and receive is recorded, a transfer
 // completes only when the test says so (Complete) or when it is waited for, and collectives
 // answer as a world of `size` ranks that all agree. Receives land in host memory (cpu device).
+// A test may say when a transfer completed on the device (completed_ns), as a transport that
+// times its transfers there reports it.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,7 @@ class FakeTransport final : public exec::Transport {
     for (int64_t i = 0; i < p.count && p.recv_data != nullptr; ++i) p.recv_data[i] = value;
   }
 
+  int64_t CompletedNs() const override { return completed_ns; }
   void Barrier() override {}
   bool EveryRank(bool mine) override { return mine; }
   std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
@@ -62,6 +65,7 @@ class FakeTransport final : public exec::Transport {
   int tests = 0;
   int waits = 0;
   bool wait_times_out = false;
+  int64_t completed_ns = -1;  // CompletedNs: a device's time of the last completion, or none
 
  private:
   int rank_;

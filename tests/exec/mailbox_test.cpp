@@ -1,6 +1,7 @@
 // The runtime's mailbox (exec/src/mailbox.cpp) on the cpu device and a fake transport: local
 // tensors, posts with their edge's key and peer, completion by poll or wait, SEND/RECV times,
-// the posting rule (a SEND right behind its producer goes before the poll), a timeout's name.
+// the posting rule (a SEND right behind its producer goes before the poll), a timeout's name;
+// and on a device that queues its work (queued_device.h), transfers timed where they ran.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "fake_transport.h"
+#include "queued_device.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/mailbox.h"
 #include "stagecraft/schedules/edges.h"
@@ -34,11 +36,11 @@ schedules::Schedule TwoRanks() {
 
 // A mailbox of rank `rank` of a 2-rank 1F1B, with everything it needs.
 struct Fixture {
-  explicit Fixture(int rank, schedules::Schedule s = TwoRanks())
-      : schedule(std::move(s)),
+  explicit Fixture(int rank, schedules::Schedule s = TwoRanks(), std::unique_ptr<Device> d = MakeCpuDevice())
+      : device(std::move(d)),
+        schedule(std::move(s)),
         ops(schedule.ops[rank]),
         transport(rank, 2),
-        times(ops.size()),
         mailbox(schedule, rank, *device, transport, clock, kBoundary, &times) {
     clock.Start();
   }
@@ -61,12 +63,13 @@ struct Fixture {
     return b;
   }
 
-  std::unique_ptr<Device> device = MakeCpuDevice();
+  std::unique_ptr<Device> device;
   schedules::Schedule schedule;
   const std::vector<Op>& ops;
   testing::FakeTransport transport;
   OpClock clock{*device, std::vector<bool>(schedule.ops[transport.rank()].size(), false)};
-  std::vector<schedules::OpTiming> times;
+  schedules::RankRecord record = testing::EmptyRecord(ops.size());
+  std::vector<schedules::OpTiming>& times = record.ops;
   Mailbox mailbox;
 };
 
@@ -96,7 +99,7 @@ TEST(Mailbox, ASendGoesToItsPeerUnderItsEdgeKeyAndIsFreedOnceComplete) {
   EXPECT_EQ(sent.peer, 1);
   EXPECT_EQ(sent.count, kBoundary);
   EXPECT_EQ(sent.tag, static_cast<int64_t>(schedules::EdgeKey(schedules::UnitIndex(f.schedule), edge)));
-  EXPECT_GE(f.times[i].start_ns, 0);
+  EXPECT_LT(f.times[i].start_ns, 0) << "a SEND's start is a device stamp, read when the clock resolves";
   EXPECT_LT(f.times[i].end_ns, 0);
 
   f.mailbox.Poll();  // not complete yet: the buffer stays
@@ -106,9 +109,66 @@ TEST(Mailbox, ASendGoesToItsPeerUnderItsEdgeKeyAndIsFreedOnceComplete) {
   f.transport.Complete(0);
   f.mailbox.Poll();
   EXPECT_EQ(f.mailbox.sends_in_flight(), 0u);
+  f.clock.Resolve(&f.record);
+  EXPECT_GE(f.times[i].start_ns, 0);
   EXPECT_GE(f.times[i].end_ns, f.times[i].start_ns);
   EXPECT_EQ(f.device->bytes_in_use(), held - kBoundary * static_cast<int64_t>(sizeof(float)));
   EXPECT_EQ(f.transport.waits, 0);
+}
+
+TEST(Mailbox, OnTheCpuASendStartsWhenTheHostPostsIt) {
+  // The cpu device runs each call to completion: its stamp at the post is the host's clock
+  // then, as before transfers were stamped on the device (the cpu backend's times unchanged).
+  Fixture f(0);
+  const int i = f.First(OpKind::kSendF);
+  f.mailbox.Put(f.EdgeOf(i), f.Filled(1.0f));
+  const int64_t before = f.clock.Now();
+  f.mailbox.Post(i, f.EdgeOf(i));
+  const int64_t after = f.clock.Now();
+  f.transport.Complete(0);
+  f.mailbox.Poll();
+  const int64_t seen = f.clock.Now();
+  f.clock.Resolve(&f.record);
+  EXPECT_GE(f.times[i].start_ns, before);
+  EXPECT_LE(f.times[i].start_ns, after);
+  EXPECT_GE(f.times[i].end_ns, after) << "no device time from the transport: the host saw it complete";
+  EXPECT_LE(f.times[i].end_ns, seen);
+}
+
+TEST(Mailbox, OnAQueuedDeviceASendStartsWhenItsTensorIsMadeAndEndsWhereItRan) {
+  auto owned = std::make_unique<testing::QueuedDevice>();
+  testing::QueuedDevice& gpu = *owned;
+  Fixture f(0, TwoRanks(), std::move(owned));  // the clock starts at host time 0
+  const int i = f.First(OpKind::kSendF);
+  f.mailbox.Put(f.EdgeOf(i), f.Filled(1.0f));
+  // The host posts at 100 µs; the device finishes the forward that makes the tensor at 700.
+  gpu.host_ns = 100'000;
+  gpu.queue_ns = 700'000;
+  f.mailbox.Post(i, f.EdgeOf(i));
+  // The transfer ends on the device at 900; the host's poll sees it at 1,300.
+  gpu.host_ns = 1'300'000;
+  f.transport.completed_ns = 900'000;
+  f.transport.Complete(0);
+  f.mailbox.Poll();
+  f.clock.Resolve(&f.record);
+  EXPECT_EQ(f.times[i].start_ns, 700'000) << "waiting for the producer is not the transfer";
+  EXPECT_EQ(f.times[i].end_ns, 900'000) << "polling late is not the transfer";
+}
+
+TEST(Mailbox, OnAQueuedDeviceAReceiveStartsAtItsPostAndEndsWhereItRan) {
+  auto owned = std::make_unique<testing::QueuedDevice>();
+  testing::QueuedDevice& gpu = *owned;
+  Fixture f(1, TwoRanks(), std::move(owned));
+  gpu.host_ns = 50'000;
+  gpu.queue_ns = 400'000;  // the device is still busy: a receive is posted on the host's clock
+  const int i = f.PostFirst(OpKind::kRecvF);
+  gpu.host_ns = 2'000'000;
+  f.transport.completed_ns = 650'000;
+  const Buffer got = f.mailbox.Take(f.EdgeOf(i));
+  f.clock.Resolve(&f.record);
+  EXPECT_EQ(f.transport.waits, 1);
+  EXPECT_EQ(f.times[i].start_ns, 50'000);
+  EXPECT_EQ(f.times[i].end_ns, 650'000);
 }
 
 TEST(Mailbox, FinishSendsWaitsForEverySendInFlight) {

@@ -5,15 +5,19 @@
 // processes run in runtime_mpi.cpp against the sequential reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fake_transport.h"
+#include "queued_device.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/gpt.h"
+#include "stagecraft/exec/grad_reducer.h"
 #include "stagecraft/exec/model.h"
+#include "stagecraft/exec/op_clock.h"
 #include "stagecraft/exec/poll.h"
 #include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/runtime.h"
@@ -139,8 +143,10 @@ class FakeReplicaGroup final : public ReplicaGroup {
     done.at(request) = true;
   }
   Transport& host() override { return host_; }
+  int64_t CompletedNs() const override { return completed_ns; }
 
   std::vector<bool> done;
+  int64_t completed_ns = -1;  // CompletedNs: a device's time of the last completion, or none
   bool complete_at_once = false;
   bool times_out = false;
   int waits = 0;
@@ -227,6 +233,37 @@ TEST(ReduceGrad, APolledCompletionIsNotWaitedFor) {
   RunRank(OneRankSchedule("gpipe", 2), SmallMlp(2), data, *device, transport, {}, &group);
   EXPECT_EQ(group.waits, 0);
   EXPECT_EQ(group.done.size(), static_cast<size_t>(kSteps));
+}
+
+// On a device that queues its work, a REDUCE_GRAD starts when the device has run the backwards
+// queued before its post, and ends when the group timed the sum's completion on the device, not
+// when the host got round to seeing it.
+TEST(ReduceGrad, OnAQueuedDeviceItIsTimedWhereItRan) {
+  const schedules::Schedule s = OneRankSchedule("1f1b", 2);
+  const std::vector<schedules::Op>& ops = s.ops[0];
+  const auto at = [&](schedules::OpKind kind) {
+    return static_cast<int>(std::find_if(ops.begin(), ops.end(), [&](const schedules::Op& o) { return o.kind == kind; }) -
+                            ops.begin());
+  };
+  const int reduce = at(schedules::OpKind::kReduceGrad), step = at(schedules::OpKind::kStep);
+  ASSERT_LT(reduce, step);
+  testing::QueuedDevice gpu;
+  OpClock clock(gpu, std::vector<bool>(ops.size(), false));
+  clock.Start();  // host time 0
+  schedules::RankRecord record = testing::EmptyRecord(ops.size());
+  FakeReplicaGroup group;
+  GradReducer reducer(s, &group, clock, &record.ops);
+  std::vector<float> grads(8, 1.0f);
+  gpu.host_ns = 100'000;
+  gpu.queue_ns = 500'000;  // the last backward ends on the device at 500 µs
+  reducer.Post(reduce, ops[reduce], grads.data(), static_cast<int64_t>(grads.size()));
+  gpu.host_ns = 3'000'000;
+  group.completed_ns = 800'000;
+  reducer.Finish(ops[step]);
+  clock.Resolve(&record);
+  EXPECT_EQ(group.waits, 1);
+  EXPECT_EQ(record.ops[reduce].start_ns, 500'000);
+  EXPECT_EQ(record.ops[reduce].end_ns, 800'000);
 }
 
 }  // namespace

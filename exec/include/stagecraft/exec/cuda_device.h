@@ -21,6 +21,7 @@
 // receive spins on another stream can deadlock the rank.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,5 +44,10 @@ std::string CudaPciBusId(int gpu);
 // The compute stream (a cudaStream_t) of a device made by MakeCudaDevice, for a transport that
 // orders its own stream against it; throws std::invalid_argument for any other device.
 void* CudaComputeStream(Device& device);
+// When `event` (a cudaEvent_t made with timing, recorded on any stream of `device`, a device made
+// by MakeCudaDevice, and complete) completed, on device.NowNs()'s clock, through the origin its op
+// stamps are read on: a transport's transfer and a collective are timed on the same clock as the
+// compute beside them. Throws std::invalid_argument for any other device.
+int64_t CudaEventNs(Device& device, void* event);
 
 }  // namespace stagecraft::exec

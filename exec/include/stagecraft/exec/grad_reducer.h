@@ -1,8 +1,10 @@
 // The data-parallel all-reduces of one rank's runtime (DESIGN.md §9): a REDUCE_GRAD op posts the
 // sum of its stage's gradients for one update over the replicas (replica_group.h) and returns at
 // once, so the collective overlaps the backwards still to run; that stage's STEP for the update
-// waits for it first. Each REDUCE_GRAD's post and completion (seen by a poll after an op, or by
-// the STEP's wait) are stamped on the run's clock as its op time.
+// waits for it first. A REDUCE_GRAD's time on the run's clock starts when the device has run the
+// backwards queued before its post (OpClock::Mark) and ends when the sum completed: on the device
+// where the group times it there (ReplicaGroup::CompletedNs), else when a poll after an op or the
+// STEP's wait saw it.
 #pragma once
 
 #include <cstdint>

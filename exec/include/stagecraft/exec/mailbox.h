@@ -26,8 +26,10 @@ inline bool SendFollows(const std::vector<schedules::Op>& ops, int op) {
   return false;
 }
 
-// Each transfer's post and completion (as this rank saw it) are stamped on the run's clock as the
-// times of its SEND or RECV op.
+// Each transfer's times on the run's clock, as the times of its SEND or RECV op: a SEND starts
+// when the device has made its tensor (OpClock::Mark: the host's post on a device that runs each
+// call to completion), a RECV when it is posted; either ends when its transfer completed, on the
+// device where the transport times it there (Transport::CompletedNs), else when this rank saw it.
 class Mailbox {
  public:
   // For `rank`'s op list of `schedule`; a RECV receives `boundary_floats` floats (BoundaryFloats).
@@ -72,9 +74,10 @@ class Mailbox {
   int64_t Key(const schedules::Edge& edge) const { return static_cast<int64_t>(schedules::EdgeKey(units_, edge)); }
   // Waits for a transfer unless a poll saw it complete; a wait past the deadline names its op.
   void Finish(Pending& p);
+  // A transfer's end: when the transport saw it complete on the device, else now.
   void Complete(Pending& p) {
     p.done = true;
-    (*times_)[p.op].end_ns = clock_.Now();
+    (*times_)[p.op].end_ns = clock_.Completion(transport_.CompletedNs());
   }
 
   const std::vector<schedules::Op>& ops_;

@@ -33,17 +33,26 @@ class OpClock {
   int64_t start_ns() const { return start_ns_; }
   // The host time now, in ns since the run's start.
   int64_t Now() { return device_.NowNs() - start_ns_; }
+  // When a transfer or collective ended, in ns since the run's start: `completed_ns` where its
+  // transport timed it on the device (Transport::CompletedNs, on NowNs's clock), else now.
+  int64_t Completion(int64_t completed_ns) { return completed_ns >= 0 ? completed_ns - start_ns_ : Now(); }
 
   // Around a compute op: Begin marks the device's queue before it, End after it, for op `op`.
   int Begin() { return device_.Stamp(); }
   void End(int op, int begin) { timed_.push_back({op, begin, device_.Stamp()}); }
+  // Marks the device's queue when a transfer or collective op `op` is posted: its start is when
+  // the device has run the work queued before it (the producer of what it moves), on the clock
+  // compute ops are timed by. A device that runs each call to completion (cpu) reads the host
+  // clock here, as a post time.
+  void Mark(int op) { marked_.push_back({op, device_.Stamp(), -1}); }
   // Whether the stamps are read back after op `op` (ResolvePoints).
   bool ResolvesAfter(int op) const { return resolve_after_[static_cast<size_t>(op)]; }
   // Compute ops stamped and not yet resolved.
   size_t pending() const { return timed_.size(); }
 
   // Turns the stamps taken since the last call into the times of their ops in `record` (ns since
-  // the start; what they imply: schedules::FinishRunRecord), then clears them.
+  // the start; what they imply: schedules::FinishRunRecord): a compute op's start and end, a
+  // marked op's start. Then clears them.
   void Resolve(schedules::RankRecord* record);
 
  private:
@@ -55,7 +64,8 @@ class OpClock {
 
   Device& device_;
   std::vector<bool> resolve_after_;
-  std::vector<TimedOp> timed_;  // compute ops run since the last Resolve
+  std::vector<TimedOp> timed_;   // compute ops run since the last Resolve
+  std::vector<TimedOp> marked_;  // transfers and collectives posted since (end unused)
   int64_t start_ns_ = 0;
 };
 

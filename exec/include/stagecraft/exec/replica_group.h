@@ -52,6 +52,9 @@ class ReplicaGroup {
   virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
   // Throws TimeoutError naming the collective when it is not complete within the deadline.
   virtual void Wait(Request request) = 0;
+  // Right after Test returned true or Wait returned: when that sum completed where it ran, on
+  // the host's steady clock (Transport::CompletedNs); -1 where the caller's own stamp stands.
+  virtual int64_t CompletedNs() const { return -1; }
 
   // The replicas' host side: an MPI transport over them (rank() = replica, size() = D) for the
   // set-up barrier and the losses' mean.

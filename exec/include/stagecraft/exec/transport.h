@@ -53,6 +53,11 @@ class Transport {
   // transport's deadline (kDefaultWaitDeadline unless the transport was made with another);
   // Barrier and Gather wait under the same deadline.
   virtual void Wait(Request request) = 0;
+  // Right after Test returned true or Wait returned: when that transfer completed where it ran,
+  // on the host's steady clock (Device::NowNs), for a transport that times its transfers on the
+  // device (nccl: an event on the transfer's stream); -1 for one that completes them on the
+  // host (mpi), whose caller stamps its own clock as it sees the completion.
+  virtual int64_t CompletedNs() const { return -1; }
 
   virtual void Barrier() = 0;
   // True on every rank when `mine` is true on every rank (a logical-and over the ranks); waits
