@@ -14,6 +14,7 @@
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/limits.h"
+#include "stagecraft/sim/shared_devices.h"
 
 namespace stagecraft::harness {
 
@@ -302,6 +303,55 @@ sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
     }
   }
   return scale;
+}
+
+schedules::RunRecord WithoutSharing(const schedules::Schedule& s, const schedules::RunRecord& record,
+                                    const std::vector<int>& rank_devices) {
+  schedules::RunRecord out = record;
+  const sim::SharedDevices shared = sim::FindSharedDevices(rank_devices, s.ranks());
+  for (const std::vector<int>& ranks : shared.ranks) {
+    // The device's ops as (rank, index); the times where the count running changes.
+    std::vector<std::pair<int, size_t>> ops;
+    std::vector<std::pair<int64_t, int>> changes;  // (time, +1 start / -1 end)
+    for (const int r : ranks) {
+      if (r >= static_cast<int>(record.ranks.size())) continue;
+      for (size_t i = 0; i < s.ops[r].size() && i < record.ranks[r].ops.size(); ++i) {
+        const schedules::OpKind kind = s.ops[r][i].kind;
+        const schedules::OpTiming& t = record.ranks[r].ops[i];
+        if ((!schedules::IsCompute(kind) && kind != schedules::OpKind::kStep) || t.start_ns < 0 || t.end_ns <= t.start_ns) {
+          continue;
+        }
+        ops.emplace_back(r, i);
+        changes.emplace_back(t.start_ns, +1);
+        changes.emplace_back(t.end_ns, -1);
+      }
+    }
+    std::sort(changes.begin(), changes.end());
+    // The device time handed out up to each change: work(t) = integral of 1 / n over [first, t],
+    // n the ops running (0 running: nothing handed out).
+    std::vector<int64_t> at;
+    std::vector<double> work;
+    int running = 0;
+    double handed = 0;
+    for (size_t c = 0; c < changes.size(); ++c) {
+      if (c > 0 && running > 0) handed += static_cast<double>(changes[c].first - changes[c - 1].first) / running;
+      running += changes[c].second;
+      if (!at.empty() && at.back() == changes[c].first) {
+        work.back() = handed;
+      } else {
+        at.push_back(changes[c].first);
+        work.push_back(handed);
+      }
+    }
+    const auto work_at = [&](int64_t t) {
+      return work[static_cast<size_t>(std::lower_bound(at.begin(), at.end(), t) - at.begin())];
+    };
+    for (const auto& [r, i] : ops) {
+      schedules::OpTiming& t = out.ranks[r].ops[i];
+      t.end_ns = t.start_ns + std::llround(work_at(t.end_ns) - work_at(t.start_ns));
+    }
+  }
+  return out;
 }
 
 std::vector<int64_t> WaitedTransfers(const schedules::Schedule& s, const schedules::RunRecord& record) {

@@ -249,16 +249,19 @@ RunsReport CalibrateRuns(
     const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
     const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
     layers = config.layers_per_stage;
+    // The ops' own times, without the time-slicing of ranks that share a device, which the
+    // simulator applies itself; the gaps (overhead, transfers) are as they were.
+    const schedules::RunRecord alone = WithoutSharing(s, record, pipeline.RankDevices());
     if (name == kDeepStashSchedule) {  // its ops say only how a deep stash slows them
-      AddStashSums(s, record, isolated, steps > 1 ? 1 : 0, &deep);
+      AddStashSums(s, alone, isolated, steps > 1 ? 1 : 0, &deep);
       continue;
     }
-    if (!every_microbatch) AddStashSums(s, record, isolated, steps > 1 ? 1 : 0, &shallow);
-    AddScaleSums(s, record, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
+    if (!every_microbatch) AddStashSums(s, alone, isolated, steps > 1 ? 1 : 0, &shallow);
+    AddScaleSums(s, alone, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
     overhead_sum += OverheadPerOp(s, record);
     const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record);
     for (int r = 0; r < ranks; ++r) rank_overhead_sum[r] += by_rank[r];
-    AddJitter(s, record, isolated, steps > 1 ? 1 : 0, &jitter);
+    AddJitter(s, alone, isolated, steps > 1 ? 1 : 0, &jitter);
     const std::vector<int64_t> w = WaitedTransfers(s, record);
     waited.insert(waited.end(), w.begin(), w.end());
     AddReduceGradTimes(s, record, StageGradBytes(*profile, config.layers_per_stage), steps > 1 ? 1 : 0,

@@ -721,6 +721,48 @@ TEST(OverheadPerOp, NoGapsNoOverhead) {
   EXPECT_EQ(WaitedTransfers(s, record), (std::vector<int64_t>{50}));  // rank 0's B: 350-400
 }
 
+// ---- WithoutSharing -------------------------------------------------------------------
+
+// GPipe, 2 ranks on one device: rank 0's F0 [0, 100], rank 1's F0 [50, 150] and rank 0's F1
+// [150, 250]. Alone for 50, together for 50 (half each), alone again for 50: each F0 had 75 of
+// the device, and F1 all of its 100. The three add up to the 250 the device was busy (work
+// conserved). A transfer and a gap are left as they were.
+TEST(WithoutSharing, EachOpKeepsTheDeviceTimeItHad) {
+  const Schedule s = Lowered("gpipe", 2, 2, 1);
+  RunRecord record = EmptyRecord(s);
+  Set(s, &record, 0, OpKind::kF, 0, 0, 100);
+  Set(s, &record, 1, OpKind::kF, 0, 50, 150);
+  Set(s, &record, 0, OpKind::kF, 1, 150, 250);
+  Set(s, &record, 0, OpKind::kSendF, 0, 100, 140);
+  const RunRecord alone = WithoutSharing(s, record, {0, 0});
+  RunRecord want = record;
+  Set(s, &want, 0, OpKind::kF, 0, 0, 75);
+  Set(s, &want, 1, OpKind::kF, 0, 50, 125);
+  EXPECT_EQ(alone.ranks[0].ops, want.ranks[0].ops);
+  EXPECT_EQ(alone.ranks[1].ops, want.ranks[1].ops);
+  // Ranks on devices of their own, or no devices named: nothing changes.
+  EXPECT_EQ(WithoutSharing(s, record, {0, 1}).ranks[1].ops, record.ranks[1].ops);
+  EXPECT_EQ(WithoutSharing(s, record, {}).ranks[0].ops, record.ranks[0].ops);
+}
+
+// Three ops at once on one device for 90 ns get 30 each; ops of two devices never mix: rank 2's
+// op on device 1 overlapping them keeps its time.
+TEST(WithoutSharing, OnlyTheOpsOfOneDeviceShareIt) {
+  const Schedule s = Lowered("gpipe", 4, 2, 1);
+  RunRecord record = EmptyRecord(s);
+  Set(s, &record, 0, OpKind::kF, 0, 0, 90);
+  Set(s, &record, 1, OpKind::kF, 0, 0, 90);
+  Set(s, &record, 2, OpKind::kF, 0, 0, 90);
+  Set(s, &record, 3, OpKind::kF, 0, 0, 90);
+  const RunRecord alone = WithoutSharing(s, record, {0, 0, 0, 1});
+  for (int r = 0; r < 3; ++r) {
+    RunRecord want = record;
+    Set(s, &want, r, OpKind::kF, 0, 0, 30);
+    EXPECT_EQ(alone.ranks[r].ops, want.ranks[r].ops) << "rank " << r;
+  }
+  EXPECT_EQ(alone.ranks[3].ops, record.ranks[3].ops);
+}
+
 // ---- AddJitter ------------------------------------------------------------------------
 
 // GPipe, 2 ranks, 4 microbatches, 1 step; only rank 0's forwards ran (the rest unset is left

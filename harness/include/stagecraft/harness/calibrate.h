@@ -80,6 +80,17 @@ std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>
 std::optional<double> InPipelineBusBandwidth(const std::vector<std::pair<int64_t, int64_t>>& reduces, int n,
                                              int64_t latency_ns);
 
+// The run as if each rank had had its device alone: where ranks share a device
+// (`rank_devices[r]` is rank r's device, as sim::PipelineSpec::RankDevices gives it; empty, or
+// no device named twice: the record comes back as it is), each compute op and STEP keeps its
+// start and ends after the device time it had, the integral over its run of 1 / n(t), n(t) the
+// ops of its device running at t (itself included): the model the simulator time-slices a
+// shared device by (sim/compute_streams.h), undone, so a calibration's per-op scales measure
+// the ops and not the sharing the simulator applies again. Gaps and transfers are left as
+// they were.
+schedules::RunRecord WithoutSharing(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                                    const std::vector<int>& rank_devices);
+
 // Measured and isolated time summed per op kind over a calibration run's compute ops and STEPs.
 struct ScaleSums {
   static constexpr size_t kKinds = std::size(sim::kOpScaleFields);  // F, B, I, W, STEP
