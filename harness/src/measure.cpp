@@ -51,7 +51,13 @@ schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vecto
 
 MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                          const std::vector<std::string>& rank_runs) {
-  const schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
+  schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
+  // Ranks sharing a device ran where the simulator places them (exec::GpuForLocalRank,
+  // exec::CoreForLocalRank): each names its device, as a prediction does.
+  if (sc.pipeline.ranks_per_device > 1) {
+    const std::vector<int> devices = sc.pipeline.RankDevices();
+    for (int r = 0; r < s.ranks() && r < static_cast<int>(devices.size()); ++r) result.ranks[r].device = devices[r];
+  }
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
   m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);

@@ -95,6 +95,7 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
     rm.idle_ms = split[r].idle_ns * 1e-6;
     rm.peak_memory_bytes = rr.peak_memory_bytes;
     rm.device_peak_memory_bytes = rr.device_peak_memory_bytes;
+    rm.device = rr.device;
     rm.peak_inflight_microbatches = rr.peak_inflight;
     rm.peak_weight_versions = rr.peak_weight_versions;
     rm.oom = rr.oom;

@@ -115,6 +115,7 @@ class MetricsWriter {
                       {"peak_inflight_microbatches", r.peak_inflight_microbatches},
                       {"peak_weight_versions", r.peak_weight_versions}});
     if (r.device_peak_memory_bytes >= 0) WriteMembers(w_, {{"device_peak_memory_bytes", r.device_peak_memory_bytes}});
+    if (r.device >= 0) WriteMembers(w_, {{"device", r.device}});
     Key(w_, "oom");
     w_.Bool(r.oom);
     w_.EndObject();

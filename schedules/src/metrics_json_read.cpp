@@ -169,6 +169,7 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
   r.Int("peak_inflight_microbatches", &rank.peak_inflight_microbatches, 0);
   r.Int("peak_weight_versions", &rank.peak_weight_versions, 0);
   r.Bytes("device_peak_memory_bytes", &rank.device_peak_memory_bytes);  // absent: the device is its own
+  r.Int("device", &rank.device, 0);                                      // absent: the device is its own
   r.Bool("oom", &rank.oom);
   return rank;
 }

@@ -30,6 +30,13 @@ void WriteMicros(JsonWriter& w, int64_t ns) {
   WriteNumberText(w, std::string_view(text, end - text));
 }
 
+// A rank's process name: "rank 3", or "rank 3 (device 1, shared)" where its summary says it
+// shares its device with other ranks (RankMetrics::device).
+std::string ProcessName(const Trace& trace, int rank) {
+  const int device = SharedDeviceOf(trace, rank);
+  return device >= 0 ? fmt::format("rank {} (device {}, shared)", rank, device) : fmt::format("rank {}", rank);
+}
+
 // Ranks that have an op or a counter, ascending: each gets its process and thread names.
 std::vector<int> RanksPresent(const Trace& trace) {
   std::vector<bool> present;
@@ -119,6 +126,14 @@ void WriteHeader(JsonWriter& w, const Trace& trace) {
 
 }  // namespace
 
+int SharedDeviceOf(const Trace& trace, int rank) {
+  if (!trace.summary) return -1;
+  for (const RankMetrics& m : trace.summary->ranks_detail) {
+    if (m.rank == rank) return m.device;
+  }
+  return -1;
+}
+
 Trace BuildTrace(const Schedule& s, const RunRecord& result, const std::string& scenario, const std::string& source,
                  std::optional<ScheduleMetrics> summary) {
   Trace trace;
@@ -167,7 +182,7 @@ std::string TraceToJson(const Trace& trace) {
   w.StartArray();
   for (const int rank : ranks) {
     out.BreakLine();
-    WriteMetadata(w, "process_name", rank, -1, fmt::format("rank {}", rank));
+    WriteMetadata(w, "process_name", rank, -1, ProcessName(trace, rank));
     for (int tid = 0; tid < streams; ++tid) {
       out.BreakLine();
       WriteMetadata(w, "thread_name", rank, tid, kThreadNames[tid]);

@@ -49,7 +49,9 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
     record->ranks[rank].peak_weight_versions = 1;
   }
   for (int r = 0; r < ranks; ++r) {
-    if (shared_of_[r] >= 0) shared_bytes_[shared_of_[r]] += bytes_[r];
+    if (shared_of_[r] < 0) continue;
+    shared_bytes_[shared_of_[r]] += bytes_[r];
+    record->ranks[r].device = rank_devices[static_cast<size_t>(r)];
   }
   for (int r = 0; r < ranks; ++r) Add(0, r, 0);
 }

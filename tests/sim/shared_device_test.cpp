@@ -11,6 +11,9 @@
 
 #include "sim_test_util.h"
 #include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/metrics_json.h"
+#include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/scenario.h"
 
@@ -110,7 +113,32 @@ TEST(SharedDevice, MemoryIsSummedPerDevice) {
     EXPECT_EQ(apart.ranks[r].peak_memory_bytes, 210) << r;
     EXPECT_EQ(apart.ranks[r].device_peak_memory_bytes, -1) << r;
     EXPECT_FALSE(apart.ranks[r].oom) << r;
+    EXPECT_EQ(shared.ranks[r].device, 0) << r;
+    EXPECT_EQ(apart.ranks[r].device, -1) << r;
   }
+}
+
+// The trace names each rank's shared device beside it, from the metrics it carries, and the
+// metrics JSON keeps it ("device", absent for a device of its own).
+TEST(SharedDevice, TheTraceAndTheMetricsNameTheDevice) {
+  const Schedule s = testing::Make("gpipe", 4, 2);
+  SimConfig config;
+  config.rank_devices = {0, 0, 1, 2};
+  const schedules::RunRecord record = Simulate(s, Uniform(4, kF, kI, kW), Node(4), config);
+  const schedules::ScheduleMetrics metrics = schedules::ComputeMetrics(s, record, 1);
+  ASSERT_EQ(metrics.ranks_detail.size(), 4u);
+  EXPECT_EQ(metrics.ranks_detail[1].device, 0);
+  EXPECT_EQ(metrics.ranks_detail[2].device, -1) << "device 1 holds rank 2 alone";
+  const std::string json = schedules::TraceToJson(schedules::BuildTrace(s, record, "sc", "predicted", metrics));
+  EXPECT_NE(json.find(R"j("name":"rank 0 (device 0, shared)")j"), std::string::npos);
+  EXPECT_NE(json.find(R"j("name":"rank 1 (device 0, shared)")j"), std::string::npos);
+  EXPECT_NE(json.find(R"j("name":"rank 2")j"), std::string::npos);
+  schedules::MetricsFile file;
+  file.schedules.push_back(metrics);
+  const schedules::MetricsFile back = schedules::MetricsFileFromJson(schedules::MetricsFileToJson(file), "metrics.json");
+  ASSERT_EQ(back.schedules.size(), 1u);
+  EXPECT_EQ(back.schedules[0].ranks_detail[0].device, 0);
+  EXPECT_EQ(back.schedules[0].ranks_detail[3].device, -1);
 }
 
 // pipeline.ranks_per_device k: ranks k*j .. k*j+k-1 share pipeline position j's device, and the

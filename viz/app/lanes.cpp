@@ -154,9 +154,13 @@ void DrawLane(const LaneJob& job, const Canvas& c, Hover* hover) {
   }
 }
 
-std::string LaneLabel(int rank, Stream st) {
+// A rank that shares its device (pipeline.ranks_per_device) names it: "rank 2 @dev 1".
+std::string LaneLabel(const LoadedTrace& t, int rank, Stream st) {
   switch (st) {
-    case Stream::kCompute: return "rank " + std::to_string(rank);
+    case Stream::kCompute: {
+      const int device = schedules::SharedDeviceOf(t.trace, rank);
+      return "rank " + std::to_string(rank) + (device >= 0 ? " @dev " + std::to_string(device) : "");
+    }
     case Stream::kSend: return "  send";
     case Stream::kRecv: return "  recv";
     case Stream::kCollective: return "  collective";
@@ -221,7 +225,7 @@ void DrawLabels(const AppState& s, const Group& g, const Canvas& c, float top) {
       if (!rows.Shows(st)) continue;
       const float y = top + rows.Top(r, st);
       const float h = rows.Height(st);
-      std::string text = LaneLabel(r, st);
+      std::string text = LaneLabel(filled, r, st);
       if (st == Stream::kCompute && s.toggles.bubbles) {
         char idle[32];
         std::snprintf(idle, sizeof idle, "  idle %.1f%%", IdlePercent(filled, r));

@@ -35,6 +35,9 @@ struct RankMetrics {
   // With ranks sharing its device (pipeline.ranks_per_device > 1): the peak of their memory
   // together, what `oom` is judged on; -1 (and absent from the JSON) when the device is its own.
   int64_t device_peak_memory_bytes = -1;
+  // With ranks sharing its device: the device (its index in the job's placement), which the
+  // trace names beside the rank; -1 (and absent from the JSON) when the device is its own.
+  int device = -1;
   friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
 };
 

@@ -33,6 +33,9 @@ struct RankRecord {
   // With ranks sharing its device (pipeline.ranks_per_device > 1): the peak of their sum, which
   // the device must hold; -1 when the rank has its device to itself.
   int64_t device_peak_memory_bytes = -1;
+  // With ranks sharing its device: that device (sim::PipelineSpec::RankDevices's index); -1
+  // when the rank has its device to itself.
+  int device = -1;
   int peak_weight_versions = 0;       // max over local stages
   // Derived from the timings by FinishRunRecord.
   int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP; not REDUCE_GRAD)

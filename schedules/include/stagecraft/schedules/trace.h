@@ -54,6 +54,10 @@ struct Trace {
   std::vector<TraceCounter> counters;
 };
 
+// The device `rank` shares with other ranks, as the trace's summary states it
+// (RankMetrics::device); -1 when it has its own or the trace has no summary.
+int SharedDeviceOf(const Trace& trace, int rank);
+
 // The trace of a timed schedule: compute ops on stream 0, SENDs (transfer start -> arrival) on
 // stream 1, RECVs (post -> arrival) on stream 2, REDUCE_GRADs (start -> completion) on stream 3,
 // memory samples as counters; times relative to the record's start.
