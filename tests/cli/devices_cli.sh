@@ -81,32 +81,90 @@ fi
 
 # ---- scripts/gpu-check.sh -------------------------------------------------------------------------
 gc="$root/scripts/gpu-check.sh"
-"$gc" --dry-run --no-build --build-dir "$build" --out "$tmp/plan" >"$tmp/plan.txt" 2>&1; prc=$?
+# plan FILE ARGS...: the --dry-run plan of a build as it is, into FILE.
+plan() { local f="$1"; shift; "$gc" --dry-run --no-build --build-dir "$build" --out "$tmp/plan" "$@" >"$f" 2>&1; }
+plan "$tmp/plan.txt"; prc=$?
 check "gpu-check --dry-run: exit 0" '[[ $prc -eq 0 ]]'
 check "gpu-check --dry-run: runs nothing" '[[ ! -e "$tmp/plan" ]]'
-for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --test-dir .* -L gpu" \
-            "mlp-gpu: profile: .*mpirun.sh 2 .* profile .*mlp-gpu.yaml --backend cuda" "mlp-gpu: simulate: " \
-            "mlp-gpu: execute: .*mpirun.sh 2 .* execute .*mlp-gpu.yaml --backend cuda" "mlp-gpu: compare: " \
-            "gpt-gpu: profile: " "gpt-gpu: simulate: " "gpt-gpu: execute: .*gpt-gpu.yaml --backend cuda" \
+# One GPU (the default plan): each scenario's 2 ranks share it, as the simulator is told; then one
+# rank alone; then the multi-GPU section's commands as on 8 GPUs.
+for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --test-dir .* -L gpu --output-on-failure" \
+            "mlp-gpu: profile: .*mpirun.sh 2 .* profile .*mlp-gpu.yaml --set pipeline.ranks_per_device=2 --set topology.devices_per_node=1 --backend cuda" \
+            "mlp-gpu: simulate: .* simulate .*mlp-gpu.yaml --set pipeline.ranks_per_device=2 --set topology.devices_per_node=1 --set model.profile=" \
+            "mlp-gpu: execute: .*mpirun.sh 2 .* execute .*mlp-gpu.yaml --set pipeline.ranks_per_device=2 --set topology.devices_per_node=1 --backend cuda" \
+            "mlp-gpu: compare: " "gpt-gpu: profile: .*gpt-gpu.yaml --set pipeline.ranks_per_device=2 " "gpt-gpu: simulate: " \
+            "gpt-gpu: execute: .*gpt-gpu.yaml --set pipeline.ranks_per_device=2 --set topology.devices_per_node=1 --backend cuda" \
             "gpt-gpu: compare: .* compare .*predicted.json .*measured.json --trace .*measured.trace.json" \
             "mlp-gpu: what-if: .* replay .*measured.json --trace .*measured.trace.1f1b.json --set pipeline.schedule=all" \
             "mlp-gpu: what-if compare: .* compare .*whatif.json .*measured.json" "gpt-gpu: what-if: " \
-            "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 .*--backend cuda" \
-            "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " \
-            "cuda_bench: .*cuda_bench --benchmark_out=" "nccl_p2p_bench: .*mpirun.sh 2 " \
-            "layer probe: .*scripts/layer-probe.sh --out " \
-            "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused" \
-            "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json"; do
+            "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 --set pipeline.schedule=1f1b --set pipeline.steps=5 --backend cuda" \
+            "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " "gpt-gpu-1rank: compare: " \
+            "cuda_bench: .*cuda_bench --benchmark_out=" "layer probe: .*scripts/layer-probe.sh --out " \
+            "nccl_p2p_bench: .*mpirun.sh 2 bash -c .*nccl_p2p_bench " \
+            "exec.mpi_gpu, 4 ranks: .*mpirun.sh 4 bash -c .*gtest_output=.*exec_mpi_gpu_tests " \
+            "gpt-gpu-4x2: profile: .*mpirun.sh 8 .* profile .*gpt-gpu.yaml --set pipeline.ranks=4 --set pipeline.data_parallel=2 --set pipeline.schedule=all --set topology.devices_per_node=8 --backend cuda" \
+            "gpt-gpu-4x2: simulate: .* simulate .*gpt-gpu.yaml --set pipeline.ranks=4 --set pipeline.data_parallel=2 " \
+            "gpt-gpu-4x2: execute: .*mpirun.sh 8 .* execute .*gpt-gpu.yaml --set pipeline.ranks=4 --set pipeline.data_parallel=2 " \
+            "gpt-gpu-4x2: compare: .* compare .*gpt-gpu-4x2/predicted.json .*gpt-gpu-4x2/measured.json" \
+            "gpt-gpu-4x2: what-if compare: " \
+            "a hung rank under --timeout: .*mpirun.sh 2 .* execute .*gpt-gpu.yaml --backend cuda .*--inject-fault 1:1:hang --timeout 10s"; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
-# Each scenario twice (its ranks, and one rank for a GPU its ranks would share): 6 steps each.
-check "gpu-check --dry-run: 31 steps without the build" '[[ $(wc -l <"$tmp/plan.txt") -eq 31 ]]'
+# The loops: mlp-gpu and gpt-gpu 6 steps each, their one-rank loops 4 each; devices, ctest, the layer
+# probe, cuda_bench; the multi-GPU section's 9; and the budget line.
+check "gpu-check --dry-run: 33 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 34 ]]'
+check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 33 ]]'
+check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
+# The budgets: their sum is the one stated, and a one-GPU machine's (all but the multi-GPU section)
+# fits a 10-minute call.
+read -r all multi < <(sed -n 's/^budget: \([0-9]*\) s in all, the multi-GPU section.s \([0-9]*\) s of it$/\1 \2/p' "$tmp/plan.txt")
+summed=$(sed -n 's/.*  # \([0-9]*\) s$/\1/p' "$tmp/plan.txt" | paste -sd+ | bc)
+multi_summed=$(sed -n '/^nccl_p2p_bench: /,$s/.*  # \([0-9]*\) s$/\1/p' "$tmp/plan.txt" | paste -sd+ | bc)
+check "gpu-check --dry-run: the budgets' sum stated ($all = $summed, $multi = $multi_summed)" \
+  '[[ -n "$all" && $all -eq $summed && $multi -eq $multi_summed ]]'
+check "gpu-check --dry-run: one GPU's steps fit 600 s ($((all - multi)) s)" '[[ $((all - multi)) -le 600 ]]'
+check "gpu-check: the header states the same sums" \
+  'grep -q "^#   $((all - multi)) s in all, after the build" "$gc" && grep -q "^# .*the hung rank [0-9]* .*: $multi s;" "$gc"'
+plan "$tmp/plan-long.txt" --long
+for want in "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused  # 300 s" \
+            "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json  # 240 s"; do
+  check "gpu-check --dry-run --long: a step '$want'" 'grep -q "^$want" "$tmp/plan-long.txt"'
+done
+# Eight GPUs: a GPU per rank (no sharing, no one-rank loops), exec.mpi_gpu in the section alone;
+# four: P x D = 2 x 2; two: no replicas, so no P x D loop.
+plan "$tmp/plan8.txt" --gpus 8
+check "gpu-check --dry-run --gpus 8: a GPU per rank" \
+  '! grep -q "ranks_per_device\|-1rank: " "$tmp/plan8.txt" && grep -q "^mlp-gpu: execute: .*mpirun.sh 2 .*mlp-gpu.yaml --backend cuda" "$tmp/plan8.txt"'
+check "gpu-check --dry-run --gpus 8: ctest without exec.mpi_gpu" "grep -qF \"ctest -L gpu: ctest --test-dir $build -L gpu -E \" \"\$tmp/plan8.txt\""
+check "gpu-check --dry-run --gpus 8: the section as on one GPU" \
+  '[[ "$(sed -n "/^nccl_p2p_bench: /,/^a hung rank/p" "$tmp/plan8.txt")" == "$(sed -n "/^nccl_p2p_bench: /,/^a hung rank/p" "$tmp/plan.txt")" ]]'
+plan "$tmp/plan4.txt" --gpus 4
+check "gpu-check --dry-run --gpus 4: P x D = 2 x 2" \
+  'grep -q "^gpt-gpu-2x2: execute: .*mpirun.sh 4 .*--set pipeline.ranks=2 --set pipeline.data_parallel=2 .*devices_per_node=4 " "$tmp/plan4.txt"'
+plan "$tmp/plan2.txt" --gpus 2
+check "gpu-check --dry-run --gpus 2: no P x D loop" '! grep -q "^gpt-gpu-[0-9]x" "$tmp/plan2.txt" && grep -q "^a hung rank" "$tmp/plan2.txt"'
 "$gc" --dry-run --out "$tmp/plan" | head -n1 >"$tmp/first"
 check "gpu-check --dry-run: builds first" 'grep -q "^build: .*scripts/build.sh" "$tmp/first"'
-"$gc" --bogus >/dev/null 2>&1
+"$gc" --bogus >/dev/null 2>"$tmp/usage"
 check "gpu-check: a bad flag exits 2" '[[ $? -eq 2 ]]'
-# A machine without the NVIDIA driver is told so before any build (the build takes 10+ minutes on
-# two cores): exit 4, one line, and the build folder untouched.
+"$gc" --one-rank >/dev/null 2>"$tmp/onerank"
+check "gpu-check --one-rank: exit 2, gone, and why" '[[ $? -eq 2 ]] && grep -q "^gpu-check: --one-rank is gone: ranks sharing a GPU are modelled now" "$tmp/onerank"'
+for bad in "--gpus 2" "--dry-run --gpus 0" "--dry-run --gpus x"; do
+  "$gc" $bad --no-build --out "$tmp/nogpus" >/dev/null 2>&1
+  check "gpu-check $bad: exit 2" '[[ $? -eq 2 && ! -e "$tmp/nogpus" ]]'
+done
+# The header's usage is the one a bad flag prints, each of its options is described below it, and
+# each option the script reads is in it.
+header_usage="$(sed -n 's/^# Usage: //p' "$gc")"
+check "gpu-check: the header's usage is the one printed ($header_usage)" '[[ "usage: $header_usage" == "$(cat "$tmp/usage")" ]]'
+for opt in $(grep -o -- '--[a-z-]*' <<<"$header_usage"); do
+  check "gpu-check: the header describes $opt" 'grep -qE "^#   $opt( |$)" "$gc"'
+done
+for opt in $(sed -n 's/^    \(--[a-z-]*\)).*/\1/p' "$gc"); do
+  [[ $opt == --one-rank ]] || check "gpu-check: $opt is in the usage" 'grep -q -- "\[$opt[] ]" <<<"$header_usage"'
+done
+# No driver, no GPU: said at once, before any build (the build takes 10+ minutes on two cores):
+# exit 4, one line, and the build folder untouched.
 mkdir -p "$tmp/nobuild"
 GPU_CHECK_DRIVER_PATHS="$tmp/no-such-device" timeout 120 "$gc" --build-dir "$tmp/nobuild" --out "$tmp/gc-nodriver" \
   >"$tmp/nodriver.txt" 2>&1
@@ -116,32 +174,102 @@ check "gpu-check without a driver: one line saying so" \
 check "gpu-check without a driver: nothing built" '[[ -z "$(ls -A "$tmp/nobuild")" ]]'
 check "gpu-check without a driver: the report says why" 'grep -q "no NVIDIA driver" "$tmp/gc-nodriver/steps.tsv"'
 
-# --one-rank on a machine that says it has one GPU: a made-up build whose `stagecraft devices`
-# reports one usable GPU and whose every other command fails, and an mpirun that runs its command
-# once. The scenarios' 2-rank loops are skipped and named; their one-rank loops run (and fail
-# here); without --one-rank both run.
-fb="$tmp/fakebuild"; mkdir -p "$fb/cli" "$tmp/fakebin"
+# Runs on made-up builds: `stagecraft devices` reports FAKE_GPUS usable GPUs, the other commands
+# note their arguments and fail, but an execute with a hung rank ends as a deadline ends it (with
+# FAKE_HANG=line; quiet: without a word); an
+# mpirun runs its command once as rank 0; the benchmarks write made-up results.
+fb="$tmp/fakebuild"; mkdir -p "$fb/cli" "$fb/tests/bench" "$tmp/fakebin"
 cat >"$fb/cli/stagecraft" <<'SH'
 #!/usr/bin/env bash
-[[ "$1" == devices ]] || exit 1
-echo "GPU 0: Made Up, 80.00 GiB, compute capability 9.0: usable"
-echo "verdict: the cuda backend is usable here (1 GPU(s))"
+if [[ "$1" != devices ]]; then
+  echo "$*" >>"$FAKE_ARGS"
+  if [[ $FAKE_HANG == line && " $* " == *" --inject-fault 1:1:hang "* ]]; then
+    echo "stagecraft: rank 1 hangs at step 1 (--inject-fault)" >&2
+    echo "stagecraft: error: rank 0 (vm): 0RECV_B8 (step 1) from rank 1 timed out: the NCCL receive did not complete within 10 s" >&2
+  fi
+  exit 1
+fi
+for ((g = 0; g < FAKE_GPUS; g++)); do echo "GPU $g: Made Up, 80.00 GiB, compute capability 9.0: usable"; done
+echo "verdict: the cuda backend is usable here ($FAKE_GPUS GPU(s))"
 [[ "${2:-}" == --json ]] && echo '{}' >"$3"
 exit 0
 SH
-printf '#!/usr/bin/env bash\nshift 3\nexec "$@"\n' >"$tmp/fakebin/mpirun"
-chmod +x "$fb/cli/stagecraft" "$tmp/fakebin/mpirun"
-for mode in one-rank both; do
-  flags=(--no-build --build-dir "$fb" --out "$tmp/gc-$mode")
-  [[ $mode == one-rank ]] && flags+=(--one-rank)
-  PATH="$tmp/fakebin:$PATH" PYTHON=/nonexistent "$gc" "${flags[@]}" >"$tmp/gc-$mode.txt" 2>&1
+cat >"$fb/tests/bench/nccl_p2p_bench" <<'SH'
+#!/usr/bin/env bash
+cat >"${1#--benchmark_out=}" <<'JSON'
+{"benchmarks": [{"name": "BM_SendRecv/path:0/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 4.0e11},
+ {"name": "BM_SendRecv/path:1/bytes:268435456/iterations:40/manual_time", "bytes_per_second": 3.8e11}]}
+JSON
+SH
+cat >"$fb/tests/exec_mpi_gpu_tests" <<'SH'
+#!/usr/bin/env bash
+cat >"${1#--gtest_output=xml:}" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="2" failures="0">
+  <testsuite name="Generators/EveryScheduleOverNccl" tests="2">
+    <testcase name="MatchesReference/1f1b" status="run" result="skipped" classname="Generators/EveryScheduleOverNccl">
+      <skipped message="tests/exec/runtime_mpi.cpp:566&#x0A;Skipped&#x0A;NCCL needs a GPU per rank: 4 ranks, 2 GPU(s)"/>
+    </testcase>
+    <testcase name="MatchesReference/gpipe" status="run" result="completed" classname="Generators/EveryScheduleOverNccl"/>
+  </testsuite>
+</testsuites>
+XML
+SH
+cat >"$tmp/fakebin/mpirun" <<'SH'
+#!/usr/bin/env bash
+while [[ $# -gt 0 ]]; do case "$1" in -np|--bind-to) shift 2 ;; --*) shift ;; *) break ;; esac; done
+OMPI_COMM_WORLD_RANK=0 exec "$@"
+SH
+chmod +x "$fb/cli/stagecraft" "$fb/tests/bench/nccl_p2p_bench" "$fb/tests/exec_mpi_gpu_tests" "$tmp/fakebin/mpirun"
+# fake_run NAME GPUS [HANG]: gpu-check on the made-up build with GPUS GPUs, into $tmp/gc-NAME.
+fake_run() {
+  : >"$tmp/args-$1"
+  FAKE_GPUS=$2 FAKE_HANG="${3:-line}" FAKE_ARGS="$tmp/args-$1" PATH="$tmp/fakebin:$PATH" PYTHON=/nonexistent \
+    "$gc" --no-build --build-dir "$fb" --out "$tmp/gc-$1" >"$tmp/gc-$1.txt" 2>&1
+}
+# One GPU: the 2-rank loops run their ranks on it, as modelled (every command told so); the one-rank
+# loops; and the multi-GPU section printed, exactly as --dry-run plans it, and recorded skipped.
+fake_run one 1
+check "gpu-check, 1 GPU: the 2-rank loops run, sharing the GPU" \
+  '[[ $(grep -cP "^(mlp|gpt)-gpu: profile\t" "$tmp/gc-one/steps.tsv") -eq 2 ]] &&
+   [[ $(grep -c "^\(profile\|execute\|simulate\) .*-gpu.yaml --set pipeline.ranks_per_device=2 --set topology.devices_per_node=1 " "$tmp/args-one") -eq 4 ]]'
+check "gpu-check, 1 GPU: the one-rank loops run, 1F1B" \
+  '[[ $(grep -cP "^(mlp|gpt)-gpu-1rank: profile\t" "$tmp/gc-one/steps.tsv") -eq 2 ]] &&
+   [[ $(grep -c "^profile .*-gpu.yaml --set pipeline.ranks=1 --set pipeline.schedule=1f1b " "$tmp/args-one") -eq 2 ]]'
+"$gc" --dry-run --no-build --build-dir "$fb" --out "$tmp/gc-one" | sed -n '/^nccl_p2p_bench: /,/^a hung rank/s/  # [0-9]* s$//p' \
+  >"$tmp/one-planned"
+sed -n 's/^not run (1 GPU; the multi-GPU section needs 2 or more; as on 8 GPUs): //p' "$tmp/gc-one.txt" >"$tmp/one-printed"
+check "gpu-check, 1 GPU: the multi-GPU section printed as planned, not run ($(wc -l <"$tmp/one-printed") lines)" \
+  '[[ $(wc -l <"$tmp/one-planned") -eq 9 ]] && cmp -s "$tmp/one-planned" "$tmp/one-printed"'
+check "gpu-check, 1 GPU: the multi-GPU section recorded skipped, why" \
+  '[[ $(grep -cP "\tskip\t0\tnot run: 1 GPU; the multi-GPU section needs 2 or more; as on 8 GPUs\t" "$tmp/gc-one/steps.tsv") -eq 9 ]] &&
+   ! grep -q "4x2\|inject-fault" "$tmp/args-one" && [[ ! -e "$tmp/gc-one/gpt-gpu-4x2" && ! -e "$tmp/gc-one/nccl_p2p_bench.json" ]]'
+check "gpu-check, 1 GPU: the --long steps recorded skipped" \
+  '[[ $(grep -cP "^(layer probe, fused|zero bubble release.s stage)\tskip\t0\tnot in the 10-minute check: --long runs it" "$tmp/gc-one/steps.tsv") -eq 2 ]]'
+# Eight GPUs: a GPU per rank, no one-rank loop, and the multi-GPU section run: the benchmark's
+# ratio and the tests' skipped case in the report, P x D = 4 x 2, and the hung rank's deadline.
+fake_run eight 8
+check "gpu-check, 8 GPUs: no sharing, no one-rank loop" \
+  '! grep -q "ranks_per_device" "$tmp/args-eight" && ! grep -q "1rank" "$tmp/gc-eight/steps.tsv"'
+check "gpu-check, 8 GPUs: the P x D loop ran" \
+  'grep -q "^profile .*gpt-gpu.yaml --set pipeline.ranks=4 --set pipeline.data_parallel=2 --set pipeline.schedule=all --set topology.devices_per_node=8 --backend cuda" "$tmp/args-eight"'
+check "gpu-check, 8 GPUs: rank 0's results kept" \
+  '[[ -s "$tmp/gc-eight/nccl_p2p_bench.json" && -s "$tmp/gc-eight/exec-mpi-gpu.xml" ]] && [[ -z "$(find "$tmp/gc-eight" -maxdepth 1 -name "*.0.*")" ]]'
+check "gpu-check, 8 GPUs: the hung rank passes on its one line" \
+  'grep -qP "^a hung rank under --timeout\tpass\t[0-9]+\texit 1 after [0-9]+ s: stagecraft: error: rank 0 \(vm\): 0RECV_B8 \(step 1\)" "$tmp/gc-eight/steps.tsv"'
+for want in "| NcclTransport at least 0.9 of raw NCCL's bandwidth (within 10%, largest message) | PASS |  | 0.950 at 268435456 bytes (380.00 / 400.00 GB/s) |" \
+            "| 268435456 | 400.00 | 380.00 | - | 0.950 |" \
+            "| exec.mpi_gpu, 4 ranks: 1 case(s) skipped | skipped |  | NCCL needs a GPU per rank: 4 ranks, 2 GPU(s): Generators/EveryScheduleOverNccl.MatchesReference/1f1b |" \
+            "1 passed, 0 failed, 1 skipped"; do
+  check "gpu-check, 8 GPUs: the report has '$want'" 'grep -qF -- "$want" "$tmp/gc-eight/report.md"'
 done
-check "gpu-check --one-rank: the 2-rank loops skipped, named" \
-  '[[ $(grep -cP "^(mlp|gpt)-gpu\tskip\t0\t--one-rank: 2 ranks, 1 GPU\(s\); only the one-rank loop" "$tmp/gc-one-rank/steps.tsv") -eq 2 ]]'
-check "gpu-check --one-rank: no 2-rank step, every one-rank step" \
-  '! grep -qP "^(mlp|gpt)-gpu: " "$tmp/gc-one-rank/steps.tsv" && [[ $(grep -cP "^(mlp|gpt)-gpu-1rank: " "$tmp/gc-one-rank/steps.tsv") -eq 10 ]]'
-check "gpu-check without it: both loops" \
-  '[[ $(grep -cP "^(mlp|gpt)-gpu: " "$tmp/gc-both/steps.tsv") -eq 10 && $(grep -cP "^(mlp|gpt)-gpu-1rank: " "$tmp/gc-both/steps.tsv") -eq 10 ]]'
+# Two GPUs: no room for replicas, so no P x D loop; and a hung rank whose deadline says nothing
+# fails its step.
+fake_run two 2 quiet
+check "gpu-check, 2 GPUs: no P x D loop, and why" \
+  'grep -qP "^gpt-gpu-2x1\tskip\t0\t2 GPUs: no room for replicas" "$tmp/gc-two/steps.tsv" && ! grep -q "data_parallel" "$tmp/args-two"'
+check "gpu-check, 2 GPUs: a hung rank without its line fails" \
+  'grep -qP "^a hung rank under --timeout\tfail\t[0-9]+\texit 1 without a line saying what timed out" "$tmp/gc-two/steps.tsv"'
 
 # The report from made-up results: the numbers in, the checks derived, the closing line counted.
 fake="$tmp/fake"; mkdir -p "$fake/mlp-gpu" "$fake/logs"
@@ -262,6 +390,46 @@ python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: a failed repetition fails the report ($(cat "$tmp/rout"))" \
   '[[ $rrc -eq 1 ]] && grep -qF "| cuda_bench: every benchmark ran | FAIL |  | BM_RuntimeOverheadPerOp/cuda:1/repeats:3/manual_time: cudaErrorLaunchFailure |" "$fake/report.md" &&
    grep -qF "| cuda | 9.50 (9.00-9.50) |" "$fake/report.md"'
+
+# The report's helpers, hand-worked: which schedules must train alike and whether they did, the
+# transport's share of raw NCCL's bandwidth, and what a skipped gtest case said.
+python3 - "$root/scripts" "$tmp/losses" <<'PY' || fail=1
+import json, math, os, sys
+sys.path.insert(0, sys.argv[1])
+import gpu_check_report as r
+ok = True
+def need(got, want, what):
+    global ok
+    if got != want:
+        print(f"FAIL: report helpers: {what}: got {got!r}, want {want!r}"); ok = False
+run = lambda **losses: {"schedules": [{"schedule": n, "losses": l} for n, l in losses.items()]}
+alike = dict(gpipe=[2.0, 1.5, 1.0], **{"1f1b": [2.0, 1.5, 1.0]}, pipedream=[2.0, 1.7, 1.4], **{"zb-v": [2.0, 1.5, 1.0]})
+need(r.flush_loss_mismatch(run(**alike)), (["gpipe", "1f1b", "zb-v"], "1f1b", None), "flush alike, pipedream not judged")
+need(r.flush_loss_mismatch(run(**dict(alike, **{"zb-v": [2.0, 1.5, 0.9995]})))[2], None, "5e-4 off: within 1e-3")
+need(r.flush_loss_mismatch(run(**dict(alike, **{"zb-v": [2.0, 1.5, 1.002]})))[2], "zb-v step 2: 1.002, 1f1b 1",
+     "2e-3 off: the first step that differs")
+need(r.flush_loss_mismatch(run(**dict(alike, gpipe=[2.0, math.nan, 1.0])))[2], "gpipe step 1: nan, 1f1b 1.5", "a NaN")
+need(r.flush_loss_mismatch(run(**dict(alike, gpipe=[2.0, 1.5])))[2], "gpipe: 2 losses, 1f1b 3", "a run cut short")
+need(r.flush_loss_mismatch(run(**{"zb-h1": [1.0], "zb-h2": [1.0]}))[:2], (["zb-h1", "zb-h2"], "zb-h1"), "no 1f1b: the first")
+need(r.flush_loss_mismatch(run(pipedream=[1.0])), ([], None, None), "no flush schedule")
+delays = lambda d: [{"stage": 0, "weight_delay_forward": d, "weight_delay_backward": d}]
+need([r.is_flush({"schedule": "pipedream", "stages": delays(0)}), r.is_flush({"schedule": "1f1b", "stages": delays(1)}),
+      r.is_flush({"schedule": "1f1b", "stages": [{"stage": 0}]})], [True, False, True], "weight delays decide where given")
+need(r.of_raw_nccl({4096: {0: 10.0, 1: 5.0}, 268435456: {0: 400.0, 1: 380.0, 2: 20.0}, 1 << 30: {0: 410.0}}),
+     (268435456, 0.95), "the largest message with both paths")
+need(r.of_raw_nccl({4096: {1: 5.0}}), None, "no raw NCCL")
+need(r.skip_reason("tests/exec/runtime_mpi.cpp:566\nSkipped\nNCCL needs a GPU per rank: 4 ranks, 2 GPU(s)"),
+     "NCCL needs a GPU per rank: 4 ranks, 2 GPU(s)", "a skip's reason")
+need(r.skip_reason(""), "skipped", "a skip without one")
+out = sys.argv[2]
+os.makedirs(os.path.join(out, "gpt-gpu-4x2"))
+json.dump(run(**alike), open(os.path.join(out, "gpt-gpu-4x2", "measured.json"), "w"))
+checks = []
+r.losses_check(out, "gpt-gpu-4x2", checks)
+need(checks, [("gpt-gpu-4x2: the flush schedules' losses alike", "pass", "3 schedules, 3 steps, within 0.001 of 1f1b's")],
+     "the report's row")
+sys.exit(0 if ok else 1)
+PY
 
 # Where no GPU is usable, the real thing: one line, devices' reason and exit code, in a minute.
 if [[ $rc -ne 0 ]]; then
