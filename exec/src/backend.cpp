@@ -148,12 +148,7 @@ ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, cons
   std::unique_ptr<ReplicaGroup> replicas = layout.replicas > 1 ? MakeMpiReplicaGroup(layout, o.deadline) : nullptr;
   if (backend == Backend::kCuda) return MakeCudaRuntime(sc, o, *control, std::move(host), std::move(replicas));
   ProcessRuntime rt;
-  // Ranks sharing a core: the core of the simulator's placement (collective: every rank asks).
-  const int local_rank = sc.pipeline.ranks_per_device > 1 ? MpiLocalRank() : 0;
-  AgreedStep(*control, o, StartupStep::kDevice, [&] {
-    PinToSharedCore(local_rank, sc.pipeline.ranks_per_device);
-    rt.device = MakeCpuDevice();
-  });
+  AgreedStep(*control, o, StartupStep::kDevice, [&] { rt.device = MakeCpuDevice(); });
   AgreedStep(*control, o, StartupStep::kTransport, [&] {
     rt.transport = std::move(host);
     rt.replicas = std::move(replicas);

@@ -3,17 +3,14 @@
 
 #include <cblas.h>
 #include <malloc.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <new>
-#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -196,30 +193,5 @@ class CpuDevice final : public Device {
 }  // namespace
 
 std::unique_ptr<Device> MakeCpuDevice() { return std::make_unique<CpuDevice>(); }
-
-int CoreForLocalRank(int local_rank, int ranks_per_device, const std::vector<int>& allowed) {
-  if (allowed.empty() || local_rank < 0) return -1;
-  return allowed[static_cast<size_t>(local_rank / std::max(ranks_per_device, 1)) % allowed.size()];
-}
-
-void PinToSharedCore(int local_rank, int ranks_per_device) {
-  if (ranks_per_device <= 1) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    throw std::runtime_error(fmt::format("sched_getaffinity: {}", std::strerror(errno)));
-  }
-  std::vector<int> allowed;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) allowed.push_back(cpu);
-  }
-  const int core = CoreForLocalRank(local_rank, ranks_per_device, allowed);
-  if (core < 0) return;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-    throw std::runtime_error(fmt::format("sched_setaffinity(core {}): {}", core, std::strerror(errno)));
-  }
-}
 
 }  // namespace stagecraft::exec

@@ -52,8 +52,9 @@ schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vecto
 MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                          const std::vector<std::string>& rank_runs) {
   schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
-  // Ranks sharing a device ran where the simulator places them (exec::GpuForLocalRank,
-  // exec::CoreForLocalRank): each names its device, as a prediction does.
+  // Ranks sharing a device: each names the device the simulator places it on, as a prediction
+  // does (the cuda executor puts them there: exec::GpuForLocalRank; the cpu one leaves the
+  // cores to the operating system).
   if (sc.pipeline.ranks_per_device > 1) {
     const std::vector<int> devices = sc.pipeline.RankDevices();
     for (int r = 0; r < s.ranks() && r < static_cast<int>(devices.size()); ++r) result.ranks[r].device = devices[r];

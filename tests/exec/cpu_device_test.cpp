@@ -78,21 +78,5 @@ TEST(CpuDeviceTest, ReserveIsAHintThatAllocatesNothing) {
   EXPECT_EQ(device->system_allocations(), before);
 }
 
-// Ranks sharing a core sit on it in pairs (k = 2), as the simulator places them: local ranks
-// 0-1 on the first allowed CPU, 2-3 on the second, round robin past the last.
-TEST(CoreForLocalRank, NeighbouringRanksShareACore) {
-  const std::vector<int> two = {0, 1};
-  EXPECT_EQ(CoreForLocalRank(0, 2, two), 0);
-  EXPECT_EQ(CoreForLocalRank(1, 2, two), 0);
-  EXPECT_EQ(CoreForLocalRank(2, 2, two), 1);
-  EXPECT_EQ(CoreForLocalRank(3, 2, two), 1);
-  EXPECT_EQ(CoreForLocalRank(4, 2, two), 0);
-  // The allowed CPUs' own numbers, not their positions.
-  EXPECT_EQ(CoreForLocalRank(2, 2, {3, 5}), 5);
-  EXPECT_EQ(CoreForLocalRank(5, 3, {3, 5, 7}), 5);
-  EXPECT_EQ(CoreForLocalRank(2, 1, {4, 6}), 4);
-  EXPECT_EQ(CoreForLocalRank(0, 2, {}), -1);
-}
-
 }  // namespace
 }  // namespace stagecraft::exec
