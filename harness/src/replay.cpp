@@ -65,7 +65,7 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const std::string& trace_path,
                            const schedules::RunRecord* record, const RunVariation& variation,
-                           const sim::CostTable* ran_model) {
+                           const sim::CostTable* ran_model, const std::vector<int>& ran_devices) {
   using schedules::OpKind;
   const int stages = schedule.stages();
   if (static_cast<int>(measured.stage_costs.size()) != stages) {
@@ -151,6 +151,8 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   base.op_ns.assign(schedule.ops.size(), {});
   for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
   base.overhead_ns = base.op_ns;
+  // Each op's own time: a shared device's time-slicing is the simulator's to apply again.
+  const schedules::RunRecord own = WithoutSharing(schedule, *record, ran_devices);
   // Where each compute op started on its rank, to find the op an overhead gap ends at.
   std::vector<std::unordered_map<int64_t, int>> started(schedule.ops.size());
   for (size_t r = 0; r < schedule.ops.size(); ++r) {
@@ -158,7 +160,7 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
       const schedules::OpTiming& t = record->ranks[r].ops[i];
       const OpKind kind = schedule.ops[r][i].kind;
       if (t.start_ns < 0 || !(schedules::IsCompute(kind) || kind == OpKind::kStep)) continue;
-      base.op_ns[r][i] = t.end_ns - t.start_ns;
+      base.op_ns[r][i] = own.ranks[r].ops[i].end_ns - t.start_ns;
       base.overhead_ns[r][i] = 0;  // unless a gap says otherwise
       started[r][t.start_ns] = static_cast<int>(i);
     }
@@ -289,12 +291,21 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   const std::vector<std::string> names = ScenarioScheduleNames(sc, true);
   CheckScheduleSizes(sc.pipeline, names, max_ops);
   const sim::Topology topo(sc.topology);
-  const schedules::ScheduleMetrics& m = *replay.measured;
   // The run's schedule as it ran, its trace as its record, and what it shows beyond its medians.
   const schedules::Schedule ran_schedule = ScenarioSchedules(ran, {trace.schedule}).at(0);
   const schedules::RunRecord record = RecordOf(ran_schedule, trace, trace_path);
+  // Ranks that shared a device: their passes' medians and spread as each op's own device time
+  // (WithoutSharing), since the simulator time-slices the replay's shared devices itself.
+  const std::vector<int> ran_devices = ran.pipeline.ranks_per_device > 1 ? ran.pipeline.RankDevices() : std::vector<int>{};
+  const schedules::RunRecord own = WithoutSharing(ran_schedule, record, ran_devices);
+  schedules::ScheduleMetrics own_metrics;
+  if (!ran_devices.empty()) {
+    own_metrics = *replay.measured;
+    own_metrics.stage_costs = schedules::MeasuredStageCosts(ran_schedule, own);
+  }
+  const schedules::ScheduleMetrics& m = ran_devices.empty() ? *replay.measured : own_metrics;
   const RunVariation variation =
-      VariationOf(ran_schedule, m, record,
+      VariationOf(ran_schedule, m, own,
                   ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace_path, nullptr, {}));
   // The model's costs of the schedule that ran, in the what-if's scenario (what the model says
   // changes between it and each what-if of the same stages): built once, when first needed.
@@ -312,7 +323,7 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
     const bool scale = !same_run && ran_schedule.stages() == s.stages();
     if (scale && !ran_model) ran_model = sim::BuildCosts(sc, ran_schedule);
     sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr,
-                                       variation, scale ? &*ran_model : nullptr);
+                                       variation, scale ? &*ran_model : nullptr, ran_devices);
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

@@ -85,5 +85,37 @@ TEST(ReplayCosts, AWhatIfScalesTheRunsPassesByTheModelsChangeBetweenSchedules) {
   EXPECT_EQ(alone.stages[0].step_ns, 16'000'000);
 }
 
+// A run whose two ranks shared a device replays each op with its own device time: rank 0's F0
+// [0, 100] beside rank 1's F0 [50, 150] had 75 each (WithoutSharing), since the simulator
+// time-slices the replay's shared device itself; with a device each the measured 100 stands.
+TEST(ReplayCosts, OpsOfASharedDeviceReplayTheirOwnDeviceTime) {
+  schedules::GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = 2;
+  p.steps = 1;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p), schedules::P2p::kLockstep);
+  schedules::RunRecord record;
+  record.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) record.ranks[r].ops.resize(s.ops[r].size());
+  const auto first_f = [&](int r) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      if (s.ops[r][i].kind == schedules::OpKind::kF) return i;
+    }
+    return s.ops[r].size();
+  };
+  record.ranks[0].ops[first_f(0)] = {0, 100};
+  record.ranks[1].ops[first_f(1)] = {50, 150};
+  sim::CostTable base;
+  base.stages.resize(2);
+  schedules::ScheduleMetrics run;
+  run.stage_costs = {Passes(1, 2, 0), Passes(1, 2, 0)};
+  const sim::CostTable shared = ReplayCosts(s, base, run, "t.json", &record, {}, nullptr, {0, 0});
+  EXPECT_EQ(shared.op_ns[0][first_f(0)], 75);
+  EXPECT_EQ(shared.op_ns[1][first_f(1)], 75);
+  const sim::CostTable apart = ReplayCosts(s, base, run, "t.json", &record, {}, nullptr, {});
+  EXPECT_EQ(apart.op_ns[0][first_f(0)], 100);
+  EXPECT_EQ(apart.op_ns[1][first_f(1)], 100);
+}
+
 }  // namespace
 }  // namespace stagecraft::harness

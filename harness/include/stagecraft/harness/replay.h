@@ -39,6 +39,10 @@ struct RunVariation {
   double op_time_cv = 0;  // CostTable::op_time_cv
 };
 //
+// `ran_devices` (sim::PipelineSpec::RankDevices of the run; empty: a device per rank): where the
+// run's ranks shared a device, each op of `record` replays with its own device time
+// (WithoutSharing), and the simulator time-slices the devices of the replay's own placement.
+//
 // `ran_model` (a what-if of the same stages; null: none) is the cost model's table for the
 // schedule the run ran: the run gives each pass's level, the model how it changes from that
 // schedule to this one. Each measured pass is scaled by the model's pass in `base` over the
@@ -48,7 +52,7 @@ struct RunVariation {
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const std::string& trace_path,
                            const schedules::RunRecord* record, const RunVariation& variation,
-                           const sim::CostTable* ran_model = nullptr);
+                           const sim::CostTable* ran_model = nullptr, const std::vector<int>& ran_devices = {});
 
 // A measured trace as replay and compare --trace read it: the file at `path` (at most
 // kMaxJsonBytes), every event usable (schedules::TraceFromJsonInFull). Throws InputError naming
