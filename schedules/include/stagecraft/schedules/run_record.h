@@ -14,8 +14,12 @@ namespace stagecraft::schedules {
 
 // Times in ns since the run's start (the simulator's time 0; the executor's common barrier).
 struct OpTiming {
-  int64_t start_ns = -1;  // compute: run; SEND: transfer start (measured: post); RECV: post
-  int64_t end_ns = -1;    // compute: end; SEND/RECV: arrival (measured: completion seen)
+  // compute: run; SEND: transfer start (measured: when the device had run the work queued before
+  // its post, exec::OpClock::Mark); RECV: post
+  int64_t start_ns = -1;
+  // compute: end; SEND/RECV: arrival (measured: the transport's completion on the device where it
+  // times it there, else the completion the rank saw)
+  int64_t end_ns = -1;
   friend bool operator==(const OpTiming&, const OpTiming&) = default;
 };
 
