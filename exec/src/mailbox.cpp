@@ -36,7 +36,7 @@ void Mailbox::Post(int op, const schedules::Edge& edge) {
     return;
   }
   p.buffer = Buffer(device_, boundary_floats_);
-  (*times_)[op].start_ns = clock_.Now();
+  clock_.Mark(op);
   p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), o.peer, key);
   recvs_.emplace(key, std::move(p));
 }

@@ -26,10 +26,12 @@ inline bool SendFollows(const std::vector<schedules::Op>& ops, int op) {
   return false;
 }
 
-// Each transfer's times on the run's clock, as the times of its SEND or RECV op: a SEND starts
-// when the device has made its tensor (OpClock::Mark: the host's post on a device that runs each
-// call to completion), a RECV when it is posted; either ends when its transfer completed, on the
-// device where the transport times it there (Transport::CompletedNs), else when this rank saw it.
+// Each transfer's times on the run's clock, as the times of its SEND or RECV op: either starts
+// when the device has run the work queued before its post (OpClock::Mark: a SEND's tensor is
+// made, a RECV's buffer free, as a transport on the device's streams orders them; the host's
+// post on a device that runs each call to completion), and ends when its transfer completed, on
+// the device where the transport times it there (Transport::CompletedNs), else when this rank
+// saw it.
 class Mailbox {
  public:
   // For `rank`'s op list of `schedule`; a RECV receives `boundary_floats` floats (BoundaryFloats).

@@ -14,8 +14,8 @@ namespace stagecraft::schedules {
 
 // Times in ns since the run's start (the simulator's time 0; the executor's common barrier).
 struct OpTiming {
-  // compute: run; SEND: transfer start (measured: when the device had run the work queued before
-  // its post, exec::OpClock::Mark); RECV: post
+  // compute: run; SEND: transfer start; RECV: post (measured, both: when the device had run the
+  // work queued before the post, exec::OpClock::Mark)
   int64_t start_ns = -1;
   // compute: end; SEND/RECV: arrival (measured: the transport's completion on the device where it
   // times it there, else the completion the rank saw)
