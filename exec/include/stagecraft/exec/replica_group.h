@@ -55,6 +55,12 @@ class ReplicaGroup {
   // Right after Test returned true or Wait returned: when that sum completed where it ran, on
   // the host's steady clock (Transport::CompletedNs); -1 where the caller's own stamp stands.
   virtual int64_t CompletedNs() const { return -1; }
+  // Before a run's clock starts; collective over the group, every replica passing the same
+  // sizes (SumSizes in grad_reducer.h: the floats of each sum the run posts). Makes ready what
+  // sums of those sizes need, so that none of the run's waits for a connection: nccl runs one
+  // all-reduce of each size, which connects the algorithm NCCL picks for it (NCCL connects each
+  // at its first use), under the deadline. Nothing for a group that connects nothing ahead (mpi).
+  virtual void Prepare(const std::vector<int64_t>& /*sum_floats*/) {}
 
   // The replicas' host side: an MPI transport over them (rank() = replica, size() = D) for the
   // set-up barrier and the losses' mean.
