@@ -22,9 +22,9 @@
 
 #include "event_stamps.h"
 #include "half_gemm_inputs.h"
+#include "keeping_pool.h"
 
 #include "stagecraft/exec/block_pool.h"
-#include "stagecraft/exec/poll.h"
 #include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
 
@@ -53,7 +53,7 @@ class CudaDevice final : public Device {
     SC_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
     name_ = prop.name;
     SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    pool_ = MakeMemoryPool(gpu);
+    pool_ = MakeKeepingPool(gpu);
     SC_CUBLAS_CHECK(cublasCreate(&blas_));
     SC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     SC_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
@@ -94,16 +94,19 @@ class CudaDevice final : public Device {
     SC_CUDA_CHECK(cudaFreeAsync(block, stream_));
   }
 
+  // How long the destructor lets the compute stream drain.
+  static constexpr int64_t kDrainNs = 10'000'000'000;
+
   // Best effort, and bounded: the run is over (or failing), and a destructor must neither throw
   // nor wait for good on a queue held by a transfer that never comes (a peer gone; its
   // communicators are aborted before the device goes). Past the bound the memory is left to the
   // driver, which frees it when the process ends.
   ~CudaDevice() override {
-    if (Drained()) {
+    if (StreamDrained(stream_, kDrainNs)) {
       free_.Drain([this](float* block, int64_t) { (void)cudaFreeAsync(block, stream_); });
       halves_.reset();
       if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
-      if (Drained()) (void)cublasDestroy(blas_);  // it may wait for the whole device
+      if (StreamDrained(stream_, kDrainNs)) (void)cublasDestroy(blas_);  // it may wait for the whole device
     }
     stamps_.reset();
     (void)cudaStreamDestroy(stream_);
@@ -319,43 +322,6 @@ class CudaDevice final : public Device {
 
  private:
   static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
-
-  // How long the destructor lets the compute stream drain.
-  static constexpr int64_t kDrainNs = 10'000'000'000;
-
-  // The device's pool: stream-ordered, and keeping whatever is freed into it (release threshold
-  // at its maximum) until the device is destroyed, so a run never hands memory back to the
-  // driver and asks again. Throws when the GPU has no stream-ordered allocator.
-  static cudaMemPool_t MakeMemoryPool(int gpu) {
-    int supported = 0;
-    SC_CUDA_CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, gpu));
-    if (supported == 0) {
-      throw std::runtime_error(kernels::HostName() + ": GPU " + std::to_string(gpu) +
-                               " has no stream-ordered memory allocator (cudaDevAttrMemoryPoolsSupported is 0), "
-                               "which the cuda backend allocates with");
-    }
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypeNone;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = gpu;
-    cudaMemPool_t pool = nullptr;
-    SC_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
-    uint64_t keep_all = UINT64_MAX;
-    const cudaError_t set = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
-    if (set != cudaSuccess) {
-      (void)cudaMemPoolDestroy(pool);
-      kernels::ThrowCudaError(set, "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)", __FILE__, __LINE__);
-    }
-    return pool;
-  }
-
-  // Whether the compute stream has run everything queued on it, polled within kDrainNs.
-  bool Drained() const {
-    const PollPolicy policy{.deadline_ns = kDrainNs, .spin_ns = 100'000, .min_sleep_ns = 20'000,
-                            .max_sleep_ns = 10'000'000};
-    return PollUntil([&] { return cudaStreamQuery(stream_) != cudaErrorNotReady; }, policy);
-  }
 
   // cudaMallocFromPoolAsync on the compute stream from the device's pool (freed with
   // cudaFreeAsync there), with a full device reported as OutOfMemory (the runtime names the op);
