@@ -68,12 +68,14 @@ Buffer Mailbox::Take(const schedules::Edge& edge) {
   auto it = recvs_.find(key);
   SC_CHECK(it != recvs_.end(), "every compute input is produced locally or received");
   Pending& p = it->second;
-  Buffer b = std::move(p.buffer);
   if (!p.done && transport_.OrderAfter(p.request)) {
+    Buffer b = std::move(p.buffer);
     ordered_.push_back(std::move(p));  // the consumer waits on the device; a poll completes it
-  } else {
-    Finish(p);
+    recvs_.erase(it);
+    return b;
   }
+  Finish(p);  // a wait that throws leaves the buffer with its receive
+  Buffer b = std::move(p.buffer);
   recvs_.erase(it);
   return b;
 }

@@ -34,7 +34,7 @@ check "nccl, two schedules: the transport is NCCL's" 'grep -q "/nccl)" "$tmp/out
 check "nccl, two schedules: finite losses" "python3 -c 'import json,math,sys; m=json.load(open(\"$tmp/ok.json\")); sys.exit(0 if len(m[\"schedules\"])==2 and all(math.isfinite(x) for s in m[\"schedules\"] for x in s[\"losses\"]) else 1)'"
 
 # hang_case NAME DEADLINE_S EXPECTED ARGS...: the job ends non-zero, not killed by timeout(1),
-# within DEADLINE_S + 15 s of its start (start-up and the first step included; a second wait of
+# within DEADLINE_S + 10 s of its start (start-up and the first step included; a second wait of
 # the deadline would exceed it), with exactly one error line matching EXPECTED and no JSON.
 hang_case() {
   local name="$1" deadline="$2" expect="$3"; shift 3
@@ -46,17 +46,17 @@ hang_case() {
   echo "$name: exit $rc after $ms ms (deadline $deadline s)"
   check "$name: non-zero exit" '[[ $rc -ne 0 ]]'
   check "$name: not killed by timeout(1)" '[[ $rc -ne 124 && $rc -ne 137 ]]'
-  check "$name: over within the deadline + 15 s ($ms ms)" '[[ $ms -lt $(( (deadline + 15) * 1000 )) ]]'
+  check "$name: over within the deadline + 10 s ($ms ms)" '[[ $ms -lt $(( (deadline + 10) * 1000 )) ]]'
   check "$name: one error line" '[[ $(grep -c "^stagecraft: error:" "$tmp/ferr") -eq 1 ]]'
   check "$name: it names the wait" 'grep -q "^stagecraft: error: $expect" "$tmp/ferr"'
   check "$name: the hung rank said where it hung" 'grep -q "rank 1 hangs at step 1" "$tmp/ferr"'
   check "$name: no JSON written" '[[ ! -e "$tmp/f.json" ]]'
   [[ $fail -eq 0 ]] || { echo "--- stderr of $name:"; cat "$tmp/ferr"; }
 }
-hang_case "nccl: a hung rank" 10 \
-  "rank 0 .*0RECV_B[0-9]* (step 1) from rank 1 timed out: the NCCL receive from rank 1 (tag [0-9]*) did not complete within 10 s: a peer is hung or gone (every NCCL communicator of this rank was aborted)" \
+hang_case "nccl: a hung rank" 15 \
+  "rank 0 .*0RECV_B[0-9]* (step 1) from rank 1 timed out: the NCCL receive from rank 1 (tag [0-9]*) did not complete within 15 s: a peer is hung or gone (every NCCL communicator of this rank was aborted)" \
   --set pipeline.schedule=1f1b
-hang_case "nccl: a hung replica" 10 \
-  "rank 0 .*0REDUCE_GRAD[0-9]* (step 1) timed out: the NCCL all-reduce of [0-9]* floats over 2 replicas did not complete within 10 s" \
+hang_case "nccl: a hung replica" 15 \
+  "rank 0 .*0REDUCE_GRAD[0-9]* (step 1) timed out: the NCCL all-reduce of [0-9]* floats over 2 replicas did not complete within 15 s" \
   --set pipeline.schedule=1f1b --set pipeline.ranks=1 --set pipeline.data_parallel=2
 exit $fail
