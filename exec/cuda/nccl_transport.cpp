@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -157,7 +156,6 @@ class NcclTransport final : public Transport {
     NcclChannel ends;
     CommSet::Id comm = -1;  // in NcclComms()
     cudaStream_t stream = nullptr;
-    std::set<int64_t> connected;  // the sizes (floats) a tensor has already moved at
   };
   struct Peer {
     int send = -1;  // index into channels_, -1: no channel
@@ -229,31 +227,22 @@ class NcclTransport final : public Transport {
   // will use; the tensors are zeros from the device's pool, one region each, and every wait is
   // under the deadline.
   void Connect(const std::vector<Route>& routes) {
-    struct Probe {
-      Channel* channel;
-      int64_t floats;
-      int64_t offset;
-    };
-    std::vector<Probe> probes;
-    int64_t total = 0;
-    for (const Route& r : routes) {
-      if (r.from != rank_ && r.to != rank_) continue;
-      Channel& c = channels_.at(static_cast<size_t>(ChannelIndex({r.from, r.to})));
-      if (r.floats <= 0 || c.connected.count(r.floats) > 0) continue;
-      probes.push_back({&c, r.floats, total});
-      c.connected.insert(r.floats);  // once, even when a route repeats
-      total += r.floats;
-    }
+    const std::vector<NcclProbe> probes = NcclProbesOf(routes, rank_, connected_);
     if (probes.empty()) return;
+    int64_t total = 0;
+    for (const NcclProbe& p : probes) total += p.floats;
     Buffer zeros(device_, total);
     device_.Fill(zeros.data(), 0.0f, total);
     std::vector<Request> requests;
-    for (const Probe& p : probes) {
-      const NcclChannel& ends = p.channel->ends;
-      requests.push_back(ends.from == rank_ ? Isend(zeros.data() + p.offset, p.floats, ends.to, kProbeTag)
-                                            : Irecv(zeros.data() + p.offset, p.floats, ends.from, kProbeTag));
+    int64_t offset = 0;
+    for (const NcclProbe& p : probes) {
+      float* region = zeros.data() + offset;
+      offset += p.floats;
+      requests.push_back(p.channel.from == rank_ ? Isend(region, p.floats, p.channel.to, kProbeTag)
+                                                 : Irecv(region, p.floats, p.channel.from, kProbeTag));
     }
     for (const Request r : requests) Wait(r);
+    connected_.insert(connected_.end(), probes.begin(), probes.end());
   }
 
   int ChannelIndex(const NcclChannel& c) const {
@@ -317,6 +306,7 @@ class NcclTransport final : public Transport {
   const int size_;
   std::vector<Channel> channels_;
   std::vector<Peer> peers_;  // by rank
+  std::vector<NcclProbe> connected_;  // the channels and sizes a tensor has already moved at
   // Destroyed after the destructor's body has given transfers in flight their time: orderings,
   // and the transfers' completions (timed: CudaEventNs).
   CudaEventPool events_;

@@ -95,6 +95,20 @@ TEST(CudaPlanTest, NcclChannelsAreTheRoutesARankTakesPartIn) {
   EXPECT_TRUE(NcclChannelsOf({}, 0).empty());
 }
 
+// By hand: rank 1 of a 3-rank pipeline connects each of its four channels at the boundary's
+// size, in the routes' order; a second size on one route is a probe of its own, a repeated
+// route or an empty size none; a later run connects only what an earlier one did not.
+TEST(CudaPlanTest, NcclProbesAreEachChannelAndSizeNotMovedBefore) {
+  const std::vector<Route> routes = {{0, 1, 8}, {1, 0, 8}, {1, 2, 8}, {2, 1, 8}, {0, 1, 8}, {1, 2, 64}, {2, 0, 8},
+                                     {1, 0, 0}};
+  const std::vector<NcclProbe> all = {{{0, 1}, 8}, {{1, 0}, 8}, {{1, 2}, 8}, {{2, 1}, 8}, {{1, 2}, 64}};
+  EXPECT_EQ(NcclProbesOf(routes, 1, {}), all);
+  EXPECT_EQ(NcclProbesOf(routes, 0, {}), (std::vector<NcclProbe>{{{0, 1}, 8}, {{1, 0}, 8}, {{2, 0}, 8}}));
+  EXPECT_EQ(NcclProbesOf(routes, 1, {{{1, 0}, 8}, {{1, 2}, 8}}),
+            (std::vector<NcclProbe>{{{0, 1}, 8}, {{2, 1}, 8}, {{1, 2}, 64}}));
+  EXPECT_TRUE(NcclProbesOf(routes, 1, all).empty());
+}
+
 TEST(CudaPlanTest, GpusAreDistinctByBusId) {
   // By bus id: 2 processes on 2 GPUs, 4 of 8, one GPU per process through CUDA_VISIBLE_DEVICES
   // (each sees "1 GPU") are distinct; 2 processes on 1 GPU, or a process without one, are not.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +99,30 @@ inline std::vector<NcclChannel> NcclChannelsOf(const std::vector<Route>& routes,
     }
   }
   return channels;
+}
+
+// One tensor the NCCL transport moves before a run to connect `channel` at a size (NCCL
+// connects what a size needs at its first transfer of it).
+struct NcclProbe {
+  NcclChannel channel;
+  int64_t floats = 0;
+  bool operator==(const NcclProbe&) const = default;
+};
+
+// The tensors rank `rank` moves to connect `routes` (Transport::Prepare): one per channel it
+// takes part in and size the routes carry, leaving out those in `done` (moved by an earlier
+// run) and empty sizes, each once, in the routes' order, which is the order both ends of a
+// channel post them in.
+inline std::vector<NcclProbe> NcclProbesOf(const std::vector<Route>& routes, int rank,
+                                           const std::vector<NcclProbe>& done) {
+  std::vector<NcclProbe> probes;
+  for (const Route& r : routes) {
+    const NcclProbe p{{r.from, r.to}, r.floats};
+    if ((r.from != rank && r.to != rank) || r.from == r.to || r.floats <= 0) continue;
+    if (std::find(done.begin(), done.end(), p) != done.end()) continue;
+    if (std::find(probes.begin(), probes.end(), p) == probes.end()) probes.push_back(p);
+  }
+  return probes;
 }
 
 }  // namespace stagecraft::exec
