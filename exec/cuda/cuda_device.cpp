@@ -2,7 +2,9 @@
 // a failure throws with the host, file:line, the call and the library's own message (the
 // command adds the rank). All work goes onto one non-blocking compute stream, so buffers
 // freed to the pool, the workspace and the 16-bit weight copies are reused only by work queued
-// after them.
+// after them. Device memory comes stream-ordered from a memory pool of the device's own that
+// keeps what is freed (cudaMallocFromPoolAsync): no allocation waits for the device, whose
+// queue may hold NCCL kernels that wait on another rank.
 #include "stagecraft/exec/cuda_device.h"
 
 #include <cublas_v2.h>
@@ -20,6 +22,7 @@
 
 #include "event_stamps.h"
 #include "half_gemm_inputs.h"
+#include "keeping_pool.h"
 
 #include "stagecraft/exec/block_pool.h"
 #include "stagecraft/kernels/cuda.h"
@@ -50,6 +53,7 @@ class CudaDevice final : public Device {
     SC_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu));
     name_ = prop.name;
     SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    pool_ = MakeKeepingPool(gpu);
     SC_CUBLAS_CHECK(cublasCreate(&blas_));
     SC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     SC_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
@@ -65,29 +69,48 @@ class CudaDevice final : public Device {
     }
   }
 
-  // cudaFree waits for the whole device: only between runs, when nothing else is queued.
-  // The spare 16-bit copies go back stream-ordered, as they came.
+  // The kept blocks go back to the pool, stream-ordered as they came (nothing waits for the
+  // device): the next run's allocations of any size take them from there.
   void ReleaseCached() override {
     if (halves_) halves_->ReleaseSpares();
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     cudaError_t first = cudaSuccess;
     free_.Drain([&](float* block, int64_t) {
-      const cudaError_t status = cudaFree(block);
+      const cudaError_t status = cudaFreeAsync(block, stream_);
       if (first == cudaSuccess) first = status;
     });
-    if (first != cudaSuccess) kernels::ThrowCudaError(first, "cudaFree(kept block)", __FILE__, __LINE__);
+    if (first != cudaSuccess) kernels::ThrowCudaError(first, "cudaFreeAsync(kept block)", __FILE__, __LINE__);
   }
 
-  // Best effort: the run is over (or failing), and a destructor must not throw.
+  // Grows the pool by `bytes` before the run: one allocation of them, freed at once, stays in
+  // the pool (its release threshold keeps everything). A hint: a device without room keeps
+  // what it has, and the run's own allocations say so if they fail.
+  void Reserve(int64_t bytes) override {
+    if (bytes <= 0) return;
+    void* block = nullptr;
+    if (cudaMallocFromPoolAsync(&block, static_cast<size_t>(bytes), pool_, stream_) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear it: the device stays usable
+      return;
+    }
+    SC_CUDA_CHECK(cudaFreeAsync(block, stream_));
+  }
+
+  // How long the destructor lets the compute stream drain.
+  static constexpr int64_t kDrainNs = 10'000'000'000;
+
+  // Best effort, and bounded: the run is over (or failing), and a destructor must neither throw
+  // nor wait for good on a queue held by a transfer that never comes (a peer gone; its
+  // communicators are aborted before the device goes). Past the bound the memory is left to the
+  // driver, which frees it when the process ends.
   ~CudaDevice() override {
-    (void)cudaStreamSynchronize(stream_);
-    free_.Drain([](float* block, int64_t) { (void)cudaFree(block); });
-    halves_.reset();
-    if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
-    (void)cudaStreamSynchronize(stream_);
+    if (StreamDrained(stream_, kDrainNs)) {
+      free_.Drain([this](float* block, int64_t) { (void)cudaFreeAsync(block, stream_); });
+      halves_.reset();
+      if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
+      if (StreamDrained(stream_, kDrainNs)) (void)cublasDestroy(blas_);  // it may wait for the whole device
+    }
     stamps_.reset();
-    (void)cublasDestroy(blas_);
     (void)cudaStreamDestroy(stream_);
+    (void)cudaMemPoolDestroy(pool_);  // returns at once; the driver frees the rest when unused
   }
 
   std::string Name() const override { return "cuda:" + std::to_string(gpu_) + " (" + name_ + ")"; }
@@ -288,20 +311,25 @@ class CudaDevice final : public Device {
 
   int Stamp() override { return stamps_->Stamp(); }
   int64_t StampNs(int id) override { return stamps_->StampNs(id); }
+  bool Reached(int id) override { return stamps_->Reached(id); }
   void ClearStamps() override { stamps_->Clear(); }
   int64_t EventNs(cudaEvent_t event) { return stamps_->EventNs(event); }
+  int64_t PoolReservedBytes() const {
+    uint64_t bytes = 0;
+    SC_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &bytes));
+    return static_cast<int64_t>(bytes);
+  }
 
  private:
   static size_t Bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
 
-  // cudaMalloc, with a full device reported as OutOfMemory (the runtime names the op); any other
-  // failure as the call that failed.
-  // With `ordered`, cudaMallocAsync on the compute stream (freed with cudaFreeAsync there).
-  void* DeviceMalloc(uint64_t bytes, bool ordered = false) {
+  // cudaMallocFromPoolAsync on the compute stream from the device's pool (freed with
+  // cudaFreeAsync there), with a full device reported as OutOfMemory (the runtime names the op);
+  // any other failure as the call that failed.
+  void* DeviceMalloc(uint64_t bytes) {
     void* block = nullptr;
-    const cudaError_t status = ordered ? cudaMallocAsync(&block, static_cast<size_t>(bytes), stream_)
-                                       : cudaMalloc(&block, static_cast<size_t>(bytes));
-    const char* call = ordered ? "cudaMallocAsync" : "cudaMalloc";
+    const cudaError_t status = cudaMallocFromPoolAsync(&block, static_cast<size_t>(bytes), pool_, stream_);
+    const char* call = "cudaMallocFromPoolAsync";
     if (status == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear it: the device stays usable
       size_t free_bytes = 0, total_bytes = 0;
@@ -339,7 +367,7 @@ class CudaDevice final : public Device {
 
   // Stream-ordered device memory counted as in use (the workspace, the 16-bit weight copies).
   void* TakeOrdered(int64_t bytes) {
-    void* block = DeviceMalloc(static_cast<uint64_t>(bytes), true);
+    void* block = DeviceMalloc(static_cast<uint64_t>(bytes));
     Track(bytes);
     CountSystemAllocation();
     return block;
@@ -365,6 +393,7 @@ class CudaDevice final : public Device {
   GemmPrecision precision_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   BlockPool free_;
   void* workspace_ = nullptr;
@@ -421,6 +450,12 @@ void* CudaComputeStream(Device& device) {
   auto* cuda = dynamic_cast<CudaDevice*>(&device);
   if (cuda == nullptr) throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device");
   return cuda->stream();
+}
+
+int64_t CudaPoolReservedBytes(Device& device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (cuda == nullptr) throw std::invalid_argument("CudaPoolReservedBytes: " + device.Name() + " is not a cuda device");
+  return cuda->PoolReservedBytes();
 }
 
 int64_t CudaEventNs(Device& device, void* event) {

@@ -2,6 +2,7 @@
 // cuda_device.cpp): CUDA events recorded on the compute stream with no host wait, read back on
 // the host's steady clock through an origin event matched to it; and the times of events other
 // streams of the device recorded (CudaEventNs: transfers and collectives), through the same origin.
+// Whether a stamp is reached is asked without waiting (Reached), so the runtime can bound its wait.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,11 +45,16 @@ class EventStamps {
     SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
     return static_cast<int>(next_stamp_++);
   }
+  // Whether the stream has reached stamp `id`, without waiting (Device::Reached).
+  bool Reached(int id) {
+    const cudaError_t state = cudaEventQuery(At(id));
+    if (state == cudaErrorNotReady) return false;
+    SC_CUDA_CHECK(state);
+    return true;
+  }
+  // Waits for the stamp unless it was reached (the runtime polls Reached under its deadline first).
   int64_t StampNs(int id) {
-    if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
-      throw std::out_of_range("CudaDevice::StampNs: no stamp " + std::to_string(id));
-    }
-    SC_CUDA_CHECK(cudaEventSynchronize(events_[id]));
+    SC_CUDA_CHECK(cudaEventSynchronize(At(id)));
     float ms = 0.0f;
     SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
     return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
@@ -69,6 +75,13 @@ class EventStamps {
   }
 
  private:
+  cudaEvent_t At(int id) const {
+    if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
+      throw std::out_of_range("CudaDevice: no stamp " + std::to_string(id));
+    }
+    return events_[static_cast<size_t>(id)];
+  }
+
   // Op timestamps older than this are re-based on a fresh origin at the next Clear:
   // cudaEventElapsedTime returns float milliseconds, whose resolution coarsens with distance.
   static constexpr int64_t kOriginLifetimeNs = 10'000'000'000;

@@ -1,16 +1,21 @@
 // The cuda backend's replica group (replica_group.h): ncclAllReduce of a stage's gradients on a
 // stream of its own, ordered after the compute stream's work queued so far (which made them);
-// the STEP that reads the sum orders the compute stream after the all-reduce's event. Every
-// CUDA and NCCL call is checked; an error or the deadline aborts the communicator and throws.
+// the STEP that reads the sum orders the compute stream after the all-reduce's event. The
+// communicator is non-blocking, with few CTAs (nccl_comms.h), and one of the process's NCCL
+// communicators: an error or the deadline anywhere aborts them all. Every CUDA and NCCL call is
+// checked.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cuda_event_pool.h"
 #include "nccl_check.h"
+#include "nccl_comms.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/poll.h"
@@ -20,41 +25,50 @@
 namespace stagecraft::exec {
 namespace {
 
-// As the NCCL transport polls: spin while an all-reduce of a few MB is likely to finish, then
-// sleep briefly between polls.
-constexpr int64_t kSpinNs = 50'000;
-constexpr int64_t kSleepNs = 20'000;
+// As the NCCL transport polls: the STEP that waits for a sum comes after the backwards that
+// overlap it, so the sum is usually done or nearly so.
+constexpr PollPolicy kPoll{.deadline_ns = 0, .spin_ns = 50'000, .min_sleep_ns = 20'000, .max_sleep_ns = 200'000};
+constexpr int64_t kCloseNs = 10'000'000'000;
 
 class NcclReplicaGroup final : public ReplicaGroup {
  public:
+  // Replica 0 makes the id and the others get its bytes over the replicas' host transport; the
+  // communicator is made without blocking and waited for under the deadline.
   NcclReplicaGroup(std::unique_ptr<ReplicaGroup> mpi, Device& device, std::chrono::nanoseconds deadline)
       : mpi_(std::move(mpi)), device_(device), compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()) {
-    // Replica 0 makes the id; the others get its bytes over the replicas' host transport.
-    ncclUniqueId id{};
+    NcclInit init{.ranks = mpi_->size(), .rank = mpi_->replica(), .name = "the replicas' NCCL communicator"};
     std::string wire;
     if (mpi_->replica() == 0) {
-      SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&id));
-      wire.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+      SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&init.id));
+      wire.assign(reinterpret_cast<const char*>(&init.id), sizeof(init.id));
     }
     mpi_->host().Broadcast(&wire, 0);
-    if (wire.size() != sizeof(id)) throw std::runtime_error("nccl replica group: a malformed ncclUniqueId");
-    std::memcpy(&id, wire.data(), sizeof(id));
-    SC_NCCL_CHECK(nullptr, ncclCommInitRank(&comm_, mpi_->size(), id, mpi_->replica()));
+    if (wire.size() != sizeof(init.id)) throw std::runtime_error("nccl replica group: a malformed ncclUniqueId");
+    std::memcpy(&init.id, wire.data(), sizeof(init.id));
     SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    Connect();
+    try {
+      comm_ = MakeNcclComms({init}, deadline_ns_, "making the replicas' NCCL communicator").at(0);
+    } catch (...) {
+      (void)cudaStreamDestroy(stream_);
+      throw;
+    }
   }
-  // Best effort: the run is over (or failing), and a destructor must not throw.
+  // Best effort and bounded, as the NCCL transport's (nccl_transport.cpp).
   ~NcclReplicaGroup() override {
-    for (Pending& p : pending_.items()) {
-      if (p.done != nullptr) (void)cudaEventSynchronize(p.done);
-    }
-    if (!aborted_) {
-      (void)cudaStreamSynchronize(stream_);
-      (void)ncclCommFinalize(comm_);
-      (void)ncclCommDestroy(comm_);
-    }
-    (void)cudaStreamDestroy(stream_);
+    const PollPolicy policy{.deadline_ns = std::min(deadline_ns_, kCloseNs), .spin_ns = kPoll.spin_ns,
+                            .min_sleep_ns = kPoll.min_sleep_ns, .max_sleep_ns = kPoll.max_sleep_ns};
+    const bool landed = PollUntil(
+        [&] {
+          for (const Pending& p : pending_.items()) {
+            if (p.done != nullptr && cudaEventQuery(p.done) == cudaErrorNotReady) return false;
+          }
+          return true;
+        },
+        policy);
+    if (!landed) NcclComms().AbortAll();
+    NcclComms().Close({comm_}, std::min(deadline_ns_, kCloseNs));
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   }
   NcclReplicaGroup(const NcclReplicaGroup&) = delete;
   NcclReplicaGroup& operator=(const NcclReplicaGroup&) = delete;
@@ -71,7 +85,9 @@ class NcclReplicaGroup final : public ReplicaGroup {
     SC_CUDA_CHECK(cudaEventRecord(queued, compute_));  // the backwards that made the gradients
     SC_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued, 0));
     events_.Give(queued);  // may be re-recorded once the wait is queued
-    SC_NCCL_CHECK(comm_, ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, comm_, stream_));
+    const auto comm = static_cast<ncclComm_t>(NcclComms().Get(comm_));
+    SC_NCCL_ENQUEUE(comm_, ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, comm, stream_),
+                    deadline_ns_);
     Pending p{done_events_.Take(), count};
     SC_CUDA_CHECK(cudaEventRecord(p.done, stream_));
     return pending_.Add(p);
@@ -93,34 +109,29 @@ class NcclReplicaGroup final : public ReplicaGroup {
 
   void Wait(Request request) override {
     const int64_t count = At(request).count;
-    const PollPolicy policy{
-        .deadline_ns = deadline_ns_, .spin_ns = kSpinNs, .min_sleep_ns = kSleepNs, .max_sleep_ns = kSleepNs};
-    if (PollUntil([&] { return CheckAsyncError(), Test(request); }, policy)) return;
-    Abort();
+    PollPolicy policy = kPoll;
+    policy.deadline_ns = deadline_ns_;
+    if (PollUntil([&] { return NcclComms().CheckErrors({comm_}), Test(request); }, policy)) return;
+    NcclComms().AbortAll();
     throw TimeoutError("the NCCL all-reduce of " + std::to_string(count) + " floats over " + std::to_string(size()) +
-                       " replicas did not complete within " + std::to_string(deadline_ns_ / 1'000'000'000) +
-                       " s: a replica is hung or gone (this rank's replica communicator was aborted)");
+                       " replicas did not complete within " + SecondsText(deadline_ns_) +
+                       ": a replica is hung or gone (" + CommSet::kAbortedNote + ")");
+  }
+
+  // NCCL connects the algorithm it picks for a size at its first all-reduce of that size
+  // (NCCL_RUNTIME_CONNECT, the default since 2.22), and would hold the host there inside the run.
+  // One all-reduce of zeros at each size not summed yet, in the same order on every replica,
+  // makes those connections now, each waited for under the deadline.
+  void Prepare(const std::vector<int64_t>& sum_floats) override {
+    for (const int64_t floats : sum_floats) {
+      if (floats <= 0 || !connected_.insert(floats).second) continue;
+      Buffer zeros(device_, floats);
+      device_.Fill(zeros.data(), 0.0f, floats);
+      Wait(PostSum(zeros.data(), floats));
+    }
   }
 
  private:
-  // NCCL may connect a communicator at its first collective and hold the host there until every
-  // replica makes it: inside a run that wait would sit outside Wait's deadline. One all-reduce
-  // of a float here, before any replica computes, connects it.
-  void Connect() {
-    float* probe = nullptr;
-    SC_CUDA_CHECK(cudaMalloc(&probe, sizeof(float)));
-    try {
-      SC_CUDA_CHECK(cudaMemset(probe, 0, sizeof(float)));
-      SC_CUDA_CHECK(cudaDeviceSynchronize());  // the memset, on the legacy stream, is done
-      SC_NCCL_CHECK(comm_, ncclAllReduce(probe, probe, 1, ncclFloat, ncclSum, comm_, stream_));
-      SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    } catch (...) {
-      (void)cudaFree(probe);
-      throw;
-    }
-    SC_CUDA_CHECK(cudaFree(probe));
-  }
-
   struct Pending {
     cudaEvent_t done = nullptr;  // null once released
     int64_t count = 0;
@@ -132,38 +143,24 @@ class NcclReplicaGroup final : public ReplicaGroup {
     }
     return pending_[request];
   }
-  // NCCL's asynchronous errors (a replica gone) surface here, not in a call.
-  void CheckAsyncError() {
-    ncclResult_t async = ncclSuccess;
-    const ncclResult_t polled = ncclCommGetAsyncError(comm_, &async);
-    if (polled != ncclSuccess) Fail(NcclErrorText(polled, comm_, "ncclCommGetAsyncError", __FILE__, __LINE__));
-    if (async != ncclSuccess && async != ncclInProgress) {
-      Fail(NcclErrorText(async, comm_, "an all-reduce (ncclCommGetAsyncError)", __FILE__, __LINE__));
-    }
-  }
   [[noreturn]] void Fail(const std::string& what) {
-    Abort();
-    throw std::runtime_error(what + " (this rank's replica communicator was aborted)");
-  }
-  void Abort() {
-    if (aborted_) return;
-    aborted_ = true;
-    (void)ncclCommAbort(comm_);
+    NcclComms().AbortAll();
+    throw std::runtime_error(what + " (" + CommSet::kAbortedNote + ")");
   }
 
   std::unique_ptr<ReplicaGroup> mpi_;  // the host side, and the bootstrap
   Device& device_;
   cudaStream_t compute_;
   const int64_t deadline_ns_;
-  ncclComm_t comm_ = nullptr;
+  CommSet::Id comm_ = -1;  // in NcclComms()
   cudaStream_t stream_ = nullptr;
-  // Destroyed after the destructor's body has synchronized the stream: orderings, and the sums'
-  // completions (timed: CudaEventNs).
+  std::set<int64_t> connected_;  // the sizes (floats) summed already
+  // Destroyed after the destructor's body has given sums in flight their time: orderings, and
+  // the sums' completions (timed: CudaEventNs).
   CudaEventPool events_;
   CudaEventPool done_events_{cudaEventDefault};
   HandlePool<Pending> pending_;
   int64_t completed_ns_ = -1;  // the last sum Test saw complete
-  bool aborted_ = false;
 };
 
 }  // namespace

@@ -1,107 +1,98 @@
-// NcclTransport (nccl_transport.h). Every CUDA and NCCL call is checked; a failure throws
-// with the host, file:line, the call and the library's own message (the command adds the rank).
+// NcclTransport (nccl_transport.h). Every CUDA and NCCL call is checked; a failure throws with the
+// host, file:line, the call and the library's own message (the command adds the rank), after
+// aborting every NCCL communicator of the process (nccl_comms.h).
 #include "stagecraft/exec/nccl_transport.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_event_pool.h"
+#include "nccl_check.h"
+#include "nccl_comms.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/cuda_plan.h"
 #include "stagecraft/exec/handle_pool.h"
+#include "stagecraft/exec/poll.h"
 #include "stagecraft/kernels/cuda_check.h"
-#include "nccl_check.h"
 
 namespace stagecraft::exec {
 namespace {
 
-// Polls between these while a transfer is not done (a GPU transfer of a tensor takes tens of
-// microseconds; the host has nothing else to do while the runtime waits).
-constexpr int64_t kSpinNs = 50'000;
-constexpr int64_t kSleepNs = 20'000;
+// A wait polls back to back briefly, then sleeps between polls with a backoff. The runtime waits
+// for a transfer only at a step's read-back or a run's end (a receive's consumer waits on the
+// device), so the host's reaction time is not on the GPU's path.
+constexpr PollPolicy kPoll{.deadline_ns = 0, .spin_ns = 50'000, .min_sleep_ns = 20'000, .max_sleep_ns = 200'000};
+// The tag of Prepare's own transfers (a run's are edge keys, never negative).
+constexpr int64_t kProbeTag = -1;
+// How long the destructor lets transfers in flight land, and communicators quiesce, before it
+// aborts them.
+constexpr int64_t kCloseNs = 10'000'000'000;
+
+std::string ChannelName(const NcclChannel& c) {
+  return "the NCCL channel " + std::to_string(c.from) + " -> " + std::to_string(c.to);
+}
 
 class NcclTransport final : public Transport {
  public:
+  // Nothing of NCCL yet: the communicators come with the routes of the runs (Prepare).
   NcclTransport(std::unique_ptr<Transport> host, Device& device, std::chrono::nanoseconds deadline)
       : host_(std::move(host)),
         device_(device),
         compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()),
         rank_(host_->rank()),
-        size_(host_->size()) {
-    const std::vector<NcclChannel> plan = NcclChannels(size_);
-    // Each channel's sender makes its id and sends it to the receiver over the host transport
-    // (MPI), as floats holding the id's bytes.
-    static_assert(sizeof(ncclUniqueId) % sizeof(float) == 0);
-    constexpr int64_t kIdFloats = sizeof(ncclUniqueId) / sizeof(float);
-    std::vector<ncclUniqueId> ids(plan.size());
-    std::vector<std::vector<float>> wire(plan.size(), std::vector<float>(kIdFloats));
-    std::vector<Request> pending;
-    for (size_t c = 0; c < plan.size(); ++c) {
-      if (plan[c].from == rank_) {
-        SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&ids[c]));
-        std::memcpy(wire[c].data(), &ids[c], sizeof(ncclUniqueId));
-        pending.push_back(host_->Isend(wire[c].data(), kIdFloats, plan[c].to, static_cast<int64_t>(c)));
-      } else if (plan[c].to == rank_) {
-        pending.push_back(host_->Irecv(wire[c].data(), kIdFloats, plan[c].from, static_cast<int64_t>(c)));
-      }
-    }
-    for (const Request r : pending) host_->Wait(r);
-    for (size_t c = 0; c < plan.size(); ++c) {
-      if (plan[c].to == rank_) std::memcpy(&ids[c], wire[c].data(), sizeof(ncclUniqueId));
-    }
-    peers_.assign(static_cast<size_t>(size_), Peer{});
-    for (size_t c = 0; c < plan.size(); ++c) {
-      const bool sends = plan[c].from == rank_;
-      if (!sends && plan[c].to != rank_) continue;
-      Channel channel;
-      channel.sends = sends;
-      SC_NCCL_CHECK(nullptr, ncclCommInitRank(&channel.comm, 2, ids[c], sends ? 0 : 1));
-      SC_CUDA_CHECK(cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking));
-      channels_.push_back(channel);
-      Peer& peer = peers_[static_cast<size_t>(sends ? plan[c].to : plan[c].from)];
-      (sends ? peer.send : peer.recv) = static_cast<int>(channels_.size()) - 1;
-    }
-    Connect();
-  }
+        size_(host_->size()),
+        peers_(static_cast<size_t>(size_)) {}
 
-  // Best effort: the run is over (or failing), and a destructor must not throw.
+  // Best effort and bounded: transfers in flight get kCloseNs to land, else every communicator
+  // is aborted (a peer is gone); then each is finalized, or aborted if it does not quiesce.
   ~NcclTransport() override {
-    for (Transfer& t : transfers_.items()) {
-      if (t.done != nullptr) (void)cudaEventSynchronize(t.done);
-    }
+    PollPolicy policy = kPoll;
+    policy.deadline_ns = std::min(deadline_ns_, kCloseNs);
+    const bool landed = PollUntil(
+        [&] {
+          for (const Transfer& t : transfers_.items()) {
+            if (t.done != nullptr && cudaEventQuery(t.done) == cudaErrorNotReady) return false;
+          }
+          return true;
+        },
+        policy);
+    CommSet& comms = NcclComms();
+    if (!landed) comms.AbortAll();
+    std::vector<CommSet::Id> ids;
+    for (const Channel& c : channels_) ids.push_back(c.comm);
+    comms.Close(ids, std::min(deadline_ns_, kCloseNs));
     for (Channel& c : channels_) {
-      if (!aborted_) {
-        (void)cudaStreamSynchronize(c.stream);
-        (void)ncclCommFinalize(c.comm);
-        (void)ncclCommDestroy(c.comm);
-      }
-      (void)cudaStreamDestroy(c.stream);
+      if (c.stream != nullptr) (void)cudaStreamDestroy(c.stream);  // returns at once; freed when idle
     }
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string Name() const override { return "nccl"; }
+  std::chrono::nanoseconds deadline() const override { return std::chrono::nanoseconds(deadline_ns_); }
 
   Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
     Channel& c = ChannelTo(peer, /*send=*/true, tag);
     After(c.stream);  // the work that made `data`
-    SC_NCCL_CHECK(c.comm, ncclSend(data, static_cast<size_t>(count), ncclFloat32, 1, c.comm, c.stream));
+    SC_NCCL_ENQUEUE(c.comm, ncclSend(data, static_cast<size_t>(count), ncclFloat32, 1, Comm(c), c.stream),
+                    deadline_ns_);
     return Track(c, peer, tag, /*recv=*/false);
   }
   Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
     Channel& c = ChannelTo(peer, /*send=*/false, tag);
     After(c.stream);  // queued work that may still use the buffer's previous contents
-    SC_NCCL_CHECK(c.comm, ncclRecv(data, static_cast<size_t>(count), ncclFloat32, 0, c.comm, c.stream));
+    SC_NCCL_ENQUEUE(c.comm, ncclRecv(data, static_cast<size_t>(count), ncclFloat32, 0, Comm(c), c.stream),
+                    deadline_ns_);
     return Track(c, peer, tag, /*recv=*/true);
   }
 
@@ -110,31 +101,42 @@ class NcclTransport final : public Transport {
     const cudaError_t state = cudaEventQuery(t.done);
     if (state == cudaErrorNotReady) return false;
     if (state != cudaSuccess) Fail(kernels::CudaErrorText(state, "cudaEventQuery(transfer done)", __FILE__, __LINE__));
-    // Compute queued from now on reads what the receive wrote.
-    if (t.recv) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+    // Compute queued from now on reads what the receive wrote (already so when it was ordered).
+    if (t.recv && !t.ordered) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
     completed_ns_ = CudaEventNs(device_, t.done);
     Release(request);
     return true;
   }
 
+  // The compute stream waits on the receive's event: the consumer queued next runs once the
+  // data are in, and the host goes on. Test or Wait still completes the request.
+  bool OrderAfter(Request request) override {
+    Transfer& t = At(request);
+    if (!t.recv) return false;
+    SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+    t.ordered = true;
+    return true;
+  }
+
   void Wait(Request request) override {
-    const auto start = std::chrono::steady_clock::now();
     const Transfer t = At(request);
-    while (!Test(request)) {
-      CheckAsyncErrors();
-      const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-      if (waited > deadline_ns_) {
-        AbortCommunicators();
-        throw TimeoutError(std::string("the NCCL ") + (t.recv ? "receive from" : "send to") + " rank " +
-                           std::to_string(t.peer) + " (tag " + std::to_string(t.tag) + ") did not complete within " +
-                           std::to_string(deadline_ns_ / 1'000'000'000) + " s: a peer is hung or gone (this rank's "
-                           "NCCL communicators were aborted)");
-      }
-      if (waited > kSpinNs) {
-        const timespec ts{0, static_cast<long>(kSleepNs)};
-        nanosleep(&ts, nullptr);
-      }
-    }
+    PollPolicy policy = kPoll;
+    policy.deadline_ns = deadline_ns_;
+    if (PollUntil([&] { return CheckAsyncErrors(), Test(request); }, policy)) return;
+    NcclComms().AbortAll();
+    const std::string which = t.tag == kProbeTag ? "the tensor that connects the channel" : "tag " + std::to_string(t.tag);
+    throw TimeoutError(std::string("the NCCL ") + (t.recv ? "receive from" : "send to") + " rank " +
+                       std::to_string(t.peer) + " (" + which + ") did not complete within " + SecondsText(deadline_ns_) +
+                       ": a peer is hung or gone (" + CommSet::kAbortedNote + ")");
+  }
+
+  // The channels of the routes this rank has none of yet, made together; then one tensor of
+  // each route's size over its channel, unless one went before; then every rank meets, so that
+  // their clocks start together.
+  void Prepare(const std::vector<Route>& routes) override {
+    MakeChannels(routes);
+    Connect(routes);
+    host_->Barrier();
   }
 
   void Barrier() override { host_->Barrier(); }
@@ -144,44 +146,17 @@ class NcclTransport final : public Transport {
   // The transfer's end on its own stream, read on the compute stamps' origin.
   int64_t CompletedNs() const override { return completed_ns_; }
   [[noreturn]] void Abort(int exit_code) override {
-    AbortCommunicators();
+    NcclComms().AbortAll();  // the replicas' communicator too: nothing of NCCL waits on a peer
     host_->Abort(exit_code);
     std::_Exit(exit_code);  // the host's Abort does not return; this only satisfies [[noreturn]]
   }
 
  private:
   struct Channel {
-    ncclComm_t comm = nullptr;
+    NcclChannel ends;
+    CommSet::Id comm = -1;  // in NcclComms()
     cudaStream_t stream = nullptr;
-    bool sends = false;  // this rank is the channel's sender (NCCL rank 0 of the two)
   };
-
-  // NCCL connects a communicator's two ranks at its first send or receive, and may hold the
-  // host there until the peer makes its own first call: inside a run that wait would sit
-  // outside Wait's deadline, and could meet a peer that waits on this rank's next op. One float
-  // over every channel, in the plan's order on every rank (as the communicators were made),
-  // connects them all here, before any rank computes.
-  void Connect() {
-    if (channels_.empty()) return;
-    const size_t bytes = channels_.size() * sizeof(float);  // a float of its own per channel
-    float* probe = nullptr;
-    SC_CUDA_CHECK(cudaMalloc(&probe, bytes));
-    try {
-      SC_CUDA_CHECK(cudaMemset(probe, 0, bytes));
-      SC_CUDA_CHECK(cudaDeviceSynchronize());  // the memset, on the legacy stream, is done
-      for (size_t i = 0; i < channels_.size(); ++i) {
-        Channel& c = channels_[i];
-        SC_NCCL_CHECK(c.comm, c.sends ? ncclSend(probe + i, 1, ncclFloat32, 1, c.comm, c.stream)
-                                      : ncclRecv(probe + i, 1, ncclFloat32, 0, c.comm, c.stream));
-      }
-      for (Channel& c : channels_) SC_CUDA_CHECK(cudaStreamSynchronize(c.stream));
-    } catch (...) {
-      (void)cudaFree(probe);
-      throw;
-    }
-    SC_CUDA_CHECK(cudaFree(probe));
-  }
-
   struct Peer {
     int send = -1;  // index into channels_, -1: no channel
     int recv = -1;
@@ -191,17 +166,101 @@ class NcclTransport final : public Transport {
     int peer = 0;
     int64_t tag = 0;
     bool recv = false;
+    bool ordered = false;  // the compute stream already waits on `done` (OrderAfter)
   };
 
+  // Each new channel's sender makes its ncclUniqueId and sends it to the receiver over the host
+  // transport (MPI, as floats holding its bytes; the tag is the route's index, the same on both
+  // ends); then every new communicator of this rank is made in one group, without blocking, and
+  // waited for under the deadline (a peer that never comes aborts them all).
+  void MakeChannels(const std::vector<Route>& routes) {
+    static_assert(sizeof(ncclUniqueId) % sizeof(float) == 0);
+    constexpr int64_t kIdFloats = sizeof(ncclUniqueId) / sizeof(float);
+    std::vector<NcclChannel> fresh;
+    std::vector<int64_t> tags;
+    for (const NcclChannel& c : NcclChannelsOf(routes, rank_)) {
+      if (ChannelIndex(c) >= 0) continue;
+      fresh.push_back(c);
+      const auto it = std::find_if(routes.begin(), routes.end(),
+                                   [&](const Route& r) { return r.from == c.from && r.to == c.to; });
+      tags.push_back(static_cast<int64_t>(it - routes.begin()));
+    }
+    if (fresh.empty()) return;
+    std::vector<NcclInit> inits(fresh.size());
+    std::vector<std::vector<float>> wire(fresh.size(), std::vector<float>(kIdFloats));
+    std::vector<Request> pending;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      const bool sends = fresh[i].from == rank_;
+      inits[i] = {.ranks = 2, .rank = sends ? 0 : 1, .name = ChannelName(fresh[i])};
+      if (sends) {
+        SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&inits[i].id));
+        std::memcpy(wire[i].data(), &inits[i].id, sizeof(ncclUniqueId));
+        pending.push_back(host_->Isend(wire[i].data(), kIdFloats, fresh[i].to, tags[i]));
+      } else {
+        pending.push_back(host_->Irecv(wire[i].data(), kIdFloats, fresh[i].from, tags[i]));
+      }
+    }
+    for (const Request r : pending) host_->Wait(r);
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      if (fresh[i].to == rank_) std::memcpy(&inits[i].id, wire[i].data(), sizeof(ncclUniqueId));
+    }
+    const std::vector<CommSet::Id> ids =
+        MakeNcclComms(inits, deadline_ns_, "making the NCCL channels of rank " + std::to_string(rank_));
+    // Every communicator is held before any stream is made: the destructor closes them all.
+    const size_t first = channels_.size();
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      Channel& c = channels_.emplace_back();
+      c.ends = fresh[i];
+      c.comm = ids.at(i);
+    }
+    for (size_t i = first; i < channels_.size(); ++i) {
+      SC_CUDA_CHECK(cudaStreamCreateWithFlags(&channels_[i].stream, cudaStreamNonBlocking));
+      const NcclChannel& ends = channels_[i].ends;
+      Peer& peer = peers_.at(static_cast<size_t>(ends.from == rank_ ? ends.to : ends.from));
+      (ends.from == rank_ ? peer.send : peer.recv) = static_cast<int>(i);
+    }
+  }
+
+  // NCCL connects a channel at its first transfer, per protocol and number of its own channels,
+  // which depend on the size; a connection made inside the run would hold the host there, outside
+  // every deadline. One tensor of each route's size, moved here, makes the connections the run
+  // will use; the tensors are zeros from the device's pool, one region each, and every wait is
+  // under the deadline.
+  void Connect(const std::vector<Route>& routes) {
+    const std::vector<NcclProbe> probes = NcclProbesOf(routes, rank_, connected_);
+    if (probes.empty()) return;
+    int64_t total = 0;
+    for (const NcclProbe& p : probes) total += p.floats;
+    Buffer zeros(device_, total);
+    device_.Fill(zeros.data(), 0.0f, total);
+    std::vector<Request> requests;
+    int64_t offset = 0;
+    for (const NcclProbe& p : probes) {
+      float* region = zeros.data() + offset;
+      offset += p.floats;
+      requests.push_back(p.channel.from == rank_ ? Isend(region, p.floats, p.channel.to, kProbeTag)
+                                                 : Irecv(region, p.floats, p.channel.from, kProbeTag));
+    }
+    for (const Request r : requests) Wait(r);
+    connected_.insert(connected_.end(), probes.begin(), probes.end());
+  }
+
+  int ChannelIndex(const NcclChannel& c) const {
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (channels_[i].ends == c) return static_cast<int>(i);
+    }
+    return -1;
+  }
   Channel& ChannelTo(int peer, bool send, int64_t tag) {
     const int index = peer >= 0 && peer < size_ ? (send ? peers_[peer].send : peers_[peer].recv) : -1;
     if (index < 0) {
       throw std::runtime_error(NcclWhere(__FILE__, __LINE__) + "no NCCL channel " + (send ? "to" : "from") + " rank " +
                                std::to_string(peer) + " (tag " + std::to_string(tag) +
-                               "): only neighbouring ranks exchange tensors");
+                               "): channels are made for the routes a run prepares (Transport::Prepare)");
     }
     return channels_[static_cast<size_t>(index)];
   }
+  ncclComm_t Comm(const Channel& c) const { return static_cast<ncclComm_t>(NcclComms().Get(c.comm)); }
 
   // `stream` waits for the compute stream's work queued so far.
   void After(cudaStream_t stream) {
@@ -229,24 +288,14 @@ class NcclTransport final : public Transport {
 
   // NCCL's asynchronous errors (a peer gone, a network failure) surface here, not in a call.
   void CheckAsyncErrors() {
-    for (Channel& c : channels_) {
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t polled = ncclCommGetAsyncError(c.comm, &async);
-      if (polled != ncclSuccess) Fail(NcclErrorText(polled, c.comm, "ncclCommGetAsyncError", __FILE__, __LINE__));
-      if (async != ncclSuccess && async != ncclInProgress) {
-        Fail(NcclErrorText(async, c.comm, "a transfer (ncclCommGetAsyncError)", __FILE__, __LINE__));
-      }
-    }
+    std::vector<CommSet::Id> ids;
+    for (const Channel& c : channels_) ids.push_back(c.comm);
+    NcclComms().CheckErrors(ids);
   }
-  // Ends this rank's communicators so nothing of them waits on a peer any more, then throws.
+  // Ends every communicator of the process so nothing of them waits on a peer any more, then throws.
   [[noreturn]] void Fail(const std::string& what) {
-    AbortCommunicators();
-    throw std::runtime_error(what + " (this rank's NCCL communicators were aborted)");
-  }
-  void AbortCommunicators() {
-    if (aborted_) return;
-    aborted_ = true;
-    for (Channel& c : channels_) (void)ncclCommAbort(c.comm);
+    NcclComms().AbortAll();
+    throw std::runtime_error(what + " (" + CommSet::kAbortedNote + ")");
   }
 
   std::unique_ptr<Transport> host_;
@@ -257,13 +306,13 @@ class NcclTransport final : public Transport {
   const int size_;
   std::vector<Channel> channels_;
   std::vector<Peer> peers_;  // by rank
-  // Destroyed after the destructor's body has synchronized the streams: orderings, and the
-  // transfers' completions (timed: CudaEventNs).
+  std::vector<NcclProbe> connected_;  // the channels and sizes a tensor has already moved at
+  // Destroyed after the destructor's body has given transfers in flight their time: orderings,
+  // and the transfers' completions (timed: CudaEventNs).
   CudaEventPool events_;
   CudaEventPool done_events_{cudaEventDefault};
   HandlePool<Transfer> transfers_;
   int64_t completed_ns_ = -1;  // the last transfer Test saw complete
-  bool aborted_ = false;
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The runtime's data-parallel all-reduces (grad_reducer.h).
 #include "stagecraft/exec/grad_reducer.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
@@ -9,6 +11,17 @@
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::exec {
+
+std::vector<int64_t> SumSizes(const std::vector<schedules::Op>& ops,
+                              const std::function<int64_t(int stage)>& floats_of_stage) {
+  std::vector<int64_t> sizes;
+  for (const schedules::Op& op : ops) {
+    if (op.kind == schedules::OpKind::kReduceGrad) sizes.push_back(floats_of_stage(op.stage));
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
 
 GradReducer::GradReducer(const schedules::Schedule& schedule, ReplicaGroup* group, OpClock& clock,
                          std::vector<schedules::OpTiming>* times)

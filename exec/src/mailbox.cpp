@@ -1,11 +1,28 @@
 // The runtime's mailbox (mailbox.h).
 #include "stagecraft/exec/mailbox.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
 
 namespace stagecraft::exec {
+
+std::vector<Route> Routes(const schedules::Schedule& schedule, int64_t boundary_floats) {
+  std::vector<Route> routes;
+  for (int rank = 0; rank < schedule.ranks(); ++rank) {
+    for (const schedules::Op& op : schedule.ops[rank]) {
+      if (!schedules::IsSend(op.kind)) continue;
+      const Route r{rank, op.peer, boundary_floats};
+      if (std::find(routes.begin(), routes.end(), r) == routes.end()) routes.push_back(r);
+    }
+  }
+  std::sort(routes.begin(), routes.end(),
+            [](const Route& a, const Route& b) { return std::pair(a.from, a.to) < std::pair(b.from, b.to); });
+  return routes;
+}
 
 Mailbox::Mailbox(const schedules::Schedule& schedule, int rank, Device& device, Transport& transport, OpClock& clock,
                  int64_t boundary_floats, std::vector<schedules::OpTiming>* times)
@@ -50,8 +67,15 @@ Buffer Mailbox::Take(const schedules::Edge& edge) {
   }
   auto it = recvs_.find(key);
   SC_CHECK(it != recvs_.end(), "every compute input is produced locally or received");
-  Finish(it->second);
-  Buffer b = std::move(it->second.buffer);
+  Pending& p = it->second;
+  if (!p.done && transport_.OrderAfter(p.request)) {
+    Buffer b = std::move(p.buffer);
+    ordered_.push_back(std::move(p));  // the consumer waits on the device; a poll completes it
+    recvs_.erase(it);
+    return b;
+  }
+  Finish(p);  // a wait that throws leaves the buffer with its receive
+  Buffer b = std::move(p.buffer);
   recvs_.erase(it);
   return b;
 }
@@ -79,11 +103,22 @@ void Mailbox::Poll() {
   for (auto& [key, p] : recvs_) {
     if (!p.done && transport_.Test(p.request)) Complete(p);
   }
+  std::erase_if(ordered_, [&](Pending& p) {
+    if (!transport_.Test(p.request)) return false;
+    Complete(p);
+    return true;
+  });
+}
+
+void Mailbox::FinishReceives() {
+  for (Pending& p : ordered_) Finish(p);
+  ordered_.clear();
 }
 
 void Mailbox::FinishSends() {
   for (Pending& p : sends_) Finish(p);
   sends_.clear();
+  FinishReceives();
 }
 
 }  // namespace stagecraft::exec

@@ -96,6 +96,7 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string Name() const override { return "mpi"; }
+  std::chrono::nanoseconds deadline() const override { return std::chrono::nanoseconds(deadline_ns_); }
 
   Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
     MPI_Request* r = nullptr;

@@ -2,6 +2,9 @@
 #include "stagecraft/exec/op_clock.h"
 
 #include <algorithm>
+#include <string>
+
+#include "stagecraft/exec/poll.h"
 
 namespace stagecraft::exec {
 
@@ -19,6 +22,18 @@ std::vector<bool> ResolvePoints(const std::vector<schedules::Op>& ops, int steps
 }
 
 void OpClock::Resolve(schedules::RankRecord* record) {
+  // Stamp ids grow in the order they were taken: the largest marks the work queued last.
+  int latest = -1;
+  for (const TimedOp& t : timed_) latest = std::max(latest, t.end);
+  for (const TimedOp& t : marked_) latest = std::max(latest, t.start);
+  // A GPU step takes milliseconds: spin briefly, then sleep at most 200 µs between polls, so the
+  // host is back within that of the device reaching the step's end.
+  const PollPolicy policy{.deadline_ns = deadline_ns_, .spin_ns = 100'000, .min_sleep_ns = 20'000,
+                          .max_sleep_ns = 200'000};
+  if (latest >= 0 && !PollUntil([&] { return device_.Reached(latest); }, policy)) {
+    throw TimeoutError("the device did not get there within " + SecondsText(deadline_ns_) +
+                       ": it is hung, or its queue waits for another rank's work that never came");
+  }
   for (const TimedOp& t : timed_) {
     const int64_t start = device_.StampNs(t.start) - start_ns_, end = device_.StampNs(t.end) - start_ns_;
     record->ops[t.op] = {start, end};

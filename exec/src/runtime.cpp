@@ -55,6 +55,7 @@ class Runner {
         config_(c),
         data_(d),
         device_(dev),
+        transport_(t),
         hooks_(h),
         rank_(RankIn(s, t)),
         ops_(s.ops[rank_]),
@@ -62,7 +63,7 @@ class Runner {
         run_(EmptyRun(ops_.size())),
         weights_(s, rank_, dev, c),
         reporter_(s, rank_, dev, c.loss_scale, h.on_step),
-        clock_(dev, ResolvePoints(ops_, s.steps, reporter_.step_ends())),
+        clock_(dev, ResolvePoints(ops_, s.steps, reporter_.step_ends()), t.deadline()),
         mailbox_(s, rank_, dev, t, clock_, BoundaryFloats(c), &run_.record.ops),
         replicas_(replicas),
         reducer_(s, replicas, clock_, &run_.record.ops),
@@ -80,8 +81,14 @@ class Runner {
   RankRun Run() {
     // Every rank has built its stages: the clocks start together.
     NamingTimeout([&] { setup_.Finish(); }, [&] { return "the set-up before " + s_.name; });
+    // What the run's transfers and sums need is made ready at the sizes the run moves, so no
+    // timed op waits for a connection (nccl connects here; the ranks meet again after it).
+    NamingTimeout([&] { transport_.Prepare(Routes(s_, BoundaryFloats(config_))); },
+                  [&] { return "connecting the ranks for " + s_.name; });
     // Every replica's pipeline is set up too: the clocks of the whole job start together.
     if (replicas_ != nullptr) {
+      NamingTimeout([&] { replicas_->Prepare(SumSizes(ops_, [&](int stage) { return Model(stage).ParamFloats(); })); },
+                    [&] { return "connecting the replicas for " + s_.name; });
       NamingTimeout([&] { replicas_->host().Barrier(); }, [&] { return "the replicas' set-up before " + s_.name; });
     }
     memory_.Start((data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float)) +
@@ -99,12 +106,12 @@ class Runner {
       // last op are posted: a peer waits for those, and reporting takes 0.1-1 ms.
       resolve_due = resolve_due || clock_.ResolvesAfter(i);
       if (resolve_due && !SendFollows(ops_, i)) {
-        Resolve();
+        Resolve(i);
         resolve_due = false;
       }
     }
     mailbox_.FinishSends();
-    Resolve();
+    Resolve(static_cast<int>(ops_.size()) - 1);
     device_.Synchronize();
     SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty(),
              "every transfer, all-reduce and activation was consumed");
@@ -167,10 +174,16 @@ class Runner {
     if (op.kind != OpKind::kStep) weights_.Release(i, op);
   }
 
-  // The stamps taken so far become op times; then the steps the last stage has finished
-  // meanwhile are reported.
-  void Resolve() {
-    clock_.Resolve(&run_.record);
+  // The stamps taken so far (up to op `last`) become op times; then the steps the last stage has
+  // finished meanwhile are reported. The receives whose consumers the device was ordered after
+  // come first: the device cannot reach the stamps without them, and a wait for one names it.
+  void Resolve(int last) {
+    mailbox_.FinishReceives();
+    NamingTimeout([&] { clock_.Resolve(&run_.record); }, [&] {
+      if (last < 0) return std::string("the device's work");
+      return fmt::format("the device's work up to {} (step {})", schedules::ActionString(ops_[last], s_.microbatches),
+                         ops_[last].step);
+    });
     reporter_.Report(run_.record);
   }
 
@@ -219,6 +232,7 @@ class Runner {
   const TrainingConfig& config_;
   const Dataset& data_;
   Device& device_;
+  Transport& transport_;
   const RunHooks& hooks_;
   const int rank_;
   const std::vector<Op>& ops_;

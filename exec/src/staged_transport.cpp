@@ -50,6 +50,7 @@ class StagedTransport final : public Transport {
   bool EveryRank(bool mine) override { return inner_->EveryRank(mine); }
   std::vector<std::string> Gather(const std::string& mine, int root) override { return inner_->Gather(mine, root); }
   void Broadcast(std::string* text, int root) override { inner_->Broadcast(text, root); }
+  std::chrono::nanoseconds deadline() const override { return inner_->deadline(); }
   [[noreturn]] void Abort(int exit_code) override {
     inner_->Abort(exit_code);
     std::_Exit(exit_code);  // the inner Abort does not return; this only satisfies [[noreturn]]

@@ -133,12 +133,23 @@ sim::P2pProfile CalibrateP2p(exec::Transport& transport, exec::Device& device, i
   const int n = transport.size();
   std::vector<int64_t> sizes = {4096, 16384, 65536, 262144, 1048576};
   if (send_bytes >= 4 && send_bytes % 4 == 0) sizes.push_back(send_bytes);
+  const int64_t overlap_bytes = send_bytes >= 4 && send_bytes % 4 == 0 ? send_bytes : 65536;
+  // What the ping-pongs and the overlap run move is connected before any of it is timed, as a
+  // run's routes are (the NCCL transport makes its channels here).
+  std::vector<exec::Route> routes;
+  for (int a = 0; a < (n > 2 ? n : 1); ++a) {
+    for (const int64_t bytes : sizes) {
+      routes.push_back({a, (a + 1) % n, bytes / 4});
+      routes.push_back({(a + 1) % n, a, bytes / 4});
+    }
+  }
+  routes.push_back({0, 1, overlap_bytes / 4});
+  transport.Prepare(routes);
   std::vector<PingPongPoint> mine;
   for (int a = 0; a < (n > 2 ? n : 1); ++a) {
     const std::vector<PingPongPoint> points = PingPong(transport, device, a, (a + 1) % n, sizes, 40);
     mine.insert(mine.end(), points.begin(), points.end());
   }
-  const int64_t overlap_bytes = send_bytes >= 4 && send_bytes % 4 == 0 ? send_bytes : 65536;
   const int64_t wait = WaitAfterCompute(transport, device, 0, 1, overlap_bytes, 1'000'000, 30);
   const std::vector<std::string> all_points = transport.Gather(PointsToBytes(mine), 0);
   const std::vector<std::string> waits = transport.Gather(std::to_string(wait), 0);

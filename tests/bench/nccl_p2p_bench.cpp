@@ -14,10 +14,13 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/exec/cuda_device.h"
@@ -82,11 +85,14 @@ void BM_SendRecv(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * bytes);  // bytes/s = nccl-tests' algbw (= busbw for sendrecv)
 }
+// The sizes each path moves (bytes).
+constexpr int64_t kSizes[] = {4 << 10, 64 << 10, 1 << 20, 8 << 20, 64 << 20, 256 << 20};
+
 BENCHMARK(BM_SendRecv)
     ->ArgNames({"path", "bytes"})
     ->ArgsProduct({{static_cast<int>(Path::kRawNccl), static_cast<int>(Path::kNcclTransport),
                     static_cast<int>(Path::kStagedTransport)},
-                   {4 << 10, 64 << 10, 1 << 20, 8 << 20, 64 << 20, 256 << 20}})
+                   std::vector<int64_t>(std::begin(kSizes), std::end(kSizes))})
     ->Iterations(kIterations)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
@@ -119,6 +125,13 @@ int main(int argc, char** argv) {
     world.rank = rank;
     world.device = MakeCudaDevice(GpuForLocalRank(MpiLocalRank(), gpus), GemmPrecision::kFp32);
     world.nccl = MakeNcclTransport(MakeMpiTransport(), *world.device);
+    // Its channels, connected at every size the benchmark moves, as a run's Prepare does.
+    std::vector<Route> routes;
+    for (const int64_t bytes : kSizes) {
+      const int64_t floats = bytes / static_cast<int64_t>(sizeof(float));
+      routes.insert(routes.end(), {Route{0, 1, floats}, Route{1, 0, floats}});
+    }
+    world.nccl->Prepare(routes);
     world.staged = MakeStagedTransport(MakeMpiTransport(), *world.device);
     ncclUniqueId id{};
     if (rank == 0) SC_NCCL_BENCH_CHECK(ncclGetUniqueId(&id));

@@ -79,20 +79,37 @@ TEST(CudaPlanTest, DtypesAndGpus) {
   EXPECT_EQ(GpuForLocalRank(1, 1, 2), 0);
 }
 
-// The channels are every ordered pair of neighbours, each once, in one order every rank agrees on.
-TEST(CudaPlanTest, NcclChannelsAreTheNeighbourPairsInBothDirections) {
-  EXPECT_TRUE(NcclChannels(1).empty());
-  EXPECT_EQ(NcclChannels(2), (std::vector<NcclChannel>{{0, 1}, {1, 0}}));
-  EXPECT_EQ(NcclChannels(3), (std::vector<NcclChannel>{{0, 1}, {1, 0}, {1, 2}, {2, 1}, {2, 0}, {0, 2}}));
-  for (const int p : {4, 5, 8}) {
-    const std::vector<NcclChannel> channels = NcclChannels(p);
-    EXPECT_EQ(channels.size(), static_cast<size_t>(2 * p));
-    for (int r = 0; r < p; ++r) {
-      for (const NcclChannel want : {NcclChannel{r, (r + 1) % p}, NcclChannel{(r + 1) % p, r}}) {
-        EXPECT_EQ(std::count(channels.begin(), channels.end(), want), 1) << p << ": " << want.from << "->" << want.to;
-      }
-    }
-  }
+// A rank's channels are the routes it sends or receives on, each once, in the routes' order
+// (which every rank shares): by hand, 1F1B's routes on 3 ranks give the middle rank all four
+// directions and the end ranks two; an interleaved run's wrap-around (2 -> 0 and back) joins
+// ranks 0 and 2 only where it is a route; a repeated route (another size) adds no channel.
+TEST(CudaPlanTest, NcclChannelsAreTheRoutesARankTakesPartIn) {
+  const std::vector<Route> pipeline = {{0, 1, 8}, {1, 0, 8}, {1, 2, 8}, {2, 1, 8}};
+  EXPECT_EQ(NcclChannelsOf(pipeline, 1), (std::vector<NcclChannel>{{0, 1}, {1, 0}, {1, 2}, {2, 1}}));
+  EXPECT_EQ(NcclChannelsOf(pipeline, 0), (std::vector<NcclChannel>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(NcclChannelsOf(pipeline, 2), (std::vector<NcclChannel>{{1, 2}, {2, 1}}));
+  EXPECT_TRUE(NcclChannelsOf(pipeline, 3).empty());
+  std::vector<Route> looped = pipeline;
+  looped.insert(looped.end(), {{2, 0, 8}, {0, 2, 8}, {0, 1, 64}});
+  EXPECT_EQ(NcclChannelsOf(looped, 0), (std::vector<NcclChannel>{{0, 1}, {1, 0}, {2, 0}, {0, 2}}));
+  EXPECT_TRUE(NcclChannelsOf({}, 0).empty());
+}
+
+// By hand: rank 1 of a 3-rank pipeline connects each of its four channels at the boundary's
+// size, in the routes' order; a second size on one route is a probe of its own, a repeated
+// route or an empty size none; a later run connects only what an earlier one did not.
+TEST(CudaPlanTest, NcclProbesAreEachChannelAndSizeNotMovedBefore) {
+  const std::vector<Route> routes = {{0, 1, 8}, {1, 0, 8}, {1, 2, 8}, {2, 1, 8}, {0, 1, 8}, {1, 2, 64}, {2, 0, 8},
+                                     {1, 0, 0}};
+  const std::vector<NcclProbe> all = {{{0, 1}, 8}, {{1, 0}, 8}, {{1, 2}, 8}, {{2, 1}, 8}, {{1, 2}, 64}};
+  EXPECT_EQ(NcclProbesOf(routes, 1, {}), all);
+  EXPECT_EQ(NcclProbesOf(routes, 0, {}), (std::vector<NcclProbe>{{{0, 1}, 8}, {{1, 0}, 8}, {{2, 0}, 8}}));
+  EXPECT_EQ(NcclProbesOf(routes, 1, {{{1, 0}, 8}, {{1, 2}, 8}}),
+            (std::vector<NcclProbe>{{{0, 1}, 8}, {{2, 1}, 8}, {{1, 2}, 64}}));
+  EXPECT_TRUE(NcclProbesOf(routes, 1, all).empty());
+}
+
+TEST(CudaPlanTest, GpusAreDistinctByBusId) {
   // By bus id: 2 processes on 2 GPUs, 4 of 8, one GPU per process through CUDA_VISIBLE_DEVICES
   // (each sees "1 GPU") are distinct; 2 processes on 1 GPU, or a process without one, are not.
   EXPECT_TRUE(GpusAreDistinct({"0000:3b:00.0", "0000:5e:00.0"}));

@@ -2,9 +2,12 @@
 // completes only when the test says so (Complete) or when it is waited for, and collectives
 // answer as a world of `size` ranks that all agree. Receives land in host memory (cpu device).
 // A test may say when a transfer completed on the device (completed_ns), as a transport that
-// times its transfers there reports it.
+// times its transfers there reports it, and whether receives order the device after them
+// (orders_on_device: OrderAfter, as nccl's do) instead of being waited for; Prepare's routes
+// are kept.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -55,6 +58,16 @@ class FakeTransport final : public exec::Transport {
   }
 
   int64_t CompletedNs() const override { return completed_ns; }
+  void Prepare(const std::vector<exec::Route>& routes) override {
+    prepared.push_back(routes);
+    posted_at_prepare.push_back(posted.size());
+  }
+  bool OrderAfter(Request request) override {
+    if (!orders_on_device) return false;
+    ordered.push_back(request);
+    return true;
+  }
+  std::chrono::nanoseconds deadline() const override { return wait_deadline; }
   void Barrier() override {}
   bool EveryRank(bool mine) override { return mine; }
   std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
@@ -66,6 +79,11 @@ class FakeTransport final : public exec::Transport {
   int waits = 0;
   bool wait_times_out = false;
   int64_t completed_ns = -1;  // CompletedNs: a device's time of the last completion, or none
+  bool orders_on_device = false;
+  std::vector<Request> ordered;                       // OrderAfter's, in order
+  std::vector<std::vector<exec::Route>> prepared;     // each Prepare's routes
+  std::vector<size_t> posted_at_prepare;              // how many transfers were posted by each Prepare
+  std::chrono::nanoseconds wait_deadline = exec::kDefaultWaitDeadline;
 
  private:
   int rank_;

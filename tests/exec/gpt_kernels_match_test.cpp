@@ -103,6 +103,7 @@ class RecordingDevice final : public Device {
   int64_t NowNs() override { return inner_->NowNs(); }
   int Stamp() override { return inner_->Stamp(); }
   int64_t StampNs(int id) override { return inner_->StampNs(id); }
+  bool Reached(int id) override { return inner_->Reached(id); }
   void ClearStamps() override { inner_->ClearStamps(); }
 
  private:

@@ -1,7 +1,9 @@
 // The runtime's mailbox (exec/src/mailbox.cpp) on the cpu device and a fake transport: local
 // tensors, posts with their edge's key and peer, completion by poll or wait, SEND/RECV times,
 // the posting rule (a SEND right behind its producer goes before the poll), a timeout's name;
-// and on a device that queues its work (queued_device.h), transfers timed where they ran.
+// on a device that queues its work (queued_device.h), transfers timed where they ran; receives
+// whose consumer the transport orders on the device (OrderAfter) handed over without a wait and
+// completed later; and the routes a schedule's transfers take (Routes), worked by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -275,6 +277,101 @@ TEST(Mailbox, ASendBehindItsProducerAndOtherPostsIsPostedBeforeThePoll) {
   EXPECT_EQ(f.transport.tests, 0);
   f.mailbox.AfterOp(producer + 2);  // the SEND posted (its tensor Put by no one here): poll
   EXPECT_EQ(f.transport.tests, 1);
+}
+
+// A transport that orders the device after a receive (nccl): the consumer gets the buffer at
+// once, with no host wait; the receive stays in flight until a poll sees it or FinishReceives
+// waits for it, and its end is still the device's time of it.
+TEST(Mailbox, AReceiveTheDeviceIsOrderedAfterIsHandedOverWithoutAWait) {
+  auto owned = std::make_unique<testing::QueuedDevice>();
+  testing::QueuedDevice& gpu = *owned;
+  Fixture f(1, TwoRanks(), std::move(owned));
+  f.transport.orders_on_device = true;
+  gpu.host_ns = 40'000;
+  const int i = f.PostFirst(OpKind::kRecvF);
+  float* const landing = f.transport.posted.at(0).recv_data;
+  const Buffer got = f.mailbox.Take(f.EdgeOf(i));
+  EXPECT_EQ(got.data(), landing) << "the consumer reads the receive's own buffer";
+  EXPECT_EQ(f.transport.waits, 0) << "the host does not wait";
+  EXPECT_EQ(f.transport.ordered, (std::vector<Transport::Request>{0}));
+  EXPECT_EQ(f.mailbox.receives_ordered(), 1u);
+  EXPECT_FALSE(f.mailbox.empty());
+  EXPECT_LT(f.times[i].end_ns, 0) << "not complete yet";
+  gpu.host_ns = 9'000'000;
+  f.transport.completed_ns = 300'000;  // where it landed on the device
+  f.mailbox.FinishReceives();
+  EXPECT_EQ(f.transport.waits, 1);
+  EXPECT_EQ(f.times[i].start_ns, 40'000);
+  EXPECT_EQ(f.times[i].end_ns, 300'000);
+  EXPECT_EQ(f.mailbox.receives_ordered(), 0u);
+  EXPECT_TRUE(f.mailbox.empty());
+}
+
+TEST(Mailbox, AReceiveTheDeviceIsOrderedAfterIsCompletedByAPoll) {
+  Fixture f(1);
+  f.transport.orders_on_device = true;
+  const int i = f.PostFirst(OpKind::kRecvF);
+  const Buffer got = f.mailbox.Take(f.EdgeOf(i));
+  f.mailbox.Poll();
+  EXPECT_EQ(f.mailbox.receives_ordered(), 1u);
+  f.transport.Complete(0);
+  f.mailbox.Poll();
+  EXPECT_EQ(f.mailbox.receives_ordered(), 0u);
+  EXPECT_GE(f.times[i].end_ns, f.times[i].start_ns);
+  f.mailbox.FinishSends();  // nothing left to wait for
+  EXPECT_EQ(f.transport.waits, 0);
+  EXPECT_TRUE(f.mailbox.empty());
+}
+
+// A receive already seen complete is handed over as before, without asking the device to wait.
+TEST(Mailbox, AReceiveAlreadyCompleteIsNotOrderedAgain) {
+  Fixture f(1);
+  f.transport.orders_on_device = true;
+  const int i = f.PostFirst(OpKind::kRecvF);
+  f.transport.Complete(0);
+  f.mailbox.Poll();
+  const Buffer got = f.mailbox.Take(f.EdgeOf(i));
+  EXPECT_TRUE(f.transport.ordered.empty());
+  EXPECT_TRUE(f.mailbox.empty());
+}
+
+// The end of a run waits for the ordered receives too, and a wait past the deadline names the
+// RECV op, as the host's own wait does.
+TEST(Mailbox, FinishingAnOrderedReceivePastTheDeadlineNamesItsOp) {
+  Fixture f(0);
+  f.transport.orders_on_device = true;
+  const int i = f.PostFirst(OpKind::kRecvB);
+  const Buffer got = f.mailbox.Take(f.EdgeOf(i));
+  EXPECT_EQ(f.transport.waits, 0);
+  f.transport.wait_times_out = true;
+  try {
+    f.mailbox.FinishSends();
+    FAIL() << "the wait timed out";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("0RECV_B0 (step 0) from rank 1 timed out: ", 0), 0u) << e.what();
+  }
+}
+
+schedules::Schedule Generated(const std::string& name, int ranks, int chunks, int microbatches) {
+  schedules::GeneratorParams p;
+  p.ranks = ranks;
+  p.chunks = chunks;
+  p.microbatches = microbatches;
+  return schedules::Lower(schedules::Generate(name, p));
+}
+
+// By hand: 1F1B on 3 ranks sends between neighbours only (no wrap-around); interleaving on 3
+// ranks (stage s on rank s mod 3) sends stage 2's output from rank 2 to rank 0 and its gradient
+// back; the V placement on 2 ranks turns at rank 1 and comes back, between 0 and 1 only; one
+// rank sends nothing.
+TEST(Routes, AreTheDirectionsTheSchedulesSendsTake) {
+  const auto route = [](int from, int to) { return Route{from, to, kBoundary}; };
+  EXPECT_EQ(Routes(Generated("1f1b", 3, 1, 3), kBoundary),
+            (std::vector<Route>{route(0, 1), route(1, 0), route(1, 2), route(2, 1)}));
+  EXPECT_EQ(Routes(Generated("interleaved", 3, 2, 3), kBoundary),
+            (std::vector<Route>{route(0, 1), route(0, 2), route(1, 0), route(1, 2), route(2, 0), route(2, 1)}));
+  EXPECT_EQ(Routes(Generated("zb-v", 2, 2, 2), kBoundary), (std::vector<Route>{route(0, 1), route(1, 0)}));
+  EXPECT_TRUE(Routes(Generated("gpipe", 1, 1, 2), kBoundary).empty());
 }
 
 }  // namespace

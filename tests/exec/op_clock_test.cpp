@@ -1,6 +1,7 @@
 // The runtime's op clock (exec/src/op_clock.cpp): where the stamps are resolved (hand-worked op
-// lists, and once per step on every rank of a real schedule), and stamps on the cpu device
-// turned into op times since the run's start only when resolved.
+// lists, and once per step on every rank of a real schedule), stamps on the cpu device
+// turned into op times since the run's start only when resolved, and on a device that queues
+// its work (queued_device.h) a resolve that waits for the device under the deadline, polling.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "queued_device.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/op_clock.h"
 #include "stagecraft/schedules/generators.h"
@@ -88,6 +90,54 @@ TEST(OpClock, StampsBecomeOpTimesSinceTheStartWhenResolved) {
   clock.Resolve(&record);
   EXPECT_GE(record.ops[1].start_ns, bwd.end_ns);
   EXPECT_EQ(record.ops[2], bwd) << "the backward stamped before stays";
+}
+
+// The device reaches the step's end only after the host has asked a few times: Resolve polls
+// until it has, then reads the times.
+TEST(OpClock, ResolveWaitsForTheDeviceToReachItsLatestStamp) {
+  testing::QueuedDevice gpu;
+  const std::vector<Op> ops = {At(OpKind::kF, 0), At(OpKind::kSendF, 0)};
+  OpClock clock(gpu, ResolvePoints(ops, 1, {}), std::chrono::seconds(10));
+  clock.Start();
+  gpu.queue_ns = 100'000;
+  const int f = clock.Begin();
+  gpu.queue_ns = 700'000;
+  clock.End(0, f);
+  gpu.queue_ns = 750'000;
+  clock.Mark(1);
+  gpu.reached_ns = 0;  // the device is behind ...
+  gpu.catch_up_after = 3;  // ... until the fourth poll
+  schedules::RankRecord record = testing::EmptyRecord(ops.size());
+  clock.Resolve(&record);
+  EXPECT_EQ(gpu.reached_polls, 4);
+  EXPECT_EQ(record.ops[0], (schedules::OpTiming{100'000, 700'000}));
+  EXPECT_EQ(record.ops[1].start_ns, 750'000);
+}
+
+// A device that never gets there (its queue waits for a receive that never comes): the resolve
+// gives up at the deadline, not before, with a TimeoutError for the runtime to name.
+TEST(OpClock, ResolveGivesUpOnADeviceThatNeverGetsThereAtTheDeadline) {
+  testing::QueuedDevice gpu;
+  const std::vector<Op> ops = {At(OpKind::kF, 0)};
+  const auto deadline = std::chrono::milliseconds(30);
+  OpClock clock(gpu, ResolvePoints(ops, 1, {}), deadline);
+  clock.Start();
+  gpu.queue_ns = 500'000;
+  const int f = clock.Begin();
+  clock.End(0, f);
+  gpu.reached_ns = 400'000;  // short of the forward's start
+  schedules::RankRecord record = testing::EmptyRecord(ops.size());
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    clock.Resolve(&record);
+    FAIL() << "returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()), "the device did not get there within 0.03 s: it is hung, or its queue waits "
+                                     "for another rank's work that never came");
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, deadline);
+  EXPECT_GT(gpu.reached_polls, 1);
+  EXPECT_LT(record.ops[0].start_ns, 0) << "nothing read back";
 }
 
 }  // namespace

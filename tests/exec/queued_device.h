@@ -2,10 +2,12 @@
 // device reaches it later. The test sets the host's clock (host_ns) and the time the device's
 // queue reaches the work queued so far (queue_ns); Stamp() marks that time, as a CUDA event
 // recorded on the compute stream does. Memory is host memory; the math is never called here
-// (each math call throws, so a test that reaches one fails loudly).
+// (each math call throws, so a test that reaches one fails loudly). A test may hold the device
+// back (reached_ns), as a GPU whose queue waits for a receive that has not come.
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -76,9 +78,19 @@ class QueuedDevice final : public exec::Device {
   }
   int64_t StampNs(int id) override { return stamps_.at(static_cast<size_t>(id)); }
   void ClearStamps() override { stamps_.clear(); }
+  // A stamp is reached once the device has got as far as its time; after `catch_up_after`
+  // polls (when not negative) the device has caught up with all of them.
+  bool Reached(int id) override {
+    ++reached_polls;
+    if (catch_up_after >= 0 && reached_polls > catch_up_after) reached_ns = INT64_MAX;
+    return stamps_.at(static_cast<size_t>(id)) <= reached_ns;
+  }
 
   int64_t host_ns = 0;   // the host's clock now
   int64_t queue_ns = 0;  // when the device reaches the work queued so far
+  int64_t reached_ns = INT64_MAX;  // how far the device has got (Reached): everything, unless told
+  int catch_up_after = -1;
+  int reached_polls = 0;
 
  private:
   static size_t Bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }

@@ -144,7 +144,9 @@ class FakeReplicaGroup final : public ReplicaGroup {
   }
   Transport& host() override { return host_; }
   int64_t CompletedNs() const override { return completed_ns; }
+  void Prepare(const std::vector<int64_t>& sum_floats) override { prepared.push_back(sum_floats); }
 
+  std::vector<std::vector<int64_t>> prepared;  // each Prepare's sizes
   std::vector<bool> done;
   int64_t completed_ns = -1;  // CompletedNs: a device's time of the last completion, or none
   bool complete_at_once = false;
@@ -201,9 +203,23 @@ TEST(ReduceGrad, TheStepDividesTheReplicasSumByTheirCount) {
       EXPECT_GE(t.end_ns, t.start_ns) << name << " op " << i;
     }
     EXPECT_EQ(reduces, static_cast<int>(group.done.size())) << name;
+    // Prepared before the run at the one stage's size: 2 layers of 6 x 6 weights and 6 biases.
+    EXPECT_EQ(group.prepared, (std::vector<std::vector<int64_t>>{{2 * (6 * 6 + 6)}})) << name;
     EXPECT_GT(reduces, 0) << name;
     EXPECT_EQ(group.waits, reduces) << name;  // the fake completes only when waited for
   }
+}
+
+// Each size once, smallest first, whatever order the REDUCE_GRADs come in; other ops add none.
+TEST(SumSizes, EachReduceGradsSizeOnceSmallestFirst) {
+  using schedules::Op;
+  using schedules::OpKind;
+  const std::vector<Op> ops = {Op{.kind = OpKind::kReduceGrad, .stage = 2}, Op{.kind = OpKind::kB, .stage = 1},
+                               Op{.kind = OpKind::kReduceGrad, .stage = 0}, Op{.kind = OpKind::kReduceGrad, .stage = 2},
+                               Op{.kind = OpKind::kReduceGrad, .stage = 4}};
+  const auto floats = [](int stage) { return stage == 2 ? int64_t{900} : int64_t{70}; };
+  EXPECT_EQ(SumSizes(ops, floats), (std::vector<int64_t>{70, 900}));
+  EXPECT_TRUE(SumSizes({Op{.kind = OpKind::kF}}, floats).empty());
 }
 
 // A replica that never completes the all-reduce: the STEP's wait ends on the deadline with one

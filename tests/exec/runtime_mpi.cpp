@@ -8,7 +8,8 @@
 // there are over host-staged MPI, and a machine without a CUDA device skips the whole run. On
 // the cuda device every schedule also runs over NCCL when each rank has a GPU of its own, and
 // one schedule in each reduced GEMM precision (tf32, bf16, fp16) within that precision's
-// tolerance.
+// tolerance. With --needs-gpu-per-rank (ctest exec.mpi_gpu_nccl, which runs only the NCCL and
+// data-parallel cases) a machine with fewer GPUs than ranks skips the whole run (exit 77).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -768,6 +769,23 @@ int main(int argc, char** argv) {
   }
 #endif
   ::testing::InitGoogleTest(&argc, argv);
+#if STAGECRAFT_TEST_CUDA
+  // The cases over NCCL (ctest exec.mpi_gpu_nccl) need a GPU of its own per rank: with fewer, the
+  // whole run is skipped with the reason (exit 77), so ctest does not count it as passed.
+  if (std::find(argv + 1, argv + argc, std::string("--needs-gpu-per-rank")) != argv + argc) {
+    const int gpus = stagecraft::exec::CudaDeviceCount();
+    const bool own = stagecraft::exec::EveryProcessHasItsOwnGpu(
+        stagecraft::exec::GpuForLocalRank(transport->rank(), gpus));  // as MakeTestDevice picks
+    if (!stagecraft::exec::HaveNccl() || !own) {
+      if (transport->rank() == 0) {
+        std::printf("SKIPPED: the NCCL cases need a GPU per rank and NCCL: %d ranks, %d GPU(s)%s (exec_mpi_gpu_tests)\n",
+                    transport->size(), gpus, stagecraft::exec::HaveNccl() ? "" : ", and this build has no NCCL");
+      }
+      transport->Barrier();
+      return 77;
+    }
+  }
+#endif
   if (transport->rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

@@ -170,5 +170,50 @@ TEST(Runtime, AnInjectedAllocationFailureNamesItsOp) {
   }
 }
 
+// Rank `rank` of a 2-rank 1F1B alone on a fake transport (which completes a transfer when it is
+// waited for, a receive with ones).
+RankRun RunRankOfTwo(int rank, testing::FakeTransport& transport) {
+  schedules::GeneratorParams p;
+  p.ranks = 2;
+  p.microbatches = kMicrobatches;
+  p.steps = kSteps;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("1f1b", p));
+  auto device = MakeCpuDevice();
+  const TrainingConfig config = Config(2);
+  const Dataset data = MakeDataset(*device, config, int64_t{kMicrobatches} * kSteps, rank == 0, rank == 1);
+  return RunRank(s, config, data, *device, transport);
+}
+
+// The transport prepares the run's routes once, before any transfer is posted: both directions
+// between the two ranks, at the boundary tensor's size (MLP: microbatch rows x hidden).
+TEST(Runtime, TheTransportPreparesTheRunsRoutesBeforeItsFirstTransfer) {
+  testing::FakeTransport transport(0, 2);
+  RunRankOfTwo(0, transport);
+  const int64_t floats = int64_t{kRows} * kHidden;
+  EXPECT_EQ(transport.prepared, (std::vector<std::vector<Route>>{{{0, 1, floats}, {1, 0, floats}}}));
+  EXPECT_EQ(transport.posted_at_prepare, (std::vector<size_t>{0}));
+  EXPECT_FALSE(transport.posted.empty());
+}
+
+// On a transport that orders the device after each receive, the run hands every received tensor
+// to its consumer without a host wait there, and still ends each RECV at its completion (the
+// fake's wait, at the step's read-back, completes it): every op is timed and nothing is left.
+TEST(Runtime, ReceivesOrderedOnTheDeviceAreFinishedBeforeTheStampsAreRead) {
+  testing::FakeTransport transport(1, 2);
+  transport.orders_on_device = true;
+  const RankRun run = RunRankOfTwo(1, transport);
+  int recvs = 0;
+  for (const testing::FakeTransport::Posted& p : transport.posted) recvs += p.send ? 0 : 1;
+  EXPECT_GT(recvs, 0);
+  EXPECT_EQ(transport.ordered.size(), static_cast<size_t>(recvs)) << "every receive was handed over unwaited";
+  EXPECT_EQ(transport.waits, static_cast<int>(transport.posted.size()))
+      << "each transfer waited for once (the fake completes only then): a receive at a read-back or the end";
+  for (const schedules::OpTiming& t : run.record.ops) {
+    EXPECT_GE(t.start_ns, 0);
+    EXPECT_GE(t.end_ns, t.start_ns);
+  }
+  EXPECT_EQ(run.record.losses.size(), static_cast<size_t>(kSteps));
+}
+
 }  // namespace
 }  // namespace stagecraft::exec

@@ -1,7 +1,9 @@
 // Tests for the cuda device (exec/cuda_device.h) on a GPU: its GEMMs against BLAS (the cpu
 // device) and against a double-precision product for every dtype and pair of transposes, within
-// the rounding bound of each precision; memory accounting and the pool; op stamps on the host
-// clock; and a failing call's message. Without a CUDA device every test skips with the reason.
+// the rounding bound of each precision; memory accounting and the pool (blocks kept by size over
+// a stream-ordered memory pool that keeps what is freed, and Reserve growing it); op stamps on the
+// host clock, and Reached asking for one without waiting; and a failing call's message. Without a
+// CUDA device every test skips with the reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stagecraft/exec/cpu_device.h"
@@ -330,8 +333,11 @@ TEST(CudaDeviceGpuTest, MemoryIsCountedAndFreedBlocksAreReused) {
   gpu->Free(again, 1000);
   gpu->Free(b, 3000);
   EXPECT_EQ(gpu->bytes_in_use(), base);
-  // Between runs the kept blocks go back to CUDA: the same size then comes from cudaMalloc.
+  // Between runs the kept blocks go back to the memory pool: the same size then comes from the
+  // pool again (an allocation counted as the system's), and the pool keeps its memory.
+  const int64_t reserved = CudaPoolReservedBytes(*gpu);
   gpu->ReleaseCached();
+  EXPECT_EQ(CudaPoolReservedBytes(*gpu), reserved) << "the pool keeps what is freed into it";
   float* fresh = gpu->Allocate(1000);
   EXPECT_EQ(gpu->system_allocations(), obtained + 1);
   gpu->Free(fresh, 1000);
@@ -358,6 +364,49 @@ TEST(CudaDeviceGpuTest, StampsFallBetweenQueueingAndCompletionOnTheHostClock) {
   EXPECT_GE(t1, queued - 1'000'000);  // the two clocks are matched to well under a millisecond
   EXPECT_GT(t2, t1);                  // 8 GEMMs of 2048^3 take a measurable time
   EXPECT_LE(t2, done + 1'000'000);
+  gpu->Free(a, static_cast<int64_t>(n) * n);
+  gpu->Free(c, static_cast<int64_t>(n) * n);
+}
+
+// Reserve grows the pool by what it is told before a run, and the run's allocations (several
+// sizes, none of them the reserved one's) come from that memory without the pool growing.
+TEST(CudaDeviceGpuTest, ReserveGrowsThePoolThatTheRunThenAllocatesFrom) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
+  const int64_t before = CudaPoolReservedBytes(*gpu);
+  const int64_t reserve = int64_t{256} << 20;
+  gpu->Reserve(reserve);
+  gpu->Synchronize();
+  const int64_t reserved = CudaPoolReservedBytes(*gpu);
+  EXPECT_GE(reserved, before + reserve);
+  std::vector<std::pair<float*, int64_t>> blocks;
+  for (const int64_t floats : {int64_t{1} << 20, int64_t{3} << 20, int64_t{7} << 20, int64_t{5} << 20}) {
+    blocks.emplace_back(gpu->Allocate(floats), floats);  // 64 MiB in all
+  }
+  EXPECT_EQ(CudaPoolReservedBytes(*gpu), reserved) << "served from the reserved memory";
+  for (const auto& [data, floats] : blocks) gpu->Free(data, floats);
+  // Asking more than any GPU has is a hint that cannot be met: nothing throws, nothing changes.
+  EXPECT_NO_THROW(gpu->Reserve(int64_t{1} << 60));
+  EXPECT_EQ(CudaPoolReservedBytes(*gpu), reserved);
+}
+
+// Reached asks without waiting: false while GEMMs queued before the stamp still run (on any GPU
+// 16 GEMMs of 4096^3 take milliseconds, and the host asks at once), true once they are done.
+TEST(CudaDeviceGpuTest, ReachedSaysWithoutWaitingWhetherTheDeviceGotToAStamp) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
+  const int n = 4096;
+  float* a = gpu->Allocate(static_cast<int64_t>(n) * n);
+  float* c = gpu->Allocate(static_cast<int64_t>(n) * n);
+  gpu->Fill(a, 0.5f, static_cast<int64_t>(n) * n);
+  gpu->Synchronize();
+  gpu->ClearStamps();
+  for (int i = 0; i < 16; ++i) gpu->Gemm(false, false, n, n, n, 1.0f, a, a, 0.0f, c);
+  const int after = gpu->Stamp();
+  EXPECT_FALSE(gpu->Reached(after));
+  gpu->Synchronize();
+  EXPECT_TRUE(gpu->Reached(after));
+  EXPECT_THROW(gpu->Reached(after + 1), std::out_of_range);
   gpu->Free(a, static_cast<int64_t>(n) * n);
   gpu->Free(c, static_cast<int64_t>(n) * n);
 }

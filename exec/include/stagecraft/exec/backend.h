@@ -7,8 +7,10 @@
 //         that share a GPU.
 //
 // Start-up is collective and cannot hang: the parts that only a rank's own machine can fail
-// (its GPU, its NCCL communicators) each end in an agreement over MPI, so every rank learns of a
-// failure anywhere and the job ends with its cause on one line (MakeProcessRuntime).
+// (its GPU, the replicas' NCCL communicator) each end in an agreement over MPI, so every rank
+// learns of a failure anywhere and the job ends with its cause on one line (MakeProcessRuntime).
+// The pipeline's NCCL channels are made later, for the routes each run sends over
+// (Transport::Prepare), every wait under the deadline.
 #pragma once
 
 #include <chrono>
@@ -57,7 +59,7 @@ struct ProcessRuntime {
 // The steps of start-up that can fail on one rank alone.
 enum class StartupStep {
   kDevice,     // the process's device (its GPU: cudaSetDevice, cuBLAS, streams)
-  kTransport,  // the transport over the MPI one made before (NCCL's communicators, host staging)
+  kTransport,  // the transport over the MPI one made before (NCCL's or host staging; the replicas' communicator)
 };
 std::string_view StartupStepName(StartupStep step);
 

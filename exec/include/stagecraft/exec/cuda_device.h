@@ -1,8 +1,10 @@
 // The cuda backend's Device (DESIGN.md §5): device memory with byte accounting, a peak and a
-// pool; cuBLAS GEMMs in the run's GemmPrecision; the kernels/ launchers for the element-wise
-// math, the loss and the optimizers; everything on one compute stream per process; op times
-// from CUDA events, read back when the runtime resolves its stamps (once per step). Built when
-// the CUDA toolkit is found; without it CudaDeviceCount() is 0 and MakeCudaDevice throws.
+// pool (blocks kept for reuse by size, over a stream-ordered CUDA memory pool that keeps what is
+// freed into it: no allocation synchronises the device); cuBLAS GEMMs in the run's
+// GemmPrecision; the kernels/ launchers for the element-wise math, the loss and the optimizers;
+// everything on one compute stream per process; op times from CUDA events, read back when the
+// runtime resolves its stamps (once per step; Reached asks without waiting). Built when the CUDA
+// toolkit is found; without it CudaDeviceCount() is 0 and MakeCudaDevice throws.
 //
 // 16-bit weights (bf16, fp16): a buffer that SgdMomentum or Adam writes as w_out is a weight
 // buffer; it gets a 16-bit copy (2 bytes a float, counted in bytes_in_use) that each such update
@@ -49,5 +51,9 @@ void* CudaComputeStream(Device& device);
 // stamps are read on: a transport's transfer and a collective are timed on the same clock as the
 // compute beside them. Throws std::invalid_argument for any other device.
 int64_t CudaEventNs(Device& device, void* event);
+// The bytes the device's memory pool holds from the driver now (cudaMemPoolAttrReservedMemCurrent):
+// what the process really takes, beside the bytes of live tensors its peak counts. Throws
+// std::invalid_argument for a device not made by MakeCudaDevice.
+int64_t CudaPoolReservedBytes(Device& device);
 
 }  // namespace stagecraft::exec

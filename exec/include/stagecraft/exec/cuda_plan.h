@@ -1,14 +1,17 @@
 // The host-side decisions of the cuda backend, kept apart from CUDA so that tests check them on
 // any machine: how training.dtype maps to GEMM precision, how a row-major GEMM becomes
 // cuBLAS's column-major call, which GPU a rank takes, and which transport and NCCL channels
-// the ranks use.
+// the ranks use (those of the routes a run sends over).
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "stagecraft/exec/transport.h"
 
 namespace stagecraft::exec {
 
@@ -71,29 +74,55 @@ inline bool GpusAreDistinct(std::vector<std::string> bus_ids) {
   return std::adjacent_find(bus_ids.begin(), bus_ids.end()) == bus_ids.end();
 }
 
-// One direction of traffic between two neighbouring ranks. The NCCL transport gives each its
-// own two-rank communicator (sender rank 0, receiver rank 1) and its own stream on both sides,
-// so a send that waits for its receiver never holds up traffic in the other direction or to
-// another peer; within a channel NCCL matches sends and receives in order, which the lowering
-// guarantees (schedules/lower.h, checked by Validate).
+// One direction of traffic between two ranks. The NCCL transport gives each its own two-rank
+// communicator (sender rank 0, receiver rank 1) and its own stream on both sides, so a send
+// that waits for its receiver never holds up traffic in the other direction or to another peer;
+// within a channel NCCL matches sends and receives in order, which the lowering guarantees
+// (schedules/lower.h, checked by Validate).
 struct NcclChannel {
   int from = 0;
   int to = 0;
   bool operator==(const NcclChannel&) const = default;
 };
 
-// The channels a pipeline of `ranks` uses: both directions between r and r + 1 (mod ranks),
-// which covers the loop placement's wrap-around and the V placement. Every rank creates its
-// communicators in this order, so the blocking two-rank initialisations cannot wait in a cycle.
-inline std::vector<NcclChannel> NcclChannels(int ranks) {
+// The channels rank `rank` takes part in among `routes` (a run's traffic: Routes in mailbox.h),
+// each once, in the routes' order: every rank sees the same routes, so the two ends of a channel
+// agree on it. Only what a schedule sends gets a communicator (1F1B's pipeline has no
+// wrap-around channel; an interleaved one does).
+inline std::vector<NcclChannel> NcclChannelsOf(const std::vector<Route>& routes, int rank) {
   std::vector<NcclChannel> channels;
-  for (int r = 0; r < ranks && ranks > 1; ++r) {
-    const int next = (r + 1) % ranks;
-    for (const NcclChannel c : {NcclChannel{r, next}, NcclChannel{next, r}}) {
-      if (std::find(channels.begin(), channels.end(), c) == channels.end()) channels.push_back(c);
+  for (const Route& r : routes) {
+    const NcclChannel c{r.from, r.to};
+    if ((r.from == rank || r.to == rank) && r.from != r.to &&
+        std::find(channels.begin(), channels.end(), c) == channels.end()) {
+      channels.push_back(c);
     }
   }
   return channels;
+}
+
+// One tensor the NCCL transport moves before a run to connect `channel` at a size (NCCL
+// connects what a size needs at its first transfer of it).
+struct NcclProbe {
+  NcclChannel channel;
+  int64_t floats = 0;
+  bool operator==(const NcclProbe&) const = default;
+};
+
+// The tensors rank `rank` moves to connect `routes` (Transport::Prepare): one per channel it
+// takes part in and size the routes carry, leaving out those in `done` (moved by an earlier
+// run) and empty sizes, each once, in the routes' order, which is the order both ends of a
+// channel post them in.
+inline std::vector<NcclProbe> NcclProbesOf(const std::vector<Route>& routes, int rank,
+                                           const std::vector<NcclProbe>& done) {
+  std::vector<NcclProbe> probes;
+  for (const Route& r : routes) {
+    const NcclProbe p{{r.from, r.to}, r.floats};
+    if ((r.from != rank && r.to != rank) || r.from == r.to || r.floats <= 0) continue;
+    if (std::find(done.begin(), done.end(), p) != done.end()) continue;
+    if (std::find(probes.begin(), probes.end(), p) == probes.end()) probes.push_back(p);
+  }
+  return probes;
 }
 
 }  // namespace stagecraft::exec

@@ -109,6 +109,10 @@ class Device {
   virtual int Stamp() = 0;
   virtual int64_t StampNs(int id) = 0;
   virtual void ClearStamps() = 0;
+  // Whether the device has reached stamp `id`, so that StampNs(id) would not wait; asks without
+  // waiting (a caller polls it under a deadline). A device that runs each call to completion
+  // (cpu) always has.
+  virtual bool Reached(int /*id*/) { return true; }
 
  protected:
   void Track(int64_t delta_bytes) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -18,6 +19,12 @@
 #include "stagecraft/schedules/run_record.h"
 
 namespace stagecraft::exec {
+
+// The floats of each sum the REDUCE_GRAD ops of `ops` post, each once, smallest first
+// (`floats_of_stage` gives a stage's gradient floats): what a replica group prepares before the
+// run (ReplicaGroup::Prepare). Every replica of a pipeline rank computes the same list.
+std::vector<int64_t> SumSizes(const std::vector<schedules::Op>& ops,
+                              const std::function<int64_t(int stage)>& floats_of_stage);
 
 class GradReducer {
  public:

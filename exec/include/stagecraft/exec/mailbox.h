@@ -26,12 +26,24 @@ inline bool SendFollows(const std::vector<schedules::Op>& ops, int op) {
   return false;
 }
 
+// The routes of `schedule`'s traffic (every rank's SENDs: from the rank to the op's peer), each
+// once, ordered by (from, to), all carrying tensors of `boundary_floats`: what a transport
+// prepares before the run (Transport::Prepare). Every rank computes the same list.
+std::vector<Route> Routes(const schedules::Schedule& schedule, int64_t boundary_floats);
+
 // Each transfer's times on the run's clock, as the times of its SEND or RECV op: either starts
 // when the device has run the work queued before its post (OpClock::Mark: a SEND's tensor is
 // made, a RECV's buffer free, as a transport on the device's streams orders them; the host's
 // post on a device that runs each call to completion), and ends when its transfer completed, on
 // the device where the transport times it there (Transport::CompletedNs), else when this rank
 // saw it.
+//
+// A received tensor's consumer waits for it on the device where the transport can order the
+// device after the receive (Transport::OrderAfter: nccl): the host hands the buffer over at once
+// and the device holds the consumer back, so no GPU idles while the host waits. Such a receive is
+// still completed by a later poll, or by FinishReceives before the runtime reads its stamps back
+// (the device cannot pass them without it), under the transport's deadline. Elsewhere (mpi,
+// host-staged) the host waits for it before handing the buffer over, as before.
 class Mailbox {
  public:
   // For `rank`'s op list of `schedule`; a RECV receives `boundary_floats` floats (BoundaryFloats).
@@ -43,9 +55,9 @@ class Mailbox {
   void Put(const schedules::Edge& edge, Buffer tensor) { waiting_[Key(edge)] = std::move(tensor); }
   // Posts op `op` of the rank, a SEND (of the tensor Put under `edge`) or a RECV of `edge`.
   void Post(int op, const schedules::Edge& edge);
-  // The tensor of `edge` for its consumer: produced on this rank, or received (waiting for the
-  // receive unless a poll saw it complete). Throws TimeoutError naming the RECV op on a wait past
-  // the transport's deadline.
+  // The tensor of `edge` for its consumer: produced on this rank, or received (the device
+  // ordered after the receive where the transport can, else waiting for it unless a poll saw it
+  // complete). Throws TimeoutError naming the RECV op on a wait past the transport's deadline.
   Buffer Take(const schedules::Edge& edge);
 
   // After op `op`: polls the transfers unless a SEND comes before the next op that is not a
@@ -58,12 +70,18 @@ class Mailbox {
   }
   // Notes the transfers that completed (their end time) and frees the buffers of finished sends.
   void Poll();
-  // At the end of the run: waits for every send still in flight.
+  // Waits for every receive handed to its consumer before it completed (OrderAfter), and notes
+  // its end: the device cannot reach work queued after those consumers without them. Throws
+  // TimeoutError naming the RECV op on a wait past the transport's deadline.
+  void FinishReceives();
+  // At the end of the run: waits for every send still in flight, and every receive as above.
   void FinishSends();
 
-  // Nothing waits for a consumer and no receive is posted.
-  bool empty() const { return waiting_.empty() && recvs_.empty(); }
+  // Nothing waits for a consumer and no receive is posted or pending.
+  bool empty() const { return waiting_.empty() && recvs_.empty() && ordered_.empty(); }
   size_t sends_in_flight() const { return sends_.size(); }
+  // Receives handed to their consumer, not yet seen complete.
+  size_t receives_ordered() const { return ordered_.size(); }
 
  private:
   struct Pending {
@@ -93,6 +111,7 @@ class Mailbox {
   std::unordered_map<int64_t, Buffer> waiting_;  // by edge key
   std::vector<Pending> sends_;                   // in flight
   std::unordered_map<int64_t, Pending> recvs_;   // by edge key, until their consumer takes them
+  std::vector<Pending> ordered_;                 // taken by the device's order (no buffer), in flight
 };
 
 }  // namespace stagecraft::exec

@@ -3,11 +3,13 @@
 // them back (once per step), so a device that queues its work is never waited on per op.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/transport.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
 
@@ -20,9 +22,10 @@ std::vector<bool> ResolvePoints(const std::vector<schedules::Op>& ops, int steps
 
 class OpClock {
  public:
-  // `resolve_after` has one entry per op of the rank's list (ResolvePoints).
-  OpClock(Device& device, std::vector<bool> resolve_after)
-      : device_(device), resolve_after_(std::move(resolve_after)) {}
+  // `resolve_after` has one entry per op of the rank's list (ResolvePoints); `deadline` bounds
+  // the wait for the device in Resolve (the transport's: Transport::deadline).
+  OpClock(Device& device, std::vector<bool> resolve_after, std::chrono::nanoseconds deadline = kDefaultWaitDeadline)
+      : device_(device), resolve_after_(std::move(resolve_after)), deadline_ns_(deadline.count()) {}
 
   // The run starts: the device's queue drained, its stamps cleared, and now taken as time 0.
   void Start() {
@@ -52,7 +55,10 @@ class OpClock {
 
   // Turns the stamps taken since the last call into the times of their ops in `record` (ns since
   // the start; what they imply: schedules::FinishRunRecord): a compute op's start and end, a
-  // marked op's start. Then clears them.
+  // marked op's start. Then clears them. First waits until the device has reached the latest
+  // stamp, polling (Device::Reached) under the deadline: a device whose queue waits on a peer
+  // that never sends (a receive ordered on the device) must not hold the host for good. Throws
+  // TimeoutError when the deadline passes first; the caller names what the stamps are of.
   void Resolve(schedules::RankRecord* record);
 
  private:
@@ -64,6 +70,7 @@ class OpClock {
 
   Device& device_;
   std::vector<bool> resolve_after_;
+  int64_t deadline_ns_;
   std::vector<TimedOp> timed_;   // compute ops run since the last Resolve
   std::vector<TimedOp> marked_;  // transfers and collectives posted since (end unused)
   int64_t start_ns_ = 0;

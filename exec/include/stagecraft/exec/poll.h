@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <string>
 
 namespace stagecraft::exec {
 
@@ -28,6 +30,13 @@ inline int64_t MonotonicNowNs() {
 inline void SleepNs(int64_t ns) {
   const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   nanosleep(&ts, nullptr);
+}
+
+// "3 s", "0.25 s": a deadline in a message.
+inline std::string SecondsText(int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", static_cast<double>(ns) * 1e-9);
+  return text;
 }
 
 // Polls `done` until it returns true (then true) or the deadline passes first (then false).

@@ -4,7 +4,8 @@
 //   cpu:  MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM) on the replicas' sub-communicator, completed by
 //         polling MPI_Test (which also drives MPI's progress) under the deadline;
 //   cuda: ncclAllReduce (ncclFloat, ncclSum) on a stream of its own, ordered after the compute
-//         stream's work queued so far, completed by polling its event (nccl_replica_group.cpp).
+//         stream's work queued so far, completed by polling its event (nccl_replica_group.cpp);
+//         one all-reduce of each size the run sums made before its clock starts (Prepare).
 #pragma once
 
 #include <chrono>
@@ -55,6 +56,12 @@ class ReplicaGroup {
   // Right after Test returned true or Wait returned: when that sum completed where it ran, on
   // the host's steady clock (Transport::CompletedNs); -1 where the caller's own stamp stands.
   virtual int64_t CompletedNs() const { return -1; }
+  // Before a run's clock starts; collective over the group, every replica passing the same
+  // sizes (SumSizes in grad_reducer.h: the floats of each sum the run posts). Makes ready what
+  // sums of those sizes need, so that none of the run's waits for a connection: nccl runs one
+  // all-reduce of each size, which connects the algorithm NCCL picks for it (NCCL connects each
+  // at its first use), under the deadline. Nothing for a group that connects nothing ahead (mpi).
+  virtual void Prepare(const std::vector<int64_t>& /*sum_floats*/) {}
 
   // The replicas' host side: an MPI transport over them (rank() = replica, size() = D) for the
   // set-up barrier and the losses' mean.
@@ -73,9 +80,11 @@ std::vector<double> MeanOverReplicas(Transport& replicas, const std::vector<doub
 std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const WorldLayout& layout, std::chrono::nanoseconds deadline);
 
 // The cuda backend's group over `mpi`'s replicas (which keeps the host side): one NCCL
-// communicator made by ncclCommInitRank, replica 0's id broadcast over `mpi`'s host transport;
-// `device` (MakeCudaDevice) must outlive it. Collective over the group. Throws
-// std::runtime_error when this build has no NCCL or the communicator cannot be made.
+// communicator, replica 0's id broadcast over `mpi`'s host transport, made non-blocking (few
+// CTAs, as the transport's: nccl_comms.h) and waited for under `deadline`; one of the process's
+// NCCL communicators, all aborted together on a failure of any. `device` (MakeCudaDevice) must
+// outlive it. Collective over the group. Throws std::runtime_error when this build has no NCCL
+// or the communicator cannot be made, TimeoutError when a replica does not come in time.
 std::unique_ptr<ReplicaGroup> MakeNcclReplicaGroup(std::unique_ptr<ReplicaGroup> mpi, Device& device,
                                                    std::chrono::nanoseconds deadline);
 

@@ -152,10 +152,14 @@ std::string ClockId();
 
 // Runs `schedule` (lowered and valid) on this rank. Every rank of the transport takes part in
 // its set-up: the stages are built, then SetupRounds (setup_rounds.h) end the set-up on every
-// rank together and the clocks start (a rank of the job that runs no stage of `schedule` calls
-// SetupRounds(transport).Finish() in its place). Throws std::runtime_error on a non-finite
-// loss or an injected fault, and TimeoutError naming the op (e.g. "1RECV_F3 (step 2) from rank
-// 0") when a wait runs past the transport's deadline; the caller aborts the job. The walker
+// rank together, the transport prepares the run's routes (Transport::Prepare: nccl connects
+// them) and the replicas their sums' sizes, and the clocks start (a rank of the job that runs no
+// stage of `schedule` calls SetupRounds(transport).Finish() in its place; Prepare being
+// collective, its transport must be one that prepares nothing). Throws std::runtime_error on a
+// non-finite loss or an injected fault, and TimeoutError naming the op (e.g. "1RECV_F3 (step 2)
+// from rank 0") when a wait runs past the transport's deadline, or naming the step's work ("the
+// device's work up to 0B3 (step 1)") when the device does not get there in time, the stamps'
+// read-back polling it under the same deadline; the caller aborts the job. The walker
 // (runtime.cpp) calls one unit per concern: weight_store.h, mailbox.h, op_clock.h,
 // step_reporter.h, memory_sampler.h and fault_injector.h.
 //

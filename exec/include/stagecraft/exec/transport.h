@@ -36,6 +36,14 @@ decltype(auto) NamingTimeout(Wait&& wait, What&& what) {
   }
 }
 
+// One direction of a run's traffic: tensors of `floats` floats from rank `from` to rank `to`.
+struct Route {
+  int from = 0;
+  int to = 0;
+  int64_t floats = 0;
+  bool operator==(const Route&) const = default;
+};
+
 class Transport {
  public:
   using Request = int;  // a handle, valid until Test returns true or Wait returns
@@ -70,6 +78,22 @@ class Transport {
 
   // Ends every rank of the job with a non-zero exit; the caller has printed the cause.
   [[noreturn]] virtual void Abort(int exit_code) = 0;
+
+  // Before a run's clock starts; collective over every rank of the transport, each passing the
+  // same routes (the run's traffic: Routes in mailbox.h). Makes ready what those transfers need,
+  // so that none of the run's waits for a connection: nccl makes the communicators of the routes
+  // that have none yet (all at once, without blocking) and moves one tensor of each route's size
+  // over it, every wait under the deadline, then meets the other ranks so that their clocks start
+  // together. Nothing for a transport that has nothing to connect (mpi, host-staged).
+  virtual void Prepare(const std::vector<Route>& /*routes*/) {}
+  // Orders the device's work queued from now on after receive `request` without the host
+  // waiting for it, and returns true: the request stays pending, and Test or Wait completes it
+  // as before (its CompletedNs then says when it landed). False, doing nothing, for a transport
+  // whose received data are in place only once the host has seen the receive complete (mpi,
+  // host-staged): the caller Waits. nccl: the compute stream waits on the receive's event.
+  virtual bool OrderAfter(Request /*request*/) { return false; }
+  // How long one of its waits may take (the deadline it was made with).
+  virtual std::chrono::nanoseconds deadline() const { return kDefaultWaitDeadline; }
 };
 
 }  // namespace stagecraft::exec
