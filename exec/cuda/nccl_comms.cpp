@@ -38,6 +38,19 @@ class NcclCalls final : public CommCalls {
 
 }  // namespace
 
+bool EventsLand(const std::vector<cudaEvent_t>& events, int64_t deadline_ns) {
+  PollPolicy policy = kNcclPoll;
+  policy.deadline_ns = deadline_ns;
+  return PollUntil(
+      [&] {
+        for (cudaEvent_t e : events) {
+          if (e != nullptr && cudaEventQuery(e) == cudaErrorNotReady) return false;
+        }
+        return true;
+      },
+      policy);
+}
+
 CommSet& NcclComms() {
   static NcclCalls calls;
   static CommSet set(calls);

@@ -4,6 +4,7 @@
 // one group, waited for under a deadline).
 #pragma once
 
+#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "stagecraft/exec/comm_set.h"
+#include "stagecraft/exec/poll.h"
 
 namespace stagecraft::exec {
 
@@ -22,6 +24,19 @@ namespace stagecraft::exec {
 inline constexpr int kNcclMinCtas = 1;
 inline constexpr int kNcclMaxCtas = 4;
 inline constexpr int kNcclClusterSize = 0;
+
+// How the transport and the replica group wait for their transfers and sums: back to back
+// briefly, then sleeps between polls with a backoff (the caller sets the deadline). The runtime
+// waits for one only at a step's read-back, a STEP or a run's end (a receive's consumer waits on
+// the device), so the host's reaction time is not on the GPU's path.
+inline constexpr PollPolicy kNcclPoll{.deadline_ns = 0, .spin_ns = 50'000, .min_sleep_ns = 20'000,
+                                      .max_sleep_ns = 200'000};
+// How long a destructor lets work in flight land, and communicators quiesce, before it aborts them.
+inline constexpr int64_t kNcclCloseNs = 10'000'000'000;
+
+// Whether every event of `events` (null ones skipped) completes within `deadline_ns`, polled as
+// kNcclPoll: a destructor's bounded wait for what it has in flight.
+bool EventsLand(const std::vector<cudaEvent_t>& events, int64_t deadline_ns);
 
 // Every NCCL communicator of this process (made at first use).
 CommSet& NcclComms();

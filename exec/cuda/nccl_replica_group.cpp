@@ -25,10 +25,6 @@
 namespace stagecraft::exec {
 namespace {
 
-// As the NCCL transport polls: the STEP that waits for a sum comes after the backwards that
-// overlap it, so the sum is usually done or nearly so.
-constexpr PollPolicy kPoll{.deadline_ns = 0, .spin_ns = 50'000, .min_sleep_ns = 20'000, .max_sleep_ns = 200'000};
-constexpr int64_t kCloseNs = 10'000'000'000;
 
 class NcclReplicaGroup final : public ReplicaGroup {
  public:
@@ -56,18 +52,10 @@ class NcclReplicaGroup final : public ReplicaGroup {
   }
   // Best effort and bounded, as the NCCL transport's (nccl_transport.cpp).
   ~NcclReplicaGroup() override {
-    const PollPolicy policy{.deadline_ns = std::min(deadline_ns_, kCloseNs), .spin_ns = kPoll.spin_ns,
-                            .min_sleep_ns = kPoll.min_sleep_ns, .max_sleep_ns = kPoll.max_sleep_ns};
-    const bool landed = PollUntil(
-        [&] {
-          for (const Pending& p : pending_.items()) {
-            if (p.done != nullptr && cudaEventQuery(p.done) == cudaErrorNotReady) return false;
-          }
-          return true;
-        },
-        policy);
-    if (!landed) NcclComms().AbortAll();
-    NcclComms().Close({comm_}, std::min(deadline_ns_, kCloseNs));
+    std::vector<cudaEvent_t> in_flight;
+    for (const Pending& p : pending_.items()) in_flight.push_back(p.done);
+    if (!EventsLand(in_flight, std::min(deadline_ns_, kNcclCloseNs))) NcclComms().AbortAll();
+    NcclComms().Close({comm_}, std::min(deadline_ns_, kNcclCloseNs));
     if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   }
   NcclReplicaGroup(const NcclReplicaGroup&) = delete;
@@ -109,7 +97,7 @@ class NcclReplicaGroup final : public ReplicaGroup {
 
   void Wait(Request request) override {
     const int64_t count = At(request).count;
-    PollPolicy policy = kPoll;
+    PollPolicy policy = kNcclPoll;
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return NcclComms().CheckErrors({comm_}), Test(request); }, policy)) return;
     NcclComms().AbortAll();

@@ -27,15 +27,8 @@
 namespace stagecraft::exec {
 namespace {
 
-// A wait polls back to back briefly, then sleeps between polls with a backoff. The runtime waits
-// for a transfer only at a step's read-back or a run's end (a receive's consumer waits on the
-// device), so the host's reaction time is not on the GPU's path.
-constexpr PollPolicy kPoll{.deadline_ns = 0, .spin_ns = 50'000, .min_sleep_ns = 20'000, .max_sleep_ns = 200'000};
 // The tag of Prepare's own transfers (a run's are edge keys, never negative).
 constexpr int64_t kProbeTag = -1;
-// How long the destructor lets transfers in flight land, and communicators quiesce, before it
-// aborts them.
-constexpr int64_t kCloseNs = 10'000'000'000;
 
 std::string ChannelName(const NcclChannel& c) {
   return "the NCCL channel " + std::to_string(c.from) + " -> " + std::to_string(c.to);
@@ -53,24 +46,17 @@ class NcclTransport final : public Transport {
         size_(host_->size()),
         peers_(static_cast<size_t>(size_)) {}
 
-  // Best effort and bounded: transfers in flight get kCloseNs to land, else every communicator
-  // is aborted (a peer is gone); then each is finalized, or aborted if it does not quiesce.
+  // Best effort and bounded: transfers in flight get kNcclCloseNs to land, else every
+  // communicator is aborted (a peer is gone); then each is finalized, or aborted if it does not
+  // quiesce.
   ~NcclTransport() override {
-    PollPolicy policy = kPoll;
-    policy.deadline_ns = std::min(deadline_ns_, kCloseNs);
-    const bool landed = PollUntil(
-        [&] {
-          for (const Transfer& t : transfers_.items()) {
-            if (t.done != nullptr && cudaEventQuery(t.done) == cudaErrorNotReady) return false;
-          }
-          return true;
-        },
-        policy);
+    std::vector<cudaEvent_t> in_flight;
+    for (const Transfer& t : transfers_.items()) in_flight.push_back(t.done);
     CommSet& comms = NcclComms();
-    if (!landed) comms.AbortAll();
+    if (!EventsLand(in_flight, std::min(deadline_ns_, kNcclCloseNs))) comms.AbortAll();
     std::vector<CommSet::Id> ids;
     for (const Channel& c : channels_) ids.push_back(c.comm);
-    comms.Close(ids, std::min(deadline_ns_, kCloseNs));
+    comms.Close(ids, std::min(deadline_ns_, kNcclCloseNs));
     for (Channel& c : channels_) {
       if (c.stream != nullptr) (void)cudaStreamDestroy(c.stream);  // returns at once; freed when idle
     }
@@ -120,7 +106,7 @@ class NcclTransport final : public Transport {
 
   void Wait(Request request) override {
     const Transfer t = At(request);
-    PollPolicy policy = kPoll;
+    PollPolicy policy = kNcclPoll;
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return CheckAsyncErrors(), Test(request); }, policy)) return;
     NcclComms().AbortAll();
