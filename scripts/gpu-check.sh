@@ -5,7 +5,8 @@
 #      ask `stagecraft devices`: without a usable GPU, print one line saying why and exit with its
 #      code (3 no cuda backend, 4 no GPU, 5 a GPU this build cannot use; see `stagecraft devices
 #      --help`);
-#   2. ctest -L gpu (no gpu test may skip here; with two or more GPUs exec.mpi_gpu runs in step 6);
+#   2. ctest -L gpu (on one GPU only the cases that need more skip, saying so: exec.mpi_gpu_nccl,
+#      cli.execute_nccl_gpu_cli; with two or more GPUs exec.mpi_gpu and exec.mpi_gpu_nccl run in step 6);
 #   3. profile -> simulate -> execute -> compare on the cuda backend, as scripts/run.sh chains
 #      them, for scenarios/mlp-gpu.yaml and scenarios/gpt-gpu.yaml; compare --trace splits each
 #      error into the run's cost drift and the model's error (issue 31's protocol), and a
@@ -222,9 +223,10 @@ else
 fi
 
 # ---- 2. the gpu tests ---------------------------------------------------------------------------
-# With two or more GPUs exec.mpi_gpu runs in step 6, where each of its cases is reported.
+# With two or more GPUs exec_mpi_gpu_tests (ctest's exec.mpi_gpu and exec.mpi_gpu_nccl) runs in
+# step 6, where each of its cases is reported.
 without_mpi_gpu=()
-(( gpus >= 2 )) && without_mpi_gpu=(-E '^exec\.mpi_gpu$')
+(( gpus >= 2 )) && without_mpi_gpu=(-E '^exec\.mpi_gpu(_nccl)?$')
 step "ctest -L gpu" 90 ctest --test-dir "$build" -L gpu "${without_mpi_gpu[@]}" --output-on-failure --timeout 90 \
   --output-junit "$out/ctest-gpu.xml"
 
