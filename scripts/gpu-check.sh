@@ -50,9 +50,13 @@
 #   (scripts/build.sh first, in a call of its own, then --no-build).
 # --long adds the fused layer probe (300; never finished within a lease yet) and the release's
 # stage (240; 165 measured on an H100). The multi-GPU section adds, not yet run, so estimated:
-# nccl_p2p_bench 60, exec.mpi_gpu on 4 ranks 150, the P x D loop 110 (profile 30, execute 60,
-# 5 each), the hung rank 45 (deadline 10 s, the rest start-up): 365 s; with two or more GPUs the
-# one-rank loops do not run and the scenarios' loops take a GPU per rank.
+# nccl_p2p_bench 60, exec.mpi_gpu on 4 ranks 100 (it and exec.mpi_gpu_nccl took 62 of ctest's
+# 74 s on one H200), the P x D loop 110 (profile 30, execute 60, 5 each),
+# the hung rank 30 (deadline 10 s, the rest start-up): 300 s; with two or more GPUs the one-rank loops do not run,
+# the scenarios' loops take a GPU per rank, ctest -L gpu leaves exec_mpi_gpu_tests to the section
+# (60), the layer probe and cuda_bench need --long, and with 8 gpt-gpu's own loop is left to the
+# 4 x 2 one: 8 GPUs 10 + 60 + 150 + 300 = 520 s; 4-7 GPUs 10 + 60 + 150 + 75 + 300 = 595 s;
+# 2-3 GPUs (no P x D loop) 485 s.
 #
 # --one-rank is gone: it skipped the loop of ranks sharing a GPU, which the simulator did not
 # model and now does (pipeline.ranks_per_device), and the whole check fits a 10-minute call.
@@ -227,7 +231,9 @@ fi
 # step 6, where each of its cases is reported.
 without_mpi_gpu=()
 (( gpus >= 2 )) && without_mpi_gpu=(-E '^exec\.mpi_gpu(_nccl)?$')
-step "ctest -L gpu" 90 ctest --test-dir "$build" -L gpu "${without_mpi_gpu[@]}" --output-on-failure --timeout 90 \
+ctest_budget=90
+(( gpus >= 2 )) && ctest_budget=60  # without exec_mpi_gpu_tests (62 of 74 s on one H200)
+step "ctest -L gpu" $ctest_budget ctest --test-dir "$build" -L gpu "${without_mpi_gpu[@]}" --output-on-failure --timeout 90 \
   --output-junit "$out/ctest-gpu.xml"
 
 # ---- 3. the core loop on the GPU scenarios ------------------------------------------------------
@@ -278,7 +284,9 @@ mlp_gpu_1rank_budget=(15 5 20 5) gpt_gpu_1rank_budget=(10 5 10 5)
 for scenario in "$root/scenarios/mlp-gpu.yaml" "$root/scenarios/gpt-gpu.yaml"; do
   name="$(basename "$scenario" .yaml)"
   ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
-  if (( gpus >= ranks )); then
+  if (( gpus >= 8 )) && [[ $name == gpt-gpu ]]; then
+    skipped "$name" "$gpus GPUs: the multi-GPU section's 4 x 2 loop runs gpt-gpu on a GPU per rank, with replicas"
+  elif (( gpus >= ranks )); then
     core_loop "$name" "$scenario" "$ranks" "${name//-/_}_budget"
   else
     # Fewer GPUs than ranks: K neighbouring ranks share each GPU (the executor's placement,
@@ -295,7 +303,13 @@ done
 # ---- 4. the kernel list, kernel by kernel -------------------------------------------------------
 # One block of each Zero Bubble paper model timed kernel by kernel with PyTorch, against the
 # roofline model's prediction on this GPU's device file (issue 30, point 6; docs/cost-model.md).
-step "layer probe" 55 env STAGECRAFT="$sc" "$root/scripts/layer-probe.sh" --out "$out"
+# With two or more GPUs the single-GPU characterisations (this and cuda_bench) need --long: the
+# multi-GPU section takes their time, and a machine of one GPU of the kind measures them.
+if [[ $long -eq 1 ]] || (( gpus < 2 )); then
+  step "layer probe" 55 env STAGECRAFT="$sc" "$root/scripts/layer-probe.sh" --out "$out"
+else
+  skipped "layer probe" "$gpus GPUs: the multi-GPU section takes its time; --long runs it (55 s)"
+fi
 if [[ $long -eq 1 ]]; then
   # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates
   # the device file's memory_kernels states for them.
@@ -318,7 +332,9 @@ else
 fi
 
 # ---- 5. the GPU benchmark -----------------------------------------------------------------------
-if planning || [[ -x "$bench/cuda_bench" ]]; then
+if [[ $long -eq 0 ]] && (( gpus >= 2 )); then
+  skipped "cuda_bench" "$gpus GPUs: the multi-GPU section takes its time; --long runs it (120 s)"
+elif planning || [[ -x "$bench/cuda_bench" ]]; then
   step "cuda_bench" 120 "$bench/cuda_bench" --benchmark_out="$out/cuda_bench.json" --benchmark_out_format=json \
     --benchmark_filter="${GPU_CHECK_BENCH_FILTER:-.}"
 else
@@ -349,7 +365,7 @@ fi
 # each case's result kept (gtest's XML, rank 0's): the report lists a case skipped for want of
 # GPUs (NCCL needs a GPU per rank) as skipped.
 if planning || [[ -x "$build/tests/exec_mpi_gpu_tests" ]]; then
-  step "exec.mpi_gpu, 4 ranks" 150 "$root/scripts/mpirun.sh" 4 bash -c \
+  step "exec.mpi_gpu, 4 ranks" 100 "$root/scripts/mpirun.sh" 4 bash -c \
     'exec "$0" --gtest_output="xml:$1.$OMPI_COMM_WORLD_RANK.xml"' \
     "$build/tests/exec_mpi_gpu_tests" "$out/exec-mpi-gpu"
   planning || { mv -f "$out/exec-mpi-gpu.0.xml" "$out/exec-mpi-gpu.xml" 2>/dev/null
@@ -370,7 +386,7 @@ else
   skipped "gpt-gpu-${pp}x${dp}" "$gpus GPUs: no room for replicas; gpt-gpu's own loop (step 3) is its 2 x 1 run"
 fi
 # A rank that hangs at step 1: its peer's wait runs into --timeout 10s, which ends the job.
-hang_step "a hung rank under --timeout" 45 "$root/scripts/mpirun.sh" 2 "$sc" execute "$root/scenarios/gpt-gpu.yaml" \
+hang_step "a hung rank under --timeout" 30 "$root/scripts/mpirun.sh" 2 "$sc" execute "$root/scenarios/gpt-gpu.yaml" \
   --backend cuda --set pipeline.schedule=1f1b --set pipeline.steps=3 --inject-fault 1:1:hang --timeout 10s
 not_run="" in_multi=0
 

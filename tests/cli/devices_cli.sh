@@ -125,6 +125,12 @@ check "gpu-check --dry-run: the budgets' sum stated ($all = $summed, $multi = $m
 check "gpu-check --dry-run: one GPU's steps fit 600 s ($((all - multi)) s)" '[[ $((all - multi)) -le 600 ]]'
 check "gpu-check: the header states the same sums" \
   'grep -q "^#   $((all - multi)) s in all, after the build" "$gc" && grep -q "^# .*the hung rank [0-9]* .*: $multi s;" "$gc"'
+# With two or more GPUs every planned step runs, and the whole plan fits a 10-minute call.
+for g in 2 4 8; do
+  plan "$tmp/plan-g$g.txt" --gpus $g
+  g_all=$(sed -n 's/^budget: \([0-9]*\) s in all.*/\1/p' "$tmp/plan-g$g.txt")
+  check "gpu-check --dry-run --gpus $g: the whole check fits 600 s ($g_all s)" '[[ -n "$g_all" && $g_all -le 600 ]]'
+done
 plan "$tmp/plan-long.txt" --long
 for want in "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused  # 300 s" \
             "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json  # 240 s"; do
