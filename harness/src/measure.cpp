@@ -29,7 +29,7 @@ void ShiftRankRecord(int64_t shift_ns, schedules::RankRecord* rec) {
 }  // namespace
 
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vector<std::string>& rank_runs,
-                                  int64_t memory_bytes) {
+                                  int64_t memory_bytes, const std::vector<int>& rank_devices) {
   SC_CHECK(static_cast<int>(rank_runs.size()) == s.ranks(), "one run per rank");
   schedules::RunRecord result;
   std::vector<exec::RankRun> runs;
@@ -45,20 +45,18 @@ schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vecto
     if (shared(r)) ShiftRankRecord(r.clock_origin_ns - origin, &r.record);
     result.ranks.push_back(std::move(r.record));
   }
+  schedules::SumSharedDeviceMemory(rank_devices, &result);
   schedules::FinishRunRecord(s, memory_bytes, &result);  // as the simulator does
   return result;
 }
 
 MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                          const std::vector<std::string>& rank_runs) {
-  schedules::RunRecord result = JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes);
-  // Ranks sharing a device: each names the device the simulator places it on, as a prediction
-  // does (the cuda executor puts them there: exec::GpuForLocalRank; the cpu one leaves the
-  // cores to the operating system).
-  if (sc.pipeline.ranks_per_device > 1) {
-    const std::vector<int> devices = sc.pipeline.RankDevices();
-    for (int r = 0; r < s.ranks() && r < static_cast<int>(devices.size()); ++r) result.ranks[r].device = devices[r];
-  }
+  // Ranks sharing a device, where the simulator places them (the cuda executor puts them there:
+  // exec::GpuForLocalRank; the cpu one leaves the cores to the operating system).
+  const schedules::RunRecord result =
+      JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes,
+                   sc.pipeline.ranks_per_device > 1 ? sc.pipeline.RankDevices() : std::vector<int>{});
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
   m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);

@@ -3,6 +3,9 @@
 #include "stagecraft/schedules/run_record.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/schedules/analysis.h"
@@ -39,6 +42,36 @@ void FinishRunRecord(const Schedule& s, int64_t device_memory_bytes, RunRecord* 
   }
   record->start_ns = start;
   record->end_ns = end;
+}
+
+void SumSharedDeviceMemory(const std::vector<int>& rank_devices, RunRecord* record) {
+  std::map<int, std::vector<int>> ranks_of;
+  for (size_t r = 0; r < rank_devices.size() && r < record->ranks.size(); ++r) {
+    ranks_of[rank_devices[r]].push_back(static_cast<int>(r));
+  }
+  for (const auto& [device, ranks] : ranks_of) {
+    if (ranks.size() < 2) continue;
+    // Every sample of the device's ranks in time order; the sum moves by each one's change.
+    std::vector<std::pair<int64_t, std::pair<int, int64_t>>> samples;  // (time, (rank, bytes))
+    for (const int r : ranks) {
+      for (const MemorySample& m : record->ranks[r].memory) samples.push_back({m.time_ns, {r, m.bytes}});
+    }
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::map<int, int64_t> now;  // each rank's bytes
+    int64_t sum = 0, peak = 0;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto& [rank, bytes] = samples[i].second;
+      sum += bytes - now[rank];
+      now[rank] = bytes;
+      // Samples at one time are one moment: the peak is read after the last of them.
+      if (i + 1 == samples.size() || samples[i + 1].first != samples[i].first) peak = std::max(peak, sum);
+    }
+    for (const int r : ranks) {
+      record->ranks[r].device = device;
+      record->ranks[r].device_peak_memory_bytes = peak;
+    }
+  }
 }
 
 }  // namespace stagecraft::schedules

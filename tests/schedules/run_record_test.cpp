@@ -112,5 +112,32 @@ TEST(FinishRunRecordTest, ReduceGradIsNotBusy) {
   EXPECT_EQ(h.r.end_ns, 11 * kMs);
 }
 
+// Ranks 0 and 1 share device 0: 100 + 300 at first; at 10 rank 0 grows to 400 as rank 1 drops
+// to 0, one moment (read after both: 400, never the 700 of one sample without the other). Rank 2
+// is alone on device 1: no device, no device peak.
+TEST(SumSharedDeviceMemory, ThePeakOfTheSumAtEachMoment) {
+  RunRecord record;
+  record.ranks.resize(3);
+  record.ranks[0].memory = {{0, 100}, {10, 400}};
+  record.ranks[1].memory = {{0, 300}, {10, 0}};
+  record.ranks[2].memory = {{0, 999}};
+  SumSharedDeviceMemory({0, 0, 1}, &record);
+  EXPECT_EQ(record.ranks[0].device_peak_memory_bytes, 400);
+  EXPECT_EQ(record.ranks[1].device_peak_memory_bytes, 400);
+  EXPECT_EQ(record.ranks[0].device, 0);
+  EXPECT_EQ(record.ranks[1].device, 0);
+  EXPECT_EQ(record.ranks[2].device_peak_memory_bytes, -1);
+  EXPECT_EQ(record.ranks[2].device, -1);
+  // A rank's bytes hold from its sample on: rank 1 at 350 from 5 meets rank 0's 400 from 10.
+  record.ranks[1].memory = {{5, 350}};
+  SumSharedDeviceMemory({0, 0, 1}, &record);
+  EXPECT_EQ(record.ranks[0].device_peak_memory_bytes, 750);
+  RunRecord untouched;
+  untouched.ranks.resize(2);
+  untouched.ranks[0].memory = {{0, 5}};
+  SumSharedDeviceMemory({}, &untouched);
+  EXPECT_EQ(untouched.ranks[0].device_peak_memory_bytes, -1);
+}
+
 }  // namespace
 }  // namespace stagecraft::schedules

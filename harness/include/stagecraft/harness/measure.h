@@ -26,8 +26,11 @@ struct MeasuredSchedule {
 // The ranks that read rank 0's clock (the same RankRun::clock_id) are put on one origin, the
 // earliest of their clock starts, so that a rank that left the set-up late does not see its
 // inputs arrive before they were sent; ranks on other machines keep the set-up's alignment.
+// `rank_devices` (sim::PipelineSpec::RankDevices where ranks share devices, else empty): the
+// ranks of one device name it and get their memory's sum (schedules::SumSharedDeviceMemory),
+// which OOM is judged on.
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& schedule, const std::vector<std::string>& rank_runs,
-                                  int64_t memory_bytes);
+                                  int64_t memory_bytes, const std::vector<int>& rank_devices = {});
 
 // `rank_runs`: every rank's SerializeRankRun, in rank order.
 MeasuredSchedule Measure(const schedules::Schedule& schedule, const sim::Scenario& scenario,

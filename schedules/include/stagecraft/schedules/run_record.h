@@ -68,4 +68,11 @@ struct RunRecord {
 // The simulator and the executor (its ranks' records joined) both call it.
 void FinishRunRecord(const Schedule& schedule, int64_t device_memory_bytes, RunRecord* record);
 
+// A measured run's ranks that shared a device (`rank_devices[r]` is rank r's device; empty, or
+// no device named twice: nothing to do): each gets `device`, and `device_peak_memory_bytes`, the
+// peak over time of its device's ranks' memory together, each rank's bytes those of its last
+// sample (0 before its first). The simulator's memory model keeps the same sum as it runs
+// (sim/memory_model.h); call this before FinishRunRecord, which judges OOM on it.
+void SumSharedDeviceMemory(const std::vector<int>& rank_devices, RunRecord* record);
+
 }  // namespace stagecraft::schedules
