@@ -3,6 +3,7 @@
 // sum of its layers' shares.
 #include "stagecraft/harness/replay.h"
 
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -53,12 +54,17 @@ TEST(RestageCosts, AnotherLayerCountIsRefused) {
 // for the schedule that ran F 10, the same I and W but a fused B of 11, STEP 8. So F 20, I 22 x
 // 6 / 11 = 12, W 22 x 4 / 11 = 8, a fused B 22 x 10 / 11 = 20 and STEP 16 x 5 / 8 = 10. Without
 // the ran schedule's table the model's own split of the measured B: I 13.2, W 8.8.
-TEST(ReplayCosts, AWhatIfScalesTheRunsPassesByTheModelsChangeBetweenSchedules) {
+// `name` on 2 ranks, 2 microbatches, 1 step, lowered.
+schedules::Schedule TwoRanks(const std::string& name) {
   schedules::GeneratorParams p;
   p.ranks = 2;
   p.microbatches = 2;
   p.steps = 1;
-  const schedules::Schedule zb = schedules::Lower(schedules::Generate("zb-h1", p), schedules::P2p::kLockstep);
+  return schedules::Lower(schedules::Generate(name, p), schedules::P2p::kLockstep);
+}
+
+TEST(ReplayCosts, AWhatIfScalesTheRunsPassesByTheModelsChangeBetweenSchedules) {
+  const schedules::Schedule zb = TwoRanks("zb-h1");
   const auto table = [](int64_t fused, int64_t step) {
     sim::CostTable t;
     sim::StageCost c;
@@ -89,11 +95,7 @@ TEST(ReplayCosts, AWhatIfScalesTheRunsPassesByTheModelsChangeBetweenSchedules) {
 // [0, 100] beside rank 1's F0 [50, 150] had 75 each (WithoutSharing), since the simulator
 // time-slices the replay's shared device itself; with a device each the measured 100 stands.
 TEST(ReplayCosts, OpsOfASharedDeviceReplayTheirOwnDeviceTime) {
-  schedules::GeneratorParams p;
-  p.ranks = 2;
-  p.microbatches = 2;
-  p.steps = 1;
-  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p), schedules::P2p::kLockstep);
+  const schedules::Schedule s = TwoRanks("gpipe");
   schedules::RunRecord record;
   record.ranks.resize(2);
   for (int r = 0; r < 2; ++r) record.ranks[r].ops.resize(s.ops[r].size());
