@@ -11,10 +11,10 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/harness/profile_layers.h"
 #include "stagecraft/schedules/bubble_split.h"
+#include "stagecraft/schedules/shared_devices.h"
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/shared_devices.h"
 
 namespace stagecraft::harness {
 
@@ -308,7 +308,7 @@ sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback) {
 schedules::RunRecord WithoutSharing(const schedules::Schedule& s, const schedules::RunRecord& record,
                                     const std::vector<int>& rank_devices) {
   schedules::RunRecord out = record;
-  const sim::SharedDevices shared = sim::FindSharedDevices(rank_devices, s.ranks());
+  const schedules::SharedDevices shared = schedules::FindSharedDevices(rank_devices, s.ranks());
   for (const std::vector<int>& ranks : shared.ranks) {
     // The device's ops as (rank, index); the times where the count running changes.
     std::vector<std::pair<int, size_t>> ops;

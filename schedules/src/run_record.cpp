@@ -9,6 +9,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/schedules/analysis.h"
+#include "stagecraft/schedules/shared_devices.h"
 
 namespace stagecraft::schedules {
 
@@ -45,12 +46,8 @@ void FinishRunRecord(const Schedule& s, int64_t device_memory_bytes, RunRecord* 
 }
 
 void SumSharedDeviceMemory(const std::vector<int>& rank_devices, RunRecord* record) {
-  std::map<int, std::vector<int>> ranks_of;
-  for (size_t r = 0; r < rank_devices.size() && r < record->ranks.size(); ++r) {
-    ranks_of[rank_devices[r]].push_back(static_cast<int>(r));
-  }
-  for (const auto& [device, ranks] : ranks_of) {
-    if (ranks.size() < 2) continue;
+  const SharedDevices shared = FindSharedDevices(rank_devices, static_cast<int>(record->ranks.size()));
+  for (const std::vector<int>& ranks : shared.ranks) {
     // Every sample of the device's ranks in time order; the sum moves by each one's change.
     std::vector<std::pair<int64_t, std::pair<int, int64_t>>> samples;  // (time, (rank, bytes))
     for (const int r : ranks) {
@@ -68,7 +65,7 @@ void SumSharedDeviceMemory(const std::vector<int>& rank_devices, RunRecord* reco
       if (i + 1 == samples.size() || samples[i + 1].first != samples[i].first) peak = std::max(peak, sum);
     }
     for (const int r : ranks) {
-      record->ranks[r].device = device;
+      record->ranks[r].device = rank_devices[static_cast<size_t>(r)];
       record->ranks[r].device_peak_memory_bytes = peak;
     }
   }

@@ -10,8 +10,8 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/split_mix.h"
+#include "stagecraft/schedules/shared_devices.h"
 #include "stagecraft/schedules/weights.h"
-#include "stagecraft/sim/shared_devices.h"
 
 namespace stagecraft::sim {
 
@@ -58,7 +58,7 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
     SC_CHECK(record->ranks[r].ops.size() == schedule.ops[r].size(), "one op timing per op");
   }
   SC_CHECK(rank_devices.empty() || static_cast<int>(rank_devices.size()) == schedule.ranks(), "a device per rank");
-  SharedDevices devices = FindSharedDevices(rank_devices, schedule.ranks());
+  schedules::SharedDevices devices = schedules::FindSharedDevices(rank_devices, schedule.ranks());
   shared_of_ = std::move(devices.of_rank);
   shared_.resize(devices.ranks.size());
 }

@@ -6,8 +6,8 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/stop.h"
+#include "stagecraft/schedules/shared_devices.h"
 #include "stagecraft/schedules/weights.h"
-#include "stagecraft/sim/shared_devices.h"
 
 namespace stagecraft::sim {
 
@@ -20,7 +20,7 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
                          const std::vector<int>& rank_devices)
     : shape_(schedule.shape), costs_(costs), record_samples_(record_samples), record_(record) {
   StopCheck check(stop);
-  SharedDevices devices = FindSharedDevices(rank_devices, schedule.ranks());
+  schedules::SharedDevices devices = schedules::FindSharedDevices(rank_devices, schedule.ranks());
   shared_of_ = std::move(devices.of_rank);
   shared_ranks_ = std::move(devices.ranks);
   shared_bytes_.assign(shared_ranks_.size(), 0);
