@@ -446,22 +446,23 @@ std::unique_ptr<Device> MakeCudaDevice(int gpu, GemmPrecision precision) {
   return std::make_unique<CudaDevice>(gpu, precision);
 }
 
-void* CudaComputeStream(Device& device) {
+namespace {
+
+// `device` as the cuda device it must be for `call`; std::invalid_argument naming both otherwise.
+CudaDevice& AsCuda(Device& device, const char* call) {
   auto* cuda = dynamic_cast<CudaDevice*>(&device);
-  if (cuda == nullptr) throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device");
-  return cuda->stream();
+  if (cuda == nullptr) throw std::invalid_argument(std::string(call) + ": " + device.Name() + " is not a cuda device");
+  return *cuda;
 }
 
-int64_t CudaPoolReservedBytes(Device& device) {
-  auto* cuda = dynamic_cast<CudaDevice*>(&device);
-  if (cuda == nullptr) throw std::invalid_argument("CudaPoolReservedBytes: " + device.Name() + " is not a cuda device");
-  return cuda->PoolReservedBytes();
-}
+}  // namespace
+
+void* CudaComputeStream(Device& device) { return AsCuda(device, "CudaComputeStream").stream(); }
+
+int64_t CudaPoolReservedBytes(Device& device) { return AsCuda(device, "CudaPoolReservedBytes").PoolReservedBytes(); }
 
 int64_t CudaEventNs(Device& device, void* event) {
-  auto* cuda = dynamic_cast<CudaDevice*>(&device);
-  if (cuda == nullptr) throw std::invalid_argument("CudaEventNs: " + device.Name() + " is not a cuda device");
-  return cuda->EventNs(static_cast<cudaEvent_t>(event));
+  return AsCuda(device, "CudaEventNs").EventNs(static_cast<cudaEvent_t>(event));
 }
 
 }  // namespace stagecraft::exec

@@ -54,10 +54,9 @@ class EventStamps {
   }
   // Waits for the stamp unless it was reached (the runtime polls Reached under its deadline first).
   int64_t StampNs(int id) {
-    SC_CUDA_CHECK(cudaEventSynchronize(At(id)));
-    float ms = 0.0f;
-    SC_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, events_[id]));
-    return origin_ns_ + std::llround(static_cast<double>(ms) * 1e6);
+    const cudaEvent_t stamp = At(id);
+    SC_CUDA_CHECK(cudaEventSynchronize(stamp));
+    return EventNs(stamp);
   }
   // When `event`, made with timing and recorded on any stream of this device, completed, on the
   // host clock through the same origin as the stamps; it must have completed (a transport reads
