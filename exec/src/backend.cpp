@@ -148,7 +148,12 @@ ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, cons
   std::unique_ptr<ReplicaGroup> replicas = layout.replicas > 1 ? MakeMpiReplicaGroup(layout, o.deadline) : nullptr;
   if (backend == Backend::kCuda) return MakeCudaRuntime(sc, o, *control, std::move(host), std::move(replicas));
   ProcessRuntime rt;
-  AgreedStep(*control, o, StartupStep::kDevice, [&] { rt.device = MakeCpuDevice(); });
+  // Ranks that share a device share a core, as the simulator time-slices them (CoreForLocalRank).
+  const int local_rank = sc.pipeline.ranks_per_device > 1 ? MpiLocalRank() : -1;  // collective: all or none
+  AgreedStep(*control, o, StartupStep::kDevice, [&] {
+    if (local_rank >= 0) PinToCore(CoreForLocalRank(local_rank, AllowedCores(), sc.pipeline.ranks_per_device));
+    rt.device = MakeCpuDevice();
+  });
   AgreedStep(*control, o, StartupStep::kTransport, [&] {
     rt.transport = std::move(host);
     rt.replicas = std::move(replicas);

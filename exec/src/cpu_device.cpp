@@ -3,14 +3,17 @@
 
 #include <cblas.h>
 #include <malloc.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -193,5 +196,32 @@ class CpuDevice final : public Device {
 }  // namespace
 
 std::unique_ptr<Device> MakeCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+int CoreForLocalRank(int local_rank, const std::vector<int>& cores, int ranks_per_device) {
+  if (cores.empty() || local_rank < 0) return -1;
+  const size_t device = static_cast<size_t>(local_rank / std::max(ranks_per_device, 1));
+  return cores[device % cores.size()];
+}
+
+std::vector<int> AllowedCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cores.push_back(c);
+  }
+  return cores;
+}
+
+void PinToCore(int core) {
+  if (core < 0 || core >= CPU_SETSIZE) throw std::runtime_error(fmt::format("no core {} to bind this rank to", core));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    throw std::runtime_error(fmt::format("cannot bind this rank to core {}: {}", core, std::strerror(errno)));
+  }
+}
 
 }  // namespace stagecraft::exec

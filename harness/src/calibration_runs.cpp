@@ -261,7 +261,7 @@ RunsReport CalibrateRuns(
     const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
     layers = config.layers_per_stage;
     // The ops' own times, without the time-slicing of ranks that share a device, which the
-    // simulator applies itself; the gaps (overhead, transfers) are as they were.
+    // simulator applies itself.
     const schedules::RunRecord alone = WithoutSharing(s, record, pipeline.RankDevices());
     if (name == kDeepStashSchedule) {  // its ops say only how a deep stash slows them
       AddStashSums(s, alone, isolated, steps > 1 ? 1 : 0, &deep);
@@ -269,11 +269,12 @@ RunsReport CalibrateRuns(
     }
     if (!every_microbatch) AddStashSums(s, alone, isolated, steps > 1 ? 1 : 0, &shallow);
     AddScaleSums(s, alone, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
-    overhead_sum += OverheadPerOp(s, record);
-    const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record);
+    // The overhead and transfers without the turns another rank held a shared device for.
+    overhead_sum += OverheadPerOp(s, record, pipeline.RankDevices());
+    const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record, pipeline.RankDevices());
     for (int r = 0; r < ranks; ++r) rank_overhead_sum[r] += by_rank[r];
     AddJitter(s, alone, isolated, steps > 1 ? 1 : 0, &jitter);
-    const std::vector<int64_t> w = WaitedTransfers(s, record);
+    const std::vector<int64_t> w = WaitedTransfers(s, record, pipeline.RankDevices());
     waited.insert(waited.end(), w.begin(), w.end());
     AddReduceGradTimes(s, record, StageGradBytes(*profile, config.layers_per_stage), steps > 1 ? 1 : 0,
                        every_microbatch ? &reduces_every_microbatch : &reduces);

@@ -249,6 +249,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   sim::SimConfig config;
   config.device_memory_bytes = sc.topology.device.memory_bytes;
   config.rank_devices = sc.pipeline.RankDevices();
+  config.time_slice_ns = sc.topology.device.time_slice_ns;
   config.replica_devices = sc.pipeline.ReplicaDevices();
   config.stop = stop;
   // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.

@@ -47,11 +47,12 @@ schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedul
 }
 
 RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
-                         const schedules::RunRecord& record, const sim::CostTable& medians) {
+                         const schedules::RunRecord& record, const sim::CostTable& medians,
+                         const std::vector<int>& ran_devices) {
   RunVariation v;
   int64_t bytes = 0;  // a transfer's (the stages' boundaries are one size in the models that have layers)
   for (const sim::StageCost& c : medians.stages) bytes = std::max(bytes, c.send_bytes);
-  if (std::vector<int64_t> waited = WaitedTransfers(ran, record); !waited.empty() && bytes > 0) {
+  if (std::vector<int64_t> waited = WaitedTransfers(ran, record, ran_devices); !waited.empty() && bytes > 0) {
     std::nth_element(waited.begin(), waited.begin() + static_cast<std::ptrdiff_t>(waited.size() / 2), waited.end());
     const int64_t median = waited[waited.size() / 2];
     if (median > 0) v.transfer_bytes_per_s = static_cast<double>(bytes) * 1e9 / static_cast<double>(median);
@@ -167,12 +168,15 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   // The runtime's work before each op as it happened (the overhead part of the gap before it),
   // so a stall of the machine on one op stays on that op instead of spreading over all of them.
+  // On a shared device, less the turns another rank held it for, which the simulator gives again.
+  const HeldByOthers held(schedule, *record, ran_devices);
   const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(schedule, *record, true);
   for (size_t r = 0; r < split.size() && r < started.size(); ++r) {
     for (const schedules::GapInterval& gap : split[r].gaps) {
       if (gap.cause != schedules::GapCause::kOverhead) continue;
       if (const auto at = started[r].find(gap.end_ns); at != started[r].end()) {
-        base.overhead_ns[r][at->second] += gap.end_ns - gap.start_ns;
+        base.overhead_ns[r][at->second] +=
+            gap.end_ns - gap.start_ns - held.In(static_cast<int>(r), gap.start_ns, gap.end_ns);
       }
     }
   }
@@ -201,7 +205,7 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
       const schedules::OpTiming& recv = record->ranks[r].ops[i];
       if (sr < 0 || recv.start_ns < 0 || record->ranks[sr].ops[si].start_ns < 0) continue;  // an end not traced
       const int64_t start = std::max(record->ranks[sr].ops[si].start_ns, recv.start_ns);
-      base.transfer_ns[sr][si] = std::max<int64_t>(0, recv.end_ns - start);
+      base.transfer_ns[sr][si] = std::max<int64_t>(0, recv.end_ns - start - held.In(r, start, recv.end_ns));
     }
   }
   base.p2p.reset();  // the measured transfers replace the fit, and the receiver's copy is in them
@@ -306,7 +310,8 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
   const schedules::ScheduleMetrics& m = ran_devices.empty() ? *replay.measured : own_metrics;
   const RunVariation variation =
       VariationOf(ran_schedule, m, own,
-                  ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace_path, nullptr, {}));
+                  ReplayCosts(ran_schedule, sim::BuildCosts(ran, ran_schedule), m, trace_path, nullptr, {}),
+                  ran_devices);
   // The model's costs of the schedule that ran, in the what-if's scenario (what the model says
   // changes between it and each what-if of the same stages): built once, when first needed.
   std::optional<sim::CostTable> ran_model;

@@ -99,6 +99,7 @@ class Judge {
   Judge(const sim::Scenario& sc, const sim::Topology& topo, int steps) : sc_(sc), topo_(topo), steps_(steps) {
     config_.record_memory = false;
     config_.rank_devices = sc.pipeline.RankDevices();
+    config_.time_slice_ns = sc.topology.device.time_slice_ns;
     config_.replica_devices = sc.pipeline.ReplicaDevices();  // the REDUCE_GRADs' rings, with replicas
   }
   // The order's simulated step (its record in `record`), or nothing when the validator refuses

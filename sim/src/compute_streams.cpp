@@ -48,7 +48,8 @@ int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
 }
 
 ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop,
-                               StreamHooks* hooks, schedules::RunRecord* record, const std::vector<int>& rank_devices)
+                               StreamHooks* hooks, schedules::RunRecord* record, const std::vector<int>& rank_devices,
+                               int64_t time_slice_ns)
     : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()),
       steps_in_place_(schedules::StepsInPlace(schedule)),
       stash_depths_(costs.rank_stash.empty() ? std::vector<std::vector<double>>{} : StashDepths(schedule)) {
@@ -61,6 +62,8 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
   schedules::SharedDevices devices = schedules::FindSharedDevices(rank_devices, schedule.ranks());
   shared_of_ = std::move(devices.of_rank);
   shared_.resize(devices.ranks.size());
+  SC_CHECK(time_slice_ns >= 0, "a time slice of 0 or more");
+  time_slice_ns_ = time_slice_ns;
 }
 
 void ComputeStreams::Start() {
@@ -93,16 +96,56 @@ void ComputeStreams::OnEvent(const Event& event) {
 }
 
 void ComputeStreams::Join(int rank, int index) {
-  SharedDevice& device = shared_[static_cast<size_t>(shared_of_[rank])];
+  const int d = shared_of_[rank];
+  SharedDevice& device = shared_[static_cast<size_t>(d)];
   Progress(device);
   const schedules::OpTiming& planned = record_->ranks[rank].ops[index];  // {start, start + own duration}
   device.running.push_back({rank, index, static_cast<double>(planned.end_ns - planned.start_ns), EventId{}});
-  Reschedule(device);
+  if (time_slice_ns_ == 0) {
+    Reschedule(device);
+  } else if (device.running.size() == 1) {
+    GiveTurn(d);  // the device was free: the op takes it now; else it waits its turn
+  }
+}
+
+void ComputeStreams::GiveTurn(int device_index) {
+  SharedDevice& device = shared_[static_cast<size_t>(device_index)];
+  const int64_t now = loop_->now_ns();
+  Running& holder = device.running.front();
+  if (!holder.held) {  // its first turn: the op starts now, having waited for the device since it was ready
+    holder.held = true;
+    schedules::OpTiming& timing = record_->ranks[holder.rank].ops[holder.index];
+    timing.end_ns += now - timing.start_ns;
+    timing.start_ns = now;
+  }
+  device.turn_end_ns = now + time_slice_ns_;
+  device.turn = loop_->ScheduleAt(std::min(device.turn_end_ns, now + static_cast<int64_t>(std::ceil(holder.left_ns))),
+                                  &turns_, device_index, 0);
+}
+
+void ComputeStreams::EndTurn(int device_index) {
+  SharedDevice& device = shared_[static_cast<size_t>(device_index)];
+  Progress(device);
+  Running holder = device.running.front();
+  device.running.erase(device.running.begin());
+  if (holder.left_ns > 0.5) {
+    device.running.push_back(holder);  // its turn is over: the next op waiting goes (or it again)
+    GiveTurn(device_index);
+    return;
+  }
+  record_->ranks[holder.rank].ops[holder.index].end_ns = loop_->now_ns();
+  if (!device.running.empty()) GiveTurn(device_index);
+  FinishOp(holder.rank, holder.index, schedule_.ops[holder.rank][holder.index]);
+  Advance(holder.rank);
 }
 
 void ComputeStreams::Progress(SharedDevice& device) {
   const int64_t now = loop_->now_ns();
-  if (!device.running.empty()) {
+  if (time_slice_ns_ > 0) {  // only the holder progresses
+    if (!device.running.empty()) {
+      device.running.front().left_ns = std::max(0.0, device.running.front().left_ns - static_cast<double>(now - device.since_ns));
+    }
+  } else if (!device.running.empty()) {
     const double done = static_cast<double>(now - device.since_ns) / static_cast<double>(device.running.size());
     for (Running& r : device.running) r.left_ns = std::max(0.0, r.left_ns - done);
   }

@@ -53,7 +53,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
         memory_(s, costs, config.record_memory, &result_, config.stop, config.rank_devices),
         transfers_(topo, costs.p2p_latency_ns, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
                    costs.p2p, config.rank_devices),
-        streams_(s, costs, &loop_, this, &result_, config.rank_devices),
+        streams_(s, costs, &loop_, this, &result_, config.rank_devices, config.time_slice_ns),
         collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_) {}
 
   RunRecord Run() {

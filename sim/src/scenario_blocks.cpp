@@ -94,7 +94,7 @@ std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& valu
 
 DeviceSpec ParseDeviceFields(const Value& value) {
   const Map m(value, {"name", "peak", "memory", "efficiency", "memory_bandwidth", "memory_efficiency",
-                      "memory_kernels", "launch_overhead", "gemm"});
+                      "memory_kernels", "launch_overhead", "gemm", "time_slice"});
   DeviceSpec device;
   device.name = m.Get("name").String();
   ParsePeak(m.Get("peak"), &device);
@@ -105,6 +105,7 @@ DeviceSpec ParseDeviceFields(const Value& value) {
   if (const auto k = m.Find("memory_kernels")) device.memory_kernel_rates = ParseMemoryKernels(*k);
   if (const auto l = m.Find("launch_overhead")) device.launch_overhead_ns = l->DurationNs();
   if (const auto g = m.Find("gemm")) device.gemm = ParseGemm(*g);
+  if (const auto t = m.Find("time_slice")) device.time_slice_ns = t->DurationNs();
   if (device.gemm.stated() != (device.memory_bandwidth > 0)) {
     (device.gemm.stated() ? m.Get("gemm") : m.Get("memory_bandwidth"))
         .Fail("the roofline model needs both memory_bandwidth and gemm (state both, or neither for the flat "

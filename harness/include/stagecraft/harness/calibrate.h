@@ -91,6 +91,25 @@ std::optional<double> InPipelineBusBandwidth(const std::vector<std::pair<int64_t
 schedules::RunRecord WithoutSharing(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                                     const std::vector<int>& rank_devices);
 
+// What of a rank's gaps its device spent on other ranks: where ranks share a device
+// (`rank_devices` as for WithoutSharing), a rank whose input is in hand, or whose receive copy
+// is due, waits while another rank of the device runs a compute op or STEP; the simulator
+// makes it wait its turn itself (sim/compute_streams.h), so the runtime's overhead and the
+// transfers a calibration or a replay reads off the gaps leave that time out.
+class HeldByOthers {
+ public:
+  HeldByOthers(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+               const std::vector<int>& rank_devices);
+  // How much of [start_ns, end_ns) the other ranks of `rank`'s device ran compute (0 on a
+  // device of its own).
+  int64_t In(int rank, int64_t start_ns, int64_t end_ns) const;
+  bool empty() const { return empty_; }
+
+ private:
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> spans_;  // [rank]: the others' spans, merged, in order
+  bool empty_ = true;
+};
+
 // Measured and isolated time summed per op kind over a calibration run's compute ops and STEPs.
 struct ScaleSums {
   static constexpr size_t kKinds = std::size(sim::kOpScaleFields);  // F, B, I, W, STEP
@@ -147,11 +166,17 @@ sim::OpScale ScaleOf(const ScaleSums& sums, const sim::OpScale& fallback);
 
 // How long the transfers took that a receiver waited through from their start (the send's
 // post) to their arrival: the bubble split's transfer gaps that directly follow a wait gap.
-std::vector<int64_t> WaitedTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record);
+// With ranks that shared a device (`rank_devices`, as for WithoutSharing), each less the time
+// the receiver's device ran another rank's compute (HeldByOthers).
+std::vector<int64_t> WaitedTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                                     const std::vector<int>& rank_devices = {});
 
 // The runtime's overhead per op of the run (the bubble split's overhead over the ops of every
-// rank's list), and the same for each rank over its own list.
-int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record);
-std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& schedule, const schedules::RunRecord& record);
+// rank's list), and the same for each rank over its own list; with ranks that shared a device,
+// the overhead gaps less the time their device ran another rank's compute (HeldByOthers).
+int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                      const std::vector<int>& rank_devices = {});
+std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                                         const std::vector<int>& rank_devices = {});
 
 }  // namespace stagecraft::harness

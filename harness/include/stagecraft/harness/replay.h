@@ -69,8 +69,11 @@ schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedul
 // (`medians`, its ReplayCosts): the median transfer a receiver waited through from its start to
 // its arrival (harness's WaitedTransfers, as calibration takes it) as a rate, and how much an op's time
 // varies from one run of it to the next against those medians (AddJitter; step 0 left out).
+// `ran_devices` (the run's rank -> device where ranks shared devices, else empty): the waited
+// transfers leave out the turns another rank held the receiver's device for (HeldByOthers).
 RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
-                         const schedules::RunRecord& record, const sim::CostTable& medians);
+                         const schedules::RunRecord& record, const sim::CostTable& medians,
+                         const std::vector<int>& ran_devices = {});
 
 // The run's per-stage pass medians (`run`, its stages holding `run_layers` layers each, in model
 // order) over another split of the same layers (`layers`): each layer takes an equal share of

@@ -8,11 +8,16 @@
 // receiver's share of that transfer (StreamHooks::InputCopyNs), which ends its RECV.
 //
 // Ranks that share a device (pipeline.ranks_per_device > 1: `rank_devices` names one device for
-// several ranks) time-slice it: the compute ops running on one device at a time split it evenly
-// (processor sharing, as an operating system's scheduler splits a core between processes and
-// a GPU's between two processes' kernels), so each progresses at 1 / n of its own speed while n
-// run, and its end moves whenever one starts or ends beside it. The runtime's overhead is host
-// work and is not shared.
+// several ranks) time-slice it, in one of two ways (`time_slice_ns`, DeviceSpec::time_slice_ns):
+// - 0, processor sharing: the compute ops running on one device at a time split it evenly, so
+//   each progresses at 1 / n of its own speed while n run, and its end moves whenever one
+//   starts or ends beside it (the limit of a scheduler's slices much shorter than an op);
+// - else round-robin turns of that length: the op holding the device runs at full speed until
+//   it ends or its turn does, then passes the device to the next op waiting, in the order they
+//   came (an operating system's scheduler between processes on a core, its slice as long as an
+//   op or longer). An op's recorded start is when it first holds the device, so the time it
+//   waited for its turn is a gap before it, as a measured run shows it.
+// The runtime's overhead is host work and is not shared.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +63,7 @@ class ComputeStreams final : public EventHandler {
   // per op of every rank.
   // `rank_devices[r]` is the device of rank r (SimConfig::rank_devices; empty: a device each).
   ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop, StreamHooks* hooks,
-                 schedules::RunRecord* record, const std::vector<int>& rank_devices = {});
+                 schedules::RunRecord* record, const std::vector<int>& rank_devices = {}, int64_t time_slice_ns = 0);
 
   // Runs every rank from its first op, at the loop's current time.
   void Start();
@@ -84,11 +89,24 @@ class ComputeStreams final : public EventHandler {
     int index = 0;
     double left_ns = 0;
     EventId end;
+    bool held = false;  // in turns: has held the device (its recorded start is its first turn)
   };
-  // A device several ranks share: the ops running on it, progressed up to since_ns.
+  // A device several ranks share: the ops running on it, progressed up to since_ns. In turns,
+  // running[0] holds the device until turn_end_ns and the others wait in order.
   struct SharedDevice {
     std::vector<Running> running;
     int64_t since_ns = 0;
+    int64_t turn_end_ns = 0;
+    EventId turn;  // in turns: the holder's next stop (its end or its turn's)
+  };
+  // In turns: the holder of device `event.a` stops (its op ends, or its turn does).
+  class Turns final : public EventHandler {
+   public:
+    explicit Turns(ComputeStreams* streams) : streams_(streams) {}
+    void OnEvent(const Event& event) override { streams_->EndTurn(event.a); }
+
+   private:
+    ComputeStreams* streams_;
   };
   // Starts an op of `rank` (at the loop's time) on its shared device.
   class Joiner final : public EventHandler {
@@ -107,6 +125,9 @@ class ComputeStreams final : public EventHandler {
   // to where the current sharing puts them.
   void Progress(SharedDevice& device);
   void Reschedule(SharedDevice& device);
+  // In turns: gives the device to running[0] (a new turn) and schedules its stop.
+  void GiveTurn(int device_index);
+  void EndTurn(int device_index);
 
   const schedules::Schedule& schedule_;
   const CostTable& costs_;
@@ -118,7 +139,9 @@ class ComputeStreams final : public EventHandler {
   std::vector<std::vector<double>> stash_depths_;  // [rank][op index]; empty without costs_.rank_stash
   std::vector<int> shared_of_;            // [rank]: index in shared_, -1 when the rank has its device alone
   std::vector<SharedDevice> shared_;
+  int64_t time_slice_ns_ = 0;
   Joiner joiner_{this};
+  Turns turns_{this};
 };
 
 }  // namespace stagecraft::sim

@@ -43,6 +43,9 @@ struct SimConfig {
   // The topology device of each pipeline rank (PipelineSpec::DeviceOf of replica 0, tensor rank
   // 0); empty: rank r on device r.
   std::vector<int> rank_devices;
+  // How a device that several ranks share splits itself (DeviceSpec::time_slice_ns): 0,
+  // processor sharing; else round-robin turns of this length.
+  int64_t time_slice_ns = 0;
   // With data-parallel replicas (Schedule::data_parallel > 1): for each pipeline rank, the
   // devices of its replicas in ring order (PipelineSpec::ReplicaDevices), which its REDUCE_GRADs
   // run over (collective_streams.h). Empty with replicas and rank_devices empty: replica i of

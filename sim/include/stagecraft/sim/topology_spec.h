@@ -43,6 +43,11 @@ struct DeviceSpec {
   double memory_bandwidth = 0;      // bytes/s, the memory's peak
   double memory_efficiency = 1;     // fraction of it a streaming kernel reaches
   int64_t launch_overhead_ns = 0;   // added per kernel
+  // How the device splits itself between pipeline ranks that share it (ranks_per_device > 1):
+  // 0, processor sharing (every running op at 1 / n of its speed); else turns of this length,
+  // round robin, the op holding the device running at full speed (an operating system's time
+  // slice for a CPU core: `time_slice: 3ms`).
+  int64_t time_slice_ns = 0;
   GemmModel gemm;
   // Memory-bound kernels that move their bytes at another rate than a streaming kernel's, by the
   // kernel list's name (gpt_kernels.h): each one's rate as a fraction of memory_efficiency's
