@@ -1,12 +1,16 @@
 // Tests for exec/src/cpu_device.cpp's memory: Reserve faults pages in ahead, so the allocations
 // after it take (almost) no page faults, where the same allocations without it take one per page;
-// and blocks released between runs serve the next run without faulting again.
+// and blocks released between runs serve the next run without faulting again. And the core a
+// rank that shares a device is bound to.
 #include "stagecraft/exec/cpu_device.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "stagecraft/exec/device.h"
@@ -76,6 +80,41 @@ TEST(CpuDeviceTest, ReserveIsAHintThatAllocatesNothing) {
   device->Reserve(0);
   EXPECT_EQ(device->bytes_in_use(), 0);
   EXPECT_EQ(device->system_allocations(), before);
+}
+
+
+// Ranks that share a device share a core: local ranks k*j .. k*j+k-1 take the j-th allowed core,
+// round robin over the cores when there are more devices than cores.
+TEST(CoreForLocalRank, RanksOfOneDeviceShareItsCore) {
+  const std::vector<int> cores = {2, 5};
+  EXPECT_EQ(CoreForLocalRank(0, cores, 2), 2);
+  EXPECT_EQ(CoreForLocalRank(1, cores, 2), 2);
+  EXPECT_EQ(CoreForLocalRank(2, cores, 2), 5);
+  EXPECT_EQ(CoreForLocalRank(3, cores, 2), 5);
+  EXPECT_EQ(CoreForLocalRank(4, cores, 2), 2) << "a third device wraps to the first core";
+  EXPECT_EQ(CoreForLocalRank(3, cores, 1), 5);
+  EXPECT_EQ(CoreForLocalRank(0, {}, 2), -1);
+}
+
+// Binding to an allowed core leaves exactly that core; an impossible one says which, and the
+// process keeps the cores it had.
+TEST(CoreForLocalRank, PinToCoreBindsTheProcess) {
+  const std::vector<int> before = AllowedCores();
+  ASSERT_FALSE(before.empty());
+  PinToCore(before.back());
+  EXPECT_EQ(AllowedCores(), std::vector<int>{before.back()});
+  try {
+    PinToCore(-1);
+    ADD_FAILURE() << "no error for core -1";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("core -1"), std::string::npos) << e.what();
+  }
+  // Restore the test process's cores.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : before) CPU_SET(c, &set);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(AllowedCores(), before);
 }
 
 }  // namespace

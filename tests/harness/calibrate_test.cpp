@@ -649,10 +649,7 @@ void Set(const Schedule& s, RunRecord* record, int rank, OpKind kind, int microb
 //           STEP [737, 750]                   no input:                          overhead  7
 //                                                                                total    37
 //   (50 + 37) / 18 = 4.83 -> 5 (rounded to nearest).
-TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
-  const Schedule s = Lowered("1f1b", 2, 2, 1);
-  ASSERT_EQ(s.ops[0].size(), 9u);
-  ASSERT_EQ(s.ops[1].size(), 9u);
+RunRecord HandBuiltOneFOneB(const Schedule& s) {
   RunRecord record = EmptyRecord(s);
   record.start_ns = 0;
   record.end_ns = 990;
@@ -674,6 +671,14 @@ TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
   Set(s, &record, 1, OpKind::kB, 1, 670, 730);
   Set(s, &record, 1, OpKind::kSendB, 1, 730, 760);
   Set(s, &record, 1, OpKind::kStep, 0, 737, 750);
+  return record;
+}
+
+TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
+  const Schedule s = Lowered("1f1b", 2, 2, 1);
+  ASSERT_EQ(s.ops[0].size(), 9u);
+  ASSERT_EQ(s.ops[1].size(), 9u);
+  RunRecord record = HandBuiltOneFOneB(s);
   for (int r = 0; r < 2; ++r) {
     for (const OpTiming& t : record.ranks[r].ops) ASSERT_GE(t.start_ns, 0) << "every op has a hand-set timing";
   }
@@ -700,6 +705,36 @@ TEST(OverheadPerOp, HandBuiltOneFOneBRun) {
   Set(s, &record, 1, OpKind::kStep, 0, 750, 763);
   record.end_ns = 990;
   EXPECT_EQ(OverheadPerOp(s, record), 6);
+}
+
+// The same run with both ranks on one device: a gap's time in which the other rank ran a
+// compute op is its turn, which the simulator gives again, and leaves the gap.
+//   rank 1's compute: F0 140-290, B0 300-500, F1 510-660, B1 670-730, STEP 737-750 (573 ns)
+//   rank 0's overhead gaps: 100-110 (free) 10; 520-540 (F1 of rank 1) 0; 760-775 15; 975-980 5: 30
+//   rank 0's compute: F0 0-100, F1 110-210, B0 540-740, B1 775-975, STEP 980-990
+//   rank 1's overhead gaps: 290-300 10; 500-510 10; 660-670 (B0 of rank 0) 0; 730-737 (B0) 0: 20
+//   (30 + 20) / 18 = 2.78 -> 3; by rank 30 / 9 = 3.33 -> 3 and 20 / 9 = 2.22 -> 2.
+//   Rank 0's waited transfers 500-520 (rank 1's F1 from 510: 10 left) and 745-760 (rank 1's
+//   STEP to 750: 10 left).
+TEST(OverheadPerOp, ASharedDeviceLeavesOutTheOtherRanksTurns) {
+  const Schedule s = Lowered("1f1b", 2, 2, 1);
+  const RunRecord record = HandBuiltOneFOneB(s);
+  const HeldByOthers held(s, record, {0, 0});
+  EXPECT_FALSE(held.empty());
+  EXPECT_EQ(held.In(0, 0, 1000), 150 + 200 + 150 + 60 + 13);
+  EXPECT_EQ(held.In(0, 280, 520), 10 + 200 + 10);  // the end of F0, B0, the start of F1
+  EXPECT_EQ(held.In(1, 735, 760), 5);              // rank 0's B0 ends at 740
+  EXPECT_EQ(held.In(1, 760, 740), 0) << "an empty interval";
+  EXPECT_EQ(OverheadPerOp(s, record, {0, 0}), 3);
+  EXPECT_EQ(OverheadPerOpByRank(s, record, {0, 0}), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(WaitedTransfers(s, record, {0, 0}), (std::vector<int64_t>{10, 10}));
+  // Devices of their own: nothing held, the figures of the run as it is.
+  const HeldByOthers apart(s, record, {0, 1});
+  EXPECT_TRUE(apart.empty());
+  EXPECT_EQ(apart.In(0, 0, 1000), 0);
+  EXPECT_EQ(OverheadPerOp(s, record, {0, 1}), 5);
+  EXPECT_EQ(OverheadPerOpByRank(s, record, {}), (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(WaitedTransfers(s, record, {0, 1}), (std::vector<int64_t>{20, 15}));
 }
 
 // Ops back to back and inputs all waited for: no overhead at all.

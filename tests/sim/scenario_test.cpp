@@ -309,6 +309,11 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
             "--set pipeline.ranks_per_device: 5 ranks per device but pipeline.ranks is 4");
   EXPECT_EQ(error("pipeline.ranks_per_device=0"),
             "--set pipeline.ranks_per_device: expected an integer in [1, 65536], got '0'");
+  // How a shared device splits itself: a duration (0, the default, processor sharing).
+  EXPECT_EQ(LoadScenario(path, {}).topology.device.time_slice_ns, 0);
+  EXPECT_EQ(LoadScenario(path, {"topology.device.time_slice=3ms"}).topology.device.time_slice_ns, 3'000'000);
+  EXPECT_TRUE(StartsWith(error("topology.device.time_slice=soon"), "--set topology.device.time_slice: expected a duration"))
+      << error("topology.device.time_slice=soon");
   EXPECT_EQ(error("pipeline={ranks: 2}"), "--set pipeline: missing required key 'schedule'");
   EXPECT_EQ(error("pipeline={schedule: gpipe, ranks: 2, microbatches: x}"),
             "--set pipeline: pipeline.microbatches: expected an integer in [1, 16777216], got 'x'");

@@ -1,10 +1,11 @@
 // Ranks that share a device (pipeline.ranks_per_device): the compute ops running on one device
-// split it evenly. Oracles from outside the engine: with every rank on one device and free
+// split it evenly, or take round-robin turns of the device's time slice. Oracles from outside the engine: with every rank on one device and free
 // transfers, the device is never idle while work is left, so the makespan is the sum of every
 // op's time (work conservation), for every generator; ops that never overlap take their own
 // time; and a hand-worked GPipe where two forwards meet.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -40,9 +41,10 @@ int64_t TotalWork(const Schedule& s) {
   return total;
 }
 
-schedules::RunRecord SimulateOn(const Schedule& s, std::vector<int> devices) {
+schedules::RunRecord SimulateOn(const Schedule& s, std::vector<int> devices, int64_t time_slice_ns = 0) {
   SimConfig config;
   config.rank_devices = std::move(devices);
+  config.time_slice_ns = time_slice_ns;
   return Simulate(s, Uniform(s.stages(), kF, kI, kW), Node(s.ranks()), config);
 }
 
@@ -55,8 +57,13 @@ TEST(SharedDevice, EveryRankOnOneDeviceTakesTheSumOfTheWork) {
         params.chunks = schedules::ChunksFor(info, 0);
         if (!schedules::CheckParams(info, params).empty()) continue;
         const Schedule s = schedules::Lower(schedules::Generate(info.name, params));
-        const schedules::RunRecord one_device = SimulateOn(s, std::vector<int>(static_cast<size_t>(ranks), 0));
-        EXPECT_EQ(one_device.makespan_ns(), TotalWork(s)) << info.name << " p=" << ranks << " m=" << microbatches;
+        const std::vector<int> one(static_cast<size_t>(ranks), 0);
+        EXPECT_EQ(SimulateOn(s, one).makespan_ns(), TotalWork(s)) << info.name << " p=" << ranks << " m=" << microbatches;
+        // In turns, shorter than an op (1 ms) and longer than any (1 s): the device is as busy.
+        for (const int64_t slice : {kMs, 1000 * kMs}) {
+          EXPECT_EQ(SimulateOn(s, one, slice).makespan_ns(), TotalWork(s))
+              << info.name << " p=" << ranks << " m=" << microbatches << " slice " << slice;
+        }
         ++cases;
       }
     }
@@ -91,6 +98,39 @@ TEST(SharedDevice, TwoForwardsThatMeetEachRunAtHalfSpeed) {
   const schedules::RunRecord apart = SimulateOn(s, {0, 1});
   EXPECT_EQ(forward_end(apart, 0, 1), 6 * kMs);
   EXPECT_EQ(forward_end(apart, 1, 0), 6 * kMs);
+}
+
+// The same GPipe in turns. Rank 0's F1 and rank 1's F0 are both ready at 3 ms.
+// - A slice of 1 s, longer than an op: the first to come runs 3-6 at full speed, the other
+//   waits its turn and runs 6-9 (its recorded start 6: the wait is a gap before it).
+// - A slice of 1 ms: they alternate 1 ms turns, 3-4 / 4-5 / 5-6 / 6-7 / 7-8 / 8-9: the first
+//   starts at 3 and ends at 8 (its 3 ms in turns 1, 3, 5), the other starts at 4 and ends at 9.
+TEST(SharedDevice, TwoForwardsThatMeetTakeTurns) {
+  const Schedule s = testing::Make("gpipe", 2, 2);
+  const auto forward = [&](const schedules::RunRecord& r, int rank, int mb) {
+    for (size_t i = 0; i < s.ops[rank].size(); ++i) {
+      const schedules::Op& op = s.ops[rank][i];
+      if (op.kind == OpKind::kF && op.microbatch == mb) return r.ranks[rank].ops[i];
+    }
+    return schedules::OpTiming{};
+  };
+  const auto sorted = [](int64_t a, int64_t b) { return a < b ? std::pair{a, b} : std::pair{b, a}; };
+  const schedules::RunRecord serial = SimulateOn(s, {0, 0}, 1000 * kMs);
+  EXPECT_EQ(forward(serial, 0, 0).start_ns, 0);
+  EXPECT_EQ(forward(serial, 0, 0).end_ns, 3 * kMs);
+  const schedules::OpTiming a = forward(serial, 0, 1), b = forward(serial, 1, 0);
+  EXPECT_EQ(a.end_ns - a.start_ns, kF) << "a whole turn: the op's own time";
+  EXPECT_EQ(b.end_ns - b.start_ns, kF);
+  EXPECT_EQ(sorted(a.start_ns, b.start_ns), std::pair(3 * kMs, 6 * kMs));
+  EXPECT_EQ(sorted(a.end_ns, b.end_ns), std::pair(6 * kMs, 9 * kMs));
+
+  const schedules::RunRecord turns = SimulateOn(s, {0, 0}, kMs);
+  const schedules::OpTiming c = forward(turns, 0, 1), d = forward(turns, 1, 0);
+  EXPECT_EQ(sorted(c.start_ns, d.start_ns), std::pair(3 * kMs, 4 * kMs));
+  EXPECT_EQ(sorted(c.end_ns, d.end_ns), std::pair(8 * kMs, 9 * kMs));
+  EXPECT_EQ(c.start_ns < d.start_ns, c.end_ns < d.end_ns) << "the first to hold the device ends first";
+  // On devices of their own, the slice changes nothing.
+  EXPECT_EQ(forward(SimulateOn(s, {0, 1}, kMs), 1, 0).end_ns, 6 * kMs);
 }
 
 // GPipe, 2 ranks, 2 microbatches, 100 bytes of activations per stage and microbatch and 10 of
