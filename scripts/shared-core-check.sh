@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Ranks that share a device, predicted against measured on this machine's cores (issue 52,
 # point 2): the main scenario as 4 pipeline ranks on 2 cores (pipeline.ranks_per_device 2), every
-# schedule. Profiles the layout once (`stagecraft profile` under mpirun: the layers, then the
-# calibration runs, both as the layout runs), predicts it (`simulate`), executes it ROUNDS times
-# and compares the prediction with the median of the executions (scripts/shared_core_report.py),
-# the run-to-run spread beside it. One execution on a shared machine drifts by tens of percent;
-# the median of several is what the model is held to.
+# schedule. ROUNDS independent rounds, each a profile of the layout (`stagecraft profile` under
+# mpirun: the layers, then the calibration runs, both as the layout runs), its prediction
+# (`simulate`) and an execution; scripts/shared_core_report.py holds the model to the median over
+# the rounds of each schedule's errors, the rounds' spread beside it. One profile or one execution
+# on a shared machine drifts by tens of percent; the median of several rounds is what the model
+# is held to.
 # A benchmark, not a test: exits 0 whatever the errors (non-zero when a run fails).
 #
 # Usage: scripts/shared-core-check.sh [ROUNDS]   (default 5); SHARED_CORE_SETS adds --set
@@ -25,24 +26,26 @@ sets=(--set pipeline.ranks=4 --set pipeline.ranks_per_device=2 --set topology.de
 rm -rf "$out"
 mkdir -p "$out"
 read -r load1 _ < /proc/loadavg
-echo "scenario $scenario as 4 ranks on 2 devices, $rounds execution(s), $(nproc) cores, 1-minute load $load1"
+echo "scenario $scenario as 4 ranks on 2 devices, $rounds round(s), $(nproc) cores, 1-minute load $load1"
 
-# Runs "$@" with its output in $out/$1.log (named by the first argument after the label).
+# Runs "$@" with its output in $d/$label.log; a failure ends the script.
 step() {
-  local label="$1"
-  shift
-  if ! "$@" >"$out/$label.log" 2>&1; then
-    echo "$label failed:" >&2
-    tail -n 20 "$out/$label.log" >&2
+  local d="$1" label="$2"
+  shift 2
+  if ! "$@" >"$d/$label.log" 2>&1; then
+    echo "$d: $label failed:" >&2
+    tail -n 20 "$d/$label.log" >&2
     exit 1
   fi
 }
-step profile "$root/scripts/mpirun.sh" 4 "$sc" profile "$scenario" "${sets[@]}" --out "$out/profile.yaml"
-step simulate "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$out/profile.yaml" --json "$out/predicted.json"
-measured=()
+dirs=()
 for ((k = 1; k <= rounds; ++k)); do
-  step "execute$k" "$root/scripts/mpirun.sh" 4 "$sc" execute "$scenario" "${sets[@]}" \
-    --set model.profile="$out/profile.yaml" --json "$out/measured$k.json"
-  measured+=("$out/measured$k.json")
+  d="$out/round$k"
+  mkdir -p "$d"
+  step "$d" profile "$root/scripts/mpirun.sh" 4 "$sc" profile "$scenario" "${sets[@]}" --out "$d/profile.yaml"
+  step "$d" simulate "$sc" simulate "$scenario" "${sets[@]}" --set model.profile="$d/profile.yaml" --json "$d/predicted.json"
+  step "$d" execute "$root/scripts/mpirun.sh" 4 "$sc" execute "$scenario" "${sets[@]}" \
+    --set model.profile="$d/profile.yaml" --json "$d/measured.json"
+  dirs+=("$d")
 done
-python3 "$root/scripts/shared_core_report.py" "$out/predicted.json" "${measured[@]}" | tee "$out/report.txt"
+python3 "$root/scripts/shared_core_report.py" "${dirs[@]}" | tee "$out/report.txt"

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Predicted against measured for ranks that share a device, over several executions.
+"""Predicted against measured for ranks that share a device, over several rounds.
 
-A machine shared with others drifts by tens of percent between two executions of the same
-schedule, so one execution says little of the model. This report takes the prediction of
-`stagecraft simulate --json` and the metrics of several `stagecraft execute --json` runs of the
-same scenario and compares, per schedule, the predicted step time and bubble with the median of
-the measured ones; it states the run-to-run spread beside them (how far apart the executions of
-one schedule were), which bounds what any prediction can show, and issue 52's targets (median
-|step error| <= 5%, largest <= 10%, |bubble error| <= 3 points).
+A machine shared with others drifts by tens of percent, between two executions and between the
+profile and an execution (a profile timed while the machine was slow predicts every schedule
+slow). So scripts/shared-core-check.sh runs several independent rounds, each a profile, its
+prediction (`stagecraft simulate --json`) and an execution (`stagecraft execute --json`); this
+report compares, per schedule, each round's prediction with its execution and holds the model to
+the median over the rounds of the step-time and bubble errors. It states beside them the range
+of the rounds' errors and how far apart the rounds' measured step times were (the machine's own
+noise), and issue 52's targets (median |step error| <= 5%, largest <= 10%, |bubble error| <= 3
+points, each schedule's error being its median over the rounds).
 
-Usage: scripts/shared_core_report.py PREDICTED.json MEASURED.json [MEASURED.json ...]
-Exits 0 with the table (a benchmark: whatever the errors), 1 with one line on bad input.
+Usage: scripts/shared_core_report.py ROUND_DIR [ROUND_DIR ...]   (each with predicted.json and
+measured.json). Exits 0 with the table (a benchmark: whatever the errors), 1 with one line on
+bad input.
 """
 import json
+import os
 import statistics
 import sys
 
@@ -43,44 +47,42 @@ def schedules_of(path):
     return out
 
 
-def compare(predicted, measured_runs):
-    """Rows (schedule, predicted ms, median ms, min ms, max ms, error %, predicted bubble %,
-    median bubble %, bubble error pp, spread %) for every predicted schedule that every run measured."""
+def compare(rounds):
+    """`rounds`: [(predicted, measured)] as schedules_of gives them. Rows (schedule, median error %,
+    lowest error %, highest error %, median bubble error pp, median measured ms, run-to-run %) for
+    every schedule that every round predicted and measured, in the first round's order."""
     rows = []
-    for name, (step, bubble) in predicted.items():
-        runs = [m[name] for m in measured_runs if name in m]
-        if len(runs) != len(measured_runs):
+    for name in rounds[0][0]:
+        pairs = [(p[name], m[name]) for p, m in rounds if name in p and name in m]
+        if len(pairs) != len(rounds):
             continue
-        steps = [r[0] for r in runs]
-        bubbles = [r[1] for r in runs]
-        median = statistics.median(steps)
-        median_bubble = statistics.median(bubbles)
-        rows.append((name, step, median, min(steps), max(steps), 100 * (step / median - 1), 100 * bubble,
-                     100 * median_bubble, 100 * (bubble - median_bubble), 100 * (max(steps) - min(steps)) / median))
+        errors = [100 * (p[0] / m[0] - 1) for p, m in pairs]
+        bubbles = [100 * (p[1] - m[1]) for p, m in pairs]
+        steps = [m[0] for _, m in pairs]
+        median_step = statistics.median(steps)
+        rows.append((name, statistics.median(errors), min(errors), max(errors), statistics.median(bubbles),
+                     median_step, 100 * (max(steps) - min(steps)) / median_step))
     return rows
 
 
 def summary(rows):
-    """(median |error| %, largest |error| %, largest |bubble error| pp, median run-to-run spread %)."""
-    errors = [abs(r[5]) for r in rows]
-    return (statistics.median(errors), max(errors), max(abs(r[8]) for r in rows),
-            statistics.median(r[9] for r in rows))
+    """(median |error| %, largest |error| %, largest |bubble error| pp, median run-to-run %)."""
+    errors = [abs(r[1]) for r in rows]
+    return statistics.median(errors), max(errors), max(abs(r[4]) for r in rows), statistics.median(r[6] for r in rows)
 
 
 def main(argv):
-    if len(argv) < 3:
-        raise InputError("usage: scripts/shared_core_report.py PREDICTED.json MEASURED.json [MEASURED.json ...]")
-    predicted = schedules_of(argv[1])
-    measured = [schedules_of(p) for p in argv[2:]]
-    rows = compare(predicted, measured)
+    if len(argv) < 2:
+        raise InputError("usage: scripts/shared_core_report.py ROUND_DIR [ROUND_DIR ...]")
+    rounds = [(schedules_of(os.path.join(d, "predicted.json")), schedules_of(os.path.join(d, "measured.json")))
+              for d in argv[1:]]
+    rows = compare(rounds)
     if not rows:
-        raise InputError(f"{argv[1]}: no predicted schedule was measured in every run")
-    print(f"{len(measured)} execution(s) against one prediction; measured = the median over them")
-    print(f"{'schedule':<12} {'predicted':>10} {'measured':>10} {'range':>15} {'error':>8}"
-          f" {'bubble pred':>11} {'measured':>9} {'error':>9} {'run-to-run':>10}")
-    for name, step, median, lo, hi, err, pb, mb, berr, spread in rows:
-        print(f"{name:<12} {step:>7.2f} ms {median:>7.2f} ms {lo:>6.1f}-{hi:<6.1f}ms {err:>+7.1f}%"
-              f" {pb:>10.1f}% {mb:>8.1f}% {berr:>+6.1f} pp {spread:>9.1f}%")
+        raise InputError(f"{argv[1]}: no schedule was predicted and measured in every round")
+    print(f"{len(rounds)} round(s) of profile, prediction and execution; each error the median over them")
+    print(f"{'schedule':<12} {'step error':>10} {'rounds':>16} {'bubble error':>12} {'measured':>10} {'run-to-run':>10}")
+    for name, err, lo, hi, bubble, step, spread in rows:
+        print(f"{name:<12} {err:>+9.1f}% {lo:>+7.1f}..{hi:<+7.1f} {bubble:>+9.1f} pp {step:>7.2f} ms {spread:>9.1f}%")
     med, worst, bubble, spread = summary(rows)
     print(f"median |step error| {med:.1f}% (target {TARGET_MEDIAN_PCT:g}%), largest {worst:.1f}% "
           f"(target {TARGET_WORST_PCT:g}%), largest |bubble error| {bubble:.1f} pp (target {TARGET_BUBBLE_PP:g} pp); "
