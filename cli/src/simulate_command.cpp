@@ -216,7 +216,7 @@ void DeviceJson(JsonOut& out, const Scenario& sc) {
   out.EndObject();
   out.Key("memory_bytes").Int(d.memory_bytes).Key("memory_bandwidth_bytes_per_s").Number(d.memory_bandwidth);
   out.Key("memory_efficiency").Number(d.memory_efficiency).Key("launch_overhead_ns").Int(d.launch_overhead_ns);
-  out.Key("efficiency").Number(d.efficiency);
+  out.Key("efficiency").Number(d.efficiency).Key("time_slice_ns").Int(d.time_slice_ns);
   const GemmModel& g = d.gemm;
   out.Key("gemm").StartObject().Key("max_efficiency").Number(g.max_efficiency).Key("sms").Int(g.sms);
   out.Key("tiles").StartArray();
