@@ -25,6 +25,8 @@ namespace {
 using yaml::Map;
 using yaml::Value;
 
+constexpr int64_t kMinTimeSliceNs = 10'000;  // a device's time_slice, when not 0
+
 // Where `topology.device: NAME` is looked up: devices/ beside the file that names it, then
 // ../devices/ (a topology in scenarios/topologies/ finds scenarios/devices/), then the device
 // library of the source tree this binary was built from.
@@ -105,7 +107,13 @@ DeviceSpec ParseDeviceFields(const Value& value) {
   if (const auto k = m.Find("memory_kernels")) device.memory_kernel_rates = ParseMemoryKernels(*k);
   if (const auto l = m.Find("launch_overhead")) device.launch_overhead_ns = l->DurationNs();
   if (const auto g = m.Find("gemm")) device.gemm = ParseGemm(*g);
-  if (const auto t = m.Find("time_slice")) device.time_slice_ns = t->DurationNs();
+  if (const auto t = m.Find("time_slice")) {
+    device.time_slice_ns = t->DurationNs();
+    // Shorter turns than a scheduler's would only multiply the simulator's events.
+    if (device.time_slice_ns > 0 && device.time_slice_ns < kMinTimeSliceNs) {
+      t->Fail(fmt::format("expected 0 (processor sharing) or a turn of at least 10us, got {}", t->Describe()));
+    }
+  }
   if (device.gemm.stated() != (device.memory_bandwidth > 0)) {
     (device.gemm.stated() ? m.Get("gemm") : m.Get("memory_bandwidth"))
         .Fail("the roofline model needs both memory_bandwidth and gemm (state both, or neither for the flat "

@@ -314,6 +314,8 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
   EXPECT_EQ(LoadScenario(path, {"topology.device.time_slice=3ms"}).topology.device.time_slice_ns, 3'000'000);
   EXPECT_TRUE(StartsWith(error("topology.device.time_slice=soon"), "--set topology.device.time_slice: expected a duration"))
       << error("topology.device.time_slice=soon");
+  EXPECT_EQ(error("topology.device.time_slice=1us"),
+            "--set topology.device.time_slice: expected 0 (processor sharing) or a turn of at least 10us, got '1us'");
   EXPECT_EQ(error("pipeline={ranks: 2}"), "--set pipeline: missing required key 'schedule'");
   EXPECT_EQ(error("pipeline={schedule: gpipe, ranks: 2, microbatches: x}"),
             "--set pipeline: pipeline.microbatches: expected an integer in [1, 16777216], got 'x'");

@@ -96,8 +96,8 @@ class ComputeStreams final : public EventHandler {
   struct SharedDevice {
     std::vector<Running> running;
     int64_t since_ns = 0;
-    int64_t turn_end_ns = 0;
-    EventId turn;  // in turns: the holder's next stop (its end or its turn's)
+    int64_t turn_end_ns = 0;  // in turns: when the holder's turn ends, if another op waits by then
+    EventId turn;             // in turns: the holder's next stop (its op's end, or its turn's)
   };
   // In turns: the holder of device `event.a` stops (its op ends, or its turn does).
   class Turns final : public EventHandler {
