@@ -15,6 +15,7 @@
 #include "command_support.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
+#include "stagecraft/base/stats.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/json_out.h"
@@ -66,8 +67,7 @@ ProfileFitResult FitProfile(const Scenario& sc, std::string_view flag) {
       throw InputError(fmt::format("{}: {}: the profile {} has no blocks with F, I and W times to fit the device to",
                                    sc.path, flag, sc.model.profile_path));
     }
-    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-    measured[i] = static_cast<double>(values[values.size() / 2]);
+    measured[i] = static_cast<double>(Median(std::move(values)));
   }
   r.fit = FitRoofline(sc, measured);
   return r;

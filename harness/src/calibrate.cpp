@@ -13,6 +13,7 @@
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/shared_devices.h"
 #include "stagecraft/schedules/weights.h"
+#include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/limits.h"
 
@@ -175,29 +176,30 @@ std::vector<AllReducePoint> AllReduceTimes(ReplicaGroup& group, Device& device, 
   return out;
 }
 
+// Both invert the ring all-reduce as the simulator states it (sim::RingPasses): time = steps x
+// latency + bus bytes / bus bandwidth.
 std::optional<sim::CollectiveFit> FitAllReduce(const std::vector<AllReducePoint>& points, int ranks) {
   if (ranks < 2) return std::nullopt;
-  const double steps = 2.0 * (ranks - 1);
+  const sim::RingPasses ring{sim::kAllReducePasses, ranks};
   std::vector<std::pair<double, double>> xy;  // (bus bytes, ns)
-  for (const AllReducePoint& p : points) xy.emplace_back(steps / ranks * static_cast<double>(p.bytes), static_cast<double>(p.ns));
+  for (const AllReducePoint& p : points) xy.emplace_back(ring.BusBytes(static_cast<double>(p.bytes)), static_cast<double>(p.ns));
   const std::optional<Line> line = FitLine(xy, true);  // intercept: steps x latency, at least 0
   if (!line || line->slope <= 0) return std::nullopt;
-  return sim::CollectiveFit{std::llround(line->intercept / steps), 1e9 / line->slope, ranks};
+  return sim::CollectiveFit{std::llround(line->intercept / ring.Steps()), 1e9 / line->slope, ranks};
 }
 
 std::optional<double> InPipelineBusBandwidth(const std::vector<std::pair<int64_t, int64_t>>& reduces, int n,
                                              int64_t latency_ns) {
   if (n < 2) return std::nullopt;
-  const double latency = 2.0 * (n - 1) * static_cast<double>(latency_ns);
+  const sim::RingPasses ring{sim::kAllReducePasses, n};
+  const double latency = ring.Steps() * static_cast<double>(latency_ns);
   std::vector<double> rates;
   for (const auto& [bytes, ns] : reduces) {
     if (static_cast<double>(ns) <= latency || bytes <= 0) continue;
-    rates.push_back(2.0 * (n - 1) / n * static_cast<double>(bytes) * 1e9 / (static_cast<double>(ns) - latency));
+    rates.push_back(ring.BusBytes(static_cast<double>(bytes)) * 1e9 / (static_cast<double>(ns) - latency));
   }
   if (rates.empty()) return std::nullopt;
-  std::sort(rates.begin(), rates.end());
-  const size_t k = rates.size() / 2;
-  return rates.size() % 2 == 1 ? rates[k] : (rates[k - 1] + rates[k]) / 2;
+  return Median(std::move(rates));
 }
 
 double OverlapFraction(const sim::P2pProfile& fit, int64_t bytes, int64_t wait_after_compute_ns) {

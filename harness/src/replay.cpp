@@ -53,8 +53,7 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
   int64_t bytes = 0;  // a transfer's (the stages' boundaries are one size in the models that have layers)
   for (const sim::StageCost& c : medians.stages) bytes = std::max(bytes, c.send_bytes);
   if (std::vector<int64_t> waited = WaitedTransfers(ran, record, ran_devices); !waited.empty() && bytes > 0) {
-    std::nth_element(waited.begin(), waited.begin() + static_cast<std::ptrdiff_t>(waited.size() / 2), waited.end());
-    const int64_t median = waited[waited.size() / 2];
+    const int64_t median = Median(std::move(waited));
     if (median > 0) v.transfer_bytes_per_s = static_cast<double>(bytes) * 1e9 / static_cast<double>(median);
   }
   JitterSums jitter;

@@ -12,11 +12,10 @@
 namespace stagecraft::sim {
 namespace {
 
-// (n - 1) steps of `bytes` / n each.
+// One ring pass (RingPasses): its steps' latency and its bytes at the link's bandwidth.
 double RingPassNs(double bytes, int n, const RingLink& link) {
-  if (n <= 1) return 0;
-  const double steps = n - 1;
-  return steps * static_cast<double>(link.latency_ns) + steps / n * bytes / link.bytes_per_s * 1e9;
+  const RingPasses pass{1, n};
+  return pass.Steps() * static_cast<double>(link.latency_ns) + pass.BusBytes(bytes) / link.bytes_per_s * 1e9;
 }
 
 }  // namespace
@@ -43,7 +42,7 @@ RingLink RingLinkOf(const TopologySpec& topology, const std::vector<int>& device
   return ring;  // validation has made sure the scope the devices use has a link
 }
 
-double AllReduceNs(double bytes, int n, const RingLink& link) { return 2 * RingPassNs(bytes, n, link); }
+double AllReduceNs(double bytes, int n, const RingLink& link) { return kAllReducePasses * RingPassNs(bytes, n, link); }
 double ReduceScatterNs(double bytes, int n, const RingLink& link) { return RingPassNs(bytes, n, link); }
 double AllGatherNs(double bytes, int n, const RingLink& link) { return RingPassNs(bytes, n, link); }
 
@@ -83,8 +82,8 @@ CollectivePlan RingAllReduce(const Topology& topo, const std::vector<int>& devic
   const int n = static_cast<int>(devices.size());
   if (n <= 1) return plan;
   CollectivePhase phase;
-  phase.steps = 2 * (n - 1);
-  AddRing(topo, devices, Share(bytes, 2 * (n - 1), n), &phase);
+  phase.steps = kAllReducePasses * (n - 1);  // RingPasses, in whole bytes
+  AddRing(topo, devices, Share(bytes, kAllReducePasses * (n - 1), n), &phase);
   plan.phases.push_back(std::move(phase));
   return plan;
 }
@@ -124,7 +123,7 @@ CollectivePlan HierarchicalAllReduce(const Topology& topo, const std::vector<int
   }
   CollectivePhase scatter, across, gather;
   scatter.steps = gather.steps = k - 1;
-  across.steps = 2 * (nodes - 1);
+  across.steps = kAllReducePasses * (nodes - 1);
   for (const auto& [node, local] : by_node) {
     AddRing(topo, local, Share(bytes, k - 1, k), &scatter);
     AddRing(topo, local, Share(bytes, k - 1, k), &gather);
@@ -132,7 +131,7 @@ CollectivePlan HierarchicalAllReduce(const Topology& topo, const std::vector<int
   for (int j = 0; j < k; ++j) {
     std::vector<int> ring;
     for (const auto& [node, local] : by_node) ring.push_back(local[j]);
-    AddRing(topo, ring, Share(Share(bytes, 1, k), 2 * (nodes - 1), nodes), &across);
+    AddRing(topo, ring, Share(Share(bytes, 1, k), kAllReducePasses * (nodes - 1), nodes), &across);
   }
   plan.phases = {std::move(scatter), std::move(across), std::move(gather)};
   return plan;

@@ -14,6 +14,7 @@
 
 #include "stagecraft/harness/calibration_runs.h"
 #include "stagecraft/harness/predict.h"
+#include "stagecraft/sim/collectives.h"
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/ir.h"
@@ -207,6 +208,28 @@ TEST(FitAllReduce, NegativeLatencyClampsToZeroAndRefitsTheBandwidth) {
   ASSERT_TRUE(fit.has_value());
   EXPECT_EQ(fit->latency_ns, 0);
   EXPECT_NEAR(fit->bus_bytes_per_s, 1e9 / 0.46, 1e-3);
+}
+
+// The calibration inverts the simulator's own statement of the ring (sim::RingPasses): times
+// the simulator gives for a link come back as that link, for rings of 3 and 8.
+TEST(FitAllReduce, InvertsTheSimulatorsRing) {
+  for (const int n : {3, 8}) {
+    const sim::RingLink link{4e9, 7'000};
+    std::vector<AllReducePoint> points;
+    std::vector<std::pair<int64_t, int64_t>> reduces;
+    for (const int64_t bytes : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 24}) {
+      const int64_t ns = std::llround(sim::AllReduceNs(static_cast<double>(bytes), n, link));
+      points.push_back({bytes, ns});
+      reduces.emplace_back(bytes, ns);
+    }
+    const auto fit = FitAllReduce(points, n);
+    ASSERT_TRUE(fit.has_value()) << n;
+    EXPECT_NEAR(static_cast<double>(fit->latency_ns), 7'000, 1) << n;
+    EXPECT_NEAR(fit->bus_bytes_per_s, 4e9, 4e9 * 1e-6) << n;
+    const auto seen = InPipelineBusBandwidth(reduces, n, 7'000);
+    ASSERT_TRUE(seen.has_value()) << n;
+    EXPECT_NEAR(*seen, 4e9, 4e9 * 1e-4) << n;
+  }
 }
 
 // No fit where it means nothing: one rank (no all-reduce), fewer than two distinct sizes, or a

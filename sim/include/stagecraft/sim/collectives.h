@@ -83,6 +83,20 @@ struct RingLink {
 // The link that bounds a ring over `devices` (topology device ids, in ring order).
 RingLink RingLinkOf(const TopologySpec& topology, const std::vector<int>& devices);
 
+// The ring collectives, stated once: a ring pass over n ranks is n - 1 latency-bound steps, each
+// moving 1/n of the buffer through every rank's link; a reduce-scatter or an all-gather is one
+// pass, an all-reduce two. The times below and the plans are built from it, and calibration
+// inverts it (harness::FitAllReduce, InPipelineBusBandwidth).
+inline constexpr int kAllReducePasses = 2;
+struct RingPasses {
+  int passes = kAllReducePasses;
+  int n = 1;  // ranks in the ring
+  // The latency-bound steps: passes x (n - 1).
+  double Steps() const { return n > 1 ? passes * (n - 1.0) : 0; }
+  // What crosses each rank's link for a buffer of `bytes`: passes x (n - 1) / n x bytes.
+  double BusBytes(double bytes) const { return n > 1 ? passes * ((n - 1.0) / n * bytes) : 0; }
+};
+
 // Times in ns (not rounded); 0 for a group of one.
 double AllReduceNs(double bytes, int n, const RingLink& link);
 double ReduceScatterNs(double bytes, int n, const RingLink& link);
