@@ -67,7 +67,7 @@ int Run(const ReplayFlags& f) {
     table += fmt::format("{:<12} {:>10.3f} ms {:>7.2f}%  {}\n", Printable(m.schedule), m.step_time_ms,
                          100 * m.bubble_fraction,
                          same ? fmt::format("replayed op for op: step {:+.1f}%, bubble {:+.2f} pp (the model's error)",
-                                            error.value_or(0), 100 * (m.bubble_fraction - measured->bubble_fraction))
+                                            error.value_or(0), ErrorPp(m.bubble_fraction, measured->bubble_fraction))
                               : "what-if, from the run's median pass times");
   }
   std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);

@@ -85,8 +85,8 @@ std::string ProfileFit(const Scenario& sc, const ProfileFitResult& r) {
                      fmt::format("{} as stated", d.name), "fitted");
   for (int i = 0; i < 3; ++i) {
     out += fmt::format("{:<5} {:>12.3f} {:>13.3f} ({:>+6.1f}%) {:>13.3f} ({:>+6.1f}%)\n", kKernelPassNames[i].name,
-                       measured[i] * 1e-6, fit.predicted_ns[i] * 1e-6, 100 * (fit.predicted_ns[i] / measured[i] - 1),
-                       fit.fitted_ns[i] * 1e-6, 100 * (fit.fitted_ns[i] / measured[i] - 1));
+                       measured[i] * 1e-6, fit.predicted_ns[i] * 1e-6, RelativeErrorPct(fit.predicted_ns[i], measured[i]).value_or(0),
+                       fit.fitted_ns[i] * 1e-6, RelativeErrorPct(fit.fitted_ns[i], measured[i]).value_or(0));
   }
   out += fmt::format("fitted: gemm.max_efficiency {:.2f} (stated {:.2f}), memory_efficiency {:.2f} (stated {:.2f}): "
                      "GEMMs run at {:.2f}x and memory-bound kernels at {:.2f}x the device file's rate\n",

@@ -179,7 +179,7 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
                 std::string* text, std::string* json) {
   const auto step = RelativeErrorPct(p.step_time_ms, m.step_time_ms);
   const auto throughput = ThroughputError(p, m);
-  const double bubble_pp = 100 * (p.bubble_fraction - m.bubble_fraction);
+  const double bubble_pp = ErrorPp(p.bubble_fraction, m.bubble_fraction);
   const std::optional<StepSpread> spread = StepSpreadOf(m);
   *text += fmt::format("{}: {}\n", p.schedule, Shape(p));
   if (Shape(p) != Shape(m)) *text += fmt::format("  note: measured with {}\n", Shape(m));
@@ -289,7 +289,7 @@ void CompareCommon(const RunFile& predicted, const RunFile& measured, double max
                                    spread ? fmt::format("{:.1f}%", spread->spread_pct) : "-",
                                    fmt::format("{:.2f}%", 100 * p.bubble_fraction),
                                    fmt::format("{:.2f}%", 100 * m->bubble_fraction),
-                                   ErrorText(100 * (p.bubble_fraction - m->bubble_fraction), " pp"));
+                                   ErrorText(ErrorPp(p.bubble_fraction, m->bubble_fraction), " pp"));
     if (report->worst.empty() || std::abs(error) > std::abs(report->worst_error_pct)) {
       report->worst = p.schedule;
       report->worst_error_pct = error;

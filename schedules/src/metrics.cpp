@@ -141,8 +141,8 @@ ErrorSplit SplitError(const ScheduleMetrics& predicted, const ScheduleMetrics& r
   const double step = measured.step_time_ms > 0 ? measured.step_time_ms : 1;  // the readers refuse 0
   e.cost_drift_pct = 100 * (predicted.step_time_ms - replay.step_time_ms) / step;
   e.model_error_pct = 100 * (replay.step_time_ms - measured.step_time_ms) / step;
-  e.cost_drift_pp = 100 * (predicted.bubble_fraction - replay.bubble_fraction);
-  e.model_error_pp = 100 * (replay.bubble_fraction - measured.bubble_fraction);
+  e.cost_drift_pp = ErrorPp(predicted.bubble_fraction, replay.bubble_fraction);
+  e.model_error_pp = ErrorPp(replay.bubble_fraction, measured.bubble_fraction);
   e.replay_step_ms = replay.step_time_ms;
   e.replay_bubble = replay.bubble_fraction;
   return e;

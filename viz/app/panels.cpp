@@ -78,7 +78,7 @@ void ErrorRow(const std::optional<ScheduleMetrics>& predicted, const std::option
   ImGui::TableNextColumn();
   ImGui::TextColored(kErrorText, "%s", RelativeError(p.throughput_samples_per_s, m.throughput_samples_per_s).c_str());
   ImGui::TableNextColumn();
-  ImGui::TextColored(kErrorText, "%+.1f pp", 100 * (p.bubble_fraction - m.bubble_fraction));
+  ImGui::TextColored(kErrorText, "%+.1f pp", ErrorPp(p.bubble_fraction, m.bubble_fraction));
   std::string busy, memory;
   for (size_t r = 0; r < p.ranks_detail.size() && r < m.ranks_detail.size(); ++r) {
     busy += (r ? " / " : "") + RelativeError(p.ranks_detail[r].busy_ms, m.ranks_detail[r].busy_ms);

@@ -24,4 +24,9 @@ SeriesSpread SpreadOf(std::vector<double> values);
 // 0 when both are 0, none when only the measured value is.
 std::optional<double> RelativeErrorPct(double predicted, double measured);
 
+// The error of a predicted fraction (a bubble) in percentage points: (predicted − measured) × 100.
+inline double ErrorPp(double predicted_fraction, double measured_fraction) {
+  return 100 * (predicted_fraction - measured_fraction);
+}
+
 }  // namespace stagecraft
