@@ -11,7 +11,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+"$root/scripts/build.sh" stagecraft  # the tool alone: the tests build in scripts/test.sh
 sc="$root/build/cli/stagecraft"
 scenario="${1:-$root/scenarios/mlp-cpu.yaml}"
 backend=cpu
