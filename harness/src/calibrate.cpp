@@ -22,6 +22,12 @@ namespace stagecraft::harness {
 using namespace stagecraft::exec;  // the executor's types, throughout
 namespace {
 
+// Whether a timed op ran on its rank's device: a compute op or STEP that took time. These are
+// what a shared device's ranks split (WithoutSharing) and hold it for (HeldByOthers).
+bool RanOnDevice(schedules::OpKind kind, const schedules::OpTiming& t) {
+  return (schedules::IsCompute(kind) || kind == schedules::OpKind::kStep) && t.start_ns >= 0 && t.end_ns > t.start_ns;
+}
+
 // Each rank's overhead (the bubble split's), less what its device spent on other ranks then.
 std::vector<int64_t> OverheadByRank(const schedules::Schedule& s, const schedules::RunRecord& record,
                                     const std::vector<int>& rank_devices) {
@@ -37,7 +43,6 @@ std::vector<int64_t> OverheadByRank(const schedules::Schedule& s, const schedule
   }
   return out;
 }
-
 
 constexpr int64_t kTag = 1;
 constexpr int kUntimed = 5;
@@ -335,11 +340,8 @@ schedules::RunRecord WithoutSharing(const schedules::Schedule& s, const schedule
     for (const int r : ranks) {
       if (r >= static_cast<int>(record.ranks.size())) continue;
       for (size_t i = 0; i < s.ops[r].size() && i < record.ranks[r].ops.size(); ++i) {
-        const schedules::OpKind kind = s.ops[r][i].kind;
         const schedules::OpTiming& t = record.ranks[r].ops[i];
-        if ((!schedules::IsCompute(kind) && kind != schedules::OpKind::kStep) || t.start_ns < 0 || t.end_ns <= t.start_ns) {
-          continue;
-        }
+        if (!RanOnDevice(s.ops[r][i].kind, t)) continue;
         ops.emplace_back(r, i);
         changes.emplace_back(t.start_ns, +1);
         changes.emplace_back(t.end_ns, -1);
@@ -383,11 +385,8 @@ HeldByOthers::HeldByOthers(const schedules::Schedule& s, const schedules::RunRec
       for (const int other : ranks) {
         if (other == r || other >= static_cast<int>(record.ranks.size())) continue;
         for (size_t i = 0; i < s.ops[other].size() && i < record.ranks[other].ops.size(); ++i) {
-          const schedules::OpKind kind = s.ops[other][i].kind;
           const schedules::OpTiming& t = record.ranks[other].ops[i];
-          if ((schedules::IsCompute(kind) || kind == schedules::OpKind::kStep) && t.start_ns >= 0 && t.end_ns > t.start_ns) {
-            spans.emplace_back(t.start_ns, t.end_ns);
-          }
+          if (RanOnDevice(s.ops[other][i].kind, t)) spans.emplace_back(t.start_ns, t.end_ns);
         }
       }
       std::sort(spans.begin(), spans.end());

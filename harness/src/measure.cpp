@@ -52,8 +52,8 @@ schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vecto
 
 MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                          const std::vector<std::string>& rank_runs) {
-  // Ranks sharing a device, where the simulator places them (the cuda executor puts them there:
-  // exec::GpuForLocalRank; the cpu one leaves the cores to the operating system).
+  // Ranks sharing a device, where the simulator places them (the executor puts them there:
+  // exec::GpuForLocalRank on the cuda backend, exec::CoreForLocalRank on the cpu one).
   const schedules::RunRecord result =
       JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes,
                    sc.pipeline.ranks_per_device > 1 ? sc.pipeline.RankDevices() : std::vector<int>{});

@@ -108,13 +108,18 @@ void ComputeStreams::Join(int rank, int index) {
   } else if (device.running.size() == 2) {
     // The holder had the device alone, its stop set at its op's end: now its turn ends too, at
     // the end of the turn it is in (alone, it took a new turn each time one ended).
-    const Running& holder = device.running.front();
     const int64_t now = loop_->now_ns();
     if (now >= device.turn_end_ns) device.turn_end_ns += ((now - device.turn_end_ns) / time_slice_ns_ + 1) * time_slice_ns_;
-    loop_->Cancel(device.turn);
-    device.turn = loop_->ScheduleAt(std::min(device.turn_end_ns, now + static_cast<int64_t>(std::ceil(holder.left_ns))),
-                                    &turns_, d, 0);
+    ScheduleStop(d);
   }
+}
+
+void ComputeStreams::ScheduleStop(int device_index) {
+  SharedDevice& device = shared_[static_cast<size_t>(device_index)];
+  const int64_t op_end = loop_->now_ns() + static_cast<int64_t>(std::ceil(device.running.front().left_ns));
+  loop_->Cancel(device.turn);
+  device.turn = loop_->ScheduleAt(device.running.size() > 1 ? std::min(device.turn_end_ns, op_end) : op_end, &turns_,
+                                  device_index, 0);
 }
 
 void ComputeStreams::GiveTurn(int device_index) {
@@ -127,11 +132,8 @@ void ComputeStreams::GiveTurn(int device_index) {
     timing.end_ns += now - timing.start_ns;
     timing.start_ns = now;
   }
-  // Its stop: its op's end, or its turn's when another op waits (Join moves it when one comes).
   device.turn_end_ns = now + time_slice_ns_;
-  const int64_t op_end = now + static_cast<int64_t>(std::ceil(holder.left_ns));
-  device.turn = loop_->ScheduleAt(device.running.size() > 1 ? std::min(device.turn_end_ns, op_end) : op_end, &turns_,
-                                  device_index, 0);
+  ScheduleStop(device_index);
 }
 
 void ComputeStreams::EndTurn(int device_index) {

@@ -127,6 +127,9 @@ class ComputeStreams final : public EventHandler {
   void Reschedule(SharedDevice& device);
   // In turns: gives the device to running[0] (a new turn) and schedules its stop.
   void GiveTurn(int device_index);
+  // In turns: (re)sets the holder's stop: its op's end, or its turn's when another op waits
+  // (Join calls it again when one comes).
+  void ScheduleStop(int device_index);
   void EndTurn(int device_index);
 
   const schedules::Schedule& schedule_;
