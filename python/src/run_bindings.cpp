@@ -139,11 +139,7 @@ void BindSplits(py::module_& m) {
       .def_readonly("gaps", &RankSplit::gaps, "the stretches in time order");
 }
 
-}  // namespace
-
-void BindRuns(py::module_& m) {
-  BindSplits(m);
-
+void BindSimulation(py::module_& m) {
   py::class_<Simulation>(m, "Simulation", "A scenario's schedules as simulate predicts them.")
       .def_property_readonly("count", [](const Simulation& s) { return s.predictions.size(); })
       .def_readonly("cost_source", &Simulation::cost_source)
@@ -180,7 +176,9 @@ void BindRuns(py::module_& m) {
            },
            py::arg("index"), py::arg("rank"));
   m.def("simulate", &Simulate, py::arg("scenario"), py::arg("max_ops"));
+}
 
+void BindRunFiles(py::module_& m) {
   py::class_<harness::RunFile>(m, "RunFile", "A metrics file as simulate --json or execute --json wrote it.")
       .def_readonly("path", &harness::RunFile::path)
       .def("metrics_json", [](const harness::RunFile& f) { return schedules::MetricsFileToJson(f); },
@@ -198,7 +196,42 @@ void BindRuns(py::module_& m) {
         return harness::RunFile{schedules::MetricsFileFromJson(text, source), source};
       },
       py::arg("text"), py::arg("source"), py::call_guard<py::gil_scoped_release>());
+}
 
+// Column lists for a data frame, made without a Python object per op.
+py::dict TraceColumns(const TraceFile& t) {
+  const auto& ops = t.trace.ops;
+  std::vector<int> rank, stream, stage, microbatch, step, op_index;
+  std::vector<std::string> kind;
+  std::vector<double> start_ms, duration_ms;
+  {
+    py::gil_scoped_release release;
+    for (const schedules::TraceOp& o : ops) {
+      rank.push_back(o.rank);
+      stream.push_back(static_cast<int>(o.stream));
+      kind.emplace_back(schedules::KindName(o.op.kind));
+      stage.push_back(o.op.stage);
+      microbatch.push_back(o.op.microbatch);
+      step.push_back(o.op.step);
+      op_index.push_back(o.op_index);
+      start_ms.push_back(o.start_ns * 1e-6);
+      duration_ms.push_back(o.duration_ns * 1e-6);
+    }
+  }
+  py::dict d;
+  d["rank"] = rank;
+  d["stream"] = stream;
+  d["kind"] = kind;
+  d["stage"] = stage;
+  d["microbatch"] = microbatch;
+  d["step"] = step;
+  d["op_index"] = op_index;
+  d["start_ms"] = start_ms;
+  d["duration_ms"] = duration_ms;
+  return d;
+}
+
+void BindTraces(py::module_& m) {
   py::class_<schedules::TraceOp>(m, "TraceOp", "One op of a trace: where, when and which.")
       .def_readonly("rank", &schedules::TraceOp::rank)
       .def_property_readonly("stream", [](const schedules::TraceOp& t) { return static_cast<int>(t.stream); },
@@ -223,43 +256,13 @@ void BindRuns(py::module_& m) {
       .def_property_readonly("op_count", [](const TraceFile& t) { return t.trace.ops.size(); })
       .def_property_readonly("ops", [](const TraceFile& t) { return t.trace.ops; }, "every op (a copy)")
       .def("summary_json", [](const TraceFile& t) { return SummaryJson(t.trace); })
-      .def("columns",
-           [](const TraceFile& t) {
-             // Column lists for a data frame, made without a Python object per op.
-             const auto& ops = t.trace.ops;
-             std::vector<int> rank, stream, stage, microbatch, step, op_index;
-             std::vector<std::string> kind;
-             std::vector<double> start_ms, duration_ms;
-             {
-               py::gil_scoped_release release;
-               for (const schedules::TraceOp& o : ops) {
-                 rank.push_back(o.rank);
-                 stream.push_back(static_cast<int>(o.stream));
-                 kind.emplace_back(schedules::KindName(o.op.kind));
-                 stage.push_back(o.op.stage);
-                 microbatch.push_back(o.op.microbatch);
-                 step.push_back(o.op.step);
-                 op_index.push_back(o.op_index);
-                 start_ms.push_back(o.start_ns * 1e-6);
-                 duration_ms.push_back(o.duration_ns * 1e-6);
-               }
-             }
-             py::dict d;
-             d["rank"] = rank;
-             d["stream"] = stream;
-             d["kind"] = kind;
-             d["stage"] = stage;
-             d["microbatch"] = microbatch;
-             d["step"] = step;
-             d["op_index"] = op_index;
-             d["start_ms"] = start_ms;
-             d["duration_ms"] = duration_ms;
-             return d;
-           })
+      .def("columns", &TraceColumns)
       .def("bubble_split", [](const TraceFile& t) { return schedules::SplitBubbles(t.trace, true); },
            py::call_guard<py::gil_scoped_release>());
   m.def("read_trace", &ReadTrace, py::arg("path"), py::call_guard<py::gil_scoped_release>());
+}
 
+void BindComparison(py::module_& m) {
   py::class_<ComparisonResult>(m, "Comparison", "What `stagecraft compare` computes.")
       .def_property_readonly("text", [](const ComparisonResult& c) { return c.comparison.text; })
       .def_property_readonly("json", [](const ComparisonResult& c) { return c.comparison.json; })
@@ -271,6 +274,16 @@ void BindRuns(py::module_& m) {
         "A metrics file as compare reads it");
   m.def("compare", &Compare, py::arg("predicted"), py::arg("measured"), py::arg("max_error_pct"),
         py::arg("trace_path"), py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace
+
+void BindRuns(py::module_& m) {
+  BindSplits(m);
+  BindSimulation(m);
+  BindRunFiles(m);
+  BindTraces(m);
+  BindComparison(m);
 }
 
 }  // namespace stagecraft::python

@@ -102,12 +102,7 @@ std::string OpRepr(const Op& op) {
   return text + ")";
 }
 
-}  // namespace
-
-void BindSchedules(py::module_& m) {
-  m.attr("DEFAULT_MAX_OPS") = kDefaultMaxOps;
-  m.attr("MAX_MAX_OPS") = kMaxMaxOps;
-
+void BindOps(py::module_& m) {
   py::class_<Op>(m, "Op", "One op of a rank's list (DESIGN.md §2).")
       .def_property_readonly("kind", [](const Op& op) { return std::string(KindName(op.kind)); },
                              "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, STEP or REDUCE_GRAD")
@@ -126,7 +121,9 @@ void BindSchedules(py::module_& m) {
       .def_property_readonly("code", [](const Diagnostic& d) { return std::string(DiagCodeName(d.code)); })
       .def_readonly("message", &Diagnostic::message)
       .def("__repr__", [](const Diagnostic& d) { return fmt::format("{}: {}", DiagCodeName(d.code), d.message); });
+}
 
+void BindScheduleClass(py::module_& m) {
   py::class_<Schedule>(m, "Schedule", "A schedule: its shape, weight policy and per rank the ops in order (ir.h).")
       .def_readonly("name", &Schedule::name)
       .def_property_readonly("ranks", &Schedule::ranks)
@@ -185,7 +182,15 @@ void BindSchedules(py::module_& m) {
         return fmt::format("<Schedule {} ranks={} chunks={} microbatches={} steps={} ops={}>", Printable(s.name),
                            s.ranks(), s.shape.chunks, s.microbatches, s.steps, s.OpCount());
       });
+}
 
+}  // namespace
+
+void BindSchedules(py::module_& m) {
+  m.attr("DEFAULT_MAX_OPS") = kDefaultMaxOps;
+  m.attr("MAX_MAX_OPS") = kMaxMaxOps;
+  BindOps(m);
+  BindScheduleClass(m);
   m.def("generator_names", [] {
     std::vector<std::string> names;
     for (const GeneratorInfo& g : Generators()) names.emplace_back(g.name);

@@ -1,0 +1,82 @@
+// The roofline explanation of a scenario's layer (explain.h).
+#include "stagecraft/harness/explain.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/stats.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/profile.h"
+#include "stagecraft/sim/units.h"
+
+namespace stagecraft::harness {
+namespace {
+
+using namespace stagecraft::sim;
+
+ProfileFitResult FitProfile(const Scenario& sc, std::string_view flag) {
+  const Profile& profile = *sc.model.profile;
+  ProfileFitResult r;
+  double* measured = r.measured_ns;
+  int64_t LayerProfile::*fields[3] = {&LayerProfile::forward_ns, &LayerProfile::backward_input_ns,
+                                      &LayerProfile::backward_weight_ns};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int64_t> values;
+    for (const LayerProfile& layer : profile.layers) values.push_back(layer.*fields[i]);
+    if (values.empty() || std::any_of(values.begin(), values.end(), [](int64_t v) { return v <= 0; })) {
+      throw InputError(fmt::format("{}: {}: the profile {} has no blocks with F, I and W times to fit the device to",
+                                   sc.path, flag, sc.model.profile_path));
+    }
+    measured[i] = static_cast<double>(Median(std::move(values)));
+  }
+  r.fit = FitRoofline(sc, measured);
+  return r;
+}
+
+}  // namespace
+
+void CheckExplainable(const Scenario& sc, std::string_view flag) {
+  if (sc.model.transformer && sc.topology.device.roofline()) return;
+  throw InputError(fmt::format("{}: {} lists the roofline model's kernels, but this scenario's costs are {} "
+                               "(the roofline model needs model.transformer on a device with memory_bandwidth and "
+                               "gemm, such as topology.device: A100-SXM-80GB)",
+                               sc.path, flag, CostModelFor(sc).name));
+}
+
+Explanation Explain(const Scenario& sc, std::string_view flag) {
+  const PipelineSpec& p = sc.pipeline;
+  Explanation explanation{KernelShapeOf(sc), {}, std::nullopt};
+  const GptKernelShape& shape = explanation.shape;
+  std::vector<ExplainSection>& sections = explanation.sections;
+  const auto section = [&](std::string id, std::string title, const std::vector<Kernel>& kernels) {
+    if (kernels.empty()) return;
+    ExplainSection s{std::move(id), std::move(title), TimeKernels(sc, 0, kernels)};
+    for (const TimedKernel& k : s.kernels) s.pass_ns[static_cast<int>(k.kernel.pass)] += k.time.ns();
+    if (p.tensor_parallel_overlap) s.overlap_saved_ns = TensorParallelOverlapNs(s.kernels);
+    sections.push_back(std::move(s));
+  };
+  section("block", "one transformer block", GptBlockKernels(shape));
+  if (p.recompute != Recompute::kNone) {
+    section("recompute", p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
+            GptRecomputeKernels(shape, p.full_recompute()));
+  }
+  section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));
+  section("head", "LM head and loss (last stage)", GptHeadKernels(shape));
+  const CostTable table = BuildCosts(sc, p.ranks);
+  const double params = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
+  section("step",
+          fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,
+                      p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
+          OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
+                               UpdateBytesPerParam(sc)));
+  if (sc.model.profile) explanation.profile_fit = FitProfile(sc, flag);
+  return explanation;
+}
+
+}  // namespace stagecraft::harness
