@@ -207,19 +207,109 @@ std::vector<std::string> CalibrationSchedules(const sim::PipelineSpec& pipeline)
   return names;
 }
 
+namespace {
+
+// What the calibration runs add up on rank 0.
+struct RunSums {
+  explicit RunSums(int ranks)
+      : per_step(ranks), per_microbatch(ranks), shallow(ranks), deep(ranks),
+        rank_overhead_sum(static_cast<size_t>(ranks), 0) {}
+  std::vector<ScaleSums> per_step, per_microbatch;
+  std::vector<StashSums> shallow, deep;  // the per-step runs' stash, and GPipe's
+  int64_t overhead_sum = 0;
+  std::vector<int64_t> rank_overhead_sum;
+  int runs = 0;
+  std::vector<int> layers;      // the split the runs used, one stage per rank
+  std::vector<int64_t> waited;  // transfers a receiver waited through, ns
+  JitterSums jitter;
+  // REDUCE_GRADs run, (bytes, post to completion ns): of the schedules that update once a step
+  // (the gradients summed after a step's compute, as the flush schedules run them), and of those
+  // that update every microbatch (PipeDream's, back to back), used only without the first kind.
+  std::vector<std::pair<int64_t, int64_t>> reduces, reduces_every_microbatch;
+
+  // One run of `s` (`record`: every rank's, joined), against the profile's isolated costs;
+  // `deep_run`: GPipe's, whose ops say only how a deep stash slows them.
+  void Add(const sim::Scenario& sc, const sim::Profile& profile, const schedules::Schedule& s,
+           const schedules::RunRecord& record, const std::vector<int>& layers_per_stage,
+           const std::vector<int>& devices, int steps, bool deep_run) {
+    const int first = steps > 1 ? 1 : 0;  // step 0 starts cold
+    const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
+    const sim::CostTable isolated = sim::CostsFromProfile(sc, profile, s.shape, every_microbatch, false);
+    layers = layers_per_stage;
+    // The ops' own times, without the time-slicing of ranks that share a device, which the
+    // simulator applies itself.
+    const schedules::RunRecord alone = WithoutSharing(s, record, devices);
+    if (deep_run) {
+      AddStashSums(s, alone, isolated, first, &deep);
+      return;
+    }
+    if (!every_microbatch) AddStashSums(s, alone, isolated, first, &shallow);
+    AddScaleSums(s, alone, isolated, first, every_microbatch ? &per_microbatch : &per_step);
+    // The overhead and transfers without the turns another rank held a shared device for.
+    overhead_sum += OverheadPerOp(s, record, devices);
+    const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record, devices);
+    for (size_t r = 0; r < rank_overhead_sum.size(); ++r) rank_overhead_sum[r] += by_rank[r];
+    AddJitter(s, alone, isolated, first, &jitter);
+    const std::vector<int64_t> w = WaitedTransfers(s, record, devices);
+    waited.insert(waited.end(), w.begin(), w.end());
+    AddReduceGradTimes(s, record, StageGradBytes(profile, layers_per_stage), first,
+                       every_microbatch ? &reduces_every_microbatch : &reduces);
+    ++runs;
+  }
+
+  // The profile's fields from the sums (runs > 0).
+  void Finish(int data_parallel, sim::Profile* profile, RunsReport* report) {
+    profile->op_overhead_ns = overhead_sum / runs;
+    profile->op_time_cv = jitter.Cv();
+    // The transfers as the pipeline saw them set the bandwidth their data moves at, when slower
+    // than the ping-pong's (a sender's hot cache, a busy peer); the ping-pong's latency and
+    // overlap stay. A median within the latency (small, eager messages) says nothing of it.
+    if (profile->p2p && !waited.empty() && profile->send_bytes > 0) {
+      const int64_t median = Median(waited);
+      if (median > profile->p2p->latency_ns) {
+        const double seen =
+            static_cast<double>(profile->send_bytes) * 1e9 / static_cast<double>(median - profile->p2p->latency_ns);
+        if (seen < profile->p2p->bytes_per_s) profile->p2p->pipeline_bytes_per_s = seen;
+      }
+      report->waited = waited.size();
+      report->waited_median_ns = median;
+    }
+    SetInPipelineAllReduce(reduces.empty() ? reduces_every_microbatch : reduces, data_parallel, report, profile);
+    const size_t ranks = per_step.size();
+    profile->ranks.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r) {
+      sim::RankScale& k = profile->ranks[r];
+      k.layers = layers.at(r);
+      k.op_overhead_ns = rank_overhead_sum[r] / runs;
+      k.per_step = ScaleOf(per_step[r], sim::OpScale{});
+      k.per_microbatch = ScaleOf(per_microbatch[r], k.per_step);
+      k.stash = StashOf(shallow[r], deep[r]);
+    }
+    report->per_step = std::move(per_step);
+    report->per_microbatch = std::move(per_microbatch);
+  }
+};
+
+// Whether every microbatch held at once fits where the job's own schedules do: if not, the
+// stash goes unmeasured rather than the profile failing (every rank decides alike).
+bool DeepStashFits(const sim::Scenario& sc, const sim::PipelineSpec& pipeline, const schedules::Schedule& s) {
+  sim::Scenario deep_sc = sc;
+  deep_sc.pipeline = pipeline;
+  try {
+    return !Predict(deep_sc, sim::Topology(deep_sc.topology), s).metrics.AnyOom();
+  } catch (const InputError&) {  // not predictable here: not run either
+    return false;
+  }
+}
+
+}  // namespace
+
 RunsReport CalibrateRuns(
     const sim::Scenario& sc, const exec::TrainingConfig& base, int steps, exec::Device& device,
     exec::Transport& transport, sim::Profile* profile, exec::ReplicaGroup* replicas) {
   const int ranks = transport.size();
-  std::vector<ScaleSums> per_step(ranks), per_microbatch(ranks);
-  std::vector<StashSums> shallow(ranks), deep(ranks);  // the per-step runs' stash, and GPipe's
-  bool deep_left_out = false;
-  int64_t overhead_sum = 0;
-  std::vector<int64_t> rank_overhead_sum(static_cast<size_t>(ranks), 0);
-  int runs = 0;
-  std::vector<int> layers;  // the split the runs used, one stage per rank
-  std::vector<int64_t> waited;  // transfers a receiver waited through, ns
-  JitterSums jitter;
+  RunSums sums(ranks);
+  RunsReport report;
   sim::PipelineSpec pipeline = CalibrationPipeline(sc, steps);
   exec::TrainingConfig one = base;  // without the job's replicas, one pipeline
   if (replicas == nullptr) pipeline.data_parallel = one.data_parallel = 1;
@@ -229,87 +319,23 @@ RunsReport CalibrateRuns(
   SC_CHECK((replicas != nullptr) == (pipeline.data_parallel > 1), "the replicas' group with replicas");
   const exec::Dataset data = exec::MakeDataset(device, job, total, transport.rank() == 0, transport.rank() == ranks - 1,
                                                [&] { setup.Beat(); }, replicas != nullptr ? replicas->replica() : 0);
-  // REDUCE_GRADs run, (bytes, post to completion ns): of the schedules that update once a step
-  // (the gradients summed after a step's compute, as the flush schedules run them), and of those
-  // that update every microbatch (PipeDream's, back to back), used only without the first kind.
-  std::vector<std::pair<int64_t, int64_t>> reduces, reduces_every_microbatch;
   for (const std::string& name : CalibrationSchedules(pipeline)) {
     pipeline.schedules = {name};
     const schedules::Schedule s = ScenarioSchedules(pipeline, {name}).at(0);
-    if (name == kDeepStashSchedule) {
-      // Every microbatch held at once may not fit where the job's own schedules do: then the
-      // stash goes unmeasured rather than the profile failing (every rank decides alike).
-      sim::Scenario deep_sc = sc;
-      deep_sc.pipeline = pipeline;
-      bool fits = false;
-      try {
-        fits = !Predict(deep_sc, sim::Topology(deep_sc.topology), s).metrics.AnyOom();
-      } catch (const InputError&) {  // not predictable here: not run either
-      }
-      if (!fits) {
-        deep_left_out = true;
-        continue;
-      }
+    const bool deep_run = name == kDeepStashSchedule;
+    if (deep_run && !DeepStashFits(sc, pipeline, s)) {
+      report.deep_stash_left_out = true;
+      continue;
     }
     exec::TrainingConfig config = job;
     config.layers_per_stage = sim::StageLayers(sc, s.shape);
     const exec::RankRun run = exec::RunRank(s, config, data, device, transport, {}, replicas);
     const std::vector<std::string> all = transport.Gather(exec::SerializeRankRun(run), 0);
     if (transport.rank() != 0) continue;
-    const schedules::RunRecord record = JoinRankRuns(s, all, 0);
-    const bool every_microbatch = sim::UpdatesEveryMicrobatch(s);
-    const sim::CostTable isolated = sim::CostsFromProfile(sc, *profile, s.shape, every_microbatch, false);
-    layers = config.layers_per_stage;
-    // The ops' own times, without the time-slicing of ranks that share a device, which the
-    // simulator applies itself.
-    const schedules::RunRecord alone = WithoutSharing(s, record, pipeline.RankDevices());
-    if (name == kDeepStashSchedule) {  // its ops say only how a deep stash slows them
-      AddStashSums(s, alone, isolated, steps > 1 ? 1 : 0, &deep);
-      continue;
-    }
-    if (!every_microbatch) AddStashSums(s, alone, isolated, steps > 1 ? 1 : 0, &shallow);
-    AddScaleSums(s, alone, isolated, steps > 1 ? 1 : 0, every_microbatch ? &per_microbatch : &per_step);
-    // The overhead and transfers without the turns another rank held a shared device for.
-    overhead_sum += OverheadPerOp(s, record, pipeline.RankDevices());
-    const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record, pipeline.RankDevices());
-    for (int r = 0; r < ranks; ++r) rank_overhead_sum[r] += by_rank[r];
-    AddJitter(s, alone, isolated, steps > 1 ? 1 : 0, &jitter);
-    const std::vector<int64_t> w = WaitedTransfers(s, record, pipeline.RankDevices());
-    waited.insert(waited.end(), w.begin(), w.end());
-    AddReduceGradTimes(s, record, StageGradBytes(*profile, config.layers_per_stage), steps > 1 ? 1 : 0,
-                       every_microbatch ? &reduces_every_microbatch : &reduces);
-    ++runs;
+    sums.Add(sc, *profile, s, JoinRankRuns(s, all, 0), config.layers_per_stage, pipeline.RankDevices(), steps,
+             deep_run);
   }
-  RunsReport report;
-  report.deep_stash_left_out = deep_left_out;
-  if (transport.rank() != 0 || runs == 0) return report;
-  profile->op_overhead_ns = overhead_sum / runs;
-  profile->op_time_cv = jitter.Cv();
-  // The transfers as the pipeline saw them set the bandwidth their data moves at, when slower
-  // than the ping-pong's (a sender's hot cache, a busy peer); the ping-pong's latency and
-  // overlap stay. A median within the latency (small, eager messages) says nothing of it.
-  if (profile->p2p && !waited.empty() && profile->send_bytes > 0) {
-    const int64_t median = Median(waited);
-    if (median > profile->p2p->latency_ns) {
-      const double seen =
-          static_cast<double>(profile->send_bytes) * 1e9 / static_cast<double>(median - profile->p2p->latency_ns);
-      if (seen < profile->p2p->bytes_per_s) profile->p2p->pipeline_bytes_per_s = seen;
-    }
-    report.waited = waited.size();
-    report.waited_median_ns = median;
-  }
-  SetInPipelineAllReduce(reduces.empty() ? reduces_every_microbatch : reduces, pipeline.data_parallel, &report, profile);
-  profile->ranks.resize(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    sim::RankScale& k = profile->ranks[static_cast<size_t>(r)];
-    k.layers = layers.at(static_cast<size_t>(r));
-    k.op_overhead_ns = rank_overhead_sum[r] / runs;
-    k.per_step = ScaleOf(per_step[r], sim::OpScale{});
-    k.per_microbatch = ScaleOf(per_microbatch[r], k.per_step);
-    k.stash = StashOf(shallow[r], deep[r]);
-  }
-  report.per_step = std::move(per_step);
-  report.per_microbatch = std::move(per_microbatch);
+  if (transport.rank() == 0 && sums.runs > 0) sums.Finish(pipeline.data_parallel, profile, &report);
   return report;
 }
 

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compare_files.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
@@ -31,24 +32,6 @@
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::harness {
-
-void CheckStepTimes(const RunFile& file) {
-  for (size_t i = 0; i < file.schedules.size(); ++i) {
-    if (!(file.schedules[i].step_time_ms > 0)) {
-      throw InputError(fmt::format("{}: schedules[{}].step_time_ms: must be > 0 as the measured run (errors are "
-                                   "relative to its step time)",
-                                   file.path, i));
-    }
-  }
-}
-
-RunFile RunFileFromJson(std::string_view text, const std::string& path) {
-  return RunFile{schedules::MetricsFileFromJson(text, path), path};
-}
-
-RunFile ReadRunFile(const std::string& path) {
-  return RunFileFromJson(ReadInputFile(path, kMaxJsonBytes, "a metrics file"), path);
-}
 
 namespace {
 
@@ -376,52 +359,6 @@ void CheckPair(const RunFile& predicted, const RunFile& measured) {
   }
 }
 
-// A measured trace as compare --trace reads it, and the file it came from.
-struct TraceFile {
-  std::string path;
-  schedules::Trace trace;
-};
-
-// The measured traces `path` names, each read in full (ReadTraceInFull): the one trace there when
-// `path` is a file (the trace of a one-schedule run, or one schedule's file of several), else
-// the traces execute --trace PATH wrote beside it (TracePath), one for every schedule in both
-// files, each of which must be there. A trace of a schedule not in both files is refused.
-std::vector<TraceFile> MeasuredTraces(const std::string& path, const RunFile& predicted, const RunFile& measured) {
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::status(path, ec))) {
-    TraceFile file{path, ReadTraceInFull(path)};
-    const std::string& name = file.trace.schedule;
-    const RunFile& lacking = measured.Find(name) == nullptr ? measured : predicted;
-    if (lacking.Find(name) == nullptr) {
-      throw InputError(fmt::format("{}: the trace is of schedule '{}', which {} does not hold: its error cannot be "
-                                   "split",
-                                   path, Printable(name), lacking.path));
-    }
-    return {std::move(file)};
-  }
-  // As execute named them: one file per schedule when the run had several (a partial run's
-  // running schedule included).
-  const bool several = measured.schedules.size() > 1 || (measured.partial && measured.partial->schedules_total > 1);
-  if (!several) return {{path, ReadTraceInFull(path)}};  // no such file: ReadInputFile says so
-  std::vector<TraceFile> traces;
-  for (const ScheduleMetrics& p : predicted.schedules) {
-    if (measured.Find(p.schedule) == nullptr) continue;
-    const std::string beside = TracePath(path, p.schedule, true);
-    if (!std::filesystem::exists(std::filesystem::status(beside, ec))) {
-      throw InputError(fmt::format("{}: no such file, nor {}'s trace beside it ({}), as execute --trace writes one "
-                                   "per schedule",
-                                   path, Printable(p.schedule), beside));
-    }
-    traces.push_back({beside, ReadTraceInFull(beside)});
-    if (traces.back().trace.schedule != p.schedule) {
-      throw InputError(fmt::format("{}: the trace is of schedule '{}', not {}, whose trace execute --trace "
-                                   "writes there",
-                                   beside, Printable(traces.back().trace.schedule), Printable(p.schedule)));
-    }
-  }
-  return traces;
-}
-
 }  // namespace
 
 Comparison CompareRuns(const RunFile& predicted, const RunFile& measured, const CompareOptions& options) {
@@ -445,10 +382,10 @@ Comparison CompareRuns(const RunFile& predicted, const RunFile& measured, const 
   // Each schedule's measured trace, replayed to split its error; one without a trace is not split.
   SplitOf split_of;
   if (!options.trace_path.empty()) {
-    split_of = [&, traces = MeasuredTraces(options.trace_path, predicted, measured)](
+    split_of = [&, traces = detail::MeasuredTraces(options.trace_path, predicted, measured)](
                    const ScheduleMetrics& p, const ScheduleMetrics& m) -> std::optional<ErrorSplit> {
       const auto trace = std::find_if(traces.begin(), traces.end(),
-                                      [&](const TraceFile& t) { return t.trace.schedule == m.schedule; });
+                                      [&](const detail::TraceFile& t) { return t.trace.schedule == m.schedule; });
       if (trace == traces.end()) return std::nullopt;
       const Replay replay =
           ReplayRun(measured, measured.path, trace->trace, trace->path, {}, schedules::kDefaultMaxOps);

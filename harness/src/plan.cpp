@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "plan_board.h"
 #include "plan_bounds.h"
 #include "plan_space.h"
 #include "stagecraft/base/check.h"
@@ -37,6 +38,8 @@ namespace stagecraft::harness {
 using schedules::GeneratorInfo;
 using detail::Candidate;
 using detail::CostKey;
+using detail::Board;
+using detail::ParallelFor;
 using detail::Space;
 using Clock = std::chrono::steady_clock;
 
@@ -68,121 +71,6 @@ struct Facts {
   std::string error;  // the cost model refused the shape
   // The all-reduces' floors, added by the first configuration that needs them.
   std::unique_ptr<std::once_flag> reduce_once = std::make_unique<std::once_flag>();
-};
-
-// Calls fn(i) for i in [0, n) on `threads` threads.
-// The first exception any call throws is rethrown here, after every thread has stopped. A thread
-// the system cannot start (std::system_error: no memory for its stack, a process limit) stops
-// the others and is an InputError naming --threads, never std::terminate.
-template <class Fn>
-void ParallelFor(size_t n, int threads, Fn fn) {
-  std::atomic<size_t> next{0};
-  std::mutex mutex;
-  std::exception_ptr failure;
-  const auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) {
-      try {
-        fn(i);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-        next = n;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  const size_t wanted = std::min(static_cast<size_t>(std::max(threads, 1)), n);
-  if (wanted > 1) pool.reserve(wanted - 1);
-  std::string not_started;
-  for (size_t t = 1; t < wanted; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error& e) {
-      not_started = fmt::format("--threads: could not start thread {} of {} ({}); ask for fewer", t + 1, wanted, e.what());
-      next = n;  // the threads started take no more work
-      break;
-    }
-  }
-  if (not_started.empty()) work();
-  for (std::thread& t : pool) t.join();
-  if (!not_started.empty()) throw InputError(not_started);
-  if (failure) std::rethrow_exception(failure);
-}
-
-// The search's shared state: the counts, the simulated entries, the K best times.
-class Board {
- public:
-  Board(int top, const PlanOptions& options) : top_(top), options_(options), start_(Clock::now()) {}
-
-  // Whether a configuration whose run takes at least `floor_ns` and holds at least
-  // `memory_floor` bytes can still matter: place among the K fastest, or on the Pareto front of
-  // time against memory (no fitting run so far is as fast with as little memory).
-  bool CouldMatter(int64_t floor_ns, int64_t memory_floor) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (best_.size() < static_cast<size_t>(top_) || floor_ns <= *std::prev(best_.end())) return true;
-    // front_: fitting runs by peak ascending, each faster than all before it.
-    const auto it = front_.upper_bound(memory_floor);  // the first that holds more
-    return it == front_.begin() || std::prev(it)->second > floor_ns;
-  }
-  void Reject(PlanReject why, bool simulated = false) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    ++rejected_[static_cast<int>(why)];
-    if (simulated) ++memory_simulated_;
-    Tick();
-  }
-  void Add(PlanEntry entry) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    ++simulated_;
-    if (entry.fits) {
-      best_.insert(entry.metrics.makespan_ns);
-      if (best_.size() > static_cast<size_t>(top_)) best_.erase(std::prev(best_.end()));
-      AddToFront(entry.peak_bytes, entry.metrics.makespan_ns);
-    } else {
-      ++rejected_[static_cast<int>(PlanReject::kMemory)];
-      ++memory_simulated_;
-    }
-    entries_.push_back(std::move(entry));
-    Tick();
-  }
-  void SetCandidates(int64_t n) { progress_.candidates = n; }
-  void Finish(PlanResult* r) {
-    for (int k = 0; k < kPlanRejectKinds; ++k) r->rejected[k] += rejected_[k];
-    r->memory_rejected_simulated += memory_simulated_;
-    r->simulated += simulated_;
-    for (PlanEntry& e : entries_) r->entries.push_back(std::move(e));
-    entries_.clear();
-  }
-
- private:
-  void Tick() {
-    ++progress_.done;
-    progress_.simulated = simulated_;
-    const double now = std::chrono::duration<double>(Clock::now() - start_).count();
-    if (options_.progress && (now - last_report_ >= 0.25 || progress_.done == progress_.candidates)) {
-      progress_.seconds = now;
-      last_report_ = now;
-      options_.progress(progress_);
-    }
-  }
-
-  void AddToFront(int64_t peak, int64_t makespan) {
-    auto it = front_.upper_bound(peak);
-    if (it != front_.begin() && std::prev(it)->second <= makespan) return;  // dominated
-    it = front_.insert_or_assign(peak, makespan).first;
-    for (auto next = std::next(it); next != front_.end() && next->second >= makespan;) next = front_.erase(next);
-  }
-
-  std::mutex mutex_;
-  std::map<int64_t, int64_t> front_;  // peak bytes -> makespan of the front so far
-  int top_;
-  const PlanOptions& options_;
-  Clock::time_point start_;
-  double last_report_ = -1;
-  PlanProgress progress_;
-  std::multiset<int64_t> best_;
-  int64_t rejected_[kPlanRejectKinds] = {};
-  int64_t memory_simulated_ = 0, simulated_ = 0;
-  std::vector<PlanEntry> entries_;
 };
 
 }  // namespace
@@ -478,66 +366,6 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (result.best() == nullptr) throw InputError(NothingFits(scenario, options, result));
   return result;
-}
-
-namespace {
-
-template <class E, size_t N>
-std::vector<E> ParseNames(const std::vector<std::string>& texts, const sim::EnumName<E> (&table)[N],
-                          std::string_view what) {
-  std::vector<E> out;
-  for (const std::string& text : texts) {
-    std::string known;
-    bool found = false;
-    for (const auto& entry : table) {
-      known += (known.empty() ? "" : ", ") + std::string(entry.name);
-      if (entry.name == text) {
-        out.push_back(entry.value);
-        found = true;
-      }
-    }
-    if (!found) throw InputError(fmt::format("{}: '{}' is not one of {}", what, text, known));
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<sim::Recompute> ParseRecomputeNames(const std::vector<std::string>& texts, std::string_view what) {
-  return ParseNames(texts, sim::kRecomputeNames, what);
-}
-
-std::vector<sim::Partition> ParsePartitionNames(const std::vector<std::string>& texts, std::string_view what) {
-  return ParseNames(texts, sim::kPartitionChoices, what);
-}
-
-int64_t ParsePlanMemoryLimit(const std::string& text, std::string_view what) {
-  if (text.empty()) return 0;
-  int64_t bytes = 0;
-  try {
-    bytes = sim::ParseBytes(text);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", what, e.what()));
-  }
-  if (bytes <= 0) throw InputError(fmt::format("{}: the limit must be above 0 bytes", what));
-  return bytes;
-}
-
-std::string BestScenarioText(const std::string& scenario_path, std::vector<std::string> sets, const PlanResult& r,
-                             const PlanOptions& options) {
-  const PlanEntry* best = r.best();
-  SC_CHECK(best != nullptr, "a plan without a fitting configuration has no best to write");
-  for (std::string& s : ConfigOverrides(best->config, options)) sets.push_back(std::move(s));
-  std::string text = fmt::format("# stagecraft plan's best for {} devices and a global batch of {}: {}\n# ({:.3f} ms "
-                                 "per step, {:.2f} samples/s, {} peak per device)\n",
-                                 r.gpus, r.global_batch, DescribeConfig(best->config), best->metrics.step_time_ms,
-                                 best->metrics.throughput_samples_per_s, FormatBytes(best->peak_bytes));
-  text += sim::ScenarioText(scenario_path, sets);
-  // What is written is what was planned: it loads, with the winner's pipeline.
-  const sim::Scenario written = sim::LoadScenarioFromText(text, scenario_path);
-  SC_CHECK(written.pipeline.ranks == best->config.ranks && written.pipeline.microbatches == best->config.microbatches,
-           "the written scenario has the winner's pipeline");
-  return text;
 }
 
 }  // namespace stagecraft::harness

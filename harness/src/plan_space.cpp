@@ -1,7 +1,7 @@
-// The plan's space (see plan_space.h): the options checked, the layouts the topology and model
+// The plan's space (see plan_space.h): the layouts the topology and model
 // allow, the batch splits, every schedule with its chunks, recompute, ZeRO and the partition,
-// each configuration's scenario, and the budget on the whole. Needs sim and schedules only (the
-// plan fuzz harness compiles it alone).
+// each configuration's scenario, and the budget on the whole; the options are checked in
+// plan_checks.cpp. Needs sim and schedules only (the plan fuzz harness compiles the two alone).
 #include "plan_space.h"
 
 #include <algorithm>
@@ -74,9 +74,6 @@ namespace stagecraft::harness::detail {
 
 using schedules::GeneratorInfo;
 
-namespace {
-
-// In increasing order, in O(sqrt(n)) steps: n may be up to 2^48 (a replica's share of the batch).
 std::vector<int64_t> Divisors(int64_t n) {
   std::vector<int64_t> low, high;
   for (int64_t d = 1; d <= n / d; ++d) {
@@ -88,86 +85,11 @@ std::vector<int64_t> Divisors(int64_t n) {
   return low;
 }
 
-}  // namespace
-
 int ModelLayers(const sim::Scenario& sc) {
   if (sc.model.transformer) return sc.model.transformer->layers;
   if (sc.model.mlp) return sc.model.mlp->layers;
   if (sc.model.profile) return static_cast<int>(sc.model.profile->layers.size());
   return 0;
-}
-
-namespace {
-
-// The options' numbers, each against its range (the flags named, as the command takes them).
-void CheckNumbers(const PlanOptions& o) {
-  for (const int tp : o.tensor_parallel) {
-    if (tp < 1 || tp > sim::kMaxTensorParallel) {
-      throw InputError(fmt::format("--tensor-parallel: expected sizes from 1 to {}, got {}", sim::kMaxTensorParallel, tp));
-    }
-  }
-  for (const int z : o.zero) {
-    if (z != 0 && z != 1) throw InputError(fmt::format("--zero: expected 0 or 1, got {}", z));
-  }
-  if (o.max_microbatch_size < 0) {
-    throw InputError(fmt::format("--max-microbatch-size: expected at least 1 (or 0: no bound), got {}", o.max_microbatch_size));
-  }
-  if (o.max_chunks < 2 || o.max_chunks > sim::kMaxChunks) {
-    throw InputError(fmt::format("--max-chunks: expected from 2 to {}, got {}", sim::kMaxChunks, o.max_chunks));
-  }
-  if (o.top < 1) throw InputError(fmt::format("--top: expected at least 1, got {}", o.top));
-  if (o.threads < 0 || o.threads > MaxPlanThreads()) {
-    throw InputError(fmt::format("--threads: expected from 1 to {} (4 per core of this machine, at most 256), or 0 for "
-                                 "one per core; got {}",
-                                 MaxPlanThreads(), o.threads));
-  }
-  if (o.max_ops < 0) throw InputError(fmt::format("--max-ops: expected at least 1, got {}", o.max_ops));
-  if (o.max_plan_ops < 0) throw InputError(fmt::format("--max-plan-ops: expected at least 1, got {}", o.max_plan_ops));
-  if (o.refine < 0) throw InputError(fmt::format("--refine: expected at least 0 (0: no auto search), got {}", o.refine));
-  if (o.search_evaluations < 0 || o.search_evaluations > sim::kMaxSearchEvaluations) {
-    throw InputError(fmt::format("--search-evaluations: expected from 1 to {} (or 0: pipeline.search_evaluations), got {}",
-                                 sim::kMaxSearchEvaluations, o.search_evaluations));
-  }
-  if (!(std::isfinite(o.refine_seconds) && o.refine_seconds >= 0)) {
-    throw InputError(fmt::format("--refine-seconds: expected a finite number of seconds of at least 0, got {}",
-                                 o.refine_seconds));
-  }
-  if (o.memory_limit_bytes < 0) throw InputError("--memory-limit: expected a size of at least 0");
-}
-
-}  // namespace
-
-void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
-  CheckNumbers(o);
-  const sim::TopologySpec& t = sc.topology;
-  const int devices = t.devices();
-  if (o.gpus < 1) throw InputError(fmt::format("--gpus: expected at least 1 device, got {}", o.gpus));
-  if (o.gpus > devices) {
-    throw InputError(fmt::format("--gpus {}: the topology of {} has {} devices{}", o.gpus, sc.path, devices,
-                                 t.explicit_graph() ? "" : fmt::format(" ({} nodes x {})", t.nodes, t.devices_per_node)));
-  }
-  if (!t.explicit_graph() && o.gpus > t.devices_per_node && o.gpus % t.devices_per_node != 0) {
-    throw InputError(fmt::format("--gpus {}: beyond one node the job takes whole nodes of {} devices (topology of {})",
-                                 o.gpus, t.devices_per_node, sc.path));
-  }
-  if (o.global_batch < 1) throw InputError(fmt::format("--global-batch: expected at least 1 sample, got {}", o.global_batch));
-  // Each replica's share is m microbatches of b samples, each at most 2^24 (limits.h).
-  const double most = static_cast<double>(o.gpus) * sim::kMaxMicrobatches * sim::kMaxMicrobatchSize;
-  if (static_cast<double>(o.global_batch) > most) {
-    throw InputError(fmt::format("--global-batch {}: more than {} devices can take ({:.3g}: at most 2^24 microbatches "
-                                 "of at most 2^24 samples per replica)",
-                                 o.global_batch, o.gpus, most));
-  }
-  if (ModelLayers(sc) == 0) {
-    throw InputError(fmt::format("{}: plan splits the model's layers over each pipeline depth: it needs "
-                                 "model.transformer, model.mlp or a profile (explicit per-rank costs are one depth's)",
-                                 sc.path));
-  }
-  if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
-                                                 [&](int tp) { return o.gpus % tp == 0; })) {
-    throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}: T is one of {})",
-                                 fmt::join(o.tensor_parallel, ","), o.gpus, o.gpus, fmt::join(Divisors(o.gpus), ", ")));
-  }
 }
 
 std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {

@@ -54,6 +54,10 @@ int ModelLayers(const sim::Scenario& scenario);
 // with no generator to enumerate).
 void CheckInputs(const sim::Scenario& scenario, const PlanOptions& options);
 
+// The divisors of n in increasing order, in O(sqrt(n)) steps: n may be up to 2^48 (a replica's
+// share of the batch).
+std::vector<int64_t> Divisors(int64_t n);
+
 // The generators --schedules names (auto aside: the refinement's), or all of them.
 std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options);
 

@@ -62,21 +62,24 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
   return v;
 }
 
-sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
-                           const schedules::ScheduleMetrics& measured, const std::string& trace_path,
-                           const schedules::RunRecord* record, const RunVariation& variation,
-                           const sim::CostTable* ran_model, const std::vector<int>& ran_devices) {
-  using schedules::OpKind;
-  const int stages = schedule.stages();
-  if (static_cast<int>(measured.stage_costs.size()) != stages) {
-    throw InputError(fmt::format("{}: the run has {} stages, {} has {}: replay predicts schedules of the measured run's "
-                                 "stages (pipeline.ranks x pipeline.chunks)",
-                                 trace_path, measured.stage_costs.size(), schedule.name, stages));
-  }
-  base.source = "replay:" + trace_path;
-  for (int st = 0; st < stages; ++st) {
-    sim::StageCost& cost = base.stages[st];
-    // The run's median of each pass on this stage (MeasuredStageCosts), -1 where it ran none.
+namespace {
+
+using schedules::OpKind;
+
+// A measured time carried to another schedule: scaled by the model's pass on it against the
+// same pass on the schedule that ran.
+int64_t Scaled(int64_t measured_ns, int64_t model_ns, int64_t model_ran_ns) {
+  if (model_ns <= 0 || model_ran_ns <= 0) return measured_ns;
+  return std::llround(static_cast<double>(measured_ns) * static_cast<double>(model_ns) /
+                      static_cast<double>(model_ran_ns));
+}
+
+// Each stage's passes from the run's medians (MeasuredStageCosts), scaled to this schedule.
+void ReplayStageCosts(const schedules::ScheduleMetrics& measured, const std::string& trace_path,
+                      const sim::CostTable* ran_model, sim::CostTable* base) {
+  for (size_t st = 0; st < measured.stage_costs.size(); ++st) {
+    sim::StageCost& cost = base->stages[st];
+    // The run's median of each pass on this stage, -1 where it ran none.
     const auto median = [&](OpKind kind) -> int64_t {
       for (const schedules::StageCostField& field : schedules::kStageCostFields) {
         if (field.kind != kind) continue;
@@ -89,36 +92,113 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     const int64_t step = median(OpKind::kStep);
     if (f < 0) throw InputError(fmt::format("{}: no F of stage {} in the run", trace_path, st));
     // The model's pass on this schedule against the same pass on the one that ran.
-    const sim::StageCost& was = ran_model != nullptr && ran_model->stages.size() == base.stages.size()
-                                    ? ran_model->stages[st]
-                                    : cost;
-    const auto scaled = [](int64_t measured_ns, int64_t model_ns, int64_t model_ran_ns) -> int64_t {
-      if (model_ns <= 0 || model_ran_ns <= 0) return measured_ns;
-      return std::llround(static_cast<double>(measured_ns) * static_cast<double>(model_ns) /
-                          static_cast<double>(model_ran_ns));
-    };
+    const sim::StageCost& was =
+        ran_model != nullptr && ran_model->stages.size() == base->stages.size() ? ran_model->stages[st] : cost;
     const sim::StageCost model = cost;
-    cost.forward_ns = scaled(f, model.forward_ns, was.forward_ns);
+    cost.forward_ns = Scaled(f, model.forward_ns, was.forward_ns);
     if (i >= 0 && w >= 0) {
-      cost.backward_input_ns = scaled(i, model.backward_input_ns, was.backward_input_ns);
-      cost.backward_weight_ns = scaled(w, model.backward_weight_ns, was.backward_weight_ns);
-      cost.fused_backward_ns = b >= 0 ? scaled(b, model.FullBackwardNs(), was.FullBackwardNs()) : 0;
+      cost.backward_input_ns = Scaled(i, model.backward_input_ns, was.backward_input_ns);
+      cost.backward_weight_ns = Scaled(w, model.backward_weight_ns, was.backward_weight_ns);
+      cost.fused_backward_ns = b >= 0 ? Scaled(b, model.FullBackwardNs(), was.FullBackwardNs()) : 0;
     } else if (b >= 0) {
       const int64_t model_b = model.FullBackwardNs(), ran_b = was.FullBackwardNs();
       if (model.backward_input_ns + model.backward_weight_ns > 0 && ran_b > 0) {
-        cost.backward_input_ns = scaled(b, model.backward_input_ns, ran_b);
-        cost.backward_weight_ns = scaled(b, model.backward_weight_ns, ran_b);
+        cost.backward_input_ns = Scaled(b, model.backward_input_ns, ran_b);
+        cost.backward_weight_ns = Scaled(b, model.backward_weight_ns, ran_b);
       } else {  // a model without the split: halves
         cost.backward_input_ns = b / 2;
         cost.backward_weight_ns = b - b / 2;
       }
-      cost.fused_backward_ns = scaled(b, model_b, ran_b);
+      cost.fused_backward_ns = Scaled(b, model_b, ran_b);
     }
     if (step >= 0) {
-      cost.step_ns = scaled(step, model.step_ns, was.step_ns);
+      cost.step_ns = Scaled(step, model.step_ns, was.step_ns);
       cost.version_copy_ns = 0;  // a measured STEP holds its copy
     }
   }
+}
+
+// Each op's own time, and the runtime's work before it as it happened (the overhead part of the
+// gap before it), so a stall of the machine on one op stays on that op instead of spreading over
+// all of them. On a shared device, less the turns another rank held it for, which the simulator
+// gives again.
+void ReplayOpTimes(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                   const std::vector<int>& ran_devices, const HeldByOthers& held, sim::CostTable* base) {
+  base->op_ns.assign(schedule.ops.size(), {});
+  for (size_t r = 0; r < schedule.ops.size(); ++r) base->op_ns[r].assign(schedule.ops[r].size(), -1);
+  base->overhead_ns = base->op_ns;
+  // Each op's own time: a shared device's time-slicing is the simulator's to apply again.
+  const schedules::RunRecord own = WithoutSharing(schedule, record, ran_devices);
+  // Where each compute op started on its rank, to find the op an overhead gap ends at.
+  std::vector<std::unordered_map<int64_t, int>> started(schedule.ops.size());
+  for (size_t r = 0; r < schedule.ops.size(); ++r) {
+    for (size_t i = 0; i < schedule.ops[r].size(); ++i) {
+      const schedules::OpTiming& t = record.ranks[r].ops[i];
+      const OpKind kind = schedule.ops[r][i].kind;
+      if (t.start_ns < 0 || !(schedules::IsCompute(kind) || kind == OpKind::kStep)) continue;
+      base->op_ns[r][i] = own.ranks[r].ops[i].end_ns - t.start_ns;
+      base->overhead_ns[r][i] = 0;  // unless a gap says otherwise
+      started[r][t.start_ns] = static_cast<int>(i);
+    }
+  }
+  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(schedule, record, true);
+  for (size_t r = 0; r < split.size() && r < started.size(); ++r) {
+    for (const schedules::GapInterval& gap : split[r].gaps) {
+      if (gap.cause != schedules::GapCause::kOverhead) continue;
+      if (const auto at = started[r].find(gap.end_ns); at != started[r].end()) {
+        base->overhead_ns[r][at->second] +=
+            gap.end_ns - gap.start_ns - held.In(static_cast<int>(r), gap.start_ns, gap.end_ns);
+      }
+    }
+  }
+}
+
+// Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV of
+// one edge, paired by it (EdgeKey, as the engine keys them), less another rank's turns.
+void ReplayTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                     const HeldByOthers& held, sim::CostTable* base) {
+  const schedules::UnitIndex units(schedule);
+  std::vector<std::pair<int, int>> send_of(schedules::EdgeKeyCount(units), {-1, -1});  // (rank, index)
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
+      const schedules::Op& op = schedule.ops[r][i];
+      if (!schedules::IsSend(op.kind)) continue;
+      if (const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op)) {
+        send_of[schedules::EdgeKey(units, *edge)] = {r, i};
+      }
+    }
+  }
+  base->transfer_ns.assign(schedule.ops.size(), {});
+  for (size_t r = 0; r < schedule.ops.size(); ++r) base->transfer_ns[r].assign(schedule.ops[r].size(), -1);
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
+      const schedules::Op& op = schedule.ops[r][i];
+      if (op.kind != OpKind::kRecvF && op.kind != OpKind::kRecvB) continue;
+      const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op);
+      if (!edge) continue;
+      const auto [sr, si] = send_of[schedules::EdgeKey(units, *edge)];
+      const schedules::OpTiming& recv = record.ranks[r].ops[i];
+      if (sr < 0 || recv.start_ns < 0 || record.ranks[sr].ops[si].start_ns < 0) continue;  // an end not traced
+      const int64_t start = std::max(record.ranks[sr].ops[si].start_ns, recv.start_ns);
+      base->transfer_ns[sr][si] = std::max<int64_t>(0, recv.end_ns - start - held.In(r, start, recv.end_ns));
+    }
+  }
+}
+
+}  // namespace
+
+sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
+                           const schedules::ScheduleMetrics& measured, const std::string& trace_path,
+                           const schedules::RunRecord* record, const RunVariation& variation,
+                           const sim::CostTable* ran_model, const std::vector<int>& ran_devices) {
+  const int stages = schedule.stages();
+  if (static_cast<int>(measured.stage_costs.size()) != stages) {
+    throw InputError(fmt::format("{}: the run has {} stages, {} has {}: replay predicts schedules of the measured run's "
+                                 "stages (pipeline.ranks x pipeline.chunks)",
+                                 trace_path, measured.stage_costs.size(), schedule.name, stages));
+  }
+  base.source = "replay:" + trace_path;
+  ReplayStageCosts(measured, trace_path, ran_model, &base);
   base.op_overhead_ns = measured.executor ? std::llround(measured.executor->overhead_ns_per_op) : 0;
   base.rank_op_overhead_ns.clear();
   // Each rank's own: the runtime's work differs by rank (the one with the loss, the one that
@@ -148,65 +228,9 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
     base.op_time_cv = variation.op_time_cv;
     return base;
   }
-  base.op_ns.assign(schedule.ops.size(), {});
-  for (size_t r = 0; r < schedule.ops.size(); ++r) base.op_ns[r].assign(schedule.ops[r].size(), -1);
-  base.overhead_ns = base.op_ns;
-  // Each op's own time: a shared device's time-slicing is the simulator's to apply again.
-  const schedules::RunRecord own = WithoutSharing(schedule, *record, ran_devices);
-  // Where each compute op started on its rank, to find the op an overhead gap ends at.
-  std::vector<std::unordered_map<int64_t, int>> started(schedule.ops.size());
-  for (size_t r = 0; r < schedule.ops.size(); ++r) {
-    for (size_t i = 0; i < schedule.ops[r].size(); ++i) {
-      const schedules::OpTiming& t = record->ranks[r].ops[i];
-      const OpKind kind = schedule.ops[r][i].kind;
-      if (t.start_ns < 0 || !(schedules::IsCompute(kind) || kind == OpKind::kStep)) continue;
-      base.op_ns[r][i] = own.ranks[r].ops[i].end_ns - t.start_ns;
-      base.overhead_ns[r][i] = 0;  // unless a gap says otherwise
-      started[r][t.start_ns] = static_cast<int>(i);
-    }
-  }
-  // The runtime's work before each op as it happened (the overhead part of the gap before it),
-  // so a stall of the machine on one op stays on that op instead of spreading over all of them.
-  // On a shared device, less the turns another rank held it for, which the simulator gives again.
   const HeldByOthers held(schedule, *record, ran_devices);
-  const std::vector<schedules::RankSplit> split = schedules::SplitBubbles(schedule, *record, true);
-  for (size_t r = 0; r < split.size() && r < started.size(); ++r) {
-    for (const schedules::GapInterval& gap : split[r].gaps) {
-      if (gap.cause != schedules::GapCause::kOverhead) continue;
-      if (const auto at = started[r].find(gap.end_ns); at != started[r].end()) {
-        base.overhead_ns[r][at->second] +=
-            gap.end_ns - gap.start_ns - held.In(static_cast<int>(r), gap.start_ns, gap.end_ns);
-      }
-    }
-  }
-  // Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV
-  // of one edge, paired by it (EdgeKey, as the engine keys them).
-  const schedules::UnitIndex units(schedule);
-  std::vector<std::pair<int, int>> send_of(schedules::EdgeKeyCount(units), {-1, -1});  // (rank, index)
-  for (int r = 0; r < schedule.ranks(); ++r) {
-    for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
-      const schedules::Op& op = schedule.ops[r][i];
-      if (!schedules::IsSend(op.kind)) continue;
-      if (const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op)) {
-        send_of[schedules::EdgeKey(units, *edge)] = {r, i};
-      }
-    }
-  }
-  base.transfer_ns.assign(schedule.ops.size(), {});
-  for (size_t r = 0; r < schedule.ops.size(); ++r) base.transfer_ns[r].assign(schedule.ops[r].size(), -1);
-  for (int r = 0; r < schedule.ranks(); ++r) {
-    for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
-      const schedules::Op& op = schedule.ops[r][i];
-      if (op.kind != OpKind::kRecvF && op.kind != OpKind::kRecvB) continue;
-      const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op);
-      if (!edge) continue;
-      const auto [sr, si] = send_of[schedules::EdgeKey(units, *edge)];
-      const schedules::OpTiming& recv = record->ranks[r].ops[i];
-      if (sr < 0 || recv.start_ns < 0 || record->ranks[sr].ops[si].start_ns < 0) continue;  // an end not traced
-      const int64_t start = std::max(record->ranks[sr].ops[si].start_ns, recv.start_ns);
-      base.transfer_ns[sr][si] = std::max<int64_t>(0, recv.end_ns - start - held.In(r, start, recv.end_ns));
-    }
-  }
+  ReplayOpTimes(schedule, *record, ran_devices, held, &base);
+  ReplayTransfers(schedule, *record, held, &base);
   base.p2p.reset();  // the measured transfers replace the fit, and the receiver's copy is in them
   return base;
 }
