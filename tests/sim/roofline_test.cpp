@@ -303,7 +303,8 @@ TEST(Roofline, ZeroBubblePaperProfileRatios) {
     // 20% of the paper's B/F (6-15% high); the backward for weights within 35% of its W/F
     // (24-30% high: the profile's weight-gradient GEMMs ran at about 80% of peak, the model's one
     // GEMM efficiency, fitted to Megatron-LM's end-to-end throughput, is 0.70). Issue 30 asks
-    // for 10% on both ratios; docs/cost-model.md says what is missing.
+    // for 10% on both ratios; docs/results/published-tables.md ("The Zero Bubble paper's profile")
+    // has the measurement, docs/cost-model.md ("What the model leaves out") what is missing.
     EXPECT_NEAR(f / (paper[0] * 1e3), 1.0, 0.05) << m.name;
     EXPECT_NEAR(b / f / paper_b, 1.0, 0.20) << m.name;
     EXPECT_NEAR(w / f / paper_w, 1.0, 0.35) << m.name;
