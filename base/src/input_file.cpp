@@ -36,7 +36,7 @@ std::string_view KindOf(mode_t mode) {
 
 // Refuses everything but a regular file: a directory as "is a directory", a FIFO, a socket or a
 // device by its kind. A FIFO with no writer would block the reader for ever, and a device has no
-// end or size to go by, so none of them is opened for reading (docs/reliability.md, class 6).
+// end or size to go by, so none of them is opened for reading (docs/reliability.md, class 8).
 void RequireRegular(const std::string& path, mode_t mode) {
   if (S_ISREG(mode)) return;
   if (S_ISDIR(mode)) CannotRead(path, EISDIR);
