@@ -45,7 +45,7 @@ if axes:
             else:
                 part += ch
         grid[key] = parts + [part]
-rows = megatron_sc21.rows(f"{root}/tests/data/megatron_sc21_table1.csv")
+rows = megatron_sc21.rows(f"{root}/data/megatron_sc21_table1.csv")
 ZB = list(zero_bubble_paper.models().values())
 paper = zero_bubble_paper.pass_times()
 for name, layers, heads, hidden, mb, p in ZB:

@@ -1,5 +1,5 @@
 """Megatron-LM's weak-scaling table (Narayanan et al., SC'21, Table 1:
-tests/data/megatron_sc21_table1.csv) as the scripts read it: each row's model as --set overrides
+data/megatron_sc21_table1.csv) as the scripts read it: each row's model as --set overrides
 of scenarios/published/megatron-sc21.yaml, the paper's own parallel layout, and the paper's FLOP
 count per iteration. Shared by scripts/validate-published.sh and scripts/plan-megatron.sh."""
 import data_table
@@ -52,7 +52,7 @@ def rows(table, kind=None):
 
 
 class Row2022(Row):
-    """One row of Korthikanti et al.'s Table 5 (tests/data/korthikanti_2022_table5.csv): a model of
+    """One row of Korthikanti et al.'s Table 5 (data/korthikanti_2022_table5.csv): a model of
     its Table 3 with one recompute setting, on the same Selene A100s as SC'21, no data
     parallelism; compared by iteration time."""
 
@@ -73,7 +73,7 @@ class Row2022(Row):
 
 class RowMtNlg(Row):
     """One row of Megatron-Turing NLG 530B's system performance (Smith et al. 2022, §2.4;
-    tests/data/mt_nlg_2022_system.csv): the same model on more replicas, plain 1F1B; its microbatch
+    data/mt_nlg_2022_system.csv): the same model on more replicas, plain 1F1B; its microbatch
     size is not published, so the caller states it."""
 
     def __init__(self, r, microbatch):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks `stagecraft plan` against what experts chose: for each row of Megatron-LM's SC'21 Table 1
-# (tests/data/megatron_sc21_table1.csv: ten GPT models, 1.7B to 1T parameters, on 32 to 3,072
+# (data/megatron_sc21_table1.csv: ten GPT models, 1.7B to 1T parameters, on 32 to 3,072
 # A100s of Selene), plans the row's model on its GPUs and global batch (device A100-SXM-80GB,
 # Selene's topology, every layer recomputed as the paper did: scenarios/published/
 # megatron-sc21.yaml sized like scripts/validate-published.sh does), predicts the paper's own
@@ -15,7 +15,7 @@ sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY runs anothe
 [[ -x "$sc" ]] || "$root/scripts/build.sh" >/dev/null
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
-python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" "$tmp" "$@" <<'PY'
+python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/data/megatron_sc21_table1.csv" "$tmp" "$@" <<'PY'
 import json, subprocess, sys, time
 import megatron_sc21
 sc, scenario, table, tmp, *extra = sys.argv[1:]

@@ -57,7 +57,7 @@ def rate(s, ideal):  # the paper's bubble rate
     cost = max(r["span_ms"] for r in s["per_rank"])
     return (cost - ideal) / cost
 
-rows = data_table.rows(f"{root}/tests/data/zero_bubble_paper.csv")
+rows = data_table.rows(f"{root}/data/zero_bubble_paper.csv")
 
 # 1. Table 5.
 if "1" in parts:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Predicts published GPU training measurements with the roofline cost model and prints, per row,
 # predicted and published throughput and the error (docs/cost-model.md).
-#   1. Megatron-LM weak scaling: Narayanan et al., SC'21, Table 1 (tests/data/megatron_sc21_table1.csv):
+#   1. Megatron-LM weak scaling: Narayanan et al., SC'21, Table 1 (data/megatron_sc21_table1.csv):
 #      ten GPT models, 1.7B to 1T parameters, on 32 to 3,072 A100s of Selene, simulated from
 #      scenarios/published/megatron-sc21.yaml with each row's sizes, parallel layout, batch and
 #      schedule (interleaved 1F1B where the row states layers per virtual stage). Throughput is the
@@ -9,18 +9,18 @@
 #      over the predicted step time and the GPUs. The A100's constants
 #      (scenarios/devices/A100-SXM-80GB.yaml) were fitted once, to this table.
 #   2. A table the constants never saw: Korthikanti et al., MLSys 2023, Table 5
-#      (tests/data/korthikanti_2022_table5.csv): 22B to 1T parameters on 8 to 512 of the same
+#      (data/korthikanti_2022_table5.csv): 22B to 1T parameters on 8 to 512 of the same
 #      A100s, tensor parallel 8, no data parallelism, each with full recompute and with sequence
 #      parallelism and selective recompute; predicted iteration time against the published, the
 #      error as throughput (published time / predicted time - 1, the sign of table 1's), with
 #      the tensor-parallel backward overlap the paper describes (pipeline.tensor_parallel_overlap);
-#   3. the same paper's Table 4 (tests/data/korthikanti_2022_table4.csv): one layer of its 22B
+#   3. the same paper's Table 4 (data/korthikanti_2022_table4.csv): one layer of its 22B
 #      model, forward and backward times, five settings of recompute and sequence parallelism;
-#   4. the Zero Bubble paper's Table 4 (tests/data/zero_bubble_table4.csv): measured samples per
+#   4. the Zero Bubble paper's Table 4 (data/zero_bubble_table4.csv): measured samples per
 #      GPU per second of 1F1B, ZB-1p and ZB-2p on its four models, 8 to 32 A100s, with its layout
 #      (the end stages one layer short) and a step of a long run (its iterations after warm-up);
 #   5. Megatron-Turing NLG 530B's system performance (Smith et al. 2022, §2.4;
-#      tests/data/mt_nlg_2022_system.csv): the same 530B model as table 1's on 280 to 420 DGX A100
+#      data/mt_nlg_2022_system.csv): the same 530B model as table 1's on 280 to 420 DGX A100
 #      servers, plain 1F1B in DeepSpeed's pipeline engine. Its microbatch size is not published:
 #      the rows are predicted with 1, 2 and 4, beside how the throughput falls as the replicas grow
 #      (the batch fixed, fewer microbatches each), and held to no target, --strict or not.
@@ -31,16 +31,16 @@
 # asks how the tables move with the A100's GEMM efficiency). --zb-split adds what part 4's schedule
 # ratios (ZB-1p and ZB-2p over 1F1B, measured and predicted) say about W's share of a stage: each
 # row again with explicit costs, every middle stage's F + B + W as the roofline model predicts it,
-# split first as the model splits it and then as the paper's profile does (tests/data/zero_bubble_paper.csv).
+# split first as the model splits it and then as the paper's profile does (data/zero_bubble_paper.csv).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY runs another build
 [[ -x "$sc" ]] || "$root/scripts/build.sh" >/dev/null
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" \
-python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/tests/data/megatron_sc21_table1.csv" \
-  "$root/tests/data/korthikanti_2022_table5.csv" "$root/tests/data/korthikanti_2022_table4.csv" \
-  "$root/tests/data/zero_bubble_table4.csv" "$root/tests/data/mt_nlg_2022_system.csv" "$tmp" "$@" <<'PY'
+python3 - "$sc" "$root/scenarios/published/megatron-sc21.yaml" "$root/data/megatron_sc21_table1.csv" \
+  "$root/data/korthikanti_2022_table5.csv" "$root/data/korthikanti_2022_table4.csv" \
+  "$root/data/zero_bubble_table4.csv" "$root/data/mt_nlg_2022_system.csv" "$tmp" "$@" <<'PY'
 import json, re, statistics, subprocess, sys
 import data_table  # tests/data's tables
 import megatron_sc21

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times the Zero Bubble paper's own transformer stage with its own timers: one GPU, no pipeline.
 
-What the paper's profile (Appendix D; tests/data/zero_bubble_paper.csv) measured is its runtime's
+What the paper's profile (Appendix D; data/zero_bubble_paper.csv) measured is its runtime's
 ScheduleTimers around each F, B and W of a middle pipeline stage
 (megatron/core/pipeline_parallel/zb_schedules.py in its code release, ed85b11c of
 github.com/sail-sg/zero-bubble-pipeline-parallelism; docs/cost-model.md, "What the profile's

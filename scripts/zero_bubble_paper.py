@@ -1,11 +1,11 @@
 """The Zero Bubble paper's facts (Qi et al., ICLR 2024) that several scripts share, read from
 tests/data, one place each; no PyTorch needed:
 
-  models()        its Table 3 models, from tests/data/zero_bubble_table4.csv: layers, heads,
+  models()        its Table 3 models, from data/zero_bubble_table4.csv: layers, heads,
                   hidden, microbatch size and GPUs (= pipeline stages), seq SEQ;
   stage_layers()  how its runs split the layers over the stages (§5.1: the first and the last
                   stage hold one layer fewer than the others);
-  profile()       its Appendix D profile, from tests/data/zero_bubble_paper.csv: per model, the
+  profile()       its Appendix D profile, from data/zero_bubble_paper.csv: per model, the
                   pipeline size p and the median over its rows of each pass's F, B and W (us);
   pass_times()    the same medians as (F, B, W) per model.
 """
@@ -21,7 +21,7 @@ Model = namedtuple("Model", "name layers heads hidden microbatch gpus")
 
 
 def _rows(name):
-    return data_table.rows(os.path.join(ROOT, "tests", "data", name))
+    return data_table.rows(os.path.join(ROOT, "data", name))
 
 
 def models():
