@@ -40,8 +40,13 @@ def entry(tool, main, argv=None):
 
 
 def build_dir():
-    """The build folder: $STAGECRAFT_BUILD, else build/ beside the sources."""
-    return Path(os.environ.get("STAGECRAFT_BUILD", ROOT / "build"))
+    """The build folder: $STAGECRAFT_BUILD, else the one $STAGECRAFT (a build's cli/stagecraft)
+    lies in, else build/ beside the sources."""
+    if "STAGECRAFT_BUILD" in os.environ:
+        return Path(os.environ["STAGECRAFT_BUILD"])
+    if "STAGECRAFT" in os.environ:
+        return Path(os.environ["STAGECRAFT"]).resolve().parent.parent
+    return ROOT / "build"
 
 
 def cli():
