@@ -84,13 +84,16 @@ def run(args, log=None):
     """Runs a command; its stdout and stderr go to `log` (a path) when given. Returns stdout's
     text (the log's when logged); a failure is a ToolError naming the command and its last line."""
     args = [str(a) for a in args]
-    if log is None:
-        done = subprocess.run(args, capture_output=True, text=True)
-        text, err = done.stdout, done.stderr
-    else:
-        with open(log, "w") as fh:
-            done = subprocess.run(args, stdout=fh, stderr=subprocess.STDOUT, text=True)
-        text = err = Path(log).read_text()
+    try:
+        if log is None:
+            done = subprocess.run(args, capture_output=True, text=True)
+            text, err = done.stdout, done.stderr
+        else:
+            with open(log, "w") as fh:
+                done = subprocess.run(args, stdout=fh, stderr=subprocess.STDOUT, text=True)
+            text = err = Path(log).read_text()
+    except OSError as e:
+        raise ToolError(f"cannot run {args[0]}: {e.strerror}")
     if done.returncode != 0:
         last = (err.strip().splitlines() or ["no output"])[-1]
         raise ToolError(f"{Path(args[0]).name} {' '.join(args[1:3])}... failed ({done.returncode}): {last}")
