@@ -40,8 +40,9 @@ import statistics
 import sys
 import time
 
-import zero_bubble_paper  # the paper's models and profile, one place (no torch needed)
-from block_prediction import ZB_IN_B  # which of the list's W kernels the paper's runtime runs in B
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from stagecraft_tools import tables  # noqa: E402  the paper's models and profile, one place (no torch needed)
+from stagecraft_tools.block import ZB_IN_B  # noqa: E402  the list's W kernels the paper's runtime runs in B
 
 try:
     import torch
@@ -49,8 +50,8 @@ except ImportError:  # the probe is optional: the build and tests never need PyT
     torch = None
 
 # The Zero Bubble paper's Table 3 models ({name: Model(layers, heads, hidden, microbatch, gpus)}, seq SEQ).
-MODELS = zero_bubble_paper.models()
-SEQ = zero_bubble_paper.SEQ
+MODELS = tables.zb_models()
+SEQ = tables.ZB_SEQ
 LN_EPS = 1e-5
 
 

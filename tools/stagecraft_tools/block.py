@@ -1,8 +1,8 @@
-"""One transformer block as the roofline model predicts it, for the scripts that set a GPU's
-measurement beside it (scripts/layer-probe.sh, scripts/zb-fork-layer.sh); no PyTorch needed.
+"""One transformer block as the roofline model predicts it, for the tools that set a GPU's
+measurement beside it (layer_report, zb_fork_compare); no PyTorch needed. Bad input is a ToolError.
 
-  load(path, what, who)    a GPU run's JSON whose "models" are not empty, or one line naming `who`
-  device_file(run, given, who)  the device file given, else the one for the run's GPU
+  load(path, what)         a GPU run's JSON whose "models" are not empty
+  device_file(run, given)  the device file given, else the one for the run's GPU
   device_file_for(gpu)     the device file (scenarios/devices) of a GPU named as CUDA names it
   explain(sc, device, ...) the block's kernels as `stagecraft simulate --explain-json` times them,
                            {(pass, name): us}, and the device with every field resolved
@@ -12,8 +12,9 @@ measurement beside it (scripts/layer-probe.sh, scripts/zb-fork-layer.sh); no PyT
 """
 import json
 import subprocess
-import sys
 import tempfile
+
+from .common import ToolError
 
 # The kernels of the list's W that the Zero Bubble runtime runs in B: its WeightGradStore defers
 # only the linear layers' weight GEMMs (docs/cost-model.md, "What the profile's timers hold").
@@ -27,9 +28,8 @@ def device_file_for(gpu):
     return next((file for key, file in _DEVICES if key in gpu), None)
 
 
-def load(path, what, who):
-    """The JSON at `path` (a `what`'s: "probe", "run"), with models to compare; exits with one line
-    naming `who` when it is unreadable or has none."""
+def load(path, what):
+    """The JSON at `path` (a `what`'s: "probe", "run"), with models to compare."""
     try:
         with open(path) as fh:
             run = json.load(fh)
@@ -37,24 +37,23 @@ def load(path, what, who):
         if not isinstance(models, (list, dict)):
             raise ValueError(f'"models" is a {type(models).__name__}')
     except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"{who}: {path}: not a {what}'s JSON ({e})")
+        raise ToolError(f"{path}: not a {what}'s JSON ({e})")
     if not models:
-        sys.exit(f"{who}: {path}: the {what} timed no model")
+        raise ToolError(f"{path}: the {what} timed no model")
     return run
 
 
-def device_file(run, given, who):
-    """`given`, else the device file for the run's GPU; exits with one line naming `who` when none fits."""
+def device_file(run, given):
+    """`given`, else the device file for the run's GPU."""
     name = str(run.get("device", ""))
     device = given or device_file_for(name)
     if device is None:
-        sys.exit(f"{who}: no device file for '{name}': name one with --device-file")
+        raise ToolError(f"no device file for '{name}': name one with --device-file")
     return device
 
 
-def explain(sc, device, hidden, heads, seq, microbatch, dtype, dropout, sets=(), who="block_prediction"):
-    """The block's kernels as the model times them and the resolved device; exits with one line
-    naming `who` when simulate fails or lists no block."""
+def explain(sc, device, hidden, heads, seq, microbatch, dtype, dropout, sets=()):
+    """The block's kernels as the model times them and the resolved device."""
     with tempfile.TemporaryDirectory() as tmp:
         with open(f"{tmp}/block.yaml", "w") as fh:
             fh.write("name: one-block\n"
@@ -66,12 +65,12 @@ def explain(sc, device, hidden, heads, seq, microbatch, dtype, dropout, sets=(),
         r = subprocess.run([sc, "simulate", fh.name, "--explain-json", f"{tmp}/explain.json", *sets],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
-            sys.exit(f"{who}: simulate --explain-json failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise ToolError(f"simulate --explain-json failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
         with open(f"{tmp}/explain.json") as fh:
             explained = json.load(fh)
     block = next((s for s in explained["sections"] if s["id"] == "block"), None)
     if block is None or not block["kernels"]:
-        sys.exit(f"{who}: simulate --explain-json listed no kernels of one transformer block")
+        raise ToolError("simulate --explain-json listed no kernels of one transformer block")
     return {(k["pass"], k["name"]): k["time_us"] for k in block["kernels"]}, explained["device"]
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Predicted against measured for ranks that share a device, over several rounds.
 
 A machine shared with others drifts by tens of percent, between two executions and between the
@@ -11,22 +10,19 @@ of the rounds' errors and how far apart the rounds' measured step times were (th
 noise), and issue 52's targets (median |step error| <= 5%, largest <= 10%, |bubble error| <= 3
 points, each schedule's error being its median over the rounds).
 
-Usage: scripts/shared_core_report.py ROUND_DIR [ROUND_DIR ...]   (each with predicted.json and
+Usage: scripts/tool.sh shared_core ROUND_DIR [ROUND_DIR ...]   (each with predicted.json and
 measured.json). Exits 0 with the table (a benchmark: whatever the errors), 1 with one line on
 bad input.
 """
 import json
 import os
 import statistics
-import sys
+
+from .common import ToolError as InputError, entry
 
 TARGET_MEDIAN_PCT = 5.0
 TARGET_WORST_PCT = 10.0
 TARGET_BUBBLE_PP = 3.0
-
-
-class InputError(Exception):
-    pass
 
 
 def schedules_of(path):
@@ -72,13 +68,13 @@ def summary(rows):
 
 
 def main(argv):
-    if len(argv) < 2:
-        raise InputError("usage: scripts/shared_core_report.py ROUND_DIR [ROUND_DIR ...]")
+    if not argv:
+        raise InputError("usage: scripts/tool.sh shared_core ROUND_DIR [ROUND_DIR ...]")
     rounds = [(schedules_of(os.path.join(d, "predicted.json")), schedules_of(os.path.join(d, "measured.json")))
-              for d in argv[1:]]
+              for d in argv]
     rows = compare(rounds)
     if not rows:
-        raise InputError(f"{argv[1]}: no schedule was predicted and measured in every round")
+        raise InputError(f"{argv[0]}: no schedule was predicted and measured in every round")
     print(f"{len(rounds)} round(s) of profile, prediction and execution; each error the median over them")
     print(f"{'schedule':<12} {'step error':>10} {'rounds':>16} {'bubble error':>12} {'measured':>10} {'run-to-run':>10}")
     for name, err, lo, hi, bubble, step, spread in rows:
@@ -93,8 +89,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except InputError as e:
-        print(f"shared_core_report: {e}", file=sys.stderr)
-        sys.exit(1)
+    raise SystemExit(entry("shared_core_report", main))

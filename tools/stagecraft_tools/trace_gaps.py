@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Where a measured run's per-op overhead goes (docs/accuracy.md, "What is off").
 
 For each compute op of each rank of a trace (`stagecraft execute --trace`), the gap before it:
@@ -8,12 +7,13 @@ split counts as overhead. The gaps are printed by op kind, and apart by whether 
 receives completed inside the gap: on the CPU backend a receive posted ahead completes in the
 runtime's poll between two ops, and the receiving process copies the message out there.
 
-Usage: scripts/trace-gaps.py TRACE.json...
+Usage: scripts/trace-gaps.sh TRACE.json...
 """
 import json
 import statistics
-import sys
 from collections import defaultdict
+
+from .common import ToolError, entry, usage_error
 
 COMPUTE = ("F", "B", "I", "W", "STEP")
 
@@ -30,7 +30,7 @@ def gaps(path):
             by_rank[e["pid"]].append((a["op_index"], a["kind"], a["stage"], a["microbatch"], a["step"],
                                       float(e["ts"]), float(e["dur"])))
     except (OSError, ValueError, KeyError, TypeError) as err:
-        sys.exit(f"trace-gaps: {path}: not a stagecraft trace ({err})")
+        raise ToolError(f"{path}: not a stagecraft trace ({err})")
     by_kind, by_receives = defaultdict(list), defaultdict(list)
     steps = 0
     for ops in by_rank.values():
@@ -56,13 +56,13 @@ def gaps(path):
     return by_kind, by_receives, len(by_rank), steps
 
 
-def main():
-    if len(sys.argv) < 2:
-        sys.exit("usage: scripts/trace-gaps.py TRACE.json...")
-    for path in sys.argv[1:]:
+def main(argv):
+    if not argv:
+        raise usage_error("usage: scripts/trace-gaps.sh TRACE.json...")
+    for path in argv:
         by_kind, by_receives, ranks, steps = gaps(path)
         if not by_kind:
-            sys.exit(f"trace-gaps: {path}: no gap between two compute ops")
+            raise ToolError(f"{path}: no gap between two compute ops")
         every = [g for v in by_kind.values() for g in v]
         print(f"{path}: {len(every)} gaps over {ranks} rank(s) and {steps} step(s), mean {statistics.mean(every):.1f} us")
         print("  by the op after the gap: " + ", ".join(
@@ -77,4 +77,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(entry("trace-gaps", main))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The report of scripts/gpu-check.sh, from what its steps left in the report folder.
 
 Reads OUT/steps.tsv (one line per step: name, pass|fail|skip, seconds, detail, log) and the
@@ -9,14 +8,15 @@ alike, cuda_bench's targets, the NcclTransport against raw NCCL; exec_mpi_gpu_te
 cases as skipped rows), and writes OUT/report.md and OUT/summary.json. Prints the closing line
 "N passed, M failed" and exits 1 when M > 0.
 
-Usage: scripts/gpu_check_report.py OUT
+Usage: scripts/tool.sh gpu_report OUT
 """
 import datetime
 import json
 import os
 import socket
-import sys
 import xml.etree.ElementTree as ET
+
+from .common import ToolError, entry, usage_error
 
 # cuda_bench's targets (tests/bench/cuda_bench.cpp, docs/executor.md, "GPU executor").
 OF_CUBLAS_TARGET = 0.6
@@ -363,10 +363,12 @@ def zb_fork_section(out):
     return lines + [""]
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gpu_check_report.py OUT")
-    out = sys.argv[1]
+def main(argv):
+    if len(argv) != 1:
+        raise usage_error("usage: scripts/tool.sh gpu_report OUT")
+    out = argv[0]
+    if not os.path.isdir(out):
+        raise ToolError(f"{out}: no such report folder")
     steps = read_steps(out)
     checks = []
     body = []
@@ -399,8 +401,8 @@ def main():
         json.dump(summary, f, indent=2)
         f.write("\n")
     print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(entry("gpu_report", main))
