@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""The PyTorch side of scripts/bench-vs-torch.sh (PyTorch 1.13, Debian's python3-torch).
+"""The PyTorch side of scripts/bench-vs-torch.sh (stagecraft_tools.peer_bench runs it as
+`python3 -m stagecraft_tools.torch_peer`; PyTorch 1.13, Debian's python3-torch).
 
 Subcommands, each printing one JSON object on stdout:
   layers H ROWS ACT        per-layer F, I and W of 8 x Linear(H, H) + bias -> ACT on [ROWS x H],
@@ -286,7 +286,7 @@ def main(argv):
     elif what == "gpt_train":
         result = gpt_train(*map(int, argv[2:10]))
     else:
-        raise SystemExit(f"bench_vs_torch.py: unknown subcommand {what}")
+        raise SystemExit(f"torch_peer: unknown subcommand {what}")
     print(json.dumps(result))
 
 
