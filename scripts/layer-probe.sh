@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The roofline model's kernel list against one GPU, kernel by kernel (issue 30, point 6;
 # docs/cost-model.md, "What the profile's timers hold"):
-#   1. scripts/layer_probe.py times one transformer block of each of the Zero Bubble paper's four
+#   1. tools/stagecraft_tools/layer_probe.py times one transformer block of each of the Zero Bubble paper's four
 #      models (its Table 3 shapes, fp16, dropout 0.1, no FlashAttention) on this machine's GPU
 #      with PyTorch, each kernel of the list one timed call (the queue kept full), and each pass
 #      whole as Megatron-LM's Timer times it;
@@ -19,7 +19,7 @@
 #   --device-file NAME  the device file to predict with (default: from the GPU's name)
 #   --set KEY=VALUE     an override for the prediction (simulate --set), e.g.
 #                       topology.device.memory_kernels={softmax: 0.3}
-#   PROBE ARGS     passed to layer_probe.py (--models, --reps, --dtype, --dropout, --fused)
+#   PROBE ARGS     passed to stagecraft_tools.layer_probe (--models, --reps, --dtype, --dropout, --fused)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sc="${STAGECRAFT:-$root/build/cli/stagecraft}"
@@ -49,7 +49,8 @@ if [[ -z "$json" ]]; then
   fi
   json="$out/layer-probe.json"
   rm -f "$json"
-  "$py" "$root/scripts/layer_probe.py" --out "$json" "${probe_args[@]}" | tee "$out/layer-probe.log"
+  PYTHONPATH="$root/tools${PYTHONPATH:+:$PYTHONPATH}" "$py" -m stagecraft_tools.layer_probe --out "$json" "${probe_args[@]}" |
+    tee "$out/layer-probe.log"
   rc=${PIPESTATUS[0]}
   [[ $rc -eq 0 ]] || { echo "layer-probe: the probe failed (exit $rc)" >&2; exit "$rc"; }
   grep -q '^SKIPPED' "$out/layer-probe.log" && exit 0

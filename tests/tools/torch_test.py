@@ -27,3 +27,10 @@ def test_torch_peer_layers():
     assert done.returncode == 0, done.stderr
     times = json.loads(done.stdout)
     assert all(times[k] > 0 for k in ("forward_us", "backward_input_us", "backward_weight_us"))
+
+
+def test_layer_probe_check():
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
+    done = subprocess.run([sys.executable, "-m", "stagecraft_tools.layer_probe", "--check"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0 and "match autograd" in done.stdout, done.stdout + done.stderr

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """One transformer block's kernels, timed one by one on a GPU with PyTorch, named as the roofline
 model names them (`stagecraft simulate --explain`), with its backward split as the executor and
 the Zero Bubble runtime split it: F, I (input gradients) and W (weight gradients).
@@ -26,7 +25,7 @@ paper's runtime (its WeightGradStore defers the four weight GEMMs alone: the res
 scale-mask-softmax, bias + GELU, the bias-dropout-adds) as one kernel each, made by torch.compile
 (PyTorch 2), as Megatron-LM's fused kernels run them.
 
-Usage:
+Usage (python3 -m stagecraft_tools.layer_probe, with tools/ on PYTHONPATH; scripts/layer-probe.sh runs it):
   layer_probe.py --check                  gradients against autograd (CPU, float64, tiny shapes)
   layer_probe.py [--models 1.5B,6.2B,14.6B,28.3B] [--reps N] [--dtype fp16|bf16] [--dropout P]
                  [--fused] [--out FILE.json]   time on the GPU (needs CUDA)
@@ -40,9 +39,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from stagecraft_tools import tables  # noqa: E402  the paper's models and profile, one place (no torch needed)
-from stagecraft_tools.block import ZB_IN_B  # noqa: E402  the list's W kernels the paper's runtime runs in B
+from . import tables  # the paper's models and profile, one place (no torch needed)
+from .block import ZB_IN_B  # the list's W kernels the paper's runtime runs in B
 
 try:
     import torch
