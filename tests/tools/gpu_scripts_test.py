@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, run_script
+from conftest import run_script
 from stagecraft_tools import common
 
 

@@ -49,3 +49,9 @@ def test_bad_model_is_one_line():
     done = run_script("zb-paper-replay.sh", "--models", "9B")
     assert done.returncode == 2
     assert one_error_line(done, "zb-paper-replay").endswith("no such model 9B (Table 5 has 1.5B, 14.6B, 28.3B, 6.2B)")
+
+
+def test_unknown_flag_is_one_line():
+    done = run_script("zb-paper-replay.sh", "--bogus")
+    assert done.returncode == 2
+    assert one_error_line(done, "zb-paper-replay") == "zb-paper-replay: unrecognized arguments: --bogus"

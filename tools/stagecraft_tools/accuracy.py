@@ -8,7 +8,6 @@ of the run from its own op times) into the machine's cost drift and the model's 
 stash's share (each run predicted again without its profile's stash), and data parallelism against
 the pipeline: P = 1 x D = 2 replicas of microbatch b and a P = 2 x D = 1 pipeline of microbatch 2b
 (1F1B), whose losses must agree (DESIGN.md §9). A benchmark: exits 0 whatever the errors."""
-import argparse
 import re
 import statistics
 from collections import namedtuple
@@ -148,7 +147,7 @@ def loss_difference(a, b):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="accuracy.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="accuracy.sh", description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="?", default="3", help="runs per shape (default 3)")
     parser.add_argument("--scenario", default=str(common.SCENARIOS / "mlp-cpu.yaml"))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override for every run")

@@ -3,7 +3,6 @@
 the same model trained on one rank; it also reports the executor's overhead per op. With
 --oversubscribed, 1F1B on 4 ranks over the cores too, its CPU time against wall time (waits must
 sleep, not spin). A benchmark: exits 0 whatever the ratio (non-zero only when a run fails)."""
-import argparse
 import os
 import resource
 import time
@@ -89,7 +88,7 @@ def oversubscribed_table(ms, pipe2, pipe4):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="bench-executor.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="bench-executor.sh", description=__doc__.splitlines()[0])
     parser.add_argument("ms", nargs="*", help="microbatch counts (default 4 8 16, or $BENCH_MICROBATCHES)")
     parser.add_argument("--oversubscribed", action="store_true", help="also 1F1B on 4 ranks over the cores")
     parser.add_argument("--steps", default=os.environ.get("BENCH_STEPS", "10"), help="steps per run (default 10)")

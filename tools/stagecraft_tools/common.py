@@ -1,6 +1,7 @@
 """What every tool shares: where the sources and the build are, one-line errors (ToolError,
 caught once by `entry`), running `stagecraft` (alone or under MPI) with its output in a log, the
 project's Python module for simulations, and the statistics the reports print."""
+import argparse
 import json
 import os
 import statistics
@@ -23,6 +24,13 @@ class ToolError(Exception):
 
 def usage_error(message):
     return ToolError(message, status=2)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are a usage ToolError: one line, exit 2."""
+
+    def error(self, message):
+        raise usage_error(message)
 
 
 def entry(tool, main, argv=None):

@@ -5,9 +5,7 @@ every scenario), and at each point Megatron-LM's SC'21 Table 1 as validate-publi
 models, a middle stage): predicted B/F and W/F against its Appendix D (target within 10%).
 Prints the points that meet Megatron-LM's targets, best Zero Bubble fit first, then the best Zero
 Bubble fits whatever Megatron-LM's error. A benchmark of the model: exits 0 whatever the numbers."""
-import argparse
 import itertools
-import statistics
 from concurrent.futures import ProcessPoolExecutor
 
 from . import common, published, tables
@@ -81,7 +79,7 @@ def report(results, points):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="device-grid.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="device-grid.sh", description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="?", default="2", help="processes (default 2)")
     parser.add_argument("axes", nargs="*", metavar="KEY=V1,V2,...", help="the grid (default: three constants, 125 points)")
     args = parser.parse_args(argv)

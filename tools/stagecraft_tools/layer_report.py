@@ -4,7 +4,6 @@ model's kernel list for the same block (`simulate --explain-json` on the matchin
 model F, I and W per layer, B/F and W/F in the Zero Bubble runtime's split beside the paper's A100
 profile, the kernels the model has most wrong, and what the run implies for the device file's
 efficiencies. Writes OUT/layer-probe.md and OUT/layer-probe-compare.json; prints the report."""
-import argparse
 import json
 import os
 import statistics
@@ -131,7 +130,7 @@ def run(sc, out, path, device, sets):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="layer-probe.sh (report)", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="layer-probe.sh (report)", description=__doc__.splitlines()[0])
     parser.add_argument("json", help="the probe's JSON")
     parser.add_argument("--out", required=True, help="the report's folder")
     parser.add_argument("--device-file", default="", help="the device file to predict with (default: from the GPU's name)")

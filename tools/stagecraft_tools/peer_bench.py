@@ -10,7 +10,6 @@
      one rank against the same GPT in PyTorch, one thread each; every schedule on 2 ranks against it.
 End-to-end numbers are the median of REPEATS runs with their min..max. Without PyTorch (Debian's
 python3-torch) the sections that need it are skipped, saying so."""
-import argparse
 import json
 import os
 import statistics
@@ -207,7 +206,7 @@ class Bench:
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="bench-vs-torch.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="bench-vs-torch.sh", description=__doc__.splitlines()[0])
     parser.add_argument("repeats", nargs="?", default="3", help="runs per end-to-end number (default 3)")
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--gpt", action="store_true", help="section 5 alone")

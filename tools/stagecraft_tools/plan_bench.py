@@ -2,7 +2,6 @@
 --gpus 3072 --global-batch 3072, the whole space) on every core of this machine, and prints its
 counts from the plan's --json: configurations enumerated, rejected by kind, simulated. Target:
 under 60 s on the 2-core development machine; exits 1 above it."""
-import argparse
 import os
 import tempfile
 import time
@@ -26,7 +25,7 @@ def verdict(seconds, cores, target_s=TARGET_S):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="plan-bench.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="plan-bench.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default=str(common.SCENARIOS / "gpt-1t-3072xa100.yaml"))
     parser.add_argument("--gpus", default="3072")
     parser.add_argument("--global-batch", default="3072")

@@ -5,7 +5,6 @@ three configurations under MPI (the first from its --write-best scenario as writ
 through --set), and prints whether the measured order agrees with the predicted one and how far
 each run's step and each rank's measured peak memory are from the prediction. Exits 1 when a
 measured peak is over its predicted peak by more than 2%."""
-import argparse
 import statistics
 from pathlib import Path
 
@@ -46,7 +45,7 @@ def order_line(rows):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="plan-check.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="plan-check.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--global-batch", default="512", help="the plan's global batch (default 512, the scenario's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override of mlp-cpu.yaml")
     parser.add_argument("--out", default=str(common.build_dir() / "out" / "plan-check"), help="output folder")

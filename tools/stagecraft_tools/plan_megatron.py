@@ -4,7 +4,6 @@ Table 1 (data/megatron_sc21_table1.csv), plans the row's model on its GPUs and g
 paper's own layout with the same simulator, and prints both in TFLOP/s per GPU (the paper's FLOP
 count). The plan's best must be at least as fast: the paper's layout is in the plan's space, so a
 slower best is a bug in the enumeration or the pruning. Exits 1 when a row's plan is slower."""
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -60,7 +59,7 @@ def parse_rows(text, count):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="plan-megatron.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="plan-megatron.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", help="1-based rows of Table 1 only, e.g. 1,2")
     args, plan_flags = parser.parse_known_args(argv)
     rows = tables.megatron_rows()

@@ -9,10 +9,7 @@ predicted and published numbers and the error (docs/cost-model.md); the tables a
   5. Megatron-Turing NLG 530B's system performance (microbatch size unpublished: 1, 2 and 4; no target).
 Targets per table: median |error| <= 5%, largest <= 10%. Exits 1 when table 1 misses them (any
 table, with --strict). --zb-split adds part 4's schedule ratios with W's share split two ways."""
-import argparse
-import json
 import statistics
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -246,7 +243,7 @@ def layer_ms(sections):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="validate-published.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="validate-published.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--strict", action="store_true", help="exit 1 when any table misses the targets")
     parser.add_argument("--zb-split", action="store_true", help="the Zero Bubble ratios against W's share")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override for every row")

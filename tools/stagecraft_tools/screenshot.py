@@ -1,9 +1,7 @@
 """Regenerates the README's picture of the viewer (docs/viewer.png) from the default scenario's
 traces: predicted and measured 1f1b overlaid, with predicted gpipe and zb-h1 side by side on the
 same time axis, zoomed to the first two steps. scripts/run.sh writes the traces (build/out)."""
-import argparse
 import shutil
-import subprocess
 from pathlib import Path
 
 from . import common
@@ -20,7 +18,7 @@ def time_range(traces):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="screenshot.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="screenshot.sh", description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", default=str(common.ROOT / "docs" / "viewer.png"), help="the PNG (default docs/viewer.png)")
     parser.add_argument("--traces", default=str(common.build_dir() / "out"), help="the traces' folder (default build/out)")
     args = parser.parse_args(argv)

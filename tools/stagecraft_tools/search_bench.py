@@ -11,7 +11,6 @@ non-zero only when a command fails):
      the best hand schedule, the searched one and a control (the best hand schedule's own order as
      a schedule file) on 2 x RUNS fresh runs (the control's ratio is the method's resolution);
   4. a search for 8 ranks x 32 microbatches (gpt-1.3b-8xh100.yaml) on one core: wall time."""
-import argparse
 import os
 import statistics
 import time
@@ -167,7 +166,7 @@ def part4(out):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="search-bench.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="search-bench.sh", description=__doc__.splitlines()[0])
     parser.add_argument("budget", nargs="?", default="2", help="seconds per search (default 2)")
     parser.add_argument("runs", nargs="?", default="5", help="executor runs of part 3 (default 5)")
     parser.add_argument("--parts", default=os.environ.get("SEARCH_BENCH_PARTS", "1234"), help="which parts (default 1234)")

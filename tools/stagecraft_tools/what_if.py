@@ -5,8 +5,6 @@ cost model says each pass changes between the two schedules), execute the what-i
 and compare. Every pair reports its op-time drift (the stages' median F from the base run to the
 what-if's run): where it stays under 2% the what-if's own error shows. A benchmark: exits 0
 whatever the errors."""
-import argparse
-import statistics
 from collections import namedtuple
 from pathlib import Path
 
@@ -67,7 +65,7 @@ def report(pairs):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="what-if.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="what-if.sh", description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="?", default="2", help="rounds (default 2)")
     parser.add_argument("scenario", nargs="?", default=str(common.SCENARIOS / "mlp-cpu.yaml"),
                         help="a scenario the CPU executor runs (default scenarios/mlp-cpu.yaml)")

@@ -6,7 +6,6 @@ per chunk (§5.1). Then ZB-1p and ZB-2p (the automatic scheduler) against the au
 the same costs (data/zero_bubble_auto.csv, 1e-4) and the ZB-2p rates Table 5 publishes (0.002).
 For 1F1B-I the reference is the authors' replay with the chunk-boundary edge on every microbatch
 (column 1f1b_i_every_edge); Table 5's own 1F1B-I value is printed beside it."""
-import argparse
 from collections import namedtuple
 
 from . import common, tables
@@ -93,7 +92,7 @@ def report(results):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="zb-paper-replay.sh", description=__doc__.splitlines()[0])
+    parser = common.ArgumentParser(prog="zb-paper-replay.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated models of Table 5 (default every one), e.g. 1.5B")
     args = parser.parse_args(argv)
     models = set(args.models.split(",")) if args.models else None
