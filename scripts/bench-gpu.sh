@@ -12,8 +12,10 @@
 #                                  without a usable GPU it says why and exits 0)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sc="$root/build/cli/stagecraft"
-[[ -x "$sc" && -x "$root/build/tests/bench/cuda_bench" ]] || "$root/scripts/build.sh" >/dev/null
+build="${STAGECRAFT_BUILD:-$root/build}"   # STAGECRAFT_BUILD=DIR measures another build
+(($# == 0)) || { echo "usage: scripts/bench-gpu.sh" >&2; exit 2; }
+sc="$build/cli/stagecraft"
+[[ -x "$sc" && -x "$build/tests/bench/cuda_bench" ]] || "$root/scripts/build.sh" >/dev/null
 if ! "$sc" devices --quiet; then
   echo "bench-gpu: nothing to measure: $("$sc" devices | sed -n 's/^verdict: //p')"
   exit 0
@@ -21,12 +23,12 @@ fi
 "$sc" devices
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "== 1/3 ctest -L gpu"
-(cd "$root/build" && ctest -L gpu --output-on-failure --timeout 900) || echo "bench-gpu: some gpu tests FAILED (above)"
+(cd "$build" && ctest -L gpu --output-on-failure --timeout 900) || echo "bench-gpu: some gpu tests FAILED (above)"
 echo "== 2/3 cuda_bench"
-"$root/build/tests/bench/cuda_bench"
+"$build/tests/bench/cuda_bench"
 echo "== 3/3 nccl_p2p_bench (2 ranks)"
-if [[ -x "$root/build/tests/bench/nccl_p2p_bench" ]]; then
-  "$root/scripts/mpirun.sh" 2 "$root/build/tests/bench/nccl_p2p_bench"
+if [[ -x "$build/tests/bench/nccl_p2p_bench" ]]; then
+  "$root/scripts/mpirun.sh" 2 "$build/tests/bench/nccl_p2p_bench"
 else
   echo "this build has no NCCL: no p2p benchmark"
 fi

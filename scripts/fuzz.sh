@@ -12,6 +12,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds=${1:-60}
 build="$root/build-fuzz"
+all="scenario topology profile csv schedule_json trace metrics plan"
+[[ $# -le 1 && "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2; }
+for name in ${FUZZ_ONLY:-}; do
+  [[ " $all " == *" $name "* ]] || { echo "fuzz.sh: FUZZ_ONLY: no harness '$name' (known: $all)" >&2; exit 2; }
+done
+command -v clang++-14 >/dev/null || { echo "fuzz.sh: clang++-14 is missing: libFuzzer needs clang (apt-get install clang-14)" >&2; exit 1; }
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -21,7 +27,7 @@ cmake --build "$build" -j"$(nproc)"
 # Longest input per harness: room for the largest seed and then some, small enough to stay fast.
 declare -A max_len=([scenario]=4096 [topology]=2048 [profile]=4096 [csv]=4096 [schedule_json]=16384
                     [trace]=16384 [metrics]=8192 [plan]=4096)
-names=${FUZZ_ONLY:-"scenario topology profile csv schedule_json trace metrics plan"}
+names=${FUZZ_ONLY:-$all}
 failed=0
 printf '%-14s %12s %8s  %s\n' harness executions seconds result
 for name in $names; do

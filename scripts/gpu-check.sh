@@ -195,7 +195,7 @@ for p in $driver_paths; do [[ -e "$p" ]] && driver=1; done
 if [[ $driver -eq 0 && $dry -eq 0 && $do_build -eq 1 ]]; then
   why="no GPU: no NVIDIA driver on this machine (none of: $driver_paths); nothing was built"
   printf 'devices\tfail\t0\t%s\t\n' "$why" >>"$out/steps.tsv"
-  python3 "$root/scripts/gpu_check_report.py" "$out" >/dev/null
+  "$root/scripts/tool.sh" gpu_report "$out" >/dev/null
   echo "gpu-check: $why"
   exit 4
 fi
@@ -218,7 +218,7 @@ else
   if [[ $devices_rc -ne 0 ]]; then
     why="$(sed -n 's/^verdict: //p' "$out/logs/devices.log")"
     printf 'devices\tfail\t0\t%s\tlogs/devices.log\n' "${why:-$(head -c 200 "$out/logs/devices.log")}" >>"$out/steps.tsv"
-    python3 "$root/scripts/gpu_check_report.py" "$out" >/dev/null
+    "$root/scripts/tool.sh" gpu_report "$out" >/dev/null
     echo "gpu-check: ${why:-stagecraft devices exited $devices_rc (see $out/logs/devices.log)}"
     exit "$devices_rc"
   fi
@@ -395,4 +395,4 @@ if [[ $dry -eq 1 ]]; then
   exit 0
 fi
 echo "report: $out/report.md"
-python3 "$root/scripts/gpu_check_report.py" "$out"
+"$root/scripts/tool.sh" gpu_report "$out"

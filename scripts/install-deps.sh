@@ -7,7 +7,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev xvfb xauth
-  python3-dev pybind11-dev
+  python3-dev pybind11-dev python3-pytest python3-yaml
   coinor-libcbc-dev
 )
 missing=()

@@ -3,7 +3,7 @@
 # point 2): the main scenario as 4 pipeline ranks on 2 cores (pipeline.ranks_per_device 2), every
 # schedule. ROUNDS independent rounds, each a profile of the layout (`stagecraft profile` under
 # mpirun: the layers, then the calibration runs, both as the layout runs), its prediction
-# (`simulate`) and an execution; scripts/shared_core_report.py holds the model to the median over
+# (`simulate`) and an execution; tools/stagecraft_tools/shared_core.py holds the model to the median over
 # the rounds of each schedule's errors, the rounds' spread beside it. One profile or one execution
 # on a shared machine drifts by tens of percent; the median of several rounds is what the model
 # is held to.
@@ -48,4 +48,4 @@ for ((k = 1; k <= rounds; ++k)); do
     --set model.profile="$d/profile.yaml" --json "$d/measured.json"
   dirs+=("$d")
 done
-python3 "$root/scripts/shared_core_report.py" "${dirs[@]}" | tee "$out/report.txt"
+"$root/scripts/tool.sh" shared_core "${dirs[@]}" | tee "$out/report.txt"

@@ -23,64 +23,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${ZB_FORK_DIR:-$root/build/zb-fork}"   # ZB_FORK_DIR=DIR keeps the two trees elsewhere
 ZB_RELEASE=ed85b11c
-sc="${STAGECRAFT:-$root/build/cli/stagecraft}"   # STAGECRAFT=BINARY predicts with another build
 
-# compare FILE [DEVICE]: the comparison of --compare.
-compare() {
-  [[ -x "$sc" ]] || { echo "zb-fork-layer.sh: missing $sc: run scripts/build.sh first" >&2; return 1; }
-  PYTHONPATH="$root/scripts${PYTHONPATH:+:$PYTHONPATH}" python3 - "$sc" "$1" "${2:-}" <<'PY'
-import json, os, sys
-import block_prediction  # one layer as the model predicts it, and the Zero Bubble runtime's split
-sc, path, device = sys.argv[1:]
-who = "zb-fork-layer.sh"
-run = block_prediction.load(path, "run", who)
-device = block_prediction.device_file(run, device, who)
-models = run["models"]
-FIELDS = ("hidden", "heads", "seq", "microbatch", "mean_ms", "paper_b_over_f", "paper_w_over_f")
-if not isinstance(models, dict):
-    sys.exit(f'{who}: {path}: not a run\'s JSON ("models" is a {type(models).__name__}, not {{"MODEL/JIT": ...}})')
-for key, m in models.items():
-    if "/" not in key or not isinstance(m, dict) or any(f not in m for f in FIELDS) or \
-            not isinstance(m["mean_ms"], dict) or any(not isinstance(m["mean_ms"].get(p), (int, float)) for p in "FBW"):
-        sys.exit(f"{who}: {path}: not a run's JSON (models['{key}'] is not MODEL/JIT with "
-                 f"{', '.join(FIELDS)} and mean_ms {{F, B, W}})")
-lines = [f"The release's stage on {run['device']} against the list on {device}: per layer, ms, measured / predicted, "
-         "in the Zero Bubble runtime's split (W: the weight GEMMs alone)",
-         f"{'model':>6} {'TorchScript':>11} {'F':>15} {'B':>15} {'W':>15} {'B/F meas / pred / paper':>25} "
-         f"{'W/F meas / pred / paper':>25}"]
-out = {"device": device, "run_device": run["device"], "models": {}}
-shapes = {}  # one prediction per shape: a model's fused and unfused runs share it
-for key, m in models.items():
-    model, jit = key.split("/", 1)
-    shape = (m["hidden"], m["heads"], m["seq"], m["microbatch"])
-    if shape not in shapes:
-        kernels, _ = block_prediction.explain(sc, device, *shape, "fp16", True, who=who)
-        shapes[shape] = {k: v / 1e3 for k, v in block_prediction.passes(kernels)[1].items()}
-    pred = shapes[shape]
-    meas = m["mean_ms"]
-    out["models"][key] = {"measured_ms": meas, "predicted_ms": pred}
-    cells = " ".join(f"{meas[k]:>7.3f} / {pred[k]:<5.3f}" for k in "FBW")
-    lines.append(f"{model:>6} {jit:>11} {cells} {meas['B'] / meas['F']:>7.3f} / {pred['B'] / pred['F']:.3f} / "
-                 f"{m['paper_b_over_f']:.3f} {meas['W'] / meas['F']:>9.3f} / {pred['W'] / pred['F']:.3f} / "
-                 f"{m['paper_w_over_f']:.3f}")
-target = (path[:-len(".json")] if path.endswith(".json") else path) + ".compare.json"
-with open(target + ".tmp", "w") as fh:
-    json.dump(out, fh, indent=1)
-os.replace(target + ".tmp", target)
-print("\n".join(lines))
-PY
-}
 if [[ "${1:-}" == "--compare" ]]; then
-  usage="usage: scripts/zb-fork-layer.sh --compare FILE [--device-file NAME]"
-  if [[ $# -eq 2 && -n "$2" ]]; then
-    compare "$2" ""
-  elif [[ $# -eq 4 && -n "$2" && "$3" == "--device-file" && -n "$4" ]]; then
-    compare "$2" "$4"
-  else
-    echo "$usage" >&2
-    exit 2
-  fi
-  exit
+  shift
+  exec "$root/scripts/tool.sh" zb_fork_compare "$@"
 fi
 if [[ "${1:-}" == "--prepare" ]]; then
   zb="${2:?usage: scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT}"
@@ -119,5 +65,5 @@ for ((i = 1; i <= $#; ++i)); do
   esac
 done
 if [[ $timed -eq 1 && -n "$out" && -s "$out" ]]; then
-  compare "$out" "" || echo "zb-fork-layer.sh: the list's prediction beside $out failed (the run's JSON is kept)" >&2
+  "$root/scripts/tool.sh" zb_fork_compare "$out" || echo "zb-fork-layer.sh: the list's prediction beside $out failed (the run's JSON is kept)" >&2
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times the Zero Bubble paper's own transformer stage with its own timers: one GPU, no pipeline.
 
-What the paper's profile (Appendix D; tests/data/zero_bubble_paper.csv) measured is its runtime's
+What the paper's profile (Appendix D; data/zero_bubble_paper.csv) measured is its runtime's
 ScheduleTimers around each F, B and W of a middle pipeline stage
 (megatron/core/pipeline_parallel/zb_schedules.py in its code release, ed85b11c of
 github.com/sail-sg/zero-bubble-pipeline-parallelism; docs/cost-model.md, "What the profile's
@@ -55,11 +55,11 @@ import time
 import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import zero_bubble_paper  # noqa: E402  the paper's Table 3 models, stage split and Appendix D profile
-from zero_bubble_paper import SEQ  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from stagecraft_tools import tables  # noqa: E402  the paper's Table 3 models, stage split and Appendix D profile
 
-MODELS = zero_bubble_paper.models()
+SEQ = tables.ZB_SEQ
+MODELS = tables.zb_models()
 
 # Modules the fork imports at load time that the layer never calls: data, tokenizers, Retro's
 # tools, Transformer Engine, Apex's optimizers. Where one is missing, an empty stand-in takes its
@@ -550,7 +550,7 @@ def run_timing(opts):
     if not cpu and not torch.cuda.is_available():
         print("zb_fork_layer.py: no CUDA device (--check and --rehearse run on the CPU)", file=sys.stderr)
         return 2
-    profile = zero_bubble_paper.profile()
+    profile = tables.zb_profile()
     # The extensions first, then the fork, whose layers look for them once, at import.
     if cpu:
         sys.modules["fused_weight_gradient_mlp_cuda"] = wgrad_stand_in()
@@ -575,7 +575,7 @@ def run_timing(opts):
     for name in opts.models.split(","):
         _, total_layers, heads, hidden, micro, _ = MODELS[name]
         seq = SEQ
-        layers = zero_bubble_paper.middle_layers(MODELS[name])  # the end stages hold one layer fewer (§5.1)
+        layers = tables.middle_layers(MODELS[name])  # the end stages hold one layer fewer (§5.1)
         if cpu:
             heads, hidden, micro, seq = 4, 64, 1, 32
         torch.manual_seed(0)

@@ -1,5 +1,5 @@
-// The tables in tests/data/*.csv as the tests read them: '#' lines are their sources, the first
-// other line names the columns, each row after it a record. Header-only, shared by every test
+// The published tables in data/*.csv (the repository's data/ folder) as the tests read them: '#'
+// lines are their sources, the first other line names the columns, each row after it a record. Header-only, shared by every test
 // folder (include "../data_csv.h").
 #pragma once
 
@@ -13,10 +13,10 @@
 
 namespace stagecraft::testing_data {
 
-// Each row of tests/data/`name` by column name (a missing file fails the calling test).
+// Each row of data/`name` by column name (a missing file fails the calling test).
 inline std::vector<std::map<std::string, std::string>> ReadDataCsv(const std::string& name) {
-  std::ifstream in(std::string(STAGECRAFT_TEST_DATA) + "/" + name);
-  EXPECT_TRUE(in.good()) << "tests/data/" << name;
+  std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/data/" + name);
+  EXPECT_TRUE(in.good()) << "data/" << name;
   const auto split = [](const std::string& line) {
     std::vector<std::string> cells;
     std::stringstream s(line);
@@ -32,7 +32,7 @@ inline std::vector<std::map<std::string, std::string>> ReadDataCsv(const std::st
       continue;
     }
     const std::vector<std::string> cells = split(line);
-    EXPECT_EQ(cells.size(), columns.size()) << "tests/data/" << name << ": " << line;
+    EXPECT_EQ(cells.size(), columns.size()) << "data/" << name << ": " << line;
     std::map<std::string, std::string> row;
     for (size_t k = 0; k < cells.size() && k < columns.size(); ++k) row[columns[k]] = cells[k];
     rows.push_back(std::move(row));

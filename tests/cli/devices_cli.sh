@@ -327,7 +327,7 @@ cat >"$fake/zb-fork-layer.json" <<'JSON'
  "fuser": "TorchScript's fuser (NNC) on", "softmax_fused": true, "mean_ms": {"F": 3.0, "B": 3.1, "W": 1.5},
  "b_over_f": 1.0333, "w_over_f": 0.5, "paper_b_over_f": 0.9765, "paper_w_over_f": 0.5038}}}
 JSON
-python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
+"$root/scripts/tool.sh" gpu_report "$fake" >"$tmp/rout" 2>&1; rrc=$?
 # Steps: 6 pass, 2 fail, 1 skip. Checks: a gpu test skipped (fail), zb-v not measured (fail),
 # W bf16 at 0.55 of cuBLAS in the steady state (fail; its first step's 0.2 is shown, not judged),
 # the run's 31.3 us per op (fail), the runtime's own 4.25 us of it (pass).
@@ -356,11 +356,11 @@ printf '%s\n' "devices	pass	0	1 GPU(s)" "cuda_bench	pass	60	" >"$fake/steps.tsv"
 rm -f "$fake/ctest-gpu.xml" "$fake/mlp-gpu/compare.json" "$fake/nccl_p2p_bench.json"
 sed -i 's/"of_cublas": 0.55/"of_cublas": 0.65/; s/"us_per_op": 31.3, "math_us_per_op": 27.05,/"us_per_op": 8.5, "math_us_per_op": 4.25,/' \
   "$fake/cuda_bench.json"
-python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
+"$root/scripts/tool.sh" gpu_report "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: all passed, exit 0 ($(cat "$tmp/rout"))" '[[ $rrc -eq 0 && "$(cat "$tmp/rout")" == "5 passed, 0 failed" ]]'
 # A cuda_bench without the math's baseline (an older build's): the whole run's check alone.
 sed -i 's/"us_per_op": 8.5, "math_us_per_op": 4.25, "runtime_us_per_op": 4.25,/"us_per_op": 8.5,/' "$fake/cuda_bench.json"
-python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
+"$root/scripts/tool.sh" gpu_report "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: no baseline, the whole run's check alone ($(cat "$tmp/rout"))" \
   '[[ $rrc -eq 0 && "$(cat "$tmp/rout")" == "4 passed, 0 failed" ]] && ! grep -q "the runtime.s own part" "$fake/report.md"'
 
@@ -382,7 +382,7 @@ json.dump({"benchmarks": runs}, open(sys.argv[1], "w"))
 runs[0] = rep(0, 0, error_occurred=True, error_message="cudaErrorLaunchFailure")
 json.dump({"benchmarks": runs}, open(sys.argv[1] + ".failed", "w"))
 PY
-python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
+"$root/scripts/tool.sh" gpu_report "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: repetitions, the median judged ($(cat "$tmp/rout"))" \
   '[[ $rrc -eq 0 && "$(cat "$tmp/rout")" == "4 passed, 0 failed" ]]'
 for want in "| cuda | 9.50 (9.00-12.00) | 3.50 (3.00-4.00) | 6.00 (6.00-8.00) | - |" "| cpu | 0.70 | - | - | - |" \
@@ -392,17 +392,17 @@ for want in "| cuda | 9.50 (9.00-12.00) | 3.50 (3.00-4.00) | 6.00 (6.00-8.00) | 
 done
 check "report: repetitions, one row each" '[[ $(grep -c "^| cuda |" "$fake/report.md") -eq 1 && $(grep -c "^| cpu |" "$fake/report.md") -eq 1 ]]'
 mv "$fake/cuda_bench.json.failed" "$fake/cuda_bench.json"
-python3 "$root/scripts/gpu_check_report.py" "$fake" >"$tmp/rout" 2>&1; rrc=$?
+"$root/scripts/tool.sh" gpu_report "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: a failed repetition fails the report ($(cat "$tmp/rout"))" \
   '[[ $rrc -eq 1 ]] && grep -qF "| cuda_bench: every benchmark ran | FAIL |  | BM_RuntimeOverheadPerOp/cuda:1/repeats:3/manual_time: cudaErrorLaunchFailure |" "$fake/report.md" &&
    grep -qF "| cuda | 9.50 (9.00-9.50) |" "$fake/report.md"'
 
 # The report's helpers, hand-worked: which schedules must train alike and whether they did, the
 # transport's share of raw NCCL's bandwidth, and what a skipped gtest case said.
-python3 - "$root/scripts" "$tmp/losses" <<'PY' || fail=1
+python3 - "$root/tools" "$tmp/losses" <<'PY' || fail=1
 import json, math, os, sys
 sys.path.insert(0, sys.argv[1])
-import gpu_check_report as r
+from stagecraft_tools import gpu_report as r
 ok = True
 def need(got, want, what):
     global ok

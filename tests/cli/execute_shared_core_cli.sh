@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/shared_core_report.py on hand-made rounds whose medians and errors are worked out
+# tools/stagecraft_tools/shared_core.py on hand-made rounds whose medians and errors are worked out
 # here, its bad input one line each; then scripts/shared-core-check.sh end to end at a small
 # shape (4 ranks on 2 devices: one round of profile, simulate and execute, the report).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-report="$root/scripts/shared_core_report.py"
+report="$root/scripts/tool.sh"
 
 metrics() {  # FILE then schedule step_ms bubble ... triples
   local f="$1"; shift
@@ -31,25 +31,25 @@ metrics "$tmp/r2/predicted.json" a 10.5 0.50 b 18 0.38
 metrics "$tmp/r2/measured.json" a 11 0.52 b 15 0.35
 metrics "$tmp/r3/predicted.json" a 9.6 0.49 b 22 0.40
 metrics "$tmp/r3/measured.json" a 10.5 0.49 b 22 0.42
-python3 "$report" "$tmp/r1" "$tmp/r2" "$tmp/r3" >"$tmp/out" 2>"$tmp/err"
+"$report" shared_core "$tmp/r1" "$tmp/r2" "$tmp/r3" >"$tmp/out" 2>"$tmp/err"
 checkf "hand-made rounds: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "a: -4.5%, -8.6..+11.1, 0.0 pp, 10.5 ms, 19.0%" 'grep -qE "^a +-4.5% +-8.6\.\.\+11.1 +\+0.0 pp +10.50 ms +19.0%" "$tmp/out"'
 check "b: 0.0%, -20..+20, -2.0 pp, 22 ms, 45.5%" 'grep -qE "^b +\+0.0% +-20.0\.\.\+20.0 +-2.0 pp +22.00 ms +45.5%" "$tmp/out"'
 check "c, not in every round, left out" '! grep -q "^c " "$tmp/out"'
 check "the summary" 'grep -qF "median |step error| 2.3% (target 5%), largest 4.5% (target 10%), largest |bubble error| 2.0 pp (target 3 pp)" "$tmp/out"'
 check "targets met" 'grep -qx "targets met" "$tmp/out"'
-python3 "$report" "$tmp/r1" >"$tmp/out" 2>&1
+"$report" shared_core "$tmp/r1" >"$tmp/out" 2>&1
 check "round 1 alone (+11.1%, -20%): not met" 'grep -qx "targets not met" "$tmp/out"'
 
-expect_command_error "no arguments" "usage: scripts/shared_core_report.py ROUND_DIR" 1 python3 "$report"
+expect_command_error "no arguments" "usage: scripts/tool.sh shared_core ROUND_DIR" 1 "$report" shared_core
 mkdir -p "$tmp/half"; cp "$tmp/r1/predicted.json" "$tmp/half/"
 expect_command_error "a round without its measurement" "$tmp/half/measured.json: not a stagecraft metrics file" 1 \
-  python3 "$report" "$tmp/r1" "$tmp/half"
+  "$report" shared_core "$tmp/r1" "$tmp/half"
 mkdir -p "$tmp/zero"; cp "$tmp/r1/predicted.json" "$tmp/zero/"; metrics "$tmp/zero/measured.json" a 0 0.5
-expect_command_error "a zero step" "$tmp/zero/measured.json: schedule a: step time 0.0 ms" 1 python3 "$report" "$tmp/zero"
+expect_command_error "a zero step" "$tmp/zero/measured.json: schedule a: step time 0.0 ms" 1 "$report" shared_core "$tmp/zero"
 mkdir -p "$tmp/other"; cp "$tmp/r1/predicted.json" "$tmp/other/"; metrics "$tmp/other/measured.json" x 1 0.5
 expect_command_error "nothing in common" "$tmp/other: no schedule was predicted and measured in every round" 1 \
-  python3 "$report" "$tmp/other"
+  "$report" shared_core "$tmp/other"
 
 # The whole check, small: every schedule profiled, predicted, executed once and reported.
 check_script="$root/scripts/shared-core-check.sh"

@@ -4,7 +4,7 @@
 # simulate --explain-json; its sums are checked against --explain's table here), with the sums
 # worked by hand; the implied rates with a --set rate; a kernel missing, a probe of no model and
 # a GPU with no device file, one line each. Where a python3 here imports torch, also
-# scripts/layer_probe.py's own check (its explicit F, I and W against autograd) and a CPU smoke
+# stagecraft_tools.layer_probe's own check (its explicit F, I and W against autograd) and a CPU smoke
 # run through the script; without torch that part is skipped, and said so.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
@@ -118,7 +118,7 @@ done
 if [[ -z "$py" ]]; then
   echo "skipped: layer_probe.py's check and smoke run (no python3 here imports torch)"
 else
-  "$py" "$root/scripts/layer_probe.py" --check >"$tmp/check" 2>&1
+  PYTHONPATH="$root/tools" "$py" -m stagecraft_tools.layer_probe --check >"$tmp/check" 2>&1
   checkf "layer_probe.py --check: F, I and W match autograd" '[[ $? -eq 0 ]] && grep -q "match autograd" "$tmp/check"' "$tmp/check"
   PYTHON="$py" STAGECRAFT="$sc" "$lp" --out "$tmp/o4" --device cpu --shape 2,4,64 --reps 1 --device-file H100-SXM \
     >"$tmp/out" 2>"$tmp/err"

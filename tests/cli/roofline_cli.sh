@@ -135,7 +135,7 @@ PY
 # the first row the CSV's own; no verdict. The CSV's TFLOP/s are its iteration times through
 # Megatron-LM's FLOP count (the paper's own numbers agreeing, to their rounding). An error's
 # printed digits and its prediction's agree to 0.1 points (each is rounded to 0.1).
-check "validate-published: Megatron-Turing NLG's three rows, three microbatch sizes, no target" "python3 - '$tmp/v' '$root/tests/data/mt_nlg_2022_system.csv' <<'PY'
+check "validate-published: Megatron-Turing NLG's three rows, three microbatch sizes, no target" "python3 - '$tmp/v' '$root/data/mt_nlg_2022_system.csv' <<'PY'
 import csv, re, sys
 text = open(sys.argv[1]).read().split('Megatron-Turing NLG 530B')[1]
 rows = list(csv.DictReader(l for l in open(sys.argv[2]) if l.strip() and not l.startswith('#')))

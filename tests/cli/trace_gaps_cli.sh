@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/trace-gaps.py: the gaps before a trace's compute ops, by op kind and by whether a
+# scripts/trace-gaps.sh: the gaps before a trace's compute ops, by op kind and by whether a
 # receive completed inside them, on a hand-made trace whose gaps are worked out here; bad input
 # one line each.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
-tg="$root/scripts/trace-gaps.py"
+tg="$root/scripts/trace-gaps.sh"
 
 # One rank, one step. RECV_F 0-10 feeds F0 (12-32, the first op: no gap before it); RECV_B 5-35
 # ends inside the next gap (32 to F1's start at 40: 8 us, one receive); B0, fed by it, follows
@@ -20,7 +20,7 @@ ev() { printf '{"ph": "X", "name": "x", "pid": 0, "tid": %s, "ts": %s, "dur": %s
   ev 2 60 20 RECV_F 2 6; echo ,; ev 0 84 5 F 2 7
   echo '], "stagecraft": {"source": "measured"}}'
 } >"$tmp/t.json"
-python3 "$tg" "$tmp/t.json" >"$tmp/out" 2>"$tmp/err"
+"$tg" "$tmp/t.json" >"$tmp/out" 2>"$tmp/err"
 checkf "a hand-made trace: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 for want in "4 gaps over 1 rank(s) and 1 step(s), mean 4.5 us" \
             "by the op after the gap: F 2 x mean 6.0 / median 6.0 us, B 1 x mean 5.0 / median 5.0 us, W 1 x mean 1.0 / median 1.0 us" \
@@ -29,10 +29,10 @@ for want in "4 gaps over 1 rank(s) and 1 step(s), mean 4.5 us" \
   check "a hand-made trace: '$want'" 'grep -qF -- "$want" "$tmp/out"'
 done
 
-expect_command_error "no trace" "usage: scripts/trace-gaps.py TRACE.json..." "" python3 "$tg"
-expect_command_error "a missing file" "$tmp/none.json: not a stagecraft trace" "" python3 "$tg" "$tmp/none.json"
+expect_command_error "no trace" "usage: scripts/trace-gaps.sh TRACE.json..." "" "$tg"
+expect_command_error "a missing file" "$tmp/none.json: not a stagecraft trace" "" "$tg" "$tmp/none.json"
 echo '{"traceEvents": [{"ph": "X", "ts": 1}]}' >"$tmp/bad.json"
-expect_command_error "an event without args" "$tmp/bad.json: not a stagecraft trace" "" python3 "$tg" "$tmp/bad.json"
+expect_command_error "an event without args" "$tmp/bad.json: not a stagecraft trace" "" "$tg" "$tmp/bad.json"
 echo '{"traceEvents": []}' >"$tmp/empty.json"
-expect_command_error "no compute ops" "$tmp/empty.json: no gap between two compute ops" "" python3 "$tg" "$tmp/empty.json"
+expect_command_error "no compute ops" "$tmp/empty.json: no gap between two compute ops" "" "$tg" "$tmp/empty.json"
 exit $fail

@@ -205,7 +205,7 @@ check "rehearsal: no comparison with the list (a toy shape on the CPU)" '[[ ! -e
 check "rehearsal: four models, fuser on and off" \
   '[[ $(grep -cE "^ +[0-9.]+B +(fused|unfused) +F [0-9.]+ +B [0-9.]+ +W [0-9.]+ ms per layer" "$tmp/rehearse") -eq 8 ]]'
 # The paper's ratios beside each model are its profile's (Appendix D), recomputed here from the CSV.
-check "rehearsal: the JSON, each model's stage and the paper's ratios" "python3 - '$tmp/r.json' '$root/tests/data/zero_bubble_paper.csv' <<'PY'
+check "rehearsal: the JSON, each model's stage and the paper's ratios" "python3 - '$tmp/r.json' '$root/data/zero_bubble_paper.csv' <<'PY'
 import csv, json, statistics, sys
 r = json.load(open(sys.argv[1]))
 rows = [x for x in csv.DictReader(l for l in open(sys.argv[2]) if l.strip() and not l.startswith('#'))]

@@ -1,6 +1,6 @@
 // exec/gpt_stage.cpp on the cpu device against PyTorch: the forward and every gradient of one
 // GPT-2 block and of a small whole model equal torch's float64 values (tests/data/gpt,
-// written by scripts/gen-gpt-fixtures.py; this test does not need torch) within 1e-5 relative
+// written by scripts/gen-gpt-fixtures.sh; this test does not need torch) within 1e-5 relative
 // in fp32. Then, on the same model: I followed by W equals B; recompute equals keeping every
 // activation; and the model split over two stages equals it in one. Also the synthetic tokens
 // (learnable, and as documented) and the token-file reader.
@@ -35,7 +35,7 @@ struct Fixture {
   }
 };
 
-// The format scripts/gen-gpt-fixtures.py writes: '#' comments, one 'config K=V ...' line, then
+// The format scripts/gen-gpt-fixtures.sh writes: '#' comments, one 'config K=V ...' line, then
 // 'tensor NAME D0 [D1 ...]' followed by prod(D) numbers.
 Fixture Load(const std::string& name) {
   const std::string path = std::string(STAGECRAFT_TEST_DATA) + "/gpt/" + name;

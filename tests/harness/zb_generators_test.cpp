@@ -1,7 +1,7 @@
 // zb-1p and zb-2p through the harness (PassCostsFor: the scenario's own costs) on the Zero
 // Bubble paper's cost model (scenarios/zero-bubble-paper.yaml with each setting of Table 9, as
 // scripts/zb-paper-replay.sh runs it): the simulated bubble rate of every setting against the
-// authors' own heuristic's (tests/data/zero_bubble_auto.csv, within 1e-4) and, where the paper
+// authors' own heuristic's (data/zero_bubble_auto.csv, within 1e-4) and, where the paper
 // publishes ZB-2p (Table 5: 1.5B at 24 microbatches, 6.2B at 64, 28.3B at 96), against the paper
 // within issue 32's 0.002. Plus: the costs PassCostsFor hands the generator.
 #include <fmt/format.h>

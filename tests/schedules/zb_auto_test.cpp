@@ -1,5 +1,5 @@
 // schedules/zb_auto.h: the Zero Bubble heuristic against its authors' own outputs on the paper's
-// profiled costs (tests/data/zero_bubble_auto.csv, whose ZB-2p values match the three the paper
+// profiled costs (data/zero_bubble_auto.csv, whose ZB-2p values match the three the paper
 // publishes), and the orders it emits checked on their own terms: every pass once, F before B
 // before W per microbatch, the memory limit never passed, the span its end times imply.
 #include "stagecraft/schedules/zb_auto.h"

@@ -2,7 +2,7 @@
 // Oracles: hand-worked GEMM waves and tiles; the closed-form FLOP counts of Narayanan et al.
 // (SC'21, Appendix: 24bsh² + 4bs²h per block forward, twice that backward) and the parameter
 // count of scenario.h; and the Zero Bubble paper's measured F : B : W profile (Qi et al., ICLR
-// 2024, Appendix D, tests/data/zero_bubble_paper.csv) for its Table 3 models (the forward's
+// 2024, Appendix D, data/zero_bubble_paper.csv) for its Table 3 models (the forward's
 // absolute time, and its ratios to the two backward passes, with the tolerances the model meets).
 #include <algorithm>
 #include <cmath>
@@ -176,7 +176,7 @@ struct ZbModel {
   int layers, heads, hidden, microbatch, ranks;
 };
 
-// The Zero Bubble paper's Table 3 models (tests/data/zero_bubble_table4.csv), in its order.
+// The Zero Bubble paper's Table 3 models (data/zero_bubble_table4.csv), in its order.
 std::vector<ZbModel> ZbModels() {
   std::vector<ZbModel> out;
   for (const auto& c : testing_data::ReadDataCsv("zero_bubble_table4.csv")) {
@@ -188,7 +188,7 @@ std::vector<ZbModel> ZbModels() {
   return out;
 }
 
-// The profile (Appendix D, tests/data/zero_bubble_paper.csv) per model: each pass's median over
+// The profile (Appendix D, data/zero_bubble_paper.csv) per model: each pass's median over
 // the model's rows (three each), F, B and W in us.
 std::map<std::string, std::vector<double>> ZbProfile() {
   std::map<std::string, std::vector<std::vector<double>>> rows;  // model -> pass -> values

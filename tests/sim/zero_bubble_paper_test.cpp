@@ -37,7 +37,7 @@ using schedules::Schedule;
 using testing::kUs;
 
 // One row of Table 9 (times in microseconds) with its Table 5 bubble rates, as
-// tests/data/zero_bubble_paper.csv states them (scripts/zb-paper-replay.sh reads it too).
+// data/zero_bubble_paper.csv states them (scripts/zb-paper-replay.sh reads it too).
 struct PaperSetting {
   std::string model;
   int p = 0, m = 0, chunks = 1;  // chunks: interleaved, one layer per chunk

@@ -1,0 +1,96 @@
+"""scripts/validate-published.sh, scripts/device-grid.sh and stagecraft_tools.published /
+device_grid / tables: the published tables read as the papers state them, hand-worked layouts and
+FLOP counts, the --explain-json reading, and the scripts' reports and bad input."""
+import re
+
+import pytest
+
+from conftest import one_error_line, run_script
+from stagecraft_tools import common, device_grid, published, tables
+
+
+def test_table_1_as_the_paper_states_it():
+    rows = tables.megatron_rows()
+    assert [r.params_b for r in rows] == ["1.7", "3.6", "7.5", "18.4", "39.1", "76.1", "145.6", "310.1", "529.6", "1008.0"]
+    # Each row's TFLOP/s over the A100's 312 is the table's percent of peak (to its rounding).
+    for r, raw in zip(rows, tables.rows("megatron_sc21_table1.csv")):
+        assert abs(100 * r.tflops_per_gpu / 312 - float(raw["percent_of_peak"])) < 0.6
+
+
+def test_layouts_by_hand():
+    rows = {r.params_b: r for r in tables.megatron_rows()}
+    # 39.1B: t 8, p 2 on 512 GPUs: d = 512 / 16 = 32; batch 1536 of microbatch 4: m = 1536 / (4 * 32) = 12.
+    assert rows["39.1"].layout == {"schedule": "1f1b", "ranks": 2, "data_parallel": 32, "tensor_parallel": 8,
+                                   "microbatch_size": 4, "microbatches": 12, "chunks": 1}
+    # 76.1B: 60 layers, p 4, 5 layers per virtual stage: 60 / (4 * 5) = 3 chunks, interleaved.
+    assert rows["76.1"].layout["chunks"] == 3 and rows["76.1"].layout["schedule"] == "interleaved"
+
+
+def test_flop_count_by_hand():
+    # 1.7B: 96 * 512 * 2048 * 24 * 2304^2 = 1.28245e16, times (1 + 2048 / 13824 + 51200 / 884736) = 1.206019:
+    # 1.546683e16 FLOPs per iteration.
+    assert abs(tables.megatron_rows()[0].flops() / 1.546683e16 - 1) < 1e-6
+
+
+def test_stage_split_of_the_zero_bubble_runs():
+    assert tables.stage_layers(22, 8) == [2, 3, 3, 3, 3, 3, 3, 2]  # 1.5B: 22 layers, the end stages one short
+    with pytest.raises(common.ToolError, match="do not split"):
+        tables.stage_layers(23, 8)
+
+
+def test_layer_from_explain_json():
+    sections = {"block": {"pass_ms": {"F": 7.0, "I": 8.0, "W": 4.0}, "overlap_saved_ms": 0.5},
+                "recompute": {"pass_ms": {"F": 0.0, "I": 1.5, "W": 0.0}}}
+    assert published.layer_ms(sections) == (7.0, 13.0)  # 8 + 4 - 0.5 + 1.5
+    del sections["recompute"]
+    assert published.layer_ms(sections) == (7.0, 11.5)
+
+
+def test_targets():
+    assert published.within([0.01, 0.04, 0.09])
+    assert not published.within([0.06, 0.06, 0.01])  # median 6%
+    assert not published.within([0.01, 0.01, 0.11])  # largest 11%
+
+
+def test_table_missing_or_ragged(tmp_path):
+    with pytest.raises(common.ToolError, match="cannot read the table"):
+        tables.rows(str(tmp_path / "none.csv"))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("# source\na,b\n1,2\n3\n")
+    with pytest.raises(common.ToolError, match=r"bad.csv:4: 1 cells, the header names 2"):
+        tables.rows(str(bad))
+
+
+def test_script_reports_every_table():
+    done = run_script("validate-published.sh")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = done.stdout
+    assert len(re.findall(r"^ +[0-9.]+B +\d+ ", text.split("\nmedian")[0], re.M)) == 10
+    # The summary is the rows' own median and largest (each printed to 0.1 points).
+    errors = [abs(float(e)) for e in re.findall(r"([+-][0-9.]+)%$", text.split("\nmedian")[0], re.M)]
+    median, largest = map(float, re.search(r"^median \|error\| ([0-9.]+)% .* largest ([0-9.]+)%", text, re.M).groups())
+    assert len(errors) == 10 and abs(median - sorted(errors)[4:6][0] / 2 - sorted(errors)[4:6][1] / 2) <= 0.1
+    assert abs(largest - max(errors)) <= 0.05
+    for title in ("Korthikanti et al. 2022:", "Korthikanti et al. 2022, one layer:", "Zero Bubble paper:"):
+        assert re.search(re.escape(title) + r" median \|error\| [0-9.]+% \(target <= 5%\)", text)
+
+
+def test_bad_input_is_one_line():
+    done = run_script("validate-published.sh", "--set", "pipeline.nosuch=1")
+    line = one_error_line(done, "validate-published")
+    assert "nosuch" in line
+    assert one_error_line(run_script("device-grid.sh", "0"), "device-grid") == \
+        "device-grid: JOBS: expected a positive integer, got '0'"
+
+
+def test_grid_axis_keeps_flow_maps():
+    assert device_grid.parse_axis("a=1,{x: 1, y: 2},3") == ("a", ["1", "{x: 1, y: 2}", "3"])
+
+
+def test_grid_point_is_validate_published():
+    point, errors, ratios = device_grid.evaluate({"gemm.max_efficiency": "0.75"})
+    assert [round(e, 9) for _, _, e in published.megatron_predictions(["topology.device.gemm.max_efficiency=0.75"])] == \
+        [round(e, 9) for e in errors]
+    assert len(ratios) == 4  # the profile's four models
+    lines = device_grid.report([(point, errors, ratios)], 1)
+    assert lines[0].startswith("1 points; ")
