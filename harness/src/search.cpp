@@ -68,13 +68,8 @@ struct OrderMemory {
   std::vector<double> limit;  // per rank; +inf: none
 
   double Delta(const Op& op) const {
-    switch (op.kind) {
-      case OpKind::kF: return act[op.stage];
-      case OpKind::kB: return -act[op.stage];
-      case OpKind::kI: return stash[op.stage] - act[op.stage];
-      case OpKind::kW: return -stash[op.stage];
-      default: return 0;
-    }
+    const schedules::MemoryEffect& m = schedules::Info(op.kind).memory;  // F +act, B -act, I stash - act, W -stash
+    return (m.w_stash == 0 ? 0 : m.w_stash * stash[op.stage]) + (m.activations == 0 ? 0 : m.activations * act[op.stage]);
   }
   double Peak(const std::vector<Op>& ops) const {
     double now = 0, peak = 0;
@@ -186,16 +181,18 @@ std::vector<size_t> MovedOps(const std::vector<Op>& a, const std::vector<Op>& b)
 bool LocalOrderHolds(const std::vector<Op>& ops, size_t at) {
   const Op& moved = ops[at];
   if (!schedules::IsCompute(moved.kind)) return false;
-  auto rank_of = [](OpKind k) { return k == OpKind::kF ? 0 : k == OpKind::kW ? 2 : 1; };
+  auto rank_of = [](OpKind k) {  // F, then B or I, then W
+    return schedules::IsForward(k) ? 0 : schedules::Info(k).phase == schedules::Phase::kWeightBackward ? 2 : 1;
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
     if (i == at || o.stage != moved.stage || o.microbatch != moved.microbatch || o.step != moved.step) continue;
-    if (o.kind == OpKind::kStep) continue;
+    if (schedules::ProducesVersion(o.kind)) continue;
     if ((i < at) != (rank_of(o.kind) < rank_of(moved.kind))) return false;
   }
   // Before the step's STEP of its stage.
   for (size_t i = 0; i < at; ++i) {
-    if (ops[i].kind == OpKind::kStep && ops[i].stage == moved.stage) return false;
+    if (schedules::ProducesVersion(ops[i].kind) && ops[i].stage == moved.stage) return false;
   }
   return true;
 }
@@ -225,7 +222,7 @@ int64_t PlacementBoundNs(const schedules::Schedule& schedule, const schedules::R
     for (size_t i = 0; i < schedule.ops[r].size() && i < run.ranks[r].ops.size(); ++i) {
       const Op& op = schedule.ops[r][i];
       const schedules::OpTiming& t = run.ranks[r].ops[i];
-      if (op.kind != OpKind::kF || t.start_ns < 0 || op.stage < 0 || op.stage >= stages) continue;
+      if (!schedules::IsForward(op.kind) || t.start_ns < 0 || op.stage < 0 || op.stage >= stages) continue;
       int64_t& f = forward[static_cast<size_t>(op.stage)];
       f = std::min(f, t.end_ns - t.start_ns);
     }
@@ -241,7 +238,7 @@ int64_t PlacementBoundNs(const schedules::Schedule& schedule, const schedules::R
     int64_t head = -1;  // the earliest any op of rank r can start: its earliest-reached stage's
     if (r < schedule.ops.size()) {
       for (const Op& op : schedule.ops[r]) {
-        if (op.kind == OpKind::kF && op.stage >= 0 && op.stage < stages) {
+        if (schedules::IsForward(op.kind) && op.stage >= 0 && op.stage < stages) {
           const int64_t at = reach[static_cast<size_t>(op.stage)];
           head = head < 0 ? at : std::min(head, at);
         }

@@ -26,7 +26,7 @@ int PeakVersions(const std::vector<Op>& ops, int stage) {
   for (long i = 0; i < static_cast<long>(ops.size()); ++i) {
     const Op& op = ops[i];
     if (op.stage != stage) continue;
-    if (op.kind == OpKind::kStep && op.version >= 1) {
+    if (ProducesVersion(op.kind) && op.version >= 1) {
       if (static_cast<size_t>(op.version) >= lives.size()) lives.resize(op.version + 1);
       lives[op.version].start2 = 2 * i;
       if (op.version > newest) {
@@ -50,7 +50,7 @@ int PeakVersions(const std::vector<Op>& ops, int stage) {
   return peak;
 }
 
-int64_t UnitCost(OpKind kind) { return kind == OpKind::kB ? 2 : (IsCompute(kind) ? 1 : 0); }
+int64_t UnitCost(OpKind kind) { return Info(kind).unit_time; }
 
 // `columns_at_least`: the makespan is not known yet, only a bound below it.
 std::string GridTooLarge(const Schedule& s, int64_t columns, bool columns_at_least) {
@@ -80,11 +80,12 @@ HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::func
   int inflight = 0;
   for (size_t i = 0; i < count && i < rank_ops.size(); ++i) {
     const Op& op = rank_ops[i];
-    if (op.kind == OpKind::kF) {
+    const int8_t activations = Info(op.kind).memory.activations;
+    if (activations > 0) {
       held += weight(op);
       ++inflight;
       if (held > peak.weight) peak = {held, inflight};
-    } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
+    } else if (activations < 0) {
       held -= weight(op);
       --inflight;
     }
@@ -103,8 +104,7 @@ std::vector<RankAnalysis> Analyze(const Schedule& s) {
     a.peak_inflight = PeakInflight(s.ops[r], s.ops[r].size());
     int pending_w = 0;
     for (const Op& op : s.ops[r]) {
-      if (op.kind == OpKind::kI) ++pending_w;
-      if (op.kind == OpKind::kW) --pending_w;
+      pending_w += Info(op.kind).memory.w_stash;
       a.peak_pending_w = std::max(a.peak_pending_w, pending_w);
     }
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {

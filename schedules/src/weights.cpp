@@ -41,7 +41,7 @@ LastBackward FindLastBackward(const Schedule& s, const UnitIndex& idx) {
 
 void AssignWeights(Schedule* s) {
   for (auto& rank_ops : s->ops) {
-    std::erase_if(rank_ops, [](const Op& op) { return op.kind == OpKind::kStep; });
+    std::erase_if(rank_ops, [](const Op& op) { return ProducesVersion(op.kind); });
   }
   const UnitIndex idx(*s);
   const LastBackward last = FindLastBackward(*s, idx);
@@ -61,7 +61,7 @@ void AssignWeights(Schedule* s) {
     for (int i = 0; i < static_cast<int>(first.size()); ++i) {
       const Op& op = first[i];
       if (op.stage != 0 || !idx.InRange(op)) continue;
-      if (op.kind == OpKind::kF) f_version[idx(op)] = v;
+      if (IsForward(op.kind)) f_version[idx(op)] = v;
       if (IsBackward(op.kind) && last.of_unit[idx(op)] == i) ++v;
     }
   }
@@ -77,7 +77,7 @@ void AssignWeights(Schedule* s) {
           case WeightPolicy::kFlush: op.version = op.step; break;
           case WeightPolicy::kTwoBW: op.version = std::max(op.step - 1, 0); break;
           case WeightPolicy::kStash:
-            if (op.kind == OpKind::kF) f_version[idx(op)] = stash_version(op);
+            if (IsForward(op.kind)) f_version[idx(op)] = stash_version(op);
             op.version = f_version[idx(op)];
             break;
         }
@@ -97,8 +97,7 @@ void AssignWeights(Schedule* s) {
       }
       // Sends posted right after the backward go first: an optimizer step must not hold up
       // the gradient the previous stage is waiting for (Lower places STEPs the same way).
-      while (i + 1 < static_cast<int>(rank_ops.size()) && (rank_ops[i + 1].kind == OpKind::kSendB ||
-                                                            rank_ops[i + 1].kind == OpKind::kSendF)) {
+      while (i + 1 < static_cast<int>(rank_ops.size()) && IsSend(rank_ops[i + 1].kind)) {
         out.push_back(rank_ops[++i]);
       }
       out.push_back(step_op);
@@ -113,8 +112,8 @@ int64_t UpdateIndex(const Schedule& s, const Op& op) {
 }
 
 int VersionRead(const Op& op) {
-  if (IsCompute(op.kind)) return op.version;
-  if (op.kind == OpKind::kStep) return op.version - 1;
+  if (ProducesVersion(op.kind)) return op.version - 1;  // a STEP reads the version it updates
+  if ((Info(op.kind).reads & kWeights) != 0) return op.version;
   return -1;
 }
 
@@ -131,7 +130,7 @@ std::vector<std::vector<bool>> StepsInPlace(const Schedule& s) {
       const int version = VersionRead(op);
       if (version < 0 || op.stage < 0 || op.stage >= s.stages()) continue;
       auto& later = read_later[op.stage];
-      if (op.kind == OpKind::kStep) {
+      if (ProducesVersion(op.kind)) {
         in_place[r][i] = static_cast<size_t>(version) >= later.size() || !later[version];
       }
       if (later.size() <= static_cast<size_t>(version)) later.resize(version + 1, false);

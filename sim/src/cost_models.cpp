@@ -56,7 +56,7 @@ bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule) {
   std::vector<int> steps(static_cast<size_t>(schedule.stages()) * std::max(schedule.steps, 1), 0);
   for (const auto& ops : schedule.ops) {
     for (const schedules::Op& op : ops) {
-      if (op.kind != schedules::OpKind::kStep || op.step < 0 || op.step >= std::max(schedule.steps, 1)) continue;
+      if (!schedules::ProducesVersion(op.kind) || op.step < 0 || op.step >= std::max(schedule.steps, 1)) continue;
       if (++steps[static_cast<size_t>(op.step) * schedule.stages() + op.stage] > 1) return true;
     }
   }

@@ -12,7 +12,6 @@
 namespace stagecraft::sim {
 
 using schedules::Op;
-using schedules::OpKind;
 using schedules::RankRecord;
 
 MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
@@ -88,34 +87,34 @@ namespace {
 
 // What a compute op holds only while it runs.
 int64_t Workspace(const StageCost& c, const Op& op) {
-  if (op.kind == OpKind::kStep) return 0;
-  return op.kind == OpKind::kF ? c.forward_workspace_bytes : c.workspace_bytes;
+  switch (schedules::Info(op.kind).memory.workspace) {
+    case schedules::Workspace::kForward: return c.forward_workspace_bytes;
+    case schedules::Workspace::kBackward: return c.workspace_bytes;
+    case schedules::Workspace::kNone: return 0;
+  }
+  return 0;
 }
 
 }  // namespace
 
 void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
   const StageCost& c = costs_.stages[op.stage];
-  const bool backward = op.kind == OpKind::kB || op.kind == OpKind::kI;
-  const int64_t held = (backward ? c.recompute_bytes : 0) + Workspace(c, op);
+  const schedules::MemoryEffect& effect = schedules::Info(op.kind).memory;
+  const int64_t held = (effect.recompute ? c.recompute_bytes : 0) + Workspace(c, op);
   if (held != 0) Add(now_ns, rank, held);
-  if (op.kind != OpKind::kF) return;
+  if (effect.activations <= 0) return;
   Add(now_ns, rank, costs_.stages[op.stage].activation_bytes);
 }
 
 void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
   const StageCost& c = costs_.stages[op.stage];
   if (const int64_t workspace = Workspace(c, op); workspace != 0) Add(now_ns, rank, -workspace);
-  switch (op.kind) {
-    case OpKind::kB:
-      Add(now_ns, rank, -c.activation_bytes - c.recompute_bytes);
-      break;
-    case OpKind::kI:
-      Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes - c.recompute_bytes);
-      break;
-    case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
-    case OpKind::kStep: StepDone(now_ns, op); return;  // updates in place unless F/B/I/W still read the base
-    default: break;
+  if (schedules::ProducesVersion(op.kind)) return StepDone(now_ns, op);  // in place unless F/B/I/W still read the base
+  const schedules::MemoryEffect& effect = schedules::Info(op.kind).memory;
+  if (effect.activations < 0 || effect.w_stash != 0) {
+    // B frees the activations (and the recomputed forward), I swaps them for the W stash, W frees that.
+    const int64_t freed = effect.activations < 0 ? -c.activation_bytes - c.recompute_bytes : 0;
+    Add(now_ns, rank, (effect.w_stash > 0 ? c.w_stash_bytes : 0) + freed - (effect.w_stash < 0 ? c.w_stash_bytes : 0));
   }
   ReadDone(now_ns, op);
 }
