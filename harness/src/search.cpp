@@ -19,6 +19,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/topology.h"
@@ -69,7 +70,8 @@ struct OrderMemory {
 
   double Delta(const Op& op) const {
     const schedules::MemoryEffect& m = schedules::Info(op.kind).memory;  // F +act, B -act, I stash - act, W -stash
-    return (m.w_stash == 0 ? 0 : m.w_stash * stash[op.stage]) + (m.activations == 0 ? 0 : m.activations * act[op.stage]);
+    return (m.w_stash == 0 ? 0 : m.w_stash * stash[op.stage]) +
+           (m.activations == 0 ? 0 : m.activations * act[op.stage]);
   }
   double Peak(const std::vector<Op>& ops) const {
     double now = 0, peak = 0;
@@ -278,7 +280,7 @@ SearchResult SearchSchedule(const sim::Scenario& scenario, const SearchOptions& 
   int64_t best_start_ns = 0;
   for (const GeneratorInfo& info : schedules::Generators()) {
     const std::string name(info.name);
-    if (info.weights != schedules::WeightPolicy::kFlush) continue;  // another training, not another order
+    if (!schedules::TrainsAsSequential(info.weights)) continue;  // another training, not another order
     if (!options.from.empty() && name != options.from) continue;
     schedules::GeneratorParams params = sim::GeneratorParamsFor(sc.pipeline, info);
     if (const std::string why = schedules::CheckParams(info, params); !why.empty()) {

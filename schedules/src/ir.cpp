@@ -3,21 +3,18 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/schedules/weight_policy.h"
+
 namespace stagecraft::schedules {
 
 std::string_view PolicyName(WeightPolicy policy) {
-  switch (policy) {
-    case WeightPolicy::kFlush: return "flush";
-    case WeightPolicy::kStash: return "stash";
-    case WeightPolicy::kTwoBW: return "2bw";
-  }
-  return "?";
+  return static_cast<size_t>(policy) < kWeightPolicies.size() ? PolicyInfo(policy).name : "?";
 }
 
 bool ParsePolicy(std::string_view text, WeightPolicy* policy) {
-  for (auto p : {WeightPolicy::kFlush, WeightPolicy::kStash, WeightPolicy::kTwoBW}) {
-    if (PolicyName(p) == text) {
-      *policy = p;
+  for (const WeightPolicyInfo& row : kWeightPolicies) {
+    if (row.name == text) {
+      *policy = row.policy;
       return true;
     }
   }

@@ -7,6 +7,7 @@
 
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "validate_graph.h"
 
 namespace stagecraft::schedules {
@@ -246,9 +247,9 @@ class Validator {
                                            op.microbatch));
       return;
     }
-    const bool stash = s_.weights == WeightPolicy::kStash;
-    const int first = stash ? op.microbatch : 0;
-    const int last = stash ? op.microbatch : s_.microbatches - 1;
+    const bool per_microbatch = PolicyInfo(s_.weights).update_per_microbatch;
+    const int first = per_microbatch ? op.microbatch : 0;
+    const int last = per_microbatch ? op.microbatch : s_.microbatches - 1;
     for (int mb = first; mb <= last; ++mb) {
       const size_t u = idx_(stage, op.step, mb);
       for (const OpKindInfo& row : kOpKinds) {
@@ -279,10 +280,8 @@ class Validator {
     CheckStepAfterGradients(stage, reduce);
   }
 
-  // How many STEPs each stage makes: one per microbatch (stash) or one per step.
-  int64_t StepsPerStage() const {
-    return s_.weights == WeightPolicy::kStash ? int64_t{s_.steps} * s_.microbatches : s_.steps;
-  }
+  // How many STEPs each stage makes: the policy's updates per step, every step.
+  int64_t StepsPerStage() const { return int64_t{s_.steps} * UpdatesPerStep(s_.weights, s_.microbatches); }
 
   void CheckStepCount(int stage, int produced) {
     const int64_t want = StepsPerStage();

@@ -6,8 +6,8 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/stop.h"
+#include "stagecraft/schedules/lifetimes.h"
 #include "stagecraft/schedules/shared_devices.h"
-#include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::sim {
 
@@ -31,15 +31,15 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
   readers_left_.assign(stages, {});
   live_versions_.assign(stages, 1);
   newest_.assign(stages, 0);
-  for (const auto& rank_ops : schedule.ops) {
-    for (const Op& op : rank_ops) {
-      check();
-      if (!schedules::IsCompute(op.kind)) continue;  // a STEP's read of its base is StepDone's business
-      const int version = schedules::VersionRead(op);
-      auto& readers = readers_left_[op.stage];
-      if (readers.size() <= static_cast<size_t>(version)) readers.resize(version + 1, 0);
-      ++readers[version];
-    }
+  // The F, B, I and W reading each version (a STEP's read of its base is StepDone's business).
+  for (int r = 0; r < ranks; ++r) {
+    check();
+    const schedules::WeightLifetimes lifetimes(schedule, r);
+    lifetimes.ForEachStage([&](int stage, const std::vector<schedules::VersionLife>& lives) {
+      auto& readers = readers_left_[static_cast<size_t>(stage)];
+      if (readers.size() < lives.size()) readers.resize(lives.size(), 0);
+      for (size_t v = 0; v < lives.size(); ++v) readers[v] += lives[v].compute_readers;
+    });
   }
   for (int stage = 0; stage < stages; ++stage) {
     const StageCost& c = costs.stages[stage];
