@@ -1,5 +1,5 @@
-// The viewer's fixed colours, one per colour key of the op kinds (schedules/op_kinds.h), so a picture reads the same everywhere and tests
-// can look for them in a screenshot (RGB, opaque):
+// The viewer's fixed colours, one per colour key of the op kinds (schedules/op_kinds.h), so a
+// picture reads the same everywhere and tests can look for them in a screenshot (RGB, opaque):
 //   F blue (66,133,244) · B green (52,168,83) · I teal (0,150,136) · W orange (251,140,0)
 //   SEND_F/SEND_B grey (150,150,150) · RECV_F/RECV_B darker grey (115,115,115) · STEP purple (156,39,176)
 //   REDUCE_GRAD pink (233,30,99)
