@@ -16,7 +16,7 @@ std::vector<int64_t> SumSizes(const std::vector<schedules::Op>& ops,
                               const std::function<int64_t(int stage)>& floats_of_stage) {
   std::vector<int64_t> sizes;
   for (const schedules::Op& op : ops) {
-    if (op.kind == schedules::OpKind::kReduceGrad) sizes.push_back(floats_of_stage(op.stage));
+    if (schedules::ReducesGradients(op.kind)) sizes.push_back(floats_of_stage(op.stage));
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

@@ -140,13 +140,13 @@ class Runner {
 
   void Execute(int i, const Op& op) {
     if (faults_.Due(op)) faults_.Inject(op, s_.microbatches, device_, weights_.Newest(op.stage));
-    if (op.kind == OpKind::kReduceGrad) {
+    if (schedules::ReducesGradients(op.kind)) {
       int64_t floats = 0;
       float* grads = weights_.OpenGradients(op, &floats);
       return reducer_.Post(i, op, grads, floats);
     }
     // A STEP applies the replicas' summed gradients: waiting for them is not compute.
-    if (op.kind == OpKind::kStep) reducer_.Finish(op);
+    if (schedules::ProducesVersion(op.kind)) reducer_.Finish(op);
     if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) return mailbox_.Post(i, *edge);
     // Compute: its input must be here before its clock starts (waiting is not compute). The
     // last stage's backward reads the loss gradient its own forward left.
@@ -171,7 +171,7 @@ class Runner {
                                     op.step, e.what()));
     }
     clock_.End(i, start);
-    if (op.kind != OpKind::kStep) weights_.Release(i, op);
+    if (!schedules::ProducesVersion(op.kind)) weights_.Release(i, op);
   }
 
   // The stamps taken so far (up to op `last`) become op times; then the steps the last stage has
@@ -208,9 +208,9 @@ class Runner {
     Activations& saved = saved_.at(unit);
     const float* w = weights_.Read(op);
     if (s_.recompute) model.Recompute(w, &saved);
-    const GradTarget grads = op.kind == OpKind::kB ? weights_.Gradients(op) : GradTarget{};
+    const GradTarget grads = schedules::WritesWeightGrads(op.kind) ? weights_.Gradients(op) : GradTarget{};
     Buffer dx = model.Backward(w, std::move(dout), &saved, grads);
-    if (op.kind == OpKind::kB) saved_.erase(unit);
+    if (schedules::Info(op.kind).memory.w_stash == 0) saved_.erase(unit);  // an I keeps them for its W
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) mailbox_.Put(*out, std::move(dx));
   }
 

@@ -11,7 +11,7 @@ namespace stagecraft::exec {
 std::vector<int> StepEnds(const std::vector<schedules::Op>& ops, int steps, int last_stage) {
   std::vector<int> ends(static_cast<size_t>(steps), -1);
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-    if (ops[i].kind == schedules::OpKind::kStep && ops[i].stage == last_stage) ends[ops[i].step] = i;
+    if (schedules::ProducesVersion(ops[i].kind) && ops[i].stage == last_stage) ends[ops[i].step] = i;
   }
   return ends;
 }

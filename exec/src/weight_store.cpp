@@ -14,7 +14,7 @@ WeightStore::WeightStore(const schedules::Schedule& schedule, int rank, Device& 
       rank_(rank),
       device_(device),
       config_(config),
-      steps_in_place_(schedules::StepsInPlace(schedule).at(rank)),
+      lifetimes_(schedule, rank),
       slot_of_stage_(static_cast<size_t>(schedule.stages()), -1) {
   stages_.reserve(static_cast<size_t>(schedule.shape.chunks));
 }
@@ -24,16 +24,11 @@ void WeightStore::AddStage(int stage, const StageModel& model) {
                schedule_.shape.RankOf(stage) == rank_,
            "each of the rank's stages joins once");
   slot_of_stage_[stage] = static_cast<int>(stages_.size());
-  StageWeights& sw = stages_.emplace_back(device_, config_, model.ParamFloats());
+  StageWeights& sw = stages_.emplace_back(device_, config_, stage, model.ParamFloats());
   Buffer w(device_, sw.floats);
   model.InitParams(w.data());
   sw.versions.emplace(0, std::move(w));
   sw.zeroed.push_back(ZeroedBuffer(sw.floats));
-  const std::vector<schedules::Op>& ops = schedule_.ops[rank_];
-  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-    const int version = schedules::VersionRead(ops[i]);
-    if (version >= 0 && ops[i].stage == stage) sw.last_reader[version] = i;
-  }
 }
 
 Buffer WeightStore::ZeroedBuffer(int64_t floats) {
@@ -77,7 +72,7 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
   const float scale = 1.0f / (static_cast<float>(g->second.backwards) * static_cast<float>(schedule_.data_parallel) *
                               config_.loss_scale);
   Buffer w;
-  if (steps_in_place_[op_index]) {
+  if (lifetimes_.StepInPlace(op_index)) {
     w = std::move(sw.versions.at(sw.newest));
     sw.versions.erase(sw.newest);
     sw.optimizer.Step(w.data(), w.data(), g->second.grads.data(), scale);

@@ -28,7 +28,7 @@ constexpr int kUntimed = 5;
 constexpr double kMinScale = 1e-3, kMaxScale = 1e3;
 
 int KindIndex(schedules::OpKind kind) {
-  return kind == schedules::OpKind::kStep ? 4 : sim::StashKindIndex(kind);  // F, B, I, W: 0..3
+  return schedules::CostIndex(kind);  // F, B, I, W: 0..3 (sim::StashKindIndex), STEP 4
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ void AddReduceGradTimes(const schedules::Schedule& s, const schedules::RunRecord
     for (size_t i = 0; i < s.ops[r].size(); ++i) {
       const schedules::Op& op = s.ops[r][i];
       const schedules::OpTiming& t = record.ranks[r].ops[i];
-      if (op.kind != schedules::OpKind::kReduceGrad || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) {
+      if (!schedules::ReducesGradients(op.kind) || op.step < first_step || t.start_ns < 0 || t.end_ns < t.start_ns) {
         continue;
       }
       out->emplace_back(stage_bytes.at(static_cast<size_t>(op.stage)), t.end_ns - t.start_ns);

@@ -13,7 +13,6 @@
 namespace stagecraft::harness::detail {
 
 using schedules::Op;
-using schedules::OpKind;
 
 namespace {
 
@@ -43,8 +42,8 @@ StageFloors FloorsOf(const sim::Scenario& sc, const sim::Topology& topo, const s
   for (const sim::StageCost& c : costs.stages) {
     f.forward_ns.push_back(c.forward_ns);
     const int64_t split = c.backward_input_ns + c.backward_weight_ns;
-    f.backward_ns.push_back(std::min(split, sim::OpDurationNs(c, OpKind::kB)));
-    f.input_ns.push_back(std::min(c.backward_input_ns, sim::OpDurationNs(c, OpKind::kB)));
+    f.backward_ns.push_back(std::min(split, c.FullBackwardNs()));
+    f.input_ns.push_back(std::min(c.backward_input_ns, c.FullBackwardNs()));
     f.step_ns.push_back(c.step_ns);
     f.static_bytes.push_back(c.weight_bytes + c.grad_bytes + c.optimizer_bytes);
     f.activation_bytes.push_back(c.activation_bytes);
@@ -173,16 +172,17 @@ class CriticalPath {
   // Runs `op` on rank r when its input is there; false when it is not yet.
   bool Try(int r, const Op& op) {
     int64_t ready = clock_[r];
-    if (op.kind == OpKind::kF && op.stage > 0) {
+    const bool input_backward = schedules::Info(op.kind).phase == schedules::Phase::kInputBackward;  // B or I
+    if (schedules::IsForward(op.kind) && op.stage > 0) {
       const int64_t in = forward_end_[Unit(op, op.stage - 1)];
       if (in < 0) return false;
       ready = std::max(ready, in + f_.hop_forward_ns[op.stage - 1]);
-    } else if ((op.kind == OpKind::kB || op.kind == OpKind::kI) && op.stage + 1 < stages_) {
+    } else if (input_backward && op.stage + 1 < stages_) {
       const int64_t in = backward_end_[Unit(op, op.stage + 1)];
       if (in < 0) return false;
       ready = std::max(ready, in + f_.hop_backward_ns[op.stage]);
     }
-    if (op.kind == OpKind::kStep) {
+    if (schedules::ProducesVersion(op.kind)) {
       // With replicas, lowering moves a STEP to just before its stage's next compute op (or to
       // the end), after the REDUCE_GRAD it waits for (lower.h).
       if (defer_steps_) {
@@ -203,15 +203,15 @@ class CriticalPath {
       it = deferred_[r].erase(it);
     }
     int64_t duration = 0;
-    switch (op.kind) {
-      case OpKind::kF: duration = f_.forward_ns[op.stage]; break;
-      case OpKind::kB: duration = f_.backward_ns[op.stage]; break;
-      case OpKind::kI: duration = f_.input_ns[op.stage]; break;
+    switch (schedules::Info(op.kind).cost) {
+      case schedules::CostField::kForward: duration = f_.forward_ns[op.stage]; break;
+      case schedules::CostField::kBackward: duration = f_.backward_ns[op.stage]; break;
+      case schedules::CostField::kBackwardInput: duration = f_.input_ns[op.stage]; break;
       default: duration = f_.backward_ns[op.stage] - f_.input_ns[op.stage]; break;  // W
     }
     clock_[r] = ready + std::max<int64_t>(0, duration);
-    if (op.kind == OpKind::kF) forward_end_[Unit(op, op.stage)] = clock_[r];
-    if (op.kind == OpKind::kB || op.kind == OpKind::kI) backward_end_[Unit(op, op.stage)] = clock_[r];
+    if (schedules::IsForward(op.kind)) forward_end_[Unit(op, op.stage)] = clock_[r];
+    if (input_backward) backward_end_[Unit(op, op.stage)] = clock_[r];
     if (schedules::IsBackward(op.kind)) last_backward_[op.stage] = clock_[r];
     return true;
   }

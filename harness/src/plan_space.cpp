@@ -17,6 +17,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/budget.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/layer_split.h"
 #include "stagecraft/sim/limits.h"
 
@@ -324,7 +325,7 @@ class Enumerator {
       ++result_->enumerated;
       const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel,  c.microbatch_size,
                         c.zero,        info.placement, c.recompute, c.partition, c.sequence_parallel,
-                        info.weights == schedules::WeightPolicy::kStash};
+                        schedules::PolicyInfo(info.weights).update_per_microbatch};
       const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
       candidates_.push_back({c, &info, it->second, 0, ops});
       result_->space_ops += ops;

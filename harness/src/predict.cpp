@@ -23,6 +23,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/schedules/zb_auto.h"
 #include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/collectives.h"
@@ -75,7 +76,7 @@ Schedule ImportScheduleFile(const sim::PipelineSpec& p, const std::string& name,
 SizeEstimate SearchedSizeEstimate(const sim::PipelineSpec& p) {
   SizeEstimate largest;
   for (const GeneratorInfo& info : Generators()) {
-    if (info.weights != WeightPolicy::kFlush) continue;
+    if (!TrainsAsSequential(info.weights)) continue;
     const GeneratorParams params = sim::GeneratorParamsFor(p, info);
     if (!CheckParams(info, params).empty()) continue;
     const SizeEstimate e = EstimateSize(info, params);

@@ -64,6 +64,7 @@ RunVariation VariationOf(const schedules::Schedule& ran, const schedules::Schedu
 
 namespace {
 
+using schedules::CostField;
 using schedules::OpKind;
 
 // A measured time carried to another schedule: scaled by the model's pass on it against the
@@ -80,16 +81,13 @@ void ReplayStageCosts(const schedules::ScheduleMetrics& measured, const std::str
   for (size_t st = 0; st < measured.stage_costs.size(); ++st) {
     sim::StageCost& cost = base->stages[st];
     // The run's median of each pass on this stage, -1 where it ran none.
-    const auto median = [&](OpKind kind) -> int64_t {
-      for (const schedules::StageCostField& field : schedules::kStageCostFields) {
-        if (field.kind != kind) continue;
-        const double ms = measured.stage_costs[st].*field.field;
-        return ms > 0 ? std::llround(ms * 1e6) : -1;
-      }
-      return -1;
+    const auto median = [&](CostField field) -> int64_t {
+      const double ms = measured.stage_costs[st].*schedules::kStageCostFields[static_cast<size_t>(field)].field;
+      return ms > 0 ? std::llround(ms * 1e6) : -1;
     };
-    const int64_t f = median(OpKind::kF), b = median(OpKind::kB), i = median(OpKind::kI), w = median(OpKind::kW);
-    const int64_t step = median(OpKind::kStep);
+    const int64_t f = median(CostField::kForward), b = median(CostField::kBackward);
+    const int64_t i = median(CostField::kBackwardInput), w = median(CostField::kBackwardWeight);
+    const int64_t step = median(CostField::kStep);
     if (f < 0) throw InputError(fmt::format("{}: no F of stage {} in the run", trace_path, st));
     // The model's pass on this schedule against the same pass on the one that ran.
     const sim::StageCost& was =
@@ -135,7 +133,7 @@ void ReplayOpTimes(const schedules::Schedule& schedule, const schedules::RunReco
     for (size_t i = 0; i < schedule.ops[r].size(); ++i) {
       const schedules::OpTiming& t = record.ranks[r].ops[i];
       const OpKind kind = schedule.ops[r][i].kind;
-      if (t.start_ns < 0 || !(schedules::IsCompute(kind) || kind == OpKind::kStep)) continue;
+      if (t.start_ns < 0 || !schedules::RunsOnCompute(kind)) continue;
       base->op_ns[r][i] = own.ranks[r].ops[i].end_ns - t.start_ns;
       base->overhead_ns[r][i] = 0;  // unless a gap says otherwise
       started[r][t.start_ns] = static_cast<int>(i);
@@ -173,7 +171,7 @@ void ReplayTransfers(const schedules::Schedule& schedule, const schedules::RunRe
   for (int r = 0; r < schedule.ranks(); ++r) {
     for (int i = 0; i < static_cast<int>(schedule.ops[r].size()); ++i) {
       const schedules::Op& op = schedule.ops[r][i];
-      if (op.kind != OpKind::kRecvF && op.kind != OpKind::kRecvB) continue;
+      if (!schedules::IsRecv(op.kind)) continue;
       const std::optional<schedules::Edge> edge = schedules::CommEdge(schedule.shape, op);
       if (!edge) continue;
       const auto [sr, si] = send_of[schedules::EdgeKey(units, *edge)];

@@ -72,7 +72,7 @@ int64_t PlacementBoundNs(const schedules::Schedule& schedule, const schedules::R
     for (size_t i = 0; i < schedule.ops[r].size() && i < run.ranks[r].ops.size(); ++i) {
       const Op& op = schedule.ops[r][i];
       const schedules::OpTiming& t = run.ranks[r].ops[i];
-      if (op.kind != OpKind::kF || t.start_ns < 0 || op.stage < 0 || op.stage >= stages) continue;
+      if (!schedules::IsForward(op.kind) || t.start_ns < 0 || op.stage < 0 || op.stage >= stages) continue;
       int64_t& f = forward[static_cast<size_t>(op.stage)];
       f = std::min(f, t.end_ns - t.start_ns);
     }
@@ -88,7 +88,7 @@ int64_t PlacementBoundNs(const schedules::Schedule& schedule, const schedules::R
     int64_t head = -1;  // the earliest any op of rank r can start: its earliest-reached stage's
     if (r < schedule.ops.size()) {
       for (const Op& op : schedule.ops[r]) {
-        if (op.kind == OpKind::kF && op.stage >= 0 && op.stage < stages) {
+        if (schedules::IsForward(op.kind) && op.stage >= 0 && op.stage < stages) {
           const int64_t at = reach[static_cast<size_t>(op.stage)];
           head = head < 0 ? at : std::min(head, at);
         }

@@ -3,7 +3,6 @@
 #include "stagecraft/schedules/analysis.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -11,46 +10,12 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/lifetimes.h"
 
 namespace stagecraft::schedules {
 namespace {
 
-// Peak number of versions of one stage alive at once. Positions are doubled so that a
-// version replaced at a STEP (and read no more) hands over to the new one at that STEP.
-int PeakVersions(const std::vector<Op>& ops, int stage) {
-  struct Life {
-    long start2 = -2, last_read2 = -1, replaced2 = std::numeric_limits<long>::max();
-  };
-  std::vector<Life> lives(1);
-  int newest = 0;
-  for (long i = 0; i < static_cast<long>(ops.size()); ++i) {
-    const Op& op = ops[i];
-    if (op.stage != stage) continue;
-    if (op.kind == OpKind::kStep && op.version >= 1) {
-      if (static_cast<size_t>(op.version) >= lives.size()) lives.resize(op.version + 1);
-      lives[op.version].start2 = 2 * i;
-      if (op.version > newest) {
-        lives[newest].replaced2 = 2 * i;
-        newest = op.version;
-      }
-    } else if (IsCompute(op.kind) && op.version >= 0) {
-      if (static_cast<size_t>(op.version) >= lives.size()) lives.resize(op.version + 1);
-      lives[op.version].last_read2 = std::max(lives[op.version].last_read2, 2 * i + 1);
-    }
-  }
-  std::vector<std::pair<long, int>> events;
-  for (const Life& life : lives) {
-    const long stop = std::max(life.last_read2, life.replaced2);
-    events.push_back({life.start2, +1});
-    if (stop != std::numeric_limits<long>::max()) events.push_back({stop, -1});
-  }
-  std::sort(events.begin(), events.end());  // at equal time the -1 sorts first: hand-over
-  int alive = 0, peak = 0;
-  for (const auto& [t, delta] : events) peak = std::max(peak, alive += delta);
-  return peak;
-}
-
-int64_t UnitCost(OpKind kind) { return kind == OpKind::kB ? 2 : (IsCompute(kind) ? 1 : 0); }
+int64_t UnitCost(OpKind kind) { return Info(kind).unit_time; }
 
 // `columns_at_least`: the makespan is not known yet, only a bound below it.
 std::string GridTooLarge(const Schedule& s, int64_t columns, bool columns_at_least) {
@@ -80,11 +45,12 @@ HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::func
   int inflight = 0;
   for (size_t i = 0; i < count && i < rank_ops.size(); ++i) {
     const Op& op = rank_ops[i];
-    if (op.kind == OpKind::kF) {
+    const int8_t activations = Info(op.kind).memory.activations;
+    if (activations > 0) {
       held += weight(op);
       ++inflight;
       if (held > peak.weight) peak = {held, inflight};
-    } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
+    } else if (activations < 0) {
       held -= weight(op);
       --inflight;
     }
@@ -103,13 +69,13 @@ std::vector<RankAnalysis> Analyze(const Schedule& s) {
     a.peak_inflight = PeakInflight(s.ops[r], s.ops[r].size());
     int pending_w = 0;
     for (const Op& op : s.ops[r]) {
-      if (op.kind == OpKind::kI) ++pending_w;
-      if (op.kind == OpKind::kW) --pending_w;
+      pending_w += Info(op.kind).memory.w_stash;
       a.peak_pending_w = std::max(a.peak_pending_w, pending_w);
     }
+    const WeightLifetimes lives(s, static_cast<int>(r));
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int stage = s.shape.StageOf(static_cast<int>(r), chunk);
-      a.stage_peak_versions.push_back(PeakVersions(s.ops[r], stage));
+      a.stage_peak_versions.push_back(lives.PeakVersions(stage));
       a.peak_weight_versions = std::max(a.peak_weight_versions, a.stage_peak_versions.back());
     }
   }

@@ -76,7 +76,7 @@ using CollectiveEnds = std::map<std::pair<int32_t, int32_t>, int64_t>;
 CollectiveEnds ReduceGradEnds(const std::vector<TimedOp>& ops) {
   CollectiveEnds ends;
   for (const TimedOp& t : ops) {
-    if (t.op.kind == OpKind::kReduceGrad && t.start_ns >= 0) ends[{t.op.stage, t.op.version}] = t.end_ns;
+    if (ReducesGradients(t.op.kind) && t.start_ns >= 0) ends[{t.op.stage, t.op.version}] = t.end_ns;
   }
   return ends;
 }
@@ -87,7 +87,7 @@ CollectiveEnds ReduceGradEnds(const std::vector<TimedOp>& ops) {
 void SplitGap(const Shape& shape, const TransferMap& transfers, const CollectiveEnds& collectives, const TimedOp& t,
               int64_t free_ns, bool keep, RankSplit* split) {
   int64_t from = free_ns;
-  if (t.op.kind == OpKind::kStep) {
+  if (ProducesVersion(t.op.kind)) {
     const Op reduce = ReduceGradOf(t.op);
     if (const auto it = collectives.find({reduce.stage, reduce.version}); it != collectives.end()) {
       const int64_t until = std::clamp(it->second, free_ns, t.start_ns);
@@ -122,7 +122,7 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
     int64_t free_ns = -1;  // end of the previous compute op; -1 before the first
     for (const TimedOp& t : ranks[r]) {
       check();
-      if (!IsCompute(t.op.kind) && t.op.kind != OpKind::kStep) continue;
+      if (!RunsOnCompute(t.op.kind)) continue;
       if (t.start_ns < 0) continue;  // not run (a failed rank's record)
       if (free_ns < 0) {
         Add(&split, keep_gaps, GapCause::kIdle, run_start_ns, t.start_ns);

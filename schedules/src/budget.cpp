@@ -1,6 +1,8 @@
 // The size of a schedule before it is built (see budget.h).
 #include "stagecraft/schedules/budget.h"
 
+#include "stagecraft/schedules/weight_policy.h"
+
 #include <fmt/format.h>
 
 #include <array>
@@ -50,7 +52,7 @@ SizeEstimate EstimateSize(const GeneratorInfo& info, const GeneratorParams& p) {
   const double per_step = static_cast<double>(p.microbatches);
   const double steps = p.steps;
   const double compute_per_unit = OneBackward(info.name) ? 2 : 3;
-  const double step_ops = stages * steps * (info.weights == WeightPolicy::kStash ? per_step : 1.0);
+  const double step_ops = stages * steps * static_cast<double>(UpdatesPerStep(info.weights, p.microbatches));
   const double comms = 4 * CrossingBoundaries(info, p) * per_step * steps;
   SizeEstimate e;
   const double reduce_ops = p.data_parallel > 1 ? step_ops : 0;  // a REDUCE_GRAD per STEP

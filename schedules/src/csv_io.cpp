@@ -122,7 +122,7 @@ std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
   if (!ParseKind(kind_text, &kind)) {
     return fmt::format("unknown action kind '{}' in '{}'", Printable(kind_text), Printable(cell));
   }
-  if (kind == OpKind::kStep) return fmt::format("STEP is not a CSV action in '{}'", Printable(cell));
+  if (ProducesVersion(kind)) return fmt::format("STEP is not a CSV action in '{}'", Printable(cell));
   rest.remove_prefix(n);
   int32_t microbatch = 0;
   if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
@@ -165,7 +165,7 @@ std::vector<std::vector<Cell>> ParseRows(std::string_view text, std::string_view
         if (std::string why = ParseCell(Trim(parts[k]), &parsed, &skip); !why.empty()) {
           throw InputError(fmt::format("{}:{}:{}: {} {}", source, parsed.row, parsed.col, why, kExpected));
         }
-        const bool wants = k == 0 ? parsed.kind == OpKind::kF : parsed.kind == OpKind::kB || parsed.kind == OpKind::kI;
+        const bool wants = Info(parsed.kind).phase == (k == 0 ? Phase::kForward : Phase::kInputBackward);
         if (pair && (skip || !wants)) {
           throw InputError(fmt::format("{}:{}:{}: an overlapped pair is an F then a B or an I, got '{}'", source,
                                        parsed.row, parsed.col, Printable(cell)));
@@ -223,13 +223,13 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form) {
     std::vector<std::string> cells;
     for (size_t i = 0; i < rank_ops.size(); ++i) {
       const Op& op = rank_ops[i];
-      if (op.kind == OpKind::kStep) continue;  // AssignWeights rebuilds STEPs on import
-      if (op.kind == OpKind::kReduceGrad) {    // PyTorch's form names no microbatch
+      if (ProducesVersion(op.kind)) continue;  // AssignWeights rebuilds STEPs on import
+      if (ReducesGradients(op.kind)) {  // PyTorch's form names no microbatch
         if (form == CsvForm::kComputeComms) cells.push_back(fmt::format("{}REDUCE_GRAD", op.stage));
         continue;
       }
       if (IsComm(op.kind) && form == CsvForm::kComputeOnly) continue;
-      if (op.overlapped && i > 0 && rank_ops[i - 1].kind == OpKind::kF && !cells.empty()) {
+      if (op.overlapped && i > 0 && IsForward(rank_ops[i - 1].kind) && !cells.empty()) {
         cells.back() = fmt::format("({};{}){}", cells.back(), ActionString(op, schedule.microbatches),
                                    kOverlapSuffix.substr(1));
         continue;
@@ -257,7 +257,7 @@ Schedule ImportCsv(std::string_view text, std::string_view source, const CsvImpo
       }
       max_stage = std::max(max_stage, cell.stage);
       max_global = std::max(max_global, cell.global_microbatch);
-      forwards += cell.kind == OpKind::kF ? 1 : 0;
+      forwards += IsForward(cell.kind) ? 1 : 0;
     }
   }
 

@@ -24,25 +24,13 @@ std::optional<Edge> InputFrom(const Shape& shape, Flow flow, const Op& op) {
 }  // namespace
 
 std::optional<Edge> InputEdge(const Shape& shape, const Op& op) {
-  switch (op.kind) {
-    case OpKind::kF:
-    case OpKind::kRecvF: return InputFrom(shape, Flow::kActivation, op);
-    case OpKind::kB:
-    case OpKind::kI:
-    case OpKind::kRecvB: return InputFrom(shape, Flow::kGradient, op);
-    default: return std::nullopt;
-  }
+  const std::optional<Flow> flow = Info(op.kind).in_edge;
+  return flow ? InputFrom(shape, *flow, op) : std::nullopt;
 }
 
 std::optional<Edge> OutputEdge(const Shape& shape, const Op& op) {
-  switch (op.kind) {
-    case OpKind::kF:
-    case OpKind::kSendF: return EdgeFrom(shape, Flow::kActivation, op.stage, op.step, op.microbatch);
-    case OpKind::kB:
-    case OpKind::kI:
-    case OpKind::kSendB: return EdgeFrom(shape, Flow::kGradient, op.stage, op.step, op.microbatch);
-    default: return std::nullopt;
-  }
+  const std::optional<Flow> flow = Info(op.kind).out_edge;
+  return flow ? EdgeFrom(shape, *flow, op.stage, op.step, op.microbatch) : std::nullopt;
 }
 
 std::optional<Edge> CommEdge(const Shape& shape, const Op& op) {
@@ -57,13 +45,11 @@ int PeerOf(const Shape& shape, const Op& op) {
 }
 
 Op SendOf(const Edge& edge) {
-  const OpKind kind = edge.flow == Flow::kActivation ? OpKind::kSendF : OpKind::kSendB;
-  return Op{kind, edge.from_stage, edge.microbatch, edge.step, 0, edge.to_rank};
+  return Op{CommKindOf(Stream::kSend, edge.flow), edge.from_stage, edge.microbatch, edge.step, 0, edge.to_rank};
 }
 
 Op RecvOf(const Edge& edge) {
-  const OpKind kind = edge.flow == Flow::kActivation ? OpKind::kRecvF : OpKind::kRecvB;
-  return Op{kind, edge.to_stage, edge.microbatch, edge.step, 0, edge.from_rank};
+  return Op{CommKindOf(Stream::kRecv, edge.flow), edge.to_stage, edge.microbatch, edge.step, 0, edge.from_rank};
 }
 
 }  // namespace stagecraft::schedules

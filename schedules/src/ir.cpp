@@ -1,42 +1,20 @@
 // Names, placement and action strings of the schedule IR.
 #include "stagecraft/schedules/ir.h"
 
-#include <array>
-
 #include <fmt/format.h>
+
+#include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::schedules {
 
-namespace {
-constexpr std::array<std::string_view, kNumOpKinds> kKindNames = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "STEP", "REDUCE_GRAD"};
-}  // namespace
-
-std::string_view KindName(OpKind kind) { return kKindNames[static_cast<size_t>(kind)]; }
-
-bool ParseKind(std::string_view text, OpKind* kind) {
-  for (size_t i = 0; i < kKindNames.size(); ++i) {
-    if (kKindNames[i] == text) {
-      *kind = static_cast<OpKind>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
 std::string_view PolicyName(WeightPolicy policy) {
-  switch (policy) {
-    case WeightPolicy::kFlush: return "flush";
-    case WeightPolicy::kStash: return "stash";
-    case WeightPolicy::kTwoBW: return "2bw";
-  }
-  return "?";
+  return static_cast<size_t>(policy) < kWeightPolicies.size() ? PolicyInfo(policy).name : "?";
 }
 
 bool ParsePolicy(std::string_view text, WeightPolicy* policy) {
-  for (auto p : {WeightPolicy::kFlush, WeightPolicy::kStash, WeightPolicy::kTwoBW}) {
-    if (PolicyName(p) == text) {
-      *policy = p;
+  for (const WeightPolicyInfo& row : kWeightPolicies) {
+    if (row.name == text) {
+      *policy = row.policy;
       return true;
     }
   }
@@ -62,7 +40,7 @@ size_t Schedule::OpCount() const {
 }
 
 std::string ActionString(const Op& op, int microbatches_per_step) {
-  if (op.kind == OpKind::kStep || op.kind == OpKind::kReduceGrad) {
+  if (Info(op.kind).number == ActionNumber::kVersion) {
     return fmt::format("{}{}{}", op.stage, KindName(op.kind), op.version);
   }
   const long global = static_cast<long>(op.step) * microbatches_per_step + op.microbatch;

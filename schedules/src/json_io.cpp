@@ -204,7 +204,7 @@ Schedule FromJson(std::string_view text, std::string_view source) {
     s.ops[r].reserve(rank_ops.Size());
     for (rapidjson::SizeType i = 0; i < rank_ops.Size(); ++i) {
       s.ops[r].push_back(OpFromJson(in, rank_ops[i], fmt::format("{}[{}]", rank_path, i)));
-      forwards += s.ops[r].back().kind == OpKind::kF ? 1 : 0;
+      forwards += IsForward(s.ops[r].back().kind) ? 1 : 0;
     }
   }
   // Validate and the other passes index the shape's units densely.

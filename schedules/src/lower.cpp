@@ -161,7 +161,7 @@ std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops, in
   const int depth = buffers * shape.chunks;
   std::vector<size_t> recvs;  // positions of RECVs in `ops`, in order
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].kind == OpKind::kRecvF || ops[i].kind == OpKind::kRecvB) recvs.push_back(i);
+    if (IsRecv(ops[i].kind)) recvs.push_back(i);
   }
   std::vector<Op> out;
   out.reserve(ops.size());
@@ -173,7 +173,7 @@ std::vector<Op> HoistReceives(const Shape& shape, const std::vector<Op>& ops, in
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    if (op.kind == OpKind::kRecvF || op.kind == OpKind::kRecvB) {
+    if (IsRecv(op.kind)) {
       while (next < recvs.size() && recvs[next] <= i) post();  // its lock-step place
       continue;
     }
@@ -198,7 +198,7 @@ std::vector<Op> PlaceRankReduceGrads(const Schedule& s, const std::vector<Op>& i
   std::vector<Op> ops;
   ops.reserve(in.size() * 2);
   for (const Op& op : in) {
-    if (op.kind != OpKind::kReduceGrad) ops.push_back(op);
+    if (!ReducesGradients(op.kind)) ops.push_back(op);
   }
   if (s.data_parallel <= 1) return ops;
   const auto key = [&](const Op& op) { return std::pair<int32_t, int64_t>(op.stage, UpdateIndex(s, op)); };
@@ -218,7 +218,7 @@ std::vector<Op> PlaceRankReduceGrads(const Schedule& s, const std::vector<Op>& i
   placed.reserve(ops.size() * 2);
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    if (op.kind != OpKind::kStep) {
+    if (!ProducesVersion(op.kind)) {
       placed.push_back({i, 1, i, op});
       continue;
     }

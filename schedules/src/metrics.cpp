@@ -49,9 +49,7 @@ std::vector<StageCostMetrics> MeasuredStageCosts(const Schedule& s, const RunRec
       const Op& op = s.ops[r][i];
       const OpTiming& t = timings[i];
       if (op.stage < 0 || op.stage >= s.stages() || t.start_ns < 0 || t.end_ns < t.start_ns) continue;
-      for (size_t k = 0; k < kPasses; ++k) {
-        if (op.kind == kStageCostFields[k].kind) durations[op.stage][k].push_back(t.end_ns - t.start_ns);
-      }
+      if (const int k = CostIndex(op.kind); k >= 0) durations[op.stage][k].push_back(t.end_ns - t.start_ns);
     }
   }
   std::vector<StageCostMetrics> out(static_cast<size_t>(s.stages()));

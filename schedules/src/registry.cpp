@@ -6,6 +6,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
@@ -22,7 +23,7 @@ std::string CheckCommon(const GeneratorInfo& info, const GeneratorParams& p) {
   if (!info.interleaved && p.chunks != 1) {
     return fmt::format("{} runs one stage per rank; chunks must be 1 (got {}); use interleaved", info.name, p.chunks);
   }
-  if (p.vertical_sync && info.weights != WeightPolicy::kStash) {
+  if (p.vertical_sync && PolicyInfo(info.weights).reads != VersionRule::kStashed) {
     return fmt::format("vertical sync applies to pipedream only, not {}", info.name);
   }
   // At most 2^31 ops, 4 per unit: one factor at a time, so that four near 2^30 cannot overflow.

@@ -34,7 +34,7 @@ void FinishRunRecord(const Schedule& s, int64_t device_memory_bytes, RunRecord* 
       ran = i + 1;
       rr.busy_ns += t.end_ns - t.start_ns;
       rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, t.end_ns);
-      if (kind == OpKind::kF && rr.first_f_start_ns < 0) rr.first_f_start_ns = t.start_ns;
+      if (IsForward(kind) && rr.first_f_start_ns < 0) rr.first_f_start_ns = t.start_ns;
       end = std::max(end, t.end_ns);
     }
     rr.peak_inflight = PeakInflight(s.ops[r], ran);

@@ -154,9 +154,7 @@ Trace BuildTrace(const Schedule& s, const RunRecord& result, const std::string& 
       ev.op_index = static_cast<int>(i);
       ev.start_ns = t.start_ns - result.start_ns;
       ev.duration_ns = t.end_ns - t.start_ns;
-      if (op.kind == OpKind::kSendF || op.kind == OpKind::kSendB) ev.stream = Stream::kSend;
-      else if (op.kind == OpKind::kRecvF || op.kind == OpKind::kRecvB) ev.stream = Stream::kRecv;
-      else if (IsCollective(op.kind)) ev.stream = Stream::kCollective;
+      ev.stream = Info(op.kind).stream;
       trace.ops.push_back(ev);
     }
     for (const MemorySample& m : result.ranks[r].memory) {

@@ -7,6 +7,7 @@
 
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "validate_graph.h"
 
 namespace stagecraft::schedules {
@@ -106,8 +107,8 @@ class Validator {
       Add(DiagCode::kWrongRank,
           fmt::format("{}: stage {} lives on rank {}", Name(p), op.stage, s_.shape.RankOf(op.stage)));
     }
-    if (op.kind == OpKind::kReduceGrad) return RecordReduce(p);
-    if (op.kind == OpKind::kStep) {
+    if (ReducesGradients(op.kind)) return RecordReduce(p);
+    if (ProducesVersion(op.kind)) {
       auto& steps = units_.steps[op.stage];
       if (op.version < 1) {
         Add(DiagCode::kVersion, fmt::format("{}: a STEP must produce version >= 1", Name(p)));
@@ -167,7 +168,8 @@ class Validator {
 
   void CheckUnit(int stage, int step, int mb) {
     const size_t u = idx_(stage, step, mb);
-    const Pos f = units_.f[u], b = units_.b[u], in = units_.i[u], w = units_.w[u];
+    const Pos f = units_.At(OpKind::kF, u), b = units_.At(OpKind::kB, u), in = units_.At(OpKind::kI, u),
+              w = units_.At(OpKind::kW, u);
     const auto unit = [&] { return Unit(stage, step, mb); };  // named only when something is wrong
     if (f.rank < 0) Add(DiagCode::kMissing, fmt::format("{}: no F", unit()));
     if (b.rank >= 0 && (in.rank >= 0 || w.rank >= 0)) {
@@ -245,12 +247,13 @@ class Validator {
                                            op.microbatch));
       return;
     }
-    const bool stash = s_.weights == WeightPolicy::kStash;
-    const int first = stash ? op.microbatch : 0;
-    const int last = stash ? op.microbatch : s_.microbatches - 1;
+    const bool per_microbatch = PolicyInfo(s_.weights).update_per_microbatch;
+    const int first = per_microbatch ? op.microbatch : 0;
+    const int last = per_microbatch ? op.microbatch : s_.microbatches - 1;
     for (int mb = first; mb <= last; ++mb) {
       const size_t u = idx_(stage, op.step, mb);
-      for (Pos p : {units_.b[u], units_.i[u], units_.w[u]}) {
+      for (const OpKindInfo& row : kOpKinds) {
+        const Pos p = IsBackward(row.kind) ? units_.At(row.kind, u) : Pos{};
         if (p.rank >= 0 && !Before(p, step_pos)) {
           Add(DiagCode::kOrder, fmt::format("{} applies gradients before {} computes them", Name(step_pos), Name(p)));
         }
@@ -277,10 +280,8 @@ class Validator {
     CheckStepAfterGradients(stage, reduce);
   }
 
-  // How many STEPs each stage makes: one per microbatch (stash) or one per step.
-  int64_t StepsPerStage() const {
-    return s_.weights == WeightPolicy::kStash ? int64_t{s_.steps} * s_.microbatches : s_.steps;
-  }
+  // How many STEPs each stage makes: the policy's updates per step, every step.
+  int64_t StepsPerStage() const { return int64_t{s_.steps} * UpdatesPerStep(s_.weights, s_.microbatches); }
 
   void CheckStepCount(int stage, int produced) {
     const int64_t want = StepsPerStage();
@@ -298,7 +299,7 @@ class Validator {
       for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
         const Op& op = ops[i];
         if (!op.overlapped) continue;
-        if (i == 0 || ops[i - 1].kind != OpKind::kF || (op.kind != OpKind::kB && op.kind != OpKind::kI)) {
+        if (i == 0 || !IsForward(ops[i - 1].kind) || Info(op.kind).phase != Phase::kInputBackward) {
           Add(DiagCode::kOrder, fmt::format("{} is marked overlapped, but an overlapped pair is an F directly "
                                             "followed by a B or an I", Name({r, i})));
         } else if (ops[i - 1].stage == op.stage && ops[i - 1].step == op.step &&

@@ -19,24 +19,13 @@
 namespace stagecraft::schedules::detail {
 
 Pos& Units::Slot(OpKind kind, size_t unit) {
-  switch (kind) {
-    case OpKind::kF: return f[unit];
-    case OpKind::kB: return b[unit];
-    case OpKind::kI: return i[unit];
-    case OpKind::kW: return w[unit];
-    case OpKind::kSendF: return send_f[unit];
-    case OpKind::kRecvF: return recv_f[unit];
-    case OpKind::kSendB: return send_b[unit];
-    case OpKind::kRecvB: return recv_b[unit];
-    case OpKind::kStep:
-    case OpKind::kReduceGrad: break;
-  }
-  SC_CHECK(false, "no unit slot for STEP or REDUCE_GRAD");
+  SC_CHECK(Info(kind).number == ActionNumber::kMicrobatch, "no unit slot for STEP or REDUCE_GRAD");
+  return of_kind[static_cast<size_t>(kind)][unit];
 }
 
 const Pos& Units::Producer(Flow flow, size_t unit) const {
-  if (flow == Flow::kActivation) return f[unit];
-  return b[unit].rank >= 0 ? b[unit] : i[unit];
+  if (flow == Flow::kActivation) return At(OpKind::kF, unit);
+  return At(OpKind::kB, unit).rank >= 0 ? At(OpKind::kB, unit) : At(OpKind::kI, unit);
 }
 
 std::string OpName(const Schedule& s, Pos p) {

@@ -1,6 +1,7 @@
 // Validation internals shared by validate.cpp and validate_graph.cpp (private).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -17,21 +18,25 @@ struct Pos {
 
 // Where each op of each (stage, step, microbatch) sits, and each STEP by stage and version.
 struct Units {
-  std::vector<Pos> f, b, i, w, send_f, recv_f, send_b, recv_b;
+  // By kind and unit, every kind of op that belongs to a microbatch (op_kinds.h ActionNumber).
+  std::array<std::vector<Pos>, kNumOpKinds> of_kind;
   std::vector<std::vector<Pos>> steps;    // steps[stage][version]
   std::vector<std::vector<Pos>> reduces;  // REDUCE_GRADs: reduces[stage][version of their STEP]
 
   void Resize(size_t n, int stages) {
-    for (auto* v : {&f, &b, &i, &w, &send_f, &recv_f, &send_b, &recv_b}) v->assign(n, Pos{});
+    for (const OpKindInfo& row : kOpKinds) {
+      of_kind[static_cast<size_t>(row.kind)].assign(row.number == ActionNumber::kMicrobatch ? n : 0, Pos{});
+    }
     steps.assign(stages, {});
     reduces.assign(stages, {});
   }
+  const Pos& At(OpKind kind, size_t unit) const { return of_kind[static_cast<size_t>(kind)][unit]; }
   Pos& Slot(OpKind kind, size_t unit);
   // For an edge of `flow` out of / into `unit`: its producing (or consuming) op, F or B/I,
   // and the SEND on the producer's side / RECV on the consumer's side.
   const Pos& Producer(Flow flow, size_t unit) const;
-  const Pos& Send(Flow flow, size_t unit) const { return flow == Flow::kActivation ? send_f[unit] : send_b[unit]; }
-  const Pos& Recv(Flow flow, size_t unit) const { return flow == Flow::kActivation ? recv_f[unit] : recv_b[unit]; }
+  const Pos& Send(Flow flow, size_t unit) const { return At(CommKindOf(Stream::kSend, flow), unit); }
+  const Pos& Recv(Flow flow, size_t unit) const { return At(CommKindOf(Stream::kRecv, flow), unit); }
 };
 
 std::string OpName(const Schedule& s, Pos p);  // "rank 1 #4 (1F3)"

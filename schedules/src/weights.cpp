@@ -3,10 +3,11 @@
 #include "stagecraft/schedules/weights.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <vector>
 
+#include "stagecraft/schedules/lifetimes.h"
 #include "stagecraft/schedules/unit_index.h"
+#include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -41,13 +42,14 @@ LastBackward FindLastBackward(const Schedule& s, const UnitIndex& idx) {
 
 void AssignWeights(Schedule* s) {
   for (auto& rank_ops : s->ops) {
-    std::erase_if(rank_ops, [](const Op& op) { return op.kind == OpKind::kStep; });
+    std::erase_if(rank_ops, [](const Op& op) { return ProducesVersion(op.kind); });
   }
   const UnitIndex idx(*s);
   const LastBackward last = FindLastBackward(*s, idx);
   const int stages = s->stages();
 
-  // kStash: the version each microbatch's F read, per stage; vertical sync uses stage 0's.
+  const WeightPolicyInfo& policy = PolicyInfo(s->weights);
+  // kStashed: the version each microbatch's F read, per stage; vertical sync uses stage 0's.
   std::vector<int> f_version(idx.size(), 0);
   std::vector<int> newest(stages, 0);
   auto stash_version = [&](const Op& op) {
@@ -55,13 +57,13 @@ void AssignWeights(Schedule* s) {
     return f_version[idx(0, op.step, op.microbatch)];
   };
   // Vertical sync: stage 0's reads come first; replay its rank once to record them.
-  if (s->weights == WeightPolicy::kStash && s->vertical_sync && stages > 0) {
+  if (policy.reads == VersionRule::kStashed && s->vertical_sync && stages > 0) {
     const auto& first = s->ops[s->shape.RankOf(0)];
     int v = 0;
     for (int i = 0; i < static_cast<int>(first.size()); ++i) {
       const Op& op = first[i];
       if (op.stage != 0 || !idx.InRange(op)) continue;
-      if (op.kind == OpKind::kF) f_version[idx(op)] = v;
+      if (IsForward(op.kind)) f_version[idx(op)] = v;
       if (IsBackward(op.kind) && last.of_unit[idx(op)] == i) ++v;
     }
   }
@@ -73,13 +75,11 @@ void AssignWeights(Schedule* s) {
       Op op = rank_ops[i];
       const bool compute = IsCompute(op.kind) && idx.InRange(op);
       if (compute) {
-        switch (s->weights) {
-          case WeightPolicy::kFlush: op.version = op.step; break;
-          case WeightPolicy::kTwoBW: op.version = std::max(op.step - 1, 0); break;
-          case WeightPolicy::kStash:
-            if (op.kind == OpKind::kF) f_version[idx(op)] = stash_version(op);
-            op.version = f_version[idx(op)];
-            break;
+        if (policy.reads == VersionRule::kByStep) {
+          op.version = VersionOfStep(s->weights, op.step);
+        } else {  // kStashed
+          if (IsForward(op.kind)) f_version[idx(op)] = stash_version(op);
+          op.version = f_version[idx(op)];
         }
       } else if (IsComm(op.kind)) {
         op.version = 0;
@@ -87,18 +87,17 @@ void AssignWeights(Schedule* s) {
       out.push_back(op);
       if (!compute || !IsBackward(op.kind)) continue;
       Op step_op;
-      if (s->weights == WeightPolicy::kStash) {
+      if (policy.update_per_microbatch) {
         if (last.of_unit[idx(op)] != i) continue;
         step_op = MakeStep(op.stage, op.step, op.microbatch, ++newest[op.stage]);
       } else if (last.of_stage_step[static_cast<size_t>(op.step) * stages + op.stage] == i) {
-        step_op = MakeStep(op.stage, op.step, 0, op.step + 1);  // flush and 2BW alike
+        step_op = MakeStep(op.stage, op.step, 0, op.step + 1);  // one update per step
       } else {
         continue;
       }
       // Sends posted right after the backward go first: an optimizer step must not hold up
       // the gradient the previous stage is waiting for (Lower places STEPs the same way).
-      while (i + 1 < static_cast<int>(rank_ops.size()) && (rank_ops[i + 1].kind == OpKind::kSendB ||
-                                                            rank_ops[i + 1].kind == OpKind::kSendF)) {
+      while (i + 1 < static_cast<int>(rank_ops.size()) && IsSend(rank_ops[i + 1].kind)) {
         out.push_back(rank_ops[++i]);
       }
       out.push_back(step_op);
@@ -108,36 +107,19 @@ void AssignWeights(Schedule* s) {
 }
 
 int64_t UpdateIndex(const Schedule& s, const Op& op) {
-  if (s.weights == WeightPolicy::kStash) return static_cast<int64_t>(op.step) * s.microbatches + op.microbatch;
-  return op.step;
+  return UpdateOf(s.weights, s.microbatches, op.step, op.microbatch);
 }
 
 int VersionRead(const Op& op) {
-  if (IsCompute(op.kind)) return op.version;
-  if (op.kind == OpKind::kStep) return op.version - 1;
+  if (ProducesVersion(op.kind)) return op.version - 1;  // a STEP reads the version it updates
+  if ((Info(op.kind).reads & kWeights) != 0) return op.version;
   return -1;
 }
 
 std::vector<std::vector<bool>> StepsInPlace(const Schedule& s) {
-  std::vector<std::vector<bool>> in_place(s.ops.size());
-  for (size_t r = 0; r < s.ops.size(); ++r) {
-    const auto& ops = s.ops[r];
-    in_place[r].assign(ops.size(), false);
-    // Walking backwards: a STEP is in place when nothing after it reads its base version. Keyed
-    // by the rank's own stages (a table over every stage per rank grew with ranks^2).
-    std::unordered_map<int32_t, std::vector<bool>> read_later;  // [stage][version]
-    for (size_t i = ops.size(); i-- > 0;) {
-      const Op& op = ops[i];
-      const int version = VersionRead(op);
-      if (version < 0 || op.stage < 0 || op.stage >= s.stages()) continue;
-      auto& later = read_later[op.stage];
-      if (op.kind == OpKind::kStep) {
-        in_place[r][i] = static_cast<size_t>(version) >= later.size() || !later[version];
-      }
-      if (later.size() <= static_cast<size_t>(version)) later.resize(version + 1, false);
-      later[version] = true;
-    }
-  }
+  std::vector<std::vector<bool>> in_place;
+  in_place.reserve(s.ops.size());
+  for (size_t r = 0; r < s.ops.size(); ++r) in_place.push_back(WeightLifetimes(s, static_cast<int>(r)).StepsInPlace());
   return in_place;
 }
 

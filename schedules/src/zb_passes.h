@@ -11,7 +11,11 @@ enum Pass : int { kPassF = 0, kPassB = 1, kPassW = 2 };
 
 inline constexpr OpKind kPassKinds[] = {OpKind::kF, OpKind::kI, OpKind::kW};
 
-inline int PassOf(OpKind kind) { return kind == OpKind::kF ? kPassF : kind == OpKind::kW ? kPassW : kPassB; }
+// F, B or I, W -> their pass (the phase of the unit, op_kinds.h).
+inline int PassOf(OpKind kind) {
+  const Phase phase = Info(kind).phase;
+  return phase == Phase::kForward ? kPassF : phase == Phase::kWeightBackward ? kPassW : kPassB;
+}
 
 inline double PassCost(const StagePassCosts& c, int pass, int stage) {
   return pass == kPassF ? c.f[stage] : pass == kPassB ? c.b[stage] : c.w[stage];

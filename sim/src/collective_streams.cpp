@@ -12,7 +12,6 @@
 namespace stagecraft::sim {
 
 using schedules::Op;
-using schedules::OpKind;
 
 CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& costs, const Topology& topology,
                                  const std::vector<std::vector<int>>& replica_devices) {
@@ -41,7 +40,7 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
   }
   for (const auto& ops : s.ops) {
     for (const Op& op : ops) {
-      if (op.kind == OpKind::kReduceGrad && op.stage >= 0 && op.stage < s.stages()) alone_ns_ += alone[op.stage];
+      if (schedules::ReducesGradients(op.kind) && op.stage >= 0 && op.stage < s.stages()) alone_ns_ += alone[op.stage];
     }
   }
 }
@@ -60,7 +59,7 @@ CollectiveStreams::CollectiveStreams(const schedules::Schedule& schedule, const 
       streams_(schedule.ranks()) {}
 
 void CollectiveStreams::Post(int rank, int index, const Op& op) {
-  SC_CHECK(op.kind == OpKind::kReduceGrad && !plans_.empty(), "a REDUCE_GRAD of a schedule with replicas");
+  SC_CHECK(schedules::ReducesGradients(op.kind) && !plans_.empty(), "a REDUCE_GRAD of a schedule with replicas");
   Stream& stream = streams_[rank];
   stream.queue.push_back(index);
   if (stream.queue.size() == 1) StartNext(rank);

@@ -37,14 +37,15 @@ double OpTimeFactor(double cv, uint64_t seed, int rank, int index) {
 }
 
 int64_t OpDurationNs(const StageCost& cost, OpKind kind, bool step_in_place) {
-  switch (kind) {
-    case OpKind::kF: return cost.forward_ns;
-    case OpKind::kB: return cost.FullBackwardNs();
-    case OpKind::kI: return cost.backward_input_ns;
-    case OpKind::kW: return cost.backward_weight_ns;
-    case OpKind::kStep: return cost.step_ns + (step_in_place ? 0 : cost.version_copy_ns);
-    default: return 0;
+  switch (schedules::Info(kind).cost) {
+    case schedules::CostField::kForward: return cost.forward_ns;
+    case schedules::CostField::kBackward: return cost.FullBackwardNs();
+    case schedules::CostField::kBackwardInput: return cost.backward_input_ns;
+    case schedules::CostField::kBackwardWeight: return cost.backward_weight_ns;
+    case schedules::CostField::kStep: return cost.step_ns + (step_in_place ? 0 : cost.version_copy_ns);
+    case schedules::CostField::kNone: return 0;
   }
+  return 0;
 }
 
 ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTable& costs, EventLoop* loop,
@@ -184,13 +185,13 @@ void ComputeStreams::Advance(int rank) {
     const int index = static_cast<int>(stream.next);
     const Op& op = ops[index];
     const int64_t now = loop_->now_ns();
-    if (schedules::IsComm(op.kind) || schedules::IsCollective(op.kind)) {
+    if (!schedules::RunsOnCompute(op.kind)) {  // posted: it runs on the rank's other streams
       ++stream.next;
       stream.owed_ns += costs_.OverheadOf(rank);
       hooks_->Posted(rank, index, op);
       continue;
     }
-    if ((schedules::IsCompute(op.kind) || op.kind == OpKind::kStep) && !hooks_->InputReady(rank, op)) {
+    if (schedules::RunsOnCompute(op.kind) && !hooks_->InputReady(rank, op)) {
       stream.waiting = true;
       return;
     }
@@ -214,7 +215,7 @@ void ComputeStreams::Advance(int rank) {
     stream.owed_ns = 0;
     record_->ranks[rank].ops[index] = {start, start + duration};  // a shared device's end comes later
     hooks_->ComputeStarted(rank, index, op, in_hand);
-    if (op.kind == OpKind::kStep && duration == 0 && start == now) {  // an instant: the stream stays free
+    if (schedules::ProducesVersion(op.kind) && duration == 0 && start == now) {  // an instant: the stream stays free
       FinishOp(rank, index, op);
       continue;
     }

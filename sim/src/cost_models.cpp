@@ -8,6 +8,7 @@
 #include "cost_model_rows.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::sim {
 
@@ -53,14 +54,7 @@ CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedu
 }
 
 bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule) {
-  std::vector<int> steps(static_cast<size_t>(schedule.stages()) * std::max(schedule.steps, 1), 0);
-  for (const auto& ops : schedule.ops) {
-    for (const schedules::Op& op : ops) {
-      if (op.kind != schedules::OpKind::kStep || op.step < 0 || op.step >= std::max(schedule.steps, 1)) continue;
-      if (++steps[static_cast<size_t>(op.step) * schedule.stages() + op.stage] > 1) return true;
-    }
-  }
-  return false;
+  return schedules::UpdatesPerStep(schedule.weights, schedule.microbatches) > 1;
 }
 
 }  // namespace stagecraft::sim

@@ -22,7 +22,6 @@ namespace {
 
 using schedules::Edge;
 using schedules::Op;
-using schedules::OpKind;
 using schedules::Schedule;
 
 // A record with one timing per op of every rank, all unset.
@@ -75,7 +74,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
   // ---- compute streams ------------------------------------------------------------------
   // An op reading from its own rank waits for the producer's end; across ranks, for the arrival.
   bool InputReady(int rank, const Op& op) override {
-    if (op.kind == OpKind::kStep) {
+    if ((schedules::Info(op.kind).reads & schedules::kReducedGrads) != 0) {
       if (!schedules::ReadsReduceGrad(s_, op)) return true;
       const Op reduce = schedules::ReduceGradOf(op);
       return collectives_.Done(rank, reduce.stage, reduce.version);

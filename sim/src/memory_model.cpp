@@ -6,13 +6,12 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/stop.h"
+#include "stagecraft/schedules/lifetimes.h"
 #include "stagecraft/schedules/shared_devices.h"
-#include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::sim {
 
 using schedules::Op;
-using schedules::OpKind;
 using schedules::RankRecord;
 
 MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
@@ -32,15 +31,15 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
   readers_left_.assign(stages, {});
   live_versions_.assign(stages, 1);
   newest_.assign(stages, 0);
-  for (const auto& rank_ops : schedule.ops) {
-    for (const Op& op : rank_ops) {
-      check();
-      if (!schedules::IsCompute(op.kind)) continue;  // a STEP's read of its base is StepDone's business
-      const int version = schedules::VersionRead(op);
-      auto& readers = readers_left_[op.stage];
-      if (readers.size() <= static_cast<size_t>(version)) readers.resize(version + 1, 0);
-      ++readers[version];
-    }
+  // The F, B, I and W reading each version (a STEP's read of its base is StepDone's business).
+  for (int r = 0; r < ranks; ++r) {
+    check();
+    const schedules::WeightLifetimes lifetimes(schedule, r);
+    lifetimes.ForEachStage([&](int stage, const std::vector<schedules::VersionLife>& lives) {
+      auto& readers = readers_left_[static_cast<size_t>(stage)];
+      if (readers.size() < lives.size()) readers.resize(lives.size(), 0);
+      for (size_t v = 0; v < lives.size(); ++v) readers[v] += lives[v].compute_readers;
+    });
   }
   for (int stage = 0; stage < stages; ++stage) {
     const StageCost& c = costs.stages[stage];
@@ -88,34 +87,34 @@ namespace {
 
 // What a compute op holds only while it runs.
 int64_t Workspace(const StageCost& c, const Op& op) {
-  if (op.kind == OpKind::kStep) return 0;
-  return op.kind == OpKind::kF ? c.forward_workspace_bytes : c.workspace_bytes;
+  switch (schedules::Info(op.kind).memory.workspace) {
+    case schedules::Workspace::kForward: return c.forward_workspace_bytes;
+    case schedules::Workspace::kBackward: return c.workspace_bytes;
+    case schedules::Workspace::kNone: return 0;
+  }
+  return 0;
 }
 
 }  // namespace
 
 void MemoryModel::ComputeStarted(int64_t now_ns, int rank, const Op& op) {
   const StageCost& c = costs_.stages[op.stage];
-  const bool backward = op.kind == OpKind::kB || op.kind == OpKind::kI;
-  const int64_t held = (backward ? c.recompute_bytes : 0) + Workspace(c, op);
+  const schedules::MemoryEffect& effect = schedules::Info(op.kind).memory;
+  const int64_t held = (effect.recompute ? c.recompute_bytes : 0) + Workspace(c, op);
   if (held != 0) Add(now_ns, rank, held);
-  if (op.kind != OpKind::kF) return;
+  if (effect.activations <= 0) return;
   Add(now_ns, rank, costs_.stages[op.stage].activation_bytes);
 }
 
 void MemoryModel::ComputeFinished(int64_t now_ns, int rank, const Op& op) {
   const StageCost& c = costs_.stages[op.stage];
   if (const int64_t workspace = Workspace(c, op); workspace != 0) Add(now_ns, rank, -workspace);
-  switch (op.kind) {
-    case OpKind::kB:
-      Add(now_ns, rank, -c.activation_bytes - c.recompute_bytes);
-      break;
-    case OpKind::kI:
-      Add(now_ns, rank, c.w_stash_bytes - c.activation_bytes - c.recompute_bytes);
-      break;
-    case OpKind::kW: Add(now_ns, rank, -c.w_stash_bytes); break;
-    case OpKind::kStep: StepDone(now_ns, op); return;  // updates in place unless F/B/I/W still read the base
-    default: break;
+  if (schedules::ProducesVersion(op.kind)) return StepDone(now_ns, op);  // in place unless F/B/I/W still read the base
+  const schedules::MemoryEffect& effect = schedules::Info(op.kind).memory;
+  if (effect.activations < 0 || effect.w_stash != 0) {
+    // B frees the activations (and the recomputed forward), I swaps them for the W stash, W frees that.
+    const int64_t freed = effect.activations < 0 ? -c.activation_bytes - c.recompute_bytes : 0;
+    Add(now_ns, rank, (effect.w_stash > 0 ? c.w_stash_bytes : 0) + freed - (effect.w_stash < 0 ? c.w_stash_bytes : 0));
   }
   ReadDone(now_ns, op);
 }

@@ -13,6 +13,7 @@
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/limits.h"
 
@@ -79,7 +80,7 @@ CountBound BoundFromCounts(const schedules::GeneratorInfo& info, const schedules
   const schedules::Shape shape{p.ranks, p.chunks, info.placement};
   const double units_per_stage = static_cast<double>(p.microbatches) * p.steps;
   const double steps_per_stage =
-      info.weights == schedules::WeightPolicy::kStash ? units_per_stage : static_cast<double>(p.steps);
+      static_cast<double>(p.steps) * static_cast<double>(schedules::UpdatesPerStep(info.weights, p.microbatches));
   CountBound sum;
   for (int s = 0; s < shape.stages(); ++s) {
     const StageCost& c = costs.stages[s];

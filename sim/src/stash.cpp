@@ -6,15 +6,7 @@ namespace stagecraft::sim {
 
 using schedules::OpKind;
 
-int StashKindIndex(OpKind kind) {
-  switch (kind) {
-    case OpKind::kF: return 0;
-    case OpKind::kB: return 1;
-    case OpKind::kI: return 2;
-    case OpKind::kW: return 3;
-    default: return -1;
-  }
-}
+int StashKindIndex(OpKind kind) { return schedules::IsCompute(kind) ? schedules::CostIndex(kind) : -1; }
 
 std::vector<std::vector<double>> StashDepths(const schedules::Schedule& s) {
   std::vector<std::vector<double>> out(static_cast<size_t>(s.ranks()));
@@ -22,10 +14,11 @@ std::vector<std::vector<double>> StashDepths(const schedules::Schedule& s) {
   for (int r = 0; r < s.ranks(); ++r) {
     double depth = 0;
     for (const schedules::Op& op : s.ops[r]) {
-      if (op.kind == OpKind::kF) {
+      const int8_t activations = schedules::Info(op.kind).memory.activations;
+      if (activations > 0) {
         out[r].push_back(depth);
         depth += unit;
-      } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
+      } else if (activations < 0) {
         out[r].push_back(depth);
         depth = std::max(0.0, depth - unit);
       } else {

@@ -26,7 +26,7 @@ inline std::string Mebibytes(int64_t bytes) {
 // "REDUCE_GRAD" (a STEP's and a REDUCE_GRAD's microbatch means nothing).
 inline std::string ActionName(const schedules::TraceOp& op) {
   const std::string kind(schedules::KindName(op.op.kind));
-  if (op.op.kind == schedules::OpKind::kStep || schedules::IsCollective(op.op.kind)) return kind;
+  if (schedules::Info(op.op.kind).number == schedules::ActionNumber::kVersion) return kind;
   return kind + std::to_string(op.op.microbatch);
 }
 

@@ -85,8 +85,15 @@ bool Disagrees(const AppState& s, const Group& g, int predicted_op) {
 }
 
 std::string OpLabel(const TraceOp& op, float width_px) {
-  if (op.op.kind == schedules::OpKind::kStep) return width_px > 40 ? "STEP" : "S";
-  if (op.op.kind == schedules::OpKind::kReduceGrad) return width_px > 90 ? "REDUCE_GRAD" : "RG";
+  if (schedules::Info(op.op.kind).number == schedules::ActionNumber::kVersion) {  // STEP, REDUCE_GRAD
+    const std::string name(schedules::KindName(op.op.kind));
+    if (ImGui::CalcTextSize(name.c_str()).x + 4 <= width_px) return name;
+    std::string initials(1, name[0]);  // "S", "RG"
+    for (size_t i = 1; i < name.size(); ++i) {
+      if (name[i - 1] == '_') initials += name[i];
+    }
+    return initials;
+  }
   std::string full = std::string(schedules::KindName(op.op.kind)) + std::to_string(op.op.microbatch);
   if (ImGui::CalcTextSize(full.c_str()).x + 4 <= width_px) return full;
   return std::to_string(op.op.microbatch);

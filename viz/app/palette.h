@@ -1,5 +1,5 @@
-// The viewer's fixed colours, one per op kind, so a picture reads the same everywhere and tests
-// can look for them in a screenshot (RGB, opaque):
+// The viewer's fixed colours, one per colour key of the op kinds (schedules/op_kinds.h), so a
+// picture reads the same everywhere and tests can look for them in a screenshot (RGB, opaque):
 //   F blue (66,133,244) · B green (52,168,83) · I teal (0,150,136) · W orange (251,140,0)
 //   SEND_F/SEND_B grey (150,150,150) · RECV_F/RECV_B darker grey (115,115,115) · STEP purple (156,39,176)
 //   REDUCE_GRAD pink (233,30,99)
@@ -38,22 +38,12 @@ inline constexpr ImU32 kSelectionBand = Rgba(255, 255, 255, 40);
 inline constexpr ImU32 kGridLine = Rgba(255, 255, 255, 22);
 inline constexpr ImU32 kLaneBackground = Rgba(255, 255, 255, 8);
 
-inline ImU32 KindColor(schedules::OpKind kind) {
-  using schedules::OpKind;
-  switch (kind) {
-    case OpKind::kF: return Rgba(66, 133, 244);
-    case OpKind::kB: return Rgba(52, 168, 83);
-    case OpKind::kI: return Rgba(0, 150, 136);
-    case OpKind::kW: return Rgba(251, 140, 0);
-    case OpKind::kSendF:
-    case OpKind::kSendB: return Rgba(150, 150, 150);
-    case OpKind::kRecvF:
-    case OpKind::kRecvB: return Rgba(115, 115, 115);
-    case OpKind::kStep: return Rgba(156, 39, 176);
-    case OpKind::kReduceGrad: return Rgba(233, 30, 99);
-  }
-  return kMergedColor;
-}
+// By schedules::ColorKey: forward, backward, backward_input, backward_weight, send, recv, step,
+// collective.
+inline constexpr ImU32 kKeyColors[schedules::kNumColorKeys] = {
+    Rgba(66, 133, 244), Rgba(52, 168, 83),   Rgba(0, 150, 136), Rgba(251, 140, 0),
+    Rgba(150, 150, 150), Rgba(115, 115, 115), Rgba(156, 39, 176), Rgba(233, 30, 99)};
+inline ImU32 KindColor(schedules::OpKind kind) { return kKeyColors[static_cast<size_t>(schedules::Info(kind).color)]; }
 
 // Lines of the memory plot, one colour per open trace (cycled).
 inline ImU32 TraceColor(int trace_index) {

@@ -13,6 +13,7 @@
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/lifetimes.h"
 
 namespace stagecraft::exec {
 
@@ -64,15 +65,15 @@ class WeightStore {
     int backwards = 0;  // B and W ops that added into it
   };
   struct StageWeights {
-    StageWeights(Device& device, const TrainingConfig& config, int64_t floats)
-        : optimizer(device, config, floats), floats(floats) {}
+    StageWeights(Device& device, const TrainingConfig& config, int stage, int64_t floats)
+        : optimizer(device, config, floats), stage(stage), floats(floats) {}
     Optimizer optimizer;
+    int stage = 0;
     int64_t floats = 0;
     std::map<int, Buffer> versions;
     int newest = 0;
     std::map<int64_t, Update> open;  // by update index (schedules::UpdateIndex)
     std::vector<Buffer> zeroed;      // gradient buffers of no open update, all zeros
-    std::map<int, int> last_reader;  // version -> index of its last reading op on the rank
   };
 
   StageWeights& At(int stage) {
@@ -81,7 +82,9 @@ class WeightStore {
     return stages_[static_cast<size_t>(slot)];
   }
   void Release(int op_index, StageWeights& sw, int version) {
-    if (version != sw.newest && sw.last_reader.at(version) == op_index) sw.versions.erase(version);
+    if (version != sw.newest && lifetimes_.Of(sw.stage).at(static_cast<size_t>(version)).last_read_at == op_index) {
+      sw.versions.erase(version);
+    }
   }
   Buffer ZeroedBuffer(int64_t floats);
 
@@ -89,7 +92,7 @@ class WeightStore {
   const int rank_;
   Device& device_;
   const TrainingConfig& config_;
-  const std::vector<bool> steps_in_place_;  // by op index (schedules::StepsInPlace)
+  const schedules::WeightLifetimes lifetimes_;  // of the rank's ops: last readers, STEPs in place
   std::vector<int> slot_of_stage_;          // stage -> index in stages_, -1 when not local
   std::vector<StageWeights> stages_;
   int peak_versions_ = 1;

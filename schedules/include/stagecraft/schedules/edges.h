@@ -13,11 +13,6 @@
 
 namespace stagecraft::schedules {
 
-enum class Flow : uint8_t {
-  kActivation = 0,  // F of stage s -> F of stage s + 1 (SEND_F / RECV_F)
-  kGradient = 1,    // B or I of stage s + 1 -> B or I of stage s (SEND_B / RECV_B)
-};
-
 // One tensor moving between neighbouring stages for one (step, microbatch).
 struct Edge {
   Flow flow = Flow::kActivation;
@@ -45,7 +40,6 @@ std::optional<Edge> OutputEdge(const Shape& shape, const Op& op);
 // The edge a SEND sends or a RECV receives (OutputEdge / InputEdge); nullopt for other ops and
 // for a stage without that neighbour.
 std::optional<Edge> CommEdge(const Shape& shape, const Op& op);
-inline bool IsSend(OpKind k) { return k == OpKind::kSendF || k == OpKind::kSendB; }
 
 // The rank at the other end of a SEND/RECV (its correct `peer`), -1 when there is none.
 int PeerOf(const Shape& shape, const Op& op);
@@ -53,7 +47,7 @@ int PeerOf(const Shape& shape, const Op& op);
 // Whether an op of `kind` consumes the tensors of `flow` (F for activations; B or I, whichever
 // the schedule splits into, for gradients; on the last stage B/I consume the loss gradient).
 inline bool IsConsumerOf(OpKind kind, Flow flow) {
-  return flow == Flow::kActivation ? kind == OpKind::kF : kind == OpKind::kB || kind == OpKind::kI;
+  return IsCompute(kind) && Info(kind).in_edge == flow;
 }
 
 // The SEND / RECV that carry an edge across ranks: the SEND on the producer's rank names the
@@ -65,7 +59,9 @@ Op RecvOf(const Edge& edge);
 // With replicas (Schedule::data_parallel > 1) a STEP also reads, on its own rank, the
 // REDUCE_GRAD of its stage and version: its update's gradients summed over the replicas. This
 // is that op (Lower places it; Validate, the simulator and the runtime look for it).
-inline bool ReadsReduceGrad(const Schedule& s, const Op& op) { return s.data_parallel > 1 && op.kind == OpKind::kStep; }
+inline bool ReadsReduceGrad(const Schedule& s, const Op& op) {
+  return s.data_parallel > 1 && (Info(op.kind).reads & kReducedGrads) != 0;
+}
 inline Op ReduceGradOf(const Op& step) {
   return Op{OpKind::kReduceGrad, step.stage, step.microbatch, step.step, step.version};
 }

@@ -9,36 +9,9 @@
 #include <memory>
 #include <vector>
 
+#include "stagecraft/schedules/op_kinds.h"
+
 namespace stagecraft::schedules {
-
-enum class OpKind : uint8_t {
-  kF,      // forward
-  kB,      // full backward (input and weight gradients)
-  kI,      // backward for inputs only (Zero Bubble "B")
-  kW,      // backward for weights only (Zero Bubble "W")
-  kSendF,  // post the send of activations to the next stage
-  kRecvF,  // post the receive of activations from the previous stage
-  kSendB,  // post the send of input gradients to the previous stage
-  kRecvB,  // post the receive of output gradients from the next stage
-  kStep,   // optimizer step of one stage; produces weight version `version`
-  // Data parallelism (Schedule::data_parallel > 1): posts the all-reduce of one stage's
-  // gradients over its replicas (reduce-scatter + all-gather with ZeRO-1) for the update that
-  // the STEP producing `version` applies. Like a SEND it only posts: the collective runs on the
-  // rank's collective stream, and that STEP waits for it.
-  kReduceGrad,
-};
-inline constexpr int kNumOpKinds = 10;
-
-std::string_view KindName(OpKind kind);  // "F", "B", "I", "W", "SEND_F", ..., "STEP"
-bool ParseKind(std::string_view text, OpKind* kind);
-inline bool IsCompute(OpKind k) { return k == OpKind::kF || k == OpKind::kB || k == OpKind::kI || k == OpKind::kW; }
-inline bool IsBackward(OpKind k) { return k == OpKind::kB || k == OpKind::kI || k == OpKind::kW; }
-// SEND/RECV between pipeline ranks (not REDUCE_GRAD: a collective over the replicas).
-inline bool IsComm(OpKind k) {
-  return k == OpKind::kSendF || k == OpKind::kRecvF || k == OpKind::kSendB || k == OpKind::kRecvB;
-}
-// The collectives over the replicas: they run on a rank's collective stream, not its compute.
-inline bool IsCollective(OpKind k) { return k == OpKind::kReduceGrad; }
 
 // Stage -> rank placement. kLoop: stage s on rank s % ranks (Megatron interleaving).
 // kV: chunk c runs down the ranks when c is even and back up when odd (ZB-V, DualPipe-V).

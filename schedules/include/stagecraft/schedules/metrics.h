@@ -65,22 +65,35 @@ struct StageCostMetrics {
   friend bool operator==(const StageCostMetrics&, const StageCostMetrics&) = default;
 };
 
-// Every pass of StageCostMetrics with the op kind it times and its JSON key: the one table the
-// metrics codec, MeasuredStageCosts, compare and replay read.
+// Every pass of StageCostMetrics with its cost field, the op kind it times (op_kinds.h) and its
+// JSON key, in CostField order: the one table the metrics codec, MeasuredStageCosts, compare and
+// replay read.
 struct StageCostField {
+  CostField cost;
   OpKind kind;
   const char* key;
   double StageCostMetrics::*field;
 };
+constexpr StageCostField CostFieldRow(CostField cost, const char* key, double StageCostMetrics::*field) {
+  return {cost, KindPricedBy(cost), key, field};
+}
 inline constexpr StageCostField kStageCostFields[] = {
-    {OpKind::kF, "forward_ms", &StageCostMetrics::forward_ms},
-    {OpKind::kB, "backward_ms", &StageCostMetrics::backward_ms},
-    {OpKind::kI, "backward_input_ms", &StageCostMetrics::backward_input_ms},
-    {OpKind::kW, "backward_weight_ms", &StageCostMetrics::backward_weight_ms},
-    {OpKind::kStep, "step_ms", &StageCostMetrics::step_ms},
+    CostFieldRow(CostField::kForward, "forward_ms", &StageCostMetrics::forward_ms),
+    CostFieldRow(CostField::kBackward, "backward_ms", &StageCostMetrics::backward_ms),
+    CostFieldRow(CostField::kBackwardInput, "backward_input_ms", &StageCostMetrics::backward_input_ms),
+    CostFieldRow(CostField::kBackwardWeight, "backward_weight_ms", &StageCostMetrics::backward_weight_ms),
+    CostFieldRow(CostField::kStep, "step_ms", &StageCostMetrics::step_ms),
 };
 static_assert(sizeof(StageCostMetrics) == std::size(kStageCostFields) * sizeof(double),
               "kStageCostFields names every field of StageCostMetrics");
+static_assert(std::size(kStageCostFields) == kNumCostFields, "one row per cost field");
+constexpr bool StageCostFieldsInOrder() {
+  for (size_t i = 0; i < std::size(kStageCostFields); ++i) {
+    if (static_cast<size_t>(kStageCostFields[i].cost) != i) return false;
+  }
+  return true;
+}
+static_assert(StageCostFieldsInOrder(), "kStageCostFields[CostIndex(kind)] prices kind");
 
 struct ScheduleMetrics {
   std::string schedule;

@@ -16,10 +16,8 @@
 
 namespace stagecraft::schedules {
 
-// tid of a trace event. kCollective carries the REDUCE_GRADs (post -> completion) of a run with
-// replicas; a one-replica trace has no such stream.
-enum class Stream : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3 };
-inline constexpr int kNumStreams = 4;
+// tid of a trace event: the op's Stream (op_kinds.h). kCollective carries the REDUCE_GRADs
+// (post -> completion) of a run with replicas; a one-replica trace has no such stream.
 
 struct TraceOp {
   int rank = 0;

@@ -42,7 +42,7 @@ inline constexpr std::pair<const char*, StashSlope StashScale::*> kStashFields[]
     {"backward_weight", &StashScale::backward_weight},
 };
 
-// F, B, I, W -> 0..3 (kStashFields' order); -1 for every other kind.
+// F, B, I, W -> 0..3 (kStashFields' order, their cost fields' in op_kinds.h); -1 for every other kind.
 int StashKindIndex(schedules::OpKind kind);
 
 // The stash depth at the start of every op: by rank and index in the rank's list. A B or I

@@ -1,0 +1,55 @@
+// The one lifetime analysis of weight versions (DESIGN.md §2, §10), over one rank's op list: per
+// local stage and version, the STEP that produces it, its readers and last reader, and the STEP
+// that replaces it as the newest. The IR's analysis takes its peaks from it, the simulator's
+// memory model its readers, the executor's weight store when a version is freed and whether a
+// STEP updates in place. (Activations: each op kind's MemoryEffect, op_kinds.h, read by
+// PeakHeld, StashDepths, the memory model and the search alike.)
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+// One version of one stage; positions are indices in the rank's op list, -1 for none.
+struct VersionLife {
+  int produced_at = -1;           // its STEP; -1 for version 0, there from the start
+  int last_read_at = -1;          // the last op reading it (weights.h VersionRead: a STEP reads its base)
+  int last_compute_read_at = -1;  // the last F, B, I or W reading it
+  int compute_readers = 0;        // how many F, B, I and W read it
+  int replaced_at = -1;           // the STEP after which a newer version is the newest; -1: never
+};
+
+class WeightLifetimes {
+ public:
+  // The versions of every stage with ops on `rank` (ops of a stage out of range are left out).
+  WeightLifetimes(const Schedule& schedule, int rank);
+
+  // By version, those of `stage` this rank's ops produce or read (empty for a stage without ops
+  // here; versions in between that none names are default lives).
+  const std::vector<VersionLife>& Of(int stage) const;
+  // Calls fn(stage, lives) for every stage with ops on the rank, in no particular order.
+  template <typename Fn>
+  void ForEachStage(Fn&& fn) const {
+    for (const auto& [stage, lives] : stages_) fn(stage, lives);
+  }
+
+  // A STEP at `op_index` updates its base version in place: no later op reads that version. False
+  // for every other op (PipeDream's stash and 2BW's second version make a STEP copy first).
+  bool StepInPlace(int op_index) const { return in_place_[static_cast<size_t>(op_index)]; }
+  const std::vector<bool>& StepsInPlace() const { return in_place_; }
+
+  // The most versions of `stage` alive at once: a version lives from its STEP (version 0: from the
+  // start) until the later of its last F/B/I/W reader and the STEP that replaces it, and hands
+  // over to the new one at that STEP (an in-place update is one version). 1 with no STEPs.
+  int PeakVersions(int stage) const;
+
+ private:
+  std::unordered_map<int32_t, std::vector<VersionLife>> stages_;
+  std::vector<bool> in_place_;  // by op index
+};
+
+}  // namespace stagecraft::schedules
