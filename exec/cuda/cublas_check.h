@@ -16,12 +16,11 @@ namespace stagecraft::exec {
                            cublasGetStatusName(status) + " '" + cublasGetStatusString(status) + "' in " + call);
 }
 
+inline void CheckCublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS) ThrowCublasError(status, call, file, line);
+}
+
 }  // namespace stagecraft::exec
 
-#define SC_CUBLAS_CHECK(call)                                                            \
-  do {                                                                                   \
-    const cublasStatus_t sc_cublas_status = (call);                                      \
-    if (sc_cublas_status != CUBLAS_STATUS_SUCCESS) {                                     \
-      ::stagecraft::exec::ThrowCublasError(sc_cublas_status, #call, __FILE__, __LINE__); \
-    }                                                                                    \
-  } while (0)
+// The call is evaluated once, where it stands.
+#define SC_CUBLAS_CHECK(call) ::stagecraft::exec::CheckCublas((call), #call, __FILE__, __LINE__)
