@@ -114,7 +114,7 @@ class NcclReplicaGroup final : public ReplicaGroup {
     for (const int64_t floats : sum_floats) {
       if (floats <= 0 || !connected_.insert(floats).second) continue;
       Buffer zeros(device_, floats);
-      device_.Fill(zeros.data(), 0.0f, floats);
+      device_.memory().Fill(zeros.data(), 0.0f, floats);
       Wait(PostSum(zeros.data(), floats));
     }
   }

@@ -218,7 +218,7 @@ class NcclTransport final : public Transport {
     int64_t total = 0;
     for (const NcclProbe& p : probes) total += p.floats;
     Buffer zeros(device_, total);
-    device_.Fill(zeros.data(), 0.0f, total);
+    device_.memory().Fill(zeros.data(), 0.0f, total);
     std::vector<Request> requests;
     int64_t offset = 0;
     for (const NcclProbe& p : probes) {

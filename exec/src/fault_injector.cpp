@@ -32,7 +32,7 @@ void FaultInjector::Inject(const schedules::Op& op, int microbatches, Device& de
       return;
     }
     case RunHooks::Fault::kNan:
-      device.Fill(newest_weights, std::numeric_limits<float>::quiet_NaN(), 1);
+      device.memory().Fill(newest_weights, std::numeric_limits<float>::quiet_NaN(), 1);
       armed_ = false;  // once
       return;
   }

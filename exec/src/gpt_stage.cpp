@@ -120,7 +120,7 @@ GptStage::GptStage(Device& device, const GptModel& model, int batch, int first_b
 void GptStage::InitParams(float* params) const {
   std::vector<float> host(static_cast<size_t>(param_floats_));
   InitGptParams(model_, first_block_, blocks_, embed_, head_, host.data());
-  device_.Upload(params, host.data(), param_floats_);
+  device_.memory().Upload(params, host.data(), param_floats_);
 }
 
 int64_t GptStage::InputFloats() const { return embed_ ? Rows() : Rows() * model_.hidden; }
@@ -135,14 +135,14 @@ Buffer GptStage::Forward(const float* params, Buffer x, Activations* saved, bool
   Buffer* kept = keep_all ? saved->kept.data() : nullptr;
   if (!keep_all) {  // recompute later from the stage input alone
     Buffer copy(device_, x.size());
-    device_.Copy(copy.data(), x.data(), x.size());
+    device_.memory().Copy(copy.data(), x.data(), x.size());
     saved->inputs.push_back(std::move(copy));
   }
   const int64_t c = model_.hidden;
   if (embed_) {
     Buffer out(device_, Rows() * c);
-    device_.Embedding(batch_, model_.seq, model_.hidden, x.data(), params, params + int64_t{model_.vocab} * c,
-                      out.data());
+    ops_.embedding.forward(cx_, batch_, model_.seq, model_.hidden, x.data(), params, params + int64_t{model_.vocab} * c,
+                           out.data());
     if (keep_all) kept[kTokens] = std::move(x);
     x = std::move(out);
   }
@@ -160,37 +160,38 @@ Buffer GptStage::BlockForward(const float* p, Buffer x, Buffer* kept, bool keep)
   const int matrices = batch_ * nh;
   const int64_t head_floats = int64_t{t} * hd;
   Buffer mean1(device_, rows), rstd1(device_, rows), ln1(device_, Rows() * c);
-  device_.LayerNorm(rows, c, x.data(), p + o.ln1_w, p + o.ln1_b, ln1.data(), mean1.data(), rstd1.data());
+  ops_.layer_norm.forward(cx_, rows, c, x.data(), p + o.ln1_w, p + o.ln1_b, ln1.data(), mean1.data(), rstd1.data());
   Buffer qkv(device_, Rows() * 3 * c);
-  device_.Gemm(false, true, rows, 3 * c, c, 1.0f, ln1.data(), p + o.qkv_w, 0.0f, qkv.data());
-  device_.BiasAdd(rows, 3 * c, qkv.data(), p + o.qkv_b, nullptr);
+  ops_.linear.gemm(cx_, false, true, rows, 3 * c, c, 1.0f, ln1.data(), p + o.qkv_w, 0.0f, qkv.data());
+  ops_.bias_add.forward(cx_, rows, 3 * c, qkv.data(), p + o.qkv_b, nullptr);
   Buffer q(device_, Rows() * c), k(device_, Rows() * c), v(device_, Rows() * c);
-  device_.HeadsFromRows(batch_, t, nh, hd, qkv.data(), 3 * c, q.data());
-  device_.HeadsFromRows(batch_, t, nh, hd, qkv.data() + c, 3 * c, k.data());
-  device_.HeadsFromRows(batch_, t, nh, hd, qkv.data() + 2 * c, 3 * c, v.data());
+  ops_.attention.heads_from_rows(cx_, batch_, t, nh, hd, qkv.data(), 3 * c, q.data());
+  ops_.attention.heads_from_rows(cx_, batch_, t, nh, hd, qkv.data() + c, 3 * c, k.data());
+  ops_.attention.heads_from_rows(cx_, batch_, t, nh, hd, qkv.data() + 2 * c, 3 * c, v.data());
   qkv.Reset();
   Buffer probs(device_, int64_t{matrices} * t * t);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  device_.GemmBatched(false, true, t, t, hd, scale, q.data(), head_floats, k.data(), head_floats, 0.0f, probs.data(),
-                      int64_t{t} * t, matrices);
-  device_.CausalSoftmax(matrices, t, probs.data());
+  ops_.linear.gemm_batched(cx_, false, true, t, t, hd, scale, q.data(), head_floats, k.data(), head_floats, 0.0f,
+                           probs.data(), int64_t{t} * t, matrices);
+  ops_.attention.causal_softmax(cx_, matrices, t, probs.data());
   Buffer att(device_, Rows() * c);
-  device_.GemmBatched(false, false, t, hd, t, 1.0f, probs.data(), int64_t{t} * t, v.data(), head_floats, 0.0f,
-                      att.data(), head_floats, matrices);
+  ops_.linear.gemm_batched(cx_, false, false, t, hd, t, 1.0f, probs.data(), int64_t{t} * t, v.data(), head_floats, 0.0f,
+                           att.data(), head_floats, matrices);
   Buffer att_y(device_, Rows() * c);
-  device_.RowsFromHeads(batch_, t, nh, hd, att.data(), att_y.data(), c);
+  ops_.attention.rows_from_heads(cx_, batch_, t, nh, hd, att.data(), att_y.data(), c);
   att.Reset();
   Buffer x1(device_, Rows() * c);
-  device_.Gemm(false, true, rows, c, c, 1.0f, att_y.data(), p + o.proj_w, 0.0f, x1.data());
-  device_.BiasAdd(rows, c, x1.data(), p + o.proj_b, x.data());
+  ops_.linear.gemm(cx_, false, true, rows, c, c, 1.0f, att_y.data(), p + o.proj_w, 0.0f, x1.data());
+  ops_.bias_add.forward(cx_, rows, c, x1.data(), p + o.proj_b, x.data());
   Buffer mean2(device_, rows), rstd2(device_, rows), ln2(device_, Rows() * c);
-  device_.LayerNorm(rows, c, x1.data(), p + o.ln2_w, p + o.ln2_b, ln2.data(), mean2.data(), rstd2.data());
+  ops_.layer_norm.forward(cx_, rows, c, x1.data(), p + o.ln2_w, p + o.ln2_b, ln2.data(), mean2.data(), rstd2.data());
   Buffer fc_pre(device_, Rows() * 4 * c), gelu(device_, Rows() * 4 * c);
-  device_.Gemm(false, true, rows, 4 * c, c, 1.0f, ln2.data(), p + o.fc_w, 0.0f, fc_pre.data());
-  device_.BiasActivation(kernels::Activation::kGelu, rows, 4 * c, fc_pre.data(), p + o.fc_b, nullptr, gelu.data());
+  ops_.linear.gemm(cx_, false, true, rows, 4 * c, c, 1.0f, ln2.data(), p + o.fc_w, 0.0f, fc_pre.data());
+  ops_.bias_activation.forward(cx_, kernels::Activation::kGelu, rows, 4 * c, fc_pre.data(), p + o.fc_b, nullptr,
+                               gelu.data());
   Buffer y(device_, Rows() * c);
-  device_.Gemm(false, true, rows, c, 4 * c, 1.0f, gelu.data(), p + o.fcproj_w, 0.0f, y.data());
-  device_.BiasAdd(rows, c, y.data(), p + o.fcproj_b, x1.data());
+  ops_.linear.gemm(cx_, false, true, rows, c, 4 * c, 1.0f, gelu.data(), p + o.fcproj_w, 0.0f, y.data());
+  ops_.bias_add.forward(cx_, rows, c, y.data(), p + o.fcproj_b, x1.data());
   if (keep) {
     kept[kX] = std::move(x), kept[kMean1] = std::move(mean1), kept[kRstd1] = std::move(rstd1);
     kept[kLn1] = std::move(ln1), kept[kQ] = std::move(q), kept[kK] = std::move(k), kept[kV] = std::move(v);
@@ -204,9 +205,9 @@ Buffer GptStage::BlockForward(const float* p, Buffer x, Buffer* kept, bool keep)
 Buffer GptStage::HeadForward(const float* p, Buffer x, Buffer* kept, bool keep) {
   const int rows = static_cast<int>(Rows()), c = model_.hidden;
   Buffer mean(device_, rows), rstd(device_, rows), ln(device_, Rows() * c);
-  device_.LayerNorm(rows, c, x.data(), p, p + c, ln.data(), mean.data(), rstd.data());
+  ops_.layer_norm.forward(cx_, rows, c, x.data(), p, p + c, ln.data(), mean.data(), rstd.data());
   Buffer logits(device_, Rows() * model_.vocab);
-  device_.Gemm(false, true, rows, model_.vocab, c, 1.0f, ln.data(), p + 2 * c, 0.0f, logits.data());
+  ops_.linear.gemm(cx_, false, true, rows, model_.vocab, c, 1.0f, ln.data(), p + 2 * c, 0.0f, logits.data());
   if (keep) {
     kept[kHx] = std::move(x), kept[kHMean] = std::move(mean), kept[kHRstd] = std::move(rstd);
     kept[kHLn] = std::move(ln);
@@ -231,10 +232,10 @@ Buffer GptStage::Backward(const float* params, Buffer dout, Activations* saved, 
 Buffer GptStage::HeadBackward(const float* p, Buffer dlogits, Buffer* kept) {
   const int rows = static_cast<int>(Rows()), c = model_.hidden;
   Buffer dln(device_, Rows() * c);
-  device_.Gemm(false, false, rows, c, model_.vocab, 1.0f, dlogits.data(), p + 2 * c, 0.0f, dln.data());
+  ops_.linear.gemm(cx_, false, false, rows, c, model_.vocab, 1.0f, dlogits.data(), p + 2 * c, 0.0f, dln.data());
   Buffer dx(device_, Rows() * c);
-  device_.LayerNormBackwardInput(rows, c, dln.data(), kept[kHx].data(), p, kept[kHMean].data(), kept[kHRstd].data(),
-                                 dx.data(), false);
+  ops_.layer_norm.backward_input(cx_, rows, c, dln.data(), kept[kHx].data(), p, kept[kHMean].data(),
+                                 kept[kHRstd].data(), dx.data(), false);
   kept[kDLogits] = std::move(dlogits);
   kept[kDLnf] = std::move(dln);
   return dx;
@@ -247,50 +248,50 @@ Buffer GptStage::BlockBackward(const float* p, Buffer dy, Buffer* kept) {
   const int64_t head_floats = int64_t{t} * hd, n = Rows() * c;
   // MLP: dy is the output gradient of fcproj and (residual) of x1.
   Buffer d_fc_pre(device_, Rows() * 4 * c);
-  device_.Gemm(false, false, rows, 4 * c, c, 1.0f, dy.data(), p + o.fcproj_w, 0.0f, d_fc_pre.data());
-  device_.ActivationBackward(kernels::Activation::kGelu, d_fc_pre.size(), d_fc_pre.data(), kept[kFcPre].data(),
-                             d_fc_pre.data());
+  ops_.linear.gemm(cx_, false, false, rows, 4 * c, c, 1.0f, dy.data(), p + o.fcproj_w, 0.0f, d_fc_pre.data());
+  ops_.bias_activation.backward(cx_, kernels::Activation::kGelu, d_fc_pre.size(), d_fc_pre.data(), kept[kFcPre].data(),
+                                d_fc_pre.data());
   kept[kFcPre].Reset();
   Buffer d_ln2(device_, n);
-  device_.Gemm(false, false, rows, c, 4 * c, 1.0f, d_fc_pre.data(), p + o.fc_w, 0.0f, d_ln2.data());
+  ops_.linear.gemm(cx_, false, false, rows, c, 4 * c, 1.0f, d_fc_pre.data(), p + o.fc_w, 0.0f, d_ln2.data());
   Buffer dx1(device_, n);
-  device_.Copy(dx1.data(), dy.data(), n);
-  device_.LayerNormBackwardInput(rows, c, d_ln2.data(), kept[kX1].data(), p + o.ln2_w, kept[kMean2].data(),
+  device_.memory().Copy(dx1.data(), dy.data(), n);
+  ops_.layer_norm.backward_input(cx_, rows, c, d_ln2.data(), kept[kX1].data(), p + o.ln2_w, kept[kMean2].data(),
                                  kept[kRstd2].data(), dx1.data(), true);
   // Attention: dx1 is the output gradient of proj and (residual) of x.
   Buffer d_att_y(device_, n);
-  device_.Gemm(false, false, rows, c, c, 1.0f, dx1.data(), p + o.proj_w, 0.0f, d_att_y.data());
+  ops_.linear.gemm(cx_, false, false, rows, c, c, 1.0f, dx1.data(), p + o.proj_w, 0.0f, d_att_y.data());
   Buffer d_att(device_, n);
-  device_.HeadsFromRows(batch_, t, nh, hd, d_att_y.data(), c, d_att.data());
+  ops_.attention.heads_from_rows(cx_, batch_, t, nh, hd, d_att_y.data(), c, d_att.data());
   d_att_y.Reset();
   Buffer d_probs(device_, int64_t{matrices} * t * t);
-  device_.GemmBatched(false, true, t, t, hd, 1.0f, d_att.data(), head_floats, kept[kV].data(), head_floats, 0.0f,
-                      d_probs.data(), int64_t{t} * t, matrices);
+  ops_.linear.gemm_batched(cx_, false, true, t, t, hd, 1.0f, d_att.data(), head_floats, kept[kV].data(), head_floats,
+                           0.0f, d_probs.data(), int64_t{t} * t, matrices);
   Buffer dv(device_, n);
-  device_.GemmBatched(true, false, t, hd, t, 1.0f, kept[kProbs].data(), int64_t{t} * t, d_att.data(), head_floats, 0.0f,
-                      dv.data(), head_floats, matrices);
+  ops_.linear.gemm_batched(cx_, true, false, t, hd, t, 1.0f, kept[kProbs].data(), int64_t{t} * t, d_att.data(),
+                           head_floats, 0.0f, dv.data(), head_floats, matrices);
   d_att.Reset();
-  device_.CausalSoftmaxBackward(matrices, t, kept[kProbs].data(), d_probs.data());
+  ops_.attention.causal_softmax_backward(cx_, matrices, t, kept[kProbs].data(), d_probs.data());
   kept[kProbs].Reset();
   kept[kV].Reset();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   Buffer dq(device_, n), dk(device_, n);
-  device_.GemmBatched(false, false, t, hd, t, scale, d_probs.data(), int64_t{t} * t, kept[kK].data(), head_floats, 0.0f,
-                      dq.data(), head_floats, matrices);
-  device_.GemmBatched(true, false, t, hd, t, scale, d_probs.data(), int64_t{t} * t, kept[kQ].data(), head_floats, 0.0f,
-                      dk.data(), head_floats, matrices);
+  ops_.linear.gemm_batched(cx_, false, false, t, hd, t, scale, d_probs.data(), int64_t{t} * t, kept[kK].data(),
+                           head_floats, 0.0f, dq.data(), head_floats, matrices);
+  ops_.linear.gemm_batched(cx_, true, false, t, hd, t, scale, d_probs.data(), int64_t{t} * t, kept[kQ].data(),
+                           head_floats, 0.0f, dk.data(), head_floats, matrices);
   d_probs.Reset();
   kept[kQ].Reset();
   kept[kK].Reset();
   Buffer d_qkv(device_, Rows() * 3 * c);
-  device_.RowsFromHeads(batch_, t, nh, hd, dq.data(), d_qkv.data(), 3 * c);
-  device_.RowsFromHeads(batch_, t, nh, hd, dk.data(), d_qkv.data() + c, 3 * c);
-  device_.RowsFromHeads(batch_, t, nh, hd, dv.data(), d_qkv.data() + 2 * c, 3 * c);
+  ops_.attention.rows_from_heads(cx_, batch_, t, nh, hd, dq.data(), d_qkv.data(), 3 * c);
+  ops_.attention.rows_from_heads(cx_, batch_, t, nh, hd, dk.data(), d_qkv.data() + c, 3 * c);
+  ops_.attention.rows_from_heads(cx_, batch_, t, nh, hd, dv.data(), d_qkv.data() + 2 * c, 3 * c);
   Buffer d_ln1(device_, n);
-  device_.Gemm(false, false, rows, c, 3 * c, 1.0f, d_qkv.data(), p + o.qkv_w, 0.0f, d_ln1.data());
+  ops_.linear.gemm(cx_, false, false, rows, c, 3 * c, 1.0f, d_qkv.data(), p + o.qkv_w, 0.0f, d_ln1.data());
   Buffer dx(device_, n);
-  device_.Copy(dx.data(), dx1.data(), n);
-  device_.LayerNormBackwardInput(rows, c, d_ln1.data(), kept[kX].data(), p + o.ln1_w, kept[kMean1].data(),
+  device_.memory().Copy(dx.data(), dx1.data(), n);
+  ops_.layer_norm.backward_input(cx_, rows, c, d_ln1.data(), kept[kX].data(), p + o.ln1_w, kept[kMean1].data(),
                                  kept[kRstd1].data(), dx.data(), true);
   kept[kDy] = std::move(dy), kept[kDFcPre] = std::move(d_fc_pre), kept[kDx1] = std::move(dx1);
   kept[kDQkv] = std::move(d_qkv), kept[kDLn2] = std::move(d_ln2), kept[kDLn1] = std::move(d_ln1);
@@ -304,19 +305,19 @@ void GptStage::BackwardWeight(Activations* saved, GradTarget grads) {
   const int64_t c = model_.hidden;
   if (embed_) {
     SC_CHECK(!kept[kDEmbedded].empty(), "W follows its I");
-    device_.EmbeddingBackward(batch_, model_.seq, model_.hidden, model_.vocab, kept[kTokens].data(),
-                              kept[kDEmbedded].data(), grads.data, grads.data + int64_t{model_.vocab} * c,
-                              grads.accumulate);
+    ops_.embedding.backward(cx_, batch_, model_.seq, model_.hidden, model_.vocab, kept[kTokens].data(),
+                            kept[kDEmbedded].data(), grads.data, grads.data + int64_t{model_.vocab} * c,
+                            grads.accumulate);
   }
   for (int b = 0; b < blocks_; ++b) BlockWeight(kept + (b + 1) * kBlockSlots, grads.data + BlockStart(b), grads.accumulate);
   if (head_) {
     Buffer* h = kept + (blocks_ + 1) * kBlockSlots;
     float* g = grads.data + HeadStart();
     const int rows = static_cast<int>(Rows());
-    device_.LayerNormBackwardWeight(rows, model_.hidden, h[kDLnf].data(), h[kHx].data(), h[kHMean].data(),
+    ops_.layer_norm.backward_weight(cx_, rows, model_.hidden, h[kDLnf].data(), h[kHx].data(), h[kHMean].data(),
                                     h[kHRstd].data(), g, g + c, grads.accumulate);
-    device_.Gemm(true, false, model_.vocab, model_.hidden, rows, 1.0f, h[kDLogits].data(), h[kHLn].data(), beta,
-                 g + 2 * c);
+    ops_.linear.gemm(cx_, true, false, model_.vocab, model_.hidden, rows, 1.0f, h[kDLogits].data(), h[kHLn].data(),
+                     beta, g + 2 * c);
   }
   saved->kept.clear();
   saved->inputs.clear();
@@ -327,16 +328,16 @@ void GptStage::BlockWeight(Buffer* kept, float* g, bool accumulate) {
   const int rows = static_cast<int>(Rows()), c = model_.hidden;
   const float beta = accumulate ? 1.0f : 0.0f;
   auto linear = [&](const Buffer& dz, const Buffer& in, int out_features, int in_features, int64_t w, int64_t b) {
-    device_.Gemm(true, false, out_features, in_features, rows, 1.0f, dz.data(), in.data(), beta, g + w);
-    device_.BiasGrad(rows, out_features, dz.data(), g + b, accumulate);
+    ops_.linear.gemm(cx_, true, false, out_features, in_features, rows, 1.0f, dz.data(), in.data(), beta, g + w);
+    ops_.bias_activation.bias_grad(cx_, rows, out_features, dz.data(), g + b, accumulate);
   };
   linear(kept[kDy], kept[kGelu], c, 4 * c, o.fcproj_w, o.fcproj_b);
   linear(kept[kDFcPre], kept[kLn2], 4 * c, c, o.fc_w, o.fc_b);
-  device_.LayerNormBackwardWeight(rows, c, kept[kDLn2].data(), kept[kX1].data(), kept[kMean2].data(),
+  ops_.layer_norm.backward_weight(cx_, rows, c, kept[kDLn2].data(), kept[kX1].data(), kept[kMean2].data(),
                                   kept[kRstd2].data(), g + o.ln2_w, g + o.ln2_b, accumulate);
   linear(kept[kDx1], kept[kAttY], c, c, o.proj_w, o.proj_b);
   linear(kept[kDQkv], kept[kLn1], 3 * c, c, o.qkv_w, o.qkv_b);
-  device_.LayerNormBackwardWeight(rows, c, kept[kDLn1].data(), kept[kX].data(), kept[kMean1].data(),
+  ops_.layer_norm.backward_weight(cx_, rows, c, kept[kDLn1].data(), kept[kX].data(), kept[kMean1].data(),
                                   kept[kRstd1].data(), g + o.ln1_w, g + o.ln1_b, accumulate);
 }
 

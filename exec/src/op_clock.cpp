@@ -30,18 +30,19 @@ void OpClock::Resolve(schedules::RankRecord* record) {
   // host is back within that of the device reaching the step's end.
   const PollPolicy policy{.deadline_ns = deadline_ns_, .spin_ns = 100'000, .min_sleep_ns = 20'000,
                           .max_sleep_ns = 200'000};
-  if (latest >= 0 && !PollUntil([&] { return device_.Reached(latest); }, policy)) {
+  if (latest >= 0 && !PollUntil([&] { return device_.clock().Reached(latest); }, policy)) {
     throw TimeoutError("the device did not get there within " + SecondsText(deadline_ns_) +
                        ": it is hung, or its queue waits for another rank's work that never came");
   }
   for (const TimedOp& t : timed_) {
-    const int64_t start = device_.StampNs(t.start) - start_ns_, end = device_.StampNs(t.end) - start_ns_;
+    const int64_t start = device_.clock().StampNs(t.start) - start_ns_,
+                  end = device_.clock().StampNs(t.end) - start_ns_;
     record->ops[t.op] = {start, end};
   }
-  for (const TimedOp& t : marked_) record->ops[t.op].start_ns = device_.StampNs(t.start) - start_ns_;
+  for (const TimedOp& t : marked_) record->ops[t.op].start_ns = device_.clock().StampNs(t.start) - start_ns_;
   timed_.clear();
   marked_.clear();
-  device_.ClearStamps();
+  device_.clock().ClearStamps();
 }
 
 }  // namespace stagecraft::exec

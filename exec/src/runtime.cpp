@@ -112,13 +112,13 @@ class Runner {
     }
     mailbox_.FinishSends();
     Resolve(static_cast<int>(ops_.size()) - 1);
-    device_.Synchronize();
+    device_.streams().Synchronize();
     SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty(),
              "every transfer, all-reduce and activation was consumed");
     for (int chunk = 0; chunk < s_.shape.chunks && hooks_.keep_final_params; ++chunk) {
       const int64_t n = models_[chunk]->ParamFloats();
       std::vector<float> host(static_cast<size_t>(n));
-      device_.Download(host.data(), weights_.Newest(s_.shape.StageOf(rank_, chunk)), n);
+      device_.memory().Download(host.data(), weights_.Newest(s_.shape.StageOf(rank_, chunk)), n);
       run_.final_params.push_back(std::move(host));
     }
     run_.record.losses = reporter_.MeanLosses();
@@ -191,14 +191,15 @@ class Runner {
     StageModel& model = Model(op.stage);
     if (op.stage == 0) {
       x = Buffer(device_, model.InputFloats());
-      device_.Copy(x.data(), data_.inputs.data() + Sample(op) * x.size(), x.size());
+      device_.memory().Copy(x.data(), data_.inputs.data() + Sample(op) * x.size(), x.size());
     }
     Activations& saved = saved_[units_(op)];
     Buffer y = model.Forward(weights_.Read(op), std::move(x), &saved, !s_.recompute);
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) return mailbox_.Put(*out, std::move(y));
     Buffer dy(device_, y.size());
-    device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + Sample(op) * loss_.target_floats,
-                 dy.data(), reporter_.LossOf(op), config_.loss_scale);
+    device_.ops().loss.forward(device_.op_context(), loss_.kind, loss_.rows, loss_.cols, y.data(),
+                               data_.targets.data() + Sample(op) * loss_.target_floats, dy.data(), reporter_.LossOf(op),
+                               config_.loss_scale);
     loss_grads_[units_(op)] = std::move(dy);
   }
 

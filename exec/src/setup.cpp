@@ -177,7 +177,7 @@ std::vector<float> Slices(const std::vector<float>& whole, int64_t count, int re
 Buffer Upload(Device& device, const std::vector<float>& host) {
   if (host.empty()) return {};
   Buffer b(device, static_cast<int64_t>(host.size()));
-  device.Upload(b.data(), host.data(), b.size());
+  device.memory().Upload(b.data(), host.data(), b.size());
   return b;
 }
 

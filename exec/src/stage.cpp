@@ -28,7 +28,7 @@ void MlpStage::InitParams(const MlpModel& model, float* params) const {
     float* w = host.data() + l * LayerFloats();
     InitLayer(model, shape_.first_layer + l, w, w + static_cast<int64_t>(h) * h);
   }
-  device_.Upload(params, host.data(), ParamFloats());
+  device_.memory().Upload(params, host.data(), ParamFloats());
 }
 
 Buffer MlpStage::Forward(const float* params, Buffer x, Activations* saved, bool keep_all) {
@@ -42,9 +42,9 @@ Buffer MlpStage::Forward(const float* params, Buffer x, Activations* saved, bool
     const float* w = params + l * LayerFloats();
     Buffer z(device_, ActivationFloats());
     Buffer out(device_, ActivationFloats());
-    device_.Gemm(false, true, rows, h, h, 1.0f, x.data(), w, 0.0f, z.data());
-    device_.BiasActivation(shape_.activation, rows, h, z.data(), w + static_cast<int64_t>(h) * h,
-                           shape_.residual ? x.data() : nullptr, out.data());
+    ops_.linear.gemm(cx_, false, true, rows, h, h, 1.0f, x.data(), w, 0.0f, z.data());
+    ops_.bias_activation.forward(cx_, shape_.activation, rows, h, z.data(), w + static_cast<int64_t>(h) * h,
+                                 shape_.residual ? x.data() : nullptr, out.data());
     if (keep_all || l == 0) saved->inputs.push_back(std::move(x));
     if (keep_all) saved->pre.push_back(std::move(z));
     x = std::move(out);
@@ -56,7 +56,7 @@ void StageModel::Recompute(const float* params, Activations* saved) {
   SC_CHECK(saved->inputs.size() == 1 && saved->pre.empty() && saved->kept.empty(),
            "recompute starts from the stage input alone");
   Buffer x(device_, saved->inputs[0].size());
-  device_.Copy(x.data(), saved->inputs[0].data(), x.size());
+  device_.memory().Copy(x.data(), saved->inputs[0].data(), x.size());
   Forward(params, std::move(x), saved, true);
 }
 
@@ -68,11 +68,11 @@ Buffer MlpStage::Backward(const float* params, Buffer dout, Activations* saved, 
   for (int l = shape_.layers - 1; l >= 0; --l) {
     const float* w = params + l * LayerFloats();
     Buffer dz(device_, ActivationFloats());
-    device_.ActivationBackward(shape_.activation, dz.size(), dout.data(), saved->pre[l].data(), dz.data());
+    ops_.bias_activation.backward(cx_, shape_.activation, dz.size(), dout.data(), saved->pre[l].data(), dz.data());
     saved->pre[l].Reset();
     Buffer dx(device_, ActivationFloats());
-    device_.Gemm(false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, dx.data());
-    if (shape_.residual) device_.Axpy(dx.size(), 1.0f, dout.data(), dx.data());
+    ops_.linear.gemm(cx_, false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, dx.data());
+    if (shape_.residual) ops_.linear.axpy(cx_, dx.size(), 1.0f, dout.data(), dx.data());
     if (grads.data != nullptr) {
       LayerWeightGrad(l, dz, saved->inputs[l], grads);
       saved->inputs[l].Reset();
@@ -96,8 +96,9 @@ void MlpStage::BackwardWeight(Activations* saved, GradTarget grads) {
 void MlpStage::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, GradTarget grads) {
   const int h = shape_.hidden;
   float* gw = grads.data + layer * LayerFloats();
-  device_.Gemm(true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), grads.accumulate ? 1.0f : 0.0f, gw);
-  device_.BiasGrad(shape_.rows, h, dz.data(), gw + static_cast<int64_t>(h) * h, grads.accumulate);
+  ops_.linear.gemm(cx_, true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), grads.accumulate ? 1.0f : 0.0f,
+                   gw);
+  ops_.bias_activation.bias_grad(cx_, shape_.rows, h, dz.data(), gw + static_cast<int64_t>(h) * h, grads.accumulate);
 }
 
 }  // namespace stagecraft::exec

@@ -16,9 +16,9 @@ class StagedTransport final : public Transport {
  public:
   StagedTransport(std::unique_ptr<Transport> inner, Device& device) : inner_(std::move(inner)), device_(device) {}
   ~StagedTransport() override {
-    free_host_.Drain([this](float* block, int64_t floats) { device_.FreeHost(block, floats); });
+    free_host_.Drain([this](float* block, int64_t floats) { device_.memory().Free(block, floats, MemoryTier::kHost); });
     for (Staged& s : staged_) {
-      if (s.host != nullptr) device_.FreeHost(s.host, s.count);
+      if (s.host != nullptr) device_.memory().Free(s.host, s.count, MemoryTier::kHost);
     }
   }
 
@@ -28,7 +28,7 @@ class StagedTransport final : public Transport {
 
   Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
     float* host = TakeHost(count);
-    device_.Download(host, data, count);  // waits for the work that produced `data`
+    device_.memory().Download(host, data, count);  // waits for the work that produced `data`
     return Track({inner_->Isend(host, count, peer, tag), nullptr, host, count});
   }
   Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
@@ -84,14 +84,14 @@ class StagedTransport final : public Transport {
   // A received message goes to the device; the host buffer and the handle are reused.
   void Complete(Request request) {
     Staged& s = staged_[request];
-    if (s.device_dst != nullptr) device_.Upload(s.device_dst, s.host, s.count);
+    if (s.device_dst != nullptr) device_.memory().Upload(s.device_dst, s.host, s.count);
     free_host_.Keep(s.host, s.count);
     s = Staged{};
     free_handles_.push_back(request);
   }
   float* TakeHost(int64_t count) {
     float* kept = free_host_.Take(count);
-    return kept != nullptr ? kept : device_.AllocateHost(count);
+    return kept != nullptr ? kept : device_.memory().Allocate(count, MemoryTier::kHost);
   }
 
   std::unique_ptr<Transport> inner_;

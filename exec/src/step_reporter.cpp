@@ -36,7 +36,7 @@ void StepReporter::Report(const schedules::RankRecord& record) {
     const int t = reported_;
     const int end_op = step_ends_.at(t);
     if (end_op < 0 || record.ops[end_op].end_ns < 0) return;  // not run yet
-    device_.Download(host_.data(), losses_.data() + static_cast<int64_t>(t) * microbatches_, microbatches_);
+    device_.memory().Download(host_.data(), losses_.data() + static_cast<int64_t>(t) * microbatches_, microbatches_);
     for (int mb = 0; mb < microbatches_; ++mb) {
       if (!std::isfinite(host_[mb])) {
         throw std::runtime_error(fmt::format(

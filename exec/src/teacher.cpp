@@ -20,9 +20,9 @@ void TeacherTargets(Device& device, const MlpModel& model, int rows, int64_t fir
   {
     std::vector<float> host(static_cast<size_t>(h) * h);
     for (size_t i = 0; i < host.size(); ++i) host[i] = scale * UniformAt(model.seed, kTeacherStream, i);
-    device.Upload(w.data(), host.data(), w.size());
+    device.memory().Upload(w.data(), host.data(), w.size());
     for (int o = 0; o < h; ++o) host[static_cast<size_t>(o)] = 0.1f * UniformAt(model.seed, kTeacherStream + 1, o);
-    device.Upload(b.data(), host.data(), h);
+    device.memory().Upload(b.data(), host.data(), h);
   }
   const int64_t n = static_cast<int64_t>(rows) * h;
   Buffer x(device, n), z(device, n);
@@ -30,12 +30,13 @@ void TeacherTargets(Device& device, const MlpModel& model, int rows, int64_t fir
   const int64_t per = TargetFloats(model, rows);
   for (int64_t k = 0; k < count; ++k) {
     MicrobatchInput(model, rows, first + k, host_x.data());
-    device.Upload(x.data(), host_x.data(), n);
+    device.memory().Upload(x.data(), host_x.data(), n);
     // z = x W_tᵀ, then GELU(z + b_t) (written over x, read no more): the teacher's block, W_t
     // row-major [out][in].
-    device.Gemm(false, true, rows, h, h, 1.0f, x.data(), w.data(), 0.0f, z.data());
-    device.BiasActivation(kernels::Activation::kGelu, rows, h, z.data(), b.data(), nullptr, x.data());
-    device.Download(host_y.data(), x.data(), n);
+    device.ops().linear.gemm(device.op_context(), false, true, rows, h, h, 1.0f, x.data(), w.data(), 0.0f, z.data());
+    device.ops().bias_activation.forward(device.op_context(), kernels::Activation::kGelu, rows, h, z.data(), b.data(),
+                                         nullptr, x.data());
+    device.memory().Download(host_y.data(), x.data(), n);
     float* out = targets + k * per;
     if (model.loss == kernels::LossKind::kMse) {
       std::copy(host_y.begin(), host_y.end(), out);

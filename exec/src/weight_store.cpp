@@ -33,7 +33,7 @@ void WeightStore::AddStage(int stage, const StageModel& model) {
 
 Buffer WeightStore::ZeroedBuffer(int64_t floats) {
   Buffer b(device_, floats);
-  device_.Fill(b.data(), 0.0f, floats);
+  device_.memory().Fill(b.data(), 0.0f, floats);
   return b;
 }
 

@@ -44,11 +44,11 @@ std::vector<PingPongPoint> PingPong(Transport& transport, Device& device, int a,
     if (me != a && me != b) continue;
     const int64_t floats = bytes / 4;
     Buffer buffer(device, floats);
-    device.Fill(buffer.data(), 1.0f, floats);
+    device.memory().Fill(buffer.data(), 1.0f, floats);
     const int peer = me == a ? b : a;
     std::vector<int64_t> round_trips;
     for (int i = 0; i < kUntimed + repeats; ++i) {
-      const int64_t start = device.NowNs();
+      const int64_t start = device.clock().NowNs();
       if (me == a) {
         transport.Wait(transport.Isend(buffer.data(), floats, peer, kTag));
         transport.Wait(transport.Irecv(buffer.data(), floats, peer, kTag));
@@ -56,7 +56,7 @@ std::vector<PingPongPoint> PingPong(Transport& transport, Device& device, int a,
         transport.Wait(transport.Irecv(buffer.data(), floats, peer, kTag));
         transport.Wait(transport.Isend(buffer.data(), floats, peer, kTag));
       }
-      if (i >= kUntimed) round_trips.push_back(device.NowNs() - start);
+      if (i >= kUntimed) round_trips.push_back(device.clock().NowNs() - start);
     }
     if (me == a) out.push_back({bytes, Median(round_trips) / 2});
   }
@@ -70,13 +70,13 @@ int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int
   const int me = transport.rank();
   const int64_t floats = bytes / 4;
   Buffer buffer(device, floats);
-  device.Fill(buffer.data(), 1.0f, floats);
+  device.memory().Fill(buffer.data(), 1.0f, floats);
   // As in a pipeline: the receive is posted ahead, the send comes while the receiver computes
   // (a tenth of compute_ns after both left the barrier, so that b is out of MPI by then), and
   // both compute after posting, so neither moves the data from inside MPI meanwhile.
   const auto compute = [&](int64_t ns) {
-    const int64_t spin_until = device.NowNs() + ns;
-    while (device.NowNs() < spin_until) {
+    const int64_t spin_until = device.clock().NowNs() + ns;
+    while (device.clock().NowNs() < spin_until) {
     }
   };
   std::vector<int64_t> waits;
@@ -91,9 +91,9 @@ int64_t WaitAfterCompute(Transport& transport, Device& device, int a, int b, int
       transport.Wait(r);
     } else if (me == b) {
       compute(compute_ns);
-      const int64_t start = device.NowNs();
+      const int64_t start = device.clock().NowNs();
       transport.Wait(r);
-      if (i >= kUntimed) waits.push_back(device.NowNs() - start);
+      if (i >= kUntimed) waits.push_back(device.clock().NowNs() - start);
     }
   }
   transport.Barrier();
@@ -145,13 +145,13 @@ std::vector<AllReducePoint> AllReduceTimes(ReplicaGroup& group, Device& device, 
     SC_CHECK(bytes >= 4 && bytes % 4 == 0, "all-reduce sizes are whole floats");
     const int64_t floats = bytes / 4;
     Buffer buffer(device, floats);
-    device.Fill(buffer.data(), 0.0f, floats);  // sums of zeros stay finite however often repeated
+    device.memory().Fill(buffer.data(), 0.0f, floats);  // sums of zeros stay finite however often repeated
     group.host().Barrier();
     std::vector<int64_t> times;
     for (int i = 0; i < kUntimed + repeats; ++i) {
-      const int64_t start = device.NowNs();
+      const int64_t start = device.clock().NowNs();
       group.Wait(group.PostSum(buffer.data(), floats));
-      if (i >= kUntimed) times.push_back(device.NowNs() - start);
+      if (i >= kUntimed) times.push_back(device.clock().NowNs() - start);
     }
     out.push_back({bytes, Median(times)});
   }

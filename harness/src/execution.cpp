@@ -118,9 +118,9 @@ std::vector<MeasuredSchedule> RunSchedules(const ExecutionPlan& plan, const exec
     };
     // What the simulator predicts this rank will hold, faulted in before the clock starts: a
     // run's first step would otherwise pay for fresh pages that no later step pays for.
-    device.Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
+    device.memory().Reserve(plan.predicted_peak_bytes[k].at(static_cast<size_t>(rank)));
     const exec::RankRun run = exec::RunRank(s, config, data, device, transport, hooks, replicas);
-    device.ReleaseCached();  // the next schedule's buffers are other sizes
+    device.memory().ReleaseCached();  // the next schedule's buffers are other sizes
     const std::vector<std::string> all =
         exec::NamingTimeout([&] { return transport.Gather(exec::SerializeRankRun(run), 0); },
                             [&] { return "gathering the measurements of " + s.name; });

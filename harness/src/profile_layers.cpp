@@ -26,15 +26,15 @@ namespace {
 // raises it to what fn held at its most beyond the larger of what was held before and after.
 template <typename Fn>
 int64_t Timed(Device& device, Fn fn, int64_t* workspace = nullptr) {
-  const int64_t before = device.bytes_in_use();
-  device.ResetPeak();
-  device.Synchronize();
-  const int64_t start = device.NowNs();
+  const int64_t before = device.memory().bytes_in_use();
+  device.memory().ResetPeak();
+  device.streams().Synchronize();
+  const int64_t start = device.clock().NowNs();
   fn();
-  device.Synchronize();
-  const int64_t ns = device.NowNs() - start;
+  device.streams().Synchronize();
+  const int64_t ns = device.clock().NowNs() - start;
   if (workspace != nullptr) {
-    *workspace = std::max(*workspace, device.peak_bytes() - std::max(before, device.bytes_in_use()));
+    *workspace = std::max(*workspace, device.memory().peak_bytes() - std::max(before, device.memory().bytes_in_use()));
   }
   return ns;
 }
@@ -47,7 +47,7 @@ struct LayerRig {
         grads(device, model->ParamFloats()),
         optimizer(device, tiny_steps, model->ParamFloats()) {
     model->InitParams(params.data());
-    device.Fill(grads.data(), 0.0f, grads.size());
+    device.memory().Fill(grads.data(), 0.0f, grads.size());
   }
   std::unique_ptr<StageModel> model;
   Buffer params, grads;
@@ -67,7 +67,7 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeat
   for (int round = 0; round < warmup + repeats; ++round) {
     const bool measured = round >= warmup;
     Buffer x(device, static_cast<int64_t>(host_x.size()));
-    device.Upload(x.data(), host_x.data(), x.size());
+    device.memory().Upload(x.data(), host_x.data(), x.size());
     for (size_t l = 0; l < rigs.size(); ++l) {
       LayerRig& r = *rigs[l];
       const int64_t t = Timed(
@@ -133,14 +133,15 @@ void ProfileEnds(const TrainingConfig& config, Device& device, int repeats, int 
   for (int64_t i = 0; i < output_floats; ++i) host_y[i] = UniformAt(config.model.seed, kInputStream, i);
   Buffer input(device, input_floats), x(device, input_floats), y(device, output_floats), dy(device, output_floats),
       targets(device, loss_shape.target_floats), loss(device, 1);
-  device.Fill(input.data(), 0.0f, input_floats);
-  device.Upload(y.data(), host_y.data(), output_floats);
-  device.Fill(targets.data(), 0.0f, loss_shape.target_floats);  // class 0 is a valid label
+  device.memory().Fill(input.data(), 0.0f, input_floats);
+  device.memory().Upload(y.data(), host_y.data(), output_floats);
+  device.memory().Fill(targets.data(), 0.0f, loss_shape.target_floats);  // class 0 is a valid label
   std::vector<int64_t> copies, losses;
   for (int round = 0; round < warmup + repeats; ++round) {
-    const int64_t tc = Timed(device, [&] { device.Copy(x.data(), input.data(), input_floats); });
+    const int64_t tc = Timed(device, [&] { device.memory().Copy(x.data(), input.data(), input_floats); });
     const int64_t tl = Timed(device, [&] {
-      device.Loss(loss_shape.kind, loss_shape.rows, loss_shape.cols, y.data(), targets.data(), dy.data(), loss.data(), 1.0f);
+      device.ops().loss.forward(device.op_context(), loss_shape.kind, loss_shape.rows, loss_shape.cols, y.data(),
+                                targets.data(), dy.data(), loss.data(), 1.0f);
     });
     if (round >= warmup) {
       copies.push_back(tc);

@@ -20,9 +20,9 @@ void BM_WeightGradientGemm(benchmark::State& state) {
   auto device = MakeCpuDevice();
   Buffer dz(*device, int64_t{kRows} * hidden), x(*device, int64_t{kRows} * hidden);
   Buffer dw(*device, int64_t{hidden} * hidden);
-  device->Fill(dz.data(), 0.25f, dz.size());
-  device->Fill(x.data(), 0.5f, x.size());
-  device->Fill(dw.data(), 0.0f, dw.size());
+  device->memory().Fill(dz.data(), 0.25f, dz.size());
+  device->memory().Fill(x.data(), 0.5f, x.size());
+  device->memory().Fill(dw.data(), 0.0f, dw.size());
   std::vector<float> sweep(size_t{64} << 20 >> 2, 1.0f);  // 64 MiB: more than the caches hold
   float sink = 0;
   for (auto _ : state) {
@@ -30,7 +30,8 @@ void BM_WeightGradientGemm(benchmark::State& state) {
     for (size_t i = 0; i < sweep.size(); i += 16) sink += sweep[i]++;  // a line at a time
     benchmark::DoNotOptimize(sink);
     state.ResumeTiming();
-    device->Gemm(true, false, hidden, hidden, kRows, 1.0f, dz.data(), x.data(), beta, dw.data());
+    device->ops().linear.gemm(device->op_context(), true, false, hidden, hidden, kRows, 1.0f, dz.data(), x.data(), beta,
+                              dw.data());
     benchmark::DoNotOptimize(dw.data());
   }
 }

@@ -91,7 +91,7 @@ double TimeOnStream(cudaStream_t stream, Work&& work) {
 enum class LayerOp { kF, kI, kW };
 
 // The row-major GEMM each layer op makes (MlpStage: F = x·wᵀ, I = dz·w, W = dzᵀ·x, each written
-// over), as Device::Gemm takes it.
+// over), as LinearOps::gemm takes it.
 struct OpGemm {
   bool trans_a, trans_b;
   int m, n, k;
@@ -163,18 +163,18 @@ void BM_LayerOpVsCublas(benchmark::State& state) {
   Buffer grads(*device, stage.ParamFloats());
   if (stepped) {
     Buffer velocity(*device, stage.ParamFloats());
-    device->Fill(velocity.data(), 0.0f, stage.ParamFloats());
-    device->Fill(grads.data(), 0.0f, stage.ParamFloats());
-    device->SgdMomentum(stage.ParamFloats(), params.data(), params.data(), velocity.data(), grads.data(), 1.0f, 0.0f,
-                        0.0f);
+    device->memory().Fill(velocity.data(), 0.0f, stage.ParamFloats());
+    device->memory().Fill(grads.data(), 0.0f, stage.ParamFloats());
+    device->ops().optimizer.sgd_momentum(device->op_context(), stage.ParamFloats(), params.data(), params.data(),
+                                         velocity.data(), grads.data(), 1.0f, 0.0f, 0.0f);
   }
   Buffer x(*device, stage.ActivationFloats());
-  device->Fill(x.data(), 0.25f, stage.ActivationFloats());
+  device->memory().Fill(x.data(), 0.25f, stage.ActivationFloats());
   // One F → I → W round with only `op` between the events; returns its milliseconds.
   auto round = [&]() {
     Activations saved;
     Buffer in(*device, stage.ActivationFloats());
-    device->Copy(in.data(), x.data(), stage.ActivationFloats());
+    device->memory().Copy(in.data(), x.data(), stage.ActivationFloats());
     double ms = 0;
     Buffer y;
     auto forward = [&] { y = stage.Forward(params.data(), std::move(in), &saved, true); };
@@ -252,28 +252,29 @@ class BareMath {
         optimizer_(device, config, stage_->ParamFloats()),
         loss_(LossShapeFor(config)) {
     stage_->InitParams(params_.data());
-    device.Fill(grads_.data(), 0.0f, stage_->ParamFloats());
+    device.memory().Fill(grads_.data(), 0.0f, stage_->ParamFloats());
   }
 
   double Seconds() {
-    device_.Synchronize();
+    device_.streams().Synchronize();
     const auto start = std::chrono::steady_clock::now();
     for (int step = 0; step < kSteps; ++step) {
       for (int mb = 0; mb < microbatches_; ++mb) {
         const int64_t sample = data_.MicrobatchOf(int64_t{step} * microbatches_ + mb);
         Buffer x(device_, stage_->InputFloats());
-        device_.Copy(x.data(), data_.inputs.data() + sample * x.size(), x.size());
+        device_.memory().Copy(x.data(), data_.inputs.data() + sample * x.size(), x.size());
         Activations saved;
         Buffer y = stage_->Forward(params_.data(), std::move(x), &saved, true);
         Buffer dy(device_, y.size());
-        device_.Loss(loss_.kind, loss_.rows, loss_.cols, y.data(), data_.targets.data() + sample * loss_.target_floats,
-                     dy.data(), losses_.data() + mb, config_.loss_scale);
+        device_.ops().loss.forward(device_.op_context(), loss_.kind, loss_.rows, loss_.cols, y.data(),
+                                   data_.targets.data() + sample * loss_.target_floats, dy.data(), losses_.data() + mb,
+                                   config_.loss_scale);
         stage_->Backward(params_.data(), std::move(dy), &saved, GradTarget{grads_.data(), true});
       }
       optimizer_.Step(params_.data(), params_.data(), grads_.data(),
                       1.0f / (static_cast<float>(microbatches_) * config_.loss_scale));
     }
-    device_.Synchronize();
+    device_.streams().Synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
@@ -321,7 +322,7 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   auto seconds_of = [&](const Run& r) {
     const auto start = std::chrono::steady_clock::now();
     RunRank(r.schedule, config, r.data, *device, transport);
-    device->Synchronize();
+    device->streams().Synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   BareMath bare_shorter(*device, config, shorter.data, 32), bare_longer(*device, config, longer.data, 96);
@@ -365,26 +366,32 @@ void BM_CudaCallCost(benchmark::State& state) {
   constexpr int kCalls = 1000;
   Buffer a(*device, kOverheadRows * kOverheadHidden), w(*device, kOverheadHidden * kOverheadHidden),
       c(*device, kOverheadRows * kOverheadHidden);
-  device->Fill(a.data(), 0.0f, a.size());
-  device->Fill(w.data(), 0.0f, w.size());
+  device->memory().Fill(a.data(), 0.0f, a.size());
+  device->memory().Fill(w.data(), 0.0f, w.size());
   auto call = [&] {
     switch (kind) {
-      case 0: (void)device->Stamp(); break;
-      case 1: device->Fill(c.data(), 1.0f, c.size()); break;
-      case 2: device->Copy(c.data(), a.data(), a.size()); break;
+      case 0:
+        (void)device->clock().Stamp();
+        break;
+      case 1:
+        device->memory().Fill(c.data(), 1.0f, c.size());
+        break;
+      case 2:
+        device->memory().Copy(c.data(), a.data(), a.size());
+        break;
       default:
-        device->Gemm(false, true, kOverheadRows, kOverheadHidden, kOverheadHidden, 1.0f, a.data(), w.data(), 0.0f,
-                     c.data());
+        device->ops().linear.gemm(device->op_context(), false, true, kOverheadRows, kOverheadHidden, kOverheadHidden,
+                                  1.0f, a.data(), w.data(), 0.0f, c.data());
     }
   };
   double issued = 0;  // the host's queueing alone, summed over the iterations
   auto seconds_of_calls = [&] {
-    device->Synchronize();
-    device->ClearStamps();
+    device->streams().Synchronize();
+    device->clock().ClearStamps();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < kCalls; ++i) call();
     issued += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    device->Synchronize();
+    device->streams().Synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   seconds_of_calls();  // warm: kernels loaded, cuBLAS's heuristics cached, the stamps' events made

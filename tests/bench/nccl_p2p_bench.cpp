@@ -59,8 +59,8 @@ void BM_SendRecv(benchmark::State& state) {
   const int64_t floats = bytes / static_cast<int64_t>(sizeof(float));
   const int peer = 1 - w.rank;
   Buffer send(*w.device, floats), recv(*w.device, floats);
-  w.device->Fill(send.data(), 1.0f, floats);
-  w.device->Synchronize();
+  w.device->memory().Fill(send.data(), 1.0f, floats);
+  w.device->streams().Synchronize();
   auto exchange = [&] {
     if (path == Path::kRawNccl) {
       SC_NCCL_BENCH_CHECK(ncclGroupStart());
@@ -74,7 +74,7 @@ void BM_SendRecv(benchmark::State& state) {
       const Transport::Request s = t.Isend(send.data(), floats, peer, 1);
       t.Wait(s);
       t.Wait(r);
-      w.device->Synchronize();
+      w.device->streams().Synchronize();
     }
   };
   for (int i = 0; i < 3; ++i) exchange();

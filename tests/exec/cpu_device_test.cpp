@@ -46,7 +46,7 @@ int64_t FaultsOfARun(Device& device, std::vector<Buffer>* keep) {
   for (int64_t bytes = 0; bytes < kRunBytes;) {
     for (const int64_t floats : sizes) {
       Buffer& b = keep->emplace_back(device, floats);
-      device.Fill(b.data(), 1.0f, floats);
+      device.memory().Fill(b.data(), 1.0f, floats);
       bytes += floats * static_cast<int64_t>(sizeof(float));
     }
   }
@@ -64,22 +64,22 @@ TEST(CpuDeviceTest, ReserveFaultsThePagesInAheadOfTheRun) {
   EXPECT_GT(cold, pages / 2) << "a run on fresh memory faults its pages in";
   // Released between runs, those pages serve the next run.
   first.clear();
-  device->ReleaseCached();
+  device->memory().ReleaseCached();
   std::vector<Buffer> second;
   EXPECT_LT(FaultsOfARun(*device, &second), pages / 20) << "released blocks keep their pages";
   // Reserved ahead, a run on more memory than the process has held takes no fault either.
-  device->Reserve(2 * kRunBytes + (int64_t{8} << 20));
+  device->memory().Reserve(2 * kRunBytes + (int64_t{8} << 20));
   std::vector<Buffer> third;
   EXPECT_LT(FaultsOfARun(*device, &third), pages / 20) << "Reserve faulted the run's pages in";
 }
 
 TEST(CpuDeviceTest, ReserveIsAHintThatAllocatesNothing) {
   auto device = MakeCpuDevice();
-  const int64_t before = device->system_allocations();
-  device->Reserve(int64_t{16} << 20);
-  device->Reserve(0);
-  EXPECT_EQ(device->bytes_in_use(), 0);
-  EXPECT_EQ(device->system_allocations(), before);
+  const int64_t before = device->memory().system_allocations();
+  device->memory().Reserve(int64_t{16} << 20);
+  device->memory().Reserve(0);
+  EXPECT_EQ(device->memory().bytes_in_use(), 0);
+  EXPECT_EQ(device->memory().system_allocations(), before);
 }
 
 

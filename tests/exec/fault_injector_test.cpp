@@ -51,7 +51,7 @@ TEST(FaultInjector, ThrowNamesTheStep) {
 TEST(FaultInjector, NanPoisonsOneWeightOnce) {
   auto device = MakeCpuDevice();
   Buffer w(*device, 3);
-  device->Fill(w.data(), 1.0f, 3);
+  device->memory().Fill(w.data(), 1.0f, 3);
   FaultInjector f(Fault(RunHooks::Fault::kNan), 1);
   const Op op{.kind = OpKind::kB, .step = 2};
   ASSERT_TRUE(f.Due(op));
@@ -66,7 +66,7 @@ TEST(FaultInjector, OomIsARealAllocationFailureNamingTheOp) {
   auto device = MakeCpuDevice();
   FaultInjector f(Fault(RunHooks::Fault::kOom), 1);
   const Op op{.kind = OpKind::kF, .stage = 1, .microbatch = 1, .step = 2};
-  const int64_t held = device->bytes_in_use();
+  const int64_t held = device->memory().bytes_in_use();
   try {
     f.Inject(op, 4, *device, nullptr);
     FAIL() << "throws";
@@ -74,7 +74,7 @@ TEST(FaultInjector, OomIsARealAllocationFailureNamingTheOp) {
     EXPECT_EQ(std::string(e.what()).rfind("out of memory at 1F9 (step 2): ", 0), 0u) << e.what();
     EXPECT_NE(std::string(e.what()).find("(--inject-fault)"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(device->bytes_in_use(), held);
+  EXPECT_EQ(device->memory().bytes_in_use(), held);
   EXPECT_FALSE(f.Due(op));
 }
 

@@ -50,12 +50,12 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
     exec::Buffer x(*device, in_floats);
     // The executor's dataset, cycled as a long run cycles it (Dataset::MicrobatchOf).
     const int64_t d = data.MicrobatchOf(g);
-    device->Copy(x.data(), data.inputs.data() + d * in_floats, in_floats);
+    device->memory().Copy(x.data(), data.inputs.data() + d * in_floats, in_floats);
     for (int s = 0; s < n; ++s) x = stages[s]->Forward(version_at(s, read[s]), std::move(x), &saved[s], true);
     exec::Buffer dy(*device, x.size());
     float loss = 0;
-    device->Loss(loss_shape.kind, loss_shape.rows, loss_shape.cols, x.data(),
-                 data.targets.data() + d * loss_shape.target_floats, dy.data(), &loss, 1.0f);
+    device->ops().loss.forward(device->op_context(), loss_shape.kind, loss_shape.rows, loss_shape.cols, x.data(),
+                               data.targets.data() + d * loss_shape.target_floats, dy.data(), &loss, 1.0f);
     for (int s = n - 1; s >= 0; --s) dy = stages[s]->Backward(version_at(s, read[s]), std::move(dy), &saved[s], {grads[s].data(), !first});
     return static_cast<double>(loss);
   };

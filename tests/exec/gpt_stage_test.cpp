@@ -109,12 +109,12 @@ std::map<std::string, std::vector<float>> SplitGrads(const std::vector<float>& g
 
 std::vector<float> Download(Device& d, const Buffer& b) {
   std::vector<float> host(static_cast<size_t>(b.size()));
-  d.Download(host.data(), b.data(), b.size());
+  d.memory().Download(host.data(), b.data(), b.size());
   return host;
 }
 Buffer Upload(Device& d, const std::vector<float>& host) {
   Buffer b(d, static_cast<int64_t>(host.size()));
-  d.Upload(b.data(), host.data(), b.size());
+  d.memory().Upload(b.data(), host.data(), b.size());
   return b;
 }
 
@@ -187,7 +187,7 @@ ModelRun RunModel(const Fixture& f, int stages, bool split_backward, bool recomp
     if (recompute) {
       EXPECT_EQ(p.saved.kept.size(), 0u);
       Buffer input(*device, p.saved.inputs[0].size());
-      device->Copy(input.data(), p.saved.inputs[0].data(), input.size());
+      device->memory().Copy(input.data(), p.saved.inputs[0].data(), input.size());
       p.stage->Forward(p.params.data(), std::move(input), &p.saved, true);  // what Recompute does
     }
   }
@@ -195,9 +195,9 @@ ModelRun RunModel(const Fixture& f, int stages, bool split_backward, bool recomp
   run.logits = Download(*device, x);
   const std::vector<float> targets = ToFloat(f.at("targets"));
   Buffer dy(*device, x.size()), loss(*device, 1), target_buf = Upload(*device, targets);
-  device->Loss(kernels::LossKind::kCrossEntropy, static_cast<int>(targets.size()), model.vocab, x.data(),
-               target_buf.data(), dy.data(), loss.data(), 1.0f);
-  device->Download(&run.loss, loss.data(), 1);
+  device->ops().loss.forward(device->op_context(), kernels::LossKind::kCrossEntropy, static_cast<int>(targets.size()),
+                             model.vocab, x.data(), target_buf.data(), dy.data(), loss.data(), 1.0f);
+  device->memory().Download(&run.loss, loss.data(), 1);
   for (size_t s = pieces.size(); s-- > 0;) {
     Piece& p = pieces[s];
     const GradTarget g{split_backward ? nullptr : p.grads.data(), false};

@@ -61,7 +61,7 @@ struct Fixture {
   }
   Buffer Filled(float value) {
     Buffer b(*device, kBoundary);
-    device->Fill(b.data(), value, b.size());
+    device->memory().Fill(b.data(), value, b.size());
     return b;
   }
 
@@ -93,7 +93,7 @@ TEST(Mailbox, ASendGoesToItsPeerUnderItsEdgeKeyAndIsFreedOnceComplete) {
   const int i = f.First(OpKind::kSendF);
   const Edge edge = f.EdgeOf(i);
   f.mailbox.Put(edge, f.Filled(1.0f));
-  const int64_t held = f.device->bytes_in_use();
+  const int64_t held = f.device->memory().bytes_in_use();
   f.mailbox.Post(i, edge);
   ASSERT_EQ(f.transport.posted.size(), 1u);
   const testing::FakeTransport::Posted& sent = f.transport.posted[0];
@@ -107,14 +107,14 @@ TEST(Mailbox, ASendGoesToItsPeerUnderItsEdgeKeyAndIsFreedOnceComplete) {
   f.mailbox.Poll();  // not complete yet: the buffer stays
   EXPECT_EQ(f.mailbox.sends_in_flight(), 1u);
   EXPECT_LT(f.times[i].end_ns, 0);
-  EXPECT_EQ(f.device->bytes_in_use(), held);
+  EXPECT_EQ(f.device->memory().bytes_in_use(), held);
   f.transport.Complete(0);
   f.mailbox.Poll();
   EXPECT_EQ(f.mailbox.sends_in_flight(), 0u);
   f.clock.Resolve(&f.record);
   EXPECT_GE(f.times[i].start_ns, 0);
   EXPECT_GE(f.times[i].end_ns, f.times[i].start_ns);
-  EXPECT_EQ(f.device->bytes_in_use(), held - kBoundary * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(f.device->memory().bytes_in_use(), held - kBoundary * static_cast<int64_t>(sizeof(float)));
   EXPECT_EQ(f.transport.waits, 0);
 }
 

@@ -50,8 +50,8 @@ TEST(MakeDataset, HoldsTheFirstMicrobatchesAndTheRunCyclesThroughThem) {
   std::vector<float> x(3 * 8), t(3 * 8), held(3 * 8), held_t(3 * 8);
   MicrobatchInput(c.model, 3, 37, x.data());
   MicrobatchTarget(c.model, 3, 37, t.data());
-  device->Download(held.data(), d.inputs.data() + 37 * 24, 24);
-  device->Download(held_t.data(), d.targets.data() + 37 * 24, 24);
+  device->memory().Download(held.data(), d.inputs.data() + 37 * 24, 24);
+  device->memory().Download(held_t.data(), d.targets.data() + 37 * 24, 24);
   EXPECT_EQ(held, x);
   EXPECT_EQ(held_t, t);
 }

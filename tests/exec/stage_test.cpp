@@ -30,7 +30,7 @@ struct InitializedStage {
 
 std::vector<float> Download(Device& d, const Buffer& b) {
   std::vector<float> host(b.size());
-  d.Download(host.data(), b.data(), b.size());
+  d.memory().Download(host.data(), b.data(), b.size());
   return host;
 }
 
@@ -62,7 +62,7 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
     }
   }
   Buffer xb(*device, 30);
-  device->Upload(xb.data(), x.data(), 30);
+  device->memory().Upload(xb.data(), x.data(), 30);
   Activations saved;
   const std::vector<float> y = Download(*device, stage.Forward(params.data(), std::move(xb), &saved, true));
   for (int i = 0; i < 30; ++i) EXPECT_NEAR(y[i], in[3][i], 1e-5 * (1 + std::abs(in[3][i])));
@@ -85,8 +85,8 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
     return L;
   };
   Buffer dy(*device, 30), grads(*device, stage.ParamFloats());
-  device->Upload(dy.data(), c.data(), 30);
-  device->Fill(grads.data(), 0.0f, grads.size());
+  device->memory().Upload(dy.data(), c.data(), 30);
+  device->memory().Fill(grads.data(), 0.0f, grads.size());
   const std::vector<float> dx = Download(*device, stage.Backward(params.data(), std::move(dy), &saved, {grads.data(), true}));
   const std::vector<float> g = Download(*device, grads);
   const double eps = 1e-3;
@@ -119,10 +119,10 @@ TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
   // then W writing over gradients that hold NaN (an update's first microbatch, a reused buffer).
   for (int mode = 0; mode < 5; ++mode) {
     Buffer xb(*device, 30), dy(*device, 30), grads(*device, stage.ParamFloats());
-    device->Upload(xb.data(), x.data(), 30);
-    device->Upload(dy.data(), c.data(), 30);
+    device->memory().Upload(xb.data(), x.data(), 30);
+    device->memory().Upload(dy.data(), c.data(), 30);
     const bool accumulate = mode < 3;
-    device->Fill(grads.data(), accumulate ? 0.0f : std::numeric_limits<float>::quiet_NaN(), grads.size());
+    device->memory().Fill(grads.data(), accumulate ? 0.0f : std::numeric_limits<float>::quiet_NaN(), grads.size());
     const bool split = mode == 1 || mode == 4;
     Activations saved;
     stage.Forward(params.data(), std::move(xb), &saved, mode != 2);
@@ -150,16 +150,16 @@ TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
 
 TEST(StageTest, DeviceTracksBytesInUse) {
   auto device = MakeCpuDevice();
-  const int64_t before = device->bytes_in_use();
+  const int64_t before = device->memory().bytes_in_use();
   {
     Buffer a(*device, 100);
     Buffer b(*device, 50);
-    EXPECT_EQ(device->bytes_in_use() - before, 600);
+    EXPECT_EQ(device->memory().bytes_in_use() - before, 600);
     Buffer c = std::move(a);
-    EXPECT_EQ(device->bytes_in_use() - before, 600);
+    EXPECT_EQ(device->memory().bytes_in_use() - before, 600);
   }
-  EXPECT_EQ(device->bytes_in_use(), before);
-  EXPECT_GE(device->peak_bytes() - before, 600);
+  EXPECT_EQ(device->memory().bytes_in_use(), before);
+  EXPECT_GE(device->memory().peak_bytes() - before, 600);
 }
 
 // Buffers come back to the device for reuse: once one microbatch has run, the next ones
@@ -170,10 +170,10 @@ TEST(StageTest, SteadyStateAllocatesNothing) {
   MlpStage& stage = t.stage;
   Buffer& params = t.params;
   Buffer grads(*device, stage.ParamFloats());
-  device->Fill(grads.data(), 0.0f, grads.size());
+  device->memory().Fill(grads.data(), 0.0f, grads.size());
   auto microbatch = [&](bool split) {
     Buffer x(*device, stage.ActivationFloats());
-    device->Fill(x.data(), 0.5f, x.size());
+    device->memory().Fill(x.data(), 0.5f, x.size());
     Activations saved;
     Buffer y = stage.Forward(params.data(), std::move(x), &saved, true);
     Buffer dx = stage.Backward(params.data(), std::move(y), &saved, split ? GradTarget{} : GradTarget{grads.data(), true});
@@ -181,11 +181,11 @@ TEST(StageTest, SteadyStateAllocatesNothing) {
   };
   microbatch(false);
   microbatch(true);
-  const int64_t warm = device->system_allocations();
+  const int64_t warm = device->memory().system_allocations();
   EXPECT_GT(warm, 0);
   for (int i = 0; i < 5; ++i) microbatch(i % 2 == 1);
-  EXPECT_EQ(device->system_allocations(), warm);
-  EXPECT_EQ(device->bytes_in_use(), 2 * stage.ParamFloats() * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(device->memory().system_allocations(), warm);
+  EXPECT_EQ(device->memory().bytes_in_use(), 2 * stage.ParamFloats() * static_cast<int64_t>(sizeof(float)));
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ TEST(StepReporter, AStepIsReportedOnceItsEndOpHasRun) {
   StepReporter reporter(s, 1, *device, 1.0f, hear);
   // Microbatch k of step t lost 10·t + k.
   for (const Op& op : s.ops[1]) {
-    if (op.kind == OpKind::kF) device->Fill(reporter.LossOf(op), static_cast<float>(10 * op.step + op.microbatch), 1);
+    if (op.kind == OpKind::kF)
+      device->memory().Fill(reporter.LossOf(op), static_cast<float>(10 * op.step + op.microbatch), 1);
   }
   schedules::RankRecord record;
   record.ops.assign(s.ops[1].size(), schedules::OpTiming{});
@@ -98,7 +99,8 @@ TEST(StepReporter, ANonFiniteLossEndsTheRunNamingItsStepAndMicrobatch) {
     StepReporter reporter(s, 1, *device, loss_scale, {});
     for (const Op& op : s.ops[1]) {
       if (op.kind != OpKind::kF) continue;
-      device->Fill(reporter.LossOf(op), op.microbatch == 1 ? std::numeric_limits<float>::quiet_NaN() : 0.5f, 1);
+      device->memory().Fill(reporter.LossOf(op), op.microbatch == 1 ? std::numeric_limits<float>::quiet_NaN() : 0.5f,
+                            1);
     }
     schedules::RankRecord record;
     record.ops.assign(s.ops[1].size(), schedules::OpTiming{});

@@ -45,7 +45,7 @@ struct Store {
   }
   std::vector<float> Download(const float* data) {
     std::vector<float> host(static_cast<size_t>(model.ParamFloats()));
-    device->Download(host.data(), data, model.ParamFloats());
+    device->memory().Download(host.data(), data, model.ParamFloats());
     return host;
   }
   std::unique_ptr<Device> device = MakeCpuDevice();
@@ -147,7 +147,7 @@ TEST(WeightStore, AStepAppliesTheMeanGradientWithTheLossScaleTakenOut) {
       std::vector<float> sum = st.Download(grads);
       for (float& g : sum) g += static_cast<float>(backward + 1);
       ++backward;
-      st.device->Upload(grads, sum.data(), st.model.ParamFloats());
+      st.device->memory().Upload(grads, sum.data(), st.model.ParamFloats());
     } else if (op.kind == OpKind::kStep) {
       st.store.Step(i, op);
     }
@@ -166,7 +166,7 @@ TEST(WeightStore, AnUpdateThatStartsWhileAnotherIsOpenGetsAZeroedBufferOfItsOwn)
   Op b1 = b0;
   b1.step = 1;
   float* first = st.store.Gradients(b0).data;
-  st.device->Fill(first, 7.0f, st.model.ParamFloats());
+  st.device->memory().Fill(first, 7.0f, st.model.ParamFloats());
   EXPECT_EQ(st.store.Gradients(b0).data, first) << "the same update, the same buffer";
   float* second = st.store.Gradients(b1).data;
   EXPECT_NE(second, first);

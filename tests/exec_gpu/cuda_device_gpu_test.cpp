@@ -35,8 +35,8 @@ std::vector<float> Random(size_t n, unsigned seed) {
 }
 
 void OnDevice(Device& device, const std::vector<float>& host, float** data) {
-  *data = device.Allocate(static_cast<int64_t>(host.size()));
-  device.Upload(*data, host.data(), static_cast<int64_t>(host.size()));
+  *data = device.memory().Allocate(static_cast<int64_t>(host.size()));
+  device.memory().Upload(*data, host.data(), static_cast<int64_t>(host.size()));
 }
 
 // c = alpha · op(a) · op(b) + beta · c on `device`, returned to the host.
@@ -46,12 +46,12 @@ std::vector<float> RunGemm(Device& device, bool ta, bool tb, int m, int n, int k
   OnDevice(device, a, &da);
   OnDevice(device, b, &db);
   OnDevice(device, c0, &dc);
-  device.Gemm(ta, tb, m, n, k, alpha, da, db, beta, dc);
+  device.ops().linear.gemm(device.op_context(), ta, tb, m, n, k, alpha, da, db, beta, dc);
   std::vector<float> c(c0.size());
-  device.Download(c.data(), dc, static_cast<int64_t>(c.size()));
-  device.Free(da, static_cast<int64_t>(a.size()));
-  device.Free(db, static_cast<int64_t>(b.size()));
-  device.Free(dc, static_cast<int64_t>(c0.size()));
+  device.memory().Download(c.data(), dc, static_cast<int64_t>(c.size()));
+  device.memory().Free(da, static_cast<int64_t>(a.size()));
+  device.memory().Free(db, static_cast<int64_t>(b.size()));
+  device.memory().Free(dc, static_cast<int64_t>(c0.size()));
   return c;
 }
 
@@ -167,16 +167,17 @@ TEST(CudaDeviceGpuTest, GemmBatchedWithGappedStridesMatchesALoopOfBlasGemmsForEv
             OnDevice(*gpu, a, &da);
             OnDevice(*gpu, b, &db);
             OnDevice(*gpu, c0, &dc);
-            gpu->GemmBatched(ta, tb, s.m, s.n, s.k, alpha, da, stride_a, db, stride_b, beta, dc, stride_c, kBatch);
+            gpu->ops().linear.gemm_batched(gpu->op_context(), ta, tb, s.m, s.n, s.k, alpha, da, stride_a, db, stride_b,
+                                           beta, dc, stride_c, kBatch);
             std::vector<float> got(c0.size());
-            gpu->Download(got.data(), dc, static_cast<int64_t>(got.size()));
-            gpu->Free(da, static_cast<int64_t>(a.size()));
-            gpu->Free(db, static_cast<int64_t>(b.size()));
-            gpu->Free(dc, static_cast<int64_t>(c0.size()));
+            gpu->memory().Download(got.data(), dc, static_cast<int64_t>(got.size()));
+            gpu->memory().Free(da, static_cast<int64_t>(a.size()));
+            gpu->memory().Free(db, static_cast<int64_t>(b.size()));
+            gpu->memory().Free(dc, static_cast<int64_t>(c0.size()));
             std::vector<float> blas = c0;
             for (int i = 0; i < kBatch; ++i) {
-              cpu->Gemm(ta, tb, s.m, s.n, s.k, alpha, a.data() + i * stride_a, b.data() + i * stride_b, beta,
-                        blas.data() + i * stride_c);
+              cpu->ops().linear.gemm(cpu->op_context(), ta, tb, s.m, s.n, s.k, alpha, a.data() + i * stride_a,
+                                     b.data() + i * stride_b, beta, blas.data() + i * stride_c);
             }
             int bad = 0;
             for (int i = 0; i < kBatch; ++i) {
@@ -223,13 +224,20 @@ TEST(CudaDeviceGpuTest, GemmBatchedWithGappedStridesMatchesALoopOfBlasGemmsForEv
 TEST(CudaDeviceGpuTest, GemmBatchedRejectsOverlappingOutputsAndNegativeStrides) {
   SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
-  float* x = gpu->Allocate(64);
-  EXPECT_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 3, 2), std::invalid_argument);
-  EXPECT_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, -4, x, 4, 0.0f, x, 4, 2), std::invalid_argument);
-  EXPECT_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 4, -1), std::invalid_argument);
-  EXPECT_NO_THROW(gpu->GemmBatched(false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 4, 0));  // nothing to do
-  gpu->Synchronize();
-  gpu->Free(x, 64);
+  float* x = gpu->memory().Allocate(64);
+  EXPECT_THROW(
+      gpu->ops().linear.gemm_batched(gpu->op_context(), false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 3, 2),
+      std::invalid_argument);
+  EXPECT_THROW(
+      gpu->ops().linear.gemm_batched(gpu->op_context(), false, false, 2, 2, 2, 1.0f, x, -4, x, 4, 0.0f, x, 4, 2),
+      std::invalid_argument);
+  EXPECT_THROW(
+      gpu->ops().linear.gemm_batched(gpu->op_context(), false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 4, -1),
+      std::invalid_argument);
+  EXPECT_NO_THROW(gpu->ops().linear.gemm_batched(gpu->op_context(), false, false, 2, 2, 2, 1.0f, x, 4, x, 4, 0.0f, x, 4,
+                                                 0));  // nothing to do
+  gpu->streams().Synchronize();
+  gpu->memory().Free(x, 64);
 }
 
 // The transformer's ops through the Device interface: the cuda device against the cpu device on
@@ -257,8 +265,8 @@ TEST(CudaDeviceGpuTest, TransformerOpsMatchTheCpuDevice) {
       op(*devices[d], ptrs);
       for (size_t i = 0; i < tensors.size(); ++i) {
         std::vector<float> back(tensors[i].size());
-        devices[d]->Download(back.data(), ptrs[i], static_cast<int64_t>(back.size()));
-        devices[d]->Free(ptrs[i], static_cast<int64_t>(back.size()));
+        devices[d]->memory().Download(back.data(), ptrs[i], static_cast<int64_t>(back.size()));
+        devices[d]->memory().Free(ptrs[i], static_cast<int64_t>(back.size()));
         results[d].push_back(std::move(back));
       }
     }
@@ -275,72 +283,78 @@ TEST(CudaDeviceGpuTest, TransformerOpsMatchTheCpuDevice) {
   std::vector<float> mean(kRows), rstd(kRows), ln_out(n);
   {
     const std::vector<float> x = Random(n, 40), gamma = Random(kCols, 41), beta = Random(kCols, 42);
-    cpu->LayerNorm(kRows, kCols, x.data(), gamma.data(), beta.data(), ln_out.data(), mean.data(), rstd.data());
+    cpu->ops().layer_norm.forward(cpu->op_context(), kRows, kCols, x.data(), gamma.data(), beta.data(), ln_out.data(),
+                                  mean.data(), rstd.data());
   }
   run_both("BiasAdd", {Random(n, 43), Random(kCols, 44), Random(n, 45)}, 0.0f, [&](Device& d, std::vector<float*>& t) {
-    d.BiasAdd(kRows, kCols, t[0], t[1], t[2]);
+    d.ops().bias_add.forward(d.op_context(), kRows, kCols, t[0], t[1], t[2]);
   });
   run_both("LayerNorm",
            {Random(n, 40), Random(kCols, 41), Random(kCols, 42), std::vector<float>(n), std::vector<float>(kRows),
             std::vector<float>(kRows)},
            1e-5f, [&](Device& d, std::vector<float*>& t) {
-             d.LayerNorm(kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5]);
+             d.ops().layer_norm.forward(d.op_context(), kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5]);
            });
   run_both("LayerNormBackwardInput", {Random(n, 46), Random(n, 40), Random(kCols, 41), mean, rstd, Random(n, 47)},
            1e-5f, [&](Device& d, std::vector<float*>& t) {
-             d.LayerNormBackwardInput(kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5], true);
+             d.ops().layer_norm.backward_input(d.op_context(), kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5], true);
            });
   run_both("LayerNormBackwardWeight", {Random(n, 46), Random(n, 40), mean, rstd, Random(kCols, 48), Random(kCols, 49)},
            1e-4f, [&](Device& d, std::vector<float*>& t) {
-             d.LayerNormBackwardWeight(kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5], false);
+             d.ops().layer_norm.backward_weight(d.op_context(), kRows, kCols, t[0], t[1], t[2], t[3], t[4], t[5],
+                                                false);
            });
   run_both("HeadsFromRows", {Random(n, 50), std::vector<float>(n)}, 0.0f, [&](Device& d, std::vector<float*>& t) {
-    d.HeadsFromRows(kBatch, kSeq, kHeads, kHeadDim, t[0], kCols, t[1]);
+    d.ops().attention.heads_from_rows(d.op_context(), kBatch, kSeq, kHeads, kHeadDim, t[0], kCols, t[1]);
   });
   run_both("RowsFromHeads", {Random(n, 51), std::vector<float>(n)}, 0.0f, [&](Device& d, std::vector<float*>& t) {
-    d.RowsFromHeads(kBatch, kSeq, kHeads, kHeadDim, t[0], t[1], kCols);
+    d.ops().attention.rows_from_heads(d.op_context(), kBatch, kSeq, kHeads, kHeadDim, t[0], t[1], kCols);
   });
   const size_t scores = static_cast<size_t>(kBatch) * kHeads * kSeq * kSeq;
-  run_both("CausalSoftmax", {Random(scores, 52)}, 1e-6f,
-           [&](Device& d, std::vector<float*>& t) { d.CausalSoftmax(kBatch * kHeads, kSeq, t[0]); });
+  run_both("CausalSoftmax", {Random(scores, 52)}, 1e-6f, [&](Device& d, std::vector<float*>& t) {
+    d.ops().attention.causal_softmax(d.op_context(), kBatch * kHeads, kSeq, t[0]);
+  });
   std::vector<float> p = Random(scores, 52);
-  cpu->CausalSoftmax(kBatch * kHeads, kSeq, p.data());
-  run_both("CausalSoftmaxBackward", {p, Random(scores, 53)}, 1e-6f,
-           [&](Device& d, std::vector<float*>& t) { d.CausalSoftmaxBackward(kBatch * kHeads, kSeq, t[0], t[1]); });
+  cpu->ops().attention.causal_softmax(cpu->op_context(), kBatch * kHeads, kSeq, p.data());
+  run_both("CausalSoftmaxBackward", {p, Random(scores, 53)}, 1e-6f, [&](Device& d, std::vector<float*>& t) {
+    d.ops().attention.causal_softmax_backward(d.op_context(), kBatch * kHeads, kSeq, t[0], t[1]);
+  });
   const size_t wte_size = static_cast<size_t>(kVocab) * kCols, wpe_size = static_cast<size_t>(kSeq) * kCols;
   run_both("Embedding", {tokens, Random(wte_size, 54), Random(wpe_size, 55), std::vector<float>(n)}, 0.0f,
-           [&](Device& d, std::vector<float*>& t) { d.Embedding(kBatch, kSeq, kCols, t[0], t[1], t[2], t[3]); });
+           [&](Device& d, std::vector<float*>& t) {
+             d.ops().embedding.forward(d.op_context(), kBatch, kSeq, kCols, t[0], t[1], t[2], t[3]);
+           });
   run_both("EmbeddingBackward", {tokens, Random(n, 56), Random(wte_size, 57), Random(wpe_size, 58)}, 0.0f,
            [&](Device& d, std::vector<float*>& t) {
-             d.EmbeddingBackward(kBatch, kSeq, kCols, kVocab, t[0], t[1], t[2], t[3], true);
+             d.ops().embedding.backward(d.op_context(), kBatch, kSeq, kCols, kVocab, t[0], t[1], t[2], t[3], true);
            });
 }
 
 TEST(CudaDeviceGpuTest, MemoryIsCountedAndFreedBlocksAreReused) {
   SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
-  const int64_t base = gpu->bytes_in_use();
-  float* a = gpu->Allocate(1000);
-  float* b = gpu->Allocate(3000);
-  EXPECT_EQ(gpu->bytes_in_use() - base, 16000);
-  const int64_t obtained = gpu->system_allocations();
-  gpu->Free(a, 1000);
-  EXPECT_EQ(gpu->bytes_in_use() - base, 12000);
-  EXPECT_EQ(gpu->peak_bytes() - base, 16000);
-  float* again = gpu->Allocate(1000);  // the same size again: from the pool
+  const int64_t base = gpu->memory().bytes_in_use();
+  float* a = gpu->memory().Allocate(1000);
+  float* b = gpu->memory().Allocate(3000);
+  EXPECT_EQ(gpu->memory().bytes_in_use() - base, 16000);
+  const int64_t obtained = gpu->memory().system_allocations();
+  gpu->memory().Free(a, 1000);
+  EXPECT_EQ(gpu->memory().bytes_in_use() - base, 12000);
+  EXPECT_EQ(gpu->memory().peak_bytes() - base, 16000);
+  float* again = gpu->memory().Allocate(1000);  // the same size again: from the pool
   EXPECT_EQ(again, a);
-  EXPECT_EQ(gpu->system_allocations(), obtained);
-  gpu->Free(again, 1000);
-  gpu->Free(b, 3000);
-  EXPECT_EQ(gpu->bytes_in_use(), base);
+  EXPECT_EQ(gpu->memory().system_allocations(), obtained);
+  gpu->memory().Free(again, 1000);
+  gpu->memory().Free(b, 3000);
+  EXPECT_EQ(gpu->memory().bytes_in_use(), base);
   // Between runs the kept blocks go back to the memory pool: the same size then comes from the
   // pool again (an allocation counted as the system's), and the pool keeps its memory.
   const int64_t reserved = CudaPoolReservedBytes(*gpu);
-  gpu->ReleaseCached();
+  gpu->memory().ReleaseCached();
   EXPECT_EQ(CudaPoolReservedBytes(*gpu), reserved) << "the pool keeps what is freed into it";
-  float* fresh = gpu->Allocate(1000);
-  EXPECT_EQ(gpu->system_allocations(), obtained + 1);
-  gpu->Free(fresh, 1000);
+  float* fresh = gpu->memory().Allocate(1000);
+  EXPECT_EQ(gpu->memory().system_allocations(), obtained + 1);
+  gpu->memory().Free(fresh, 1000);
 }
 
 // A stamp is when the device reached it, on the host clock: after the host queued it, before
@@ -349,23 +363,23 @@ TEST(CudaDeviceGpuTest, StampsFallBetweenQueueingAndCompletionOnTheHostClock) {
   SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
   const int n = 2048;
-  float* a = gpu->Allocate(static_cast<int64_t>(n) * n);
-  float* c = gpu->Allocate(static_cast<int64_t>(n) * n);
-  gpu->Fill(a, 0.5f, static_cast<int64_t>(n) * n);
-  gpu->Synchronize();
-  gpu->ClearStamps();
-  const int64_t queued = gpu->NowNs();
-  const int first = gpu->Stamp();
-  for (int i = 0; i < 8; ++i) gpu->Gemm(false, false, n, n, n, 1.0f, a, a, 0.0f, c);
-  const int second = gpu->Stamp();
-  gpu->Synchronize();
-  const int64_t done = gpu->NowNs();
-  const int64_t t1 = gpu->StampNs(first), t2 = gpu->StampNs(second);
+  float* a = gpu->memory().Allocate(static_cast<int64_t>(n) * n);
+  float* c = gpu->memory().Allocate(static_cast<int64_t>(n) * n);
+  gpu->memory().Fill(a, 0.5f, static_cast<int64_t>(n) * n);
+  gpu->streams().Synchronize();
+  gpu->clock().ClearStamps();
+  const int64_t queued = gpu->clock().NowNs();
+  const int first = gpu->clock().Stamp();
+  for (int i = 0; i < 8; ++i) gpu->ops().linear.gemm(gpu->op_context(), false, false, n, n, n, 1.0f, a, a, 0.0f, c);
+  const int second = gpu->clock().Stamp();
+  gpu->streams().Synchronize();
+  const int64_t done = gpu->clock().NowNs();
+  const int64_t t1 = gpu->clock().StampNs(first), t2 = gpu->clock().StampNs(second);
   EXPECT_GE(t1, queued - 1'000'000);  // the two clocks are matched to well under a millisecond
   EXPECT_GT(t2, t1);                  // 8 GEMMs of 2048^3 take a measurable time
   EXPECT_LE(t2, done + 1'000'000);
-  gpu->Free(a, static_cast<int64_t>(n) * n);
-  gpu->Free(c, static_cast<int64_t>(n) * n);
+  gpu->memory().Free(a, static_cast<int64_t>(n) * n);
+  gpu->memory().Free(c, static_cast<int64_t>(n) * n);
 }
 
 // Reserve grows the pool by what it is told before a run, and the run's allocations (several
@@ -375,18 +389,18 @@ TEST(CudaDeviceGpuTest, ReserveGrowsThePoolThatTheRunThenAllocatesFrom) {
   auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
   const int64_t before = CudaPoolReservedBytes(*gpu);
   const int64_t reserve = int64_t{256} << 20;
-  gpu->Reserve(reserve);
-  gpu->Synchronize();
+  gpu->memory().Reserve(reserve);
+  gpu->streams().Synchronize();
   const int64_t reserved = CudaPoolReservedBytes(*gpu);
   EXPECT_GE(reserved, before + reserve);
   std::vector<std::pair<float*, int64_t>> blocks;
   for (const int64_t floats : {int64_t{1} << 20, int64_t{3} << 20, int64_t{7} << 20, int64_t{5} << 20}) {
-    blocks.emplace_back(gpu->Allocate(floats), floats);  // 64 MiB in all
+    blocks.emplace_back(gpu->memory().Allocate(floats), floats);  // 64 MiB in all
   }
   EXPECT_EQ(CudaPoolReservedBytes(*gpu), reserved) << "served from the reserved memory";
-  for (const auto& [data, floats] : blocks) gpu->Free(data, floats);
+  for (const auto& [data, floats] : blocks) gpu->memory().Free(data, floats);
   // Asking more than any GPU has is a hint that cannot be met: nothing throws, nothing changes.
-  EXPECT_NO_THROW(gpu->Reserve(int64_t{1} << 60));
+  EXPECT_NO_THROW(gpu->memory().Reserve(int64_t{1} << 60));
   EXPECT_EQ(CudaPoolReservedBytes(*gpu), reserved);
 }
 
@@ -396,19 +410,19 @@ TEST(CudaDeviceGpuTest, ReachedSaysWithoutWaitingWhetherTheDeviceGotToAStamp) {
   SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaDevice(0, GemmPrecision::kFp32);
   const int n = 4096;
-  float* a = gpu->Allocate(static_cast<int64_t>(n) * n);
-  float* c = gpu->Allocate(static_cast<int64_t>(n) * n);
-  gpu->Fill(a, 0.5f, static_cast<int64_t>(n) * n);
-  gpu->Synchronize();
-  gpu->ClearStamps();
-  for (int i = 0; i < 16; ++i) gpu->Gemm(false, false, n, n, n, 1.0f, a, a, 0.0f, c);
-  const int after = gpu->Stamp();
-  EXPECT_FALSE(gpu->Reached(after));
-  gpu->Synchronize();
-  EXPECT_TRUE(gpu->Reached(after));
-  EXPECT_THROW(gpu->Reached(after + 1), std::out_of_range);
-  gpu->Free(a, static_cast<int64_t>(n) * n);
-  gpu->Free(c, static_cast<int64_t>(n) * n);
+  float* a = gpu->memory().Allocate(static_cast<int64_t>(n) * n);
+  float* c = gpu->memory().Allocate(static_cast<int64_t>(n) * n);
+  gpu->memory().Fill(a, 0.5f, static_cast<int64_t>(n) * n);
+  gpu->streams().Synchronize();
+  gpu->clock().ClearStamps();
+  for (int i = 0; i < 16; ++i) gpu->ops().linear.gemm(gpu->op_context(), false, false, n, n, n, 1.0f, a, a, 0.0f, c);
+  const int after = gpu->clock().Stamp();
+  EXPECT_FALSE(gpu->clock().Reached(after));
+  gpu->streams().Synchronize();
+  EXPECT_TRUE(gpu->clock().Reached(after));
+  EXPECT_THROW(gpu->clock().Reached(after + 1), std::out_of_range);
+  gpu->memory().Free(a, static_cast<int64_t>(n) * n);
+  gpu->memory().Free(c, static_cast<int64_t>(n) * n);
 }
 
 // A failing CUDA call throws one message naming the host, the file:line, the call and CUDA's own

@@ -38,8 +38,8 @@ std::vector<float> Random(size_t n, unsigned seed) {
 }
 
 float* OnDevice(Device& device, const std::vector<float>& host) {
-  float* data = device.Allocate(static_cast<int64_t>(host.size()));
-  device.Upload(data, host.data(), static_cast<int64_t>(host.size()));
+  float* data = device.memory().Allocate(static_cast<int64_t>(host.size()));
+  device.memory().Upload(data, host.data(), static_cast<int64_t>(host.size()));
   return data;
 }
 
@@ -48,12 +48,12 @@ float* OnDevice(Device& device, const std::vector<float>& host) {
 void ExpectGemmReadsTheWeightsNow(Device& gpu, GemmPrecision precision, const float* a, const float* w, float* c,
                                   const char* when) {
   SCOPED_TRACE(when);
-  gpu.Gemm(false, true, kM, kN, kK, 1.0f, a, w, 0.0f, c);
+  gpu.ops().linear.gemm(gpu.op_context(), false, true, kM, kN, kK, 1.0f, a, w, 0.0f, c);
   std::vector<float> a_host(static_cast<size_t>(kM) * kK), w_host(static_cast<size_t>(kN) * kK);
   std::vector<float> c_host(static_cast<size_t>(kM) * kN);
-  gpu.Download(c_host.data(), c, static_cast<int64_t>(c_host.size()));
-  gpu.Download(a_host.data(), a, static_cast<int64_t>(a_host.size()));
-  gpu.Download(w_host.data(), w, static_cast<int64_t>(w_host.size()));
+  gpu.memory().Download(c_host.data(), c, static_cast<int64_t>(c_host.size()));
+  gpu.memory().Download(a_host.data(), a, static_cast<int64_t>(a_host.size()));
+  gpu.memory().Download(w_host.data(), w, static_cast<int64_t>(w_host.size()));
   const double u = std::ldexp(1.0, precision == GemmPrecision::kBf16 ? -9 : -11);
   int bad = 0;
   for (int i = 0; i < kM; ++i) {
@@ -87,60 +87,60 @@ TEST(CudaWeightCopiesGpuTest, GemmsReadTheWeightsAsTheyAreAfterEveryKindOfWrite)
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "uploaded, never updated: rounded at each GEMM");
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "twice");  // warms the workspace
 
-    const int64_t in_use = gpu->bytes_in_use();
+    const int64_t in_use = gpu->memory().bytes_in_use();
     float* grad = OnDevice(*gpu, Random(kTotal, 3));
-    gpu->SgdMomentum(kTotal, params, params, velocity, grad, 1.0f, 0.5f, 0.9f);
+    gpu->ops().optimizer.sgd_momentum(gpu->op_context(), kTotal, params, params, velocity, grad, 1.0f, 0.5f, 0.9f);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after an update in place (the copy is made)");
-    EXPECT_EQ(gpu->bytes_in_use() - in_use, kTotal * 4 + kTotal * 2) << "grad, and the 16-bit copy";
-    const int64_t allocations = gpu->system_allocations();
-    gpu->Upload(grad, Random(kTotal, 4).data(), kTotal);
-    gpu->SgdMomentum(kTotal, params, params, velocity, grad, 1.0f, 0.5f, 0.9f);
+    EXPECT_EQ(gpu->memory().bytes_in_use() - in_use, kTotal * 4 + kTotal * 2) << "grad, and the 16-bit copy";
+    const int64_t allocations = gpu->memory().system_allocations();
+    gpu->memory().Upload(grad, Random(kTotal, 4).data(), kTotal);
+    gpu->ops().optimizer.sgd_momentum(gpu->op_context(), kTotal, params, params, velocity, grad, 1.0f, 0.5f, 0.9f);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after a second update (the copy refreshed)");
-    EXPECT_EQ(gpu->system_allocations(), allocations) << "the copy is refreshed in place";
+    EXPECT_EQ(gpu->memory().system_allocations(), allocations) << "the copy is refreshed in place";
 
-    gpu->Fill(w + 100, 0.25f, 3);
+    gpu->memory().Fill(w + 100, 0.25f, 3);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after a Fill of 3 weights");
-    gpu->Upload(params, Random(kTotal, 5).data(), kTotal);
+    gpu->memory().Upload(params, Random(kTotal, 5).data(), kTotal);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after an Upload");
     float* other = OnDevice(*gpu, Random(kTotal, 6));
-    gpu->Copy(w, other, int64_t{kN} * kK);
+    gpu->memory().Copy(w, other, int64_t{kN} * kK);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after a Copy into the matrix");
-    gpu->Axpy(kTotal, 0.5f, other, params);
+    gpu->ops().linear.axpy(gpu->op_context(), kTotal, 0.5f, other, params);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after an Axpy");
     // A GEMM writing into the buffer: its first kM x kM floats ← 0.5 · a · aᵀ + themselves.
-    gpu->Gemm(false, true, kM, kM, kK, 0.5f, a, a, 1.0f, params);
+    gpu->ops().linear.gemm(gpu->op_context(), false, true, kM, kM, kK, 0.5f, a, a, 1.0f, params);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "after a GEMM wrote into the buffer");
 
     // Out of place (the next version in a buffer of its own): both versions read as they are.
-    float* next = gpu->Allocate(kTotal);
+    float* next = gpu->memory().Allocate(kTotal);
     kernels::AdamParams adam;
     adam.bias1 = 1.0f - adam.beta1;
     adam.bias2 = 1.0f - adam.beta2;
     float* m = OnDevice(*gpu, std::vector<float>(kTotal, 0.0f));
     float* v = OnDevice(*gpu, std::vector<float>(kTotal, 0.0f));
-    gpu->Upload(grad, Random(kTotal, 7).data(), kTotal);
-    gpu->Adam(kTotal, params, next, m, v, grad, 1.0f, adam);
+    gpu->memory().Upload(grad, Random(kTotal, 7).data(), kTotal);
+    gpu->ops().optimizer.adam(gpu->op_context(), kTotal, params, next, m, v, grad, 1.0f, adam);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, next + kOffset, c, "the new version, out of place");
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, w, c, "the old version, still there");
 
     // Freed and handed out again (the pool gives the same block back): no copy survives it.
-    const int64_t before_free = gpu->bytes_in_use();
-    gpu->Free(next, kTotal);
-    EXPECT_EQ(before_free - gpu->bytes_in_use(), kTotal * 4 + kTotal * 2) << "the copy goes with its buffer";
-    float* again = gpu->Allocate(kTotal);
+    const int64_t before_free = gpu->memory().bytes_in_use();
+    gpu->memory().Free(next, kTotal);
+    EXPECT_EQ(before_free - gpu->memory().bytes_in_use(), kTotal * 4 + kTotal * 2) << "the copy goes with its buffer";
+    float* again = gpu->memory().Allocate(kTotal);
     EXPECT_EQ(again, next) << "the pool's block of that size";
-    gpu->Upload(again, Random(kTotal, 8).data(), kTotal);
+    gpu->memory().Upload(again, Random(kTotal, 8).data(), kTotal);
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, again + kOffset, c, "the block reused, never updated");
-    const int64_t reused = gpu->system_allocations();
-    gpu->Upload(grad, Random(kTotal, 9).data(), kTotal);
-    gpu->SgdMomentum(kTotal, again, again, velocity, grad, 1.0f, 0.5f, 0.9f);
-    EXPECT_EQ(gpu->system_allocations(), reused) << "the freed copy's memory serves the new one";
+    const int64_t reused = gpu->memory().system_allocations();
+    gpu->memory().Upload(grad, Random(kTotal, 9).data(), kTotal);
+    gpu->ops().optimizer.sgd_momentum(gpu->op_context(), kTotal, again, again, velocity, grad, 1.0f, 0.5f, 0.9f);
+    EXPECT_EQ(gpu->memory().system_allocations(), reused) << "the freed copy's memory serves the new one";
     ExpectGemmReadsTheWeightsNow(*gpu, precision, a, again + kOffset, c, "the block reused, updated");
 
     for (float* buffer : {a, c, params, velocity, grad, other, m, v, again}) {
-      gpu->Free(buffer, buffer == a ? int64_t{kM} * kK : buffer == c ? int64_t{kM} * kN : kTotal);
+      gpu->memory().Free(buffer, buffer == a ? int64_t{kM} * kK : buffer == c ? int64_t{kM} * kN : kTotal);
     }
-    gpu->ReleaseCached();
+    gpu->memory().ReleaseCached();
   }
 }
 
@@ -151,11 +151,11 @@ TEST(CudaWeightCopiesGpuTest, Fp32AndTf32MakeNoCopies) {
     float* params = OnDevice(*gpu, Random(kTotal, 2));
     float* velocity = OnDevice(*gpu, std::vector<float>(kTotal, 0.0f));
     float* grad = OnDevice(*gpu, Random(kTotal, 3));
-    const int64_t in_use = gpu->bytes_in_use();
-    gpu->SgdMomentum(kTotal, params, params, velocity, grad, 1.0f, 0.5f, 0.9f);
-    gpu->Synchronize();
-    EXPECT_EQ(gpu->bytes_in_use(), in_use);
-    for (float* buffer : {params, velocity, grad}) gpu->Free(buffer, kTotal);
+    const int64_t in_use = gpu->memory().bytes_in_use();
+    gpu->ops().optimizer.sgd_momentum(gpu->op_context(), kTotal, params, params, velocity, grad, 1.0f, 0.5f, 0.9f);
+    gpu->streams().Synchronize();
+    EXPECT_EQ(gpu->memory().bytes_in_use(), in_use);
+    for (float* buffer : {params, velocity, grad}) gpu->memory().Free(buffer, kTotal);
   }
 }
 

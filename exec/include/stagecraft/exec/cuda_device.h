@@ -1,21 +1,24 @@
-// The cuda backend's Device (DESIGN.md §5): device memory with byte accounting, a peak and a
-// pool (blocks kept for reuse by size, over a stream-ordered CUDA memory pool that keeps what is
-// freed into it: no allocation synchronises the device); cuBLAS GEMMs in the run's
-// GemmPrecision; the kernels/ launchers for the element-wise math, the loss and the optimizers;
-// everything on one compute stream per process; op times from CUDA events, read back when the
-// runtime resolves its stamps (once per step; Reached asks without waiting). Built when the CUDA
-// toolkit is found; without it CudaDeviceCount() is 0 and MakeCudaDevice throws.
+// The cuda backend's Device (DESIGN.md §5), in parts (exec/cuda/cuda_parts.h): memory with byte
+// accounting per tier, a peak and a pool (blocks kept for reuse by size, over a stream-ordered
+// CUDA memory pool that keeps what is freed into it: no allocation synchronises the device), and
+// page-locked host memory; streams: one compute stream per process and a copy stream per
+// direction, made at first use; the clock: op times from CUDA events, read back when the runtime
+// resolves its stamps (once per step; Reached asks without waiting); and the cuda column of the
+// layer op table: cuBLAS GEMMs in the run's GemmPrecision and the kernels/ launchers for the
+// element-wise math, the loss and the optimizers. Built when the CUDA toolkit is found; without
+// it CudaDeviceCount() is 0 and MakeCudaDevice throws.
 //
 // 16-bit weights (bf16, fp16): a buffer that SgdMomentum or Adam writes as w_out is a weight
 // buffer; it gets a 16-bit copy (2 bytes a float, counted in bytes_in_use) that each such update
 // rounds again right after it, and GEMMs read any operand lying inside it from the copy rather
-// than rounding it per call. Every other Device call that writes device memory (Upload, Copy,
-// Fill, Axpy, a GEMM's output, every kernel's outputs) marks the copies it overlaps stale, and
-// the next GEMM to read one rounds the whole buffer again first; Free drops the copy with its
-// buffer. So a GEMM never reads a copy older than a write made through this device. Memory
-// written by anything else (a transport's receive on its own stream, a kernel launched on the
-// raw pointer) is not seen: such a writer must not write into a weight buffer while it is
-// allocated (the runtime never does: it receives only into activation and gradient buffers).
+// than rounding it per call. Every other call of the device that writes device memory (Upload,
+// Copy, Fill, CopyAsync into the device tier, axpy, a GEMM's output, every kernel's outputs)
+// marks the copies it overlaps stale, and the next GEMM to read one rounds the whole buffer again
+// first; Free drops the copy with its buffer. So a GEMM never reads a copy older than a write
+// made through this device. Memory written by anything else (a transport's receive on its own
+// stream, a kernel launched on the raw pointer) is not seen: such a writer must not write into a
+// weight buffer while it is allocated (the runtime never does: it receives only into activation
+// and gradient buffers).
 //
 // Module loading: the first of CudaDeviceCount, CudaPciBusId and MakeCudaDevice sets
 // CUDA_MODULE_LOADING=EAGER unless the environment names a mode (kernels/cuda.h), and
@@ -47,9 +50,9 @@ std::string CudaPciBusId(int gpu);
 // orders its own stream against it; throws std::invalid_argument for any other device.
 void* CudaComputeStream(Device& device);
 // When `event` (a cudaEvent_t made with timing, recorded on any stream of `device`, a device made
-// by MakeCudaDevice, and complete) completed, on device.NowNs()'s clock, through the origin its op
-// stamps are read on: a transport's transfer and a collective are timed on the same clock as the
-// compute beside them. Throws std::invalid_argument for any other device.
+// by MakeCudaDevice, and complete) completed, on device.clock().NowNs()'s clock, through the
+// origin its op stamps are read on: a transport's transfer and a collective are timed on the same
+// clock as the compute beside them. Throws std::invalid_argument for any other device.
 int64_t CudaEventNs(Device& device, void* event);
 // The bytes the device's memory pool holds from the driver now (cudaMemPoolAttrReservedMemCurrent):
 // what the process really takes, beside the bytes of live tensors its peak counts. Throws

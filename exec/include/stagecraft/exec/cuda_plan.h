@@ -31,7 +31,7 @@ inline std::optional<GemmPrecision> GemmPrecisionFor(std::string_view dtype) {
   return std::nullopt;
 }
 
-// A row-major GEMM c[m x n] = op(a)[m x k] · op(b)[k x n] (Device::Gemm) as one column-major
+// A row-major GEMM c[m x n] = op(a)[m x k] · op(b)[k x n] (LinearOps::gemm) as one column-major
 // cuBLAS call. A row-major matrix read column-major is its transpose, so the call computes
 // cᵀ = op(b)ᵀ · op(a)ᵀ: the first operand is b, the second a, and the product is n x m.
 struct ColumnMajorGemm {

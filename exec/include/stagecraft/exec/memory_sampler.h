@@ -19,14 +19,14 @@ class MemorySampler {
   // starts over from what it holds now.
   void Start(int64_t base_bytes) {
     base_bytes_ = base_bytes;
-    device_.ResetPeak();
+    device_.memory().ResetPeak();
   }
   // After an op, at `now_ns` since the run's start: a sample in `record` when the bytes held
   // changed, and the peak so far.
   void Sample(int64_t now_ns, schedules::RankRecord* record) {
-    const int64_t bytes = device_.bytes_in_use() - base_bytes_;
+    const int64_t bytes = device_.memory().bytes_in_use() - base_bytes_;
     if (record->memory.empty() || record->memory.back().bytes != bytes) record->memory.push_back({now_ns, bytes});
-    record->peak_memory_bytes = std::max(record->peak_memory_bytes, device_.peak_bytes() - base_bytes_);
+    record->peak_memory_bytes = std::max(record->peak_memory_bytes, device_.memory().peak_bytes() - base_bytes_);
   }
 
  private:

@@ -29,25 +29,25 @@ class OpClock {
 
   // The run starts: the device's queue drained, its stamps cleared, and now taken as time 0.
   void Start() {
-    device_.Synchronize();
-    device_.ClearStamps();
-    start_ns_ = device_.NowNs();
+    device_.streams().Synchronize();
+    device_.clock().ClearStamps();
+    start_ns_ = device_.clock().NowNs();
   }
   int64_t start_ns() const { return start_ns_; }
   // The host time now, in ns since the run's start.
-  int64_t Now() { return device_.NowNs() - start_ns_; }
+  int64_t Now() { return device_.clock().NowNs() - start_ns_; }
   // When a transfer or collective ended, in ns since the run's start: `completed_ns` where its
   // transport timed it on the device (Transport::CompletedNs, on NowNs's clock), else now.
   int64_t Completion(int64_t completed_ns) { return completed_ns >= 0 ? completed_ns - start_ns_ : Now(); }
 
   // Around a compute op: Begin marks the device's queue before it, End after it, for op `op`.
-  int Begin() { return device_.Stamp(); }
-  void End(int op, int begin) { timed_.push_back({op, begin, device_.Stamp()}); }
+  int Begin() { return device_.clock().Stamp(); }
+  void End(int op, int begin) { timed_.push_back({op, begin, device_.clock().Stamp()}); }
   // Marks the device's queue when a transfer or collective op `op` is posted: its start is when
   // the device has run the work queued before it (the producer of what it moves), on the clock
   // compute ops are timed by. A device that runs each call to completion (cpu) reads the host
   // clock here, as a post time.
-  void Mark(int op) { marked_.push_back({op, device_.Stamp(), -1}); }
+  void Mark(int op) { marked_.push_back({op, device_.clock().Stamp(), -1}); }
   // Whether the stamps are read back after op `op` (ResolvePoints).
   bool ResolvesAfter(int op) const { return resolve_after_[static_cast<size_t>(op)]; }
   // Compute ops stamped and not yet resolved.
@@ -56,7 +56,7 @@ class OpClock {
   // Turns the stamps taken since the last call into the times of their ops in `record` (ns since
   // the start; what they imply: schedules::FinishRunRecord): a compute op's start and end, a
   // marked op's start. Then clears them. First waits until the device has reached the latest
-  // stamp, polling (Device::Reached) under the deadline: a device whose queue waits on a peer
+  // stamp, polling (DeviceClock::Reached) under the deadline: a device whose queue waits on a peer
   // that never sends (a receive ordered on the device) must not hold the host for good. Throws
   // TimeoutError when the deadline passes first; the caller names what the stamps are of.
   void Resolve(schedules::RankRecord* record);

@@ -61,8 +61,10 @@ class StageModel {
   virtual void BackwardWeight(Activations* saved, GradTarget grads) = 0;
 
  protected:
-  explicit StageModel(Device& device) : device_(device) {}
+  explicit StageModel(Device& device) : device_(device), ops_(device.ops()), cx_(device.op_context()) {}
   Device& device_;
+  const LayerOps& ops_;  // the device's layer ops, run with cx_
+  OpContext& cx_;
 };
 
 class MlpStage final : public StageModel {

@@ -27,7 +27,7 @@ class StepReporter {
 
   // Whether this rank holds the last stage (and so the losses).
   bool active() const { return !losses_.empty(); }
-  // Where the last stage's F of `op` writes its microbatch's mean loss (Device::Loss).
+  // Where the last stage's F of `op` writes its microbatch's mean loss (LossOps::forward).
   float* LossOf(const schedules::Op& op) {
     return losses_.data() + static_cast<int64_t>(op.step) * microbatches_ + op.microbatch;
   }

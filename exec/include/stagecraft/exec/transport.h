@@ -62,7 +62,7 @@ class Transport {
   // Barrier and Gather wait under the same deadline.
   virtual void Wait(Request request) = 0;
   // Right after Test returned true or Wait returned: when that transfer completed where it ran,
-  // on the host's steady clock (Device::NowNs), for a transport that times its transfers on the
+  // on the host's steady clock (DeviceClock::NowNs), for a transport that times its transfers on the
   // device (nccl: an event on the transfer's stream); -1 for one that completes them on the
   // host (mpi), whose caller stamps its own clock as it sees the completion.
   virtual int64_t CompletedNs() const { return -1; }

@@ -1,7 +1,8 @@
-// EventStamps: the cuda device's op times (Device::Stamp, StampNs and ClearStamps; private to
-// cuda_device.cpp): CUDA events recorded on the compute stream with no host wait, read back on
-// the host's steady clock through an origin event matched to it; and the times of events other
-// streams of the device recorded (CudaEventNs: transfers and collectives), through the same origin.
+// CudaClock: the cuda backend's clock part (device_clock.h; private to the cuda backend), over
+// EventStamps, the device's op times: CUDA events recorded on the compute stream with no host
+// wait, read back on the host's steady clock through an origin event matched to it; and the
+// times of events other streams of the device recorded (CudaEventNs: transfers and
+// collectives), through the same origin.
 // Whether a stamp is reached is asked without waiting (Reached), so the runtime can bound its wait.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/exec/device_clock.h"
 #include "stagecraft/kernels/cuda_check.h"
 
 namespace stagecraft::exec {
@@ -45,7 +47,7 @@ class EventStamps {
     SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
     return static_cast<int>(next_stamp_++);
   }
-  // Whether the stream has reached stamp `id`, without waiting (Device::Reached).
+  // Whether the stream has reached stamp `id`, without waiting (DeviceClock::Reached).
   bool Reached(int id) {
     const cudaError_t state = cudaEventQuery(At(id));
     if (state == cudaErrorNotReady) return false;
@@ -99,6 +101,22 @@ class EventStamps {
   size_t next_stamp_ = 0;
   cudaEvent_t origin_ = nullptr;
   int64_t origin_ns_ = -1;
+};
+
+// The clock part: the stamps of the compute stream, on the host's steady clock.
+class CudaClock final : public DeviceClock {
+ public:
+  explicit CudaClock(cudaStream_t compute) : stamps_(compute) {}
+  int64_t NowNs() override { return SteadyNowNs(); }
+  int Stamp() override { return stamps_.Stamp(); }
+  int64_t StampNs(int id) override { return stamps_.StampNs(id); }
+  bool Reached(int id) override { return stamps_.Reached(id); }
+  void ClearStamps() override { stamps_.Clear(); }
+  // When `event` (timed, recorded on any stream of the device, complete) completed, on the same origin.
+  int64_t EventNs(cudaEvent_t event) { return stamps_.EventNs(event); }
+
+ private:
+  EventStamps stamps_;
 };
 
 }  // namespace stagecraft::exec

@@ -1,0 +1,84 @@
+// The cuda backend's matrix products (layer_ops.h, LinearOps): cuBLAS in the run's
+// GemmPrecision on the compute stream. In bf16 and fp16 each input is read in 16 bits, from the
+// 16-bit copy of the weight buffer that holds it when there is one (half_gemm_inputs.h), else
+// rounded into the workspace.
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cublas_check.h"
+#include "cuda_parts.h"
+#include "stagecraft/exec/layer_ops.h"
+
+namespace stagecraft::exec {
+namespace {
+
+CudaOpContext& Cuda(OpContext& context) { return static_cast<CudaOpContext&>(context); }
+
+void CheckBatch(int m, int n, int64_t stride_a, int64_t stride_b, int64_t stride_c, int batch) {
+  if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0) {
+    throw std::invalid_argument("CudaDevice::GemmBatched: negative batch or stride (batch " + std::to_string(batch) +
+                                ", strides " + std::to_string(stride_a) + ", " + std::to_string(stride_b) + ", " +
+                                std::to_string(stride_c) + ")");
+  }
+  // cuBLAS runs the matrices of a batch concurrently: outputs that overlap would race, where
+  // the cpu backend's loop would write them one after another.
+  const int64_t c_count = static_cast<int64_t>(m) * n;
+  if (batch > 1 && stride_c < c_count) {
+    throw std::invalid_argument("CudaDevice::GemmBatched: stride_c " + std::to_string(stride_c) +
+                                " makes the outputs overlap (each is " + std::to_string(c_count) + " floats)");
+  }
+}
+
+// Each matrix of a batch is Gemm's column-major call (cuda_plan.h), with the strides as given.
+// In bf16 and fp16 an input not held by a weight copy is rounded from its first matrix to the end
+// of its last, gaps included (they lie inside the caller's tensor, and the GEMM reads none of
+// them), so any strides work, at the cost of rounding the gaps.
+void GemmBatched(OpContext& o, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                 int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c,
+                 int batch) {
+  CheckBatch(m, n, stride_a, stride_b, stride_c, batch);
+  if (batch == 0) return;
+  CudaOpContext& cx = Cuda(o);
+  const ColumnMajorGemm g = ToColumnMajor(trans_a, trans_b, m, n, k);
+  const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const void* first = b;
+  const void* second = a;
+  cudaDataType_t in_type = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (cx.precision() == GemmPrecision::kTf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (HalfGemmInputs* halves = cx.halves()) {
+    in_type = cx.precision() == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const int64_t b_span = (batch - 1) * stride_b + static_cast<int64_t>(k) * n;
+    const int64_t a_span = (batch - 1) * stride_a + static_cast<int64_t>(m) * k;
+    const HalfGemmInputs::Operands rounded = halves->Round(b, b_span, a, a_span);
+    first = rounded.first;
+    second = rounded.second;
+  }
+  SC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cx.blas(), op_first, op_second, g.m, g.n, g.k, &alpha, first, in_type,
+                                             g.ld_first, stride_b, second, in_type, g.ld_second, stride_a, &beta, c,
+                                             CUDA_R_32F, g.ld_out, stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
+  cx.Wrote(c, (batch - 1) * stride_c + static_cast<int64_t>(m) * n);
+}
+
+// One matrix: GemmBatched's call with a batch of one (cuBLAS's strided-batched GEMM with one
+// matrix is its plain GEMM).
+void Gemm(OpContext& o, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
+          float beta, float* c) {
+  GemmBatched(o, trans_a, trans_b, m, n, k, alpha, a, int64_t{m} * k, b, int64_t{k} * n, beta, c, int64_t{m} * n, 1);
+}
+
+void Axpy(OpContext& o, int64_t n, float alpha, const float* x, float* y) {
+  if (n > INT_MAX) throw std::invalid_argument("CudaDevice::Axpy: n over INT_MAX: " + std::to_string(n));
+  CudaOpContext& cx = Cuda(o);
+  SC_CUBLAS_CHECK(cublasSaxpy(cx.blas(), static_cast<int>(n), &alpha, x, 1, y, 1));
+  cx.Wrote(y, n);
+}
+
+}  // namespace
+
+LinearOps CudaLinearOps() { return {&Gemm, &GemmBatched, &Axpy}; }
+
+}  // namespace stagecraft::exec

@@ -1,0 +1,156 @@
+// The cuda backend's device parts (device.h), each implemented in its own file and put
+// together by CudaDevice (cuda_device.cpp): streams (cuda_streams.cpp), memory
+// (cuda_memory.cpp), clock (cuda_clock.h) and the context its layer ops run with
+// (cuda_op_context.cpp; the ops in cuda_layer_ops.cpp and cuda_linear_ops.cpp). Private to the
+// cuda backend.
+//
+// Every part queues its work on the one compute stream (copies between tiers may go to a copy
+// stream), so buffers freed to the pool, the workspace and the 16-bit weight copies are reused
+// only by work queued after them.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+
+#include "cuda_clock.h"
+#include "cuda_event_pool.h"
+#include "half_gemm_inputs.h"
+#include "stagecraft/exec/block_pool.h"
+#include "stagecraft/exec/cuda_plan.h"
+#include "stagecraft/exec/device_clock.h"
+#include "stagecraft/exec/device_memory.h"
+#include "stagecraft/exec/device_streams.h"
+#include "stagecraft/exec/layer_ops.h"
+#include "stagecraft/kernels/cuda.h"
+
+namespace stagecraft::exec {
+
+// The compute stream (non-blocking, made with the part) and a copy stream per direction, made
+// at their first use. OrderAfter records an event on the producer and queues the waiter's wait
+// on it: no host wait.
+class CudaStreams final : public DeviceStreams {
+ public:
+  CudaStreams();
+  ~CudaStreams() override;
+  CudaStreams(const CudaStreams&) = delete;
+  CudaStreams& operator=(const CudaStreams&) = delete;
+
+  void Synchronize(StreamKind stream) override;
+  bool Idle(StreamKind stream) override;
+  void OrderAfter(StreamKind waiter, StreamKind producer) override;
+  void* Native(StreamKind stream) override { return Get(stream); }
+
+  cudaStream_t compute() const { return streams_[0]; }
+  // The stream of `kind`, made now if it is a copy stream not used before.
+  cudaStream_t Get(StreamKind kind);
+
+ private:
+  static size_t Index(StreamKind kind) { return static_cast<size_t>(kind); }
+
+  std::array<cudaStream_t, 3> streams_{};  // by StreamKind; copy streams null until used
+  CudaEventPool order_events_;
+};
+
+// Device memory comes stream-ordered from a memory pool of the device's own that keeps what is
+// freed (cudaMallocFromPoolAsync on the compute stream): no allocation waits for the device,
+// whose queue may hold NCCL kernels that wait on another rank. Blocks freed are kept for reuse
+// by size. The host tier is page-locked (cudaMallocHost). Every write into device memory is told
+// to the 16-bit weight copies, when the run has them (WatchWrites).
+class CudaMemory final : public DeviceMemory {
+ public:
+  CudaMemory(int gpu, CudaStreams& streams);
+  ~CudaMemory() override;  // destroys the pool: returns at once, the driver frees the rest when unused
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
+
+  float* Allocate(int64_t floats, MemoryTier tier) override;
+  void Free(float* data, int64_t floats, MemoryTier tier) override;
+  void Upload(float* dst, const float* host, int64_t n) override;
+  void Download(float* host, const float* src, int64_t n) override;
+  void Copy(float* dst, const float* src, int64_t n) override;
+  void Fill(float* dst, float value, int64_t n) override;
+  void CopyAsync(float* dst, MemoryTier dst_tier, const float* src, MemoryTier src_tier, int64_t n,
+                 StreamKind stream) override;
+  void ReleaseCached() override;
+  void Reserve(int64_t bytes) override;
+
+  // The 16-bit weight copies to tell of writes and frees (null: none).
+  void WatchWrites(HalfGemmInputs* halves) { halves_ = halves; }
+  void Wrote(const float* data, int64_t floats) {
+    if (halves_ != nullptr) halves_->Wrote(data, floats);
+  }
+  // Work memory of one call's kernels (the launchers' scratch, a GEMM's 16-bit inputs), grown
+  // when a call needs more (counted as in use); only the compute stream uses it, call by call.
+  void* Workspace(int64_t bytes);
+  // Stream-ordered device memory counted as in use (the workspace, the 16-bit weight copies).
+  void* TakeOrdered(int64_t bytes);
+  void CountBytes(int64_t delta_bytes) { Track(delta_bytes); }
+  int64_t PoolReservedBytes() const;
+  // At the device's end, once the compute stream has drained: the kept blocks and the workspace
+  // go back to the pool, stream-ordered, unchecked (a destructor must not throw).
+  void FreeKeptAtExit();
+  void FreeWorkspaceAtExit();
+
+ private:
+  void* DeviceMalloc(uint64_t bytes);
+
+  int gpu_;
+  cudaStream_t stream_;  // the compute stream
+  CudaStreams& streams_;
+  cudaMemPool_t pool_ = nullptr;
+  BlockPool free_;
+  void* workspace_ = nullptr;
+  int64_t workspace_bytes_ = 0;
+  HalfGemmInputs* halves_ = nullptr;
+};
+
+// What the cuda layer ops run with: the compute stream, cuBLAS (on that stream, host pointer
+// mode), the GEMM precision, the memory's workspace and, in bf16 and fp16 runs, the 16-bit
+// weight copies. Every op says what it wrote (Wrote) so that a stale copy is rounded again; an
+// optimizer's update refreshes the copy of the weights it wrote (UpdatedWeights).
+class CudaOpContext final : public OpContext {
+ public:
+  CudaOpContext(cudaStream_t compute, GemmPrecision precision, CudaMemory& memory);
+  ~CudaOpContext() override;  // cuBLAS is left to DestroyBlasAtExit (it may wait for the whole device)
+  CudaOpContext(const CudaOpContext&) = delete;
+  CudaOpContext& operator=(const CudaOpContext&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  GemmPrecision precision() const { return precision_; }
+  HalfGemmInputs* halves() { return halves_ ? &*halves_ : nullptr; }
+
+  kernels::ScratchSpan FloatScratch(int64_t floats);
+  struct Written {
+    const float* data;
+    int64_t floats;
+  };
+  void Wrote(const float* data, int64_t floats) { memory_.Wrote(data, floats); }
+  void Wrote(std::initializer_list<Written> spans) {
+    for (const Written& span : spans) Wrote(span.data, span.floats);
+  }
+  void UpdatedWeights(const float* w, int64_t n) {
+    if (halves_) halves_->Updated(w, n);
+  }
+
+  // At the device's end: the 16-bit copies go (stream-ordered), then cuBLAS once the stream drained.
+  void ReleaseHalvesAtExit();
+  void DestroyBlasAtExit();
+
+ private:
+  cudaStream_t stream_;
+  GemmPrecision precision_;
+  CudaMemory& memory_;
+  cublasHandle_t blas_ = nullptr;
+  std::optional<HalfGemmInputs> halves_;  // bf16 and fp16 runs only
+};
+
+// The matrix products of the cuda column (cuda_linear_ops.cpp), for CudaLayerOps.
+LinearOps CudaLinearOps();
+
+}  // namespace stagecraft::exec

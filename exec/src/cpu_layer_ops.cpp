@@ -1,0 +1,57 @@
+// The cpu backend's layer ops (layer_ops.h): OpenBLAS single-threaded SGEMM and the kernels/
+// host loops. Every op runs to completion before it returns; the context holds nothing.
+#include <cblas.h>
+
+#include "stagecraft/exec/layer_ops.h"
+
+namespace stagecraft::exec {
+namespace {
+
+void Gemm(OpContext&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
+          float beta, float* c) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+}
+void GemmBatched(OpContext& cx, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                 int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c,
+                 int batch) {
+  for (int i = 0; i < batch; ++i) {
+    Gemm(cx, trans_a, trans_b, m, n, k, alpha, a + i * stride_a, b + i * stride_b, beta, c + i * stride_c);
+  }
+}
+void Axpy(OpContext&, int64_t n, float alpha, const float* x, float* y) {
+  cblas_saxpy(static_cast<int>(n), alpha, x, 1, y, 1);
+}
+
+void Loss(OpContext&, kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
+          float* loss, float loss_scale) {
+  *loss = kernels::Loss(kind, rows, cols, y, targets, dy, loss_scale);
+}
+
+// The kernels/ host loops whose arguments are the op's own, context dropped.
+template <auto kKernel>
+struct Host;
+template <typename... A, void (*kKernel)(A...)>
+struct Host<kKernel> {
+  static void Run(OpContext&, A... args) { kKernel(args...); }
+};
+
+}  // namespace
+
+LayerOps CpuLayerOps() {
+  return LayerOps{
+      .linear = {&Gemm, &GemmBatched, &Axpy},
+      .bias_activation = {&Host<&kernels::BiasActivation>::Run, &Host<&kernels::ActivationBackward>::Run,
+                          &Host<&kernels::BiasGrad>::Run},
+      .bias_add = {&Host<&kernels::BiasAdd>::Run},
+      .layer_norm = {&Host<&kernels::LayerNorm>::Run, &Host<&kernels::LayerNormBackwardInput>::Run,
+                     &Host<&kernels::LayerNormBackwardWeight>::Run},
+      .attention = {&Host<&kernels::HeadsFromRows>::Run, &Host<&kernels::RowsFromHeads>::Run,
+                    &Host<&kernels::CausalSoftmax>::Run, &Host<&kernels::CausalSoftmaxBackward>::Run},
+      .embedding = {&Host<&kernels::Embedding>::Run, &Host<&kernels::EmbeddingBackward>::Run},
+      .loss = {&Loss},
+      .optimizer = {&Host<&kernels::SgdMomentum>::Run, &Host<&kernels::Adam>::Run},
+  };
+}
+
+}  // namespace stagecraft::exec
