@@ -18,7 +18,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/sim/layer_split.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::harness {
 

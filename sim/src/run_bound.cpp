@@ -14,7 +14,7 @@
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/sim/compute_streams.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
 namespace {
