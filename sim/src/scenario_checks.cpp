@@ -23,9 +23,20 @@ void SimulatorChecks::CheckDerived(const Scenario& scenario, std::vector<Scenari
   if (machine_) detail::CheckDerivedLimits(scenario, *machine_, out);
 }
 
+// Each call checks with a SimulatorChecks of its own: the machine it builds is that scenario's.
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides) {
   SimulatorChecks checks;
   return LoadScenario(path, overrides, checks);
+}
+
+Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides) {
+  SimulatorChecks checks;
+  return LoadScenarioForNewLayout(path, overrides, checks);
+}
+
+std::vector<ScenarioProblem> Validate(const Scenario& scenario) {
+  SimulatorChecks checks;
+  return Validate(scenario, checks);
 }
 
 Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
@@ -34,25 +45,15 @@ Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
   return LoadScenarioFromText(text, path, overrides, checks);
 }
 
-Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides) {
+void CheckScenario(const Scenario& scenario) {
   SimulatorChecks checks;
-  return LoadScenarioForNewLayout(path, overrides, checks);
+  CheckScenario(scenario, checks);
 }
 
 Scenario LoadScenarioForNewLayoutFromText(std::string_view text, const std::string& path,
                                          const std::vector<std::string>& overrides) {
   SimulatorChecks checks;
   return LoadScenarioForNewLayoutFromText(text, path, overrides, checks);
-}
-
-std::vector<ScenarioProblem> Validate(const Scenario& scenario) {
-  SimulatorChecks checks;
-  return Validate(scenario, checks);
-}
-
-void CheckScenario(const Scenario& scenario) {
-  SimulatorChecks checks;
-  CheckScenario(scenario, checks);
 }
 
 }  // namespace stagecraft::sim
