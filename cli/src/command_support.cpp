@@ -27,7 +27,7 @@
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::cli {
 

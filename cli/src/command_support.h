@@ -17,7 +17,7 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/run_record.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::cli {

@@ -33,8 +33,8 @@
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/costs.h"
-#include "stagecraft/sim/scenario.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/sim/scenario_checks.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::cli {
 namespace {

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/harness/plan.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::cli {
 namespace {

@@ -21,8 +21,8 @@
 #include "stagecraft/harness/calibration_runs.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/harness/profile_job.h"
-#include "stagecraft/sim/profile.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::cli {
 namespace {

@@ -22,7 +22,7 @@
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::cli {

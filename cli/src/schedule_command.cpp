@@ -19,7 +19,7 @@
 #include "stagecraft/schedules/json_io.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::cli {
 namespace {

@@ -18,7 +18,7 @@
 #include "stagecraft/harness/search.h"
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/lower.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::cli {

@@ -17,9 +17,9 @@
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/metrics.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::cli {
 namespace {

@@ -15,7 +15,7 @@
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/compute_streams.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::harness {
 

@@ -15,7 +15,7 @@ namespace {
 // Whether a timed op ran on its rank's device: a compute op or STEP that took time. These are
 // what a shared device's ranks split (WithoutSharing) and hold it for (HeldByOthers).
 bool RanOnDevice(schedules::OpKind kind, const schedules::OpTiming& t) {
-  return (schedules::IsCompute(kind) || kind == schedules::OpKind::kStep) && t.start_ns >= 0 && t.end_ns > t.start_ns;
+  return schedules::RunsOnCompute(kind) && t.start_ns >= 0 && t.end_ns > t.start_ns;
 }
 
 // Each rank's overhead (the bubble split's), less what its device spent on other ranks then.

@@ -15,7 +15,7 @@
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/topology.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 namespace {

@@ -12,8 +12,8 @@
 #include "stagecraft/base/stats.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/costs.h"
-#include "stagecraft/sim/profile.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/profile.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 namespace {

@@ -6,7 +6,7 @@
 #include "stagecraft/base/stats.h"
 #include "stagecraft/harness/explain.h"
 #include "stagecraft/schedules/json_out.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 namespace {

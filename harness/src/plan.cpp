@@ -29,9 +29,9 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 #include "stagecraft/sim/topology.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 

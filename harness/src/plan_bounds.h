@@ -9,7 +9,7 @@
 
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/cost_table.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness::detail {

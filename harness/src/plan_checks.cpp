@@ -8,7 +8,7 @@
 
 #include "plan_space.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::harness::detail {
 

@@ -19,7 +19,7 @@
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/layer_split.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::harness {
 

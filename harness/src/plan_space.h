@@ -8,7 +8,7 @@
 
 #include "stagecraft/harness/plan.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness::detail {

@@ -11,8 +11,9 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/format.h"
 #include "stagecraft/harness/plan.h"
-#include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/units.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::harness {
 

@@ -32,7 +32,7 @@
 #include "stagecraft/sim/costs.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/topology.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 

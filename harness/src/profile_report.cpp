@@ -12,7 +12,7 @@
 #include "stagecraft/base/printable.h"
 #include "stagecraft/harness/profile_job.h"
 #include "stagecraft/sim/costs.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 namespace {

@@ -23,7 +23,7 @@
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/layer_split.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness {

@@ -14,7 +14,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/format.h"
 #include "stagecraft/sim/topology.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::harness {
 

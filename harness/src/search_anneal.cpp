@@ -12,16 +12,18 @@ namespace stagecraft::harness::search_parts {
 bool LocalOrderHolds(const std::vector<Op>& ops, size_t at) {
   const Op& moved = ops[at];
   if (!schedules::IsCompute(moved.kind)) return false;
-  auto rank_of = [](OpKind k) { return k == OpKind::kF ? 0 : k == OpKind::kW ? 2 : 1; };
+  auto rank_of = [](OpKind k) {  // F, then B or I, then W
+    return schedules::IsForward(k) ? 0 : schedules::Info(k).phase == schedules::Phase::kWeightBackward ? 2 : 1;
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& o = ops[i];
     if (i == at || o.stage != moved.stage || o.microbatch != moved.microbatch || o.step != moved.step) continue;
-    if (o.kind == OpKind::kStep) continue;
+    if (schedules::ProducesVersion(o.kind)) continue;
     if ((i < at) != (rank_of(o.kind) < rank_of(moved.kind))) return false;
   }
   // Before the step's STEP of its stage.
   for (size_t i = 0; i < at; ++i) {
-    if (ops[i].kind == OpKind::kStep && ops[i].stage == moved.stage) return false;
+    if (schedules::ProducesVersion(ops[i].kind) && ops[i].stage == moved.stage) return false;
   }
   return true;
 }

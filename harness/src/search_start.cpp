@@ -16,6 +16,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/cost_models.h"
 
 namespace stagecraft::harness::search_parts {
@@ -23,13 +24,8 @@ namespace stagecraft::harness::search_parts {
 using schedules::GeneratorInfo;
 
 double OrderMemory::Delta(const Op& op) const {
-  switch (op.kind) {
-    case OpKind::kF: return act[op.stage];
-    case OpKind::kB: return -act[op.stage];
-    case OpKind::kI: return stash[op.stage] - act[op.stage];
-    case OpKind::kW: return -stash[op.stage];
-    default: return 0;
-  }
+  const schedules::MemoryEffect& m = schedules::Info(op.kind).memory;  // F +act, B -act, I stash - act, W -stash
+  return (m.w_stash == 0 ? 0 : m.w_stash * stash[op.stage]) + (m.activations == 0 ? 0 : m.activations * act[op.stage]);
 }
 
 double OrderMemory::Peak(const std::vector<Op>& ops) const {
@@ -191,7 +187,7 @@ Candidate BestStart(const sim::Scenario& sc, const std::string& path, const Judg
   std::vector<std::string> over_limit;  // the starts that ran but do not fit, for the error
   std::optional<Candidate> best;
   for (const GeneratorInfo& info : schedules::Generators()) {
-    if (info.weights != schedules::WeightPolicy::kFlush) continue;  // another training, not another order
+    if (!schedules::TrainsAsSequential(info.weights)) continue;  // another training, not another order
     if (!options.from.empty() && info.name != options.from) continue;
     bool fits = false;
     std::optional<Candidate> c = TryStart(info, sc, judge, steps, limit, result, &fits);

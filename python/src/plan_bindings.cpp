@@ -14,7 +14,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/harness/plan.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::python {
 namespace {

@@ -21,7 +21,7 @@
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::python {

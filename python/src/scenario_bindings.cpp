@@ -10,7 +10,7 @@
 #include "bindings.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/harness/predict.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::python {
 

@@ -14,7 +14,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/harness/search.h"
 #include "stagecraft/schedules/csv_io.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::python {
 namespace {

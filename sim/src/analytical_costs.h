@@ -10,7 +10,7 @@
 
 #include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::sim::detail {
 

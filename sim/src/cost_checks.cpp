@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim::detail {
 namespace {

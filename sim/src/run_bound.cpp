@@ -15,7 +15,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/compute_streams.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
 namespace {

@@ -1,16 +1,16 @@
-// The derived limits of a scenario (validate.h), before any schedule is built: the cost table of
-// every shape its generators run, each derived time and size within its limit, and the whole
-// run's simulated time bounded from the schedules' counts (run_bound.h).
+// The derived limits of a scenario (scenario_checks.h), before any schedule is built: the cost
+// table of every shape its generators run, each derived time and size within its limit, and the
+// whole run's simulated time bounded from the schedules' counts (run_bound.h).
 #include <fmt/format.h>
 
 #include <map>
 #include <tuple>
 
 #include "cost_checks.h"
+#include "scenario_limits.h"
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 #include "stagecraft/sim/run_bound.h"
-#include "validate_detail.h"
 
 namespace stagecraft::sim::detail {
 namespace {
@@ -33,7 +33,7 @@ void CheckBound(const Scenario& sc, const schedules::GeneratorInfo& info, const 
 
 }  // namespace
 
-void CheckDerivedLimits(const Scenario& sc, const Topology& topology, Problems* out) {
+void CheckDerivedLimits(const Scenario& sc, const Topology& topology, std::vector<ScenarioProblem>* out) {
   // The generators of one scenario share a few shapes.
   std::map<std::tuple<int, int, schedules::Placement>, CostTable> costs_by_shape;
   try {
@@ -48,7 +48,7 @@ void CheckDerivedLimits(const Scenario& sc, const Topology& topology, Problems* 
                  BoundFromCounts(*info, params, it->second, topology, sc.path, sc.pipeline.RankDevices()));
     }
   } catch (const InputError& e) {
-    out->Add("", e.what());
+    out->push_back({"", e.what()});
   }
 }
 

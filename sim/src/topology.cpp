@@ -24,7 +24,7 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -73,13 +73,6 @@ struct Topology::RouteCache {
   std::mutex mutex;
   std::unordered_map<uint64_t, std::vector<int>> routes;  // by PairKey(src, dst); nodes never move
 };
-
-int TopologySpec::devices() const {
-  if (!explicit_graph()) return nodes * devices_per_node;
-  int count = 0;
-  for (const VertexSpec& v : vertices) count += v.kind == VertexKind::kDevice ? 1 : 0;
-  return count;
-}
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "stagecraft/harness/predict.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace {

@@ -39,6 +39,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft {
 namespace {

@@ -13,7 +13,7 @@
 #include "fuzz_input.h"
 #include "plan_space.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "fuzz_input.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/sim/profile_costs.h"
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/profile_yaml.h"
 
 using namespace stagecraft;
 

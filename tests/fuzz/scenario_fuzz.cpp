@@ -10,7 +10,7 @@
 #include "fuzz_input.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace stagecraft;

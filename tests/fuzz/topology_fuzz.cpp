@@ -10,7 +10,7 @@
 
 #include "fuzz_input.h"
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace {

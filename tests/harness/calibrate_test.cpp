@@ -22,7 +22,7 @@
 #include "stagecraft/schedules/run_record.h"
 #include "stagecraft/schedules/weights.h"
 #include "stagecraft/sim/costs.h"
-#include "stagecraft/sim/profile.h"
+#include "stagecraft/scenario/profile.h"
 
 namespace stagecraft::harness {
 

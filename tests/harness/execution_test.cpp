@@ -9,7 +9,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/budget.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::harness {
 namespace {

@@ -21,7 +21,7 @@
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness {

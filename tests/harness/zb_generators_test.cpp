@@ -17,7 +17,7 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The design contract's arrows (DESIGN.md §1, §9) against the code: each library and front end
-# (cli, python) includes only the libraries below it, exec sees the simulator's scenario and nothing else of it, and no
-# public header of base/, schedules/ or sim/ includes CUDA, NCCL, MPI, yaml-cpp or ImGui.
+# (cli, python) includes only the libraries below it, exec includes nothing of the simulator (DESIGN.md §10),
+# and no public header of base/, schedules/, scenario/ or sim/ includes CUDA, NCCL, MPI, yaml-cpp or ImGui.
 # Prints every include that breaks a rule and exits 1 when there is one.
 set -uo pipefail
 root="$1"
@@ -12,16 +12,17 @@ fail=0
 declare -A allowed=(
   [base]=""
   [schedules]="base"
-  [sim]="base schedules"
+  [scenario]="base schedules"
+  [sim]="base schedules scenario"
   [kernels]="base"
-  [exec]="base schedules kernels sim"
-  [harness]="base schedules kernels sim exec"
+  [exec]="base schedules scenario kernels"
+  [harness]="base schedules scenario kernels sim exec"
   [viz]="base schedules"
   # The front ends. The command line still reaches below the harness (the executor's start-up and
-  # transports for execute and profile, the simulator's scenario and costs); these are the arrows
+  # transports for execute and profile, the scenario, the simulator's costs); these are the arrows
   # it has, and no more may be added.
-  [cli]="base schedules sim exec harness"
-  [python]="base schedules sim harness"
+  [cli]="base schedules scenario sim exec harness"
+  [python]="base schedules scenario sim harness"
 )
 for lib in "${!allowed[@]}"; do
   [[ -d "$lib" ]] || continue
@@ -32,11 +33,8 @@ for lib in "${!allowed[@]}"; do
     [[ "$used" == "$lib" ]] && continue
     ok=0
     for a in ${allowed[$lib]}; do [[ "$used" == "$a" ]] && ok=1; done
-    # exec depends on the simulator for the scenario only (DESIGN.md §9).
-    if [[ "$lib" == exec && "$used" == sim && "$header" != scenario.h ]]; then ok=0; fi
     if [[ $ok -eq 0 ]]; then
-      note=""; [[ "$lib" == exec ]] && note=" (of sim, scenario.h only)"
-      echo "FAIL: $file includes stagecraft/$used/$header: $lib may include only: ${allowed[$lib]:-nothing of stagecraft}$note"
+      echo "FAIL: $file includes stagecraft/$used/$header: $lib may include only: ${allowed[$lib]:-nothing of stagecraft}"
       fail=1
     fi
   done < <(grep -rn --include='*.h' --include='*.cuh' --include='*.cpp' --include='*.cu' '#include "stagecraft/' "$lib" | sed 's/:[0-9]*:/:/')
@@ -44,9 +42,9 @@ done
 
 # Public headers of the lower libraries stay free of the heavy third-party headers.
 while IFS= read -r line; do
-  echo "FAIL: ${line%%:*} includes ${line#*:}: a public header of base/, schedules/ or sim/ may not"
+  echo "FAIL: ${line%%:*} includes ${line#*:}: a public header of base/, schedules/, scenario/ or sim/ may not"
   fail=1
-done < <(grep -rn -E '#include <(mpi|cuda|cublas|nccl|yaml-cpp|imgui)' base/include schedules/include sim/include |
+done < <(grep -rn -E '#include <(mpi|cuda|cublas|nccl|yaml-cpp|imgui)' base/include schedules/include scenario/include sim/include |
          sed 's/:[0-9]*:/:/')
 
 [[ $fail -eq 0 ]] && echo "include arrows: every library includes only what the design contract allows"

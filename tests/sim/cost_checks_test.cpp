@@ -9,7 +9,7 @@
 
 #include "sim_test_util.h"
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
 namespace {

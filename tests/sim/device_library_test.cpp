@@ -10,8 +10,8 @@
 
 #include "sim_test_util.h"
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/scenario.h"
-#include "stagecraft/sim/validate.h"
+#include "stagecraft/sim/scenario_checks.h"
+#include "stagecraft/scenario/validate.h"
 
 namespace stagecraft::sim {
 namespace {

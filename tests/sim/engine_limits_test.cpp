@@ -9,7 +9,7 @@
 #include "sim_test_util.h"
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/sim/engine.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
 namespace {

@@ -1,7 +1,7 @@
 // Tests for the ranges of stagecraft/sim/limits.h as the scenario and profile readers apply
 // them: for every stated duration, rate, size and count, the edge value itself loads and the
 // next one past it is refused with one error naming the key and the limit.
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "sim_test_util.h"
-#include "stagecraft/sim/profile_yaml.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile_yaml.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::sim {
 namespace {

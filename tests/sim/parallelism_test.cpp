@@ -13,7 +13,7 @@
 #include "stagecraft/sim/collectives.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
-#include "stagecraft/sim/validate.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::sim {
 namespace {

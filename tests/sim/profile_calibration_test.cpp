@@ -17,9 +17,9 @@
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/engine.h"
-#include "stagecraft/sim/profile.h"
+#include "stagecraft/scenario/profile.h"
 #include "stagecraft/sim/profile_costs.h"
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/profile_yaml.h"
 
 namespace stagecraft::sim {
 namespace {

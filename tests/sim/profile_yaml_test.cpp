@@ -1,7 +1,7 @@
 // Tests for sim/src/profile_yaml.cpp: a profile read back from what ProfileToYaml writes is the
 // same, to the nanosecond and the byte; sizes are bounded per value as they are read; the
 // optional all-reduce fit reads, writes and refuses bad values where they stand.
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/profile_yaml.h"
 
 #include <gtest/gtest.h>
 

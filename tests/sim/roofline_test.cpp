@@ -20,7 +20,7 @@
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/gpt_kernels.h"
 #include "stagecraft/sim/roofline.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::sim {
 namespace {

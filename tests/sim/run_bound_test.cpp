@@ -8,7 +8,7 @@
 #include <string>
 
 #include "sim_test_util.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
 namespace {

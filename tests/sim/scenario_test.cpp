@@ -1,7 +1,7 @@
 // Tests for sim/src/scenario.cpp (and scenario_blocks.cpp, yaml_util.cpp): a valid scenario
 // read field by field, each kind of bad input with the exact "file:line:col: " of the bad
 // value (positions found in the text itself), --set overrides, and every shipped scenario.
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::sim {
 namespace {

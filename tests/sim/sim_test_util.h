@@ -25,8 +25,8 @@
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/event_loop.h"
-#include "stagecraft/sim/profile_yaml.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile_yaml.h"
+#include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::sim::testing {

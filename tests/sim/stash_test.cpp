@@ -11,7 +11,7 @@
 #include "sim_test_util.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/sim/engine.h"
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/profile_yaml.h"
 
 namespace stagecraft::sim {
 namespace {

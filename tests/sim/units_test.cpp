@@ -1,6 +1,6 @@
 // Tests for sim/src/units.cpp: a table of unit strings worked by hand, the errors, and the
 // short formats.
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Tests for sim/src/validate.cpp (and scenario_limits.cpp) on scenarios built in code: every
 // problem found at once under its key, the same words the YAML loader locates in a file, the
 // natural chunks of the V schedules, and the derived limits once the parts fit.
-#include "stagecraft/sim/validate.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "sim_test_util.h"
-#include "stagecraft/sim/profile_yaml.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile_yaml.h"
+#include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft::sim {
 namespace {

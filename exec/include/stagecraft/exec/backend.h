@@ -25,7 +25,7 @@
 #include "stagecraft/exec/devices.h"
 #include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/transport.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::exec {
 

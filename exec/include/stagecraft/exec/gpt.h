@@ -28,7 +28,7 @@
 
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/stage.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::exec {
 

@@ -27,7 +27,7 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
 #include "stagecraft/sim/costs.h"
-#include "stagecraft/sim/profile.h"
+#include "stagecraft/scenario/profile.h"
 
 namespace stagecraft::harness {
 

@@ -16,8 +16,8 @@
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/harness/calibrate.h"
-#include "stagecraft/sim/profile.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

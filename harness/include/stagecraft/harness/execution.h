@@ -17,7 +17,7 @@
 #include "stagecraft/harness/measure.h"
 #include "stagecraft/harness/progress.h"
 #include "stagecraft/schedules/ir.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

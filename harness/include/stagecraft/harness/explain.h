@@ -13,7 +13,7 @@
 
 #include "stagecraft/sim/gpt_kernels.h"
 #include "stagecraft/sim/roofline.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

@@ -11,7 +11,7 @@
 #include "stagecraft/schedules/metrics.h"
 #include "stagecraft/schedules/run_record.h"
 #include "stagecraft/schedules/trace.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

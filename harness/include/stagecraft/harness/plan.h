@@ -21,7 +21,7 @@
 
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/metrics.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

@@ -14,7 +14,7 @@
 #include "stagecraft/schedules/run_record.h"
 #include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/cost_table.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness {

@@ -10,8 +10,8 @@
 #include "stagecraft/exec/backend.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/harness/calibration_runs.h"
-#include "stagecraft/sim/profile.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

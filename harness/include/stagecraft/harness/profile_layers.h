@@ -8,7 +8,7 @@
 
 #include "stagecraft/exec/device.h"
 #include "stagecraft/exec/runtime.h"
-#include "stagecraft/sim/profile.h"
+#include "stagecraft/scenario/profile.h"
 
 namespace stagecraft::harness {
 

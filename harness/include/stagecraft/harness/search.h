@@ -21,7 +21,7 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
 #include "stagecraft/sim/cost_table.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::harness {
 

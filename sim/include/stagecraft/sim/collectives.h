@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "stagecraft/sim/cost_table.h"
-#include "stagecraft/sim/topology_spec.h"
+#include "stagecraft/scenario/topology_spec.h"
 
 namespace stagecraft::sim {
 

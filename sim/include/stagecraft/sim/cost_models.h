@@ -22,7 +22,7 @@
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/layer_split.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::sim {
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/scenario/fits.h"
 #include "stagecraft/sim/stash.h"
 
 namespace stagecraft::sim {
@@ -37,38 +38,6 @@ struct StageCost {
   int64_t FullBackwardNs() const {
     return fused_backward_ns > 0 ? fused_backward_ns : backward_input_ns + backward_weight_ns;
   }
-};
-
-// Point-to-point transfers between neighbour ranks as placed, measured (a ping-pong fit): one-way
-// time latency + bytes / bandwidth; `overlap` is the part of the bytes / bandwidth that proceeds
-// while the receiver computes (1: all of it, as a DMA engine; a shared-memory MPI copies most
-// of a large message inside the receiver's wait, when it reaches it).
-struct P2pFit {
-  int64_t latency_ns = 0;
-  double bytes_per_s = 0;
-  double overlap = 1;
-  // What transfers showed inside the calibration runs, where a receiver that waited through a
-  // whole transfer saw latency + bytes / this (the copy from a sender's hot cache, not the
-  // ping-pong's warm buffer); 0: not measured.
-  double pipeline_bytes_per_s = 0;
-
-  // The bandwidth a transfer's data moves at in a pipeline.
-  double DataBytesPerS() const { return pipeline_bytes_per_s > 0 ? pipeline_bytes_per_s : bytes_per_s; }
-};
-
-// The data-parallel all-reduce as measured (`stagecraft profile`, over `ranks` ranks), in the ring
-// form (collectives.h AllReduceNs): over n ranks, 2(n-1) steps of latency_ns each and
-// 2(n-1)/n·bytes at bus_bytes_per_s, nccl-tests' bus bandwidth. It times a REDUCE_GRAD as a whole,
-// as a ping-pong fit times a transfer, for n = the replicas, whatever `ranks` it was measured on.
-struct CollectiveFit {
-  int64_t latency_ns = 0;
-  double bus_bytes_per_s = 0;
-  int ranks = 0;
-  // What the REDUCE_GRADs of the calibration runs of a replicated layout showed, when slower
-  // than the back-to-back fit's (gradients gone cold between steps, a replica a little behind);
-  // the latency stays. 0: not measured. The bandwidth a REDUCE_GRAD's bytes move at.
-  double pipeline_bus_bytes_per_s = 0;
-  double DataBusBytesPerS() const { return pipeline_bus_bytes_per_s > 0 ? pipeline_bus_bytes_per_s : bus_bytes_per_s; }
 };
 
 struct CostTable {

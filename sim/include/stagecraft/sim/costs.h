@@ -6,6 +6,6 @@
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/layer_split.h"
-#include "stagecraft/sim/profile.h"
+#include "stagecraft/scenario/profile.h"
 #include "stagecraft/sim/profile_costs.h"
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/profile_yaml.h"

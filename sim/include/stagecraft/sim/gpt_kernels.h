@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "stagecraft/sim/enum_names.h"
+#include "stagecraft/scenario/enum_names.h"
 
 namespace stagecraft::sim {
 

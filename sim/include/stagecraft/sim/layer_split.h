@@ -9,7 +9,7 @@
 
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/ir.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::sim {
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "stagecraft/sim/cost_models.h"
-#include "stagecraft/sim/profile.h"
-#include "stagecraft/sim/scenario.h"
+#include "stagecraft/scenario/profile.h"
+#include "stagecraft/scenario/scenario.h"
 
 namespace stagecraft::sim {
 

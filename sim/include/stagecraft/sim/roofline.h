@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "stagecraft/sim/gpt_kernels.h"
-#include "stagecraft/sim/scenario.h"
-#include "stagecraft/sim/topology_spec.h"
+#include "stagecraft/scenario/scenario.h"
+#include "stagecraft/scenario/topology_spec.h"
 
 namespace stagecraft::sim {
 

@@ -9,38 +9,12 @@
 #pragma once
 
 #include <array>
-#include <utility>
 #include <vector>
 
+#include "stagecraft/scenario/fits.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::sim {
-
-struct StashSlope {
-  double at = 0;     // the mean depth of this kind's ops in the shallow calibration runs
-  double slope = 0;  // relative time per microbatch of depth beyond `at`
-  // The calibration's own, not in the profile file: the slope the runs measured and two
-  // standard errors of it (per microbatch, from the spread of each op's measured / isolated).
-  // `slope` is the measured one when it exceeds that noise, else 0: an effect the runs cannot
-  // tell from their noise is not applied.
-  double measured_slope = 0;
-  double noise = 0;
-  friend bool operator==(const StashSlope&, const StashSlope&) = default;
-};
-
-struct StashScale {
-  double deep = 0;  // the deepest the calibration measured; deeper ops are timed as at `deep`
-  StashSlope forward, backward, backward_input, backward_weight;
-  friend bool operator==(const StashScale&, const StashScale&) = default;
-};
-
-// Every kind's field with its profile key, in op-kind order F, B, I, W (the calibration's sums).
-inline constexpr std::pair<const char*, StashSlope StashScale::*> kStashFields[] = {
-    {"forward", &StashScale::forward},
-    {"backward", &StashScale::backward},
-    {"backward_input", &StashScale::backward_input},
-    {"backward_weight", &StashScale::backward_weight},
-};
 
 // F, B, I, W -> 0..3 (kStashFields' order, their cost fields' in op_kinds.h); -1 for every other kind.
 int StashKindIndex(schedules::OpKind kind);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/topology_spec.h"
+#include "stagecraft/scenario/topology_spec.h"
 
 namespace stagecraft::sim {
 

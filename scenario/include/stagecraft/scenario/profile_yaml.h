@@ -27,14 +27,14 @@
 //       op_overhead: 5us        # optional: its own runtime work per op (else op_overhead)
 //       per_step: {forward: 1.02, backward: 1.04, backward_input: 1.0, backward_weight: 1.03, step: 1.1}
 //       per_microbatch: {forward: 1.05, backward: 1.15, step: 1.2}   # keys default to per_step's
-//       stash: {deep: 8, forward: {at: 0.9, slope: 0.02}, backward: {at: 1.9, slope: 0.04}}  # stash.h
+//       stash: {deep: 8, forward: {at: 0.9, slope: 0.02}, backward: {at: 1.9, slope: 0.04}}  # fits.h
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/profile.h"
+#include "stagecraft/scenario/profile.h"
 
 namespace stagecraft::sim {
 

@@ -18,8 +18,8 @@
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/spelling.h"
 #include "stagecraft/schedules/ir.h"
-#include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/units.h"
 
 namespace stagecraft::sim::yaml {
 namespace {

@@ -11,9 +11,8 @@
 
 #include "scenario_parse.h"
 #include "stagecraft/base/input_file.h"
-#include "stagecraft/sim/gpt_kernels.h"
-#include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/profile_yaml.h"
 
 #ifndef STAGECRAFT_DEVICE_LIBRARY  // a build that does not name its source tree (the fuzz harnesses)
 #define STAGECRAFT_DEVICE_LIBRARY "scenarios/devices"
@@ -72,19 +71,20 @@ GemmModel ParseGemm(const Value& value) {
 }
 
 // `memory_kernels: {NAME: RATE, ...}`: each a memory-bound kernel of the list, once.
-std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& value) {
+// `known`: the names a kernel may have, sorted (null: any).
+std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& value,
+                                                                const std::vector<std::string>* known) {
   if (!value.IsMap()) {
     value.Fail(fmt::format("expected a map of memory-bound kernel names to rates, such as {{softmax: 0.5}}, got {}",
                            value.Describe()));
   }
-  const std::vector<std::string>& known = MemoryKernelNames();
   std::vector<std::pair<std::string, double>> rates;
   for (const auto& entry : value.node()) {
     if (!entry.first.IsScalar()) value.Fail("expected kernel names as the keys");
     const std::string name = entry.first.Scalar();
     const Value rate = value.Child(name, entry.second);
-    if (!std::binary_search(known.begin(), known.end(), name)) {
-      rate.Fail(fmt::format("'{}' is not a memory-bound kernel of the list (one of: {})", name, fmt::join(known, ", ")));
+    if (known != nullptr && !std::binary_search(known->begin(), known->end(), name)) {
+      rate.Fail(fmt::format("'{}' is not a memory-bound kernel of the list (one of: {})", name, fmt::join(*known, ", ")));
     }
     for (const auto& [seen, unused] : rates) {
       if (seen == name) rate.Fail(fmt::format("'{}' is named twice", name));
@@ -94,7 +94,7 @@ std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& valu
   return rates;
 }
 
-DeviceSpec ParseDeviceFields(const Value& value) {
+DeviceSpec ParseDeviceFields(const Value& value, const std::vector<std::string>* memory_kernels) {
   const Map m(value, {"name", "peak", "memory", "efficiency", "memory_bandwidth", "memory_efficiency",
                       "memory_kernels", "launch_overhead", "gemm", "time_slice"});
   DeviceSpec device;
@@ -104,7 +104,7 @@ DeviceSpec ParseDeviceFields(const Value& value) {
   if (const auto e = m.Find("efficiency")) device.efficiency = e->DoubleIn(kMinEfficiency, 1.0);
   if (const auto bw = m.Find("memory_bandwidth")) device.memory_bandwidth = bw->Bandwidth();
   if (const auto e = m.Find("memory_efficiency")) device.memory_efficiency = e->DoubleIn(kMinEfficiency, 1.0, "a fraction");
-  if (const auto k = m.Find("memory_kernels")) device.memory_kernel_rates = ParseMemoryKernels(*k);
+  if (const auto k = m.Find("memory_kernels")) device.memory_kernel_rates = ParseMemoryKernels(*k, memory_kernels);
   if (const auto l = m.Find("launch_overhead")) device.launch_overhead_ns = l->DurationNs();
   if (const auto g = m.Find("gemm")) device.gemm = ParseGemm(*g);
   if (const auto t = m.Find("time_slice")) {
@@ -268,7 +268,8 @@ std::string DeviceFile(const Value& name_value) {
                               yaml::DidYouMean(name, known)));
 }
 
-TopologySpec ParseTopology(const Value& value, const DeviceInclude* device) {
+TopologySpec ParseTopology(const Value& value, const DeviceInclude* device,
+                           const std::vector<std::string>* memory_kernels) {
   const Map m(value, {"device", "nodes", "devices_per_node", "links", "vertices"});
   TopologySpec spec;
   if (device != nullptr) {
@@ -278,10 +279,10 @@ TopologySpec ParseTopology(const Value& value, const DeviceInclude* device) {
     const Value located(fields.node(), fields.path(),
                         yaml::Origin{device->file, yaml::DirOf(device->file), fields.origin().override_index, false},
                         fields.overrides());
-    spec.device = ParseDeviceFields(located);
+    spec.device = ParseDeviceFields(located, memory_kernels);
     spec.device.source = device->file;
   } else {
-    spec.device = ParseDeviceFields(m.Get("device"));
+    spec.device = ParseDeviceFields(m.Get("device"), memory_kernels);
   }
   if (m.Has("vertices")) {
     for (const char* key : {"nodes", "devices_per_node"}) {

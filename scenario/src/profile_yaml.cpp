@@ -1,11 +1,11 @@
 // The profile file format (profile_yaml.h): read with every value checked against its range
 // (limits.h) and written back with exact integers.
-#include "stagecraft/sim/profile_yaml.h"
+#include "stagecraft/scenario/profile_yaml.h"
 
 #include <fmt/format.h>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/limits.h"
+#include "stagecraft/scenario/limits.h"
 #include "yaml_util.h"
 
 namespace stagecraft::sim {

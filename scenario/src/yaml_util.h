@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "stagecraft/base/error.h"
-#include "stagecraft/sim/enum_names.h"
+#include "stagecraft/scenario/enum_names.h"
 
 namespace stagecraft::sim::yaml {
 

@@ -1,5 +1,5 @@
 // Strict parsers and short formatters for the unit strings of scenario files.
-#include "stagecraft/sim/units.h"
+#include "stagecraft/scenario/units.h"
 
 #include <fmt/format.h>
 

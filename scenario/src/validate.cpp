@@ -1,17 +1,14 @@
 // Validate (validate.h): the checks that tie a scenario's values together, each reported under
-// the key it is about; the derived limits follow in scenario_limits.cpp.
-#include "stagecraft/sim/validate.h"
+// the key it is about; an engine's checks (the machine, the derived limits) at their places.
+#include "stagecraft/scenario/validate.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <optional>
 #include <set>
 
-#include "stagecraft/sim/gpt_kernels.h"
-#include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/topology.h"
+#include "stagecraft/scenario/limits.h"
 #include "validate_detail.h"
 
 namespace stagecraft::sim {
@@ -21,7 +18,7 @@ using detail::Problems;
 
 // The counts a scenario built in code may hold out of their ranges (the loader checks each as
 // it reads it, with the same limits), so that no later check divides by zero or overflows.
-bool CheckRanges(const Scenario& s, Problems* out) {
+bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kernels, Problems* out) {
   const size_t before = out->size();
   const auto count = [&](std::string_view key, int64_t value, int64_t max) {
     if (value < 1 || value > max) out->Add(key, fmt::format("expected an integer in [1, {}], got {}", max, value));
@@ -48,10 +45,9 @@ bool CheckRanges(const Scenario& s, Problems* out) {
     }
   }
   if (!t.device.memory_kernel_rates.empty()) {
-    const std::vector<std::string>& known = MemoryKernelNames();
     for (const auto& [name, value] : t.device.memory_kernel_rates) {
       const std::string key = "topology.device.memory_kernels." + name;
-      if (!std::binary_search(known.begin(), known.end(), name)) {
+      if (memory_kernels != nullptr && !std::binary_search(memory_kernels->begin(), memory_kernels->end(), name)) {
         out->Add(key, "not a memory-bound kernel of the list");
       } else {
         rate(key, value, kMinEfficiency, kMaxMemoryKernelRate);
@@ -135,24 +131,19 @@ void CheckGraph(const TopologySpec& t, Problems* out) {
   }
 }
 
-// The topology's own facts, then the machine built from it (whose routes must join every pair
-// of devices); nullopt when it cannot be built. `counted`: whether its device count is in range.
-std::optional<Topology> CheckTopology(const TopologySpec& t, bool* counted, Problems* out) {
+// The topology's own facts, then the engine's machine built from it (the simulator's routes
+// must join every pair of devices). `counted`: whether its device count is in range.
+void CheckTopology(const TopologySpec& t, EngineChecks& checks, bool* counted, Problems* out) {
   const size_t before = out->size();
   *counted = true;
   if (t.explicit_graph()) {
     CheckGraph(t, out);
   } else if (!CheckScopeLinks(t, out)) {
     *counted = false;
-    return std::nullopt;
+    return;
   }
-  if (out->size() != before) return std::nullopt;
-  try {
-    return Topology(t);
-  } catch (const InputError& e) {
-    out->Add("topology", e.what());
-  }
-  return std::nullopt;
+  if (out->size() != before) return;
+  if (std::string why = checks.CheckMachine(t); !why.empty()) out->Add("topology", std::move(why));
 }
 
 // Each schedule named accepts the parameters it runs with. A stated pipeline.chunks is the
@@ -272,7 +263,7 @@ void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
 // reported with the schedule; a file's stages are known once it is imported).
 void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* out) {
   const PipelineSpec& p = s.pipeline;
-  const auto runs = detail::RunGenerators(p);
+  const auto runs = RunGenerators(p);
   int64_t stages = p.schedule_files.empty() ? p.ranks : int64_t{p.ranks} * std::max(p.chunks, 1);
   std::string why = "pipeline.ranks x pipeline.chunks";
   for (const auto& [info, params] : runs) {
@@ -295,7 +286,7 @@ void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* 
     return;
   }
   // For every schedule that runs: one entry per stage, or one per rank, each rank's layers then
-  // split over its stages (layer_split.h), which serves the schedules of every stage count.
+  // split over its stages (sim/layer_split.h), which serves the schedules of every stage count.
   for (const auto& [info, params] : runs) {
     const int64_t own = int64_t{params.ranks} * params.chunks;
     if (entries == own) continue;
@@ -361,8 +352,6 @@ void CheckModel(const Scenario& s, Problems* out) {
 
 }  // namespace
 
-namespace detail {
-
 std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> RunGenerators(
     const PipelineSpec& p) {
   std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> run;
@@ -376,6 +365,8 @@ std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParam
   return run;
 }
 
+namespace detail {
+
 std::string UnknownSchedule(std::string_view name, bool alone) {
   return fmt::format("unknown schedule '{}' (known: {}, {}{}, or a .csv schedule file)", name,
                      schedules::GeneratorNames(), kSearchedSchedule, alone ? ", all" : "");
@@ -383,14 +374,15 @@ std::string UnknownSchedule(std::string_view name, bool alone) {
 
 }  // namespace detail
 
-std::vector<ScenarioProblem> Validate(const Scenario& s) {
+std::vector<ScenarioProblem> Validate(const Scenario& s, EngineChecks& checks) {
   Problems problems;
-  if (!CheckRanges(s, &problems)) return problems.list;
+  if (!CheckRanges(s, checks.MemoryKernelNames(), &problems)) return problems.list;
   bool devices_counted = false;
-  const std::optional<Topology> machine = CheckTopology(s.topology, &devices_counted, &problems);
+  CheckTopology(s.topology, checks, &devices_counted, &problems);
   CheckPipeline(s, devices_counted, &problems);
   CheckModel(s, &problems);
-  if (problems.list.empty() && machine) detail::CheckDerivedLimits(s, *machine, &problems);
+  // Every earlier failure adds a problem, so an empty list means the machine was built too.
+  if (problems.list.empty()) checks.CheckDerived(s, &problems.list);
   return problems.list;
 }
 
@@ -407,8 +399,8 @@ std::string DescribeProblems(const Scenario& s, const std::vector<ScenarioProble
   return text;
 }
 
-void CheckScenario(const Scenario& scenario) {
-  const std::vector<ScenarioProblem> problems = Validate(scenario);
+void CheckScenario(const Scenario& scenario, EngineChecks& checks) {
+  const std::vector<ScenarioProblem> problems = Validate(scenario, checks);
   if (!problems.empty()) throw InputError(DescribeProblems(scenario, problems));
 }
 

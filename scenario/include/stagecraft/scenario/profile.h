@@ -10,8 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "stagecraft/sim/cost_table.h"
-#include "stagecraft/sim/stash.h"
+#include "stagecraft/scenario/fits.h"
 
 namespace stagecraft::sim {
 
@@ -67,11 +66,11 @@ struct RankScale {
   std::optional<int64_t> op_overhead_ns;  // the rank's runtime work per op (else the profile's)
   OpScale per_step;
   OpScale per_microbatch;
-  // How the rank's op times grow with the activations it holds (stash.h); absent: they do not.
+  // How the rank's op times grow with the activations it holds (fits.h, sim/stash.h); absent: they do not.
   std::optional<StashScale> stash;
 };
 
-// The ping-pong fit of the profile's transfers (cost_table.h), by its profile name.
+// The ping-pong fit of the profile's transfers (fits.h), by its profile name.
 using P2pProfile = P2pFit;
 
 struct Profile {
@@ -90,7 +89,7 @@ struct Profile {
   int64_t op_overhead_ns = 0;  // the runtime's own work per op of a rank's list
   double op_time_cv = 0;       // spread of one op's time between its runs (coefficient of variation)
   std::optional<P2pProfile> p2p;
-  std::optional<CollectiveFit> allreduce;  // the all-reduce over the profile job's ranks (cost_table.h)
+  std::optional<CollectiveFit> allreduce;  // the all-reduce over the profile job's ranks (fits.h)
   // By rank of the calibration runs (one stage per rank): the scales of the layers that rank
   // held; empty: every scale 1.
   std::vector<RankScale> ranks;

@@ -1,5 +1,5 @@
 // A scenario (DESIGN.md §3): the machine, the model or its costs, the pipeline and, for the
-// executor, training, as typed plain data (no header outside sim/src sees yaml-cpp). Loaded from
+// executor, training, as typed plain data (no header outside scenario/src sees yaml-cpp). Loaded from
 // YAML with every value checked, or built in code; validate.h checks how its parts fit together.
 #pragma once
 
@@ -14,10 +14,10 @@
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
-#include "stagecraft/sim/enum_names.h"
-#include "stagecraft/sim/limits.h"
-#include "stagecraft/sim/profile.h"
-#include "stagecraft/sim/topology_spec.h"
+#include "stagecraft/scenario/enum_names.h"
+#include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/profile.h"
+#include "stagecraft/scenario/topology_spec.h"
 
 namespace stagecraft::sim {
 
@@ -55,7 +55,7 @@ inline constexpr EnumName<Axis> kAxisNames[] = {{Axis::kTensor, "tensor"}, {Axis
                                                 {Axis::kPipeline, "pipeline"}};
 constexpr std::string_view Name(Axis axis) { return NameIn(kAxisNames, axis); }
 
-// How layers are split over the stages: by count, by cost (layer_split.h), or as the scenario
+// How layers are split over the stages: by count, by cost (sim/layer_split.h), or as the scenario
 // lists them (pipeline.partition: [n0, n1, ...], PipelineSpec::partition_layers; its name
 // "given" is what reports print, never read).
 enum class Partition { kEven, kBalanced, kGiven };
@@ -66,7 +66,7 @@ inline constexpr EnumName<Partition> kPartitionChoices[] = {{Partition::kEven, "
                                                             {Partition::kBalanced, "balanced"}};
 constexpr std::string_view Name(Partition partition) { return NameIn(kPartitionNames, partition); }
 
-// GPT-2-style decoder (the analytical model's formulas are in transformer_costs.cpp). Its
+// GPT-2-style decoder (the analytical model's formulas are in sim/src/transformer_costs.cpp). Its
 // precision is training.dtype's (YAML may also state it as model.transformer.dtype).
 struct TransformerSpec {
   int layers = 0;
@@ -75,7 +75,7 @@ struct TransformerSpec {
   int seq = 0;
   int vocab = 0;
   // Megatron-LM's dropouts (attention probabilities, after each projection, the embeddings),
-  // which the roofline model times (gpt_kernels.h); the executor's block has none.
+  // which the roofline model times (sim/gpt_kernels.h); the executor's block has none.
   bool dropout = true;
 };
 
@@ -126,13 +126,58 @@ struct ModelSpec {
 // The schedule name that runs the search (pipeline.schedule: auto).
 inline constexpr std::string_view kSearchedSchedule = "auto";
 
-struct PipelineSpec {
+// pipeline: in YAML one block; here its three parts. PipelineSpec is all three, so
+// `scenario.pipeline.ranks` reads as the file does; a function that needs one part takes it.
+
+// Where the job's processes run (Megatron-LM's parallel layout): the pipeline's ranks, D replicas
+// of the pipeline, each stage's layers sharded over T devices, how the devices are numbered and
+// how many pipeline ranks share one device.
+struct ParallelLayout {
+  int ranks = 0;  // pipeline ranks (stages of one replica, before chunks)
+  // D replicas of the pipeline, each stage's layers sharded over T devices (with sequence
+  // parallelism, the activations between them too), and with zero = 1 the optimizer state
+  // sharded over the D replicas (ZeRO-1).
+  int data_parallel = 1;
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  // With T > 1 and the roofline model: a backward run as one op (B) starts each column-parallel
+  // layer's input-gradient all-reduce (reduce-scatter) before its weight GEMM and runs the two
+  // side by side (Megatron-LM's asynchronous tensor-parallel all-reduce, which Korthikanti et
+  // al. 2022 describe; SC'21 describes none). Split I and W ops are unchanged.
+  bool tensor_parallel_overlap = false;
+  int zero = 0;
+  // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
+  // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
+  std::vector<Axis> placement = {Axis::kTensor, Axis::kData, Axis::kPipeline};
+  // Pipeline ranks that time-slice one device (pipeline.ranks_per_device): ranks k*j .. k*j+k-1
+  // of a replica run on the device of pipeline position j.
+  int ranks_per_device = 1;
+
+  // ranks x data_parallel x tensor_parallel: the job's processes.
+  int64_t world() const { return int64_t{ranks} * data_parallel * tensor_parallel; }
+  // The pipeline's devices per replica and tensor rank: ranks / ranks_per_device, rounded up.
+  int pipeline_devices() const { return (ranks + ranks_per_device - 1) / ranks_per_device; }
+  // The devices the job occupies: pipeline_devices() x data_parallel x tensor_parallel.
+  int64_t devices() const { return int64_t{pipeline_devices()} * data_parallel * tensor_parallel; }
+  // The topology's device that runs pipeline rank `rank` of replica `replica`, tensor rank
+  // `tensor` (each from 0), under `placement`.
+  int DeviceOf(int rank, int replica = 0, int tensor = 0) const;
+  // The device of each pipeline rank of replica 0, tensor rank 0 (what the simulator runs);
+  // empty for a job that is the pipeline alone (rank r on device r).
+  std::vector<int> RankDevices() const;
+  // For each pipeline rank, the devices of its D replicas (tensor rank 0), replica 0 first: the
+  // ring its REDUCE_GRADs run over. Empty when D = 1.
+  std::vector<std::vector<int>> ReplicaDevices() const;
+};
+
+// What one pipeline runs: its schedules, the microbatches and steps, the stages per rank, what
+// the backward recomputes, how layers are split over stages and how receives are posted.
+struct PipelineShape {
   // Generator names or schedule files (a name ending in ".csv": a torch.distributed.pipelining
   // order, one step of it, imported as `stagecraft schedule --import` reads it), or the single
   // entry "all".
   std::vector<std::string> schedules;
   std::map<std::string, std::string> schedule_files;  // a file's name as written -> its resolved path
-  int ranks = 0;
   // pipeline.chunks as stated, 0 when absent. The schedules that interleave (interleaved, zb-v,
   // dualpipe-v) run it, or their own 2 when absent (schedules::ChunksFor); the others always run
   // one stage per rank. A stated value is never changed: one an interleaving schedule named
@@ -152,52 +197,25 @@ struct PipelineSpec {
   // Zero Bubble paper's cost model, where a transfer starts as soon as its producer ends, takes
   // as many as a stage ever has in flight).
   int p2p_buffers = schedules::kAheadBuffersPerStage;
+
+  bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
+  bool full_recompute() const { return recompute == Recompute::kFull; }
+};
+
+// How the schedules that search or solve are tuned: their budgets and memory limit.
+struct PipelineTuning {
   // zb-auto's memory per rank in bytes (everything the rank holds); 0: the device's memory.
   int64_t memory_limit_bytes = 0;
-  // The parallelism around the pipeline (Megatron-LM's): D replicas of the pipeline, each
-  // stage's layers sharded over T devices (with sequence parallelism, the activations between
-  // them too), and with zero = 1 the optimizer state sharded over the D replicas (ZeRO-1).
-  int data_parallel = 1;
-  int tensor_parallel = 1;
-  bool sequence_parallel = false;
-  // With T > 1 and the roofline model: a backward run as one op (B) starts each column-parallel
-  // layer's input-gradient all-reduce (reduce-scatter) before its weight GEMM and runs the two
-  // side by side (Megatron-LM's asynchronous tensor-parallel all-reduce, which Korthikanti et
-  // al. 2022 describe; SC'21 describes none). Split I and W ops are unchanged.
-  bool tensor_parallel_overlap = false;
-  int zero = 0;
-  // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
-  // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
-  std::vector<Axis> placement = {Axis::kTensor, Axis::kData, Axis::kPipeline};
-
   // `auto`: the op order `stagecraft search` makes for the scenario (harness/search.h), found
   // in this many annealing moves with seed 1, so simulate, execute and every rank get the same.
   int64_t search_evaluations = kDefaultSearchEvaluations;
   // zb-1p / zb-2p / zb-auto: the branch-and-bound nodes of the Zero Bubble scheduler's
   // refinement after its heuristic (schedules/zb_ilp.h; 0: the heuristic alone).
   int64_t zb_refine_nodes = 0;
-
-  bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
-  bool full_recompute() const { return recompute == Recompute::kFull; }
-  // ranks x data_parallel x tensor_parallel: the job's processes.
-  int64_t world() const { return int64_t{ranks} * data_parallel * tensor_parallel; }
-  // Pipeline ranks that time-slice one device (pipeline.ranks_per_device): ranks k*j .. k*j+k-1
-  // of a replica run on the device of pipeline position j.
-  int ranks_per_device = 1;
-  // The pipeline's devices per replica and tensor rank: ranks / ranks_per_device, rounded up.
-  int pipeline_devices() const { return (ranks + ranks_per_device - 1) / ranks_per_device; }
-  // The devices the job occupies: pipeline_devices() x data_parallel x tensor_parallel.
-  int64_t devices() const { return int64_t{pipeline_devices()} * data_parallel * tensor_parallel; }
-  // The topology's device that runs pipeline rank `rank` of replica `replica`, tensor rank
-  // `tensor` (each from 0), under `placement`.
-  int DeviceOf(int rank, int replica = 0, int tensor = 0) const;
-  // The device of each pipeline rank of replica 0, tensor rank 0 (what the simulator runs);
-  // empty for a job that is the pipeline alone (rank r on device r).
-  std::vector<int> RankDevices() const;
-  // For each pipeline rank, the devices of its D replicas (tensor rank 0), replica 0 first: the
-  // ring its REDUCE_GRADs run over. Empty when D = 1.
-  std::vector<std::vector<int>> ReplicaDevices() const;
 };
+
+// The whole `pipeline:` block.
+struct PipelineSpec : ParallelLayout, PipelineShape, PipelineTuning {};
 
 struct TrainingSpec {
   Optimizer optimizer = Optimizer::kSgd;
@@ -228,11 +246,15 @@ struct Scenario {
   bool has_training = false;
 };
 
-// Loads a scenario and validates it. `overrides` are "--set" values "key.path=value" (the value
-// parsed as YAML, so "pipeline.schedule=[gpipe, 1f1b]" works; a list entry is addressed by its
-// index, "topology.links.0.latency=3us"), applied in order to the YAML tree before it is read.
-// Every value is checked against its form and range (limits.h) as it is read, model.profile is
-// read once, then Validate (validate.h) checks how the parts fit and the derived limits.
+class EngineChecks;  // validate.h
+
+// Loads a scenario and validates it, with an engine's `checks` (validate.h) at their places; the
+// simulator's LoadScenario (sim/scenario_checks.h) passes its own. `overrides` are "--set"
+// values "key.path=value" (the value parsed as YAML, so "pipeline.schedule=[gpipe, 1f1b]" works;
+// a list entry is addressed by its index, "topology.links.0.latency=3us"), applied in order to
+// the YAML tree before it is read. Every value is checked against its form and range (limits.h)
+// as it is read, model.profile is read once, then Validate (validate.h) checks how the parts fit
+// and `checks` what the engine derives from them.
 // Every problem throws stagecraft::InputError: "file:line:col: key.path: what, expected form",
 // "--set key.path: ..." for a value that came from an override, "path: cannot read: REASON" for a
 // file (read through stagecraft::ReadInputFile, at most kMaxYamlBytes, one YAML document); the
@@ -243,11 +265,11 @@ struct Scenario {
 // Precision is stated once: training.dtype. model.transformer.dtype, its older place, is still
 // read: alone it sets the precision, beside training.dtype it must name the same stored type
 // (fp32 with tf32 is the same: tf32 stores fp32).
-Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides = {});
+Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides, EngineChecks& checks);
 // The same from the file's text: `path` names it in errors and is the base of its relative
 // file names.
 Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
-                              const std::vector<std::string>& overrides = {});
+                              const std::vector<std::string>& overrides, EngineChecks& checks);
 
 // For a command that replaces the pipeline's layout (`stagecraft plan`): the scenario read and
 // range-checked as LoadScenario reads it, the layout keys (schedule, ranks, chunks,
@@ -257,9 +279,10 @@ Scenario LoadScenarioFromText(std::string_view text, const std::string& path,
 // with explicit per-rank costs), one microbatch of one sample (a profile's own size), no
 // replicas, no tensor split, ZeRO 0, no recompute, an even partition. A layout the command will
 // replace is no reason to refuse the scenario.
-Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides = {});
+Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides,
+                                  EngineChecks& checks);
 Scenario LoadScenarioForNewLayoutFromText(std::string_view text, const std::string& path,
-                                         const std::vector<std::string>& overrides = {});
+                                         const std::vector<std::string>& overrides, EngineChecks& checks);
 
 // The scenario file as LoadScenario(path, overrides) reads it, as one YAML document: its
 // topology file and library device put in place, the overrides applied, and the files it names

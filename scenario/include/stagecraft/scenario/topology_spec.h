@@ -1,5 +1,5 @@
 // The machine a scenario runs on as plain data (DESIGN.md §3 `topology:`): its device and its
-// links, per dimension or as an explicit graph. sim::Topology (topology.h) builds the routes.
+// links, per dimension or as an explicit graph. sim::Topology (sim/topology.h) builds the routes.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "stagecraft/sim/enum_names.h"
+#include "stagecraft/scenario/enum_names.h"
 
 namespace stagecraft::sim {
 
-// How fast a device runs a GEMM of a given shape (the roofline cost model, roofline.h): a
+// How fast a device runs a GEMM of a given shape (the roofline cost model, sim/roofline.h): a
 // GEMM's output is cut into tiles, one per thread block; the device runs `sms` of them at a
 // time (a wave), each tile's main loop over k costing k + k_overhead steps (its prologue and
 // epilogue amortised over k). `max_efficiency` is the fraction of the dtype's peak a full wave
@@ -50,7 +50,7 @@ struct DeviceSpec {
   int64_t time_slice_ns = 0;
   GemmModel gemm;
   // Memory-bound kernels that move their bytes at another rate than a streaming kernel's, by the
-  // kernel list's name (gpt_kernels.h): each one's rate as a fraction of memory_efficiency's
+  // kernel list's name (sim/gpt_kernels.h): each one's rate as a fraction of memory_efficiency's
   // (`memory_kernels: {softmax: 0.5}`); a kernel not named moves at memory_efficiency's rate.
   std::vector<std::pair<std::string, double>> memory_kernel_rates;
   std::string source;  // the library file it was read from, as found ("" when inline)
@@ -114,7 +114,13 @@ struct TopologySpec {
   std::vector<GraphLinkSpec> graph_links;
 
   bool explicit_graph() const { return !vertices.empty(); }
-  int devices() const;  // nodes * devices_per_node, or the number of device vertices
+  // nodes * devices_per_node, or the number of device vertices.
+  int devices() const {
+    if (!explicit_graph()) return nodes * devices_per_node;
+    int count = 0;
+    for (const VertexSpec& v : vertices) count += v.kind == VertexKind::kDevice ? 1 : 0;
+    return count;
+  }
 };
 
 }  // namespace stagecraft::sim

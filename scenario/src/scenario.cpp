@@ -1,0 +1,259 @@
+// Scenario loading: the YAML tree (scenario_tree.cpp) read block by block, value by value, the
+// precision stated once, then Validate how the blocks fit (with the engine's checks), each
+// problem located at its key in the file (or the --set it came from).
+#include "stagecraft/scenario/scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "scenario_parse.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/ir.h"
+#include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/validate.h"
+#include "validate_detail.h"
+#include "yaml_util.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using stagecraft::InputError;
+using yaml::Map;
+using yaml::Origin;
+using yaml::Override;
+using yaml::Value;
+using detail::IsScheduleFile;
+
+std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string, std::string>* files) {
+  std::vector<Value> names;
+  if (value.IsSequence()) {
+    names = value.Elements();
+    if (names.empty())
+      value.Fail(
+          fmt::format("expected a schedule name, a list of them or all (known: {})", schedules::GeneratorNames()));
+  } else {
+    names.push_back(value);
+  }
+  std::vector<std::string> schedules;
+  for (const Value& name : names) {
+    const std::string text = name.String();
+    if (text == "all" && names.size() == 1) return {"all"};
+    if (text == kSearchedSchedule) {
+      // The search's order, made from the scenario when its schedules are built (harness).
+    } else if (IsScheduleFile(text)) {
+      (*files)[text] = name.ReadableFilePath();
+    } else if (schedules::FindGenerator(text) == nullptr) {
+      name.Fail(detail::UnknownSchedule(text, names.size() == 1));
+    }
+    for (const std::string& earlier : schedules) {
+      if (earlier == text) name.Fail(fmt::format("schedule '{}' is listed twice", text));
+    }
+    schedules.push_back(text);
+  }
+  return schedules;
+}
+
+// pipeline.recompute: none | selective | full, or false (none) / true (full) as before.
+Recompute ParseRecompute(const Value& v) {
+  if (v.IsScalar() && (v.node().Scalar() == "true" || v.node().Scalar() == "false")) {
+    return v.Bool() ? Recompute::kFull : Recompute::kNone;
+  }
+  return v.Enum(kRecomputeNames);
+}
+
+// pipeline.placement: the three axes, each once, innermost first.
+std::vector<Axis> ParsePlacement(const Value& v) {
+  std::vector<Axis> axes;
+  const std::vector<Value> items = v.Elements();
+  for (const Value& item : items) {
+    const Axis axis = item.Enum(kAxisNames);
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) item.Fail(fmt::format("'{}' is listed twice", Name(axis)));
+    axes.push_back(axis);
+  }
+  if (axes.size() != 3) v.Fail(fmt::format("expected the three axes tensor, data and pipeline, innermost first; got {}", axes.size()));
+  return axes;
+}
+
+PipelineSpec ParsePipeline(const Value& value) {
+  const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
+                      "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
+                      "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
+                      "search_evaluations", "zb_refine_nodes", "ranks_per_device"});
+  PipelineSpec p;
+  p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
+  p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
+  if (const auto v = m.Find("chunks")) p.chunks = static_cast<int>(v->Int(1, kMaxChunks));
+  p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxMicrobatches));
+  if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxMicrobatchSize));
+  if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
+  if (const auto v = m.Find("recompute")) p.recompute = ParseRecompute(*v);
+  if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
+  if (const auto v = m.Find("partition")) {
+    if (v->IsSequence()) {
+      for (const Value& item : v->Elements()) p.partition_layers.push_back(static_cast<int>(item.Int(1, kMaxLayers)));
+      if (p.partition_layers.empty()) v->Fail("expected even, balanced or the layers of each stage, [n0, n1, ...]");
+      p.partition = Partition::kGiven;
+    } else {
+      p.partition = v->Enum(kPartitionChoices);
+    }
+  }
+  if (const auto v = m.Find("p2p")) schedules::ParseP2p(v->Choice({"ahead", "lockstep"}), &p.p2p);
+  if (const auto v = m.Find("p2p_buffers")) p.p2p_buffers = static_cast<int>(v->Int(1, kMaxMicrobatches));
+  if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));
+  if (const auto v = m.Find("tensor_parallel")) p.tensor_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
+  if (const auto v = m.Find("ranks_per_device")) p.ranks_per_device = static_cast<int>(v->Int(1, kMaxRanks));
+  if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();
+  if (const auto v = m.Find("tensor_parallel_overlap")) p.tensor_parallel_overlap = v->Bool();
+  if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
+  if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
+  if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);
+  if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);
+  if (const auto v = m.Find("zb_refine_nodes")) p.zb_refine_nodes = v->Int(0, kMaxZbRefineNodes);
+  return p;
+}
+
+TrainingSpec ParseTraining(const Value& value) {
+  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data"});
+  TrainingSpec t;
+  t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
+  t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
+  if (const auto v = m.Find("momentum")) {
+    t.momentum = v->Double(-1.0, 1.0);
+    if (t.momentum < 0 || t.momentum >= 1) v->Fail(fmt::format("expected a number in [0, 1), got {}", v->Describe()));
+  }
+  if (const auto v = m.Find("seed")) t.seed = v->Int(0, INT64_MAX);
+  if (const auto v = m.Find("loss_scale")) {
+    // A power of two scales every gradient exactly; anything else would round them.
+    t.loss_scale = v->Double(0.0, 16777216.0);
+    int exponent = 0;
+    if (t.loss_scale < 1.0 || std::frexp(t.loss_scale, &exponent) != 0.5) {
+      v->Fail(fmt::format("expected a power of two (1, 2, 4, ... 16777216), got {}", v->Describe()));
+    }
+  }
+  if (const auto v = m.Find("data")) t.data_path = v->ReadableFilePath();
+  return t;
+}
+
+// The run's one precision (scenario.h): training.dtype, else model.transformer.dtype, else fp32
+// with a training block and bf16 without; both stated, they must name the same stored type.
+Dtype ResolvePrecision(const Map& top, bool has_training) {
+  std::optional<Value> training, transformer;
+  if (const auto block = top.Find("training"); block && block->node()["dtype"]) training = block->At("dtype");
+  if (const auto model = top.Find("model"); model && model->node()["transformer"]) {
+    if (const Value t = model->At("transformer"); t.node()["dtype"]) transformer = t.At("dtype");
+  }
+  const std::optional<Dtype> stated = training ? std::optional(training->Enum(kDtypeNames)) : std::nullopt;
+  if (!transformer) return stated.value_or(has_training ? Dtype::kFp32 : Dtype::kBf16);
+  const Dtype older = transformer->Enum(kDtypeNames);
+  if (!stated) return older;
+  if (older != *stated && !(DtypeBytes(older) == 4 && DtypeBytes(*stated) == 4)) {
+    transformer->Fail(fmt::format("{} disagrees with training.dtype {}; the precision is stated once, in "
+                                  "training.dtype",
+                                  Name(older), Name(*stated)));
+  }
+  return *stated;
+}
+
+// The value a problem's key names; the topology's keys in the topology's own origin (its file).
+Value Locate(const Value& root, const Value& topology, std::string_view key) {
+  constexpr std::string_view kTopology = "topology";
+  if (!key.starts_with(kTopology)) return root.At(key);
+  if (key.size() == kTopology.size()) return topology;
+  if (key[kTopology.size()] != '.') return root.At(key);
+  return topology.At(key.substr(kTopology.size() + 1));
+}
+
+// Validate's problems, each located at its key, as one InputError.
+void ThrowProblems(const Scenario& s, const Value& root, const Value& topology, EngineChecks& checks) {
+  const std::vector<ScenarioProblem> problems = Validate(s, checks);
+  if (problems.empty()) return;
+  std::string text;
+  for (const ScenarioProblem& p : problems) {
+    if (!text.empty()) text += "; ";
+    text += p.key.empty() ? p.message : Locate(root, topology, p.key).Located(p.message);
+  }
+  throw InputError(text);
+}
+
+// The scenario with the layout a planner replaces set to the simplest one (scenario.h,
+// LoadScenarioForNewLayout): what the rest of it is validated against.
+Scenario WithPlainLayout(Scenario s) {
+  PipelineSpec& p = s.pipeline;
+  p.schedules = {"1f1b"};
+  p.schedule_files.clear();
+  if (!s.model.costs) p.ranks = 1;  // explicit costs are stated per rank of the layout written
+  p.chunks = 1;
+  p.microbatches = 1;
+  p.microbatch_size = s.model.profile ? s.model.profile->microbatch_size : 1;
+  p.data_parallel = 1;
+  p.tensor_parallel = 1;
+  p.sequence_parallel = false;
+  p.zero = 0;
+  p.recompute = Recompute::kNone;
+  p.partition = Partition::kEven;
+  p.partition_layers.clear();
+  return s;
+}
+
+Scenario Load(std::string_view file_text, const std::string& path, const std::vector<std::string>& override_texts,
+              bool new_layout, EngineChecks& checks) {
+  const detail::ScenarioTree tree = detail::BuildTree(file_text, path, override_texts);
+  const YAML::Node& root = tree.root;
+  const std::vector<Override>& overrides = tree.overrides;
+  const std::optional<std::string>& topology_file = tree.topology_file;
+  const std::optional<detail::DeviceInclude>& device = tree.device;
+  const Origin file_origin{path, yaml::DirOf(path), -1, false};
+  const Value root_value(root, "", file_origin, &overrides);
+  const Map top(root_value, {"name", "topology", "model", "pipeline", "training"});
+  Scenario s;
+  s.path = path;
+  s.overrides = override_texts;
+  s.name = top.Get("name").String();
+  s.pipeline = ParsePipeline(top.Get("pipeline"));
+  Value topology = top.Get("topology");
+  if (topology_file) {
+    Origin origin = topology.origin();
+    origin.file = *topology_file;
+    origin.dir = yaml::DirOf(*topology_file);
+    origin.from_override = false;
+    topology = Value(topology.node(), "topology", origin, &overrides);
+  }
+  s.topology = detail::ParseTopology(topology, device ? &*device : nullptr, checks.MemoryKernelNames());
+  s.model = detail::ParseModel(top.Get("model"), s.pipeline.ranks);
+  if (const auto training = top.Find("training")) {
+    s.training = ParseTraining(*training);
+    s.has_training = true;
+  }
+  s.training.dtype = ResolvePrecision(top, s.has_training);
+  detail::ResolvePeak(topology.At("device"), s.training.dtype, &s.topology.device);
+  ThrowProblems(new_layout ? WithPlainLayout(s) : s, root_value, topology, checks);
+  return s;
+}
+
+}  // namespace
+
+Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides, EngineChecks& checks) {
+  return LoadScenarioFromText(yaml::ReadFile(path, "a scenario file"), path, overrides, checks);
+}
+
+Scenario LoadScenarioFromText(std::string_view file_text, const std::string& path,
+                              const std::vector<std::string>& overrides, EngineChecks& checks) {
+  return Load(file_text, path, overrides, false, checks);
+}
+
+Scenario LoadScenarioForNewLayout(const std::string& path, const std::vector<std::string>& overrides,
+                                  EngineChecks& checks) {
+  return LoadScenarioForNewLayoutFromText(yaml::ReadFile(path, "a scenario file"), path, overrides, checks);
+}
+
+Scenario LoadScenarioForNewLayoutFromText(std::string_view file_text, const std::string& path,
+                                         const std::vector<std::string>& overrides, EngineChecks& checks) {
+  return Load(file_text, path, overrides, true, checks);
+}
+
+}  // namespace stagecraft::sim
