@@ -19,7 +19,6 @@
 namespace stagecraft::harness {
 
 using schedules::Op;
-using schedules::OpKind;
 
 SearchMemoryLimit SearchMemoryLimit::Parse(std::string_view text, std::string_view what) {
   SearchMemoryLimit limit;
