@@ -99,8 +99,10 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
 // device of its own: ranks sharing a core are then not modelled (pipeline.ranks_per_device is
 // how to state them).
 std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source) {
-  const bool this_machine = cost_source.starts_with("profile:") || sc.topology.device.name.starts_with("cpu");
-  const int per_node = std::min(sc.pipeline.ranks, std::max(sc.topology.devices_per_node, 1));
+  const bool this_machine =
+      cost_source.starts_with("profile:") || sc.topology.DeviceAt(sc.pipeline.DeviceOf(0)).name.starts_with("cpu");
+  const int per_node =
+      std::min(sc.pipeline.ranks, sc.topology.explicit_graph() ? 1 : std::max(sc.topology.DevicesOnNode(0), 1));
   const unsigned cores = std::thread::hardware_concurrency();
   if (!this_machine || cores == 0 || sc.pipeline.ranks_per_device > 1 || per_node <= static_cast<int>(cores)) {
     return "";

@@ -332,7 +332,7 @@ RunsReport CalibrateRuns(
     const exec::RankRun run = exec::RunRank(s, config, data, device, transport, {}, replicas);
     const std::vector<std::string> all = transport.Gather(exec::SerializeRankRun(run), 0);
     if (transport.rank() != 0) continue;
-    sums.Add(sc, *profile, s, JoinRankRuns(s, all, 0), config.layers_per_stage, pipeline.RankDevices(), steps,
+    sums.Add(sc, *profile, s, JoinRankRuns(s, all, {}), config.layers_per_stage, pipeline.RankDevices(), steps,
              deep_run);
   }
   if (transport.rank() == 0 && sums.runs > 0) sums.Finish(pipeline.data_parallel, profile, &report);

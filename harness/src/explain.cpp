@@ -42,7 +42,7 @@ ProfileFitResult FitProfile(const Scenario& sc, std::string_view flag) {
 }  // namespace
 
 void CheckExplainable(const Scenario& sc, std::string_view flag) {
-  if (sc.model.transformer && sc.topology.device.roofline()) return;
+  if (sc.model.transformer && sc.topology.roofline()) return;
   throw InputError(fmt::format("{}: {} lists the roofline model's kernels, but this scenario's costs are {} "
                                "(the roofline model needs model.transformer on a device with memory_bandwidth and "
                                "gemm, such as topology.device: A100-SXM-80GB)",
@@ -56,7 +56,7 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
   std::vector<ExplainSection>& sections = explanation.sections;
   const auto section = [&](std::string id, std::string title, const std::vector<Kernel>& kernels) {
     if (kernels.empty()) return;
-    ExplainSection s{std::move(id), std::move(title), TimeKernels(sc, 0, kernels)};
+    ExplainSection s{std::move(id), std::move(title), TimeKernels(sc, 0, FirstRankDevice(sc), kernels)};
     for (const TimedKernel& k : s.kernels) s.pass_ns[static_cast<int>(k.kernel.pass)] += k.time.ns();
     if (p.tensor_parallel_overlap) s.overlap_saved_ns = TensorParallelOverlapNs(s.kernels);
     sections.push_back(std::move(s));

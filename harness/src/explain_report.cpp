@@ -18,7 +18,7 @@ std::string ProfileFit(const Scenario& sc, const ProfileFitResult& r) {
   const Profile& profile = *sc.model.profile;
   const double* measured = r.measured_ns;
   const RooflineFit& fit = r.fit;
-  const DeviceSpec& d = sc.topology.device;
+  const DeviceSpec& d = FirstRankDevice(sc);
   std::string out = fmt::format("the profile {} (measured on {}) against the roofline, one block (the median of {}):\n",
                                 sc.model.profile_path, profile.device.empty() ? "?" : profile.device,
                                 fmt::format("{} block{}", profile.layers.size(), profile.layers.size() == 1 ? "" : "s"));
@@ -46,10 +46,10 @@ std::string_view BoundName(const TimedKernel& k) {
   return k.kernel.kind == KernelClass::kCollective ? "link" : k.time.memory_bound() ? "memory" : "compute";
 }
 
-// The device the kernels were timed on, every field resolved (library file, inline fields and
+// The device the kernels were timed on (pipeline rank 0's), every field resolved (library file, inline fields and
 // --set overrides applied): what scripts read instead of parsing a device file.
 void DeviceJson(JsonOut& out, const Scenario& sc) {
-  const DeviceSpec& d = sc.topology.device;
+  const DeviceSpec& d = FirstRankDevice(sc);
   out.StartObject().Key("name").String(d.name).Key("source").String(d.source);
   out.Key("dtype").String(Name(sc.training.dtype)).Key("peak_flops").Number(d.peak_flops);
   out.Key("peak_flops_by_dtype").StartObject();
@@ -78,7 +78,7 @@ std::string ExplainText(const Scenario& sc, const Explanation& explanation) {
   const PipelineSpec& p = sc.pipeline;
   std::string out = fmt::format(
       "kernels of one layer on {} ({} b={} s={} h={} heads={}{}{}), as the roofline model times them:\n",
-      sc.topology.device.name, Name(sc.training.dtype), shape.microbatch, shape.seq, shape.hidden, shape.heads,
+      FirstRankDevice(sc).name, Name(sc.training.dtype), shape.microbatch, shape.seq, shape.hidden, shape.heads,
       p.tensor_parallel > 1 ? fmt::format(", {}-way tensor parallel", p.tensor_parallel) : "",
       p.sequence_parallel ? " (sequence parallel)" : "");
   out += fmt::format("{:<5} {:<34} {:>10} {:>12} {:>12}  {:<10} {}\n", "pass", "kernel", "time us", "GFLOP", "MB",

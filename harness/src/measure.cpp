@@ -29,7 +29,7 @@ void ShiftRankRecord(int64_t shift_ns, schedules::RankRecord* rec) {
 }  // namespace
 
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vector<std::string>& rank_runs,
-                                  int64_t memory_bytes, const std::vector<int>& rank_devices) {
+                                  const std::vector<int64_t>& rank_memory_bytes, const std::vector<int>& rank_devices) {
   SC_CHECK(static_cast<int>(rank_runs.size()) == s.ranks(), "one run per rank");
   schedules::RunRecord result;
   std::vector<exec::RankRun> runs;
@@ -46,7 +46,7 @@ schedules::RunRecord JoinRankRuns(const schedules::Schedule& s, const std::vecto
     result.ranks.push_back(std::move(r.record));
   }
   schedules::SumSharedDeviceMemory(rank_devices, &result);
-  schedules::FinishRunRecord(s, memory_bytes, &result);  // as the simulator does
+  schedules::FinishRunRecord(s, rank_memory_bytes, &result);  // as the simulator does
   return result;
 }
 
@@ -55,7 +55,7 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
   // Ranks sharing a device, where the simulator places them (the executor puts them there:
   // exec::GpuForLocalRank on the cuda backend, exec::CoreForLocalRank on the cpu one).
   const schedules::RunRecord result =
-      JoinRankRuns(s, rank_runs, sc.topology.device.memory_bytes,
+      JoinRankRuns(s, rank_runs, sim::RankDeviceMemories(sc),
                    sc.pipeline.ranks_per_device > 1 ? sc.pipeline.RankDevices() : std::vector<int>{});
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);

@@ -59,11 +59,15 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
   if (o.gpus < 1) throw InputError(fmt::format("--gpus: expected at least 1 device, got {}", o.gpus));
   if (o.gpus > devices) {
     throw InputError(fmt::format("--gpus {}: the topology of {} has {} devices{}", o.gpus, sc.path, devices,
-                                 t.explicit_graph() ? "" : fmt::format(" ({} nodes x {})", t.nodes, t.devices_per_node)));
+                                 t.explicit_graph() || t.grouped()
+                                     ? ""
+                                     : fmt::format(" ({} nodes x {})", t.nodes, t.devices_per_node)));
   }
-  if (!t.explicit_graph() && o.gpus > t.devices_per_node && o.gpus % t.devices_per_node != 0) {
-    throw InputError(fmt::format("--gpus {}: beyond one node the job takes whole nodes of {} devices (topology of {})",
-                                 o.gpus, t.devices_per_node, sc.path));
+  // The job takes the first devices (node groups in the order listed): whole nodes beyond one.
+  if (!t.explicit_graph() && o.gpus > t.DevicesOnNode(0) && t.NodeOf(o.gpus - 1) == t.NodeOf(o.gpus)) {
+    throw InputError(fmt::format("--gpus {}: beyond one node the job takes whole nodes of {} devices{} (topology of {})",
+                                 o.gpus, t.DevicesOnNode(t.NodeOf(o.gpus)),
+                                 t.grouped() ? fmt::format(" (node {})", t.NodeOf(o.gpus)) : "", sc.path));
   }
   if (o.global_batch < 1) throw InputError(fmt::format("--global-batch: expected at least 1 sample, got {}", o.global_batch));
   // Each replica's share is m microbatches of b samples, each at most 2^24 (limits.h).

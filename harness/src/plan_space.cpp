@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -126,8 +127,11 @@ void FillSpace(Space* space) {
   space->layers = ModelLayers(scenario);
   space->limit_bytes = options.memory_limit_bytes > 0                  ? options.memory_limit_bytes
                        : scenario.pipeline.memory_limit_bytes > 0      ? scenario.pipeline.memory_limit_bytes
-                                                                       : scenario.topology.device.memory_bytes;
-  space->limit_bytes = std::min(space->limit_bytes, scenario.topology.device.memory_bytes);
+                                                                       : std::numeric_limits<int64_t>::max();
+  // With node groups, the smallest device's (each layout's ranks are then checked on their own).
+  for (int g = 0; g < scenario.topology.group_count(); ++g) {
+    space->limit_bytes = std::min(space->limit_bytes, scenario.topology.GroupDevice(g).memory_bytes);
+  }
   space->generators = GeneratorsOf(options);
   space->recompute = options.recompute;
   if (space->recompute.empty()) {
@@ -166,8 +170,11 @@ std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int data_parall
 // enumerated: the same configuration twice).
 class PartitionCache {
  public:
-  bool Differs(const sim::Scenario& sc, int stages) {
-    const auto key = std::tuple{stages, sc.pipeline.recompute, sc.pipeline.tensor_parallel};
+  // `chunks` stages per rank of sc.pipeline.ranks, loop placement (node groups weigh each
+  // rank's stages by its device, which its ranks and replicas decide).
+  bool Differs(const sim::Scenario& sc, int chunks) {
+    const auto key = std::tuple{sc.pipeline.ranks, chunks, sc.pipeline.recompute, sc.pipeline.tensor_parallel,
+                                sc.pipeline.data_parallel};
     const std::lock_guard<std::mutex> lock(mutex_);
     if (const auto it = known_.find(key); it != known_.end()) return it->second;
     sim::Scenario even = sc, balanced = sc;
@@ -175,7 +182,8 @@ class PartitionCache {
     balanced.pipeline.partition = sim::Partition::kBalanced;
     bool differs = false;
     try {
-      differs = sim::StageLayers(even, stages) != sim::StageLayers(balanced, stages);
+      const schedules::Shape shape{sc.pipeline.ranks, chunks, schedules::Placement::kLoop};
+      differs = sim::StageLayers(even, shape) != sim::StageLayers(balanced, shape);
     } catch (const InputError&) {
     }
     return known_[key] = differs;
@@ -183,7 +191,7 @@ class PartitionCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<int, sim::Recompute, int>, bool> known_;
+  std::map<std::tuple<int, int, sim::Recompute, int, int>, bool> known_;
 };
 
 // The T a layout may not have: the model shards no layer, the tensor group would leave its node
@@ -191,7 +199,11 @@ class PartitionCache {
 bool TensorFits(const sim::Scenario& sc, int tp) {
   if (tp == 1) return true;
   if (!sc.model.transformer) return false;
-  if (!sc.topology.explicit_graph() && sc.topology.devices_per_node % tp != 0) return false;
+  if (!sc.topology.explicit_graph()) {
+    for (int n = 0; n < sc.topology.node_count(); ++n) {
+      if (sc.topology.DevicesOnNode(n) % tp != 0) return false;
+    }
+  }
   return sc.model.transformer->heads % tp == 0;
 }
 
@@ -319,7 +331,7 @@ class Enumerator {
     for (const sim::Partition part : asked) {
       c.partition = part;
       if (part == sim::Partition::kBalanced && o.partitions.empty() &&
-          !partitions_.Differs(ScenarioFor(space_.base, c, o), c.ranks * c.chunks)) {
+          !partitions_.Differs(ScenarioFor(space_.base, c, o), c.chunks)) {
         continue;  // the even split again
       }
       ++result_->enumerated;

@@ -160,11 +160,9 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const sim::CostT
   // zb-auto's limit per stage: the rank's memory less what it holds whatever the order (weights,
   // gradients, optimizer state, the largest op's workspace); only with the model's sizes.
   if (sized) {
-    const int64_t limit = sc.pipeline.memory_limit_bytes > 0 ? sc.pipeline.memory_limit_bytes
-                                                              : sc.topology.device.memory_bytes;
     c.max_mem.assign(stages, 0);
-    for (int j = 0; j < stages; ++j) {
-      c.max_mem[j] = static_cast<double>(limit - OrderIndependentBytes(sc, table.stages[j]));
+    for (int j = 0; j < stages; ++j) {  // stage j on rank j (as below)
+      c.max_mem[j] = static_cast<double>(sim::RankMemoryLimit(sc, j) - OrderIndependentBytes(sc, table.stages[j]));
     }
   }
   for (int j = 0; j + 1 < stages; ++j) {  // stage j on rank j (the generators run one stage per rank)
@@ -248,9 +246,9 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   const sim::CostTable& costs = p.costs;
   p.cost_source = costs.source;
   sim::SimConfig config;
-  config.device_memory_bytes = sc.topology.device.memory_bytes;
+  config.rank_memory_bytes = sim::RankDeviceMemories(sc);
   config.rank_devices = sc.pipeline.RankDevices();
-  config.time_slice_ns = sc.topology.device.time_slice_ns;
+  config.time_slice_ns = sim::TimeSliceNs(sc);
   config.replica_devices = sc.pipeline.ReplicaDevices();
   config.stop = stop;
   // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.
@@ -300,15 +298,19 @@ void RefusePredictedOom(const sim::Scenario& sc, const std::vector<Prediction>& 
     if (!p.metrics.AnyOom()) continue;
     std::string peaks;
     for (const auto& r : p.metrics.ranks_detail) {
-      peaks += fmt::format("{}rank {} {}", peaks.empty() ? "" : ", ", r.rank, FormatBytes(r.peak_memory_bytes));
+      peaks += fmt::format("{}rank {} {}{}", peaks.empty() ? "" : ", ", r.rank, FormatBytes(r.peak_memory_bytes),
+                           sc.topology.grouped() ? fmt::format(" of {}", FormatBytes(sim::RankDeviceMemory(sc, r.rank)))
+                                                 : "");
     }
     why += fmt::format("{}{} ({})", why.empty() ? "" : "; ", p.schedule.name, peaks);
   }
   if (why.empty()) return;
-  throw InputError(fmt::format("{}: predicted to exceed the device memory of {} (topology.device.memory): {}; "
-                               "nothing was run (fewer microbatches in flight, recompute, more ranks or another "
-                               "schedule would fit)",
-                               sc.path, FormatBytes(sc.topology.device.memory_bytes), why));
+  const std::string memory = sc.topology.grouped() ? "each rank's device memory (topology.groups' device.memory)"
+                                                   : fmt::format("the device memory of {} (topology.device.memory)",
+                                                                 FormatBytes(sc.topology.device.memory_bytes));
+  throw InputError(fmt::format("{}: predicted to exceed {}: {}; nothing was run (fewer microbatches in flight, "
+                               "recompute, more ranks or another schedule would fit)",
+                               sc.path, memory, why));
 }
 
 std::string MemoryTerms::Dominant() const {

@@ -37,7 +37,7 @@ double OrderMemory::Peak(const std::vector<Op>& ops) const {
 Judge::Judge(const sim::Scenario& sc, const sim::Topology& topo, int steps) : sc_(sc), topo_(topo), steps_(steps) {
   config_.record_memory = false;
   config_.rank_devices = sc.pipeline.RankDevices();
-  config_.time_slice_ns = sc.topology.device.time_slice_ns;
+  config_.time_slice_ns = sim::TimeSliceNs(sc);
   config_.replica_devices = sc.pipeline.ReplicaDevices();  // the REDUCE_GRADs' rings, with replicas
 }
 
@@ -66,7 +66,8 @@ OrderMemory MemoryOf(const sim::Scenario& sc, const Schedule& s, const sim::Cost
   }
   *units = sized ? "bytes" : "forwards' activations";
   SearchMemoryLimit use = limit;
-  if (use.bytes == 0 && use.forwards == 0 && sized) use.bytes = sc.topology.device.memory_bytes;  // the default
+  // The default: each rank's device memory.
+  const bool device_memory = use.bytes == 0 && use.forwards == 0 && sized;
   m.limit.assign(static_cast<size_t>(s.ranks()), std::numeric_limits<double>::infinity());
   for (int r = 0; r < s.ranks(); ++r) {
     double rank_act = 0, fixed = 0;
@@ -77,6 +78,8 @@ OrderMemory MemoryOf(const sim::Scenario& sc, const Schedule& s, const sim::Cost
     }
     if (use.forwards > 0) {
       m.limit[static_cast<size_t>(r)] = use.forwards * s.ranks() * rank_act;
+    } else if (device_memory) {
+      m.limit[static_cast<size_t>(r)] = static_cast<double>(sim::RankDeviceMemory(sc, r)) - fixed;
     } else if (use.bytes > 0) {
       if (!sized) {
         throw InputError(fmt::format("{}: a memory limit in bytes needs the model's sizes, and this scenario's costs "

@@ -34,8 +34,21 @@ void BindScenario(py::module_& m) {
       .def_property_readonly("tensor_parallel", [](const Scenario& s) { return s.pipeline.tensor_parallel; })
       .def_property_readonly("devices", [](const Scenario& s) { return s.pipeline.world(); },
                              "ranks x data_parallel x tensor_parallel")
-      .def_property_readonly("device", [](const Scenario& s) { return s.topology.device.name; })
-      .def_property_readonly("device_memory_bytes", [](const Scenario& s) { return s.topology.device.memory_bytes; })
+      .def_property_readonly("device", [](const Scenario& s) { return s.topology.DeviceAt(s.pipeline.DeviceOf(0)).name; })
+      .def_property_readonly("device_memory_bytes", [](const Scenario& s) { return sim::RankDeviceMemory(s, 0); })
+      .def_property_readonly("rank_devices",
+                             [](const Scenario& s) {
+                               std::vector<std::string> names;
+                               for (int r = 0; r < s.pipeline.ranks; ++r) {
+                                 std::string name;
+                                 for (const int g : sim::RankGroups(s, r)) {
+                                   name += (name.empty() ? "" : "+") + s.topology.GroupDevice(g).name;
+                                 }
+                                 names.push_back(std::move(name));
+                               }
+                               return names;
+                             })
+      .def_property_readonly("rank_memory_bytes", [](const Scenario& s) { return sim::RankDeviceMemories(s); })
       .def("schedule_names", [](const Scenario& s) { return harness::ScenarioScheduleNames(s, false); },
            "The schedules simulate runs: the listed ones, or under 'all' every generator the shape allows")
       .def("__repr__", [](const Scenario& s) {

@@ -184,13 +184,24 @@ class Scenario:
 
     @property
     def device(self) -> str:
-        """The device's name (``topology.device``)."""
+        """The device's name (``topology.device``; with ``topology.groups``, pipeline rank 0's)."""
         return self._core.device
 
     @property
     def device_memory_bytes(self) -> int:
-        """The device's memory, what a rank's peak is held against (OOM)."""
+        """The device's memory, what a rank's peak is held against (OOM); rank 0's with groups."""
         return self._core.device_memory_bytes
+
+    @property
+    def rank_devices(self) -> list[str]:
+        """Each pipeline rank's device name (with ``topology.groups``, its replicas' and tensor
+        ranks' devices joined by '+' when they differ), rank 0 first."""
+        return list(self._core.rank_devices)
+
+    @property
+    def rank_memory_bytes(self) -> list[int]:
+        """Each pipeline rank's device memory (the smallest of its devices'), rank 0 first."""
+        return list(self._core.rank_memory_bytes)
 
     @property
     def overrides(self) -> list[str]:

@@ -1,6 +1,8 @@
-// The parallel layout's device numbering (scenario.h ParallelLayout) and the generator
-// parameters a pipeline runs each schedule with.
+// The parallel layout's device numbering (scenario.h ParallelLayout), the devices and memory of
+// each pipeline rank, and the generator parameters a pipeline runs each schedule with.
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,41 @@ std::vector<std::vector<int>> ParallelLayout::ReplicaDevices() const {
   }
   return devices;
 }
+
+std::vector<int> RankGroups(const Scenario& sc, int rank) {
+  const ParallelLayout& p = sc.pipeline;
+  const TopologySpec& t = sc.topology;
+  if (!t.grouped()) return {0};
+  std::vector<bool> runs(static_cast<size_t>(t.group_count()), false);
+  for (int replica = 0; replica < p.data_parallel; ++replica) {
+    for (int tensor = 0; tensor < p.tensor_parallel; ++tensor) {
+      runs[static_cast<size_t>(t.GroupOf(p.DeviceOf(rank, replica, tensor)))] = true;
+    }
+  }
+  std::vector<int> groups;
+  for (int g = 0; g < t.group_count(); ++g) {
+    if (runs[static_cast<size_t>(g)]) groups.push_back(g);
+  }
+  return groups;
+}
+
+int64_t RankDeviceMemory(const Scenario& sc, int rank) {
+  int64_t bytes = std::numeric_limits<int64_t>::max();
+  for (const int g : RankGroups(sc, rank)) bytes = std::min(bytes, sc.topology.GroupDevice(g).memory_bytes);
+  return bytes;
+}
+
+std::vector<int64_t> RankDeviceMemories(const Scenario& sc) {
+  std::vector<int64_t> bytes;
+  for (int r = 0; r < sc.pipeline.ranks; ++r) bytes.push_back(RankDeviceMemory(sc, r));
+  return bytes;
+}
+
+int64_t RankMemoryLimit(const Scenario& sc, int rank) {
+  return sc.pipeline.memory_limit_bytes > 0 ? sc.pipeline.memory_limit_bytes : RankDeviceMemory(sc, rank);
+}
+
+int64_t TimeSliceNs(const Scenario& sc) { return sc.topology.GroupDevice(RankGroups(sc, 0).front()).time_slice_ns; }
 
 schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const schedules::GeneratorInfo& info) {
   const bool all = p.runs_all();

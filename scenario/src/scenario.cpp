@@ -206,7 +206,6 @@ Scenario Load(std::string_view file_text, const std::string& path, const std::ve
   const YAML::Node& root = tree.root;
   const std::vector<Override>& overrides = tree.overrides;
   const std::optional<std::string>& topology_file = tree.topology_file;
-  const std::optional<detail::DeviceInclude>& device = tree.device;
   const Origin file_origin{path, yaml::DirOf(path), -1, false};
   const Value root_value(root, "", file_origin, &overrides);
   const Map top(root_value, {"name", "topology", "model", "pipeline", "training"});
@@ -223,14 +222,14 @@ Scenario Load(std::string_view file_text, const std::string& path, const std::ve
     origin.from_override = false;
     topology = Value(topology.node(), "topology", origin, &overrides);
   }
-  s.topology = detail::ParseTopology(topology, device ? &*device : nullptr, checks.MemoryKernelNames());
+  s.topology = detail::ParseTopology(topology, tree.devices, checks.MemoryKernelNames());
   s.model = detail::ParseModel(top.Get("model"), s.pipeline.ranks);
   if (const auto training = top.Find("training")) {
     s.training = ParseTraining(*training);
     s.has_training = true;
   }
   s.training.dtype = ResolvePrecision(top, s.has_training);
-  detail::ResolvePeak(topology.At("device"), s.training.dtype, &s.topology.device);
+  detail::ResolvePeaks(topology, s.training.dtype, &s.topology);
   ThrowProblems(new_layout ? WithPlainLayout(s) : s, root_value, topology, checks);
   return s;
 }

@@ -163,6 +163,47 @@ void ParseGraph(const Map& m, TopologySpec* spec) {
   }
 }
 
+// A device's fields at `value`; `include`: set when they came from the library (their errors
+// name its file, or the --set that replaced a field since).
+DeviceSpec ParseDevice(const Value& value, const DeviceInclude* include, const std::vector<std::string>* memory_kernels) {
+  if (include == nullptr) return ParseDeviceFields(value, memory_kernels);
+  const Value located(value.node(), value.path(),
+                      yaml::Origin{include->file, yaml::DirOf(include->file), value.origin().override_index, false},
+                      value.overrides());
+  DeviceSpec device = ParseDeviceFields(located, memory_kernels);
+  device.source = include->file;
+  return device;
+}
+
+// `groups: [{nodes, devices_per_node, device}, ...]`, at least one.
+std::vector<NodeGroupSpec> ParseGroups(const Value& value, const DeviceIncludes& includes,
+                                       const std::vector<std::string>* memory_kernels) {
+  std::vector<NodeGroupSpec> groups;
+  const std::vector<Value> elements = value.Elements();
+  if (elements.empty()) value.Fail("expected at least one group {nodes, devices_per_node, device}");
+  for (size_t g = 0; g < elements.size(); ++g) {
+    const Map m(elements[g], {"nodes", "devices_per_node", "device"});
+    NodeGroupSpec group;
+    if (const auto nodes = m.Find("nodes")) group.nodes = static_cast<int>(nodes->Int(1, kMaxDevices));
+    group.devices_per_node = static_cast<int>(m.Get("devices_per_node").Int(1, kMaxDevices));
+    const auto include = includes.groups.find(static_cast<int>(g));
+    group.device = ParseDevice(m.Get("device"), include != includes.groups.end() ? &include->second : nullptr,
+                               memory_kernels);
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+// `host: {memory, bandwidth, latency}`.
+HostSpec ParseHost(const Value& value) {
+  const Map m(value, {"memory", "bandwidth", "latency"});
+  HostSpec host;
+  host.memory_bytes = m.Get("memory").Bytes(1);
+  host.bandwidth_bytes_per_s = m.Get("bandwidth").Bandwidth();
+  if (const auto latency = m.Find("latency")) host.latency_ns = latency->DurationNs();
+  return host;
+}
+
 TransformerSpec ParseTransformer(const Value& value) {
   const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout"});
   TransformerSpec t;
@@ -268,21 +309,20 @@ std::string DeviceFile(const Value& name_value) {
                               yaml::DidYouMean(name, known)));
 }
 
-TopologySpec ParseTopology(const Value& value, const DeviceInclude* device,
+TopologySpec ParseTopology(const Value& value, const DeviceIncludes& includes,
                            const std::vector<std::string>* memory_kernels) {
-  const Map m(value, {"device", "nodes", "devices_per_node", "links", "vertices"});
+  const Map m(value, {"device", "nodes", "devices_per_node", "groups", "host", "links", "vertices"});
   TopologySpec spec;
-  if (device != nullptr) {
-    // The device's fields from its library file: errors name that file, or the --set that
-    // replaced a field since.
-    const Value fields = m.Get("device");
-    const Value located(fields.node(), fields.path(),
-                        yaml::Origin{device->file, yaml::DirOf(device->file), fields.origin().override_index, false},
-                        fields.overrides());
-    spec.device = ParseDeviceFields(located, memory_kernels);
-    spec.device.source = device->file;
+  if (const auto host = m.Find("host")) spec.host = ParseHost(*host);
+  if (const auto groups = m.Find("groups")) {
+    for (const char* key : {"device", "nodes", "devices_per_node", "vertices"}) {
+      if (const auto found = m.Find(key)) {
+        found->Fail("not used with topology.groups (each group states its nodes, devices_per_node and device)");
+      }
+    }
+    spec.groups = ParseGroups(*groups, includes, memory_kernels);
   } else {
-    spec.device = ParseDeviceFields(m.Get("device"), memory_kernels);
+    spec.device = ParseDevice(m.Get("device"), includes.device ? &*includes.device : nullptr, memory_kernels);
   }
   if (m.Has("vertices")) {
     for (const char* key : {"nodes", "devices_per_node"}) {
@@ -293,10 +333,22 @@ TopologySpec ParseTopology(const Value& value, const DeviceInclude* device,
     ParseGraph(m, &spec);
     return spec;
   }
-  if (const auto nodes = m.Find("nodes")) spec.nodes = static_cast<int>(nodes->Int(1, kMaxDevices));
-  spec.devices_per_node = static_cast<int>(m.Get("devices_per_node").Int(1, kMaxDevices));
+  if (!spec.grouped()) {
+    if (const auto nodes = m.Find("nodes")) spec.nodes = static_cast<int>(nodes->Int(1, kMaxDevices));
+    spec.devices_per_node = static_cast<int>(m.Get("devices_per_node").Int(1, kMaxDevices));
+  }
   if (const auto links = m.Find("links")) spec.links = ParseScopeLinks(*links);
   return spec;
+}
+
+void ResolvePeaks(const Value& topology, Dtype dtype, TopologySpec* spec) {
+  if (!spec->grouped()) {
+    ResolvePeak(topology.At("device"), dtype, &spec->device);
+    return;
+  }
+  for (size_t g = 0; g < spec->groups.size(); ++g) {
+    ResolvePeak(topology.At(fmt::format("groups.{}.device", g)), dtype, &spec->groups[g].device);
+  }
 }
 
 ModelSpec ParseModel(const Value& value, int ranks) {

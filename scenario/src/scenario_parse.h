@@ -3,6 +3,7 @@
 // scenario/src.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,7 +14,7 @@
 
 namespace stagecraft::sim::detail {
 
-// A `topology.device: NAME` read from the device library: the name and the file the scenario
+// A `topology.device: NAME` (or a node group's `device: NAME`) read from the device library: the name and the file the scenario
 // loader put in the tree in its place.
 struct DeviceInclude {
   std::string name;
@@ -23,13 +24,21 @@ struct DeviceInclude {
 // that names it, then ../devices/, then the source tree's scenarios/devices/; fails at the
 // value when the name is not a plain file name or no file is found.
 std::string DeviceFile(const yaml::Value& name_value);
-// `device`: set when the device came from the library (its fields' errors name its file);
+// The devices the scenario loader read from the library: `topology.device`'s, and each node
+// group's by its index in `topology.groups`.
+struct DeviceIncludes {
+  std::optional<DeviceInclude> device;
+  std::map<int, DeviceInclude> groups;
+};
+// `includes`: the devices that came from the library (their fields' errors name their files);
 // `memory_kernels`: the names a device's memory_kernels may use, sorted (null: any name).
-TopologySpec ParseTopology(const yaml::Value& value, const DeviceInclude* device,
+TopologySpec ParseTopology(const yaml::Value& value, const DeviceIncludes& includes,
                            const std::vector<std::string>* memory_kernels);
 // A device that states its peak by dtype runs at the entry of the scenario's precision; fails at
 // `device` (topology.device) when it has none.
 void ResolvePeak(const yaml::Value& device, Dtype dtype, DeviceSpec* spec);
+// ResolvePeak for every device of `spec` (`topology`: the topology block).
+void ResolvePeaks(const yaml::Value& topology, Dtype dtype, TopologySpec* spec);
 // `ranks` sizes the per-rank cost lists.
 ModelSpec ParseModel(const yaml::Value& value, int ranks);
 
@@ -42,7 +51,7 @@ struct ScenarioTree {
   YAML::Node root;
   std::vector<yaml::Override> overrides;
   std::optional<std::string> topology_file;
-  std::optional<DeviceInclude> device;
+  DeviceIncludes devices;
 };
 ScenarioTree BuildTree(std::string_view file_text, const std::string& path,
                        const std::vector<std::string>& override_texts);

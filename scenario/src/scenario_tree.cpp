@@ -7,6 +7,7 @@
 #include <charconv>
 #include <filesystem>
 #include <iterator>
+#include <map>
 #include <optional>
 
 #include "scenario_parse.h"
@@ -118,6 +119,40 @@ void IncludeDevice(YAML::Node root, const Origin& origin, const std::vector<Over
   *device = detail::DeviceInclude{library_name, file};
 }
 
+// Replaces each node group's `device: NAME` still a name (topology.groups.N.device) by its
+// library file's fields, as IncludeDevice does; `name` is located at `origin`.
+void IncludeGroupDevices(YAML::Node root, const Origin& origin, const std::vector<Override>* overrides,
+                         std::map<int, detail::DeviceInclude>* devices) {
+  if (!root.IsMap() || !root["topology"] || !root["topology"].IsMap()) return;
+  YAML::Node groups = root["topology"]["groups"];
+  if (!groups || !groups.IsSequence()) return;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    YAML::Node group = groups[g];
+    if (!group.IsMap() || !group["device"] || !group["device"].IsScalar()) continue;
+    const Value name(group["device"], fmt::format("topology.groups.{}.device", g), origin, overrides);
+    const std::string library_name = name.String();
+    const std::string file = IncludeFile(group, "device", name, detail::DeviceFile(name), "a device file");
+    (*devices)[static_cast<int>(g)] = detail::DeviceInclude{library_name, file};
+  }
+}
+
+// Whether override `path` puts a node group's device in place whole (or the groups, or the
+// topology); `group` is set to the group it names, -1 for all of them.
+bool ReplacesGroupDevice(const std::string& path, int* group) {
+  *group = -1;
+  if (path == "topology" || path == "topology.groups") return true;
+  constexpr std::string_view kPrefix = "topology.groups.";
+  if (!path.starts_with(kPrefix)) return false;
+  const std::string_view rest = std::string_view(path).substr(kPrefix.size());
+  int index = 0;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), index);
+  if (ec != std::errc()) return false;
+  const std::string_view tail(end, static_cast<size_t>(rest.data() + rest.size() - end));
+  if (!tail.empty() && tail != ".device") return false;
+  *group = index;
+  return true;
+}
+
 }  // namespace
 
 namespace detail {
@@ -143,7 +178,8 @@ ScenarioTree BuildTree(std::string_view file_text, const std::string& path,
     }
   }
   std::optional<std::string>& topology_file = tree.topology_file;
-  std::optional<detail::DeviceInclude>& device = tree.device;
+  std::optional<detail::DeviceInclude>& device = tree.devices.device;
+  std::map<int, detail::DeviceInclude>& group_devices = tree.devices.groups;
   if (root.IsMap()) {
     const Value top(root, "", file_origin, nullptr);
     for (auto it = root.begin(); it != root.end() && !replaced_first; ++it) {
@@ -161,13 +197,30 @@ ScenarioTree BuildTree(std::string_view file_text, const std::string& path,
         break;
       }
     }
-    if (!device_replaced_first) {
-      IncludeDevice(root, topology_file ? Origin{*topology_file, yaml::DirOf(*topology_file), -1, false} : file_origin,
-                    nullptr, &device);
+    const Origin named_at =
+        topology_file ? Origin{*topology_file, yaml::DirOf(*topology_file), -1, false} : file_origin;
+    if (!device_replaced_first) IncludeDevice(root, named_at, nullptr, &device);
+    // The groups' devices likewise, unless the first override that touches one replaces it whole.
+    bool groups_replaced_first = replaced_first;
+    for (const Override& ov : overrides) {
+      int group = -1;
+      if (ov.path.starts_with("topology.groups") || ov.path == "topology") {
+        groups_replaced_first = ReplacesGroupDevice(ov.path, &group);
+        break;
+      }
     }
+    if (!groups_replaced_first) IncludeGroupDevices(root, named_at, nullptr, &group_devices);
     for (size_t i = 0; i < overrides.size(); ++i) {
       ApplyOverride(root, overrides, static_cast<int>(i), &topology_file);
       const std::string& key = overrides[i].path;
+      if (int group = -1; ReplacesGroupDevice(key, &group)) {
+        if (group < 0) group_devices.clear();
+        group_devices.erase(group);
+        const Origin origin = key == "topology" && topology_file
+                                  ? Origin{*topology_file, yaml::DirOf(*topology_file), static_cast<int>(i), false}
+                                  : Origin{"", "", static_cast<int>(i), true};
+        IncludeGroupDevices(root, origin, &overrides, &group_devices);
+      }
       if (key != "topology" && key != "topology.device") continue;
       // A device or topology put in place whole is no longer the library file's; a device it
       // names is read now, so that the overrides after it reach into its fields.

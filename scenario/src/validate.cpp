@@ -16,6 +16,35 @@ namespace {
 
 using detail::Problems;
 
+// A device's facts in range (a device built in code may hold them out of range, or half of the
+// roofline's); `key`: where it is stated.
+template <class Count, class Rate>
+void CheckDevice(const DeviceSpec& d, const std::string& key, const std::vector<std::string>* memory_kernels,
+                 const Count& count, const Rate& rate, Problems* out) {
+  rate(key + ".peak", d.peak_flops, kMinPeakFlops, kMaxPeakFlops);
+  rate(key + ".efficiency", d.efficiency, kMinEfficiency, 1.0);
+  if (const GemmModel& g = d.gemm; g.stated() || d.memory_bandwidth > 0) {
+    rate(key + ".memory_bandwidth", d.memory_bandwidth, kMinBandwidthBytesPerS, kMaxBandwidthBytesPerS);
+    rate(key + ".memory_efficiency", d.memory_efficiency, kMinEfficiency, 1.0);
+    rate(key + ".gemm.max_efficiency", g.max_efficiency, kMinEfficiency, 1.0);
+    rate(key + ".gemm.batched_efficiency", g.batched_efficiency, kMinEfficiency, 1.0);
+    count(key + ".gemm.sms", g.sms, kMaxStreamingMultiprocessors);
+    if (g.tiles.empty()) out->Add(key + ".gemm.tiles", "expected at least one tile [m, n]");
+    for (const auto& [m, n] : g.tiles) {
+      count(key + ".gemm.tiles", m, kMaxGemmTile);
+      count(key + ".gemm.tiles", n, kMaxGemmTile);
+    }
+  }
+  for (const auto& [name, value] : d.memory_kernel_rates) {
+    const std::string at = key + ".memory_kernels." + name;
+    if (memory_kernels != nullptr && !std::binary_search(memory_kernels->begin(), memory_kernels->end(), name)) {
+      out->Add(at, "not a memory-bound kernel of the list");
+    } else {
+      rate(at, value, kMinEfficiency, kMaxMemoryKernelRate);
+    }
+  }
+}
+
 // The counts a scenario built in code may hold out of their ranges (the loader checks each as
 // it reads it, with the same limits), so that no later check divides by zero or overflows.
 bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kernels, Problems* out) {
@@ -29,34 +58,17 @@ bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kerne
     }
   };
   const TopologySpec& t = s.topology;
-  rate("topology.device.peak", t.device.peak_flops, kMinPeakFlops, kMaxPeakFlops);
-  rate("topology.device.efficiency", t.device.efficiency, kMinEfficiency, 1.0);
-  if (const GemmModel& g = t.device.gemm; g.stated() || t.device.memory_bandwidth > 0) {
-    // The roofline's facts (a device built in code may hold them out of range, or half of them).
-    rate("topology.device.memory_bandwidth", t.device.memory_bandwidth, kMinBandwidthBytesPerS, kMaxBandwidthBytesPerS);
-    rate("topology.device.memory_efficiency", t.device.memory_efficiency, kMinEfficiency, 1.0);
-    rate("topology.device.gemm.max_efficiency", g.max_efficiency, kMinEfficiency, 1.0);
-    rate("topology.device.gemm.batched_efficiency", g.batched_efficiency, kMinEfficiency, 1.0);
-    count("topology.device.gemm.sms", g.sms, kMaxStreamingMultiprocessors);
-    if (g.tiles.empty()) out->Add("topology.device.gemm.tiles", "expected at least one tile [m, n]");
-    for (const auto& [m, n] : g.tiles) {
-      count("topology.device.gemm.tiles", m, kMaxGemmTile);
-      count("topology.device.gemm.tiles", n, kMaxGemmTile);
-    }
+  for (int g = 0; g < t.group_count(); ++g) {
+    CheckDevice(t.GroupDevice(g), t.grouped() ? fmt::format("topology.groups.{}.device", g) : "topology.device",
+                memory_kernels, count, rate, out);
   }
-  if (!t.device.memory_kernel_rates.empty()) {
-    for (const auto& [name, value] : t.device.memory_kernel_rates) {
-      const std::string key = "topology.device.memory_kernels." + name;
-      if (memory_kernels != nullptr && !std::binary_search(memory_kernels->begin(), memory_kernels->end(), name)) {
-        out->Add(key, "not a memory-bound kernel of the list");
-      } else {
-        rate(key, value, kMinEfficiency, kMaxMemoryKernelRate);
-      }
-    }
-  }
-  if (!t.explicit_graph()) {
+  if (!t.explicit_graph() && !t.grouped()) {
     count("topology.nodes", t.nodes, kMaxDevices);
     count("topology.devices_per_node", t.devices_per_node, kMaxDevices);
+  }
+  for (size_t g = 0; g < t.groups.size(); ++g) {
+    count(fmt::format("topology.groups.{}.nodes", g), t.groups[g].nodes, kMaxDevices);
+    count(fmt::format("topology.groups.{}.devices_per_node", g), t.groups[g].devices_per_node, kMaxDevices);
   }
   const PipelineSpec& p = s.pipeline;
   count("pipeline.ranks", p.ranks, kMaxRanks);
@@ -84,8 +96,14 @@ bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kerne
 // Per dimension: a link to each switch the devices use, one per scope; returns false when the
 // device count itself is out of range.
 bool CheckScopeLinks(const TopologySpec& t, Problems* out) {
-  if (int64_t{t.nodes} * t.devices_per_node > kMaxDevices) {
-    out->Add("topology", "expected nodes * devices_per_node to be at most 2^16");
+  int64_t devices = int64_t{t.nodes} * t.devices_per_node;
+  if (t.grouped()) {
+    devices = 0;
+    for (const NodeGroupSpec& g : t.groups) devices += int64_t{g.nodes} * g.devices_per_node;
+  }
+  if (devices > kMaxDevices) {
+    out->Add("topology", fmt::format("expected {} to be at most 2^16",
+                                     t.grouped() ? "the groups' nodes * devices_per_node summed" : "nodes * devices_per_node"));
     return false;
   }
   bool scopes[2] = {false, false};
@@ -97,12 +115,19 @@ bool CheckScopeLinks(const TopologySpec& t, Problems* out) {
     }
     seen = true;
   }
-  if (t.nodes > 1 && !scopes[1]) {
-    out->Add("topology.links", fmt::format("expected a link with scope: cluster (topology has {} nodes)", t.nodes));
+  const int nodes = t.node_count();
+  if (nodes > 1 && !scopes[1]) {
+    out->Add("topology.links", fmt::format("expected a link with scope: cluster (topology has {} nodes)", nodes));
   }
-  if (t.nodes == 1 && t.devices_per_node > 1 && !scopes[0]) {
+  if (nodes == 1 && t.DevicesOnNode(0) > 1 && !scopes[0]) {
     out->Add("topology.links",
-             fmt::format("expected a link with scope: node (the node has {} devices)", t.devices_per_node));
+             fmt::format("expected a link with scope: node (the node has {} devices)", t.DevicesOnNode(0)));
+  }
+  if (t.host.stated() && !(t.host.bandwidth_bytes_per_s >= kMinBandwidthBytesPerS &&
+                           t.host.bandwidth_bytes_per_s <= kMaxBandwidthBytesPerS)) {
+    out->Add("topology.host.bandwidth", fmt::format("expected from {:g} to {:g} bytes/s, got {:g}",
+                                                    kMinBandwidthBytesPerS, kMaxBandwidthBytesPerS,
+                                                    t.host.bandwidth_bytes_per_s));
   }
   return true;
 }
@@ -223,6 +248,15 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
                                                                           p.devices(), p.ranks_per_device)
                                                             : "",
                                      s.topology.devices()));
+  }
+  if (p.ranks_per_device > 1 && s.topology.grouped()) {
+    for (const NodeGroupSpec& g : s.topology.groups) {
+      if (g.device.time_slice_ns != s.topology.groups.front().device.time_slice_ns) {
+        out->Add("pipeline.ranks_per_device", "ranks sharing a device need the node groups' devices to share one "
+                                              "time_slice (they state different ones)");
+        break;
+      }
+    }
   }
   std::vector<Axis> axes = p.placement;
   std::sort(axes.begin(), axes.end());

@@ -13,8 +13,9 @@
 
 namespace stagecraft::schedules {
 
-void FinishRunRecord(const Schedule& s, int64_t device_memory_bytes, RunRecord* record) {
+void FinishRunRecord(const Schedule& s, const std::vector<int64_t>& rank_memory_bytes, RunRecord* record) {
   SC_CHECK(static_cast<int>(record->ranks.size()) == s.ranks(), "one record per rank");
+  SC_CHECK(rank_memory_bytes.empty() || static_cast<int>(rank_memory_bytes.size()) == s.ranks(), "a memory per rank");
   bool any = false;
   int64_t start = 0, end = 0;
   for (int r = 0; r < s.ranks(); ++r) {
@@ -38,8 +39,8 @@ void FinishRunRecord(const Schedule& s, int64_t device_memory_bytes, RunRecord* 
       end = std::max(end, t.end_ns);
     }
     rr.peak_inflight = PeakInflight(s.ops[r], ran);
-    rr.oom = device_memory_bytes > 0 &&
-             std::max(rr.peak_memory_bytes, rr.device_peak_memory_bytes) > device_memory_bytes;
+    const int64_t memory = rank_memory_bytes.empty() ? 0 : rank_memory_bytes[static_cast<size_t>(r)];
+    rr.oom = memory > 0 && std::max(rr.peak_memory_bytes, rr.device_peak_memory_bytes) > memory;
   }
   record->start_ns = start;
   record->end_ns = end;

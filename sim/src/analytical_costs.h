@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,9 +23,49 @@ inline int64_t OptimizerBytesPerParam(Optimizer optimizer, double momentum, int 
   return master + (momentum > 0 ? 4 : 0);
 }
 
+// The device that prices pipeline rank `rank` in the flat FLOPs models: the slowest (least
+// peak x efficiency) of the devices that run it (RankGroups), and the key it is stated at
+// ("topology.device", or "topology.groups.N.device").
+struct RankDevice {
+  const DeviceSpec* device = nullptr;
+  std::string key;
+};
+inline RankDevice SlowestFlatDevice(const Scenario& sc, int rank) {
+  RankDevice slowest;
+  for (const int g : RankGroups(sc, rank)) {
+    const DeviceSpec& d = sc.topology.GroupDevice(g);
+    if (slowest.device == nullptr || d.peak_flops * d.efficiency < slowest.device->peak_flops * slowest.device->efficiency) {
+      slowest = {&d, sc.topology.grouped() ? fmt::format("topology.groups.{}.device", g) : "topology.device"};
+    }
+  }
+  return slowest;
+}
+
+// LayerWeights::rank_scale from `unit_ns(device, rank)`, the time of one unit of a model's
+// weights on a device for pipeline rank `rank`: each rank's slowest device's over rank 0's;
+// empty without node groups (every rank alike).
+template <class UnitNs>
+std::vector<double> RankScale(const Scenario& sc, UnitNs unit_ns) {
+  if (!sc.topology.grouped()) return {};
+  std::vector<double> scale;
+  for (int r = 0; r < sc.pipeline.ranks; ++r) {
+    double slowest = 0;
+    for (const int g : RankGroups(sc, r)) slowest = std::max(slowest, unit_ns(sc.topology.GroupDevice(g), r));
+    scale.push_back(slowest);
+  }
+  const double first = scale.front();
+  for (double& s : scale) s /= first;
+  return scale;
+}
+// For the flat FLOPs models: a FLOP at peak x efficiency.
+inline std::vector<double> FlatRankScale(const Scenario& sc) {
+  return RankScale(sc, [](const DeviceSpec& d, int) { return 1.0 / (d.peak_flops * d.efficiency); });
+}
+
 // "on topology.device: peak 1e+06 FLOPS x efficiency 1", for the analytical models' errors.
-inline std::string DeviceKeys(const DeviceSpec& device) {
-  return fmt::format("on topology.device: peak {:g} FLOPS x efficiency {:g}", device.peak_flops, device.efficiency);
+inline std::string DeviceKeys(const RankDevice& rank) {
+  return fmt::format("on {}: peak {:g} FLOPS x efficiency {:g}", rank.key, rank.device->peak_flops,
+                     rank.device->efficiency);
 }
 
 // The ring over pipeline rank `rank`'s tensor-parallel group (its T devices, pipeline.placement):

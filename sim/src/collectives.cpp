@@ -32,9 +32,8 @@ RingLink RingLinkOf(const TopologySpec& topology, const std::vector<int>& device
     }
     return ring;
   }
-  const int per_node = std::max(topology.devices_per_node, 1);
   const bool one_node = std::all_of(devices.begin(), devices.end(),
-                                    [&](int d) { return d / per_node == devices.front() / per_node; });
+                                    [&](int d) { return topology.NodeOf(d) == topology.NodeOf(devices.front()); });
   const LinkScope scope = one_node ? LinkScope::kNode : LinkScope::kCluster;
   for (const LinkSpec& link : topology.links) {
     if (link.scope == scope) return {link.bandwidth_bytes_per_s, link.latency_ns};

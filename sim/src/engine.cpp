@@ -154,7 +154,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
   }
 
   // The span, busy times, in-flight peaks and OOM, as for a measured run.
-  void Finish() { schedules::FinishRunRecord(s_, config_.device_memory_bytes, &result_); }
+  void Finish() { schedules::FinishRunRecord(s_, config_.rank_memory_bytes, &result_); }
 
   const Schedule& s_;
   const CostTable& costs_;

@@ -41,9 +41,11 @@ std::vector<int> SplitLayers(int layers, int stages, std::string_view what) {
 }
 
 std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
-                                 std::string_view what) {
+                                 std::string_view what, const std::vector<double>& stage_scale) {
   const int n = static_cast<int>(layer_cost.size());
   const int k = static_cast<int>(stage_extra.size());
+  SC_CHECK(stage_scale.empty() || static_cast<int>(stage_scale.size()) == k, "a scale per stage");
+  const auto scale = [&](int st) { return stage_scale.empty() ? 1.0 : stage_scale[static_cast<size_t>(st)]; };
   if (n < k) throw InputError(fmt::format("{} has {} layers; it cannot be split over {} stages", what, n, k));
   if (n == k) return std::vector<int>(k, 1);
   CheckPartitionSize(n, k, what);
@@ -57,7 +59,7 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
   for (int st = k - 1; st >= 0; --st) {
     for (int i = n - (k - st); i >= st; --i) {
       for (int j = i + 1; j <= n - (k - st - 1); ++j) {
-        const double cost = std::max(prefix[j] - prefix[i] + stage_extra[st], best[st + 1][j]);
+        const double cost = std::max((prefix[j] - prefix[i] + stage_extra[st]) * scale(st), best[st + 1][j]);
         best[st][i] = std::min(best[st][i], cost);
       }
     }
@@ -70,7 +72,7 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
     even_end += even[st];
     int pick = -1;
     for (int j = i + 1; j <= n - (k - st - 1); ++j) {
-      const double cost = std::max(prefix[j] - prefix[i] + stage_extra[st], best[st + 1][j]);
+      const double cost = std::max((prefix[j] - prefix[i] + stage_extra[st]) * scale(st), best[st + 1][j]);
       if (cost > best[0][0] * (1 + 1e-12) + 1e-9) continue;
       if (pick < 0 || std::abs(j - even_end) < std::abs(pick - even_end)) pick = j;
     }
@@ -82,7 +84,7 @@ std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const st
 }
 
 std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition,
-                              const std::vector<int>& given) {
+                              const std::vector<int>& given, const std::vector<double>& stage_scale) {
   if (partition == Partition::kGiven) {
     int64_t sum = 0;
     for (const int n : given) sum += n;
@@ -102,14 +104,19 @@ std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition
   }
   std::vector<double> uniform;
   if (weights.cost.empty()) uniform.assign(weights.layers, 1.0);
-  return PartitionLayers(weights.cost.empty() ? uniform : weights.cost, extra, weights.what);
+  return PartitionLayers(weights.cost.empty() ? uniform : weights.cost, extra, weights.what, stage_scale);
 }
 
 std::vector<int> SplitWeights(const LayerWeights& weights, const schedules::Shape& shape, const PipelineSpec& pipeline) {
   const std::vector<int>& given = pipeline.partition_layers;
   const bool per_rank = pipeline.partition == Partition::kGiven && shape.chunks > 1 &&
                         static_cast<int>(given.size()) == shape.ranks;
-  if (!per_rank) return SplitWeights(weights, shape.stages(), pipeline.partition, given);
+  std::vector<double> stage_scale;
+  if (!weights.rank_scale.empty()) {
+    SC_CHECK(static_cast<int>(weights.rank_scale.size()) == shape.ranks, "a scale per rank of the shape");
+    for (int st = 0; st < shape.stages(); ++st) stage_scale.push_back(weights.rank_scale[shape.RankOf(st)]);
+  }
+  if (!per_rank) return SplitWeights(weights, shape.stages(), pipeline.partition, given, stage_scale);
   std::vector<int> stages(static_cast<size_t>(shape.stages()));
   for (int r = 0; r < shape.ranks; ++r) {
     if (given[r] < shape.chunks) {

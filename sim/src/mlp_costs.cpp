@@ -1,7 +1,8 @@
 // The MLP's analytical cost model (model.mlp: per layer Linear(h, h) + bias -> activation, fp32
 // tensors whatever training.dtype, which sets only its GEMMs' precision).
 //
-// With b = microbatch_size, time = FLOPs / (peak_flops x efficiency), rounded to the nearest ns:
+// With b = microbatch_size, time = FLOPs / (peak_flops x efficiency) of the stage's rank's device
+// (the slowest of its devices with node groups), rounded to the nearest ns:
 //   forward = backward_input = backward_weight = 2·b·h² FLOPs per layer (bias and activation
 //     ignored); params h² + h per layer, 4 bytes each for weights and grads; optimizer as
 //     analytical_costs.h with training.optimizer, else sgd with training.momentum;
@@ -21,11 +22,13 @@ namespace {
 constexpr double kFloat = 4;
 
 // Every layer alike.
-LayerWeights MlpWeights(const Scenario& sc) { return {"model.mlp", sc.model.mlp->layers, {}, 0.0, 0.0}; }
+LayerWeights MlpWeights(const Scenario& sc) {
+  return {"model.mlp", sc.model.mlp->layers, {}, 0.0, 0.0, FlatRankScale(sc)};
+}
 
 // The analytical costs of stage `st` of `stages`, holding `layers` layers.
-StageCost MlpStage(const Scenario& sc, int st, int stages, double layers, const KeysOf& keys) {
-  const DeviceSpec& device = sc.topology.device;
+StageCost MlpStage(const Scenario& sc, int st, int stages, double layers, const DeviceSpec& device,
+                   const KeysOf& keys) {
   const double b = sc.pipeline.microbatch_size, h = sc.model.mlp->hidden;
   const double rate = device.peak_flops * device.efficiency;
   const double layer_flops = 2.0 * b * h * h;
@@ -62,9 +65,13 @@ CostTable MlpTable(const Scenario& sc, const CostQuery& query) {
   const std::vector<int> layers = SplitWeights(MlpWeights(sc), query.shape, sc.pipeline);
   const KeysOf keys = [&](int st) {
     return fmt::format("model.mlp: {} of hidden {}, microbatch {}, {}", Count(layers[st], "layer"),
-                       sc.model.mlp->hidden, sc.pipeline.microbatch_size, DeviceKeys(sc.topology.device));
+                       sc.model.mlp->hidden, sc.pipeline.microbatch_size,
+                       DeviceKeys(SlowestFlatDevice(sc, query.shape.RankOf(st))));
   };
-  for (int st = 0; st < stages; ++st) table.stages.push_back(MlpStage(sc, st, stages, layers[st], keys));
+  for (int st = 0; st < stages; ++st) {
+    const DeviceSpec& device = *SlowestFlatDevice(sc, query.shape.RankOf(st)).device;
+    table.stages.push_back(MlpStage(sc, st, stages, layers[st], device, keys));
+  }
   CheckComposedOps(table, sc.path, keys);
   return table;
 }

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "analytical_costs.h"
 #include "cost_checks.h"
@@ -72,15 +74,17 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   return g;
 }
 
-std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::vector<Kernel>& kernels) {
+std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceSpec& device,
+                                     const std::vector<Kernel>& kernels) {
   const RingLink link = detail::TensorGroupLink(sc, rank);
   std::vector<TimedKernel> out;
   for (const Kernel& k : kernels) {
-    out.push_back(
-        {k, TimeKernel(k, sc.topology.device, sc.pipeline.tensor_parallel, link.bytes_per_s, link.latency_ns)});
+    out.push_back({k, TimeKernel(k, device, sc.pipeline.tensor_parallel, link.bytes_per_s, link.latency_ns)});
   }
   return out;
 }
+
+const DeviceSpec& FirstRankDevice(const Scenario& sc) { return sc.topology.GroupDevice(RankGroups(sc, 0).front()); }
 
 double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels) {
   double saved = 0;
@@ -118,9 +122,9 @@ RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
     }
   };
   RooflineFit fit;
-  passes(sc.topology.device, fit.predicted_ns);
+  passes(FirstRankDevice(sc), fit.predicted_ns);
   double best = std::numeric_limits<double>::infinity();
-  DeviceSpec trial = sc.topology.device;
+  DeviceSpec trial = FirstRankDevice(sc);
   for (int g = 1; g <= 200; ++g) {
     for (int m = 1; m <= 200; ++m) {
       trial.gemm.max_efficiency = g / 100.0;
@@ -143,9 +147,10 @@ RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
 namespace detail {
 namespace {
 
-// Sums of one pass's kernel times (ns).
+// Sums of one pass's kernel times (ns), and what a whole B saves with
+// pipeline.tensor_parallel_overlap.
 struct PassSums {
-  double f = 0, i = 0, w = 0, step = 0;
+  double f = 0, i = 0, w = 0, step = 0, overlap = 0;
   void Add(const std::vector<TimedKernel>& kernels, double times) {
     for (const TimedKernel& k : kernels) {
       const double ns = k.time.ns() * times;
@@ -157,7 +162,37 @@ struct PassSums {
       }
     }
   }
+  // Each pass the slower of the two (a rank whose devices differ runs at its slowest's pace);
+  // the overlap so that a whole B is the slower one's too.
+  void Slowest(const PassSums& o) {
+    const double backward = std::max(i + w - overlap, o.i + o.w - o.overlap);
+    f = std::max(f, o.f), i = std::max(i, o.i), w = std::max(w, o.w), step = std::max(step, o.step);
+    overlap = i + w - backward;
+  }
 };
+
+// Stage `st` of `stages` (on pipeline rank `rank`, holding `layers` layers and `params`
+// parameters) timed on `device`.
+PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, double layers, double params,
+                     const DeviceSpec& device) {
+  const PipelineSpec& p = sc.pipeline;
+  const GptKernelShape shape = KernelShapeOf(sc);
+  const auto timed = [&](const std::vector<Kernel>& kernels) { return TimeKernels(sc, rank, device, kernels); };
+  PassSums sums;
+  const std::vector<TimedKernel> block = timed(GptBlockKernels(shape));
+  sums.Add(block, layers);
+  if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(block) * layers;
+  if (p.recompute != Recompute::kNone) sums.Add(timed(GptRecomputeKernels(shape, p.full_recompute())), layers);
+  if (st == 0) sums.Add(timed(GptEmbeddingKernels(shape)), 1);
+  if (st == stages - 1) {
+    const std::vector<TimedKernel> head = timed(GptHeadKernels(shape));
+    sums.Add(head, 1);
+    if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(head);
+  }
+  const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
+  sums.Add(timed(OptimizerStepKernels(params / zero_shards, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
+  return sums;
+}
 
 // A layer weighs its block's F + I + W (with what recompute repeats); the embeddings and the
 // LM head with its loss weigh theirs, in blocks, on the first and last stage.
@@ -165,15 +200,26 @@ LayerWeights RooflineWeights(const Scenario& sc) {
   const GptKernelShape shape = KernelShapeOf(sc);
   const auto total = [&](const std::vector<Kernel>& kernels) {
     double ns = 0;
-    for (const TimedKernel& k : TimeKernels(sc, 0, kernels)) ns += k.time.ns();
+    for (const TimedKernel& k : TimeKernels(sc, 0, FirstRankDevice(sc), kernels)) ns += k.time.ns();
     return ns;
   };
   double block = total(GptBlockKernels(shape));
   if (sc.pipeline.recompute != Recompute::kNone) {
     block += total(GptRecomputeKernels(shape, sc.pipeline.full_recompute()));
   }
+  // With node groups, each rank's pace: a block (with what recompute repeats) on its device.
+  const std::vector<double> rank_scale = RankScale(sc, [&](const DeviceSpec& device, int rank) {
+    double ns = 0;
+    for (const TimedKernel& k : TimeKernels(sc, rank, device, GptBlockKernels(shape))) ns += k.time.ns();
+    if (sc.pipeline.recompute != Recompute::kNone) {
+      for (const TimedKernel& k : TimeKernels(sc, rank, device, GptRecomputeKernels(shape, sc.pipeline.full_recompute()))) {
+        ns += k.time.ns();
+      }
+    }
+    return ns;
+  });
   return {"model.transformer", sc.model.transformer->layers, {}, total(GptEmbeddingKernels(shape)) / block,
-          total(GptHeadKernels(shape)) / block};
+          total(GptHeadKernels(shape)) / block, rank_scale};
 }
 
 CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
@@ -183,40 +229,37 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
   table.source = "roofline";
   const TransformerSpec& t = *sc.model.transformer;
   const PipelineSpec& p = sc.pipeline;
-  const KeysOf keys = [&](int st) {
-    return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}, microbatch {}, on topology.device {}",
-                       Count(layers[st], "layer"), t.hidden, t.heads, t.seq, p.microbatch_size, sc.topology.device.name);
+  const auto device_names = [&](int rank) {
+    std::string names;
+    for (const int g : RankGroups(sc, rank)) names += (names.empty() ? "" : " and ") + sc.topology.GroupDevice(g).name;
+    return names;
   };
-  const GptKernelShape shape = KernelShapeOf(sc);
+  const KeysOf keys = [&](int st) {
+    return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}, microbatch {}, on {} {}",
+                       Count(layers[st], "layer"), t.hidden, t.heads, t.seq, p.microbatch_size,
+                       sc.topology.grouped() ? "topology.groups' device" : "topology.device",
+                       device_names(query.shape.RankOf(st)));
+  };
   const double d = DtypeBytes(sc.training.dtype);
-  const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
   for (int st = 0; st < stages; ++st) {
     const int rank = query.shape.RankOf(st);
-    PassSums sums;
-    double overlap = 0;  // what a whole B saves with pipeline.tensor_parallel_overlap
-    const std::vector<TimedKernel> block = TimeKernels(sc, rank, GptBlockKernels(shape));
-    sums.Add(block, layers[st]);
-    if (p.tensor_parallel_overlap) overlap += TensorParallelOverlapNs(block) * layers[st];
-    if (p.recompute != Recompute::kNone) {
-      sums.Add(TimeKernels(sc, rank, GptRecomputeKernels(shape, p.full_recompute())), layers[st]);
-    }
-    if (st == 0) sums.Add(TimeKernels(sc, rank, GptEmbeddingKernels(shape)), 1);
-    if (st == stages - 1) {
-      const std::vector<TimedKernel> head = TimeKernels(sc, rank, GptHeadKernels(shape));
-      sums.Add(head, 1);
-      if (p.tensor_parallel_overlap) overlap += TensorParallelOverlapNs(head);
-    }
     StageCost& cost = table.stages[st];
     const double params = static_cast<double>(cost.weight_bytes) / d;
-    sums.Add(TimeKernels(sc, rank, OptimizerStepKernels(params / zero_shards, shape.main_grad_bytes(),
-                                                        UpdateBytesPerParam(sc))),
-             1);
+    std::optional<PassSums> sums;
+    for (const int g : RankGroups(sc, rank)) {
+      const PassSums on = StagePasses(sc, st, stages, rank, layers[st], params, sc.topology.GroupDevice(g));
+      if (sums) {
+        sums->Slowest(on);
+      } else {
+        sums = on;
+      }
+    }
     const StageChecks check(sc.path, st, keys);
-    cost.forward_ns = check.Ns(sums.f, "a forward");
-    cost.backward_input_ns = check.Ns(sums.i, "a backward for inputs");
-    cost.backward_weight_ns = check.Ns(sums.w, "a backward for weights");
-    cost.step_ns = check.Ns(sums.step, "an optimizer step");
-    if (overlap > 0) cost.fused_backward_ns = check.Ns(sums.i + sums.w - overlap, "a backward");
+    cost.forward_ns = check.Ns(sums->f, "a forward");
+    cost.backward_input_ns = check.Ns(sums->i, "a backward for inputs");
+    cost.backward_weight_ns = check.Ns(sums->w, "a backward for weights");
+    cost.step_ns = check.Ns(sums->step, "an optimizer step");
+    if (sums->overlap > 0) cost.fused_backward_ns = check.Ns(sums->i + sums->w - sums->overlap, "a backward");
   }
   CheckComposedOps(table, sc.path, keys);
   return table;
@@ -226,7 +269,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
 
 CostModel RooflineCostModel() {
   return {"roofline", "model.transformer",
-          [](const Scenario& sc) { return sc.model.transformer.has_value() && sc.topology.device.roofline(); },
+          [](const Scenario& sc) { return sc.model.transformer.has_value() && sc.topology.roofline(); },
           RooflineTable, RooflineWeights};
 }
 

@@ -115,32 +115,33 @@ const LinkSpec* FindScope(const TopologySpec& spec, LinkScope scope) {
 }
 
 void BuildPerDimension(const TopologySpec& spec, Builder* b, std::vector<int>* device_vertices) {
-  if (spec.nodes < 1 || spec.devices_per_node < 1) {
+  const int nodes = spec.node_count();
+  if (nodes < 1 || spec.devices() < 1) {
     throw InputError(fmt::format("topology needs nodes >= 1 and devices_per_node >= 1, got {} and {}", spec.nodes,
                                  spec.devices_per_node));
   }
   const LinkSpec* node = FindScope(spec, LinkScope::kNode);
   const LinkSpec* cluster = FindScope(spec, LinkScope::kCluster);
-  if (spec.nodes > 1 && cluster == nullptr) {
-    throw InputError(fmt::format("topology has {} nodes but no link with scope 'cluster'", spec.nodes));
+  if (nodes > 1 && cluster == nullptr) {
+    throw InputError(fmt::format("topology has {} nodes but no link with scope 'cluster'", nodes));
   }
-  if (spec.nodes == 1 && spec.devices_per_node > 1 && node == nullptr) {
+  if (nodes == 1 && spec.DevicesOnNode(0) > 1 && node == nullptr) {
     throw InputError(
-        fmt::format("topology has {} devices on its node but no link with scope 'node'", spec.devices_per_node));
+        fmt::format("topology has {} devices on its node but no link with scope 'node'", spec.DevicesOnNode(0)));
   }
-  const int devices = spec.nodes * spec.devices_per_node;
+  const int devices = spec.devices();
   for (int d = 0; d < devices; ++d) {
-    device_vertices->push_back(b->AddVertex(fmt::format("node{}/device{}", d / spec.devices_per_node, d)));
+    device_vertices->push_back(b->AddVertex(fmt::format("node{}/device{}", spec.NodeOf(d), d)));
   }
   if (node != nullptr) {
     std::vector<int> switches;
-    for (int n = 0; n < spec.nodes; ++n) switches.push_back(b->AddVertex(fmt::format("node{}/switch", n)));
+    for (int n = 0; n < nodes; ++n) switches.push_back(b->AddVertex(fmt::format("node{}/switch", n)));
     const int64_t up = (node->latency_ns + 1) / 2;
     for (int d = 0; d < devices; ++d) {
-      b->AddLink(d, switches[d / spec.devices_per_node], node->bandwidth_bytes_per_s, up, node->latency_ns - up);
+      b->AddLink(d, switches[spec.NodeOf(d)], node->bandwidth_bytes_per_s, up, node->latency_ns - up);
     }
   }
-  if (spec.nodes > 1) {
+  if (nodes > 1) {
     const int cluster_switch = b->AddVertex("cluster/switch");
     const int64_t up = (cluster->latency_ns + 1) / 2;
     for (int d = 0; d < devices; ++d) {
@@ -178,8 +179,10 @@ Topology::Topology(const TopologySpec& spec) {
     BuildExplicit(spec, &b, &device_vertices_);
   } else {
     BuildPerDimension(spec, &b, &device_vertices_);
-    per_dimension_ = PerDimension{spec.devices_per_node, FindScope(spec, LinkScope::kNode) != nullptr, spec.nodes > 1,
-                                  FindScope(spec, LinkScope::kNode) != nullptr ? spec.nodes * spec.devices_per_node : 0};
+    PerDimension dim{{}, FindScope(spec, LinkScope::kNode) != nullptr, spec.node_count() > 1,
+                     FindScope(spec, LinkScope::kNode) != nullptr ? spec.devices() : 0};
+    for (int d = 0; d < spec.devices(); ++d) dim.node_of.push_back(spec.NodeOf(d));
+    per_dimension_ = std::move(dim);
   }
   if (device_vertices_.empty()) throw InputError("topology has no devices");
   devices_ = static_cast<int>(device_vertices_.size());
@@ -267,7 +270,7 @@ std::vector<int> Topology::PerDimensionRoute(int src_device, int dst_device) con
   const std::vector<int> via_cluster = dim.cluster_links ? std::vector<int>{up(dim.cluster_base + src_device),
                                                                             down(dim.cluster_base + dst_device)}
                                                          : std::vector<int>{};
-  const bool same_node = src_device / dim.devices_per_node == dst_device / dim.devices_per_node;
+  const bool same_node = dim.node_of[src_device] == dim.node_of[dst_device];
   if (!same_node || !dim.node_links) return via_cluster;
   const std::vector<int> via_node = {up(src_device), down(dst_device)};
   if (!dim.cluster_links) return via_node;

@@ -37,7 +37,7 @@ namespace stagecraft::sim::detail {
 LayerWeights TransformerWeights(const Scenario& sc) {
   const TransformerSpec& t = *sc.model.transformer;
   const double h = t.hidden, s = t.seq, V = t.vocab;
-  return {"model.transformer", t.layers, {}, 0.0, 2 * V / (24 * h * (1 + s / (6 * h)))};
+  return {"model.transformer", t.layers, {}, 0.0, 2 * V / (24 * h * (1 + s / (6 * h))), FlatRankScale(sc)};
 }
 
 namespace {
@@ -71,7 +71,7 @@ double TensorAllReduceNs(const Scenario& sc, int rank, double activation_bytes) 
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers` layers.
 StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, double layers, const KeysOf& keys) {
   const TransformerSpec& t = *sc.model.transformer;
-  const DeviceSpec& device = sc.topology.device;
+  const DeviceSpec& device = *SlowestFlatDevice(sc, rank).device;
   const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
   const double d = DtypeBytes(sc.training.dtype);
   const double rate = device.peak_flops * device.efficiency;
@@ -145,7 +145,7 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
     return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}{}, microbatch {}, {}",
                        Count(layers[st], "layer"), t.hidden, t.heads, t.seq,
                        st == stages - 1 ? fmt::format(", vocab {}", t.vocab) : "", sc.pipeline.microbatch_size,
-                       DeviceKeys(sc.topology.device));
+                       DeviceKeys(SlowestFlatDevice(sc, query.shape.RankOf(st))));
   };
   for (int st = 0; st < stages; ++st) {
     table.stages.push_back(TransformerStage(sc, st, stages, query.shape.RankOf(st), layers[st], keys));

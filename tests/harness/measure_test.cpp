@@ -44,13 +44,13 @@ std::string RankBytes(const schedules::Schedule& s, int rank, int64_t origin, co
 TEST(JoinRankRuns, RanksOnOneClockShareTheEarliestOrigin) {
   const schedules::Schedule s = Lowered();
   // Rank 1 started its clock 8000 ns after rank 0: its times move 8000 later.
-  const schedules::RunRecord r = JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), RankBytes(s, 1, 58'000, "boot-a")}, 0);
+  const schedules::RunRecord r = JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), RankBytes(s, 1, 58'000, "boot-a")}, {});
   EXPECT_EQ(r.ranks[0].ops[1], (OpTiming{10, 15}));
   EXPECT_EQ(r.ranks[1].ops[1], (OpTiming{8010, 8015}));
   EXPECT_EQ(r.ranks[1].memory[0].time_ns, 8003);
   EXPECT_EQ(r.start_ns, 0);
   // Rank 0 late instead: rank 0 moves, so no time is negative (which would read as not run).
-  const schedules::RunRecord q = JoinRankRuns(s, {RankBytes(s, 0, 58'000, "boot-a"), RankBytes(s, 1, 50'000, "boot-a")}, 0);
+  const schedules::RunRecord q = JoinRankRuns(s, {RankBytes(s, 0, 58'000, "boot-a"), RankBytes(s, 1, 50'000, "boot-a")}, {});
   EXPECT_EQ(q.ranks[0].ops[0], (OpTiming{8000, 8005}));
   EXPECT_EQ(q.ranks[1].ops[0], (OpTiming{0, 5}));
 }
@@ -58,7 +58,7 @@ TEST(JoinRankRuns, RanksOnOneClockShareTheEarliestOrigin) {
 TEST(JoinRankRuns, OtherMachinesAndUnknownClocksKeepTheSetUpsAlignment) {
   const schedules::Schedule s = Lowered();
   for (const auto& [id1, origin1] : {std::pair<std::string, int64_t>{"boot-b", 58'000}, {"", 58'000}, {"boot-a", -1}}) {
-    const schedules::RunRecord r = JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), RankBytes(s, 1, origin1, id1)}, 0);
+    const schedules::RunRecord r = JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), RankBytes(s, 1, origin1, id1)}, {});
     EXPECT_EQ(r.ranks[0].ops[1], (OpTiming{10, 15})) << id1;
     EXPECT_EQ(r.ranks[1].ops[1], (OpTiming{10, 15})) << id1;
   }
@@ -70,7 +70,7 @@ TEST(JoinRankRuns, OpsThatDidNotRunStayUnrun) {
   exec::RankRun run = exec::ParseRankRun(RankBytes(s, 1, 58'000, "boot-a"));
   run.record.ops.back() = {-1, -1};
   const schedules::RunRecord r =
-      JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), exec::SerializeRankRun(run)}, 0);
+      JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), exec::SerializeRankRun(run)}, {});
   EXPECT_EQ(r.ranks[1].ops.back(), (OpTiming{-1, -1}));
   EXPECT_EQ(r.ranks[1].ops.front(), (OpTiming{8000, 8005}));
 }

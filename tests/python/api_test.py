@@ -40,6 +40,20 @@ class ScenarioTest(TempDirCase):
         self.assertAlmostEqual(run.bubble_fraction, 0.2, places=9)
         self.assertEqual(stagecraft.simulate(s.with_overrides({"pipeline.microbatches": 8}))[0].step_time_ms, 27.0)
 
+    def test_node_groups_per_rank(self):
+        # The shipped mixed cluster: ranks 0-3 on the H100 node, 4-7 on the A100 node, each held
+        # against its own device's memory (the device library's 80 GiB, and 40 GiB by --set).
+        s = stagecraft.Scenario.load(SCENARIOS / "gpt-1.3b-h100-a100.yaml",
+                                     ["topology.groups.1.device.memory=40GiB"])
+        self.assertEqual(s.rank_devices, ["H100-SXM"] * 4 + ["A100-SXM-80GB"] * 4)
+        self.assertEqual(s.rank_memory_bytes, [80 << 30] * 4 + [40 << 30] * 4)
+        self.assertEqual((s.device, s.device_memory_bytes), ("H100-SXM", 80 << 30))
+        runs = {r.schedule: r for r in stagecraft.simulate(s)}
+        # The A100 stages are the slower: each of their forwards takes longer than an H100 stage's.
+        one = runs["1f1b"]
+        self.assertEqual(len(one.stages), 8)
+        self.assertGreater(min(c.forward_ms for c in one.stages[4:]), max(c.forward_ms for c in one.stages[:4]))
+
     def test_errors_say_where(self):
         with self.assertRaises(stagecraft.InputError) as caught:
             stagecraft.Scenario.from_dict({"name": "x", "pipeline": {"ranks": "two"}})

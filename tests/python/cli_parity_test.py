@@ -13,7 +13,7 @@ import stagecraft
 
 # The shipped scenarios simulate checks (each well under a second here), and the ones it leaves
 # out with why: a new scenario must be put in one of the two.
-QUICK = ["gpt-1.3b-2x4xh100", "gpt-1.3b-8xh100", "gpt-gpu", "gpt-tiny-cpu", "mlp-cpu", "mlp-gpu",
+QUICK = ["gpt-1.3b-2x4xh100", "gpt-1.3b-8xh100", "gpt-1.3b-h100-a100", "gpt-gpu", "gpt-tiny-cpu", "mlp-cpu", "mlp-gpu",
          "pipedream-hybrid-2x4xv100", "uniform-costs", "zero-bubble-paper"]
 SLOW = {
     "gpt-1t-3072xa100": "three schedules of 512 microbatches on 64 ranks take about a second each way",

@@ -48,7 +48,7 @@ TEST(EngineLimits, MemoryPastInt64Saturates) {
   const schedules::Schedule s = Make("gpipe", 1, 1 << 14);
   const CostTable costs = testing::WithMemory(Uniform(1, 1, 1, 1), kMaxValueBytes, 100, 10, 1);
   SimConfig config;
-  config.device_memory_bytes = int64_t{80} << 30;
+  config.rank_memory_bytes.assign(static_cast<size_t>(s.ranks()), int64_t{80} << 30);
   const RunRecord run = Simulate(s, costs, Node(1), config);
   EXPECT_EQ(run.ranks[0].peak_memory_bytes, std::numeric_limits<int64_t>::max());
   EXPECT_TRUE(run.ranks[0].oom);

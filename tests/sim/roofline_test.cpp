@@ -241,7 +241,7 @@ TEST(Roofline, TensorParallelOverlapShortensTheWholeBackwardOnly) {
   const Scenario on = LoadScenarioFromText(yaml, "o.yaml", {"pipeline.tensor_parallel_overlap=true"});
   const CostTable plain = BuildCosts(off, 2), overlapped = BuildCosts(on, 2);
   const auto time_of = [&](const std::vector<Kernel>& list, const std::string& name) {
-    for (const TimedKernel& k : TimeKernels(on, 0, list)) {
+    for (const TimedKernel& k : TimeKernels(on, 0, on.topology.device, list)) {
       if (k.kernel.name == name) return k.time.ns();
     }
     ADD_FAILURE() << name << " not in the list";

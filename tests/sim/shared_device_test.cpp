@@ -141,7 +141,7 @@ TEST(SharedDevice, MemoryIsSummedPerDevice) {
   const Schedule s = testing::Make("gpipe", 2, 2);
   const CostTable costs = testing::WithMemory(Uniform(2, kF, kI, kW), 100, 10, 0, 0);
   SimConfig config;
-  config.device_memory_bytes = 300;
+  config.rank_memory_bytes.assign(static_cast<size_t>(s.ranks()), 300);
   config.rank_devices = {0, 0};
   const schedules::RunRecord shared = Simulate(s, costs, Node(2), config);
   config.rank_devices = {};

@@ -22,7 +22,8 @@ struct MeasuredSchedule {
 
 // The ranks' records of one run joined into one RunRecord over the run's span (its first op to
 // its last compute op or STEP, as in the simulator). `rank_runs`: every rank's
-// SerializeRankRun, in rank order; with `memory_bytes` > 0 a rank above it is marked OOM.
+// SerializeRankRun, in rank order; a rank above its device memory (`rank_memory_bytes[r]`, when
+// the list is not empty and the entry not 0) is marked OOM.
 // The ranks that read rank 0's clock (the same RankRun::clock_id) are put on one origin, the
 // earliest of their clock starts, so that a rank that left the set-up late does not see its
 // inputs arrive before they were sent; ranks on other machines keep the set-up's alignment.
@@ -30,7 +31,8 @@ struct MeasuredSchedule {
 // ranks of one device name it and get their memory's sum (schedules::SumSharedDeviceMemory),
 // which OOM is judged on.
 schedules::RunRecord JoinRankRuns(const schedules::Schedule& schedule, const std::vector<std::string>& rank_runs,
-                                  int64_t memory_bytes, const std::vector<int>& rank_devices = {});
+                                  const std::vector<int64_t>& rank_memory_bytes,
+                                  const std::vector<int>& rank_devices = {});
 
 // `rank_runs`: every rank's SerializeRankRun, in rank order.
 MeasuredSchedule Measure(const schedules::Schedule& schedule, const sim::Scenario& scenario,

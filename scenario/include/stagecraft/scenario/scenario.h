@@ -246,6 +246,23 @@ struct Scenario {
   bool has_training = false;
 };
 
+// The node groups (TopologySpec::GroupOf) whose devices run pipeline rank `rank`: over its
+// replicas and tensor ranks (ParallelLayout::DeviceOf), each group once, in group order ({0}
+// for a topology of one device kind). The rank's ops run as fast as the slowest of them, and its
+// memory is the smallest of theirs.
+std::vector<int> RankGroups(const Scenario& sc, int rank);
+// The device memory of pipeline rank `rank` (the smallest of RankGroups' devices'), and of every
+// rank, rank 0 first: the simulator's OOM check.
+int64_t RankDeviceMemory(const Scenario& sc, int rank);
+std::vector<int64_t> RankDeviceMemories(const Scenario& sc);
+// The memory pipeline rank `rank` may fill (zb-auto, the search): pipeline.memory_limit when
+// stated, else RankDeviceMemory.
+int64_t RankMemoryLimit(const Scenario& sc, int rank);
+
+// How the devices split themselves between ranks that share one (DeviceSpec::time_slice_ns):
+// the devices agree (Validate refuses node groups that differ where ranks share devices).
+int64_t TimeSliceNs(const Scenario& sc);
+
 class EngineChecks;  // validate.h
 
 // Loads a scenario and validates it, with an engine's `checks` (validate.h) at their places; the

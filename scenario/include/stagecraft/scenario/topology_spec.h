@@ -1,5 +1,6 @@
-// The machine a scenario runs on as plain data (DESIGN.md §3 `topology:`): its device and its
-// links, per dimension or as an explicit graph. sim::Topology (sim/topology.h) builds the routes.
+// The machine a scenario runs on as plain data (DESIGN.md §3 `topology:`, §10 `topology.groups`,
+// `topology.host`): its devices (one kind, or one per node group), its hosts and its links, per
+// dimension or as an explicit graph. sim::Topology (sim/topology.h) builds the routes.
 #pragma once
 
 #include <cstdint>
@@ -103,23 +104,101 @@ struct GraphLinkSpec {
   int64_t latency_ns = 0;  // one traversal of this link
 };
 
+// A group of nodes alike (topology.groups): `nodes` nodes of `devices_per_node` devices, each
+// device a `device`. Groups are numbered in the order listed, their devices after the previous
+// group's (group 0's devices first).
+struct NodeGroupSpec {
+  int nodes = 1;
+  int devices_per_node = 1;
+  DeviceSpec device;
+};
+
+// The host of each node (topology.host): its memory (DRAM) and the link between it and each of
+// the node's devices (PCIe, or a chip-to-chip link), which the node's devices share. Not stated:
+// memory 0 (offloading to the host then has nowhere to go).
+struct HostSpec {
+  int64_t memory_bytes = 0;         // per node
+  double bandwidth_bytes_per_s = 0; // the node's host link, each direction
+  int64_t latency_ns = 0;
+  bool stated() const { return memory_bytes > 0; }
+};
+
 // Either per-dimension (nodes x devices_per_node + `links` by scope) or an explicit graph
-// (`vertices` non-empty; devices are the device vertices in the order listed).
+// (`vertices` non-empty; devices are the device vertices in the order listed). Per-dimension,
+// one device for all (`device`, `nodes`, `devices_per_node`) or node groups, each its own
+// (`groups`, non-empty; then `device` is unnamed and `nodes` / `devices_per_node` unused): read
+// a topology's devices through DeviceAt, NodeOf and the counts below, which serve both.
 struct TopologySpec {
   DeviceSpec device;
   int nodes = 1;
   int devices_per_node = 1;
+  std::vector<NodeGroupSpec> groups;
+  HostSpec host;
   std::vector<LinkSpec> links;
   std::vector<VertexSpec> vertices;
   std::vector<GraphLinkSpec> graph_links;
 
   bool explicit_graph() const { return !vertices.empty(); }
-  // nodes * devices_per_node, or the number of device vertices.
+  bool grouped() const { return !groups.empty(); }
+  // nodes * devices_per_node (over the groups), or the number of device vertices.
   int devices() const {
-    if (!explicit_graph()) return nodes * devices_per_node;
+    if (explicit_graph()) {
+      int count = 0;
+      for (const VertexSpec& v : vertices) count += v.kind == VertexKind::kDevice ? 1 : 0;
+      return count;
+    }
+    if (!grouped()) return nodes * devices_per_node;
     int count = 0;
-    for (const VertexSpec& v : vertices) count += v.kind == VertexKind::kDevice ? 1 : 0;
+    for (const NodeGroupSpec& g : groups) count += g.nodes * g.devices_per_node;
     return count;
+  }
+  // Per-dimension: the nodes over the groups.
+  int node_count() const {
+    if (!grouped()) return nodes;
+    int count = 0;
+    for (const NodeGroupSpec& g : groups) count += g.nodes;
+    return count;
+  }
+  // The device kinds: one, or one per group.
+  int group_count() const { return grouped() ? static_cast<int>(groups.size()) : 1; }
+  const DeviceSpec& GroupDevice(int group) const { return grouped() ? groups[static_cast<size_t>(group)].device : device; }
+  // The group device `d` (numbered as devices() counts them) belongs to; 0 without groups.
+  int GroupOf(int d) const {
+    if (!grouped()) return 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const int size = groups[g].nodes * groups[g].devices_per_node;
+      if (d < size) return static_cast<int>(g);
+      d -= size;
+    }
+    return static_cast<int>(groups.size()) - 1;  // past the end: the caller checked the range
+  }
+  const DeviceSpec& DeviceAt(int d) const { return GroupDevice(GroupOf(d)); }
+  // Per-dimension: the node of device `d` (nodes numbered as the devices are).
+  int NodeOf(int d) const {
+    if (!grouped()) return d / devices_per_node;
+    int node = 0;
+    for (const NodeGroupSpec& g : groups) {
+      const int size = g.nodes * g.devices_per_node;
+      if (d < size) return node + d / g.devices_per_node;
+      d -= size, node += g.nodes;
+    }
+    return node;  // past the last device: one past the last node, as without groups
+  }
+  // Per-dimension: how many devices node `n` holds.
+  int DevicesOnNode(int n) const {
+    if (!grouped()) return devices_per_node;
+    for (const NodeGroupSpec& g : groups) {
+      if (n < g.nodes) return g.devices_per_node;
+      n -= g.nodes;
+    }
+    return 0;
+  }
+  // Whether every device states the roofline model's facts (DeviceSpec::roofline).
+  bool roofline() const {
+    for (int g = 0; g < group_count(); ++g) {
+      if (!GroupDevice(g).roofline()) return false;
+    }
+    return true;
   }
 };
 

@@ -63,10 +63,15 @@ struct RunRecord {
 // Derives what the timings of `schedule`'s ops in `record` imply (an op that did not run has
 // start_ns < 0; a rank runs its compute ops in list order, so those that ran are a prefix):
 // each rank's busy time, first F start, last compute end, in-flight peak (PeakInflight over
-// what ran) and OOM against `device_memory_bytes` (none when 0); the run's start (its first op,
-// a receive may be posted before any compute starts) and end (its last compute or STEP end).
-// The simulator and the executor (its ranks' records joined) both call it.
-void FinishRunRecord(const Schedule& schedule, int64_t device_memory_bytes, RunRecord* record);
+// what ran) and OOM against rank r's device memory `rank_memory_bytes[r]` (none when the list is
+// empty or the entry 0); the run's start (its first op, a receive may be posted before any
+// compute starts) and end (its last compute or STEP end). The simulator and the executor (its
+// ranks' records joined) both call it.
+void FinishRunRecord(const Schedule& schedule, const std::vector<int64_t>& rank_memory_bytes, RunRecord* record);
+// Every rank against one device memory (0: none).
+inline void FinishRunRecord(const Schedule& schedule, int64_t device_memory_bytes, RunRecord* record) {
+  FinishRunRecord(schedule, std::vector<int64_t>(schedule.ops.size(), device_memory_bytes), record);
+}
 
 // A measured run's ranks that shared a device (`rank_devices[r]` is rank r's device; empty, or
 // no device named twice: nothing to do): each gets `device`, and `device_peak_memory_bytes`, the

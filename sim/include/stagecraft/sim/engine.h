@@ -38,8 +38,10 @@ using schedules::RankRecord;
 using schedules::RunRecord;
 
 struct SimConfig {
-  int64_t device_memory_bytes = 0;  // 0: no OOM check
-  bool record_memory = true;        // keep the memory-over-time samples
+  // Each pipeline rank's device memory, rank 0 first (sim::RankDeviceMemories); empty or 0: no
+  // OOM check.
+  std::vector<int64_t> rank_memory_bytes;
+  bool record_memory = true;  // keep the memory-over-time samples
   // The topology device of each pipeline rank (PipelineSpec::DeviceOf of replica 0, tensor rank
   // 0); empty: rank r on device r.
   std::vector<int> rank_devices;

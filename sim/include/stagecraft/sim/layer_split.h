@@ -20,6 +20,10 @@ struct LayerWeights {
   std::vector<double> cost;  // per layer; empty: every layer costs 1
   double first_extra = 0;    // on the first stage beside its layers (the embeddings)
   double last_extra = 0;     // on the last stage beside its layers (the LM head)
+  // Per pipeline rank, how long a unit of the weights takes on its device relative to the
+  // others (node groups of different devices: topology.groups); empty: alike. The balanced
+  // split charges a stage its layers' and extras' weight times its rank's entry.
+  std::vector<double> rank_scale;
 };
 
 // Layers per stage, even: the first layers % stages stages take one more. Throws InputError
@@ -28,18 +32,18 @@ std::vector<int> SplitLayers(int layers, int stages, std::string_view what);
 
 // Balanced split: contiguous layers per stage (each stage at least one) minimizing the most
 // expensive stage, where stage s costs its layers' `layer_cost` plus `stage_extra[s]` (e.g.
-// the LM head on the last stage). Exact (dynamic programming over split points, O(stages ·
+// the LM head on the last stage), times `stage_scale[s]` (its device's pace; empty: 1). Exact (dynamic programming over split points, O(stages ·
 // layers²)); among equally good splits the one closest to even is taken, earlier stages
 // taking the extra layer. Throws InputError when there are fewer layers than stages, or when
 // the search would pass 2^25 table cells ((stages + 1) x (layers + 1)) or 2^31 steps.
 std::vector<int> PartitionLayers(const std::vector<double>& layer_cost, const std::vector<double>& stage_extra,
-                                 std::string_view what);
+                                 std::string_view what, const std::vector<double>& stage_scale = {});
 
-// `weights` over `stages`: SplitLayers under Partition::kEven, PartitionLayers under kBalanced,
-// `given` as it is under kGiven (InputError unless it has `stages` entries summing to the
-// layers).
+// `weights` over `stages`: SplitLayers under Partition::kEven, PartitionLayers under kBalanced
+// (each stage scaled by `stage_scale`, empty: alike), `given` as it is under kGiven (InputError
+// unless it has `stages` entries summing to the layers).
 std::vector<int> SplitWeights(const LayerWeights& weights, int stages, Partition partition,
-                              const std::vector<int>& given = {});
+                              const std::vector<int>& given = {}, const std::vector<double>& stage_scale = {});
 // The same under a scenario's pipeline.partition (its kind and, for kGiven, its list) for the
 // stages of `shape`. A list with an entry per stage is taken as it is; one with an entry per
 // rank (pipeline.ranks entries, for a shape of several stages per rank) gives each rank's

@@ -44,8 +44,12 @@ struct TimedKernel {
 
 // The kernel shape of a scenario's transformer (its microbatch, tensor group and precision).
 GptKernelShape KernelShapeOf(const Scenario& sc);
-// `kernels` timed on the scenario's device, collectives over pipeline rank `rank`'s tensor group.
-std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const std::vector<Kernel>& kernels);
+// `kernels` timed on `device`, collectives over pipeline rank `rank`'s tensor group.
+std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceSpec& device,
+                                     const std::vector<Kernel>& kernels);
+// The device that pipeline rank 0 runs on (the first of RankGroups'): the one the roofline
+// explanation and fit describe, and the one the layers are weighed on.
+const DeviceSpec& FirstRankDevice(const Scenario& sc);
 // What a backward run as one op (B = I + W) saves when its collectives run beside the weight
 // GEMMs they precede (pipeline.tensor_parallel_overlap): over the collectives with a `beside`,
 // the smaller of its time and that GEMM's (the two streams end with the later of them). Split
@@ -67,6 +71,7 @@ struct RooflineFit {
   double predicted_ns[3] = {0, 0, 0};  // F, I, W of a block with the device's constants
   double fitted_ns[3] = {0, 0, 0};     // and with the fitted ones
 };
+// On FirstRankDevice.
 RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]);
 
 }  // namespace stagecraft::sim

@@ -16,7 +16,8 @@
 namespace stagecraft::sim {
 
 // Per-dimension form (TopologySpec without vertices): devices are numbered node-major (device
-// d sits on node d / devices_per_node); each node has a switch and there is one cluster switch.
+// d sits on node d / devices_per_node; with node groups, group by group, TopologySpec::NodeOf);
+// each node has a switch and there is one cluster switch.
 // Every device has a full-duplex link to its node switch (the "node" LinkSpec; present when
 // the spec has one) and, when nodes > 1, one to the cluster switch (the "cluster" LinkSpec).
 // Each of those links has half the scope latency, so a device-to-device route through one
@@ -46,7 +47,7 @@ class Topology {
   int device_vertex(int device) const { return device_vertices_[device]; }
   const std::vector<Link>& links() const { return links_; }
   // The node a device sits on in the per-dimension form; -1 for an explicit graph.
-  int NodeOf(int device) const { return per_dimension_ ? device / per_dimension_->devices_per_node : -1; }
+  int NodeOf(int device) const { return per_dimension_ ? per_dimension_->node_of[static_cast<size_t>(device)] : -1; }
 
   // Directed link ids from src to dst along the lowest-latency path; ties go to the route with
   // the least serialization time (sum of 1/bandwidth), then to the one Dijkstra settles first.
@@ -68,7 +69,7 @@ class Topology {
 
   // Set for the per-dimension form.
   struct PerDimension {
-    int devices_per_node = 1;
+    std::vector<int> node_of;  // device -> node
     bool node_links = false, cluster_links = false;
     int cluster_base = 0;  // physical link id of device 0's cluster link
   };
