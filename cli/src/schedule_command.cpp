@@ -1,6 +1,7 @@
 // `stagecraft schedule`: generate (or import) a schedule, validate it and print it as a
 // unit-time grid, a PyTorch CSV or the IR as JSON. An imported file that carries its transfers
-// (SEND/RECV) is validated and printed with them, as simulate and execute run it.
+// (SEND/RECV) is validated and printed with them, as simulate and execute run it. Its --help
+// lists each generator with the paper it follows.
 #include <cstdio>
 #include <string>
 
@@ -112,6 +113,13 @@ int Run(const ScheduleFlags& f) {
   return 0;
 }
 
+// The generators and the paper each one's order follows, for `schedule --help`.
+std::string GeneratorList() {
+  std::string out = "Schedules and the papers they follow:\n";
+  for (const GeneratorInfo& info : Generators()) out += fmt::format("  {:<12} {}\n", info.name, info.citation);
+  return out;
+}
+
 }  // namespace
 
 Command AddScheduleCommand(CLI::App& root) {
@@ -148,6 +156,7 @@ Command AddScheduleCommand(CLI::App& root) {
                 "them as they are)")
       ->needs(import);
   AddMaxOpsOption(app, &flags->max_ops);
+  app->footer(GeneratorList());
   return {app, [flags, p2p] {
             flags->p2p_given = p2p->count() > 0;
             return Run(*flags);

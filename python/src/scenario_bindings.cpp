@@ -1,4 +1,4 @@
-// Scenarios in Python (sim/scenario.h): loaded from a file or from YAML text with --set style
+// Scenarios in Python (scenario/scenario.h): loaded from a file or from YAML text with --set style
 // overrides, through the same loader as the command line, so the same checks and messages.
 #include <memory>
 #include <string>

@@ -74,7 +74,7 @@ check "cuda rank throws: cause printed once" '[[ $(grep -c "stagecraft: error: r
 check "cuda rank throws: no JSON written" '[[ ! -e "$tmp/f.json" ]]'
 [[ $fail -eq 0 ]] || { echo "--- stderr:"; cat "$tmp/ferr"; }
 
-# Start-up that fails on one rank (the test hook of cli/src/scenario_runs.h): while making its
+# Start-up that fails on one rank (the test hook of cli/src/command_support.h): while making its
 # GPU's device, its peer waits in the agreement and the job ends at once; while connecting the
 # ranks, its peer may first wait for it inside NCCL's set-up until --timeout 5s.
 for hook in 1:device 0:transport; do

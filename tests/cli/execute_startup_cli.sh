@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start-up that fails on one rank alone (a GPU that cannot be made current, NCCL that cannot
 # connect) ends the whole job, on the CPU through the test hook STAGECRAFT_FAIL_STARTUP_ON_RANK
-# (cli/src/scenario_runs.h), 2 ranks under scripts/mpirun.sh: a rank that throws while making
+# (cli/src/command_support.h), 2 ranks under scripts/mpirun.sh: a rank that throws while making
 # its device or its transport; a rank that hangs there (its peer gives up after --timeout); a
 # malformed hook. Each: non-zero exit well before the timeout's kill, the cause once, no output.
 set -uo pipefail

@@ -17,6 +17,8 @@ check "csv compute_comms has sends" '[[ "$(head -1 <<<"$comms")" == "0F0,0SEND_F
 ahead="$("$sc" schedule --schedule gpipe --ranks 2 --microbatches 2 --format csv --comms)"
 check "csv ahead: rank 0 receives first" '[[ "$(head -1 <<<"$ahead")" == "0RECV_B0,0RECV_B1,0F0,0SEND_F0,"* ]]'
 check "csv ahead: rank 1 receives first" '[[ "$(sed -n 2p <<<"$ahead")" == "1RECV_F0,1RECV_F1,1F0,"* ]]'
+help="$("$sc" schedule --help)"
+check "help cites each generator's paper" '[[ "$help" == *"gpipe        Huang et al., GPipe, NeurIPS 2019"* && "$help" == *"zb-auto "*"Qi et al."* ]]'
 json="$("$sc" schedule --schedule zb-h1 --ranks 2 --microbatches 2 --format json)"
 check "json has ops" '[[ "$json" == *"\"ops\""* && "$json" == *"\"kind\":\"W\""* ]]'
 

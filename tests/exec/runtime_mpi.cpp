@@ -1,7 +1,7 @@
 // The executor against the independent sequential reference (reference.h), under mpirun with 4
 // ranks: after 3 steps every schedule's weights match the reference trained on the same batches
 // within 1e-5 relative; PipeDream and 2BW match the reference with their documented staleness.
-// Also the calibration's transfers between ranks (exec/calibrate.h). Run as `mpirun -np 4
+// Also the calibration's transfers between ranks (harness/calibrate.h). Run as `mpirun -np 4
 // exec_mpi_tests`; only rank 0 checks and reports. Some cases move their tensors through the
 // host-staged transport (staged_transport.h). Built a second time with STAGECRAFT_TEST_CUDA=1
 // as exec_mpi_gpu_tests: every case then runs on the cuda device, the ranks sharing the GPUs
@@ -731,7 +731,7 @@ TEST(SetupRoundsMpi, AWaitCountsOnlyThePeersLastPieceOfWork) {
   EXPECT_GE(rounds_seen, 4 * kDeadline / exec::SetupRounds::kBeatInterval / 2);
 }
 
-// The calibration's transfers (exec/calibrate.h) between ranks 1 and 2 of the job, the others
+// The calibration's transfers (harness/calibrate.h) between ranks 1 and 2 of the job, the others
 // only joining the barriers: the ping-pong reports one point per size, with a positive one-way
 // time, on rank 1 alone, and the wait after computing is rank 2's alone; every rank returns.
 // What each rank saw is gathered to rank 0, which checks it.

@@ -1,4 +1,4 @@
-// exec/calibrate.cpp's host logic, against oracles worked out by hand: the latency-bandwidth
+// harness/src/calibrate.cpp's host logic, against oracles worked out by hand: the latency-bandwidth
 // least-squares fit, the overlap fraction, the per-rank op scales of a calibration run and the
 // runtime's overhead per op. PingPong and WaitAfterCompute need MPI (the CLI tests run them).
 #include "stagecraft/harness/calibrate.h"

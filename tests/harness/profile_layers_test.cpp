@@ -1,4 +1,4 @@
-// exec/profile.cpp: the profile a small model gets on the cpu device (sizes worked out by hand),
+// harness/src/profile_layers.cpp: the profile a small model gets on the cpu device (sizes worked out by hand),
 // the layers' trip through bytes, and the per-field median over ranks.
 #include "stagecraft/harness/profile_layers.h"
 

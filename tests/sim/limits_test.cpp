@@ -1,4 +1,4 @@
-// Tests for the ranges of stagecraft/sim/limits.h as the scenario and profile readers apply
+// Tests for the ranges of stagecraft/scenario/limits.h as the scenario and profile readers apply
 // them: for every stated duration, rate, size and count, the edge value itself loads and the
 // next one past it is refused with one error naming the key and the limit.
 #include "stagecraft/scenario/limits.h"

@@ -1,4 +1,4 @@
-// Tests for sim/src/profile_yaml.cpp: a profile read back from what ProfileToYaml writes is the
+// Tests for scenario/src/profile_yaml.cpp: a profile read back from what ProfileToYaml writes is the
 // same, to the nanosecond and the byte; sizes are bounded per value as they are read; the
 // optional all-reduce fit reads, writes and refuses bad values where they stand.
 #include "stagecraft/scenario/profile_yaml.h"

@@ -1,4 +1,4 @@
-// Tests for sim/src/scenario.cpp (and scenario_blocks.cpp, yaml_util.cpp): a valid scenario
+// Tests for scenario/src/scenario.cpp (and scenario_blocks.cpp, yaml_util.cpp): a valid scenario
 // read field by field, each kind of bad input with the exact "file:line:col: " of the bad
 // value (positions found in the text itself), --set overrides, and every shipped scenario.
 #include "stagecraft/sim/scenario_checks.h"

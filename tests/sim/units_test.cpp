@@ -1,4 +1,4 @@
-// Tests for sim/src/units.cpp: a table of unit strings worked by hand, the errors, and the
+// Tests for scenario/src/units.cpp: a table of unit strings worked by hand, the errors, and the
 // short formats.
 #include "stagecraft/scenario/units.h"
 

@@ -1,4 +1,4 @@
-// Tests for sim/src/validate.cpp (and scenario_limits.cpp) on scenarios built in code: every
+// Tests for scenario/src/validate.cpp (and sim/src/scenario_limits.cpp) on scenarios built in code: every
 // problem found at once under its key, the same words the YAML loader locates in a file, the
 // natural chunks of the V schedules, and the derived limits once the parts fit.
 #include "stagecraft/sim/scenario_checks.h"

@@ -1,4 +1,4 @@
-// Tests for sim/src/yaml_util.cpp through the scenario and profile readers: the files they read
+// Tests for scenario/src/yaml_util.cpp through the scenario and profile readers: the files they read
 // or name (a directory, a device, a file over the limit, a missing file), each refused with its reason at the key that
 // names it, and a YAML stream of more than one document, refused where the second one starts.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 """The layer probe's report (scripts/layer-probe.sh): a probe's JSON (one transformer block of each
-Zero Bubble paper model timed kernel by kernel on a GPU, scripts/layer_probe.py) beside the roofline
+Zero Bubble paper model timed kernel by kernel on a GPU, layer_probe.py) beside the roofline
 model's kernel list for the same block (`simulate --explain-json` on the matching device file): per
 model F, I and W per layer, B/F and W/F in the Zero Bubble runtime's split beside the paper's A100
 profile, the kernels the model has most wrong, and what the run implies for the device file's

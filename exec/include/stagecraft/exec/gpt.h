@@ -41,7 +41,7 @@ struct GptModel {
   uint64_t seed = 1;
   // The tokens of training.data (LoadTokenFile); null: the synthetic stream (GptMicrobatch).
   std::shared_ptr<const std::vector<int32_t>> data = nullptr;
-  // One float per parameter (sim/scenario.h's counts).
+  // One float per parameter (scenario/scenario.h's counts).
   int64_t BlockFloats() const { return sim::GptBlockParams(hidden); }
   int64_t EmbeddingFloats() const { return sim::GptEmbeddingParams(vocab, seq, hidden); }
   int64_t HeadFloats() const { return sim::GptHeadParams(vocab, hidden); }
@@ -105,7 +105,6 @@ class GptStage final : public StageModel {
   void BlockWeight(Buffer* kept, float* g, bool accumulate);
   Buffer HeadForward(const float* p, Buffer x, Buffer* kept, bool keep);
   Buffer HeadBackward(const float* p, Buffer dlogits, Buffer* kept);
-  void HeadWeight(Buffer* kept, float* g, bool accumulate);
   int64_t Rows() const { return int64_t{batch_} * model_.seq; }
 
   GptModel model_;

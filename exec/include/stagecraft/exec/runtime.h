@@ -142,12 +142,12 @@ struct RunHooks {
 struct RankRun {
   schedules::RankRecord record;
   std::vector<std::vector<float>> final_params;
-  int64_t clock_origin_ns = -1;  // Device::NowNs() when the op clock started; -1: unknown
+  int64_t clock_origin_ns = -1;  // DeviceClock::NowNs() when the op clock started; -1: unknown
   std::string clock_id;          // ClockId() of the rank's machine; empty: unknown
 };
 
 // The running kernel's boot id (/proc/sys/kernel/random/boot_id): processes that report the
-// same one read the same monotonic clock, which Device::NowNs() is. Empty when unreadable.
+// same one read the same monotonic clock, which DeviceClock::NowNs() is. Empty when unreadable.
 std::string ClockId();
 
 // Runs `schedule` (lowered and valid) on this rank. Every rank of the transport takes part in

@@ -164,7 +164,7 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& config, const PlanOpt
 // sim::kRecomputeNames / kPartitionNames; throws InputError naming `what` and the names known.
 std::vector<sim::Recompute> ParseRecomputeNames(const std::vector<std::string>& texts, std::string_view what);
 std::vector<sim::Partition> ParsePartitionNames(const std::vector<std::string>& texts, std::string_view what);
-// The command's --memory-limit text (Python's memory_limit): a size above 0 bytes (sim/units.h);
+// The command's --memory-limit text (Python's memory_limit): a size above 0 bytes (scenario/units.h);
 // 0 for an empty text (PlanOptions' default); throws InputError naming `what`.
 int64_t ParsePlanMemoryLimit(const std::string& text, std::string_view what);
 

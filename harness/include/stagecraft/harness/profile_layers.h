@@ -1,5 +1,5 @@
 // Measures what each layer of the executor's model costs on this machine and fills the
-// simulator's profile (DESIGN.md §3 model.profile, sim/profile.h): forward, input-gradient,
+// simulator's profile (DESIGN.md §3 model.profile, scenario/profile.h): forward, input-gradient,
 // weight-gradient and optimizer-step times, and the bytes the runtime really keeps per layer.
 #pragma once
 

@@ -35,7 +35,7 @@ struct SearchMemoryLimit {
   // The Zero Bubble paper's limit, k·p·M_B: `forwards` microbatches' activations of the rank's
   // stages (k·p, with p the ranks); 0: not this form.
   double forwards = 0;
-  // Parses "60GiB" (sim/units.h sizes) or "<k>p" ("2p", "1.5p"); throws InputError naming
+  // Parses "60GiB" (scenario/units.h sizes) or "<k>p" ("2p", "1.5p"); throws InputError naming
   // `what` on anything else.
   static SearchMemoryLimit Parse(std::string_view text, std::string_view what);
   std::string Describe() const;  // "60.00 GiB", "2p activations"
