@@ -325,6 +325,10 @@ TopologySpec ParseTopology(const Value& value, const DeviceIncludes& includes,
     spec.device = ParseDevice(m.Get("device"), includes.device ? &*includes.device : nullptr, memory_kernels);
   }
   if (m.Has("vertices")) {
+    if (const auto host = m.Find("host")) {
+      host->Fail("not used with an explicit graph yet (a host per node needs the per-dimension form: nodes, "
+                 "devices_per_node)");
+    }
     for (const char* key : {"nodes", "devices_per_node"}) {
       if (const auto found = m.Find(key)) {
         found->Fail("not used with an explicit graph (the devices are the vertices with kind: device)");

@@ -150,6 +150,19 @@ void BuildPerDimension(const TopologySpec& spec, Builder* b, std::vector<int>* d
   }
 }
 
+// Per node, its host link (topology.host): a physical link from the node's devices' side to its
+// host; returns the first one's physical id. A copy crosses it alone, so each direction has the
+// whole latency.
+int AddHostLinks(const TopologySpec& spec, Builder* b) {
+  const int base = static_cast<int>(b->links.size()) / 2;
+  for (int n = 0; n < spec.node_count(); ++n) {
+    const int devices = b->AddVertex(fmt::format("node{}/host-link", n));
+    const int host = b->AddVertex(fmt::format("node{}/host", n));
+    b->AddLink(devices, host, spec.host.bandwidth_bytes_per_s, spec.host.latency_ns, spec.host.latency_ns);
+  }
+  return base;
+}
+
 void BuildExplicit(const TopologySpec& spec, Builder* b, std::vector<int>* device_vertices) {
   std::map<std::string, int, std::less<>> by_name;
   for (const VertexSpec& v : spec.vertices) {
@@ -173,6 +186,12 @@ void BuildExplicit(const TopologySpec& spec, Builder* b, std::vector<int>* devic
 
 }  // namespace
 
+std::optional<std::pair<int, int>> Topology::HostLinks(int device) const {
+  if (!per_dimension_ || per_dimension_->host_base < 0) return std::nullopt;
+  const int physical = per_dimension_->host_base + NodeOf(device);
+  return std::pair{2 * physical, 2 * physical + 1};
+}
+
 Topology::Topology(const TopologySpec& spec) {
   Builder b;
   if (spec.explicit_graph()) {
@@ -186,12 +205,14 @@ Topology::Topology(const TopologySpec& spec) {
   }
   if (device_vertices_.empty()) throw InputError("topology has no devices");
   devices_ = static_cast<int>(device_vertices_.size());
+  const size_t routed_links = b.links.size();
+  if (per_dimension_ && spec.host.stated()) per_dimension_->host_base = AddHostLinks(spec, &b);
   vertex_names_ = std::move(b.names);
   links_ = std::move(b.links);
 
   cache_ = std::make_unique<RouteCache>();
   cache_->graph = Graph(vertex_names_.size());
-  for (size_t id = 0; id < links_.size(); ++id) {
+  for (size_t id = 0; id < routed_links; ++id) {  // the host links carry no device-to-device route
     const Link& link = links_[id];
     EdgeProps props{static_cast<int>(id), {link.latency_ns, 1.0 / link.bandwidth_bytes_per_s}};
     boost::add_edge(link.from, link.to, props, cache_->graph);

@@ -207,6 +207,24 @@ TEST(NodeGroups, TheHostTierIsRead) {
   EXPECT_EQ(s.topology.host.latency_ns, 2000);
   const Scenario none = LoadScenario(dir.Write("n.yaml", MlpScenario(TwoGroups(), 4)));
   EXPECT_FALSE(none.topology.host.stated());
+  // The machine: one host link per node, shared by its devices, 64 GB/s and 2 us each way;
+  // the devices' routes to each other are those of the machine without a host.
+  const Topology with(s.topology), without(none.topology);
+  ASSERT_TRUE(with.HostLinks(0).has_value());
+  EXPECT_FALSE(without.HostLinks(0).has_value());
+  EXPECT_EQ(*with.HostLinks(0), *with.HostLinks(1));  // devices 0, 1: node 0
+  EXPECT_NE(*with.HostLinks(1), *with.HostLinks(2));  // device 2: node 1
+  const auto [to_host, from_host] = *with.HostLinks(3);
+  EXPECT_EQ(from_host, to_host + 1);
+  EXPECT_DOUBLE_EQ(with.links()[static_cast<size_t>(to_host)].bandwidth_bytes_per_s, 64e9);
+  EXPECT_EQ(with.links()[static_cast<size_t>(to_host)].latency_ns, 2000);
+  EXPECT_EQ(with.links()[static_cast<size_t>(from_host)].latency_ns, 2000);
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      EXPECT_EQ(with.Route(a, b), without.Route(a, b));
+      EXPECT_EQ(with.RouteBySearch(a, b), without.RouteBySearch(a, b));
+    }
+  }
 }
 
 TEST(NodeGroups, BadGroupsAreRefusedAtTheirKeys) {

@@ -46,6 +46,10 @@ class Topology {
   const std::string& vertex_name(int vertex) const { return vertex_names_[vertex]; }
   int device_vertex(int device) const { return device_vertices_[device]; }
   const std::vector<Link>& links() const { return links_; }
+  // The link between device `device`'s node and its host (topology.host, per-dimension form):
+  // its directed ids (to the host, from the host), shared by the node's devices and on no
+  // device-to-device route; none without a host.
+  std::optional<std::pair<int, int>> HostLinks(int device) const;
   // The node a device sits on in the per-dimension form; -1 for an explicit graph.
   int NodeOf(int device) const { return per_dimension_ ? per_dimension_->node_of[static_cast<size_t>(device)] : -1; }
 
@@ -72,7 +76,9 @@ class Topology {
     std::vector<int> node_of;  // device -> node
     bool node_links = false, cluster_links = false;
     int cluster_base = 0;  // physical link id of device 0's cluster link
+    int host_base = -1;    // physical link id of node 0's host link; -1: no host
   };
+
   std::optional<PerDimension> per_dimension_;
   int devices_ = 0;
   std::vector<std::string> vertex_names_;
