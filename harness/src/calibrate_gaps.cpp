@@ -140,26 +140,29 @@ std::vector<int64_t> WaitedTransfers(const schedules::Schedule& s, const schedul
   return out;
 }
 
+OpOverheads OverheadsPerOp(const schedules::Schedule& s, const schedules::RunRecord& record,
+                           const std::vector<int>& rank_devices) {
+  const std::vector<int64_t> overhead = OverheadByRank(s, record, rank_devices);  // the bubbles split once
+  OpOverheads out;
+  double sum = 0, all_ops = 0;
+  for (int r = 0; r < s.ranks(); ++r) {
+    const double rank_overhead = static_cast<double>(overhead[static_cast<size_t>(r)]);
+    const double ops = static_cast<double>(s.ops[r].size());
+    out.by_rank.push_back(ops > 0 ? std::llround(rank_overhead / ops) : 0);
+    sum += rank_overhead, all_ops += ops;
+  }
+  out.per_op = all_ops > 0 ? std::llround(sum / all_ops) : 0;
+  return out;
+}
+
 std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& s, const schedules::RunRecord& record,
                                          const std::vector<int>& rank_devices) {
-  const std::vector<int64_t> overhead = OverheadByRank(s, record, rank_devices);
-  std::vector<int64_t> out;
-  for (int r = 0; r < s.ranks(); ++r) {
-    const double ops = static_cast<double>(s.ops[r].size());
-    out.push_back(ops > 0 ? std::llround(static_cast<double>(overhead[static_cast<size_t>(r)]) / ops) : 0);
-  }
-  return out;
+  return OverheadsPerOp(s, record, rank_devices).by_rank;
 }
 
 int64_t OverheadPerOp(const schedules::Schedule& s, const schedules::RunRecord& record,
                       const std::vector<int>& rank_devices) {
-  const std::vector<int64_t> by_rank = OverheadByRank(s, record, rank_devices);
-  double overhead = 0, ops = 0;
-  for (int r = 0; r < s.ranks(); ++r) {
-    overhead += static_cast<double>(by_rank[static_cast<size_t>(r)]);
-    ops += static_cast<double>(s.ops[r].size());
-  }
-  return ops > 0 ? std::llround(overhead / ops) : 0;
+  return OverheadsPerOp(s, record, rank_devices).per_op;
 }
 
 }  // namespace stagecraft::harness

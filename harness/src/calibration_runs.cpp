@@ -246,9 +246,9 @@ struct RunSums {
     if (!every_microbatch) AddStashSums(s, alone, isolated, first, &shallow);
     AddScaleSums(s, alone, isolated, first, every_microbatch ? &per_microbatch : &per_step);
     // The overhead and transfers without the turns another rank held a shared device for.
-    overhead_sum += OverheadPerOp(s, record, devices);
-    const std::vector<int64_t> by_rank = OverheadPerOpByRank(s, record, devices);
-    for (size_t r = 0; r < rank_overhead_sum.size(); ++r) rank_overhead_sum[r] += by_rank[r];
+    const OpOverheads overheads = OverheadsPerOp(s, record, devices);
+    overhead_sum += overheads.per_op;
+    for (size_t r = 0; r < rank_overhead_sum.size(); ++r) rank_overhead_sum[r] += overheads.by_rank[r];
     AddJitter(s, alone, isolated, first, &jitter);
     const std::vector<int64_t> w = WaitedTransfers(s, record, devices);
     waited.insert(waited.end(), w.begin(), w.end());

@@ -178,5 +178,12 @@ int64_t OverheadPerOp(const schedules::Schedule& schedule, const schedules::RunR
                       const std::vector<int>& rank_devices = {});
 std::vector<int64_t> OverheadPerOpByRank(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                                          const std::vector<int>& rank_devices = {});
+// Both from one split of the run's bubbles.
+struct OpOverheads {
+  int64_t per_op = 0;
+  std::vector<int64_t> by_rank;
+};
+OpOverheads OverheadsPerOp(const schedules::Schedule& schedule, const schedules::RunRecord& record,
+                           const std::vector<int>& rank_devices = {});
 
 }  // namespace stagecraft::harness
