@@ -50,7 +50,7 @@ class NcclAllToAll final : public AllToAllGroup {
   // Rank 0 makes the id and the others get its bytes over the group's host transport; the
   // communicator is made without blocking and waited for under the deadline.
   NcclAllToAll(const MpiGroup& group, Device& device, std::chrono::nanoseconds deadline)
-      : host_(MakeMpiTransport(group, deadline)),
+      : host_(MakeMpiTransport(group.Dup(), deadline)),
         device_(device),
         compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()) {
@@ -180,7 +180,7 @@ class NcclAllToAll final : public AllToAllGroup {
     throw std::runtime_error(what + " (" + CommSet::kAbortedNote + ")");
   }
 
-  std::unique_ptr<Transport> host_;  // the bootstrap, over the group
+  std::unique_ptr<Transport> host_;  // the bootstrap, over a dup of the group
   Device& device_;
   cudaStream_t compute_;
   const int64_t deadline_ns_;

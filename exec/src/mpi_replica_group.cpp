@@ -84,7 +84,7 @@ class MpiReplicaGroup final : public ReplicaGroup {
   const MPI_Comm comm_;   // group_'s
   const int replica_;
   const int size_;
-  std::unique_ptr<Transport> host_;  // over another dup
+  std::unique_ptr<Transport> host_;  // over the replicas' group itself
   HandlePool<Pending> pending_;
 };
 

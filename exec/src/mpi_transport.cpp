@@ -71,7 +71,7 @@ class MpiTransport final : public Transport {
   MpiTransport(const MpiGroup& group, std::chrono::nanoseconds deadline, int64_t piece_bytes)
       : deadline_ns_(deadline.count()),
         piece_bytes_(std::max<int64_t>(1, piece_bytes)),
-        group_(group.Dup()),
+        group_(group),
         comm_(CommOf(group_)),
         rank_(group_.rank()),
         size_(group_.size()) {
@@ -230,7 +230,7 @@ class MpiTransport final : public Transport {
 
   const int64_t deadline_ns_;
   const int64_t piece_bytes_;
-  const MpiGroup group_;  // a dup of the group it was made over
+  const MpiGroup group_;  // the group it was made over (its communicator shared, as the world's)
   const MPI_Comm comm_;   // group_'s
   const int rank_;
   const int size_;

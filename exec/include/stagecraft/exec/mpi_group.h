@@ -33,8 +33,8 @@ class MpiGroup {
   // The part of this group that passes the same key.color, each process naming its own part.
   MpiGroup Split(GroupKey key) const;
   // The same processes over a communicator of their own, so that what runs over it never
-  // matches another's messages or collectives: each transport and collective group dups the
-  // group it is made over.
+  // matches another's messages or collectives: the all-reduce and all-to-all groups dup the group
+  // they are made over (a transport shares it: mpi_transport.h).
   MpiGroup Dup() const;
 
   // The communicator, for exec's MPI sources (exec/src/mpi_group_impl.h).

@@ -30,9 +30,11 @@ inline constexpr int64_t kDefaultPieceBytes = int64_t{1} << 30;
 // A part of the job as MPI_Comm_split names it (the older name of GroupKey).
 using MpiSplit = GroupKey;
 
-// Requires a live MpiSession. Point-to-point and the host collectives over `group` (a dup of it,
-// so its traffic matches no other's: collective over the group; also over the whole job, which
-// it asks how many processes share this node); Abort still ends the whole job. A Wait (or
+// Requires a live MpiSession. Point-to-point and the host collectives over `group`'s own
+// communicator: transports made over one group match each other's messages and collectives, as
+// every transport over the world always has (a test's idle ranks meet a run's over a second);
+// one over group.Dup() keeps its traffic apart. Collective over the whole job (it asks how many
+// processes share this node); Abort still ends the whole job. A Wait (or
 // Barrier) that takes longer than `deadline` cancels a pending receive and throws, naming the
 // peer and the tag. `piece_bytes` (at least 1) bounds one MPI call of Gather and Broadcast
 // (tests lower it). Every element type moves (mpi_element_type.h).

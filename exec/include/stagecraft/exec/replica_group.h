@@ -88,7 +88,7 @@ class ReplicaGroup {
 std::vector<double> MeanOverReplicas(Transport& replicas, const std::vector<double>& values);
 
 // Requires a live MpiSession; collective over `replicas` (a group split from the world by
-// ReplicaKey), whose dup it sums over, its host side another dup. Its buffers must be host memory
+// ReplicaKey), whose dup it sums over; its host side is a transport over `replicas` itself. Its buffers must be host memory
 // (the cpu device's).
 std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const MpiGroup& replicas, std::chrono::nanoseconds deadline);
 // The same over this process's part of MpiGroup::World().Split(ReplicaKey(layout, world rank));
