@@ -151,8 +151,7 @@ class NcclAllToAll final : public AllToAllGroup {
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return NcclComms().CheckErrors({comm_}), Test(request); }, policy)) return;
     NcclComms().AbortAll();
-    throw TimeoutError("the NCCL all-to-all of " + std::to_string(p.elements) + " " +
-                       std::string(ElementTypeName(p.type)) + " elements over " + std::to_string(size()) +
+    throw TimeoutError("the NCCL all-to-all of " + ElementCountText(p.elements, p.type) + " over " + std::to_string(size()) +
                        " ranks did not complete within " + SecondsText(deadline_ns_) + ": a peer is hung or gone (" +
                        CommSet::kAbortedNote + ")");
   }

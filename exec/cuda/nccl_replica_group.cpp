@@ -106,8 +106,7 @@ class NcclReplicaGroup final : public ReplicaGroup {
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return NcclComms().CheckErrors({comm_}), Test(request); }, policy)) return;
     NcclComms().AbortAll();
-    throw TimeoutError("the NCCL all-reduce of " + std::to_string(count) + " " + std::string(ElementTypeName(type)) +
-                       " elements over " + std::to_string(size()) +
+    throw TimeoutError("the NCCL all-reduce of " + ElementCountText(count, type) + " over " + std::to_string(size()) +
                        " replicas did not complete within " + SecondsText(deadline_ns_) +
                        ": a replica is hung or gone (" + CommSet::kAbortedNote + ")");
   }

@@ -99,9 +99,9 @@ class MpiAllToAll final : public AllToAllGroup {
     if (PollUntil([&] { return Test(request); }, policy)) return;
     // A pending collective cannot be cancelled: the job ends (the caller aborts it).
     const Pending& p = pending_[request];
-    throw TimeoutError(fmt::format("the MPI all-to-all of {} {} elements over {} ranks did not complete within {:g} s: "
+    throw TimeoutError(fmt::format("the MPI all-to-all of {} over {} ranks did not complete within {:g} s: "
                                    "a peer is hung or gone",
-                                   p.elements, ElementTypeName(p.type), size(), static_cast<double>(deadline_ns_) * 1e-9));
+                                   ElementCountText(p.elements, p.type), size(), static_cast<double>(deadline_ns_) * 1e-9));
   }
 
  private:

@@ -65,9 +65,9 @@ class MpiReplicaGroup final : public ReplicaGroup {
         .deadline_ns = deadline_ns_, .spin_ns = kSpinNs, .min_sleep_ns = kMinSleepNs, .max_sleep_ns = kMaxSleepNs};
     if (PollUntil([&] { return Test(request); }, policy)) return;
     // A pending collective cannot be cancelled: the job ends (the caller aborts it).
-    throw TimeoutError(fmt::format("the MPI all-reduce of {} {} elements over {} replicas did not complete within "
-                                   "{:g} s: a replica is hung or gone",
-                                   pending_[request].count, ElementTypeName(pending_[request].type), size_,
+    throw TimeoutError(fmt::format("the MPI all-reduce of {} over {} replicas did not complete within {:g} s: "
+                                   "a replica is hung or gone",
+                                   ElementCountText(pending_[request].count, pending_[request].type), size_,
                                    static_cast<double>(deadline_ns_) * 1e-9));
   }
   Transport& host() override { return *host_; }

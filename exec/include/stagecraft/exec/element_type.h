@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace stagecraft::exec {
@@ -38,6 +39,13 @@ constexpr std::string_view ElementTypeName(ElementType type) {
     case ElementType::kByte: return "byte";
   }
   return "?";
+}
+
+// "`count` floats" for fp32 (what every message of a run's tensors has always said), else
+// "`count` <type> elements": the messages of waits that time out.
+inline std::string ElementCountText(int64_t count, ElementType type) {
+  if (type == ElementType::kF32) return std::to_string(count) + " floats";
+  return std::to_string(count) + " " + std::string(ElementTypeName(type)) + " elements";
 }
 
 // The element type of a C++ type that has exactly one (16-bit floats have no C++20 type here:
