@@ -16,6 +16,7 @@
 #include "cuda_event_pool.h"
 #include "nccl_check.h"
 #include "nccl_comms.h"
+#include "nccl_element_type.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/poll.h"
@@ -68,15 +69,18 @@ class NcclReplicaGroup final : public ReplicaGroup {
   // The all-reduce's end on its own stream, read on the compute stamps' origin.
   int64_t CompletedNs() const override { return completed_ns_; }
 
-  Request PostSum(float* data, int64_t count) override {
+  using ReplicaGroup::PostSum;
+  Request PostSum(void* data, int64_t count, ElementType type) override {
+    const ncclDataType_t datatype = NcclDataTypeOf(type);
+    if (count < 0) throw std::invalid_argument("nccl replica group: a sum of " + std::to_string(count) + " elements");
     cudaEvent_t queued = events_.Take();
     SC_CUDA_CHECK(cudaEventRecord(queued, compute_));  // the backwards that made the gradients
     SC_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued, 0));
     events_.Give(queued);  // may be re-recorded once the wait is queued
     const auto comm = static_cast<ncclComm_t>(NcclComms().Get(comm_));
-    SC_NCCL_ENQUEUE(comm_, ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, comm, stream_),
+    SC_NCCL_ENQUEUE(comm_, ncclAllReduce(data, data, static_cast<size_t>(count), datatype, ncclSum, comm, stream_),
                     deadline_ns_);
-    Pending p{done_events_.Take(), count};
+    Pending p{done_events_.Take(), count, type};
     SC_CUDA_CHECK(cudaEventRecord(p.done, stream_));
     return pending_.Add(p);
   }
@@ -97,11 +101,12 @@ class NcclReplicaGroup final : public ReplicaGroup {
 
   void Wait(Request request) override {
     const int64_t count = At(request).count;
+    const ElementType type = At(request).type;
     PollPolicy policy = kNcclPoll;
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return NcclComms().CheckErrors({comm_}), Test(request); }, policy)) return;
     NcclComms().AbortAll();
-    throw TimeoutError("the NCCL all-reduce of " + std::to_string(count) + " floats over " + std::to_string(size()) +
+    throw TimeoutError("the NCCL all-reduce of " + ElementCountText(count, type) + " over " + std::to_string(size()) +
                        " replicas did not complete within " + SecondsText(deadline_ns_) +
                        ": a replica is hung or gone (" + CommSet::kAbortedNote + ")");
   }
@@ -123,6 +128,7 @@ class NcclReplicaGroup final : public ReplicaGroup {
   struct Pending {
     cudaEvent_t done = nullptr;  // null once released
     int64_t count = 0;
+    ElementType type = ElementType::kF32;
   };
 
   Pending& At(Request request) {

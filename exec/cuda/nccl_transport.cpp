@@ -18,6 +18,7 @@
 #include "cuda_event_pool.h"
 #include "nccl_check.h"
 #include "nccl_comms.h"
+#include "nccl_element_type.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/cuda_plan.h"
 #include "stagecraft/exec/handle_pool.h"
@@ -67,18 +68,21 @@ class NcclTransport final : public Transport {
   std::string Name() const override { return "nccl"; }
   std::chrono::nanoseconds deadline() const override { return std::chrono::nanoseconds(deadline_ns_); }
 
-  Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
+  using Transport::Irecv;
+  using Transport::Isend;
+  // A channel's sender is its rank 0 and its receiver its rank 1 (MakeChannels).
+  Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    const ncclDataType_t datatype = NcclDataTypeOf(type);
     Channel& c = ChannelTo(peer, /*send=*/true, tag);
     After(c.stream);  // the work that made `data`
-    SC_NCCL_ENQUEUE(c.comm, ncclSend(data, static_cast<size_t>(count), ncclFloat32, 1, Comm(c), c.stream),
-                    deadline_ns_);
+    SC_NCCL_ENQUEUE(c.comm, ncclSend(data, static_cast<size_t>(count), datatype, 1, Comm(c), c.stream), deadline_ns_);
     return Track(c, peer, tag, /*recv=*/false);
   }
-  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
+  Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    const ncclDataType_t datatype = NcclDataTypeOf(type);
     Channel& c = ChannelTo(peer, /*send=*/false, tag);
     After(c.stream);  // queued work that may still use the buffer's previous contents
-    SC_NCCL_ENQUEUE(c.comm, ncclRecv(data, static_cast<size_t>(count), ncclFloat32, 0, Comm(c), c.stream),
-                    deadline_ns_);
+    SC_NCCL_ENQUEUE(c.comm, ncclRecv(data, static_cast<size_t>(count), datatype, 0, Comm(c), c.stream), deadline_ns_);
     return Track(c, peer, tag, /*recv=*/true);
   }
 

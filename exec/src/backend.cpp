@@ -134,18 +134,19 @@ std::string_view StartupStepName(StartupStep step) {
 }
 
 ProcessRuntime MakeProcessRuntime(Backend backend, const sim::Scenario& sc, const StartupOptions& o) {
-  // Collective first: the agreements' transport, and the one the run's transport builds on.
-  const std::unique_ptr<Transport> control = MakeMpiTransport(o.deadline);
-  // With replicas, each replica's pipeline is a part of the job, and each pipeline rank's
-  // replicas another (MPI_Comm_split, collective: every rank makes both, in this order).
+  // Collective first: the agreements' transport over the world, then the groups split from it
+  // that the run's transport and collectives build on. With replicas, each replica's pipeline is
+  // a part of the world, and each pipeline rank's replicas another (every rank makes both, in
+  // this order); without, the pipeline is the world.
+  const MpiGroup world = MpiGroup::World();
+  const std::unique_ptr<Transport> control = MakeMpiTransport(world, o.deadline);
   const WorldLayout layout{control->size() / std::max(o.data_parallel, 1), std::max(o.data_parallel, 1)};
   SC_CHECK(layout.world() == control->size(), "a job of pipeline ranks x replicas (checked when planned)");
   const int me = control->rank();
-  std::unique_ptr<Transport> host =
-      layout.replicas > 1
-          ? MakeMpiTransport(o.deadline, kDefaultPieceBytes, MpiSplit{layout.ReplicaOf(me), layout.PipelineRankOf(me)})
-          : MakeMpiTransport(o.deadline);
-  std::unique_ptr<ReplicaGroup> replicas = layout.replicas > 1 ? MakeMpiReplicaGroup(layout, o.deadline) : nullptr;
+  const MpiGroup pipeline = layout.replicas > 1 ? world.Split(PipelineKey(layout, me)) : world;
+  std::unique_ptr<Transport> host = MakeMpiTransport(pipeline, o.deadline);
+  std::unique_ptr<ReplicaGroup> replicas =
+      layout.replicas > 1 ? MakeMpiReplicaGroup(world.Split(ReplicaKey(layout, me)), o.deadline) : nullptr;
   if (backend == Backend::kCuda) return MakeCudaRuntime(sc, o, *control, std::move(host), std::move(replicas));
   ProcessRuntime rt;
   // Ranks that share a device share a core, as the simulator time-slices them (CoreForLocalRank).

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "mpi_check.h"
+#include "mpi_element_type.h"
+#include "mpi_group_impl.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/mpi_transport.h"
@@ -28,23 +30,13 @@ constexpr int64_t kMaxSleepNs = 50'000;
 
 class MpiReplicaGroup final : public ReplicaGroup {
  public:
-  MpiReplicaGroup(const WorldLayout& layout, std::chrono::nanoseconds deadline)
-      : deadline_ns_(deadline.count()) {
-    const int world_rank = MpiWorldRank();
-    // A process beyond the layout (a test that runs on part of its job) is a group of its own.
-    const MpiSplit split = world_rank < layout.world()
-                               ? MpiSplit{layout.PipelineRankOf(world_rank), layout.ReplicaOf(world_rank)}
-                               : MpiSplit{layout.pipeline_ranks + world_rank, 0};
-    SC_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, split.color, split.key, &comm_));
-    SC_MPI_CHECK(MPI_Comm_rank(comm_, &replica_));
-    SC_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-    host_ = MakeMpiTransport(deadline, kDefaultPieceBytes, split);
-  }
-  ~MpiReplicaGroup() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized == 0) MPI_Comm_free(&comm_);
-  }
+  MpiReplicaGroup(const MpiGroup& replicas, std::chrono::nanoseconds deadline)
+      : deadline_ns_(deadline.count()),
+        group_(replicas.Dup()),
+        comm_(CommOf(group_)),
+        replica_(group_.rank()),
+        size_(group_.size()),
+        host_(MakeMpiTransport(replicas, deadline)) {}
   MpiReplicaGroup(const MpiReplicaGroup&) = delete;
   MpiReplicaGroup& operator=(const MpiReplicaGroup&) = delete;
 
@@ -52,10 +44,12 @@ class MpiReplicaGroup final : public ReplicaGroup {
   int size() const override { return size_; }
   std::string Name() const override { return "mpi"; }
 
-  Request PostSum(float* data, int64_t count) override {
-    SC_CHECK(count >= 0 && count <= INT_MAX, fmt::format("an all-reduce of {} floats exceeds MPI's int count", count));
-    const Request handle = pending_.Add({MPI_REQUEST_NULL, count});
-    SC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
+  using ReplicaGroup::PostSum;
+  Request PostSum(void* data, int64_t count, ElementType type) override {
+    const MPI_Datatype datatype = MpiSumType(type);  // throws for 16-bit floats
+    SC_CHECK(count >= 0 && count <= INT_MAX, fmt::format("an all-reduce of {} elements exceeds MPI's int count", count));
+    const Request handle = pending_.Add({MPI_REQUEST_NULL, count, type});
+    SC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype, MPI_SUM, comm_,
                                 &pending_[handle].request));
     return handle;
   }
@@ -71,9 +65,9 @@ class MpiReplicaGroup final : public ReplicaGroup {
         .deadline_ns = deadline_ns_, .spin_ns = kSpinNs, .min_sleep_ns = kMinSleepNs, .max_sleep_ns = kMaxSleepNs};
     if (PollUntil([&] { return Test(request); }, policy)) return;
     // A pending collective cannot be cancelled: the job ends (the caller aborts it).
-    throw TimeoutError(fmt::format("the MPI all-reduce of {} floats over {} replicas did not complete within {:g} s: "
+    throw TimeoutError(fmt::format("the MPI all-reduce of {} over {} replicas did not complete within {:g} s: "
                                    "a replica is hung or gone",
-                                   pending_[request].count, size_,
+                                   ElementCountText(pending_[request].count, pending_[request].type), size_,
                                    static_cast<double>(deadline_ns_) * 1e-9));
   }
   Transport& host() override { return *host_; }
@@ -81,14 +75,16 @@ class MpiReplicaGroup final : public ReplicaGroup {
  private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
-    int64_t count = 0;  // floats, for a deadline's message
+    int64_t count = 0;  // for a deadline's message
+    ElementType type = ElementType::kF32;
   };
 
   const int64_t deadline_ns_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int replica_ = 0;
-  int size_ = 1;
-  std::unique_ptr<Transport> host_;
+  const MpiGroup group_;  // a dup of the replicas' group
+  const MPI_Comm comm_;   // group_'s
+  const int replica_;
+  const int size_;
+  std::unique_ptr<Transport> host_;  // over the replicas' group itself
   HandlePool<Pending> pending_;
 };
 
@@ -118,8 +114,23 @@ std::vector<double> MeanOverReplicas(Transport& replicas, const std::vector<doub
   return sum;
 }
 
+GroupKey PipelineKey(const WorldLayout& layout, int world_rank) {
+  if (world_rank >= layout.world()) return {layout.replicas, world_rank};  // the idle processes together
+  return {layout.ReplicaOf(world_rank), layout.PipelineRankOf(world_rank)};
+}
+
+GroupKey ReplicaKey(const WorldLayout& layout, int world_rank) {
+  if (world_rank >= layout.world()) return {layout.pipeline_ranks + world_rank, 0};  // a group of its own
+  return {layout.PipelineRankOf(world_rank), layout.ReplicaOf(world_rank)};
+}
+
+std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const MpiGroup& replicas, std::chrono::nanoseconds deadline) {
+  return std::make_unique<MpiReplicaGroup>(replicas, deadline);
+}
+
 std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const WorldLayout& layout, std::chrono::nanoseconds deadline) {
-  return std::make_unique<MpiReplicaGroup>(layout, deadline);
+  const MpiGroup world = MpiGroup::World();
+  return MakeMpiReplicaGroup(world.Split(ReplicaKey(layout, world.rank())), deadline);
 }
 
 }  // namespace stagecraft::exec

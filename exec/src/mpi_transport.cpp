@@ -24,6 +24,8 @@
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/poll.h"
 #include "mpi_check.h"
+#include "mpi_element_type.h"
+#include "mpi_group_impl.h"
 #include "stagecraft/schedules/ir.h"
 
 namespace stagecraft::exec {
@@ -66,14 +68,13 @@ NodePlace PlaceOnNode() {
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes, std::optional<MpiSplit> split)
-      : deadline_ns_(deadline.count()), piece_bytes_(std::max<int64_t>(1, piece_bytes)) {
-    if (split) {
-      SC_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, split->color, split->key, &comm_));
-      owns_comm_ = true;
-    }
-    SC_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-    SC_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MpiTransport(const MpiGroup& group, std::chrono::nanoseconds deadline, int64_t piece_bytes)
+      : deadline_ns_(deadline.count()),
+        piece_bytes_(std::max<int64_t>(1, piece_bytes)),
+        group_(group),
+        comm_(CommOf(group_)),
+        rank_(group_.rank()),
+        size_(group_.size()) {
     int* tag_ub = nullptr;
     int found = 0;
     SC_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
@@ -85,11 +86,7 @@ class MpiTransport final : public Transport {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     spin_only_ = cores > 0 && PlaceOnNode().size <= cores;
   }
-  ~MpiTransport() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (owns_comm_ && finalized == 0) MPI_Comm_free(&comm_);
-  }
+  ~MpiTransport() override = default;  // the group frees its communicator
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
@@ -98,16 +95,20 @@ class MpiTransport final : public Transport {
   std::string Name() const override { return "mpi"; }
   std::chrono::nanoseconds deadline() const override { return std::chrono::nanoseconds(deadline_ns_); }
 
-  Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
+  using Transport::Irecv;
+  using Transport::Isend;
+  Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    const MPI_Datatype datatype = MpiTransferType(type);  // before a handle is taken: it may throw
     MPI_Request* r = nullptr;
     const Request handle = NewRequest(&r, {Kind::kSend, peer, tag});
-    SC_MPI_CHECK(MPI_Isend(data, Count(count), MPI_FLOAT, peer, Tag(tag), comm_, r));
+    SC_MPI_CHECK(MPI_Isend(data, Count(count), datatype, peer, Tag(tag), comm_, r));
     return handle;
   }
-  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
+  Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    const MPI_Datatype datatype = MpiTransferType(type);
     MPI_Request* r = nullptr;
     const Request handle = NewRequest(&r, {Kind::kRecv, peer, tag});
-    SC_MPI_CHECK(MPI_Irecv(data, Count(count), MPI_FLOAT, peer, Tag(tag), comm_, r));
+    SC_MPI_CHECK(MPI_Irecv(data, Count(count), datatype, peer, Tag(tag), comm_, r));
     return handle;
   }
   bool Test(Request request) override {
@@ -229,11 +230,11 @@ class MpiTransport final : public Transport {
 
   const int64_t deadline_ns_;
   const int64_t piece_bytes_;
-  MPI_Comm comm_ = MPI_COMM_WORLD;  // or a split of it, owned
-  bool owns_comm_ = false;
-  int rank_ = 0;
+  const MpiGroup group_;  // the group it was made over (its communicator shared, as the world's)
+  const MPI_Comm comm_;   // group_'s
+  const int rank_;
+  const int size_;
   bool spin_only_ = false;  // every rank of this node has its own core
-  int size_ = 1;
   int64_t tag_modulus_ = 32768;
   HandlePool<Pending> pending_;
 };
@@ -253,9 +254,15 @@ MpiSession::~MpiSession() {
   if (finalized == 0) MPI_Finalize();
 }
 
+std::unique_ptr<Transport> MakeMpiTransport(const MpiGroup& group, std::chrono::nanoseconds deadline,
+                                            int64_t piece_bytes) {
+  return std::make_unique<MpiTransport>(group, deadline, piece_bytes);
+}
+
 std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline, int64_t piece_bytes,
                                             std::optional<MpiSplit> split) {
-  return std::make_unique<MpiTransport>(deadline, piece_bytes, split);
+  const MpiGroup world = MpiGroup::World();
+  return MakeMpiTransport(split ? world.Split(*split) : world, deadline, piece_bytes);
 }
 
 int MpiWorldRank() {

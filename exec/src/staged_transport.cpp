@@ -2,6 +2,7 @@
 #include "stagecraft/exec/staged_transport.h"
 
 #include <cstdlib>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,14 +27,18 @@ class StagedTransport final : public Transport {
   int size() const override { return inner_->size(); }
   std::string Name() const override { return inner_->Name() + " (host-staged)"; }
 
-  Request Isend(const float* data, int64_t count, int peer, int64_t tag) override {
-    float* host = TakeHost(count);
-    device_.memory().Download(host, data, count);  // waits for the work that produced `data`
-    return Track({inner_->Isend(host, count, peer, tag), nullptr, host, count});
+  using Transport::Irecv;
+  using Transport::Isend;
+  Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    const int64_t words = Words(count, type);
+    float* host = TakeHost(words);
+    device_.memory().Download(host, static_cast<const float*>(data), words);  // waits for the work that produced `data`
+    return Track({inner_->Isend(host, count, type, peer, tag), nullptr, host, words});
   }
-  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
-    float* host = TakeHost(count);
-    return Track({inner_->Irecv(host, count, peer, tag), data, host, count});
+  Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    const int64_t words = Words(count, type);
+    float* host = TakeHost(words);
+    return Track({inner_->Irecv(host, count, type, peer, tag), static_cast<float*>(data), host, words});
   }
   bool Test(Request request) override {
     Staged& s = At(request);
@@ -61,8 +66,20 @@ class StagedTransport final : public Transport {
     Request inner = 0;
     float* device_dst = nullptr;  // a receive's destination; null for a send
     float* host = nullptr;        // null once complete
-    int64_t count = 0;
+    int64_t count = 0;            // 4-byte words staged
   };
+
+  // The device's copies move 4-byte words (device_memory.h): a tensor of another type is staged
+  // as the words that hold its bytes, which must fill them (an odd count of bf16 does not).
+  static int64_t Words(int64_t count, ElementType type) {
+    const int64_t bytes = count * ElementBytes(type);
+    if (count < 0 || bytes % 4 != 0) {
+      throw std::invalid_argument(fmt::format(
+          "a host-staged transfer of {} {} elements: the staged bytes ({}) must be whole 4-byte words", count,
+          ElementTypeName(type), bytes));
+    }
+    return bytes / 4;
+  }
 
   Staged& At(Request request) {
     SC_CHECK(request >= 0 && static_cast<size_t>(request) < staged_.size() && staged_[request].host != nullptr,

@@ -26,6 +26,7 @@ class FakeTransport final : public exec::Transport {
     int peer = 0;
     int64_t tag = 0;
     bool complete = false;
+    exec::ElementType type = exec::ElementType::kF32;
   };
 
   explicit FakeTransport(int rank = 0, int size = 1) : rank_(rank), size_(size) {}
@@ -33,12 +34,16 @@ class FakeTransport final : public exec::Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string Name() const override { return "fake"; }
-  Request Isend(const float*, int64_t count, int peer, int64_t tag) override {
-    posted.push_back({true, nullptr, count, peer, tag, false});
+  using exec::Transport::Irecv;
+  using exec::Transport::Isend;
+  Request Isend(const void*, int64_t count, exec::ElementType type, int peer, int64_t tag) override {
+    posted.push_back({true, nullptr, count, peer, tag, false, type});
     return static_cast<Request>(posted.size() - 1);
   }
-  Request Irecv(float* data, int64_t count, int peer, int64_t tag) override {
-    posted.push_back({false, data, count, peer, tag, false});
+  // Only an fp32 receive's data are written by Complete.
+  Request Irecv(void* data, int64_t count, exec::ElementType type, int peer, int64_t tag) override {
+    float* floats = type == exec::ElementType::kF32 ? static_cast<float*>(data) : nullptr;
+    posted.push_back({false, floats, count, peer, tag, false, type});
     return static_cast<Request>(posted.size() - 1);
   }
   bool Test(Request request) override {

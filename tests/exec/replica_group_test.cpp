@@ -131,7 +131,10 @@ class FakeReplicaGroup final : public ReplicaGroup {
   int replica() const override { return 0; }
   int size() const override { return 2; }
   std::string Name() const override { return "fake"; }
-  Request PostSum(float* data, int64_t count) override {
+  using ReplicaGroup::PostSum;
+  Request PostSum(void* raw, int64_t count, ElementType type) override {
+    EXPECT_EQ(type, ElementType::kF32);  // a run sums its gradients in fp32
+    auto* data = static_cast<float*>(raw);
     for (int64_t i = 0; i < count; ++i) data[i] *= 2;
     done.push_back(complete_at_once);
     return static_cast<Request>(done.size() - 1);

@@ -143,10 +143,10 @@ ReplicaLinks MakeReplicaLinks(int ranks, int replicas) {
   links.layout = {ranks, replicas};
   const int w = g_transport->rank();
   links.runs = w < links.layout.world();
-  const exec::MpiSplit split = links.runs ? exec::MpiSplit{links.layout.ReplicaOf(w), links.layout.PipelineRankOf(w)}
-                                          : exec::MpiSplit{replicas, w};  // the idle processes together
-  links.pipeline = exec::MakeMpiTransport(exec::kDefaultWaitDeadline, exec::kDefaultPieceBytes, split);
-  links.group = exec::MakeMpiReplicaGroup(links.layout, exec::kDefaultWaitDeadline);
+  // Both split from the world (the idle processes: a pipeline together, a replica group each).
+  const exec::MpiGroup world = exec::MpiGroup::World();
+  links.pipeline = exec::MakeMpiTransport(world.Split(exec::PipelineKey(links.layout, w)));
+  links.group = exec::MakeMpiReplicaGroup(world.Split(exec::ReplicaKey(links.layout, w)), exec::kDefaultWaitDeadline);
   return links;
 }
 

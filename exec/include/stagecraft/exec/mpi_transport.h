@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "stagecraft/exec/mpi_group.h"
 #include "stagecraft/exec/transport.h"
 
 namespace stagecraft::exec {
@@ -26,18 +27,22 @@ class MpiSession {
 // model's weights, pass 2^31 bytes).
 inline constexpr int64_t kDefaultPieceBytes = int64_t{1} << 30;
 
-// A part of the job: the processes that give the same `color`, ranked by `key` (MPI_Comm_split).
-// Data parallelism (replica_group.h) runs each replica's pipeline over a split of the job.
-struct MpiSplit {
-  int color = 0;
-  int key = 0;
-};
+// A part of the job as MPI_Comm_split names it (the older name of GroupKey).
+using MpiSplit = GroupKey;
 
-// Requires a live MpiSession. Communicates over MPI_COMM_WORLD, or, given `split`, over the
-// processes of the job in the same part (made by MPI_Comm_split: collective over the job, every
-// process naming its part); Abort still ends the whole job. A Wait (or Barrier) that takes
-// longer than `deadline` cancels a pending receive and throws, naming the peer and the tag.
-// `piece_bytes` (at least 1) bounds one MPI call of Gather and Broadcast (tests lower it).
+// Requires a live MpiSession. Point-to-point and the host collectives over `group`'s own
+// communicator: transports made over one group match each other's messages and collectives, as
+// every transport over the world always has (a test's idle ranks meet a run's over a second);
+// one over group.Dup() keeps its traffic apart. Collective over the whole job (it asks how many
+// processes share this node); Abort still ends the whole job. A Wait (or
+// Barrier) that takes longer than `deadline` cancels a pending receive and throws, naming the
+// peer and the tag. `piece_bytes` (at least 1) bounds one MPI call of Gather and Broadcast
+// (tests lower it). Every element type moves (mpi_element_type.h).
+std::unique_ptr<Transport> MakeMpiTransport(const MpiGroup& group,
+                                            std::chrono::nanoseconds deadline = kDefaultWaitDeadline,
+                                            int64_t piece_bytes = kDefaultPieceBytes);
+// The same over the world (MpiGroup::World()), or, given `split`, over the world's part it names
+// (collective over the job, every process naming its part).
 std::unique_ptr<Transport> MakeMpiTransport(std::chrono::nanoseconds deadline = kDefaultWaitDeadline,
                                             int64_t piece_bytes = kDefaultPieceBytes,
                                             std::optional<MpiSplit> split = std::nullopt);

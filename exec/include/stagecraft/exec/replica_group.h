@@ -1,9 +1,10 @@
 // Data parallelism in the executor (DESIGN.md §9): the job's P × D processes as D replicas of a
-// P-rank pipeline, and the collective over one pipeline rank's D replicas that a REDUCE_GRAD op
-// posts and its STEP waits for (an in-place sum of a stage's gradients).
-//   cpu:  MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM) on the replicas' sub-communicator, completed by
+// P-rank pipeline, and the all-reduce group over one pipeline rank's D replicas (split from the
+// world: mpi_group.h) whose sum a REDUCE_GRAD op posts and its STEP waits for (an in-place sum
+// of a stage's gradients; typed, fp32 for a run's gradients).
+//   cpu:  MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM) on the group's communicator, completed by
 //         polling MPI_Test (which also drives MPI's progress) under the deadline;
-//   cuda: ncclAllReduce (ncclFloat, ncclSum) on a stream of its own, ordered after the compute
+//   cuda: ncclAllReduce (ncclSum) on a stream of its own, ordered after the compute
 //         stream's work queued so far, completed by polling its event (nccl_replica_group.cpp);
 //         one all-reduce of each size the run sums made before its clock starts (Prepare).
 #pragma once
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/element_type.h"
+#include "stagecraft/exec/mpi_group.h"
 #include "stagecraft/exec/transport.h"
 
 namespace stagecraft::exec {
@@ -32,6 +35,14 @@ struct WorldLayout {
   int PipelineRankOf(int world_rank) const { return world_rank % pipeline_ranks; }
 };
 
+// The keys that split the world into groups (MpiGroup::Split), for world rank `world_rank`:
+// its replica's pipeline (colour = replica, key = pipeline rank) and its pipeline rank's
+// replicas (colour = pipeline rank, key = replica). A process beyond layout.world() (a test
+// running on part of its job) joins the other idle processes' pipeline and a replica group of
+// its own.
+GroupKey PipelineKey(const WorldLayout& layout, int world_rank);
+GroupKey ReplicaKey(const WorldLayout& layout, int world_rank);
+
 // Replica r's rows of one microbatch built for D·b rows: rows [r·b, (r+1)·b) of a row-major
 // [D·b × row_floats] tensor (MLP rows, transformer sequences), copied into `out` ([b × row_floats]).
 // D replicas of microbatch size b so train exactly as one pipeline of microbatch size D·b.
@@ -46,10 +57,13 @@ class ReplicaGroup {
   virtual int size() const = 0;     // D
   virtual std::string Name() const = 0;
 
-  // Posts the sum over the replicas of `count` floats at `data` (device memory of the paired
-  // Device), in place: each replica's buffer ends as the sum. `data` stays untouched until
-  // completion. Every replica posts the same sums in the same order.
-  virtual Request PostSum(float* data, int64_t count) = 0;
+  // Posts the sum over the replicas of `count` elements of `type` at `data` (device memory of
+  // the paired Device), in place: each replica's buffer ends as the sum. `data` stays untouched
+  // until completion. Every replica posts the same sums in the same order. MPI refuses bf16 and
+  // f16 sums (std::invalid_argument: mpi_element_type.h); NCCL adds every type.
+  virtual Request PostSum(void* data, int64_t count, ElementType type) = 0;
+  // fp32, a run's gradients.
+  Request PostSum(float* data, int64_t count) { return PostSum(data, count, ElementType::kF32); }
   virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
   // Throws TimeoutError naming the collective when it is not complete within the deadline.
   virtual void Wait(Request request) = 0;
@@ -73,10 +87,12 @@ class ReplicaGroup {
 // deadline.
 std::vector<double> MeanOverReplicas(Transport& replicas, const std::vector<double>& values);
 
-// Requires a live MpiSession; collective over the job (of at least layout.world() processes): the group of
-// this process's pipeline rank (MPI_Comm_split, colour = pipeline rank, key = replica); a
-// process beyond layout.world() (a test running on part of its job) gets a group of its own.
-// Its buffers must be host memory (the cpu device's).
+// Requires a live MpiSession; collective over `replicas` (a group split from the world by
+// ReplicaKey), whose dup it sums over; its host side is a transport over `replicas` itself. Its buffers must be host memory
+// (the cpu device's).
+std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const MpiGroup& replicas, std::chrono::nanoseconds deadline);
+// The same over this process's part of MpiGroup::World().Split(ReplicaKey(layout, world rank));
+// collective over the job (of at least layout.world() processes).
 std::unique_ptr<ReplicaGroup> MakeMpiReplicaGroup(const WorldLayout& layout, std::chrono::nanoseconds deadline);
 
 // The cuda backend's group over `mpi`'s replicas (which keeps the host side): one NCCL

@@ -1,6 +1,7 @@
-// Transport: moves activations and gradients between pipeline ranks and runs the few
-// collectives the executor needs (DESIGN.md §5). The cpu backend implements it with MPI; a cuda
-// backend with NCCL bootstrapped over MPI. Sends and receives are non-blocking and posted
+// Transport: the pipeline's point-to-point group: moves activations and gradients between
+// pipeline ranks and runs the few host-side collectives the executor needs (DESIGN.md §5). It is
+// made over a group split from the process's world (mpi_group.h). The cpu backend implements it
+// with MPI; a cuda backend with NCCL bootstrapped over MPI. Sends and receives are non-blocking and posted
 // exactly where the IR puts SEND/RECV ops; Wait holds the core only when every rank of the
 // node has its own, so ranks that outnumber cores do not starve each other.
 #pragma once
@@ -10,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "stagecraft/exec/element_type.h"
 
 namespace stagecraft::exec {
 
@@ -53,9 +56,19 @@ class Transport {
   virtual int size() const = 0;
   virtual std::string Name() const = 0;
 
-  // `data` is device memory of the paired Device and stays untouched until completion.
-  virtual Request Isend(const float* data, int64_t count, int peer, int64_t tag) = 0;
-  virtual Request Irecv(float* data, int64_t count, int peer, int64_t tag) = 0;
+  // `count` elements of `type` at `data`, device memory of the paired Device, which stays
+  // untouched until completion; a receive names the type and count its send does. A transport
+  // overrides this typed pair. (A test double that moves fp32 alone may override the fp32 pair
+  // below instead: then these forward fp32 to it and refuse any other type.)
+  virtual Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag);
+  virtual Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag);
+  // fp32, the activations and gradients of every run: the typed pair with ElementType::kF32.
+  virtual Request Isend(const float* data, int64_t count, int peer, int64_t tag) {
+    return Isend(static_cast<const void*>(data), count, ElementType::kF32, peer, tag);
+  }
+  virtual Request Irecv(float* data, int64_t count, int peer, int64_t tag) {
+    return Irecv(static_cast<void*>(data), count, ElementType::kF32, peer, tag);
+  }
   virtual bool Test(Request request) = 0;  // true once complete; the handle is then released
   // Throws TimeoutError naming the transfer and the peer when it is not complete within the
   // transport's deadline (kDefaultWaitDeadline unless the transport was made with another);
@@ -95,5 +108,18 @@ class Transport {
   // How long one of its waits may take (the deadline it was made with).
   virtual std::chrono::nanoseconds deadline() const { return kDefaultWaitDeadline; }
 };
+
+inline Transport::Request Transport::Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) {
+  if (type != ElementType::kF32) {
+    throw std::invalid_argument("the " + Name() + " transport moves fp32 only, not " + std::string(ElementTypeName(type)));
+  }
+  return Isend(static_cast<const float*>(data), count, peer, tag);
+}
+inline Transport::Request Transport::Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) {
+  if (type != ElementType::kF32) {
+    throw std::invalid_argument("the " + Name() + " transport moves fp32 only, not " + std::string(ElementTypeName(type)));
+  }
+  return Irecv(static_cast<float*>(data), count, peer, tag);
+}
 
 }  // namespace stagecraft::exec
