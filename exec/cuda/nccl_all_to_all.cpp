@@ -54,30 +54,15 @@ class NcclAllToAll final : public AllToAllGroup {
         device_(device),
         compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()) {
-    NcclInit init{.ranks = host_->size(), .rank = host_->rank(), .name = "an all-to-all's NCCL communicator"};
-    std::string wire;
-    if (host_->rank() == 0) {
-      SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&init.id));
-      wire.assign(reinterpret_cast<const char*>(&init.id), sizeof(init.id));
-    }
-    host_->Broadcast(&wire, 0);
-    if (wire.size() != sizeof(init.id)) throw std::runtime_error("nccl all-to-all: a malformed ncclUniqueId");
-    std::memcpy(&init.id, wire.data(), sizeof(init.id));
-    SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    try {
-      comm_ = MakeNcclComms({init}, deadline_ns_, "making an all-to-all's NCCL communicator").at(0);
-    } catch (...) {
-      (void)cudaStreamDestroy(stream_);
-      throw;
-    }
+    const NcclGroupComm made =
+        MakeNcclGroupComm(*host_, host_->size(), host_->rank(), deadline_ns_, "an all-to-all's NCCL communicator");
+    comm_ = made.comm, stream_ = made.stream;
   }
   // Best effort and bounded, as the replica group's (nccl_replica_group.cpp).
   ~NcclAllToAll() override {
     std::vector<cudaEvent_t> in_flight;
     for (const Pending& p : pending_.items()) in_flight.push_back(p.done);
-    if (!EventsLand(in_flight, std::min(deadline_ns_, kNcclCloseNs))) NcclComms().AbortAll();
-    NcclComms().Close({comm_}, std::min(deadline_ns_, kNcclCloseNs));
-    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    CloseNcclGroupComm({comm_, stream_}, in_flight, deadline_ns_);
   }
   NcclAllToAll(const NcclAllToAll&) = delete;
   NcclAllToAll& operator=(const NcclAllToAll&) = delete;

@@ -1,9 +1,12 @@
 // The process's NCCL communicators (nccl_comms.h).
 #include "nccl_comms.h"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "nccl_check.h"
+#include "stagecraft/kernels/cuda_check.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -98,6 +101,34 @@ std::vector<CommSet::Id> MakeNcclComms(const std::vector<NcclInit>& inits, int64
   }
   set.AwaitReady(ids, deadline_ns, what);
   return ids;
+}
+
+NcclGroupComm MakeNcclGroupComm(Transport& host, int ranks, int rank, int64_t deadline_ns, const std::string& name) {
+  NcclInit init{.ranks = ranks, .rank = rank, .name = name};
+  std::string wire;
+  if (rank == 0) {
+    SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&init.id));
+    wire.assign(reinterpret_cast<const char*>(&init.id), sizeof(init.id));
+  }
+  host.Broadcast(&wire, 0);
+  if (wire.size() != sizeof(init.id)) throw std::runtime_error(name + ": a malformed ncclUniqueId");
+  std::memcpy(&init.id, wire.data(), sizeof(init.id));
+  NcclGroupComm group;
+  SC_CUDA_CHECK(cudaStreamCreateWithFlags(&group.stream, cudaStreamNonBlocking));
+  try {
+    group.comm = MakeNcclComms({init}, deadline_ns, "making " + name).at(0);
+  } catch (...) {
+    (void)cudaStreamDestroy(group.stream);
+    throw;
+  }
+  return group;
+}
+
+void CloseNcclGroupComm(const NcclGroupComm& group, const std::vector<cudaEvent_t>& in_flight, int64_t deadline_ns) {
+  const int64_t bound = std::min(deadline_ns, kNcclCloseNs);
+  if (!EventsLand(in_flight, bound)) NcclComms().AbortAll();
+  if (group.comm >= 0) NcclComms().Close({group.comm}, bound);
+  if (group.stream != nullptr) (void)cudaStreamDestroy(group.stream);
 }
 
 void CheckEnqueued(CommSet::Id id, ncclResult_t result, const char* call, int64_t deadline_ns, const char* file,

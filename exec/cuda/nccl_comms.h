@@ -59,6 +59,19 @@ struct NcclInit {
 std::vector<CommSet::Id> MakeNcclComms(const std::vector<NcclInit>& inits, int64_t deadline_ns,
                                        const std::string& what);
 
+// A collective group's own communicator and stream (the replica group's, an all-to-all's): the
+// unique id made by the group's rank 0 and broadcast over `host` (the group's MPI transport),
+// the communicator made under `deadline_ns` (MakeNcclComms), a non-blocking stream beside the
+// compute stream. `name` names the communicator in messages ("the replicas' NCCL communicator").
+struct NcclGroupComm {
+  CommSet::Id comm = -1;  // in NcclComms()
+  cudaStream_t stream = nullptr;
+};
+NcclGroupComm MakeNcclGroupComm(Transport& host, int ranks, int rank, int64_t deadline_ns, const std::string& name);
+// Best effort and bounded, for a destructor: lets `in_flight` land (else aborts every
+// communicator of the process), closes the communicator and destroys the stream.
+void CloseNcclGroupComm(const NcclGroupComm& group, const std::vector<cudaEvent_t>& in_flight, int64_t deadline_ns);
+
 // After a call that enqueues work on communicator `id` returned `result`: ncclInProgress (it
 // connects in the background) is waited out under `deadline_ns` before the communicator is used
 // again, as NCCL requires; an error aborts every communicator and throws, naming `call` and

@@ -34,30 +34,15 @@ class NcclReplicaGroup final : public ReplicaGroup {
   NcclReplicaGroup(std::unique_ptr<ReplicaGroup> mpi, Device& device, std::chrono::nanoseconds deadline)
       : mpi_(std::move(mpi)), device_(device), compute_(static_cast<cudaStream_t>(CudaComputeStream(device))),
         deadline_ns_(deadline.count()) {
-    NcclInit init{.ranks = mpi_->size(), .rank = mpi_->replica(), .name = "the replicas' NCCL communicator"};
-    std::string wire;
-    if (mpi_->replica() == 0) {
-      SC_NCCL_CHECK(nullptr, ncclGetUniqueId(&init.id));
-      wire.assign(reinterpret_cast<const char*>(&init.id), sizeof(init.id));
-    }
-    mpi_->host().Broadcast(&wire, 0);
-    if (wire.size() != sizeof(init.id)) throw std::runtime_error("nccl replica group: a malformed ncclUniqueId");
-    std::memcpy(&init.id, wire.data(), sizeof(init.id));
-    SC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    try {
-      comm_ = MakeNcclComms({init}, deadline_ns_, "making the replicas' NCCL communicator").at(0);
-    } catch (...) {
-      (void)cudaStreamDestroy(stream_);
-      throw;
-    }
+    const NcclGroupComm made =
+        MakeNcclGroupComm(mpi_->host(), mpi_->size(), mpi_->replica(), deadline_ns_, "the replicas' NCCL communicator");
+    comm_ = made.comm, stream_ = made.stream;
   }
   // Best effort and bounded, as the NCCL transport's (nccl_transport.cpp).
   ~NcclReplicaGroup() override {
     std::vector<cudaEvent_t> in_flight;
     for (const Pending& p : pending_.items()) in_flight.push_back(p.done);
-    if (!EventsLand(in_flight, std::min(deadline_ns_, kNcclCloseNs))) NcclComms().AbortAll();
-    NcclComms().Close({comm_}, std::min(deadline_ns_, kNcclCloseNs));
-    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    CloseNcclGroupComm({comm_, stream_}, in_flight, deadline_ns_);
   }
   NcclReplicaGroup(const NcclReplicaGroup&) = delete;
   NcclReplicaGroup& operator=(const NcclReplicaGroup&) = delete;
