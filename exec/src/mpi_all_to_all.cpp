@@ -21,12 +21,6 @@
 namespace stagecraft::exec {
 namespace {
 
-// As MpiReplicaGroup waits: a few microseconds of spinning, then sleeps that leave the core to a
-// rank sharing it.
-constexpr int64_t kSpinNs = 20'000;
-constexpr int64_t kMinSleepNs = 2'000;
-constexpr int64_t kMaxSleepNs = 50'000;
-
 // MPI's counts and displacements are int.
 int IntCount(int64_t value, const char* what) {
   if (value < 0 || value > INT_MAX) {
@@ -87,16 +81,13 @@ class MpiAllToAll final : public AllToAllGroup {
 
   bool Test(Request request) override {
     SC_CHECK(pending_.Live(request), "a pending all-to-all");
-    int done = 0;
-    SC_MPI_CHECK(MPI_Test(&pending_[request].request, &done, MPI_STATUS_IGNORE));
-    if (done != 0) pending_.Release(request);
-    return done != 0;
+    const bool done = MpiTestRequest(&pending_[request].request);
+    if (done) pending_.Release(request);
+    return done;
   }
 
   void Wait(Request request) override {
-    const PollPolicy policy{
-        .deadline_ns = deadline_ns_, .spin_ns = kSpinNs, .min_sleep_ns = kMinSleepNs, .max_sleep_ns = kMaxSleepNs};
-    if (PollUntil([&] { return Test(request); }, policy)) return;
+    if (PollCollective(deadline_ns_, [&] { return Test(request); })) return;
     // A pending collective cannot be cancelled: the job ends (the caller aborts it).
     const Pending& p = pending_[request];
     throw TimeoutError(fmt::format("the MPI all-to-all of {} over {} ranks did not complete within {:g} s: "

@@ -22,12 +22,6 @@
 namespace stagecraft::exec {
 namespace {
 
-// As MpiTransport waits: a few microseconds of spinning, then sleeps that leave the core to a
-// rank sharing it (the collective needs the peer replicas to run).
-constexpr int64_t kSpinNs = 20'000;
-constexpr int64_t kMinSleepNs = 2'000;
-constexpr int64_t kMaxSleepNs = 50'000;
-
 class MpiReplicaGroup final : public ReplicaGroup {
  public:
   MpiReplicaGroup(const MpiGroup& replicas, std::chrono::nanoseconds deadline)
@@ -55,15 +49,12 @@ class MpiReplicaGroup final : public ReplicaGroup {
   }
   bool Test(Request request) override {
     SC_CHECK(pending_.Live(request), "a pending all-reduce");
-    int done = 0;
-    SC_MPI_CHECK(MPI_Test(&pending_[request].request, &done, MPI_STATUS_IGNORE));
-    if (done != 0) pending_.Release(request);
-    return done != 0;
+    const bool done = MpiTestRequest(&pending_[request].request);
+    if (done) pending_.Release(request);
+    return done;
   }
   void Wait(Request request) override {
-    const PollPolicy policy{
-        .deadline_ns = deadline_ns_, .spin_ns = kSpinNs, .min_sleep_ns = kMinSleepNs, .max_sleep_ns = kMaxSleepNs};
-    if (PollUntil([&] { return Test(request); }, policy)) return;
+    if (PollCollective(deadline_ns_, [&] { return Test(request); })) return;
     // A pending collective cannot be cancelled: the job ends (the caller aborts it).
     throw TimeoutError(fmt::format("the MPI all-reduce of {} over {} replicas did not complete within {:g} s: "
                                    "a replica is hung or gone",
