@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "stagecraft/scenario/scenario.h"
+#include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::sim {
 
@@ -83,7 +84,7 @@ schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const sched
   params.recompute = p.full_recompute();
   params.data_parallel = p.data_parallel;
   params.chunks = info.interleaved ? schedules::ChunksFor(info, p.chunks) : 1;
-  params.vertical_sync = p.vertical_sync && (!all || info.weights == schedules::WeightPolicy::kStash);
+  params.vertical_sync = p.vertical_sync && (!all || schedules::TakesVerticalSync(info.weights));
   params.zb_refine_nodes = p.zb_refine_nodes;
   return params;
 }

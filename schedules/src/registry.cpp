@@ -23,7 +23,7 @@ std::string CheckCommon(const GeneratorInfo& info, const GeneratorParams& p) {
   if (!info.interleaved && p.chunks != 1) {
     return fmt::format("{} runs one stage per rank; chunks must be 1 (got {}); use interleaved", info.name, p.chunks);
   }
-  if (p.vertical_sync && PolicyInfo(info.weights).reads != VersionRule::kStashed) {
+  if (p.vertical_sync && !TakesVerticalSync(info.weights)) {
     return fmt::format("vertical sync applies to pipedream only, not {}", info.name);
   }
   // At most 2^31 ops, 4 per unit: one factor at a time, so that four near 2^30 cannot overflow.

@@ -68,6 +68,10 @@ constexpr int VersionOfStep(WeightPolicy policy, int step) {
   return v > 0 ? v : 0;
 }
 
+// Whether `policy` takes PipeDream's vertical sync (every stage reads the version stage 0 read):
+// the policies whose backward reads the version its forward read.
+constexpr bool TakesVerticalSync(WeightPolicy policy) { return PolicyInfo(policy).reads == VersionRule::kStashed; }
+
 // The policy trains as a sequential run would (every microbatch of step t reads version t, one
 // update per step): only the op order differs between its schedules.
 constexpr bool TrainsAsSequential(WeightPolicy policy) {
