@@ -39,13 +39,7 @@ void BindScenario(py::module_& m) {
       .def_property_readonly("rank_devices",
                              [](const Scenario& s) {
                                std::vector<std::string> names;
-                               for (int r = 0; r < s.pipeline.ranks; ++r) {
-                                 std::string name;
-                                 for (const int g : sim::RankGroups(s, r)) {
-                                   name += (name.empty() ? "" : "+") + s.topology.GroupDevice(g).name;
-                                 }
-                                 names.push_back(std::move(name));
-                               }
+                               for (int r = 0; r < s.pipeline.ranks; ++r) names.push_back(sim::RankDeviceNames(s, r, "+"));
                                return names;
                              })
       .def_property_readonly("rank_memory_bytes", [](const Scenario& s) { return sim::RankDeviceMemories(s); })

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +57,15 @@ std::vector<int> RankGroups(const Scenario& sc, int rank) {
     if (runs[static_cast<size_t>(g)]) groups.push_back(g);
   }
   return groups;
+}
+
+std::string RankDeviceNames(const Scenario& sc, int rank, std::string_view separator) {
+  std::string names;
+  for (const int g : RankGroups(sc, rank)) {
+    if (!names.empty()) names += separator;
+    names += sc.topology.GroupDevice(g).name;
+  }
+  return names;
 }
 
 int64_t RankDeviceMemory(const Scenario& sc, int rank) {

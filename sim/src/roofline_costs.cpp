@@ -229,16 +229,11 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
   table.source = "roofline";
   const TransformerSpec& t = *sc.model.transformer;
   const PipelineSpec& p = sc.pipeline;
-  const auto device_names = [&](int rank) {
-    std::string names;
-    for (const int g : RankGroups(sc, rank)) names += (names.empty() ? "" : " and ") + sc.topology.GroupDevice(g).name;
-    return names;
-  };
   const KeysOf keys = [&](int st) {
     return fmt::format("model.transformer: {} of hidden {}, heads {}, seq {}, microbatch {}, on {} {}",
                        Count(layers[st], "layer"), t.hidden, t.heads, t.seq, p.microbatch_size,
                        sc.topology.grouped() ? "topology.groups' device" : "topology.device",
-                       device_names(query.shape.RankOf(st)));
+                       RankDeviceNames(sc, query.shape.RankOf(st), " and "));
   };
   const double d = DtypeBytes(sc.training.dtype);
   for (int st = 0; st < stages; ++st) {

@@ -251,6 +251,8 @@ struct Scenario {
 // for a topology of one device kind). The rank's ops run as fast as the slowest of them, and its
 // memory is the smallest of theirs.
 std::vector<int> RankGroups(const Scenario& sc, int rank);
+// The names of RankGroups' devices, joined by `separator` ("H100-SXM", "H100-SXM+A100-SXM-80GB").
+std::string RankDeviceNames(const Scenario& sc, int rank, std::string_view separator);
 // The device memory of pipeline rank `rank` (the smallest of RankGroups' devices'), and of every
 // rank, rank 0 first: the simulator's OOM check.
 int64_t RankDeviceMemory(const Scenario& sc, int rank);
