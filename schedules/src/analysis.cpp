@@ -40,26 +40,28 @@ std::string GridSizeProblem(const Schedule& s) {
 }
 
 HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::function<int64_t(const Op&)>& weight) {
+  const ActivationLifetimes lives(rank_ops);
   HeldPeak peak;
   int64_t held = 0;
-  int inflight = 0;
   for (size_t i = 0; i < count && i < rank_ops.size(); ++i) {
-    const Op& op = rank_ops[i];
-    const int8_t activations = Info(op.kind).memory.activations;
-    if (activations > 0) {
-      held += weight(op);
-      ++inflight;
-      if (held > peak.weight) peak = {held, inflight};
-    } else if (activations < 0) {
-      held -= weight(op);
-      --inflight;
+    const int k = lives.ActivationsAt(i);
+    if (k < 0) continue;
+    const StashInterval& interval = lives.Activations()[static_cast<size_t>(k)];
+    const int64_t w = weight(rank_ops[static_cast<size_t>(interval.opened_at)]);
+    if (interval.opened_at != static_cast<int>(i)) {
+      held -= w;
+    } else if ((held += w) > peak.weight) {
+      peak = {held, lives.HeldBefore(i + 1)};
     }
   }
   return peak;
 }
 
 int PeakInflight(const std::vector<Op>& rank_ops, size_t count) {
-  return PeakHeld(rank_ops, count, [](const Op&) { return int64_t{1}; }).inflight;
+  const ActivationLifetimes lives(rank_ops);
+  int peak = 0;
+  for (size_t i = 0; i <= count && i <= rank_ops.size(); ++i) peak = std::max(peak, lives.HeldBefore(i));
+  return peak;
 }
 
 std::vector<RankAnalysis> Analyze(const Schedule& s) {
@@ -67,11 +69,7 @@ std::vector<RankAnalysis> Analyze(const Schedule& s) {
   for (size_t r = 0; r < s.ops.size(); ++r) {
     RankAnalysis& a = out[r];
     a.peak_inflight = PeakInflight(s.ops[r], s.ops[r].size());
-    int pending_w = 0;
-    for (const Op& op : s.ops[r]) {
-      pending_w += Info(op.kind).memory.w_stash;
-      a.peak_pending_w = std::max(a.peak_pending_w, pending_w);
-    }
+    a.peak_pending_w = ActivationLifetimes(s.ops[r]).PeakPendingW();
     const WeightLifetimes lives(s, static_cast<int>(r));
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int stage = s.shape.StageOf(static_cast<int>(r), chunk);

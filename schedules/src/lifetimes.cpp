@@ -1,10 +1,12 @@
-// The lifetime analysis of weight versions (see lifetimes.h).
+// The lifetime analysis of weight versions and stashed activations (see lifetimes.h).
 #include "stagecraft/schedules/lifetimes.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <utility>
 
+#include "stagecraft/schedules/op_kinds.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
@@ -15,7 +17,61 @@ VersionLife& LifeOf(std::vector<VersionLife>* lives, int version) {
   return (*lives)[static_cast<size_t>(version)];
 }
 
+// The stash intervals still open, by stage, step and microbatch; a rank holds a few at once, so a
+// linear search beats a map.
+class OpenIntervals {
+ public:
+  void Open(const Op& op, int interval) { open_.push_back({op.stage, op.step, op.microbatch, interval}); }
+  // The interval `op` closes, removed from the open ones; -1 when none of its own is open.
+  int Close(const Op& op) {
+    for (size_t k = 0; k < open_.size(); ++k) {
+      const Entry& e = open_[k];
+      if (e.stage != op.stage || e.step != op.step || e.microbatch != op.microbatch) continue;
+      const int interval = e.interval;
+      open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(k));
+      return interval;
+    }
+    return -1;
+  }
+  int size() const { return static_cast<int>(open_.size()); }
+
+ private:
+  struct Entry {
+    int32_t stage, step, microbatch;
+    int interval;
+  };
+  std::vector<Entry> open_;
+};
+
 }  // namespace
+
+ActivationLifetimes::ActivationLifetimes(const std::vector<Op>& ops)
+    : activations_at_(ops.size(), -1), held_before_(ops.size() + 1, 0) {
+  OpenIntervals held, pending_w;
+  int w_stashes = 0;  // intervals opened; only their count matters
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op& op = ops[i];
+    const MemoryEffect& effect = Info(op.kind).memory;
+    held_before_[static_cast<size_t>(i)] = held.size();
+    if (effect.activations > 0) {
+      held.Open(op, static_cast<int>(activations_.size()));
+      activations_at_[static_cast<size_t>(i)] = static_cast<int>(activations_.size());
+      activations_.push_back({i, -1});
+    } else if (effect.activations < 0) {
+      if (const int k = held.Close(op); k >= 0) {
+        activations_[static_cast<size_t>(k)].closed_at = i;
+        activations_at_[static_cast<size_t>(i)] = k;
+      }
+    }
+    if (effect.w_stash > 0) {
+      pending_w.Open(op, w_stashes++);
+    } else if (effect.w_stash < 0) {
+      pending_w.Close(op);
+    }
+    peak_pending_w_ = std::max(peak_pending_w_, pending_w.size());
+  }
+  held_before_.back() = held.size();
+}
 
 WeightLifetimes::WeightLifetimes(const Schedule& s, int rank) {
   const std::vector<Op>& ops = s.ops.at(static_cast<size_t>(rank));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "stagecraft/schedules/lifetimes.h"
+
 namespace stagecraft::sim {
 
 using schedules::OpKind;
@@ -12,19 +14,8 @@ std::vector<std::vector<double>> StashDepths(const schedules::Schedule& s) {
   std::vector<std::vector<double>> out(static_cast<size_t>(s.ranks()));
   const double unit = 1.0 / s.shape.chunks;
   for (int r = 0; r < s.ranks(); ++r) {
-    double depth = 0;
-    for (const schedules::Op& op : s.ops[r]) {
-      const int8_t activations = schedules::Info(op.kind).memory.activations;
-      if (activations > 0) {
-        out[r].push_back(depth);
-        depth += unit;
-      } else if (activations < 0) {
-        out[r].push_back(depth);
-        depth = std::max(0.0, depth - unit);
-      } else {
-        out[r].push_back(depth);
-      }
-    }
+    const schedules::ActivationLifetimes lives(s.ops[r]);
+    for (size_t i = 0; i < s.ops[r].size(); ++i) out[r].push_back(lives.HeldBefore(i) * unit);
   }
   return out;
 }

@@ -1,8 +1,10 @@
 // Tests for schedules/src/lifetimes.cpp: the one lifetime analysis of weight versions, against
 // small GPipe, 1F1B and PipeDream op lists worked by hand (positions, readers, peaks, which STEP
-// updates in place), and the activations each rank holds (PeakInflight) on the same lists.
+// updates in place), and the activations each rank holds (PeakInflight) on the same lists; the
+// activation intervals (F to its B or I, I to its W) on ZB-H1 and PipeDream lists worked by hand.
 #include "stagecraft/schedules/lifetimes.h"
 
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@ namespace {
 Op F(int mb, int v, int stage = 0) { return Op{OpKind::kF, stage, mb, 0, v}; }
 Op B(int mb, int v, int stage = 0) { return Op{OpKind::kB, stage, mb, 0, v}; }
 Op Step(int v, int stage = 0) { return Op{OpKind::kStep, stage, 0, 0, v}; }
+Op Of(OpKind kind, int mb, int step = 0) { return Op{kind, 0, mb, step, 0}; }
 
 // One rank (of `ranks`) holding stage 0, with `ops`; the other ranks empty.
 Schedule OneRank(int ranks, std::vector<Op> ops) {
@@ -90,6 +93,52 @@ TEST(WeightLifetimes, PipeDreamStashKeepsTwoVersionsOnTheFirstOfTwoStages) {
   EXPECT_TRUE(lives.StepInPlace(8));
   EXPECT_EQ(lives.PeakVersions(0), 2);
   EXPECT_EQ(PeakInflight(s.ops[0], s.ops[0].size()), 2);
+}
+
+// ZB-H1's first stage of 2, 3 microbatches: F0 F1 I0 F2 I1 W0 I2 W1 W2. Each F opens its
+// microbatch's activations, its I closes them (and opens the weight-gradient stash its W closes):
+//   activations [0, 2], [1, 4], [3, 6]; held before each op 0 1 2 1 2 1 1 0 0, then 0;
+//   stashes I0..W0, I1..W1, I2..W2: at most 2 at once (after I1, and again after I2).
+TEST(ActivationLifetimes, ZeroBubbleIntervalsByHand) {
+  const std::vector<Op> ops = {Of(OpKind::kF, 0), Of(OpKind::kF, 1), Of(OpKind::kI, 0),
+                               Of(OpKind::kF, 2), Of(OpKind::kI, 1), Of(OpKind::kW, 0),
+                               Of(OpKind::kI, 2), Of(OpKind::kW, 1), Of(OpKind::kW, 2)};
+  const ActivationLifetimes lives(ops);
+  const std::vector<std::pair<int, int>> want = {{0, 2}, {1, 4}, {3, 6}};
+  ASSERT_EQ(lives.Activations().size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(lives.Activations()[k].opened_at, want[k].first) << k;
+    EXPECT_EQ(lives.Activations()[k].closed_at, want[k].second) << k;
+  }
+  const std::vector<int> held = {0, 1, 2, 1, 2, 1, 1, 0, 0, 0};
+  for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(lives.HeldBefore(i), held[i]) << i;
+  const std::vector<int> at = {0, 1, 0, 2, 1, -1, 2, -1, -1};
+  for (size_t i = 0; i < at.size(); ++i) EXPECT_EQ(lives.ActivationsAt(i), at[i]) << i;
+  EXPECT_EQ(lives.PeakPendingW(), 2);
+  EXPECT_EQ(PeakInflight(ops, ops.size()), 2);
+  EXPECT_EQ(PeakInflight(ops, 1), 1);  // the first op alone
+  // Weighted by microbatch + 1: after F1 1 + 2 = 3 (2 held), I0 frees 1, after F2 2 + 3 = 5
+  // (2 held): the peak.
+  const HeldPeak peak = PeakHeld(ops, ops.size(), [](const Op& op) { return int64_t{op.microbatch + 1}; });
+  EXPECT_EQ(peak.weight, 5);
+  EXPECT_EQ(peak.inflight, 2);
+}
+
+// Without a flush, microbatch 0 of step 1 can start before microbatch 0 of step 0 is done: each
+// B closes its own step's interval, not the first open one of the same index. A B with nothing
+// of its own open (a list cut short at the front) closes nothing.
+TEST(ActivationLifetimes, IntervalsMatchByStepAndMicrobatch) {
+  const std::vector<Op> ops = {Of(OpKind::kF, 0, 0), Of(OpKind::kF, 0, 1), Of(OpKind::kB, 0, 1),
+                               Of(OpKind::kB, 0, 0), Of(OpKind::kB, 1, 0)};
+  const ActivationLifetimes lives(ops);
+  ASSERT_EQ(lives.Activations().size(), 2u);
+  EXPECT_EQ(lives.Activations()[0].closed_at, 3);  // step 0's, by its B at 3
+  EXPECT_EQ(lives.Activations()[1].closed_at, 2);
+  EXPECT_EQ(lives.ActivationsAt(4), -1);
+  EXPECT_EQ(lives.HeldBefore(4), 0);
+  EXPECT_EQ(lives.HeldBefore(5), 0);
+  const std::vector<Op> open = {Of(OpKind::kF, 0), Of(OpKind::kF, 1)};
+  EXPECT_EQ(ActivationLifetimes(open).Activations()[1].closed_at, -1);  // still held at the end
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
-// The one lifetime analysis of weight versions (DESIGN.md §2, §10), over one rank's op list: per
-// local stage and version, the STEP that produces it, its readers and last reader, and the STEP
-// that replaces it as the newest. The IR's analysis takes its peaks from it, the simulator's
-// memory model its readers, the executor's weight store when a version is freed and whether a
-// STEP updates in place. (Activations: each op kind's MemoryEffect, op_kinds.h, read by
-// PeakHeld, StashDepths, the memory model and the search alike.)
+// The one lifetime analysis over one rank's op list (DESIGN.md §2, §10).
+// - Weight versions: per local stage and version, the STEP that produces it, its readers and last
+//   reader, and the STEP that replaces it as the newest. The IR's analysis takes its peaks from
+//   it, the simulator's memory model its readers, the executor's weight store when a version is
+//   freed and whether a STEP updates in place.
+// - Activation intervals: per stage-microbatch, the op that stashes its activations and the op
+//   that frees them, and likewise Zero Bubble's weight-gradient stash (each kind's MemoryEffect,
+//   op_kinds.h, says which ops open and close them). The IR's analysis (PeakHeld, the in-flight
+//   and pending-W peaks), the search's memory floor and the simulator's stash depths read them;
+//   the simulator's memory model applies the same effects at the ops' simulated times.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +54,34 @@ class WeightLifetimes {
  private:
   std::unordered_map<int32_t, std::vector<VersionLife>> stages_;
   std::vector<bool> in_place_;  // by op index
+};
+
+// What one op stashes and a later op frees: the activations of a stage-microbatch (F to its B or
+// I) or its weight-gradient stash (I to its W). Positions are indices in the rank's op list.
+struct StashInterval {
+  int opened_at = -1;
+  int closed_at = -1;  // -1: still held after the last op
+};
+
+class ActivationLifetimes {
+ public:
+  // A closing op with no open interval of its stage, step and microbatch closes nothing.
+  explicit ActivationLifetimes(const std::vector<Op>& rank_ops);
+
+  const std::vector<StashInterval>& Activations() const { return activations_; }
+  // Which activation interval op `i` opens or closes (an index into Activations()), -1 for none.
+  int ActivationsAt(size_t i) const { return activations_at_[i]; }
+  // How many stage-microbatches' activations are held as op `i` starts (a B or I counts its own;
+  // i == the list's size: after the last op).
+  int HeldBefore(size_t i) const { return held_before_[i]; }
+  // The most weight-gradient stashes (I done, W not yet) held at once.
+  int PeakPendingW() const { return peak_pending_w_; }
+
+ private:
+  std::vector<StashInterval> activations_;
+  std::vector<int> activations_at_;  // by op index
+  std::vector<int> held_before_;     // by op index, one more at the end
+  int peak_pending_w_ = 0;
 };
 
 }  // namespace stagecraft::schedules
