@@ -75,7 +75,7 @@ def test_a_fork_without_the_release(tmp_path):
     ((), "--apex DIR: an Apex source tree with csrc/megatron/ is needed on the GPU"),
 ])
 def test_bad_input_is_one_line_before_torch(fork, args, message):
-    # Each is refused before PyTorch is imported: a python3 without it says the same.
+    # Each is refused before PyTorch is imported: the same where python3 has none.
     done = entry("--fork", fork, *(a.format(fork=fork) for a in args))
     assert done.returncode == 2 and done.stdout == "" and done.stderr == f"zb_fork_layer.py: {message}\n"
 
