@@ -283,7 +283,7 @@ mlp_gpu_budget=(50 5 80 5 5 5) gpt_gpu_budget=(20 5 35 5 5 5)
 mlp_gpu_1rank_budget=(15 5 20 5) gpt_gpu_1rank_budget=(10 5 10 5)
 for scenario in "$root/scenarios/mlp-gpu.yaml" "$root/scenarios/gpt-gpu.yaml"; do
   name="$(basename "$scenario" .yaml)"
-  ranks="$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$scenario" | head -1)"
+  ranks="$("$root/scripts/tool.sh" scenario_ranks "$scenario")" || exit 1  # its pipeline.ranks; else one line why
   if (( gpus >= 8 )) && [[ $name == gpt-gpu ]]; then
     skipped "$name" "$gpus GPUs: the multi-GPU section's 4 x 2 loop runs gpt-gpu on a GPU per rank, with replicas"
   elif (( gpus >= ranks )); then

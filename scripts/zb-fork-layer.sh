@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The Zero Bubble paper's own middle stage timed with its own timers (scripts/zb_fork_layer.py;
-# docs/cost-model.md, "The paper's own stage on a GPU"). Its two inputs, read and never kept in
-# this repository, are exported once into build/zb-fork/ (ignored by git: carry it to a GPU machine
-# with the build, or gpu-check.sh skips the step there):
+# The Zero Bubble paper's own middle stage timed with its own timers (tools/stagecraft_tools/
+# zb_fork_layer.py, run by its entry point scripts/zb_fork_layer.py; docs/cost-model.md, "The
+# paper's own stage on a GPU"). Its two inputs, read and never kept in this repository, are
+# exported once into build/zb-fork/ (ignored by git: carry it to a GPU machine with the build, or
+# gpu-check.sh skips the step there):
 #   scripts/zb-fork-layer.sh --prepare ZB_GIT APEX_GIT
 #       ZB_GIT: a clone (or bare mirror) of github.com/sail-sg/zero-bubble-pipeline-parallelism
 #       holding commit ed85b11c (the paper's code release): its megatron/ goes to build/zb-fork/fork;

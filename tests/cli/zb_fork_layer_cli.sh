@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/zb-fork-layer.sh and zb_fork_layer.py, the Zero Bubble paper's own stage timed with its
-# own timers: bad input one line each. Where the release's tree has been prepared (build/zb-fork,
+# scripts/zb-fork-layer.sh and its program (scripts/zb_fork_layer.py, the entry point of
+# tools/stagecraft_tools/zb_fork_layer.py), the Zero Bubble paper's own stage timed with its own timers: bad input one line each. Where the release's tree has been prepared (build/zb-fork,
 # or ZB_FORK_DIR) and a python3 here imports torch, also the script's CPU check (the fork's F / B /
 # W through its weight-gradient store against plain autograd) and a rehearsal of the timing loop;
 # otherwise that part is skipped, and said so (the tree is not in this repository). --compare (a
@@ -28,13 +28,13 @@ mkdir -p "$tmp/site/regex" "$tmp/site/einops"
 printf '%s\n' "try:" "    from regex import NOT_YET" "    RESULT = 'a stand-in'" "except ImportError:" \
   "    RESULT = 'missed'" >"$tmp/site/regex/__init__.py"
 echo "VALUE = 1" >"$tmp/site/einops/__init__.py"
-check "stand-ins: only where nothing real is" "PYTHONPATH='$tmp/site:$root/scripts' python3 - <<'PY'
+check "stand-ins: only where nothing real is" "PYTHONPATH='$tmp/site:$root/tools' python3 - <<'PY'
 import sys
-import zb_fork_layer
-finder = zb_fork_layer._StubFinder()
+from stagecraft_tools import zb_fork_load
+finder = zb_fork_load._StubFinder()
 sys.meta_path.append(finder)
 import regex, einops.layers.torch, tiktoken.load
-real = lambda m: not isinstance(sys.modules[m], zb_fork_layer._StubModule)
+real = lambda m: not isinstance(sys.modules[m], zb_fork_load._StubModule)
 sys.exit(0 if regex.RESULT == 'missed' and real('regex') and real('einops') and einops.VALUE == 1 and
          finder.stubbed == ['einops.layers', 'einops.layers.torch', 'tiktoken', 'tiktoken.load'] else 1)
 PY"
@@ -156,10 +156,10 @@ if [[ -z "$py" ]]; then
 fi
 # Where setuptools no longer gives pkg_resources.packaging (70 and later) or is missing, the
 # stand-in gives the name the fork imports at load time.
-check "pkg_resources without packaging: the name given once, then left alone" "cd '$root/scripts' && '$py' -c \"
+check "pkg_resources without packaging: the name given once, then left alone" "PYTHONPATH='$root/tools' '$py' -c \"
 import sys
 sys.modules['pkg_resources'] = None  # import pkg_resources now fails, as without setuptools
-import zb_fork_layer as z
+from stagecraft_tools import zb_fork_load as z
 first = z.pkg_resources_packaging()
 from pkg_resources import packaging
 sys.exit(0 if first and not z.pkg_resources_packaging() and packaging is not None else 1)\""
@@ -176,8 +176,8 @@ expect_command_error "the GPU run without Apex" "--apex DIR" 2 "$py" "$py_script
 
 # The fork's layers look for Apex's weight-gradient module once, at import: importing the fork
 # before it is in place (as a GPU run would, built after) is refused, not run without it.
-(cd "$root/scripts" && "$py" -c "import sys, zb_fork_layer as z; z.load_fork(sys.argv[1], cpu=False)" \
-  "$fork/fork") >"$tmp/order" 2>&1
+PYTHONPATH="$root/tools" "$py" -c "import sys; from stagecraft_tools import zb_fork_load as z; z.load_fork(sys.argv[1], cpu=False)" \
+  "$fork/fork" >"$tmp/order" 2>&1
 check "the fork imported before the weight-gradient module: refused" \
   '[[ $? -ne 0 ]] && grep -q "must be in place before the fork is imported" "$tmp/order"'
 "$py" "$py_script" --fork "$fork/fork" --check >"$tmp/check" 2>"$tmp/err"

@@ -1,13 +1,16 @@
 """The scripts that need a GPU or another toolchain, on this machine: scripts/bench-gpu.sh's no-GPU
 path (one line saying why, exit 0; on a machine with a usable GPU it is run by hand or by
 gpu-check.sh, so the test skips there), and scripts/fuzz.sh's checks before it builds anything
-(the harnesses' corpora are replayed by the fuzz tests; the fuzzing itself is run by hand)."""
+(the harnesses' corpora are replayed by the fuzz tests; the fuzzing itself is run by hand), and
+the pipeline ranks scripts/gpu-check.sh sizes its runs by (scenario_ranks: each scenario's as the
+project's own parser reads it), in its plan."""
+import re
 import subprocess
 
 import pytest
 
-from conftest import run_script
-from stagecraft_tools import common
+from conftest import ROOT, one_error_line, run_script
+from stagecraft_tools import common, scenario_ranks
 
 
 def gpu_usable():
@@ -35,3 +38,40 @@ def test_fuzz_checks_before_building():
     assert done.returncode == 2 and done.stderr == "usage: scripts/fuzz.sh [SECONDS]\n"
     done = run_script("fuzz.sh", "1", env={"FUZZ_ONLY": "csv nosuch"})
     assert done.returncode == 2 and done.stderr.startswith("fuzz.sh: FUZZ_ONLY: no harness 'nosuch' (known: scenario ")
+
+
+def test_scenario_ranks_are_the_parsers():
+    sc = common.module()
+    files = sorted((ROOT / "scenarios").glob("*.yaml"))
+    assert len(files) >= 2
+    for path in files:
+        try:
+            want = sc.Scenario.load(str(path)).ranks
+        except sc.InputError:
+            want = sc.Scenario.load_for_plan(str(path)).ranks
+        assert scenario_ranks.ranks(path) == want, path
+
+
+@pytest.mark.parametrize("text, message", [
+    ("pipeline: {ranks: 0}\n", "pipeline.ranks: expected a positive integer, got '0'"),
+    ("pipeline: {ranks: two}\n", "pipeline.ranks: expected a positive integer, got 'two'"),
+    ("pipeline: {schedule: 1f1b}\n", "no pipeline.ranks"),
+    ("- pipeline\n", "no pipeline.ranks"),
+    ("pipeline: {ranks: [\n", "not readable YAML (while parsing a flow node expected the node content, "),
+])
+def test_scenario_ranks_bad_input(tmp_path, text, message):
+    (tmp_path / "s.yaml").write_text(text)
+    line = one_error_line(run_script("tool.sh", "scenario_ranks", tmp_path / "s.yaml"), "scenario_ranks")
+    assert line.startswith(f"scenario_ranks: {tmp_path / 's.yaml'}: {message}"), line
+
+
+def test_gpu_check_plan_runs_each_scenario_on_its_ranks(tmp_path):
+    # As many GPUs as ranks: each scenario's loop on its own ranks; one GPU: the ranks share it.
+    for name in ("mlp-gpu", "gpt-gpu"):
+        ranks = scenario_ranks.ranks(ROOT / "scenarios" / f"{name}.yaml")
+        for gpus, sets in ((ranks, ""), (1, f" --set pipeline.ranks_per_device={ranks} --set topology.devices_per_node=1")):
+            done = run_script("gpu-check.sh", "--dry-run", "--no-build", "--build-dir", common.build_dir(),
+                              "--out", tmp_path / "plan", "--gpus", gpus)
+            assert done.returncode == 0, done.stderr
+            want = rf"^{name}: profile: \S*mpirun\.sh {ranks} \S*stagecraft profile \S*{name}\.yaml{re.escape(sets)} --backend cuda "
+            assert re.search(want, done.stdout, re.M), (want, done.stdout)

@@ -4,7 +4,7 @@ schedule against its ideal) at a tiny size, and the PyTorch sections skipped wit
 import re
 
 from conftest import ROOT, one_error_line, run_script
-from stagecraft_tools import peer_bench
+from stagecraft_tools import common, peer_bench
 
 
 def test_report_by_hand():
@@ -19,7 +19,7 @@ def test_profile_and_scenario_as_written():
                           {"forward": "4000ns", "backward_input": "9000ns", "backward_weight": "2000ns"}]}
     assert peer_bench.layer_medians(profile) == (4.0, 4.0, 2.0)
     # scenarios/gpt-tiny-cpu.yaml: 4 layers, hidden 256, 4 heads, seq 128, vocab 4096; 8 microbatches of 2.
-    assert peer_bench.gpt_shape(peer_bench.read_yaml(ROOT / "scenarios" / "gpt-tiny-cpu.yaml")) == (4, 256, 4, 128, 4096, 2, 8)
+    assert peer_bench.gpt_shape(common.read_yaml(ROOT / "scenarios" / "gpt-tiny-cpu.yaml")) == (4, 256, 4, 128, 4096, 2, 8)
 
 
 def test_ideal_by_hand():

@@ -127,6 +127,16 @@ def read_json(path):
         raise ToolError(f"{path}: not readable JSON ({e})")
 
 
+def read_yaml(path):
+    """A YAML file's content; a ToolError naming the file when unreadable."""
+    import yaml  # PyYAML (python3-yaml): only the tools that read YAML need it
+    try:
+        with open(path) as fh:
+            return yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as e:
+        raise ToolError(f"{path}: not readable YAML ({' '.join(str(e).split())})")  # PyYAML's spans lines
+
+
 def write_text(path, text):
     """Writes a whole file at once (a temporary file, then renamed): never half written."""
     path = Path(path)

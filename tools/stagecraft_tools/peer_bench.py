@@ -17,8 +17,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import yaml
-
 from . import common
 
 MLP = common.SCENARIOS / "mlp-cpu.yaml"
@@ -74,14 +72,6 @@ def ns_to_us(text):
     return int(str(text)[:-2]) / 1e3
 
 
-def read_yaml(path):
-    try:
-        with open(path) as fh:
-            return yaml.safe_load(fh)
-    except (OSError, yaml.YAMLError) as e:
-        raise common.ToolError(f"{path}: not readable YAML ({e})")
-
-
 def layer_medians(profile):
     """A profile's (F, I, W) median over its layers, us."""
     layers = profile["layers"]
@@ -130,7 +120,7 @@ class Bench:
         for h, act in ((512, "gelu"), (1024, "relu")):
             common.run([self.sc, "profile", MLP, *common.sets([f"model.mlp.hidden={h}", f"model.mlp.activation={act}"]),
                         "--out", self.tmp / "profile.yaml"])
-            f, i, w = layer_medians(read_yaml(self.tmp / "profile.yaml"))
+            f, i, w = layer_medians(common.read_yaml(self.tmp / "profile.yaml"))
             t = torch_peer("layers", h, 64, act)
             tf, ti, tw = t["forward_us"], t["backward_input_us"], t["backward_weight_us"]
             print(f"{f'Linear({h})+{act} [64x{h}]':<26} {f:10.1f} {tf:10.1f} {i:10.1f} {ti:10.1f} {w:10.1f} {tw:10.1f}   "
@@ -182,12 +172,12 @@ class Bench:
         print("\n".join(ideal_report([n for n, _ in schedules], runs)))
 
     def gpt(self):
-        scenario = read_yaml(GPT)
+        scenario = common.read_yaml(GPT)
         L, C, NH, T, V, B, M = gpt_shape(scenario)
         print(f"== 5/5 transformer (gpt-tiny-cpu: {L} blocks, hidden {C}, {NH} heads, seq {T}, vocab {V}; "
               f"{M} x {B} sequences per Adam step)")
         common.run([self.sc, "profile", GPT, "--calibration-steps", "0", "--out", self.tmp / "gpt-profile.yaml"])
-        f, i, w = layer_medians(read_yaml(self.tmp / "gpt-profile.yaml"))
+        f, i, w = layer_medians(common.read_yaml(self.tmp / "gpt-profile.yaml"))
         t = torch_peer("gpt_block", C, NH, T, B)
         tf, tb = t["forward_us"], t["backward_us"]
         print(f"{'one block, one thread (median us)':<34} {'F ours':>10} {'F torch':>10} {'B ours':>10} {'B torch':>10}")

@@ -1,5 +1,5 @@
 """scripts/zb-fork-layer.sh --compare: a GPU run's JSON of the Zero Bubble release's own stage
-(scripts/zb_fork_layer.py) beside the roofline list's prediction of one layer of the same shapes
+(stagecraft_tools.zb_fork_layer) beside the roofline list's prediction of one layer of the same shapes
 on the GPU's device file: per model F, B and W per layer, measured and predicted, in the Zero
 Bubble runtime's split (its W the weight GEMMs alone), and B/F and W/F beside the paper's A100
 profile. Writes FILE's name with .compare.json for .json; needs neither the trees nor PyTorch."""
