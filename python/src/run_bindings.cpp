@@ -235,7 +235,7 @@ void BindTraces(py::module_& m) {
   py::class_<schedules::TraceOp>(m, "TraceOp", "One op of a trace: where, when and which.")
       .def_readonly("rank", &schedules::TraceOp::rank)
       .def_property_readonly("stream", [](const schedules::TraceOp& t) { return static_cast<int>(t.stream); },
-                             "0 compute, 1 send, 2 recv, 3 collective")
+                             "0 compute, 1 send, 2 recv, 3 collective, 4 to host, 5 to device")
       .def_readonly("op", &schedules::TraceOp::op)
       .def_readonly("op_index", &schedules::TraceOp::op_index, "position in its rank's IR list")
       .def_property_readonly("start_ms", [](const schedules::TraceOp& t) { return t.start_ns * 1e-6; })

@@ -105,13 +105,16 @@ std::string OpRepr(const Op& op) {
 void BindOps(py::module_& m) {
   py::class_<Op>(m, "Op", "One op of a rank's list (DESIGN.md §2).")
       .def_property_readonly("kind", [](const Op& op) { return std::string(KindName(op.kind)); },
-                             "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, STEP or REDUCE_GRAD")
+                             "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, STEP, REDUCE_GRAD, OFFLOAD or RELOAD")
       .def_readonly("stage", &Op::stage, "the stage doing the op (SEND/RECV: the local stage)")
       .def_readonly("microbatch", &Op::microbatch, "index within its step")
       .def_readonly("step", &Op::step, "the optimizer step the microbatch belongs to")
       .def_readonly("version", &Op::version, "weight version read (F/B/I/W) or produced (STEP)")
       .def_readonly("peer", &Op::peer, "SEND: destination rank; RECV: source rank; -1 otherwise")
       .def_readonly("overlapped", &Op::overlapped, "second op of an overlapped (F;B) pair")
+      .def_property_readonly(
+          "tensor", [](const Op& op) { return op.tensor == Tensor::kNone ? std::string() : std::string(TensorName(op.tensor)); },
+          "OFFLOAD / RELOAD: activations, weights or optimizer; '' for every other op")
       .def("action", &ActionString, py::arg("microbatches_per_step"),
            "PyTorch's action string, e.g. '0F0', '1SEND_F3' (the microbatch numbered across steps)")
       .def("__eq__", [](const Op& a, const Op& b) { return a == b; })

@@ -11,7 +11,7 @@ MAX_SEARCH_BUDGET_SECONDS: float  # the longest search budget (harness/search.h)
 class Op:
     """One op of a rank's list (DESIGN.md §2)."""
     @property
-    def kind(self) -> str: ...  # F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, STEP, REDUCE_GRAD
+    def kind(self) -> str: ...  # F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, STEP, REDUCE_GRAD, OFFLOAD, RELOAD
     @property
     def stage(self) -> int: ...
     @property
@@ -24,6 +24,8 @@ class Op:
     def peer(self) -> int: ...
     @property
     def overlapped(self) -> bool: ...
+    @property
+    def tensor(self) -> str: ...  # OFFLOAD / RELOAD: activations, weights or optimizer; '' otherwise
     def action(self, microbatches_per_step: int) -> str: ...
 
 class Diagnostic:
@@ -167,7 +169,7 @@ class TraceOp:
     @property
     def rank(self) -> int: ...
     @property
-    def stream(self) -> int: ...  # 0 compute, 1 send, 2 recv, 3 collective
+    def stream(self) -> int: ...  # 0 compute, 1 send, 2 recv, 3 collective, 4 to host, 5 to device
     @property
     def op(self) -> Op: ...
     @property

@@ -123,6 +123,10 @@ std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
     return fmt::format("unknown action kind '{}' in '{}'", Printable(kind_text), Printable(cell));
   }
   if (ProducesVersion(kind)) return fmt::format("STEP is not a CSV action in '{}'", Printable(cell));
+  if (IsCopy(kind)) {
+    return fmt::format("{} is not a CSV action in '{}' (PyTorch's actions have no copies: use a JSON schedule)",
+                       KindName(kind), Printable(cell));
+  }
   rest.remove_prefix(n);
   int32_t microbatch = 0;
   if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
@@ -227,6 +231,12 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form) {
       if (ReducesGradients(op.kind)) {  // PyTorch's form names no microbatch
         if (form == CsvForm::kComputeComms) cells.push_back(fmt::format("{}REDUCE_GRAD", op.stage));
         continue;
+      }
+      if (IsCopy(op.kind)) {
+        throw InputError(fmt::format("{}: rank {} has {}, and PyTorch's actions have no form for copies (OFFLOAD, "
+                                     "RELOAD): write it as JSON",
+                                     Printable(schedule.name), &rank_ops - schedule.ops.data(),
+                                     ActionString(op, schedule.microbatches)));
       }
       if (IsComm(op.kind) && form == CsvForm::kComputeOnly) continue;
       if (op.overlapped && i > 0 && IsForward(rank_ops[i - 1].kind) && !cells.empty()) {

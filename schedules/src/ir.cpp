@@ -40,11 +40,22 @@ size_t Schedule::OpCount() const {
 }
 
 std::string ActionString(const Op& op, int microbatches_per_step) {
-  if (Info(op.kind).number == ActionNumber::kVersion) {
-    return fmt::format("{}{}{}", op.stage, KindName(op.kind), op.version);
-  }
+  const ActionNumber number = Info(op.kind).number;
   const long global = static_cast<long>(op.step) * microbatches_per_step + op.microbatch;
-  return fmt::format("{}{}{}", op.stage, KindName(op.kind), global);
+  if (number == ActionNumber::kTensor) {
+    const std::string_view code = kTensorNames[static_cast<size_t>(op.tensor)].code;
+    return fmt::format("{}{}_{}{}", op.stage, KindName(op.kind), code, op.tensor == Tensor::kActivations ? global : op.version);
+  }
+  return fmt::format("{}{}{}", op.stage, KindName(op.kind), number == ActionNumber::kVersion ? op.version : global);
+}
+
+std::string FirstCopy(const Schedule& s) {
+  for (size_t r = 0; r < s.ops.size(); ++r) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      if (IsCopy(s.ops[r][i].kind)) return fmt::format("rank {} #{} ({})", r, i, ActionString(s.ops[r][i], s.microbatches));
+    }
+  }
+  return "";
 }
 
 }  // namespace stagecraft::schedules

@@ -10,6 +10,7 @@
 #include "json_reader.h"
 #include "json_writer.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::schedules {
@@ -26,6 +27,7 @@ void WriteOp(JsonWriter& w, const Op& op) {
     Key(w, "overlapped");
     w.Bool(true);
   }
+  if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies only
   w.EndObject();
 }
 
@@ -124,6 +126,13 @@ Op OpFromJson(const Reader& in, const Json& j, const std::string& path) {
   op.version = in.Int(j, path + ".version");
   op.peer = in.Int(j, path + ".peer");
   if (FindMember(j, "overlapped") != nullptr) op.overlapped = in.Bool(j, path + ".overlapped");
+  if (FindMember(j, "tensor") != nullptr) {
+    const std::string tensor = in.String(j, path + ".tensor");
+    if (!ParseTensor(tensor, &op.tensor)) {
+      in.Fail(path + ".tensor", fmt::format("unknown tensor '{}' (expected activations, weights or optimizer)",
+                                            Printable(tensor)));
+    }
+  }
   return op;
 }
 

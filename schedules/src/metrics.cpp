@@ -112,7 +112,7 @@ ExecutorMetrics ComputeExecutorMetrics(const Schedule& schedule, const RunRecord
     for (size_t i = 0; i < schedule.ops[r].size() && i < measured.ranks[r].ops.size(); ++i) {
       const Op& op = schedule.ops[r][i];
       const OpTiming& t = measured.ranks[r].ops[i];
-      if (IsComm(op.kind) || IsCollective(op.kind)) continue;  // a step ends with its STEP, not a post
+      if (!RunsOnCompute(op.kind)) continue;  // a step ends with its STEP, not a post or a copy
       if (t.end_ns < 0 || op.step < 0 || op.step >= schedule.steps) continue;
       step_end[op.step] = std::max(step_end[op.step], t.end_ns);
     }

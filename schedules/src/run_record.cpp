@@ -31,7 +31,7 @@ void FinishRunRecord(const Schedule& s, const std::vector<int64_t>& rank_memory_
       start = any ? std::min(start, t.start_ns) : t.start_ns;
       any = true;
       const OpKind kind = s.ops[r][i].kind;
-      if (IsComm(kind) || IsCollective(kind)) continue;  // posted; the rank's compute went on
+      if (!RunsOnCompute(kind)) continue;  // posted (a transfer, collective or copy); the rank's compute went on
       ran = i + 1;
       rr.busy_ns += t.end_ns - t.start_ns;
       rr.last_compute_end_ns = std::max(rr.last_compute_end_ns, t.end_ns);

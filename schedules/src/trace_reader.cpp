@@ -22,17 +22,19 @@ namespace {
 enum Field : int {
   kPh, kName, kPid, kTid, kTs, kDur, kArgs,                              // the event object
   kKind, kStage, kMicrobatch, kStep, kVersion, kPeer, kOpIndex, kBytes,  // its args object
+  kTensor,                                                               // a copy's only
   kNumFields,
 };
 constexpr uint32_t Bit(Field f) { return uint32_t{1} << f; }
 constexpr uint32_t kOpNeeds = Bit(kPid) | Bit(kTid) | Bit(kTs) | Bit(kDur) | Bit(kArgs) | Bit(kKind) |
                               Bit(kStage) | Bit(kMicrobatch) | Bit(kStep) | Bit(kOpIndex);
-constexpr uint32_t kOpReads = kOpNeeds | Bit(kVersion) | Bit(kPeer);
+constexpr uint32_t kOpReads = kOpNeeds | Bit(kVersion) | Bit(kPeer) | Bit(kTensor);
 constexpr uint32_t kCounterNeeds = Bit(kPid) | Bit(kTs) | Bit(kArgs) | Bit(kBytes);
 
 constexpr std::string_view kFieldNames[kNumFields] = {"ph",    "name",       "pid",  "tid",     "ts",
                                                       "dur",   "args",       "kind", "stage",   "microbatch",
-                                                      "step",  "version",    "peer", "op_index", "bytes"};
+                                                      "step",  "version",    "peer", "op_index", "bytes",
+                                                      "tensor"};
 
 // The field named `key` among [first, last), or kNumFields.
 Field FindField(std::string_view key, Field first, Field last) {
@@ -92,12 +94,17 @@ std::string Problem(Field f, const Scalar& v, char first) {
       if (v.type != Scalar::kString) return is("not a string");
       return ParseKind(v.s, &kind) ? "" : is("not an op kind");
     }
+    case kTensor: {
+      Tensor tensor;
+      if (v.type != Scalar::kString) return is("not a string");
+      return ParseTensor(v.s, &tensor) ? "" : is("not activations, weights or optimizer");
+    }
     default: break;
   }
   // The integers: bytes (int64), pid, tid and the op's fields (int32).
   if (v.type != Scalar::kInt) return is(v.type == Scalar::kFloat ? "not an integer" : "not a number");
   if (f == kTid && (v.i < 0 || v.i >= kNumStreams)) {
-    return fmt::format("is not a stream ({}; 0 compute, 1 send, 2 recv, 3 collective)", v.i);
+    return fmt::format("is not a stream ({}; 0 compute, 1 send, 2 recv, 3 collective, 4 to host, 5 to device)", v.i);
   }
   if (f == kPeer && v.i < -1) return is("below -1");
   if (f != kPeer && v.i < 0) return is("negative");
@@ -106,7 +113,7 @@ std::string Problem(Field f, const Scalar& v, char first) {
 }
 
 // An integer field's rules (Problem words them): bytes any int64 >= 0; pid, stage, microbatch,
-// step, version and op_index in 0..INT32_MAX; tid a stream (0 to 3); peer -1 (none) or a rank.
+// step, version and op_index in 0..INT32_MAX; tid a stream (0 to 5); peer -1 (none) or a rank.
 bool IntOk(Field f, const Scalar& v) {
   if (v.type != Scalar::kInt || v.i < (f == kPeer ? -1 : 0)) return false;
   if (f == kTid) return v.i < kNumStreams;
@@ -122,6 +129,7 @@ struct RawEvent {
   char ph = 0;  // 'X', 'C' or 0 for anything else
   bool named_memory = false;
   OpKind kind = OpKind::kF;
+  Tensor tensor = Tensor::kNone;
   int64_t ts_ns = 0;
   int64_t dur_ns = 0;
   int64_t ints[kNumFields] = {};  // pid, tid, stage, ..., bytes, indexed by Field
@@ -141,6 +149,8 @@ struct RawEvent {
       ok = MicrosToNs(v, f == kTs ? &ts_ns : &dur_ns);
     } else if (f == kKind) {
       ok = v.type == Scalar::kString && ParseKind(v.s, &kind);
+    } else if (f == kTensor) {
+      ok = v.type == Scalar::kString && ParseTensor(v.s, &tensor);
     } else {  // bytes, pid, tid and the op's 32-bit integers
       ok = IntOk(f, v);
       ints[f] = v.i;
@@ -161,7 +171,7 @@ void ReadEvent(JsonCursor* in, RawEvent* e) {
     if (f == kArgs && in->Peek() == '{') {
       e->Mark(kArgs, true);
       in->Object([&](std::string_view arg) {
-        const Field a = FindField(arg, kKind, kBytes);
+        const Field a = FindField(arg, kKind, kTensor);
         if (a == kNumFields) {
           in->Value();
         } else {
@@ -186,6 +196,7 @@ uint32_t Reads(const RawEvent& e) { return e.ph == 'X' ? kOpReads : kCounterNeed
 bool AddEvent(const RawEvent& e, Trace* trace) {
   if (e.ph == 'X') {
     if ((e.have & kOpNeeds) != kOpNeeds || (e.bad & kOpReads) != 0) return false;
+    if (IsCopy(e.kind) != ((e.have & Bit(kTensor)) != 0)) return false;  // a copy names its tensor, no other op does
     TraceOp t;
     t.rank = static_cast<int>(e.ints[kPid]);
     t.stream = static_cast<Stream>(e.ints[kTid]);
@@ -195,6 +206,7 @@ bool AddEvent(const RawEvent& e, Trace* trace) {
     t.op.step = static_cast<int32_t>(e.ints[kStep]);
     t.op.version = e.have & Bit(kVersion) ? static_cast<int32_t>(e.ints[kVersion]) : 0;
     t.op.peer = e.have & Bit(kPeer) ? static_cast<int32_t>(e.ints[kPeer]) : -1;
+    t.op.tensor = e.tensor;
     t.op_index = static_cast<int>(e.ints[kOpIndex]);
     t.start_ns = e.ts_ns;
     t.duration_ns = e.dur_ns;
@@ -219,6 +231,8 @@ std::string ExplainSkipped(std::string_view text, std::string_view source) {
     if ((e.bad & Reads(e) & bit) != 0) return fmt::format("\"{}\" {}", kFieldNames[f], why[f]);
     if ((Needs(e) & bit) != 0 && (e.have & bit) == 0) return fmt::format("\"{}\" is missing", kFieldNames[f]);
   }
+  if (e.ph == 'X' && IsCopy(e.kind)) return "\"tensor\" is missing (an OFFLOAD or RELOAD names what it copies)";
+  if (e.ph == 'X') return fmt::format("\"tensor\" on a {} (only an OFFLOAD or RELOAD names one)", KindName(e.kind));
   return "unusable";  // not reached: AddEvent skips only for a reason found above
 }
 

@@ -2,6 +2,7 @@
 // trace-event JSON through RapidJSON's writer (json_writer.h), one event per line, byte for
 // byte the same for the same trace. Times are exact decimal microseconds.
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -15,7 +16,8 @@
 namespace stagecraft::schedules {
 namespace {
 
-constexpr std::string_view kThreadNames[kNumStreams] = {"compute", "send", "recv", "collective"};
+constexpr std::string_view kThreadNames[kNumStreams] = {"compute", "send", "recv", "collective", "to host",
+                                                         "to device"};
 
 // Nanoseconds as exact decimal microseconds ("12.345"): integers only, so nothing rounds.
 void WriteMicros(JsonWriter& w, int64_t ns) {
@@ -85,6 +87,7 @@ void WriteOp(JsonWriter& w, const TraceOp& t, int microbatches) {
   WriteMembers(w, {{"kind", kind}});
   WriteMembers(w, {{"stage", op.stage}, {"microbatch", op.microbatch}, {"step", op.step}, {"version", op.version},
                    {"peer", op.peer}, {"op_index", t.op_index}});
+  if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies only
   w.EndObject();
   w.EndObject();
 }
@@ -168,9 +171,9 @@ std::string TraceToJson(const Trace& trace) {
   const std::vector<int> ranks = RanksPresent(trace);
   JsonTextStream out(1024 + ranks.size() * 320 + trace.ops.size() * 200 + trace.counters.size() * 80);
   JsonWriter w(out);
-  const bool collectives = std::any_of(trace.ops.begin(), trace.ops.end(),
-                                       [](const TraceOp& t) { return t.stream == Stream::kCollective; });
-  const int streams = collectives ? kNumStreams : kNumStreams - 1;
+  // Compute, send and recv always have a lane; the collective and copy streams only when in use.
+  std::array<bool, kNumStreams> lanes{true, true, true};
+  for (const TraceOp& t : trace.ops) lanes[static_cast<size_t>(t.stream)] = true;
   // One event per line: greppable, and diffs line up. "stagecraft" goes last: Perfetto's JSON
   // importer stops reading at a top-level key it does not know. Perfetto and chrome://tracing
   // both read ts/dur as microseconds whatever displayTimeUnit says; "ns" only asks them to
@@ -181,7 +184,8 @@ std::string TraceToJson(const Trace& trace) {
   for (const int rank : ranks) {
     out.BreakLine();
     WriteMetadata(w, "process_name", rank, -1, ProcessName(trace, rank));
-    for (int tid = 0; tid < streams; ++tid) {
+    for (int tid = 0; tid < kNumStreams; ++tid) {
+      if (!lanes[static_cast<size_t>(tid)]) continue;
       out.BreakLine();
       WriteMetadata(w, "thread_name", rank, tid, kThreadNames[tid]);
     }

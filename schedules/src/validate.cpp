@@ -61,6 +61,7 @@ class Validator {
     CheckPairs();
     check_.Now();
     CheckComms();
+    detail::CheckCopies(s_, &diags_);
     detail::FindDeadlocks(s_, units_, &diags_, check_.flag());
     return std::move(diags_);
   }
@@ -107,6 +108,7 @@ class Validator {
       Add(DiagCode::kWrongRank,
           fmt::format("{}: stage {} lives on rank {}", Name(p), op.stage, s_.shape.RankOf(op.stage)));
     }
+    if (IsCopy(op.kind)) return;  // CheckCopies
     if (ReducesGradients(op.kind)) return RecordReduce(p);
     if (ProducesVersion(op.kind)) {
       auto& steps = units_.steps[op.stage];

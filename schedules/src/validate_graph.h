@@ -47,6 +47,11 @@ std::string OpName(const Schedule& s, Pos p);  // "rank 1 #4 (1F3)"
 void CheckComms(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags,
                 const std::atomic<bool>* stop);
 
+// OFFLOAD / RELOAD checks, rank by rank in list order: each copy names a tensor that exists,
+// an OFFLOAD takes what is on the device and a RELOAD brings back what was offloaded, and no op
+// reads a tensor (its activations, weight version, optimizer state) between the two.
+void CheckCopies(const Schedule& s, std::vector<Diagnostic>* diags);
+
 // Builds the dependency graph (per-rank order + cross-rank data edges) and reports each
 // cycle as a deadlock with the ops on it. `stop` as Validate's.
 void FindDeadlocks(const Schedule& s, const Units& units, std::vector<Diagnostic>* diags,

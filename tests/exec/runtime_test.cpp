@@ -12,6 +12,7 @@
 
 #include "fake_transport.h"
 #include "reference.h"
+#include "stagecraft/base/error.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/schedules/generators.h"
@@ -213,6 +214,24 @@ TEST(Runtime, ReceivesOrderedOnTheDeviceAreFinishedBeforeTheStampsAreRead) {
     EXPECT_GE(t.end_ns, t.start_ns);
   }
   EXPECT_EQ(run.record.losses.size(), static_cast<size_t>(kSteps));
+}
+
+// The executor does not run copies between device and host memory yet (issue 54): a schedule
+// with one is refused in one line naming it, before any op runs.
+TEST(Runtime, ASchedulesCopyIsRefusedByName) {
+  schedules::Schedule s = Make(OneRank{"gpipe"});
+  schedules::Op reload;
+  reload.kind = schedules::OpKind::kReload;
+  reload.tensor = schedules::Tensor::kWeights;
+  s.ops[0].insert(s.ops[0].begin(), reload);
+  try {
+    RunOneRank(s, Config(s.stages()), RunHooks{});
+    ADD_FAILURE() << "a schedule with a copy ran";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "gpipe: rank 0 #0 (0RELOAD_WEIGHT0) is a copy between device and host memory, which the executor does "
+              "not run yet");
+  }
 }
 
 }  // namespace

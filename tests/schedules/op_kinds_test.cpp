@@ -1,5 +1,5 @@
 // The op-kind table (op_kinds.h) against DESIGN.md, stated here by hand: names (§2), trace tids
-// (§6: 0 compute, 1 send, 2 recv; §9: 3 collective), the cost each pass is priced by (§3: a full
+// (§6: 0 compute, 1 send, 2 recv; §9: 3 collective; §10: 4 to host, 5 to device), the cost each pass is priced by (§3: a full
 // backward costs backward_input + backward_weight; the metrics' stage keys), the data edges (§2)
 // and the memory each op holds (§4: activations from F's start to B/I's end, after I only the W
 // stash until W).
@@ -24,6 +24,8 @@ struct Expected {
   bool compute, comm, collective;
   int activations;  // +1 holds the unit's activations, -1 frees them
   int w_stash;      // +1 keeps the W stash, -1 frees it
+  int device = 0;   // copies: -1 frees the tensor on the device, +1 brings it back
+  bool copy = false;
 };
 
 // By hand, from DESIGN.md.
@@ -38,6 +40,8 @@ const Expected kExpected[] = {
     {OpKind::kRecvB, "RECV_B", 2, nullptr, false, true, false, 0, 0},
     {OpKind::kStep, "STEP", 0, "step_ms", false, false, false, 0, 0},
     {OpKind::kReduceGrad, "REDUCE_GRAD", 3, nullptr, false, false, true, 0, 0},
+    {OpKind::kOffload, "OFFLOAD", 4, nullptr, false, false, false, 0, 0, -1, true},
+    {OpKind::kReload, "RELOAD", 5, nullptr, false, false, false, 0, 0, +1, true},
 };
 
 TEST(OpKinds, EveryKindAsDesignStatesIt) {
@@ -55,6 +59,9 @@ TEST(OpKinds, EveryKindAsDesignStatesIt) {
     EXPECT_EQ(IsCollective(e.kind), e.collective);
     EXPECT_EQ(row.memory.activations, e.activations);
     EXPECT_EQ(row.memory.w_stash, e.w_stash);
+    EXPECT_EQ(row.memory.device, e.device);
+    EXPECT_EQ(IsCopy(e.kind), e.copy);
+    EXPECT_EQ(RunsOnCompute(e.kind), e.tid == 0);
     const int cost = CostIndex(e.kind);
     if (e.cost_key == nullptr) {
       EXPECT_EQ(cost, -1);
@@ -65,7 +72,8 @@ TEST(OpKinds, EveryKindAsDesignStatesIt) {
     }
   }
   OpKind unused = OpKind::kF;
-  EXPECT_FALSE(ParseKind("OFFLOAD", &unused));
+  EXPECT_FALSE(ParseKind("UNSHARD", &unused));  // PyTorch's, not the IR's
+  EXPECT_FALSE(ParseKind("offload", &unused));
 }
 
 TEST(OpKinds, EdgesFollowTheFlowOfData) {

@@ -180,7 +180,7 @@ TEST(TraceReadTest, BrokenCompleteEventsAreSkippedAndCounted) {
       "{" + good + R"("ts":[1],)" + args + "}",                                                  // ts an array
       "{" + good + R"("ts":1,"args":[1]})",                                                      // args not object
       "{" + good + R"("ts":1,"args":3})",                                                        // args a scalar
-      R"({"ph":"X","pid":0,"tid":4,"dur":1,"ts":1,)" + args + "}",                               // tid not a stream
+      R"({"ph":"X","pid":0,"tid":6,"dur":1,"ts":1,)" + args + "}",                               // tid not a stream
       R"({"ph":"X","pid":-2,"tid":0,"dur":1,"ts":1,)" + args + "}",                              // negative pid
       R"({"ph":"X","pid":4294967296,"tid":0,"dur":1,"ts":1,)" + args + "}",                      // pid too large
       R"({"ph":"C","name":"memory","pid":0,"ts":1,"args":{"bytes":1.5}})",                      // bytes not integer
@@ -205,7 +205,8 @@ TEST(TraceReadTest, TheFirstSkippedEventIsNamedWithWhatIsWrong) {
       {"skip-ts-missing.json", "event 0: \"ts\" is missing"},
       {"skip-ts-beyond-a-double.json", "event 0: \"ts\" is out of range (a number beyond a double)"},
       {"skip-kind-unknown.json", "event 0: \"kind\" is not an op kind (\"Q\")"},
-      {"skip-tid-not-a-stream.json", "event 0: \"tid\" is not a stream (4; 0 compute, 1 send, 2 recv, 3 collective)"},
+      {"skip-tid-not-a-stream.json",
+       "event 0: \"tid\" is not a stream (6; 0 compute, 1 send, 2 recv, 3 collective, 4 to host, 5 to device)"},
       {"skip-stage-negative.json", "event 0: \"stage\" is negative (-1)"},
       {"skip-args-not-object.json", "event 0: \"args\" is not an object (an array)"},
       {"skip-bytes-fraction.json", "event 1: \"bytes\" is not an integer (1.5)"},
@@ -267,11 +268,9 @@ TEST(TraceScaleTest, TwoHundredThousandOpsRoundTrip) {
   for (int r = 0; r < kRanks; ++r) {
     for (int i = 0; i < kOpsPerRank; ++i) {
       const OpKind kind = static_cast<OpKind>(i % kNumOpKinds);
-      const Stream stream = kind == OpKind::kSendF || kind == OpKind::kSendB   ? Stream::kSend
-                            : kind == OpKind::kRecvF || kind == OpKind::kRecvB ? Stream::kRecv
-                                                                               : Stream::kCompute;
-      t.ops.push_back(MakeOp(r, stream, Op{kind, r, i % 64, i / 64, i / 64, IsComm(kind) ? r + 1 : -1}, i,
-                             int64_t{i} * 1234567 + r, 1000 + i % 977));
+      Op op{kind, r, i % 64, i / 64, i / 64, IsComm(kind) ? r + 1 : -1};
+      if (IsCopy(kind)) op.tensor = Tensor::kActivations;
+      t.ops.push_back(MakeOp(r, Info(kind).stream, op, i, int64_t{i} * 1234567 + r, 1000 + i % 977));
       if (i % 10 == 0) t.counters.push_back({r, int64_t{i} * 1234567, int64_t{i} << 20});
     }
   }

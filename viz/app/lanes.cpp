@@ -21,17 +21,21 @@ using schedules::TraceOp;
 constexpr float kHeaderH = 22, kComputeH = 24, kSplitComputeH = 40, kCommH = 10, kSplitCommH = 16;
 constexpr float kMinOutlinePx = 4;
 constexpr float kGap = 2, kRankGap = 6, kGroupGap = 12;
-constexpr Stream kStreams[] = {Stream::kCompute, Stream::kSend, Stream::kRecv, Stream::kCollective};
+constexpr Stream kStreams[] = {Stream::kCompute,    Stream::kSend,   Stream::kRecv,
+                                Stream::kCollective, Stream::kToHost, Stream::kToDevice};
 
 // Which rows a group's ranks have and how tall they are: compute, then send and recv (toggle C),
-// then collective when a trace of the group has REDUCE_GRADs (a run with replicas).
+// then collective when a trace of the group has REDUCE_GRADs (a run with replicas), then to host
+// and to device when one has copies (offload).
 struct Rows {
   bool split = false;  // predicted and measured in sub-lanes
   bool comm = true;
   bool collective = false;
+  bool copies = false;
 
   bool Shows(Stream st) const {
     if (st == Stream::kCollective) return collective;
+    if (st == Stream::kToHost || st == Stream::kToDevice) return copies;
     return st == Stream::kCompute || comm;
   }
   float Height(Stream st) const {
@@ -60,6 +64,9 @@ Rows RowsOf(const AppState& s, const Group& g) {
   rows.comm = s.toggles.comm_lanes;
   for (int t : {g.predicted, g.measured}) {
     if (t >= 0 && HasLane(*s.traces[t].data, Stream::kCollective)) rows.collective = true;
+    if (t >= 0 && (HasLane(*s.traces[t].data, Stream::kToHost) || HasLane(*s.traces[t].data, Stream::kToDevice))) {
+      rows.copies = true;
+    }
   }
   return rows;
 }
@@ -171,6 +178,8 @@ std::string LaneLabel(const LoadedTrace& t, int rank, Stream st) {
     case Stream::kSend: return "  send";
     case Stream::kRecv: return "  recv";
     case Stream::kCollective: return "  collective";
+    case Stream::kToHost: return "  to host";
+    case Stream::kToDevice: return "  to device";
   }
   return "";
 }

@@ -17,6 +17,8 @@ namespace stagecraft::schedules {
 
 enum class CsvForm { kComputeOnly, kComputeComms };
 
+// Throws InputError for a schedule with copies (OFFLOAD, RELOAD): PyTorch's actions have no form
+// for them.
 std::string ExportCsv(const Schedule& schedule, CsvForm form);
 
 struct CsvImportOptions {

@@ -39,6 +39,7 @@ struct Op {
   // communication). Lowering keeps the two adjacent; CSV export writes them as one
   // "(F;B)OVERLAP_F_B" cell. Run apart, in order, they mean the same.
   bool overlapped = false;
+  Tensor tensor = Tensor::kNone;  // OFFLOAD / RELOAD: what moves (op_kinds.h); kNone for every other op
 
   friend bool operator==(const Op&, const Op&) = default;
 };
@@ -78,8 +79,14 @@ struct Schedule {
 // PyTorch torch.distributed.pipelining action string: "<stage><KIND><microbatch>",
 // e.g. "0F0", "2I1", "1SEND_F0"; STEP ops print as "<stage>STEP<version>" and REDUCE_GRAD
 // ops as "<stage>REDUCE_GRAD<version>" (the version its STEP produces). The microbatch
-// printed is the global index step * microbatches + microbatch.
+// printed is the global index step * microbatches + microbatch. A copy, which PyTorch's actions
+// have no form for, prints its tensor's code after its kind: "0OFFLOAD_ACT3" (activations, by
+// global microbatch), "0RELOAD_WEIGHT2" and "0OFFLOAD_OPT2" (by version).
 std::string ActionString(const Op& op, int microbatches_per_step);
+
+// Where the schedule's first copy (OFFLOAD, RELOAD) is, as "rank R #I (ACTION)"; "" when it has
+// none. What does not run copies yet refuses a schedule by it.
+std::string FirstCopy(const Schedule& schedule);
 
 // Generator input. Not every generator uses every field (chunks only for interleaved).
 // What a cost-aware generator (zb-1p, zb-2p, zb-auto: GeneratorInfo::uses_costs) schedules with, per

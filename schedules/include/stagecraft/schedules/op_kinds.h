@@ -27,17 +27,48 @@ enum class OpKind : uint8_t {
   // the STEP producing `version` applies. Like a SEND it only posts: the collective runs on the
   // rank's collective stream, and that STEP waits for it.
   kReduceGrad,
+  // Copies between device and host memory (DESIGN.md §10): what moves is the op's `tensor` (a
+  // stage-microbatch's activations, a weight version, the optimizer state of an update). An
+  // OFFLOAD frees the device's copy when it completes; a RELOAD brings it back before the ops
+  // after it in the rank's list read it. Each runs on its direction's copy stream.
+  kOffload,
+  kReload,
 };
-inline constexpr int kNumOpKinds = 10;
+inline constexpr int kNumOpKinds = 12;
 
 // What an op is: compute (a pass of the model), comm (a SEND/RECV between pipeline ranks),
-// collective (over a stage's replicas) or optimizer (a STEP).
-enum class OpClass : uint8_t { kCompute, kComm, kCollective, kOptimizer };
+// collective (over a stage's replicas), optimizer (a STEP) or copy (OFFLOAD/RELOAD).
+enum class OpClass : uint8_t { kCompute, kComm, kCollective, kOptimizer, kCopy };
 
-// The stream an op runs on, which is also its trace event's tid (DESIGN.md §6, §9). A
-// one-replica trace has no collective stream.
-enum class Stream : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3 };
-inline constexpr int kNumStreams = 4;
+// The stream an op runs on, which is also its trace event's tid (DESIGN.md §6, §9, §10). A
+// trace has a collective lane only with replicas, copy lanes only with copies.
+enum class Stream : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3, kToHost = 4, kToDevice = 5 };
+inline constexpr int kNumStreams = 6;
+
+// What an OFFLOAD or RELOAD moves (Op::tensor); kNone for every other op.
+enum class Tensor : uint8_t {
+  kNone,
+  kActivations,  // what a stage-microbatch's F stashed for its B or I (the op's stage, step, microbatch)
+  kWeights,      // the weight version the op's `version` names
+  kOptimizer,    // the optimizer state the STEP producing `version` updates
+};
+inline constexpr int kNumTensors = 4;
+struct TensorNames {
+  std::string_view name;  // in JSON and traces: "activations", "weights", "optimizer"
+  std::string_view code;  // in action strings: "0OFFLOAD_ACT3"
+};
+inline constexpr std::array<TensorNames, kNumTensors> kTensorNames = {
+    {{"none", ""}, {"activations", "ACT"}, {"weights", "WEIGHT"}, {"optimizer", "OPT"}}};
+constexpr std::string_view TensorName(Tensor t) { return kTensorNames[static_cast<size_t>(t)].name; }
+constexpr bool ParseTensor(std::string_view text, Tensor* t) {
+  for (size_t i = 1; i < kTensorNames.size(); ++i) {
+    if (kTensorNames[i].name == text) {
+      *t = static_cast<Tensor>(i);
+      return true;
+    }
+  }
+  return false;
+}
 
 // A tensor moving between neighbouring stages (edges.h).
 enum class Flow : uint8_t {
@@ -70,21 +101,36 @@ enum class Workspace : uint8_t { kNone, kForward, kBackward };
 // What an op does to a rank's memory (the simulator's memory model, the IR's analysis, the
 // search's order memory): `activations` +1 holds the unit's activations from the op's start, -1
 // frees them at its end; `w_stash` +1 keeps the weight-gradient stash from its end, -1 frees it
-// at its end; `recompute` holds the recomputed forward while it runs; `workspace` as above.
+// at its end; `recompute` holds the recomputed forward while it runs; `workspace` as above;
+// `device` -1 (OFFLOAD) frees the op's tensor on the device at its end and holds it on the host
+// from its start, +1 (RELOAD) holds it on the device from its start and frees the host's at its end.
 struct MemoryEffect {
   int8_t activations = 0;
   int8_t w_stash = 0;
   bool recompute = false;
   Workspace workspace = Workspace::kNone;
+  int8_t device = 0;
 };
 
 // The viewer's colour for an op (viz/app/palette.h).
-enum class ColorKey : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSend, kRecv, kStep, kCollective };
-inline constexpr int kNumColorKeys = 8;
+enum class ColorKey : uint8_t {
+  kForward,
+  kBackward,
+  kBackwardInput,
+  kBackwardWeight,
+  kSend,
+  kRecv,
+  kStep,
+  kCollective,
+  kOffload,
+  kReload,
+};
+inline constexpr int kNumColorKeys = 10;
 
-// What the number in an action string is: the global microbatch ("1F3") or the version the op
-// produces or reduces for ("0STEP2", "0REDUCE_GRAD2").
-enum class ActionNumber : uint8_t { kMicrobatch, kVersion };
+// What the number in an action string is: the global microbatch ("1F3"), the version the op
+// produces or reduces for ("0STEP2", "0REDUCE_GRAD2"), or for a copy its tensor's: activations
+// by microbatch ("0OFFLOAD_ACT3"), weights and optimizer state by version ("0RELOAD_WEIGHT2").
+enum class ActionNumber : uint8_t { kMicrobatch, kVersion, kTensor };
 
 struct OpKindInfo {
   OpKind kind;
@@ -130,6 +176,10 @@ inline constexpr std::array<OpKindInfo, kNumOpKinds> kOpKinds = {{
     {OpKind::kReduceGrad, "REDUCE_GRAD", OpClass::kCollective, Stream::kCollective, Phase::kNone, std::nullopt,
      std::nullopt, kWeightGrads, kReducedGrads, CostField::kNone, 0, {}, ColorKey::kCollective,
      ActionNumber::kVersion},
+    {OpKind::kOffload, "OFFLOAD", OpClass::kCopy, Stream::kToHost, Phase::kNone, std::nullopt, std::nullopt, kNoData,
+     kNoData, CostField::kNone, 0, {0, 0, false, Workspace::kNone, -1}, ColorKey::kOffload, ActionNumber::kTensor},
+    {OpKind::kReload, "RELOAD", OpClass::kCopy, Stream::kToDevice, Phase::kNone, std::nullopt, std::nullopt, kNoData,
+     kNoData, CostField::kNone, 0, {0, 0, false, Workspace::kNone, +1}, ColorKey::kReload, ActionNumber::kTensor},
 }};
 
 constexpr const OpKindInfo& Info(OpKind kind) { return kOpKinds[static_cast<size_t>(kind)]; }
@@ -148,6 +198,8 @@ constexpr bool IsCompute(OpKind k) { return Info(k).op_class == OpClass::kComput
 constexpr bool IsComm(OpKind k) { return Info(k).op_class == OpClass::kComm; }
 // The collectives over the replicas: they run on a rank's collective stream, not its compute.
 constexpr bool IsCollective(OpKind k) { return Info(k).op_class == OpClass::kCollective; }
+// OFFLOAD and RELOAD: copies between device and host memory, on the copy streams.
+constexpr bool IsCopy(OpKind k) { return Info(k).op_class == OpClass::kCopy; }
 constexpr bool IsSend(OpKind k) { return IsComm(k) && Info(k).stream == Stream::kSend; }
 constexpr bool IsRecv(OpKind k) { return IsComm(k) && Info(k).stream == Stream::kRecv; }
 constexpr bool IsForward(OpKind k) { return Info(k).phase == Phase::kForward; }

@@ -58,7 +58,8 @@ int SharedDeviceOf(const Trace& trace, int rank);
 
 // The trace of a timed schedule: compute ops on stream 0, SENDs (transfer start -> arrival) on
 // stream 1, RECVs (post -> arrival) on stream 2, REDUCE_GRADs (start -> completion) on stream 3,
-// memory samples as counters; times relative to the record's start.
+// OFFLOADs on stream 4 and RELOADs on stream 5 (start -> completion), memory samples as counters;
+// times relative to the record's start.
 Trace BuildTrace(const Schedule& schedule, const RunRecord& result, const std::string& scenario,
                  const std::string& source, std::optional<ScheduleMetrics> summary);
 
@@ -69,7 +70,8 @@ std::optional<Shape> TraceShape(const Trace& trace);
 
 // Serializes to Chrome trace JSON, one event per line. Times are written in microseconds with
 // 3 decimals so nanoseconds survive a round trip. Every rank's threads are named; the collective
-// stream only when some op is on it, so a one-replica trace reads as before.
+// and copy streams only when some op is on them, so a trace without them reads as before. A
+// copy's event names its tensor in args ("tensor": "activations").
 std::string TraceToJson(const Trace& trace);
 
 // Parses a trace. Throws InputError "source: what" for text that is not a trace (not JSON,
@@ -77,7 +79,7 @@ std::string TraceToJson(const Trace& trace);
 // not fit: "t.json: stagecraft: placement v puts stage 5 on rank 2, but an op of it ran on rank 1"). Events with unknown fields
 // are accepted (fields ignored); complete events and memory counters that lack a needed field,
 // or hold one with a wrong type or value (a negative "dur", a "ts" that is not a number, a
-// "tid" that is no stream, 0 to 3), are skipped and counted in `skipped` (a foreign trace's own events
+// "tid" that is no stream, 0 to 5; a copy without its "tensor", another op with one), are skipped and counted in `skipped` (a foreign trace's own events
 // lack stagecraft's fields), and the first of them is described in `first_skipped`. The
 // summary is read leniently (metrics_json.h).
 struct TraceReadResult {
@@ -85,7 +87,7 @@ struct TraceReadResult {
   int skipped = 0;
   // "event N: WHY" for the first skipped event, N its 0-based position in traceEvents and WHY
   // its first field (in the order ph, name, pid, tid, ts, dur, args, kind, stage, microbatch,
-  // step, version, peer, op_index, bytes) that is missing or unusable: "\"dur\" is negative
+  // step, version, peer, op_index, bytes, tensor) that is missing or unusable: "\"dur\" is negative
   // (-5)", "\"ts\" is not a number (\"12\")", "\"kind\" is missing". Empty when none was skipped.
   std::string first_skipped;
 };
