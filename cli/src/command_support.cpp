@@ -1,5 +1,5 @@
 // The commands' shared pieces (see command_support.h): flags, the runtime's start, one error
-// line per job, trace paths.
+// line per job, trace paths, the report.
 #include "command_support.h"
 
 #include <algorithm>
@@ -51,6 +51,12 @@ bool AnyRankFailed(const std::string& error) {
   }
   transport->Broadcast(&verdict, 0);
   return !verdict.empty();
+}
+
+void AddScenarioOptions(CLI::App* app, std::string* scenario, std::vector<std::string>* sets, const std::string& help,
+                        const std::string& example) {
+  app->add_option("scenario", *scenario, help)->required();
+  app->add_option("--set", *sets, fmt::format("Override a scenario key: --set {} (repeatable)", example));
 }
 
 void AddMaxOpsOption(CLI::App* app, int64_t* max_ops) {
@@ -152,6 +158,10 @@ void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& t
   for (size_t k = 0; k < traces.size(); ++k) {
     outputs.Set(traces[k], schedules::TraceToJson(harness::PredictedTrace(scenario, costs, predictions[k])));
   }
+}
+
+void WriteReport(const OutputSet& outputs, const std::string& report) {
+  std::fwrite(report.data(), 1, report.size(), outputs.WritesStdout() ? stderr : stdout);
 }
 
 }  // namespace stagecraft::cli

@@ -1,6 +1,6 @@
-// What the commands share beyond the harness: their common flags (--max-ops, --backend), the
-// start of the executor's runtime, one error line per job under mpirun, and where each
-// schedule's trace goes.
+// What the commands share beyond the harness: their common flags (the scenario and --set,
+// --max-ops, --backend), the start of the executor's runtime, one error line per job under
+// mpirun, where each schedule's trace goes, and where the report goes.
 #pragma once
 
 #include <string>
@@ -28,6 +28,12 @@ namespace stagecraft::cli {
 // which prints the first once, naming the rank when the ranks disagree; every rank returns
 // true when any failed (the command then exits 1 on every rank, after the line is out).
 bool AnyRankFailed(const std::string& error);
+
+// The required `scenario` positional (`help` says what it must hold) and `--set KEY=VALUE`
+// (repeatable; `example` is one) of a command that reads a scenario.
+void AddScenarioOptions(CLI::App* app, std::string* scenario, std::vector<std::string>* sets,
+                        const std::string& help = "Scenario YAML",
+                        const std::string& example = "pipeline.microbatches=32");
 
 // `--max-ops N` (default schedules::kDefaultMaxOps) on a command that builds schedules.
 void AddMaxOpsOption(CLI::App* app, int64_t* max_ops);
@@ -66,5 +72,9 @@ std::vector<int> AddTraceOutputs(stagecraft::OutputSet& outputs, const std::stri
 // `costs` as its cost source, and each schedule's trace into `traces` (AddTraceOutputs).
 void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& traces, const sim::Scenario& scenario,
                          const std::string& costs, const std::vector<harness::Prediction>& predictions);
+
+// Writes a command's report (its table, its summary) to standard output, or to standard error
+// when one of `outputs` has standard output.
+void WriteReport(const OutputSet& outputs, const std::string& report);
 
 }  // namespace stagecraft::cli

@@ -261,8 +261,7 @@ int Run(const ExecuteFlags& f) {
 Command AddExecuteCommand(CLI::App& root) {
   auto flags = std::make_shared<ExecuteFlags>();
   CLI::App* app = root.add_subcommand("execute", "Run a scenario's schedules for real under mpirun and measure them");
-  app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp and training)")->required();
-  app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
+  AddScenarioOptions(app, &flags->scenario, &flags->sets, "Scenario YAML (with model.mlp and training)");
   app->add_option("--json", flags->json_path,
                   "Write the measured metrics of every schedule (plus losses) as JSON (- for standard output); a "
                   "file OUT keeps OUT.partial while the run lasts");

@@ -96,12 +96,8 @@ int Run(const PlanFlags& f) {
   if (plot >= 0) outputs.Set(plot, harness::ParetoPng(r));
   if (best >= 0) outputs.Set(best, harness::BestScenarioText(f.scenario, f.sets, r, options));
   outputs.Commit();
-  const std::string report = harness::DescribePlan(r, options.top);
-  std::fwrite(report.data(), 1, report.size(), outputs.WritesStdout() ? stderr : stdout);
-  if (best >= 0) {
-    std::fprintf(outputs.WritesStdout() ? stderr : stdout, "wrote %s: the best as a scenario\n",
-                 outputs.target(best).path.c_str());
-  }
+  WriteReport(outputs, harness::DescribePlan(r, options.top));
+  if (best >= 0) WriteReport(outputs, fmt::format("wrote {}: the best as a scenario\n", outputs.target(best).path));
   return 0;
 }
 
@@ -111,8 +107,8 @@ Command AddPlanCommand(CLI::App& root) {
   auto flags = std::make_shared<PlanFlags>();
   CLI::App* app = root.add_subcommand(
       "plan", "Find the fastest layout (P x D x T), batch split, schedule and recompute for N devices and a batch");
-  app->add_option("scenario", flags->scenario, "Scenario YAML: the model, the device and the topology")->required();
-  app->add_option("--set", flags->sets, "Override a scenario key: --set topology.nodes=4 (repeatable)");
+  AddScenarioOptions(app, &flags->scenario, &flags->sets, "Scenario YAML: the model, the device and the topology",
+                     "topology.nodes=4");
   app->add_option("--gpus", flags->gpus, "Devices of the job (P x D x T)")->required();
   app->add_option("--global-batch", flags->global_batch, "Samples per optimizer step (D x microbatch size x microbatches)")
       ->required();

@@ -79,7 +79,7 @@ int Run(const ProfileFlags& f) {
   std::string report = harness::ProfileLayersText(profile, sc, config, f.options, exec::MpiWorldSize(), f.out_path);
   report += not_calibrated.empty() ? harness::CalibrationText(profile, runs, sc, f.options)
                                    : "not calibrated (" + not_calibrated + "): the layers alone\n";
-  std::fwrite(report.data(), 1, report.size(), outputs.WritesStdout() ? stderr : stdout);
+  WriteReport(outputs, report);
   return 0;
 }
 
@@ -88,10 +88,10 @@ int Run(const ProfileFlags& f) {
 Command AddProfileCommand(CLI::App& root) {
   auto flags = std::make_shared<ProfileFlags>();
   CLI::App* app = root.add_subcommand("profile", "Measure per-layer costs of a scenario's model on this machine");
-  app->add_option("scenario", flags->scenario, "Scenario YAML (with model.mlp or model.transformer, and training)")->required();
+  AddScenarioOptions(app, &flags->scenario, &flags->sets,
+                     "Scenario YAML (with model.mlp or model.transformer, and training)");
   app->add_option("--out", flags->out_path, "Profile YAML to write (use as model.profile; - for standard output)")
       ->required();
-  app->add_option("--set", flags->sets, "Override a scenario key (repeatable)");
   app->add_option("--repeats", flags->options.repeats, "Timed runs per layer (the median is kept)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--warmup", flags->options.warmup, "Untimed runs per layer first")->check(CLI::Range(0, 100000));

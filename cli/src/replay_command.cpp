@@ -3,7 +3,6 @@
 // its measured time; with --set (pipeline.schedule, pipeline.microbatches, ...) it predicts
 // what-if runs from the run's median pass times per stage. Outputs are simulate's (metrics
 // JSON, traces), so compare and the viewer take them as they are.
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,7 +69,7 @@ int Run(const ReplayFlags& f) {
                                             error.value_or(0), ErrorPp(m.bubble_fraction, measured->bubble_fraction))
                               : "what-if, from the run's median pass times");
   }
-  std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);
+  WriteReport(outputs, table);
   return 0;
 }
 

@@ -2,7 +2,6 @@
 // a PyTorch-style CSV of one step that pipeline.schedule can name; it prints the start, the
 // result and why the result is shorter. --trace writes the start's and the result's predicted
 // traces, which the viewer shows on one time axis.
-#include <cstdio>
 #include <limits>
 #include <memory>
 #include <string>
@@ -81,7 +80,7 @@ int Run(const SearchFlags& f) {
   const std::string text = harness::DescribeSearch(r) +
                            fmt::format("wrote {} (one step; name it as pipeline.schedule to simulate or execute it)\n",
                                        outputs.target(csv).path);
-  std::fwrite(text.data(), 1, text.size(), outputs.WritesStdout() ? stderr : stdout);
+  WriteReport(outputs, text);
   return 0;
 }
 
@@ -91,8 +90,7 @@ Command AddSearchCommand(CLI::App& root) {
   auto flags = std::make_shared<SearchFlags>();
   CLI::App* app = root.add_subcommand(
       "search", "Search an op order per rank that shortens the simulated step under a memory limit");
-  app->add_option("scenario", flags->scenario, "Scenario YAML")->required();
-  app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
+  AddScenarioOptions(app, &flags->scenario, &flags->sets);
   app->add_option("--out", flags->out_path, "Write the schedule as a PyTorch-style CSV of one step (- for standard output)")
       ->required();
   app->add_option("--memory-limit", flags->memory_limit,

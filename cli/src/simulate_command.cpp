@@ -140,9 +140,8 @@ int Run(const SimulateFlags& f) {
     std::fwrite(warning.data(), 1, warning.size(), stderr);
   }
   // With an output on standard output, the table goes to standard error.
-  const std::string table = Table(sc, cost_source, outcomes);
-  std::fwrite(table.data(), 1, table.size(), outputs.WritesStdout() ? stderr : stdout);
-  std::fwrite(explained.data(), 1, explained.size(), outputs.WritesStdout() ? stderr : stdout);
+  WriteReport(outputs, Table(sc, cost_source, outcomes));
+  WriteReport(outputs, explained);
   return 0;
 }
 
@@ -151,8 +150,7 @@ int Run(const SimulateFlags& f) {
 Command AddSimulateCommand(CLI::App& root) {
   auto flags = std::make_shared<SimulateFlags>();
   CLI::App* app = root.add_subcommand("simulate", "Predict bubble, memory and throughput of a scenario's schedules");
-  app->add_option("scenario", flags->scenario, "Scenario YAML")->required();
-  app->add_option("--set", flags->sets, "Override a scenario key: --set pipeline.microbatches=32 (repeatable)");
+  AddScenarioOptions(app, &flags->scenario, &flags->sets);
   app->add_option("--json", flags->json_path, "Write the metrics of every schedule as JSON (- for standard output)");
   app->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace (one file per schedule when several; - for standard output)");

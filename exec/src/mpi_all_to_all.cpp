@@ -16,7 +16,6 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/all_to_all.h"
 #include "stagecraft/exec/handle_pool.h"
-#include "stagecraft/exec/poll.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -79,23 +78,11 @@ class MpiAllToAll final : public AllToAllGroup {
     return handle;
   }
 
-  bool Test(Request request) override {
-    SC_CHECK(pending_.Live(request), "a pending all-to-all");
-    const bool done = MpiTestRequest(&pending_[request].request);
-    if (done) pending_.Release(request);
-    return done;
-  }
-
-  void Wait(Request request) override {
-    if (PollCollective(deadline_ns_, [&] { return Test(request); })) return;
-    // A pending collective cannot be cancelled: the job ends (the caller aborts it).
-    const Pending& p = pending_[request];
-    throw TimeoutError(fmt::format("the MPI all-to-all of {} over {} ranks did not complete within {:g} s: "
-                                   "a peer is hung or gone",
-                                   ElementCountText(p.elements, p.type), size(), static_cast<double>(deadline_ns_) * 1e-9));
-  }
+  bool Test(Request request) override { return TestPending(pending_, request, kNames); }
+  void Wait(Request request) override { WaitPending(pending_, request, size(), deadline_ns_, kNames); }
 
  private:
+  static constexpr CollectiveNames kNames{"all-to-all", "ranks", "peer"};
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
     int64_t elements = 0;  // sent by this rank, for a deadline's message

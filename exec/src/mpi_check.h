@@ -1,6 +1,7 @@
 // Checked MPI calls for the exec sources that talk to MPI (mpi_transport.cpp, mpi_replica_group.cpp,
 // mpi_all_to_all.cpp): a failure throws with the host, file:line, the call and MPI's error
-// string. Private to exec/src, so that mpi.h stays out of the public headers.
+// string; and how the collective groups test and wait for their pending collectives. Private to
+// exec/src, so that mpi.h stays out of the public headers.
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/check.h"
+#include "stagecraft/exec/element_type.h"
+#include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/poll.h"
 
@@ -40,6 +44,38 @@ template <class Test>
 bool PollCollective(int64_t deadline_ns, Test test) {
   const PollPolicy policy{.deadline_ns = deadline_ns, .spin_ns = 20'000, .min_sleep_ns = 2'000, .max_sleep_ns = 50'000};
   return PollUntil(test, policy);
+}
+
+// What a collective group's messages call its collective ("all-reduce"), its members
+// ("replicas") and one member ("replica").
+struct CollectiveNames {
+  const char* collective;
+  const char* members;
+  const char* member;
+};
+
+// A collective group's pending collectives are kept in a HandlePool of a Pending with its
+// `request`, and its `elements` and their `type` for a deadline's message.
+// Whether the pending `handle` completed (MpiTestRequest); a completed one is released.
+template <class Pending>
+bool TestPending(HandlePool<Pending>& pending, int handle, const CollectiveNames& names) {
+  SC_CHECK(pending.Live(handle), fmt::format("a pending {}", names.collective));
+  const bool done = MpiTestRequest(&pending[handle].request);
+  if (done) pending.Release(handle);
+  return done;
+}
+
+// Waits for the pending `handle` of a group of `members` (TestPending) under `deadline_ns`
+// (PollCollective); past it throws TimeoutError. A pending collective cannot be cancelled: the
+// job ends (the caller aborts it).
+template <class Pending>
+void WaitPending(HandlePool<Pending>& pending, int handle, int members, int64_t deadline_ns,
+                 const CollectiveNames& names) {
+  if (PollCollective(deadline_ns, [&] { return TestPending(pending, handle, names); })) return;
+  const Pending& p = pending[handle];
+  throw TimeoutError(fmt::format("the MPI {} of {} over {} {} did not complete within {:g} s: a {} is hung or gone",
+                                 names.collective, ElementCountText(p.elements, p.type), members, names.members,
+                                 static_cast<double>(deadline_ns) * 1e-9, names.member));
 }
 
 }  // namespace stagecraft::exec

@@ -16,7 +16,6 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/mpi_transport.h"
-#include "stagecraft/exec/poll.h"
 #include "stagecraft/exec/replica_group.h"
 
 namespace stagecraft::exec {
@@ -47,28 +46,17 @@ class MpiReplicaGroup final : public ReplicaGroup {
                                 &pending_[handle].request));
     return handle;
   }
-  bool Test(Request request) override {
-    SC_CHECK(pending_.Live(request), "a pending all-reduce");
-    const bool done = MpiTestRequest(&pending_[request].request);
-    if (done) pending_.Release(request);
-    return done;
-  }
-  void Wait(Request request) override {
-    if (PollCollective(deadline_ns_, [&] { return Test(request); })) return;
-    // A pending collective cannot be cancelled: the job ends (the caller aborts it).
-    throw TimeoutError(fmt::format("the MPI all-reduce of {} over {} replicas did not complete within {:g} s: "
-                                   "a replica is hung or gone",
-                                   ElementCountText(pending_[request].count, pending_[request].type), size_,
-                                   static_cast<double>(deadline_ns_) * 1e-9));
-  }
+  bool Test(Request request) override { return TestPending(pending_, request, kNames); }
+  void Wait(Request request) override { WaitPending(pending_, request, size_, deadline_ns_, kNames); }
   Transport& host() override { return *host_; }
 
  private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
-    int64_t count = 0;  // for a deadline's message
+    int64_t elements = 0;  // for a deadline's message
     ElementType type = ElementType::kF32;
   };
+  static constexpr CollectiveNames kNames{"all-reduce", "replicas", "replica"};
 
   const int64_t deadline_ns_;
   const MpiGroup group_;  // a dup of the replicas' group

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "../exec/fake_transport.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/optimizer.h"
@@ -212,19 +213,13 @@ BENCHMARK(BM_LayerOpVsCublas)
     ->Unit(benchmark::kMillisecond);
 
 // A transport for a one-rank run: no peers, so no transfers.
-class OneRankTransport final : public Transport {
+class OneRankTransport final : public testing::AgreeingTransport {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string Name() const override { return "none"; }
   Request Isend(const float*, int64_t, int, int64_t) override { throw std::logic_error("one rank sends nothing"); }
   Request Irecv(float*, int64_t, int, int64_t) override { throw std::logic_error("one rank receives nothing"); }
-  bool Test(Request) override { return true; }
-  void Wait(Request) override {}
-  void Barrier() override {}
-  bool EveryRank(bool mine) override { return mine; }
-  std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
-  void Broadcast(std::string*, int) override {}
   [[noreturn]] void Abort(int exit_code) override { std::exit(exit_code); }
 };
 

@@ -24,6 +24,16 @@ CudaProbe Built(std::string archs = "90") {
   return p;
 }
 
+// A build whose cudaGetDeviceCount fails because the driver, running CUDA `driver_version` at
+// most (0: none loaded), is older than the runtime.
+CudaProbe InsufficientDriver(int driver_version) {
+  CudaProbe p = Built();
+  p.driver_version = driver_version;
+  p.count_error = cuda_error::kInsufficientDriver;
+  p.count_error_text = "cudaErrorInsufficientDriver 'CUDA driver version is insufficient for CUDA runtime version'";
+  return p;
+}
+
 GpuProbe Gpu(int index, int major, int minor, std::string name = "NVIDIA H100 80GB HBM3") {
   GpuProbe g;
   g.index = index;
@@ -117,11 +127,7 @@ TEST(DevicesTest, ABuildWithoutCudaSaysSo) {
 }
 
 TEST(DevicesTest, NoDriverIsNoGpu) {
-  CudaProbe p = Built();
-  p.driver_version = 0;
-  p.count_error = cuda_error::kInsufficientDriver;
-  p.count_error_text = "cudaErrorInsufficientDriver 'CUDA driver version is insufficient for CUDA runtime version'";
-  const DevicesVerdict v = JudgeDevices(p);
+  const DevicesVerdict v = JudgeDevices(InsufficientDriver(0));
   EXPECT_EQ(v.status, DevicesStatus::kNoGpu);
   EXPECT_EQ(v.reason.rfind("no CUDA device was found", 0), 0u) << v.reason;
   EXPECT_TRUE(Has(v.reason, "no NVIDIA driver is loaded")) << v.reason;
@@ -130,11 +136,7 @@ TEST(DevicesTest, NoDriverIsNoGpu) {
 }
 
 TEST(DevicesTest, ADriverOlderThanTheToolkitIsUnusableAndNamesBothVersions) {
-  CudaProbe p = Built();
-  p.driver_version = 12020;
-  p.count_error = cuda_error::kInsufficientDriver;
-  p.count_error_text = "cudaErrorInsufficientDriver 'CUDA driver version is insufficient for CUDA runtime version'";
-  const DevicesVerdict v = JudgeDevices(p);
+  const DevicesVerdict v = JudgeDevices(InsufficientDriver(12020));
   EXPECT_EQ(v.status, DevicesStatus::kUnusable);
   EXPECT_TRUE(Has(v.reason, "runs CUDA 12.2 at most, older than this build's CUDA runtime 13.0")) << v.reason;
   EXPECT_TRUE(Has(v.reason, "cudaErrorInsufficientDriver"));

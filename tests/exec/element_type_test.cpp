@@ -34,7 +34,7 @@ TEST(ElementType, SizesAndNames) {
 }
 
 // A transport that moves fp32 alone and overrides only the fp32 pair, as a test double may.
-class Fp32OnlyTransport final : public Transport {
+class Fp32OnlyTransport final : public testing::AgreeingTransport {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -43,13 +43,6 @@ class Fp32OnlyTransport final : public Transport {
   Request Irecv(float*, int64_t count, int, int64_t) override { return static_cast<Request>(count); }
   using Transport::Irecv;
   using Transport::Isend;
-  bool Test(Request) override { return true; }
-  void Wait(Request) override {}
-  void Barrier() override {}
-  bool EveryRank(bool mine) override { return mine; }
-  std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
-  void Broadcast(std::string*, int) override {}
-  [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
 };
 
 TEST(ElementType, ATransportOfTheFp32PairTakesTypedFp32AndRefusesTheRest) {

@@ -4,7 +4,8 @@
 // A test may say when a transfer completed on the device (completed_ns), as a transport that
 // times its transfers there reports it, and whether receives order the device after them
 // (orders_on_device: OrderAfter, as nccl's do) instead of being waited for; Prepare's routes
-// are kept.
+// are kept. AgreeingTransport, its base, is the world of a test double whose transfers complete
+// when posted and whose ranks all agree.
 #pragma once
 
 #include <chrono>
@@ -17,7 +18,22 @@
 
 namespace stagecraft::testing {
 
-class FakeTransport final : public exec::Transport {
+// A transport's test double whose transfers are complete when posted (Test is true, Wait
+// returns at once) in a world that agrees with this rank: a barrier returns at once, EveryRank
+// is this rank's answer, a gather is this rank's string alone and a broadcast leaves the string
+// as it is. Abort ends the process at once.
+class AgreeingTransport : public exec::Transport {
+ public:
+  bool Test(Request) override { return true; }
+  void Wait(Request) override {}
+  void Barrier() override {}
+  bool EveryRank(bool mine) override { return mine; }
+  std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
+  void Broadcast(std::string*, int) override {}
+  [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
+};
+
+class FakeTransport final : public AgreeingTransport {
  public:
   struct Posted {
     bool send = false;
@@ -73,11 +89,6 @@ class FakeTransport final : public exec::Transport {
     return true;
   }
   std::chrono::nanoseconds deadline() const override { return wait_deadline; }
-  void Barrier() override {}
-  bool EveryRank(bool mine) override { return mine; }
-  std::vector<std::string> Gather(const std::string& mine, int) override { return {mine}; }
-  void Broadcast(std::string*, int) override {}
-  [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
 
   std::vector<Posted> posted;  // by request
   int tests = 0;

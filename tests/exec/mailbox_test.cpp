@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "../schedules/generator_cases.h"
 #include "fake_transport.h"
 #include "queued_device.h"
 #include "stagecraft/exec/cpu_device.h"
@@ -29,12 +30,11 @@ using schedules::OpKind;
 
 constexpr int64_t kBoundary = 12;
 
-schedules::Schedule TwoRanks() {
-  schedules::GeneratorParams p;
-  p.ranks = 2;
-  p.microbatches = 2;
-  return schedules::Lower(schedules::Generate("1f1b", p));
+schedules::Schedule Generated(const std::string& name, int ranks, int chunks, int microbatches) {
+  return schedules::Lower(schedules::Generate(name, schedules::test_cases::Params(ranks, microbatches, 1, chunks)));
 }
+
+schedules::Schedule TwoRanks() { return Generated("1f1b", 2, 1, 2); }
 
 // A mailbox of rank `rank` of a 2-rank 1F1B, with everything it needs.
 struct Fixture {
@@ -354,14 +354,6 @@ TEST(Mailbox, FinishingAnOrderedReceivePastTheDeadlineNamesItsOp) {
   } catch (const TimeoutError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("0RECV_B0 (step 0) from rank 1 timed out: ", 0), 0u) << e.what();
   }
-}
-
-schedules::Schedule Generated(const std::string& name, int ranks, int chunks, int microbatches) {
-  schedules::GeneratorParams p;
-  p.ranks = ranks;
-  p.chunks = chunks;
-  p.microbatches = microbatches;
-  return schedules::Lower(schedules::Generate(name, p));
 }
 
 // By hand: 1F1B on 3 ranks sends between neighbours only (no wrap-around); interleaving on 3

@@ -225,16 +225,21 @@ TEST(SumSizes, EachReduceGradsSizeOnceSmallestFirst) {
   EXPECT_TRUE(SumSizes({Op{.kind = OpKind::kF}}, floats).empty());
 }
 
-// A replica that never completes the all-reduce: the STEP's wait ends on the deadline with one
-// message naming the REDUCE_GRAD op.
-TEST(ReduceGrad, AWaitPastTheDeadlineNamesTheOp) {
+// One rank of `name` on the cpu device, one of two replicas whose all-reduces go to `group`.
+void RunReplica(const std::string& name, FakeReplicaGroup* group) {
   auto device = MakeCpuDevice();
   const Dataset data = MakeDataset(*device, SmallMlp(2), int64_t{kMicrobatches} * kSteps, true, true);
   testing::FakeTransport transport;
+  RunRank(OneRankSchedule(name, 2), SmallMlp(2), data, *device, transport, {}, group);
+}
+
+// A replica that never completes the all-reduce: the STEP's wait ends on the deadline with one
+// message naming the REDUCE_GRAD op.
+TEST(ReduceGrad, AWaitPastTheDeadlineNamesTheOp) {
   FakeReplicaGroup group;
   group.times_out = true;
   try {
-    RunRank(OneRankSchedule("1f1b", 2), SmallMlp(2), data, *device, transport, {}, &group);
+    RunReplica("1f1b", &group);
     FAIL() << "returned";
   } catch (const TimeoutError& e) {
     EXPECT_NE(std::string(e.what()).find("0REDUCE_GRAD1 (step 0) timed out: no all-reduce"), std::string::npos)
@@ -244,12 +249,9 @@ TEST(ReduceGrad, AWaitPastTheDeadlineNamesTheOp) {
 
 // An all-reduce seen complete by a poll after an op is not waited for again.
 TEST(ReduceGrad, APolledCompletionIsNotWaitedFor) {
-  auto device = MakeCpuDevice();
-  const Dataset data = MakeDataset(*device, SmallMlp(2), int64_t{kMicrobatches} * kSteps, true, true);
-  testing::FakeTransport transport;
   FakeReplicaGroup group;
   group.complete_at_once = true;
-  RunRank(OneRankSchedule("gpipe", 2), SmallMlp(2), data, *device, transport, {}, &group);
+  RunReplica("gpipe", &group);
   EXPECT_EQ(group.waits, 0);
   EXPECT_EQ(group.done.size(), static_cast<size_t>(kSteps));
 }

@@ -192,15 +192,21 @@ Outcome RunReplicas(const Case& c, const exec::TrainingConfig& config, const sch
   return out;
 }
 
-Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
+// The shape of case `c`'s schedule: its ranks, microbatches, chunks, steps and replicas.
+schedules::GeneratorParams ShapeOf(const Case& c) {
   schedules::GeneratorParams p;
   p.ranks = c.ranks;
   p.microbatches = c.microbatches;
   p.chunks = c.chunks;
   p.steps = c.steps;
+  p.data_parallel = c.data_parallel;
+  return p;
+}
+
+Outcome RunPipeline(const Case& c, const exec::TrainingConfig& config) {
+  schedules::GeneratorParams p = ShapeOf(c);
   p.recompute = c.recompute;
   p.vertical_sync = c.vertical_sync;
-  p.data_parallel = c.data_parallel;
   schedules::CsvImportOptions imported;
   imported.chunks = 0;  // stages per rank and placement from the file
   imported.microbatches = c.microbatches;
@@ -488,14 +494,8 @@ std::string DataParallelUnavailable() {
   return "";
 }
 bool Generates(const Case& c) {
-  schedules::GeneratorParams p;
-  p.ranks = c.ranks;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.steps = c.steps;
-  p.data_parallel = c.data_parallel;
   try {
-    return schedules::Validate(schedules::Lower(schedules::Generate(c.schedule, p))).empty();
+    return schedules::Validate(schedules::Lower(schedules::Generate(c.schedule, ShapeOf(c)))).empty();
   } catch (const std::exception&) {
     return false;
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../schedules/generator_cases.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/weight_store.h"
 #include "stagecraft/schedules/generators.h"
@@ -21,11 +22,7 @@ using schedules::OpKind;
 constexpr int kHidden = 3;
 
 schedules::Schedule Make(const std::string& name, int ranks, int microbatches, int steps) {
-  schedules::GeneratorParams p;
-  p.ranks = ranks;
-  p.microbatches = microbatches;
-  p.steps = steps;
-  return schedules::Lower(schedules::Generate(name, p));
+  return schedules::Lower(schedules::Generate(name, schedules::test_cases::Params(ranks, microbatches, steps)));
 }
 
 TrainingConfig Config(float lr = 0.5f, float loss_scale = 1.0f) {

@@ -9,43 +9,24 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "exec_gpu_test_util.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/cuda_device.h"
 
 namespace stagecraft::exec {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                                       \
-  do {                                                                                           \
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "SKIPPED: no CUDA device on this machine";       \
-  } while (0)
-
-std::vector<float> Random(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-void OnDevice(Device& device, const std::vector<float>& host, float** data) {
-  *data = device.memory().Allocate(static_cast<int64_t>(host.size()));
-  device.memory().Upload(*data, host.data(), static_cast<int64_t>(host.size()));
-}
-
 // c = alpha · op(a) · op(b) + beta · c on `device`, returned to the host.
 std::vector<float> RunGemm(Device& device, bool ta, bool tb, int m, int n, int k, float alpha, float beta,
                            const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c0) {
-  float *da = nullptr, *db = nullptr, *dc = nullptr;
-  OnDevice(device, a, &da);
-  OnDevice(device, b, &db);
-  OnDevice(device, c0, &dc);
+  float* da = OnDevice(device, a);
+  float* db = OnDevice(device, b);
+  float* dc = OnDevice(device, c0);
   device.ops().linear.gemm(device.op_context(), ta, tb, m, n, k, alpha, da, db, beta, dc);
   std::vector<float> c(c0.size());
   device.memory().Download(c.data(), dc, static_cast<int64_t>(c.size()));
@@ -163,10 +144,9 @@ TEST(CudaDeviceGpuTest, GemmBatchedWithGappedStridesMatchesALoopOfBlasGemmsForEv
               std::copy(ci.begin(), ci.end(), c0.begin() + i * stride_c);
             }
             const float alpha = 0.75f;
-            float *da = nullptr, *db = nullptr, *dc = nullptr;
-            OnDevice(*gpu, a, &da);
-            OnDevice(*gpu, b, &db);
-            OnDevice(*gpu, c0, &dc);
+            float* da = OnDevice(*gpu, a);
+            float* db = OnDevice(*gpu, b);
+            float* dc = OnDevice(*gpu, c0);
             gpu->ops().linear.gemm_batched(gpu->op_context(), ta, tb, s.m, s.n, s.k, alpha, da, stride_a, db, stride_b,
                                            beta, dc, stride_c, kBatch);
             std::vector<float> got(c0.size());
@@ -258,9 +238,7 @@ TEST(CudaDeviceGpuTest, TransformerOpsMatchTheCpuDevice) {
     for (int d = 0; d < 2; ++d) {
       std::vector<float*> ptrs;
       for (const std::vector<float>& t : tensors) {
-        float* p = nullptr;
-        OnDevice(*devices[d], t, &p);
-        ptrs.push_back(p);
+        ptrs.push_back(OnDevice(*devices[d], t));
       }
       op(*devices[d], ptrs);
       for (size_t i = 0; i < tensors.size(); ++i) {

@@ -8,40 +8,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "exec_gpu_test_util.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/kernels/optimizer.h"
 
 namespace stagecraft::exec {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                                 \
-  do {                                                                                     \
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "SKIPPED: no CUDA device on this machine"; \
-  } while (0)
-
 // c [m x n] = a [m x k] · wᵀ, w an [n x k] matrix kOffset floats into a buffer of kTotal (as a
 // stage's weights sit in its parameter buffer; the odd offset puts the copy's matrix off any
 // 16-byte boundary).
 constexpr int kM = 37, kN = 53, kK = 29;
 constexpr int64_t kOffset = 13, kTotal = kOffset + int64_t{kN} * kK + 7;
-
-std::vector<float> Random(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-float* OnDevice(Device& device, const std::vector<float>& host) {
-  float* data = device.memory().Allocate(static_cast<int64_t>(host.size()));
-  device.memory().Upload(data, host.data(), static_cast<int64_t>(host.size()));
-  return data;
-}
 
 // The GEMM against the exact product of the weights at `w` now, within the bound of
 // cuda_device_gpu_test.cpp: both inputs rounded to 16 bits (2u) plus fp32 sums over k terms.

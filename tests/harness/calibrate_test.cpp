@@ -117,17 +117,23 @@ TEST(CalibrationSchedules, EveryRankRunsEveryPassKindInSomeRun) {
 
 // ---- FitLatencyBandwidth ---------------------------------------------------------------
 
+// The line FitLatencyBandwidth fits to `points`, expected to be `latency_ns` and
+// `bytes_per_s` (within `tolerance` B/s).
+sim::P2pProfile ExpectLine(const std::vector<PingPongPoint>& points, int64_t latency_ns, double bytes_per_s,
+                           double tolerance) {
+  const sim::P2pProfile fit = FitLatencyBandwidth(points);
+  EXPECT_EQ(fit.latency_ns, latency_ns);
+  EXPECT_NEAR(fit.bytes_per_s, bytes_per_s, tolerance);
+  return fit;
+}
+
 // oneway = 5000 ns + bytes / 2e9 B/s = 5000 + bytes / 2 ns:
 //   4096 -> 5000 + 2048 = 7048; 65536 -> 5000 + 32768 = 37768; 1048576 -> 5000 + 524288 = 529288.
 TEST(FitLatencyBandwidth, ExactPointsGiveTheirLine) {
-  const sim::P2pProfile fit = FitLatencyBandwidth({{4096, 7048}, {65536, 37768}, {1048576, 529288}});
-  EXPECT_EQ(fit.latency_ns, 5000);
-  EXPECT_NEAR(fit.bytes_per_s, 2e9, 2e9 * 1e-9);
+  const sim::P2pProfile fit = ExpectLine({{4096, 7048}, {65536, 37768}, {1048576, 529288}}, 5000, 2e9, 2e9 * 1e-9);
   EXPECT_DOUBLE_EQ(fit.overlap, 1.0);  // the fit leaves overlap at its default
   // The order of the points does not matter.
-  const sim::P2pProfile again = FitLatencyBandwidth({{1048576, 529288}, {4096, 7048}, {65536, 37768}});
-  EXPECT_EQ(again.latency_ns, 5000);
-  EXPECT_NEAR(again.bytes_per_s, 2e9, 2e9 * 1e-9);
+  ExpectLine({{1048576, 529288}, {4096, 7048}, {65536, 37768}}, 5000, 2e9, 2e9 * 1e-9);
 }
 
 // y = 1000 + x/2 with noise +30, -10, 0, -20 at x = 1000..4000: y = 1530, 1990, 2500, 2980.
@@ -136,9 +142,8 @@ TEST(FitLatencyBandwidth, ExactPointsGiveTheirLine) {
 //   Sxx = 2·(1500² + 500²) = 5,000,000 -> slope 0.486 ns/B -> 1e9 / 0.486 = 500e9 / 243 B/s
 //   intercept 2250 - 0.486·2500 = 2250 - 1215 = 1035 ns.
 TEST(FitLatencyBandwidth, NoisyPointsGiveTheLeastSquaresLine) {
-  const sim::P2pProfile fit = FitLatencyBandwidth({{1000, 1530}, {2000, 1990}, {3000, 2500}, {4000, 2980}});
-  EXPECT_EQ(fit.latency_ns, 1035);
-  EXPECT_NEAR(fit.bytes_per_s, 500e9 / 243, 1e-3);  // 2,057,613,168.72 B/s
+  // 500e9 / 243 = 2,057,613,168.72 B/s
+  ExpectLine({{1000, 1530}, {2000, 1990}, {3000, 2500}, {4000, 2980}}, 1035, 500e9 / 243, 1e-3);
 }
 
 // Repeated sizes count once each: (1000, 1100) and (1000, 1300) average to 1200 at x = 1000;
@@ -146,16 +151,12 @@ TEST(FitLatencyBandwidth, NoisyPointsGiveTheLeastSquaresLine) {
 //   Check with the sums: n = 3, Sx = 5000, Sy = 4600, Sxx = 11e6, Sxy = 1.1e6 + 1.3e6 + 6.6e6 = 9e6;
 //   det = 33e6 - 25e6 = 8e6; slope = (27e6 - 23e6) / 8e6 = 0.5; intercept (4600 - 2500) / 3 = 700.
 TEST(FitLatencyBandwidth, RepeatedSizesAverage) {
-  const sim::P2pProfile fit = FitLatencyBandwidth({{1000, 1100}, {1000, 1300}, {3000, 2200}});
-  EXPECT_EQ(fit.latency_ns, 700);
-  EXPECT_NEAR(fit.bytes_per_s, 2e9, 2e9 * 1e-9);
+  ExpectLine({{1000, 1100}, {1000, 1300}, {3000, 2200}}, 700, 2e9, 2e9 * 1e-9);
 }
 
 // (1000, 100), (2000, 1100): slope 1 ns/B (1e9 B/s), intercept 100 - 1000 = -900 -> 0.
 TEST(FitLatencyBandwidth, NegativeInterceptClampsToZeroLatency) {
-  const sim::P2pProfile fit = FitLatencyBandwidth({{1000, 100}, {2000, 1100}});
-  EXPECT_EQ(fit.latency_ns, 0);
-  EXPECT_NEAR(fit.bytes_per_s, 1e9, 1e9 * 1e-9);
+  ExpectLine({{1000, 100}, {2000, 1100}}, 0, 1e9, 1e9 * 1e-9);
 }
 
 TEST(FitLatencyBandwidthDeathTest, NeedsTwoDistinctSizes) {
@@ -167,25 +168,28 @@ TEST(FitLatencyBandwidthDeathTest, NeedsTwoDistinctSizes) {
 // ---- FitAllReduce ----------------------------------------------------------------------
 // time = 2(n-1)·latency + 2(n-1)/n·bytes / bus_bandwidth (the ring form).
 
+// FitAllReduce of `points` on `ranks`, expected to fit, with `latency_ns` and `bus_bytes_per_s`
+// (within `tolerance` B/s), for those ranks.
+void ExpectRing(const std::vector<AllReducePoint>& points, int ranks, int64_t latency_ns, double bus_bytes_per_s,
+                double tolerance) {
+  const auto fit = FitAllReduce(points, ranks);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->latency_ns, latency_ns);
+  EXPECT_NEAR(fit->bus_bytes_per_s, bus_bytes_per_s, tolerance);
+  EXPECT_EQ(fit->ranks, ranks);
+}
+
 // n = 2: 2 steps, 2(2-1)/2 = 1 bus byte per byte. latency 10 us, 1 GB/s (1 ns per byte):
 //   time = 20000 + bytes: 4096 -> 24096, 65536 -> 85536, 1048576 -> 1068576.
 TEST(FitAllReduce, ExactTwoRanks) {
-  const auto fit = FitAllReduce({{4096, 24096}, {65536, 85536}, {1048576, 1068576}}, 2);
-  ASSERT_TRUE(fit.has_value());
-  EXPECT_EQ(fit->latency_ns, 10'000);
-  EXPECT_NEAR(fit->bus_bytes_per_s, 1e9, 1e9 * 1e-9);
-  EXPECT_EQ(fit->ranks, 2);
+  ExpectRing({{4096, 24096}, {65536, 85536}, {1048576, 1068576}}, 2, 10'000, 1e9, 1e9 * 1e-9);
 }
 
 // n = 4: 6 steps, 2(4-1)/4 = 1.5 bus bytes per byte. latency 2 us, 3 GB/s (1/3 ns per bus byte):
 //   time = 12000 + 1.5·bytes / 3 = 12000 + bytes / 2: 4000 -> 14000, 40000 -> 32000,
 //   400000 -> 212000.
 TEST(FitAllReduce, ExactFourRanks) {
-  const auto fit = FitAllReduce({{4000, 14000}, {40000, 32000}, {400000, 212000}}, 4);
-  ASSERT_TRUE(fit.has_value());
-  EXPECT_EQ(fit->latency_ns, 2'000);
-  EXPECT_NEAR(fit->bus_bytes_per_s, 3e9, 3e9 * 1e-9);
-  EXPECT_EQ(fit->ranks, 4);
+  ExpectRing({{4000, 14000}, {40000, 32000}, {400000, 212000}}, 4, 2'000, 3e9, 3e9 * 1e-9);
 }
 
 // n = 2 (bus bytes = bytes): 1000 + x/2 with noise +40, -20, 0, -20 at x = 1000..4000:
@@ -194,20 +198,14 @@ TEST(FitAllReduce, ExactFourRanks) {
 //       = 2,420,000; Sxx = 5,000,000 -> slope 0.484 ns per bus byte (250e9 / 121 B/s);
 //   intercept 2250 - 0.484·2500 = 1040 ns = 2 steps x 520 ns.
 TEST(FitAllReduce, NoisyPointsGiveTheLeastSquaresLine) {
-  const auto fit = FitAllReduce({{1000, 1540}, {2000, 1980}, {3000, 2500}, {4000, 2980}}, 2);
-  ASSERT_TRUE(fit.has_value());
-  EXPECT_EQ(fit->latency_ns, 520);
-  EXPECT_NEAR(fit->bus_bytes_per_s, 250e9 / 121, 1e-3);
+  ExpectRing({{1000, 1540}, {2000, 1980}, {3000, 2500}, {4000, 2980}}, 2, 520, 250e9 / 121, 1e-3);
 }
 
 // (1000, 100), (2000, 1100) on 2 ranks: the free line is slope 1, intercept -900. Held at latency
 // 0, the least squares slope through the origin is Sxy / Sxx = (1000·100 + 2000·1100) / (1000² +
 // 2000²) = 2.3e6 / 5e6 = 0.46 ns per byte -> 1e9 / 0.46 B/s.
 TEST(FitAllReduce, NegativeLatencyClampsToZeroAndRefitsTheBandwidth) {
-  const auto fit = FitAllReduce({{1000, 100}, {2000, 1100}}, 2);
-  ASSERT_TRUE(fit.has_value());
-  EXPECT_EQ(fit->latency_ns, 0);
-  EXPECT_NEAR(fit->bus_bytes_per_s, 1e9 / 0.46, 1e-3);
+  ExpectRing({{1000, 100}, {2000, 1100}}, 2, 0, 1e9 / 0.46, 1e-3);
 }
 
 // The calibration inverts the simulator's own statement of the ring (sim::RingPasses): times

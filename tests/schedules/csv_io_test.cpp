@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fuzz_corpus.h"
 #include "generator_cases.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/schedules/generators.h"
@@ -128,11 +129,7 @@ TEST(CsvIoTest, InfersChunksAndMicrobatchesOfOneStep) {
 // 1F1B, p = 2, m = 2 over two steps; worked out from the 1F1B rule (rank r warms up with
 // p-1-r forwards): microbatch indices are global (step 1 prints 2 and 3), STEPs are not written.
 TEST(CsvIoTest, ExportsGlobalMicrobatchesWithoutSteps) {
-  GeneratorParams p;
-  p.ranks = 2;
-  p.microbatches = 2;
-  p.steps = 2;
-  const Schedule s = Generate("1f1b", p);
+  const Schedule s = Generate("1f1b", test_cases::Params(2, 2, 2));
   EXPECT_EQ(ExportCsv(s, CsvForm::kComputeOnly),
             "0F0,0F1,0B0,0B1,0F2,0F3,0B2,0B3\n"
             "1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n");
@@ -216,14 +213,6 @@ TEST(CsvIoTest, MissingBackwardIsReported) {
   EXPECT_TRUE(missing);
 }
 
-std::string ReadCorpus(const std::string& name) {
-  std::ifstream in(std::string(STAGECRAFT_SOURCE_DIR) + "/tests/fuzz/corpus/csv/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A compute_comms file imports with its own transfers, which Validate checks as they are:
 // 1F1B on two ranks with a RECV moved after its consumer, or a SEND removed (the fuzz corpus
 // keeps both). Lowering again drops them and gives a valid schedule.
@@ -233,7 +222,7 @@ TEST(CsvIoTest, TransfersOfTheFileAreKeptAndValidatedAsTheyAre) {
       {"transfers-send-removed.csv", "missing: step 0 microbatch 1: no SEND of activations from stage 0 to stage 1"},
   };
   for (const auto& [name, problem] : cases) {
-    const Schedule s = ImportCsv(ReadCorpus(name), name, CsvImportOptions{});
+    const Schedule s = ImportCsv(test_cases::FuzzCorpusText("csv", name), name, CsvImportOptions{});
     EXPECT_TRUE(s.lowered) << name;
     const auto diags = Validate(s);
     EXPECT_EQ(SummarizeDiagnostics(diags), std::string("1 problem(s): ") + problem) << name;
@@ -244,7 +233,7 @@ TEST(CsvIoTest, TransfersOfTheFileAreKeptAndValidatedAsTheyAre) {
 // A cell's text is quoted in the error with its control bytes escaped (one plain line).
 TEST(CsvIoTest, ControlBytesInACellAreEscapedInTheMessage) {
   try {
-    ImportCsv(ReadCorpus("control-bytes-in-a-cell.csv"), "c.csv", CsvImportOptions{});
+    ImportCsv(test_cases::FuzzCorpusText("csv", "control-bytes-in-a-cell.csv"), "c.csv", CsvImportOptions{});
     ADD_FAILURE() << "imported";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("c.csv:1:2: missing microbatch number in '0F\\x1b[2J1'"),
@@ -412,11 +401,7 @@ TEST(CsvIoTest, InfersTheVPlacementFromTheStagesEachRankRuns) {
 }
 
 TEST(CsvIoTest, InfersTheLoopPlacementOfAnInterleavedFile) {
-  GeneratorParams p;
-  p.ranks = 2;
-  p.microbatches = 4;
-  p.chunks = 2;
-  const Schedule generated = Generate("interleaved", p);
+  const Schedule generated = Generate("interleaved", test_cases::Params(2, 4, 1, 2));
   const Schedule s = ImportCsv(ExportCsv(generated, CsvForm::kComputeOnly), "i.csv", Inferred());
   EXPECT_EQ(s.shape.placement, Placement::kLoop);
   EXPECT_EQ(s.shape.chunks, 2);
@@ -467,11 +452,7 @@ TEST(CsvIoTest, PyTorchsInterleavedOrderAtMEqualsPImports) {
   EXPECT_EQ(theirs.shape.placement, Placement::kLoop);
   EXPECT_EQ(theirs.shape.chunks, 2);
   for (const Diagnostic& d : Validate(Lower(theirs))) ADD_FAILURE() << d.message;
-  GeneratorParams p;
-  p.ranks = 2;
-  p.microbatches = 2;
-  p.chunks = 2;
-  const std::string ours = ExportCsv(Generate("interleaved", p), CsvForm::kComputeOnly);
+  const std::string ours = ExportCsv(Generate("interleaved", test_cases::Params(2, 2, 1, 2)), CsvForm::kComputeOnly);
   EXPECT_EQ(ours, "0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n1F0,1F1,3F0,3F1,3B0,3B1,1B0,1B1\n");
 }
 

@@ -140,25 +140,26 @@ TEST(JsonIoTest, ShapeFarBeyondTheOpsIsAnError) {
 TEST(JsonIoTest, BadFieldsNameTheirPath) {
   // 1F1B, p = 2, m = 2: ops[1] is 1F0, 1B0, 1F1, 1B1, STEP, so 1F1 is ops[1][2].
   const std::string good = ToJson(Generate("1f1b", Params(2, 2)));
-  ExpectError(Replace(good, "\"ops\"", "\"opz\""), "x.json: ops: missing field");
-  ExpectError(Replace(good, "{\"kind\":\"F\",\"stage\":1,\"microbatch\":1",
-                      "{\"kind\":\"Q\",\"stage\":1,\"microbatch\":1"),
-              "x.json: ops[1][2].kind: unknown kind 'Q'");
-  ExpectError(Replace(good, "\"ranks\":2", "\"ranks\":\"2\""), "x.json: ranks: expected an integer, got string");
-  ExpectError(Replace(good, "\"ranks\":2", "\"ranks\":0"), "x.json: ranks: must be >= 1 (got 0)");
-  ExpectError(Replace(good, "\"ranks\":2", "\"ranks\":3"), "x.json: ops: expected one list per rank (3), got 2");
-  ExpectError(Replace(good, "\"loop\"", "\"zigzag\""),
-              "x.json: placement: unknown placement 'zigzag' (expected loop or v)");
-  ExpectError(Replace(good, "\"flush\"", "\"lazy\""),
-              "x.json: weights: unknown weights policy 'lazy' (expected flush, stash or 2bw)");
-  ExpectError(Replace(good, "\"lowered\":false", "\"lowered\":0"),
-              "x.json: lowered: expected true or false, got number");
-  ExpectError(Replace(good, ",\"peer\":-1}", "}"), "x.json: ops[0][0].peer: missing field");
-  ExpectError(Replace(good, "\"step\":0", "\"step\":1.5"), "x.json: ops[0][0].step: expected an integer, got number");
-  ExpectError(Replace(good, "\"stage\":0", "\"stage\":4294967296"),
-              "x.json: ops[0][0].stage: 4294967296 does not fit a 32-bit integer");
-  ExpectError(Replace(good, "{\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1}", "7"),
-              "x.json: ops[0][0]: expected an op object, got number");
+  struct Case {
+    std::string from, to, error;  // `good` with `from` replaced by `to` fails with `error`
+  };
+  const Case cases[] = {
+      {"\"ops\"", "\"opz\"", "x.json: ops: missing field"},
+      {"{\"kind\":\"F\",\"stage\":1,\"microbatch\":1", "{\"kind\":\"Q\",\"stage\":1,\"microbatch\":1",
+       "x.json: ops[1][2].kind: unknown kind 'Q'"},
+      {"\"ranks\":2", "\"ranks\":\"2\"", "x.json: ranks: expected an integer, got string"},
+      {"\"ranks\":2", "\"ranks\":0", "x.json: ranks: must be >= 1 (got 0)"},
+      {"\"ranks\":2", "\"ranks\":3", "x.json: ops: expected one list per rank (3), got 2"},
+      {"\"loop\"", "\"zigzag\"", "x.json: placement: unknown placement 'zigzag' (expected loop or v)"},
+      {"\"flush\"", "\"lazy\"", "x.json: weights: unknown weights policy 'lazy' (expected flush, stash or 2bw)"},
+      {"\"lowered\":false", "\"lowered\":0", "x.json: lowered: expected true or false, got number"},
+      {",\"peer\":-1}", "}", "x.json: ops[0][0].peer: missing field"},
+      {"\"step\":0", "\"step\":1.5", "x.json: ops[0][0].step: expected an integer, got number"},
+      {"\"stage\":0", "\"stage\":4294967296", "x.json: ops[0][0].stage: 4294967296 does not fit a 32-bit integer"},
+      {"{\"kind\":\"F\",\"stage\":0,\"microbatch\":0,\"step\":0,\"version\":0,\"peer\":-1}", "7",
+       "x.json: ops[0][0]: expected an op object, got number"},
+  };
+  for (const Case& c : cases) ExpectError(Replace(good, c.from, c.to), c.error);
   ExpectError("[1, 2]", "x.json: (root): expected an object, got array");
 }
 

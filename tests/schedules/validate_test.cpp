@@ -134,12 +134,16 @@ TEST(Validate, ReadBeforeTheStepThatProducesIt) {
 
 // Rank 0 runs 1F1B without warm-up and rank 1 runs GPipe: rank 1's F1 waits for rank 0's
 // F1, which waits behind rank 0's B0, which waits for rank 1's B0, which is behind F1.
+Schedule Deadlocked() {
+  return Hand(2, 2,
+              {{MakeOp(OpKind::kF, 0, 0), MakeOp(OpKind::kB, 0, 0), MakeOp(OpKind::kF, 0, 1),
+                MakeOp(OpKind::kB, 0, 1)},
+               {MakeOp(OpKind::kF, 1, 0), MakeOp(OpKind::kF, 1, 1), MakeOp(OpKind::kB, 1, 0),
+                MakeOp(OpKind::kB, 1, 1)}});
+}
+
 TEST(Validate, DeadlockNamesTheOpsOnTheCycle) {
-  const Schedule s = Hand(2, 2,
-                          {{MakeOp(OpKind::kF, 0, 0), MakeOp(OpKind::kB, 0, 0), MakeOp(OpKind::kF, 0, 1),
-                            MakeOp(OpKind::kB, 0, 1)},
-                           {MakeOp(OpKind::kF, 1, 0), MakeOp(OpKind::kF, 1, 1), MakeOp(OpKind::kB, 1, 0),
-                            MakeOp(OpKind::kB, 1, 1)}});
+  const Schedule s = Deadlocked();
   const auto diags = Validate(s);
   ASSERT_EQ(diags.size(), 1u) << All(diags);
   EXPECT_EQ(diags[0].code, DiagCode::kDeadlock);
@@ -200,11 +204,7 @@ TEST(Validate, SummaryNamesEachCodeOnceAndCountsTheRest) {
 
 // A reader sees "CODE: message": no message repeats its code's name in front.
 TEST(Validate, NoMessageStartsWithItsCodeName) {
-  const Schedule deadlock = Hand(2, 2,
-                                 {{MakeOp(OpKind::kF, 0, 0), MakeOp(OpKind::kB, 0, 0), MakeOp(OpKind::kF, 0, 1),
-                                   MakeOp(OpKind::kB, 0, 1)},
-                                  {MakeOp(OpKind::kF, 1, 0), MakeOp(OpKind::kF, 1, 1), MakeOp(OpKind::kB, 1, 0),
-                                   MakeOp(OpKind::kB, 1, 1)}});
+  const Schedule deadlock = Deadlocked();
   Schedule broken = Lower(Generate("1f1b", Params(2, 2)));
   broken.ops[0].push_back(broken.ops[0][0]);                                  // duplicate
   broken.ops[1][0].peer = 1;                                                  // comm-mismatch
