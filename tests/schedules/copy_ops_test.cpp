@@ -20,13 +20,7 @@ namespace stagecraft::schedules {
 namespace {
 
 Op Copy(OpKind kind, Tensor tensor, int stage, int mb, int version = 0) {
-  Op op;
-  op.kind = kind;
-  op.stage = stage;
-  op.microbatch = mb;
-  op.version = version;
-  op.tensor = tensor;
-  return op;
+  return Op{.kind = kind, .stage = stage, .microbatch = mb, .version = version, .tensor = tensor};
 }
 
 // Where the op of `kind` for `mb` of stage 0 sits on rank 0 (step 0).

@@ -320,5 +320,29 @@ TEST(TraceSetBubbles, TheStatedShapeDecidesWhereInputsComeFrom) {
   EXPECT_EQ(read_off->split[1].overhead_ns, 5000);
 }
 
+// A trace with copies (OFFLOAD / RELOAD) gives each direction a lane of its own, beside compute;
+// the copies are not compute, so the rank's compute time is its F and B alone.
+TEST(TraceSetCopies, CopiesHaveALanePerDirection) {
+  using namespace stagecraft::schedules;
+  Trace t;
+  t.source = "predicted";
+  t.schedule = "gpipe";
+  t.microbatches = 1;
+  t.ops.push_back({0, Stream::kCompute, Op{OpKind::kF, 0, 0, 0, 0}, 0, 0, 1000});
+  t.ops.push_back({0, Stream::kToHost, Op{.kind = OpKind::kOffload, .tensor = Tensor::kActivations}, 1, 1000, 400});
+  t.ops.push_back({0, Stream::kToDevice, Op{.kind = OpKind::kReload, .tensor = Tensor::kActivations}, 2, 1500, 400});
+  t.ops.push_back({0, Stream::kCompute, Op{OpKind::kB, 0, 0, 0, 0}, 3, 2000, 2000});
+  const auto loaded = MustLoad(TraceToJson(t));
+  ASSERT_TRUE(loaded);
+  EXPECT_TRUE(HasLane(*loaded, Stream::kToHost));
+  EXPECT_TRUE(HasLane(*loaded, Stream::kToDevice));
+  EXPECT_FALSE(HasLane(*loaded, Stream::kCollective));
+  ASSERT_EQ(loaded->lanes.size(), 3u);
+  EXPECT_EQ(loaded->lanes[1].stream, Stream::kToHost);
+  EXPECT_EQ(loaded->lanes[2].stream, Stream::kToDevice);
+  ASSERT_EQ(loaded->split.size(), 1u);
+  EXPECT_EQ(loaded->split[0].compute_ns, 3000);
+}
+
 }  // namespace
 }  // namespace stagecraft::viz
