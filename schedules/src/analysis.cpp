@@ -43,16 +43,14 @@ HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::func
   const ActivationLifetimes lives(rank_ops);
   HeldPeak peak;
   int64_t held = 0;
+  int inflight = 0;
   for (size_t i = 0; i < count && i < rank_ops.size(); ++i) {
-    const int k = lives.ActivationsAt(i);
-    if (k < 0) continue;
-    const StashInterval& interval = lives.Activations()[static_cast<size_t>(k)];
-    const int64_t w = weight(rank_ops[static_cast<size_t>(interval.opened_at)]);
-    if (interval.opened_at != static_cast<int>(i)) {
-      held -= w;
-    } else if ((held += w) > peak.weight) {
-      peak = {held, lives.HeldBefore(i + 1)};
-    }
+    const int change = lives.ResidentChange(i);
+    if (change == 0) continue;
+    const StashInterval& interval = lives.Activations()[static_cast<size_t>(lives.ActivationsAt(i))];
+    held += change * weight(rank_ops[static_cast<size_t>(interval.opened_at)]);
+    inflight += change;
+    if (change > 0 && held > peak.weight) peak = {held, inflight};
   }
   return peak;
 }

@@ -22,20 +22,30 @@ VersionLife& LifeOf(std::vector<VersionLife>* lives, int version) {
 class OpenIntervals {
  public:
   void Open(const Op& op, int interval) { open_.push_back({op.stage, op.step, op.microbatch, interval}); }
+  // The open interval of `op`'s stage, step and microbatch; -1 when there is none.
+  int Find(const Op& op) const {
+    const size_t k = Position(op);
+    return k < open_.size() ? open_[k].interval : -1;
+  }
   // The interval `op` closes, removed from the open ones; -1 when none of its own is open.
   int Close(const Op& op) {
-    for (size_t k = 0; k < open_.size(); ++k) {
-      const Entry& e = open_[k];
-      if (e.stage != op.stage || e.step != op.step || e.microbatch != op.microbatch) continue;
-      const int interval = e.interval;
-      open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(k));
-      return interval;
-    }
-    return -1;
+    const size_t k = Position(op);
+    if (k == open_.size()) return -1;
+    const int interval = open_[k].interval;
+    open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(k));
+    return interval;
   }
   int size() const { return static_cast<int>(open_.size()); }
 
  private:
+  size_t Position(const Op& op) const {
+    size_t k = 0;
+    while (k < open_.size() && (open_[k].stage != op.stage || open_[k].step != op.step ||
+                                open_[k].microbatch != op.microbatch)) {
+      ++k;
+    }
+    return k;
+  }
   struct Entry {
     int32_t stage, step, microbatch;
     int interval;
@@ -46,19 +56,49 @@ class OpenIntervals {
 }  // namespace
 
 ActivationLifetimes::ActivationLifetimes(const std::vector<Op>& ops)
-    : activations_at_(ops.size(), -1), held_before_(ops.size() + 1, 0) {
+    : activations_at_(ops.size(), -1),
+      held_before_(ops.size() + 1, 0),
+      resident_before_(ops.size() + 1, 0),
+      resident_change_(ops.size(), 0) {
   OpenIntervals held, pending_w;
   int w_stashes = 0;  // intervals opened; only their count matters
+  int resident = 0;
+  // Whether an open interval's activations are on the device (an OFFLOAD not yet undone).
+  const auto on_device = [this](int k) {
+    const StashInterval& in = activations_[static_cast<size_t>(k)];
+    return in.offloaded_at < 0 || in.reloaded_at > in.offloaded_at;
+  };
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op& op = ops[i];
     const MemoryEffect& effect = Info(op.kind).memory;
+    const bool copies_activations = IsCopy(op.kind) && op.tensor == Tensor::kActivations;
+    const int copied = copies_activations ? held.Find(op) : -1;
+    if (copied >= 0) activations_at_[static_cast<size_t>(i)] = copied;
+    if (copied >= 0 && effect.device > 0 && !on_device(copied)) {  // a RELOAD holds them from its start
+      activations_[static_cast<size_t>(copied)].reloaded_at = i;
+      ++resident;
+      resident_change_[static_cast<size_t>(i)] = +1;
+    }
     held_before_[static_cast<size_t>(i)] = held.size();
+    resident_before_[static_cast<size_t>(i)] = resident;
+    if (copied >= 0 && effect.device < 0 && on_device(copied)) {  // an OFFLOAD frees them at its end
+      activations_[static_cast<size_t>(copied)].offloaded_at = i;
+      activations_[static_cast<size_t>(copied)].reloaded_at = -1;
+      --resident;
+      resident_change_[static_cast<size_t>(i)] = -1;
+    }
     if (effect.activations > 0) {
       held.Open(op, static_cast<int>(activations_.size()));
       activations_at_[static_cast<size_t>(i)] = static_cast<int>(activations_.size());
       activations_.push_back({i, -1});
+      ++resident;
+      resident_change_[static_cast<size_t>(i)] = +1;
     } else if (effect.activations < 0) {
       if (const int k = held.Close(op); k >= 0) {
+        if (on_device(k)) {
+          --resident;
+          resident_change_[static_cast<size_t>(i)] = -1;
+        }
         activations_[static_cast<size_t>(k)].closed_at = i;
         activations_at_[static_cast<size_t>(i)] = k;
       }
@@ -71,6 +111,7 @@ ActivationLifetimes::ActivationLifetimes(const std::vector<Op>& ops)
     peak_pending_w_ = std::max(peak_pending_w_, pending_w.size());
   }
   held_before_.back() = held.size();
+  resident_before_.back() = resident;
 }
 
 WeightLifetimes::WeightLifetimes(const Schedule& s, int rank) {

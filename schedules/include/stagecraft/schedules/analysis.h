@@ -20,9 +20,10 @@ struct RankAnalysis {
   std::vector<int> stage_peak_versions;  // per local chunk, stage order
 };
 
-// What a rank holds at its peak over its first `count` ops, a stage-microbatch from its F until
-// its B or I (Zero Bubble's W keeps only a weight-gradient stash, counted apart), each weighing
-// weight(its F): the peak total, and how many stage-microbatches make it (the first peak).
+// What a rank holds in device memory at its peak over its first `count` ops, a stage-microbatch
+// from its F until its B or I (Zero Bubble's W keeps only a weight-gradient stash, counted apart)
+// but for the time it is offloaded (lifetimes.h ResidentBefore), each weighing weight(its F): the
+// peak total, and how many stage-microbatches make it (the first peak).
 struct HeldPeak {
   int64_t weight = 0;
   int inflight = 0;

@@ -61,6 +61,10 @@ class WeightLifetimes {
 struct StashInterval {
   int opened_at = -1;
   int closed_at = -1;  // -1: still held after the last op
+  // The last copy of them to host memory in between (an OFFLOAD of tensor activations) and the
+  // RELOAD after it: off the device from the OFFLOAD's end until the RELOAD's start; -1 for none.
+  int offloaded_at = -1;
+  int reloaded_at = -1;
 };
 
 class ActivationLifetimes {
@@ -69,11 +73,18 @@ class ActivationLifetimes {
   explicit ActivationLifetimes(const std::vector<Op>& rank_ops);
 
   const std::vector<StashInterval>& Activations() const { return activations_; }
-  // Which activation interval op `i` opens or closes (an index into Activations()), -1 for none.
+  // Which activation interval op `i` opens, closes, offloads or reloads (an index into
+  // Activations()), -1 for none.
   int ActivationsAt(size_t i) const { return activations_at_[i]; }
-  // How many stage-microbatches' activations are held as op `i` starts (a B or I counts its own;
-  // i == the list's size: after the last op).
+  // How many stage-microbatches' activations are held as op `i` starts, wherever they are (a B
+  // or I counts its own; i == the list's size: after the last op).
   int HeldBefore(size_t i) const { return held_before_[i]; }
+  // How many of them are in device memory then (an OFFLOAD's own until it ends, a RELOAD's own
+  // from its start).
+  int ResidentBefore(size_t i) const { return resident_before_[i]; }
+  // What op `i` does to that count: +1 an F, and a RELOAD that brings its interval back; -1 a B
+  // or I whose activations are on the device, and an OFFLOAD that takes them off; else 0.
+  int ResidentChange(size_t i) const { return resident_change_[i]; }
   // The most weight-gradient stashes (I done, W not yet) held at once.
   int PeakPendingW() const { return peak_pending_w_; }
 
@@ -81,6 +92,8 @@ class ActivationLifetimes {
   std::vector<StashInterval> activations_;
   std::vector<int> activations_at_;  // by op index
   std::vector<int> held_before_;     // by op index, one more at the end
+  std::vector<int> resident_before_;  // likewise
+  std::vector<int8_t> resident_change_;  // by op index
   int peak_pending_w_ = 0;
 };
 

@@ -1,0 +1,29 @@
+// Placing activation copies (DESIGN.md §10; PipeOffload, Wan et al., ICML 2025): a rank moves the
+// stashes that live longest to host memory while they wait for their backward, and brings them
+// back ahead of it.
+#pragma once
+
+#include <vector>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/schedules/ir.h"
+
+namespace stagecraft::schedules {
+
+struct ActivationOffload {
+  // Per stage, the share of its stage-microbatches whose activations are offloaded, in [0, 1];
+  // a stage past the end offloads none.
+  std::vector<double> fraction;
+  // How many compute ops (F, B, I, W, STEP) before its B or I a RELOAD is placed, so that the copy
+  // back has their time to hide in; never before its own OFFLOAD.
+  int lookahead = 1;
+};
+
+// For each stage, the floor(fraction × n) of its n stage-microbatches whose activations are held
+// longest (from the F to its B or I, in list positions; ties to the earlier F) get an OFFLOAD
+// right after their F and a RELOAD `lookahead` compute ops before their B or I. Works on lists
+// with or without SEND/RECV; activations already offloaded are left as they are, as is every
+// other op. Throws InputError for a fraction outside [0, 1] or a negative lookahead.
+Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload);
+
+}  // namespace stagecraft::schedules

@@ -1,0 +1,90 @@
+// Placing activation copies (see offload.h).
+#include "stagecraft/schedules/offload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "stagecraft/schedules/lifetimes.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+void CheckOffload(const ActivationOffload& offload) {
+  for (size_t stage = 0; stage < offload.fraction.size(); ++stage) {
+    const double f = offload.fraction[stage];
+    if (!(f >= 0 && f <= 1)) {
+      throw InputError(fmt::format("activation offload: the fraction {} of stage {} is outside [0, 1]", f, stage));
+    }
+  }
+  if (offload.lookahead < 0) {
+    throw InputError(fmt::format("activation offload: lookahead {} is negative", offload.lookahead));
+  }
+}
+
+// The intervals of `lives` to offload, by stage: the longest, floor(fraction × n) of each.
+std::vector<int> Chosen(const std::vector<Op>& ops, const ActivationLifetimes& lives, const ActivationOffload& offload) {
+  std::map<int32_t, std::vector<int>> by_stage;  // closed intervals not offloaded yet
+  for (int k = 0; k < static_cast<int>(lives.Activations().size()); ++k) {
+    const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
+    if (in.closed_at >= 0 && in.offloaded_at < 0) by_stage[ops[static_cast<size_t>(in.opened_at)].stage].push_back(k);
+  }
+  std::vector<int> chosen;
+  for (auto& [stage, intervals] : by_stage) {
+    const double fraction = static_cast<size_t>(stage) < offload.fraction.size() ? offload.fraction[stage] : 0.0;
+    const auto take = static_cast<size_t>(std::floor(fraction * static_cast<double>(intervals.size()) + 1e-9));
+    const auto length = [&](int k) {
+      const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
+      return in.closed_at - in.opened_at;
+    };
+    std::stable_sort(intervals.begin(), intervals.end(), [&](int a, int b) { return length(a) > length(b); });
+    chosen.insert(chosen.end(), intervals.begin(), intervals.begin() + static_cast<std::ptrdiff_t>(take));
+  }
+  return chosen;
+}
+
+// Where a RELOAD of the activations `in` closes goes: before the `lookahead`-th compute op ahead
+// of their B or I, but after their F.
+int ReloadBefore(const std::vector<Op>& ops, const StashInterval& in, int lookahead) {
+  int at = in.closed_at;
+  for (int passed = 0; passed < lookahead && at - 1 > in.opened_at;) {
+    --at;
+    if (RunsOnCompute(ops[static_cast<size_t>(at)].kind)) ++passed;
+  }
+  return at;
+}
+
+std::vector<Op> WithOffloads(const std::vector<Op>& ops, const ActivationOffload& offload) {
+  const ActivationLifetimes lives(ops);
+  std::vector<std::vector<Op>> after(ops.size()), before(ops.size());
+  for (const int k : Chosen(ops, lives, offload)) {
+    const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
+    const Op& f = ops[static_cast<size_t>(in.opened_at)];
+    Op copy{.kind = OpKind::kOffload, .stage = f.stage, .microbatch = f.microbatch, .step = f.step,
+            .tensor = Tensor::kActivations};
+    after[static_cast<size_t>(in.opened_at)].push_back(copy);
+    copy.kind = OpKind::kReload;
+    before[static_cast<size_t>(ReloadBefore(ops, in, offload.lookahead))].push_back(copy);
+  }
+  std::vector<Op> out;
+  out.reserve(ops.size() + 2 * lives.Activations().size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    out.insert(out.end(), before[i].begin(), before[i].end());
+    out.push_back(ops[i]);
+    out.insert(out.end(), after[i].begin(), after[i].end());
+  }
+  return out;
+}
+
+}  // namespace
+
+Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload) {
+  CheckOffload(offload);
+  Schedule out = schedule;
+  for (auto& rank_ops : out.ops) rank_ops = WithOffloads(rank_ops, offload);
+  return out;
+}
+
+}  // namespace stagecraft::schedules
