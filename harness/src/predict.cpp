@@ -185,6 +185,10 @@ namespace {
 
 std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
                                      const sim::Scenario* costs_from, const std::atomic<bool>* cancel) {
+  // The copies are stated in the IR (schedules/offload.h), not yet priced or run.
+  if (p.offload.any()) {
+    throw InputError("pipeline.offload: copies between device and host memory are not simulated or executed yet");
+  }
   std::vector<Schedule> out;
   for (const std::string& name : names) {
     if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {

@@ -79,11 +79,29 @@ std::vector<Axis> ParsePlacement(const Value& v) {
   return axes;
 }
 
+// pipeline.offload: {activations: FRACTION | auto, weights: none | spill, optimizer: device | host,
+// double_buffer: BOOL}.
+OffloadSpec ParseOffload(const Value& value) {
+  const Map m(value, {"activations", "weights", "optimizer", "double_buffer"});
+  OffloadSpec o;
+  if (const auto v = m.Find("activations")) {
+    if (v->IsScalar() && v->node().Scalar() == "auto") {
+      o.activations_auto = true;
+    } else {
+      o.activations = v->DoubleIn(0, 1, "auto or a fraction");
+    }
+  }
+  if (const auto v = m.Find("weights")) o.weights = v->Enum(kWeightsOffloadChoices);
+  if (const auto v = m.Find("optimizer")) o.optimizer = v->Enum(kOptimizerPlaceChoices);
+  if (const auto v = m.Find("double_buffer")) o.double_buffer = v->Bool();
+  return o;
+}
+
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
-                      "search_evaluations", "zb_refine_nodes", "ranks_per_device"});
+                      "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -114,6 +132,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);
   if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);
   if (const auto v = m.Find("zb_refine_nodes")) p.zb_refine_nodes = v->Int(0, kMaxZbRefineNodes);
+  if (const auto v = m.Find("offload")) p.offload = ParseOffload(*v);
   return p;
 }
 

@@ -282,6 +282,9 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
 void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   CheckParallelism(s, devices_counted, out);
+  if (p.offload.any() && !s.topology.host.stated()) {
+    out->Add("pipeline.offload", "copies to host memory need topology.host (its memory and link)");
+  }
   if (int64_t{p.ranks} * p.chunks > kMaxStages) {
     out->Add("pipeline.chunks", fmt::format("expected pipeline.ranks x pipeline.chunks to be at most 2^20 stages, got "
                                             "{} x {}", p.ranks, p.chunks));

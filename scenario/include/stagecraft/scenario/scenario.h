@@ -172,6 +172,26 @@ struct ParallelLayout {
 
 // What one pipeline runs: its schedules, the microbatches and steps, the stages per rank, what
 // the backward recomputes, how layers are split over stages and how receives are posted.
+// Copies between device and host memory (pipeline.offload; DESIGN.md §10).
+enum class WeightsOffload : uint8_t { kNone, kSpill };
+inline constexpr EnumName<WeightsOffload> kWeightsOffloadChoices[] = {{WeightsOffload::kNone, "none"},
+                                                                      {WeightsOffload::kSpill, "spill"}};
+enum class OptimizerPlace : uint8_t { kDevice, kHost };
+inline constexpr EnumName<OptimizerPlace> kOptimizerPlaceChoices[] = {{OptimizerPlace::kDevice, "device"},
+                                                                      {OptimizerPlace::kHost, "host"}};
+struct OffloadSpec {
+  double activations = 0;         // the share of each stage's stashed activations offloaded, in [0, 1]
+  bool activations_auto = false;  // `auto`: as much as each stage's idle time hides
+  WeightsOffload weights = WeightsOffload::kNone;  // spill: Hydra's shard at a time
+  OptimizerPlace optimizer = OptimizerPlace::kDevice;  // host: state and step on the CPU (ZeRO-Offload)
+  bool double_buffer = true;  // spill: the next shard copied in while this one computes
+
+  bool any() const {
+    return activations > 0 || activations_auto || weights != WeightsOffload::kNone ||
+           optimizer != OptimizerPlace::kDevice;
+  }
+};
+
 struct PipelineShape {
   // Generator names or schedule files (a name ending in ".csv": a torch.distributed.pipelining
   // order, one step of it, imported as `stagecraft schedule --import` reads it), or the single
@@ -197,6 +217,7 @@ struct PipelineShape {
   // Zero Bubble paper's cost model, where a transfer starts as soon as its producer ends, takes
   // as many as a stage ever has in flight).
   int p2p_buffers = schedules::kAheadBuffersPerStage;
+  OffloadSpec offload;
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
