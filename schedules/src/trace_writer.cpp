@@ -173,7 +173,9 @@ std::string TraceToJson(const Trace& trace) {
   JsonWriter w(out);
   // Compute, send and recv always have a lane; the collective and copy streams only when in use.
   std::array<bool, kNumStreams> lanes{true, true, true};
-  for (const TraceOp& t : trace.ops) lanes[static_cast<size_t>(t.stream)] = true;
+  for (const TraceOp& t : trace.ops) {
+    if (const auto tid = static_cast<size_t>(t.stream); tid < lanes.size()) lanes[tid] = true;  // else WriteOp refuses it
+  }
   // One event per line: greppable, and diffs line up. "stagecraft" goes last: Perfetto's JSON
   // importer stops reading at a top-level key it does not know. Perfetto and chrome://tracing
   // both read ts/dur as microseconds whatever displayTimeUnit says; "ns" only asks them to
