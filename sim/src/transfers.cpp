@@ -54,6 +54,17 @@ void Transfers::SetMeasuredNs(size_t slot, int64_t ns) {
 }
 
 void Transfers::StartFlow(size_t slot, int src_device, int dst_device, int64_t bytes) {
+  StartFlowOn(slot, topology_.Route(src_device, dst_device), bytes, measured_.has_value());
+}
+
+void Transfers::StartLinkFlow(size_t slot, const std::vector<int>& links, int64_t bytes) {
+  for (const int link : links) {
+    SC_CHECK(link >= 0 && static_cast<size_t>(link) < link_active_.size(), "a flow's link is one of the machine's");
+  }
+  StartFlowOn(slot, links, bytes, false);
+}
+
+void Transfers::StartFlowOn(size_t slot, const std::vector<int>& route, int64_t bytes, bool measured) {
   SC_CHECK(slot < transfers_.size(), "flow slot out of range");
   Transfer& t = transfers_[slot];
   SC_CHECK(!t.in_data_phase && t.arrival.seq == EventId::kNone, "a slot carries one flow at a time");
@@ -61,10 +72,10 @@ void Transfers::StartFlow(size_t slot, int src_device, int dst_device, int64_t b
   t.src_rank = t.dst_rank = -1;
   t.bytes = bytes;
   t.send_posted = t.recv_posted = true;
-  t.route = &topology_.Route(src_device, dst_device);
+  t.route = &route;
   Enlist(slot);
   const auto arg = static_cast<int32_t>(slot);
-  if (measured_) {
+  if (measured) {
     t.arrival = loop_->ScheduleAt(loop_->now_ns() + MeasuredDataNs(bytes), this, kArrival, arg);
   } else if (bytes <= 0 || t.route->empty()) {
     t.arrival = loop_->ScheduleAt(loop_->now_ns(), this, kArrival, arg);

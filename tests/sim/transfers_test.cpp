@@ -5,6 +5,7 @@
 #include "stagecraft/sim/transfers.h"
 
 #include <cstddef>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -127,6 +128,42 @@ TEST(Transfers, LatencyPhaseDoesNotShareTheLink) {
 // Transfers in opposite directions use different directed links and do not slow each other.
 TEST(Transfers, OppositeDirectionsDoNotShare) {
   EXPECT_EQ(Arrivals(Node(2), {{0, 0, 1}, {0, 1, 0}}), (Times{kMs, kMs}));
+}
+
+// Flows over a node's host link (Topology::HostLinks: 10 GB/s each way, shared by the node's two
+// devices): two copies to the host from devices 0 and 1 share it, 10 MB each in 2 ms together; a
+// copy back from the host runs on the other direction beside them, 10 MB in 1 ms; a measured
+// point-to-point fit times device transfers, never a host flow.
+TEST(Transfers, HostFlowsShareTheirNodesHostLink) {
+  TopologySpec spec;
+  spec.device = DeviceSpec::Flat("test", 1e12, int64_t{1} << 40, 0.5);
+  spec.devices_per_node = 2;
+  spec.links.push_back({LinkScope::kNode, 100e9, 0});
+  spec.host = {.memory_bytes = int64_t{1} << 40, .bandwidth_bytes_per_s = 10e9, .latency_ns = 0};
+  for (const bool fitted : {false, true}) {
+    SCOPED_TRACE(fitted ? "with a measured p2p fit" : "modelled");
+    const Topology machine(spec);
+    ASSERT_TRUE(machine.HostLinks(0).has_value());
+    ASSERT_EQ(*machine.HostLinks(0), *machine.HostLinks(1));
+    const auto [to_host, from_host] = *machine.HostLinks(0);
+    const std::vector<int> down{to_host}, up{from_host};
+    std::optional<P2pFit> fit;
+    if (fitted) fit = P2pFit{.latency_ns = 0, .bytes_per_s = 1e9};  // 10 ms for 10 MB, were it used
+    EventLoop loop;
+    struct Heard final : Transfers::Listener {
+      EventLoop* loop;
+      std::vector<int64_t> at = std::vector<int64_t>(3, -1);
+      void TransferStarted(size_t) override {}
+      void TransferArrived(size_t slot) override { at[slot] = loop->now_ns(); }
+    } heard;
+    heard.loop = &loop;
+    Transfers transfers(machine, 0, 3, &loop, &heard, fit);
+    transfers.StartLinkFlow(0, down, 10'000'000);
+    transfers.StartLinkFlow(1, down, 10'000'000);
+    transfers.StartLinkFlow(2, up, 10'000'000);
+    loop.Run();
+    EXPECT_EQ(heard.at, (std::vector<int64_t>{2 * kMs, 2 * kMs, kMs}));
+  }
 }
 
 }  // namespace

@@ -66,6 +66,10 @@ class Transfers final : public EventHandler {
   // between two devices, sharing links as a transfer does (with a measured fit: bytes over its
   // bandwidth, alone). A slot may carry one flow after another; src_rank and dst_rank are -1.
   void StartFlow(size_t slot, int src_device, int dst_device, int64_t bytes);
+  // Starts a flow over the directed links `links` (a node's host link, Topology::HostLinks: the
+  // copies of offload), which must outlive it, sharing them as any transfer does; no latency (the
+  // caller pays the links'), and never timed by a measured fit (that fit is device to device).
+  void StartLinkFlow(size_t slot, const std::vector<int>& links, int64_t bytes);
 
   const Transfer& operator[](size_t slot) const { return transfers_[slot]; }
 
@@ -74,6 +78,7 @@ class Transfers final : public EventHandler {
  private:
   enum EventKind : int32_t { kDataStart, kArrival };
 
+  void StartFlowOn(size_t slot, const std::vector<int>& route, int64_t bytes, bool measured);
   void Enlist(size_t slot);                        // its post order, at its first post
   int64_t MeasuredDataNs(int64_t bytes) const;     // bytes over the measured fit's bandwidth
   void Start(size_t slot);
