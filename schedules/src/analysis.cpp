@@ -56,18 +56,16 @@ HeldPeak PeakHeld(const std::vector<Op>& rank_ops, size_t count, const std::func
 }
 
 int PeakInflight(const std::vector<Op>& rank_ops, size_t count) {
-  const ActivationLifetimes lives(rank_ops);
-  int peak = 0;
-  for (size_t i = 0; i <= count && i <= rank_ops.size(); ++i) peak = std::max(peak, lives.HeldBefore(i));
-  return peak;
+  return ActivationLifetimes(rank_ops).PeakInflight(count);
 }
 
 std::vector<RankAnalysis> Analyze(const Schedule& s) {
   std::vector<RankAnalysis> out(s.ops.size());
   for (size_t r = 0; r < s.ops.size(); ++r) {
     RankAnalysis& a = out[r];
-    a.peak_inflight = PeakInflight(s.ops[r], s.ops[r].size());
-    a.peak_pending_w = ActivationLifetimes(s.ops[r]).PeakPendingW();
+    const ActivationLifetimes stashes(s.ops[r]);
+    a.peak_inflight = stashes.PeakInflight(s.ops[r].size());
+    a.peak_pending_w = stashes.PeakPendingW();
     const WeightLifetimes lives(s, static_cast<int>(r));
     for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
       const int stage = s.shape.StageOf(static_cast<int>(r), chunk);

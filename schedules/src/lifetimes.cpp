@@ -114,6 +114,11 @@ ActivationLifetimes::ActivationLifetimes(const std::vector<Op>& ops)
   resident_before_.back() = resident;
 }
 
+int ActivationLifetimes::PeakInflight(size_t count) const {
+  const size_t last = std::min(count, held_before_.size() - 1);
+  return *std::max_element(held_before_.begin(), held_before_.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+}
+
 WeightLifetimes::WeightLifetimes(const Schedule& s, int rank) {
   const std::vector<Op>& ops = s.ops.at(static_cast<size_t>(rank));
   in_place_.assign(ops.size(), false);

@@ -85,6 +85,9 @@ class ActivationLifetimes {
   // What op `i` does to that count: +1 an F, and a RELOAD that brings its interval back; -1 a B
   // or I whose activations are on the device, and an OFFLOAD that takes them off; else 0.
   int ResidentChange(size_t i) const { return resident_change_[i]; }
+  // The most stage-microbatches held at once, wherever they are, as any of the first `count` ops
+  // starts or after the last of them (analysis.h PeakInflight).
+  int PeakInflight(size_t count) const;
   // The most weight-gradient stashes (I done, W not yet) held at once.
   int PeakPendingW() const { return peak_pending_w_; }
 
