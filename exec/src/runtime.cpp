@@ -13,8 +13,6 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
-#include "stagecraft/base/error.h"
-#include "stagecraft/base/printable.h"
 #include "stagecraft/exec/fault_injector.h"
 #include "stagecraft/exec/grad_reducer.h"
 #include "stagecraft/exec/mailbox.h"
@@ -38,10 +36,7 @@ using schedules::Schedule;
 int RankIn(const Schedule& s, const Transport& t) {
   SC_CHECK(s.lowered, "the runtime runs lowered schedules");
   SC_CHECK(t.rank() < s.ranks(), "one process per pipeline rank");
-  if (const std::string copy = schedules::FirstCopy(s); !copy.empty()) {
-    throw InputError(fmt::format("{}: {} is a copy between device and host memory, which the executor does not "
-                                 "run yet", Printable(s.name), copy));
-  }
+  schedules::RefuseCopies(s, "the executor does not run");
   return t.rank();
 }
 

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/base/error.h"
+#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::schedules {
@@ -56,6 +58,13 @@ std::string FirstCopy(const Schedule& s) {
     }
   }
   return "";
+}
+
+void RefuseCopies(const Schedule& s, std::string_view part_does_not) {
+  if (const std::string copy = FirstCopy(s); !copy.empty()) {
+    throw InputError(fmt::format("{}: {} is a copy between device and host memory, which {} yet", Printable(s.name),
+                                 copy, part_does_not));
+  }
 }
 
 }  // namespace stagecraft::schedules

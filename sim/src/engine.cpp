@@ -6,11 +6,7 @@
 #include <cmath>
 #include <optional>
 
-#include <fmt/format.h>
-
 #include "stagecraft/base/check.h"
-#include "stagecraft/base/error.h"
-#include "stagecraft/base/printable.h"
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/edges.h"
 #include "stagecraft/schedules/unit_index.h"
@@ -202,10 +198,7 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
     for (int d : config.rank_devices) SC_CHECK(d >= 0 && d < topology.devices(), "each rank on a device of the topology");
   }
   SC_CHECK(plans.empty() == (schedule.data_parallel <= 1), "a plan per stage with replicas");
-  if (const std::string copy = schedules::FirstCopy(schedule); !copy.empty()) {
-    throw InputError(fmt::format("{}: {} is a copy between device and host memory, which the simulator does not "
-                                 "price yet", Printable(schedule.name), copy));
-  }
+  schedules::RefuseCopies(schedule, "the simulator does not price");
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.
   ThrowIfStopped(config.stop);
