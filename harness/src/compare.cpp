@@ -102,6 +102,11 @@ void CompareRanks(const ScheduleMetrics& p, const ScheduleMetrics& m, std::strin
   using Part = std::pair<const char*, double RankMetrics::*>;
   std::vector<Part> parts = {{"wait", &RankMetrics::wait_ms}, {"transfer", &RankMetrics::transfer_ms}};
   if (p.data_parallel > 1 || m.data_parallel > 1) parts.emplace_back("collective", &RankMetrics::collective_ms);
+  const auto copies = [](const ScheduleMetrics& x) {
+    return std::any_of(x.ranks_detail.begin(), x.ranks_detail.end(),
+                       [](const RankMetrics& r) { return r.peak_host_memory_bytes >= 0; });
+  };
+  if (copies(p) || copies(m)) parts.emplace_back("offload_wait", &RankMetrics::offload_wait_ms);
   parts.insert(parts.end(), {{"overhead", &RankMetrics::overhead_ms}, {"idle", &RankMetrics::idle_ms}});
   json.StartArray();
   for (size_t r = 0; r < p.ranks_detail.size(); ++r) {

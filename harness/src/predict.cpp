@@ -22,6 +22,7 @@
 #include "stagecraft/schedules/csv_io.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/offload.h"
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/schedules/zb_auto.h"
@@ -183,12 +184,44 @@ schedules::StagePassCosts PassCostsFor(const sim::Scenario& sc, const sim::CostT
 
 namespace {
 
+std::vector<Schedule> BuildPlainSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
+                                          const sim::Scenario* costs_from, const std::atomic<bool>* cancel);
+
+// pipeline.offload's activations as copies in each schedule's lists (schedules/offload.h); the
+// policies not priced yet are refused, each naming its key.
+void RefuseUnpricedOffload(const sim::OffloadSpec& o) {
+  if (o.activations_auto) {
+    throw InputError("pipeline.offload.activations: auto (as much as the idle time hides) is not simulated yet; "
+                     "state a fraction in [0, 1]");
+  }
+  if (o.weights != sim::WeightsOffload::kNone) {
+    throw InputError("pipeline.offload.weights: spill is not simulated or executed yet");
+  }
+  if (o.optimizer != sim::OptimizerPlace::kDevice) {
+    throw InputError("pipeline.offload.optimizer: host is not simulated or executed yet");
+  }
+}
+
+Schedule WithOffload(const sim::PipelineSpec& p, Schedule s) {
+  if (p.offload.activations <= 0) return s;
+  schedules::ActivationOffload offload;
+  offload.fraction.assign(static_cast<size_t>(s.stages()), p.offload.activations);
+  Schedule placed = schedules::PlaceActivationOffloads(s, offload);
+  const auto diags = Validate(placed);
+  SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
+  return placed;
+}
+
 std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
                                      const sim::Scenario* costs_from, const std::atomic<bool>* cancel) {
-  // The copies are stated in the IR (schedules/offload.h), not yet priced or run.
-  if (p.offload.any()) {
-    throw InputError("pipeline.offload: copies between device and host memory are not simulated or executed yet");
-  }
+  RefuseUnpricedOffload(p.offload);
+  std::vector<Schedule> out = BuildPlainSchedules(p, names, costs_from, cancel);
+  for (Schedule& s : out) s = WithOffload(p, std::move(s));
+  return out;
+}
+
+std::vector<Schedule> BuildPlainSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
+                                          const sim::Scenario* costs_from, const std::atomic<bool>* cancel) {
   std::vector<Schedule> out;
   for (const std::string& name : names) {
     if (const auto file = p.schedule_files.find(name); file != p.schedule_files.end()) {
@@ -235,6 +268,23 @@ std::vector<Schedule> ScenarioSchedules(const sim::Scenario& sc, const std::vect
   return BuildSchedules(sc.pipeline, names, &sc, cancel);
 }
 
+namespace {
+
+// What a node's ranks hold in its host memory at once must fit there: a schedule whose copies
+// do not is no run at all.
+void RefuseHostOverflow(const sim::Scenario& sc, const Prediction& p) {
+  const std::vector<int64_t>& peaks = p.result.node_peak_host_memory_bytes;
+  for (size_t node = 0; node < peaks.size(); ++node) {
+    if (peaks[node] <= sc.topology.host.memory_bytes) continue;
+    throw InputError(fmt::format(
+        "{}: topology.host.memory: {} holds up to {} at once in node {}'s host memory (its ranks' offloaded "
+        "tensors), more than the {} stated; offload less (pipeline.offload) or state more host memory",
+        sc.path, p.schedule.name, FormatBytes(peaks[node]), node, FormatBytes(sc.topology.host.memory_bytes)));
+  }
+}
+
+}  // namespace
+
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule,
                    const std::atomic<bool>* stop) {
   ThrowIfStopped(stop);
@@ -258,6 +308,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.
   const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices);
   p.result = sim::Simulate(p.schedule, costs, topo, config, plans);
+  RefuseHostOverflow(sc, p);
   for (int stage = 0; stage < p.schedule.stages() && !plans.empty(); ++stage) {
     if (!p.gradient_reduce || plans.AloneNsOf(stage) > p.gradient_reduce->alone_ns) {
       p.gradient_reduce = {std::string(sim::AlgorithmName(plans.of(stage).algorithm)), plans.AloneNsOf(stage), stage};

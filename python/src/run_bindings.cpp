@@ -76,6 +76,7 @@ const char* CauseName(GapCause cause) {
     case GapCause::kOverhead: return "overhead";
     case GapCause::kIdle: return "idle";
     case GapCause::kCollective: return "collective";
+    case GapCause::kOffloadWait: return "offload_wait";
   }
   return "?";
 }
@@ -129,11 +130,13 @@ void BindSplits(py::module_& m) {
         return fmt::format("Gap({} {:.6f}..{:.6f} ms)", CauseName(g.cause), g.start_ns * 1e-6, g.end_ns * 1e-6);
       });
   py::class_<RankSplit>(m, "BubbleSplit",
-                        "One rank's makespan by cause: compute + wait + transfer + collective + overhead + idle")
+                        "One rank's makespan by cause: compute + wait + transfer + collective + offload wait + "
+                        "overhead + idle")
       .def_property_readonly("compute_ms", [](const RankSplit& s) { return s.compute_ns * 1e-6; })
       .def_property_readonly("wait_ms", [](const RankSplit& s) { return s.wait_ns * 1e-6; })
       .def_property_readonly("transfer_ms", [](const RankSplit& s) { return s.transfer_ns * 1e-6; })
       .def_property_readonly("collective_ms", [](const RankSplit& s) { return s.collective_ns * 1e-6; })
+      .def_property_readonly("offload_wait_ms", [](const RankSplit& s) { return s.offload_wait_ns * 1e-6; })
       .def_property_readonly("overhead_ms", [](const RankSplit& s) { return s.overhead_ns * 1e-6; })
       .def_property_readonly("idle_ms", [](const RankSplit& s) { return s.idle_ns * 1e-6; })
       .def_readonly("gaps", &RankSplit::gaps, "the stretches in time order");

@@ -43,8 +43,9 @@ class _Record:
 
 
 class RankResult(_Record):
-    """One rank's results (``per_rank`` of the metrics JSON). The six parts compute, wait,
-    transfer, collective, overhead and idle sum to the run's makespan (the bubble split)."""
+    """One rank's results (``per_rank`` of the metrics JSON). The parts compute, wait,
+    transfer, collective, offload wait, overhead and idle sum to the run's makespan (the bubble
+    split)."""
 
     rank: int
     busy_ms: float
@@ -53,6 +54,8 @@ class RankResult(_Record):
     wait_ms: float
     transfer_ms: float
     collective_ms: float = 0.0  # written only with replicas; absent means 0 (metrics_json.h)
+    offload_wait_ms: float = 0.0  # written only for a rank with copies to host memory
+    peak_host_memory_bytes: int = -1  # written only for a rank with copies to host memory
     overhead_ms: float
     idle_ms: float
     peak_memory_bytes: int

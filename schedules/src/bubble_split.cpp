@@ -11,6 +11,7 @@
 
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/tensors.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -45,6 +46,7 @@ void Add(RankSplit* split, bool keep, GapCause cause, int64_t from, int64_t to) 
     case GapCause::kCollective: split->collective_ns += d; break;
     case GapCause::kOverhead: split->overhead_ns += d; break;
     case GapCause::kIdle: split->idle_ns += d; break;
+    case GapCause::kOffloadWait: split->offload_wait_ns += d; break;
   }
   if (keep) split->gaps.push_back({from, to, cause});
 }
@@ -82,10 +84,10 @@ CollectiveEnds ReduceGradEnds(const std::vector<TimedOp>& ops) {
 }
 
 // Splits the gap [free_ns, t.start_ns) before compute op `t`: collective while a STEP's
-// REDUCE_GRAD ran, then wait until its input's transfer started, transfer until it arrived,
-// overhead after.
+// REDUCE_GRAD ran, offload wait while a RELOAD it reads from (`reload_end_ns`, -1: none) ran,
+// then wait until its input's transfer started, transfer until it arrived, overhead after.
 void SplitGap(const Shape& shape, const TransferMap& transfers, const CollectiveEnds& collectives, const TimedOp& t,
-              int64_t free_ns, bool keep, RankSplit* split) {
+              int64_t free_ns, int64_t reload_end_ns, bool keep, RankSplit* split) {
   int64_t from = free_ns;
   if (ProducesVersion(t.op.kind)) {
     const Op reduce = ReduceGradOf(t.op);
@@ -94,6 +96,11 @@ void SplitGap(const Shape& shape, const TransferMap& transfers, const Collective
       Add(split, keep, GapCause::kCollective, free_ns, until);
       from = until;
     }
+  }
+  if (reload_end_ns >= 0) {
+    const int64_t until = std::clamp(reload_end_ns, from, t.start_ns);
+    Add(split, keep, GapCause::kOffloadWait, from, until);
+    from = until;
   }
   int64_t wait_until = from, arrival = from;
   if (const auto edge = InputEdge(shape, t.op); edge && edge->CrossesRanks()) {
@@ -108,6 +115,15 @@ void SplitGap(const Shape& shape, const TransferMap& transfers, const Collective
   Add(split, keep, GapCause::kOverhead, arrival, t.start_ns);
 }
 
+// CopyWaits of one rank's timed list; empty without copies.
+std::vector<std::vector<int32_t>> CopyWaitsOf(const std::vector<TimedOp>& ops) {
+  if (std::none_of(ops.begin(), ops.end(), [](const TimedOp& t) { return IsCopy(t.op.kind); })) return {};
+  std::vector<Op> list;
+  list.reserve(ops.size());
+  for (const TimedOp& t : ops) list.push_back(t.op);
+  return CopyWaits(list);
+}
+
 }  // namespace
 
 std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
@@ -119,15 +135,21 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankSplit& split = out[r];
     const CollectiveEnds collectives = ReduceGradEnds(ranks[r]);
+    const std::vector<std::vector<int32_t>> copy_waits = CopyWaitsOf(ranks[r]);
     int64_t free_ns = -1;  // end of the previous compute op; -1 before the first
-    for (const TimedOp& t : ranks[r]) {
+    for (size_t i = 0; i < ranks[r].size(); ++i) {
+      const TimedOp& t = ranks[r][i];
       check();
       if (!RunsOnCompute(t.op.kind)) continue;
       if (t.start_ns < 0) continue;  // not run (a failed rank's record)
       if (free_ns < 0) {
         Add(&split, keep_gaps, GapCause::kIdle, run_start_ns, t.start_ns);
       } else if (t.start_ns > free_ns) {
-        SplitGap(shape, transfers, collectives, t, free_ns, keep_gaps, &split);
+        int64_t reload_end = -1;
+        if (!copy_waits.empty()) {
+          for (const int32_t c : copy_waits[i]) reload_end = std::max(reload_end, ranks[r][c].end_ns);
+        }
+        SplitGap(shape, transfers, collectives, t, free_ns, reload_end, keep_gaps, &split);
       }
       split.compute_ns += t.end_ns - t.start_ns;
       free_ns = std::max(free_ns, t.end_ns);

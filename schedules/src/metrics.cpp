@@ -91,7 +91,9 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
     rm.collective_ms = split[r].collective_ns * 1e-6;
     rm.overhead_ms = split[r].overhead_ns * 1e-6;
     rm.idle_ms = split[r].idle_ns * 1e-6;
+    rm.offload_wait_ms = split[r].offload_wait_ns * 1e-6;
     rm.peak_memory_bytes = rr.peak_memory_bytes;
+    rm.peak_host_memory_bytes = rr.peak_host_memory_bytes;
     rm.device_peak_memory_bytes = rr.device_peak_memory_bytes;
     rm.device = rr.device;
     rm.peak_inflight_microbatches = rr.peak_inflight;

@@ -110,10 +110,12 @@ class MetricsWriter {
              {"compute_ms", r.compute_ms, Format::kFixed6}, {"wait_ms", r.wait_ms, Format::kFixed6},
              {"transfer_ms", r.transfer_ms, Format::kFixed6}});
     if (replicas) Members({{"collective_ms", r.collective_ms, Format::kFixed6}});
+    if (r.peak_host_memory_bytes >= 0) Members({{"offload_wait_ms", r.offload_wait_ms, Format::kFixed6}});
     Members({{"overhead_ms", r.overhead_ms, Format::kFixed6}, {"idle_ms", r.idle_ms, Format::kFixed6}});
     WriteMembers(w_, {{"peak_memory_bytes", r.peak_memory_bytes},
                       {"peak_inflight_microbatches", r.peak_inflight_microbatches},
                       {"peak_weight_versions", r.peak_weight_versions}});
+    if (r.peak_host_memory_bytes >= 0) WriteMembers(w_, {{"peak_host_memory_bytes", r.peak_host_memory_bytes}});
     if (r.device_peak_memory_bytes >= 0) WriteMembers(w_, {{"device_peak_memory_bytes", r.device_peak_memory_bytes}});
     if (r.device >= 0) WriteMembers(w_, {{"device", r.device}});
     Key(w_, "oom");

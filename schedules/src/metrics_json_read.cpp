@@ -163,11 +163,13 @@ RankMetrics ReadRank(const Json& value, ReadContext* context, std::string where,
   r.NonNegative("wait_ms", &rank.wait_ms);
   r.NonNegative("transfer_ms", &rank.transfer_ms);
   r.NonNegative("collective_ms", &rank.collective_ms);  // absent with one replica: 0
+  r.NonNegative("offload_wait_ms", &rank.offload_wait_ms);  // absent without copies: 0
   r.NonNegative("overhead_ms", &rank.overhead_ms);
   r.NonNegative("idle_ms", &rank.idle_ms);
   r.Bytes("peak_memory_bytes", &rank.peak_memory_bytes);
   r.Int("peak_inflight_microbatches", &rank.peak_inflight_microbatches, 0);
   r.Int("peak_weight_versions", &rank.peak_weight_versions, 0);
+  r.Bytes("peak_host_memory_bytes", &rank.peak_host_memory_bytes);      // absent: no copies
   r.Bytes("device_peak_memory_bytes", &rank.device_peak_memory_bytes);  // absent: the device is its own
   r.Int("device", &rank.device, 0);                                      // absent: the device is its own
   r.Bool("oom", &rank.oom);

@@ -6,33 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/schedules/tensors.h"
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/schedules/weights.h"
 #include "validate_graph.h"
 
 namespace stagecraft::schedules::detail {
 namespace {
-
-// One tensor of one stage: activations by (step, microbatch), weights and optimizer state by
-// version (the optimizer state of the update that produces it).
-struct TensorKey {
-  Tensor tensor = Tensor::kNone;
-  int32_t stage = 0, step = 0, microbatch = 0, version = 0;
-  friend auto operator<=>(const TensorKey&, const TensorKey&) = default;
-};
-
-TensorKey KeyOf(Tensor tensor, const Op& op, int version) {
-  if (tensor == Tensor::kActivations) return {tensor, op.stage, op.step, op.microbatch, 0};
-  return {tensor, op.stage, 0, 0, version};
-}
-
-std::string Describe(const TensorKey& k) {
-  if (k.tensor == Tensor::kActivations) {
-    return fmt::format("the activations of stage {} step {} microbatch {}", k.stage, k.step, k.microbatch);
-  }
-  if (k.tensor == Tensor::kWeights) return fmt::format("version {} of stage {}'s weights", k.version, k.stage);
-  return fmt::format("stage {}'s optimizer state (the update to version {})", k.stage, k.version);
-}
 
 class RankCopies {
  public:
@@ -62,8 +42,8 @@ class RankCopies {
   // A tensor is there to copy once made: activations by their F, a weight version by its STEP
   // (version 0 from the start), optimizer state from the start.
   void Produces(const Op& op) {
-    if (Info(op.kind).memory.activations > 0) made_.insert(KeyOf(Tensor::kActivations, op, 0));
-    if (ProducesVersion(op.kind)) made_.insert(KeyOf(Tensor::kWeights, op, op.version));
+    if (Info(op.kind).memory.activations > 0) made_.insert(TensorOf(Tensor::kActivations, op, 0));
+    if (ProducesVersion(op.kind)) made_.insert(TensorOf(Tensor::kWeights, op, op.version));
   }
   bool Made(const TensorKey& k) const {
     if (k.tensor == Tensor::kOptimizer || (k.tensor == Tensor::kWeights && k.version == 0)) return true;
@@ -82,34 +62,30 @@ class RankCopies {
                                              op.version > versions)) {
       return Add(DiagCode::kBadIndex, fmt::format("{}: no such {} in this schedule", Name(i), TensorName(op.tensor)));
     }
-    const TensorKey key = KeyOf(op.tensor, op, op.version);
+    const TensorKey key = CopiedTensor(op);
     const bool away = offloaded_.count(key) > 0;
     if (op.kind == OpKind::kOffload) {
-      if (!Made(key)) return Add(DiagCode::kOrder, fmt::format("{} offloads {} before it exists", Name(i), Describe(key)));
-      if (away) return Add(DiagCode::kDuplicate, fmt::format("{} offloads {} again", Name(i), Describe(key)));
+      if (!Made(key)) return Add(DiagCode::kOrder, fmt::format("{} offloads {} before it exists", Name(i), DescribeTensor(key)));
+      if (away) return Add(DiagCode::kDuplicate, fmt::format("{} offloads {} again", Name(i), DescribeTensor(key)));
       offloaded_.insert({key, i});
     } else {
       if (!away) {
-        return Add(DiagCode::kOrder, fmt::format("{} reloads {}, which is not offloaded", Name(i), Describe(key)));
+        return Add(DiagCode::kOrder, fmt::format("{} reloads {}, which is not offloaded", Name(i), DescribeTensor(key)));
       }
       offloaded_.erase(key);
     }
   }
 
-  // What an op reads must be on the device: a backward that frees a unit's activations reads
-  // them; every F, B, I, W reads its weight version; a STEP its base version and the optimizer
-  // state of its update.
+  // What an op reads must be on the device (tensors.h).
   void Reads(int i, const Op& op) {
-    if (Info(op.kind).memory.activations < 0) Resident(i, KeyOf(Tensor::kActivations, op, 0));
-    if (const int v = VersionRead(op); v >= 0) Resident(i, KeyOf(Tensor::kWeights, op, v));
-    if (ProducesVersion(op.kind)) Resident(i, KeyOf(Tensor::kOptimizer, op, op.version));
+    for (const TensorKey& key : TensorsRead(op).view()) Resident(i, key);
   }
   // Said once per OFFLOAD: its later readers would repeat the same mistake.
   void Resident(int i, const TensorKey& key) {
     const auto it = offloaded_.find(key);
     if (it == offloaded_.end()) return;
     Add(DiagCode::kOrder,
-        fmt::format("{} reads {} while it is offloaded (by {}, with no RELOAD before it)", Name(i), Describe(key),
+        fmt::format("{} reads {} while it is offloaded (by {}, with no RELOAD before it)", Name(i), DescribeTensor(key),
                     Name(it->second)));
     offloaded_.erase(it);
   }

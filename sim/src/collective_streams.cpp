@@ -117,7 +117,7 @@ void CollectiveStreams::OnEvent(const Event& event) {
 }
 
 bool CollectiveStreams::FlowArrived(size_t slot) {
-  if (slot < first_slot_ || plans_.max_flows() == 0) return false;
+  if (slot < first_slot_ || slot >= first_slot_ + streams_.size() * plans_.max_flows()) return false;
   const int rank = static_cast<int>((slot - first_slot_) / plans_.max_flows());
   Stream& stream = streams_[rank];
   SC_CHECK(stream.flows_left > 0, "a flow of the running phase");

@@ -191,7 +191,7 @@ void ComputeStreams::Advance(int rank) {
       hooks_->Posted(rank, index, op);
       continue;
     }
-    if (schedules::RunsOnCompute(op.kind) && !hooks_->InputReady(rank, op)) {
+    if (schedules::RunsOnCompute(op.kind) && !hooks_->InputReady(rank, index, op)) {
       stream.waiting = true;
       return;
     }

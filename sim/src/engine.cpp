@@ -12,6 +12,7 @@
 #include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/sim/collective_streams.h"
 #include "stagecraft/sim/compute_streams.h"
+#include "stagecraft/sim/copy_streams.h"
 #include "stagecraft/sim/event_loop.h"
 #include "stagecraft/sim/memory_model.h"
 #include "stagecraft/sim/run_bound.h"
@@ -39,7 +40,7 @@ struct EdgeState {
   int64_t bytes = 0;                         // the tensor's size (its buffers' memory)
 };
 
-class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listener {
+class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listener, CopyStreams::Listener {
  public:
   Engine(const Schedule& s, const CostTable& costs, const Topology& topo, const SimConfig& config,
          const CollectivePlans& plans)
@@ -50,10 +51,13 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
         edges_(schedules::EdgeKeyCount(units_)),
         result_(EmptyRecord(s)),
         memory_(s, costs, config.record_memory, &result_, config.stop, config.rank_devices),
-        transfers_(topo, costs.p2p_latency_ns, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
+        transfers_(topo, costs.p2p_latency_ns,
+                   edges_.size() + CollectiveStreams::SlotsNeeded(s, plans) + CopyStreams::SlotsNeeded(s), &loop_, this,
                    costs.p2p, config.rank_devices),
         streams_(s, costs, &loop_, this, &result_, config.rank_devices, config.time_slice_ns),
-        collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_) {}
+        collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_),
+        copies_(s, costs, topo, &transfers_, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
+                &result_, config.rank_devices) {}
 
   RunRecord Run() {
     ThrowIfStopped(config_.stop);
@@ -73,7 +77,8 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
 
   // ---- compute streams ------------------------------------------------------------------
   // An op reading from its own rank waits for the producer's end; across ranks, for the arrival.
-  bool InputReady(int rank, const Op& op) override {
+  bool InputReady(int rank, int index, const Op& op) override {
+    if (!copies_.Ready(rank, index)) return false;  // a RELOAD of what it reads is still on its way
     if ((schedules::Info(op.kind).reads & schedules::kReducedGrads) != 0) {
       if (!schedules::ReadsReduceGrad(s_, op)) return true;
       const Op reduce = schedules::ReduceGradOf(op);
@@ -116,6 +121,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
   // A SEND holds its buffer from post to arrival, a RECV from post to its consumer's start.
   void Posted(int rank, int index, const Op& op) override {
     if (schedules::IsCollective(op.kind)) return collectives_.Post(rank, index, op);
+    if (schedules::IsCopy(op.kind)) return copies_.Post(rank, index, op);
     const bool send = schedules::IsSend(op.kind);
     const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op);
     SC_CHECK(edge && edge->CrossesRanks() && op.peer == schedules::PeerOf(s_.shape, op),
@@ -141,8 +147,19 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
     result_.ranks[transfers_[key].src_rank].ops[edges_[key].send_index].start_ns = loop_.now_ns();
   }
 
+  // ---- copies (host memory is theirs): an OFFLOAD frees device memory at its end, a RELOAD
+  // holds it from its start.
+  int64_t CopyBytesOf(const Op& op) const { return CopyBytes(costs_.stages[op.stage], op.tensor); }
+  void CopyStarted(int rank, int /*index*/, const Op& op) override {
+    if (op.kind == schedules::OpKind::kReload) memory_.Allocate(loop_.now_ns(), rank, CopyBytesOf(op));
+  }
+  void CopyDone(int rank, int /*index*/, const Op& op) override {
+    if (op.kind == schedules::OpKind::kOffload) memory_.Free(loop_.now_ns(), rank, CopyBytesOf(op));
+    streams_.Wake(rank);
+  }
+
   void TransferArrived(size_t key) override {
-    if (collectives_.FlowArrived(key)) return;
+    if (collectives_.FlowArrived(key) || copies_.FlowArrived(key)) return;
     const Transfers::Transfer& t = transfers_[key];
     EdgeState& edge = edges_[key];
     const int64_t now = loop_.now_ns();
@@ -167,6 +184,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
   Transfers transfers_;
   ComputeStreams streams_;
   CollectiveStreams collectives_;
+  CopyStreams copies_;
 };
 
 }  // namespace
@@ -198,7 +216,6 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
     for (int d : config.rank_devices) SC_CHECK(d >= 0 && d < topology.devices(), "each rank on a device of the topology");
   }
   SC_CHECK(plans.empty() == (schedule.data_parallel <= 1), "a plan per stage with replicas");
-  schedules::RefuseCopies(schedule, "the simulator does not price");
   // Every time the engine computes stays within the bound, so nothing reachable from the input
   // can overflow: a run that could last over a year is refused here instead.
   ThrowIfStopped(config.stop);

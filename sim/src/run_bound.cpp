@@ -15,6 +15,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/compute_streams.h"
+#include "stagecraft/sim/copy_streams.h"
 #include "stagecraft/scenario/limits.h"
 
 namespace stagecraft::sim {
@@ -112,6 +113,11 @@ RunBound BoundRun(const schedules::Schedule& schedule, const CostTable& costs, c
         if (const std::optional<Edge> edge = schedules::CommEdge(schedule.shape, op)) {
           bound.transfer_ns += TransferAloneNs(costs, topology, rank_devices, *edge, schedule.name);
         }
+        continue;
+      }
+      if (schedules::IsCopy(op.kind)) {
+        const int device = rank_devices.empty() ? r : rank_devices[static_cast<size_t>(r)];
+        bound.transfer_ns += CopyAloneNs(topology, device, CopyBytes(costs.stages[op.stage], op.tensor));
         continue;
       }
       // A STEP counted as if it copied its old version first; the op's own time factor, and the

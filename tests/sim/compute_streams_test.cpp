@@ -31,7 +31,7 @@ class Bench final : public StreamHooks {
  public:
   Bench(std::vector<std::vector<Op>> ops, int64_t step_ns) : streams_(Init(std::move(ops), step_ns)) {}
 
-  bool InputReady(int, const Op& op) override { return op.kind != OpKind::kB || b_input_ready; }
+  bool InputReady(int, int, const Op& op) override { return op.kind != OpKind::kB || b_input_ready; }
   int64_t InputCopyNs(int, const Op& op) override { return op.kind == OpKind::kB ? b_copy_ns : 0; }
   void Posted(int, int index, const Op&) override { log.emplace_back("post", index, loop.now_ns()); }
   void ComputeStarted(int, int index, const Op&, int64_t) override { log.emplace_back("start", index, loop.now_ns()); }

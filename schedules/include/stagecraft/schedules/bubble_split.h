@@ -23,6 +23,9 @@ enum class GapCause : uint8_t {
   // A STEP waiting for its REDUCE_GRAD (the data-parallel all-reduce of its gradients) to
   // complete. Last, so the older causes keep their values.
   kCollective,
+  // A compute op or STEP waiting for the RELOAD (tensors.h CopyWaits) that brings back what it
+  // reads from host memory.
+  kOffloadWait,
 };
 
 struct GapInterval {
@@ -30,10 +33,11 @@ struct GapInterval {
   GapCause cause = GapCause::kIdle;
 };
 
-// compute + wait + transfer + collective + overhead + idle = the run's makespan, on every rank.
+// compute + wait + transfer + collective + offload wait + overhead + idle = the run's makespan, on every rank.
 // Compute is F, B, I, W and STEP; a REDUCE_GRAD only posts the collective, so it is not.
 struct RankSplit {
   int64_t compute_ns = 0, wait_ns = 0, transfer_ns = 0, collective_ns = 0, overhead_ns = 0, idle_ns = 0;
+  int64_t offload_wait_ns = 0;
   std::vector<GapInterval> gaps;  // in time order, when asked for
 };
 

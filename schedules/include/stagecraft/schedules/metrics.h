@@ -38,6 +38,11 @@ struct RankMetrics {
   // With ranks sharing its device: the device (its index in the job's placement), which the
   // trace names beside the rank; -1 (and absent from the JSON) when the device is its own.
   int device = -1;
+  // With copies to host memory in its list (pipeline.offload): the peak it holds there, and the
+  // part of the split a compute op waited for a RELOAD (a seventh part: the seven then sum to
+  // makespan_ms); -1 and 0, both absent from the JSON, for a rank that copies nothing.
+  int64_t peak_host_memory_bytes = -1;
+  double offload_wait_ms = 0;
   friend bool operator==(const RankMetrics&, const RankMetrics&) = default;
 };
 

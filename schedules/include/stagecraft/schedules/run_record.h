@@ -41,6 +41,9 @@ struct RankRecord {
   // when the rank has its device to itself.
   int device = -1;
   int peak_weight_versions = 0;       // max over local stages
+  // With copies in its list (OFFLOAD / RELOAD): the peak of what it holds in host memory, from
+  // an OFFLOAD's start to its RELOAD's end; -1 for a rank that copies nothing.
+  int64_t peak_host_memory_bytes = -1;
   // Derived from the timings by FinishRunRecord.
   int64_t busy_ns = 0;                // compute ops (F, B, I, W, STEP; not REDUCE_GRAD)
   int64_t first_f_start_ns = -1;
@@ -56,6 +59,9 @@ struct RunRecord {
   int64_t end_ns = 0;    // last compute or STEP end over all ranks
   std::vector<RankRecord> ranks;
   uint64_t events = 0;   // simulator events processed (0 when measured)
+  // With copies to host memory: per node of the machine (sim::Topology::NodeOf), the peak of
+  // what its ranks hold in its host memory together; empty without copies.
+  std::vector<int64_t> node_peak_host_memory_bytes;
 
   int64_t makespan_ns() const { return end_ns - start_ns; }
 };

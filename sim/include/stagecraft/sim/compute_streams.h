@@ -44,7 +44,8 @@ double OpTimeFactor(double cv, uint64_t seed, int rank, int index);
 // What the streams ask of, and tell, the rest of the simulator. Calls come at the loop's time.
 class StreamHooks {
  public:
-  virtual bool InputReady(int rank, const schedules::Op& op) = 0;             // a compute op's data, a STEP's REDUCE_GRAD
+  // A compute op's data (and what it reads from host memory), a STEP's REDUCE_GRAD.
+  virtual bool InputReady(int rank, int index, const schedules::Op& op) = 0;
   virtual int64_t InputCopyNs(int rank, const schedules::Op& op) = 0;         // receiver's copy first
   virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND, RECV or REDUCE_GRAD
   // F/B/I/W/STEP; `in_hand_ns`: when its input was there, the receiver's copy included.

@@ -1,0 +1,109 @@
+// pipeline.offload through the harness: a fraction of each stage's activations becomes copies in
+// every schedule built (schedules/offload.h) and the simulator prices them; the policies not
+// priced yet, and host memory too small for what the copies hold, are refused in one line naming
+// the key.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/base/error.h"
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/schedules/metrics_json.h"
+#include "stagecraft/sim/scenario_checks.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+namespace {
+
+const std::string kText =
+    "name: offload\n"
+    "topology:\n"
+    "  device: {name: unit, peak: 1TFLOPS, memory: 16GiB, efficiency: 0.5}\n"
+    "  nodes: 1\n"
+    "  devices_per_node: 2\n"
+    "  host: {memory: 256GiB, bandwidth: 32GB/s, latency: 2us}\n"
+    "  links: [{scope: node, bandwidth: 100GB/s, latency: 1us}]\n"
+    "model:\n"
+    "  mlp: {layers: 4, hidden: 1024}\n"
+    "pipeline: {schedule: gpipe, ranks: 2, microbatches: 8, microbatch_size: 64}\n";
+
+std::string ErrorOf(const std::string& set) {
+  try {
+    const sim::Scenario sc = sim::LoadScenarioFromText(kText, "offload.yaml", {set});
+    for (const auto& s : ScenarioSchedules(sc, sc.pipeline.schedules)) Predict(sc, sim::Topology(sc.topology), s);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OffloadPredict, PoliciesNotPricedYetAreRefusedByTheirKey) {
+  EXPECT_EQ(ErrorOf("pipeline.offload.activations=auto"),
+            "pipeline.offload.activations: auto (as much as the idle time hides) is not simulated yet; state a "
+            "fraction in [0, 1]");
+  EXPECT_EQ(ErrorOf("pipeline.offload.weights=spill"),
+            "pipeline.offload.weights: spill is not simulated or executed yet");
+  EXPECT_EQ(ErrorOf("pipeline.offload.optimizer=host"),
+            "pipeline.offload.optimizer: host is not simulated or executed yet");
+  EXPECT_EQ(ErrorOf("pipeline.offload.activations=0.5"), "");
+}
+
+Prediction PredictWith(const std::string& set) {
+  const sim::Scenario sc = sim::LoadScenarioFromText(kText, "offload.yaml", {set});
+  return Predict(sc, sim::Topology(sc.topology), ScenarioSchedules(sc, sc.pipeline.schedules).front());
+}
+
+// GPipe holds all 8 microbatches on rank 0 before its first B; offloading half of them leaves at
+// least 4 on the device (an offload frees it only when done) and at most 4 on the host.
+TEST(OffloadPredict, HalfTheActivationsMoveToTheHost) {
+  const Prediction plain = PredictWith("pipeline.offload.activations=0");
+  const Prediction half = PredictWith("pipeline.offload.activations=0.5");
+  EXPECT_EQ(schedules::FirstCopy(plain.schedule), "");
+  ASSERT_NE(schedules::FirstCopy(half.schedule), "");
+  const int64_t act = plain.costs.stages[0].activation_bytes;
+  ASSERT_GT(act, 0);
+  const auto& p0 = plain.metrics.ranks_detail[0];
+  const auto& h0 = half.metrics.ranks_detail[0];
+  EXPECT_EQ(p0.peak_host_memory_bytes, -1);
+  EXPECT_GT(h0.peak_host_memory_bytes, 0);
+  EXPECT_LE(h0.peak_host_memory_bytes, 4 * act);
+  EXPECT_EQ(h0.peak_host_memory_bytes % act, 0);
+  EXPECT_LT(h0.peak_memory_bytes, p0.peak_memory_bytes);
+  EXPECT_GE(h0.peak_memory_bytes, p0.peak_memory_bytes - 4 * act);
+  EXPECT_GE(half.metrics.makespan_ms, plain.metrics.makespan_ms);
+  ASSERT_EQ(half.result.node_peak_host_memory_bytes.size(), 1u);
+  EXPECT_GE(half.result.node_peak_host_memory_bytes[0], h0.peak_host_memory_bytes);
+  // The seven parts of the split still sum to the makespan on every rank.
+  for (const auto& r : half.metrics.ranks_detail) {
+    EXPECT_NEAR(r.compute_ms + r.wait_ms + r.transfer_ms + r.collective_ms + r.offload_wait_ms + r.overhead_ms +
+                    r.idle_ms,
+                half.metrics.makespan_ms, 1e-6);
+  }
+  // The JSON says so only for a run with copies.
+  const std::string with = schedules::ScheduleMetricsToJson(half.metrics);
+  const std::string without = schedules::ScheduleMetricsToJson(plain.metrics);
+  EXPECT_NE(with.find("\"peak_host_memory_bytes\":"), std::string::npos);
+  EXPECT_NE(with.find("\"offload_wait_ms\":"), std::string::npos);
+  EXPECT_EQ(without.find("peak_host_memory_bytes"), std::string::npos);
+  EXPECT_EQ(without.find("offload_wait_ms"), std::string::npos);
+}
+
+TEST(OffloadPredict, HostMemoryTooSmallIsRefusedByItsKey) {
+  const sim::Scenario sc = sim::LoadScenarioFromText(
+      kText, "offload.yaml", {"pipeline.offload.activations=1", "topology.host.memory=1MiB"});
+  const std::string error = [&] {
+    try {
+      Predict(sc, sim::Topology(sc.topology), ScenarioSchedules(sc, sc.pipeline.schedules).front());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_EQ(error.rfind("offload.yaml: topology.host.memory: gpipe holds up to ", 0), 0u) << error;
+  EXPECT_NE(error.find("in node 0's host memory (its ranks' offloaded tensors), more than the 1.00 MiB stated"),
+            std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace stagecraft::harness
