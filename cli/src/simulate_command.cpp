@@ -37,6 +37,26 @@ struct SimulateFlags {
   bool explain = false;
 };
 
+// With copies to host memory (pipeline.offload): each schedule's fullest node's host memory, and
+// the rank that waited longest for its RELOADs.
+std::string HostLines(const std::vector<harness::Prediction>& outcomes) {
+  std::string out;
+  for (const harness::Prediction& o : outcomes) {
+    const std::vector<int64_t>& nodes = o.result.node_peak_host_memory_bytes;
+    if (nodes.empty()) continue;
+    if (out.empty()) out = "host memory (pipeline.offload): fullest node, and the longest wait for reloads per step\n";
+    const auto node = std::max_element(nodes.begin(), nodes.end()) - nodes.begin();
+    const auto& ranks = o.metrics.ranks_detail;
+    const auto waited = std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
+      return a.offload_wait_ms < b.offload_wait_ms;
+    });
+    out += fmt::format("{:<12} node {:>2}: {}; rank {:>2} waited {:.3f} ms\n", Printable(o.metrics.schedule), node,
+                       FormatBytes(nodes[static_cast<size_t>(node)]), waited->rank,
+                       waited->offload_wait_ms / std::max(1, o.metrics.steps));
+  }
+  return out;
+}
+
 std::string Table(const Scenario& sc, const std::string& cost_source, const std::vector<harness::Prediction>& outcomes) {
   const PipelineSpec& p = sc.pipeline;
   // Beside the pipeline, the replicas and the tensor group, when there are any.
@@ -85,6 +105,7 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
                        FormatBytes(t.weights), FormatBytes(t.gradients), FormatBytes(t.optimizer),
                        FormatBytes(t.activations), t.inflight, FormatBytes(t.other), t.Dominant());
   }
+  out += HostLines(outcomes);
   if (best != nullptr && outcomes.size() > 1) {
     out += fmt::format("fastest that fits: {} ({:.3f} ms per step, bubble {:.2f}%)\n", Printable(best->metrics.schedule),
                        best->metrics.step_time_ms, 100 * best->metrics.bubble_fraction);

@@ -37,14 +37,16 @@ class EventStamps {
     (void)cudaEventDestroy(origin_);
   }
 
-  int Stamp() {
+  int Stamp() { return Stamp(stream_); }
+  // A stamp recorded on `stream`, another stream of the same device, in the same series.
+  int Stamp(cudaStream_t stream) {
     if (origin_ns_ < 0) SetOrigin();
     if (next_stamp_ == events_.size()) {
       cudaEvent_t event = nullptr;
       SC_CUDA_CHECK(cudaEventCreate(&event));
       events_.push_back(event);
     }
-    SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream_));
+    SC_CUDA_CHECK(cudaEventRecord(events_[next_stamp_], stream));
     return static_cast<int>(next_stamp_++);
   }
   // Whether the stream has reached stamp `id`, without waiting (DeviceClock::Reached).
@@ -106,9 +108,11 @@ class EventStamps {
 // The clock part: the stamps of the compute stream, on the host's steady clock.
 class CudaClock final : public DeviceClock {
  public:
-  explicit CudaClock(cudaStream_t compute) : stamps_(compute) {}
+  // `streams` gives the copy streams' handles (DeviceStreams::Native); it must outlive the clock.
+  CudaClock(cudaStream_t compute, DeviceStreams& streams) : stamps_(compute), streams_(streams) {}
   int64_t NowNs() override { return SteadyNowNs(); }
   int Stamp() override { return stamps_.Stamp(); }
+  int StampOn(StreamKind stream) override { return stamps_.Stamp(static_cast<cudaStream_t>(streams_.Native(stream))); }
   int64_t StampNs(int id) override { return stamps_.StampNs(id); }
   bool Reached(int id) override { return stamps_.Reached(id); }
   void ClearStamps() override { stamps_.Clear(); }
@@ -117,6 +121,7 @@ class CudaClock final : public DeviceClock {
 
  private:
   EventStamps stamps_;
+  DeviceStreams& streams_;
 };
 
 }  // namespace stagecraft::exec

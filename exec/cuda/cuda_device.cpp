@@ -31,7 +31,7 @@ class CudaDevice final : public Device {
     streams_ = std::make_unique<CudaStreams>();
     memory_ = std::make_unique<CudaMemory>(gpu, *streams_);
     context_ = std::make_unique<CudaOpContext>(streams_->compute(), precision, *memory_);
-    clock_ = std::make_unique<CudaClock>(streams_->compute());
+    clock_ = std::make_unique<CudaClock>(streams_->compute(), *streams_);
     kernels::PreloadKernels();  // ours load now whatever the mode; cuBLAS's only when eager
     kernels::WarnIfEagerLoadingDidNotTakeHold();
   }

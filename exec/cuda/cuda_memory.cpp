@@ -31,6 +31,7 @@ CudaMemory::CudaMemory(int gpu, CudaStreams& streams)
 CudaMemory::~CudaMemory() { (void)cudaMemPoolDestroy(pool_); }
 
 float* CudaMemory::Allocate(int64_t floats, MemoryTier tier) {
+  Admit(floats * static_cast<int64_t>(sizeof(float)), tier);
   if (tier == MemoryTier::kHost) {
     void* block = nullptr;
     SC_CUDA_CHECK(cudaMallocHost(&block, Bytes(floats)));

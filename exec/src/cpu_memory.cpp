@@ -58,6 +58,7 @@ class CpuMemory final : public DeviceMemory {
   float* Allocate(int64_t floats, MemoryTier tier) override {
     SC_CHECK(floats > 0, "allocations are never empty");
     const int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
+    Admit(bytes, tier);
     if (tier == MemoryTier::kHost) {
       auto* block = new float[static_cast<size_t>(floats)];
       Track(bytes, MemoryTier::kHost);

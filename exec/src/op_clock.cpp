@@ -2,6 +2,7 @@
 #include "stagecraft/exec/op_clock.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "stagecraft/exec/poll.h"
@@ -22,15 +23,20 @@ std::vector<bool> ResolvePoints(const std::vector<schedules::Op>& ops, int steps
 }
 
 void OpClock::Resolve(schedules::RankRecord* record) {
-  // Stamp ids grow in the order they were taken: the largest marks the work queued last.
-  int latest = -1;
-  for (const TimedOp& t : timed_) latest = std::max(latest, t.end);
-  for (const TimedOp& t : marked_) latest = std::max(latest, t.start);
+  // Stamp ids grow in the order they were taken: on each stream the largest marks the work
+  // queued there last (a copy stream's stamps are reached apart from the compute stream's).
+  std::array<int, 3> latest{-1, -1, -1};
+  const auto at = [&](StreamKind stream) -> int& { return latest[static_cast<size_t>(stream)]; };
+  for (const TimedOp& t : timed_) at(t.stream) = std::max(at(t.stream), t.end);
+  for (const TimedOp& t : marked_) at(StreamKind::kCompute) = std::max(at(StreamKind::kCompute), t.start);
+  const auto reached = [&] {
+    return std::all_of(latest.begin(), latest.end(), [&](int id) { return id < 0 || device_.clock().Reached(id); });
+  };
   // A GPU step takes milliseconds: spin briefly, then sleep at most 200 µs between polls, so the
   // host is back within that of the device reaching the step's end.
   const PollPolicy policy{.deadline_ns = deadline_ns_, .spin_ns = 100'000, .min_sleep_ns = 20'000,
                           .max_sleep_ns = 200'000};
-  if (latest >= 0 && !PollUntil([&] { return device_.clock().Reached(latest); }, policy)) {
+  if (!PollUntil(reached, policy)) {
     throw TimeoutError("the device did not get there within " + SecondsText(deadline_ns_) +
                        ": it is hung, or its queue waits for another rank's work that never came");
   }

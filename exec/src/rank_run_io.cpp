@@ -73,8 +73,8 @@ std::string SerializeRankRun(const RankRun& run) {
   const schedules::RankRecord& rec = run.record;
   w.PutVector(rec.ops);
   w.PutVector(rec.memory);
-  for (int64_t v : {rec.busy_ns, rec.first_f_start_ns, rec.last_compute_end_ns,
-                    rec.peak_memory_bytes}) {
+  for (int64_t v : {rec.busy_ns, rec.first_f_start_ns, rec.last_compute_end_ns, rec.peak_memory_bytes,
+                    rec.peak_host_memory_bytes}) {
     w.Put(v);
   }
   w.Put(rec.peak_inflight);
@@ -94,8 +94,8 @@ RankRun ParseRankRun(const std::string& bytes) {
   schedules::RankRecord& rec = run.record;
   rec.ops = r.GetVector<schedules::OpTiming>();
   rec.memory = r.GetVector<schedules::MemorySample>();
-  for (int64_t* v : {&rec.busy_ns, &rec.first_f_start_ns, &rec.last_compute_end_ns,
-                     &rec.peak_memory_bytes}) {
+  for (int64_t* v : {&rec.busy_ns, &rec.first_f_start_ns, &rec.last_compute_end_ns, &rec.peak_memory_bytes,
+                     &rec.peak_host_memory_bytes}) {
     *v = r.Get<int64_t>();
   }
   rec.peak_inflight = r.Get<int>();

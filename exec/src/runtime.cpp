@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "stagecraft/base/check.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/exec/activation_copies.h"
 #include "stagecraft/exec/fault_injector.h"
 #include "stagecraft/exec/grad_reducer.h"
 #include "stagecraft/exec/mailbox.h"
@@ -22,6 +24,7 @@
 #include "stagecraft/exec/step_reporter.h"
 #include "stagecraft/exec/weight_store.h"
 #include "stagecraft/schedules/edges.h"
+#include "stagecraft/schedules/tensors.h"
 #include "stagecraft/schedules/unit_index.h"
 
 namespace stagecraft::exec {
@@ -36,7 +39,16 @@ using schedules::Schedule;
 int RankIn(const Schedule& s, const Transport& t) {
   SC_CHECK(s.lowered, "the runtime runs lowered schedules");
   SC_CHECK(t.rank() < s.ranks(), "one process per pipeline rank");
-  schedules::RefuseCopies(s, "the executor does not run");
+  for (int r = 0; r < s.ranks(); ++r) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      const Op& op = s.ops[r][i];
+      if (!schedules::IsCopy(op.kind) || op.tensor == schedules::Tensor::kActivations) continue;
+      throw InputError(fmt::format("{}: rank {} #{} ({}) copies {} between device and host memory, which the "
+                                   "executor does not run yet (it runs copies of activations)",
+                                   s.name, r, i, schedules::ActionString(op, s.microbatches),
+                                   schedules::TensorName(op.tensor)));
+    }
+  }
   return t.rank();
 }
 
@@ -94,6 +106,7 @@ class Runner {
     }
     memory_.Start((data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float)) +
                   reporter_.bytes());
+    const int64_t host_base = device_.memory().bytes_in_use(MemoryTier::kHost);
     clock_.Start();
     run_.clock_origin_ns = clock_.start_ns();
     run_.clock_id = ClockId();
@@ -101,6 +114,7 @@ class Runner {
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       Execute(i, ops_[i]);
       mailbox_.AfterOp(i);
+      if (!copy_waits_.empty()) copies_.Release();
       if (!reducer_.empty()) reducer_.Poll();
       memory_.Sample(clock_.Now(), &run_.record);
       // A step's stamps are read back (and its losses reported) once the SENDs right behind its
@@ -114,8 +128,12 @@ class Runner {
     mailbox_.FinishSends();
     Resolve(static_cast<int>(ops_.size()) - 1);
     device_.streams().Synchronize();
-    SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty(),
-             "every transfer, all-reduce and activation was consumed");
+    copies_.Release(true);
+    SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty() && copies_.empty(),
+             "every transfer, all-reduce, activation and copy was consumed");
+    if (!copy_waits_.empty()) {
+      run_.record.peak_host_memory_bytes = device_.memory().peak_bytes(MemoryTier::kHost) - host_base;
+    }
     for (int chunk = 0; chunk < s_.shape.chunks && hooks_.keep_final_params; ++chunk) {
       const int64_t n = models_[chunk]->ParamFloats();
       std::vector<float> host(static_cast<size_t>(n));
@@ -149,6 +167,9 @@ class Runner {
     // A STEP applies the replicas' summed gradients: waiting for them is not compute.
     if (schedules::ProducesVersion(op.kind)) reducer_.Finish(op);
     if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) return mailbox_.Post(i, *edge);
+    if (schedules::IsCopy(op.kind)) return Copy(i, op);
+    // A compute op reading a reloaded unit waits for the reload on the device.
+    if (!copy_waits_.empty() && !copy_waits_[static_cast<size_t>(i)].empty()) copies_.Wait();
     // Compute: its input must be here before its clock starts (waiting is not compute). The
     // last stage's backward reads the loss gradient its own forward left.
     Buffer input;
@@ -158,7 +179,7 @@ class Runner {
       input = TakeLossGradient(op);
     }
     const int start = clock_.Begin();
-    try {
+    NamingOom(op, [&] {
       switch (op.kind) {
         case OpKind::kF: Forward(op, std::move(input)); break;
         case OpKind::kB:
@@ -167,10 +188,7 @@ class Runner {
         case OpKind::kStep: weights_.Step(i, op); break;
         default: SC_CHECK(false, "unhandled op kind");
       }
-    } catch (const OutOfMemory& e) {
-      throw OutOfMemory(fmt::format("out of memory at {} (step {}): {}", schedules::ActionString(op, s_.microbatches),
-                                    op.step, e.what()));
-    }
+    });
     clock_.End(i, start);
     if (!schedules::ProducesVersion(op.kind)) weights_.Release(i, op);
   }
@@ -186,6 +204,30 @@ class Runner {
                          ops_[last].step);
     });
     reporter_.Report(run_.record);
+  }
+
+  // Runs `work`, op `op`'s, naming the op in an OutOfMemory it throws.
+  template <class Work>
+  void NamingOom(const Op& op, Work&& work) {
+    try {
+      work();
+    } catch (const OutOfMemory& e) {
+      throw OutOfMemory(fmt::format("out of memory at {} (step {}): {}", schedules::ActionString(op, s_.microbatches),
+                                    op.step, e.what()));
+    }
+  }
+
+  // OFFLOAD / RELOAD of a unit's activations (RankIn refuses any other tensor's).
+  void Copy(int i, const Op& op) {
+    const size_t unit = units_(op);
+    NamingOom(op, [&] {
+      if (op.kind == OpKind::kOffload) {
+        copies_.Offload(unit, &saved_.at(unit), clock_, i);
+        saved_.erase(unit);
+      } else {
+        saved_[unit] = copies_.Reload(unit, clock_, i);
+      }
+    });
   }
 
   void Forward(const Op& op, Buffer x) {
@@ -253,6 +295,8 @@ class Runner {
   const LossShape loss_ = LossShapeFor(config_);
   std::unordered_map<size_t, Activations> saved_;  // by unit: what each microbatch's backward reads
   std::unordered_map<size_t, Buffer> loss_grads_;  // by unit, on the last stage
+  ActivationCopies copies_{device_};
+  const std::vector<std::vector<int32_t>> copy_waits_ = schedules::CopyWaits(ops_);  // empty without copies
 };
 
 }  // namespace

@@ -41,6 +41,22 @@ void RefuseMoreThanThisNodeHolds(const ExecutionPlan& plan, int local_ranks) {
   }
 }
 
+// The hard limits the scenario states (exec::DeviceMemory::SetLimit) on pipeline rank `rank`: its
+// device's memory (split evenly between the ranks sharing it), and with a host, its node's host
+// memory split evenly between the node's ranks; each beyond what the tier holds now (the
+// executor's dataset, which a training job streams in and the simulator does not count).
+void SetMemoryLimits(const sim::Scenario& sc, int rank, exec::DeviceMemory& memory) {
+  using exec::MemoryTier;
+  const int per_device = std::max(1, sc.pipeline.ranks_per_device);
+  memory.SetLimit(MemoryTier::kDevice,
+                  memory.bytes_in_use(MemoryTier::kDevice) + sim::RankDeviceMemory(sc, rank) / per_device);
+  if (!sc.topology.host.stated() || sc.topology.explicit_graph()) return;
+  const int node = sc.topology.NodeOf(sc.pipeline.DeviceOf(rank));
+  const int64_t on_node = std::min<int64_t>(sc.pipeline.world(), int64_t{sc.topology.DevicesOnNode(node)} * per_device);
+  memory.SetLimit(MemoryTier::kHost, memory.bytes_in_use(MemoryTier::kHost) +
+                                         sc.topology.host.memory_bytes / std::max<int64_t>(1, on_node));
+}
+
 }  // namespace
 
 ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int world, int rank, int local_ranks,
@@ -98,6 +114,7 @@ std::vector<MeasuredSchedule> RunSchedules(const ExecutionPlan& plan, const exec
   const int64_t total = static_cast<int64_t>(sc.pipeline.microbatches) * sc.pipeline.steps;
   const exec::Dataset data =
       exec::MakeDataset(device, plan.config, total, plan.feeds, plan.scores, [&] { setup.Beat(); }, plan.replica);
+  SetMemoryLimits(sc, rank, device.memory());
   ProgressFile disabled("", {}, 0);
   ProgressFile& progress = reporting.progress != nullptr ? *reporting.progress : disabled;
   if (progress.enabled() && rank == 0) {

@@ -216,8 +216,8 @@ TEST(Runtime, ReceivesOrderedOnTheDeviceAreFinishedBeforeTheStampsAreRead) {
   EXPECT_EQ(run.record.losses.size(), static_cast<size_t>(kSteps));
 }
 
-// The executor does not run copies between device and host memory yet (issue 54): a schedule
-// with one is refused in one line naming it, before any op runs.
+// The executor runs copies of activations only: a schedule copying weights is refused in one
+// line naming the copy, before any op runs.
 TEST(Runtime, ASchedulesCopyIsRefusedByName) {
   schedules::Schedule s = Make(OneRank{"gpipe"});
   schedules::Op reload;
@@ -229,8 +229,8 @@ TEST(Runtime, ASchedulesCopyIsRefusedByName) {
     ADD_FAILURE() << "a schedule with a copy ran";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "gpipe: rank 0 #0 (0RELOAD_WEIGHT0) is a copy between device and host memory, which the executor does "
-              "not run yet");
+              "gpipe: rank 0 #0 (0RELOAD_WEIGHT0) copies weights between device and host memory, which the executor "
+              "does not run yet (it runs copies of activations)");
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "stagecraft/exec/device_streams.h"
+
 namespace stagecraft::exec {
 
 class DeviceClock {
@@ -16,6 +18,9 @@ class DeviceClock {
   // (0, 1, ... since the last ClearStamps); StampNs(id) is when the device reached the mark, on
   // NowNs()'s clock, waiting for it if it has not yet.
   virtual int Stamp() = 0;
+  // The same mark on another of the device's streams (a copy's, StreamKind), in the same series
+  // of ids. A device that runs every call to completion stamps the host clock either way.
+  virtual int StampOn(StreamKind /*stream*/) { return Stamp(); }
   virtual int64_t StampNs(int id) = 0;
   // Whether the device has reached stamp `id`, so that StampNs(id) would not wait; asks without
   // waiting (a caller polls it under a deadline).

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "stagecraft/exec/device_streams.h"
 
@@ -58,7 +59,21 @@ class DeviceMemory {
   int64_t system_allocations() const { return system_allocations_; }
   void ResetPeak() { peak_ = in_use_; }
 
+  // A hard limit on a tier's live bytes (0: none): an allocation past it throws OutOfMemory, as a
+  // full device does. The executor sets the device memory its scenario states, and the host
+  // tier's share of the node's host memory, so a run that would not fit there fails here too.
+  void SetLimit(MemoryTier tier, int64_t bytes) { limit_[Index(tier)] = bytes; }
+  int64_t limit(MemoryTier tier) const { return limit_[Index(tier)]; }
+
  protected:
+  // Before an allocation of `bytes` in `tier`: throws OutOfMemory when it would pass the limit.
+  void Admit(int64_t bytes, MemoryTier tier) const {
+    const int i = Index(tier);
+    if (limit_[i] <= 0 || in_use_[i] + bytes <= limit_[i]) return;
+    throw OutOfMemory(std::string(tier == MemoryTier::kDevice ? "device" : "host") + " memory limit of " +
+                      std::to_string(limit_[i]) + " bytes: " + std::to_string(in_use_[i]) + " in use, " +
+                      std::to_string(bytes) + " more asked");
+  }
   void Track(int64_t delta_bytes, MemoryTier tier = MemoryTier::kDevice) {
     const int i = Index(tier);
     in_use_[i] += delta_bytes;
@@ -71,6 +86,7 @@ class DeviceMemory {
 
   std::array<int64_t, kMemoryTiers> in_use_{};
   std::array<int64_t, kMemoryTiers> peak_{};
+  std::array<int64_t, kMemoryTiers> limit_{};
   int64_t system_allocations_ = 0;
 };
 

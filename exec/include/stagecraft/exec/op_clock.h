@@ -43,6 +43,11 @@ class OpClock {
   // Around a compute op: Begin marks the device's queue before it, End after it, for op `op`.
   int Begin() { return device_.clock().Stamp(); }
   void End(int op, int begin) { timed_.push_back({op, begin, device_.clock().Stamp()}); }
+  // The same around a copy queued on copy stream `stream` (an OFFLOAD or RELOAD).
+  int BeginOn(StreamKind stream) { return device_.clock().StampOn(stream); }
+  void EndOn(int op, int begin, StreamKind stream) {
+    timed_.push_back({op, begin, device_.clock().StampOn(stream), stream});
+  }
   // Marks the device's queue when a transfer or collective op `op` is posted: its start is when
   // the device has run the work queued before it (the producer of what it moves), on the clock
   // compute ops are timed by. A device that runs each call to completion (cpu) reads the host
@@ -66,6 +71,7 @@ class OpClock {
     int op = 0;     // index in the rank's op list
     int start = 0;  // device stamps around it
     int end = 0;
+    StreamKind stream = StreamKind::kCompute;  // where they were taken
   };
 
   Device& device_;

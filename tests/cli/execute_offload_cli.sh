@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `stagecraft execute` with pipeline.offload.activations on the cpu backend, as a user runs it:
+# the scenario's device memory is a hard limit, GPipe's 8 microbatches in flight do not fit it
+# (refused before any rank allocates), all of them offloaded to the host do, and that run trains
+# to exactly the losses of the reference run without copies or limit, with every copy timed on
+# its own lane and the host memory reported beside the device's, as predicted.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
+mpi="$root/scripts/mpirun.sh"
+scenario="$root/scenarios/mlp-cpu.yaml"
+job=(--set pipeline.schedule=gpipe --set pipeline.steps=3 --set topology.host.memory=8GiB
+     --set topology.host.bandwidth=10GB/s --set topology.host.latency=5us)
+
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" --json "$tmp/ref.json" >"$tmp/out" 2>"$tmp/err"
+checkf "reference run: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+
+# 22 MiB: GPipe holds about 25 MiB per rank without copies (its weights, gradients and Adam state
+# 16 MiB, and 8 stashes), about 19.5 MiB with every stash offloaded.
+small=(--set topology.device.memory=22MiB)
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${small[@]}" --json "$tmp/plain.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "without offload: refused" '[[ $rc -ne 0 ]]'
+check "without offload: one line naming the device memory" \
+  '[[ $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "predicted to exceed the device memory of 22.00 MiB (topology.device.memory)" "$tmp/err"'
+check "without offload: no output" '[[ ! -e "$tmp/plain.json" ]]'
+
+off=(--set pipeline.offload.activations=1)
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${small[@]}" "${off[@]}" --json "$tmp/off.json" \
+  --trace "$tmp/off.trace.json" >"$tmp/out" 2>"$tmp/err"
+checkf "with offload: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+"$sc" simulate "$scenario" "${job[@]}" "${small[@]}" "${off[@]}" --json "$tmp/pred.json" >/dev/null 2>"$tmp/err"
+checkf "with offload: simulated" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+tmp = sys.argv[1]
+ok = True
+def need(cond, what):
+    global ok
+    if not cond:
+        print("FAIL:", what); ok = False
+ref = json.load(open(f"{tmp}/ref.json"))["schedules"][0]
+off = json.load(open(f"{tmp}/off.json"))["schedules"][0]
+pred = json.load(open(f"{tmp}/pred.json"))["schedules"][0]
+need(off["losses"] == ref["losses"], f"the same losses: {off['losses']} vs {ref['losses']}")
+need("peak_host_memory_bytes" not in ref["per_rank"][0], "no host memory without copies")
+for m, p in zip(off["per_rank"], pred["per_rank"]):
+    r = m["rank"]
+    need(m["peak_memory_bytes"] <= 22 << 20, f"rank {r}: under the limit ({m['peak_memory_bytes']})")
+    need(abs(m["peak_memory_bytes"] / p["peak_memory_bytes"] - 1) < 0.1,
+         f"rank {r}: device peak {m['peak_memory_bytes']} within 10% of the predicted {p['peak_memory_bytes']}")
+    need(m["peak_host_memory_bytes"] > 0 and abs(m["peak_host_memory_bytes"] / p["peak_host_memory_bytes"] - 1) < 0.15,
+         f"rank {r}: host peak {m['peak_host_memory_bytes']} within 15% of the predicted {p['peak_host_memory_bytes']}")
+    need(m["offload_wait_ms"] >= 0, f"rank {r}: offload wait reported")
+    parts = sum(m[k] for k in ("compute_ms", "wait_ms", "transfer_ms", "offload_wait_ms", "overhead_ms", "idle_ms"))
+    need(abs(parts - off["makespan_ms"]) < 1e-3, f"rank {r}: the split sums to the makespan ({parts})")
+events = json.load(open(f"{tmp}/off.trace.json"))["traceEvents"]
+copies = [e for e in events if e.get("ph") == "X" and ("OFFLOAD" in e["name"] or "RELOAD" in e["name"])]
+need(len(copies) == 2 * 2 * 8 * 3, f"every copy timed: {len(copies)}")
+need(all((e["tid"] == 4) == ("OFFLOAD" in e["name"]) for e in copies), "offloads on lane 4, reloads on lane 5")
+need(all(e["dur"] >= 0 for e in copies), "durations")
+sys.exit(0 if ok else 1)
+PY
+
+expect_error "weights spill" "pipeline.offload.weights: spill is not simulated or executed yet" \
+  simulate "$scenario" "${job[@]}" --set pipeline.offload.weights=spill
+exit $fail
