@@ -44,13 +44,23 @@ std::string HostLines(const std::vector<harness::Prediction>& outcomes) {
   for (const harness::Prediction& o : outcomes) {
     const std::vector<int64_t>& nodes = o.result.node_peak_host_memory_bytes;
     if (nodes.empty()) continue;
-    if (out.empty()) out = "host memory (pipeline.offload): fullest node, and the longest wait for reloads per step\n";
+    if (out.empty()) {
+      out = "host memory (pipeline.offload): stashes offloaded per stage and step, the fullest node, the longest "
+            "wait for reloads per step\n";
+    }
+    int64_t offloads = 0;  // stage 0's
+    for (const auto& ops : o.schedule.ops) {
+      offloads += std::count_if(ops.begin(), ops.end(), [](const Op& op) {
+        return op.kind == OpKind::kOffload && op.tensor == Tensor::kActivations && op.stage == 0;
+      });
+    }
     const auto node = std::max_element(nodes.begin(), nodes.end()) - nodes.begin();
     const auto& ranks = o.metrics.ranks_detail;
     const auto waited = std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
       return a.offload_wait_ms < b.offload_wait_ms;
     });
-    out += fmt::format("{:<12} node {:>2}: {}; rank {:>2} waited {:.3f} ms\n", Printable(o.metrics.schedule), node,
+    out += fmt::format("{:<12} {} of {}; node {:>2}: {}; rank {:>2} waited {:.3f} ms\n", Printable(o.metrics.schedule),
+                       offloads / std::max(1, o.schedule.steps), o.schedule.microbatches, node,
                        FormatBytes(nodes[static_cast<size_t>(node)]), waited->rank,
                        waited->offload_wait_ms / std::max(1, o.metrics.steps));
   }

@@ -222,7 +222,7 @@ run_fail() {
 run_fail "rank throws mid-step" "rank 2 .*injected fault at step 1" 4 --inject-fault 2:1
 run_fail "last rank throws" "rank 3 .*injected fault at step 0" 4 --inject-fault 3:0
 run_fail "loss diverges" "loss is \(nan\|inf\|-nan\)" 4 --set training.optimizer=sgd --set training.lr=1e12
-run_fail "an allocation fails" "rank 2 .*out of memory at 2F[0-9]* (step 1): cannot allocate" 4 --inject-fault 2:1:oom
+run_fail "an allocation fails" "rank 2 .*out of memory at 2F[0-9]* (step 1): device memory limit of" 4 --inject-fault 2:1:oom
 run_fail "a NaN weight" "rank 3 .*step 1 microbatch 0: loss is nan" 4 --inject-fault 1:1:nan
 # A rank that hangs: its peer's wait runs into --timeout, and every rank is gone within the
 # deadline + 10 s (issue 15's bound), the waiting rank naming the op, its step, the peer and the

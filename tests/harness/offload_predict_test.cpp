@@ -3,6 +3,9 @@
 // priced yet, and host memory too small for what the copies hold, are refused in one line naming
 // the key.
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -38,9 +41,6 @@ std::string ErrorOf(const std::string& set) {
 }
 
 TEST(OffloadPredict, PoliciesNotPricedYetAreRefusedByTheirKey) {
-  EXPECT_EQ(ErrorOf("pipeline.offload.activations=auto"),
-            "pipeline.offload.activations: auto (as much as the idle time hides) is not simulated yet; state a "
-            "fraction in [0, 1]");
   EXPECT_EQ(ErrorOf("pipeline.offload.weights=spill"),
             "pipeline.offload.weights: spill is not simulated or executed yet");
   EXPECT_EQ(ErrorOf("pipeline.offload.optimizer=host"),
@@ -86,6 +86,41 @@ TEST(OffloadPredict, HalfTheActivationsMoveToTheHost) {
   EXPECT_NE(with.find("\"offload_wait_ms\":"), std::string::npos);
   EXPECT_EQ(without.find("peak_host_memory_bytes"), std::string::npos);
   EXPECT_EQ(without.find("offload_wait_ms"), std::string::npos);
+}
+
+int StageZeroOffloads(const schedules::Schedule& s) {
+  int n = 0;
+  for (const auto& ops : s.ops) {
+    for (const schedules::Op& op : ops) n += op.kind == schedules::OpKind::kOffload && op.stage == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+// auto: the most microbatches per stage whose copies keep the step within 0.5% of the one
+// without them: all 8 over a host link copies cross in no time, none over one of 1 MB/s, and in
+// between a k whose k + 1 would cost more (checked by stating that fraction).
+TEST(OffloadPredict, AutoOffloadsWhatTheIdleTimeHides) {
+  const auto predict = [](const std::vector<std::string>& sets) {
+    const sim::Scenario sc = sim::LoadScenarioFromText(kText, "offload.yaml", sets);
+    return Predict(sc, sim::Topology(sc.topology), ScenarioSchedules(sc, sc.pipeline.schedules).front());
+  };
+  const double base = predict({}).metrics.makespan_ms;
+  const Prediction fast = predict({"pipeline.offload.activations=auto", "topology.host.bandwidth=1PB/s",
+                                   "topology.host.latency=0"});
+  EXPECT_EQ(StageZeroOffloads(fast.schedule), 8);
+  const Prediction slow = predict({"pipeline.offload.activations=auto", "topology.host.bandwidth=1MB/s"});
+  EXPECT_EQ(StageZeroOffloads(slow.schedule), 0);
+  for (const char* bandwidth : {"topology.host.bandwidth=4GB/s", "topology.host.bandwidth=16GB/s"}) {
+    SCOPED_TRACE(bandwidth);
+    const Prediction mid = predict({"pipeline.offload.activations=auto", bandwidth});
+    const int k = StageZeroOffloads(mid.schedule);
+    EXPECT_LE(mid.metrics.makespan_ms, base * 1.005);
+    if (k < 8) {
+      const Prediction more = predict({fmt::format("pipeline.offload.activations={}", (k + 1) / 8.0), bandwidth});
+      EXPECT_EQ(StageZeroOffloads(more.schedule), k + 1);
+      EXPECT_GT(more.metrics.makespan_ms, base * 1.005);
+    }
+  }
 }
 
 TEST(OffloadPredict, HostMemoryTooSmallIsRefusedByItsKey) {
