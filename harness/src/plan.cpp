@@ -78,10 +78,11 @@ struct Facts {
 std::string_view Name(PlanReject reject) { return kRejectNames[static_cast<int>(reject)]; }
 
 std::string DescribeConfig(const PlanConfig& c) {
-  return fmt::format("{} P{} D{} T{}{} b{} m{}{} {} zero-{} {}", c.schedule, c.ranks, c.data_parallel,
+  return fmt::format("{} P{} D{} T{}{} b{} m{}{} {} zero-{} {}{}", c.schedule, c.ranks, c.data_parallel,
                      c.tensor_parallel, c.sequence_parallel ? "(sp)" : "", c.microbatch_size, c.microbatches,
                      c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", sim::Name(c.recompute), c.zero,
-                     sim::Name(c.partition));
+                     sim::Name(c.partition),
+                     c.offload_activations > 0 ? fmt::format(" offload {:g}", c.offload_activations) : "");
 }
 
 namespace {
@@ -119,8 +120,9 @@ PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, 
   // The split is of the whole run; per step as step_time_ms is (makespan / steps).
   const double per_step = 1.0 / (static_cast<double>(p.metrics.ranks_detail.size()) * std::max(1, p.metrics.steps));
   for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
-    const double parts[6] = {r.compute_ms, r.wait_ms, r.transfer_ms, r.collective_ms, r.overhead_ms, r.idle_ms};
-    for (int k = 0; k < 6; ++k) e.mean_step_split_ms[k] += parts[k] * per_step;
+    const double parts[7] = {r.compute_ms,  r.wait_ms, r.transfer_ms,    r.collective_ms,
+                             r.overhead_ms, r.idle_ms, r.offload_wait_ms};
+    for (int k = 0; k < 7; ++k) e.mean_step_split_ms[k] += parts[k] * per_step;
   }
   e.seconds = seconds;
   return e;
@@ -235,6 +237,51 @@ void Refine(const Space& space, PlanResult* result) {
                                         refined[i]->metrics.step_time_ms, searched_from[i].second));
     result->entries.push_back(std::move(*refined[i]));
   }
+}
+
+// How many of the fastest configurations (by their time floors) plan simulates again with every
+// stash offloaded, when none fits without.
+constexpr size_t kOffloadTries = 16;
+
+// When nothing fits and the scenario has a host (topology.host) and offloads nothing itself: the
+// kOffloadTries candidates with the lowest time floors, each with every stash copied to the host
+// (pipeline.offload.activations: 1), simulated whatever their memory floors said (those count
+// every stash on the device). What fits is kept, with a note of what the copies bought.
+// Returns whether it tried any.
+bool TryOffload(const Space& space, std::vector<Candidate> candidates, PlanResult* result) {
+  const sim::Scenario& base = space.base;
+  if (!base.topology.host.stated() || base.pipeline.offload.any() || candidates.empty()) return false;
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.floor_ns < b.floor_ns; });
+  candidates.resize(std::min(candidates.size(), kOffloadTries));
+  std::vector<std::optional<PlanEntry>> tried(candidates.size());
+  ParallelFor(candidates.size(), space.max_threads, [&](size_t i) {
+    PlanConfig config = candidates[i].config;
+    config.offload_activations = 1;
+    const auto start = Clock::now();
+    try {
+      const sim::Scenario sc = ScenarioFor(base, config, space.options);
+      std::vector<schedules::Schedule> built = ScenarioSchedules(sc, {config.schedule}, space.options.cancel);
+      const Prediction p = Predict(sc, space.topology, std::move(built.front()));
+      tried[i] = EntryOf(space, config, p, std::chrono::duration<double>(Clock::now() - start).count());
+    } catch (const InputError&) {
+      // A shape the schedule does not take, or more than the host holds: not kept.
+    }
+  });
+  int kept = 0;
+  for (std::optional<PlanEntry>& e : tried) {
+    if (!e || !e->fits) continue;
+    ++kept;
+    result->entries.push_back(std::move(*e));
+  }
+  result->notes.push_back(
+      kept > 0 ? fmt::format("nothing fits with every stash on the device: {} of the {} fastest configurations fit with "
+                             "every stash offloaded to the host (pipeline.offload.activations: 1)",
+                             kept, candidates.size())
+               : fmt::format("nothing fits with every stash on the device, nor with every stash offloaded to the host "
+                             "for the {} fastest configurations",
+                             candidates.size()));
+  return true;
 }
 
 // Fitting before not, then fastest first; on a tie the smaller peak, then the description.
@@ -363,8 +410,15 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   Rank(&result);
   Refine(space, &result);
   Rank(&result);
+  const bool offloaded = result.best() == nullptr && TryOffload(space, candidates, &result);
+  if (offloaded) Rank(&result);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (result.best() == nullptr) throw InputError(NothingFits(scenario, options, result));
+  if (result.best() == nullptr) {
+    throw InputError(NothingFits(scenario, options, result) +
+                     (offloaded ? fmt::format("; nor do the {} fastest with every stash offloaded to the host",
+                                              std::min(candidates.size(), kOffloadTries))
+                                : ""));
+  }
   return result;
 }
 

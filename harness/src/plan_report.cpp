@@ -25,7 +25,8 @@
 namespace stagecraft::harness {
 namespace {
 
-constexpr const char* kSplitNames[6] = {"compute", "wait", "transfer", "collective", "overhead", "idle"};
+constexpr const char* kSplitNames[7] = {"compute", "wait", "transfer", "collective", "overhead", "idle",
+                                        "offload wait"};
 
 std::string Count(int64_t n) {
   std::string digits = std::to_string(n), out;
@@ -51,7 +52,8 @@ std::string TableRow(int rank, const PlanEntry& e) {
                      c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
                      100 * e.metrics.bubble_fraction, FormatBytes(e.peak_bytes),
-                     dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')));
+                     dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
+                         (c.offload_activations > 0 ? ", stashes on the host" : ""));
 }
 
 // The leaders side by side: each one's step split (mean over ranks, % of its step) and its busiest
@@ -71,7 +73,10 @@ std::string WhyTheLeadersWin(const std::vector<const PlanEntry*>& leaders) {
   for (size_t k = 0; k < leaders.size(); ++k) out += fmt::format("{:>22}", fmt::format("#{}", k + 1));
   out += "\n";
   row("step ms", [](const PlanEntry& e) { return fmt::format("{:.3f}", e.metrics.step_time_ms); });
-  for (int k = 0; k < 6; ++k) {
+  // The wait for reloads only where a leader offloads.
+  const bool offloads = std::any_of(leaders.begin(), leaders.end(),
+                                    [](const PlanEntry* e) { return e->config.offload_activations > 0; });
+  for (int k = 0; k < (offloads ? 7 : 6); ++k) {
     row(kSplitNames[k], [k](const PlanEntry& e) {
       const double step = e.metrics.step_time_ms;
       const double part = e.mean_step_split_ms[k];
@@ -197,6 +202,7 @@ std::string PlanJson(const PlanResult& r) {
     j.Key("tensor_parallel").Int(c.tensor_parallel).Key("sequence_parallel").Bool(c.sequence_parallel);
     j.Key("chunks").Int(c.chunks).Key("microbatches").Int(c.microbatches).Key("microbatch_size").Int(c.microbatch_size);
     j.Key("recompute").String(sim::Name(c.recompute)).Key("zero").Int(c.zero).Key("partition").String(sim::Name(c.partition));
+    if (c.offload_activations > 0) j.Key("offload_activations").Number(c.offload_activations);
     j.EndObject();
     j.Key("tflops_per_gpu").Number(e.tflops_per_gpu).Key("bound_step_time_ms").Number(e.bound_ms);
     j.Key("peak_memory_bytes").Int(e.peak_bytes).Key("peak_memory_rank").Int(e.worst_rank);

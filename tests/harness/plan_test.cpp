@@ -406,5 +406,42 @@ TEST_F(PlanTest, TheLayoutItReplacesIsNotValidated) {
   }
 }
 
+// Just below the smallest peak of any configuration with every stash on the device nothing
+// fits; with a host, plan tries the fastest configurations with every stash offloaded, keeps
+// those that fit (each simulating, from the overrides it would write, to the same step and
+// peak), and says so.
+TEST_F(PlanTest, OffloadsWhenNothingFitsWithoutIt) {
+  const std::vector<std::string> host = {"topology.host.memory=64GiB", "topology.host.bandwidth=64GB/s"};
+  const sim::Scenario sc = sim::LoadScenario(path_, host);
+  const PlanResult all = Plan(sc, Options());
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const PlanEntry& e : all.entries) {
+    EXPECT_EQ(e.config.offload_activations, 0) << DescribeConfig(e.config);
+    smallest = std::min(smallest, e.peak_bytes);
+  }
+  PlanOptions o = Options();
+  o.memory_limit_bytes = smallest - 1;
+  const PlanResult r = Plan(sc, o);
+  ASSERT_FALSE(r.entries.empty());
+  for (const PlanEntry& e : r.entries) {
+    if (!e.fits) continue;
+    EXPECT_EQ(e.config.offload_activations, 1) << DescribeConfig(e.config);
+    EXPECT_LE(e.peak_bytes, o.memory_limit_bytes);
+    EXPECT_NE(DescribeConfig(e.config).find(" offload 1"), std::string::npos);
+    std::vector<std::string> sets = ConfigOverrides(e.config, o);
+    sets.insert(sets.end(), host.begin(), host.end());
+    const sim::Scenario again = sim::LoadScenario(path_, sets);
+    const Prediction p = Predict(again, sim::Topology(again.topology), ScenarioSchedules(again, {e.config.schedule}).front());
+    EXPECT_DOUBLE_EQ(p.metrics.step_time_ms, e.metrics.step_time_ms) << DescribeConfig(e.config);
+    EXPECT_EQ(p.metrics.ranks_detail[p.metrics.WorstMemoryRank()].peak_memory_bytes, e.peak_bytes);
+  }
+  ASSERT_NE(r.best(), nullptr);
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("fit with every stash offloaded to the host (pipeline.offload.activations: 1)") != std::string::npos;
+  }));
+  // Without a host there is nowhere to offload to.
+  EXPECT_NE(PlanError(Tiny(), o).find("fits in"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace stagecraft::harness

@@ -35,6 +35,9 @@ struct PlanConfig {
   int zero = 0;
   sim::Partition partition = sim::Partition::kEven;
   bool sequence_parallel = false;
+  // pipeline.offload.activations: the share of each stage's stashes copied to the host; plan
+  // tries 1 (every stash) only when nothing fits without (docs/plan.md).
+  double offload_activations = 0;
   friend bool operator==(const PlanConfig&, const PlanConfig&) = default;
 };
 
@@ -122,8 +125,9 @@ struct PlanEntry {
   double tflops_per_gpu = 0;
   double bound_ms = 0;                // the step-time floor it was let through with
   // Per step (the run's / steps, as step_time_ms is) and per rank, averaged: compute, wait,
-  // transfer, collective, overhead, idle; they sum to step_time_ms.
-  double mean_step_split_ms[6] = {};
+  // transfer, collective, overhead, idle, and the wait for reloads (offload); they sum to
+  // step_time_ms.
+  double mean_step_split_ms[7] = {};
   double seconds = 0;                 // what simulating it took
 };
 
