@@ -76,6 +76,9 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
                                  "execute {}`",
                                  sc.path, job, world, plan.layout.world(), sc.path));
   }
+  if (sc.pipeline.offload.weights != sim::WeightsOffload::kNone) {
+    throw InputError(fmt::format("{}: pipeline.offload.weights: spill is simulated, not executed yet", sc.path));
+  }
   plan.names = ScenarioScheduleNames(sc, rank == 0);
   plan.replica = plan.layout.ReplicaOf(rank);
   rank = plan.layout.PipelineRankOf(rank);  // from here on, the rank in this replica's pipeline

@@ -190,12 +190,20 @@ std::vector<Schedule> BuildPlainSchedules(const sim::PipelineSpec& p, const std:
 // pipeline.offload's activations as copies in each schedule's lists (schedules/offload.h); the
 // policies not priced yet are refused, each naming its key.
 void RefuseUnpricedOffload(const sim::OffloadSpec& o) {
-  if (o.weights != sim::WeightsOffload::kNone) {
-    throw InputError("pipeline.offload.weights: spill is not simulated or executed yet");
-  }
   if (o.optimizer != sim::OptimizerPlace::kDevice) {
     throw InputError("pipeline.offload.optimizer: host is not simulated or executed yet");
   }
+}
+
+// `s` with every stage's weights and optimizer state spilled to the host (schedules/offload.h).
+Schedule Spilled(const Schedule& s, bool double_buffer) {
+  Schedule spilled = schedules::PlaceWeightSpill(s, {.double_buffer = double_buffer});
+  const auto diags = Validate(spilled);
+  if (!diags.empty()) {
+    throw InputError(fmt::format("pipeline.offload.weights: spill cannot be placed on {}: {}", s.name,
+                                 diags.front().message));
+  }
+  return spilled;
 }
 
 // `s` with `fraction` of each stage's stashed activations offloaded.
@@ -253,7 +261,10 @@ std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vect
                                      const sim::Scenario* costs_from, const std::atomic<bool>* cancel) {
   RefuseUnpricedOffload(p.offload);
   std::vector<Schedule> out = BuildPlainSchedules(p, names, costs_from, cancel);
-  for (Schedule& s : out) s = WithOffload(p, std::move(s), costs_from, cancel);
+  for (Schedule& s : out) {
+    if (p.offload.weights == sim::WeightsOffload::kSpill) s = Spilled(s, p.offload.double_buffer);
+    s = WithOffload(p, std::move(s), costs_from, cancel);
+  }
   return out;
 }
 

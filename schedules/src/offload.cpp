@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "stagecraft/schedules/lifetimes.h"
+#include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -78,7 +79,79 @@ std::vector<Op> WithOffloads(const std::vector<Op>& ops, const ActivationOffload
   return out;
 }
 
+// One visit: the compute ops [first, last] of a rank's list (by index) of one stage, with no
+// compute op of another stage between them.
+struct Visit {
+  int first = 0, last = 0;
+  int32_t stage = 0;
+};
+
+std::vector<Visit> Visits(const std::vector<Op>& ops) {
+  std::vector<Visit> visits;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    if (!RunsOnCompute(ops[static_cast<size_t>(i)].kind)) continue;
+    const int32_t stage = ops[static_cast<size_t>(i)].stage;
+    if (visits.empty() || visits.back().stage != stage) {
+      visits.push_back({i, i, stage});
+    } else {
+      visits.back().last = i;
+    }
+  }
+  return visits;
+}
+
+std::vector<Op> WithSpill(const std::vector<Op>& ops, const WeightSpill& spill) {
+  const std::vector<Visit> visits = Visits(ops);
+  // The last STEP of each stage on this list: its optimizer state stays.
+  std::map<int32_t, int> last_step;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    if (ProducesVersion(ops[static_cast<size_t>(i)].kind)) last_step[ops[static_cast<size_t>(i)].stage] = i;
+  }
+  std::vector<std::vector<Op>> after(ops.size()), before(ops.size());
+  for (size_t v = 0; v < visits.size(); ++v) {
+    const Visit& visit = visits[v];
+    const Op& first = ops[static_cast<size_t>(visit.first)];
+    Op copy{.kind = OpKind::kReload, .stage = visit.stage, .version = VersionRead(first), .tensor = Tensor::kWeights};
+    // Double buffering: over the last op of the visit before, when there is one.
+    const int reload_at = spill.double_buffer && v > 0 ? visits[v - 1].last : visit.first;
+    before[static_cast<size_t>(reload_at)].push_back(copy);
+    int newest = copy.version;
+    for (int i = visit.first; i <= visit.last; ++i) {
+      const Op& op = ops[static_cast<size_t>(i)];
+      if (!ProducesVersion(op.kind)) continue;
+      before[static_cast<size_t>(i)].push_back(
+          {.kind = OpKind::kReload, .stage = op.stage, .version = op.version, .tensor = Tensor::kOptimizer});
+      if (last_step[op.stage] != i) {
+        after[static_cast<size_t>(i)].push_back(
+            {.kind = OpKind::kOffload, .stage = op.stage, .version = op.version + 1, .tensor = Tensor::kOptimizer});
+      }
+      newest = op.version;
+    }
+    after[static_cast<size_t>(visit.last)].push_back(
+        {.kind = OpKind::kOffload, .stage = visit.stage, .version = newest, .tensor = Tensor::kWeights});
+  }
+  std::vector<Op> out;
+  out.reserve(ops.size() + 4 * visits.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    out.insert(out.end(), before[i].begin(), before[i].end());
+    out.push_back(ops[i]);
+    out.insert(out.end(), after[i].begin(), after[i].end());
+  }
+  return out;
+}
+
 }  // namespace
+
+Schedule PlaceWeightSpill(const Schedule& schedule, const WeightSpill& spill) {
+  for (const auto& ops : schedule.ops) {
+    if (std::any_of(ops.begin(), ops.end(), [](const Op& op) { return IsCopy(op.kind); })) {
+      throw InputError(fmt::format("{}: weight spill is placed on a schedule without copies", schedule.name));
+    }
+  }
+  Schedule out = schedule;
+  for (auto& rank_ops : out.ops) rank_ops = WithSpill(rank_ops, spill);
+  return out;
+}
 
 Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload) {
   CheckOffload(offload);

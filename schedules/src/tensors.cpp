@@ -31,6 +31,20 @@ std::string DescribeTensor(const TensorKey& k) {
   return fmt::format("stage {}'s optimizer state (the update to version {})", k.stage, k.version);
 }
 
+std::vector<TensorKey> StartOnHost(std::span<const Op> ops) {
+  std::map<TensorKey, bool> first_is_reload;
+  for (const Op& op : ops) {
+    if (IsCopy(op.kind) && op.tensor != Tensor::kActivations) {
+      first_is_reload.emplace(CopiedTensor(op), op.kind == OpKind::kReload);
+    }
+  }
+  std::vector<TensorKey> out;
+  for (const auto& [key, reload] : first_is_reload) {
+    if (reload) out.push_back(key);
+  }
+  return out;
+}
+
 std::vector<std::vector<int32_t>> CopyWaits(std::span<const Op> ops) {
   if (std::none_of(ops.begin(), ops.end(), [](const Op& op) { return IsCopy(op.kind); })) return {};
   std::vector<std::vector<int32_t>> waits(ops.size());

@@ -20,6 +20,10 @@ class RankCopies {
 
   void Walk() {
     const std::vector<Op>& ops = s_.ops[rank_];
+    // What exists from the start and is first reloaded starts on the host (a spilled stage's).
+    for (const TensorKey& key : StartOnHost(ops)) {
+      if (Made(key)) offloaded_.insert({key, kOnHostFromStart});
+    }
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       const Op& op = ops[i];
       if (op.stage < 0 || op.stage >= s_.stages()) continue;  // Record reports it
@@ -84,9 +88,10 @@ class RankCopies {
   void Resident(int i, const TensorKey& key) {
     const auto it = offloaded_.find(key);
     if (it == offloaded_.end()) return;
-    Add(DiagCode::kOrder,
-        fmt::format("{} reads {} while it is offloaded (by {}, with no RELOAD before it)", Name(i), DescribeTensor(key),
-                    Name(it->second)));
+    const std::string since =
+        it->second == kOnHostFromStart ? "on the host from the start" : fmt::format("offloaded by {}", Name(it->second));
+    Add(DiagCode::kOrder, fmt::format("{} reads {} while it is {}, with no RELOAD before it", Name(i),
+                                      DescribeTensor(key), since));
     offloaded_.erase(it);
   }
 
@@ -94,7 +99,8 @@ class RankCopies {
   const int rank_;
   std::vector<Diagnostic>* diags_;
   std::set<TensorKey> made_;
-  std::map<TensorKey, int> offloaded_;  // by the OFFLOAD's index
+  static constexpr int kOnHostFromStart = -1;
+  std::map<TensorKey, int> offloaded_;  // by the OFFLOAD's index, or kOnHostFromStart
 };
 
 }  // namespace

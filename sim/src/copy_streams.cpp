@@ -19,7 +19,7 @@ using schedules::Tensor;
 int64_t CopyBytes(const StageCost& cost, Tensor tensor) {
   switch (tensor) {
     case Tensor::kActivations: return cost.activation_bytes;
-    case Tensor::kWeights: return cost.weight_bytes;
+    case Tensor::kWeights: return cost.weight_bytes + cost.grad_bytes;  // a version and its gradients
     case Tensor::kOptimizer: return cost.optimizer_bytes;
     case Tensor::kNone: return 0;
   }
@@ -83,7 +83,15 @@ CopyStreams::CopyStreams(const schedules::Schedule& schedule, const CostTable& c
     rank.node = std::max(topology.NodeOf(device), 0);
     node_host_bytes_.resize(std::max(node_host_bytes_.size(), static_cast<size_t>(rank.node) + 1), 0);
   }
-  if (any_) record->node_peak_host_memory_bytes.assign(node_host_bytes_.size(), 0);
+  if (!any_) return;
+  record->node_peak_host_memory_bytes.assign(node_host_bytes_.size(), 0);
+  // What starts on the host (a spilled stage's weights and optimizer state) is there from time 0.
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    if (ranks_[r].waits.empty()) continue;
+    for (const schedules::TensorKey& key : schedules::StartOnHost(schedule.ops[r])) {
+      if (key.stage >= 0 && key.stage < schedule.stages()) HostAdd(r, CopyBytes(costs.stages[key.stage], key.tensor));
+    }
+  }
 }
 
 // Totals in 128 bits, as MemoryModel's; what the record sees saturates at int64's end.

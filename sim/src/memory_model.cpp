@@ -8,6 +8,7 @@
 #include "stagecraft/base/stop.h"
 #include "stagecraft/schedules/lifetimes.h"
 #include "stagecraft/schedules/shared_devices.h"
+#include "stagecraft/schedules/tensors.h"
 
 namespace stagecraft::sim {
 
@@ -41,10 +42,19 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
       for (size_t v = 0; v < lives.size(); ++v) readers[v] += lives[v].compute_readers;
     });
   }
+  // What a spilled stage keeps on the host from the start is not on the device (tensors.h).
+  std::vector<bool> weights_away(static_cast<size_t>(stages), false), optimizer_away(static_cast<size_t>(stages), false);
+  for (int r = 0; r < ranks; ++r) {
+    for (const schedules::TensorKey& key : schedules::StartOnHost(schedule.ops[r])) {
+      if (key.stage < 0 || key.stage >= stages) continue;
+      (key.tensor == schedules::Tensor::kWeights ? weights_away : optimizer_away)[static_cast<size_t>(key.stage)] = true;
+    }
+  }
   for (int stage = 0; stage < stages; ++stage) {
     const StageCost& c = costs.stages[stage];
     const int rank = shape_.RankOf(stage);
-    bytes_[rank] += Wide{c.weight_bytes} + c.grad_bytes + c.optimizer_bytes;
+    if (!weights_away[static_cast<size_t>(stage)]) bytes_[rank] += Wide{c.weight_bytes} + c.grad_bytes;
+    if (!optimizer_away[static_cast<size_t>(stage)]) bytes_[rank] += c.optimizer_bytes;
     record->ranks[rank].peak_weight_versions = 1;
   }
   for (int r = 0; r < ranks; ++r) {

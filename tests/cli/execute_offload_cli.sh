@@ -61,6 +61,6 @@ need(all(e["dur"] >= 0 for e in copies), "durations")
 sys.exit(0 if ok else 1)
 PY
 
-expect_error "weights spill" "pipeline.offload.weights: spill is not simulated or executed yet" \
-  simulate "$scenario" "${job[@]}" --set pipeline.offload.weights=spill
+expect_command_error "weights spill" "pipeline.offload.weights: spill is simulated, not executed yet" "" \
+  "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" --set pipeline.offload.weights=spill
 exit $fail

@@ -26,4 +26,20 @@ struct ActivationOffload {
 // other op. Throws InputError for a fraction outside [0, 1] or a negative lookahead.
 Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload);
 
+// Spilled weights (Hydra's shard at a time, Nagrecha & Kumar; DESIGN.md §10): each stage's
+// weights (with their gradients) and optimizer state live in host memory and come to the device
+// only for a visit, a run of a rank's compute ops (F, B, I, W, STEP) of that stage. Before a
+// visit, a RELOAD of the weight version its first op reads (and, before a STEP, of the optimizer
+// state of its update); after it, an OFFLOAD of the newest version (and after a STEP, of the
+// optimizer state for the next update; the last STEP's stays on the device). A stage's first
+// copies are RELOADs: its weights and optimizer state start on the host (tensors.h StartOnHost).
+// With `double_buffer` a visit's RELOAD goes before the last compute op of the visit before it,
+// so the copy overlaps that op (the device then holds two stages' weights); without, right
+// before the visit, after the OFFLOAD of the one before. Works on lists with or without
+// SEND/RECV; a list with copies already is refused (InputError).
+struct WeightSpill {
+  bool double_buffer = true;
+};
+Schedule PlaceWeightSpill(const Schedule& schedule, const WeightSpill& spill);
+
 }  // namespace stagecraft::schedules

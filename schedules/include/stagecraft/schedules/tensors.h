@@ -40,6 +40,11 @@ TensorReads TensorsRead(const Op& op);
 // "the activations of stage 1 step 0 microbatch 3", "version 2 of stage 0's weights", ...
 std::string DescribeTensor(const TensorKey& key);
 
+// The tensors of one rank's list whose first copy is a RELOAD: they start in host memory (a
+// spilled stage's weight version 0 and optimizer state, schedules/offload.h). Activations never
+// do: an F makes them on the device. Sorted.
+std::vector<TensorKey> StartOnHost(std::span<const Op> ops);
+
 // Per op of one rank's list (IR order), the copies it waits for, by index in that list: a
 // compute op or STEP, the RELOAD that last brought back each tensor it reads (none for a tensor
 // never offloaded); a RELOAD, the OFFLOAD that sent its tensor away. Empty for every other op,

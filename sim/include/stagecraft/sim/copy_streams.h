@@ -24,7 +24,8 @@
 namespace stagecraft::sim {
 
 // What a copy of `tensor` of a stage moves: one stage-microbatch's stashed activations, one
-// weight version, or the stage's optimizer state.
+// weight version with the stage's gradients (they travel together, as a module's do), or the
+// stage's optimizer state.
 int64_t CopyBytes(const StageCost& cost, schedules::Tensor tensor);
 
 // One copy alone on device `device`'s host link: its latency + bytes / its bandwidth. Throws

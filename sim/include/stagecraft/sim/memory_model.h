@@ -24,7 +24,8 @@ namespace stagecraft::sim {
 class MemoryModel {
  public:
   // Counts the readers of each (stage, version) in `schedule` and charges weights, gradients and
-  // optimizer state at time 0. `record` has one RankRecord per rank. Keeps references to
+  // optimizer state at time 0, but for those a stage keeps on the host from the start (spilled:
+  // schedules::StartOnHost). `record` has one RankRecord per rank. Keeps references to
   // `costs` and `record`, which must outlive it. `stop` as SimConfig's: the count of a
   // schedule's readers throws StopRequested when it is set (base/stop.h).
   // `rank_devices` as SimConfig's: ranks that name one device have their sum followed too

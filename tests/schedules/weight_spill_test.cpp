@@ -1,0 +1,94 @@
+// Spilled weights (offload.h PlaceWeightSpill, Hydra's shard at a time) placed on interleaved 1F1B
+// and checked by hand: a RELOAD of each visit's weights (over the last op of the visit before,
+// with double buffering), an OFFLOAD after it, the optimizer state around each STEP but the
+// last, and what starts on the host (tensors.h StartOnHost).
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "generator_cases.h"
+#include "stagecraft/base/error.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/offload.h"
+#include "stagecraft/schedules/tensors.h"
+#include "stagecraft/schedules/validate.h"
+
+namespace stagecraft::schedules {
+namespace {
+
+std::string Actions(const std::vector<Op>& ops, int microbatches) {
+  std::string out;
+  for (const Op& op : ops) out += (out.empty() ? "" : " ") + ActionString(op, microbatches);
+  return out;
+}
+
+// Rank 0 of interleaved over 2 ranks, 2 chunks, 2 microbatches holds stages 0 and 2:
+// 0F0 0F1 2F0 2F1 2B0 2B1 2STEP1 0B0 0B1 0STEP1: three visits (stage 0, 2, 0).
+Schedule Interleaved(int steps = 1) { return Generate("interleaved", test_cases::Params(2, 2, steps, 2)); }
+
+TEST(WeightSpill, DoubleBufferedOnInterleaved) {
+  const Schedule plain = Interleaved();
+  ASSERT_EQ(Actions(plain.ops[0], 2), "0F0 0F1 2F0 2F1 2B0 2B1 2STEP1 0B0 0B1 0STEP1");
+  const Schedule s = PlaceWeightSpill(plain, {.double_buffer = true});
+  EXPECT_EQ(Actions(s.ops[0], 2),
+            "0RELOAD_WEIGHT0 0F0 2RELOAD_WEIGHT0 0F1 0OFFLOAD_WEIGHT0 "
+            "2F0 2F1 2B0 2B1 2RELOAD_OPT1 0RELOAD_WEIGHT0 2STEP1 2OFFLOAD_WEIGHT1 "
+            "0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_WEIGHT1");
+  EXPECT_TRUE(Validate(s).empty());
+  EXPECT_TRUE(Validate(Lower(s)).empty()) << "lowering keeps the copies valid";
+  const std::vector<TensorKey> want = {{Tensor::kWeights, 0, 0, 0, 0},
+                                       {Tensor::kWeights, 2, 0, 0, 0},
+                                       {Tensor::kOptimizer, 0, 0, 0, 1},
+                                       {Tensor::kOptimizer, 2, 0, 0, 1}};
+  std::vector<TensorKey> got = StartOnHost(s.ops[0]);
+  std::sort(got.begin(), got.end(), [](const TensorKey& a, const TensorKey& b) {
+    return std::tie(a.tensor, a.stage) < std::tie(b.tensor, b.stage);
+  });
+  EXPECT_EQ(got, want);
+}
+
+TEST(WeightSpill, WithoutDoubleBufferingEachVisitWaitsForItsWeights) {
+  const Schedule s = PlaceWeightSpill(Interleaved(), {.double_buffer = false});
+  EXPECT_EQ(Actions(s.ops[0], 2),
+            "0RELOAD_WEIGHT0 0F0 0F1 0OFFLOAD_WEIGHT0 "
+            "2RELOAD_WEIGHT0 2F0 2F1 2B0 2B1 2RELOAD_OPT1 2STEP1 2OFFLOAD_WEIGHT1 "
+            "0RELOAD_WEIGHT0 0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_WEIGHT1");
+  EXPECT_TRUE(Validate(s).empty());
+}
+
+// Two steps: the optimizer state goes back to the host after the first STEP, for the second.
+TEST(WeightSpill, TheOptimizerStateTravelsBetweenSteps) {
+  const Schedule s = PlaceWeightSpill(Interleaved(2), {.double_buffer = false});
+  EXPECT_TRUE(Validate(s).empty());
+  int offloads = 0, reloads = 0;
+  for (const Op& op : s.ops[0]) {
+    if (op.tensor != Tensor::kOptimizer) continue;
+    (op.kind == OpKind::kOffload ? offloads : reloads) += 1;
+    if (op.kind == OpKind::kOffload) EXPECT_EQ(op.version, 2) << "for the second update";
+  }
+  EXPECT_EQ(reloads, 4);   // 2 stages x 2 STEPs
+  EXPECT_EQ(offloads, 2);  // after each stage's first STEP only
+}
+
+TEST(WeightSpill, AScheduleWithCopiesIsRefused) {
+  Schedule s = PlaceWeightSpill(Interleaved(), {});
+  EXPECT_THROW(PlaceWeightSpill(s, {}), InputError);
+}
+
+// The first read of a spilled stage before its RELOAD is named.
+TEST(WeightSpill, AReadBeforeTheFirstReloadIsNamed) {
+  Schedule s = PlaceWeightSpill(Interleaved(), {.double_buffer = false});
+  std::swap(s.ops[0][0], s.ops[0][1]);  // 0F0 before 0RELOAD_WEIGHT0
+  const std::vector<Diagnostic> diags = Validate(s);
+  ASSERT_FALSE(diags.empty());  // the read, then the RELOAD of what is no longer away
+  EXPECT_NE(diags[0].message.find("reads version 0 of stage 0's weights while it is on the host from the start"),
+            std::string::npos)
+      << diags[0].message;
+}
+
+}  // namespace
+}  // namespace stagecraft::schedules
