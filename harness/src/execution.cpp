@@ -80,6 +80,9 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
     throw InputError(fmt::format("{}: pipeline.offload.weights: spill is simulated, not executed yet", sc.path));
   }
   plan.names = ScenarioScheduleNames(sc, rank == 0);
+  if (std::find(plan.names.begin(), plan.names.end(), "spilled") != plan.names.end()) {
+    throw InputError(fmt::format("{}: pipeline.schedule: spilled is simulated, not executed yet", sc.path));
+  }
   plan.replica = plan.layout.ReplicaOf(rank);
   rank = plan.layout.PipelineRankOf(rank);  // from here on, the rank in this replica's pipeline
   CheckScheduleSizes(sc.pipeline, plan.names, max_ops);

@@ -112,7 +112,9 @@ std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
     if (std::find(out.begin(), out.end(), info) == out.end()) out.push_back(info);
   }
   if (o.schedules.empty()) {
-    for (const GeneratorInfo& info : schedules::Generators()) out.push_back(&info);
+    for (const GeneratorInfo& info : schedules::Generators()) {
+      if (info.in_all) out.push_back(&info);  // spilled is a one-device job's, named
+    }
   }
   if (out.empty() && searched) {
     throw InputError(fmt::format("--schedules {}: not a schedule plan can enumerate: it is searched on the leading "

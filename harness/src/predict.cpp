@@ -23,6 +23,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/offload.h"
+#include "stagecraft/schedules/tensors.h"
 #include "stagecraft/schedules/validate.h"
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/schedules/zb_auto.h"
@@ -93,7 +94,7 @@ std::vector<std::string> ScenarioScheduleNames(const sim::Scenario& sc, bool rep
   if (p.schedules.size() != 1 || p.schedules[0] != "all") return p.schedules;
   std::vector<std::string> names;
   for (const auto& info : Generators()) {
-    if (info.uses_costs) continue;  // named, not in "all" (generators.h)
+    if (info.uses_costs || !info.in_all) continue;  // named, not in "all" (generators.h)
     const std::string why = CheckParams(info, sim::GeneratorParamsFor(p, info));
     if (why.empty()) names.emplace_back(info.name);
     else if (report_skipped) std::fprintf(stderr, "note: skipping %s\n", why.c_str());  // why names the schedule
@@ -262,7 +263,8 @@ std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vect
   RefuseUnpricedOffload(p.offload);
   std::vector<Schedule> out = BuildPlainSchedules(p, names, costs_from, cancel);
   for (Schedule& s : out) {
-    if (p.offload.weights == sim::WeightsOffload::kSpill) s = Spilled(s, p.offload.double_buffer);
+    // Spilled execution spills whatever pipeline.offload.weights says: that is what it is.
+    if (p.offload.weights == sim::WeightsOffload::kSpill || s.name == "spilled") s = Spilled(s, p.offload.double_buffer);
     s = WithOffload(p, std::move(s), costs_from, cancel);
   }
   return out;
@@ -431,11 +433,20 @@ MemoryTerms MemoryTermsOf(const Prediction& p, int rank) {
   const schedules::Schedule& s = p.schedule;
   const schedules::RankAnalysis analysis = schedules::Analyze(s)[rank];
   MemoryTerms m;
+  // A spilled stage's state starts on the host and visits the device: the rest ("other").
+  const std::vector<schedules::TensorKey> away = schedules::StartOnHost(s.ops[rank]);
+  const auto on_host = [&](schedules::Tensor tensor, int stage) {
+    return std::any_of(away.begin(), away.end(),
+                       [&](const schedules::TensorKey& k) { return k.tensor == tensor && k.stage == stage; });
+  };
   for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
-    const sim::StageCost& c = p.costs.stages[s.shape.StageOf(rank, chunk)];
-    m.weights += c.weight_bytes * analysis.stage_peak_versions[chunk];
-    m.gradients += c.grad_bytes;
-    m.optimizer += c.optimizer_bytes;
+    const int stage = s.shape.StageOf(rank, chunk);
+    const sim::StageCost& c = p.costs.stages[stage];
+    if (!on_host(schedules::Tensor::kWeights, stage)) {
+      m.weights += c.weight_bytes * analysis.stage_peak_versions[chunk];
+      m.gradients += c.grad_bytes;
+    }
+    if (!on_host(schedules::Tensor::kOptimizer, stage)) m.optimizer += c.optimizer_bytes;
   }
   const schedules::HeldPeak held = schedules::PeakHeld(
       s.ops[rank], s.ops[rank].size(), [&](const schedules::Op& op) { return p.costs.stages[op.stage].activation_bytes; });

@@ -191,6 +191,7 @@ Candidate BestStart(const sim::Scenario& sc, const std::string& path, const Judg
   std::optional<Candidate> best;
   for (const GeneratorInfo& info : schedules::Generators()) {
     if (!schedules::TrainsAsSequential(info.weights)) continue;  // another training, not another order
+    if (!info.in_all) continue;                                  // another kind of job (spilled)
     if (!options.from.empty() && info.name != options.from) continue;
     bool fits = false;
     std::optional<Candidate> c = TryStart(info, sc, judge, steps, limit, result, &fits);

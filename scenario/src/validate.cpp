@@ -177,7 +177,7 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
   std::vector<const schedules::GeneratorInfo*> named;
   if (p.runs_all()) {
     for (const schedules::GeneratorInfo& info : schedules::Generators()) {
-      if (!info.uses_costs) named.push_back(&info);
+      if (!info.uses_costs && info.in_all) named.push_back(&info);
     }
   }
   for (const std::string& name : p.runs_all() ? std::vector<std::string>{} : p.schedules) {
@@ -391,7 +391,7 @@ std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParam
   std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> run;
   for (const schedules::GeneratorInfo& info : schedules::Generators()) {
     if (!p.runs_all() && std::find(p.schedules.begin(), p.schedules.end(), info.name) == p.schedules.end()) continue;
-    if (p.runs_all() && info.uses_costs) continue;  // named, not in "all" (generators.h)
+    if (p.runs_all() && (info.uses_costs || !info.in_all)) continue;  // named, not in "all" (generators.h)
     const schedules::GeneratorParams params = GeneratorParamsFor(p, info);
     if (p.runs_all() && !schedules::CheckParams(info, params).empty()) continue;  // skipped
     run.emplace_back(&info, params);

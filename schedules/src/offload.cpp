@@ -102,11 +102,6 @@ std::vector<Visit> Visits(const std::vector<Op>& ops) {
 
 std::vector<Op> WithSpill(const std::vector<Op>& ops, const WeightSpill& spill) {
   const std::vector<Visit> visits = Visits(ops);
-  // The last STEP of each stage on this list: its optimizer state stays.
-  std::map<int32_t, int> last_step;
-  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-    if (ProducesVersion(ops[static_cast<size_t>(i)].kind)) last_step[ops[static_cast<size_t>(i)].stage] = i;
-  }
   std::vector<std::vector<Op>> after(ops.size()), before(ops.size());
   for (size_t v = 0; v < visits.size(); ++v) {
     const Visit& visit = visits[v];
@@ -121,10 +116,8 @@ std::vector<Op> WithSpill(const std::vector<Op>& ops, const WeightSpill& spill) 
       if (!ProducesVersion(op.kind)) continue;
       before[static_cast<size_t>(i)].push_back(
           {.kind = OpKind::kReload, .stage = op.stage, .version = op.version, .tensor = Tensor::kOptimizer});
-      if (last_step[op.stage] != i) {
-        after[static_cast<size_t>(i)].push_back(
-            {.kind = OpKind::kOffload, .stage = op.stage, .version = op.version + 1, .tensor = Tensor::kOptimizer});
-      }
+      after[static_cast<size_t>(i)].push_back(
+          {.kind = OpKind::kOffload, .stage = op.stage, .version = op.version + 1, .tensor = Tensor::kOptimizer});
       newest = op.version;
     }
     after[static_cast<size_t>(visit.last)].push_back(

@@ -66,6 +66,8 @@ const std::vector<GeneratorInfo>& Generators() {
       {"zb-auto", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024 §3 (automatic scheduling, limit: the "
        "rank's memory, pipeline.memory_limit)", WeightPolicy::kFlush, false, CheckZbAuto, EmitZbAuto, Placement::kLoop,
        true},
+      {"spilled", "Nagrecha & Kumar, Hydra (spilled execution), arXiv 2110.08633; its ModelTask", WeightPolicy::kFlush,
+       true, CheckSpilled, EmitSpilled, Placement::kLoop, false, false},
   };
   return kTable;
 }

@@ -63,7 +63,7 @@ class RankCopies {
     if (op.tensor == Tensor::kActivations ? (op.step < 0 || op.step >= s_.steps || op.microbatch < 0 ||
                                              op.microbatch >= s_.microbatches)
                                           : (op.version < (op.tensor == Tensor::kOptimizer ? 1 : 0) ||
-                                             op.version > versions)) {
+                                             op.version > versions + (op.tensor == Tensor::kOptimizer ? 1 : 0))) {
       return Add(DiagCode::kBadIndex, fmt::format("{}: no such {} in this schedule", Name(i), TensorName(op.tensor)));
     }
     const TensorKey key = CopiedTensor(op);

@@ -4,6 +4,7 @@ bad input raises InputError with the line the binary prints (schedule: schedule_
 path through the commands' own code."""
 
 import json
+import math
 import re
 import unittest
 
@@ -13,8 +14,8 @@ import stagecraft
 
 # The shipped scenarios simulate checks (each well under a second here), and the ones it leaves
 # out with why: a new scenario must be put in one of the two.
-QUICK = ["gpt-1.3b-2x4xh100", "gpt-1.3b-8xh100", "gpt-1.3b-h100-a100", "gpt-gpu", "gpt-tiny-cpu", "mlp-cpu", "mlp-gpu",
-         "pipedream-hybrid-2x4xv100", "uniform-costs", "zero-bubble-paper"]
+QUICK = ["gpt-1.3b-2x4xh100", "gpt-1.3b-8xh100", "gpt-1.3b-h100-a100", "gpt-gpu", "gpt-tiny-cpu", "hydra-spilled-k80",
+         "mlp-cpu", "mlp-gpu", "pipedream-hybrid-2x4xv100", "uniform-costs", "zero-bubble-paper"]
 SLOW = {
     "gpt-1t-3072xa100": "three schedules of 512 microbatches on 64 ranks take about a second each way",
     "gpt3-175b-384xh100": "its replicas' collectives make it seconds per run each way",
@@ -42,7 +43,10 @@ class SimulateParityTest(TempDirCase):
                 for run in runs:
                     row = rows[run.schedule]
                     self.assertEqual(f"{run.step_time_ms:.3f}", row[2])
-                    self.assertEqual(f"{run.throughput_samples_per_s:.1f}", row[3])
+                    # At least three significant digits, one decimal from 10 up (schedules::ThroughputText).
+                    x = run.throughput_samples_per_s
+                    decimals = min(max(2 - math.floor(math.log10(x)), 1), 12)
+                    self.assertEqual(f"{x:.{decimals}f}", row[3])
                     self.assertEqual(f"{100 * run.bubble_fraction:.2f}", row[4])
                     self.assertEqual(run.worst_memory_rank, int(row[5]))
                     self.assertEqual(run.oom, row[6] == "OOM")

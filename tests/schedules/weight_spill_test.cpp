@@ -36,8 +36,8 @@ TEST(WeightSpill, DoubleBufferedOnInterleaved) {
   const Schedule s = PlaceWeightSpill(plain, {.double_buffer = true});
   EXPECT_EQ(Actions(s.ops[0], 2),
             "0RELOAD_WEIGHT0 0F0 2RELOAD_WEIGHT0 0F1 0OFFLOAD_WEIGHT0 "
-            "2F0 2F1 2B0 2B1 2RELOAD_OPT1 0RELOAD_WEIGHT0 2STEP1 2OFFLOAD_WEIGHT1 "
-            "0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_WEIGHT1");
+            "2F0 2F1 2B0 2B1 2RELOAD_OPT1 0RELOAD_WEIGHT0 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
+            "0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_OPT2 0OFFLOAD_WEIGHT1");
   EXPECT_TRUE(Validate(s).empty());
   EXPECT_TRUE(Validate(Lower(s)).empty()) << "lowering keeps the copies valid";
   const std::vector<TensorKey> want = {{Tensor::kWeights, 0, 0, 0, 0},
@@ -55,12 +55,12 @@ TEST(WeightSpill, WithoutDoubleBufferingEachVisitWaitsForItsWeights) {
   const Schedule s = PlaceWeightSpill(Interleaved(), {.double_buffer = false});
   EXPECT_EQ(Actions(s.ops[0], 2),
             "0RELOAD_WEIGHT0 0F0 0F1 0OFFLOAD_WEIGHT0 "
-            "2RELOAD_WEIGHT0 2F0 2F1 2B0 2B1 2RELOAD_OPT1 2STEP1 2OFFLOAD_WEIGHT1 "
-            "0RELOAD_WEIGHT0 0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_WEIGHT1");
+            "2RELOAD_WEIGHT0 2F0 2F1 2B0 2B1 2RELOAD_OPT1 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
+            "0RELOAD_WEIGHT0 0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_OPT2 0OFFLOAD_WEIGHT1");
   EXPECT_TRUE(Validate(s).empty());
 }
 
-// Two steps: the optimizer state goes back to the host after the first STEP, for the second.
+// Two steps: the optimizer state goes back to the host after each STEP, for the next update.
 TEST(WeightSpill, TheOptimizerStateTravelsBetweenSteps) {
   const Schedule s = PlaceWeightSpill(Interleaved(2), {.double_buffer = false});
   EXPECT_TRUE(Validate(s).empty());
@@ -68,10 +68,10 @@ TEST(WeightSpill, TheOptimizerStateTravelsBetweenSteps) {
   for (const Op& op : s.ops[0]) {
     if (op.tensor != Tensor::kOptimizer) continue;
     (op.kind == OpKind::kOffload ? offloads : reloads) += 1;
-    if (op.kind == OpKind::kOffload) EXPECT_EQ(op.version, 2) << "for the second update";
+    if (op.kind == OpKind::kOffload) EXPECT_TRUE(op.version == 2 || op.version == 3) << "for the next update";
   }
   EXPECT_EQ(reloads, 4);   // 2 stages x 2 STEPs
-  EXPECT_EQ(offloads, 2);  // after each stage's first STEP only
+  EXPECT_EQ(offloads, 4);  // after each
 }
 
 TEST(WeightSpill, AScheduleWithCopiesIsRefused) {

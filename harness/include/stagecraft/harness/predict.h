@@ -81,7 +81,8 @@ struct Prediction {
 // most live versions, gradients and optimizer state; the most activations it holds at once
 // (each F's from the F to its B or I, in the rank's op order) and how many stage-microbatches
 // they are; `other` is the rest of the simulated peak (W stashes, transfer buffers, what an op
-// holds while it runs, recompute buffers), 0 when the terms' peaks do not coincide.
+// holds while it runs, recompute buffers, and the state of spilled stages, which starts on the
+// host and visits the device), 0 when the terms' peaks do not coincide.
 struct MemoryTerms {
   int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0, other = 0;
   int inflight = 0;  // the stage-microbatches whose activations make `activations`

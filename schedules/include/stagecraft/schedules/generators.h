@@ -27,6 +27,9 @@ struct GeneratorInfo {
   // Schedules by the stages' costs (GeneratorParams::costs, which the harness fills from the
   // scenario); not part of "all", which runs the schedules that are the same whatever the costs.
   bool uses_costs = false;
+  // Part of "all" (and of plan's and the search's default sets). False for a schedule of another
+  // kind of job, which runs only when named: spilled (one device, its shards in turn).
+  bool in_all = true;
 };
 
 // The virtual stages per rank `info` runs with: `stated` when the user stated it (> 0), else the
@@ -66,6 +69,8 @@ std::vector<std::vector<Op>> EmitZb1p(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZb2p(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbAuto(const GeneratorParams& p);
 std::string CheckZbAuto(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitSpilled(const GeneratorParams& p);
+std::string CheckSpilled(const GeneratorParams& p);
 
 // 1F1B order over `total` microbatches with no flush, numbered globally; shared by 1f1b
 // (per step), pipedream and 2bw (across steps). `m` splits the global index into step/mb.

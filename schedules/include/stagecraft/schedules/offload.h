@@ -31,7 +31,8 @@ Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOfflo
 // only for a visit, a run of a rank's compute ops (F, B, I, W, STEP) of that stage. Before a
 // visit, a RELOAD of the weight version its first op reads (and, before a STEP, of the optimizer
 // state of its update); after it, an OFFLOAD of the newest version (and after a STEP, of the
-// optimizer state for the next update; the last STEP's stays on the device). A stage's first
+// optimizer state for the next update, the last STEP's included: it names the update after the
+// run's last). A stage's first
 // copies are RELOADs: its weights and optimizer state start on the host (tensors.h StartOnHost).
 // With `double_buffer` a visit's RELOAD goes before the last compute op of the visit before it,
 // so the copy overlaps that op (the device then holds two stages' weights); without, right
