@@ -3,6 +3,7 @@
 // interleaved, else 1) for the round-trip tests.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "stagecraft/schedules/generators.h"
@@ -16,6 +17,14 @@ inline GeneratorParams Params(int ranks, int microbatches, int steps = 1, int ch
   p.steps = steps;
   p.chunks = chunks;
   return p;
+}
+
+// A list's action strings, space separated ("0F0 0OFFLOAD_ACT0 0F1 ..."): the oracle a
+// hand-worked list is written in.
+inline std::string Actions(const std::vector<Op>& ops, int microbatches) {
+  std::string out;
+  for (const Op& op : ops) out += (out.empty() ? "" : " ") + ActionString(op, microbatches);
+  return out;
 }
 
 struct GeneratorCase {

@@ -16,21 +16,15 @@
 namespace stagecraft::schedules {
 namespace {
 
-std::string Actions(const std::vector<Op>& ops, int microbatches) {
-  std::string out;
-  for (const Op& op : ops) out += (out.empty() ? "" : " ") + ActionString(op, microbatches);
-  return out;
-}
-
 TEST(Spilled, ShardsInTurnThenBackInReverse) {
   const Schedule s = Generate("spilled", test_cases::Params(1, 2, 1, 3));
   ASSERT_EQ(s.ranks(), 1);
   ASSERT_EQ(s.stages(), 3);
-  EXPECT_EQ(Actions(s.ops[0], 2), "0F0 0F1 1F0 1F1 2F0 2F1 2B0 2B1 2STEP1 1B0 1B1 1STEP1 0B0 0B1 0STEP1");
+  EXPECT_EQ(test_cases::Actions(s.ops[0], 2), "0F0 0F1 1F0 1F1 2F0 2F1 2B0 2B1 2STEP1 1B0 1B1 1STEP1 0B0 0B1 0STEP1");
   EXPECT_TRUE(Validate(Lower(s)).empty());
   // Spilled, without double buffering: each shard's weights in for its turn, out after.
   const Schedule spilled = PlaceWeightSpill(s, {.double_buffer = false});
-  EXPECT_EQ(Actions(spilled.ops[0], 2),
+  EXPECT_EQ(test_cases::Actions(spilled.ops[0], 2),
             "0RELOAD_WEIGHT0 0F0 0F1 0OFFLOAD_WEIGHT0 1RELOAD_WEIGHT0 1F0 1F1 1OFFLOAD_WEIGHT0 "
             "2RELOAD_WEIGHT0 2F0 2F1 2B0 2B1 2RELOAD_OPT1 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
             "1RELOAD_WEIGHT0 1B0 1B1 1RELOAD_OPT1 1STEP1 1OFFLOAD_OPT2 1OFFLOAD_WEIGHT1 "

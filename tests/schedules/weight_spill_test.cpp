@@ -20,21 +20,15 @@
 namespace stagecraft::schedules {
 namespace {
 
-std::string Actions(const std::vector<Op>& ops, int microbatches) {
-  std::string out;
-  for (const Op& op : ops) out += (out.empty() ? "" : " ") + ActionString(op, microbatches);
-  return out;
-}
-
 // Rank 0 of interleaved over 2 ranks, 2 chunks, 2 microbatches holds stages 0 and 2:
 // 0F0 0F1 2F0 2F1 2B0 2B1 2STEP1 0B0 0B1 0STEP1: three visits (stage 0, 2, 0).
 Schedule Interleaved(int steps = 1) { return Generate("interleaved", test_cases::Params(2, 2, steps, 2)); }
 
 TEST(WeightSpill, DoubleBufferedOnInterleaved) {
   const Schedule plain = Interleaved();
-  ASSERT_EQ(Actions(plain.ops[0], 2), "0F0 0F1 2F0 2F1 2B0 2B1 2STEP1 0B0 0B1 0STEP1");
+  ASSERT_EQ(test_cases::Actions(plain.ops[0], 2), "0F0 0F1 2F0 2F1 2B0 2B1 2STEP1 0B0 0B1 0STEP1");
   const Schedule s = PlaceWeightSpill(plain, {.double_buffer = true});
-  EXPECT_EQ(Actions(s.ops[0], 2),
+  EXPECT_EQ(test_cases::Actions(s.ops[0], 2),
             "0RELOAD_WEIGHT0 0F0 2RELOAD_WEIGHT0 0F1 0OFFLOAD_WEIGHT0 "
             "2F0 2F1 2B0 2B1 2RELOAD_OPT1 0RELOAD_WEIGHT0 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
             "0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_OPT2 0OFFLOAD_WEIGHT1");
@@ -53,7 +47,7 @@ TEST(WeightSpill, DoubleBufferedOnInterleaved) {
 
 TEST(WeightSpill, WithoutDoubleBufferingEachVisitWaitsForItsWeights) {
   const Schedule s = PlaceWeightSpill(Interleaved(), {.double_buffer = false});
-  EXPECT_EQ(Actions(s.ops[0], 2),
+  EXPECT_EQ(test_cases::Actions(s.ops[0], 2),
             "0RELOAD_WEIGHT0 0F0 0F1 0OFFLOAD_WEIGHT0 "
             "2RELOAD_WEIGHT0 2F0 2F1 2B0 2B1 2RELOAD_OPT1 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
             "0RELOAD_WEIGHT0 0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_OPT2 0OFFLOAD_WEIGHT1");

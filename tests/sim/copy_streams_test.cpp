@@ -24,11 +24,6 @@ using schedules::Tensor;
 
 constexpr int64_t kMb = 10'000'000;
 
-std::string Actions(const std::vector<Op>& ops, int microbatches) {
-  std::string out;
-  for (const Op& op : ops) out += (out.empty() ? "" : " ") + schedules::ActionString(op, microbatches);
-  return out;
-}
 
 Topology WithHost(int devices_per_node, int nodes = 1) {
   TopologySpec spec;
@@ -65,9 +60,9 @@ schedules::Schedule Offloaded() {
 
 TEST(CopyStreams, AHandWorkedOffloadAndReload) {
   const schedules::Schedule plain = Make("gpipe", 1, 3);
-  ASSERT_EQ(Actions(plain.ops[0], 3), "0F0 0F1 0F2 0B0 0B1 0B2 0STEP1");
+  ASSERT_EQ(schedules::test_cases::Actions(plain.ops[0], 3), "0F0 0F1 0F2 0B0 0B1 0B2 0STEP1");
   const schedules::Schedule s = Offloaded();
-  ASSERT_EQ(Actions(s.ops[0], 3),
+  ASSERT_EQ(schedules::test_cases::Actions(s.ops[0], 3),
             "0F0 0OFFLOAD_ACT0 0F1 0OFFLOAD_ACT1 0F2 0RELOAD_ACT0 0B0 0RELOAD_ACT1 0B1 0B2 0STEP1");
   ASSERT_TRUE(schedules::Validate(s).empty());
   const CostTable costs = WithMemory(Uniform(1, kMs, kMs, kMs), kMb, 0, 0, 0);
