@@ -28,13 +28,16 @@ cudaMemcpyKind CopyKind(MemoryTier dst, MemoryTier src) {
 CudaMemory::CudaMemory(int gpu, CudaStreams& streams)
     : gpu_(gpu), stream_(streams.compute()), streams_(streams), pool_(MakeKeepingPool(gpu)) {}
 
-CudaMemory::~CudaMemory() { (void)cudaMemPoolDestroy(pool_); }
+CudaMemory::~CudaMemory() {
+  host_free_.Drain([](float* block, int64_t) { (void)cudaFreeHost(block); });
+  (void)cudaMemPoolDestroy(pool_);
+}
 
 float* CudaMemory::Allocate(int64_t floats, MemoryTier tier) {
   Admit(floats * static_cast<int64_t>(sizeof(float)), tier);
   if (tier == MemoryTier::kHost) {
-    void* block = nullptr;
-    SC_CUDA_CHECK(cudaMallocHost(&block, Bytes(floats)));
+    void* block = host_free_.Take(floats);
+    if (block == nullptr) SC_CUDA_CHECK(cudaMallocHost(&block, Bytes(floats)));
     Track(floats * static_cast<int64_t>(sizeof(float)), MemoryTier::kHost);
     return static_cast<float*>(block);
   }
@@ -53,7 +56,7 @@ float* CudaMemory::Allocate(int64_t floats, MemoryTier tier) {
 void CudaMemory::Free(float* data, int64_t floats, MemoryTier tier) {
   Track(-floats * static_cast<int64_t>(sizeof(float)), tier);
   if (tier == MemoryTier::kHost) {
-    (void)cudaFreeHost(data);
+    host_free_.Keep(data, floats);  // page-locked memory is slow to get: kept for the next copy
     return;
   }
   if (data == nullptr) return;
@@ -108,6 +111,11 @@ void CudaMemory::ReleaseCached() {
     if (first == cudaSuccess) first = status;
   });
   if (first != cudaSuccess) kernels::ThrowCudaError(first, "cudaFreeAsync(kept block)", __FILE__, __LINE__);
+  host_free_.Drain([&](float* block, int64_t) {
+    const cudaError_t status = cudaFreeHost(block);
+    if (first == cudaSuccess) first = status;
+  });
+  if (first != cudaSuccess) kernels::ThrowCudaError(first, "cudaFreeHost(kept block)", __FILE__, __LINE__);
 }
 
 // Grows the pool by `bytes` before the run: one allocation of them, freed at once, stays in

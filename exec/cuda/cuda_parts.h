@@ -59,7 +59,7 @@ class CudaStreams final : public DeviceStreams {
 // Device memory comes stream-ordered from a memory pool of the device's own that keeps what is
 // freed (cudaMallocFromPoolAsync on the compute stream): no allocation waits for the device,
 // whose queue may hold NCCL kernels that wait on another rank. Blocks freed are kept for reuse
-// by size. The host tier is page-locked (cudaMallocHost). Every write into device memory is told
+// by size. The host tier is page-locked (cudaMallocHost), its blocks kept likewise. Every write into device memory is told
 // to the 16-bit weight copies, when the run has them (WatchWrites).
 class CudaMemory final : public DeviceMemory {
  public:
@@ -104,6 +104,7 @@ class CudaMemory final : public DeviceMemory {
   CudaStreams& streams_;
   cudaMemPool_t pool_ = nullptr;
   BlockPool free_;
+  BlockPool host_free_;  // page-locked host-tier blocks, kept for reuse
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
   HalfGemmInputs* halves_ = nullptr;

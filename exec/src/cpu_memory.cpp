@@ -1,6 +1,7 @@
 // The cpu backend's memory part (cpu_parts.h): both tiers are host memory. The device tier
 // comes from 64-byte aligned blocks of the heap, kept for reuse by size; the host tier (staging,
-// offload) from new[]; copies between them are memcpy, done before the call returns.
+// offload) from new[], kept likewise; copies between them are memcpy, done before the call
+// returns.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -60,7 +61,8 @@ class CpuMemory final : public DeviceMemory {
     const int64_t bytes = floats * static_cast<int64_t>(sizeof(float));
     Admit(bytes, tier);
     if (tier == MemoryTier::kHost) {
-      auto* block = new float[static_cast<size_t>(floats)];
+      float* block = host_free_.Take(floats);
+      if (block == nullptr) block = new float[static_cast<size_t>(floats)];
       Track(bytes, MemoryTier::kHost);
       return block;
     }
@@ -81,7 +83,7 @@ class CpuMemory final : public DeviceMemory {
   void Free(float* data, int64_t floats, MemoryTier tier) override {
     Track(-floats * static_cast<int64_t>(sizeof(float)), tier);
     if (tier == MemoryTier::kHost) {
-      delete[] data;
+      host_free_.Keep(data, floats);
       return;
     }
     free_.Keep(data, floats);
@@ -97,6 +99,7 @@ class CpuMemory final : public DeviceMemory {
   }
   void ReleaseCached() override {
     free_.Drain([](float* block, int64_t) { AlignedFree(block); });
+    host_free_.Drain([](float* block, int64_t) { delete[] block; });
   }
   // Faults `bytes` of heap in, in blocks the heap keeps once freed, and frees them: the next
   // allocations are carved out of those pages.
@@ -115,6 +118,7 @@ class CpuMemory final : public DeviceMemory {
 
  private:
   BlockPool free_;
+  BlockPool host_free_;  // host-tier blocks
 };
 
 }  // namespace

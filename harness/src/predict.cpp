@@ -279,6 +279,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.rank_memory_bytes = sim::RankDeviceMemories(sc);
   config.rank_devices = sc.pipeline.RankDevices();
   config.time_slice_ns = sim::TimeSliceNs(sc);
+  config.copies_hold_compute = !sc.topology.DeviceAt(sc.pipeline.DeviceOf(0)).copy_engine;
   config.replica_devices = sc.pipeline.ReplicaDevices();
   config.stop = stop;
   // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.

@@ -96,7 +96,7 @@ std::vector<std::pair<std::string, double>> ParseMemoryKernels(const Value& valu
 
 DeviceSpec ParseDeviceFields(const Value& value, const std::vector<std::string>* memory_kernels) {
   const Map m(value, {"name", "peak", "memory", "efficiency", "memory_bandwidth", "memory_efficiency",
-                      "memory_kernels", "launch_overhead", "gemm", "time_slice"});
+                      "memory_kernels", "launch_overhead", "gemm", "time_slice", "copy_engine"});
   DeviceSpec device;
   device.name = m.Get("name").String();
   ParsePeak(m.Get("peak"), &device);
@@ -114,6 +114,7 @@ DeviceSpec ParseDeviceFields(const Value& value, const std::vector<std::string>*
       t->Fail(fmt::format("expected 0 (processor sharing) or a turn of at least 10us, got {}", t->Describe()));
     }
   }
+  if (const auto c = m.Find("copy_engine")) device.copy_engine = c->Bool();
   if (device.gemm.stated() != (device.memory_bandwidth > 0)) {
     (device.gemm.stated() ? m.Get("gemm") : m.Get("memory_bandwidth"))
         .Fail("the roofline model needs both memory_bandwidth and gemm (state both, or neither for the flat "

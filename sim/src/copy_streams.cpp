@@ -59,7 +59,7 @@ size_t CopyStreams::SlotsNeeded(const schedules::Schedule& schedule) {
 
 CopyStreams::CopyStreams(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
                          Transfers* transfers, size_t first_slot, EventLoop* loop, Listener* listener,
-                         schedules::RunRecord* record, const std::vector<int>& rank_devices)
+                         schedules::RunRecord* record, const std::vector<int>& rank_devices, bool hold_compute)
     : schedule_(schedule),
       costs_(costs),
       transfers_(transfers),
@@ -67,7 +67,8 @@ CopyStreams::CopyStreams(const schedules::Schedule& schedule, const CostTable& c
       loop_(loop),
       listener_(listener),
       record_(record),
-      ranks_(static_cast<size_t>(schedule.ranks())) {
+      ranks_(static_cast<size_t>(schedule.ranks())),
+      hold_compute_(hold_compute) {
   for (int r = 0; r < schedule.ranks(); ++r) {
     Rank& rank = ranks_[r];
     rank.waits = schedules::CopyWaits(schedule.ops[r]);
@@ -109,16 +110,22 @@ void CopyStreams::HostAdd(int rank, int64_t delta) {
   node_peak = std::max(node_peak, saturated(node));
 }
 
-bool CopyStreams::Ready(int rank, int index) const {
+bool CopyStreams::WaitsMet(int rank, int index) const {
   const Rank& r = ranks_[rank];
   if (r.waits.empty()) return true;
   return std::all_of(r.waits[index].begin(), r.waits[index].end(), [&](int32_t c) { return r.done[c]; });
+}
+
+bool CopyStreams::Ready(int rank, int index) const {
+  if (hold_compute_ && ranks_[rank].unfinished > 0) return false;
+  return WaitsMet(rank, index);
 }
 
 void CopyStreams::Post(int rank, int index, const Op& op) {
   SC_CHECK(schedules::IsCopy(op.kind) && !ranks_[rank].waits.empty(), "a copy of a rank with copies");
   const Direction d = op.kind == OpKind::kOffload ? kToHost : kToDevice;
   ranks_[rank].streams[d].queue.push_back(index);
+  ++ranks_[rank].unfinished;
   TryStart(rank, d);
 }
 
@@ -126,8 +133,9 @@ void CopyStreams::TryStart(int rank, Direction d) {
   Rank& r = ranks_[rank];
   Stream& stream = r.streams[d];
   if (stream.running || stream.queue.empty()) return;
+  if (hold_compute_ && r.streams[1 - d].running) return;  // one copy at a time on the compute
   const int index = stream.queue.front();
-  if (!Ready(rank, index)) return;  // a RELOAD whose OFFLOAD has not ended: its end tries again
+  if (!WaitsMet(rank, index)) return;  // a RELOAD whose OFFLOAD has not ended: its end tries again
   stream.running = true;
   const Op& op = schedule_.ops[rank][index];
   record_->ranks[rank].ops[index].start_ns = loop_->now_ns();
@@ -154,6 +162,7 @@ bool CopyStreams::FlowArrived(size_t slot) {
   stream.queue.pop_front();
   stream.running = false;
   r.done[index] = true;
+  --r.unfinished;
   record_->ranks[rank].ops[index].end_ns = loop_->now_ns();
   const Op& op = schedule_.ops[rank][index];
   if (op.kind == OpKind::kReload) HostAdd(rank, -CopyBytes(costs_.stages[op.stage], op.tensor));

@@ -57,7 +57,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
         streams_(s, costs, &loop_, this, &result_, config.rank_devices, config.time_slice_ns),
         collectives_(s, plans, costs, &transfers_, edges_.size(), &loop_, this, &result_),
         copies_(s, costs, topo, &transfers_, edges_.size() + CollectiveStreams::SlotsNeeded(s, plans), &loop_, this,
-                &result_, config.rank_devices) {}
+                &result_, config.rank_devices, config.copies_hold_compute) {}
 
   RunRecord Run() {
     ThrowIfStopped(config_.stop);

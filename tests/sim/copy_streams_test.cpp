@@ -107,6 +107,32 @@ TEST(CopyStreams, AHandWorkedOffloadAndReload) {
   EXPECT_EQ(Simulate(plain, costs, machine, config).ranks[0].peak_host_memory_bytes, -1);
 }
 
+// The same run on a device without a copy engine (a CPU core: DeviceSpec::copy_engine false,
+// SimConfig::copies_hold_compute): each copy holds the compute, one at a time. F0 0-1, OFFLOAD 0
+// 1-1.2, F1 1.2-2.2, OFFLOAD 1 2.2-2.4, F2 2.4-3.4, RELOAD 0 3.4-3.6, B0 3.6-5.6, RELOAD 1
+// 5.6-5.8, B1 5.8-7.8, B2 7.8-9.8. The split: 0.4 ms waiting for reloads before the Bs, 0.4 ms
+// of overhead before F1 and F2 (their inputs were there).
+TEST(CopyStreams, WithoutACopyEngineCopiesHoldTheCompute) {
+  const schedules::Schedule s = Offloaded();
+  const CostTable costs = WithMemory(Uniform(1, kMs, kMs, kMs), kMb, 0, 0, 0);
+  SimConfig config;
+  config.copies_hold_compute = true;
+  const RunRecord r = Simulate(s, costs, WithHost(1), config);
+  const auto& t = r.ranks[0].ops;
+  const auto at = [](double ms) { return static_cast<int64_t>(ms * 1e6 + 0.5); };
+  const std::vector<std::pair<double, double>> want = {{0, 1},     {1, 1.2},   {1.2, 2.2}, {2.2, 2.4},
+                                                       {2.4, 3.4}, {3.4, 3.6}, {3.6, 5.6}, {5.6, 5.8},
+                                                       {5.8, 7.8}, {7.8, 9.8}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(t[i].start_ns, at(want[i].first)) << i;
+    EXPECT_EQ(t[i].end_ns, at(want[i].second)) << i;
+  }
+  EXPECT_EQ(r.makespan_ns(), at(9.8));
+  const auto split = schedules::SplitBubbles(s, r, false);
+  EXPECT_EQ(split[0].offload_wait_ns, at(0.4));
+  EXPECT_EQ(split[0].overhead_ns, at(0.4));
+}
+
 // Two ranks on one node share its host link: copies that run together split it. GPipe on two
 // ranks with nothing sent between them (send_bytes 0), 1 GB of activations per microbatch (10 ms
 // alone on the host link): each rank offloads microbatch 0 after its F (rank 0 at 1 ms, rank 1 at

@@ -30,7 +30,8 @@ class DeviceMemory {
   // Never returns null (throws OutOfMemory when the tier is exhausted). Device-tier blocks freed
   // are kept for reuse by size, so a run whose buffers repeat every microbatch allocates nothing
   // from the system once warm; system_allocations() counts the device-tier blocks really obtained
-  // (tests check the steady state). Host-tier blocks go back to the system when freed.
+  // (tests check the steady state). Host-tier blocks are kept for reuse the same way (an offload's
+  // buffers repeat every microbatch, and page-locked memory is slow to get).
   virtual float* Allocate(int64_t floats, MemoryTier tier = MemoryTier::kDevice) = 0;
   virtual void Free(float* data, int64_t floats, MemoryTier tier = MemoryTier::kDevice) = 0;
   // Device-tier memory from and to ordinary host memory; both return once the copy is done, so

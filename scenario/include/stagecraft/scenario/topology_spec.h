@@ -49,6 +49,9 @@ struct DeviceSpec {
   // round robin, the op holding the device running at full speed (an operating system's time
   // slice for a CPU core: `time_slice: 3ms`).
   int64_t time_slice_ns = 0;
+  // Whether copies between device and host memory run beside the compute (a GPU's copy engines),
+  // or on the device's own compute, holding it (`copy_engine: false`: a CPU core's memcpy).
+  bool copy_engine = true;
   GemmModel gemm;
   // Memory-bound kernels that move their bytes at another rate than a streaming kernel's, by the
   // kernel list's name (sim/gpt_kernels.h): each one's rate as a fraction of memory_efficiency's

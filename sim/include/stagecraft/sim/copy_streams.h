@@ -49,12 +49,14 @@ class CopyStreams final : public EventHandler {
 
   // Keeps references to its arguments, which must outlive it. Rank r runs on device
   // rank_devices[r] (empty: device r). Throws InputError when a rank that copies has no host.
+  // `hold_compute`: SimConfig::copies_hold_compute.
   CopyStreams(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
               Transfers* transfers, size_t first_slot, EventLoop* loop, Listener* listener,
-              schedules::RunRecord* record, const std::vector<int>& rank_devices);
+              schedules::RunRecord* record, const std::vector<int>& rank_devices, bool hold_compute = false);
 
   bool any() const { return any_; }
-  // The compute op or STEP at `index` of `rank` may read what it reads: its RELOADs have ended.
+  // The compute op or STEP at `index` of `rank` may start: its RELOADs have ended (holding
+  // compute: every copy posted before it has).
   bool Ready(int rank, int index) const;
   void Post(int rank, int index, const schedules::Op& op);
   // A flow of Transfers ended: true when it was a copy's (and the copy is done).
@@ -76,9 +78,11 @@ class CopyStreams final : public EventHandler {
     int64_t latency_ns = 0;
     int node = 0;
     __int128 host_bytes = 0;                  // held in host memory now (wide: see MemoryModel)
+    int unfinished = 0;                       // posted and not ended
   };
 
   void TryStart(int rank, Direction d);
+  bool WaitsMet(int rank, int index) const;  // the copies op `index` waits for have ended
   void HostAdd(int rank, int64_t delta);
   size_t Slot(int rank, Direction d) const { return first_slot_ + static_cast<size_t>(rank) * 2 + d; }
 
@@ -92,6 +96,7 @@ class CopyStreams final : public EventHandler {
   std::vector<Rank> ranks_;
   std::vector<__int128> node_host_bytes_;  // per node, now
   bool any_ = false;
+  bool hold_compute_ = false;
 };
 
 }  // namespace stagecraft::sim

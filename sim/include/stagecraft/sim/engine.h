@@ -48,6 +48,10 @@ struct SimConfig {
   // How a device that several ranks share splits itself (DeviceSpec::time_slice_ns): 0,
   // processor sharing; else round-robin turns of this length.
   int64_t time_slice_ns = 0;
+  // Copies between device and host memory hold their rank's compute (DeviceSpec::copy_engine
+  // false: a CPU core's memcpy): a compute op waits for every copy posted before it, and a rank's
+  // copies run one at a time, either way. Else they run on copy streams beside the compute.
+  bool copies_hold_compute = false;
   // With data-parallel replicas (Schedule::data_parallel > 1): for each pipeline rank, the
   // devices of its replicas in ring order (PipelineSpec::ReplicaDevices), which its REDUCE_GRADs
   // run over (collective_streams.h). Empty with replicas and rank_devices empty: replica i of
