@@ -57,7 +57,7 @@ Schedule AutoOffload(const sim::Scenario& sc, const Schedule& plain, const std::
     try {
       return Predict(sc, topo, Offloaded(plain, fraction(k)), cancel).metrics.makespan_ms <= base * (1 + kHiddenSlack);
     } catch (const InputError&) {
-      return false;  // more than the host holds
+      return false;  // more than the host holds, or copies this schedule cannot take
     }
   };
   if (hidden(m)) return Offloaded(plain, 1);
@@ -66,7 +66,7 @@ Schedule AutoOffload(const sim::Scenario& sc, const Schedule& plain, const std::
     const int mid = (lo + hi) / 2;
     (hidden(mid) ? lo : hi) = mid;
   }
-  return Offloaded(plain, fraction(lo));
+  return lo == 0 ? plain : Offloaded(plain, fraction(lo));
 }
 
 }  // namespace

@@ -13,6 +13,16 @@
 namespace stagecraft::schedules {
 namespace {
 
+// Copies are not placed inside overlapped pairs (ir.h Op::overlapped: an F and the B or I run
+// fused with it, as dualpipe-v's), which must stay adjacent: such a schedule is refused.
+void RefuseOverlapped(const Schedule& s, std::string_view what) {
+  for (const auto& ops : s.ops) {
+    if (std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.overlapped; })) {
+      throw InputError(fmt::format("{}: {} is not placed on a schedule with overlapped F;B pairs yet", s.name, what));
+    }
+  }
+}
+
 void CheckOffload(const ActivationOffload& offload) {
   for (size_t stage = 0; stage < offload.fraction.size(); ++stage) {
     const double f = offload.fraction[stage];
@@ -23,6 +33,19 @@ void CheckOffload(const ActivationOffload& offload) {
   if (offload.lookahead < 0) {
     throw InputError(fmt::format("activation offload: lookahead {} is negative", offload.lookahead));
   }
+}
+
+// `ops` with the copies `before[i]` and `after[i]` around op i.
+std::vector<Op> Merge(const std::vector<Op>& ops, const std::vector<std::vector<Op>>& before,
+                      const std::vector<std::vector<Op>>& after) {
+  std::vector<Op> out;
+  out.reserve(ops.size() * 2);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    out.insert(out.end(), before[i].begin(), before[i].end());
+    out.push_back(ops[i]);
+    out.insert(out.end(), after[i].begin(), after[i].end());
+  }
+  return out;
 }
 
 // The intervals of `lives` to offload, by stage: the longest, floor(fraction × n) of each.
@@ -69,14 +92,7 @@ std::vector<Op> WithOffloads(const std::vector<Op>& ops, const ActivationOffload
     copy.kind = OpKind::kReload;
     before[static_cast<size_t>(ReloadBefore(ops, in, offload.lookahead))].push_back(copy);
   }
-  std::vector<Op> out;
-  out.reserve(ops.size() + 2 * lives.Activations().size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    out.insert(out.end(), before[i].begin(), before[i].end());
-    out.push_back(ops[i]);
-    out.insert(out.end(), after[i].begin(), after[i].end());
-  }
-  return out;
+  return Merge(ops, before, after);
 }
 
 // One visit: the compute ops [first, last] of a rank's list (by index) of one stage, with no
@@ -123,19 +139,13 @@ std::vector<Op> WithSpill(const std::vector<Op>& ops, const WeightSpill& spill) 
     after[static_cast<size_t>(visit.last)].push_back(
         {.kind = OpKind::kOffload, .stage = visit.stage, .version = newest, .tensor = Tensor::kWeights});
   }
-  std::vector<Op> out;
-  out.reserve(ops.size() + 4 * visits.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    out.insert(out.end(), before[i].begin(), before[i].end());
-    out.push_back(ops[i]);
-    out.insert(out.end(), after[i].begin(), after[i].end());
-  }
-  return out;
+  return Merge(ops, before, after);
 }
 
 }  // namespace
 
 Schedule PlaceWeightSpill(const Schedule& schedule, const WeightSpill& spill) {
+  RefuseOverlapped(schedule, "weight spill");
   for (const auto& ops : schedule.ops) {
     if (std::any_of(ops.begin(), ops.end(), [](const Op& op) { return IsCopy(op.kind); })) {
       throw InputError(fmt::format("{}: weight spill is placed on a schedule without copies", schedule.name));
@@ -148,6 +158,9 @@ Schedule PlaceWeightSpill(const Schedule& schedule, const WeightSpill& spill) {
 
 Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload) {
   CheckOffload(offload);
+  if (std::any_of(offload.fraction.begin(), offload.fraction.end(), [](double f) { return f > 0; })) {
+    RefuseOverlapped(schedule, "activation offload");
+  }
   Schedule out = schedule;
   for (auto& rank_ops : out.ops) rank_ops = WithOffloads(rank_ops, offload);
   return out;

@@ -73,6 +73,25 @@ TEST(WeightSpill, AScheduleWithCopiesIsRefused) {
   EXPECT_THROW(PlaceWeightSpill(s, {}), InputError);
 }
 
+// dualpipe-v's overlapped F;B pairs must stay adjacent: neither copy placement takes them yet.
+TEST(WeightSpill, OverlappedPairsAreRefusedByBothPlacements) {
+  const Schedule s = Generate("dualpipe-v", test_cases::Params(2, 8, 1, 2));
+  ASSERT_TRUE(std::any_of(s.ops[0].begin(), s.ops[0].end(), [](const Op& op) { return op.overlapped; }));
+  const auto error = [](auto place) {
+    try {
+      place();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error([&] { PlaceWeightSpill(s, {}); }),
+            "dualpipe-v: weight spill is not placed on a schedule with overlapped F;B pairs yet");
+  EXPECT_EQ(error([&] { PlaceActivationOffloads(s, {.fraction = {0.5, 0.5, 0.5, 0.5}}); }),
+            "dualpipe-v: activation offload is not placed on a schedule with overlapped F;B pairs yet");
+  EXPECT_EQ(error([&] { PlaceActivationOffloads(s, {.fraction = {0, 0, 0, 0}}); }), "") << "nothing to place";
+}
+
 // The first read of a spilled stage before its RELOAD is named.
 TEST(WeightSpill, AReadBeforeTheFirstReloadIsNamed) {
   Schedule s = PlaceWeightSpill(Interleaved(), {.double_buffer = false});

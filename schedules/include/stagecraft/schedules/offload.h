@@ -23,7 +23,8 @@ struct ActivationOffload {
 // longest (from the F to its B or I, in list positions; ties to the earlier F) get an OFFLOAD
 // right after their F and a RELOAD `lookahead` compute ops before their B or I. Works on lists
 // with or without SEND/RECV; activations already offloaded are left as they are, as is every
-// other op. Throws InputError for a fraction outside [0, 1] or a negative lookahead.
+// other op. Throws InputError for a fraction outside [0, 1], a negative lookahead, or a schedule
+// with overlapped F;B pairs (dualpipe-v's), whose ops must stay adjacent (not placed yet).
 Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload);
 
 // Spilled weights (Hydra's shard at a time, Nagrecha & Kumar; DESIGN.md §10): each stage's
@@ -37,7 +38,7 @@ Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOfflo
 // With `double_buffer` a visit's RELOAD goes before the last compute op of the visit before it,
 // so the copy overlaps that op (the device then holds two stages' weights); without, right
 // before the visit, after the OFFLOAD of the one before. Works on lists with or without
-// SEND/RECV; a list with copies already is refused (InputError).
+// SEND/RECV; a list with copies already, or with overlapped F;B pairs, is refused (InputError).
 struct WeightSpill {
   bool double_buffer = true;
 };
