@@ -24,7 +24,7 @@ constexpr const char* kShortcuts[] = {
     "+ / -            zoom in / out",
     "left / right     pan",
     "S                predicted as sub-lanes / as outlines",
-    "B                bubble view: wait red, transfer amber, collective pink, overhead violet, idle grey",
+    "B                bubble view: wait red, transfer amber, collective pink, reload teal, overhead violet, idle grey",
     "C                send/recv lanes",
     "Ctrl+O           open a trace",
     "Ctrl+Q           quit",

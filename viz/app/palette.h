@@ -27,6 +27,7 @@ inline ImU32 GapColor(schedules::GapCause cause) {
     case GapCause::kCollective: return Rgba(233, 30, 99, 110);
     case GapCause::kOverhead: return Rgba(171, 71, 188, 130);
     case GapCause::kIdle: return Rgba(160, 160, 160, 50);
+    case GapCause::kOffloadWait: return Rgba(0, 150, 136, 120);
   }
   return Rgba(160, 160, 160, 50);
 }
