@@ -39,16 +39,8 @@ using schedules::Schedule;
 int RankIn(const Schedule& s, const Transport& t) {
   SC_CHECK(s.lowered, "the runtime runs lowered schedules");
   SC_CHECK(t.rank() < s.ranks(), "one process per pipeline rank");
-  for (int r = 0; r < s.ranks(); ++r) {
-    for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      const Op& op = s.ops[r][i];
-      if (!schedules::IsCopy(op.kind) || op.tensor == schedules::Tensor::kActivations) continue;
-      throw InputError(fmt::format("{}: rank {} #{} ({}) copies {} between device and host memory, which the "
-                                   "executor does not run yet (it runs copies of activations)",
-                                   s.name, r, i, schedules::ActionString(op, s.microbatches),
-                                   schedules::TensorName(op.tensor)));
-    }
-  }
+  schedules::RefuseCopies(s, schedules::Tensor::kActivations,
+                          "the executor does not run yet (it runs copies of activations)");
   return t.rank();
 }
 
