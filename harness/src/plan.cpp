@@ -244,16 +244,16 @@ void Refine(const Space& space, PlanResult* result) {
 constexpr size_t kOffloadTries = 16;
 
 // When nothing fits and the scenario has a host (topology.host) and offloads nothing itself: the
-// kOffloadTries candidates with the lowest time floors, each with every stash copied to the host
-// (pipeline.offload.activations: 1), simulated whatever their memory floors said (those count
-// every stash on the device). What fits is kept, with a note of what the copies bought.
-// Returns whether it tried any.
-bool TryOffload(const Space& space, std::vector<Candidate> candidates, PlanResult* result) {
+// first kOffloadTries of `candidates` (Plan sorts them by their time floors, lowest first), each
+// with every stash copied to the host (pipeline.offload.activations: 1), simulated whatever
+// their memory floors said (those count every stash on the device). What fits is kept, with a
+// note of what the copies bought. Returns how many it tried.
+size_t TryOffload(const Space& space, const std::vector<Candidate>& sorted, PlanResult* result) {
   const sim::Scenario& base = space.base;
-  if (!base.topology.host.stated() || base.pipeline.offload.any() || candidates.empty()) return false;
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.floor_ns < b.floor_ns; });
-  candidates.resize(std::min(candidates.size(), kOffloadTries));
+  if (!base.topology.host.stated() || base.pipeline.offload.any()) return 0;
+  const std::vector<Candidate> candidates(sorted.begin(),
+                                          sorted.begin() + static_cast<std::ptrdiff_t>(std::min(sorted.size(), kOffloadTries)));
+  if (candidates.empty()) return 0;
   std::vector<std::optional<PlanEntry>> tried(candidates.size());
   ParallelFor(candidates.size(), space.max_threads, [&](size_t i) {
     PlanConfig config = candidates[i].config;
@@ -281,7 +281,7 @@ bool TryOffload(const Space& space, std::vector<Candidate> candidates, PlanResul
                : fmt::format("nothing fits with every stash on the device, nor with every stash offloaded to the host "
                              "for the {} fastest configurations",
                              candidates.size()));
-  return true;
+  return candidates.size();
 }
 
 // Fitting before not, then fastest first; on a tie the smaller peak, then the description.
@@ -410,14 +410,14 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   Rank(&result);
   Refine(space, &result);
   Rank(&result);
-  const bool offloaded = result.best() == nullptr && TryOffload(space, candidates, &result);
-  if (offloaded) Rank(&result);
+  const size_t offloaded = result.best() == nullptr ? TryOffload(space, candidates, &result) : 0;
+  if (offloaded > 0) Rank(&result);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (result.best() == nullptr) {
     throw InputError(NothingFits(scenario, options, result) +
-                     (offloaded ? fmt::format("; nor do the {} fastest with every stash offloaded to the host",
-                                              std::min(candidates.size(), kOffloadTries))
-                                : ""));
+                     (offloaded > 0 ? fmt::format("; nor do the {} fastest with every stash offloaded to the host",
+                                                  offloaded)
+                                    : ""));
   }
   return result;
 }
