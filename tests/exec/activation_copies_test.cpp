@@ -8,26 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "fake_transport.h"
+#include "offload_runs.h"
 #include "stagecraft/exec/cpu_device.h"
-#include "stagecraft/exec/runtime.h"
-#include "stagecraft/schedules/generators.h"
-#include "stagecraft/schedules/lower.h"
-#include "stagecraft/schedules/offload.h"
 
 namespace stagecraft::exec {
 namespace {
 
-constexpr int kMicrobatches = 6, kSteps = 2;
-
-schedules::Schedule Gpipe(double offloaded) {
-  schedules::GeneratorParams p;
-  p.ranks = 1;
-  p.microbatches = kMicrobatches;
-  p.steps = kSteps;
-  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
-  return offloaded > 0 ? schedules::PlaceActivationOffloads(s, {.fraction = {offloaded}}) : s;
-}
+using testing::OffloadedGpipe;
+using testing::OffloadOutcome;
 
 TrainingConfig Config() {
   TrainingConfig c;
@@ -38,32 +26,18 @@ TrainingConfig Config() {
   return c;
 }
 
-struct Outcome {
-  RankRun run;
-  int64_t device_peak = 0;  // the device tier's high-water mark, all allocations included
-};
-
-// One run on a fresh device with `limit` bytes of device memory (0: none).
-Outcome RunGpipe(const schedules::Schedule& s, int64_t limit = 0) {
-  auto device = MakeCpuDevice();
-  device->memory().SetLimit(MemoryTier::kDevice, limit);
-  testing::FakeTransport transport;
-  const TrainingConfig config = Config();
-  const Dataset data = MakeDataset(*device, config, int64_t{kMicrobatches} * kSteps, true, true);
-  RunHooks hooks;
-  hooks.keep_final_params = true;
-  Outcome out{RunRank(s, config, data, *device, transport, hooks), 0};
-  out.device_peak = device->memory().peak_bytes();
-  return out;
+// One run on a fresh cpu device with `limit` bytes of device memory (0: none).
+OffloadOutcome RunGpipe(const schedules::Schedule& s, int64_t limit = 0) {
+  return testing::RunOffloaded(MakeCpuDevice(), s, Config(), limit);
 }
 
 TEST(ActivationCopies, OffloadChangesNothingButWhereTheActivationsWait) {
-  const Outcome plain = RunGpipe(Gpipe(0));
+  const OffloadOutcome plain = RunGpipe(OffloadedGpipe(0));
   EXPECT_EQ(plain.run.record.peak_host_memory_bytes, -1);
   for (const double f : {0.5, 1.0}) {
     SCOPED_TRACE(f);
-    const schedules::Schedule s = Gpipe(f);
-    const Outcome off = RunGpipe(s);
+    const schedules::Schedule s = OffloadedGpipe(f);
+    const OffloadOutcome off = RunGpipe(s);
     EXPECT_EQ(off.run.record.losses, plain.run.record.losses);
     EXPECT_EQ(off.run.final_params, plain.run.final_params);
     int copies = 0;
@@ -74,7 +48,7 @@ TEST(ActivationCopies, OffloadChangesNothingButWhereTheActivationsWait) {
       EXPECT_GE(t.start_ns, 0) << i;
       EXPECT_GE(t.end_ns, t.start_ns) << i;
     }
-    EXPECT_EQ(copies, 2 * static_cast<int>(f * kMicrobatches) * kSteps);
+    EXPECT_EQ(copies, 2 * static_cast<int>(f * testing::kOffloadMicrobatches) * testing::kOffloadSteps);
     EXPECT_GT(off.run.record.peak_host_memory_bytes, 0);
     // Half: the longest-lived stashes go, but the reloads one op before their B bring two back
     // beside the last microbatches' (no lower peak on one rank); all: fewer at once.
@@ -84,19 +58,19 @@ TEST(ActivationCopies, OffloadChangesNothingButWhereTheActivationsWait) {
 }
 
 TEST(ActivationCopies, OffloadFitsUnderADeviceLimitTheRunWithoutCannot) {
-  const Outcome plain = RunGpipe(Gpipe(0));
-  const Outcome off = RunGpipe(Gpipe(1));
+  const OffloadOutcome plain = RunGpipe(OffloadedGpipe(0));
+  const OffloadOutcome off = RunGpipe(OffloadedGpipe(1));
   ASSERT_LT(off.device_peak, plain.device_peak);
   const int64_t limit = (off.device_peak + plain.device_peak) / 2;
   try {
-    RunGpipe(Gpipe(0), limit);
+    RunGpipe(OffloadedGpipe(0), limit);
     ADD_FAILURE() << "the run without copies fit under " << limit << " bytes";
   } catch (const OutOfMemory& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind("out of memory at 0F", 0), 0u) << what;
     EXPECT_NE(what.find("device memory limit of " + std::to_string(limit) + " bytes"), std::string::npos) << what;
   }
-  const Outcome limited = RunGpipe(Gpipe(1), limit);
+  const OffloadOutcome limited = RunGpipe(OffloadedGpipe(1), limit);
   EXPECT_LE(limited.device_peak, limit);
   EXPECT_EQ(limited.run.record.losses, plain.run.record.losses);
 }

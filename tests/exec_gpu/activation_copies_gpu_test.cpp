@@ -10,48 +10,23 @@
 #include <string>
 #include <vector>
 
-#include "../exec/fake_transport.h"
+#include "../exec/offload_runs.h"
 #include "exec_gpu_test_util.h"
 #include "stagecraft/exec/cuda_device.h"
-#include "stagecraft/exec/runtime.h"
-#include "stagecraft/schedules/generators.h"
-#include "stagecraft/schedules/lower.h"
-#include "stagecraft/schedules/offload.h"
 
 namespace stagecraft::exec {
 namespace {
 
-constexpr int kMicrobatches = 6, kSteps = 2;
+using testing::OffloadedGpipe;
+using testing::OffloadOutcome;
 
-schedules::Schedule Gpipe(double offloaded) {
-  schedules::GeneratorParams p;
-  p.ranks = 1;
-  p.microbatches = kMicrobatches;
-  p.steps = kSteps;
-  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
-  return offloaded > 0 ? schedules::PlaceActivationOffloads(s, {.fraction = {offloaded}}) : s;
-}
-
-struct Outcome {
-  RankRun run;
-  int64_t device_peak = 0;
-};
-
-Outcome RunOnGpu(const schedules::Schedule& s, int64_t limit = 0) {
-  auto device = MakeCudaDevice(0, GemmPrecision::kFp32);
-  device->memory().SetLimit(MemoryTier::kDevice, limit);
-  testing::FakeTransport transport;
+OffloadOutcome RunOnGpu(const schedules::Schedule& s, int64_t limit = 0) {
   TrainingConfig config;
   config.model = MlpModel{.layers = 4, .hidden = 256, .seed = 5};
   config.microbatch_size = 64;
   config.lr = 0.05f;
   config.layers_per_stage = {4};
-  const Dataset data = MakeDataset(*device, config, int64_t{kMicrobatches} * kSteps, true, true);
-  RunHooks hooks;
-  hooks.keep_final_params = true;
-  Outcome out{RunRank(s, config, data, *device, transport, hooks), 0};
-  out.device_peak = device->memory().peak_bytes();
-  return out;
+  return testing::RunOffloaded(MakeCudaDevice(0, GemmPrecision::kFp32), s, config, limit);
 }
 
 void ExpectSameTraining(const RankRun& got, const RankRun& want) {
@@ -73,11 +48,11 @@ void ExpectSameTraining(const RankRun& got, const RankRun& want) {
 
 TEST(ActivationCopiesGpu, OffloadTrainsAsTheRunWithoutAndTimesEveryCopy) {
   SKIP_WITHOUT_GPU();
-  const Outcome plain = RunOnGpu(Gpipe(0));
+  const OffloadOutcome plain = RunOnGpu(OffloadedGpipe(0));
   for (const double f : {0.5, 1.0}) {
     SCOPED_TRACE(f);
-    const schedules::Schedule s = Gpipe(f);
-    const Outcome off = RunOnGpu(s);
+    const schedules::Schedule s = OffloadedGpipe(f);
+    const OffloadOutcome off = RunOnGpu(s);
     ExpectSameTraining(off.run, plain.run);
     for (size_t i = 0; i < s.ops[0].size(); ++i) {
       if (!schedules::IsCopy(s.ops[0][i].kind)) continue;
@@ -91,12 +66,12 @@ TEST(ActivationCopiesGpu, OffloadTrainsAsTheRunWithoutAndTimesEveryCopy) {
 
 TEST(ActivationCopiesGpu, OffloadFitsUnderADeviceLimitTheRunWithoutCannot) {
   SKIP_WITHOUT_GPU();
-  const Outcome plain = RunOnGpu(Gpipe(0));
-  const Outcome off = RunOnGpu(Gpipe(1));
+  const OffloadOutcome plain = RunOnGpu(OffloadedGpipe(0));
+  const OffloadOutcome off = RunOnGpu(OffloadedGpipe(1));
   ASSERT_LT(off.device_peak, plain.device_peak);
   const int64_t limit = (off.device_peak + plain.device_peak) / 2;
-  EXPECT_THROW(RunOnGpu(Gpipe(0), limit), OutOfMemory);
-  const Outcome limited = RunOnGpu(Gpipe(1), limit);
+  EXPECT_THROW(RunOnGpu(OffloadedGpipe(0), limit), OutOfMemory);
+  const OffloadOutcome limited = RunOnGpu(OffloadedGpipe(1), limit);
   EXPECT_LE(limited.device_peak, limit);
   ExpectSameTraining(limited.run, plain.run);
 }

@@ -1,0 +1,48 @@
+// What the cpu and cuda tests of activation offload share (tests/exec/activation_copies_test.cpp,
+// tests/exec_gpu/activation_copies_gpu_test.cpp): GPipe on one rank with a share of its stashes
+// offloaded, and one run of it on a fresh device under a device memory limit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "fake_transport.h"
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+#include "stagecraft/schedules/offload.h"
+
+namespace stagecraft::testing {
+
+inline constexpr int kOffloadMicrobatches = 6, kOffloadSteps = 2;
+
+// GPipe on one rank, lowered, with `offloaded` of its stashes offloaded (PipeOffload's placement).
+inline schedules::Schedule OffloadedGpipe(double offloaded) {
+  schedules::GeneratorParams p;
+  p.ranks = 1;
+  p.microbatches = kOffloadMicrobatches;
+  p.steps = kOffloadSteps;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
+  return offloaded > 0 ? schedules::PlaceActivationOffloads(s, {.fraction = {offloaded}}) : s;
+}
+
+struct OffloadOutcome {
+  exec::RankRun run;
+  int64_t device_peak = 0;  // the device tier's high-water mark, all allocations included
+};
+
+// One run of `s` with `config` on `device` (fresh) with `limit` bytes of device memory (0: none).
+inline OffloadOutcome RunOffloaded(std::unique_ptr<exec::Device> device, const schedules::Schedule& s,
+                                   const exec::TrainingConfig& config, int64_t limit) {
+  device->memory().SetLimit(exec::MemoryTier::kDevice, limit);
+  FakeTransport transport;
+  const exec::Dataset data =
+      exec::MakeDataset(*device, config, int64_t{kOffloadMicrobatches} * kOffloadSteps, true, true);
+  exec::RunHooks hooks;
+  hooks.keep_final_params = true;
+  OffloadOutcome out{exec::RunRank(s, config, data, *device, transport, hooks), 0};
+  out.device_peak = device->memory().peak_bytes();
+  return out;
+}
+
+}  // namespace stagecraft::testing
