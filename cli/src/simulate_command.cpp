@@ -13,10 +13,13 @@
 #include "commands.h"
 #include "stagecraft/harness/explain.h"
 #include "stagecraft/harness/predict.h"
+#include "stagecraft/harness/workload.h"
 #include "command_support.h"
 #include "stagecraft/base/output_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/metrics.h"
+#include "stagecraft/schedules/metrics_json.h"
+#include "stagecraft/schedules/trace.h"
 #include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
 #include "stagecraft/scenario/units.h"
@@ -144,8 +147,28 @@ std::string SharedCoreWarning(const Scenario& sc, const std::string& cost_source
                      per_node, cores);
 }
 
+// A multi-model workload (tasks:): each task alone, then the tasks placed on the devices.
+int RunWorkload(const SimulateFlags& f, const Scenario& sc) {
+  if (f.explain || !f.explain_json_path.empty()) {
+    throw InputError(fmt::format("{}: a workload's tasks each have their own model: --explain one task's model in a "
+                                 "scenario of its own",
+                                 f.explain ? "--explain" : "--explain-json"));
+  }
+  OutputSet outputs;
+  const int json = f.json_path.empty() ? -1 : outputs.Add(f.json_path, "--json");
+  const int trace = f.trace_path.empty() ? -1 : outputs.Add(f.trace_path, "--trace");
+  for (const TaskSpec& task : sc.tasks) harness::CheckScheduleSizes(task.pipeline, task.pipeline.schedules, f.max_ops);
+  const harness::WorkloadPrediction workload = harness::PredictWorkload(sc, Topology(sc.topology));
+  if (json >= 0) outputs.Set(json, MetricsFileToJson(harness::PredictedWorkloadFile(sc, workload)));
+  if (trace >= 0) outputs.Set(trace, TraceToJson(harness::WorkloadTrace(sc, workload)));
+  outputs.Commit();
+  WriteReport(outputs, harness::WorkloadText(sc, workload));
+  return 0;
+}
+
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
+  if (!sc.tasks.empty()) return RunWorkload(f, sc);
   if (f.explain) harness::CheckExplainable(sc, "--explain");
   if (!f.explain_json_path.empty()) harness::CheckExplainable(sc, "--explain-json");
   const std::vector<std::string> names = harness::ScenarioScheduleNames(sc, true);

@@ -4,6 +4,7 @@
 #include "stagecraft/scenario/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -101,7 +102,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
-                      "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload"});
+                      "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload", "task_scheduler"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -133,6 +134,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);
   if (const auto v = m.Find("zb_refine_nodes")) p.zb_refine_nodes = v->Int(0, kMaxZbRefineNodes);
   if (const auto v = m.Find("offload")) p.offload = ParseOffload(*v);
+  if (const auto v = m.Find("task_scheduler")) p.task_scheduler = v->Enum(kTaskSchedulerNames);
   return p;
 }
 
@@ -199,6 +201,74 @@ void ThrowProblems(const Scenario& s, const Value& root, const Value& topology, 
   throw InputError(text);
 }
 
+// The model a task names: an entry of the scenario's `models:` map, or its own model block.
+ModelSpec ParseTaskModel(const Value& value, const std::optional<Value>& models, int ranks, std::string* name) {
+  if (!value.IsScalar()) return detail::ParseModel(value, ranks);
+  *name = value.String();
+  std::vector<std::string> known;
+  if (models) {
+    for (const auto& entry : models->node()) {
+      const std::string key = entry.first.as<std::string>();
+      if (key == *name) return detail::ParseModel(models->Child(key, entry.second), ranks);
+      known.push_back(key);
+    }
+  }
+  value.Fail(known.empty() ? fmt::format("unknown model '{}': the scenario has no models: block to name it from", *name)
+                           : fmt::format("unknown model '{}' (models: {})", *name, fmt::join(known, ", ")));
+}
+
+// tasks: [{name, model, steps, pipeline}, ...] (DESIGN.md §10): each task's pipeline is the
+// scenario's with the keys it states replaced, and the task is validated as a scenario of its own,
+// each problem located at the task.
+std::vector<TaskSpec> ParseTasks(const Value& list, const Map& top, const Scenario& s, EngineChecks& checks) {
+  const std::vector<Value> items = list.Elements();
+  if (items.empty()) list.Fail("expected a list of tasks, each {name, model, steps, pipeline}");
+  const std::optional<Value> models = top.Find("models");
+  if (models && !models->IsMap()) models->Fail("expected a map from model names to model blocks");
+  const Value base = top.Get("pipeline");
+  std::vector<TaskSpec> tasks;
+  for (const Value& item : items) {
+    const Map m(item, {"name", "model", "steps", "pipeline"});
+    TaskSpec t;
+    const Value name = m.Get("name");
+    t.name = name.String();
+    for (const TaskSpec& earlier : tasks) {
+      if (earlier.name == t.name) name.Fail(fmt::format("task '{}' is listed twice", t.name));
+    }
+    YAML::Node merged(YAML::NodeType::Map);
+    for (const auto& entry : base.node()) merged[entry.first.as<std::string>()] = entry.second;
+    if (const auto own = m.Find("pipeline")) {
+      if (!own->IsMap()) own->Fail("expected a map of pipeline keys (the scenario's pipeline gives the others)");
+      for (const auto& entry : own->node()) merged[entry.first.as<std::string>()] = entry.second;
+    }
+    const Value pipeline = item.Child("pipeline", merged);
+    t.pipeline = ParsePipeline(pipeline);
+    if (const auto steps = m.Find("steps")) t.pipeline.steps = static_cast<int>(steps->Int(1, kMaxSteps));
+    if (t.pipeline.runs_all() || t.pipeline.schedules.size() != 1) {
+      pipeline.At("schedule").Fail(fmt::format("a task runs one schedule; got {}", t.pipeline.runs_all() ? "all" :
+                                               fmt::format("{}", t.pipeline.schedules.size())));
+    }
+    if (t.pipeline.task_scheduler != s.pipeline.task_scheduler) {
+      pipeline.At("task_scheduler").Fail("the workload has one task scheduler: state it in the scenario's pipeline");
+    }
+    const auto model = m.Find("model");
+    t.model = model ? ParseTaskModel(*model, models, t.pipeline.ranks, &t.model_name) : s.model;
+    tasks.push_back(std::move(t));
+    Scenario alone = s;
+    alone.tasks = tasks;
+    const std::vector<ScenarioProblem> problems = Validate(TaskScenario(alone, tasks.size() - 1), checks);
+    if (!problems.empty()) {
+      const ScenarioProblem& p = problems.front();
+      const Value at = p.key.starts_with("pipeline.") ? pipeline.At(std::string_view(p.key).substr(9))
+                       : p.key.starts_with("model") && model ? *model
+                                                              : item;
+      at.Fail(p.key.empty() || p.key.starts_with("pipeline.") || p.key == "model" ? p.message
+                                                                                : fmt::format("{}: {}", p.key, p.message));
+    }
+  }
+  return tasks;
+}
+
 // The scenario with the layout a planner replaces set to the simplest one (scenario.h,
 // LoadScenarioForNewLayout): what the rest of it is validated against.
 Scenario WithPlainLayout(Scenario s) {
@@ -227,7 +297,7 @@ Scenario Load(std::string_view file_text, const std::string& path, const std::ve
   const std::optional<std::string>& topology_file = tree.topology_file;
   const Origin file_origin{path, yaml::DirOf(path), -1, false};
   const Value root_value(root, "", file_origin, &overrides);
-  const Map top(root_value, {"name", "topology", "model", "pipeline", "training"});
+  const Map top(root_value, {"name", "topology", "model", "pipeline", "training", "models", "tasks"});
   Scenario s;
   s.path = path;
   s.overrides = override_texts;
@@ -250,10 +320,25 @@ Scenario Load(std::string_view file_text, const std::string& path, const std::ve
   s.training.dtype = ResolvePrecision(top, s.has_training);
   detail::ResolvePeaks(topology, s.training.dtype, &s.topology);
   ThrowProblems(new_layout ? WithPlainLayout(s) : s, root_value, topology, checks);
+  if (const auto tasks = top.Find("tasks")) {
+    s.tasks = ParseTasks(*tasks, top, s, checks);
+  } else if (const auto models = top.Find("models")) {
+    models->Fail("models are named by tasks: a scenario without tasks runs its model: block");
+  }
   return s;
 }
 
 }  // namespace
+
+Scenario TaskScenario(const Scenario& scenario, size_t index) {
+  const TaskSpec& task = scenario.tasks.at(index);
+  Scenario alone = scenario;
+  alone.name = fmt::format("{}/{}", scenario.name, task.name);
+  alone.model = task.model;
+  alone.pipeline = task.pipeline;
+  alone.tasks.clear();
+  return alone;
+}
 
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides, EngineChecks& checks) {
   return LoadScenarioFromText(yaml::ReadFile(path, "a scenario file"), path, overrides, checks);

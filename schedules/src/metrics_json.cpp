@@ -93,6 +93,30 @@ class MetricsWriter {
     w_.EndObject();
   }
 
+  void Workload(const WorkloadMetrics& l) {
+    w_.StartObject();
+    WriteMembers(w_, {{"scheduler", l.scheduler}});
+    Members({{"makespan_ms", l.makespan_ms, Format::kFixed6},
+             {"lrtf_makespan_ms", l.lrtf_makespan_ms, Format::kFixed6},
+             {"sequential_makespan_ms", l.sequential_makespan_ms, Format::kFixed6}});
+    Lists({{"device_busy_fraction", l.device_busy_fraction, Format::kFixed6}});
+    Key(w_, "tasks");
+    w_.StartArray();
+    for (const WorkloadMetrics::Task& t : l.tasks) {
+      w_.StartObject();
+      WriteMembers(w_, {{"name", t.name}, {"schedule", t.schedule}});
+      WriteMembers(w_, {{"devices", t.devices}, {"steps", t.steps}});
+      Key(w_, "moves");
+      w_.Bool(t.moves);
+      Members({{"alone_ms", t.alone_ms, Format::kFixed6},
+               {"start_ms", t.start_ms, Format::kFixed6},
+               {"end_ms", t.end_ms, Format::kFixed6}});
+      w_.EndObject();
+    }
+    w_.EndArray();
+    w_.EndObject();
+  }
+
   void Partial(const PartialRun& p) {
     w_.StartObject();
     WriteMembers(w_, {{"schedules_done", p.schedules_done}, {"schedules_total", p.schedules_total}});
@@ -200,6 +224,10 @@ std::string MetricsFileToJson(const MetricsFile& file) {
   if (file.partial) {
     Key(w, "partial");
     schedules.Partial(*file.partial);
+  }
+  if (file.workload) {
+    Key(w, "workload");
+    schedules.Workload(*file.workload);
   }
   w.EndObject();
   SC_CHECK(w.IsComplete(), "metrics JSON is complete");

@@ -252,6 +252,45 @@ PartialRun ReadPartial(const Json& value, ReadContext* context, const MetricsFil
   return p;
 }
 
+// A multi-model workload's placement (metrics.h): one task per schedule of the file.
+WorkloadMetrics ReadWorkload(const Json& value, ReadContext* context, const MetricsFile& file) {
+  FieldReader r(value, context, "workload");
+  WorkloadMetrics l;
+  r.String("scheduler", &l.scheduler, Need::kRequired);
+  if (l.scheduler != "lrtf" && l.scheduler != "sequential") {
+    r.Fail("scheduler", fmt::format("expected lrtf or sequential (got '{}')", l.scheduler));
+  }
+  r.NonNegative("makespan_ms", &l.makespan_ms, Need::kRequired);
+  r.NonNegative("lrtf_makespan_ms", &l.lrtf_makespan_ms, Need::kRequired);
+  r.NonNegative("sequential_makespan_ms", &l.sequential_makespan_ms, Need::kRequired);
+  r.Numbers("device_busy_fraction", &l.device_busy_fraction, /*times=*/true);
+  for (size_t i = 0; i < l.device_busy_fraction.size(); ++i) {
+    if (l.device_busy_fraction[i] > 1) {
+      r.Fail(fmt::format("device_busy_fraction[{}]", i), fmt::format("{} is more than 1", l.device_busy_fraction[i]));
+    }
+  }
+  const Json& tasks = *r.Array("tasks", Need::kRequired);
+  for (rapidjson::SizeType i = 0; i < tasks.Size(); ++i) {
+    FieldReader t(tasks[i], context, fmt::format("workload.tasks[{}]", i));
+    WorkloadMetrics::Task task;
+    t.String("name", &task.name, Need::kRequired);
+    t.String("schedule", &task.schedule, Need::kRequired);
+    t.Int("devices", &task.devices, 1, Need::kRequired);
+    t.Int("steps", &task.steps, 1, Need::kRequired);
+    t.Bool("moves", &task.moves);
+    t.NonNegative("alone_ms", &task.alone_ms, Need::kRequired);
+    t.NonNegative("start_ms", &task.start_ms, Need::kRequired);
+    t.NonNegative("end_ms", &task.end_ms, Need::kRequired);
+    if (task.end_ms < task.start_ms) t.Fail("end_ms", fmt::format("{} is before start_ms {}", task.end_ms, task.start_ms));
+    l.tasks.push_back(std::move(task));
+  }
+  if (l.tasks.size() != file.schedules.size()) {
+    r.Fail("tasks", fmt::format("{} task(s) but the file holds {} schedule(s), one per task", l.tasks.size(),
+                                file.schedules.size()));
+  }
+  return l;
+}
+
 // The file parsed, or an InputError "source: not valid JSON (byte N): what at line L, column
 // C", N counted from 1; a number beyond a double is "number overflow parsing 'X'" instead.
 void Parse(std::string_view text, std::string_view source, rapidjson::Document* root) {
@@ -291,6 +330,7 @@ MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) 
     file.schedules.push_back(std::move(s));
   }
   if (const Json* partial = FindMember(root, "partial")) file.partial = ReadPartial(*partial, &context, file);
+  if (const Json* workload = FindMember(root, "workload")) file.workload = ReadWorkload(*workload, &context, file);
   return file;
 }
 

@@ -256,6 +256,19 @@ class HeaderReader {
     String("schedule", &trace->schedule);
     if (const int microbatches = Positive("microbatches"); microbatches > 0) trace->microbatches = microbatches;
     trace->shape = ReadShape();
+    if (const JsonValue* tasks = FindMember(header_, "tasks")) {
+      if (!tasks->IsArray()) Fail(".tasks", "a list of task names");
+      for (rapidjson::SizeType i = 0; i < tasks->Size(); ++i) {
+        if (!(*tasks)[i].IsString()) Fail(fmt::format(".tasks[{}]", i), "a task name");
+        trace->tasks.emplace_back(StringOf((*tasks)[i]));
+      }
+      for (const TraceOp& op : trace->ops) {
+        if (op.op.microbatch >= static_cast<int>(trace->tasks.size())) {
+          Fail(".tasks", fmt::format("a name for every task its ops run (an op on device {} runs task {})", op.rank,
+                                     op.op.microbatch));
+        }
+      }
+    }
     if (const JsonValue* summary = FindMember(header_, "summary")) {
       if (!summary->IsObject()) Fail(".summary", "an object");
       trace->summary = ScheduleMetricsFromValueLenient(*summary);

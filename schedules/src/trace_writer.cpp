@@ -35,6 +35,7 @@ void WriteMicros(JsonWriter& w, int64_t ns) {
 // A rank's process name: "rank 3", or "rank 3 (device 1, shared)" where its summary says it
 // shares its device with other ranks (RankMetrics::device).
 std::string ProcessName(const Trace& trace, int rank) {
+  if (!trace.tasks.empty()) return fmt::format("device {}", rank);
   const int device = SharedDeviceOf(trace, rank);
   return device >= 0 ? fmt::format("rank {} (device {}, shared)", rank, device) : fmt::format("rank {}", rank);
 }
@@ -70,13 +71,21 @@ void WriteMetadata(JsonWriter& w, std::string_view what, int rank, int tid, std:
 }
 
 // One complete event.
-void WriteOp(JsonWriter& w, const TraceOp& t, int microbatches) {
+void WriteOp(JsonWriter& w, const TraceOp& t, int microbatches, const std::vector<std::string>& tasks) {
   const Op& op = t.op;
   const int tid = static_cast<int>(t.stream);
   SC_CHECK(tid >= 0 && tid < kNumStreams, fmt::format("bad stream {}", tid));
   const std::string_view kind = KindName(op.kind);
+  const std::string* task = nullptr;
+  if (!tasks.empty()) {
+    SC_CHECK(op.microbatch >= 0 && op.microbatch < static_cast<int>(tasks.size()),
+             fmt::format("a workload op names task {} of {}", op.microbatch, tasks.size()));
+    task = &tasks[static_cast<size_t>(op.microbatch)];
+  }
   w.StartObject();
-  WriteMembers(w, {{"ph", "X"}, {"name", ActionString(op, microbatches)}, {"cat", kind}});
+  WriteMembers(w, {{"ph", "X"},
+                   {"name", task != nullptr ? fmt::format("{} {}{}", *task, kind, op.stage) : ActionString(op, microbatches)},
+                   {"cat", kind}});
   WriteMembers(w, {{"pid", t.rank}, {"tid", tid}});
   Key(w, "ts");
   WriteMicros(w, t.start_ns);
@@ -88,6 +97,7 @@ void WriteOp(JsonWriter& w, const TraceOp& t, int microbatches) {
   WriteMembers(w, {{"stage", op.stage}, {"microbatch", op.microbatch}, {"step", op.step}, {"version", op.version},
                    {"peer", op.peer}, {"op_index", t.op_index}});
   if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies only
+  if (task != nullptr) WriteMembers(w, {{"task", *task}});
   w.EndObject();
   w.EndObject();
 }
@@ -116,6 +126,12 @@ void WriteHeader(JsonWriter& w, const Trace& trace) {
   if (const std::optional<Shape>& shape = trace.shape) {
     WriteMembers(w, {{"ranks", shape->ranks}, {"chunks", shape->chunks}});
     WriteMembers(w, {{"placement", PlacementName(shape->placement)}});
+  }
+  if (!trace.tasks.empty()) {
+    Key(w, "tasks");
+    w.StartArray();
+    for (const std::string& task : trace.tasks) WriteString(w, task);
+    w.EndArray();
   }
   Key(w, "summary");
   if (trace.summary) {
@@ -194,7 +210,7 @@ std::string TraceToJson(const Trace& trace) {
   }
   for (const TraceOp& t : trace.ops) {
     out.BreakLine();
-    WriteOp(w, t, trace.microbatches);
+    WriteOp(w, t, trace.microbatches, trace.tasks);
   }
   for (const TraceCounter& c : trace.counters) {
     out.BreakLine();

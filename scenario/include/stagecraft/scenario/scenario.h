@@ -192,6 +192,12 @@ struct OffloadSpec {
   }
 };
 
+// How a multi-model workload's tasks share the devices (pipeline.task_scheduler; sim/workload.h).
+enum class TaskScheduler : uint8_t { kLrtf, kSequential };
+inline constexpr EnumName<TaskScheduler> kTaskSchedulerNames[] = {{TaskScheduler::kLrtf, "lrtf"},
+                                                                  {TaskScheduler::kSequential, "sequential"}};
+constexpr std::string_view Name(TaskScheduler scheduler) { return NameIn(kTaskSchedulerNames, scheduler); }
+
 struct PipelineShape {
   // Generator names or schedule files (a name ending in ".csv": a torch.distributed.pipelining
   // order, one step of it, imported as `stagecraft schedule --import` reads it), or the single
@@ -218,6 +224,8 @@ struct PipelineShape {
   // as many as a stage ever has in flight).
   int p2p_buffers = schedules::kAheadBuffersPerStage;
   OffloadSpec offload;
+  // With tasks: how they share the devices (Sharded-LRTF, or one after another).
+  TaskScheduler task_scheduler = TaskScheduler::kLrtf;
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
@@ -256,6 +264,16 @@ struct TrainingSpec {
   std::string data_path;
 };
 
+// One model of a multi-model workload (`tasks:`, DESIGN.md §10): its name, its model (a name from
+// the scenario's `models:`, inline, or the scenario's own) and its pipeline (the scenario's, with
+// the keys the task states replaced; its steps are the task's).
+struct TaskSpec {
+  std::string name;
+  std::string model_name;  // the `models:` entry it names; "" inline or the scenario's
+  ModelSpec model;
+  PipelineSpec pipeline;
+};
+
 struct Scenario {
   std::string name;
   std::string path;  // the scenario file as given ("" for one built in code)
@@ -265,7 +283,12 @@ struct Scenario {
   PipelineSpec pipeline;
   TrainingSpec training;
   bool has_training = false;
+  // A multi-model workload's tasks, in the order listed; empty for a scenario of one model.
+  std::vector<TaskSpec> tasks;
 };
+
+// The scenario of task `index` alone: its model and pipeline, no tasks, named "SCENARIO/TASK".
+Scenario TaskScenario(const Scenario& scenario, size_t index);
 
 // The node groups (TopologySpec::GroupOf) whose devices run pipeline rank `rank`: over its
 // replicas and tensor ranks (ParallelLayout::DeviceOf), each group once, in group order ({0}

@@ -136,6 +136,29 @@ struct PartialRun {
   std::vector<double> step_ms;  // and their step times (each from the previous step's end)
 };
 
+// A multi-model workload (DESIGN.md §10, `tasks`): where simulate placed its tasks on the devices
+// (sim/workload.h). The file's `schedules` hold each task's own run, in task order, named
+// "TASK/SCHEDULE".
+struct WorkloadMetrics {
+  std::string scheduler;  // the scenario's: "lrtf" | "sequential"
+  double makespan_ms = 0;  // under it
+  std::vector<double> device_busy_fraction;  // under it: each device's compute over the makespan
+  double lrtf_makespan_ms = 0;        // Sharded-LRTF's, whichever the scenario names
+  double sequential_makespan_ms = 0;  // the tasks one after another
+  struct Task {
+    std::string name;
+    std::string schedule;
+    int devices = 1;     // its gang; 1 for a task that moves
+    int steps = 1;
+    bool moves = false;  // spilled: its shards may run on any device
+    double alone_ms = 0;  // all its steps on its own devices, nothing else running
+    double start_ms = 0, end_ms = 0;  // under the scenario's scheduler
+    friend bool operator==(const Task&, const Task&) = default;
+  };
+  std::vector<Task> tasks;
+  friend bool operator==(const WorkloadMetrics&, const WorkloadMetrics&) = default;
+};
+
 struct MetricsFile {
   std::string scenario;
   std::string source;
@@ -147,6 +170,7 @@ struct MetricsFile {
   std::vector<std::string> overrides;
   std::vector<ScheduleMetrics> schedules;
   std::optional<PartialRun> partial;   // set only in a partial run's file
+  std::optional<WorkloadMetrics> workload;  // a multi-model workload's (simulate only)
 
   const ScheduleMetrics* Find(const std::string& schedule) const;
 };

@@ -50,6 +50,10 @@ struct Trace {
   std::optional<ScheduleMetrics> summary;
   std::vector<TraceOp> ops;
   std::vector<TraceCounter> counters;
+  // A multi-model workload's trace (harness/workload.h): the tasks' names. Each "rank" is then a
+  // device, each op one turn of a task on it: its microbatch the task's index here, its stage the
+  // shard, F a forward turn, B a backward one (or a task's whole run). Empty for a schedule's trace.
+  std::vector<std::string> tasks;
 };
 
 // The device `rank` shares with other ranks, as the trace's summary states it
