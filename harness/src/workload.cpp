@@ -55,6 +55,7 @@ sim::WorkUnit WholeRun(const Prediction& p, int steps, int devices) {
     span += (steps - 1) * (s[1].end_ns - s[0].end_ns);
     busy += (steps - 1) * s[1].busy_ns;
   }
+  span += p.result.end_ns - s.back().end_ns;  // what follows the last compute op (its copies back)
   busy = std::min(span, busy / devices);
   return sim::WorkUnit{span, span, busy, 0, true};
 }
@@ -119,6 +120,10 @@ sim::WorkloadTask WorkOf(const std::string& name, const Prediction& p, const sim
     const std::vector<sim::WorkUnit> steady = ShardTurns(p, topology, 1, &from);
     for (int s = 1; s < steps; ++s) task.units.insert(task.units.end(), steady.begin(), steady.end());
   }
+  // What follows the run's last compute op (its shards' state sent back) ends its last unit.
+  const int64_t tail = std::max<int64_t>(0, p.result.end_ns - from);
+  task.units.back().warm_ns += tail;
+  task.units.back().cold_ns += tail;
   return task;
 }
 

@@ -147,8 +147,9 @@ WorkloadSchedule Sequential(const std::vector<WorkloadTask>& tasks, int devices)
 
 // Whenever devices are free, the waiting tasks in order of their remaining time, longest first,
 // each on its own last device when that is free (its shard stays resident), else on a free device
-// that no other waiting task left its shard on, else on any free device; a gang on the first free
-// aligned block. A task that finds no place waits for the next event; a shorter one may go first.
+// that no other waiting task left its shard on, else on any free device, the highest numbered
+// first; a gang on the first free aligned block from the lowest (so that moving tasks leave the
+// blocks gangs need). A task that finds no place waits for the next event; a shorter one may go first.
 WorkloadSchedule Lrtf(const std::vector<WorkloadTask>& tasks, int devices) {
   Placement p(tasks, devices, TaskScheduler::kLrtf);
   int64_t now = 0;
@@ -169,7 +170,7 @@ WorkloadSchedule Lrtf(const std::vector<WorkloadTask>& tasks, int devices) {
       } else if (const int last = p.LastDevice(t); last >= 0 && p.Free(last, now) && p.Warm(t, last)) {
         device = last;
       } else {
-        for (int d = 0; d < p.devices() && device < 0; ++d) {
+        for (int d = p.devices() - 1; d >= 0 && device < 0; --d) {
           if (!p.Free(d, now)) continue;
           bool kept_for_other = false;
           for (size_t j = i + 1; j < waiting.size() && !kept_for_other; ++j) {
@@ -177,7 +178,7 @@ WorkloadSchedule Lrtf(const std::vector<WorkloadTask>& tasks, int devices) {
           }
           if (!kept_for_other) device = d;
         }
-        for (int d = 0; d < p.devices() && device < 0; ++d) {
+        for (int d = p.devices() - 1; d >= 0 && device < 0; --d) {
           if (p.Free(d, now)) device = d;
         }
       }

@@ -33,9 +33,10 @@ TEST(Workload, TwoTasksOnTwoDevicesRunSideBySideWarm) {
   const std::vector<WorkloadTask> tasks = {Moving("a", {10, 10, 10}), Moving("b", {10, 10, 10})};
   const WorkloadSchedule lrtf = ScheduleWorkload(tasks, 2, TaskScheduler::kLrtf);
   EXPECT_EQ(lrtf.makespan_ns, 30);
+  // Each stays where it started: a on the highest device, b on the other.
   for (const UnitRun& r : lrtf.runs) {
     EXPECT_FALSE(r.cold);
-    EXPECT_EQ(r.device, r.task);  // each stays where it started
+    EXPECT_EQ(r.device, 1 - r.task);
   }
   // Compute 5 of each 10.
   EXPECT_DOUBLE_EQ(lrtf.device_busy_fraction[0], 0.5);
@@ -48,11 +49,11 @@ TEST(Workload, TwoTasksOnTwoDevicesRunSideBySideWarm) {
 }
 
 // Three tasks on two devices, worked by hand:
-//   t=0:  a (30 left) takes device 0, b (20) device 1; c waits.
-//   t=10: a (20) stays on 0 warm; c (20, its first unit: warm anywhere) takes 1, which b (10)
+//   t=0:  a (30 left) takes device 1 (the highest), b (20) device 0; c waits.
+//   t=10: a (20) stays on 1 warm; c (20, its first unit: warm anywhere) takes 0, which b (10)
 //         left but is not waiting ahead of it; b waits.
-//   t=20: a (10) stays on 0; b's device 1 now last ran c, so b runs there cold: 20..35.
-//   t=30: a is done; c (10) takes free device 0 cold: 30..45.
+//   t=20: a (10) stays on 1; b's device 0 now last ran c, so b runs there cold: 20..35.
+//   t=30: a is done; c (10) takes free device 1 cold: 30..45.
 TEST(Workload, ThreeTasksOnTwoDevicesByHand) {
   const std::vector<WorkloadTask> tasks = {Moving("a", {10, 10, 10}), Moving("b", {10, 10}), Moving("c", {10, 10})};
   const WorkloadSchedule s = ScheduleWorkload(tasks, 2, TaskScheduler::kLrtf);
@@ -62,9 +63,9 @@ TEST(Workload, ThreeTasksOnTwoDevicesByHand) {
     int64_t start, end;
     bool cold;
   };
-  const Expect expected[] = {{0, 0, 0, 0, 10, false},  {1, 0, 1, 0, 10, false},  {0, 1, 0, 10, 20, false},
-                             {2, 0, 1, 10, 20, false}, {0, 2, 0, 20, 30, false}, {1, 1, 1, 20, 35, true},
-                             {2, 1, 0, 30, 45, true}};
+  const Expect expected[] = {{0, 0, 1, 0, 10, false},  {1, 0, 0, 0, 10, false},  {0, 1, 1, 10, 20, false},
+                             {2, 0, 0, 10, 20, false}, {0, 2, 1, 20, 30, false}, {1, 1, 0, 20, 35, true},
+                             {2, 1, 1, 30, 45, true}};
   for (size_t i = 0; i < s.runs.size(); ++i) {
     SCOPED_TRACE(i);
     const UnitRun& r = s.runs[i];

@@ -3,7 +3,8 @@
 // run one after another; what a unit costs comes from the task's own simulated run (harness/
 // workload.h), this file only places them in time. Two schedulers:
 //  - Sharded-LRTF: whenever a device is free, it takes the waiting task with the longest remaining
-//    time (a task whose previous unit ran on a device that is free now stays there);
+//    time (a task whose previous unit ran on a device that is free now stays there; a moving task
+//    takes the highest numbered free device, a gang the lowest free aligned block);
 //  - sequential: the tasks one after another in the order listed, each alone on the devices.
 // A task whose state lives on its devices (any pipeline that is not spilled) is one unit: it holds
 // its devices from its first step to its last. A spilled task's state lives on the host, so its
