@@ -160,6 +160,13 @@ void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& t
   }
 }
 
+void RefuseWorkload(const sim::Scenario& scenario, std::string_view command) {
+  if (scenario.tasks.empty()) return;
+  throw InputError(fmt::format("{}: tasks: {} runs one model and the scenario lists {} tasks; `stagecraft simulate` "
+                               "runs the workload (drop tasks: to {} the scenario's own model)",
+                               scenario.path, command, scenario.tasks.size(), command));
+}
+
 void WriteReport(const OutputSet& outputs, const std::string& report) {
   std::fwrite(report.data(), 1, report.size(), outputs.WritesStdout() ? stderr : stdout);
 }

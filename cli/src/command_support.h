@@ -77,4 +77,8 @@ void SetPredictedOutputs(OutputSet& outputs, int json, const std::vector<int>& t
 // when one of `outputs` has standard output.
 void WriteReport(const OutputSet& outputs, const std::string& report);
 
+// Throws InputError "PATH: tasks: COMMAND runs one model; ..." for a multi-model workload
+// (scenario tasks:), which only simulate runs.
+void RefuseWorkload(const sim::Scenario& scenario, std::string_view command);
+
 }  // namespace stagecraft::cli

@@ -173,6 +173,7 @@ void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* output
 void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan* plan, OutputSet* outputs) {
   plan->report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
   sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
+  RefuseWorkload(sc, "execute");
   plan->deadline = ParseTimeout(f.timeout);
   // RANK names a process of the job: with replicas, pipeline rank RANK % P of replica RANK / P.
   const int processes = sc.pipeline.ranks * std::max(sc.pipeline.data_parallel, 1);

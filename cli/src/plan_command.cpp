@@ -81,6 +81,7 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
 int Run(const PlanFlags& f) {
   // The plan replaces the pipeline's layout: only the rest of the scenario must hold.
   const sim::Scenario sc = sim::LoadScenarioForNewLayout(f.scenario, f.sets);
+  RefuseWorkload(sc, "plan");
   const harness::PlanOptions options = OptionsOf(f);
   // Every output is checked before the search, and written only after it.
   OutputSet outputs;

@@ -48,6 +48,7 @@ int Run(const ProfileFlags& f) {
   std::string error;
   try {
     sc = sim::LoadScenario(f.scenario, f.sets);
+    RefuseWorkload(sc, "profile");
     config = exec::TrainingConfigFor(sc);
     backend = BackendFor(f.backend, sc);
     if (rank == 0) out = outputs.Add(f.out_path, "--out");

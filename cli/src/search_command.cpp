@@ -38,6 +38,7 @@ struct SearchFlags {
 
 int Run(const SearchFlags& f) {
   const sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
+  RefuseWorkload(sc, "search");
   harness::SearchOptions options;
   // A budget of 0 could not even judge the starts (NaN fails the test too).
   if (!(f.budget > 0 && f.budget <= harness::kMaxSearchBudgetSeconds)) {

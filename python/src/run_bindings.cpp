@@ -18,6 +18,7 @@
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/harness/compare.h"
 #include "stagecraft/harness/predict.h"
+#include "stagecraft/harness/workload.h"
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/schedules/trace.h"
@@ -53,6 +54,11 @@ struct Simulation {
 // Ctrl-C stops it inside each phase (the search that makes `auto`, lowering, validation, the
 // simulation and its metrics) and between them.
 Simulation Simulate(std::shared_ptr<const sim::Scenario> sc, int64_t max_ops) {
+  if (!sc->tasks.empty()) {
+    throw InputError(fmt::format("{}: tasks: simulate() runs one model and the scenario lists {} tasks; "
+                                 "simulate_workload() runs the workload",
+                                 sc->path, sc->tasks.size()));
+  }
   Simulation out;
   out.scenario = sc;
   out.predictions = RunInterruptibly([&sc, max_ops](const std::atomic<bool>* cancel) {
@@ -179,6 +185,18 @@ void BindSimulation(py::module_& m) {
            },
            py::arg("index"), py::arg("rank"));
   m.def("simulate", &Simulate, py::arg("scenario"), py::arg("max_ops"));
+  m.def(
+      "simulate_workload",
+      [](std::shared_ptr<const sim::Scenario> sc) {
+        if (sc->tasks.empty()) {
+          throw InputError(fmt::format("{}: tasks: simulate_workload() runs a scenario's tasks and it lists none; "
+                                       "simulate() runs its model",
+                                       sc->path));
+        }
+        return schedules::MetricsFileToJson(
+            harness::PredictedWorkloadFile(*sc, harness::PredictWorkload(*sc, sim::Topology(sc->topology))));
+      },
+      py::arg("scenario"), py::call_guard<py::gil_scoped_release>());
 }
 
 void BindRunFiles(py::module_& m) {

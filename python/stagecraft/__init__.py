@@ -19,7 +19,7 @@ from ._core import (DEFAULT_MAX_OPS, MAX_MAX_OPS, MAX_PLAN_THREADS, MAX_SEARCH_B
 from ._scenario import Scenario
 from ._schedules import Schedule, generator_names, schedule
 from ._runs import (Comparison, RankResult, Run, RunResult, SimulatedRun, StageCosts, Trace, compare, metrics_json,
-                    read_run, read_trace, simulate, to_pandas)
+                    read_run, read_trace, simulate, simulate_workload, to_pandas)
 from ._search import SearchResult, search
 from ._plan import Plan, PlanConfiguration, plan
 
@@ -30,5 +30,5 @@ __all__ = [
     "MAX_PLAN_THREADS", "MAX_SEARCH_BUDGET_SECONDS", "Op", "RankResult", "Run",
     "Plan", "PlanConfiguration", "RunResult", "Scenario", "Schedule", "SearchRankChange", "SearchResult", "SimulatedRun", "StageCosts", "Trace",
     "TraceOp", "compare", "generator_names", "metrics_json", "plan", "read_run", "read_trace", "schedule", "search",
-    "simulate", "to_pandas",
+    "simulate", "simulate_workload", "to_pandas",
 ]

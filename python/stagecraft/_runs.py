@@ -169,6 +169,17 @@ def simulate(scenario: Scenario, max_ops: int = _core.DEFAULT_MAX_OPS) -> list[S
     return [SimulatedRun(d, simulation, i, scenario) for i, d in enumerate(data["schedules"])]
 
 
+def simulate_workload(scenario: Scenario) -> dict[str, Any]:
+    """A multi-model workload (the scenario's ``tasks``) as ``stagecraft simulate`` places it:
+    the metrics file ``simulate --json`` writes, parsed: each task's own run in ``schedules``
+    (named ``TASK/SCHEDULE``) and the placement in ``workload`` (``makespan_ms`` under the
+    scenario's ``task_scheduler``, ``lrtf_makespan_ms``, ``sequential_makespan_ms``,
+    ``device_busy_fraction``, ``tasks``)."""
+    call = _checks.Call("simulate_workload")
+    core = call.scenario(scenario)
+    return dict(json.loads(_core.simulate_workload(core)))
+
+
 def metrics_json(results: Sequence[SimulatedRun]) -> str:
     """The metrics file of ``results`` (from one :func:`simulate` call), byte for byte as
     ``simulate --json`` writes it for those schedules."""

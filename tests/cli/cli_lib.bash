@@ -70,3 +70,51 @@ events = json.loads("\n".join(lines))["traceEvents"]
 print([i for i, e in enumerate(events) if e.get("ph") == "X" and e.get("tid") == 0][3])
 PY
 }
+
+# png_colours PNG R,G,B...: decodes PNG (stdlib only) and prints "W H DISTINCT N..." with, for each
+# colour given, the pixels within 6 of it in every channel.
+png_colours() {
+  python3 - "$@" <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+pos, idat, w = 8, b"", 0
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if kind == b"IHDR":
+        w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+        assert depth == 8 and ctype in (2, 6), f"unexpected PNG format {depth}/{ctype}"
+        bpp = 3 if ctype == 2 else 4
+    elif kind == b"IDAT":
+        idat += body
+raw = zlib.decompress(idat)
+stride = w * bpp
+rows, prev, i = [], bytearray(stride), 0
+for _ in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+    i += 1 + stride
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0
+        b = prev[x]
+        c = prev[x - bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    rows.append(bytes(line))
+    prev = line
+colours = {}
+for line in rows:
+    for x in range(0, stride, bpp):
+        px = line[x:x + 3]
+        colours[px] = colours.get(px, 0) + 1
+def near(rgb, tol=6):
+    return sum(n for px, n in colours.items() if all(abs(px[k] - rgb[k]) <= tol for k in range(3)))
+print(w, h, len(colours), *(near(tuple(int(v) for v in c.split(","))) for c in sys.argv[2:]))
+PY
+}

@@ -16,6 +16,8 @@ import stagecraft
 # out with why: a new scenario must be put in one of the two.
 QUICK = ["gpt-1.3b-2x4xh100", "gpt-1.3b-8xh100", "gpt-1.3b-h100-a100", "gpt-gpu", "gpt-tiny-cpu", "hydra-spilled-k80",
          "mlp-cpu", "mlp-gpu", "pipedream-hybrid-2x4xv100", "uniform-costs", "zero-bubble-paper"]
+# Multi-model workloads (tasks:): simulate_workload() against simulate --json.
+WORKLOADS = ["hydra-sweep-4xk80"]
 SLOW = {
     "gpt-1t-3072xa100": "three schedules of 512 microbatches on 64 ranks take about a second each way",
     "gpt3-175b-384xh100": "its replicas' collectives make it seconds per run each way",
@@ -28,7 +30,27 @@ ROW = re.compile(r"^(\S+)\s+([\d.]+) ms\s+([\d.]+) samples/s\s+([\d.]+)%\s+.+\(r
 class SimulateParityTest(TempDirCase):
     def test_every_shipped_scenario_is_classified(self):
         shipped = {p.stem for p in SCENARIOS.glob("*.yaml")}
-        self.assertEqual(shipped, set(QUICK) | set(SLOW))
+        self.assertEqual(shipped, set(QUICK) | set(SLOW) | set(WORKLOADS))
+
+    def test_workloads(self):
+        for name in WORKLOADS:
+            with self.subTest(scenario=name):
+                path = SCENARIOS / f"{name}.yaml"
+                out = self.tmp / f"{name}.json"
+                _, table, _ = run_cli("simulate", path, "--json", out)
+                scenario = stagecraft.Scenario.load(path)
+                data = stagecraft.simulate_workload(scenario)
+                self.assertEqual(data, json.loads(out.read_text()))
+                workload = data["workload"]
+                # The table's two makespans, to its precision, and the same tasks.
+                for scheduler in ("lrtf", "sequential"):
+                    line = next(l for l in table.splitlines() if l.startswith(scheduler + " "))
+                    self.assertIn(f"makespan {workload[scheduler + '_makespan_ms'] / 1000:10.3f} s", line)
+                self.assertEqual([t["name"] for t in workload["tasks"]],
+                                 [s["schedule"].split("/")[0] for s in data["schedules"]])
+                # simulate() runs one model: a workload is refused with the line that says what runs it.
+                with self.assertRaisesRegex(stagecraft.InputError, "simulate_workload\\(\\) runs the workload"):
+                    stagecraft.simulate(scenario)
 
     def test_simulate(self):
         for name in QUICK:

@@ -91,6 +91,15 @@ bool Disagrees(const AppState& s, const Group& g, int predicted_op) {
   return static_cast<double>(std::abs(g.overlay.matched[k].duration_diff_ns)) > limit;
 }
 
+// A workload's turn: "TASK F3" (task TASK's forward turn of shard 3), else "F3", else "3".
+std::string TurnLabel(const TraceOp& op, const std::string& task, float width_px) {
+  const std::string turn = std::string(schedules::KindName(op.op.kind)) + std::to_string(op.op.stage);
+  const std::string full = task + " " + turn;
+  if (ImGui::CalcTextSize(full.c_str()).x + 4 <= width_px) return full;
+  if (ImGui::CalcTextSize(turn.c_str()).x + 4 <= width_px) return turn;
+  return std::to_string(op.op.stage);
+}
+
 std::string OpLabel(const TraceOp& op, float width_px) {
   if (schedules::Info(op.op.kind).number == schedules::ActionNumber::kVersion) {  // STEP, REDUCE_GRAD
     const std::string name(schedules::KindName(op.op.kind));
@@ -106,12 +115,23 @@ std::string OpLabel(const TraceOp& op, float width_px) {
   return std::to_string(op.op.microbatch);
 }
 
-void FillOp(ImDrawList* dl, ImVec2 a, ImVec2 b, const TraceOp* op, int count) {
-  dl->AddRectFilled(a, b, op ? KindColor(op->op.kind) : kMergedColor);
+// A workload's trace names the task of each turn (its op's microbatch; the trace reader checked
+// that every one has a name).
+const std::string* TaskOf(const schedules::Trace& trace, const TraceOp* op) {
+  if (op == nullptr || trace.tasks.empty()) return nullptr;
+  return &trace.tasks[static_cast<size_t>(op->op.microbatch)];
+}
+
+void FillOp(ImDrawList* dl, ImVec2 a, ImVec2 b, const TraceOp* op, int count, const std::string* task) {
+  const ImU32 color = op == nullptr ? kMergedColor
+                      : task != nullptr ? TaskColor(op->op.microbatch, op->op.kind != schedules::OpKind::kF)
+                                        : KindColor(op->op.kind);
+  dl->AddRectFilled(a, b, color);
   const float w = b.x - a.x;
   if (w > 3) dl->AddRect(a, b, Rgba(0, 0, 0, 110));  // separates back-to-back ops
   if (b.y - a.y < 14) return;
-  std::string text = op ? OpLabel(*op, w) : "x" + std::to_string(count);
+  std::string text = op == nullptr ? "x" + std::to_string(count) : task != nullptr ? TurnLabel(*op, *task, w)
+                                                                                  : OpLabel(*op, w);
   const ImVec2 size = ImGui::CalcTextSize(text.c_str());
   if (size.x + 4 > w) return;
   dl->AddText(ImVec2(a.x + (w - size.x) / 2, a.y + (b.y - a.y - size.y) / 2), kLabelText, text.c_str());
@@ -160,7 +180,7 @@ void DrawLane(const LaneJob& job, const Canvas& c, Hover* hover) {
         c.draw->AddRectFilled(ImVec2(a.x, a.y - 1), ImVec2(std::max(b.x, a.x + 2), a.y + 3), kDisagreeOutline);
       }
     } else {
-      FillOp(c.draw, a, b, op, r.count);
+      FillOp(c.draw, a, b, op, r.count, TaskOf(t.trace, op));
       if (red) c.draw->AddRect(a, b, kDisagreeOutline, 0, 0, 2.5f);
     }
     const bool over = c.mouse.x >= a.x && c.mouse.x < b.x && c.mouse.y >= a.y && c.mouse.y < b.y;
@@ -172,6 +192,7 @@ void DrawLane(const LaneJob& job, const Canvas& c, Hover* hover) {
 std::string LaneLabel(const LoadedTrace& t, int rank, Stream st) {
   switch (st) {
     case Stream::kCompute: {
+      if (!t.trace.tasks.empty()) return "device " + std::to_string(rank);  // a workload's
       const int device = schedules::SharedDeviceOf(t.trace, rank);
       return "rank " + std::to_string(rank) + (device >= 0 ? " @dev " + std::to_string(device) : "");
     }

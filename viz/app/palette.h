@@ -2,7 +2,8 @@
 // picture reads the same everywhere and tests can look for them in a screenshot (RGB, opaque):
 //   F blue (66,133,244) · B green (52,168,83) · I teal (0,150,136) · W orange (251,140,0)
 //   SEND_F/SEND_B grey (150,150,150) · RECV_F/RECV_B darker grey (115,115,115) · STEP purple (156,39,176)
-//   REDUCE_GRAD pink (233,30,99)
+//   REDUCE_GRAD pink (233,30,99); a workload's trace colours each task's turns by task instead
+//   (kTaskColors: the first two (78,121,167) and (242,142,43), backward turns darker)
 // Blocks of merged sub-pixel ops are slate (95,99,115); the bubble view tints the time a rank
 // does not compute by cause (bubble_split.h): wait red, transfer amber, collective pink (a STEP
 // waiting for its REDUCE_GRAD), overhead violet, idle grey;
@@ -10,6 +11,8 @@
 #pragma once
 
 #include <imgui.h>
+
+#include <iterator>
 
 #include "stagecraft/schedules/bubble_split.h"
 #include "stagecraft/schedules/ir.h"
@@ -45,6 +48,19 @@ inline constexpr ImU32 kKeyColors[schedules::kNumColorKeys] = {
     Rgba(66, 133, 244),  Rgba(52, 168, 83),   Rgba(0, 150, 136),  Rgba(251, 140, 0),  Rgba(150, 150, 150),
     Rgba(115, 115, 115), Rgba(156, 39, 176),  Rgba(233, 30, 99),  Rgba(121, 85, 72),  Rgba(141, 110, 99)};
 inline ImU32 KindColor(schedules::OpKind kind) { return kKeyColors[static_cast<size_t>(schedules::Info(kind).color)]; }
+
+// A workload's trace (schedules::Trace::tasks): each task's turns in its own colour (Tableau 10,
+// cycled), a forward turn in it and a backward turn darker (each channel x 0.7).
+inline constexpr ImU32 kTaskColors[] = {Rgba(78, 121, 167),  Rgba(242, 142, 43),  Rgba(225, 87, 89),
+                                        Rgba(118, 183, 178), Rgba(89, 161, 79),   Rgba(237, 201, 72),
+                                        Rgba(176, 122, 161), Rgba(255, 157, 167), Rgba(156, 117, 95),
+                                        Rgba(186, 176, 172)};
+inline ImU32 TaskColor(int task, bool backward) {
+  const ImU32 c = kTaskColors[static_cast<size_t>(task) % std::size(kTaskColors)];
+  if (!backward) return c;
+  const auto dim = [c](int shift) { return static_cast<int>(((c >> shift) & 0xFF) * 7 / 10); };
+  return Rgba(dim(IM_COL32_R_SHIFT), dim(IM_COL32_G_SHIFT), dim(IM_COL32_B_SHIFT));
+}
 
 // Lines of the memory plot, one colour per open trace (cycled).
 inline ImU32 TraceColor(int trace_index) {

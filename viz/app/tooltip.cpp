@@ -40,6 +40,16 @@ void DrawOpTooltip(const AppState& s, const Hover& hover) {
   const Group& g = s.groups[hover.group];
   const LoadedTrace& t = *s.traces[hover.trace].data;
   const TraceOp& op = t.trace.ops[hover.op];
+  if (!t.trace.tasks.empty()) {  // a workload's turn (schedules::Trace::tasks)
+    ImGui::Text("task %s   %s", t.trace.tasks[static_cast<size_t>(op.op.microbatch)].c_str(), t.trace.schedule.c_str());
+    ImGui::Separator();
+    ImGui::Text("%s of shard %d   step %d   turn %d   device %d",
+                op.op.kind == schedules::OpKind::kF ? "forward" : "backward", op.op.stage, op.op.step, op.op_index,
+                op.rank);
+    TimeRow(SourceLabel(t.trace).c_str(), op.start_ns - ShiftNs(s, g, hover.trace), op.duration_ns);
+    ImGui::EndTooltip();
+    return;
+  }
   ImGui::Text("%s   %s", ActionName(op).c_str(), t.trace.schedule.c_str());
   ImGui::Separator();
   ImGui::Text("kind %s   rank %d   stage %d   microbatch %d", std::string(schedules::KindName(op.op.kind)).c_str(),
