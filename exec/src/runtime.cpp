@@ -98,7 +98,9 @@ class Runner {
     }
     memory_.Start((data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float)) +
                   reporter_.bytes());
-    const int64_t host_base = device_.memory().bytes_in_use(MemoryTier::kHost);
+    // The host tier's use before the run, but for what the optimizers keep there (on the host,
+    // ZeRO-Offload's state is part of the run's host memory, as the simulator counts it).
+    const int64_t host_base = device_.memory().bytes_in_use(MemoryTier::kHost) - weights_.HostBytes();
     clock_.Start();
     run_.clock_origin_ns = clock_.start_ns();
     run_.clock_id = ClockId();
@@ -123,7 +125,7 @@ class Runner {
     copies_.Release(true);
     SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty() && copies_.empty(),
              "every transfer, all-reduce, activation and copy was consumed");
-    if (!copy_waits_.empty()) {
+    if (!copy_waits_.empty() || config_.optimizer_on_host) {
       run_.record.peak_host_memory_bytes = device_.memory().peak_bytes(MemoryTier::kHost) - host_base;
     }
     for (int chunk = 0; chunk < s_.shape.chunks && hooks_.keep_final_params; ++chunk) {

@@ -98,6 +98,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   c.optimizer = std::string(sim::Name(sc.training.optimizer));
   c.lr = static_cast<float>(sc.training.lr);
   c.momentum = static_cast<float>(sc.training.momentum);
+  c.optimizer_on_host = sc.pipeline.offload.optimizer == sim::OptimizerPlace::kHost;
   c.loss_scale = sc.training.loss_scale > 0               ? static_cast<float>(sc.training.loss_scale)
                  : sc.training.dtype == sim::Dtype::kFp16 ? 4096.0f
                                                           : 1.0f;

@@ -71,12 +71,6 @@ Schedule AutoOffload(const sim::Scenario& sc, const Schedule& plain, const std::
 
 }  // namespace
 
-void RefuseUnpricedOffload(const sim::OffloadSpec& o) {
-  if (o.optimizer != sim::OptimizerPlace::kDevice) {
-    throw InputError("pipeline.offload.optimizer: host is not simulated or executed yet");
-  }
-}
-
 Schedule WithCopies(const sim::PipelineSpec& p, Schedule s, const sim::Scenario* costs_from,
                     const std::atomic<bool>* cancel) {
   // Spilled execution spills whatever pipeline.offload.weights says: that is what it is.

@@ -10,9 +10,6 @@
 
 namespace stagecraft::harness::detail {
 
-// The policies not simulated yet, refused in one line naming the key.
-void RefuseUnpricedOffload(const sim::OffloadSpec& offload);
-
 // `s` (a built, lowered, validated schedule) with pipeline.offload's copies: every stage's
 // weights and optimizer state spilled (weights: spill, or the spilled schedule, which is that),
 // then the activations offloaded. `auto` simulates the scenario `costs_from`; without one it is

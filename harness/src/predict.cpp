@@ -190,7 +190,6 @@ std::vector<Schedule> BuildPlainSchedules(const sim::PipelineSpec& p, const std:
 
 std::vector<Schedule> BuildSchedules(const sim::PipelineSpec& p, const std::vector<std::string>& names,
                                      const sim::Scenario* costs_from, const std::atomic<bool>* cancel) {
-  detail::RefuseUnpricedOffload(p.offload);
   std::vector<Schedule> out = BuildPlainSchedules(p, names, costs_from, cancel);
   for (Schedule& s : out) s = detail::WithCopies(p, std::move(s), costs_from, cancel);
   return out;
@@ -373,7 +372,7 @@ MemoryTerms MemoryTermsOf(const Prediction& p, int rank) {
       m.weights += c.weight_bytes * analysis.stage_peak_versions[chunk];
       m.gradients += c.grad_bytes;
     }
-    if (!on_host(schedules::Tensor::kOptimizer, stage)) m.optimizer += c.optimizer_bytes;
+    if (!on_host(schedules::Tensor::kOptimizer, stage) && !p.costs.optimizer_on_host) m.optimizer += c.optimizer_bytes;
   }
   const schedules::HeldPeak held = schedules::PeakHeld(
       s.ops[rank], s.ops[rank].size(), [&](const schedules::Op& op) { return p.costs.stages[op.stage].activation_bytes; });

@@ -72,7 +72,8 @@ CopyStreams::CopyStreams(const schedules::Schedule& schedule, const CostTable& c
   for (int r = 0; r < schedule.ranks(); ++r) {
     Rank& rank = ranks_[r];
     rank.waits = schedules::CopyWaits(schedule.ops[r]);
-    if (rank.waits.empty()) continue;
+    // optimizer: host holds host memory on every rank, copies or none.
+    if (rank.waits.empty() && !costs.optimizer_on_host) continue;
     any_ = true;
     record->ranks[r].peak_host_memory_bytes = 0;
     rank.done.assign(schedule.ops[r].size(), false);
@@ -91,6 +92,14 @@ CopyStreams::CopyStreams(const schedules::Schedule& schedule, const CostTable& c
     if (ranks_[r].waits.empty()) continue;
     for (const schedules::TensorKey& key : schedules::StartOnHost(schedule.ops[r])) {
       if (key.stage >= 0 && key.stage < schedule.stages()) HostAdd(r, CopyBytes(costs.stages[key.stage], key.tensor));
+    }
+  }
+  // optimizer: host: each stage's optimizer state, its weights' master copy and a gradient buffer
+  // for the whole run (cost_models.h PlaceOptimizerOnHost).
+  if (costs.optimizer_on_host) {
+    for (int stage = 0; stage < schedule.stages(); ++stage) {
+      const StageCost& c = costs.stages[static_cast<size_t>(stage)];
+      HostAdd(schedule.shape.RankOf(stage), c.optimizer_bytes + c.weight_bytes + c.grad_bytes);
     }
   }
 }

@@ -39,7 +39,26 @@ CostTable BuildCosts(const Scenario& scenario, const CostQuery& query) {
            fmt::format("a shape of {} x {} stages for {} ranks", query.shape.ranks, query.shape.chunks, ranks));
   CostTable table = CostModelFor(scenario).build(scenario, query);
   SC_CHECK(static_cast<int>(table.stages.size()) == query.shape.stages(), "one cost entry per stage");
+  if (scenario.pipeline.offload.optimizer == OptimizerPlace::kHost) PlaceOptimizerOnHost(scenario, &table);
   return table;
+}
+
+int64_t HostStepNs(const Scenario& scenario, const StageCost& c) {
+  const double bw = scenario.topology.host.memory_bandwidth_bytes_per_s;
+  if (bw <= 0) return c.step_ns;  // the host is the device (validate.cpp requires one or the other)
+  const double bytes = 2.0 * static_cast<double>(c.weight_bytes) + static_cast<double>(c.grad_bytes) +
+                       2.0 * static_cast<double>(c.optimizer_bytes);
+  return static_cast<int64_t>(bytes * 1e9 / bw);
+}
+
+void PlaceOptimizerOnHost(const Scenario& scenario, CostTable* table) {
+  const HostSpec& host = scenario.topology.host;
+  SC_CHECK(host.bandwidth_bytes_per_s > 0, "optimizer: host with a host link (validated)");
+  const auto alone = [&host](int64_t bytes) {
+    return host.latency_ns + static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / host.bandwidth_bytes_per_s);
+  };
+  for (StageCost& c : table->stages) c.step_ns = alone(c.grad_bytes) + HostStepNs(scenario, c) + alone(c.weight_bytes);
+  table->optimizer_on_host = true;
 }
 
 CostTable BuildCosts(const Scenario& scenario, int stages) {

@@ -54,7 +54,8 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
     const StageCost& c = costs.stages[stage];
     const int rank = shape_.RankOf(stage);
     if (!weights_away[static_cast<size_t>(stage)]) bytes_[rank] += Wide{c.weight_bytes} + c.grad_bytes;
-    if (!optimizer_away[static_cast<size_t>(stage)]) bytes_[rank] += c.optimizer_bytes;
+    // optimizer: host keeps it in host memory (cost_models.h PlaceOptimizerOnHost).
+    if (!optimizer_away[static_cast<size_t>(stage)] && !costs.optimizer_on_host) bytes_[rank] += c.optimizer_bytes;
     record->ranks[rank].peak_weight_versions = 1;
   }
   for (int r = 0; r < ranks; ++r) {

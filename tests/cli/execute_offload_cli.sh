@@ -3,7 +3,8 @@
 # the scenario's device memory is a hard limit, GPipe's 8 microbatches in flight do not fit it
 # (refused before any rank allocates), all of them offloaded to the host do, and that run trains
 # to exactly the losses of the reference run without copies or limit, with every copy timed on
-# its own lane and the host memory reported beside the device's, as predicted.
+# its own lane and the host memory reported beside the device's, as predicted; the optimizer on
+# the host fits it too, to the same losses.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 mpi="$root/scripts/mpirun.sh"
@@ -59,6 +60,35 @@ need(len(copies) == 2 * 2 * 8 * 3, f"every copy timed: {len(copies)}")
 need(all((e["tid"] == 4) == ("OFFLOAD" in e["name"]) for e in copies), "offloads on lane 4, reloads on lane 5")
 need(all(e["dur"] >= 0 for e in copies), "durations")
 sys.exit(0 if ok else 1)
+PY
+
+# The optimizer on the host (ZeRO-Offload): GPipe's Adam state (8 MiB per rank) leaves the device,
+# so the same 22 MiB limit holds the run without offloading any activation, to the same losses.
+opt=(--set pipeline.offload.optimizer=host)
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${small[@]}" "${opt[@]}" --json "$tmp/opt.json" \
+  >"$tmp/out" 2>"$tmp/err"
+checkf "optimizer on the host: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+"$sc" simulate "$scenario" "${job[@]}" "${small[@]}" "${opt[@]}" --json "$tmp/opt-pred.json" >/dev/null 2>"$tmp/err"
+checkf "optimizer on the host: simulated" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+tmp = sys.argv[1]
+ref = json.load(open(f"{tmp}/ref.json"))["schedules"][0]
+run = json.load(open(f"{tmp}/opt.json"))["schedules"][0]
+pred = json.load(open(f"{tmp}/opt-pred.json"))["schedules"][0]
+bad = []
+if run["losses"] != ref["losses"]:
+    bad.append(f"losses {run['losses']} vs {ref['losses']}")
+for m, p in zip(run["per_rank"], pred["per_rank"]):
+    if not m["peak_memory_bytes"] <= 22 << 20:
+        bad.append(f"rank {m['rank']}: device peak {m['peak_memory_bytes']} over the limit")
+    if abs(m["peak_memory_bytes"] / p["peak_memory_bytes"] - 1) > 0.1:
+        bad.append(f"rank {m['rank']}: device peak {m['peak_memory_bytes']} vs predicted {p['peak_memory_bytes']}")
+    if abs(m["peak_host_memory_bytes"] / p["peak_host_memory_bytes"] - 1) > 0.1:
+        bad.append(f"rank {m['rank']}: host peak {m['peak_host_memory_bytes']} vs predicted {p['peak_host_memory_bytes']}")
+for b in bad:
+    print("FAIL: optimizer on the host:", b)
+sys.exit(1 if bad else 0)
 PY
 
 expect_command_error "weights spill" "pipeline.offload.weights: spill is simulated, not executed yet" "" \

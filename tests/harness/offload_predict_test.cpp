@@ -2,6 +2,7 @@
 // every schedule built (schedules/offload.h) and the simulator prices them; the policies not
 // priced yet, and host memory too small for what the copies hold, are refused in one line naming
 // the key.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,14 @@ std::string ErrorOf(const std::string& set) {
   return "";
 }
 
-TEST(OffloadPredict, PoliciesNotPricedYetAreRefusedByTheirKey) {
+TEST(OffloadPredict, EveryPolicyIsPriced) {
   EXPECT_EQ(ErrorOf("pipeline.offload.weights=spill"), "");
-  EXPECT_EQ(ErrorOf("pipeline.offload.optimizer=host"),
-            "pipeline.offload.optimizer: host is not simulated or executed yet");
   EXPECT_EQ(ErrorOf("pipeline.offload.activations=0.5"), "");
+  // The host's step runs at its DRAM's bandwidth, which this GPU-like device's host must state.
+  EXPECT_NE(ErrorOf("pipeline.offload.optimizer=host").find("topology.host: pipeline.offload.optimizer: host runs each "
+                                                            "optimizer step on the host's CPU"),
+            std::string::npos)
+      << ErrorOf("pipeline.offload.optimizer=host");
 }
 
 Prediction PredictWith(const std::string& set) {
@@ -137,6 +141,45 @@ TEST(OffloadPredict, HostMemoryTooSmallIsRefusedByItsKey) {
   EXPECT_NE(error.find("in node 0's host memory (its ranks' offloaded tensors), more than the 1.00 MiB stated"),
             std::string::npos)
       << error;
+}
+
+// optimizer: host (ZeRO-Offload) by hand: 4 layers of 1024 x 1024 + 1024 on 2 ranks, 2 layers a
+// stage: W = G = 2 x 1,049,600 x 4 bytes, Adam's O = 2 W. A STEP takes the gradients down the host
+// link (2 us + G / 32 GB/s), the host's update (2 W + G + 2 O bytes at 100 GB/s) and the weights
+// back (2 us + W / 32 GB/s); the device holds no optimizer state and the host W + G + O per stage.
+TEST(OffloadPredict, TheOptimizerOnTheHostByHand) {
+  const std::string bw = "topology.host.memory_bandwidth=100GB/s";
+  const auto predict = [&](const std::string& place) {
+    const sim::Scenario sc = sim::LoadScenarioFromText(
+        kText + "training: {optimizer: adam, lr: 0.001}\n", "offload.yaml", {bw, "pipeline.offload.optimizer=" + place});
+    return Predict(sc, sim::Topology(sc.topology), ScenarioSchedules(sc, sc.pipeline.schedules).front());
+  };
+  const Prediction device = predict("device");
+  const Prediction host = predict("host");
+  const double w = 2.0 * (1024 * 1024 + 1024) * 4;
+  ASSERT_EQ(host.costs.stages[0].weight_bytes, static_cast<int64_t>(w));
+  ASSERT_EQ(host.costs.stages[0].optimizer_bytes, static_cast<int64_t>(2 * w));
+  const double step_ns = (2e3 + w / 32e9 * 1e9) + (2 * w + w + 4 * w) / 100e9 * 1e9 + (2e3 + w / 32e9 * 1e9);
+  for (size_t r = 0; r < host.schedule.ops.size(); ++r) {
+    SCOPED_TRACE(r);
+    const auto& ops = host.schedule.ops[r];
+    const auto step = std::find_if(ops.begin(), ops.end(), [](const schedules::Op& op) {
+      return op.kind == schedules::OpKind::kStep;
+    });
+    ASSERT_NE(step, ops.end());
+    const schedules::OpTiming& t = host.result.ranks[r].ops[static_cast<size_t>(step - ops.begin())];
+    EXPECT_NEAR(static_cast<double>(t.end_ns - t.start_ns), step_ns, 2.0);
+    const auto& d = device.metrics.ranks_detail[r];
+    const auto& h = host.metrics.ranks_detail[r];
+    EXPECT_EQ(d.peak_memory_bytes - h.peak_memory_bytes, static_cast<int64_t>(2 * w));
+    EXPECT_EQ(d.peak_host_memory_bytes, -1);
+    EXPECT_EQ(h.peak_host_memory_bytes, static_cast<int64_t>(4 * w));
+    EXPECT_EQ(MemoryTermsOf(host, static_cast<int>(r)).optimizer, 0);
+  }
+  EXPECT_EQ(host.result.node_peak_host_memory_bytes.at(0), static_cast<int64_t>(8 * w));
+  // The memory it frees is the state's; the time it costs is its STEPs' (here on the critical
+  // path of the last one).
+  EXPECT_GT(host.metrics.makespan_ms, device.metrics.makespan_ms);
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 // One stage's optimizer: its state on the device (SGD: the velocity; Adam: m and v, zeroed)
 // and the update the runtime's STEP and the profiler both apply (kernels/optimizer.h math).
+// With TrainingConfig::optimizer_on_host (ZeRO-Offload) the state lives in the host tier with a
+// master copy of the weights and a gradient buffer: a STEP downloads the gradients (zeroing the
+// device's, as the update does), updates the master copy with the host's kernel (kernels/host.h,
+// the cpu backend's own, so a cpu run trains bit for bit as without) and uploads it as the new
+// weights. The master copy is the newest version, taken from the device at the first update.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +23,23 @@ class Optimizer {
   // next version's buffer; Adam's bias correction counts this update (t from 1). grad is left
   // all zeros (the update consumes it; kernels/host.h).
   void Step(const float* w_in, float* w_out, float* grad, float grad_scale);
+  // The optimizer state's bytes (in the host tier when on the host: then not the device's).
   int64_t StateBytes() const { return (state_a_.size() + state_b_.size()) * static_cast<int64_t>(sizeof(float)); }
+  bool on_host() const { return config_.optimizer_on_host; }
+  // What it keeps in the host tier: on the host, the state, the master copy and the gradient
+  // buffer; else nothing.
+  int64_t HostBytes() const {
+    if (!config_.optimizer_on_host) return 0;
+    return StateBytes() + (host_weights_.size() + host_grads_.size()) * static_cast<int64_t>(sizeof(float));
+  }
 
  private:
   Device& device_;
   TrainingConfig config_;
   int64_t params_;
   Buffer state_a_, state_b_;  // sgd: velocity; adam: m, v
+  Buffer host_weights_, host_grads_;  // on the host only: the master copy and the gradients' landing place
+  bool master_ready_ = false;
   int updates_ = 0;
 };
 

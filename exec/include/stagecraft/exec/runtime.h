@@ -32,6 +32,10 @@ struct TrainingConfig {
   std::string optimizer = "sgd";  // "sgd" (with momentum) | "adam"
   float lr = 0.01f;
   float momentum = 0.9f;
+  // pipeline.offload.optimizer: host (ZeRO-Offload): each stage's optimizer state, its weights'
+  // master copy and a gradient buffer in the host tier; a STEP takes the gradients down, updates
+  // there with the host's kernel and sends the weights back (optimizer.h).
+  bool optimizer_on_host = false;
   // Static loss scaling: the loss gradient is multiplied by it and the update divides it back
   // out, so gradients too small for fp16 GEMM inputs keep their bits. A power of two (exact in
   // binary floating point: an fp32 run trains bit for bit as with 1). training.loss_scale, or

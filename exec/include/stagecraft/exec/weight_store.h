@@ -28,6 +28,13 @@ class WeightStore {
   // throughout, DESIGN.md §4).
   void AddStage(int stage, const StageModel& model);
 
+  // What the stages' optimizers keep in the host tier (TrainingConfig::optimizer_on_host), bytes.
+  int64_t HostBytes() const {
+    int64_t bytes = 0;
+    for (const StageWeights& sw : stages_) bytes += sw.optimizer.HostBytes();
+    return bytes;
+  }
+
   // The version an F, B, I or W reads (its `version`).
   const float* Read(const schedules::Op& op) { return At(op.stage).versions.at(op.version).data(); }
   // The newest version of `stage`.

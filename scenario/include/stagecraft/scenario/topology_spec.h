@@ -123,6 +123,9 @@ struct HostSpec {
   int64_t memory_bytes = 0;         // per node
   double bandwidth_bytes_per_s = 0; // the node's host link, each direction
   int64_t latency_ns = 0;
+  // Its DRAM's bandwidth, which an optimizer step on the host streams through
+  // (pipeline.offload.optimizer: host); 0: not stated.
+  double memory_bandwidth_bytes_per_s = 0;
   bool stated() const { return memory_bytes > 0; }
 };
 

@@ -62,6 +62,20 @@ CostTable BuildCosts(const Scenario& scenario, int stages);
 // stages) and its update regime.
 CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedule);
 
+// pipeline.offload.optimizer: host (ZeRO-Offload, Ren et al. 2021), applied by BuildCosts: each
+// stage's STEP runs on its node's host. Its gradients go down the host link, the host's CPU
+// updates the weights it keeps and the optimizer state in host memory, streaming 2 W + G + 2 O
+// bytes (W the weights, G the gradients, O the optimizer state: each read, the weights and state
+// written) through the host's DRAM at topology.host.memory_bandwidth, and the weights come back up
+// the link; its step_ns is the three in turn, each copy alone on the link (latency + bytes /
+// bandwidth). On a device that is a CPU (copy_engine: false) with no memory_bandwidth stated the
+// host is the device: the update takes as long as the device's own STEP. The table is marked
+// optimizer_on_host: the memory model keeps the optimizer state off the device and the host
+// holds W + G + O per stage for the whole run.
+void PlaceOptimizerOnHost(const Scenario& scenario, CostTable* table);
+// The host's part of a stage's STEP under optimizer: host, as PlaceOptimizerOnHost prices it.
+int64_t HostStepNs(const Scenario& scenario, const StageCost& stage);
+
 // True when `schedule` updates some stage more than once per step (PipeDream's per-microbatch
 // updates): the regime RankScale::per_microbatch describes.
 bool UpdatesEveryMicrobatch(const schedules::Schedule& schedule);
