@@ -48,23 +48,40 @@ std::vector<Op> Merge(const std::vector<Op>& ops, const std::vector<std::vector<
   return out;
 }
 
-// The intervals of `lives` to offload, by stage: the longest, floor(fraction × n) of each.
+// The compute ops strictly between positions `from` and `to` of `ops`.
+int ComputeBetween(const std::vector<Op>& ops, int from, int to) {
+  int n = 0;
+  for (int i = from + 1; i < to; ++i) n += RunsOnCompute(ops[static_cast<size_t>(i)].kind) ? 1 : 0;
+  return n;
+}
+
+// The intervals of `lives` to offload, by stage (offload.h): of each stage's n stage-microbatches,
+// floor(fraction × n), spread evenly in F order over those that hold their activations over more
+// compute ops than the lookahead (a reload of the others would follow its offload at once).
 std::vector<int> Chosen(const std::vector<Op>& ops, const ActivationLifetimes& lives, const ActivationOffload& offload) {
-  std::map<int32_t, std::vector<int>> by_stage;  // closed intervals not offloaded yet
+  struct Stage {
+    int closed = 0;                // closed intervals not offloaded yet
+    std::vector<int> worth;        // those worth a copy, in F order
+  };
+  std::map<int32_t, Stage> by_stage;
   for (int k = 0; k < static_cast<int>(lives.Activations().size()); ++k) {
     const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
-    if (in.closed_at >= 0 && in.offloaded_at < 0) by_stage[ops[static_cast<size_t>(in.opened_at)].stage].push_back(k);
+    if (in.closed_at < 0 || in.offloaded_at >= 0) continue;
+    Stage& stage = by_stage[ops[static_cast<size_t>(in.opened_at)].stage];
+    ++stage.closed;
+    if (ComputeBetween(ops, in.opened_at, in.closed_at) > offload.lookahead) stage.worth.push_back(k);
   }
   std::vector<int> chosen;
   for (auto& [stage, intervals] : by_stage) {
     const double fraction = static_cast<size_t>(stage) < offload.fraction.size() ? offload.fraction[stage] : 0.0;
-    const auto take = static_cast<size_t>(std::floor(fraction * static_cast<double>(intervals.size()) + 1e-9));
-    const auto length = [&](int k) {
-      const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
-      return in.closed_at - in.opened_at;
-    };
-    std::stable_sort(intervals.begin(), intervals.end(), [&](int a, int b) { return length(a) > length(b); });
-    chosen.insert(chosen.end(), intervals.begin(), intervals.begin() + static_cast<std::ptrdiff_t>(take));
+    const size_t n = intervals.worth.size();
+    const size_t take =
+        std::min(n, static_cast<size_t>(std::floor(fraction * static_cast<double>(intervals.closed) + 1e-9)));
+    std::sort(intervals.worth.begin(), intervals.worth.end(), [&](int a, int b) {
+      return lives.Activations()[static_cast<size_t>(a)].opened_at < lives.Activations()[static_cast<size_t>(b)].opened_at;
+    });
+    // The j-th of `take` at the middle of its share of the n: (2j + 1) n / (2 take), rounded down.
+    for (size_t j = 0; j < take; ++j) chosen.push_back(intervals.worth[(2 * j + 1) * n / (2 * take)]);
   }
   return chosen;
 }

@@ -28,14 +28,17 @@ const char* const kBase =
 
 TEST(OffloadScenario, EveryKeyRead) {
   ScratchDir dir;
-  const std::string all = Replace(kBase, "{activations: 0.5}",
-                                  "{activations: 0.25, weights: spill, optimizer: host, double_buffer: false}");
+  const std::string all =
+      Replace(Replace(kBase, "{activations: 0.5}",
+                      "{activations: 0.25, weights: spill, optimizer: host, double_buffer: false}"),
+              "latency: 2us}", "latency: 2us, memory_bandwidth: 100GB/s}");
   const Scenario s = LoadScenario(dir.Write("all.yaml", all), {});
   EXPECT_DOUBLE_EQ(s.pipeline.offload.activations, 0.25);
   EXPECT_FALSE(s.pipeline.offload.activations_auto);
   EXPECT_EQ(s.pipeline.offload.weights, WeightsOffload::kSpill);
   EXPECT_EQ(s.pipeline.offload.optimizer, OptimizerPlace::kHost);
   EXPECT_FALSE(s.pipeline.offload.double_buffer);
+  EXPECT_DOUBLE_EQ(s.topology.host.memory_bandwidth_bytes_per_s, 100e9);
   EXPECT_TRUE(s.pipeline.offload.any());
   const Scenario automatic = LoadScenario(dir.Write("auto.yaml", kBase), {"pipeline.offload.activations=auto"});
   EXPECT_TRUE(automatic.pipeline.offload.activations_auto);

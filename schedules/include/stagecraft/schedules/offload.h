@@ -19,9 +19,12 @@ struct ActivationOffload {
   int lookahead = 1;
 };
 
-// For each stage, the floor(fraction × n) of its n stage-microbatches whose activations are held
-// longest (from the F to its B or I, in list positions; ties to the earlier F) get an OFFLOAD
-// right after their F and a RELOAD `lookahead` compute ops before their B or I. Works on lists
+// For each stage, floor(fraction × n) of its n stage-microbatches get an OFFLOAD right after their
+// F and a RELOAD `lookahead` compute ops before their B or I: spread evenly, in F order, over those
+// that hold their activations over more than `lookahead` compute ops (for the others the reload
+// would follow the offload at once: the last stage of 1F1B, whose B follows its F, copies none), so
+// that at any point of the list about that share of what the rank holds is on the host (at most
+// as many as are worth a copy). Works on lists
 // with or without SEND/RECV; activations already offloaded are left as they are, as is every
 // other op. Throws InputError for a fraction outside [0, 1], a negative lookahead, or a schedule
 // with overlapped F;B pairs (dualpipe-v's), whose ops must stay adjacent (not placed yet).
