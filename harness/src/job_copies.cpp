@@ -2,6 +2,8 @@
 #include "job_copies.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -10,6 +12,7 @@
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/offload.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/topology.h"
 
 namespace stagecraft::harness::detail {
@@ -28,11 +31,32 @@ Schedule Spilled(const Schedule& s, bool double_buffer) {
   return spilled;
 }
 
-// `s` with `fraction` of each stage's stashed activations offloaded.
-Schedule Offloaded(const Schedule& s, double fraction) {
+// How many compute ops ahead of its B each stage's reloads go (PipeOffload times them): as many of
+// the stage's ops (the mean of its F and its backward) as a copy of a stash takes alone on its
+// share of the node's host link (the link over the node's copying ranks), at least one. Empty
+// without a scenario to price them (one op ahead).
+std::vector<int> ReloadLookaheads(const sim::Scenario* sc, const Schedule& s) {
+  if (sc == nullptr || !sc->topology.host.stated() || sc->topology.host.bandwidth_bytes_per_s <= 0) return {};
+  const sim::CostTable costs = sim::BuildCosts(*sc, s);
+  const int sharing = std::max(1, std::min(s.ranks(), sc->topology.explicit_graph() ? 1 : sc->topology.DevicesOnNode(0)));
+  const double share = sc->topology.host.bandwidth_bytes_per_s / sharing;
+  std::vector<int> leads;
+  for (const sim::StageCost& c : costs.stages) {
+    const double copy_ns = static_cast<double>(sc->topology.host.latency_ns) +
+                           static_cast<double>(c.activation_bytes) * 1e9 / share;
+    const double op_ns = std::max(1.0, static_cast<double>(c.forward_ns + c.FullBackwardNs()) / 2);
+    leads.push_back(std::max(1, static_cast<int>(std::ceil(copy_ns / op_ns))));
+  }
+  return leads;
+}
+
+// `s` with `fraction` of each stage's stashed activations offloaded, their reloads as far ahead as
+// `sc` says a copy takes (ReloadLookaheads).
+Schedule Offloaded(const Schedule& s, double fraction, const sim::Scenario* sc) {
   if (fraction <= 0) return s;
   schedules::ActivationOffload offload;
   offload.fraction.assign(static_cast<size_t>(s.stages()), std::min(1.0, fraction));
+  offload.stage_lookahead = ReloadLookaheads(sc, s);
   Schedule placed = schedules::PlaceActivationOffloads(s, offload);
   const auto diags = schedules::Validate(placed);
   SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
@@ -55,18 +79,18 @@ Schedule AutoOffload(const sim::Scenario& sc, const Schedule& plain, const std::
   const auto fraction = [&](int k) { return (k + 1e-9) / m; };
   const auto hidden = [&](int k) {
     try {
-      return Predict(sc, topo, Offloaded(plain, fraction(k)), cancel).metrics.makespan_ms <= base * (1 + kHiddenSlack);
+      return Predict(sc, topo, Offloaded(plain, fraction(k), &sc), cancel).metrics.makespan_ms <= base * (1 + kHiddenSlack);
     } catch (const InputError&) {
       return false;  // more than the host holds, or copies this schedule cannot take
     }
   };
-  if (hidden(m)) return Offloaded(plain, 1);
+  if (hidden(m)) return Offloaded(plain, 1, &sc);
   int lo = 0, hi = m;  // lo's copies hide, hi's do not
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
     (hidden(mid) ? lo : hi) = mid;
   }
-  return lo == 0 ? plain : Offloaded(plain, fraction(lo));
+  return lo == 0 ? plain : Offloaded(plain, fraction(lo), &sc);
 }
 
 }  // namespace
@@ -75,7 +99,7 @@ Schedule WithCopies(const sim::PipelineSpec& p, Schedule s, const sim::Scenario*
                     const std::atomic<bool>* cancel) {
   // Spilled execution spills whatever pipeline.offload.weights says: that is what it is.
   if (p.offload.weights == sim::WeightsOffload::kSpill || s.name == "spilled") s = Spilled(s, p.offload.double_buffer);
-  if (!p.offload.activations_auto) return Offloaded(s, p.offload.activations);
+  if (!p.offload.activations_auto) return Offloaded(s, p.offload.activations, costs_from);
   if (costs_from == nullptr) {
     throw InputError("pipeline.offload.activations: auto is decided by simulating the scenario, which this "
                      "command does not have");

@@ -33,6 +33,12 @@ void CheckOffload(const ActivationOffload& offload) {
   if (offload.lookahead < 0) {
     throw InputError(fmt::format("activation offload: lookahead {} is negative", offload.lookahead));
   }
+  for (size_t stage = 0; stage < offload.stage_lookahead.size(); ++stage) {
+    if (offload.stage_lookahead[stage] < 0) {
+      throw InputError(fmt::format("activation offload: the lookahead {} of stage {} is negative",
+                                   offload.stage_lookahead[stage], stage));
+    }
+  }
 }
 
 // `ops` with the copies `before[i]` and `after[i]` around op i.
@@ -67,9 +73,10 @@ std::vector<int> Chosen(const std::vector<Op>& ops, const ActivationLifetimes& l
   for (int k = 0; k < static_cast<int>(lives.Activations().size()); ++k) {
     const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
     if (in.closed_at < 0 || in.offloaded_at >= 0) continue;
-    Stage& stage = by_stage[ops[static_cast<size_t>(in.opened_at)].stage];
+    const int32_t at = ops[static_cast<size_t>(in.opened_at)].stage;
+    Stage& stage = by_stage[at];
     ++stage.closed;
-    if (ComputeBetween(ops, in.opened_at, in.closed_at) > offload.lookahead) stage.worth.push_back(k);
+    if (ComputeBetween(ops, in.opened_at, in.closed_at) > offload.LookaheadOf(at)) stage.worth.push_back(k);
   }
   std::vector<int> chosen;
   for (auto& [stage, intervals] : by_stage) {
@@ -107,7 +114,7 @@ std::vector<Op> WithOffloads(const std::vector<Op>& ops, const ActivationOffload
             .tensor = Tensor::kActivations};
     after[static_cast<size_t>(in.opened_at)].push_back(copy);
     copy.kind = OpKind::kReload;
-    before[static_cast<size_t>(ReloadBefore(ops, in, offload.lookahead))].push_back(copy);
+    before[static_cast<size_t>(ReloadBefore(ops, in, offload.LookaheadOf(f.stage)))].push_back(copy);
   }
   return Merge(ops, before, after);
 }

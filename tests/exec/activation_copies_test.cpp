@@ -53,7 +53,9 @@ TEST(ActivationCopies, OffloadChangesNothingButWhereTheActivationsWait) {
     // Half: the longest-lived stashes go, but the reloads one op before their B bring two back
     // beside the last microbatches' (no lower peak on one rank); all: fewer at once.
     EXPECT_LE(off.run.record.peak_memory_bytes, plain.run.record.peak_memory_bytes);
-    if (f == 1.0) EXPECT_LT(off.run.record.peak_memory_bytes, plain.run.record.peak_memory_bytes);
+    if (f == 1.0) {
+      EXPECT_LT(off.run.record.peak_memory_bytes, plain.run.record.peak_memory_bytes);
+    }
   }
 }
 

@@ -62,7 +62,9 @@ TEST(WeightSpill, TheOptimizerStateTravelsBetweenSteps) {
   for (const Op& op : s.ops[0]) {
     if (op.tensor != Tensor::kOptimizer) continue;
     (op.kind == OpKind::kOffload ? offloads : reloads) += 1;
-    if (op.kind == OpKind::kOffload) EXPECT_TRUE(op.version == 2 || op.version == 3) << "for the next update";
+    if (op.kind == OpKind::kOffload) {
+      EXPECT_TRUE(op.version == 2 || op.version == 3) << "for the next update";
+    }
   }
   EXPECT_EQ(reloads, 4);   // 2 stages x 2 STEPs
   EXPECT_EQ(offloads, 4);  // after each

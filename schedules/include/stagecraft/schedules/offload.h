@@ -17,16 +17,23 @@ struct ActivationOffload {
   // How many compute ops (F, B, I, W, STEP) before its B or I a RELOAD is placed, so that the copy
   // back has their time to hide in; never before its own OFFLOAD.
   int lookahead = 1;
+  // Per stage, its own lookahead instead (a stage past the end takes `lookahead`): the harness sets
+  // it from how long a copy takes against the stage's ops (PipeOffload places reloads by time).
+  std::vector<int> stage_lookahead = {};
+
+  int LookaheadOf(int stage) const {
+    return stage >= 0 && static_cast<size_t>(stage) < stage_lookahead.size() ? stage_lookahead[stage] : lookahead;
+  }
 };
 
 // For each stage, floor(fraction × n) of its n stage-microbatches get an OFFLOAD right after their
-// F and a RELOAD `lookahead` compute ops before their B or I: spread evenly, in F order, over those
-// that hold their activations over more than `lookahead` compute ops (for the others the reload
+// F and a RELOAD LookaheadOf(stage) compute ops before their B or I: spread evenly, in F order, over
+// those that hold their activations over more than that many compute ops (for the others the reload
 // would follow the offload at once: the last stage of 1F1B, whose B follows its F, copies none), so
 // that at any point of the list about that share of what the rank holds is on the host (at most
 // as many as are worth a copy). Works on lists
 // with or without SEND/RECV; activations already offloaded are left as they are, as is every
-// other op. Throws InputError for a fraction outside [0, 1], a negative lookahead, or a schedule
+// other op. Throws InputError for a fraction outside [0, 1], a negative lookahead (of any stage), or a schedule
 // with overlapped F;B pairs (dualpipe-v's), whose ops must stay adjacent (not placed yet).
 Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOffload& offload);
 
