@@ -39,8 +39,6 @@ using schedules::Schedule;
 int RankIn(const Schedule& s, const Transport& t) {
   SC_CHECK(s.lowered, "the runtime runs lowered schedules");
   SC_CHECK(t.rank() < s.ranks(), "one process per pipeline rank");
-  schedules::RefuseCopies(s, schedules::Tensor::kActivations,
-                          "the executor does not run yet (it runs copies of activations)");
   return t.rank();
 }
 
@@ -98,8 +96,9 @@ class Runner {
     }
     memory_.Start((data_.inputs.size() + data_.targets.size()) * static_cast<int64_t>(sizeof(float)) +
                   reporter_.bytes());
-    // The host tier's use before the run, but for what the optimizers keep there (on the host,
-    // ZeRO-Offload's state is part of the run's host memory, as the simulator counts it).
+    // The host tier's use before the run, but for what the weight store keeps there (the
+    // optimizer on the host, spilled stages' state): part of the run's host memory, as the
+    // simulator counts it.
     const int64_t host_base = device_.memory().bytes_in_use(MemoryTier::kHost) - weights_.HostBytes();
     clock_.Start();
     run_.clock_origin_ns = clock_.start_ns();
@@ -125,13 +124,18 @@ class Runner {
     copies_.Release(true);
     SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty() && copies_.empty(),
              "every transfer, all-reduce, activation and copy was consumed");
-    if (!copy_waits_.empty() || config_.optimizer_on_host) {
+    if (!copy_waits_.empty() || config_.optimizer_on_host) {  // copies of any tensor, or state on the host
       run_.record.peak_host_memory_bytes = device_.memory().peak_bytes(MemoryTier::kHost) - host_base;
     }
     for (int chunk = 0; chunk < s_.shape.chunks && hooks_.keep_final_params; ++chunk) {
       const int64_t n = models_[chunk]->ParamFloats();
       std::vector<float> host(static_cast<size_t>(n));
-      device_.memory().Download(host.data(), weights_.Newest(s_.shape.StageOf(rank_, chunk)), n);
+      const int stage = s_.shape.StageOf(rank_, chunk);
+      if (weights_.newest_tier(stage) == MemoryTier::kHost) {  // spilled: back on the host
+        std::copy_n(weights_.Newest(stage), n, host.data());
+      } else {
+        device_.memory().Download(host.data(), weights_.Newest(stage), n);
+      }
       run_.final_params.push_back(std::move(host));
     }
     run_.record.losses = reporter_.MeanLosses();
@@ -211,8 +215,12 @@ class Runner {
     }
   }
 
-  // OFFLOAD / RELOAD of a unit's activations (RankIn refuses any other tensor's).
+  // OFFLOAD / RELOAD of a unit's activations, or of a weight version or optimizer state (the
+  // weight store's).
   void Copy(int i, const Op& op) {
+    if (op.tensor != schedules::Tensor::kActivations) {
+      return NamingOom(op, [&] { weights_.Copy(i, op, clock_); });
+    }
     const size_t unit = units_(op);
     NamingOom(op, [&] {
       if (op.kind == OpKind::kOffload) {

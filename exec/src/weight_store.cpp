@@ -15,7 +15,8 @@ WeightStore::WeightStore(const schedules::Schedule& schedule, int rank, Device& 
       device_(device),
       config_(config),
       lifetimes_(schedule, rank),
-      slot_of_stage_(static_cast<size_t>(schedule.stages()), -1) {
+      slot_of_stage_(static_cast<size_t>(schedule.stages()), -1),
+      start_on_host_(schedules::StartOnHost(schedule.ops[static_cast<size_t>(rank)])) {
   stages_.reserve(static_cast<size_t>(schedule.shape.chunks));
 }
 
@@ -29,6 +30,50 @@ void WeightStore::AddStage(int stage, const StageModel& model) {
   model.InitParams(w.data());
   sw.versions.emplace(0, std::move(w));
   sw.zeroed.push_back(ZeroedBuffer(sw.floats));
+  // A spilled stage's version 0 (with its gradients) and optimizer state start on the host: made
+  // on the device as any other's, then moved there before the run.
+  for (const schedules::TensorKey& key : start_on_host_) {
+    if (key.stage != stage) continue;
+    if (key.tensor == schedules::Tensor::kWeights && key.version == 0) {
+      Move(&sw.versions.at(0), MemoryTier::kHost, StreamKind::kToHost);
+      for (Buffer& g : sw.zeroed) Move(&g, MemoryTier::kHost, StreamKind::kToHost);
+    } else if (key.tensor == schedules::Tensor::kOptimizer) {
+      sw.optimizer.MoveState(MemoryTier::kHost, StreamKind::kToHost);
+    }
+  }
+}
+
+void WeightStore::Move(Buffer* b, MemoryTier tier, StreamKind stream) {
+  if (b->empty() || b->tier() == tier) return;
+  Buffer moved(device_, b->size(), tier);
+  device_.memory().CopyAsync(moved.data(), tier, b->data(), b->tier(), b->size(), stream);
+  device_.streams().Synchronize(stream);  // the old buffer goes only once it is read
+  *b = std::move(moved);
+}
+
+void WeightStore::Copy(int op_index, const schedules::Op& op, OpClock& clock) {
+  StageWeights& sw = At(op.stage);
+  const bool out = op.kind == schedules::OpKind::kOffload;
+  const MemoryTier tier = out ? MemoryTier::kHost : MemoryTier::kDevice;
+  const StreamKind stream = out ? StreamKind::kToHost : StreamKind::kToDevice;
+  // After the compute that made or last read what moves, and a reload after what left before it.
+  device_.streams().OrderAfter(stream, StreamKind::kCompute);
+  if (!out) device_.streams().OrderAfter(stream, StreamKind::kToHost);
+  const int begin = clock.BeginOn(stream);
+  if (op.tensor == schedules::Tensor::kOptimizer) {
+    sw.optimizer.MoveState(tier, stream);
+  } else {
+    SC_CHECK(op.tensor == schedules::Tensor::kWeights, "a weight store copies weights or optimizer state");
+    const auto v = sw.versions.find(op.version);
+    SC_CHECK(v != sw.versions.end(), fmt::format("stage {}: {} of weight version {}, which is not held", op.stage,
+                                                 out ? "OFFLOAD" : "RELOAD", op.version));
+    Move(&v->second, tier, stream);
+    if (op.version == sw.newest) {
+      for (auto& [update, u] : sw.open) Move(&u.grads, tier, stream);
+      for (Buffer& g : sw.zeroed) Move(&g, tier, stream);
+    }
+  }
+  clock.EndOn(op_index, begin, stream);
 }
 
 Buffer WeightStore::ZeroedBuffer(int64_t floats) {
@@ -39,6 +84,8 @@ Buffer WeightStore::ZeroedBuffer(int64_t floats) {
 
 GradTarget WeightStore::Gradients(const schedules::Op& op) {
   StageWeights& sw = At(op.stage);
+  SC_CHECK(sw.zeroed.empty() || sw.zeroed.back().tier() == MemoryTier::kDevice,
+           fmt::format("stage {}: a backward with its gradients in host memory", op.stage));
   auto [it, inserted] = sw.open.try_emplace(schedules::UpdateIndex(schedule_, op));
   if (inserted) {
     // An update that starts while another is still open gets one more buffer.
@@ -71,6 +118,10 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
   // the scale bit for bit as it was).
   const float scale = 1.0f / (static_cast<float>(g->second.backwards) * static_cast<float>(schedule_.data_parallel) *
                               config_.loss_scale);
+  SC_CHECK(sw.versions.at(sw.newest).tier() == MemoryTier::kDevice && g->second.grads.tier() == MemoryTier::kDevice &&
+               (sw.optimizer.on_host() || sw.optimizer.state_tier() == MemoryTier::kDevice),
+           fmt::format("stage {} STEP {}: its weights, gradients and optimizer state on the device", op.stage,
+                       op.version));
   Buffer w;
   if (lifetimes_.StepInPlace(op_index)) {
     w = std::move(sw.versions.at(sw.newest));

@@ -76,12 +76,13 @@ ExecutionPlan PlanExecution(sim::Scenario scenario, exec::Backend backend, int w
                                  "execute {}`",
                                  sc.path, job, world, plan.layout.world(), sc.path));
   }
-  if (sc.pipeline.offload.weights != sim::WeightsOffload::kNone) {
-    throw InputError(fmt::format("{}: pipeline.offload.weights: spill is simulated, not executed yet", sc.path));
-  }
   plan.names = ScenarioScheduleNames(sc, rank == 0);
-  if (std::find(plan.names.begin(), plan.names.end(), "spilled") != plan.names.end()) {
-    throw InputError(fmt::format("{}: pipeline.schedule: spilled is simulated, not executed yet", sc.path));
+  const bool spills = sc.pipeline.offload.weights != sim::WeightsOffload::kNone ||
+                      std::find(plan.names.begin(), plan.names.end(), "spilled") != plan.names.end();
+  if (spills && plan.layout.replicas > 1) {
+    throw InputError(fmt::format("{}: pipeline.offload.weights: spilled weights are executed with one replica "
+                                 "(pipeline.data_parallel 1): a REDUCE_GRAD would find its gradients on the host",
+                                 sc.path));
   }
   plan.replica = plan.layout.ReplicaOf(rank);
   rank = plan.layout.PipelineRankOf(rank);  // from here on, the rank in this replica's pipeline

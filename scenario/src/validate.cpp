@@ -282,18 +282,7 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
 void CheckPipeline(const Scenario& s, bool devices_counted, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   CheckParallelism(s, devices_counted, out);
-  if (p.offload.any() && !s.topology.host.stated()) {
-    out->Add("pipeline.offload", "copies to host memory need topology.host (its memory and link)");
-  } else if (p.offload.optimizer == OptimizerPlace::kHost && s.topology.host.memory_bandwidth_bytes_per_s <= 0 &&
-             devices_counted) {
-    // The host's step runs at its DRAM's bandwidth; a CPU device is its own host.
-    for (int d = 0; d < s.topology.devices(); ++d) {
-      if (!s.topology.DeviceAt(d).copy_engine) continue;
-      out->Add("topology.host", "pipeline.offload.optimizer: host runs each optimizer step on the host's CPU at its "
-                                "DRAM's bandwidth: state topology.host.memory_bandwidth");
-      break;
-    }
-  }
+  CheckOffload(s, devices_counted, out);
   if (int64_t{p.ranks} * p.chunks > kMaxStages) {
     out->Add("pipeline.chunks", fmt::format("expected pipeline.ranks x pipeline.chunks to be at most 2^20 stages, got "
                                             "{} x {}", p.ranks, p.chunks));

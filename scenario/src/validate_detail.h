@@ -22,4 +22,9 @@ struct Problems {
 // (where `all` would also do).
 std::string UnknownSchedule(std::string_view name, bool alone);
 
+// pipeline.offload against the rest of the scenario (validate_offload.cpp): a host to copy to, the
+// optimizer on the host not with spilled weights, and a host DRAM bandwidth for its step unless
+// the devices are CPUs (`devices_counted`: the topology's devices are known).
+void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
+
 }  // namespace stagecraft::sim::detail

@@ -4,7 +4,8 @@
 # (refused before any rank allocates), all of them offloaded to the host do, and that run trains
 # to exactly the losses of the reference run without copies or limit, with every copy timed on
 # its own lane and the host memory reported beside the device's, as predicted; the optimizer on
-# the host fits it too, to the same losses.
+# the host fits it too, to the same losses; spilled weights (interleaved's stages taking turns, and
+# Hydra's spilled schedule on one rank) train to the losses of the same runs with all resident.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 mpi="$root/scripts/mpirun.sh"
@@ -91,6 +92,54 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
-expect_command_error "weights spill" "pipeline.offload.weights: spill is simulated, not executed yet" "" \
-  "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" --set pipeline.offload.weights=spill
+# Spilled weights: interleaved's two stages per rank take turns on the device, each brought in from
+# the host for its visit and sent back after, to the same losses as with both resident; the peaks
+# as predicted.
+inter=(--set pipeline.schedule=interleaved)
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${inter[@]}" --json "$tmp/inter.json" >"$tmp/out" 2>"$tmp/err"
+checkf "interleaved, resident: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+spill=(--set pipeline.offload.weights=spill)
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${inter[@]}" "${spill[@]}" --json "$tmp/spill.json" \
+  >"$tmp/out" 2>"$tmp/err"
+checkf "interleaved, spilled: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+"$sc" simulate "$scenario" "${job[@]}" "${inter[@]}" "${spill[@]}" --json "$tmp/spill-pred.json" >/dev/null 2>"$tmp/err"
+checkf "interleaved, spilled: simulated" '[[ $? -eq 0 ]]' "$tmp/err"
+
+# Hydra's spilled schedule on one rank: the whole model (8 layers with Adam, 36 MiB with GPipe's
+# stashes) does not fit 20 MiB; cut into 4 shards that take turns, it trains there to GPipe's losses.
+one=(--set pipeline.ranks=1 --set pipeline.steps=2 --set topology.device.memory=20MiB --set pipeline.recompute=full)
+timeout 300 "$mpi" 1 "$sc" execute "$scenario" "${job[@]}" "${one[@]}" --json "$tmp/whole.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "one rank, whole model: refused" '[[ $rc -ne 0 ]]'
+check "one rank, whole model: one line naming the device memory" \
+  '[[ $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "topology.device.memory" "$tmp/err"'
+timeout 300 "$mpi" 1 "$sc" execute "$scenario" "${job[@]}" "${one[@]}" --set topology.device.memory=1GiB \
+  --json "$tmp/whole.json" >"$tmp/out" 2>"$tmp/err"
+checkf "one rank, whole model with room: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+timeout 300 "$mpi" 1 "$sc" execute "$scenario" "${job[@]}" "${one[@]}" --set pipeline.schedule=spilled \
+  --set pipeline.chunks=4 --json "$tmp/shards.json" >"$tmp/out" 2>"$tmp/err"
+checkf "one rank, spilled shards: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+tmp = sys.argv[1]
+load = lambda name: json.load(open(f"{tmp}/{name}.json"))["schedules"][0]
+bad = []
+inter, spill, pred = load("inter"), load("spill"), load("spill-pred")
+if spill["losses"] != inter["losses"]:
+    bad.append(f"interleaved: losses {spill['losses']} vs {inter['losses']}")
+for m, p, r in zip(spill["per_rank"], pred["per_rank"], inter["per_rank"]):
+    if not m["peak_memory_bytes"] < r["peak_memory_bytes"]:
+        bad.append(f"rank {m['rank']}: spilled device peak {m['peak_memory_bytes']} not below {r['peak_memory_bytes']}")
+    for key in ("peak_memory_bytes", "peak_host_memory_bytes"):
+        if abs(m[key] / p[key] - 1) > 0.1:
+            bad.append(f"rank {m['rank']}: {key} {m[key]} vs predicted {p[key]}")
+whole, shards = load("whole"), load("shards")
+if shards["losses"] != whole["losses"]:
+    bad.append(f"spilled: losses {shards['losses']} vs the whole model's {whole['losses']}")
+if not shards["per_rank"][0]["peak_memory_bytes"] <= 20 << 20:
+    bad.append(f"spilled: device peak {shards['per_rank'][0]['peak_memory_bytes']} over 20 MiB")
+for b in bad:
+    print("FAIL: spilled weights:", b)
+sys.exit(1 if bad else 0)
+PY
 exit $fail

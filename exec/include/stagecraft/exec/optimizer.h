@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/device_streams.h"
 #include "stagecraft/exec/runtime.h"
 
 namespace stagecraft::exec {
@@ -26,11 +27,19 @@ class Optimizer {
   // The optimizer state's bytes (in the host tier when on the host: then not the device's).
   int64_t StateBytes() const { return (state_a_.size() + state_b_.size()) * static_cast<int64_t>(sizeof(float)); }
   bool on_host() const { return config_.optimizer_on_host; }
-  // What it keeps in the host tier: on the host, the state, the master copy and the gradient
-  // buffer; else nothing.
+  // Spilled weights (OFFLOAD / RELOAD of the optimizer state): the state moved into `tier`, copied
+  // on `stream` and waited for (the old buffers go once the copy is done). Not with the optimizer
+  // on the host, whose state stays there.
+  void MoveState(MemoryTier tier, StreamKind stream);
+  MemoryTier state_tier() const { return state_a_.tier(); }
+  // What it keeps in the host tier now: on the host, the state, the master copy and the gradient
+  // buffer; spilled, the state while it is away.
   int64_t HostBytes() const {
-    if (!config_.optimizer_on_host) return 0;
-    return StateBytes() + (host_weights_.size() + host_grads_.size()) * static_cast<int64_t>(sizeof(float));
+    int64_t floats = 0;
+    for (const Buffer* b : {&state_a_, &state_b_, &host_weights_, &host_grads_}) {
+      if (!b->empty() && b->tier() == MemoryTier::kHost) floats += b->size();
+    }
+    return floats * static_cast<int64_t>(sizeof(float));
   }
 
  private:

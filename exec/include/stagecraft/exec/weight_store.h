@@ -9,11 +9,13 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/device.h"
+#include "stagecraft/exec/op_clock.h"
 #include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/lifetimes.h"
+#include "stagecraft/schedules/tensors.h"
 
 namespace stagecraft::exec {
 
@@ -28,15 +30,36 @@ class WeightStore {
   // throughout, DESIGN.md §4).
   void AddStage(int stage, const StageModel& model);
 
-  // What the stages' optimizers keep in the host tier (TrainingConfig::optimizer_on_host), bytes.
+  // What the store keeps in the host tier now, bytes: its optimizers' (on the host, or spilled),
+  // and spilled weight versions and gradient buffers.
   int64_t HostBytes() const {
     int64_t bytes = 0;
-    for (const StageWeights& sw : stages_) bytes += sw.optimizer.HostBytes();
+    const auto add = [&bytes](const Buffer& b) {
+      if (!b.empty() && b.tier() == MemoryTier::kHost) bytes += b.size() * static_cast<int64_t>(sizeof(float));
+    };
+    for (const StageWeights& sw : stages_) {
+      bytes += sw.optimizer.HostBytes();
+      for (const auto& [version, w] : sw.versions) add(w);
+      for (const auto& [update, u] : sw.open) add(u.grads);
+      for (const Buffer& g : sw.zeroed) add(g);
+    }
     return bytes;
   }
 
+  // OFFLOAD or RELOAD `op` (op `op_index`) of a weight version or of the optimizer state
+  // (schedules/offload.h PlaceWeightSpill): the version's buffer, with the stage's gradient
+  // buffers when it is the newest (they travel together, as the simulator moves them:
+  // sim::CopyBytes), or the optimizer's state, copied into the other tier on its copy stream and
+  // timed there by `clock`; the copy is waited for before the old buffers go. What starts on the
+  // host (schedules::StartOnHost) is put there by AddStage.
+  void Copy(int op_index, const schedules::Op& op, OpClock& clock);
+
   // The version an F, B, I or W reads (its `version`).
-  const float* Read(const schedules::Op& op) { return At(op.stage).versions.at(op.version).data(); }
+  const float* Read(const schedules::Op& op) {
+    const Buffer& w = At(op.stage).versions.at(op.version);
+    SC_CHECK(w.tier() == MemoryTier::kDevice, "an op reads weights on the device (a RELOAD brought them)");
+    return w.data();
+  }
   // The newest version of `stage`.
   float* Newest(int stage) {
     StageWeights& sw = At(stage);
@@ -60,6 +83,11 @@ class WeightStore {
   void Release(int op_index, const schedules::Op& op) { Release(op_index, At(op.stage), op.version); }
 
   int newest(int stage) { return At(stage).newest; }
+  // Where the newest version of `stage` is (spilled: the host, after its last OFFLOAD).
+  MemoryTier newest_tier(int stage) {
+    StageWeights& sw = At(stage);
+    return sw.versions.at(sw.newest).tier();
+  }
   int versions(int stage) { return static_cast<int>(At(stage).versions.size()); }
   // Gradient buffers of `stage` that hold zeros and wait for an update.
   int zeroed_gradients(int stage) { return static_cast<int>(At(stage).zeroed.size()); }
@@ -83,6 +111,9 @@ class WeightStore {
     std::vector<Buffer> zeroed;      // gradient buffers of no open update, all zeros
   };
 
+  // Moves `b` into `tier` on `stream` and waits for the copy.
+  void Move(Buffer* b, MemoryTier tier, StreamKind stream);
+
   StageWeights& At(int stage) {
     const int slot = stage >= 0 && stage < static_cast<int>(slot_of_stage_.size()) ? slot_of_stage_[stage] : -1;
     SC_CHECK(slot >= 0, "an op of a stage this rank holds");
@@ -102,6 +133,7 @@ class WeightStore {
   const schedules::WeightLifetimes lifetimes_;  // of the rank's ops: last readers, STEPs in place
   std::vector<int> slot_of_stage_;          // stage -> index in stages_, -1 when not local
   std::vector<StageWeights> stages_;
+  std::vector<schedules::TensorKey> start_on_host_;  // of the rank's list (schedules::StartOnHost)
   int peak_versions_ = 1;
 };
 
