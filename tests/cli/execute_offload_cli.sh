@@ -65,12 +65,16 @@ PY
 
 # The optimizer on the host (ZeRO-Offload): GPipe's Adam state (8 MiB per rank) leaves the device,
 # so the same 22 MiB limit holds the run without offloading any activation, to the same losses.
-opt=(--set pipeline.offload.optimizer=host)
-timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${small[@]}" "${opt[@]}" --json "$tmp/opt.json" \
-  >"$tmp/out" 2>"$tmp/err"
-checkf "optimizer on the host: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
-"$sc" simulate "$scenario" "${job[@]}" "${small[@]}" "${opt[@]}" --json "$tmp/opt-pred.json" >/dev/null 2>"$tmp/err"
-checkf "optimizer on the host: simulated" '[[ $? -eq 0 ]]' "$tmp/err"
+# run_and_predict NAME OUT ARGS...: executes the job with ARGS on 2 ranks into $tmp/OUT.json and
+# simulates it into $tmp/OUT-pred.json.
+run_and_predict() {
+  local name="$1" out="$2"; shift 2
+  timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "$@" --json "$tmp/$out.json" >"$tmp/out" 2>"$tmp/err"
+  checkf "$name: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+  "$sc" simulate "$scenario" "${job[@]}" "$@" --json "$tmp/$out-pred.json" >/dev/null 2>"$tmp/err"
+  checkf "$name: simulated" '[[ $? -eq 0 ]]' "$tmp/err"
+}
+run_and_predict "optimizer on the host" opt "${small[@]}" --set pipeline.offload.optimizer=host
 python3 - "$tmp" <<'PY' || fail=1
 import json, sys
 tmp = sys.argv[1]
@@ -98,12 +102,7 @@ PY
 inter=(--set pipeline.schedule=interleaved)
 timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${inter[@]}" --json "$tmp/inter.json" >"$tmp/out" 2>"$tmp/err"
 checkf "interleaved, resident: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
-spill=(--set pipeline.offload.weights=spill)
-timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${inter[@]}" "${spill[@]}" --json "$tmp/spill.json" \
-  >"$tmp/out" 2>"$tmp/err"
-checkf "interleaved, spilled: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
-"$sc" simulate "$scenario" "${job[@]}" "${inter[@]}" "${spill[@]}" --json "$tmp/spill-pred.json" >/dev/null 2>"$tmp/err"
-checkf "interleaved, spilled: simulated" '[[ $? -eq 0 ]]' "$tmp/err"
+run_and_predict "interleaved, spilled" spill "${inter[@]}" --set pipeline.offload.weights=spill
 
 # Hydra's spilled schedule on one rank: the whole model (8 layers with Adam, 36 MiB with GPipe's
 # stashes) does not fit 20 MiB; cut into 4 shards that take turns, it trains there to GPipe's losses.
