@@ -28,17 +28,20 @@ const char* const kBase =
 
 TEST(OffloadScenario, EveryKeyRead) {
   ScratchDir dir;
-  const std::string all =
-      Replace(Replace(kBase, "{activations: 0.5}",
-                      "{activations: 0.25, weights: spill, optimizer: host, double_buffer: false}"),
-              "latency: 2us}", "latency: 2us, memory_bandwidth: 100GB/s}");
+  const std::string all = Replace(kBase, "{activations: 0.5}", "{activations: 0.25, weights: spill, double_buffer: false}");
   const Scenario s = LoadScenario(dir.Write("all.yaml", all), {});
   EXPECT_DOUBLE_EQ(s.pipeline.offload.activations, 0.25);
   EXPECT_FALSE(s.pipeline.offload.activations_auto);
   EXPECT_EQ(s.pipeline.offload.weights, WeightsOffload::kSpill);
-  EXPECT_EQ(s.pipeline.offload.optimizer, OptimizerPlace::kHost);
+  EXPECT_EQ(s.pipeline.offload.optimizer, OptimizerPlace::kDevice);
   EXPECT_FALSE(s.pipeline.offload.double_buffer);
-  EXPECT_DOUBLE_EQ(s.topology.host.memory_bandwidth_bytes_per_s, 100e9);
+  // The optimizer on the host, with its DRAM's bandwidth (a GPU-like device's host must state it).
+  const Scenario host = LoadScenario(
+      dir.Write("host.yaml", Replace(Replace(kBase, "{activations: 0.5}", "{optimizer: host}"), "latency: 2us}",
+                                     "latency: 2us, memory_bandwidth: 100GB/s}")),
+      {});
+  EXPECT_EQ(host.pipeline.offload.optimizer, OptimizerPlace::kHost);
+  EXPECT_DOUBLE_EQ(host.topology.host.memory_bandwidth_bytes_per_s, 100e9);
   EXPECT_TRUE(s.pipeline.offload.any());
   const Scenario automatic = LoadScenario(dir.Write("auto.yaml", kBase), {"pipeline.offload.activations=auto"});
   EXPECT_TRUE(automatic.pipeline.offload.activations_auto);
@@ -65,6 +68,18 @@ TEST(OffloadScenario, BadValuesAreNamedWhereTheyAre) {
   EXPECT_EQ(LoadError(dir, no_host),
             fmt::format("{}:{}: pipeline.offload: copies to host memory need topology.host (its memory and link)", path,
                         PosOf(no_host, "{activations: 0.5}")));
+  // The optimizer on the host: not beside spilled weights, and with its DRAM's bandwidth stated.
+  const std::string both = Replace(kBase, "{activations: 0.5}", "{weights: spill, optimizer: host}");
+  EXPECT_EQ(LoadError(dir, both),
+            fmt::format("{}:{}: pipeline.offload.optimizer: host keeps the optimizer state on the host, and spilled "
+                        "weights bring it to the device for each STEP: choose one",
+                        path, PosOf(both, "host}")));
+  const std::string no_bandwidth = Replace(kBase, "{activations: 0.5}", "{optimizer: host}");
+  EXPECT_NE(LoadError(dir, no_bandwidth).find("topology.host: pipeline.offload.optimizer: host runs each optimizer step on "
+                                              "the host's CPU at its DRAM's bandwidth: state "
+                                              "topology.host.memory_bandwidth"),
+            std::string::npos)
+      << LoadError(dir, no_bandwidth);
 }
 
 }  // namespace
