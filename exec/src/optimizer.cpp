@@ -29,23 +29,10 @@ Optimizer::Optimizer(Device& device, const TrainingConfig& config, int64_t param
   }
 }
 
-namespace {
-
-// `b` moved into `tier` on `stream`, waited for.
-void Move(Device& device, Buffer* b, MemoryTier tier, StreamKind stream) {
-  if (b->empty() || b->tier() == tier) return;
-  Buffer moved(device, b->size(), tier);
-  device.memory().CopyAsync(moved.data(), tier, b->data(), b->tier(), b->size(), stream);
-  device.streams().Synchronize(stream);
-  *b = std::move(moved);
-}
-
-}  // namespace
-
 void Optimizer::MoveState(MemoryTier tier, StreamKind stream) {
   SC_CHECK(!config_.optimizer_on_host, "the optimizer on the host keeps its state there");
-  Move(device_, &state_a_, tier, stream);
-  Move(device_, &state_b_, tier, stream);
+  MoveToTier(device_, &state_a_, tier, stream);
+  MoveToTier(device_, &state_b_, tier, stream);
 }
 
 void Optimizer::Step(const float* w_in, float* w_out, float* grad, float grad_scale) {

@@ -35,20 +35,12 @@ void WeightStore::AddStage(int stage, const StageModel& model) {
   for (const schedules::TensorKey& key : start_on_host_) {
     if (key.stage != stage) continue;
     if (key.tensor == schedules::Tensor::kWeights && key.version == 0) {
-      Move(&sw.versions.at(0), MemoryTier::kHost, StreamKind::kToHost);
-      for (Buffer& g : sw.zeroed) Move(&g, MemoryTier::kHost, StreamKind::kToHost);
+      MoveToTier(device_, &sw.versions.at(0), MemoryTier::kHost, StreamKind::kToHost);
+      for (Buffer& g : sw.zeroed) MoveToTier(device_, &g, MemoryTier::kHost, StreamKind::kToHost);
     } else if (key.tensor == schedules::Tensor::kOptimizer) {
       sw.optimizer.MoveState(MemoryTier::kHost, StreamKind::kToHost);
     }
   }
-}
-
-void WeightStore::Move(Buffer* b, MemoryTier tier, StreamKind stream) {
-  if (b->empty() || b->tier() == tier) return;
-  Buffer moved(device_, b->size(), tier);
-  device_.memory().CopyAsync(moved.data(), tier, b->data(), b->tier(), b->size(), stream);
-  device_.streams().Synchronize(stream);  // the old buffer goes only once it is read
-  *b = std::move(moved);
 }
 
 void WeightStore::Copy(int op_index, const schedules::Op& op, OpClock& clock) {
@@ -67,10 +59,10 @@ void WeightStore::Copy(int op_index, const schedules::Op& op, OpClock& clock) {
     const auto v = sw.versions.find(op.version);
     SC_CHECK(v != sw.versions.end(), fmt::format("stage {}: {} of weight version {}, which is not held", op.stage,
                                                  out ? "OFFLOAD" : "RELOAD", op.version));
-    Move(&v->second, tier, stream);
+    MoveToTier(device_, &v->second, tier, stream);
     if (op.version == sw.newest) {
-      for (auto& [update, u] : sw.open) Move(&u.grads, tier, stream);
-      for (Buffer& g : sw.zeroed) Move(&g, tier, stream);
+      for (auto& [update, u] : sw.open) MoveToTier(device_, &u.grads, tier, stream);
+      for (Buffer& g : sw.zeroed) MoveToTier(device_, &g, tier, stream);
     }
   }
   clock.EndOn(op_index, begin, stream);

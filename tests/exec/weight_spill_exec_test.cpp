@@ -9,15 +9,13 @@
 
 #include "offload_runs.h"
 #include "stagecraft/exec/cpu_device.h"
-#include "stagecraft/schedules/offload.h"
-#include "stagecraft/schedules/validate.h"
 
 namespace stagecraft::exec {
 namespace {
 
 using testing::OffloadOutcome;
 
-constexpr int kShards = 4;
+constexpr int kShards = testing::kSpilledShards;
 
 TrainingConfig Config() {
   TrainingConfig c;
@@ -29,19 +27,7 @@ TrainingConfig Config() {
   return c;
 }
 
-// The spilled schedule (one rank, four shards), lowered; with its weights spilled or resident.
-schedules::Schedule Spilled(bool spill, bool double_buffer = true) {
-  schedules::GeneratorParams p;
-  p.ranks = 1;
-  p.chunks = kShards;
-  p.microbatches = testing::kOffloadMicrobatches;
-  p.steps = testing::kOffloadSteps;
-  const schedules::Schedule s = schedules::Lower(schedules::Generate("spilled", p));
-  if (!spill) return s;
-  schedules::Schedule spilled = schedules::PlaceWeightSpill(s, {.double_buffer = double_buffer});
-  EXPECT_TRUE(schedules::Validate(spilled).empty());
-  return spilled;
-}
+schedules::Schedule Spilled(bool spill, bool double_buffer = true) { return testing::SpilledShards(spill, double_buffer); }
 
 OffloadOutcome RunShards(const schedules::Schedule& s, int64_t limit = 0) {
   return testing::RunOffloaded(MakeCpuDevice(), s, Config(), limit);

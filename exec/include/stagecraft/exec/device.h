@@ -70,4 +70,17 @@ class Buffer {
   MemoryTier tier_ = MemoryTier::kDevice;
 };
 
+// `b` moved into `tier` of `device`: a buffer there, the copy queued on `stream` after the compute
+// queued so far (what made the data, and what last used the memory the new buffer comes from) and
+// waited for, then the old buffer freed. Nothing when `b` is empty or already there. For what
+// moves whole between the tiers and is not needed at once (spilled weights, optimizer state).
+inline void MoveToTier(Device& device, Buffer* b, MemoryTier tier, StreamKind stream) {
+  if (b->empty() || b->tier() == tier) return;
+  Buffer moved(device, b->size(), tier);
+  device.streams().OrderAfter(stream, StreamKind::kCompute);
+  device.memory().CopyAsync(moved.data(), tier, b->data(), b->tier(), b->size(), stream);
+  device.streams().Synchronize(stream);
+  *b = std::move(moved);
+}
+
 }  // namespace stagecraft::exec

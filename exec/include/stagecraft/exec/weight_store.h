@@ -111,9 +111,6 @@ class WeightStore {
     std::vector<Buffer> zeroed;      // gradient buffers of no open update, all zeros
   };
 
-  // Moves `b` into `tier` on `stream` and waits for the copy.
-  void Move(Buffer* b, MemoryTier tier, StreamKind stream);
-
   StageWeights& At(int stage) {
     const int slot = stage >= 0 && stage < static_cast<int>(slot_of_stage_.size()) ? slot_of_stage_[stage] : -1;
     SC_CHECK(slot >= 0, "an op of a stage this rank holds");

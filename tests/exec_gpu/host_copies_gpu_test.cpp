@@ -1,9 +1,11 @@
-// Activation offload on the cuda device (exec/activation_copies.h): copies into page-locked host
-// memory on the device's to-host stream and back on its to-device stream, each B waiting for its
-// reload on the device. GPipe with every stash (and half of them) offloaded trains to the losses
-// and weights of the run without copies (within 1e-6: the same kernels on the same data), times
-// every copy on its stream, and fits under a device limit the run without copies cannot.
-// Skipped without a CUDA device.
+// Copies to host memory on the cuda device, into page-locked host memory on the device's to-host
+// stream and back on its to-device stream. Activation offload (exec/activation_copies.h): GPipe
+// with every stash (and half of them) offloaded trains to the losses and weights of the run
+// without copies (within 1e-6: the same kernels on the same data), times every copy on its stream,
+// and fits under a device limit the run without copies cannot. Spilled weights (WeightStore::Copy):
+// the spilled schedule trains as with its shards resident and fits where they do not. The
+// optimizer on the host (exec/optimizer.h): the host's Adam trains as the device's (within 1e-6)
+// with no optimizer state on the device. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,12 +22,19 @@ namespace {
 using testing::OffloadedGpipe;
 using testing::OffloadOutcome;
 
-OffloadOutcome RunOnGpu(const schedules::Schedule& s, int64_t limit = 0) {
+TrainingConfig GpuConfig(int stages) {
   TrainingConfig config;
   config.model = MlpModel{.layers = 4, .hidden = 256, .seed = 5};
   config.microbatch_size = 64;
-  config.lr = 0.05f;
-  config.layers_per_stage = {4};
+  config.optimizer = "adam";
+  config.lr = 0.01f;
+  config.layers_per_stage.assign(static_cast<size_t>(stages), 4 / stages);
+  return config;
+}
+
+OffloadOutcome RunOnGpu(const schedules::Schedule& s, int64_t limit = 0, bool optimizer_on_host = false) {
+  TrainingConfig config = GpuConfig(s.stages());
+  config.optimizer_on_host = optimizer_on_host;
   return testing::RunOffloaded(MakeCudaDevice(0, GemmPrecision::kFp32), s, config, limit);
 }
 
@@ -74,6 +83,30 @@ TEST(ActivationCopiesGpu, OffloadFitsUnderADeviceLimitTheRunWithoutCannot) {
   const OffloadOutcome limited = RunOnGpu(OffloadedGpipe(1), limit);
   EXPECT_LE(limited.device_peak, limit);
   ExpectSameTraining(limited.run, plain.run);
+}
+
+TEST(WeightSpillGpu, SpilledShardsTrainAsResidentOnesAndFitWhereTheyDoNot) {
+  SKIP_WITHOUT_GPU();
+  const OffloadOutcome resident = RunOnGpu(testing::SpilledShards(false));
+  const OffloadOutcome spilled = RunOnGpu(testing::SpilledShards(true));
+  ExpectSameTraining(spilled.run, resident.run);
+  EXPECT_GT(spilled.run.record.peak_host_memory_bytes, 0);
+  ASSERT_LT(spilled.device_peak, resident.device_peak);
+  const int64_t limit = (spilled.device_peak + resident.device_peak) / 2;
+  EXPECT_THROW(RunOnGpu(testing::SpilledShards(false), limit), OutOfMemory);
+  const OffloadOutcome limited = RunOnGpu(testing::SpilledShards(true), limit);
+  EXPECT_LE(limited.device_peak, limit);
+  ExpectSameTraining(limited.run, resident.run);
+}
+
+TEST(HostOptimizerGpu, TheHostsAdamTrainsAsTheDevicesWithTheStateOffIt) {
+  SKIP_WITHOUT_GPU();
+  const OffloadOutcome device = RunOnGpu(OffloadedGpipe(0));
+  const OffloadOutcome host = RunOnGpu(OffloadedGpipe(0), 0, true);
+  ExpectSameTraining(host.run, device.run);
+  const int64_t state = 2 * int64_t{4} * (256 * 256 + 256) * 4;  // Adam's two moments of 4 layers
+  EXPECT_EQ(device.run.record.peak_memory_bytes - host.run.record.peak_memory_bytes, state);
+  EXPECT_GT(host.run.record.peak_host_memory_bytes, state);
 }
 
 }  // namespace
