@@ -53,7 +53,8 @@ std::string TableRow(int rank, const PlanEntry& e) {
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
                      100 * e.metrics.bubble_fraction, FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
-                         (c.offload_activations > 0 ? ", stashes on the host" : ""));
+                         (c.offload_activations > 0 ? ", stashes on the host" : "") +
+                         (c.optimizer_on_host ? ", optimizer on the host" : ""));
 }
 
 // The leaders side by side: each one's step split (mean over ranks, % of its step) and its busiest
@@ -203,6 +204,7 @@ std::string PlanJson(const PlanResult& r) {
     j.Key("chunks").Int(c.chunks).Key("microbatches").Int(c.microbatches).Key("microbatch_size").Int(c.microbatch_size);
     j.Key("recompute").String(sim::Name(c.recompute)).Key("zero").Int(c.zero).Key("partition").String(sim::Name(c.partition));
     if (c.offload_activations > 0) j.Key("offload_activations").Number(c.offload_activations);
+    if (c.optimizer_on_host) j.Key("optimizer_on_host").Bool(true);
     j.EndObject();
     j.Key("tflops_per_gpu").Number(e.tflops_per_gpu).Key("bound_step_time_ms").Number(e.bound_ms);
     j.Key("peak_memory_bytes").Int(e.peak_bytes).Key("peak_memory_rank").Int(e.worst_rank);

@@ -45,6 +45,7 @@ sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const 
   p.recompute = c.recompute;
   p.partition = c.partition;
   if (c.offload_activations > 0) p.offload.activations = c.offload_activations;
+  if (c.optimizer_on_host) p.offload.optimizer = sim::OptimizerPlace::kHost;
   if (options.memory_limit_bytes > 0) p.memory_limit_bytes = options.memory_limit_bytes;
   if (options.search_evaluations > 0) p.search_evaluations = options.search_evaluations;
   return sc;
@@ -65,6 +66,7 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions&
       fmt::format("pipeline.partition={}", sim::Name(c.partition)),
   };
   if (c.offload_activations > 0) sets.push_back(fmt::format("pipeline.offload.activations={:g}", c.offload_activations));
+  if (c.optimizer_on_host) sets.push_back("pipeline.offload.optimizer=host");
   if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
   if (options.search_evaluations > 0) {
     sets.push_back(fmt::format("pipeline.search_evaluations={}", options.search_evaluations));

@@ -443,5 +443,49 @@ TEST_F(PlanTest, OffloadsWhenNothingFitsWithoutIt) {
   EXPECT_NE(PlanError(Tiny(), o).find("fits in"), std::string::npos);
 }
 
+// Just below the smallest peak of the configurations that fit with every stash offloaded, those
+// fit no more; with a host that can take the optimizer's step (its DRAM's bandwidth stated), plan
+// tries them again with the optimizer on the host too (ZeRO-Offload), keeps what fits (each
+// simulating from its overrides to the same step and peak) and says so. A host that cannot take
+// the step (a GPU's, its bandwidth not stated) leaves nothing that fits.
+TEST_F(PlanTest, PutsTheOptimizerOnTheHostWhenOffloadingStashesIsNotEnough) {
+  const std::vector<std::string> host = {"topology.host.memory=64GiB", "topology.host.bandwidth=64GB/s",
+                                         "topology.host.memory_bandwidth=200GB/s"};
+  const sim::Scenario sc = sim::LoadScenario(path_, host);
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const PlanEntry& e : Plan(sc, Options()).entries) smallest = std::min(smallest, e.peak_bytes);
+  PlanOptions o = Options();
+  o.memory_limit_bytes = smallest - 1;
+  int64_t offloaded = std::numeric_limits<int64_t>::max();
+  for (const PlanEntry& e : Plan(sc, o).entries) {
+    if (e.fits) offloaded = std::min(offloaded, e.peak_bytes);
+  }
+  ASSERT_LT(offloaded, smallest);
+  o.memory_limit_bytes = offloaded - 1;
+  const PlanResult r = Plan(sc, o);
+  ASSERT_NE(r.best(), nullptr);
+  for (const PlanEntry& e : r.entries) {
+    if (!e.fits) continue;
+    EXPECT_TRUE(e.config.optimizer_on_host) << DescribeConfig(e.config);
+    EXPECT_EQ(e.config.offload_activations, 1) << DescribeConfig(e.config);
+    EXPECT_LE(e.peak_bytes, o.memory_limit_bytes);
+    EXPECT_NE(DescribeConfig(e.config).find(" offload 1 optimizer-host"), std::string::npos);
+    std::vector<std::string> sets = ConfigOverrides(e.config, o);
+    sets.insert(sets.end(), host.begin(), host.end());
+    const sim::Scenario again = sim::LoadScenario(path_, sets);
+    EXPECT_EQ(again.pipeline.offload.optimizer, sim::OptimizerPlace::kHost);
+    const Prediction p = Predict(again, sim::Topology(again.topology), ScenarioSchedules(again, {e.config.schedule}).front());
+    EXPECT_DOUBLE_EQ(p.metrics.step_time_ms, e.metrics.step_time_ms) << DescribeConfig(e.config);
+    EXPECT_EQ(p.metrics.ranks_detail[p.metrics.WorstMemoryRank()].peak_memory_bytes, e.peak_bytes);
+  }
+  EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+    return n.find("fit with the optimizer on the host too (pipeline.offload.optimizer: host)") != std::string::npos;
+  }));
+  const sim::Scenario gpu_host = sim::LoadScenario(path_, {host[0], host[1]});
+  EXPECT_NE(PlanError(gpu_host, o).find("nor do the 16 fastest with every stash offloaded to the host"),
+            std::string::npos)
+      << PlanError(gpu_host, o);
+}
+
 }  // namespace
 }  // namespace stagecraft::harness

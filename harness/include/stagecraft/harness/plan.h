@@ -38,6 +38,9 @@ struct PlanConfig {
   // pipeline.offload.activations: the share of each stage's stashes copied to the host; plan
   // tries 1 (every stash) only when nothing fits without (docs/plan.md).
   double offload_activations = 0;
+  // pipeline.offload.optimizer: host (ZeRO-Offload): plan tries it beside every stash offloaded
+  // only when that alone fits nothing and the host can take the step (docs/plan.md).
+  bool optimizer_on_host = false;
   friend bool operator==(const PlanConfig&, const PlanConfig&) = default;
 };
 
