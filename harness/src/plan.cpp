@@ -86,27 +86,8 @@ std::string DescribeConfig(const PlanConfig& c) {
                      c.optimizer_on_host ? " optimizer-host" : "");
 }
 
-namespace {
 
-// The cost table of one key, with its floors; a cost model that refuses the shape leaves why.
-Facts BuildFacts(const Space& space, const CostKey& key, const PlanConfig& example) {
-  Facts f;
-  try {
-    const sim::Scenario sc = ScenarioFor(space.base, example, space.options);
-    sim::CostQuery query;
-    query.shape = schedules::Shape{key.ranks, key.chunks, key.placement};
-    query.per_microbatch_updates = key.per_microbatch_updates;
-    f.costs = sim::BuildCosts(sc, query);
-    f.floors = detail::FloorsOf(sc, space.topology, f.costs, query.shape);
-    f.memory_floor = detail::MemoryFloor(f.floors);
-  } catch (const InputError& e) {
-    f.error = e.what();
-  }
-  return f;
-}
-
-// The entry of a simulated configuration.
-PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, double seconds) {
+PlanEntry detail::EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, double seconds) {
   PlanEntry e;
   e.config = c;
   e.metrics = p.metrics;
@@ -127,6 +108,25 @@ PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, 
   }
   e.seconds = seconds;
   return e;
+}
+
+namespace {
+
+// The cost table of one key, with its floors; a cost model that refuses the shape leaves why.
+Facts BuildFacts(const Space& space, const CostKey& key, const PlanConfig& example) {
+  Facts f;
+  try {
+    const sim::Scenario sc = ScenarioFor(space.base, example, space.options);
+    sim::CostQuery query;
+    query.shape = schedules::Shape{key.ranks, key.chunks, key.placement};
+    query.per_microbatch_updates = key.per_microbatch_updates;
+    f.costs = sim::BuildCosts(sc, query);
+    f.floors = detail::FloorsOf(sc, space.topology, f.costs, query.shape);
+    f.memory_floor = detail::MemoryFloor(f.floors);
+  } catch (const InputError& e) {
+    f.error = e.what();
+  }
+  return f;
 }
 
 // One candidate through the order's floors and, when it could still place, the simulator.
@@ -169,7 +169,7 @@ void Evaluate(const Space& space, const Candidate& cand, Facts& facts, Board* bo
   SC_CHECK(p.metrics.ranks_detail[worst].peak_memory_bytes >= memory_floor,
            fmt::format("{}: simulated peak {} bytes, below its floor of {}", DescribeConfig(cand.config),
                        p.metrics.ranks_detail[worst].peak_memory_bytes, memory_floor));
-  PlanEntry entry = EntryOf(space, cand.config, p, std::chrono::duration<double>(Clock::now() - start).count());
+  PlanEntry entry = detail::EntryOf(space, cand.config, p, std::chrono::duration<double>(Clock::now() - start).count());
   entry.bound_ms = static_cast<double>(time_floor) * 1e-6 / sc.pipeline.steps;
   board->Add(std::move(entry));
 }
@@ -211,7 +211,7 @@ void Refine(const Space& space, PlanResult* result) {
       std::vector<schedules::Schedule> searched =
           ScenarioSchedules(sc, {std::string(sim::kSearchedSchedule)}, o.cancel);
       const Prediction p = Predict(sc, space.topology, std::move(searched.front()));
-      refined[i] = EntryOf(space, leaders[i], p, std::chrono::duration<double>(Clock::now() - start).count());
+      refined[i] = detail::EntryOf(space, leaders[i], p, std::chrono::duration<double>(Clock::now() - start).count());
     } catch (const InputError& e) {
       why[i] = e.what();
     }
@@ -238,86 +238,6 @@ void Refine(const Space& space, PlanResult* result) {
                                         refined[i]->metrics.step_time_ms, searched_from[i].second));
     result->entries.push_back(std::move(*refined[i]));
   }
-}
-
-// How many of the fastest configurations (by their time floors) plan simulates again with every
-// stash offloaded, when none fits without.
-constexpr size_t kOffloadTries = 16;
-
-// The first kOffloadTries of `sorted` (Plan sorts them by their time floors, lowest first), each
-// with `with` applied to its configuration, simulated whatever their memory floors said (those
-// count everything on the device); what fits goes into `result`. Returns how many fit.
-template <class With>
-int TryCopies(const Space& space, const std::vector<Candidate>& candidates, With with, PlanResult* result) {
-  std::vector<std::optional<PlanEntry>> tried(candidates.size());
-  ParallelFor(candidates.size(), space.max_threads, [&](size_t i) {
-    PlanConfig config = candidates[i].config;
-    with(&config);
-    const auto start = Clock::now();
-    try {
-      const sim::Scenario sc = ScenarioFor(space.base, config, space.options);
-      std::vector<schedules::Schedule> built = ScenarioSchedules(sc, {config.schedule}, space.options.cancel);
-      const Prediction p = Predict(sc, space.topology, std::move(built.front()));
-      tried[i] = EntryOf(space, config, p, std::chrono::duration<double>(Clock::now() - start).count());
-    } catch (const InputError&) {
-      // A shape the schedule does not take, more than the host holds, or no step on the host.
-    }
-  });
-  int kept = 0;
-  for (std::optional<PlanEntry>& e : tried) {
-    if (!e || !e->fits) continue;
-    ++kept;
-    result->entries.push_back(std::move(*e));
-  }
-  return kept;
-}
-
-// Whether the optimizer's step may run on the scenario's host: its DRAM's bandwidth is stated, or
-// every device is a CPU (validate_offload.cpp's rule).
-bool HostTakesTheStep(const sim::Scenario& sc) {
-  if (sc.topology.host.memory_bandwidth_bytes_per_s > 0) return true;
-  for (int d = 0; d < sc.topology.devices(); ++d) {
-    if (sc.topology.DeviceAt(d).copy_engine) return false;
-  }
-  return true;
-}
-
-// When nothing fits and the scenario has a host (topology.host) and copies nothing itself: the
-// kOffloadTries fastest configurations with every stash copied to the host
-// (pipeline.offload.activations: 1), and when none of those fits either and the host can take the
-// step, with the optimizer on the host too (pipeline.offload.optimizer: host). What fits is kept,
-// with a note of what the copies bought. Returns how many it tried.
-size_t TryOffload(const Space& space, const std::vector<Candidate>& sorted, PlanResult* result) {
-  const sim::Scenario& base = space.base;
-  if (!base.topology.host.stated() || base.pipeline.offload.any()) return 0;
-  const std::vector<Candidate> candidates(sorted.begin(),
-                                          sorted.begin() + static_cast<std::ptrdiff_t>(std::min(sorted.size(), kOffloadTries)));
-  if (candidates.empty()) return 0;
-  const int stashes = TryCopies(space, candidates, [](PlanConfig* c) { c->offload_activations = 1; }, result);
-  if (stashes > 0) {
-    result->notes.push_back(fmt::format("nothing fits with every stash on the device: {} of the {} fastest "
-                                        "configurations fit with every stash offloaded to the host "
-                                        "(pipeline.offload.activations: 1)",
-                                        stashes, candidates.size()));
-    return candidates.size();
-  }
-  const int optimizer = HostTakesTheStep(base) ? TryCopies(space, candidates,
-                                                           [](PlanConfig* c) {
-                                                             c->offload_activations = 1;
-                                                             c->optimizer_on_host = true;
-                                                           },
-                                                           result)
-                                               : 0;
-  result->notes.push_back(
-      optimizer > 0
-          ? fmt::format("nothing fits with every stash on the device, nor with every stash offloaded to the host: {} of "
-                        "the {} fastest configurations fit with the optimizer on the host too "
-                        "(pipeline.offload.optimizer: host)",
-                        optimizer, candidates.size())
-          : fmt::format("nothing fits with every stash on the device, nor with every stash offloaded to the host{} for "
-                        "the {} fastest configurations",
-                        HostTakesTheStep(base) ? " and the optimizer there" : "", candidates.size()));
-  return candidates.size();
 }
 
 // Fitting before not, then fastest first; on a tie the smaller peak, then the description.
@@ -446,7 +366,7 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   Rank(&result);
   Refine(space, &result);
   Rank(&result);
-  const size_t offloaded = result.best() == nullptr ? TryOffload(space, candidates, &result) : 0;
+  const size_t offloaded = result.best() == nullptr ? detail::TryOffload(space, candidates, &result) : 0;
   if (offloaded > 0) Rank(&result);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (result.best() == nullptr) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "stagecraft/harness/plan.h"
+#include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/scenario/scenario.h"
 #include "stagecraft/sim/topology.h"
@@ -53,6 +54,16 @@ int ModelLayers(const sim::Scenario& scenario);
 // number out of its range, --tensor-parallel sizes none of which divides --gpus, --schedules
 // with no generator to enumerate).
 void CheckInputs(const sim::Scenario& scenario, const PlanOptions& options);
+
+// The entry of a simulated configuration (plan.cpp): its metrics, worst rank and peak, memory
+// terms, whether it fits the space's limit, its TFLOPS per GPU and mean step split.
+PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, double seconds);
+
+// When nothing fits and the scenario has a host and copies nothing itself: the 16 fastest of
+// `sorted` (by their time floors) with every stash offloaded, then, when none of those fits and
+// the host can take the step, with the optimizer on the host too; what fits goes into `result`
+// with a note (plan_offload.cpp). Returns how many configurations it tried.
+size_t TryOffload(const Space& space, const std::vector<Candidate>& sorted, PlanResult* result);
 
 // The divisors of n in increasing order, in O(sqrt(n)) steps: n may be up to 2^48 (a replica's
 // share of the batch).
