@@ -208,7 +208,8 @@ ModelSpec ParseTaskModel(const Value& value, const std::optional<Value>& models,
   std::vector<std::string> known;
   if (models) {
     for (const auto& entry : models->node()) {
-      const std::string key = entry.first.as<std::string>();
+      if (!entry.first.IsScalar()) models->Fail("expected model names as keys, each naming a model block");
+      const std::string key = entry.first.Scalar();
       if (key == *name) return detail::ParseModel(models->Child(key, entry.second), ranks);
       known.push_back(key);
     }
@@ -236,10 +237,13 @@ std::vector<TaskSpec> ParseTasks(const Value& list, const Map& top, const Scenar
       if (earlier.name == t.name) name.Fail(fmt::format("task '{}' is listed twice", t.name));
     }
     YAML::Node merged(YAML::NodeType::Map);
-    for (const auto& entry : base.node()) merged[entry.first.as<std::string>()] = entry.second;
+    for (const auto& entry : base.node()) merged[entry.first.Scalar()] = entry.second;  // checked by ParsePipeline
     if (const auto own = m.Find("pipeline")) {
       if (!own->IsMap()) own->Fail("expected a map of pipeline keys (the scenario's pipeline gives the others)");
-      for (const auto& entry : own->node()) merged[entry.first.as<std::string>()] = entry.second;
+      for (const auto& entry : own->node()) {
+        if (!entry.first.IsScalar()) own->Fail("expected pipeline keys (the scenario's pipeline gives the others)");
+        merged[entry.first.Scalar()] = entry.second;
+      }
     }
     const Value pipeline = item.Child("pipeline", merged);
     t.pipeline = ParsePipeline(pipeline);

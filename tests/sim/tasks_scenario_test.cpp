@@ -92,6 +92,12 @@ TEST(TasksScenario, BadTasksAreNamedWhereTheyAre) {
   const std::string no_models = std::string(kBase).substr(0, std::string(kBase).find("tasks:"));
   EXPECT_NE(LoadError(dir, no_models).find("models: models are named by tasks"), std::string::npos)
       << LoadError(dir, no_models);
+  const std::string list_key = Replace(kBase, "  small: {mlp", "  [a, b]: {mlp");
+  EXPECT_NE(LoadError(dir, list_key).find("models: expected model names as keys"), std::string::npos)
+      << LoadError(dir, list_key);
+  const std::string pipeline_key = Replace(kBase, "pipeline: {schedule: gpipe, ranks: 4}", "pipeline: {[x]: 4}");
+  EXPECT_NE(LoadError(dir, pipeline_key).find("tasks.1.pipeline: expected pipeline keys"), std::string::npos)
+      << LoadError(dir, pipeline_key);
   const std::string key = Replace(kBase, "name: c", "name: c, optimizer: host");
   EXPECT_NE(LoadError(dir, key).find("tasks.2: unknown key 'optimizer'"), std::string::npos) << LoadError(dir, key);
 }
