@@ -147,14 +147,16 @@ std::vector<Op> WithSpill(const std::vector<Op>& ops, const WeightSpill& spill) 
     const Visit& visit = visits[v];
     const Op& first = ops[static_cast<size_t>(visit.first)];
     Op copy{.kind = OpKind::kReload, .stage = visit.stage, .version = VersionRead(first), .tensor = Tensor::kWeights};
-    // Double buffering: over the last op of the visit before, when there is one.
-    const int reload_at = spill.double_buffer && v > 0 ? visits[v - 1].last : visit.first;
+    // Double buffering: over the whole visit before, when there is one (from its first op), with
+    // the optimizer state its STEPs update; without, at the visit and before each STEP.
+    const bool ahead = spill.double_buffer && v > 0;
+    const int reload_at = ahead ? visits[v - 1].first : visit.first;
     before[static_cast<size_t>(reload_at)].push_back(copy);
     int newest = copy.version;
     for (int i = visit.first; i <= visit.last; ++i) {
       const Op& op = ops[static_cast<size_t>(i)];
       if (!ProducesVersion(op.kind)) continue;
-      before[static_cast<size_t>(i)].push_back(
+      before[static_cast<size_t>(ahead ? reload_at : i)].push_back(
           {.kind = OpKind::kReload, .stage = op.stage, .version = op.version, .tensor = Tensor::kOptimizer});
       after[static_cast<size_t>(i)].push_back(
           {.kind = OpKind::kOffload, .stage = op.stage, .version = op.version + 1, .tensor = Tensor::kOptimizer});

@@ -105,8 +105,9 @@ checkf "interleaved, resident: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 run_and_predict "interleaved, spilled" spill "${inter[@]}" --set pipeline.offload.weights=spill
 
 # Hydra's spilled schedule on one rank: the whole model (8 layers with Adam, 36 MiB with GPipe's
-# stashes) does not fit 20 MiB; cut into 4 shards that take turns, it trains there to GPipe's losses.
-one=(--set pipeline.ranks=1 --set pipeline.steps=2 --set topology.device.memory=20MiB --set pipeline.recompute=full)
+# stashes) does not fit 24 MiB; cut into 4 shards that take turns (two on the device at once, double
+# buffered), it trains there to GPipe's losses.
+one=(--set pipeline.ranks=1 --set pipeline.steps=2 --set topology.device.memory=24MiB --set pipeline.recompute=full)
 timeout 300 "$mpi" 1 "$sc" execute "$scenario" "${job[@]}" "${one[@]}" --json "$tmp/whole.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 check "one rank, whole model: refused" '[[ $rc -ne 0 ]]'
@@ -135,8 +136,8 @@ for m, p, r in zip(spill["per_rank"], pred["per_rank"], inter["per_rank"]):
 whole, shards = load("whole"), load("shards")
 if shards["losses"] != whole["losses"]:
     bad.append(f"spilled: losses {shards['losses']} vs the whole model's {whole['losses']}")
-if not shards["per_rank"][0]["peak_memory_bytes"] <= 20 << 20:
-    bad.append(f"spilled: device peak {shards['per_rank'][0]['peak_memory_bytes']} over 20 MiB")
+if not shards["per_rank"][0]["peak_memory_bytes"] <= 24 << 20:
+    bad.append(f"spilled: device peak {shards['per_rank'][0]['peak_memory_bytes']} over 24 MiB")
 for b in bad:
     print("FAIL: spilled weights:", b)
 sys.exit(1 if bad else 0)

@@ -1,7 +1,7 @@
 // Spilled weights (offload.h PlaceWeightSpill, Hydra's shard at a time) placed on interleaved 1F1B
-// and checked by hand: a RELOAD of each visit's weights (over the last op of the visit before,
-// with double buffering), an OFFLOAD after it, the optimizer state around each STEP but the
-// last, and what starts on the host (tensors.h StartOnHost).
+// and checked by hand: a RELOAD of each visit's weights (with double buffering, and then with the
+// optimizer state of its STEP, over the whole visit before), an OFFLOAD after it, the optimizer
+// state around each STEP, and what starts on the host (tensors.h StartOnHost).
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -29,9 +29,9 @@ TEST(WeightSpill, DoubleBufferedOnInterleaved) {
   ASSERT_EQ(test_cases::Actions(plain.ops[0], 2), "0F0 0F1 2F0 2F1 2B0 2B1 2STEP1 0B0 0B1 0STEP1");
   const Schedule s = PlaceWeightSpill(plain, {.double_buffer = true});
   EXPECT_EQ(test_cases::Actions(s.ops[0], 2),
-            "0RELOAD_WEIGHT0 0F0 2RELOAD_WEIGHT0 0F1 0OFFLOAD_WEIGHT0 "
-            "2F0 2F1 2B0 2B1 2RELOAD_OPT1 0RELOAD_WEIGHT0 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
-            "0B0 0B1 0RELOAD_OPT1 0STEP1 0OFFLOAD_OPT2 0OFFLOAD_WEIGHT1");
+            "0RELOAD_WEIGHT0 2RELOAD_WEIGHT0 2RELOAD_OPT1 0F0 0F1 0OFFLOAD_WEIGHT0 0RELOAD_WEIGHT0 0RELOAD_OPT1 "
+            "2F0 2F1 2B0 2B1 2STEP1 2OFFLOAD_OPT2 2OFFLOAD_WEIGHT1 "
+            "0B0 0B1 0STEP1 0OFFLOAD_OPT2 0OFFLOAD_WEIGHT1");
   EXPECT_TRUE(Validate(s).empty());
   EXPECT_TRUE(Validate(Lower(s)).empty()) << "lowering keeps the copies valid";
   const std::vector<TensorKey> want = {{Tensor::kWeights, 0, 0, 0, 0},

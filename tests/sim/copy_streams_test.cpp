@@ -190,8 +190,8 @@ TEST(CopyStreams, CopiesOfOneNodeShareItsHostLink) {
 // microbatches: 10 MB of weights, 10 MB of gradients and 20 MB of optimizer state per stage, so a
 // weight copy moves 20 MB and an optimizer copy 20 MB. Rank 0's first F waits for its stage's
 // weights, whose copy shares the node's host link with rank 1's first: 0.1 ms + 20 MB at 50 GB/s
-// = 0.5 ms. Everything starts on the host: 2 stages x 40 MB per rank. The
-// device holds less than without spilling, and double buffering is never slower.
+// = 0.5 ms. Everything starts on the host: 2 stages x 40 MB per rank. Without double buffering
+// the device holds less than without spilling; double buffering is never slower.
 TEST(CopyStreams, SpilledWeightsStartOnTheHost) {
   const schedules::Schedule plain = Make("interleaved", 2, 2, 1, 2);
   const CostTable costs = WithMemory(Uniform(4, kMs, kMs, kMs), kMb, kMb, kMb, 2 * kMb);
@@ -207,11 +207,14 @@ TEST(CopyStreams, SpilledWeightsStartOnTheHost) {
   EXPECT_EQ(lone.ranks[0].ops[1].start_ns, 500'000);
   for (const RunRecord* r : {&lone, &both}) {
     EXPECT_GE(r->ranks[0].peak_host_memory_bytes, 2 * 4 * kMb);
-    EXPECT_LT(r->ranks[0].peak_memory_bytes, base.ranks[0].peak_memory_bytes);
     EXPECT_GT(r->makespan_ns(), base.makespan_ns());
   }
+  EXPECT_LT(lone.ranks[0].peak_memory_bytes, base.ranks[0].peak_memory_bytes);
   EXPECT_LE(both.makespan_ns(), lone.makespan_ns());
+  // Double buffered, the next visit's stage comes in over the whole visit before: with two stages
+  // a rank, both are on the device most of the time, as without spilling.
   EXPECT_GE(both.ranks[0].peak_memory_bytes, lone.ranks[0].peak_memory_bytes) << "two stages' weights at once";
+  EXPECT_LE(both.ranks[0].peak_memory_bytes, base.ranks[0].peak_memory_bytes);
 }
 
 TEST(CopyStreams, ACopyWithoutAHostIsRefusedInOneLine) {

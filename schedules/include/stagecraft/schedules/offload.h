@@ -45,9 +45,11 @@ Schedule PlaceActivationOffloads(const Schedule& schedule, const ActivationOfflo
 // optimizer state for the next update, the last STEP's included: it names the update after the
 // run's last). A stage's first
 // copies are RELOADs: its weights and optimizer state start on the host (tensors.h StartOnHost).
-// With `double_buffer` a visit's RELOAD goes before the last compute op of the visit before it,
-// so the copy overlaps that op (the device then holds two stages' weights); without, right
-// before the visit, after the OFFLOAD of the one before. Works on lists with or without
+// With `double_buffer` a visit's RELOADs (its weights, and the optimizer state of its STEPs) go
+// before the first compute op of the visit before it, so the copies overlap that whole visit, as
+// Hydra prefetches the next shard while one computes (the device then holds two stages' weights);
+// without, its weights' RELOAD goes right before the visit, after the OFFLOAD of the one before,
+// and the optimizer state's right before its STEP. Works on lists with or without
 // SEND/RECV; a list with copies already, or with overlapped F;B pairs, is refused (InputError).
 struct WeightSpill {
   bool double_buffer = true;
