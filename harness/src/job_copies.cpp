@@ -32,14 +32,14 @@ Schedule Spilled(const Schedule& s, bool double_buffer) {
 }
 
 // How many compute ops ahead of its B each stage's reloads go (PipeOffload times them): as many of
-// the stage's ops (the mean of its F and its backward) as a copy of a stash takes alone on its
-// share of the node's host link (the link over the node's copying ranks), at least one. Empty
+// the stage's ops (the mean of its F and its backward) as a copy of a stash takes on its share of
+// the node's host link (the link over the node's copying ranks, at most its own port), at least one. Empty
 // without a scenario to price them (one op ahead).
 std::vector<int> ReloadLookaheads(const sim::Scenario* sc, const Schedule& s) {
   if (sc == nullptr || !sc->topology.host.stated() || sc->topology.host.bandwidth_bytes_per_s <= 0) return {};
   const sim::CostTable costs = sim::BuildCosts(*sc, s);
   const int sharing = std::max(1, std::min(s.ranks(), sc->topology.explicit_graph() ? 1 : sc->topology.DevicesOnNode(0)));
-  const double share = sc->topology.host.bandwidth_bytes_per_s / sharing;
+  const double share = sc->topology.host.DeviceRate(sharing);
   std::vector<int> leads;
   for (const sim::StageCost& c : costs.stages) {
     const double copy_ns = static_cast<double>(sc->topology.host.latency_ns) +

@@ -197,12 +197,13 @@ std::vector<NodeGroupSpec> ParseGroups(const Value& value, const DeviceIncludes&
 
 // `host: {memory, bandwidth, latency}`.
 HostSpec ParseHost(const Value& value) {
-  const Map m(value, {"memory", "bandwidth", "latency", "memory_bandwidth"});
+  const Map m(value, {"memory", "bandwidth", "latency", "memory_bandwidth", "device_bandwidth"});
   HostSpec host;
   host.memory_bytes = m.Get("memory").Bytes(1);
   host.bandwidth_bytes_per_s = m.Get("bandwidth").Bandwidth();
   if (const auto latency = m.Find("latency")) host.latency_ns = latency->DurationNs();
   if (const auto bw = m.Find("memory_bandwidth")) host.memory_bandwidth_bytes_per_s = bw->Bandwidth();
+  if (const auto bw = m.Find("device_bandwidth")) host.device_bandwidth_bytes_per_s = bw->Bandwidth();
   return host;
 }
 

@@ -29,23 +29,27 @@ int64_t CopyBytes(const StageCost& cost, Tensor tensor) {
 namespace {
 
 // The host link of `device`'s node, or an InputError naming the device.
-std::pair<int, int> HostLinksOf(const Topology& topology, int device) {
-  const auto links = topology.HostLinks(device);
-  if (!links) {
+// The directed links a copy of `device` crosses to its host and back (Topology::HostPath).
+std::pair<std::vector<int>, std::vector<int>> HostPathOf(const Topology& topology, int device) {
+  auto path = topology.HostPath(device);
+  if (!path) {
     throw InputError(fmt::format(
         "device {} copies to host memory but its node has no host: state topology.host (memory, bandwidth, latency) "
         "on a topology of nodes and devices",
         device));
   }
-  return *links;
+  return std::move(*path);
 }
 
 }  // namespace
 
 double CopyAloneNs(const Topology& topology, int device, int64_t bytes) {
-  const Topology::Link& link = topology.links()[static_cast<size_t>(HostLinksOf(topology, device).first)];
-  const double rate = link.bandwidth_bytes_per_s;
-  return static_cast<double>(link.latency_ns) + (rate > 0 ? static_cast<double>(bytes) * 1e9 / rate : 0.0);
+  const std::vector<int> path = HostPathOf(topology, device).first;
+  // The node's link holds the latency; the slowest link on the way, the rate.
+  const Topology::Link& node = topology.links()[static_cast<size_t>(path.back())];
+  double rate = node.bandwidth_bytes_per_s;
+  for (const int link : path) rate = std::min(rate, topology.links()[static_cast<size_t>(link)].bandwidth_bytes_per_s);
+  return static_cast<double>(node.latency_ns) + (rate > 0 ? static_cast<double>(bytes) * 1e9 / rate : 0.0);
 }
 
 size_t CopyStreams::SlotsNeeded(const schedules::Schedule& schedule) {
@@ -78,10 +82,10 @@ CopyStreams::CopyStreams(const schedules::Schedule& schedule, const CostTable& c
     record->ranks[r].peak_host_memory_bytes = 0;
     rank.done.assign(schedule.ops[r].size(), false);
     const int device = rank_devices.empty() ? r : rank_devices[static_cast<size_t>(r)];
-    const auto [to_host, to_device] = HostLinksOf(topology, device);
-    rank.links[kToHost] = {to_host};
-    rank.links[kToDevice] = {to_device};
-    rank.latency_ns = topology.links()[static_cast<size_t>(to_host)].latency_ns;
+    auto [to_host, to_device] = HostPathOf(topology, device);
+    rank.latency_ns = topology.links()[static_cast<size_t>(to_host.back())].latency_ns;  // the node's link's
+    rank.links[kToHost] = std::move(to_host);
+    rank.links[kToDevice] = std::move(to_device);
     rank.node = std::max(topology.NodeOf(device), 0);
     node_host_bytes_.resize(std::max(node_host_bytes_.size(), static_cast<size_t>(rank.node) + 1), 0);
   }

@@ -186,6 +186,14 @@ void BuildExplicit(const TopologySpec& spec, Builder* b, std::vector<int>* devic
 
 }  // namespace
 
+std::optional<std::pair<std::vector<int>, std::vector<int>>> Topology::HostPath(int device) const {
+  const auto node = HostLinks(device);
+  if (!node) return std::nullopt;
+  if (per_dimension_->port_base < 0) return std::pair{std::vector<int>{node->first}, std::vector<int>{node->second}};
+  const int port = per_dimension_->port_base + device;
+  return std::pair{std::vector<int>{2 * port, node->first}, std::vector<int>{node->second, 2 * port + 1}};
+}
+
 std::optional<std::pair<int, int>> Topology::HostLinks(int device) const {
   if (!per_dimension_ || per_dimension_->host_base < 0) return std::nullopt;
   const int physical = per_dimension_->host_base + NodeOf(device);
@@ -206,7 +214,18 @@ Topology::Topology(const TopologySpec& spec) {
   if (device_vertices_.empty()) throw InputError("topology has no devices");
   devices_ = static_cast<int>(device_vertices_.size());
   const size_t routed_links = b.links.size();
-  if (per_dimension_ && spec.host.stated()) per_dimension_->host_base = AddHostLinks(spec, &b);
+  if (per_dimension_ && spec.host.stated()) {
+    per_dimension_->host_base = AddHostLinks(spec, &b);
+    // Each device's own port to the host: its ceiling; the latency is the node link's, paid once.
+    if (spec.host.device_bandwidth_bytes_per_s > 0) {
+      per_dimension_->port_base = static_cast<int>(b.links.size()) / 2;
+      for (int d = 0; d < devices_; ++d) {
+        const int port = b.AddVertex(fmt::format("device{}/host-port", d));
+        const int side = b.AddVertex(fmt::format("device{}/host-port-end", d));
+        b.AddLink(port, side, spec.host.device_bandwidth_bytes_per_s, 0, 0);
+      }
+    }
+  }
   vertex_names_ = std::move(b.names);
   links_ = std::move(b.links);
 

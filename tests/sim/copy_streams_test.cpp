@@ -25,7 +25,7 @@ using schedules::Tensor;
 constexpr int64_t kMb = 10'000'000;
 
 
-Topology WithHost(int devices_per_node, int nodes = 1) {
+Topology WithHost(int devices_per_node, int nodes = 1, double port_bandwidth = 0) {
   TopologySpec spec;
   spec.device = DeviceSpec::Flat("test", 1e12, int64_t{1} << 40, 0.5);
   spec.nodes = nodes;
@@ -33,6 +33,7 @@ Topology WithHost(int devices_per_node, int nodes = 1) {
   spec.links.push_back({LinkScope::kNode, 100e9, 0});
   if (nodes > 1) spec.links.push_back({LinkScope::kCluster, 100e9, 0});
   spec.host = {.memory_bytes = int64_t{1} << 40, .bandwidth_bytes_per_s = 100e9, .latency_ns = 100'000};
+  spec.host.device_bandwidth_bytes_per_s = port_bandwidth;
   return Topology(spec);
 }
 
@@ -181,6 +182,13 @@ TEST(CopyStreams, CopiesOfOneNodeShareItsHostLink) {
   EXPECT_EQ(offload_of(shared, 1).end_ns, 21'100'000);
   ASSERT_EQ(shared.node_peak_host_memory_bytes.size(), 1u);
   EXPECT_EQ(shared.node_peak_host_memory_bytes[0], 200 * kMb);
+  // Each device's own port at 25 GB/s (topology.host.device_bandwidth) under the node's 100: the
+  // ports bind, alone or both at once: 0.1 ms + 1 GB / 25 GB/s = 40.1 ms after each F.
+  const RunRecord ported = Simulate(s, costs, WithHost(2, 1, 25e9), config);
+  EXPECT_EQ(offload_of(ported, 0).end_ns, 41'100'000);
+  EXPECT_EQ(offload_of(ported, 1).end_ns, 42'100'000);
+  EXPECT_DOUBLE_EQ(CopyAloneNs(WithHost(2, 1, 25e9), 0, 100 * kMb), 100'000 + 40e6);
+  EXPECT_DOUBLE_EQ(CopyAloneNs(WithHost(2), 0, 100 * kMb), 100'000 + 10e6);
   ASSERT_EQ(apart.node_peak_host_memory_bytes.size(), 2u);
   EXPECT_EQ(apart.node_peak_host_memory_bytes[0], 100 * kMb);
   EXPECT_EQ(apart.node_peak_host_memory_bytes[1], 100 * kMb);

@@ -38,10 +38,16 @@ TEST(OffloadScenario, EveryKeyRead) {
   // The optimizer on the host, with its DRAM's bandwidth (a GPU-like device's host must state it).
   const Scenario host = LoadScenario(
       dir.Write("host.yaml", Replace(Replace(kBase, "{activations: 0.5}", "{optimizer: host}"), "latency: 2us}",
-                                     "latency: 2us, memory_bandwidth: 100GB/s}")),
+                                     "latency: 2us, memory_bandwidth: 100GB/s, device_bandwidth: 16GB/s}")),
       {});
   EXPECT_EQ(host.pipeline.offload.optimizer, OptimizerPlace::kHost);
   EXPECT_DOUBLE_EQ(host.topology.host.memory_bandwidth_bytes_per_s, 100e9);
+  // Each device's port (16 GB/s) under the node's 32: one alone copies at 16, two at 16 each,
+  // three share the node's 32.
+  EXPECT_DOUBLE_EQ(host.topology.host.device_bandwidth_bytes_per_s, 16e9);
+  EXPECT_DOUBLE_EQ(host.topology.host.DeviceRate(), 16e9);
+  EXPECT_DOUBLE_EQ(host.topology.host.DeviceRate(2), 16e9);
+  EXPECT_DOUBLE_EQ(host.topology.host.DeviceRate(4), 8e9);
   EXPECT_TRUE(s.pipeline.offload.any());
   const Scenario automatic = LoadScenario(dir.Write("auto.yaml", kBase), {"pipeline.offload.activations=auto"});
   EXPECT_TRUE(automatic.pipeline.offload.activations_auto);

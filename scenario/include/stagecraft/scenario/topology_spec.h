@@ -126,7 +126,16 @@ struct HostSpec {
   // Its DRAM's bandwidth, which an optimizer step on the host streams through
   // (pipeline.offload.optimizer: host); 0: not stated.
   double memory_bandwidth_bytes_per_s = 0;
+  // Each device's own link to the host (a GPU's PCIe x16, a CPU core's memcpy), each direction, a
+  // ceiling below the node's shared `bandwidth`; 0: not stated (the node's link alone).
+  double device_bandwidth_bytes_per_s = 0;
   bool stated() const { return memory_bytes > 0; }
+  // The rate of one device's copy when `sharing` devices of its node copy at once: its share of the
+  // node's link, at most its own port's.
+  double DeviceRate(int sharing = 1) const {
+    const double share = bandwidth_bytes_per_s / (sharing > 1 ? sharing : 1);
+    return device_bandwidth_bytes_per_s > 0 && device_bandwidth_bytes_per_s < share ? device_bandwidth_bytes_per_s : share;
+  }
 };
 
 // Either per-dimension (nodes x devices_per_node + `links` by scope) or an explicit graph

@@ -68,7 +68,7 @@ CostTable BuildCosts(const Scenario& scenario, const schedules::Schedule& schedu
 // bytes (W the weights, G the gradients, O the optimizer state: each read, the weights and state
 // written) through the host's DRAM at topology.host.memory_bandwidth, and the weights come back up
 // the link; its step_ns is the three in turn, each copy alone on the link (latency + bytes /
-// bandwidth). On a device that is a CPU (copy_engine: false) with no memory_bandwidth stated the
+// HostSpec::DeviceRate()). On a device that is a CPU (copy_engine: false) with no memory_bandwidth stated the
 // host is the device: the update takes as long as the device's own STEP. The table is marked
 // optimizer_on_host: the memory model keeps the optimizer state off the device and the host
 // holds W + G + O per stage for the whole run.

@@ -50,6 +50,10 @@ class Topology {
   // its directed ids (to the host, from the host), shared by the node's devices and on no
   // device-to-device route; none without a host.
   std::optional<std::pair<int, int>> HostLinks(int device) const;
+  // The directed links a copy between device `device` and its host crosses, each way (to the
+  // host, from the host): the device's own port when topology.host.device_bandwidth is stated,
+  // then its node's host link; none without a host.
+  std::optional<std::pair<std::vector<int>, std::vector<int>>> HostPath(int device) const;
   // The node a device sits on in the per-dimension form; -1 for an explicit graph.
   int NodeOf(int device) const { return per_dimension_ ? per_dimension_->node_of[static_cast<size_t>(device)] : -1; }
 
@@ -77,6 +81,7 @@ class Topology {
     bool node_links = false, cluster_links = false;
     int cluster_base = 0;  // physical link id of device 0's cluster link
     int host_base = -1;    // physical link id of node 0's host link; -1: no host
+    int port_base = -1;    // physical link id of device 0's own port to its host; -1: none
   };
 
   std::optional<PerDimension> per_dimension_;
