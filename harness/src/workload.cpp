@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 #include <utility>
 
