@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "stagecraft/schedules/staleness.h"
 #include "command_support.h"
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
@@ -44,7 +45,19 @@ struct ScheduleFlags {
   bool p2p_given = false;
   bool relower = false;  // --import: drop the file's transfers and lower again
   int64_t max_ops = 0;
+  bool explain = false;  // grid: each stage's weight delay after it
 };
+
+// --explain: how many updates each stage's weights are behind synchronous SGD's (staleness.h).
+std::string DelayLines(const Schedule& s) {
+  std::string out = "weight delay per stage (updates behind synchronous SGD for the same microbatch; most over the "
+                    "run): forward / backward\n";
+  for (const StageDelay& d : WeightDelays(s)) {
+    out += fmt::format("  stage {:>3}: {} / {}{}\n", d.stage, d.forward, d.backward,
+                       d.differ ? " (the backward reads another version than its forward)" : "");
+  }
+  return out;
+}
 
 Schedule Build(const ScheduleFlags& f) {
   if (!f.import_path.empty()) {
@@ -96,6 +109,9 @@ Schedule WithTransfers(Schedule s, const ScheduleFlags& f) {
 }
 
 int Run(const ScheduleFlags& f) {
+  if (f.explain && f.format != "grid") {
+    throw InputError(fmt::format("--explain: prints with the grid (--format grid), not {}", f.format));
+  }
   Schedule s = Build(f);
   // Before lowering and validating, which a shape far past the grid's limits makes slow.
   if (f.format == "grid") {
@@ -106,7 +122,7 @@ int Run(const ScheduleFlags& f) {
     throw InputError(fmt::format("{}: {}", Printable(s.name), SummarizeDiagnostics(diags)));
   }
   std::string out;
-  if (f.format == "grid") out = RenderGrid(s);
+  if (f.format == "grid") out = RenderGrid(s) + (f.explain ? DelayLines(s) : "");
   else if (f.format == "csv") out = ExportCsv(s, f.comms ? CsvForm::kComputeComms : CsvForm::kComputeOnly);
   else out = ToJson(s) + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
@@ -145,6 +161,8 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_flag("--comms", flags->comms, "csv: compute_comms form (with SEND/RECV)");
   app->add_flag("--vertical-sync", flags->vertical_sync, "pipedream: every stage uses stage 0's version");
   app->add_flag("--recompute", flags->recompute, "Recompute activations in the backward");
+  app->add_flag("--explain", flags->explain,
+                "grid: each stage's weight delay (updates behind synchronous SGD), forward and backward");
   app->add_option("--weights", flags->weights, "--import: weight policy flush, stash or 2bw")->capture_default_str();
   CLI::Option* p2p =
       app->add_option("--p2p", flags->p2p,

@@ -56,4 +56,12 @@ check "grid at the column limit" '"$sc" schedule --schedule zb-h1 --ranks 2 --mi
 check "grid at the row limit" '[[ $("$sc" schedule --schedule gpipe --ranks 256 --microbatches 1 | grep -c "^rank ") -eq 256 ]]'
 check "too many ranks for a grid print as csv" \
   '[[ $("$sc" schedule --schedule gpipe --ranks 300 --microbatches 2 --format csv | wc -l) -eq 300 ]]'
+
+# --explain: each stage's weight delay (PipeDream's stage s of p: p - 1 - s; synchronous: 0).
+"$sc" schedule --schedule pipedream --ranks 4 --microbatches 8 --explain >"$tmp/out" 2>"$tmp/err"
+checkf "explain: pipedream" '[[ $? -eq 0 ]] && grep -q "^  stage   0: 3 / 3$" "$tmp/out" && grep -q "^  stage   3: 0 / 0$" "$tmp/out"' "$tmp/err"
+check "explain: 1f1b is never behind" \
+  '[[ $("$sc" schedule --schedule 1f1b --ranks 4 --microbatches 8 --explain | grep -c ": 0 / 0$") -eq 4 ]]'
+expect_error "explain with csv" "--explain: prints with the grid (--format grid), not csv" \
+  schedule --schedule 1f1b --ranks 2 --microbatches 4 --explain --format csv
 exit $fail
