@@ -66,7 +66,9 @@ class RankResult(_Record):
 
 class StageCosts(_Record):
     """One microbatch's passes on one stage (``stages``): predicted, what the simulator charged;
-    measured, the run's medians (0 for a pass the schedule does not run)."""
+    measured, the run's medians (0 for a pass the schedule does not run); and how many updates
+    the weights its forward and backward read are behind synchronous SGD's (0 for a synchronous
+    schedule), and whether a microbatch's backward reads another version than its forward."""
 
     stage: int
     forward_ms: float
@@ -74,6 +76,9 @@ class StageCosts(_Record):
     backward_input_ms: float
     backward_weight_ms: float
     step_ms: float
+    weight_delay_forward: int
+    weight_delay_backward: int
+    weight_versions_differ: bool
 
 
 class RunResult(_Record):

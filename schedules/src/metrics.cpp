@@ -71,6 +71,7 @@ ScheduleMetrics ComputeMetrics(const Schedule& s, const RunRecord& result, int m
   m.microbatch_size = microbatch_size;
   m.steps = s.steps;
   m.data_parallel = s.data_parallel;
+  m.weight_delays = WeightDelays(s);
   m.makespan_ns = result.makespan_ns();
   m.makespan_ms = m.makespan_ns * 1e-6;
   m.step_time_ms = m.makespan_ms / s.steps;

@@ -82,6 +82,12 @@ class MetricsWriter {
           Key(w_, f.key);
           Number(c.*f.field, Format::kFixed6);
         }
+        if (m.weight_delays.size() == m.stage_costs.size()) {
+          const StageDelay& d = m.weight_delays[i];
+          WriteMembers(w_, {{"weight_delay_forward", d.forward}, {"weight_delay_backward", d.backward}});
+          Key(w_, "weight_versions_differ");
+          w_.Bool(d.differ);
+        }
         w_.EndObject();
       }
       w_.EndArray();

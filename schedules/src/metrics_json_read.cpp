@@ -223,6 +223,19 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
       if (stage != static_cast<int>(i)) c.Reject("stage", fmt::format("expected {} (stages in order)", i));
       for (const StageCostField& f : kStageCostFields) c.NonNegative(f.key, &(cost.*f.field), Need::kRequired);
       m.stage_costs.push_back(cost);
+      // The weight delays (staleness.h), stated by every stage or by none (a file from before them).
+      StageDelay delay;
+      delay.stage = static_cast<int>(i);
+      const bool forward = c.Int("weight_delay_forward", &delay.forward, 0);
+      const bool backward = c.Int("weight_delay_backward", &delay.backward, 0);
+      c.Bool("weight_versions_differ", &delay.differ);
+      const bool in_step = forward ? m.weight_delays.size() == i : m.weight_delays.empty();
+      if (forward != backward || !in_step) {
+        c.Reject(forward ? "weight_delay_backward" : "weight_delay_forward",
+                 "expected weight_delay_forward and weight_delay_backward on every stage or on none");
+      } else if (forward) {
+        m.weight_delays.push_back(delay);
+      }
     }
   }
   m.executor = ReadExecutor(r);

@@ -50,6 +50,34 @@ TEST(MetricsJsonTest, ExactTextOfPredictedFile) {
             "\n");
 }
 
+// Each stage's weight delays (staleness.h) beside its costs: written, read back, and stated by
+// every stage or by none.
+TEST(MetricsJsonTest, WeightDelaysTravelWithTheStages) {
+  MetricsFile f = Predicted();
+  ScheduleMetrics& m = f.schedules[0];
+  m.stage_costs.assign(2, StageCostMetrics{1, 2, 1, 1, 0.5});
+  m.weight_delays = {StageDelay{0, 1, 1, false}, StageDelay{1, 0, 2, true}};
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_NE(text.find(R"("step_ms":0.500000,"weight_delay_forward":1,"weight_delay_backward":1,)"
+                      R"("weight_versions_differ":false})"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("weight_delay_forward":0,"weight_delay_backward":2,"weight_versions_differ":true})"),
+            std::string::npos);
+  EXPECT_EQ(MetricsFileFromJson(text, "m.json").schedules[0], f.schedules[0]);
+  // A file from before them reads with none.
+  m.weight_delays.clear();
+  EXPECT_EQ(MetricsFileFromJson(MetricsFileToJson(f), "m.json").schedules[0].weight_delays.size(), 0u);
+  // One stage stating them and the other not is refused, naming the key.
+  std::string half = text;
+  const std::string second = R"("weight_delay_forward":0,"weight_delay_backward":2,)";
+  half.erase(half.find(second), second.size());
+  EXPECT_NE(StrictError(half).find("m.json: schedules[0].stages[1].weight_delay_forward: expected weight_delay_forward "
+                                   "and weight_delay_backward on every stage or on none"),
+            std::string::npos)
+      << StrictError(half);
+}
+
 TEST(MetricsJsonTest, NumbersAreRoundedToTheirDecimals) {
   MetricsFile f = Predicted();
   f.schedules[0].throughput_samples_per_s = 969.6969696969;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/staleness.h"
 #include "stagecraft/schedules/run_record.h"
 
 namespace stagecraft::schedules {
@@ -112,6 +113,10 @@ struct ScheduleMetrics {
   std::vector<RankMetrics> ranks_detail;
   std::optional<ExecutorMetrics> executor;  // measured runs only
   std::vector<StageCostMetrics> stage_costs;  // one per stage ("stages" in JSON); see StageCostMetrics
+  // Per stage, how stale its weights are (staleness.h WeightDelays, from the schedule alone): in
+  // JSON each stage object's `weight_delay_forward`, `weight_delay_backward` and
+  // `weight_versions_differ`. Empty in a file that does not state them.
+  std::vector<StageDelay> weight_delays;
 
   int WorstMemoryRank() const;
   bool AnyOom() const;

@@ -20,6 +20,7 @@ struct StageDelay {
   // Some microbatch's backward reads another version than its forward did (a stage that does
   // not stash: the gradient is then taken at other weights than the activations were).
   bool differ = false;
+  friend bool operator==(const StageDelay&, const StageDelay&) = default;
 };
 
 // One per stage, in stage order.
