@@ -13,6 +13,7 @@
 
 #include "generator_cases.h"
 #include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -63,6 +64,25 @@ TEST(WeightDelays, TwoBwIsOneUpdateBehindFromItsSecondStep) {
     EXPECT_FALSE(d.differ);
   }
   for (const StageDelay& d : DelaysOf("2bw", 4, 8, 1)) EXPECT_EQ(d.forward, 0) << "one step: version 0 throughout";
+}
+
+// A trace's summary carries them (the viewer's tooltip reads them there).
+TEST(WeightDelays, ATracesSummaryCarriesThem) {
+  Trace trace;
+  trace.source = "predicted";
+  trace.schedule = "pipedream";
+  ScheduleMetrics m;
+  m.schedule = "pipedream";
+  m.ranks = 2;
+  m.ranks_detail.resize(2);
+  m.ranks_detail[1].rank = 1;
+  m.stage_costs.resize(2);
+  m.weight_delays = DelaysOf("pipedream", 2, 4, 1);
+  trace.summary = m;
+  const TraceReadResult read = TraceFromJson(TraceToJson(trace), "t.json");
+  ASSERT_TRUE(read.trace.summary);
+  EXPECT_EQ(read.trace.summary->weight_delays, m.weight_delays);
+  EXPECT_EQ(read.trace.summary->weight_delays[0].forward, 1);
 }
 
 }  // namespace

@@ -55,6 +55,15 @@ void DrawOpTooltip(const AppState& s, const Hover& hover) {
   ImGui::Text("kind %s   rank %d   stage %d   microbatch %d", std::string(schedules::KindName(op.op.kind)).c_str(),
               op.rank, op.op.stage, op.op.microbatch);
   ImGui::Text("step %d   version %d   op_index %d", op.op.step, op.op.version, op.op_index);
+  // How stale the stage's weights are (the summary's weight delays, schedules/staleness.h).
+  if (const auto& summary = t.trace.summary;
+      summary && op.op.stage >= 0 && static_cast<size_t>(op.op.stage) < summary->weight_delays.size() &&
+      schedules::IsCompute(op.op.kind) && op.op.kind != schedules::OpKind::kStep) {
+    const schedules::StageDelay& d = summary->weight_delays[static_cast<size_t>(op.op.stage)];
+    const bool forward = op.op.kind == schedules::OpKind::kF;
+    ImGui::Text("weights up to %d update(s) behind synchronous SGD (stage %d's %s)", forward ? d.forward : d.backward,
+                op.op.stage, forward ? "forwards" : "backwards");
+  }
   if (op.op.peer >= 0) ImGui::Text("peer rank %d", op.op.peer);
   int k = -1;
   if (g.Overlaid()) {
