@@ -39,24 +39,22 @@ std::vector<int> ReloadLookaheads(const sim::Scenario* sc, const Schedule& s) {
   if (sc == nullptr || !sc->topology.host.stated() || sc->topology.host.bandwidth_bytes_per_s <= 0) return {};
   const sim::CostTable costs = sim::BuildCosts(*sc, s);
   const int sharing = std::max(1, std::min(s.ranks(), sc->topology.explicit_graph() ? 1 : sc->topology.DevicesOnNode(0)));
-  const double share = sc->topology.host.DeviceRate(sharing);
   std::vector<int> leads;
   for (const sim::StageCost& c : costs.stages) {
-    const double copy_ns = static_cast<double>(sc->topology.host.latency_ns) +
-                           static_cast<double>(c.activation_bytes) * 1e9 / share;
+    const double copy_ns = sc->topology.host.CopyNs(c.activation_bytes, sharing);
     const double op_ns = std::max(1.0, static_cast<double>(c.forward_ns + c.FullBackwardNs()) / 2);
     leads.push_back(std::max(1, static_cast<int>(std::ceil(copy_ns / op_ns))));
   }
   return leads;
 }
 
-// `s` with `fraction` of each stage's stashed activations offloaded, their reloads as far ahead as
-// `sc` says a copy takes (ReloadLookaheads).
-Schedule Offloaded(const Schedule& s, double fraction, const sim::Scenario* sc) {
+// `s` with `fraction` of each stage's stashed activations offloaded, their reloads `lookaheads`
+// compute ops ahead (ReloadLookaheads).
+Schedule Offloaded(const Schedule& s, double fraction, const std::vector<int>& lookaheads) {
   if (fraction <= 0) return s;
   schedules::ActivationOffload offload;
   offload.fraction.assign(static_cast<size_t>(s.stages()), std::min(1.0, fraction));
-  offload.stage_lookahead = ReloadLookaheads(sc, s);
+  offload.stage_lookahead = lookaheads;
   Schedule placed = schedules::PlaceActivationOffloads(s, offload);
   const auto diags = schedules::Validate(placed);
   SC_CHECK(diags.empty(), diags.empty() ? "" : diags.front().message);
@@ -77,20 +75,21 @@ Schedule AutoOffload(const sim::Scenario& sc, const Schedule& plain, const std::
   const int m = std::max(1, plain.microbatches);
   // k / m, a hair up so that floor(k / m x m x steps) is k x steps in floating point.
   const auto fraction = [&](int k) { return (k + 1e-9) / m; };
+  const std::vector<int> lookaheads = ReloadLookaheads(&sc, plain);  // the same for every k
   const auto hidden = [&](int k) {
     try {
-      return Predict(sc, topo, Offloaded(plain, fraction(k), &sc), cancel).metrics.makespan_ms <= base * (1 + kHiddenSlack);
+      return Predict(sc, topo, Offloaded(plain, fraction(k), lookaheads), cancel).metrics.makespan_ms <= base * (1 + kHiddenSlack);
     } catch (const InputError&) {
       return false;  // more than the host holds, or copies this schedule cannot take
     }
   };
-  if (hidden(m)) return Offloaded(plain, 1, &sc);
+  if (hidden(m)) return Offloaded(plain, 1, lookaheads);
   int lo = 0, hi = m;  // lo's copies hide, hi's do not
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
     (hidden(mid) ? lo : hi) = mid;
   }
-  return lo == 0 ? plain : Offloaded(plain, fraction(lo), &sc);
+  return lo == 0 ? plain : Offloaded(plain, fraction(lo), lookaheads);
 }
 
 }  // namespace
@@ -99,7 +98,10 @@ Schedule WithCopies(const sim::PipelineSpec& p, Schedule s, const sim::Scenario*
                     const std::atomic<bool>* cancel) {
   // Spilled execution spills whatever pipeline.offload.weights says: that is what it is.
   if (p.offload.weights == sim::WeightsOffload::kSpill || s.name == "spilled") s = Spilled(s, p.offload.double_buffer);
-  if (!p.offload.activations_auto) return Offloaded(s, p.offload.activations, costs_from);
+  if (!p.offload.activations_auto) {
+    return Offloaded(s, p.offload.activations,
+                     p.offload.activations > 0 ? ReloadLookaheads(costs_from, s) : std::vector<int>{});
+  }
   if (costs_from == nullptr) {
     throw InputError("pipeline.offload.activations: auto is decided by simulating the scenario, which this "
                      "command does not have");

@@ -49,16 +49,6 @@ int TryCopies(const Space& space, const std::vector<Candidate>& candidates, With
   return kept;
 }
 
-// Whether the optimizer's step may run on the scenario's host: its DRAM's bandwidth is stated, or
-// every device is a CPU (validate_offload.cpp's rule).
-bool HostTakesTheStep(const sim::Scenario& sc) {
-  if (sc.topology.host.memory_bandwidth_bytes_per_s > 0) return true;
-  for (int d = 0; d < sc.topology.devices(); ++d) {
-    if (sc.topology.DeviceAt(d).copy_engine) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 // When nothing fits and the scenario has a host (topology.host) and copies nothing itself: the
@@ -80,13 +70,14 @@ size_t TryOffload(const Space& space, const std::vector<Candidate>& sorted, Plan
                                         stashes, candidates.size()));
     return candidates.size();
   }
-  const int optimizer = HostTakesTheStep(base) ? TryCopies(space, candidates,
-                                                           [](PlanConfig* c) {
-                                                             c->offload_activations = 1;
-                                                             c->optimizer_on_host = true;
-                                                           },
-                                                           result)
-                                               : 0;
+  const bool step_on_host = base.topology.HostRunsTheStep();
+  const int optimizer = step_on_host ? TryCopies(space, candidates,
+                                                 [](PlanConfig* c) {
+                                                   c->offload_activations = 1;
+                                                   c->optimizer_on_host = true;
+                                                 },
+                                                 result)
+                                     : 0;
   result->notes.push_back(
       optimizer > 0
           ? fmt::format("nothing fits with every stash on the device, nor with every stash offloaded to the host: {} of "
@@ -95,7 +86,7 @@ size_t TryOffload(const Space& space, const std::vector<Candidate>& sorted, Plan
                         optimizer, candidates.size())
           : fmt::format("nothing fits with every stash on the device, nor with every stash offloaded to the host{} for "
                         "the {} fastest configurations",
-                        HostTakesTheStep(base) ? " and the optimizer there" : "", candidates.size()));
+                        step_on_host ? " and the optimizer there" : "", candidates.size()));
   return candidates.size();
 }
 

@@ -130,7 +130,7 @@ WorkloadPrediction PredictWorkload(const sim::Scenario& sc, const sim::Topology&
   WorkloadPrediction w;
   w.devices = sc.topology.devices();
   int64_t units = 0;
-  std::vector<int64_t> host(1, 0);
+  int64_t host = 0;
   for (size_t i = 0; i < sc.tasks.size(); ++i) {
     TaskRun run;
     run.name = sc.tasks[i].name;
@@ -149,14 +149,14 @@ WorkloadPrediction PredictWorkload(const sim::Scenario& sc, const sim::Topology&
     }
     // Every task's state stays in host memory for the whole workload (Hydra keeps each model's
     // shards there between their turns): the fullest node's, added up.
-    for (int64_t peak : run.prediction.result.node_peak_host_memory_bytes) host[0] += std::max<int64_t>(0, peak);
+    for (int64_t peak : run.prediction.result.node_peak_host_memory_bytes) host += std::max<int64_t>(0, peak);
     w.work.push_back(std::move(work));
     w.tasks.push_back(std::move(run));
   }
-  if (sc.topology.host.memory_bytes > 0 && host[0] > sc.topology.host.memory_bytes) {
+  if (sc.topology.host.memory_bytes > 0 && host > sc.topology.host.memory_bytes) {
     throw InputError(fmt::format("{}: topology.host.memory: the tasks keep {} in host memory together, more than the "
                                  "{} stated; run fewer tasks or state more host memory",
-                                 sc.path, FormatBytes(host[0]), FormatBytes(sc.topology.host.memory_bytes)));
+                                 sc.path, FormatBytes(host), FormatBytes(sc.topology.host.memory_bytes)));
   }
   try {
     w.lrtf = sim::ScheduleWorkload(w.work, w.devices, sim::TaskScheduler::kLrtf);
@@ -184,10 +184,8 @@ schedules::MetricsFile PredictedWorkloadFile(const sim::Scenario& sc, const Work
     schedules::ScheduleMetrics m = run.prediction.metrics;
     m.schedule = fmt::format("{}/{}", run.name, m.schedule);
     file.schedules.push_back(std::move(m));
-    int64_t alone = 0;
-    for (const sim::WorkUnit& u : w.work[i].units) alone += u.warm_ns;
     l.tasks.push_back({run.name, run.prediction.schedule.name, w.work[i].devices, run.steps, run.moves,
-                       static_cast<double>(alone) * 1e-6, static_cast<double>(chosen.task_start_ns[i]) * 1e-6,
+                       static_cast<double>(w.work[i].AloneNs()) * 1e-6, static_cast<double>(chosen.task_start_ns[i]) * 1e-6,
                        static_cast<double>(chosen.task_end_ns[i]) * 1e-6});
   }
   return file;
@@ -228,11 +226,9 @@ std::string WorkloadText(const sim::Scenario& sc, const WorkloadPrediction& w) {
   for (size_t i = 0; i < w.tasks.size(); ++i) {
     const TaskRun& run = w.tasks[i];
     const schedules::ScheduleMetrics& m = run.prediction.metrics;
-    int64_t alone = 0;
-    for (const sim::WorkUnit& u : w.work[i].units) alone += u.warm_ns;
     out += fmt::format("{:<16} {:<12} {:>7} {:>6} {:>10.3f} ms {:>10.3f} s {:>16}  {}\n", Printable(run.name),
                        Printable(m.schedule), run.moves ? std::string("any 1") : std::to_string(w.work[i].devices),
-                       run.steps, m.step_time_ms, static_cast<double>(alone) * 1e-9,
+                       run.steps, m.step_time_ms, static_cast<double>(w.work[i].AloneNs()) * 1e-9,
                        FormatBytes(m.ranks_detail[m.WorstMemoryRank()].peak_memory_bytes), m.AnyOom() ? "OOM" : "no");
   }
   const auto line = [&](const sim::WorkloadSchedule& s, std::string_view what) {

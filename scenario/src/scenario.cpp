@@ -201,6 +201,16 @@ void ThrowProblems(const Scenario& s, const Value& root, const Value& topology, 
   throw InputError(text);
 }
 
+// `s` running `task` alone (TaskScenario).
+Scenario Alone(const Scenario& s, const TaskSpec& task) {
+  Scenario alone = s;
+  alone.name = fmt::format("{}/{}", s.name, task.name);
+  alone.model = task.model;
+  alone.pipeline = task.pipeline;
+  alone.tasks.clear();
+  return alone;
+}
+
 // The model a task names: an entry of the scenario's `models:` map, or its own model block.
 ModelSpec ParseTaskModel(const Value& value, const std::optional<Value>& models, int ranks, std::string* name) {
   if (!value.IsScalar()) return detail::ParseModel(value, ranks);
@@ -257,10 +267,8 @@ std::vector<TaskSpec> ParseTasks(const Value& list, const Map& top, const Scenar
     }
     const auto model = m.Find("model");
     t.model = model ? ParseTaskModel(*model, models, t.pipeline.ranks, &t.model_name) : s.model;
+    const std::vector<ScenarioProblem> problems = Validate(Alone(s, t), checks);
     tasks.push_back(std::move(t));
-    Scenario alone = s;
-    alone.tasks = tasks;
-    const std::vector<ScenarioProblem> problems = Validate(TaskScenario(alone, tasks.size() - 1), checks);
     if (!problems.empty()) {
       const ScenarioProblem& p = problems.front();
       const Value at = p.key.starts_with("pipeline.") ? pipeline.At(std::string_view(p.key).substr(9))
@@ -334,15 +342,7 @@ Scenario Load(std::string_view file_text, const std::string& path, const std::ve
 
 }  // namespace
 
-Scenario TaskScenario(const Scenario& scenario, size_t index) {
-  const TaskSpec& task = scenario.tasks.at(index);
-  Scenario alone = scenario;
-  alone.name = fmt::format("{}/{}", scenario.name, task.name);
-  alone.model = task.model;
-  alone.pipeline = task.pipeline;
-  alone.tasks.clear();
-  return alone;
-}
+Scenario TaskScenario(const Scenario& scenario, size_t index) { return Alone(scenario, scenario.tasks.at(index)); }
 
 Scenario LoadScenario(const std::string& path, const std::vector<std::string>& overrides, EngineChecks& checks) {
   return LoadScenarioFromText(yaml::ReadFile(path, "a scenario file"), path, overrides, checks);

@@ -18,13 +18,9 @@ void CheckOffload(const Scenario& s, bool devices_counted, Problems* out) {
                                            "to the device for each STEP: choose one");
     return;
   }
-  if (s.topology.host.memory_bandwidth_bytes_per_s > 0 || !devices_counted) return;
-  // The host's step runs at its DRAM's bandwidth; a CPU device is its own host.
-  for (int d = 0; d < s.topology.devices(); ++d) {
-    if (!s.topology.DeviceAt(d).copy_engine) continue;
+  if (devices_counted && !s.topology.HostRunsTheStep()) {
     out->Add("topology.host", "pipeline.offload.optimizer: host runs each optimizer step on the host's CPU at its "
                               "DRAM's bandwidth: state topology.host.memory_bandwidth");
-    return;
   }
 }
 

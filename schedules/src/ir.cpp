@@ -1,12 +1,8 @@
 // Names, placement and action strings of the schedule IR.
 #include "stagecraft/schedules/ir.h"
 
-#include <utility>
-
 #include <fmt/format.h>
 
-#include "stagecraft/base/error.h"
-#include "stagecraft/base/printable.h"
 #include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::schedules {
@@ -53,31 +49,13 @@ std::string ActionString(const Op& op, int microbatches_per_step) {
   return fmt::format("{}{}{}", op.stage, KindName(op.kind), number == ActionNumber::kVersion ? op.version : global);
 }
 
-namespace {
-
-// The first copy of a tensor other than `runs`, by rank and index; {-1, -1} when there is none.
-std::pair<int, int> FindCopy(const Schedule& s, Tensor runs) {
+std::string FirstCopy(const Schedule& s) {
   for (size_t r = 0; r < s.ops.size(); ++r) {
     for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      if (IsCopy(s.ops[r][i].kind) && s.ops[r][i].tensor != runs) return {static_cast<int>(r), static_cast<int>(i)};
+      if (IsCopy(s.ops[r][i].kind)) return fmt::format("rank {} #{} ({})", r, i, ActionString(s.ops[r][i], s.microbatches));
     }
   }
-  return {-1, -1};
-}
-
-}  // namespace
-
-std::string FirstCopy(const Schedule& s, Tensor runs) {
-  const auto [r, i] = FindCopy(s, runs);
-  if (r < 0) return "";
-  return fmt::format("rank {} #{} ({})", r, i, ActionString(s.ops[r][i], s.microbatches));
-}
-
-void RefuseCopies(const Schedule& s, Tensor runs, std::string_view part_does_not) {
-  const auto [r, i] = FindCopy(s, runs);
-  if (r < 0) return;
-  throw InputError(fmt::format("{}: {} copies {} between device and host memory, which {}", Printable(s.name),
-                               FirstCopy(s, runs), TensorName(s.ops[r][i].tensor), part_does_not));
+  return "";
 }
 
 }  // namespace stagecraft::schedules

@@ -54,11 +54,12 @@ std::vector<Op> Merge(const std::vector<Op>& ops, const std::vector<std::vector<
   return out;
 }
 
-// The compute ops strictly between positions `from` and `to` of `ops`.
-int ComputeBetween(const std::vector<Op>& ops, int from, int to) {
-  int n = 0;
-  for (int i = from + 1; i < to; ++i) n += RunsOnCompute(ops[static_cast<size_t>(i)].kind) ? 1 : 0;
-  return n;
+// Per position i of `ops`, the compute ops before it: those strictly between positions a and b
+// are at[b] - at[a + 1].
+std::vector<int> ComputeBefore(const std::vector<Op>& ops) {
+  std::vector<int> at(ops.size() + 1, 0);
+  for (size_t i = 0; i < ops.size(); ++i) at[i + 1] = at[i] + (RunsOnCompute(ops[i].kind) ? 1 : 0);
+  return at;
 }
 
 // The intervals of `lives` to offload, by stage (offload.h): of each stage's n stage-microbatches,
@@ -70,13 +71,15 @@ std::vector<int> Chosen(const std::vector<Op>& ops, const ActivationLifetimes& l
     std::vector<int> worth;        // those worth a copy, in F order
   };
   std::map<int32_t, Stage> by_stage;
+  const std::vector<int> before = ComputeBefore(ops);
   for (int k = 0; k < static_cast<int>(lives.Activations().size()); ++k) {
     const StashInterval& in = lives.Activations()[static_cast<size_t>(k)];
     if (in.closed_at < 0 || in.offloaded_at >= 0) continue;
     const int32_t at = ops[static_cast<size_t>(in.opened_at)].stage;
     Stage& stage = by_stage[at];
     ++stage.closed;
-    if (ComputeBetween(ops, in.opened_at, in.closed_at) > offload.LookaheadOf(at)) stage.worth.push_back(k);
+    const int between = before[static_cast<size_t>(in.closed_at)] - before[static_cast<size_t>(in.opened_at) + 1];
+    if (between > offload.LookaheadOf(at)) stage.worth.push_back(k);
   }
   std::vector<int> chosen;
   for (auto& [stage, intervals] : by_stage) {

@@ -54,9 +54,7 @@ int64_t HostStepNs(const Scenario& scenario, const StageCost& c) {
 void PlaceOptimizerOnHost(const Scenario& scenario, CostTable* table) {
   const HostSpec& host = scenario.topology.host;
   SC_CHECK(host.bandwidth_bytes_per_s > 0, "optimizer: host with a host link (validated)");
-  const auto alone = [&host](int64_t bytes) {
-    return host.latency_ns + static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / host.DeviceRate());
-  };
+  const auto alone = [&host](int64_t bytes) { return static_cast<int64_t>(host.CopyNs(bytes)); };
   for (StageCost& c : table->stages) c.step_ns = alone(c.grad_bytes) + HostStepNs(scenario, c) + alone(c.weight_bytes);
   table->optimizer_on_host = true;
 }

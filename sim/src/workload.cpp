@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 namespace stagecraft::sim {
@@ -47,11 +46,7 @@ class Placement {
     next_.assign(tasks.size(), 0);
     ready_at_.assign(tasks.size(), 0);
     last_device_.assign(tasks.size(), -1);
-    remaining_.resize(tasks.size());
-    for (size_t t = 0; t < tasks.size(); ++t) {
-      remaining_[t] = std::accumulate(tasks[t].units.begin(), tasks[t].units.end(), int64_t{0},
-                                      [](int64_t sum, const WorkUnit& u) { return sum + u.warm_ns; });
-    }
+    for (const WorkloadTask& t : tasks) remaining_.push_back(t.AloneNs());
   }
 
   bool Done(size_t t) const { return next_[t] == tasks_[t].units.size(); }

@@ -136,6 +136,10 @@ struct HostSpec {
     const double share = bandwidth_bytes_per_s / (sharing > 1 ? sharing : 1);
     return device_bandwidth_bytes_per_s > 0 && device_bandwidth_bytes_per_s < share ? device_bandwidth_bytes_per_s : share;
   }
+  // One copy of `bytes` at that rate, its latency first.
+  double CopyNs(int64_t bytes, int sharing = 1) const {
+    return static_cast<double>(latency_ns) + static_cast<double>(bytes) * 1e9 / DeviceRate(sharing);
+  }
 };
 
 // Either per-dimension (nodes x devices_per_node + `links` by scope) or an explicit graph
@@ -188,6 +192,15 @@ struct TopologySpec {
     return static_cast<int>(groups.size()) - 1;  // past the end: the caller checked the range
   }
   const DeviceSpec& DeviceAt(int d) const { return GroupDevice(GroupOf(d)); }
+  // Whether an optimizer step can run on the host (pipeline.offload.optimizer: host): its DRAM's
+  // bandwidth is stated, or every device is a CPU (copy_engine: false), its own host.
+  bool HostRunsTheStep() const {
+    if (host.memory_bandwidth_bytes_per_s > 0) return true;
+    for (int d = 0; d < devices(); ++d) {
+      if (DeviceAt(d).copy_engine) return false;
+    }
+    return true;
+  }
   // Per-dimension: the node of device `d` (nodes numbered as the devices are).
   int NodeOf(int d) const {
     if (!grouped()) return d / devices_per_node;

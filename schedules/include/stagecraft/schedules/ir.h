@@ -84,13 +84,9 @@ struct Schedule {
 // global microbatch), "0RELOAD_WEIGHT2" and "0OFFLOAD_OPT2" (by version).
 std::string ActionString(const Op& op, int microbatches_per_step);
 
-// Where the schedule's first copy (OFFLOAD, RELOAD) of a tensor other than `runs` is, as
-// "rank R #I (ACTION)"; "" when it has none.
-std::string FirstCopy(const Schedule& schedule, Tensor runs = Tensor::kNone);
-// What does not run some copies yet refuses a schedule by: throws InputError "NAME: rank R #I
-// (ACTION) copies TENSOR between device and host memory, which `part_does_not`" at the first copy
-// of a tensor other than `runs` (FirstCopy); nothing without one.
-void RefuseCopies(const Schedule& schedule, Tensor runs, std::string_view part_does_not);
+// Where the schedule's first copy (OFFLOAD, RELOAD) is, as "rank R #I (ACTION)"; "" when it has
+// none.
+std::string FirstCopy(const Schedule& schedule);
 
 // Generator input. Not every generator uses every field (chunks only for interleaved).
 // What a cost-aware generator (zb-1p, zb-2p, zb-auto: GeneratorInfo::uses_costs) schedules with, per

@@ -37,6 +37,13 @@ struct WorkloadTask {
   bool moves = false;  // spilled: its units may run on any device
   // Its units in order; a task that does not move has exactly one.
   std::vector<WorkUnit> units;
+
+  // All of it alone, each unit as in its own run (warm).
+  int64_t AloneNs() const {
+    int64_t sum = 0;
+    for (const WorkUnit& u : units) sum += u.warm_ns;
+    return sum;
+  }
 };
 
 // One unit as placed.
