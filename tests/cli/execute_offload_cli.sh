@@ -100,8 +100,7 @@ PY
 # the host for its visit and sent back after, to the same losses as with both resident; the peaks
 # as predicted.
 inter=(--set pipeline.schedule=interleaved)
-timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${job[@]}" "${inter[@]}" --json "$tmp/inter.json" >"$tmp/out" 2>"$tmp/err"
-checkf "interleaved, resident: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+run_and_predict "interleaved, resident" inter "${inter[@]}"
 run_and_predict "interleaved, spilled" spill "${inter[@]}" --set pipeline.offload.weights=spill
 
 # Hydra's spilled schedule on one rank: the whole model (8 layers with Adam, 36 MiB with GPipe's
@@ -124,11 +123,13 @@ import json, sys
 tmp = sys.argv[1]
 load = lambda name: json.load(open(f"{tmp}/{name}.json"))["schedules"][0]
 bad = []
-inter, spill, pred = load("inter"), load("spill"), load("spill-pred")
+inter, spill, pred, inter_pred = load("inter"), load("spill"), load("spill-pred"), load("inter-pred")
 if spill["losses"] != inter["losses"]:
     bad.append(f"interleaved: losses {spill['losses']} vs {inter['losses']}")
-for m, p, r in zip(spill["per_rank"], pred["per_rank"], inter["per_rank"]):
-    if not m["peak_memory_bytes"] < r["peak_memory_bytes"]:
+for m, p, r, q in zip(spill["per_rank"], pred["per_rank"], inter["per_rank"], inter_pred["per_rank"]):
+    # Lower where the simulator says spilling lowers the peak (double buffered, a rank whose peak
+    # falls while both its stages are in can save nothing, and its runs differ by 128 KiB).
+    if p["peak_memory_bytes"] < q["peak_memory_bytes"] and not m["peak_memory_bytes"] < r["peak_memory_bytes"]:
         bad.append(f"rank {m['rank']}: spilled device peak {m['peak_memory_bytes']} not below {r['peak_memory_bytes']}")
     for key in ("peak_memory_bytes", "peak_host_memory_bytes"):
         if abs(m[key] / p[key] - 1) > 0.1:
