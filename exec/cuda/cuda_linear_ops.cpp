@@ -77,8 +77,15 @@ void Axpy(OpContext& o, int64_t n, float alpha, const float* x, float* y) {
   cx.Wrote(y, n);
 }
 
+void Scal(OpContext& o, int64_t n, float alpha, float* x) {
+  if (n > INT_MAX) throw std::invalid_argument("CudaDevice::Scal: n over INT_MAX: " + std::to_string(n));
+  CudaOpContext& cx = Cuda(o);
+  SC_CUBLAS_CHECK(cublasSscal(cx.blas(), static_cast<int>(n), &alpha, x, 1));
+  cx.Wrote(x, n);
+}
+
 }  // namespace
 
-LinearOps CudaLinearOps() { return {&Gemm, &GemmBatched, &Axpy}; }
+LinearOps CudaLinearOps() { return {&Gemm, &GemmBatched, &Axpy, &Scal}; }
 
 }  // namespace stagecraft::exec

@@ -2,6 +2,9 @@
 // host loops. Every op runs to completion before it returns; the context holds nothing.
 #include <cblas.h>
 
+#include <climits>
+
+#include "stagecraft/base/check.h"
 #include "stagecraft/exec/layer_ops.h"
 
 namespace stagecraft::exec {
@@ -20,7 +23,12 @@ void GemmBatched(OpContext& cx, bool trans_a, bool trans_b, int m, int n, int k,
   }
 }
 void Axpy(OpContext&, int64_t n, float alpha, const float* x, float* y) {
+  SC_CHECK(n <= INT_MAX, "axpy over at most INT_MAX floats");
   cblas_saxpy(static_cast<int>(n), alpha, x, 1, y, 1);
+}
+void Scal(OpContext&, int64_t n, float alpha, float* x) {
+  SC_CHECK(n <= INT_MAX, "scal over at most INT_MAX floats");
+  cblas_sscal(static_cast<int>(n), alpha, x, 1);
 }
 
 void Loss(OpContext&, kernels::LossKind kind, int rows, int cols, const float* y, const float* targets, float* dy,
@@ -40,7 +48,7 @@ struct Host<kKernel> {
 
 LayerOps CpuLayerOps() {
   return LayerOps{
-      .linear = {&Gemm, &GemmBatched, &Axpy},
+      .linear = {&Gemm, &GemmBatched, &Axpy, &Scal},
       .bias_activation = {&Host<&kernels::BiasActivation>::Run, &Host<&kernels::ActivationBackward>::Run,
                           &Host<&kernels::BiasGrad>::Run},
       .bias_add = {&Host<&kernels::BiasAdd>::Run},

@@ -35,11 +35,11 @@ void Optimizer::MoveState(MemoryTier tier, StreamKind stream) {
   MoveToTier(device_, &state_b_, tier, stream);
 }
 
-void Optimizer::Step(const float* w_in, float* w_out, float* grad, float grad_scale) {
+void Optimizer::Step(const float* w_in, float* w_out, float* grad, float grad_scale, float lr) {
   ++updates_;
   kernels::AdamParams p;
   if (config_.optimizer == "adam") {
-    p.lr = config_.lr;
+    p.lr = lr;
     p.bias1 = 1.0f - std::pow(p.beta1, static_cast<float>(updates_));
     p.bias2 = 1.0f - std::pow(p.beta2, static_cast<float>(updates_));
   }
@@ -55,7 +55,7 @@ void Optimizer::Step(const float* w_in, float* w_out, float* grad, float grad_sc
     if (config_.optimizer == "adam") {
       kernels::Adam(params_, w, w, state_a_.data(), state_b_.data(), host_grads_.data(), grad_scale, p);
     } else {
-      kernels::SgdMomentum(params_, w, w, state_a_.data(), host_grads_.data(), grad_scale, config_.lr,
+      kernels::SgdMomentum(params_, w, w, state_a_.data(), host_grads_.data(), grad_scale, lr,
                            config_.momentum);
     }
     memory.Upload(w_out, w, params_);
@@ -66,7 +66,7 @@ void Optimizer::Step(const float* w_in, float* w_out, float* grad, float grad_sc
                                  grad_scale, p);
   } else {
     device_.ops().optimizer.sgd_momentum(device_.op_context(), params_, w_in, w_out, state_a_.data(), grad, grad_scale,
-                                         config_.lr, config_.momentum);
+                                         lr, config_.momentum);
   }
 }
 

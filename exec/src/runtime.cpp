@@ -181,7 +181,11 @@ class Runner {
       switch (op.kind) {
         case OpKind::kF: Forward(op, std::move(input)); break;
         case OpKind::kB:
-        case OpKind::kI: Backward(op, std::move(input)); break;
+        case OpKind::kI:
+          weights_.Correct(i, op, true);  // PipeMare's: the weights moved back towards its F's
+          Backward(op, std::move(input));
+          weights_.Correct(i, op, false);
+          break;
         case OpKind::kW: BackwardWeight(op); break;
         case OpKind::kStep: weights_.Step(i, op); break;
         default: SC_CHECK(false, "unhandled op kind");

@@ -103,6 +103,8 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
                  : sc.training.dtype == sim::Dtype::kFp16 ? 4096.0f
                                                           : 1.0f;
   c.model.seed = static_cast<uint64_t>(sc.training.seed);
+  c.lr_schedule = sc.training.lr_schedule;
+  c.pipemare = sc.training.pipemare;
   if (const auto& t = sc.model.transformer) {
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
                      .seed = c.model.seed};

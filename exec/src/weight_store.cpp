@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "stagecraft/exec/learning_rate.h"
+#include "stagecraft/schedules/staleness.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::exec {
@@ -18,6 +21,15 @@ WeightStore::WeightStore(const schedules::Schedule& schedule, int rank, Device& 
       slot_of_stage_(static_cast<size_t>(schedule.stages()), -1),
       start_on_host_(schedules::StartOnHost(schedule.ops[static_cast<size_t>(rank)])) {
   stages_.reserve(static_cast<size_t>(schedule.shape.chunks));
+  // PipeMare's techniques act on the policy whose backward reads newer weights than its forward.
+  if (!schedules::PolicyInfo(schedule.weights).correctable || !config.pipemare) return;
+  if (config.pipemare->correction) {
+    correction_decay_ = static_cast<float>(config.pipemare->correction_decay);
+    correction_spans_ = schedules::CorrectionSpans(schedule, rank);
+  }
+  if (config.pipemare->lr_reschedule_steps > 0) {
+    for (const schedules::StageDelay& d : schedules::WeightDelays(schedule)) forward_delays_.push_back(d.forward);
+  }
 }
 
 void WeightStore::AddStage(int stage, const StageModel& model) {
@@ -30,6 +42,7 @@ void WeightStore::AddStage(int stage, const StageModel& model) {
   model.InitParams(w.data());
   sw.versions.emplace(0, std::move(w));
   sw.zeroed.push_back(ZeroedBuffer(sw.floats));
+  if (correction_decay_ >= 0) sw.velocity = ZeroedBuffer(sw.floats);
   // A spilled stage's version 0 (with its gradients) and optimizer state start on the host: made
   // on the device as any other's, then moved there before the run.
   for (const schedules::TensorKey& key : start_on_host_) {
@@ -114,15 +127,25 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
                (sw.optimizer.on_host() || sw.optimizer.state_tier() == MemoryTier::kDevice),
            fmt::format("stage {} STEP {}: its weights, gradients and optimizer state on the device", op.stage,
                        op.version));
+  const float lr = RateOf(op);
+  const LinearOps& linear = device_.ops().linear;
+  const bool velocity = !sw.velocity.empty();
+  // δ ← γδ + (1 − γ)(w_new − w_old): the old weights' part before the update, the new's after.
+  if (velocity) {
+    linear.scal(device_.op_context(), sw.floats, correction_decay_, sw.velocity.data());
+    linear.axpy(device_.op_context(), sw.floats, correction_decay_ - 1.0f, sw.versions.at(sw.newest).data(),
+                sw.velocity.data());
+  }
   Buffer w;
   if (lifetimes_.StepInPlace(op_index)) {
     w = std::move(sw.versions.at(sw.newest));
     sw.versions.erase(sw.newest);
-    sw.optimizer.Step(w.data(), w.data(), g->second.grads.data(), scale);
+    sw.optimizer.Step(w.data(), w.data(), g->second.grads.data(), scale, lr);
   } else {
     w = Buffer(device_, sw.floats);
-    sw.optimizer.Step(sw.versions.at(sw.newest).data(), w.data(), g->second.grads.data(), scale);
+    sw.optimizer.Step(sw.versions.at(sw.newest).data(), w.data(), g->second.grads.data(), scale, lr);
   }
+  if (velocity) linear.axpy(device_.op_context(), sw.floats, 1.0f - correction_decay_, w.data(), sw.velocity.data());
   sw.zeroed.push_back(std::move(g->second.grads));  // the update left it zeroed
   sw.open.erase(g);
   const int old = sw.newest;
@@ -130,6 +153,27 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
   sw.newest = op.version;
   Release(op_index, sw, old);
   peak_versions_ = std::max(peak_versions_, static_cast<int>(sw.versions.size()));
+}
+
+void WeightStore::Correct(int op_index, const schedules::Op& op, bool before) {
+  if (correction_decay_ < 0) return;
+  const int span = correction_spans_.at(static_cast<size_t>(op_index));
+  if (span == 0) return;
+  StageWeights& sw = At(op.stage);
+  float* w = sw.versions.at(op.version).data();
+  device_.ops().linear.axpy(device_.op_context(), sw.floats, static_cast<float>(before ? -span : span),
+                            sw.velocity.data(), w);
+}
+
+float WeightStore::RateOf(const schedules::Op& op) const {
+  const UpdatePlace at{schedules::UpdateIndex(schedule_, op), schedules::UpdatesPerStep(schedule_.weights, schedule_.microbatches),
+                       schedule_.steps};
+  double rate = ScheduledRate(config_.lr, config_.lr_schedule, at);
+  if (!forward_delays_.empty()) {
+    rate = RescheduledRate(rate, forward_delays_.at(static_cast<size_t>(op.stage)), config_.pipemare->lr_reschedule_steps,
+                           at);
+  }
+  return static_cast<float>(rate);
 }
 
 }  // namespace stagecraft::exec

@@ -32,6 +32,7 @@
 #include "stagecraft/sim/compute_streams.h"
 #include "stagecraft/sim/stash.h"
 #include "stagecraft/sim/costs.h"
+#include "stagecraft/sim/memory_model.h"
 #include "stagecraft/sim/engine.h"
 #include "stagecraft/sim/topology.h"
 #include "stagecraft/scenario/units.h"
@@ -365,11 +366,12 @@ MemoryTerms MemoryTermsOf(const Prediction& p, int rank) {
     return std::any_of(away.begin(), away.end(),
                        [&](const schedules::TensorKey& k) { return k.tensor == tensor && k.stage == stage; });
   };
+  const bool velocity = sim::KeepsWeightVelocity(s, p.costs);  // PipeMare's, counted with the weights
   for (int chunk = 0; chunk < s.shape.chunks; ++chunk) {
     const int stage = s.shape.StageOf(rank, chunk);
     const sim::StageCost& c = p.costs.stages[stage];
     if (!on_host(schedules::Tensor::kWeights, stage)) {
-      m.weights += c.weight_bytes * analysis.stage_peak_versions[chunk];
+      m.weights += c.weight_bytes * (analysis.stage_peak_versions[chunk] + (velocity ? 1 : 0));
       m.gradients += c.grad_bytes;
     }
     if (!on_host(schedules::Tensor::kOptimizer, stage) && !p.costs.optimizer_on_host) m.optimizer += c.optimizer_bytes;

@@ -100,10 +100,10 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeat
       LayerRig& r = *rig;
       const int64_t t = Timed(device, [&] {
         if (in_place) {
-          r.optimizer.Step(r.params.data(), r.params.data(), r.grads.data(), 1.0f);
+          r.optimizer.Step(r.params.data(), r.params.data(), r.grads.data(), 1.0f, r.optimizer.base_lr());
         } else {
           Buffer next(device, r.params.size());
-          r.optimizer.Step(r.params.data(), next.data(), r.grads.data(), 1.0f);
+          r.optimizer.Step(r.params.data(), next.data(), r.grads.data(), 1.0f, r.optimizer.base_lr());
         }
       });
       if (measured) (in_place ? r.s : r.o).push_back(t);

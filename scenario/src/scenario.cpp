@@ -138,8 +138,31 @@ PipelineSpec ParsePipeline(const Value& value) {
   return p;
 }
 
+LrScheduleSpec ParseLrSchedule(const Value& value) {
+  const Map m(value, {"warmup_steps", "decay", "min_lr"});
+  LrScheduleSpec l;
+  // A warm-up of no steps is none: leave the key out rather than state 0.
+  if (const auto v = m.Find("warmup_steps")) l.warmup_steps = v->Int(1, kMaxSteps);
+  if (const auto v = m.Find("decay")) l.decay = v->Enum(kLrDecayNames);
+  if (const auto v = m.Find("min_lr")) l.min_lr = v->DoubleIn(0.0, HUGE_VAL, "a rate");
+  return l;
+}
+
+PipeMareSpec ParsePipeMare(const Value& value) {
+  const Map m(value, {"lr_reschedule_steps", "correction", "correction_decay"});
+  PipeMareSpec p;
+  if (const auto v = m.Find("lr_reschedule_steps")) p.lr_reschedule_steps = v->Int(0, kMaxSteps);
+  if (const auto v = m.Find("correction")) p.correction = v->Bool();
+  if (const auto v = m.Find("correction_decay")) {
+    p.correction_decay = v->DoubleIn(0.0, 1.0, "a decay");
+    if (p.correction_decay >= 1.0) v->Fail("expected a decay in [0, 1) (1 would never move the velocity)");
+  }
+  return p;
+}
+
 TrainingSpec ParseTraining(const Value& value) {
-  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data"});
+  const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data", "lr_schedule", "pipemare",
+                      "target_loss", "loss_window"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
@@ -157,6 +180,10 @@ TrainingSpec ParseTraining(const Value& value) {
     }
   }
   if (const auto v = m.Find("data")) t.data_path = v->ReadableFilePath();
+  if (const auto v = m.Find("lr_schedule")) t.lr_schedule = ParseLrSchedule(*v);
+  if (const auto v = m.Find("pipemare")) t.pipemare = ParsePipeMare(*v);
+  if (const auto v = m.Find("target_loss")) t.target_loss = v->Double(0.0, HUGE_VAL);
+  if (const auto v = m.Find("loss_window")) t.loss_window = static_cast<int>(v->Int(1, kMaxSteps));
   return t;
 }
 

@@ -413,6 +413,7 @@ std::vector<ScenarioProblem> Validate(const Scenario& s, EngineChecks& checks) {
   CheckTopology(s.topology, checks, &devices_counted, &problems);
   CheckPipeline(s, devices_counted, &problems);
   CheckModel(s, &problems);
+  detail::CheckTraining(s, &problems);
   // Every earlier failure adds a problem, so an empty list means the machine was built too.
   if (problems.list.empty()) checks.CheckDerived(s, &problems.list);
   return problems.list;

@@ -49,6 +49,8 @@ const std::vector<GeneratorInfo>& Generators() {
        NoCheck, EmitOneFOneB},
       {"pipedream", "Narayanan et al., PipeDream, SOSP 2019", WeightPolicy::kStash, false, NoCheck, EmitPipeDream},
       {"2bw", "Narayanan et al., PipeDream-2BW, ICML 2021 §3.1", WeightPolicy::kTwoBW, false, CheckTwoBW, EmitTwoBW},
+      {"pipemare", "Yang et al., PipeMare: Asynchronous Pipeline Parallel DNN Training, MLSys 2021",
+       WeightPolicy::kNoStash, false, NoCheck, EmitPipeMare},
       {"interleaved", "Narayanan et al., Megatron-LM, SC'21 §2.2.2", WeightPolicy::kFlush, true, CheckInterleaved,
        EmitInterleaved},
       {"zb-h1", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,

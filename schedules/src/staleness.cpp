@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "stagecraft/schedules/weights.h"
@@ -33,6 +34,25 @@ std::vector<StageDelay> WeightDelays(const Schedule& s) {
     }
   }
   return delays;
+}
+
+std::vector<int> CorrectionSpans(const Schedule& s, int rank) {
+  const std::vector<Op>& ops = s.ops.at(static_cast<size_t>(rank));
+  std::vector<int> spans(ops.size(), 0);
+  std::map<std::tuple<int, int, int>, int> forward_version;  // by (stage, step, microbatch)
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const std::tuple<int, int, int> unit{op.stage, op.step, op.microbatch};
+    if (op.kind == OpKind::kF) {
+      forward_version[unit] = op.version;
+    } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
+      const auto f = forward_version.find(unit);
+      if (f == forward_version.end()) continue;
+      spans[i] = op.version - f->second;
+      forward_version.erase(f);
+    }
+  }
+  return spans;
 }
 
 }  // namespace stagecraft::schedules

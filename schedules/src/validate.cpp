@@ -194,11 +194,15 @@ class Validator {
   }
 
   void CheckVersions(int stage, Pos f, std::initializer_list<Pos> backward) {
+    const bool newest = PolicyInfo(s_.weights).reads == VersionRule::kNewest;
     if (f.rank >= 0) CheckRead(stage, f);
+    if (f.rank >= 0 && newest) CheckNewest(stage, f);
     for (Pos p : backward) {
       if (p.rank < 0) continue;
       CheckRead(stage, p);
-      if (f.rank >= 0 && At(p).version != At(f).version) {
+      if (newest) {
+        CheckNewest(stage, p);
+      } else if (f.rank >= 0 && At(p).version != At(f).version) {
         Add(DiagCode::kVersion, fmt::format("{} reads version {} but its F {} read version {}", Name(p),
                                             At(p).version, Name(f), At(f).version));
       }
@@ -213,6 +217,17 @@ class Validator {
       Add(DiagCode::kVersion, fmt::format("{} reads version {} of stage {}, which no STEP produces", Name(p), v, stage));
     } else if (!Before(steps[v], p)) {
       Add(DiagCode::kOrder, fmt::format("{} reads version {} before {} produces it", Name(p), v, Name(steps[v])));
+    }
+  }
+
+  // Without a stash an op reads the newest version where it runs: the next one is made after it.
+  void CheckNewest(int stage, Pos p) {
+    const int v = At(p).version;
+    const auto& steps = units_.steps[stage];
+    if (v >= 0 && static_cast<size_t>(v) + 1 < steps.size() && steps[v + 1].rank >= 0 && !Before(p, steps[v + 1])) {
+      Add(DiagCode::kVersion, fmt::format("{} reads version {} of stage {} after {} made version {} (the {} policy "
+                                          "reads the newest)",
+                                          Name(p), v, stage, Name(steps[v + 1]), v + 1, PolicyName(s_.weights)));
     }
   }
 

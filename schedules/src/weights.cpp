@@ -77,6 +77,8 @@ void AssignWeights(Schedule* s) {
       if (compute) {
         if (policy.reads == VersionRule::kByStep) {
           op.version = VersionOfStep(s->weights, op.step);
+        } else if (policy.reads == VersionRule::kNewest) {
+          op.version = newest[op.stage];
         } else {  // kStashed
           if (IsForward(op.kind)) f_version[idx(op)] = stash_version(op);
           op.version = f_version[idx(op)];

@@ -40,6 +40,8 @@ CostTable BuildCosts(const Scenario& scenario, const CostQuery& query) {
   CostTable table = CostModelFor(scenario).build(scenario, query);
   SC_CHECK(static_cast<int>(table.stages.size()) == query.shape.stages(), "one cost entry per stage");
   if (scenario.pipeline.offload.optimizer == OptimizerPlace::kHost) PlaceOptimizerOnHost(scenario, &table);
+  const std::optional<PipeMareSpec>& pipemare = scenario.training.pipemare;
+  table.weight_velocity = scenario.has_training && pipemare && pipemare->correction;
   return table;
 }
 

@@ -9,11 +9,16 @@
 #include "stagecraft/schedules/lifetimes.h"
 #include "stagecraft/schedules/shared_devices.h"
 #include "stagecraft/schedules/tensors.h"
+#include "stagecraft/schedules/weight_policy.h"
 
 namespace stagecraft::sim {
 
 using schedules::Op;
 using schedules::RankRecord;
+
+bool KeepsWeightVelocity(const schedules::Schedule& schedule, const CostTable& costs) {
+  return costs.weight_velocity && schedules::PolicyInfo(schedule.weights).correctable;
+}
 
 MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& costs, bool record_samples,
                          schedules::RunRecord* record, const std::atomic<bool>* stop,
@@ -50,10 +55,12 @@ MemoryModel::MemoryModel(const schedules::Schedule& schedule, const CostTable& c
       (key.tensor == schedules::Tensor::kWeights ? weights_away : optimizer_away)[static_cast<size_t>(key.stage)] = true;
     }
   }
+  const bool velocity = KeepsWeightVelocity(schedule, costs);
   for (int stage = 0; stage < stages; ++stage) {
     const StageCost& c = costs.stages[stage];
     const int rank = shape_.RankOf(stage);
     if (!weights_away[static_cast<size_t>(stage)]) bytes_[rank] += Wide{c.weight_bytes} + c.grad_bytes;
+    if (velocity) bytes_[rank] += c.weight_bytes;  // PipeMare's correction
     // optimizer: host keeps it in host memory (cost_models.h PlaceOptimizerOnHost).
     if (!optimizer_away[static_cast<size_t>(stage)] && !costs.optimizer_on_host) bytes_[rank] += c.optimizer_bytes;
     record->ranks[rank].peak_weight_versions = 1;

@@ -267,7 +267,7 @@ class BareMath {
         stage_->Backward(params_.data(), std::move(dy), &saved, GradTarget{grads_.data(), true});
       }
       optimizer_.Step(params_.data(), params_.data(), grads_.data(),
-                      1.0f / (static_cast<float>(microbatches_) * config_.loss_scale));
+                      1.0f / (static_cast<float>(microbatches_) * config_.loss_scale), config_.lr);
     }
     device_.streams().Synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

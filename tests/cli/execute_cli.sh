@@ -18,7 +18,7 @@ timeout 300 "$mpi" 4 "$sc" execute "$scenario" "${small[@]}" --json "$tmp/m.json
 rc=$?
 check "execute all: exit 0" '[[ $rc -eq 0 ]]'
 [[ $rc -eq 0 ]] || cat "$tmp/err"
-check "execute all: a step line per schedule and step" '[[ $(grep -c " step [0-9]/3 " "$tmp/out") -eq 27 ]]'
+check "execute all: a step line per schedule and step" '[[ $(grep -c " step [0-9]/3 " "$tmp/out") -eq 30 ]]'
 "$sc" simulate "$scenario" "${small[@]}" --trace "$tmp/p.trace.json" >/dev/null 2>&1
 check "simulate same scenario" '[[ $? -eq 0 ]]'
 python3 - "$tmp" <<'PY' || fail=1
@@ -32,7 +32,7 @@ def need(cond, what):
     if not cond:
         print("FAIL:", what); ok = False
 need(m["source"] == "measured", "source is measured")
-need(sorted(names) == sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]), f"all schedules ran: {names}")
+need(sorted(names) == sorted(["gpipe", "1f1b", "pipedream", "2bw", "pipemare", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]), f"all schedules ran: {names}")
 for s in m["schedules"]:
     n = s["schedule"]
     need(len(s["losses"]) == 3 and all(math.isfinite(x) for x in s["losses"]), f"{n}: 3 finite losses")

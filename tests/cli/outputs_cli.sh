@@ -45,9 +45,9 @@ check "simulate --trace - (one schedule): the trace on stdout" 'valid_json trace
 
 touch err  # expect_error's own file
 before="$(ls)"
-expect_error "simulate: several traces onto stdout" "--trace -: 9 schedules write a trace each, and a stream takes one" \
+expect_error "simulate: several traces onto stdout" "--trace -: 10 schedules write a trace each, and a stream takes one" \
   simulate "$scenario" --trace -
-expect_error "simulate: several traces onto a device" "--trace /dev/null: 9 schedules write a trace each" \
+expect_error "simulate: several traces onto a device" "--trace /dev/null: 10 schedules write a trace each" \
   simulate "$scenario" --trace /dev/null
 check "simulate: nothing made in /dev" '[[ ! -e /dev/null.gpipe ]]'
 expect_error "simulate: a failing trace path" "--trace missing-dir/t.json: cannot write: folder missing-dir: no such file or directory" \

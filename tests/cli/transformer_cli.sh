@@ -52,9 +52,9 @@ check "execute all: exit 0" '[[ $rc -eq 0 ]]'
 check "compare: exit 0" '[[ $? -eq 0 ]]'
 # Each pass per stage, predicted against the run's own median op times: every schedule has a line
 # per stage (zb-h1 runs F, I, W and STEP; 1f1b F, B and STEP) and names the pass most off.
-check "compare: a line per stage and schedule" '[[ $(grep -cE "^    stage [01]: F [0-9.]+ / [0-9.]+ " "$tmp/compare") -eq 18 ]]'
+check "compare: a line per stage and schedule" '[[ $(grep -cE "^    stage [01]: F [0-9.]+ / [0-9.]+ " "$tmp/compare") -eq 20 ]]'
 check "compare: zb-h1's I and W on the last stage" 'sed -n "/^zb-h1:/,/^\$/p" "$tmp/compare" | grep -qE "stage 1: F .* I [0-9.]+ / [0-9.]+ .* W [0-9.]+ / [0-9.]+ .* STEP "'
-check "compare: the pass most off" '[[ $(grep -c "^  the pass most off: " "$tmp/compare") -eq 9 ]]'
+check "compare: the pass most off" '[[ $(grep -c "^  the pass most off: " "$tmp/compare") -eq 10 ]]'
 "$sc" compare "$tmp/p.json" "$tmp/m.json" --json "$tmp/c.json" >/dev/null 2>"$tmp/err"
 checkf "compare --json: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 python3 - "$tmp/c.json" <<'PY' || fail=1
@@ -71,7 +71,7 @@ tmp = sys.argv[1]
 m = json.load(open(f"{tmp}/m.json"))
 ok = True
 names = sorted(s["schedule"] for s in m["schedules"])
-if names != sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]):
+if names != sorted(["gpipe", "1f1b", "pipedream", "2bw", "pipemare", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"]):
     print("FAIL: every schedule ran:", names); ok = False
 for s in m["schedules"]:
     losses = s["losses"]

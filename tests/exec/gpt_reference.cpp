@@ -45,7 +45,9 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
   auto newest = [&](int s) { return oldest[s] + static_cast<int>(versions[s].size()) - 1; };
   // Adds microbatch g's gradients (stage s reading version read[s]) into grads[s] (written when
   // `first`); returns its loss.
-  auto microbatch = [&](int64_t g, const std::vector<int>& read, std::vector<exec::Buffer>& grads, bool first) {
+  // The backward reads version back[s] (PipeMare's newest; the forward's otherwise).
+  auto microbatch = [&](int64_t g, const std::vector<int>& read, const std::vector<int>& back,
+                        std::vector<exec::Buffer>& grads, bool first) {
     std::vector<exec::Activations> saved(n);
     exec::Buffer x(*device, in_floats);
     // The executor's dataset, cycled as a long run cycles it (Dataset::MicrobatchOf).
@@ -56,37 +58,42 @@ GptReferenceResult TrainGptReference(const exec::TrainingConfig& config, int mic
     float loss = 0;
     device->ops().loss.forward(device->op_context(), loss_shape.kind, loss_shape.rows, loss_shape.cols, x.data(),
                                data.targets.data() + d * loss_shape.target_floats, dy.data(), &loss, 1.0f);
-    for (int s = n - 1; s >= 0; --s) dy = stages[s]->Backward(version_at(s, read[s]), std::move(dy), &saved[s], {grads[s].data(), !first});
+    for (int s = n - 1; s >= 0; --s) {
+      dy = stages[s]->Backward(version_at(s, back[s]), std::move(dy), &saved[s], {grads[s].data(), !first});
+    }
     return static_cast<double>(loss);
   };
   auto update = [&](int s, exec::Buffer& grad, float scale) {
     exec::Buffer next(*device, stages[s]->ParamFloats());
-    optimizers[s]->Step(version_at(s, newest(s)), next.data(), grad.data(), scale);
+    optimizers[s]->Step(version_at(s, newest(s)), next.data(), grad.data(), scale, config.lr);
     versions[s].push_back(std::move(next));
   };
   std::vector<exec::Buffer> grads;
   for (int s = 0; s < n; ++s) grads.emplace_back(*device, stages[s]->ParamFloats());
+  const bool per_microbatch_policy = staleness == Staleness::kPipeDream || staleness == Staleness::kPipeMare;
   for (int t = 0; t < steps; ++t) {
     double loss_sum = 0;
     for (int k = 0; k < microbatches; ++k) {
       const int64_t g = int64_t{t} * microbatches + k;
-      std::vector<int> read(n);
+      std::vector<int> read(n), back(n);
       for (int s = 0; s < n; ++s) {
         switch (staleness) {
           case Staleness::kFlush: read[s] = t; break;
           case Staleness::kTwoBW: read[s] = std::max(t - 1, 0); break;
           case Staleness::kPipeDream:
+          case Staleness::kPipeMare:
             read[s] = static_cast<int>(std::max<int64_t>(0, g - (vertical_sync ? n : n - s) + 1));
             break;
         }
+        back[s] = staleness == Staleness::kPipeMare ? static_cast<int>(g) : read[s];
       }
-      const bool per_microbatch = staleness == Staleness::kPipeDream;
-      loss_sum += microbatch(g, read, grads, per_microbatch || k == 0);
+      const bool per_microbatch = staleness == Staleness::kPipeDream || staleness == Staleness::kPipeMare;
+      loss_sum += microbatch(g, read, back, grads, per_microbatch || k == 0);
       if (per_microbatch) {
         for (int s = 0; s < n; ++s) update(s, grads[s], 1.0f);
       }
     }
-    if (staleness != Staleness::kPipeDream) {
+    if (!per_microbatch_policy) {
       for (int s = 0; s < n; ++s) update(s, grads[s], 1.0f / static_cast<float>(microbatches));
     }
     result.losses.push_back(loss_sum / microbatches);

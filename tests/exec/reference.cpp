@@ -134,9 +134,11 @@ class Optimizer {
     }
   }
 
-  void Update(int layer, const LayerParams& grad, LayerParams* params) {
+  // One update of `layer` at rate `lr`.
+  void Update(int layer, const LayerParams& grad, LayerParams* params, double lr) {
     State& s = states_[layer];
     ++s.updates;
+    lr_ = lr;
     UpdateTensor(grad.weight, s.updates, &params->weight, &s.first.weight, &s.second.weight);
     UpdateTensor(grad.bias, s.updates, &params->bias, &s.first.bias, &s.second.bias);
   }
@@ -170,6 +172,18 @@ class Optimizer {
   double momentum_;
   std::vector<State> states_;
 };
+
+// The rate of update k (0-based) of a run of `per_step` updates per step (DESIGN.md §10).
+double Rate(const ReferenceConfig& c, int64_t k, int64_t per_step) {
+  const double w = static_cast<double>(c.warmup_steps * per_step);
+  const double total = static_cast<double>(int64_t{c.steps} * per_step);
+  const double kd = static_cast<double>(k);
+  if (kd < w) return c.lr * (kd + 1.0) / w;
+  if (c.decay == "none" || total <= w) return c.lr;
+  const double p = std::min(1.0, (kd - w) / (total - w));
+  if (c.decay == "linear") return c.min_lr + (c.lr - c.min_lr) * (1.0 - p);
+  return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+}
 
 // Stage index of every layer; one stage when layers_per_stage is empty.
 std::vector<int> StageOfLayer(const ReferenceConfig& config) {
@@ -242,7 +256,8 @@ void TrainPerStep(const ReferenceConfig& config, Params* params, std::vector<dou
     const bool two_bw = config.staleness == Staleness::kTwoBW;
     losses->push_back(StepGradient(config, t, two_bw ? previous : *params, &grad));
     previous = *params;
-    for (size_t l = 0; l < params->size(); ++l) optimizer.Update(static_cast<int>(l), grad[l], &(*params)[l]);
+    const double lr = Rate(config, t, 1);
+    for (size_t l = 0; l < params->size(); ++l) optimizer.Update(static_cast<int>(l), grad[l], &(*params)[l], lr);
   }
 }
 
@@ -267,9 +282,65 @@ void TrainPipeDream(const ReferenceConfig& config, Params* params, std::vector<d
     const double loss = ReferenceLossAndGrad(config.model, read, batch, &grad);
     if (g % m == 0) losses->push_back(0.0);
     losses->back() += loss / m;
-    for (size_t l = 0; l < params->size(); ++l) optimizer.Update(static_cast<int>(l), grad[l], &(*params)[l]);
+    const double lr = Rate(config, g, m);
+    for (size_t l = 0; l < params->size(); ++l) optimizer.Update(static_cast<int>(l), grad[l], &(*params)[l], lr);
     history.push_back(*params);
     // Microbatch g + 1 reads no version older than max(0, g + 2 − n).
+    for (; oldest < std::max<int64_t>(0, g + 2 - n); ++oldest) history.pop_front();
+  }
+}
+
+// PipeMare: microbatch g's forward reads stage s's version max(0, g − (n − s) + 1), its backward
+// the newest weights (version g), moved back by c·δ with the correction; every stage then
+// applies g's gradient at its own rate.
+void TrainPipeMare(const ReferenceConfig& config, Params* params, std::vector<double>* losses) {
+  const std::vector<int> stage_of = StageOfLayer(config);
+  const int64_t n = stage_of.back() + 1;
+  const int m = config.microbatches;
+  Optimizer optimizer(config, *params);
+  std::deque<Params> history{*params};
+  int64_t oldest = 0;
+  Params velocity = *params;
+  for (LayerParams& v : velocity) {
+    std::fill(v.weight.begin(), v.weight.end(), 0.0);
+    std::fill(v.bias.begin(), v.bias.end(), 0.0);
+  }
+  Params grad;
+  for (int64_t g = 0; g < static_cast<int64_t>(config.steps) * m; ++g) {
+    Params read(params->size()), back = *params;
+    for (size_t l = 0; l < params->size(); ++l) {
+      const int64_t lag = n - 1 - stage_of[l];
+      read[l] = history[std::max<int64_t>(0, g - lag) - oldest][l];
+      if (!config.correction) continue;
+      const double c = static_cast<double>(std::min(g, lag));
+      for (size_t i = 0; i < back[l].weight.size(); ++i) back[l].weight[i] -= c * velocity[l].weight[i];
+      for (size_t i = 0; i < back[l].bias.size(); ++i) back[l].bias[i] -= c * velocity[l].bias[i];
+    }
+    const ReferenceBatch batch = ReferenceMicrobatch(config.model, config.microbatch_size, DataOf(config, g));
+    const Tape tape = Forward(config.model, read, batch);
+    std::vector<double> dy;
+    const double loss = Loss(config.model, batch, tape.output, &dy);
+    Backward(config.model, back, tape, batch.rows, std::move(dy), &grad);
+    if (g % m == 0) losses->push_back(0.0);
+    losses->back() += loss / m;
+    const Params before = *params;
+    for (size_t l = 0; l < params->size(); ++l) {
+      double lr = Rate(config, g, m);
+      const double tau = static_cast<double>(std::max<int64_t>(n - 1 - stage_of[l], 1));
+      if (config.lr_reschedule_steps > 0) {
+        const double k = static_cast<double>(g) / m;
+        lr /= std::pow(tau, 1.0 - std::min(k / static_cast<double>(config.lr_reschedule_steps), 1.0));
+      }
+      optimizer.Update(static_cast<int>(l), grad[l], &(*params)[l], lr);
+      const double gamma = config.correction_decay;
+      for (size_t i = 0; i < velocity[l].weight.size(); ++i) {
+        velocity[l].weight[i] = gamma * velocity[l].weight[i] + (1 - gamma) * ((*params)[l].weight[i] - before[l].weight[i]);
+      }
+      for (size_t i = 0; i < velocity[l].bias.size(); ++i) {
+        velocity[l].bias[i] = gamma * velocity[l].bias[i] + (1 - gamma) * ((*params)[l].bias[i] - before[l].bias[i]);
+      }
+    }
+    history.push_back(*params);
     for (; oldest < std::max<int64_t>(0, g + 2 - n); ++oldest) history.pop_front();
   }
 }
@@ -311,6 +382,8 @@ ReferenceResult TrainReference(const ReferenceConfig& config) {
   ReferenceResult result;
   if (config.staleness == Staleness::kPipeDream) {
     TrainPipeDream(config, &params, &result.losses);
+  } else if (config.staleness == Staleness::kPipeMare) {
+    TrainPipeMare(config, &params, &result.losses);
   } else {
     TrainPerStep(config, &params, &result.losses);
   }

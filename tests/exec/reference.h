@@ -16,7 +16,10 @@ namespace stagecraft::testing {
 //   kTwoBW:     PipeDream-2BW (Narayanan et al., ICML'21 §3.1): step t reads version max(t − 1, 0).
 //   kPipeDream: weight stashing with one update per microbatch (Narayanan et al., SOSP'19):
 //               microbatch g reads, at stage s of n, version max(0, g − (n − s) + 1).
-enum class Staleness { kFlush, kTwoBW, kPipeDream };
+//   kPipeMare:  no stash, one update per microbatch (Yang et al., MLSys'21): microbatch g's
+//               forward reads stage s's version max(0, g − (n − s) + 1) as PipeDream's does, its
+//               backward the newest, version g (the 1F1B order has applied every earlier one).
+enum class Staleness { kFlush, kTwoBW, kPipeDream, kPipeMare };
 
 struct ReferenceConfig {
   exec::MlpModel model;
@@ -32,6 +35,18 @@ struct ReferenceConfig {
   // The data cycles through this many microbatches: microbatch g trains on the data of
   // g mod dataset_microbatches (0: every microbatch its own).
   int64_t dataset_microbatches = 0;
+  // training.lr_schedule, restated here from DESIGN.md §10 rather than read from exec: a linear
+  // warm-up over warmup_steps steps, then "none", "linear" or "cosine" decay to min_lr by the
+  // last update.
+  int64_t warmup_steps = 0;
+  std::string decay = "none";
+  double min_lr = 0;
+  // kPipeMare's techniques (training.pipemare): stage s's rate divided by its delay
+  // τ = max(n − 1 − s, 1) to the power 1 − min(k/K, 1), k in steps (K = 0: off); the backward's
+  // weights w − c·δ with c = min(g, n − 1 − s) and δ ← γδ + (1 − γ)(w_new − w_old) per update.
+  int64_t lr_reschedule_steps = 0;
+  bool correction = false;
+  double correction_decay = 0.9;
 };
 
 struct ReferenceResult {

@@ -39,6 +39,7 @@
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
 #include "stagecraft/schedules/validate.h"
+#include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/scenario_checks.h"
 
 namespace stagecraft {
@@ -97,6 +98,9 @@ struct Case {
   // D replicas of `ranks` ranks (ranks x D of the job's 4 processes), each with 1/D of the
   // microbatch size the reference trains with (data parallelism: the same training exactly).
   int data_parallel = 1;
+  // training.lr_schedule and training.pipemare (the reference restates their rules).
+  sim::LrScheduleSpec lr_schedule{};
+  std::optional<sim::PipeMareSpec> pipemare{};
 };
 
 constexpr int kLayers = 8;
@@ -119,6 +123,8 @@ exec::TrainingConfig ConfigFor(const Case& c) {
   config.lr = c.optimizer == "adam" ? c.adam_lr : static_cast<float>(c.lr);
   config.momentum = 0.9f;
   config.layers_per_stage = SplitOf(c);
+  config.lr_schedule = c.lr_schedule;
+  config.pipemare = c.pipemare;
   if (c.gpt) {
     config.gpt = testing::kTestGpt;
     config.microbatch_size = 2;
@@ -318,6 +324,14 @@ void ExpectMatchesReference(const Case& c, Staleness staleness) {
   rc.layers_per_stage = config.layers_per_stage;
   rc.vertical_sync = c.vertical_sync;
   rc.dataset_microbatches = c.dataset_microbatches;
+  rc.warmup_steps = c.lr_schedule.warmup_steps;
+  rc.decay = std::string(sim::Name(c.lr_schedule.decay));
+  rc.min_lr = c.lr_schedule.min_lr;
+  if (c.pipemare) {
+    rc.lr_reschedule_steps = c.pipemare->lr_reschedule_steps;
+    rc.correction = c.pipemare->correction;
+    rc.correction_decay = c.pipemare->correction_decay;
+  }
   const testing::ReferenceResult want = testing::TrainReference(rc);
   const std::vector<testing::LayerParams> init = testing::ReferenceInitialParams(config.model);
   const double tolerance = ToleranceFor(c.precision);
@@ -352,10 +366,10 @@ struct ScheduleCase {
 };
 ScheduleCase CaseFor(const schedules::GeneratorInfo& info) {
   ScheduleCase sc{.c = {.schedule = std::string(info.name), .chunks = info.interleaved ? 2 : 1}};
-  if (info.weights == schedules::WeightPolicy::kStash) {
-    sc.c.lr = 0.02;  // weight stashing trains on stale weights: a smaller step stays stable
+  if (schedules::PolicyInfo(info.weights).update_per_microbatch) {
+    sc.c.lr = 0.02;  // stale weights, an update per microbatch: a smaller step stays stable
     sc.c.adam_lr = testing::kAdamLrPerMicrobatch;  // and updates m times a step (gpt_reference.h)
-    sc.staleness = Staleness::kPipeDream;
+    sc.staleness = info.weights == schedules::WeightPolicy::kStash ? Staleness::kPipeDream : Staleness::kPipeMare;
   } else if (info.weights == schedules::WeightPolicy::kTwoBW) {
     sc.staleness = Staleness::kTwoBW;
   }
@@ -598,6 +612,28 @@ TEST(RuntimeMpi, LossScaleIsTakenBackOutBitForBit) {
 
 TEST(RuntimeMpi, PipeDreamVerticalSync) {
   ExpectMatchesReference({.schedule = "pipedream", .vertical_sync = true, .lr = 0.02}, Staleness::kPipeDream);
+}
+// PipeMare's techniques and the learning-rate schedule against the reference's restatement:
+// the correction alone, the rescheduling with a warm-up and cosine decay, both with Adam.
+TEST(RuntimeMpi, PipeMareCorrection) {
+  ExpectMatchesReference({.schedule = "pipemare", .lr = 0.02, .pipemare = sim::PipeMareSpec{0, true, 0.8}},
+                         Staleness::kPipeMare);
+}
+TEST(RuntimeMpi, PipeMareRescheduledWithWarmupAndCosineDecay) {
+  ExpectMatchesReference({.schedule = "pipemare", .lr = 0.05,
+                          .lr_schedule = {.warmup_steps = 1, .decay = sim::LrDecay::kCosine, .min_lr = 0.005},
+                          .pipemare = sim::PipeMareSpec{2, false, 0.9}},
+                         Staleness::kPipeMare);
+}
+TEST(RuntimeMpi, PipeMareBothTechniquesAdam) {
+  ExpectMatchesReference({.schedule = "pipemare", .optimizer = "adam", .adam_lr = testing::kAdamLrPerMicrobatch,
+                          .pipemare = sim::PipeMareSpec{2, true, 0.9}},
+                         Staleness::kPipeMare);
+}
+TEST(RuntimeMpi, OneFOneBLinearDecay) {
+  ExpectMatchesReference({.schedule = "1f1b", .steps = 4,
+                          .lr_schedule = {.warmup_steps = 2, .decay = sim::LrDecay::kLinear}},
+                         Staleness::kFlush);
 }
 TEST(RuntimeMpi, OneFOneBAdam) { ExpectMatchesReference({.schedule = "1f1b", .optimizer = "adam"}, Staleness::kFlush); }
 TEST(RuntimeMpi, ZbH1Recompute) { ExpectMatchesReference({.schedule = "zb-h1", .recompute = true}, Staleness::kFlush); }

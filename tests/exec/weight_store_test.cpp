@@ -193,5 +193,48 @@ TEST(WeightStore, OnlyTheLastReaderOfAnOldVersionFreesIt) {
   EXPECT_EQ(st.store.versions(0), 1);
 }
 
+// PipeMare's correction worked by hand (rank 0 of pipemare on 2 ranks, 3 microbatches): plain SGD
+// at rate 0.5 with every gradient 1 moves each weight by −0.5 per update, and γ = 0.5 makes the
+// velocity δ1 = 0.5·(−0.5) = −0.25 after the first update and δ2 = 0.5·(−0.25) + 0.5·(−0.5) =
+// −0.375 after the second. B0 spans no update and reads w0; B1 (F1 read w0, B1 finds w1) reads
+// w1 − δ1 = w0 − 0.25; B2 (F2 read w1) reads w2 − δ2 = w0 − 1 + 0.375. After each backward the
+// weights are back where the updates put them.
+TEST(WeightStore, PipeMareCorrectionExtrapolatesTheBackwardsWeightsByTheVelocity) {
+  const schedules::Schedule s = Make("pipemare", 2, 3, 1);
+  TrainingConfig c = Config(0.5f);
+  c.pipemare = sim::PipeMareSpec{0, true, 0.5};
+  Store st(s, 0, c);
+  const std::vector<float> w0 = st.Download(st.store.Newest(0));
+  const std::vector<Op>& ops = s.ops[0];
+  std::vector<double> read_shift;  // per B, what it read minus w0 (every weight alike)
+  int steps = 0;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op& op = ops[i];
+    if (op.kind == OpKind::kStep) {
+      st.store.Step(i, op);
+      ++steps;
+      const std::vector<float> w = st.Download(st.store.Newest(0));
+      for (size_t j = 0; j < w.size(); ++j) ASSERT_NEAR(w[j], w0[j] - 0.5 * steps, 1e-6) << "after STEP " << steps;
+      continue;
+    }
+    if (op.kind != OpKind::kB) continue;
+    st.store.Correct(i, op, true);
+    const std::vector<float> w = st.Download(st.store.Read(op));
+    read_shift.push_back(static_cast<double>(w[0]) - w0[0]);
+    for (size_t j = 0; j < w.size(); ++j) EXPECT_NEAR(w[j] - w0[j], read_shift.back(), 1e-6);
+    st.store.Correct(i, op, false);
+    const GradTarget g = st.store.Gradients(op);
+    std::vector<float> ones(static_cast<size_t>(st.model.ParamFloats()), 1.0f);
+    st.device->memory().Upload(g.data, ones.data(), st.model.ParamFloats());
+    const std::vector<float> back = st.Download(st.store.Read(op));
+    for (size_t j = 0; j < back.size(); ++j) EXPECT_NEAR(back[j], w0[j] - 0.5 * steps, 1e-6) << "restored";
+  }
+  ASSERT_EQ(read_shift.size(), 3u);
+  EXPECT_NEAR(read_shift[0], 0.0, 1e-6);
+  EXPECT_NEAR(read_shift[1], -0.25, 1e-6);
+  EXPECT_NEAR(read_shift[2], -0.625, 1e-6);
+  EXPECT_EQ(st.store.peak_versions(), 1) << "no stash: one version";
+}
+
 }  // namespace
 }  // namespace stagecraft::exec

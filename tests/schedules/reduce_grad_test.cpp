@@ -5,6 +5,8 @@
 // interleaved ranks and each way validation must refuse a misplaced or missing REDUCE_GRAD.
 #include <gtest/gtest.h>
 
+#include "stagecraft/schedules/weight_policy.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -35,10 +37,10 @@ int Count(const Schedule& s, OpKind kind) {
 }
 
 // Whether `op` (a backward) contributes to the update of `step_op` (a STEP): the same stage,
-// and the same microbatch under the stash policy, the same step otherwise.
+// and the same microbatch under a policy that updates per microbatch, the same step otherwise.
 bool FeedsUpdate(const Schedule& s, const Op& op, const Op& step_op) {
   if (!IsBackward(op.kind) || op.stage != step_op.stage || op.step != step_op.step) return false;
-  return s.weights != WeightPolicy::kStash || op.microbatch == step_op.microbatch;
+  return !PolicyInfo(s.weights).update_per_microbatch || op.microbatch == step_op.microbatch;
 }
 
 TEST(ReduceGradTest, EveryStepReadsOneReduceAfterItsGradients) {

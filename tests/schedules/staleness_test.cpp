@@ -6,6 +6,7 @@
 // (Narayanan et al., ICML'21 §3.1: W(t+1) = W(t) − lr·∇f(W(t−1))).
 #include "stagecraft/schedules/staleness.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,48 @@ TEST(WeightDelays, TwoBwIsOneUpdateBehindFromItsSecondStep) {
     EXPECT_FALSE(d.differ);
   }
   for (const StageDelay& d : DelaysOf("2bw", 4, 8, 1)) EXPECT_EQ(d.forward, 0) << "one step: version 0 throughout";
+}
+
+// PipeMare (Yang et al., MLSys'21) runs PipeDream's order without the stash: the forward is as far
+// behind as PipeDream's, p − 1 − s, and the backward reads the newest weights, none behind; the
+// two differ on every stage but the last, whose forward and backward are back to back.
+TEST(WeightDelays, PipeMareForwardIsBehindItsBackwardIsNot) {
+  for (const int p : {2, 4}) {
+    SCOPED_TRACE(p);
+    const std::vector<StageDelay> d = DelaysOf("pipemare", p, 4 * p, 2);
+    for (int s = 0; s < p; ++s) {
+      EXPECT_EQ(d[static_cast<size_t>(s)].forward, p - 1 - s) << "stage " << s;
+      EXPECT_EQ(d[static_cast<size_t>(s)].backward, 0) << "stage " << s;
+      EXPECT_EQ(d[static_cast<size_t>(s)].differ, s < p - 1) << "stage " << s;
+    }
+  }
+}
+
+// The updates a PipeMare backward spans: microbatch g of stage s of p (one stage per rank) reads
+// its forward's version max(0, g − (p − 1 − s)) and the newest, g, so it spans min(g, p − 1 − s);
+// every other op, and every op of a stashing schedule, spans none.
+TEST(CorrectionSpans, PipeMareBackwardSpansTheUpdatesSinceItsForward) {
+  const int p = 4, m = 6;
+  const Schedule s = Generate("pipemare", test_cases::Params(p, m, 1));
+  for (int rank = 0; rank < p; ++rank) {
+    const std::vector<int> spans = CorrectionSpans(s, rank);
+    ASSERT_EQ(spans.size(), s.ops[rank].size());
+    int backwards = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const Op& op = s.ops[rank][i];
+      if (op.kind != OpKind::kB) {
+        EXPECT_EQ(spans[i], 0) << ActionString(op, m);
+        continue;
+      }
+      ++backwards;
+      EXPECT_EQ(spans[i], std::min(op.microbatch, p - 1 - rank)) << "rank " << rank << " " << ActionString(op, m);
+    }
+    EXPECT_EQ(backwards, m);
+  }
+  const Schedule stash = Generate("pipedream", test_cases::Params(p, m, 1));
+  for (int rank = 0; rank < p; ++rank) {
+    for (const int span : CorrectionSpans(stash, rank)) EXPECT_EQ(span, 0);
+  }
 }
 
 // A trace's summary carries them (the viewer's tooltip reads them there).

@@ -24,7 +24,7 @@ class OpContext {
 // Matrix products. gemm: c[m x n] = alpha · op(a) · op(b) + beta · c, op(x) = xᵀ when trans_x; a
 // is [m x k] after op, b is [k x n] after op; all densely packed. gemm_batched: `batch` gemms of
 // the same shapes, matrix i of a, b and c starting stride_x floats after matrix i − 1 (outputs
-// must not overlap). axpy: y += alpha · x.
+// must not overlap). axpy: y += alpha · x. scal: x = alpha · x.
 struct LinearOps {
   void (*gemm)(OpContext&, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
                float beta, float* c);
@@ -32,6 +32,7 @@ struct LinearOps {
                        int64_t stride_a, const float* b, int64_t stride_b, float beta, float* c, int64_t stride_c,
                        int batch);
   void (*axpy)(OpContext&, int64_t n, float alpha, const float* x, float* y);
+  void (*scal)(OpContext&, int64_t n, float alpha, float* x);
 };
 
 // out = act(z + bias) (+ residual), z updated to z + bias; act'(z) · dout; Σ_rows dz.

@@ -20,10 +20,12 @@ class Optimizer {
   // `config` gives the kind ("sgd" | "adam"), lr and momentum; `params` the floats updated.
   Optimizer(Device& device, const TrainingConfig& config, int64_t params);
 
-  // w_out ← update(w_in, grad · grad_scale), w_out being w_in for an update in place or the
-  // next version's buffer; Adam's bias correction counts this update (t from 1). grad is left
-  // all zeros (the update consumes it; kernels/host.h).
-  void Step(const float* w_in, float* w_out, float* grad, float grad_scale);
+  // w_out ← update(w_in, grad · grad_scale) at rate `lr` (the run's: learning_rate.h), w_out
+  // being w_in for an update in place or the next version's buffer; Adam's bias correction
+  // counts this update (t from 1). grad is left all zeros (the update consumes it; kernels/host.h).
+  void Step(const float* w_in, float* w_out, float* grad, float grad_scale, float lr);
+  // training.lr, the rate before any schedule.
+  float base_lr() const { return config_.lr; }
   // The optimizer state's bytes (in the host tier when on the host: then not the device's).
   int64_t StateBytes() const { return (state_a_.size() + state_b_.size()) * static_cast<int64_t>(sizeof(float)); }
   bool on_host() const { return config_.optimizer_on_host; }

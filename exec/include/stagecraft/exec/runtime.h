@@ -48,6 +48,11 @@ struct TrainingConfig {
   // D, data-parallel replicas (pipeline.data_parallel): each trains `microbatch_size` (b) of the
   // D·b samples of every microbatch (MakeDataset slices them), their gradients summed.
   int data_parallel = 1;
+  // training.lr_schedule (warm-up and decay) and training.pipemare (for a schedule of the no-stash
+  // weight policy: per-stage learning-rate rescheduling, discrepancy correction): the rate of each
+  // update is LearningRate's (learning_rate.h), the correction the weight store's.
+  sim::LrScheduleSpec lr_schedule;
+  std::optional<sim::PipeMareSpec> pipemare;
 };
 
 // `config` with the whole microbatch of every replica together (microbatch size D·b, one

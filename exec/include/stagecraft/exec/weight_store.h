@@ -76,8 +76,17 @@ class WeightStore {
   // taken back out; with D replicas the sum of theirs divided by D, each replica's loss being
   // the mean over its b of the D·b samples) applied by the stage's optimizer, in place when no later op reads the old
   // version, else into a buffer of its own; the gradient buffer, left zeroed by the update, waits
-  // for the next update, and the old version is freed if this STEP was its last reader.
+  // for the next update, and the old version is freed if this STEP was its last reader. The rate
+  // is RateOf's; with the correction the stage's velocity follows the weights' change.
   void Step(int op_index, const schedules::Op& op);
+  // PipeMare's discrepancy correction (training.pipemare.correction, a schedule of the no-stash
+  // policy): around B or I `op` (op `op_index`), the weights it reads are moved back towards its
+  // forward's, w ← w − c·δ before (`before`) and w ← w + c·δ after, c being the updates its stage
+  // made between the two (schedules::CorrectionSpans) and δ the stage's weight velocity, the
+  // moving average δ ← γδ + (1 − γ)(w_new − w_old) each STEP keeps. Nothing otherwise.
+  void Correct(int op_index, const schedules::Op& op, bool before);
+  // The rate of STEP `op`: training.lr_schedule's, rescheduled per stage by PipeMare's delay.
+  float RateOf(const schedules::Op& op) const;
   // After F, B, I or W `op`, op `op_index` of the rank: frees the version it read when it was
   // that version's last reader and the version is not the newest.
   void Release(int op_index, const schedules::Op& op) { Release(op_index, At(op.stage), op.version); }
@@ -109,6 +118,7 @@ class WeightStore {
     int newest = 0;
     std::map<int64_t, Update> open;  // by update index (schedules::UpdateIndex)
     std::vector<Buffer> zeroed;      // gradient buffers of no open update, all zeros
+    Buffer velocity;                 // PipeMare's δ, with the correction only
   };
 
   StageWeights& At(int stage) {
@@ -131,6 +141,11 @@ class WeightStore {
   std::vector<int> slot_of_stage_;          // stage -> index in stages_, -1 when not local
   std::vector<StageWeights> stages_;
   std::vector<schedules::TensorKey> start_on_host_;  // of the rank's list (schedules::StartOnHost)
+  // PipeMare: the γ of the correction (< 0: no correction), the updates each of the rank's ops
+  // spans (schedules::CorrectionSpans), and each stage's forward delay for the rescheduling.
+  float correction_decay_ = -1.0f;
+  std::vector<int> correction_spans_;
+  std::vector<int> forward_delays_;
   int peak_versions_ = 1;
 };
 

@@ -246,6 +246,33 @@ struct PipelineTuning {
 // The whole `pipeline:` block.
 struct PipelineSpec : ParallelLayout, PipelineShape, PipelineTuning {};
 
+// training.lr_schedule.decay: after the warm-up the rate stays (none) or falls to min_lr by the
+// run's last update along a line or a half cosine (Megatron-LM's lr_decay_style).
+enum class LrDecay : uint8_t { kNone, kLinear, kCosine };
+inline constexpr EnumName<LrDecay> kLrDecayNames[] = {
+    {LrDecay::kNone, "none"}, {LrDecay::kLinear, "linear"}, {LrDecay::kCosine, "cosine"}};
+constexpr std::string_view Name(LrDecay decay) { return NameIn(kLrDecayNames, decay); }
+
+// training.lr_schedule (DESIGN.md §10), in training steps; every schedule uses it. The rate of an
+// update is exec::LearningRate's (exec/learning_rate.h).
+struct LrScheduleSpec {
+  int64_t warmup_steps = 0;  // linear from lr / (warmup · updates per step) up to lr; 0: none
+  LrDecay decay = LrDecay::kNone;
+  double min_lr = 0;  // where the decay ends
+};
+
+// training.pipemare (DESIGN.md §10): PipeMare's two techniques (Yang et al., MLSys'21), for the
+// schedule pipemare only, each switchable.
+struct PipeMareSpec {
+  // Learning-rate rescheduling: stage i's rate starts divided by its delay τ_i and reaches the
+  // schedule's rate after K training steps, α / τ_i^(1 − min(k/K, 1)); 0: off.
+  int64_t lr_reschedule_steps = 0;
+  // Discrepancy correction: the backward uses weights extrapolated back by the stage's weight
+  // velocity, one weight-sized buffer per stage.
+  bool correction = false;
+  double correction_decay = 0.9;  // γ of the velocity's moving average, in [0, 1)
+};
+
 struct TrainingSpec {
   Optimizer optimizer = Optimizer::kSgd;
   double lr = 0;
@@ -262,6 +289,12 @@ struct TrainingSpec {
   // training.data: a token file the transformer trains on (llm.c's .bin shards, or any other
   // file as text tokenized by bytes), resolved like model.profile; empty: synthetic tokens.
   std::string data_path;
+  LrScheduleSpec lr_schedule;
+  std::optional<PipeMareSpec> pipemare;  // training.pipemare, when stated
+  // training.target_loss: execute records when the moving mean of the training loss over the
+  // last loss_window steps first reaches it (execute JSON target_reached_step, time_to_target_ms).
+  std::optional<double> target_loss;
+  int loss_window = 1;
 };
 
 // One model of a multi-model workload (`tasks:`, DESIGN.md §10): its name, its model (a name from

@@ -56,6 +56,7 @@ std::vector<std::vector<Op>> EmitGpipe(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitOneFOneB(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitPipeDream(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitTwoBW(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitPipeMare(const GeneratorParams& p);
 std::string CheckTwoBW(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitInterleaved(const GeneratorParams& p);
 std::string CheckInterleaved(const GeneratorParams& p);

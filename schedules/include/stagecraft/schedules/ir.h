@@ -22,6 +22,7 @@ enum class WeightPolicy : uint8_t {
   kFlush,  // GPipe, 1F1B, interleaved, ZB: step t reads version t, one STEP per stage per step
   kStash,  // PipeDream: a STEP after every backward, B reads the version its F read
   kTwoBW,  // PipeDream-2BW: step t reads version max(t-1, 0), one STEP per stage per step
+  kNoStash,  // PipeMare: a STEP after every backward, every op reads the stage's newest version
 };
 std::string_view PolicyName(WeightPolicy policy);
 bool ParsePolicy(std::string_view text, WeightPolicy* policy);

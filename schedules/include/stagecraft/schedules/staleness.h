@@ -26,4 +26,9 @@ struct StageDelay {
 // One per stage, in stage order.
 std::vector<StageDelay> WeightDelays(const Schedule& schedule);
 
+// Per op of rank `rank`'s list: for a B or I, the updates its stage made between the unit's F and
+// it (the version it reads minus the version its F read), what PipeMare's discrepancy correction
+// extrapolates back over (exec/weight_store.h); 0 for every other op, and where no F precedes.
+std::vector<int> CorrectionSpans(const Schedule& schedule, int rank);
+
 }  // namespace stagecraft::schedules

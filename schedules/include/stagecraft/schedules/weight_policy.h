@@ -17,6 +17,7 @@ namespace stagecraft::schedules {
 enum class VersionRule : uint8_t {
   kByStep,   // every microbatch of step t reads version max(t - version_lag, 0)
   kStashed,  // F reads the stage's newest version; its B, I and W read the version that F read
+  kNewest,   // every op reads the stage's newest version where it runs (no stash: one version)
 };
 
 struct WeightPolicyInfo {
@@ -26,18 +27,27 @@ struct WeightPolicyInfo {
   VersionRule reads;
   int version_lag;              // kByStep: how many updates behind step t reads
   bool stashes_versions;        // a version lives on after the STEP that replaces it (its readers)
+  // The backward may read newer weights than its forward did, and PipeMare's discrepancy
+  // correction (training.pipemare.correction) can extrapolate them back: one weight-sized
+  // velocity buffer per stage, kept beside the weights (exec/weight_store.h, sim/memory_model.h).
+  bool correctable;
   std::string_view source;      // the paper
 };
 
-inline constexpr std::array<WeightPolicyInfo, 3> kWeightPolicies = {{
+inline constexpr std::array<WeightPolicyInfo, 4> kWeightPolicies = {{
     // Gradients of the whole step accumulate; one STEP per stage per step, in place.
-    {WeightPolicy::kFlush, "flush", false, VersionRule::kByStep, 0, false,
+    {WeightPolicy::kFlush, "flush", false, VersionRule::kByStep, 0, false, false,
      "GPipe (Huang et al., NeurIPS'19), PipeDream-Flush (Narayanan et al., ICML'21)"},
     // A STEP after every backward; B reads the version its F read, so n - s versions of stage s live.
-    {WeightPolicy::kStash, "stash", true, VersionRule::kStashed, 0, true, "PipeDream (Harlap et al., SOSP'19)"},
+    {WeightPolicy::kStash, "stash", true, VersionRule::kStashed, 0, true, false,
+     "PipeDream (Harlap et al., SOSP'19)"},
     // Step t reads version t - 1 while the step's STEP makes t + 1: at most two versions live.
-    {WeightPolicy::kTwoBW, "2bw", false, VersionRule::kByStep, 1, true,
+    {WeightPolicy::kTwoBW, "2bw", false, VersionRule::kByStep, 1, true, false,
      "PipeDream-2BW (Narayanan et al., ICML'21 §3.1)"},
+    // A STEP after every backward and no stash: F and B both read the newest version, so the
+    // backward of stage s of p runs on weights p - 1 - s updates newer than its forward's.
+    {WeightPolicy::kNoStash, "nostash", true, VersionRule::kNewest, 0, false, true,
+     "PipeMare (Yang et al., MLSys'21)"},
 }};
 
 constexpr const WeightPolicyInfo& PolicyInfo(WeightPolicy policy) {

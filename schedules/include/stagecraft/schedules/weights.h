@@ -8,6 +8,9 @@
 //   kTwoBW : PipeDream-2BW (Narayanan et al., ICML'21 §3.1): global microbatch k (1-indexed)
 //            reads version max(floor((k-1)/m) - 1, 0); a STEP follows the last backward of
 //            each step, so W(t+1) = W(t) - lr * grad(W(t-1)).
+//   kNoStash: PipeMare (Yang et al., MLSys'21): every F, B, I and W reads the stage's newest
+//            version where it runs, and a STEP follows each microbatch's last backward, so one
+//            version lives and a backward reads the updates made since its forward.
 #pragma once
 
 #include <cstdint>

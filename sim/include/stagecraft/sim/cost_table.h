@@ -52,6 +52,9 @@ struct CostTable {
   // state, a copy of its weights and a gradient buffer live in host memory, not its optimizer
   // state on the device; each STEP's step_ns is the host's (its copies included).
   bool optimizer_on_host = false;
+  // training.pipemare.correction: a schedule whose weight policy is correctable (weight_policy.h,
+  // PipeMare's) keeps one more weight-sized buffer per stage, the weights' velocity.
+  bool weight_velocity = false;
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // the cost model's label: "explicit" | "transformer" | "mlp" | "profile:<path>"
   // The runtime's work per op of a rank's list (the stream is held that long after each op,

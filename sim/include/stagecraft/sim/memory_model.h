@@ -14,6 +14,10 @@
 
 namespace stagecraft::sim {
 
+// Whether each stage of `schedule` keeps PipeMare's weight velocity, one more weight-sized buffer
+// from the start (its policy is correctable and training.pipemare.correction is on).
+bool KeepsWeightVelocity(const schedules::Schedule& schedule, const CostTable& costs);
+
 // Weight versions (weights.h assigns them): version 0 of every stage exists from the start; a
 // STEP adds the version it produces, and a version is freed after its last reader once it is no
 // longer the newest. When nobody reads the old newest any more at a STEP, the STEP is one net
