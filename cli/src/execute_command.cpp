@@ -28,6 +28,7 @@
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/harness/execution.h"
+#include "stagecraft/harness/loss_plot.h"
 #include "stagecraft/harness/measure.h"
 #include "stagecraft/harness/progress.h"
 #include "stagecraft/schedules/metrics_json.h"
@@ -47,6 +48,7 @@ struct ExecuteFlags {
   std::vector<std::string> sets;
   std::string json_path;
   std::string trace_path;
+  std::string plot_path;     // --plot: loss against wall time, a PNG
   std::string inject_fault;  // "RANK:STEP[:throw|hang|nan|oom]"
   bool fault_given = false;  // --inject-fault was given (an empty value is an error)
   std::string timeout = "300s";
@@ -137,6 +139,19 @@ std::string MeasuredTable(const std::vector<harness::MeasuredSchedule>& measured
                        FormatBytes(x.ranks_detail[worst].peak_memory_bytes), wait, e.overhead_ns_per_op * 1e-3,
                        e.losses.empty() ? 0.0 : e.losses.front(), e.losses.empty() ? 0.0 : e.losses.back());
   }
+  // training.target_loss: when each schedule's loss got there, beside its throughput.
+  if (!measured.empty() && measured.front().metrics.executor->target_loss) {
+    const schedules::ExecutorMetrics& first = *measured.front().metrics.executor;
+    out += fmt::format("\ntime to loss {:.6g} (mean of {} step{}):\n", *first.target_loss, first.loss_window,
+                       first.loss_window == 1 ? "" : "s");
+    for (const harness::MeasuredSchedule& m : measured) {
+      const schedules::ExecutorMetrics& e = *m.metrics.executor;
+      out += e.target_reached_step < 0
+                 ? fmt::format("  {:<12} not reached in {} steps\n", Printable(m.metrics.schedule), e.losses.size())
+                 : fmt::format("  {:<12} {:>10.3f} ms at step {} ({:.1f} samples/s)\n", Printable(m.metrics.schedule),
+                               e.time_to_target_ms, e.target_reached_step + 1, m.metrics.throughput_samples_per_s);
+    }
+  }
   return out;
 }
 
@@ -148,6 +163,7 @@ struct Plan {
   std::chrono::nanoseconds deadline{exec::kDefaultWaitDeadline};
   int json = -1;              // rank 0: --json's handle in the outputs
   std::vector<int> traces;    // rank 0: --trace's handles, per schedule
+  int plot = -1;              // rank 0: --plot's handle
   std::string partial_path;   // OUT.partial ("": none)
   std::FILE* report = stdout;  // the lines a person reads: stderr when an output is stdout
 };
@@ -158,6 +174,7 @@ struct Plan {
 void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* outputs) {
   if (rank == 0 && !f.json_path.empty()) plan->json = outputs->Add(f.json_path, "--json");
   if (rank == 0) plan->traces = AddTraceOutputs(*outputs, f.trace_path, plan->run.names);
+  if (rank == 0 && !f.plot_path.empty()) plan->plot = outputs->Add(f.plot_path, "--plot");
   if (f.json_path.empty()) return;
   const OutputTarget out = CheckOutputPath(f.json_path, "--json");
   if (out.kind != OutputTarget::Kind::kFile) return;
@@ -241,6 +258,11 @@ int Run(const ExecuteFlags& f) {
   if (plan.json >= 0) outputs.Set(plan.json, MetricsFileToJson(harness::MeasuredFile(sc, device.Name(), measured)));
   for (size_t k = 0; k < plan.traces.size(); ++k) outputs.Set(plan.traces[k], TraceToJson(measured[k].trace));
   try {
+    if (plan.plot >= 0) {
+      std::vector<schedules::ScheduleMetrics> runs;
+      for (const harness::MeasuredSchedule& m : measured) runs.push_back(m.metrics);
+      outputs.Set(plan.plot, harness::LossPng(runs));
+    }
     outputs.Commit();
   } catch (const InputError& e) {
     // OUT.partial holds every schedule's metrics: nothing measured is lost.
@@ -268,6 +290,8 @@ Command AddExecuteCommand(CLI::App& root) {
                   "file OUT keeps OUT.partial while the run lasts");
   app->add_option("--trace", flags->trace_path,
                   "Write the measured trace (one file per schedule when several; - for standard output)");
+  app->add_option("--plot", flags->plot_path,
+                  "Draw every schedule's training loss against wall time as a PNG (training.target_loss as a line)");
   app->add_option("--timeout", flags->timeout,
                   "How long any wait (a transfer, a barrier, the gather) may take before the run is called hung and "
                   "every rank exits non-zero, e.g. 30s")

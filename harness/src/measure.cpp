@@ -60,6 +60,9 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
   m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);
+  if (sc.training.target_loss) {
+    schedules::MarkTargetLoss(*sc.training.target_loss, sc.training.loss_window, &*m.metrics.executor);
+  }
   m.metrics.stage_costs = schedules::MeasuredStageCosts(s, result);
   m.trace = schedules::BuildTrace(s, result, sc.name, "measured", m.metrics);
   return m;

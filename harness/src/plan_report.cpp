@@ -16,11 +16,7 @@
 #include "stagecraft/schedules/json_out.h"
 #include "stagecraft/schedules/metrics_json.h"
 
-#ifdef STAGECRAFT_HAVE_STB
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#include <stb_image_write.h>
-#endif
+#include "png_canvas.h"
 
 namespace stagecraft::harness {
 namespace {
@@ -243,11 +239,6 @@ Frame FrameOf(const PlanResult& r) {
   return {std::max(0.0, f.x0 - 0.04 * dx), f.x1 + 0.04 * dx, std::max(0.0, f.y0 - 0.04 * dy), f.y1 + 0.04 * dy};
 }
 
-// The cell or pixel of a value along one axis of `cells`.
-int Cell(double v, double lo, double hi, int cells) {
-  const int c = static_cast<int>(std::floor((v - lo) / (hi - lo) * cells));
-  return std::clamp(c, 0, cells - 1);
-}
 
 }  // namespace
 
@@ -277,81 +268,6 @@ std::string ParetoAscii(const PlanResult& r, int width, int height) {
   out += fmt::format("{:>11}  {:^{}}\n", "", "peak memory per device", width);
   return out;
 }
-
-namespace {
-
-// A 3 x 5 pixel font for the plot's labels: each glyph is five rows of three bits.
-struct Glyph {
-  char c;
-  uint8_t rows[5];
-};
-constexpr Glyph kFont[] = {
-    {'0', {7, 5, 5, 5, 7}}, {'1', {2, 6, 2, 2, 7}}, {'2', {7, 1, 7, 4, 7}}, {'3', {7, 1, 7, 1, 7}},
-    {'4', {5, 5, 7, 1, 1}}, {'5', {7, 4, 7, 1, 7}}, {'6', {7, 4, 7, 5, 7}}, {'7', {7, 1, 1, 1, 1}},
-    {'8', {7, 5, 7, 5, 7}}, {'9', {7, 5, 7, 1, 7}}, {'.', {0, 0, 0, 0, 2}}, {'/', {1, 1, 2, 4, 4}},
-    {'-', {0, 0, 7, 0, 0}}, {'A', {2, 5, 7, 5, 5}}, {'B', {6, 5, 6, 5, 6}}, {'C', {7, 4, 4, 4, 7}},
-    {'D', {6, 5, 5, 5, 6}}, {'E', {7, 4, 6, 4, 7}}, {'G', {7, 4, 5, 5, 7}}, {'H', {5, 5, 7, 5, 5}},
-    {'I', {7, 2, 2, 2, 7}}, {'K', {5, 5, 6, 5, 5}}, {'L', {4, 4, 4, 4, 7}}, {'M', {5, 7, 7, 5, 5}},
-    {'N', {6, 5, 5, 5, 5}}, {'O', {7, 5, 5, 5, 7}}, {'P', {7, 5, 7, 4, 4}}, {'R', {6, 5, 6, 5, 5}},
-    {'S', {7, 4, 7, 1, 7}}, {'T', {7, 2, 2, 2, 2}}, {'U', {5, 5, 5, 5, 7}}, {'V', {5, 5, 5, 5, 2}},
-    {'W', {5, 5, 7, 7, 5}}, {'Y', {5, 5, 2, 2, 2}}, {'F', {7, 4, 6, 4, 4}}, {'X', {5, 5, 2, 5, 5}},
-    {'(', {1, 2, 2, 2, 1}}, {')', {4, 2, 2, 2, 4}}, {',', {0, 0, 0, 2, 4}},
-};
-
-class Canvas {
- public:
-  Canvas(int w, int h) : w_(w), h_(h), rgb_(static_cast<size_t>(w) * h * 3, 255) {}
-  void Set(int x, int y, uint32_t color) {
-    if (x < 0 || y < 0 || x >= w_ || y >= h_) return;
-    uint8_t* p = &rgb_[(static_cast<size_t>(y) * w_ + x) * 3];
-    p[0] = color >> 16 & 255;
-    p[1] = color >> 8 & 255;
-    p[2] = color & 255;
-  }
-  void Fill(int x0, int y0, int x1, int y1, uint32_t color) {
-    for (int y = y0; y <= y1; ++y) {
-      for (int x = x0; x <= x1; ++x) Set(x, y, color);
-    }
-  }
-  void Line(int x0, int y0, int x1, int y1, uint32_t color) {  // Bresenham's, two pixels wide
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    for (int err = dx + dy;;) {
-      Fill(x0, y0, x0 + 1, y0 + 1, color);
-      if (x0 == x1 && y0 == y1) break;
-      const int e2 = 2 * err;
-      if (e2 >= dy) err += dy, x0 += sx;
-      if (e2 <= dx) err += dx, y0 += sy;
-    }
-  }
-  // Upper-case text at scale `s` from (x, y), its top left.
-  void Text(int x, int y, std::string_view text, int s, uint32_t color) {
-    for (const char raw : text) {
-      const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(raw)));
-      for (const Glyph& g : kFont) {
-        if (g.c != c) continue;
-        for (int row = 0; row < 5; ++row) {
-          for (int col = 0; col < 3; ++col) {
-            if (g.rows[row] >> (2 - col) & 1) Fill(x + col * s, y + row * s, x + col * s + s - 1, y + row * s + s - 1, color);
-          }
-        }
-      }
-      x += 4 * s;
-    }
-  }
-  const std::vector<uint8_t>& rgb() const { return rgb_; }
-
- private:
-  int w_, h_;
-  std::vector<uint8_t> rgb_;
-};
-
-#ifdef STAGECRAFT_HAVE_STB
-void AppendTo(void* context, void* data, int size) {
-  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
-}
-#endif
-
-}  // namespace
 
 std::string ParetoPng(const PlanResult& r, int width, int height) {
   SC_CHECK(width >= 200 && height >= 150, "a plot large enough for its axes");
@@ -389,15 +305,7 @@ std::string ParetoPng(const PlanResult& r, int width, int height) {
     const int x = px(Gib(best->peak_bytes)), y = py(best->metrics.throughput_samples_per_s);
     canvas.Fill(x - 6, y - 6, x + 6, y + 6, 0x1f3bd6);
   }
-#ifdef STAGECRAFT_HAVE_STB
-  std::string png;
-  if (!stbi_write_png_to_func(AppendTo, &png, width, height, 3, canvas.rgb().data(), width * 3)) {
-    throw InputError("--plot: cannot encode the PNG");
-  }
-  return png;
-#else
-  throw InputError("--plot: this build has no PNG writer (install libstb-dev and build again)");
-#endif
+  return canvas.Png();
 }
 
 }  // namespace stagecraft::harness

@@ -137,6 +137,25 @@ ExecutorMetrics ComputeExecutorMetrics(const Schedule& schedule, const RunRecord
   return e;
 }
 
+void MarkTargetLoss(double target, int window, ExecutorMetrics* e) {
+  e->target_loss = target;
+  e->loss_window = std::max(window, 1);
+  e->target_reached_step = -1;
+  e->time_to_target_ms = -1;
+  const size_t w = static_cast<size_t>(e->loss_window);
+  double sum = 0, elapsed = 0;
+  for (size_t k = 0; k < e->losses.size(); ++k) {
+    sum += e->losses[k];
+    if (k >= w) sum -= e->losses[k - w];
+    if (k < e->step_ms.size()) elapsed += e->step_ms[k];
+    if (k + 1 < w || sum / static_cast<double>(w) > target) continue;
+    if (k >= e->step_ms.size()) return;  // no time for the step: not a run that reached it
+    e->target_reached_step = static_cast<int>(k);
+    e->time_to_target_ms = elapsed;
+    return;
+  }
+}
+
 ErrorSplit SplitError(const ScheduleMetrics& predicted, const ScheduleMetrics& replay, const ScheduleMetrics& measured) {
   ErrorSplit e;
   const double step = measured.step_time_ms > 0 ? measured.step_time_ms : 1;  // the readers refuse 0

@@ -95,6 +95,22 @@ class MetricsWriter {
     if (const std::optional<ExecutorMetrics>& e = m.executor) {
       Lists({{"losses", e->losses, Format::kSignificant9}, {"step_ms", e->step_ms, Format::kFixed6}});
       Members({{"overhead_ns_per_op", e->overhead_ns_per_op, Format::kFixed1}});
+      if (e->target_loss) {
+        Members({{"target_loss", *e->target_loss, Format::kSignificant9}});
+        WriteMembers(w_, {{"loss_window", e->loss_window}});
+        Key(w_, "target_reached_step");
+        if (e->target_reached_step < 0) {
+          w_.Null();
+        } else {
+          w_.Int(e->target_reached_step);
+        }
+        Key(w_, "time_to_target_ms");
+        if (e->target_reached_step < 0) {
+          w_.Null();
+        } else {
+          Number(e->time_to_target_ms, Format::kFixed6);
+        }
+      }
     }
     w_.EndObject();
   }

@@ -117,6 +117,14 @@ class FieldReader {
     return j;
   }
 
+  // Whether `key` holds null (what a run did not reach: execute's target_reached_step).
+  bool Null(const char* key) {
+    const Json* value = object_ == nullptr ? nullptr : FindMember(*object_, key);
+    if (value == nullptr || !value->IsNull()) return false;
+    ++context_.fields_read;
+    return true;
+  }
+
   // A key whose value is not usable. Strict: throws "key: what". Lenient: returns false.
   bool Reject(std::string_view key, std::string_view what) const {
     if (Strict()) Fail(key, what);
@@ -182,6 +190,15 @@ std::optional<ExecutorMetrics> ReadExecutor(FieldReader& r) {
   bool any = r.Numbers("losses", &e.losses);
   any |= r.Numbers("step_ms", &e.step_ms, /*times=*/true);
   any |= r.NonNegative("overhead_ns_per_op", &e.overhead_ns_per_op);
+  double target = 0;
+  if (r.NonNegative("target_loss", &target)) {
+    any = true;
+    e.target_loss = target;
+    r.Int("loss_window", &e.loss_window, 1);
+    if (!r.Null("target_reached_step") && r.Int("target_reached_step", &e.target_reached_step, 0)) {
+      r.NonNegative("time_to_target_ms", &e.time_to_target_ms, Need::kRequired);
+    }
+  }
   return any ? std::optional<ExecutorMetrics>(std::move(e)) : std::nullopt;
 }
 

@@ -26,6 +26,12 @@ inline ScheduleMetrics TwoRankMetrics() {
   return m;
 }
 
-inline ExecutorMetrics MeasuredOnly() { return {{0.587640123, 2}, {41.5, 40.25}, 6543.2}; }
+inline ExecutorMetrics MeasuredOnly() {
+  ExecutorMetrics e;
+  e.losses = {0.587640123, 2};
+  e.step_ms = {41.5, 40.25};
+  e.overhead_ns_per_op = 6543.2;
+  return e;
+}
 
 }  // namespace stagecraft::schedules::test_cases

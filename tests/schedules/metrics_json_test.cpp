@@ -119,6 +119,29 @@ TEST(MetricsJsonTest, StrictReadGetsBackWhatWasWritten) {
   EXPECT_EQ(read.Find("zb-h1"), nullptr);
 }
 
+// training.target_loss: the step and time it was reached at, or null for both when it was not;
+// both read back as written.
+TEST(MetricsJsonTest, TimeToTargetIsWrittenAndReadBackNullWhenNotReached) {
+  MetricsFile f;
+  f.scenario = "mlp";
+  f.source = "measured";
+  f.schedules = {TwoRankMetrics(), TwoRankMetrics()};
+  f.schedules[1].schedule = "pipemare";
+  f.schedules[0].executor = test_cases::MeasuredOnly();
+  f.schedules[1].executor = test_cases::MeasuredOnly();
+  MarkTargetLoss(1.5, 1, &*f.schedules[0].executor);  // losses 0.58764, 2: step 0 reaches it
+  MarkTargetLoss(0.1, 2, &*f.schedules[1].executor);  // never
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_NE(text.find(R"("target_loss":1.5,"loss_window":1,"target_reached_step":0,"time_to_target_ms":41.500000})"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("target_loss":0.1,"loss_window":2,"target_reached_step":null,"time_to_target_ms":null})"),
+            std::string::npos)
+      << text;
+  const MetricsFile read = MetricsFileFromJson(text, "f.json");
+  EXPECT_EQ(read.schedules, f.schedules);
+}
+
 // Quotes, backslashes, non-ASCII and control characters are escaped by the writer and come
 // back exactly; bytes that are not UTF-8 become U+FFFD so the file still parses.
 TEST(MetricsJsonTest, NamesThatNeedEscapingRoundTrip) {
@@ -295,7 +318,7 @@ TEST(MetricsJsonLenientTest, AllFieldsPresent) {
   ScheduleMetrics want{.schedule = "1f1b", .ranks = 2, .makespan_ns = 200'000'000, .makespan_ms = 200,
                        .step_time_ms = 100.5, .throughput_samples_per_s = 320.25, .bubble_fraction = 0.125,
                        .ranks_detail = {{0, 80, 100, 1073741824}, {1, 75.5, 100, 2048}}, .executor = {},
-                       .stage_costs = {}};
+                       .stage_costs = {}, .weight_delays = {}};
   want.executor.emplace().losses = {2.5, 1.25};
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(*s, want);

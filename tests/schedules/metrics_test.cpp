@@ -175,5 +175,30 @@ TEST(MetricsTest, BuildTracePutsOpsOnTheirStreamsRelativeToTheStart) {
   EXPECT_EQ(t.counters[1].time_ns, 1'000'000);
 }
 
+// Losses 1.0, 0.8, 0.7, 0.5, 0.6 in steps of 10, 20, 30, 40, 50 ms. Target 0.7 over one step: step 2
+// (0-based), 60 ms in. Over two steps the means are 0.9, 0.75, 0.6: step 3, 100 ms in. Over three,
+// 0.8333, 0.6667 at step 3 (100 ms). Target 0.4: not reached (-1, -1).
+TEST(MarkTargetLoss, TheFirstFullWindowAtOrBelowTheTarget) {
+  ExecutorMetrics e;
+  e.losses = {1.0, 0.8, 0.7, 0.5, 0.6};
+  e.step_ms = {10, 20, 30, 40, 50};
+  MarkTargetLoss(0.7, 1, &e);
+  EXPECT_EQ(e.target_loss, 0.7);
+  EXPECT_EQ(e.target_reached_step, 2);
+  EXPECT_DOUBLE_EQ(e.time_to_target_ms, 60);
+  MarkTargetLoss(0.7, 2, &e);
+  EXPECT_EQ(e.target_reached_step, 3);
+  EXPECT_DOUBLE_EQ(e.time_to_target_ms, 100);
+  MarkTargetLoss(0.7, 3, &e);
+  EXPECT_EQ(e.loss_window, 3);
+  EXPECT_EQ(e.target_reached_step, 3);
+  MarkTargetLoss(0.4, 1, &e);
+  EXPECT_EQ(e.target_reached_step, -1);
+  EXPECT_EQ(e.time_to_target_ms, -1);
+  // A window longer than the run never fills.
+  MarkTargetLoss(10.0, 6, &e);
+  EXPECT_EQ(e.target_reached_step, -1);
+}
+
 }  // namespace
 }  // namespace stagecraft::schedules

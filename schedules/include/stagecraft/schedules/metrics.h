@@ -54,8 +54,19 @@ struct ExecutorMetrics {
   // end of its last op of that step (the last STEP on every flush schedule).
   std::vector<double> step_ms;
   double overhead_ns_per_op = 0;  // the ranks' overhead_ms over all their ops
+  // training.target_loss (DESIGN.md §10), when stated: the first step (0-based) whose mean loss
+  // over the last loss_window steps is at most the target, and the wall time from the run's start
+  // to that step's end; -1 for both while not reached (null in the JSON). MarkTargetLoss sets them.
+  std::optional<double> target_loss;
+  int loss_window = 1;
+  int target_reached_step = -1;
+  double time_to_target_ms = -1;
   friend bool operator==(const ExecutorMetrics&, const ExecutorMetrics&) = default;
 };
+
+// Fills `e`'s target fields from its losses and step times: a step counts once a whole window of
+// `window` steps ends at it (a lucky first step alone does not reach a target).
+void MarkTargetLoss(double target, int window, ExecutorMetrics* e);
 
 // What one microbatch's passes take on a stage: predicted, what the simulator charged (every
 // pass, whether the schedule runs it or not); measured, the median of the run's ops of that
