@@ -67,7 +67,7 @@ Schedule Build(const ScheduleFlags& f) {
     options.microbatches = f.microbatches;
     options.steps = f.steps;
     if (!ParsePolicy(f.weights, &options.weights)) {
-      throw InputError(fmt::format("--weights: expected flush, stash or 2bw, got '{}'", f.weights));
+      throw InputError(fmt::format("--weights: expected {}, got '{}'", PolicyChoices(), f.weights));
     }
     Schedule s = ImportCsv(ReadInputFile(f.import_path, kMaxCsvBytes, "a schedule CSV"), f.import_path, options);
     s.data_parallel = f.data_parallel;
@@ -163,7 +163,7 @@ Command AddScheduleCommand(CLI::App& root) {
   app->add_flag("--recompute", flags->recompute, "Recompute activations in the backward");
   app->add_flag("--explain", flags->explain,
                 "grid: each stage's weight delay (updates behind synchronous SGD), forward and backward");
-  app->add_option("--weights", flags->weights, "--import: weight policy flush, stash or 2bw")->capture_default_str();
+  app->add_option("--weights", flags->weights, "--import: weight policy " + PolicyChoices())->capture_default_str();
   CLI::Option* p2p =
       app->add_option("--p2p", flags->p2p,
                       "How lowering posts receives: ahead or lockstep (torch.distributed.pipelining)")

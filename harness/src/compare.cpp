@@ -219,21 +219,16 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
     out.Key("losses").StartObject().Key("first").Number(losses.front()).Key("last").Number(losses.back()).EndObject();
   }
   // training.target_loss: what a user pays for, beside what the schedule's throughput is.
-  if (m.executor && m.executor->target_loss) {
-    const schedules::ExecutorMetrics& e = *m.executor;
-    *text += e.target_reached_step < 0
-                 ? fmt::format("  time to loss {:.6g}: not reached in {} step(s) ({:.1f} samples/s)\n", *e.target_loss,
-                               e.losses.size(), m.throughput_samples_per_s)
-                 : fmt::format("  time to loss {:.6g}: {:.3f} ms at step {} ({:.1f} samples/s)\n", *e.target_loss,
-                               e.time_to_target_ms, e.target_reached_step + 1, m.throughput_samples_per_s);
-    out.Key("time_to_target").StartObject().Key("target_loss").Number(*e.target_loss).Key("samples_per_s");
+  if (const auto& e = m.executor; e && e->target_loss) {
+    const bool reached = e->target_reached_step >= 0;
+    const std::string when = reached ? fmt::format("{:.3f} ms at step {}", e->time_to_target_ms, e->target_reached_step + 1)
+                                     : fmt::format("not reached in {} step(s)", e->losses.size());
+    *text += fmt::format("  time to loss {:.6g}: {} ({:.1f} samples/s)\n", *e->target_loss, when,
+                         m.throughput_samples_per_s);
+    out.Key("time_to_target").StartObject().Key("target_loss").Number(*e->target_loss).Key("samples_per_s");
     out.Number(m.throughput_samples_per_s).Key("target_reached_step");
-    if (e.target_reached_step < 0) {
-      out.Null().Key("time_to_target_ms").Null();
-    } else {
-      out.Int(e.target_reached_step).Key("time_to_target_ms").Number(e.time_to_target_ms);
-    }
-    out.EndObject();
+    (reached ? out.Int(e->target_reached_step) : out.Null()).Key("time_to_target_ms");
+    (reached ? out.Number(e->time_to_target_ms) : out.Null()).EndObject();
   }
   *json = out.EndObject().Take();
 }

@@ -39,15 +39,26 @@ double Gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 *
 // for a model without a FLOP count (a profile alone).
 std::string Tflops(double tflops) { return tflops > 0 ? fmt::format("{:.4g}", tflops) : "-"; }
 
+// How stale the configuration's weights are: the most updates any stage's forward / backward is
+// behind synchronous SGD ("0" for a synchronous schedule; "3/0" for PipeMare on 4 ranks).
+std::string Staleness(const schedules::ScheduleMetrics& m) {
+  int forward = 0, backward = 0;
+  for (const schedules::StageDelay& d : m.weight_delays) {
+    forward = std::max(forward, d.forward);
+    backward = std::max(backward, d.backward);
+  }
+  return forward == backward ? fmt::format("{}", forward) : fmt::format("{}/{}", forward, backward);
+}
+
 std::string TableRow(int rank, const PlanEntry& e) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
   return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} {:>11.2f} "
-                     "{:>8} {:>6.2f}% {:>12}  {}\n",
+                     "{:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
                      c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
-                     100 * e.metrics.bubble_fraction, FormatBytes(e.peak_bytes),
+                     100 * e.metrics.bubble_fraction, Staleness(e.metrics), FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
                          (c.offload_activations > 0 ? ", stashes on the host" : "") +
                          (c.optimizer_on_host ? ", optimizer on the host" : ""));
@@ -125,9 +136,9 @@ std::string DescribePlan(const PlanResult& r, int top) {
                      r.threads == 1 ? "" : "s");
   for (const std::string& note : r.notes) out += "note: " + note + "\n";
   out += fmt::format("top {} by throughput:\n", top);
-  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>12}  {}\n",
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} {:>12}  {}\n",
                      "#", "schedule", "P", "D", "T", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
-                     "TFLOP/s", "bubble", "peak memory", "largest term");
+                     "TFLOP/s", "bubble", "stale", "peak memory", "largest term");
   // One row per distinct run: schedules that make the same run on a layout (the same step to the
   // nanosecond and the same peak, as 1F1B and ZB-H1 on one pipeline rank) share a row.
   std::vector<const PlanEntry*> rows;
@@ -155,6 +166,11 @@ std::string DescribePlan(const PlanResult& r, int top) {
       row += fmt::format("  (the same run: {})\n", fmt::join(same[k], ", "));
     }
     out += row;
+  }
+  // Asynchronous schedules never flush, and pay for it in staleness: say so where one is listed.
+  if (std::any_of(rows.begin(), rows.end(), [](const PlanEntry* e) { return Staleness(e->metrics) != "0"; })) {
+    out += "stale: updates the most stale stage's weights are behind synchronous SGD, forward/backward when they "
+           "differ (asynchronous schedules: no flush, but more steps may be needed to reach a loss)\n";
   }
   std::vector<const PlanEntry*> leaders(rows.begin(), rows.begin() + std::min<size_t>(3, rows.size()));
   out += WhyTheLeadersWin(leaders);

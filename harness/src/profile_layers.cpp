@@ -45,15 +45,19 @@ struct LayerRig {
       : model(std::move(stage)),
         params(device, model->ParamFloats()),
         grads(device, model->ParamFloats()),
+        velocity(device, model->ParamFloats()),
         optimizer(device, tiny_steps, model->ParamFloats()) {
     model->InitParams(params.data());
     device.memory().Fill(grads.data(), 0.0f, grads.size());
+    device.memory().Fill(velocity.data(), 0.0f, velocity.size());
   }
   std::unique_ptr<StageModel> model;
-  Buffer params, grads;
+  Buffer params, grads, velocity;
   Optimizer optimizer;
   Activations saved;
-  std::vector<int64_t> f, i, w, s, o;  // timings of the measured rounds (o: a STEP out of place)
+  // Timings of the measured rounds (o: a STEP out of place; c, v: PipeMare's correction and
+  // velocity update, the weight store's BLAS calls).
+  std::vector<int64_t> f, i, w, s, o, c, v;
 };
 
 }  // namespace
@@ -108,6 +112,23 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeat
       });
       if (measured) (in_place ? r.s : r.o).push_back(t);
     }
+    // PipeMare's correction as the weight store runs it (weight_store.cpp): w −= c·δ and back
+    // around a backward; δ ← γδ + (1 − γ)(w_new − w_old) around a STEP.
+    for (auto& rig : rigs) {
+      LayerRig& r = *rig;
+      const LinearOps& linear = device.ops().linear;
+      const int64_t n = r.params.size();
+      const int64_t tc = Timed(device, [&] {
+        linear.axpy(device.op_context(), n, -1.0f, r.velocity.data(), r.params.data());
+        linear.axpy(device.op_context(), n, 1.0f, r.velocity.data(), r.params.data());
+      });
+      const int64_t tv = Timed(device, [&] {
+        linear.scal(device.op_context(), n, 0.9f, r.velocity.data());
+        linear.axpy(device.op_context(), n, -0.1f, r.params.data(), r.velocity.data());
+        linear.axpy(device.op_context(), n, 0.1f, r.params.data(), r.velocity.data());
+      });
+      if (measured) r.c.push_back(tc), r.v.push_back(tv);
+    }
   }
   for (size_t l = 0; l < rigs.size(); ++l) {
     const LayerRig& r = *rigs[l];
@@ -120,6 +141,8 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeat
     m.backward_weight_ns = Median(r.w);
     m.step_ns = Median(r.s);
     m.version_copy_ns = std::max<int64_t>(0, Median(r.o) - m.step_ns);  // what keeping the old version adds
+    m.correction_ns = Median(r.c);
+    m.velocity_ns = Median(r.v);
   }
 }
 

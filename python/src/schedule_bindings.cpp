@@ -84,7 +84,7 @@ Schedule Imported(const py::object& source, int chunks, int microbatches, int st
   options.microbatches = microbatches;
   options.steps = steps;
   if (!ParsePolicy(weights, &options.weights)) {
-    throw InputError(fmt::format("weights: expected flush, stash or 2bw, got '{}'", weights));
+    throw InputError(fmt::format("weights: expected {}, got '{}'", schedules::PolicyChoices(), weights));
   }
   py::gil_scoped_release release;
   Schedule s = ImportCsv(text, where, options);

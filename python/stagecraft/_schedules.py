@@ -52,7 +52,7 @@ def _from_csv(source: Union[str, os.PathLike], *, chunks: Optional[int] = None, 
         text = call.path("source", source)
     args = (0 if chunks is None else call.integer("chunks", chunks, 1),
             call.integer("microbatches", microbatches, 0, meaning="0: every microbatch of the file"),
-            call.integer("steps", steps, 1), call.text("weights", weights, "flush, stash or 2bw"),
+            call.integer("steps", steps, 1), call.text("weights", weights, "flush, stash, 2bw or nostash"),
             call.integer("data_parallel", data_parallel, 1),
             call.optional_text("name", name, "a name for the schedule") or "", call.flag("validate", validate))
     with call.names({}, ["weights"]):

@@ -83,7 +83,8 @@ void ReadCalibration(const Map& m, Profile* p) {
 // One layer's measurements (also the embedding's and the head's).
 LayerProfile ReadLayer(const Value& element) {
   const Map l(element, {"forward", "backward_input", "backward_weight", "step", "copy", "activation_bytes",
-                        "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes", "workspace_bytes"});
+                        "weight_bytes", "w_stash_bytes", "grad_bytes", "optimizer_bytes", "workspace_bytes",
+                        "correction", "velocity"});
   LayerProfile layer;
   layer.forward_ns = l.Get("forward").DurationNs();
   layer.backward_input_ns = l.Get("backward_input").DurationNs();
@@ -97,6 +98,8 @@ LayerProfile ReadLayer(const Value& element) {
   if (const auto v = l.Find("grad_bytes")) layer.grad_bytes = v->Bytes();
   if (const auto v = l.Find("optimizer_bytes")) layer.optimizer_bytes = v->Bytes();
   if (const auto v = l.Find("workspace_bytes")) layer.workspace_bytes = v->Bytes();
+  if (const auto v = l.Find("correction")) layer.correction_ns = v->DurationNs();
+  if (const auto v = l.Find("velocity")) layer.velocity_ns = v->DurationNs();
   return layer;
 }
 
@@ -204,6 +207,8 @@ void WriteLayer(const LayerProfile& l, YAML::Emitter& out) {
   out << YAML::Key << "grad_bytes" << YAML::Value << l.grad_bytes;
   out << YAML::Key << "optimizer_bytes" << YAML::Value << l.optimizer_bytes;
   if (l.workspace_bytes > 0) out << YAML::Key << "workspace_bytes" << YAML::Value << l.workspace_bytes;
+  if (l.correction_ns > 0) out << YAML::Key << "correction" << YAML::Value << fmt::format("{}ns", l.correction_ns);
+  if (l.velocity_ns > 0) out << YAML::Key << "velocity" << YAML::Value << fmt::format("{}ns", l.velocity_ns);
   out << YAML::EndMap;
 }
 

@@ -11,6 +11,15 @@ std::string_view PolicyName(WeightPolicy policy) {
   return static_cast<size_t>(policy) < kWeightPolicies.size() ? PolicyInfo(policy).name : "?";
 }
 
+std::string PolicyChoices() {
+  std::string text;
+  for (size_t i = 0; i < kWeightPolicies.size(); ++i) {
+    if (i > 0) text += i + 1 == kWeightPolicies.size() ? " or " : ", ";
+    text += kWeightPolicies[i].name;
+  }
+  return text;
+}
+
 bool ParsePolicy(std::string_view text, WeightPolicy* policy) {
   for (const WeightPolicyInfo& row : kWeightPolicies) {
     if (row.name == text) {

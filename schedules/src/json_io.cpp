@@ -147,7 +147,7 @@ void HeaderFromJson(const Reader& in, const Json& j, Schedule* s) {
   s->steps = in.Positive(j, "steps");
   const std::string weights = in.String(j, "weights");
   if (!ParsePolicy(weights, &s->weights)) {
-    in.Fail("weights", fmt::format("unknown weights policy '{}' (expected flush, stash or 2bw)", weights));
+    in.Fail("weights", fmt::format("unknown weights policy '{}' (expected {})", weights, PolicyChoices()));
   }
   s->recompute = in.Bool(j, "recompute");
   s->vertical_sync = in.Bool(j, "vertical_sync");

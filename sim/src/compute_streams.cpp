@@ -11,7 +11,9 @@
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/split_mix.h"
 #include "stagecraft/schedules/shared_devices.h"
+#include "stagecraft/schedules/staleness.h"
 #include "stagecraft/schedules/weights.h"
+#include "stagecraft/sim/memory_model.h"
 
 namespace stagecraft::sim {
 
@@ -54,6 +56,9 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
     : schedule_(schedule), costs_(costs), loop_(loop), hooks_(hooks), record_(record), streams_(schedule.ranks()),
       steps_in_place_(schedules::StepsInPlace(schedule)),
       stash_depths_(costs.rank_stash.empty() ? std::vector<std::vector<double>>{} : StashDepths(schedule)) {
+  if (KeepsWeightVelocity(schedule, costs)) {
+    for (int r = 0; r < schedule.ranks(); ++r) correction_spans_.push_back(schedules::CorrectionSpans(schedule, r));
+  }
   SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
   SC_CHECK(static_cast<int>(record->ranks.size()) == schedule.ranks(), "one rank record per rank");
   for (int r = 0; r < schedule.ranks(); ++r) {
@@ -197,6 +202,11 @@ void ComputeStreams::Advance(int rank) {
     }
     ++stream.next;
     int64_t duration = OpDurationNs(costs_.stages[op.stage], op.kind, steps_in_place_[rank][index]);
+    if (!correction_spans_.empty()) {  // the velocity's update at a STEP; a backward moved and back
+      const StageCost& c = costs_.stages[op.stage];
+      if (schedules::ProducesVersion(op.kind)) duration += c.velocity_ns;
+      if (correction_spans_[rank][index] != 0) duration += c.correction_ns;
+    }
     if (const int64_t measured = costs_.MeasuredOpNs(rank, index); measured >= 0) {
       duration = measured;  // a replayed run's own time for this op
     } else {

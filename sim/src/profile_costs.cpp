@@ -63,6 +63,7 @@ double Scaled(int64_t ns, double scale) { return static_cast<double>(ns) * scale
 // A stage's sums over its layers, before the checked conversion.
 struct StageSums {
   double forward_ns = 0, backward_input_ns = 0, backward_weight_ns = 0, backward_ns = 0, step_ns = 0, copy_ns = 0;
+  double correction_ns = 0, velocity_ns = 0;
   double activation_bytes = 0, recompute_bytes = 0, w_stash_bytes = 0, weight_bytes = 0, grad_bytes = 0;
   double optimizer_bytes = 0, workspace_bytes = 0, forward_workspace_bytes = 0;
 
@@ -74,6 +75,8 @@ struct StageSums {
     backward_ns += Scaled(input + layer.backward_weight_ns, k.backward);
     step_ns += Scaled(layer.step_ns, k.step);
     copy_ns += Scaled(layer.version_copy_ns, k.step);
+    correction_ns += Scaled(layer.correction_ns, k.backward);
+    velocity_ns += Scaled(layer.velocity_ns, k.step);
     // Recomputing, the stage rebuilds these during its backward (below).
     (recompute ? recompute_bytes : activation_bytes) += static_cast<double>(layer.activation_bytes);
     w_stash_bytes += static_cast<double>(layer.w_stash_bytes);
@@ -125,6 +128,8 @@ StageCost CheckedStage(const StageSums& s, const Scenario& sc, int st, bool fuse
   if (fused) cost.fused_backward_ns = check.Ns(s.backward_ns, "a backward");
   cost.step_ns = check.Ns(s.step_ns, "an optimizer step");
   cost.version_copy_ns = check.Ns(s.copy_ns, "a weight version copy");
+  cost.correction_ns = check.Ns(s.correction_ns, "PipeMare's correction");
+  cost.velocity_ns = check.Ns(s.velocity_ns, "PipeMare's velocity update");
   cost.activation_bytes = check.Bytes(s.activation_bytes, "the activations per microbatch");
   cost.recompute_bytes = check.Bytes(s.recompute_bytes, "the recomputed activations");
   cost.w_stash_bytes = check.Bytes(s.w_stash_bytes, "the W stash per microbatch");

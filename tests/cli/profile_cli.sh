@@ -14,14 +14,15 @@ import sys, re
 text = open(sys.argv[1]).read()
 layers = re.findall(r"- \{forward: (\d+)ns, backward_input: (\d+)ns, backward_weight: (\d+)ns, step: (\d+)ns, "
                     r"copy: (\d+)ns, activation_bytes: (\d+), weight_bytes: (\d+), w_stash_bytes: (\d+), grad_bytes: (\d+), "
-                    r"optimizer_bytes: (\d+), workspace_bytes: (\d+)\}", text)
+                    r"optimizer_bytes: (\d+), workspace_bytes: (\d+), correction: (\d+)ns, velocity: (\d+)ns\}", text)
 ok = len(layers) == 8 and "microbatch_size: 16" in text and "send_bytes: 4096" in text
 h, b = 64, 16
 for l in layers:
-    f, i, w, s, c, act, wb, stash, gb, opt, work = map(int, l)
+    f, i, w, s, c, act, wb, stash, gb, opt, work, corr, vel = map(int, l)
     # Hand-worked sizes: input + pre-activation kept per layer (2·b·h floats), W + bias, adam m and v;
     # the input gradient holds one activation more than before or after it (dz and dx, beside dout).
     ok &= f > 0 and i > 0 and w > 0 and s > 0  # c, what keeping the old version adds, may be 0
+    ok &= corr > 0 and vel > 0  # PipeMare's two axpy's around a backward; its velocity's scal and two axpy's
     ok &= act == 2 * b * h * 4 and stash == 2 * b * h * 4 and wb == (h * h + h) * 4 and gb == wb and opt == 2 * wb
     ok &= work == b * h * 4
 if not ok:

@@ -137,7 +137,7 @@ class ScheduleArgumentsTest(Contract):
         self.assert_value("Schedule.from_csv: chunks: ", lambda: stagecraft.Schedule.from_csv(fixture, chunks=0))
         self.assert_value("Schedule.from_csv: microbatches: ", lambda: stagecraft.Schedule.from_csv(fixture, microbatches=-1))
         self.assert_value("Schedule.from_csv: steps: ", lambda: stagecraft.Schedule.from_csv(fixture, steps=HUGE))
-        self.assert_value("Schedule.from_csv: weights: expected flush, stash or 2bw, got 'x'",
+        self.assert_value("Schedule.from_csv: weights: expected flush, stash, 2bw or nostash, got 'x'",
                           lambda: stagecraft.Schedule.from_csv(fixture, weights="x"))
         self.assert_value("Schedule.from_csv: name: ", lambda: stagecraft.Schedule.from_csv(fixture, name=""))
         self.assert_type("Schedule.from_csv: validate: ", lambda: stagecraft.Schedule.from_csv(fixture, validate=None))

@@ -151,7 +151,7 @@ TEST(JsonIoTest, BadFieldsNameTheirPath) {
       {"\"ranks\":2", "\"ranks\":0", "x.json: ranks: must be >= 1 (got 0)"},
       {"\"ranks\":2", "\"ranks\":3", "x.json: ops: expected one list per rank (3), got 2"},
       {"\"loop\"", "\"zigzag\"", "x.json: placement: unknown placement 'zigzag' (expected loop or v)"},
-      {"\"flush\"", "\"lazy\"", "x.json: weights: unknown weights policy 'lazy' (expected flush, stash or 2bw)"},
+      {"\"flush\"", "\"lazy\"", "x.json: weights: unknown weights policy 'lazy' (expected flush, stash, 2bw or nostash)"},
       {"\"lowered\":false", "\"lowered\":0", "x.json: lowered: expected true or false, got number"},
       {",\"peer\":-1}", "}", "x.json: ops[0][0].peer: missing field"},
       {"\"step\":0", "\"step\":1.5", "x.json: ops[0][0].step: expected an integer, got number"},

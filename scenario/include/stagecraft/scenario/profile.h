@@ -26,6 +26,10 @@ struct LayerProfile {
   int64_t grad_bytes = 0;
   int64_t optimizer_bytes = 0;     // optimizer state
   int64_t workspace_bytes = 0;     // the most an op of the layer holds while it runs, beyond what it keeps
+  // PipeMare's discrepancy correction over the layer's parameters (exec/weight_store.h): the two
+  // axpy's around a backward, and the velocity's update at a STEP (a scal and two axpy's).
+  int64_t correction_ns = 0;
+  int64_t velocity_ns = 0;
 };
 
 // Every field of LayerProfile by name, for per-field reductions (the median over ranks).
@@ -33,7 +37,8 @@ inline constexpr int64_t LayerProfile::*kLayerProfileFields[] = {
     &LayerProfile::forward_ns,       &LayerProfile::backward_input_ns, &LayerProfile::backward_weight_ns,
     &LayerProfile::step_ns,          &LayerProfile::version_copy_ns,   &LayerProfile::activation_bytes,
     &LayerProfile::weight_bytes,     &LayerProfile::w_stash_bytes,     &LayerProfile::grad_bytes,
-    &LayerProfile::optimizer_bytes,  &LayerProfile::workspace_bytes,
+    &LayerProfile::optimizer_bytes,  &LayerProfile::workspace_bytes,   &LayerProfile::correction_ns,
+    &LayerProfile::velocity_ns,
 };
 static_assert(sizeof(LayerProfile) == std::size(kLayerProfileFields) * sizeof(int64_t),
               "kLayerProfileFields names every field of LayerProfile");

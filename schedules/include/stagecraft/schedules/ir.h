@@ -26,6 +26,8 @@ enum class WeightPolicy : uint8_t {
 };
 std::string_view PolicyName(WeightPolicy policy);
 bool ParsePolicy(std::string_view text, WeightPolicy* policy);
+// The policies' names as an error lists them: "flush, stash, 2bw or nostash".
+std::string PolicyChoices();
 
 struct Op {
   OpKind kind = OpKind::kF;

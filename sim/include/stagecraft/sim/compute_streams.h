@@ -141,6 +141,9 @@ class ComputeStreams final : public EventHandler {
   std::vector<Stream> streams_;  // per rank
   std::vector<std::vector<bool>> steps_in_place_;  // [rank][op index]
   std::vector<std::vector<double>> stash_depths_;  // [rank][op index]; empty without costs_.rank_stash
+  // PipeMare's correction (memory_model.h KeepsWeightVelocity): the updates each backward spans
+  // (schedules::CorrectionSpans), [rank][op index]; empty without the correction.
+  std::vector<std::vector<int>> correction_spans_;
   std::vector<int> shared_of_;            // [rank]: index in shared_, -1 when the rank has its device alone
   std::vector<SharedDevice> shared_;
   int64_t time_slice_ns_ = 0;

@@ -21,6 +21,10 @@ struct StageCost {
   int64_t fused_backward_ns = 0;  // when > 0, what a full B costs instead of input + weight
   int64_t step_ns = 0;           // optimizer STEP of the stage's parameters (0: not modelled)
   int64_t version_copy_ns = 0;   // added to a STEP that must keep the old version (copy first)
+  // PipeMare's correction (KeepsWeightVelocity, memory_model.h): added to a backward that spans
+  // updates (schedules::CorrectionSpans), and the velocity's update added to every STEP.
+  int64_t correction_ns = 0;
+  int64_t velocity_ns = 0;
   int64_t activation_bytes = 0;  // stashed per microbatch from F until its B / I
   int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
   // With recompute: what a B / I rebuilds from the stashed input and holds while it runs.
