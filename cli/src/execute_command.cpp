@@ -191,6 +191,7 @@ void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan*
   plan->report = f.json_path == "-" || f.trace_path == "-" ? stderr : stdout;
   sim::Scenario sc = sim::LoadScenario(f.scenario, f.sets);
   RefuseWorkload(sc, "execute");
+  sim::CheckPipeMareRuns(sc);
   plan->deadline = ParseTimeout(f.timeout);
   // RANK names a process of the job: with replicas, pipeline rank RANK % P of replica RANK / P.
   const int processes = sc.pipeline.ranks * std::max(sc.pipeline.data_parallel, 1);

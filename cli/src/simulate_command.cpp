@@ -168,6 +168,7 @@ int RunWorkload(const SimulateFlags& f, const Scenario& sc) {
 
 int Run(const SimulateFlags& f) {
   const Scenario sc = LoadScenario(f.scenario, f.sets);
+  CheckPipeMareRuns(sc);
   if (!sc.tasks.empty()) return RunWorkload(f, sc);
   if (f.explain) harness::CheckExplainable(sc, "--explain");
   if (!f.explain_json_path.empty()) harness::CheckExplainable(sc, "--explain-json");

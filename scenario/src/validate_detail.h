@@ -27,9 +27,8 @@ std::string UnknownSchedule(std::string_view name, bool alone);
 // the devices are CPUs (`devices_counted`: the topology's devices are known).
 void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
 
-// The training block against the pipeline and the model (validate_training.cpp): a decay that
-// ends below its start, PipeMare's techniques only where schedule pipemare runs, and a target
-// loss only for a network that has a loss.
+// The training block against the model (validate_training.cpp): a decay that ends below its
+// start, and a target loss only for a network that has a loss.
 void CheckTraining(const Scenario& s, Problems* out);
 
 }  // namespace stagecraft::sim::detail

@@ -56,6 +56,11 @@ std::string DescribeProblems(const Scenario& scenario, const std::vector<Scenari
 // Throws InputError(DescribeProblems(...)) when Validate finds any problem.
 void CheckScenario(const Scenario& scenario, EngineChecks& checks);
 
+// What a user runs (simulate, execute): training.pipemare with a pipeline.schedule that does not
+// run pipemare is refused (InputError, "PATH: training.pipemare: ..."). Not part of Validate: a
+// replay, a plan or a calibration narrows a scenario to one schedule of those it runs.
+void CheckPipeMareRuns(const Scenario& scenario);
+
 // The generators the pipeline runs, with the parameters each runs with: those it names (files
 // and unknown names aside), or under `all` every one that takes its parameters.
 std::vector<std::pair<const schedules::GeneratorInfo*, schedules::GeneratorParams>> RunGenerators(
