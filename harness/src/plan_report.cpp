@@ -149,7 +149,8 @@ std::string DescribePlan(const PlanResult& r, int top) {
     for (size_t k = 0; k < rows.size() && !merged; ++k) {
       PlanConfig a = rows[k]->config, b = e.config;
       a.schedule = b.schedule;
-      if (a == b && rows[k]->metrics.makespan_ns == e.metrics.makespan_ns && rows[k]->peak_bytes == e.peak_bytes) {
+      if (a == b && rows[k]->metrics.makespan_ns == e.metrics.makespan_ns && rows[k]->peak_bytes == e.peak_bytes &&
+          Staleness(rows[k]->metrics) == Staleness(e.metrics)) {
         same[k].push_back(e.config.schedule);
         merged = true;
       }

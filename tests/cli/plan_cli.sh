@@ -17,6 +17,36 @@ checkf "hand-worked plan: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "6 layouts, 1 refused by the topology, 24 configurations" \
   'grep -q "^layouts P x D x T = 4: 6, 1 topology; 5 of them make 24 configurations" "$tmp/out"'
 check "the summary line on stderr" 'grep -q "^plan: 24 configurations enumerated over 6 layouts, 24 simulated" "$tmp/err"'
+check "1F1B is never stale" '! grep -qE "^ *[0-9]+  1f1b .* [1-9][0-9]*(/[0-9]+)? +[0-9.]+ [KMG]iB" "$tmp/out" && grep -q " stale " "$tmp/out"'
+
+# Asynchronous schedules with their staleness (issue 55): PipeMare on P pipeline ranks is P - 1
+# updates behind in its forward and none in its backward ("P-1/0"); 2BW reads version t - 1 at
+# step t, so a plan of one step (this scenario's) reads version 0 throughout: "0". A row merges
+# two schedules only when their staleness agrees too.
+"$sc" plan "$scenario" --gpus 4 --global-batch 8 --schedules pipemare,2bw --recompute none --partition even --top 100 \
+  >"$tmp/async" 2>"$tmp/err"
+checkf "async plan: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/async" <<'PY' || fail=1
+import re, sys
+ok = True
+text = open(sys.argv[1]).read()
+rows = re.findall(r"^ *\d+  (pipemare|2bw) +(\d+) +\d+ +\d+s? +\d+ +(\d+) .* ([0-9/]+) +[0-9.]+ [KMG]?i?B(.*)$", text, re.M)
+for name, p, m, stale, rest in rows:
+    # One step of m microbatches: the first stage's forwards run ahead of its backwards by at
+    # most min(P, m) - 1 updates.
+    behind = min(int(p), int(m)) - 1
+    want = "0" if name == "2bw" or behind == 0 else f"{behind}/0"
+    if stale != want:
+        print(f"FAIL: {name} on P = {p}, m = {m}: stale {stale}, want {want}"); ok = False
+    if behind > 0 and "the same run" in rest:
+        print(f"FAIL: {name} on P = {p}, m = {m}: merged with a schedule of another staleness"); ok = False
+ok = ok and any(r[0] == "pipemare" and r[3] != "0" for r in rows)
+if not re.search(r"^stale: updates the most stale stage's weights are behind synchronous SGD", text, re.M):
+    print("FAIL: the stale column's explanation"); ok = False
+if not rows:
+    print("FAIL: no pipemare or 2bw rows\n" + text)
+sys.exit(0 if ok else 1)
+PY
 check "the JSON has all 24" '[[ $(json_of "$tmp/hand.json" "len(d[\"configurations\"])") -eq 24 ]]'
 
 # The whole space, K = 3: pruned, with its report, JSON, best scenario and plot.

@@ -34,6 +34,20 @@ def test_findings_by_hand():
         "2 ranks: pipemare+correct against plain pipemare: worse: it did not reach the target, plain PipeMare did",
         "2 ranks: pipemare+both against plain pipemare: not better in steps (12 against 12)"]
     assert sb.table(rows[:1])[2] == "| 2 | pipedream | 10.0 | 2.00 MiB | 1.00 s | 10 of 20 | 1.0000 |"
+    gone = {"label": "pipemare", "ranks": 4, "diverged": "step 9 microbatch 7"}
+    assert sb.table([gone])[2] == "| 4 | pipemare | - | - | diverged (step 9 microbatch 7) | - | - |"
+    assert sb.findings([gone]) == ["4 ranks: pipemare diverged (step 9 microbatch 7)"]
+    both = dict(row("pipemare+both", 1 << 20, None, None), ranks=4)
+    assert sb.findings([gone, both])[1] == ("4 ranks: pipemare+both against plain pipemare: better: it trained "
+                                            "(last loss 1) where plain PipeMare diverged")
+
+
+def test_a_diverged_run_is_read_from_its_log(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("stagecraft: error: rank 3 (vm): step 9 microbatch 7: loss is -nan; training diverged (lower training.lr)\n")
+    assert sb.diverged_row("pipedream", 4, log) == {"label": "pipedream", "ranks": 4, "diverged": "step 9 microbatch 7"}
+    log.write_text("stagecraft: error: something else\n")
+    assert sb.diverged_row("pipedream", 4, log) is None
 
 
 def test_a_tiny_run_reports_its_files(tmp_path):

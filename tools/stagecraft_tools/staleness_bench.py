@@ -56,6 +56,17 @@ def row_of(label, ranks, doc):
             "window": s["loss_window"]}
 
 
+def diverged_row(label, ranks, log):
+    """The row of a run that stopped because its loss went non-finite (execute's "training
+    diverged"), from its log: what it says, where; None when the log says something else."""
+    text = Path(log).read_text() if Path(log).is_file() else ""
+    line = next((l for l in text.splitlines() if "training diverged" in l), None)
+    if line is None:
+        return None
+    where = next((part for part in line.split(": ") if part.startswith("step ")), "a step")  # "step 9 microbatch 7"
+    return {"label": label, "ranks": ranks, "diverged": where}
+
+
 def mib(b):
     return f"{b / 2**20:.2f} MiB"
 
@@ -65,17 +76,23 @@ def findings(rows):
     PipeDream's, and whether each technique shortened the time to target."""
     out = []
     for ranks in sorted({r["ranks"] for r in rows}):
-        by = {r["label"]: r for r in rows if r["ranks"] == ranks}
+        by = {r["label"]: r for r in rows if r["ranks"] == ranks and "diverged" not in r}
+        for r in rows:
+            if r["ranks"] == ranks and "diverged" in r:
+                out.append(f"{ranks} ranks: {r['label']} diverged ({r['diverged']})")
         if "pipedream" in by and "pipemare" in by:
             d, m = by["pipedream"]["peak_bytes"], by["pipemare"]["peak_bytes"]
             out.append(f"{ranks} ranks: PipeMare's peak {mib(m)} against PipeDream's {mib(d)} "
                        f"({100 * (m / d - 1):+.1f}%): {'lower, as the paper reports' if m < d else 'not lower'}")
-        base = by.get("pipemare")
+        every = {r["label"]: r for r in rows if r["ranks"] == ranks}
+        base = every.get("pipemare")
         for label in ("pipemare+resched", "pipemare+correct", "pipemare+both"):
-            v = by.get(label)
-            if base is None or v is None:
+            v = every.get(label)
+            if base is None or v is None or "diverged" in v:
                 continue
-            if v["time_s"] is None and base["time_s"] is None:
+            if "diverged" in base:
+                verdict = f"better: it trained (last loss {v['last_loss']:.4g}) where plain PipeMare diverged"
+            elif v["time_s"] is None and base["time_s"] is None:
                 verdict = "neither reached the target"
             elif v["time_s"] is None:
                 verdict = "worse: it did not reach the target, plain PipeMare did"
@@ -93,6 +110,9 @@ def table(rows):
     lines = ["| ranks | schedule | samples/s | peak memory (largest rank) | time to target | reached at step | "
              "last loss |", "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
+        if "diverged" in r:
+            lines.append(f"| {r['ranks']} | {r['label']} | - | - | diverged ({r['diverged']}) | - | - |")
+            continue
         reached = "not reached" if r["time_s"] is None else f"{r['time_s']:.2f} s"
         step = "-" if r["reached_step"] is None else f"{r['reached_step'] + 1} of {r['steps']}"
         last = "-" if r["last_loss"] is None else f"{r['last_loss']:.4f}"
@@ -131,12 +151,21 @@ def main(argv):
         for label, schedule, pipemare in variants:
             path = out / f"{label}.{ranks}.json"
             sets = variant_sets(ranks, schedule, pipemare, cores) + extra
-            common.mpirun(ranks, [common.cli(), "execute", args.scenario, *common.sets(sets), "--json", path],
-                          out / f"{label}.{ranks}.log")
+            log = out / f"{label}.{ranks}.log"
+            try:
+                common.mpirun(ranks, [common.cli(), "execute", args.scenario, *common.sets(sets), "--json", path], log)
+            except common.ToolError:
+                row = diverged_row(label, ranks, log)  # a result of the comparison, not a failure of it
+                if row is None:
+                    raise
+                rows.append(row)
+                print(f"  {ranks} ranks {label}: diverged", flush=True)
+                continue
             rows.append(row_of(label, ranks, common.read_json(path)))
             print(f"  {ranks} ranks {label}: done", flush=True)
-    first = rows[0]
-    lines = [f"target: training loss {first['target']:g} (mean of {first['window']} steps)", "", *table(rows), "",
+    first = next((r for r in rows if "diverged" not in r), None)
+    head = "every run diverged" if first is None else f"target: training loss {first['target']:g} (mean of {first['window']} steps)"
+    lines = [head, "", *table(rows), "",
              *findings(rows)]
     common.write_text(out / "report.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
