@@ -8,7 +8,8 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev xvfb xauth
   python3-dev pybind11-dev python3-pytest python3-yaml
-  coinor-libcbc-dev
+  coinor-libcbc-dev zlib1g-dev
+  python3-sklearn   # its digits set (a CSV) is the data of scenarios/mlp-digits-cpu.yaml
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 // Deterministic initial weights and synthetic data (see model.h).
 #include "stagecraft/exec/model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "stagecraft/base/split_mix.h"
@@ -25,6 +26,13 @@ void InitLayer(const MlpModel& model, int layer, float* weight, float* bias) {
 
 void MicrobatchInput(const MlpModel& model, int rows, int64_t g, float* x) {
   const int64_t n = static_cast<int64_t>(rows) * model.hidden;
+  if (const auto& set = model.data) {
+    for (int r = 0; r < rows; ++r) {
+      const int64_t row = (g * rows + r) % set->rows;
+      std::copy_n(set->x.data() + row * model.hidden, model.hidden, x + static_cast<int64_t>(r) * model.hidden);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) x[i] = UniformAt(model.seed, kInputStream, g * n + i);
 }
 

@@ -115,10 +115,6 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
     }
     return c;
   }
-  if (!sc.training.data_path.empty()) {
-    throw stagecraft::InputError(fmt::format(
-        "{}: training.data: a token file feeds model.transformer; the MLP trains on its synthetic data", sc.path));
-  }
   c.model.layers = sc.model.mlp->layers;
   c.model.hidden = sc.model.mlp->hidden;
   c.model.residual = sc.model.mlp->residual;
@@ -126,6 +122,14 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
       sc.model.mlp->activation == sim::Activation::kRelu ? kernels::Activation::kRelu : kernels::Activation::kGelu;
   c.model.loss =
       sc.model.mlp->loss == sim::Loss::kCrossEntropy ? kernels::LossKind::kCrossEntropy : kernels::LossKind::kMse;
+  if (!sc.training.data_path.empty()) {  // a labelled set to classify (model.h)
+    if (c.model.loss != kernels::LossKind::kCrossEntropy) {
+      throw stagecraft::InputError(fmt::format("{}: training.data: the MLP classifies a labelled set; it needs "
+                                               "model.mlp.loss: cross_entropy",
+                                               sc.path));
+    }
+    c.model.data = LoadLabeledSet(sc.training.data_path, c.model.hidden);
+  }
   return c;
 }
 

@@ -15,6 +15,13 @@ namespace stagecraft::exec {
 void TeacherTargets(Device& device, const MlpModel& model, int rows, int64_t first, int64_t count, float* targets,
                     const std::function<void()>& after_each) {
   const int h = model.hidden;
+  if (const auto& set = model.data) {  // a labelled set's classes (model.h)
+    for (int64_t k = 0; k < count; ++k) {
+      for (int r = 0; r < rows; ++r) targets[k * rows + r] = set->labels[((first + k) * rows + r) % set->rows];
+      if (after_each) after_each();
+    }
+    return;
+  }
   const float scale = 2.0f * std::sqrt(3.0f / static_cast<float>(h));
   Buffer w(device, static_cast<int64_t>(h) * h), b(device, h);
   {

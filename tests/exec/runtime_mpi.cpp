@@ -101,6 +101,7 @@ struct Case {
   // training.lr_schedule and training.pipemare (the reference restates their rules).
   sim::LrScheduleSpec lr_schedule{};
   std::optional<sim::PipeMareSpec> pipemare{};
+  std::string data{};  // a labelled set under the source tree the MLP classifies (model.h); "": synthetic
 };
 
 constexpr int kLayers = 8;
@@ -125,6 +126,7 @@ exec::TrainingConfig ConfigFor(const Case& c) {
   config.layers_per_stage = SplitOf(c);
   config.lr_schedule = c.lr_schedule;
   config.pipemare = c.pipemare;
+  if (!c.data.empty()) config.model.data = exec::LoadLabeledSet(std::string(STAGECRAFT_SOURCE_DIR) + "/" + c.data, 24);
   if (c.gpt) {
     config.gpt = testing::kTestGpt;
     config.microbatch_size = 2;
@@ -628,6 +630,16 @@ TEST(RuntimeMpi, PipeMareRescheduledWithWarmupAndCosineDecay) {
 TEST(RuntimeMpi, PipeMareBothTechniquesAdam) {
   ExpectMatchesReference({.schedule = "pipemare", .optimizer = "adam", .adam_lr = testing::kAdamLrPerMicrobatch,
                           .pipemare = sim::PipeMareSpec{2, true, 0.9}},
+                         Staleness::kPipeMare);
+}
+// A real labelled set instead of the teacher's data: the executor and the reference read the
+// same rows (exec::MicrobatchInput / MicrobatchTarget), and train to the same weights.
+TEST(RuntimeMpi, MlpClassifiesALabelledSet) {
+  ExpectMatchesReference({.schedule = "1f1b", .loss = kernels::LossKind::kCrossEntropy,
+                          .data = "tests/data/labeled-tiny.csv"},
+                         Staleness::kFlush);
+  ExpectMatchesReference({.schedule = "pipemare", .lr = 0.02, .loss = kernels::LossKind::kCrossEntropy,
+                          .pipemare = sim::PipeMareSpec{0, true, 0.9}, .data = "tests/data/labeled-tiny.csv"},
                          Staleness::kPipeMare);
 }
 TEST(RuntimeMpi, OneFOneBLinearDecay) {

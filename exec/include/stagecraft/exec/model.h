@@ -14,10 +14,16 @@
 // GELU block with W_t[o][i] = 2·√(3/h) · U(seed, kTeacherStream, o·h + i) and bias
 // b_t[o] = 0.1 · U(seed, kTeacherStream + 1, o), gives the targets: mse regresses teacher(x);
 // cross_entropy classifies into argmax_c teacher(x)[c] (labels stored as floats).
+//
+// Real data instead (training.data, a labelled set: LoadLabeledSet): microbatch g is rows
+// (g·b + r) mod N of the set's N, in the file's order, its features in the first columns of x
+// (the rest 0) and its label the target (cross_entropy only).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "stagecraft/kernels/host.h"
@@ -28,6 +34,20 @@ inline constexpr uint64_t kWeightStream = 1000;  // + layer index
 inline constexpr uint64_t kInputStream = 1;
 inline constexpr uint64_t kTeacherStream = 2;    // and kTeacherStream + 1 for the bias
 
+// A classification set read from training.data: N rows of `hidden` floats (each feature
+// standardised over the set, then zero-padded to the MLP's width) and a class per row.
+struct LabeledSet {
+  int64_t rows = 0;
+  int features = 0;           // columns of the file before its label
+  std::vector<float> x;       // [rows * hidden]
+  std::vector<float> labels;  // [rows], class indices as floats
+};
+
+// Reads a CSV of numbers (gzip-compressed or plain; an optional header line of names), one row
+// per sample: its features, then its class, an integer in [0, hidden); features beyond `hidden`
+// or a class outside it are an InputError naming the file and line, as is a row of another width.
+std::shared_ptr<const LabeledSet> LoadLabeledSet(const std::string& path, int hidden);
+
 struct MlpModel {
   int layers = 0;
   int hidden = 0;
@@ -35,6 +55,7 @@ struct MlpModel {
   kernels::Activation activation = kernels::Activation::kGelu;
   kernels::LossKind loss = kernels::LossKind::kMse;
   uint64_t seed = 1;
+  std::shared_ptr<const LabeledSet> data = nullptr;  // training.data; null: the teacher's synthetic data
 };
 
 // Counter-based uniform in [−1, 1): the same value for the same (seed, stream, index) on
