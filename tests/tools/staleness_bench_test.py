@@ -19,9 +19,9 @@ def test_four_ranks_on_two_cores_share_them():
     assert sb.variant_sets(3, "1f1b", None, 2)[2:] == ["topology.devices_per_node=2", "pipeline.ranks_per_device=2"]
 
 
-def row(label, peak, step, time_s):
+def row(label, peak, step, time_s, last=1.0):
     return {"label": label, "ranks": 2, "samples_per_s": 10.0, "peak_bytes": peak, "reached_step": step,
-            "time_s": time_s, "last_loss": 1.0, "steps": 20, "target": 2.0, "window": 5}
+            "time_s": time_s, "first_loss": 5.0, "last_loss": last, "steps": 20, "target": 2.0, "window": 5}
 
 
 def test_findings_by_hand():
@@ -38,8 +38,10 @@ def test_findings_by_hand():
     assert sb.table([gone])[2] == "| 4 | pipemare | - | - | diverged (step 9 microbatch 7) | - | - |"
     assert sb.findings([gone]) == ["4 ranks: pipemare diverged (step 9 microbatch 7)"]
     both = dict(row("pipemare+both", 1 << 20, None, None), ranks=4)
-    assert sb.findings([gone, both])[1] == ("4 ranks: pipemare+both against plain pipemare: better: it trained "
-                                            "(last loss 1) where plain PipeMare diverged")
+    rose = dict(row("pipemare+correct", 1 << 20, None, None, last=1e9), ranks=4)
+    assert sb.findings([gone, both, rose])[1:] == [
+        "4 ranks: pipemare+correct against plain pipemare: no better: its loss rose to 1e+09 (plain PipeMare diverged)",
+        "4 ranks: pipemare+both against plain pipemare: better: it trained (loss 5 to 1) where plain PipeMare diverged"]
 
 
 def test_a_diverged_run_is_read_from_its_log(tmp_path):

@@ -52,7 +52,7 @@ def row_of(label, ranks, doc):
     reached = s["target_reached_step"]
     return {"label": label, "ranks": ranks, "samples_per_s": s["throughput_samples_per_s"], "peak_bytes": peak,
             "reached_step": reached, "time_s": None if reached is None else s["time_to_target_ms"] / 1e3,
-            "last_loss": losses[-1] if losses else None, "steps": len(losses), "target": s["target_loss"],
+            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None, "steps": len(losses), "target": s["target_loss"],
             "window": s["loss_window"]}
 
 
@@ -91,7 +91,10 @@ def findings(rows):
             if base is None or v is None or "diverged" in v:
                 continue
             if "diverged" in base:
-                verdict = f"better: it trained (last loss {v['last_loss']:.4g}) where plain PipeMare diverged"
+                fell = v["last_loss"] is not None and v["first_loss"] is not None and v["last_loss"] < v["first_loss"]
+                verdict = (f"better: it trained (loss {v['first_loss']:.4g} to {v['last_loss']:.4g}) where plain PipeMare "
+                           f"diverged" if fell else f"no better: its loss rose to {v['last_loss']:.4g} (plain PipeMare "
+                           f"diverged)")
             elif v["time_s"] is None and base["time_s"] is None:
                 verdict = "neither reached the target"
             elif v["time_s"] is None:
