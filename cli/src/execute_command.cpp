@@ -146,10 +146,8 @@ std::string MeasuredTable(const std::vector<harness::MeasuredSchedule>& measured
                        first.loss_window == 1 ? "" : "s");
     for (const harness::MeasuredSchedule& m : measured) {
       const schedules::ExecutorMetrics& e = *m.metrics.executor;
-      out += e.target_reached_step < 0
-                 ? fmt::format("  {:<12} not reached in {} steps\n", Printable(m.metrics.schedule), e.losses.size())
-                 : fmt::format("  {:<12} {:>10.3f} ms at step {} ({:.1f} samples/s)\n", Printable(m.metrics.schedule),
-                               e.time_to_target_ms, e.target_reached_step + 1, m.metrics.throughput_samples_per_s);
+      out += fmt::format("  {:<12} {} ({:.1f} samples/s)\n", Printable(m.metrics.schedule), TargetText(e),
+                         m.metrics.throughput_samples_per_s);
     }
   }
   return out;

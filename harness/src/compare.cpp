@@ -221,9 +221,7 @@ void CompareOne(const ScheduleMetrics& p, const ScheduleMetrics& m, const std::o
   // training.target_loss: what a user pays for, beside what the schedule's throughput is.
   if (const auto& e = m.executor; e && e->target_loss) {
     const bool reached = e->target_reached_step >= 0;
-    const std::string when = reached ? fmt::format("{:.3f} ms at step {}", e->time_to_target_ms, e->target_reached_step + 1)
-                                     : fmt::format("not reached in {} step(s)", e->losses.size());
-    *text += fmt::format("  time to loss {:.6g}: {} ({:.1f} samples/s)\n", *e->target_loss, when,
+    *text += fmt::format("  time to loss {:.6g}: {} ({:.1f} samples/s)\n", *e->target_loss, schedules::TargetText(*e),
                          m.throughput_samples_per_s);
     out.Key("time_to_target").StartObject().Key("target_loss").Number(*e->target_loss).Key("samples_per_s");
     out.Number(m.throughput_samples_per_s).Key("target_reached_step");

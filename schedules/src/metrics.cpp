@@ -156,6 +156,12 @@ void MarkTargetLoss(double target, int window, ExecutorMetrics* e) {
   }
 }
 
+std::string TargetText(const ExecutorMetrics& e) {
+  if (!e.target_loss) return "";
+  if (e.target_reached_step < 0) return fmt::format("not reached in {} step(s)", e.losses.size());
+  return fmt::format("{:.3f} ms at step {}", e.time_to_target_ms, e.target_reached_step + 1);
+}
+
 ErrorSplit SplitError(const ScheduleMetrics& predicted, const ScheduleMetrics& replay, const ScheduleMetrics& measured) {
   ErrorSplit e;
   const double step = measured.step_time_ms > 0 ? measured.step_time_ms : 1;  // the readers refuse 0

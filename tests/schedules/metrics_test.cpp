@@ -198,6 +198,29 @@ TEST(MarkTargetLoss, TheFirstFullWindowAtOrBelowTheTarget) {
   // A window longer than the run never fills.
   MarkTargetLoss(10.0, 6, &e);
   EXPECT_EQ(e.target_reached_step, -1);
+  EXPECT_EQ(TargetText(e), "not reached in 5 step(s)");
+  MarkTargetLoss(0.7, 2, &e);
+  EXPECT_EQ(TargetText(e), "100.000 ms at step 4");
+  EXPECT_EQ(TargetText(ExecutorMetrics{}), "");
+}
+
+// A measured trace's summary carries the target fields: the viewer's summary reads them there.
+TEST(MarkTargetLoss, ATracesSummaryCarriesThem) {
+  Trace trace;
+  trace.source = "measured";
+  trace.schedule = "pipemare";
+  ScheduleMetrics m;
+  m.schedule = "pipemare";
+  m.ranks = 1;
+  m.ranks_detail.resize(1);
+  m.executor.emplace();
+  m.executor->losses = {1.0, 0.5};
+  m.executor->step_ms = {10, 20};
+  MarkTargetLoss(0.6, 1, &*m.executor);
+  trace.summary = m;
+  const TraceReadResult read = TraceFromJson(TraceToJson(trace), "t.json");
+  ASSERT_TRUE(read.trace.summary && read.trace.summary->executor);
+  EXPECT_EQ(TargetText(*read.trace.summary->executor), "30.000 ms at step 2");
 }
 
 }  // namespace

@@ -63,6 +63,14 @@ void SummaryRow(const OpenTrace& t) {
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(
       PerRank(s, [](const RankMetrics& r) { return Printf("%.1f", r.peak_memory_bytes / 1048576.0); }).c_str());
+  // training.target_loss: what the run took to get there, beside its throughput.
+  ImGui::TableNextColumn();
+  const std::string target = s.executor ? schedules::TargetText(*s.executor) : "";
+  if (target.empty()) {
+    ImGui::TextDisabled("-");
+  } else {
+    ImGui::Text("%s (loss %.4g)", target.c_str(), *s.executor->target_loss);
+  }
 }
 
 void ErrorRow(const std::optional<ScheduleMetrics>& predicted, const std::optional<ScheduleMetrics>& measured) {
@@ -148,9 +156,10 @@ void DrawSummaryPanel(const AppState& state) {
   ImGui::TextUnformatted("Summary per schedule (busy ms and peak MiB per rank, rank 0 / 1 / ...)");
   constexpr ImGuiTableFlags kFlags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
                                      ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_ScrollY;
-  if (!ImGui::BeginTable("summary", 7, kFlags)) return;
+  if (!ImGui::BeginTable("summary", 8, kFlags)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
-  for (const char* name : {"schedule", "source", "step time", "throughput", "bubble", "busy ms", "peak MiB"}) {
+  for (const char* name :
+       {"schedule", "source", "step time", "throughput", "bubble", "busy ms", "peak MiB", "time to target"}) {
     ImGui::TableSetupColumn(name);
   }
   ImGui::TableHeadersRow();

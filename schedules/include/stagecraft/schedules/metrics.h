@@ -67,6 +67,9 @@ struct ExecutorMetrics {
 // Fills `e`'s target fields from its losses and step times: a step counts once a whole window of
 // `window` steps ends at it (a lucky first step alone does not reach a target).
 void MarkTargetLoss(double target, int window, ExecutorMetrics* e);
+// How `e` fared against its target, as execute's table, compare and the viewer print it:
+// "646.316 ms at step 13" (1-based), "not reached in 20 step(s)", or "" without a target.
+std::string TargetText(const ExecutorMetrics& e);
 
 // What one microbatch's passes take on a stage: predicted, what the simulator charged (every
 // pass, whether the schedule runs it or not); measured, the median of the run's ops of that
