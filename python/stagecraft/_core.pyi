@@ -50,7 +50,7 @@ class Schedule:
     @property
     def steps(self) -> int: ...
     @property
-    def weights(self) -> str: ...  # "flush", "stash" or "2bw"
+    def weights(self) -> str: ...  # "flush", "stash", "2bw" or "nostash"
     @property
     def recompute(self) -> bool: ...
     @property
