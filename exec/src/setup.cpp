@@ -106,6 +106,12 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   c.lr_schedule = sc.training.lr_schedule;
   c.pipemare = sc.training.pipemare;
   if (const auto& t = sc.model.transformer) {
+    if (!t->IsGpt2Block()) {
+      throw stagecraft::InputError(fmt::format(
+          "{}: model.transformer: the executor builds GPT-2's block (gelu, ffn_hidden 4 x hidden, kv_heads = heads, "
+          "an untied head); ffn_hidden, activation: swiglu, kv_heads and tied_embeddings are simulated only",
+          sc.path));
+    }
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
                      .seed = c.model.seed};
     if (!sc.training.data_path.empty()) {

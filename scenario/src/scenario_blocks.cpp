@@ -208,7 +208,8 @@ HostSpec ParseHost(const Value& value) {
 }
 
 TransformerSpec ParseTransformer(const Value& value) {
-  const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout"});
+  const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout", "ffn_hidden", "activation",
+                      "kv_heads", "tied_embeddings"});
   TransformerSpec t;
   t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
   t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
@@ -216,6 +217,10 @@ TransformerSpec ParseTransformer(const Value& value) {
   t.seq = static_cast<int>(m.Get("seq").Int(1, kMaxSeq));
   t.vocab = static_cast<int>(m.Get("vocab").Int(1, kMaxVocab));
   if (const auto dropout = m.Find("dropout")) t.dropout = dropout->Bool();
+  if (const auto v = m.Find("ffn_hidden")) t.ffn_hidden = static_cast<int>(v->Int(1, kMaxHidden * 8));
+  if (const auto v = m.Find("activation")) t.activation = v->Enum(kFfnActivationNames);
+  if (const auto v = m.Find("kv_heads")) t.kv_heads = static_cast<int>(v->Int(1, kMaxHeads));
+  if (const auto v = m.Find("tied_embeddings")) t.tied_embeddings = v->Bool();
   return t;  // its dtype is the run's precision (ResolvePrecision)
 }
 

@@ -276,6 +276,11 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
     out->Add("pipeline.tensor_parallel", fmt::format("must divide model.transformer.heads ({}): each device holds "
                                                      "whole attention heads, got {}",
                                                      t->heads, p.tensor_parallel));
+  } else if (t && t->heads > 0 && (t->KvHeads() % p.tensor_parallel != 0 || t->Ffn() % p.tensor_parallel != 0)) {
+    out->Add("pipeline.tensor_parallel", fmt::format("must divide model.transformer's kv_heads ({}) and ffn_hidden "
+                                                     "({}): each device holds whole key-value heads and an equal "
+                                                     "share of the feed-forward, got {}",
+                                                     t->KvHeads(), t->Ffn(), p.tensor_parallel));
   }
 }
 
@@ -351,6 +356,11 @@ void CheckModel(const Scenario& s, Problems* out) {
   if (m.transformer && m.transformer->hidden % m.transformer->heads != 0) {
     out->Add("model.transformer.heads", fmt::format("expected heads to divide hidden ({}), got {}",
                                                     m.transformer->hidden, m.transformer->heads));
+  }
+  if (m.transformer && m.transformer->heads % m.transformer->KvHeads() != 0) {
+    out->Add("model.transformer.kv_heads", fmt::format("expected kv_heads to divide heads ({}): each key-value head "
+                                                       "serves a group of query heads, got {}",
+                                                       m.transformer->heads, m.transformer->KvHeads()));
   }
   if (m.costs) {
     const ExplicitCosts& c = *m.costs;

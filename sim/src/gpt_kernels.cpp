@@ -64,6 +64,9 @@ struct Lister {
 
 struct Dims {
   int64_t rows, h, hp, ap, hd, s, b, lnrows;
+  int64_t qkvp;   // one device's Q, K and V columns, (h + 2·kv·h/a)/T
+  int64_t fp;     // one device's feed-forward width, f/T
+  int64_t upp;    // its up-projection's columns: f/T, or 2f/T with SwiGLU's gate
   double scores;  // elements of one device's attention scores, b·(a/T)·s²
 };
 
@@ -77,6 +80,10 @@ Dims DimsOf(const GptKernelShape& g) {
   x.hd = g.hidden / g.heads;
   x.lnrows = g.sequence_parallel ? x.rows / t : x.rows;
   x.scores = static_cast<double>(x.b) * x.ap * x.s * x.s;
+  const int64_t kv = g.kv_heads > 0 ? g.kv_heads : g.heads;
+  x.qkvp = (g.hidden + 2 * kv * x.hd) / t;
+  x.fp = (g.ffn > 0 ? g.ffn : 4 * g.hidden) / t;
+  x.upp = g.swiglu ? 2 * x.fp : x.fp;
   return x;
 }
 
@@ -85,8 +92,8 @@ void BlockForward(const Lister& l, const Dims& x) {
   const double drop = l.g.dropout ? 1 : 0;  // the mask's byte
   l.Memory("ln1", ln, 2 * d, 8);
   l.Enter("attention", act);
-  l.Gemm("qkv", x.rows, 3 * x.hp, x.h);
-  const double qkv = static_cast<double>(x.rows) * 3 * x.hp, heads = static_cast<double>(x.rows) * x.hp;
+  l.Gemm("qkv", x.rows, x.qkvp, x.h);
+  const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
   l.Memory("qkv.bias", qkv, 2 * d, 1);
   l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
   l.Gemm("scores", x.s, x.s, x.hd, x.b * x.ap);
@@ -99,9 +106,13 @@ void BlockForward(const Lister& l, const Dims& x) {
   l.Memory("bias_dropout_add1", ln, 3 * d + drop, 3);
   l.Memory("ln2", ln, 2 * d, 8);
   l.Enter("mlp", act);
-  l.Gemm("fc", x.rows, 4 * x.hp, x.h);
-  l.Memory("bias_gelu", static_cast<double>(x.rows) * 4 * x.hp, 2 * d, 10);
-  l.Gemm("fc2", x.rows, x.h, 4 * x.hp);
+  l.Gemm("fc", x.rows, x.upp, x.h);
+  if (l.g.swiglu) {  // SiLU(gate + b) · (up + b): two f-wide inputs, one output
+    l.Memory("bias_swiglu", static_cast<double>(x.rows) * x.fp, 3 * d, 8);
+  } else {
+    l.Memory("bias_gelu", static_cast<double>(x.rows) * x.fp, 2 * d, 10);
+  }
+  l.Gemm("fc2", x.rows, x.h, x.fp);
   l.Leave("mlp", act);
   l.Memory("bias_dropout_add2", ln, 3 * d + drop, 3);
 }
@@ -122,15 +133,19 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   const Lister i{g, KernelPass::kI, &out};
   i.Memory("bias_dropout_add2.dX", ln, 2 * d + drop, 2);
   i.Enter("mlp.dX", act);
-  i.Gemm("fc2.dX", x.rows, 4 * x.hp, x.h);
-  i.Memory("bias_gelu.dX", static_cast<double>(x.rows) * 4 * x.hp, 3 * d, 12);
-  i.Gemm("fc.dX", x.rows, x.h, 4 * x.hp);
+  i.Gemm("fc2.dX", x.rows, x.fp, x.h);
+  if (g.swiglu) {  // reads the output gradient, the gate and the up; writes both their gradients
+    i.Memory("bias_swiglu.dX", static_cast<double>(x.rows) * x.fp, 5 * d, 14);
+  } else {
+    i.Memory("bias_gelu.dX", static_cast<double>(x.rows) * x.fp, 3 * d, 12);
+  }
+  i.Gemm("fc.dX", x.rows, x.h, x.upp);
   i.Leave("mlp.dX", act, "fc.dW");
   i.Memory("ln2.dX", ln, 4 * d, 10);
   i.Memory("bias_dropout_add1.dX", ln, 2 * d + drop, 2);
   i.Enter("attention.dX", act);
   i.Gemm("proj.dX", x.rows, x.hp, x.h);
-  const double qkv = static_cast<double>(x.rows) * 3 * x.hp, heads = static_cast<double>(x.rows) * x.hp;
+  const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
   i.Memory("merge_heads.dX", heads, 2 * d, 0);
   i.Gemm("context.dP", x.s, x.s, x.hd, x.b * x.ap);   // dP = dC·Vᵀ
   i.Gemm("context.dV", x.s, x.hd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
@@ -139,7 +154,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   i.Gemm("scores.dQ", x.s, x.hd, x.s, x.b * x.ap);    // dQ = dS·K
   i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
   i.Memory("split_heads.dX", qkv, 2 * d, 0);  // dq, dk, dv into the rows of d_qkv
-  i.Gemm("qkv.dX", x.rows, x.h, 3 * x.hp);
+  i.Gemm("qkv.dX", x.rows, x.h, x.qkvp);
   i.Leave("attention.dX", act, "qkv.dW");
   i.Memory("ln1.dX", ln, 4 * d, 10);
 
@@ -153,11 +168,11 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
     out.back().bytes += static_cast<double>(out_features) * in_features * (2 * mg - d);  // += into main_grad
     w.Memory(name + ".db", static_cast<double>(x.rows) * out_features, d, 1);
   };
-  weight("fc2", x.h, 4 * x.hp);
-  weight("fc", 4 * x.hp, x.h);
+  weight("fc2", x.h, x.fp);
+  weight("fc", x.upp, x.h);
   w.Memory("ln2.dgamma", ln, 2 * d, 4);
   weight("proj", x.h, x.hp);
-  weight("qkv", 3 * x.hp, x.h);
+  weight("qkv", x.qkvp, x.h);
   w.Memory("ln1.dgamma", ln, 2 * d, 4);
   return out;
 }
@@ -227,7 +242,9 @@ const std::vector<std::string>& MemoryKernelNames() {
     GptKernelShape g;
     g.microbatch = 1, g.seq = 8, g.hidden = 8, g.heads = 2, g.vocab = 16, g.dropout = true;
     std::vector<Kernel> all = GptBlockKernels(g);
-    for (auto more : {GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
+    GptKernelShape llama = g;  // SwiGLU's kernels in place of GELU's
+    llama.swiglu = true;
+    for (auto more : {GptBlockKernels(llama), GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
       all.insert(all.end(), more.begin(), more.end());
     }
     std::vector<std::string> out;

@@ -71,6 +71,9 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.sequence_parallel = sc.pipeline.sequence_parallel;
   g.dtype_bytes = DtypeBytes(sc.training.dtype);
   g.dropout = t.dropout;
+  g.ffn = t.Ffn();
+  g.swiglu = t.activation == FfnActivation::kSwiglu;
+  g.kv_heads = t.KvHeads();
   return g;
 }
 

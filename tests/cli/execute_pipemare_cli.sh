@@ -66,6 +66,8 @@ expect_error "a correction on synchronous schedules" \
 expect_error "a target loss without a loss" "training.target_loss: a target loss needs a run that trains a network" \
   simulate "$scenario" --set 'model={costs: {forward: 1ms, backward_input: 1ms, backward_weight: 1ms}}' \
   --set 'training={optimizer: sgd, lr: 0.1, target_loss: 0.5}'
+expect_command_error "a Llama block on the executor" "model.transformer: the executor builds GPT-2's block" "" \
+  "$mpi" 2 "$sc" execute "$root/scenarios/gpt-tiny-cpu.yaml" --set model.transformer.kv_heads=2
 mkdir -p "$tmp/dir"
 expect_command_error "--plot into a folder" "--plot" "" "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --plot "$tmp/dir"
 exit $fail

@@ -68,6 +68,13 @@ constexpr std::string_view Name(Partition partition) { return NameIn(kPartitionN
 
 // GPT-2-style decoder (the analytical model's formulas are in sim/src/transformer_costs.cpp). Its
 // precision is training.dtype's (YAML may also state it as model.transformer.dtype).
+// model.transformer.activation: the feed-forward's, GPT's GELU (up, GELU, down) or the Llama
+// family's SwiGLU (gate and up, SiLU(gate)·up, down: three matrices of ffn_hidden).
+enum class FfnActivation : uint8_t { kGelu, kSwiglu };
+inline constexpr EnumName<FfnActivation> kFfnActivationNames[] = {{FfnActivation::kGelu, "gelu"},
+                                                                  {FfnActivation::kSwiglu, "swiglu"}};
+constexpr std::string_view Name(FfnActivation a) { return NameIn(kFfnActivationNames, a); }
+
 struct TransformerSpec {
   int layers = 0;
   int hidden = 0;
@@ -77,7 +84,33 @@ struct TransformerSpec {
   // Megatron-LM's dropouts (attention probabilities, after each projection, the embeddings),
   // which the roofline model times (sim/gpt_kernels.h); the executor's block has none.
   bool dropout = true;
+  // The Llama family's choices (DESIGN.md §10): the feed-forward's width (0: 4 × hidden) and
+  // activation, the key-value heads of grouped-query attention (0: heads, multi-head attention),
+  // and whether the LM head is the token embedding (tied: one copy when one stage holds both;
+  // a pipeline keeps a copy on its last stage either way, as Megatron-LM does).
+  int ffn_hidden = 0;
+  FfnActivation activation = FfnActivation::kGelu;
+  int kv_heads = 0;
+  bool tied_embeddings = false;
+
+  constexpr int64_t Ffn() const { return ffn_hidden > 0 ? ffn_hidden : int64_t{4} * hidden; }
+  constexpr int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // The width of the keys (and of the values): kv heads of hidden / heads each.
+  constexpr int64_t KvWidth() const { return heads > 0 ? KvHeads() * (hidden / heads) : 0; }
+  // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
+  constexpr bool IsGpt2Block() const {
+    return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads && !tied_embeddings;
+  }
 };
+
+// A block's parameters (GPT's layout: biases on every linear layer, two LayerNorms): attention
+// Q h², K and V h·kv each with their biases, the projection h² + h; the feed-forward up (and
+// gate) h·f + f each, down f·h + h; LayerNorms 4h. GPT-2 (f = 4h, kv = h): 12h² + 13h.
+constexpr int64_t TransformerBlockParams(const TransformerSpec& t) {
+  const int64_t h = t.hidden, kv = t.KvWidth(), f = t.Ffn();
+  const int64_t ups = t.activation == FfnActivation::kSwiglu ? 2 : 1;
+  return h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + ups * (h * f + f) + f * h + h + 4 * h;
+}
 
 // Its parameter counts, as the executor lays them out and the analytical model charges them
 // (Megatron-LM's, with an untied head): a block 12h² + 13h (QKV, projection and the two MLP

@@ -70,6 +70,12 @@ struct GptKernelShape {
   bool sequence_parallel = false;
   int dtype_bytes = 2;             // the activations' and weights' element size
   bool dropout = true;             // Megatron's dropouts (the executor's block has none)
+  // The Llama family's (model.transformer): the feed-forward's width (0: 4h), SwiGLU's gate and
+  // up in one GEMM of 2f and its fused activation in place of GELU's, and the key-value heads of
+  // grouped-query attention (0: heads; the attention GEMMs run per query head either way).
+  int64_t ffn = 0;
+  bool swiglu = false;
+  int64_t kv_heads = 0;
   // 16-bit weights keep fp32 gradients and master weights (Megatron's main_grad); fp32 weights
   // their own.
   int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
