@@ -166,12 +166,12 @@ void WeightStore::Correct(int op_index, const schedules::Op& op, bool before) {
 }
 
 float WeightStore::RateOf(const schedules::Op& op) const {
-  const UpdatePlace at{schedules::UpdateIndex(schedule_, op), schedules::UpdatesPerStep(schedule_.weights, schedule_.microbatches),
-                       schedule_.steps};
+  const UpdatePlace at{schedules::UpdateIndex(schedule_, op),
+                       schedules::UpdatesPerStep(schedule_.weights, schedule_.microbatches), schedule_.steps};
   double rate = ScheduledRate(config_.lr, config_.lr_schedule, at);
   if (!forward_delays_.empty()) {
-    rate = RescheduledRate(rate, forward_delays_.at(static_cast<size_t>(op.stage)), config_.pipemare->lr_reschedule_steps,
-                           at);
+    const int delay = forward_delays_.at(static_cast<size_t>(op.stage));
+    rate = RescheduledRate(rate, delay, config_.pipemare->lr_reschedule_steps, at);
   }
   return static_cast<float>(rate);
 }

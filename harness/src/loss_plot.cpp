@@ -61,8 +61,9 @@ std::string LossPng(const std::vector<schedules::ScheduleMetrics>& runs, int wid
     canvas.Text(8, py(loss) - 5, fmt::format("{:.4g}", loss), 2, 0x000000);
   }
   canvas.Text(left, height - 22, "WALL TIME (S) FROM THE START OF THE RUN", 2, 0x000000);
-  canvas.Text(8, 10, target ? fmt::format("TRAINING LOSS PER STEP - TARGET {:.4g} GREY", *target) : "TRAINING LOSS PER STEP",
-              2, 0x000000);
+  const std::string title = target ? fmt::format("TRAINING LOSS PER STEP - TARGET {:.4g} GREY", *target)
+                                   : std::string("TRAINING LOSS PER STEP");
+  canvas.Text(8, 10, title, 2, 0x000000);
   if (target) {
     for (int x = left; x < right; x += 12) canvas.Line(x, py(*target), std::min(x + 6, right), py(*target), 0xa0a0a0);
   }
