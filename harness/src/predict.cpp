@@ -292,6 +292,14 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
     }
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, stop);
+  if (const auto& t = sc.model.transformer; t && p.metrics.step_time_ms > 0) {
+    // The step's tokens over every device of the job (P × D × T).
+    const double tokens = static_cast<double>(p.schedule.microbatches) * sc.pipeline.microbatch_size *
+                          p.schedule.data_parallel * t->seq;
+    const double devices = static_cast<double>(p.schedule.ranks()) * p.schedule.data_parallel * sc.pipeline.tensor_parallel;
+    p.metrics.model_tflops_per_device =
+        sim::TransformerModelFlopsPerToken(*t) * tokens / (p.metrics.step_time_ms * 1e-3) / devices / 1e12;
+  }
   // Each pass at its mean over the order's ops: a stash that slows deep ops (sim/stash.h)
   // counted as the engine counted it.
   const std::vector<std::array<double, 4>> stash = sim::MeanStashFactors(p.schedule, costs.rank_stash);

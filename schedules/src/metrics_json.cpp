@@ -65,6 +65,9 @@ class MetricsWriter {
              {"step_time_ms", m.step_time_ms, Format::kFixed6},
              {"throughput_samples_per_s", m.throughput_samples_per_s, Format::kFixed6},
              {"bubble_fraction", m.bubble_fraction, Format::kFixed9}});
+    if (m.model_tflops_per_device > 0) {
+      Members({{"model_tflops_per_device", m.model_tflops_per_device, Format::kFixed6}});
+    }
     Key(w_, "oom");
     w_.Bool(m.AnyOom());
     Key(w_, "per_rank");

@@ -220,6 +220,7 @@ ScheduleMetrics ReadSchedule(const Json& value, ReadContext* context, const std:
   r.NonNegative("step_time_ms", &m.step_time_ms, Need::kRequired);
   r.NonNegative("throughput_samples_per_s", &m.throughput_samples_per_s, Need::kRequired);
   r.Fraction("bubble_fraction", &m.bubble_fraction, Need::kRequired);
+  r.NonNegative("model_tflops_per_device", &m.model_tflops_per_device);  // absent: not known
   bool any_oom = false;
   r.Bool("oom", &any_oom);  // derived from per_rank; checked, not kept
   if (const Json* per_rank = r.Array("per_rank", Need::kRequired)) {

@@ -112,6 +112,17 @@ constexpr int64_t TransformerBlockParams(const TransformerSpec& t) {
   return h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + ups * (h * f + f) + f * h + h + 4 * h;
 }
 
+// The model FLOPs of one token, forward and backward, by the convention of Megatron-LM (Narayanan
+// et al., SC'21: 72BsLh²(1 + s/6h + V/12hL) per batch without recompute) and PaLM (Chowdhery et al. 2022,
+// App. B: 6N + 12LHQT): 6 × the parameters a token's matmuls use (every block's and the LM head's
+// V·h; the embeddings are lookups) + 12·L·h·s for the attention's scores and context; no
+// recompute counted.
+constexpr double TransformerModelFlopsPerToken(const TransformerSpec& t) {
+  const double layers = t.layers, h = t.hidden;
+  return 6 * (layers * static_cast<double>(TransformerBlockParams(t)) + static_cast<double>(t.vocab) * h) +
+         12 * layers * h * t.seq;
+}
+
 // Its parameter counts, as the executor lays them out and the analytical model charges them
 // (Megatron-LM's, with an untied head): a block 12h² + 13h (QKV, projection and the two MLP
 // GEMMs with biases, two LayerNorms); the token and position embeddings (V + s)·h; the final

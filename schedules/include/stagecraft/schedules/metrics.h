@@ -124,6 +124,10 @@ struct ScheduleMetrics {
   double step_time_ms = 0;    // makespan / steps
   double throughput_samples_per_s = 0;  // microbatches x microbatch_size x replicas x steps / makespan
   double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
+  // A transformer's model FLOPs per second per device (sim::TransformerModelFlopsPerToken × the
+  // step's tokens / step time / devices), in TFLOP/s; 0 where not known (another model). In
+  // simulate JSON `model_tflops_per_device` (DESIGN.md §10), absent at 0.
+  double model_tflops_per_device = 0;
   std::vector<RankMetrics> ranks_detail;
   std::optional<ExecutorMetrics> executor;  // measured runs only
   std::vector<StageCostMetrics> stage_costs;  // one per stage ("stages" in JSON); see StageCostMetrics

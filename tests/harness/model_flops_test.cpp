@@ -1,0 +1,60 @@
+// model_tflops_per_device (DESIGN.md §10): the model FLOPs per token worked by hand, Megatron-LM's
+// closed form for GPT-3 175B (Narayanan et al., SC'21: 72BsLh²(1 + s/6h + V/12hL) per batch
+// without recompute, which counts no biases), and simulate's figure from its own step time.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/schedules/metrics_json.h"
+#include "stagecraft/sim/scenario_checks.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+namespace {
+
+// L = 4, h = 8, s = 4, V = 10: blocks 4·(12·64 + 13·8) = 3488, head 80; 6·3568 + 12·4·8·4 = 22944.
+TEST(ModelFlops, PerTokenByHand) {
+  EXPECT_DOUBLE_EQ(sim::TransformerModelFlopsPerToken(sim::TransformerSpec{4, 8, 2, 4, 10}), 22944);
+}
+
+TEST(ModelFlops, MegatronsClosedFormForGpt3) {
+  const sim::TransformerSpec t{96, 12288, 96, 2048, 51200};
+  const double L = 96, h = 12288, s = 2048, V = 51200;
+  const double megatron = 72 * L * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+  // The biases and LayerNorms (13h a block) are the only difference: 13 / 12h of the blocks' part.
+  EXPECT_NEAR(sim::TransformerModelFlopsPerToken(t) / megatron, 1.0, 1e-4);
+  EXPECT_GT(sim::TransformerModelFlopsPerToken(t), megatron);
+}
+
+TEST(ModelFlops, SimulateReportsItFromItsStepTime) {
+  sim::Scenario sc;
+  sc.name = "flops";
+  sc.topology.device.name = "gpu";
+  sc.topology.device.peak_flops = 1e12;
+  sc.topology.device.memory_bytes = int64_t{80} << 30;
+  sc.topology.device.efficiency = 0.5;
+  sc.topology.nodes = 1;
+  sc.topology.devices_per_node = 2;
+  sc.topology.links.push_back(sim::LinkSpec{sim::LinkScope::kNode, 100e9, 2000});
+  sc.model.transformer = sim::TransformerSpec{4, 8, 2, 4, 10};
+  sc.pipeline.ranks = 2;
+  sc.pipeline.microbatches = 4;
+  sc.pipeline.microbatch_size = 2;
+  const Prediction p = Predict(sc, sim::Topology(sc.topology), ScenarioSchedules(sc, {"1f1b"}).front());
+  const double tokens = 4 * 2 * 4, devices = 2;
+  ASSERT_GT(p.metrics.step_time_ms, 0);
+  EXPECT_NEAR(p.metrics.model_tflops_per_device, 22944 * tokens / (p.metrics.step_time_ms * 1e-3) / devices / 1e12,
+              1e-12);
+  schedules::MetricsFile f;
+  f.scenario = "flops";
+  f.source = "predicted";
+  f.schedules = {p.metrics};
+  const std::string text = schedules::MetricsFileToJson(f);
+  EXPECT_NE(text.find("\"model_tflops_per_device\":"), std::string::npos);
+  EXPECT_NEAR(schedules::MetricsFileFromJson(text, "f.json").schedules[0].model_tflops_per_device,
+              p.metrics.model_tflops_per_device, 1e-6);
+}
+
+}  // namespace
+}  // namespace stagecraft::harness
