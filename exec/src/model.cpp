@@ -28,8 +28,8 @@ void MicrobatchInput(const MlpModel& model, int rows, int64_t g, float* x) {
   const int64_t n = static_cast<int64_t>(rows) * model.hidden;
   if (const auto& set = model.data) {
     for (int r = 0; r < rows; ++r) {
-      const int64_t row = (g * rows + r) % set->rows;
-      std::copy_n(set->x.data() + row * model.hidden, model.hidden, x + static_cast<int64_t>(r) * model.hidden);
+      std::copy_n(set->x.data() + set->RowOf(g, rows, r) * model.hidden, model.hidden,
+                  x + static_cast<int64_t>(r) * model.hidden);
     }
     return;
   }

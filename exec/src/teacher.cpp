@@ -17,7 +17,7 @@ void TeacherTargets(Device& device, const MlpModel& model, int rows, int64_t fir
   const int h = model.hidden;
   if (const auto& set = model.data) {  // a labelled set's classes (model.h)
     for (int64_t k = 0; k < count; ++k) {
-      for (int r = 0; r < rows; ++r) targets[k * rows + r] = set->labels[((first + k) * rows + r) % set->rows];
+      for (int r = 0; r < rows; ++r) targets[k * rows + r] = set->labels[set->RowOf(first + k, rows, r)];
       if (after_each) after_each();
     }
     return;

@@ -12,6 +12,19 @@
 
 namespace stagecraft::exec {
 
+void MoveAlongVelocity(Device& device, int64_t n, float factor, const float* velocity, float* w) {
+  device.ops().linear.axpy(device.op_context(), n, factor, velocity, w);
+}
+
+void VelocityBeforeStep(Device& device, int64_t n, float decay, const float* w_old, float* velocity) {
+  device.ops().linear.scal(device.op_context(), n, decay, velocity);
+  device.ops().linear.axpy(device.op_context(), n, decay - 1.0f, w_old, velocity);
+}
+
+void VelocityAfterStep(Device& device, int64_t n, float decay, const float* w_new, float* velocity) {
+  device.ops().linear.axpy(device.op_context(), n, 1.0f - decay, w_new, velocity);
+}
+
 WeightStore::WeightStore(const schedules::Schedule& schedule, int rank, Device& device, const TrainingConfig& config)
     : schedule_(schedule),
       rank_(rank),
@@ -128,13 +141,9 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
            fmt::format("stage {} STEP {}: its weights, gradients and optimizer state on the device", op.stage,
                        op.version));
   const float lr = RateOf(op);
-  const LinearOps& linear = device_.ops().linear;
   const bool velocity = !sw.velocity.empty();
-  // δ ← γδ + (1 − γ)(w_new − w_old): the old weights' part before the update, the new's after.
   if (velocity) {
-    linear.scal(device_.op_context(), sw.floats, correction_decay_, sw.velocity.data());
-    linear.axpy(device_.op_context(), sw.floats, correction_decay_ - 1.0f, sw.versions.at(sw.newest).data(),
-                sw.velocity.data());
+    VelocityBeforeStep(device_, sw.floats, correction_decay_, sw.versions.at(sw.newest).data(), sw.velocity.data());
   }
   Buffer w;
   if (lifetimes_.StepInPlace(op_index)) {
@@ -145,7 +154,7 @@ void WeightStore::Step(int op_index, const schedules::Op& op) {
     w = Buffer(device_, sw.floats);
     sw.optimizer.Step(sw.versions.at(sw.newest).data(), w.data(), g->second.grads.data(), scale, lr);
   }
-  if (velocity) linear.axpy(device_.op_context(), sw.floats, 1.0f - correction_decay_, w.data(), sw.velocity.data());
+  if (velocity) VelocityAfterStep(device_, sw.floats, correction_decay_, w.data(), sw.velocity.data());
   sw.zeroed.push_back(std::move(g->second.grads));  // the update left it zeroed
   sw.open.erase(g);
   const int old = sw.newest;
@@ -160,9 +169,8 @@ void WeightStore::Correct(int op_index, const schedules::Op& op, bool before) {
   const int span = correction_spans_.at(static_cast<size_t>(op_index));
   if (span == 0) return;
   StageWeights& sw = At(op.stage);
-  float* w = sw.versions.at(op.version).data();
-  device_.ops().linear.axpy(device_.op_context(), sw.floats, static_cast<float>(before ? -span : span),
-                            sw.velocity.data(), w);
+  MoveAlongVelocity(device_, sw.floats, static_cast<float>(before ? -span : span), sw.velocity.data(),
+                    sw.versions.at(op.version).data());
 }
 
 float WeightStore::RateOf(const schedules::Op& op) const {

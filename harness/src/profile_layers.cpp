@@ -14,6 +14,7 @@
 #include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
+#include "stagecraft/exec/weight_store.h"
 
 namespace stagecraft::harness {
 
@@ -112,20 +113,18 @@ void ProfileGroup(const std::vector<std::unique_ptr<LayerRig>>& rigs, int repeat
       });
       if (measured) (in_place ? r.s : r.o).push_back(t);
     }
-    // PipeMare's correction as the weight store runs it (weight_store.cpp): w −= c·δ and back
-    // around a backward; δ ← γδ + (1 − γ)(w_new − w_old) around a STEP.
+    // PipeMare's correction as the weight store runs it (weight_store.h): w −= c·δ and back
+    // around a backward; the velocity's two halves around a STEP.
     for (auto& rig : rigs) {
       LayerRig& r = *rig;
-      const LinearOps& linear = device.ops().linear;
       const int64_t n = r.params.size();
       const int64_t tc = Timed(device, [&] {
-        linear.axpy(device.op_context(), n, -1.0f, r.velocity.data(), r.params.data());
-        linear.axpy(device.op_context(), n, 1.0f, r.velocity.data(), r.params.data());
+        MoveAlongVelocity(device, n, -1.0f, r.velocity.data(), r.params.data());
+        MoveAlongVelocity(device, n, 1.0f, r.velocity.data(), r.params.data());
       });
       const int64_t tv = Timed(device, [&] {
-        linear.scal(device.op_context(), n, 0.9f, r.velocity.data());
-        linear.axpy(device.op_context(), n, -0.1f, r.params.data(), r.velocity.data());
-        linear.axpy(device.op_context(), n, 0.1f, r.params.data(), r.velocity.data());
+        VelocityBeforeStep(device, n, 0.9f, r.params.data(), r.velocity.data());
+        VelocityAfterStep(device, n, 0.9f, r.params.data(), r.velocity.data());
       });
       if (measured) r.c.push_back(tc), r.v.push_back(tv);
     }

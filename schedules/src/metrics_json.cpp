@@ -101,17 +101,14 @@ class MetricsWriter {
       if (e->target_loss) {
         Members({{"target_loss", *e->target_loss, Format::kSignificant9}});
         WriteMembers(w_, {{"loss_window", e->loss_window}});
-        Key(w_, "target_reached_step");
-        if (e->target_reached_step < 0) {
+        if (e->target_reached_step < 0) {  // not reached: both null
+          Key(w_, "target_reached_step");
+          w_.Null();
+          Key(w_, "time_to_target_ms");
           w_.Null();
         } else {
-          w_.Int(e->target_reached_step);
-        }
-        Key(w_, "time_to_target_ms");
-        if (e->target_reached_step < 0) {
-          w_.Null();
-        } else {
-          Number(e->time_to_target_ms, Format::kFixed6);
+          WriteMembers(w_, {{"target_reached_step", e->target_reached_step}});
+          Members({{"time_to_target_ms", e->time_to_target_ms, Format::kFixed6}});
         }
       }
     }

@@ -3,9 +3,8 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
-#include <utility>
 
+#include "stagecraft/schedules/unit_index.h"
 #include "stagecraft/schedules/weights.h"
 
 namespace stagecraft::schedules {
@@ -13,23 +12,21 @@ namespace stagecraft::schedules {
 std::vector<StageDelay> WeightDelays(const Schedule& s) {
   std::vector<StageDelay> delays(static_cast<size_t>(s.stages()));
   for (int stage = 0; stage < s.stages(); ++stage) delays[static_cast<size_t>(stage)].stage = stage;
+  const UnitIndex idx(s);
+  std::vector<int> f_version(idx.size(), -1);  // the version each unit's F read
   for (const std::vector<Op>& ops : s.ops) {
-    std::map<int, std::map<std::pair<int, int>, int>> by_stage;
     for (const Op& op : ops) {
-      const bool forward = op.kind == OpKind::kF;
-      const bool backward = op.kind == OpKind::kB || op.kind == OpKind::kI || op.kind == OpKind::kW;
-      if ((!forward && !backward) || op.stage < 0 || op.stage >= s.stages()) continue;
+      const bool forward = IsForward(op.kind);
+      if ((!forward && !IsBackward(op.kind)) || !idx.InRange(op)) continue;
       StageDelay& d = delays[static_cast<size_t>(op.stage)];
       const int behind = static_cast<int>(UpdateIndex(s, op) - VersionRead(op));
-      const std::pair<int, int> unit{op.step, op.microbatch};
-      auto& versions = by_stage[op.stage];
+      int& read = f_version[idx(op)];
       if (forward) {
         d.forward = std::max(d.forward, behind);
-        versions[unit] = op.version;
+        read = op.version;
       } else {
         d.backward = std::max(d.backward, behind);
-        const auto f = versions.find(unit);
-        d.differ = d.differ || (f != versions.end() && f->second != op.version);
+        d.differ = d.differ || (read >= 0 && read != op.version);
       }
     }
   }
@@ -39,14 +36,15 @@ std::vector<StageDelay> WeightDelays(const Schedule& s) {
 std::vector<int> CorrectionSpans(const Schedule& s, int rank) {
   const std::vector<Op>& ops = s.ops.at(static_cast<size_t>(rank));
   std::vector<int> spans(ops.size(), 0);
-  std::map<std::tuple<int, int, int>, int> forward_version;  // by (stage, step, microbatch)
+  const UnitIndex idx(s);
+  std::map<size_t, int> forward_version;  // by unit, while its backward is to come
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    const std::tuple<int, int, int> unit{op.stage, op.step, op.microbatch};
-    if (op.kind == OpKind::kF) {
-      forward_version[unit] = op.version;
-    } else if (op.kind == OpKind::kB || op.kind == OpKind::kI) {
-      const auto f = forward_version.find(unit);
+    if (!idx.InRange(op)) continue;
+    if (IsForward(op.kind)) {
+      forward_version[idx(op)] = op.version;
+    } else if (Info(op.kind).phase == Phase::kInputBackward) {  // B or I: what reads the weights for dX
+      const auto f = forward_version.find(idx(op));
       if (f == forward_version.end()) continue;
       spans[i] = op.version - f->second;
       forward_version.erase(f);

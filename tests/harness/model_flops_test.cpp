@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "../sim/sim_test_util.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/schedules/metrics_json.h"
 #include "stagecraft/sim/scenario_checks.h"
@@ -28,19 +29,9 @@ TEST(ModelFlops, MegatronsClosedFormForGpt3) {
 }
 
 TEST(ModelFlops, SimulateReportsItFromItsStepTime) {
-  sim::Scenario sc;
-  sc.name = "flops";
-  sc.topology.device.name = "gpu";
-  sc.topology.device.peak_flops = 1e12;
-  sc.topology.device.memory_bytes = int64_t{80} << 30;
-  sc.topology.device.efficiency = 0.5;
-  sc.topology.nodes = 1;
-  sc.topology.devices_per_node = 2;
+  sim::Scenario sc = sim::testing::UnitScenario(2, "1f1b", 2);  // 4 microbatches of 2
   sc.topology.links.push_back(sim::LinkSpec{sim::LinkScope::kNode, 100e9, 2000});
   sc.model.transformer = sim::TransformerSpec{4, 8, 2, 4, 10};
-  sc.pipeline.ranks = 2;
-  sc.pipeline.microbatches = 4;
-  sc.pipeline.microbatch_size = 2;
   const Prediction p = Predict(sc, sim::Topology(sc.topology), ScenarioSchedules(sc, {"1f1b"}).front());
   const double tokens = 4 * 2 * 4, devices = 2;
   ASSERT_GT(p.metrics.step_time_ms, 0);

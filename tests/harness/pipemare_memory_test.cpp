@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../sim/sim_test_util.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/sim/scenario_checks.h"
 #include "stagecraft/sim/topology.h"
@@ -17,14 +18,7 @@ namespace {
 constexpr int64_t kWeight = 10 << 20;
 
 sim::Scenario Base() {
-  sim::Scenario sc;
-  sc.name = "pipemare-memory";
-  sc.topology.device.name = "gpu";
-  sc.topology.device.peak_flops = 100e12;
-  sc.topology.device.memory_bytes = int64_t{16} << 30;
-  sc.topology.device.efficiency = 0.5;
-  sc.topology.nodes = 1;
-  sc.topology.devices_per_node = 4;
+  sim::Scenario sc = sim::testing::UnitScenario(4, "pipedream");
   sc.topology.links.push_back(sim::LinkSpec{sim::LinkScope::kNode, 100e9, 2000});
   sc.model.costs = sim::ExplicitCosts{};
   sc.model.costs->forward_ns.assign(4, 1'000'000);
@@ -32,7 +26,6 @@ sim::Scenario Base() {
   sc.model.costs->backward_weight_ns.assign(4, 1'000'000);
   sc.model.costs->activation_bytes.assign(4, 1 << 20);
   sc.model.costs->weight_bytes.assign(4, kWeight);
-  sc.pipeline.ranks = 4;
   sc.pipeline.microbatches = 8;
   sc.pipeline.steps = 2;
   sc.has_training = true;

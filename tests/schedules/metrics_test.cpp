@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "bubble_split_cases.h"
-#include "stagecraft/schedules/trace.h"
+#include "trace_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -206,9 +206,6 @@ TEST(MarkTargetLoss, TheFirstFullWindowAtOrBelowTheTarget) {
 
 // A measured trace's summary carries the target fields: the viewer's summary reads them there.
 TEST(MarkTargetLoss, ATracesSummaryCarriesThem) {
-  Trace trace;
-  trace.source = "measured";
-  trace.schedule = "pipemare";
   ScheduleMetrics m;
   m.schedule = "pipemare";
   m.ranks = 1;
@@ -217,10 +214,9 @@ TEST(MarkTargetLoss, ATracesSummaryCarriesThem) {
   m.executor->losses = {1.0, 0.5};
   m.executor->step_ms = {10, 20};
   MarkTargetLoss(0.6, 1, &*m.executor);
-  trace.summary = m;
-  const TraceReadResult read = TraceFromJson(TraceToJson(trace), "t.json");
-  ASSERT_TRUE(read.trace.summary && read.trace.summary->executor);
-  EXPECT_EQ(TargetText(*read.trace.summary->executor), "30.000 ms at step 2");
+  const std::optional<ScheduleMetrics> read = test_cases::SummaryThroughATrace(m, "measured");
+  ASSERT_TRUE(read && read->executor);
+  EXPECT_EQ(TargetText(*read->executor), "30.000 ms at step 2");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "stagecraft/schedules/staleness.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@
 
 #include "generator_cases.h"
 #include "stagecraft/schedules/generators.h"
-#include "stagecraft/schedules/trace.h"
+#include "trace_cases.h"
 
 namespace stagecraft::schedules {
 namespace {
@@ -111,9 +112,6 @@ TEST(CorrectionSpans, PipeMareBackwardSpansTheUpdatesSinceItsForward) {
 
 // A trace's summary carries them (the viewer's tooltip reads them there).
 TEST(WeightDelays, ATracesSummaryCarriesThem) {
-  Trace trace;
-  trace.source = "predicted";
-  trace.schedule = "pipedream";
   ScheduleMetrics m;
   m.schedule = "pipedream";
   m.ranks = 2;
@@ -121,11 +119,10 @@ TEST(WeightDelays, ATracesSummaryCarriesThem) {
   m.ranks_detail[1].rank = 1;
   m.stage_costs.resize(2);
   m.weight_delays = DelaysOf("pipedream", 2, 4, 1);
-  trace.summary = m;
-  const TraceReadResult read = TraceFromJson(TraceToJson(trace), "t.json");
-  ASSERT_TRUE(read.trace.summary);
-  EXPECT_EQ(read.trace.summary->weight_delays, m.weight_delays);
-  EXPECT_EQ(read.trace.summary->weight_delays[0].forward, 1);
+  const std::optional<ScheduleMetrics> read = test_cases::SummaryThroughATrace(m, "predicted");
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->weight_delays, m.weight_delays);
+  EXPECT_EQ(read->weight_delays[0].forward, 1);
 }
 
 }  // namespace

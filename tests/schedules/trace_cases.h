@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -15,6 +16,16 @@
 #include "stagecraft/schedules/trace.h"
 
 namespace stagecraft::schedules::test_cases {
+
+// `m` as the summary of a trace of `source` ("predicted" | "measured"), written and read back
+// (what the viewer reads a trace's summary from).
+inline std::optional<ScheduleMetrics> SummaryThroughATrace(const ScheduleMetrics& m, const std::string& source) {
+  Trace trace;
+  trace.source = source;
+  trace.schedule = m.schedule;
+  trace.summary = m;
+  return TraceFromJson(TraceToJson(trace), "t.json").trace.summary;
+}
 
 inline TraceOp MakeOp(int rank, Stream stream, Op op, int op_index, int64_t start_ns, int64_t duration_ns) {
   return TraceOp{.rank = rank, .stream = stream, .op = op, .op_index = op_index, .start_ns = start_ns,

@@ -41,6 +41,8 @@ struct LabeledSet {
   int features = 0;           // columns of the file before its label
   std::vector<float> x;       // [rows * hidden]
   std::vector<float> labels;  // [rows], class indices as floats
+  // The set's row that row r of microbatch g (of `per` rows) takes: the rows in order, round again.
+  int64_t RowOf(int64_t g, int per, int r) const { return (g * per + r) % rows; }
 };
 
 // Reads a CSV of numbers (gzip-compressed or plain; an optional header line of names), one row

@@ -19,6 +19,14 @@
 
 namespace stagecraft::exec {
 
+// PipeMare's correction as the weight store runs it and the profiler times it, one BLAS call per
+// pass over the weights (LinearOps): w ← w + factor·δ (a backward's weights moved back by c
+// updates, factor −c, and forward again, +c); and the velocity δ ← γδ + (1 − γ)(w_new − w_old) in
+// its two halves around an update, δ ← γδ − (1 − γ)·w_old before it and δ += (1 − γ)·w_new after.
+void MoveAlongVelocity(Device& device, int64_t n, float factor, const float* velocity, float* w);
+void VelocityBeforeStep(Device& device, int64_t n, float decay, const float* w_old, float* velocity);
+void VelocityAfterStep(Device& device, int64_t n, float decay, const float* w_new, float* velocity);
+
 class WeightStore {
  public:
   // For `rank`'s op list of `schedule`: which op reads each version last and which STEPs update
