@@ -18,6 +18,7 @@
 #include "stagecraft/base/input_file.h"
 #include "stagecraft/base/printable.h"
 #include "stagecraft/base/stop.h"
+#include "stagecraft/schedules/all_to_all.h"
 #include "stagecraft/schedules/analysis.h"
 #include "stagecraft/schedules/budget.h"
 #include "stagecraft/schedules/csv_io.h"
@@ -273,6 +274,12 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   Prediction p;
   p.schedule = std::move(schedule);
   p.costs = std::move(costs_in);
+  // Expert parallelism: an ALL_TO_ALL after each F, B and I of a stage with MoE layers.
+  std::vector<bool> expert_stages;
+  for (const sim::StageCost& c : p.costs.stages) expert_stages.push_back(c.a2a_forward > 0 || c.a2a_backward > 0);
+  if (std::find(expert_stages.begin(), expert_stages.end(), true) != expert_stages.end()) {
+    p.schedule = PlaceAllToAlls(p.schedule, expert_stages);
+  }
   const sim::CostTable& costs = p.costs;
   p.cost_source = costs.source;
   sim::SimConfig config;
@@ -281,9 +288,10 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.time_slice_ns = sim::TimeSliceNs(sc);
   config.copies_hold_compute = !sc.topology.DeviceAt(sc.pipeline.DeviceOf(0)).copy_engine;
   config.replica_devices = sc.pipeline.ReplicaDevices();
+  config.expert_devices = sc.pipeline.ExpertDevices();
   config.stop = stop;
-  // The REDUCE_GRADs' plans, once: the engine runs them and the table names the longest.
-  const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices);
+  // The collectives' plans, once: the engine runs them and the table names the longest.
+  const sim::CollectivePlans plans(p.schedule, costs, topo, config.replica_devices, config.expert_devices);
   p.result = sim::Simulate(p.schedule, costs, topo, config, plans);
   RefuseHostOverflow(sc, p);
   for (int stage = 0; stage < p.schedule.stages() && !plans.empty(); ++stage) {

@@ -42,6 +42,15 @@ std::vector<std::vector<int>> ParallelLayout::ReplicaDevices() const {
   return devices;
 }
 
+std::vector<std::vector<int>> ParallelLayout::ExpertDevices() const {
+  if (expert_parallel <= 1) return {};
+  std::vector<std::vector<int>> devices(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    for (int k = 0; k < expert_parallel; ++k) devices[r].push_back(DeviceOf(r, k / tensor_parallel, k % tensor_parallel));
+  }
+  return devices;
+}
+
 std::vector<int> RankGroups(const Scenario& sc, int rank) {
   const ParallelLayout& p = sc.pipeline;
   const TopologySpec& t = sc.topology;

@@ -102,7 +102,8 @@ PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
-                      "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload", "task_scheduler"});
+                      "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload", "task_scheduler",
+                      "expert_parallel", "a2a_overlap"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -134,6 +135,12 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);
   if (const auto v = m.Find("zb_refine_nodes")) p.zb_refine_nodes = v->Int(0, kMaxZbRefineNodes);
   if (const auto v = m.Find("offload")) p.offload = ParseOffload(*v);
+  if (const auto v = m.Find("expert_parallel")) p.expert_parallel = static_cast<int>(v->Int(1, kMaxExperts));
+  if (const auto v = m.Find("a2a_overlap")) {
+    const Map o(*v, {"enabled", "sm_share"});
+    if (const auto e = o.Find("enabled")) p.a2a_overlap = e->Bool();
+    if (const auto share = o.Find("sm_share")) p.a2a_sm_share = share->DoubleIn(0.0, 0.9, "a share of the compute units");
+  }
   if (const auto v = m.Find("task_scheduler")) p.task_scheduler = v->Enum(kTaskSchedulerNames);
   return p;
 }

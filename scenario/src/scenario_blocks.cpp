@@ -207,9 +207,29 @@ HostSpec ParseHost(const Value& value) {
   return host;
 }
 
+// model.transformer.moe: capacity_factor or dropless (the default), not both.
+MoeSpec ParseMoe(const Value& value, int layers) {
+  const Map m(value, {"experts", "top_k", "expert_hidden", "shared_experts", "every", "first_dense", "capacity_factor",
+                      "dropless"});
+  MoeSpec moe;
+  moe.experts = static_cast<int>(m.Get("experts").Int(1, kMaxExperts));
+  if (const auto v = m.Find("top_k")) moe.top_k = static_cast<int>(v->Int(1, moe.experts));
+  if (const auto v = m.Find("expert_hidden")) moe.expert_hidden = static_cast<int>(v->Int(1, kMaxHidden * 8));
+  if (const auto v = m.Find("shared_experts")) moe.shared_experts = static_cast<int>(v->Int(0, kMaxExperts));
+  if (const auto v = m.Find("every")) moe.every = static_cast<int>(v->Int(1, layers));
+  if (const auto v = m.Find("first_dense")) moe.first_dense = static_cast<int>(v->Int(0, layers - 1));
+  const auto capacity = m.Find("capacity_factor");
+  if (capacity) moe.capacity_factor = capacity->Double(0.0, 1024.0);
+  if (const auto v = m.Find("dropless")) {
+    if (capacity && v->Bool()) v->Fail("expected either dropless: true or a capacity_factor, not both");
+    if (!capacity && !v->Bool()) v->Fail("expected a capacity_factor with dropless: false");
+  }
+  return moe;
+}
+
 TransformerSpec ParseTransformer(const Value& value) {
   const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout", "ffn_hidden", "activation",
-                      "kv_heads", "tied_embeddings"});
+                      "kv_heads", "tied_embeddings", "moe", "head_dim"});
   TransformerSpec t;
   t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
   t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
@@ -221,6 +241,8 @@ TransformerSpec ParseTransformer(const Value& value) {
   if (const auto v = m.Find("activation")) t.activation = v->Enum(kFfnActivationNames);
   if (const auto v = m.Find("kv_heads")) t.kv_heads = static_cast<int>(v->Int(1, kMaxHeads));
   if (const auto v = m.Find("tied_embeddings")) t.tied_embeddings = v->Bool();
+  if (const auto v = m.Find("head_dim")) t.head_dim = static_cast<int>(v->Int(1, kMaxHidden));
+  if (const auto v = m.Find("moe")) t.moe = ParseMoe(*v, t.layers);
   return t;  // its dtype is the run's precision (ResolvePrecision)
 }
 

@@ -353,15 +353,7 @@ void CheckModel(const Scenario& s, Problems* out) {
     out->Add("model", "expected at least one of transformer, mlp, costs or profile");
   }
   if (m.transformer && m.mlp) out->Add("model.mlp", "expected either transformer or mlp, not both");
-  if (m.transformer && m.transformer->hidden % m.transformer->heads != 0) {
-    out->Add("model.transformer.heads", fmt::format("expected heads to divide hidden ({}), got {}",
-                                                    m.transformer->hidden, m.transformer->heads));
-  }
-  if (m.transformer && m.transformer->heads % m.transformer->KvHeads() != 0) {
-    out->Add("model.transformer.kv_heads", fmt::format("expected kv_heads to divide heads ({}): each key-value head "
-                                                       "serves a group of query heads, got {}",
-                                                       m.transformer->heads, m.transformer->KvHeads()));
-  }
+  detail::CheckAttention(s, out);
   if (m.costs) {
     const ExplicitCosts& c = *m.costs;
     for (const auto& [key, list] :
@@ -424,6 +416,7 @@ std::vector<ScenarioProblem> Validate(const Scenario& s, EngineChecks& checks) {
   CheckPipeline(s, devices_counted, &problems);
   CheckModel(s, &problems);
   detail::CheckTraining(s, &problems);
+  detail::CheckExperts(s, &problems);
   // Every earlier failure adds a problem, so an empty list means the machine was built too.
   if (problems.list.empty()) checks.CheckDerived(s, &problems.list);
   return problems.list;

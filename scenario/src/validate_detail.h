@@ -27,6 +27,13 @@ std::string UnknownSchedule(std::string_view name, bool alone);
 // the devices are CPUs (`devices_counted`: the topology's devices are known).
 void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
 
+// model.transformer and pipeline.expert_parallel (validate_transformer.cpp): heads dividing hidden
+// (unless head_dim is stated) and kv_heads dividing heads; E only with experts, E dividing the
+// experts and the D x T devices of a stage, sequence parallelism with T > 1, the shared experts'
+// width split evenly over T.
+void CheckAttention(const Scenario& s, Problems* out);
+void CheckExperts(const Scenario& s, Problems* out);
+
 // The training block against the model (validate_training.cpp): a decay that ends below its
 // start, and a target loss only for a network that has a loss.
 void CheckTraining(const Scenario& s, Problems* out);

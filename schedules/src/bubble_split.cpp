@@ -84,16 +84,20 @@ CollectiveEnds ReduceGradEnds(const std::vector<TimedOp>& ops) {
 }
 
 // Splits the gap [free_ns, t.start_ns) before compute op `t`: collective while a STEP's
-// REDUCE_GRAD ran, offload wait while a RELOAD it reads from (`reload_end_ns`, -1: none) ran,
+// REDUCE_GRAD ran or the ALL_TO_ALLs before it in the list did (until `a2a_end_ns`, -1: none), offload wait while a RELOAD it reads from (`reload_end_ns`, -1: none) ran,
 // then wait until its input's transfer started, transfer until it arrived, overhead after.
 void SplitGap(const Shape& shape, const TransferMap& transfers, const CollectiveEnds& collectives, const TimedOp& t,
-              int64_t free_ns, int64_t reload_end_ns, bool keep, RankSplit* split) {
+              int64_t free_ns, int64_t reload_end_ns, int64_t a2a_end_ns, bool keep, RankSplit* split) {
   int64_t from = free_ns;
+  if (a2a_end_ns >= 0) {
+    from = std::clamp(a2a_end_ns, free_ns, t.start_ns);
+    Add(split, keep, GapCause::kCollective, free_ns, from);
+  }
   if (ProducesVersion(t.op.kind)) {
     const Op reduce = ReduceGradOf(t.op);
     if (const auto it = collectives.find({reduce.stage, reduce.version}); it != collectives.end()) {
-      const int64_t until = std::clamp(it->second, free_ns, t.start_ns);
-      Add(split, keep, GapCause::kCollective, free_ns, until);
+      const int64_t until = std::clamp(it->second, from, t.start_ns);
+      Add(split, keep, GapCause::kCollective, from, until);
       from = until;
     }
   }
@@ -137,9 +141,11 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
     const CollectiveEnds collectives = ReduceGradEnds(ranks[r]);
     const std::vector<std::vector<int32_t>> copy_waits = CopyWaitsOf(ranks[r]);
     int64_t free_ns = -1;  // end of the previous compute op; -1 before the first
+    int64_t a2a_end = -1;  // of the ALL_TO_ALLs since it; -1: none
     for (size_t i = 0; i < ranks[r].size(); ++i) {
       const TimedOp& t = ranks[r][i];
       check();
+      if (IsAllToAll(t.op.kind) && t.start_ns >= 0) a2a_end = std::max(a2a_end, t.end_ns);
       if (!RunsOnCompute(t.op.kind)) continue;
       if (t.start_ns < 0) continue;  // not run (a failed rank's record)
       if (free_ns < 0) {
@@ -149,8 +155,9 @@ std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::v
         if (!copy_waits.empty()) {
           for (const int32_t c : copy_waits[i]) reload_end = std::max(reload_end, ranks[r][c].end_ns);
         }
-        SplitGap(shape, transfers, collectives, t, free_ns, reload_end, keep_gaps, &split);
+        SplitGap(shape, transfers, collectives, t, free_ns, reload_end, a2a_end, keep_gaps, &split);
       }
+      a2a_end = -1;
       split.compute_ns += t.end_ns - t.start_ns;
       free_ns = std::max(free_ns, t.end_ns);
     }

@@ -127,6 +127,10 @@ std::string ParseCell(std::string_view cell, Cell* out, bool* skip) {
     return fmt::format("{} is not a CSV action in '{}' (PyTorch's actions have no copies: use a JSON schedule)",
                        KindName(kind), Printable(cell));
   }
+  if (IsAllToAll(kind)) {
+    return fmt::format("ALL_TO_ALL is not a CSV action in '{}' (the scenario's pipeline.expert_parallel places them)",
+                       Printable(cell));
+  }
   rest.remove_prefix(n);
   int32_t microbatch = 0;
   if (std::string why = ParseNumber(&rest, "microbatch", cell, &microbatch); !why.empty()) return why;
@@ -228,6 +232,7 @@ std::string ExportCsv(const Schedule& schedule, CsvForm form) {
     for (size_t i = 0; i < rank_ops.size(); ++i) {
       const Op& op = rank_ops[i];
       if (ProducesVersion(op.kind)) continue;  // AssignWeights rebuilds STEPs on import
+      if (IsAllToAll(op.kind)) continue;  // PyTorch has no form; a scenario's expert parallelism places them again
       if (ReducesGradients(op.kind)) {  // PyTorch's form names no microbatch
         if (form == CsvForm::kComputeComms) cells.push_back(fmt::format("{}REDUCE_GRAD", op.stage));
         continue;

@@ -53,7 +53,7 @@ std::string ActionString(const Op& op, int microbatches_per_step) {
   const long global = static_cast<long>(op.step) * microbatches_per_step + op.microbatch;
   if (number == ActionNumber::kTensor) {
     const std::string_view code = kTensorNames[static_cast<size_t>(op.tensor)].code;
-    return fmt::format("{}{}_{}{}", op.stage, KindName(op.kind), code, op.tensor == Tensor::kActivations ? global : op.version);
+    return fmt::format("{}{}_{}{}", op.stage, KindName(op.kind), code, op.tensor == Tensor::kActivations || op.tensor == Tensor::kGradients ? global : op.version);
   }
   return fmt::format("{}{}{}", op.stage, KindName(op.kind), number == ActionNumber::kVersion ? op.version : global);
 }

@@ -27,7 +27,7 @@ void WriteOp(JsonWriter& w, const Op& op) {
     Key(w, "overlapped");
     w.Bool(true);
   }
-  if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies only
+  if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies and all-to-alls
   w.EndObject();
 }
 
@@ -129,7 +129,7 @@ Op OpFromJson(const Reader& in, const Json& j, const std::string& path) {
   if (FindMember(j, "tensor") != nullptr) {
     const std::string tensor = in.String(j, path + ".tensor");
     if (!ParseTensor(tensor, &op.tensor)) {
-      in.Fail(path + ".tensor", fmt::format("unknown tensor '{}' (expected activations, weights or optimizer)",
+      in.Fail(path + ".tensor", fmt::format("unknown tensor '{}' (expected activations, weights, optimizer or gradients)",
                                             Printable(tensor)));
     }
   }

@@ -97,7 +97,7 @@ std::string Problem(Field f, const Scalar& v, char first) {
     case kTensor: {
       Tensor tensor;
       if (v.type != Scalar::kString) return is("not a string");
-      return ParseTensor(v.s, &tensor) ? "" : is("not activations, weights or optimizer");
+      return ParseTensor(v.s, &tensor) ? "" : is("not activations, weights, optimizer or gradients");
     }
     default: break;
   }
@@ -196,7 +196,8 @@ uint32_t Reads(const RawEvent& e) { return e.ph == 'X' ? kOpReads : kCounterNeed
 bool AddEvent(const RawEvent& e, Trace* trace) {
   if (e.ph == 'X') {
     if ((e.have & kOpNeeds) != kOpNeeds || (e.bad & kOpReads) != 0) return false;
-    if (IsCopy(e.kind) != ((e.have & Bit(kTensor)) != 0)) return false;  // a copy names its tensor, no other op does
+    // A copy or an all-to-all names its tensor, no other op does.
+    if (NamesTensor(e.kind) != ((e.have & Bit(kTensor)) != 0)) return false;
     TraceOp t;
     t.rank = static_cast<int>(e.ints[kPid]);
     t.stream = static_cast<Stream>(e.ints[kTid]);
@@ -231,8 +232,12 @@ std::string ExplainSkipped(std::string_view text, std::string_view source) {
     if ((e.bad & Reads(e) & bit) != 0) return fmt::format("\"{}\" {}", kFieldNames[f], why[f]);
     if ((Needs(e) & bit) != 0 && (e.have & bit) == 0) return fmt::format("\"{}\" is missing", kFieldNames[f]);
   }
-  if (e.ph == 'X' && IsCopy(e.kind)) return "\"tensor\" is missing (an OFFLOAD or RELOAD names what it copies)";
-  if (e.ph == 'X') return fmt::format("\"tensor\" on a {} (only an OFFLOAD or RELOAD names one)", KindName(e.kind));
+  if (e.ph == 'X' && NamesTensor(e.kind)) {
+    return "\"tensor\" is missing (an OFFLOAD or RELOAD names what it copies, an ALL_TO_ALL its pass)";
+  }
+  if (e.ph == 'X') {
+    return fmt::format("\"tensor\" on a {} (only an OFFLOAD, RELOAD or ALL_TO_ALL names one)", KindName(e.kind));
+  }
   return "unusable";  // not reached: AddEvent skips only for a reason found above
 }
 

@@ -96,7 +96,7 @@ void WriteOp(JsonWriter& w, const TraceOp& t, int microbatches, const std::vecto
   WriteMembers(w, {{"kind", kind}});
   WriteMembers(w, {{"stage", op.stage}, {"microbatch", op.microbatch}, {"step", op.step}, {"version", op.version},
                    {"peer", op.peer}, {"op_index", t.op_index}});
-  if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies only
+  if (op.tensor != Tensor::kNone) WriteMembers(w, {{"tensor", TensorName(op.tensor)}});  // copies and all-to-alls
   if (task != nullptr) WriteMembers(w, {{"task", *task}});
   w.EndObject();
   w.EndObject();

@@ -3,6 +3,8 @@
 // cross-rank dependency graph (Boost.Graph strong components).
 #include "stagecraft/schedules/validate.h"
 
+#include "stagecraft/schedules/all_to_all.h"
+
 #include <fmt/format.h>
 
 #include "stagecraft/base/stop.h"
@@ -62,6 +64,7 @@ class Validator {
     check_.Now();
     CheckComms();
     detail::CheckCopies(s_, &diags_);
+    detail::CheckAllToAlls(s_, &diags_);
     detail::FindDeadlocks(s_, units_, &diags_, check_.flag());
     return std::move(diags_);
   }
@@ -109,6 +112,7 @@ class Validator {
           fmt::format("{}: stage {} lives on rank {}", Name(p), op.stage, s_.shape.RankOf(op.stage)));
     }
     if (IsCopy(op.kind)) return;  // CheckCopies
+    if (IsAllToAll(op.kind)) return;  // CheckAllToAlls
     if (ReducesGradients(op.kind)) return RecordReduce(p);
     if (ProducesVersion(op.kind)) {
       auto& steps = units_.steps[op.stage];

@@ -109,7 +109,7 @@ void CheckCopies(const Schedule& s, std::vector<Diagnostic>* diags) {
   for (int r = 0; r < s.ranks(); ++r) {
     const std::vector<Op>& ops = s.ops[r];
     const bool copies = std::any_of(ops.begin(), ops.end(), [](const Op& op) {
-      return IsCopy(op.kind) || op.tensor != Tensor::kNone;
+      return IsCopy(op.kind) || (op.tensor != Tensor::kNone && !IsAllToAll(op.kind));
     });
     if (copies) RankCopies(s, r, diags).Walk();  // a rank without copies holds everything on its device
   }

@@ -14,14 +14,33 @@ namespace stagecraft::sim {
 using schedules::Op;
 
 CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& costs, const Topology& topology,
-                                 const std::vector<std::vector<int>>& replica_devices) {
+                                 const std::vector<std::vector<int>>& replica_devices,
+                                 const std::vector<std::vector<int>>& expert_devices) {
+  if (!expert_devices.empty()) {
+    SC_CHECK(static_cast<int>(expert_devices.size()) == s.ranks(), "the expert group of every rank");
+    a2a_plans_.resize(static_cast<size_t>(s.stages()) * 2);
+    for (int stage = 0; stage < s.stages(); ++stage) {
+      const StageCost& c = costs.stages[stage];
+      const std::vector<int>& group = expert_devices[s.shape.RankOf(stage)];
+      for (int pass = 0; pass < 2; ++pass) {
+        CollectivePlan& plan = a2a_plans_[static_cast<size_t>(stage) * 2 + pass];
+        plan = PlanAllToAll(topology, group, c.a2a_bytes, pass == 0 ? c.a2a_forward : c.a2a_backward);
+        for (const CollectivePhase& phase : plan.phases) max_flows_ = std::max(max_flows_, phase.flows.size());
+      }
+    }
+    for (const auto& ops : s.ops) {
+      for (const Op& op : ops) {
+        if (schedules::IsAllToAll(op.kind)) alone_ns_ += PlanAloneNs(topology, AllToAllOf(op), costs.p2p_latency_ns);
+      }
+    }
+  }
   if (s.data_parallel <= 1) return;
   SC_CHECK(static_cast<int>(replica_devices.size()) == s.ranks(), "the replica devices of every rank");
   plans_.resize(static_cast<size_t>(s.stages()));
   for (int stage = 0; stage < s.stages(); ++stage) {
     const std::vector<int>& group = replica_devices[s.shape.RankOf(stage)];
     SC_CHECK(static_cast<int>(group.size()) == s.data_parallel, "one device per replica");
-    const int64_t bytes = costs.stages[stage].grad_bytes;
+    const int64_t bytes = costs.stages[stage].ReduceBytes();
     plans_[stage] = costs.allreduce ? MeasuredAllReduce(*costs.allreduce, s.data_parallel, bytes)
                                     : PlanAllReduce(topology, group, bytes, costs.p2p_latency_ns);
     for (const CollectivePhase& phase : plans_[stage].phases) max_flows_ = std::max(max_flows_, phase.flows.size());
@@ -34,7 +53,7 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
       throw InputError(fmt::format(
           "{}: the all-reduce of stage {}'s gradients ({} bytes over {} replicas, {}) would take {:.3g} s, above the "
           "limit of 1 h per op",
-          s.name, stage, costs.stages[stage].grad_bytes, s.data_parallel, AlgorithmName(plans_[stage].algorithm),
+          s.name, stage, costs.stages[stage].ReduceBytes(), s.data_parallel, AlgorithmName(plans_[stage].algorithm),
           alone[stage] * 1e-9));
     }
   }
@@ -43,6 +62,11 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
       if (schedules::ReducesGradients(op.kind) && op.stage >= 0 && op.stage < s.stages()) alone_ns_ += alone[op.stage];
     }
   }
+}
+
+const CollectivePlan& CollectivePlans::AllToAllOf(const Op& op) const {
+  const size_t at = static_cast<size_t>(op.stage) * 2 + (op.tensor == schedules::Tensor::kActivations ? 0 : 1);
+  return at < a2a_plans_.size() ? a2a_plans_[at] : none_;
 }
 
 CollectiveStreams::CollectiveStreams(const schedules::Schedule& schedule, const CollectivePlans& plans,
@@ -56,25 +80,38 @@ CollectiveStreams::CollectiveStreams(const schedules::Schedule& schedule, const 
       loop_(loop),
       listener_(listener),
       record_(record),
-      streams_(schedule.ranks()) {}
+      streams_(static_cast<size_t>(schedule.ranks()) * kLanes) {
+  for (size_t lane = 0; lane < streams_.size(); ++lane) {
+    streams_[lane].rank = static_cast<int>(lane / kLanes);
+    streams_[lane].a2a = lane % kLanes == 1;
+  }
+}
 
 void CollectiveStreams::Post(int rank, int index, const Op& op) {
-  SC_CHECK(schedules::ReducesGradients(op.kind) && !plans_.empty(), "a REDUCE_GRAD of a schedule with replicas");
-  Stream& stream = streams_[rank];
+  const bool a2a = schedules::IsAllToAll(op.kind);
+  SC_CHECK(a2a || (schedules::ReducesGradients(op.kind) && !plans_.empty()),
+           "a REDUCE_GRAD of a schedule with replicas, or an ALL_TO_ALL");
+  const size_t lane = Lane(rank, a2a);
+  Stream& stream = streams_[lane];
   stream.queue.push_back(index);
-  if (stream.queue.size() == 1) StartNext(rank);
+  if (stream.queue.size() == 1) StartNext(lane);
 }
 
 bool CollectiveStreams::Done(int rank, int stage, int version) const {
-  return streams_[rank].done.contains(Key(stage, version));
+  return streams_[Lane(rank, false)].done.contains(Key(stage, version));
 }
 
-void CollectiveStreams::StartNext(int rank) {
-  Stream& stream = streams_[rank];
+const CollectivePlan& CollectiveStreams::PlanOf(size_t lane) const {
+  const Op& op = Running(lane);
+  return streams_[lane].a2a ? plans_.AllToAllOf(op) : plans_.of(op.stage);
+}
+
+void CollectiveStreams::StartNext(size_t lane) {
+  Stream& stream = streams_[lane];
   if (stream.queue.empty()) return;
-  record_->ranks[rank].ops[stream.queue.front()].start_ns = loop_->now_ns();
+  record_->ranks[stream.rank].ops[stream.queue.front()].start_ns = loop_->now_ns();
   stream.phase = 0;
-  StartPhase(rank);
+  StartPhase(lane);
 }
 
 // With a measured fit, a step pays the fit's latency; else the phase's slowest route plus the
@@ -84,32 +121,33 @@ int64_t CollectiveStreams::StepLatencyNs(const CollectivePhase& phase) const {
   return phase.route_latency_ns + costs_.p2p_latency_ns;
 }
 
-void CollectiveStreams::StartPhase(int rank) {
-  const CollectivePlan& plan = plans_.of(Running(rank).stage);
-  Stream& stream = streams_[rank];
+void CollectiveStreams::StartPhase(size_t lane) {
+  const CollectivePlan& plan = PlanOf(lane);
+  Stream& stream = streams_[lane];
   if (stream.phase >= static_cast<int>(plan.phases.size())) {
-    // Done: the STEP reading it may go on, and the next one starts.
+    // Done: the op waiting for it may go on, and the next one starts.
     const int index = stream.queue.front();
-    const Op& op = Running(rank);
-    record_->ranks[rank].ops[index].end_ns = loop_->now_ns();
-    stream.done.insert(Key(op.stage, op.version));
+    const Op& op = Running(lane);
+    record_->ranks[stream.rank].ops[index].end_ns = loop_->now_ns();
+    stream.done.insert(stream.a2a ? int64_t{index} : Key(op.stage, op.version));
     stream.queue.pop_front();
     stream.phase = -1;
-    listener_->CollectiveDone(rank, index);
-    StartNext(rank);
+    listener_->CollectiveDone(stream.rank, index);
+    StartNext(lane);
     return;
   }
   const CollectivePhase& phase = plan.phases[stream.phase];
-  loop_->ScheduleAt(loop_->now_ns() + phase.measured_ns + phase.steps * StepLatencyNs(phase), this, rank, 0);
+  loop_->ScheduleAt(loop_->now_ns() + phase.measured_ns + phase.steps * StepLatencyNs(phase), this,
+                    static_cast<int32_t>(lane), 0);
 }
 
 void CollectiveStreams::OnEvent(const Event& event) {
-  const int rank = event.a;
-  Stream& stream = streams_[rank];
-  const CollectivePhase& phase = plans_.of(Running(rank).stage).phases[stream.phase];
+  const auto lane = static_cast<size_t>(event.a);
+  Stream& stream = streams_[lane];
+  const CollectivePhase& phase = PlanOf(lane).phases[stream.phase];
   stream.flows_left = phase.flows.size();
-  if (phase.flows.empty()) return EndPhase(rank);
-  const size_t base = first_slot_ + static_cast<size_t>(rank) * plans_.max_flows();
+  if (phase.flows.empty()) return EndPhase(lane);
+  const size_t base = first_slot_ + lane * plans_.max_flows();
   for (size_t i = 0; i < phase.flows.size(); ++i) {
     const CollectiveFlow& f = phase.flows[i];
     transfers_->StartFlow(base + i, f.src_device, f.dst_device, f.bytes);
@@ -118,16 +156,16 @@ void CollectiveStreams::OnEvent(const Event& event) {
 
 bool CollectiveStreams::FlowArrived(size_t slot) {
   if (slot < first_slot_ || slot >= first_slot_ + streams_.size() * plans_.max_flows()) return false;
-  const int rank = static_cast<int>((slot - first_slot_) / plans_.max_flows());
-  Stream& stream = streams_[rank];
+  const size_t lane = (slot - first_slot_) / plans_.max_flows();
+  Stream& stream = streams_[lane];
   SC_CHECK(stream.flows_left > 0, "a flow of the running phase");
-  if (--stream.flows_left == 0) EndPhase(rank);
+  if (--stream.flows_left == 0) EndPhase(lane);
   return true;
 }
 
-void CollectiveStreams::EndPhase(int rank) {
-  ++streams_[rank].phase;
-  StartPhase(rank);
+void CollectiveStreams::EndPhase(size_t lane) {
+  ++streams_[lane].phase;
+  StartPhase(lane);
 }
 
 }  // namespace stagecraft::sim

@@ -71,6 +71,7 @@ std::string_view AlgorithmName(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::kRing: return "ring";
     case CollectiveAlgorithm::kTree: return "tree";
     case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kAllToAll: return "all_to_all";
     case CollectiveAlgorithm::kMeasured: return "measured";
   }
   return "?";
@@ -83,6 +84,41 @@ CollectivePlan RingAllReduce(const Topology& topo, const std::vector<int>& devic
   CollectivePhase phase;
   phase.steps = kAllReducePasses * (n - 1);  // RingPasses, in whole bytes
   AddRing(topo, devices, Share(bytes, kAllReducePasses * (n - 1), n), &phase);
+  plan.phases.push_back(std::move(phase));
+  return plan;
+}
+
+CollectivePlan PlanAllToAll(const Topology& topo, const std::vector<int>& devices, int64_t bytes, int count) {
+  CollectivePlan plan{CollectiveAlgorithm::kAllToAll, {}};
+  const int n = static_cast<int>(devices.size());
+  if (n <= 1 || count <= 0) return plan;
+  CollectivePhase phase;
+  phase.steps = count;
+  const double each = static_cast<double>(bytes) * count / n;  // to one other device, over the count
+  const auto flow = [&](int src, int dst, double flow_bytes) {
+    if (flow_bytes <= 0 || src == dst) return;
+    phase.flows.push_back({src, dst, std::llround(flow_bytes)});
+    phase.route_latency_ns = std::max(phase.route_latency_ns, topo.RouteLatencyNs(src, dst));
+  };
+  if (topo.NodeOf(devices.front()) < 0) {  // an explicit graph: every pair
+    for (const int src : devices) {
+      for (const int dst : devices) flow(src, dst, each);
+    }
+  } else {
+    std::map<int, std::vector<int>> by_node;  // the group's devices on each node, in group order
+    for (const int d : devices) by_node[topo.NodeOf(d)].push_back(d);
+    std::vector<const std::vector<int>*> nodes;
+    for (const auto& [node, on] : by_node) nodes.push_back(&on);
+    for (size_t n_i = 0; n_i < nodes.size(); ++n_i) {
+      const std::vector<int>& on = *nodes[n_i];
+      const std::vector<int>& next = *nodes[(n_i + 1) % nodes.size()];
+      const double k = static_cast<double>(on.size());
+      for (size_t j = 0; j < on.size(); ++j) {
+        flow(on[j], on[(j + 1) % on.size()], (k - 1) * each);
+        if (nodes.size() > 1) flow(on[j], next[j % next.size()], (n - k) * each);
+      }
+    }
+  }
   plan.phases.push_back(std::move(phase));
   return plan;
 }

@@ -10,6 +10,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/split_mix.h"
+#include "stagecraft/schedules/all_to_all.h"
 #include "stagecraft/schedules/shared_devices.h"
 #include "stagecraft/schedules/staleness.h"
 #include "stagecraft/schedules/weights.h"
@@ -61,6 +62,14 @@ ComputeStreams::ComputeStreams(const schedules::Schedule& schedule, const CostTa
   }
   SC_CHECK(static_cast<int>(costs.stages.size()) == schedule.stages(), "one cost entry per stage");
   SC_CHECK(static_cast<int>(record->ranks.size()) == schedule.ranks(), "one rank record per rank");
+  for (int r = 0; r < schedule.ranks(); ++r) {
+    const auto& ops = schedule.ops[r];
+    if (std::none_of(ops.begin(), ops.end(), [](const Op& op) { return schedules::IsAllToAll(op.kind); })) continue;
+    paired_.resize(schedule.ranks());
+    a2a_posted_.resize(schedule.ranks());
+    paired_[r] = costs.a2a_overlap ? schedules::PairedAllToAlls(schedule, r) : std::vector<int>(ops.size(), -1);
+    a2a_posted_[r].assign(ops.size(), false);
+  }
   for (int r = 0; r < schedule.ranks(); ++r) {
     SC_CHECK(record->ranks[r].ops.size() == schedule.ops[r].size(), "one op timing per op");
   }
@@ -190,6 +199,19 @@ void ComputeStreams::Advance(int rank) {
     const int index = static_cast<int>(stream.next);
     const Op& op = ops[index];
     const int64_t now = loop_->now_ns();
+    if (schedules::IsAllToAll(op.kind)) {  // posted here (or by its pair's start); the list waits for it
+      if (!a2a_posted_[rank][index]) {
+        a2a_posted_[rank][index] = true;
+        stream.owed_ns += costs_.OverheadOf(rank);
+        hooks_->Posted(rank, index, op);
+      }
+      if (!hooks_->AllToAllDone(rank, index)) {
+        stream.waiting = true;
+        return;
+      }
+      ++stream.next;
+      continue;
+    }
     if (!schedules::RunsOnCompute(op.kind)) {  // posted: it runs on the rank's other streams
       ++stream.next;
       stream.owed_ns += costs_.OverheadOf(rank);
@@ -215,6 +237,8 @@ void ComputeStreams::Advance(int rank) {
         factor = StashFactor(costs_.rank_stash[rank], op.kind, stash_depths_[rank][index]);
       }
       if (costs_.op_time_cv > 0) factor *= OpTimeFactor(costs_.op_time_cv, costs_.op_time_seed, rank, index);
+      // An overlapped pair beside its ALL_TO_ALLs runs on what they leave of the device.
+      if (PostPaired(rank, index)) factor /= 1 - costs_.a2a_sm_share;
       if (factor != 1) duration = std::llround(static_cast<double>(duration) * factor);
     }
     // The receiver's copy ends the transfer; the runtime's work owed since the last op follows.
@@ -236,6 +260,23 @@ void ComputeStreams::Advance(int rank) {
     }
     return;
   }
+}
+
+bool ComputeStreams::PostPaired(int rank, int index) {
+  if (paired_.empty() || paired_[rank].empty()) return false;
+  const std::vector<Op>& ops = schedule_.ops[rank];
+  // The pair's first op posts them; its partner runs beside them too.
+  const int first = index > 0 && ops[index].overlapped ? index - 1 : index;
+  bool any = false;
+  for (size_t j = static_cast<size_t>(first) + 2; j < ops.size() && schedules::IsAllToAll(ops[j].kind); ++j) {
+    if (paired_[rank][j] != first) break;
+    any = true;
+    if (!a2a_posted_[rank][j]) {
+      a2a_posted_[rank][j] = true;
+      hooks_->Posted(rank, static_cast<int>(j), ops[j]);
+    }
+  }
+  return any;
 }
 
 void ComputeStreams::FinishOp(int rank, int index, const Op& op) {

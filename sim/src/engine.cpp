@@ -142,6 +142,7 @@ class Engine final : StreamHooks, Transfers::Listener, CollectiveStreams::Listen
   // ---- transfers (rank r runs on device config_.rank_devices[r], or r) --------------------
   // ---- collectives -------------------------------------------------------------------------
   void CollectiveDone(int rank, int /*index*/) override { streams_.Wake(rank); }
+  bool AllToAllDone(int rank, int index) override { return collectives_.AllToAllDone(rank, index); }
 
   void TransferStarted(size_t key) override {
     result_.ranks[transfers_[key].src_rank].ops[edges_[key].send_index].start_ns = loop_.now_ns();
@@ -202,7 +203,8 @@ RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topol
       for (int i = 0; i < schedule.data_parallel; ++i) replicas[r].push_back(i * schedule.ranks() + r);
     }
   }
-  return Simulate(schedule, costs, topology, config, CollectivePlans(schedule, costs, topology, replicas));
+  return Simulate(schedule, costs, topology, config,
+                  CollectivePlans(schedule, costs, topology, replicas, config.expert_devices));
 }
 
 RunRecord Simulate(const Schedule& schedule, const CostTable& costs, const Topology& topology, const SimConfig& config,

@@ -3,6 +3,7 @@
 #include "stagecraft/sim/gpt_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace stagecraft::sim {
 namespace {
@@ -75,19 +76,90 @@ Dims DimsOf(const GptKernelShape& g) {
   Dims x{};
   x.b = g.microbatch, x.s = g.seq, x.h = g.hidden;
   x.rows = g.microbatch * g.seq;
-  x.hp = g.hidden / t;
+  x.hd = g.head_dim > 0 ? g.head_dim : g.hidden / g.heads;
+  x.hp = g.heads * x.hd / t;  // the attention's width on one device (h / T by default)
   x.ap = g.heads / t;
-  x.hd = g.hidden / g.heads;
   x.lnrows = g.sequence_parallel ? x.rows / t : x.rows;
   x.scores = static_cast<double>(x.b) * x.ap * x.s * x.s;
   const int64_t kv = g.kv_heads > 0 ? g.kv_heads : g.heads;
-  x.qkvp = (g.hidden + 2 * kv * x.hd) / t;
+  x.qkvp = (g.heads * x.hd + 2 * kv * x.hd) / t;
   x.fp = (g.ffn > 0 ? g.ffn : 4 * g.hidden) / t;
   x.upp = g.swiglu ? 2 * x.fp : x.fp;
   return x;
 }
 
-void BlockForward(const Lister& l, const Dims& x) {
+// A feed-forward of width `fp` over `rows` rows (`prefix` names its kernels): up (and gate),
+// the activation, down.
+void DenseMlpForward(const Lister& l, const std::string& prefix, double rows, int64_t fp, int64_t batch = 1) {
+  const double d = l.d();
+  const int64_t up = l.g.swiglu ? 2 * fp : fp, m = static_cast<int64_t>(rows);
+  l.Gemm(prefix + "fc", m, up, l.g.hidden, batch);
+  const double elements = rows * static_cast<double>(fp) * batch;
+  if (l.g.swiglu) {  // SiLU(gate + b) · (up + b): two f-wide inputs, one output
+    l.Memory(prefix + "bias_swiglu", elements, 3 * d, 8);
+  } else {
+    l.Memory(prefix + "bias_gelu", elements, 2 * d, 10);
+  }
+  l.Gemm(prefix + "fc2", m, l.g.hidden, fp, batch);
+}
+void DenseMlpInputGrad(const Lister& l, const std::string& prefix, double rows, int64_t fp, int64_t batch = 1) {
+  const double d = l.d();
+  const int64_t up = l.g.swiglu ? 2 * fp : fp, m = static_cast<int64_t>(rows);
+  l.Gemm(prefix + "fc2.dX", m, fp, l.g.hidden, batch);
+  const double elements = rows * static_cast<double>(fp) * batch;
+  if (l.g.swiglu) {  // reads the output gradient, the gate and the up; writes both their gradients
+    l.Memory(prefix + "bias_swiglu.dX", elements, 5 * d, 14);
+  } else {
+    l.Memory(prefix + "bias_gelu.dX", elements, 3 * d, 12);
+  }
+  l.Gemm(prefix + "fc.dX", m, l.g.hidden, up, batch);
+}
+
+// The routed rows on one device, and each local expert's share of them.
+struct Routed {
+  double rows;          // the device's tokens x top_k x capacity factor
+  double per_expert;    // rows over the E·(local experts) experts of the group, x E devices' tokens
+};
+Routed RoutedOf(const GptKernelShape& g, const Dims& x) {
+  const double rows = static_cast<double>(x.lnrows) * g.routed;
+  return {rows, std::ceil(rows / static_cast<double>(g.local_experts))};
+}
+
+void MoeForward(const Lister& l, const Dims& x) {
+  const GptKernelShape& g = l.g;
+  const double d = l.d(), tokens = static_cast<double>(x.lnrows);
+  const Routed r = RoutedOf(g, x);
+  l.Gemm("router", x.lnrows, g.experts, x.h);
+  l.Memory("router.topk", tokens * static_cast<double>(g.experts), d + 8, 8);  // fp32 softmax, top-k
+  l.Memory("permute", r.rows * x.h, 2 * d, 0);
+  DenseMlpForward(l, "expert.", r.per_expert, g.expert_ffn, g.local_experts);
+  l.Memory("unpermute", r.rows * x.h, 2 * d, 2);  // weighted by the router's probabilities, summed
+  if (g.shared_ffn > 0) {
+    const double act = static_cast<double>(x.rows) * x.h * d;
+    l.Enter("shared", act);
+    DenseMlpForward(l, "shared.", static_cast<double>(x.rows), g.shared_ffn / g.tensor_parallel);
+    l.Leave("shared", act);
+  }
+}
+
+void MoeInputGrad(const Lister& l, const Dims& x) {
+  const GptKernelShape& g = l.g;
+  const double d = l.d(), tokens = static_cast<double>(x.lnrows);
+  const Routed r = RoutedOf(g, x);
+  if (g.shared_ffn > 0) {
+    const double act = static_cast<double>(x.rows) * x.h * d;
+    l.Enter("shared.dX", act);
+    DenseMlpInputGrad(l, "shared.", static_cast<double>(x.rows), g.shared_ffn / g.tensor_parallel);
+    l.Leave("shared.dX", act, "shared.fc.dW");
+  }
+  l.Memory("unpermute.dX", r.rows * x.h, 3 * d, 2);  // and the probabilities' gradient
+  DenseMlpInputGrad(l, "expert.", r.per_expert, g.expert_ffn, g.local_experts);
+  l.Memory("permute.dX", r.rows * x.h, 2 * d, 1);
+  l.Memory("router.topk.dX", tokens * static_cast<double>(g.experts), d + 8, 6);
+  l.Gemm("router.dX", x.lnrows, x.h, g.experts);
+}
+
+void BlockForward(const Lister& l, const Dims& x, bool moe) {
   const double d = l.d(), act = static_cast<double>(x.rows) * x.h * d, ln = static_cast<double>(x.lnrows) * x.h;
   const double drop = l.g.dropout ? 1 : 0;  // the mask's byte
   l.Memory("ln1", ln, 2 * d, 8);
@@ -105,26 +177,24 @@ void BlockForward(const Lister& l, const Dims& x) {
   l.Leave("attention", act);
   l.Memory("bias_dropout_add1", ln, 3 * d + drop, 3);
   l.Memory("ln2", ln, 2 * d, 8);
-  l.Enter("mlp", act);
-  l.Gemm("fc", x.rows, x.upp, x.h);
-  if (l.g.swiglu) {  // SiLU(gate + b) · (up + b): two f-wide inputs, one output
-    l.Memory("bias_swiglu", static_cast<double>(x.rows) * x.fp, 3 * d, 8);
+  if (moe) {
+    MoeForward(l, x);
   } else {
-    l.Memory("bias_gelu", static_cast<double>(x.rows) * x.fp, 2 * d, 10);
+    l.Enter("mlp", act);
+    DenseMlpForward(l, "", x.rows, x.fp);
+    l.Leave("mlp", act);
   }
-  l.Gemm("fc2", x.rows, x.h, x.fp);
-  l.Leave("mlp", act);
   l.Memory("bias_dropout_add2", ln, 3 * d + drop, 3);
 }
 
 }  // namespace
 
-std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
+std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   std::vector<Kernel> out;
   const Dims x = DimsOf(g);
   const double d = g.dtype_bytes, act = static_cast<double>(x.rows) * x.h * d, ln = static_cast<double>(x.lnrows) * x.h;
   const double drop = g.dropout ? 1 : 0;
-  BlockForward(Lister{g, KernelPass::kF, &out}, x);
+  BlockForward(Lister{g, KernelPass::kF, &out}, x, moe_layer);
 
   // I: the gradient back through the block, the MLP first. Each row-parallel layer's input
   // gradient enters its region as is (sequence-parallel: all-gathered), each column-parallel
@@ -132,15 +202,13 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   // LayerNorms' backward (one more read of the residual gradient).
   const Lister i{g, KernelPass::kI, &out};
   i.Memory("bias_dropout_add2.dX", ln, 2 * d + drop, 2);
-  i.Enter("mlp.dX", act);
-  i.Gemm("fc2.dX", x.rows, x.fp, x.h);
-  if (g.swiglu) {  // reads the output gradient, the gate and the up; writes both their gradients
-    i.Memory("bias_swiglu.dX", static_cast<double>(x.rows) * x.fp, 5 * d, 14);
+  if (moe_layer) {
+    MoeInputGrad(i, x);
   } else {
-    i.Memory("bias_gelu.dX", static_cast<double>(x.rows) * x.fp, 3 * d, 12);
+    i.Enter("mlp.dX", act);
+    DenseMlpInputGrad(i, "", static_cast<double>(x.rows), x.fp);
+    i.Leave("mlp.dX", act, "fc.dW");
   }
-  i.Gemm("fc.dX", x.rows, x.h, x.upp);
-  i.Leave("mlp.dX", act, "fc.dW");
   i.Memory("ln2.dX", ln, 4 * d, 10);
   i.Memory("bias_dropout_add1.dX", ln, 2 * d + drop, 2);
   i.Enter("attention.dX", act);
@@ -163,13 +231,29 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g) {
   // LayerNorms' column sums. The row-parallel layers' inputs are the gathered ones.
   const Lister w{g, KernelPass::kW, &out};
   const double mg = g.main_grad_bytes();
-  const auto weight = [&](const std::string& name, int64_t out_features, int64_t in_features) {
-    w.Gemm(name + ".dW", out_features, in_features, x.rows);
-    out.back().bytes += static_cast<double>(out_features) * in_features * (2 * mg - d);  // += into main_grad
-    w.Memory(name + ".db", static_cast<double>(x.rows) * out_features, d, 1);
+  // `rows` rows per GEMM, `batch` GEMMs (the local experts'); `bias`: the column sums too.
+  const auto weight = [&](const std::string& name, int64_t out_features, int64_t in_features, double rows = 0,
+                          int64_t batch = 1, bool bias = true) {
+    const int64_t m = rows > 0 ? static_cast<int64_t>(rows) : x.rows;
+    w.Gemm(name + ".dW", out_features, in_features, m, batch);
+    out.back().bytes += static_cast<double>(out_features) * in_features * batch * (2 * mg - d);  // += into main_grad
+    if (bias) w.Memory(name + ".db", static_cast<double>(m) * out_features * batch, d, 1);
   };
-  weight("fc2", x.h, x.fp);
-  weight("fc", x.upp, x.h);
+  if (moe_layer) {
+    const Routed r = RoutedOf(g, x);
+    const int64_t fe = g.expert_ffn, up = g.swiglu ? 2 * fe : fe;
+    weight("expert.fc2", x.h, fe, r.per_expert, g.local_experts, false);
+    weight("expert.fc", up, x.h, r.per_expert, g.local_experts, false);
+    if (g.shared_ffn > 0) {
+      const int64_t sp = g.shared_ffn / g.tensor_parallel;
+      weight("shared.fc2", x.h, sp, 0, 1, false);
+      weight("shared.fc", g.swiglu ? 2 * sp : sp, x.h, 0, 1, false);
+    }
+    weight("router", g.experts, x.h, static_cast<double>(x.lnrows), 1, false);
+  } else {
+    weight("fc2", x.h, x.fp);
+    weight("fc", x.upp, x.h);
+  }
   w.Memory("ln2.dgamma", ln, 2 * d, 4);
   weight("proj", x.h, x.hp);
   weight("qkv", x.qkvp, x.h);
@@ -220,12 +304,12 @@ std::vector<Kernel> GptHeadKernels(const GptKernelShape& g) {
   return out;
 }
 
-std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full) {
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool moe_layer) {
   std::vector<Kernel> out;
   const Dims x = DimsOf(g);
   const Lister i{g, KernelPass::kI, &out};
   if (full) {
-    BlockForward(i, x);
+    BlockForward(i, x, moe_layer);
     for (Kernel& k : out) k.name = "recompute." + k.name;
     return out;
   }
@@ -244,7 +328,11 @@ const std::vector<std::string>& MemoryKernelNames() {
     std::vector<Kernel> all = GptBlockKernels(g);
     GptKernelShape llama = g;  // SwiGLU's kernels in place of GELU's
     llama.swiglu = true;
-    for (auto more : {GptBlockKernels(llama), GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
+    GptKernelShape moe = g;  // and a MoE layer's, GELU and SwiGLU, with shared experts
+    moe.experts = 4, moe.expert_ffn = 8, moe.shared_ffn = 8;
+    GptKernelShape moe_swiglu = moe;
+    moe_swiglu.swiglu = true;
+    for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true), GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
       all.insert(all.end(), more.begin(), more.end());
     }
     std::vector<std::string> out;

@@ -74,6 +74,14 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.ffn = t.Ffn();
   g.swiglu = t.activation == FfnActivation::kSwiglu;
   g.kv_heads = t.KvHeads();
+  g.head_dim = t.HeadDim();
+  if (t.moe) {
+    g.experts = t.moe->experts;
+    g.routed = t.moe->top_k * t.moe->TokenFactor();
+    g.local_experts = t.moe->experts / sc.pipeline.expert_parallel;
+    g.expert_ffn = t.ExpertFfn();
+    g.shared_ffn = t.moe->shared_experts * t.ExpertFfn();
+  }
   return g;
 }
 
@@ -174,26 +182,31 @@ struct PassSums {
   }
 };
 
-// Stage `st` of `stages` (on pipeline rank `rank`, holding `layers` layers and `params`
-// parameters) timed on `device`.
-PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, double layers, double params,
+// Stage `st` of `stages` (on pipeline rank `rank`, holding `layers` layers from layer `first`,
+// `moe` of them MoE layers, and updating `params` parameters at its STEP) timed on `device`.
+PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int layers, int moe, double params,
                      const DeviceSpec& device) {
   const PipelineSpec& p = sc.pipeline;
   const GptKernelShape shape = KernelShapeOf(sc);
   const auto timed = [&](const std::vector<Kernel>& kernels) { return TimeKernels(sc, rank, device, kernels); };
   PassSums sums;
-  const std::vector<TimedKernel> block = timed(GptBlockKernels(shape));
-  sums.Add(block, layers);
-  if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(block) * layers;
-  if (p.recompute != Recompute::kNone) sums.Add(timed(GptRecomputeKernels(shape, p.full_recompute())), layers);
+  for (const bool moe_layer : {false, true}) {
+    const double count = moe_layer ? moe : layers - moe;
+    if (count == 0) continue;
+    const std::vector<TimedKernel> block = timed(GptBlockKernels(shape, moe_layer));
+    sums.Add(block, count);
+    if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(block) * count;
+    if (p.recompute != Recompute::kNone) {
+      sums.Add(timed(GptRecomputeKernels(shape, p.full_recompute(), moe_layer)), count);
+    }
+  }
   if (st == 0) sums.Add(timed(GptEmbeddingKernels(shape)), 1);
   if (st == stages - 1) {
     const std::vector<TimedKernel> head = timed(GptHeadKernels(shape));
     sums.Add(head, 1);
     if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(head);
   }
-  const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
-  sums.Add(timed(OptimizerStepKernels(params / zero_shards, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
+  sums.Add(timed(OptimizerStepKernels(params, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
   return sums;
 }
 
@@ -206,9 +219,19 @@ LayerWeights RooflineWeights(const Scenario& sc) {
     for (const TimedKernel& k : TimeKernels(sc, 0, FirstRankDevice(sc), kernels)) ns += k.time.ns();
     return ns;
   };
-  double block = total(GptBlockKernels(shape));
-  if (sc.pipeline.recompute != Recompute::kNone) {
-    block += total(GptRecomputeKernels(shape, sc.pipeline.full_recompute()));
+  const auto layer_ns = [&](bool moe_layer) {
+    double ns = total(GptBlockKernels(shape, moe_layer));
+    if (sc.pipeline.recompute != Recompute::kNone) {
+      ns += total(GptRecomputeKernels(shape, sc.pipeline.full_recompute(), moe_layer));
+    }
+    return ns;
+  };
+  const double block = layer_ns(false);
+  const TransformerSpec& t = *sc.model.transformer;
+  std::vector<double> cost;  // MoE layers weigh their own kernels
+  if (t.moe) {
+    const double moe_block = layer_ns(true) / block;
+    for (int l = 0; l < t.layers; ++l) cost.push_back(t.IsMoeLayer(l) ? moe_block : 1.0);
   }
   // With node groups, each rank's pace: a block (with what recompute repeats) on its device.
   const std::vector<double> rank_scale = RankScale(sc, [&](const DeviceSpec& device, int rank) {
@@ -221,7 +244,7 @@ LayerWeights RooflineWeights(const Scenario& sc) {
     }
     return ns;
   });
-  return {"model.transformer", sc.model.transformer->layers, {}, total(GptEmbeddingKernels(shape)) / block,
+  return {"model.transformer", t.layers, cost, total(GptEmbeddingKernels(shape)) / block,
           total(GptHeadKernels(shape)) / block, rank_scale};
 }
 
@@ -239,13 +262,22 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
                        RankDeviceNames(sc, query.shape.RankOf(st), " and "));
   };
   const double d = DtypeBytes(sc.training.dtype);
+  // What a STEP updates: the stage's parameters, or with ZeRO-1 its shard of them (the optimizer
+  // state's share; the routed experts' shards are their holders').
+  const double state_per_param = static_cast<double>(detail::OptimizerBytesPerParam(
+      sc.has_training ? sc.training.optimizer : Optimizer::kAdam, sc.training.momentum, static_cast<int>(d)));
+  int first = 0;
   for (int st = 0; st < stages; ++st) {
     const int rank = query.shape.RankOf(st);
     StageCost& cost = table.stages[st];
-    const double params = static_cast<double>(cost.weight_bytes) / d;
+    const double params = p.zero == 1 && state_per_param > 0
+                              ? static_cast<double>(cost.optimizer_bytes) / state_per_param
+                              : static_cast<double>(cost.weight_bytes) / d;
+    const int moe = t.MoeLayersIn(first, layers[st]);
+    first += layers[st];
     std::optional<PassSums> sums;
     for (const int g : RankGroups(sc, rank)) {
-      const PassSums on = StagePasses(sc, st, stages, rank, layers[st], params, sc.topology.GroupDevice(g));
+      const PassSums on = StagePasses(sc, st, stages, rank, layers[st], moe, params, sc.topology.GroupDevice(g));
       if (sums) {
         sums->Slowest(on);
       } else {

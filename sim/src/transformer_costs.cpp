@@ -31,6 +31,7 @@
 // 2bshV of them on the last stage.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "analytical_costs.h"
@@ -42,18 +43,54 @@ namespace stagecraft::sim::detail {
 
 namespace {
 
-// One layer's forward FLOPs per token (b = s = 1 but the s² term's s): 2h²(2 + 2g) + 4sh + 2(u + 1)hf.
+// A layer's attention's forward FLOPs per token (b = 1, the s² term's s), q = heads x head_dim
+// and kv its keys' width: 2h(q + 2kv) + 2qh + 4sq; 2h²(2 + 2g) + 4sh at q = h, kv = g·h.
+double AttentionFlopsPerToken(const TransformerSpec& t) {
+  const double h = t.hidden, s = t.seq, q = static_cast<double>(t.QWidth()), kv = static_cast<double>(t.KvWidth());
+  return 2 * h * (q + 2 * kv) + 2 * q * h + 4 * s * q;
+}
+
+// One dense layer's forward FLOPs per token: attention + 2(u + 1)hf.
 double LayerFlopsPerToken(const TransformerSpec& t) {
-  const double h = t.hidden, s = t.seq, f = static_cast<double>(t.Ffn());
-  const double g = static_cast<double>(t.KvHeads()) / t.heads, u = t.activation == FfnActivation::kSwiglu ? 2 : 1;
-  return 2 * h * h * (2 + 2 * g) + 4 * s * h + 2 * (u + 1) * h * f;
+  return AttentionFlopsPerToken(t) + 2.0 * static_cast<double>((t.Ups() + 1) * t.hidden * t.Ffn());
+}
+
+// One MoE layer's: attention + the router 2h·experts + the experts a token passes through,
+// 2(u + 1)h·f_e each, top_k of them (times the capacity factor, padded) and the shared ones.
+double MoeLayerFlopsPerToken(const TransformerSpec& t) {
+  const MoeSpec& m = *t.moe;
+  const double experts = m.top_k * m.TokenFactor() + m.shared_experts;
+  return AttentionFlopsPerToken(t) + 2.0 * static_cast<double>(RouterParams(t)) +
+         2.0 * experts * static_cast<double>(ExpertParams(t));
+}
+
+double FlopsPerToken(const TransformerSpec& t, int layer) {
+  return t.IsMoeLayer(layer) ? MoeLayerFlopsPerToken(t) : LayerFlopsPerToken(t);
 }
 
 // Of a layer's 34sbh 16-bit activation bytes (GPT-2), the part split over a tensor group: Q, K
-// and V, the projection's input and the feed-forward's inside, in units of sbh.
-double SplitActivationWidths(const TransformerSpec& t) {
-  const double g = static_cast<double>(t.KvHeads()) / t.heads, u = t.activation == FfnActivation::kSwiglu ? 2 : 1;
-  return 2 + 4 * g + 2 + (2 * u + 2) * static_cast<double>(t.Ffn()) / t.hidden;
+// and V, the projection's input and the feed-forward's inside, in units of sbh. A MoE layer's
+// feed-forward keeps, per routed copy of a token (top_k x the capacity factor), its permuted
+// input 2 and its expert's (2u + 2)·f_e/h, and the shared experts' (2u + 2)·f_e/h each.
+double SplitActivationWidths(const TransformerSpec& t, bool moe_layer) {
+  const double h = t.hidden, u = static_cast<double>(t.Ups());
+  const double q = static_cast<double>(t.QWidth()) / h, kv = static_cast<double>(t.KvWidth()) / h;
+  const double attention = 2 * q + 4 * kv + 2 * q;  // Q, K and V, the projection's input
+  if (!moe_layer) return attention + (2 * u + 2) * static_cast<double>(t.Ffn()) / t.hidden;
+  const MoeSpec& m = *t.moe;
+  const double fe = static_cast<double>(t.ExpertFfn()) / t.hidden;
+  return attention + m.top_k * m.TokenFactor() * (2 + (2 * u + 2) * fe) + m.shared_experts * (2 * u + 2) * fe;
+}
+
+// The W stash of a layer in units of s·b·h: the inputs of its linear layers (QKV h, the
+// projection h, the feed-forward's up h and down f; a MoE layer's router h, each routed copy's
+// expert up h and down f_e, the shared experts' down f_e each).
+double StashWidths(const TransformerSpec& t, bool moe_layer) {
+  const double h = t.hidden, attention = 1 + static_cast<double>(t.QWidth()) / h;  // QKV's input, the projection's
+  if (!moe_layer) return attention + 1 + static_cast<double>(t.Ffn()) / h;
+  const MoeSpec& m = *t.moe;
+  const double fe = static_cast<double>(t.ExpertFfn()) / h;
+  return attention + 1 + m.top_k * m.TokenFactor() * (1 + fe) + m.shared_experts * fe;
 }
 
 }  // namespace
@@ -62,7 +99,11 @@ double SplitActivationWidths(const TransformerSpec& t) {
 LayerWeights TransformerWeights(const Scenario& sc) {
   const TransformerSpec& t = *sc.model.transformer;
   const double h = t.hidden, V = t.vocab;
-  return {"model.transformer", t.layers, {}, 0.0, 2 * V * h / LayerFlopsPerToken(t), FlatRankScale(sc)};
+  std::vector<double> cost;  // MoE layers weigh their own FLOPs
+  if (t.moe) {
+    for (int l = 0; l < t.layers; ++l) cost.push_back(FlopsPerToken(t, l) / LayerFlopsPerToken(t));
+  }
+  return {"model.transformer", t.layers, cost, 0.0, 2 * V * h / LayerFlopsPerToken(t), FlatRankScale(sc)};
 }
 
 namespace {
@@ -95,76 +136,149 @@ double TensorAllReduceNs(const Scenario& sc, int rank, double activation_bytes) 
   return AllReduceNs(activation_bytes, p.tensor_parallel, TensorGroupLink(sc, rank));
 }
 
-// The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers` layers.
-StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, double layers, const KeysOf& keys) {
+// Stage `st`'s layers by kind: `count` from layer `first`, `moe` of them MoE layers.
+struct StageLayers {
+  int first = 0, count = 0, moe = 0;
+  int dense() const { return count - moe; }
+};
+
+// A stage's parameters on one device: what every replica of the stage holds alike, and the
+// routed experts, which only the D x T / E devices holding the same experts share.
+struct StageParams {
+  double shared = 0, routed = 0;
+};
+
+// A block's parameters on one device of the tensor group: the column- and row-parallel GEMMs'
+// weights and the column-parallel biases are split, the row-parallel biases (2h) and the two
+// LayerNorms (4h) replicated. A MoE layer: attention and the shared experts likewise (the
+// projection's bias and the LayerNorms, 5h, replicated), the router replicated, and its
+// experts / E routed experts whole. The embeddings (tokens and positions) on the first stage;
+// the final LayerNorm and the LM head, untied (its own copy on the last rank, as Megatron-LM's
+// pipeline keeps), on the last; tensor-parallel, the vocabulary is split over the group (the
+// position embeddings and the LayerNorm are replicated). Tied embeddings on one stage: the head
+// is the embedding already counted.
+StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& layers) {
+  const TransformerSpec& t = *sc.model.transformer;
+  const int tp = sc.pipeline.tensor_parallel;
+  const double h = t.hidden, s = t.seq, V = t.vocab;
+  const double block_params = static_cast<double>(TransformerBlockParams(t));
+  const double layer_params = tp == 1 ? block_params : (block_params - 6 * h) / tp + 6 * h;
+  const double moe_dense_params =
+      !t.moe ? 0.0
+             : (static_cast<double>(AttentionParams(t)) - h) / tp + 5 * h + static_cast<double>(RouterParams(t)) +
+                   static_cast<double>(t.moe->shared_experts) * static_cast<double>(ExpertParams(t)) / tp;
+  const double expert_params =
+      !t.moe ? 0.0
+             : static_cast<double>(t.moe->experts / sc.pipeline.expert_parallel) * static_cast<double>(ExpertParams(t));
+  const double embedding = tp == 1 ? static_cast<double>(GptEmbeddingParams(t.vocab, t.seq, t.hidden))
+                                   : (V / tp + s) * h;
+  const double head = t.tied_embeddings && stages == 1 ? 2 * h
+                      : tp == 1                         ? static_cast<double>(GptHeadParams(t.vocab, t.hidden))
+                                                        : V * h / tp + 2 * h;
+  const bool last = st == stages - 1;
+  return {layers.dense() * layer_params + layers.moe * moe_dense_params + (st == 0 ? embedding : 0.0) +
+              (last ? head : 0.0),
+          layers.moe * expert_params};
+}
+
+// What a stage keeps per microbatch: Korthikanti's activations (16-bit bytes scaled to the
+// dtype; the logits' gradient, its vocabulary share, kept from F to the backward on the last
+// stage), what a full recompute rebuilds one layer at a time, and the W stash. Tensor-parallel,
+// the W stash's attention output and feed-forward down-projection inputs are split (with
+// sequence parallelism all of them; a MoE layer is sequence-parallel, Validate).
+void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, const StageChecks& check, StageCost* cost) {
+  const TransformerSpec& t = *sc.model.transformer;
+  const PipelineSpec& p = sc.pipeline;
+  const double b = p.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
+  const double d = DtypeBytes(sc.training.dtype);
+  const int tp = p.tensor_parallel;
+  const auto sum = [&](auto per_layer) {  // over the stage's dense and MoE layers
+    return layers.dense() * per_layer(false) + (layers.moe > 0 ? layers.moe * per_layer(true) : 0.0);
+  };
+  const auto activations = [&](bool moe_layer, Recompute recompute) {
+    return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer)) *
+           d / 2;
+  };
+  const double kept = sum([&](bool moe) { return activations(moe, p.recompute); }) + (last ? s * b * V / tp * d : 0.0);
+  cost->activation_bytes = check.Bytes(kept, "the activations per microbatch");
+  if (p.full_recompute()) {
+    const double one = std::max(activations(false, Recompute::kNone),
+                                layers.moe > 0 ? activations(true, Recompute::kNone) : 0.0);
+    cost->recompute_bytes = check.Bytes(one, "the recomputed activations");
+  }
+  // Without sequence parallelism the QKV's and the feed-forward's inputs are replicated.
+  const double stash = sum([&](bool moe) {
+    const double w = StashWidths(t, moe);
+    return tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp);
+  });
+  cost->w_stash_bytes = check.Bytes(stash * s * b * h * d, "the W stash per microbatch");
+}
+
+// Expert parallelism: each MoE layer's dispatch and combine in F, their gradients' in the
+// backward for inputs (and the forward's again when it is recomputed); one all-to-all moves the
+// device's routed copies of its tokens, s·b/T x top_k x capacity factor rows of h.
+void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChecks& check, StageCost* cost) {
+  const TransformerSpec& t = *sc.model.transformer;
+  const PipelineSpec& p = sc.pipeline;
+  if (layers.moe == 0 || p.expert_parallel <= 1) return;
+  cost->a2a_forward = 2 * layers.moe;
+  cost->a2a_backward = (p.full_recompute() ? 4 : 2) * layers.moe;
+  const double tokens = static_cast<double>(t.seq) * p.microbatch_size / p.tensor_parallel;
+  cost->a2a_bytes = check.Bytes(tokens * t.moe->top_k * t.moe->TokenFactor() * t.hidden * DtypeBytes(sc.training.dtype),
+                                "an all-to-all per microbatch");
+}
+
+// The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers`.
+StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, const StageLayers& layers,
+                           const KeysOf& keys) {
   const TransformerSpec& t = *sc.model.transformer;
   const DeviceSpec& device = *SlowestFlatDevice(sc, rank).device;
-  const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
+  const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, V = t.vocab;
   const double d = DtypeBytes(sc.training.dtype);
   const double rate = device.peak_flops * device.efficiency;
   const PipelineSpec& p = sc.pipeline;
   const int tp = p.tensor_parallel;
-  const double layer_flops = b * s * LayerFlopsPerToken(t) / tp;
-  // A block's parameters on one device of the tensor group: the column- and row-parallel GEMMs'
-  // weights and the column-parallel biases are split, the row-parallel biases (2h) and the two
-  // LayerNorms (4h) replicated.
-  const double block_params = static_cast<double>(TransformerBlockParams(t));
-  const double layer_params = tp == 1 ? block_params : (block_params - 6 * h) / tp + 6 * h;
-  // Korthikanti's activations in 16-bit bytes, scaled to the dtype; without recompute (what a
-  // full recompute rebuilds, one layer at a time).
-  const double split = SplitActivationWidths(t);
-  const double layer_activation =
-      LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, Recompute::kNone, split) * d / 2;
-  const double layer_kept = LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, p.recompute, split) * d / 2;
-  const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
-  const double optimizer_per_param =
-      static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d)));
+  // A MoE layer's tokens are the device's sequence share (sequence-parallel with T > 1), its
+  // experts' work spread evenly over the expert group: per device, 1/T of the layer's FLOPs too.
+  const double blocks_flops = b * s / tp * (layers.dense() * LayerFlopsPerToken(t) +
+                                            (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0));
   const bool last = st == stages - 1;
   const bool recompute = p.full_recompute();
-  const double forward = layers * layer_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head
+  const double forward = blocks_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head
   // Full recompute repeats the forward inside B/I; selective only the attention's s² part.
-  const double repeat = recompute                                   ? layers * layer_flops
-                        : p.recompute == Recompute::kSelective ? layers * 4 * b * s * s * h / tp
-                                                                    : 0.0;
-  // The embeddings (tokens and positions) on the first stage; the final LayerNorm and the LM
-  // head, untied (its own copy on the last rank, as Megatron-LM's pipeline keeps), on the last.
-  // Tensor-parallel, the vocabulary is split over the group (the position embeddings and the
-  // LayerNorm are replicated).
-  const double embedding = tp == 1 ? static_cast<double>(GptEmbeddingParams(t.vocab, t.seq, t.hidden))
-                                   : (V / tp + s) * h;
-  // Tied embeddings on one stage: the head is the embedding already counted; elsewhere the last
-  // stage keeps a copy (and its gradients), as Megatron-LM does.
-  const double head = t.tied_embeddings && stages == 1 ? 2 * h
-                      : tp == 1                         ? static_cast<double>(GptHeadParams(t.vocab, t.hidden))
-                                                        : V * h / tp + 2 * h;
-  const double params = layers * layer_params + (st == 0 ? embedding : 0.0) + (last ? head : 0.0);
-  const double tensor_ns = 2 * layers * TensorAllReduceNs(sc, rank, s * b * h * d);  // per forward or backward pass
+  const double repeat = recompute                              ? blocks_flops
+                        : p.recompute == Recompute::kSelective ? layers.count * 4 * b * s * s * static_cast<double>(t.QWidth()) / tp
+                                                               : 0.0;
+  const double tensor_ns = 2 * layers.count * TensorAllReduceNs(sc, rank, s * b * h * d);  // per pass
   const StageChecks check(sc.path, st, keys);
-  const auto ns = [&](double flops, std::string_view what) { return check.Ns(flops / rate * 1e9, what); };
   StageCost cost;
   // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them).
   cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns, "a forward");
   cost.backward_input_ns =
       check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1), "a backward for inputs");
-  cost.backward_weight_ns = ns(forward, "a backward for weights");
-  // The logits' gradient (its vocabulary share) is kept from F to the backward on the last stage.
-  const double kept = layers * layer_kept + (last ? s * b * V / tp * d : 0.0);
-  cost.activation_bytes = check.Bytes(kept, "the activations per microbatch");
-  // Recomputing, one layer's activations are rebuilt at a time.
-  if (recompute) cost.recompute_bytes = check.Bytes(layer_activation, "the recomputed activations");
-  // Tensor-parallel, the attention output's and the MLP down-projection's inputs are split (and
-  // with sequence parallelism the other two as well).
-  const double ffn = static_cast<double>(t.Ffn()) / h;  // the MLP down-projection's input width, in h
-  const double stash_widths = tp == 1 ? 3 + ffn : (p.sequence_parallel ? (3 + ffn) / tp : 2 + (1 + ffn) / tp);
-  cost.w_stash_bytes = check.Bytes(layers * stash_widths * s * b * h * d, "the W stash per microbatch");
-  cost.weight_bytes = check.Bytes(params * d, "the weights");
+  cost.backward_weight_ns = check.Ns(forward / rate * 1e9, "a backward for weights");
+  SetKeptBytes(sc, last, layers, check, &cost);
+  const StageParams params = ParamsOf(sc, st, stages, layers);
+  cost.weight_bytes = check.Bytes((params.shared + params.routed) * d, "the weights");
   cost.grad_bytes = cost.weight_bytes;
-  // ZeRO-1 shards the optimizer state over the stage's replicas.
-  const double zero_shards = p.zero == 1 ? p.data_parallel : 1;
-  cost.optimizer_bytes = check.Bytes(params * optimizer_per_param / zero_shards, "the optimizer state");
+  // The REDUCE_GRAD runs over the D replicas; the routed experts' gradients are reduced over
+  // their own D x T / E holders, charged as the bytes whose ring all-reduce over D moves as much
+  // through each link ((n - 1) / n of a buffer per pass).
+  const double replicas = p.data_parallel, holders = replicas * tp / p.expert_parallel;
+  if (params.routed > 0) {
+    const double share = replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
+    cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * d, "the gradients reduced");
+  }
+  // ZeRO-1 shards the optimizer state over the stage's replicas (the experts' over their holders).
+  const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
+  const double per_param = static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d)));
+  const double zero_shards = p.zero == 1 ? replicas : 1, expert_shards = p.zero == 1 ? holders : 1;
+  cost.optimizer_bytes =
+      check.Bytes((params.shared / zero_shards + params.routed / expert_shards) * per_param, "the optimizer state");
   // Tensor-parallel, each device of the group sends its 1/T of the activation (Megatron-LM's
   // scatter-gather between stages).
   cost.send_bytes = check.Bytes(s * b * h * d / tp, "the activation sent per microbatch");
+  SetAllToAlls(sc, layers, check, &cost);
   return cost;
 }
 
@@ -181,8 +295,13 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
                        st == stages - 1 ? fmt::format(", vocab {}", t.vocab) : "", sc.pipeline.microbatch_size,
                        DeviceKeys(SlowestFlatDevice(sc, query.shape.RankOf(st))));
   };
+  table.a2a_overlap = sc.pipeline.a2a_overlap;
+  table.a2a_sm_share = sc.pipeline.a2a_sm_share;
+  int first = 0;
   for (int st = 0; st < stages; ++st) {
-    table.stages.push_back(TransformerStage(sc, st, stages, query.shape.RankOf(st), layers[st], keys));
+    const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st])};
+    table.stages.push_back(TransformerStage(sc, st, stages, query.shape.RankOf(st), mix, keys));
+    first += layers[st];
   }
   CheckComposedOps(table, sc.path, keys);
   return table;

@@ -154,15 +154,15 @@ TEST(CopyOps, JsonCarriesTheTensorAndRefusesAnUnknownOne) {
   EXPECT_EQ(ToJson(Gpipe()).find("tensor"), std::string::npos);  // written for copies only
   EXPECT_EQ(FromJson(json, "c.json"), s);
   std::string bad = json;
-  bad.replace(bad.find("\"activations\""), 13, "\"gradients\"");
+  bad.replace(bad.find("\"activations\""), 13, "\"moments\"");
   try {
     FromJson(bad, "c.json");
     ADD_FAILURE() << "an unknown tensor was read";
   } catch (const InputError& e) {
     const int at = IndexOf(s, OpKind::kF, 0) + 1;
     EXPECT_EQ(std::string(e.what()), "c.json: ops[0][" + std::to_string(at) +
-                                         "].tensor: unknown tensor 'gradients' (expected activations, weights or "
-                                         "optimizer)");
+                                         "].tensor: unknown tensor 'moments' (expected activations, weights, "
+                                         "optimizer or gradients)");
   }
 }
 
@@ -209,7 +209,7 @@ TEST(CopyOps, TracesGiveCopiesTheirLanesAndTensor) {
   bare.erase(bare.find(",\"tensor\":\"activations\""), 23);
   const TraceReadResult skipped = TraceFromJson(bare, "t.json");
   EXPECT_EQ(skipped.skipped, 1);
-  EXPECT_NE(skipped.first_skipped.find("\"tensor\" is missing (an OFFLOAD or RELOAD names what it copies)"),
+  EXPECT_NE(skipped.first_skipped.find("\"tensor\" is missing (an OFFLOAD or RELOAD names what it copies"),
             std::string::npos)
       << skipped.first_skipped;
 }

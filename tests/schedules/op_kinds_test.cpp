@@ -42,6 +42,7 @@ const Expected kExpected[] = {
     {OpKind::kReduceGrad, "REDUCE_GRAD", 3, nullptr, false, false, true, 0, 0},
     {OpKind::kOffload, "OFFLOAD", 4, nullptr, false, false, false, 0, 0, -1, true},
     {OpKind::kReload, "RELOAD", 5, nullptr, false, false, false, 0, 0, +1, true},
+    {OpKind::kAllToAll, "ALL_TO_ALL", 3, nullptr, false, false, true, 0, 0},
 };
 
 TEST(OpKinds, EveryKindAsDesignStatesIt) {

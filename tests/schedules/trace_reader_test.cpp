@@ -269,7 +269,7 @@ TEST(TraceScaleTest, TwoHundredThousandOpsRoundTrip) {
     for (int i = 0; i < kOpsPerRank; ++i) {
       const OpKind kind = static_cast<OpKind>(i % kNumOpKinds);
       Op op{kind, r, i % 64, i / 64, i / 64, IsComm(kind) ? r + 1 : -1};
-      if (IsCopy(kind)) op.tensor = Tensor::kActivations;
+      if (NamesTensor(kind)) op.tensor = Tensor::kActivations;
       t.ops.push_back(MakeOp(r, Info(kind).stream, op, i, int64_t{i} * 1234567 + r, 1000 + i % 977));
       if (i % 10 == 0) t.counters.push_back({r, int64_t{i} * 1234567, int64_t{i} << 20});
     }

@@ -2,6 +2,8 @@
 // so B = 3 us) run on their streams, with inputs made ready by hand.
 #include "stagecraft/sim/compute_streams.h"
 
+#include "stagecraft/schedules/all_to_all.h"
+
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -36,6 +38,7 @@ class Bench final : public StreamHooks {
   void Posted(int, int index, const Op&) override { log.emplace_back("post", index, loop.now_ns()); }
   void ComputeStarted(int, int index, const Op&, int64_t) override { log.emplace_back("start", index, loop.now_ns()); }
   void ComputeFinished(int, int index, const Op&) override { log.emplace_back("finish", index, loop.now_ns()); }
+  bool AllToAllDone(int, int) override { return a2a_done; }
 
   ComputeStreams& streams() { return streams_; }
   const OpTiming& timing(int rank, int index) const { return record.ranks[rank].ops[index]; }
@@ -51,6 +54,7 @@ class Bench final : public StreamHooks {
   EventLoop loop;
   Script script{&loop};
   bool b_input_ready = true;
+  bool a2a_done = true;
   int64_t b_copy_ns = 0;  // the receiver's copy before B
   Log log;
 
@@ -158,6 +162,28 @@ TEST(ComputeStreams, WaitsForItsInputUntilWoken) {
   EXPECT_EQ(bench.timing(0, 1), (OpTiming{10 * kUs, 13 * kUs}));
   EXPECT_FALSE(bench.streams().waiting(0));
   EXPECT_EQ(bench.Finished().ranks[0].busy_ns, 4 * kUs);
+}
+
+// F [0,1], its ALL_TO_ALL posted at F's end; the list waits for it: B (whose input is there)
+// starts only when the all-to-all has ended (the wake at 6 us), not at the wake at 3 us.
+TEST(ComputeStreams, WaitsForAnAllToAllBeforeGoingOn) {
+  const Op f = Compute(OpKind::kF);
+  Bench bench({{f, schedules::AllToAllOf(f), Compute(OpKind::kB)}}, 0);
+  bench.a2a_done = false;
+  bench.script.At(3 * kUs, [&] {
+    EXPECT_TRUE(bench.streams().waiting(0));
+    bench.streams().Wake(0);
+  });
+  bench.script.At(6 * kUs, [&] {
+    bench.a2a_done = true;
+    bench.streams().Wake(0);
+  });
+  bench.streams().Start();
+  bench.loop.Run();
+  bench.streams().CheckAllDone();
+  EXPECT_EQ(bench.timing(0, 2), (OpTiming{6 * kUs, 9 * kUs}));
+  EXPECT_EQ(bench.log, (Log{{"start", 0, 0}, {"finish", 0, kUs}, {"post", 1, kUs}, {"start", 2, 6 * kUs},
+                            {"finish", 2, 9 * kUs}}));
 }
 
 // Each rank has its own stream: rank 1's F does not wait for rank 0's.

@@ -43,10 +43,11 @@ inline constexpr ImU32 kGridLine = Rgba(255, 255, 255, 22);
 inline constexpr ImU32 kLaneBackground = Rgba(255, 255, 255, 8);
 
 // By schedules::ColorKey: forward, backward, backward_input, backward_weight, send, recv, step,
-// collective, offload, reload.
+// collective, offload, reload, all_to_all.
 inline constexpr ImU32 kKeyColors[schedules::kNumColorKeys] = {
     Rgba(66, 133, 244),  Rgba(52, 168, 83),   Rgba(0, 150, 136),  Rgba(251, 140, 0),  Rgba(150, 150, 150),
-    Rgba(115, 115, 115), Rgba(156, 39, 176),  Rgba(233, 30, 99),  Rgba(121, 85, 72),  Rgba(141, 110, 99)};
+    Rgba(115, 115, 115), Rgba(156, 39, 176),  Rgba(233, 30, 99),  Rgba(121, 85, 72),  Rgba(141, 110, 99),
+    Rgba(255, 87, 34)};
 inline ImU32 KindColor(schedules::OpKind kind) { return kKeyColors[static_cast<size_t>(schedules::Info(kind).color)]; }
 
 // A workload's trace (schedules::Trace::tasks): each task's turns in its own colour (Tableau 10,

@@ -78,6 +78,8 @@ inline constexpr int kMaxHidden = 1 << 20;
 inline constexpr int kMaxHeads = 1 << 16;
 inline constexpr int kMaxSeq = 1 << 24;
 inline constexpr int kMaxVocab = 1 << 24;
+// model.transformer.moe.experts (and top_k, shared_experts), pipeline.expert_parallel.
+inline constexpr int kMaxExperts = 1 << 16;
 inline constexpr int kMaxStreamingMultiprocessors = 1 << 16;
 inline constexpr int kMaxGemmTile = 1 << 16;
 inline constexpr int kMaxGraphVertices = 1 << 12;

@@ -18,6 +18,7 @@
 #include "stagecraft/scenario/limits.h"
 #include "stagecraft/scenario/profile.h"
 #include "stagecraft/scenario/topology_spec.h"
+#include "stagecraft/scenario/transformer_spec.h"
 
 namespace stagecraft::sim {
 
@@ -65,63 +66,6 @@ inline constexpr EnumName<Partition> kPartitionNames[] = {
 inline constexpr EnumName<Partition> kPartitionChoices[] = {{Partition::kEven, "even"},
                                                             {Partition::kBalanced, "balanced"}};
 constexpr std::string_view Name(Partition partition) { return NameIn(kPartitionNames, partition); }
-
-// GPT-2-style decoder (the analytical model's formulas are in sim/src/transformer_costs.cpp). Its
-// precision is training.dtype's (YAML may also state it as model.transformer.dtype).
-// model.transformer.activation: the feed-forward's, GPT's GELU (up, GELU, down) or the Llama
-// family's SwiGLU (gate and up, SiLU(gate)·up, down: three matrices of ffn_hidden).
-enum class FfnActivation : uint8_t { kGelu, kSwiglu };
-inline constexpr EnumName<FfnActivation> kFfnActivationNames[] = {{FfnActivation::kGelu, "gelu"},
-                                                                  {FfnActivation::kSwiglu, "swiglu"}};
-constexpr std::string_view Name(FfnActivation a) { return NameIn(kFfnActivationNames, a); }
-
-struct TransformerSpec {
-  int layers = 0;
-  int hidden = 0;
-  int heads = 0;
-  int seq = 0;
-  int vocab = 0;
-  // Megatron-LM's dropouts (attention probabilities, after each projection, the embeddings),
-  // which the roofline model times (sim/gpt_kernels.h); the executor's block has none.
-  bool dropout = true;
-  // The Llama family's choices (DESIGN.md §10): the feed-forward's width (0: 4 × hidden) and
-  // activation, the key-value heads of grouped-query attention (0: heads, multi-head attention),
-  // and whether the LM head is the token embedding (tied: one copy when one stage holds both;
-  // a pipeline keeps a copy on its last stage either way, as Megatron-LM does).
-  int ffn_hidden = 0;
-  FfnActivation activation = FfnActivation::kGelu;
-  int kv_heads = 0;
-  bool tied_embeddings = false;
-
-  constexpr int64_t Ffn() const { return ffn_hidden > 0 ? ffn_hidden : int64_t{4} * hidden; }
-  constexpr int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
-  // The width of the keys (and of the values): kv heads of hidden / heads each.
-  constexpr int64_t KvWidth() const { return heads > 0 ? KvHeads() * (hidden / heads) : 0; }
-  // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
-  constexpr bool IsGpt2Block() const {
-    return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads && !tied_embeddings;
-  }
-};
-
-// A block's parameters (GPT's layout: biases on every linear layer, two LayerNorms): attention
-// Q h², K and V h·kv each with their biases, the projection h² + h; the feed-forward up (and
-// gate) h·f + f each, down f·h + h; LayerNorms 4h. GPT-2 (f = 4h, kv = h): 12h² + 13h.
-constexpr int64_t TransformerBlockParams(const TransformerSpec& t) {
-  const int64_t h = t.hidden, kv = t.KvWidth(), f = t.Ffn();
-  const int64_t ups = t.activation == FfnActivation::kSwiglu ? 2 : 1;
-  return h * (h + 2 * kv) + (h + 2 * kv) + h * h + h + ups * (h * f + f) + f * h + h + 4 * h;
-}
-
-// The model FLOPs of one token, forward and backward, by the convention of Megatron-LM (Narayanan
-// et al., SC'21: 72BsLh²(1 + s/6h + V/12hL) per batch without recompute) and PaLM (Chowdhery et al. 2022,
-// App. B: 6N + 12LHQT): 6 × the parameters a token's matmuls use (every block's and the LM head's
-// V·h; the embeddings are lookups) + 12·L·h·s for the attention's scores and context; no
-// recompute counted.
-constexpr double TransformerModelFlopsPerToken(const TransformerSpec& t) {
-  const double layers = t.layers, h = t.hidden;
-  return 6 * (layers * static_cast<double>(TransformerBlockParams(t)) + static_cast<double>(t.vocab) * h) +
-         12 * layers * h * t.seq;
-}
 
 // Its parameter counts, as the executor lays them out and the analytical model charges them
 // (Megatron-LM's, with an untied head): a block 12h² + 13h (QKV, projection and the two MLP
@@ -190,6 +134,17 @@ struct ParallelLayout {
   // al. 2022 describe; SC'21 describes none). Split I and W ops are unchanged.
   bool tensor_parallel_overlap = false;
   int zero = 0;
+  // E (pipeline.expert_parallel): a MoE layer's experts sharded over E of the D x T devices that
+  // hold a stage (Megatron-LM's expert parallelism folded over the data and tensor ranks; each
+  // expert whole, not tensor-split), its tokens dispatched to them and combined back by
+  // all-to-alls (IR kind ALL_TO_ALL); an expert's gradients reduced over the D x T / E devices
+  // that hold it.
+  int expert_parallel = 1;
+  // pipeline.a2a_overlap {enabled, sm_share}: an overlapped F&B pair (DualPipe's) runs its
+  // all-to-alls beside its computation, which gives sm_share of the device's compute units to
+  // them while they run (DeepSeek-V3: 20 of the H800's 132 SMs).
+  bool a2a_overlap = true;
+  double a2a_sm_share = 20.0 / 132.0;
   // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
   // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
   std::vector<Axis> placement = {Axis::kTensor, Axis::kData, Axis::kPipeline};
@@ -212,6 +167,10 @@ struct ParallelLayout {
   // For each pipeline rank, the devices of its D replicas (tensor rank 0), replica 0 first: the
   // ring its REDUCE_GRADs run over. Empty when D = 1.
   std::vector<std::vector<int>> ReplicaDevices() const;
+  // For each pipeline rank, its expert group (replica 0, tensor rank 0's): the first E of the
+  // D x T devices that hold it, tensor ranks innermost (Megatron-LM's folding of expert over data
+  // and tensor parallelism). Empty when E = 1.
+  std::vector<std::vector<int>> ExpertDevices() const;
 };
 
 // What one pipeline runs: its schedules, the microbatches and steps, the stages per rank, what

@@ -21,7 +21,8 @@ enum class GapCause : uint8_t {
   kOverhead,  // runtime work between ops: the input was there (or none was needed)
   kIdle,      // before the rank's first compute op and after its last
   // A STEP waiting for its REDUCE_GRAD (the data-parallel all-reduce of its gradients) to
-  // complete. Last, so the older causes keep their values.
+  // complete, or a compute op for the ALL_TO_ALLs before it in its rank's list. Last, so the
+  // older causes keep their values.
   kCollective,
   // A compute op or STEP waiting for the RELOAD (tensors.h CopyWaits) that brings back what it
   // reads from host memory.
@@ -54,7 +55,8 @@ struct TimedOp {
 // compute op is wait up to the transfer's start, transfer until its arrival, overhead after.
 // With replicas, the gap before a STEP whose REDUCE_GRAD (same rank, stage and version) ends
 // after the gap starts is collective up to the earlier of that end and the STEP's start; the
-// rest of the gap follows the rule above.
+// rest of the gap follows the rule above. So is the gap up to the end of the ALL_TO_ALLs between
+// the previous compute op and this one in the list (expert parallelism), first.
 // `stop`, when set by another thread, ends it early: it throws StopRequested (base/stop.h).
 std::vector<RankSplit> SplitBubbles(const Shape& shape, const std::vector<std::vector<TimedOp>>& ranks,
                                     int64_t run_start_ns, int64_t run_end_ns, bool keep_gaps,

@@ -33,8 +33,15 @@ enum class OpKind : uint8_t {
   // after it in the rank's list read it. Each runs on its direction's copy stream.
   kOffload,
   kReload,
+  // Expert parallelism (DESIGN.md §10): the all-to-alls of a compute op's MoE layers (each
+  // layer's token dispatch to the experts' devices and combine back) over its stage's expert
+  // group, on the collective stream. Its `tensor` names the pass: activations for an F's, input
+  // gradients for a B's or an I's. It reads that op's output and the rank's list goes on past it
+  // only once it ends (the layers' compute waits on it), except that an overlapped F&B pair runs
+  // its two beside its computation (all_to_all.h).
+  kAllToAll,
 };
-inline constexpr int kNumOpKinds = 12;
+inline constexpr int kNumOpKinds = 13;
 
 // What an op is: compute (a pass of the model), comm (a SEND/RECV between pipeline ranks),
 // collective (over a stage's replicas), optimizer (a STEP) or copy (OFFLOAD/RELOAD).
@@ -51,14 +58,15 @@ enum class Tensor : uint8_t {
   kActivations,  // what a stage-microbatch's F stashed for its B or I (the op's stage, step, microbatch)
   kWeights,      // the weight version the op's `version` names
   kOptimizer,    // the optimizer state the STEP producing `version` updates
+  kGradients,    // an ALL_TO_ALL's in a backward: the input gradients of the stage-microbatch's tokens
 };
-inline constexpr int kNumTensors = 4;
+inline constexpr int kNumTensors = 5;
 struct TensorNames {
   std::string_view name;  // in JSON and traces: "activations", "weights", "optimizer"
   std::string_view code;  // in action strings: "0OFFLOAD_ACT3"
 };
 inline constexpr std::array<TensorNames, kNumTensors> kTensorNames = {
-    {{"none", ""}, {"activations", "ACT"}, {"weights", "WEIGHT"}, {"optimizer", "OPT"}}};
+    {{"none", ""}, {"activations", "ACT"}, {"weights", "WEIGHT"}, {"optimizer", "OPT"}, {"gradients", "GRAD"}}};
 constexpr std::string_view TensorName(Tensor t) { return kTensorNames[static_cast<size_t>(t)].name; }
 constexpr bool ParseTensor(std::string_view text, Tensor* t) {
   for (size_t i = 1; i < kTensorNames.size(); ++i) {
@@ -124,12 +132,14 @@ enum class ColorKey : uint8_t {
   kCollective,
   kOffload,
   kReload,
+  kAllToAll,
 };
-inline constexpr int kNumColorKeys = 10;
+inline constexpr int kNumColorKeys = 11;
 
 // What the number in an action string is: the global microbatch ("1F3"), the version the op
-// produces or reduces for ("0STEP2", "0REDUCE_GRAD2"), or for a copy its tensor's: activations
-// by microbatch ("0OFFLOAD_ACT3"), weights and optimizer state by version ("0RELOAD_WEIGHT2").
+// produces or reduces for ("0STEP2", "0REDUCE_GRAD2"), or for a copy or an all-to-all its
+// tensor's: activations and gradients by microbatch ("0OFFLOAD_ACT3", "0ALL_TO_ALL_GRAD3"),
+// weights and optimizer state by version ("0RELOAD_WEIGHT2").
 enum class ActionNumber : uint8_t { kMicrobatch, kVersion, kTensor };
 
 struct OpKindInfo {
@@ -180,6 +190,8 @@ inline constexpr std::array<OpKindInfo, kNumOpKinds> kOpKinds = {{
      kNoData, CostField::kNone, 0, {0, 0, false, Workspace::kNone, -1}, ColorKey::kOffload, ActionNumber::kTensor},
     {OpKind::kReload, "RELOAD", OpClass::kCopy, Stream::kToDevice, Phase::kNone, std::nullopt, std::nullopt, kNoData,
      kNoData, CostField::kNone, 0, {0, 0, false, Workspace::kNone, +1}, ColorKey::kReload, ActionNumber::kTensor},
+    {OpKind::kAllToAll, "ALL_TO_ALL", OpClass::kCollective, Stream::kCollective, Phase::kNone, std::nullopt,
+     std::nullopt, kNoData, kNoData, CostField::kNone, 0, {}, ColorKey::kAllToAll, ActionNumber::kTensor},
 }};
 
 constexpr const OpKindInfo& Info(OpKind kind) { return kOpKinds[static_cast<size_t>(kind)]; }
@@ -212,6 +224,10 @@ constexpr bool RunsOnCompute(OpKind k) { return Info(k).stream == Stream::kCompu
 constexpr bool ProducesVersion(OpKind k) { return (Info(k).writes & kWeights) != 0; }
 // A REDUCE_GRAD: it sums an update's gradients over the replicas.
 constexpr bool ReducesGradients(OpKind k) { return (Info(k).writes & kReducedGrads) != 0; }
+// An ALL_TO_ALL: the expert group's dispatch and combine of a compute op's MoE layers.
+constexpr bool IsAllToAll(OpKind k) { return IsCollective(k) && !ReducesGradients(k); }
+// Ops that name a tensor (Op::tensor): copies and all-to-alls.
+constexpr bool NamesTensor(OpKind k) { return Info(k).number == ActionNumber::kTensor; }
 constexpr bool WritesWeightGrads(OpKind k) { return (Info(k).writes & kWeightGrads) != 0; }
 
 // The comm kind on `stream` (kSend or kRecv) that carries `flow`.

@@ -1,5 +1,7 @@
-// Collective streams (DESIGN.md §4, §9): with data-parallel replicas each rank has one stream
-// for its REDUCE_GRADs, beside its compute stream, as NCCL runs a communicator's collectives in
+// Collective streams (DESIGN.md §4, §9, §10): with data-parallel replicas each rank has one stream
+// for its REDUCE_GRADs, beside its compute stream, and with expert parallelism one for its
+// ALL_TO_ALLs (each its stage's all-to-all plan for its pass, PlanAllToAll over the rank's expert
+// group; the rank's list waits for it, all_to_all.h), as NCCL runs a communicator's collectives in
 // order on their own CUDA stream. A REDUCE_GRAD posted by the compute stream starts when the
 // collective stream is free; it runs its stage's CollectivePlan (collectives.h) phase by phase:
 // the phase's steps' latency, then its flows over the topology's links through Transfers, where
@@ -32,13 +34,18 @@ namespace stagecraft::sim {
 
 // Each stage's plan: the all-reduce of its gradients (StageCost::grad_bytes) over the devices of
 // its rank's replicas (`replica_devices[rank]`, ring order), or as the cost table's measured fit
-// says. Empty when there is one replica.
+// says. Empty when there is one replica. With `expert_devices` (each rank's expert group; empty:
+// none) and a stage whose cost has all-to-alls, the plans of its F's and its backward's
+// ALL_TO_ALLs too.
 class CollectivePlans {
  public:
   CollectivePlans(const schedules::Schedule& schedule, const CostTable& costs, const Topology& topology,
-                  const std::vector<std::vector<int>>& replica_devices);
+                  const std::vector<std::vector<int>>& replica_devices,
+                  const std::vector<std::vector<int>>& expert_devices = {});
   bool empty() const { return plans_.empty(); }
   const CollectivePlan& of(int stage) const { return plans_[stage]; }
+  // The plan of an ALL_TO_ALL (its stage and pass, Op::tensor); an empty plan when none.
+  const CollectivePlan& AllToAllOf(const schedules::Op& op) const;
   // The most flows one phase of any plan starts (the slots a rank's stream needs).
   size_t max_flows() const { return max_flows_; }
   // Stage `stage`'s all-reduce alone (PlanAloneNs: the least its REDUCE_GRAD takes).
@@ -48,6 +55,8 @@ class CollectivePlans {
 
  private:
   std::vector<CollectivePlan> plans_;    // by stage
+  std::vector<CollectivePlan> a2a_plans_;  // by stage x 2: the F's, the backward's
+  CollectivePlan none_;
   std::vector<double> stage_alone_ns_;   // by stage
   size_t max_flows_ = 0;
   double alone_ns_ = 0;
@@ -69,31 +78,42 @@ class CollectiveStreams final : public EventHandler {
                     Transfers* transfers, size_t first_slot, EventLoop* loop, Listener* listener,
                     schedules::RunRecord* record);
 
+  // Two streams per rank (the REDUCE_GRADs', the ALL_TO_ALLs'), each with its slots.
   static size_t SlotsNeeded(const schedules::Schedule& schedule, const CollectivePlans& plans) {
-    return static_cast<size_t>(schedule.ranks()) * plans.max_flows();
+    return static_cast<size_t>(schedule.ranks()) * kLanes * plans.max_flows();
   }
 
-  void Post(int rank, int index, const schedules::Op& op);  // a REDUCE_GRAD
+  void Post(int rank, int index, const schedules::Op& op);  // a REDUCE_GRAD or an ALL_TO_ALL
   // A flow of `slot` arrived; false when the slot is not a collective's.
   bool FlowArrived(size_t slot);
   // Whether the REDUCE_GRAD of `stage` that the STEP producing `version` reads has finished.
   bool Done(int rank, int stage, int version) const;
+  // Whether the ALL_TO_ALL at `index` of `rank` has finished.
+  bool AllToAllDone(int rank, int index) const { return streams_[Lane(rank, true)].done.contains(index); }
 
   void OnEvent(const Event& event) override;  // a phase's latency has passed
 
  private:
+  static constexpr int kLanes = 2;
   struct Stream {
-    std::deque<int> queue;  // REDUCE_GRAD op indexes posted, the first one running
+    int rank = 0;
+    bool a2a = false;
+    std::deque<int> queue;  // op indexes posted, the first one running
     int phase = -1;         // of the running one; -1: none running
     size_t flows_left = 0;
-    std::unordered_set<int64_t> done;  // stage x versions of the finished ones
+    // The finished ones: REDUCE_GRADs by stage x version, ALL_TO_ALLs by op index.
+    std::unordered_set<int64_t> done;
   };
+  static size_t Lane(int rank, bool a2a) { return static_cast<size_t>(rank) * kLanes + (a2a ? 1 : 0); }
 
-  void StartNext(int rank);
-  void StartPhase(int rank);
-  void EndPhase(int rank);
+  void StartNext(size_t lane);
+  void StartPhase(size_t lane);
+  void EndPhase(size_t lane);
   int64_t StepLatencyNs(const CollectivePhase& phase) const;
-  const schedules::Op& Running(int rank) const { return schedule_.ops[rank][streams_[rank].queue.front()]; }
+  const schedules::Op& Running(size_t lane) const {
+    return schedule_.ops[streams_[lane].rank][streams_[lane].queue.front()];
+  }
+  const CollectivePlan& PlanOf(size_t lane) const;
   static int64_t Key(int stage, int version) { return int64_t{stage} << 32 | static_cast<uint32_t>(version); }
 
   const schedules::Schedule& schedule_;
@@ -104,7 +124,7 @@ class CollectiveStreams final : public EventHandler {
   EventLoop* loop_;
   Listener* listener_;
   schedules::RunRecord* record_;
-  std::vector<Stream> streams_;  // per rank
+  std::vector<Stream> streams_;  // per rank and lane (Lane)
 };
 
 }  // namespace stagecraft::sim

@@ -37,8 +37,8 @@ namespace stagecraft::sim {
 
 class Topology;
 
-enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical, kMeasured };
-// "ring", "tree", "hierarchical", "measured"
+enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical, kMeasured, kAllToAll };
+// "ring", "tree", "hierarchical", "measured", "all_to_all"
 std::string_view AlgorithmName(CollectiveAlgorithm algorithm);
 
 struct CollectiveFlow {
@@ -69,6 +69,16 @@ CollectivePlan TreeAllReduce(const Topology& topology, const std::vector<int>& d
 CollectivePlan HierarchicalAllReduce(const Topology& topology, const std::vector<int>& devices, int64_t bytes);
 // The all-reduce of `bytes` over n ranks as `fit` times it; empty (no phases) for n <= 1.
 CollectivePlan MeasuredAllReduce(const CollectiveFit& fit, int n, int64_t bytes);
+
+// `count` all-to-alls one after the other over `devices` (an expert group, topology device ids),
+// each device holding `bytes` of which 1/n stays and 1/n goes to each other device: one phase of
+// `count` steps (each an all-to-all's latency, its slowest route) whose flows load every link as
+// the n(n - 1) pairs would. On the per-dimension form each device sends two flows, what its
+// node's other group devices take to the next of them on its node ((k - 1)/n of `bytes` x count,
+// k of the group on that node) and what the other nodes' take through its cluster link to the
+// device of its local index on the next node ((n - k)/n), so every device's links carry and
+// receive exactly their share; on an explicit graph, a flow per pair. Empty for n <= 1.
+CollectivePlan PlanAllToAll(const Topology& topology, const std::vector<int>& devices, int64_t bytes, int count);
 
 // The plan's time alone in ns: per phase, its measured time, its steps' latency (+
 // `step_latency_ns` each) and the most loaded link's bytes (the flows of the phase that cross

@@ -1,5 +1,5 @@
 // Compute streams (DESIGN.md §4): each rank runs its compute ops strictly in IR order on one
-// stream; an op starts when the stream is free and its input has arrived (a STEP: its
+// stream, and goes past an ALL_TO_ALL only once it has finished (all_to_all.h); an op starts when the stream is free and its input has arrived (a STEP: its
 // REDUCE_GRAD has finished). SEND/RECV/REDUCE_GRAD only post and take no stream time; a STEP holds the stream for the stage's step_ns (0: an instant). With a
 // calibrated cost table, every op of the list also leaves op_overhead_ns of runtime work on the
 // stream, paid before the next compute op starts and after its input is in hand (never hidden
@@ -47,7 +47,8 @@ class StreamHooks {
   // A compute op's data (and what it reads from host memory), a STEP's REDUCE_GRAD.
   virtual bool InputReady(int rank, int index, const schedules::Op& op) = 0;
   virtual int64_t InputCopyNs(int rank, const schedules::Op& op) = 0;         // receiver's copy first
-  virtual void Posted(int rank, int index, const schedules::Op& op) = 0;      // a SEND, RECV or REDUCE_GRAD
+  virtual void Posted(int rank, int index, const schedules::Op& op) = 0;  // a SEND, RECV, REDUCE_GRAD, ALL_TO_ALL, copy
+  virtual bool AllToAllDone(int rank, int index) = 0;                     // the ALL_TO_ALL at `index` of `rank`
   // F/B/I/W/STEP; `in_hand_ns`: when its input was there, the receiver's copy included.
   virtual void ComputeStarted(int rank, int index, const schedules::Op& op, int64_t in_hand_ns) = 0;
   virtual void ComputeFinished(int rank, int index, const schedules::Op& op) = 0;  // F/B/I/W/STEP
@@ -144,6 +145,14 @@ class ComputeStreams final : public EventHandler {
   // PipeMare's correction (memory_model.h KeepsWeightVelocity): the updates each backward spans
   // (schedules::CorrectionSpans), [rank][op index]; empty without the correction.
   std::vector<std::vector<int>> correction_spans_;
+  // Expert parallelism (all_to_all.h): [rank][op index] the compute op whose start posts an
+  // ALL_TO_ALL after an overlapped pair (-1: the list posts it), and whether each is posted;
+  // empty without ALL_TO_ALLs.
+  std::vector<std::vector<int>> paired_;
+  std::vector<std::vector<bool>> a2a_posted_;
+  // Posts the ALL_TO_ALLs that the start of op `index` of `rank` posts; true when there are any
+  // (the pair then runs beside them, at 1 - CostTable::a2a_sm_share of the device).
+  bool PostPaired(int rank, int index);
   std::vector<int> shared_of_;            // [rank]: index in shared_, -1 when the rank has its device alone
   std::vector<SharedDevice> shared_;
   int64_t time_slice_ns_ = 0;

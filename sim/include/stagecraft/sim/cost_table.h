@@ -35,8 +35,20 @@ struct StageCost {
   int64_t forward_workspace_bytes = 0;
   int64_t weight_bytes = 0;      // one weight version
   int64_t grad_bytes = 0;
+  // What its REDUCE_GRAD all-reduces over the D replicas when that is not grad_bytes (-1): with
+  // expert parallelism, the routed experts' share counted as the bytes that take as long on that
+  // ring as their own reduction over their holders.
+  int64_t reduce_bytes = -1;
+  int64_t ReduceBytes() const { return reduce_bytes >= 0 ? reduce_bytes : grad_bytes; }
   int64_t optimizer_bytes = 0;
   int64_t send_bytes = 0;  // activation / gradient sent to a neighbour stage per microbatch
+  // Expert parallelism (pipeline.expert_parallel > 1): the all-to-alls an F's ALL_TO_ALL runs
+  // (a dispatch and a combine per MoE layer), those of a backward for inputs' (and of the
+  // forward it recomputes), and what one moves from each device of the expert group (its
+  // (E - 1) / E leaves the device); 0: none.
+  int32_t a2a_forward = 0;
+  int32_t a2a_backward = 0;
+  int64_t a2a_bytes = 0;
 
   // What a full backward B costs: fused_backward_ns when set, else input + weight.
   int64_t FullBackwardNs() const {
@@ -59,6 +71,10 @@ struct CostTable {
   // training.pipemare.correction: a schedule whose weight policy is correctable (weight_policy.h,
   // PipeMare's) keeps one more weight-sized buffer per stage, the weights' velocity.
   bool weight_velocity = false;
+  // pipeline.a2a_overlap: an overlapped F&B pair runs its ALL_TO_ALLs beside its computation
+  // (all_to_all.h), which then has 1 - a2a_sm_share of the device; false: they wait as any.
+  bool a2a_overlap = false;
+  double a2a_sm_share = 0;
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // the cost model's label: "explicit" | "transformer" | "mlp" | "profile:<path>"
   // The runtime's work per op of a rank's list (the stream is held that long after each op,

@@ -57,6 +57,9 @@ struct SimConfig {
   // run over (collective_streams.h). Empty with replicas and rank_devices empty: replica i of
   // rank r on device i x ranks + r (replica 0 on devices 0 .. ranks - 1).
   std::vector<std::vector<int>> replica_devices;
+  // With expert parallelism (ALL_TO_ALLs in the schedule): for each pipeline rank, the devices of
+  // its expert group (PipelineSpec::ExpertDevices), which its ALL_TO_ALLs run over; empty: none.
+  std::vector<std::vector<int>> expert_devices;
   // Set by another thread, ends the run early: Simulate throws StopRequested (base/stop.h)
   // within a few thousand events. Null: the run goes to its end.
   const std::atomic<bool>* stop = nullptr;

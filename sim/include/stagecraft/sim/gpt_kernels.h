@@ -76,13 +76,28 @@ struct GptKernelShape {
   int64_t ffn = 0;
   bool swiglu = false;
   int64_t kv_heads = 0;
+  int64_t head_dim = 0;  // 0: hidden / heads (model.transformer.head_dim)
+  // Mixture-of-experts layers (model.transformer.moe; GptBlockKernels' `moe_layer`): the
+  // router's experts, the copies of each token routed (top_k x the capacity factor), the experts
+  // one device holds (experts / E) and their width, and the shared experts' total width.
+  int64_t experts = 0;
+  double routed = 1;
+  int64_t local_experts = 1;
+  int64_t expert_ffn = 0;
+  int64_t shared_ffn = 0;
   // 16-bit weights keep fp32 gradients and master weights (Megatron's main_grad); fp32 weights
   // their own.
   int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
 };
 
-// One transformer block's kernels, F then I then W, in the order a device runs them.
-std::vector<Kernel> GptBlockKernels(const GptKernelShape& shape);
+// One transformer block's kernels, F then I then W, in the order a device runs them. A MoE
+// layer's (`moe_layer`) feed-forward is the router (a GEMM to the experts' logits, its top-k),
+// the permutation of the routed token copies into expert order, the experts' grouped GEMMs (a
+// batch of the local experts, each its even share of the rows), the unpermutation with the
+// router's weights, and the shared experts as a dense feed-forward split over the tensor group;
+// its tokens are the device's sequence share, and the all-to-alls between the permutations are
+// the ALL_TO_ALL op's, not listed here.
+std::vector<Kernel> GptBlockKernels(const GptKernelShape& shape, bool moe_layer = false);
 // The token and position embeddings of the first stage (F: gather and add; W: the scatter-add
 // of their gradients); with T > 1 the vocabulary-parallel embedding's all-reduce.
 std::vector<Kernel> GptEmbeddingKernels(const GptKernelShape& shape);
@@ -90,7 +105,7 @@ std::vector<Kernel> GptEmbeddingKernels(const GptKernelShape& shape);
 std::vector<Kernel> GptHeadKernels(const GptKernelShape& shape);
 // What recomputation repeats inside I: the whole block's F (full), or attention's scores,
 // softmax, dropout and context (selective; Korthikanti et al. 2022); as kernels of pass I.
-std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, bool full);
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, bool full, bool moe_layer = false);
 // The optimizer step over `params` parameters of one device: clearing the gradients, the
 // gradient norm (clipping) and the update, each one memory-bound pass;
 // `update_bytes_per_param` is what the update reads and writes per parameter.

@@ -1,0 +1,139 @@
+// model.transformer as plain data (DESIGN.md §3, §10): a GPT-2-style decoder block, the Llama
+// family's choices (feed-forward width, SwiGLU, grouped-query attention, tied embeddings) and
+// mixture-of-experts layers, with the parameter and model-FLOP counts every part reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "stagecraft/scenario/enum_names.h"
+
+namespace stagecraft::sim {
+
+// GPT-2-style decoder (the analytical model's formulas are in sim/src/transformer_costs.cpp). Its
+// precision is training.dtype's (YAML may also state it as model.transformer.dtype).
+// model.transformer.activation: the feed-forward's, GPT's GELU (up, GELU, down) or the Llama
+// family's SwiGLU (gate and up, SiLU(gate)·up, down: three matrices of ffn_hidden).
+enum class FfnActivation : uint8_t { kGelu, kSwiglu };
+inline constexpr EnumName<FfnActivation> kFfnActivationNames[] = {{FfnActivation::kGelu, "gelu"},
+                                                                  {FfnActivation::kSwiglu, "swiglu"}};
+constexpr std::string_view Name(FfnActivation a) { return NameIn(kFfnActivationNames, a); }
+
+// Mixture-of-experts layers (model.transformer.moe; Shazeer et al. 2017, GShard, Switch,
+// Mixtral, DeepSeek-V3): a MoE layer's feed-forward is `experts` routed experts, each a
+// feed-forward of expert_hidden (the model's activation, no biases), of which a router (a linear
+// layer of h -> experts, top-k of its softmax) sends each token to `top_k`, plus `shared_experts`
+// every token passes through. Layer l (from 0) is a MoE layer when l >= first_dense and
+// (l - first_dense) % every == 0 (Megatron-LM's moe_layer_freq, DeepSeek-V3's
+// first_k_dense_replace); the others are dense. capacity_factor > 0: each expert takes at most
+// that multiple of its even share of the tokens, padded to it (GShard, Megatron-LM's
+// moe_expert_capacity_factor with pad_expert_input_to_capacity); 0: dropless, every routed token
+// computed, the routing taken as balanced.
+struct MoeSpec {
+  int experts = 0;
+  int top_k = 1;
+  int expert_hidden = 0;  // 0: the dense feed-forward's width
+  int shared_experts = 0;
+  int every = 1;
+  int first_dense = 0;
+  double capacity_factor = 0;  // 0: dropless
+
+  constexpr bool IsMoeLayer(int layer) const { return layer >= first_dense && (layer - first_dense) % every == 0; }
+  // The routed tokens' multiple of top_k that the experts compute: the capacity, else 1.
+  constexpr double TokenFactor() const { return capacity_factor > 0 ? capacity_factor : 1.0; }
+};
+
+struct TransformerSpec {
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int seq = 0;
+  int vocab = 0;
+  // Megatron-LM's dropouts (attention probabilities, after each projection, the embeddings),
+  // which the roofline model times (sim/gpt_kernels.h); the executor's block has none.
+  bool dropout = true;
+  // The Llama family's choices (DESIGN.md §10): the feed-forward's width (0: 4 × hidden) and
+  // activation, the key-value heads of grouped-query attention (0: heads, multi-head attention),
+  // and whether the LM head is the token embedding (tied: one copy when one stage holds both;
+  // a pipeline keeps a copy on its last stage either way, as Megatron-LM does).
+  int ffn_hidden = 0;
+  FfnActivation activation = FfnActivation::kGelu;
+  int kv_heads = 0;
+  bool tied_embeddings = false;
+  // Each attention head's width (Megatron-LM's kv_channels; 0: hidden / heads), where the query
+  // heads together are wider than the model (Qwen3's 64 heads of 128 in a hidden of 4096).
+  int head_dim = 0;
+  // Mixture-of-experts layers (model.transformer.moe); none: every layer dense.
+  std::optional<MoeSpec> moe;
+
+  constexpr int64_t Ffn() const { return ffn_hidden > 0 ? ffn_hidden : int64_t{4} * hidden; }
+  constexpr int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // The width of the keys (and of the values): kv heads of hidden / heads each.
+  constexpr int64_t HeadDim() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
+  // The queries' width (and the attention's output, the projection's input): heads x HeadDim.
+  constexpr int64_t QWidth() const { return heads * HeadDim(); }
+  constexpr int64_t KvWidth() const { return KvHeads() * HeadDim(); }
+  // 2 for SwiGLU's gate and up, 1 for GELU's up.
+  constexpr int64_t Ups() const { return activation == FfnActivation::kSwiglu ? 2 : 1; }
+  // One expert's width (moe.expert_hidden, else the dense feed-forward's); 0 without experts.
+  constexpr int64_t ExpertFfn() const { return !moe ? 0 : moe->expert_hidden > 0 ? moe->expert_hidden : Ffn(); }
+  // Whether layer `layer` (from 0) is a mixture-of-experts layer.
+  constexpr bool IsMoeLayer(int layer) const { return moe && moe->IsMoeLayer(layer); }
+  // The MoE layers among layers [first, first + count).
+  constexpr int MoeLayersIn(int first, int count) const {
+    int n = 0;
+    for (int l = first; l < first + count; ++l) n += IsMoeLayer(l) ? 1 : 0;
+    return n;
+  }
+  // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
+  constexpr bool IsGpt2Block() const {
+    return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads &&
+           !tied_embeddings && !moe && QWidth() == hidden;
+  }
+};
+
+// A block's parameters (GPT's layout: biases on every linear layer, two LayerNorms): attention
+// Q h·q (q = heads x head_dim, h by default), K and V h·kv each, with their biases, the
+// projection q·h + h; the feed-forward up (and gate) h·f + f each, down f·h + h; LayerNorms 4h.
+// GPT-2 (f = 4h, kv = q = h): 12h² + 13h.
+constexpr int64_t AttentionParams(const TransformerSpec& t) {
+  const int64_t h = t.hidden, q = t.QWidth(), kv = t.KvWidth();
+  return h * (q + 2 * kv) + (q + 2 * kv) + q * h + h;
+}
+constexpr int64_t DenseFfnParams(const TransformerSpec& t) {
+  const int64_t h = t.hidden, f = t.Ffn();
+  return t.Ups() * (h * f + f) + f * h + h;
+}
+constexpr int64_t TransformerBlockParams(const TransformerSpec& t) {
+  return AttentionParams(t) + DenseFfnParams(t) + 4 * int64_t{t.hidden};
+}
+// A MoE layer's: one expert (u + 1)·h·f_e (no biases, as Mixtral's, Qwen's and DeepSeek's), the
+// router h·experts; the layer holds the router, every routed and shared expert, attention and the
+// LayerNorms; a token uses the router, top_k + shared experts, attention and the LayerNorms.
+constexpr int64_t ExpertParams(const TransformerSpec& t) { return (t.Ups() + 1) * t.hidden * t.ExpertFfn(); }
+constexpr int64_t RouterParams(const TransformerSpec& t) { return t.moe ? int64_t{t.hidden} * t.moe->experts : 0; }
+constexpr int64_t MoeBlockParams(const TransformerSpec& t) {
+  const int64_t experts = t.moe ? t.moe->experts + t.moe->shared_experts : 0;
+  return AttentionParams(t) + RouterParams(t) + experts * ExpertParams(t) + 4 * int64_t{t.hidden};
+}
+constexpr int64_t ActiveMoeBlockParams(const TransformerSpec& t) {
+  const int64_t used = t.moe ? t.moe->top_k + t.moe->shared_experts : 0;
+  return AttentionParams(t) + RouterParams(t) + used * ExpertParams(t) + 4 * int64_t{t.hidden};
+}
+
+// The model FLOPs of one token, forward and backward, by the convention of Megatron-LM (Narayanan
+// et al., SC'21: 72BsLh²(1 + s/6h + V/12hL) per batch without recompute; its MoE form counts the
+// top-k experts a token uses) and PaLM (Chowdhery et al. 2022, App. B: 6N + 12LHQT): 6 × the
+// parameters a token's matmuls use (every block's, a MoE layer's active ones, and the LM head's
+// V·h; the embeddings are lookups) + 12·L·q·s for the attention's scores and context (q the
+// queries' width, h by default); no recompute counted.
+constexpr double TransformerModelFlopsPerToken(const TransformerSpec& t) {
+  const double h = t.hidden;
+  const int moe = t.MoeLayersIn(0, t.layers);
+  const double blocks = static_cast<double>(t.layers - moe) * static_cast<double>(TransformerBlockParams(t)) +
+                        moe * static_cast<double>(ActiveMoeBlockParams(t));
+  return 6 * (blocks + static_cast<double>(t.vocab) * h) + 12.0 * t.layers * static_cast<double>(t.QWidth()) * t.seq;
+}
+
+}  // namespace stagecraft::sim

@@ -1,0 +1,60 @@
+// model.transformer's attention, its mixture-of-experts layers and pipeline.expert_parallel
+// against the rest of the scenario (validate_detail.h).
+#include <fmt/format.h>
+
+#include "validate_detail.h"
+
+namespace stagecraft::sim::detail {
+
+void CheckAttention(const Scenario& s, Problems* out) {
+  const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
+  if (t && t->head_dim == 0 && t->hidden % t->heads != 0) {
+    out->Add("model.transformer.heads",
+             fmt::format("expected heads to divide hidden ({}), got {}", t->hidden, t->heads));
+  }
+  if (t && t->heads % t->KvHeads() != 0) {
+    out->Add("model.transformer.kv_heads", fmt::format("expected kv_heads to divide heads ({}): each key-value head "
+                                                       "serves a group of query heads, got {}",
+                                                       t->heads, t->KvHeads()));
+  }
+}
+
+void CheckExperts(const Scenario& s, Problems* out) {
+  const PipelineSpec& p = s.pipeline;
+  const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
+  const MoeSpec* moe = t && t->moe ? &*t->moe : nullptr;
+  if (!moe) {
+    if (p.expert_parallel > 1) {
+      out->Add("pipeline.expert_parallel", "shards the experts of mixture-of-experts layers: it needs "
+                                           "model.transformer.moe");
+    }
+    return;
+  }
+  if (moe->first_dense >= t->layers) {
+    out->Add("model.transformer.moe.first_dense", fmt::format("expected fewer than the {} layers, got {}: no layer "
+                                                              "would be a MoE layer",
+                                                              t->layers, moe->first_dense));
+  }
+  const int64_t holders = int64_t{p.data_parallel} * p.tensor_parallel;
+  if (moe->experts % p.expert_parallel != 0) {
+    out->Add("pipeline.expert_parallel", fmt::format("must divide model.transformer.moe.experts ({}): each device "
+                                                     "holds an equal share of whole experts, got {}",
+                                                     moe->experts, p.expert_parallel));
+  } else if (holders % p.expert_parallel != 0) {
+    out->Add("pipeline.expert_parallel",
+             fmt::format("must divide data_parallel x tensor_parallel ({} x {} = {}): the experts are sharded over "
+                         "the devices that hold a stage (Megatron-LM's convention), got {}",
+                         p.data_parallel, p.tensor_parallel, holders, p.expert_parallel));
+  }
+  if (p.tensor_parallel > 1 && !p.sequence_parallel) {
+    out->Add("pipeline.sequence_parallel", "must be true with mixture-of-experts layers and tensor_parallel > 1: "
+                                           "each device routes its own share of the sequence (Megatron-LM's rule)");
+  }
+  if (moe->shared_experts * t->ExpertFfn() % p.tensor_parallel == 0) return;
+  out->Add("pipeline.tensor_parallel",
+           fmt::format("must divide the shared experts' width ({} x {}): they are split over the tensor group like "
+                       "the dense feed-forward, got {}",
+                       moe->shared_experts, t->ExpertFfn(), p.tensor_parallel));
+}
+
+}  // namespace stagecraft::sim::detail

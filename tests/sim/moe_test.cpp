@@ -1,0 +1,266 @@
+// Mixture-of-experts layers and expert parallelism (issue 56 points 2-3, DESIGN.md §10): the
+// parameter counts against Mistral AI's published ones for Mixtral 8x7B, the analytical costs of
+// a tiny MoE stage worked by hand, the all-to-all plan's flows against every pair's, the
+// ALL_TO_ALLs placed in a schedule and checked by Validate, and a run's all-to-all timed by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim_test_util.h"
+#include "stagecraft/schedules/all_to_all.h"
+#include "stagecraft/schedules/bubble_split.h"
+#include "stagecraft/schedules/validate.h"
+#include "stagecraft/sim/collectives.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/engine.h"
+#include "stagecraft/sim/gpt_kernels.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using schedules::Op;
+using schedules::OpKind;
+using schedules::Tensor;
+using testing::kMs;
+
+// Mixtral 8x7B (Jiang et al. 2024, "Mixtral of Experts"; Mistral AI: "46.7B total parameters but
+// only uses 12.9B parameters per token"): 32 layers of 4096, 32 query and 8 key-value heads, 8
+// experts of a 14336 SwiGLU, top-2, a 32,000-token vocabulary, untied head. This layout's counts
+// (GPT's biases and LayerNorms in attention, learned positions where Mixtral has RoPE) land within
+// 0.2% of both.
+TEST(Moe, MixtralParametersMatchThePublishedCounts) {
+  TransformerSpec t{32, 4096, 32, 4096, 32000};
+  t.ffn_hidden = 14336, t.activation = FfnActivation::kSwiglu, t.kv_heads = 8;
+  t.moe = MoeSpec{.experts = 8, .top_k = 2};
+  const double embeddings = 2.0 * 32000 * 4096;  // the token embedding and the LM head
+  const double total = 32.0 * static_cast<double>(MoeBlockParams(t)) + embeddings;
+  const double active = 32.0 * static_cast<double>(ActiveMoeBlockParams(t)) + embeddings;
+  EXPECT_NEAR(total / 46.7e9, 1.0, 0.002);
+  EXPECT_NEAR(active / 12.9e9, 1.0, 0.002);
+  EXPECT_EQ(ExpertParams(t), 3LL * 4096 * 14336);  // gate, up and down, no biases
+  EXPECT_EQ(RouterParams(t), 4096LL * 8);
+  EXPECT_FALSE(t.IsGpt2Block());
+  EXPECT_EQ(t.MoeLayersIn(0, 32), 32);
+}
+
+// Which layers are MoE layers: Megatron-LM's moe_layer_freq (every) after DeepSeek-V3's dense
+// first layers (first_dense), and the model FLOPs per token counting a MoE layer's active
+// parameters: 6 x (dense blocks + MoE blocks' active + V·h) + 12·L·h·s.
+TEST(Moe, LayerKindsAndModelFlops) {
+  TransformerSpec t{6, 8, 2, 4, 10};
+  t.moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6, .shared_experts = 1, .every = 2, .first_dense = 1};
+  std::vector<bool> kinds;
+  for (int l = 0; l < 6; ++l) kinds.push_back(t.IsMoeLayer(l));
+  EXPECT_EQ(kinds, (std::vector<bool>{false, true, false, true, false, true}));
+  EXPECT_EQ(t.MoeLayersIn(2, 3), 1);
+  // GELU: an expert 2·8·6 = 96; the router 32; attention 8·24 + 24 + 64 + 8 = 288; LayerNorms 32.
+  EXPECT_EQ(ExpertParams(t), 96);
+  EXPECT_EQ(MoeBlockParams(t), 288 + 32 + 5 * 96 + 32);
+  EXPECT_EQ(ActiveMoeBlockParams(t), 288 + 32 + 3 * 96 + 32);
+  const double dense = static_cast<double>(TransformerBlockParams(t));  // 288 + 8·32 + 32 + 32·8 + 8 + 32
+  EXPECT_EQ(dense, 288 + 2 * 8 * 32 + 32 + 8 + 32);
+  EXPECT_DOUBLE_EQ(TransformerModelFlopsPerToken(t), 6 * (3 * dense + 3 * 640.0 + 80) + 12.0 * 6 * 8 * 4);
+}
+
+// A tiny MoE stage: b = 1, s = 4, h = 8, a = 2 (kv = h), GELU, 4 experts of 6, top-2, E = 2, bf16,
+// one FLOP per ns, 2 ranks of 1 layer (both MoE), D = 2. Per microbatch (4 tokens):
+//   forward FLOPs: attention 2·4·8·24 + 2·(2·2·4·4·4) + 2·4·8·8 = 1536 + 512 + 512 = 2560;
+//     the router 2·4·8·4 = 256; two experts a token 2·2·4·(2·8·6) = 1536: 4352
+//   weights: attention 288, the router 32, LayerNorms 32, 4 / 2 = 2 experts of 96: 544
+//   all-to-alls: an F's dispatch and combine, 4 tokens x 2 copies x 8 wide x 2 bytes = 128 each.
+Scenario TinyMoe() {
+  Scenario s = testing::UnitScenario(2, "gpipe", 1);
+  s.model.transformer = TransformerSpec{2, 8, 2, 4, 10};
+  s.model.transformer->moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6};
+  s.training.dtype = Dtype::kBf16;
+  s.pipeline.data_parallel = 2;
+  s.pipeline.expert_parallel = 2;
+  s.topology.devices_per_node = 4;
+  return s;
+}
+
+TEST(Moe, AnalyticalStageCostsByHand) {
+  const CostTable t = BuildCosts(TinyMoe(), 2);
+  const StageCost& first = t.stages[0];
+  EXPECT_EQ(first.forward_ns, 4352);
+  EXPECT_EQ(first.weight_bytes, (544 + (10 + 4) * 8) * 2);  // + the embeddings
+  EXPECT_EQ(first.a2a_forward, 2);
+  EXPECT_EQ(first.a2a_backward, 2);
+  EXPECT_EQ(first.a2a_bytes, 128);
+  // The routed experts' 192 gradients reduce over D·T/E = 1 holder: nothing to move; the rest
+  // over the two replicas.
+  EXPECT_EQ(first.ReduceBytes(), (544 - 192 + 112) * 2);
+  EXPECT_EQ(first.grad_bytes, first.weight_bytes);
+  // Without expert parallelism a device holds all four experts and runs no all-to-all.
+  Scenario whole = TinyMoe();
+  whole.pipeline.expert_parallel = 1;
+  const CostTable whole_table = BuildCosts(whole, 2);
+  const StageCost& alone = whole_table.stages[0];
+  EXPECT_EQ(alone.weight_bytes, (544 + 192 + 112) * 2);
+  EXPECT_EQ(alone.a2a_forward, 0);
+  EXPECT_EQ(alone.forward_ns, 4352);  // the same FLOPs, all on the device
+}
+
+// The kernel list of a MoE layer: its GEMMs add up to the same FLOPs as the analytical model's
+// (router 256, experts 1536 in two grouped GEMMs of the two local experts, each its 4 of the 8
+// routed rows), and its memory kernels are the router's top-k, the permutation and its inverse.
+TEST(Moe, KernelListFlops) {
+  GptKernelShape g;
+  g.microbatch = 1, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10;
+  g.experts = 4, g.routed = 2, g.local_experts = 2, g.expert_ffn = 6;
+  double forward = 0;
+  std::vector<std::string> memory;
+  for (const Kernel& k : GptBlockKernels(g, true)) {
+    if (k.pass != KernelPass::kF) continue;
+    if (k.kind == KernelClass::kMemory) memory.push_back(k.name);
+    if (k.kind == KernelClass::kGemm || k.kind == KernelClass::kBatchedGemm) forward += k.flops;
+    if (k.name == "expert.fc") {
+      EXPECT_EQ(k.batch, 2);
+      EXPECT_EQ(k.m, 4);
+    }
+  }
+  EXPECT_DOUBLE_EQ(forward, 4352);
+  for (const char* name : {"router.topk", "permute", "unpermute", "expert.bias_gelu"}) {
+    EXPECT_NE(std::find(memory.begin(), memory.end(), name), memory.end()) << name;
+  }
+}
+
+// The all-to-all's flows over 2 nodes of 2 devices, E = 4, 4 MB per device: each device keeps
+// 1 MB, sends 1 MB to its node's other device and 2 MB across (1 MB to each device there). Per
+// link, what the flows carry is what the twelve pairs would.
+TEST(Moe, AllToAllFlowsLoadLinksAsEveryPair) {
+  const Topology topo = testing::Node(2, 100e9, 1000, 2, 10e9, 5000);
+  const int64_t bytes = 4'000'000;
+  const CollectivePlan plan = PlanAllToAll(topo, {0, 1, 2, 3}, bytes, 3);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_EQ(plan.phases[0].steps, 3);
+  EXPECT_EQ(plan.phases[0].route_latency_ns, 5000);
+  std::map<int, double> by_flows, by_pairs;
+  for (const CollectiveFlow& f : plan.phases[0].flows) {
+    for (const int link : topo.Route(f.src_device, f.dst_device)) by_flows[link] += static_cast<double>(f.bytes);
+  }
+  for (int src = 0; src < 4; ++src) {
+    for (int dst = 0; dst < 4; ++dst) {
+      if (src == dst) continue;
+      for (const int link : topo.Route(src, dst)) by_pairs[link] += 3.0 * bytes / 4;
+    }
+  }
+  EXPECT_EQ(by_flows, by_pairs);
+  // Alone: 3 latencies, then the cluster links' 3 x 2 MB at 10 GB/s.
+  EXPECT_NEAR(PlanAloneNs(topo, plan), 3 * 5000 + 6e6 / 10e9 * 1e9, 1);
+  EXPECT_TRUE(PlanAllToAll(topo, {0}, bytes, 3).phases.empty());
+}
+
+// 1F1B on 2 ranks, 2 microbatches: an ALL_TO_ALL after every F and B of the marked stages,
+// before the SEND of its op's output; Validate accepts it and refuses one moved or repeated.
+TEST(Moe, AllToAllsArePlacedAfterTheirOpsAndValidated) {
+  const schedules::Schedule s = schedules::PlaceAllToAlls(testing::Make("1f1b", 2, 2), {true, false});
+  EXPECT_TRUE(schedules::Validate(s).empty());
+  const std::vector<Op>& rank0 = s.ops[0];
+  int a2a = 0;
+  for (size_t i = 0; i < rank0.size(); ++i) {
+    if (!schedules::IsAllToAll(rank0[i].kind)) continue;
+    ++a2a;
+    EXPECT_EQ(rank0[i - 1], (Op{rank0[i].tensor == Tensor::kActivations ? OpKind::kF : OpKind::kB, 0,
+                               rank0[i].microbatch, 0, rank0[i - 1].version}));
+  }
+  EXPECT_EQ(a2a, 4);
+  for (const Op& op : s.ops[1]) EXPECT_FALSE(schedules::IsAllToAll(op.kind));
+  EXPECT_EQ(schedules::ActionString(schedules::AllToAllOf(rank0[0]), 2), "0ALL_TO_ALL_ACT0");
+  // Placing again keeps the one set; an ALL_TO_ALL before its op, or twice, is refused.
+  EXPECT_EQ(schedules::PlaceAllToAlls(s, {true, false}), s);
+  schedules::Schedule moved = s;
+  std::swap(moved.ops[0][0], moved.ops[0][1]);
+  const auto diags = schedules::Validate(moved);
+  ASSERT_FALSE(diags.empty());
+  EXPECT_NE(schedules::SummarizeDiagnostics(diags).find("ALL_TO_ALL comes right after"), std::string::npos);
+  schedules::Schedule twice = s;
+  twice.ops[0].insert(twice.ops[0].begin() + 2, twice.ops[0][1]);
+  EXPECT_NE(schedules::SummarizeDiagnostics(schedules::Validate(twice)).find("a second ALL_TO_ALL"),
+            std::string::npos);
+}
+
+// DualPipe-V's overlapped F&B pairs: both ALL_TO_ALLs after the pair, posted by its first op.
+TEST(Moe, AnOverlappedPairsAllToAllsFollowThePair) {
+  const schedules::Schedule s = schedules::PlaceAllToAlls(testing::Make("dualpipe-v", 2, 4, 1, 2), {true, true, true, true});
+  EXPECT_TRUE(schedules::Validate(s).empty());
+  int pairs = 0;
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Op>& ops = s.ops[r];
+    const std::vector<int> posted_by = schedules::PairedAllToAlls(s, r);
+    for (size_t i = 0; i + 3 < ops.size(); ++i) {
+      if (!(schedules::IsForward(ops[i].kind) && ops[i + 1].overlapped)) continue;
+      ++pairs;
+      EXPECT_EQ(ops[i + 2], schedules::AllToAllOf(ops[i]));
+      EXPECT_EQ(ops[i + 3], schedules::AllToAllOf(ops[i + 1]));
+      EXPECT_EQ(posted_by[i + 2], static_cast<int>(i));
+      EXPECT_EQ(posted_by[i + 3], static_cast<int>(i));
+    }
+  }
+  EXPECT_GT(pairs, 0);
+}
+
+// One stage on one rank (GPipe, 1 microbatch), its expert group devices 0 and 1 on a node of
+// 1 GB/s links and 2 us: F [0, 1 ms]; its ALL_TO_ALL (two all-to-alls of 2 MB a device, half of
+// each to the other device: 2 MB at 1 GB/s = 2 ms, + 2 latencies) [1 ms, 3.004 ms]; B starts when
+// it ends, then its own ALL_TO_ALL before the STEP. The bubble split calls both waits collective.
+TEST(Moe, AnAllToAllInARunIsTimedByHand) {
+  const schedules::Schedule s = schedules::PlaceAllToAlls(testing::Make("gpipe", 1, 1), {true});
+  CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+  costs.stages[0].a2a_forward = costs.stages[0].a2a_backward = 2;
+  costs.stages[0].a2a_bytes = 2'000'000;
+  SimConfig config;
+  config.expert_devices = {{0, 1}};
+  const RunRecord r = Simulate(s, costs, testing::Node(2, 1e9, 2000), config);
+  std::vector<std::pair<int64_t, int64_t>> a2a;
+  int64_t b_start = -1;
+  for (size_t i = 0; i < s.ops[0].size(); ++i) {
+    if (schedules::IsAllToAll(s.ops[0][i].kind)) a2a.emplace_back(r.ranks[0].ops[i].start_ns, r.ranks[0].ops[i].end_ns);
+    if (s.ops[0][i].kind == OpKind::kB) b_start = r.ranks[0].ops[i].start_ns;
+  }
+  const int64_t a2a_ns = 2 * 2000 + 2 * kMs;
+  ASSERT_EQ(a2a.size(), 2u);
+  EXPECT_EQ(a2a[0], (std::pair{kMs, kMs + a2a_ns}));
+  EXPECT_EQ(b_start, kMs + a2a_ns);
+  EXPECT_EQ(a2a[1].first, b_start + 2 * kMs);
+  EXPECT_EQ(r.makespan_ns(), 3 * kMs + 2 * a2a_ns);
+  const auto split = schedules::SplitBubbles(s, r, false);
+  EXPECT_EQ(split[0].collective_ns, 2 * a2a_ns);  // before B, and before the STEP
+}
+
+// Bad input, one line at its key: E without experts, E not dividing the experts or D x T, T > 1
+// without sequence parallelism, a top_k beyond the experts, dropless with a capacity.
+TEST(Moe, BadLayoutsAreRefusedAtTheirKeys) {
+  const testing::ScratchDir dir;
+  const std::string base = R"(name: t
+topology: {device: {name: d, peak: 1TFLOPS, memory: 80GiB}, devices_per_node: 16,
+           links: [{scope: node, bandwidth: 100GB/s, latency: 1us}]}
+model:
+  transformer: {layers: 4, hidden: 64, heads: 4, seq: 16, vocab: 100, moe: {experts: 8, top_k: 2}}
+pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, data_parallel: 4, expert_parallel: 4}
+)";
+  EXPECT_EQ(testing::LoadError(dir, base), "");
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "expert_parallel: 4", "expert_parallel: 3"))
+                .find("pipeline.expert_parallel: must divide model.transformer.moe.experts (8)"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "expert_parallel: 4", "expert_parallel: 8"))
+                .find("must divide data_parallel x tensor_parallel (4 x 1 = 4)"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, ", moe: {experts: 8, top_k: 2}", ""))
+                .find("pipeline.expert_parallel: shards the experts"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "data_parallel: 4,", "data_parallel: 2, tensor_parallel: 2,"))
+                .find("pipeline.sequence_parallel: must be true"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 9")).find("moe.top_k"), std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, capacity_factor: 1.25, dropless: true"))
+                .find("either dropless: true or a capacity_factor"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
