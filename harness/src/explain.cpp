@@ -66,6 +66,10 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
     section("recompute", p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
             GptRecomputeKernels(shape, p.full_recompute()));
   }
+  if (sc.model.transformer->moe) {  // its all-to-alls are the ALL_TO_ALL ops', not listed
+    section("moe_block", "one mixture-of-experts block", GptBlockKernels(shape, true));
+    if (p.full_recompute()) section("moe_recompute", "full recompute of it (inside I)", GptRecomputeKernels(shape, true, true));
+  }
   section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));
   section("head", "LM head and loss (last stage)", GptHeadKernels(shape));
   const CostTable table = BuildCosts(sc, p.ranks);

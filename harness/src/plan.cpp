@@ -78,12 +78,15 @@ struct Facts {
 std::string_view Name(PlanReject reject) { return kRejectNames[static_cast<int>(reject)]; }
 
 std::string DescribeConfig(const PlanConfig& c) {
-  return fmt::format("{} P{} D{} T{}{} b{} m{}{} {} zero-{} {}{}{}", c.schedule, c.ranks, c.data_parallel,
-                     c.tensor_parallel, c.sequence_parallel ? "(sp)" : "", c.microbatch_size, c.microbatches,
+  std::string placement;
+  for (const sim::Axis axis : c.placement) placement += fmt::format("{}{}", placement.empty() ? " placed " : ",", sim::Name(axis));
+  return fmt::format("{} P{} D{} T{}{}{} b{} m{}{} {} zero-{} {}{}{}{}", c.schedule, c.ranks, c.data_parallel,
+                     c.tensor_parallel, c.sequence_parallel ? "(sp)" : "",
+                     c.expert_parallel > 1 ? fmt::format(" E{}", c.expert_parallel) : "", c.microbatch_size, c.microbatches,
                      c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", sim::Name(c.recompute), c.zero,
                      sim::Name(c.partition),
                      c.offload_activations > 0 ? fmt::format(" offload {:g}", c.offload_activations) : "",
-                     c.optimizer_on_host ? " optimizer-host" : "");
+                     c.optimizer_on_host ? " optimizer-host" : "", placement);
 }
 
 

@@ -53,15 +53,16 @@ std::string Staleness(const schedules::ScheduleMetrics& m) {
 std::string TableRow(int rank, const PlanEntry& e) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
-  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} {:>11.2f} "
+  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} {:>11.2f} "
                      "{:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
-                     c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
+                     c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
                      100 * e.metrics.bubble_fraction, Staleness(e.metrics), FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
                          (c.offload_activations > 0 ? ", stashes on the host" : "") +
-                         (c.optimizer_on_host ? ", optimizer on the host" : ""));
+                         (c.optimizer_on_host ? ", optimizer on the host" : "") +
+                         (!c.placement.empty() && c.placement.back() == sim::Axis::kData ? ", a pipeline per group" : ""));
 }
 
 // The leaders side by side: each one's step split (mean over ranks, % of its step) and its busiest
@@ -136,8 +137,8 @@ std::string DescribePlan(const PlanResult& r, int top) {
                      r.threads == 1 ? "" : "s");
   for (const std::string& note : r.notes) out += "note: " + note + "\n";
   out += fmt::format("top {} by throughput:\n", top);
-  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} {:>12}  {}\n",
-                     "#", "schedule", "P", "D", "T", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} {:>12}  {}\n",
+                     "#", "schedule", "P", "D", "T", "E", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
                      "TFLOP/s", "bubble", "stale", "peak memory", "largest term");
   // One row per distinct run: schedules that make the same run on a layout (the same step to the
   // nanosecond and the same peak, as 1F1B and ZB-H1 on one pipeline rank) share a row.
@@ -214,6 +215,12 @@ std::string PlanJson(const PlanResult& r) {
     j.Key("layout").StartObject();
     j.Key("schedule").String(c.schedule).Key("ranks").Int(c.ranks).Key("data_parallel").Int(c.data_parallel);
     j.Key("tensor_parallel").Int(c.tensor_parallel).Key("sequence_parallel").Bool(c.sequence_parallel);
+    if (c.expert_parallel > 1) j.Key("expert_parallel").Int(c.expert_parallel);
+    if (!c.placement.empty()) {
+      j.Key("placement").StartArray();
+      for (const sim::Axis axis : c.placement) j.String(sim::Name(axis));
+      j.EndArray();
+    }
     j.Key("chunks").Int(c.chunks).Key("microbatches").Int(c.microbatches).Key("microbatch_size").Int(c.microbatch_size);
     j.Key("recompute").String(sim::Name(c.recompute)).Key("zero").Int(c.zero).Key("partition").String(sim::Name(c.partition));
     if (c.offload_activations > 0) j.Key("offload_activations").Number(c.offload_activations);

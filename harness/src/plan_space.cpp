@@ -40,6 +40,8 @@ sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const 
   p.microbatch_size = c.microbatch_size;
   p.data_parallel = c.data_parallel;
   p.tensor_parallel = c.tensor_parallel;
+  p.expert_parallel = c.expert_parallel;
+  if (!c.placement.empty()) p.placement = c.placement;
   p.sequence_parallel = c.sequence_parallel;
   p.zero = c.zero;
   p.recompute = c.recompute;
@@ -65,6 +67,12 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions&
       fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
       fmt::format("pipeline.partition={}", sim::Name(c.partition)),
   };
+  if (c.expert_parallel > 1) sets.push_back(fmt::format("pipeline.expert_parallel={}", c.expert_parallel));
+  if (!c.placement.empty()) {
+    std::vector<std::string> axes;
+    for (const sim::Axis axis : c.placement) axes.emplace_back(sim::Name(axis));
+    sets.push_back(fmt::format("pipeline.placement=[{}]", fmt::join(axes, ", ")));
+  }
   if (c.offload_activations > 0) sets.push_back(fmt::format("pipeline.offload.activations={:g}", c.offload_activations));
   if (c.optimizer_on_host) sets.push_back("pipeline.offload.optimizer=host");
   if (options.memory_limit_bytes > 0) sets.push_back(fmt::format("pipeline.memory_limit={}B", options.memory_limit_bytes));
@@ -270,12 +278,35 @@ class Enumerator {
     if (sizes.empty()) return reject(PlanReject::kBatch);
     std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
     if (dp == 1) std::erase(zeros, 1);
-    for (const int b : sizes) {
+    // Mixture-of-experts layers: each E that divides the experts and D x T, and sequence
+    // parallelism with T > 1 (Megatron-LM's rule, sim::Validate).
+    const sim::TransformerSpec* t = space_.base.model.transformer ? &*space_.base.model.transformer : nullptr;
+    const bool moe = t != nullptr && t->moe.has_value();
+    // Several device kinds: the stages across the groups, or each replica's pipeline in one.
+    using sim::Axis;
+    std::vector<std::vector<Axis>> orders = {{}};
+    if (space_.base.topology.grouped() && dp > 1 && ranks > 1) {
+      orders = {{Axis::kTensor, Axis::kData, Axis::kPipeline}, {Axis::kTensor, Axis::kPipeline, Axis::kData}};
+    }
+    struct Variant {
+      const std::vector<Axis>* order;
+      int e, b;
+    };
+    std::vector<Variant> shapes;
+    for (const std::vector<Axis>& order : orders) {
+      for (const int64_t e : Divisors(int64_t{dp} * tp)) {
+        if (e > 1 && !(moe && t->moe->experts % e == 0)) continue;
+        for (const int b : sizes) shapes.push_back({&order, static_cast<int>(e), b});
+      }
+    }
+    for (const auto& [order, e, b] : shapes) {
       PlanConfig c;
+      c.placement = *order;
       c.ranks = ranks;
       c.data_parallel = dp;
       c.tensor_parallel = tp;
-      c.sequence_parallel = space_.base.pipeline.sequence_parallel && tp > 1;
+      c.expert_parallel = e;
+      c.sequence_parallel = (space_.base.pipeline.sequence_parallel || moe) && tp > 1;
       c.microbatch_size = b;
       const int64_t microbatches = o.global_batch / dp / b;  // up to 2^48 (CheckInputs)
       if (microbatches > sim::kMaxMicrobatches) {  // past the scenario's limit, and any --max-ops
@@ -341,8 +372,8 @@ class Enumerator {
         continue;  // the even split again
       }
       ++result_->enumerated;
-      const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel,  c.microbatch_size,
-                        c.zero,        info.placement, c.recompute, c.partition, c.sequence_parallel,
+      const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel, c.expert_parallel,
+                        c.microbatch_size, c.zero, c.placement, info.placement, c.recompute, c.partition, c.sequence_parallel,
                         schedules::PolicyInfo(info.weights).update_per_microbatch};
       const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
       candidates_.push_back({c, &info, it->second, 0, ops});

@@ -29,7 +29,8 @@ struct Space {
 
 // What a cost table depends on.
 struct CostKey {
-  int ranks, chunks, data_parallel, tensor_parallel, microbatch_size, zero;
+  int ranks, chunks, data_parallel, tensor_parallel, expert_parallel, microbatch_size, zero;
+  std::vector<sim::Axis> device_order;  // PlanConfig::placement
   schedules::Placement placement;
   sim::Recompute recompute;
   sim::Partition partition;

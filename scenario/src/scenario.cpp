@@ -327,6 +327,7 @@ Scenario WithPlainLayout(Scenario s) {
   p.microbatch_size = s.model.profile ? s.model.profile->microbatch_size : 1;
   p.data_parallel = 1;
   p.tensor_parallel = 1;
+  p.expert_parallel = 1;
   p.sequence_parallel = false;
   p.zero = 0;
   p.recompute = Recompute::kNone;

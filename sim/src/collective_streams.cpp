@@ -132,8 +132,9 @@ void CollectiveStreams::StartPhase(size_t lane) {
     stream.done.insert(stream.a2a ? int64_t{index} : Key(op.stage, op.version));
     stream.queue.pop_front();
     stream.phase = -1;
-    listener_->CollectiveDone(stream.rank, index);
+    // The next one starts before the listener hears: what it posts on hearing queues behind it.
     StartNext(lane);
+    listener_->CollectiveDone(stream.rank, index);
     return;
   }
   const CollectivePhase& phase = plan.phases[stream.phase];

@@ -159,6 +159,18 @@ void MoeInputGrad(const Lister& l, const Dims& x) {
   l.Gemm("router.dX", x.lnrows, x.h, g.experts);
 }
 
+// One fused causal attention kernel (GptKernelShape::flash): its matmuls over the causal half of
+// the scores, m = s rows against s/2 columns on average, each of the b·a/T heads: two in F (the
+// scores, the context), five in I (the scores again, dP, dV, dQ, dK); its memory traffic only its
+// operands and results, q, k, v and o (and in I their gradients and o's), s·h/T each.
+void FlashAttention(const Lister& l, const Dims& x, bool backward) {
+  const int matmuls = backward ? 5 : 2;
+  l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, std::max<int64_t>(x.s / 2, 1), x.hd,
+         x.b * x.ap * matmuls);
+  const double tensor = static_cast<double>(x.rows) * x.hp * l.d();
+  l.out->back().bytes = (backward ? 8 : 4) * tensor;
+}
+
 void BlockForward(const Lister& l, const Dims& x, bool moe) {
   const double d = l.d(), act = static_cast<double>(x.rows) * x.h * d, ln = static_cast<double>(x.lnrows) * x.h;
   const double drop = l.g.dropout ? 1 : 0;  // the mask's byte
@@ -168,10 +180,14 @@ void BlockForward(const Lister& l, const Dims& x, bool moe) {
   const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
   l.Memory("qkv.bias", qkv, 2 * d, 1);
   l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
-  l.Gemm("scores", x.s, x.s, x.hd, x.b * x.ap);
-  l.Memory("softmax", x.scores, 2 * d, 5);  // scale, causal mask and softmax, fused
-  if (l.g.dropout) l.Memory("attention_dropout", x.scores, 2 * d + drop, 2);
-  l.Gemm("context", x.s, x.hd, x.s, x.b * x.ap);
+  if (l.g.flash) {
+    FlashAttention(l, x, false);
+  } else {
+    l.Gemm("scores", x.s, x.s, x.hd, x.b * x.ap);
+    l.Memory("softmax", x.scores, 2 * d, 5);  // scale, causal mask and softmax, fused
+    if (l.g.dropout) l.Memory("attention_dropout", x.scores, 2 * d + drop, 2);
+    l.Gemm("context", x.s, x.hd, x.s, x.b * x.ap);
+  }
   l.Memory("merge_heads", heads, 2 * d, 0);  // back to [b·s, h]
   l.Gemm("proj", x.rows, x.h, x.hp);
   l.Leave("attention", act);
@@ -215,12 +231,16 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   i.Gemm("proj.dX", x.rows, x.hp, x.h);
   const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
   i.Memory("merge_heads.dX", heads, 2 * d, 0);
-  i.Gemm("context.dP", x.s, x.s, x.hd, x.b * x.ap);   // dP = dC·Vᵀ
-  i.Gemm("context.dV", x.s, x.hd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
-  if (g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
-  i.Memory("softmax.dX", x.scores, 3 * d, 4);
-  i.Gemm("scores.dQ", x.s, x.hd, x.s, x.b * x.ap);    // dQ = dS·K
-  i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
+  if (g.flash) {
+    FlashAttention(i, x, true);
+  } else {
+    i.Gemm("context.dP", x.s, x.s, x.hd, x.b * x.ap);   // dP = dC·Vᵀ
+    i.Gemm("context.dV", x.s, x.hd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
+    if (g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
+    i.Memory("softmax.dX", x.scores, 3 * d, 4);
+    i.Gemm("scores.dQ", x.s, x.hd, x.s, x.b * x.ap);    // dQ = dS·K
+    i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
+  }
   i.Memory("split_heads.dX", qkv, 2 * d, 0);  // dq, dk, dv into the rows of d_qkv
   i.Gemm("qkv.dX", x.rows, x.h, x.qkvp);
   i.Leave("attention.dX", act, "qkv.dW");
@@ -314,6 +334,7 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool
     return out;
   }
   const double d = g.dtype_bytes;
+  if (g.flash) return out;  // the fused kernel recomputes its scores itself (in flash_attention.dX)
   i.Gemm("recompute.scores", x.s, x.s, x.hd, x.b * x.ap);
   i.Memory("recompute.softmax", x.scores, 2 * d, 5);
   if (g.dropout) i.Memory("recompute.attention_dropout", x.scores, 2 * d + 1, 2);

@@ -75,6 +75,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.swiglu = t.activation == FfnActivation::kSwiglu;
   g.kv_heads = t.KvHeads();
   g.head_dim = t.HeadDim();
+  g.flash = t.attention == AttentionKernel::kFlash;
   if (t.moe) {
     g.experts = t.moe->experts;
     g.routed = t.moe->top_k * t.moe->TokenFactor();

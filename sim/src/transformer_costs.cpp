@@ -44,10 +44,11 @@ namespace stagecraft::sim::detail {
 namespace {
 
 // A layer's attention's forward FLOPs per token (b = 1, the s² term's s), q = heads x head_dim
-// and kv its keys' width: 2h(q + 2kv) + 2qh + 4sq; 2h²(2 + 2g) + 4sh at q = h, kv = g·h.
+// and kv its keys' width: 2h(q + 2kv) + 2qh + 4sq; 2h²(2 + 2g) + 4sh at q = h, kv = g·h. A fused
+// causal kernel (attention: flash) computes half of the scores: 2sq.
 double AttentionFlopsPerToken(const TransformerSpec& t) {
   const double h = t.hidden, s = t.seq, q = static_cast<double>(t.QWidth()), kv = static_cast<double>(t.KvWidth());
-  return 2 * h * (q + 2 * kv) + 2 * q * h + 4 * s * q;
+  return 2 * h * (q + 2 * kv) + 2 * q * h + (t.attention == AttentionKernel::kFlash ? 2 : 4) * s * q;
 }
 
 // One dense layer's forward FLOPs per token: attention + 2(u + 1)hf.
@@ -195,7 +196,10 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   const auto sum = [&](auto per_layer) {  // over the stage's dense and MoE layers
     return layers.dense() * per_layer(false) + (layers.moe > 0 ? layers.moe * per_layer(true) : 0.0);
   };
+  // A fused attention kernel keeps no scores: its activations are selective recompute's.
+  const bool flash = t.attention == AttentionKernel::kFlash;
   const auto activations = [&](bool moe_layer, Recompute recompute) {
+    if (flash && recompute == Recompute::kNone) recompute = Recompute::kSelective;
     return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer)) *
            d / 2;
   };
@@ -245,10 +249,13 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const bool last = st == stages - 1;
   const bool recompute = p.full_recompute();
   const double forward = blocks_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head
-  // Full recompute repeats the forward inside B/I; selective only the attention's s² part.
-  const double repeat = recompute                              ? blocks_flops
-                        : p.recompute == Recompute::kSelective ? layers.count * 4 * b * s * s * static_cast<double>(t.QWidth()) / tp
-                                                               : 0.0;
+  // Full recompute repeats the forward inside B/I; selective only the attention's s² part (which a
+  // fused attention kernel recomputes itself, in its backward).
+  const bool flash = t.attention == AttentionKernel::kFlash;
+  const double repeat = recompute ? blocks_flops
+                        : p.recompute == Recompute::kSelective && !flash
+                            ? layers.count * 4 * b * s * s * static_cast<double>(t.QWidth()) / tp
+                            : 0.0;
   const double tensor_ns = 2 * layers.count * TensorAllReduceNs(sc, rank, s * b * h * d);  // per pass
   const StageChecks check(sc.path, st, keys);
   StageCost cost;

@@ -30,7 +30,7 @@ python3 - "$tmp/async" <<'PY' || fail=1
 import re, sys
 ok = True
 text = open(sys.argv[1]).read()
-rows = re.findall(r"^ *\d+  (pipemare|2bw) +(\d+) +\d+ +\d+s? +\d+ +(\d+) .* ([0-9/]+) +[0-9.]+ [KMG]?i?B(.*)$", text, re.M)
+rows = re.findall(r"^ *\d+  (pipemare|2bw) +(\d+) +\d+ +\d+s? +\d+ +\d+ +(\d+) .* ([0-9/]+) +[0-9.]+ [KMG]?i?B(.*)$", text, re.M)
 for name, p, m, stale, rest in rows:
     # One step of m microbatches: the first stage's forwards run ahead of its backwards by at
     # most min(P, m) - 1 updates.
@@ -188,5 +188,5 @@ expect_error "a model the plan keeps" "model.mlp.layers" plan "$tmp/mlp.yaml" --
 "$sc" plan "$tmp/mlp.yaml" --gpus 2 --global-batch 16 --top 3 --refine 0 >"$tmp/out" 2>"$tmp/err"
 checkf "plan on CPU cores: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "TFLOP/s above 0 on every row" \
-  '[[ $(awk '"'"'/^ *[0-9]+  /{n++; if ($14 + 0 > 0) ok++} END {print (n > 0 && ok == n)}'"'"' "$tmp/out") == 1 ]]'
+  '[[ $(awk '"'"'/^ *[0-9]+  /{n++; if ($15 + 0 > 0) ok++} END {print (n > 0 && ok == n)}'"'"' "$tmp/out") == 1 ]]'
 exit $fail

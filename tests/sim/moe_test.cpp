@@ -232,6 +232,41 @@ TEST(Moe, AnAllToAllInARunIsTimedByHand) {
   EXPECT_EQ(split[0].collective_ns, 2 * a2a_ns);  // before B, and before the STEP
 }
 
+// DualPipe's overlap, by hand on one rank: F0, then the pair (F1; B0), then B1, each op with its
+// ALL_TO_ALL (1 ms alone: 1 MB to the other device of the expert group at 1 GB/s). Waiting for
+// each (a2a_overlap off): F0 [0, 1], its all-to-all [1, 2], F1 [2, 3], B0 [3, 5], the pair's two
+// [5, 7], B1 [7, 9], its own [9, 10]: 10 ms. Overlapped: the pair's two start with F1 at 2 and
+// run [2, 3] and [3, 4] beside F1 [2, 3] and B0 [3, 5]: B1 [5, 7], its all-to-all [7, 8]: 8 ms.
+// Giving half the device to them (sm_share 0.5) stretches F1 and B0 to [2, 4] and [4, 8]: 11 ms.
+TEST(Moe, AnOverlappedPairRunsItsAllToAllsBesideItsComputeByHand) {
+  schedules::Schedule s;
+  s.name = "pair";
+  s.shape = schedules::Shape{1, 1, schedules::Placement::kLoop};
+  s.microbatches = 2;
+  s.lowered = true;
+  Op b0{OpKind::kB, 0, 0, 0, 0};
+  b0.overlapped = true;
+  s.ops = {{Op{OpKind::kF, 0, 0, 0, 0}, Op{OpKind::kF, 0, 1, 0, 0}, b0, Op{OpKind::kB, 0, 1, 0, 0},
+            Op{OpKind::kStep, 0, 0, 0, 1}}};
+  s = schedules::PlaceAllToAlls(s, {true});
+  ASSERT_TRUE(schedules::Validate(s).empty()) << schedules::SummarizeDiagnostics(schedules::Validate(s));
+  CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+  costs.stages[0].a2a_forward = costs.stages[0].a2a_backward = 1;
+  costs.stages[0].a2a_bytes = 2'000'000;
+  SimConfig config;
+  config.expert_devices = {{0, 1}};
+  const auto makespan = [&](bool overlap, double share) {
+    CostTable c = costs;
+    c.a2a_overlap = overlap;
+    c.a2a_sm_share = share;
+    return Simulate(s, c, testing::Node(2, 1e9, 0), config).makespan_ns();
+  };
+  EXPECT_EQ(makespan(false, 0), 10 * kMs);
+  EXPECT_EQ(makespan(true, 0), 8 * kMs);
+  EXPECT_EQ(makespan(true, 0.5), 11 * kMs);
+  EXPECT_EQ(makespan(false, 0.5), 10 * kMs);  // the share is given up only while a pair overlaps
+}
+
 // Bad input, one line at its key: E without experts, E not dividing the experts or D x T, T > 1
 // without sequence parallelism, a top_k beyond the experts, dropless with a capacity.
 TEST(Moe, BadLayoutsAreRefusedAtTheirKeys) {

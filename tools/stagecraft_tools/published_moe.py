@@ -7,11 +7,14 @@ The rows stagecraft can state: Megatron-style pipelines (1F1B, or interleaved 1F
 published virtual stages), tensor and sequence parallelism, expert parallelism folded over the data
 and tensor ranks, on H100s in bf16. What every row assumes where the source is silent: DGX H100
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
-flash attention (stagecraft's `recompute: selective`, which keeps no s x s scores), Adam with
-fp32 master weights and Megatron's distributed optimizer (ZeRO-1), dropless routing taken as
-balanced, and a microbatch of one sequence where none is published. The rows left out are listed
-with why (FP8, FSDP instead of a pipeline, MLA attention, sliding-window attention, an
-asymmetric layout)."""
+fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
+Llama 3 runs use), no recompute beyond what that kernel does (the rows' fine-grained recompute of
+norms and activation functions is not stated), Adam with fp32 master weights and Megatron's
+distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
+sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
+(`OOM`): its layout's memory is not what stagecraft counts. The rows left out are listed with
+why (FP8, FSDP instead of a pipeline, MLA attention, sliding-window attention, an asymmetric
+layout)."""
 from . import common, tables
 
 TABLE = "moe_llama_published.csv"
@@ -36,8 +39,8 @@ def why_not(row):
         return f"{row['gpu']}: not in the device library"
     if row["kv_heads"] == "":
         return "MLA attention (DeepSeek-V3), which model.transformer does not state"
-    if "sliding-window" in notes:
-        return "sliding-window attention in half the layers"
+    if "sliding-window" in notes or row["model"].startswith("GPT-OSS"):
+        return "sliding-window attention and attention sinks in half the layers"
     if "FSDP" in notes and row["pp"] in ("", "1"):
         return "FSDP over the data-parallel ranks instead of a pipeline"
     if "+1f1b overlap" in notes:
@@ -48,6 +51,13 @@ def why_not(row):
     return ""
 
 
+def chunks_of(row):
+    """The virtual stages per rank a row runs: its published VP, else Llama 3's assumed 2, else 1."""
+    if row["vp"] not in ("", "1"):
+        return int(row["vp"])
+    return LLAMA3_CHUNKS if row["model"].startswith("Llama-3-405B") else 1
+
+
 def scenario_text(row):
     """The scenario of a row: its model, layout and batch on DGX H100 nodes."""
     gpus, tp, pp = int(row["gpus"]), int(row["tp"] or 1), int(row["pp"] or 1)
@@ -55,17 +65,17 @@ def scenario_text(row):
     dp = gpus // (tp * pp * cp)
     mbs = int(row["mbs"] or 1)
     microbatches = int(row["gbs"]) // (dp * mbs)
-    chunks = int(row["vp"]) if row["vp"] not in ("", "1") else (LLAMA3_CHUNKS if row["model"].startswith("Llama-3-405B") else 1)
+    chunks = chunks_of(row)
     model = (f"layers: {row['layers']}, hidden: {row['hidden']}, heads: {row['heads']}, kv_heads: {row['kv_heads']}, "
              f"ffn_hidden: {row['ffn_hidden']}, activation: swiglu, seq: {row['seq']}, vocab: {row['vocab']}, "
-             f"dtype: bf16, dropout: false, tied_embeddings: {row['tied_embeddings'] or 'false'}")
+             f"dtype: bf16, dropout: false, attention: flash, tied_embeddings: {row['tied_embeddings'] or 'false'}")
     if row["model"] in HEAD_DIM:
         model += f", head_dim: {HEAD_DIM[row['model']]}"
     if row["experts"]:
         model += (f", moe: {{experts: {row['experts']}, top_k: {row['top_k']}, expert_hidden: {row['expert_hidden']}, "
                   f"shared_experts: {row['shared_experts'] or 0}, first_dense: {row['moe_first_dense_layers'] or 0}}}")
     layout = (f"ranks: {pp}, data_parallel: {dp}, tensor_parallel: {tp}, sequence_parallel: {str(tp > 1).lower()}, "
-              f"zero: 1, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1, recompute: selective")
+              f"zero: 1, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1")
     if row["ep"] not in ("", "1"):
         layout += f", expert_parallel: {row['ep']}"
     schedule = "interleaved" if chunks > 1 else "1f1b"
@@ -76,17 +86,17 @@ def scenario_text(row):
 
 
 def predictions(sets=()):
-    """(row, predicted TFLOP/s per GPU or None, error or None, why not) per row of the table."""
+    """(row, predicted TFLOP/s per GPU or None, error or None, why not, OOM) per row of the table."""
     out = []
     for row in tables.rows(TABLE):
         reason = why_not(row)
         if reason or not row["model_tflops_per_gpu"]:
-            out.append((row, None, None, reason or "no TFLOP/s published"))
+            out.append((row, None, None, reason or "no TFLOP/s published", False))
             continue
         nodes = max(1, int(row["gpus"]) // 8)
         run = common.simulate(None, [f"topology.nodes={nodes}", *sets], text=scenario_text(row))[0]
         predicted = run["model_tflops_per_device"]
-        out.append((row, predicted, predicted / float(row["model_tflops_per_gpu"]) - 1, ""))
+        out.append((row, predicted, predicted / float(row["model_tflops_per_gpu"]) - 1, "", run["oom"]))
     return out
 
 
@@ -99,13 +109,14 @@ def report(validation, verdict):
     out(f"{'row':>48} {'gpus':>5} {'tp':>2} {'pp':>2} {'vp':>2} {'ep':>3}  {'predicted':>9} {'published':>9} {'error':>7}")
     errors = validation.errors.setdefault("moe_llama", [])
     skipped = []
-    for row, predicted, error, reason in predictions(validation.sets):
+    for row, predicted, error, reason, oom in predictions(validation.sets):
         if predicted is None:
             skipped.append(f"  {row['id']}: {reason}")
             continue
         errors.append(abs(error))
-        out(f"{row['id']:>48} {row['gpus']:>5} {row['tp'] or 1:>2} {row['pp'] or 1:>2} {row['vp'] or '-':>2} "
-            f"{row['ep'] or '-':>3}  {predicted:>9.1f} {float(row['model_tflops_per_gpu']):>9.1f} {100 * error:>+6.1f}%")
+        out(f"{row['id']:>48} {row['gpus']:>5} {row['tp'] or 1:>2} {row['pp'] or 1:>2} {chunks_of(row):>2} "
+            f"{row['ep'] or '-':>3}  {predicted:>9.1f} {float(row['model_tflops_per_gpu']):>9.1f} {100 * error:>+6.1f}%"
+            + ("  OOM" if oom else ""))
     if errors:
         out(verdict("Mixture-of-experts and Llama-family runs", errors))
     out("not predicted:")

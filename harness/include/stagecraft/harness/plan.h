@@ -29,6 +29,13 @@ namespace stagecraft::harness {
 struct PlanConfig {
   std::string schedule;
   int ranks = 1, data_parallel = 1, tensor_parallel = 1;
+  // pipeline.expert_parallel: with mixture-of-experts layers, plan tries every E that divides the
+  // experts and D x T (1 for a dense model).
+  int expert_parallel = 1;
+  // pipeline.placement: on a topology of several device groups, plan tries the pipeline's stages
+  // across the groups (tensor, data, pipeline: Megatron-LM's order) and each pipeline within
+  // one group, the replicas across them (tensor, pipeline, data); empty: the scenario's.
+  std::vector<sim::Axis> placement;
   int chunks = 1;  // virtual stages per rank (interleaved: v; the V schedules: 2)
   int microbatches = 1, microbatch_size = 1;
   sim::Recompute recompute = sim::Recompute::kNone;

@@ -20,6 +20,15 @@ inline constexpr EnumName<FfnActivation> kFfnActivationNames[] = {{FfnActivation
                                                                   {FfnActivation::kSwiglu, "swiglu"}};
 constexpr std::string_view Name(FfnActivation a) { return NameIn(kFfnActivationNames, a); }
 
+// How attention runs (model.transformer.attention): Megatron-LM's unfused kernels (the scores
+// materialised, softmax and dropout each a kernel: SC'21's and Korthikanti et al.'s runs), or one
+// fused causal kernel (FlashAttention, cuDNN's fused attention: Transformer Engine's default),
+// which computes the causal half of the scores, keeps none of them and recomputes them in its
+// backward.
+enum class AttentionKernel : uint8_t { kUnfused, kFlash };
+inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {{AttentionKernel::kUnfused, "unfused"},
+                                                                      {AttentionKernel::kFlash, "flash"}};
+
 // Mixture-of-experts layers (model.transformer.moe; Shazeer et al. 2017, GShard, Switch,
 // Mixtral, DeepSeek-V3): a MoE layer's feed-forward is `experts` routed experts, each a
 // feed-forward of expert_hidden (the model's activation, no biases), of which a router (a linear
@@ -64,6 +73,7 @@ struct TransformerSpec {
   // Each attention head's width (Megatron-LM's kv_channels; 0: hidden / heads), where the query
   // heads together are wider than the model (Qwen3's 64 heads of 128 in a hidden of 4096).
   int head_dim = 0;
+  AttentionKernel attention = AttentionKernel::kUnfused;
   // Mixture-of-experts layers (model.transformer.moe); none: every layer dense.
   std::optional<MoeSpec> moe;
 
@@ -89,7 +99,7 @@ struct TransformerSpec {
   // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
   constexpr bool IsGpt2Block() const {
     return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads &&
-           !tied_embeddings && !moe && QWidth() == hidden;
+           !tied_embeddings && !moe && QWidth() == hidden && attention == AttentionKernel::kUnfused;
   }
 };
 

@@ -77,6 +77,11 @@ struct GptKernelShape {
   bool swiglu = false;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;  // 0: hidden / heads (model.transformer.head_dim)
+  // model.transformer.attention: flash: one fused causal kernel in F (its two matmuls over the
+  // causal half of the scores) and one in I (five: the scores again, dP, dV, dQ, dK), timed as
+  // batched GEMMs at the device's GEMM model, reading and writing only Q, K, V, O and their
+  // gradients; no softmax, dropout or recompute kernels.
+  bool flash = false;
   // Mixture-of-experts layers (model.transformer.moe; GptBlockKernels' `moe_layer`): the
   // router's experts, the copies of each token routed (top_k x the capacity factor), the experts
   // one device holds (experts / E) and their width, and the shared experts' total width.

@@ -1,0 +1,132 @@
+// The plan over a mixture-of-experts model (issue 56 point 7): it tries every expert-parallel
+// degree E that divides the experts and D x T beside P, D and T, states E in the configurations
+// it reports, and its best is never slower than any E at the best's layout simulated directly.
+// On a cluster of two device kinds (point 5) it tries the stages across the groups and a
+// pipeline per group, and its best is never slower than the other placement simulated directly.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "stagecraft/harness/plan.h"
+#include "stagecraft/harness/predict.h"
+#include "stagecraft/sim/scenario_checks.h"
+#include "stagecraft/sim/topology.h"
+
+namespace stagecraft::harness {
+namespace {
+
+// 8 layers of 512 with 8 experts of 1024 (top-2) on 2 nodes of 4 devices of 16 GiB.
+constexpr const char* kMoe = R"(name: moe-plan
+topology: {device: {name: d, peak: 100TFLOPS, memory: 16GiB}, nodes: 2, devices_per_node: 4,
+           links: [{scope: node, bandwidth: 100GB/s, latency: 2us}, {scope: cluster, bandwidth: 10GB/s, latency: 5us}]}
+model:
+  transformer: {layers: 8, hidden: 512, heads: 8, seq: 512, vocab: 1000, dtype: bf16,
+                moe: {experts: 8, top_k: 2, expert_hidden: 1024}}
+pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}
+)";
+
+class PlanMoeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("plan_moe_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "moe.yaml").string();
+    std::ofstream(path_) << kMoe;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
+  PlanOptions o;
+  o.gpus = 8;
+  o.global_batch = 8;
+  o.top = 1000;
+  o.threads = 2;
+  o.refine = 0;
+  o.schedules = {"1f1b"};
+  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path_, {}), o);
+  ASSERT_NE(r.best(), nullptr);
+  std::set<int> degrees;
+  for (const PlanEntry& e : r.entries) {
+    const PlanConfig& c = e.config;
+    degrees.insert(c.expert_parallel);
+    EXPECT_EQ(8 % c.expert_parallel, 0) << DescribeConfig(c);
+    EXPECT_EQ(c.data_parallel * c.tensor_parallel % c.expert_parallel, 0) << DescribeConfig(c);
+    if (c.expert_parallel > 1) EXPECT_NE(DescribeConfig(c).find(" E" + std::to_string(c.expert_parallel)), std::string::npos);
+  }
+  EXPECT_EQ(degrees, (std::set<int>{1, 2, 4, 8}));
+  // Every E at the best's layout, simulated directly from the scenario with the plan's overrides.
+  const PlanConfig best = r.best()->config;
+  int checked = 0;
+  for (const int e : {1, 2, 4, 8}) {
+    if (best.data_parallel * best.tensor_parallel % e != 0) continue;
+    PlanConfig c = best;
+    c.expert_parallel = e;
+    const sim::Scenario sc = sim::LoadScenarioForNewLayout(path_, ConfigOverrides(c, o));
+    EXPECT_EQ(sc.pipeline.expert_parallel, e);
+    const sim::Topology topo(sc.topology);
+    const Prediction direct = Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+    if (direct.metrics.AnyOom()) continue;
+    ++checked;
+    EXPECT_LE(r.best()->metrics.makespan_ns, direct.metrics.makespan_ns) << DescribeConfig(c);
+  }
+  EXPECT_GE(checked, 1);
+}
+
+// One node of 4 fast devices and one of 4 at a quarter of their rate; a dense model.
+constexpr const char* kMixed = R"(name: mixed-plan
+topology:
+  groups:
+    - {nodes: 1, devices_per_node: 4, device: {name: fast, peak: 200TFLOPS, memory: 16GiB}}
+    - {nodes: 1, devices_per_node: 4, device: {name: slow, peak: 50TFLOPS, memory: 16GiB}}
+  links: [{scope: node, bandwidth: 100GB/s, latency: 2us}, {scope: cluster, bandwidth: 10GB/s, latency: 5us}]
+model:
+  transformer: {layers: 8, hidden: 512, heads: 8, seq: 512, vocab: 1000, dtype: bf16}
+pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}
+)";
+
+TEST_F(PlanMoeTest, TriesBothPlacementsOnAMixedClusterAndItsBestIsNeverBeaten) {
+  const std::string path = (dir_ / "mixed.yaml").string();
+  std::ofstream(path) << kMixed;
+  PlanOptions o;
+  o.gpus = 8;
+  o.global_batch = 16;
+  o.top = 1000;
+  o.threads = 2;
+  o.refine = 0;
+  o.schedules = {"1f1b"};
+  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), o);
+  ASSERT_NE(r.best(), nullptr);
+  std::set<sim::Axis> outermost;
+  for (const PlanEntry& e : r.entries) {
+    const PlanConfig& c = e.config;
+    if (c.ranks > 1 && c.data_parallel > 1) {
+      ASSERT_EQ(c.placement.size(), 3u) << DescribeConfig(c);
+      outermost.insert(c.placement.back());
+    } else {
+      EXPECT_TRUE(c.placement.empty()) << DescribeConfig(c);
+    }
+  }
+  EXPECT_EQ(outermost, (std::set<sim::Axis>{sim::Axis::kData, sim::Axis::kPipeline}));
+  for (const PlanEntry& e : r.entries) {
+    PlanConfig c = e.config;
+    if (c.placement.empty()) continue;
+    std::swap(c.placement[1], c.placement[2]);  // the other order, at the same layout
+    const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o));
+    const sim::Topology topo(sc.topology);
+    const Prediction direct = Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+    if (direct.metrics.AnyOom()) continue;
+    EXPECT_LE(r.best()->metrics.makespan_ns, direct.metrics.makespan_ns) << DescribeConfig(c);
+  }
+}
+
+}  // namespace
+}  // namespace stagecraft::harness
