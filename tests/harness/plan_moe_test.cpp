@@ -40,18 +40,30 @@ class PlanMoeTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // 8 GPUs, 1F1B only, every configuration kept.
+  static PlanOptions Options(int global_batch) {
+    PlanOptions o;
+    o.gpus = 8;
+    o.global_batch = global_batch;
+    o.top = 1000;
+    o.threads = 2;
+    o.refine = 0;
+    o.schedules = {"1f1b"};
+    return o;
+  }
+  // `c` simulated as `simulate` would from the scenario at `path` with the plan's overrides.
+  static Prediction Direct(const std::string& path, const PlanConfig& c, const PlanOptions& o) {
+    const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o));
+    const sim::Topology topo(sc.topology);
+    return Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+  }
+
   std::filesystem::path dir_;
   std::string path_;
 };
 
 TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
-  PlanOptions o;
-  o.gpus = 8;
-  o.global_batch = 8;
-  o.top = 1000;
-  o.threads = 2;
-  o.refine = 0;
-  o.schedules = {"1f1b"};
+  const PlanOptions o = Options(8);
   const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path_, {}), o);
   ASSERT_NE(r.best(), nullptr);
   std::set<int> degrees;
@@ -70,10 +82,8 @@ TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
     if (best.data_parallel * best.tensor_parallel % e != 0) continue;
     PlanConfig c = best;
     c.expert_parallel = e;
-    const sim::Scenario sc = sim::LoadScenarioForNewLayout(path_, ConfigOverrides(c, o));
-    EXPECT_EQ(sc.pipeline.expert_parallel, e);
-    const sim::Topology topo(sc.topology);
-    const Prediction direct = Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+    EXPECT_EQ(sim::LoadScenarioForNewLayout(path_, ConfigOverrides(c, o)).pipeline.expert_parallel, e);
+    const Prediction direct = Direct(path_, c, o);
     if (direct.metrics.AnyOom()) continue;
     ++checked;
     EXPECT_LE(r.best()->metrics.makespan_ns, direct.metrics.makespan_ns) << DescribeConfig(c);
@@ -96,13 +106,7 @@ pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}
 TEST_F(PlanMoeTest, TriesBothPlacementsOnAMixedClusterAndItsBestIsNeverBeaten) {
   const std::string path = (dir_ / "mixed.yaml").string();
   std::ofstream(path) << kMixed;
-  PlanOptions o;
-  o.gpus = 8;
-  o.global_batch = 16;
-  o.top = 1000;
-  o.threads = 2;
-  o.refine = 0;
-  o.schedules = {"1f1b"};
+  const PlanOptions o = Options(16);
   const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), o);
   ASSERT_NE(r.best(), nullptr);
   std::set<sim::Axis> outermost;
@@ -120,9 +124,7 @@ TEST_F(PlanMoeTest, TriesBothPlacementsOnAMixedClusterAndItsBestIsNeverBeaten) {
     PlanConfig c = e.config;
     if (c.placement.empty()) continue;
     std::swap(c.placement[1], c.placement[2]);  // the other order, at the same layout
-    const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o));
-    const sim::Topology topo(sc.topology);
-    const Prediction direct = Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+    const Prediction direct = Direct(path, c, o);
     if (direct.metrics.AnyOom()) continue;
     EXPECT_LE(r.best()->metrics.makespan_ns, direct.metrics.makespan_ns) << DescribeConfig(c);
   }

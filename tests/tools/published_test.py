@@ -94,3 +94,25 @@ def test_grid_point_is_validate_published():
     assert len(ratios) == 4  # the profile's four models
     lines = device_grid.report([(point, errors, ratios)], 1)
     assert lines[0].startswith("1 points; ")
+
+
+def test_moe_and_llama_rows_as_their_sources_state_them():
+    from stagecraft_tools import published_moe
+    rows = {r["id"]: r for r in tables.rows(published_moe.TABLE)}
+    mixtral = rows["mlm_moe_readme_mixtral_8x7b_h100_bf16"]
+    # 64 H100s, TP 1, PP 4: D = 16; a batch of 256 sequences of one: 16 microbatches; VP 8; E 8.
+    text = published_moe.scenario_text(mixtral)
+    for part in ("ranks: 4", "data_parallel: 16", "tensor_parallel: 1", "microbatches: 16", "microbatch_size: 1",
+                 "chunks: 8", "expert_parallel: 8", "moe: {experts: 8, top_k: 2, expert_hidden: 14336",
+                 "schedule: interleaved", "attention: flash"):
+        assert part in text, part
+    # Qwen3-235B's 64 heads of 128 in a hidden of 4096; TP 2 turns sequence parallelism on.
+    qwen = published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"])
+    assert "head_dim: 128" in qwen and "sequence_parallel: true" in qwen and "data_parallel: 16" in qwen
+    # What cannot be stated is left out, each with why.
+    assert "fp8" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
+    assert "MLA" in published_moe.why_not(rows["automodel_dsv3_h100_bf16_256gpu"])
+    assert "FSDP" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
+    assert "sliding-window" in published_moe.why_not(rows["mbridge_2511_gptoss_120b_h100_bf16"])
+    assert published_moe.why_not(mixtral) == ""
+    assert published_moe.chunks_of(rows["llama3_paper_405b_h100_bf16_8192gpu"]) == published_moe.LLAMA3_CHUNKS
