@@ -67,7 +67,8 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions&
       fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
       fmt::format("pipeline.partition={}", sim::Name(c.partition)),
   };
-  if (c.expert_parallel > 1) sets.push_back(fmt::format("pipeline.expert_parallel={}", c.expert_parallel));
+  // Always: a scenario that states another E is what the plan replaced.
+  sets.push_back(fmt::format("pipeline.expert_parallel={}", c.expert_parallel));
   if (!c.placement.empty()) {
     std::vector<std::string> axes;
     for (const sim::Axis axis : c.placement) axes.emplace_back(sim::Name(axis));

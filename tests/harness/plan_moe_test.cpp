@@ -75,6 +75,14 @@ TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
     if (c.expert_parallel > 1) EXPECT_NE(DescribeConfig(c).find(" E" + std::to_string(c.expert_parallel)), std::string::npos);
   }
   EXPECT_EQ(degrees, (std::set<int>{1, 2, 4, 8}));
+  // The overrides state E even when it is 1: a scenario that states another is replaced (what
+  // --write-best writes is what the plan simulated).
+  const std::string stated = (dir_ / "stated.yaml").string();
+  std::ofstream(stated) << std::string(kMoe).replace(std::string(kMoe).find("ranks: 1,"), 9,
+                                                     "ranks: 1, data_parallel: 8, expert_parallel: 8,");
+  PlanConfig one = r.best()->config;
+  one.expert_parallel = 1;
+  EXPECT_EQ(sim::LoadScenario(stated, ConfigOverrides(one, o)).pipeline.expert_parallel, 1);
   // Every E at the best's layout, simulated directly from the scenario with the plan's overrides.
   const PlanConfig best = r.best()->config;
   int checked = 0;
