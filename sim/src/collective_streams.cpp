@@ -24,7 +24,7 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
       const std::vector<int>& group = expert_devices[s.shape.RankOf(stage)];
       for (int pass = 0; pass < 2; ++pass) {
         CollectivePlan& plan = a2a_plans_[static_cast<size_t>(stage) * 2 + pass];
-        plan = PlanAllToAll(topology, group, c.a2a_bytes, pass == 0 ? c.a2a_forward : c.a2a_backward);
+        plan = PlanAllToAll(topology, group, c.a2a_bytes, pass == 0 ? c.a2a_forward : c.a2a_backward, costs.a2a_routing);
         for (const CollectivePhase& phase : plan.phases) max_flows_ = std::max(max_flows_, phase.flows.size());
       }
     }

@@ -88,21 +88,38 @@ CollectivePlan RingAllReduce(const Topology& topo, const std::vector<int>& devic
   return plan;
 }
 
-CollectivePlan PlanAllToAll(const Topology& topo, const std::vector<int>& devices, int64_t bytes, int count) {
+namespace {
+
+// The chance that none of a token's `top_k` distinct experts, drawn uniformly from `experts`, is
+// among `held` of them: C(experts - held, top_k) / C(experts, top_k).
+double MissesAll(int experts, double held, int top_k) {
+  double p = 1;
+  for (int i = 0; i < top_k; ++i) p *= std::max(0.0, (experts - held - i) / (experts - i));
+  return p;
+}
+
+}  // namespace
+
+CollectivePlan PlanAllToAll(const Topology& topo, const std::vector<int>& devices, int64_t bytes, int count,
+                            const AllToAllRouting& routing) {
   CollectivePlan plan{CollectiveAlgorithm::kAllToAll, {}};
   const int n = static_cast<int>(devices.size());
   if (n <= 1 || count <= 0) return plan;
   CollectivePhase phase;
   phase.steps = count;
   const double each = static_cast<double>(bytes) * count / n;  // to one other device, over the count
+  const bool dedup = routing.dedup && routing.experts >= n && routing.copies > 0;
+  const double one = static_cast<double>(bytes) * count / routing.copies;  // one copy of the tokens
+  const double per_device = dedup ? static_cast<double>(routing.experts) / n : 0;
   const auto flow = [&](int src, int dst, double flow_bytes) {
     if (flow_bytes <= 0 || src == dst) return;
     phase.flows.push_back({src, dst, std::llround(flow_bytes)});
     phase.route_latency_ns = std::max(phase.route_latency_ns, topo.RouteLatencyNs(src, dst));
   };
   if (topo.NodeOf(devices.front()) < 0) {  // an explicit graph: every pair
+    const double pair = dedup ? one * (1 - MissesAll(routing.experts, per_device, routing.top_k)) : each;
     for (const int src : devices) {
-      for (const int dst : devices) flow(src, dst, each);
+      for (const int dst : devices) flow(src, dst, pair);
     }
   } else {
     std::map<int, std::vector<int>> by_node;  // the group's devices on each node, in group order
@@ -113,9 +130,19 @@ CollectivePlan PlanAllToAll(const Topology& topo, const std::vector<int>& device
       const std::vector<int>& on = *nodes[n_i];
       const std::vector<int>& next = *nodes[(n_i + 1) % nodes.size()];
       const double k = static_cast<double>(on.size());
+      double intra = (k - 1) * each, inter = (n - k) * each;
+      if (dedup) {
+        const double gpus = (k - 1) * (1 - MissesAll(routing.experts, per_device, routing.top_k));
+        intra = one * gpus * static_cast<double>(nodes.size());  // its node's, and its forwarding for each other
+        inter = 0;
+        for (size_t o = 0; o < nodes.size(); ++o) {
+          if (o != n_i) inter += one * (1 - MissesAll(routing.experts, per_device * static_cast<double>(nodes[o]->size()),
+                                                      routing.top_k));
+        }
+      }
       for (size_t j = 0; j < on.size(); ++j) {
-        flow(on[j], on[(j + 1) % on.size()], (k - 1) * each);
-        if (nodes.size() > 1) flow(on[j], next[j % next.size()], (n - k) * each);
+        flow(on[j], on[(j + 1) % on.size()], intra);
+        if (nodes.size() > 1) flow(on[j], next[j % next.size()], inter);
       }
     }
   }

@@ -304,6 +304,7 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
   };
   table.a2a_overlap = sc.pipeline.a2a_overlap;
   table.a2a_sm_share = sc.pipeline.a2a_sm_share;
+  if (t.moe) table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->TokenFactor()};
   int first = 0;
   for (int st = 0; st < stages; ++st) {
     const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st])};

@@ -155,6 +155,27 @@ TEST(Moe, AllToAllFlowsLoadLinksAsEveryPair) {
   EXPECT_TRUE(PlanAllToAll(topo, {0}, bytes, 3).phases.empty());
 }
 
+// DeepEP's routing on the same 2 x 2 devices, 8 experts (2 a device), top-2, 4 MB of routed
+// copies a device (2 MB a copy of its tokens): a token misses a device's 2 experts with chance
+// (6/8)(5/7) = 30/56 and a node's 4 with (4/8)(3/7) = 12/56. Over the NIC each device sends one
+// copy per other node hit, 2 MB x 44/56; over NVLink one per GPU hit in its node and as many
+// forwarded for the other node, 2 MB x 26/56 x 2 nodes. Megatron-LM's all-to-all sends 2 MB and
+// 1 MB of its copies.
+TEST(Moe, DeepEpSendsACopyPerNodeAndPerGpu) {
+  const Topology topo = testing::Node(2, 100e9, 1000, 2, 10e9, 5000);
+  const AllToAllRouting deepep{.dedup = true, .experts = 8, .top_k = 2, .copies = 2};
+  const CollectivePlan plan = PlanAllToAll(topo, {0, 1, 2, 3}, 4'000'000, 1, deepep);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  std::map<std::pair<int, int>, int64_t> flows;
+  for (const CollectiveFlow& f : plan.phases[0].flows) flows[{f.src_device, f.dst_device}] = f.bytes;
+  EXPECT_EQ(flows.at({0, 2}), std::llround(2e6 * 44 / 56));
+  EXPECT_EQ(flows.at({0, 1}), std::llround(2e6 * 26 / 56 * 2));
+  const CollectivePlan plain = PlanAllToAll(topo, {0, 1, 2, 3}, 4'000'000, 1);
+  for (const CollectiveFlow& f : plain.phases[0].flows) {
+    EXPECT_EQ(f.bytes, topo.NodeOf(f.src_device) == topo.NodeOf(f.dst_device) ? 1'000'000 : 2'000'000);
+  }
+}
+
 // 1F1B on 2 ranks, 2 microbatches: an ALL_TO_ALL after every F and B of the marked stages,
 // before the SEND of its op's output; Validate accepts it and refuses one moved or repeated.
 TEST(Moe, AllToAllsArePlacedAfterTheirOpsAndValidated) {

@@ -8,7 +8,7 @@ published virtual stages), tensor and sequence parallelism, expert parallelism f
 and tensor ranks, on H100s in bf16. What every row assumes where the source is silent: DGX H100
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
-Llama 3 runs use), no recompute beyond what that kernel does (the rows' fine-grained recompute of
+Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP, no recompute beyond what that kernel does (the rows' fine-grained recompute of
 norms and activation functions is not stated), Adam with fp32 master weights and Megatron's
 distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
@@ -78,6 +78,8 @@ def scenario_text(row):
               f"zero: 1, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1")
     if row["ep"] not in ("", "1"):
         layout += f", expert_parallel: {row['ep']}"
+        if "DeepEP" in row["notes"]:  # the row's dispatcher, as its source names it
+            layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
     if chunks > 1:
         layout += f", chunks: {chunks}"

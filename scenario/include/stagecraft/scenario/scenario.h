@@ -145,6 +145,9 @@ struct ParallelLayout {
   // them while they run (DeepSeek-V3: 20 of the H800's 132 SMs).
   bool a2a_overlap = true;
   double a2a_sm_share = 20.0 / 132.0;
+  // pipeline.moe_dispatcher: alltoall (Megatron-LM's: every routed copy to its expert's device)
+  // or deepep (one copy per node over the NIC, forwarded over NVLink; sim::AllToAllRouting).
+  bool deepep = false;
   // How the job's ranks x D x T devices are numbered, innermost axis first (Megatron's order:
   // a tensor group on neighbouring devices, then the replicas, then the pipeline's stages).
   std::vector<Axis> placement = {Axis::kTensor, Axis::kData, Axis::kPipeline};

@@ -78,7 +78,12 @@ CollectivePlan MeasuredAllReduce(const CollectiveFit& fit, int n, int64_t bytes)
 // k of the group on that node) and what the other nodes' take through its cluster link to the
 // device of its local index on the next node ((n - k)/n), so every device's links carry and
 // receive exactly their share; on an explicit graph, a flow per pair. Empty for n <= 1.
-CollectivePlan PlanAllToAll(const Topology& topology, const std::vector<int>& devices, int64_t bytes, int count);
+// With `routing.dedup` (DeepEP) a token goes once to each other node holding any of its top_k
+// experts (1 - C(X - x, k) / C(X, k) of a copy per node, x the node's experts) and once to each
+// GPU holding one inside a node: a device sends (k_n - 1)(1 - C(X - x_d, k) / C(X, k)) copies to
+// its node's GPUs and forwards as many for each other node, x_d its own experts.
+CollectivePlan PlanAllToAll(const Topology& topology, const std::vector<int>& devices, int64_t bytes, int count,
+                            const AllToAllRouting& routing = {});
 
 // The plan's time alone in ns: per phase, its measured time, its steps' latency (+
 // `step_latency_ns` each) and the most loaded link's bytes (the flows of the phase that cross

@@ -56,6 +56,18 @@ struct StageCost {
   }
 };
 
+// How a MoE layer's dispatcher sends a device's routed tokens (pipeline.moe_dispatcher): each
+// routed copy to its expert's device (Megatron-LM's all-to-all dispatcher), or with `dedup`
+// DeepEP's: one copy per remote node holding any of a token's experts, over the NIC, forwarded
+// inside that node over NVLink to each GPU holding one (DeepSeek-V3 report §3.2.2), and one copy
+// per GPU inside its own node; routing taken as uniform over the experts.
+struct AllToAllRouting {
+  bool dedup = false;
+  int experts = 0;  // routed experts of the layer
+  int top_k = 1;
+  double copies = 1;  // routed copies a device sends of each token: top_k x the capacity factor
+};
+
 struct CostTable {
   static int64_t At(const std::vector<std::vector<int64_t>>& by_rank, int rank, int index) {
     if (rank < 0 || rank >= static_cast<int>(by_rank.size())) return -1;
@@ -75,6 +87,7 @@ struct CostTable {
   // (all_to_all.h), which then has 1 - a2a_sm_share of the device; false: they wait as any.
   bool a2a_overlap = false;
   double a2a_sm_share = 0;
+  AllToAllRouting a2a_routing;
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // the cost model's label: "explicit" | "transformer" | "mlp" | "profile:<path>"
   // The runtime's work per op of a rank's list (the stream is held that long after each op,
