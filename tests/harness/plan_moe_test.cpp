@@ -32,8 +32,10 @@ pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}
 class PlanMoeTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Its own folder per test: ctest runs the two at once.
     dir_ = std::filesystem::temp_directory_path() /
-           ("plan_moe_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+           ("plan_moe_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "moe.yaml").string();
     std::ofstream(path_) << kMoe;
