@@ -78,8 +78,8 @@ struct Facts {
 std::string_view Name(PlanReject reject) { return kRejectNames[static_cast<int>(reject)]; }
 
 std::string DescribeConfig(const PlanConfig& c) {
-  std::string placement;
-  for (const sim::Axis axis : c.placement) placement += fmt::format("{}{}", placement.empty() ? " placed " : ",", sim::Name(axis));
+  const std::string placement =
+      c.placement.empty() ? "" : fmt::format(" placed {}", fmt::join(detail::AxisNames(c.placement), ","));
   return fmt::format("{} P{} D{} T{}{}{} b{} m{}{} {} zero-{} {}{}{}{}", c.schedule, c.ranks, c.data_parallel,
                      c.tensor_parallel, c.sequence_parallel ? "(sp)" : "",
                      c.expert_parallel > 1 ? fmt::format(" E{}", c.expert_parallel) : "", c.microbatch_size, c.microbatches,

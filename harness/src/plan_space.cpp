@@ -70,9 +70,7 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions&
   // Always: a scenario that states another E is what the plan replaced.
   sets.push_back(fmt::format("pipeline.expert_parallel={}", c.expert_parallel));
   if (!c.placement.empty()) {
-    std::vector<std::string> axes;
-    for (const sim::Axis axis : c.placement) axes.emplace_back(sim::Name(axis));
-    sets.push_back(fmt::format("pipeline.placement=[{}]", fmt::join(axes, ", ")));
+    sets.push_back(fmt::format("pipeline.placement=[{}]", fmt::join(detail::AxisNames(c.placement), ", ")));
   }
   if (c.offload_activations > 0) sets.push_back(fmt::format("pipeline.offload.activations={:g}", c.offload_activations));
   if (c.optimizer_on_host) sets.push_back("pipeline.offload.optimizer=host");

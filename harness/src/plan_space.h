@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "stagecraft/harness/plan.h"
@@ -69,6 +70,13 @@ size_t TryOffload(const Space& space, const std::vector<Candidate>& sorted, Plan
 // The divisors of n in increasing order, in O(sqrt(n)) steps: n may be up to 2^48 (a replica's
 // share of the batch).
 std::vector<int64_t> Divisors(int64_t n);
+
+// A placement's axes by name, innermost first ("tensor", "pipeline", "data").
+inline std::vector<std::string_view> AxisNames(const std::vector<sim::Axis>& placement) {
+  std::vector<std::string_view> names;
+  for (const sim::Axis axis : placement) names.push_back(sim::Name(axis));
+  return names;
+}
 
 // The generators --schedules names (auto aside: the refinement's), or all of them.
 std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options);

@@ -23,6 +23,12 @@ inline int64_t OptimizerBytesPerParam(Optimizer optimizer, double momentum, int 
   return master + (momentum > 0 ? 4 : 0);
 }
 
+// The same for a scenario's run: training.optimizer (adam without a training block) at its dtype.
+inline int64_t OptimizerBytesPerParam(const Scenario& sc) {
+  return OptimizerBytesPerParam(sc.has_training ? sc.training.optimizer : Optimizer::kAdam, sc.training.momentum,
+                                DtypeBytes(sc.training.dtype));
+}
+
 // The device that prices pipeline rank `rank` in the flat FLOPs models: the slowest (least
 // peak x efficiency) of the devices that run it (RankGroups), and the key it is stated at
 // ("topology.device", or "topology.groups.N.device").

@@ -19,18 +19,21 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
   if (!expert_devices.empty()) {
     SC_CHECK(static_cast<int>(expert_devices.size()) == s.ranks(), "the expert group of every rank");
     a2a_plans_.resize(static_cast<size_t>(s.stages()) * 2);
+    std::vector<double> a2a_alone(a2a_plans_.size());  // each plan's time alone, once
     for (int stage = 0; stage < s.stages(); ++stage) {
       const StageCost& c = costs.stages[stage];
       const std::vector<int>& group = expert_devices[s.shape.RankOf(stage)];
       for (int pass = 0; pass < 2; ++pass) {
-        CollectivePlan& plan = a2a_plans_[static_cast<size_t>(stage) * 2 + pass];
+        const size_t at = A2aIndex(stage, pass == 0 ? schedules::Tensor::kActivations : schedules::Tensor::kGradients);
+        CollectivePlan& plan = a2a_plans_[at];
         plan = PlanAllToAll(topology, group, c.a2a_bytes, pass == 0 ? c.a2a_forward : c.a2a_backward, costs.a2a_routing);
         for (const CollectivePhase& phase : plan.phases) max_flows_ = std::max(max_flows_, phase.flows.size());
+        a2a_alone[at] = PlanAloneNs(topology, plan, costs.p2p_latency_ns);
       }
     }
     for (const auto& ops : s.ops) {
       for (const Op& op : ops) {
-        if (schedules::IsAllToAll(op.kind)) alone_ns_ += PlanAloneNs(topology, AllToAllOf(op), costs.p2p_latency_ns);
+        if (schedules::IsAllToAll(op.kind)) alone_ns_ += a2a_alone[A2aIndex(op.stage, op.tensor)];
       }
     }
   }
@@ -65,7 +68,7 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
 }
 
 const CollectivePlan& CollectivePlans::AllToAllOf(const Op& op) const {
-  const size_t at = static_cast<size_t>(op.stage) * 2 + (op.tensor == schedules::Tensor::kActivations ? 0 : 1);
+  const size_t at = A2aIndex(op.stage, op.tensor);
   return at < a2a_plans_.size() ? a2a_plans_[at] : none_;
 }
 
@@ -80,12 +83,7 @@ CollectiveStreams::CollectiveStreams(const schedules::Schedule& schedule, const 
       loop_(loop),
       listener_(listener),
       record_(record),
-      streams_(static_cast<size_t>(schedule.ranks()) * kLanes) {
-  for (size_t lane = 0; lane < streams_.size(); ++lane) {
-    streams_[lane].rank = static_cast<int>(lane / kLanes);
-    streams_[lane].a2a = lane % kLanes == 1;
-  }
-}
+      streams_(static_cast<size_t>(schedule.ranks()) * kLanes) {}
 
 void CollectiveStreams::Post(int rank, int index, const Op& op) {
   const bool a2a = schedules::IsAllToAll(op.kind);
@@ -103,13 +101,13 @@ bool CollectiveStreams::Done(int rank, int stage, int version) const {
 
 const CollectivePlan& CollectiveStreams::PlanOf(size_t lane) const {
   const Op& op = Running(lane);
-  return streams_[lane].a2a ? plans_.AllToAllOf(op) : plans_.of(op.stage);
+  return IsA2aLane(lane) ? plans_.AllToAllOf(op) : plans_.of(op.stage);
 }
 
 void CollectiveStreams::StartNext(size_t lane) {
   Stream& stream = streams_[lane];
   if (stream.queue.empty()) return;
-  record_->ranks[stream.rank].ops[stream.queue.front()].start_ns = loop_->now_ns();
+  record_->ranks[RankOfLane(lane)].ops[stream.queue.front()].start_ns = loop_->now_ns();
   stream.phase = 0;
   StartPhase(lane);
 }
@@ -128,13 +126,13 @@ void CollectiveStreams::StartPhase(size_t lane) {
     // Done: the op waiting for it may go on, and the next one starts.
     const int index = stream.queue.front();
     const Op& op = Running(lane);
-    record_->ranks[stream.rank].ops[index].end_ns = loop_->now_ns();
-    stream.done.insert(stream.a2a ? int64_t{index} : Key(op.stage, op.version));
+    record_->ranks[RankOfLane(lane)].ops[index].end_ns = loop_->now_ns();
+    stream.done.insert(IsA2aLane(lane) ? int64_t{index} : Key(op.stage, op.version));
     stream.queue.pop_front();
     stream.phase = -1;
     // The next one starts before the listener hears: what it posts on hearing queues behind it.
     StartNext(lane);
-    listener_->CollectiveDone(stream.rank, index);
+    listener_->CollectiveDone(RankOfLane(lane), index);
     return;
   }
   const CollectivePhase& phase = plan.phases[stream.phase];

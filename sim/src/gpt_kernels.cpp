@@ -63,11 +63,13 @@ struct Lister {
   }
 };
 
+// The up-projection's columns of a feed-forward of width `f`: f, or 2f with SwiGLU's gate.
+int64_t UpWidth(const GptKernelShape& g, int64_t f) { return g.swiglu ? 2 * f : f; }
+
 struct Dims {
   int64_t rows, h, hp, ap, hd, s, b, lnrows;
   int64_t qkvp;   // one device's Q, K and V columns, (h + 2·kv·h/a)/T
   int64_t fp;     // one device's feed-forward width, f/T
-  int64_t upp;    // its up-projection's columns: f/T, or 2f/T with SwiGLU's gate
   double scores;  // elements of one device's attention scores, b·(a/T)·s²
 };
 
@@ -84,7 +86,6 @@ Dims DimsOf(const GptKernelShape& g) {
   const int64_t kv = g.kv_heads > 0 ? g.kv_heads : g.heads;
   x.qkvp = (g.heads * x.hd + 2 * kv * x.hd) / t;
   x.fp = (g.ffn > 0 ? g.ffn : 4 * g.hidden) / t;
-  x.upp = g.swiglu ? 2 * x.fp : x.fp;
   return x;
 }
 
@@ -92,8 +93,8 @@ Dims DimsOf(const GptKernelShape& g) {
 // the activation, down.
 void DenseMlpForward(const Lister& l, const std::string& prefix, double rows, int64_t fp, int64_t batch = 1) {
   const double d = l.d();
-  const int64_t up = l.g.swiglu ? 2 * fp : fp, m = static_cast<int64_t>(rows);
-  l.Gemm(prefix + "fc", m, up, l.g.hidden, batch);
+  const int64_t m = static_cast<int64_t>(rows);
+  l.Gemm(prefix + "fc", m, UpWidth(l.g, fp), l.g.hidden, batch);
   const double elements = rows * static_cast<double>(fp) * batch;
   if (l.g.swiglu) {  // SiLU(gate + b) · (up + b): two f-wide inputs, one output
     l.Memory(prefix + "bias_swiglu", elements, 3 * d, 8);
@@ -104,7 +105,7 @@ void DenseMlpForward(const Lister& l, const std::string& prefix, double rows, in
 }
 void DenseMlpInputGrad(const Lister& l, const std::string& prefix, double rows, int64_t fp, int64_t batch = 1) {
   const double d = l.d();
-  const int64_t up = l.g.swiglu ? 2 * fp : fp, m = static_cast<int64_t>(rows);
+  const int64_t m = static_cast<int64_t>(rows);
   l.Gemm(prefix + "fc2.dX", m, fp, l.g.hidden, batch);
   const double elements = rows * static_cast<double>(fp) * batch;
   if (l.g.swiglu) {  // reads the output gradient, the gate and the up; writes both their gradients
@@ -112,7 +113,7 @@ void DenseMlpInputGrad(const Lister& l, const std::string& prefix, double rows, 
   } else {
     l.Memory(prefix + "bias_gelu.dX", elements, 3 * d, 12);
   }
-  l.Gemm(prefix + "fc.dX", m, l.g.hidden, up, batch);
+  l.Gemm(prefix + "fc.dX", m, l.g.hidden, UpWidth(l.g, fp), batch);
 }
 
 // The routed rows on one device, and each local expert's share of them.
@@ -261,18 +262,18 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   };
   if (moe_layer) {
     const Routed r = RoutedOf(g, x);
-    const int64_t fe = g.expert_ffn, up = g.swiglu ? 2 * fe : fe;
+    const int64_t fe = g.expert_ffn;
     weight("expert.fc2", x.h, fe, r.per_expert, g.local_experts, false);
-    weight("expert.fc", up, x.h, r.per_expert, g.local_experts, false);
+    weight("expert.fc", UpWidth(g, fe), x.h, r.per_expert, g.local_experts, false);
     if (g.shared_ffn > 0) {
       const int64_t sp = g.shared_ffn / g.tensor_parallel;
       weight("shared.fc2", x.h, sp, 0, 1, false);
-      weight("shared.fc", g.swiglu ? 2 * sp : sp, x.h, 0, 1, false);
+      weight("shared.fc", UpWidth(g, sp), x.h, 0, 1, false);
     }
     weight("router", g.experts, x.h, static_cast<double>(x.lnrows), 1, false);
   } else {
     weight("fc2", x.h, x.fp);
-    weight("fc", x.upp, x.h);
+    weight("fc", UpWidth(g, x.fp), x.h);
   }
   w.Memory("ln2.dgamma", ln, 2 * d, 4);
   weight("proj", x.h, x.hp);
@@ -353,7 +354,8 @@ const std::vector<std::string>& MemoryKernelNames() {
     moe.experts = 4, moe.expert_ffn = 8, moe.shared_ffn = 8;
     GptKernelShape moe_swiglu = moe;
     moe_swiglu.swiglu = true;
-    for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true), GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
+    for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true),
+                      GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
       all.insert(all.end(), more.begin(), more.end());
     }
     std::vector<std::string> out;

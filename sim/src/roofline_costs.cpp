@@ -114,8 +114,7 @@ double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels) {
 
 double UpdateBytesPerParam(const Scenario& sc) {
   const int d = DtypeBytes(sc.training.dtype);
-  const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
-  const double state = static_cast<double>(detail::OptimizerBytesPerParam(optimizer, sc.training.momentum, d));
+  const double state = static_cast<double>(detail::OptimizerBytesPerParam(sc));
   // Read the main gradient; read and write the fp32 weights (the master copy for 16-bit ones)
   // and the optimizer's state; write the 16-bit weights back.
   const double main_grad = d < 4 ? 4 : d;
@@ -220,13 +219,19 @@ LayerWeights RooflineWeights(const Scenario& sc) {
     for (const TimedKernel& k : TimeKernels(sc, 0, FirstRankDevice(sc), kernels)) ns += k.time.ns();
     return ns;
   };
-  const auto layer_ns = [&](bool moe_layer) {
-    double ns = total(GptBlockKernels(shape, moe_layer));
+  // A layer (with what recompute repeats) on pipeline rank `rank`'s `device`.
+  const auto layer_on = [&](const DeviceSpec& device, int rank, bool moe_layer) {
+    double ns = 0;
+    for (const TimedKernel& k : TimeKernels(sc, rank, device, GptBlockKernels(shape, moe_layer))) ns += k.time.ns();
     if (sc.pipeline.recompute != Recompute::kNone) {
-      ns += total(GptRecomputeKernels(shape, sc.pipeline.full_recompute(), moe_layer));
+      for (const TimedKernel& k :
+           TimeKernels(sc, rank, device, GptRecomputeKernels(shape, sc.pipeline.full_recompute(), moe_layer))) {
+        ns += k.time.ns();
+      }
     }
     return ns;
   };
+  const auto layer_ns = [&](bool moe_layer) { return layer_on(FirstRankDevice(sc), 0, moe_layer); };
   const double block = layer_ns(false);
   const TransformerSpec& t = *sc.model.transformer;
   std::vector<double> cost;  // MoE layers weigh their own kernels
@@ -234,17 +239,9 @@ LayerWeights RooflineWeights(const Scenario& sc) {
     const double moe_block = layer_ns(true) / block;
     for (int l = 0; l < t.layers; ++l) cost.push_back(t.IsMoeLayer(l) ? moe_block : 1.0);
   }
-  // With node groups, each rank's pace: a block (with what recompute repeats) on its device.
-  const std::vector<double> rank_scale = RankScale(sc, [&](const DeviceSpec& device, int rank) {
-    double ns = 0;
-    for (const TimedKernel& k : TimeKernels(sc, rank, device, GptBlockKernels(shape))) ns += k.time.ns();
-    if (sc.pipeline.recompute != Recompute::kNone) {
-      for (const TimedKernel& k : TimeKernels(sc, rank, device, GptRecomputeKernels(shape, sc.pipeline.full_recompute()))) {
-        ns += k.time.ns();
-      }
-    }
-    return ns;
-  });
+  // With node groups, each rank's pace: a block on its device.
+  const std::vector<double> rank_scale =
+      RankScale(sc, [&](const DeviceSpec& device, int rank) { return layer_on(device, rank, false); });
   return {"model.transformer", t.layers, cost, total(GptEmbeddingKernels(shape)) / block,
           total(GptHeadKernels(shape)) / block, rank_scale};
 }
@@ -265,8 +262,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
   const double d = DtypeBytes(sc.training.dtype);
   // What a STEP updates: the stage's parameters, or with ZeRO-1 its shard of them (the optimizer
   // state's share; the routed experts' shards are their holders').
-  const double state_per_param = static_cast<double>(detail::OptimizerBytesPerParam(
-      sc.has_training ? sc.training.optimizer : Optimizer::kAdam, sc.training.momentum, static_cast<int>(d)));
+  const double state_per_param = static_cast<double>(detail::OptimizerBytesPerParam(sc));
   int first = 0;
   for (int st = 0; st < stages; ++st) {
     const int rank = query.shape.RankOf(st);

@@ -277,8 +277,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
     cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * d, "the gradients reduced");
   }
   // ZeRO-1 shards the optimizer state over the stage's replicas (the experts' over their holders).
-  const Optimizer optimizer = sc.has_training ? sc.training.optimizer : Optimizer::kAdam;
-  const double per_param = static_cast<double>(OptimizerBytesPerParam(optimizer, sc.training.momentum, static_cast<int>(d)));
+  const double per_param = static_cast<double>(OptimizerBytesPerParam(sc));
   const double zero_shards = p.zero == 1 ? replicas : 1, expert_shards = p.zero == 1 ? holders : 1;
   cost.optimizer_bytes =
       check.Bytes((params.shared / zero_shards + params.routed / expert_shards) * per_param, "the optimizer state");

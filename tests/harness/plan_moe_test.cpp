@@ -4,13 +4,12 @@
 // On a cluster of two device kinds (point 5) it tries the stages across the groups and a
 // pipeline per group, and its best is never slower than the other placement simulated directly.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "../sim/sim_test_util.h"
 #include "stagecraft/harness/plan.h"
 #include "stagecraft/harness/predict.h"
 #include "stagecraft/sim/scenario_checks.h"
@@ -29,44 +28,30 @@ model:
 pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}
 )";
 
-class PlanMoeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    // Its own folder per test: ctest runs the two at once.
-    dir_ = std::filesystem::temp_directory_path() /
-           ("plan_moe_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    path_ = (dir_ / "moe.yaml").string();
-    std::ofstream(path_) << kMoe;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+// 8 GPUs, 1F1B only, every configuration kept.
+PlanOptions Options(int global_batch) {
+  PlanOptions o;
+  o.gpus = 8;
+  o.global_batch = global_batch;
+  o.top = 1000;
+  o.threads = 2;
+  o.refine = 0;
+  o.schedules = {"1f1b"};
+  return o;
+}
 
-  // 8 GPUs, 1F1B only, every configuration kept.
-  static PlanOptions Options(int global_batch) {
-    PlanOptions o;
-    o.gpus = 8;
-    o.global_batch = global_batch;
-    o.top = 1000;
-    o.threads = 2;
-    o.refine = 0;
-    o.schedules = {"1f1b"};
-    return o;
-  }
-  // `c` simulated as `simulate` would from the scenario at `path` with the plan's overrides.
-  static Prediction Direct(const std::string& path, const PlanConfig& c, const PlanOptions& o) {
-    const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o));
-    const sim::Topology topo(sc.topology);
-    return Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
-  }
+// `c` simulated as `simulate` would from the scenario at `path` with the plan's overrides.
+Prediction Direct(const std::string& path, const PlanConfig& c, const PlanOptions& o) {
+  const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o));
+  const sim::Topology topo(sc.topology);
+  return Predict(sc, topo, ScenarioSchedules(sc, sc.pipeline.schedules).front());
+}
 
-  std::filesystem::path dir_;
-  std::string path_;
-};
-
-TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
+TEST(PlanMoe, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
+  const sim::testing::ScratchDir dir;
+  const std::string path = dir.Write("moe.yaml", kMoe);
   const PlanOptions o = Options(8);
-  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path_, {}), o);
+  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), o);
   ASSERT_NE(r.best(), nullptr);
   std::set<int> degrees;
   for (const PlanEntry& e : r.entries) {
@@ -79,9 +64,8 @@ TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
   EXPECT_EQ(degrees, (std::set<int>{1, 2, 4, 8}));
   // The overrides state E even when it is 1: a scenario that states another is replaced (what
   // --write-best writes is what the plan simulated).
-  const std::string stated = (dir_ / "stated.yaml").string();
-  std::ofstream(stated) << std::string(kMoe).replace(std::string(kMoe).find("ranks: 1,"), 9,
-                                                     "ranks: 1, data_parallel: 8, expert_parallel: 8,");
+  const std::string stated = dir.Write("stated.yaml", std::string(kMoe).replace(std::string(kMoe).find("ranks: 1,"), 9,
+                                                                             "ranks: 1, data_parallel: 8, expert_parallel: 8,"));
   PlanConfig one = r.best()->config;
   one.expert_parallel = 1;
   EXPECT_EQ(sim::LoadScenario(stated, ConfigOverrides(one, o)).pipeline.expert_parallel, 1);
@@ -92,8 +76,8 @@ TEST_F(PlanMoeTest, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
     if (best.data_parallel * best.tensor_parallel % e != 0) continue;
     PlanConfig c = best;
     c.expert_parallel = e;
-    EXPECT_EQ(sim::LoadScenarioForNewLayout(path_, ConfigOverrides(c, o)).pipeline.expert_parallel, e);
-    const Prediction direct = Direct(path_, c, o);
+    EXPECT_EQ(sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o)).pipeline.expert_parallel, e);
+    const Prediction direct = Direct(path, c, o);
     if (direct.metrics.AnyOom()) continue;
     ++checked;
     EXPECT_LE(r.best()->metrics.makespan_ns, direct.metrics.makespan_ns) << DescribeConfig(c);
@@ -113,9 +97,9 @@ model:
 pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}
 )";
 
-TEST_F(PlanMoeTest, TriesBothPlacementsOnAMixedClusterAndItsBestIsNeverBeaten) {
-  const std::string path = (dir_ / "mixed.yaml").string();
-  std::ofstream(path) << kMixed;
+TEST(PlanMoe, TriesBothPlacementsOnAMixedClusterAndItsBestIsNeverBeaten) {
+  const sim::testing::ScratchDir dir;
+  const std::string path = dir.Write("mixed.yaml", kMixed);
   const PlanOptions o = Options(16);
   const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), o);
   ASSERT_NE(r.best(), nullptr);

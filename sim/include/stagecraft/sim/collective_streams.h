@@ -55,7 +55,11 @@ class CollectivePlans {
 
  private:
   std::vector<CollectivePlan> plans_;    // by stage
-  std::vector<CollectivePlan> a2a_plans_;  // by stage x 2: the F's, the backward's
+  // An ALL_TO_ALL's plan by its stage and pass (tensor activations: the F's; gradients: the backward's).
+  static size_t A2aIndex(int stage, schedules::Tensor tensor) {
+    return static_cast<size_t>(stage) * 2 + (tensor == schedules::Tensor::kActivations ? 0 : 1);
+  }
+  std::vector<CollectivePlan> a2a_plans_;  // by A2aIndex
   CollectivePlan none_;
   std::vector<double> stage_alone_ns_;   // by stage
   size_t max_flows_ = 0;
@@ -96,8 +100,6 @@ class CollectiveStreams final : public EventHandler {
  private:
   static constexpr int kLanes = 2;
   struct Stream {
-    int rank = 0;
-    bool a2a = false;
     std::deque<int> queue;  // op indexes posted, the first one running
     int phase = -1;         // of the running one; -1: none running
     size_t flows_left = 0;
@@ -105,13 +107,15 @@ class CollectiveStreams final : public EventHandler {
     std::unordered_set<int64_t> done;
   };
   static size_t Lane(int rank, bool a2a) { return static_cast<size_t>(rank) * kLanes + (a2a ? 1 : 0); }
+  static int RankOfLane(size_t lane) { return static_cast<int>(lane / kLanes); }
+  static bool IsA2aLane(size_t lane) { return lane % kLanes == 1; }
 
   void StartNext(size_t lane);
   void StartPhase(size_t lane);
   void EndPhase(size_t lane);
   int64_t StepLatencyNs(const CollectivePhase& phase) const;
   const schedules::Op& Running(size_t lane) const {
-    return schedule_.ops[streams_[lane].rank][streams_[lane].queue.front()];
+    return schedule_.ops[RankOfLane(lane)][streams_[lane].queue.front()];
   }
   const CollectivePlan& PlanOf(size_t lane) const;
   static int64_t Key(int stage, int version) { return int64_t{stage} << 32 | static_cast<uint32_t>(version); }
