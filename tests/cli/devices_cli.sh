@@ -99,7 +99,7 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "mlp-gpu: what-if compare: .* compare .*whatif.json .*measured.json" "gpt-gpu: what-if: " \
             "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 --set pipeline.schedule=1f1b --set pipeline.steps=5 --backend cuda" \
             "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " "gpt-gpu-1rank: compare: " \
-            "cuda_bench: .*cuda_bench --benchmark_out=" "layer probe: .*scripts/layer-probe.sh --out " \
+            "cuda_bench: .*cuda_bench --benchmark_out=" \
             "nccl_p2p_bench: .*mpirun.sh 2 bash -c .*nccl_p2p_bench " \
             "exec.mpi_gpu, 4 ranks: .*mpirun.sh 4 bash -c .*gtest_output=.*exec_mpi_gpu_tests " \
             "gpt-gpu-4x2: profile: .*mpirun.sh 8 .* profile .*gpt-gpu.yaml --set pipeline.ranks=4 --set pipeline.data_parallel=2 --set pipeline.schedule=all --set topology.devices_per_node=8 --backend cuda" \
@@ -110,11 +110,11 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "a hung rank under --timeout: .*mpirun.sh 2 .* execute .*gpt-gpu.yaml --backend cuda .*--inject-fault 1:1:hang --timeout 10s"; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
-# The loops: mlp-gpu and gpt-gpu 6 steps each, their one-rank loops 4 each; devices, ctest, the layer
-# probe, cuda_bench; the multi-GPU section's 9; and the budget line.
-check "gpu-check --dry-run: 33 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 34 ]]'
-check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 33 ]]'
-check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
+# The loops: mlp-gpu and gpt-gpu 6 steps each, their one-rank loops 4 each; devices, ctest,
+# cuda_bench; the multi-GPU section's 9; and the budget line.
+check "gpu-check --dry-run: 32 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 33 ]]'
+check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 32 ]]'
+check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe: \|^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
 # The budgets: their sum is the one stated, and a one-GPU machine's (all but the multi-GPU section)
 # fits a 10-minute call.
 read -r all multi < <(sed -n 's/^budget: \([0-9]*\) s in all, the multi-GPU section.s \([0-9]*\) s of it$/\1 \2/p' "$tmp/plan.txt")
@@ -132,7 +132,8 @@ for g in 2 4 8; do
   check "gpu-check --dry-run --gpus $g: the whole check fits 600 s ($g_all s)" '[[ -n "$g_all" && $g_all -le 600 ]]'
 done
 plan "$tmp/plan-long.txt" --long
-for want in "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused  # 300 s" \
+for want in "layer probe: .*scripts/layer-probe.sh --out .*  # 55 s" \
+            "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused  # 300 s" \
             "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json  # 240 s"; do
   check "gpu-check --dry-run --long: a step '$want'" 'grep -q "^$want" "$tmp/plan-long.txt"'
 done
@@ -251,7 +252,7 @@ check "gpu-check, 1 GPU: the multi-GPU section recorded skipped, why" \
   '[[ $(grep -cP "\tskip\t0\tnot run: 1 GPU; the multi-GPU section needs 2 or more; as on 8 GPUs\t" "$tmp/gc-one/steps.tsv") -eq 9 ]] &&
    ! grep -q "4x2\|inject-fault" "$tmp/args-one" && [[ ! -e "$tmp/gc-one/gpt-gpu-4x2" && ! -e "$tmp/gc-one/nccl_p2p_bench.json" ]]'
 check "gpu-check, 1 GPU: the --long steps recorded skipped" \
-  '[[ $(grep -cP "^(layer probe, fused|zero bubble release.s stage)\tskip\t0\tnot in the 10-minute check: --long runs it" "$tmp/gc-one/steps.tsv") -eq 2 ]]'
+  '[[ $(grep -cP "^(layer probe|layer probe, fused|zero bubble release.s stage)\tskip\t0\tnot in the 10-minute check: --long runs it" "$tmp/gc-one/steps.tsv") -eq 3 ]]'
 # Eight GPUs: a GPU per rank, no one-rank loop, and the multi-GPU section run: the benchmark's
 # ratio and the tests' skipped case in the report, P x D = 4 x 2, and the hung rank's deadline.
 fake_run eight 8

@@ -30,7 +30,7 @@ python3 - "$tmp/m.json" <<'PY' || fail=1
 import json, math, sys
 m = json.load(open(sys.argv[1]))
 names = sorted(s["schedule"] for s in m["schedules"])
-ok = names == sorted(["gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"])
+ok = names == sorted(["gpipe", "1f1b", "pipedream", "2bw", "pipemare", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v"])
 if not ok: print("FAIL: schedules", names)
 losses = {s["schedule"]: s["losses"] for s in m["schedules"]}
 for s in m["schedules"]:

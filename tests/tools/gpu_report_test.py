@@ -42,3 +42,22 @@ def test_recorded_steps(tmp_path):
 def test_missing_folder_is_one_line(tmp_path):
     assert one_error_line(run_script("tool.sh", "gpu_report", tmp_path / "none"), "gpu_report") == \
         f"gpu_report: {tmp_path / 'none'}: no such report folder"
+
+
+def test_a_case_that_needs_a_gpu_per_rank_is_no_failure_to_use_the_gpu(tmp_path):
+    # As on 2026-11-30's H200 (docs/gpu-runs/2026-11-30-h200.md): the NCCL cases need a GPU per
+    # rank and skip on one GPU, saying so; any other skip on a usable GPU still fails the check.
+    case = ('<testcase name="{0}" status="{1}">{2}<system-out>{3}</system-out></testcase>')
+    def report(*cases):
+        (tmp_path / "ctest-gpu.xml").write_text("<testsuite>" + "".join(case.format(*c) for c in cases) + "</testsuite>")
+        (tmp_path / "steps.tsv").write_text("devices\tpass\t0\t1 GPU(s)\tlogs/devices.log\n")
+        run_script("tool.sh", "gpu_report", tmp_path)
+        return (tmp_path / "report.md").read_text()
+    skip = '<skipped message="SKIP_RETURN_CODE=77" />'
+    text = report(("a.pass", "run", "", "ok"),
+                  ("exec.mpi_gpu_nccl", "notrun", skip,
+                   "SKIPPED: the NCCL cases need a GPU per rank and NCCL: 4 ranks, 1 GPU(s) (exec_mpi_gpu_tests)"))
+    assert "| no gpu test skipped on a usable GPU | PASS |  | 1 run; 1 need a GPU per rank: exec.mpi_gpu_nccl |" in text, text
+    assert "1 passed, 0 failed, 1 skipped" in text and "- skipped, needs a GPU per rank: exec.mpi_gpu_nccl" in text
+    text = report(("a.pass", "run", "", "ok"), ("b.gone", "notrun", skip, "SKIPPED: no CUDA device was found"))
+    assert "| no gpu test skipped on a usable GPU | FAIL |  | 1 skipped: b.gone |" in text, text

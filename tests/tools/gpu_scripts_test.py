@@ -75,3 +75,25 @@ def test_gpu_check_plan_runs_each_scenario_on_its_ranks(tmp_path):
             assert done.returncode == 0, done.stderr
             want = rf"^{name}: profile: \S*mpirun\.sh {ranks} \S*stagecraft profile \S*{name}\.yaml{re.escape(sets)} --backend cuda "
             assert re.search(want, done.stdout, re.M), (want, done.stdout)
+
+
+def test_gpu_check_leaves_out_the_steps_gpu_check_skip_names(tmp_path):
+    # A lease short of time: GPU_CHECK_SKIP's steps are printed left out and not counted in the
+    # budget; every other step is still planned, and a step that needs a left-out one is left out
+    # with it rather than planned.
+    args = ("gpu-check.sh", "--dry-run", "--no-build", "--build-dir", common.build_dir(), "--out", tmp_path / "plan")
+    whole = run_script(*args)
+    assert whole.returncode == 0, whole.stderr
+    skip = "^(cuda_bench|gpt-gpu.*)$"
+    part = run_script(*args, env={"GPU_CHECK_SKIP": skip})
+    assert part.returncode == 0, part.stderr
+    left = re.findall(r"^(.*): left out \(GPU_CHECK_SKIP\)$", part.stdout, re.M)
+    assert "cuda_bench" in left and "gpt-gpu: profile" in left and "gpt-gpu-4x2: execute" in left, part.stdout
+    assert all(re.match(skip, name) for name in left), left
+    assert re.search(r"^mlp-gpu: profile: \S*mpirun", part.stdout, re.M)
+    assert not re.search(r"^gpt-gpu: profile: \S*mpirun", part.stdout, re.M)
+    budget = lambda out: int(re.search(r"^budget: (\d+) s in all", out, re.M).group(1))
+    planned = lambda out, name: int(re.search(rf"^{re.escape(name)}: .*  # (\d+) s$", out, re.M).group(1))
+    assert budget(whole.stdout) - budget(part.stdout) == (
+        planned(whole.stdout, "cuda_bench")
+        + sum(int(s) for s in re.findall(r"^gpt-gpu(?:-1rank|-4x2)?: [^:]+: .*  # (\d+) s$", whole.stdout, re.M)))

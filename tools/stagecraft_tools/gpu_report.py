@@ -72,22 +72,27 @@ def ctest_section(out, checks):
     except (OSError, ET.ParseError):
         return []
     cases = root.iter("testcase")
-    ran, failed, skipped = [], [], []
+    ran, failed, skipped, wanting = [], [], [], []
     for case in cases:
         name = case.get("name", "?")
         status = case.get("status", "")
         if status in ("notrun", "disabled") or case.find("skipped") is not None:
-            skipped.append(name)
+            # A case that needs a GPU per rank says so on its SKIPPED line: on a machine of fewer
+            # GPUs it cannot run, which is not a GPU the run failed to use.
+            said = [line for line in (case.findtext("system-out") or "").splitlines() if line.startswith("SKIPPED:")]
+            (wanting if any("GPU per rank" in line for line in said) else skipped).append(name)
         elif status == "fail" or case.find("failure") is not None:
             failed.append(name)
         else:
             ran.append(name)
     named = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+    wanted = f"; {len(wanting)} need a GPU per rank: {', '.join(wanting)}" if wanting else ""
     checks.append(("no gpu test skipped on a usable GPU", "fail" if skipped else "pass",
-                   f"{len(skipped)} skipped: {named}" if skipped else f"{len(ran) + len(failed)} run"))
-    lines = ["## ctest -L gpu", "", f"{len(ran)} passed, {len(failed)} failed, {len(skipped)} skipped", ""]
+                   (f"{len(skipped)} skipped: {named}" if skipped else f"{len(ran) + len(failed)} run") + wanted))
+    lines = ["## ctest -L gpu", "", f"{len(ran)} passed, {len(failed)} failed, {len(skipped) + len(wanting)} skipped", ""]
     lines += [f"- failed: {n}" for n in failed] + [f"- skipped: {n}" for n in skipped]
-    return lines + ([""] if failed or skipped else [])
+    lines += [f"- skipped, needs a GPU per rank: {n}" for n in wanting]
+    return lines + ([""] if failed or skipped or wanting else [])
 
 
 def compare_section(out, scenario, checks):
