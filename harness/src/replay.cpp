@@ -151,8 +151,20 @@ void ReplayOpTimes(const schedules::Schedule& schedule, const schedules::RunReco
   }
 }
 
+// Whether a transfer between ranks that share a device waits while another rank of it computes:
+// where copies hold the device's compute (DeviceSpec::copy_engine false: a CPU core copies on
+// the core the other ranks compute on), and the simulator makes it wait its turn again; where a
+// copy engine moves the data beside the compute (a GPU), no: the run's transfer time is its
+// own, whole. Measured on one H200 on 2026-11-30: two ranks' runs replayed with the other rank's
+// kernels left out of every transfer came out 3-17% fast on every schedule, whole within 0.5%
+// (docs/accuracy.md, "Ranks that share a device").
+bool CopiesWaitForCompute(const sim::Scenario& ran) {
+  return !ran.topology.DeviceAt(ran.pipeline.DeviceOf(0)).copy_engine;
+}
+
 // Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV of
-// one edge, paired by it (EdgeKey, as the engine keys them), less another rank's turns.
+// one edge, paired by it (EdgeKey, as the engine keys them), less another rank's turns where
+// the transfer waits for them (`held`: of the devices CopiesWaitForCompute names).
 void ReplayTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                      const HeldByOthers& held, sim::CostTable* base) {
   const schedules::UnitIndex units(schedule);
@@ -188,7 +200,8 @@ void ReplayTransfers(const schedules::Schedule& schedule, const schedules::RunRe
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const std::string& trace_path,
                            const schedules::RunRecord* record, const RunVariation& variation,
-                           const sim::CostTable* ran_model, const std::vector<int>& ran_devices) {
+                           const sim::CostTable* ran_model, const std::vector<int>& ran_devices,
+                           const std::vector<int>& transfer_devices) {
   const int stages = schedule.stages();
   if (static_cast<int>(measured.stage_costs.size()) != stages) {
     throw InputError(fmt::format("{}: the run has {} stages, {} has {}: replay predicts schedules of the measured run's "
@@ -228,7 +241,7 @@ sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable b
   }
   const HeldByOthers held(schedule, *record, ran_devices);
   ReplayOpTimes(schedule, *record, ran_devices, held, &base);
-  ReplayTransfers(schedule, *record, held, &base);
+  ReplayTransfers(schedule, *record, HeldByOthers(schedule, *record, transfer_devices), &base);
   base.p2p.reset();  // the measured transfers replace the fit, and the receiver's copy is in them
   return base;
 }
@@ -349,7 +362,8 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
     const bool scale = !same_run && ran_schedule.stages() == s.stages();
     if (scale && !ran_model) ran_model = sim::BuildCosts(sc, ran_schedule);
     sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr,
-                                       variation, scale ? &*ran_model : nullptr, ran_devices);
+                                       variation, scale ? &*ran_model : nullptr, ran_devices,
+                                       CopiesWaitForCompute(ran) ? ran_devices : std::vector<int>{});
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

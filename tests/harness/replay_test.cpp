@@ -119,5 +119,38 @@ TEST(ReplayCosts, OpsOfASharedDeviceReplayTheirOwnDeviceTime) {
   EXPECT_EQ(apart.op_ns[1][first_f(1)], 100);
 }
 
+// A transfer between two ranks of one device: rank 0's SEND_F0 posted at 100, rank 1's RECV_F0
+// done at 300, rank 0 computing F1 over [150, 250] meanwhile. Where copies hold the device's
+// compute (a CPU core: `transfer_devices` names the shared device) the transfer waited 100 of
+// its 200 for that F1, which the simulator gives again: 100. Where a copy engine carries it (a
+// GPU: none named) the run's 200 stands, as a run on one H200 showed (harness/src/replay.cpp).
+TEST(ReplayCosts, ATransferOnASharedDeviceLosesTheOtherRanksComputeOnlyWhereCopiesHoldIt) {
+  const schedules::Schedule s = TwoRanks("gpipe");
+  schedules::RunRecord record;
+  record.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) record.ranks[r].ops.resize(s.ops[r].size());
+  const auto nth = [&](int r, schedules::OpKind kind, int n) {
+    for (size_t i = 0; i < s.ops[r].size(); ++i) {
+      if (s.ops[r][i].kind == kind && n-- == 0) return i;
+    }
+    return s.ops[r].size();
+  };
+  const size_t send = nth(0, schedules::OpKind::kSendF, 0);
+  ASSERT_EQ(s.ops[0][send].microbatch, 0);
+  ASSERT_EQ(s.ops[1][nth(1, schedules::OpKind::kRecvF, 0)].microbatch, 0);
+  record.ranks[0].ops[nth(0, schedules::OpKind::kF, 0)] = {0, 100};
+  record.ranks[0].ops[send] = {100, 110};
+  record.ranks[0].ops[nth(0, schedules::OpKind::kF, 1)] = {150, 250};
+  record.ranks[1].ops[nth(1, schedules::OpKind::kRecvF, 0)] = {0, 300};
+  sim::CostTable base;
+  base.stages.resize(2);
+  schedules::ScheduleMetrics run;
+  run.stage_costs = {Passes(1, 2, 0), Passes(1, 2, 0)};
+  const sim::CostTable on_a_core = ReplayCosts(s, base, run, "t.json", &record, {}, nullptr, {0, 0}, {0, 0});
+  EXPECT_EQ(on_a_core.transfer_ns[0][send], 100);
+  const sim::CostTable beside = ReplayCosts(s, base, run, "t.json", &record, {}, nullptr, {0, 0}, {});
+  EXPECT_EQ(beside.transfer_ns[0][send], 200);
+}
+
 }  // namespace
 }  // namespace stagecraft::harness

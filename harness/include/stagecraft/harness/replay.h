@@ -41,7 +41,9 @@ struct RunVariation {
 //
 // `ran_devices` (sim::PipelineSpec::RankDevices of the run; empty: a device per rank): where the
 // run's ranks shared a device, each op of `record` replays with its own device time
-// (WithoutSharing), and the simulator time-slices the devices of the replay's own placement.
+// (WithoutSharing), and the simulator time-slices the devices of the replay's own placement;
+// `transfer_devices` those of them its transfers waited for (the same-run replay's transfers
+// less the time another rank held the device: only where copies hold the device's compute).
 //
 // `ran_model` (a what-if of the same stages; null: none) is the cost model's table for the
 // schedule the run ran: the run gives each pass's level, the model how it changes from that
@@ -52,7 +54,8 @@ struct RunVariation {
 sim::CostTable ReplayCosts(const schedules::Schedule& schedule, sim::CostTable base,
                            const schedules::ScheduleMetrics& measured, const std::string& trace_path,
                            const schedules::RunRecord* record, const RunVariation& variation,
-                           const sim::CostTable* ran_model = nullptr, const std::vector<int>& ran_devices = {});
+                           const sim::CostTable* ran_model = nullptr, const std::vector<int>& ran_devices = {},
+                           const std::vector<int>& transfer_devices = {});
 
 // A measured trace as replay and compare --trace read it: the file at `path` (at most
 // kMaxJsonBytes), every event usable (schedules::TraceFromJsonInFull). Throws InputError naming
@@ -70,7 +73,8 @@ schedules::RunRecord RecordOf(const schedules::Schedule& schedule, const schedul
 // its arrival (harness's WaitedTransfers, as calibration takes it) as a rate, and how much an op's time
 // varies from one run of it to the next against those medians (AddJitter; step 0 left out).
 // `ran_devices` (the run's rank -> device where ranks shared devices, else empty): the waited
-// transfers leave out the turns another rank held the receiver's device for (HeldByOthers).
+// transfers leave out the turns another rank held the receiver's device for (HeldByOthers): the
+// simulator gives them again, a what-if's transfers being the receiver's copy on its compute.
 RunVariation VariationOf(const schedules::Schedule& ran, const schedules::ScheduleMetrics& measured,
                          const schedules::RunRecord& record, const sim::CostTable& medians,
                          const std::vector<int>& ran_devices = {});
