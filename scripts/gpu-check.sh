@@ -108,9 +108,11 @@ planning() { [[ $dry -eq 1 || -n $not_run ]]; }
 budget_all=0 budget_multi=0 in_multi=0
 
 # planned NAME SECONDS COMMAND...: counts the step's budget; when the step is only planned,
-# prints it (and, not run, records it skipped) and returns 0.
+# prints it (and, not run, records it skipped) and returns 0; a step GPU_CHECK_SKIP leaves out
+# (left_out) returns 0 uncounted.
 planned() {
   local name="$1" seconds="$2"; shift 2
+  left_out "$name" && return 0
   budget_all=$((budget_all + seconds))
   [[ $in_multi -eq 1 ]] && budget_multi=$((budget_multi + seconds))
   if [[ $dry -eq 1 ]]; then
@@ -139,7 +141,6 @@ left_out() {
 # SKIPPED) in steps.tsv.
 step() {
   local name="$1" seconds="${GPU_CHECK_STEP_TIMEOUT:-$2}"; shift 2
-  left_out "$name" && return 0
   planned "$name" "$seconds" "$@" && return 0
   local log="logs/${name//[^A-Za-z0-9._-]/_}.log" start=$SECONDS rc status=pass detail=""
   timeout "$seconds" "$@" >"$out/$log" 2>&1
@@ -162,7 +163,6 @@ step() {
 # step) that timed out.
 hang_step() {
   local name="$1" seconds="${GPU_CHECK_STEP_TIMEOUT:-$2}"; shift 2
-  left_out "$name" && return 0
   planned "$name" "$seconds" "$@" && return 0
   local log="logs/${name//[^A-Za-z0-9._-]/_}.log" start=$SECONDS rc status=fail detail lines
   timeout "$seconds" "$@" >"$out/$log" 2>&1

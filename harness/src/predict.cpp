@@ -262,6 +262,10 @@ void RefuseHostOverflow(const sim::Scenario& sc, const Prediction& p) {
 
 }  // namespace
 
+bool CopiesHoldCompute(const sim::Scenario& scenario) {
+  return !scenario.topology.DeviceAt(scenario.pipeline.DeviceOf(0)).copy_engine;
+}
+
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule,
                    const std::atomic<bool>* stop) {
   ThrowIfStopped(stop);
@@ -286,7 +290,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
   config.rank_memory_bytes = sim::RankDeviceMemories(sc);
   config.rank_devices = sc.pipeline.RankDevices();
   config.time_slice_ns = sim::TimeSliceNs(sc);
-  config.copies_hold_compute = !sc.topology.DeviceAt(sc.pipeline.DeviceOf(0)).copy_engine;
+  config.copies_hold_compute = CopiesHoldCompute(sc);
   config.replica_devices = sc.pipeline.ReplicaDevices();
   config.expert_devices = sc.pipeline.ExpertDevices();
   config.stop = stop;

@@ -151,20 +151,13 @@ void ReplayOpTimes(const schedules::Schedule& schedule, const schedules::RunReco
   }
 }
 
-// Whether a transfer between ranks that share a device waits while another rank of it computes:
-// where copies hold the device's compute (DeviceSpec::copy_engine false: a CPU core copies on
-// the core the other ranks compute on), and the simulator makes it wait its turn again; where a
-// copy engine moves the data beside the compute (a GPU), no: the run's transfer time is its
-// own, whole. Measured on one H200 on 2026-11-30: two ranks' runs replayed with the other rank's
-// kernels left out of every transfer came out 3-17% fast on every schedule, whole within 0.5%
-// (docs/accuracy.md, "Ranks that share a device").
-bool CopiesWaitForCompute(const sim::Scenario& ran) {
-  return !ran.topology.DeviceAt(ran.pipeline.DeviceOf(0)).copy_engine;
-}
-
 // Each transfer from both ends posted to the receiver seeing its data: the SEND and the RECV of
 // one edge, paired by it (EdgeKey, as the engine keys them), less another rank's turns where
-// the transfer waits for them (`held`: of the devices CopiesWaitForCompute names).
+// the transfer waits for them (`held`: of the shared devices whose copies hold their compute,
+// CopiesHoldCompute). Where a copy engine moves the data beside the compute (a GPU) the run's
+// transfer time is its own, whole: measured on one H200 on 2026-11-30, two ranks' runs replayed
+// with the other rank's kernels left out of every transfer came out 3-17% fast on every
+// schedule, whole within 0.5% (docs/accuracy.md, "Ranks that share a core").
 void ReplayTransfers(const schedules::Schedule& schedule, const schedules::RunRecord& record,
                      const HeldByOthers& held, sim::CostTable* base) {
   const schedules::UnitIndex units(schedule);
@@ -363,7 +356,7 @@ Replay ReplayRun(const schedules::MetricsFile& run, const std::string& run_path,
     if (scale && !ran_model) ran_model = sim::BuildCosts(sc, ran_schedule);
     sim::CostTable costs = ReplayCosts(s, sim::BuildCosts(sc, s), run, trace_path, same_run ? &record : nullptr,
                                        variation, scale ? &*ran_model : nullptr, ran_devices,
-                                       CopiesWaitForCompute(ran) ? ran_devices : std::vector<int>{});
+                                       CopiesHoldCompute(ran) ? ran_devices : std::vector<int>{});
     replay.predictions.push_back(Predict(sc, topo, std::move(s), std::move(costs)));
   }
   return replay;

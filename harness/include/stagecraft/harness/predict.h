@@ -90,6 +90,11 @@ struct MemoryTerms {
   std::string Dominant() const;
 };
 MemoryTerms MemoryTermsOf(const Prediction& prediction, int rank);
+// Whether copies between device and host memory hold the scenario's devices' compute
+// (DeviceSpec::copy_engine false: a CPU core copies on the core its ranks compute on), so that a
+// copy or a transfer of ranks sharing a device waits while another of them computes; false where
+// a copy engine carries them beside the compute (a GPU). sim::SimConfig::copies_hold_compute.
+bool CopiesHoldCompute(const sim::Scenario& scenario);
 // `stop`, when set by another thread, ends the prediction early (base/stop.h): it throws
 // StopRequested.
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,
