@@ -30,15 +30,26 @@ def have_torch(python=TORCH_PYTHON):
     return subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def torch_peer(*args, blas_threads=1):
-    """One measurement of stagecraft_tools.torch_peer (its JSON)."""
+def torch_peer(*args, blas_threads=1, python=TORCH_PYTHON, timeout=None):
+    """One measurement of stagecraft_tools.torch_peer under `python` (its JSON: stdout's last
+    line, whatever PyTorch printed before it); a failure, or a run past `timeout` seconds, is a
+    ToolError with its last line."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS=str(blas_threads),
                PYTHONPATH=str(common.ROOT / "tools"))
-    done = subprocess.run([TORCH_PYTHON, "-m", "stagecraft_tools.torch_peer", *map(str, args)], capture_output=True,
-                          text=True, env=env)
+    what = f"torch_peer {' '.join(map(str, args))}"
+    try:
+        done = subprocess.run([python, "-m", "stagecraft_tools.torch_peer", *map(str, args)], capture_output=True,
+                              text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise common.ToolError(f"{what}: no result within {timeout} s")
+    except OSError as e:
+        raise common.ToolError(f"{what}: cannot run {python}: {e.strerror}")
     if done.returncode != 0:
-        raise common.ToolError(f"torch_peer {' '.join(map(str, args))} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(done.stdout)
+        raise common.ToolError(f"{what} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    try:
+        return json.loads((done.stdout.strip().splitlines() or [""])[-1])
+    except ValueError:
+        raise common.ToolError(f"{what}: no JSON on its last line of output")
 
 
 def stats(values):

@@ -1,5 +1,7 @@
 """The PyTorch side of scripts/bench-vs-torch.sh (stagecraft_tools.peer_bench runs it as
-`python3 -m stagecraft_tools.torch_peer`; PyTorch 1.13, Debian's python3-torch).
+`python3 -m stagecraft_tools.torch_peer`; PyTorch 1.13, Debian's python3-torch) and, through
+gpt_train on CUDA, of scripts/bench-gpu.sh (stagecraft_tools.gpu_peer_bench, with the GPU
+machine's PyTorch 2).
 
 Subcommands, each printing one JSON object on stdout:
   layers H ROWS ACT        per-layer F, I and W of 8 x Linear(H, H) + bias -> ACT on [ROWS x H],
@@ -17,12 +19,22 @@ Subcommands, each printing one JSON object on stdout:
   gpt_block C NH T B       one GPT-2 block (pre-LayerNorm, causal attention, tanh-GELU MLP) on
                            B sequences of T tokens, one thread: median microseconds of its
                            forward and of its whole backward (input and weight gradients).
-  gpt_train L C NH T V B M STEPS
+  gpt_train L C NH T V B M STEPS [--device cpu|cuda] [--mode eager|compiled]
+            [--dtype fp32|tf32|bf16] [--warmup N]
                            the whole GPT (embeddings, L blocks, final LayerNorm, untied LM head,
-                           mean cross-entropy) on one thread, M microbatches of B sequences
-                           accumulated per Adam step; samples/s and ms per step over STEPS
-                           steps after one warm-up step.
+                           mean cross-entropy), M microbatches of B sequences accumulated per
+                           Adam step; samples/s and ms per step over STEPS steps after N
+                           warm-up steps (default 1). cpu (default): one thread. cuda: fp32
+                           parameters, TF32 matmuls for tf32, bf16 autocast for bf16, fused Adam,
+                           the device synchronised before each clock read. compiled: the model
+                           through torch.compile (its first step compiles: a warm-up step); where
+                           torch.compile is absent (PyTorch < 2.0) or fails, the JSON says
+                           {"available": false, "reason": ...} instead of a measurement.
+  info                     this interpreter's PyTorch: version, whether it has torch.compile,
+                           whether it sees a CUDA device and its name.
 """
+import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -58,13 +70,20 @@ def median_us(fn, reps=200, warmup=20):
     return statistics.median(times) * 1e6
 
 
+def clocked(step, calls, sync=lambda: None):
+    """Seconds for `calls` calls of step; sync() waits for the device before each clock read."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        step()
+    sync()
+    return time.perf_counter() - t0
+
+
 def timed_steps(step, steps):
     """Seconds for `steps` calls of step after one warm-up call."""
     step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return time.perf_counter() - t0
+    return clocked(step, steps)
 
 
 def layers(h, rows, act_name, n_layers=8, rounds=60, warmup=10):
@@ -213,7 +232,7 @@ def gpt_block(p, x, nh):
     q, k, v = F.linear(h, *p["qkv"]).split(c, dim=-1)
     q, k, v = (z.view(b, t, nh, hd).transpose(1, 2) for z in (q, k, v))
     att = (q @ k.transpose(-2, -1)) * (1.0 / hd**0.5)
-    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+    mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
     att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
     o = (att @ v).transpose(1, 2).reshape(b, t, c)
     x = x + F.linear(o, *p["proj"])
@@ -244,33 +263,125 @@ def gpt_block_times(c, nh, t, b):
     return {"forward_us": f, "backward_us": fb - f}
 
 
-def gpt_train(n_layers, c, nh, t, vocab, b, m, steps):
-    torch.set_num_threads(1)
-    gen = torch.Generator().manual_seed(0)
+class Gpt(torch.nn.Module):
+    """The whole GPT of gpt_train as a module (what torch.compile takes): each block the
+    functional gpt_block above on its registered parameters; forward gives the mean
+    cross-entropy of one microbatch."""
+
+    def __init__(self, blocks, wte, wpe, lnf, head, nh):
+        super().__init__()
+        self.nh, self.names = nh, list(blocks[0])
+        self.wte, self.wpe, self.head = (torch.nn.Parameter(z) for z in (wte, wpe, head))
+        self.lnf = torch.nn.ParameterList(lnf)
+        self.blocks = torch.nn.ModuleList()
+        for p in blocks:
+            block = torch.nn.Module()
+            for name, (weight, bias) in p.items():
+                block.register_parameter(f"{name}_w", torch.nn.Parameter(weight))
+                block.register_parameter(f"{name}_b", torch.nn.Parameter(bias))
+            self.blocks.append(block)
+
+    def forward(self, tokens, targets):
+        c, t = self.wte.shape[1], tokens.shape[1]
+        x = self.wte[tokens] + self.wpe[torch.arange(t, device=tokens.device)]
+        for block in self.blocks:
+            p = {name: (getattr(block, f"{name}_w"), getattr(block, f"{name}_b")) for name in self.names}
+            x = gpt_block(p, x, self.nh)
+        logits = F.linear(F.layer_norm(x, (c,), self.lnf[0], self.lnf[1], eps=1e-5), self.head)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def gpt_model(n_layers, c, nh, t, vocab, gen, device):
+    """A GPT of L blocks initialised from `gen` (in the order the CPU comparison always drew
+    them: the blocks, then wte, wpe, the final LayerNorm, the head), its tensors on `device`."""
     blocks = [gpt_block_params(c, gen) for _ in range(n_layers)]
     wte = torch.randn(vocab, c, generator=gen) * 0.02
     wpe = torch.randn(t, c, generator=gen) * 0.01
     lnf = (torch.ones(c), torch.zeros(c))
     head = torch.randn(vocab, c, generator=gen) * 0.02
-    params = [wte, wpe, *lnf, head] + [z for p in blocks for pair in p.values() for z in pair]
-    for z in params:
-        z.requires_grad_(True)
-    opt = torch.optim.Adam(params, lr=1e-3)
-    data = [(torch.randint(vocab, (b, t), generator=gen), torch.randint(vocab, (b, t), generator=gen)) for _ in range(m)]
-    pos = torch.arange(t)
+    on = lambda z: z.to(device)  # noqa: E731 - moved before the module wraps them: no copies
+    blocks = [{name: tuple(map(on, pair)) for name, pair in p.items()} for p in blocks]
+    return Gpt(blocks, on(wte), on(wpe), tuple(map(on, lnf)), on(head), nh)
+
+
+def precision(device, dtype):
+    """Sets the matmul precision of a run in `dtype` and returns its autocast context (a
+    factory): fp32 plain, tf32 fp32 tensors with TF32 matmuls (CUDA's flags; a CPU has no
+    TF32), bf16 fp32 parameters under bf16 autocast."""
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+    if dtype == "bf16":
+        return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+def not_available(mode, reason):
+    return {"available": False, "mode": mode, "reason": reason, "torch": torch.__version__}
+
+
+def first_line(e):
+    """An exception as one line: its type and its message's first line."""
+    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+
+
+def gpt_train(n_layers, c, nh, t, vocab, b, m, steps, device="cpu", mode="eager", dtype="fp32", warmup=1):
+    """Trains the GPT for `warmup` steps, then times `steps` more: samples/s and ms per step."""
+    if mode == "compiled" and not hasattr(torch, "compile"):
+        return not_available(mode, f"torch.compile is not in PyTorch {torch.__version__} (it came with 2.0)")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"torch_peer: PyTorch {torch.__version__} sees no CUDA device")
+    if device == "cpu":
+        torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    model = gpt_model(n_layers, c, nh, t, vocab, gen, device)
+    # Fused Adam on CUDA: one kernel for every parameter, as the fastest PyTorch trainers step.
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, **({"fused": True} if device == "cuda" else {}))
+    data = [(torch.randint(vocab, (b, t), generator=gen).to(device), torch.randint(vocab, (b, t), generator=gen).to(device))
+            for _ in range(m)]
+    forward = torch.compile(model) if mode == "compiled" else model
+    autocast = precision(device, dtype)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step():
         opt.zero_grad(set_to_none=False)
         for tokens, targets in data:
-            x = wte[tokens] + wpe[pos]
-            for p in blocks:
-                x = gpt_block(p, x, nh)
-            logits = F.linear(F.layer_norm(x, (c,), *lnf, eps=1e-5), head)
-            (F.cross_entropy(logits.view(-1, vocab), targets.view(-1)) / m).backward()
+            with autocast():
+                loss = forward(tokens, targets) / m
+            loss.backward()
         opt.step()
 
-    elapsed = timed_steps(step, steps)
-    return {"samples_per_s": steps * m * b / elapsed, "step_ms": 1e3 * elapsed / steps}
+    try:
+        warmup_s = clocked(step, warmup, sync)
+    except Exception as e:  # noqa: BLE001 - whatever torch.compile raises: reported, not a crash
+        if mode != "compiled":
+            raise
+        return not_available(mode, f"the compiled model failed in its first step ({first_line(e)})")
+    elapsed = clocked(step, steps, sync)
+    return {"available": True, "mode": mode, "device": device, "dtype": dtype, "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None, "warmup_steps": warmup,
+            "warmup_s": warmup_s, "steps": steps, "samples_per_s": steps * m * b / elapsed, "step_ms": 1e3 * elapsed / steps}
+
+
+def gpt_train_main(argv):
+    """gpt_train's command line: the shape, then its options."""
+    ap = argparse.ArgumentParser(prog="torch_peer gpt_train")
+    ap.add_argument("shape", nargs=8, type=int, metavar=("L", "C", "NH", "T", "V", "B", "M", "STEPS"))
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--mode", choices=("eager", "compiled"), default="eager")
+    ap.add_argument("--dtype", choices=("fp32", "tf32", "bf16"), default="fp32")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (compiled: at least 1, the compile)")
+    args = ap.parse_args(argv)
+    if args.warmup < (1 if args.mode == "compiled" else 0):
+        ap.error(f"--warmup {args.warmup}: the compiled model's first step compiles it: at least 1")
+    return gpt_train(*args.shape, device=args.device, mode=args.mode, dtype=args.dtype, warmup=args.warmup)
+
+
+def info():
+    """This interpreter's PyTorch, as gpu_peer_bench chooses one by it."""
+    cuda = torch.cuda.is_available()
+    return {"torch": torch.__version__, "compile": hasattr(torch, "compile"), "cuda": cuda,
+            "gpu": torch.cuda.get_device_name() if cuda else None}
 
 
 def main(argv):
@@ -284,7 +395,9 @@ def main(argv):
     elif what == "gpt_block":
         result = gpt_block_times(*map(int, argv[2:6]))
     elif what == "gpt_train":
-        result = gpt_train(*map(int, argv[2:10]))
+        result = gpt_train_main(argv[2:])
+    elif what == "info":
+        result = info()
     else:
         raise SystemExit(f"torch_peer: unknown subcommand {what}")
     print(json.dumps(result))
