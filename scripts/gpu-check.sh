@@ -19,7 +19,8 @@
 #      by kernel with the machine's PyTorch, beside the roofline model's kernels on this GPU. With
 #      --long, again with the list's fused kernels as one kernel each (--fused, torch.compile),
 #      and, where build/zb-fork is prepared, the paper's own middle stage with its own timers
-#      (scripts/zb-fork-layer.sh);
+#      (scripts/zb-fork-layer.sh), and gpt-gpu on one rank beside PyTorch eager and torch.compile
+#      (scripts/tool.sh gpu_peer_bench, bench-gpu.sh's section 4);
 #   5. tests/bench/cuda_bench: each layer op's GEMM rate against bare cuBLAS (target >= 0.6) and
 #      the runtime's cost per op (target <= 10 us);
 #   6. with two or more GPUs, the multi-GPU section: nccl_p2p_bench on 2 ranks (raw NCCL beside
@@ -50,7 +51,8 @@
 #   586 s in all, after the build: a 10-minute call (600 s) holds it on one GPU. The build is
 #   not counted (scripts/build.sh first, in a call of its own, then --no-build).
 # --long adds the layer probe (55; 44 measured), the fused layer probe (300; never finished
-# within a lease yet) and the release's stage (240; 165 measured on an H100). The multi-GPU
+# within a lease yet), the release's stage (240; 165 measured on an H100) and the PyTorch peer
+# (400, not yet run). The multi-GPU
 # section adds, not yet run, so estimated: nccl_p2p_bench 60, exec.mpi_gpu on 4 ranks 100 (it
 # and exec.mpi_gpu_nccl took 62 of ctest's 74 s on one H200), the P x D loop 102 (profile 30,
 # execute 60, 3 each), the hung rank 30 (deadline 10 s, the rest start-up): 292 s; with two or
@@ -351,6 +353,14 @@ if [[ $long -eq 1 ]]; then
 else
   skipped "layer probe, fused" "not in the 10-minute check: --long runs it (300 s)"
   skipped "zero bubble release's stage" "not in the 10-minute check: --long runs it (240 s)"
+fi
+# gpt-gpu on one rank beside PyTorch eager and torch.compile on this GPU (scripts/bench-gpu.sh's
+# section 4, issue 57): one run of each, torch.compile's compile in its warm-up; the report
+# shows its table. Not yet run on a GPU: the budget is an estimate (two ~20 s runs and a compile).
+if [[ $long -eq 1 ]]; then
+  step "PyTorch peer" 400 env STAGECRAFT="$sc" "$root/scripts/tool.sh" gpu_peer_bench 1
+else
+  skipped "PyTorch peer" "not in the 10-minute check: --long runs it (400 s)"
 fi
 
 # ---- 5. the GPU benchmark -----------------------------------------------------------------------

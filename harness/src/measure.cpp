@@ -12,6 +12,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/harness/predict.h"
 
 namespace stagecraft::harness {
 namespace {
@@ -59,6 +60,7 @@ MeasuredSchedule Measure(const schedules::Schedule& s, const sim::Scenario& sc,
                    sc.pipeline.ranks_per_device > 1 ? sc.pipeline.RankDevices() : std::vector<int>{});
   MeasuredSchedule m;
   m.metrics = schedules::ComputeMetrics(s, result, sc.pipeline.microbatch_size);
+  m.metrics.model_tflops_per_device = ModelTflopsPerDevice(sc, s, m.metrics.step_time_ms);
   m.metrics.executor = schedules::ComputeExecutorMetrics(s, result, m.metrics);
   if (sc.training.target_loss) {
     schedules::MarkTargetLoss(*sc.training.target_loss, sc.training.loss_window, &*m.metrics.executor);
@@ -74,6 +76,7 @@ schedules::MetricsFile MeasuredFile(const sim::Scenario& sc, const std::string& 
   file.scenario = sc.name;
   file.source = "measured";
   file.backend = backend;
+  file.precision = std::string(sim::Name(sc.training.dtype));
   // What ran, for `stagecraft replay` (a scenario built in code has no file).
   if (!sc.path.empty()) {
     std::error_code ec;

@@ -266,6 +266,19 @@ bool CopiesHoldCompute(const sim::Scenario& scenario) {
   return !scenario.topology.DeviceAt(scenario.pipeline.DeviceOf(0)).copy_engine;
 }
 
+double ModelTflopsPerDevice(const sim::Scenario& sc, const schedules::Schedule& schedule, double step_time_ms) {
+  const double samples =
+      static_cast<double>(schedule.microbatches) * sc.pipeline.microbatch_size * schedule.data_parallel;
+  double flops = 0;  // of one step
+  if (const auto& t = sc.model.transformer) {
+    flops = sim::TransformerModelFlopsPerToken(*t) * samples * t->seq;
+  } else if (const auto& m = sc.model.mlp) {
+    flops = sim::MlpModelFlopsPerSample(*m) * samples;
+  }
+  if (flops <= 0 || step_time_ms <= 0) return 0;
+  return flops / (step_time_ms * 1e-3) / static_cast<double>(sc.pipeline.devices()) / 1e12;
+}
+
 Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule schedule,
                    const std::atomic<bool>* stop) {
   ThrowIfStopped(stop);
@@ -304,14 +317,7 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
     }
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, stop);
-  if (const auto& t = sc.model.transformer; t && p.metrics.step_time_ms > 0) {
-    // The step's tokens over every device of the job (P × D × T).
-    const double tokens = static_cast<double>(p.schedule.microbatches) * sc.pipeline.microbatch_size *
-                          p.schedule.data_parallel * t->seq;
-    const double devices = static_cast<double>(p.schedule.ranks()) * p.schedule.data_parallel * sc.pipeline.tensor_parallel;
-    p.metrics.model_tflops_per_device =
-        sim::TransformerModelFlopsPerToken(*t) * tokens / (p.metrics.step_time_ms * 1e-3) / devices / 1e12;
-  }
+  p.metrics.model_tflops_per_device = ModelTflopsPerDevice(sc, p.schedule, p.metrics.step_time_ms);
   // Each pass at its mean over the order's ops: a stash that slows deep ops (sim/stash.h)
   // counted as the engine counted it.
   const std::vector<std::array<double, 4>> stash = sim::MeanStashFactors(p.schedule, costs.rank_stash);

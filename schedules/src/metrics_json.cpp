@@ -231,6 +231,7 @@ std::string MetricsFileToJson(const MetricsFile& file) {
   WriteMembers(w, {{"scenario", file.scenario}, {"source", file.source}});
   if (file.costs) WriteMembers(w, {{"costs", *file.costs}});
   if (file.backend) WriteMembers(w, {{"backend", *file.backend}});
+  if (file.precision) WriteMembers(w, {{"precision", *file.precision}});
   if (file.scenario_file) {
     WriteMembers(w, {{"scenario_file", *file.scenario_file}});
     Key(w, "overrides");

@@ -344,6 +344,7 @@ MetricsFile MetricsFileFromJson(std::string_view text, std::string_view source) 
   r.String("source", &file.source);
   if (std::string costs; r.String("costs", &costs)) file.costs = costs;
   if (std::string backend; r.String("backend", &backend)) file.backend = backend;
+  if (std::string precision; r.String("precision", &precision)) file.precision = precision;
   if (std::string scenario_file; r.String("scenario_file", &scenario_file)) file.scenario_file = scenario_file;
   if (const Json* overrides = r.Array("overrides")) {
     for (rapidjson::SizeType i = 0; i < overrides->Size(); ++i) {

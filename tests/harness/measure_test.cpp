@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../sim/sim_test_util.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/schedules/generators.h"
 #include "stagecraft/schedules/lower.h"
@@ -73,6 +74,23 @@ TEST(JoinRankRuns, OpsThatDidNotRunStayUnrun) {
       JoinRankRuns(s, {RankBytes(s, 0, 50'000, "boot-a"), exec::SerializeRankRun(run)}, {});
   EXPECT_EQ(r.ranks[1].ops.back(), (OpTiming{-1, -1}));
   EXPECT_EQ(r.ranks[1].ops.front(), (OpTiming{8000, 8005}));
+}
+
+// execute JSON's model_tflops_per_device is the measured step's: 2 layers of 4 (6 · 2 · 16 = 192
+// FLOPs a sample), one sample a step, over one device (both ranks share it); the step is the
+// ops' span, 0 to the last op's end on rank 1 (10 · 4 + 5 = 45 ns, rank 0's clock 8000 ns ahead).
+TEST(Measure, StatesTheModelFlopsOfTheMeasuredStep) {
+  const schedules::Schedule s = Lowered();
+  sim::Scenario sc = sim::testing::UnitScenario(2, "1f1b");
+  sc.pipeline.microbatches = 1;
+  sc.pipeline.ranks_per_device = 2;
+  sc.model.mlp = sim::MlpSpec{2, 4};
+  const MeasuredSchedule m = Measure(s, sc, {RankBytes(s, 0, 50'000, "boot-a"), RankBytes(s, 1, 58'000, "boot-a")});
+  ASSERT_GT(m.metrics.step_time_ms, 0);
+  EXPECT_NEAR(m.metrics.step_time_ms, (8000 + 10 * (s.ops[1].size() - 1) + 5) * 1e-6, 1e-12);
+  EXPECT_NEAR(m.metrics.model_tflops_per_device, 192 / (m.metrics.step_time_ms * 1e-3) / 1 / 1e12, 1e-12);
+  sc.training.dtype = sim::Dtype::kTf32;
+  EXPECT_EQ(MeasuredFile(sc, "cuda:0 (NVIDIA H200)", {m}).precision, std::optional<std::string>("tf32"));
 }
 
 }  // namespace

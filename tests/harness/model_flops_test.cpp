@@ -28,6 +28,32 @@ TEST(ModelFlops, MegatronsClosedFormForGpt3) {
   EXPECT_GT(sim::TransformerModelFlopsPerToken(t), megatron);
 }
 
+// 8 layers of 512: 6 · 8 · 512² = 12,582,912 FLOPs a sample.
+TEST(ModelFlops, AnMlpsPerSampleByHand) {
+  sim::MlpSpec m;
+  m.layers = 8;
+  m.hidden = 512;
+  EXPECT_DOUBLE_EQ(sim::MlpModelFlopsPerSample(m), 12'582'912);
+}
+
+// A step of 4 microbatches of 2 samples, 2 replicas, at 5 ms: 16 samples × 12,582,912 FLOPs over
+// 0.005 s, over 4 devices (2 ranks × 2 replicas), or 2 where the two ranks share a device; none
+// for explicit costs or a step of no time.
+TEST(ModelFlops, PerDeviceCountsTheDevicesTheJobOccupies) {
+  sim::Scenario sc = sim::testing::UnitScenario(2, "1f1b", 2);
+  sc.pipeline.data_parallel = 2;
+  sc.model.mlp = sim::MlpSpec{8, 512};
+  schedules::Schedule s = ScenarioSchedules(sc, {"1f1b"}).front();
+  s.data_parallel = 2;
+  const double flops = 16 * 12'582'912.0 / 0.005;
+  EXPECT_NEAR(ModelTflopsPerDevice(sc, s, 5.0), flops / 4 / 1e12, 1e-15);
+  sc.pipeline.ranks_per_device = 2;
+  EXPECT_NEAR(ModelTflopsPerDevice(sc, s, 5.0), flops / 2 / 1e12, 1e-15);
+  EXPECT_EQ(ModelTflopsPerDevice(sc, s, 0.0), 0.0);
+  sc.model.mlp.reset();
+  EXPECT_EQ(ModelTflopsPerDevice(sc, s, 5.0), 0.0);
+}
+
 TEST(ModelFlops, SimulateReportsItFromItsStepTime) {
   sim::Scenario sc = sim::testing::UnitScenario(2, "1f1b", 2);  // 4 microbatches of 2
   sc.topology.links.push_back(sim::LinkSpec{sim::LinkScope::kNode, 100e9, 2000});

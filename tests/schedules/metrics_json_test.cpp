@@ -103,6 +103,24 @@ TEST(MetricsJsonTest, MeasuredFileAddsBackendAndExecutorFields) {
       << text;
 }
 
+// The precision the run's GEMMs ran in, after the backend, and read back; absent when not stated.
+TEST(MetricsJsonTest, MeasuredFileStatesItsPrecision) {
+  MetricsFile f;
+  f.scenario = "gpt";
+  f.source = "measured";
+  f.backend = "cuda:0 (NVIDIA H200)";
+  f.precision = "tf32";
+  f.schedules = {TwoRankMetrics()};
+  const std::string text = MetricsFileToJson(f);
+  EXPECT_EQ(text.rfind(R"j({"scenario":"gpt","source":"measured","backend":"cuda:0 (NVIDIA H200)","precision":"tf32",)j", 0),
+            0u)
+      << text;
+  const MetricsFile read = MetricsFileFromJson(text, "f.json");
+  EXPECT_EQ(read.precision, std::optional<std::string>("tf32"));
+  f.precision.reset();
+  EXPECT_FALSE(MetricsFileFromJson(MetricsFileToJson(f), "f.json").precision.has_value());
+}
+
 TEST(MetricsJsonTest, StrictReadGetsBackWhatWasWritten) {
   MetricsFile f = Predicted();
   f.schedules.push_back(TwoRankMetrics());

@@ -38,19 +38,19 @@ def stand_in(tmp_path, name, stdout="", stderr="", status=0):
 
 def test_gpt_gpu_as_its_file_states():
     # scenarios/gpt-gpu.yaml: 12 layers, hidden 768, 12 heads, seq 1024, vocab 50304; 8 microbatches of 2; training.dtype tf32.
-    assert gpb.model(common.read_yaml(gpb.SCENARIO), gpb.SCENARIO) == ((12, 768, 12, 1024, 50304, 2, 8), "tf32")
+    assert gpb.model(common.read_yaml(gpb.SCENARIO), gpb.SCENARIO) == (12, 768, 12, 1024, 50304, 2, 8)
 
 
-def test_the_precision_is_stated_once():
-    assert gpb.model(scenario(dtype="bf16", training={"dtype": "bf16"}), "s")[1] == "bf16"
-    assert gpb.model(scenario(dtype="bf16", training={}), "s")[1] == "bf16"  # the model's where training states none
-    assert gpb.model(scenario(training={}), "s")[1] == "fp32"
+def test_the_precision_is_the_one_stagecrafts_run_states():
+    assert gpb.precision_of({"precision": "bf16"}, "s") == "bf16"
     with pytest.raises(common.ToolError, match=r"^s: training\.dtype fp16: the PyTorch peer trains in fp32, tf32, bf16$"):
-        gpb.model(scenario(training={"dtype": "fp16"}), "s")
+        gpb.precision_of({"precision": "fp16"}, "s")
+    with pytest.raises(common.ToolError, match=r"^s: execute --json states no precision"):
+        gpb.precision_of({}, "s")
 
 
 def test_only_the_gpt2_block_is_built():
-    assert gpb.model(scenario(tied_embeddings=False, activation="gelu", dropout=True), "s")[0] == (2, 64, 2, 32, 256, 2, 4)
+    assert gpb.model(scenario(tied_embeddings=False, activation="gelu", dropout=True), "s") == (2, 64, 2, 32, 256, 2, 4)
     for key, value in (("tied_embeddings", True), ("activation", "swiglu"), ("kv_heads", 1), ("moe", {"experts": 8})):
         with pytest.raises(common.ToolError, match=rf"^s: model\.transformer\.{key}: .*the PyTorch peer builds GPT-2's block"):
             gpb.model(scenario(**{key: value}), "s")
@@ -228,8 +228,9 @@ def test_the_bench_at_a_tiny_size_on_the_cpu(tmp_path):
                       "--warmup", "1", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert out.startswith("tiny.yaml: 1 blocks, hidden 32, 2 heads, seq 16, vocab 64; 8 x 2 sequences per Adam step; fp32\n"
-                          "stagecraft: execute --backend cpu, 1 rank, 1f1b; "), out
+    assert out.startswith("tiny.yaml: 1 blocks, hidden 32, 2 heads, seq 16, vocab 64; 8 x 2 sequences per Adam step; "
+                          "the peer in the precision stagecraft's run states\nstagecraft: execute --backend cpu, 1 rank, 1f1b; "), out
+    assert "\nprecision: fp32 (stagecraft's execute --json)\n" in out, out
     assert float(re.search(r"^stagecraft +([0-9.]+)  \(", out, re.M).group(1)) > 0, out
     if gpb.find_torch("cpu", gpb.torch_candidates())[0]:  # the PyTorch the bench finds, as it looks for one
         assert float(re.search(r"^PyTorch eager +([0-9.]+)  \(", out, re.M).group(1)) > 0, out
@@ -250,7 +251,8 @@ with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(" ".join(["stagecraft", *args]) + "\\n")
 if args[0] == "execute":  # 3 steps of 500 ms, then 10 of 100 ms
     with open(args[args.index("--json") + 1], "w") as fh:
-        json.dump({"schedules": [{"microbatches": 8, "microbatch_size": 2, "step_ms": [500.0] * 3 + [100.0] * 10}]}, fh)
+        json.dump({"precision": "tf32",
+                   "schedules": [{"microbatches": 8, "microbatch_size": 2, "step_ms": [500.0] * 3 + [100.0] * 10}]}, fh)
 """
 FAKE_TORCH = """#!/usr/bin/python3
 import json, os, sys
@@ -277,10 +279,12 @@ def test_the_gpu_run_with_stand_ins(tmp_path):
                                                              "TORCH_PYTHON": str(tmp_path / "python")})
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [
-        "gpt-gpu.yaml: 12 blocks, hidden 768, 12 heads, seq 1024, vocab 50304; 8 x 2 sequences per Adam step; tf32",
+        "gpt-gpu.yaml: 12 blocks, hidden 768, 12 heads, seq 1024, vocab 50304; 8 x 2 sequences per Adam step; "
+        "the peer in the precision stagecraft's run states",
         f"stagecraft: execute --backend cuda, 1 rank, 1f1b; PyTorch 2.9.0 ({tmp_path / 'python'}) on NVIDIA H200",
         "samples/s over 10 timed steps after 3 untimed warm-up steps on every side (torch.compile compiles in the first); "
         "median of 2 runs (min..max)",
+        "precision: tf32 (stagecraft's execute --json)",
         "run 1/2: stagecraft 160.0, PyTorch eager 80.0, PyTorch torch.compile 200.0 samples/s",
         "run 2/2: stagecraft 160.0, PyTorch eager 80.0, PyTorch torch.compile 200.0 samples/s",
         "                                    samples/s  (min..max)",

@@ -61,3 +61,53 @@ def test_a_case_that_needs_a_gpu_per_rank_is_no_failure_to_use_the_gpu(tmp_path)
     assert "1 passed, 0 failed, 1 skipped" in text and "- skipped, needs a GPU per rank: exec.mpi_gpu_nccl" in text
     text = report(("a.pass", "run", "", "ok"), ("b.gone", "notrun", skip, "SKIPPED: no CUDA device was found"))
     assert "| no gpu test skipped on a usable GPU | FAIL |  | 1 skipped: b.gone |" in text, text
+
+
+def test_library_device_of_a_cuda_name():
+    from stagecraft_tools.gpu_report import library_device
+    assert library_device("NVIDIA H200") == "H200"
+    assert library_device("NVIDIA H100 80GB HBM3") == "H100-SXM"
+    assert library_device("NVIDIA A100-SXM4-80GB") == "A100-SXM-80GB"
+    assert library_device("NVIDIA L40S") == "L40S"
+    assert library_device("NVIDIA H100 PCIe") is None          # the library holds the SXM card's peaks
+    assert library_device("NVIDIA GeForce RTX 4090") is None
+
+
+def test_each_schedule_states_its_model_flops_and_their_share_of_the_dense_peak(tmp_path):
+    """A run on an H200 in tf32: 49.47 model TFLOP/s per GPU is 10.0% of the datasheet's dense tf32
+    494.7 TFLOP/s (scenarios/devices/H200.yaml); a schedule without the field shows none."""
+    (tmp_path / "steps.tsv").write_text("gpt-gpu: execute\tpass\t30\t\t\n")
+    run = tmp_path / "gpt-gpu"
+    run.mkdir()
+    step = {"predicted": 100.0, "measured": 110.0, "error_pct": -9.1}
+    bubble = {"predicted": 0.1, "measured": 0.12}
+    (run / "compare.json").write_text(json.dumps({"schedules": [
+        {"schedule": s, "step_time_ms": step, "bubble_fraction": bubble} for s in ("1f1b", "gpipe")]}))
+    (run / "measured.json").write_text(json.dumps({
+        "scenario": "gpt-gpu", "source": "measured", "backend": "cuda:0 (NVIDIA H200)", "precision": "tf32",
+        "schedules": [{"schedule": "1f1b", "model_tflops_per_device": 49.47}, {"schedule": "gpipe"}]}))
+    run_script("tool.sh", "gpu_report", tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "NVIDIA H200's dense tf32 peak, 494.7 TFLOP/s" in report
+    rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip().strip("|").split("|")]
+                                          for line in report.splitlines() if line.startswith("| "))}
+    assert rows["1f1b"][-2:] == ["49.47", "10.0%"]
+    assert rows["gpipe"][-2:] == ["-", "-"]
+    # Another precision's peak, or a GPU the library lacks: the FLOPs stay, the share is not guessed.
+    (run / "measured.json").write_text(json.dumps({
+        "backend": "cuda:0 (NVIDIA GeForce RTX 4090)", "precision": "tf32",
+        "schedules": [{"schedule": "1f1b", "model_tflops_per_device": 49.47}]}))
+    run_script("tool.sh", "gpu_report", tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "no dense peak known for NVIDIA GeForce RTX 4090 in tf32" in report
+    assert [l for l in report.splitlines() if l.startswith("| 1f1b |")][0].endswith("| 49.47 | - |")
+
+
+def test_the_pytorch_peers_table_is_in_the_report(tmp_path):
+    (tmp_path / "steps.tsv").write_text("PyTorch peer\tpass\t200\t\tlogs/PyTorch_peer.log\n")
+    (tmp_path / "logs").mkdir()
+    table = "stagecraft                              160.0  (160.0..160.0)\nverdict: NOT MET: stagecraft at 0.80x"
+    (tmp_path / "logs" / "PyTorch_peer.log").write_text(table + "\n")
+    run_script("tool.sh", "gpu_report", tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "## gpt-gpu on one rank beside PyTorch (eager, torch.compile)\n\n```\n" + table + "\n```\n" in report

@@ -48,8 +48,8 @@ class Row:
 
 
 def model(scenario, path):
-    """(L, C, NH, T, V, B, M) and the training dtype of a scenario, as torch_peer's gpt_train takes
-    them; a ToolError naming the key of a model or precision the peer does not build."""
+    """(L, C, NH, T, V, B, M) of a scenario, as torch_peer's gpt_train takes them; a ToolError
+    naming the key of a model the peer does not build."""
     transformer = ((scenario or {}).get("model") or {}).get("transformer")
     if not isinstance(transformer, dict):
         raise common.ToolError(f"{path}: no model.transformer: the PyTorch peer builds a GPT")
@@ -57,11 +57,19 @@ def model(scenario, path):
         if key not in GPT2_KEYS and GPT2_DEFAULTS.get(key, object()) != value:
             raise common.ToolError(f"{path}: model.transformer.{key}: {value}: the PyTorch peer builds GPT-2's block "
                                    "alone (untied head, GELU, 4 x hidden, every head its own keys and values)")
-    # The precision is stated once (docs/scenario.md): training.dtype, else the model's, else fp32.
-    dtype = (scenario.get("training") or {}).get("dtype") or transformer.get("dtype") or "fp32"
+    return peer_bench.gpt_shape(scenario)
+
+
+def precision_of(run, path):
+    """The precision stagecraft's run trained in (its execute JSON's `precision`: the scenario's
+    training.dtype as stagecraft resolves it), which the peer trains in too; a ToolError where the
+    peer cannot."""
+    dtype = run.get("precision")
+    if dtype is None:
+        raise common.ToolError(f"{path}: execute --json states no precision (a stagecraft older than its `precision`)")
     if dtype not in DTYPES:
         raise common.ToolError(f"{path}: training.dtype {dtype}: the PyTorch peer trains in {', '.join(DTYPES)}")
-    return peer_bench.gpt_shape(scenario), dtype
+    return dtype
 
 
 def unusable(device):
@@ -126,11 +134,12 @@ def peer_run(python, args, mode):
 
 
 def stagecraft_run(scenario, device, steps, warmup, tmp, name):
-    """One `execute` on one rank: samples/s over its steps after the warm-up ones."""
+    """One `execute` on one rank: (samples/s over its steps after the warm-up ones, its precision)."""
     out = Path(tmp) / f"{name}.json"
     sets = common.sets([*ONE_RANK, f"pipeline.steps={warmup + steps}"])
     common.mpirun(1, [common.cli(), "execute", scenario, "--backend", device, *sets, "--json", out], Path(tmp) / f"{name}.log")
-    return samples_after_warmup(common.read_json(out), warmup)
+    run = common.read_json(out)
+    return samples_after_warmup(run, warmup), precision_of(run, scenario)
 
 
 def table(rows):
@@ -159,11 +168,12 @@ def verdict(ours, compiled):
     return f"verdict: {'MET' if r >= 1 else 'NOT MET'}: stagecraft at {r:.2f}x torch.compile's samples/s (target >= 1.00x)"
 
 
-def header(path, shape, dtype, device, python, info, steps, warmup, repeats):
+def header(path, shape, device, python, info, steps, warmup, repeats):
     L, C, NH, T, V, B, M = shape
     where = f"on {info['gpu']}" if device == "cuda" and info else f"on {device}"
     peer = f"PyTorch {info['torch']} ({python}) {where}" if info else "PyTorch: none"
-    return [f"{Path(path).name}: {L} blocks, hidden {C}, {NH} heads, seq {T}, vocab {V}; {M} x {B} sequences per Adam step; {dtype}",
+    return [f"{Path(path).name}: {L} blocks, hidden {C}, {NH} heads, seq {T}, vocab {V}; {M} x {B} sequences per Adam step; "
+            "the peer in the precision stagecraft's run states",
             f"stagecraft: execute --backend {device}, 1 rank, 1f1b; {peer}",
             f"samples/s over {steps} timed steps after {warmup} untimed warm-up step{'s' * (warmup != 1)} on every side "
             f"(torch.compile compiles in the first); median of {repeats} runs (min..max)"]
@@ -172,7 +182,7 @@ def header(path, shape, dtype, device, python, info, steps, warmup, repeats):
 class Bench:
     def __init__(self, scenario, device, steps, warmup, tmp):
         self.scenario, self.device, self.steps, self.warmup, self.tmp = scenario, device, steps, warmup, tmp
-        self.shape, self.dtype = model(common.read_yaml(scenario), scenario)
+        self.shape, self.dtype = model(common.read_yaml(scenario), scenario), None
 
     def run(self, repeats, python, why_none):
         """REPEATS rounds of stagecraft, eager, compiled; a line per round as it ends. The
@@ -180,7 +190,11 @@ class Bench:
         ours = Row("stagecraft")
         peers = [Row("PyTorch eager", reason=why_none), Row("PyTorch torch.compile", reason=why_none)]
         for k in range(repeats):
-            ours.values.append(stagecraft_run(self.scenario, self.device, self.steps, self.warmup, self.tmp, f"run.{k}"))
+            value, dtype = stagecraft_run(self.scenario, self.device, self.steps, self.warmup, self.tmp, f"run.{k}")
+            ours.values.append(value)
+            if self.dtype is None:
+                self.dtype = dtype
+                print(f"precision: {dtype} (stagecraft's execute --json)", flush=True)
             for row, mode in zip(peers, ("eager", "compiled")):
                 if row.reason is None:
                     value, row.reason = peer_run(python, peer_args(self.shape, self.steps, self.device, mode, self.dtype,
@@ -210,7 +224,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args.scenario, args.device, steps, warmup, tmp)
         python, info, why_none = find_torch(args.device, torch_candidates())
-        print("\n".join(header(args.scenario, bench.shape, bench.dtype, args.device, python, info, steps, warmup, repeats)),
+        print("\n".join(header(args.scenario, bench.shape, args.device, python, info, steps, warmup, repeats)),
               flush=True)
         ours, peers = bench.run(repeats, python, why_none)
     print("\n".join(table([ours, *peers])))

@@ -13,10 +13,13 @@ Usage: scripts/tool.sh gpu_report OUT
 import datetime
 import json
 import os
+import re
 import socket
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 
-from .common import ToolError, entry, usage_error
+from .common import SCENARIOS, ToolError, cli, entry, usage_error
 
 # cuda_bench's targets (tests/bench/cuda_bench.cpp, docs/executor.md, "GPU executor").
 OF_CUBLAS_TARGET = 0.6
@@ -95,24 +98,86 @@ def ctest_section(out, checks):
     return lines + ([""] if failed or skipped or wanting else [])
 
 
+def library_device(gpu_name):
+    """The device library's entry (scenarios/devices/<stem>.yaml) of a GPU as CUDA names it, by its
+    model's word: "NVIDIA H200" -> "H200", "NVIDIA H100 80GB HBM3" -> "H100-SXM"; None when no
+    entry or several match, or the name says PCIe of an SXM entry (another card's peaks)."""
+    words = set(re.findall(r"[A-Z0-9]+", gpu_name.upper()))
+    hits = []
+    for path in sorted((SCENARIOS / "devices").glob("*.yaml")):
+        parts = path.stem.upper().split("-")
+        if parts[0] in words and not ("PCIE" in words and "SXM" in parts):
+            hits.append(path.stem)
+    return hits[0] if len(hits) == 1 else None
+
+
+def dense_peaks(device):
+    """{precision: dense peak FLOP/s} of a library device, as stagecraft resolves its file (the
+    roofline's device in `simulate --explain-json`); {} when it cannot say."""
+    text = (f"name: peak\ntopology: {{device: {device}, nodes: 1, devices_per_node: 1}}\n"
+            "model:\n  transformer: {layers: 1, hidden: 64, heads: 1, seq: 8, vocab: 16}\n"
+            "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario, explained = os.path.join(tmp, "peak.yaml"), os.path.join(tmp, "explain.json")
+        with open(scenario, "w") as f:
+            f.write(text)
+        try:
+            done = subprocess.run([cli(), "simulate", scenario, "--explain-json", explained], capture_output=True)
+        except (OSError, ToolError):
+            return {}
+        explain = load_json(explained) if done.returncode == 0 else None
+    return ((explain or {}).get("device") or {}).get("peak_flops_by_dtype") or {}
+
+
+def gpu_of(backend):
+    """The GPU's name in an execute JSON's backend ("cuda:0 (NVIDIA H200)" -> "NVIDIA H200"), or None."""
+    found = re.fullmatch(r"cuda:\d+ \((.+)\)", backend or "")
+    return found.group(1) if found else None
+
+
+def utilization(measured):
+    """(the peak's description, {schedule: (model TFLOP/s per GPU, its fraction of the peak or
+    None)}) of an execute JSON: each schedule's measured model FLOPs (model_tflops_per_device)
+    against the dense peak, in the run's precision, of the library's entry for the GPU it ran on."""
+    gpu, precision = gpu_of(measured.get("backend")), measured.get("precision")
+    device = library_device(gpu) if gpu else None
+    peak = dense_peaks(device).get(precision) if device and precision else None
+    if peak:
+        said = f"{gpu}'s dense {precision} peak, {peak / 1e12:.1f} TFLOP/s (scenarios/devices/{device}.yaml)"
+    else:
+        said = (f"no dense peak known for {gpu or measured.get('backend') or 'the device'} in "
+                f"{precision or 'an unstated precision'}")
+    out = {}
+    for s in measured.get("schedules", []):
+        tflops = s.get("model_tflops_per_device")
+        if isinstance(tflops, (int, float)):
+            out[s["schedule"]] = (tflops, tflops * 1e12 / peak if peak else None)
+    return said, out
+
+
 def compare_section(out, scenario, checks):
     c = load_json(os.path.join(out, scenario, "compare.json"))
     if c is None:
         return []
     whatif = load_json(os.path.join(out, scenario, "whatif-compare.json")) or {}
     whatif = {s["schedule"]: s["step_time_ms"].get("error_pct") for s in whatif.get("schedules", [])}
+    peak_said, used = utilization(load_json(os.path.join(out, scenario, "measured.json")) or {})
     pct = lambda x: "-" if x is None else f"{x:+.1f}%"
     lines = [f"## {scenario}: predicted vs measured", "",
              "Step-time error = cost drift (the run's own op times against the prediction's) + model error "
-             "(their replay against the run); what-if: the run's 1F1B replayed into the schedule, against its run.", "",
+             "(their replay against the run); what-if: the run's 1F1B replayed into the schedule, against its run. "
+             f"Model TFLOP/s: the measured step's model FLOPs per GPU (6 x the parameters its matmuls use, and "
+             f"attention's); MFU: of {peak_said}.", "",
              "| schedule | predicted step (ms) | measured step (ms) | error | cost drift | model error | what-if error "
-             "| bubble predicted | bubble measured |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| bubble predicted | bubble measured | model TFLOP/s | MFU |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in c.get("schedules", []):
         st, bf = s["step_time_ms"], s["bubble_fraction"]
+        tflops, mfu = used.get(s["schedule"], (None, None))
         lines.append(f"| {s['schedule']} | {st['predicted']:.3f} | {st['measured']:.3f} | {pct(st.get('error_pct'))} | "
                      f"{pct(s.get('cost_drift_pct'))} | {pct(s.get('model_error_pct'))} | "
-                     f"{pct(whatif.get(s['schedule']))} | {100 * bf['predicted']:.1f}% | {100 * bf['measured']:.1f}% |")
+                     f"{pct(whatif.get(s['schedule']))} | {100 * bf['predicted']:.1f}% | {100 * bf['measured']:.1f}% | "
+                     f"{'-' if tflops is None else f'{tflops:.2f}'} | {'-' if mfu is None else f'{100 * mfu:.1f}%'} |")
     missing = c.get("only_in_predicted", [])
     checks.append((f"{scenario}: every schedule measured", "fail" if missing else "pass",
                    ("not measured: " + ", ".join(missing)) if missing else f"{len(c.get('schedules', []))} schedules"))
@@ -328,6 +393,17 @@ def p2p_section(out, checks):
     return lines + [""]
 
 
+def peer_section(out):
+    """The PyTorch peer step's table (gpu_peer_bench's output, as its log holds it): a measurement,
+    its verdict its own line."""
+    try:
+        with open(os.path.join(out, "logs", "PyTorch_peer.log")) as f:
+            text = f.read().rstrip("\n")
+    except OSError:
+        return []
+    return ["## gpt-gpu on one rank beside PyTorch (eager, torch.compile)", "", "```", text, "```", ""]
+
+
 def layer_probe_section(out):
     """scripts/layer-probe.sh's reports (eager, and fused in layer-probe-fused/), as it wrote them
     (measurements: no pass or fail of their own)."""
@@ -384,6 +460,7 @@ def main(argv):
         losses_check(out, scenario, checks)
     body += cuda_bench_section(out, checks)
     body += p2p_section(out, checks)
+    body += peer_section(out)
     body += layer_probe_section(out)
     body += zb_fork_section(out)
     rows = [(s["name"], s["status"], f"{s['seconds']:.0f} s", s["detail"]) for s in steps]

@@ -95,6 +95,13 @@ MemoryTerms MemoryTermsOf(const Prediction& prediction, int rank);
 // copy or a transfer of ranks sharing a device waits while another of them computes; false where
 // a copy engine carries them beside the compute (a GPU). sim::SimConfig::copies_hold_compute.
 bool CopiesHoldCompute(const sim::Scenario& scenario);
+// The model FLOPs per second per device of a run of `schedule` at `step_time_ms` a step, in
+// TFLOP/s (ScheduleMetrics::model_tflops_per_device): a transformer's per token
+// (sim::TransformerModelFlopsPerToken) or an MLP's per sample (sim::MlpModelFlopsPerSample) ×
+// the step's tokens or samples over every replica, over the devices the job occupies
+// (PipelineSpec::devices(): ranks sharing a device count it once). 0 for a model of explicit
+// costs or a step of no time. The prediction and the measurement both state theirs by it.
+double ModelTflopsPerDevice(const sim::Scenario& scenario, const schedules::Schedule& schedule, double step_time_ms);
 // `stop`, when set by another thread, ends the prediction early (base/stop.h): it throws
 // StopRequested.
 Prediction Predict(const sim::Scenario& scenario, const sim::Topology& topology, schedules::Schedule schedule,

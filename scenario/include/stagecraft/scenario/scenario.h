@@ -84,6 +84,13 @@ struct MlpSpec {
   Loss loss = Loss::kMse;
 };
 
+// The model FLOPs of one sample, forward and backward, by the convention of the transformer's
+// (TransformerModelFlopsPerToken): 6 × the parameters its matmuls use, layers × hidden² (the
+// biases, activations and loss are not counted).
+constexpr double MlpModelFlopsPerSample(const MlpSpec& m) {
+  return 6.0 * m.layers * static_cast<double>(m.hidden) * m.hidden;
+}
+
 // Explicit per-rank, per-microbatch costs of that rank's whole share of the model: each of
 // forward .. weight_bytes has exactly one entry per rank (in YAML a scalar stands for every rank).
 struct ExplicitCosts {

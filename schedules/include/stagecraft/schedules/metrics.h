@@ -124,9 +124,10 @@ struct ScheduleMetrics {
   double step_time_ms = 0;    // makespan / steps
   double throughput_samples_per_s = 0;  // microbatches x microbatch_size x replicas x steps / makespan
   double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
-  // A transformer's model FLOPs per second per device (sim::TransformerModelFlopsPerToken × the
-  // step's tokens / step time / devices), in TFLOP/s; 0 where not known (another model). In
-  // simulate JSON `model_tflops_per_device` (DESIGN.md §10), absent at 0.
+  // The model FLOPs per second per device (harness::ModelTflopsPerDevice: a transformer's per
+  // token, an MLP's per sample, × the step's / step time / the devices the job occupies), in
+  // TFLOP/s; 0 where not known (explicit costs). In simulate and execute JSON
+  // `model_tflops_per_device` (DESIGN.md §10), absent at 0.
   double model_tflops_per_device = 0;
   std::vector<RankMetrics> ranks_detail;
   std::optional<ExecutorMetrics> executor;  // measured runs only
@@ -187,6 +188,9 @@ struct MetricsFile {
   std::string source;
   std::optional<std::string> costs;    // the cost model simulate used
   std::optional<std::string> backend;  // the device backend execute ran on
+  // The precision execute's GEMMs ran in (the scenario's training.dtype: fp32, tf32, bf16, fp16),
+  // which the device's peak that its model FLOPs are held against depends on. Absent in older files.
+  std::optional<std::string> precision;
   // What a measured run ran: the scenario file (absolute) and its --set overrides, so that
   // `stagecraft replay` rebuilds it. Absent in older files.
   std::optional<std::string> scenario_file;

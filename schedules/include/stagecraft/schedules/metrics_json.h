@@ -13,7 +13,7 @@
 namespace stagecraft::schedules {
 
 // The file as `simulate --json` and `execute --json` write it: one line and a newline,
-//   {"scenario":..,"source":..,["costs":..|"backend":..,]"schedules":[{schedule}...]}
+//   {"scenario":..,"source":..,["costs":..|"backend":..,"precision":..,]"schedules":[{schedule}...]}
 // where a schedule is {"schedule","ranks","chunks","microbatches","microbatch_size","steps",
 // ["data_parallel",]"makespan_ms","step_time_ms","throughput_samples_per_s" (6 decimals),
 // "bubble_fraction" (9 decimals),"oom","per_rank":[{"rank","busy_ms","span_ms","compute_ms",
