@@ -124,6 +124,7 @@ LayerOps CudaLayerOps() {
   return LayerOps{
       .linear = CudaLinearOps(),
       .bias_activation = {&BiasActivationForward, &ActivationBackward, &BiasGrad},
+      .fused_linear = CudaFusedLinearOps(),
       .bias_add = {&BiasAddForward},
       .layer_norm = {&LayerNormForward, &LayerNormBackwardInput, &LayerNormBackwardWeight},
       .attention = {&HeadsFromRows, &RowsFromHeads, &CausalSoftmax, &CausalSoftmaxBackward},

@@ -1,9 +1,11 @@
-// The cuda backend's matrix products (layer_ops.h, LinearOps): cuBLAS in the run's
-// GemmPrecision on the compute stream. In bf16 and fp16 each input is read in 16 bits, from the
+// The cuda backend's matrix products (layer_ops.h, LinearOps, and the fused linear layer,
+// FusedLinearOps, through cuBLASLt: cuda_lt.h): cuBLAS in the run's GemmPrecision on the compute
+// stream. In bf16 and fp16 each input is read in 16 bits, from the
 // 16-bit copy of the weight buffer that holds it when there is one (half_gemm_inputs.h), else
 // rounded into the workspace.
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -84,8 +86,76 @@ void Scal(OpContext& o, int64_t n, float alpha, float* x) {
   cx.Wrote(x, n);
 }
 
+// The operands of a cuBLASLt call in the run's precision: in bf16 and fp16 their 16-bit copies
+// (a weight's kept copy, else rounded into the workspace, as GemmBatched reads them), else the
+// fp32 tensors, TF32 products in tf32.
+struct LtOperands {
+  const void* first;
+  const void* second;
+  cudaDataType_t type = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+LtOperands OperandsFor(CudaOpContext& cx, const float* first, int64_t first_floats, const float* second,
+                       int64_t second_floats) {
+  LtOperands o{first, second};
+  if (cx.precision() == GemmPrecision::kTf32) o.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (HalfGemmInputs* halves = cx.halves()) {
+    o.type = cx.precision() == GemmPrecision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const HalfGemmInputs::Operands rounded = halves->Round(first, first_floats, second, second_floats);
+    o.first = rounded.first;
+    o.second = rounded.second;
+  }
+  return o;
+}
+
+// The unfused ops of the cuda column, where cuBLASLt cannot fuse (cuda_plan.h says when).
+const LayerOps& Unfused() {
+  static const LayerOps ops = CudaLayerOps();
+  return ops;
+}
+
+// z = x·wᵀ + bias and out = GELU(z) in one cuBLASLt call (GELU_AUX_BIAS).
+void FusedForward(OpContext& o, kernels::Activation act, int rows, int out_features, int in_features, const float* x,
+                  const float* w, const float* bias, const float* residual, float* z, float* out) {
+  CudaOpContext& cx = Cuda(o);
+  if (const std::optional<LtLinearPlan> plan = PlanFusedForward(act == kernels::Activation::kGelu, residual != nullptr,
+                                                                rows, out_features, in_features, true)) {
+    const LtOperands in = OperandsFor(cx, w, int64_t{out_features} * in_features, x, int64_t{rows} * in_features);
+    if (LtAligned({in.first, in.second, bias, z, out}) &&
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, 0.0f, out, bias, z, nullptr)) {
+      cx.Wrote({{z, int64_t{rows} * out_features}, {out, int64_t{rows} * out_features}});
+      return;
+    }
+  }
+  ComposedLinearForward(Unfused(), o, act, rows, out_features, in_features, x, w, bias, residual, z, out);
+}
+
+// dw (+)= dzᵀ·x with Σ_rows dz from the same cuBLASLt call (BGRADB); accumulating, the bias
+// gradient goes through cuBLASLt's scratch and is added (the epilogue writes, it does not add).
+void FusedWeightGrad(OpContext& o, int rows, int out_features, int in_features, const float* dz, const float* x,
+                     float* dw, float* dbias, bool accumulate) {
+  CudaOpContext& cx = Cuda(o);
+  float* bias_grad = accumulate ? cx.lt().BiasScratch(out_features) : dbias;
+  if (const std::optional<LtLinearPlan> plan = PlanFusedWeightGrad(rows, out_features, in_features, true);
+      plan && bias_grad != nullptr) {
+    const LtOperands in = OperandsFor(cx, x, int64_t{rows} * in_features, dz, int64_t{rows} * out_features);
+    if (LtAligned({in.first, in.second, dw, bias_grad}) &&
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, accumulate ? 1.0f : 0.0f, dw, nullptr, nullptr,
+                    bias_grad)) {
+      if (accumulate) {
+        const float one = 1.0f;
+        SC_CUBLAS_CHECK(cublasSaxpy(cx.blas(), out_features, &one, bias_grad, 1, dbias, 1));
+      }
+      cx.Wrote({{dw, int64_t{out_features} * in_features}, {dbias, out_features}});
+      return;
+    }
+  }
+  ComposedLinearWeightGrad(Unfused(), o, rows, out_features, in_features, dz, x, dw, dbias, accumulate);
+}
+
 }  // namespace
 
 LinearOps CudaLinearOps() { return {&Gemm, &GemmBatched, &Axpy, &Scal}; }
+FusedLinearOps CudaFusedLinearOps() { return {&FusedForward, &FusedWeightGrad}; }
 
 }  // namespace stagecraft::exec

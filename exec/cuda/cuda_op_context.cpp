@@ -9,6 +9,7 @@ CudaOpContext::CudaOpContext(cudaStream_t compute, GemmPrecision precision, Cuda
   SC_CUBLAS_CHECK(cublasCreate(&blas_));
   SC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
   SC_CUBLAS_CHECK(cublasSetPointerMode(blas_, CUBLAS_POINTER_MODE_HOST));
+  lt_.emplace(stream_, [this](int64_t bytes) { return memory_.TakeOrdered(bytes); });
   if (precision_ == GemmPrecision::kBf16 || precision_ == GemmPrecision::kFp16) {
     halves_.emplace(precision_ == GemmPrecision::kBf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kFp16,
                     stream_,
@@ -29,11 +30,13 @@ kernels::ScratchSpan CudaOpContext::FloatScratch(int64_t floats) {
 void CudaOpContext::ReleaseHalvesAtExit() {
   memory_.WatchWrites(nullptr);
   halves_.reset();
+  if (lt_) lt_->ReleaseAtExit();
 }
 
 void CudaOpContext::DestroyBlasAtExit() {
   if (blas_ != nullptr) (void)cublasDestroy(blas_);
   blas_ = nullptr;
+  if (lt_) lt_->DestroyAtExit();
 }
 
 }  // namespace stagecraft::exec

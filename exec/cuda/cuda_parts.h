@@ -19,6 +19,7 @@
 
 #include "cuda_clock.h"
 #include "cuda_event_pool.h"
+#include "cuda_lt.h"
 #include "half_gemm_inputs.h"
 #include "stagecraft/exec/block_pool.h"
 #include "stagecraft/exec/cuda_plan.h"
@@ -123,6 +124,7 @@ class CudaOpContext final : public OpContext {
 
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
+  CudaLt& lt() { return *lt_; }
   GemmPrecision precision() const { return precision_; }
   HalfGemmInputs* halves() { return halves_ ? &*halves_ : nullptr; }
 
@@ -139,7 +141,8 @@ class CudaOpContext final : public OpContext {
     if (halves_) halves_->Updated(w, n);
   }
 
-  // At the device's end: the 16-bit copies go (stream-ordered), then cuBLAS once the stream drained.
+  // At the device's end: the 16-bit copies and cuBLASLt's memory go (stream-ordered), then
+  // cuBLAS and cuBLASLt once the stream drained.
   void ReleaseHalvesAtExit();
   void DestroyBlasAtExit();
 
@@ -148,10 +151,13 @@ class CudaOpContext final : public OpContext {
   GemmPrecision precision_;
   CudaMemory& memory_;
   cublasHandle_t blas_ = nullptr;
+  std::optional<CudaLt> lt_;
   std::optional<HalfGemmInputs> halves_;  // bf16 and fp16 runs only
 };
 
-// The matrix products of the cuda column (cuda_linear_ops.cpp), for CudaLayerOps.
+// The matrix products and the fused linear layer of the cuda column (cuda_linear_ops.cpp), for
+// CudaLayerOps.
 LinearOps CudaLinearOps();
+FusedLinearOps CudaFusedLinearOps();
 
 }  // namespace stagecraft::exec

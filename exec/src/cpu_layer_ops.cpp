@@ -44,6 +44,18 @@ struct Host<kKernel> {
   static void Run(OpContext&, A... args) { kKernel(args...); }
 };
 
+// The cpu column fuses nothing: the unfused ops of its own column.
+void FusedForward(OpContext& cx, kernels::Activation act, int rows, int out_features, int in_features, const float* x,
+                  const float* w, const float* bias, const float* residual, float* z, float* out) {
+  static const LayerOps ops = CpuLayerOps();
+  ComposedLinearForward(ops, cx, act, rows, out_features, in_features, x, w, bias, residual, z, out);
+}
+void FusedWeightGrad(OpContext& cx, int rows, int out_features, int in_features, const float* dz, const float* x,
+                     float* dw, float* dbias, bool accumulate) {
+  static const LayerOps ops = CpuLayerOps();
+  ComposedLinearWeightGrad(ops, cx, rows, out_features, in_features, dz, x, dw, dbias, accumulate);
+}
+
 }  // namespace
 
 LayerOps CpuLayerOps() {
@@ -51,6 +63,7 @@ LayerOps CpuLayerOps() {
       .linear = {&Gemm, &GemmBatched, &Axpy, &Scal},
       .bias_activation = {&Host<&kernels::BiasActivation>::Run, &Host<&kernels::ActivationBackward>::Run,
                           &Host<&kernels::BiasGrad>::Run},
+      .fused_linear = {&FusedForward, &FusedWeightGrad},
       .bias_add = {&Host<&kernels::BiasAdd>::Run},
       .layer_norm = {&Host<&kernels::LayerNorm>::Run, &Host<&kernels::LayerNormBackwardInput>::Run,
                      &Host<&kernels::LayerNormBackwardWeight>::Run},

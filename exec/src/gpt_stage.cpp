@@ -186,9 +186,8 @@ Buffer GptStage::BlockForward(const float* p, Buffer x, Buffer* kept, bool keep)
   Buffer mean2(device_, rows), rstd2(device_, rows), ln2(device_, Rows() * c);
   ops_.layer_norm.forward(cx_, rows, c, x1.data(), p + o.ln2_w, p + o.ln2_b, ln2.data(), mean2.data(), rstd2.data());
   Buffer fc_pre(device_, Rows() * 4 * c), gelu(device_, Rows() * 4 * c);
-  ops_.linear.gemm(cx_, false, true, rows, 4 * c, c, 1.0f, ln2.data(), p + o.fc_w, 0.0f, fc_pre.data());
-  ops_.bias_activation.forward(cx_, kernels::Activation::kGelu, rows, 4 * c, fc_pre.data(), p + o.fc_b, nullptr,
-                               gelu.data());
+  ops_.fused_linear.forward(cx_, kernels::Activation::kGelu, rows, 4 * c, c, ln2.data(), p + o.fc_w, p + o.fc_b,
+                            nullptr, fc_pre.data(), gelu.data());
   Buffer y(device_, Rows() * c);
   ops_.linear.gemm(cx_, false, true, rows, c, 4 * c, 1.0f, gelu.data(), p + o.fcproj_w, 0.0f, y.data());
   ops_.bias_add.forward(cx_, rows, c, y.data(), p + o.fcproj_b, x1.data());
@@ -326,10 +325,8 @@ void GptStage::BackwardWeight(Activations* saved, GradTarget grads) {
 void GptStage::BlockWeight(Buffer* kept, float* g, bool accumulate) {
   const GptBlockOffsets o(model_.hidden);
   const int rows = static_cast<int>(Rows()), c = model_.hidden;
-  const float beta = accumulate ? 1.0f : 0.0f;
   auto linear = [&](const Buffer& dz, const Buffer& in, int out_features, int in_features, int64_t w, int64_t b) {
-    ops_.linear.gemm(cx_, true, false, out_features, in_features, rows, 1.0f, dz.data(), in.data(), beta, g + w);
-    ops_.bias_activation.bias_grad(cx_, rows, out_features, dz.data(), g + b, accumulate);
+    ops_.fused_linear.weight_grad(cx_, rows, out_features, in_features, dz.data(), in.data(), g + w, g + b, accumulate);
   };
   linear(kept[kDy], kept[kGelu], c, 4 * c, o.fcproj_w, o.fcproj_b);
   linear(kept[kDFcPre], kept[kLn2], 4 * c, c, o.fc_w, o.fc_b);

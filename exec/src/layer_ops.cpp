@@ -33,8 +33,9 @@ const Ops& Column(const LayerRow<Ops>& row, OpBackend backend) {
 }
 
 LayerOps Pick(const LayerTableRows& t, OpBackend b) {
-  return LayerOps{Column(t.linear, b),    Column(t.bias_activation, b), Column(t.bias_add, b), Column(t.layer_norm, b),
-                  Column(t.attention, b), Column(t.embedding, b),       Column(t.loss, b),     Column(t.optimizer, b)};
+  return LayerOps{Column(t.linear, b),     Column(t.bias_activation, b), Column(t.fused_linear, b),
+                  Column(t.bias_add, b),   Column(t.layer_norm, b),      Column(t.attention, b),
+                  Column(t.embedding, b),  Column(t.loss, b),            Column(t.optimizer, b)};
 }
 
 }  // namespace
@@ -49,6 +50,7 @@ const LayerTableRows& LayerTable() {
   static const LayerTableRows table{
       .linear = {"linear", cpu.linear, cuda.linear},
       .bias_activation = {"bias_activation", cpu.bias_activation, cuda.bias_activation},
+      .fused_linear = {"fused_linear", cpu.fused_linear, cuda.fused_linear},
       .bias_add = {"bias_add", cpu.bias_add, cuda.bias_add},
       .layer_norm = {"layer_norm", cpu.layer_norm, cuda.layer_norm},
       .attention = {"attention", cpu.attention, cuda.attention},
@@ -76,6 +78,7 @@ std::vector<LayerKindInfo> LayerKinds() {
   const LayerTableRows& t = LayerTable();
   add(t.linear);
   add(t.bias_activation);
+  add(t.fused_linear);
   add(t.bias_add);
   add(t.layer_norm);
   add(t.attention);
@@ -85,6 +88,19 @@ std::vector<LayerKindInfo> LayerKinds() {
   // A kind added to LayerOps but not listed above would escape the check: report it as missing.
   if (listed_bytes != sizeof(LayerOps)) kinds.push_back({"(a kind LayerKinds does not list)", 0, 1, 1});
   return kinds;
+}
+
+void ComposedLinearForward(const LayerOps& ops, OpContext& cx, kernels::Activation act, int rows, int out_features,
+                           int in_features, const float* x, const float* w, const float* bias, const float* residual,
+                           float* z, float* out) {
+  ops.linear.gemm(cx, false, true, rows, out_features, in_features, 1.0f, x, w, 0.0f, z);
+  ops.bias_activation.forward(cx, act, rows, out_features, z, bias, residual, out);
+}
+
+void ComposedLinearWeightGrad(const LayerOps& ops, OpContext& cx, int rows, int out_features, int in_features,
+                              const float* dz, const float* x, float* dw, float* dbias, bool accumulate) {
+  ops.linear.gemm(cx, true, false, out_features, in_features, rows, 1.0f, dz, x, accumulate ? 1.0f : 0.0f, dw);
+  ops.bias_activation.bias_grad(cx, rows, out_features, dz, dbias, accumulate);
 }
 
 }  // namespace stagecraft::exec

@@ -42,9 +42,8 @@ Buffer MlpStage::Forward(const float* params, Buffer x, Activations* saved, bool
     const float* w = params + l * LayerFloats();
     Buffer z(device_, ActivationFloats());
     Buffer out(device_, ActivationFloats());
-    ops_.linear.gemm(cx_, false, true, rows, h, h, 1.0f, x.data(), w, 0.0f, z.data());
-    ops_.bias_activation.forward(cx_, shape_.activation, rows, h, z.data(), w + static_cast<int64_t>(h) * h,
-                                 shape_.residual ? x.data() : nullptr, out.data());
+    ops_.fused_linear.forward(cx_, shape_.activation, rows, h, h, x.data(), w, w + static_cast<int64_t>(h) * h,
+                              shape_.residual ? x.data() : nullptr, z.data(), out.data());
     if (keep_all || l == 0) saved->inputs.push_back(std::move(x));
     if (keep_all) saved->pre.push_back(std::move(z));
     x = std::move(out);
@@ -96,9 +95,8 @@ void MlpStage::BackwardWeight(Activations* saved, GradTarget grads) {
 void MlpStage::LayerWeightGrad(int layer, const Buffer& dz, const Buffer& input, GradTarget grads) {
   const int h = shape_.hidden;
   float* gw = grads.data + layer * LayerFloats();
-  ops_.linear.gemm(cx_, true, false, h, h, shape_.rows, 1.0f, dz.data(), input.data(), grads.accumulate ? 1.0f : 0.0f,
-                   gw);
-  ops_.bias_activation.bias_grad(cx_, shape_.rows, h, dz.data(), gw + static_cast<int64_t>(h) * h, grads.accumulate);
+  ops_.fused_linear.weight_grad(cx_, shape_.rows, h, h, dz.data(), input.data(), gw, gw + static_cast<int64_t>(h) * h,
+                                grads.accumulate);
 }
 
 }  // namespace stagecraft::exec

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <vector>
 
 namespace stagecraft::exec {
@@ -57,6 +59,89 @@ TEST(CudaPlanTest, RowMajorGemmAsOneColumnMajorCallForEveryTranspose) {
       EXPECT_EQ(got, want);
     }
   }
+}
+
+// cuBLASLt's epilogues as its documentation defines them, on column-major storage: GELU_AUX_BIAS
+// adds bias[i] to row i of the product, keeps that in aux (leading dimension aux_ld) and writes
+// GELU (tanh form) of it; BGRADB writes the product and, for each column j of it, the sum of
+// column j of op(second) over the inner dimension.
+float TanhGelu(double v) { return static_cast<float>(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))); }
+
+void LtCall(const LtLinearPlan& p, const float* first, const float* second, const float* bias, float* d, float* aux,
+            float* bias_grad) {
+  const ColumnMajorGemm& g = p.g;
+  ColumnMajorSgemm(g.trans_first, g.trans_second, g.m, g.n, g.k, first, g.ld_first, second, g.ld_second, d, g.ld_out);
+  if (p.epilogue == LtEpilogue::kGeluAuxBias) {
+    for (int j = 0; j < g.n; ++j) {
+      for (int i = 0; i < g.m; ++i) {
+        const double v = static_cast<double>(d[i + j * g.ld_out]) + bias[i];
+        aux[i + j * p.aux_ld] = static_cast<float>(v);
+        d[i + j * g.ld_out] = TanhGelu(v);
+      }
+    }
+    return;
+  }
+  for (int j = 0; j < g.n; ++j) {
+    double sum = 0;
+    for (int l = 0; l < g.k; ++l) sum += g.trans_second ? second[j + l * g.ld_second] : second[l + j * g.ld_second];
+    bias_grad[j] = static_cast<float>(sum);
+  }
+}
+
+// The fused plans, run as cuBLASLt would run them on the layer's row-major buffers, give the
+// layer's own math written out directly: z = x·wᵀ + b, out = GELU(z); dw = dzᵀ·x, db = Σ_rows dz.
+TEST(CudaPlanTest, FusedLinearPlansComputeTheLayersMath) {
+  constexpr int rows = 5, in = 3, out = 8;
+  std::vector<float> x(rows * in), w(out * in), b(out), dz(rows * out);
+  for (int i = 0; i < rows * in; ++i) x[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  for (int i = 0; i < out * in; ++i) w[i] = 0.125f * static_cast<float>(i % 5) - 0.25f;
+  for (int i = 0; i < out; ++i) b[i] = 0.0625f * static_cast<float>(i) - 0.2f;
+  for (int i = 0; i < rows * out; ++i) dz[i] = 0.5f - 0.0625f * static_cast<float>(i % 9);
+  std::vector<float> want_z(rows * out), want_out(rows * out), want_dw(out * in, 0.0f), want_db(out, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < out; ++o) {
+      double z = b[o];
+      for (int i = 0; i < in; ++i) z += static_cast<double>(x[r * in + i]) * w[o * in + i];
+      want_z[r * out + o] = static_cast<float>(z);
+      want_out[r * out + o] = TanhGelu(z);
+      want_db[o] += dz[r * out + o];
+      for (int i = 0; i < in; ++i) want_dw[o * in + i] += dz[r * out + o] * x[r * in + i];
+    }
+  }
+  const std::optional<LtLinearPlan> f = PlanFusedForward(true, false, rows, out, in, true);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->bias_length, out);
+  std::vector<float> got_out(rows * out, -9.0f), got_z(rows * out, -9.0f);
+  LtCall(*f, w.data(), x.data(), b.data(), got_out.data(), got_z.data(), nullptr);  // first w, second x
+  for (int i = 0; i < rows * out; ++i) {
+    EXPECT_NEAR(got_z[i], want_z[i], 1e-6) << i;
+    EXPECT_NEAR(got_out[i], want_out[i], 1e-6) << i;
+  }
+  const std::optional<LtLinearPlan> wg = PlanFusedWeightGrad(rows, out, in, true);
+  ASSERT_TRUE(wg.has_value());
+  EXPECT_EQ(wg->bias_length, out);
+  std::vector<float> got_dw(out * in, -9.0f), got_db(out, -9.0f);
+  LtCall(*wg, x.data(), dz.data(), nullptr, got_dw.data(), nullptr, got_db.data());  // first x, second dz
+  for (int i = 0; i < out * in; ++i) EXPECT_NEAR(got_dw[i], want_dw[i], 1e-6) << i;
+  for (int i = 0; i < out; ++i) EXPECT_NEAR(got_db[i], want_db[i], 1e-6) << i;
+}
+
+// What the epilogue cannot hold runs unfused: ReLU (its auxiliary output is a bit mask, not the
+// pre-activation the backward reads), a residual after the activation, a width the auxiliary
+// output's leading dimension cannot take, misaligned operands, an empty product.
+TEST(CudaPlanTest, FusedLinearPlansRefuseWhatTheEpilogueCannotHold) {
+  EXPECT_FALSE(PlanFusedForward(false, false, 4, 8, 8, true));
+  EXPECT_FALSE(PlanFusedForward(true, true, 4, 8, 8, true));
+  EXPECT_FALSE(PlanFusedForward(true, false, 4, 12, 8, true));
+  EXPECT_FALSE(PlanFusedForward(true, false, 4, 8, 8, false));
+  EXPECT_FALSE(PlanFusedForward(true, false, 0, 8, 8, true));
+  EXPECT_TRUE(PlanFusedForward(true, false, 4, 16, 3, true));
+  EXPECT_FALSE(PlanFusedWeightGrad(4, 8, 8, false));
+  EXPECT_FALSE(PlanFusedWeightGrad(4, 0, 8, true));
+  EXPECT_TRUE(PlanFusedWeightGrad(4, 12, 3, true));
+  alignas(16) float buffer[8] = {};
+  EXPECT_TRUE(LtAligned({buffer, buffer + 4, nullptr}));
+  EXPECT_FALSE(LtAligned({buffer, buffer + 1}));
 }
 
 TEST(CudaPlanTest, DtypesAndGpus) {

@@ -21,12 +21,15 @@ namespace {
 using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // m, n, k, batch
 
 // The cpu device with its GEMMs recorded: its ops are the cpu column of the op table with the
-// two matrix products replaced by ones that note the shape and run the cpu's.
+// two matrix products, and the fused linear layer's (one GEMM each), replaced by ones that note
+// the GEMM's shape and run the cpu's.
 class RecordingDevice final : public Device {
  public:
   RecordingDevice() : inner_(MakeCpuDevice()), ops_(inner_->ops()) {
     ops_.linear.gemm = &RecordGemm;
     ops_.linear.gemm_batched = &RecordGemmBatched;
+    ops_.fused_linear.forward = &RecordFusedForward;
+    ops_.fused_linear.weight_grad = &RecordFusedWeightGrad;
     context_.self = this;
   }
   std::vector<Shape> gemms;
@@ -55,6 +58,20 @@ class RecordingDevice final : public Device {
     d.gemms.emplace_back(m, n, k, batch);
     d.inner_->ops().linear.gemm_batched(d.inner_->op_context(), ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c, sc,
                                         batch);
+  }
+
+  // The fused layer's GEMM: x[rows x in] · wᵀ forward, dzᵀ[out x rows] · x for the weights.
+  static void RecordFusedForward(OpContext& cx, kernels::Activation act, int rows, int out, int in, const float* x,
+                                 const float* w, const float* bias, const float* residual, float* z, float* y) {
+    RecordingDevice& d = Self(cx);
+    d.gemms.emplace_back(rows, out, in, 1);
+    d.inner_->ops().fused_linear.forward(d.inner_->op_context(), act, rows, out, in, x, w, bias, residual, z, y);
+  }
+  static void RecordFusedWeightGrad(OpContext& cx, int rows, int out, int in, const float* dz, const float* x,
+                                    float* dw, float* dbias, bool accumulate) {
+    RecordingDevice& d = Self(cx);
+    d.gemms.emplace_back(out, in, rows, 1);
+    d.inner_->ops().fused_linear.weight_grad(d.inner_->op_context(), rows, out, in, dz, x, dw, dbias, accumulate);
   }
 
   std::unique_ptr<Device> inner_;

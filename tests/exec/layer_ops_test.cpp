@@ -20,14 +20,14 @@ namespace {
 TEST(LayerOpsTest, EveryKindIsListedOnceByName) {
   std::vector<std::string> names;
   for (const LayerKindInfo& kind : LayerKinds()) names.push_back(kind.name);
-  const std::vector<std::string> expected = {"linear",    "bias_activation", "bias_add", "layer_norm",
-                                             "attention", "embedding",       "loss",     "optimizer"};
+  const std::vector<std::string> expected = {"linear",     "bias_activation", "fused_linear", "bias_add", "layer_norm",
+                                             "attention", "embedding",       "loss",         "optimizer"};
   EXPECT_EQ(names, expected);
 }
 
 // The op counts are the ops each kind states in layer_ops.h, counted by hand.
 TEST(LayerOpsTest, EveryKindHasItsOpsOnEveryBackendOfTheBuild) {
-  const std::vector<int> ops_per_kind = {4, 3, 1, 3, 4, 2, 1, 2};
+  const std::vector<int> ops_per_kind = {4, 3, 2, 1, 3, 4, 2, 1, 2};
   const std::vector<LayerKindInfo> kinds = LayerKinds();
   ASSERT_EQ(kinds.size(), ops_per_kind.size());
   for (size_t i = 0; i < kinds.size(); ++i) {
@@ -47,6 +47,26 @@ TEST(LayerOpsTest, EachBackendGetsItsOwnColumn) {
   auto device = MakeCpuDevice();
   EXPECT_EQ(device->ops().linear.gemm, table.linear.cpu.gemm);
   EXPECT_EQ(device->ops().embedding.backward, table.embedding.cpu.backward);
+}
+
+// The cpu column's fused linear layer is its unfused ops in order: x = [1 2], w = [1 0; 0 1; 1 1]
+// (3 outputs of 2 inputs), bias [0.5 -3 0]: z = [1.5 -1 3], out = ReLU(z) + residual [1 1 1] =
+// [2.5 1 4]; dz = [1 2 3] twice accumulated onto dw = 1s and db = 1s: dw = 1 + dzᵀ·x = [2 3; 3 5;
+// 4 7], db = 1 + dz = [2 3 4].
+TEST(LayerOpsTest, CpuFusedLinearIsTheUnfusedOps) {
+  auto device = MakeCpuDevice();
+  const FusedLinearOps& fused = device->ops().fused_linear;
+  OpContext& cx = device->op_context();
+  const float x[] = {1, 2}, w[] = {1, 0, 0, 1, 1, 1}, bias[] = {0.5f, -3, 0}, residual[] = {1, 1, 1};
+  float z[3] = {}, out[3] = {};
+  fused.forward(cx, kernels::Activation::kRelu, 1, 3, 2, x, w, bias, residual, z, out);
+  EXPECT_EQ(std::vector<float>(z, z + 3), (std::vector<float>{1.5f, -1, 3}));
+  EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{2.5f, 1, 4}));
+  const float dz[] = {1, 2, 3};
+  float dw[6] = {1, 1, 1, 1, 1, 1}, db[3] = {1, 1, 1};
+  fused.weight_grad(cx, 1, 3, 2, dz, x, dw, db, true);
+  EXPECT_EQ(std::vector<float>(dw, dw + 6), (std::vector<float>{2, 3, 3, 5, 4, 7}));
+  EXPECT_EQ(std::vector<float>(db, db + 3), (std::vector<float>{2, 3, 4}));
 }
 
 // [1 2; 3 4] · [5 6; 7 8] = [19 22; 43 50]; with a transposed: [1 3; 2 4] · b = [26 30; 38 44].

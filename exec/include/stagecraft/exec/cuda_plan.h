@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,58 @@ inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, i
   g.ld_second = trans_a ? m : k;  // a is stored [k x m] when transposed, [m x k] otherwise
   g.ld_out = n;
   return g;
+}
+
+// A linear layer's GEMM with what follows it fused into cuBLASLt's epilogue
+// (LayerOps::fused_linear on the cuda backend), as one column-major call:
+//   forward, out[rows x out] = GELU(z), z = x[rows x in] · w[out x in]ᵀ + bias: GELU_AUX_BIAS,
+//     out the product's D and z its auxiliary output (the pre-activation the backward reads);
+//   weight gradient, dw[out x in] (+)= dzᵀ · x[rows x in] with the bias gradient Σ_rows dz from
+//     the same call: BGRADB, the second operand (dz) reduced over the inner dimension (rows).
+enum class LtEpilogue { kGeluAuxBias, kBgradB };
+struct LtLinearPlan {
+  ColumnMajorGemm g;  // first operand w (forward) or x (weight gradient), second x or dz
+  LtEpilogue epilogue = LtEpilogue::kGeluAuxBias;
+  int64_t aux_ld = 0;       // kGeluAuxBias: z's leading dimension, the output's
+  int64_t bias_length = 0;  // the bias read (forward) or its gradient written (weight gradient)
+};
+// cuBLASLt's epilogue auxiliary output needs a leading dimension divisible by 8; every operand
+// is asked for at 16-byte alignment (what the algorithms chosen may assume).
+inline constexpr int kLtAuxLdMultiple = 8;
+inline constexpr int kLtAlignmentBytes = 16;
+inline bool LtAligned(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % kLtAlignmentBytes != 0) return false;
+  }
+  return true;
+}
+
+// The forward's plan, or none where the epilogue cannot hold what the layer does: an
+// activation other than GELU (the cuBLASLt GELU is the tanh form, kernels::Activation::kGelu),
+// a residual added after the activation, an output width that is not a multiple of
+// kLtAuxLdMultiple, operands not aligned, or an empty product.
+inline std::optional<LtLinearPlan> PlanFusedForward(bool gelu, bool residual, int rows, int out_features,
+                                                    int in_features, bool aligned) {
+  if (!gelu || residual || !aligned || rows <= 0 || out_features <= 0 || in_features <= 0 ||
+      out_features % kLtAuxLdMultiple != 0) {
+    return std::nullopt;
+  }
+  LtLinearPlan p;
+  p.g = ToColumnMajor(false, true, rows, out_features, in_features);
+  p.epilogue = LtEpilogue::kGeluAuxBias;
+  p.aux_ld = p.g.ld_out;
+  p.bias_length = out_features;
+  return p;
+}
+
+// The weight gradient's plan, or none for operands not aligned or an empty product.
+inline std::optional<LtLinearPlan> PlanFusedWeightGrad(int rows, int out_features, int in_features, bool aligned) {
+  if (!aligned || rows <= 0 || out_features <= 0 || in_features <= 0) return std::nullopt;
+  LtLinearPlan p;
+  p.g = ToColumnMajor(true, false, out_features, in_features, rows);
+  p.epilogue = LtEpilogue::kBgradB;
+  p.bias_length = out_features;
+  return p;
 }
 
 // The GPU of a process: its rank among the node's processes modulo the node's GPUs, so each

@@ -74,6 +74,20 @@ struct EmbeddingOps {
                    float* dwte, float* dwpe, bool accumulate);
 };
 
+// A linear layer's GEMM with what follows it, one call where the backend can fuse them (cuda:
+// cuBLASLt's epilogues, cuda_plan.h's PlanFusedForward and PlanFusedWeightGrad; otherwise, and
+// on cpu, the unfused ops in order, ComposedLinearForward and ComposedLinearWeightGrad):
+//   forward: z = x[rows x in] · w[out x in]ᵀ + bias, out = act(z) (+ residual): gemm then
+//     bias_activation.forward;
+//   weight_grad: dw[out x in] (+)= dzᵀ · x, dbias (+)= Σ_rows dz: gemm then
+//     bias_activation.bias_grad (accumulating into both when `accumulate`).
+struct FusedLinearOps {
+  void (*forward)(OpContext&, kernels::Activation act, int rows, int out_features, int in_features, const float* x,
+                  const float* w, const float* bias, const float* residual, float* z, float* out);
+  void (*weight_grad)(OpContext&, int rows, int out_features, int in_features, const float* dz, const float* x,
+                      float* dw, float* dbias, bool accumulate);
+};
+
 // Writes dy (times loss_scale) and the microbatch's mean loss into *loss (one float of device
 // memory) without waiting for it: the runtime reads a step's losses back once.
 struct LossOps {
@@ -93,6 +107,7 @@ struct OptimizerOps {
 struct LayerOps {
   LinearOps linear;
   BiasActivationOps bias_activation;
+  FusedLinearOps fused_linear;
   BiasAddOps bias_add;
   LayerNormOps layer_norm;
   AttentionOps attention;
@@ -112,6 +127,7 @@ struct LayerRow {
 struct LayerTableRows {
   LayerRow<LinearOps> linear;
   LayerRow<BiasActivationOps> bias_activation;
+  LayerRow<FusedLinearOps> fused_linear;
   LayerRow<BiasAddOps> bias_add;
   LayerRow<LayerNormOps> layer_norm;
   LayerRow<AttentionOps> attention;
@@ -140,5 +156,13 @@ std::vector<LayerKindInfo> LayerKinds();
 // cuda_layer_ops.cpp and cuda_linear_ops.cpp) and read into the rows by LayerTable().
 LayerOps CpuLayerOps();
 LayerOps CudaLayerOps();
+
+// FusedLinearOps' math as the unfused ops of `ops` compute it, in order: the cpu column's
+// fused_linear, and the cuda column's where cuBLASLt cannot fuse.
+void ComposedLinearForward(const LayerOps& ops, OpContext& cx, kernels::Activation act, int rows, int out_features,
+                           int in_features, const float* x, const float* w, const float* bias, const float* residual,
+                           float* z, float* out);
+void ComposedLinearWeightGrad(const LayerOps& ops, OpContext& cx, int rows, int out_features, int in_features,
+                              const float* dz, const float* x, float* dw, float* dbias, bool accumulate);
 
 }  // namespace stagecraft::exec
