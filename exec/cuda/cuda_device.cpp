@@ -68,6 +68,7 @@ class CudaDevice final : public Device {
   cudaStream_t compute_stream() const { return streams_->compute(); }
   int64_t EventNs(cudaEvent_t event) { return clock_->EventNs(event); }
   int64_t PoolReservedBytes() const { return memory_->PoolReservedBytes(); }
+  int64_t FusedCalls() const { return context_->lt().calls(); }
 
  private:
   int gpu_;
@@ -136,6 +137,8 @@ CudaDevice& AsCuda(Device& device, const char* call) {
 void* CudaComputeStream(Device& device) { return AsCuda(device, "CudaComputeStream").compute_stream(); }
 
 int64_t CudaPoolReservedBytes(Device& device) { return AsCuda(device, "CudaPoolReservedBytes").PoolReservedBytes(); }
+
+int64_t CudaFusedCalls(Device& device) { return AsCuda(device, "CudaFusedCalls").FusedCalls(); }
 
 int64_t CudaEventNs(Device& device, void* event) {
   return AsCuda(device, "CudaEventNs").EventNs(static_cast<cudaEvent_t>(event));

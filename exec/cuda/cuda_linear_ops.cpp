@@ -130,6 +130,23 @@ void FusedForward(OpContext& o, kernels::Activation act, int rows, int out_featu
   ComposedLinearForward(Unfused(), o, act, rows, out_features, in_features, x, w, bias, residual, z, out);
 }
 
+// d = GELU'(pre) ⊙ (dz·w) in one cuBLASLt call (DGELU, pre its auxiliary input).
+void FusedInputGrad(OpContext& o, kernels::Activation act, int rows, int out_features, int in_features,
+                    const float* dz, const float* w, const float* pre, float* d) {
+  CudaOpContext& cx = Cuda(o);
+  if (const std::optional<LtLinearPlan> plan =
+          PlanFusedInputGrad(act == kernels::Activation::kGelu, rows, out_features, in_features, true)) {
+    const LtOperands in = OperandsFor(cx, w, int64_t{out_features} * in_features, dz, int64_t{rows} * out_features);
+    if (LtAligned({in.first, in.second, pre, d}) &&
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, 0.0f, d, nullptr, const_cast<float*>(pre),
+                    nullptr)) {
+      cx.Wrote(d, int64_t{rows} * in_features);
+      return;
+    }
+  }
+  ComposedLinearInputGrad(Unfused(), o, act, rows, out_features, in_features, dz, w, pre, d);
+}
+
 // dw (+)= dzᵀ·x with Σ_rows dz from the same cuBLASLt call (BGRADB); accumulating, the bias
 // gradient goes through cuBLASLt's scratch and is added (the epilogue writes, it does not add).
 void FusedWeightGrad(OpContext& o, int rows, int out_features, int in_features, const float* dz, const float* x,
@@ -156,6 +173,6 @@ void FusedWeightGrad(OpContext& o, int rows, int out_features, int in_features, 
 }  // namespace
 
 LinearOps CudaLinearOps() { return {&Gemm, &GemmBatched, &Axpy, &Scal}; }
-FusedLinearOps CudaFusedLinearOps() { return {&FusedForward, &FusedWeightGrad}; }
+FusedLinearOps CudaFusedLinearOps() { return {&FusedForward, &FusedInputGrad, &FusedWeightGrad}; }
 
 }  // namespace stagecraft::exec

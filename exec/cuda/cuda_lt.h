@@ -30,7 +30,8 @@ class CudaLt {
 
   // The plan's GEMM with its epilogue: out = first·second (op'd as the plan says) + beta · out,
   // `in_type` the operands' type (fp32, or the 16-bit copies), `compute` cuBLAS's compute type.
-  // kGeluAuxBias reads `bias` and writes `aux`; kBgradB writes the bias gradient to `bias_grad`.
+  // kGeluAuxBias reads `bias` and writes `aux`; kDGelu reads `aux`; kBgradB writes the bias
+  // gradient to `bias_grad`.
   // False, having queued nothing, where cuBLASLt has no algorithm for it (the caller runs the
   // unfused ops); a failing call throws.
   bool Run(const LtLinearPlan& plan, cudaDataType_t in_type, cublasComputeType_t compute, const void* first,
@@ -41,6 +42,9 @@ class CudaLt {
   // holds the GEMM's 16-bit operands meanwhile); null for a longer one.
   static constexpr int64_t kBiasScratchFloats = 1 << 16;
   float* BiasScratch(int64_t floats);
+
+  // The fused calls queued so far (those that ran unfused are not counted).
+  int64_t calls() const { return calls_; }
 
   // At the device's end, once its stream has drained: the memory back to the pool
   // (stream-ordered, unchecked), then the handle.
@@ -69,12 +73,15 @@ class CudaLt {
     bool found = false;  // the heuristic returned an algorithm
   };
   Prepared& Prepare(const Shape& shape);
+  void Describe(const Shape& shape, Prepared* p);  // the descriptors and the heuristic's algorithm
+  static void Destroy(Prepared* p);
 
   cudaStream_t stream_;
   std::function<void*(int64_t)> take_;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   float* bias_scratch_ = nullptr;
+  int64_t calls_ = 0;
   std::map<Shape, Prepared> prepared_;
 };
 

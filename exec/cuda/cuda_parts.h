@@ -125,6 +125,7 @@ class CudaOpContext final : public OpContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   CudaLt& lt() { return *lt_; }
+  const CudaLt& lt() const { return *lt_; }
   GemmPrecision precision() const { return precision_; }
   HalfGemmInputs* halves() { return halves_ ? &*halves_ : nullptr; }
 

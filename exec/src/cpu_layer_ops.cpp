@@ -55,6 +55,11 @@ void FusedWeightGrad(OpContext& cx, int rows, int out_features, int in_features,
   static const LayerOps ops = CpuLayerOps();
   ComposedLinearWeightGrad(ops, cx, rows, out_features, in_features, dz, x, dw, dbias, accumulate);
 }
+void FusedInputGrad(OpContext& cx, kernels::Activation act, int rows, int out_features, int in_features, const float* dz,
+                    const float* w, const float* pre, float* d) {
+  static const LayerOps ops = CpuLayerOps();
+  ComposedLinearInputGrad(ops, cx, act, rows, out_features, in_features, dz, w, pre, d);
+}
 
 }  // namespace
 
@@ -63,7 +68,7 @@ LayerOps CpuLayerOps() {
       .linear = {&Gemm, &GemmBatched, &Axpy, &Scal},
       .bias_activation = {&Host<&kernels::BiasActivation>::Run, &Host<&kernels::ActivationBackward>::Run,
                           &Host<&kernels::BiasGrad>::Run},
-      .fused_linear = {&FusedForward, &FusedWeightGrad},
+      .fused_linear = {&FusedForward, &FusedInputGrad, &FusedWeightGrad},
       .bias_add = {&Host<&kernels::BiasAdd>::Run},
       .layer_norm = {&Host<&kernels::LayerNorm>::Run, &Host<&kernels::LayerNormBackwardInput>::Run,
                      &Host<&kernels::LayerNormBackwardWeight>::Run},

@@ -26,6 +26,10 @@ CudaProbe ProbeCuda(bool) {
 void* CudaComputeStream(Device& device) {
   throw std::invalid_argument("CudaComputeStream: " + device.Name() + " is not a cuda device (no cuda backend)");
 }
+int64_t CudaFusedCalls(Device& device) {
+  throw std::invalid_argument("CudaFusedCalls: " + device.Name() + " is not a cuda device (no cuda backend)");
+}
+
 int64_t CudaPoolReservedBytes(Device& device) {
   throw std::invalid_argument("CudaPoolReservedBytes: " + device.Name() + " is not a cuda device (no cuda backend)");
 }

@@ -247,9 +247,8 @@ Buffer GptStage::BlockBackward(const float* p, Buffer dy, Buffer* kept) {
   const int64_t head_floats = int64_t{t} * hd, n = Rows() * c;
   // MLP: dy is the output gradient of fcproj and (residual) of x1.
   Buffer d_fc_pre(device_, Rows() * 4 * c);
-  ops_.linear.gemm(cx_, false, false, rows, 4 * c, c, 1.0f, dy.data(), p + o.fcproj_w, 0.0f, d_fc_pre.data());
-  ops_.bias_activation.backward(cx_, kernels::Activation::kGelu, d_fc_pre.size(), d_fc_pre.data(), kept[kFcPre].data(),
-                                d_fc_pre.data());
+  ops_.fused_linear.input_grad(cx_, kernels::Activation::kGelu, rows, c, 4 * c, dy.data(), p + o.fcproj_w,
+                               kept[kFcPre].data(), d_fc_pre.data());
   kept[kFcPre].Reset();
   Buffer d_ln2(device_, n);
   ops_.linear.gemm(cx_, false, false, rows, c, 4 * c, 1.0f, d_fc_pre.data(), p + o.fc_w, 0.0f, d_ln2.data());

@@ -103,4 +103,10 @@ void ComposedLinearWeightGrad(const LayerOps& ops, OpContext& cx, int rows, int 
   ops.bias_activation.bias_grad(cx, rows, out_features, dz, dbias, accumulate);
 }
 
+void ComposedLinearInputGrad(const LayerOps& ops, OpContext& cx, kernels::Activation act, int rows, int out_features,
+                             int in_features, const float* dz, const float* w, const float* pre, float* d) {
+  ops.linear.gemm(cx, false, false, rows, in_features, out_features, 1.0f, dz, w, 0.0f, d);
+  ops.bias_activation.backward(cx, act, int64_t{rows} * in_features, d, pre, d);  // in place: element by element
+}
+
 }  // namespace stagecraft::exec

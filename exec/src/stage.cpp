@@ -64,25 +64,40 @@ Buffer MlpStage::Backward(const float* params, Buffer dout, Activations* saved, 
   const int rows = shape_.rows;
   SC_CHECK(static_cast<int>(saved->pre.size()) == shape_.layers, "backward needs the forward's activations");
   if (grads.data == nullptr) saved->dz.resize(shape_.layers);
+  // Without a residual, layer l's input gradient and the activation's derivative before it are
+  // one op (fused_linear.input_grad: dz of layer l - 1 = act'(pre[l - 1]) ⊙ dz · w); with one,
+  // the gradient reaching layer l - 1 adds the residual's before that derivative.
+  Buffer dz(device_, ActivationFloats());
+  ops_.bias_activation.backward(cx_, shape_.activation, dz.size(), dout.data(), saved->pre.back().data(), dz.data());
   for (int l = shape_.layers - 1; l >= 0; --l) {
     const float* w = params + l * LayerFloats();
-    Buffer dz(device_, ActivationFloats());
-    ops_.bias_activation.backward(cx_, shape_.activation, dz.size(), dout.data(), saved->pre[l].data(), dz.data());
     saved->pre[l].Reset();
-    Buffer dx(device_, ActivationFloats());
-    ops_.linear.gemm(cx_, false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, dx.data());
-    if (shape_.residual) ops_.linear.axpy(cx_, dx.size(), 1.0f, dout.data(), dx.data());
+    Buffer next(device_, ActivationFloats());  // dz of layer l - 1, or the stage's input gradient
+    if (l > 0 && !shape_.residual) {
+      ops_.fused_linear.input_grad(cx_, shape_.activation, rows, h, h, dz.data(), w, saved->pre[l - 1].data(),
+                                   next.data());
+    } else {
+      ops_.linear.gemm(cx_, false, false, rows, h, h, 1.0f, dz.data(), w, 0.0f, next.data());
+      if (shape_.residual) ops_.linear.axpy(cx_, next.size(), 1.0f, dout.data(), next.data());
+      if (l > 0) {
+        Buffer below(device_, ActivationFloats());
+        ops_.bias_activation.backward(cx_, shape_.activation, below.size(), next.data(), saved->pre[l - 1].data(),
+                                      below.data());
+        dout = std::move(next);  // the gradient of layer l - 1's output: the next residual's
+        next = std::move(below);
+      }
+    }
     if (grads.data != nullptr) {
       LayerWeightGrad(l, dz, saved->inputs[l], grads);
       saved->inputs[l].Reset();
     } else {
       saved->dz[l] = std::move(dz);
     }
-    dout = std::move(dx);
+    dz = std::move(next);
   }
   saved->pre.clear();
   if (grads.data != nullptr) saved->inputs.clear();
-  return dout;
+  return dz;
 }
 
 void MlpStage::BackwardWeight(Activations* saved, GradTarget grads) {

@@ -66,11 +66,22 @@ TEST(CudaPlanTest, RowMajorGemmAsOneColumnMajorCallForEveryTranspose) {
 // GELU (tanh form) of it; BGRADB writes the product and, for each column j of it, the sum of
 // column j of op(second) over the inner dimension.
 float TanhGelu(double v) { return static_cast<float>(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))); }
+// Its derivative: 0.5 (1 + tanh u) + 0.5 v (1 - tanh² u) u', u = √(2/π) (v + 0.044715 v³).
+double TanhGeluDerivative(double v) {
+  const double t = std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+  return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+}
 
 void LtCall(const LtLinearPlan& p, const float* first, const float* second, const float* bias, float* d, float* aux,
             float* bias_grad) {
   const ColumnMajorGemm& g = p.g;
   ColumnMajorSgemm(g.trans_first, g.trans_second, g.m, g.n, g.k, first, g.ld_first, second, g.ld_second, d, g.ld_out);
+  if (p.epilogue == LtEpilogue::kDGelu) {  // DGELU: aux is the GELU's input, read
+    for (int j = 0; j < g.n; ++j) {
+      for (int i = 0; i < g.m; ++i) d[i + j * g.ld_out] *= static_cast<float>(TanhGeluDerivative(aux[i + j * p.aux_ld]));
+    }
+    return;
+  }
   if (p.epilogue == LtEpilogue::kGeluAuxBias) {
     for (int j = 0; j < g.n; ++j) {
       for (int i = 0; i < g.m; ++i) {
@@ -124,6 +135,32 @@ TEST(CudaPlanTest, FusedLinearPlansComputeTheLayersMath) {
   LtCall(*wg, x.data(), dz.data(), nullptr, got_dw.data(), nullptr, got_db.data());  // first x, second dz
   for (int i = 0; i < out * in; ++i) EXPECT_NEAR(got_dw[i], want_dw[i], 1e-6) << i;
   for (int i = 0; i < out; ++i) EXPECT_NEAR(got_db[i], want_db[i], 1e-6) << i;
+}
+
+// The input gradient's plan, run as cuBLASLt's DGELU would: d = GELU'(pre) ⊙ (dz · w), pre the
+// GELU's input before the layer ([rows x in]).
+TEST(CudaPlanTest, FusedInputGradPlanComputesTheLayersMath) {
+  constexpr int rows = 5, in = 8, out = 3;
+  std::vector<float> dz(rows * out), w(out * in), pre(rows * in);
+  for (int i = 0; i < rows * out; ++i) dz[i] = 0.25f * static_cast<float>(i % 7) - 0.75f;
+  for (int i = 0; i < out * in; ++i) w[i] = 0.125f * static_cast<float>(i % 5) - 0.25f;
+  for (int i = 0; i < rows * in; ++i) pre[i] = 0.375f * static_cast<float>(i % 11) - 2.0f;
+  std::vector<float> want(rows * in);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < in; ++i) {
+      double sum = 0;
+      for (int o = 0; o < out; ++o) sum += static_cast<double>(dz[r * out + o]) * w[o * in + i];
+      want[r * in + i] = static_cast<float>(sum * TanhGeluDerivative(pre[r * in + i]));
+    }
+  }
+  const std::optional<LtLinearPlan> p = PlanFusedInputGrad(true, rows, out, in, true);
+  ASSERT_TRUE(p.has_value());
+  std::vector<float> got(rows * in, -9.0f);
+  LtCall(*p, w.data(), dz.data(), nullptr, got.data(), pre.data(), nullptr);  // first w, second dz
+  for (int i = 0; i < rows * in; ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  EXPECT_FALSE(PlanFusedInputGrad(false, rows, out, in, true));
+  EXPECT_FALSE(PlanFusedInputGrad(true, rows, out, 12, true));
+  EXPECT_FALSE(PlanFusedInputGrad(true, rows, out, in, false));
 }
 
 // What the epilogue cannot hold runs unfused: ReLU (its auxiliary output is a bit mask, not the

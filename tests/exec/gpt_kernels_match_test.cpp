@@ -30,6 +30,7 @@ class RecordingDevice final : public Device {
     ops_.linear.gemm_batched = &RecordGemmBatched;
     ops_.fused_linear.forward = &RecordFusedForward;
     ops_.fused_linear.weight_grad = &RecordFusedWeightGrad;
+    ops_.fused_linear.input_grad = &RecordFusedInputGrad;
     context_.self = this;
   }
   std::vector<Shape> gemms;
@@ -60,12 +61,19 @@ class RecordingDevice final : public Device {
                                         batch);
   }
 
-  // The fused layer's GEMM: x[rows x in] · wᵀ forward, dzᵀ[out x rows] · x for the weights.
+  // The fused layer's GEMM: x[rows x in] · wᵀ forward, dz · w for the input, dzᵀ[out x rows] · x
+  // for the weights.
   static void RecordFusedForward(OpContext& cx, kernels::Activation act, int rows, int out, int in, const float* x,
                                  const float* w, const float* bias, const float* residual, float* z, float* y) {
     RecordingDevice& d = Self(cx);
     d.gemms.emplace_back(rows, out, in, 1);
     d.inner_->ops().fused_linear.forward(d.inner_->op_context(), act, rows, out, in, x, w, bias, residual, z, y);
+  }
+  static void RecordFusedInputGrad(OpContext& cx, kernels::Activation act, int rows, int out, int in, const float* dz,
+                                   const float* w, const float* pre, float* dpre) {
+    RecordingDevice& d = Self(cx);
+    d.gemms.emplace_back(rows, in, out, 1);  // dz[rows x out] · w[out x in]
+    d.inner_->ops().fused_linear.input_grad(d.inner_->op_context(), act, rows, out, in, dz, w, pre, dpre);
   }
   static void RecordFusedWeightGrad(OpContext& cx, int rows, int out, int in, const float* dz, const float* x,
                                     float* dw, float* dbias, bool accumulate) {

@@ -15,17 +15,20 @@ namespace stagecraft::exec {
 namespace {
 
 struct StageCase {
-  MlpModel model{.layers = 3, .hidden = 6, .residual = true, .seed = 4};
-  StageShape shape{.first_layer = 0, .layers = 3, .hidden = 6, .rows = 5, .residual = true};
+  explicit StageCase(bool residual = true)
+      : model{.layers = 3, .hidden = 6, .residual = residual, .seed = 4},
+        shape{.first_layer = 0, .layers = 3, .hidden = 6, .rows = 5, .residual = residual} {}
+  MlpModel model;
+  StageShape shape;
 };
 
 // A stage of StageCase on a cpu device with its initial parameters.
 struct InitializedStage {
+  explicit InitializedStage(bool residual = true) : s(residual) { stage.InitParams(s.model, params.data()); }
   StageCase s;
   std::unique_ptr<Device> device = MakeCpuDevice();
   MlpStage stage{*device, s.shape};
   Buffer params{*device, stage.ParamFloats()};
-  InitializedStage() { stage.InitParams(s.model, params.data()); }
 };
 
 std::vector<float> Download(Device& d, const Buffer& b) {
@@ -34,9 +37,11 @@ std::vector<float> Download(Device& d, const Buffer& b) {
   return host;
 }
 
-// Loss L = Σ y ⊙ c for fixed c, so dL/dy = c and the reference's chain rule can be compared.
-TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
-  InitializedStage t;
+// Loss L = Σ y ⊙ c for fixed c, so dL/dy = c and the reference's chain rule can be compared;
+// with each layer's residual and without (where a layer's input gradient and the activation's
+// derivative before it are one op, fused_linear.input_grad).
+void ExpectForwardAndGradientsMatchNaiveDouble(bool residual) {
+  InitializedStage t(residual);
   Device* device = t.device.get();
   MlpStage& stage = t.stage;
   Buffer& params = t.params;
@@ -57,7 +62,7 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
         double v = p[l * lf + h * h + o];
         for (int i = 0; i < h; ++i) v += p[l * lf + o * h + i] * in[l][r * h + i];
         z[l][r * h + o] = v;
-        in[l + 1][r * h + o] = gelu(v) + in[l][r * h + o];
+        in[l + 1][r * h + o] = gelu(v) + (residual ? in[l][r * h + o] : 0.0);
       }
     }
   }
@@ -76,7 +81,7 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
         for (int o = 0; o < h; ++o) {
           double v = pp[l * lf + h * h + o];
           for (int i = 0; i < h; ++i) v += pp[l * lf + o * h + i] * a[r * h + i];
-          next[r * h + o] = gelu(v) + a[r * h + o];
+          next[r * h + o] = gelu(v) + (residual ? a[r * h + o] : 0.0);
         }
       a = next;
     }
@@ -104,8 +109,12 @@ TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) {
   }
 }
 
-TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
-  InitializedStage t;
+TEST(StageTest, ForwardAndGradientsMatchNaiveDouble) { ExpectForwardAndGradientsMatchNaiveDouble(true); }
+TEST(StageTest, ForwardAndGradientsMatchNaiveDoubleWithoutResiduals) { ExpectForwardAndGradientsMatchNaiveDouble(false); }
+
+// With residuals and without.
+void ExpectBackwardEqualsInputThenWeightAndRecomputeMatches(bool residual) {
+  InitializedStage t(residual);
   Device* device = t.device.get();
   MlpStage& stage = t.stage;
   Buffer& params = t.params;
@@ -146,6 +155,11 @@ TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
   EXPECT_EQ(gs[0], gs[2]);
   EXPECT_EQ(gs[0], gs[3]);
   EXPECT_EQ(gs[0], gs[4]);
+}
+
+TEST(StageTest, BackwardEqualsInputThenWeightAndRecomputeMatches) {
+  ExpectBackwardEqualsInputThenWeightAndRecomputeMatches(true);
+  ExpectBackwardEqualsInputThenWeightAndRecomputeMatches(false);
 }
 
 TEST(StageTest, DeviceTracksBytesInUse) {

@@ -58,5 +58,8 @@ int64_t CudaEventNs(Device& device, void* event);
 // what the process really takes, beside the bytes of live tensors its peak counts. Throws
 // std::invalid_argument for a device not made by MakeCudaDevice.
 int64_t CudaPoolReservedBytes(Device& device);
+// How many fused linear ops of a device made by MakeCudaDevice ran as one cuBLASLt call
+// (LayerOps::fused_linear; the rest ran unfused). Throws std::invalid_argument for any other device.
+int64_t CudaFusedCalls(Device& device);
 
 }  // namespace stagecraft::exec

@@ -60,12 +60,14 @@ inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, i
 //   forward, out[rows x out] = GELU(z), z = x[rows x in] · w[out x in]ᵀ + bias: GELU_AUX_BIAS,
 //     out the product's D and z its auxiliary output (the pre-activation the backward reads);
 //   weight gradient, dw[out x in] (+)= dzᵀ · x[rows x in] with the bias gradient Σ_rows dz from
-//     the same call: BGRADB, the second operand (dz) reduced over the inner dimension (rows).
-enum class LtEpilogue { kGeluAuxBias, kBgradB };
+//     the same call: BGRADB, the second operand (dz) reduced over the inner dimension (rows);
+//   input gradient through the activation before the layer, d[rows x in] = GELU'(pre) ⊙
+//     (dz[rows x out] · w[out x in]): DGELU, `pre` (the GELU's input) the auxiliary input.
+enum class LtEpilogue { kGeluAuxBias, kBgradB, kDGelu };
 struct LtLinearPlan {
   ColumnMajorGemm g;  // first operand w (forward) or x (weight gradient), second x or dz
   LtEpilogue epilogue = LtEpilogue::kGeluAuxBias;
-  int64_t aux_ld = 0;       // kGeluAuxBias: z's leading dimension, the output's
+  int64_t aux_ld = 0;       // kGeluAuxBias, kDGelu: z's or pre's leading dimension, the output's
   int64_t bias_length = 0;  // the bias read (forward) or its gradient written (weight gradient)
 };
 // cuBLASLt's epilogue auxiliary output needs a leading dimension divisible by 8; every operand
@@ -79,6 +81,18 @@ inline bool LtAligned(std::initializer_list<const void*> pointers) {
   return true;
 }
 
+// A plan of one of the layer's row-major GEMMs (LinearOps::gemm's arguments): the epilogues with
+// an auxiliary matrix read or write it in the output's shape and leading dimension.
+inline LtLinearPlan MakeLtPlan(LtEpilogue epilogue, bool trans_a, bool trans_b, int m, int n, int k,
+                               int64_t bias_length) {
+  LtLinearPlan p;
+  p.g = ToColumnMajor(trans_a, trans_b, m, n, k);
+  p.epilogue = epilogue;
+  p.aux_ld = epilogue == LtEpilogue::kBgradB ? 0 : p.g.ld_out;
+  p.bias_length = bias_length;
+  return p;
+}
+
 // The forward's plan, or none where the epilogue cannot hold what the layer does: an
 // activation other than GELU (the cuBLASLt GELU is the tanh form, kernels::Activation::kGelu),
 // a residual added after the activation, an output width that is not a multiple of
@@ -89,22 +103,25 @@ inline std::optional<LtLinearPlan> PlanFusedForward(bool gelu, bool residual, in
       out_features % kLtAuxLdMultiple != 0) {
     return std::nullopt;
   }
-  LtLinearPlan p;
-  p.g = ToColumnMajor(false, true, rows, out_features, in_features);
-  p.epilogue = LtEpilogue::kGeluAuxBias;
-  p.aux_ld = p.g.ld_out;
-  p.bias_length = out_features;
-  return p;
+  return MakeLtPlan(LtEpilogue::kGeluAuxBias, false, true, rows, out_features, in_features, out_features);
+}
+
+// The input gradient's plan, or none where the activation before the layer is not GELU, its
+// width (the layer's input width) is not a multiple of kLtAuxLdMultiple, operands are not
+// aligned, or the product is empty.
+inline std::optional<LtLinearPlan> PlanFusedInputGrad(bool gelu, int rows, int out_features, int in_features,
+                                                      bool aligned) {
+  if (!gelu || !aligned || rows <= 0 || out_features <= 0 || in_features <= 0 ||
+      in_features % kLtAuxLdMultiple != 0) {
+    return std::nullopt;
+  }
+  return MakeLtPlan(LtEpilogue::kDGelu, false, false, rows, in_features, out_features, 0);
 }
 
 // The weight gradient's plan, or none for operands not aligned or an empty product.
 inline std::optional<LtLinearPlan> PlanFusedWeightGrad(int rows, int out_features, int in_features, bool aligned) {
   if (!aligned || rows <= 0 || out_features <= 0 || in_features <= 0) return std::nullopt;
-  LtLinearPlan p;
-  p.g = ToColumnMajor(true, false, out_features, in_features, rows);
-  p.epilogue = LtEpilogue::kBgradB;
-  p.bias_length = out_features;
-  return p;
+  return MakeLtPlan(LtEpilogue::kBgradB, true, false, out_features, in_features, rows, out_features);
 }
 
 // The GPU of a process: its rank among the node's processes modulo the node's GPUs, so each

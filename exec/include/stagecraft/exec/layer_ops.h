@@ -80,10 +80,14 @@ struct EmbeddingOps {
 //   forward: z = x[rows x in] · w[out x in]ᵀ + bias, out = act(z) (+ residual): gemm then
 //     bias_activation.forward;
 //   weight_grad: dw[out x in] (+)= dzᵀ · x, dbias (+)= Σ_rows dz: gemm then
-//     bias_activation.bias_grad (accumulating into both when `accumulate`).
+//     bias_activation.bias_grad (accumulating into both when `accumulate`);
+//   input_grad: d[rows x in] = act'(pre) ⊙ (dz[rows x out] · w), the gradient of the activation's
+//     input before the layer (pre, [rows x in]): gemm then bias_activation.backward.
 struct FusedLinearOps {
   void (*forward)(OpContext&, kernels::Activation act, int rows, int out_features, int in_features, const float* x,
                   const float* w, const float* bias, const float* residual, float* z, float* out);
+  void (*input_grad)(OpContext&, kernels::Activation act, int rows, int out_features, int in_features, const float* dz,
+                     const float* w, const float* pre, float* d);
   void (*weight_grad)(OpContext&, int rows, int out_features, int in_features, const float* dz, const float* x,
                       float* dw, float* dbias, bool accumulate);
 };
@@ -164,5 +168,7 @@ void ComposedLinearForward(const LayerOps& ops, OpContext& cx, kernels::Activati
                            float* z, float* out);
 void ComposedLinearWeightGrad(const LayerOps& ops, OpContext& cx, int rows, int out_features, int in_features,
                               const float* dz, const float* x, float* dw, float* dbias, bool accumulate);
+void ComposedLinearInputGrad(const LayerOps& ops, OpContext& cx, kernels::Activation act, int rows, int out_features,
+                             int in_features, const float* dz, const float* w, const float* pre, float* d);
 
 }  // namespace stagecraft::exec
