@@ -4,7 +4,7 @@
 #      backend over host-staged MPI and, with a GPU per rank, NCCL; execute/profile end to end
 #      and the fault case);
 #   2. build/tests/bench/cuda_bench: one layer's F, I, W against bare cuBLAS in the scenario's
-#      shape (of_cublas, target >= 0.6) and the runtime's cost per op (us_per_op, target <= 10);
+#      shape (of_cublas, target >= 0.9) and the runtime's cost per op (us_per_op, target <= 10);
 #   3. build/tests/bench/nccl_p2p_bench on 2 ranks with a GPU each: sendrecv bandwidth of raw
 #      NCCL (measured as nccl-tests does), of the NcclTransport and of the host-staged transport;
 #   4. gpt-gpu's model and batch on one GPU beside PyTorch (tools/stagecraft_tools/gpu_peer_bench.py):

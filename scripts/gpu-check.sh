@@ -21,7 +21,7 @@
 #      and, where build/zb-fork is prepared, the paper's own middle stage with its own timers
 #      (scripts/zb-fork-layer.sh), and gpt-gpu on one rank beside PyTorch eager and torch.compile
 #      (scripts/tool.sh gpu_peer_bench, bench-gpu.sh's section 4);
-#   5. tests/bench/cuda_bench: each layer op's GEMM rate against bare cuBLAS (target >= 0.6) and
+#   5. tests/bench/cuda_bench: each layer op's GEMM rate against bare cuBLAS (target >= 0.9) and
 #      the runtime's cost per op (target <= 10 us);
 #   6. with two or more GPUs, the multi-GPU section: nccl_p2p_bench on 2 ranks (raw NCCL beside
 #      the NcclTransport and host staging; the report judges the transport's bandwidth against raw

@@ -8,7 +8,8 @@
 //     same stream. stepped:1 runs an optimizer update (lr 0) on the weights first, as every step
 //     after a run's first does: in bf16 the GEMMs then read the weights' 16-bit copy instead of
 //     rounding 8192² weights at each call. Counter of_cublas = the layer op's GEMM rate / bare
-//     cuBLAS's (target ≥ 0.6 in the steady state, stepped:1; stepped:0 shows a first step's cost).
+//     cuBLAS's (target ≥ 0.9 in the steady state, stepped:1, issue 57 (it was 0.6 before the fused
+//     linear layers); stepped:0 shows a first step's cost).
 //   BM_RuntimeOverheadPerOp/{cuda,cpu}: RunRank on one rank with layers so small that the math
 //     is negligible (hidden 16, 4 rows, 1F1B, 2 steps): the wall time a run of 96 microbatches
 //     takes beyond one of 32, per op it adds (us_per_op: the ops' kernel launches included).
