@@ -26,10 +26,12 @@
 //     us_per_call, the time per call until the device has run them all (the larger of the
 //     host's and the device's).
 //   BM_KernelBandwidth/kernel:K: one launcher (named in the label) in a GPT's shape (LayerNorm and its gradients and
-//     the bias gradient on 8192 x 768, the causal softmax on 48 x 1024², cross entropy on
-//     2048 x 50304), timed with CUDA events; counters GB_per_s = the bytes the kernel must move
-//     at least / its time, and of_peak = that over the GPU's memory bandwidth (2 x memory clock x
-//     bus width), which a memory-bound kernel should bring near 1.
+//     the bias gradient on 8192 x 768, the causal softmax on 48 x 1024², bias + GELU and its
+//     backward on the feed-forward's 8192 x 3072, cross entropy on 2048 x 50304), timed with
+//     CUDA events; counters GB_per_s = the bytes the kernel must move at least / its time, and
+//     of_peak = that over the GPU's memory bandwidth (2 x memory clock x bus width), which a
+//     memory-bound kernel should bring near 1 (issue 57: >= 0.7 for the element-wise and row
+//     kernels, gpu-check's report judges it).
 //   taskset -c 0 build/tests/bench/cuda_bench
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
@@ -430,6 +432,8 @@ double PeakBytesPerSecond() {
 constexpr int kLnRows = 8192, kLnCols = 768, kMatrices = 48, kSeq = 1024, kPositions = 2048, kVocab = 50304;
 constexpr int64_t kLnFloats = int64_t{kLnRows} * kLnCols, kScoreFloats = int64_t{kMatrices} * kSeq * kSeq;
 constexpr int64_t kLogitFloats = int64_t{kPositions} * kVocab;
+constexpr int kFfCols = 4 * kLnCols;  // the feed-forward's hidden width
+constexpr int64_t kFfFloats = int64_t{kLnRows} * kFfCols;
 
 // Every tensor the kernel benchmarks use, zeroed (the values do not change the work).
 struct KernelBuffers {
@@ -441,6 +445,7 @@ struct KernelBuffers {
       rows_b{kLnRows};
   DeviceFloats p{kScoreFloats}, dp{kScoreFloats};
   DeviceFloats logits{kLogitFloats}, dlogits{kLogitFloats}, labels{kPositions}, loss{1};
+  DeviceFloats ff_a{kFfFloats}, ff_b{kFfFloats}, ff_c{kFfFloats}, ff_bias{kFfCols};
   DeviceFloats scratch{ScratchFloats()};
   kernels::ScratchSpan span() { return kernels::ScratchSpan{scratch.data, ScratchFloats()}; }
 };
@@ -480,6 +485,16 @@ KernelCase MakeKernelCase(int kernel, KernelBuffers& b, cudaStream_t stream) {
     case 5:  // p's and dp's lower triangles read, every score written
       return {"causal_softmax_backward", 2 * kScoreFloats * kF,
               [&b, stream] { k::LaunchCausalSoftmaxBackward(kMatrices, kSeq, b.p.data, b.dp.data, stream); }};
+    case 6:  // z read and written, out written (the bias is 3072 floats)
+      return {"bias_gelu", 3 * kFfFloats * kF, [&b, stream] {
+                k::LaunchBiasActivation(k::Activation::kGelu, kLnRows, kFfCols, b.ff_a.data, b.ff_bias.data, nullptr,
+                                        b.ff_b.data, stream);
+              }};
+    case 7:  // dout and z read, dz written
+      return {"gelu_backward", 3 * kFfFloats * kF, [&b, stream] {
+                k::LaunchActivationBackward(k::Activation::kGelu, kFfFloats, b.ff_a.data, b.ff_b.data, b.ff_c.data,
+                                            stream);
+              }};
     default:
       return {"cross_entropy", 2 * kLogitFloats * kF, [&b, stream] {
                 k::LaunchLoss(k::LossKind::kCrossEntropy, kPositions, kVocab, b.logits.data, b.labels.data,
@@ -487,7 +502,7 @@ KernelCase MakeKernelCase(int kernel, KernelBuffers& b, cudaStream_t stream) {
               }};
   }
 }
-constexpr int kKernelCases = 7;
+constexpr int kKernelCases = 9;
 
 void BM_KernelBandwidth(benchmark::State& state) {
   if (NoGpu(state)) return;

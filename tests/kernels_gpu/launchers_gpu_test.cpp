@@ -28,32 +28,39 @@ namespace {
 
 using namespace gpu_test;  // NOLINT(google-build-using-namespace): the tests' own helpers
 
+// 129 columns: one thread per element; 128: four per thread, as float4.
 TEST_F(LaunchersGpuTest, BiasGeluMatchesHost) {
-  constexpr int kRows = 37, kCols = 129;
-  const std::vector<float> z = RandomValues(kRows * kCols, 1), bias = RandomValues(kCols, 2);
-  const std::vector<float> residual = RandomValues(kRows * kCols, 3);
-  for (const bool with_residual : {false, true}) {
-    SCOPED_TRACE(with_residual ? "with residual" : "without residual");
-    std::vector<float> z_host = z, out_host(z.size());
-    BiasActivation(Activation::kGelu, kRows, kCols, z_host.data(), bias.data(), with_residual ? residual.data() : nullptr, out_host.data());
-    DeviceBuffer z_dev(z), bias_dev(bias), residual_dev(residual), out_dev{std::vector<float>(z.size())};
-    LaunchBiasActivation(Activation::kGelu, kRows, kCols, z_dev.data(), bias_dev.data(), with_residual ? residual_dev.data() : nullptr,
-                   out_dev.data(), stream_);
-    Sync();
-    ExpectClose(z_host, z_dev.ToHost(), kTol, kEps, "z");
-    ExpectClose(out_host, out_dev.ToHost(), kTol, kEps, "out");
+  constexpr int kRows = 37;
+  for (const int cols : {129, 128}) {
+    const std::vector<float> z = RandomValues(kRows * cols, 1), bias = RandomValues(cols, 2);
+    const std::vector<float> residual = RandomValues(kRows * cols, 3);
+    for (const bool with_residual : {false, true}) {
+      SCOPED_TRACE(std::to_string(cols) + (with_residual ? " columns, with residual" : " columns, without residual"));
+      std::vector<float> z_host = z, out_host(z.size());
+      BiasActivation(Activation::kGelu, kRows, cols, z_host.data(), bias.data(),
+                     with_residual ? residual.data() : nullptr, out_host.data());
+      DeviceBuffer z_dev(z), bias_dev(bias), residual_dev(residual), out_dev{std::vector<float>(z.size())};
+      LaunchBiasActivation(Activation::kGelu, kRows, cols, z_dev.data(), bias_dev.data(),
+                           with_residual ? residual_dev.data() : nullptr, out_dev.data(), stream_);
+      Sync();
+      ExpectClose(z_host, z_dev.ToHost(), kTol, kEps, "z");
+      ExpectClose(out_host, out_dev.ToHost(), kTol, kEps, "out");
+    }
   }
 }
 
+// 10007 elements: one thread per element; 10008: four per thread, as float4.
 TEST_F(LaunchersGpuTest, GeluBackwardMatchesHost) {
-  constexpr int64_t kN = 10007;
-  const std::vector<float> dout = RandomValues(kN, 4), z = RandomValues(kN, 5);
-  std::vector<float> dz_host(kN);
-  ActivationBackward(Activation::kGelu, kN, dout.data(), z.data(), dz_host.data());
-  DeviceBuffer dout_dev(dout), z_dev(z), dz_dev{std::vector<float>(kN)};
-  LaunchActivationBackward(Activation::kGelu, kN, dout_dev.data(), z_dev.data(), dz_dev.data(), stream_);
-  Sync();
-  ExpectClose(dz_host, dz_dev.ToHost(), kTol, kEps, "dz");
+  for (const int64_t n : {int64_t{10007}, int64_t{10008}}) {
+    SCOPED_TRACE(n);
+    const std::vector<float> dout = RandomValues(n, 4), z = RandomValues(n, 5);
+    std::vector<float> dz_host(n);
+    ActivationBackward(Activation::kGelu, n, dout.data(), z.data(), dz_host.data());
+    DeviceBuffer dout_dev(dout), z_dev(z), dz_dev{std::vector<float>(n)};
+    LaunchActivationBackward(Activation::kGelu, n, dout_dev.data(), z_dev.data(), dz_dev.data(), stream_);
+    Sync();
+    ExpectClose(dz_host, dz_dev.ToHost(), kTol, kEps, "dz");
+  }
 }
 
 TEST_F(LaunchersGpuTest, BiasGradMatchesHostAccumulatingOrWriting) {

@@ -23,6 +23,11 @@ from .common import SCENARIOS, ToolError, cli, entry, usage_error
 
 # cuda_bench's targets (tests/bench/cuda_bench.cpp, docs/executor.md, "GPU executor").
 OF_CUBLAS_TARGET = 0.9  # issue 57, with the fused linear layers (0.6 before them)
+# cuda_bench's BM_KernelBandwidth: the element-wise and row kernels at least this share of the
+# GPU's memory bandwidth (issue 57); the column sums (bias_grad, layernorm_backward_weight) shown
+# beside them, not judged.
+OF_PEAK_TARGET = 0.7
+COLUMN_KERNELS = ("bias_grad", "layernorm_backward_weight")
 US_PER_OP_TARGET = 10.0
 OPS = {0: "F", 1: "I", 2: "W"}                                   # cuda_bench's LayerOp
 PRECISIONS = {0: "fp32", 1: "tf32", 2: "bf16", 3: "fp16"}       # exec/cuda_plan.h GemmPrecision
@@ -357,6 +362,30 @@ def cuda_bench_section(out, checks):
     return lines
 
 
+def kernel_bandwidth_section(out, checks):
+    """cuda_bench's BM_KernelBandwidth: each kernel's bytes per second and its share of the GPU's
+    memory bandwidth (of_peak), judged against OF_PEAK_TARGET for all but the column sums."""
+    runs = [r for r in benchmarks(out, "cuda_bench.json") or [] if r["name"].startswith("BM_KernelBandwidth")
+            and not r.get("error_occurred") and "of_peak" in r]
+    if not runs:
+        return []
+    lines = ["## Kernels against the GPU's memory bandwidth (cuda_bench)", "",
+             f"The bytes each kernel must move at least over its time; target: the element-wise and row kernels at "
+             f"least {OF_PEAK_TARGET:g} of the peak (the column sums {', '.join(COLUMN_KERNELS)} not judged).", "",
+             "| kernel | GB/s | of peak |", "| --- | ---: | ---: |"]
+    judged = []
+    for r in runs:
+        name = r.get("label") or r["name"]
+        lines.append(f"| {name} | {r.get('GB_per_s', 0):.0f} | {r['of_peak']:.2f} |")
+        if name not in COLUMN_KERNELS:
+            judged.append((r["of_peak"], name))
+    if judged:
+        worst = min(judged)
+        checks.append((f"element-wise and row kernels at least {OF_PEAK_TARGET:g} of the memory bandwidth",
+                       "pass" if worst[0] >= OF_PEAK_TARGET else "fail", f"worst {worst[1]}: {worst[0]:.2f}"))
+    return lines + [""]
+
+
 def of_raw_nccl(table):
     """The NcclTransport's bandwidth over raw NCCL's ({bytes: {path: GB/s}}) at the largest message
     both were measured at: (bytes, ratio), or None."""
@@ -459,6 +488,7 @@ def main(argv):
         body += compare_section(out, scenario, checks)
         losses_check(out, scenario, checks)
     body += cuda_bench_section(out, checks)
+    body += kernel_bandwidth_section(out, checks)
     body += p2p_section(out, checks)
     body += peer_section(out)
     body += layer_probe_section(out)
