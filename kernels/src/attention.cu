@@ -2,7 +2,8 @@
 // moves, one thread per element of the heads layout [B, NH, T, hd] (the heads side is read or
 // written densely, the rows side in runs of hd floats), and the causal softmax and its backward,
 // one warp per score row (lane l takes columns l, l + 32, ...; the row's max and sums meet in
-// warp_rows.cuh's shuffle butterfly), with CausalSoftmaxRow's expressions. B·NH·T rows keep a GPU
+// warp_rows.cuh's shuffle butterfly), with CausalSoftmaxRow's expressions (the forward online:
+// its sum gathered in the read that finds the max). B·NH·T rows keep a GPU
 // busy with a warp each, where a thread each left whole warps reading 32 rows far apart.
 #include "stagecraft/kernels/attention.h"
 
@@ -41,22 +42,29 @@ __global__ void RowsFromHeadsKernel(int64_t n, int seq, int heads, int head_dim,
 
 // Row r of the stacked [matrices·seq x seq] scores is row t = r mod seq of its matrix: columns
 // 0..t become softmax probabilities, the rest 0. Each lane reads and writes only its own columns.
+// Online (Milakov and Gimelshein, 2018): one read of the causal half gives each lane its running
+// max and the sum of exp(x − max) rescaled as the max grows; the lanes' pairs meet at the warp's
+// max; a second read writes exp(x − max) · (1 / sum), as CausalSoftmaxRow's e · inv. Two reads
+// and one write of the causal half, where a pass for the max, one for the sum and one to scale
+// took three and two.
 __global__ void CausalSoftmaxKernel(int64_t rows, int seq, float* scores) {
   const int lane = Lane();
   for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
     float* row = scores + r * seq;
     const int t = static_cast<int>(r % seq);
-    float max_s = -INFINITY;
-    for (int j = lane; j <= t; j += kWarpSize) max_s = fmaxf(max_s, row[j]);
-    max_s = WarpMax(max_s);  // column 0 is always in: a finite row has a finite max
-    float denom = 0.0f;
+    float max_s = -INFINITY, sum = 0.0f;  // a lane with no column keeps (−∞, 0)
     for (int j = lane; j <= t; j += kWarpSize) {
-      const float e = ExpNonPositive(row[j] - max_s);
-      row[j] = e;
-      denom += e;
+      const float x = row[j];
+      if (x > max_s) {
+        sum = sum * ExpNonPositive(max_s - x) + 1.0f;  // exp(−∞) = 0: the first column starts the sum
+        max_s = x;
+      } else if (max_s > -INFINITY) {  // a −∞ score before any finite one adds nothing (not −∞ − −∞)
+        sum += ExpNonPositive(x - max_s);
+      }
     }
-    const float inv = 1.0f / WarpSum(denom);
-    for (int j = lane; j <= t; j += kWarpSize) row[j] *= inv;
+    const float row_max = WarpMax(max_s);  // column 0 is always in: a finite row has a finite max
+    const float inv = 1.0f / WarpSum(sum * ExpNonPositive(max_s - row_max));  // −∞ − max: a lane's 0 stays 0
+    for (int j = lane; j <= t; j += kWarpSize) row[j] = ExpNonPositive(row[j] - row_max) * inv;
     for (int j = t + 1 + lane; j < seq; j += kWarpSize) row[j] = 0.0f;
   }
 }
