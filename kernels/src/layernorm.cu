@@ -1,5 +1,6 @@
 // CUDA kernels and launchers for LayerNorm and its two gradients (layernorm.h's math). The
-// forward and the input gradient give each row to one warp (as llm.c does): lane l takes
+// forward and the input gradient give each row to one warp (as llm.c does), its columns kept in
+// registers for rows up to 1024 wide (one read of the row): lane l takes
 // columns l, l + 32, ... and the row's sums meet in a shuffle butterfly (warp_rows.cuh), so a
 // GPT's 8192 rows keep every SM busy where a thread per row ran 32 blocks. The weight gradient
 // sums over the rows in column_sums.h's two passes. No atomics: every result is written by one
@@ -69,6 +70,88 @@ __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* do
   }
 }
 
+// Rows up to kCachedCols wide are read once: each lane keeps its columns in registers (fully
+// unrolled, so the arrays stay there) and the same expressions run on them in the same order (the
+// uncached kernels' results to rounding, should the compiler contract them otherwise), still
+// repeating bit for bit from run to run. A GPT's 768 (up to 1024) columns: the forward
+// reads x once where it read it three times, the input gradient dout and x once where twice.
+constexpr int kCachedPerLane = 32;
+constexpr int kCachedCols = kCachedPerLane * kWarpSize;
+
+__global__ void LayerNormCachedKernel(int rows, int cols, const float* x, const float* gamma, const float* beta,
+                                      float* out, float* mean, float* rstd) {
+  const int lane = Lane();
+  for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
+    const float* xr = x + r * cols;
+    float v[kCachedPerLane];
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCachedPerLane; ++i) {
+      const int c = lane + i * kWarpSize;
+      v[i] = c < cols ? xr[c] : 0.0f;
+      if (c < cols) sum += v[i];
+    }
+    const float mu = WarpSum(sum) / static_cast<float>(cols);
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCachedPerLane; ++i) {
+      const float d = v[i] - mu;
+      if (lane + i * kWarpSize < cols) squares += d * d;
+    }
+    const float var = WarpSum(squares) / static_cast<float>(cols);
+    const float rs = 1.0f / sqrtf(var + kLayerNormEps);
+    float* out_r = out + r * cols;
+#pragma unroll
+    for (int i = 0; i < kCachedPerLane; ++i) {
+      const int c = lane + i * kWarpSize;
+      if (c < cols) out_r[c] = (v[i] - mu) * rs * gamma[c] + beta[c];
+    }
+    if (lane == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  }
+}
+
+// g = dout·γ and x − mean kept from the first read; the sums and dx as the uncached kernel's
+// expressions ((g · (x − m)) · rstd, x̂ = (x − m) · rstd).
+__global__ void LayerNormBackwardInputCachedKernel(int rows, int cols, const float* dout, const float* x,
+                                                   const float* gamma, const float* mean, const float* rstd, float* dx,
+                                                   bool accumulate) {
+  const int lane = Lane();
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
+    const int64_t at = r * cols;
+    const float* d = dout + at;
+    const float* xr = x + at;
+    const float m = mean[r], rs = rstd[r];
+    float g[kCachedPerLane], xm[kCachedPerLane];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kCachedPerLane; ++i) {
+      const int c = lane + i * kWarpSize;
+      g[i] = c < cols ? d[c] * gamma[c] : 0.0f;
+      xm[i] = c < cols ? xr[c] - m : 0.0f;
+      if (c < cols) {
+        sum_g += g[i];
+        sum_gx += g[i] * xm[i] * rs;
+      }
+    }
+    const float mean_g = WarpSum(sum_g) * inv_cols;
+    const float mean_gx = WarpSum(sum_gx) * inv_cols;
+    float* dx_r = dx + at;
+#pragma unroll
+    for (int i = 0; i < kCachedPerLane; ++i) {
+      const int c = lane + i * kWarpSize;
+      if (c < cols) {
+        const float xhat = xm[i] * rs;
+        const float grad = rs * (g[i] - mean_g - xhat * mean_gx);
+        dx_r[c] = accumulate ? dx_r[c] + grad : grad;
+      }
+    }
+  }
+}
+
 // Row r's terms of column c: dout·x̂ (dgamma) and dout (dbeta), as the host loop writes them.
 struct LayerNormWeightTerms {
   static constexpr int kOutputs = 2;
@@ -98,7 +181,12 @@ void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, con
   RequireDevicePointer(kLauncher, "out", out);
   RequireDevicePointer(kLauncher, "mean", mean);
   RequireDevicePointer(kLauncher, "rstd", rstd);
-  LayerNormKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean, rstd);
+  if (cols <= kCachedCols) {
+    LayerNormCachedKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean,
+                                                                             rstd);
+  } else {
+    LayerNormKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean, rstd);
+  }
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -114,8 +202,13 @@ void LaunchLayerNormBackwardInput(int rows, int cols, const float* dout, const f
   RequireDevicePointer(kLauncher, "mean", mean);
   RequireDevicePointer(kLauncher, "rstd", rstd);
   RequireDevicePointer(kLauncher, "dx", dx);
-  LayerNormBackwardInputKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, dout, x, gamma, mean,
-                                                                                  rstd, dx, accumulate);
+  if (cols <= kCachedCols) {
+    LayerNormBackwardInputCachedKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(
+        rows, cols, dout, x, gamma, mean, rstd, dx, accumulate);
+  } else {
+    LayerNormBackwardInputKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, dout, x, gamma, mean,
+                                                                                    rstd, dx, accumulate);
+  }
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
