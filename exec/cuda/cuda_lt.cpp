@@ -85,7 +85,7 @@ void CudaLt::Describe(const Shape& s, Prepared* prepared) {
   // not dereference them): until a call sets the real ones, addresses exactly as aligned as the
   // plans check, so the algorithm it keeps assumes no more of any operand.
   void* const aligned = reinterpret_cast<void*>(static_cast<uintptr_t>(kLtAlignmentBytes));
-  SetDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned);
+  if (s.epilogue != LtEpilogue::kDGelu) SetDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned);
   if (s.epilogue != LtEpilogue::kBgradB) SetDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned);
   cublasLtMatmulPreference_t pref = nullptr;
   SC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
