@@ -27,7 +27,9 @@ __global__ void ActivationBackwardKernel(int64_t n, const float* dout, const flo
 // The same math four elements at a time, each tensor moved as float4 (128-bit loads and stores):
 // where every pointer is 16-byte aligned and the columns a multiple of 4, so a quad lies in one
 // row and its bias is bias[c .. c + 3]. Each element as BiasActivationAt and
-// ActivationBackwardAt compute it, in the same order.
+// ActivationBackwardAt compute it, in the same order. A quad is read whole before it is written,
+// so dz may be dout and out may be z or the residual; the residual may not be z (the scalar path
+// would read z after adding the bias).
 template <typename Act>
 __device__ inline float BiasActivationOf(Act act, float& z, float bias, const float* residual, int j) {
   z += bias;
@@ -149,6 +151,10 @@ void PreloadActivationKernels() {
   PreloadKernel(BiasActivationKernel<GeluOp>);
   PreloadKernel(ActivationBackwardKernel<ReluOp>);
   PreloadKernel(ActivationBackwardKernel<GeluOp>);
+  PreloadKernel(BiasActivationQuadKernel<ReluOp>);
+  PreloadKernel(BiasActivationQuadKernel<GeluOp>);
+  PreloadKernel(ActivationBackwardQuadKernel<ReluOp>);
+  PreloadKernel(ActivationBackwardQuadKernel<GeluOp>);
   PreloadKernel(ColumnPartialsKernel<BiasGradTerms>);
   PreloadKernel(ColumnFinishKernel<BiasGradTerms::kOutputs>);
 }

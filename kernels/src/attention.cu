@@ -58,7 +58,7 @@ __global__ void CausalSoftmaxKernel(int64_t rows, int seq, float* scores) {
       if (x > max_s) {
         sum = sum * ExpNonPositive(max_s - x) + 1.0f;  // exp(−∞) = 0: the first column starts the sum
         max_s = x;
-      } else if (max_s > -INFINITY) {  // a −∞ score before any finite one adds nothing (not −∞ − −∞)
+      } else if (x != -INFINITY) {  // −∞ adds nothing (and is not −∞ − −∞); a NaN makes the row NaN
         sum += ExpNonPositive(x - max_s);
       }
     }

@@ -78,7 +78,7 @@ __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* do
 constexpr int kCachedPerLane = 32;
 constexpr int kCachedCols = kCachedPerLane * kWarpSize;
 
-__global__ void LayerNormCachedKernel(int rows, int cols, const float* x, const float* gamma, const float* beta,
+__global__ void __launch_bounds__(kBlockSize) LayerNormCachedKernel(int rows, int cols, const float* x, const float* gamma, const float* beta,
                                       float* out, float* mean, float* rstd) {
   const int lane = Lane();
   for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
@@ -115,7 +115,7 @@ __global__ void LayerNormCachedKernel(int rows, int cols, const float* x, const 
 
 // g = dout·γ and x − mean kept from the first read; the sums and dx as the uncached kernel's
 // expressions ((g · (x − m)) · rstd, x̂ = (x − m) · rstd).
-__global__ void LayerNormBackwardInputCachedKernel(int rows, int cols, const float* dout, const float* x,
+__global__ void __launch_bounds__(kBlockSize) LayerNormBackwardInputCachedKernel(int rows, int cols, const float* dout, const float* x,
                                                    const float* gamma, const float* mean, const float* rstd, float* dx,
                                                    bool accumulate) {
   const int lane = Lane();
@@ -231,6 +231,8 @@ void LaunchLayerNormBackwardWeight(int rows, int cols, const float* dout, const 
 void PreloadLayerNormKernels() {
   PreloadKernel(LayerNormKernel);
   PreloadKernel(LayerNormBackwardInputKernel);
+  PreloadKernel(LayerNormCachedKernel);
+  PreloadKernel(LayerNormBackwardInputCachedKernel);
   PreloadKernel(ColumnPartialsKernel<LayerNormWeightTerms>);
   PreloadKernel(ColumnFinishKernel<LayerNormWeightTerms::kOutputs>);
 }

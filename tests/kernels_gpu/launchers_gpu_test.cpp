@@ -28,23 +28,26 @@ namespace {
 
 using namespace gpu_test;  // NOLINT(google-build-using-namespace): the tests' own helpers
 
-// 129 columns: one thread per element; 128: four per thread, as float4.
+// 129 columns: one thread per element; 128: four per thread, as float4; GELU and ReLU.
 TEST_F(LaunchersGpuTest, BiasGeluMatchesHost) {
   constexpr int kRows = 37;
-  for (const int cols : {129, 128}) {
-    const std::vector<float> z = RandomValues(kRows * cols, 1), bias = RandomValues(cols, 2);
-    const std::vector<float> residual = RandomValues(kRows * cols, 3);
-    for (const bool with_residual : {false, true}) {
-      SCOPED_TRACE(std::to_string(cols) + (with_residual ? " columns, with residual" : " columns, without residual"));
-      std::vector<float> z_host = z, out_host(z.size());
-      BiasActivation(Activation::kGelu, kRows, cols, z_host.data(), bias.data(),
-                     with_residual ? residual.data() : nullptr, out_host.data());
-      DeviceBuffer z_dev(z), bias_dev(bias), residual_dev(residual), out_dev{std::vector<float>(z.size())};
-      LaunchBiasActivation(Activation::kGelu, kRows, cols, z_dev.data(), bias_dev.data(),
-                           with_residual ? residual_dev.data() : nullptr, out_dev.data(), stream_);
-      Sync();
-      ExpectClose(z_host, z_dev.ToHost(), kTol, kEps, "z");
-      ExpectClose(out_host, out_dev.ToHost(), kTol, kEps, "out");
+  for (const Activation act : {Activation::kGelu, Activation::kRelu}) {
+    for (const int cols : {129, 128}) {
+      const std::vector<float> z = RandomValues(kRows * cols, 1), bias = RandomValues(cols, 2);
+      const std::vector<float> residual = RandomValues(kRows * cols, 3);
+      for (const bool with_residual : {false, true}) {
+        SCOPED_TRACE(std::string(act == Activation::kGelu ? "gelu, " : "relu, ") + std::to_string(cols) +
+                     (with_residual ? " columns, with residual" : " columns, without residual"));
+        std::vector<float> z_host = z, out_host(z.size());
+        BiasActivation(act, kRows, cols, z_host.data(), bias.data(), with_residual ? residual.data() : nullptr,
+                       out_host.data());
+        DeviceBuffer z_dev(z), bias_dev(bias), residual_dev(residual), out_dev{std::vector<float>(z.size())};
+        LaunchBiasActivation(act, kRows, cols, z_dev.data(), bias_dev.data(),
+                             with_residual ? residual_dev.data() : nullptr, out_dev.data(), stream_);
+        Sync();
+        ExpectClose(z_host, z_dev.ToHost(), kTol, kEps, "z");
+        ExpectClose(out_host, out_dev.ToHost(), kTol, kEps, "out");
+      }
     }
   }
 }

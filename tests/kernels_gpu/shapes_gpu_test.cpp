@@ -26,9 +26,10 @@ struct Shape {
 std::string Name(Shape s) { return std::to_string(s.rows) + " x " + std::to_string(s.cols); }
 
 // One row; a row per warp of one block but 37 rows (not a multiple of 8); columns 1, below, just
-// above and well above a warp; more rows than 65535 blocks of 8 warps cover (the grid-stride loop).
-const std::vector<Shape> kRowShapes = {{1, 1},    {1, 4099}, {37, 31},  {37, 33},
-                                       {1000, 769}, {64, 32},  {524'289, 2}};
+// above and well above a warp; more rows than 65535 blocks of 8 warps cover (the grid-stride loop);
+// 1024 and 1025 columns, LayerNorm's widest row kept in registers and the narrowest read again.
+const std::vector<Shape> kRowShapes = {{1, 1},     {1, 4099}, {37, 31},     {37, 33},  {1000, 769},
+                                       {64, 32},   {9, 1024}, {9, 1025}, {524'289, 2}};
 
 TEST_F(LaunchersGpuTest, LayerNormAndItsInputGradientOnOddShapesMatchHostAndRepeatBitForBit) {
   for (const Shape s : kRowShapes) {
