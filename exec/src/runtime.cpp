@@ -245,11 +245,13 @@ class Runner {
     Activations& saved = saved_[units_(op)];
     Buffer y = model.Forward(weights_.Read(op), std::move(x), &saved, !s_.recompute);
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) return mailbox_.Put(*out, std::move(y));
-    Buffer dy(device_, y.size());
+    // The loss writes its gradient over the output it reads (each row read before it is written):
+    // the output and its gradient are one buffer, not two side by side (the logits' are the
+    // largest tensor of a GPT's last stage).
     device_.ops().loss.forward(device_.op_context(), loss_.kind, loss_.rows, loss_.cols, y.data(),
-                               data_.targets.data() + Sample(op) * loss_.target_floats, dy.data(), reporter_.LossOf(op),
+                               data_.targets.data() + Sample(op) * loss_.target_floats, y.data(), reporter_.LossOf(op),
                                config_.loss_scale);
-    loss_grads_[units_(op)] = std::move(dy);
+    loss_grads_[units_(op)] = std::move(y);
   }
 
   void Backward(const Op& op, Buffer dout) {

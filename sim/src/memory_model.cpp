@@ -106,7 +106,7 @@ namespace {
 // What a compute op holds only while it runs.
 int64_t Workspace(const StageCost& c, const Op& op) {
   switch (schedules::Info(op.kind).memory.workspace) {
-    case schedules::Workspace::kForward: return c.forward_workspace_bytes;
+    case schedules::Workspace::kForward:
     case schedules::Workspace::kBackward: return c.workspace_bytes;
     case schedules::Workspace::kNone: return 0;
   }

@@ -65,7 +65,7 @@ struct StageSums {
   double forward_ns = 0, backward_input_ns = 0, backward_weight_ns = 0, backward_ns = 0, step_ns = 0, copy_ns = 0;
   double correction_ns = 0, velocity_ns = 0;
   double activation_bytes = 0, recompute_bytes = 0, w_stash_bytes = 0, weight_bytes = 0, grad_bytes = 0;
-  double optimizer_bytes = 0, workspace_bytes = 0, forward_workspace_bytes = 0;
+  double optimizer_bytes = 0, workspace_bytes = 0;
 
   void Add(const LayerProfile& layer, const OpScale& k, bool recompute) {
     const int64_t input = layer.backward_input_ns + (recompute ? layer.forward_ns : 0);
@@ -97,7 +97,6 @@ StageSums SumStage(const Scenario& sc, const Profile& p, const std::vector<OpSca
   if (st == 0 && p.embedding) sums.Add(*p.embedding, scales.front(), recompute);
   for (int i = 0; i < layers; ++i) sums.Add(p.layers[first_layer + i], scales[first_layer + i], recompute);
   if (st == stages - 1 && p.head) sums.Add(*p.head, scales.back(), recompute);
-  sums.forward_workspace_bytes = sums.workspace_bytes;
   // Recomputing, a stage keeps its input alone from F to its backward: the tokens (the
   // embeddings' own activations) on the transformer's first stage, the activation sent
   // between stages elsewhere.
@@ -112,9 +111,7 @@ StageSums SumStage(const Scenario& sc, const Profile& p, const std::vector<OpSca
     const TransformerSpec* t = sc.model.transformer ? &*sc.model.transformer : nullptr;
     const double output_bytes = t != nullptr ? static_cast<double>(p.send_bytes / t->hidden) * t->vocab
                                              : static_cast<double>(p.send_bytes);
-    sums.activation_bytes += output_bytes;
-    // The output itself lives beside its gradient until the loss has read it, in the F.
-    if (sums.workspace_bytes > 0) sums.forward_workspace_bytes = std::max(sums.workspace_bytes, output_bytes);
+    sums.activation_bytes += output_bytes;  // the loss writes it over the output (exec's runtime)
   }
   return sums;
 }
@@ -137,7 +134,6 @@ StageCost CheckedStage(const StageSums& s, const Scenario& sc, int st, bool fuse
   cost.grad_bytes = check.Bytes(s.grad_bytes, "the gradients");
   cost.optimizer_bytes = check.Bytes(s.optimizer_bytes, "the optimizer state");
   cost.workspace_bytes = check.Bytes(s.workspace_bytes, "the workspace");
-  cost.forward_workspace_bytes = check.Bytes(s.forward_workspace_bytes, "the forward's workspace");
   return cost;
 }
 

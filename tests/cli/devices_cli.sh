@@ -355,7 +355,7 @@ check "report: summary.json counts" \
 # Everything passing: exit 0.
 printf '%s\n' "devices	pass	0	1 GPU(s)" "cuda_bench	pass	60	" >"$fake/steps.tsv"
 rm -f "$fake/ctest-gpu.xml" "$fake/mlp-gpu/compare.json" "$fake/nccl_p2p_bench.json"
-sed -i 's/"of_cublas": 0.55/"of_cublas": 0.65/; s/"us_per_op": 31.3, "math_us_per_op": 27.05,/"us_per_op": 8.5, "math_us_per_op": 4.25,/' \
+sed -i 's/"of_cublas": 0.889/"of_cublas": 0.92/; s/"of_cublas": 0.55/"of_cublas": 0.95/; s/"us_per_op": 31.3, "math_us_per_op": 27.05,/"us_per_op": 8.5, "math_us_per_op": 4.25,/' \
   "$fake/cuda_bench.json"
 "$root/scripts/tool.sh" gpu_report "$fake" >"$tmp/rout" 2>&1; rrc=$?
 check "report: all passed, exit 0 ($(cat "$tmp/rout"))" '[[ $rrc -eq 0 && "$(cat "$tmp/rout")" == "5 passed, 0 failed" ]]'

@@ -68,6 +68,23 @@ TEST(LossTest, CrossEntropyHandWorked) {
   for (size_t i = 0; i < dy.size(); ++i) EXPECT_NEAR(dy[i], expected[i], 1e-7) << "at " << i;
 }
 
+// The runtime writes the gradient over the output it reads (exec/src/runtime.cpp): in place, each
+// loss gives the loss and gradient it gives out of place, to the bit (a row's label logit is read
+// before any of the row is written).
+TEST(LossTest, InPlaceGivesWhatOutOfPlaceGives) {
+  constexpr int kRows = 5, kCols = 7;
+  const std::vector<float> y = RandomValues(kRows * kCols, 11, -4.0f, 4.0f);
+  const std::vector<float> targets = RandomValues(kRows * kCols, 12, -1.0f, 1.0f);
+  const std::vector<float> labels = {6.0f, 0.0f, 3.0f, 6.0f, 2.0f};
+  for (const LossKind kind : {LossKind::kMse, LossKind::kCrossEntropy}) {
+    const float* t = kind == LossKind::kMse ? targets.data() : labels.data();
+    std::vector<float> dy(y.size(), -99.0f), in_place = y;
+    const float apart = Loss(kind, kRows, kCols, y.data(), t, dy.data());
+    EXPECT_EQ(Loss(kind, kRows, kCols, in_place.data(), t, in_place.data()), apart);
+    EXPECT_EQ(in_place, dy);
+  }
+}
+
 TEST(LossTest, MseGradientMatchesFiniteDifferenceOfMeanLoss) {
   constexpr int kRows = 3, kCols = 4;
   const std::vector<float> y = RandomValues(kRows * kCols, 1, -2.0f, 2.0f);

@@ -43,13 +43,14 @@ SC_HD inline float MseRow(const float* y, const float* target, float* dy, int co
 // Returns −log softmax(y)[label] (max-shifted, so large logits do not overflow);
 // dy[c] = (softmax(y)[c] − [c == label]) · scale, scale = 1/rows.
 SC_HD inline float CrossEntropyRow(const float* y, int label, float* dy, int cols, float scale) {
+  const float label_y = y[label];  // read before dy is written: dy may be y (the logits' gradient in place)
   float max_y = y[0];
   for (int c = 1; c < cols; ++c) max_y = y[c] > max_y ? y[c] : max_y;
   const float denom = SumInLanes(cols, [&](int c) { return dy[c] = ExpNonPositive(y[c] - max_y); });
   const float inv = 1.0f / denom;
   for (int c = 0; c < cols; ++c) dy[c] = dy[c] * inv * scale;
   if (label >= 0 && label < cols) dy[label] -= scale;  // callers check labels; never write outside
-  return logf(denom) - (y[label] - max_y);
+  return logf(denom) - (label_y - max_y);
 }
 
 }  // namespace stagecraft::kernels

@@ -29,10 +29,9 @@ struct StageCost {
   int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
   // With recompute: what a B / I rebuilds from the stashed input and holds while it runs.
   int64_t recompute_bytes = 0;
-  // What a compute op holds while it runs beyond what it keeps (its temporaries; 0: not modelled);
-  // an F may hold more (the last stage's output, beside its gradient until the loss reads it).
+  // What a compute op holds while it runs beyond what it keeps (its temporaries; 0: not modelled).
+  // The last stage's F holds no more: the loss writes its gradient over the output it reads.
   int64_t workspace_bytes = 0;
-  int64_t forward_workspace_bytes = 0;
   int64_t weight_bytes = 0;      // one weight version
   int64_t grad_bytes = 0;
   // What its REDUCE_GRAD all-reduces over the D replicas when that is not grad_bytes (-1): with
