@@ -43,6 +43,19 @@ __global__ void LayerNormKernel(int rows, int cols, const float* x, const float*
   }
 }
 
+// Row r of the input gradient's operands: its dout, x and dx rows and its statistics.
+struct BackwardRow {
+  const float* d;
+  const float* x;
+  float* dx;
+  float mean, rstd;
+};
+__device__ inline BackwardRow RowOf(int64_t r, int cols, const float* dout, const float* x, const float* mean,
+                                    const float* rstd, float* dx) {
+  const int64_t at = r * cols;
+  return BackwardRow{dout + at, x + at, dx + at, mean[r], rstd[r]};
+}
+
 // LayerNormBackwardInputRow's expressions; both means come from one read of the row. Each lane
 // reads and writes only its own columns, so dx may be dout (in place).
 __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* dout, const float* x, const float* gamma,
@@ -50,10 +63,9 @@ __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* do
   const int lane = Lane();
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
-    const int64_t at = r * cols;
-    const float* d = dout + at;
-    const float* xr = x + at;
-    const float m = mean[r], rs = rstd[r];
+    const BackwardRow row = RowOf(r, cols, dout, x, mean, rstd, dx);
+    const float *d = row.d, *xr = row.x;
+    const float m = row.mean, rs = row.rstd;
     float sum_g = 0.0f, sum_gx = 0.0f;
     for (int c = lane; c < cols; c += kWarpSize) {
       sum_g += d[c] * gamma[c];
@@ -61,7 +73,7 @@ __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* do
     }
     const float mean_g = WarpSum(sum_g) * inv_cols;
     const float mean_gx = WarpSum(sum_gx) * inv_cols;
-    float* dx_r = dx + at;
+    float* dx_r = row.dx;
     for (int c = lane; c < cols; c += kWarpSize) {
       const float xhat = (xr[c] - m) * rs;
       const float grad = rs * (d[c] * gamma[c] - mean_g - xhat * mean_gx);
@@ -78,8 +90,9 @@ __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* do
 constexpr int kCachedPerLane = 32;
 constexpr int kCachedCols = kCachedPerLane * kWarpSize;
 
-__global__ void __launch_bounds__(kBlockSize) LayerNormCachedKernel(int rows, int cols, const float* x, const float* gamma, const float* beta,
-                                      float* out, float* mean, float* rstd) {
+__global__ void __launch_bounds__(kBlockSize)
+    LayerNormCachedKernel(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
+                          float* mean, float* rstd) {
   const int lane = Lane();
   for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
     const float* xr = x + r * cols;
@@ -115,16 +128,15 @@ __global__ void __launch_bounds__(kBlockSize) LayerNormCachedKernel(int rows, in
 
 // g = dout·γ and x − mean kept from the first read; the sums and dx as the uncached kernel's
 // expressions ((g · (x − m)) · rstd, x̂ = (x − m) · rstd).
-__global__ void __launch_bounds__(kBlockSize) LayerNormBackwardInputCachedKernel(int rows, int cols, const float* dout, const float* x,
-                                                   const float* gamma, const float* mean, const float* rstd, float* dx,
-                                                   bool accumulate) {
+__global__ void __launch_bounds__(kBlockSize)
+    LayerNormBackwardInputCachedKernel(int rows, int cols, const float* dout, const float* x, const float* gamma,
+                                       const float* mean, const float* rstd, float* dx, bool accumulate) {
   const int lane = Lane();
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
-    const int64_t at = r * cols;
-    const float* d = dout + at;
-    const float* xr = x + at;
-    const float m = mean[r], rs = rstd[r];
+    const BackwardRow row = RowOf(r, cols, dout, x, mean, rstd, dx);
+    const float *d = row.d, *xr = row.x;
+    const float m = row.mean, rs = row.rstd;
     float g[kCachedPerLane], xm[kCachedPerLane];
     float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma unroll
@@ -139,7 +151,7 @@ __global__ void __launch_bounds__(kBlockSize) LayerNormBackwardInputCachedKernel
     }
     const float mean_g = WarpSum(sum_g) * inv_cols;
     const float mean_gx = WarpSum(sum_gx) * inv_cols;
-    float* dx_r = dx + at;
+    float* dx_r = row.dx;
 #pragma unroll
     for (int i = 0; i < kCachedPerLane; ++i) {
       const int c = lane + i * kWarpSize;
