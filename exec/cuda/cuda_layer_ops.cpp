@@ -57,6 +57,13 @@ void LayerNormBackwardWeight(OpContext& o, int rows, int cols, const float* dout
   cx.Wrote({{dgamma, cols}, {dbeta, cols}});
 }
 
+void ResidualLayerNorm(OpContext& o, int rows, int cols, float* x, const float* bias, const float* residual,
+                       const float* gamma, const float* beta, float* out, float* mean, float* rstd) {
+  CudaOpContext& cx = Cuda(o);
+  kernels::LaunchResidualLayerNorm(rows, cols, x, bias, residual, gamma, beta, out, mean, rstd, cx.stream());
+  cx.Wrote({{x, int64_t{rows} * cols}, {out, int64_t{rows} * cols}, {mean, rows}, {rstd, rows}});
+}
+
 void HeadsFromRows(OpContext& o, int batch, int seq, int heads, int head_dim, const float* rows, int64_t ld,
                    float* out) {
   CudaOpContext& cx = Cuda(o);
@@ -126,7 +133,7 @@ LayerOps CudaLayerOps() {
       .bias_activation = {&BiasActivationForward, &ActivationBackward, &BiasGrad},
       .fused_linear = CudaFusedLinearOps(),
       .bias_add = {&BiasAddForward},
-      .layer_norm = {&LayerNormForward, &LayerNormBackwardInput, &LayerNormBackwardWeight},
+      .layer_norm = {&LayerNormForward, &LayerNormBackwardInput, &LayerNormBackwardWeight, &ResidualLayerNorm},
       .attention = {&HeadsFromRows, &RowsFromHeads, &CausalSoftmax, &CausalSoftmaxBackward},
       .embedding = {&EmbeddingForward, &EmbeddingBackward},
       .loss = {&LossForward},

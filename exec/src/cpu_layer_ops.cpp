@@ -71,7 +71,7 @@ LayerOps CpuLayerOps() {
       .fused_linear = {&FusedForward, &FusedInputGrad, &FusedWeightGrad},
       .bias_add = {&Host<&kernels::BiasAdd>::Run},
       .layer_norm = {&Host<&kernels::LayerNorm>::Run, &Host<&kernels::LayerNormBackwardInput>::Run,
-                     &Host<&kernels::LayerNormBackwardWeight>::Run},
+                     &Host<&kernels::LayerNormBackwardWeight>::Run, &Host<&kernels::ResidualLayerNorm>::Run},
       .attention = {&Host<&kernels::HeadsFromRows>::Run, &Host<&kernels::RowsFromHeads>::Run,
                     &Host<&kernels::CausalSoftmax>::Run, &Host<&kernels::CausalSoftmaxBackward>::Run},
       .embedding = {&Host<&kernels::Embedding>::Run, &Host<&kernels::EmbeddingBackward>::Run},

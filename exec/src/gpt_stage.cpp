@@ -182,9 +182,9 @@ Buffer GptStage::BlockForward(const float* p, Buffer x, Buffer* kept, bool keep)
   att.Reset();
   Buffer x1(device_, Rows() * c);
   ops_.linear.gemm(cx_, false, true, rows, c, c, 1.0f, att_y.data(), p + o.proj_w, 0.0f, x1.data());
-  ops_.bias_add.forward(cx_, rows, c, x1.data(), p + o.proj_b, x.data());
   Buffer mean2(device_, rows), rstd2(device_, rows), ln2(device_, Rows() * c);
-  ops_.layer_norm.forward(cx_, rows, c, x1.data(), p + o.ln2_w, p + o.ln2_b, ln2.data(), mean2.data(), rstd2.data());
+  ops_.layer_norm.residual_forward(cx_, rows, c, x1.data(), p + o.proj_b, x.data(), p + o.ln2_w, p + o.ln2_b,
+                                   ln2.data(), mean2.data(), rstd2.data());
   Buffer fc_pre(device_, Rows() * 4 * c), gelu(device_, Rows() * 4 * c);
   ops_.fused_linear.forward(cx_, kernels::Activation::kGelu, rows, 4 * c, c, ln2.data(), p + o.fc_w, p + o.fc_b,
                             nullptr, fc_pre.data(), gelu.data());

@@ -1,4 +1,5 @@
-// CUDA kernels and launchers for LayerNorm and its two gradients (layernorm.h's math). The
+// CUDA kernels and launchers for LayerNorm, the residual stream's update fused before it, and
+// LayerNorm's two gradients (layernorm.h's math). The
 // forward and the input gradient give each row to one warp (as llm.c does), its columns kept in
 // registers for rows up to 1024 wide (one read of the row): lane l takes
 // columns l, l + 32, ... and the row's sums meet in a shuffle butterfly (warp_rows.cuh), so a
@@ -90,9 +91,11 @@ __global__ void LayerNormBackwardInputKernel(int rows, int cols, const float* do
 constexpr int kCachedPerLane = 32;
 constexpr int kCachedCols = kCachedPerLane * kWarpSize;
 
+// With `bias` (the residual stream's update, ResidualLayerNorm): x += bias + residual first, in
+// the same read, the sum written back to x (BiasAdd's x + (bias + residual)).
 __global__ void __launch_bounds__(kBlockSize)
     LayerNormCachedKernel(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
-                          float* mean, float* rstd) {
+                          float* mean, float* rstd, float* sum_out, const float* bias, const float* residual) {
   const int lane = Lane();
   for (int64_t r = FirstWarpRow(); r < rows; r += WarpRowStride()) {
     const float* xr = x + r * cols;
@@ -102,6 +105,10 @@ __global__ void __launch_bounds__(kBlockSize)
     for (int i = 0; i < kCachedPerLane; ++i) {
       const int c = lane + i * kWarpSize;
       v[i] = c < cols ? xr[c] : 0.0f;
+      if (bias != nullptr && c < cols) {
+        v[i] += bias[c] + residual[r * cols + c];
+        sum_out[r * cols + c] = v[i];
+      }
       if (c < cols) sum += v[i];
     }
     const float mu = WarpSum(sum) / static_cast<float>(cols);
@@ -195,10 +202,34 @@ void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, con
   RequireDevicePointer(kLauncher, "rstd", rstd);
   if (cols <= kCachedCols) {
     LayerNormCachedKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean,
-                                                                             rstd);
+                                                                             rstd, nullptr, nullptr, nullptr);
   } else {
     LayerNormKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean, rstd);
   }
+  SC_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchResidualLayerNorm(int rows, int cols, float* x, const float* bias, const float* residual,
+                             const float* gamma, const float* beta, float* out, float* mean, float* rstd,
+                             cudaStream_t stream) {
+  constexpr const char* kLauncher = "LaunchResidualLayerNorm";
+  RequirePositive(kLauncher, "rows", rows);
+  RequirePositive(kLauncher, "cols", cols);
+  RequireDevicePointer(kLauncher, "bias", bias);
+  RequireDevicePointer(kLauncher, "residual", residual);
+  if (cols > kCachedCols) {  // the two passes, each checking the rest
+    LaunchBiasAdd(rows, cols, x, bias, residual, stream);
+    LaunchLayerNorm(rows, cols, x, gamma, beta, out, mean, rstd, stream);
+    return;
+  }
+  RequireDevicePointer(kLauncher, "x", x);
+  RequireDevicePointer(kLauncher, "gamma", gamma);
+  RequireDevicePointer(kLauncher, "beta", beta);
+  RequireDevicePointer(kLauncher, "out", out);
+  RequireDevicePointer(kLauncher, "mean", mean);
+  RequireDevicePointer(kLauncher, "rstd", rstd);
+  LayerNormCachedKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean,
+                                                                           rstd, x, bias, residual);
   SC_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -13,6 +13,12 @@
 namespace stagecraft::kernels {
 
 SC_VECTOR_CLONES
+void ResidualLayerNorm(int rows, int cols, float* x, const float* bias, const float* residual, const float* gamma,
+                       const float* beta, float* out, float* mean, float* rstd) {
+  BiasAdd(rows, cols, x, bias, residual);
+  LayerNorm(rows, cols, x, gamma, beta, out, mean, rstd);
+}
+
 void BiasAdd(int rows, int cols, float* x, const float* bias, const float* residual) {
   for (int r = 0; r < rows; ++r) {
     const int64_t at = static_cast<int64_t>(r) * cols;

@@ -168,5 +168,20 @@ TEST(BiasAddKernel, AddsTheBiasPerColumnAndTheResidual) {
   EXPECT_EQ(x[5], 68.0f);
 }
 
+// x = [1 2] + ([0.5 -0.5] + [0.5 -0.5]) = [2 1]: mean 1.5, variance 0.25, rstd 1/√(0.25 + 1e-5);
+// with γ = [2 1], β = [0 1]: out = [0.5·rstd·2, -0.5·rstd + 1].
+TEST(ResidualLayerNormKernel, UpdatesTheStreamThenNormalisesIt) {
+  std::vector<float> x = {1, 2}, out(2), mean(1), rstd(1);
+  const std::vector<float> bias = {0.5f, -0.5f}, res = {0.5f, -0.5f}, gamma = {2, 1}, beta = {0, 1};
+  ResidualLayerNorm(1, 2, x.data(), bias.data(), res.data(), gamma.data(), beta.data(), out.data(), mean.data(),
+                    rstd.data());
+  const double r = 1 / std::sqrt(0.25 + 1e-5);
+  EXPECT_EQ(x, (std::vector<float>{2, 1}));
+  EXPECT_FLOAT_EQ(mean[0], 1.5f);
+  EXPECT_NEAR(rstd[0], r, 1e-5);
+  EXPECT_NEAR(out[0], r, 1e-5);
+  EXPECT_NEAR(out[1], 1 - 0.5 * r, 1e-5);
+}
+
 }  // namespace
 }  // namespace stagecraft::kernels

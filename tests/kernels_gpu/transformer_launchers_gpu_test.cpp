@@ -62,6 +62,31 @@ TEST_F(LaunchersGpuTest, LayerNormMatchesHost) {
   ExpectClose(out_host, out_dev.ToHost(), 1e-5f, kEps, "out");
 }
 
+// The residual stream's update and its LayerNorm in one pass (768 columns) and as the two
+// launches (1025 columns, past the rows kept in registers), against the host's BiasAdd then
+// LayerNorm: the stream's sum exactly, the statistics and output to rounding.
+TEST_F(LaunchersGpuTest, ResidualLayerNormMatchesHost) {
+  for (const int cols : {768, 1025}) {
+    SCOPED_TRACE(cols);
+    constexpr int kRows = 37;
+    const size_t n = static_cast<size_t>(kRows) * cols;
+    const std::vector<float> x = RandomValues(n, 56), bias = RandomValues(cols, 57), residual = RandomValues(n, 58);
+    const std::vector<float> gamma = RandomValues(cols, 59), beta = RandomValues(cols, 60);
+    std::vector<float> x_host = x, out_host(n), mean_host(kRows), rstd_host(kRows);
+    ResidualLayerNorm(kRows, cols, x_host.data(), bias.data(), residual.data(), gamma.data(), beta.data(),
+                      out_host.data(), mean_host.data(), rstd_host.data());
+    DeviceBuffer x_dev(x), bias_dev(bias), residual_dev(residual), gamma_dev(gamma), beta_dev(beta);
+    DeviceBuffer out_dev{std::vector<float>(n)}, mean_dev{std::vector<float>(kRows)}, rstd_dev{std::vector<float>(kRows)};
+    LaunchResidualLayerNorm(kRows, cols, x_dev.data(), bias_dev.data(), residual_dev.data(), gamma_dev.data(),
+                            beta_dev.data(), out_dev.data(), mean_dev.data(), rstd_dev.data(), stream_);
+    Sync();
+    ExpectClose(x_host, x_dev.ToHost(), 0.0f, 0.0f, "x");
+    ExpectClose(mean_host, mean_dev.ToHost(), kTol, kEps, "mean");
+    ExpectClose(rstd_host, rstd_dev.ToHost(), kTol, kEps, "rstd");
+    ExpectClose(out_host, out_dev.ToHost(), 1e-5f, kEps, "out");  // FMAs on the device, as LayerNormMatchesHost
+  }
+}
+
 TEST_F(LaunchersGpuTest, LayerNormBackwardInputMatchesHostAccumulatingOrWriting) {
   const std::vector<float> x = LayerNormInput(56), gamma = RandomValues(kColsT, 57), beta = RandomValues(kColsT, 58);
   const std::vector<float> dout = RandomValues(kRowsT * kColsT, 59);

@@ -55,6 +55,10 @@ struct LayerNormOps {
                          const float* mean, const float* rstd, float* dx, bool accumulate);
   void (*backward_weight)(OpContext&, int rows, int cols, const float* dout, const float* x, const float* mean,
                           const float* rstd, float* dgamma, float* dbeta, bool accumulate);
+  // The residual stream then its LayerNorm (kernels' ResidualLayerNorm): x += bias + residual,
+  // out = LayerNorm(x); bias_add.forward then forward, in one pass where the backend can.
+  void (*residual_forward)(OpContext&, int rows, int cols, float* x, const float* bias, const float* residual,
+                           const float* gamma, const float* beta, float* out, float* mean, float* rstd);
 };
 
 // The attention's layout moves and its causal softmax (the products are LinearOps::gemm_batched).

@@ -59,6 +59,11 @@ void LaunchBiasAdd(int rows, int cols, float* x, const float* bias, const float*
 // out = LayerNorm(x; gamma, beta) per row; mean, rstd: [rows].
 void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
                      float* mean, float* rstd, cudaStream_t stream);
+// host.h's ResidualLayerNorm: x += bias + residual, out = LayerNorm(x); one read of each row up to
+// 1024 columns, else LaunchBiasAdd then LaunchLayerNorm.
+void LaunchResidualLayerNorm(int rows, int cols, float* x, const float* bias, const float* residual,
+                             const float* gamma, const float* beta, float* out, float* mean, float* rstd,
+                             cudaStream_t stream);
 // dx (+)= the input gradient of each row (added to dx when `accumulate`).
 void LaunchLayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
                                   const float* mean, const float* rstd, float* dx, bool accumulate,

@@ -39,6 +39,10 @@ void BiasAdd(int rows, int cols, float* x, const float* bias, const float* resid
 // out = LayerNorm(x; gamma, beta) per row; mean, rstd: [rows].
 void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out, float* mean,
                float* rstd);
+// The residual stream then its LayerNorm: x += bias + residual (BiasAdd), out = LayerNorm(x)
+// (LayerNorm), x left holding the sum.
+void ResidualLayerNorm(int rows, int cols, float* x, const float* bias, const float* residual, const float* gamma,
+                       const float* beta, float* out, float* mean, float* rstd);
 // dx (+)= the input gradient of each row (added to dx when `accumulate`).
 void LayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
                             const float* mean, const float* rstd, float* dx, bool accumulate);
