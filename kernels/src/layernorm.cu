@@ -189,31 +189,41 @@ struct LayerNormWeightTerms {
 
 }  // namespace
 
-void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
-                     float* mean, float* rstd, cudaStream_t stream) {
-  constexpr const char* kLauncher = "LaunchLayerNorm";
-  RequirePositive(kLauncher, "rows", rows);
-  RequirePositive(kLauncher, "cols", cols);
-  RequireDevicePointer(kLauncher, "x", x);
-  RequireDevicePointer(kLauncher, "gamma", gamma);
-  RequireDevicePointer(kLauncher, "beta", beta);
-  RequireDevicePointer(kLauncher, "out", out);
-  RequireDevicePointer(kLauncher, "mean", mean);
-  RequireDevicePointer(kLauncher, "rstd", rstd);
+namespace {
+
+// LayerNorm's checks and launch, with the residual stream's update before it where `bias` is
+// given (rows kept in registers; LaunchResidualLayerNorm sends wider ones to two launches).
+void LayerNormPass(const char* launcher, int rows, int cols, const float* x, const float* gamma, const float* beta,
+                   float* out, float* mean, float* rstd, float* sum_out, const float* bias, const float* residual,
+                   cudaStream_t stream) {
+  RequirePositive(launcher, "rows", rows);
+  RequirePositive(launcher, "cols", cols);
+  RequireDevicePointer(launcher, "x", x);
+  RequireDevicePointer(launcher, "gamma", gamma);
+  RequireDevicePointer(launcher, "beta", beta);
+  RequireDevicePointer(launcher, "out", out);
+  RequireDevicePointer(launcher, "mean", mean);
+  RequireDevicePointer(launcher, "rstd", rstd);
   if (cols <= kCachedCols) {
     LayerNormCachedKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean,
-                                                                             rstd, nullptr, nullptr, nullptr);
+                                                                             rstd, sum_out, bias, residual);
   } else {
     LayerNormKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean, rstd);
   }
   SC_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
+
+void LaunchLayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float* out,
+                     float* mean, float* rstd, cudaStream_t stream) {
+  LayerNormPass("LaunchLayerNorm", rows, cols, x, gamma, beta, out, mean, rstd, nullptr, nullptr, nullptr, stream);
+}
+
 void LaunchResidualLayerNorm(int rows, int cols, float* x, const float* bias, const float* residual,
                              const float* gamma, const float* beta, float* out, float* mean, float* rstd,
                              cudaStream_t stream) {
   constexpr const char* kLauncher = "LaunchResidualLayerNorm";
-  RequirePositive(kLauncher, "rows", rows);
   RequirePositive(kLauncher, "cols", cols);
   RequireDevicePointer(kLauncher, "bias", bias);
   RequireDevicePointer(kLauncher, "residual", residual);
@@ -222,15 +232,7 @@ void LaunchResidualLayerNorm(int rows, int cols, float* x, const float* bias, co
     LaunchLayerNorm(rows, cols, x, gamma, beta, out, mean, rstd, stream);
     return;
   }
-  RequireDevicePointer(kLauncher, "x", x);
-  RequireDevicePointer(kLauncher, "gamma", gamma);
-  RequireDevicePointer(kLauncher, "beta", beta);
-  RequireDevicePointer(kLauncher, "out", out);
-  RequireDevicePointer(kLauncher, "mean", mean);
-  RequireDevicePointer(kLauncher, "rstd", rstd);
-  LayerNormCachedKernel<<<BlocksForWarpRows(rows), kBlockSize, 0, stream>>>(rows, cols, x, gamma, beta, out, mean,
-                                                                           rstd, x, bias, residual);
-  SC_CUDA_CHECK(cudaGetLastError());
+  LayerNormPass(kLauncher, rows, cols, x, gamma, beta, out, mean, rstd, x, bias, residual, stream);
 }
 
 void LaunchLayerNormBackwardInput(int rows, int cols, const float* dout, const float* x, const float* gamma,
