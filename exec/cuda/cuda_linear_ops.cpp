@@ -122,7 +122,7 @@ void FusedForward(OpContext& o, kernels::Activation act, int rows, int out_featu
                                                                 rows, out_features, in_features, true)) {
     const LtOperands in = OperandsFor(cx, w, int64_t{out_features} * in_features, x, int64_t{rows} * in_features);
     if (LtAligned({in.first, in.second, bias, z, out}) &&
-        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, 0.0f, out, bias, z, nullptr)) {
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, 0.0f, nullptr, out, bias, z, nullptr)) {
       cx.Wrote({{z, int64_t{rows} * out_features}, {out, int64_t{rows} * out_features}});
       return;
     }
@@ -138,13 +138,29 @@ void FusedInputGrad(OpContext& o, kernels::Activation act, int rows, int out_fea
           PlanFusedInputGrad(act == kernels::Activation::kGelu, rows, out_features, in_features, true)) {
     const LtOperands in = OperandsFor(cx, w, int64_t{out_features} * in_features, dz, int64_t{rows} * out_features);
     if (LtAligned({in.first, in.second, pre, d}) &&
-        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, 0.0f, d, nullptr, const_cast<float*>(pre),
-                    nullptr)) {
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, 0.0f, nullptr, d, nullptr,
+                    const_cast<float*>(pre), nullptr)) {
       cx.Wrote(d, int64_t{rows} * in_features);
       return;
     }
   }
   ComposedLinearInputGrad(Unfused(), o, act, rows, out_features, in_features, dz, w, pre, d);
+}
+
+// y = x·wᵀ + bias (+ residual) in one cuBLASLt call (BIAS; the residual its C, beta 1).
+void FusedBias(OpContext& o, int rows, int out_features, int in_features, const float* x, const float* w,
+               const float* bias, const float* residual, float* y) {
+  CudaOpContext& cx = Cuda(o);
+  if (const std::optional<LtLinearPlan> plan = PlanFusedBias(rows, out_features, in_features, true)) {
+    const LtOperands in = OperandsFor(cx, w, int64_t{out_features} * in_features, x, int64_t{rows} * in_features);
+    if (LtAligned({in.first, in.second, bias, residual, y}) &&
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, residual != nullptr ? 1.0f : 0.0f, residual, y,
+                    bias, nullptr, nullptr)) {
+      cx.Wrote(y, int64_t{rows} * out_features);
+      return;
+    }
+  }
+  ComposedLinearBias(Unfused(), o, rows, out_features, in_features, x, w, bias, residual, y);
 }
 
 // dw (+)= dzᵀ·x with Σ_rows dz from the same cuBLASLt call (BGRADB); accumulating, the bias
@@ -157,8 +173,8 @@ void FusedWeightGrad(OpContext& o, int rows, int out_features, int in_features, 
       plan && bias_grad != nullptr) {
     const LtOperands in = OperandsFor(cx, x, int64_t{rows} * in_features, dz, int64_t{rows} * out_features);
     if (LtAligned({in.first, in.second, dw, bias_grad}) &&
-        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, accumulate ? 1.0f : 0.0f, dw, nullptr, nullptr,
-                    bias_grad)) {
+        cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, accumulate ? 1.0f : 0.0f, nullptr, dw, nullptr,
+                    nullptr, bias_grad)) {
       if (accumulate) {
         const float one = 1.0f;
         SC_CUBLAS_CHECK(cublasSaxpy(cx.blas(), out_features, &one, bias_grad, 1, dbias, 1));
@@ -173,6 +189,6 @@ void FusedWeightGrad(OpContext& o, int rows, int out_features, int in_features, 
 }  // namespace
 
 LinearOps CudaLinearOps() { return {&Gemm, &GemmBatched, &Axpy, &Scal}; }
-FusedLinearOps CudaFusedLinearOps() { return {&FusedForward, &FusedInputGrad, &FusedWeightGrad}; }
+FusedLinearOps CudaFusedLinearOps() { return {&FusedForward, &FusedInputGrad, &FusedBias, &FusedWeightGrad}; }
 
 }  // namespace stagecraft::exec

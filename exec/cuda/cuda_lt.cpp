@@ -24,6 +24,7 @@ cublasLtEpilogue_t Epilogue(LtEpilogue e) {
     case LtEpilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case LtEpilogue::kBgradB: return CUBLASLT_EPILOGUE_BGRADB;
     case LtEpilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
+    case LtEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -86,7 +87,7 @@ void CudaLt::Describe(const Shape& s, Prepared* prepared) {
   // plans check, so the algorithm it keeps assumes no more of any operand.
   void* const aligned = reinterpret_cast<void*>(static_cast<uintptr_t>(kLtAlignmentBytes));
   if (s.epilogue != LtEpilogue::kDGelu) SetDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned);
-  if (s.epilogue != LtEpilogue::kBgradB) SetDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned);
+  if (s.aux_ld > 0) SetDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned);
   cublasLtMatmulPreference_t pref = nullptr;
   SC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   struct PreferenceGuard {
@@ -111,7 +112,8 @@ void CudaLt::Describe(const Shape& s, Prepared* prepared) {
 }
 
 bool CudaLt::Run(const LtLinearPlan& plan, cudaDataType_t in_type, cublasComputeType_t compute, const void* first,
-                 const void* second, float beta, float* out, const float* bias, float* aux, float* bias_grad) {
+                 const void* second, float beta, const float* c, float* out, const float* bias, float* aux,
+                 float* bias_grad) {
   const ColumnMajorGemm& g = plan.g;
   const Shape shape{plan.epilogue, in_type,   compute,  g.trans_first, g.trans_second, g.m,        g.n,
                     g.k,           g.ld_first, g.ld_second, g.ld_out, plan.aux_ld,    beta != 0.0f};
@@ -129,10 +131,13 @@ bool CudaLt::Run(const LtLinearPlan& plan, cudaDataType_t in_type, cublasCompute
     case LtEpilogue::kBgradB:
       SetDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(bias_grad));
       break;
+    case LtEpilogue::kBias:
+      SetDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+      break;
   }
   const float alpha = 1.0f;
-  const cublasStatus_t status = cublasLtMatmul(lt_, p.desc, &alpha, first, p.first, second, p.second, &beta, out,
-                                               p.out, out, p.out, &p.algo.algo, workspace_,
+  const cublasStatus_t status = cublasLtMatmul(lt_, p.desc, &alpha, first, p.first, second, p.second, &beta,
+                                               c != nullptr ? c : out, p.out, out, p.out, &p.algo.algo, workspace_,
                                                static_cast<size_t>(kWorkspaceBytes), stream_);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) {  // this device cannot run what the heuristic chose:
     p.found = false;                            // unfused from now on, nothing queued

@@ -28,14 +28,16 @@ class CudaLt {
   CudaLt(const CudaLt&) = delete;
   CudaLt& operator=(const CudaLt&) = delete;
 
-  // The plan's GEMM with its epilogue: out = first·second (op'd as the plan says) + beta · out,
+  // The plan's GEMM with its epilogue: out = first·second (op'd as the plan says) + beta · c (c
+  // null: out itself; laid out as out),
   // `in_type` the operands' type (fp32, or the 16-bit copies), `compute` cuBLAS's compute type.
-  // kGeluAuxBias reads `bias` and writes `aux`; kDGelu reads `aux`; kBgradB writes the bias
-  // gradient to `bias_grad`.
+  // kGeluAuxBias reads `bias` and writes `aux`; kDGelu reads `aux`; kBias reads `bias`; kBgradB
+  // writes the bias gradient to `bias_grad`.
   // False, having queued nothing, where cuBLASLt has no algorithm for it (the caller runs the
   // unfused ops); a failing call throws.
   bool Run(const LtLinearPlan& plan, cudaDataType_t in_type, cublasComputeType_t compute, const void* first,
-           const void* second, float beta, float* out, const float* bias, float* aux, float* bias_grad);
+           const void* second, float beta, const float* c, float* out, const float* bias, float* aux,
+           float* bias_grad);
 
   // Where a bias gradient that is to be added to another goes first (kBgradB writes, it does
   // not add): kBiasScratchFloats floats of its own, taken at first use (the memory's workspace

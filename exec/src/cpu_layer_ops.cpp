@@ -60,6 +60,11 @@ void FusedInputGrad(OpContext& cx, kernels::Activation act, int rows, int out_fe
   static const LayerOps ops = CpuLayerOps();
   ComposedLinearInputGrad(ops, cx, act, rows, out_features, in_features, dz, w, pre, d);
 }
+void FusedBias(OpContext& cx, int rows, int out_features, int in_features, const float* x, const float* w,
+               const float* bias, const float* residual, float* y) {
+  static const LayerOps ops = CpuLayerOps();
+  ComposedLinearBias(ops, cx, rows, out_features, in_features, x, w, bias, residual, y);
+}
 
 }  // namespace
 
@@ -68,7 +73,7 @@ LayerOps CpuLayerOps() {
       .linear = {&Gemm, &GemmBatched, &Axpy, &Scal},
       .bias_activation = {&Host<&kernels::BiasActivation>::Run, &Host<&kernels::ActivationBackward>::Run,
                           &Host<&kernels::BiasGrad>::Run},
-      .fused_linear = {&FusedForward, &FusedInputGrad, &FusedWeightGrad},
+      .fused_linear = {&FusedForward, &FusedInputGrad, &FusedBias, &FusedWeightGrad},
       .bias_add = {&Host<&kernels::BiasAdd>::Run},
       .layer_norm = {&Host<&kernels::LayerNorm>::Run, &Host<&kernels::LayerNormBackwardInput>::Run,
                      &Host<&kernels::LayerNormBackwardWeight>::Run, &Host<&kernels::ResidualLayerNorm>::Run},

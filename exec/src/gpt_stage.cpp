@@ -162,8 +162,7 @@ Buffer GptStage::BlockForward(const float* p, Buffer x, Buffer* kept, bool keep)
   Buffer mean1(device_, rows), rstd1(device_, rows), ln1(device_, Rows() * c);
   ops_.layer_norm.forward(cx_, rows, c, x.data(), p + o.ln1_w, p + o.ln1_b, ln1.data(), mean1.data(), rstd1.data());
   Buffer qkv(device_, Rows() * 3 * c);
-  ops_.linear.gemm(cx_, false, true, rows, 3 * c, c, 1.0f, ln1.data(), p + o.qkv_w, 0.0f, qkv.data());
-  ops_.bias_add.forward(cx_, rows, 3 * c, qkv.data(), p + o.qkv_b, nullptr);
+  ops_.fused_linear.forward_bias(cx_, rows, 3 * c, c, ln1.data(), p + o.qkv_w, p + o.qkv_b, nullptr, qkv.data());
   Buffer q(device_, Rows() * c), k(device_, Rows() * c), v(device_, Rows() * c);
   ops_.attention.heads_from_rows(cx_, batch_, t, nh, hd, qkv.data(), 3 * c, q.data());
   ops_.attention.heads_from_rows(cx_, batch_, t, nh, hd, qkv.data() + c, 3 * c, k.data());
@@ -189,8 +188,8 @@ Buffer GptStage::BlockForward(const float* p, Buffer x, Buffer* kept, bool keep)
   ops_.fused_linear.forward(cx_, kernels::Activation::kGelu, rows, 4 * c, c, ln2.data(), p + o.fc_w, p + o.fc_b,
                             nullptr, fc_pre.data(), gelu.data());
   Buffer y(device_, Rows() * c);
-  ops_.linear.gemm(cx_, false, true, rows, c, 4 * c, 1.0f, gelu.data(), p + o.fcproj_w, 0.0f, y.data());
-  ops_.bias_add.forward(cx_, rows, c, y.data(), p + o.fcproj_b, x1.data());
+  ops_.fused_linear.forward_bias(cx_, rows, c, 4 * c, gelu.data(), p + o.fcproj_w, p + o.fcproj_b, x1.data(),
+                                 y.data());
   if (keep) {
     kept[kX] = std::move(x), kept[kMean1] = std::move(mean1), kept[kRstd1] = std::move(rstd1);
     kept[kLn1] = std::move(ln1), kept[kQ] = std::move(q), kept[kK] = std::move(k), kept[kV] = std::move(v);

@@ -109,4 +109,10 @@ void ComposedLinearInputGrad(const LayerOps& ops, OpContext& cx, kernels::Activa
   ops.bias_activation.backward(cx, act, int64_t{rows} * in_features, d, pre, d);  // in place: element by element
 }
 
+void ComposedLinearBias(const LayerOps& ops, OpContext& cx, int rows, int out_features, int in_features,
+                        const float* x, const float* w, const float* bias, const float* residual, float* y) {
+  ops.linear.gemm(cx, false, true, rows, out_features, in_features, 1.0f, x, w, 0.0f, y);
+  ops.bias_add.forward(cx, rows, out_features, y, bias, residual);
+}
+
 }  // namespace stagecraft::exec

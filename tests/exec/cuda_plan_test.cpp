@@ -82,6 +82,12 @@ void LtCall(const LtLinearPlan& p, const float* first, const float* second, cons
     }
     return;
   }
+  if (p.epilogue == LtEpilogue::kBias) {  // BIAS: bias[i] added to row i (after beta · C, added by the caller)
+    for (int j = 0; j < g.n; ++j) {
+      for (int i = 0; i < g.m; ++i) d[i + j * g.ld_out] += bias[i];
+    }
+    return;
+  }
   if (p.epilogue == LtEpilogue::kGeluAuxBias) {
     for (int j = 0; j < g.n; ++j) {
       for (int i = 0; i < g.m; ++i) {
@@ -161,6 +167,33 @@ TEST(CudaPlanTest, FusedInputGradPlanComputesTheLayersMath) {
   EXPECT_FALSE(PlanFusedInputGrad(false, rows, out, in, true));
   EXPECT_FALSE(PlanFusedInputGrad(true, rows, out, 12, true));
   EXPECT_FALSE(PlanFusedInputGrad(true, rows, out, in, false));
+}
+
+// A layer with no activation: y = x·wᵀ + bias + residual, the residual as cuBLASLt's C (beta 1),
+// the same layout as the output.
+TEST(CudaPlanTest, FusedBiasPlanComputesTheLayersMath) {
+  constexpr int rows = 4, in = 3, out = 5;
+  std::vector<float> x(rows * in), w(out * in), b(out), res(rows * out);
+  for (int i = 0; i < rows * in; ++i) x[i] = 0.5f * static_cast<float>(i % 5) - 1.0f;
+  for (int i = 0; i < out * in; ++i) w[i] = 0.25f * static_cast<float>(i % 7) - 0.75f;
+  for (int i = 0; i < out; ++i) b[i] = 0.125f * static_cast<float>(i);
+  for (int i = 0; i < rows * out; ++i) res[i] = 1.0f - 0.0625f * static_cast<float>(i);
+  const std::optional<LtLinearPlan> p = PlanFusedBias(rows, out, in, true);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->bias_length, out);
+  EXPECT_EQ(p->aux_ld, 0);
+  std::vector<float> got(rows * out);
+  LtCall(*p, w.data(), x.data(), b.data(), got.data(), nullptr, nullptr);
+  for (int i = 0; i < rows * out; ++i) got[i] += res[i];  // beta · C, C laid out as D
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < out; ++o) {
+      double want = b[o] + res[r * out + o];
+      for (int i = 0; i < in; ++i) want += static_cast<double>(x[r * in + i]) * w[o * in + i];
+      EXPECT_NEAR(got[r * out + o], want, 1e-6) << r << "," << o;
+    }
+  }
+  EXPECT_FALSE(PlanFusedBias(rows, out, in, false));
+  EXPECT_FALSE(PlanFusedBias(0, out, in, true));
 }
 
 // What the epilogue cannot hold runs unfused: ReLU (its auxiliary output is a bit mask, not the

@@ -31,6 +31,7 @@ class RecordingDevice final : public Device {
     ops_.fused_linear.forward = &RecordFusedForward;
     ops_.fused_linear.weight_grad = &RecordFusedWeightGrad;
     ops_.fused_linear.input_grad = &RecordFusedInputGrad;
+    ops_.fused_linear.forward_bias = &RecordFusedBias;
     context_.self = this;
   }
   std::vector<Shape> gemms;
@@ -68,6 +69,12 @@ class RecordingDevice final : public Device {
     RecordingDevice& d = Self(cx);
     d.gemms.emplace_back(rows, out, in, 1);
     d.inner_->ops().fused_linear.forward(d.inner_->op_context(), act, rows, out, in, x, w, bias, residual, z, y);
+  }
+  static void RecordFusedBias(OpContext& cx, int rows, int out, int in, const float* x, const float* w,
+                              const float* bias, const float* residual, float* y) {
+    RecordingDevice& d = Self(cx);
+    d.gemms.emplace_back(rows, out, in, 1);
+    d.inner_->ops().fused_linear.forward_bias(d.inner_->op_context(), rows, out, in, x, w, bias, residual, y);
   }
   static void RecordFusedInputGrad(OpContext& cx, kernels::Activation act, int rows, int out, int in, const float* dz,
                                    const float* w, const float* pre, float* dpre) {

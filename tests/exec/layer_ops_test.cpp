@@ -27,7 +27,7 @@ TEST(LayerOpsTest, EveryKindIsListedOnceByName) {
 
 // The op counts are the ops each kind states in layer_ops.h, counted by hand.
 TEST(LayerOpsTest, EveryKindHasItsOpsOnEveryBackendOfTheBuild) {
-  const std::vector<int> ops_per_kind = {4, 3, 3, 1, 4, 4, 2, 1, 2};
+  const std::vector<int> ops_per_kind = {4, 3, 4, 1, 4, 4, 2, 1, 2};
   const std::vector<LayerKindInfo> kinds = LayerKinds();
   ASSERT_EQ(kinds.size(), ops_per_kind.size());
   for (size_t i = 0; i < kinds.size(); ++i) {
@@ -72,6 +72,10 @@ TEST(LayerOpsTest, CpuFusedLinearIsTheUnfusedOps) {
   float d[2] = {9, 9};
   fused.input_grad(cx, kernels::Activation::kRelu, 1, 3, 2, dz, w, pre, d);
   EXPECT_EQ(std::vector<float>(d, d + 2), (std::vector<float>{0, 5}));
+  // No activation: x·wᵀ + bias + residual = [1 2 3] + [0.5 -3 0] + [1 1 1] = [2.5 0 4].
+  float y[3] = {};
+  fused.forward_bias(cx, 1, 3, 2, x, w, bias, residual, y);
+  EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{2.5f, 0, 4}));
 }
 
 // [1 2; 3 4] · [5 6; 7 8] = [19 22; 43 50]; with a transposed: [1 3; 2 4] · b = [26 30; 38 44].

@@ -232,7 +232,7 @@ TEST(CudaDeviceGpuTest, GemmBatchedRejectsOverlappingOutputsAndNegativeStrides) 
 // widths that are multiples of 8: every case here but ReLU's). Inputs in
 // [-1, 1]: each product's error within twice the inputs' rounding times k, beside fp32's own;
 // the output's GELU within 1e-3 relative (cuBLASLt's epilogue may use a faster tanh). In bf16
-// the GELU cases without a residual must have run fused (CudaFusedCalls: four calls each); the
+// the GELU cases without a residual must have run fused (CudaFusedCalls: five calls each); the
 // other precisions say whether theirs did.
 TEST(CudaDeviceGpuTest, FusedLinearMatchesTheCpuDeviceInEveryPrecision) {
   SKIP_WITHOUT_GPU();
@@ -263,14 +263,16 @@ TEST(CudaDeviceGpuTest, FusedLinearMatchesTheCpuDeviceInEveryPrecision) {
                                  OnDevice(d, std::vector<float>(ny)), OnDevice(d, std::vector<float>(ny)),
                                  OnDevice(d, dz), OnDevice(d, dw0), OnDevice(d, db0),
                                  OnDevice(d, std::vector<float>(nw)), OnDevice(d, std::vector<float>(c.out)),
-                                 OnDevice(d, pre), OnDevice(d, std::vector<float>(nx))};
+                                 OnDevice(d, pre), OnDevice(d, std::vector<float>(nx)), OnDevice(d, std::vector<float>(ny))};
         d.ops().fused_linear.forward(d.op_context(), c.act, c.rows, c.out, c.in, t[0], t[1], t[2],
                                      c.residual ? t[3] : nullptr, t[4], t[5]);
         d.ops().fused_linear.weight_grad(d.op_context(), c.rows, c.out, c.in, t[6], t[0], t[7], t[8], true);
         d.ops().fused_linear.weight_grad(d.op_context(), c.rows, c.out, c.in, t[6], t[0], t[9], t[10], false);
         d.ops().fused_linear.input_grad(d.op_context(), c.act, c.rows, c.out, c.in, t[6], t[1], t[11], t[12]);
+        d.ops().fused_linear.forward_bias(d.op_context(), c.rows, c.out, c.in, t[0], t[1], t[2],
+                                          c.residual ? t[3] : nullptr, t[13]);
         std::vector<std::vector<float>> back;
-        const size_t sizes[] = {nx, nw, c.out, ny, ny, ny, ny, nw, c.out, nw, c.out, nx, nx};
+        const size_t sizes[] = {nx, nw, c.out, ny, ny, ny, ny, nw, c.out, nw, c.out, nx, nx, ny};
         for (size_t i = 0; i < t.size(); ++i) {
           back.emplace_back(sizes[i]);
           d.memory().Download(back.back().data(), t[i], static_cast<int64_t>(sizes[i]));
@@ -283,13 +285,13 @@ TEST(CudaDeviceGpuTest, FusedLinearMatchesTheCpuDeviceInEveryPrecision) {
       const int64_t fused = CudaFusedCalls(*gpu) - fused_before;
       std::cout << "fused calls: " << fused << "\n";
       if (precision == GemmPrecision::kBf16 && c.act == kernels::Activation::kGelu && !c.residual && c.out % 8 == 0) {
-        EXPECT_EQ(fused, 4);  // forward, input gradient, both weight gradients
+        EXPECT_EQ(fused, 5);  // forward, input gradient, forward without activation, both weight gradients
       }
       const double u = InputRoundoff(precision);
       const char* names[] = {"x", "w", "bias", "residual", "z", "out", "dz", "dw accumulated", "dbias accumulated",
-                             "dw", "dbias", "pre", "d (input gradient)"};
-      for (const size_t i : {4, 5, 7, 8, 9, 10, 12}) {
-        const int k = i == 4 || i == 5 ? c.in : i == 12 ? c.out : c.rows;  // the products' inner dimension
+                             "dw", "dbias", "pre", "d (input gradient)", "y (no activation)"};
+      for (const size_t i : {4, 5, 7, 8, 9, 10, 12, 13}) {
+        const int k = i == 4 || i == 5 || i == 13 ? c.in : i == 12 ? c.out : c.rows;  // the products' inner dimension
         for (size_t j = 0; j < want[i].size(); ++j) {
           const double epilogue = i == 5 ? 1e-3 * (1 + std::abs(want[i][j])) : 0.0;
           ASSERT_NEAR(got[i][j], want[i][j], std::max(1e-4 * (1 + std::abs(want[i][j])), epilogue) + 2 * u * k)

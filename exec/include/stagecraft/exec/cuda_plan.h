@@ -62,8 +62,10 @@ inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, i
 //   weight gradient, dw[out x in] (+)= dzᵀ · x[rows x in] with the bias gradient Σ_rows dz from
 //     the same call: BGRADB, the second operand (dz) reduced over the inner dimension (rows);
 //   input gradient through the activation before the layer, d[rows x in] = GELU'(pre) ⊙
-//     (dz[rows x out] · w[out x in]): DGELU, `pre` (the GELU's input) the auxiliary input.
-enum class LtEpilogue { kGeluAuxBias, kBgradB, kDGelu };
+//     (dz[rows x out] · w[out x in]): DGELU, `pre` (the GELU's input) the auxiliary input;
+//   a layer with no activation, y = x · wᵀ + bias (+ residual): BIAS, the residual as the
+//     product's C with beta 1.
+enum class LtEpilogue { kGeluAuxBias, kBgradB, kDGelu, kBias };
 struct LtLinearPlan {
   ColumnMajorGemm g;  // first operand w (forward) or x (weight gradient), second x or dz
   LtEpilogue epilogue = LtEpilogue::kGeluAuxBias;
@@ -88,7 +90,7 @@ inline LtLinearPlan MakeLtPlan(LtEpilogue epilogue, bool trans_a, bool trans_b, 
   LtLinearPlan p;
   p.g = ToColumnMajor(trans_a, trans_b, m, n, k);
   p.epilogue = epilogue;
-  p.aux_ld = epilogue == LtEpilogue::kBgradB ? 0 : p.g.ld_out;
+  p.aux_ld = epilogue == LtEpilogue::kGeluAuxBias || epilogue == LtEpilogue::kDGelu ? p.g.ld_out : 0;
   p.bias_length = bias_length;
   return p;
 }
@@ -116,6 +118,12 @@ inline std::optional<LtLinearPlan> PlanFusedInputGrad(bool gelu, int rows, int o
     return std::nullopt;
   }
   return MakeLtPlan(LtEpilogue::kDGelu, false, false, rows, in_features, out_features, 0);
+}
+
+// The plan of a layer with no activation, or none for operands not aligned or an empty product.
+inline std::optional<LtLinearPlan> PlanFusedBias(int rows, int out_features, int in_features, bool aligned) {
+  if (!aligned || rows <= 0 || out_features <= 0 || in_features <= 0) return std::nullopt;
+  return MakeLtPlan(LtEpilogue::kBias, false, true, rows, out_features, in_features, out_features);
 }
 
 // The weight gradient's plan, or none for operands not aligned or an empty product.

@@ -86,12 +86,16 @@ struct EmbeddingOps {
 //   weight_grad: dw[out x in] (+)= dzᵀ · x, dbias (+)= Σ_rows dz: gemm then
 //     bias_activation.bias_grad (accumulating into both when `accumulate`);
 //   input_grad: d[rows x in] = act'(pre) ⊙ (dz[rows x out] · w), the gradient of the activation's
-//     input before the layer (pre, [rows x in]): gemm then bias_activation.backward.
+//     input before the layer (pre, [rows x in]): gemm then bias_activation.backward;
+//   forward_bias: y = x · wᵀ + bias (+ residual), a layer with no activation: gemm then
+//     bias_add.forward.
 struct FusedLinearOps {
   void (*forward)(OpContext&, kernels::Activation act, int rows, int out_features, int in_features, const float* x,
                   const float* w, const float* bias, const float* residual, float* z, float* out);
   void (*input_grad)(OpContext&, kernels::Activation act, int rows, int out_features, int in_features, const float* dz,
                      const float* w, const float* pre, float* d);
+  void (*forward_bias)(OpContext&, int rows, int out_features, int in_features, const float* x, const float* w,
+                       const float* bias, const float* residual, float* y);
   void (*weight_grad)(OpContext&, int rows, int out_features, int in_features, const float* dz, const float* x,
                       float* dw, float* dbias, bool accumulate);
 };
@@ -174,5 +178,7 @@ void ComposedLinearWeightGrad(const LayerOps& ops, OpContext& cx, int rows, int 
                               const float* dz, const float* x, float* dw, float* dbias, bool accumulate);
 void ComposedLinearInputGrad(const LayerOps& ops, OpContext& cx, kernels::Activation act, int rows, int out_features,
                              int in_features, const float* dz, const float* w, const float* pre, float* d);
+void ComposedLinearBias(const LayerOps& ops, OpContext& cx, int rows, int out_features, int in_features,
+                        const float* x, const float* w, const float* bias, const float* residual, float* y);
 
 }  // namespace stagecraft::exec
