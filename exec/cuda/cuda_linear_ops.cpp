@@ -168,9 +168,10 @@ void FusedBias(OpContext& o, int rows, int out_features, int in_features, const 
 void FusedWeightGrad(OpContext& o, int rows, int out_features, int in_features, const float* dz, const float* x,
                      float* dw, float* dbias, bool accumulate) {
   CudaOpContext& cx = Cuda(o);
-  float* bias_grad = accumulate ? cx.lt().BiasScratch(out_features) : dbias;
-  if (const std::optional<LtLinearPlan> plan = PlanFusedWeightGrad(rows, out_features, in_features, true);
-      plan && bias_grad != nullptr) {
+  const std::optional<LtLinearPlan> plan = PlanFusedWeightGrad(rows, out_features, in_features, true);
+  // The scratch taken only for a call that may fuse.
+  float* bias_grad = !plan ? nullptr : accumulate ? cx.lt().BiasScratch(out_features) : dbias;
+  if (plan && bias_grad != nullptr) {
     const LtOperands in = OperandsFor(cx, x, int64_t{rows} * in_features, dz, int64_t{rows} * out_features);
     if (LtAligned({in.first, in.second, dw, bias_grad}) &&
         cx.lt().Run(*plan, in.type, in.compute, in.first, in.second, accumulate ? 1.0f : 0.0f, nullptr, dw, nullptr,

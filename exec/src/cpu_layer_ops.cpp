@@ -45,25 +45,25 @@ struct Host<kKernel> {
 };
 
 // The cpu column fuses nothing: the unfused ops of its own column.
+const LayerOps& Own() {
+  static const LayerOps ops = CpuLayerOps();
+  return ops;
+}
 void FusedForward(OpContext& cx, kernels::Activation act, int rows, int out_features, int in_features, const float* x,
                   const float* w, const float* bias, const float* residual, float* z, float* out) {
-  static const LayerOps ops = CpuLayerOps();
-  ComposedLinearForward(ops, cx, act, rows, out_features, in_features, x, w, bias, residual, z, out);
+  ComposedLinearForward(Own(), cx, act, rows, out_features, in_features, x, w, bias, residual, z, out);
 }
 void FusedWeightGrad(OpContext& cx, int rows, int out_features, int in_features, const float* dz, const float* x,
                      float* dw, float* dbias, bool accumulate) {
-  static const LayerOps ops = CpuLayerOps();
-  ComposedLinearWeightGrad(ops, cx, rows, out_features, in_features, dz, x, dw, dbias, accumulate);
+  ComposedLinearWeightGrad(Own(), cx, rows, out_features, in_features, dz, x, dw, dbias, accumulate);
 }
 void FusedInputGrad(OpContext& cx, kernels::Activation act, int rows, int out_features, int in_features, const float* dz,
                     const float* w, const float* pre, float* d) {
-  static const LayerOps ops = CpuLayerOps();
-  ComposedLinearInputGrad(ops, cx, act, rows, out_features, in_features, dz, w, pre, d);
+  ComposedLinearInputGrad(Own(), cx, act, rows, out_features, in_features, dz, w, pre, d);
 }
 void FusedBias(OpContext& cx, int rows, int out_features, int in_features, const float* x, const float* w,
                const float* bias, const float* residual, float* y) {
-  static const LayerOps ops = CpuLayerOps();
-  ComposedLinearBias(ops, cx, rows, out_features, in_features, x, w, bias, residual, y);
+  ComposedLinearBias(Own(), cx, rows, out_features, in_features, x, w, bias, residual, y);
 }
 
 }  // namespace

@@ -63,14 +63,14 @@ def test_a_case_that_needs_a_gpu_per_rank_is_no_failure_to_use_the_gpu(tmp_path)
     assert "| no gpu test skipped on a usable GPU | FAIL |  | 1 skipped: b.gone |" in text, text
 
 
-def test_library_device_of_a_cuda_name():
-    from stagecraft_tools.gpu_report import library_device
-    assert library_device("NVIDIA H200") == "H200"
-    assert library_device("NVIDIA H100 80GB HBM3") == "H100-SXM"
-    assert library_device("NVIDIA A100-SXM4-80GB") == "A100-SXM-80GB"
-    assert library_device("NVIDIA L40S") == "L40S"
-    assert library_device("NVIDIA H100 PCIe") is None          # the library holds the SXM card's peaks
-    assert library_device("NVIDIA GeForce RTX 4090") is None
+def test_device_file_of_a_cuda_name():
+    from stagecraft_tools.block import device_file_for
+    assert device_file_for("NVIDIA H200") == "H200"
+    assert device_file_for("NVIDIA H100 80GB HBM3") == "H100-SXM"
+    assert device_file_for("NVIDIA A100-SXM4-80GB") == "A100-SXM-80GB"
+    assert device_file_for("NVIDIA L40S") == "L40S"
+    assert device_file_for("NVIDIA H100 PCIe") is None          # the library holds the SXM card's peaks
+    assert device_file_for("NVIDIA GeForce RTX 4090") is None
 
 
 def test_each_schedule_states_its_model_flops_and_their_share_of_the_dense_peak(tmp_path):

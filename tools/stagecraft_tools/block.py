@@ -24,8 +24,12 @@ _DEVICES = (("H200", "H200"), ("H100", "H100-SXM"), ("A100", "A100-SXM-80GB"), (
 
 
 def device_file_for(gpu):
-    """The device file for a GPU's name, or None."""
-    return next((file for key, file in _DEVICES if key in gpu), None)
+    """The device file for a GPU's name, or None; none for a PCIe card of an SXM file (another
+    card's peaks and clocks)."""
+    file = next((file for key, file in _DEVICES if key in gpu), None)
+    if file is not None and "PCIE" in gpu.upper() and "SXM" in file:
+        return None
+    return file
 
 
 def load(path, what):

@@ -11,15 +11,15 @@ cases as skipped rows), and writes OUT/report.md and OUT/summary.json. Prints th
 Usage: scripts/tool.sh gpu_report OUT
 """
 import datetime
+import functools
 import json
 import os
 import re
 import socket
-import subprocess
-import tempfile
 import xml.etree.ElementTree as ET
 
-from .common import SCENARIOS, ToolError, cli, entry, usage_error
+from . import block
+from .common import ToolError, cli, entry, usage_error
 
 # cuda_bench's targets (tests/bench/cuda_bench.cpp, docs/executor.md, "GPU executor").
 OF_CUBLAS_TARGET = 0.9  # issue 57, with the fused linear layers (0.6 before them)
@@ -103,35 +103,15 @@ def ctest_section(out, checks):
     return lines + ([""] if failed or skipped or wanting else [])
 
 
-def library_device(gpu_name):
-    """The device library's entry (scenarios/devices/<stem>.yaml) of a GPU as CUDA names it, by its
-    model's word: "NVIDIA H200" -> "H200", "NVIDIA H100 80GB HBM3" -> "H100-SXM"; None when no
-    entry or several match, or the name says PCIe of an SXM entry (another card's peaks)."""
-    words = set(re.findall(r"[A-Z0-9]+", gpu_name.upper()))
-    hits = []
-    for path in sorted((SCENARIOS / "devices").glob("*.yaml")):
-        parts = path.stem.upper().split("-")
-        if parts[0] in words and not ("PCIE" in words and "SXM" in parts):
-            hits.append(path.stem)
-    return hits[0] if len(hits) == 1 else None
-
-
+@functools.lru_cache(maxsize=None)  # one device for every scenario of a report: resolved once
 def dense_peaks(device):
-    """{precision: dense peak FLOP/s} of a library device, as stagecraft resolves its file (the
-    roofline's device in `simulate --explain-json`); {} when it cannot say."""
-    text = (f"name: peak\ntopology: {{device: {device}, nodes: 1, devices_per_node: 1}}\n"
-            "model:\n  transformer: {layers: 1, hidden: 64, heads: 1, seq: 8, vocab: 16}\n"
-            "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1}\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        scenario, explained = os.path.join(tmp, "peak.yaml"), os.path.join(tmp, "explain.json")
-        with open(scenario, "w") as f:
-            f.write(text)
-        try:
-            done = subprocess.run([cli(), "simulate", scenario, "--explain-json", explained], capture_output=True)
-        except (OSError, ToolError):
-            return {}
-        explain = load_json(explained) if done.returncode == 0 else None
-    return ((explain or {}).get("device") or {}).get("peak_flops_by_dtype") or {}
+    """{precision: dense peak FLOP/s} of a library device file, as stagecraft resolves it (the
+    roofline's device of block.explain); {} when it cannot say."""
+    try:
+        _, resolved = block.explain(cli(), device, 64, 1, 8, 1, "bf16", False)
+    except (ToolError, OSError, ValueError, KeyError):
+        return {}
+    return dict(resolved.get("peak_flops_by_dtype") or {})
 
 
 def gpu_of(backend):
@@ -145,7 +125,7 @@ def utilization(measured):
     None)}) of an execute JSON: each schedule's measured model FLOPs (model_tflops_per_device)
     against the dense peak, in the run's precision, of the library's entry for the GPU it ran on."""
     gpu, precision = gpu_of(measured.get("backend")), measured.get("precision")
-    device = library_device(gpu) if gpu else None
+    device = block.device_file_for(gpu) if gpu else None
     peak = dense_peaks(device).get(precision) if device and precision else None
     if peak:
         said = f"{gpu}'s dense {precision} peak, {peak / 1e12:.1f} TFLOP/s (scenarios/devices/{device}.yaml)"
