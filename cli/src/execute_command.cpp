@@ -27,6 +27,7 @@
 #include "stagecraft/base/printable.h"
 #include "stagecraft/exec/mpi_transport.h"
 #include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/step_graphs.h"
 #include "stagecraft/harness/execution.h"
 #include "stagecraft/harness/loss_plot.h"
 #include "stagecraft/harness/measure.h"
@@ -53,6 +54,7 @@ struct ExecuteFlags {
   bool fault_given = false;  // --inject-fault was given (an empty value is an error)
   std::string timeout = "300s";
   std::string backend = "cpu";
+  std::string graphs = "off";  // --graphs on|off
   int64_t max_ops = 0;
 };
 
@@ -183,6 +185,29 @@ void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* output
   plan->partial_path = partial.resolved;
 }
 
+// With --graphs on, one line per schedule on rank 0: whether its steps are captured and
+// replayed, or why they are issued call by call (exec/step_graphs.h; a rank alone, whose plan
+// every rank of a one-rank job shares, is the only one that can capture).
+void SayStepGraphs(const Plan& plan) {
+  const harness::ExecutionPlan& run = plan.run;
+  const exec::StepGraphConditions conditions{.device_has_graphs = run.backend == exec::Backend::kCuda,
+                                             .requested = true,
+                                             .replicas = run.scenario.pipeline.data_parallel > 1,
+                                             .optimizer_on_host = run.config.optimizer_on_host,
+                                             .pipemare = run.config.pipemare.has_value(),
+                                             .faults = plan.hooks.fault_rank >= 0};
+  for (const Schedule& s : run.schedules) {
+    const exec::StepGraphPlan graphs = exec::PlanStepGraphs(s, 0, conditions);
+    if (graphs.enabled) {
+      std::fprintf(stderr, "execute: %s: step graphs: step %d captured (%d segment%s), steps %d-%d replayed\n",
+                   s.name.c_str(), graphs.capture_step, graphs.segments, graphs.segments == 1 ? "" : "s",
+                   graphs.capture_step + 1, s.steps - 1);
+    } else {
+      std::fprintf(stderr, "execute: %s: step graphs off: %s\n", s.name.c_str(), graphs.why_not.c_str());
+    }
+  }
+}
+
 // No collective call may happen here: a rank that fails leaves at any point, and the others
 // must meet it in AnyRankFailed. `local_ranks`: the job's ranks on this node.
 void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan* plan, OutputSet* outputs) {
@@ -202,6 +227,8 @@ void MakePlan(const ExecuteFlags& f, int world, int rank, int local_ranks, Plan*
                                  ? layout.PipelineRankOf(plan->hooks.fault_rank)
                                  : -1;
   }
+  plan->hooks.step_graphs = f.graphs == "on";
+  if (plan->hooks.step_graphs && rank == 0) SayStepGraphs(*plan);
   CheckOutputs(f, rank, plan, outputs);
 }
 
@@ -298,6 +325,12 @@ Command AddExecuteCommand(CLI::App& root) {
   CLI::Option* fault = app->add_option("--inject-fault", flags->inject_fault,
                   "Testing failure handling: RANK:STEP[:throw|hang|nan|oom] makes that rank throw (default), hang, "
                   "poison a weight with NaN, or fail an allocation at that step");
+  app->add_option("--graphs", flags->graphs,
+                  "on: capture a step of each schedule's compute once and replay it every later step (CUDA "
+                  "Graphs; a one-rank flush schedule on the cuda backend, each refusal said in one line); off: "
+                  "issue every call as it comes")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_val("off");
   AddBackendOption(app, &flags->backend);
   AddMaxOpsOption(app, &flags->max_ops);
   return {app, [flags, fault] {

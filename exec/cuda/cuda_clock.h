@@ -8,14 +8,17 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "stagecraft/exec/device_clock.h"
+#include "stagecraft/exec/device_graphs.h"
 #include "stagecraft/kernels/cuda_check.h"
 
 namespace stagecraft::exec {
@@ -34,12 +37,16 @@ class EventStamps {
   // Best effort: a destructor must not throw.
   ~EventStamps() {
     for (cudaEvent_t event : events_) (void)cudaEventDestroy(event);
+    for (const std::vector<cudaEvent_t>& instance : graph_events_) {
+      for (cudaEvent_t event : instance) (void)cudaEventDestroy(event);
+    }
     (void)cudaEventDestroy(origin_);
   }
 
   int Stamp() { return Stamp(stream_); }
   // A stamp recorded on `stream`, another stream of the same device, in the same series.
   int Stamp(cudaStream_t stream) {
+    if (capturing_) return GraphStamp(stream);
     if (origin_ns_ < 0) SetOrigin();
     if (next_stamp_ == events_.size()) {
       cudaEvent_t event = nullptr;
@@ -77,12 +84,63 @@ class EventStamps {
     if (origin_ns_ < 0 || SteadyNowNs() - origin_ns_ > kOriginLifetimeNs) SetOrigin();
   }
 
+  // Graph stamps (device_graphs.h): while a capture is open on the compute stream, Stamp()
+  // records an event node into the graph (cudaEventRecordExternal: recorded at each launch) and
+  // returns an id from DeviceGraphs::kGraphStampBase; each instance of a segment records its own
+  // events, which Clear leaves alone. The origin is set before any capture (the clock's first
+  // Clear), as setting it waits for the stream.
+  void SetCapturing(bool capturing) { capturing_ = capturing; }
+  // The clone of a captured graph becomes instance `instance`: each of its nodes that records a
+  // graph stamp's instance-0 event records that stamp's event of `instance` instead.
+  void RetargetStamps(cudaGraph_t clone, int instance) {
+    size_t count = 0;
+    SC_CUDA_CHECK(cudaGraphGetNodes(clone, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    SC_CUDA_CHECK(cudaGraphGetNodes(clone, nodes.data(), &count));
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type{};
+      SC_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type != cudaGraphNodeTypeEventRecord) continue;
+      cudaEvent_t event = nullptr;
+      SC_CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event));
+      const auto it = graph_index_.find(event);
+      if (it == graph_index_.end()) continue;  // not a stamp of ours
+      SC_CUDA_CHECK(cudaGraphEventRecordNodeSetEvent(node, graph_events_.at(static_cast<size_t>(instance))[it->second]));
+    }
+  }
+  // The graphs are gone: their stamps' ids are taken again from the first.
+  void ClearGraphStamps() { next_graph_stamp_ = 0; }
+
  private:
   cudaEvent_t At(int id) const {
+    if (id >= DeviceGraphs::kGraphStampBase) {
+      const int offset = id - DeviceGraphs::kGraphStampBase;
+      const int instance = offset / DeviceGraphs::kInstanceStride, index = offset % DeviceGraphs::kInstanceStride;
+      if (instance < DeviceGraphs::kInstances && static_cast<size_t>(index) < next_graph_stamp_) {
+        return graph_events_[static_cast<size_t>(instance)][static_cast<size_t>(index)];
+      }
+      throw std::out_of_range("CudaDevice: no graph stamp " + std::to_string(id));
+    }
     if (id < 0 || static_cast<size_t>(id) >= next_stamp_) {
       throw std::out_of_range("CudaDevice: no stamp " + std::to_string(id));
     }
     return events_[static_cast<size_t>(id)];
+  }
+
+  int GraphStamp(cudaStream_t stream) {
+    if (next_graph_stamp_ == graph_events_[0].size()) {
+      if (next_graph_stamp_ >= static_cast<size_t>(DeviceGraphs::kInstanceStride)) {
+        throw std::length_error("CudaDevice: more graph stamps than an instance's range holds");
+      }
+      for (std::vector<cudaEvent_t>& instance : graph_events_) {
+        cudaEvent_t event = nullptr;
+        SC_CUDA_CHECK(cudaEventCreate(&event));  // timed: StampNs reads it
+        instance.push_back(event);
+      }
+      graph_index_[graph_events_[0].back()] = next_graph_stamp_;
+    }
+    SC_CUDA_CHECK(cudaEventRecordWithFlags(graph_events_[0][next_graph_stamp_], stream, cudaEventRecordExternal));
+    return DeviceGraphs::kGraphStampBase + static_cast<int>(next_graph_stamp_++);
   }
 
   // Op timestamps older than this are re-based on a fresh origin at the next Clear:
@@ -101,6 +159,10 @@ class EventStamps {
   cudaStream_t stream_;
   std::vector<cudaEvent_t> events_;  // stamps, reused after each Clear
   size_t next_stamp_ = 0;
+  std::array<std::vector<cudaEvent_t>, DeviceGraphs::kInstances> graph_events_;  // graph stamps, by instance
+  std::unordered_map<cudaEvent_t, size_t> graph_index_;  // an instance-0 event's index
+  size_t next_graph_stamp_ = 0;
+  bool capturing_ = false;
   cudaEvent_t origin_ = nullptr;
   int64_t origin_ns_ = -1;
 };
@@ -118,6 +180,7 @@ class CudaClock final : public DeviceClock {
   void ClearStamps() override { stamps_.Clear(); }
   // When `event` (timed, recorded on any stream of the device, complete) completed, on the same origin.
   int64_t EventNs(cudaEvent_t event) { return stamps_.EventNs(event); }
+  EventStamps& stamps() { return stamps_; }
 
  private:
   EventStamps stamps_;

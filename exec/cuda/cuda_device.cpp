@@ -32,6 +32,7 @@ class CudaDevice final : public Device {
     memory_ = std::make_unique<CudaMemory>(gpu, *streams_);
     context_ = std::make_unique<CudaOpContext>(streams_->compute(), precision, *memory_);
     clock_ = std::make_unique<CudaClock>(streams_->compute(), *streams_);
+    graphs_ = std::make_unique<CudaGraphs>(streams_->compute(), clock_->stamps(), *memory_, *context_);
     kernels::PreloadKernels();  // ours load now whatever the mode; cuBLAS's only when eager
     kernels::WarnIfEagerLoadingDidNotTakeHold();
   }
@@ -47,11 +48,13 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     const cudaStream_t stream = streams_->compute();
     if (StreamDrained(stream, kDrainNs)) {
+      graphs_->Release();
       memory_->FreeKeptAtExit();
       context_->ReleaseHalvesAtExit();
       memory_->FreeWorkspaceAtExit();
       if (StreamDrained(stream, kDrainNs)) context_->DestroyBlasAtExit();  // it may wait for the whole device
     }
+    graphs_.reset();
     context_.reset();
     clock_.reset();
     streams_.reset();
@@ -64,6 +67,7 @@ class CudaDevice final : public Device {
   DeviceClock& clock() override { return *clock_; }
   const LayerOps& ops() const override { return LayerOpsFor(OpBackend::kCuda); }
   OpContext& op_context() override { return *context_; }
+  DeviceGraphs* graphs() override { return graphs_.get(); }
 
   cudaStream_t compute_stream() const { return streams_->compute(); }
   int64_t EventNs(cudaEvent_t event) { return clock_->EventNs(event); }
@@ -77,6 +81,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<CudaMemory> memory_;
   std::unique_ptr<CudaOpContext> context_;
   std::unique_ptr<CudaClock> clock_;
+  std::unique_ptr<CudaGraphs> graphs_;
 };
 
 }  // namespace

@@ -119,7 +119,7 @@ bool CudaLt::Run(const LtLinearPlan& plan, cudaDataType_t in_type, cublasCompute
                     g.k,           g.ld_first, g.ld_second, g.ld_out, plan.aux_ld,    beta != 0.0f};
   Prepared& p = Prepare(shape);
   if (!p.found) return false;
-  if (workspace_ == nullptr) workspace_ = take_(kWorkspaceBytes);
+  void* const workspace = Workspace();
   switch (plan.epilogue) {
     case LtEpilogue::kGeluAuxBias:
       SetDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
@@ -137,7 +137,7 @@ bool CudaLt::Run(const LtLinearPlan& plan, cudaDataType_t in_type, cublasCompute
   }
   const float alpha = 1.0f;
   const cublasStatus_t status = cublasLtMatmul(lt_, p.desc, &alpha, first, p.first, second, p.second, &beta,
-                                               c != nullptr ? c : out, p.out, out, p.out, &p.algo.algo, workspace_,
+                                               c != nullptr ? c : out, p.out, out, p.out, &p.algo.algo, workspace,
                                                static_cast<size_t>(kWorkspaceBytes), stream_);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) {  // this device cannot run what the heuristic chose:
     p.found = false;                            // unfused from now on, nothing queued

@@ -45,6 +45,12 @@ class CudaLt {
   static constexpr int64_t kBiasScratchFloats = 1 << 16;
   float* BiasScratch(int64_t floats);
 
+  // The fixed workspace of every call, taken at first use (cuBLAS shares it: cuda_op_context.cpp).
+  void* Workspace() {
+    if (workspace_ == nullptr) workspace_ = take_(kWorkspaceBytes);
+    return workspace_;
+  }
+
   // The fused calls queued so far (those that ran unfused are not counted).
   int64_t calls() const { return calls_; }
 

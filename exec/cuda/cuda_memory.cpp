@@ -1,7 +1,7 @@
 // CudaMemory (cuda_parts.h): the cuda device's memory part. Device memory with byte accounting,
 // a peak and a pool (blocks kept for reuse by size, over a stream-ordered CUDA memory pool that
-// keeps what is freed into it: no allocation synchronises the device); page-locked host memory;
-// copies within and between the tiers.
+// keeps what is freed into it: no allocation synchronises the device), the blocks of graphs kept
+// apart; page-locked host memory; copies within and between the tiers.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -30,6 +30,7 @@ CudaMemory::CudaMemory(int gpu, CudaStreams& streams)
 
 CudaMemory::~CudaMemory() {
   host_free_.Drain([](float* block, int64_t) { (void)cudaFreeHost(block); });
+  if (alloc_stream_ != nullptr) (void)cudaStreamDestroy(alloc_stream_);
   (void)cudaMemPoolDestroy(pool_);
 }
 
@@ -42,14 +43,20 @@ float* CudaMemory::Allocate(int64_t floats, MemoryTier tier) {
     return static_cast<float*>(block);
   }
   if (floats == 0) return nullptr;
-  if (float* kept = free_.Take(floats)) {
-    Track(floats * static_cast<int64_t>(sizeof(float)));
-    return kept;
+  float* block = capturing_ ? graph_free_.Take(floats) : nullptr;
+  if (block == nullptr) block = free_.Take(floats);
+  if (block == nullptr) {
+    block = static_cast<float*>(DeviceMalloc(static_cast<uint64_t>(floats) * sizeof(float)));
+    CountSystemAllocation();
   }
-  void* block = DeviceMalloc(static_cast<uint64_t>(floats) * sizeof(float));
+  if (capturing_) graph_blocks_.insert(block);
   Track(floats * static_cast<int64_t>(sizeof(float)));
-  CountSystemAllocation();
-  return static_cast<float*>(block);
+  return block;
+}
+
+void CudaMemory::ReleaseGraphBlocks() {
+  graph_free_.Drain([this](float* block, int64_t floats) { free_.Keep(block, floats); });
+  graph_blocks_.clear();
 }
 
 // A freed buffer's 16-bit copy is dropped with it: the block may come back as any tensor.
@@ -61,7 +68,7 @@ void CudaMemory::Free(float* data, int64_t floats, MemoryTier tier) {
   }
   if (data == nullptr) return;
   if (halves_ != nullptr) halves_->Freed(data, floats);
-  free_.Keep(data, floats);
+  (graph_blocks_.count(data) != 0 ? graph_free_ : free_).Keep(data, floats);
 }
 
 void CudaMemory::Upload(float* dst, const float* host, int64_t n) {
@@ -135,7 +142,11 @@ void CudaMemory::Reserve(int64_t bytes) {
 // receive posted ahead can wait on this very rank's next op (a deadlock --timeout cannot see).
 void* CudaMemory::Workspace(int64_t bytes) {
   if (bytes > workspace_bytes_) {
-    if (workspace_ != nullptr) {
+    if (workspace_ != nullptr && capturing_) {
+      retired_workspaces_.push_back(workspace_);  // a free queued now would be the graph's
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+    } else if (workspace_ != nullptr) {
       SC_CUDA_CHECK(cudaFreeAsync(workspace_, stream_));  // after the work queued before it
       Track(-workspace_bytes_);
       workspace_ = nullptr;
@@ -166,6 +177,8 @@ void CudaMemory::FreeKeptAtExit() {
 
 void CudaMemory::FreeWorkspaceAtExit() {
   if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
+  for (void* retired : retired_workspaces_) (void)cudaFreeAsync(retired, stream_);
+  retired_workspaces_.clear();
   workspace_ = nullptr;
 }
 
@@ -174,7 +187,14 @@ void CudaMemory::FreeWorkspaceAtExit() {
 // any other failure as the call that failed.
 void* CudaMemory::DeviceMalloc(uint64_t bytes) {
   void* block = nullptr;
-  const cudaError_t status = cudaMallocFromPoolAsync(&block, static_cast<size_t>(bytes), pool_, stream_);
+  if (capturing_ && alloc_stream_ == nullptr) {
+    SC_CUDA_CHECK(cudaStreamCreateWithFlags(&alloc_stream_, cudaStreamNonBlocking));
+  }
+  const cudaStream_t on = capturing_ ? alloc_stream_ : stream_;
+  const cudaError_t status = cudaMallocFromPoolAsync(&block, static_cast<size_t>(bytes), pool_, on);
+  // Under capture the block comes from the pool's own stream, ready once that has run: any
+  // stream may use it then.
+  if (status == cudaSuccess && capturing_) SC_CUDA_CHECK(cudaStreamSynchronize(alloc_stream_));
   const char* call = "cudaMallocFromPoolAsync";
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // clear it: the device stays usable

@@ -27,6 +27,12 @@ kernels::ScratchSpan CudaOpContext::FloatScratch(int64_t floats) {
                               floats};
 }
 
+void CudaOpContext::PrepareForCapture() {
+  if (blas_in_lt_workspace_) return;
+  SC_CUBLAS_CHECK(cublasSetWorkspace(blas_, lt_->Workspace(), static_cast<size_t>(CudaLt::kWorkspaceBytes)));
+  blas_in_lt_workspace_ = true;
+}
+
 void CudaOpContext::ReleaseHalvesAtExit() {
   memory_.WatchWrites(nullptr);
   halves_.reset();
@@ -34,6 +40,7 @@ void CudaOpContext::ReleaseHalvesAtExit() {
 }
 
 void CudaOpContext::DestroyBlasAtExit() {
+  if (blas_ != nullptr && blas_in_lt_workspace_) (void)cublasSetWorkspace(blas_, nullptr, 0);  // about to go
   if (blas_ != nullptr) (void)cublasDestroy(blas_);
   blas_ = nullptr;
   if (lt_) lt_->DestroyAtExit();

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <unordered_set>
+#include <vector>
 
 #include "cuda_clock.h"
 #include "cuda_event_pool.h"
@@ -97,6 +99,14 @@ class CudaMemory final : public DeviceMemory {
   void FreeKeptAtExit();
   void FreeWorkspaceAtExit();
 
+  // Graphs (device_graphs.h): while a capture is open, a block given out is the graphs' (so is
+  // one kept from an earlier capture, taken first); a freed one of theirs is kept apart, for the
+  // next capture alone, until ReleaseGraphBlocks returns them all to the pool (the graphs are
+  // gone). What the pool lacks then comes from a stream of its own, waited for: an allocation
+  // queued on the capturing stream would become the graph's own.
+  void SetCapturing(bool capturing) { capturing_ = capturing; }
+  void ReleaseGraphBlocks();
+
  private:
   void* DeviceMalloc(uint64_t bytes);
 
@@ -108,7 +118,12 @@ class CudaMemory final : public DeviceMemory {
   BlockPool host_free_;  // page-locked host-tier blocks, kept for reuse
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
+  std::vector<void*> retired_workspaces_;  // outgrown while capturing: freed at exit
   HalfGemmInputs* halves_ = nullptr;
+  bool capturing_ = false;
+  std::unordered_set<const float*> graph_blocks_;
+  BlockPool graph_free_;
+  cudaStream_t alloc_stream_ = nullptr;  // made at the first allocation under capture
 };
 
 // What the cuda layer ops run with: the compute stream, cuBLAS (on that stream, host pointer
@@ -142,6 +157,10 @@ class CudaOpContext final : public OpContext {
     if (halves_) halves_->Updated(w, n);
   }
 
+  // Before a graph capture: cuBLAS works in cuBLASLt's fixed workspace (the two run one call at a
+  // time on the one stream) rather than in one it would allocate inside the graph.
+  void PrepareForCapture();
+
   // At the device's end: the 16-bit copies and cuBLASLt's memory go (stream-ordered), then
   // cuBLAS and cuBLASLt once the stream drained.
   void ReleaseHalvesAtExit();
@@ -154,6 +173,39 @@ class CudaOpContext final : public OpContext {
   cublasHandle_t blas_ = nullptr;
   std::optional<CudaLt> lt_;
   std::optional<HalfGemmInputs> halves_;  // bf16 and fp16 runs only
+  bool blas_in_lt_workspace_ = false;
+};
+
+// The graphs part (device_graphs.h, cuda_graphs.cpp): stream capture of the compute stream, each
+// segment instantiated twice (the clone's stamps retargeted to the second instance's events), the
+// memory and the stamps set to capture while a capture is open.
+class CudaGraphs final : public DeviceGraphs {
+ public:
+  CudaGraphs(cudaStream_t compute, EventStamps& stamps, CudaMemory& memory, CudaOpContext& context)
+      : stream_(compute), stamps_(stamps), memory_(memory), context_(context) {}
+  ~CudaGraphs() override;  // best effort: the device drains its stream first
+  CudaGraphs(const CudaGraphs&) = delete;
+  CudaGraphs& operator=(const CudaGraphs&) = delete;
+
+  void BeginCapture() override;
+  int EndCapture() override;
+  void AbandonCapture() noexcept override;
+  bool capturing() const override { return capturing_; }
+  void Launch(int segment, int instance) override;
+  void Release() override;
+  int segments() const override { return static_cast<int>(execs_.size()); }
+
+ private:
+  using Instances = std::array<cudaGraphExec_t, kInstances>;
+  void Capturing(bool on);
+  static void Destroy(Instances* instances);
+
+  cudaStream_t stream_;
+  EventStamps& stamps_;
+  CudaMemory& memory_;
+  CudaOpContext& context_;
+  std::vector<Instances> execs_;
+  bool capturing_ = false;
 };
 
 // The matrix products and the fused linear layer of the cuda column (cuda_linear_ops.cpp), for

@@ -1,7 +1,8 @@
 // RunRank: one rank's walk over its op list (see runtime.h). The walker runs each op's math and
 // calls the units beside it: the weight store (weight_store.h), the mailbox (mailbox.h), the
 // replicas' all-reduces (grad_reducer.h), the op clock (op_clock.h), the step reporter
-// (step_reporter.h), memory sampling and injected faults.
+// (step_reporter.h), memory sampling and injected faults; with step graphs (step_graphs.h) it
+// captures one step's compute passes and launches them again every later step.
 #include "stagecraft/exec/runtime.h"
 
 #include <algorithm>
@@ -21,6 +22,8 @@
 #include "stagecraft/exec/memory_sampler.h"
 #include "stagecraft/exec/op_clock.h"
 #include "stagecraft/exec/setup_rounds.h"
+#include "stagecraft/exec/step_graphs.h"
+#include "stagecraft/exec/step_replay.h"
 #include "stagecraft/exec/step_reporter.h"
 #include "stagecraft/exec/weight_store.h"
 #include "stagecraft/schedules/edges.h"
@@ -40,6 +43,16 @@ int RankIn(const Schedule& s, const Transport& t) {
   SC_CHECK(s.lowered, "the runtime runs lowered schedules");
   SC_CHECK(t.rank() < s.ranks(), "one process per pipeline rank");
   return t.rank();
+}
+
+StepGraphConditions GraphConditions(const TrainingConfig& c, Device& dev, const RunHooks& h, int rank,
+                                    const ReplicaGroup* replicas) {
+  return StepGraphConditions{.device_has_graphs = dev.graphs() != nullptr,
+                             .requested = h.step_graphs,
+                             .replicas = replicas != nullptr,
+                             .optimizer_on_host = c.optimizer_on_host,
+                             .pipemare = c.pipemare.has_value(),
+                             .faults = h.fault_rank == rank};
 }
 
 // A rank's run before its first op: no op timed yet, one weight version per stage.
@@ -62,10 +75,11 @@ class Runner {
         hooks_(h),
         rank_(RankIn(s, t)),
         ops_(s.ops[rank_]),
+        replay_(PlanStepGraphs(s, rank_, GraphConditions(c, dev, h, rank_, replicas)), dev, d, s.microbatches),
         setup_(t),
         run_(EmptyRun(ops_.size())),
         weights_(s, rank_, dev, c),
-        reporter_(s, rank_, dev, c.loss_scale, h.on_step),
+        reporter_(s, rank_, dev, c.loss_scale, h.on_step, replay_.on()),
         clock_(dev, ResolvePoints(ops_, s.steps, reporter_.step_ends()), t.deadline()),
         mailbox_(s, rank_, dev, t, clock_, BoundaryFloats(c), &run_.record.ops),
         replicas_(replicas),
@@ -80,6 +94,8 @@ class Runner {
       setup_.Beat();
     }
   }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
   RankRun Run() {
     // Every rank has built its stages: the clocks start together.
@@ -105,7 +121,11 @@ class Runner {
     run_.clock_id = ClockId();
     bool resolve_due = false;
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
-      Execute(i, ops_[i]);
+      if (replay_.on()) {
+        GraphStep(i, &resolve_due);
+      } else {
+        Execute(i, ops_[i]);
+      }
       mailbox_.AfterOp(i);
       if (!copy_waits_.empty()) copies_.Release();
       if (!reducer_.empty()) reducer_.Poll();
@@ -113,7 +133,12 @@ class Runner {
       // A step's stamps are read back (and its losses reported) once the SENDs right behind its
       // last op are posted: a peer waits for those, and reporting takes 0.1-1 ms.
       resolve_due = resolve_due || clock_.ResolvesAfter(i);
-      if (resolve_due && !SendFollows(ops_, i)) {
+      if (resolve_due && DefersResolve(i)) {
+        // A step launched from graphs has its stamps read once the next step's first launch is
+        // queued (its instance records other events): the device does not wait for the host
+        // between steps.
+        if (deferred_resolve_ < 0) deferred_resolve_ = i;
+      } else if (resolve_due && !SendFollows(ops_, i)) {
         Resolve(i);
         resolve_due = false;
       }
@@ -121,6 +146,7 @@ class Runner {
     mailbox_.FinishSends();
     Resolve(static_cast<int>(ops_.size()) - 1);
     device_.streams().Synchronize();
+    replay_.Release();
     copies_.Release(true);
     SC_CHECK(mailbox_.empty() && reducer_.empty() && saved_.empty() && loss_grads_.empty() && copies_.empty(),
              "every transfer, all-reduce, activation and copy was consumed");
@@ -191,8 +217,60 @@ class Runner {
         default: SC_CHECK(false, "unhandled op kind");
       }
     });
-    clock_.End(i, start);
+    const int end = clock_.End(i, start);
+    replay_.Captured(i, start, end);
     if (!schedules::ProducesVersion(op.kind)) weights_.Release(i, op);
+  }
+
+  // Op i under step graphs: steps before the capture step run as they come; the capture step's
+  // compute passes are captured segment by segment, each launched as its capture ends; a later
+  // step launches each segment at its first op and only keeps the host's books for the passes
+  // in it (the gradient buffers they add into, checked to be the captured ones). STEPs run as
+  // they come. A Resolve deferred by the loop is made right after the step's first launch.
+  void GraphStep(int i, bool* resolve_due) {
+    const Op& op = ops_[i];
+    const StepReplay::Place at = replay_.PlaceOf(i);
+    if (op.step < replay_.plan().capture_step) return Execute(i, op);
+    if (at.offset == 0) replay_.FillWindows(op.step);
+    bool resolve_now = false;
+    if (at.segment < 0) {
+      Execute(i, op);
+    } else if (op.step == replay_.plan().capture_step) {
+      if (at.first) replay_.BeginCapture(at.segment);
+      try {
+        Execute(i, op);
+      } catch (...) {
+        replay_.AbandonCapture();
+        throw;
+      }
+      if (at.last) replay_.EndCapture(at.segment);
+    } else {
+      if (at.first) {
+        replay_.Launch(at.segment, op.step, i - at.offset, clock_);
+        resolve_now = *resolve_due && deferred_resolve_ >= 0;
+        if (resolve_now) Resolve(deferred_resolve_);
+      }
+      KeepBooks(i, op);
+    }
+    if (replay_.LastCapturedOf(i)) reporter_.CommitScratch(op.step);
+    if (resolve_now) {
+      *resolve_due = false;
+      deferred_resolve_ = -1;
+    }
+  }
+  bool DefersResolve(int i) const {
+    return replay_.on() && ops_[i].step >= replay_.plan().capture_step && ops_[i].step + 1 < s_.steps;
+  }
+
+  // What a replayed pass changes on the host: the update's count of backwards (and so its
+  // gradient buffer, which must be the one the graph adds into) and the weights' release.
+  void KeepBooks(int i, const Op& op) {
+    if (schedules::WritesWeightGrads(op.kind)) {
+      SC_CHECK(replay_.SameGrads(i, weights_.Gradients(op)),
+               fmt::format("a replayed {} (step {}) adds into the gradient buffer its capture did",
+                           schedules::ActionString(op, s_.microbatches), op.step));
+    }
+    weights_.Release(i, op);
   }
 
   // The stamps taken so far (up to op `last`) become op times; then the steps the last stage has
@@ -240,7 +318,10 @@ class Runner {
     StageModel& model = Model(op.stage);
     if (op.stage == 0) {
       x = Buffer(device_, model.InputFloats());
-      device_.memory().Copy(x.data(), data_.inputs.data() + Sample(op) * x.size(), x.size());
+      device_.memory().Copy(x.data(),
+                            replay_.Windowed(op.step) ? replay_.InputOf(op.microbatch)
+                                                      : data_.inputs.data() + Sample(op) * x.size(),
+                            x.size());
     }
     Activations& saved = saved_[units_(op)];
     Buffer y = model.Forward(weights_.Read(op), std::move(x), &saved, !s_.recompute);
@@ -248,8 +329,10 @@ class Runner {
     // The loss writes its gradient over the output it reads (each row read before it is written):
     // the output and its gradient are one buffer, not two side by side (the logits' are the
     // largest tensor of a GPT's last stage).
-    device_.ops().loss.forward(device_.op_context(), loss_.kind, loss_.rows, loss_.cols, y.data(),
-                               data_.targets.data() + Sample(op) * loss_.target_floats, y.data(), reporter_.LossOf(op),
+    const float* targets = replay_.Windowed(op.step) ? replay_.TargetsOf(op.microbatch)
+                                                     : data_.targets.data() + Sample(op) * loss_.target_floats;
+    device_.ops().loss.forward(device_.op_context(), loss_.kind, loss_.rows, loss_.cols, y.data(), targets, y.data(),
+                               replay_.Windowed(op.step) ? reporter_.ScratchLossOf(op) : reporter_.LossOf(op),
                                config_.loss_scale);
     loss_grads_[units_(op)] = std::move(y);
   }
@@ -261,6 +344,7 @@ class Runner {
     const float* w = weights_.Read(op);
     if (s_.recompute) model.Recompute(w, &saved);
     const GradTarget grads = schedules::WritesWeightGrads(op.kind) ? weights_.Gradients(op) : GradTarget{};
+    if (schedules::WritesWeightGrads(op.kind)) replay_.CapturedGrads(OpIndex(op), grads);
     Buffer dx = model.Backward(w, std::move(dout), &saved, grads);
     if (schedules::Info(op.kind).memory.w_stash == 0) saved_.erase(unit);  // an I keeps them for its W
     if (const std::optional<Edge> out = schedules::OutputEdge(s_.shape, op)) mailbox_.Put(*out, std::move(dx));
@@ -268,9 +352,13 @@ class Runner {
 
   void BackwardWeight(const Op& op) {
     const size_t unit = units_(op);
-    Model(op.stage).BackwardWeight(&saved_.at(unit), weights_.Gradients(op));
+    const GradTarget grads = weights_.Gradients(op);
+    replay_.CapturedGrads(OpIndex(op), grads);
+    Model(op.stage).BackwardWeight(&saved_.at(unit), grads);
     saved_.erase(unit);
   }
+
+  int OpIndex(const Op& op) const { return static_cast<int>(&op - ops_.data()); }
 
   Buffer TakeLossGradient(const Op& op) {
     auto it = loss_grads_.find(units_(op));
@@ -288,6 +376,7 @@ class Runner {
   const RunHooks& hooks_;
   const int rank_;
   const std::vector<Op>& ops_;
+  StepReplay replay_;  // step graphs: off unless planned
   SetupRounds setup_;
   RankRun run_;
   std::vector<std::unique_ptr<StageModel>> models_;  // by chunk
@@ -305,6 +394,8 @@ class Runner {
   std::unordered_map<size_t, Buffer> loss_grads_;  // by unit, on the last stage
   ActivationCopies copies_{device_};
   const std::vector<std::vector<int32_t>> copy_waits_ = schedules::CopyWaits(ops_);  // empty without copies
+  // The op after which a Resolve deferred under step graphs reads (-1: none).
+  int deferred_resolve_ = -1;
 };
 
 }  // namespace

@@ -21,6 +21,7 @@ int64_t CopyBytes(const StageCost& cost, Tensor tensor) {
     case Tensor::kActivations: return cost.activation_bytes;
     case Tensor::kWeights: return cost.weight_bytes + cost.grad_bytes;  // a version and its gradients
     case Tensor::kOptimizer: return cost.optimizer_bytes;
+    case Tensor::kGradients:  // an ALL_TO_ALL's tokens: never offloaded
     case Tensor::kNone: return 0;
   }
   return 0;

@@ -83,9 +83,14 @@ class FakeTransport final : public AgreeingTransport {
     prepared.push_back(routes);
     posted_at_prepare.push_back(posted.size());
   }
+  // A receive ordered on the device holds its data by the time the device's consumer runs: on
+  // the cpu, whose consumer runs as it is called, they are written now (the value Complete
+  // writes), not left as whatever the buffer held.
   bool OrderAfter(Request request) override {
     if (!orders_on_device) return false;
     ordered.push_back(request);
+    const Posted& p = posted.at(request);
+    for (int64_t i = 0; i < p.count && p.recv_data != nullptr; ++i) p.recv_data[i] = 1.0f;
     return true;
   }
   std::chrono::nanoseconds deadline() const override { return wait_deadline; }

@@ -86,7 +86,9 @@ TEST(WeightPolicy, NoStashReadsTheNewestVersionAndKeepsOne) {
   const std::vector<std::vector<bool>> in_place = StepsInPlace(s);
   for (size_t r = 0; r < s.ops.size(); ++r) {
     for (size_t i = 0; i < s.ops[r].size(); ++i) {
-      if (s.ops[r][i].kind == OpKind::kStep) EXPECT_TRUE(in_place[r][i]) << "rank " << r << " op " << i;
+      if (s.ops[r][i].kind == OpKind::kStep) {
+        EXPECT_TRUE(in_place[r][i]) << "rank " << r << " op " << i;
+      }
     }
   }
   // Rank 0's last B reads the version of its F, as a stash would: two versions would then live.

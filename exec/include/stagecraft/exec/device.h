@@ -2,8 +2,9 @@
 // each on its own: memory (tiers, accounting, copies: device_memory.h), streams (compute and a
 // copy stream per direction: device_streams.h), clock (op stamps: device_clock.h), and the
 // layer ops of its backend's column of the per-layer op table with the state they run with
-// (layer_ops.h). The cpu backend is OpenBLAS and the kernels/ host loops (cpu_device.h), the
-// cuda backend cuBLAS and the kernels/ launchers (cuda_device.h). All tensors are fp32, row-major.
+// (layer_ops.h), and on cuda graphs (device_graphs.h). The cpu backend is OpenBLAS and the
+// kernels/ host loops (cpu_device.h), the cuda backend cuBLAS and the kernels/ launchers
+// (cuda_device.h). All tensors are fp32, row-major.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "stagecraft/exec/device_clock.h"
+#include "stagecraft/exec/device_graphs.h"
 #include "stagecraft/exec/device_memory.h"
 #include "stagecraft/exec/device_streams.h"
 #include "stagecraft/exec/layer_ops.h"
@@ -29,6 +31,8 @@ class Device {
   // ops().kind.op(op_context(), ...).
   virtual const LayerOps& ops() const = 0;
   virtual OpContext& op_context() = 0;
+  // The graphs part (device_graphs.h); null for a device that runs every call at once.
+  virtual DeviceGraphs* graphs() { return nullptr; }
 };
 
 // An owned tensor of `size` floats in a tier of a device's memory; move-only, freed through it.

@@ -42,7 +42,15 @@ class OpClock {
 
   // Around a compute op: Begin marks the device's queue before it, End after it, for op `op`.
   int Begin() { return device_.clock().Stamp(); }
-  void End(int op, int begin) { timed_.push_back({op, begin, device_.clock().Stamp()}); }
+  // Returns the end's stamp.
+  int End(int op, int begin) {
+    const int end = device_.clock().Stamp();
+    timed_.push_back({op, begin, end});
+    return end;
+  }
+  // Op `op` ran inside a launched graph between stamps `begin` and `end` (of that launch's
+  // instance: device_graphs.h).
+  void Replayed(int op, int begin, int end) { timed_.push_back({op, begin, end}); }
   // The same around a copy queued on copy stream `stream` (an OFFLOAD or RELOAD).
   int BeginOn(StreamKind stream) { return device_.clock().StampOn(stream); }
   void EndOn(int op, int begin, StreamKind stream) {

@@ -139,6 +139,10 @@ struct RunHooks {
   // Keep each local stage's final weights in RankRun::final_params (the reference tests compare
   // them); a run that only measures leaves them on the device.
   bool keep_final_params = false;
+  // Capture a step of the rank's compute once and replay it every later step
+  // (`execute --graphs on`), where the device has graphs and the schedule allows it
+  // (step_graphs.h says when; elsewhere every call is issued as it comes).
+  bool step_graphs = false;
 };
 
 // What one rank measured: its part of the run record (times are ns since its op clock started,

@@ -22,14 +22,26 @@ class StepReporter {
   // On the rank of `schedule`'s last stage: the losses of every microbatch of the run
   // ([steps x microbatches] floats of `device`). `loss_scale` (TrainingConfig) is named in the
   // message of a diverged run; `on_step` (copied) may be empty.
+  // With `scratch_row`, one more row of losses where a replayed step's forwards write
+  // (ScratchLossOf), copied into the step's own row by CommitScratch.
   StepReporter(const schedules::Schedule& schedule, int rank, Device& device, float loss_scale,
-               const RunHooks::StepFn& on_step);
+               const RunHooks::StepFn& on_step, bool scratch_row = false);
 
   // Whether this rank holds the last stage (and so the losses).
   bool active() const { return !losses_.empty(); }
   // Where the last stage's F of `op` writes its microbatch's mean loss (LossOps::forward).
   float* LossOf(const schedules::Op& op) {
     return losses_.data() + static_cast<int64_t>(op.step) * microbatches_ + op.microbatch;
+  }
+  // The same microbatch's slot in the scratch row (a step graph writes there every step).
+  float* ScratchLossOf(const schedules::Op& op) {
+    return losses_.data() + static_cast<int64_t>(steps_) * microbatches_ + op.microbatch;
+  }
+  // Queues the copy of the scratch row into step `step`'s row, after the work queued so far.
+  void CommitScratch(int step) {
+    if (!active()) return;
+    device_.memory().Copy(losses_.data() + static_cast<int64_t>(step) * microbatches_,
+                          losses_.data() + static_cast<int64_t>(steps_) * microbatches_, microbatches_);
   }
   const std::vector<int>& step_ends() const { return step_ends_; }
   int64_t bytes() const { return losses_.size() * static_cast<int64_t>(sizeof(float)); }
@@ -50,9 +62,9 @@ class StepReporter {
   const float loss_scale_;
   const RunHooks::StepFn on_step_;
   const std::vector<int> step_ends_;
-  Buffer losses_;                // [steps x microbatches], on the last stage's rank only
+  Buffer losses_;                // [steps (+ 1 scratch) x microbatches], on the last stage's rank only
   std::vector<double> loss_sum_;  // per step
-  std::vector<float> host_;       // one step's losses read back
+  Buffer host_;                   // one step's losses read back, in the host tier
   int reported_ = 0;
 };
 

@@ -1,0 +1,217 @@
+// Step graphs (exec/step_graphs.h): the plan against hand-worked op lists and every reason it
+// refuses; the dataset windows against hand-worked cycles; and the runtime's capture and replay
+// on a cpu device that records calls as CUDA stream capture does (capturing_device.h), against
+// the same run issued call by call: bit-identical weights and losses, every op timed, and the
+// replayed steps issuing no compute call from the host.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capturing_device.h"
+#include "fake_transport.h"
+#include "stagecraft/exec/cpu_device.h"
+#include "stagecraft/exec/runtime.h"
+#include "stagecraft/exec/step_graphs.h"
+#include "stagecraft/schedules/generators.h"
+#include "stagecraft/schedules/lower.h"
+
+namespace stagecraft::exec {
+namespace {
+
+schedules::Schedule Make(const std::string& name, int ranks, int chunks, int microbatches, int steps) {
+  schedules::GeneratorParams p;
+  p.ranks = ranks;
+  p.chunks = chunks;
+  p.microbatches = microbatches;
+  p.steps = steps;
+  return schedules::Lower(schedules::Generate(name, p));
+}
+
+StepGraphConditions Allowed() { return StepGraphConditions{.device_has_graphs = true, .requested = true}; }
+
+// 1F1B on one rank, 4 microbatches: F0 B0 F1 B1 F2 B2 F3 B3 STEP each step, the eight passes one
+// segment, the STEP issued as it comes.
+TEST(StepGraphPlan, OneRankOneF1BIsOneSegmentBeforeItsStep) {
+  const schedules::Schedule s = Make("1f1b", 1, 1, 4, 3);
+  const StepGraphPlan plan = PlanStepGraphs(s, 0, Allowed());
+  ASSERT_TRUE(plan.enabled) << plan.why_not;
+  EXPECT_EQ(plan.ops_per_step, 9);
+  EXPECT_EQ(plan.segments, 1);
+  EXPECT_EQ(plan.capture_step, 1);
+  EXPECT_EQ(plan.segment_of, (std::vector<int>{0, 0, 0, 0, 0, 0, 0, 0, -1}));
+}
+
+// Two chunks on one rank (stages 0 and 1): 0F0 1F0 1B0 0F1 0B0 ... 1B3 1STEP 0B3 0STEP. Stage 1's
+// STEP comes before stage 0's last backward: two segments, the STEPs issued between and after.
+TEST(StepGraphPlan, TwoChunksOnOneRankSplitAroundTheFirstStep) {
+  const schedules::Schedule s = Make("interleaved", 1, 2, 4, 3);
+  const StepGraphPlan plan = PlanStepGraphs(s, 0, Allowed());
+  ASSERT_TRUE(plan.enabled) << plan.why_not;
+  ASSERT_EQ(plan.ops_per_step, 18);
+  EXPECT_EQ(plan.segments, 2);
+  std::vector<int> want(18, 0);
+  want[15] = -1;
+  want[16] = 1;
+  want[17] = -1;
+  EXPECT_EQ(plan.segment_of, want);
+}
+
+TEST(StepGraphPlan, SaysWhyItDoesNotCapture) {
+  const schedules::Schedule one = Make("1f1b", 1, 1, 4, 3);
+  const auto why = [&](const schedules::Schedule& s, StepGraphConditions c) {
+    const StepGraphPlan plan = PlanStepGraphs(s, 0, c);
+    EXPECT_FALSE(plan.enabled);
+    EXPECT_TRUE(plan.segment_of.empty());
+    return plan.why_not;
+  };
+  StepGraphConditions c = Allowed();
+  c.requested = false;
+  EXPECT_NE(why(one, c).find("--graphs on"), std::string::npos);
+  c = Allowed();
+  c.device_has_graphs = false;
+  EXPECT_NE(why(one, c).find("no graphs"), std::string::npos);
+  c = Allowed();
+  c.replicas = true;
+  EXPECT_NE(why(one, c).find("replicas"), std::string::npos);
+  c = Allowed();
+  c.optimizer_on_host = true;
+  EXPECT_NE(why(one, c).find("host"), std::string::npos);
+  c = Allowed();
+  c.pipemare = true;
+  EXPECT_NE(why(one, c).find("PipeMare"), std::string::npos);
+  c = Allowed();
+  c.faults = true;
+  EXPECT_NE(why(one, c).find("fault"), std::string::npos);
+  // Rank 0 of a two-rank 1F1B sends its activations: named by its first transfer.
+  EXPECT_NE(why(Make("1f1b", 2, 1, 4, 3), Allowed()).find("0SEND_F0"), std::string::npos);
+  EXPECT_NE(why(Make("pipedream", 1, 1, 4, 3), Allowed()).find("weight policy"), std::string::npos);
+  EXPECT_NE(why(Make("1f1b", 1, 1, 4, 2), Allowed()).find("2 steps"), std::string::npos);
+}
+
+// A list whose steps differ is refused, naming the first op that differs.
+TEST(StepGraphPlan, StepsThatDifferAreNotReplayed) {
+  schedules::Schedule s = Make("1f1b", 1, 1, 4, 3);
+  std::swap(s.ops[0][9], s.ops[0][10]);  // step 1 starts B0 F0
+  const StepGraphPlan plan = PlanStepGraphs(s, 0, Allowed());
+  EXPECT_FALSE(plan.enabled);
+  EXPECT_NE(plan.why_not.find("op 9"), std::string::npos) << plan.why_not;
+}
+
+// Dataset windows, worked by hand: slot j holds dataset microbatch (first + j) mod D.
+TEST(StepGraphWindows, CopyRunsOfConsecutiveDatasetMicrobatches) {
+  EXPECT_EQ(WindowCopies(0, 4, 8), (std::vector<WindowCopy>{{0, 0, 4}}));
+  EXPECT_EQ(WindowCopies(6, 4, 8), (std::vector<WindowCopy>{{6, 0, 2}, {0, 2, 2}}));
+  EXPECT_EQ(WindowCopies(2, 7, 3), (std::vector<WindowCopy>{{2, 0, 1}, {0, 1, 3}, {0, 4, 3}}));
+  EXPECT_EQ(WindowCopies(12, 4, 4), (std::vector<WindowCopy>{{0, 0, 4}}));
+  EXPECT_TRUE(WindowCopies(0, 0, 4).empty());
+}
+
+constexpr int kMicrobatches = 4, kSteps = 5;
+
+TrainingConfig Mlp(int stages) {
+  TrainingConfig c;
+  c.model = MlpModel{.layers = 4, .hidden = 8, .seed = 11};
+  c.microbatch_size = 3;
+  c.lr = 0.05f;
+  c.layers_per_stage.assign(static_cast<size_t>(stages), 4 / stages);
+  return c;
+}
+
+TrainingConfig Gpt(int stages) {
+  TrainingConfig c;
+  c.gpt = GptModel{.layers = 2, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 5};
+  c.microbatch_size = 2;
+  c.optimizer = "adam";
+  c.lr = 1e-3f;
+  c.layers_per_stage.assign(static_cast<size_t>(stages), 2 / stages);
+  return c;
+}
+
+RankRun RunOn(testing::CapturingCpuDevice& device, const schedules::Schedule& s, const TrainingConfig& config,
+              bool graphs) {
+  testing::FakeTransport transport;
+  // A dataset of 3 microbatches: the run's steps cycle through it across step boundaries.
+  const Dataset data = MakeDataset(device, config, 3, true, true);
+  device.direct_calls = 0;  // the MLP's teacher made the targets with a GEMM
+  device.direct_updates = 0;
+  RunHooks hooks;
+  hooks.keep_final_params = true;
+  hooks.step_graphs = graphs;
+  return RunRank(s, config, data, device, transport, hooks);
+}
+
+struct Case {
+  std::string schedule;
+  int chunks = 1;
+  bool gpt = false;
+};
+
+class StepGraphRuns : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StepGraphRuns, ReplayTrainsBitForBitAsIssuingEachCall) {
+  const Case& c = GetParam();
+  const schedules::Schedule s = Make(c.schedule, 1, c.chunks, kMicrobatches, kSteps);
+  const TrainingConfig config = c.gpt ? Gpt(s.stages()) : Mlp(s.stages());
+  testing::CapturingCpuDevice eager_device, graph_device;
+  const RankRun eager = RunOn(eager_device, s, config, false);
+  const RankRun replayed = RunOn(graph_device, s, config, true);
+
+  ASSERT_EQ(eager.final_params.size(), replayed.final_params.size());
+  for (size_t chunk = 0; chunk < eager.final_params.size(); ++chunk) {
+    EXPECT_EQ(eager.final_params[chunk], replayed.final_params[chunk]) << "chunk " << chunk;
+  }
+  EXPECT_EQ(eager.record.losses, replayed.record.losses);
+  ASSERT_EQ(replayed.record.losses.size(), static_cast<size_t>(kSteps));
+  // Every step's losses differ from the last: each replay read its own step's microbatches.
+  for (int t = 1; t < kSteps; ++t) EXPECT_NE(replayed.record.losses[t], replayed.record.losses[t - 1]);
+
+  // Eagerly, every call is issued by the host and nothing is recorded.
+  EXPECT_EQ(eager_device.recorded_calls, 0);
+  EXPECT_EQ(eager_device.launches, 0);
+  const int64_t per_step = eager_device.direct_calls / kSteps;
+  ASSERT_EQ(per_step * kSteps, eager_device.direct_calls);
+  // With graphs: step 0 issued, step 1 recorded once, steps 2-4 launched; the optimizer's
+  // updates issued every step.
+  const StepGraphPlan plan = PlanStepGraphs(s, 0, Allowed());
+  EXPECT_EQ(graph_device.direct_calls, per_step);
+  EXPECT_EQ(graph_device.recorded_calls, per_step);
+  EXPECT_EQ(graph_device.launches, int64_t{plan.segments} * (kSteps - 1));
+  EXPECT_EQ(graph_device.direct_updates, eager_device.direct_updates);
+  EXPECT_EQ(graph_device.graph_blocks_taken_outside, 0);
+
+  // Every compute op and STEP has its time, in order on the rank's one stream.
+  const std::vector<schedules::Op>& ops = s.ops[0];
+  int64_t last_end = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const schedules::OpTiming& t = replayed.record.ops[i];
+    ASSERT_GE(t.start_ns, last_end) << schedules::ActionString(ops[i], kMicrobatches) << " step " << ops[i].step;
+    ASSERT_GE(t.end_ns, t.start_ns);
+    last_end = t.end_ns;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StepGraphs, StepGraphRuns,
+                         ::testing::Values(Case{"1f1b"}, Case{"gpipe"}, Case{"zb-h1"}, Case{"interleaved", 2},
+                                           Case{"1f1b", 1, true}, Case{"zb-h1", 1, true}),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           std::string name = p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp");
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+// A schedule the plan refuses runs as it comes on a device with graphs: nothing recorded.
+TEST(StepGraphRuns, ARefusedScheduleIssuesEveryCall) {
+  const schedules::Schedule s = Make("1f1b", 1, 1, kMicrobatches, 2);
+  testing::CapturingCpuDevice device;
+  const RankRun run = RunOn(device, s, Mlp(1), true);
+  EXPECT_EQ(device.recorded_calls, 0);
+  EXPECT_EQ(device.launches, 0);
+  EXPECT_EQ(run.record.losses.size(), 2u);
+}
+
+}  // namespace
+}  // namespace stagecraft::exec
