@@ -46,10 +46,12 @@
 #   devices 1 -> 10;  ctest -L gpu 94 (51 tests) -> 120;
 #   mlp-gpu, 2 ranks sharing one GPU: profile 51-60 -> 90, execute 71-79 -> 90 (192);
 #   gpt-gpu, sharing: profile 18 -> 25, execute 30 -> 40 (77);
-#   mlp-gpu-1rank: profile 13 -> 15, execute 12 -> 20 (41);  gpt-gpu-1rank: 5 -> 10, 5 -> 10 (26);
-#   cuda_bench 94 (126 on an H100) -> 120:
-#   586 s in all, after the build: a 10-minute call (600 s) holds it on one GPU. The build is
-#   not counted (scripts/build.sh first, in a call of its own, then --no-build).
+#   mlp-gpu-1rank: profile 13 -> 15, execute 12 -> 20 (41);  gpt-gpu-1rank: 5 -> 10, 5 -> 10 (26),
+#   and its execute with step graphs, not yet run, estimated as its execute -> 10;
+#   cuda_bench 94 (126 on an H100) -> 120, and BM_StepGraphs, not yet run, estimated 20 -> 140:
+#   616 s in all, after the build: the budgets' margins run past a 10-minute call, the measured
+#   times (about 440 s) do not; GPU_CHECK_SKIP leaves steps out where a lease is short. The build
+#   is not counted (scripts/build.sh first, in a call of its own, then --no-build).
 # --long adds the layer probe (55; 44 measured), the fused layer probe (300; never finished
 # within a lease yet), the release's stage (240; 165 measured on an H100) and the PyTorch peer
 # (400, not yet run). The multi-GPU
@@ -320,6 +322,13 @@ for scenario in "$root/scenarios/mlp-gpu.yaml" "$root/scenarios/gpt-gpu.yaml"; d
     # One rank alone on a GPU: the cost model without the sharing (1F1B, 5 steps, to save time).
     core_loop "$name-1rank" "$scenario" 1 "${name//-/_}_1rank_budget" --set pipeline.ranks=1 \
       --set pipeline.schedule=1f1b --set pipeline.steps=5
+    # The same one-rank run with its steps replayed from CUDA Graphs (execute --graphs on, issue
+    # 57): the report holds its losses, step times and overhead per op against the run above.
+    if [[ $name == gpt-gpu ]]; then
+      step "$name-1rank: execute, step graphs" 10 "$sc" execute "$scenario" --set pipeline.ranks=1 \
+        --set pipeline.schedule=1f1b --set pipeline.steps=5 --backend cuda --graphs on \
+        --json "$out/$name-1rank/measured-graphs.json"
+    fi
   fi
 done
 
@@ -365,9 +374,9 @@ fi
 
 # ---- 5. the GPU benchmark -----------------------------------------------------------------------
 if [[ $long -eq 0 ]] && (( gpus >= 2 )); then
-  skipped "cuda_bench" "$gpus GPUs: the multi-GPU section takes its time; --long runs it (120 s)"
+  skipped "cuda_bench" "$gpus GPUs: the multi-GPU section takes its time; --long runs it (140 s)"
 elif planning || [[ -x "$bench/cuda_bench" ]]; then
-  step "cuda_bench" 120 "$bench/cuda_bench" --benchmark_out="$out/cuda_bench.json" --benchmark_out_format=json \
+  step "cuda_bench" 140 "$bench/cuda_bench" --benchmark_out="$out/cuda_bench.json" --benchmark_out_format=json \
     --benchmark_filter="${GPU_CHECK_BENCH_FILTER:-.}"
 else
   blocked "cuda_bench" "$bench/cuda_bench was not built"

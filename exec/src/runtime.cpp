@@ -6,6 +6,7 @@
 #include "stagecraft/exec/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -53,6 +54,10 @@ StepGraphConditions GraphConditions(const TrainingConfig& c, Device& dev, const 
                              .optimizer_on_host = c.optimizer_on_host,
                              .pipemare = c.pipemare.has_value(),
                              .faults = h.fault_rank == rank};
+}
+
+int64_t NsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
 // A rank's run before its first op: no op timed yet, one weight version per stage.
@@ -119,6 +124,7 @@ class Runner {
     clock_.Start();
     run_.clock_origin_ns = clock_.start_ns();
     run_.clock_id = ClockId();
+    const auto loop_start = std::chrono::steady_clock::now();
     bool resolve_due = false;
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       if (replay_.on()) {
@@ -145,6 +151,7 @@ class Runner {
     }
     mailbox_.FinishSends();
     Resolve(static_cast<int>(ops_.size()) - 1);
+    run_.host_loop_ns = NsSince(loop_start);
     device_.streams().Synchronize();
     replay_.Release();
     copies_.Release(true);
@@ -277,6 +284,7 @@ class Runner {
   // finished meanwhile are reported. The receives whose consumers the device was ordered after
   // come first: the device cannot reach the stamps without them, and a wait for one names it.
   void Resolve(int last) {
+    const auto start = std::chrono::steady_clock::now();
     mailbox_.FinishReceives();
     NamingTimeout([&] { clock_.Resolve(&run_.record); }, [&] {
       if (last < 0) return std::string("the device's work");
@@ -284,6 +292,7 @@ class Runner {
                          ops_[last].step);
     });
     reporter_.Report(run_.record);
+    run_.host_wait_ns += NsSince(start);
   }
 
   // Runs `work`, op `op`'s, naming the op in an OutOfMemory it throws.

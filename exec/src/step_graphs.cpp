@@ -1,6 +1,8 @@
 // Step graphs' plan (step_graphs.h).
 #include "stagecraft/exec/step_graphs.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "stagecraft/schedules/op_kinds.h"
@@ -89,6 +91,34 @@ std::vector<WindowCopy> WindowCopies(int64_t first, int64_t count, int64_t datas
     slot += run;
   }
   return copies;
+}
+
+StepIdle IdleBetweenOps(const std::vector<Op>& ops, const std::vector<schedules::OpTiming>& timings,
+                        const StepGraphPlan& plan, int from_step) {
+  StepIdle idle;
+  const schedules::OpTiming* previous = nullptr;
+  int previous_index = -1;
+  for (size_t i = 0; i < ops.size() && i < timings.size(); ++i) {
+    const schedules::OpTiming& t = timings[i];
+    if (!schedules::RunsOnCompute(ops[i].kind) || t.start_ns < 0 || t.end_ns < 0) continue;
+    if (previous != nullptr && ops[i].step >= from_step) {
+      const int64_t gap = std::max<int64_t>(0, t.start_ns - previous->end_ns);
+      ++idle.ops;
+      idle.idle_ns += gap;
+      if (plan.enabled && plan.ops_per_step > 0) {
+        const auto segment = [&](int at) { return plan.segment_of[static_cast<size_t>(at % plan.ops_per_step)]; };
+        const int here = static_cast<int>(i);
+        if (previous_index == here - 1 && here % plan.ops_per_step != 0 && segment(here) >= 0 &&
+            segment(here) == segment(previous_index)) {
+          ++idle.passes;
+          idle.pass_idle_ns += gap;
+        }
+      }
+    }
+    previous = &t;
+    previous_index = static_cast<int>(i);
+  }
+  return idle;
 }
 
 }  // namespace stagecraft::exec

@@ -32,6 +32,10 @@
 //     of_peak = that over the GPU's memory bandwidth (2 x memory clock x bus width), which a
 //     memory-bound kernel should bring near 1 (issue 57: >= 0.7 for the element-wise and row
 //     kernels, gpu-check's report judges it).
+//   BM_StepGraphs/graphs:{0,1}: gpt-gpu's model on one rank, 1F1B, its steps issued call by call
+//     and replayed from CUDA Graphs (execute --graphs on): the device's idle time between ops per
+//     op in the replayed steps (target with graphs <= 2 us, issue 57), the host's cost per op
+//     beside it, the step time and samples/s (see BM_StepGraphs).
 //   taskset -c 0 build/tests/bench/cuda_bench
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
@@ -51,6 +55,7 @@
 #include "stagecraft/exec/optimizer.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/stage.h"
+#include "stagecraft/exec/step_graphs.h"
 #include "stagecraft/kernels/cuda.h"
 #include "stagecraft/kernels/cuda_check.h"
 #include "stagecraft/schedules/generators.h"
@@ -343,6 +348,83 @@ void BM_RuntimeOverheadPerOp(benchmark::State& state) {
   state.SetLabel(device->Name());
 }
 BENCHMARK(BM_RuntimeOverheadPerOp)->ArgName("cuda")->Arg(1)->Arg(0)->Repetitions(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Step graphs at scenarios/gpt-gpu.yaml's shape (GPT-2 small: 12 blocks of hidden 768, 12 heads,
+// 1024 tokens, vocabulary 50304; TF32; 8 microbatches of 2), its 12 blocks on one rank, 1F1B:
+// runs of kShortSteps and kLongSteps steps, with the step graphs off (graphs:0) and on
+// (graphs:1). From the longer run's stamps, from step 2 on (the replayed steps):
+// gpu_idle_us_per_op, the device's idle time between consecutive ops per op (issue 57's target
+// with graphs: <= 2 us), and gpu_idle_us_per_pass, between two passes of one captured segment
+// (the same positions for graphs:0; exec::IdleBetweenOps). host_us_per_op: the host's time on
+// the run's work (its loop less its waits for the device's read-backs, RankRun) that the longer
+// run adds, per op it adds; step_ms: the wall time it adds per step.
+constexpr int kShortSteps = 4, kLongSteps = 8;
+
+void BM_StepGraphs(benchmark::State& state) {
+  if (NoGpu(state)) return;
+  const bool graphs = state.range(0) != 0;
+  auto device = MakeCudaDevice(0, GemmPrecision::kTf32);
+  TrainingConfig config;
+  config.gpt = GptModel{.layers = 12, .hidden = 768, .heads = 12, .seq = 1024, .vocab = 50304, .seed = 1};
+  config.microbatch_size = 2;
+  config.optimizer = "adam";
+  config.lr = 3e-4f;
+  config.layers_per_stage = {12};
+  OneRankTransport transport;
+  const int microbatches = 8;
+  const Dataset data = MakeDataset(*device, config, microbatches, true, true);
+  const auto make = [&](int steps) {
+    schedules::GeneratorParams p;
+    p.ranks = 1;
+    p.microbatches = microbatches;
+    p.steps = steps;
+    return schedules::Lower(schedules::Generate("1f1b", p));
+  };
+  const schedules::Schedule shorter = make(kShortSteps), longer = make(kLongSteps);
+  RunHooks hooks;
+  hooks.step_graphs = graphs;
+  const StepGraphPlan plan = PlanStepGraphs(longer, 0, StepGraphConditions{.device_has_graphs = true, .requested = graphs});
+  if (graphs && !plan.enabled) {
+    state.SkipWithError(("step graphs refused: " + plan.why_not).c_str());
+    return;
+  }
+  const auto wall = [&](const schedules::Schedule& s, RankRun* run) {
+    device->streams().Synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    *run = RunRank(s, config, data, *device, transport, hooks);
+    device->streams().Synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  RankRun warm;
+  wall(shorter, &warm);
+  double added_s = 0, host_ns = 0, idle_ns = 0, pass_idle_ns = 0;
+  int64_t gaps = 0, pass_gaps = 0;
+  for (auto _ : state) {
+    RankRun a, b;
+    const double short_s = wall(shorter, &a), long_s = wall(longer, &b);
+    state.SetIterationTime(long_s);
+    added_s += long_s - short_s;
+    host_ns += static_cast<double>((b.host_loop_ns - b.host_wait_ns) - (a.host_loop_ns - a.host_wait_ns));
+    const StepIdle idle = IdleBetweenOps(longer.ops[0], b.record.ops,
+                                         PlanStepGraphs(longer, 0, StepGraphConditions{.device_has_graphs = true,
+                                                                                       .requested = true}),
+                                         2);
+    idle_ns += static_cast<double>(idle.idle_ns);
+    pass_idle_ns += static_cast<double>(idle.pass_idle_ns);
+    gaps += idle.ops;
+    pass_gaps += idle.passes;
+  }
+  const double n = static_cast<double>(state.iterations());
+  const double added_ops = static_cast<double>(longer.ops[0].size() - shorter.ops[0].size()) * n;
+  state.counters["gpu_idle_us_per_op"] = gaps > 0 ? idle_ns * 1e-3 / static_cast<double>(gaps) : 0;
+  state.counters["gpu_idle_us_per_pass"] = pass_gaps > 0 ? pass_idle_ns * 1e-3 / static_cast<double>(pass_gaps) : 0;
+  state.counters["host_us_per_op"] = host_ns * 1e-3 / added_ops;
+  state.counters["step_ms"] = added_s * 1e3 / (static_cast<double>(kLongSteps - kShortSteps) * n);
+  state.counters["samples_per_s"] = static_cast<double>(microbatches * config.microbatch_size) /
+                                    (added_s / (static_cast<double>(kLongSteps - kShortSteps) * n));
+  state.SetLabel(graphs ? "step graphs" : "eager");
+}
+BENCHMARK(BM_StepGraphs)->ArgName("graphs")->Arg(0)->Arg(1)->Iterations(1)->Repetitions(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // One call of each kind the overhead run's ops make on the cuda device, in its shape.
 constexpr int kCallKinds = 4;

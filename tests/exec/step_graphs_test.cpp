@@ -108,6 +108,38 @@ TEST(StepGraphWindows, CopyRunsOfConsecutiveDatasetMicrobatches) {
   EXPECT_TRUE(WindowCopies(0, 0, 4).empty());
 }
 
+// 1F1B on one rank, 2 microbatches, 2 steps: F0 B0 F1 B1 STEP twice, the passes one segment.
+// Hand-made stamps: gaps 2, 0, 5, 1 in step 0 (F1 starts as B0 ends); in step 1 3 after the
+// STEP before, then 0, 0 (F1 starts before B0's end: no negative gap), 1, and 10 before the
+// STEP.
+TEST(StepIdle, GapsBetweenComputeOpsFromAStepOnAndThoseInsideSegments) {
+  const schedules::Schedule s = Make("1f1b", 1, 1, 2, 2);
+  ASSERT_EQ(s.ops[0].size(), 10u);
+  const std::vector<schedules::OpTiming> t = {{0, 10},  {12, 20}, {20, 30}, {35, 40}, {41, 50},
+                                              {53, 60}, {60, 70}, {69, 80}, {81, 90}, {100, 110}};
+  // The plan a longer run of the same steps gets (PlanStepGraphs wants 3 steps or more).
+  const StepGraphPlan plan{.enabled = true, .ops_per_step = 5, .segment_of = {0, 0, 0, 0, -1}, .segments = 1};
+  ASSERT_EQ(PlanStepGraphs(Make("1f1b", 1, 1, 2, 3), 0, Allowed()).segment_of, plan.segment_of);
+  const StepIdle later = IdleBetweenOps(s.ops[0], t, plan, 1);
+  EXPECT_EQ(later.ops, 5);
+  EXPECT_EQ(later.idle_ns, 3 + 0 + 0 + 1 + 10);
+  EXPECT_EQ(later.passes, 3) << "B0, F1 and B1 follow a pass of their segment; F0 follows a STEP";
+  EXPECT_EQ(later.pass_idle_ns, 1);
+  const StepIdle all = IdleBetweenOps(s.ops[0], t, plan, 0);
+  EXPECT_EQ(all.ops, 9) << "the run's first op has no gap before it";
+  EXPECT_EQ(all.idle_ns, 2 + 0 + 5 + 1 + 14);
+  EXPECT_EQ(all.passes, 6);
+  EXPECT_EQ(all.pass_idle_ns, 2 + 0 + 5 + 1);
+  // Without a plan nothing is inside a segment; an op not timed is passed over (its neighbours'
+  // gap measured across it).
+  std::vector<schedules::OpTiming> untimed = t;
+  untimed[8] = {-1, -1};
+  const StepIdle eager = IdleBetweenOps(s.ops[0], untimed, StepGraphPlan{}, 1);
+  EXPECT_EQ(eager.ops, 4);
+  EXPECT_EQ(eager.idle_ns, 3 + 0 + 0 + 20);
+  EXPECT_EQ(eager.passes, 0);
+}
+
 constexpr int kMicrobatches = 4, kSteps = 5;
 
 TrainingConfig Mlp(int stages) {

@@ -127,3 +127,44 @@ def test_kernels_are_judged_against_the_memory_bandwidth_but_the_column_sums(tmp
     summary = json.loads((tmp_path / "summary.json").read_text())
     row = [r for r in summary["rows"] if r["name"].startswith("element-wise and row kernels")]
     assert [(r["result"], r["detail"]) for r in row] == [("fail", "worst gelu_backward: 0.65")]
+
+
+def test_step_graphs_are_judged_on_the_gpus_idle_time_per_op(tmp_path):
+    """BM_StepGraphs' two runs in a table; the run with graphs (2.4 us idle per op) fails the 2 us
+    target; the run issued call by call is shown, not judged."""
+    (tmp_path / "steps.tsv").write_text("cuda_bench\tpass\t90\t\t\n")
+    runs = [{"name": f"BM_StepGraphs/graphs:{g}/iterations:1/manual_time", "run_type": "iteration",
+             "gpu_idle_us_per_op": idle, "gpu_idle_us_per_pass": idle / 2, "host_us_per_op": host,
+             "step_ms": 90.0, "samples_per_s": 177.8} for g, idle, host in [(0, 14.0, 30.0), (1, 2.4, 1.5)]]
+    (tmp_path / "cuda_bench.json").write_text(json.dumps({"benchmarks": runs}))
+    run_script("tool.sh", "gpu_report", tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "| call by call | 14.00 | 7.00 | 30.00 | 90.0 | 177.8 |" in report
+    assert "| step graphs | 2.40 | 1.20 | 1.50 | 90.0 | 177.8 |" in report
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    row = [r for r in summary["rows"] if r["name"].startswith("GPU idle at most 2 us per op")]
+    assert [(r["result"], r["detail"]) for r in row] == [("fail", "2.40 us")]
+
+
+def test_a_run_with_step_graphs_is_held_against_the_run_issued_call_by_call(tmp_path):
+    """measured-graphs.json's 1F1B against measured.json's: the same losses to 1e-3 pass, with the
+    later steps' mean times in the detail (steps 2-3: 11 and 13 ms); a loss off by 1% fails,
+    naming the step."""
+    (tmp_path / "steps.tsv").write_text("")
+    run = tmp_path / "gpt-gpu-1rank"
+    run.mkdir()
+    record = lambda losses, step_ms, overhead: json.dumps({"schedules": [
+        {"schedule": "1f1b", "losses": losses, "step_ms": step_ms, "overhead_ns_per_op": overhead}]})
+    (run / "measured.json").write_text(record([10.0, 9.0, 8.0, 7.0], [30, 20, 13, 13], 14000.0))
+    (run / "measured-graphs.json").write_text(record([10.0, 9.0, 8.0, 7.0005], [30, 25, 11, 11], 1500.0))
+    run_script("tool.sh", "gpu_report", tmp_path)
+    rows = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["rows"]}
+    row = rows["gpt-gpu-1rank: 1f1b with step graphs trains as issued call by call"]
+    assert row["result"] == "pass"
+    assert row["detail"] == ("4 steps within 0.001; steps from 2: 11.00 ms with graphs, 13.00 ms call by call; "
+                             "overhead 1.50 and 14.00 us per op")
+    (run / "measured-graphs.json").write_text(record([10.0, 9.0, 8.08, 7.0], [30, 25, 11, 11], 1500.0))
+    run_script("tool.sh", "gpu_report", tmp_path)
+    rows = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["rows"]}
+    row = rows["gpt-gpu-1rank: 1f1b with step graphs trains as issued call by call"]
+    assert (row["result"], row["detail"]) == ("fail", "step 2: 8.08, call by call 8")

@@ -29,6 +29,9 @@ OF_CUBLAS_TARGET = 0.9  # issue 57, with the fused linear layers (0.6 before the
 OF_PEAK_TARGET = 0.7
 COLUMN_KERNELS = ("bias_grad", "layernorm_backward_weight")
 US_PER_OP_TARGET = 10.0
+# cuda_bench's BM_StepGraphs: the device's idle time between ops in the replayed steps at gpt-gpu's
+# shape, with step graphs (issue 57, point 3).
+GRAPH_IDLE_US_TARGET = 2.0
 OPS = {0: "F", 1: "I", 2: "W"}                                   # cuda_bench's LayerOp
 PRECISIONS = {0: "fp32", 1: "tf32", 2: "bf16", 3: "fp16"}       # exec/cuda_plan.h GemmPrecision
 PATHS = {0: "raw NCCL", 1: "NcclTransport", 2: "host-staged"}   # nccl_p2p_bench's Path
@@ -209,6 +212,32 @@ def losses_check(out, run_name, checks):
                    problem or f"{len(names)} schedules, {steps} steps, within {LOSS_RTOL:g} of {ref}'s"))
 
 
+def graphs_check(out, run_name, checks):
+    """A run's 1F1B executed again with step graphs (measured-graphs.json beside measured.json):
+    its losses within LOSS_RTOL of the run issued call by call, the two runs' later step times
+    and per-op overheads in the detail."""
+    eager = load_json(os.path.join(out, run_name, "measured.json"))
+    graphs = load_json(os.path.join(out, run_name, "measured-graphs.json"))
+    if graphs is None:
+        return
+    first = lambda run: next((s for s in (run or {}).get("schedules", []) if s.get("schedule") == "1f1b"), None)
+    e, g = first(eager), first(graphs)
+    name = f"{run_name}: 1f1b with step graphs trains as issued call by call"
+    if e is None or g is None:
+        checks.append((name, "fail", "no 1f1b in " + ("measured.json" if e is None else "measured-graphs.json")))
+        return
+    want, got = e.get("losses") or [], g.get("losses") or []
+    problem = f"{len(got)} losses, {len(want)} issued call by call" if len(got) != len(want) or not want else next(
+        (f"step {t}: {a:.6g}, call by call {b:.6g}" for t, (a, b) in enumerate(zip(got, want))
+         if not abs(a - b) <= LOSS_RTOL * abs(b)), None)
+    later = lambda s: s.get("step_ms", [])[2:] or s.get("step_ms", [])
+    mean = lambda v: sum(v) / len(v) if v else float("nan")
+    detail = (f"{len(got)} steps within {LOSS_RTOL:g}; steps from 2: {mean(later(g)):.2f} ms with graphs, "
+              f"{mean(later(e)):.2f} ms call by call; overhead {g.get('overhead_ns_per_op', 0) / 1e3:.2f} and "
+              f"{e.get('overhead_ns_per_op', 0) / 1e3:.2f} us per op")
+    checks.append((name, "fail" if problem else "pass", problem or detail))
+
+
 def skip_reason(message):
     """What GTEST_SKIP() said, from gtest's XML message ('file:line\nSkipped\nwhy')."""
     lines = [line.strip() for line in (message or "").splitlines()]
@@ -342,6 +371,35 @@ def cuda_bench_section(out, checks):
     return lines
 
 
+def step_graphs_section(out, checks):
+    """cuda_bench's BM_StepGraphs: gpt-gpu's model on one rank issued call by call and replayed
+    from step graphs, the device's idle time between ops per op (judged with graphs against
+    GRAPH_IDLE_US_TARGET) beside the host's cost per op and the step time."""
+    runs = [r for r in benchmarks(out, "cuda_bench.json") or [] if r["name"].startswith("BM_StepGraphs")
+            and not r.get("error_occurred") and "gpu_idle_us_per_op" in r]
+    if not runs:
+        return []
+    lines = ["## Step graphs at gpt-gpu's shape (cuda_bench)", "",
+             "gpt-gpu's 12 blocks on one rank, 1F1B, 8 microbatches of 2, TF32; from step 2 on. GPU idle: the "
+             "device's time between consecutive ops, per op, from the run's own stamps (inside a captured "
+             "segment apart); host: the host's time on the run's work per op (its waits for the read-backs "
+             "left out).", "",
+             "| issue | GPU idle, us per op | between passes of a segment | host, us per op | step, ms | samples/s |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    judged = []
+    for r in sorted(runs, key=lambda r: bench_args(r["name"]).get("graphs", 0)):
+        graphs = bench_args(r["name"]).get("graphs", 0) == 1
+        lines.append(f"| {'step graphs' if graphs else 'call by call'} | {r['gpu_idle_us_per_op']:.2f} | "
+                     f"{r.get('gpu_idle_us_per_pass', 0):.2f} | {r.get('host_us_per_op', 0):.2f} | "
+                     f"{r.get('step_ms', 0):.1f} | {r.get('samples_per_s', 0):.1f} |")
+        if graphs:
+            judged.append(r["gpu_idle_us_per_op"])
+    if judged:
+        checks.append((f"GPU idle at most {GRAPH_IDLE_US_TARGET:g} us per op with step graphs (gpt-gpu, one rank)",
+                       "pass" if max(judged) <= GRAPH_IDLE_US_TARGET else "fail", f"{max(judged):.2f} us"))
+    return lines + [""]
+
+
 def kernel_bandwidth_section(out, checks):
     """cuda_bench's BM_KernelBandwidth: each kernel's bytes per second and its share of the GPU's
     memory bandwidth (of_peak), judged against OF_PEAK_TARGET for all but the column sums."""
@@ -467,7 +525,9 @@ def main(argv):
     for scenario in sorted(d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d)) and d != "logs"):
         body += compare_section(out, scenario, checks)
         losses_check(out, scenario, checks)
+        graphs_check(out, scenario, checks)
     body += cuda_bench_section(out, checks)
+    body += step_graphs_section(out, checks)
     body += kernel_bandwidth_section(out, checks)
     body += p2p_section(out, checks)
     body += peer_section(out)

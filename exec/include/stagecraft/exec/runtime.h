@@ -157,6 +157,12 @@ struct RankRun {
   std::vector<std::vector<float>> final_params;
   int64_t clock_origin_ns = -1;  // DeviceClock::NowNs() when the op clock started; -1: unknown
   std::string clock_id;          // ClockId() of the rank's machine; empty: unknown
+  // The host's time from the clock's start to the last op's read-back, and the part of it spent
+  // waiting for the device (each read-back of stamps and losses): what the host spends on the
+  // run's work is their difference (cuda_bench's BM_StepGraphs). This process's only; not
+  // gathered across ranks.
+  int64_t host_loop_ns = 0;
+  int64_t host_wait_ns = 0;
 };
 
 // The running kernel's boot id (/proc/sys/kernel/random/boot_id): processes that report the

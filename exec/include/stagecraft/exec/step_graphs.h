@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "stagecraft/schedules/ir.h"
+#include "stagecraft/schedules/run_record.h"
 
 namespace stagecraft::exec {
 
@@ -58,5 +59,20 @@ struct WindowCopy {
   friend bool operator==(const WindowCopy&, const WindowCopy&) = default;
 };
 std::vector<WindowCopy> WindowCopies(int64_t first, int64_t count, int64_t dataset_microbatches);
+
+// The device's idle time between a rank's consecutive compute ops (F, B, I, W, STEP) from step
+// `from_step` on, read from the run's stamps (`timings`, by op of `ops`): each op's gap is its
+// start less the previous compute op's end (0 when it started before: never negative), the
+// first op of `from_step` counting its gap after the step before. Apart: the gaps between two
+// passes of one segment of `plan` (inside one graph when replayed); with a plan not enabled
+// they count nothing. What issue 57 judges step graphs by, per op (cuda_bench's BM_StepGraphs).
+struct StepIdle {
+  int64_t ops = 0;  // gaps counted
+  int64_t idle_ns = 0;
+  int64_t passes = 0;  // of them, between two passes of a segment
+  int64_t pass_idle_ns = 0;
+};
+StepIdle IdleBetweenOps(const std::vector<schedules::Op>& ops, const std::vector<schedules::OpTiming>& timings,
+                        const StepGraphPlan& plan, int from_step);
 
 }  // namespace stagecraft::exec
