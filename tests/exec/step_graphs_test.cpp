@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "capturing_device.h"
-#include "fake_transport.h"
+#include "step_graph_runs.h"
 #include "stagecraft/exec/cpu_device.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/step_graphs.h"
@@ -21,12 +21,7 @@ namespace stagecraft::exec {
 namespace {
 
 schedules::Schedule Make(const std::string& name, int ranks, int chunks, int microbatches, int steps) {
-  schedules::GeneratorParams p;
-  p.ranks = ranks;
-  p.chunks = chunks;
-  p.microbatches = microbatches;
-  p.steps = steps;
-  return schedules::Lower(schedules::Generate(name, p));
+  return testing::StepGraphSchedule(name, ranks, chunks, microbatches, steps);
 }
 
 StepGraphConditions Allowed() { return StepGraphConditions{.device_has_graphs = true, .requested = true}; }
@@ -118,7 +113,8 @@ TEST(StepIdle, GapsBetweenComputeOpsFromAStepOnAndThoseInsideSegments) {
   const std::vector<schedules::OpTiming> t = {{0, 10},  {12, 20}, {20, 30}, {35, 40}, {41, 50},
                                               {53, 60}, {60, 70}, {69, 80}, {81, 90}, {100, 110}};
   // The plan a longer run of the same steps gets (PlanStepGraphs wants 3 steps or more).
-  const StepGraphPlan plan{.enabled = true, .ops_per_step = 5, .segment_of = {0, 0, 0, 0, -1}, .segments = 1};
+  const StepGraphPlan plan{
+      .enabled = true, .why_not = "", .ops_per_step = 5, .segment_of = {0, 0, 0, 0, -1}, .segments = 1};
   ASSERT_EQ(PlanStepGraphs(Make("1f1b", 1, 1, 2, 3), 0, Allowed()).segment_of, plan.segment_of);
   const StepIdle later = IdleBetweenOps(s.ops[0], t, plan, 1);
   EXPECT_EQ(later.ops, 5);
@@ -163,15 +159,10 @@ TrainingConfig Gpt(int stages) {
 
 RankRun RunOn(testing::CapturingCpuDevice& device, const schedules::Schedule& s, const TrainingConfig& config,
               bool graphs) {
-  testing::FakeTransport transport;
-  // A dataset of 3 microbatches: the run's steps cycle through it across step boundaries.
-  const Dataset data = MakeDataset(device, config, 3, true, true);
-  device.direct_calls = 0;  // the MLP's teacher made the targets with a GEMM
-  device.direct_updates = 0;
-  RunHooks hooks;
-  hooks.keep_final_params = true;
-  hooks.step_graphs = graphs;
-  return RunRank(s, config, data, device, transport, hooks);
+  return testing::RunStepGraphs(device, s, config, graphs, [&] {
+    device.direct_calls = 0;  // the MLP's teacher made the targets with a GEMM
+    device.direct_updates = 0;
+  });
 }
 
 struct Case {
@@ -214,14 +205,7 @@ TEST_P(StepGraphRuns, ReplayTrainsBitForBitAsIssuingEachCall) {
   EXPECT_EQ(graph_device.graph_blocks_taken_outside, 0);
 
   // Every compute op and STEP has its time, in order on the rank's one stream.
-  const std::vector<schedules::Op>& ops = s.ops[0];
-  int64_t last_end = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const schedules::OpTiming& t = replayed.record.ops[i];
-    ASSERT_GE(t.start_ns, last_end) << schedules::ActionString(ops[i], kMicrobatches) << " step " << ops[i].step;
-    ASSERT_GE(t.end_ns, t.start_ns);
-    last_end = t.end_ns;
-  }
+  testing::ExpectOpsTimedInOrder(s, replayed);
 }
 
 INSTANTIATE_TEST_SUITE_P(StepGraphs, StepGraphRuns,

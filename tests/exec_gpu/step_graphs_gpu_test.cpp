@@ -11,14 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "../exec/fake_transport.h"
+#include "../exec/step_graph_runs.h"
 #include "exec_gpu_test_util.h"
 #include "stagecraft/exec/cuda_device.h"
 #include "stagecraft/exec/device_graphs.h"
 #include "stagecraft/exec/runtime.h"
 #include "stagecraft/exec/step_graphs.h"
-#include "stagecraft/schedules/generators.h"
-#include "stagecraft/schedules/lower.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -26,12 +24,7 @@ namespace {
 constexpr int kMicrobatches = 4, kSteps = 5;
 
 schedules::Schedule Make(const std::string& name, int chunks) {
-  schedules::GeneratorParams p;
-  p.ranks = 1;
-  p.chunks = chunks;
-  p.microbatches = kMicrobatches;
-  p.steps = kSteps;
-  return schedules::Lower(schedules::Generate(name, p));
+  return testing::StepGraphSchedule(name, 1, chunks, kMicrobatches, kSteps);
 }
 
 TrainingConfig Gpt(int stages) {
@@ -54,12 +47,7 @@ TrainingConfig Mlp(int stages) {
 }
 
 RankRun RunOn(Device& device, const schedules::Schedule& s, const TrainingConfig& config, bool graphs) {
-  testing::FakeTransport transport;
-  const Dataset data = MakeDataset(device, config, 3, true, true);
-  RunHooks hooks;
-  hooks.keep_final_params = true;
-  hooks.step_graphs = graphs;
-  return RunRank(s, config, data, device, transport, hooks);
+  return testing::RunStepGraphs(device, s, config, graphs);
 }
 
 struct Case {
@@ -112,14 +100,7 @@ TEST_P(StepGraphsGpu, ReplayedStepsTrainAsTheCallsIssuedOneByOne) {
     EXPECT_EQ(again.final_params[chunk], r) << "chunk " << chunk;
   }
   // Every op has its time, in order on the rank's one stream, the replayed steps included.
-  const std::vector<schedules::Op>& ops = s.ops[0];
-  int64_t last_end = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const schedules::OpTiming& t = replayed.record.ops[i];
-    ASSERT_GE(t.start_ns, last_end) << schedules::ActionString(ops[i], kMicrobatches) << " step " << ops[i].step;
-    ASSERT_GE(t.end_ns, t.start_ns);
-    last_end = t.end_ns;
-  }
+  testing::ExpectOpsTimedInOrder(s, replayed);
 }
 
 INSTANTIATE_TEST_SUITE_P(
