@@ -99,6 +99,7 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "mlp-gpu: what-if compare: .* compare .*whatif.json .*measured.json" "gpt-gpu: what-if: " \
             "mlp-gpu-1rank: profile: .*mpirun.sh 1 .* profile .*mlp-gpu.yaml --set pipeline.ranks=1 --set pipeline.schedule=1f1b --set pipeline.steps=5 --backend cuda" \
             "gpt-gpu-1rank: execute: .*mpirun.sh 1 .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 " "gpt-gpu-1rank: compare: " \
+            "gpt-gpu-1rank: execute, step graphs: .* execute .*gpt-gpu.yaml --set pipeline.ranks=1 .*--graphs on --json .*gpt-gpu-1rank/measured-graphs.json" \
             "cuda_bench: .*cuda_bench --benchmark_out=" \
             "nccl_p2p_bench: .*mpirun.sh 2 bash -c .*nccl_p2p_bench " \
             "exec.mpi_gpu, 4 ranks: .*mpirun.sh 4 bash -c .*gtest_output=.*exec_mpi_gpu_tests " \
@@ -110,10 +111,11 @@ for want in "devices: .*/cli/stagecraft devices --json" "ctest -L gpu: ctest --t
             "a hung rank under --timeout: .*mpirun.sh 2 .* execute .*gpt-gpu.yaml --backend cuda .*--inject-fault 1:1:hang --timeout 10s"; do
   check "gpu-check --dry-run: a step '$want'" 'grep -q "^$want" "$tmp/plan.txt"'
 done
-# The loops: mlp-gpu and gpt-gpu 6 steps each, their one-rank loops 4 each; devices, ctest,
-# cuda_bench; the multi-GPU section's 9; and the budget line.
-check "gpu-check --dry-run: 32 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 33 ]]'
-check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 32 ]]'
+# The loops: mlp-gpu and gpt-gpu 6 steps each, their one-rank loops 4 each and gpt-gpu's one-rank
+# execute with step graphs; devices, ctest, cuda_bench; the multi-GPU section's 9; and the budget
+# line.
+check "gpu-check --dry-run: 33 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 34 ]]'
+check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 33 ]]'
 check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe: \|^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
 # The budgets: their sum is the one stated, and a one-GPU machine's (all but the multi-GPU section)
 # fits a 10-minute call.
