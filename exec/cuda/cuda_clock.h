@@ -90,6 +90,7 @@ class EventStamps {
   // events, which Clear leaves alone. The origin is set before any capture (the clock's first
   // Clear), as setting it waits for the stream.
   void SetCapturing(bool capturing) { capturing_ = capturing; }
+  bool capturing() const { return capturing_; }
   // The clone of a captured graph becomes instance `instance`: each of its nodes that records a
   // graph stamp's instance-0 event records that stamp's event of `instance` instead.
   void RetargetStamps(cudaGraph_t clone, int instance) {
@@ -174,7 +175,14 @@ class CudaClock final : public DeviceClock {
   CudaClock(cudaStream_t compute, DeviceStreams& streams) : stamps_(compute), streams_(streams) {}
   int64_t NowNs() override { return SteadyNowNs(); }
   int Stamp() override { return stamps_.Stamp(); }
-  int StampOn(StreamKind stream) override { return stamps_.Stamp(static_cast<cudaStream_t>(streams_.Native(stream))); }
+  int StampOn(StreamKind stream) override {
+    // A graph's stamps are the compute stream's: a copy stream's, taken while a capture is open,
+    // would pull that stream into the capture (step graphs refuse runs with copies).
+    if (stamps_.capturing() && stream != StreamKind::kCompute) {
+      throw std::logic_error("CudaDevice: a copy stream stamped while a step is captured");
+    }
+    return stamps_.Stamp(static_cast<cudaStream_t>(streams_.Native(stream)));
+  }
   int64_t StampNs(int id) override { return stamps_.StampNs(id); }
   bool Reached(int id) override { return stamps_.Reached(id); }
   void ClearStamps() override { stamps_.Clear(); }

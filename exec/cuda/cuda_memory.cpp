@@ -57,6 +57,12 @@ float* CudaMemory::Allocate(int64_t floats, MemoryTier tier) {
 void CudaMemory::ReleaseGraphBlocks() {
   graph_free_.Drain([this](float* block, int64_t floats) { free_.Keep(block, floats); });
   graph_blocks_.clear();
+  for (const auto& [retired, bytes] : retired_workspaces_) {
+    SC_CUDA_CHECK(cudaFreeAsync(retired, stream_));  // after the launches queued before
+    Track(-bytes);
+  }
+  retired_workspaces_.clear();
+  graphs_live_ = false;
 }
 
 // A freed buffer's 16-bit copy is dropped with it: the block may come back as any tensor.
@@ -68,6 +74,7 @@ void CudaMemory::Free(float* data, int64_t floats, MemoryTier tier) {
   }
   if (data == nullptr) return;
   if (halves_ != nullptr) halves_->Freed(data, floats);
+  if (capturing_) graph_blocks_.insert(data);  // the captured work uses it again at each launch
   (graph_blocks_.count(data) != 0 ? graph_free_ : free_).Keep(data, floats);
 }
 
@@ -142,8 +149,9 @@ void CudaMemory::Reserve(int64_t bytes) {
 // receive posted ahead can wait on this very rank's next op (a deadlock --timeout cannot see).
 void* CudaMemory::Workspace(int64_t bytes) {
   if (bytes > workspace_bytes_) {
-    if (workspace_ != nullptr && capturing_) {
-      retired_workspaces_.push_back(workspace_);  // a free queued now would be the graph's
+    if (workspace_ != nullptr && graphs_live_) {
+      // A free queued while capturing would be the graph's; after, a launch may still read it.
+      retired_workspaces_.emplace_back(workspace_, workspace_bytes_);
       workspace_ = nullptr;
       workspace_bytes_ = 0;
     } else if (workspace_ != nullptr) {
@@ -177,7 +185,7 @@ void CudaMemory::FreeKeptAtExit() {
 
 void CudaMemory::FreeWorkspaceAtExit() {
   if (workspace_ != nullptr) (void)cudaFreeAsync(workspace_, stream_);
-  for (void* retired : retired_workspaces_) (void)cudaFreeAsync(retired, stream_);
+  for (const auto& [retired, bytes] : retired_workspaces_) (void)cudaFreeAsync(retired, stream_);
   retired_workspaces_.clear();
   workspace_ = nullptr;
 }

@@ -100,11 +100,16 @@ class CudaMemory final : public DeviceMemory {
   void FreeWorkspaceAtExit();
 
   // Graphs (device_graphs.h): while a capture is open, a block given out is the graphs' (so is
-  // one kept from an earlier capture, taken first); a freed one of theirs is kept apart, for the
-  // next capture alone, until ReleaseGraphBlocks returns them all to the pool (the graphs are
-  // gone). What the pool lacks then comes from a stream of its own, waited for: an allocation
-  // queued on the capturing stream would become the graph's own.
-  void SetCapturing(bool capturing) { capturing_ = capturing; }
+  // one kept from an earlier capture, taken first), and so is any block freed then (the captured
+  // work still uses it at each launch); a freed one of theirs is kept apart, for the next capture
+  // alone, until ReleaseGraphBlocks returns them all to the pool (the graphs are gone). What the
+  // pool lacks then comes from a stream of its own, waited for: an allocation queued on the
+  // capturing stream would become the graph's own. A workspace outgrown while graphs live is
+  // kept until then too (they may read it).
+  void SetCapturing(bool capturing) {
+    capturing_ = capturing;
+    graphs_live_ = graphs_live_ || capturing;
+  }
   void ReleaseGraphBlocks();
 
  private:
@@ -118,9 +123,10 @@ class CudaMemory final : public DeviceMemory {
   BlockPool host_free_;  // page-locked host-tier blocks, kept for reuse
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
-  std::vector<void*> retired_workspaces_;  // outgrown while capturing: freed at exit
+  std::vector<std::pair<void*, int64_t>> retired_workspaces_;  // outgrown while graphs live, and bytes
   HalfGemmInputs* halves_ = nullptr;
   bool capturing_ = false;
+  bool graphs_live_ = false;  // from a capture until ReleaseGraphBlocks
   std::unordered_set<const float*> graph_blocks_;
   BlockPool graph_free_;
   cudaStream_t alloc_stream_ = nullptr;  // made at the first allocation under capture

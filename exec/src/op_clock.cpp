@@ -23,12 +23,9 @@ std::vector<bool> ResolvePoints(const std::vector<schedules::Op>& ops, int steps
 }
 
 void OpClock::Resolve(schedules::RankRecord* record) {
-  // Stamp ids grow in the order they were taken: on each stream the largest marks the work
-  // queued there last (a copy stream's stamps are reached apart from the compute stream's).
-  std::array<int, 3> latest{-1, -1, -1};
-  const auto at = [&](StreamKind stream) -> int& { return latest[static_cast<size_t>(stream)]; };
-  for (const TimedOp& t : timed_) at(t.stream) = std::max(at(t.stream), t.end);
-  for (const TimedOp& t : marked_) at(StreamKind::kCompute) = std::max(at(StreamKind::kCompute), t.start);
+  // On each stream the stamp queued last marks all the work before it (a copy stream's stamps
+  // are reached apart from the compute stream's).
+  const std::array<int, 3> latest = last_;
   const auto reached = [&] {
     return std::all_of(latest.begin(), latest.end(), [&](int id) { return id < 0 || device_.clock().Reached(id); });
   };
@@ -48,6 +45,7 @@ void OpClock::Resolve(schedules::RankRecord* record) {
   for (const TimedOp& t : marked_) record->ops[t.op].start_ns = device_.clock().StampNs(t.start) - start_ns_;
   timed_.clear();
   marked_.clear();
+  last_ = {-1, -1, -1};
   device_.clock().ClearStamps();
 }
 

@@ -253,9 +253,10 @@ class Runner {
       if (at.last) replay_.EndCapture(at.segment);
     } else {
       if (at.first) {
-        replay_.Launch(at.segment, op.step, i - at.offset, clock_);
+        replay_.Launch(at.segment, op.step);
         resolve_now = *resolve_due && deferred_resolve_ >= 0;
-        if (resolve_now) Resolve(deferred_resolve_);
+        if (resolve_now) Resolve(deferred_resolve_);  // before this launch's stamps join the clock's
+        replay_.TimeLaunch(at.segment, op.step, i - at.offset, clock_);
       }
       KeepBooks(i, op);
     }

@@ -89,9 +89,12 @@ void StepReplay::CapturedGrads(int i, const GradTarget& grads) {
   if (capturing_ >= 0) captured_grads_[static_cast<size_t>(i % plan_.ops_per_step)] = grads;
 }
 
-void StepReplay::Launch(int segment, int step, int step_base, OpClock& clock) {
-  const int instance = (step - plan_.capture_step) % DeviceGraphs::kInstances;
-  graphs_->Launch(segment, instance);
+int StepReplay::InstanceOf(int step) const { return (step - plan_.capture_step) % DeviceGraphs::kInstances; }
+
+void StepReplay::Launch(int segment, int step) { graphs_->Launch(segment, InstanceOf(step)); }
+
+void StepReplay::TimeLaunch(int segment, int step, int step_base, OpClock& clock) const {
+  const int instance = InstanceOf(step);
   for (const CapturedOp& c : captured_[static_cast<size_t>(segment)]) {
     clock.Replayed(step_base + c.offset, DeviceGraphs::StampIn(c.begin, instance),
                    DeviceGraphs::StampIn(c.end, instance));

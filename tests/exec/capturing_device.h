@@ -128,6 +128,8 @@ class CapturingCpuDevice final : public exec::Device {
     }
     void Free(float* data, int64_t floats, exec::MemoryTier tier) override {
       Track(-floats * static_cast<int64_t>(sizeof(float)), tier);
+      // A block freed while recording is the graphs' (the recorded work uses it at each launch).
+      if (tier == exec::MemoryTier::kDevice && d_.recording() && data != nullptr) graph_blocks_.insert(data);
       if (tier == exec::MemoryTier::kDevice && graph_blocks_.count(data) != 0) return graph_free_.Keep(data, floats);
       Inner().Free(data, floats, tier);
     }

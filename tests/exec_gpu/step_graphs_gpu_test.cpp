@@ -80,7 +80,10 @@ TEST_P(StepGraphsGpu, ReplayedStepsTrainAsTheCallsIssuedOneByOne) {
     const double e = eager.record.losses[t], r = replayed.record.losses[t];
     ASSERT_TRUE(std::isfinite(r)) << "step " << t;
     EXPECT_NEAR(r, e, c.tolerance * std::max(1.0, std::abs(e))) << "step " << t;
-    EXPECT_EQ(again.record.losses[t], r) << "a second replay on the same device, step " << t;
+    // A second run with graphs on the same device (the first's released, their memory returned):
+    // its step 0 runs cuBLAS in the cuBLASLt workspace the first capture lent it, so it may
+    // pick other algorithms than the first run's step 0.
+    EXPECT_NEAR(again.record.losses[t], r, c.tolerance * std::max(1.0, std::abs(r))) << "again, step " << t;
     // Each replayed step read its own microbatches: losses move from step to step.
     if (t > 0) {
       EXPECT_NE(r, replayed.record.losses[t - 1]) << "step " << t;
@@ -97,7 +100,11 @@ TEST_P(StepGraphsGpu, ReplayedStepsTrainAsTheCallsIssuedOneByOne) {
       worst = std::max(worst, std::abs(static_cast<double>(e[i]) - r[i]));
     }
     EXPECT_LE(worst, c.tolerance * std::max(1.0, largest)) << "chunk " << chunk;
-    EXPECT_EQ(again.final_params[chunk], r) << "chunk " << chunk;
+    double again_worst = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      again_worst = std::max(again_worst, std::abs(static_cast<double>(again.final_params[chunk][i]) - r[i]));
+    }
+    EXPECT_LE(again_worst, c.tolerance * std::max(1.0, largest)) << "again, chunk " << chunk;
   }
   // Every op has its time, in order on the rank's one stream, the replayed steps included.
   testing::ExpectOpsTimedInOrder(s, replayed);

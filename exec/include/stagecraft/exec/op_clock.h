@@ -3,6 +3,7 @@
 // them back (once per step), so a device that queues its work is never waited on per op.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <utility>
@@ -45,22 +46,26 @@ class OpClock {
   // Returns the end's stamp.
   int End(int op, int begin) {
     const int end = device_.clock().Stamp();
-    timed_.push_back({op, begin, end});
+    Push(&timed_, {op, begin, end}, end);
     return end;
   }
   // Op `op` ran inside a launched graph between stamps `begin` and `end` (of that launch's
   // instance: device_graphs.h).
-  void Replayed(int op, int begin, int end) { timed_.push_back({op, begin, end}); }
+  void Replayed(int op, int begin, int end) { Push(&timed_, {op, begin, end}, end); }
   // The same around a copy queued on copy stream `stream` (an OFFLOAD or RELOAD).
   int BeginOn(StreamKind stream) { return device_.clock().StampOn(stream); }
   void EndOn(int op, int begin, StreamKind stream) {
-    timed_.push_back({op, begin, device_.clock().StampOn(stream), stream});
+    const int end = device_.clock().StampOn(stream);
+    Push(&timed_, {op, begin, end, stream}, end);
   }
   // Marks the device's queue when a transfer or collective op `op` is posted: its start is when
   // the device has run the work queued before it (the producer of what it moves), on the clock
   // compute ops are timed by. A device that runs each call to completion (cpu) reads the host
   // clock here, as a post time.
-  void Mark(int op) { marked_.push_back({op, device_.clock().Stamp(), -1}); }
+  void Mark(int op) {
+    const int mark = device_.clock().Stamp();
+    Push(&marked_, {op, mark, -1}, mark);
+  }
   // Whether the stamps are read back after op `op` (ResolvePoints).
   bool ResolvesAfter(int op) const { return resolve_after_[static_cast<size_t>(op)]; }
   // Compute ops stamped and not yet resolved.
@@ -82,11 +87,20 @@ class OpClock {
     StreamKind stream = StreamKind::kCompute;  // where they were taken
   };
 
+  // Adds `t` to `list`, `last` being the stamp of it queued last on its stream.
+  void Push(std::vector<TimedOp>* list, const TimedOp& t, int last) {
+    list->push_back(t);
+    last_[static_cast<size_t>(t.stream)] = last;
+  }
+
   Device& device_;
   std::vector<bool> resolve_after_;
   int64_t deadline_ns_;
   std::vector<TimedOp> timed_;   // compute ops run since the last Resolve
   std::vector<TimedOp> marked_;  // transfers and collectives posted since (end unused)
+  // By stream, the stamp queued there last since the last Resolve (-1: none); stamp ids do not
+  // follow the queue's order once graphs' stamps are among them (device_graphs.h).
+  std::array<int, 3> last_{-1, -1, -1};
   int64_t start_ns_ = 0;
 };
 

@@ -56,9 +56,11 @@ class StepReplay {
   void Captured(int i, int begin, int end);
   void CapturedGrads(int i, const GradTarget& grads);
 
-  // Launches segment `segment` for `step`, whose first op is op `step_base` of the list, and
-  // gives the clock the stamps its passes take in that launch.
-  void Launch(int segment, int step, int step_base, OpClock& clock);
+  // Launches segment `segment` for `step`; then TimeLaunch gives the clock the stamps its passes
+  // take in that launch (the first op of the step being op `step_base` of the list). Apart, so
+  // that a read-back of the step before, made between them, does not wait for this launch.
+  void Launch(int segment, int step);
+  void TimeLaunch(int segment, int step, int step_base, OpClock& clock) const;
   // Whether pass i adds into the gradient buffer its capture did.
   bool SameGrads(int i, const GradTarget& grads) const;
   // Drops the graphs (after the device drained them); nothing more may be launched.
@@ -70,6 +72,8 @@ class StepReplay {
     int begin = 0;
     int end = 0;
   };
+  int InstanceOf(int step) const;  // the instance a replayed step launches
+
   const StepGraphPlan plan_;
   DeviceGraphs* const graphs_;  // null unless the plan is enabled
   const Dataset& data_;

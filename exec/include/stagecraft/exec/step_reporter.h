@@ -37,11 +37,14 @@ class StepReporter {
   float* ScratchLossOf(const schedules::Op& op) {
     return losses_.data() + static_cast<int64_t>(steps_) * microbatches_ + op.microbatch;
   }
-  // Queues the copy of the scratch row into step `step`'s row, after the work queued so far.
+  // Queues the copy of the scratch row into step `step`'s row, after the work queued so far (not
+  // inside a capture), and orders the read-back stream after it: the step's end, which Report
+  // waits for, may come before its last pass (the last stage's STEP before another chunk's B).
   void CommitScratch(int step) {
     if (!active()) return;
     device_.memory().Copy(losses_.data() + static_cast<int64_t>(step) * microbatches_,
                           losses_.data() + static_cast<int64_t>(steps_) * microbatches_, microbatches_);
+    device_.streams().OrderAfter(StreamKind::kToHost, StreamKind::kCompute);
   }
   const std::vector<int>& step_ends() const { return step_ends_; }
   int64_t bytes() const { return losses_.size() * static_cast<int64_t>(sizeof(float)); }
