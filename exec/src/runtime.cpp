@@ -286,6 +286,7 @@ class Runner {
   // come first: the device cannot reach the stamps without them, and a wait for one names it.
   void Resolve(int last) {
     const auto start = std::chrono::steady_clock::now();
+    transport_.Flush();
     mailbox_.FinishReceives();
     NamingTimeout([&] { clock_.Resolve(&run_.record); }, [&] {
       if (last < 0) return std::string("the device's work");

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,9 +18,15 @@ class StagedTransport final : public Transport {
  public:
   StagedTransport(std::unique_ptr<Transport> inner, Device& device) : inner_(std::move(inner)), device_(device) {}
   ~StagedTransport() override {
+    try {  // the copies still queued read or write the host blocks freed below
+      device_.streams().Synchronize(StreamKind::kToHost);
+      device_.streams().Synchronize(StreamKind::kToDevice);
+    } catch (...) {  // a failed device: its memory goes with the process
+    }
+    for (const auto& [block, words] : uploading_) free_host_.Keep(block, words);
     free_host_.Drain([this](float* block, int64_t floats) { device_.memory().Free(block, floats, MemoryTier::kHost); });
     for (Staged& s : staged_) {
-      if (s.host != nullptr) device_.memory().Free(s.host, s.count, MemoryTier::kHost);
+      if (s.host != nullptr) device_.memory().Free(s.host, s.words, MemoryTier::kHost);
     }
   }
 
@@ -29,28 +36,45 @@ class StagedTransport final : public Transport {
 
   using Transport::Irecv;
   using Transport::Isend;
+  // The copy to the host is queued on the to-host stream after the work that makes `data`; the
+  // inner send is posted once the copies queued there have run (PostCopied), seen by a later
+  // call of the transport. `data` is read until the send completes.
   Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
     const int64_t words = Words(count, type);
     float* host = TakeHost(words);
-    device_.memory().Download(host, static_cast<const float*>(data), words);  // waits for the work that produced `data`
-    return Track({inner_->Isend(host, count, type, peer, tag), nullptr, host, words});
+    device_.streams().OrderAfter(StreamKind::kToHost, StreamKind::kCompute);
+    device_.memory().CopyAsync(host, MemoryTier::kHost, static_cast<const float*>(data), MemoryTier::kDevice, words,
+                               StreamKind::kToHost);
+    const Request request = Track({.host = host, .words = words, .count = count, .type = type, .peer = peer, .tag = tag});
+    unposted_.push_back(request);
+    PostCopied(false);
+    return request;
   }
   Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
+    PostCopied(false);
     const int64_t words = Words(count, type);
     float* host = TakeHost(words);
-    return Track({inner_->Irecv(host, count, type, peer, tag), static_cast<float*>(data), host, words});
+    return Track({.inner = inner_->Irecv(host, count, type, peer, tag),
+                  .device_dst = static_cast<float*>(data),
+                  .host = host,
+                  .words = words});
   }
   bool Test(Request request) override {
+    PostCopied(false);
     Staged& s = At(request);
-    if (!inner_->Test(s.inner)) return false;
+    if (s.inner < 0 || !inner_->Test(s.inner)) return false;
     Complete(request);
     return true;
   }
+  // The sends still waiting for their copies are posted first (waiting for the copies): a peer
+  // may wait for one of them before it sends what this waits for.
   void Wait(Request request) override {
+    PostCopied(true);
     inner_->Wait(At(request).inner);
     Complete(request);
   }
 
+  void Flush() override { PostCopied(true); }
   void Barrier() override { inner_->Barrier(); }
   bool EveryRank(bool mine) override { return inner_->EveryRank(mine); }
   std::vector<std::string> Gather(const std::string& mine, int root) override { return inner_->Gather(mine, root); }
@@ -63,10 +87,15 @@ class StagedTransport final : public Transport {
 
  private:
   struct Staged {
-    Request inner = 0;
+    Request inner = -1;           // -1: a send not posted yet (its copy to the host queued)
     float* device_dst = nullptr;  // a receive's destination; null for a send
     float* host = nullptr;        // null once complete
-    int64_t count = 0;            // 4-byte words staged
+    int64_t words = 0;            // 4-byte words staged
+    // A send's, for its post.
+    int64_t count = 0;
+    ElementType type = ElementType::kF32;
+    int peer = 0;
+    int64_t tag = 0;
   };
 
   // The device's copies move 4-byte words (device_memory.h): a tensor of another type is staged
@@ -98,15 +127,46 @@ class StagedTransport final : public Transport {
     }
     return handle;
   }
-  // A received message goes to the device; the host buffer and the handle are reused.
+  // Posts the sends whose copies to the host have run: all of them once the to-host stream is
+  // idle (`wait`: after waiting for it), none before (its copies run in order, and the stream
+  // tells only whether all have).
+  void PostCopied(bool wait) {
+    if (unposted_.empty()) return;
+    if (wait) {
+      device_.streams().Synchronize(StreamKind::kToHost);
+    } else if (!device_.streams().Idle(StreamKind::kToHost)) {
+      return;
+    }
+    for (const Request r : unposted_) {
+      Staged& s = staged_[r];
+      s.inner = inner_->Isend(s.host, s.count, s.type, s.peer, s.tag);
+    }
+    unposted_.clear();
+  }
+  // A received message goes to the device on the to-device stream, after the work queued so far
+  // (its buffer may have been freed by work still queued) and before the work queued from now
+  // on (its consumer): the host does not wait for the device. Its host buffer is reused once
+  // the to-device stream has run it; a send's at once (its copy ran before it was posted).
   void Complete(Request request) {
     Staged& s = staged_[request];
-    if (s.device_dst != nullptr) device_.memory().Upload(s.device_dst, s.host, s.count);
-    free_host_.Keep(s.host, s.count);
+    if (s.device_dst != nullptr) {
+      DeviceStreams& streams = device_.streams();
+      streams.OrderAfter(StreamKind::kToDevice, StreamKind::kCompute);
+      device_.memory().CopyAsync(s.device_dst, MemoryTier::kDevice, s.host, MemoryTier::kHost, s.words,
+                                 StreamKind::kToDevice);
+      streams.OrderAfter(StreamKind::kCompute, StreamKind::kToDevice);
+      uploading_.emplace_back(s.host, s.words);
+    } else {
+      free_host_.Keep(s.host, s.words);
+    }
     s = Staged{};
     free_handles_.push_back(request);
   }
   float* TakeHost(int64_t count) {
+    if (!uploading_.empty() && device_.streams().Idle(StreamKind::kToDevice)) {
+      for (const auto& [block, words] : uploading_) free_host_.Keep(block, words);
+      uploading_.clear();
+    }
     float* kept = free_host_.Take(count);
     return kept != nullptr ? kept : device_.memory().Allocate(count, MemoryTier::kHost);
   }
@@ -115,7 +175,9 @@ class StagedTransport final : public Transport {
   Device& device_;
   std::vector<Staged> staged_;
   std::vector<Request> free_handles_;
-  BlockPool free_host_;  // host buffers for reuse
+  std::vector<Request> unposted_;                      // sends whose copies were queued, in order
+  std::vector<std::pair<float*, int64_t>> uploading_;  // host blocks queued uploads read, and words
+  BlockPool free_host_;                                // host buffers for reuse
 };
 
 }  // namespace

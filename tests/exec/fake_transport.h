@@ -43,6 +43,7 @@ class FakeTransport final : public AgreeingTransport {
     int64_t tag = 0;
     bool complete = false;
     exec::ElementType type = exec::ElementType::kF32;
+    const void* send_data = nullptr;  // what a send was handed
   };
 
   explicit FakeTransport(int rank = 0, int size = 1) : rank_(rank), size_(size) {}
@@ -52,8 +53,8 @@ class FakeTransport final : public AgreeingTransport {
   std::string Name() const override { return "fake"; }
   using exec::Transport::Irecv;
   using exec::Transport::Isend;
-  Request Isend(const void*, int64_t count, exec::ElementType type, int peer, int64_t tag) override {
-    posted.push_back({true, nullptr, count, peer, tag, false, type});
+  Request Isend(const void* data, int64_t count, exec::ElementType type, int peer, int64_t tag) override {
+    posted.push_back({true, nullptr, count, peer, tag, false, type, data});
     return static_cast<Request>(posted.size() - 1);
   }
   // Only an fp32 receive's data are written by Complete.

@@ -43,7 +43,9 @@ TEST(LayerOpsTest, EachBackendGetsItsOwnColumn) {
   EXPECT_EQ(LayerOpsFor(OpBackend::kCpu).layer_norm.forward, table.layer_norm.cpu.forward);
   EXPECT_EQ(LayerOpsFor(OpBackend::kCuda).layer_norm.forward, table.layer_norm.cuda.forward);
   EXPECT_EQ(LayerOpsFor(OpBackend::kCpu).optimizer.adam, table.optimizer.cpu.adam);
-  if (HaveCudaBackend()) EXPECT_NE(table.linear.cpu.gemm, table.linear.cuda.gemm);
+  if (HaveCudaBackend()) {
+    EXPECT_NE(table.linear.cpu.gemm, table.linear.cuda.gemm);
+  }
   auto device = MakeCpuDevice();
   EXPECT_EQ(device->ops().linear.gemm, table.linear.cpu.gemm);
   EXPECT_EQ(device->ops().embedding.backward, table.embedding.cpu.backward);

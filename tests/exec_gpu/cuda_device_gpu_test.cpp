@@ -272,7 +272,8 @@ TEST(CudaDeviceGpuTest, FusedLinearMatchesTheCpuDeviceInEveryPrecision) {
         d.ops().fused_linear.forward_bias(d.op_context(), c.rows, c.out, c.in, t[0], t[1], t[2],
                                           c.residual ? t[3] : nullptr, t[13]);
         std::vector<std::vector<float>> back;
-        const size_t sizes[] = {nx, nw, c.out, ny, ny, ny, ny, nw, c.out, nw, c.out, nx, nx, ny};
+        const size_t out = static_cast<size_t>(c.out);
+        const size_t sizes[] = {nx, nw, out, ny, ny, ny, ny, nw, out, nw, out, nx, nx, ny};
         for (size_t i = 0; i < t.size(); ++i) {
           back.emplace_back(sizes[i]);
           d.memory().Download(back.back().data(), t[i], static_cast<int64_t>(sizes[i]));

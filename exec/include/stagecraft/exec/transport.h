@@ -105,6 +105,11 @@ class Transport {
   // whose received data are in place only once the host has seen the receive complete (mpi,
   // host-staged): the caller Waits. nccl: the compute stream waits on the receive's event.
   virtual bool OrderAfter(Request /*request*/) { return false; }
+  // Posts what the transport holds back until the device has run work (host-staged: the sends
+  // whose copies to the host are queued), waiting for the device if need be; nothing for the
+  // others. The runtime calls it before a step's read-back, which waits for the device anyway: a
+  // peer may be waiting for those sends meanwhile.
+  virtual void Flush() {}
   // How long one of its waits may take (the deadline it was made with).
   virtual std::chrono::nanoseconds deadline() const { return kDefaultWaitDeadline; }
 };
