@@ -47,6 +47,9 @@ class CudaStreams final : public DeviceStreams {
   bool Idle(StreamKind stream) override;
   void OrderAfter(StreamKind waiter, StreamKind producer) override;
   void* Native(StreamKind stream) override { return Get(stream); }
+  Fence MakeFence(StreamKind stream) override;
+  bool FenceReached(Fence fence) override;
+  void DropFence(Fence fence) override;
 
   cudaStream_t compute() const { return streams_[0]; }
   // The stream of `kind`, made now if it is a copy stream not used before.
@@ -57,6 +60,7 @@ class CudaStreams final : public DeviceStreams {
 
   std::array<cudaStream_t, 3> streams_{};  // by StreamKind; copy streams null until used
   CudaEventPool order_events_;
+  CudaEventPool fence_events_;  // given back by DropFence
 };
 
 // Device memory comes stream-ordered from a memory pool of the device's own that keeps what is

@@ -46,4 +46,20 @@ void CudaStreams::OrderAfter(StreamKind waiter, StreamKind producer) {
   order_events_.Give(event);
 }
 
+// A fence is an event recorded on the stream (ordering only, no timing).
+DeviceStreams::Fence CudaStreams::MakeFence(StreamKind kind) {
+  const cudaEvent_t event = fence_events_.Take();
+  SC_CUDA_CHECK(cudaEventRecord(event, Get(kind)));
+  return event;
+}
+
+bool CudaStreams::FenceReached(Fence fence) {
+  const cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(fence));
+  if (state == cudaErrorNotReady) return false;
+  SC_CUDA_CHECK(state);
+  return true;
+}
+
+void CudaStreams::DropFence(Fence fence) { fence_events_.Give(static_cast<cudaEvent_t>(fence)); }
+
 }  // namespace stagecraft::exec

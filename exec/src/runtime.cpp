@@ -286,9 +286,13 @@ class Runner {
   // come first: the device cannot reach the stamps without them, and a wait for one names it.
   void Resolve(int last) {
     const auto start = std::chrono::steady_clock::now();
-    transport_.Flush();
     mailbox_.FinishReceives();
-    NamingTimeout([&] { clock_.Resolve(&run_.record); }, [&] {
+    NamingTimeout(
+        [&] {
+          transport_.Flush();
+          clock_.Resolve(&run_.record);
+        },
+        [&] {
       if (last < 0) return std::string("the device's work");
       return fmt::format("the device's work up to {} (step {})", schedules::ActionString(ops_[last], s_.microbatches),
                          ops_[last].step);

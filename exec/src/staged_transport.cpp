@@ -1,6 +1,7 @@
 // StagedTransport (staged_transport.h).
 #include "stagecraft/exec/staged_transport.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/exec/block_pool.h"
+#include "stagecraft/exec/poll.h"
 
 namespace stagecraft::exec {
 namespace {
@@ -23,7 +25,11 @@ class StagedTransport final : public Transport {
       device_.streams().Synchronize(StreamKind::kToDevice);
     } catch (...) {  // a failed device: its memory goes with the process
     }
-    for (const auto& [block, words] : uploading_) free_host_.Keep(block, words);
+    for (const Request r : unposted_) device_.streams().DropFence(staged_[r].fence);
+    for (const Upload& u : uploading_) {
+      device_.streams().DropFence(u.fence);
+      free_host_.Keep(u.host, u.words);
+    }
     free_host_.Drain([this](float* block, int64_t floats) { device_.memory().Free(block, floats, MemoryTier::kHost); });
     for (Staged& s : staged_) {
       if (s.host != nullptr) device_.memory().Free(s.host, s.words, MemoryTier::kHost);
@@ -37,17 +43,23 @@ class StagedTransport final : public Transport {
   using Transport::Irecv;
   using Transport::Isend;
   // The copy to the host is queued on the to-host stream after the work that makes `data`; the
-  // inner send is posted once the copies queued there have run (PostCopied), seen by a later
-  // call of the transport. `data` is read until the send completes.
+  // inner send is posted once that copy has run (its fence: PostCopied), seen by a later call of
+  // the transport. `data` is read until the send completes.
   Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
     const int64_t words = Words(count, type);
     float* host = TakeHost(words);
     device_.streams().OrderAfter(StreamKind::kToHost, StreamKind::kCompute);
+    PostCopied(false);  // before this copy: the sends whose copies have run go first
     device_.memory().CopyAsync(host, MemoryTier::kHost, static_cast<const float*>(data), MemoryTier::kDevice, words,
                                StreamKind::kToHost);
-    const Request request = Track({.host = host, .words = words, .count = count, .type = type, .peer = peer, .tag = tag});
+    const Request request = Track({.host = host,
+                                   .words = words,
+                                   .count = count,
+                                   .type = type,
+                                   .peer = peer,
+                                   .tag = tag,
+                                   .fence = device_.streams().MakeFence(StreamKind::kToHost)});
     unposted_.push_back(request);
-    PostCopied(false);
     return request;
   }
   Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
@@ -96,6 +108,12 @@ class StagedTransport final : public Transport {
     ElementType type = ElementType::kF32;
     int peer = 0;
     int64_t tag = 0;
+    DeviceStreams::Fence fence = nullptr;  // after its copy to the host, until posted
+  };
+  struct Upload {
+    float* host = nullptr;  // read by the queued copy to the device
+    int64_t words = 0;
+    DeviceStreams::Fence fence = nullptr;  // after that copy
   };
 
   // The device's copies move 4-byte words (device_memory.h): a tensor of another type is staged
@@ -127,21 +145,28 @@ class StagedTransport final : public Transport {
     }
     return handle;
   }
-  // Posts the sends whose copies to the host have run: all of them once the to-host stream is
-  // idle (`wait`: after waiting for it), none before (its copies run in order, and the stream
-  // tells only whether all have).
+  // Posts, in order, the sends whose copies to the host have run (their fences reached); with
+  // `wait`, all of them, polling each fence under the deadline. A send posted leaves the list at
+  // once, so a post that throws is not made twice.
   void PostCopied(bool wait) {
-    if (unposted_.empty()) return;
-    if (wait) {
-      device_.streams().Synchronize(StreamKind::kToHost);
-    } else if (!device_.streams().Idle(StreamKind::kToHost)) {
-      return;
-    }
-    for (const Request r : unposted_) {
-      Staged& s = staged_[r];
+    DeviceStreams& streams = device_.streams();
+    while (!unposted_.empty()) {
+      Staged& s = staged_[unposted_.front()];
+      if (!streams.FenceReached(s.fence)) {
+        if (!wait) return;
+        const PollPolicy policy{.deadline_ns = inner_->deadline().count(), .spin_ns = 20'000,
+                                .min_sleep_ns = 10'000, .max_sleep_ns = 200'000};
+        if (!PollUntil([&] { return streams.FenceReached(s.fence); }, policy)) {
+          throw TimeoutError(fmt::format("a host-staged send to rank {} (tag {}): the device did not copy it to the "
+                                         "host within the deadline",
+                                         s.peer, s.tag));
+        }
+      }
+      streams.DropFence(s.fence);
+      s.fence = nullptr;
+      unposted_.erase(unposted_.begin());
       s.inner = inner_->Isend(s.host, s.count, s.type, s.peer, s.tag);
     }
-    unposted_.clear();
   }
   // A received message goes to the device on the to-device stream, after the work queued so far
   // (its buffer may have been freed by work still queued) and before the work queued from now
@@ -154,8 +179,8 @@ class StagedTransport final : public Transport {
       streams.OrderAfter(StreamKind::kToDevice, StreamKind::kCompute);
       device_.memory().CopyAsync(s.device_dst, MemoryTier::kDevice, s.host, MemoryTier::kHost, s.words,
                                  StreamKind::kToDevice);
+      uploading_.push_back({s.host, s.words, streams.MakeFence(StreamKind::kToDevice)});
       streams.OrderAfter(StreamKind::kCompute, StreamKind::kToDevice);
-      uploading_.emplace_back(s.host, s.words);
     } else {
       free_host_.Keep(s.host, s.words);
     }
@@ -163,10 +188,13 @@ class StagedTransport final : public Transport {
     free_handles_.push_back(request);
   }
   float* TakeHost(int64_t count) {
-    if (!uploading_.empty() && device_.streams().Idle(StreamKind::kToDevice)) {
-      for (const auto& [block, words] : uploading_) free_host_.Keep(block, words);
-      uploading_.clear();
+    // Uploads run in order on their stream: the reached ones are a prefix.
+    size_t done = 0;
+    for (; done < uploading_.size() && device_.streams().FenceReached(uploading_[done].fence); ++done) {
+      device_.streams().DropFence(uploading_[done].fence);
+      free_host_.Keep(uploading_[done].host, uploading_[done].words);
     }
+    uploading_.erase(uploading_.begin(), uploading_.begin() + static_cast<std::ptrdiff_t>(done));
     float* kept = free_host_.Take(count);
     return kept != nullptr ? kept : device_.memory().Allocate(count, MemoryTier::kHost);
   }
@@ -176,7 +204,7 @@ class StagedTransport final : public Transport {
   std::vector<Staged> staged_;
   std::vector<Request> free_handles_;
   std::vector<Request> unposted_;                      // sends whose copies were queued, in order
-  std::vector<std::pair<float*, int64_t>> uploading_;  // host blocks queued uploads read, and words
+  std::vector<Upload> uploading_;                      // in the order queued
   BlockPool free_host_;                                // host buffers for reuse
 };
 

@@ -21,6 +21,14 @@ class DeviceStreams {
   // The backend's handle of `stream` (a cudaStream_t on cuda; null on cpu), for a transport that
   // orders its own streams against it.
   virtual void* Native(StreamKind stream) = 0;
+  // A fence after the work queued on `stream` so far: FenceReached says, without waiting,
+  // whether the stream has run it (a caller polls it under a deadline); DropFence gives it back,
+  // once, reached or not. A device that runs each call to completion (cpu) makes fences that
+  // are reached when made (null, the default).
+  using Fence = void*;
+  virtual Fence MakeFence(StreamKind /*stream*/) { return nullptr; }
+  virtual bool FenceReached(Fence /*fence*/) { return true; }
+  virtual void DropFence(Fence /*fence*/) {}
 };
 
 }  // namespace stagecraft::exec
