@@ -95,6 +95,7 @@ class FakeTransport final : public AgreeingTransport {
     return true;
   }
   std::chrono::nanoseconds deadline() const override { return wait_deadline; }
+  void Flush() override { posted_at_flush.push_back(posted.size()); }
 
   std::vector<Posted> posted;  // by request
   int tests = 0;
@@ -105,6 +106,7 @@ class FakeTransport final : public AgreeingTransport {
   std::vector<Request> ordered;                       // OrderAfter's, in order
   std::vector<std::vector<exec::Route>> prepared;     // each Prepare's routes
   std::vector<size_t> posted_at_prepare;              // how many transfers were posted by each Prepare
+  std::vector<size_t> posted_at_flush;                // how many transfers were posted by each Flush
   std::chrono::nanoseconds wait_deadline = exec::kDefaultWaitDeadline;
 
  private:

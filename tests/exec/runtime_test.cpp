@@ -3,6 +3,8 @@
 // calls are wired in (injected faults). Several ranks run under MPI in runtime_mpi.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <memory>
 #include <ostream>
@@ -194,6 +196,17 @@ TEST(Runtime, TheTransportPreparesTheRunsRoutesBeforeItsFirstTransfer) {
   EXPECT_EQ(transport.prepared, (std::vector<std::vector<Route>>{{{0, 1, floats}, {1, 0, floats}}}));
   EXPECT_EQ(transport.posted_at_prepare, (std::vector<size_t>{0}));
   EXPECT_FALSE(transport.posted.empty());
+}
+
+// The transport is flushed before each step's read-back (a host-staged send still copying is
+// posted there: the peer may wait for it), the last time after the run's last transfer.
+TEST(Runtime, TheTransportIsFlushedAtEachReadBack) {
+  testing::FakeTransport transport(0, 2);
+  RunRankOfTwo(0, transport);
+  ASSERT_GE(transport.posted_at_flush.size(), static_cast<size_t>(kSteps));
+  EXPECT_TRUE(std::is_sorted(transport.posted_at_flush.begin(), transport.posted_at_flush.end()));
+  EXPECT_GT(transport.posted_at_flush.front(), 0u) << "the first step's sends precede its read-back";
+  EXPECT_EQ(transport.posted_at_flush.back(), transport.posted.size());
 }
 
 // On a transport that orders the device after each receive, the run hands every received tensor
