@@ -37,8 +37,9 @@ void StepReporter::Report(const schedules::RankRecord& record) {
     const int end_op = step_ends_.at(t);
     if (end_op < 0 || record.ops[end_op].end_ns < 0) return;  // not run yet
     // The step's end was reached on the device (its time is in the record), so its losses are
-    // written: read on the copy stream, whose wait holds the host for this copy alone, not for
-    // the compute queued since (a replayed step runs meanwhile).
+    // written: read on the to-host copy stream, whose wait holds the host for this copy and the
+    // copies queued there before it (a host-staged send's, an offload's), not for the compute
+    // queued since (a replayed step runs meanwhile).
     device_.memory().CopyAsync(host_.data(), MemoryTier::kHost,
                                losses_.data() + static_cast<int64_t>(t) * microbatches_, MemoryTier::kDevice,
                                microbatches_, StreamKind::kToHost);
