@@ -15,7 +15,8 @@ namespace {
 
 // Families that run one B per (stage, microbatch, step); every other one (the Zero Bubble
 // family, DualPipe-V, and any generator not listed) is counted with an I + W pair.
-constexpr std::array<std::string_view, 5> kOneBackward = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved"};
+constexpr std::array<std::string_view, 6> kOneBackward = {"gpipe",       "1f1b",       "pipedream",
+                                                           "2bw",         "interleaved", "interleaved-overlap"};
 
 bool OneBackward(std::string_view name) {
   for (std::string_view known : kOneBackward) {

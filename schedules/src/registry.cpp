@@ -53,6 +53,9 @@ const std::vector<GeneratorInfo>& Generators() {
        WeightPolicy::kNoStash, false, NoCheck, EmitPipeMare},
       {"interleaved", "Narayanan et al., Megatron-LM, SC'21 §2.2.2", WeightPolicy::kFlush, true, CheckInterleaved,
        EmitInterleaved},
+      {"interleaved-overlap", "Megatron-LM's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B "
+       "with each steady-state F;B an overlapped pair", WeightPolicy::kFlush, true, CheckInterleaved,
+       EmitInterleavedOverlap, Placement::kLoop, false, false},
       {"zb-h1", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,
        EmitZbH1},
       {"zb-h2", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,

@@ -57,8 +57,8 @@ TEST_P(EveryGenerator, ValidatesAndLowersOverTheWholeSweep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, EveryGenerator,
-                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v",
-                                           "dualpipe-v"),
+                         ::testing::Values("gpipe", "1f1b", "pipedream", "2bw", "interleaved", "interleaved-overlap",
+                                           "zb-h1", "zb-h2", "zb-v", "dualpipe-v"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -215,6 +215,34 @@ TEST(Generators, DualPipeVFollowsTheReportsPhasesWorkedByHand) {
             "0I2,0W2,0I3,0W3\n"
             "1F0,2F0,1F1,2F1,1F2,2B0,(2F2;1B0)OVERLAP_F_B,(1F3;2B1)OVERLAP_F_B,(2F3;1B1)OVERLAP_F_B,2B2,1B2,"
             "2I3,1I3,2W3,1W3\n");
+}
+
+// Megatron-LM's combined 1F1B (get_pp_rank_microbatches with overlap_moe_expert_parallel_comm),
+// worked by hand for p = 2, v = 2, m = 4 (rank r holds stages r and r + 2): rank 0 warms up with
+// 2(p - r - 1) + (v - 1)p + 1 = 5 chunk-forwards (interleaved's 4 and one more), rank 1 with 3;
+// each later F is paired with the B after it, a B of another microbatch; the drain is B alone.
+TEST(Generators, InterleavedOverlapIsMegatronsCombinedOneFOneBWorkedByHand) {
+  const Schedule s = Generate("interleaved-overlap", Params(2, 4, 1, 2));
+  EXPECT_EQ(ExportCsv(s, CsvForm::kComputeOnly),
+            "0F0,0F1,2F0,2F1,0F2,(0F3;2B0)OVERLAP_F_B,(2F2;2B1)OVERLAP_F_B,(2F3;0B0)OVERLAP_F_B,0B1,2B2,2B3,0B2,"
+            "0B3\n"
+            "1F0,1F1,3F0,(3F1;3B0)OVERLAP_F_B,(1F2;3B1)OVERLAP_F_B,(1F3;1B0)OVERLAP_F_B,(3F2;1B1)OVERLAP_F_B,"
+            "(3F3;3B2)OVERLAP_F_B,3B3,1B2,1B3\n");
+  // The same units as interleaved's, one stashed chunk more where the warm-up grew.
+  for (int p : {2, 4}) {
+    for (int m : {p, 2 * p, 3 * p + 1}) {
+      if (!CheckInterleaved(Params(p, m, 1, 2)).empty()) continue;
+      const Schedule plain = Generate("interleaved", Params(p, m, 1, 2));
+      const Schedule paired = Generate("interleaved-overlap", Params(p, m, 1, 2));
+      const auto plain_a = Analyze(plain), paired_a = Analyze(paired);
+      for (int r = 0; r < p; ++r) {
+        ASSERT_EQ(plain.ops[r].size(), paired.ops[r].size());
+        const int total = 2 * m;
+        EXPECT_LE(paired_a[r].peak_inflight, std::min(plain_a[r].peak_inflight + 1, total)) << "p=" << p << " m=" << m;
+        EXPECT_GE(paired_a[r].peak_inflight, plain_a[r].peak_inflight) << "p=" << p << " m=" << m;
+      }
+    }
+  }
 }
 
 // DeepSeek-V3 report, Table 2 (DualPipe; its V variant alike): a device holds PP + 1 stage

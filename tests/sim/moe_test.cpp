@@ -205,24 +205,29 @@ TEST(Moe, AllToAllsArePlacedAfterTheirOpsAndValidated) {
             std::string::npos);
 }
 
-// DualPipe-V's overlapped F&B pairs: both ALL_TO_ALLs after the pair, posted by its first op.
+// DualPipe-V's overlapped F&B pairs, and those of Megatron-LM's combined 1F1B
+// (interleaved-overlap): both ALL_TO_ALLs after the pair, posted by its first op.
 TEST(Moe, AnOverlappedPairsAllToAllsFollowThePair) {
-  const schedules::Schedule s = schedules::PlaceAllToAlls(testing::Make("dualpipe-v", 2, 4, 1, 2), {true, true, true, true});
-  EXPECT_TRUE(schedules::Validate(s).empty());
-  int pairs = 0;
-  for (int r = 0; r < 2; ++r) {
-    const std::vector<Op>& ops = s.ops[r];
-    const std::vector<int> posted_by = schedules::PairedAllToAlls(s, r);
-    for (size_t i = 0; i + 3 < ops.size(); ++i) {
-      if (!(schedules::IsForward(ops[i].kind) && ops[i + 1].overlapped)) continue;
-      ++pairs;
-      EXPECT_EQ(ops[i + 2], schedules::AllToAllOf(ops[i]));
-      EXPECT_EQ(ops[i + 3], schedules::AllToAllOf(ops[i + 1]));
-      EXPECT_EQ(posted_by[i + 2], static_cast<int>(i));
-      EXPECT_EQ(posted_by[i + 3], static_cast<int>(i));
+  for (const char* name : {"dualpipe-v", "interleaved-overlap"}) {
+    const schedules::Schedule s = schedules::PlaceAllToAlls(testing::Make(name, 2, 4, 1, 2), {true, true, true, true});
+    EXPECT_TRUE(schedules::Validate(s).empty()) << name;
+    int pairs = 0;
+    for (int r = 0; r < 2; ++r) {
+      const std::vector<Op>& ops = s.ops[r];
+      const std::vector<int> posted_by = schedules::PairedAllToAlls(s, r);
+      for (size_t i = 0; i + 3 < ops.size(); ++i) {
+        if (!(schedules::IsForward(ops[i].kind) && ops[i + 1].overlapped)) continue;
+        ++pairs;
+        EXPECT_EQ(ops[i + 2], schedules::AllToAllOf(ops[i])) << name;
+        EXPECT_EQ(ops[i + 3], schedules::AllToAllOf(ops[i + 1])) << name;
+        EXPECT_EQ(posted_by[i + 2], static_cast<int>(i)) << name;
+        EXPECT_EQ(posted_by[i + 3], static_cast<int>(i)) << name;
+      }
     }
+    // interleaved-overlap at p = 2, v = 2, m = 4: 3 pairs on rank 0 and 5 on rank 1 (generators_test).
+    if (std::string(name) == "interleaved-overlap") EXPECT_EQ(pairs, 8);
+    EXPECT_GT(pairs, 0) << name;
   }
-  EXPECT_GT(pairs, 0);
 }
 
 // One stage on one rank (GPipe, 1 microbatch), its expert group devices 0 and 1 on a node of

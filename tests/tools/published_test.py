@@ -116,3 +116,46 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "sliding-window" in published_moe.why_not(rows["mbridge_2511_gptoss_120b_h100_bf16"])
     assert published_moe.why_not(mixtral) == ""
     assert published_moe.chunks_of(rows["llama3_paper_405b_h100_bf16_8192gpu"]) == published_moe.LLAMA3_CHUNKS
+    # The ModelZoo's "+1f1b overlap" row runs Megatron-LM's combined 1F1B.
+    overlap = published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32_a2aoverlap"])
+    assert "schedule: interleaved-overlap" in overlap and "schedule: interleaved," in qwen
+    assert "a2a_overlap: {enabled: true, sm_share: 0.182}" in overlap  # 24 of the H100's 132 SMs
+
+
+def test_moe_rows_are_compared_by_their_sources_flop_count():
+    from stagecraft_tools import published_moe
+    rows = {r["id"]: r for r in tables.rows(published_moe.TABLE)}
+    qwen = rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"]
+    # Qwen3-235B by hand, per token: projections 94·(4096·(8192 + 2·512) + 8192·4096) = 6.70e9
+    # weights, experts 94·8·3·4096·1536 = 14.19e9, logits 4096·151936 (a multiple of the model's
+    # 1187·2 already) = 0.62e9; 6 x 21.51e9 = 129.07e9; the scores 12·94·8192·4096 = 37.85e9
+    # whole, half of it causal.
+    weights = 94 * (4096 * (8192 + 2 * 512) + 8192 * 4096) + 94 * 8 * 3 * 4096 * 1536 + 4096 * 151936
+    scores = 12 * 94 * 8192 * 4096
+    assert published_moe.flops_per_token(qwen, "megatron") == pytest.approx(6 * weights + scores)
+    assert published_moe.flops_per_token(qwen, "megatron-causal") == pytest.approx(6 * weights + scores / 2)
+    # The source's own numbers agree with its count: 245 TFLOP/s at 19.7 s a step of 2048 x 4096
+    # tokens on 256 GPUs is 147.3 GFLOP a token; the causal count gives 148.0 (0.5%, the rounding
+    # of the published cells), the whole square 167.0.
+    implied = 245e12 * 19.7 * 256 / (2048 * 4096)
+    assert published_moe.flops_per_token(qwen, "megatron-causal") == pytest.approx(implied, rel=0.01)
+    assert published_moe.flops_per_token(qwen, "megatron") > 1.1 * implied
+    # A row that publishes a step time is compared by it; one with TFLOP/s alone by its count.
+    assert published_moe.published_tokens_per_s(qwen) == pytest.approx(2048 * 4096 / (19.7 * 256))
+    mixtral = rows["mlm_moe_readme_mixtral_8x7b_h100_bf16"]
+    assert mixtral["flops_convention"] == "megatron"
+    assert published_moe.published_tokens_per_s(mixtral) == pytest.approx(
+        468e12 / published_moe.flops_per_token(mixtral, "megatron"))
+    with pytest.raises(common.ToolError, match="flops_convention 'hfu'"):
+        published_moe.flops_per_token(qwen, "hfu")
+
+
+def test_the_megatron_count_is_stagecrafts_model_flops():
+    # stagecraft's model_tflops_per_device counts as Megatron-LM did up to core_v0.9 (DESIGN.md
+    # §10); Mixtral's run, predicted, by both counts (the router, which stagecraft counts and
+    # Megatron-LM does not, is 0.03% of it).
+    from stagecraft_tools import published_moe
+    rows = {r["id"]: r for r in tables.rows(published_moe.TABLE)}
+    (p,) = [p for p in published_moe.predictions() if p.row["id"] == "mlm_moe_readme_mixtral_8x7b_h100_bf16"]
+    assert p.tflops == pytest.approx(p.run["model_tflops_per_device"], rel=1e-3)
+    assert p.error == pytest.approx(p.tokens_per_s / published_moe.published_tokens_per_s(rows[p.row["id"]]) - 1)

@@ -41,7 +41,8 @@ OF_RAW_NCCL_TARGET = 0.9
 # The schedules whose step t reads the weights of step t (docs/schedules.md, the "flush" rows): the
 # same math in another order, so the same losses. A record whose stages carry
 # weight_delay_forward and weight_delay_backward (DESIGN.md §10) is judged by them instead.
-FLUSH_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "zb-1p", "zb-2p", "zb-auto")
+FLUSH_SCHEDULES = ("gpipe", "1f1b", "interleaved", "interleaved-overlap", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "zb-1p",
+                   "zb-2p", "zb-auto")
 LOSS_RTOL = 1e-3  # as tests/cli/execute_gpu_cli.sh allows them: summation order and TF32 rounding
 
 

@@ -1,10 +1,15 @@
 """Part 6 of validate-published: mixture-of-experts and Llama-family runs (data/moe_llama_published.csv)
-predicted with the roofline device library as shipped (nothing refitted), per row the model TFLOP/s
-per GPU predicted and published (Megatron-LM's convention: 6 x the parameters a token uses + the
-attention's 12·L·q·s, stagecraft's model_tflops_per_device) and the error.
+predicted with the roofline device library as shipped (nothing refitted). Per row the throughput
+predicted and published, in tokens per second per GPU, and the error; the TFLOP/s beside them are
+counted as the row's source counts (its `flops_convention`: Megatron-LM since 2025 halves the causal
+attention scores, its earlier code and stagecraft's model_tflops_per_device count the whole
+square), so a TFLOP/s published by one count is never held against a prediction made by another.
+The published throughput is the row's step time or tokens/s where it states one, else its TFLOP/s
+over its own count's FLOPs per token.
 
 The rows stagecraft can state: Megatron-style pipelines (1F1B, or interleaved 1F1B with the
-published virtual stages), tensor and sequence parallelism, expert parallelism folded over the data
+published virtual stages; Megatron-LM's combined 1F1B, interleaved-overlap, where the row overlaps
+its all-to-alls), tensor and sequence parallelism, expert parallelism folded over the data
 and tensor ranks, on H100s in bf16. What every row assumes where the source is silent: DGX H100
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
@@ -15,6 +20,8 @@ sequence where none is published. A row whose predicted run would not fit in 80 
 (`OOM`): its layout's memory is not what stagecraft counts. The rows left out are listed with
 why (FP8, FSDP instead of a pipeline, MLA attention, sliding-window attention, an asymmetric
 layout)."""
+import collections
+
 from . import common, tables
 
 TABLE = "moe_llama_published.csv"
@@ -25,6 +32,19 @@ HEAD_DIM = {
     # Hugging Face config head_dim 128): 64 query heads of 128 in a hidden of 4096.
     "Qwen3-235B-A22B": 128,
 }
+# The FLOP count a row whose source does not state one is taken to use: PaLM's 6N + 12·L·H·Q·T,
+# the count MFU figures are usually given in (Meta's Llama 3 paper quotes "BF16 MFU" without one).
+UNSTATED_CONVENTION = "megatron"
+# Megatron-LM pads the vocabulary to a multiple of (--make-vocab-size-divisible-by) x T: 128 unless
+# the model's configuration says otherwise.
+VOCAB_DIVISOR = 128
+VOCAB_DIVISORS = {
+    # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: 1187 (x 128 = 151936).
+    "Qwen3-235B-A22B": 1187,
+}
+# Megatron-MoE-ModelZoo sbatch_benchmarking.sh with A2A_OVERLAP=1: NVTE_FWD_LAYERNORM_SM_MARGIN and
+# NVTE_BWD_LAYERNORM_SM_MARGIN 24, the SMs left to the all-to-alls, of the H100's 132.
+OVERLAP_SM_SHARE = round(24 / 132, 3)
 # Llama 3 405B: Meta's pipeline interleaves virtual stages (Llama 3 paper §3.3.2) without saying how
 # many; taken as 2 per rank, stated before any prediction was made.
 LLAMA3_CHUNKS = 2
@@ -43,8 +63,6 @@ def why_not(row):
         return "sliding-window attention and attention sinks in half the layers"
     if "FSDP" in notes and row["pp"] in ("", "1"):
         return "FSDP over the data-parallel ranks instead of a pipeline"
-    if "+1f1b overlap" in notes:
-        return "Megatron-LM's 1F1B all-to-all overlap (interleaved 1F1B has no overlapped F&B pairs here)"
     layers, pp, vp = int(row["layers"]), int(row["pp"] or 1), int(row["vp"] or 1)
     if layers < pp * vp:
         return f"{pp} x {vp} virtual stages for {layers} layers (the embedding and loss counted as layers)"
@@ -81,24 +99,75 @@ def scenario_text(row):
         if "DeepEP" in row["notes"]:  # the row's dispatcher, as its source names it
             layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
+    if "+1f1b overlap" in row["notes"]:  # Megatron-LM's --overlap-moe-expert-parallel-comm
+        schedule = "interleaved-overlap"
+        layout += f", a2a_overlap: {{enabled: true, sm_share: {OVERLAP_SM_SHARE}}}"
     if chunks > 1:
         layout += f", chunks: {chunks}"
     return (f"name: {row['id']}\ntopology: {TOPOLOGY}\nmodel:\n  transformer: {{{model}}}\n"
             f"pipeline: {{schedule: {schedule}, {layout}}}\ntraining: {{optimizer: adam, lr: 0.0001, dtype: bf16}}\n")
 
 
+def flops_per_token(row, convention):
+    """The model FLOPs of one token (forward and backward) as Megatron-LM counts them
+    (`num_floating_point_operations`): 6 per weight of every GEMM a token passes through (the
+    attention's projections, the dense or routed and shared experts' MLPs, the logits over the
+    padded vocabulary; not the router) plus the attention scores and their product with V,
+    12·L·q·s per token over the whole square ("megatron", PaLM's count), half that over the causal
+    triangle ("megatron-causal"). `convention` "unstated" reads as UNSTATED_CONVENTION."""
+    convention = UNSTATED_CONVENTION if convention == "unstated" else convention
+    if convention not in ("megatron", "megatron-causal"):
+        raise common.ToolError(f"{TABLE}: row {row['id']}: flops_convention '{convention}' is not one this tool counts")
+    h, layers, seq, heads = int(row["hidden"]), int(row["layers"]), int(row["seq"]), int(row["heads"])
+    q = heads * HEAD_DIM.get(row["model"], h // heads)
+    kv = int(row["kv_heads"] or heads) * (q // heads)
+    gated = 3  # every row's MLP is SwiGLU, as scenario_text states it: gate, up and down
+    dense_layers = int(row["moe_first_dense_layers"] or 0) if row["experts"] else layers
+    moe_layers = layers - dense_layers
+    mlp = dense_layers * gated * h * int(row["ffn_hidden"])
+    if moe_layers:
+        routed = int(row["top_k"]) + int(row["shared_experts"] or 0)
+        mlp += moe_layers * gated * h * int(row["expert_hidden"]) * routed
+    projections = layers * (h * (q + 2 * kv) + q * h)
+    step = VOCAB_DIVISORS.get(row["model"], VOCAB_DIVISOR) * int(row["tp"] or 1)
+    vocab = -(-int(row["vocab"]) // step) * step
+    scores = 12 * layers * q * seq / (2 if convention == "megatron-causal" else 1)
+    return 6 * (mlp + projections + h * vocab) + scores
+
+
+def published_tokens_per_s(row):
+    """The row's throughput in tokens per second per GPU: its step time's or tokens/s, else its
+    TFLOP/s over its own count's FLOPs per token."""
+    tokens = int(row["gbs"]) * int(row["seq"])
+    if row["step_time_s"]:
+        return tokens / (float(row["step_time_s"]) * int(row["gpus"]))
+    if row["tokens_per_s_per_gpu"]:
+        return float(row["tokens_per_s_per_gpu"])
+    return float(row["model_tflops_per_gpu"]) * 1e12 / flops_per_token(row, row["flops_convention"])
+
+
+Prediction = collections.namedtuple(
+    "Prediction", "row tokens_per_s published_tokens_per_s tflops error why_not oom run",
+    defaults=(None, None, None, None, "", False, None))
+
+
 def predictions(sets=()):
-    """(row, predicted TFLOP/s per GPU or None, error or None, why not, OOM) per row of the table."""
+    """A Prediction per row of the table: the predicted and published tokens/s per GPU, the
+    predicted TFLOP/s per GPU by the row's own FLOP count, the error of the throughput, or why
+    the row is not predicted."""
     out = []
     for row in tables.rows(TABLE):
         reason = why_not(row)
-        if reason or not row["model_tflops_per_gpu"]:
-            out.append((row, None, None, reason or "no TFLOP/s published", False))
+        if reason or not (row["model_tflops_per_gpu"] or row["step_time_s"] or row["tokens_per_s_per_gpu"]):
+            out.append(Prediction(row, why_not=reason or "no throughput published"))
             continue
         nodes = max(1, int(row["gpus"]) // 8)
         run = common.simulate(None, [f"topology.nodes={nodes}", *sets], text=scenario_text(row))[0]
-        predicted = run["model_tflops_per_device"]
-        out.append((row, predicted, predicted / float(row["model_tflops_per_gpu"]) - 1, "", run["oom"]))
+        tokens = run["microbatches"] * run["microbatch_size"] * run["data_parallel"] * int(row["seq"])
+        predicted = tokens / (run["step_time_ms"] / 1e3 * int(row["gpus"]))
+        published = published_tokens_per_s(row)
+        tflops = predicted * flops_per_token(row, row["flops_convention"] or UNSTATED_CONVENTION) / 1e12
+        out.append(Prediction(row, predicted, published, tflops, predicted / published - 1, "", run["oom"], run))
     return out
 
 
@@ -107,18 +176,25 @@ def report(validation, verdict):
     its errors under "moe_llama"."""
     out = validation.out
     out()
-    out("Mixture-of-experts and Llama-family runs (data/moe_llama_published.csv; not fitted to): model TFLOP/s per GPU")
-    out(f"{'row':>48} {'gpus':>5} {'tp':>2} {'pp':>2} {'vp':>2} {'ep':>3}  {'predicted':>9} {'published':>9} {'error':>7}")
+    out("Mixture-of-experts and Llama-family runs (data/moe_llama_published.csv; not fitted to): tokens/s per GPU,")
+    out("and model TFLOP/s per GPU by the FLOP count of the row's source (flops_convention)")
+    out(f"{'row':>54} {'gpus':>5} {'tp':>2} {'pp':>2} {'vp':>2} {'ep':>3}  {'tokens/s predicted':>18} {'published':>9} "
+        f"{'error':>7}  {'TFLOP/s predicted':>17} {'published':>9}  count")
     errors = validation.errors.setdefault("moe_llama", [])
     skipped = []
-    for row, predicted, error, reason, oom in predictions(validation.sets):
-        if predicted is None:
-            skipped.append(f"  {row['id']}: {reason}")
+    for p in predictions(validation.sets):
+        row = p.row
+        if p.tokens_per_s is None:
+            skipped.append(f"  {row['id']}: {p.why_not}")
             continue
-        errors.append(abs(error))
-        out(f"{row['id']:>48} {row['gpus']:>5} {row['tp'] or 1:>2} {row['pp'] or 1:>2} {chunks_of(row):>2} "
-            f"{row['ep'] or '-':>3}  {predicted:>9.1f} {float(row['model_tflops_per_gpu']):>9.1f} {100 * error:>+6.1f}%"
-            + ("  OOM" if oom else ""))
+        errors.append(abs(p.error))
+        count = row["flops_convention"] or "-"
+        if count == "unstated":
+            count = f"unstated, as {UNSTATED_CONVENTION}"
+        published_tflops = f"{float(row['model_tflops_per_gpu']):>9.1f}" if row["model_tflops_per_gpu"] else f"{'-':>9}"
+        out(f"{row['id']:>54} {row['gpus']:>5} {row['tp'] or 1:>2} {row['pp'] or 1:>2} {chunks_of(row):>2} "
+            f"{row['ep'] or '-':>3}  {p.tokens_per_s:>18.1f} {p.published_tokens_per_s:>9.1f} {100 * p.error:>+6.1f}%  "
+            f"{p.tflops:>17.1f} {published_tflops}  {count}" + ("  OOM" if p.oom else ""))
     if errors:
         out(verdict("Mixture-of-experts and Llama-family runs", errors))
     out("not predicted:")

@@ -28,7 +28,8 @@ struct GeneratorInfo {
   // scenario); not part of "all", which runs the schedules that are the same whatever the costs.
   bool uses_costs = false;
   // Part of "all" (and of plan's and the search's default sets). False for a schedule of another
-  // kind of job, which runs only when named: spilled (one device, its shards in turn).
+  // kind of job, which runs only when named: spilled (one device, its shards in turn), and
+  // interleaved-overlap (interleaved's order for a mixture-of-experts job's all-to-alls).
   bool in_all = true;
 };
 
@@ -59,6 +60,7 @@ std::vector<std::vector<Op>> EmitTwoBW(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitPipeMare(const GeneratorParams& p);
 std::string CheckTwoBW(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitInterleaved(const GeneratorParams& p);
+std::vector<std::vector<Op>> EmitInterleavedOverlap(const GeneratorParams& p);
 std::string CheckInterleaved(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbH1(const GeneratorParams& p);
 std::vector<std::vector<Op>> EmitZbH2(const GeneratorParams& p);
