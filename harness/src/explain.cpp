@@ -72,7 +72,9 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
   }
   section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));
   section("head", "LM head and loss (last stage)", GptHeadKernels(shape));
-  const CostTable table = BuildCosts(sc, p.ranks);
+  // A list of every stage's layers (pipeline.partition) builds the stages it lists; else one a rank.
+  const bool listed = p.partition == Partition::kGiven;
+  const CostTable table = BuildCosts(sc, listed ? static_cast<int>(p.partition_layers.size()) : p.ranks);
   const double params = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
   section("step",
           fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,

@@ -115,7 +115,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) {
     if (v->IsSequence()) {
-      for (const Value& item : v->Elements()) p.partition_layers.push_back(static_cast<int>(item.Int(1, kMaxLayers)));
+      for (const Value& item : v->Elements()) p.partition_layers.push_back(static_cast<int>(item.Int(0, kMaxLayers)));
       if (p.partition_layers.empty()) v->Fail("expected even, balanced or the layers of each stage, [n0, n1, ...]");
       p.partition = Partition::kGiven;
     } else {

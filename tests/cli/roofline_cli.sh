@@ -14,6 +14,12 @@ check "explain: softmax memory-bound" 'grep -qE "^F +softmax .* memory" "$tmp/ou
 check "explain: W of each linear layer" '[[ $(grep -cE "^W +(qkv|proj|fc|fc2)\.dW " "$tmp/out") -eq 4 ]]'
 check "explain: full recompute inside I" 'grep -q "full recompute (inside I)" "$tmp/out" && grep -qE "^I +recompute.qkv " "$tmp/out"'
 check "explain: the optimizer step" 'grep -qE "^STEP +update " "$tmp/out"'
+# A list of every stage's layers with two chunks a rank, the first stage the embedding alone (51,200
+# x 2,304 tokens and 2,048 x 2,304 positions: 1.23e8 parameters in its optimizer step).
+"$sc" simulate "$mt" --set topology.nodes=4 --set pipeline.schedule=interleaved --set pipeline.ranks=2 \
+  --set pipeline.data_parallel=16 --set pipeline.microbatches=4 --set pipeline.chunks=2 \
+  --set "pipeline.partition=[0, 12, 12, 0]" --explain >"$tmp/listed" 2>"$tmp/err"
+checkf "explain: a list of every stage's layers, the first with none" '[[ $? -eq 0 ]] && grep -q "optimizer step of stage 0 (1.23e+08 parameters)" "$tmp/listed"' "$tmp/err"
 # Each pass's total under the table is the sum of its kernels' times.
 python3 - "$tmp/out" <<'PY' || fail=1
 import re, sys

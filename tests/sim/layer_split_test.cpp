@@ -90,6 +90,35 @@ TEST(SplitWeights, AGivenListIsTakenAsItIs) {
   EXPECT_NE(testing::LoadError(dir, base + "given}\n").find("expected one of even, balanced"), std::string::npos);
 }
 
+// Megatron-LM's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split:
+// a list of every stage may leave the first and the last stage without a layer (the embedding
+// alone, the head and loss alone), even with fewer layers than stages; a stage between them
+// without one is refused at the key. The empty stages cost what they hold: the first only the
+// embedding's F and W, the last the head and loss, both far below a middle stage's layer.
+TEST(SplitWeights, TheFirstAndLastStagesMayHoldTheEmbeddingOrTheLossAlone) {
+  ScratchDir dir;
+  const std::string base =
+      "name: t\ntopology: {device: H100-SXM, devices_per_node: 4, links: [{scope: node, bandwidth: 100GB/s, latency: "
+      "1us}]}\n"
+      "model: {transformer: {layers: 2, hidden: 1024, heads: 8, seq: 256, vocab: 32000}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 4, microbatches: 4, partition: ";
+  const Scenario ends = LoadScenario(dir.Write("e.yaml", base + "[0, 1, 1, 0]}\n"), {});
+  EXPECT_EQ(StageLayers(ends, 4), (std::vector<int>{0, 1, 1, 0}));
+  const CostTable costs = BuildCosts(ends, 4);
+  ASSERT_EQ(costs.stages.size(), 4u);
+  EXPECT_GT(costs.stages[0].forward_ns, 0);
+  EXPECT_LT(costs.stages[0].forward_ns, costs.stages[1].forward_ns / 4);
+  EXPECT_EQ(costs.stages[1].forward_ns, costs.stages[2].forward_ns);
+  EXPECT_GT(costs.stages[3].forward_ns, 0);  // the head's GEMM and the loss
+  EXPECT_NE(testing::LoadError(dir, base + "[1, 0, 1, 0]}\n")
+                .find("pipeline.partition: gives stage 1 no layer; only the first and the last stage may have none"),
+            std::string::npos)
+      << testing::LoadError(dir, base + "[1, 0, 1, 0]}\n");
+  // Without a list, 2 layers over 4 stages is refused as before.
+  EXPECT_NE(testing::LoadError(dir, base + "even}\n").find("expected at least 4 layers, one per stage"),
+            std::string::npos);
+}
+
 // A list with an entry per rank, for a shape of v stages per rank: each rank's layers split over
 // its own stages, earlier chunks taking the remainder. Worked by hand for 4 ranks, 24 layers,
 // ranks holding {5, 6, 6, 7}: rank 0's 5 is {3, 2}, rank 3's 7 is {4, 3}. Under the loop

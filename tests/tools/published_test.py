@@ -122,6 +122,26 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "a2a_overlap: {enabled: true, sm_share: 0.182}" in overlap  # 24 of the H100's 132 SMs
 
 
+def test_the_embedding_and_loss_take_a_layers_place_where_the_source_says_so():
+    from stagecraft_tools import published_moe
+    rows = {r["id"]: r for r in tables.rows(published_moe.TABLE)}
+    # Qwen3's 94 layers + the embedding + the loss = 96 slots: 3 a stage over PP 8 x VP 4, the first
+    # and last stage 2 layers; 1 a stage over 32 x 3, the first and last none.
+    assert published_moe.partition_of(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"]) == [2] + [3] * 30 + [2]
+    assert published_moe.partition_of(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp32_vpp3_ep8_a2a"]) == [0] + [1] * 94 + [0]
+    # Llama 3 405B: 126 + 2 = 128 slots over 16 ranks of 8 chunks, the first chunk the embedding alone.
+    llama = rows["llama3_paper_405b_h100_bf16_8192gpu"]
+    assert published_moe.chunks_of(llama) == 8
+    assert published_moe.partition_of(llama) == [0] + [1] * 126 + [0]
+    assert "partition: [0, 1, 1," in published_moe.scenario_text(llama)
+    # Mixtral's split is Megatron-LM's even one.
+    mixtral = rows["mlm_moe_readme_mixtral_8x7b_h100_bf16"]
+    assert published_moe.partition_of(mixtral) is None and "partition" not in published_moe.scenario_text(mixtral)
+    # Slots that do not fill the stages evenly, or fewer slots than stages, are not predicted.
+    assert "stages for 94 layers and the embedding and loss" in published_moe.why_not({**rows[
+        "mzoo_qwen3_235b_h100_bf16_tp2_pp32_vpp3_ep8_a2a"], "vp": "4"})
+
+
 def test_moe_rows_are_compared_by_their_sources_flop_count():
     from stagecraft_tools import published_moe
     rows = {r["id"]: r for r in tables.rows(published_moe.TABLE)}

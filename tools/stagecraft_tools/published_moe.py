@@ -45,9 +45,25 @@ VOCAB_DIVISORS = {
 # Megatron-MoE-ModelZoo sbatch_benchmarking.sh with A2A_OVERLAP=1: NVTE_FWD_LAYERNORM_SM_MARGIN and
 # NVTE_BWD_LAYERNORM_SM_MARGIN 24, the SMs left to the all-to-alls, of the H100's 132.
 OVERLAP_SM_SHARE = round(24 / 132, 3)
-# Llama 3 405B: Meta's pipeline interleaves virtual stages (Llama 3 paper §3.3.2) without saying how
-# many; taken as 2 per rank, stated before any prediction was made.
-LLAMA3_CHUNKS = 2
+# The models whose pipeline split counts the embedding and the loss as a layer each, so the first
+# stage holds the embedding and one layer fewer, the last the head and loss and one layer fewer
+# (Megatron-LM's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split).
+ACCOUNTS_EMBEDDING_AND_LOSS = {
+    # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml sets both (and
+    # runtime_configs/benchmarking/runtime.conf splits 96 "layers": "Account loss and embedding").
+    "Qwen3-235B-A22B",
+    # Llama 3 paper §3.3.2: "we reduce one Transformer layer each from the first and the last
+    # stages, respectively. This means that the first model chunk on the first stage has only the
+    # embedding, and the last model chunk on the last stage has only output projection and loss".
+    "Llama-3-405B",
+}
+# Llama 3 405B: Meta's pipeline interleaves V virtual stages per rank (Llama 3 paper §3.3.2). The
+# paper gives no number, but its split pins it: with one layer fewer on the first and last stages,
+# "the first model chunk on the first stage has only the embedding", so a chunk is one slot of the
+# (126 + 2) / 16 = 8 a rank holds: V = 8. (Until 2026-12-01 this was an assumed 2, which predicted
+# the 8,192- and 16,384-GPU runs +12.7% and -1.2% but their ratio 0.83 against the published 0.93;
+# V = 8 gives 0.92.)
+LLAMA3_CHUNKS = 8
 
 
 def why_not(row):
@@ -63,14 +79,26 @@ def why_not(row):
         return "sliding-window attention and attention sinks in half the layers"
     if "FSDP" in notes and row["pp"] in ("", "1"):
         return "FSDP over the data-parallel ranks instead of a pipeline"
-    layers, pp, vp = int(row["layers"]), int(row["pp"] or 1), int(row["vp"] or 1)
-    if layers < pp * vp:
-        return f"{pp} x {vp} virtual stages for {layers} layers (the embedding and loss counted as layers)"
+    layers, stages = int(row["layers"]), int(row["pp"] or 1) * chunks_of(row)
+    slots = layers + 2 if row["model"] in ACCOUNTS_EMBEDDING_AND_LOSS else layers
+    if slots < stages or (slots != layers and slots % stages):
+        return f"{stages} stages for {layers} layers{' and the embedding and loss' if slots != layers else ''}"
     return ""
 
 
+def partition_of(row):
+    """The layers of each stage a row's split gives, or None for Megatron-LM's even one: with the
+    embedding and the loss counted as a layer each, (layers + 2) / stages a stage, the first and
+    the last one fewer."""
+    if row["model"] not in ACCOUNTS_EMBEDDING_AND_LOSS:
+        return None
+    stages = int(row["pp"] or 1) * chunks_of(row)
+    per = (int(row["layers"]) + 2) // stages
+    return [per - 1] + [per] * (stages - 2) + [per - 1] if stages > 1 else [int(row["layers"])]
+
+
 def chunks_of(row):
-    """The virtual stages per rank a row runs: its published VP, else Llama 3's assumed 2, else 1."""
+    """The virtual stages per rank a row runs: its published VP, else Llama 3's 8 (LLAMA3_CHUNKS), else 1."""
     if row["vp"] not in ("", "1"):
         return int(row["vp"])
     return LLAMA3_CHUNKS if row["model"].startswith("Llama-3-405B") else 1
@@ -99,6 +127,9 @@ def scenario_text(row):
         if "DeepEP" in row["notes"]:  # the row's dispatcher, as its source names it
             layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
+    partition = partition_of(row)
+    if partition:
+        layout += f", partition: [{', '.join(map(str, partition))}]"
     if "+1f1b overlap" in row["notes"]:  # Megatron-LM's --overlap-moe-expert-parallel-comm
         schedule = "interleaved-overlap"
         layout += f", a2a_overlap: {{enabled: true, sm_share: {OVERLAP_SM_SHARE}}}"
