@@ -170,6 +170,27 @@ for r in rows[1:]:
         ok = False
 sys.exit(0 if ok else 1)
 PY"
+# Part 6: every row predicted or listed with why not; each error is the printed tokens/s' ratio.
+# Part 7: Megatron-LM's nine H100 rows, each error the printed TFLOP/s' ratio, with a verdict.
+python3 - "$tmp/v" "$root/data/moe_llama_published.csv" "$root/data/megatron_lm_h100_2024.csv" <<'PY' || fail=1
+import csv, re, sys
+text = open(sys.argv[1]).read()
+moe_text = text.split("Mixture-of-experts and Llama-family runs (")[1].split("not predicted:")
+h100_text = text.split("Megatron-LM's weak scaling on H100s")[1]
+read = lambda path: list(csv.DictReader(l for l in open(path) if l.strip() and not l.startswith("#")))
+moe, h100 = read(sys.argv[2]), read(sys.argv[3])
+predicted = re.findall(r"^ *(\S+) +[0-9]+ .* ([0-9.]+) +([0-9.]+) +([+-][0-9.]+)%  ", moe_text[0], re.M)
+skipped = re.findall(r"^  (\S+): ", moe_text[1].split("\n\n")[0], re.M)
+ok = sorted([p[0] for p in predicted] + skipped) == sorted(r["id"] for r in moe)
+ok &= len(predicted) > 0 and all(abs(100 * (float(p) / float(q) - 1) - float(e)) < 0.1 for _, p, q, e in predicted)
+rows = re.findall(r"^ +([0-9.]+)B +([0-9]+) .* ([0-9.]+) +([0-9.]+) +([+-][0-9.]+)%  ", h100_text, re.M)
+ok &= [(r[0], r[1]) for r in rows] == [(r["params_b"], r["gpus"]) for r in h100]
+ok &= all(float(q) == float(r["tflops_per_gpu"]) and abs(100 * (float(p) / float(q) - 1) - float(e)) < 0.1
+          for (_, _, p, q, e), r in zip(rows, h100))
+ok &= re.search(r"^Megatron-LM on H100s: median \|error\| [0-9.]+% \(target <= 5%\), largest [0-9.]+%", h100_text, re.M) is not None
+print("ok" if ok else f"FAIL: validate-published parts 6 and 7: {len(predicted)} MoE rows, {len(rows)} H100 rows as printed")
+sys.exit(0 if ok else 1)
+PY
 STAGECRAFT="$sc" "$root/scripts/validate-published.sh" --strict --zb-split >"$tmp/strict" 2>"$tmp/err"
 src=$?
 check "validate-published --strict: exit 0 exactly when every table meets the targets (exit $src)" \

@@ -179,3 +179,24 @@ def test_the_megatron_count_is_stagecrafts_model_flops():
     (p,) = [p for p in published_moe.predictions() if p.row["id"] == "mlm_moe_readme_mixtral_8x7b_h100_bf16"]
     assert p.tflops == pytest.approx(p.run["model_tflops_per_device"], rel=1e-3)
     assert p.error == pytest.approx(p.tokens_per_s / published_moe.published_tokens_per_s(rows[p.row["id"]]) - 1)
+
+
+def test_megatron_lm_h100_table_as_its_source_states_it():
+    from stagecraft_tools import published_h100
+    rows = tables.rows(published_h100.TABLE)
+    assert len(rows) == 9
+    for r in rows:
+        # The image's own columns agree: T x P x D GPUs, TFLOP/s x GPUs = the aggregate PFLOP/s, and
+        # the MFU over the H100 SXM's dense BF16 peak of 989.4 TFLOP/s.
+        assert int(r["tp"]) * int(r["pp"]) * int(r["dp"]) == int(r["gpus"])
+        assert float(r["tflops_per_gpu"]) * int(r["gpus"]) / 1000 == pytest.approx(float(r["aggregate_pflops"]), abs=0.1)
+        assert 100 * float(r["tflops_per_gpu"]) / 989.4 == pytest.approx(int(r["mfu_pct"]), abs=0.6)
+    # 462B: 16 stages of 8-way tensor parallelism, 3072 sequences over 48 replicas: 64 microbatches of one.
+    text = published_h100.scenario_text(rows[-1])
+    for part in ("layers: 112, hidden: 18432, heads: 144, seq: 4096, vocab: 131072", "schedule: 1f1b", "ranks: 16",
+                 "tensor_parallel: 8", "sequence_parallel: true", "tensor_parallel_overlap: true", "microbatches: 64",
+                 "microbatch_size: 1", "zero: 1"):
+        assert part in text, part
+    # 1.7B: one stage, no tensor parallelism, 4 microbatches.
+    first = published_h100.scenario_text(rows[0])
+    assert "schedule: gpipe, ranks: 1" in first and "tensor_parallel_overlap: false" in first and "microbatches: 4" in first

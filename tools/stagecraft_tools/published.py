@@ -7,14 +7,15 @@ predicted and published numbers and the error (docs/cost-model.md); the tables a
      `simulate --explain-json`);
   4. the Zero Bubble paper's Table 4 (samples per GPU per second, a step of a long run);
   5. Megatron-Turing NLG 530B's system performance (microbatch size unpublished: 1, 2 and 4; no target);
-  6. mixture-of-experts and Llama-family runs (published_moe.py).
+  6. mixture-of-experts and Llama-family runs (published_moe.py);
+  7. Megatron-LM's weak scaling of GPT models on H100s (published_h100.py).
 Targets per table: median |error| <= 5%, largest <= 10%. Exits 1 when table 1 misses them (any
 table, with --strict). --zb-split adds part 4's schedule ratios with W's share split two ways."""
 import statistics
 import tempfile
 from pathlib import Path
 
-from . import common, published_moe, tables
+from . import common, published_h100, published_moe, tables
 
 SCENARIO = common.SCENARIOS / "published" / "megatron-sc21.yaml"
 ZB_VOCAB = 32000  # the Zero Bubble code release's vocabulary (the LLaMA tokenizer's)
@@ -259,10 +260,11 @@ def main(argv):
     v.zero_bubble()
     v.mt_nlg()
     published_moe.report(v, verdict)
+    published_h100.report(v, verdict)
     if args.zb_split:
         v.zb_split()
     print("\n".join(v.lines))
-    others = all(within(v.errors[k]) for k in ("korthikanti5", "korthikanti4", "zero_bubble", "moe_llama"))
+    others = all(within(v.errors[k]) for k in ("korthikanti5", "korthikanti4", "zero_bubble", "moe_llama", "megatron_h100"))
     return 0 if within(v.errors["megatron"]) and (others or not args.strict) else 1
 
 
