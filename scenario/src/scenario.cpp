@@ -101,7 +101,7 @@ OffloadSpec ParseOffload(const Value& value) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "tensor_parallel_overlap", "zero", "placement", "memory_limit",
+                      "sequence_parallel", "tensor_parallel_overlap", "grad_reduce_overlap", "zero", "placement", "memory_limit",
                       "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload", "task_scheduler",
                       "expert_parallel", "a2a_overlap", "moe_dispatcher"});
   PipelineSpec p;
@@ -136,6 +136,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("zb_refine_nodes")) p.zb_refine_nodes = v->Int(0, kMaxZbRefineNodes);
   if (const auto v = m.Find("offload")) p.offload = ParseOffload(*v);
   if (const auto v = m.Find("expert_parallel")) p.expert_parallel = static_cast<int>(v->Int(1, kMaxExperts));
+  if (const auto v = m.Find("grad_reduce_overlap")) p.grad_reduce_overlap = v->Bool();
   if (const auto v = m.Find("moe_dispatcher")) p.deepep = v->Choice({"alltoall", "deepep"}) == "deepep";
   if (const auto v = m.Find("a2a_overlap")) {
     const Map o(*v, {"enabled", "sm_share"});

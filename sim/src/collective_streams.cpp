@@ -92,7 +92,26 @@ void CollectiveStreams::Post(int rank, int index, const Op& op) {
   const size_t lane = Lane(rank, a2a);
   Stream& stream = streams_[lane];
   stream.queue.push_back(index);
+  stream.left.push_back(a2a ? 1.0 : ShareLeft(rank, index, op));
   if (stream.queue.size() == 1) StartNext(lane);
+}
+
+// With grad_reduce_overlap, Megatron-LM's buckets: the reduce ran beside the stage's last backward
+// (the backward of the same stage nearest before it in the list, which has ended) for as long as
+// that backward ran, at the all-reduce's own pace alone; what is left is the rest of it. Without
+// it, all of it.
+double CollectiveStreams::ShareLeft(int rank, int index, const Op& op) const {
+  if (!costs_.grad_reduce_overlap) return 1.0;
+  const double alone = plans_.AloneNsOf(op.stage);
+  if (!(alone > 0)) return 1.0;
+  const auto& ops = schedule_.ops[rank];
+  for (int i = index - 1; i >= 0; --i) {
+    if (!schedules::IsBackward(ops[i].kind) || ops[i].stage != op.stage) continue;
+    const auto& ran = record_->ranks[rank].ops[i];
+    const double hidden = static_cast<double>(std::max<int64_t>(0, ran.end_ns - ran.start_ns));
+    return std::clamp(1.0 - hidden / alone, 0.0, 1.0);
+  }
+  return 1.0;
 }
 
 bool CollectiveStreams::Done(int rank, int stage, int version) const {
@@ -129,6 +148,7 @@ void CollectiveStreams::StartPhase(size_t lane) {
     record_->ranks[RankOfLane(lane)].ops[index].end_ns = loop_->now_ns();
     stream.done.insert(IsA2aLane(lane) ? int64_t{index} : Key(op.stage, op.version));
     stream.queue.pop_front();
+    stream.left.pop_front();
     stream.phase = -1;
     // The next one starts before the listener hears: what it posts on hearing queues behind it.
     StartNext(lane);
@@ -136,20 +156,23 @@ void CollectiveStreams::StartPhase(size_t lane) {
     return;
   }
   const CollectivePhase& phase = plan.phases[stream.phase];
-  loop_->ScheduleAt(loop_->now_ns() + phase.measured_ns + phase.steps * StepLatencyNs(phase), this,
-                    static_cast<int32_t>(lane), 0);
+  const auto measured = static_cast<int64_t>(std::llround(static_cast<double>(phase.measured_ns) * stream.left.front()));
+  loop_->ScheduleAt(loop_->now_ns() + measured + phase.steps * StepLatencyNs(phase), this, static_cast<int32_t>(lane),
+                    0);
 }
 
 void CollectiveStreams::OnEvent(const Event& event) {
   const auto lane = static_cast<size_t>(event.a);
   Stream& stream = streams_[lane];
   const CollectivePhase& phase = PlanOf(lane).phases[stream.phase];
-  stream.flows_left = phase.flows.size();
-  if (phase.flows.empty()) return EndPhase(lane);
+  const double left = stream.left.front();
+  stream.flows_left = left > 0 ? phase.flows.size() : 0;
+  if (stream.flows_left == 0) return EndPhase(lane);
   const size_t base = first_slot_ + lane * plans_.max_flows();
   for (size_t i = 0; i < phase.flows.size(); ++i) {
     const CollectiveFlow& f = phase.flows[i];
-    transfers_->StartFlow(base + i, f.src_device, f.dst_device, f.bytes);
+    const int64_t bytes = std::max<int64_t>(1, std::llround(static_cast<double>(f.bytes) * left));
+    transfers_->StartFlow(base + i, f.src_device, f.dst_device, f.bytes == 0 ? 0 : bytes);
   }
 }
 

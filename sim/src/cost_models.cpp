@@ -42,6 +42,7 @@ CostTable BuildCosts(const Scenario& scenario, const CostQuery& query) {
   if (scenario.pipeline.offload.optimizer == OptimizerPlace::kHost) PlaceOptimizerOnHost(scenario, &table);
   const std::optional<PipeMareSpec>& pipemare = scenario.training.pipemare;
   table.weight_velocity = scenario.has_training && pipemare && pipemare->correction;
+  table.grad_reduce_overlap = scenario.pipeline.grad_reduce_overlap;
   return table;
 }
 

@@ -146,6 +146,39 @@ TEST(Collectives, ReduceGradInARunIsTimedByHand) {
   EXPECT_EQ(one.makespan_ns(), 6 * kMs + kMs / 2);
 }
 
+// Megatron-LM's --overlap-grad-reduce (CostTable::grad_reduce_overlap), the run above by hand: the
+// last backward [4, 6] ms covers 2 ms of the reduce's 1.004 ms alone, so only its two steps' latency
+// is left after it: [6, 6.004] ms. With 30 MB it takes 3.004 ms alone; 2 ms of it ran beside the
+// backward, so 1 - 2 / 3.004 of the 30 MB (10.027 MB, 1.0027 ms at 10 GB/s) and the latency remain.
+TEST(Collectives, AnOverlappedReduceLeavesOnlyWhatItsLastBackwardDidNotCoverByHand) {
+  schedules::GeneratorParams p = schedules::test_cases::Params(1, 2);
+  p.data_parallel = 2;
+  const schedules::Schedule s = schedules::Lower(schedules::Generate("gpipe", p));
+  SimConfig config;
+  config.replica_devices = {{0, 1}};
+  const auto reduce = [&](int64_t bytes, bool overlap) {
+    CostTable costs = testing::Uniform(1, kMs, kMs, kMs);
+    costs.stages[0].grad_bytes = bytes;
+    costs.stages[0].step_ns = kMs / 2;
+    costs.grad_reduce_overlap = overlap;
+    const RunRecord r = Simulate(s, costs, Node(2, 10e9, 2000), config);
+    for (size_t i = 0; i < s.ops[0].size(); ++i) {
+      if (s.ops[0][i].kind == schedules::OpKind::kReduceGrad) {
+        EXPECT_EQ(r.makespan_ns(), r.ranks[0].ops[i].end_ns + kMs / 2);  // the STEP still waits for it
+        return std::pair{r.ranks[0].ops[i].start_ns, r.ranks[0].ops[i].end_ns};
+      }
+    }
+    return std::pair<int64_t, int64_t>{-1, -1};
+  };
+  EXPECT_EQ(reduce(10'000'000, false), (std::pair<int64_t, int64_t>{6 * kMs, 6 * kMs + 2 * 2000 + kMs}));
+  EXPECT_EQ(reduce(10'000'000, true), (std::pair<int64_t, int64_t>{6 * kMs, 6 * kMs + 2 * 2000}));
+  const auto [start, end] = reduce(30'000'000, true);
+  EXPECT_EQ(start, 6 * kMs);
+  const double left = 1.0 - 2e6 / 3.004e6;
+  EXPECT_NEAR(static_cast<double>(end), 6e6 + 2 * 2000 + 30e6 * left / 10e9 * 1e9, 2.0);
+  EXPECT_EQ(reduce(30'000'000, false).second, 6 * kMs + 2 * 2000 + 3 * kMs);
+}
+
 // A measured all-reduce fit (CostTable::allreduce): 30 us a step, 2 GB/s of bus bandwidth,
 // measured on 2 ranks. The GPipe run above with D = 2: 2 steps x 30 us + 2(2-1)/2 x 10 MB at
 // 2 GB/s = 60 us + 5 ms = 5.06 ms from 6 ms, whatever the links (10 GB/s, 2 us) or the p2p fit

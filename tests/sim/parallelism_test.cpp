@@ -238,6 +238,13 @@ TEST(ParallelismKeys, ReadFromYamlWithTheirDefaults) {
   EXPECT_FALSE(hybrid.pipeline.tensor_parallel_overlap);
   EXPECT_TRUE(LoadScenario(dir.Write("o.yaml", base + "  tensor_parallel: 4\n  tensor_parallel_overlap: true\n"), {})
                   .pipeline.tensor_parallel_overlap);
+  // Megatron-LM's --overlap-grad-reduce: off unless stated, read into the cost table.
+  EXPECT_FALSE(plain.pipeline.grad_reduce_overlap);
+  EXPECT_FALSE(BuildCosts(plain, 2).grad_reduce_overlap);
+  const Scenario overlapped =
+      LoadScenario(dir.Write("g.yaml", base + "  data_parallel: 2\n  grad_reduce_overlap: true\n"), {});
+  EXPECT_TRUE(overlapped.pipeline.grad_reduce_overlap);
+  EXPECT_TRUE(BuildCosts(overlapped, 2).grad_reduce_overlap);
   const std::string maybe = base + "  tensor_parallel_overlap: maybe\n";
   EXPECT_NE(testing::LoadError(dir, maybe).find(": pipeline.tensor_parallel_overlap: "), std::string::npos)
       << testing::LoadError(dir, maybe);

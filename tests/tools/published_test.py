@@ -194,7 +194,8 @@ def test_megatron_lm_h100_table_as_its_source_states_it():
     # 462B: 16 stages of 8-way tensor parallelism, 3072 sequences over 48 replicas: 64 microbatches of one.
     text = published_h100.scenario_text(rows[-1])
     for part in ("layers: 112, hidden: 18432, heads: 144, seq: 4096, vocab: 131072", "schedule: 1f1b", "ranks: 16",
-                 "tensor_parallel: 8", "sequence_parallel: true", "tensor_parallel_overlap: true", "microbatches: 64",
+                 "tensor_parallel: 8", "sequence_parallel: true", "tensor_parallel_overlap: true",
+                 "grad_reduce_overlap: true", "microbatches: 64",
                  "microbatch_size: 1", "zero: 1"):
         assert part in text, part
     # 1.7B: one stage, no tensor parallelism, 4 microbatches.

@@ -57,6 +57,11 @@ ACCOUNTS_EMBEDDING_AND_LOSS = {
     # embedding, and the last model chunk on the last stage has only output projection and loss".
     "Llama-3-405B",
 }
+# The models whose configuration overlaps the gradients' reduce with the backward (Megatron-LM's
+# --overlap-grad-reduce: pipeline.grad_reduce_overlap).
+OVERLAPS_GRAD_REDUCE = {
+    "Qwen3-235B-A22B",  # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml
+}
 # Llama 3 405B: Meta's pipeline interleaves V virtual stages per rank (Llama 3 paper §3.3.2). The
 # paper gives no number, but its split pins it: with one layer fewer on the first and last stages,
 # "the first model chunk on the first stage has only the embedding", so a chunk is one slot of the
@@ -127,6 +132,8 @@ def scenario_text(row):
         if "DeepEP" in row["notes"]:  # the row's dispatcher, as its source names it
             layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
+    if row["model"] in OVERLAPS_GRAD_REDUCE:
+        layout += ", grad_reduce_overlap: true"
     partition = partition_of(row)
     if partition:
         layout += f", partition: [{', '.join(map(str, partition))}]"

@@ -140,6 +140,10 @@ struct ParallelLayout {
   // side by side (Megatron-LM's asynchronous tensor-parallel all-reduce, which Korthikanti et
   // al. 2022 describe; SC'21 describes none). Split I and W ops are unchanged.
   bool tensor_parallel_overlap = false;
+  // pipeline.grad_reduce_overlap: a stage's data-parallel gradient reduce runs beside its last
+  // backward of the update, as Megatron-LM's --overlap-grad-reduce launches each bucket's reduce
+  // once the backward has produced it; only what the backward does not cover is left after it.
+  bool grad_reduce_overlap = false;
   int zero = 0;
   // E (pipeline.expert_parallel): a MoE layer's experts sharded over E of the D x T devices that
   // hold a stage (Megatron-LM's expert parallelism folded over the data and tensor ranks; each

@@ -101,6 +101,7 @@ class CollectiveStreams final : public EventHandler {
   static constexpr int kLanes = 2;
   struct Stream {
     std::deque<int> queue;  // op indexes posted, the first one running
+    std::deque<double> left;  // of each, the share of its all-reduce still to run (grad_reduce_overlap)
     int phase = -1;         // of the running one; -1: none running
     size_t flows_left = 0;
     // The finished ones: REDUCE_GRADs by stage x version, ALL_TO_ALLs by op index.
@@ -112,6 +113,7 @@ class CollectiveStreams final : public EventHandler {
 
   void StartNext(size_t lane);
   void StartPhase(size_t lane);
+  double ShareLeft(int rank, int index, const schedules::Op& op) const;
   void EndPhase(size_t lane);
   int64_t StepLatencyNs(const CollectivePhase& phase) const;
   const schedules::Op& Running(size_t lane) const {

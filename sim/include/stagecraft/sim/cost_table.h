@@ -86,6 +86,10 @@ struct CostTable {
   // (all_to_all.h), which then has 1 - a2a_sm_share of the device; false: they wait as any.
   bool a2a_overlap = false;
   double a2a_sm_share = 0;
+  // pipeline.grad_reduce_overlap: a REDUCE_GRAD posted after its stage's last backward is left
+  // only the part of its all-reduce that the backward's time alone did not cover
+  // (collective_streams.h).
+  bool grad_reduce_overlap = false;
   AllToAllRouting a2a_routing;
   int64_t p2p_latency_ns = 0;     // added per hop on top of the topology's route
   std::string source;             // the cost model's label: "explicit" | "transformer" | "mlp" | "profile:<path>"
