@@ -229,7 +229,7 @@ MoeSpec ParseMoe(const Value& value, int layers) {
 
 TransformerSpec ParseTransformer(const Value& value) {
   const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout", "ffn_hidden", "activation",
-                      "kv_heads", "tied_embeddings", "moe", "head_dim", "attention"});
+                      "kv_heads", "tied_embeddings", "moe", "head_dim", "attention", "bias"});
   TransformerSpec t;
   t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
   t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
@@ -241,6 +241,7 @@ TransformerSpec ParseTransformer(const Value& value) {
   if (const auto v = m.Find("activation")) t.activation = v->Enum(kFfnActivationNames);
   if (const auto v = m.Find("kv_heads")) t.kv_heads = static_cast<int>(v->Int(1, kMaxHeads));
   if (const auto v = m.Find("tied_embeddings")) t.tied_embeddings = v->Bool();
+  if (const auto v = m.Find("bias")) t.bias = v->Bool();
   if (const auto v = m.Find("head_dim")) t.head_dim = static_cast<int>(v->Int(1, kMaxHidden));
   if (const auto v = m.Find("attention")) t.attention = v->Enum(kAttentionKernelNames);
   if (const auto v = m.Find("moe")) t.moe = ParseMoe(*v, t.layers);

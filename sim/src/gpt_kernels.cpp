@@ -179,7 +179,7 @@ void BlockForward(const Lister& l, const Dims& x, bool moe) {
   l.Enter("attention", act);
   l.Gemm("qkv", x.rows, x.qkvp, x.h);
   const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
-  l.Memory("qkv.bias", qkv, 2 * d, 1);
+  if (l.g.bias) l.Memory("qkv.bias", qkv, 2 * d, 1);
   l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
   if (l.g.flash) {
     FlashAttention(l, x, false);
@@ -252,13 +252,14 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   // LayerNorms' column sums. The row-parallel layers' inputs are the gathered ones.
   const Lister w{g, KernelPass::kW, &out};
   const double mg = g.main_grad_bytes();
-  // `rows` rows per GEMM, `batch` GEMMs (the local experts'); `bias`: the column sums too.
+  // `rows` rows per GEMM, `batch` GEMMs (the local experts'); `bias`: the column sums too (of a
+  // model with biases, g.bias).
   const auto weight = [&](const std::string& name, int64_t out_features, int64_t in_features, double rows = 0,
                           int64_t batch = 1, bool bias = true) {
     const int64_t m = rows > 0 ? static_cast<int64_t>(rows) : x.rows;
     w.Gemm(name + ".dW", out_features, in_features, m, batch);
     out.back().bytes += static_cast<double>(out_features) * in_features * batch * (2 * mg - d);  // += into main_grad
-    if (bias) w.Memory(name + ".db", static_cast<double>(m) * out_features * batch, d, 1);
+    if (bias && g.bias) w.Memory(name + ".db", static_cast<double>(m) * out_features * batch, d, 1);
   };
   if (moe_layer) {
     const Routed r = RoutedOf(g, x);

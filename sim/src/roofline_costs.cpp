@@ -76,6 +76,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.kv_heads = t.KvHeads();
   g.head_dim = t.HeadDim();
   g.flash = t.attention == AttentionKernel::kFlash;
+  g.bias = t.bias;
   if (t.moe) {
     g.experts = t.moe->experts;
     g.routed = t.moe->top_k * t.moe->TokenFactor();

@@ -157,16 +157,19 @@ struct StageParams {
 // the final LayerNorm and the LM head, untied (its own copy on the last rank, as Megatron-LM's
 // pipeline keeps), on the last; tensor-parallel, the vocabulary is split over the group (the
 // position embeddings and the LayerNorm are replicated). Tied embeddings on one stage: the head
-// is the embedding already counted.
+// is the embedding already counted. Without biases (bias: false) only the LayerNorms are replicated.
 StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& layers) {
   const TransformerSpec& t = *sc.model.transformer;
   const int tp = sc.pipeline.tensor_parallel;
   const double h = t.hidden, s = t.seq, V = t.vocab;
   const double block_params = static_cast<double>(TransformerBlockParams(t));
-  const double layer_params = tp == 1 ? block_params : (block_params - 6 * h) / tp + 6 * h;
+  const double row_biases = t.bias ? 2 * h : 0.0;  // the projection's and the feed-forward down's
+  const double layer_params =
+      tp == 1 ? block_params : (block_params - row_biases - 4 * h) / tp + row_biases + 4 * h;
   const double moe_dense_params =
       !t.moe ? 0.0
-             : (static_cast<double>(AttentionParams(t)) - h) / tp + 5 * h + static_cast<double>(RouterParams(t)) +
+             : (static_cast<double>(AttentionParams(t)) - row_biases / 2) / tp + row_biases / 2 + 4 * h +
+                   static_cast<double>(RouterParams(t)) +
                    static_cast<double>(t.moe->shared_experts) * static_cast<double>(ExpertParams(t)) / tp;
   const double expert_params =
       !t.moe ? 0.0

@@ -31,6 +31,13 @@ TEST(LlamaTransformer, BlockParameters) {
   EXPECT_EQ(TransformerBlockParams(gpt), GptBlockParams(2048));
   EXPECT_TRUE(gpt.IsGpt2Block());
   EXPECT_FALSE(llama.IsGpt2Block());
+  // bias: false, as Llama has none: the weights and the LayerNorms' 4·4096 only.
+  llama.bias = false;
+  EXPECT_EQ(TransformerBlockParams(llama), 218'103'808 + 4 * 4096);
+  TransformerSpec gpt_without = gpt;
+  gpt_without.bias = false;
+  EXPECT_EQ(TransformerBlockParams(gpt_without), 12LL * 2048 * 2048 + 4 * 2048);
+  EXPECT_FALSE(gpt_without.IsGpt2Block());  // the executor's block has biases
 }
 
 // b = 2, s = 4, h = 8, a = 2, kv = 1 (g = 1/2, keys 4 wide), f = 12, SwiGLU, V = 10, bf16, one FLOP
@@ -88,6 +95,40 @@ TEST(LlamaTransformer, KernelListFlops) {
   EXPECT_DOUBLE_EQ(weight, 7680);
   EXPECT_TRUE(swiglu);
   EXPECT_FALSE(gelu);
+}
+
+// Without biases the kernel list drops the qkv bias add and every bias gradient (.db), keeps the
+// GEMMs' FLOPs, and the tensor-parallel stage replicates only its LayerNorms: the tiny Llama's
+// 568 parameters a layer lose 16 + 8 (Q, K, V and the projection's biases) + 24 + 8 (the
+// feed-forward's): 512; over T = 2, (512 - 32) / 2 + 32 = 272 on each device.
+TEST(LlamaTransformer, WithoutBiases) {
+  GptKernelShape g;
+  g.microbatch = 2, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10;
+  g.ffn = 12, g.swiglu = true, g.kv_heads = 1, g.bias = false;
+  double forward = 0;
+  int biases = 0;
+  for (const Kernel& k : GptBlockKernels(g)) {
+    const bool gemm = k.kind == KernelClass::kGemm || k.kind == KernelClass::kBatchedGemm;
+    if (gemm && k.pass == KernelPass::kF) forward += k.flops;
+    biases += k.name == "qkv.bias" || k.name.ends_with(".db") ? 1 : 0;
+  }
+  EXPECT_DOUBLE_EQ(forward, 8704);
+  EXPECT_EQ(biases, 0);
+  g.bias = true;
+  int with = 0;
+  for (const Kernel& k : GptBlockKernels(g)) with += k.name == "qkv.bias" || k.name.ends_with(".db") ? 1 : 0;
+  EXPECT_EQ(with, 5);  // qkv.bias and the four .db
+  Scenario s = TinyLlama();
+  s.model.transformer->bias = false;
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].weight_bytes, (2 * 512 + 112) * 2);
+  s.model.transformer->heads = 2, s.model.transformer->kv_heads = 2;  // T = 2 divides the kv heads
+  s.pipeline.tensor_parallel = 2;
+  s.pipeline.sequence_parallel = true;
+  TransformerSpec wide = *s.model.transformer;
+  const int64_t layer = TransformerBlockParams(wide);  // 8·24 + 64 + 2·96 + 96 + 32 = 576
+  EXPECT_EQ(layer, 576);
+  const int64_t per_device = (layer - 32) / 2 + 32;
+  EXPECT_EQ(BuildCosts(s, 2).stages[1].weight_bytes, (2 * per_device + (10 * 8 / 2 + 2 * 8)) * 2);
 }
 
 TEST(LlamaTransformer, BadValuesAreOneLineAtTheirKey) {

@@ -104,7 +104,7 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     text = published_moe.scenario_text(mixtral)
     for part in ("ranks: 4", "data_parallel: 16", "tensor_parallel: 1", "microbatches: 16", "microbatch_size: 1",
                  "chunks: 8", "expert_parallel: 8", "moe: {experts: 8, top_k: 2, expert_hidden: 14336",
-                 "schedule: interleaved", "attention: flash"):
+                 "schedule: interleaved", "attention: flash", "bias: false"):
         assert part in text, part
     # Qwen3-235B's 64 heads of 128 in a hidden of 4096; TP 2 turns sequence parallelism on.
     qwen = published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"])

@@ -119,7 +119,10 @@ def scenario_text(row):
     chunks = chunks_of(row)
     model = (f"layers: {row['layers']}, hidden: {row['hidden']}, heads: {row['heads']}, kv_heads: {row['kv_heads']}, "
              f"ffn_hidden: {row['ffn_hidden']}, activation: swiglu, seq: {row['seq']}, vocab: {row['vocab']}, "
-             f"dtype: bf16, dropout: false, attention: flash, tied_embeddings: {row['tied_embeddings'] or 'false'}")
+             f"dtype: bf16, dropout: false, attention: flash, tied_embeddings: {row['tied_embeddings'] or 'false'}, "
+             # No linear biases in any of these models: Qwen3's config sets --disable-bias-linear
+             # (the ModelZoo's Qwen3-235B-A22B.yaml), Mixtral's and Llama 3's have none.
+             "bias: false")
     if row["model"] in HEAD_DIM:
         model += f", head_dim: {HEAD_DIM[row['model']]}"
     if row["experts"]:

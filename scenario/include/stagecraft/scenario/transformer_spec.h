@@ -74,6 +74,9 @@ struct TransformerSpec {
   // heads together are wider than the model (Qwen3's 64 heads of 128 in a hidden of 4096).
   int head_dim = 0;
   AttentionKernel attention = AttentionKernel::kUnfused;
+  // Whether the attention's and the dense feed-forward's linear layers have biases (GPT's); the
+  // Llama family, Mixtral and Qwen3 have none (Megatron-LM's --disable-bias-linear).
+  bool bias = true;
   // Mixture-of-experts layers (model.transformer.moe); none: every layer dense.
   std::optional<MoeSpec> moe;
 
@@ -99,21 +102,21 @@ struct TransformerSpec {
   // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
   constexpr bool IsGpt2Block() const {
     return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads &&
-           !tied_embeddings && !moe && QWidth() == hidden && attention == AttentionKernel::kUnfused;
+           !tied_embeddings && !moe && QWidth() == hidden && attention == AttentionKernel::kUnfused && bias;
   }
 };
 
 // A block's parameters (GPT's layout: biases on every linear layer, two LayerNorms): attention
 // Q h·q (q = heads x head_dim, h by default), K and V h·kv each, with their biases, the
 // projection q·h + h; the feed-forward up (and gate) h·f + f each, down f·h + h; LayerNorms 4h.
-// GPT-2 (f = 4h, kv = q = h): 12h² + 13h.
+// GPT-2 (f = 4h, kv = q = h): 12h² + 13h. Without biases (bias: false) the + terms go.
 constexpr int64_t AttentionParams(const TransformerSpec& t) {
-  const int64_t h = t.hidden, q = t.QWidth(), kv = t.KvWidth();
-  return h * (q + 2 * kv) + (q + 2 * kv) + q * h + h;
+  const int64_t h = t.hidden, q = t.QWidth(), kv = t.KvWidth(), biases = t.bias ? 1 : 0;
+  return h * (q + 2 * kv) + biases * (q + 2 * kv) + q * h + biases * h;
 }
 constexpr int64_t DenseFfnParams(const TransformerSpec& t) {
-  const int64_t h = t.hidden, f = t.Ffn();
-  return t.Ups() * (h * f + f) + f * h + h;
+  const int64_t h = t.hidden, f = t.Ffn(), biases = t.bias ? 1 : 0;
+  return t.Ups() * (h * f + biases * f) + f * h + biases * h;
 }
 constexpr int64_t TransformerBlockParams(const TransformerSpec& t) {
   return AttentionParams(t) + DenseFfnParams(t) + 4 * int64_t{t.hidden};

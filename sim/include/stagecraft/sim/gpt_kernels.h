@@ -82,6 +82,9 @@ struct GptKernelShape {
   // batched GEMMs at the device's GEMM model, reading and writing only Q, K, V, O and their
   // gradients; no softmax, dropout or recompute kernels.
   bool flash = false;
+  // model.transformer.bias: the attention's and dense feed-forward's biases, added in F (qkv's
+  // kernel; the others fused into the activation and the dropout-adds) and summed in W (.db).
+  bool bias = true;
   // Mixture-of-experts layers (model.transformer.moe; GptBlockKernels' `moe_layer`): the
   // router's experts, the copies of each token routed (top_k x the capacity factor), the experts
   // one device holds (experts / E) and their width, and the shared experts' total width.
