@@ -13,10 +13,10 @@ a 400 Gb/s NIC per GPU). What it does not state is taken as Megatron-LM's defaul
 benchmarks use: Megatron's GPT block (GELU, a 4h feed-forward, dropout, tied embeddings), bf16 with
 Transformer Engine's fused attention (`attention: flash`), Adam, a microbatch of one sequence, no
 recompute, 1F1B without virtual stages."""
-from . import common, tables
+from . import published_moe, tables
 
 TABLE = "megatron_lm_h100_2024.csv"
-TOPOLOGY = common.SCENARIOS / "topologies" / "dgx-h100.yaml"
+TOPOLOGY = published_moe.TOPOLOGY
 SEQ, VOCAB = 4096, 131072
 
 
@@ -38,8 +38,7 @@ def predictions(sets=()):
     """(row, predicted TFLOP/s per GPU, error, the run's metrics) per row of the table."""
     out = []
     for row in tables.rows(TABLE):
-        nodes = max(1, int(row["gpus"]) // 8)
-        run = common.simulate(None, [f"topology.nodes={nodes}", *sets], text=scenario_text(row))[0]
+        run = published_moe.simulate_on_nodes(scenario_text(row), row["gpus"], sets)
         predicted = run["model_tflops_per_device"]
         out.append((row, predicted, predicted / float(row["tflops_per_gpu"]) - 1, run))
     return out

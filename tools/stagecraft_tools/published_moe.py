@@ -192,6 +192,11 @@ Prediction = collections.namedtuple(
     defaults=(None, None, None, None, "", False, None))
 
 
+def simulate_on_nodes(text, gpus, sets=()):
+    """The first schedule's metrics of a scenario `text` on DGX H100 nodes holding `gpus` GPUs."""
+    return common.simulate(None, [f"topology.nodes={max(1, int(gpus) // 8)}", *sets], text=text)[0]
+
+
 def predictions(sets=()):
     """A Prediction per row of the table: the predicted and published tokens/s per GPU, the
     predicted TFLOP/s per GPU by the row's own FLOP count, the error of the throughput, or why
@@ -202,8 +207,7 @@ def predictions(sets=()):
         if reason or not (row["model_tflops_per_gpu"] or row["step_time_s"] or row["tokens_per_s_per_gpu"]):
             out.append(Prediction(row, why_not=reason or "no throughput published"))
             continue
-        nodes = max(1, int(row["gpus"]) // 8)
-        run = common.simulate(None, [f"topology.nodes={nodes}", *sets], text=scenario_text(row))[0]
+        run = simulate_on_nodes(scenario_text(row), row["gpus"], sets)
         tokens = run["microbatches"] * run["microbatch_size"] * run["data_parallel"] * int(row["seq"])
         predicted = tokens / (run["step_time_ms"] / 1e3 * int(row["gpus"]))
         published = published_tokens_per_s(row)
