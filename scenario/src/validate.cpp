@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "stagecraft/scenario/limits.h"
@@ -311,27 +312,22 @@ void CheckLayers(const Scenario& s, std::string_view key, int layers, Problems* 
   }
   const auto entries = static_cast<int64_t>(p.partition_layers.size());
   // A list of every stage's layers may leave the first and the last stage without one (the
-  // embedding alone, the head and loss alone: Megatron-LM's --account-for-embedding-in-pipeline-
-  // split and --account-for-loss-in-pipeline-split); the list's own rules check it instead.
-  const bool per_stage = p.partition == Partition::kGiven && entries == stages;
-  if (layers < stages && !per_stage) {
+  // embedding, or the head and loss, alone: Megatron-LM's --account-for-{embedding,loss}-in-
+  // pipeline-split); the list's own rules check it instead.
+  if (layers < stages && !(p.partition == Partition::kGiven && entries == stages)) {
     out->Add(fmt::format("{}.layers", key),
              fmt::format("expected at least {} layers, one per stage ({}), got {}", stages, why, layers));
   }
   if (p.partition != Partition::kGiven) return;
   for (int64_t i = 1; i + 1 < entries; ++i) {
     if (p.partition_layers[i] > 0) continue;
-    out->Add("pipeline.partition", fmt::format("gives stage {} no layer; only the first and the last stage may have "
-                                               "none (the embedding, or the head and loss, alone)",
-                                               i));
-    return;
+    return out->Add("pipeline.partition", fmt::format("gives stage {} no layer; only the first and the last stage "
+                                                      "may have none (the embedding, or the head and loss, alone)", i));
   }
-  int64_t listed = 0;
-  for (const int n : p.partition_layers) listed += n;
+  const int64_t listed = std::accumulate(p.partition_layers.begin(), p.partition_layers.end(), int64_t{0});
   if (listed != layers) {
-    out->Add("pipeline.partition", fmt::format("expected {} layers in all ({}.layers), got {} stage(s) holding {}", layers,
-                                               key, entries, listed));
-    return;
+    return out->Add("pipeline.partition", fmt::format("expected {} layers in all ({}.layers), got {} stage(s) holding {}",
+                                                      layers, key, entries, listed));
   }
   // For every schedule that runs: one entry per stage, or one per rank, each rank's layers then
   // split over its stages (sim/layer_split.h), which serves the schedules of every stage count.
