@@ -105,7 +105,7 @@ int ModelLayers(const sim::Scenario& sc) {
   return 0;
 }
 
-std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
+std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o, bool moe) {
   std::vector<const GeneratorInfo*> out;
   bool searched = false;
   for (const std::string& name : o.schedules) {
@@ -122,7 +122,7 @@ std::vector<const GeneratorInfo*> GeneratorsOf(const PlanOptions& o) {
   }
   if (o.schedules.empty()) {
     for (const GeneratorInfo& info : schedules::Generators()) {
-      if (info.in_all) out.push_back(&info);  // spilled is a one-device job's, named
+      if (info.in_all || (moe && info.for_expert_parallel)) out.push_back(&info);  // spilled is a one-device job's
     }
   }
   if (out.empty() && searched) {
@@ -145,7 +145,8 @@ void FillSpace(Space* space) {
   for (int g = 0; g < scenario.topology.group_count(); ++g) {
     space->limit_bytes = std::min(space->limit_bytes, scenario.topology.GroupDevice(g).memory_bytes);
   }
-  space->generators = GeneratorsOf(options);
+  const bool moe = scenario.model.transformer && scenario.model.transformer->moe.has_value();
+  space->generators = GeneratorsOf(options, moe);
   space->recompute = options.recompute;
   if (space->recompute.empty()) {
     space->recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
@@ -323,6 +324,8 @@ class Enumerator {
   }
 
   void Schedule(PlanConfig c, const GeneratorInfo& info, const std::vector<int>& zeros) {
+    // Unless named, a schedule for expert parallelism only where there are all-to-alls.
+    if (info.for_expert_parallel && c.expert_parallel == 1 && space_.options.schedules.empty()) return;
     c.schedule = std::string(info.name);
     std::vector<int> chunks = ChunksFor(info, c.ranks, c.data_parallel, space_.layers, space_.options.max_chunks);
     const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());

@@ -78,8 +78,9 @@ inline std::vector<std::string_view> AxisNames(const std::vector<sim::Axis>& pla
   return names;
 }
 
-// The generators --schedules names (auto aside: the refinement's), or all of them.
-std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options);
+// The generators --schedules names (auto aside: the refinement's), or all of them (and, for a
+// model with mixture-of-experts layers, the ones for expert parallelism).
+std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options, bool moe = false);
 
 // The rest of `space` from its scenario and options: the layers, the memory limit, the
 // generators, the recompute policies (throws InputError for selective without a transformer)

@@ -55,7 +55,7 @@ const std::vector<GeneratorInfo>& Generators() {
        EmitInterleaved},
       {"interleaved-overlap", "Megatron-LM's combined 1F1B (--overlap-moe-expert-parallel-comm): interleaved 1F1B "
        "with each steady-state F;B an overlapped pair", WeightPolicy::kFlush, true, CheckInterleaved,
-       EmitInterleavedOverlap, Placement::kLoop, false, false},
+       EmitInterleavedOverlap, Placement::kLoop, false, false, true},
       {"zb-h1", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,
        EmitZbH1},
       {"zb-h2", "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, Fig. 3", WeightPolicy::kFlush, false, NoCheck,

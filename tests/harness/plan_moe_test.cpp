@@ -85,6 +85,32 @@ TEST(PlanMoe, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
   EXPECT_GE(checked, 1);
 }
 
+// Megatron-LM's combined 1F1B (interleaved-overlap) is part of the plan's default set for a MoE
+// model, tried where there are all-to-alls to overlap (E > 1); named, it is tried at every E.
+TEST(PlanMoe, TriesMegatronsCombinedOneFOneBWhereThereAreAllToAlls) {
+  const sim::testing::ScratchDir dir;
+  const std::string path = dir.Write("moe.yaml", kMoe);
+  PlanOptions o = Options(16);
+  o.schedules = {};
+  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), o);
+  std::set<int> degrees;
+  bool interleaved = false;
+  for (const PlanEntry& e : r.entries) {
+    interleaved |= e.config.schedule == "interleaved";
+    if (e.config.schedule == "interleaved-overlap") degrees.insert(e.config.expert_parallel);
+  }
+  EXPECT_TRUE(interleaved);
+  ASSERT_FALSE(degrees.empty());
+  EXPECT_FALSE(degrees.contains(1));
+  o.schedules = {"interleaved-overlap"};
+  degrees.clear();
+  for (const PlanEntry& e : Plan(sim::LoadScenarioForNewLayout(path, {}), o).entries) {
+    EXPECT_EQ(e.config.schedule, "interleaved-overlap");
+    degrees.insert(e.config.expert_parallel);
+  }
+  EXPECT_TRUE(degrees.contains(1));
+}
+
 // One node of 4 fast devices and one of 4 at a quarter of their rate; a dense model.
 constexpr const char* kMixed = R"(name: mixed-plan
 topology:

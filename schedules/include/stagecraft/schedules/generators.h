@@ -31,6 +31,9 @@ struct GeneratorInfo {
   // kind of job, which runs only when named: spilled (one device, its shards in turn), and
   // interleaved-overlap (interleaved's order for a mixture-of-experts job's all-to-alls).
   bool in_all = true;
+  // Part of plan's default set for a mixture-of-experts model, at its layouts with expert
+  // parallelism (E > 1: its overlapped pairs matter only beside all-to-alls): interleaved-overlap.
+  bool for_expert_parallel = false;
 };
 
 // The virtual stages per rank `info` runs with: `stated` when the user stated it (> 0), else the
