@@ -101,9 +101,9 @@ OffloadSpec ParseOffload(const Value& value) {
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "tensor_parallel",
-                      "sequence_parallel", "tensor_parallel_overlap", "grad_reduce_overlap", "zero", "placement", "memory_limit",
-                      "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload", "task_scheduler",
-                      "expert_parallel", "a2a_overlap", "moe_dispatcher"});
+                      "sequence_parallel", "tensor_parallel_overlap", "grad_reduce_overlap", "zero", "placement",
+                      "memory_limit", "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload",
+                      "task_scheduler", "expert_parallel", "a2a_overlap", "moe_dispatcher"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));

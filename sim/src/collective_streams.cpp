@@ -91,8 +91,7 @@ void CollectiveStreams::Post(int rank, int index, const Op& op) {
            "a REDUCE_GRAD of a schedule with replicas, or an ALL_TO_ALL");
   const size_t lane = Lane(rank, a2a);
   Stream& stream = streams_[lane];
-  stream.queue.push_back(index);
-  stream.left.push_back(a2a ? 1.0 : ShareLeft(rank, index, op));
+  stream.queue.push_back({index, a2a ? 1.0 : ShareLeft(rank, index, op)});
   if (stream.queue.size() == 1) StartNext(lane);
 }
 
@@ -126,7 +125,7 @@ const CollectivePlan& CollectiveStreams::PlanOf(size_t lane) const {
 void CollectiveStreams::StartNext(size_t lane) {
   Stream& stream = streams_[lane];
   if (stream.queue.empty()) return;
-  record_->ranks[RankOfLane(lane)].ops[stream.queue.front()].start_ns = loop_->now_ns();
+  record_->ranks[RankOfLane(lane)].ops[stream.queue.front().index].start_ns = loop_->now_ns();
   stream.phase = 0;
   StartPhase(lane);
 }
@@ -143,12 +142,11 @@ void CollectiveStreams::StartPhase(size_t lane) {
   Stream& stream = streams_[lane];
   if (stream.phase >= static_cast<int>(plan.phases.size())) {
     // Done: the op waiting for it may go on, and the next one starts.
-    const int index = stream.queue.front();
+    const int index = stream.queue.front().index;
     const Op& op = Running(lane);
     record_->ranks[RankOfLane(lane)].ops[index].end_ns = loop_->now_ns();
     stream.done.insert(IsA2aLane(lane) ? int64_t{index} : Key(op.stage, op.version));
     stream.queue.pop_front();
-    stream.left.pop_front();
     stream.phase = -1;
     // The next one starts before the listener hears: what it posts on hearing queues behind it.
     StartNext(lane);
@@ -156,7 +154,8 @@ void CollectiveStreams::StartPhase(size_t lane) {
     return;
   }
   const CollectivePhase& phase = plan.phases[stream.phase];
-  const auto measured = static_cast<int64_t>(std::llround(static_cast<double>(phase.measured_ns) * stream.left.front()));
+  const double left = stream.queue.front().left;
+  const auto measured = static_cast<int64_t>(std::llround(static_cast<double>(phase.measured_ns) * left));
   loop_->ScheduleAt(loop_->now_ns() + measured + phase.steps * StepLatencyNs(phase), this, static_cast<int32_t>(lane),
                     0);
 }
@@ -165,7 +164,7 @@ void CollectiveStreams::OnEvent(const Event& event) {
   const auto lane = static_cast<size_t>(event.a);
   Stream& stream = streams_[lane];
   const CollectivePhase& phase = PlanOf(lane).phases[stream.phase];
-  const double left = stream.left.front();
+  const double left = stream.queue.front().left;
   stream.flows_left = left > 0 ? phase.flows.size() : 0;
   if (stream.flows_left == 0) return EndPhase(lane);
   const size_t base = first_slot_ + lane * plans_.max_flows();

@@ -163,12 +163,12 @@ StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& 
   const int tp = sc.pipeline.tensor_parallel;
   const double h = t.hidden, s = t.seq, V = t.vocab;
   const double block_params = static_cast<double>(TransformerBlockParams(t));
-  const double row_biases = t.bias ? 2 * h : 0.0;  // the projection's and the feed-forward down's
+  const double row_bias = t.bias ? h : 0.0;  // each row-parallel layer's: the projection's, the down's
   const double layer_params =
-      tp == 1 ? block_params : (block_params - row_biases - 4 * h) / tp + row_biases + 4 * h;
+      tp == 1 ? block_params : (block_params - 2 * row_bias - 4 * h) / tp + 2 * row_bias + 4 * h;
   const double moe_dense_params =
       !t.moe ? 0.0
-             : (static_cast<double>(AttentionParams(t)) - row_biases / 2) / tp + row_biases / 2 + 4 * h +
+             : (static_cast<double>(AttentionParams(t)) - row_bias) / tp + row_bias + 4 * h +
                    static_cast<double>(RouterParams(t)) +
                    static_cast<double>(t.moe->shared_experts) * static_cast<double>(ExpertParams(t)) / tp;
   const double expert_params =

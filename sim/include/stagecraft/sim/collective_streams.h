@@ -100,8 +100,13 @@ class CollectiveStreams final : public EventHandler {
  private:
   static constexpr int kLanes = 2;
   struct Stream {
-    std::deque<int> queue;  // op indexes posted, the first one running
-    std::deque<double> left;  // of each, the share of its all-reduce still to run (grad_reduce_overlap)
+    // Each op posted: its index, and the share of its plan still to run (1, or less for a
+    // REDUCE_GRAD whose last backward covered part of it: grad_reduce_overlap). The first runs.
+    struct Posted {
+      int index;
+      double left;
+    };
+    std::deque<Posted> queue;
     int phase = -1;         // of the running one; -1: none running
     size_t flows_left = 0;
     // The finished ones: REDUCE_GRADs by stage x version, ALL_TO_ALLs by op index.
@@ -117,7 +122,7 @@ class CollectiveStreams final : public EventHandler {
   void EndPhase(size_t lane);
   int64_t StepLatencyNs(const CollectivePhase& phase) const;
   const schedules::Op& Running(size_t lane) const {
-    return schedule_.ops[RankOfLane(lane)][streams_[lane].queue.front()];
+    return schedule_.ops[RankOfLane(lane)][streams_[lane].queue.front().index];
   }
   const CollectivePlan& PlanOf(size_t lane) const;
   static int64_t Key(int stage, int version) { return int64_t{stage} << 32 | static_cast<uint32_t>(version); }
