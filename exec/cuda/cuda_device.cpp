@@ -71,6 +71,7 @@ class CudaDevice final : public Device {
 
   cudaStream_t compute_stream() const { return streams_->compute(); }
   int64_t EventNs(cudaEvent_t event) { return clock_->EventNs(event); }
+  int StampOn(cudaStream_t stream) { return clock_->stamps().Stamp(stream); }
   int64_t PoolReservedBytes() const { return memory_->PoolReservedBytes(); }
   int64_t FusedCalls() const { return context_->lt().calls(); }
 
@@ -147,6 +148,10 @@ int64_t CudaFusedCalls(Device& device) { return AsCuda(device, "CudaFusedCalls")
 
 int64_t CudaEventNs(Device& device, void* event) {
   return AsCuda(device, "CudaEventNs").EventNs(static_cast<cudaEvent_t>(event));
+}
+
+int CudaStampOn(Device& device, void* stream) {
+  return AsCuda(device, "CudaStampOn").StampOn(static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace stagecraft::exec

@@ -88,6 +88,12 @@ class NcclTransport final : public Transport {
 
   bool Test(Request request) override {
     Transfer& t = At(request);
+    if (t.captured) {  // carried out by the graph's launches; timed by its stamp
+      if (!t.joined) return false;
+      completed_ns_ = -1;
+      Release(request);
+      return true;
+    }
     const cudaError_t state = cudaEventQuery(t.done);
     if (state == cudaErrorNotReady) return false;
     if (state != cudaSuccess) Fail(kernels::CudaErrorText(state, "cudaEventQuery(transfer done)", __FILE__, __LINE__));
@@ -103,6 +109,7 @@ class NcclTransport final : public Transport {
   bool OrderAfter(Request request) override {
     Transfer& t = At(request);
     if (!t.recv) return false;
+    if (t.captured && t.joined) return true;  // its capture's end joined it: a later graph runs after
     SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
     t.ordered = true;
     return true;
@@ -110,6 +117,10 @@ class NcclTransport final : public Transport {
 
   void Wait(Request request) override {
     const Transfer t = At(request);
+    if (t.captured && !t.joined) {
+      throw std::logic_error("nccl transport: a wait for a transfer of the step being captured (tag " +
+                             std::to_string(t.tag) + "): it runs only when the graph is launched");
+    }
     PollPolicy policy = kNcclPoll;
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return CheckAsyncErrors(), Test(request); }, policy)) return;
@@ -135,6 +146,46 @@ class NcclTransport final : public Transport {
   void Broadcast(std::string* text, int root) override { host_->Broadcast(text, root); }
   // The transfer's end on its own stream, read on the compute stamps' origin.
   int64_t CompletedNs() const override { return completed_ns_; }
+
+  // Step graphs: a transfer posted while the compute stream is captured forks its channel's
+  // stream from the capture (After), and its kernel, its stamp and its done event are recorded
+  // there, in that order, so that the done event is the stream's last node in the capture, which
+  // OrderAfter (a receive's consumer) or EndCapture joins back into the compute stream.
+  bool CapturesTransfers() const override { return true; }
+  // Eager, before the capture opens: the compute stream waits for every transfer still in flight
+  // (a receive's wait is then not left to a Test made in the capture, which cannot wait on an
+  // event recorded outside it), so a graph's transfers start after them on each channel.
+  void BeginCapture() override {
+    if (capturing_) throw std::logic_error("nccl transport: a capture is already open");
+    for (Transfer& t : transfers_.items()) {
+      if (t.done == nullptr || t.captured || t.ordered) continue;
+      SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+      t.ordered = true;
+    }
+    capturing_ = true;
+  }
+  void EndCapture() override {
+    if (!capturing_) throw std::logic_error("nccl transport: no capture is open");
+    for (const Request r : captured_) {
+      if (!transfers_.Live(r)) continue;
+      Transfer& t = transfers_[r];
+      if (!t.ordered) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+      t.ordered = t.joined = true;
+    }
+    captured_.clear();
+    capturing_ = false;
+  }
+  // The capture is dropped: its transfers never run; their handles are released.
+  void AbandonCapture() noexcept override {
+    for (const Request r : captured_) {
+      if (transfers_.Live(r)) Release(r);
+    }
+    captured_.clear();
+    capturing_ = false;
+  }
+  int CaptureStamp(Request request) const override {
+    return transfers_.Live(request) ? transfers_[request].stamp : -1;
+  }
   [[noreturn]] void Abort(int exit_code) override {
     NcclComms().AbortAll();  // the replicas' communicator too: nothing of NCCL waits on a peer
     host_->Abort(exit_code);
@@ -157,6 +208,9 @@ class NcclTransport final : public Transport {
     int64_t tag = 0;
     bool recv = false;
     bool ordered = false;  // the compute stream already waits on `done` (OrderAfter)
+    bool captured = false;  // recorded into a step graph's capture (BeginCapture .. EndCapture)
+    bool joined = false;    // its capture closed: the graph's launches carry it out
+    int stamp = -1;         // captured: the device clock's graph stamp of its end
   };
 
   // Each new channel's sender makes its ncclUniqueId and sends it to the receiver over the host
@@ -262,8 +316,14 @@ class NcclTransport final : public Transport {
 
   Request Track(Channel& c, int peer, int64_t tag, bool recv) {
     Transfer t{done_events_.Take(), peer, tag, recv};
+    if (capturing_) {
+      t.captured = true;
+      t.stamp = CudaStampOn(device_, c.stream);  // before `done`, which must stay the stream's last node
+    }
     SC_CUDA_CHECK(cudaEventRecord(t.done, c.stream));
-    return transfers_.Add(t);
+    const Request request = transfers_.Add(t);
+    if (capturing_) captured_.push_back(request);
+    return request;
   }
   Transfer& At(Request request) {
     if (!transfers_.Live(request)) {
@@ -303,6 +363,8 @@ class NcclTransport final : public Transport {
   CudaEventPool done_events_{cudaEventDefault};
   HandlePool<Transfer> transfers_;
   int64_t completed_ns_ = -1;  // the last transfer Test saw complete
+  bool capturing_ = false;
+  std::vector<Request> captured_;  // posted in the open capture
 };
 
 }  // namespace

@@ -36,6 +36,9 @@ int64_t CudaPoolReservedBytes(Device& device) {
 int64_t CudaEventNs(Device& device, void*) {
   throw std::invalid_argument("CudaEventNs: " + device.Name() + " is not a cuda device (no cuda backend)");
 }
+int CudaStampOn(Device& device, void*) {
+  throw std::invalid_argument("CudaStampOn: " + device.Name() + " is not a cuda device (no cuda backend)");
+}
 
 }  // namespace stagecraft::exec
 #endif

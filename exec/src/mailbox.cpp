@@ -37,25 +37,29 @@ Mailbox::Mailbox(const schedules::Schedule& schedule, int rank, Device& device, 
   SC_CHECK(times_->size() == ops_.size(), "one op time per op of the rank");
 }
 
-void Mailbox::Post(int op, const schedules::Edge& edge) {
+Mailbox::Stamps Mailbox::Post(int op, const schedules::Edge& edge) {
   const int64_t key = Key(edge);
   const schedules::Op& o = ops_[op];
   Pending p;
   p.op = op;
+  Stamps stamps;
   if (schedules::IsSend(o.kind)) {
     auto it = waiting_.find(key);
     SC_CHECK(it != waiting_.end(), "a SEND follows the op that produced its tensor");
     p.buffer = std::move(it->second);
     waiting_.erase(it);
-    clock_.Mark(op);
+    stamps.start = clock_.Mark(op);
     p.request = transport_.Isend(p.buffer.data(), p.buffer.size(), o.peer, key);
+    stamps.end = p.end_stamp = transport_.CaptureStamp(p.request);
     sends_.push_back(std::move(p));
-    return;
+    return stamps;
   }
   p.buffer = Buffer(device_, boundary_floats_);
-  clock_.Mark(op);
+  stamps.start = clock_.Mark(op);
   p.request = transport_.Irecv(p.buffer.data(), p.buffer.size(), o.peer, key);
+  stamps.end = p.end_stamp = transport_.CaptureStamp(p.request);
   recvs_.emplace(key, std::move(p));
+  return stamps;
 }
 
 Buffer Mailbox::Take(const schedules::Edge& edge) {
@@ -113,6 +117,14 @@ void Mailbox::Poll() {
 void Mailbox::FinishReceives() {
   for (Pending& p : ordered_) Finish(p);
   ordered_.clear();
+}
+
+void Mailbox::FinishCaptured() {
+  std::erase_if(sends_, [&](Pending& p) {
+    if (p.end_stamp < 0) return false;
+    Finish(p);
+    return true;
+  });
 }
 
 void Mailbox::FinishSends() {

@@ -27,7 +27,8 @@ void OpClock::Resolve(schedules::RankRecord* record) {
   // are reached apart from the compute stream's).
   const std::array<int, 3> latest = last_;
   const auto reached = [&] {
-    return std::all_of(latest.begin(), latest.end(), [&](int id) { return id < 0 || device_.clock().Reached(id); });
+    const auto at = [&](int id) { return id < 0 || device_.clock().Reached(id); };
+    return std::all_of(latest.begin(), latest.end(), at) && std::all_of(elsewhere_.begin(), elsewhere_.end(), at);
   };
   // A GPU step takes milliseconds: spin briefly, then sleep at most 200 µs between polls, so the
   // host is back within that of the device reaching the step's end.
@@ -43,8 +44,11 @@ void OpClock::Resolve(schedules::RankRecord* record) {
     record->ops[t.op] = {start, end};
   }
   for (const TimedOp& t : marked_) record->ops[t.op].start_ns = device_.clock().StampNs(t.start) - start_ns_;
+  for (const TimedOp& t : ended_) record->ops[t.op].end_ns = device_.clock().StampNs(t.end) - start_ns_;
   timed_.clear();
   marked_.clear();
+  ended_.clear();
+  elsewhere_.clear();
   last_ = {-1, -1, -1};
   device_.clock().ClearStamps();
 }

@@ -46,14 +46,15 @@ int RankIn(const Schedule& s, const Transport& t) {
   return t.rank();
 }
 
-StepGraphConditions GraphConditions(const TrainingConfig& c, Device& dev, const RunHooks& h, int rank,
+StepGraphConditions GraphConditions(const TrainingConfig& c, Device& dev, const Transport& t, const RunHooks& h,
                                     const ReplicaGroup* replicas) {
   return StepGraphConditions{.device_has_graphs = dev.graphs() != nullptr,
                              .requested = h.step_graphs,
                              .replicas = replicas != nullptr,
                              .optimizer_on_host = c.optimizer_on_host,
                              .pipemare = c.pipemare.has_value(),
-                             .faults = h.fault_rank == rank};
+                             .faults = h.fault_rank >= 0,  // every rank alike: a pipeline captures together
+                             .transfers_captured = t.CapturesTransfers()};
 }
 
 int64_t NsSince(std::chrono::steady_clock::time_point start) {
@@ -80,7 +81,7 @@ class Runner {
         hooks_(h),
         rank_(RankIn(s, t)),
         ops_(s.ops[rank_]),
-        replay_(PlanStepGraphs(s, rank_, GraphConditions(c, dev, h, rank_, replicas)), dev, d, s.microbatches),
+        replay_(PlanStepGraphs(s, rank_, GraphConditions(c, dev, t, h, replicas)), dev, d, s.microbatches),
         setup_(t),
         run_(EmptyRun(ops_.size())),
         weights_(s, rank_, dev, c),
@@ -197,7 +198,11 @@ class Runner {
     }
     // A STEP applies the replicas' summed gradients: waiting for them is not compute.
     if (schedules::ProducesVersion(op.kind)) reducer_.Finish(op);
-    if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) return mailbox_.Post(i, *edge);
+    if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) {
+      const Mailbox::Stamps stamps = mailbox_.Post(i, *edge);
+      if (stamps.end >= 0) replay_.CapturedTransfer(i, stamps.start, stamps.end);
+      return;
+    }
     if (schedules::IsCopy(op.kind)) return Copy(i, op);
     // A compute op reading a reloaded unit waits for the reload on the device.
     if (!copy_waits_.empty() && !copy_waits_[static_cast<size_t>(i)].empty()) copies_.Wait();
@@ -230,7 +235,8 @@ class Runner {
   }
 
   // Op i under step graphs: steps before the capture step run as they come; the capture step's
-  // compute passes are captured segment by segment, each launched as its capture ends; a later
+  // compute passes (and the transfers between them, where the transport records them) are
+  // captured segment by segment, each launched as its capture ends; a later
   // step launches each segment at its first op and only keeps the host's books for the passes
   // in it (the gradient buffers they add into, checked to be the captured ones). STEPs run as
   // they come. A Resolve deferred by the loop is made right after the step's first launch.
@@ -243,14 +249,21 @@ class Runner {
     if (at.segment < 0) {
       Execute(i, op);
     } else if (op.step == replay_.plan().capture_step) {
-      if (at.first) replay_.BeginCapture(at.segment);
       try {
+        if (at.first) {
+          transport_.BeginCapture();
+          replay_.BeginCapture(at.segment);
+        }
         Execute(i, op);
+        if (at.last) {
+          transport_.EndCapture();  // the segment's transfers joined into it
+          replay_.EndCapture(at.segment);
+        }
       } catch (...) {
+        transport_.AbandonCapture();
         replay_.AbandonCapture();
         throw;
       }
-      if (at.last) replay_.EndCapture(at.segment);
     } else {
       if (at.first) {
         replay_.Launch(at.segment, op.step);
@@ -273,6 +286,7 @@ class Runner {
   // What a replayed pass changes on the host: the update's count of backwards (and so its
   // gradient buffer, which must be the one the graph adds into) and the weights' release.
   void KeepBooks(int i, const Op& op) {
+    if (!schedules::IsCompute(op.kind)) return;  // a transfer: the graph carries it out
     if (schedules::WritesWeightGrads(op.kind)) {
       SC_CHECK(replay_.SameGrads(i, weights_.Gradients(op)),
                fmt::format("a replayed {} (step {}) adds into the gradient buffer its capture did",
@@ -287,6 +301,7 @@ class Runner {
   void Resolve(int last) {
     const auto start = std::chrono::steady_clock::now();
     mailbox_.FinishReceives();
+    mailbox_.FinishCaptured();
     NamingTimeout(
         [&] {
           transport_.Flush();

@@ -25,7 +25,9 @@ std::string WhyNotRepeating(const schedules::Schedule& s, const std::vector<Op>&
     Op same = op;
     same.step = first.step;
     same.version = first.version;
-    if (op.step != step || !(same == first) || op.version - op.step != first.version - first.step) {
+    // A transfer names no weight version (0 in every step); the others read the step's own.
+    const bool versions_follow = schedules::IsComm(op.kind) || op.version - op.step == first.version - first.step;
+    if (op.step != step || !(same == first) || !versions_follow) {
       return fmt::format("step {} of the rank's list is not step 0's ops in step 0's order (op {}: {})", op.step, i,
                          schedules::ActionString(op, s.microbatches));
     }
@@ -33,31 +35,41 @@ std::string WhyNotRepeating(const schedules::Schedule& s, const std::vector<Op>&
   return {};
 }
 
-}  // namespace
+// Why the job cannot be captured at all (the same on every rank); empty when it can.
+std::string WhyNotJob(const schedules::Schedule& s, const StepGraphConditions& c) {
+  if (!c.requested) return "not asked for (execute --graphs on)";
+  if (!c.device_has_graphs) return "the device runs each call as it is made (no graphs)";
+  if (c.replicas) return "data-parallel replicas sum their gradients through the host each step";
+  if (c.optimizer_on_host) return "the optimizer runs on the host";
+  if (c.pipemare) return "PipeMare's correction moves the weights around each backward";
+  if (c.faults) return "an injected fault changes one step";
+  if (s.weights != schedules::WeightPolicy::kFlush) {
+    return fmt::format("the {} weight policy keeps more than one weight version", schedules::PolicyName(s.weights));
+  }
+  return {};
+}
 
-StepGraphPlan PlanStepGraphs(const schedules::Schedule& s, int rank, const StepGraphConditions& c) {
+// The plan of `rank`'s own list, the job's conditions met.
+StepGraphPlan PlanRank(const schedules::Schedule& s, int rank, const StepGraphConditions& c) {
   StepGraphPlan plan;
   const auto refuse = [&](std::string why) {
     plan.why_not = std::move(why);
     return plan;
   };
-  if (!c.requested) return refuse("not asked for (execute --graphs on)");
-  if (!c.device_has_graphs) return refuse("the device runs each call as it is made (no graphs)");
-  if (c.replicas) return refuse("data-parallel replicas sum their gradients through the host each step");
-  if (c.optimizer_on_host) return refuse("the optimizer runs on the host");
-  if (c.pipemare) return refuse("PipeMare's correction moves the weights around each backward");
-  if (c.faults) return refuse("an injected fault changes one step");
-  if (s.weights != schedules::WeightPolicy::kFlush) {
-    return refuse(fmt::format("the {} weight policy keeps more than one weight version",
-                              schedules::PolicyName(s.weights)));
-  }
   const std::vector<Op>& ops = s.ops.at(static_cast<size_t>(rank));
+  const auto captured = [&](const Op& op) {
+    return schedules::IsCompute(op.kind) || (schedules::IsComm(op.kind) && c.transfers_captured);
+  };
   for (const Op& op : ops) {
-    if (!schedules::IsCompute(op.kind) && !schedules::ProducesVersion(op.kind)) {
-      return refuse(fmt::format("{} needs the host between compute ops (transfers, collectives and copies are issued "
-                                "as they come)",
-                                schedules::ActionString(op, s.microbatches)));
+    if (captured(op) || schedules::ProducesVersion(op.kind)) continue;
+    const std::string action = schedules::ActionString(op, s.microbatches);
+    if (schedules::IsComm(op.kind)) {
+      return refuse(fmt::format("{} needs the host between compute ops (the transport carries out each transfer on "
+                                "the host: mpi, host-staged; nccl's are recorded)",
+                                action));
     }
+    return refuse(fmt::format("{} needs the host between compute ops (collectives and copies are issued as they come)",
+                              action));
   }
   if (std::string why = WhyNotRepeating(s, ops); !why.empty()) return refuse(std::move(why));
   if (s.steps < plan.capture_step + 2) {
@@ -68,7 +80,7 @@ StepGraphPlan PlanStepGraphs(const schedules::Schedule& s, int rank, const StepG
   plan.segment_of.assign(static_cast<size_t>(plan.ops_per_step), -1);
   bool open = false;
   for (int k = 0; k < plan.ops_per_step; ++k) {
-    if (!schedules::IsCompute(ops[static_cast<size_t>(k)].kind)) {
+    if (!captured(ops[static_cast<size_t>(k)])) {
       open = false;
       continue;
     }
@@ -76,8 +88,36 @@ StepGraphPlan PlanStepGraphs(const schedules::Schedule& s, int rank, const StepG
     open = true;
     plan.segment_of[static_cast<size_t>(k)] = plan.segments - 1;
   }
-  if (plan.segments == 0) return refuse("the rank's steps have no compute pass to capture");
+  const bool passes = std::any_of(ops.begin(), ops.begin() + plan.ops_per_step,
+                                  [](const Op& op) { return schedules::IsCompute(op.kind); });
+  if (!passes) return refuse("the rank's steps have no compute pass to capture");
   plan.enabled = true;
+  return plan;
+}
+
+}  // namespace
+
+// A pipeline whose transfers are recorded is captured on every rank or on none: a transfer
+// recorded into a graph is matched by its peer's recorded one (NCCL's captured sends and
+// receives are its peer's captured ones). Each rank decides the same from the whole schedule,
+// with no exchange.
+StepGraphPlan PlanStepGraphs(const schedules::Schedule& s, int rank, const StepGraphConditions& c) {
+  const auto refused = [](std::string why) {
+    StepGraphPlan plan;
+    plan.why_not = std::move(why);
+    return plan;
+  };
+  if (std::string why = WhyNotJob(s, c); !why.empty()) return refused(std::move(why));
+  StepGraphPlan plan = PlanRank(s, rank, c);
+  for (int other = 0; plan.enabled && c.transfers_captured && other < s.ranks(); ++other) {
+    if (other == rank) continue;
+    const StepGraphPlan theirs = PlanRank(s, other, c);
+    if (!theirs.enabled) {
+      return refused(fmt::format("rank {} is not captured ({}), and a pipeline's ranks are captured together (a "
+                                 "recorded transfer meets its peer's recorded one)",
+                                 other, theirs.why_not));
+    }
+  }
   return plan;
 }
 
@@ -108,7 +148,7 @@ StepIdle IdleBetweenOps(const std::vector<Op>& ops, const std::vector<schedules:
       if (plan.enabled && plan.ops_per_step > 0) {
         const auto segment = [&](int at) { return plan.segment_of[static_cast<size_t>(at % plan.ops_per_step)]; };
         const int here = static_cast<int>(i);
-        if (previous_index == here - 1 && here % plan.ops_per_step != 0 && segment(here) >= 0 &&
+        if (ops[static_cast<size_t>(previous_index)].step == ops[i].step && segment(here) >= 0 &&
             segment(here) == segment(previous_index)) {
           ++idle.passes;
           idle.pass_idle_ns += gap;

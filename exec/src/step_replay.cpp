@@ -85,6 +85,10 @@ void StepReplay::Captured(int i, int begin, int end) {
   if (capturing_ >= 0) captured_[static_cast<size_t>(capturing_)].push_back({i % plan_.ops_per_step, begin, end});
 }
 
+void StepReplay::CapturedTransfer(int i, int begin, int end) {
+  if (capturing_ >= 0) captured_[static_cast<size_t>(capturing_)].push_back({i % plan_.ops_per_step, begin, end, true});
+}
+
 void StepReplay::CapturedGrads(int i, const GradTarget& grads) {
   if (capturing_ >= 0) captured_grads_[static_cast<size_t>(i % plan_.ops_per_step)] = grads;
 }
@@ -97,7 +101,7 @@ void StepReplay::TimeLaunch(int segment, int step, int step_base, OpClock& clock
   const int instance = InstanceOf(step);
   for (const CapturedOp& c : captured_[static_cast<size_t>(segment)]) {
     clock.Replayed(step_base + c.offset, DeviceGraphs::StampIn(c.begin, instance),
-                   DeviceGraphs::StampIn(c.end, instance));
+                   DeviceGraphs::StampIn(c.end, instance), c.end_elsewhere);
   }
 }
 

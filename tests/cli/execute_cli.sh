@@ -291,4 +291,13 @@ expect_error "bf16 on the cpu" "the cpu executor trains in fp32, got bf16" execu
     --out "$tmp/cuda-profile.yaml"
   check "profile on cuda without a GPU: no profile written" '[[ ! -e "$tmp/cuda-profile.yaml" ]]'
 fi
+# --graphs on where the device runs each call as it is made (the cpu): the run is the same and
+# rank 0 says once per schedule why nothing is captured.
+timeout 120 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --set pipeline.ranks=2 --set topology.devices_per_node=2 \
+  --set 'pipeline.schedule=[1f1b,zb-h1]' --backend cpu --graphs on >"$tmp/gout" 2>"$tmp/gerr"
+checkf "graphs on the cpu: exit 0" '[[ $? -eq 0 ]]' "$tmp/gerr"
+check "graphs on the cpu: one line per schedule says why not" \
+  '[[ $(grep -c "^execute: \(1f1b\|zb-h1\): step graphs off: the device runs each call as it is made (no graphs)$" \
+       "$tmp/gerr") -eq 2 ]]'
+check "graphs on the cpu: every step ran" '[[ $(grep -c " step [0-9]/3 " "$tmp/gout") -eq 6 ]]'
 exit $fail

@@ -2,6 +2,7 @@
 # `stagecraft execute --backend cuda` over NCCL, 2 ranks with a GPU each (ctest label gpu; exit
 # 77, counted as skipped, with the reason where the cuda backend is not usable, NCCL is missing
 # or there are fewer than 2 GPUs): two schedules in one job (each prepares its routes), then a
+# run of the two with step graphs (--graphs on: the transfers recorded into them), then a
 # rank that hangs in the middle of the run (--inject-fault 1:1:hang). Its peer's GPU waits on a
 # receive ordered on the device, not on the host; the peer's read-back of that step runs into
 # --timeout, names the RECV op, aborts every NCCL communicator and ends the job: non-zero exit
@@ -32,6 +33,21 @@ timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --set 'pipeline.sch
 checkf "nccl, two schedules: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "nccl, two schedules: the transport is NCCL's" 'grep -q "/nccl)" "$tmp/out"'
 check "nccl, two schedules: finite losses" "python3 -c 'import json,math,sys; m=json.load(open(\"$tmp/ok.json\")); sys.exit(0 if len(m[\"schedules\"])==2 and all(math.isfinite(x) for s in m[\"schedules\"] for x in s[\"losses\"]) else 1)'"
+
+# The same two schedules with step graphs: each rank's steady step captured with its NCCL
+# transfers and replayed (steps 2-3), the losses those of the run above (fp32: the same kernels
+# in the same order, to 1e-5 relative).
+timeout 300 "$mpi" 2 "$sc" execute "$scenario" "${small[@]}" --set 'pipeline.schedule=[1f1b,zb-v]' \
+  --timeout 60s --graphs on --json "$tmp/graphs.json" >"$tmp/gout" 2>"$tmp/gerr"
+checkf "nccl, step graphs: exit 0" '[[ $? -eq 0 ]]' "$tmp/gerr"
+check "nccl, step graphs: both schedules captured" \
+  '[[ $(grep -c "^execute: \(1f1b\|zb-v\): step graphs: step 1 captured" "$tmp/gerr") -eq 2 ]]'
+check "nccl, step graphs: the losses of the run without" "python3 -c '
+import json, sys
+a = json.load(open(\"$tmp/ok.json\"))[\"schedules\"]; b = json.load(open(\"$tmp/graphs.json\"))[\"schedules\"]
+ok = len(a) == len(b) == 2 and all(len(x[\"losses\"]) == len(y[\"losses\"]) == 4 and
+    all(abs(p - q) <= 1e-5 * max(1.0, abs(p)) for p, q in zip(x[\"losses\"], y[\"losses\"])) for x, y in zip(a, b))
+sys.exit(0 if ok else 1)'"
 
 # hang_case NAME DEADLINE_S EXPECTED ARGS...: the job ends non-zero, not killed by timeout(1),
 # within DEADLINE_S + 10 s of its start (start-up and the first step included; a second wait of

@@ -2,7 +2,8 @@
 // open, every call that the cuda device would queue on its compute stream (the layer ops, the
 // memory's copies and fills, the clock's stamps) is recorded with its arguments instead of run,
 // as CUDA stream capture records it; Launch runs a segment's record again with the arguments it
-// was captured with, its stamps reading the host clock into the instance's own slots. A copy
+// was captured with, its stamps reading the host clock into the instance's own slots (a test
+// transport may record its transfers there too: RecordCall). A copy
 // that waits for the device (Upload, Download) throws while capturing, as it fails a CUDA
 // capture. Memory given out while capturing is the graphs' until Release, as on cuda. The device
 // counts the layer-op calls it ran at once and those it recorded, and the launches.
@@ -41,6 +42,12 @@ class CapturingCpuDevice final : public exec::Device {
   const exec::LayerOps& ops() const override { return table_; }
   exec::OpContext& op_context() override { return inner_->op_context(); }
   exec::DeviceGraphs* graphs() override { return &graphs_; }
+
+  // For a test transport that records its transfers into a capture, as NCCL's are recorded into
+  // a CUDA capture (capturing_transport.h): whether a capture is open, and a call recorded into it
+  // (run at each launch, in order with the layer ops around it).
+  bool capturing() const { return recording(); }
+  void RecordCall(std::function<void()> call) { Record(std::move(call)); }
 
   int64_t direct_calls = 0;     // layer ops run as they were called (the optimizer's apart)
   int64_t direct_updates = 0;   // optimizer updates run as they were called

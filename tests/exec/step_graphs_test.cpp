@@ -79,10 +79,55 @@ TEST(StepGraphPlan, SaysWhyItDoesNotCapture) {
   c = Allowed();
   c.faults = true;
   EXPECT_NE(why(one, c).find("fault"), std::string::npos);
-  // Rank 0 of a two-rank 1F1B sends its activations: named by its first transfer.
+  // Rank 0 of a two-rank 1F1B sends its activations over a transport that does not record them:
+  // named by its first transfer.
   EXPECT_NE(why(Make("1f1b", 2, 1, 4, 3), Allowed()).find("0SEND_F0"), std::string::npos);
+  EXPECT_NE(why(Make("1f1b", 2, 1, 4, 3), Allowed()).find("on the host"), std::string::npos);
   EXPECT_NE(why(Make("pipedream", 1, 1, 4, 3), Allowed()).find("weight policy"), std::string::npos);
   EXPECT_NE(why(Make("1f1b", 1, 1, 4, 2), Allowed()).find("2 steps"), std::string::npos);
+}
+
+// Over a transport that records its transfers (nccl), rank 0 of a two-rank 1F1B with 4
+// microbatches is captured: each microbatch's forward sends its activation and its backward
+// receives a gradient, all of them and the 8 passes one segment, the STEP issued as it comes.
+TEST(StepGraphPlan, RecordedTransfersJoinTheirPassesSegment) {
+  const schedules::Schedule s = Make("1f1b", 2, 1, 4, 3);
+  StepGraphConditions c = Allowed();
+  c.transfers_captured = true;
+  for (int rank = 0; rank < 2; ++rank) {
+    const StepGraphPlan plan = PlanStepGraphs(s, rank, c);
+    ASSERT_TRUE(plan.enabled) << plan.why_not;
+    ASSERT_EQ(plan.ops_per_step, 8 + 4 + 4 + 1) << "rank " << rank;
+    EXPECT_EQ(plan.segments, 1);
+    int sends = 0, recvs = 0;
+    for (int k = 0; k < plan.ops_per_step; ++k) {
+      const schedules::Op& op = s.ops[rank][k];
+      EXPECT_EQ(plan.segment_of[k], schedules::ProducesVersion(op.kind) ? -1 : 0) << k;
+      sends += schedules::IsSend(op.kind);
+      recvs += schedules::IsRecv(op.kind);
+    }
+    EXPECT_EQ(sends, 4);
+    EXPECT_EQ(recvs, 4);
+  }
+  // Data parallelism still needs the host each step, with transfers recorded or not.
+  c.replicas = true;
+  EXPECT_FALSE(PlanStepGraphs(s, 0, c).enabled);
+}
+
+// A pipeline is captured on every rank or on none: rank 1's steps made to differ leave rank 0,
+// whose own list could be captured, uncaptured too, naming rank 1; a fault on any rank does too.
+TEST(StepGraphPlan, APipelineIsCapturedOnEveryRankOrNone) {
+  schedules::Schedule s = Make("1f1b", 2, 1, 4, 3);
+  StepGraphConditions c = Allowed();
+  c.transfers_captured = true;
+  const size_t per_step = s.ops[1].size() / 3;
+  std::swap(s.ops[1][per_step + 1], s.ops[1][per_step + 2]);  // step 1 of rank 1 not in step 0's order
+  const StepGraphPlan rank0 = PlanStepGraphs(s, 0, c);
+  EXPECT_FALSE(rank0.enabled);
+  EXPECT_NE(rank0.why_not.find("rank 1 is not captured"), std::string::npos) << rank0.why_not;
+  EXPECT_FALSE(PlanStepGraphs(s, 1, c).enabled);
+  c.faults = true;
+  EXPECT_NE(PlanStepGraphs(Make("1f1b", 2, 1, 4, 3), 0, c).why_not.find("fault"), std::string::npos);
 }
 
 // A list whose steps differ is refused, naming the first op that differs.

@@ -54,6 +54,11 @@ void* CudaComputeStream(Device& device);
 // origin its op stamps are read on: a transport's transfer and a collective are timed on the same
 // clock as the compute beside them. Throws std::invalid_argument for any other device.
 int64_t CudaEventNs(Device& device, void* event);
+// A stamp of `device`'s clock (DeviceClock::Stamp's ids, StampNs reads it) recorded on `stream`
+// (a cudaStream_t of the same device): while the compute stream is captured, a graph stamp
+// (device_graphs.h) of a stream the capture has forked, recorded at each launch: a transfer
+// recorded into a step graph is timed by it. Throws std::invalid_argument for any other device.
+int CudaStampOn(Device& device, void* stream);
 // The bytes the device's memory pool holds from the driver now (cudaMemPoolAttrReservedMemCurrent):
 // what the process really takes, beside the bytes of live tensors its peak counts. Throws
 // std::invalid_argument for a device not made by MakeCudaDevice.

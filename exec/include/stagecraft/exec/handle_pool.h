@@ -31,6 +31,7 @@ class HandlePool {
     return handle >= 0 && static_cast<size_t>(handle) < live_.size() && live_[static_cast<size_t>(handle)];
   }
   T& operator[](int handle) { return items_[static_cast<size_t>(handle)]; }
+  const T& operator[](int handle) const { return items_[static_cast<size_t>(handle)]; }
   // The value becomes T{} and the handle may be handed out again.
   void Release(int handle) {
     items_[static_cast<size_t>(handle)] = T{};

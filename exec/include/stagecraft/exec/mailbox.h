@@ -54,7 +54,13 @@ class Mailbox {
   // A local producer's output under its edge, until a SEND posts it or a local consumer takes it.
   void Put(const schedules::Edge& edge, Buffer tensor) { waiting_[Key(edge)] = std::move(tensor); }
   // Posts op `op` of the rank, a SEND (of the tensor Put under `edge`) or a RECV of `edge`.
-  void Post(int op, const schedules::Edge& edge);
+  // Returns the stamps of its start (OpClock::Mark) and, for a transfer the transport recorded
+  // into an open capture (Transport::CaptureStamp), of its end; else -1.
+  struct Stamps {
+    int start = -1;
+    int end = -1;
+  };
+  Stamps Post(int op, const schedules::Edge& edge);
   // The tensor of `edge` for its consumer: produced on this rank, or received (the device
   // ordered after the receive where the transport can, else waiting for it unless a poll saw it
   // complete). Throws TimeoutError naming the RECV op on a wait past the transport's deadline.
@@ -74,6 +80,9 @@ class Mailbox {
   // its end: the device cannot reach work queued after those consumers without them. Throws
   // TimeoutError naming the RECV op on a wait past the transport's deadline.
   void FinishReceives();
+  // Completes every send recorded into a capture that has closed (no wait: the graph's own
+  // launch carries it out), so that its end joins the stamps read next.
+  void FinishCaptured();
   // At the end of the run: waits for every send still in flight, and every receive as above.
   void FinishSends();
 
@@ -89,14 +98,17 @@ class Mailbox {
     Buffer buffer;
     int op = 0;          // index in the rank's op list
     bool done = false;   // a poll saw it complete (its handle is released)
+    int end_stamp = -1;  // recorded into a capture: the stamp of its end (Transport::CaptureStamp)
   };
 
   int64_t Key(const schedules::Edge& edge) const { return static_cast<int64_t>(schedules::EdgeKey(units_, edge)); }
   // Waits for a transfer unless a poll saw it complete; a wait past the deadline names its op.
   void Finish(Pending& p);
-  // A transfer's end: when the transport saw it complete on the device, else now.
+  // A transfer's end: its stamp where it was recorded into a capture; when the transport saw it
+  // complete on the device; else now.
   void Complete(Pending& p) {
     p.done = true;
+    if (p.end_stamp >= 0) return clock_.EndedAt(p.op, p.end_stamp);
     (*times_)[p.op].end_ns = clock_.Completion(transport_.CompletedNs());
   }
 

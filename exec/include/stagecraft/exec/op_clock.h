@@ -50,8 +50,19 @@ class OpClock {
     return end;
   }
   // Op `op` ran inside a launched graph between stamps `begin` and `end` (of that launch's
-  // instance: device_graphs.h).
-  void Replayed(int op, int begin, int end) { Push(&timed_, {op, begin, end}, end); }
+  // instance: device_graphs.h). `end_elsewhere`: the end was stamped on a stream of the
+  // transport's (a transfer recorded into the graph), not in the compute stream's order.
+  void Replayed(int op, int begin, int end, bool end_elsewhere = false) {
+    if (!end_elsewhere) return Push(&timed_, {op, begin, end}, end);
+    Push(&timed_, {op, begin, end}, begin);
+    elsewhere_.push_back(end);
+  }
+  // Transfer op `op`, recorded into a capture, ends at stamp `end`, taken on a stream of the
+  // transport's (Transport::CaptureStamp): its end is read from there.
+  void EndedAt(int op, int end) {
+    ended_.push_back({op, end, end});
+    elsewhere_.push_back(end);
+  }
   // The same around a copy queued on copy stream `stream` (an OFFLOAD or RELOAD).
   int BeginOn(StreamKind stream) { return device_.clock().StampOn(stream); }
   void EndOn(int op, int begin, StreamKind stream) {
@@ -62,9 +73,11 @@ class OpClock {
   // the device has run the work queued before it (the producer of what it moves), on the clock
   // compute ops are timed by. A device that runs each call to completion (cpu) reads the host
   // clock here, as a post time.
-  void Mark(int op) {
+  // Returns the mark's stamp.
+  int Mark(int op) {
     const int mark = device_.clock().Stamp();
     Push(&marked_, {op, mark, -1}, mark);
+    return mark;
   }
   // Whether the stamps are read back after op `op` (ResolvePoints).
   bool ResolvesAfter(int op) const { return resolve_after_[static_cast<size_t>(op)]; }
@@ -73,7 +86,7 @@ class OpClock {
 
   // Turns the stamps taken since the last call into the times of their ops in `record` (ns since
   // the start; what they imply: schedules::FinishRunRecord): a compute op's start and end, a
-  // marked op's start. Then clears them. First waits until the device has reached the latest
+  // marked op's start, a recorded transfer's end (EndedAt). Then clears them. First waits until the device has reached the latest
   // stamp, polling (DeviceClock::Reached) under the deadline: a device whose queue waits on a peer
   // that never sends (a receive ordered on the device) must not hold the host for good. Throws
   // TimeoutError when the deadline passes first; the caller names what the stamps are of.
@@ -98,6 +111,8 @@ class OpClock {
   int64_t deadline_ns_;
   std::vector<TimedOp> timed_;   // compute ops run since the last Resolve
   std::vector<TimedOp> marked_;  // transfers and collectives posted since (end unused)
+  std::vector<TimedOp> ended_;   // transfers recorded into a graph, by the stamp of their end (start unused)
+  std::vector<int> elsewhere_;   // stamps on the transport's streams, each waited for apart
   // By stream, the stamp queued there last since the last Resolve (-1: none); stamp ids do not
   // follow the queue's order once graphs' stamps are among them (device_graphs.h).
   std::array<int, 3> last_{-1, -1, -1};

@@ -5,10 +5,12 @@
 // A step is replayed only when replaying it does exactly what issuing it would: every step of
 // the rank's list is the same ops in the same order (but for the step they belong to), the
 // weights are updated in place (a flush schedule: one version, the same buffers every step), and
-// nothing in the step needs the host between its compute ops (no transfer, collective or copy:
-// a rank alone, with no replicas). Inside a step the compute passes (F, B, I, W) are captured,
-// in runs of consecutive ones (segments); a STEP is issued as it comes, each step, since its
-// rate and its optimizer's step count change. What a replayed pass reads that changes with the
+// nothing in the step needs the host between its compute ops (no collective or copy, no replicas,
+// and no transfer unless the transport records its transfers into graphs: nccl,
+// Transport::CapturesTransfers, whose receives are then waits on the device). Inside a step the
+// compute passes (F, B, I, W), with the SENDs and RECVs between them where they are recorded, are
+// captured in runs of consecutive ones (segments); a STEP is issued as it comes, each step, since
+// its rate and its optimizer's step count change. What a replayed pass reads that changes with the
 // step (its microbatch's inputs and targets) is copied into buffers of fixed address before the
 // step's first launch, and the losses it writes are copied out of one after its last.
 #pragma once
@@ -30,6 +32,7 @@ struct StepGraphConditions {
   bool optimizer_on_host = false;
   bool pipemare = false;           // the correction moves the weights around each backward
   bool faults = false;             // an injected fault changes one step
+  bool transfers_captured = false; // Transport::CapturesTransfers: SEND and RECV are recorded
 };
 
 struct StepGraphPlan {
@@ -64,8 +67,9 @@ std::vector<WindowCopy> WindowCopies(int64_t first, int64_t count, int64_t datas
 // `from_step` on, read from the run's stamps (`timings`, by op of `ops`): each op's gap is its
 // start less the previous compute op's end (0 when it started before: never negative), the
 // first op of `from_step` counting its gap after the step before. Apart: the gaps between two
-// passes of one segment of `plan` (inside one graph when replayed); with a plan not enabled
-// they count nothing. What issue 57 judges step graphs by, per op (cuda_bench's BM_StepGraphs).
+// consecutive passes of one segment of `plan` in one step (inside one graph when replayed, a
+// transfer's post or wait between them recorded there too); with a plan not enabled they count
+// nothing. What issue 57 judges step graphs by, per op (cuda_bench's BM_StepGraphs).
 struct StepIdle {
   int64_t ops = 0;  // gaps counted
   int64_t idle_ns = 0;

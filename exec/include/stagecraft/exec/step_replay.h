@@ -52,8 +52,10 @@ class StepReplay {
   void EndCapture(int segment);
   void AbandonCapture() noexcept;
   bool capturing() const { return capturing_ >= 0; }
-  // While capturing: op i took stamps `begin` and `end`; pass i adds into `grads`.
+  // While capturing: op i took stamps `begin` and `end`; pass i adds into `grads`. A transfer
+  // recorded into the capture (Mailbox::Post's stamps) has its end on a stream of the transport's.
   void Captured(int i, int begin, int end);
+  void CapturedTransfer(int i, int begin, int end);
   void CapturedGrads(int i, const GradTarget& grads);
 
   // Launches segment `segment` for `step`; then TimeLaunch gives the clock the stamps its passes
@@ -71,6 +73,7 @@ class StepReplay {
     int offset = 0;  // in the step
     int begin = 0;
     int end = 0;
+    bool end_elsewhere = false;  // a transfer's end, stamped on the transport's stream
   };
   int InstanceOf(int step) const;  // the instance a replayed step launches
 

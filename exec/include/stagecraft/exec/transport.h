@@ -110,6 +110,26 @@ class Transport {
   // others. The runtime calls it before a step's read-back, which waits for the device anyway: a
   // peer may be waiting for those sends meanwhile.
   virtual void Flush() {}
+  // Step graphs (step_graphs.h). Whether a transfer posted while the device captures its compute
+  // stream (DeviceGraphs) is recorded into the capture, to run again at each launch of the graph
+  // with no host call: nccl, whose sends and receives are kernels on streams the capture follows;
+  // a receive is then a wait on the device. False (mpi, host-staged): the host carries out each
+  // transfer, and a step that moves a tensor is not captured.
+  virtual bool CapturesTransfers() const { return false; }
+  // Around each capture, for a transport that CapturesTransfers: BeginCapture, before the
+  // device's capture opens, orders the compute stream after every transfer posted so far (a
+  // graph's transfers never overlap earlier ones on the same channel); EndCapture, before it
+  // closes, joins into the compute stream the work of every transfer posted in the capture that
+  // its consumer did not (sends, receives not ordered by OrderAfter), so the capture can close and
+  // the graph ends only once its transfers did. A transfer posted in a capture completes (Test
+  // true, Wait returns) only once EndCapture has run; AbandonCapture drops them after a failure.
+  virtual void BeginCapture() {}
+  virtual void EndCapture() {}
+  virtual void AbandonCapture() noexcept {}
+  // The stamp of the device's clock (a graph stamp) that records when transfer `request`, posted
+  // in a capture, ends at each launch; -1 for a transfer the host carries out (its end is
+  // CompletedNs, or when the host saw it).
+  virtual int CaptureStamp(Request /*request*/) const { return -1; }
   // How long one of its waits may take (the deadline it was made with).
   virtual std::chrono::nanoseconds deadline() const { return kDefaultWaitDeadline; }
 };
