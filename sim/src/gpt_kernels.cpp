@@ -126,6 +126,10 @@ Routed RoutedOf(const GptKernelShape& g, const Dims& x) {
   return {rows, std::ceil(rows / static_cast<double>(g.local_experts))};
 }
 
+// Megatron's all-to-all dispatcher sorts the chunks it received by local expert (and back):
+// GptKernelShape::deepep.
+bool SortsChunks(const GptKernelShape& g) { return !g.deepep && g.local_experts > 1; }
+
 void MoeForward(const Lister& l, const Dims& x) {
   const GptKernelShape& g = l.g;
   const double d = l.d(), tokens = static_cast<double>(x.lnrows);
@@ -133,7 +137,9 @@ void MoeForward(const Lister& l, const Dims& x) {
   l.Gemm("router", x.lnrows, g.experts, x.h);
   l.Memory("router.topk", tokens * static_cast<double>(g.experts), d + 8, 8);  // fp32 softmax, top-k
   l.Memory("permute", r.rows * x.h, 2 * d, 0);
+  if (SortsChunks(g)) l.Memory("sort_chunks", r.rows * x.h, 2 * d, 0);
   DenseMlpForward(l, "expert.", r.per_expert, g.expert_ffn, g.local_experts);
+  if (SortsChunks(g)) l.Memory("unsort_chunks", r.rows * x.h, 2 * d, 0);
   l.Memory("unpermute", r.rows * x.h, 2 * d, 2);  // weighted by the router's probabilities, summed
   if (g.shared_ffn > 0) {
     const double act = static_cast<double>(x.rows) * x.h * d;
@@ -154,7 +160,9 @@ void MoeInputGrad(const Lister& l, const Dims& x) {
     l.Leave("shared.dX", act, "shared.fc.dW");
   }
   l.Memory("unpermute.dX", r.rows * x.h, 3 * d, 2);  // and the probabilities' gradient
+  if (SortsChunks(g)) l.Memory("unsort_chunks.dX", r.rows * x.h, 2 * d, 0);
   DenseMlpInputGrad(l, "expert.", r.per_expert, g.expert_ffn, g.local_experts);
+  if (SortsChunks(g)) l.Memory("sort_chunks.dX", r.rows * x.h, 2 * d, 0);
   l.Memory("permute.dX", r.rows * x.h, 2 * d, 1);
   l.Memory("router.topk.dX", tokens * static_cast<double>(g.experts), d + 8, 6);
   l.Gemm("router.dX", x.lnrows, x.h, g.experts);
@@ -352,7 +360,7 @@ const std::vector<std::string>& MemoryKernelNames() {
     GptKernelShape llama = g;  // SwiGLU's kernels in place of GELU's
     llama.swiglu = true;
     GptKernelShape moe = g;  // and a MoE layer's, GELU and SwiGLU, with shared experts
-    moe.experts = 4, moe.expert_ffn = 8, moe.shared_ffn = 8;
+    moe.experts = 4, moe.expert_ffn = 8, moe.shared_ffn = 8, moe.local_experts = 2;
     GptKernelShape moe_swiglu = moe;
     moe_swiglu.swiglu = true;
     for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true),

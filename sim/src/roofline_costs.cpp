@@ -83,6 +83,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
     g.local_experts = t.moe->experts / sc.pipeline.expert_parallel;
     g.expert_ffn = t.ExpertFfn();
     g.shared_ffn = t.moe->shared_experts * t.ExpertFfn();
+    g.deepep = sc.pipeline.deepep;
   }
   return g;
 }

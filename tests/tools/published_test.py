@@ -109,6 +109,13 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     # Qwen3-235B's 64 heads of 128 in a hidden of 4096; TP 2 turns sequence parallelism on.
     qwen = published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"])
     assert "head_dim: 128" in qwen and "sequence_parallel: true" in qwen and "data_parallel: 16" in qwen
+    # The dispatcher as each row's notes name it: DeepEP, or Megatron-LM's all-to-all where they
+    # say "A2A (all-to-all, not DeepEP)".
+    assert "moe_dispatcher: deepep" in qwen
+    a2a = rows["mzoo_qwen3_235b_h100_bf16_tp2_pp32_vpp3_ep8_a2a"]
+    assert "not DeepEP" in a2a["notes"] and published_moe.dispatcher_of(a2a) == "alltoall"
+    assert "moe_dispatcher" not in published_moe.scenario_text(a2a)
+    assert published_moe.dispatcher_of(rows["mzoo_qwen3_235b_h100_bf16_tp4_pp8_vpp4_ep8"]) == "deepep"
     # What cannot be stated is left out, each with why.
     assert "fp8" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
     assert "MLA" in published_moe.why_not(rows["automodel_dsv3_h100_bf16_256gpu"])

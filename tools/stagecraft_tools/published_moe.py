@@ -13,7 +13,7 @@ its all-to-alls), tensor and sequence parallelism, expert parallelism folded ove
 and tensor ranks, on H100s in bf16. What every row assumes where the source is silent: DGX H100
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
-Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP, no recompute beyond what that kernel does (the rows' fine-grained recompute of
+Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP (dispatcher_of), no recompute beyond what that kernel does (the rows' fine-grained recompute of
 norms and activation functions is not stated), Adam with fp32 master weights and Megatron's
 distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
@@ -21,6 +21,7 @@ sequence where none is published. A row whose predicted run would not fit in 80 
 why (FP8, FSDP instead of a pipeline, MLA attention, sliding-window attention, an asymmetric
 layout)."""
 import collections
+import re
 
 from . import common, tables
 
@@ -102,6 +103,12 @@ def partition_of(row):
     return [per - 1] + [per] * (stages - 2) + [per - 1] if stages > 1 else [int(row["layers"])]
 
 
+def dispatcher_of(row):
+    """The row's token dispatcher as its source names it in the notes: "deepep" where they name
+    DeepEP (not where they say "not DeepEP"), else Megatron-LM's "alltoall"."""
+    return "deepep" if re.search(r"(?<!not )DeepEP", row["notes"]) else "alltoall"
+
+
 def chunks_of(row):
     """The virtual stages per rank a row runs: its published VP, else Llama 3's 8 (LLAMA3_CHUNKS), else 1."""
     if row["vp"] not in ("", "1"):
@@ -132,7 +139,7 @@ def scenario_text(row):
               f"zero: 1, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1")
     if row["ep"] not in ("", "1"):
         layout += f", expert_parallel: {row['ep']}"
-        if "DeepEP" in row["notes"]:  # the row's dispatcher, as its source names it
+        if dispatcher_of(row) == "deepep":
             layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
     if row["model"] in OVERLAPS_GRAD_REDUCE:

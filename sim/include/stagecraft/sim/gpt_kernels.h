@@ -93,6 +93,12 @@ struct GptKernelShape {
   int64_t local_experts = 1;
   int64_t expert_ffn = 0;
   int64_t shared_ffn = 0;
+  // pipeline.moe_dispatcher: deepep: the routed copies are permuted into expert order once, after
+  // DeepEP's dispatch, and back once before its combine. alltoall (Megatron-LM's
+  // MoEAlltoAllTokenDispatcher): permuted into expert order before the dispatch, and with more
+  // than one local expert the received chunks sorted by local expert after it and back before the
+  // combine (`sort_chunks_by_idxs`): one more permutation each way.
+  bool deepep = false;
   // 16-bit weights keep fp32 gradients and master weights (Megatron's main_grad); fp32 weights
   // their own.
   int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
@@ -101,7 +107,9 @@ struct GptKernelShape {
 // One transformer block's kernels, F then I then W, in the order a device runs them. A MoE
 // layer's (`moe_layer`) feed-forward is the router (a GEMM to the experts' logits, its top-k),
 // the permutation of the routed token copies into expert order, the experts' grouped GEMMs (a
-// batch of the local experts, each its even share of the rows), the unpermutation with the
+// batch of the local experts, each its even share of the rows; with Megatron's all-to-all
+// dispatcher and several local experts the received chunks sorted by expert around them:
+// GptKernelShape::deepep), the unpermutation with the
 // router's weights, and the shared experts as a dense feed-forward split over the tensor group;
 // its tokens are the device's sequence share, and the all-to-alls between the permutations are
 // the ALL_TO_ALL op's, not listed here.
