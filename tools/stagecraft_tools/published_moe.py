@@ -13,8 +13,9 @@ its all-to-alls), tensor and sequence parallelism, expert parallelism folded ove
 and tensor ranks, on H100s in bf16. What every row assumes where the source is silent: DGX H100
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
-Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP (dispatcher_of), no recompute beyond what that kernel does (the rows' fine-grained recompute of
-norms and activation functions is not stated), Adam with fp32 master weights and Megatron's
+Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP (dispatcher_of),
+no recompute beyond what that kernel does (the rows' fine-grained recompute of norms and activation
+functions is not stated), Adam with fp32 master weights and Megatron's
 distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
 (`OOM`): its layout's memory is not what stagecraft counts. The rows left out are listed with
