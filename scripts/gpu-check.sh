@@ -60,8 +60,9 @@
 # more GPUs the one-rank loops do not run, the scenarios' loops take a GPU per rank (mlp-gpu
 # profile 50, execute 80: 142; gpt-gpu 20 and 35: 67), ctest -L gpu leaves exec_mpi_gpu_tests to
 # the section (60), cuda_bench needs --long, and with 8 gpt-gpu's own loop is left to the 4 x 2
-# one: 8 GPUs 10 + 60 + 142 + 292 = 504 s; 4-7 GPUs 10 + 60 + 142 + 67 + 292 = 571 s; 2-3 GPUs
-# (no P x D loop) 469 s.
+# one; gpt-gpu's pipeline on a GPU per rank runs again with step graphs (20, not yet run): 8 GPUs
+# 10 + 60 + 142 + 292 = 504 s; 4-7 GPUs 10 + 60 + 142 + 67 + 20 + 292 = 591 s; 2-3 GPUs (no P x D
+# loop) 489 s.
 #
 # --one-rank is gone: it skipped the loop of ranks sharing a GPU, which the simulator did not
 # model and now does (pipeline.ranks_per_device), and the whole check fits a 10-minute call.
@@ -312,6 +313,12 @@ for scenario in "$root/scenarios/mlp-gpu.yaml" "$root/scenarios/gpt-gpu.yaml"; d
     skipped "$name" "$gpus GPUs: the multi-GPU section's 4 x 2 loop runs gpt-gpu on a GPU per rank, with replicas"
   elif (( gpus >= ranks )); then
     core_loop "$name" "$scenario" "$ranks" "${name//-/_}_budget"
+    # Its pipeline with step graphs over NCCL (execute --graphs on, issue 57: each rank's step
+    # captured with its transfers): the report holds its 1F1B losses against the run above.
+    if [[ $name == gpt-gpu ]]; then
+      step "$name: execute, step graphs" 20 "$root/scripts/mpirun.sh" "$ranks" "$sc" execute "$scenario" \
+        --set pipeline.schedule=1f1b --backend cuda --graphs on --json "$out/$name/measured-graphs.json"
+    fi
   else
     # Fewer GPUs than ranks: K neighbouring ranks share each GPU (the executor's placement,
     # exec::GpuForLocalRank), and the simulator is told so, on a machine of the GPUs they use.
