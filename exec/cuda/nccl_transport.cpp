@@ -20,6 +20,7 @@
 #include "nccl_comms.h"
 #include "nccl_element_type.h"
 #include "stagecraft/exec/cuda_device.h"
+#include "stagecraft/exec/capture_book.h"
 #include "stagecraft/exec/cuda_plan.h"
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/poll.h"
@@ -88,8 +89,8 @@ class NcclTransport final : public Transport {
 
   bool Test(Request request) override {
     Transfer& t = At(request);
-    if (t.captured) {  // carried out by the graph's launches; timed by its stamp
-      if (!t.joined) return false;
+    if (book_.Captured(request)) {  // carried out by the graph's launches; timed by its stamp
+      if (!book_.Joined(request)) return false;
       completed_ns_ = -1;
       Release(request);
       return true;
@@ -109,7 +110,10 @@ class NcclTransport final : public Transport {
   bool OrderAfter(Request request) override {
     Transfer& t = At(request);
     if (!t.recv) return false;
-    if (t.captured && t.joined) return true;  // its capture's end joined it: a later graph runs after
+    if (book_.Captured(request)) {  // the wait recorded into the capture, unless its end joined it
+      if (book_.OrderNow(request)) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+      return true;
+    }
     SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
     t.ordered = true;
     return true;
@@ -117,10 +121,7 @@ class NcclTransport final : public Transport {
 
   void Wait(Request request) override {
     const Transfer t = At(request);
-    if (t.captured && !t.joined) {
-      throw std::logic_error("nccl transport: a wait for a transfer of the step being captured (tag " +
-                             std::to_string(t.tag) + "): it runs only when the graph is launched");
-    }
+    book_.CheckWaitable(request, t.tag);
     PollPolicy policy = kNcclPoll;
     policy.deadline_ns = deadline_ns_;
     if (PollUntil([&] { return CheckAsyncErrors(), Test(request); }, policy)) return;
@@ -156,36 +157,25 @@ class NcclTransport final : public Transport {
   // (a receive's wait is then not left to a Test made in the capture, which cannot wait on an
   // event recorded outside it), so a graph's transfers start after them on each channel.
   void BeginCapture() override {
-    if (capturing_) throw std::logic_error("nccl transport: a capture is already open");
-    for (Transfer& t : transfers_.items()) {
-      if (t.done == nullptr || t.captured || t.ordered) continue;
-      SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
-      t.ordered = true;
+    if (book_.open()) throw std::logic_error("nccl transport: a capture is already open");
+    for (Request r = 0; r < static_cast<Request>(transfers_.items().size()); ++r) {
+      if (!transfers_.Live(r) || book_.Captured(r) || transfers_[r].ordered) continue;
+      SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, transfers_[r].done, 0));
+      transfers_[r].ordered = true;
     }
-    capturing_ = true;
+    book_.Begin();
   }
   void EndCapture() override {
-    if (!capturing_) throw std::logic_error("nccl transport: no capture is open");
-    for (const Request r : captured_) {
-      if (!transfers_.Live(r)) continue;
-      Transfer& t = transfers_[r];
-      if (!t.ordered) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
-      t.ordered = t.joined = true;
-    }
-    captured_.clear();
-    capturing_ = false;
+    for (const Request r : book_.End()) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, transfers_[r].done, 0));
   }
   // The capture is dropped: its transfers never run; their handles are released.
   void AbandonCapture() noexcept override {
-    for (const Request r : captured_) {
-      if (transfers_.Live(r)) Release(r);
+    try {
+      for (const Request r : book_.Abandon()) Release(r);
+    } catch (...) {  // a vector's allocation: the run's own error is the one reported
     }
-    captured_.clear();
-    capturing_ = false;
   }
-  int CaptureStamp(Request request) const override {
-    return transfers_.Live(request) ? transfers_[request].stamp : -1;
-  }
+  int CaptureStamp(Request request) const override { return book_.StampOf(request); }
   [[noreturn]] void Abort(int exit_code) override {
     NcclComms().AbortAll();  // the replicas' communicator too: nothing of NCCL waits on a peer
     host_->Abort(exit_code);
@@ -208,9 +198,6 @@ class NcclTransport final : public Transport {
     int64_t tag = 0;
     bool recv = false;
     bool ordered = false;  // the compute stream already waits on `done` (OrderAfter)
-    bool captured = false;  // recorded into a step graph's capture (BeginCapture .. EndCapture)
-    bool joined = false;    // its capture closed: the graph's launches carry it out
-    int stamp = -1;         // captured: the device clock's graph stamp of its end
   };
 
   // Each new channel's sender makes its ncclUniqueId and sends it to the receiver over the host
@@ -316,13 +303,12 @@ class NcclTransport final : public Transport {
 
   Request Track(Channel& c, int peer, int64_t tag, bool recv) {
     Transfer t{done_events_.Take(), peer, tag, recv};
-    if (capturing_) {
-      t.captured = true;
-      t.stamp = CudaStampOn(device_, c.stream);  // before `done`, which must stay the stream's last node
-    }
+    // Recorded into a capture: its end's graph stamp before `done`, which must stay the stream's
+    // last node there.
+    const int stamp = book_.open() ? CudaStampOn(device_, c.stream) : -1;
     SC_CUDA_CHECK(cudaEventRecord(t.done, c.stream));
     const Request request = transfers_.Add(t);
-    if (capturing_) captured_.push_back(request);
+    book_.Posted(request, stamp);
     return request;
   }
   Transfer& At(Request request) {
@@ -334,6 +320,7 @@ class NcclTransport final : public Transport {
   void Release(Request request) {
     done_events_.Give(transfers_[request].done);
     transfers_.Release(request);
+    book_.Released(request);
   }
 
   // NCCL's asynchronous errors (a peer gone, a network failure) surface here, not in a call.
@@ -363,8 +350,7 @@ class NcclTransport final : public Transport {
   CudaEventPool done_events_{cudaEventDefault};
   HandlePool<Transfer> transfers_;
   int64_t completed_ns_ = -1;  // the last transfer Test saw complete
-  bool capturing_ = false;
-  std::vector<Request> captured_;  // posted in the open capture
+  CaptureBook book_;  // step graphs: the transfers recorded into captures
 };
 
 }  // namespace

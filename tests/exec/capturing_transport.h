@@ -3,7 +3,8 @@
 // each transfer into the capture as the nccl transport's are recorded into a CUDA capture
 // (Transport::CapturesTransfers): the post is a call run at each launch, a receive's consumer
 // waits for it inside the launch (OrderAfter records the wait where the device would wait), and
-// the capture's end records the wait of every transfer no consumer waited for (EndCapture). The
+// the capture's end records the wait of every transfer no consumer waited for (EndCapture), all
+// by the books the nccl transport keeps too (exec/capture_book.h). The
 // host then never posts a transfer of a replayed step: it counts the posts it makes itself. A
 // recorded transfer's end stamp is taken as its post runs (the double does not time transfers).
 #pragma once
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "capturing_device.h"
+#include "stagecraft/exec/capture_book.h"
 #include "stagecraft/exec/handle_pool.h"
 #include "stagecraft/exec/transport.h"
 
@@ -44,63 +46,44 @@ class CapturingTransport final : public exec::Transport {
 
   bool Test(Request request) override {
     Transfer& t = transfers_[request];
-    if (!t.captured) {
+    if (!book_.Captured(request)) {
       if (!inner_->Test(t.inner)) return false;
       completed_ns_ = inner_->CompletedNs();
-    } else if (!t.joined) {
+    } else if (!book_.Joined(request)) {
       return false;
     } else {
       completed_ns_ = -1;
     }
-    transfers_.Release(request);
+    Release(request);
     return true;
   }
   void Wait(Request request) override {
-    Transfer& t = transfers_[request];
-    if (t.captured && !t.joined) throw std::logic_error("a wait for a transfer of the step being captured");
-    if (!t.captured) {
-      inner_->Wait(t.inner);
+    book_.CheckWaitable(request, -1);
+    if (!book_.Captured(request)) {
+      inner_->Wait(transfers_[request].inner);
       completed_ns_ = inner_->CompletedNs();
     } else {
       completed_ns_ = -1;
     }
-    transfers_.Release(request);
+    Release(request);
   }
   int64_t CompletedNs() const override { return completed_ns_; }
   // A recorded receive's consumer waits inside the launch; the host carries out the others.
   bool OrderAfter(Request request) override {
-    Transfer& t = transfers_[request];
-    if (!t.captured || !t.recv) return false;
-    if (!t.joined && !t.ordered) RecordWait(t);
-    t.ordered = true;
+    if (!book_.Captured(request) || !transfers_[request].recv) return false;
+    if (book_.OrderNow(request)) RecordWait(transfers_[request]);
     return true;
   }
 
   bool CapturesTransfers() const override { return true; }
-  void BeginCapture() override {
-    if (capturing_) throw std::logic_error("a capture is already open");
-    capturing_ = true;
-  }
+  void BeginCapture() override { book_.Begin(); }
   void EndCapture() override {
-    for (const Request r : open_) {
-      if (!transfers_.Live(r)) continue;
-      Transfer& t = transfers_[r];
-      if (!t.ordered) RecordWait(t);
-      t.ordered = t.joined = true;
-    }
-    open_.clear();
-    capturing_ = false;
+    for (const Request r : book_.End()) RecordWait(transfers_[r]);
   }
   void AbandonCapture() noexcept override {
-    for (const Request r : open_) {
-      if (transfers_.Live(r)) transfers_.Release(r);
-    }
-    open_.clear();
-    capturing_ = false;
+    for (const Request r : book_.Abandon()) Release(r);
   }
-  int CaptureStamp(Request request) const override {
-    return transfers_.Live(request) ? transfers_[request].stamp : -1;
-  }
+  int CaptureStamp(Request request) const override { return book_.StampOf(request); }
 
   void Barrier() override { inner_->Barrier(); }
   bool EveryRank(bool mine) override { return inner_->EveryRank(mine); }
@@ -115,41 +98,41 @@ class CapturingTransport final : public exec::Transport {
   struct Transfer {
     Request inner = -1;  // the inner transport's request (a transfer the host posted)
     bool recv = false;
-    bool captured = false;
-    bool ordered = false;  // its wait is recorded
-    bool joined = false;   // its capture closed
-    size_t slot = 0;       // captured: where each launch keeps the inner request
-    int stamp = -1;        // captured: the graph stamp of its end
+    size_t slot = 0;  // recorded: where each launch keeps the inner request
   };
 
   template <class PostFn>
   Request Post(PostFn post, bool recv) {
     Transfer t;
     t.recv = recv;
-    if (!device_.capturing()) {
+    if (!book_.open()) {
       ++host_posts;
       t.inner = post();
-      return transfers_.Add(t);
+      const Request request = transfers_.Add(t);
+      book_.Posted(request, -1);
+      return request;
     }
-    t.captured = true;
     t.slot = slots_.size();
     slots_.push_back(-1);
     device_.RecordCall([this, post, slot = t.slot] { slots_[slot] = post(); });
-    t.stamp = device_.clock().Stamp();
+    const int stamp = device_.clock().Stamp();
     const Request request = transfers_.Add(t);
-    open_.push_back(request);
+    book_.Posted(request, stamp);
     return request;
   }
   void RecordWait(const Transfer& t) {
     device_.RecordCall([this, slot = t.slot] { inner_->Wait(slots_[slot]); });
   }
+  void Release(Request request) {
+    transfers_.Release(request);
+    book_.Released(request);
+  }
 
   std::unique_ptr<exec::Transport> inner_;
   CapturingCpuDevice& device_;
   exec::HandlePool<Transfer> transfers_;
-  std::vector<Request> slots_;  // by captured transfer: its inner request at the latest launch
-  std::vector<Request> open_;   // posted in the open capture
-  bool capturing_ = false;
+  exec::CaptureBook book_;
+  std::vector<Request> slots_;  // by recorded transfer: its inner request at the latest launch
   int64_t completed_ns_ = -1;
 };
 
