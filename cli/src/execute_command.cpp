@@ -186,17 +186,13 @@ void CheckOutputs(const ExecuteFlags& f, int rank, Plan* plan, OutputSet* output
 }
 
 // With --graphs on, one line per schedule on rank 0: whether its steps are captured and
-// replayed, or why they are issued call by call (exec/step_graphs.h; rank 0's plan: a
-// pipeline's ranks capture alike over a transport that records its transfers, nccl).
-void SayStepGraphs(const Plan& plan, const exec::Transport& transport) {
+// replayed, or why they are issued call by call (exec/step_graphs.h; rank 0's plan, by the
+// conditions the runtime plans by: a pipeline's ranks capture alike over a transport that records
+// its transfers, nccl).
+void SayStepGraphs(const Plan& plan, exec::ProcessRuntime& runtime) {
   const harness::ExecutionPlan& run = plan.run;
-  const exec::StepGraphConditions conditions{.device_has_graphs = run.backend == exec::Backend::kCuda,
-                                             .requested = true,
-                                             .replicas = run.scenario.pipeline.data_parallel > 1,
-                                             .optimizer_on_host = run.config.optimizer_on_host,
-                                             .pipemare = run.config.pipemare.has_value(),
-                                             .faults = plan.hooks.fault_rank >= 0,
-                                             .transfers_captured = transport.CapturesTransfers()};
+  const exec::StepGraphConditions conditions = exec::StepGraphConditionsOf(
+      run.config, *runtime.device, *runtime.transport, plan.hooks, runtime.replicas.get());
   for (const Schedule& s : run.schedules) {
     const exec::StepGraphPlan graphs = exec::PlanStepGraphs(s, 0, conditions);
     if (graphs.enabled) {
@@ -256,7 +252,7 @@ int Run(const ExecuteFlags& f) {
                  runtime.transport->Name().c_str(), sc.pipeline.microbatches, sc.pipeline.microbatch_size * replicas,
                  sc.pipeline.steps, plan.run.config.optimizer.c_str(), plan.run.config.lr);
     std::fflush(plan.report);
-    if (plan.hooks.step_graphs) SayStepGraphs(plan, *runtime.transport);
+    if (plan.hooks.step_graphs) SayStepGraphs(plan, runtime);
   }
   // Replica 0 reports (its pipeline's rank 0 is the job's): the other replicas keep no progress
   // file and print no step lines.

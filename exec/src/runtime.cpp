@@ -46,17 +46,6 @@ int RankIn(const Schedule& s, const Transport& t) {
   return t.rank();
 }
 
-StepGraphConditions GraphConditions(const TrainingConfig& c, Device& dev, const Transport& t, const RunHooks& h,
-                                    const ReplicaGroup* replicas) {
-  return StepGraphConditions{.device_has_graphs = dev.graphs() != nullptr,
-                             .requested = h.step_graphs,
-                             .replicas = replicas != nullptr,
-                             .optimizer_on_host = c.optimizer_on_host,
-                             .pipemare = c.pipemare.has_value(),
-                             .faults = h.fault_rank >= 0,  // every rank alike: a pipeline captures together
-                             .transfers_captured = t.CapturesTransfers()};
-}
-
 int64_t NsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
@@ -81,7 +70,7 @@ class Runner {
         hooks_(h),
         rank_(RankIn(s, t)),
         ops_(s.ops[rank_]),
-        replay_(PlanStepGraphs(s, rank_, GraphConditions(c, dev, t, h, replicas)), dev, d, s.microbatches),
+        replay_(PlanStepGraphs(s, rank_, StepGraphConditionsOf(c, dev, t, h, replicas)), dev, d, s.microbatches),
         setup_(t),
         run_(EmptyRun(ops_.size())),
         weights_(s, rank_, dev, c),
@@ -200,7 +189,7 @@ class Runner {
     if (schedules::ProducesVersion(op.kind)) reducer_.Finish(op);
     if (const std::optional<Edge> edge = schedules::CommEdge(s_.shape, op)) {
       const Mailbox::Stamps stamps = mailbox_.Post(i, *edge);
-      if (stamps.end >= 0) replay_.CapturedTransfer(i, stamps.start, stamps.end);
+      if (stamps.end >= 0) replay_.Captured(i, stamps.start, stamps.end, /*end_elsewhere=*/true);
       return;
     }
     if (schedules::IsCopy(op.kind)) return Copy(i, op);
@@ -429,6 +418,17 @@ class Runner {
 };
 
 }  // namespace
+
+StepGraphConditions StepGraphConditionsOf(const TrainingConfig& c, Device& dev, const Transport& t, const RunHooks& h,
+                                          const ReplicaGroup* replicas) {
+  return StepGraphConditions{.device_has_graphs = dev.graphs() != nullptr,
+                             .requested = h.step_graphs,
+                             .replicas = replicas != nullptr,
+                             .optimizer_on_host = c.optimizer_on_host,
+                             .pipemare = c.pipemare.has_value(),
+                             .faults = h.fault_rank >= 0,  // every rank alike: a pipeline captures together
+                             .transfers_captured = t.CapturesTransfers()};
+}
 
 RankRun RunRank(const Schedule& schedule, const TrainingConfig& config, const Dataset& data, Device& device,
                 Transport& transport, const RunHooks& hooks, ReplicaGroup* replicas) {

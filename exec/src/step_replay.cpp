@@ -81,12 +81,9 @@ void StepReplay::AbandonCapture() noexcept {
   graphs_->AbandonCapture();
 }
 
-void StepReplay::Captured(int i, int begin, int end) {
-  if (capturing_ >= 0) captured_[static_cast<size_t>(capturing_)].push_back({i % plan_.ops_per_step, begin, end});
-}
-
-void StepReplay::CapturedTransfer(int i, int begin, int end) {
-  if (capturing_ >= 0) captured_[static_cast<size_t>(capturing_)].push_back({i % plan_.ops_per_step, begin, end, true});
+void StepReplay::Captured(int i, int begin, int end, bool end_elsewhere) {
+  if (capturing_ < 0) return;
+  captured_[static_cast<size_t>(capturing_)].push_back({i % plan_.ops_per_step, begin, end, end_elsewhere});
 }
 
 void StepReplay::CapturedGrads(int i, const GradTarget& grads) {

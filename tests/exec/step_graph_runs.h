@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,6 +27,31 @@ inline schedules::Schedule StepGraphSchedule(const std::string& name, int ranks,
   p.microbatches = microbatches;
   p.steps = steps;
   return schedules::Lower(schedules::Generate(name, p));
+}
+
+// The small models the step graphs' cpu tests train: an MLP of hidden 8 (SGD) or a GPT of hidden
+// 16 (Adam), `layers_per_stage` layers on each of `stages` stages.
+inline exec::TrainingConfig StepGraphConfig(bool gpt, int stages, int layers_per_stage) {
+  exec::TrainingConfig c;
+  const int layers = stages * layers_per_stage;
+  if (gpt) {
+    c.gpt = exec::GptModel{.layers = layers, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 5};
+    c.microbatch_size = 2;
+    c.optimizer = "adam";
+    c.lr = 1e-3f;
+  } else {
+    c.model = exec::MlpModel{.layers = layers, .hidden = 8, .seed = 11};
+    c.microbatch_size = 3;
+    c.lr = 0.05f;
+  }
+  c.layers_per_stage.assign(static_cast<size_t>(stages), layers_per_stage);
+  return c;
+}
+
+// A parameterised case's name from its parts: gtest's names take no '-'.
+inline std::string StepGraphCaseName(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
 }
 
 // `after_data` runs once the dataset is made, before the run (a counting device resets there).

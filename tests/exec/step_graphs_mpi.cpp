@@ -31,20 +31,9 @@ struct Case {
   bool captured = true;  // false: its steps differ on some rank, so the plan refuses it on every rank
 };
 
+// Two MLP layers or one GPT block a stage.
 exec::TrainingConfig ConfigFor(const Case& c, int stages) {
-  exec::TrainingConfig config;
-  if (c.gpt) {
-    config.gpt = exec::GptModel{.layers = stages, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 5};
-    config.microbatch_size = 2;
-    config.optimizer = "adam";
-    config.lr = 1e-3f;
-  } else {
-    config.model = exec::MlpModel{.layers = 2 * stages, .hidden = 8, .seed = 11};
-    config.microbatch_size = 3;
-    config.lr = 0.05f;
-  }
-  config.layers_per_stage.assign(static_cast<size_t>(stages), c.gpt ? 1 : 2);
-  return config;
+  return testing::StepGraphConfig(c.gpt, stages, c.gpt ? 1 : 2);
 }
 
 struct GraphRun {
@@ -116,7 +105,8 @@ std::string Verdict(const schedules::Schedule& s, int rank, bool captured, const
   // alone (the connections' probes are the eager run's too: none on the cpu).
   expect(replayed.direct_calls == calls,
          fmt::format("{} layer ops issued by the host, not one step's {}", replayed.direct_calls, calls));
-  expect(replayed.recorded_calls == calls, fmt::format("{} layer ops recorded, not {}", replayed.recorded_calls, calls));
+  expect(replayed.recorded_calls == calls,
+         fmt::format("{} layer ops recorded, not {}", replayed.recorded_calls, calls));
   expect(replayed.launches == int64_t{plan.segments} * (kSteps - 1),
          fmt::format("{} launches of {} segments", replayed.launches, plan.segments));
   expect(posts > 0 && replayed.host_posts == posts,
@@ -154,12 +144,8 @@ INSTANTIATE_TEST_SUITE_P(StepGraphs, StepGraphsPipeline,
                                            Case{"dualpipe-v", 2}, Case{"1f1b", 1, true}, Case{"zb-v", 2, true},
                                            Case{"zb-h1", 1, false, false}, Case{"zb-h2", 1, true, false}),
                          [](const ::testing::TestParamInfo<Case>& p) {
-                           std::string name = p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp") +
-                                              (p.param.captured ? "" : "_refused");
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return testing::StepGraphCaseName(p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp") +
+                                                             (p.param.captured ? "" : "_refused"));
                          });
 
 // Over a transport that carries out each transfer on the host (MPI alone), a pipeline's rank is

@@ -183,24 +183,8 @@ TEST(StepIdle, GapsBetweenComputeOpsFromAStepOnAndThoseInsideSegments) {
 
 constexpr int kMicrobatches = 4, kSteps = 5;
 
-TrainingConfig Mlp(int stages) {
-  TrainingConfig c;
-  c.model = MlpModel{.layers = 4, .hidden = 8, .seed = 11};
-  c.microbatch_size = 3;
-  c.lr = 0.05f;
-  c.layers_per_stage.assign(static_cast<size_t>(stages), 4 / stages);
-  return c;
-}
-
-TrainingConfig Gpt(int stages) {
-  TrainingConfig c;
-  c.gpt = GptModel{.layers = 2, .hidden = 16, .heads = 2, .seq = 8, .vocab = 32, .seed = 5};
-  c.microbatch_size = 2;
-  c.optimizer = "adam";
-  c.lr = 1e-3f;
-  c.layers_per_stage.assign(static_cast<size_t>(stages), 2 / stages);
-  return c;
-}
+TrainingConfig Mlp(int stages) { return testing::StepGraphConfig(false, stages, 4 / stages); }
+TrainingConfig Gpt(int stages) { return testing::StepGraphConfig(true, stages, 2 / stages); }
 
 RankRun RunOn(testing::CapturingCpuDevice& device, const schedules::Schedule& s, const TrainingConfig& config,
               bool graphs) {
@@ -257,11 +241,7 @@ INSTANTIATE_TEST_SUITE_P(StepGraphs, StepGraphRuns,
                          ::testing::Values(Case{"1f1b"}, Case{"gpipe"}, Case{"zb-h1"}, Case{"interleaved", 2},
                                            Case{"1f1b", 1, true}, Case{"zb-h1", 1, true}),
                          [](const ::testing::TestParamInfo<Case>& p) {
-                           std::string name = p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp");
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return testing::StepGraphCaseName(p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp"));
                          });
 
 // A schedule the plan refuses runs as it comes on a device with graphs: nothing recorded.

@@ -115,12 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"1f1b"}, Case{"zb-h1"}, Case{"interleaved", 2, false},
                       Case{"1f1b", 1, true, GemmPrecision::kBf16, 2e-2}),
     [](const ::testing::TestParamInfo<Case>& p) {
-      std::string name = p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp") +
-                         (p.param.precision == GemmPrecision::kBf16 ? "_bf16" : "_fp32");
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
+      return testing::StepGraphCaseName(p.param.schedule + (p.param.gpt ? "_gpt" : "_mlp") +
+                                        (p.param.precision == GemmPrecision::kBf16 ? "_bf16" : "_fp32"));
     });
 
 }  // namespace

@@ -28,10 +28,8 @@ class CaptureBook {
   // Transfer `request` was just posted: while a capture is open it is recorded into it, its end
   // at graph stamp `stamp`; otherwise the host carries it out and nothing is kept.
   void Posted(Request request, int stamp) {
-    At(request) = Entry{};
-    if (!open_) return;
-    At(request) = Entry{.captured = true, .stamp = stamp};
-    posted_.push_back(request);
+    At(request) = open_ ? Entry{.captured = true, .stamp = stamp} : Entry{};
+    if (open_) posted_.push_back(request);
   }
   // Whether `request` was recorded into a capture.
   bool Captured(Request request) const { return Of(request).captured; }
@@ -84,7 +82,8 @@ class CaptureBook {
   int StampOf(Request request) const { return Of(request).captured ? Of(request).stamp : -1; }
   // Request `request` is released (its handle may name another transfer next).
   void Released(Request request) {
-    if (request >= 0 && static_cast<size_t>(request) < entries_.size()) entries_[static_cast<size_t>(request)] = Entry{};
+    if (request < 0 || static_cast<size_t>(request) >= entries_.size()) return;
+    entries_[static_cast<size_t>(request)] = Entry{};
   }
 
  private:

@@ -18,6 +18,7 @@
 #include "stagecraft/exec/model.h"
 #include "stagecraft/exec/replica_group.h"
 #include "stagecraft/exec/stage.h"
+#include "stagecraft/exec/step_graphs.h"
 #include "stagecraft/exec/transport.h"
 #include "stagecraft/schedules/ir.h"
 #include "stagecraft/schedules/run_record.h"
@@ -190,6 +191,11 @@ std::string ClockId();
 // replica 0; on_step reports this replica's own).
 RankRun RunRank(const schedules::Schedule& schedule, const TrainingConfig& config, const Dataset& data,
                 Device& device, Transport& transport, const RunHooks& hooks = {}, ReplicaGroup* replicas = nullptr);
+
+// What RunRank plans its step graphs by (step_graphs.h) with these parts: for a caller that
+// says beforehand what the run will do (`execute --graphs on` on rank 0).
+StepGraphConditions StepGraphConditionsOf(const TrainingConfig& config, Device& device, const Transport& transport,
+                                          const RunHooks& hooks, const ReplicaGroup* replicas);
 
 // Rank runs are gathered to rank 0 as bytes.
 std::string SerializeRankRun(const RankRun& run);

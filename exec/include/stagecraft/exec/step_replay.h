@@ -52,10 +52,10 @@ class StepReplay {
   void EndCapture(int segment);
   void AbandonCapture() noexcept;
   bool capturing() const { return capturing_ >= 0; }
-  // While capturing: op i took stamps `begin` and `end`; pass i adds into `grads`. A transfer
-  // recorded into the capture (Mailbox::Post's stamps) has its end on a stream of the transport's.
-  void Captured(int i, int begin, int end);
-  void CapturedTransfer(int i, int begin, int end);
+  // While capturing: op i took stamps `begin` and `end` (`end_elsewhere`: a transfer recorded
+  // into the capture, Mailbox::Post's stamps, its end on a stream of the transport's); pass i
+  // adds into `grads`.
+  void Captured(int i, int begin, int end, bool end_elsewhere = false);
   void CapturedGrads(int i, const GradTarget& grads);
 
   // Launches segment `segment` for `step`; then TimeLaunch gives the clock the stamps its passes
