@@ -227,9 +227,21 @@ MoeSpec ParseMoe(const Value& value, int layers) {
   return moe;
 }
 
+// model.transformer.mla: the key-value latent's rank is what makes it MLA; the others default to
+// none (no query latent, no rotary part) and head_dim (the values' width).
+MlaSpec ParseMla(const Value& value) {
+  const Map m(value, {"q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim"});
+  MlaSpec mla;
+  mla.kv_lora_rank = static_cast<int>(m.Get("kv_lora_rank").Int(1, kMaxHidden));
+  if (const auto v = m.Find("q_lora_rank")) mla.q_lora_rank = static_cast<int>(v->Int(0, kMaxHidden));
+  if (const auto v = m.Find("rope_head_dim")) mla.rope_head_dim = static_cast<int>(v->Int(0, kMaxHidden));
+  if (const auto v = m.Find("v_head_dim")) mla.v_head_dim = static_cast<int>(v->Int(1, kMaxHidden));
+  return mla;
+}
+
 TransformerSpec ParseTransformer(const Value& value) {
   const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout", "ffn_hidden", "activation",
-                      "kv_heads", "tied_embeddings", "moe", "head_dim", "attention", "bias"});
+                      "kv_heads", "tied_embeddings", "moe", "head_dim", "attention", "bias", "mla"});
   TransformerSpec t;
   t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
   t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
@@ -245,6 +257,7 @@ TransformerSpec ParseTransformer(const Value& value) {
   if (const auto v = m.Find("head_dim")) t.head_dim = static_cast<int>(v->Int(1, kMaxHidden));
   if (const auto v = m.Find("attention")) t.attention = v->Enum(kAttentionKernelNames);
   if (const auto v = m.Find("moe")) t.moe = ParseMoe(*v, t.layers);
+  if (const auto v = m.Find("mla")) t.mla = ParseMla(*v);
   return t;  // its dtype is the run's precision (ResolvePrecision)
 }
 

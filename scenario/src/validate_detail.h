@@ -28,7 +28,7 @@ std::string UnknownSchedule(std::string_view name, bool alone);
 void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
 
 // model.transformer and pipeline.expert_parallel (validate_transformer.cpp): heads dividing hidden
-// (unless head_dim is stated) and kv_heads dividing heads; E only with experts, E dividing the
+// (unless head_dim is stated) and kv_heads dividing heads, MLA without kv_heads or biases; E only with experts, E dividing the
 // experts and the D x T devices of a stage, sequence parallelism with T > 1, the shared experts'
 // width split evenly over T.
 void CheckAttention(const Scenario& s, Problems* out);

@@ -12,6 +12,12 @@ void CheckAttention(const Scenario& s, Problems* out) {
     out->Add("model.transformer.heads",
              fmt::format("expected heads to divide hidden ({}), got {}", t->hidden, t->heads));
   }
+  if (t && t->mla && t->kv_heads > 0) {
+    out->Add("model.transformer.kv_heads", "expected none with mla: MLA's heads each have their own key and value, "
+                                           "made from the latent every head shares");
+  } else if (t && t->mla && t->bias) {
+    out->Add("model.transformer.bias", "expected false with mla: MLA's projections have no biases (DeepSeek-V2, V3)");
+  }
   if (t && t->heads % t->KvHeads() != 0) {
     out->Add("model.transformer.kv_heads", fmt::format("expected kv_heads to divide heads ({}): each key-value head "
                                                        "serves a group of query heads, got {}",

@@ -5,89 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernel_lister.h"
+
 namespace stagecraft::sim {
 namespace {
 
-struct Lister {
-  const GptKernelShape& g;
-  KernelPass pass;
-  std::vector<Kernel>* out;
-
-  double d() const { return g.dtype_bytes; }
-  void Gemm(std::string name, int64_t m, int64_t n, int64_t k, int64_t batch = 1) const {
-    Kernel kernel;
-    kernel.name = std::move(name);
-    kernel.pass = pass;
-    kernel.kind = batch > 1 ? KernelClass::kBatchedGemm : KernelClass::kGemm;
-    kernel.m = m, kernel.n = n, kernel.k = k, kernel.batch = batch;
-    kernel.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * batch;
-    kernel.bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) * batch * d();
-    out->push_back(kernel);
-  }
-  // A memory-bound kernel over `elements` elements that moves `bytes_per_element` bytes of
-  // each and does `flops_per_element` arithmetic on it.
-  void Memory(std::string name, double elements, double bytes_per_element, double flops_per_element = 1) const {
-    Kernel kernel;
-    kernel.name = std::move(name);
-    kernel.pass = pass;
-    kernel.kind = KernelClass::kMemory;
-    kernel.flops = elements * flops_per_element;
-    kernel.bytes = elements * bytes_per_element;
-    out->push_back(kernel);
-  }
-  void Collective(std::string name, CollectiveKind kind, double bytes) const {
-    if (g.tensor_parallel <= 1) return;
-    Kernel kernel;
-    kernel.name = std::move(name);
-    kernel.pass = pass;
-    kernel.kind = KernelClass::kCollective;
-    kernel.collective = kind;
-    kernel.bytes = bytes;
-    out->push_back(kernel);
-  }
-  // Into a tensor-parallel region: nothing (Megatron's f), or with sequence parallelism the
-  // all-gather of the sequence shards.
-  void Enter(const std::string& where, double activation_bytes) const {
-    if (g.sequence_parallel) Collective(where + ".all_gather", CollectiveKind::kAllGather, activation_bytes);
-  }
-  // Out of one: the all-reduce of the partial sums (Megatron's g), or the reduce-scatter; in the
-  // backward of a column-parallel layer, what may run beside its weight GEMM `beside`.
-  void Leave(const std::string& where, double activation_bytes, const std::string& beside = "") const {
-    const size_t before = out->size();
-    if (g.sequence_parallel) {
-      Collective(where + ".reduce_scatter", CollectiveKind::kReduceScatter, activation_bytes);
-    } else {
-      Collective(where + ".all_reduce", CollectiveKind::kAllReduce, activation_bytes);
-    }
-    if (out->size() > before) out->back().beside = beside;
-  }
-};
-
-// The up-projection's columns of a feed-forward of width `f`: f, or 2f with SwiGLU's gate.
-int64_t UpWidth(const GptKernelShape& g, int64_t f) { return g.swiglu ? 2 * f : f; }
-
-struct Dims {
-  int64_t rows, h, hp, ap, hd, s, b, lnrows;
-  int64_t qkvp;   // one device's Q, K and V columns, (h + 2·kv·h/a)/T
-  int64_t fp;     // one device's feed-forward width, f/T
-  double scores;  // elements of one device's attention scores, b·(a/T)·s²
-};
-
-Dims DimsOf(const GptKernelShape& g) {
-  const int64_t t = g.tensor_parallel;
-  Dims x{};
-  x.b = g.microbatch, x.s = g.seq, x.h = g.hidden;
-  x.rows = g.microbatch * g.seq;
-  x.hd = g.head_dim > 0 ? g.head_dim : g.hidden / g.heads;
-  x.hp = g.heads * x.hd / t;  // the attention's width on one device (h / T by default)
-  x.ap = g.heads / t;
-  x.lnrows = g.sequence_parallel ? x.rows / t : x.rows;
-  x.scores = static_cast<double>(x.b) * x.ap * x.s * x.s;
-  const int64_t kv = g.kv_heads > 0 ? g.kv_heads : g.heads;
-  x.qkvp = (g.heads * x.hd + 2 * kv * x.hd) / t;
-  x.fp = (g.ffn > 0 ? g.ffn : 4 * g.hidden) / t;
-  return x;
-}
+using detail::Dims;
+using detail::DimsOf;
+using detail::Lister;
+using detail::UpWidth;
 
 // A feed-forward of width `fp` over `rows` rows (`prefix` names its kernels): up (and gate),
 // the activation, down.
@@ -170,14 +96,18 @@ void MoeInputGrad(const Lister& l, const Dims& x) {
 
 // One fused causal attention kernel (GptKernelShape::flash): its matmuls over the causal half of
 // the scores, m = s rows against s/2 columns on average, each of the b·a/T heads: two in F (the
-// scores, the context), five in I (the scores again, dP, dV, dQ, dK); its memory traffic only its
-// operands and results, q, k, v and o (and in I their gradients and o's), s·h/T each.
+// scores over the keys' width qkd, the context over the values' vd), five in I (the scores again,
+// dQ and dK over qkd; dP and dV over vd), timed at their mean width; its memory traffic only its
+// operands and results, q, k, v and o (and in I their gradients and o's), s·h/T each by default.
 void FlashAttention(const Lister& l, const Dims& x, bool backward) {
-  const int matmuls = backward ? 5 : 2;
-  l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, std::max<int64_t>(x.s / 2, 1), x.hd,
+  const int64_t matmuls = backward ? 5 : 2, widths = backward ? 3 * x.qkd + 2 * x.vd : x.qkd + x.vd;
+  const int64_t n = std::max<int64_t>(x.s / 2, 1);
+  l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, n, (widths + matmuls / 2) / matmuls,
          x.b * x.ap * matmuls);
-  const double tensor = static_cast<double>(x.rows) * x.hp * l.d();
-  l.out->back().bytes = (backward ? 8 : 4) * tensor;
+  Kernel& k = l.out->back();
+  k.flops = 2.0 * static_cast<double>(x.s) * static_cast<double>(n) * static_cast<double>(widths) * x.b * x.ap;
+  const double q = static_cast<double>(x.rows) * x.qp * l.d(), o = static_cast<double>(x.rows) * x.hp * l.d();
+  k.bytes = (backward ? 4 : 2) * (q + o);
 }
 
 void BlockForward(const Lister& l, const Dims& x, bool moe) {
@@ -185,17 +115,21 @@ void BlockForward(const Lister& l, const Dims& x, bool moe) {
   const double drop = l.g.dropout ? 1 : 0;  // the mask's byte
   l.Memory("ln1", ln, 2 * d, 8);
   l.Enter("attention", act);
-  l.Gemm("qkv", x.rows, x.qkvp, x.h);
   const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
-  if (l.g.bias) l.Memory("qkv.bias", qkv, 2 * d, 1);
-  l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
+  if (l.g.mla) {
+    detail::MlaForward(l, x);
+  } else {
+    l.Gemm("qkv", x.rows, x.qkvp, x.h);
+    if (l.g.bias) l.Memory("qkv.bias", qkv, 2 * d, 1);
+    l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
+  }
   if (l.g.flash) {
     FlashAttention(l, x, false);
   } else {
-    l.Gemm("scores", x.s, x.s, x.hd, x.b * x.ap);
+    l.Gemm("scores", x.s, x.s, x.qkd, x.b * x.ap);
     l.Memory("softmax", x.scores, 2 * d, 5);  // scale, causal mask and softmax, fused
     if (l.g.dropout) l.Memory("attention_dropout", x.scores, 2 * d + drop, 2);
-    l.Gemm("context", x.s, x.hd, x.s, x.b * x.ap);
+    l.Gemm("context", x.s, x.vd, x.s, x.b * x.ap);
   }
   l.Memory("merge_heads", heads, 2 * d, 0);  // back to [b·s, h]
   l.Gemm("proj", x.rows, x.h, x.hp);
@@ -243,16 +177,20 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   if (g.flash) {
     FlashAttention(i, x, true);
   } else {
-    i.Gemm("context.dP", x.s, x.s, x.hd, x.b * x.ap);   // dP = dC·Vᵀ
-    i.Gemm("context.dV", x.s, x.hd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
+    i.Gemm("context.dP", x.s, x.s, x.vd, x.b * x.ap);   // dP = dC·Vᵀ
+    i.Gemm("context.dV", x.s, x.vd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
     if (g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
     i.Memory("softmax.dX", x.scores, 3 * d, 4);
-    i.Gemm("scores.dQ", x.s, x.hd, x.s, x.b * x.ap);    // dQ = dS·K
-    i.Gemm("scores.dK", x.s, x.hd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
+    i.Gemm("scores.dQ", x.s, x.qkd, x.s, x.b * x.ap);    // dQ = dS·K
+    i.Gemm("scores.dK", x.s, x.qkd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
   }
-  i.Memory("split_heads.dX", qkv, 2 * d, 0);  // dq, dk, dv into the rows of d_qkv
-  i.Gemm("qkv.dX", x.rows, x.h, x.qkvp);
-  i.Leave("attention.dX", act, "qkv.dW");
+  if (g.mla) {
+    detail::MlaInputGrad(i, x);
+  } else {
+    i.Memory("split_heads.dX", qkv, 2 * d, 0);  // dq, dk, dv into the rows of d_qkv
+    i.Gemm("qkv.dX", x.rows, x.h, x.qkvp);
+    i.Leave("attention.dX", act, "qkv.dW");
+  }
   i.Memory("ln1.dX", ln, 4 * d, 10);
 
   // W: every weight's gradient, accumulated into the main gradients (fp32 for 16-bit weights:
@@ -286,7 +224,11 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   }
   w.Memory("ln2.dgamma", ln, 2 * d, 4);
   weight("proj", x.h, x.hp);
-  weight("qkv", x.qkvp, x.h);
+  if (g.mla) {
+    detail::MlaWeightGrads(w, x, [&](const std::string& name, int64_t n, int64_t k) { weight(name, n, k); });
+  } else {
+    weight("qkv", x.qkvp, x.h);
+  }
   w.Memory("ln1.dgamma", ln, 2 * d, 4);
   return out;
 }
@@ -345,10 +287,10 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool
   }
   const double d = g.dtype_bytes;
   if (g.flash) return out;  // the fused kernel recomputes its scores itself (in flash_attention.dX)
-  i.Gemm("recompute.scores", x.s, x.s, x.hd, x.b * x.ap);
+  i.Gemm("recompute.scores", x.s, x.s, x.qkd, x.b * x.ap);
   i.Memory("recompute.softmax", x.scores, 2 * d, 5);
   if (g.dropout) i.Memory("recompute.attention_dropout", x.scores, 2 * d + 1, 2);
-  i.Gemm("recompute.context", x.s, x.hd, x.s, x.b * x.ap);
+  i.Gemm("recompute.context", x.s, x.vd, x.s, x.b * x.ap);
   return out;
 }
 
@@ -363,7 +305,10 @@ const std::vector<std::string>& MemoryKernelNames() {
     moe.experts = 4, moe.expert_ffn = 8, moe.shared_ffn = 8, moe.local_experts = 2;
     GptKernelShape moe_swiglu = moe;
     moe_swiglu.swiglu = true;
+    GptKernelShape mla = g;  // MLA's projections, with the queries' latent
+    mla.mla = true, mla.q_lora = 4, mla.kv_lora = 4, mla.rope_head_dim = 2;
     for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true),
+                      GptBlockKernels(mla),
                       GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
       all.insert(all.end(), more.begin(), more.end());
     }

@@ -77,6 +77,11 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.head_dim = t.HeadDim();
   g.flash = t.attention == AttentionKernel::kFlash;
   g.bias = t.bias;
+  if (t.mla) {
+    g.mla = true;
+    g.q_lora = t.mla->q_lora_rank, g.kv_lora = t.mla->kv_lora_rank;
+    g.rope_head_dim = t.mla->rope_head_dim, g.v_head_dim = t.VHeadDim();
+  }
   if (t.moe) {
     g.experts = t.moe->experts;
     g.routed = t.moe->top_k * t.moe->TokenFactor();

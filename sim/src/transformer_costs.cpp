@@ -45,10 +45,15 @@ namespace {
 
 // A layer's attention's forward FLOPs per token (b = 1, the s² term's s), q = heads x head_dim
 // and kv its keys' width: 2h(q + 2kv) + 2qh + 4sq; 2h²(2 + 2g) + 4sh at q = h, kv = g·h. A fused
-// causal kernel (attention: flash) computes half of the scores: 2sq.
+// causal kernel (attention: flash) computes half of the scores: 2sq. MLA: 2 x its projections'
+// weights (AttentionParams without the RMSNorms) + 2s(q + o), the keys q wide and the values o.
 double AttentionFlopsPerToken(const TransformerSpec& t) {
   const double h = t.hidden, s = t.seq, q = static_cast<double>(t.QWidth()), kv = static_cast<double>(t.KvWidth());
-  return 2 * h * (q + 2 * kv) + 2 * q * h + (t.attention == AttentionKernel::kFlash ? 2 : 4) * s * q;
+  const double o = static_cast<double>(t.OWidth()), half = t.attention == AttentionKernel::kFlash ? 1 : 2;
+  const double projections =
+      t.mla ? 2.0 * static_cast<double>(AttentionParams(t) - t.mla->q_lora_rank - t.mla->kv_lora_rank)
+            : 2 * h * (q + 2 * kv) + 2 * o * h;
+  return projections + half * s * (q + o);
 }
 
 // One dense layer's forward FLOPs per token: attention + 2(u + 1)hf.
@@ -70,24 +75,37 @@ double FlopsPerToken(const TransformerSpec& t, int layer) {
 }
 
 // Of a layer's 34sbh 16-bit activation bytes (GPT-2), the part split over a tensor group: Q, K
-// and V, the projection's input and the feed-forward's inside, in units of sbh. A MoE layer's
+// and V, the projection's input and the feed-forward's inside, in units of sbh (MLA: Q and K of
+// q, V and the projection's input of o). A MoE layer's
 // feed-forward keeps, per routed copy of a token (top_k x the capacity factor), its permuted
 // input 2 and its expert's (2u + 2)·f_e/h, and the shared experts' (2u + 2)·f_e/h each.
 double SplitActivationWidths(const TransformerSpec& t, bool moe_layer) {
   const double h = t.hidden, u = static_cast<double>(t.Ups());
   const double q = static_cast<double>(t.QWidth()) / h, kv = static_cast<double>(t.KvWidth()) / h;
-  const double attention = 2 * q + 4 * kv + 2 * q;  // Q, K and V, the projection's input
+  const double o = static_cast<double>(t.OWidth()) / h;
+  const double attention = t.mla ? 4 * q + 4 * o : 2 * q + 4 * kv + 2 * o;  // Q, K and V, the projection's input
   if (!moe_layer) return attention + (2 * u + 2) * static_cast<double>(t.Ffn()) / t.hidden;
   const MoeSpec& m = *t.moe;
   const double fe = static_cast<double>(t.ExpertFfn()) / t.hidden;
   return attention + m.top_k * m.TokenFactor() * (2 + (2 * u + 2) * fe) + m.shared_experts * (2 * u + 2) * fe;
 }
 
+// MLA's latents, which every device of a tensor group computes whole (its downs replicated), in
+// units of s·b·h 16-bit elements: kept for the backward (`stash` false: the queries' latent
+// before and after its RMSNorm 2·2r_q, the keys' and values' 2(r_kv + rope) + 2r_kv), or stashed
+// for W as the ups' inputs (r_q + r_kv, in elements); 0 without MLA.
+double LatentWidths(const TransformerSpec& t, bool stash) {
+  if (!t.mla) return 0;
+  const double rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank, rope = t.mla->rope_head_dim;
+  return (stash ? rq + rkv : 4 * rq + 4 * rkv + 2 * rope) / t.hidden;
+}
+
 // The W stash of a layer in units of s·b·h: the inputs of its linear layers (QKV h, the
-// projection h, the feed-forward's up h and down f; a MoE layer's router h, each routed copy's
-// expert up h and down f_e, the shared experts' down f_e each).
+// projection o (h), the feed-forward's up h and down f; MLA's downs h and ups apart, in
+// LatentWidths; a MoE layer's router h, each routed copy's expert up h and down f_e, the shared
+// experts' down f_e each).
 double StashWidths(const TransformerSpec& t, bool moe_layer) {
-  const double h = t.hidden, attention = 1 + static_cast<double>(t.QWidth()) / h;  // QKV's input, the projection's
+  const double h = t.hidden, attention = 1 + static_cast<double>(t.OWidth()) / h;  // QKV's input, the projection's
   if (!moe_layer) return attention + 1 + static_cast<double>(t.Ffn()) / h;
   const MoeSpec& m = *t.moe;
   const double fe = static_cast<double>(t.ExpertFfn()) / h;
@@ -114,17 +132,18 @@ namespace {
 // sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, sbh/t·(34 + 5as/h) with sequence
 // parallelism too; selective recompute drops the 5as/h term (sbh(10 + 24/t), or sbh·34/t); full
 // recompute keeps only the layer input 2sbh (2sbh/t sequence-parallel).
-// `split`: the widths a tensor group splits (SplitActivationWidths: 24 for GPT-2).
+// `split`: the widths a tensor group splits (SplitActivationWidths: 24 for GPT-2); `latent`:
+// those every device keeps whole, with sequence parallelism too (LatentWidths: MLA's).
 double LayerActivationBytes16(double s, double b, double h, double a, double t, bool sp, Recompute recompute,
-                              double split) {
-  const double sbh = s * b * h, all = 10 + split;
+                              double split, double latent) {
+  const double sbh = s * b * h, all = 10 + split, whole = sbh * latent;
   switch (recompute) {
     case Recompute::kFull: return 2 * sbh / (sp ? t : 1);
-    case Recompute::kSelective: return sp ? sbh * all / t : sbh * (10 + split / t);
+    case Recompute::kSelective: return whole + (sp ? sbh * all / t : sbh * (10 + split / t));
     case Recompute::kNone: break;
   }
-  if (t == 1) return all * sbh + 5 * a * s * s * b;
-  return sp ? sbh / t * (all + 5 * a * s / h) : sbh * (10 + split / t + 5 * a * s / (h * t));
+  if (t == 1) return whole + all * sbh + 5 * a * s * s * b;
+  return whole + (sp ? sbh / t * (all + 5 * a * s / h) : sbh * (10 + split / t + 5 * a * s / (h * t)));
 }
 
 // What tensor parallelism adds to a stage: the tensor group's all-reduces per layer (Megatron:
@@ -164,11 +183,12 @@ StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& 
   const double h = t.hidden, s = t.seq, V = t.vocab;
   const double block_params = static_cast<double>(TransformerBlockParams(t));
   const double row_bias = t.bias ? h : 0.0;  // each row-parallel layer's: the projection's, the down's
+  const double whole = 4 * h + static_cast<double>(MlaReplicatedParams(t));  // + MLA's downs and RMSNorms
   const double layer_params =
-      tp == 1 ? block_params : (block_params - 2 * row_bias - 4 * h) / tp + 2 * row_bias + 4 * h;
+      tp == 1 ? block_params : (block_params - 2 * row_bias - whole) / tp + 2 * row_bias + whole;
   const double moe_dense_params =
       !t.moe ? 0.0
-             : (static_cast<double>(AttentionParams(t)) - row_bias) / tp + row_bias + 4 * h +
+             : (static_cast<double>(AttentionParams(t)) - row_bias - (whole - 4 * h)) / tp + row_bias + whole +
                    static_cast<double>(RouterParams(t)) +
                    static_cast<double>(t.moe->shared_experts) * static_cast<double>(ExpertParams(t)) / tp;
   const double expert_params =
@@ -203,7 +223,8 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   const bool flash = t.attention == AttentionKernel::kFlash;
   const auto activations = [&](bool moe_layer, Recompute recompute) {
     if (flash && recompute == Recompute::kNone) recompute = Recompute::kSelective;
-    return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer)) *
+    return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer),
+                                  LatentWidths(t, false)) *
            d / 2;
   };
   const double kept = sum([&](bool moe) { return activations(moe, p.recompute); }) + (last ? s * b * V / tp * d : 0.0);
@@ -216,7 +237,7 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   // Without sequence parallelism the QKV's and the feed-forward's inputs are replicated.
   const double stash = sum([&](bool moe) {
     const double w = StashWidths(t, moe);
-    return tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp);
+    return LatentWidths(t, true) + (tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp));
   });
   cost->w_stash_bytes = check.Bytes(stash * s * b * h * d, "the W stash per microbatch");
 }
@@ -257,7 +278,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const bool flash = t.attention == AttentionKernel::kFlash;
   const double repeat = recompute ? blocks_flops
                         : p.recompute == Recompute::kSelective && !flash
-                            ? layers.count * 4 * b * s * s * static_cast<double>(t.QWidth()) / tp
+                            ? layers.count * 2 * b * s * s * static_cast<double>(t.QWidth() + t.OWidth()) / tp
                             : 0.0;
   const double tensor_ns = 2 * layers.count * TensorAllReduceNs(sc, rank, s * b * h * d);  // per pass
   const StageChecks check(sc.path, st, keys);

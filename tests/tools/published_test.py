@@ -118,7 +118,9 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert published_moe.dispatcher_of(rows["mzoo_qwen3_235b_h100_bf16_tp4_pp8_vpp4_ep8"]) == "deepep"
     # What cannot be stated is left out, each with why.
     assert "fp8" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
-    assert "MLA" in published_moe.why_not(rows["automodel_dsv3_h100_bf16_256gpu"])
+    dsv3 = rows["automodel_dsv3_h100_bf16_256gpu"]  # MLA is stated; AutoModel's FSDP2 beside the pipeline is not
+    assert "FSDP2" in published_moe.why_not(dsv3)
+    assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding"})
     assert "FSDP" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
     assert "sliding-window" in published_moe.why_not(rows["mbridge_2511_gptoss_120b_h100_bf16"])
     assert published_moe.why_not(mixtral) == ""

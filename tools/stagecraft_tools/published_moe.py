@@ -19,8 +19,7 @@ functions is not stated), Adam with fp32 master weights and Megatron's
 distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
 (`OOM`): its layout's memory is not what stagecraft counts. The rows left out are listed with
-why (FP8, FSDP instead of a pipeline, MLA attention, sliding-window attention, an asymmetric
-layout)."""
+why (FP8, FSDP instead of or beside a pipeline, sliding-window attention, an asymmetric layout)."""
 import collections
 import re
 
@@ -80,12 +79,14 @@ def why_not(row):
         return f"{row['precision']}: the device library states no FP8 rates"
     if not row["gpu"].startswith("H100"):
         return f"{row['gpu']}: not in the device library"
-    if row["kv_heads"] == "":
-        return "MLA attention (DeepSeek-V3), which model.transformer does not state"
-    if "sliding-window" in notes or row["model"].startswith("GPT-OSS"):
-        return "sliding-window attention and attention sinks in half the layers"
     if "FSDP" in notes and row["pp"] in ("", "1"):
         return "FSDP over the data-parallel ranks instead of a pipeline"
+    if "FSDP2" in notes:  # NeMo AutoModel's PyTorch FSDP2 beside its pipeline
+        return "FSDP2 over the data-parallel ranks (weights and gradients sharded), which pipeline.zero does not state"
+    if row["kv_heads"] == "":
+        return "MLA attention: the row's columns do not state its latents (model.transformer.mla)"
+    if "sliding-window" in notes or row["model"].startswith("GPT-OSS"):
+        return "sliding-window attention and attention sinks in half the layers"
     layers, stages = int(row["layers"]), int(row["pp"] or 1) * chunks_of(row)
     slots = layers + 2 if row["model"] in ACCOUNTS_EMBEDDING_AND_LOSS else layers
     if slots < stages or (slots != layers and slots % stages):

@@ -53,6 +53,19 @@ struct MoeSpec {
   constexpr double TokenFactor() const { return capacity_factor > 0 ? capacity_factor : 1.0; }
 };
 
+// Multi-head latent attention (model.transformer.mla; DeepSeek-V2 and V3, Megatron-LM's
+// MLASelfAttention): the queries through a rank-q_lora_rank latent (down, RMSNorm, up; 0: one
+// projection h -> heads x (head_dim + rope_head_dim)), the keys and values through a shared
+// latent of kv_lora_rank (down with one rope_head_dim-wide key every head shares, RMSNorm, up to
+// each head's head_dim-wide key part and v_head_dim-wide value); the scores over head_dim +
+// rope_head_dim, the output projection from heads x v_head_dim. No biases; no grouped heads.
+struct MlaSpec {
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int rope_head_dim = 0;
+  int v_head_dim = 0;  // 0: head_dim
+};
+
 struct TransformerSpec {
   int layers = 0;
   int hidden = 0;
@@ -79,13 +92,21 @@ struct TransformerSpec {
   bool bias = true;
   // Mixture-of-experts layers (model.transformer.moe); none: every layer dense.
   std::optional<MoeSpec> moe;
+  // Multi-head latent attention (model.transformer.mla); none: the heads' own Q, K and V.
+  std::optional<MlaSpec> mla;
 
   constexpr int64_t Ffn() const { return ffn_hidden > 0 ? ffn_hidden : int64_t{4} * hidden; }
   constexpr int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
   // The width of the keys (and of the values): kv heads of hidden / heads each.
   constexpr int64_t HeadDim() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
-  // The queries' width (and the attention's output, the projection's input): heads x HeadDim.
-  constexpr int64_t QWidth() const { return heads * HeadDim(); }
+  // A query's (and a key's) width per head, HeadDim() + MLA's rotary part; a value's, HeadDim()
+  // or MLA's v_head_dim.
+  constexpr int64_t QkHeadDim() const { return HeadDim() + (mla ? mla->rope_head_dim : 0); }
+  constexpr int64_t VHeadDim() const { return mla && mla->v_head_dim > 0 ? mla->v_head_dim : HeadDim(); }
+  // The queries' width, heads x QkHeadDim(); the attention's output (the projection's input),
+  // heads x VHeadDim(); both heads x HeadDim() without MLA.
+  constexpr int64_t QWidth() const { return heads * QkHeadDim(); }
+  constexpr int64_t OWidth() const { return heads * VHeadDim(); }
   constexpr int64_t KvWidth() const { return KvHeads() * HeadDim(); }
   // 2 for SwiGLU's gate and up, 1 for GELU's up.
   constexpr int64_t Ups() const { return activation == FfnActivation::kSwiglu ? 2 : 1; }
@@ -102,7 +123,7 @@ struct TransformerSpec {
   // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
   constexpr bool IsGpt2Block() const {
     return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads &&
-           !tied_embeddings && !moe && QWidth() == hidden && attention == AttentionKernel::kUnfused && bias;
+           !tied_embeddings && !moe && !mla && QWidth() == hidden && attention == AttentionKernel::kUnfused && bias;
   }
 };
 
@@ -110,9 +131,22 @@ struct TransformerSpec {
 // Q h·q (q = heads x head_dim, h by default), K and V h·kv each, with their biases, the
 // projection q·h + h; the feed-forward up (and gate) h·f + f each, down f·h + h; LayerNorms 4h.
 // GPT-2 (f = 4h, kv = q = h): 12h² + 13h. Without biases (bias: false) the + terms go.
+// MLA (t.mla, no biases): the queries' down h·r_q, RMSNorm r_q and up r_q·q (without a latent,
+// h·q), the keys' and values' down h·(r_kv + rope), RMSNorm r_kv and up r_kv·heads·(head_dim +
+// v_head_dim), the projection o·h (o = heads x v_head_dim); its replicated part (what a tensor
+// group does not split: the downs and the RMSNorms) is MlaReplicatedParams.
+constexpr int64_t MlaReplicatedParams(const TransformerSpec& t) {
+  if (!t.mla) return 0;
+  const int64_t h = t.hidden, rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank;
+  return h * rq + rq + h * (rkv + t.mla->rope_head_dim) + rkv;
+}
 constexpr int64_t AttentionParams(const TransformerSpec& t) {
-  const int64_t h = t.hidden, q = t.QWidth(), kv = t.KvWidth(), biases = t.bias ? 1 : 0;
-  return h * (q + 2 * kv) + biases * (q + 2 * kv) + q * h + biases * h;
+  const int64_t h = t.hidden, q = t.QWidth(), kv = t.KvWidth(), o = t.OWidth(), biases = t.bias ? 1 : 0;
+  if (t.mla) {
+    const int64_t rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank;
+    return MlaReplicatedParams(t) + (rq > 0 ? rq : h) * q + rkv * t.heads * (t.HeadDim() + t.VHeadDim()) + o * h;
+  }
+  return h * (q + 2 * kv) + biases * (q + 2 * kv) + o * h + biases * h;
 }
 constexpr int64_t DenseFfnParams(const TransformerSpec& t) {
   const int64_t h = t.hidden, f = t.Ffn(), biases = t.bias ? 1 : 0;
@@ -140,13 +174,15 @@ constexpr int64_t ActiveMoeBlockParams(const TransformerSpec& t) {
 // top-k experts a token uses) and PaLM (Chowdhery et al. 2022, App. B: 6N + 12LHQT): 6 × the
 // parameters a token's matmuls use (every block's, a MoE layer's active ones, and the LM head's
 // V·h; the embeddings are lookups) + 12·L·q·s for the attention's scores and context (q the
-// queries' width, h by default); no recompute counted.
+// queries' width, h by default; with MLA's wider keys than values 6·L·(q + o)·s); no recompute
+// counted.
 constexpr double TransformerModelFlopsPerToken(const TransformerSpec& t) {
   const double h = t.hidden;
   const int moe = t.MoeLayersIn(0, t.layers);
   const double blocks = static_cast<double>(t.layers - moe) * static_cast<double>(TransformerBlockParams(t)) +
                         moe * static_cast<double>(ActiveMoeBlockParams(t));
-  return 6 * (blocks + static_cast<double>(t.vocab) * h) + 12.0 * t.layers * static_cast<double>(t.QWidth()) * t.seq;
+  return 6 * (blocks + static_cast<double>(t.vocab) * h) +
+         6.0 * t.layers * static_cast<double>(t.QWidth() + t.OWidth()) * t.seq;
 }
 
 }  // namespace stagecraft::sim

@@ -99,6 +99,15 @@ struct GptKernelShape {
   // than one local expert the received chunks sorted by local expert after it and back before the
   // combine (`sort_chunks_by_idxs`): one more permutation each way.
   bool deepep = false;
+  // Multi-head latent attention (model.transformer.mla): the queries' latent rank (0: one
+  // projection), the keys' and values' latent rank, the rotary part of each query and key (one
+  // rotary key every head shares) and the values' width (0: head_dim). Its downs and RMSNorms run
+  // whole on every device of a tensor group; its ups and the projection are split by heads.
+  bool mla = false;
+  int64_t q_lora = 0;
+  int64_t kv_lora = 0;
+  int64_t rope_head_dim = 0;
+  int64_t v_head_dim = 0;
   // 16-bit weights keep fp32 gradients and master weights (Megatron's main_grad); fp32 weights
   // their own.
   int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
