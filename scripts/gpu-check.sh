@@ -51,9 +51,9 @@
 #   cuda_bench 94 (126 on an H100) -> 120, and BM_StepGraphs, not yet run, estimated 10 -> 130:
 #   596 s in all, after the build: a 10-minute call (600 s) holds it on one GPU. The build is
 #   not counted (scripts/build.sh first, in a call of its own, then --no-build).
-# --long adds the layer probe (55; 44 measured), the fused layer probe (300; never finished
-# within a lease yet), the release's stage (240; 165 measured on an H100) and the PyTorch peer
-# (400, not yet run). The multi-GPU
+# --long adds the layer probe (55; 44 measured), the MoE probe (60, not yet run), the fused layer
+# probe (300; never finished within a lease yet), the release's stage (240; 165 measured on an
+# H100) and the PyTorch peer (400, not yet run). The multi-GPU
 # section adds, not yet run, so estimated: nccl_p2p_bench 60, exec.mpi_gpu on 4 ranks 100 (it
 # and exec.mpi_gpu_nccl took 62 of ctest's 74 s on one H200), the P x D loop 102 (profile 30,
 # execute 60, 3 each), the hung rank 30 (deadline 10 s, the rest start-up): 292 s; with two or
@@ -346,8 +346,12 @@ done
 # multi-GPU section takes its time, and a machine of one GPU of the kind measures it.
 if [[ $long -eq 1 ]]; then
   step "layer probe" 55 env STAGECRAFT="$sc" "$root/scripts/layer-probe.sh" --out "$out"
+  # A MoE layer's expert GEMMs at 512 to 4,096 rows per expert against the model's grouped-GEMM
+  # rate (issue 56 point 6; alone: scripts/moe-probe.sh, well under a minute).
+  step "moe probe" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --out "$out/moe-probe"
 else
   skipped "layer probe" "not in the 10-minute check: --long runs it (55 s)"
+  skipped "moe probe" "not in the 10-minute check: --long runs it (60 s)"
 fi
 if [[ $long -eq 1 ]]; then
   # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates

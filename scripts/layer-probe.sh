@@ -21,40 +21,7 @@
 #                       topology.device.memory_kernels={softmax: 0.3}
 #   PROBE ARGS     passed to stagecraft_tools.layer_probe (--models, --reps, --dtype, --dropout, --fused)
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sc="${STAGECRAFT:-$root/build/cli/stagecraft}"
-out="$root/build/out/layer-probe" json="" device=""
-probe_args=() sets=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --out) out="${2:?--out DIR}"; shift ;;
-    --json) json="${2:?--json FILE}"; shift ;;
-    --device-file) device="${2:?--device-file NAME}"; shift ;;
-    --set) sets+=(--set "${2:?--set KEY=VALUE}"); shift ;;
-    *) probe_args+=("$1") ;;
-  esac
-  shift
-done
-[[ -x "$sc" ]] || { echo "layer-probe: missing $sc: run scripts/build.sh first" >&2; exit 1; }
-mkdir -p "$out" || exit 1
-
-if [[ -z "$json" ]]; then
-  py=""
-  for candidate in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [[ -n "$candidate" ]] && "$candidate" -c 'import torch' 2>/dev/null && { py="$candidate"; break; }
-  done
-  if [[ -z "$py" ]]; then
-    echo "SKIPPED: the layer probe needs PyTorch (no python3 here imports torch)"
-    exit 0
-  fi
-  json="$out/layer-probe.json"
-  rm -f "$json"
-  PYTHONPATH="$root/tools${PYTHONPATH:+:$PYTHONPATH}" "$py" -m stagecraft_tools.layer_probe --out "$json" "${probe_args[@]}" |
-    tee "$out/layer-probe.log"
-  rc=${PIPESTATUS[0]}
-  [[ $rc -eq 0 ]] || { echo "layer-probe: the probe failed (exit $rc)" >&2; exit "$rc"; }
-  grep -q '^SKIPPED' "$out/layer-probe.log" && exit 0
-fi
-[[ -s "$json" ]] || { echo "layer-probe: $json: missing or empty" >&2; exit 1; }
-
+source "$(dirname "${BASH_SOURCE[0]}")/probe_lib.bash"
+probe_parse layer-probe "$@"
+probe_run layer-probe layer_probe "the layer probe"
 "$root/scripts/tool.sh" layer_report "$json" --out "$out" --device-file "$device" "${sets[@]}"

@@ -31,7 +31,10 @@ inline int64_t SteadyNowNs() {
 
 class EventStamps {
  public:
-  explicit EventStamps(cudaStream_t stream) : stream_(stream) { SC_CUDA_CHECK(cudaEventCreate(&origin_)); }
+  explicit EventStamps(cudaStream_t stream) : stream_(stream) {
+    SC_CUDA_CHECK(cudaEventCreate(&origin_));
+    SC_CUDA_CHECK(cudaStreamCreateWithFlags(&origin_stream_, cudaStreamNonBlocking));
+  }
   EventStamps(const EventStamps&) = delete;
   EventStamps& operator=(const EventStamps&) = delete;
   // Best effort: a destructor must not throw.
@@ -41,6 +44,7 @@ class EventStamps {
       for (cudaEvent_t event : instance) (void)cudaEventDestroy(event);
     }
     (void)cudaEventDestroy(origin_);
+    (void)cudaStreamDestroy(origin_stream_);
   }
 
   int Stamp() { return Stamp(stream_); }
@@ -88,16 +92,17 @@ class EventStamps {
   // records an event node into the graph (cudaEventRecordExternal: recorded at each launch) and
   // returns an id from DeviceGraphs::kGraphStampBase; each instance of a segment records its own
   // events, which Clear leaves alone. The origin is set before any capture (the clock's first
-  // Clear), as setting it waits for the stream.
+  // Clear).
   void SetCapturing(bool capturing) { capturing_ = capturing; }
   bool capturing() const { return capturing_; }
-  // The clone of a captured graph becomes instance `instance`: each of its nodes that records a
-  // graph stamp's instance-0 event records that stamp's event of `instance` instead.
-  void RetargetStamps(cudaGraph_t clone, int instance) {
+  // `exec`, instantiated from the captured `graph`, becomes instance `instance`: each of the
+  // graph's nodes that records a graph stamp's instance-0 event records that stamp's event of
+  // `instance` instead in `exec`.
+  void RetargetStamps(cudaGraph_t graph, cudaGraphExec_t exec, int instance) {
     size_t count = 0;
-    SC_CUDA_CHECK(cudaGraphGetNodes(clone, nullptr, &count));
+    SC_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
     std::vector<cudaGraphNode_t> nodes(count);
-    SC_CUDA_CHECK(cudaGraphGetNodes(clone, nodes.data(), &count));
+    SC_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
     for (cudaGraphNode_t node : nodes) {
       cudaGraphNodeType type{};
       SC_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
@@ -106,7 +111,8 @@ class EventStamps {
       SC_CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event));
       const auto it = graph_index_.find(event);
       if (it == graph_index_.end()) continue;  // not a stamp of ours
-      SC_CUDA_CHECK(cudaGraphEventRecordNodeSetEvent(node, graph_events_.at(static_cast<size_t>(instance))[it->second]));
+      const cudaEvent_t mine = graph_events_.at(static_cast<size_t>(instance))[it->second];
+      SC_CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(exec, node, mine));
     }
   }
   // The graphs are gone: their stamps' ids are taken again from the first.
@@ -148,11 +154,12 @@ class EventStamps {
   // cudaEventElapsedTime returns float milliseconds, whose resolution coarsens with distance.
   static constexpr int64_t kOriginLifetimeNs = 10'000'000'000;
 
-  // The GPU time of origin_ matched to the host clock: queued work drained first, so the event
-  // completes at once and the host reads its clock right after.
+  // The GPU time of origin_ matched to the host clock: recorded on a stream of its own that never
+  // holds work, so the event completes at once and the host reads its clock right after, without
+  // waiting for the compute stream (whose queue may hold a step's graph waiting on a peer's
+  // transfer: a wait there would be unbounded). Events of one device's streams share its clock.
   void SetOrigin() {
-    SC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    SC_CUDA_CHECK(cudaEventRecord(origin_, stream_));
+    SC_CUDA_CHECK(cudaEventRecord(origin_, origin_stream_));
     SC_CUDA_CHECK(cudaEventSynchronize(origin_));
     origin_ns_ = SteadyNowNs();
   }
@@ -165,6 +172,7 @@ class EventStamps {
   size_t next_graph_stamp_ = 0;
   bool capturing_ = false;
   cudaEvent_t origin_ = nullptr;
+  cudaStream_t origin_stream_ = nullptr;  // idle but for the origin's records
   int64_t origin_ns_ = -1;
 };
 

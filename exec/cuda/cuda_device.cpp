@@ -48,7 +48,10 @@ class CudaDevice final : public Device {
   ~CudaDevice() override {
     const cudaStream_t stream = streams_->compute();
     if (StreamDrained(stream, kDrainNs)) {
-      graphs_->Release();
+      try {
+        graphs_->Release();
+      } catch (const std::exception&) {  // a device gone bad: the error that made it so was reported
+      }
       memory_->FreeKeptAtExit();
       context_->ReleaseHalvesAtExit();
       memory_->FreeWorkspaceAtExit();

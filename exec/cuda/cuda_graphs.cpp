@@ -51,19 +51,17 @@ int CudaGraphs::EndCapture() {
                             "`execute --graphs off` issues every call as it comes)",
                             __FILE__, __LINE__);
   }
+  // Each instance is the one graph instantiated again, its stamps' nodes retargeted in the
+  // executable graph (no clone: cloning is not supported for every node a library may record
+  // into a capture).
   Instances instances{};
-  cudaGraph_t clone = nullptr;
   try {
-    SC_CUDA_CHECK(cudaGraphInstantiate(&instances[0], graph, 0));
-    for (int instance = 1; instance < kInstances; ++instance) {
-      SC_CUDA_CHECK(cudaGraphClone(&clone, graph));
-      stamps_.RetargetStamps(clone, instance);
-      SC_CUDA_CHECK(cudaGraphInstantiate(&instances[static_cast<size_t>(instance)], clone, 0));
-      SC_CUDA_CHECK(cudaGraphDestroy(clone));
-      clone = nullptr;
+    for (int instance = 0; instance < kInstances; ++instance) {
+      cudaGraphExec_t& exec = instances[static_cast<size_t>(instance)];
+      SC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      if (instance > 0) stamps_.RetargetStamps(graph, exec, instance);
     }
   } catch (...) {
-    if (clone != nullptr) (void)cudaGraphDestroy(clone);
     (void)cudaGraphDestroy(graph);
     Destroy(&instances);
     throw;

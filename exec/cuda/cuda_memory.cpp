@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "cuda_parts.h"
 #include "keeping_pool.h"
@@ -57,12 +58,18 @@ float* CudaMemory::Allocate(int64_t floats, MemoryTier tier) {
 void CudaMemory::ReleaseGraphBlocks() {
   graph_free_.Drain([this](float* block, int64_t floats) { free_.Keep(block, floats); });
   graph_blocks_.clear();
-  for (const auto& [retired, bytes] : retired_workspaces_) {
-    SC_CUDA_CHECK(cudaFreeAsync(retired, stream_));  // after the launches queued before
-    Track(-bytes);
-  }
-  retired_workspaces_.clear();
   graphs_live_ = false;
+  // Each retired workspace is let go of before its free is checked, so a failing free (a device
+  // gone bad) leaves none to be freed twice by a later release or the exit's.
+  auto retired = std::move(retired_workspaces_);
+  retired_workspaces_.clear();
+  cudaError_t first = cudaSuccess;
+  for (const auto& [block, bytes] : retired) {
+    const cudaError_t freed = cudaFreeAsync(block, stream_);  // after the launches queued before
+    if (freed == cudaSuccess) Track(-bytes);
+    if (first == cudaSuccess) first = freed;
+  }
+  SC_CUDA_CHECK(first);
 }
 
 // A freed buffer's 16-bit copy is dropped with it: the block may come back as any tensor.

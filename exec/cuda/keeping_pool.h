@@ -33,10 +33,20 @@ inline cudaMemPool_t MakeKeepingPool(int gpu) {
   cudaMemPool_t pool = nullptr;
   SC_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
   uint64_t keep_all = UINT64_MAX;
-  const cudaError_t set = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+  cudaError_t set = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+  const char* what = "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)";
+  // A block freed on one stream and still pending there is never handed to another stream with
+  // a wait on the first inserted (the allocator's internal dependencies): an allocation made on
+  // the side stream while a step is captured, then synchronised, would wait on the compute
+  // stream's queue, which may hold a step waiting on a peer.
+  int no_internal_waits = 0;
+  if (set == cudaSuccess) {
+    set = cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no_internal_waits);
+    what = "cudaMemPoolSetAttribute(cudaMemPoolReuseAllowInternalDependencies)";
+  }
   if (set != cudaSuccess) {
     (void)cudaMemPoolDestroy(pool);
-    kernels::ThrowCudaError(set, "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)", __FILE__, __LINE__);
+    kernels::ThrowCudaError(set, what, __FILE__, __LINE__);
   }
   return pool;
 }

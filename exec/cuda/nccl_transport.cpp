@@ -75,15 +75,17 @@ class NcclTransport final : public Transport {
   Request Isend(const void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
     const ncclDataType_t datatype = NcclDataTypeOf(type);
     Channel& c = ChannelTo(peer, /*send=*/true, tag);
-    After(c.stream);  // the work that made `data`
-    SC_NCCL_ENQUEUE(c.comm, ncclSend(data, static_cast<size_t>(count), datatype, 1, Comm(c), c.stream), deadline_ns_);
+    EnqueueAfter(c, [&] {  // after the work that made `data`
+      SC_NCCL_ENQUEUE(c.comm, ncclSend(data, static_cast<size_t>(count), datatype, 1, Comm(c), c.stream), deadline_ns_);
+    });
     return Track(c, peer, tag, /*recv=*/false);
   }
   Request Irecv(void* data, int64_t count, ElementType type, int peer, int64_t tag) override {
     const ncclDataType_t datatype = NcclDataTypeOf(type);
     Channel& c = ChannelTo(peer, /*send=*/false, tag);
-    After(c.stream);  // queued work that may still use the buffer's previous contents
-    SC_NCCL_ENQUEUE(c.comm, ncclRecv(data, static_cast<size_t>(count), datatype, 0, Comm(c), c.stream), deadline_ns_);
+    EnqueueAfter(c, [&] {  // after queued work that may still use the buffer's previous contents
+      SC_NCCL_ENQUEUE(c.comm, ncclRecv(data, static_cast<size_t>(count), datatype, 0, Comm(c), c.stream), deadline_ns_);
+    });
     return Track(c, peer, tag, /*recv=*/true);
   }
 
@@ -114,7 +116,9 @@ class NcclTransport final : public Transport {
       if (book_.OrderNow(request)) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
       return true;
     }
-    SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
+    // Not twice: a receive BeginCapture ordered before a capture must not be waited on from
+    // inside it (an event recorded outside a capture cannot be waited on in it).
+    if (!t.ordered) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, t.done, 0));
     t.ordered = true;
     return true;
   }
@@ -168,10 +172,15 @@ class NcclTransport final : public Transport {
   void EndCapture() override {
     for (const Request r : book_.End()) SC_CUDA_CHECK(cudaStreamWaitEvent(compute_, transfers_[r].done, 0));
   }
-  // The capture is dropped: its transfers never run; their handles are released.
+  // The capture is dropped: its transfers never run; their channels' streams join the compute
+  // stream again (so the capture can end and the streams leave it), and their handles are
+  // released. Best effort: the capture is failing.
   void AbandonCapture() noexcept override {
     try {
-      for (const Request r : book_.Abandon()) Release(r);
+      for (const Request r : book_.Abandon()) {
+        (void)cudaStreamWaitEvent(compute_, transfers_[r].done, 0);
+        Release(r);
+      }
     } catch (...) {  // a vector's allocation: the run's own error is the one reported
     }
   }
@@ -292,6 +301,25 @@ class NcclTransport final : public Transport {
     return channels_[static_cast<size_t>(index)];
   }
   ncclComm_t Comm(const Channel& c) const { return static_cast<ncclComm_t>(NcclComms().Get(c.comm)); }
+
+  // Enqueues `call` on the channel's stream after the compute stream's work queued so far. If it
+  // fails inside a capture, the stream, forked into the capture, joins it again first.
+  template <class Call>
+  void EnqueueAfter(Channel& c, Call call) {
+    After(c.stream);
+    try {
+      call();
+    } catch (...) {
+      if (book_.open()) JoinBack(c.stream);
+      throw;
+    }
+  }
+  void JoinBack(cudaStream_t stream) noexcept {
+    cudaEvent_t joined = nullptr;
+    if (cudaEventCreateWithFlags(&joined, cudaEventDisableTiming) != cudaSuccess) return;
+    if (cudaEventRecord(joined, stream) == cudaSuccess) (void)cudaStreamWaitEvent(compute_, joined, 0);
+    (void)cudaEventDestroy(joined);
+  }
 
   // `stream` waits for the compute stream's work queued so far.
   void After(cudaStream_t stream) {

@@ -146,6 +146,22 @@ void BlockForward(const Lister& l, const Dims& x, bool moe) {
   l.Memory("bias_dropout_add2", ln, 3 * d + drop, 3);
 }
 
+// The attention's own backward, from the context's gradient to q's, k's and v's: the fused
+// kernel's, or the unfused one's matmuls and the softmax's and dropout's backward.
+void AttentionInputGrad(const Lister& i, const Dims& x) {
+  const double d = i.d(), drop = i.g.dropout ? 1 : 0;
+  if (i.g.flash) {
+    FlashAttention(i, x, true);
+    return;
+  }
+  i.Gemm("context.dP", x.s, x.s, x.vd, x.b * x.ap);   // dP = dC·Vᵀ
+  i.Gemm("context.dV", x.s, x.vd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
+  if (i.g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
+  i.Memory("softmax.dX", x.scores, 3 * d, 4);
+  i.Gemm("scores.dQ", x.s, x.qkd, x.s, x.b * x.ap);    // dQ = dS·K
+  i.Gemm("scores.dK", x.s, x.qkd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
+}
+
 }  // namespace
 
 std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
@@ -174,16 +190,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   i.Gemm("proj.dX", x.rows, x.hp, x.h);
   const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
   i.Memory("merge_heads.dX", heads, 2 * d, 0);
-  if (g.flash) {
-    FlashAttention(i, x, true);
-  } else {
-    i.Gemm("context.dP", x.s, x.s, x.vd, x.b * x.ap);   // dP = dC·Vᵀ
-    i.Gemm("context.dV", x.s, x.vd, x.s, x.b * x.ap);   // dV = Pᵀ·dC
-    if (g.dropout) i.Memory("attention_dropout.dX", x.scores, 2 * d + drop, 2);
-    i.Memory("softmax.dX", x.scores, 3 * d, 4);
-    i.Gemm("scores.dQ", x.s, x.qkd, x.s, x.b * x.ap);    // dQ = dS·K
-    i.Gemm("scores.dK", x.s, x.qkd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
-  }
+  AttentionInputGrad(i, x);
   if (g.mla) {
     detail::MlaInputGrad(i, x);
   } else {

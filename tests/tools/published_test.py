@@ -129,6 +129,11 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     overlap = published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32_a2aoverlap"])
     assert "schedule: interleaved-overlap" in overlap and "schedule: interleaved," in qwen
     assert "a2a_overlap: {enabled: true, sm_share: 0.182}" in overlap  # 24 of the H100's 132 SMs
+    # The Megatron Core MoE paper's H100 row (forced balance) says so in its own words.
+    paper = rows["mcore_moe_paper_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"]
+    assert published_moe.overlaps_a2a(paper) and not published_moe.overlaps_a2a(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"])
+    assert "schedule: interleaved-overlap" in published_moe.scenario_text(paper)
+    assert published_moe.dispatcher_of(paper) == "deepep"
 
 
 def test_the_embedding_and_loss_take_a_layers_place_where_the_source_says_so():

@@ -105,6 +105,13 @@ def partition_of(row):
     return [per - 1] + [per] * (stages - 2) + [per - 1] if stages > 1 else [int(row["layers"])]
 
 
+def overlaps_a2a(row):
+    """Whether the row runs Megatron-LM's combined 1F1B, its all-to-alls overlapped with another
+    microbatch's compute (--overlap-moe-expert-parallel-comm): the ModelZoo's notes call it
+    "+1f1b overlap", the Megatron Core MoE paper's settings "1F1B a2a overlap ON"."""
+    return re.search(r"\+1f1b overlap|1F1B a2a overlap ON", row["notes"]) is not None
+
+
 def dispatcher_of(row):
     """The row's token dispatcher as its source names it in the notes: "deepep" where they name
     DeepEP (not where they say "not DeepEP"), else Megatron-LM's "alltoall"."""
@@ -149,7 +156,7 @@ def scenario_text(row):
     partition = partition_of(row)
     if partition:
         layout += f", partition: [{', '.join(map(str, partition))}]"
-    if "+1f1b overlap" in row["notes"]:  # Megatron-LM's --overlap-moe-expert-parallel-comm
+    if overlaps_a2a(row):
         schedule = "interleaved-overlap"
         layout += f", a2a_overlap: {{enabled: true, sm_share: {OVERLAP_SM_SHARE}}}"
     if chunks > 1:

@@ -1,0 +1,269 @@
+"""A mixture-of-experts layer's expert GEMMs timed on a GPU with PyTorch at several rows per expert,
+beside the roofline model's prediction of the same GEMMs (`stagecraft simulate --explain-json`, the
+MoE block's `expert.*` kernels), so that the device file's rate for grouped GEMMs can be measured
+rather than fitted.
+
+Why: issue 56's published Qwen3-235B rows are predicted within 5% where each local expert gets 4,096
+routed rows per microbatch and 44-81% fast where it gets 512-1,024 (docs/results/moe-published.md).
+The roofline rates a batch of G experts' GEMMs of R rows as one batched GEMM of G x R rows; whether a
+real grouped GEMM's rate falls with R, and by how much, is what this probe measures. Routing here is
+even (every expert R rows): the imbalance of a trained router is not in it.
+
+The GEMMs of one SwiGLU expert MLP (hidden h, expert width f), as the list names them:
+  F  expert.fc      [R, h] x [h, 2f]     expert.fc2     [R, f] x [f, h]
+  I  expert.fc2.dX  [R, h] x [h, f]      expert.fc.dX   [R, 2f] x [2f, h]
+  W  expert.fc2.dW  [f, R] x [R, h]      expert.fc.dW   [h, R] x [R, 2f]
+each timed for all G experts together, two ways: "loop", one torch.mm per expert on one stream
+(Megatron-LM's SequentialMLP; a grouped GEMM made of per-expert cuBLAS calls), and "grouped",
+torch._grouped_mm (one kernel over all experts; PyTorch 2.8 and later on Hopper), where it runs.
+Each is timed between CUDA events with the queue kept full (a sleep kernel first), the median of
+--reps. The report adds the prediction and the implied rate of each.
+
+Usage (python3 -m stagecraft_tools.moe_probe, tools/ on PYTHONPATH; scripts/moe-probe.sh runs both):
+  moe_probe.py --check              the GEMMs against a float64 per-expert reference (CPU, tiny shapes)
+  moe_probe.py [--cases 16x512,...] [--hidden 4096] [--ffn 1536] [--reps N] [--dtype bf16|fp16]
+               [--out FILE.json]    time on the GPU; prints "SKIPPED: ..." and exits 0 without
+                                    PyTorch or a CUDA device
+  moe_probe.py report PROBE.json --out DIR [--device-file NAME] [--set K=V]...
+                                    the report (no PyTorch needed; $STAGECRAFT or the build's stagecraft)
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from . import block, common
+
+try:
+    import torch
+except ImportError:  # the probe is optional: the build and tests never need PyTorch
+    torch = None
+
+# Qwen3-235B-A22B's expert (hidden 4096, expert width 1536, SwiGLU) at the rows per expert of the
+# published rows: 512 (TP 4, EP 8), 1,024 (TP 2, PP 32, EP 8), 4,096 (TP 2, EP 32), and between.
+CASES = "16x512,16x1024,8x2048,4x4096"
+# (pass, name, rows of A, inner, columns of B) of each GEMM, in units of (R, h, f); A is [m, k], B [k, n].
+GEMMS = (("F", "expert.fc", "R", "h", "2f"), ("F", "expert.fc2", "R", "f", "h"),
+         ("I", "expert.fc2.dX", "R", "h", "f"), ("I", "expert.fc.dX", "R", "2f", "h"),
+         ("W", "expert.fc2.dW", "f", "R", "h"), ("W", "expert.fc.dW", "h", "R", "2f"))
+
+
+def parse_cases(text):
+    """[(groups, rows)] of "GxR,GxR"; a ToolError names a bad one."""
+    cases = []
+    for item in (c for c in text.split(",") if c):
+        try:
+            g, r = (int(v) for v in item.lower().split("x"))
+            assert g > 0 and r > 0
+        except (ValueError, AssertionError):
+            raise common.usage_error(f"--cases: '{item}': expected GROUPSxROWS, both positive")
+        cases.append((g, r))
+    if not cases:
+        raise common.usage_error("--cases: no case")
+    return cases
+
+
+def dims(shape, r, h, f):
+    return {"R": r, "h": h, "f": f, "2f": 2 * f}[shape]
+
+
+def operands(groups, r, h, f, spec, dtype, device, gen):
+    """The A and B of one GEMM for every expert: [G, m, k] and [G, k, n]."""
+    _, _, m, k, n = spec
+    m, k, n = (dims(x, r, h, f) for x in (m, k, n))
+
+    def rand(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.1).to(device=device, dtype=dtype)
+    return rand(groups, m, k), rand(groups, k, n)
+
+
+def loop_mm(a, b, out):
+    for g in range(a.shape[0]):
+        torch.mm(a[g], b[g], out=out[g])
+    return out
+
+
+def grouped_mm(a, b):
+    """torch._grouped_mm over the experts, the GEMMs whose rows are the routed ones (F and I): A's
+    [G·m, k] rows cut at the experts' offsets against B's [G, k, n], into [G·m, n]; None where it
+    does not run (PyTorch before 2.8, a device or dtype it does not support)."""
+    fn = getattr(torch, "_grouped_mm", None)
+    if fn is None:
+        return None
+    groups, m, k = a.shape
+    try:
+        offs = torch.arange(1, groups + 1, device=a.device, dtype=torch.int32) * m
+        return fn(a.reshape(groups * m, k), b, offs=offs)
+    except RuntimeError:
+        return None
+
+
+def check():
+    """Each GEMM of the loop (and the grouped one where it runs) against float64 per expert."""
+    if torch is None:
+        print("SKIPPED: the MoE probe's check needs PyTorch")
+        return 0
+    gen = torch.Generator().manual_seed(0)
+    bad = 0
+    for spec in GEMMS:
+        a, b = operands(3, 5, 8, 6, spec, torch.float32, "cpu", gen)
+        want = torch.stack([a[g].double() @ b[g].double() for g in range(3)])
+        got = loop_mm(a, b, torch.empty(want.shape, dtype=torch.float32))
+        err = (got.double() - want).abs().max().item()
+        if not err < 1e-5:
+            print(f"FAIL: {spec[1]} (loop): {err:.3g} from the reference")
+            bad += 1
+    print("moe_probe: the expert GEMMs match the reference" if bad == 0 else f"moe_probe: {bad} GEMM(s) wrong")
+    return 1 if bad else 0
+
+
+def probe(cases, h, f, reps, dtype):
+    """{case: [{pass, name, impl, us, flops}]} on the GPU."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for groups, r in cases:
+        kernels = []
+        for spec in GEMMS:
+            a, b = operands(groups, r, h, f, spec, dtype, "cuda", gen)
+            c = torch.empty(groups, a.shape[1], b.shape[2], device="cuda", dtype=dtype)
+            flops = 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+            runs = {"loop": lambda: loop_mm(a, b, c)}
+            if spec[2] == "R" and grouped_mm(a, b) is not None:
+                runs["grouped"] = lambda: grouped_mm(a, b)
+            for impl, fn in runs.items():
+                fn()  # warm: cuBLAS's heuristics, the kernels' loading
+                times = []
+                for _ in range(reps):
+                    torch.cuda._sleep(1_000_000)  # the queue kept full: the launches never show
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    fn()
+                    end.record()
+                    torch.cuda.synchronize()
+                    times.append(start.elapsed_time(end) * 1e3)
+                kernels.append({"pass": spec[0], "name": spec[1], "impl": impl, "us": statistics.median(times),
+                                "flops": flops})
+        out.append({"groups": groups, "rows": r, "kernels": kernels})
+    return out
+
+
+def explain(sc, device, groups, rows, h, f, dtype, sets):
+    """{name: predicted us} of the expert GEMMs of a MoE layer whose `groups` local experts get `rows`
+    rows each (one device, top-1 of `groups` experts over a sequence of groups x rows tokens)."""
+    heads = next(a for a in (32, 16, 8, 4, 2, 1) if h % a == 0)
+    text = ("name: moe-probe\n"
+            f"topology: {{device: {device}, nodes: 1, devices_per_node: 1, links: []}}\n"
+            f"model: {{transformer: {{layers: 1, hidden: {h}, heads: {heads}, seq: {groups * rows}, vocab: 50304, "
+            "dropout: false, attention: flash, bias: false, activation: swiglu, "
+            f"moe: {{experts: {groups}, top_k: 1, expert_hidden: {f}}}}}}}\n"
+            "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: 1, steps: 1}\n"
+            f"training: {{optimizer: adam, lr: 0.0001, dtype: {dtype}}}\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "moe.yaml")
+        with open(path, "w") as fh:
+            fh.write(text)
+        r = subprocess.run([sc, "simulate", path, "--explain-json", f"{tmp}/explain.json", *sets],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise common.ToolError(f"simulate --explain-json failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+        with open(f"{tmp}/explain.json") as fh:
+            explained = json.load(fh)
+    section = next((s for s in explained["sections"] if s["id"] == "moe_block"), None)
+    if section is None:
+        raise common.ToolError("simulate --explain-json listed no MoE block")
+    return {k["name"]: k["time_us"] for k in section["kernels"] if k["name"] in {g[1] for g in GEMMS}}
+
+
+def report(sc, path, out, device, sets):
+    """The report of the probe at `path` into folder `out` (its text returned)."""
+    run = block.load(path, "probe")
+    device = block.device_file(run, device)
+    h, f, dtype = run.get("hidden"), run.get("ffn"), run.get("dtype")
+    if not isinstance(h, int) or not isinstance(f, int) or dtype not in ("bf16", "fp16"):
+        raise common.ToolError(f"{path}: expected the probe's hidden, ffn (integers) and dtype (bf16, fp16)")
+    md = [f"# Expert GEMMs against {run['device']} (PyTorch {run.get('torch', '?')}, {dtype}, median of "
+          f"{run.get('reps', '?')}), predicted on {device}", "",
+          f"A SwiGLU expert of hidden {h} and width {f}; every expert of a case gets the same rows. Per case and "
+          "way, the six GEMMs' time (µs, all experts) and rate (TFLOP/s), measured / predicted.", "",
+          "| experts x rows | way | F | I | W | TFLOP/s meas / pred | pred / meas |",
+          "| --- | --- | --- | --- | --- | --- | --- |"]
+    compare = {"device": device, "probe_device": run["device"], "cases": []}
+    for case in run["models"]:
+        groups, rows = case.get("groups"), case.get("rows")
+        kernels = case.get("kernels") or []
+        pred = explain(sc, device, groups, rows, h, f, dtype, sets)
+        for impl in sorted({k["impl"] for k in kernels}):
+            mine = {k["name"]: k for k in kernels if k["impl"] == impl}
+            if impl == "loop" and set(mine) != set(pred):
+                raise common.ToolError(f"{path}: case {groups}x{rows}: the probe's GEMMs and the list's differ: "
+                                       f"{sorted(set(mine) ^ set(pred))}")
+            names = sorted(mine)
+            meas_us = sum(mine[n]["us"] for n in names)
+            pred_us = sum(pred[n] for n in names)
+            flops = sum(mine[n]["flops"] for n in names)
+            by_pass = " | ".join(
+                f"{sum(mine[n]['us'] for n in names if mine[n]['pass'] == p):.0f} / "
+                f"{sum(pred[n] for n in names if mine[n]['pass'] == p):.0f}" for p in "FIW")
+            md.append(f"| {groups} x {rows} | {impl} | {by_pass} | {flops / meas_us / 1e6:.0f} / "
+                      f"{flops / pred_us / 1e6:.0f} | {pred_us / meas_us:.3f} |")
+            compare["cases"].append({"groups": groups, "rows": rows, "impl": impl, "measured_us": meas_us,
+                                     "predicted_us": pred_us, "flops": flops,
+                                     "kernels": [{"name": n, "measured_us": mine[n]["us"], "predicted_us": pred[n]}
+                                                 for n in names]})
+    text = "\n".join(md) + "\n"
+    common.write_text(os.path.join(out, "moe-probe.md"), text)
+    common.write_text(os.path.join(out, "moe-probe-compare.json"), json.dumps(compare, indent=1) + "\n")
+    return text
+
+
+def main(argv):
+    if argv[:1] == ["report"]:
+        ap = common.ArgumentParser(prog="moe-probe.sh (report)", description="the MoE probe's report")
+        ap.add_argument("json", help="the probe's JSON")
+        ap.add_argument("--out", required=True, help="the report's folder")
+        ap.add_argument("--device-file", default="",
+                        help="the device file to predict with (default: from the GPU's name)")
+        ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for the prediction")
+        args = ap.parse_args(argv[1:])
+        os.makedirs(args.out, exist_ok=True)
+        print(report(common.cli(), args.json, args.out, args.device_file, common.sets(args.set)), end="")
+        return 0
+    ap = common.ArgumentParser(prog="moe_probe", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--cases", default=CASES)
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--ffn", type=int, default=1536)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    if args.check:
+        return check()
+    cases = parse_cases(args.cases)
+    if args.reps < 1 or args.hidden < 1 or args.ffn < 1:
+        raise common.usage_error("--reps, --hidden and --ffn must be positive")
+    if torch is None:
+        print("SKIPPED: the MoE probe needs PyTorch")
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIPPED: the MoE probe needs a CUDA device (torch.cuda.is_available() is false)")
+        return 0
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    run = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "dtype": args.dtype, "reps": args.reps,
+           "hidden": args.hidden, "ffn": args.ffn, "models": probe(cases, args.hidden, args.ffn, args.reps, dtype)}
+    text = json.dumps(run, indent=1) + "\n"
+    if args.out:
+        common.write_text(args.out, text)
+    for case in run["models"]:
+        for k in case["kernels"]:
+            print(f"{case['groups']}x{case['rows']} {k['impl']:7s} {k['pass']} {k['name']:14s} {k['us']:9.1f} us "
+                  f"{k['flops'] / k['us'] / 1e6:6.0f} TFLOP/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(common.entry("moe_probe", main))
