@@ -207,10 +207,11 @@ HostSpec ParseHost(const Value& value) {
   return host;
 }
 
-// model.transformer.moe: capacity_factor or dropless (the default), not both.
+// model.transformer.moe: capacity_factor or dropless (the default), not both; load_imbalance only
+// dropless.
 MoeSpec ParseMoe(const Value& value, int layers) {
   const Map m(value, {"experts", "top_k", "expert_hidden", "shared_experts", "every", "first_dense", "capacity_factor",
-                      "dropless"});
+                      "dropless", "load_imbalance"});
   MoeSpec moe;
   moe.experts = static_cast<int>(m.Get("experts").Int(1, kMaxExperts));
   if (const auto v = m.Find("top_k")) moe.top_k = static_cast<int>(v->Int(1, moe.experts));
@@ -223,6 +224,14 @@ MoeSpec ParseMoe(const Value& value, int layers) {
   if (const auto v = m.Find("dropless")) {
     if (capacity && v->Bool()) v->Fail("expected either dropless: true or a capacity_factor, not both");
     if (!capacity && !v->Bool()) v->Fail("expected a capacity_factor with dropless: false");
+  }
+  if (const auto v = m.Find("load_imbalance")) {
+    if (capacity) v->Fail("expected none with a capacity_factor: each expert is padded to its capacity");
+    moe.load_imbalance = v->Double(0.0, 1024.0);
+    if (moe.load_imbalance < 1) {
+      v->Fail(fmt::format("expected at least 1 (the busiest device's rows over its even share; 1: balanced), got {}",
+                          moe.load_imbalance));
+    }
   }
   return moe;
 }

@@ -105,6 +105,26 @@ TEST(Moe, AnalyticalStageCostsByHand) {
   EXPECT_EQ(alone.forward_ns, 4352);  // the same FLOPs, all on the device
 }
 
+// Dropless routing with the busiest device computing 1.5 x its even share (load_imbalance): every
+// device of the group waits for it, so each is charged its experts' 1536 FLOPs x 1.5 = 2304 and
+// all-to-alls of 128 x 1.5 = 192 bytes; the attention and the router are the same, and so are
+// the model FLOPs (the useful work).
+TEST(Moe, LoadImbalanceChargesTheBusiestDevicesShare) {
+  Scenario s = TinyMoe();
+  s.model.transformer->moe->load_imbalance = 1.5;
+  const CostTable t = BuildCosts(s, 2);
+  EXPECT_EQ(t.stages[0].forward_ns, 4352 + 768);
+  EXPECT_EQ(t.stages[0].a2a_bytes, 192);
+  EXPECT_DOUBLE_EQ(TransformerModelFlopsPerToken(*s.model.transformer),
+                   TransformerModelFlopsPerToken(*TinyMoe().model.transformer));
+  GptKernelShape g;  // the roofline's list: each local expert's GEMMs get 1.5 x its 4 rows
+  g.microbatch = 1, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10;
+  g.experts = 4, g.routed = 2 * 1.5, g.local_experts = 2, g.expert_ffn = 6;
+  for (const Kernel& k : GptBlockKernels(g, true)) {
+    if (k.name == "expert.fc") EXPECT_EQ(k.m, 6);
+  }
+}
+
 // The kernel list of a MoE layer: its GEMMs add up to the same FLOPs as the analytical model's
 // (router 256, experts 1536 in two grouped GEMMs of the two local experts, each its 4 of the 8
 // routed rows), and its memory kernels are the router's top-k, the permutation and its inverse.
@@ -347,6 +367,13 @@ pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, data_parallel: 4, expert_p
   EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 9")).find("moe.top_k"), std::string::npos);
   EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, capacity_factor: 1.25, dropless: true"))
                 .find("either dropless: true or a capacity_factor"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, capacity_factor: 1.25, load_imbalance: 1.2"))
+                .find("moe.load_imbalance: expected none with a capacity_factor"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, load_imbalance: 0.8"))
+                .find("moe.load_imbalance: expected at least 1 (the busiest device's rows over its even share; 1: "
+                      "balanced), got 0.8"),
             std::string::npos);
 }
 

@@ -38,7 +38,10 @@ inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {{Attention
 // first_k_dense_replace); the others are dense. capacity_factor > 0: each expert takes at most
 // that multiple of its even share of the tokens, padded to it (GShard, Megatron-LM's
 // moe_expert_capacity_factor with pad_expert_input_to_capacity); 0: dropless, every routed token
-// computed, the routing taken as balanced.
+// computed, the routing taken as balanced unless load_imbalance says how much more than its even
+// share the busiest device computes (every device of the expert group waits for it at the combine,
+// so each is charged as much: its experts' rows, its permutations and its all-to-alls' bytes; a
+// trained router's figure, from its own statistics; the model FLOPs, useful work, do not change).
 struct MoeSpec {
   int experts = 0;
   int top_k = 1;
@@ -47,10 +50,12 @@ struct MoeSpec {
   int every = 1;
   int first_dense = 0;
   double capacity_factor = 0;  // 0: dropless
+  double load_imbalance = 1;   // dropless: the busiest device's routed rows over the even share
 
   constexpr bool IsMoeLayer(int layer) const { return layer >= first_dense && (layer - first_dense) % every == 0; }
-  // The routed tokens' multiple of top_k that the experts compute: the capacity, else 1.
-  constexpr double TokenFactor() const { return capacity_factor > 0 ? capacity_factor : 1.0; }
+  // The routed tokens' multiple of top_k that the experts compute: the capacity, else (dropless)
+  // the busiest device's share, 1 balanced.
+  constexpr double TokenFactor() const { return capacity_factor > 0 ? capacity_factor : load_imbalance; }
 };
 
 // Multi-head latent attention (model.transformer.mla; DeepSeek-V2 and V3, Megatron-LM's
