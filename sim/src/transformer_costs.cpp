@@ -56,6 +56,12 @@ double AttentionFlopsPerToken(const TransformerSpec& t) {
   return projections + half * s * (q + o);
 }
 
+// Of a layer's forward FLOPs per token, those every device of a tensor group does whole: MLA's
+// downs, 2h(r_q + r_kv + rope); none without MLA.
+double ReplicatedFlopsPerToken(const TransformerSpec& t) {
+  return t.mla ? 2.0 * t.hidden * (t.mla->q_lora_rank + t.mla->kv_lora_rank + t.mla->rope_head_dim) : 0.0;
+}
+
 // One dense layer's forward FLOPs per token: attention + 2(u + 1)hf.
 double LayerFlopsPerToken(const TransformerSpec& t) {
   return AttentionFlopsPerToken(t) + 2.0 * static_cast<double>((t.Ups() + 1) * t.hidden * t.Ffn());
@@ -268,8 +274,11 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const int tp = p.tensor_parallel;
   // A MoE layer's tokens are the device's sequence share (sequence-parallel with T > 1), its
   // experts' work spread evenly over the expert group: per device, 1/T of the layer's FLOPs too.
-  const double blocks_flops = b * s / tp * (layers.dense() * LayerFlopsPerToken(t) +
-                                            (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0));
+  // MLA's downs run whole on every device of the group (ReplicatedFlopsPerToken).
+  const double whole = layers.count * ReplicatedFlopsPerToken(t);
+  const double blocks_flops = b * s * ((layers.dense() * LayerFlopsPerToken(t) +
+                                        (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0) - whole) / tp +
+                                       whole);
   const bool last = st == stages - 1;
   const bool recompute = p.full_recompute();
   const double forward = blocks_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head

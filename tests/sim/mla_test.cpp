@@ -113,13 +113,16 @@ TEST(Mla, KernelListFlops) {
 
 // Over a tensor group of 2 with sequence parallelism the ups and the projection are split by
 // heads, the downs and their RMSNorms are not: a layer's 784 parameters hold 4·8 + 4 + 6·8 + 4 =
-// 88 replicated with the LayerNorms' 32, so each device keeps (784 - 120) / 2 + 120 = 452; the
-// latents' gradients are all-reduced in I.
+// 88 replicated with the LayerNorms' 32, so each device keeps (784 - 120) / 2 + 120 = 452, and
+// does the downs' FLOPs whole; the latents' gradients are all-reduced in I.
 TEST(Mla, TensorParallelKeepsTheLatentsWhole) {
   Scenario s = TinyMla();
   s.pipeline.tensor_parallel = 2;
   s.pipeline.sequence_parallel = true;
   EXPECT_EQ(BuildCosts(s, 2).stages[0].weight_bytes, (452 + (10 * 8 / 2 + 4 * 8)) * 2);
+  // Each device does the downs' 2·8·(4 + 4 + 2) = 160 FLOPs a token whole and half the rest:
+  // (13056 - 8·160) / 2 + 8·160 = 7168 (W: no tensor-parallel collective in it).
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].backward_weight_ns, 7168);
   GptKernelShape g;
   g.microbatch = 2, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10, g.head_dim = 4, g.bias = false;
   g.mla = true, g.q_lora = 4, g.kv_lora = 4, g.rope_head_dim = 2, g.v_head_dim = 3;
