@@ -227,9 +227,10 @@ MoeSpec ParseMoe(const Value& value, int layers) {
   }
   if (const auto v = m.Find("load_imbalance")) {
     if (capacity) v->Fail("expected none with a capacity_factor: each expert is padded to its capacity");
-    moe.load_imbalance = v->Double(0.0, 1024.0);
-    if (moe.load_imbalance < 1) {
-      v->Fail(fmt::format("expected at least 1 (the busiest device's rows over its even share; 1: balanced), got {}",
+    moe.load_imbalance = v->Double(0.0, 1e9);
+    if (moe.load_imbalance < 1 || moe.load_imbalance > 1024) {
+      v->Fail(fmt::format("expected a number in [1, 1024] (the busiest device's rows over its even share; 1: "
+                          "balanced), got {}",
                           moe.load_imbalance));
     }
   }

@@ -36,6 +36,12 @@ void CheckExperts(const Scenario& s, Problems* out) {
     }
     return;
   }
+  if (moe->load_imbalance > 1 && p.expert_parallel <= 1) {
+    out->Add("model.transformer.moe.load_imbalance",
+             fmt::format("needs pipeline.expert_parallel > 1: a device that holds every expert computes exactly its "
+                         "own tokens' routed rows, got {} with no expert parallelism",
+                         moe->load_imbalance));
+  }
   if (moe->first_dense >= t->layers) {
     out->Add("model.transformer.moe.first_dense", fmt::format("expected fewer than the {} layers, got {}: no layer "
                                                               "would be a MoE layer",

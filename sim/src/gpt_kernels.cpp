@@ -114,11 +114,11 @@ void BlockForward(const Lister& l, const Dims& x, bool moe) {
   const double d = l.d(), act = static_cast<double>(x.rows) * x.h * d, ln = static_cast<double>(x.lnrows) * x.h;
   const double drop = l.g.dropout ? 1 : 0;  // the mask's byte
   l.Memory("ln1", ln, 2 * d, 8);
-  l.Enter("attention", act);
   const double qkv = static_cast<double>(x.rows) * x.qkvp, heads = static_cast<double>(x.rows) * x.hp;
   if (l.g.mla) {
-    detail::MlaForward(l, x);
+    detail::MlaForward(l, x);  // its own entry into the tensor-parallel region
   } else {
+    l.Enter("attention", act);
     l.Gemm("qkv", x.rows, x.qkvp, x.h);
     if (l.g.bias) l.Memory("qkv.bias", qkv, 2 * d, 1);
     l.Memory("split_heads", qkv, 2 * d, 0);  // q, k, v as [b·a, s, h/a]
@@ -232,7 +232,9 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   w.Memory("ln2.dgamma", ln, 2 * d, 4);
   weight("proj", x.h, x.hp);
   if (g.mla) {
-    detail::MlaWeightGrads(w, x, [&](const std::string& name, int64_t n, int64_t k) { weight(name, n, k); });
+    detail::MlaWeightGrads(w, x, [&](const std::string& name, int64_t n, int64_t k, double rows) {
+      weight(name, n, k, rows);
+    });
   } else {
     weight("qkv", x.qkvp, x.h);
   }
@@ -313,7 +315,7 @@ const std::vector<std::string>& MemoryKernelNames() {
     GptKernelShape moe_swiglu = moe;
     moe_swiglu.swiglu = true;
     GptKernelShape mla = g;  // MLA's projections, with the queries' latent
-    mla.mla = true, mla.q_lora = 4, mla.kv_lora = 4, mla.rope_head_dim = 2;
+    mla.mla = true, mla.q_lora = 4, mla.kv_lora = 4, mla.rope_head_dim = 2, mla.bias = false;
     for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true),
                       GptBlockKernels(mla),
                       GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {

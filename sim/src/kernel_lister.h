@@ -101,11 +101,13 @@ inline Dims DimsOf(const GptKernelShape& g) {
 }
 
 // Multi-head latent attention's projections (GptKernelShape::mla; mla_kernels.cpp): F from the
-// LayerNorm's output to the heads' queries, keys and values, I back to the LayerNorm's output
-// gradient, W their weights' gradients through `weight(name, out_features, in_features)`.
+// LayerNorm's output to the heads' queries, keys and values (with its own collectives into the
+// tensor-parallel region), I back to the LayerNorm's output gradient, W their weights' gradients
+// through `weight(name, out_features, in_features, rows)`.
 void MlaForward(const Lister& l, const Dims& x);
 void MlaInputGrad(const Lister& l, const Dims& x);
-using WeightGrad = std::function<void(const std::string& name, int64_t out_features, int64_t in_features)>;
+using WeightGrad =
+    std::function<void(const std::string& name, int64_t out_features, int64_t in_features, double rows)>;
 void MlaWeightGrads(const Lister& w, const Dims& x, const WeightGrad& weight);
 
 }  // namespace stagecraft::sim::detail

@@ -62,6 +62,16 @@ double ReplicatedFlopsPerToken(const TransformerSpec& t) {
   return t.mla ? 2.0 * t.hidden * (t.mla->q_lora_rank + t.mla->kv_lora_rank + t.mla->rope_head_dim) : 0.0;
 }
 
+// The attention's tensor-parallel collectives per pass, in units of one all-reduce of s·b·h (the
+// feed-forward's are one): 1 for Q, K and V taken in and the projection's sum given out; MLA's
+// take in its latents (r_q + r_kv + rope wide, and the LayerNorm's output without a query latent)
+// and give out the projection's h: averaged over F and I, (h + latents [+ h]) / 2h.
+double AttentionCollectiveShare(const TransformerSpec& t) {
+  if (!t.mla) return 1;
+  const double h = t.hidden, latents = t.mla->q_lora_rank + t.mla->kv_lora_rank + t.mla->rope_head_dim;
+  return (h + latents + (t.mla->q_lora_rank == 0 ? h : 0.0)) / (2 * h);
+}
+
 // One dense layer's forward FLOPs per token: attention + 2(u + 1)hf.
 double LayerFlopsPerToken(const TransformerSpec& t) {
   return AttentionFlopsPerToken(t) + 2.0 * static_cast<double>((t.Ups() + 1) * t.hidden * t.Ffn());
@@ -93,13 +103,15 @@ double SplitActivationWidths(const TransformerSpec& t, bool moe_layer) {
   if (!moe_layer) return attention + (2 * u + 2) * static_cast<double>(t.Ffn()) / t.hidden;
   const MoeSpec& m = *t.moe;
   const double fe = static_cast<double>(t.ExpertFfn()) / t.hidden;
-  return attention + m.top_k * m.TokenFactor() * (2 + (2 * u + 2) * fe) + m.shared_experts * (2 * u + 2) * fe;
+  return attention + m.top_k * m.KeptFactor() * (2 + (2 * u + 2) * fe) + m.shared_experts * (2 * u + 2) * fe;
 }
 
-// MLA's latents, which every device of a tensor group computes whole (its downs replicated), in
-// units of s·b·h 16-bit elements: kept for the backward (`stash` false: the queries' latent
-// before and after its RMSNorm 2·2r_q, the keys' and values' 2(r_kv + rope) + 2r_kv), or stashed
-// for W as the ups' inputs (r_q + r_kv, in elements); 0 without MLA.
+// MLA's latents, which each device of a tensor group computes with its own copy of the downs (on
+// its s/T rows with sequence parallelism, else on all of them), in units of s·b·h 16-bit
+// elements: kept for the backward (`stash` false: the queries' latent before and after its
+// RMSNorm 2·2r_q, the keys' and values' 2(r_kv + rope) + 2r_kv), or stashed for W as the ups'
+// inputs (r_q + r_kv, in elements, gathered again in the backward as Megatron-LM does); 0 without
+// MLA. Divided over the group by the caller with sequence parallelism.
 double LatentWidths(const TransformerSpec& t, bool stash) {
   if (!t.mla) return 0;
   const double rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank, rope = t.mla->rope_head_dim;
@@ -115,7 +127,7 @@ double StashWidths(const TransformerSpec& t, bool moe_layer) {
   if (!moe_layer) return attention + 1 + static_cast<double>(t.Ffn()) / h;
   const MoeSpec& m = *t.moe;
   const double fe = static_cast<double>(t.ExpertFfn()) / h;
-  return attention + 1 + m.top_k * m.TokenFactor() * (1 + fe) + m.shared_experts * fe;
+  return attention + 1 + m.top_k * m.KeptFactor() * (1 + fe) + m.shared_experts * fe;
 }
 
 }  // namespace
@@ -139,7 +151,7 @@ namespace {
 // parallelism too; selective recompute drops the 5as/h term (sbh(10 + 24/t), or sbh·34/t); full
 // recompute keeps only the layer input 2sbh (2sbh/t sequence-parallel).
 // `split`: the widths a tensor group splits (SplitActivationWidths: 24 for GPT-2); `latent`:
-// those every device keeps whole, with sequence parallelism too (LatentWidths: MLA's).
+// those a device keeps apart from them (LatentWidths: MLA's, already divided where split).
 double LayerActivationBytes16(double s, double b, double h, double a, double t, bool sp, Recompute recompute,
                               double split, double latent) {
   const double sbh = s * b * h, all = 10 + split, whole = sbh * latent;
@@ -230,7 +242,7 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   const auto activations = [&](bool moe_layer, Recompute recompute) {
     if (flash && recompute == Recompute::kNone) recompute = Recompute::kSelective;
     return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer),
-                                  LatentWidths(t, false)) *
+                                  LatentWidths(t, false) / (p.sequence_parallel ? tp : 1)) *
            d / 2;
   };
   const double kept = sum([&](bool moe) { return activations(moe, p.recompute); }) + (last ? s * b * V / tp * d : 0.0);
@@ -243,7 +255,8 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   // Without sequence parallelism the QKV's and the feed-forward's inputs are replicated.
   const double stash = sum([&](bool moe) {
     const double w = StashWidths(t, moe);
-    return LatentWidths(t, true) + (tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp));
+    return LatentWidths(t, true) / (p.sequence_parallel ? tp : 1) +
+           (tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp));
   });
   cost->w_stash_bytes = check.Bytes(stash * s * b * h * d, "the W stash per microbatch");
 }
@@ -274,11 +287,12 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const int tp = p.tensor_parallel;
   // A MoE layer's tokens are the device's sequence share (sequence-parallel with T > 1), its
   // experts' work spread evenly over the expert group: per device, 1/T of the layer's FLOPs too.
-  // MLA's downs run whole on every device of the group (ReplicatedFlopsPerToken).
-  const double whole = layers.count * ReplicatedFlopsPerToken(t);
-  const double blocks_flops = b * s * ((layers.dense() * LayerFlopsPerToken(t) +
-                                        (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0) - whole) / tp +
-                                       whole);
+  // MLA's downs run on all the rows on every device of the group without sequence parallelism
+  // (ReplicatedFlopsPerToken), on its share with it.
+  const double whole = p.sequence_parallel ? 0.0 : layers.count * ReplicatedFlopsPerToken(t);
+  const double blocks_flops = b * s / tp * (layers.dense() * LayerFlopsPerToken(t) +
+                                            (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0) - whole) +
+                              b * s * whole;
   const bool last = st == stages - 1;
   const bool recompute = p.full_recompute();
   const double forward = blocks_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head
@@ -289,7 +303,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
                         : p.recompute == Recompute::kSelective && !flash
                             ? layers.count * 2 * b * s * s * static_cast<double>(t.QWidth() + t.OWidth()) / tp
                             : 0.0;
-  const double tensor_ns = 2 * layers.count * TensorAllReduceNs(sc, rank, s * b * h * d);  // per pass
+  const double tensor_ns = layers.count * (1 + AttentionCollectiveShare(t)) * TensorAllReduceNs(sc, rank, s * b * h * d);
   const StageChecks check(sc.path, st, keys);
   StageCost cost;
   // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them).

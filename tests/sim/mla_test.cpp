@@ -4,6 +4,7 @@
 // and bad values one line at their key.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "sim_test_util.h"
@@ -111,32 +112,49 @@ TEST(Mla, KernelListFlops) {
   EXPECT_NE(std::get<2>(sums(g)).find("q.dW "), std::string::npos);
 }
 
-// Over a tensor group of 2 with sequence parallelism the ups and the projection are split by
-// heads, the downs and their RMSNorms are not: a layer's 784 parameters hold 4·8 + 4 + 6·8 + 4 =
-// 88 replicated with the LayerNorms' 32, so each device keeps (784 - 120) / 2 + 120 = 452, and
-// does the downs' FLOPs whole; the latents' gradients are all-reduced in I.
-TEST(Mla, TensorParallelKeepsTheLatentsWhole) {
+// Over a tensor group of 2 the ups and the projection are split by heads, the downs and their
+// RMSNorms are every device's own: a layer's 784 parameters hold 4·8 + 4 + 6·8 + 4 = 88 of those
+// with the LayerNorms' 32, so each device keeps (784 - 120) / 2 + 120 = 452. With sequence
+// parallelism (Megatron-LM's) the downs run on the device's 4 of the 8 rows and their latents,
+// 8 rows of r_q + r_kv + rope = 10 in bf16 (160 bytes), are all-gathered into the ups and their
+// gradients reduce-scattered back: every FLOP split, 13056 / 2 = 6528 (W: no collective in it);
+// the latents kept halved too: activations 64·4.5 / 2 + 64 / 2·(35 + 5·2·4/8) = 1424, W stash
+// (6.75 + 1) / 2 · 64 · 2 = 496. Without it each device runs the downs' 2·8·(4 + 4 + 2) = 160
+// FLOPs a token on all 8 rows: (13056 - 8·160) / 2 + 8·160 = 7168, and all-reduces the
+// latents' gradients.
+TEST(Mla, TensorParallelismAsMegatronSplitsIt) {
   Scenario s = TinyMla();
   s.pipeline.tensor_parallel = 2;
   s.pipeline.sequence_parallel = true;
-  EXPECT_EQ(BuildCosts(s, 2).stages[0].weight_bytes, (452 + (10 * 8 / 2 + 4 * 8)) * 2);
-  // Each device does the downs' 2·8·(4 + 4 + 2) = 160 FLOPs a token whole and half the rest:
-  // (13056 - 8·160) / 2 + 8·160 = 7168 (W: no tensor-parallel collective in it).
+  const StageCost sp = BuildCosts(s, 2).stages[0];
+  EXPECT_EQ(sp.weight_bytes, (452 + (10 * 8 / 2 + 4 * 8)) * 2);
+  EXPECT_EQ(sp.backward_weight_ns, 6528);
+  EXPECT_EQ(sp.activation_bytes, 1424);
+  EXPECT_EQ(sp.w_stash_bytes, 496);
+  s.pipeline.sequence_parallel = false;
   EXPECT_EQ(BuildCosts(s, 2).stages[0].backward_weight_ns, 7168);
   GptKernelShape g;
   g.microbatch = 2, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10, g.head_dim = 4, g.bias = false;
   g.mla = true, g.q_lora = 4, g.kv_lora = 4, g.rope_head_dim = 2, g.v_head_dim = 3;
-  g.tensor_parallel = 2, g.sequence_parallel = true;
-  bool latent = false;
-  for (const Kernel& k : GptBlockKernels(g)) {
-    if (k.name == "q_down") EXPECT_EQ(k.n, 4);  // whole
-    if (k.name == "q_up") EXPECT_EQ(k.n, 6);    // one head of 6
-    if (k.name == "attention.latent.all_reduce") {
-      latent = true;
-      EXPECT_DOUBLE_EQ(k.bytes, 8.0 * 8 * 2);  // 8 rows of r_q + r_kv in bf16
+  g.tensor_parallel = 2;
+  for (const bool sequence_parallel : {true, false}) {
+    g.sequence_parallel = sequence_parallel;
+    std::map<std::string, Kernel> by_name;
+    for (const Kernel& k : GptBlockKernels(g)) by_name.emplace(k.name, k);
+    EXPECT_EQ(by_name.at("q_down").m, sequence_parallel ? 4 : 8);
+    EXPECT_EQ(by_name.at("q_down").n, 4);  // whole
+    EXPECT_EQ(by_name.at("q_up").m, 8);    // all the rows
+    EXPECT_EQ(by_name.at("q_up").n, 6);    // one head of 6
+    EXPECT_EQ(by_name.at("kv_down.dW").k, sequence_parallel ? 4 : 8);
+    EXPECT_EQ(by_name.count("attention.all_gather"), 0U);  // a query latent: no h-wide gather
+    if (sequence_parallel) {
+      EXPECT_DOUBLE_EQ(by_name.at("attention.latent.all_gather").bytes, 160);
+      EXPECT_DOUBLE_EQ(by_name.at("attention.latent.dX.reduce_scatter").bytes, 160);
+    } else {
+      EXPECT_EQ(by_name.count("attention.latent.all_gather"), 0U);
+      EXPECT_DOUBLE_EQ(by_name.at("attention.latent.dX.all_reduce").bytes, 160);
     }
   }
-  EXPECT_TRUE(latent);
 }
 
 TEST(Mla, BadValuesAreOneLineAtTheirKey) {

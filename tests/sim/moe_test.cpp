@@ -108,13 +108,16 @@ TEST(Moe, AnalyticalStageCostsByHand) {
 // Dropless routing with the busiest device computing 1.5 x its even share (load_imbalance): every
 // device of the group waits for it, so each is charged its experts' 1536 FLOPs x 1.5 = 2304 and
 // all-to-alls of 128 x 1.5 = 192 bytes; the attention and the router are the same, and so are
-// the model FLOPs (the useful work).
+// the model FLOPs (the useful work) and the memory (the busiest device changes layer by layer).
 TEST(Moe, LoadImbalanceChargesTheBusiestDevicesShare) {
   Scenario s = TinyMoe();
   s.model.transformer->moe->load_imbalance = 1.5;
   const CostTable t = BuildCosts(s, 2);
   EXPECT_EQ(t.stages[0].forward_ns, 4352 + 768);
   EXPECT_EQ(t.stages[0].a2a_bytes, 192);
+  const CostTable even = BuildCosts(TinyMoe(), 2);
+  EXPECT_EQ(t.stages[0].activation_bytes, even.stages[0].activation_bytes);
+  EXPECT_EQ(t.stages[0].w_stash_bytes, even.stages[0].w_stash_bytes);
   EXPECT_DOUBLE_EQ(TransformerModelFlopsPerToken(*s.model.transformer),
                    TransformerModelFlopsPerToken(*TinyMoe().model.transformer));
   GptKernelShape g;  // the roofline's list: each local expert's GEMMs get 1.5 x its 4 rows
@@ -372,8 +375,12 @@ pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, data_parallel: 4, expert_p
                 .find("moe.load_imbalance: expected none with a capacity_factor"),
             std::string::npos);
   EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, load_imbalance: 0.8"))
-                .find("moe.load_imbalance: expected at least 1 (the busiest device's rows over its even share; 1: "
-                      "balanced), got 0.8"),
+                .find("moe.load_imbalance: expected a number in [1, 1024] (the busiest device's rows over its even "
+                      "share; 1: balanced), got 0.8"),
+            std::string::npos);
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(testing::Replace(base, "top_k: 2", "top_k: 2, load_imbalance: 1.2"),
+                                                     ", expert_parallel: 4", ""))
+                .find("model.transformer.moe.load_imbalance: needs pipeline.expert_parallel > 1"),
             std::string::npos);
 }
 

@@ -20,7 +20,9 @@ Each is timed between CUDA events with the queue kept full (a sleep kernel first
 --reps. The report adds the prediction and the implied rate of each.
 
 Usage (python3 -m stagecraft_tools.moe_probe, tools/ on PYTHONPATH; scripts/moe-probe.sh runs both):
-  moe_probe.py --check              the GEMMs against a float64 per-expert reference (CPU, tiny shapes)
+  moe_probe.py --check              the loop's GEMMs against a float64 per-expert reference (CPU, tiny
+                                    shapes); the grouped one is checked against the loop on the GPU,
+                                    before it is timed
   moe_probe.py [--cases 16x512,...] [--hidden 4096] [--ffn 1536] [--reps N] [--dtype bf16|fp16]
                [--out FILE.json]    time on the GPU; prints "SKIPPED: ..." and exits 0 without
                                     PyTorch or a CUDA device
@@ -85,23 +87,32 @@ def loop_mm(a, b, out):
     return out
 
 
-def grouped_mm(a, b):
-    """torch._grouped_mm over the experts, the GEMMs whose rows are the routed ones (F and I): A's
-    [G·m, k] rows cut at the experts' offsets against B's [G, k, n], into [G·m, n]; None where it
-    does not run (PyTorch before 2.8, a device or dtype it does not support)."""
+def grouped_call(a, b):
+    """A call of torch._grouped_mm over the experts for the GEMMs whose rows are the routed ones (F
+    and I): A's [G·m, k] rows cut at the experts' offsets against B's [G, k, n], into [G·m, n];
+    its offsets made here, outside the call. None where it does not run (PyTorch before 2.8, a
+    device or dtype it does not support) or gives other results than the per-expert GEMMs."""
     fn = getattr(torch, "_grouped_mm", None)
     if fn is None:
         return None
     groups, m, k = a.shape
+    rows = a.reshape(groups * m, k)
+    offs = torch.arange(1, groups + 1, device=a.device, dtype=torch.int32) * m
     try:
-        offs = torch.arange(1, groups + 1, device=a.device, dtype=torch.int32) * m
-        return fn(a.reshape(groups * m, k), b, offs=offs)
+        got = fn(rows, b, offs=offs).reshape(groups, m, b.shape[2]).float()
     except RuntimeError:
         return None
+    want = torch.bmm(a.float(), b.float())
+    if not torch.allclose(got, want, rtol=2e-2, atol=2e-2 * want.abs().max().item()):
+        print(f"moe_probe: torch._grouped_mm differs from the per-expert GEMMs ({groups} x {m}): not timed",
+              file=sys.stderr)
+        return None
+    return lambda: fn(rows, b, offs=offs)
 
 
 def check():
-    """Each GEMM of the loop (and the grouped one where it runs) against float64 per expert."""
+    """Each GEMM of the loop against float64 per expert (the grouped GEMM runs only on a GPU,
+    where grouped_call checks it against the per-expert GEMMs before it is timed)."""
     if torch is None:
         print("SKIPPED: the MoE probe's check needs PyTorch")
         return 0
@@ -131,8 +142,9 @@ def probe(cases, h, f, reps, dtype):
             c = torch.empty(groups, a.shape[1], b.shape[2], device="cuda", dtype=dtype)
             flops = 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
             runs = {"loop": lambda: loop_mm(a, b, c)}
-            if spec[2] == "R" and grouped_mm(a, b) is not None:
-                runs["grouped"] = lambda: grouped_mm(a, b)
+            grouped = grouped_call(a, b) if spec[2] == "R" else None
+            if grouped is not None:
+                runs["grouped"] = grouped
             for impl, fn in runs.items():
                 fn()  # warm: cuBLAS's heuristics, the kernels' loading
                 times = []

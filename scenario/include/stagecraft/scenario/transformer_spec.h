@@ -40,8 +40,9 @@ inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {{Attention
 // moe_expert_capacity_factor with pad_expert_input_to_capacity); 0: dropless, every routed token
 // computed, the routing taken as balanced unless load_imbalance says how much more than its even
 // share the busiest device computes (every device of the expert group waits for it at the combine,
-// so each is charged as much: its experts' rows, its permutations and its all-to-alls' bytes; a
-// trained router's figure, from its own statistics; the model FLOPs, useful work, do not change).
+// so each is charged its time: its experts' rows, its permutations and its all-to-alls' bytes; a
+// trained router's figure, from its own statistics; the model FLOPs, useful work, and the memory,
+// do not change).
 struct MoeSpec {
   int experts = 0;
   int top_k = 1;
@@ -56,6 +57,9 @@ struct MoeSpec {
   // The routed tokens' multiple of top_k that the experts compute: the capacity, else (dropless)
   // the busiest device's share, 1 balanced.
   constexpr double TokenFactor() const { return capacity_factor > 0 ? capacity_factor : load_imbalance; }
+  // The same for the activations a device keeps: the capacity, else 1 (the busiest device is a
+  // different one from layer to layer, so a stage's memory holds about the even share).
+  constexpr double KeptFactor() const { return capacity_factor > 0 ? capacity_factor : 1.0; }
 };
 
 // Multi-head latent attention (model.transformer.mla; DeepSeek-V2 and V3, Megatron-LM's
