@@ -133,16 +133,9 @@ TEST(LlamaTransformer, WithoutBiases) {
 
 TEST(LlamaTransformer, BadValuesAreOneLineAtTheirKey) {
   testing::ScratchDir dir;
-  const std::string path = dir.Write("s.yaml", R"(name: t
-topology:
-  device: {name: gpu, peak: 100TFLOPS, memory: 80GiB, efficiency: 0.5}
-  nodes: 1
-  devices_per_node: 4
-  links: [{scope: node, bandwidth: 100GB/s, latency: 2us}]
-model:
-  transformer: {layers: 8, hidden: 512, heads: 8, seq: 128, vocab: 1000, kv_heads: 2, ffn_hidden: 1536, activation: swiglu}
-pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4}
-)");
+  const std::string path = dir.Write("s.yaml", testing::OneNodeTransformerYaml(
+                                                   "{layers: 8, hidden: 512, heads: 8, seq: 128, vocab: 1000, "
+                                                   "kv_heads: 2, ffn_hidden: 1536, activation: swiglu}"));
   const Scenario s = LoadScenario(path, {});
   EXPECT_EQ(s.model.transformer->KvHeads(), 2);
   EXPECT_EQ(s.model.transformer->Ffn(), 1536);

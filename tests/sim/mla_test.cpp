@@ -159,17 +159,10 @@ TEST(Mla, TensorParallelismAsMegatronSplitsIt) {
 
 TEST(Mla, BadValuesAreOneLineAtTheirKey) {
   testing::ScratchDir dir;
-  const std::string path = dir.Write("s.yaml", R"(name: t
-topology:
-  device: {name: gpu, peak: 100TFLOPS, memory: 80GiB, efficiency: 0.5}
-  nodes: 1
-  devices_per_node: 4
-  links: [{scope: node, bandwidth: 100GB/s, latency: 2us}]
-model:
-  transformer: {layers: 8, hidden: 512, heads: 8, seq: 128, vocab: 1000, bias: false, head_dim: 64,
-                mla: {q_lora_rank: 128, kv_lora_rank: 64, rope_head_dim: 32}}
-pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4}
-)");
+  const std::string path = dir.Write("s.yaml", testing::OneNodeTransformerYaml(
+                                                   "{layers: 8, hidden: 512, heads: 8, seq: 128, vocab: 1000, "
+                                                   "bias: false, head_dim: 64, mla: {q_lora_rank: 128, "
+                                                   "kv_lora_rank: 64, rope_head_dim: 32}}"));
   const Scenario s = LoadScenario(path, {});
   ASSERT_TRUE(s.model.transformer->mla.has_value());
   EXPECT_EQ(s.model.transformer->mla->kv_lora_rank, 64);

@@ -108,6 +108,20 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
   return s;
 }
 
+// A scenario's YAML on one node of four 100-TFLOPS devices, a pipeline of 2 ranks, with
+// `transformer` as model.transformer's map (its text, braces included).
+inline std::string OneNodeTransformerYaml(const std::string& transformer) {
+  return "name: t\n"
+         "topology:\n"
+         "  device: {name: gpu, peak: 100TFLOPS, memory: 80GiB, efficiency: 0.5}\n"
+         "  nodes: 1\n"
+         "  devices_per_node: 4\n"
+         "  links: [{scope: node, bandwidth: 100GB/s, latency: 2us}]\n"
+         "model:\n"
+         "  transformer: " + transformer + "\n"
+         "pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4}\n";
+}
+
 // Writes `text` as scenario.yaml in `dir` and returns the error loading it gives ("" for none).
 inline std::string LoadError(const ScratchDir& dir, const std::string& text,
                              const std::vector<std::string>& sets = {}) {
