@@ -18,9 +18,9 @@
 namespace stagecraft::sim::detail {
 namespace {
 
-// The rows the downs run on (the device's sequence share with sequence parallelism) and the
-// latents' width that enters the heads' region: r_kv + rope, and r_q with a query latent.
-int64_t DownRows(const GptKernelShape& g, const Dims& x) { return g.sequence_parallel ? x.lnrows : x.rows; }
+// The latents' width that enters the heads' region: r_kv + rope, and r_q with a query latent. (The
+// downs run on the LayerNorm's rows, x.lnrows: the device's sequence share with sequence
+// parallelism.)
 int64_t LatentWidth(const GptKernelShape& g) { return g.kv_lora + g.rope_head_dim + g.q_lora; }
 
 }  // namespace
@@ -28,11 +28,12 @@ int64_t LatentWidth(const GptKernelShape& g) { return g.kv_lora + g.rope_head_di
 void MlaForward(const Lister& l, const Dims& x) {
   const GptKernelShape& g = l.g;
   const double d = l.d(), rows = static_cast<double>(x.rows);
-  const int64_t down = DownRows(g, x);
-  if (g.q_lora == 0) l.Enter("attention", rows * static_cast<double>(x.h) * d);  // the queries' input
+  const int64_t down = x.lnrows;
   if (g.q_lora > 0) {
     l.Gemm("q_down", down, g.q_lora, x.h);
     l.Memory("q_norm", static_cast<double>(down) * static_cast<double>(g.q_lora), 2 * d, 8);
+  } else {
+    l.Enter("attention", rows * static_cast<double>(x.h) * d);  // the queries' input
   }
   l.Gemm("kv_down", down, g.kv_lora + g.rope_head_dim, x.h);
   l.Memory("kv_norm", static_cast<double>(down) * static_cast<double>(g.kv_lora), 2 * d, 8);
@@ -50,7 +51,7 @@ void MlaForward(const Lister& l, const Dims& x) {
 void MlaInputGrad(const Lister& l, const Dims& x) {
   const GptKernelShape& g = l.g;
   const double d = l.d(), rows = static_cast<double>(x.rows);
-  const int64_t down = DownRows(g, x);
+  const int64_t down = x.lnrows;
   l.Memory("mla_rope.dX", rows * static_cast<double>(x.qp), 4 * d, 4);
   l.Gemm("kv_up.dX", x.rows, g.kv_lora, x.ap * (x.hd + x.vd));
   l.Gemm(g.q_lora > 0 ? "q_up.dX" : "q.dX", x.rows, g.q_lora > 0 ? g.q_lora : x.h, x.qp);
@@ -68,7 +69,7 @@ void MlaInputGrad(const Lister& l, const Dims& x) {
 
 void MlaWeightGrads(const Lister& w, const Dims& x, const WeightGrad& weight) {
   const GptKernelShape& g = w.g;
-  const double d = w.d(), rows = static_cast<double>(x.rows), down = static_cast<double>(DownRows(g, x));
+  const double d = w.d(), rows = static_cast<double>(x.rows), down = static_cast<double>(x.lnrows);
   weight("kv_up", x.ap * (x.hd + x.vd), g.kv_lora, rows);
   weight("kv_down", g.kv_lora + g.rope_head_dim, x.h, down);
   w.Memory("kv_norm.dgamma", down * static_cast<double>(g.kv_lora), 2 * d, 4);

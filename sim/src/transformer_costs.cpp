@@ -56,11 +56,14 @@ double AttentionFlopsPerToken(const TransformerSpec& t) {
   return projections + half * s * (q + o);
 }
 
+// MLA's latents' width a token, r_q + r_kv + rope (the downs' outputs); 0 without MLA.
+double MlaLatentWidth(const TransformerSpec& t) {
+  return t.mla ? t.mla->q_lora_rank + t.mla->kv_lora_rank + t.mla->rope_head_dim : 0.0;
+}
+
 // Of a layer's forward FLOPs per token, those every device of a tensor group does whole: MLA's
 // downs, 2h(r_q + r_kv + rope); none without MLA.
-double ReplicatedFlopsPerToken(const TransformerSpec& t) {
-  return t.mla ? 2.0 * t.hidden * (t.mla->q_lora_rank + t.mla->kv_lora_rank + t.mla->rope_head_dim) : 0.0;
-}
+double ReplicatedFlopsPerToken(const TransformerSpec& t) { return 2.0 * t.hidden * MlaLatentWidth(t); }
 
 // The attention's tensor-parallel collectives per pass, in units of one all-reduce of s·b·h (the
 // feed-forward's are one): 1 for Q, K and V taken in and the projection's sum given out; MLA's
@@ -68,8 +71,8 @@ double ReplicatedFlopsPerToken(const TransformerSpec& t) {
 // and give out the projection's h: averaged over F and I, (h + latents [+ h]) / 2h.
 double AttentionCollectiveShare(const TransformerSpec& t) {
   if (!t.mla) return 1;
-  const double h = t.hidden, latents = t.mla->q_lora_rank + t.mla->kv_lora_rank + t.mla->rope_head_dim;
-  return (h + latents + (t.mla->q_lora_rank == 0 ? h : 0.0)) / (2 * h);
+  const double h = t.hidden;
+  return (h + MlaLatentWidth(t) + (t.mla->q_lora_rank == 0 ? h : 0.0)) / (2 * h);
 }
 
 // One dense layer's forward FLOPs per token: attention + 2(u + 1)hf.
@@ -234,6 +237,7 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   const double b = p.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
   const double d = DtypeBytes(sc.training.dtype);
   const int tp = p.tensor_parallel;
+  const double latent_shards = p.sequence_parallel ? tp : 1;  // MLA's latents, on each device's rows
   const auto sum = [&](auto per_layer) {  // over the stage's dense and MoE layers
     return layers.dense() * per_layer(false) + (layers.moe > 0 ? layers.moe * per_layer(true) : 0.0);
   };
@@ -242,7 +246,7 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   const auto activations = [&](bool moe_layer, Recompute recompute) {
     if (flash && recompute == Recompute::kNone) recompute = Recompute::kSelective;
     return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer),
-                                  LatentWidths(t, false) / (p.sequence_parallel ? tp : 1)) *
+                                  LatentWidths(t, false) / latent_shards) *
            d / 2;
   };
   const double kept = sum([&](bool moe) { return activations(moe, p.recompute); }) + (last ? s * b * V / tp * d : 0.0);
@@ -255,7 +259,7 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   // Without sequence parallelism the QKV's and the feed-forward's inputs are replicated.
   const double stash = sum([&](bool moe) {
     const double w = StashWidths(t, moe);
-    return LatentWidths(t, true) / (p.sequence_parallel ? tp : 1) +
+    return LatentWidths(t, true) / latent_shards +
            (tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp));
   });
   cost->w_stash_bytes = check.Bytes(stash * s * b * h * d, "the W stash per microbatch");

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# scripts/layer-probe.sh, the kernel list measured against the model: a probe's JSON made up here
-# (every kernel 10 us, named as the list names them) compared with the model (the script reads
-# simulate --explain-json; its sums are checked against --explain's table here), with the sums
-# worked by hand; the implied rates with a --set rate; a kernel missing, a probe of no model and
-# a GPU with no device file, one line each. Where a python3 here imports torch, also
-# stagecraft_tools.layer_probe's own check (its explicit F, I and W against autograd) and a CPU smoke
-# run through the script; without torch that part is skipped, and said so.
+# scripts/layer-probe.sh (with scripts/probe_lib.bash, which it sources), the kernel list measured
+# against the model: a probe's JSON made up here (every kernel 10 us, named as the list names
+# them) compared with the model (the script reads simulate --explain-json; its sums are checked
+# against --explain's table here), with the sums worked by hand; the implied rates with a --set
+# rate; a kernel missing, a probe of no model and a GPU with no device file, one line each. Where
+# a python3 here imports torch, also stagecraft_tools.layer_probe's own check (its explicit F, I
+# and W against autograd) and a CPU smoke run through the script; without torch that part is
+# skipped, and said so.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 lp="$root/scripts/layer-probe.sh"

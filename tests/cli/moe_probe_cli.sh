@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# scripts/moe-probe.sh, the expert GEMMs measured against the model: a probe's JSON made up here
-# (every GEMM 100 us; a grouped way for one GEMM of one case) reported beside the model (the script
-# reads simulate --explain-json; its predictions are checked against the same scenario's
-# --explain-json here, and the sums and rates worked by hand); a GEMM missing, a probe of no case,
-# a GPU with no device file and bad --cases, one line each. Where a python3 here imports torch,
-# also stagecraft_tools.moe_probe's own check (its GEMMs against a float64 reference); without
-# torch that part is skipped, and said so.
+# scripts/moe-probe.sh (with scripts/probe_lib.bash, which it sources), the expert GEMMs measured
+# against the model: a probe's JSON made up here (every GEMM 100 us; a grouped way for one GEMM of
+# one case) reported beside the model (the script reads simulate --explain-json; its predictions
+# are checked against the same scenario's --explain-json here, and the sums and rates worked by
+# hand); a GEMM missing, a probe of no case, a GPU with no device file and bad --cases, one line
+# each. Where a python3 here imports torch, also stagecraft_tools.moe_probe's own check (its GEMMs
+# against a float64 reference); without torch that part is skipped, and said so.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 mp="$root/scripts/moe-probe.sh"
