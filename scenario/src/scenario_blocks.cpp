@@ -249,9 +249,20 @@ MlaSpec ParseMla(const Value& value) {
   return mla;
 }
 
+// model.transformer.sliding_window: its size (the keys a query sees, itself included) and how
+// often a layer attends to its whole past instead (0, the default: never).
+WindowSpec ParseWindow(const Value& value) {
+  const Map m(value, {"size", "full_every"});
+  WindowSpec window;
+  window.size = static_cast<int>(m.Get("size").Int(1, kMaxSeq));
+  if (const auto v = m.Find("full_every")) window.full_every = static_cast<int>(v->Int(0, kMaxLayers));
+  return window;
+}
+
 TransformerSpec ParseTransformer(const Value& value) {
   const Map m(value, {"layers", "hidden", "heads", "seq", "vocab", "dtype", "dropout", "ffn_hidden", "activation",
-                      "kv_heads", "tied_embeddings", "moe", "head_dim", "attention", "bias", "mla"});
+                      "kv_heads", "tied_embeddings", "moe", "head_dim", "attention", "bias", "mla",
+                      "sliding_window"});
   TransformerSpec t;
   t.layers = static_cast<int>(m.Get("layers").Int(1, kMaxLayers));
   t.hidden = static_cast<int>(m.Get("hidden").Int(1, kMaxHidden));
@@ -268,6 +279,7 @@ TransformerSpec ParseTransformer(const Value& value) {
   if (const auto v = m.Find("attention")) t.attention = v->Enum(kAttentionKernelNames);
   if (const auto v = m.Find("moe")) t.moe = ParseMoe(*v, t.layers);
   if (const auto v = m.Find("mla")) t.mla = ParseMla(*v);
+  if (const auto v = m.Find("sliding_window")) t.window = ParseWindow(*v);
   return t;  // its dtype is the run's precision (ResolvePrecision)
 }
 

@@ -18,6 +18,11 @@ void CheckAttention(const Scenario& s, Problems* out) {
   } else if (t && t->mla && t->bias) {
     out->Add("model.transformer.bias", "expected false with mla: MLA's projections have no biases (DeepSeek-V2, V3)");
   }
+  if (t && t->window && t->attention != AttentionKernel::kFlash) {
+    out->Add("model.transformer.sliding_window",
+             "needs attention: flash: unfused attention computes every score of the causal square and masks "
+             "those outside the window, so a window would change nothing it runs");
+  }
   if (t && t->heads % t->KvHeads() != 0) {
     out->Add("model.transformer.kv_heads", fmt::format("expected kv_heads to divide heads ({}): each key-value head "
                                                        "serves a group of query heads, got {}",

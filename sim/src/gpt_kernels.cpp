@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernel_lister.h"
+#include "stagecraft/scenario/transformer_spec.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -95,13 +96,18 @@ void MoeInputGrad(const Lister& l, const Dims& x) {
 }
 
 // One fused causal attention kernel (GptKernelShape::flash): its matmuls over the causal half of
-// the scores, m = s rows against s/2 columns on average, each of the b·a/T heads: two in F (the
+// the scores, m = s rows against s/2 columns on average (within a sliding window,
+// CausalKeysPerQuery's), each of the b·a/T heads: two in F (the
 // scores over the keys' width qkd, the context over the values' vd), five in I (the scores again,
 // dQ and dK over qkd; dP and dV over vd), timed at their mean width; its memory traffic only its
 // operands and results, q, k, v and o (and in I their gradients and o's), s·h/T each by default.
 void FlashAttention(const Lister& l, const Dims& x, bool backward) {
   const int64_t matmuls = backward ? 5 : 2, widths = backward ? 3 * x.qkd + 2 * x.vd : x.qkd + x.vd;
-  const int64_t n = std::max<int64_t>(x.s / 2, 1);
+  const int64_t n = l.g.window > 0
+                        ? std::max<int64_t>(std::llround(CausalKeysPerQuery(static_cast<double>(x.s),
+                                                                            static_cast<double>(l.g.window))),
+                                            1)
+                        : std::max<int64_t>(x.s / 2, 1);
   l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, n, (widths + matmuls / 2) / matmuls,
          x.b * x.ap * matmuls);
   Kernel& k = l.out->back();

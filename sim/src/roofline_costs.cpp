@@ -11,6 +11,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "analytical_costs.h"
 #include "cost_checks.h"
@@ -189,22 +191,44 @@ struct PassSums {
   }
 };
 
+// The kernel shape of layer `layer`'s block: the scenario's, with its sliding window if it has one.
+GptKernelShape LayerShape(const Scenario& sc, int layer) {
+  GptKernelShape shape = KernelShapeOf(sc);
+  const TransformerSpec& t = *sc.model.transformer;
+  if (t.IsWindowedLayer(layer) && t.window->size < t.seq) shape.window = t.window->size;
+  return shape;
+}
+
 // Stage `st` of `stages` (on pipeline rank `rank`, holding `layers` layers from layer `first`,
-// `moe` of them MoE layers, and updating `params` parameters at its STEP) timed on `device`.
-PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int layers, int moe, double params,
+// and updating `params` parameters at its STEP) timed on `device`: each kind of layer (dense or
+// MoE, windowed or not) once, times its count.
+PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first, int layers, double params,
                      const DeviceSpec& device) {
   const PipelineSpec& p = sc.pipeline;
+  const TransformerSpec& t = *sc.model.transformer;
   const GptKernelShape shape = KernelShapeOf(sc);
   const auto timed = [&](const std::vector<Kernel>& kernels) { return TimeKernels(sc, rank, device, kernels); };
+  std::vector<std::pair<int, int>> kinds;  // (a layer of the kind, how many), by IsMoeLayer and IsWindowedLayer
+  for (int l = first; l < first + layers; ++l) {
+    const auto same = [&](const std::pair<int, int>& k) {
+      return t.IsMoeLayer(k.first) == t.IsMoeLayer(l) && t.IsWindowedLayer(k.first) == t.IsWindowedLayer(l);
+    };
+    const auto kind = std::find_if(kinds.begin(), kinds.end(), same);
+    if (kind == kinds.end()) {
+      kinds.emplace_back(l, 1);
+    } else {
+      ++kind->second;
+    }
+  }
   PassSums sums;
-  for (const bool moe_layer : {false, true}) {
-    const double count = moe_layer ? moe : layers - moe;
-    if (count == 0) continue;
-    const std::vector<TimedKernel> block = timed(GptBlockKernels(shape, moe_layer));
+  for (const auto& [layer, count] : kinds) {
+    const bool moe_layer = t.IsMoeLayer(layer);
+    const GptKernelShape layer_shape = LayerShape(sc, layer);
+    const std::vector<TimedKernel> block = timed(GptBlockKernels(layer_shape, moe_layer));
     sums.Add(block, count);
     if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(block) * count;
     if (p.recompute != Recompute::kNone) {
-      sums.Add(timed(GptRecomputeKernels(shape, p.full_recompute(), moe_layer)), count);
+      sums.Add(timed(GptRecomputeKernels(layer_shape, p.full_recompute(), moe_layer)), count);
     }
   }
   if (st == 0) sums.Add(timed(GptEmbeddingKernels(shape)), 1);
@@ -226,29 +250,35 @@ LayerWeights RooflineWeights(const Scenario& sc) {
     for (const TimedKernel& k : TimeKernels(sc, 0, FirstRankDevice(sc), kernels)) ns += k.time.ns();
     return ns;
   };
-  // A layer (with what recompute repeats) on pipeline rank `rank`'s `device`.
-  const auto layer_on = [&](const DeviceSpec& device, int rank, bool moe_layer) {
+  // A layer of shape `layer_shape` (with what recompute repeats) on pipeline rank `rank`'s `device`.
+  const auto layer_on = [&](const DeviceSpec& device, int rank, const GptKernelShape& layer_shape, bool moe_layer) {
     double ns = 0;
-    for (const TimedKernel& k : TimeKernels(sc, rank, device, GptBlockKernels(shape, moe_layer))) ns += k.time.ns();
+    for (const TimedKernel& k : TimeKernels(sc, rank, device, GptBlockKernels(layer_shape, moe_layer))) {
+      ns += k.time.ns();
+    }
     if (sc.pipeline.recompute != Recompute::kNone) {
-      for (const TimedKernel& k :
-           TimeKernels(sc, rank, device, GptRecomputeKernels(shape, sc.pipeline.full_recompute(), moe_layer))) {
+      for (const TimedKernel& k : TimeKernels(sc, rank, device,
+                                              GptRecomputeKernels(layer_shape, sc.pipeline.full_recompute(),
+                                                                  moe_layer))) {
         ns += k.time.ns();
       }
     }
     return ns;
   };
-  const auto layer_ns = [&](bool moe_layer) { return layer_on(FirstRankDevice(sc), 0, moe_layer); };
-  const double block = layer_ns(false);
+  const double block = layer_on(FirstRankDevice(sc), 0, shape, false);
   const TransformerSpec& t = *sc.model.transformer;
-  std::vector<double> cost;  // MoE layers weigh their own kernels
-  if (t.moe) {
-    const double moe_block = layer_ns(true) / block;
-    for (int l = 0; l < t.layers; ++l) cost.push_back(t.IsMoeLayer(l) ? moe_block : 1.0);
+  std::vector<double> cost;  // MoE and windowed layers weigh their own kernels
+  if (t.moe || t.window) {
+    for (int l = 0; l < t.layers; ++l) {
+      const bool same_as_last = l > 0 && t.IsMoeLayer(l) == t.IsMoeLayer(l - 1) &&
+                                t.IsWindowedLayer(l) == t.IsWindowedLayer(l - 1);
+      cost.push_back(same_as_last ? cost.back()
+                                  : layer_on(FirstRankDevice(sc), 0, LayerShape(sc, l), t.IsMoeLayer(l)) / block);
+    }
   }
   // With node groups, each rank's pace: a block on its device.
   const std::vector<double> rank_scale =
-      RankScale(sc, [&](const DeviceSpec& device, int rank) { return layer_on(device, rank, false); });
+      RankScale(sc, [&](const DeviceSpec& device, int rank) { return layer_on(device, rank, shape, false); });
   return {"model.transformer", t.layers, cost, total(GptEmbeddingKernels(shape)) / block,
           total(GptHeadKernels(shape)) / block, rank_scale};
 }
@@ -277,11 +307,11 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
     const double params = p.zero == 1 && state_per_param > 0
                               ? static_cast<double>(cost.optimizer_bytes) / state_per_param
                               : static_cast<double>(cost.weight_bytes) / d;
-    const int moe = t.MoeLayersIn(first, layers[st]);
+    const int from = first;
     first += layers[st];
     std::optional<PassSums> sums;
     for (const int g : RankGroups(sc, rank)) {
-      const PassSums on = StagePasses(sc, st, stages, rank, layers[st], moe, params, sc.topology.GroupDevice(g));
+      const PassSums on = StagePasses(sc, st, stages, rank, from, layers[st], params, sc.topology.GroupDevice(g));
       if (sums) {
         sums->Slowest(on);
       } else {

@@ -45,15 +45,24 @@ namespace {
 
 // A layer's attention's forward FLOPs per token (b = 1, the s² term's s), q = heads x head_dim
 // and kv its keys' width: 2h(q + 2kv) + 2qh + 4sq; 2h²(2 + 2g) + 4sh at q = h, kv = g·h. A fused
-// causal kernel (attention: flash) computes half of the scores: 2sq. MLA: 2 x its projections'
-// weights (AttentionParams without the RMSNorms) + 2s(q + o), the keys q wide and the values o.
-double AttentionFlopsPerToken(const TransformerSpec& t) {
+// causal kernel (attention: flash) computes half of the scores: 2sq; in a layer with a sliding
+// window (`windowed`) the window's keys, 2·CausalKeysPerQuery·q. MLA: 2 x its projections' weights
+// (AttentionParams without the RMSNorms) + 2s(q + o), the keys q wide and the values o.
+double AttentionFlopsPerToken(const TransformerSpec& t, bool windowed = false) {
   const double h = t.hidden, s = t.seq, q = static_cast<double>(t.QWidth()), kv = static_cast<double>(t.KvWidth());
-  const double o = static_cast<double>(t.OWidth()), half = t.attention == AttentionKernel::kFlash ? 1 : 2;
+  const double o = static_cast<double>(t.OWidth());
+  const double keys = t.attention != AttentionKernel::kFlash ? s
+                      : windowed && t.window                 ? CausalKeysPerQuery(s, t.window->size)
+                                                             : s / 2;
   const double projections =
       t.mla ? 2.0 * static_cast<double>(AttentionParams(t) - t.mla->q_lora_rank - t.mla->kv_lora_rank)
             : 2 * h * (q + 2 * kv) + 2 * o * h;
-  return projections + half * s * (q + o);
+  return projections + 2 * keys * (q + o);
+}
+
+// What a windowed layer's forward saves per token against one attending to its whole past.
+double WindowSavingPerToken(const TransformerSpec& t) {
+  return t.window ? AttentionFlopsPerToken(t) - AttentionFlopsPerToken(t, true) : 0.0;
 }
 
 // MLA's latents' width a token, r_q + r_kv + rope (the downs' outputs); 0 without MLA.
@@ -90,7 +99,8 @@ double MoeLayerFlopsPerToken(const TransformerSpec& t) {
 }
 
 double FlopsPerToken(const TransformerSpec& t, int layer) {
-  return t.IsMoeLayer(layer) ? MoeLayerFlopsPerToken(t) : LayerFlopsPerToken(t);
+  return (t.IsMoeLayer(layer) ? MoeLayerFlopsPerToken(t) : LayerFlopsPerToken(t)) -
+         (t.IsWindowedLayer(layer) ? WindowSavingPerToken(t) : 0.0);
 }
 
 // Of a layer's 34sbh 16-bit activation bytes (GPT-2), the part split over a tensor group: Q, K
@@ -139,8 +149,8 @@ double StashWidths(const TransformerSpec& t, bool moe_layer) {
 LayerWeights TransformerWeights(const Scenario& sc) {
   const TransformerSpec& t = *sc.model.transformer;
   const double h = t.hidden, V = t.vocab;
-  std::vector<double> cost;  // MoE layers weigh their own FLOPs
-  if (t.moe) {
+  std::vector<double> cost;  // MoE and windowed layers weigh their own FLOPs
+  if (t.moe || t.window) {
     for (int l = 0; l < t.layers; ++l) cost.push_back(FlopsPerToken(t, l) / LayerFlopsPerToken(t));
   }
   return {"model.transformer", t.layers, cost, 0.0, 2 * V * h / LayerFlopsPerToken(t), FlatRankScale(sc)};
@@ -179,7 +189,7 @@ double TensorAllReduceNs(const Scenario& sc, int rank, double activation_bytes) 
 
 // Stage `st`'s layers by kind: `count` from layer `first`, `moe` of them MoE layers.
 struct StageLayers {
-  int first = 0, count = 0, moe = 0;
+  int first = 0, count = 0, moe = 0, windowed = 0;
   int dense() const { return count - moe; }
 };
 
@@ -295,7 +305,8 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   // (ReplicatedFlopsPerToken), on its share with it.
   const double whole = p.sequence_parallel ? 0.0 : layers.count * ReplicatedFlopsPerToken(t);
   const double blocks_flops = b * s / tp * (layers.dense() * LayerFlopsPerToken(t) +
-                                            (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0) - whole) +
+                                            (layers.moe > 0 ? layers.moe * MoeLayerFlopsPerToken(t) : 0.0) -
+                                            layers.windowed * WindowSavingPerToken(t) - whole) +
                               b * s * whole;
   const bool last = st == stages - 1;
   const bool recompute = p.full_recompute();
@@ -357,7 +368,7 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
   if (t.moe) table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->TokenFactor()};
   int first = 0;
   for (int st = 0; st < stages; ++st) {
-    const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st])};
+    const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st]), t.WindowedLayersIn(first, layers[st])};
     table.stages.push_back(TransformerStage(sc, st, stages, query.shape.RankOf(st), mix, keys));
     first += layers[st];
   }

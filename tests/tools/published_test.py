@@ -122,7 +122,14 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "FSDP2" in published_moe.why_not(dsv3)
     assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding"})
     assert "FSDP" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
-    assert "sliding-window" in published_moe.why_not(rows["mbridge_2511_gptoss_120b_h100_bf16"])
+    # GPT-OSS: its sliding window in every other layer (from the first), heads of 64, biases.
+    oss = rows["mbridge_2604_01_gptoss_120b_h100_bf16"]
+    assert published_moe.why_not(oss) == ""
+    oss_text = published_moe.scenario_text(oss)
+    for part in ("sliding_window: {size: 128, full_every: 2}", "head_dim: 64", "bias: true", "data_parallel: 16",
+                 "microbatches: 80", "grad_reduce_overlap: true"):
+        assert part in oss_text, part
+    assert "moe_dispatcher" not in oss_text  # Megatron-Bridge's GPT-OSS recipe: the all-to-all dispatcher
     assert published_moe.why_not(mixtral) == ""
     assert published_moe.chunks_of(rows["llama3_paper_405b_h100_bf16_8192gpu"]) == published_moe.LLAMA3_CHUNKS
     # The ModelZoo's "+1f1b overlap" row runs Megatron-LM's combined 1F1B.
@@ -173,6 +180,16 @@ def test_moe_rows_are_compared_by_their_sources_flop_count():
     # of the published cells), the whole square 167.0.
     implied = 245e12 * 19.7 * 256 / (2048 * 4096)
     assert published_moe.flops_per_token(qwen, "megatron-causal") == pytest.approx(implied, rel=0.01)
+    # GPT-OSS-120B's 36 layers, 18 of them windowed (128 keys): causal, a windowed layer's queries
+    # see 128 - 128·127/8192 = 126.016 keys on average, a full one's 2048; the whole square counts
+    # 128 and 4096. Scores: 12·(64·64)·keys a layer.
+    oss = rows["mbridge_2604_01_gptoss_120b_h100_bf16"]
+    q = 64 * 64
+    windowed, full = 12 * q * 18 * (128 - 128 * 127 / 8192), 12 * q * 18 * 2048
+    weights = 36 * (2880 * (q + 2 * 8 * 64) + q * 2880) + 36 * 4 * 3 * 2880 * 2880 + 2880 * 201088
+    assert published_moe.flops_per_token(oss, "megatron-causal") == pytest.approx(6 * weights + windowed + full)
+    assert published_moe.flops_per_token(oss, "megatron") == pytest.approx(
+        6 * weights + 12 * q * 18 * 128 + 12 * q * 18 * 4096)
     assert published_moe.flops_per_token(qwen, "megatron") > 1.1 * implied
     # A row that publishes a step time is compared by it; one with TFLOP/s alone by its count.
     assert published_moe.published_tokens_per_s(qwen) == pytest.approx(2048 * 4096 / (19.7 * 256))

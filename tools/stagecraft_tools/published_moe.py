@@ -18,8 +18,10 @@ no recompute beyond what that kernel does (the rows' fine-grained recompute of n
 functions is not stated), Adam with fp32 master weights and Megatron's
 distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
-(`OOM`): its layout's memory is not what stagecraft counts. The rows left out are listed with
-why (FP8, FSDP instead of or beside a pipeline, sliding-window attention, an asymmetric layout)."""
+(`OOM`): its layout's memory is not what stagecraft counts. GPT-OSS's attention sinks (a learned
+logit per head in each softmax) and its clamped SwiGLU are stated as the plain kernels they
+modify (their cost is the same kernels'), its experts' biases not at all. The rows left out are
+listed with why (FP8, FSDP instead of or beside a pipeline, an asymmetric layout)."""
 import collections
 import re
 
@@ -32,6 +34,23 @@ HEAD_DIM = {
     # Qwen3-235B-A22B: kv_channels 128 (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml;
     # Hugging Face config head_dim 128): 64 query heads of 128 in a hidden of 4096.
     "Qwen3-235B-A22B": 128,
+    # GPT-OSS-120B: head_dim 64 (Hugging Face config; Megatron-Bridge's GPT-OSS bridge takes it
+    # from there): 64 query heads of 64 in a hidden of 2880.
+    "GPT-OSS-120B": 64,
+}
+# Sliding-window attention (model.transformer.sliding_window): the keys a query sees, itself
+# included, and every how many layers one attends to its whole past.
+WINDOWS = {
+    # GPT-OSS-120B: Megatron-Bridge's gpt_oss_bridge.py (@067f987d) sets window_size =
+    # (sliding_window - 1, 0) from the Hugging Face config's sliding_window 128, and
+    # window_attn_skip_freq 2 (Megatron-LM: layer_number % 2 == 0, from 1, attends to all).
+    "GPT-OSS-120B": (128, 2),
+}
+# The models whose attention and dense linear layers have biases (model.transformer.bias); the
+# others have none: Qwen3's config sets --disable-bias-linear (the ModelZoo's Qwen3-235B-A22B.yaml),
+# Mixtral's and Llama 3's have none.
+BIASED = {
+    "GPT-OSS-120B",  # Megatron-Bridge's gpt_oss_bridge.py: add_bias_linear True, add_qkv_bias True
 }
 # The FLOP count a row whose source does not state one is taken to use: PaLM's 6N + 12·L·H·Q·T,
 # the count MFU figures are usually given in (Meta's Llama 3 paper quotes "BF16 MFU" without one).
@@ -62,6 +81,7 @@ ACCOUNTS_EMBEDDING_AND_LOSS = {
 # --overlap-grad-reduce: pipeline.grad_reduce_overlap).
 OVERLAPS_GRAD_REDUCE = {
     "Qwen3-235B-A22B",  # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml
+    "GPT-OSS-120B",  # Megatron-Bridge recipes/common.py _pretrain_common: ddp.overlap_grad_reduce True
 }
 # Llama 3 405B: Meta's pipeline interleaves V virtual stages per rank (Llama 3 paper §3.3.2). The
 # paper gives no number, but its split pins it: with one layer fewer on the first and last stages,
@@ -85,8 +105,6 @@ def why_not(row):
         return "FSDP2 over the data-parallel ranks (weights and gradients sharded), which pipeline.zero does not state"
     if row["kv_heads"] == "":
         return "MLA attention: the row's columns do not state its latents (model.transformer.mla)"
-    if "sliding-window" in notes or row["model"].startswith("GPT-OSS"):
-        return "sliding-window attention and attention sinks in half the layers"
     layers, stages = int(row["layers"]), int(row["pp"] or 1) * chunks_of(row)
     slots = layers + 2 if row["model"] in ACCOUNTS_EMBEDDING_AND_LOSS else layers
     if slots < stages or (slots != layers and slots % stages):
@@ -136,11 +154,12 @@ def scenario_text(row):
     model = (f"layers: {row['layers']}, hidden: {row['hidden']}, heads: {row['heads']}, kv_heads: {row['kv_heads']}, "
              f"ffn_hidden: {row['ffn_hidden']}, activation: swiglu, seq: {row['seq']}, vocab: {row['vocab']}, "
              f"dtype: bf16, dropout: false, attention: flash, tied_embeddings: {row['tied_embeddings'] or 'false'}, "
-             # No linear biases in any of these models: Qwen3's config sets --disable-bias-linear
-             # (the ModelZoo's Qwen3-235B-A22B.yaml), Mixtral's and Llama 3's have none.
-             "bias: false")
+             f"bias: {str(row['model'] in BIASED).lower()}")
     if row["model"] in HEAD_DIM:
         model += f", head_dim: {HEAD_DIM[row['model']]}"
+    if row["model"] in WINDOWS:
+        size, full_every = WINDOWS[row["model"]]
+        model += f", sliding_window: {{size: {size}, full_every: {full_every}}}"
     if row["experts"]:
         model += (f", moe: {{experts: {row['experts']}, top_k: {row['top_k']}, expert_hidden: {row['expert_hidden']}, "
                   f"shared_experts: {row['shared_experts'] or 0}, first_dense: {row['moe_first_dense_layers'] or 0}}}")
@@ -188,8 +207,25 @@ def flops_per_token(row, convention):
     projections = layers * (h * (q + 2 * kv) + q * h)
     step = VOCAB_DIVISORS.get(row["model"], VOCAB_DIVISOR) * int(row["tp"] or 1)
     vocab = -(-int(row["vocab"]) // step) * step
-    scores = 12 * layers * q * seq / (2 if convention == "megatron-causal" else 1)
-    return 6 * (mlp + projections + h * vocab) + scores
+    return 6 * (mlp + projections + h * vocab) + 12 * q * sum(scored_keys(row, convention))
+
+
+def scored_keys(row, convention):
+    """The keys each layer's queries are scored against by `convention`: the sequence (the whole
+    square), its causal half, or in a layer with a sliding window (WINDOWS) of w < s the window
+    (the whole-square count) or its causal mean w - w(w - 1)/(2s) (as Megatron-Bridge's FLOP count,
+    flop_utils.py calculate_swa_context)."""
+    seq, layers = int(row["seq"]), int(row["layers"])
+    causal = convention == "megatron-causal"
+    size, full_every = WINDOWS.get(row["model"], (0, 0))
+    keys = []
+    for layer in range(1, layers + 1):
+        windowed = 0 < size < seq and (full_every == 0 or layer % full_every != 0)
+        if windowed:
+            keys.append(size - size * (size - 1) / (2 * seq) if causal else size)
+        else:
+            keys.append(seq / 2 if causal else seq)
+    return keys
 
 
 def published_tokens_per_s(row):

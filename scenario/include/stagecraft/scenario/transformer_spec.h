@@ -75,6 +75,29 @@ struct MlaSpec {
   int v_head_dim = 0;  // 0: head_dim
 };
 
+// Sliding-window attention (model.transformer.sliding_window; Mistral 7B, Gemma 2 and 3, GPT-OSS;
+// Megatron-LM's window_size and window_attn_skip_freq): in a windowed layer each query attends to
+// itself and the size - 1 keys before it. Layer l (from 0) attends to its whole causal past when
+// full_every > 0 and (l + 1) % full_every == 0 (GPT-OSS: every second layer, from the second;
+// Gemma 3: every sixth); with full_every 0 every layer is windowed. A fused kernel (attention:
+// flash) computes only the keys inside the window; what it keeps does not change (none of the
+// scores).
+struct WindowSpec {
+  int size = 0;
+  int full_every = 0;
+
+  constexpr bool IsWindowed(int layer) const { return full_every == 0 || (layer + 1) % full_every != 0; }
+};
+
+// The keys a query of a causal sequence of `seq` attends to on average: (1 + 2 + ... + seq) / seq
+// over the whole past, taken as seq / 2 (the causal half); within a window of `window` < seq keys
+// (sum over the queries of min(i + 1, window), over seq) window - window (window - 1) / (2 seq).
+// `window` 0 (or >= seq): the whole past.
+constexpr double CausalKeysPerQuery(double seq, double window) {
+  if (window <= 0 || window >= seq) return seq / 2;
+  return window - window * (window - 1) / (2 * seq);
+}
+
 struct TransformerSpec {
   int layers = 0;
   int hidden = 0;
@@ -103,6 +126,9 @@ struct TransformerSpec {
   std::optional<MoeSpec> moe;
   // Multi-head latent attention (model.transformer.mla); none: the heads' own Q, K and V.
   std::optional<MlaSpec> mla;
+  // Sliding-window attention (model.transformer.sliding_window); none: every layer attends to its
+  // whole causal past.
+  std::optional<WindowSpec> window;
 
   constexpr int64_t Ffn() const { return ffn_hidden > 0 ? ffn_hidden : int64_t{4} * hidden; }
   constexpr int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
@@ -129,10 +155,23 @@ struct TransformerSpec {
     for (int l = first; l < first + count; ++l) n += IsMoeLayer(l) ? 1 : 0;
     return n;
   }
+  // Whether layer `layer` (from 0) attends within a sliding window, and how many of layers
+  // [first, first + count) do.
+  constexpr bool IsWindowedLayer(int layer) const { return window && window->IsWindowed(layer); }
+  constexpr int WindowedLayersIn(int first, int count) const {
+    int n = 0;
+    for (int l = first; l < first + count; ++l) n += IsWindowedLayer(l) ? 1 : 0;
+    return n;
+  }
+  // The keys a query of layer kind `windowed` is scored against by the model-FLOP count's
+  // convention (the whole square, no causal half): the sequence, or the window where shorter.
+  constexpr double CountedKeys(bool windowed) const {
+    return windowed && window && window->size < seq ? window->size : static_cast<double>(seq);
+  }
   // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
   constexpr bool IsGpt2Block() const {
     return Ffn() == int64_t{4} * hidden && activation == FfnActivation::kGelu && KvHeads() == heads &&
-           !tied_embeddings && !moe && !mla && QWidth() == hidden && attention == AttentionKernel::kUnfused && bias;
+           !tied_embeddings && !moe && !mla && !window && QWidth() == hidden && attention == AttentionKernel::kUnfused && bias;
   }
 };
 
@@ -183,15 +222,15 @@ constexpr int64_t ActiveMoeBlockParams(const TransformerSpec& t) {
 // top-k experts a token uses) and PaLM (Chowdhery et al. 2022, App. B: 6N + 12LHQT): 6 × the
 // parameters a token's matmuls use (every block's, a MoE layer's active ones, and the LM head's
 // V·h; the embeddings are lookups) + 12·L·q·s for the attention's scores and context (q the
-// queries' width, h by default; with MLA's wider keys than values 6·L·(q + o)·s); no recompute
-// counted.
+// queries' width, h by default; with MLA's wider keys than values 6·L·(q + o)·s; a layer with a
+// sliding window shorter than s counts the window's keys in place of s); no recompute counted.
 constexpr double TransformerModelFlopsPerToken(const TransformerSpec& t) {
   const double h = t.hidden;
-  const int moe = t.MoeLayersIn(0, t.layers);
+  const int moe = t.MoeLayersIn(0, t.layers), windowed = t.WindowedLayersIn(0, t.layers);
   const double blocks = static_cast<double>(t.layers - moe) * static_cast<double>(TransformerBlockParams(t)) +
                         moe * static_cast<double>(ActiveMoeBlockParams(t));
-  return 6 * (blocks + static_cast<double>(t.vocab) * h) +
-         6.0 * t.layers * static_cast<double>(t.QWidth() + t.OWidth()) * t.seq;
+  const double keys = (t.layers - windowed) * t.CountedKeys(false) + windowed * t.CountedKeys(true);
+  return 6 * (blocks + static_cast<double>(t.vocab) * h) + 6.0 * static_cast<double>(t.QWidth() + t.OWidth()) * keys;
 }
 
 }  // namespace stagecraft::sim

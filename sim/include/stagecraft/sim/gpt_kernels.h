@@ -82,6 +82,9 @@ struct GptKernelShape {
   // batched GEMMs at the device's GEMM model, reading and writing only Q, K, V, O and their
   // gradients; no softmax, dropout or recompute kernels.
   bool flash = false;
+  // The layer's sliding window (model.transformer.sliding_window; 0: none, the whole causal past):
+  // its flash kernel's matmuls run over CausalKeysPerQuery(s, window) keys a query.
+  int64_t window = 0;
   // model.transformer.bias: the attention's and dense feed-forward's biases, added in F (qkv's
   // kernel; the others fused into the activation and the dropout-adds) and summed in W (.db).
   bool bias = true;
