@@ -110,7 +110,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
       throw stagecraft::InputError(fmt::format(
           "{}: model.transformer: the executor builds GPT-2's block (gelu, ffn_hidden 4 x hidden, kv_heads = heads, "
           "an untied head, unfused attention); ffn_hidden, activation: swiglu, kv_heads, head_dim, attention: flash, "
-          "bias: false, tied_embeddings, moe and mla are simulated only",
+          "bias: false, tied_embeddings, moe, mla and sliding_window are simulated only",
           sc.path));
     }
     c.gpt = GptModel{.layers = t->layers, .hidden = t->hidden, .heads = t->heads, .seq = t->seq, .vocab = t->vocab,
