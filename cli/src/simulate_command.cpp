@@ -88,7 +88,14 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
       longest = &o;
     }
   }
-  if (longest != nullptr) {
+  if (p.zero >= 2 && p.data_parallel > 1) {
+    // ZeRO-2 and 3 reduce-scatter in every backward (and ZeRO-3 gathers in every op), inside the ops.
+    const bool three = p.zero >= 3;
+    out += fmt::format("ZeRO-{} over {} replicas: {} in every {}, beside its compute{}\n", p.zero, p.data_parallel,
+                       three ? "the weights gathered" : "the gradients reduce-scattered",
+                       three ? "forward and backward, the gradients reduce-scattered in every backward" : "backward",
+                       three ? "" : "; the updated weights all-gathered after the step");
+  } else if (longest != nullptr) {
     const harness::Prediction::GradientReduce& g = *longest->gradient_reduce;
     out += fmt::format("gradient all-reduce over {} replicas, a stage's alone: up to {:.3f} ms ({}, stage {} of {})\n",
                        p.data_parallel, g.alone_ns * 1e-6, g.algorithm, g.stage, Printable(longest->metrics.schedule));

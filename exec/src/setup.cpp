@@ -84,7 +84,7 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
   }
   if (p.zero > 0) {
     throw stagecraft::InputError(fmt::format(
-        "{}: pipeline.zero: the executor all-reduces every replica's gradients (ZeRO-1 is simulated only)", sc.path));
+        "{}: pipeline.zero: the executor all-reduces every replica's gradients (ZeRO is simulated only)", sc.path));
   }
   if (p.recompute == sim::Recompute::kSelective) {
     throw stagecraft::InputError(fmt::format(

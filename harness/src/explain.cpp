@@ -75,12 +75,14 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
   // A list of every stage's layers (pipeline.partition) builds the stages it lists; else one a rank.
   const bool listed = p.partition == Partition::kGiven;
   const CostTable table = BuildCosts(sc, listed ? static_cast<int>(p.partition_layers.size()) : p.ranks);
-  const double params = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
+  // The weights a device holds: the stage's, or with ZeRO-3 already its 1/D shard of them.
+  const double held = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
+  const double params = p.zero >= 3 ? held * p.data_parallel : held;
+  const double updated = p.zero >= 1 ? params / p.data_parallel : params;
   section("step",
           fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,
-                      p.zero == 1 ? fmt::format(", 1/{} of them with ZeRO-1", p.data_parallel) : ""),
-          OptimizerStepKernels(p.zero == 1 ? params / p.data_parallel : params, shape.main_grad_bytes(),
-                               UpdateBytesPerParam(sc)));
+                      p.zero >= 1 ? fmt::format(", 1/{} of them with ZeRO-{}", p.data_parallel, p.zero) : ""),
+          OptimizerStepKernels(updated, shape.main_grad_bytes(), UpdateBytesPerParam(sc)));
   if (sc.model.profile) explanation.profile_fit = FitProfile(sc, flag);
   return explanation;
 }

@@ -22,7 +22,7 @@ void CheckNumbers(const PlanOptions& o) {
     }
   }
   for (const int z : o.zero) {
-    if (z != 0 && z != 1) throw InputError(fmt::format("--zero: expected 0 or 1, got {}", z));
+    if (z < 0 || z > 3) throw InputError(fmt::format("--zero: expected 0, 1, 2 or 3, got {}", z));
   }
   if (o.max_microbatch_size < 0) {
     throw InputError(fmt::format("--max-microbatch-size: expected at least 1 (or 0: no bound), got {}", o.max_microbatch_size));

@@ -129,7 +129,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("ranks_per_device")) p.ranks_per_device = static_cast<int>(v->Int(1, kMaxRanks));
   if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();
   if (const auto v = m.Find("tensor_parallel_overlap")) p.tensor_parallel_overlap = v->Bool();
-  if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 1));
+  if (const auto v = m.Find("zero")) p.zero = static_cast<int>(v->Int(0, 3));
   if (const auto v = m.Find("placement")) p.placement = ParsePlacement(*v);
   if (const auto v = m.Find("memory_limit")) p.memory_limit_bytes = v->Bytes(1);
   if (const auto v = m.Find("search_evaluations")) p.search_evaluations = v->Int(1, kMaxSearchEvaluations);

@@ -82,7 +82,7 @@ bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kerne
   count("pipeline.steps", p.steps, kMaxSteps);
   count("pipeline.data_parallel", p.data_parallel, kMaxDevices);
   count("pipeline.tensor_parallel", p.tensor_parallel, kMaxTensorParallel);
-  if (p.zero != 0 && p.zero != 1) out->Add("pipeline.zero", fmt::format("expected 0 or 1, got {}", p.zero));
+  if (p.zero < 0 || p.zero > 3) out->Add("pipeline.zero", fmt::format("expected 0, 1, 2 or 3, got {}", p.zero));
   if (const auto& tr = s.model.transformer) {
     count("model.transformer.layers", tr->layers, kMaxLayers);
     count("model.transformer.hidden", tr->hidden, kMaxHidden);

@@ -82,6 +82,20 @@ inline RingLink TensorGroupLink(const Scenario& sc, int rank) {
   return RingLinkOf(sc.topology, group);
 }
 
+// Stage `st`'s layers by kind: `count` from layer `first`, `moe` of them MoE layers, `windowed`
+// of them with a sliding window.
+struct StageLayers {
+  int first = 0, count = 0, moe = 0, windowed = 0;
+  int dense() const { return count - moe; }
+};
+
+// A stage's parameters on one device: what every replica of the stage holds alike, and the
+// routed experts, which only the D x T / E devices holding the same experts share.
+struct StageParams {
+  double shared = 0, routed = 0;
+};
+StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& layers);
+
 // The transformer row's table (transformer_costs.cpp): its layer weights (FLOPs), and its
 // costs for `layers` layers per stage, which the roofline row (roofline_costs.cpp) keeps for
 // every size and re-times (splitting the layers by its own weights: kernel times).

@@ -44,8 +44,10 @@ CollectivePlans::CollectivePlans(const schedules::Schedule& s, const CostTable& 
     const std::vector<int>& group = replica_devices[s.shape.RankOf(stage)];
     SC_CHECK(static_cast<int>(group.size()) == s.data_parallel, "one device per replica");
     const int64_t bytes = costs.stages[stage].ReduceBytes();
-    plans_[stage] = costs.allreduce ? MeasuredAllReduce(*costs.allreduce, s.data_parallel, bytes)
-                                    : PlanAllReduce(topology, group, bytes, costs.p2p_latency_ns);
+    // Nothing left to reduce (ZeRO-3: every backward reduce-scattered its own): no phase.
+    plans_[stage] = bytes == 0          ? CollectivePlan{}
+                    : costs.allreduce ? MeasuredAllReduce(*costs.allreduce, s.data_parallel, bytes)
+                                      : PlanAllReduce(topology, group, bytes, costs.p2p_latency_ns);
     for (const CollectivePhase& phase : plans_[stage].phases) max_flows_ = std::max(max_flows_, phase.flows.size());
   }
   std::vector<double>& alone = stage_alone_ns_;

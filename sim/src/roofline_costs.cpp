@@ -17,6 +17,7 @@
 #include "analytical_costs.h"
 #include "cost_checks.h"
 #include "cost_model_rows.h"
+#include "sharded_params.h"
 #include "stagecraft/sim/collectives.h"
 
 namespace stagecraft::sim {
@@ -297,17 +298,18 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
                        RankDeviceNames(sc, query.shape.RankOf(st), " and "));
   };
   const double d = DtypeBytes(sc.training.dtype);
-  // What a STEP updates: the stage's parameters, or with ZeRO-1 its shard of them (the optimizer
+  // What a STEP updates: the stage's parameters, or with ZeRO its shard of them (the optimizer
   // state's share; the routed experts' shards are their holders').
   const double state_per_param = static_cast<double>(detail::OptimizerBytesPerParam(sc));
   int first = 0;
   for (int st = 0; st < stages; ++st) {
     const int rank = query.shape.RankOf(st);
     StageCost& cost = table.stages[st];
-    const double params = p.zero == 1 && state_per_param > 0
+    const double params = p.zero >= 1 && state_per_param > 0
                               ? static_cast<double>(cost.optimizer_bytes) / state_per_param
                               : static_cast<double>(cost.weight_bytes) / d;
     const int from = first;
+    const StageLayers mix{from, layers[st], t.MoeLayersIn(from, layers[st]), t.WindowedLayersIn(from, layers[st])};
     first += layers[st];
     std::optional<PassSums> sums;
     for (const int g : RankGroups(sc, rank)) {
@@ -323,7 +325,8 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
     cost.backward_input_ns = check.Ns(sums->i, "a backward for inputs");
     cost.backward_weight_ns = check.Ns(sums->w, "a backward for weights");
     cost.step_ns = check.Ns(sums->step, "an optimizer step");
-    if (sums->overlap > 0) cost.fused_backward_ns = check.Ns(sums->i + sums->w - sums->overlap, "a backward");
+    cost.fused_backward_ns = sums->overlap > 0 ? check.Ns(sums->i + sums->w - sums->overlap, "a backward") : 0;
+    AddShardedComm(ShardedCommOf(sc, rank, ParamsOf(sc, st, stages, mix), mix.count), &cost);
   }
   CheckComposedOps(table, sc.path, keys);
   return table;

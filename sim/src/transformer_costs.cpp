@@ -38,6 +38,7 @@
 #include "stagecraft/sim/collectives.h"
 #include "cost_checks.h"
 #include "cost_model_rows.h"
+#include "sharded_params.h"
 
 namespace stagecraft::sim::detail {
 
@@ -187,17 +188,8 @@ double TensorAllReduceNs(const Scenario& sc, int rank, double activation_bytes) 
   return AllReduceNs(activation_bytes, p.tensor_parallel, TensorGroupLink(sc, rank));
 }
 
-// Stage `st`'s layers by kind: `count` from layer `first`, `moe` of them MoE layers.
-struct StageLayers {
-  int first = 0, count = 0, moe = 0, windowed = 0;
-  int dense() const { return count - moe; }
-};
 
-// A stage's parameters on one device: what every replica of the stage holds alike, and the
-// routed experts, which only the D x T / E devices holding the same experts share.
-struct StageParams {
-  double shared = 0, routed = 0;
-};
+}  // namespace
 
 // A block's parameters on one device of the tensor group: the column- and row-parallel GEMMs'
 // weights and the column-parallel biases are split, the row-parallel biases (2h) and the two
@@ -235,6 +227,8 @@ StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& 
               (last ? head : 0.0),
           layers.moe * expert_params};
 }
+
+namespace {
 
 // What a stage keeps per microbatch: Korthikanti's activations (16-bit bytes scaled to the
 // dtype; the logits' gradient, its vocabulary share, kept from F to the backward on the last
@@ -338,15 +332,18 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
     const double share = replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
     cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * d, "the gradients reduced");
   }
-  // ZeRO-1 shards the optimizer state over the stage's replicas (the experts' over their holders).
+  // ZeRO (1 and up) shards the optimizer state over the stage's replicas (the experts' over their
+  // holders); 2 and 3 the gradients and the weights too (sharded_params.h).
   const double per_param = static_cast<double>(OptimizerBytesPerParam(sc));
-  const double zero_shards = p.zero == 1 ? replicas : 1, expert_shards = p.zero == 1 ? holders : 1;
+  const double zero_shards = p.zero >= 1 ? replicas : 1, expert_shards = p.zero >= 1 ? holders : 1;
   cost.optimizer_bytes =
       check.Bytes((params.shared / zero_shards + params.routed / expert_shards) * per_param, "the optimizer state");
   // Tensor-parallel, each device of the group sends its 1/T of the activation (Megatron-LM's
   // scatter-gather between stages).
   cost.send_bytes = check.Bytes(s * b * h * d / tp, "the activation sent per microbatch");
   SetAllToAlls(sc, layers, check, &cost);
+  ShardStageMemory(sc, params, layers.count, &cost);
+  AddShardedComm(ShardedCommOf(sc, rank, params, layers.count), &cost);
   return cost;
 }
 
@@ -368,7 +365,8 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
   if (t.moe) table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->TokenFactor()};
   int first = 0;
   for (int st = 0; st < stages; ++st) {
-    const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st]), t.WindowedLayersIn(first, layers[st])};
+    const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st]),
+                          t.WindowedLayersIn(first, layers[st])};
     table.stages.push_back(TransformerStage(sc, st, stages, query.shape.RankOf(st), mix, keys));
     first += layers[st];
   }

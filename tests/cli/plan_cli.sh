@@ -141,7 +141,7 @@ expect_error "a thousand threads" "--threads: expected from 1 to" plan "$scenari
 
 # Every numeric flag within its range, named when not.
 for bad in "--refine -1" "--refine-seconds nan" "--refine-seconds -1" "--search-evaluations -1" "--top 0" \
-           "--max-chunks 1" "--max-microbatch-size -1" "--zero 2" "--max-plan-ops 0"; do
+           "--max-chunks 1" "--max-microbatch-size -1" "--zero 4" "--max-plan-ops 0"; do
   read -r flag value <<<"$bad"
   expect_error "$bad" "$flag" plan "$scenario" --gpus 4 --global-batch 8 "$flag" "$value"
 done

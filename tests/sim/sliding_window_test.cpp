@@ -117,7 +117,8 @@ std::string RooflineYaml(const std::string& window) {
 // kernels (nothing else in a block changes); a window as long as the sequence changes nothing.
 TEST(SlidingWindow, RooflineStagesSumTheirLayersKinds) {
   const Scenario none = LoadScenarioFromText(RooflineYaml(""), "w.yaml", {});
-  const Scenario windowed = LoadScenarioFromText(RooflineYaml(", sliding_window: {size: 512, full_every: 2}"), "w.yaml", {});
+  const Scenario windowed =
+      LoadScenarioFromText(RooflineYaml(", sliding_window: {size: 512, full_every: 2}"), "w.yaml", {});
   const Scenario long_window = LoadScenarioFromText(RooflineYaml(", sliding_window: {size: 8192}"), "w.yaml", {});
   const auto kernel_ns = [&](const std::string& name, int64_t window) {
     GptKernelShape shape = KernelShapeOf(none);
@@ -153,8 +154,9 @@ TEST(SlidingWindow, BadValuesAreOneLineAtTheirKey) {
   EXPECT_EQ(s.model.transformer->window->size, 32);
   EXPECT_EQ(s.model.transformer->WindowedLayersIn(0, 8), 4);
   const auto error = [&](const std::string& set) { return ErrorOf([&] { LoadScenario(path, {set}); }); };
-  EXPECT_NE(error("model.transformer.attention=unfused").find("model.transformer.sliding_window: needs attention: "
-                                                              "flash"),
+  EXPECT_NE(error("model.transformer.attention=unfused")
+                .find("model.transformer.sliding_window: needs attention: "
+                      "flash"),
             std::string::npos);
   EXPECT_NE(error("model.transformer.sliding_window.size=0").find("model.transformer.sliding_window.size"),
             std::string::npos);

@@ -1,0 +1,79 @@
+// ZeRO-2 and ZeRO-3 (sharded_params.h).
+#include "sharded_params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "stagecraft/sim/collectives.h"
+
+namespace stagecraft::sim::detail {
+
+namespace {
+
+// The devices that hold the same routed experts as pipeline rank `rank`'s first device: of its
+// D x T devices (tensor ranks innermost, as ParallelLayout::ExpertDevices folds them), every E-th.
+std::vector<int> ExpertHolders(const ParallelLayout& p, int rank) {
+  std::vector<int> holders;
+  const int devices = p.data_parallel * p.tensor_parallel;
+  for (int k = 0; k < devices; k += p.expert_parallel)
+    holders.push_back(p.DeviceOf(rank, k / p.tensor_parallel, k % p.tensor_parallel));
+  return holders;
+}
+
+// A ring collective of `bytes` over `devices`, one pass (an all-gather or a reduce-scatter).
+double OnePassNs(const Scenario& sc, double bytes, const std::vector<int>& devices) {
+  if (devices.size() <= 1 || bytes <= 0) return 0;
+  return AllGatherNs(bytes, static_cast<int>(devices.size()), RingLinkOf(sc.topology, devices));
+}
+
+int64_t Rounded(double bytes) { return static_cast<int64_t>(std::llround(bytes)); }
+
+}  // namespace
+
+ShardedComm ShardedCommOf(const Scenario& sc, int rank, const StageParams& params, int layers) {
+  const PipelineSpec& p = sc.pipeline;
+  ShardedComm comm;
+  comm.layers = std::max(layers, 1);
+  if (p.zero < 2 || p.data_parallel <= 1) return comm;
+  const double d = DtypeBytes(sc.training.dtype);
+  const std::vector<int> replicas = p.ReplicaDevices()[static_cast<size_t>(rank)];
+  // A reduce-scatter is one ring pass, as an all-gather (collectives.h RingPasses).
+  const double pass = OnePassNs(sc, params.shared * d, replicas) +
+                      OnePassNs(sc, params.routed * d, params.routed > 0 ? ExpertHolders(p, rank) : std::vector<int>{});
+  comm.scatter_ns = pass;
+  comm.gather_ns = p.zero >= 3 ? pass : 0.0;
+  return comm;
+}
+
+void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers, StageCost* cost) {
+  const PipelineSpec& p = sc.pipeline;
+  if (p.zero < 2) return;
+  const double d = DtypeBytes(sc.training.dtype);
+  const double replicas = p.data_parallel;
+  const double holders = replicas * p.tensor_parallel / p.expert_parallel;
+  const double shard = (params.shared / replicas + params.routed / holders) * d;
+  // ZeRO-2: the all-gather of the updated weights, half an all-reduce's ring; ZeRO-3: nothing.
+  cost->reduce_bytes = p.zero == 2 ? cost->ReduceBytes() / kAllReducePasses : 0;
+  cost->grad_bytes = Rounded(shard);
+  if (p.zero >= 3) {
+    cost->weight_bytes = Rounded(shard);
+    cost->workspace_bytes += Rounded(2 * (params.shared + params.routed) * d / std::max(layers, 1));
+  }
+}
+
+void AddShardedComm(const ShardedComm& comm, StageCost* cost) {
+  if (comm.gather_ns <= 0 && comm.scatter_ns <= 0) return;
+  const auto beside = [&](int64_t compute_ns, double comm_ns) {
+    if (comm_ns <= 0) return compute_ns;
+    return static_cast<int64_t>(
+        std::llround(std::max(static_cast<double>(compute_ns), comm_ns) + comm_ns / comm.layers));
+  };
+  const int64_t backward = cost->FullBackwardNs();
+  cost->forward_ns = beside(cost->forward_ns, comm.gather_ns);
+  cost->backward_input_ns = beside(cost->backward_input_ns, comm.gather_ns);
+  cost->backward_weight_ns = beside(cost->backward_weight_ns, comm.scatter_ns);
+  cost->fused_backward_ns = beside(backward, comm.gather_ns + comm.scatter_ns);
+}
+
+}  // namespace stagecraft::sim::detail
