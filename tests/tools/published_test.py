@@ -119,9 +119,17 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     # What cannot be stated is left out, each with why.
     assert "fp8" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
     dsv3 = rows["automodel_dsv3_h100_bf16_256gpu"]  # MLA is stated; AutoModel's FSDP2 beside the pipeline is not
-    assert "FSDP2" in published_moe.why_not(dsv3)
+    assert "FSDP2 beside a pipeline" in published_moe.why_not(dsv3)
     assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding"})
-    assert "FSDP" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
+    assert "context parallelism (CP 2)" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
+    # The ModelZoo's FSDP row (Megatron-FSDP, no pipeline, full recompute): ZeRO-3, whole layers recomputed.
+    fsdp = rows["mzoo_qwen3_235b_h100_bf16_tp2_ep8_fsdp"]
+    assert published_moe.why_not(fsdp) == ""
+    fsdp_text = published_moe.scenario_text(fsdp)
+    for part in ("zero: 3", "recompute: full", "ranks: 1", "data_parallel: 128", "microbatches: 4",
+                 "microbatch_size: 4"):
+        assert part in fsdp_text, part
+    assert "zero: 1" in qwen and "recompute: none" in qwen
     # GPT-OSS: its sliding window in every other layer (from the first), heads of 64, biases.
     oss = rows["mbridge_2604_01_gptoss_120b_h100_bf16"]
     assert published_moe.why_not(oss) == ""

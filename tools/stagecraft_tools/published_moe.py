@@ -14,14 +14,14 @@ and tensor ranks, on H100s in bf16. What every row assumes where the source is s
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
 Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP (dispatcher_of),
-no recompute beyond what that kernel does (the rows' fine-grained recompute of norms and activation
-functions is not stated), Adam with fp32 master weights and Megatron's
-distributed optimizer (ZeRO-1), dropless routing taken as balanced, and a microbatch of one
+no recompute beyond what that kernel does unless the row recomputes whole layers (the rows'
+fine-grained recompute of norms and activation functions is not stated), Adam with fp32 master
+weights and Megatron's distributed optimizer (ZeRO-1; ZeRO-3 for FSDP without a pipeline), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
 (`OOM`): its layout's memory is not what stagecraft counts. GPT-OSS's attention sinks (a learned
 logit per head in each softmax) and its clamped SwiGLU are stated as the plain kernels they
 modify (their cost is the same kernels'), its experts' biases not at all. The rows left out are
-listed with why (FP8, FSDP instead of or beside a pipeline, an asymmetric layout)."""
+listed with why (FP8, FSDP2 beside a pipeline, context parallelism, an asymmetric layout)."""
 import collections
 import re
 
@@ -99,10 +99,12 @@ def why_not(row):
         return f"{row['precision']}: the device library states no FP8 rates"
     if not row["gpu"].startswith("H100"):
         return f"{row['gpu']}: not in the device library"
-    if "FSDP" in notes and row["pp"] in ("", "1"):
-        return "FSDP over the data-parallel ranks instead of a pipeline"
-    if "FSDP2" in notes:  # NeMo AutoModel's PyTorch FSDP2 beside its pipeline
-        return "FSDP2 over the data-parallel ranks (weights and gradients sharded), which pipeline.zero does not state"
+    if row["cp"] not in ("", "1"):
+        return f"context parallelism (CP {row['cp']}): not in the vocabulary"
+    if "FSDP2" in notes and row["pp"] not in ("", "1"):
+        # PyTorch's pipelining under FSDP2 gathers a stage's weights at its first microbatch and
+        # reshards them after its last (torch.distributed.pipelining): neither ZeRO-1 nor ZeRO-3.
+        return "FSDP2 beside a pipeline (the weights gathered once a step and kept through it), which pipeline.zero does not state"
     if row["kv_heads"] == "":
         return "MLA attention: the row's columns do not state its latents (model.transformer.mla)"
     layers, stages = int(row["layers"]), int(row["pp"] or 1) * chunks_of(row)
@@ -136,6 +138,20 @@ def dispatcher_of(row):
     return "deepep" if re.search(r"(?<!not )DeepEP", row["notes"]) else "alltoall"
 
 
+def zero_of(row):
+    """The row's data-parallel sharding: ZeRO-3 where FSDP shards its weights over the replicas
+    without a pipeline (the ModelZoo's notes "FSDP 'On'": Megatron-FSDP, whose optim_grads_params
+    gathers a layer's weights in each forward and backward and reduce-scatters its gradients), else
+    Megatron-LM's distributed optimizer, ZeRO-1."""
+    return 3 if "FSDP 'On'" in row["notes"] and row["pp"] in ("", "1") else 1
+
+
+def recompute_of(row):
+    """What the row recomputes as stagecraft states it: `full` where its source says full
+    recompute; its fine-grained recompute of norms and activation functions is not stated."""
+    return "full" if row["recompute"] == "full" else "none"
+
+
 def chunks_of(row):
     """The virtual stages per rank a row runs: its published VP, else Llama 3's 8 (LLAMA3_CHUNKS), else 1."""
     if row["vp"] not in ("", "1"):
@@ -164,7 +180,8 @@ def scenario_text(row):
         model += (f", moe: {{experts: {row['experts']}, top_k: {row['top_k']}, expert_hidden: {row['expert_hidden']}, "
                   f"shared_experts: {row['shared_experts'] or 0}, first_dense: {row['moe_first_dense_layers'] or 0}}}")
     layout = (f"ranks: {pp}, data_parallel: {dp}, tensor_parallel: {tp}, sequence_parallel: {str(tp > 1).lower()}, "
-              f"zero: 1, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1")
+              f"zero: {zero_of(row)}, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1, "
+              f"recompute: {recompute_of(row)}")
     if row["ep"] not in ("", "1"):
         layout += f", expert_parallel: {row['ep']}"
         if dispatcher_of(row) == "deepep":
