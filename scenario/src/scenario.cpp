@@ -171,7 +171,7 @@ PipeMareSpec ParsePipeMare(const Value& value) {
 
 TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data", "lr_schedule", "pipemare",
-                      "target_loss", "loss_window"});
+                      "target_loss", "loss_window", "fp8"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
@@ -193,6 +193,7 @@ TrainingSpec ParseTraining(const Value& value) {
   if (const auto v = m.Find("pipemare")) t.pipemare = ParsePipeMare(*v);
   if (const auto v = m.Find("target_loss")) t.target_loss = v->Double(0.0, HUGE_VAL);
   if (const auto v = m.Find("loss_window")) t.loss_window = static_cast<int>(v->Int(1, kMaxSteps));
+  if (const auto v = m.Find("fp8")) t.fp8 = v->Bool();
   return t;
 }
 
@@ -204,9 +205,18 @@ Dtype ResolvePrecision(const Map& top, bool has_training) {
   if (const auto model = top.Find("model"); model && model->node()["transformer"]) {
     if (const Value t = model->At("transformer"); t.node()["dtype"]) transformer = t.At("dtype");
   }
-  const std::optional<Dtype> stated = training ? std::optional(training->Enum(kDtypeNames)) : std::nullopt;
+  // fp8 is a GEMM precision (training.fp8), not one a run stores its tensors in.
+  const auto stored = [](const Value& v) {
+    const Dtype dtype = v.Enum(kDtypeNames);
+    if (dtype == Dtype::kFp8) {
+      v.Fail("fp8 stores no tensors: state the 16-bit precision (bf16) here and training.fp8: true to run the "
+             "linear layers' GEMMs in FP8");
+    }
+    return dtype;
+  };
+  const std::optional<Dtype> stated = training ? std::optional(stored(*training)) : std::nullopt;
   if (!transformer) return stated.value_or(has_training ? Dtype::kFp32 : Dtype::kBf16);
-  const Dtype older = transformer->Enum(kDtypeNames);
+  const Dtype older = stored(*transformer);
   if (!stated) return older;
   if (older != *stated && !(DtypeBytes(older) == 4 && DtypeBytes(*stated) == 4)) {
     transformer->Fail(fmt::format("{} disagrees with training.dtype {}; the precision is stated once, in "

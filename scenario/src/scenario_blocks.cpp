@@ -42,7 +42,7 @@ void ParsePeak(const Value& value, DeviceSpec* device) {
     device->peak_flops = value.Flops();
     return;
   }
-  const Map m(value, {"fp32", "tf32", "bf16", "fp16"});
+  const Map m(value, {"fp32", "tf32", "bf16", "fp16", "fp8"});
   bool any = false;
   for (const EnumName<Dtype>& d : kDtypeNames) {
     if (const auto rate = m.Find(d.name)) {
@@ -50,7 +50,7 @@ void ParsePeak(const Value& value, DeviceSpec* device) {
       any = true;
     }
   }
-  if (!any) value.Fail("expected at least one of fp32, tf32, bf16, fp16");
+  if (!any) value.Fail("expected at least one of fp32, tf32, bf16, fp16, fp8");
 }
 
 GemmModel ParseGemm(const Value& value) {

@@ -361,6 +361,7 @@ void CheckModel(const Scenario& s, Problems* out) {
   }
   if (m.transformer && m.mlp) out->Add("model.mlp", "expected either transformer or mlp, not both");
   detail::CheckAttention(s, out);
+  detail::CheckFp8(s, out);
   if (m.costs) {
     const ExplicitCosts& c = *m.costs;
     for (const auto& [key, list] :

@@ -33,6 +33,7 @@ void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
 // width split evenly over T.
 void CheckAttention(const Scenario& s, Problems* out);
 void CheckExperts(const Scenario& s, Problems* out);
+void CheckFp8(const Scenario& s, Problems* out);
 
 // The training block against the model (validate_training.cpp): a decay that ends below its
 // start, and a target loss only for a network that has a loss.

@@ -30,6 +30,29 @@ void CheckAttention(const Scenario& s, Problems* out) {
   }
 }
 
+// training.fp8: the roofline model's linear GEMMs on every device's FP8 peak, over 16-bit tensors.
+void CheckFp8(const Scenario& s, Problems* out) {
+  if (!s.training.fp8) return;
+  if (!s.model.transformer || !s.topology.roofline()) {
+    out->Add("training.fp8", "runs the linear layers' GEMMs in FP8 in the roofline model: it needs "
+                             "model.transformer and a device with the roofline model's facts (the device library's)");
+    return;
+  }
+  if (DtypeBytes(s.training.dtype) != 2) {
+    out->Add("training.fp8", fmt::format("casts 16-bit tensors to FP8 for the linear layers' GEMMs: it needs "
+                                         "training.dtype bf16 or fp16, got {}",
+                                         Name(s.training.dtype)));
+  }
+  for (int g = 0; g < s.topology.group_count(); ++g) {
+    const DeviceSpec& device = s.topology.GroupDevice(g);
+    if (device.peak_by_dtype[static_cast<int>(Dtype::kFp8)] <= 0) {
+      out->Add("training.fp8", fmt::format("device {} states no fp8 peak (peak: {{fp8: ...}}): it has no FP8 "
+                                           "tensor cores, or its file does not say",
+                                           device.name));
+    }
+  }
+}
+
 void CheckExperts(const Scenario& s, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;

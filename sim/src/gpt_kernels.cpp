@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
+#include <utility>
 
 #include "kernel_lister.h"
 #include "stagecraft/scenario/transformer_spec.h"
@@ -168,6 +170,47 @@ void AttentionInputGrad(const Lister& i, const Dims& x) {
   i.Gemm("scores.dK", x.s, x.qkd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
 }
 
+// training.fp8 (GptKernelShape::fp8): which GEMMs Transformer Engine's FP8 recipes run in FP8, a
+// linear layer's (its .dX and .dW too, recomputed or not); attention's scores and context, the
+// fused kernel, the router and the LM head stay 16-bit.
+bool RunsInFp8(std::string_view name) {
+  constexpr std::string_view kRecompute = "recompute.";
+  if (name.starts_with(kRecompute)) name.remove_prefix(kRecompute.size());
+  for (const std::string_view kept : {"scores", "context", "flash_attention", "router", "head"}) {
+    if (name.starts_with(kept)) return false;
+  }
+  return true;
+}
+
+// Marks `kernels`' FP8 GEMMs (operands one byte) and puts before each one of F or I the cast of
+// the operand it takes in (the input, or the incoming gradient: m x k, read at the dtype, written
+// in FP8 and transposed for the weight gradient, whose GEMM reads those copies and casts nothing).
+void ApplyFp8(const GptKernelShape& g, std::vector<Kernel>* kernels) {
+  if (!g.fp8) return;
+  std::vector<Kernel> out;
+  out.reserve(kernels->size() * 2);
+  for (Kernel& k : *kernels) {
+    const bool gemm = k.kind == KernelClass::kGemm || k.kind == KernelClass::kBatchedGemm;
+    if (gemm && RunsInFp8(k.name)) {
+      const double batch = static_cast<double>(k.batch), m = static_cast<double>(k.m), n = static_cast<double>(k.n);
+      const double depth = static_cast<double>(k.k), d = static_cast<double>(g.dtype_bytes);
+      k.fp8 = true;
+      k.bytes -= (m * depth + depth * n) * batch * (d - 1);
+      if (k.pass != KernelPass::kW) {
+        Kernel cast;
+        cast.name = k.name + ".cast";
+        cast.pass = k.pass;
+        cast.kind = KernelClass::kMemory;
+        cast.flops = m * depth * batch * 2;  // its absolute maximum and the scaling
+        cast.bytes = m * depth * batch * (d + 2);
+        out.push_back(std::move(cast));
+      }
+    }
+    out.push_back(std::move(k));
+  }
+  *kernels = std::move(out);
+}
+
 }  // namespace
 
 std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
@@ -245,6 +288,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
     weight("qkv", x.qkvp, x.h);
   }
   w.Memory("ln1.dgamma", ln, 2 * d, 4);
+  ApplyFp8(g, &out);
   return out;
 }
 
@@ -298,6 +342,7 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool
   if (full) {
     BlockForward(i, x, moe_layer);
     for (Kernel& k : out) k.name = "recompute." + k.name;
+    ApplyFp8(g, &out);
     return out;
   }
   const double d = g.dtype_bytes;
@@ -320,11 +365,17 @@ const std::vector<std::string>& MemoryKernelNames() {
     moe.experts = 4, moe.expert_ffn = 8, moe.shared_ffn = 8, moe.local_experts = 2;
     GptKernelShape moe_swiglu = moe;
     moe_swiglu.swiglu = true;
+    GptKernelShape fp8 = moe_swiglu;  // the FP8 casts of a MoE layer's GEMMs and of a dense one's
+    fp8.fp8 = true;
     GptKernelShape mla = g;  // MLA's projections, with the queries' latent
     mla.mla = true, mla.q_lora = 4, mla.kv_lora = 4, mla.rope_head_dim = 2, mla.bias = false;
+    GptKernelShape mla_fp8 = mla;
+    mla_fp8.fp8 = true;
     for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true),
                       GptBlockKernels(mla),
-                      GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16)}) {
+                      GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16),
+                      GptBlockKernels(fp8, true), GptBlockKernels(fp8), GptRecomputeKernels(fp8, true, true),
+                      GptBlockKernels(mla_fp8), Fp8WeightCastKernels(1, 2)}) {
       all.insert(all.end(), more.begin(), more.end());
     }
     std::vector<std::string> out;
@@ -336,6 +387,14 @@ const std::vector<std::string>& MemoryKernelNames() {
     return out;
   }();
   return names;
+}
+
+std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes) {
+  std::vector<Kernel> out;
+  const GptKernelShape unused;
+  const Lister s{unused, KernelPass::kStep, &out};
+  s.Memory("fp8_weight_cast", params, dtype_bytes + 2.0, 2);
+  return out;
 }
 
 std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param) {

@@ -56,8 +56,10 @@ KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group,
     t.compute_ns = kernel.flops / device.peak_by_dtype[static_cast<int>(Dtype::kFp32)] * 1e9;
     if (!(t.compute_ns >= 0) || std::isinf(t.compute_ns)) t.compute_ns = 0;  // no fp32 rate stated
   } else {
-    t.compute_ns = GemmComputeNs(device, device.peak_flops, kernel.m, kernel.n, kernel.k, kernel.batch,
-                                 kernel.kind == KernelClass::kBatchedGemm);
+    // An FP8 GEMM (training.fp8) at the device's FP8 peak, through the same tile and wave model.
+    const double peak = kernel.fp8 ? device.peak_by_dtype[static_cast<int>(Dtype::kFp8)] : device.peak_flops;
+    t.compute_ns =
+        GemmComputeNs(device, peak, kernel.m, kernel.n, kernel.k, kernel.batch, kernel.kind == KernelClass::kBatchedGemm);
   }
   const double rate = kernel.kind == KernelClass::kMemory ? device.MemoryKernelRate(kernel.name) : 1.0;
   t.memory_ns = kernel.bytes / (device.memory_bandwidth * device.memory_efficiency * rate) * 1e9;
@@ -80,6 +82,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.head_dim = t.HeadDim();
   g.flash = t.attention == AttentionKernel::kFlash;
   g.bias = t.bias;
+  g.fp8 = sc.training.fp8;
   if (t.mla) {
     g.mla = true;
     g.q_lora = t.mla->q_lora_rank, g.kv_lora = t.mla->kv_lora_rank;
@@ -239,6 +242,7 @@ PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first
     if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(head);
   }
   sums.Add(timed(OptimizerStepKernels(params, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
+  if (shape.fp8) sums.Add(timed(Fp8WeightCastKernels(params, shape.dtype_bytes)), 1);
   return sums;
 }
 

@@ -23,12 +23,19 @@
 namespace stagecraft::sim {
 
 // The run's precision. tf32 keeps fp32 tensors and rounds only inside the GEMMs.
-enum class Dtype { kFp32, kTf32, kBf16, kFp16 };
-inline constexpr EnumName<Dtype> kDtypeNames[] = {
-    {Dtype::kFp32, "fp32"}, {Dtype::kTf32, "tf32"}, {Dtype::kBf16, "bf16"}, {Dtype::kFp16, "fp16"}};
+// fp8 (E4M3 / E5M2 on FP8 tensor cores) is a GEMM precision only: a device states its peak, and
+// training.fp8 runs the linear layers' GEMMs at it; no run stores its tensors in it.
+enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };  // kDtypeCount of them (topology_spec.h)
+inline constexpr EnumName<Dtype> kDtypeNames[] = {{Dtype::kFp32, "fp32"},
+                                                  {Dtype::kTf32, "tf32"},
+                                                  {Dtype::kBf16, "bf16"},
+                                                  {Dtype::kFp16, "fp16"},
+                                                  {Dtype::kFp8, "fp8"}};
 constexpr std::string_view Name(Dtype dtype) { return NameIn(kDtypeNames, dtype); }
-// Bytes of one stored element: 4 for fp32 and tf32, 2 for bf16 and fp16.
-constexpr int DtypeBytes(Dtype dtype) { return dtype == Dtype::kFp32 || dtype == Dtype::kTf32 ? 4 : 2; }
+// Bytes of one stored element: 4 for fp32 and tf32, 2 for bf16 and fp16, 1 for fp8.
+constexpr int DtypeBytes(Dtype dtype) {
+  return dtype == Dtype::kFp32 || dtype == Dtype::kTf32 ? 4 : dtype == Dtype::kFp8 ? 1 : 2;
+}
 
 enum class Optimizer { kSgd, kAdam };
 inline constexpr EnumName<Optimizer> kOptimizerNames[] = {{Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}};
@@ -300,6 +307,12 @@ struct TrainingSpec {
   // training block's dtype, else model.transformer.dtype, else fp32 with a training block and
   // bf16 without one; fp32 in a scenario built in code unless set).
   Dtype dtype = Dtype::kFp32;
+  // training.fp8: the linear layers' GEMMs (attention's projections, the feed-forward's and the
+  // experts', MLA's; their input-gradient and weight-gradient GEMMs too) run on the device's FP8
+  // tensor cores, their inputs cast to FP8 by a kernel each, as Transformer Engine's FP8 recipes
+  // run them under Megatron-LM; attention's scores, the router and the LM head stay in `dtype`,
+  // which stores every tensor (a 16-bit one). Simulated only (roofline rows).
+  bool fp8 = false;
   // training.loss_scale: a power of two from 1 to 2^24 (exec::TrainingConfig::loss_scale); 0:
   // not given (4096 for fp16, else 1).
   double loss_scale = 0;

@@ -13,6 +13,9 @@
 
 namespace stagecraft::sim {
 
+// The precisions a device may state a peak for (scenario.h Dtype).
+inline constexpr int kDtypeCount = 5;
+
 // How fast a device runs a GEMM of a given shape (the roofline cost model, sim/roofline.h): a
 // GEMM's output is cut into tiles, one per thread block; the device runs `sms` of them at a
 // time (a wave), each tile's main loop over k costing k + k_overhead steps (its prologue and
@@ -36,9 +39,9 @@ struct DeviceSpec {
   double peak_flops = 0;     // FLOP/s at the model's dtype ("989TFLOPS")
   int64_t memory_bytes = 0;  // device memory ("80GiB")
   double efficiency = 1.0;   // achieved fraction of peak, in (0, 1] (the flat FLOPs models)
-  // Dense peak by dtype (index: Dtype of scenario.h: fp32, tf32, bf16, fp16; 0 = not stated);
+  // Dense peak by dtype (index: Dtype of scenario.h: fp32, tf32, bf16, fp16, fp8; 0 = not stated);
   // `peak_flops` is the entry of the scenario's precision. A scalar `peak` states it alone.
-  double peak_by_dtype[4] = {0, 0, 0, 0};
+  double peak_by_dtype[kDtypeCount] = {0, 0, 0, 0, 0};
   // The roofline model's facts (0: not stated; a device without memory_bandwidth and gemm is
   // costed by the flat FLOPs models).
   double memory_bandwidth = 0;      // bytes/s, the memory's peak

@@ -57,6 +57,8 @@ struct Kernel {
   // parallelism its reduce-scatter, started before the column-parallel layer's dW GEMM): that
   // GEMM's name; empty: none. See TensorParallelOverlapNs (roofline.h).
   std::string beside;
+  // training.fp8: a GEMM on the device's FP8 tensor cores (its two operands one byte an element).
+  bool fp8 = false;
 };
 
 // The GPT configuration a stage's kernels are listed for.
@@ -85,6 +87,11 @@ struct GptKernelShape {
   // The layer's sliding window (model.transformer.sliding_window; 0: none, the whole causal past):
   // its flash kernel's matmuls run over CausalKeysPerQuery(s, window) keys a query.
   int64_t window = 0;
+  // training.fp8: the linear layers' GEMMs in FP8 (Kernel::fp8), each F GEMM's input and each
+  // input-gradient GEMM's incoming gradient cast by a kernel of its own (`<gemm>.cast`: the 16-bit
+  // tensor read, its FP8 copy and the transposed one the weight gradient reads written); attention's
+  // scores and context, the router and the LM head stay 16-bit.
+  bool fp8 = false;
   // model.transformer.bias: the attention's and dense feed-forward's biases, added in F (qkv's
   // kernel; the others fused into the activation and the dropout-adds) and summed in W (.db).
   bool bias = true;
@@ -138,6 +145,10 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, bool full, 
 // gradient norm (clipping) and the update, each one memory-bound pass;
 // `update_bytes_per_param` is what the update reads and writes per parameter.
 std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param);
+// training.fp8: the FP8 copies of `params` 16-bit weights (and their transposes) made once a step
+// (Transformer Engine keeps them through a step's microbatches), as one memory-bound kernel of the
+// STEP, `fp8_weight_cast`.
+std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes);
 // The names of every memory-bound kernel the lists above hold (recomputed ones under their own
 // names), sorted, computed once: what a device's `memory_kernels` may name.
 const std::vector<std::string>& MemoryKernelNames();

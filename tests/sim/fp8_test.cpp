@@ -1,0 +1,125 @@
+// training.fp8: the linear layers' GEMMs on the FP8 tensor cores, worked by hand on a tiny block
+// (which GEMMs, their one-byte operands, the casts before F's and I's), timed at the device's FP8
+// peak through the same tile model, the weights' cast once a step, and bad values one line each.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim_test_util.h"
+#include "stagecraft/sim/cost_models.h"
+#include "stagecraft/sim/gpt_kernels.h"
+#include "stagecraft/sim/roofline.h"
+
+namespace stagecraft::sim {
+namespace {
+
+using testing::ErrorOf;
+
+// b = 1, s = 4, h = 8, a = 2, GELU of 32, bf16, unfused attention.
+GptKernelShape Tiny(bool fp8) {
+  GptKernelShape g;
+  g.microbatch = 1, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10, g.dtype_bytes = 2;
+  g.fp8 = fp8;
+  return g;
+}
+
+std::map<std::string, Kernel> ByName(const std::vector<Kernel>& kernels) {
+  std::map<std::string, Kernel> out;
+  for (const Kernel& k : kernels) out.emplace(k.name, k);
+  return out;
+}
+
+TEST(Fp8, LinearGemmsRunInFp8WithTheirInputsCast) {
+  const auto plain = ByName(GptBlockKernels(Tiny(false)));
+  const auto fp8 = ByName(GptBlockKernels(Tiny(true)));
+  for (const char* name : {"qkv", "proj", "fc", "fc2", "qkv.dX", "proj.dX", "fc.dX", "fc2.dX", "qkv.dW", "fc2.dW"}) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(fp8.count(name), 1U);
+    EXPECT_TRUE(fp8.at(name).fp8);
+    EXPECT_FALSE(plain.at(name).fp8);
+    EXPECT_DOUBLE_EQ(fp8.at(name).flops, plain.at(name).flops);
+  }
+  for (const char* name : {"scores", "context", "scores.dQ", "context.dV"}) EXPECT_FALSE(fp8.at(name).fp8) << name;
+  // qkv: [4 x 24] = [4 x 8]·[8 x 24]: operands 4·8 + 8·24 = 224 elements at one byte, the output
+  // 96 at two: 416 bytes (640 in bf16). Its input cast: 32 elements read at 2, written twice at 1.
+  EXPECT_DOUBLE_EQ(plain.at("qkv").bytes, 640);
+  EXPECT_DOUBLE_EQ(fp8.at("qkv").bytes, 416);
+  ASSERT_EQ(fp8.count("qkv.cast"), 1U);
+  EXPECT_EQ(fp8.at("qkv.cast").pass, KernelPass::kF);
+  EXPECT_DOUBLE_EQ(fp8.at("qkv.cast").bytes, 32 * 4);
+  // fc.dX: [4 x 8] = dY[4 x 32]·W[32 x 8]: the incoming gradient, 128 elements, cast in I.
+  EXPECT_DOUBLE_EQ(fp8.at("fc.dX.cast").bytes, 128 * 4);
+  EXPECT_EQ(fp8.at("fc.dX.cast").pass, KernelPass::kI);
+  // The weight gradients read the casts' transposed copies: nothing cast in W, nor for 16-bit GEMMs.
+  for (const auto& [name, k] : fp8) {
+    if (name.ends_with(".cast")) {
+      EXPECT_NE(k.pass, KernelPass::kW) << name;
+      EXPECT_TRUE(fp8.at(name.substr(0, name.size() - 5)).fp8) << name;
+    }
+  }
+  EXPECT_EQ(fp8.count("scores.cast"), 0U);
+  // A full recompute repeats F's casts; the LM head and the router stay 16-bit.
+  const auto recompute = ByName(GptRecomputeKernels(Tiny(true), true));
+  EXPECT_TRUE(recompute.at("recompute.fc").fp8);
+  EXPECT_EQ(recompute.count("recompute.fc.cast"), 1U);
+  for (const Kernel& k : GptHeadKernels(Tiny(true))) EXPECT_FALSE(k.fp8) << k.name;
+  GptKernelShape moe = Tiny(true);
+  moe.experts = 4, moe.expert_ffn = 8, moe.local_experts = 2;
+  const auto layer = ByName(GptBlockKernels(moe, true));
+  EXPECT_FALSE(layer.at("router").fp8);
+  EXPECT_TRUE(layer.at("expert.fc").fp8);
+}
+
+// On the device library's H100 (989.4 TFLOP/s bf16, 1978.9 fp8) an FP8 GEMM's compute time is the
+// 16-bit one's at the ratio of the two peaks: the same tiles and waves.
+TEST(Fp8, GemmsAtTheDevicesFp8Peak) {
+  const Scenario sc = LoadScenarioFromText(
+      "name: f\ntopology: {device: H100-SXM, nodes: 1, devices_per_node: 1}\n"
+      "model: {transformer: {layers: 2, hidden: 4096, heads: 32, seq: 4096, vocab: 32000, attention: flash}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 2}\n"
+      "training: {optimizer: adam, lr: 0.0001, dtype: bf16, fp8: true}\n",
+      "f.yaml", {});
+  Kernel gemm;
+  gemm.kind = KernelClass::kGemm;
+  gemm.m = 4096, gemm.n = 12288, gemm.k = 4096;
+  const double bf16 = TimeKernel(gemm, sc.topology.device, 1, 0, 0).compute_ns;
+  gemm.fp8 = true;
+  EXPECT_NEAR(TimeKernel(gemm, sc.topology.device, 1, 0, 0).compute_ns, bf16 * 989.4 / 1978.9, 1e-6 * bf16);
+  // A stage: its F faster; its STEP longer by the weights' cast, one memory-bound kernel.
+  const Scenario plain = LoadScenarioFromText(
+      "name: f\ntopology: {device: H100-SXM, nodes: 1, devices_per_node: 1}\n"
+      "model: {transformer: {layers: 2, hidden: 4096, heads: 32, seq: 4096, vocab: 32000, attention: flash}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 2}\n"
+      "training: {optimizer: adam, lr: 0.0001, dtype: bf16}\n",
+      "f.yaml", {});
+  const StageCost a = BuildCosts(plain, 1).stages[0], b = BuildCosts(sc, 1).stages[0];
+  EXPECT_LT(b.forward_ns, a.forward_ns);
+  const double params = static_cast<double>(a.weight_bytes) / 2;
+  double cast = 0;
+  for (const TimedKernel& k : TimeKernels(sc, 0, sc.topology.device, Fp8WeightCastKernels(params, 2))) {
+    cast += k.time.ns();
+  }
+  EXPECT_NEAR(static_cast<double>(b.step_ns - a.step_ns), cast, 2);
+}
+
+TEST(Fp8, BadValuesAreOneLineAtTheirKey) {
+  const std::string yaml =
+      "name: f\ntopology: {device: H100-SXM, nodes: 1, devices_per_node: 1}\n"
+      "model: {transformer: {layers: 2, hidden: 512, heads: 8, seq: 128, vocab: 1000}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 2}\n"
+      "training: {optimizer: adam, lr: 0.0001, dtype: bf16, fp8: true}\n";
+  EXPECT_EQ(ErrorOf([&] { LoadScenarioFromText(yaml, "f.yaml", {}); }), "");
+  const auto error = [&](const std::string& set) {
+    return ErrorOf([&] { LoadScenarioFromText(yaml, "f.yaml", {set}); });
+  };
+  EXPECT_NE(error("topology.device=A100-SXM-80GB").find("training.fp8: device A100-SXM-80GB states no fp8 peak"),
+            std::string::npos);
+  EXPECT_NE(error("training.dtype=fp32").find("training.fp8: casts 16-bit tensors"), std::string::npos);
+  EXPECT_NE(error("training.dtype=fp8").find("fp8 stores no tensors"), std::string::npos);
+  EXPECT_NE(error("training.fp8=maybe").find("training.fp8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stagecraft::sim
