@@ -262,7 +262,10 @@ TEST(ValidateInAFile, PrecisionIsStatedOnce) {
             "--set model.transformer.dtype: bf16 disagrees with training.dtype fp16; the precision is stated once, "
             "in training.dtype");
   EXPECT_EQ(ErrorOf([&] { dtype({"model.transformer.dtype=fp8"}); }),
-            "--set model.transformer.dtype: expected one of fp32, tf32, bf16, fp16, got 'fp8'");
+            "--set model.transformer.dtype: fp8 stores no tensors: state the 16-bit precision (bf16) here and "
+            "training.fp8: true to run the linear layers' GEMMs in FP8");
+  EXPECT_EQ(ErrorOf([&] { dtype({"model.transformer.dtype=fp4"}); }),
+            "--set model.transformer.dtype: expected one of fp32, tf32, bf16, fp16, fp8, got 'fp4'");
 }
 
 }  // namespace

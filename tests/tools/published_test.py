@@ -117,7 +117,15 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "moe_dispatcher" not in published_moe.scenario_text(a2a)
     assert published_moe.dispatcher_of(rows["mzoo_qwen3_235b_h100_bf16_tp4_pp8_vpp4_ep8"]) == "deepep"
     # What cannot be stated is left out, each with why.
-    assert "fp8" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
+    assert "H800" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
+    # FP8 rows run their linear GEMMs in FP8 over bf16 tensors; their recipes say the rest.
+    llama70 = published_moe.scenario_text(rows["mbridge_2604_01_llama3_70b_h100_fp8"])
+    for part in ("dtype: bf16, fp8: true", "tensor_parallel_overlap: true", "chunks: 5",
+                 "partition: [" + ", ".join(["2"] * 35 + ["3"] + ["2"] * 3 + ["1"]) + "]"):
+        assert part in llama70, part
+    qwen_fp8 = published_moe.scenario_text(rows["mbridge_2604_01_qwen3_235b_h100_fp8"])
+    assert "schedule: interleaved-overlap" in qwen_fp8 and "sm_share: 0.121" in qwen_fp8  # 16 of 132 SMs
+    assert "fp8: true" in qwen_fp8 and "fp8" not in qwen
     dsv3 = rows["automodel_dsv3_h100_bf16_256gpu"]  # MLA is stated; AutoModel's FSDP2 beside the pipeline is not
     assert "FSDP2 beside a pipeline" in published_moe.why_not(dsv3)
     assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding"})

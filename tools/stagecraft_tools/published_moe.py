@@ -10,7 +10,7 @@ over its own count's FLOPs per token.
 The rows stagecraft can state: Megatron-style pipelines (1F1B, or interleaved 1F1B with the
 published virtual stages; Megatron-LM's combined 1F1B, interleaved-overlap, where the row overlaps
 its all-to-alls), tensor and sequence parallelism, expert parallelism folded over the data
-and tensor ranks, on H100s in bf16. What every row assumes where the source is silent: DGX H100
+and tensor ranks, on H100s in bf16 or with FP8 linear layers (training.fp8). What every row assumes where the source is silent: DGX H100
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
 Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP (dispatcher_of),
@@ -21,7 +21,8 @@ sequence where none is published. A row whose predicted run would not fit in 80 
 (`OOM`): its layout's memory is not what stagecraft counts. GPT-OSS's attention sinks (a learned
 logit per head in each softmax) and its clamped SwiGLU are stated as the plain kernels they
 modify (their cost is the same kernels'), its experts' biases not at all. The rows left out are
-listed with why (FP8, FSDP2 beside a pipeline, context parallelism, an asymmetric layout)."""
+listed with why (a GPU not in the device library, FSDP2 beside a pipeline, context parallelism,
+MLA without its latents, an asymmetric layout)."""
 import collections
 import re
 
@@ -65,6 +66,18 @@ VOCAB_DIVISORS = {
 # Megatron-MoE-ModelZoo sbatch_benchmarking.sh with A2A_OVERLAP=1: NVTE_FWD_LAYERNORM_SM_MARGIN and
 # NVTE_BWD_LAYERNORM_SM_MARGIN 24, the SMs left to the all-to-alls, of the H100's 132.
 OVERLAP_SM_SHARE = round(24 / 132, 3)
+# Rows whose recipe, not their notes, says what they run (Megatron-Bridge @067f987d, each the HEAD
+# perf recipe its notes name; not proven identical to the published container's run).
+RECIPES = {
+    # perf_recipes/qwen/h100/qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_fp8cs_config:
+    # CommOverlapConfig(overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True), the
+    # all-to-all dispatcher, NVTE_FWD/BWD_LAYERNORM_SM_MARGIN 16.
+    "mbridge_2604_01_qwen3_235b_h100_fp8": {"a2a_overlap_sms": 16},
+    # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_fp8cs_config: pipeline layout
+    # "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (40 virtual stages: the embedding and 2 layers, 34 of 2, one
+    # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers).
+    "mbridge_2604_01_llama3_70b_h100_fp8": {"partition": [2] * 35 + [3] + [2] * 3 + [1], "tp_overlap": True},
+}
 # The models whose pipeline split counts the embedding and the loss as a layer each, so the first
 # stage holds the embedding and one layer fewer, the last the head and loss and one layer fewer
 # (Megatron-LM's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split).
@@ -95,8 +108,8 @@ LLAMA3_CHUNKS = 8
 def why_not(row):
     """Why a row is not predicted, or "" when it is."""
     notes = row["notes"]
-    if row["precision"] != "bf16":
-        return f"{row['precision']}: the device library states no FP8 rates"
+    if row["precision"] not in ("bf16", "fp8"):
+        return f"{row['precision']}: not a precision this tool states"
     if not row["gpu"].startswith("H100"):
         return f"{row['gpu']}: not in the device library"
     if row["cp"] not in ("", "1"):
@@ -118,6 +131,8 @@ def partition_of(row):
     """The layers of each stage a row's split gives, or None for Megatron-LM's even one: with the
     embedding and the loss counted as a layer each, (layers + 2) / stages a stage, the first and
     the last one fewer."""
+    if "partition" in RECIPES.get(row["id"], {}):
+        return RECIPES[row["id"]]["partition"]
     if row["model"] not in ACCOUNTS_EMBEDDING_AND_LOSS:
         return None
     stages = int(row["pp"] or 1) * chunks_of(row)
@@ -128,8 +143,10 @@ def partition_of(row):
 def overlaps_a2a(row):
     """Whether the row runs Megatron-LM's combined 1F1B, its all-to-alls overlapped with another
     microbatch's compute (--overlap-moe-expert-parallel-comm): the ModelZoo's notes call it
-    "+1f1b overlap", the Megatron Core MoE paper's settings "1F1B a2a overlap ON"."""
-    return re.search(r"\+1f1b overlap|1F1B a2a overlap ON", row["notes"]) is not None
+    "+1f1b overlap", the Megatron Core MoE paper's settings "1F1B a2a overlap ON", Megatron-Bridge's
+    recipes overlap_moe_expert_parallel_comm (RECIPES)."""
+    return ("a2a_overlap_sms" in RECIPES.get(row["id"], {}) or
+            re.search(r"\+1f1b overlap|1F1B a2a overlap ON", row["notes"]) is not None)
 
 
 def dispatcher_of(row):
@@ -194,11 +211,15 @@ def scenario_text(row):
         layout += f", partition: [{', '.join(map(str, partition))}]"
     if overlaps_a2a(row):
         schedule = "interleaved-overlap"
-        layout += f", a2a_overlap: {{enabled: true, sm_share: {OVERLAP_SM_SHARE}}}"
+        sms = RECIPES.get(row["id"], {}).get("a2a_overlap_sms")
+        layout += f", a2a_overlap: {{enabled: true, sm_share: {round(sms / 132, 3) if sms else OVERLAP_SM_SHARE}}}"
+    if RECIPES.get(row["id"], {}).get("tp_overlap"):
+        layout += ", tensor_parallel_overlap: true"
     if chunks > 1:
         layout += f", chunks: {chunks}"
     return (f"name: {row['id']}\ntopology: {TOPOLOGY}\nmodel:\n  transformer: {{{model}}}\n"
-            f"pipeline: {{schedule: {schedule}, {layout}}}\ntraining: {{optimizer: adam, lr: 0.0001, dtype: bf16}}\n")
+            f"pipeline: {{schedule: {schedule}, {layout}}}\ntraining: {{optimizer: adam, lr: 0.0001, dtype: bf16"
+            f"{', fp8: true' if row['precision'] == 'fp8' else ''}}}\n")
 
 
 def flops_per_token(row, convention):
