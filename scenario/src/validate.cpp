@@ -360,8 +360,7 @@ void CheckModel(const Scenario& s, Problems* out) {
     out->Add("model", "expected at least one of transformer, mlp, costs or profile");
   }
   if (m.transformer && m.mlp) out->Add("model.mlp", "expected either transformer or mlp, not both");
-  detail::CheckAttention(s, out);
-  detail::CheckFp8(s, out);
+  detail::CheckTransformer(s, out);
   if (m.costs) {
     const ExplicitCosts& c = *m.costs;
     for (const auto& [key, list] :

@@ -34,6 +34,8 @@ void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
 void CheckAttention(const Scenario& s, Problems* out);
 void CheckExperts(const Scenario& s, Problems* out);
 void CheckFp8(const Scenario& s, Problems* out);
+// CheckAttention and CheckFp8.
+void CheckTransformer(const Scenario& s, Problems* out);
 
 // The training block against the model (validate_training.cpp): a decay that ends below its
 // start, and a target loss only for a network that has a loss.

@@ -53,6 +53,11 @@ void CheckFp8(const Scenario& s, Problems* out) {
   }
 }
 
+void CheckTransformer(const Scenario& s, Problems* out) {
+  CheckAttention(s, out);
+  CheckFp8(s, out);
+}
+
 void CheckExperts(const Scenario& s, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;

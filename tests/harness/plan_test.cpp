@@ -351,7 +351,7 @@ TEST_F(PlanTest, RefusesNumbersOutOfTheirRanges) {
   refused("--refine-seconds", [](PlanOptions& o) { o.refine_seconds = -1; });
   refused("--refine-seconds", [](PlanOptions& o) { o.refine_seconds = std::numeric_limits<double>::infinity(); });
   refused("--search-evaluations", [](PlanOptions& o) { o.search_evaluations = -1; });
-  refused("--zero", [](PlanOptions& o) { o.zero = {0, 2}; });
+  refused("--zero", [](PlanOptions& o) { o.zero = {0, 4}; });
   refused("--max-chunks", [](PlanOptions& o) { o.max_chunks = 1; });
   refused("--max-microbatch-size", [](PlanOptions& o) { o.max_microbatch_size = -1; });
   refused("--max-plan-ops", [](PlanOptions& o) { o.max_plan_ops = -1; });
