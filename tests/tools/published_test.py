@@ -117,7 +117,19 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "moe_dispatcher" not in published_moe.scenario_text(a2a)
     assert published_moe.dispatcher_of(rows["mzoo_qwen3_235b_h100_bf16_tp4_pp8_vpp4_ep8"]) == "deepep"
     # What cannot be stated is left out, each with why.
-    assert "H800" in published_moe.why_not(rows["dsv3_paper_h800_fp8_2048gpu"])
+    # DeepSeek-V3's report: H800 nodes (the H100's compute, NVLink at 200 GB/s each way), MLA,
+    # DualPipe-V's overlapped pairs with 20 SMs to communication, DeepEP's dispatch, FP8.
+    report = rows["dsv3_paper_h800_fp8_2048gpu"]
+    assert published_moe.why_not(report) == ""
+    report_text = published_moe.scenario_text(report)
+    for part in ("topologies/h800-node.yaml", "mla: {q_lora_rank: 1536, kv_lora_rank: 512, rope_head_dim: 64, "
+                 "v_head_dim: 128}", "schedule: dualpipe-v", "chunks: 2", "sm_share: 0.152", "moe_dispatcher: deepep",
+                 "fp8: true", "data_parallel: 128", "microbatches: 120", "first_dense: 3"):
+        assert part in report_text, part
+    assert "kv_heads" not in report_text
+    # 180K H800 hours per trillion tokens: 10^12 / (180000 x 3600) tokens/s per GPU.
+    assert published_moe.published_tokens_per_s(report) == pytest.approx(1e12 / (180000 * 3600))
+    assert "not in the device library" in published_moe.why_not({**report, "gpu": "MI300X"})
     # FP8 rows run their linear GEMMs in FP8 over bf16 tensors; their recipes say the rest.
     llama70 = published_moe.scenario_text(rows["mbridge_2604_01_llama3_70b_h100_fp8"])
     for part in ("dtype: bf16, fp8: true", "tensor_parallel_overlap: true", "chunks: 5",
@@ -128,7 +140,8 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "fp8: true" in qwen_fp8 and "fp8" not in qwen
     dsv3 = rows["automodel_dsv3_h100_bf16_256gpu"]  # MLA is stated; AutoModel's FSDP2 beside the pipeline is not
     assert "FSDP2 beside a pipeline" in published_moe.why_not(dsv3)
-    assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding"})
+    assert published_moe.why_not({**dsv3, "notes": "no sharding"}) == ""  # its latents from MLA
+    assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding", "model": "DeepSeek-V4"})
     assert "context parallelism (CP 2)" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
     # The ModelZoo's FSDP row (Megatron-FSDP, no pipeline, full recompute): ZeRO-3, whole layers recomputed.
     fsdp = rows["mzoo_qwen3_235b_h100_bf16_tp2_ep8_fsdp"]
@@ -206,6 +219,14 @@ def test_moe_rows_are_compared_by_their_sources_flop_count():
     assert published_moe.flops_per_token(oss, "megatron-causal") == pytest.approx(6 * weights + windowed + full)
     assert published_moe.flops_per_token(oss, "megatron") == pytest.approx(
         6 * weights + 12 * q * 18 * 128 + 12 * q * 18 * 4096)
+    # DeepSeek-V3 (MLA): a layer's projections are its MLA weights less the two RMSNorms,
+    # 187,107,328 - 1536 - 512 (mla_test.cpp works the total from the report); the scores over
+    # queries and keys of 128 x 192 and the context over values of 128 x 128: 12·(24576 + 16384)/2·s.
+    dsv3 = rows["dsv3_paper_h800_fp8_2048gpu"]
+    mlp = 3 * 3 * 7168 * 18432 + 58 * 3 * 7168 * 2048 * (8 + 1)
+    weights = 61 * (187_107_328 - 1536 - 512) + mlp + 7168 * 129280
+    assert published_moe.flops_per_token(dsv3, "megatron") == pytest.approx(
+        6 * weights + 12 * (24576 + 16384) / 2 * 4096 * 61)
     assert published_moe.flops_per_token(qwen, "megatron") > 1.1 * implied
     # A row that publishes a step time is compared by it; one with TFLOP/s alone by its count.
     assert published_moe.published_tokens_per_s(qwen) == pytest.approx(2048 * 4096 / (19.7 * 256))

@@ -38,6 +38,22 @@ HEAD_DIM = {
     # GPT-OSS-120B: head_dim 64 (Hugging Face config; Megatron-Bridge's GPT-OSS bridge takes it
     # from there): 64 query heads of 64 in a hidden of 2880.
     "GPT-OSS-120B": 64,
+    # DeepSeek-V3: 128 heads of 128 (plus 64 rotary) in a hidden of 7168 (its report, §4.2).
+    "DeepSeek-V3-671B": 128,
+}
+# Multi-head latent attention (model.transformer.mla): the query and key-value latents' ranks, the
+# rotary part and the values' width.
+MLA = {
+    # DeepSeek-V3 report §4.2 (and the Hugging Face config): q_lora_rank 1536, kv_lora_rank 512,
+    # qk_rope_head_dim 64, v_head_dim 128.
+    "DeepSeek-V3-671B": {"q_lora_rank": 1536, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128},
+}
+# The GPUs a row may name and the topology of their nodes (each GPU's compute is the device file's).
+TOPOLOGIES = {
+    "H100": common.SCENARIOS / "topologies" / "dgx-h100.yaml",
+    # The H800 is the H100 SXM's compute with NVLink cut to 400 GB/s (200 GB/s each way); DeepSeek's
+    # nodes have a 400 Gb/s InfiniBand NIC per GPU (report §3.1).
+    "H800": common.SCENARIOS / "topologies" / "h800-node.yaml",
 }
 # Sliding-window attention (model.transformer.sliding_window): the keys a query sees, itself
 # included, and every how many layers one attends to its whole past.
@@ -77,6 +93,13 @@ RECIPES = {
     # "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (40 virtual stages: the embedding and 2 layers, 34 of 2, one
     # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers).
     "mbridge_2604_01_llama3_70b_h100_fp8": {"partition": [2] * 35 + [3] + [2] * 3 + [1], "tp_overlap": True},
+    # DeepSeek-V3's report (§3.2): DualPipe over 16 ranks, run here as DualPipe-V (the V-shaped
+    # variant of DeepSeek's DualPipe repository: the same overlapped pairs over two chunks a rank,
+    # one copy of the weights where DualPipe keeps two); 20 of the 132 SMs to communication
+    # (§3.2.2); a token sent once over InfiniBand to each node that holds its experts and on over
+    # NVLink (§3.2.2): DeepEP's dispatch.
+    "dsv3_paper_h800_fp8_2048gpu": {"schedule": "dualpipe-v", "chunks": 2, "a2a_overlap_sms": 20,
+                                    "dispatcher": "deepep"},
 }
 # The models whose pipeline split counts the embedding and the loss as a layer each, so the first
 # stage holds the embedding and one layer fewer, the last the head and loss and one layer fewer
@@ -110,7 +133,7 @@ def why_not(row):
     notes = row["notes"]
     if row["precision"] not in ("bf16", "fp8"):
         return f"{row['precision']}: not a precision this tool states"
-    if not row["gpu"].startswith("H100"):
+    if not any(row["gpu"].startswith(gpu) for gpu in TOPOLOGIES):
         return f"{row['gpu']}: not in the device library"
     if row["cp"] not in ("", "1"):
         return f"context parallelism (CP {row['cp']}): not in the vocabulary"
@@ -118,7 +141,7 @@ def why_not(row):
         # PyTorch's pipelining under FSDP2 gathers a stage's weights at its first microbatch and
         # reshards them after its last (torch.distributed.pipelining): neither ZeRO-1 nor ZeRO-3.
         return "FSDP2 beside a pipeline (the weights gathered once a step and kept through it), which pipeline.zero does not state"
-    if row["kv_heads"] == "":
+    if row["kv_heads"] == "" and row["model"] not in MLA:
         return "MLA attention: the row's columns do not state its latents (model.transformer.mla)"
     layers, stages = int(row["layers"]), int(row["pp"] or 1) * chunks_of(row)
     slots = layers + 2 if row["model"] in ACCOUNTS_EMBEDDING_AND_LOSS else layers
@@ -152,6 +175,8 @@ def overlaps_a2a(row):
 def dispatcher_of(row):
     """The row's token dispatcher as its source names it in the notes: "deepep" where they name
     DeepEP (not where they say "not DeepEP"), else Megatron-LM's "alltoall"."""
+    if "dispatcher" in RECIPES.get(row["id"], {}):
+        return RECIPES[row["id"]]["dispatcher"]
     return "deepep" if re.search(r"(?<!not )DeepEP", row["notes"]) else "alltoall"
 
 
@@ -171,6 +196,8 @@ def recompute_of(row):
 
 def chunks_of(row):
     """The virtual stages per rank a row runs: its published VP, else Llama 3's 8 (LLAMA3_CHUNKS), else 1."""
+    if "chunks" in RECIPES.get(row["id"], {}):
+        return RECIPES[row["id"]]["chunks"]
     if row["vp"] not in ("", "1"):
         return int(row["vp"])
     return LLAMA3_CHUNKS if row["model"].startswith("Llama-3-405B") else 1
@@ -184,12 +211,15 @@ def scenario_text(row):
     mbs = int(row["mbs"] or 1)
     microbatches = int(row["gbs"]) // (dp * mbs)
     chunks = chunks_of(row)
-    model = (f"layers: {row['layers']}, hidden: {row['hidden']}, heads: {row['heads']}, kv_heads: {row['kv_heads']}, "
+    kv_heads = f"kv_heads: {row['kv_heads']}, " if row["kv_heads"] else ""
+    model = (f"layers: {row['layers']}, hidden: {row['hidden']}, heads: {row['heads']}, {kv_heads}"
              f"ffn_hidden: {row['ffn_hidden']}, activation: swiglu, seq: {row['seq']}, vocab: {row['vocab']}, "
              f"dtype: bf16, dropout: false, attention: flash, tied_embeddings: {row['tied_embeddings'] or 'false'}, "
              f"bias: {str(row['model'] in BIASED).lower()}")
     if row["model"] in HEAD_DIM:
         model += f", head_dim: {HEAD_DIM[row['model']]}"
+    if row["model"] in MLA:
+        model += ", mla: {" + ", ".join(f"{k}: {v}" for k, v in MLA[row["model"]].items()) + "}"
     if row["model"] in WINDOWS:
         size, full_every = WINDOWS[row["model"]]
         model += f", sliding_window: {{size: {size}, full_every: {full_every}}}"
@@ -210,14 +240,15 @@ def scenario_text(row):
     if partition:
         layout += f", partition: [{', '.join(map(str, partition))}]"
     if overlaps_a2a(row):
-        schedule = "interleaved-overlap"
+        schedule = RECIPES.get(row["id"], {}).get("schedule", "interleaved-overlap")
         sms = RECIPES.get(row["id"], {}).get("a2a_overlap_sms")
         layout += f", a2a_overlap: {{enabled: true, sm_share: {round(sms / 132, 3) if sms else OVERLAP_SM_SHARE}}}"
     if RECIPES.get(row["id"], {}).get("tp_overlap"):
         layout += ", tensor_parallel_overlap: true"
     if chunks > 1:
         layout += f", chunks: {chunks}"
-    return (f"name: {row['id']}\ntopology: {TOPOLOGY}\nmodel:\n  transformer: {{{model}}}\n"
+    topology = next(path for gpu, path in TOPOLOGIES.items() if row["gpu"].startswith(gpu))
+    return (f"name: {row['id']}\ntopology: {topology}\nmodel:\n  transformer: {{{model}}}\n"
             f"pipeline: {{schedule: {schedule}, {layout}}}\ntraining: {{optimizer: adam, lr: 0.0001, dtype: bf16"
             f"{', fp8: true' if row['precision'] == 'fp8' else ''}}}\n")
 
@@ -233,8 +264,9 @@ def flops_per_token(row, convention):
     if convention not in ("megatron", "megatron-causal"):
         raise common.ToolError(f"{TABLE}: row {row['id']}: flops_convention '{convention}' is not one this tool counts")
     h, layers, seq, heads = int(row["hidden"]), int(row["layers"]), int(row["seq"]), int(row["heads"])
-    q = heads * HEAD_DIM.get(row["model"], h // heads)
-    kv = int(row["kv_heads"] or heads) * (q // heads)
+    head_dim = HEAD_DIM.get(row["model"], h // heads)
+    q = heads * head_dim
+    kv = int(row["kv_heads"] or heads) * head_dim
     gated = 3  # every row's MLP is SwiGLU, as scenario_text states it: gate, up and down
     dense_layers = int(row["moe_first_dense_layers"] or 0) if row["experts"] else layers
     moe_layers = layers - dense_layers
@@ -243,9 +275,17 @@ def flops_per_token(row, convention):
         routed = int(row["top_k"]) + int(row["shared_experts"] or 0)
         mlp += moe_layers * gated * h * int(row["expert_hidden"]) * routed
     projections = layers * (h * (q + 2 * kv) + q * h)
+    scored = q  # the scores' and the context's width a layer: (q + o) / 2
+    if row["model"] in MLA:  # its downs, ups and projection; queries and keys head_dim + rope wide
+        m = MLA[row["model"]]
+        qk, o = heads * (head_dim + m["rope_head_dim"]), heads * m["v_head_dim"]
+        rq, rkv = m["q_lora_rank"], m["kv_lora_rank"]
+        projections = layers * (h * rq + rq * qk + h * (rkv + m["rope_head_dim"]) +
+                                rkv * heads * (head_dim + m["v_head_dim"]) + o * h)
+        scored = (qk + o) / 2
     step = VOCAB_DIVISORS.get(row["model"], VOCAB_DIVISOR) * int(row["tp"] or 1)
     vocab = -(-int(row["vocab"]) // step) * step
-    return 6 * (mlp + projections + h * vocab) + 12 * q * sum(scored_keys(row, convention))
+    return 6 * (mlp + projections + h * vocab) + 12 * scored * sum(scored_keys(row, convention))
 
 
 def scored_keys(row, convention):
@@ -274,6 +314,8 @@ def published_tokens_per_s(row):
         return tokens / (float(row["step_time_s"]) * int(row["gpus"]))
     if row["tokens_per_s_per_gpu"]:
         return float(row["tokens_per_s_per_gpu"])
+    if row["gpu_hours_per_trillion_tokens"]:
+        return 1e12 / (float(row["gpu_hours_per_trillion_tokens"]) * 3600)
     return float(row["model_tflops_per_gpu"]) * 1e12 / flops_per_token(row, row["flops_convention"])
 
 
@@ -294,7 +336,8 @@ def predictions(sets=()):
     out = []
     for row in tables.rows(TABLE):
         reason = why_not(row)
-        if reason or not (row["model_tflops_per_gpu"] or row["step_time_s"] or row["tokens_per_s_per_gpu"]):
+        published = ("model_tflops_per_gpu", "step_time_s", "tokens_per_s_per_gpu", "gpu_hours_per_trillion_tokens")
+        if reason or not any(row[key] for key in published):
             out.append(Prediction(row, why_not=reason or "no throughput published"))
             continue
         run = simulate_on_nodes(scenario_text(row), row["gpus"], sets)
