@@ -139,7 +139,7 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "schedule: interleaved-overlap" in qwen_fp8 and "sm_share: 0.121" in qwen_fp8  # 16 of 132 SMs
     assert "fp8: true" in qwen_fp8 and "fp8" not in qwen
     dsv3 = rows["automodel_dsv3_h100_bf16_256gpu"]  # MLA is stated; AutoModel's FSDP2 beside the pipeline is not
-    assert "FSDP2 beside a pipeline" in published_moe.why_not(dsv3)
+    assert "NeMo AutoModel" in published_moe.why_not(dsv3)
     assert published_moe.why_not({**dsv3, "notes": "no sharding"}) == ""  # its latents from MLA
     assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding", "model": "DeepSeek-V4"})
     assert "context parallelism (CP 2)" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])

@@ -139,8 +139,10 @@ def why_not(row):
         return f"context parallelism (CP {row['cp']}): not in the vocabulary"
     if "FSDP2" in notes and row["pp"] not in ("", "1"):
         # PyTorch's pipelining under FSDP2 gathers a stage's weights at its first microbatch and
-        # reshards them after its last (torch.distributed.pipelining): neither ZeRO-1 nor ZeRO-3.
-        return "FSDP2 beside a pipeline (the weights gathered once a step and kept through it), which pipeline.zero does not state"
+        # reshards them after its last (torch.distributed.pipelining): ZeRO-1's traffic and memory,
+        # but the run's stage split and schedule are an example's at HEAD, not the measured run's.
+        return ("NeMo AutoModel (FSDP2 beside PyTorch's pipelining): its split of the layers into chunks and its "
+                "schedule are an example's at HEAD, not the measured run's")
     if row["kv_heads"] == "" and row["model"] not in MLA:
         return "MLA attention: the row's columns do not state its latents (model.transformer.mla)"
     layers, stages = int(row["layers"]), int(row["pp"] or 1) * chunks_of(row)
