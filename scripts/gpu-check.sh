@@ -349,9 +349,12 @@ if [[ $long -eq 1 ]]; then
   # A MoE layer's expert GEMMs at 512 to 4,096 rows per expert against the model's grouped-GEMM
   # rate (issue 56 point 6; alone: scripts/moe-probe.sh, well under a minute).
   step "moe probe" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --out "$out/moe-probe"
+  # The same GEMMs in FP8 (torch._scaled_mm) against the FP8 peak the device file states.
+  step "moe probe fp8" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --dtype fp8 --out "$out/moe-probe-fp8"
 else
   skipped "layer probe" "not in the 10-minute check: --long runs it (55 s)"
   skipped "moe probe" "not in the 10-minute check: --long runs it (60 s)"
+  skipped "moe probe fp8" "not in the 10-minute check: --long runs it (60 s)"
 fi
 if [[ $long -eq 1 ]]; then
   # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates

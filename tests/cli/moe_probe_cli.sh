@@ -10,10 +10,10 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.bash"
 mp="$root/scripts/moe-probe.sh"
 
-fixture() {  # fixture FILE DEVICE [GEMM TO LEAVE OUT]
-  python3 - "$1" "$2" "${3:-}" <<'PY'
+fixture() {  # fixture FILE DEVICE [GEMM TO LEAVE OUT] [DTYPE]
+  python3 - "$1" "$2" "${3:-}" "${4:-bf16}" <<'PY'
 import json, sys
-path, device, leave = sys.argv[1:]
+path, device, leave, dtype = sys.argv[1:]
 gemms = [("F", "expert.fc", 2), ("F", "expert.fc2", 1), ("I", "expert.fc2.dX", 1), ("I", "expert.fc.dX", 2),
          ("W", "expert.fc2.dW", 1), ("W", "expert.fc.dW", 2)]
 def case(g, r):
@@ -23,7 +23,7 @@ def case(g, r):
 cases = [case(16, 512), case(4, 4096)]
 cases[0]["kernels"].append({"pass": "F", "name": "expert.fc", "impl": "grouped", "us": 50.0,
                             "flops": 2.0 * 16 * 512 * 4096 * 3072})
-json.dump({"device": device, "torch": "made up", "dtype": "bf16", "reps": 1, "hidden": 4096, "ffn": 1536,
+json.dump({"device": device, "torch": "made up", "dtype": dtype, "reps": 1, "hidden": 4096, "ffn": 1536,
            "models": cases}, open(path, "w"))
 PY
 }
@@ -62,6 +62,27 @@ print("ok" if ok else f"FAIL: predicted {got} against explain's {want}")
 sys.exit(0 if ok else 1)
 PY
 check "report: written whole, no temporaries left" '[[ -s "$tmp/o/moe-probe-compare.json" && -z "$(ls "$tmp/o" | grep tmp)" ]]'
+
+# An FP8 probe is predicted with training.fp8: the same layer's expert GEMMs at the FP8 peak.
+fixture "$tmp/fp8.json" "NVIDIA H100 80GB HBM3" "" fp8
+STAGECRAFT="$sc" "$mp" --json "$tmp/fp8.json" --out "$tmp/o8" >"$tmp/out" 2>"$tmp/err"
+checkf "fp8 report: exit 0" '[[ $? -eq 0 ]] && grep -q "fp8, median" "$tmp/o8/moe-probe.md"' "$tmp/err"
+sed 's/dtype: bf16}/dtype: bf16, fp8: true}/' "$tmp/moe.yaml" >"$tmp/moe8.yaml"
+"$sc" simulate "$tmp/moe8.yaml" --explain-json "$tmp/explain8.json" >/dev/null 2>"$tmp/err"
+checkf "explain of the same layer in FP8: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
+python3 - "$tmp/explain8.json" "$tmp/o8/moe-probe-compare.json" "$tmp/explain.json" <<'PY' || fail=1
+import json, sys
+ex8, cmp_, ex16 = (json.load(open(p)) for p in sys.argv[1:])
+def times(ex):
+    return {k["name"]: k["time_us"] for s in ex["sections"] if s["id"] == "moe_block" for k in s["kernels"]
+            if k["name"] in ("expert.fc", "expert.fc2", "expert.fc.dX", "expert.fc2.dX", "expert.fc.dW", "expert.fc2.dW")}
+want, bf16 = times(ex8), times(ex16)
+loop = next(c for c in cmp_["cases"] if (c["groups"], c["rows"], c["impl"]) == (16, 512, "loop"))
+got = {k["name"]: k["predicted_us"] for k in loop["kernels"]}
+ok = len(got) == 6 and all(abs(got[n] - want[n]) < 1e-6 for n in got) and all(got[n] < bf16[n] for n in got)
+print("ok" if ok else f"FAIL: predicted {got} against explain's {want} (bf16 {bf16})")
+sys.exit(0 if ok else 1)
+PY
 
 fixture "$tmp/short.json" "NVIDIA H100 80GB HBM3" "expert.fc2.dX"
 STAGECRAFT="$sc" "$mp" --json "$tmp/short.json" --out "$tmp/o2" >"$tmp/out" 2>"$tmp/err"

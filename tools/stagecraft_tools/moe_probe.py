@@ -17,13 +17,16 @@ each timed for all G experts together, two ways: "loop", one torch.mm per expert
 (Megatron-LM's SequentialMLP; a grouped GEMM made of per-expert cuBLAS calls), and "grouped",
 torch._grouped_mm (one kernel over all experts; PyTorch 2.8 and later on Hopper), where it runs.
 Each is timed between CUDA events with the queue kept full (a sleep kernel first), the median of
---reps. The report adds the prediction and the implied rate of each.
+--reps. The report adds the prediction and the implied rate of each. With --dtype fp8 (training.fp8:
+the FP8 peak the device file states, never measured before) the loop's GEMMs are
+torch._scaled_mm's, E4M3 operands and bf16 results, checked against the bf16 product before they
+are timed; the grouped way is not run, and the casts are not timed (the model lists them apart).
 
 Usage (python3 -m stagecraft_tools.moe_probe, tools/ on PYTHONPATH; scripts/moe-probe.sh runs both):
   moe_probe.py --check              the loop's GEMMs against a float64 per-expert reference (CPU, tiny
                                     shapes); the grouped one is checked against the loop on the GPU,
                                     before it is timed
-  moe_probe.py [--cases 16x512,...] [--hidden 4096] [--ffn 1536] [--reps N] [--dtype bf16|fp16]
+  moe_probe.py [--cases 16x512,...] [--hidden 4096] [--ffn 1536] [--reps N] [--dtype bf16|fp16|fp8]
                [--out FILE.json]    time on the GPU; prints "SKIPPED: ..." and exits 0 without
                                     PyTorch or a CUDA device
   moe_probe.py report PROBE.json --out DIR [--device-file NAME] [--set K=V]...
@@ -110,6 +113,33 @@ def grouped_call(a, b):
     return lambda: fn(rows, b, offs=offs)
 
 
+def fp8_call(a, b):
+    """The per-expert FP8 GEMMs of bf16 operands `a` [G, m, k] and `b` [G, k, n] (torch._scaled_mm:
+    A row-major, B column-major, unit scales, bf16 results), or None where they do not run (no
+    float8 type or _scaled_mm in this PyTorch, a device without FP8) or differ from the bf16
+    product by more than FP8's rounding."""
+    fn, e4m3 = getattr(torch, "_scaled_mm", None), getattr(torch, "float8_e4m3fn", None)
+    if fn is None or e4m3 is None:
+        return None
+    one = torch.ones((), device=a.device, dtype=torch.float32)
+    a8 = [a[g].to(e4m3) for g in range(a.shape[0])]
+    b8 = [b[g].to(e4m3).t().contiguous().t() for g in range(b.shape[0])]  # column-major, as cuBLASLt wants
+
+    def run():
+        return [fn(a8[g], b8[g], scale_a=one, scale_b=one, out_dtype=torch.bfloat16) for g in range(len(a8))]
+    try:
+        got = torch.stack(run()).float()
+    except (RuntimeError, TypeError) as e:
+        print(f"moe_probe: torch._scaled_mm does not run here ({e}): FP8 not timed", file=sys.stderr)
+        return None
+    want = torch.bmm(a.float(), b.float())
+    if not torch.allclose(got, want, rtol=0.1, atol=0.1 * want.abs().max().item()):
+        print(f"moe_probe: the FP8 GEMMs differ from the bf16 product ({a.shape[0]} x {a.shape[1]}): not timed",
+              file=sys.stderr)
+        return None
+    return run
+
+
 def check():
     """Each GEMM of the loop against float64 per expert (the grouped GEMM runs only on a GPU,
     where grouped_call checks it against the per-expert GEMMs before it is timed)."""
@@ -135,16 +165,23 @@ def probe(cases, h, f, reps, dtype):
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator().manual_seed(0)
     out = []
+    fp8 = dtype == "fp8"
     for groups, r in cases:
         kernels = []
         for spec in GEMMS:
-            a, b = operands(groups, r, h, f, spec, dtype, "cuda", gen)
-            c = torch.empty(groups, a.shape[1], b.shape[2], device="cuda", dtype=dtype)
+            a, b = operands(groups, r, h, f, spec, torch.bfloat16 if fp8 else dtype, "cuda", gen)
             flops = 2.0 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
-            runs = {"loop": lambda: loop_mm(a, b, c)}
-            grouped = grouped_call(a, b) if spec[2] == "R" else None
-            if grouped is not None:
-                runs["grouped"] = grouped
+            if fp8:
+                scaled = fp8_call(a, b)
+                if scaled is None:
+                    return []
+                runs = {"loop": scaled}
+            else:
+                c = torch.empty(groups, a.shape[1], b.shape[2], device="cuda", dtype=dtype)
+                runs = {"loop": lambda: loop_mm(a, b, c)}
+                grouped = grouped_call(a, b) if spec[2] == "R" else None
+                if grouped is not None:
+                    runs["grouped"] = grouped
             for impl, fn in runs.items():
                 fn()  # warm: cuBLAS's heuristics, the kernels' loading
                 times = []
@@ -172,7 +209,8 @@ def explain(sc, device, groups, rows, h, f, dtype, sets):
             "dropout: false, attention: flash, bias: false, activation: swiglu, "
             f"moe: {{experts: {groups}, top_k: 1, expert_hidden: {f}}}}}}}\n"
             "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 1, microbatch_size: 1, steps: 1}\n"
-            f"training: {{optimizer: adam, lr: 0.0001, dtype: {dtype}}}\n")
+            f"training: {{optimizer: adam, lr: 0.0001, "
+            f"{'dtype: bf16, fp8: true' if dtype == 'fp8' else f'dtype: {dtype}'}}}\n")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "moe.yaml")
         with open(path, "w") as fh:
@@ -194,8 +232,8 @@ def report(sc, path, out, device, sets):
     run = block.load(path, "probe")
     device = block.device_file(run, device)
     h, f, dtype = run.get("hidden"), run.get("ffn"), run.get("dtype")
-    if not isinstance(h, int) or not isinstance(f, int) or dtype not in ("bf16", "fp16"):
-        raise common.ToolError(f"{path}: expected the probe's hidden, ffn (integers) and dtype (bf16, fp16)")
+    if not isinstance(h, int) or not isinstance(f, int) or dtype not in ("bf16", "fp16", "fp8"):
+        raise common.ToolError(f"{path}: expected the probe's hidden, ffn (integers) and dtype (bf16, fp16, fp8)")
     md = [f"# Expert GEMMs against {run['device']} (PyTorch {run.get('torch', '?')}, {dtype}, median of "
           f"{run.get('reps', '?')}), predicted on {device}", "",
           f"A SwiGLU expert of hidden {h} and width {f}; every expert of a case gets the same rows. Per case and "
@@ -250,7 +288,7 @@ def main(argv):
     ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--ffn", type=int, default=1536)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    ap.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.check:
@@ -264,9 +302,13 @@ def main(argv):
     if not torch.cuda.is_available():
         print("SKIPPED: the MoE probe needs a CUDA device (torch.cuda.is_available() is false)")
         return 0
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.dtype, args.dtype)  # "fp8": probe's own
+    models = probe(cases, args.hidden, args.ffn, args.reps, dtype)
+    if not models:
+        print("SKIPPED: the FP8 GEMMs do not run here (the lines above say why)")
+        return 0
     run = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "dtype": args.dtype, "reps": args.reps,
-           "hidden": args.hidden, "ffn": args.ffn, "models": probe(cases, args.hidden, args.ffn, args.reps, dtype)}
+           "hidden": args.hidden, "ffn": args.ffn, "models": models}
     text = json.dumps(run, indent=1) + "\n"
     if args.out:
         common.write_text(args.out, text)
