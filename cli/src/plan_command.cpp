@@ -121,7 +121,7 @@ Command AddPlanCommand(CLI::App& root) {
       ->delimiter(',');
   app->add_option("--recompute", flags->recompute, "none,selective,full (default all that apply)")->delimiter(',');
   app->add_option("--partition", flags->partitions, "even,balanced (default both where they differ)")->delimiter(',');
-  app->add_option("--zero", flags->zero, "0,1 (default both where D > 1)")->delimiter(',');
+  app->add_option("--zero", flags->zero, "ZeRO stages to search, 0 to 3 (default 0,1 where D > 1)")->delimiter(',');
   app->add_option("--max-microbatch-size", flags->max_microbatch_size, "Largest microbatch to try (default 0: no bound)");
   app->add_option("--max-chunks", flags->max_chunks, "Largest v for interleaved (default 8)");
   app->add_option("--top", flags->top, "Configurations kept exact and printed (default 10)");

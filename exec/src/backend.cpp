@@ -111,6 +111,10 @@ Backend ChooseBackend(std::string_view flag, const DevicesVerdict& devices) {
 
 void CheckDtype(const sim::Scenario& sc, Backend backend) {
   if (!sc.has_training) return;  // not executable at all; TrainingConfigFor names why
+  if (sc.training.fp8) {
+    throw InputError(fmt::format("{}: training.fp8: the executor runs its GEMMs at training.dtype (FP8 is "
+                                 "simulated only)", sc.path));
+  }
   const std::string_view dtype = sim::Name(sc.training.dtype);
   if (backend == Backend::kCpu && dtype != "fp32") {
     throw InputError(fmt::format("{}: training.dtype: the cpu executor trains in fp32, got {}", sc.path, dtype));

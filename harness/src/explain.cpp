@@ -62,6 +62,12 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
     sections.push_back(std::move(s));
   };
   section("block", "one transformer block", GptBlockKernels(shape));
+  if (const auto& w = sc.model.transformer->window; w && w->size < sc.model.transformer->seq) {
+    GptKernelShape windowed = shape;
+    windowed.window = w->size;
+    section("windowed_block", fmt::format("one transformer block attending within its window of {}", w->size),
+            GptBlockKernels(windowed));
+  }
   if (p.recompute != Recompute::kNone) {
     section("recompute", p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
             GptRecomputeKernels(shape, p.full_recompute()));
@@ -75,13 +81,12 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
   // A list of every stage's layers (pipeline.partition) builds the stages it lists; else one a rank.
   const bool listed = p.partition == Partition::kGiven;
   const CostTable table = BuildCosts(sc, listed ? static_cast<int>(p.partition_layers.size()) : p.ranks);
-  // The weights a device holds: the stage's, or with ZeRO-3 already its 1/D shard of them.
-  const double held = static_cast<double>(table.stages.front().weight_bytes) / DtypeBytes(sc.training.dtype);
-  const double params = p.zero >= 3 ? held * p.data_parallel : held;
-  const double updated = p.zero >= 1 ? params / p.data_parallel : params;
+  // What the STEP updates: the weights the device holds, or with ZeRO its share of the optimizer
+  // state (the routed experts' over their holders), as the roofline table counts it.
+  const double updated = UpdatedParams(sc, table.stages.front());
   section("step",
-          fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", params,
-                      p.zero >= 1 ? fmt::format(", 1/{} of them with ZeRO-{}", p.data_parallel, p.zero) : ""),
+          fmt::format("optimizer step of stage 0 ({:.3g} parameters{})", updated,
+                      p.zero >= 1 ? fmt::format(", its ZeRO-{} share", p.zero) : ""),
           OptimizerStepKernels(updated, shape.main_grad_bytes(), UpdateBytesPerParam(sc)));
   if (sc.model.profile) explanation.profile_fit = FitProfile(sc, flag);
   return explanation;

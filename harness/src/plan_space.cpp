@@ -277,7 +277,7 @@ class Enumerator {
     const std::vector<int>& sizes = known->second;
     if (sizes.empty()) return reject(PlanReject::kBatch);
     std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
-    if (dp == 1) std::erase(zeros, 1);
+    if (dp == 1) std::erase_if(zeros, [](int z) { return z >= 1; });  // one replica: nothing to shard
     // Mixture-of-experts layers: each E that divides the experts and D x T, and sequence
     // parallelism with T > 1 (Megatron-LM's rule, sim::Validate).
     const sim::TransformerSpec* t = space_.base.model.transformer ? &*space_.base.model.transformer : nullptr;

@@ -56,6 +56,11 @@ void CheckFp8(const Scenario& s, Problems* out) {
 void CheckTransformer(const Scenario& s, Problems* out) {
   CheckAttention(s, out);
   CheckFp8(s, out);
+  if (s.pipeline.zero >= 2 && !s.model.transformer) {
+    out->Add("pipeline.zero", fmt::format("{} shards the weights' gradients{} layer by layer: it needs "
+                                          "model.transformer (the cost models that shard them)",
+                                          s.pipeline.zero, s.pipeline.zero >= 3 ? " and the weights" : ""));
+  }
 }
 
 void CheckExperts(const Scenario& s, Problems* out) {

@@ -371,11 +371,13 @@ const std::vector<std::string>& MemoryKernelNames() {
     mla.mla = true, mla.q_lora = 4, mla.kv_lora = 4, mla.rope_head_dim = 2, mla.bias = false;
     GptKernelShape mla_fp8 = mla;
     mla_fp8.fp8 = true;
+    GptKernelShape mla_fp8_q = mla_fp8;  // without a query latent: one q GEMM
+    mla_fp8_q.q_lora = 0;
     for (auto more : {GptBlockKernels(llama), GptBlockKernels(moe, true), GptBlockKernels(moe_swiglu, true),
                       GptBlockKernels(mla),
                       GptEmbeddingKernels(g), GptHeadKernels(g), OptimizerStepKernels(1, 4, 16),
                       GptBlockKernels(fp8, true), GptBlockKernels(fp8), GptRecomputeKernels(fp8, true, true),
-                      GptBlockKernels(mla_fp8), Fp8WeightCastKernels(1, 2)}) {
+                      GptBlockKernels(mla_fp8), GptBlockKernels(mla_fp8_q), Fp8WeightCastKernels(1, 2)}) {
       all.insert(all.end(), more.begin(), more.end());
     }
     std::vector<std::string> out;

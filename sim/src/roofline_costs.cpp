@@ -134,6 +134,12 @@ double UpdateBytesPerParam(const Scenario& sc) {
   return main_grad + 2 * (state + (d < 4 ? 0 : 4)) + (d < 4 ? d : 0);
 }
 
+double UpdatedParams(const Scenario& sc, const StageCost& cost) {
+  const double state = static_cast<double>(detail::OptimizerBytesPerParam(sc));
+  return sc.pipeline.zero >= 1 && state > 0 ? static_cast<double>(cost.optimizer_bytes) / state
+                                            : static_cast<double>(cost.weight_bytes) / DtypeBytes(sc.training.dtype);
+}
+
 RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
   const std::vector<Kernel> block = GptBlockKernels(KernelShapeOf(sc));
   const PipelineSpec& p = sc.pipeline;
@@ -203,10 +209,16 @@ GptKernelShape LayerShape(const Scenario& sc, int layer) {
   return shape;
 }
 
-// Stage `st` of `stages` (on pipeline rank `rank`, holding `layers` layers from layer `first`,
-// and updating `params` parameters at its STEP) timed on `device`: each kind of layer (dense or
-// MoE, windowed or not) once, times its count.
-PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first, int layers, double params,
+// The parameters a STEP updates (the stage's, or with ZeRO the device's share of the optimizer
+// state) and, with training.fp8, the weights it casts to FP8 (the stage's layers' as the device
+// holds them; the embedding and the LM head stay 16-bit).
+struct StepParams {
+  double updated = 0, cast = 0;
+};
+
+// Stage `st` of `stages` (on pipeline rank `rank`, holding `layers` layers from layer `first`)
+// timed on `device`: each kind of layer (dense or MoE, windowed or not) once, times its count.
+PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first, int layers, StepParams step,
                      const DeviceSpec& device) {
   const PipelineSpec& p = sc.pipeline;
   const TransformerSpec& t = *sc.model.transformer;
@@ -241,8 +253,8 @@ PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first
     sums.Add(head, 1);
     if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(head);
   }
-  sums.Add(timed(OptimizerStepKernels(params, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
-  if (shape.fp8) sums.Add(timed(Fp8WeightCastKernels(params, shape.dtype_bytes)), 1);
+  sums.Add(timed(OptimizerStepKernels(step.updated, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
+  if (shape.fp8) sums.Add(timed(Fp8WeightCastKernels(step.cast, shape.dtype_bytes)), 1);
   return sums;
 }
 
@@ -301,23 +313,24 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
                        sc.topology.grouped() ? "topology.groups' device" : "topology.device",
                        RankDeviceNames(sc, query.shape.RankOf(st), " and "));
   };
-  const double d = DtypeBytes(sc.training.dtype);
-  // What a STEP updates: the stage's parameters, or with ZeRO its shard of them (the optimizer
-  // state's share; the routed experts' shards are their holders').
-  const double state_per_param = static_cast<double>(detail::OptimizerBytesPerParam(sc));
   int first = 0;
   for (int st = 0; st < stages; ++st) {
     const int rank = query.shape.RankOf(st);
     StageCost& cost = table.stages[st];
-    const double params = p.zero >= 1 && state_per_param > 0
-                              ? static_cast<double>(cost.optimizer_bytes) / state_per_param
-                              : static_cast<double>(cost.weight_bytes) / d;
     const int from = first;
     const StageLayers mix{from, layers[st], t.MoeLayersIn(from, layers[st]), t.WindowedLayersIn(from, layers[st])};
     first += layers[st];
+    StepParams step;
+    step.updated = UpdatedParams(sc, cost);
+    if (sc.training.fp8) {
+      const StageParams own = ParamsOf(sc, 1, 3, mix);  // as a middle stage holds them: the layers alone
+      const bool sharded = p.zero >= 3 && p.data_parallel > 1;
+      const double holders = static_cast<double>(p.data_parallel) * p.tensor_parallel / p.expert_parallel;
+      step.cast = sharded ? own.shared / p.data_parallel + own.routed / holders : own.shared + own.routed;
+    }
     std::optional<PassSums> sums;
     for (const int g : RankGroups(sc, rank)) {
-      const PassSums on = StagePasses(sc, st, stages, rank, from, layers[st], params, sc.topology.GroupDevice(g));
+      const PassSums on = StagePasses(sc, st, stages, rank, from, layers[st], step, sc.topology.GroupDevice(g));
       if (sums) {
         sums->Slowest(on);
       } else {

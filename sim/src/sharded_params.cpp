@@ -48,7 +48,7 @@ ShardedComm ShardedCommOf(const Scenario& sc, int rank, const StageParams& param
 
 void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers, StageCost* cost) {
   const PipelineSpec& p = sc.pipeline;
-  if (p.zero < 2) return;
+  if (p.zero < 2 || p.data_parallel <= 1) return;
   const double d = DtypeBytes(sc.training.dtype);
   const double replicas = p.data_parallel;
   const double holders = replicas * p.tensor_parallel / p.expert_parallel;

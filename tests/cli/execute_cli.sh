@@ -271,6 +271,9 @@ expect_error "no mpirun" "run it as \`mpirun -np 2" execute "$scenario"
 expect_error "costs-only scenario" "it can be simulated only" execute "$root/scenarios/uniform-costs.yaml"
 expect_error "tensor-parallel scenario" "pipeline.tensor_parallel: the executor runs data-parallel replicas of a pipeline, one device per process (tensor 2 is simulated only)" \
   execute "$root/scenarios/gpt-tiny-cpu.yaml" --set pipeline.tensor_parallel=2 --set topology.devices_per_node=8
+expect_error "fp8" "training.fp8: the executor runs its GEMMs at training.dtype (FP8 is simulated only)" \
+  execute "$root/scenarios/gpt-gpu.yaml" --set topology.device=H100-SXM --set training.dtype=bf16 \
+  --set model.transformer.dtype=bf16 --set training.fp8=true
 expect_error "selective recompute" "pipeline.recompute: selective is modelled by the simulator only" \
   execute "$root/scenarios/gpt-tiny-cpu.yaml" --set pipeline.recompute=selective
 expect_error "bad fault flag" "--inject-fault 'x': expected RANK:STEP" execute "$scenario" --set pipeline.ranks=1 \

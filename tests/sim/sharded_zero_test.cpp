@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sim_test_util.h"
 #include "stagecraft/sim/collective_streams.h"
@@ -130,6 +131,13 @@ TEST(ShardedZero, BadValuesAreOneLineAtTheirKey) {
         << bad;
   }
   EXPECT_EQ(ErrorOf([&] { LoadScenarioFromText(yaml, "z.yaml", {"pipeline.zero=3"}); }), "");
+  // Only the transformer's cost models shard weights and gradients layer by layer.
+  const std::string mlp = std::string(STAGECRAFT_SOURCE_DIR) + "/scenarios/mlp-cpu.yaml";
+  const std::vector<std::string> two = {"pipeline.ranks=1", "pipeline.data_parallel=2"};
+  EXPECT_EQ(ErrorOf([&] { LoadScenario(mlp, {two[0], two[1], "pipeline.zero=1"}); }), "");
+  EXPECT_EQ(ErrorOf([&] { LoadScenario(mlp, {two[0], two[1], "pipeline.zero=2"}); }),
+            "--set pipeline.zero: 2 shards the weights' gradients layer by layer: it needs model.transformer (the cost "
+            "models that shard them)");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "stagecraft/sim/cost_table.h"
 #include "stagecraft/sim/gpt_kernels.h"
 #include "stagecraft/scenario/scenario.h"
 #include "stagecraft/scenario/topology_spec.h"
@@ -59,6 +60,9 @@ double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels);
 // the main gradient, the fp32 weights (master copy) and the state read and written, the
 // 16-bit weights written.
 double UpdateBytesPerParam(const Scenario& sc);
+// What the STEP of a stage costing `cost` updates on one device: the weights it holds, or with
+// pipeline.zero its share of the optimizer state (the routed experts' over their holders).
+double UpdatedParams(const Scenario& sc, const StageCost& cost);
 
 // The device's GEMM and memory efficiencies that best explain a measured transformer block
 // (a profile's median block: F, I and W in ns): the pair (gemm.max_efficiency,
