@@ -12,7 +12,8 @@
 // Each op runs its gathers and scatters on a stream beside its compute, one layer ahead: it takes
 // the longer of the two, plus one layer's share of the collectives (the first gather, or the
 // last scatter, has nothing to hide behind). While it runs it holds two layers' whole weights
-// (the one computing and the one prefetched). The collectives are rings over the stage's replicas
+// (the one computing and the one prefetched; a layer's: the stage's weights over its layers, the
+// embedding or LM head spread over them). The collectives are rings over the stage's replicas
 // (the routed experts' over their holders), folded into the op's time: they share no link with
 // the pipeline's transfers in the simulation.
 #pragma once
