@@ -171,7 +171,7 @@ PipeMareSpec ParsePipeMare(const Value& value) {
 
 TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data", "lr_schedule", "pipemare",
-                      "target_loss", "loss_window", "fp8"});
+                      "target_loss", "loss_window", "fp8", "fp8_scaling"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
@@ -194,6 +194,10 @@ TrainingSpec ParseTraining(const Value& value) {
   if (const auto v = m.Find("target_loss")) t.target_loss = v->Double(0.0, HUGE_VAL);
   if (const auto v = m.Find("loss_window")) t.loss_window = static_cast<int>(v->Int(1, kMaxSteps));
   if (const auto v = m.Find("fp8")) t.fp8 = v->Bool();
+  if (const auto v = m.Find("fp8_scaling")) {
+    t.fp8_scaling = v->Enum(kFp8ScalingNames);
+    if (!t.fp8) v->Fail("applies to training.fp8: true (the FP8 casts' scaling); state that too, or leave this out");
+  }
   return t;
 }
 

@@ -202,7 +202,7 @@ void ApplyFp8(const GptKernelShape& g, std::vector<Kernel>* kernels) {
         cast.pass = k.pass;
         cast.kind = KernelClass::kMemory;
         cast.flops = m * depth * batch * 2;  // its absolute maximum and the scaling
-        cast.bytes = m * depth * batch * (d + 2);
+        cast.bytes = m * depth * batch * (d * (g.fp8_amax_pass ? 2 : 1) + 2);
         out.push_back(std::move(cast));
       }
     }
@@ -391,11 +391,11 @@ const std::vector<std::string>& MemoryKernelNames() {
   return names;
 }
 
-std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes) {
+std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes, bool amax_pass) {
   std::vector<Kernel> out;
   const GptKernelShape unused;
   const Lister s{unused, KernelPass::kStep, &out};
-  s.Memory("fp8_weight_cast", params, dtype_bytes + 2.0, 2);
+  s.Memory("fp8_weight_cast", params, dtype_bytes * (amax_pass ? 2.0 : 1.0) + 2.0, 2);
   return out;
 }
 

@@ -83,6 +83,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.flash = t.attention == AttentionKernel::kFlash;
   g.bias = t.bias;
   g.fp8 = sc.training.fp8;
+  g.fp8_amax_pass = sc.training.fp8 && sc.training.fp8_scaling == Fp8Scaling::kCurrent;
   if (t.mla) {
     g.mla = true;
     g.q_lora = t.mla->q_lora_rank, g.kv_lora = t.mla->kv_lora_rank;
@@ -254,7 +255,7 @@ PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first
     if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(head);
   }
   sums.Add(timed(OptimizerStepKernels(step.updated, shape.main_grad_bytes(), UpdateBytesPerParam(sc))), 1);
-  if (shape.fp8) sums.Add(timed(Fp8WeightCastKernels(step.cast, shape.dtype_bytes)), 1);
+  if (shape.fp8) sums.Add(timed(Fp8WeightCastKernels(step.cast, shape.dtype_bytes, shape.fp8_amax_pass)), 1);
   return sums;
 }
 

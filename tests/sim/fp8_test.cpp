@@ -65,6 +65,12 @@ TEST(Fp8, LinearGemmsRunInFp8WithTheirInputsCast) {
   EXPECT_TRUE(recompute.at("recompute.fc").fp8);
   EXPECT_EQ(recompute.count("recompute.fc.cast"), 1U);
   for (const Kernel& k : GptHeadKernels(Tiny(true))) EXPECT_FALSE(k.fp8) << k.name;
+  // Current scaling reads each cast's input once more for its maximum: 32 elements at 2 + 2 + 2.
+  GptKernelShape current = Tiny(true);
+  current.fp8_amax_pass = true;
+  EXPECT_DOUBLE_EQ(ByName(GptBlockKernels(current)).at("qkv.cast").bytes, 32 * 6);
+  EXPECT_DOUBLE_EQ(Fp8WeightCastKernels(10, 2, true).front().bytes, 10 * 6);
+  EXPECT_DOUBLE_EQ(Fp8WeightCastKernels(10, 2).front().bytes, 10 * 4);
   GptKernelShape moe = Tiny(true);
   moe.experts = 4, moe.expert_ffn = 8, moe.local_experts = 2;
   const auto layer = ByName(GptBlockKernels(moe, true));
@@ -121,6 +127,12 @@ TEST(Fp8, BadValuesAreOneLineAtTheirKey) {
   EXPECT_NE(error("training.dtype=fp32").find("training.fp8: casts 16-bit tensors"), std::string::npos);
   EXPECT_NE(error("training.dtype=fp8").find("fp8 stores no tensors"), std::string::npos);
   EXPECT_NE(error("training.fp8=maybe").find("training.fp8"), std::string::npos);
+  EXPECT_EQ(error("training.fp8_scaling=current"), "");
+  EXPECT_NE(error("training.fp8_scaling=tensorwise").find("training.fp8_scaling"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] {
+              LoadScenarioFromText(yaml, "f.yaml", {"training.fp8=false", "training.fp8_scaling=current"});
+            }).find("training.fp8_scaling: applies to training.fp8: true"),
+            std::string::npos);
 }
 
 }  // namespace

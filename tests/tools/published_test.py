@@ -124,7 +124,7 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     report_text = published_moe.scenario_text(report)
     for part in ("topologies/h800-node.yaml", "mla: {q_lora_rank: 1536, kv_lora_rank: 512, rope_head_dim: 64, "
                  "v_head_dim: 128}", "schedule: dualpipe-v", "chunks: 2", "sm_share: 0.152", "moe_dispatcher: deepep",
-                 "fp8: true", "data_parallel: 128", "microbatches: 120", "first_dense: 3"):
+                 "fp8: true, fp8_scaling: blockwise", "data_parallel: 128", "microbatches: 120", "first_dense: 3"):
         assert part in report_text, part
     assert "kv_heads" not in report_text
     # 180K H800 hours per trillion tokens: 10^12 / (180000 x 3600) tokens/s per GPU.
@@ -132,7 +132,7 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "not in the device library" in published_moe.why_not({**report, "gpu": "MI300X"})
     # FP8 rows run their linear GEMMs in FP8 over bf16 tensors; their recipes say the rest.
     llama70 = published_moe.scenario_text(rows["mbridge_2604_01_llama3_70b_h100_fp8"])
-    for part in ("dtype: bf16, fp8: true", "tensor_parallel_overlap: true", "chunks: 5",
+    for part in ("dtype: bf16, fp8: true, fp8_scaling: current", "tensor_parallel_overlap: true", "chunks: 5",
                  "partition: [" + ", ".join(["2"] * 35 + ["3"] + ["2"] * 3 + ["1"]) + "]"):
         assert part in llama70, part
     qwen_fp8 = published_moe.scenario_text(rows["mbridge_2604_01_qwen3_235b_h100_fp8"])

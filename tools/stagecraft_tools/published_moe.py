@@ -252,7 +252,19 @@ def scenario_text(row):
     topology = next(path for gpu, path in TOPOLOGIES.items() if row["gpu"].startswith(gpu))
     return (f"name: {row['id']}\ntopology: {topology}\nmodel:\n  transformer: {{{model}}}\n"
             f"pipeline: {{schedule: {schedule}, {layout}}}\ntraining: {{optimizer: adam, lr: 0.0001, dtype: bf16"
-            f"{', fp8: true' if row['precision'] == 'fp8' else ''}}}\n")
+            f"{fp8_of(row)}}}\n")
+
+
+def fp8_of(row):
+    """The training keys of an FP8 row (training.fp8 and its scaling), "" for a bf16 one: per-tensor
+    current scaling where the row's recipe is Megatron-Bridge's fp8cs ("current scaling" in its
+    notes), blockwise where it scales by blocks (DeepSeek-V3's tiles, "FP8-BLK"), else delayed."""
+    if row["precision"] != "fp8":
+        return ""
+    notes = row["notes"]
+    scaling = ("current" if "current scaling" in notes else
+               "blockwise" if re.search(r"blockwise|FP8-BLK|tile/block", notes) else "delayed")
+    return f", fp8: true, fp8_scaling: {scaling}"
 
 
 def flops_per_token(row, convention):

@@ -37,6 +37,14 @@ constexpr int DtypeBytes(Dtype dtype) {
   return dtype == Dtype::kFp32 || dtype == Dtype::kTf32 ? 4 : dtype == Dtype::kFp8 ? 1 : 2;
 }
 
+// training.fp8_scaling: how the FP8 casts scale their tensors. Delayed (Transformer Engine's
+// first recipe: from earlier steps' maxima) and blockwise (per 1x128 or 128x128 tile, DeepSeek-V3's,
+// found inside the cast) read a tensor once; per-tensor current scaling reads it once more first,
+// for its maximum.
+enum class Fp8Scaling : uint8_t { kDelayed, kCurrent, kBlockwise };
+inline constexpr EnumName<Fp8Scaling> kFp8ScalingNames[] = {
+    {Fp8Scaling::kDelayed, "delayed"}, {Fp8Scaling::kCurrent, "current"}, {Fp8Scaling::kBlockwise, "blockwise"}};
+
 enum class Optimizer { kSgd, kAdam };
 inline constexpr EnumName<Optimizer> kOptimizerNames[] = {{Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}};
 constexpr std::string_view Name(Optimizer optimizer) { return NameIn(kOptimizerNames, optimizer); }
@@ -313,6 +321,7 @@ struct TrainingSpec {
   // run them under Megatron-LM; attention's scores, the router and the LM head stay in `dtype`,
   // which stores every tensor (a 16-bit one). Simulated only (roofline rows).
   bool fp8 = false;
+  Fp8Scaling fp8_scaling = Fp8Scaling::kDelayed;  // training.fp8_scaling (with fp8)
   // training.loss_scale: a power of two from 1 to 2^24 (exec::TrainingConfig::loss_scale); 0:
   // not given (4096 for fp16, else 1).
   double loss_scale = 0;

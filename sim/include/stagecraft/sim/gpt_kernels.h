@@ -92,6 +92,8 @@ struct GptKernelShape {
   // tensor read, its FP8 copy and the transposed one the weight gradient reads written); attention's
   // scores and context, the router and the LM head stay 16-bit.
   bool fp8 = false;
+  // training.fp8_scaling current: each cast reads its input once more first, for its maximum.
+  bool fp8_amax_pass = false;
   // model.transformer.bias: the attention's and dense feed-forward's biases, added in F (qkv's
   // kernel; the others fused into the activation and the dropout-adds) and summed in W (.db).
   bool bias = true;
@@ -148,7 +150,7 @@ std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, dou
 // training.fp8: the FP8 copies of `params` 16-bit weights (and their transposes) made once a step
 // (Transformer Engine keeps them through a step's microbatches), as one memory-bound kernel of the
 // STEP, `fp8_weight_cast`.
-std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes);
+std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes, bool amax_pass = false);
 // The names of every memory-bound kernel the lists above hold (recomputed ones under their own
 // names), sorted, computed once: what a device's `memory_kernels` may name.
 const std::vector<std::string>& MemoryKernelNames();
