@@ -95,6 +95,16 @@ struct StageParams {
   double shared = 0, routed = 0;
 };
 StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& layers);
+// The devices that hold the same routed experts, D x T / E (Megatron-LM's folding of expert over
+// data and tensor parallelism).
+inline double ExpertHolders(const PipelineSpec& p) {
+  return static_cast<double>(p.data_parallel) * p.tensor_parallel / p.expert_parallel;
+}
+// One device's shard of `params` sharded over the stage's replicas, the routed experts over their
+// holders (ZeRO's optimizer state, ZeRO-2's gradients, ZeRO-3's weights).
+inline double ShardOf(const PipelineSpec& p, const StageParams& params) {
+  return params.shared / p.data_parallel + params.routed / ExpertHolders(p);
+}
 
 // The transformer row's table (transformer_costs.cpp): its layer weights (FLOPs), and its
 // costs for `layers` layers per stage, which the roofline row (roofline_costs.cpp) keeps for

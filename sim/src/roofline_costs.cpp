@@ -202,6 +202,11 @@ struct PassSums {
   }
 };
 
+// Whether layers `a` and `b` run the same block (dense or MoE, windowed or not).
+bool SameBlock(const TransformerSpec& t, int a, int b) {
+  return t.IsMoeLayer(a) == t.IsMoeLayer(b) && t.IsWindowedLayer(a) == t.IsWindowedLayer(b);
+}
+
 // The kernel shape of layer `layer`'s block: the scenario's, with its sliding window if it has one.
 GptKernelShape LayerShape(const Scenario& sc, int layer) {
   GptKernelShape shape = KernelShapeOf(sc);
@@ -227,9 +232,7 @@ PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first
   const auto timed = [&](const std::vector<Kernel>& kernels) { return TimeKernels(sc, rank, device, kernels); };
   std::vector<std::pair<int, int>> kinds;  // (a layer of the kind, how many), by IsMoeLayer and IsWindowedLayer
   for (int l = first; l < first + layers; ++l) {
-    const auto same = [&](const std::pair<int, int>& k) {
-      return t.IsMoeLayer(k.first) == t.IsMoeLayer(l) && t.IsWindowedLayer(k.first) == t.IsWindowedLayer(l);
-    };
+    const auto same = [&](const std::pair<int, int>& k) { return SameBlock(t, k.first, l); };
     const auto kind = std::find_if(kinds.begin(), kinds.end(), same);
     if (kind == kinds.end()) {
       kinds.emplace_back(l, 1);
@@ -288,9 +291,7 @@ LayerWeights RooflineWeights(const Scenario& sc) {
   std::vector<double> cost;  // MoE and windowed layers weigh their own kernels
   if (t.moe || t.window) {
     for (int l = 0; l < t.layers; ++l) {
-      const bool same_as_last = l > 0 && t.IsMoeLayer(l) == t.IsMoeLayer(l - 1) &&
-                                t.IsWindowedLayer(l) == t.IsWindowedLayer(l - 1);
-      cost.push_back(same_as_last ? cost.back()
+      cost.push_back(l > 0 && SameBlock(t, l, l - 1) ? cost.back()
                                   : layer_on(FirstRankDevice(sc), 0, LayerShape(sc, l), t.IsMoeLayer(l)) / block);
     }
   }
@@ -325,9 +326,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
     step.updated = UpdatedParams(sc, cost);
     if (sc.training.fp8) {
       const StageParams own = ParamsOf(sc, 1, 3, mix);  // as a middle stage holds them: the layers alone
-      const bool sharded = p.zero >= 3 && p.data_parallel > 1;
-      const double holders = static_cast<double>(p.data_parallel) * p.tensor_parallel / p.expert_parallel;
-      step.cast = sharded ? own.shared / p.data_parallel + own.routed / holders : own.shared + own.routed;
+      step.cast = p.zero >= 3 && p.data_parallel > 1 ? ShardOf(p, own) : own.shared + own.routed;
     }
     std::optional<PassSums> sums;
     for (const int g : RankGroups(sc, rank)) {

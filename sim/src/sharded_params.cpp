@@ -50,9 +50,7 @@ void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers,
   const PipelineSpec& p = sc.pipeline;
   if (p.zero < 2 || p.data_parallel <= 1) return;
   const double d = DtypeBytes(sc.training.dtype);
-  const double replicas = p.data_parallel;
-  const double holders = replicas * p.tensor_parallel / p.expert_parallel;
-  const double shard = (params.shared / replicas + params.routed / holders) * d;
+  const double shard = ShardOf(p, params) * d;
   // ZeRO-2: the all-gather of the updated weights, half an all-reduce's ring; ZeRO-3: nothing.
   cost->reduce_bytes = p.zero == 2 ? cost->ReduceBytes() / kAllReducePasses : 0;
   cost->grad_bytes = Rounded(shard);

@@ -327,7 +327,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   // The REDUCE_GRAD runs over the D replicas; the routed experts' gradients are reduced over
   // their own D x T / E holders, charged as the bytes whose ring all-reduce over D moves as much
   // through each link ((n - 1) / n of a buffer per pass).
-  const double replicas = p.data_parallel, holders = replicas * tp / p.expert_parallel;
+  const double replicas = p.data_parallel, holders = ExpertHolders(p);
   if (params.routed > 0) {
     const double share = replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
     cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * d, "the gradients reduced");
@@ -335,9 +335,8 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   // ZeRO (1 and up) shards the optimizer state over the stage's replicas (the experts' over their
   // holders); 2 and 3 the gradients and the weights too (sharded_params.h).
   const double per_param = static_cast<double>(OptimizerBytesPerParam(sc));
-  const double zero_shards = p.zero >= 1 ? replicas : 1, expert_shards = p.zero >= 1 ? holders : 1;
-  cost.optimizer_bytes =
-      check.Bytes((params.shared / zero_shards + params.routed / expert_shards) * per_param, "the optimizer state");
+  const double held = p.zero >= 1 ? ShardOf(p, params) : params.shared + params.routed;
+  cost.optimizer_bytes = check.Bytes(held * per_param, "the optimizer state");
   // Tensor-parallel, each device of the group sends its 1/T of the activation (Megatron-LM's
   // scatter-gather between stages).
   cost.send_bytes = check.Bytes(s * b * h * d / tp, "the activation sent per microbatch");

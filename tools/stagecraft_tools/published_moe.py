@@ -152,12 +152,17 @@ def why_not(row):
     return ""
 
 
+def recipe_of(row):
+    """What the row's recipe states (RECIPES), {} where nothing."""
+    return RECIPES.get(row["id"], {})
+
+
 def partition_of(row):
     """The layers of each stage a row's split gives, or None for Megatron-LM's even one: with the
     embedding and the loss counted as a layer each, (layers + 2) / stages a stage, the first and
     the last one fewer."""
-    if "partition" in RECIPES.get(row["id"], {}):
-        return RECIPES[row["id"]]["partition"]
+    if "partition" in recipe_of(row):
+        return recipe_of(row)["partition"]
     if row["model"] not in ACCOUNTS_EMBEDDING_AND_LOSS:
         return None
     stages = int(row["pp"] or 1) * chunks_of(row)
@@ -170,15 +175,15 @@ def overlaps_a2a(row):
     microbatch's compute (--overlap-moe-expert-parallel-comm): the ModelZoo's notes call it
     "+1f1b overlap", the Megatron Core MoE paper's settings "1F1B a2a overlap ON", Megatron-Bridge's
     recipes overlap_moe_expert_parallel_comm (RECIPES)."""
-    return ("a2a_overlap_sms" in RECIPES.get(row["id"], {}) or
+    return ("a2a_overlap_sms" in recipe_of(row) or
             re.search(r"\+1f1b overlap|1F1B a2a overlap ON", row["notes"]) is not None)
 
 
 def dispatcher_of(row):
     """The row's token dispatcher as its source names it in the notes: "deepep" where they name
     DeepEP (not where they say "not DeepEP"), else Megatron-LM's "alltoall"."""
-    if "dispatcher" in RECIPES.get(row["id"], {}):
-        return RECIPES[row["id"]]["dispatcher"]
+    if "dispatcher" in recipe_of(row):
+        return recipe_of(row)["dispatcher"]
     return "deepep" if re.search(r"(?<!not )DeepEP", row["notes"]) else "alltoall"
 
 
@@ -198,8 +203,8 @@ def recompute_of(row):
 
 def chunks_of(row):
     """The virtual stages per rank a row runs: its published VP, else Llama 3's 8 (LLAMA3_CHUNKS), else 1."""
-    if "chunks" in RECIPES.get(row["id"], {}):
-        return RECIPES[row["id"]]["chunks"]
+    if "chunks" in recipe_of(row):
+        return recipe_of(row)["chunks"]
     if row["vp"] not in ("", "1"):
         return int(row["vp"])
     return LLAMA3_CHUNKS if row["model"].startswith("Llama-3-405B") else 1
@@ -242,10 +247,10 @@ def scenario_text(row):
     if partition:
         layout += f", partition: [{', '.join(map(str, partition))}]"
     if overlaps_a2a(row):
-        schedule = RECIPES.get(row["id"], {}).get("schedule", "interleaved-overlap")
-        sms = RECIPES.get(row["id"], {}).get("a2a_overlap_sms")
+        schedule = recipe_of(row).get("schedule", "interleaved-overlap")
+        sms = recipe_of(row).get("a2a_overlap_sms")
         layout += f", a2a_overlap: {{enabled: true, sm_share: {round(sms / 132, 3) if sms else OVERLAP_SM_SHARE}}}"
-    if RECIPES.get(row["id"], {}).get("tp_overlap"):
+    if recipe_of(row).get("tp_overlap"):
         layout += ", tensor_parallel_overlap: true"
     if chunks > 1:
         layout += f", chunks: {chunks}"
