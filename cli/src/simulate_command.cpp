@@ -76,8 +76,9 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
   const std::string around =
       p.world() == p.ranks
           ? ""
-          : fmt::format(" x {} replica(s) x {}-way tensor parallel{} = {} devices", p.data_parallel, p.tensor_parallel,
-                        p.sequence_parallel ? " (sequence parallel)" : "", p.world());
+          : fmt::format(" x {} replica(s){} x {}-way tensor parallel{} = {} devices", p.data_parallel,
+                        p.context_parallel > 1 ? fmt::format(" x {}-way context parallel", p.context_parallel) : "",
+                        p.tensor_parallel, p.sequence_parallel ? " (sequence parallel)" : "", p.world());
   std::string out = fmt::format("scenario {}: {} ranks{}, {} microbatches x {} samples, {} step(s); costs: {}\n",
                                 Printable(sc.name), p.ranks, around, p.microbatches, p.microbatch_size, p.steps,
                                 cost_source);
@@ -88,17 +89,17 @@ std::string Table(const Scenario& sc, const std::string& cost_source, const std:
       longest = &o;
     }
   }
-  if (p.zero >= 2 && p.data_parallel > 1) {
+  if (p.zero >= 2 && p.replicas() > 1) {
     // ZeRO-2 and 3 reduce-scatter in every backward (and ZeRO-3 gathers in every op), inside the ops.
     const bool three = p.zero >= 3;
-    out += fmt::format("ZeRO-{} over {} replicas: {} in every {}, beside its compute{}\n", p.zero, p.data_parallel,
+    out += fmt::format("ZeRO-{} over {} replicas: {} in every {}, beside its compute{}\n", p.zero, p.replicas(),
                        three ? "the weights gathered" : "the gradients reduce-scattered",
                        three ? "forward and backward, the gradients reduce-scattered in every backward" : "backward",
                        three ? "" : "; the updated weights all-gathered after the step");
   } else if (longest != nullptr) {
     const harness::Prediction::GradientReduce& g = *longest->gradient_reduce;
     out += fmt::format("gradient all-reduce over {} replicas, a stage's alone: up to {:.3f} ms ({}, stage {} of {})\n",
-                       p.data_parallel, g.alone_ns * 1e-6, g.algorithm, g.stage, Printable(longest->metrics.schedule));
+                       p.replicas(), g.alone_ns * 1e-6, g.algorithm, g.stage, Printable(longest->metrics.schedule));
   }
   out += fmt::format("{:<12} {:>13} {:>20} {:>8} {:>24}  {}\n", "schedule", "step time", "throughput", "bubble",
                      "peak memory (worst rank)", "OOM");

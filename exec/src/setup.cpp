@@ -82,6 +82,12 @@ TrainingConfig TrainingConfigFor(const sim::Scenario& sc) {
         "process (tensor {} is simulated only)",
         sc.path, p.tensor_parallel));
   }
+  if (p.context_parallel > 1) {
+    throw stagecraft::InputError(fmt::format(
+        "{}: pipeline.context_parallel: the executor runs whole sequences on each device (context {} is simulated "
+        "only)",
+        sc.path, p.context_parallel));
+  }
   if (p.zero > 0) {
     throw stagecraft::InputError(fmt::format(
         "{}: pipeline.zero: the executor all-reduces every replica's gradients (ZeRO is simulated only)", sc.path));

@@ -316,6 +316,7 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   PlanResult result;
   result.scenario = scenario.name;
   result.gpus = options.gpus;
+  result.context_parallel = scenario.pipeline.context_parallel;
   result.global_batch = options.global_batch;
   result.memory_limit_bytes = space.limit_bytes;
   result.threads = space.max_threads;

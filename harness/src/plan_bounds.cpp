@@ -68,10 +68,10 @@ StageFloors FloorsOf(const sim::Scenario& sc, const sim::Topology& topo, const s
 
 void AddReduceFloors(const sim::Scenario& sc, const sim::Topology& topo, const sim::CostTable& costs, StageFloors* f) {
   const sim::PipelineSpec& p = sc.pipeline;
-  if (p.data_parallel <= 1 || !f->reduce_alone_ns.empty()) return;
+  if (p.replicas() <= 1 || !f->reduce_alone_ns.empty()) return;
   schedules::Schedule empty;  // the plans read the shape and the replicas only
   empty.shape = f->shape;
-  empty.data_parallel = p.data_parallel;
+  empty.data_parallel = p.replicas();
   empty.ops.resize(static_cast<size_t>(f->shape.ranks));
   const sim::CollectivePlans plans(empty, costs, topo, p.ReplicaDevices());
   for (int s = 0; s < f->shape.stages(); ++s) f->reduce_alone_ns.push_back(plans.AloneNsOf(s));

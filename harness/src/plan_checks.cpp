@@ -82,6 +82,11 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
                                  "model.transformer, model.mlp or a profile (explicit per-rank costs are one depth's)",
                                  sc.path));
   }
+  if (const int c = sc.pipeline.context_parallel; o.gpus % c != 0) {
+    throw InputError(fmt::format("--gpus {}: pipeline.context_parallel {} of {} stays as stated in the plan and must "
+                                 "divide the devices",
+                                 o.gpus, c, sc.path));
+  }
   if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
                                                  [&](int tp) { return o.gpus % tp == 0; })) {
     throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}: T is one of {})",

@@ -122,9 +122,12 @@ std::string Rejections(const PlanResult& r) {
   }
   int kept = r.layouts;
   for (const int n : r.layouts_rejected) kept -= n;
-  return fmt::format("layouts P x D x T = {}: {}{}; {} of them make {} configurations\n"
+  return fmt::format("layouts P x D x T = {}{}: {}{}; {} of them make {} configurations\n"
                      "rejected: {}\n",
-                     r.gpus, r.layouts, layouts, kept, Count(r.enumerated), configs.empty() ? "none" : configs);
+                     r.gpus / r.context_parallel,
+                     r.context_parallel > 1 ? fmt::format(" (x the scenario's {}-way context parallelism)", r.context_parallel)
+                                            : "",
+                     r.layouts, layouts, kept, Count(r.enumerated), configs.empty() ? "none" : configs);
 }
 
 }  // namespace

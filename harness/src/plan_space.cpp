@@ -188,7 +188,7 @@ class PartitionCache {
   // rank's stages by its device, which its ranks and replicas decide).
   bool Differs(const sim::Scenario& sc, int chunks) {
     const auto key = std::tuple{sc.pipeline.ranks, chunks, sc.pipeline.recompute, sc.pipeline.tensor_parallel,
-                                sc.pipeline.data_parallel};
+                                sc.pipeline.replicas()};
     const std::lock_guard<std::mutex> lock(mutex_);
     if (const auto it = known_.find(key); it != known_.end()) return it->second;
     sim::Scenario even = sc, balanced = sc;
@@ -247,9 +247,11 @@ class Enumerator {
 
   std::vector<Candidate> Run() {
     const PlanOptions& o = space_.options;
-    for (const int64_t tp : Divisors(o.gpus)) {
-      for (const int64_t ranks : Divisors(o.gpus / tp)) {
-        Layout(static_cast<int>(ranks), static_cast<int>(o.gpus / tp / ranks), static_cast<int>(tp));
+    // The scenario's context parallelism stays as stated: P x D x T over the devices it leaves.
+    const int64_t devices = o.gpus / space_.base.pipeline.context_parallel;
+    for (const int64_t tp : Divisors(devices)) {
+      for (const int64_t ranks : Divisors(devices / tp)) {
+        Layout(static_cast<int>(ranks), static_cast<int>(devices / tp / ranks), static_cast<int>(tp));
       }
     }
     return std::move(candidates_);
@@ -277,7 +279,8 @@ class Enumerator {
     const std::vector<int>& sizes = known->second;
     if (sizes.empty()) return reject(PlanReject::kBatch);
     std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
-    if (dp == 1) std::erase_if(zeros, [](int z) { return z >= 1; });  // one replica: nothing to shard
+    const int context = space_.base.pipeline.context_parallel;
+    if (dp * context == 1) std::erase_if(zeros, [](int z) { return z >= 1; });  // one replica: nothing to shard
     // Mixture-of-experts layers: each E that divides the experts and D x T, and sequence
     // parallelism with T > 1 (Megatron-LM's rule, sim::Validate).
     const sim::TransformerSpec* t = space_.base.model.transformer ? &*space_.base.model.transformer : nullptr;
@@ -294,7 +297,7 @@ class Enumerator {
     };
     std::vector<Variant> shapes;
     for (const std::vector<Axis>& order : orders) {
-      for (const int64_t e : Divisors(int64_t{dp} * tp)) {
+      for (const int64_t e : Divisors(int64_t{dp} * context * tp)) {
         if (e > 1 && !(moe && t->moe->experts % e == 0)) continue;
         for (const int b : sizes) shapes.push_back({&order, static_cast<int>(e), b});
       }
@@ -327,7 +330,8 @@ class Enumerator {
     // Unless named, a schedule for expert parallelism only where there are all-to-alls.
     if (info.for_expert_parallel && c.expert_parallel == 1 && space_.options.schedules.empty()) return;
     c.schedule = std::string(info.name);
-    std::vector<int> chunks = ChunksFor(info, c.ranks, c.data_parallel, space_.layers, space_.options.max_chunks);
+    const int replicas = c.data_parallel * space_.base.pipeline.context_parallel;
+    std::vector<int> chunks = ChunksFor(info, c.ranks, replicas, space_.layers, space_.options.max_chunks);
     const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());
     if (chunks.empty()) {  // interleaved with no v that divides the layers
       result_->enumerated += variants;
@@ -341,7 +345,7 @@ class Enumerator {
       params.microbatches = c.microbatches;
       params.chunks = v;
       params.steps = space_.base.pipeline.steps;
-      params.data_parallel = c.data_parallel;
+      params.data_parallel = replicas;  // the REDUCE_GRAD's group, D x C (ParallelLayout::replicas)
       if (!schedules::CheckParams(info, params).empty() || int64_t{c.ranks} * v > space_.layers) {
         result_->enumerated += variants;
         result_->rejected[static_cast<int>(PlanReject::kShape)] += variants;

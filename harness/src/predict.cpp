@@ -61,7 +61,7 @@ Schedule ImportScheduleText(const sim::PipelineSpec& p, const std::string& name,
   }
   // The scenario's replicas: a REDUCE_GRAD before every STEP, placed by the lowering or, in a
   // file that carries its transfers, among them; metrics count the replicas' samples.
-  s.data_parallel = p.data_parallel;
+  s.data_parallel = p.replicas();
   s = s.lowered ? PlaceReduceGrads(s) : Lower(s, p.p2p, p.p2p_buffers);
   if (const auto diags = Validate(s); !diags.empty()) {
     throw InputError(fmt::format("{}: not a valid schedule for {} microbatches: {}", path, p.microbatches,
@@ -267,8 +267,8 @@ bool CopiesHoldCompute(const sim::Scenario& scenario) {
 }
 
 double ModelTflopsPerDevice(const sim::Scenario& sc, const schedules::Schedule& schedule, double step_time_ms) {
-  const double samples =
-      static_cast<double>(schedule.microbatches) * sc.pipeline.microbatch_size * schedule.data_parallel;
+  const double samples = static_cast<double>(schedule.microbatches) * sc.pipeline.microbatch_size *
+                         schedule.data_parallel / sc.pipeline.context_parallel;
   double flops = 0;  // of one step
   if (const auto& t = sc.model.transformer) {
     flops = sim::TransformerModelFlopsPerToken(*t) * samples * t->seq;
@@ -317,6 +317,9 @@ Prediction Predict(const sim::Scenario& sc, const sim::Topology& topo, Schedule 
     }
   }
   p.metrics = ComputeMetrics(p.schedule, p.result, sc.pipeline.microbatch_size, stop);
+  // Context parallelism: the schedule's replicas (the metrics' data_parallel) are the D x C
+  // pipelines that reduce the gradients; the C of a context group run the same samples.
+  p.metrics.throughput_samples_per_s /= sc.pipeline.context_parallel;
   p.metrics.model_tflops_per_device = ModelTflopsPerDevice(sc, p.schedule, p.metrics.step_time_ms);
   // Each pass at its mean over the order's ops: a stash that slows deep ops (sim/stash.h)
   // counted as the engine counted it.

@@ -17,7 +17,7 @@ int ParallelLayout::DeviceOf(int rank, int replica, int tensor) const {
   int64_t device = 0, stride = 1;
   for (const Axis axis : placement) {
     const auto [index, size] = axis == Axis::kTensor ? std::pair{tensor, tensor_parallel}
-                               : axis == Axis::kData ? std::pair{replica, data_parallel}
+                               : axis == Axis::kData ? std::pair{replica, replicas()}
                                                      : std::pair{rank / ranks_per_device, pipeline_devices()};
     device += index * stride;
     stride *= size;
@@ -34,10 +34,19 @@ std::vector<int> ParallelLayout::RankDevices() const {
 
 std::vector<std::vector<int>> ParallelLayout::ReplicaDevices() const {
   std::vector<std::vector<int>> devices;
-  if (data_parallel <= 1) return devices;
+  if (replicas() <= 1) return devices;
   devices.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
-    for (int i = 0; i < data_parallel; ++i) devices[r].push_back(DeviceOf(r, i));
+    for (int i = 0; i < replicas(); ++i) devices[r].push_back(DeviceOf(r, i));
+  }
+  return devices;
+}
+
+std::vector<std::vector<int>> ParallelLayout::ContextDevices() const {
+  if (context_parallel <= 1) return {};
+  std::vector<std::vector<int>> devices(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    for (int c = 0; c < context_parallel; ++c) devices[r].push_back(DeviceOf(r, c));
   }
   return devices;
 }
@@ -56,7 +65,7 @@ std::vector<int> RankGroups(const Scenario& sc, int rank) {
   const TopologySpec& t = sc.topology;
   if (!t.grouped()) return {0};
   std::vector<bool> runs(static_cast<size_t>(t.group_count()), false);
-  for (int replica = 0; replica < p.data_parallel; ++replica) {
+  for (int replica = 0; replica < p.replicas(); ++replica) {
     for (int tensor = 0; tensor < p.tensor_parallel; ++tensor) {
       runs[static_cast<size_t>(t.GroupOf(p.DeviceOf(rank, replica, tensor)))] = true;
     }
@@ -102,7 +111,7 @@ schedules::GeneratorParams GeneratorParamsFor(const PipelineSpec& p, const sched
   params.microbatches = p.microbatches;
   params.steps = p.steps;
   params.recompute = p.full_recompute();
-  params.data_parallel = p.data_parallel;
+  params.data_parallel = p.replicas();  // the REDUCE_GRAD's group: D x C
   params.chunks = info.interleaved ? schedules::ChunksFor(info, p.chunks) : 1;
   params.vertical_sync = p.vertical_sync && (!all || schedules::TakesVerticalSync(info.weights));
   params.zb_refine_nodes = p.zb_refine_nodes;

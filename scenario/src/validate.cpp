@@ -82,6 +82,7 @@ bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kerne
   count("pipeline.steps", p.steps, kMaxSteps);
   count("pipeline.data_parallel", p.data_parallel, kMaxDevices);
   count("pipeline.tensor_parallel", p.tensor_parallel, kMaxTensorParallel);
+  count("pipeline.context_parallel", p.context_parallel, kMaxTensorParallel);
   if (p.zero < 0 || p.zero > 3) out->Add("pipeline.zero", fmt::format("expected 0, 1, 2 or 3, got {}", p.zero));
   if (const auto& tr = s.model.transformer) {
     count("model.transformer.layers", tr->layers, kMaxLayers);
@@ -229,7 +230,7 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
 // names each axis once, and what shards over T can be sharded.
 void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
   const PipelineSpec& p = s.pipeline;
-  const bool hybrid = p.data_parallel > 1 || p.tensor_parallel > 1;
+  const bool hybrid = p.data_parallel > 1 || p.tensor_parallel > 1 || p.context_parallel > 1;
   const std::string shared = p.ranks_per_device > 1 ? fmt::format(" ({} ranks per device)", p.ranks_per_device) : "";
   if (p.ranks_per_device > p.ranks) {
     out->Add("pipeline.ranks_per_device", fmt::format("{} ranks per device but pipeline.ranks is {}",
@@ -238,9 +239,11 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
     out->Add("pipeline.ranks", fmt::format("topology has {} devices but pipeline.ranks is {}{}", s.topology.devices(),
                                            p.ranks, shared));
   } else if (devices_counted && p.devices() > s.topology.devices()) {
-    out->Add("pipeline", fmt::format("the job needs pipeline.ranks x data_parallel x tensor_parallel = {} x {} x {} "
+    out->Add("pipeline", fmt::format("the job needs pipeline.ranks x data_parallel x {}tensor_parallel = {} x {} x {}{} "
                                      "= {} {}{} but the topology has {}",
-                                     p.ranks, p.data_parallel, p.tensor_parallel, p.world(),
+                                     p.context_parallel > 1 ? "context_parallel x " : "", p.ranks, p.data_parallel,
+                                     p.context_parallel > 1 ? fmt::format("{} x ", p.context_parallel) : "",
+                                     p.tensor_parallel, p.world(),
                                      p.ranks_per_device > 1 ? "ranks" : "devices",
                                      p.ranks_per_device > 1 ? fmt::format(", {} devices at {} ranks per device",
                                                                           p.devices(), p.ranks_per_device)

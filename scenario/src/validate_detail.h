@@ -29,12 +29,14 @@ void CheckOffload(const Scenario& s, bool devices_counted, Problems* out);
 
 // model.transformer and pipeline.expert_parallel (validate_transformer.cpp): heads dividing hidden
 // (unless head_dim is stated) and kv_heads dividing heads, MLA without kv_heads or biases; E only with experts, E dividing the
-// experts and the D x T devices of a stage, sequence parallelism with T > 1, the shared experts'
+// experts and the D x C x T devices of a stage, sequence parallelism with T > 1, the shared experts'
 // width split evenly over T.
 void CheckAttention(const Scenario& s, Problems* out);
 void CheckExperts(const Scenario& s, Problems* out);
 void CheckFp8(const Scenario& s, Problems* out);
-// CheckAttention and CheckFp8.
+// pipeline.context_parallel: flash attention over a sequence of 2C equal chunks.
+void CheckContext(const Scenario& s, Problems* out);
+// CheckAttention, CheckFp8 and CheckContext.
 void CheckTransformer(const Scenario& s, Problems* out);
 
 // The training block against the model (validate_training.cpp): a decay that ends below its

@@ -53,9 +53,28 @@ void CheckFp8(const Scenario& s, Problems* out) {
   }
 }
 
+// pipeline.context_parallel: a transformer whose fused attention kernel takes the ring's key-value
+// chunks, each sequence cut into 2C equal chunks (the causal load balance).
+void CheckContext(const Scenario& s, Problems* out) {
+  const int c = s.pipeline.context_parallel;
+  if (c <= 1) return;
+  const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
+  if (!t || t->attention != AttentionKernel::kFlash) {
+    out->Add("pipeline.context_parallel", "splits each sequence over devices that pass the keys and values round "
+                                          "a ring into a fused attention kernel: it needs model.transformer with "
+                                          "attention: flash");
+  } else if (t->seq % (2 * c) != 0) {
+    out->Add("pipeline.context_parallel",
+             fmt::format("must divide the sequence into 2 x {} equal chunks (each device takes one from each "
+                         "end): model.transformer.seq {} is not a multiple of {}",
+                         c, t->seq, 2 * c));
+  }
+}
+
 void CheckTransformer(const Scenario& s, Problems* out) {
   CheckAttention(s, out);
   CheckFp8(s, out);
+  CheckContext(s, out);
   if (s.pipeline.zero >= 2 && !s.model.transformer) {
     out->Add("pipeline.zero", fmt::format("{} shards the weights' gradients{} layer by layer: it needs "
                                           "model.transformer (the cost models that shard them)",
@@ -85,16 +104,17 @@ void CheckExperts(const Scenario& s, Problems* out) {
                                                               "would be a MoE layer",
                                                               t->layers, moe->first_dense));
   }
-  const int64_t holders = int64_t{p.data_parallel} * p.tensor_parallel;
+  const int64_t holders = int64_t{p.replicas()} * p.tensor_parallel;
   if (moe->experts % p.expert_parallel != 0) {
     out->Add("pipeline.expert_parallel", fmt::format("must divide model.transformer.moe.experts ({}): each device "
                                                      "holds an equal share of whole experts, got {}",
                                                      moe->experts, p.expert_parallel));
   } else if (holders % p.expert_parallel != 0) {
     out->Add("pipeline.expert_parallel",
-             fmt::format("must divide data_parallel x tensor_parallel ({} x {} = {}): the experts are sharded over "
-                         "the devices that hold a stage (Megatron-LM's convention), got {}",
-                         p.data_parallel, p.tensor_parallel, holders, p.expert_parallel));
+             fmt::format("must divide data_parallel x {}tensor_parallel ({} x {} = {}): the experts are sharded "
+                         "over the devices that hold a stage (Megatron-LM's convention), got {}",
+                         p.context_parallel > 1 ? "context_parallel x " : "", p.replicas(), p.tensor_parallel,
+                         holders, p.expert_parallel));
   }
   if (p.tensor_parallel > 1 && !p.sequence_parallel) {
     out->Add("pipeline.sequence_parallel", "must be true with mixture-of-experts layers and tensor_parallel > 1: "

@@ -89,21 +89,34 @@ struct StageLayers {
   int dense() const { return count - moe; }
 };
 
+// The ring over pipeline rank `rank`'s context-parallel group (its C devices): the link its
+// key-value exchanges run on.
+inline RingLink ContextGroupLink(const Scenario& sc, int rank) {
+  std::vector<int> group;
+  for (int c = 0; c < sc.pipeline.context_parallel; ++c) group.push_back(sc.pipeline.DeviceOf(rank, c));
+  return RingLinkOf(sc.topology, group);
+}
+
+// The tokens of one sequence on one device: seq / C (pipeline.context_parallel).
+inline double LocalSeq(const Scenario& sc) {
+  return static_cast<double>(sc.model.transformer->seq) / sc.pipeline.context_parallel;
+}
+
 // A stage's parameters on one device: what every replica of the stage holds alike, and the
-// routed experts, which only the D x T / E devices holding the same experts share.
+// routed experts, which only the D x C x T / E devices holding the same experts share.
 struct StageParams {
   double shared = 0, routed = 0;
 };
 StageParams ParamsOf(const Scenario& sc, int st, int stages, const StageLayers& layers);
-// The devices that hold the same routed experts, D x T / E (Megatron-LM's folding of expert over
-// data and tensor parallelism).
+// The devices that hold the same routed experts, D x C x T / E (Megatron-LM's folding of expert
+// over data, context and tensor parallelism).
 inline double ExpertHolders(const PipelineSpec& p) {
-  return static_cast<double>(p.data_parallel) * p.tensor_parallel / p.expert_parallel;
+  return static_cast<double>(p.replicas()) * p.tensor_parallel / p.expert_parallel;
 }
-// One device's shard of `params` sharded over the stage's replicas, the routed experts over their
-// holders (ZeRO's optimizer state, ZeRO-2's gradients, ZeRO-3's weights).
+// One device's shard of `params` sharded over the stage's D x C replicas, the routed experts over
+// their holders (ZeRO's optimizer state, ZeRO-2's gradients, ZeRO-3's weights).
 inline double ShardOf(const PipelineSpec& p, const StageParams& params) {
-  return params.shared / p.data_parallel + params.routed / ExpertHolders(p);
+  return params.shared / p.replicas() + params.routed / ExpertHolders(p);
 }
 
 // The transformer row's table (transformer_costs.cpp): its layer weights (FLOPs), and its

@@ -45,6 +45,27 @@ double AllReduceNs(double bytes, int n, const RingLink& link) { return kAllReduc
 double ReduceScatterNs(double bytes, int n, const RingLink& link) { return RingPassNs(bytes, n, link); }
 double AllGatherNs(double bytes, int n, const RingLink& link) { return RingPassNs(bytes, n, link); }
 
+double GroupPassNs(const TopologySpec& topology, double bytes, const std::vector<int>& devices) {
+  const int n = static_cast<int>(devices.size());
+  if (n <= 1 || bytes <= 0) return 0;
+  const double ring = RingPassNs(bytes, n, RingLinkOf(topology, devices));
+  if (topology.explicit_graph()) return ring;
+  std::map<int, std::vector<int>> by_node;  // node -> the group's devices there
+  for (const int d : devices) by_node[topology.NodeOf(d)].push_back(d);
+  const int nodes = static_cast<int>(by_node.size());
+  const int k = static_cast<int>(by_node.begin()->second.size());
+  if (nodes < 2 || k < 2) return ring;
+  for (const auto& [node, local] : by_node) {
+    if (static_cast<int>(local.size()) != k) return ring;
+  }
+  // Across the nodes among the devices of one local index (B / k each), and inside each node.
+  std::vector<int> across;
+  for (const auto& [node, local] : by_node) across.push_back(local.front());
+  const double hierarchical = RingPassNs(bytes / k, nodes, RingLinkOf(topology, across)) +
+                              RingPassNs(bytes, k, RingLinkOf(topology, by_node.begin()->second));
+  return std::min(ring, hierarchical);
+}
+
 }  // namespace stagecraft::sim
 
 namespace stagecraft::sim {

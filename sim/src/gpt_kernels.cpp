@@ -103,19 +103,36 @@ void MoeInputGrad(const Lister& l, const Dims& x) {
 // scores over the keys' width qkd, the context over the values' vd), five in I (the scores again,
 // dQ and dK over qkd; dP and dV over vd), timed at their mean width; its memory traffic only its
 // operands and results, q, k, v and o (and in I their gradients and o's), s·h/T each by default.
+// With context parallelism (GptKernelShape::context_parallel) the keys are the whole sequence's,
+// C·s, and the ring that brings them follows the kernel.
 void FlashAttention(const Lister& l, const Dims& x, bool backward) {
   const int64_t matmuls = backward ? 5 : 2, widths = backward ? 3 * x.qkd + 2 * x.vd : x.qkd + x.vd;
+  const int64_t keys = x.s * l.g.context_parallel;
   const int64_t n = l.g.window > 0
-                        ? std::max<int64_t>(std::llround(CausalKeysPerQuery(static_cast<double>(x.s),
+                        ? std::max<int64_t>(std::llround(CausalKeysPerQuery(static_cast<double>(keys),
                                                                             static_cast<double>(l.g.window))),
                                             1)
-                        : std::max<int64_t>(x.s / 2, 1);
+                        : std::max<int64_t>(keys / 2, 1);
   l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, n, (widths + matmuls / 2) / matmuls,
          x.b * x.ap * matmuls);
   Kernel& k = l.out->back();
   k.flops = 2.0 * static_cast<double>(x.s) * static_cast<double>(n) * static_cast<double>(widths) * x.b * x.ap;
   const double q = static_cast<double>(x.rows) * x.qp * l.d(), o = static_cast<double>(x.rows) * x.hp * l.d();
   k.bytes = (backward ? 4 : 2) * (q + o);
+  if (l.g.context_parallel <= 1) return;
+  // The keys and values of the whole sequence on this device's heads (MLA's: every head's own),
+  // and in I their gradients beside them.
+  const int64_t kv = l.g.kv_heads > 0 ? l.g.kv_heads : l.g.heads;
+  const double widths_kv = l.g.mla ? static_cast<double>(x.ap * (x.qkd + x.vd))
+                                   : 2.0 * static_cast<double>(kv / l.g.tensor_parallel * x.hd);
+  Kernel ring;
+  ring.name = backward ? "cp_ring.dX" : "cp_ring";
+  ring.pass = l.pass;
+  ring.kind = KernelClass::kCollective;
+  ring.collective = CollectiveKind::kContextRing;
+  ring.bytes = (backward ? 2 : 1) * static_cast<double>(x.b * keys) * widths_kv * l.d();
+  ring.beside = k.name;
+  l.out->push_back(std::move(ring));
 }
 
 void BlockForward(const Lister& l, const Dims& x, bool moe) {
@@ -341,7 +358,10 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool
   const Lister i{g, KernelPass::kI, &out};
   if (full) {
     BlockForward(i, x, moe_layer);
-    for (Kernel& k : out) k.name = "recompute." + k.name;
+    for (Kernel& k : out) {
+      k.name = "recompute." + k.name;
+      if (!k.beside.empty()) k.beside = "recompute." + k.beside;
+    }
     ApplyFp8(g, &out);
     return out;
   }

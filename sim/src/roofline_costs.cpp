@@ -47,6 +47,7 @@ KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group,
       case CollectiveKind::kAllReduce: t.link_ns = AllReduceNs(kernel.bytes, group, link); break;
       case CollectiveKind::kAllGather: t.link_ns = AllGatherNs(kernel.bytes, group, link); break;
       case CollectiveKind::kReduceScatter: t.link_ns = ReduceScatterNs(kernel.bytes, group, link); break;
+      case CollectiveKind::kContextRing: t.link_ns = AllGatherNs(kernel.bytes, group, link); break;
       case CollectiveKind::kNone: break;
     }
     t.launch_ns = static_cast<double>(device.launch_overhead_ns);
@@ -71,7 +72,8 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   const TransformerSpec& t = *sc.model.transformer;
   GptKernelShape g;
   g.microbatch = sc.pipeline.microbatch_size;
-  g.seq = t.seq, g.hidden = t.hidden, g.heads = t.heads, g.vocab = t.vocab;
+  g.seq = t.seq / sc.pipeline.context_parallel, g.hidden = t.hidden, g.heads = t.heads, g.vocab = t.vocab;
+  g.context_parallel = sc.pipeline.context_parallel;
   g.tensor_parallel = sc.pipeline.tensor_parallel;
   g.sequence_parallel = sc.pipeline.sequence_parallel;
   g.dtype_bytes = DtypeBytes(sc.training.dtype);
@@ -103,9 +105,23 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
 std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceSpec& device,
                                      const std::vector<Kernel>& kernels) {
   const RingLink link = detail::TensorGroupLink(sc, rank);
+  const int c = sc.pipeline.context_parallel;
+  const RingLink context = c > 1 ? detail::ContextGroupLink(sc, rank) : RingLink{};
   std::vector<TimedKernel> out;
   for (const Kernel& k : kernels) {
-    out.push_back({k, TimeKernel(k, device, sc.pipeline.tensor_parallel, link.bytes_per_s, link.latency_ns)});
+    const bool ring = k.collective == CollectiveKind::kContextRing;
+    out.push_back({k, ring ? TimeKernel(k, device, c, context.bytes_per_s, context.latency_ns)
+                           : TimeKernel(k, device, sc.pipeline.tensor_parallel, link.bytes_per_s, link.latency_ns)});
+  }
+  // Each of a ring's C - 1 steps runs beside the attention's work on the chunk before it (1 / C of
+  // the kernel's): only what the steps outlast of that work is left.
+  for (TimedKernel& r : out) {
+    if (r.kernel.collective != CollectiveKind::kContextRing) continue;
+    for (const TimedKernel& attention : out) {
+      if (attention.kernel.name != r.kernel.beside) continue;
+      r.time.link_ns = std::max(0.0, r.time.link_ns - attention.time.ns() * (c - 1) / c);
+      break;
+    }
   }
   return out;
 }
@@ -115,7 +131,7 @@ const DeviceSpec& FirstRankDevice(const Scenario& sc) { return sc.topology.Group
 double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels) {
   double saved = 0;
   for (const TimedKernel& c : kernels) {
-    if (c.kernel.beside.empty()) continue;
+    if (c.kernel.beside.empty() || c.kernel.collective == CollectiveKind::kContextRing) continue;
     for (const TimedKernel& gemm : kernels) {
       if (gemm.kernel.name == c.kernel.beside) {
         saved += std::min(c.time.ns(), gemm.time.ns());
@@ -143,13 +159,11 @@ double UpdatedParams(const Scenario& sc, const StageCost& cost) {
 
 RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
   const std::vector<Kernel> block = GptBlockKernels(KernelShapeOf(sc));
-  const PipelineSpec& p = sc.pipeline;
-  const RingLink link = detail::TensorGroupLink(sc, 0);
   const auto passes = [&](const DeviceSpec& device, double out[3]) {
     out[0] = out[1] = out[2] = 0;
-    for (const Kernel& k : block) {
-      const int pass = static_cast<int>(k.pass);
-      if (pass < 3) out[pass] += TimeKernel(k, device, p.tensor_parallel, link.bytes_per_s, link.latency_ns).ns();
+    for (const TimedKernel& k : TimeKernels(sc, 0, device, block)) {
+      const int pass = static_cast<int>(k.kernel.pass);
+      if (pass < 3) out[pass] += k.time.ns();
     }
   };
   RooflineFit fit;
@@ -326,7 +340,7 @@ CostTable RooflineTable(const Scenario& sc, const CostQuery& query) {
     step.updated = UpdatedParams(sc, cost);
     if (sc.training.fp8) {
       const StageParams own = ParamsOf(sc, 1, 3, mix);  // as a middle stage holds them: the layers alone
-      step.cast = p.zero >= 3 && p.data_parallel > 1 ? ShardOf(p, own) : own.shared + own.routed;
+      step.cast = p.zero >= 3 && p.replicas() > 1 ? ShardOf(p, own) : own.shared + own.routed;
     }
     std::optional<PassSums> sums;
     for (const int g : RankGroups(sc, rank)) {

@@ -12,19 +12,18 @@ namespace stagecraft::sim::detail {
 namespace {
 
 // The devices that hold the same routed experts as pipeline rank `rank`'s first device: of its
-// D x T devices (tensor ranks innermost, as ParallelLayout::ExpertDevices folds them), every E-th.
+// D x C x T devices (tensor ranks innermost, as ParallelLayout::ExpertDevices folds them), every E-th.
 std::vector<int> ExpertHolders(const ParallelLayout& p, int rank) {
   std::vector<int> holders;
-  const int devices = p.data_parallel * p.tensor_parallel;
+  const int devices = p.replicas() * p.tensor_parallel;
   for (int k = 0; k < devices; k += p.expert_parallel)
     holders.push_back(p.DeviceOf(rank, k / p.tensor_parallel, k % p.tensor_parallel));
   return holders;
 }
 
-// A ring collective of `bytes` over `devices`, one pass (an all-gather or a reduce-scatter).
+// A collective of `bytes` over `devices`, one pass (an all-gather or a reduce-scatter).
 double OnePassNs(const Scenario& sc, double bytes, const std::vector<int>& devices) {
-  if (devices.size() <= 1 || bytes <= 0) return 0;
-  return AllGatherNs(bytes, static_cast<int>(devices.size()), RingLinkOf(sc.topology, devices));
+  return GroupPassNs(sc.topology, bytes, devices);
 }
 
 int64_t Rounded(double bytes) { return static_cast<int64_t>(std::llround(bytes)); }
@@ -35,7 +34,7 @@ ShardedComm ShardedCommOf(const Scenario& sc, int rank, const StageParams& param
   const PipelineSpec& p = sc.pipeline;
   ShardedComm comm;
   comm.layers = std::max(layers, 1);
-  if (p.zero < 2 || p.data_parallel <= 1) return comm;
+  if (p.zero < 2 || p.replicas() <= 1) return comm;
   const double d = DtypeBytes(sc.training.dtype);
   const std::vector<int> replicas = p.ReplicaDevices()[static_cast<size_t>(rank)];
   // A reduce-scatter is one ring pass, as an all-gather (collectives.h RingPasses).
@@ -48,7 +47,7 @@ ShardedComm ShardedCommOf(const Scenario& sc, int rank, const StageParams& param
 
 void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers, StageCost* cost) {
   const PipelineSpec& p = sc.pipeline;
-  if (p.zero < 2 || p.data_parallel <= 1) return;
+  if (p.zero < 2 || p.replicas() <= 1) return;
   const double d = DtypeBytes(sc.training.dtype);
   const double shard = ShardOf(p, params) * d;
   // ZeRO-2: the all-gather of the updated weights, half an all-reduce's ring; ZeRO-3: nothing.

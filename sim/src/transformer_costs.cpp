@@ -238,7 +238,7 @@ namespace {
 void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, const StageChecks& check, StageCost* cost) {
   const TransformerSpec& t = *sc.model.transformer;
   const PipelineSpec& p = sc.pipeline;
-  const double b = p.microbatch_size, s = t.seq, h = t.hidden, a = t.heads, V = t.vocab;
+  const double b = p.microbatch_size, s = LocalSeq(sc), h = t.hidden, a = t.heads, V = t.vocab;
   const double d = DtypeBytes(sc.training.dtype);
   const int tp = p.tensor_parallel;
   const double latent_shards = p.sequence_parallel ? tp : 1;  // MLA's latents, on each device's rows
@@ -278,7 +278,7 @@ void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChec
   if (layers.moe == 0 || p.expert_parallel <= 1) return;
   cost->a2a_forward = 2 * layers.moe;
   cost->a2a_backward = (p.full_recompute() ? 4 : 2) * layers.moe;
-  const double tokens = static_cast<double>(t.seq) * p.microbatch_size / p.tensor_parallel;
+  const double tokens = LocalSeq(sc) * p.microbatch_size / p.tensor_parallel;
   cost->a2a_bytes = check.Bytes(tokens * t.moe->top_k * t.moe->TokenFactor() * t.hidden * DtypeBytes(sc.training.dtype),
                                 "an all-to-all per microbatch");
 }
@@ -288,7 +288,9 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
                            const KeysOf& keys) {
   const TransformerSpec& t = *sc.model.transformer;
   const DeviceSpec& device = *SlowestFlatDevice(sc, rank).device;
-  const double b = sc.pipeline.microbatch_size, s = t.seq, h = t.hidden, V = t.vocab;
+  // With context parallelism the device's tokens are s / C of each sequence; a token's attention
+  // FLOPs are the whole sequence's keys' (AttentionFlopsPerToken) wherever it runs.
+  const double b = sc.pipeline.microbatch_size, s = LocalSeq(sc), h = t.hidden, V = t.vocab;
   const double d = DtypeBytes(sc.training.dtype);
   const double rate = device.peak_flops * device.efficiency;
   const PipelineSpec& p = sc.pipeline;
@@ -310,7 +312,7 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const bool flash = t.attention == AttentionKernel::kFlash;
   const double repeat = recompute ? blocks_flops
                         : p.recompute == Recompute::kSelective && !flash
-                            ? layers.count * 2 * b * s * s * static_cast<double>(t.QWidth() + t.OWidth()) / tp
+                            ? layers.count * 2 * b * s * t.seq * static_cast<double>(t.QWidth() + t.OWidth()) / tp
                             : 0.0;
   const double tensor_ns = layers.count * (1 + AttentionCollectiveShare(t)) * TensorAllReduceNs(sc, rank, s * b * h * d);
   const StageChecks check(sc.path, st, keys);
@@ -324,10 +326,10 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const StageParams params = ParamsOf(sc, st, stages, layers);
   cost.weight_bytes = check.Bytes((params.shared + params.routed) * d, "the weights");
   cost.grad_bytes = cost.weight_bytes;
-  // The REDUCE_GRAD runs over the D replicas; the routed experts' gradients are reduced over
-  // their own D x T / E holders, charged as the bytes whose ring all-reduce over D moves as much
+  // The REDUCE_GRAD runs over the D x C replicas; the routed experts' gradients are reduced over
+  // their own D x C x T / E holders, charged as the bytes whose ring all-reduce over D x C moves as much
   // through each link ((n - 1) / n of a buffer per pass).
-  const double replicas = p.data_parallel, holders = ExpertHolders(p);
+  const double replicas = p.replicas(), holders = ExpertHolders(p);
   if (params.routed > 0) {
     const double share = replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
     cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * d, "the gradients reduced");

@@ -142,7 +142,17 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert "NeMo AutoModel" in published_moe.why_not(dsv3)
     assert published_moe.why_not({**dsv3, "notes": "no sharding"}) == ""  # its latents from MLA
     assert "MLA" in published_moe.why_not({**dsv3, "notes": "no sharding", "model": "DeepSeek-V4"})
-    assert "context parallelism (CP 2)" in published_moe.why_not(rows["automodel_llama31_70b_h100_bf16_64gpu"])
+    # Context parallelism as the rows state it: AutoModel's FSDP2 shards over its 32 x 2 devices
+    # (ZeRO-3) and checkpoints every block; Megatron-Bridge's 405B splits 126 layers + 2 over 64 stages.
+    automodel = rows["automodel_llama31_70b_h100_bf16_64gpu"]
+    assert published_moe.why_not(automodel) == ""
+    automodel_text = published_moe.scenario_text(automodel)
+    for part in ("context_parallel: 2", "data_parallel: 32", "zero: 3", "recompute: full", "microbatches: 4"):
+        assert part in automodel_text, part
+    llama405 = published_moe.scenario_text(rows["mbridge_2604_01_llama31_405b_h100_fp8"])
+    for part in ("context_parallel: 2", "data_parallel: 8", "tensor_parallel: 8", "chunks: 8",
+                 "partition: [1, " + ", ".join(["2"] * 62) + ", 1]", "grad_reduce_overlap: true", "microbatches: 192"):
+        assert part in llama405, part
     # The ModelZoo's FSDP row (Megatron-FSDP, no pipeline, full recompute): ZeRO-3, whole layers recomputed.
     fsdp = rows["mzoo_qwen3_235b_h100_bf16_tp2_ep8_fsdp"]
     assert published_moe.why_not(fsdp) == ""

@@ -21,8 +21,9 @@ sequence where none is published. A row whose predicted run would not fit in 80 
 (`OOM`): its layout's memory is not what stagecraft counts. GPT-OSS's attention sinks (a learned
 logit per head in each softmax) and its clamped SwiGLU are stated as the plain kernels they
 modify (their cost is the same kernels'), its experts' biases not at all. The rows left out are
-listed with why (a GPU not in the device library, FSDP2 beside a pipeline, context parallelism,
-MLA without its latents, an asymmetric layout)."""
+listed with why (a GPU not in the device library, FSDP2 beside a pipeline, MLA without its latents,
+an asymmetric layout). Context parallelism is stated as the row states it (pipeline.context_parallel:
+each sequence split over CP devices, Transformer Engine's ring of key-value exchanges)."""
 import collections
 import re
 
@@ -91,8 +92,19 @@ RECIPES = {
     "mbridge_2604_01_qwen3_235b_h100_fp8": {"a2a_overlap_sms": 16},
     # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_fp8cs_config: pipeline layout
     # "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (40 virtual stages: the embedding and 2 layers, 34 of 2, one
-    # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers).
-    "mbridge_2604_01_llama3_70b_h100_fp8": {"partition": [2] * 35 + [3] + [2] * 3 + [1], "tp_overlap": True},
+    # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers); its
+    # base (recipes/llama/h100/llama3.py) starts from recipes/common.py _pretrain_common, whose
+    # distributed data parallelism overlaps the gradients' reduce (overlap_grad_reduce=True).
+    "mbridge_2604_01_llama3_70b_h100_fp8": {"partition": [2] * 35 + [3] + [2] * 3 + [1], "tp_overlap": True,
+                                            "grad_reduce_overlap": True},
+    # perf_recipes/llama/h100/llama31.py llama31_405b_pretrain_1024gpu_h100_fp8cs_config: TP 8, PP 8,
+    # CP 2, VP 8, sequence parallelism, userbuffers' tensor-parallel overlap
+    # (userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192); its base (recipes/llama/h100/llama3.py
+    # llama31_405b_pretrain_256gpu_h100_bf16_config) accounts for the embedding and the loss in the
+    # pipeline split and has no layout: (126 + 2) / 64 = 2 slots a virtual stage, the first and the
+    # last one layer each; _pretrain_common's overlap_grad_reduce as the 70B's.
+    "mbridge_2604_01_llama31_405b_h100_fp8": {"partition": [1] + [2] * 62 + [1], "tp_overlap": True,
+                                              "grad_reduce_overlap": True},
     # DeepSeek-V3's report (§3.2): DualPipe over 16 ranks, run here as DualPipe-V (the V-shaped
     # variant of DeepSeek's DualPipe repository: the same overlapped pairs over two chunks a rank,
     # one copy of the weights where DualPipe keeps two); 20 of the 132 SMs to communication
@@ -135,8 +147,6 @@ def why_not(row):
         return f"{row['precision']}: not a precision this tool states"
     if not any(row["gpu"].startswith(gpu) for gpu in TOPOLOGIES):
         return f"{row['gpu']}: not in the device library"
-    if row["cp"] not in ("", "1"):
-        return f"context parallelism (CP {row['cp']}): not in the vocabulary"
     if "FSDP2" in notes and row["pp"] not in ("", "1"):
         # PyTorch's pipelining under FSDP2 gathers a stage's weights at its first microbatch and
         # reshards them after its last (torch.distributed.pipelining): ZeRO-1's traffic and memory,
@@ -190,15 +200,18 @@ def dispatcher_of(row):
 def zero_of(row):
     """The row's data-parallel sharding: ZeRO-3 where FSDP shards its weights over the replicas
     without a pipeline (the ModelZoo's notes "FSDP 'On'": Megatron-FSDP, whose optim_grads_params
-    gathers a layer's weights in each forward and backward and reduce-scatters its gradients), else
+    gathers a layer's weights in each forward and backward and reduce-scatters its gradients; NeMo
+    AutoModel's FSDP2, which shards over the data- and context-parallel devices together), else
     Megatron-LM's distributed optimizer, ZeRO-1."""
-    return 3 if "FSDP 'On'" in row["notes"] and row["pp"] in ("", "1") else 1
+    fsdp = "FSDP 'On'" in row["notes"] or "FSDP2" in row["notes"]
+    return 3 if fsdp and row["pp"] in ("", "1") else 1
 
 
 def recompute_of(row):
-    """What the row recomputes as stagecraft states it: `full` where its source says full
-    recompute; its fine-grained recompute of norms and activation functions is not stated."""
-    return "full" if row["recompute"] == "full" else "none"
+    """What the row recomputes as stagecraft states it: `full` where its source says full recompute
+    (or NeMo AutoModel's activation_checkpointing, which checkpoints every transformer block); its
+    fine-grained recompute of norms and activation functions is not stated."""
+    return "full" if row["recompute"] in ("full", "activation_checkpointing") else "none"
 
 
 def chunks_of(row):
@@ -236,12 +249,14 @@ def scenario_text(row):
     layout = (f"ranks: {pp}, data_parallel: {dp}, tensor_parallel: {tp}, sequence_parallel: {str(tp > 1).lower()}, "
               f"zero: {zero_of(row)}, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1, "
               f"recompute: {recompute_of(row)}")
+    if cp > 1:
+        layout += f", context_parallel: {cp}"
     if row["ep"] not in ("", "1"):
         layout += f", expert_parallel: {row['ep']}"
         if dispatcher_of(row) == "deepep":
             layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
-    if row["model"] in OVERLAPS_GRAD_REDUCE:
+    if row["model"] in OVERLAPS_GRAD_REDUCE or recipe_of(row).get("grad_reduce_overlap"):
         layout += ", grad_reduce_overlap: true"
     partition = partition_of(row)
     if partition:
@@ -360,8 +375,9 @@ def predictions(sets=()):
             out.append(Prediction(row, why_not=reason or "no throughput published"))
             continue
         run = simulate_on_nodes(scenario_text(row), row["gpus"], sets)
-        tokens = run["microbatches"] * run["microbatch_size"] * run["data_parallel"] * int(row["seq"])
-        predicted = tokens / (run["step_time_ms"] / 1e3 * int(row["gpus"]))
+        # The samples are the data-parallel replicas' (the metrics' data_parallel counts each
+        # context-parallel device as a replica of the pipeline, as the gradients' reduce does).
+        predicted = run["throughput_samples_per_s"] * int(row["seq"]) / int(row["gpus"])
         published = published_tokens_per_s(row)
         tflops = predicted * flops_per_token(row, row["flops_convention"] or UNSTATED_CONVENTION) / 1e12
         out.append(Prediction(row, predicted, published, tflops, predicted / published - 1, "", run["oom"], run))

@@ -145,6 +145,7 @@ struct PlanResult {
   std::string scenario;
   std::string cost_source;
   int gpus = 0;
+  int context_parallel = 1;  // the scenario's, kept: the layouts share gpus / C devices
   int64_t global_batch = 0;
   int64_t memory_limit_bytes = 0;
   int layouts = 0;                    // P x D x T = gpus

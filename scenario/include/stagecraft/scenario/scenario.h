@@ -150,6 +150,14 @@ struct ParallelLayout {
   int data_parallel = 1;
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // C (pipeline.context_parallel): each sequence split over C devices (Megatron-LM's context
+  // parallelism, Transformer Engine's ring of P2P exchanges): a device runs s / C of each
+  // microbatch's tokens, in two chunks of s / 2C from both ends (the causal load balance), and
+  // its queries attend to the whole sequence's keys, which pass round the group's ring beside the
+  // attention. The C devices hold the same weights: the gradients are reduced, and ZeRO shards,
+  // over the D x C replicas (Megatron's data-parallel group with context parallelism). Placed
+  // between the tensor and the data axis (Megatron's order tp-cp-ep-dp-pp).
+  int context_parallel = 1;
   // With T > 1 and the roofline model: a backward run as one op (B) starts each column-parallel
   // layer's input-gradient all-reduce (reduce-scatter) before its weight GEMM and runs the two
   // side by side (Megatron-LM's asynchronous tensor-parallel all-reduce, which Korthikanti et
@@ -181,25 +189,32 @@ struct ParallelLayout {
   // of a replica run on the device of pipeline position j.
   int ranks_per_device = 1;
 
-  // ranks x data_parallel x tensor_parallel: the job's processes.
-  int64_t world() const { return int64_t{ranks} * data_parallel * tensor_parallel; }
+  // The devices that hold a stage's same weights and reduce its gradients: D x C.
+  int replicas() const { return data_parallel * context_parallel; }
+  // ranks x data_parallel x context_parallel x tensor_parallel: the job's processes.
+  int64_t world() const { return int64_t{ranks} * replicas() * tensor_parallel; }
   // The pipeline's devices per replica and tensor rank: ranks / ranks_per_device, rounded up.
   int pipeline_devices() const { return (ranks + ranks_per_device - 1) / ranks_per_device; }
-  // The devices the job occupies: pipeline_devices() x data_parallel x tensor_parallel.
-  int64_t devices() const { return int64_t{pipeline_devices()} * data_parallel * tensor_parallel; }
-  // The topology's device that runs pipeline rank `rank` of replica `replica`, tensor rank
-  // `tensor` (each from 0), under `placement`.
+  // The devices the job occupies: pipeline_devices() x data_parallel x context_parallel x
+  // tensor_parallel.
+  int64_t devices() const { return int64_t{pipeline_devices()} * replicas() * tensor_parallel; }
+  // The topology's device that runs pipeline rank `rank` of replica `replica` (of the D x C:
+  // replica d x C + c is context rank c of data-parallel replica d), tensor rank `tensor` (each
+  // from 0), under `placement`.
   int DeviceOf(int rank, int replica = 0, int tensor = 0) const;
   // The device of each pipeline rank of replica 0, tensor rank 0 (what the simulator runs);
   // empty for a job that is the pipeline alone (rank r on device r).
   std::vector<int> RankDevices() const;
-  // For each pipeline rank, the devices of its D replicas (tensor rank 0), replica 0 first: the
-  // ring its REDUCE_GRADs run over. Empty when D = 1.
+  // For each pipeline rank, the devices of its D x C replicas (tensor rank 0), replica 0 first:
+  // the ring its REDUCE_GRADs run over. Empty when D x C = 1.
   std::vector<std::vector<int>> ReplicaDevices() const;
   // For each pipeline rank, its expert group (replica 0, tensor rank 0's): the first E of the
-  // D x T devices that hold it, tensor ranks innermost (Megatron-LM's folding of expert over data
-  // and tensor parallelism). Empty when E = 1.
+  // D x C x T devices that hold it, tensor ranks innermost (Megatron-LM's folding of expert over
+  // data, context and tensor parallelism). Empty when E = 1.
   std::vector<std::vector<int>> ExpertDevices() const;
+  // For each pipeline rank, its context group (replica 0's, tensor rank 0's): the C devices that
+  // split its sequences, context rank 0 first. Empty when C = 1.
+  std::vector<std::vector<int>> ContextDevices() const;
 };
 
 // What one pipeline runs: its schedules, the microbatches and steps, the stages per rank, what

@@ -116,5 +116,11 @@ struct RingPasses {
 double AllReduceNs(double bytes, int n, const RingLink& link);
 double ReduceScatterNs(double bytes, int n, const RingLink& link);
 double AllGatherNs(double bytes, int n, const RingLink& link);
+// One pass (an all-gather or a reduce-scatter) of a `bytes` buffer over `devices` (topology device
+// ids, in ring order), by the cheaper of the ring over RingLinkOf and, on a per-dimension topology
+// with the group on N >= 2 nodes with the same k >= 2 devices on each, the hierarchical pass
+// (CollectiveAlgorithm::kHierarchical's halves: a pass of B / k across the nodes among the devices
+// of the same local index, one of B inside each node). ZeRO-2's and ZeRO-3's per-layer collectives.
+double GroupPassNs(const TopologySpec& topology, double bytes, const std::vector<int>& devices);
 
 }  // namespace stagecraft::sim

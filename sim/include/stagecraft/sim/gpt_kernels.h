@@ -40,8 +40,11 @@ inline constexpr EnumName<KernelClass> kKernelClassNames[] = {{KernelClass::kGem
 constexpr std::string_view Name(KernelClass c) { return NameIn(kKernelClassNames, c); }
 
 // A tensor-parallel collective's kind (Megatron: all-reduce; with sequence parallelism an
-// all-gather before and a reduce-scatter after each parallel region).
-enum class CollectiveKind { kNone, kAllReduce, kAllGather, kReduceScatter };
+// all-gather before and a reduce-scatter after each parallel region), or the context group's ring
+// of key-value exchanges (kContextRing: C - 1 steps over the context group's link, each passing on
+// one device's chunk, bytes the whole sequence's; each step beside the fused attention's work on
+// the chunk before, so only what the steps outlast that work costs: roofline.h TimeKernels).
+enum class CollectiveKind { kNone, kAllReduce, kAllGather, kReduceScatter, kContextRing };
 
 struct Kernel {
   std::string name;  // "qkv", "qkv.dX", "softmax", ...
@@ -87,6 +90,12 @@ struct GptKernelShape {
   // The layer's sliding window (model.transformer.sliding_window; 0: none, the whole causal past):
   // its flash kernel's matmuls run over CausalKeysPerQuery(s, window) keys a query.
   int64_t window = 0;
+  // C (pipeline.context_parallel): `seq` is the device's s / C tokens of each sequence, whose
+  // queries the flash kernel scores against the whole sequence's keys (C x seq, load-balanced: on
+  // average half of them), which reach it round the context group's ring (`cp_ring` in F, beside
+  // `flash_attention`; `cp_ring.dX` in I, the keys and values again and their gradients, beside
+  // `flash_attention.dX`: Transformer Engine's P2P context parallelism).
+  int context_parallel = 1;
   // training.fp8: the linear layers' GEMMs in FP8 (Kernel::fp8), each F GEMM's input and each
   // input-gradient GEMM's incoming gradient cast by a kernel of its own (`<gemm>.cast`: the 16-bit
   // tensor read, its FP8 copy and the transposed one the weight gradient reads written); attention's

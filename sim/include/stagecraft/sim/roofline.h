@@ -45,7 +45,9 @@ struct TimedKernel {
 
 // The kernel shape of a scenario's transformer (its microbatch, tensor group and precision).
 GptKernelShape KernelShapeOf(const Scenario& sc);
-// `kernels` timed on `device`, collectives over pipeline rank `rank`'s tensor group.
+// `kernels` timed on `device`, collectives over pipeline rank `rank`'s tensor group, the context
+// ring over its context group with only what its steps outlast of the attention beside them
+// (max(0, ring - attention x (C - 1) / C): C - 1 steps, each beside 1 / C of the kernel's work).
 std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceSpec& device,
                                      const std::vector<Kernel>& kernels);
 // The device that pipeline rank 0 runs on (the first of RankGroups'): the one the roofline
@@ -53,7 +55,7 @@ std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceS
 const DeviceSpec& FirstRankDevice(const Scenario& sc);
 // What a backward run as one op (B = I + W) saves when its collectives run beside the weight
 // GEMMs they precede (pipeline.tensor_parallel_overlap): over the collectives with a `beside`,
-// the smaller of its time and that GEMM's (the two streams end with the later of them). Split
+// the smaller of its time and that GEMM's (the context ring's are TimeKernels') (the two streams end with the later of them). Split
 // I and W ops (Zero Bubble's) keep their sums: the W runs later, apart from the collective.
 double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels);
 // What the optimizer's update reads and writes per parameter (training.optimizer, else adam):
