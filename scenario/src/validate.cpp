@@ -98,8 +98,7 @@ bool CheckRanges(const Scenario& s, const std::vector<std::string>* memory_kerne
   return out->size() == before;
 }
 
-// Per dimension: a link to each switch the devices use, one per scope; returns false when the
-// device count itself is out of range.
+// Per dimension: a link for each scope (switch) the devices use; false when their count is out of range.
 bool CheckScopeLinks(const TopologySpec& t, Problems* out) {
   int64_t devices = int64_t{t.nodes} * t.devices_per_node;
   if (t.grouped()) {
@@ -170,11 +169,10 @@ void CheckTopology(const TopologySpec& t, EngineChecks& checks, bool* counted, P
   if (std::string why = checks.CheckMachine(t); !why.empty()) out->Add("topology", std::move(why));
 }
 
-// Each schedule named accepts the parameters it runs with. A stated pipeline.chunks is the
-// stages per rank of the schedules that interleave (the others run one): one that an
-// interleaving schedule cannot run with, where its own would do, or one that no schedule named
-// takes, is reported at pipeline.chunks, under `schedule: all` too (it is never changed, and
-// never makes a schedule of `all` skipped).
+// Each schedule named accepts the parameters it runs with. A stated pipeline.chunks (the stages
+// per rank of the schedules that interleave) that an interleaving schedule cannot run with, where
+// its own would do, or that no schedule named takes, is reported at pipeline.chunks, under
+// `schedule: all` too (never changed, never makes a schedule of `all` skipped).
 void CheckSchedules(const PipelineSpec& p, Problems* out) {
   std::vector<const schedules::GeneratorInfo*> named;
   if (p.runs_all()) {
@@ -226,8 +224,8 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
   }
 }
 
-// The data- and tensor-parallel degrees: the world they make fits the topology, the placement
-// names each axis once, and what shards over T can be sharded.
+// The data-, context- and tensor-parallel degrees: the world they make fits the topology, the
+// placement names each axis once, and what shards over T can be sharded.
 void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   const bool hybrid = p.data_parallel > 1 || p.tensor_parallel > 1 || p.context_parallel > 1;
@@ -243,8 +241,7 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
                                      "= {} {}{} but the topology has {}",
                                      p.context_parallel > 1 ? "context_parallel x " : "", p.ranks, p.data_parallel,
                                      p.context_parallel > 1 ? fmt::format("{} x ", p.context_parallel) : "",
-                                     p.tensor_parallel, p.world(),
-                                     p.ranks_per_device > 1 ? "ranks" : "devices",
+                                     p.tensor_parallel, p.world(), p.ranks_per_device > 1 ? "ranks" : "devices",
                                      p.ranks_per_device > 1 ? fmt::format(", {} devices at {} ranks per device",
                                                                           p.devices(), p.ranks_per_device)
                                                             : "",

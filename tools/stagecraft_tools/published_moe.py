@@ -391,7 +391,8 @@ def report(validation, verdict):
     out()
     out("Mixture-of-experts and Llama-family runs (data/moe_llama_published.csv; not fitted to): tokens/s per GPU,")
     out("and model TFLOP/s per GPU by the FLOP count of the row's source (flops_convention)")
-    out(f"{'row':>54} {'gpus':>5} {'tp':>2} {'pp':>2} {'vp':>2} {'ep':>3}  {'tokens/s predicted':>18} {'published':>9} "
+    out(f"{'row':>54} {'gpus':>5} {'tp':>2} {'cp':>2} {'pp':>2} {'vp':>2} {'ep':>3}  {'tokens/s predicted':>18} "
+        f"{'published':>9} "
         f"{'error':>7}  {'TFLOP/s predicted':>17} {'published':>9}  count")
     errors = validation.errors.setdefault("moe_llama", [])
     skipped = []
@@ -405,7 +406,7 @@ def report(validation, verdict):
         if count == "unstated":
             count = f"unstated, as {UNSTATED_CONVENTION}"
         published_tflops = f"{float(row['model_tflops_per_gpu']):>9.1f}" if row["model_tflops_per_gpu"] else f"{'-':>9}"
-        out(f"{row['id']:>54} {row['gpus']:>5} {row['tp'] or 1:>2} {row['pp'] or 1:>2} {chunks_of(row):>2} "
+        out(f"{row['id']:>54} {row['gpus']:>5} {row['tp'] or 1:>2} {row['cp'] or 1:>2} {row['pp'] or 1:>2} {chunks_of(row):>2} "
             f"{row['ep'] or '-':>3}  {p.tokens_per_s:>18.1f} {p.published_tokens_per_s:>9.1f} {100 * p.error:>+6.1f}%  "
             f"{p.tflops:>17.1f} {published_tflops}  {count}" + ("  OOM" if p.oom else ""))
     if errors:
