@@ -100,7 +100,7 @@ OffloadSpec ParseOffload(const Value& value) {
 
 PipelineSpec ParsePipeline(const Value& value) {
   const Map m(value, {"schedule", "ranks", "chunks", "microbatches", "microbatch_size", "steps", "recompute",
-                      "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "context_parallel", "tensor_parallel",
+                      "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "context_parallel", "context_parallel_comm", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "grad_reduce_overlap", "zero", "placement",
                       "memory_limit", "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload",
                       "task_scheduler", "expert_parallel", "a2a_overlap", "moe_dispatcher"});
@@ -126,6 +126,9 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("p2p_buffers")) p.p2p_buffers = static_cast<int>(v->Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("data_parallel")) p.data_parallel = static_cast<int>(v->Int(1, kMaxDevices));
   if (const auto v = m.Find("context_parallel")) p.context_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
+  if (const auto v = m.Find("context_parallel_comm")) {
+    p.context_all_gather = v->Choice({"p2p", "all_gather"}) == "all_gather";
+  }
   if (const auto v = m.Find("tensor_parallel")) p.tensor_parallel = static_cast<int>(v->Int(1, kMaxTensorParallel));
   if (const auto v = m.Find("ranks_per_device")) p.ranks_per_device = static_cast<int>(v->Int(1, kMaxRanks));
   if (const auto v = m.Find("sequence_parallel")) p.sequence_parallel = v->Bool();

@@ -125,14 +125,27 @@ void FlashAttention(const Lister& l, const Dims& x, bool backward) {
   const int64_t kv = l.g.kv_heads > 0 ? l.g.kv_heads : l.g.heads;
   const double widths_kv = l.g.mla ? static_cast<double>(x.ap * (x.qkd + x.vd))
                                    : 2.0 * static_cast<double>(kv / l.g.tensor_parallel * x.hd);
-  Kernel ring;
-  ring.name = backward ? "cp_ring.dX" : "cp_ring";
-  ring.pass = l.pass;
-  ring.kind = KernelClass::kCollective;
-  ring.collective = CollectiveKind::kContextRing;
-  ring.bytes = (backward ? 2 : 1) * static_cast<double>(x.b * keys) * widths_kv * l.d();
-  ring.beside = k.name;
-  l.out->push_back(std::move(ring));
+  const double bytes = static_cast<double>(x.b * keys) * widths_kv * l.d();
+  const std::string beside = k.name;
+  const auto collective = [&](const char* name, CollectiveKind kind, double b) {
+    Kernel c;
+    c.name = name;
+    c.pass = l.pass;
+    c.kind = KernelClass::kCollective;
+    c.collective = kind;
+    c.bytes = b;
+    c.context_group = true;
+    if (kind == CollectiveKind::kContextRing) c.beside = beside;
+    l.out->push_back(std::move(c));
+  };
+  if (!l.g.context_all_gather) {
+    collective(backward ? "cp_ring.dX" : "cp_ring", CollectiveKind::kContextRing, (backward ? 2 : 1) * bytes);
+  } else if (!backward) {
+    collective("cp_all_gather", CollectiveKind::kAllGather, bytes);
+  } else {
+    collective("cp_all_gather.dX", CollectiveKind::kAllGather, bytes);
+    collective("cp_reduce_scatter.dX", CollectiveKind::kReduceScatter, bytes);
+  }
 }
 
 void BlockForward(const Lister& l, const Dims& x, bool moe) {

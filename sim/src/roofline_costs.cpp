@@ -74,6 +74,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.microbatch = sc.pipeline.microbatch_size;
   g.seq = t.seq / sc.pipeline.context_parallel, g.hidden = t.hidden, g.heads = t.heads, g.vocab = t.vocab;
   g.context_parallel = sc.pipeline.context_parallel;
+  g.context_all_gather = sc.pipeline.context_all_gather;
   g.tensor_parallel = sc.pipeline.tensor_parallel;
   g.sequence_parallel = sc.pipeline.sequence_parallel;
   g.dtype_bytes = DtypeBytes(sc.training.dtype);
@@ -109,8 +110,7 @@ std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceS
   const RingLink context = c > 1 ? detail::ContextGroupLink(sc, rank) : RingLink{};
   std::vector<TimedKernel> out;
   for (const Kernel& k : kernels) {
-    const bool ring = k.collective == CollectiveKind::kContextRing;
-    out.push_back({k, ring ? TimeKernel(k, device, c, context.bytes_per_s, context.latency_ns)
+    out.push_back({k, k.context_group ? TimeKernel(k, device, c, context.bytes_per_s, context.latency_ns)
                            : TimeKernel(k, device, sc.pipeline.tensor_parallel, link.bytes_per_s, link.latency_ns)});
   }
   // Each of a ring's C - 1 steps runs beside the attention's work on the chunk before it (1 / C of

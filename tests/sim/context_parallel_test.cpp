@@ -140,6 +140,26 @@ TEST(ContextParallel, TheRingRunsBesideTheAttention) {
   const Scenario slow = LoadScenarioFromText(Replace(yaml, "100GB/s", "0.1GB/s"), "cp.yaml",
                                              {"pipeline.context_parallel=2"});
   EXPECT_GT(Timed(slow).at("cp_ring").time.link_ns, 0);
+  // The Llama 3 paper's all-gather in place of the ring: the keys and values gathered before the
+  // attention (one pass, (C - 1) / C of them through each device's link), in I gathered again and
+  // their gradients reduce-scattered; none of it hidden.
+  const Scenario gather = LoadScenarioFromText(Replace(yaml, "100GB/s", "0.1GB/s"), "cp.yaml",
+                                               {"pipeline.context_parallel=4", "pipeline.context_parallel_comm=all_gather"});
+  const auto g = Timed(gather);
+  EXPECT_EQ(g.count("cp_ring"), 0U);
+  EXPECT_EQ(g.count("cp_ring.dX"), 0U);
+  const double bytes = 4096.0 * 4 * 64 * 2 * 2, pass = 3 * (bytes / 4) / 0.1;  // ns at 0.1 bytes a ns
+  for (const char* name : {"cp_all_gather", "cp_all_gather.dX", "cp_reduce_scatter.dX"}) {
+    ASSERT_EQ(g.count(name), 1U) << name;
+    EXPECT_DOUBLE_EQ(g.at(name).kernel.bytes, bytes) << name;
+    EXPECT_NEAR(g.at(name).time.link_ns, pass, 1e-9 * pass) << name;
+  }
+  EXPECT_EQ(g.at("cp_all_gather").kernel.pass, KernelPass::kF);
+  EXPECT_EQ(g.at("cp_reduce_scatter.dX").kernel.pass, KernelPass::kI);
+  EXPECT_NE(ErrorOf([&] {
+              LoadScenarioFromText(yaml, "cp.yaml", {"pipeline.context_parallel=2", "pipeline.context_parallel_comm=a2a"});
+            }).find("pipeline.context_parallel_comm"),
+            std::string::npos);
 }
 
 TEST(ContextParallel, BadValuesAreOneLineAtTheirKey) {

@@ -147,12 +147,16 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     automodel = rows["automodel_llama31_70b_h100_bf16_64gpu"]
     assert published_moe.why_not(automodel) == ""
     automodel_text = published_moe.scenario_text(automodel)
-    for part in ("context_parallel: 2", "data_parallel: 32", "zero: 3", "recompute: full", "microbatches: 4"):
+    for part in ("context_parallel: 2, context_parallel_comm: all_gather", "data_parallel: 32", "zero: 3",
+                 "recompute: full", "microbatches: 4"):
         assert part in automodel_text, part
     llama405 = published_moe.scenario_text(rows["mbridge_2604_01_llama31_405b_h100_fp8"])
-    for part in ("context_parallel: 2", "data_parallel: 8", "tensor_parallel: 8", "chunks: 8",
+    for part in ("context_parallel: 2, context_parallel_comm: p2p", "data_parallel: 8", "tensor_parallel: 8", "chunks: 8",
                  "partition: [1, " + ", ".join(["2"] * 62) + ", 1]", "grad_reduce_overlap: true", "microbatches: 192"):
         assert part in llama405, part
+    long_context = published_moe.scenario_text(rows["llama3_paper_405b_h100_bf16_16384gpu_131k"])
+    for part in ("context_parallel: 16, context_parallel_comm: all_gather", "data_parallel: 8", "microbatches: 16"):
+        assert part in long_context, part
     # The ModelZoo's FSDP row (Megatron-FSDP, no pipeline, full recompute): ZeRO-3, whole layers recomputed.
     fsdp = rows["mzoo_qwen3_235b_h100_bf16_tp2_ep8_fsdp"]
     assert published_moe.why_not(fsdp) == ""

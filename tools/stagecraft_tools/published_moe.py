@@ -214,6 +214,14 @@ def recompute_of(row):
     return "full" if row["recompute"] in ("full", "activation_checkpointing") else "none"
 
 
+def context_comm_of(row):
+    """How a context-parallel row passes the keys and values: "all_gather" for the Llama 3 paper's
+    runs (§3.3.2: "an all-gather based method where we first all-gather the key (K) and value (V)
+    tensors") and NeMo AutoModel's (PyTorch's context parallelism, its sharder's
+    cp_rotate_method "allgather"), else Megatron-Core's default ring, "p2p" (cp_comm_type)."""
+    return "all_gather" if "Llama 3 Herd" in row["source"] or "Automodel" in row["source"] else "p2p"
+
+
 def chunks_of(row):
     """The virtual stages per rank a row runs: its published VP, else Llama 3's 8 (LLAMA3_CHUNKS), else 1."""
     if "chunks" in recipe_of(row):
@@ -250,7 +258,7 @@ def scenario_text(row):
               f"zero: {zero_of(row)}, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1, "
               f"recompute: {recompute_of(row)}")
     if cp > 1:
-        layout += f", context_parallel: {cp}"
+        layout += f", context_parallel: {cp}, context_parallel_comm: {context_comm_of(row)}"
     if row["ep"] not in ("", "1"):
         layout += f", expert_parallel: {row['ep']}"
         if dispatcher_of(row) == "deepep":

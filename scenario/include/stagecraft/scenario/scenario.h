@@ -150,14 +150,13 @@ struct ParallelLayout {
   int data_parallel = 1;
   int tensor_parallel = 1;
   bool sequence_parallel = false;
-  // C (pipeline.context_parallel): each sequence split over C devices (Megatron-LM's context
-  // parallelism, Transformer Engine's ring of P2P exchanges): a device runs s / C of each
-  // microbatch's tokens, in two chunks of s / 2C from both ends (the causal load balance), and
-  // its queries attend to the whole sequence's keys, which pass round the group's ring beside the
-  // attention. The C devices hold the same weights: the gradients are reduced, and ZeRO shards,
-  // over the D x C replicas (Megatron's data-parallel group with context parallelism). Placed
-  // between the tensor and the data axis (Megatron's order tp-cp-ep-dp-pp).
+  // C (pipeline.context_parallel): each sequence split over C devices, s / C tokens each (two
+  // chunks from both ends), attending to the whole sequence's keys, which reach them round a ring
+  // beside the attention (Transformer Engine's p2p) or, with context_all_gather, all-gathered
+  // before it (pipeline.context_parallel_comm all_gather: the Llama 3 paper's). The C devices hold
+  // the same weights: gradients and ZeRO over D x C. Megatron's order: tensor, context, data.
   int context_parallel = 1;
+  bool context_all_gather = false;
   // With T > 1 and the roofline model: a backward run as one op (B) starts each column-parallel
   // layer's input-gradient all-reduce (reduce-scatter) before its weight GEMM and runs the two
   // side by side (Megatron-LM's asynchronous tensor-parallel all-reduce, which Korthikanti et

@@ -62,6 +62,8 @@ struct Kernel {
   std::string beside;
   // training.fp8: a GEMM on the device's FP8 tensor cores (its two operands one byte an element).
   bool fp8 = false;
+  // A collective over the context group (pipeline.context_parallel) rather than the tensor group.
+  bool context_group = false;
 };
 
 // The GPT configuration a stage's kernels are listed for.
@@ -96,6 +98,10 @@ struct GptKernelShape {
   // `flash_attention`; `cp_ring.dX` in I, the keys and values again and their gradients, beside
   // `flash_attention.dX`: Transformer Engine's P2P context parallelism).
   int context_parallel = 1;
+  // pipeline.context_parallel_comm all_gather: in place of the ring, `cp_all_gather` of the whole
+  // sequence's keys and values before the attention in F, and in I `cp_all_gather.dX` (them again)
+  // and `cp_reduce_scatter.dX` (their gradients), none beside the attention.
+  bool context_all_gather = false;
   // training.fp8: the linear layers' GEMMs in FP8 (Kernel::fp8), each F GEMM's input and each
   // input-gradient GEMM's incoming gradient cast by a kernel of its own (`<gemm>.cast`: the 16-bit
   // tensor read, its FP8 copy and the transposed one the weight gradient reads written); attention's
