@@ -16,7 +16,7 @@ import stagecraft
 # out with why: a new scenario must be put in one of the two.
 QUICK = ["gpt-1.3b-2x4xh100", "gpt-1.3b-8xh100", "gpt-1.3b-h100-a100", "gpt-gpu", "gpt-text-cpu", "gpt-tiny-cpu",
          "hydra-spilled-k80", "llama3-8b-8xh100", "mixtral-8x7b-64xh100", "deepseek-v3-2048xh800",
-         "gpt-oss-120b-64xh100", "mlp-cpu", "mlp-digits-cpu", "mlp-gpu", "pipedream-hybrid-2x4xv100", "uniform-costs", "zero-bubble-paper"]
+         "gpt-oss-120b-64xh100", "llama31-405b-1024xh100", "mlp-cpu", "mlp-digits-cpu", "mlp-gpu", "pipedream-hybrid-2x4xv100", "uniform-costs", "zero-bubble-paper"]
 # Multi-model workloads (tasks:): simulate_workload() against simulate --json.
 WORKLOADS = ["hydra-sweep-4xk80"]
 SLOW = {
