@@ -123,7 +123,12 @@ std::string ExplainJson(const Scenario& sc, const std::string& cost_source, cons
   out.Key("shape").StartObject().Key("microbatch").Int(shape.microbatch).Key("seq").Int(shape.seq);
   out.Key("hidden").Int(shape.hidden).Key("heads").Int(shape.heads).Key("vocab").Int(shape.vocab);
   out.Key("tensor_parallel").Int(shape.tensor_parallel).Key("sequence_parallel").Bool(shape.sequence_parallel);
-  out.Key("dropout").Bool(shape.dropout).EndObject();
+  out.Key("dropout").Bool(shape.dropout);
+  if (shape.context_parallel > 1) {  // seq above is each device's s / C
+    out.Key("context_parallel").Int(shape.context_parallel).Key("sequence").Int(shape.seq * shape.context_parallel);
+    out.Key("context_parallel_comm").String(shape.context_all_gather ? "all_gather" : "p2p");
+  }
+  out.EndObject();
   out.Key("sections").StartArray();
   for (const ExplainSection& s : explanation.sections) {
     out.StartObject().Key("id").String(s.id).Key("title").String(s.title).Key("kernels").StartArray();

@@ -322,7 +322,7 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   result.threads = space.max_threads;
   std::vector<CostKey> keys;
   for (const int tp : options.tensor_parallel) {
-    if (options.gpus % tp != 0) {
+    if (options.gpus / scenario.pipeline.context_parallel % tp != 0) {
       result.notes.push_back(fmt::format("--tensor-parallel {} divides no layout of {} devices: left out", tp, options.gpus));
     }
   }

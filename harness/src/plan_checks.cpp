@@ -87,10 +87,11 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
                                  "divide the devices",
                                  o.gpus, c, sc.path));
   }
+  const int layout = o.gpus / sc.pipeline.context_parallel;  // P x D x T
   if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
-                                                 [&](int tp) { return o.gpus % tp == 0; })) {
+                                                 [&](int tp) { return layout % tp == 0; })) {
     throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}: T is one of {})",
-                                 fmt::join(o.tensor_parallel, ","), o.gpus, o.gpus, fmt::join(Divisors(o.gpus), ", ")));
+                                 fmt::join(o.tensor_parallel, ","), o.gpus, layout, fmt::join(Divisors(layout), ", ")));
   }
 }
 

@@ -195,6 +195,7 @@ std::string PlanJson(const PlanResult& r) {
   j.StartObject();
   j.Key("scenario").String(r.scenario).Key("source").String("predicted").Key("costs").String(r.cost_source);
   j.Key("gpus").Int(r.gpus).Key("global_batch").Int(r.global_batch).Key("memory_limit_bytes").Int(r.memory_limit_bytes);
+  if (r.context_parallel > 1) j.Key("context_parallel").Int(r.context_parallel);  // every layout's, kept
   j.Key("layouts").Int(r.layouts).Key("enumerated").Int(r.enumerated).Key("simulated").Int(r.simulated);
   j.Key("space_ops").Number(r.space_ops).Key("max_microbatches").Int(r.max_microbatches);
   j.Key("seconds").Number(r.seconds).Key("threads").Int(r.threads);

@@ -315,7 +315,8 @@ class Enumerator {
       if (microbatches > sim::kMaxMicrobatches) {  // past the scenario's limit, and any --max-ops
         for (const GeneratorInfo* info : space_.generators) {
           const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size()) *
-                                   static_cast<int64_t>(ChunksFor(*info, ranks, dp, space_.layers, o.max_chunks).size());
+                                   static_cast<int64_t>(
+                                       ChunksFor(*info, ranks, dp * context, space_.layers, o.max_chunks).size());
           result_->enumerated += variants;
           result_->rejected[static_cast<int>(PlanReject::kTooLarge)] += variants;
         }

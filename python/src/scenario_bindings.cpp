@@ -32,8 +32,9 @@ void BindScenario(py::module_& m) {
       .def_property_readonly("steps", [](const Scenario& s) { return s.pipeline.steps; })
       .def_property_readonly("data_parallel", [](const Scenario& s) { return s.pipeline.data_parallel; })
       .def_property_readonly("tensor_parallel", [](const Scenario& s) { return s.pipeline.tensor_parallel; })
+      .def_property_readonly("context_parallel", [](const Scenario& s) { return s.pipeline.context_parallel; })
       .def_property_readonly("devices", [](const Scenario& s) { return s.pipeline.world(); },
-                             "ranks x data_parallel x tensor_parallel")
+                             "ranks x data_parallel x context_parallel x tensor_parallel")
       .def_property_readonly("device", [](const Scenario& s) { return s.topology.DeviceAt(s.pipeline.DeviceOf(0)).name; })
       .def_property_readonly("device_memory_bytes", [](const Scenario& s) { return sim::RankDeviceMemory(s, 0); })
       .def_property_readonly("rank_devices",

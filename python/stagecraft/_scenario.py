@@ -178,8 +178,13 @@ class Scenario:
         return self._core.tensor_parallel
 
     @property
+    def context_parallel(self) -> int:
+        """``pipeline.context_parallel`` of the scenario (1 without context parallelism)."""
+        return self._core.context_parallel
+
+    @property
     def devices(self) -> int:
-        """Devices of the job: ranks x data_parallel x tensor_parallel."""
+        """Devices of the job: ranks x data_parallel x context_parallel x tensor_parallel."""
         return self._core.devices
 
     @property

@@ -124,7 +124,7 @@ void FlashAttention(const Lister& l, const Dims& x, bool backward) {
   // and in I their gradients beside them.
   const int64_t kv = l.g.kv_heads > 0 ? l.g.kv_heads : l.g.heads;
   const double widths_kv = l.g.mla ? static_cast<double>(x.ap * (x.qkd + x.vd))
-                                   : 2.0 * static_cast<double>(kv / l.g.tensor_parallel * x.hd);
+                                   : 2.0 * static_cast<double>(std::max<int64_t>(kv / l.g.tensor_parallel, 1) * x.hd);
   const double bytes = static_cast<double>(x.b * keys) * widths_kv * l.d();
   const std::string beside = k.name;
   const auto collective = [&](const char* name, CollectiveKind kind, double b) {

@@ -103,11 +103,12 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   return g;
 }
 
-std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceSpec& device,
-                                     const std::vector<Kernel>& kernels) {
-  const RingLink link = detail::TensorGroupLink(sc, rank);
+namespace {
+
+// TimeKernels over the tensor group's `link` and the context group's `context`.
+std::vector<TimedKernel> TimeKernelsOver(const Scenario& sc, const DeviceSpec& device, const std::vector<Kernel>& kernels,
+                                         const RingLink& link, const RingLink& context) {
   const int c = sc.pipeline.context_parallel;
-  const RingLink context = c > 1 ? detail::ContextGroupLink(sc, rank) : RingLink{};
   std::vector<TimedKernel> out;
   for (const Kernel& k : kernels) {
     out.push_back({k, k.context_group ? TimeKernel(k, device, c, context.bytes_per_s, context.latency_ns)
@@ -124,6 +125,17 @@ std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceS
     }
   }
   return out;
+}
+
+RingLink ContextLinkOf(const Scenario& sc, int rank) {
+  return sc.pipeline.context_parallel > 1 ? detail::ContextGroupLink(sc, rank) : RingLink{};
+}
+
+}  // namespace
+
+std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceSpec& device,
+                                     const std::vector<Kernel>& kernels) {
+  return TimeKernelsOver(sc, device, kernels, detail::TensorGroupLink(sc, rank), ContextLinkOf(sc, rank));
 }
 
 const DeviceSpec& FirstRankDevice(const Scenario& sc) { return sc.topology.GroupDevice(RankGroups(sc, 0).front()); }
@@ -159,9 +171,10 @@ double UpdatedParams(const Scenario& sc, const StageCost& cost) {
 
 RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
   const std::vector<Kernel> block = GptBlockKernels(KernelShapeOf(sc));
+  const RingLink tensor = detail::TensorGroupLink(sc, 0), context = ContextLinkOf(sc, 0);  // once, not per trial
   const auto passes = [&](const DeviceSpec& device, double out[3]) {
     out[0] = out[1] = out[2] = 0;
-    for (const TimedKernel& k : TimeKernels(sc, 0, device, block)) {
+    for (const TimedKernel& k : TimeKernelsOver(sc, device, block, tensor, context)) {
       const int pass = static_cast<int>(k.kernel.pass);
       if (pass < 3) out[pass] += k.time.ns();
     }

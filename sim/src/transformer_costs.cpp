@@ -283,6 +283,30 @@ void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChec
                                 "an all-to-all per microbatch");
 }
 
+// Context parallelism's key-value exchange a layer, in F and in I (the roofline's cp_ring or
+// cp_all_gather kernels, gpt_kernels.h): the whole sequence's keys and values on the device's
+// heads, b·s·2·kv·hd·d/T bytes; all_gather one pass in F and two in I, none hidden; the ring's C - 1
+// steps beside (C - 1)/C of the attention's scores and context, 2·(s/2)·(q + o) FLOPs a query in F,
+// 2.5 times that in I (the fused kernel's five matmuls against two); windows not counted.
+struct ContextComm {
+  double forward_ns = 0, input_ns = 0;
+};
+ContextComm ContextCommNs(const Scenario& sc, int rank, double rate) {
+  const PipelineSpec& p = sc.pipeline;
+  const int c = p.context_parallel, tp = p.tensor_parallel;
+  if (c <= 1) return {};
+  const TransformerSpec& t = *sc.model.transformer;
+  const double b = p.microbatch_size, s = t.seq;
+  const double widths = t.mla ? static_cast<double>(t.heads / tp * (t.QkHeadDim() + t.VHeadDim()))
+                              : 2.0 * static_cast<double>(std::max<int64_t>(t.KvHeads() / tp, 1) * t.HeadDim());
+  const double bytes = b * s * widths * DtypeBytes(sc.training.dtype);
+  const RingLink link = ContextGroupLink(sc, rank);
+  if (p.context_all_gather) return {AllGatherNs(bytes, c, link), 2 * AllGatherNs(bytes, c, link)};
+  const double attention_ns = b * (s / c) * 2 * (s / 2) * static_cast<double>(t.QWidth() + t.OWidth()) / tp / rate * 1e9;
+  const double hidden = attention_ns * (c - 1) / c;
+  return {std::max(0.0, AllGatherNs(bytes, c, link) - hidden), std::max(0.0, AllGatherNs(2 * bytes, c, link) - 2.5 * hidden)};
+}
+
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers`.
 StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, const StageLayers& layers,
                            const KeysOf& keys) {
@@ -317,10 +341,14 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const double tensor_ns = layers.count * (1 + AttentionCollectiveShare(t)) * TensorAllReduceNs(sc, rank, s * b * h * d);
   const StageChecks check(sc.path, st, keys);
   StageCost cost;
-  // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them).
-  cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns, "a forward");
+  // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them) and the
+  // context group's exchanges.
+  const ContextComm context = ContextCommNs(sc, rank, rate);
+  cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns + layers.count * context.forward_ns, "a forward");
   cost.backward_input_ns =
-      check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1), "a backward for inputs");
+      check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1) +
+                   layers.count * (context.input_ns + (recompute ? context.forward_ns : 0)),
+               "a backward for inputs");
   cost.backward_weight_ns = check.Ns(forward / rate * 1e9, "a backward for weights");
   SetKeptBytes(sc, last, layers, check, &cost);
   const StageParams params = ParamsOf(sc, st, stages, layers);

@@ -74,6 +74,10 @@ TEST(ContextParallelPredict, ThePlanKeepsTheScenariosContextParallelism) {
   }
   EXPECT_NE(DescribePlan(r, 3).find("layouts P x D x T = 4 (x the scenario's 2-way context parallelism)"),
             std::string::npos);
+  // The plan checks the C it keeps against the model: unfused attention cannot take it.
+  const std::string unfused = dir.Write("unfused.yaml", sim::testing::Replace(kYaml, "attention: flash", "attention: unfused"));
+  EXPECT_NE(sim::testing::ErrorOf([&] { sim::LoadScenarioForNewLayout(unfused, {}); }).find("pipeline.context_parallel"),
+            std::string::npos);
   o.gpus = 7;
   EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sim::LoadScenarioForNewLayout(path, {}), o); })
                 .find("pipeline.context_parallel 2"),

@@ -64,6 +64,17 @@ TEST(ContextParallel, EachDeviceRunsItsShareOfTheTokensAgainstEveryKey) {
     EXPECT_EQ(c.weight_bytes, a.weight_bytes);  // the position table is the whole sequence's
     EXPECT_EQ(c.optimizer_bytes, a.optimizer_bytes);
   }
+  // The analytical model's exchanges: on a link of 0.1 bytes a ns the all-gather of the keys and
+  // values (4096 x 2 x 16 heads x 64 x 2 bytes) is one pass, half of them through each link, a
+  // layer in F and two in I, none hidden; the ring hides behind the attention on the fast link.
+  const CostTable gather = BuildCosts(LoadScenarioFromText(Replace(kYaml, "100GB/s", "0.1GB/s"), "cp.yaml",
+                                                           {"pipeline.context_parallel=2",
+                                                            "pipeline.context_parallel_comm=all_gather"}),
+                                      2);
+  const double pass = 4096.0 * 2 * 16 * 64 * 2 / 2 / 0.1;
+  EXPECT_NEAR(static_cast<double>(gather.stages[1].forward_ns), one.stages[1].forward_ns / 2.0 + 2 * pass, 2);
+  EXPECT_NEAR(static_cast<double>(gather.stages[1].backward_input_ns),
+              one.stages[1].backward_input_ns / 2.0 + 2 * 2 * pass, 2);
   // ZeRO-1 over the D x C = 2 replicas: half the optimizer state, though D = 1.
   const CostTable zero = BuildCosts(Load({"pipeline.context_parallel=2", "pipeline.zero=1"}), 2);
   EXPECT_NEAR(static_cast<double>(zero.stages[1].optimizer_bytes), one.stages[1].optimizer_bytes / 2.0, 1);

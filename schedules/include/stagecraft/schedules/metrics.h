@@ -118,11 +118,15 @@ static_assert(StageCostFieldsInOrder(), "kStageCostFields[CostIndex(kind)] price
 struct ScheduleMetrics {
   std::string schedule;
   int ranks = 0, chunks = 1, microbatches = 0, microbatch_size = 1, steps = 1;
-  int data_parallel = 1;      // replicas of the pipeline (Schedule::data_parallel)
+  // Replicas of the pipeline (Schedule::data_parallel): with context parallelism the D x C that
+  // reduce their gradients together, whose C of a context group run the same samples.
+  int data_parallel = 1;
   int64_t makespan_ns = 0;
   double makespan_ms = 0;     // first op start to last op end, all ranks, whole run
   double step_time_ms = 0;    // makespan / steps
-  double throughput_samples_per_s = 0;  // microbatches x microbatch_size x replicas x steps / makespan
+  // microbatches x microbatch_size x replicas x steps / makespan (with context parallelism, / C:
+  // harness::Predict)
+  double throughput_samples_per_s = 0;
   double bubble_fraction = 0;           // idle compute time / (ranks x makespan)
   // The model FLOPs per second per device (harness::ModelTflopsPerDevice: a transformer's per
   // token, an MLP's per sample, × the step's / step time / the devices the job occupies), in
