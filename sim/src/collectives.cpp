@@ -18,6 +18,23 @@ double RingPassNs(double bytes, int n, const RingLink& link) {
   return pass.Steps() * static_cast<double>(link.latency_ns) + pass.BusBytes(bytes) / link.bytes_per_s * 1e9;
 }
 
+// The group's devices by node (`node_of`; < 0: no node), in ring order, where the hierarchical
+// algorithm applies: N >= 2 nodes with the same k >= 2 devices on each; empty otherwise.
+template <class NodeOf>
+std::map<int, std::vector<int>> EvenNodeGroups(const std::vector<int>& devices, NodeOf node_of) {
+  std::map<int, std::vector<int>> by_node;
+  for (const int d : devices) {
+    const int node = node_of(d);
+    if (node < 0) return {};
+    by_node[node].push_back(d);
+  }
+  if (by_node.size() < 2 || by_node.begin()->second.size() < 2) return {};
+  for (const auto& [node, local] : by_node) {
+    if (local.size() != by_node.begin()->second.size()) return {};
+  }
+  return by_node;
+}
+
 }  // namespace
 
 RingLink RingLinkOf(const TopologySpec& topology, const std::vector<int>& devices) {
@@ -50,14 +67,9 @@ double GroupPassNs(const TopologySpec& topology, double bytes, const std::vector
   if (n <= 1 || bytes <= 0) return 0;
   const double ring = RingPassNs(bytes, n, RingLinkOf(topology, devices));
   if (topology.explicit_graph()) return ring;
-  std::map<int, std::vector<int>> by_node;  // node -> the group's devices there
-  for (const int d : devices) by_node[topology.NodeOf(d)].push_back(d);
-  const int nodes = static_cast<int>(by_node.size());
-  const int k = static_cast<int>(by_node.begin()->second.size());
-  if (nodes < 2 || k < 2) return ring;
-  for (const auto& [node, local] : by_node) {
-    if (static_cast<int>(local.size()) != k) return ring;
-  }
+  const auto by_node = EvenNodeGroups(devices, [&](int d) { return topology.NodeOf(d); });
+  if (by_node.empty()) return ring;
+  const int nodes = static_cast<int>(by_node.size()), k = static_cast<int>(by_node.begin()->second.size());
   // Across the nodes among the devices of one local index (B / k each), and inside each node.
   std::vector<int> across;
   for (const auto& [node, local] : by_node) across.push_back(local.front());
@@ -192,18 +204,9 @@ CollectivePlan TreeAllReduce(const Topology& topo, const std::vector<int>& devic
 
 CollectivePlan HierarchicalAllReduce(const Topology& topo, const std::vector<int>& devices, int64_t bytes) {
   CollectivePlan plan{CollectiveAlgorithm::kHierarchical, {}};
-  std::map<int, std::vector<int>> by_node;  // node -> the group's devices there, in ring order
-  for (int d : devices) {
-    const int node = topo.NodeOf(d);
-    if (node < 0) return plan;
-    by_node[node].push_back(d);
-  }
-  const int nodes = static_cast<int>(by_node.size());
-  const int k = static_cast<int>(by_node.begin()->second.size());
-  if (nodes < 2 || k < 2) return plan;
-  for (const auto& [node, local] : by_node) {
-    if (static_cast<int>(local.size()) != k) return plan;
-  }
+  const auto by_node = EvenNodeGroups(devices, [&](int d) { return topo.NodeOf(d); });
+  if (by_node.empty()) return plan;
+  const int nodes = static_cast<int>(by_node.size()), k = static_cast<int>(by_node.begin()->second.size());
   CollectivePhase scatter, across, gather;
   scatter.steps = gather.steps = k - 1;
   across.steps = kAllReducePasses * (nodes - 1);

@@ -120,12 +120,8 @@ void FlashAttention(const Lister& l, const Dims& x, bool backward) {
   const double q = static_cast<double>(x.rows) * x.qp * l.d(), o = static_cast<double>(x.rows) * x.hp * l.d();
   k.bytes = (backward ? 4 : 2) * (q + o);
   if (l.g.context_parallel <= 1) return;
-  // The keys and values of the whole sequence on this device's heads (MLA's: every head's own),
-  // and in I their gradients beside them.
-  const int64_t kv = l.g.kv_heads > 0 ? l.g.kv_heads : l.g.heads;
-  const double widths_kv = l.g.mla ? static_cast<double>(x.ap * (x.qkd + x.vd))
-                                   : 2.0 * static_cast<double>(std::max<int64_t>(kv / l.g.tensor_parallel, 1) * x.hd);
-  const double bytes = static_cast<double>(x.b * keys) * widths_kv * l.d();
+  // The keys and values of the whole sequence, and in I their gradients beside them.
+  const double bytes = ContextKvBytes(l.g);
   const std::string beside = k.name;
   const auto collective = [&](const char* name, CollectiveKind kind, double b) {
     Kernel c;
@@ -242,6 +238,14 @@ void ApplyFp8(const GptKernelShape& g, std::vector<Kernel>* kernels) {
 }
 
 }  // namespace
+
+double ContextKvBytes(const GptKernelShape& g) {
+  const Dims x = DimsOf(g);
+  const int64_t kv = g.kv_heads > 0 ? g.kv_heads : g.heads;
+  const double widths = g.mla ? static_cast<double>(x.ap * (x.qkd + x.vd))
+                              : 2.0 * static_cast<double>(std::max<int64_t>(kv / g.tensor_parallel, 1) * x.hd);
+  return static_cast<double>(x.b * x.s * g.context_parallel) * widths * g.dtype_bytes;
+}
 
 std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   std::vector<Kernel> out;

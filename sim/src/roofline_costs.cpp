@@ -120,7 +120,7 @@ std::vector<TimedKernel> TimeKernelsOver(const Scenario& sc, const DeviceSpec& d
     if (r.kernel.collective != CollectiveKind::kContextRing) continue;
     for (const TimedKernel& attention : out) {
       if (attention.kernel.name != r.kernel.beside) continue;
-      r.time.link_ns = std::max(0.0, r.time.link_ns - attention.time.ns() * (c - 1) / c);
+      r.time.link_ns = ContextRingLeftNs(r.time.link_ns, attention.time.ns(), c);
       break;
     }
   }

@@ -39,6 +39,7 @@
 #include "cost_checks.h"
 #include "cost_model_rows.h"
 #include "sharded_params.h"
+#include "stagecraft/sim/roofline.h"
 
 namespace stagecraft::sim::detail {
 
@@ -297,14 +298,12 @@ ContextComm ContextCommNs(const Scenario& sc, int rank, double rate) {
   if (c <= 1) return {};
   const TransformerSpec& t = *sc.model.transformer;
   const double b = p.microbatch_size, s = t.seq;
-  const double widths = t.mla ? static_cast<double>(t.heads / tp * (t.QkHeadDim() + t.VHeadDim()))
-                              : 2.0 * static_cast<double>(std::max<int64_t>(t.KvHeads() / tp, 1) * t.HeadDim());
-  const double bytes = b * s * widths * DtypeBytes(sc.training.dtype);
+  const double bytes = ContextKvBytes(KernelShapeOf(sc));
   const RingLink link = ContextGroupLink(sc, rank);
   if (p.context_all_gather) return {AllGatherNs(bytes, c, link), 2 * AllGatherNs(bytes, c, link)};
   const double attention_ns = b * (s / c) * 2 * (s / 2) * static_cast<double>(t.QWidth() + t.OWidth()) / tp / rate * 1e9;
-  const double hidden = attention_ns * (c - 1) / c;
-  return {std::max(0.0, AllGatherNs(bytes, c, link) - hidden), std::max(0.0, AllGatherNs(2 * bytes, c, link) - 2.5 * hidden)};
+  return {ContextRingLeftNs(AllGatherNs(bytes, c, link), attention_ns, c),
+          ContextRingLeftNs(AllGatherNs(2 * bytes, c, link), 2.5 * attention_ns, c)};
 }
 
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers`.

@@ -26,6 +26,7 @@
 // one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,11 @@ struct RingPasses {
 double AllReduceNs(double bytes, int n, const RingLink& link);
 double ReduceScatterNs(double bytes, int n, const RingLink& link);
 double AllGatherNs(double bytes, int n, const RingLink& link);
+// What a context group's ring of key-value exchanges taking `ring_ns` alone leaves beside the
+// attention of `attention_ns` it runs with: each of its C - 1 steps beside 1/C of that attention.
+inline double ContextRingLeftNs(double ring_ns, double attention_ns, int c) {
+  return std::max(0.0, ring_ns - attention_ns * (c - 1) / c);
+}
 // One pass (an all-gather or a reduce-scatter) of a `bytes` buffer over `devices` (topology device
 // ids, in ring order), by the cheaper of the ring over RingLinkOf and, on a per-dimension topology
 // with the group on N >= 2 nodes with the same k >= 2 devices on each, the hierarchical pass

@@ -140,6 +140,10 @@ struct GptKernelShape {
   int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
 };
 
+// The whole sequence's keys and values on one device's heads (MLA's: every head's own), the bytes
+// the context group's exchanges move in F for one microbatch (GptKernelShape::context_parallel).
+double ContextKvBytes(const GptKernelShape& g);
+
 // One transformer block's kernels, F then I then W, in the order a device runs them. A MoE
 // layer's (`moe_layer`) feed-forward is the router (a GEMM to the experts' logits, its top-k),
 // the permutation of the routed token copies into expert order, the experts' grouped GEMMs (a

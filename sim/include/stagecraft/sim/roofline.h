@@ -55,7 +55,8 @@ std::vector<TimedKernel> TimeKernels(const Scenario& sc, int rank, const DeviceS
 const DeviceSpec& FirstRankDevice(const Scenario& sc);
 // What a backward run as one op (B = I + W) saves when its collectives run beside the weight
 // GEMMs they precede (pipeline.tensor_parallel_overlap): over the collectives with a `beside`,
-// the smaller of its time and that GEMM's (the context ring's are TimeKernels') (the two streams end with the later of them). Split
+// the smaller of its time and that GEMM's (the two streams end with the later of them; the context
+// ring's `beside` is TimeKernels'). Split
 // I and W ops (Zero Bubble's) keep their sums: the W runs later, apart from the collective.
 double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels);
 // What the optimizer's update reads and writes per parameter (training.optimizer, else adam):
