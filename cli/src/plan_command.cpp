@@ -26,7 +26,7 @@ struct PlanFlags {
   int gpus = 0;
   int64_t global_batch = 0;
   std::string memory_limit;
-  std::vector<int> tensor_parallel;
+  std::vector<int> tensor_parallel, context_parallel;
   std::vector<std::string> schedules, recompute, partitions;
   std::vector<int> zero;
   int max_microbatch_size = 0;
@@ -47,6 +47,7 @@ harness::PlanOptions OptionsOf(const PlanFlags& f) {
   o.global_batch = f.global_batch;
   o.memory_limit_bytes = harness::ParsePlanMemoryLimit(f.memory_limit, "--memory-limit");
   o.tensor_parallel = f.tensor_parallel;
+  o.context_parallel = f.context_parallel;
   o.schedules = f.schedules;
   o.recompute = harness::ParseRecomputeNames(f.recompute, "--recompute");
   o.partitions = harness::ParsePartitionNames(f.partitions, "--partition");
@@ -107,15 +108,18 @@ int Run(const PlanFlags& f) {
 Command AddPlanCommand(CLI::App& root) {
   auto flags = std::make_shared<PlanFlags>();
   CLI::App* app = root.add_subcommand(
-      "plan", "Find the fastest layout (P x D x T), batch split, schedule and recompute for N devices and a batch");
+      "plan", "Find the fastest layout (P x D x T x C), batch split, schedule and recompute for N devices and a batch");
   AddScenarioOptions(app, &flags->scenario, &flags->sets, "Scenario YAML: the model, the device and the topology",
                      "topology.nodes=4");
-  app->add_option("--gpus", flags->gpus, "Devices of the job (P x D x T)")->required();
+  app->add_option("--gpus", flags->gpus, "Devices of the job (P x D x T x C)")->required();
   app->add_option("--global-batch", flags->global_batch, "Samples per optimizer step (D x microbatch size x microbatches)")
       ->required();
   app->add_option("--memory-limit", flags->memory_limit,
                   "What a device may hold (60GiB); default pipeline.memory_limit, else the device memory");
   app->add_option("--tensor-parallel", flags->tensor_parallel, "The T to try (1,2,4,8); default all that fit a node")
+      ->delimiter(',');
+  app->add_option("--context-parallel", flags->context_parallel,
+                  "The C to try (1,2,4); default 1, the scenario's, and each that leaves a device 4096 tokens or more")
       ->delimiter(',');
   app->add_option("--schedules", flags->schedules, "The schedules to try (1f1b,zb-h1,...,auto); default all")
       ->delimiter(',');

@@ -49,20 +49,6 @@ constexpr std::string_view kRejectNames[kPlanRejectKinds] = {
     "topology", "indivisible batch", "schedule shape", "over --max-ops", "out of memory", "pruned by the bound",
     "over --max-plan-ops"};
 
-// The model's FLOPs per sample as Megatron-LM counts them (Narayanan et al., SC'21, Appendix):
-// 72·s·l·h²(1 + s/6h) for the layers' forward and backward, 96·s·l·h²(1 + s/6h) when full
-// recompute repeats their forward, and 6·s·h·V for the LM head; an MLP's 6·l·h² (8·l·h² with
-// full recompute). 0 for a model known only by its profile.
-double FlopsPerSample(const sim::Scenario& sc, sim::Recompute recompute) {
-  const bool full = recompute == sim::Recompute::kFull;
-  if (const auto& t = sc.model.transformer) {
-    const double s = t->seq, l = t->layers, h = t->hidden, v = t->vocab;
-    return (full ? 96 : 72) * s * l * h * h * (1 + s / (6 * h)) + 6 * s * h * v;
-  }
-  if (const auto& m = sc.model.mlp) return (full ? 8.0 : 6.0) * m->layers * double{1.0 * m->hidden} * m->hidden;
-  return 0;
-}
-
 // One cost table and its floors, shared by every configuration with its key.
 struct Facts {
   sim::CostTable costs;
@@ -80,8 +66,9 @@ std::string_view Name(PlanReject reject) { return kRejectNames[static_cast<int>(
 std::string DescribeConfig(const PlanConfig& c) {
   const std::string placement =
       c.placement.empty() ? "" : fmt::format(" placed {}", fmt::join(detail::AxisNames(c.placement), ","));
-  return fmt::format("{} P{} D{} T{}{}{} b{} m{}{} {} zero-{} {}{}{}{}", c.schedule, c.ranks, c.data_parallel,
+  return fmt::format("{} P{} D{} T{}{}{}{} b{} m{}{} {} zero-{} {}{}{}{}", c.schedule, c.ranks, c.data_parallel,
                      c.tensor_parallel, c.sequence_parallel ? "(sp)" : "",
+                     c.context_parallel > 1 ? fmt::format(" C{}", c.context_parallel) : "",
                      c.expert_parallel > 1 ? fmt::format(" E{}", c.expert_parallel) : "", c.microbatch_size, c.microbatches,
                      c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", sim::Name(c.recompute), c.zero,
                      sim::Name(c.partition),
@@ -98,10 +85,7 @@ PlanEntry detail::EntryOf(const Space& space, const PlanConfig& c, const Predict
   e.peak_bytes = p.metrics.ranks_detail[e.worst_rank].peak_memory_bytes;
   e.memory = MemoryTermsOf(p, e.worst_rank);
   e.fits = !p.metrics.AnyOom() && e.peak_bytes <= space.limit_bytes;
-  const double step_s = p.metrics.step_time_ms * 1e-3;
-  e.tflops_per_gpu = step_s > 0 ? FlopsPerSample(space.base, c.recompute) * static_cast<double>(space.options.global_batch) /
-                                      step_s / space.options.gpus * 1e-12
-                                : 0;
+  e.tflops_per_gpu = p.metrics.model_tflops_per_device;  // the job's one count (harness::ModelTflopsPerDevice)
   // The split is of the whole run; per step as step_time_ms is (makespan / steps).
   const double per_step = 1.0 / (static_cast<double>(p.metrics.ranks_detail.size()) * std::max(1, p.metrics.steps));
   for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
@@ -316,13 +300,13 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   PlanResult result;
   result.scenario = scenario.name;
   result.gpus = options.gpus;
-  result.context_parallel = scenario.pipeline.context_parallel;
+  result.context_parallel = space.contexts;
   result.global_batch = options.global_batch;
   result.memory_limit_bytes = space.limit_bytes;
   result.threads = space.max_threads;
   std::vector<CostKey> keys;
   for (const int tp : options.tensor_parallel) {
-    if (options.gpus / scenario.pipeline.context_parallel % tp != 0) {
+    if (std::none_of(space.contexts.begin(), space.contexts.end(), [&](int c) { return options.gpus / c % tp == 0; })) {
       result.notes.push_back(fmt::format("--tensor-parallel {} divides no layout of {} devices: left out", tp, options.gpus));
     }
   }

@@ -1,7 +1,11 @@
-// The plan's options checked against their ranges and the scenario (plan_space.h). Needs sim
-// and schedules only, as plan_space.cpp.
+// The plan's options checked against their ranges and the scenario, the context parallelism it
+// tries, and its budget on the whole space (plan_space.h). Needs sim and schedules only, as
+// plan_space.cpp.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +13,21 @@
 #include "plan_space.h"
 #include "stagecraft/base/error.h"
 #include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/validate.h"
+
+namespace stagecraft::harness {
+
+std::vector<int> DefaultContextParallel(const sim::Scenario& scenario, int gpus) {
+  std::vector<int> out = {1};
+  const sim::TransformerSpec* t = scenario.model.transformer ? &*scenario.model.transformer : nullptr;
+  for (int c = 2; t != nullptr && c <= gpus; ++c) {
+    const bool asked = c == scenario.pipeline.context_parallel || t->seq / c >= kMinContextTokens;
+    if (asked && gpus % c == 0 && sim::ContextParallelProblem(scenario, c).empty()) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace stagecraft::harness
 
 namespace stagecraft::harness::detail {
 
@@ -19,6 +38,11 @@ void CheckNumbers(const PlanOptions& o) {
   for (const int tp : o.tensor_parallel) {
     if (tp < 1 || tp > sim::kMaxTensorParallel) {
       throw InputError(fmt::format("--tensor-parallel: expected sizes from 1 to {}, got {}", sim::kMaxTensorParallel, tp));
+    }
+  }
+  for (const int c : o.context_parallel) {  // pipeline.context_parallel's range
+    if (c < 1 || c > sim::kMaxTensorParallel) {
+      throw InputError(fmt::format("--context-parallel: expected sizes from 1 to {}, got {}", sim::kMaxTensorParallel, c));
     }
   }
   for (const int z : o.zero) {
@@ -82,17 +106,64 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
                                  "model.transformer, model.mlp or a profile (explicit per-rank costs are one depth's)",
                                  sc.path));
   }
-  if (const int c = sc.pipeline.context_parallel; o.gpus % c != 0) {
-    throw InputError(fmt::format("--gpus {}: pipeline.context_parallel {} of {} stays as stated in the plan and must "
-                                 "divide the devices",
-                                 o.gpus, c, sc.path));
+  for (const int c : o.context_parallel) {
+    if (o.gpus % c != 0) {
+      throw InputError(fmt::format("--context-parallel {}: each C must divide the {} devices (--gpus)", c, o.gpus));
+    }
+    if (std::string why = sim::ContextParallelProblem(sc, c); !why.empty()) {
+      throw InputError(fmt::format("--context-parallel {}: the model of {} cannot take it: {}", c, sc.path, why));
+    }
   }
-  const int layout = o.gpus / sc.pipeline.context_parallel;  // P x D x T
-  if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
-                                                 [&](int tp) { return layout % tp == 0; })) {
-    throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}: T is one of {})",
-                                 fmt::join(o.tensor_parallel, ","), o.gpus, layout, fmt::join(Divisors(layout), ", ")));
+  // P x D x T over the devices each C leaves.
+  const std::vector<int> contexts = o.context_parallel.empty() ? DefaultContextParallel(sc, o.gpus) : o.context_parallel;
+  if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(), [&](int tp) {
+        return std::any_of(contexts.begin(), contexts.end(), [&](int c) { return o.gpus / c % tp == 0; });
+      })) {
+    std::vector<int64_t> layouts;
+    for (const int c : contexts) layouts.push_back(o.gpus / c);
+    const std::string with = contexts.size() > 1 || contexts.front() > 1
+                                 ? fmt::format(" with C = {}", fmt::join(contexts, " or "))
+                                 : "";
+    throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}{}: T is one of {})",
+                                 fmt::join(o.tensor_parallel, ","), o.gpus, fmt::join(layouts, " or "), with,
+                                 fmt::join(Divisors(layouts.front()), ", ")));
   }
+}
+
+void KeepWithinBudget(const Space& space, std::vector<Candidate>* candidates, PlanResult* result) {
+  const PlanOptions& o = space.options;
+  const int64_t budget = o.max_plan_ops > 0 ? o.max_plan_ops : kDefaultMaxPlanOps;
+  if (result->space_ops <= static_cast<double>(budget)) return;
+  // The configurations with the most microbatches go first: they cost the most to simulate
+  // (ops grow with m), and past a few microbatches per stage a pipeline's bubble shrinks little
+  // while every op's smaller microbatch computes less efficiently.
+  std::map<int, double> ops_by_microbatches;
+  for (const Candidate& c : *candidates) ops_by_microbatches[c.config.microbatches] += c.ops;
+  double kept_ops = 0;
+  int most = 0;
+  for (const auto& [m, ops] : ops_by_microbatches) {
+    if (kept_ops + ops > static_cast<double>(budget)) break;
+    kept_ops += ops;
+    most = m;
+  }
+  const std::string whole = fmt::format("--global-batch {}: the plan's {} configurations are about {:.2g} ops to simulate",
+                                        o.global_batch, candidates->size(), result->space_ops);
+  if (most == 0) {
+    const auto& [fewest, ops] = *ops_by_microbatches.begin();
+    throw InputError(fmt::format("{}, and even those with the fewest microbatches ({}) about {:.2g}, above the limit of "
+                                 "{:.2g} ops; raise it with --max-plan-ops N, or narrow the space (--schedules, "
+                                 "--tensor-parallel, a smaller --global-batch)",
+                                 whole, fewest, ops, static_cast<double>(budget)));
+  }
+  const size_t before = candidates->size();
+  std::erase_if(*candidates, [&](const Candidate& c) { return c.config.microbatches > most; });
+  const int64_t left_out = static_cast<int64_t>(before - candidates->size());
+  result->rejected[static_cast<int>(PlanReject::kPlanBudget)] += left_out;
+  result->max_microbatches = most;
+  result->notes.push_back(fmt::format("{}, above the limit of {:.2g} (--max-plan-ops): the {} with more than {} "
+                                      "microbatches were left out, {} kept (about {:.2g} ops)",
+                                      whole, static_cast<double>(budget), left_out, most, candidates->size(), kept_ops));
+  if (o.note) o.note(result->notes.back());
 }
 
 }  // namespace stagecraft::harness::detail

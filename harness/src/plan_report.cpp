@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stagecraft/base/check.h"
 #include "stagecraft/base/error.h"
@@ -53,10 +54,10 @@ std::string Staleness(const schedules::ScheduleMetrics& m) {
 std::string TableRow(int rank, const PlanEntry& e) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
-  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} {:>11.2f} "
-                     "{:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
+  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} "
+                     "{:>11.2f} {:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
-                     c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
+                     c.context_parallel, c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
                      100 * e.metrics.bubble_fraction, Staleness(e.metrics), FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
@@ -122,11 +123,12 @@ std::string Rejections(const PlanResult& r) {
   }
   int kept = r.layouts;
   for (const int n : r.layouts_rejected) kept -= n;
-  return fmt::format("layouts P x D x T = {}{}: {}{}; {} of them make {} configurations\n"
+  return fmt::format("layouts P x D x T x C = {}{}: {}{}; {} of them make {} configurations\n"
                      "rejected: {}\n",
-                     r.gpus / r.context_parallel,
-                     r.context_parallel > 1 ? fmt::format(" (x the scenario's {}-way context parallelism)", r.context_parallel)
-                                            : "",
+                     r.gpus,
+                     std::any_of(r.context_parallel.begin(), r.context_parallel.end(), [](int c) { return c > 1; })
+                         ? fmt::format(" (C: {})", fmt::join(r.context_parallel, ", "))
+                         : "",
                      r.layouts, layouts, kept, Count(r.enumerated), configs.empty() ? "none" : configs);
 }
 
@@ -140,8 +142,9 @@ std::string DescribePlan(const PlanResult& r, int top) {
                      r.threads == 1 ? "" : "s");
   for (const std::string& note : r.notes) out += "note: " + note + "\n";
   out += fmt::format("top {} by throughput:\n", top);
-  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} {:>12}  {}\n",
-                     "#", "schedule", "P", "D", "T", "E", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} "
+                     "{:>12}  {}\n",
+                     "#", "schedule", "P", "D", "T", "C", "E", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
                      "TFLOP/s", "bubble", "stale", "peak memory", "largest term");
   // One row per distinct run: schedules that make the same run on a layout (the same step to the
   // nanosecond and the same peak, as 1F1B and ZB-H1 on one pipeline rank) share a row.
@@ -195,7 +198,9 @@ std::string PlanJson(const PlanResult& r) {
   j.StartObject();
   j.Key("scenario").String(r.scenario).Key("source").String("predicted").Key("costs").String(r.cost_source);
   j.Key("gpus").Int(r.gpus).Key("global_batch").Int(r.global_batch).Key("memory_limit_bytes").Int(r.memory_limit_bytes);
-  if (r.context_parallel > 1) j.Key("context_parallel").Int(r.context_parallel);  // every layout's, kept
+  j.Key("context_parallel").StartArray();  // the C tried
+  for (const int c : r.context_parallel) j.Int(c);
+  j.EndArray();
   j.Key("layouts").Int(r.layouts).Key("enumerated").Int(r.enumerated).Key("simulated").Int(r.simulated);
   j.Key("space_ops").Number(r.space_ops).Key("max_microbatches").Int(r.max_microbatches);
   j.Key("seconds").Number(r.seconds).Key("threads").Int(r.threads);
@@ -219,6 +224,7 @@ std::string PlanJson(const PlanResult& r) {
     j.Key("layout").StartObject();
     j.Key("schedule").String(c.schedule).Key("ranks").Int(c.ranks).Key("data_parallel").Int(c.data_parallel);
     j.Key("tensor_parallel").Int(c.tensor_parallel).Key("sequence_parallel").Bool(c.sequence_parallel);
+    if (c.context_parallel > 1) j.Key("context_parallel").Int(c.context_parallel);
     if (c.expert_parallel > 1) j.Key("expert_parallel").Int(c.expert_parallel);
     if (!c.placement.empty()) {
       j.Key("placement").StartArray();

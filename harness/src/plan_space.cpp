@@ -1,7 +1,7 @@
 // The plan's space (see plan_space.h): the layouts the topology and model
 // allow, the batch splits, every schedule with its chunks, recompute, ZeRO and the partition,
-// each configuration's scenario, and the budget on the whole; the options are checked in
-// plan_checks.cpp. Needs sim and schedules only (the plan fuzz harness compiles the two alone).
+// and each configuration's scenario; the options, the C tried and the budget on the whole are
+// plan_checks.cpp's. Needs sim and schedules only (the plan fuzz harness compiles the two alone).
 #include "plan_space.h"
 
 #include <algorithm>
@@ -40,6 +40,7 @@ sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const 
   p.microbatch_size = c.microbatch_size;
   p.data_parallel = c.data_parallel;
   p.tensor_parallel = c.tensor_parallel;
+  p.context_parallel = c.context_parallel;
   p.expert_parallel = c.expert_parallel;
   if (!c.placement.empty()) p.placement = c.placement;
   p.sequence_parallel = c.sequence_parallel;
@@ -62,6 +63,7 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions&
       fmt::format("pipeline.microbatch_size={}", c.microbatch_size),
       fmt::format("pipeline.data_parallel={}", c.data_parallel),
       fmt::format("pipeline.tensor_parallel={}", c.tensor_parallel),
+      fmt::format("pipeline.context_parallel={}", c.context_parallel),
       fmt::format("pipeline.sequence_parallel={}", c.sequence_parallel ? "true" : "false"),
       fmt::format("pipeline.zero={}", c.zero),
       fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
@@ -150,7 +152,12 @@ void FillSpace(Space* space) {
   space->recompute = options.recompute;
   if (space->recompute.empty()) {
     space->recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
-    if (scenario.model.transformer) space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
+    // Selective recomputes the attention's scores, which a fused kernel never keeps: with
+    // attention: flash it is none's run again (the same time and memory).
+    const sim::TransformerSpec* t = scenario.model.transformer ? &*scenario.model.transformer : nullptr;
+    if (t != nullptr && t->attention != sim::AttentionKernel::kFlash) {
+      space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
+    }
   }
   for (const sim::Recompute rc : space->recompute) {
     if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
@@ -158,6 +165,10 @@ void FillSpace(Space* space) {
                        "model.transformer");
     }
   }
+  space->contexts = options.context_parallel.empty() ? DefaultContextParallel(scenario, options.gpus)
+                                                     : options.context_parallel;
+  std::sort(space->contexts.begin(), space->contexts.end());
+  space->contexts.erase(std::unique(space->contexts.begin(), space->contexts.end()), space->contexts.end());
   const unsigned cores = std::thread::hardware_concurrency();
   space->max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
 }
@@ -246,12 +257,13 @@ class Enumerator {
         max_ops_(space.options.max_ops > 0 ? space.options.max_ops : schedules::kDefaultMaxOps) {}
 
   std::vector<Candidate> Run() {
-    const PlanOptions& o = space_.options;
-    // The scenario's context parallelism stays as stated: P x D x T over the devices it leaves.
-    const int64_t devices = o.gpus / space_.base.pipeline.context_parallel;
-    for (const int64_t tp : Divisors(devices)) {
-      for (const int64_t ranks : Divisors(devices / tp)) {
-        Layout(static_cast<int>(ranks), static_cast<int>(devices / tp / ranks), static_cast<int>(tp));
+    // Each C tried: P x D x T over the devices it leaves.
+    for (const int context : space_.contexts) {
+      const int64_t devices = space_.options.gpus / context;
+      for (const int64_t tp : Divisors(devices)) {
+        for (const int64_t ranks : Divisors(devices / tp)) {
+          Layout(static_cast<int>(ranks), static_cast<int>(devices / tp / ranks), static_cast<int>(tp), context);
+        }
       }
     }
     return std::move(candidates_);
@@ -263,7 +275,7 @@ class Enumerator {
   }
 
  private:
-  void Layout(int ranks, int dp, int tp) {
+  void Layout(int ranks, int dp, int tp, int context) {
     const PlanOptions& o = space_.options;
     if (!o.tensor_parallel.empty() && std::find(o.tensor_parallel.begin(), o.tensor_parallel.end(), tp) ==
                                           o.tensor_parallel.end()) {
@@ -279,7 +291,6 @@ class Enumerator {
     const std::vector<int>& sizes = known->second;
     if (sizes.empty()) return reject(PlanReject::kBatch);
     std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
-    const int context = space_.base.pipeline.context_parallel;
     if (dp * context == 1) std::erase_if(zeros, [](int z) { return z >= 1; });  // one replica: nothing to shard
     // Mixture-of-experts layers: each E that divides the experts and D x T, and sequence
     // parallelism with T > 1 (Megatron-LM's rule, sim::Validate).
@@ -308,6 +319,7 @@ class Enumerator {
       c.ranks = ranks;
       c.data_parallel = dp;
       c.tensor_parallel = tp;
+      c.context_parallel = context;
       c.expert_parallel = e;
       c.sequence_parallel = (space_.base.pipeline.sequence_parallel || moe) && tp > 1;
       c.microbatch_size = b;
@@ -331,7 +343,7 @@ class Enumerator {
     // Unless named, a schedule for expert parallelism only where there are all-to-alls.
     if (info.for_expert_parallel && c.expert_parallel == 1 && space_.options.schedules.empty()) return;
     c.schedule = std::string(info.name);
-    const int replicas = c.data_parallel * space_.base.pipeline.context_parallel;
+    const int replicas = c.data_parallel * c.context_parallel;
     std::vector<int> chunks = ChunksFor(info, c.ranks, replicas, space_.layers, space_.options.max_chunks);
     const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());
     if (chunks.empty()) {  // interleaved with no v that divides the layers
@@ -379,7 +391,7 @@ class Enumerator {
         continue;  // the even split again
       }
       ++result_->enumerated;
-      const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel, c.expert_parallel,
+      const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel, c.context_parallel, c.expert_parallel,
                         c.microbatch_size, c.zero, c.placement, info.placement, c.recompute, c.partition, c.sequence_parallel,
                         schedules::PolicyInfo(info.weights).update_per_microbatch};
       const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
@@ -404,42 +416,6 @@ std::vector<Candidate> Enumerate(const Space& space, PlanResult* result, std::ve
   std::vector<Candidate> candidates = enumerator.Run();
   *keys = enumerator.TakeKeys();
   return candidates;
-}
-
-void KeepWithinBudget(const Space& space, std::vector<Candidate>* candidates, PlanResult* result) {
-  const PlanOptions& o = space.options;
-  const int64_t budget = o.max_plan_ops > 0 ? o.max_plan_ops : kDefaultMaxPlanOps;
-  if (result->space_ops <= static_cast<double>(budget)) return;
-  // The configurations with the most microbatches go first: they cost the most to simulate
-  // (ops grow with m), and past a few microbatches per stage a pipeline's bubble shrinks little
-  // while every op's smaller microbatch computes less efficiently.
-  std::map<int, double> ops_by_microbatches;
-  for (const Candidate& c : *candidates) ops_by_microbatches[c.config.microbatches] += c.ops;
-  double kept_ops = 0;
-  int most = 0;
-  for (const auto& [m, ops] : ops_by_microbatches) {
-    if (kept_ops + ops > static_cast<double>(budget)) break;
-    kept_ops += ops;
-    most = m;
-  }
-  const std::string whole = fmt::format("--global-batch {}: the plan's {} configurations are about {:.2g} ops to simulate",
-                                        o.global_batch, candidates->size(), result->space_ops);
-  if (most == 0) {
-    const auto& [fewest, ops] = *ops_by_microbatches.begin();
-    throw InputError(fmt::format("{}, and even those with the fewest microbatches ({}) about {:.2g}, above the limit of "
-                                 "{:.2g} ops; raise it with --max-plan-ops N, or narrow the space (--schedules, "
-                                 "--tensor-parallel, a smaller --global-batch)",
-                                 whole, fewest, ops, static_cast<double>(budget)));
-  }
-  const size_t before = candidates->size();
-  std::erase_if(*candidates, [&](const Candidate& c) { return c.config.microbatches > most; });
-  const int64_t left_out = static_cast<int64_t>(before - candidates->size());
-  result->rejected[static_cast<int>(PlanReject::kPlanBudget)] += left_out;
-  result->max_microbatches = most;
-  result->notes.push_back(fmt::format("{}, above the limit of {:.2g} (--max-plan-ops): the {} with more than {} "
-                                      "microbatches were left out, {} kept (about {:.2g} ops)",
-                                      whole, static_cast<double>(budget), left_out, most, candidates->size(), kept_ops));
-  if (o.note) o.note(result->notes.back());
 }
 
 }  // namespace stagecraft::harness::detail

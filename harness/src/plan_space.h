@@ -25,12 +25,13 @@ struct Space {
   int64_t limit_bytes = 0;
   std::vector<const schedules::GeneratorInfo*> generators;
   std::vector<sim::Recompute> recompute;
+  std::vector<int> contexts;  // the C tried (PlanOptions::context_parallel or DefaultContextParallel)
   int max_threads = 1;
 };
 
 // What a cost table depends on.
 struct CostKey {
-  int ranks, chunks, data_parallel, tensor_parallel, expert_parallel, microbatch_size, zero;
+  int ranks, chunks, data_parallel, tensor_parallel, context_parallel, expert_parallel, microbatch_size, zero;
   std::vector<sim::Axis> device_order;  // PlanConfig::placement
   schedules::Placement placement;
   sim::Recompute recompute;
@@ -83,8 +84,9 @@ inline std::vector<std::string_view> AxisNames(const std::vector<sim::Axis>& pla
 std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options, bool moe = false);
 
 // The rest of `space` from its scenario and options: the layers, the memory limit, the
-// generators, the recompute policies (throws InputError for selective without a transformer)
-// and the threads.
+// generators, the recompute policies (throws InputError for selective without a transformer;
+// unasked, selective only where it differs from none: not with a fused attention kernel, which
+// keeps no scores), the context parallelism tried and the threads.
 void FillSpace(Space* space);
 
 // Every configuration of the space that passes topology, batch and shape and is within --max-ops,

@@ -35,7 +35,7 @@ std::string BestText(const PlanRun& p) {
 // The plan of `sc` under the arguments of stagecraft.plan, which has checked their types and
 // signs; the parsers name each argument as Python spells it.
 PlanRun RunPlan(std::shared_ptr<const sim::Scenario> sc, int gpus, int64_t global_batch, const std::string& memory_limit,
-                std::vector<int> tensor_parallel, std::vector<std::string> schedules,
+                std::vector<int> tensor_parallel, std::vector<int> context_parallel, std::vector<std::string> schedules,
                 const std::vector<std::string>& recompute, const std::vector<std::string>& partitions,
                 std::vector<int> zero, int max_microbatch_size, int max_chunks, int top, int threads, int refine,
                 int64_t search_evaluations, double refine_seconds, int64_t max_ops) {
@@ -46,6 +46,7 @@ PlanRun RunPlan(std::shared_ptr<const sim::Scenario> sc, int gpus, int64_t globa
   o.global_batch = global_batch;
   o.memory_limit_bytes = harness::ParsePlanMemoryLimit(memory_limit, "plan: memory_limit");
   o.tensor_parallel = std::move(tensor_parallel);
+  o.context_parallel = std::move(context_parallel);
   o.schedules = std::move(schedules);
   o.recompute = harness::ParseRecomputeNames(recompute, "plan: recompute");
   o.partitions = harness::ParsePartitionNames(partitions, "plan: partitions");
@@ -103,7 +104,7 @@ void BindPlan(py::module_& m) {
            },
            py::arg("path"), "writes the image `plan --plot` writes, as the command writes it");
   m.def("plan", &RunPlan, py::arg("scenario"), py::arg("gpus"), py::arg("global_batch"), py::arg("memory_limit"),
-        py::arg("tensor_parallel"), py::arg("schedules"), py::arg("recompute"), py::arg("partitions"), py::arg("zero"),
+        py::arg("tensor_parallel"), py::arg("context_parallel"), py::arg("schedules"), py::arg("recompute"), py::arg("partitions"), py::arg("zero"),
         py::arg("max_microbatch_size"), py::arg("max_chunks"), py::arg("top"), py::arg("threads"), py::arg("refine"),
         py::arg("search_evaluations"), py::arg("refine_seconds"), py::arg("max_ops"));
   m.attr("MAX_PLAN_THREADS") = harness::MaxPlanThreads();  // this machine's

@@ -308,6 +308,6 @@ class PlanRun:
     def write_plot(self, path: str) -> None: ...
 
 def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: str, tensor_parallel: list[int],
-         schedules: list[str], recompute: list[str], partitions: list[str], zero: list[int], max_microbatch_size: int,
+         context_parallel: list[int], schedules: list[str], recompute: list[str], partitions: list[str], zero: list[int], max_microbatch_size: int,
          max_chunks: int, top: int, threads: int, refine: int, search_evaluations: int, refine_seconds: float,
          max_ops: int) -> PlanRun: ...

@@ -14,7 +14,7 @@ from ._scenario import Scenario
 class PlanConfiguration(_Record):
     """One simulated configuration of the plan, as ``plan --json`` writes it: ``rank`` (its place,
     1 = best), ``fits``, ``pareto``, ``layout`` (the pipeline keys: schedule, ranks,
-    data_parallel, tensor_parallel, chunks, microbatches, microbatch_size, recompute, zero,
+    data_parallel, tensor_parallel, context_parallel (above 1), chunks, microbatches, microbatch_size, recompute, zero,
     partition, ...), ``tflops_per_gpu``, ``peak_memory_bytes`` and its rank, ``memory_terms``, and
     ``metrics``: the :class:`RunResult` ``simulate`` gives for the same scenario."""
 
@@ -115,7 +115,8 @@ class Plan:
 # The command's flags as stagecraft.plan's arguments, for the messages of the code they share.
 _PLAN_FLAGS = {
     "--gpus": "gpus", "--global-batch": "global_batch", "--memory-limit": "memory_limit",
-    "--tensor-parallel": "tensor_parallel", "--schedules": "schedules", "--recompute": "recompute",
+    "--tensor-parallel": "tensor_parallel", "--context-parallel": "context_parallel", "--schedules": "schedules",
+    "--recompute": "recompute",
     "--partition": "partitions", "--zero": "zero", "--max-microbatch-size": "max_microbatch_size",
     "--max-chunks": "max_chunks", "--top": "top", "--threads": "threads", "--refine": "refine",
     "--search-evaluations": "search_evaluations", "--refine-seconds": "refine_seconds", "--max-ops": "max_ops",
@@ -123,18 +124,20 @@ _PLAN_FLAGS = {
 
 
 def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[str, int, None] = None,
-         tensor_parallel: Optional[Sequence[int]] = None, schedules: Optional[Sequence[str]] = None,
+         tensor_parallel: Optional[Sequence[int]] = None, context_parallel: Optional[Sequence[int]] = None,
+         schedules: Optional[Sequence[str]] = None,
          recompute: Optional[Sequence[str]] = None, partitions: Optional[Sequence[str]] = None,
          zero: Optional[Sequence[int]] = None, max_microbatch_size: int = 0, max_chunks: int = 8, top: int = 10,
          threads: int = 0, refine: int = 3, search_evaluations: int = 0, refine_seconds: float = 20.0,
          max_ops: int = 0) -> Plan:
     """How to run the scenario's model on ``gpus`` devices for a global batch of
     ``global_batch`` samples, as ``stagecraft plan SCENARIO --gpus N --global-batch B`` plans it:
-    every layout P x D x T, microbatch split, schedule with its chunks, recompute, ZeRO and
+    every layout P x D x T x C, microbatch split, schedule with its chunks, recompute, ZeRO and
     partition the topology and model allow, pruned by lower bounds and simulated on every core
     (docs/plan.md). The optional arguments are the command's flags (None: all): ``memory_limit``
     a size ("60GiB" or an int of bytes; None: pipeline.memory_limit, else the device's),
-    ``tensor_parallel`` the T to try, ``schedules`` the generators (``"auto"`` for the searched
+    ``tensor_parallel`` the T to try, ``context_parallel`` the C (None: 1, the scenario's and each
+    that leaves a device 4,096 tokens of a sequence or more), ``schedules`` the generators (``"auto"`` for the searched
     order), ``recompute`` of none/selective/full, ``partitions`` of even/balanced, ``zero`` of
     0/1. Releases the GIL while it plans; Ctrl-C stops it (KeyboardInterrupt)."""
     call = _checks.Call("plan")
@@ -144,6 +147,7 @@ def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[s
         global_batch=call.integer("global_batch", global_batch, 1, _checks.INT64_MAX),
         memory_limit=call.size("memory_limit", memory_limit) or "",
         tensor_parallel=call.items("tensor_parallel", tensor_parallel, lambda name, t: call.integer(name, t, 1)),
+        context_parallel=call.items("context_parallel", context_parallel, lambda name, c: call.integer(name, c, 1)),
         schedules=call.items("schedules", schedules, call.text),
         recompute=call.items("recompute", recompute, call.text),
         partitions=call.items("partitions", partitions, call.text),

@@ -345,7 +345,7 @@ Scenario WithPlainLayout(Scenario s) {
   p.chunks = 1;
   p.microbatches = 1;
   p.microbatch_size = s.model.profile ? s.model.profile->microbatch_size : 1;
-  p.data_parallel = 1;  // context_parallel is kept: plan keeps the scenario's C
+  p.data_parallel = 1;  // context_parallel is kept: plan tries the scenario's C (harness::DefaultContextParallel)
   p.tensor_parallel = 1;
   p.expert_parallel = 1;
   p.sequence_parallel = false;

@@ -53,21 +53,32 @@ void CheckFp8(const Scenario& s, Problems* out) {
   }
 }
 
-// pipeline.context_parallel: a transformer whose fused attention kernel takes the ring's key-value
-// chunks, each sequence cut into 2C equal chunks (the causal load balance).
-void CheckContext(const Scenario& s, Problems* out) {
-  const int c = s.pipeline.context_parallel;
-  if (c <= 1) return;
+}  // namespace stagecraft::sim::detail
+
+namespace stagecraft::sim {
+
+std::string ContextParallelProblem(const Scenario& s, int c) {
+  if (c <= 1) return "";
   const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
   if (!t || t->attention != AttentionKernel::kFlash) {
-    out->Add("pipeline.context_parallel", "splits each sequence over devices that pass the keys and values round "
-                                          "a ring into a fused attention kernel: it needs model.transformer with "
-                                          "attention: flash");
-  } else if (t->seq % (2 * c) != 0) {
-    out->Add("pipeline.context_parallel",
-             fmt::format("must divide the sequence into 2 x {} equal chunks (each device takes one from each "
-                         "end): model.transformer.seq {} is not a multiple of {}",
-                         c, t->seq, 2 * c));
+    return "splits each sequence over devices that pass the keys and values round a ring into a fused attention "
+           "kernel: it needs model.transformer with attention: flash";
+  }
+  if (t->seq % (2 * c) != 0) {
+    return fmt::format("must divide the sequence into 2 x {} equal chunks (each device takes one from each end): "
+                       "model.transformer.seq {} is not a multiple of {}",
+                       c, t->seq, 2 * c);
+  }
+  return "";
+}
+
+}  // namespace stagecraft::sim
+
+namespace stagecraft::sim::detail {
+
+void CheckContext(const Scenario& s, Problems* out) {
+  if (std::string why = ContextParallelProblem(s, s.pipeline.context_parallel); !why.empty()) {
+    out->Add("pipeline.context_parallel", why);
   }
 }
 

@@ -15,7 +15,7 @@ json_of() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($
   --json "$tmp/hand.json" >"$tmp/out" 2>"$tmp/err"
 checkf "hand-worked plan: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "6 layouts, 1 refused by the topology, 24 configurations" \
-  'grep -q "^layouts P x D x T = 4: 6, 1 topology; 5 of them make 24 configurations" "$tmp/out"'
+  'grep -q "^layouts P x D x T x C = 4: 6, 1 topology; 5 of them make 24 configurations" "$tmp/out"'
 check "the summary line on stderr" 'grep -q "^plan: 24 configurations enumerated over 6 layouts, 24 simulated" "$tmp/err"'
 check "1F1B is never stale" '! grep -qE "^ *[0-9]+  1f1b .* [1-9][0-9]*(/[0-9]+)? +[0-9.]+ [KMG]iB" "$tmp/out" && grep -q " stale " "$tmp/out"'
 
@@ -30,7 +30,8 @@ python3 - "$tmp/async" <<'PY' || fail=1
 import re, sys
 ok = True
 text = open(sys.argv[1]).read()
-rows = re.findall(r"^ *\d+  (pipemare|2bw) +(\d+) +\d+ +\d+s? +\d+ +\d+ +(\d+) .* ([0-9/]+) +[0-9.]+ [KMG]?i?B(.*)$", text, re.M)
+# P, D, T (s: sequence parallel), C, E, b, m
+rows = re.findall(r"^ *\d+  (pipemare|2bw) +(\d+) +\d+ +\d+s? +\d+ +\d+ +\d+ +(\d+) .* ([0-9/]+) +[0-9.]+ [KMG]?i?B(.*)$", text, re.M)
 for name, p, m, stale, rest in rows:
     # One step of m microbatches: the first stage's forwards run ahead of its backwards by at
     # most min(P, m) - 1 updates.
@@ -188,5 +189,5 @@ expect_error "a model the plan keeps" "model.mlp.layers" plan "$tmp/mlp.yaml" --
 "$sc" plan "$tmp/mlp.yaml" --gpus 2 --global-batch 16 --top 3 --refine 0 >"$tmp/out" 2>"$tmp/err"
 checkf "plan on CPU cores: exit 0" '[[ $? -eq 0 ]]' "$tmp/err"
 check "TFLOP/s above 0 on every row" \
-  '[[ $(awk '"'"'/^ *[0-9]+  /{n++; if ($15 + 0 > 0) ok++} END {print (n > 0 && ok == n)}'"'"' "$tmp/out") == 1 ]]'
+  '[[ $(awk '"'"'/^ *[0-9]+  /{n++; if ($16 + 0 > 0) ok++} END {print (n > 0 && ok == n)}'"'"' "$tmp/out") == 1 ]]'
 exit $fail

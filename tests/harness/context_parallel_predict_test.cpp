@@ -1,11 +1,13 @@
 // Context parallelism end to end: a simulated step counts the data-parallel replicas' samples
 // (the C devices of a context group run the same sequences), its model FLOPs by the same count,
-// its gradients reduced over the context group even without data parallelism; the plan keeps
-// the scenario's C and lays P x D x T over the devices it leaves.
+// its gradients reduced over the context group even without data parallelism; the plan searches
+// C beside P, D and T (the scenario's, and each that leaves a device 4,096 tokens or more).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "../sim/sim_test_util.h"
 #include "stagecraft/harness/plan.h"
@@ -53,35 +55,106 @@ TEST(ContextParallelPredict, CountsTheReplicasSamplesAndReducesOverTheContextGro
   }
 }
 
-TEST(ContextParallelPredict, ThePlanKeepsTheScenariosContextParallelism) {
-  const sim::testing::ScratchDir dir;
-  const std::string path = dir.Write("cp.yaml", kYaml);
+PlanOptions PlanOf(int gpus) {
   PlanOptions o;
-  o.gpus = 8;
+  o.gpus = gpus;
   o.global_batch = 16;
   o.top = 1000;
   o.threads = 2;
   o.refine = 0;
   o.schedules = {"1f1b"};
-  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), o);
-  EXPECT_EQ(r.context_parallel, 2);
-  ASSERT_FALSE(r.entries.empty());
+  return o;
+}
+
+// Unasked, the plan tries 1, the scenario's C, and each C that leaves a device 4,096 tokens of a
+// sequence or more and that the model takes (2C chunks of the sequence, fused attention).
+TEST(ContextParallelPredict, ThePlanTriesOneTheScenariosAndEachThatLeavesADeviceFourThousandTokens) {
+  const sim::testing::ScratchDir dir;
+  const std::string path = dir.Write("cp.yaml", kYaml);
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(path, {}), 8), (std::vector<int>{1, 2}));
+  const std::string plain = dir.Write("plain.yaml", sim::testing::Replace(kYaml, ", context_parallel: 2", ""));
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(plain, {}), 8), (std::vector<int>{1}));  // 2048 < 2 x 4096
+  // seq 16,384: C = 2 and 4 leave 8,192 and 4,096 tokens; 8 would leave 2,048. On 12 devices 3
+  // divides them but not the sequence into 6 chunks.
+  const std::string longer = dir.Write("long.yaml", sim::testing::Replace(kYaml, "seq: 2048", "seq: 16384"));
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longer, {}), 8), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longer, {}), 12), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longer, {}), 6), (std::vector<int>{1, 2}));
+  // Unfused attention takes none (the scenario's C = 2 is refused when it is loaded).
+  const std::string unfused =
+      dir.Write("unfused.yaml", sim::testing::Replace(sim::testing::Replace(kYaml, "attention: flash", "attention: unfused"),
+                                                      ", context_parallel: 2", ""));
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(unfused, {}), 8), (std::vector<int>{1}));
+  const std::string refused = dir.Write("refused.yaml", sim::testing::Replace(kYaml, "attention: flash", "attention: unfused"));
+  EXPECT_NE(sim::testing::ErrorOf([&] { sim::LoadScenarioForNewLayout(refused, {}); }).find("pipeline.context_parallel"),
+            std::string::npos);
+}
+
+TEST(ContextParallelPredict, ThePlanSearchesContextParallelismAndItsBestIsNeverBeaten) {
+  const sim::testing::ScratchDir dir;
+  const std::string path = dir.Write("cp.yaml", kYaml);
+  const PlanOptions o = PlanOf(8);
+  const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, {});
+  const PlanResult r = Plan(sc, o);
+  EXPECT_EQ(r.context_parallel, (std::vector<int>{1, 2}));
+  ASSERT_NE(r.best(), nullptr);
+  std::set<int> tried;
   for (const PlanEntry& e : r.entries) {
     const PlanConfig& c = e.config;
-    EXPECT_EQ(c.ranks * c.data_parallel * c.tensor_parallel * 2, 8) << DescribeConfig(c);
-    const sim::Scenario direct = sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o));
-    EXPECT_EQ(direct.pipeline.context_parallel, 2);
+    tried.insert(c.context_parallel);
+    EXPECT_EQ(c.ranks * c.data_parallel * c.tensor_parallel * c.context_parallel, 8) << DescribeConfig(c);
+    EXPECT_EQ(sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o)).pipeline.context_parallel, c.context_parallel);
+    // A fused attention kernel keeps no scores: selective recompute is none's run, not tried.
+    EXPECT_NE(c.recompute, sim::Recompute::kSelective) << DescribeConfig(c);
+    // The model's FLOPs of the step (16 sequences of 2,048 tokens) over its time and the 8 devices.
+    const double step_s = e.metrics.step_time_ms * 1e-3;
+    const double flops = sim::TransformerModelFlopsPerToken(*sc.model.transformer) * 16 * 2048;
+    EXPECT_NEAR(e.tflops_per_gpu, flops / step_s / 8 / 1e12, 1e-9 * e.tflops_per_gpu) << DescribeConfig(c);
+    if (c.context_parallel > 1) {
+      EXPECT_NE(DescribeConfig(c).find(" C2"), std::string::npos);
+    }
   }
-  EXPECT_NE(DescribePlan(r, 3).find("layouts P x D x T = 4 (x the scenario's 2-way context parallelism)"),
+  EXPECT_EQ(tried, (std::set<int>{1, 2}));
+  EXPECT_NE(DescribePlan(r, 3).find("layouts P x D x T x C = 8 (C: 1, 2)"), std::string::npos);
+  EXPECT_NE(PlanJson(r).find("\"context_parallel\":[1,2]"), std::string::npos);
+  // The best against the other C at its P, T and microbatches, simulated directly.
+  PlanConfig other = r.best()->config;
+  other.context_parallel = 3 - other.context_parallel;
+  other.data_parallel = other.data_parallel * r.best()->config.context_parallel / other.context_parallel;
+  ASSERT_GE(other.data_parallel, 1);
+  ASSERT_EQ(16 % (other.data_parallel * other.microbatch_size), 0) << DescribeConfig(other);
+  other.microbatches = 16 / other.data_parallel / other.microbatch_size;
+  const Prediction p = PredictFirst(sim::LoadScenarioForNewLayout(path, ConfigOverrides(other, o)));
+  ASSERT_FALSE(p.metrics.AnyOom());
+  EXPECT_LE(r.best()->metrics.makespan_ns, p.metrics.makespan_ns) << DescribeConfig(other);
+  // Asked for one C, the plan tries that one alone.
+  PlanOptions two = o;
+  two.context_parallel = {2};
+  const PlanResult only = Plan(sc, two);
+  ASSERT_FALSE(only.entries.empty());
+  for (const PlanEntry& e : only.entries) EXPECT_EQ(e.config.context_parallel, 2) << DescribeConfig(e.config);
+}
+
+TEST(ContextParallelPredict, ThePlanRefusesAContextParallelismTheJobOrModelCannotTake) {
+  const sim::testing::ScratchDir dir;
+  const std::string path = dir.Write("cp.yaml", kYaml);
+  const sim::Scenario sc = sim::LoadScenarioForNewLayout(path, {});
+  PlanOptions o = PlanOf(8);
+  o.context_parallel = {3};
+  EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sc, o); }).find("--context-parallel 3: each C must divide the 8 devices"),
             std::string::npos);
-  // The plan checks the C it keeps against the model: unfused attention cannot take it.
-  const std::string unfused = dir.Write("unfused.yaml", sim::testing::Replace(kYaml, "attention: flash", "attention: unfused"));
-  EXPECT_NE(sim::testing::ErrorOf([&] { sim::LoadScenarioForNewLayout(unfused, {}); }).find("pipeline.context_parallel"),
+  o.gpus = 6, o.global_batch = 6;  // 3 divides them, but 2048 tokens are not 6 equal chunks
+  EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sc, o); }).find("model.transformer.seq 2048 is not a multiple of 6"),
             std::string::npos);
-  o.gpus = 7;
-  EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sim::LoadScenarioForNewLayout(path, {}), o); })
-                .find("pipeline.context_parallel 2"),
+  o = PlanOf(8);
+  o.context_parallel = {0};
+  EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sc, o); }).find("--context-parallel: expected sizes from 1"),
             std::string::npos);
+  // Unasked on 7 devices, C = 2 divides none of them: the plan tries C = 1 alone.
+  PlanOptions on_seven = PlanOf(7);
+  on_seven.global_batch = 14;
+  const PlanResult seven = Plan(sc, on_seven);
+  EXPECT_EQ(seven.context_parallel, (std::vector<int>{1}));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // `stagecraft plan`: how to lay a model out on N devices for a global batch. It enumerates the
-// layouts P x D x T = N that the topology and the model allow, the microbatch sizes and counts
+// layouts P x D x T x C = N that the topology and the model allow (C: context parallelism), the microbatch sizes and counts
 // that make the batch (B = D x b x m), every schedule that takes the shape (with its chunks),
 // recompute, ZeRO-1 and the partition; prunes with closed forms (a memory floor of weights,
 // gradients, optimizer state and one microbatch's activations; a step-time floor of the
@@ -29,6 +29,8 @@ namespace stagecraft::harness {
 struct PlanConfig {
   std::string schedule;
   int ranks = 1, data_parallel = 1, tensor_parallel = 1;
+  // pipeline.context_parallel: each sequence split over C devices (PlanOptions::context_parallel).
+  int context_parallel = 1;
   // pipeline.expert_parallel: with mixture-of-experts layers, plan tries every E that divides the
   // experts and D x T (1 for a dense model).
   int expert_parallel = 1;
@@ -94,6 +96,8 @@ struct PlanOptions {
   // memory. Also set as pipeline.memory_limit of every configuration (zb-auto and auto obey it).
   int64_t memory_limit_bytes = 0;
   std::vector<int> tensor_parallel;        // the T to try; empty: every T the topology and model allow
+  // The C to try (pipeline.context_parallel); empty: DefaultContextParallel's.
+  std::vector<int> context_parallel;
   std::vector<std::string> schedules;      // generators to try; empty: all of them
   std::vector<sim::Recompute> recompute;   // empty: none, selective (transformer only) and full
   std::vector<sim::Partition> partitions;  // empty: even, and balanced where it splits otherwise
@@ -130,8 +134,8 @@ struct PlanEntry {
   int64_t peak_bytes = 0;
   MemoryTerms memory;                 // of that rank
   bool fits = false;                  // peak within the limit on every rank, no OOM
-  // The model's FLOPs (recompute's repeated forward counted) per second per device; 0 for a model
-  // known only by its profile (no FLOP count).
+  // The model's FLOPs per second per device, as the metrics count them (model_tflops_per_device:
+  // recompute's repeated forward not counted); 0 for a model known only by its profile.
   double tflops_per_gpu = 0;
   double bound_ms = 0;                // the step-time floor it was let through with
   // Per step (the run's / steps, as step_time_ms is) and per rank, averaged: compute, wait,
@@ -145,10 +149,10 @@ struct PlanResult {
   std::string scenario;
   std::string cost_source;
   int gpus = 0;
-  int context_parallel = 1;  // the scenario's, kept: the layouts share gpus / C devices
   int64_t global_batch = 0;
   int64_t memory_limit_bytes = 0;
-  int layouts = 0;                    // P x D x T = gpus
+  std::vector<int> context_parallel;  // the C tried, ascending
+  int layouts = 0;                    // P x D x T x C = gpus
   // Layouts left out whole: by topology, batch, or shape (deeper than the model's layers).
   std::array<int, kPlanRejectKinds> layouts_rejected{};
   int64_t enumerated = 0;             // configurations of the layouts that passed topology and batch
@@ -164,6 +168,15 @@ struct PlanResult {
   double seconds = 0;
   const PlanEntry* best() const { return !entries.empty() && entries.front().fits ? &entries.front() : nullptr; }
 };
+
+// The shortest a device's share of a sequence may be for the plan to try context parallelism
+// unasked: 4,096 tokens (Megatron-LM and NeMo split sequences of 8K and longer: Llama 3.1 405B's
+// recipes CP 2 at 8,192 tokens, the Llama 3 paper's CP 16 at 131,072).
+inline constexpr int64_t kMinContextTokens = 4096;
+// The C the plan tries unless told (--context-parallel): 1, and every C > 1 that divides `gpus`,
+// that the model takes (sim::ContextParallelProblem) and that is the scenario's or leaves each
+// device at least kMinContextTokens of a sequence; ascending.
+std::vector<int> DefaultContextParallel(const sim::Scenario& scenario, int gpus);
 
 // Throws InputError naming the flag for --gpus or --global-batch the topology or model cannot
 // take, and when no configuration fits.

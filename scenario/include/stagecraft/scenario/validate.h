@@ -56,6 +56,12 @@ std::string DescribeProblems(const Scenario& scenario, const std::vector<Scenari
 // Throws InputError(DescribeProblems(...)) when Validate finds any problem.
 void CheckScenario(const Scenario& scenario, EngineChecks& checks);
 
+// Why the model cannot split each sequence over `c` devices (pipeline.context_parallel), "" when
+// it can: a transformer with attention: flash whose seq cuts into 2c equal chunks (each device
+// takes one from each end, the causal load balance). What Validate checks of the scenario's C
+// and what plan checks of each C it tries.
+std::string ContextParallelProblem(const Scenario& scenario, int c);
+
 // What a user runs (simulate, execute): training.pipemare with a pipeline.schedule that does not
 // run pipemare is refused (InputError, "PATH: training.pipemare: ..."). Not part of Validate: a
 // replay, a plan or a calibration narrows a scenario to one schedule of those it runs.
