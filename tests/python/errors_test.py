@@ -179,6 +179,7 @@ class PlanArgumentsTest(Contract):
         self.assert_type("plan: schedules: expected a list", lambda: self.plan(schedules="1f1b"))
         self.assert_type("plan: schedules: expected a non-empty string", lambda: self.plan(schedules=[None]))
         self.assert_type("plan: tensor_parallel: expected an integer", lambda: self.plan(tensor_parallel=["2"]))
+        self.assert_type("plan: context_parallel: expected an integer", lambda: self.plan(context_parallel=["2"]))
         self.assert_type("plan: memory_limit: expected an integer", lambda: self.plan(memory_limit=1.5))
 
     def test_values(self):
@@ -200,6 +201,7 @@ class PlanArgumentsTest(Contract):
         self.assert_value("plan: search_evaluations: ", lambda: self.plan(search_evaluations=-1))
         self.assert_value("plan: max_microbatch_size: ", lambda: self.plan(max_microbatch_size=-1))
         self.assert_value("plan: tensor_parallel: ", lambda: self.plan(tensor_parallel=[0]))
+        self.assert_value("plan: context_parallel: ", lambda: self.plan(context_parallel=[0]))
         self.assert_value("plan: zero: expected an integer in [0, 1], got 2", lambda: self.plan(zero=[2]))
         self.assert_value("plan: schedules: expected a non-empty string, got ''", lambda: self.plan(schedules=[""]))
         self.assert_value("plan: memory_limit: ", lambda: self.plan(memory_limit=0))

@@ -78,5 +78,32 @@ class PlanTest(TempDirCase):
         with self.assertRaisesRegex(stagecraft.InputError, r"^plan: zero: expected an integer in \[0, 1\], got 2$"):
             stagecraft.plan(scenario, gpus=4, global_batch=8, zero=[2])
 
+    def test_context_parallelism_as_the_command(self):
+        # Fused attention over 512 tokens: C = 2 asked (4 chunks of 128), the same configurations
+        # as `plan --context-parallel 2`, each of the 4 devices' P x D x T x C.
+        sets = {"model.transformer.attention": "flash"}
+        flags = ["--gpus", 4, "--global-batch", 8, "--schedules", "1f1b", "--threads", 1, "--refine", 0,
+                 "--context-parallel", 2, "--set", "model.transformer.attention=flash"]
+        run_cli("plan", self.tiny, *flags, "--json", self.tmp / "plan.json")
+        p = stagecraft.plan(stagecraft.Scenario.load(self.tiny, sets), gpus=4, global_batch=8, schedules=["1f1b"],
+                            threads=1, refine=0, context_parallel=[2])
+        self.assertEqual(without_timing(json.loads(p.to_json())),
+                         without_timing(json.loads((self.tmp / "plan.json").read_text())))
+        self.assertEqual(json.loads(p.to_json())["context_parallel"], [2])
+        self.assertTrue(p.configurations)
+        for c in p.configurations:
+            self.assertEqual(c.layout["context_parallel"], 2)
+            self.assertEqual(c.layout["ranks"] * c.layout["data_parallel"] * c.layout["tensor_parallel"] * 2, 4)
+        again = stagecraft.simulate(stagecraft.Scenario.load(self.tiny, {**sets, **p.best.overrides()}))[0]
+        self.assertAlmostEqual(again.step_time_ms, p.best.metrics.step_time_ms, places=6)
+        # A C the model cannot take (unfused attention) is the command's line.
+        line = cli_error_line("plan", self.tiny, "--gpus", 4, "--global-batch", 8, "--context-parallel", 2)
+        with self.assertRaises(stagecraft.InputError) as caught:
+            stagecraft.plan(stagecraft.Scenario.load(self.tiny), gpus=4, global_batch=8, context_parallel=[2])
+        self.assertEqual(f"stagecraft: error: {caught.exception}",
+                         line.replace("stagecraft: error: --context-parallel 2:",
+                                      "stagecraft: error: plan: context_parallel=2:"))
+        self.assertIn("attention: flash", line)
+
 if __name__ == "__main__":
     unittest.main()
