@@ -159,6 +159,10 @@ expect_error "a T that divides no layout" "--tensor-parallel 3: divides no layou
   plan "$scenario" --gpus 4 --global-batch 8 --tensor-parallel 3
 expect_error "a T that leaves the node" "can run (1 layouts, 1 layouts: topology): T must divide" \
   plan "$scenario" --gpus 4 --global-batch 8 --tensor-parallel 4
+expect_error "a C that divides no layout" "--context-parallel 3: each C must divide the 4 devices (--gpus)" \
+  plan "$scenario" --gpus 4 --global-batch 8 --context-parallel 3
+expect_error "a C the model cannot take" "--context-parallel 2: the model of $scenario cannot take it: " \
+  plan "$scenario" --gpus 4 --global-batch 8 --context-parallel 2
 
 # "why the leaders win" is per step: the split of each leader sums to its step time, whatever
 # the steps.
