@@ -284,15 +284,16 @@ void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChec
                                 "an all-to-all per microbatch");
 }
 
-// Context parallelism's key-value exchange a layer, in F and in I (the roofline's cp_ring or
-// cp_all_gather kernels, gpt_kernels.h): the whole sequence's keys and values on the device's
-// heads, b·s·2·kv·hd·d/T bytes; all_gather one pass in F and two in I, none hidden; the ring's C - 1
-// steps beside (C - 1)/C of the attention's scores and context, 2·(s/2)·(q + o) FLOPs a query in F,
-// 2.5 times that in I (the fused kernel's five matmuls against two); windows not counted.
+// Context parallelism's key-value exchanges of a stage's layers, in F and in I (the roofline's
+// cp_ring or cp_all_gather kernels, gpt_kernels.h): a layer's are the whole sequence's keys and
+// values on the device's heads, b·s·2·kv·hd·d/T bytes; all_gather one pass in F and two in I,
+// none hidden; the ring's C - 1 steps beside (C - 1)/C of the attention's scores and context,
+// 2·k·(q + o) FLOPs a query in F (k: the causal keys a query sees, s/2, or in a windowed layer
+// CausalKeysPerQuery's), 2.5 times that in I (the fused kernel's five matmuls against two).
 struct ContextComm {
   double forward_ns = 0, input_ns = 0;
 };
-ContextComm ContextCommNs(const Scenario& sc, int rank, double rate) {
+ContextComm ContextCommNs(const Scenario& sc, int rank, double rate, const StageLayers& layers) {
   const PipelineSpec& p = sc.pipeline;
   const int c = p.context_parallel, tp = p.tensor_parallel;
   if (c <= 1) return {};
@@ -300,10 +301,17 @@ ContextComm ContextCommNs(const Scenario& sc, int rank, double rate) {
   const double b = p.microbatch_size, s = t.seq;
   const double bytes = ContextKvBytes(KernelShapeOf(sc));
   const RingLink link = ContextGroupLink(sc, rank);
-  if (p.context_all_gather) return {AllGatherNs(bytes, c, link), 2 * AllGatherNs(bytes, c, link)};
-  const double attention_ns = b * (s / c) * 2 * (s / 2) * static_cast<double>(t.QWidth() + t.OWidth()) / tp / rate * 1e9;
-  return {ContextRingLeftNs(AllGatherNs(bytes, c, link), attention_ns, c),
-          ContextRingLeftNs(AllGatherNs(2 * bytes, c, link), 2.5 * attention_ns, c)};
+  if (p.context_all_gather) return {layers.count * AllGatherNs(bytes, c, link), layers.count * 2 * AllGatherNs(bytes, c, link)};
+  ContextComm out;
+  for (const bool windowed : {false, true}) {  // a windowed layer's attention hides less of the ring
+    const int n = windowed ? layers.windowed : layers.count - layers.windowed;
+    if (n == 0) continue;
+    const double keys = windowed ? CausalKeysPerQuery(s, t.window->size) : s / 2;
+    const double attention_ns = b * (s / c) * 2 * keys * static_cast<double>(t.QWidth() + t.OWidth()) / tp / rate * 1e9;
+    out.forward_ns += n * ContextRingLeftNs(AllGatherNs(bytes, c, link), attention_ns, c);
+    out.input_ns += n * ContextRingLeftNs(AllGatherNs(2 * bytes, c, link), 2.5 * attention_ns, c);
+  }
+  return out;
 }
 
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers`.
@@ -342,12 +350,11 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   StageCost cost;
   // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them) and the
   // context group's exchanges.
-  const ContextComm context = ContextCommNs(sc, rank, rate);
-  cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns + layers.count * context.forward_ns, "a forward");
-  cost.backward_input_ns =
-      check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1) +
-                   layers.count * (context.input_ns + (recompute ? context.forward_ns : 0)),
-               "a backward for inputs");
+  const ContextComm context = ContextCommNs(sc, rank, rate, layers);
+  cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns + context.forward_ns, "a forward");
+  cost.backward_input_ns = check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1) +
+                                        context.input_ns + (recompute ? context.forward_ns : 0),
+                                    "a backward for inputs");
   cost.backward_weight_ns = check.Ns(forward / rate * 1e9, "a backward for weights");
   SetKeptBytes(sc, last, layers, check, &cost);
   const StageParams params = ParamsOf(sc, st, stages, layers);

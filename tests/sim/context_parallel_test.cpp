@@ -173,6 +173,31 @@ TEST(ContextParallel, TheRingRunsBesideTheAttention) {
             std::string::npos);
 }
 
+// The analytical model's ring with sliding windows: a windowed layer's attention sees only its
+// window's keys, so it hides less of the ring. Each stage of 2 layers (full_every 2) has one
+// windowed layer of 256 and one attending to its whole past; at 100 GB/s the ring's pass is
+// 16,777,216 bytes / 2 per link = 83,886 ns in F (twice the bytes in I), which the whole
+// layer's attention hides (2048 queries x 2 x 2048 keys x 2048 (q + o) FLOPs = 343.6 us at
+// 50 TFLOP/s, half of it beside the one step) and the windowed one's (248 keys) does not; at
+// 100 TB/s both hide it.
+TEST(ContextParallel, AWindowedLayersAttentionHidesLessOfTheRing) {
+  const std::string windowed =
+      Replace(kYaml, "attention: flash,", "attention: flash, sliding_window: {size: 256, full_every: 2},");
+  const CostTable slow = BuildCosts(LoadScenarioFromText(windowed, "cp.yaml", {"pipeline.context_parallel=2"}), 2);
+  const CostTable fast = BuildCosts(
+      LoadScenarioFromText(Replace(windowed, "100GB/s", "100000GB/s"), "cp.yaml", {"pipeline.context_parallel=2"}), 2);
+  const double pass = 4096.0 * 2 * 16 * 64 * 2 / 2 / 100;  // ns at 100 bytes a ns
+  const double keys = 256 - 256.0 * 255 / (2 * 4096);       // a query's causal keys in a window of 256
+  const double windowed_attention_ns = 2048.0 * 2 * keys * 2048 / 50e12 * 1e9;
+  for (int st = 0; st < 2; ++st) {
+    SCOPED_TRACE(st);
+    EXPECT_NEAR(static_cast<double>(slow.stages[st].forward_ns - fast.stages[st].forward_ns),
+                pass - windowed_attention_ns / 2, 2);
+    EXPECT_NEAR(static_cast<double>(slow.stages[st].backward_input_ns - fast.stages[st].backward_input_ns),
+                2 * pass - 2.5 * windowed_attention_ns / 2, 2);
+  }
+}
+
 TEST(ContextParallel, BadValuesAreOneLineAtTheirKey) {
   const auto error = [](const std::vector<std::string>& sets) {
     return ErrorOf([&] { LoadScenarioFromText(kYaml, "cp.yaml", sets); });
