@@ -268,6 +268,15 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
            (tp == 1 ? w : (p.sequence_parallel ? w / tp : 2 + (w - 2) / tp));
   });
   cost->w_stash_bytes = check.Bytes(stash * s * b * h * d, "the W stash per microbatch");
+  // Context parallelism: what one layer's attention holds while it runs, of the whole sequence's
+  // keys and values (ContextKvBytes): the all-gather's gathered copy, and in the backward that
+  // copy again beside its gradients (2x); the ring's chunks, each 1/C of them, the one in use and
+  // the next in flight, in the backward with their gradients (4 chunks).
+  if (p.context_parallel > 1 && layers.count > 0) {
+    const double kv = ContextKvBytes(KernelShapeOf(sc));
+    const double held = p.context_all_gather ? 2 * kv : 4 * kv / p.context_parallel;
+    cost->workspace_bytes += check.Bytes(held, "the context group's key-value buffers");
+  }
 }
 
 // Expert parallelism: each MoE layer's dispatch and combine in F, their gradients' in the
