@@ -74,7 +74,12 @@ void AddReduceFloors(const sim::Scenario& sc, const sim::Topology& topo, const s
   empty.data_parallel = p.replicas();
   empty.ops.resize(static_cast<size_t>(f->shape.ranks));
   const sim::CollectivePlans plans(empty, costs, topo, p.ReplicaDevices());
-  for (int s = 0; s < f->shape.stages(); ++s) f->reduce_alone_ns.push_back(plans.AloneNsOf(s));
+  // With grad_reduce_overlap the simulator leaves a REDUCE_GRAD only what its stage's last backward
+  // did not cover, and that backward may run longer than its cost (sharing the device): nothing
+  // of the reduce is certain to be left after it, so the floors wait for none of it.
+  for (int s = 0; s < f->shape.stages(); ++s) {
+    f->reduce_alone_ns.push_back(costs.grad_reduce_overlap ? 0.0 : plans.AloneNsOf(s));
+  }
 }
 
 int64_t MemoryFloor(const StageFloors& f) {

@@ -22,7 +22,8 @@ struct StageFloors {
   std::vector<int64_t> activation_bytes;  // held from an F to its B or I
   std::vector<int64_t> hop_forward_ns;    // stage s to s + 1 alone on its route (0 on one rank)
   std::vector<int64_t> hop_backward_ns;   // stage s + 1 to s
-  std::vector<double> reduce_alone_ns;    // the gradient all-reduce alone (empty: one replica)
+  // The gradient all-reduce alone (empty: one replica; 0 with grad_reduce_overlap, AddReduceFloors).
+  std::vector<double> reduce_alone_ns;
   bool timed = true;  // false: measured costs (spread, overheads, fits): no time floor
 };
 

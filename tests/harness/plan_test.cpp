@@ -273,6 +273,26 @@ std::string PlanError(const sim::Scenario& sc, const PlanOptions& o) {
 
 // "Why the leaders win" is per step: each entry's split (mean over ranks) sums to its step
 // time, makespan / steps, with 3 steps as with 1 (the simulator's definitions, DESIGN.md §4).
+// With grad_reduce_overlap the reduce runs beside the stage's last backward: the floors wait for
+// none of it after that backward, so no run falls below them (Plan's own SC_CHECK stops the plan
+// when one does; a slow link across the nodes makes the reduce longer than the backwards, where
+// the floors that waited for it whole passed the runs).
+TEST_F(PlanTest, TheFloorsHoldWhenTheReduceRunsBesideTheLastBackward) {
+  PlanOptions o = Options(1000);
+  o.gpus = 4;
+  o.global_batch = 16;
+  const sim::Scenario sc =
+      sim::LoadScenario(path_, {"pipeline.grad_reduce_overlap=true", "topology.links.1.bandwidth=1GB/s"});
+  const PlanResult r = Plan(sc, o);
+  ASSERT_FALSE(r.entries.empty());
+  int overlapped = 0;
+  for (const PlanEntry& e : r.entries) {
+    EXPECT_LE(e.bound_ms, e.metrics.step_time_ms) << DescribeConfig(e.config);
+    overlapped += e.config.data_parallel > 1;
+  }
+  EXPECT_GT(overlapped, 0);
+}
+
 TEST_F(PlanTest, TheStepSplitIsPerStep) {
   PlanOptions o = Options(3);
   o.schedules = {"1f1b", "zb-h1"};
