@@ -289,6 +289,24 @@ std::string NothingFits(const sim::Scenario& sc, const PlanOptions& o, const Pla
                      why, budget);
 }
 
+// Notes for what the space leaves out of what was asked or stated: a --tensor-parallel size no
+// layout takes, the scenario's C where it does not divide the devices.
+void NoteWhatIsLeftOut(const Space& space, PlanResult* result) {
+  const PlanOptions& options = space.options;
+  for (const int tp : options.tensor_parallel) {
+    if (std::none_of(space.contexts.begin(), space.contexts.end(), [&](int c) { return options.gpus / c % tp == 0; })) {
+      result->notes.push_back(fmt::format("--tensor-parallel {} divides no layout of {} devices: left out", tp, options.gpus));
+    }
+  }
+  if (const int stated = space.base.pipeline.context_parallel;
+      options.context_parallel.empty() &&
+      std::find(space.contexts.begin(), space.contexts.end(), stated) == space.contexts.end()) {
+    result->notes.push_back(fmt::format("pipeline.context_parallel {} of the scenario does not divide the {} devices: "
+                                        "not tried",
+                                        stated, options.gpus));
+  }
+}
+
 }  // namespace
 
 PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
@@ -305,11 +323,7 @@ PlanResult Plan(const sim::Scenario& scenario, const PlanOptions& options) {
   result.memory_limit_bytes = space.limit_bytes;
   result.threads = space.max_threads;
   std::vector<CostKey> keys;
-  for (const int tp : options.tensor_parallel) {
-    if (std::none_of(space.contexts.begin(), space.contexts.end(), [&](int c) { return options.gpus / c % tp == 0; })) {
-      result.notes.push_back(fmt::format("--tensor-parallel {} divides no layout of {} devices: left out", tp, options.gpus));
-    }
-  }
+  NoteWhatIsLeftOut(space, &result);
   std::vector<Candidate> all = detail::Enumerate(space, &result, &keys);
   detail::KeepWithinBudget(space, &all, &result);
 

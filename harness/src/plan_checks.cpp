@@ -20,7 +20,7 @@ namespace stagecraft::harness {
 std::vector<int> DefaultContextParallel(const sim::Scenario& scenario, int gpus) {
   std::vector<int> out = {1};
   const sim::TransformerSpec* t = scenario.model.transformer ? &*scenario.model.transformer : nullptr;
-  for (int c = 2; t != nullptr && c <= gpus; ++c) {
+  for (int c = 2; t != nullptr && c <= std::min(gpus, sim::kMaxTensorParallel); ++c) {  // pipeline.context_parallel's range
     const bool asked = c == scenario.pipeline.context_parallel || t->seq / c >= kMinContextTokens;
     if (asked && gpus % c == 0 && sim::ContextParallelProblem(scenario, c).empty()) out.push_back(c);
   }
@@ -124,9 +124,15 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
     const std::string with = contexts.size() > 1 || contexts.front() > 1
                                  ? fmt::format(" with C = {}", fmt::join(contexts, " or "))
                                  : "";
+    std::vector<int64_t> sizes;  // every T of every layout, ascending
+    for (const int64_t layout : layouts) {
+      for (const int64_t tp : Divisors(layout)) sizes.push_back(tp);
+    }
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     throw InputError(fmt::format("--tensor-parallel {}: divides no layout of {} devices (P x D x T = {}{}: T is one of {})",
                                  fmt::join(o.tensor_parallel, ","), o.gpus, fmt::join(layouts, " or "), with,
-                                 fmt::join(Divisors(layouts.front()), ", ")));
+                                 fmt::join(sizes, ", ")));
   }
 }
 
@@ -152,7 +158,7 @@ void KeepWithinBudget(const Space& space, std::vector<Candidate>* candidates, Pl
     const auto& [fewest, ops] = *ops_by_microbatches.begin();
     throw InputError(fmt::format("{}, and even those with the fewest microbatches ({}) about {:.2g}, above the limit of "
                                  "{:.2g} ops; raise it with --max-plan-ops N, or narrow the space (--schedules, "
-                                 "--tensor-parallel, a smaller --global-batch)",
+                                 "--tensor-parallel, --context-parallel, a smaller --global-batch)",
                                  whole, fewest, ops, static_cast<double>(budget)));
   }
   const size_t before = candidates->size();

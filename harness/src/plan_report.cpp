@@ -224,8 +224,8 @@ std::string PlanJson(const PlanResult& r) {
     j.Key("layout").StartObject();
     j.Key("schedule").String(c.schedule).Key("ranks").Int(c.ranks).Key("data_parallel").Int(c.data_parallel);
     j.Key("tensor_parallel").Int(c.tensor_parallel).Key("sequence_parallel").Bool(c.sequence_parallel);
-    if (c.context_parallel > 1) j.Key("context_parallel").Int(c.context_parallel);
-    if (c.expert_parallel > 1) j.Key("expert_parallel").Int(c.expert_parallel);
+    // Always, as ConfigOverrides: a layout read back as overrides replaces the scenario's C and E.
+    j.Key("context_parallel").Int(c.context_parallel).Key("expert_parallel").Int(c.expert_parallel);
     if (!c.placement.empty()) {
       j.Key("placement").StartArray();
       for (const sim::Axis axis : c.placement) j.String(sim::Name(axis));

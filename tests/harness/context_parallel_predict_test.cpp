@@ -80,6 +80,11 @@ TEST(ContextParallelPredict, ThePlanTriesOneTheScenariosAndEachThatLeavesADevice
   EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longer, {}), 8), (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longer, {}), 12), (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longer, {}), 6), (std::vector<int>{1, 2}));
+  // Never past pipeline.context_parallel's range (1,024), however long the sequence.
+  const std::string longest = dir.Write(
+      "longest.yaml", sim::testing::Replace(sim::testing::Replace(kYaml, "seq: 2048", "seq: 8388608"), "peak: 100TFLOPS",
+                                            "peak: 1000000TFLOPS"));
+  EXPECT_EQ(DefaultContextParallel(sim::LoadScenarioForNewLayout(longest, {}), 2048).back(), 1024);
   // Unfused attention takes none (the scenario's C = 2 is refused when it is loaded).
   const std::string unfused =
       dir.Write("unfused.yaml", sim::testing::Replace(sim::testing::Replace(kYaml, "attention: flash", "attention: unfused"),
@@ -133,6 +138,9 @@ TEST(ContextParallelPredict, ThePlanSearchesContextParallelismAndItsBestIsNeverB
   const PlanResult only = Plan(sc, two);
   ASSERT_FALSE(only.entries.empty());
   for (const PlanEntry& e : only.entries) EXPECT_EQ(e.config.context_parallel, 2) << DescribeConfig(e.config);
+  // The JSON states C and E of every layout, 1 included: read back as overrides they replace the
+  // scenario's (C = 2 here).
+  EXPECT_NE(PlanJson(r).find("\"context_parallel\":1,\"expert_parallel\":1"), std::string::npos);
 }
 
 TEST(ContextParallelPredict, ThePlanRefusesAContextParallelismTheJobOrModelCannotTake) {
@@ -155,6 +163,16 @@ TEST(ContextParallelPredict, ThePlanRefusesAContextParallelismTheJobOrModelCanno
   on_seven.global_batch = 14;
   const PlanResult seven = Plan(sc, on_seven);
   EXPECT_EQ(seven.context_parallel, (std::vector<int>{1}));
+  EXPECT_NE(std::find(seven.notes.begin(), seven.notes.end(),
+                      "pipeline.context_parallel 2 of the scenario does not divide the 7 devices: not tried"),
+            seven.notes.end());
+  // A T no layout takes names every T of every layout the C tried leave, whatever their order.
+  o = PlanOf(8);
+  o.context_parallel = {4, 1};
+  o.tensor_parallel = {16};
+  EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sc, o); })
+                .find("(P x D x T = 2 or 8 with C = 4 or 1: T is one of 1, 2, 4, 8)"),
+            std::string::npos);
 }
 
 }  // namespace
