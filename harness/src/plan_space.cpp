@@ -177,12 +177,12 @@ namespace {
 
 // The chunks each generator runs at P ranks: interleaved every v from 2 to max_chunks with P·v
 // dividing the layers (Megatron-LM's rule: equal layers per virtual stage); the V schedules 2.
-// None on one device alone (P = 1, D = 1): no bubble for chunks to shrink and no all-reduce for
-// them to overlap (with replicas, each chunk's all-reduce starts when its backward ends, as
-// DDP's buckets do), so the same run as 1F1B's with more ops.
-std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int data_parallel, int layers, int max_chunks) {
+// None on one pipeline rank (Megatron-LM refuses virtual stages at P = 1): no bubble for chunks
+// to shrink; what they would overlap with replicas (each chunk's all-reduce started when its
+// backward ends) is what DDP's buckets do without them, pipeline.grad_reduce_overlap.
+std::vector<int> ChunksFor(const GeneratorInfo& info, int ranks, int layers, int max_chunks) {
   if (!info.interleaved) return {1};
-  if (ranks == 1 && data_parallel == 1) return {};
+  if (ranks == 1) return {};
   if (info.placement == schedules::Placement::kV) return {2};
   std::vector<int> out;
   for (int v = 2; v <= max_chunks && int64_t{ranks} * v <= layers; ++v) {
@@ -328,7 +328,7 @@ class Enumerator {
         for (const GeneratorInfo* info : space_.generators) {
           const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size()) *
                                    static_cast<int64_t>(
-                                       ChunksFor(*info, ranks, dp * context, space_.layers, o.max_chunks).size());
+                                       ChunksFor(*info, ranks, space_.layers, o.max_chunks).size());
           result_->enumerated += variants;
           result_->rejected[static_cast<int>(PlanReject::kTooLarge)] += variants;
         }
@@ -344,7 +344,7 @@ class Enumerator {
     if (info.for_expert_parallel && c.expert_parallel == 1 && space_.options.schedules.empty()) return;
     c.schedule = std::string(info.name);
     const int replicas = c.data_parallel * c.context_parallel;
-    std::vector<int> chunks = ChunksFor(info, c.ranks, replicas, space_.layers, space_.options.max_chunks);
+    std::vector<int> chunks = ChunksFor(info, c.ranks, space_.layers, space_.options.max_chunks);
     const int64_t variants = static_cast<int64_t>(space_.recompute.size() * zeros.size());
     if (chunks.empty()) {  // interleaved with no v that divides the layers
       result_->enumerated += variants;

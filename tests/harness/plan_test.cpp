@@ -293,6 +293,22 @@ TEST_F(PlanTest, TheFloorsHoldWhenTheReduceRunsBesideTheLastBackward) {
   EXPECT_GT(overlapped, 0);
 }
 
+// Virtual stages only on a pipeline of two ranks or more (Megatron-LM refuses them at P = 1); the
+// V schedules likewise.
+TEST_F(PlanTest, ChunksOnlyWhereThereIsAPipeline) {
+  PlanOptions o = Options(1000);
+  o.schedules = {"interleaved", "zb-v", "1f1b"};
+  const PlanResult r = Plan(Tiny(), o);
+  int chunked = 0;
+  for (const PlanEntry& e : r.entries) {
+    if (e.config.chunks > 1) {
+      ++chunked;
+      EXPECT_GT(e.config.ranks, 1) << DescribeConfig(e.config);
+    }
+  }
+  EXPECT_GT(chunked, 0);
+}
+
 TEST_F(PlanTest, TheStepSplitIsPerStep) {
   PlanOptions o = Options(3);
   o.schedules = {"1f1b", "zb-h1"};
