@@ -238,7 +238,7 @@ bool SameBlock(const TransformerSpec& t, int a, int b) {
 GptKernelShape LayerShape(const Scenario& sc, int layer) {
   GptKernelShape shape = KernelShapeOf(sc);
   const TransformerSpec& t = *sc.model.transformer;
-  if (t.IsWindowedLayer(layer) && t.window->size < t.seq) shape.window = t.window->size;
+  shape.window = t.WindowOf(layer);
   return shape;
 }
 

@@ -54,7 +54,7 @@ double AttentionFlopsPerToken(const TransformerSpec& t, bool windowed = false) {
   const double h = t.hidden, s = t.seq, q = static_cast<double>(t.QWidth()), kv = static_cast<double>(t.KvWidth());
   const double o = static_cast<double>(t.OWidth());
   const double keys = t.attention != AttentionKernel::kFlash ? s
-                      : windowed && t.window                 ? CausalKeysPerQuery(s, t.window->size)
+                      : windowed                             ? CausalKeysPerQuery(s, t.ShorterWindow())
                                                              : s / 2;
   const double projections =
       t.mla ? 2.0 * static_cast<double>(AttentionParams(t) - t.mla->q_lora_rank - t.mla->kv_lora_rank)
@@ -315,7 +315,7 @@ ContextComm ContextCommNs(const Scenario& sc, int rank, double rate, const Stage
   for (const bool windowed : {false, true}) {  // a windowed layer's attention hides less of the ring
     const int n = windowed ? layers.windowed : layers.count - layers.windowed;
     if (n == 0) continue;
-    const double keys = windowed ? CausalKeysPerQuery(s, t.window->size) : s / 2;
+    const double keys = CausalKeysPerQuery(s, windowed ? t.ShorterWindow() : 0);
     const double attention_ns = b * (s / c) * 2 * keys * static_cast<double>(t.QWidth() + t.OWidth()) / tp / rate * 1e9;
     out.forward_ns += n * ContextRingLeftNs(AllGatherNs(bytes, c, link), attention_ns, c);
     out.input_ns += n * ContextRingLeftNs(AllGatherNs(2 * bytes, c, link), 2.5 * attention_ns, c);

@@ -163,10 +163,14 @@ struct TransformerSpec {
     for (int l = first; l < first + count; ++l) n += IsWindowedLayer(l) ? 1 : 0;
     return n;
   }
+  // The sliding window where it is shorter than the sequence (one no shorter changes nothing a
+  // windowed layer runs), else 0; and layer `layer`'s: that window where the layer is windowed.
+  constexpr int ShorterWindow() const { return window && window->size < seq ? window->size : 0; }
+  constexpr int WindowOf(int layer) const { return IsWindowedLayer(layer) ? ShorterWindow() : 0; }
   // The keys a query of layer kind `windowed` is scored against by the model-FLOP count's
   // convention (the whole square, no causal half): the sequence, or the window where shorter.
   constexpr double CountedKeys(bool windowed) const {
-    return windowed && window && window->size < seq ? window->size : static_cast<double>(seq);
+    return windowed && ShorterWindow() > 0 ? ShorterWindow() : static_cast<double>(seq);
   }
   // The GPT-2 block the executor builds: GELU of 4 × hidden, multi-head attention, untied head.
   constexpr bool IsGpt2Block() const {
