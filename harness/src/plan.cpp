@@ -85,7 +85,6 @@ PlanEntry detail::EntryOf(const Space& space, const PlanConfig& c, const Predict
   e.peak_bytes = p.metrics.ranks_detail[e.worst_rank].peak_memory_bytes;
   e.memory = MemoryTermsOf(p, e.worst_rank);
   e.fits = !p.metrics.AnyOom() && e.peak_bytes <= space.limit_bytes;
-  e.tflops_per_gpu = p.metrics.model_tflops_per_device;  // the job's one count (harness::ModelTflopsPerDevice)
   // The split is of the whole run; per step as step_time_ms is (makespan / steps).
   const double per_step = 1.0 / (static_cast<double>(p.metrics.ranks_detail.size()) * std::max(1, p.metrics.steps));
   for (const schedules::RankMetrics& r : p.metrics.ranks_detail) {
@@ -294,7 +293,7 @@ std::string NothingFits(const sim::Scenario& sc, const PlanOptions& o, const Pla
 void NoteWhatIsLeftOut(const Space& space, PlanResult* result) {
   const PlanOptions& options = space.options;
   for (const int tp : options.tensor_parallel) {
-    if (std::none_of(space.contexts.begin(), space.contexts.end(), [&](int c) { return options.gpus / c % tp == 0; })) {
+    if (!detail::SomeLayoutTakes(space.contexts, options.gpus, tp)) {
       result->notes.push_back(fmt::format("--tensor-parallel {} divides no layout of {} devices: left out", tp, options.gpus));
     }
   }

@@ -114,11 +114,10 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
       throw InputError(fmt::format("--context-parallel {}: the model of {} cannot take it: {}", c, sc.path, why));
     }
   }
-  // P x D x T over the devices each C leaves.
+  // P x D x T over the devices each C leaves (named in the order asked).
   const std::vector<int> contexts = o.context_parallel.empty() ? DefaultContextParallel(sc, o.gpus) : o.context_parallel;
-  if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(), [&](int tp) {
-        return std::any_of(contexts.begin(), contexts.end(), [&](int c) { return o.gpus / c % tp == 0; });
-      })) {
+  if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
+                                                 [&](int tp) { return SomeLayoutTakes(contexts, o.gpus, tp); })) {
     std::vector<int64_t> layouts;
     for (const int c : contexts) layouts.push_back(o.gpus / c);
     const std::string with = contexts.size() > 1 || contexts.front() > 1

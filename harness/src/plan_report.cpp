@@ -58,7 +58,7 @@ std::string TableRow(int rank, const PlanEntry& e) {
                      "{:>11.2f} {:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
                      c.context_parallel, c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
-                     e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.tflops_per_gpu),
+                     e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.metrics.model_tflops_per_device),
                      100 * e.metrics.bubble_fraction, Staleness(e.metrics), FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
                          (c.offload_activations > 0 ? ", stashes on the host" : "") +
@@ -236,7 +236,7 @@ std::string PlanJson(const PlanResult& r) {
     if (c.offload_activations > 0) j.Key("offload_activations").Number(c.offload_activations);
     if (c.optimizer_on_host) j.Key("optimizer_on_host").Bool(true);
     j.EndObject();
-    j.Key("tflops_per_gpu").Number(e.tflops_per_gpu).Key("bound_step_time_ms").Number(e.bound_ms);
+    j.Key("tflops_per_gpu").Number(e.metrics.model_tflops_per_device).Key("bound_step_time_ms").Number(e.bound_ms);
     j.Key("peak_memory_bytes").Int(e.peak_bytes).Key("peak_memory_rank").Int(e.worst_rank);
     j.Key("memory_terms").StartObject();
     j.Key("weights").Int(e.memory.weights).Key("gradients").Int(e.memory.gradients);

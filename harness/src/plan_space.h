@@ -3,6 +3,7 @@
 // and the partition) and the cost tables they share.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,11 @@ inline std::vector<std::string_view> AxisNames(const std::vector<sim::Axis>& pla
 // The generators --schedules names (auto aside: the refinement's), or all of them (and, for a
 // model with mixture-of-experts layers, the ones for expert parallelism).
 std::vector<const schedules::GeneratorInfo*> GeneratorsOf(const PlanOptions& options, bool moe = false);
+
+// Whether some layout P x D x T = gpus / C of the C tried has a tensor group of `tp`.
+inline bool SomeLayoutTakes(const std::vector<int>& contexts, int gpus, int tp) {
+  return std::any_of(contexts.begin(), contexts.end(), [&](int c) { return gpus / c % tp == 0; });
+}
 
 // The rest of `space` from its scenario and options: the layers, the memory limit, the
 // generators, the recompute policies (throws InputError for selective without a transformer;

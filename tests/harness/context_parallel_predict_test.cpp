@@ -111,10 +111,12 @@ TEST(ContextParallelPredict, ThePlanSearchesContextParallelismAndItsBestIsNeverB
     EXPECT_EQ(sim::LoadScenarioForNewLayout(path, ConfigOverrides(c, o)).pipeline.context_parallel, c.context_parallel);
     // A fused attention kernel keeps no scores: selective recompute is none's run, not tried.
     EXPECT_NE(c.recompute, sim::Recompute::kSelective) << DescribeConfig(c);
-    // The model's FLOPs of the step (16 sequences of 2,048 tokens) over its time and the 8 devices.
+    // The TFLOP/s the report prints: the model FLOPs of the step (16 sequences of 2,048 tokens)
+    // over its time and the 8 devices.
     const double step_s = e.metrics.step_time_ms * 1e-3;
     const double flops = sim::TransformerModelFlopsPerToken(*sc.model.transformer) * 16 * 2048;
-    EXPECT_NEAR(e.tflops_per_gpu, flops / step_s / 8 / 1e12, 1e-9 * e.tflops_per_gpu) << DescribeConfig(c);
+    EXPECT_NEAR(e.metrics.model_tflops_per_device, flops / step_s / 8 / 1e12, 1e-9 * e.metrics.model_tflops_per_device)
+        << DescribeConfig(c);
     if (c.context_parallel > 1) {
       EXPECT_NE(DescribeConfig(c).find(" C2"), std::string::npos);
     }

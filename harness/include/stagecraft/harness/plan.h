@@ -134,9 +134,6 @@ struct PlanEntry {
   int64_t peak_bytes = 0;
   MemoryTerms memory;                 // of that rank
   bool fits = false;                  // peak within the limit on every rank, no OOM
-  // The model's FLOPs per second per device, as the metrics count them (model_tflops_per_device:
-  // recompute's repeated forward not counted); 0 for a model known only by its profile.
-  double tflops_per_gpu = 0;
   double bound_ms = 0;                // the step-time floor it was let through with
   // Per step (the run's / steps, as step_time_ms is) and per rank, averaged: compute, wait,
   // transfer, collective, overhead, idle, and the wait for reloads (offload); they sum to
