@@ -184,6 +184,14 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert published_moe.overlaps_a2a(paper) and not published_moe.overlaps_a2a(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"])
     assert "schedule: interleaved-overlap" in published_moe.scenario_text(paper)
     assert published_moe.dispatcher_of(paper) == "deepep"
+    # Megatron-Bridge's Qwen3-30B-A3B on 16 H100s: EP 16 over two nodes, 64 microbatches a replica,
+    # the HybridEP backend stated as DeepEP's dispatch, 32 heads of 128 in a hidden of 2048.
+    small = published_moe.scenario_text(rows["mbridge_2604_01_qwen3_30b_a3b_h100_fp8"])
+    for part in ("ranks: 1", "data_parallel: 16", "expert_parallel: 16", "microbatches: 64", "moe_dispatcher: deepep",
+                 "head_dim: 128", "kv_heads: 4", "moe: {experts: 128, top_k: 8, expert_hidden: 768",
+                 "fp8: true, fp8_scaling: current", "grad_reduce_overlap: true", "recompute: none",
+                 "schedule: 1f1b"):
+        assert part in small, part
 
 
 def test_the_embedding_and_loss_take_a_layers_place_where_the_source_says_so():
@@ -242,6 +250,14 @@ def test_moe_rows_are_compared_by_their_sources_flop_count():
     assert published_moe.flops_per_token(dsv3, "megatron") == pytest.approx(
         6 * weights + 12 * (24576 + 16384) / 2 * 4096 * 61)
     assert published_moe.flops_per_token(qwen, "megatron") > 1.1 * implied
+    # Qwen3-30B-A3B by hand: projections 48·(2048·(4096 + 2·512) + 4096·2048), experts
+    # 48·8·3·2048·768, logits 2048·151936; causal scores 6·48·4096·4096. The page's 206 TFLOP/s at
+    # 8,960 tokens/s is 22.99 GFLOP a token: its count is the causal one (to the cells' rounding).
+    small = rows["mbridge_2604_01_qwen3_30b_a3b_h100_fp8"]
+    weights = 48 * (2048 * (4096 + 2 * 512) + 4096 * 2048) + 48 * 8 * 3 * 2048 * 768 + 2048 * 151936
+    causal = 6 * weights + 6 * 48 * 4096 * 4096
+    assert published_moe.flops_per_token(small, "megatron-causal") == pytest.approx(causal)
+    assert causal == pytest.approx(206e12 / 8960, rel=0.005)
     # A row that publishes a step time is compared by it; one with TFLOP/s alone by its count.
     assert published_moe.published_tokens_per_s(qwen) == pytest.approx(2048 * 4096 / (19.7 * 256))
     mixtral = rows["mlm_moe_readme_mixtral_8x7b_h100_bf16"]

@@ -36,6 +36,9 @@ HEAD_DIM = {
     # Qwen3-235B-A22B: kv_channels 128 (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml;
     # Hugging Face config head_dim 128): 64 query heads of 128 in a hidden of 4096.
     "Qwen3-235B-A22B": 128,
+    # Qwen3-30B-A3B: kv_channels 128 (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-30B-A3B.yaml):
+    # 32 query heads of 128 in a hidden of 2048.
+    "Qwen3-30B-A3B": 128,
     # GPT-OSS-120B: head_dim 64 (Hugging Face config; Megatron-Bridge's GPT-OSS bridge takes it
     # from there): 64 query heads of 64 in a hidden of 2880.
     "GPT-OSS-120B": 64,
@@ -79,6 +82,7 @@ VOCAB_DIVISOR = 128
 VOCAB_DIVISORS = {
     # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: 1187 (x 128 = 151936).
     "Qwen3-235B-A22B": 1187,
+    "Qwen3-30B-A3B": 1187,  # the ModelZoo's Qwen3-30B-A3B.yaml
 }
 # Megatron-MoE-ModelZoo sbatch_benchmarking.sh with A2A_OVERLAP=1: NVTE_FWD_LAYERNORM_SM_MARGIN and
 # NVTE_BWD_LAYERNORM_SM_MARGIN 24, the SMs left to the all-to-alls, of the H100's 132.
@@ -90,6 +94,12 @@ RECIPES = {
     # CommOverlapConfig(overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True), the
     # all-to-all dispatcher, NVTE_FWD/BWD_LAYERNORM_SM_MARGIN 16.
     "mbridge_2604_01_qwen3_235b_h100_fp8": {"a2a_overlap_sms": 16},
+    # perf_recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs_config: the flex
+    # dispatcher with the HybridEP backend (a token sent once over InfiniBand to each node that holds
+    # its experts and on over NVLink, as DeepEP's), no all-to-all overlap, no recompute; its base
+    # (recipes/qwen/h100/qwen3_moe.py) starts from recipes/common.py _pretrain_common
+    # (overlap_grad_reduce=True). Its CUDA Graphs over the attention and the router are not stated.
+    "mbridge_2604_01_qwen3_30b_a3b_h100_fp8": {"dispatcher": "deepep", "grad_reduce_overlap": True},
     # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_fp8cs_config: pipeline layout
     # "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (40 virtual stages: the embedding and 2 layers, 34 of 2, one
     # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers); its
