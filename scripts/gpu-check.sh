@@ -351,10 +351,15 @@ if [[ $long -eq 1 ]]; then
   step "moe probe" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --out "$out/moe-probe"
   # The same GEMMs in FP8 (torch._scaled_mm) against the FP8 peak the device file states.
   step "moe probe fp8" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --dtype fp8 --out "$out/moe-probe-fp8"
+  # Qwen3-30B-A3B's expert GEMMs as Megatron-Bridge's 16-GPU FP8 row runs them (8 local experts of
+  # 4,096 rows, hidden 2048, width 768; docs/results/moe-published.md), in FP8 and bf16.
+  step "moe probe, small experts" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --dtype fp8 --hidden 2048 \
+    --ffn 768 --cases 8x4096,8x2048 --out "$out/moe-probe-small"
 else
   skipped "layer probe" "not in the 10-minute check: --long runs it (55 s)"
   skipped "moe probe" "not in the 10-minute check: --long runs it (60 s)"
   skipped "moe probe fp8" "not in the 10-minute check: --long runs it (60 s)"
+  skipped "moe probe, small experts" "not in the 10-minute check: --long runs it (60 s)"
 fi
 if [[ $long -eq 1 ]]; then
   # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates
