@@ -184,6 +184,16 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     assert published_moe.overlaps_a2a(paper) and not published_moe.overlaps_a2a(rows["mzoo_qwen3_235b_h100_bf16_tp2_pp8_vpp4_ep32"])
     assert "schedule: interleaved-overlap" in published_moe.scenario_text(paper)
     assert published_moe.dispatcher_of(paper) == "deepep"
+    # The ModelZoo's Mixtral 8x22B: TP 2, PP 8, VPP 7 (one layer a virtual stage), EP 8 on 128 GPUs:
+    # D = 8, 32 microbatches; bf16 with --tp-comm-overlap, FP8 blockwise without it.
+    m22 = published_moe.scenario_text(rows["mzoo_mixtral_8x22b_h100_bf16_forced"])
+    for part in ("ranks: 8", "data_parallel: 8", "tensor_parallel: 2", "chunks: 7", "microbatches: 32",
+                 "expert_parallel: 8", "tensor_parallel_overlap: true", "grad_reduce_overlap: true",
+                 "moe: {experts: 8, top_k: 2, expert_hidden: 16384", "vocab: 32000"):
+        assert part in m22, part
+    assert "moe_dispatcher" not in m22 and "fp8" not in m22
+    m22_fp8 = published_moe.scenario_text(rows["mzoo_mixtral_8x22b_h100_fp8_forced"])
+    assert "fp8: true, fp8_scaling: blockwise" in m22_fp8 and "tensor_parallel_overlap" not in m22_fp8
     # Megatron-Bridge's Qwen3-30B-A3B on 16 H100s: EP 16 over two nodes, 64 microbatches a replica,
     # the HybridEP backend stated as DeepEP's dispatch, 32 heads of 128 in a hidden of 2048.
     small = published_moe.scenario_text(rows["mbridge_2604_01_qwen3_30b_a3b_h100_fp8"])

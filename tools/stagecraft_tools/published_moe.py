@@ -100,6 +100,9 @@ RECIPES = {
     # (recipes/qwen/h100/qwen3_moe.py) starts from recipes/common.py _pretrain_common
     # (overlap_grad_reduce=True). Its CUDA Graphs over the attention and the router are not stated.
     "mbridge_2604_01_qwen3_30b_a3b_h100_fp8": {"dispatcher": "deepep", "grad_reduce_overlap": True},
+    # Megatron-MoE-ModelZoo sbatch_benchmarking.sh: PR=bf16 (its default) adds --tp-comm-overlap.
+    "mzoo_mixtral_8x22b_h100_bf16_forced": {"tp_overlap": True},
+    "mzoo_mixtral_8x22b_h100_bf16_dropless": {"tp_overlap": True},
     # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_fp8cs_config: pipeline layout
     # "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (40 virtual stages: the embedding and 2 layers, 34 of 2, one
     # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers); its
@@ -140,6 +143,7 @@ ACCOUNTS_EMBEDDING_AND_LOSS = {
 OVERLAPS_GRAD_REDUCE = {
     "Qwen3-235B-A22B",  # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml
     "GPT-OSS-120B",  # Megatron-Bridge recipes/common.py _pretrain_common: ddp.overlap_grad_reduce True
+    "Mixtral-8x22B",  # Megatron-MoE-ModelZoo model_configs/benchmarking/Mixtral-8x22B.yaml
 }
 # Llama 3 405B: Meta's pipeline interleaves V virtual stages per rank (Llama 3 paper §3.3.2). The
 # paper gives no number, but its split pins it: with one layer fewer on the first and last stages,
