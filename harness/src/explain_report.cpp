@@ -80,10 +80,10 @@ std::string ExplainText(const Scenario& sc, const Explanation& explanation) {
       "kernels of one layer on {} ({} b={} s={} h={} heads={}{}{}{}), as the roofline model times them:\n",
       FirstRankDevice(sc).name, Name(sc.training.dtype), shape.microbatch, shape.seq, shape.hidden, shape.heads,
       p.tensor_parallel > 1 ? fmt::format(", {}-way tensor parallel", p.tensor_parallel) : "",
+      p.sequence_parallel ? " (sequence parallel)" : "",
       p.context_parallel > 1 ? fmt::format(", {}-way context parallel: s of {}", p.context_parallel,
                                            shape.seq * p.context_parallel)
-                             : "",
-      p.sequence_parallel ? " (sequence parallel)" : "");
+                             : "");
   out += fmt::format("{:<5} {:<34} {:>10} {:>12} {:>12}  {:<10} {}\n", "pass", "kernel", "time us", "GFLOP", "MB",
                      "bound", "shape");
   for (const ExplainSection& s : explanation.sections) {

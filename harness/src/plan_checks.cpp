@@ -31,6 +31,14 @@ std::vector<int> DefaultContextParallel(const sim::Scenario& scenario, int gpus)
 
 namespace stagecraft::harness::detail {
 
+std::vector<int> ContextsTried(const sim::Scenario& scenario, const PlanOptions& options) {
+  std::vector<int> out =
+      options.context_parallel.empty() ? DefaultContextParallel(scenario, options.gpus) : options.context_parallel;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 namespace {
 
 // The options' numbers, each against its range (the flags named, as the command takes them).
@@ -114,8 +122,8 @@ void CheckInputs(const sim::Scenario& sc, const PlanOptions& o) {
       throw InputError(fmt::format("--context-parallel {}: the model of {} cannot take it: {}", c, sc.path, why));
     }
   }
-  // P x D x T over the devices each C leaves (named in the order asked).
-  const std::vector<int> contexts = o.context_parallel.empty() ? DefaultContextParallel(sc, o.gpus) : o.context_parallel;
+  // P x D x T over the devices each C leaves.
+  const std::vector<int> contexts = ContextsTried(sc, o);
   if (!o.tensor_parallel.empty() && std::none_of(o.tensor_parallel.begin(), o.tensor_parallel.end(),
                                                  [&](int tp) { return SomeLayoutTakes(contexts, o.gpus, tp); })) {
     std::vector<int64_t> layouts;

@@ -165,10 +165,7 @@ void FillSpace(Space* space) {
                        "model.transformer");
     }
   }
-  space->contexts = options.context_parallel.empty() ? DefaultContextParallel(scenario, options.gpus)
-                                                     : options.context_parallel;
-  std::sort(space->contexts.begin(), space->contexts.end());
-  space->contexts.erase(std::unique(space->contexts.begin(), space->contexts.end()), space->contexts.end());
+  space->contexts = ContextsTried(scenario, options);
   const unsigned cores = std::thread::hardware_concurrency();
   space->max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
 }
@@ -292,7 +289,7 @@ class Enumerator {
     if (sizes.empty()) return reject(PlanReject::kBatch);
     std::vector<int> zeros = o.zero.empty() ? std::vector<int>{0, 1} : o.zero;
     if (dp * context == 1) std::erase_if(zeros, [](int z) { return z >= 1; });  // one replica: nothing to shard
-    // Mixture-of-experts layers: each E that divides the experts and D x T, and sequence
+    // Mixture-of-experts layers: each E that divides the experts and D x C x T, and sequence
     // parallelism with T > 1 (Megatron-LM's rule, sim::Validate).
     const sim::TransformerSpec* t = space_.base.model.transformer ? &*space_.base.model.transformer : nullptr;
     const bool moe = t != nullptr && t->moe.has_value();

@@ -59,6 +59,10 @@ int ModelLayers(const sim::Scenario& scenario);
 // with no generator to enumerate).
 void CheckInputs(const sim::Scenario& scenario, const PlanOptions& options);
 
+// The C the plan tries, ascending and each once: options.context_parallel, or with none asked
+// DefaultContextParallel's.
+std::vector<int> ContextsTried(const sim::Scenario& scenario, const PlanOptions& options);
+
 // The entry of a simulated configuration (plan.cpp): its metrics, worst rank and peak, memory
 // terms, whether it fits the space's limit, its TFLOPS per GPU and mean step split.
 PlanEntry EntryOf(const Space& space, const PlanConfig& c, const Prediction& p, double seconds);

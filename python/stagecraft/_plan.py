@@ -39,7 +39,7 @@ class Plan:
     """What ``stagecraft plan`` found: ``configurations`` (every simulated one, fastest fitting
     first), ``best`` (None when nothing fits), ``pareto`` (the front of throughput against peak
     memory, memory ascending), the counts (``enumerated``, ``simulated``, ``rejected`` by reason,
-    ``layouts_rejected``), ``notes`` (the refinement's), :meth:`report` (the text the command
+    ``layouts_rejected``), ``context_parallel`` (the C tried), ``notes`` (the refinement's), :meth:`report` (the text the command
     prints), :meth:`to_json` (``--json``), :meth:`best_scenario_text` / :meth:`write_best`
     (``--write-best``) and :meth:`write_plot` (``--plot``)."""
 
@@ -54,6 +54,7 @@ class Plan:
         self.rejected: dict[str, int] = self._data["rejected"]
         self.layouts_rejected: dict[str, int] = self._data["layouts_rejected"]
         self.notes: list[str] = self._data["notes"]
+        self.context_parallel: list[int] = self._data["context_parallel"]
         self.seconds: float = self._data["seconds"]
 
     @property
@@ -124,12 +125,11 @@ _PLAN_FLAGS = {
 
 
 def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[str, int, None] = None,
-         tensor_parallel: Optional[Sequence[int]] = None, context_parallel: Optional[Sequence[int]] = None,
-         schedules: Optional[Sequence[str]] = None,
+         tensor_parallel: Optional[Sequence[int]] = None, schedules: Optional[Sequence[str]] = None,
          recompute: Optional[Sequence[str]] = None, partitions: Optional[Sequence[str]] = None,
          zero: Optional[Sequence[int]] = None, max_microbatch_size: int = 0, max_chunks: int = 8, top: int = 10,
          threads: int = 0, refine: int = 3, search_evaluations: int = 0, refine_seconds: float = 20.0,
-         max_ops: int = 0) -> Plan:
+         max_ops: int = 0, context_parallel: Optional[Sequence[int]] = None) -> Plan:
     """How to run the scenario's model on ``gpus`` devices for a global batch of
     ``global_batch`` samples, as ``stagecraft plan SCENARIO --gpus N --global-batch B`` plans it:
     every layout P x D x T x C, microbatch split, schedule with its chunks, recompute, ZeRO and
@@ -139,7 +139,8 @@ def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[s
     ``tensor_parallel`` the T to try, ``context_parallel`` the C (None: 1, the scenario's and each
     that leaves a device 4,096 tokens of a sequence or more), ``schedules`` the generators (``"auto"`` for the searched
     order), ``recompute`` of none/selective/full, ``partitions`` of even/balanced, ``zero`` of
-    0/1. Releases the GIL while it plans; Ctrl-C stops it (KeyboardInterrupt)."""
+    0-3 (None: 0 and 1 where D > 1). ``context_parallel`` comes last, so that the arguments before
+    it keep their places. Releases the GIL while it plans; Ctrl-C stops it (KeyboardInterrupt)."""
     call = _checks.Call("plan")
     core = call.scenario(scenario, for_plan=True)
     args = dict(
@@ -151,7 +152,7 @@ def plan(scenario: Scenario, gpus: int, global_batch: int, memory_limit: Union[s
         schedules=call.items("schedules", schedules, call.text),
         recompute=call.items("recompute", recompute, call.text),
         partitions=call.items("partitions", partitions, call.text),
-        zero=call.items("zero", zero, lambda name, z: call.integer(name, z, 0, 1)),
+        zero=call.items("zero", zero, lambda name, z: call.integer(name, z, 0, 3)),
         max_microbatch_size=call.integer("max_microbatch_size", max_microbatch_size, 0, meaning="0: no bound"),
         max_chunks=call.integer("max_chunks", max_chunks, 1),
         top=call.integer("top", top, 1),

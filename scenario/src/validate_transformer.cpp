@@ -61,8 +61,9 @@ std::string ContextParallelProblem(const Scenario& s, int c) {
   if (c <= 1) return "";
   const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
   if (!t || t->attention != AttentionKernel::kFlash) {
-    return "splits each sequence over devices that pass the keys and values round a ring into a fused attention "
-           "kernel: it needs model.transformer with attention: flash";
+    return fmt::format("splits each sequence over devices that {} the keys and values into a fused attention "
+                       "kernel: it needs model.transformer with attention: flash",
+                       s.pipeline.context_all_gather ? "all-gather" : "pass round a ring");
   }
   if (t->seq % (2 * c) != 0) {
     return fmt::format("must divide the sequence into 2 x {} equal chunks (each device takes one from each end): "
@@ -122,9 +123,10 @@ void CheckExperts(const Scenario& s, Problems* out) {
                                                      moe->experts, p.expert_parallel));
   } else if (holders % p.expert_parallel != 0) {
     out->Add("pipeline.expert_parallel",
-             fmt::format("must divide data_parallel x {}tensor_parallel ({} x {} = {}): the experts are sharded "
+             fmt::format("must divide data_parallel x {}tensor_parallel ({} x {}{} = {}): the experts are sharded "
                          "over the devices that hold a stage (Megatron-LM's convention), got {}",
-                         p.context_parallel > 1 ? "context_parallel x " : "", p.replicas(), p.tensor_parallel,
+                         p.context_parallel > 1 ? "context_parallel x " : "", p.data_parallel,
+                         p.context_parallel > 1 ? fmt::format("{} x ", p.context_parallel) : "", p.tensor_parallel,
                          holders, p.expert_parallel));
   }
   if (p.tensor_parallel > 1 && !p.sequence_parallel) {

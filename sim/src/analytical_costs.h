@@ -92,9 +92,9 @@ struct StageLayers {
 // The ring over pipeline rank `rank`'s context-parallel group (its C devices): the link its
 // key-value exchanges run on.
 inline RingLink ContextGroupLink(const Scenario& sc, int rank) {
-  std::vector<int> group;
-  for (int c = 0; c < sc.pipeline.context_parallel; ++c) group.push_back(sc.pipeline.DeviceOf(rank, c));
-  return RingLinkOf(sc.topology, group);
+  const std::vector<std::vector<int>> groups = sc.pipeline.ContextDevices();  // none at C = 1
+  return RingLinkOf(sc.topology, groups.empty() ? std::vector<int>{sc.pipeline.DeviceOf(rank, 0)}
+                                                : groups[static_cast<size_t>(rank)]);
 }
 
 // The tokens of one sequence on one device: seq / C (pipeline.context_parallel).

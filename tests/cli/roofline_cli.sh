@@ -14,6 +14,11 @@ check "explain: softmax memory-bound" 'grep -qE "^F +softmax .* memory" "$tmp/ou
 check "explain: W of each linear layer" '[[ $(grep -cE "^W +(qkv|proj|fc|fc2)\.dW " "$tmp/out") -eq 4 ]]'
 check "explain: full recompute inside I" 'grep -q "full recompute (inside I)" "$tmp/out" && grep -qE "^I +recompute.qkv " "$tmp/out"'
 check "explain: the optimizer step" 'grep -qE "^STEP +update " "$tmp/out"'
+# The layer's header names T, sequence parallelism with it, then C and the sequence it splits.
+"$sc" simulate "$root/scenarios/llama31-405b-1024xh100.yaml" --explain >"$tmp/cp" 2>"$tmp/err"
+checkf "explain: a context-parallel layer's header" \
+  'grep -q "s=4096 h=16384 heads=128, 8-way tensor parallel (sequence parallel), 2-way context parallel: s of 8192)" "$tmp/cp"' \
+  "$tmp/err"
 # A list of every stage's layers with two chunks a rank, the first stage the embedding alone (51,200
 # x 2,304 tokens and 2,048 x 2,304 positions: 1.23e8 parameters in its optimizer step).
 "$sc" simulate "$mt" --set topology.nodes=4 --set pipeline.schedule=interleaved --set pipeline.ranks=2 \

@@ -168,12 +168,13 @@ TEST(ContextParallelPredict, ThePlanRefusesAContextParallelismTheJobOrModelCanno
   EXPECT_NE(std::find(seven.notes.begin(), seven.notes.end(),
                       "pipeline.context_parallel 2 of the scenario does not divide the 7 devices: not tried"),
             seven.notes.end());
-  // A T no layout takes names every T of every layout the C tried leave, whatever their order.
+  // A T no layout takes names every T of every layout the C tried leave, the C ascending and each
+  // once, whatever the order asked.
   o = PlanOf(8);
-  o.context_parallel = {4, 1};
+  o.context_parallel = {4, 1, 4};
   o.tensor_parallel = {16};
   EXPECT_NE(sim::testing::ErrorOf([&] { Plan(sc, o); })
-                .find("(P x D x T = 2 or 8 with C = 4 or 1: T is one of 1, 2, 4, 8)"),
+                .find("(P x D x T = 8 or 2 with C = 1 or 4: T is one of 1, 2, 4, 8)"),
             std::string::npos);
 }
 

@@ -202,7 +202,7 @@ class PlanArgumentsTest(Contract):
         self.assert_value("plan: max_microbatch_size: ", lambda: self.plan(max_microbatch_size=-1))
         self.assert_value("plan: tensor_parallel: ", lambda: self.plan(tensor_parallel=[0]))
         self.assert_value("plan: context_parallel: ", lambda: self.plan(context_parallel=[0]))
-        self.assert_value("plan: zero: expected an integer in [0, 1], got 2", lambda: self.plan(zero=[2]))
+        self.assert_value("plan: zero: expected an integer in [0, 3], got 4", lambda: self.plan(zero=[4]))
         self.assert_value("plan: schedules: expected a non-empty string, got ''", lambda: self.plan(schedules=[""]))
         self.assert_value("plan: memory_limit: ", lambda: self.plan(memory_limit=0))
         self.assert_value("plan: memory_limit: ", lambda: self.plan(memory_limit=""))

@@ -75,8 +75,15 @@ class PlanTest(TempDirCase):
             stagecraft.plan(scenario, gpus=4, global_batch=8, recompute=["some"])
         with self.assertRaisesRegex(stagecraft.InputError, "^plan: memory_limit: "):
             stagecraft.plan(scenario, gpus=4, global_batch=8, memory_limit="lots")
-        with self.assertRaisesRegex(stagecraft.InputError, r"^plan: zero: expected an integer in \[0, 1\], got 2$"):
-            stagecraft.plan(scenario, gpus=4, global_batch=8, zero=[2])
+        # ZeRO 0-3 as the command's --zero takes them: ZeRO-2 plans as `plan --zero 2` does.
+        with self.assertRaisesRegex(stagecraft.InputError, r"^plan: zero: expected an integer in \[0, 3\], got 4$"):
+            stagecraft.plan(scenario, gpus=4, global_batch=8, zero=[4])
+        run_cli("plan", self.tiny, "--gpus", 4, "--global-batch", 8, "--schedules", "1f1b", "--threads", 1,
+                "--refine", 0, "--zero", 2, "--json", self.tmp / "zero2.json")
+        zero2 = stagecraft.plan(scenario, gpus=4, global_batch=8, schedules=["1f1b"], threads=1, refine=0, zero=[2])
+        self.assertEqual(without_timing(json.loads(zero2.to_json())),
+                         without_timing(json.loads((self.tmp / "zero2.json").read_text())))
+        self.assertIn(2, {c.layout["zero"] for c in zero2.configurations})
 
     def test_context_parallelism_as_the_command(self):
         # Fused attention over 512 tokens: C = 2 asked (4 chunks of 128), the same configurations
@@ -90,6 +97,7 @@ class PlanTest(TempDirCase):
         self.assertEqual(without_timing(json.loads(p.to_json())),
                          without_timing(json.loads((self.tmp / "plan.json").read_text())))
         self.assertEqual(json.loads(p.to_json())["context_parallel"], [2])
+        self.assertEqual(p.context_parallel, [2])
         self.assertTrue(p.configurations)
         for c in p.configurations:
             self.assertEqual(c.layout["context_parallel"], 2)

@@ -361,6 +361,11 @@ pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, data_parallel: 4, expert_p
   EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "expert_parallel: 4", "expert_parallel: 8"))
                 .find("must divide data_parallel x tensor_parallel (4 x 1 = 4)"),
             std::string::npos);
+  // With context parallelism each factor is named with its own number.
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "data_parallel: 4, expert_parallel: 4",
+                                                     "data_parallel: 1, context_parallel: 2, expert_parallel: 8"))
+                .find("must divide data_parallel x context_parallel x tensor_parallel (1 x 2 x 1 = 2)"),
+            std::string::npos);
   EXPECT_NE(testing::LoadError(dir, testing::Replace(base, ", moe: {experts: 8, top_k: 2}", ""))
                 .find("pipeline.expert_parallel: shards the experts"),
             std::string::npos);

@@ -32,7 +32,7 @@ struct PlanConfig {
   // pipeline.context_parallel: each sequence split over C devices (PlanOptions::context_parallel).
   int context_parallel = 1;
   // pipeline.expert_parallel: with mixture-of-experts layers, plan tries every E that divides the
-  // experts and D x T (1 for a dense model).
+  // experts and D x C x T (1 for a dense model).
   int expert_parallel = 1;
   // pipeline.placement: on a topology of several device groups, plan tries the pipeline's stages
   // across the groups (tensor, data, pipeline: Megatron-LM's order) and each pipeline within
