@@ -355,11 +355,15 @@ if [[ $long -eq 1 ]]; then
   # 4,096 rows, hidden 2048, width 768; docs/results/moe-published.md), in FP8 and bf16.
   step "moe probe, small experts" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --dtype fp8 --hidden 2048 \
     --ffn 768 --cases 8x4096,8x2048 --out "$out/moe-probe-small"
+  # A GEMM kept running for 30 s: whether the device file's burst rate holds at the power limit
+  # (docs/results/moe-published.md; alone: scripts/gemm-sustain.sh).
+  step "sustained gemm" 50 env STAGECRAFT="$sc" "$root/scripts/gemm-sustain.sh" --seconds 30 --out "$out/gemm-sustain"
 else
   skipped "layer probe" "not in the 10-minute check: --long runs it (55 s)"
   skipped "moe probe" "not in the 10-minute check: --long runs it (60 s)"
   skipped "moe probe fp8" "not in the 10-minute check: --long runs it (60 s)"
   skipped "moe probe, small experts" "not in the 10-minute check: --long runs it (60 s)"
+  skipped "sustained gemm" "not in the 10-minute check: --long runs it (50 s)"
 fi
 if [[ $long -eq 1 ]]; then
   # The same blocks with the list's fused kernels as one kernel each (torch.compile): the rates

@@ -116,7 +116,7 @@ done
 # line.
 check "gpu-check --dry-run: 33 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 34 ]]'
 check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 33 ]]'
-check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe: \|^moe probe: \|^moe probe fp8: \|^moe probe, small experts: \|^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
+check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe: \|^moe probe: \|^moe probe fp8: \|^moe probe, small experts: \|^sustained gemm: \|^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
 # The budgets: their sum is the one stated, and a one-GPU machine's (all but the multi-GPU section)
 # fits a 10-minute call.
 read -r all multi < <(sed -n 's/^budget: \([0-9]*\) s in all, the multi-GPU section.s \([0-9]*\) s of it$/\1 \2/p' "$tmp/plan.txt")
@@ -138,6 +138,7 @@ for want in "layer probe: .*scripts/layer-probe.sh --out .*  # 55 s" \
             "moe probe: .*scripts/moe-probe.sh --out .*moe-probe  # 60 s" \
             "moe probe fp8: .*scripts/moe-probe.sh --dtype fp8 --out .*moe-probe-fp8  # 60 s" \
             "moe probe, small experts: .*scripts/moe-probe.sh --dtype fp8 --hidden 2048 --ffn 768 --cases 8x4096.*8x2048 --out .*moe-probe-small  # 60 s" \
+            "sustained gemm: .*scripts/gemm-sustain.sh --seconds 30 --out .*gemm-sustain  # 50 s" \
             "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused  # 300 s" \
             "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json  # 240 s"; do
   check "gpu-check --dry-run --long: a step '$want'" 'grep -q "^$want" "$tmp/plan-long.txt"'
@@ -257,7 +258,7 @@ check "gpu-check, 1 GPU: the multi-GPU section recorded skipped, why" \
   '[[ $(grep -cP "\tskip\t0\tnot run: 1 GPU; the multi-GPU section needs 2 or more; as on 8 GPUs\t" "$tmp/gc-one/steps.tsv") -eq 9 ]] &&
    ! grep -q "4x2\|inject-fault" "$tmp/args-one" && [[ ! -e "$tmp/gc-one/gpt-gpu-4x2" && ! -e "$tmp/gc-one/nccl_p2p_bench.json" ]]'
 check "gpu-check, 1 GPU: the --long steps recorded skipped" \
-  '[[ $(grep -cP "^(layer probe|moe probe|moe probe fp8|moe probe, small experts|layer probe, fused|zero bubble release.s stage)\tskip\t0\tnot in the 10-minute check: --long runs it" "$tmp/gc-one/steps.tsv") -eq 6 ]]'
+  '[[ $(grep -cP "^(layer probe|moe probe|moe probe fp8|moe probe, small experts|sustained gemm|layer probe, fused|zero bubble release.s stage)\tskip\t0\tnot in the 10-minute check: --long runs it" "$tmp/gc-one/steps.tsv") -eq 7 ]]'
 # Eight GPUs: a GPU per rank, no one-rank loop, and the multi-GPU section run: the benchmark's
 # ratio and the tests' skipped case in the report, P x D = 4 x 2, and the hung rank's deadline.
 fake_run eight 8
