@@ -61,19 +61,27 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
     if (p.tensor_parallel_overlap) s.overlap_saved_ns = TensorParallelOverlapNs(s.kernels);
     sections.push_back(std::move(s));
   };
-  section("block", "one transformer block", GptBlockKernels(shape));
-  if (const auto& w = sc.model.transformer->window; w && w->size < sc.model.transformer->seq) {
-    GptKernelShape windowed = shape;
-    windowed.window = w->size;
-    section("windowed_block", fmt::format("one transformer block attending within its window of {}", w->size),
-            GptBlockKernels(windowed));
-  }
+  // The kinds of layer the model runs (dense or MoE, its whole past or a window): the dense and
+  // the MoE block are listed whatever the model (the probes read them), a windowed one where
+  // some layer runs it.
+  const sim::TransformerSpec& t = *sc.model.transformer;
+  bool runs[2][2] = {};  // [moe][windowed]
+  for (int l = 0; l < t.layers; ++l) runs[t.IsMoeLayer(l) ? 1 : 0][t.WindowOf(l) > 0 ? 1 : 0] = true;
+  const auto unused = [&](bool moe) { return runs[moe][0] ? "" : " (no layer of this model runs it)"; };
+  GptKernelShape windowed = shape;
+  windowed.window = t.ShorterWindow();
+  const std::string within = fmt::format(" attending within its window of {}", windowed.window);
+  section("block", fmt::format("one transformer block{}", unused(false)), GptBlockKernels(shape));
+  if (runs[0][1]) section("windowed_block", "one transformer block" + within, GptBlockKernels(windowed));
   if (p.recompute != Recompute::kNone) {
     section("recompute", p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
             GptRecomputeKernels(shape, p.full_recompute()));
   }
-  if (sc.model.transformer->moe) {  // its all-to-alls are the ALL_TO_ALL ops', not listed
-    section("moe_block", "one mixture-of-experts block", GptBlockKernels(shape, true));
+  if (t.moe) {  // its all-to-alls are the ALL_TO_ALL ops', not listed
+    section("moe_block", fmt::format("one mixture-of-experts block{}", unused(true)), GptBlockKernels(shape, true));
+    if (runs[1][1]) {
+      section("windowed_moe_block", "one mixture-of-experts block" + within, GptBlockKernels(windowed, true));
+    }
     if (p.full_recompute()) section("moe_recompute", "full recompute of it (inside I)", GptRecomputeKernels(shape, true, true));
   }
   section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));

@@ -21,6 +21,7 @@
 #include "stagecraft/schedules/weight_policy.h"
 #include "stagecraft/sim/layer_split.h"
 #include "stagecraft/scenario/limits.h"
+#include "stagecraft/scenario/validate.h"
 
 namespace stagecraft::harness {
 
@@ -307,6 +308,7 @@ class Enumerator {
     for (const std::vector<Axis>& order : orders) {
       for (const int64_t e : Divisors(int64_t{dp} * context * tp)) {
         if (e > 1 && !(moe && t->moe->experts % e == 0)) continue;
+        if (moe && t->moe->load_imbalance > sim::MostLoadImbalance(*t->moe, static_cast<int>(e))) continue;
         for (const int b : sizes) shapes.push_back({&order, static_cast<int>(e), b});
       }
     }

@@ -135,7 +135,7 @@ bool HasSizes(const sim::CostTable& costs) {
 }
 
 int64_t OrderIndependentBytes(const sim::Scenario& sc, const sim::StageCost& s) {
-  return s.weight_bytes + s.grad_bytes + s.optimizer_bytes + s.workspace_bytes +
+  return s.weight_bytes + s.grad_bytes + s.optimizer_bytes + s.BackwardWorkspace() +
          2 * sc.pipeline.p2p_buffers * s.send_bytes;
 }
 

@@ -1,6 +1,12 @@
 // model.transformer's attention, its mixture-of-experts layers and pipeline.expert_parallel
 // against the rest of the scenario (validate_detail.h).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "validate_detail.h"
 
@@ -57,6 +63,11 @@ void CheckFp8(const Scenario& s, Problems* out) {
 
 namespace stagecraft::sim {
 
+double MostLoadImbalance(const MoeSpec& moe, int expert_parallel) {
+  if (expert_parallel <= 1) return 1;
+  return static_cast<double>(expert_parallel) * std::min(moe.top_k, moe.experts / expert_parallel) / moe.top_k;
+}
+
 std::string ContextParallelProblem(const Scenario& s, int c) {
   if (c <= 1) return "";
   const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
@@ -110,6 +121,15 @@ void CheckExperts(const Scenario& s, Problems* out) {
              fmt::format("needs pipeline.expert_parallel > 1: a device that holds every expert computes exactly its "
                          "own tokens' routed rows, got {} with no expert parallelism",
                          moe->load_imbalance));
+  } else if (moe->load_imbalance > 1 && moe->experts % p.expert_parallel == 0) {
+    const int local = std::min(moe->top_k, moe->experts / p.expert_parallel);
+    const double most = MostLoadImbalance(*moe, p.expert_parallel);
+    if (moe->load_imbalance > most) {
+      out->Add("model.transformer.moe.load_imbalance",
+               fmt::format("expected at most {:g} with pipeline.expert_parallel {}: the busiest device gets at most "
+                           "{} of each token's {} routed copies from each of the {} devices, got {:g}",
+                           most, p.expert_parallel, local, moe->top_k, p.expert_parallel, moe->load_imbalance));
+    }
   }
   if (moe->first_dense >= t->layers) {
     out->Add("model.transformer.moe.first_dense", fmt::format("expected fewer than the {} layers, got {}: no layer "
@@ -128,6 +148,22 @@ void CheckExperts(const Scenario& s, Problems* out) {
                          p.context_parallel > 1 ? "context_parallel x " : "", p.data_parallel,
                          p.context_parallel > 1 ? fmt::format("{} x ", p.context_parallel) : "", p.tensor_parallel,
                          holders, p.expert_parallel));
+  }
+  if (p.deepep && p.expert_parallel > 1 && !s.topology.explicit_graph() && p.devices() <= s.topology.devices() &&
+      holders % p.expert_parallel == 0) {
+    // DeepEP sends a token once to each node and forwards it there: every node of the group alike.
+    for (const std::vector<int>& group : p.ExpertDevices()) {
+      std::map<int, int> on;  // devices of the group by node
+      for (const int d : group) ++on[s.topology.NodeOf(d)];
+      std::vector<int> counts;
+      for (const auto& [node, n] : on) counts.push_back(n);
+      if (std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end()) continue;
+      out->Add("pipeline.moe_dispatcher",
+               fmt::format("deepep forwards the tokens a node receives to its experts over NVLink: it needs each "
+                           "expert group's {} devices spread evenly over their nodes, got {} on {} nodes",
+                           p.expert_parallel, fmt::join(counts, " + "), counts.size()));
+      break;
+    }
   }
   if (p.tensor_parallel > 1 && !p.sequence_parallel) {
     out->Add("pipeline.sequence_parallel", "must be true with mixture-of-experts layers and tensor_parallel > 1: "

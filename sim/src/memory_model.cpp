@@ -106,8 +106,8 @@ namespace {
 // What a compute op holds only while it runs.
 int64_t Workspace(const StageCost& c, const Op& op) {
   switch (schedules::Info(op.kind).memory.workspace) {
-    case schedules::Workspace::kForward:
-    case schedules::Workspace::kBackward: return c.workspace_bytes;
+    case schedules::Workspace::kForward: return c.workspace_bytes;
+    case schedules::Workspace::kBackward: return c.BackwardWorkspace();
     case schedules::Workspace::kNone: return 0;
   }
   return 0;

@@ -271,11 +271,13 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   // Context parallelism: what one layer's attention holds while it runs, of the whole sequence's
   // keys and values (ContextKvBytes): the all-gather's gathered copy, and in the backward that
   // copy again beside its gradients (2x); the ring's chunks, each 1/C of them, the one in use and
-  // the next in flight, in the backward with their gradients (4 chunks).
+  // the next in flight (2 chunks), in the backward with their gradients (4 chunks).
   if (p.context_parallel > 1 && layers.count > 0) {
     const double kv = ContextKvBytes(KernelShapeOf(sc));
-    const double held = p.context_all_gather ? 2 * kv : 4 * kv / p.context_parallel;
-    cost->workspace_bytes += check.Bytes(held, "the context group's key-value buffers");
+    const int64_t forward =
+        check.Bytes(p.context_all_gather ? kv : 2 * kv / p.context_parallel, "the context group's key-value buffers");
+    cost->workspace_bytes += forward;
+    cost->backward_extra_workspace_bytes += forward;  // the backward holds twice the forward's
   }
 }
 
@@ -406,7 +408,9 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
   };
   table.a2a_overlap = sc.pipeline.a2a_overlap;
   table.a2a_sm_share = sc.pipeline.a2a_sm_share;
-  if (t.moe) table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->TokenFactor()};
+  // One copy of a token is its bytes over the copies sent, the capacity's included: the busiest
+  // device's load (load_imbalance, in a2a_bytes) stays in it.
+  if (t.moe) table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->KeptFactor()};
   int first = 0;
   for (int st = 0; st < stages; ++st) {
     const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st]),

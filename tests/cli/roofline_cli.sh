@@ -14,6 +14,18 @@ check "explain: softmax memory-bound" 'grep -qE "^F +softmax .* memory" "$tmp/ou
 check "explain: W of each linear layer" '[[ $(grep -cE "^W +(qkv|proj|fc|fc2)\.dW " "$tmp/out") -eq 4 ]]'
 check "explain: full recompute inside I" 'grep -q "full recompute (inside I)" "$tmp/out" && grep -qE "^I +recompute.qkv " "$tmp/out"'
 check "explain: the optimizer step" 'grep -qE "^STEP +update " "$tmp/out"'
+# GPT-OSS: every layer a MoE layer, every other one within a window of 128: the windowed MoE block
+# listed, the dense block said to be run by none, no windowed dense block; with every layer
+# attending to its whole past, no windowed block at all.
+"$sc" simulate "$root/scenarios/gpt-oss-120b-64xh100.yaml" --explain >"$tmp/oss" 2>"$tmp/err"
+checkf "explain: GPT-OSS's kinds of layer" \
+  'grep -q "^-- one mixture-of-experts block attending within its window of 128$" "$tmp/oss" &&
+   grep -q "^-- one transformer block (no layer of this model runs it)$" "$tmp/oss" &&
+   grep -q "^-- one mixture-of-experts block$" "$tmp/oss" && ! grep -q "^-- one transformer block attending" "$tmp/oss"' \
+  "$tmp/err"
+"$sc" simulate "$root/scenarios/gpt-oss-120b-64xh100.yaml" --set model.transformer.sliding_window.full_every=1 \
+  --explain >"$tmp/oss1" 2>"$tmp/err"
+checkf "explain: no windowed block where no layer is windowed" '! grep -q "attending within" "$tmp/oss1"' "$tmp/err"
 # The layer's header names T, sequence parallelism with it, then C and the sequence it splits.
 "$sc" simulate "$root/scenarios/llama31-405b-1024xh100.yaml" --explain >"$tmp/cp" 2>"$tmp/err"
 checkf "explain: a context-parallel layer's header" \

@@ -85,6 +85,21 @@ TEST(PlanMoe, TriesEveryExpertParallelDegreeAndItsBestIsNeverBeaten) {
   EXPECT_GE(checked, 1);
 }
 
+// A stated load imbalance (3 x a device's even share) plans the layouts that can have it: E = 4
+// and 8 (at most 4 x: each of the E devices sends it min(2, 8 / E) of each token's 2 copies),
+// not E = 1 (no expert parallelism) nor 2 (at most 2 x).
+TEST(PlanMoe, AStatedLoadImbalancePlansTheExpertLayoutsThatCanHaveIt) {
+  const sim::testing::ScratchDir dir;
+  std::string text = kMoe;
+  text.replace(text.find("expert_hidden: 1024}"), 20, "expert_hidden: 1024, load_imbalance: 3}");
+  const std::string path = dir.Write("imbalanced.yaml", text);
+  const PlanResult r = Plan(sim::LoadScenarioForNewLayout(path, {}), Options(8));
+  ASSERT_NE(r.best(), nullptr);
+  std::set<int> degrees;
+  for (const PlanEntry& e : r.entries) degrees.insert(e.config.expert_parallel);
+  EXPECT_EQ(degrees, (std::set<int>{4, 8}));
+}
+
 // Megatron-LM's combined 1F1B (interleaved-overlap) is part of the plan's default set for a MoE
 // model, tried where there are all-to-alls to overlap (E > 1); named, it is tried at every E.
 TEST(PlanMoe, TriesMegatronsCombinedOneFOneBWhereThereAreAllToAlls) {

@@ -199,18 +199,21 @@ TEST(ContextParallel, AWindowedLayersAttentionHidesLessOfTheRing) {
 }
 
 // While a layer's attention runs its device holds the context group's key-value buffers (the
-// whole sequence's keys and values: 4096 x 2 x 16 heads x 64 x 2 bytes): the all-gather's copy,
-// twice in the backward with its gradients; the ring's chunks of 1/C, four in the backward.
+// whole sequence's keys and values: 4096 x 2 x 16 heads x 64 x 2 bytes): the all-gather's copy in
+// F, twice in the backward with its gradients; the ring's chunks of 1/C, two in F (the one in use,
+// the next in flight), four in the backward.
 TEST(ContextParallel, TheAttentionHoldsTheKeyValueBuffersWhileItRuns) {
   const double kv = 4096.0 * 2 * 16 * 64 * 2;
-  EXPECT_EQ(BuildCosts(Load({}), 2).stages[0].workspace_bytes, 0);
+  EXPECT_EQ(BuildCosts(Load({}), 2).stages[0].BackwardWorkspace(), 0);
   for (const int c : {2, 4}) {
     SCOPED_TRACE(c);
     const std::string cp = "pipeline.context_parallel=" + std::to_string(c);
-    EXPECT_NEAR(static_cast<double>(BuildCosts(Load({cp}), 2).stages[0].workspace_bytes), 4 * kv / c, 1);
-    EXPECT_NEAR(
-        static_cast<double>(BuildCosts(Load({cp, "pipeline.context_parallel_comm=all_gather"}), 2).stages[1].workspace_bytes),
-        2 * kv, 1);
+    const StageCost ring = BuildCosts(Load({cp}), 2).stages[0];
+    EXPECT_NEAR(static_cast<double>(ring.workspace_bytes), 2 * kv / c, 1);
+    EXPECT_NEAR(static_cast<double>(ring.BackwardWorkspace()), 4 * kv / c, 1);
+    const StageCost gathered = BuildCosts(Load({cp, "pipeline.context_parallel_comm=all_gather"}), 2).stages[1];
+    EXPECT_NEAR(static_cast<double>(gathered.workspace_bytes), kv, 1);
+    EXPECT_NEAR(static_cast<double>(gathered.BackwardWorkspace()), 2 * kv, 1);
   }
 }
 

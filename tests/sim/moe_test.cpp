@@ -120,6 +120,11 @@ TEST(Moe, LoadImbalanceChargesTheBusiestDevicesShare) {
   EXPECT_EQ(t.stages[0].w_stash_bytes, even.stages[0].w_stash_bytes);
   EXPECT_DOUBLE_EQ(TransformerModelFlopsPerToken(*s.model.transformer),
                    TransformerModelFlopsPerToken(*TinyMoe().model.transformer));
+  // DeepEP's one copy of a token is the bytes over the top_k copies sent, so it carries the
+  // busiest device's load too: 192 / 2 = 96 bytes, 1.5 x the even 128 / 2.
+  EXPECT_DOUBLE_EQ(t.a2a_routing.copies, 2);
+  EXPECT_DOUBLE_EQ(static_cast<double>(t.stages[0].a2a_bytes) / t.a2a_routing.copies, 96);
+  EXPECT_DOUBLE_EQ(static_cast<double>(even.stages[0].a2a_bytes) / even.a2a_routing.copies, 64);
   GptKernelShape g;  // the roofline's list: each local expert's GEMMs get 1.5 x its 4 rows
   g.microbatch = 1, g.seq = 4, g.hidden = 8, g.heads = 2, g.vocab = 10;
   g.experts = 4, g.routed = 2 * 1.5, g.local_experts = 2, g.expert_ffn = 6;
@@ -343,6 +348,27 @@ TEST(Moe, AnOverlappedPairRunsItsAllToAllsBesideItsComputeByHand) {
   EXPECT_EQ(makespan(false, 0.5), 10 * kMs);  // the share is given up only while a pair overlaps
 }
 
+// DeepEP sends a token once to each node of its expert group and forwards it there: an expert
+// group of 6 on nodes of 4 (4 + 2) is refused at pipeline.moe_dispatcher; 4 + 4 is taken.
+TEST(Moe, DeepEpNeedsTheExpertGroupEvenOverItsNodes) {
+  const testing::ScratchDir dir;
+  const std::string base = R"(name: t
+topology: {device: {name: d, peak: 1TFLOPS, memory: 80GiB}, nodes: 2, devices_per_node: 4,
+           links: [{scope: node, bandwidth: 100GB/s, latency: 1us}, {scope: cluster, bandwidth: 10GB/s, latency: 1us}]}
+model:
+  transformer: {layers: 4, hidden: 64, heads: 4, seq: 16, vocab: 100, moe: {experts: 24, top_k: 2}}
+pipeline: {schedule: 1f1b, ranks: 1, microbatches: 4, data_parallel: 6, expert_parallel: 6, moe_dispatcher: deepep}
+)";
+  EXPECT_NE(testing::LoadError(dir, base).find("pipeline.moe_dispatcher: deepep forwards the tokens a node receives to "
+                                               "its experts over NVLink: it needs each expert group's 6 devices spread "
+                                               "evenly over their nodes, got 4 + 2 on 2 nodes"),
+            std::string::npos);
+  EXPECT_EQ(testing::LoadError(dir, testing::Replace(testing::Replace(base, "data_parallel: 6", "data_parallel: 8"),
+                                                     "expert_parallel: 6", "expert_parallel: 8")),
+            "");
+  EXPECT_EQ(testing::LoadError(dir, testing::Replace(base, ", moe_dispatcher: deepep", "")), "");
+}
+
 // Bad input, one line at its key: E without experts, E not dividing the experts or D x T, T > 1
 // without sequence parallelism, a top_k beyond the experts, dropless with a capacity.
 TEST(Moe, BadLayoutsAreRefusedAtTheirKeys) {
@@ -382,6 +408,12 @@ pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, data_parallel: 4, expert_p
   EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, load_imbalance: 0.8"))
                 .find("moe.load_imbalance: expected a number in [1, 1024] (the busiest device's rows over its even "
                       "share; 1: balanced), got 0.8"),
+            std::string::npos);
+  // At most E x min(top_k, experts / E) / top_k: 4 x 2 / 2 = 4 here.
+  EXPECT_EQ(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, load_imbalance: 4")), "");
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "top_k: 2", "top_k: 2, load_imbalance: 5"))
+                .find("model.transformer.moe.load_imbalance: expected at most 4 with pipeline.expert_parallel 4: the "
+                      "busiest device gets at most 2 of each token's 2 routed copies from each of the 4 devices, got 5"),
             std::string::npos);
   const std::string unsharded = testing::Replace(base, ", expert_parallel: 4", "");
   EXPECT_NE(testing::LoadError(dir, testing::Replace(unsharded, "top_k: 2", "top_k: 2, load_imbalance: 1.2"))

@@ -62,6 +62,11 @@ void CheckScenario(const Scenario& scenario, EngineChecks& checks);
 // and what plan checks of each C it tries.
 std::string ContextParallelProblem(const Scenario& scenario, int c);
 
+// The most model.transformer.moe.load_imbalance can be with `expert_parallel` devices in an expert
+// group: E x min(top_k, experts / E) / top_k (every copy its local experts can take, from each
+// device of its group); 1 without expert parallelism (a device computes its own tokens' rows).
+double MostLoadImbalance(const MoeSpec& moe, int expert_parallel);
+
 // What a user runs (simulate, execute): training.pipemare with a pipeline.schedule that does not
 // run pipemare is refused (InputError, "PATH: training.pipemare: ..."). Not part of Validate: a
 // replay, a plan or a calibration narrows a scenario to one schedule of those it runs.

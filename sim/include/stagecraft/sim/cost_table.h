@@ -29,9 +29,12 @@ struct StageCost {
   int64_t w_stash_bytes = 0;     // kept from I until W (inputs of the linear layers)
   // With recompute: what a B / I rebuilds from the stashed input and holds while it runs.
   int64_t recompute_bytes = 0;
-  // What a compute op holds while it runs beyond what it keeps (its temporaries; 0: not modelled).
+  // What a compute op holds while it runs beyond what it keeps (its temporaries; 0: not modelled):
+  // an F workspace_bytes, a backward (B, I or W) that and backward_extra_workspace_bytes more.
   // The last stage's F holds no more: the loss writes its gradient over the output it reads.
   int64_t workspace_bytes = 0;
+  int64_t backward_extra_workspace_bytes = 0;
+  int64_t BackwardWorkspace() const { return workspace_bytes + backward_extra_workspace_bytes; }
   int64_t weight_bytes = 0;      // one weight version
   int64_t grad_bytes = 0;
   // What its REDUCE_GRAD all-reduces over the D replicas when that is not grad_bytes (-1): with
