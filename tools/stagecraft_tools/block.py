@@ -9,11 +9,15 @@ measurement beside it (layer_report, zb_fork_compare); no PyTorch needed. Bad in
   passes(kernels)          the kernels' time per pass, {F, I, W}, and in the Zero Bubble runtime's
                            split, {F, B, W} (its W holds the weight GEMMs alone: the column sums
                            of ZB_IN_B run in B)
+  report_command(argv, prog, what, report)
+                           a probe's `report PROBE.json --out DIR [--device-file NAME] [--set K=V]...`
 """
 import json
+import os
 import subprocess
 import tempfile
 
+from . import common
 from .common import ToolError
 
 # The kernels of the list's W that the Zero Bubble runtime runs in B: its WeightGradStore defers
@@ -83,3 +87,17 @@ def passes(kernels):
     by_pass = {q: sum(v for (p, _), v in kernels.items() if p == q) for q in "FIW"}
     moved = sum(v for (_, n), v in kernels.items() if n in ZB_IN_B)
     return by_pass, {"F": by_pass["F"], "B": by_pass["I"] + moved, "W": by_pass["W"] - moved}
+
+
+def report_command(argv, prog, what, report):
+    """A probe's report subcommand (`argv` after "report"): parses PROBE.json, --out, --device-file
+    and --set, runs report(stagecraft, json, out, device, sets) and prints its text."""
+    ap = common.ArgumentParser(prog=prog, description=what)
+    ap.add_argument("json", help="the probe's JSON")
+    ap.add_argument("--out", required=True, help="the report's folder")
+    ap.add_argument("--device-file", default="", help="the device file to predict with (default: from the GPU's name)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override for the prediction")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    print(report(common.cli(), args.json, args.out, args.device_file, common.sets(args.set)), end="")
+    return 0

@@ -143,17 +143,7 @@ def report(sc, path, out, device, sets):
 
 def main(argv):
     if argv[:1] == ["report"]:
-        ap = common.ArgumentParser(prog="gemm-sustain.sh (report)", description="the sustained GEMM's report")
-        ap.add_argument("json", help="the probe's JSON")
-        ap.add_argument("--out", required=True, help="the report's folder")
-        ap.add_argument("--device-file", default="",
-                        help="the device file to predict with (default: from the GPU's name)")
-        ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an override for the prediction")
-        args = ap.parse_args(argv[1:])
-        os.makedirs(args.out, exist_ok=True)
-        print(report(common.cli(), args.json, args.out, args.device_file, common.sets(args.set)), end="")
-        return 0
+        return block.report_command(argv[1:], "gemm-sustain.sh (report)", "the sustained GEMM's report", report)
     ap = common.ArgumentParser(prog="gemm_sustain", description=__doc__.split("\n\n")[0])
     ap.add_argument("--hidden", type=int, default=4096)
     ap.add_argument("--seq", type=int, default=8192)

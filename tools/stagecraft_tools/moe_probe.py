@@ -271,17 +271,7 @@ def report(sc, path, out, device, sets):
 
 def main(argv):
     if argv[:1] == ["report"]:
-        ap = common.ArgumentParser(prog="moe-probe.sh (report)", description="the MoE probe's report")
-        ap.add_argument("json", help="the probe's JSON")
-        ap.add_argument("--out", required=True, help="the report's folder")
-        ap.add_argument("--device-file", default="",
-                        help="the device file to predict with (default: from the GPU's name)")
-        ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an override for the prediction")
-        args = ap.parse_args(argv[1:])
-        os.makedirs(args.out, exist_ok=True)
-        print(report(common.cli(), args.json, args.out, args.device_file, common.sets(args.set)), end="")
-        return 0
+        return block.report_command(argv[1:], "moe-probe.sh (report)", "the MoE probe's report", report)
     ap = common.ArgumentParser(prog="moe_probe", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--cases", default=CASES)
