@@ -211,7 +211,7 @@ HostSpec ParseHost(const Value& value) {
 // dropless.
 MoeSpec ParseMoe(const Value& value, int layers) {
   const Map m(value, {"experts", "top_k", "expert_hidden", "shared_experts", "every", "first_dense", "capacity_factor",
-                      "dropless", "load_imbalance"});
+                      "dropless", "load_imbalance", "node_limit"});
   MoeSpec moe;
   moe.experts = static_cast<int>(m.Get("experts").Int(1, kMaxExperts));
   if (const auto v = m.Find("top_k")) moe.top_k = static_cast<int>(v->Int(1, moe.experts));
@@ -219,6 +219,7 @@ MoeSpec ParseMoe(const Value& value, int layers) {
   if (const auto v = m.Find("shared_experts")) moe.shared_experts = static_cast<int>(v->Int(0, kMaxExperts));
   if (const auto v = m.Find("every")) moe.every = static_cast<int>(v->Int(1, layers));
   if (const auto v = m.Find("first_dense")) moe.first_dense = static_cast<int>(v->Int(0, layers - 1));
+  if (const auto v = m.Find("node_limit")) moe.node_limit = static_cast<int>(v->Int(1, kMaxExperts));
   const auto capacity = m.Find("capacity_factor");
   if (capacity) moe.capacity_factor = capacity->Double(0.0, 1024.0);
   if (const auto v = m.Find("dropless")) {

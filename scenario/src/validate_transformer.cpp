@@ -105,6 +105,43 @@ void CheckTransformer(const Scenario& s, Problems* out) {
   }
 }
 
+namespace {
+
+// How the expert groups sit on nodes: DeepEP's even spread, the node limit's room for top_k.
+void CheckExpertNodes(const Scenario& s, const MoeSpec& moe, int64_t holders, Problems* out) {
+  const PipelineSpec& p = s.pipeline;
+  if (p.expert_parallel <= 1 || s.topology.explicit_graph() || p.devices() > s.topology.devices() ||
+      holders % p.expert_parallel != 0 || moe.experts % p.expert_parallel != 0) {
+    return;
+  }
+  const std::vector<std::vector<int>> groups = p.ExpertDevices();
+  for (const std::vector<int>& group : groups) {
+    std::map<int, int> on;  // devices of the group by node
+    for (const int d : group) ++on[s.topology.NodeOf(d)];
+    std::vector<int> counts;
+    for (const auto& [node, n] : on) counts.push_back(n);
+    const int n = static_cast<int>(counts.size()), each = moe.experts / n;
+    if (p.deepep && std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) != counts.end()) {
+      // DeepEP sends a token once to each node and forwards it there: every node of the group alike.
+      out->Add("pipeline.moe_dispatcher",
+               fmt::format("deepep forwards the tokens a node receives to its experts over NVLink: it needs each "
+                           "expert group's {} devices spread evenly over their nodes, got {} on {} nodes",
+                           p.expert_parallel, fmt::join(counts, " + "), n));
+      return;
+    }
+    if (moe.node_limit > 0 && moe.node_limit < n && moe.top_k > moe.node_limit * each) {
+      out->Add("model.transformer.moe.node_limit",
+               fmt::format("{} nodes of the expert group's {} hold {} x {} experts, fewer than top_k {}: expected at "
+                           "least {}, got {}",
+                           moe.node_limit, n, moe.node_limit, each, moe.top_k, (moe.top_k + each - 1) / each,
+                           moe.node_limit));
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 void CheckExperts(const Scenario& s, Problems* out) {
   const PipelineSpec& p = s.pipeline;
   const TransformerSpec* t = s.model.transformer ? &*s.model.transformer : nullptr;
@@ -149,22 +186,7 @@ void CheckExperts(const Scenario& s, Problems* out) {
                          p.context_parallel > 1 ? fmt::format("{} x ", p.context_parallel) : "", p.tensor_parallel,
                          holders, p.expert_parallel));
   }
-  if (p.deepep && p.expert_parallel > 1 && !s.topology.explicit_graph() && p.devices() <= s.topology.devices() &&
-      holders % p.expert_parallel == 0) {
-    // DeepEP sends a token once to each node and forwards it there: every node of the group alike.
-    for (const std::vector<int>& group : p.ExpertDevices()) {
-      std::map<int, int> on;  // devices of the group by node
-      for (const int d : group) ++on[s.topology.NodeOf(d)];
-      std::vector<int> counts;
-      for (const auto& [node, n] : on) counts.push_back(n);
-      if (std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end()) continue;
-      out->Add("pipeline.moe_dispatcher",
-               fmt::format("deepep forwards the tokens a node receives to its experts over NVLink: it needs each "
-                           "expert group's {} devices spread evenly over their nodes, got {} on {} nodes",
-                           p.expert_parallel, fmt::join(counts, " + "), counts.size()));
-      break;
-    }
-  }
+  CheckExpertNodes(s, *moe, holders, out);
   if (p.tensor_parallel > 1 && !p.sequence_parallel) {
     out->Add("pipeline.sequence_parallel", "must be true with mixture-of-experts layers and tensor_parallel > 1: "
                                            "each device routes its own share of the sequence (Megatron-LM's rule)");

@@ -165,12 +165,21 @@ CollectivePlan PlanAllToAll(const Topology& topo, const std::vector<int>& device
       const double k = static_cast<double>(on.size());
       double intra = (k - 1) * each, inter = (n - k) * each;
       if (dedup) {
-        const double gpus = (k - 1) * (1 - MissesAll(routing.experts, per_device, routing.top_k));
+        // The chance a token has an expert among `held` of the group's: with node-limited routing
+        // (M of the N nodes chosen, its top_k among their experts) M/N that it is on a chosen node
+        // times the chance among those M nodes' experts; the nodes hold the group alike (Validate).
+        const int limit = routing.node_limit, node_count = static_cast<int>(nodes.size());
+        const bool limited = limit > 0 && limit < node_count;
+        const auto hit = [&](double held) {
+          if (!limited) return 1 - MissesAll(routing.experts, held, routing.top_k);
+          const int chosen = routing.experts / node_count * limit;
+          return static_cast<double>(limit) / node_count * (1 - MissesAll(chosen, held, routing.top_k));
+        };
+        const double gpus = (k - 1) * hit(per_device);
         intra = one * gpus * static_cast<double>(nodes.size());  // its node's, and its forwarding for each other
         inter = 0;
         for (size_t o = 0; o < nodes.size(); ++o) {
-          if (o != n_i) inter += one * (1 - MissesAll(routing.experts, per_device * static_cast<double>(nodes[o]->size()),
-                                                      routing.top_k));
+          if (o != n_i) inter += one * hit(per_device * static_cast<double>(nodes[o]->size()));
         }
       }
       for (size_t j = 0; j < on.size(); ++j) {

@@ -410,7 +410,10 @@ CostTable TransformerTable(const Scenario& sc, const CostQuery& query, const std
   table.a2a_sm_share = sc.pipeline.a2a_sm_share;
   // One copy of a token is its bytes over the copies sent, the capacity's included: the busiest
   // device's load (load_imbalance, in a2a_bytes) stays in it.
-  if (t.moe) table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->KeptFactor()};
+  if (t.moe) {
+    table.a2a_routing = {sc.pipeline.deepep, t.moe->experts, t.moe->top_k, t.moe->top_k * t.moe->KeptFactor(),
+                         t.moe->node_limit};
+  }
   int first = 0;
   for (int st = 0; st < stages; ++st) {
     const StageLayers mix{first, layers[st], t.MoeLayersIn(first, layers[st]),

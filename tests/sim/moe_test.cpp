@@ -231,6 +231,46 @@ TEST(Moe, DeepEpSendsACopyPerNodeAndPerGpu) {
   }
 }
 
+// Node-limited routing on 4 nodes of 2 devices, 16 experts (2 a device, 4 a node), top-2, at most
+// 2 nodes a token: a node is among its 2 with chance 2/4, and then holds one of its experts with
+// chance 1 - C(4, 2)/C(8, 2) = 22/28 (its top-2 among the 8 experts of its 2 nodes): 11/28 a node,
+// so each device sends 3 x 11/28 of a copy (2 MB) over its NIC, against 3 x (1 - C(12, 2)/C(16, 2))
+// = 3 x 54/120 unlimited; a GPU of its node 2/4 x (1 - C(6, 2)/C(8, 2)) = 13/56, forwarded for each
+// of the 4 nodes.
+TEST(Moe, NodeLimitedRoutingSendsFewerCopiesOverTheNics) {
+  const Topology topo = testing::Node(2, 100e9, 1000, 4, 10e9, 5000);
+  const std::vector<int> group = {0, 1, 2, 3, 4, 5, 6, 7};
+  const auto flows_of = [&](int limit) {
+    const AllToAllRouting deepep{.dedup = true, .experts = 16, .top_k = 2, .copies = 2, .node_limit = limit};
+    const CollectivePlan plan = PlanAllToAll(topo, group, 4'000'000, 1, deepep);
+    std::map<std::pair<int, int>, int64_t> flows;
+    for (const CollectiveFlow& f : plan.phases.at(0).flows) flows[{f.src_device, f.dst_device}] = f.bytes;
+    return flows;
+  };
+  const auto limited = flows_of(2), unlimited = flows_of(0);
+  EXPECT_EQ(limited.at({0, 2}), std::llround(2e6 * 3 * 11 / 28));
+  EXPECT_EQ(limited.at({0, 1}), std::llround(2e6 * 13 / 56 * 4));
+  EXPECT_EQ(unlimited.at({0, 2}), std::llround(2e6 * 3 * 54 / 120));
+  EXPECT_EQ(flows_of(4), unlimited);  // a limit of every node is none
+}
+
+// The limit must leave a token its top_k: 1 node of 4 experts cannot hold a top-8.
+TEST(Moe, ANodeLimitBelowTheTopKIsRefused) {
+  const testing::ScratchDir dir;
+  const std::string base = R"(name: t
+topology: {device: {name: d, peak: 1TFLOPS, memory: 80GiB}, nodes: 4, devices_per_node: 2,
+           links: [{scope: node, bandwidth: 100GB/s, latency: 1us}, {scope: cluster, bandwidth: 10GB/s, latency: 1us}]}
+model:
+  transformer: {layers: 4, hidden: 64, heads: 4, seq: 16, vocab: 100, moe: {experts: 16, top_k: 8, node_limit: 2}}
+pipeline: {schedule: 1f1b, ranks: 1, microbatches: 4, data_parallel: 8, expert_parallel: 8, moe_dispatcher: deepep}
+)";
+  EXPECT_EQ(testing::LoadError(dir, base), "");
+  EXPECT_NE(testing::LoadError(dir, testing::Replace(base, "node_limit: 2", "node_limit: 1"))
+                .find("model.transformer.moe.node_limit: 1 nodes of the expert group's 4 hold 1 x 4 experts, fewer "
+                      "than top_k 8: expected at least 2, got 1"),
+            std::string::npos);
+}
+
 // 1F1B on 2 ranks, 2 microbatches: an ALL_TO_ALL after every F and B of the marked stages,
 // before the SEND of its op's output; Validate accepts it and refuses one moved or repeated.
 TEST(Moe, AllToAllsArePlacedAfterTheirOpsAndValidated) {

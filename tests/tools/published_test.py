@@ -124,7 +124,8 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     report_text = published_moe.scenario_text(report)
     for part in ("topologies/h800-node.yaml", "mla: {q_lora_rank: 1536, kv_lora_rank: 512, rope_head_dim: 64, "
                  "v_head_dim: 128}", "schedule: dualpipe-v", "chunks: 2", "sm_share: 0.152", "moe_dispatcher: deepep",
-                 "fp8: true, fp8_scaling: blockwise", "data_parallel: 128", "microbatches: 120", "first_dense: 3"):
+                 "fp8: true, fp8_scaling: blockwise", "data_parallel: 128", "microbatches: 120", "first_dense: 3",
+                 "node_limit: 4"):
         assert part in report_text, part
     assert "kv_heads" not in report_text
     # 180K H800 hours per trillion tokens: 10^12 / (180000 x 3600) tokens/s per GPU.

@@ -52,6 +52,13 @@ MLA = {
     # qk_rope_head_dim 64, v_head_dim 128.
     "DeepSeek-V3-671B": {"q_lora_rank": 1536, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128},
 }
+# Node-limited routing (model.transformer.moe.node_limit): a token's experts on at most this many
+# nodes of its expert group.
+NODE_LIMIT = {
+    # DeepSeek-V3 report §2.1.2 (M = 4); Megatron-MoE-ModelZoo's DeepSeek-V3.yaml:
+    # --moe-router-num-groups 8 --moe-router-group-topk 4.
+    "DeepSeek-V3-671B": 4,
+}
 # The GPUs a row may name and the topology of their nodes (each GPU's compute is the device file's).
 TOPOLOGIES = {
     "H100": common.SCENARIOS / "topologies" / "dgx-h100.yaml",
@@ -267,7 +274,8 @@ def scenario_text(row):
         model += f", sliding_window: {{size: {size}, full_every: {full_every}}}"
     if row["experts"]:
         model += (f", moe: {{experts: {row['experts']}, top_k: {row['top_k']}, expert_hidden: {row['expert_hidden']}, "
-                  f"shared_experts: {row['shared_experts'] or 0}, first_dense: {row['moe_first_dense_layers'] or 0}}}")
+                  f"shared_experts: {row['shared_experts'] or 0}, first_dense: {row['moe_first_dense_layers'] or 0}"
+                  + (f", node_limit: {NODE_LIMIT[row['model']]}" if row["model"] in NODE_LIMIT else "") + "}")
     layout = (f"ranks: {pp}, data_parallel: {dp}, tensor_parallel: {tp}, sequence_parallel: {str(tp > 1).lower()}, "
               f"zero: {zero_of(row)}, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1, "
               f"recompute: {recompute_of(row)}")

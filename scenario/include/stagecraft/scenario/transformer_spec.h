@@ -52,6 +52,9 @@ struct MoeSpec {
   int first_dense = 0;
   double capacity_factor = 0;  // 0: dropless
   double load_imbalance = 1;   // dropless: the busiest device's routed rows over the even share
+  // Node-limited routing (DeepSeek-V3 §2.1.2, M = 4; Megatron-LM's --moe-router-group-topk with a
+  // group a node): each token's experts on at most this many nodes of its expert group; 0: none.
+  int node_limit = 0;
 
   constexpr bool IsMoeLayer(int layer) const { return layer >= first_dense && (layer - first_dense) % every == 0; }
   // The routed tokens' multiple of top_k that the experts compute: the capacity, else (dropless)

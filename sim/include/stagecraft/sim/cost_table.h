@@ -68,6 +68,7 @@ struct AllToAllRouting {
   int experts = 0;  // routed experts of the layer
   int top_k = 1;
   double copies = 1;  // routed copies a device sends of each token: top_k x the capacity factor
+  int node_limit = 0;  // a token's experts on at most this many of the group's nodes (0: any)
 };
 
 struct CostTable {
