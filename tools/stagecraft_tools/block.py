@@ -11,6 +11,7 @@ measurement beside it (layer_report, zb_fork_compare); no PyTorch needed. Bad in
                            of ZB_IN_B run in B)
   report_command(argv, prog, what, report)
                            a probe's `report PROBE.json --out DIR [--device-file NAME] [--set K=V]...`
+  missing_gpu(torch, what) a GPU probe's SKIPPED line where it cannot run, "" where it can
 """
 import json
 import os
@@ -101,3 +102,13 @@ def report_command(argv, prog, what, report):
     os.makedirs(args.out, exist_ok=True)
     print(report(common.cli(), args.json, args.out, args.device_file, common.sets(args.set)), end="")
     return 0
+
+
+def missing_gpu(torch_module, what):
+    """The SKIPPED line of a GPU probe (`what`, "the MoE probe") where it cannot run: no PyTorch
+    (`torch_module` None) or no CUDA device; "" where it can."""
+    if torch_module is None:
+        return f"SKIPPED: {what} needs PyTorch"
+    if not torch_module.cuda.is_available():
+        return f"SKIPPED: {what} needs a CUDA device (torch.cuda.is_available() is false)"
+    return ""

@@ -154,11 +154,8 @@ def main(argv):
     args = ap.parse_args(argv)
     if args.hidden < 1 or args.seq < 1 or not args.seconds > 0 or not args.window > 0:
         raise common.usage_error("--hidden, --seq, --seconds and --window must be positive")
-    if torch is None:
-        print("SKIPPED: the sustained GEMM probe needs PyTorch")
-        return 0
-    if not torch.cuda.is_available():
-        print("SKIPPED: the sustained GEMM probe needs a CUDA device (torch.cuda.is_available() is false)")
+    if skipped := block.missing_gpu(torch, "the sustained GEMM probe"):
+        print(skipped)
         return 0
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     windows = probe(args.hidden, args.seq, args.seconds, args.window, dtype)

@@ -286,11 +286,8 @@ def main(argv):
     cases = parse_cases(args.cases)
     if args.reps < 1 or args.hidden < 1 or args.ffn < 1:
         raise common.usage_error("--reps, --hidden and --ffn must be positive")
-    if torch is None:
-        print("SKIPPED: the MoE probe needs PyTorch")
-        return 0
-    if not torch.cuda.is_available():
-        print("SKIPPED: the MoE probe needs a CUDA device (torch.cuda.is_available() is false)")
+    if skipped := block.missing_gpu(torch, "the MoE probe"):
+        print(skipped)
         return 0
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.dtype, args.dtype)  # "fp8": probe's own
     models = probe(cases, args.hidden, args.ffn, args.reps, dtype)
