@@ -42,12 +42,16 @@ std::vector<std::vector<int>> ParallelLayout::ReplicaDevices() const {
   return devices;
 }
 
+std::vector<int> ParallelLayout::ContextGroup(int rank) const {
+  std::vector<int> devices;
+  for (int c = 0; c < context_parallel; ++c) devices.push_back(DeviceOf(rank, c));
+  return devices;
+}
+
 std::vector<std::vector<int>> ParallelLayout::ContextDevices() const {
   if (context_parallel <= 1) return {};
-  std::vector<std::vector<int>> devices(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    for (int c = 0; c < context_parallel; ++c) devices[r].push_back(DeviceOf(r, c));
-  }
+  std::vector<std::vector<int>> devices;
+  for (int r = 0; r < ranks; ++r) devices.push_back(ContextGroup(r));
   return devices;
 }
 

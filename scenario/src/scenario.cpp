@@ -175,7 +175,7 @@ PipeMareSpec ParsePipeMare(const Value& value) {
 
 TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data", "lr_schedule", "pipemare",
-                      "target_loss", "loss_window", "fp8", "fp8_scaling"});
+                      "target_loss", "loss_window", "fp8", "fp8_scaling", "fp8_dispatch"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
@@ -201,6 +201,13 @@ TrainingSpec ParseTraining(const Value& value) {
   if (const auto v = m.Find("fp8_scaling")) {
     t.fp8_scaling = v->Enum(kFp8ScalingNames);
     if (!t.fp8) v->Fail("applies to training.fp8: true (the FP8 casts' scaling); state that too, or leave this out");
+  }
+  if (const auto v = m.Find("fp8_dispatch")) {
+    t.fp8_dispatch = v->Bool();
+    if (t.fp8_dispatch && !t.fp8) {
+      v->Fail("applies to training.fp8: true (the experts' FP8 input, cast before the dispatch); state that too, or "
+              "leave this out");
+    }
   }
   return t;
 }

@@ -39,6 +39,10 @@ void CheckAttention(const Scenario& s, Problems* out) {
 // training.fp8: the roofline model's linear GEMMs on every device's FP8 peak, over 16-bit tensors.
 void CheckFp8(const Scenario& s, Problems* out) {
   if (!s.training.fp8) return;
+  if (s.training.fp8_dispatch && !(s.model.transformer && s.model.transformer->moe)) {
+    out->Add("training.fp8_dispatch", "sends a MoE layer's tokens to their experts in FP8: the model has no "
+                                      "mixture-of-experts layers (model.transformer.moe)");
+  }
   if (!s.model.transformer || !s.topology.roofline()) {
     out->Add("training.fp8", "runs the linear layers' GEMMs in FP8 in the roofline model: it needs "
                              "model.transformer and a device with the roofline model's facts (the device library's)");
@@ -63,9 +67,19 @@ void CheckFp8(const Scenario& s, Problems* out) {
 
 namespace stagecraft::sim {
 
+namespace {
+
+// The most of a token's top_k routed copies one device of an expert group can take: one for each
+// of its experts, experts / E of them.
+int MostLocalCopies(const MoeSpec& moe, int expert_parallel) {
+  return std::min(moe.top_k, moe.experts / expert_parallel);
+}
+
+}  // namespace
+
 double MostLoadImbalance(const MoeSpec& moe, int expert_parallel) {
   if (expert_parallel <= 1) return 1;
-  return static_cast<double>(expert_parallel) * std::min(moe.top_k, moe.experts / expert_parallel) / moe.top_k;
+  return static_cast<double>(expert_parallel) * MostLocalCopies(moe, expert_parallel) / moe.top_k;
 }
 
 std::string ContextParallelProblem(const Scenario& s, int c) {
@@ -159,7 +173,7 @@ void CheckExperts(const Scenario& s, Problems* out) {
                          "own tokens' routed rows, got {} with no expert parallelism",
                          moe->load_imbalance));
   } else if (moe->load_imbalance > 1 && moe->experts % p.expert_parallel == 0) {
-    const int local = std::min(moe->top_k, moe->experts / p.expert_parallel);
+    const int local = MostLocalCopies(*moe, p.expert_parallel);
     const double most = MostLoadImbalance(*moe, p.expert_parallel);
     if (moe->load_imbalance > most) {
       out->Add("model.transformer.moe.load_imbalance",

@@ -92,9 +92,7 @@ struct StageLayers {
 // The ring over pipeline rank `rank`'s context-parallel group (its C devices): the link its
 // key-value exchanges run on.
 inline RingLink ContextGroupLink(const Scenario& sc, int rank) {
-  const std::vector<std::vector<int>> groups = sc.pipeline.ContextDevices();  // none at C = 1
-  return RingLinkOf(sc.topology, groups.empty() ? std::vector<int>{sc.pipeline.DeviceOf(rank, 0)}
-                                                : groups[static_cast<size_t>(rank)]);
+  return RingLinkOf(sc.topology, sc.pipeline.ContextGroup(rank));
 }
 
 // The tokens of one sequence on one device: seq / C (pipeline.context_parallel).

@@ -65,7 +65,7 @@ void MoeForward(const Lister& l, const Dims& x) {
   const Routed r = RoutedOf(g, x);
   l.Gemm("router", x.lnrows, g.experts, x.h);
   l.Memory("router.topk", tokens * static_cast<double>(g.experts), d + 8, 8);  // fp32 softmax, top-k
-  l.Memory("permute", r.rows * x.h, 2 * d, 0);
+  l.Memory("permute", r.rows * x.h, 2 * (g.fp8_dispatch ? kFp8ScaledElementBytes : d), 0);
   if (SortsChunks(g)) l.Memory("sort_chunks", r.rows * x.h, 2 * d, 0);
   DenseMlpForward(l, "expert.", r.per_expert, g.expert_ffn, g.local_experts);
   if (SortsChunks(g)) l.Memory("unsort_chunks", r.rows * x.h, 2 * d, 0);
@@ -196,47 +196,6 @@ void AttentionInputGrad(const Lister& i, const Dims& x) {
   i.Gemm("scores.dK", x.s, x.qkd, x.s, x.b * x.ap);    // dK = dSᵀ·Q
 }
 
-// training.fp8 (GptKernelShape::fp8): which GEMMs Transformer Engine's FP8 recipes run in FP8, a
-// linear layer's (its .dX and .dW too, recomputed or not); attention's scores and context, the
-// fused kernel, the router and the LM head stay 16-bit.
-bool RunsInFp8(std::string_view name) {
-  constexpr std::string_view kRecompute = "recompute.";
-  if (name.starts_with(kRecompute)) name.remove_prefix(kRecompute.size());
-  for (const std::string_view kept : {"scores", "context", "flash_attention", "router", "head"}) {
-    if (name.starts_with(kept)) return false;
-  }
-  return true;
-}
-
-// Marks `kernels`' FP8 GEMMs (operands one byte) and puts before each one of F or I the cast of
-// the operand it takes in (the input, or the incoming gradient: m x k, read at the dtype, written
-// in FP8 and transposed for the weight gradient, whose GEMM reads those copies and casts nothing).
-void ApplyFp8(const GptKernelShape& g, std::vector<Kernel>* kernels) {
-  if (!g.fp8) return;
-  std::vector<Kernel> out;
-  out.reserve(kernels->size() * 2);
-  for (Kernel& k : *kernels) {
-    const bool gemm = k.kind == KernelClass::kGemm || k.kind == KernelClass::kBatchedGemm;
-    if (gemm && RunsInFp8(k.name)) {
-      const double batch = static_cast<double>(k.batch), m = static_cast<double>(k.m), n = static_cast<double>(k.n);
-      const double depth = static_cast<double>(k.k), d = static_cast<double>(g.dtype_bytes);
-      k.fp8 = true;
-      k.bytes -= (m * depth + depth * n) * batch * (d - 1);
-      if (k.pass != KernelPass::kW) {
-        Kernel cast;
-        cast.name = k.name + ".cast";
-        cast.pass = k.pass;
-        cast.kind = KernelClass::kMemory;
-        cast.flops = m * depth * batch * 2;  // its absolute maximum and the scaling
-        cast.bytes = m * depth * batch * (d * (g.fp8_amax_pass ? 2 : 1) + 2);
-        out.push_back(std::move(cast));
-      }
-    }
-    out.push_back(std::move(k));
-  }
-  *kernels = std::move(out);
-}
-
 }  // namespace
 
 double ContextKvBytes(const GptKernelShape& g) {
@@ -322,7 +281,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
     weight("qkv", x.qkvp, x.h);
   }
   w.Memory("ln1.dgamma", ln, 2 * d, 4);
-  ApplyFp8(g, &out);
+  detail::ApplyFp8(g, &out);
   return out;
 }
 
@@ -379,7 +338,7 @@ std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool
       k.name = "recompute." + k.name;
       if (!k.beside.empty()) k.beside = "recompute." + k.beside;
     }
-    ApplyFp8(g, &out);
+    detail::ApplyFp8(g, &out);
     return out;
   }
   const double d = g.dtype_bytes;
@@ -426,14 +385,6 @@ const std::vector<std::string>& MemoryKernelNames() {
     return out;
   }();
   return names;
-}
-
-std::vector<Kernel> Fp8WeightCastKernels(double params, int dtype_bytes, bool amax_pass) {
-  std::vector<Kernel> out;
-  const GptKernelShape unused;
-  const Lister s{unused, KernelPass::kStep, &out};
-  s.Memory("fp8_weight_cast", params, dtype_bytes * (amax_pass ? 2.0 : 1.0) + 2.0, 2);
-  return out;
 }
 
 std::vector<Kernel> OptimizerStepKernels(double params, int main_grad_bytes, double update_bytes_per_param) {

@@ -1,5 +1,5 @@
-// The kernel lists' shared parts (gpt_kernels.cpp, mla_kernels.cpp): a lister of one pass's
-// kernels and one device's dimensions of a block.
+// The kernel lists' shared parts (gpt_kernels.cpp, mla_kernels.cpp, fp8_kernels.cpp): a lister of
+// one pass's kernels and one device's dimensions of a block.
 #pragma once
 
 #include <functional>
@@ -109,5 +109,12 @@ void MlaInputGrad(const Lister& l, const Dims& x);
 using WeightGrad =
     std::function<void(const std::string& name, int64_t out_features, int64_t in_features, double rows)>;
 void MlaWeightGrads(const Lister& w, const Dims& x, const WeightGrad& weight);
+
+// Marks `kernels`' FP8 GEMMs (operands one byte) and puts before each one of F or I the cast of
+// the operand it takes in (the input, or the incoming gradient: m x k, read at the dtype, written
+// in FP8 and transposed for the weight gradient, whose GEMM reads those copies and casts nothing;
+// with training.fp8_dispatch the experts' over the device's tokens, not the GEMM's m rows;
+// fp8_kernels.cpp).
+void ApplyFp8(const GptKernelShape& g, std::vector<Kernel>* kernels);
 
 }  // namespace stagecraft::sim::detail

@@ -87,6 +87,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.bias = t.bias;
   g.fp8 = sc.training.fp8;
   g.fp8_amax_pass = sc.training.fp8 && sc.training.fp8_scaling == Fp8Scaling::kCurrent;
+  g.fp8_dispatch = sc.training.fp8 && sc.training.fp8_dispatch;
   if (t.mla) {
     g.mla = true;
     g.q_lora = t.mla->q_lora_rank, g.kv_lora = t.mla->kv_lora_rank;

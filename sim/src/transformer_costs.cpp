@@ -283,7 +283,9 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
 
 // Expert parallelism: each MoE layer's dispatch and combine in F, their gradients' in the
 // backward for inputs (and the forward's again when it is recomputed); one all-to-all moves the
-// device's routed copies of its tokens, s·b/T x top_k x capacity factor rows of h.
+// device's routed copies of its tokens, s·b/T x top_k x capacity factor rows of h. With
+// training.fp8_dispatch half of every pass's all-to-alls send FP8 (F's dispatch, I's combine
+// gradient), half the dtype: one all-to-all counts the mean, so each pass's bytes are exact.
 void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChecks& check, StageCost* cost) {
   const TransformerSpec& t = *sc.model.transformer;
   const PipelineSpec& p = sc.pipeline;
@@ -291,8 +293,10 @@ void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChec
   cost->a2a_forward = 2 * layers.moe;
   cost->a2a_backward = (p.full_recompute() ? 4 : 2) * layers.moe;
   const double tokens = LocalSeq(sc) * p.microbatch_size / p.tensor_parallel;
-  cost->a2a_bytes = check.Bytes(tokens * t.moe->top_k * t.moe->TokenFactor() * t.hidden * DtypeBytes(sc.training.dtype),
-                                "an all-to-all per microbatch");
+  const double d = DtypeBytes(sc.training.dtype);
+  const double element = sc.training.fp8 && sc.training.fp8_dispatch ? (d + kFp8ScaledElementBytes) / 2 : d;
+  cost->a2a_bytes =
+      check.Bytes(tokens * t.moe->top_k * t.moe->TokenFactor() * t.hidden * element, "an all-to-all per microbatch");
 }
 
 // Context parallelism's key-value exchanges of a stage's layers, in F and in I (the roofline's

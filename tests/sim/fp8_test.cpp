@@ -78,6 +78,31 @@ TEST(Fp8, LinearGemmsRunInFp8WithTheirInputsCast) {
   EXPECT_TRUE(layer.at("expert.fc").fp8);
 }
 
+// training.fp8_dispatch: 4 tokens, top-2 over 4 experts, 2 of them local (GptKernelShape::routed
+// 2): 8 routed rows of 8. The up-projection's input is cast before the dispatch, on the 4 tokens
+// (32 elements read at 2, written twice at 1: 128 bytes, against 256 for the 8 routed rows), and
+// so is the combine's gradient, the down-projection's in I; the permutation moves the FP8 rows,
+// 64 elements read and written at 1 + 4/128 bytes (132 bytes, against 256 at bf16). The other
+// casts are where they were.
+TEST(Fp8, DispatchCastsTheTokensBeforeTheAllToAll) {
+  GptKernelShape moe = Tiny(true);
+  moe.experts = 4, moe.routed = 2, moe.expert_ffn = 8, moe.local_experts = 2;
+  const auto after = ByName(GptBlockKernels(moe, true));
+  moe.fp8_dispatch = true;
+  const auto before = ByName(GptBlockKernels(moe, true));
+  EXPECT_DOUBLE_EQ(after.at("expert.fc.cast").bytes, 64 * 4);
+  EXPECT_DOUBLE_EQ(before.at("expert.fc.cast").bytes, 32 * 4);
+  EXPECT_DOUBLE_EQ(after.at("expert.fc2.dX.cast").bytes, 64 * 4);
+  EXPECT_DOUBLE_EQ(before.at("expert.fc2.dX.cast").bytes, 32 * 4);
+  EXPECT_DOUBLE_EQ(after.at("permute").bytes, 64 * 4);
+  EXPECT_DOUBLE_EQ(before.at("permute").bytes, 64 * 2 * (1 + 4.0 / 128));
+  for (const char* same : {"qkv.cast", "expert.fc2.cast", "expert.fc.dX.cast", "unpermute"}) {
+    EXPECT_DOUBLE_EQ(before.at(same).bytes, after.at(same).bytes) << same;
+  }
+  const auto recomputed = ByName(GptRecomputeKernels(moe, true, true));
+  EXPECT_DOUBLE_EQ(recomputed.at("recompute.expert.fc.cast").bytes, 32 * 4);
+}
+
 // On the device library's H100 (989.4 TFLOP/s bf16, 1978.9 fp8) an FP8 GEMM's compute time is the
 // 16-bit one's at the ratio of the two peaks: the same tiles and waves.
 TEST(Fp8, GemmsAtTheDevicesFp8Peak) {
@@ -133,6 +158,18 @@ TEST(Fp8, BadValuesAreOneLineAtTheirKey) {
               LoadScenarioFromText(yaml, "f.yaml", {"training.fp8=false", "training.fp8_scaling=current"});
             }).find("training.fp8_scaling: applies to training.fp8: true"),
             std::string::npos);
+  EXPECT_NE(ErrorOf([&] {
+              LoadScenarioFromText(yaml, "f.yaml", {"training.fp8=false", "training.fp8_dispatch=true"});
+            }).find("training.fp8_dispatch: applies to training.fp8: true"),
+            std::string::npos);
+  EXPECT_NE(error("training.fp8_dispatch=true").find("training.fp8_dispatch: sends a MoE layer's tokens to their experts "
+                                                     "in FP8: the model has no mixture-of-experts layers"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf([&] {
+              LoadScenarioFromText(yaml, "f.yaml",
+                                   {"model.transformer.moe={experts: 4, top_k: 2}", "training.fp8_dispatch=true"});
+            }),
+            "");
 }
 
 }  // namespace

@@ -105,6 +105,22 @@ TEST(Moe, AnalyticalStageCostsByHand) {
   EXPECT_EQ(alone.forward_ns, 4352);  // the same FLOPs, all on the device
 }
 
+// training.fp8_dispatch (DeepSeek-V3's): F's dispatch sends 64 elements in FP8 with a float scale
+// per 128 (64·(1 + 4/128) = 66 bytes), its combine 64 at bf16 (128 bytes); each all-to-all is
+// charged their mean, 97 bytes, so a pass's two move 194 (the same in the backward: the combine's
+// gradient in FP8, the dispatch's at bf16).
+TEST(Moe, Fp8DispatchSendsHalfOfEachPassesAllToAllsInFp8) {
+  Scenario s = TinyMoe();
+  s.training.fp8 = true;
+  s.training.fp8_dispatch = true;
+  const CostTable t = BuildCosts(s, 2);
+  EXPECT_EQ(t.stages[0].a2a_bytes, 97);
+  EXPECT_EQ(t.stages[0].a2a_forward, 2);
+  EXPECT_EQ(t.stages[0].a2a_backward, 2);
+  s.training.fp8_dispatch = false;
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].a2a_bytes, 128);
+}
+
 // Dropless routing with the busiest device computing 1.5 x its even share (load_imbalance): every
 // device of the group waits for it, so each is charged its experts' 1536 FLOPs x 1.5 = 2304 and
 // all-to-alls of 128 x 1.5 = 192 bytes; the attention and the router are the same, and so are

@@ -129,9 +129,9 @@ RECIPES = {
     # variant of DeepSeek's DualPipe repository: the same overlapped pairs over two chunks a rank,
     # one copy of the weights where DualPipe keeps two); 20 of the 132 SMs to communication
     # (§3.2.2); a token sent once over InfiniBand to each node that holds its experts and on over
-    # NVLink (§3.2.2): DeepEP's dispatch.
+    # NVLink (§3.2.2): DeepEP's dispatch; its tokens and the combine's gradients sent in FP8 (§3.3.2).
     "dsv3_paper_h800_fp8_2048gpu": {"schedule": "dualpipe-v", "chunks": 2, "a2a_overlap_sms": 20,
-                                    "dispatcher": "deepep"},
+                                    "dispatcher": "deepep", "fp8_dispatch": True},
 }
 # The models whose pipeline split counts the embedding and the loss as a layer each, so the first
 # stage holds the embedding and one layer fewer, the last the head and loss and one layer fewer
@@ -308,13 +308,15 @@ def scenario_text(row):
 def fp8_of(row):
     """The training keys of an FP8 row (training.fp8 and its scaling), "" for a bf16 one: per-tensor
     current scaling where the row's recipe is Megatron-Bridge's fp8cs ("current scaling" in its
-    notes), blockwise where it scales by blocks (DeepSeek-V3's tiles, "FP8-BLK"), else delayed."""
+    notes), blockwise where it scales by blocks (DeepSeek-V3's tiles, "FP8-BLK"), else delayed;
+    fp8_dispatch where RECIPES says so."""
     if row["precision"] != "fp8":
         return ""
     notes = row["notes"]
     scaling = ("current" if "current scaling" in notes else
                "blockwise" if re.search(r"blockwise|FP8-BLK|tile/block", notes) else "delayed")
-    return f", fp8: true, fp8_scaling: {scaling}"
+    dispatch = ", fp8_dispatch: true" if recipe_of(row).get("fp8_dispatch") else ""
+    return f", fp8: true, fp8_scaling: {scaling}{dispatch}"
 
 
 def flops_per_token(row, convention):

@@ -109,6 +109,10 @@ struct GptKernelShape {
   bool fp8 = false;
   // training.fp8_scaling current: each cast reads its input once more first, for its maximum.
   bool fp8_amax_pass = false;
+  // training.fp8_dispatch: the experts' FP8 inputs cast before the dispatch, on the device's tokens
+  // (not on their routed copies after it): `expert.fc.cast` in F and `expert.fc2.dX.cast` (the
+  // combine's gradient) in I; the permutation in F moves FP8 elements (kFp8ScaledElementBytes).
+  bool fp8_dispatch = false;
   // model.transformer.bias: the attention's and dense feed-forward's biases, added in F (qkv's
   // kernel; the others fused into the activation and the dropout-adds) and summed in W (.db).
   bool bias = true;
@@ -139,6 +143,10 @@ struct GptKernelShape {
   // their own.
   int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
 };
+
+// An element sent in FP8 with its share of a float scale per 128 elements (DeepEP's and
+// DeepSeek-V3's 1 x 128 tiles): training.fp8_dispatch's bytes an element.
+inline constexpr double kFp8ScaledElementBytes = 1.0 + 4.0 / 128.0;
 
 // The whole sequence's keys and values on one device's heads (MLA's: every head's own), the bytes
 // the context group's exchanges move in F for one microbatch (GptKernelShape::context_parallel).
