@@ -10,12 +10,18 @@ namespace stagecraft::sim {
 namespace detail {
 namespace {
 
+// A kernel's name without the prefix a recomputed one has (GptRecomputeKernels').
+std::string_view AsComputed(std::string_view name) {
+  constexpr std::string_view kRecompute = "recompute.";
+  if (name.starts_with(kRecompute)) name.remove_prefix(kRecompute.size());
+  return name;
+}
+
 // training.fp8 (GptKernelShape::fp8): which GEMMs Transformer Engine's FP8 recipes run in FP8, a
 // linear layer's (its .dX and .dW too, recomputed or not); attention's scores and context, the
 // fused kernel, the router and the LM head stay 16-bit.
 bool RunsInFp8(std::string_view name) {
-  constexpr std::string_view kRecompute = "recompute.";
-  if (name.starts_with(kRecompute)) name.remove_prefix(kRecompute.size());
+  name = AsComputed(name);
   for (const std::string_view kept : {"scores", "context", "flash_attention", "router", "head"}) {
     if (name.starts_with(kept)) return false;
   }
@@ -27,8 +33,7 @@ bool RunsInFp8(std::string_view name) {
 // gradient, the down-projection's in I.
 bool CastBeforeDispatch(const GptKernelShape& g, std::string_view name) {
   if (!g.fp8_dispatch) return false;
-  constexpr std::string_view kRecompute = "recompute.";
-  if (name.starts_with(kRecompute)) name.remove_prefix(kRecompute.size());
+  name = AsComputed(name);
   return name == "expert.fc" || name == "expert.fc2.dX";
 }
 
