@@ -103,7 +103,7 @@ PipelineSpec ParsePipeline(const Value& value) {
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "context_parallel", "context_parallel_comm", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "grad_reduce_overlap", "zero", "placement",
                       "memory_limit", "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload",
-                      "task_scheduler", "expert_parallel", "a2a_overlap", "moe_dispatcher"});
+                      "task_scheduler", "expert_parallel", "a2a_overlap", "moe_dispatcher", "param_gather_overlap"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -141,6 +141,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("offload")) p.offload = ParseOffload(*v);
   if (const auto v = m.Find("expert_parallel")) p.expert_parallel = static_cast<int>(v->Int(1, kMaxExperts));
   if (const auto v = m.Find("grad_reduce_overlap")) p.grad_reduce_overlap = v->Bool();
+  if (const auto v = m.Find("param_gather_overlap")) p.param_gather_overlap = v->Bool();
   if (const auto v = m.Find("moe_dispatcher")) p.deepep = v->Choice({"alltoall", "deepep"}) == "deepep";
   if (const auto v = m.Find("a2a_overlap")) {
     const Map o(*v, {"enabled", "sm_share"});
@@ -175,7 +176,7 @@ PipeMareSpec ParsePipeMare(const Value& value) {
 
 TrainingSpec ParseTraining(const Value& value) {
   const Map m(value, {"optimizer", "lr", "momentum", "seed", "dtype", "loss_scale", "data", "lr_schedule", "pipemare",
-                      "target_loss", "loss_window", "fp8", "fp8_scaling", "fp8_dispatch"});
+                      "target_loss", "loss_window", "fp8", "fp8_scaling", "fp8_dispatch", "grad_dtype"});
   TrainingSpec t;
   t.optimizer = m.Get("optimizer").Enum(kOptimizerNames);
   t.lr = m.Get("lr").Double(0.0, HUGE_VAL);  // any finite rate: the simulator does no arithmetic on it
@@ -201,6 +202,10 @@ TrainingSpec ParseTraining(const Value& value) {
   if (const auto v = m.Find("fp8_scaling")) {
     t.fp8_scaling = v->Enum(kFp8ScalingNames);
     if (!t.fp8) v->Fail("applies to training.fp8: true (the FP8 casts' scaling); state that too, or leave this out");
+  }
+  if (const auto v = m.Find("grad_dtype")) {
+    t.grad_dtype = v->Enum(kDtypeNames);
+    if (t.grad_dtype == Dtype::kFp8 || t.grad_dtype == Dtype::kTf32) v->Fail("expected fp32, bf16 or fp16");
   }
   if (const auto v = m.Find("fp8_dispatch")) {
     t.fp8_dispatch = v->Bool();

@@ -112,6 +112,19 @@ void CheckTransformer(const Scenario& s, Problems* out) {
   CheckAttention(s, out);
   CheckFp8(s, out);
   CheckContext(s, out);
+  if (const std::optional<Dtype> grads = s.training.grad_dtype) {
+    if (!s.model.transformer) {
+      out->Add("training.grad_dtype", "sizes the transformer's gradients: it needs model.transformer");
+    } else if (*grads != Dtype::kFp32 && *grads != s.training.dtype) {
+      out->Add("training.grad_dtype", fmt::format("expected fp32 or the run's dtype ({}), got {}",
+                                                  Name(s.training.dtype), Name(*grads)));
+    }
+  }
+  if (s.pipeline.param_gather_overlap && (s.pipeline.zero < 1 || s.pipeline.zero > 2)) {
+    out->Add("pipeline.param_gather_overlap", fmt::format("overlaps ZeRO's all-gather of the updated weights with the "
+                                                          "next step: it needs pipeline.zero 1 or 2, got {}",
+                                                          s.pipeline.zero));
+  }
   if (s.pipeline.zero >= 2 && !s.model.transformer) {
     out->Add("pipeline.zero", fmt::format("{} shards the weights' gradients{} layer by layer: it needs "
                                           "model.transformer (the cost models that shard them)",

@@ -242,7 +242,7 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& g, bool moe_layer) {
   }
   i.Memory("ln1.dX", ln, 4 * d, 10);
 
-  // W: every weight's gradient, accumulated into the main gradients (fp32 for 16-bit weights:
+  // W: every weight's gradient, accumulated into the main gradients (at main_grad_bytes:
   // Megatron's gradient-accumulation fusion writes them from the GEMM), and the biases' and
   // LayerNorms' column sums. The row-parallel layers' inputs are the gathered ones.
   const Lister w{g, KernelPass::kW, &out};

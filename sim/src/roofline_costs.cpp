@@ -85,6 +85,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.head_dim = t.HeadDim();
   g.flash = t.attention == AttentionKernel::kFlash;
   g.bias = t.bias;
+  g.grad_bytes = sc.training.GradBytes();
   g.fp8 = sc.training.fp8;
   g.fp8_amax_pass = sc.training.fp8 && sc.training.fp8_scaling == Fp8Scaling::kCurrent;
   g.fp8_dispatch = sc.training.fp8 && sc.training.fp8_dispatch;
@@ -158,10 +159,9 @@ double TensorParallelOverlapNs(const std::vector<TimedKernel>& kernels) {
 double UpdateBytesPerParam(const Scenario& sc) {
   const int d = DtypeBytes(sc.training.dtype);
   const double state = static_cast<double>(detail::OptimizerBytesPerParam(sc));
-  // Read the main gradient; read and write the fp32 weights (the master copy for 16-bit ones)
-  // and the optimizer's state; write the 16-bit weights back.
-  const double main_grad = d < 4 ? 4 : d;
-  return main_grad + 2 * (state + (d < 4 ? 0 : 4)) + (d < 4 ? d : 0);
+  // Read the main gradient (training.grad_dtype's); read and write the fp32 weights (the master
+  // copy for 16-bit ones) and the optimizer's state; write the 16-bit weights back.
+  return sc.training.GradBytes() + 2 * (state + (d < 4 ? 0 : 4)) + (d < 4 ? d : 0);
 }
 
 double UpdatedParams(const Scenario& sc, const StageCost& cost) {

@@ -35,13 +35,15 @@ ShardedComm ShardedCommOf(const Scenario& sc, int rank, const StageParams& param
   ShardedComm comm;
   comm.layers = std::max(layers, 1);
   if (p.zero < 2 || p.replicas() <= 1) return comm;
-  const double d = DtypeBytes(sc.training.dtype);
   const std::vector<int> replicas = p.ReplicaDevices()[static_cast<size_t>(rank)];
-  // A reduce-scatter is one ring pass, as an all-gather (collectives.h RingPasses).
-  const double pass = OnePassNs(sc, params.shared * d, replicas) +
-                      OnePassNs(sc, params.routed * d, params.routed > 0 ? ExpertHolders(p, rank) : std::vector<int>{});
-  comm.scatter_ns = pass;
-  comm.gather_ns = p.zero >= 3 ? pass : 0.0;
+  // A reduce-scatter is one ring pass, as an all-gather (collectives.h RingPasses): the gradients'
+  // at training.grad_dtype's bytes, the weights' at the dtype's.
+  const auto pass = [&](double bytes_per_param) {
+    return OnePassNs(sc, params.shared * bytes_per_param, replicas) +
+           OnePassNs(sc, params.routed * bytes_per_param, params.routed > 0 ? ExpertHolders(p, rank) : std::vector<int>{});
+  };
+  comm.scatter_ns = pass(sc.training.GradBytes());
+  comm.gather_ns = p.zero >= 3 ? pass(DtypeBytes(sc.training.dtype)) : 0.0;
   return comm;
 }
 
@@ -49,12 +51,13 @@ void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers,
   const PipelineSpec& p = sc.pipeline;
   if (p.zero < 2 || p.replicas() <= 1) return;
   const double d = DtypeBytes(sc.training.dtype);
-  const double shard = ShardOf(p, params) * d;
-  // ZeRO-2: the all-gather of the updated weights, half an all-reduce's ring; ZeRO-3: nothing.
-  cost->reduce_bytes = p.zero == 2 ? cost->ReduceBytes() / kAllReducePasses : 0;
-  cost->grad_bytes = Rounded(shard);
+  const double shard = ShardOf(p, params);
+  // ZeRO-2: the all-gather of the updated weights, half an all-reduce's ring (none beside the next
+  // step: param_gather_overlap); ZeRO-3: nothing.
+  cost->reduce_bytes = p.zero == 2 && !p.param_gather_overlap ? cost->ReduceBytes() / kAllReducePasses : 0;
+  cost->grad_bytes = Rounded(shard * sc.training.GradBytes());
   if (p.zero >= 3) {
-    cost->weight_bytes = Rounded(shard);
+    cost->weight_bytes = Rounded(shard * d);
     cost->workspace_bytes += Rounded(2 * (params.shared + params.routed) * d / std::max(layers, 1));
   }
 }

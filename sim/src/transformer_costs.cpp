@@ -12,7 +12,7 @@
 //     token and position embeddings on the first stage and the V·h LM head with the final
 //     LayerNorm's 2h on the last (the last rank keeps its own copy, as Megatron-LM's pipeline
 //     and stagecraft's executor do; tied embeddings on a one-stage pipeline share the one).
-//     weight_bytes = grad_bytes = params·d.
+//     weight_bytes = params·d, grad_bytes = params x training.grad_dtype's bytes (fp32 for bf16).
 //   optimizer_bytes per parameter as analytical_costs.h, with training.optimizer, else adam.
 //   activation_bytes per layer s·b·h·(34 + 5·a·s/h)·d/2 (Korthikanti Eq. 2, no tensor
 //     parallelism; the 34 and 5as/h terms are for 16-bit tensors, scaled by d/2 for fp32); the
@@ -374,15 +374,19 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   SetKeptBytes(sc, last, layers, check, &cost);
   const StageParams params = ParamsOf(sc, st, stages, layers);
   cost.weight_bytes = check.Bytes((params.shared + params.routed) * d, "the weights");
-  cost.grad_bytes = cost.weight_bytes;
+  const double grad = sc.training.GradBytes();  // training.grad_dtype's
+  cost.grad_bytes = check.Bytes((params.shared + params.routed) * grad, "the gradients");
   // The REDUCE_GRAD runs over the D x C replicas; the routed experts' gradients are reduced over
   // their own D x C x T / E holders, charged as the bytes whose ring all-reduce over D x C moves as much
-  // through each link ((n - 1) / n of a buffer per pass).
+  // through each link ((n - 1) / n of a buffer per pass). An all-reduce of the gradients; with
+  // ZeRO-1 their reduce-scatter and the updated weights' all-gather (the mean of the two elements'
+  // bytes a pass; the reduce-scatter's alone, half a ring, with param_gather_overlap); with ZeRO-2
+  // and 3 the weights' part alone (ShardStageMemory).
   const double replicas = p.replicas(), holders = ExpertHolders(p);
-  if (params.routed > 0) {
-    const double share = replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
-    cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * d, "the gradients reduced");
-  }
+  const double share = params.routed > 0 && replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
+  const double gathered = p.param_gather_overlap ? 0 : d;
+  const double element = p.zero == 0 ? grad : p.zero == 1 ? (grad + gathered) / 2 : d;
+  cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * element, "the gradients reduced");
   // ZeRO (1 and up) shards the optimizer state over the stage's replicas (the experts' over their
   // holders); 2 and 3 the gradients and the weights too (sharded_params.h).
   const double per_param = static_cast<double>(OptimizerBytesPerParam(sc));

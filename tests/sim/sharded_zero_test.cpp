@@ -21,7 +21,8 @@ namespace {
 using testing::ErrorOf;
 
 // Two replicas of a two-rank pipeline on one node of four devices, 100 GB/s (100 bytes a ns)
-// and no latency between them, the analytical model at 50 TFLOP/s.
+// and no latency between them, the analytical model at 50 TFLOP/s; 16-bit gradients (bf16's
+// --grad-reduce-in-bf16), so a pass moves the weights' bytes, gradients or weights.
 std::string Yaml(int layers, int seq,
                  const std::string& device =
                      "{name: gpu, peak: 100TFLOPS, memory: 80GiB, "
@@ -39,7 +40,7 @@ std::string Yaml(int layers, int seq,
          std::to_string(layers) + ", hidden: 1024, heads: 16, seq: " + std::to_string(seq) +
          ", vocab: 32000}\n"
          "pipeline: {schedule: 1f1b, ranks: 2, microbatches: 4, data_parallel: 2, zero: 1}\n"
-         "training: {optimizer: adam, lr: 0.0001, dtype: bf16}\n";
+         "training: {optimizer: adam, lr: 0.0001, dtype: bf16, grad_dtype: bf16}\n";
 }
 
 // One pass of a ring over 2 devices: half the buffer through each link, at 100 bytes a ns.
@@ -122,6 +123,27 @@ TEST(ShardedZero, ReduceGradCarriesWhatIsLeft) {
   EXPECT_NEAR(alone("2").first, one / 2, 2);
   EXPECT_EQ(alone("3").first, 0);
   EXPECT_EQ(alone("3").second, 0U);
+  // The weights' all-gather beside the next step (param_gather_overlap): ZeRO-1 keeps the
+  // reduce-scatter, half the ring; ZeRO-2 has nothing left.
+  const auto overlapped = [&](const std::string& zero) {
+    const Scenario sc =
+        LoadScenarioFromText(yaml, "z.yaml", {"pipeline.zero=" + zero, "pipeline.param_gather_overlap=true"});
+    return CollectivePlans(s, BuildCosts(sc, 2), Topology(sc.topology), sc.pipeline.ReplicaDevices()).AloneNsOf(0);
+  };
+  EXPECT_NEAR(overlapped("1"), one / 2, 2);
+  EXPECT_EQ(overlapped("2"), 0);
+}
+
+// fp32 gradients of bf16 weights (Megatron-LM's default): ZeRO-2's reduce-scatters move twice the
+// weights' bytes, its gradients are held at 4 bytes, its REDUCE_GRAD (the weights' all-gather) at 2.
+TEST(ShardedZero, Fp32GradientsScatterAtTheirOwnBytes) {
+  const std::string yaml = Yaml(4, 16);
+  const Scenario one = LoadScenarioFromText(yaml, "z.yaml", {});
+  const Scenario two = LoadScenarioFromText(yaml, "z.yaml", {"pipeline.zero=2", "training.grad_dtype=fp32"});
+  const StageCost z1 = BuildCosts(one, 2).stages[0], z2 = BuildCosts(two, 2).stages[0];
+  EXPECT_EQ(z2.grad_bytes, z1.grad_bytes);  // half of twice
+  EXPECT_EQ(z2.ReduceBytes(), z1.weight_bytes / 2);
+  EXPECT_EQ(z2.backward_weight_ns, Beside(z1.backward_weight_ns, OnePassNs(2.0 * z1.weight_bytes), 2));
 }
 
 TEST(ShardedZero, BadValuesAreOneLineAtTheirKey) {

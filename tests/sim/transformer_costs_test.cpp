@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "sim_test_util.h"
 #include "stagecraft/sim/cost_models.h"
@@ -38,7 +39,7 @@ TEST(TransformerCosts, TinyTransformer) {
   EXPECT_EQ(first.backward_input_ns, 2 * 13312);
   EXPECT_EQ(first.backward_weight_ns, 2 * 13312);
   EXPECT_EQ(first.weight_bytes, (2 * 872 + 112) * 2);
-  EXPECT_EQ(first.grad_bytes, (2 * 872 + 112) * 2);
+  EXPECT_EQ(first.grad_bytes, (2 * 872 + 112) * 4);  // bf16's gradients in fp32 (Megatron-LM's main_grad)
   EXPECT_EQ(first.optimizer_bytes, (2 * 872 + 112) * 12);  // adam with bf16: master + m + v
   EXPECT_EQ(first.activation_bytes, 2 * 2496);
   EXPECT_EQ(first.w_stash_bytes, 2 * 896);
@@ -82,6 +83,53 @@ TEST(TransformerCosts, RecomputeOptimizerAndPrecision) {
   s = TinyTransformer();
   s.training.dtype = Dtype::kFp16;
   EXPECT_EQ(BuildCosts(s, 2).stages[1].weight_bytes, (2 * 872 + 96) * 2);
+}
+
+// training.grad_dtype: the first stage's 1856 parameters (2·872 + 112) over D = 2 replicas. bf16
+// keeps fp32 gradients unless told (Megatron-LM's default), fp16 its own 2 bytes. The REDUCE_GRAD:
+// an all-reduce of the gradients (4 bytes a parameter); with ZeRO-1 their reduce-scatter at 4 and
+// the weights' all-gather at 2, as an all-reduce of 3; with param_gather_overlap the reduce-scatter
+// alone, half a ring at 4: as an all-reduce of 2.
+TEST(TransformerCosts, GradientPrecisionSizesTheGradientsAndTheirReduce) {
+  constexpr int64_t kParams = 2 * 872 + 112;
+  Scenario s = TinyTransformer();
+  s.pipeline.data_parallel = 2;
+  StageCost c = BuildCosts(s, 2).stages[0];
+  EXPECT_EQ(c.grad_bytes, kParams * 4);
+  EXPECT_EQ(c.ReduceBytes(), kParams * 4);
+  s.pipeline.zero = 1;
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].ReduceBytes(), kParams * 3);
+  s.pipeline.param_gather_overlap = true;
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].ReduceBytes(), kParams * 2);
+  s.training.grad_dtype = Dtype::kBf16;  // --grad-reduce-in-bf16: the reduce-scatter at 2, half a ring
+  c = BuildCosts(s, 2).stages[0];
+  EXPECT_EQ(c.grad_bytes, kParams * 2);
+  EXPECT_EQ(c.ReduceBytes(), kParams);
+  s = TinyTransformer();
+  s.training.dtype = Dtype::kFp16;
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].grad_bytes, kParams * 2);
+  s.training.grad_dtype = Dtype::kFp32;  // --accumulate-allreduce-grads-in-fp32
+  EXPECT_EQ(BuildCosts(s, 2).stages[0].grad_bytes, kParams * 4);
+}
+
+TEST(TransformerCosts, GradientPrecisionAndGatherOverlapBadValuesAreOneLine) {
+  const std::string yaml =
+      "name: g\ntopology: {device: H100-SXM, nodes: 1, devices_per_node: 1}\n"
+      "model: {transformer: {layers: 2, hidden: 512, heads: 8, seq: 128, vocab: 1000}}\n"
+      "pipeline: {schedule: 1f1b, ranks: 1, microbatches: 2, zero: 1}\n"
+      "training: {optimizer: adam, lr: 0.0001, dtype: bf16}\n";
+  const auto error = [&](const std::vector<std::string>& sets) {
+    return ErrorOf([&] { LoadScenarioFromText(yaml, "g.yaml", sets); });
+  };
+  EXPECT_EQ(error({"training.grad_dtype=fp32", "pipeline.param_gather_overlap=true"}), "");
+  EXPECT_EQ(error({"training.grad_dtype=bf16"}), "");
+  EXPECT_NE(error({"training.grad_dtype=fp16"}).find("training.grad_dtype: expected fp32 or the run's dtype (bf16), got fp16"),
+            std::string::npos);
+  EXPECT_NE(error({"training.grad_dtype=fp8"}).find("training.grad_dtype"), std::string::npos);
+  EXPECT_NE(error({"pipeline.zero=0", "pipeline.param_gather_overlap=true"})
+                .find("pipeline.param_gather_overlap: overlaps ZeRO's all-gather of the updated weights with the next "
+                      "step: it needs pipeline.zero 1 or 2, got 0"),
+            std::string::npos);
 }
 
 TEST(TransformerCosts, UnevenLayerSplitGivesExtrasToTheFirstStages) {

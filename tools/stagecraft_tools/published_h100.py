@@ -8,7 +8,8 @@ model_tflops_per_device.
 What the source states is stated: a vocabulary of 131,072, sequences of 4096, tensor-parallel
 communication overlapped (--tp-comm-overlap, which needs sequence parallelism), the gradient
 reduce overlapped with the backward (--overlap-grad-reduce: `grad_reduce_overlap`), the distributed
-optimizer (ZeRO-1; --overlap-param-gather needs it), H100s (DGX H100 nodes: NVLink 4 inside a node,
+optimizer (ZeRO-1) with its weights' all-gather beside the next step (--overlap-param-gather:
+`param_gather_overlap`), bf16 with fp32 gradients (Megatron-LM's default), H100s (DGX H100 nodes: NVLink 4 inside a node,
 a 400 Gb/s NIC per GPU). What it does not state is taken as Megatron-LM's defaults and the shapes its
 benchmarks use: Megatron's GPT block (GELU, a 4h feed-forward, dropout, tied embeddings), bf16 with
 Transformer Engine's fused attention (`attention: flash`), Adam, a microbatch of one sequence, no
@@ -28,7 +29,7 @@ def scenario_text(row):
              "dtype: bf16, attention: flash")
     layout = (f"schedule: {'1f1b' if pp > 1 else 'gpipe'}, ranks: {pp}, data_parallel: {dp}, tensor_parallel: {tp}, "
               f"sequence_parallel: {str(tp > 1).lower()}, tensor_parallel_overlap: {str(tp > 1).lower()}, "
-              "grad_reduce_overlap: true, zero: 1, "
+              "grad_reduce_overlap: true, param_gather_overlap: true, zero: 1, "
               f"microbatches: {microbatches}, microbatch_size: 1, steps: 1")
     return (f"name: megatron-lm-h100-{row['params_b']}b\ntopology: {TOPOLOGY}\nmodel:\n  transformer: {{{model}}}\n"
             f"pipeline: {{{layout}}}\ntraining: {{optimizer: adam, lr: 0.0001, dtype: bf16}}\n")

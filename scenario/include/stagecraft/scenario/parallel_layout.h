@@ -44,6 +44,9 @@ struct ParallelLayout {
   // backward of the update, as Megatron-LM's --overlap-grad-reduce launches each bucket's reduce
   // once the backward has produced it; only what the backward does not cover is left after it.
   bool grad_reduce_overlap = false;
+  // pipeline.param_gather_overlap (ZeRO-1, 2): the updated weights' all-gather runs beside the next
+  // step's forwards (Megatron-LM's --overlap-param-gather) and is not charged to the REDUCE_GRAD.
+  bool param_gather_overlap = false;
   int zero = 0;
   // E (pipeline.expert_parallel): a MoE layer's experts sharded over E of the D x T devices that
   // hold a stage (Megatron-LM's expert parallelism folded over the data and tensor ranks; each

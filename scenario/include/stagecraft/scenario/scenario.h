@@ -255,6 +255,12 @@ struct TrainingSpec {
   // which stores every tensor (a 16-bit one). Simulated only (roofline rows).
   bool fp8 = false;
   Fp8Scaling fp8_scaling = Fp8Scaling::kDelayed;  // training.fp8_scaling (with fp8)
+  // training.grad_dtype: the gradients' precision, what they are accumulated in, held in and
+  // reduced in (fp32 or the dtype). Unstated, Megatron-LM's default: fp32 for bf16 (bf16 forces
+  // fp32 accumulation and all-reduce, unless --grad-reduce-in-bf16), else the dtype (fp16 keeps
+  // 16-bit gradients unless --accumulate-allreduce-grads-in-fp32).
+  std::optional<Dtype> grad_dtype;
+  int GradBytes() const { return DtypeBytes(grad_dtype.value_or(dtype == Dtype::kBf16 ? Dtype::kFp32 : dtype)); }
   // training.fp8_dispatch (with fp8, MoE): the dispatch and the combine's gradients sent in FP8
   // (DeepSeek-V3 report §3.3.2; docs/cost-model.md).
   bool fp8_dispatch = false;

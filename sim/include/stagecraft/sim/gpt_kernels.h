@@ -139,9 +139,10 @@ struct GptKernelShape {
   int64_t kv_lora = 0;
   int64_t rope_head_dim = 0;
   int64_t v_head_dim = 0;
-  // 16-bit weights keep fp32 gradients and master weights (Megatron's main_grad); fp32 weights
-  // their own.
-  int main_grad_bytes() const { return dtype_bytes < 4 ? 4 : dtype_bytes; }
+  // The gradients' bytes an element, what the weight-gradient GEMMs accumulate into (Megatron's
+  // main_grad) and the optimizer reads: training.grad_dtype (TrainingSpec::GradBytes); 0: the dtype's.
+  int grad_bytes = 0;
+  int main_grad_bytes() const { return grad_bytes > 0 ? grad_bytes : dtype_bytes; }
 };
 
 // An element sent in FP8 with its share of a float scale per 128 elements (DeepEP's and
