@@ -52,9 +52,6 @@ void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers,
   if (p.zero < 2 || p.replicas() <= 1) return;
   const double d = DtypeBytes(sc.training.dtype);
   const double shard = ShardOf(p, params);
-  // ZeRO-2: the all-gather of the updated weights, half an all-reduce's ring (none beside the next
-  // step: param_gather_overlap); ZeRO-3: nothing.
-  cost->reduce_bytes = p.zero == 2 && !p.param_gather_overlap ? cost->ReduceBytes() / kAllReducePasses : 0;
   cost->grad_bytes = Rounded(shard * sc.training.GradBytes());
   if (p.zero >= 3) {
     cost->weight_bytes = Rounded(shard * d);

@@ -34,7 +34,7 @@ struct ShardedComm {
 ShardedComm ShardedCommOf(const Scenario& sc, int rank, const StageParams& params, int layers);
 
 // The stage's memory with pipeline.zero >= 2 (gradients, and with 3 the weights, sharded; the
-// gathered layers as workspace) and what its REDUCE_GRAD still moves; nothing below 2.
+// gathered layers as workspace); nothing below 2.
 void ShardStageMemory(const Scenario& sc, const StageParams& params, int layers, StageCost* cost);
 
 // Its compute ops' times with `comm` beside them: F, I and W each the longer of its compute and

@@ -380,12 +380,16 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   // their own D x C x T / E holders, charged as the bytes whose ring all-reduce over D x C moves as much
   // through each link ((n - 1) / n of a buffer per pass). An all-reduce of the gradients; with
   // ZeRO-1 their reduce-scatter and the updated weights' all-gather (the mean of the two elements'
-  // bytes a pass; the reduce-scatter's alone, half a ring, with param_gather_overlap); with ZeRO-2
-  // and 3 the weights' part alone (ShardStageMemory).
+  // bytes a pass); with ZeRO-2 the weights' all-gather alone, half a ring (its reduce-scatters are
+  // in the backwards, sharded_params.h); with ZeRO-3 nothing. The all-gather runs beside the next
+  // step instead with param_gather_overlap.
   const double replicas = p.replicas(), holders = ExpertHolders(p);
   const double share = params.routed > 0 && replicas > 1 ? ((holders - 1) / holders) / ((replicas - 1) / replicas) : 1.0;
   const double gathered = p.param_gather_overlap ? 0 : d;
-  const double element = p.zero == 0 ? grad : p.zero == 1 ? (grad + gathered) / 2 : d;
+  const double element = p.zero == 0   ? grad
+                         : p.zero == 1 ? (grad + gathered) / kAllReducePasses
+                         : p.zero == 2 ? gathered / kAllReducePasses
+                                       : 0;
   cost.reduce_bytes = check.Bytes((params.shared + params.routed * share) * element, "the gradients reduced");
   // ZeRO (1 and up) shards the optimizer state over the stage's replicas (the experts' over their
   // holders); 2 and 3 the gradients and the weights too (sharded_params.h).
