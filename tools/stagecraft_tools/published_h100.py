@@ -9,8 +9,8 @@ What the source states is stated: a vocabulary of 131,072, sequences of 4096, te
 communication overlapped (--tp-comm-overlap, which needs sequence parallelism), the gradient
 reduce overlapped with the backward (--overlap-grad-reduce: `grad_reduce_overlap`), the distributed
 optimizer (ZeRO-1) with its weights' all-gather beside the next step (--overlap-param-gather:
-`param_gather_overlap`), bf16 with fp32 gradients (Megatron-LM's default), H100s (DGX H100 nodes: NVLink 4 inside a node,
-a 400 Gb/s NIC per GPU). What it does not state is taken as Megatron-LM's defaults and the shapes its
+`param_gather_overlap`), bf16 with fp32 gradients (Megatron-LM's default), H100s (DGX H100 nodes:
+NVLink 4 inside a node, a 400 Gb/s NIC per GPU). What it does not state is taken as Megatron-LM's defaults and the shapes its
 benchmarks use: Megatron's GPT block (GELU, a 4h feed-forward, dropout, tied embeddings), bf16 with
 Transformer Engine's fused attention (`attention: flash`), Adam, a microbatch of one sequence, no
 recompute, 1F1B without virtual stages."""

@@ -146,8 +146,8 @@ ACCOUNTS_EMBEDDING_AND_LOSS = {
     "Llama-3-405B",
 }
 # The models whose configuration overlaps the gradients' reduce with the backward (Megatron-LM's
-# --overlap-grad-reduce: pipeline.grad_reduce_overlap).
-# ...and --overlap-param-gather beside it (the same configs; Megatron-Bridge's ddp config both).
+# --overlap-grad-reduce: pipeline.grad_reduce_overlap) and, the same configs, the weights'
+# all-gather with the next step (--overlap-param-gather: pipeline.param_gather_overlap).
 OVERLAPS_GRAD_REDUCE = {
     "Qwen3-235B-A22B",  # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml
     "GPT-OSS-120B",  # Megatron-Bridge recipes/common.py _pretrain_common: ddp.overlap_grad_reduce True
@@ -287,7 +287,7 @@ def scenario_text(row):
         if dispatcher_of(row) == "deepep":
             layout += ", moe_dispatcher: deepep"
     schedule = "interleaved" if chunks > 1 else "1f1b"
-    if row["model"] in OVERLAPS_GRAD_REDUCE or recipe_of(row).get("grad_reduce_overlap"):  # and the params' gather
+    if row["model"] in OVERLAPS_GRAD_REDUCE or recipe_of(row).get("grad_reduce_overlap"):
         layout += ", grad_reduce_overlap: true" + (", param_gather_overlap: true" if zero_of(row) == 1 else "")
     partition = partition_of(row)
     if partition:
