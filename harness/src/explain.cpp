@@ -73,16 +73,17 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
   const std::string within = fmt::format(" attending within its window of {}", windowed.window);
   section("block", fmt::format("one transformer block{}", unused(false)), GptBlockKernels(shape));
   if (runs[0][1]) section("windowed_block", "one transformer block" + within, GptBlockKernels(windowed));
-  if (p.recompute != Recompute::kNone) {
-    section("recompute", p.full_recompute() ? "full recompute (inside I)" : "selective recompute (inside I)",
-            GptRecomputeKernels(shape, p.full_recompute()));
-  }
+  const std::string recompute = p.full_recompute() ? "full recompute"
+                                : fmt::format("selective recompute of {}", p.SelectiveModules().Names());
+  if (p.recompute != Recompute::kNone) section("recompute", recompute + " (inside I)", RecomputeKernels(p, shape, false));
   if (t.moe) {  // its all-to-alls are the ALL_TO_ALL ops', not listed
     section("moe_block", fmt::format("one mixture-of-experts block{}", unused(true)), GptBlockKernels(shape, true));
     if (runs[1][1]) {
       section("windowed_moe_block", "one mixture-of-experts block" + within, GptBlockKernels(windowed, true));
     }
-    if (p.full_recompute()) section("moe_recompute", "full recompute of it (inside I)", GptRecomputeKernels(shape, true, true));
+    if (p.recompute != Recompute::kNone) {
+      section("moe_recompute", recompute + " of it (inside I)", RecomputeKernels(p, shape, true));
+    }
   }
   section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));
   section("head", "LM head and loss (last stage)", GptHeadKernels(shape));

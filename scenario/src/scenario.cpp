@@ -67,6 +67,21 @@ Recompute ParseRecompute(const Value& v) {
   return v.Enum(kRecomputeNames);
 }
 
+// pipeline.recompute_modules: a list of Megatron-LM's module names, each once.
+RecomputeModules ParseRecomputeModules(const Value& v) {
+  if (!v.IsSequence() || v.Elements().empty()) {
+    v.Fail(fmt::format("expected a list of modules to recompute, e.g. [layernorm, moe_act] (known: {})",
+                       RecomputeModules::All().Names()));
+  }
+  RecomputeModules modules;
+  for (const Value& item : v.Elements()) {
+    const RecomputeModule m = item.Enum(kRecomputeModuleNames);
+    if (modules.Has(m)) item.Fail(fmt::format("module '{}' is listed twice", Name(m)));
+    modules.Add(m);
+  }
+  return modules;
+}
+
 // pipeline.placement: the three axes, each once, innermost first.
 std::vector<Axis> ParsePlacement(const Value& v) {
   std::vector<Axis> axes;
@@ -103,7 +118,8 @@ PipelineSpec ParsePipeline(const Value& value) {
                       "vertical_sync", "partition", "p2p", "p2p_buffers", "data_parallel", "context_parallel", "context_parallel_comm", "tensor_parallel",
                       "sequence_parallel", "tensor_parallel_overlap", "grad_reduce_overlap", "zero", "placement",
                       "memory_limit", "search_evaluations", "zb_refine_nodes", "ranks_per_device", "offload",
-                      "task_scheduler", "expert_parallel", "a2a_overlap", "moe_dispatcher", "param_gather_overlap"});
+                      "task_scheduler", "expert_parallel", "a2a_overlap", "moe_dispatcher", "param_gather_overlap",
+                      "recompute_modules"});
   PipelineSpec p;
   p.schedules = ParseSchedules(m.Get("schedule"), &p.schedule_files);
   p.ranks = static_cast<int>(m.Get("ranks").Int(1, kMaxRanks));
@@ -112,6 +128,7 @@ PipelineSpec ParsePipeline(const Value& value) {
   if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxMicrobatchSize));
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
   if (const auto v = m.Find("recompute")) p.recompute = ParseRecompute(*v);
+  if (const auto v = m.Find("recompute_modules")) p.recompute_modules = ParseRecomputeModules(*v);
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) {
     if (v->IsSequence()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string_view>
 #include <utility>
 
@@ -328,26 +329,61 @@ std::vector<Kernel> GptHeadKernels(const GptKernelShape& g) {
   return out;
 }
 
-std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool moe_layer) {
-  std::vector<Kernel> out;
-  const Dims x = DimsOf(g);
-  const Lister i{g, KernelPass::kI, &out};
-  if (full) {
-    BlockForward(i, x, moe_layer);
-    for (Kernel& k : out) {
-      k.name = "recompute." + k.name;
-      if (!k.beside.empty()) k.beside = "recompute." + k.beside;
-    }
-    detail::ApplyFp8(g, &out);
-    return out;
+namespace {
+
+// Whether `name`, a kernel of a layer's forward (BlockForward's), is one of the modules `m`
+// (recompute.h: what Megatron-LM's checkpoint of each module runs again).
+bool RecomputedBy(std::string_view name, const RecomputeModules& m, const GptKernelShape& g, bool moe_layer) {
+  using M = RecomputeModule;
+  const auto in = [&](std::initializer_list<std::string_view> names) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (m.Has(M::kCoreAttn) && in({"scores", "softmax", "attention_dropout", "context"})) return true;
+  // Transformer Engine fuses a dense layer's LayerNorms into the next GEMM; MLA's first and a MoE
+  // layer's second run apart.
+  if (m.Has(M::kLayernorm) && ((g.mla && name == "ln1") || (moe_layer && name == "ln2"))) return true;
+  if (m.Has(M::kMlaUpProj) && g.mla &&
+      (in({"q_norm", "kv_norm", "q_up", "kv_up", "mla_rope", "attention.latent.all_gather"}) ||
+       (g.q_lora == 0 && in({"q", "attention.all_gather"})))) {
+    return true;
   }
-  const double d = g.dtype_bytes;
-  if (g.flash) return out;  // the fused kernel recomputes its scores itself (in flash_attention.dX)
-  i.Gemm("recompute.scores", x.s, x.s, x.qkd, x.b * x.ap);
-  i.Memory("recompute.softmax", x.scores, 2 * d, 5);
-  if (g.dropout) i.Memory("recompute.attention_dropout", x.scores, 2 * d + 1, 2);
-  i.Gemm("recompute.context", x.s, x.vd, x.s, x.b * x.ap);
+  if (!moe_layer) {
+    return m.Has(M::kMlp) &&
+           (name == "ln2" || name.starts_with("mlp.") || in({"fc", "bias_gelu", "bias_swiglu", "fc2"}));
+  }
+  const bool shared = name.starts_with("shared.");
+  if (m.Has(M::kMoe) && (shared || name.starts_with("expert.") || name.starts_with("router") ||
+                         in({"permute", "sort_chunks", "unsort_chunks", "unpermute"}))) {
+    return true;
+  }
+  return (m.Has(M::kSharedExperts) && shared) || (m.Has(M::kMoeAct) && in({"expert.bias_swiglu", "expert.bias_gelu"}));
+}
+
+// The F kernels of a layer that `again` picks by name, as pass I's `recompute.<name>`.
+template <class Pick>
+std::vector<Kernel> Recomputed(const GptKernelShape& g, bool moe_layer, Pick again) {
+  std::vector<Kernel> forward;
+  BlockForward(Lister{g, KernelPass::kI, &forward}, DimsOf(g), moe_layer);
+  std::vector<Kernel> out;
+  for (Kernel& k : forward) {
+    if (!again(k.name)) continue;
+    k.name = "recompute." + k.name;
+    if (!k.beside.empty()) k.beside = "recompute." + k.beside;
+    out.push_back(std::move(k));
+  }
+  detail::ApplyFp8(g, &out);
   return out;
+}
+
+}  // namespace
+
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, const RecomputeModules& modules, bool moe_layer) {
+  return Recomputed(g, moe_layer, [&](std::string_view name) { return RecomputedBy(name, modules, g, moe_layer); });
+}
+
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& g, bool full, bool moe_layer) {
+  if (full) return Recomputed(g, moe_layer, [](std::string_view) { return true; });
+  return GptRecomputeKernels(g, RecomputeModules{RecomputeModule::kCoreAttn}, moe_layer);
 }
 
 const std::vector<std::string>& MemoryKernelNames() {

@@ -105,6 +105,12 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   return g;
 }
 
+std::vector<Kernel> RecomputeKernels(const PipelineSpec& p, const GptKernelShape& shape, bool moe_layer) {
+  if (p.recompute == Recompute::kNone) return {};
+  return p.full_recompute() ? GptRecomputeKernels(shape, true, moe_layer)
+                            : GptRecomputeKernels(shape, p.SelectiveModules(), moe_layer);
+}
+
 namespace {
 
 // TimeKernels over the tensor group's `link` and the context group's `context`.
@@ -275,9 +281,7 @@ PassSums StagePasses(const Scenario& sc, int st, int stages, int rank, int first
     const std::vector<TimedKernel> block = timed(GptBlockKernels(layer_shape, moe_layer));
     sums.Add(block, count);
     if (p.tensor_parallel_overlap) sums.overlap += TensorParallelOverlapNs(block) * count;
-    if (p.recompute != Recompute::kNone) {
-      sums.Add(timed(GptRecomputeKernels(layer_shape, p.full_recompute(), moe_layer)), count);
-    }
+    sums.Add(timed(RecomputeKernels(p, layer_shape, moe_layer)), count);
   }
   if (st == 0) sums.Add(timed(GptEmbeddingKernels(shape)), 1);
   if (st == stages - 1) {
@@ -305,12 +309,8 @@ LayerWeights RooflineWeights(const Scenario& sc) {
     for (const TimedKernel& k : TimeKernels(sc, rank, device, GptBlockKernels(layer_shape, moe_layer))) {
       ns += k.time.ns();
     }
-    if (sc.pipeline.recompute != Recompute::kNone) {
-      for (const TimedKernel& k : TimeKernels(sc, rank, device,
-                                              GptRecomputeKernels(layer_shape, sc.pipeline.full_recompute(),
-                                                                  moe_layer))) {
-        ns += k.time.ns();
-      }
+    for (const TimedKernel& k : TimeKernels(sc, rank, device, RecomputeKernels(sc.pipeline, layer_shape, moe_layer))) {
+      ns += k.time.ns();
     }
     return ns;
   };

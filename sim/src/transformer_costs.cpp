@@ -145,6 +145,40 @@ double StashWidths(const TransformerSpec& t, bool moe_layer) {
   return attention + 1 + m.top_k * m.KeptFactor() * (1 + fe) + m.shared_experts * fe;
 }
 
+// What a selective recompute's modules (recompute.h) drop of a layer's kept activations, in units
+// of s·b·h 16-bit elements as SplitActivationWidths' and LatentWidths': of the ten a tensor group
+// does not split (`unsplit`), the LayerNorms' outputs Transformer Engine keeps apart from a linear
+// layer (MLA's first, a MoE layer's second) and a dense feed-forward's input; of those it splits,
+// MLA's queries, keys and values (4q + 2o), a dense feed-forward's inside, a MoE layer's routed
+// copies (their permuted inputs and experts' insides; moe_act: only their activations' outputs,
+// 2·f_e/h each) and its shared experts'; and MLA's latents after their RMSNorms (2r_q + 2r_kv).
+struct DroppedWidths {
+  double unsplit = 0, split = 0, latent = 0;
+};
+DroppedWidths Dropped(const TransformerSpec& t, const RecomputeModules& m, bool moe_layer) {
+  using M = RecomputeModule;
+  DroppedWidths out;
+  const double h = t.hidden, u = static_cast<double>(t.Ups());
+  if (m.Has(M::kLayernorm)) out.unsplit += (t.mla ? 2 : 0) + (moe_layer ? 2 : 0);
+  if (m.Has(M::kMlaUpProj) && t.mla) {
+    out.split += (4 * static_cast<double>(t.QWidth()) + 2 * static_cast<double>(t.OWidth())) / h;
+    out.latent += 2.0 * (t.mla->q_lora_rank + t.mla->kv_lora_rank) / h;
+  }
+  if (!moe_layer) {
+    if (m.Has(M::kMlp)) out.unsplit += 2, out.split += (2 * u + 2) * static_cast<double>(t.Ffn()) / h;
+    return out;
+  }
+  const MoeSpec& e = *t.moe;
+  const double fe = static_cast<double>(t.ExpertFfn()) / h, routed = e.top_k * e.KeptFactor();
+  const double shared = e.shared_experts * (2 * u + 2) * fe;
+  if (m.Has(M::kMoe)) {
+    out.split += routed * (2 + (2 * u + 2) * fe) + shared;
+  } else {
+    out.split += (m.Has(M::kMoeAct) ? routed * 2 * fe : 0.0) + (m.Has(M::kSharedExperts) ? shared : 0.0);
+  }
+  return out;
+}
+
 }  // namespace
 
 // In units of one layer's forward FLOPs; the LM head adds 2bshV.
@@ -165,18 +199,19 @@ namespace {
 // sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, sbh/t·(34 + 5as/h) with sequence
 // parallelism too; selective recompute drops the 5as/h term (sbh(10 + 24/t), or sbh·34/t); full
 // recompute keeps only the layer input 2sbh (2sbh/t sequence-parallel).
-// `split`: the widths a tensor group splits (SplitActivationWidths: 24 for GPT-2); `latent`:
-// those a device keeps apart from them (LatentWidths: MLA's, already divided where split).
+// `unsplit`, `split`: the widths a tensor group does not split (10) and splits
+// (SplitActivationWidths: 24 for GPT-2), less what a selective recompute drops; `latent`: those a
+// device keeps apart from them (LatentWidths: MLA's, already divided where split).
 double LayerActivationBytes16(double s, double b, double h, double a, double t, bool sp, Recompute recompute,
-                              double split, double latent) {
-  const double sbh = s * b * h, all = 10 + split, whole = sbh * latent;
+                              double unsplit, double split, double latent) {
+  const double sbh = s * b * h, all = unsplit + split, whole = sbh * latent;
   switch (recompute) {
     case Recompute::kFull: return 2 * sbh / (sp ? t : 1);
-    case Recompute::kSelective: return whole + (sp ? sbh * all / t : sbh * (10 + split / t));
+    case Recompute::kSelective: return whole + (sp ? sbh * all / t : sbh * (unsplit + split / t));
     case Recompute::kNone: break;
   }
   if (t == 1) return whole + all * sbh + 5 * a * s * s * b;
-  return whole + (sp ? sbh / t * (all + 5 * a * s / h) : sbh * (10 + split / t + 5 * a * s / (h * t)));
+  return whole + (sp ? sbh / t * (all + 5 * a * s / h) : sbh * (unsplit + split / t + 5 * a * s / (h * t)));
 }
 
 // What tensor parallelism adds to a stage: the tensor group's all-reduces per layer (Megatron:
@@ -246,12 +281,17 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
   const auto sum = [&](auto per_layer) {  // over the stage's dense and MoE layers
     return layers.dense() * per_layer(false) + (layers.moe > 0 ? layers.moe * per_layer(true) : 0.0);
   };
-  // A fused attention kernel keeps no scores: its activations are selective recompute's.
+  // A fused attention kernel keeps no scores: its activations are selective recompute's. A
+  // selective recompute keeps the scores unless it names core_attn, and drops what its modules do.
   const bool flash = t.attention == AttentionKernel::kFlash;
   const auto activations = [&](bool moe_layer, Recompute recompute) {
+    const RecomputeModules modules = recompute == Recompute::kSelective ? p.SelectiveModules() : RecomputeModules{};
+    const DroppedWidths dropped = Dropped(t, modules, moe_layer);
+    if (recompute == Recompute::kSelective && !modules.Has(RecomputeModule::kCoreAttn)) recompute = Recompute::kNone;
     if (flash && recompute == Recompute::kNone) recompute = Recompute::kSelective;
-    return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, SplitActivationWidths(t, moe_layer),
-                                  LatentWidths(t, false) / latent_shards) *
+    return LayerActivationBytes16(s, b, h, a, tp, p.sequence_parallel, recompute, 10 - dropped.unsplit,
+                                  SplitActivationWidths(t, moe_layer) - dropped.split,
+                                  (LatentWidths(t, false) - dropped.latent) / latent_shards) *
            d / 2;
   };
   const double kept = sum([&](bool moe) { return activations(moe, p.recompute); }) + (last ? s * b * V / tp * d : 0.0);
@@ -282,7 +322,7 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
 }
 
 // Expert parallelism: each MoE layer's dispatch and combine in F, their gradients' in the
-// backward for inputs (and the forward's again when it is recomputed); one all-to-all moves the
+// backward for inputs (and the forward's again when it is recomputed, whole or as `moe`); one all-to-all moves the
 // device's routed copies of its tokens, s·b/T x top_k x capacity factor rows of h. With
 // training.fp8_dispatch half of every pass's all-to-alls send FP8 (F's dispatch, I's combine
 // gradient), half the dtype: one all-to-all counts the mean, so each pass's bytes are exact.
@@ -291,7 +331,8 @@ void SetAllToAlls(const Scenario& sc, const StageLayers& layers, const StageChec
   const PipelineSpec& p = sc.pipeline;
   if (layers.moe == 0 || p.expert_parallel <= 1) return;
   cost->a2a_forward = 2 * layers.moe;
-  cost->a2a_backward = (p.full_recompute() ? 4 : 2) * layers.moe;
+  const bool again = p.full_recompute() || p.SelectiveModules().Has(RecomputeModule::kMoe);
+  cost->a2a_backward = (again ? 4 : 2) * layers.moe;
   const double tokens = LocalSeq(sc) * p.microbatch_size / p.tensor_parallel;
   const double d = DtypeBytes(sc.training.dtype);
   const double element = sc.training.fp8 && sc.training.fp8_dispatch ? (d + kFp8ScaledElementBytes) / 2 : d;
@@ -329,6 +370,33 @@ ContextComm ContextCommNs(const Scenario& sc, int rank, double rate, const Stage
   return out;
 }
 
+// What a selective recompute's modules repeat in I, FLOPs per token of the device's share: core_attn
+// the unfused attention's scores and context (a fused kernel recomputes its own, in its backward),
+// mlp a dense layer's feed-forward, moe a MoE layer's router and experts (shared_experts the shared
+// ones alone), mla_up_proj MLA's ups; the LayerNorms and activations are memory-bound, no FLOPs.
+double SelectiveRepeatFlopsPerToken(const Scenario& sc, const StageLayers& layers) {
+  const TransformerSpec& t = *sc.model.transformer;
+  const RecomputeModules m = sc.pipeline.SelectiveModules();
+  using M = RecomputeModule;
+  double flops = 0;
+  if (m.Has(M::kCoreAttn) && t.attention != AttentionKernel::kFlash) {
+    flops += layers.count * 2.0 * t.seq * static_cast<double>(t.QWidth() + t.OWidth());
+  }
+  if (m.Has(M::kMlp)) flops += layers.dense() * 2.0 * static_cast<double>((t.Ups() + 1) * t.hidden * t.Ffn());
+  if (layers.moe > 0 && m.Has(M::kMoe)) {
+    flops += layers.moe * (MoeLayerFlopsPerToken(t) - AttentionFlopsPerToken(t));
+  } else if (layers.moe > 0 && m.Has(M::kSharedExperts)) {
+    flops += layers.moe * 2.0 * t.moe->shared_experts * static_cast<double>(ExpertParams(t));
+  }
+  if (m.Has(M::kMlaUpProj) && t.mla) {
+    const double rq = t.mla->q_lora_rank > 0 ? t.mla->q_lora_rank : t.hidden;
+    flops += layers.count * 2.0 *
+             (rq * static_cast<double>(t.QWidth()) +
+              static_cast<double>(t.mla->kv_lora_rank) * t.heads * static_cast<double>(t.HeadDim() + t.VHeadDim()));
+  }
+  return flops;
+}
+
 // The analytical costs of stage `st` of `stages` on pipeline rank `rank`, holding `layers`.
 StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, const StageLayers& layers,
                            const KeysOf& keys) {
@@ -353,21 +421,22 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const bool last = st == stages - 1;
   const bool recompute = p.full_recompute();
   const double forward = blocks_flops + (last ? 2 * b * s * h * V / tp : 0.0);  // + the LM head
-  // Full recompute repeats the forward inside B/I; selective only the attention's s² part (which a
-  // fused attention kernel recomputes itself, in its backward).
-  const bool flash = t.attention == AttentionKernel::kFlash;
-  const double repeat = recompute ? blocks_flops
-                        : p.recompute == Recompute::kSelective && !flash
-                            ? layers.count * 2 * b * s * t.seq * static_cast<double>(t.QWidth() + t.OWidth()) / tp
-                            : 0.0;
+  // Full recompute repeats the forward inside B/I; selective its modules' share of it.
+  const double repeat = recompute ? blocks_flops : b * s / tp * SelectiveRepeatFlopsPerToken(sc, layers);
   const double tensor_ns = layers.count * (1 + AttentionCollectiveShare(t)) * TensorAllReduceNs(sc, rank, s * b * h * d);
+  // A repeated forward repeats its tensor group's all-reduces: all of them, or the dense
+  // feed-forwards' one each (mlp).
+  const double repeat_tensor_ns =
+      recompute                                                   ? tensor_ns
+      : p.SelectiveModules().Has(RecomputeModule::kMlp) ? layers.dense() * TensorAllReduceNs(sc, rank, s * b * h * d)
+                                                                  : 0.0;
   const StageChecks check(sc.path, st, keys);
   StageCost cost;
   // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them) and the
   // context group's exchanges.
   const ContextComm context = ContextCommNs(sc, rank, rate, layers);
   cost.forward_ns = check.Ns(forward / rate * 1e9 + tensor_ns + context.forward_ns, "a forward");
-  cost.backward_input_ns = check.Ns((forward + repeat) / rate * 1e9 + tensor_ns * (recompute ? 2 : 1) +
+  cost.backward_input_ns = check.Ns((forward + repeat) / rate * 1e9 + tensor_ns + repeat_tensor_ns +
                                         context.input_ns + (recompute ? context.forward_ns : 0),
                                     "a backward for inputs");
   cost.backward_weight_ns = check.Ns(forward / rate * 1e9, "a backward for weights");

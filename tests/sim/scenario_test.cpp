@@ -129,7 +129,7 @@ TEST(LoadScenario, UnknownKey) {
                        ": pipeline: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
                        "microbatch_size, steps, recompute, vertical_sync, partition, p2p, p2p_buffers, data_parallel, "
                 "context_parallel, context_parallel_comm, tensor_parallel, "
-                "sequence_parallel, tensor_parallel_overlap, grad_reduce_overlap, zero, placement, memory_limit, search_evaluations, zb_refine_nodes, ranks_per_device, offload, task_scheduler, expert_parallel, a2a_overlap, moe_dispatcher, param_gather_overlap); did you mean 'microbatches'?");
+                "sequence_parallel, tensor_parallel_overlap, grad_reduce_overlap, zero, placement, memory_limit, search_evaluations, zb_refine_nodes, ranks_per_device, offload, task_scheduler, expert_parallel, a2a_overlap, moe_dispatcher, param_gather_overlap, recompute_modules); did you mean 'microbatches'?");
   const std::string nested = Replace(kBase, "efficiency: 0.5", "efficency: 0.5");
   EXPECT_TRUE(StartsWith(LoadError(dir, nested), dir.Path("scenario.yaml") + ":" + PosOf(nested, "efficency") +
                                                      ": topology.device: unknown key 'efficency'"));
@@ -298,7 +298,7 @@ TEST(LoadScenario, SetErrorsNameTheOverride) {
             "--set pipeline.microbatchs=32: unknown key 'microbatchs' (known: schedule, ranks, chunks, microbatches, "
             "microbatch_size, steps, recompute, vertical_sync, partition, p2p, p2p_buffers, data_parallel, "
                 "context_parallel, context_parallel_comm, tensor_parallel, "
-                "sequence_parallel, tensor_parallel_overlap, grad_reduce_overlap, zero, placement, memory_limit, search_evaluations, zb_refine_nodes, ranks_per_device, offload, task_scheduler, expert_parallel, a2a_overlap, moe_dispatcher, param_gather_overlap); did you mean 'microbatches'?");
+                "sequence_parallel, tensor_parallel_overlap, grad_reduce_overlap, zero, placement, memory_limit, search_evaluations, zb_refine_nodes, ranks_per_device, offload, task_scheduler, expert_parallel, a2a_overlap, moe_dispatcher, param_gather_overlap, recompute_modules); did you mean 'microbatches'?");
   EXPECT_TRUE(StartsWith(error("pipline.ranks=2"), "--set pipline.ranks=2: unknown key 'pipline' (known: name,"));
   EXPECT_EQ(error("pipeline.microbatches=abc"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got 'abc'");
   EXPECT_EQ(error("pipeline.microbatches=-3"), "--set pipeline.microbatches: expected an integer in [1, 16777216], got '-3'");

@@ -165,7 +165,14 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     for part in ("zero: 3", "recompute: full", "ranks: 1", "data_parallel: 128", "microbatches: 4",
                  "microbatch_size: 4"):
         assert part in fsdp_text, part
-    assert "zero: 1" in qwen and "recompute: none" in qwen
+    # The ModelZoo's "norm, act": Megatron-LM's --recompute-modules layernorm moe_act.
+    assert "zero: 1" in qwen and "recompute: selective, recompute_modules: [layernorm, moe_act]" in qwen
+    assert "recompute: none" in published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp4_pp8_vpp4_ep8"])
+    # The Megatron Core MoE paper's "up_proj, mlp" and the DeepSeek-V3 report's RMSNorm and MLA up-projection.
+    assert "recompute_modules: [mla_up_proj, mlp]" in published_moe.scenario_text(
+        rows["mcore_moe_paper_dsv3_h100_fp8_1024gpu"])
+    assert "recompute_modules: [layernorm, mla_up_proj]" in published_moe.scenario_text(
+        rows["dsv3_paper_h800_fp8_2048gpu"])
     # GPT-OSS: its sliding window in every other layer (from the first), heads of 64, biases.
     oss = rows["mbridge_2604_01_gptoss_120b_h100_bf16"]
     assert published_moe.why_not(oss) == ""

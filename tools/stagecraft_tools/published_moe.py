@@ -14,8 +14,7 @@ and tensor ranks, on H100s in bf16 or with FP8 linear layers (training.fp8). Wha
 nodes (scenarios/topologies/dgx-h100.yaml: NVLink 4 inside a node, a 400 Gb/s NIC per GPU),
 fused causal attention (`attention: flash`: Transformer Engine's default, and what Meta's
 Llama 3 runs use), Megatron-LM's all-to-all dispatcher unless the row names DeepEP (dispatcher_of),
-no recompute beyond what that kernel does unless the row recomputes whole layers (the rows'
-fine-grained recompute of norms and activation functions is not stated), Adam with fp32 master
+the recompute its source states (whole layers, or Megatron-LM's modules: recompute_of), Adam with fp32 master
 weights and Megatron's distributed optimizer (ZeRO-1; ZeRO-3 for FSDP without a pipeline), dropless routing taken as balanced, and a microbatch of one
 sequence where none is published. A row whose predicted run would not fit in 80 GiB says so
 (`OOM`): its layout's memory is not what stagecraft counts. GPT-OSS's attention sinks (a learned
@@ -28,37 +27,10 @@ import collections
 import re
 
 from . import common, tables
+from .published_models import BIASED, HEAD_DIM, MLA, NODE_LIMIT, VOCAB_DIVISOR, VOCAB_DIVISORS, WINDOWS
 
 TABLE = "moe_llama_published.csv"
 TOPOLOGY = common.SCENARIOS / "topologies" / "dgx-h100.yaml"
-# Facts a row's model needs beyond the CSV's columns, each with its source.
-HEAD_DIM = {
-    # Qwen3-235B-A22B: kv_channels 128 (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml;
-    # Hugging Face config head_dim 128): 64 query heads of 128 in a hidden of 4096.
-    "Qwen3-235B-A22B": 128,
-    # Qwen3-30B-A3B: kv_channels 128 (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-30B-A3B.yaml):
-    # 32 query heads of 128 in a hidden of 2048.
-    "Qwen3-30B-A3B": 128,
-    # GPT-OSS-120B: head_dim 64 (Hugging Face config; Megatron-Bridge's GPT-OSS bridge takes it
-    # from there): 64 query heads of 64 in a hidden of 2880.
-    "GPT-OSS-120B": 64,
-    # DeepSeek-V3: 128 heads of 128 (plus 64 rotary) in a hidden of 7168 (its report, §4.2).
-    "DeepSeek-V3-671B": 128,
-}
-# Multi-head latent attention (model.transformer.mla): the query and key-value latents' ranks, the
-# rotary part and the values' width.
-MLA = {
-    # DeepSeek-V3 report §4.2 (and the Hugging Face config): q_lora_rank 1536, kv_lora_rank 512,
-    # qk_rope_head_dim 64, v_head_dim 128.
-    "DeepSeek-V3-671B": {"q_lora_rank": 1536, "kv_lora_rank": 512, "rope_head_dim": 64, "v_head_dim": 128},
-}
-# Node-limited routing (model.transformer.moe.node_limit): a token's experts on at most this many
-# nodes of its expert group.
-NODE_LIMIT = {
-    # DeepSeek-V3 report §2.1.2 (M = 4); Megatron-MoE-ModelZoo's DeepSeek-V3.yaml:
-    # --moe-router-num-groups 8 --moe-router-group-topk 4.
-    "DeepSeek-V3-671B": 4,
-}
 # The GPUs a row may name and the topology of their nodes (each GPU's compute is the device file's).
 TOPOLOGIES = {
     "H100": common.SCENARIOS / "topologies" / "dgx-h100.yaml",
@@ -66,31 +38,9 @@ TOPOLOGIES = {
     # nodes have a 400 Gb/s InfiniBand NIC per GPU (report §3.1).
     "H800": common.SCENARIOS / "topologies" / "h800-node.yaml",
 }
-# Sliding-window attention (model.transformer.sliding_window): the keys a query sees, itself
-# included, and every how many layers one attends to its whole past.
-WINDOWS = {
-    # GPT-OSS-120B: Megatron-Bridge's gpt_oss_bridge.py (@067f987d) sets window_size =
-    # (sliding_window - 1, 0) from the Hugging Face config's sliding_window 128, and
-    # window_attn_skip_freq 2 (Megatron-LM: layer_number % 2 == 0, from 1, attends to all).
-    "GPT-OSS-120B": (128, 2),
-}
-# The models whose attention and dense linear layers have biases (model.transformer.bias); the
-# others have none: Qwen3's config sets --disable-bias-linear (the ModelZoo's Qwen3-235B-A22B.yaml),
-# Mixtral's and Llama 3's have none.
-BIASED = {
-    "GPT-OSS-120B",  # Megatron-Bridge's gpt_oss_bridge.py: add_bias_linear True, add_qkv_bias True
-}
 # The FLOP count a row whose source does not state one is taken to use: PaLM's 6N + 12·L·H·Q·T,
 # the count MFU figures are usually given in (Meta's Llama 3 paper quotes "BF16 MFU" without one).
 UNSTATED_CONVENTION = "megatron"
-# Megatron-LM pads the vocabulary to a multiple of (--make-vocab-size-divisible-by) x T: 128 unless
-# the model's configuration says otherwise.
-VOCAB_DIVISOR = 128
-VOCAB_DIVISORS = {
-    # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: 1187 (x 128 = 151936).
-    "Qwen3-235B-A22B": 1187,
-    "Qwen3-30B-A3B": 1187,  # the ModelZoo's Qwen3-30B-A3B.yaml
-}
 # Megatron-MoE-ModelZoo sbatch_benchmarking.sh with A2A_OVERLAP=1: NVTE_FWD_LAYERNORM_SM_MARGIN and
 # NVTE_BWD_LAYERNORM_SM_MARGIN 24, the SMs left to the all-to-alls, of the H100's 132.
 OVERLAP_SM_SHARE = round(24 / 132, 3)
@@ -229,11 +179,20 @@ def zero_of(row):
     return 3 if fsdp and row["pp"] in ("", "1") else 1
 
 
+# Megatron-LM's --recompute-modules names for what the rows' sources call them (the ModelZoo's "norm,
+# act", the Megatron Core MoE paper's "up_proj", the DeepSeek-V3 report's RMSNorm and MLA up-projection).
+RECOMPUTE_MODULES = {"norm": "layernorm", "RMSNorm": "layernorm", "act": "moe_act", "up_proj": "mla_up_proj",
+                     "MLA_up_proj": "mla_up_proj"}
+
+
 def recompute_of(row):
-    """What the row recomputes as stagecraft states it: `full` where its source says full recompute
-    (or NeMo AutoModel's activation_checkpointing, which checkpoints every transformer block); its
-    fine-grained recompute of norms and activation functions is not stated."""
-    return "full" if row["recompute"] in ("full", "activation_checkpointing") else "none"
+    """The row's recompute as pipeline keys: full for full recompute (NeMo AutoModel's
+    activation_checkpointing checkpoints every block), selective with the modules its source names."""
+    cell = row["recompute"]
+    if cell in ("full", "activation_checkpointing") or not cell.startswith("selective:"):
+        return "recompute: " + ("full" if cell in ("full", "activation_checkpointing") else "none")
+    modules = ", ".join(RECOMPUTE_MODULES.get(m, m) for m in cell.split(":", 1)[1].split("+"))
+    return f"recompute: selective, recompute_modules: [{modules}]"
 
 
 def context_comm_of(row):
@@ -279,7 +238,7 @@ def scenario_text(row):
                   + (f", node_limit: {NODE_LIMIT[row['model']]}" if row["model"] in NODE_LIMIT else "") + "}")
     layout = (f"ranks: {pp}, data_parallel: {dp}, tensor_parallel: {tp}, sequence_parallel: {str(tp > 1).lower()}, "
               f"zero: {zero_of(row)}, microbatches: {microbatches}, microbatch_size: {mbs}, steps: 1, "
-              f"recompute: {recompute_of(row)}")
+              f"{recompute_of(row)}")
     if cp > 1:
         layout += f", context_parallel: {cp}, context_parallel_comm: {context_comm_of(row)}"
     if row["ep"] not in ("", "1"):

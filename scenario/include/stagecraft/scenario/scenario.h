@@ -18,6 +18,7 @@
 #include "stagecraft/scenario/limits.h"
 #include "stagecraft/scenario/parallel_layout.h"
 #include "stagecraft/scenario/profile.h"
+#include "stagecraft/scenario/recompute.h"
 #include "stagecraft/scenario/topology_spec.h"
 #include "stagecraft/scenario/transformer_spec.h"
 
@@ -58,13 +59,6 @@ enum class Loss { kMse, kCrossEntropy };
 inline constexpr EnumName<Loss> kLossNames[] = {{Loss::kMse, "mse"}, {Loss::kCrossEntropy, "cross_entropy"}};
 constexpr std::string_view Name(Loss loss) { return NameIn(kLossNames, loss); }
 
-// What the backward rebuilds instead of keeping (Korthikanti et al. 2022): nothing; selective:
-// the attention's softmax and dropout (charged by the transformer's cost model only); full: a
-// stage keeps only its input and repeats its forward inside B/I (in the IR: GeneratorParams).
-enum class Recompute { kNone, kSelective, kFull };
-inline constexpr EnumName<Recompute> kRecomputeNames[] = {
-    {Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}};
-constexpr std::string_view Name(Recompute recompute) { return NameIn(kRecomputeNames, recompute); }
 
 // How layers are split over the stages: by count, by cost (sim/layer_split.h), or as the scenario
 // lists them (pipeline.partition: [n0, n1, ...], PipelineSpec::partition_layers; its name
@@ -178,6 +172,8 @@ struct PipelineShape {
   int microbatch_size = 1;
   int steps = 1;
   Recompute recompute = Recompute::kNone;  // YAML: none | selective | full, or false / true
+  // pipeline.recompute_modules (with selective only; recompute.h): as stated, empty when absent.
+  RecomputeModules recompute_modules;
   bool vertical_sync = false;
   Partition partition = Partition::kEven;
   // partition: [n0, n1, ...]: the layers of each stage, in stage order (Partition::kGiven).
@@ -194,6 +190,12 @@ struct PipelineShape {
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
+  // What a selective recompute rebuilds: the modules stated, else core_attn (Megatron-LM's
+  // default); none without selective recompute (full recompute rebuilds the whole block).
+  RecomputeModules SelectiveModules() const {
+    if (recompute != Recompute::kSelective) return {};
+    return recompute_modules.empty() ? RecomputeModules{RecomputeModule::kCoreAttn} : recompute_modules;
+  }
 };
 
 // How the schedules that search or solve are tuned: their budgets and memory limit.

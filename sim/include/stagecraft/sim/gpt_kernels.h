@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "stagecraft/scenario/enum_names.h"
+#include "stagecraft/scenario/recompute.h"
 
 namespace stagecraft::sim {
 
@@ -168,8 +169,13 @@ std::vector<Kernel> GptBlockKernels(const GptKernelShape& shape, bool moe_layer 
 std::vector<Kernel> GptEmbeddingKernels(const GptKernelShape& shape);
 // The final LayerNorm, the LM head and the cross-entropy loss of the last stage.
 std::vector<Kernel> GptHeadKernels(const GptKernelShape& shape);
-// What recomputation repeats inside I: the whole block's F (full), or attention's scores,
-// softmax, dropout and context (selective; Korthikanti et al. 2022); as kernels of pass I.
+// What recomputation repeats inside I, as kernels of pass I named `recompute.<forward's>`: the
+// whole block's F (full), or the F kernels of the modules a selective recompute names
+// (recompute.h: core_attn, attention's scores, softmax, dropout and context, Korthikanti et al.
+// 2022; a MoE layer's `moe` also its all-to-alls, which the cost model's all-to-all count holds).
+std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, const RecomputeModules& modules,
+                                        bool moe_layer = false);
+// Full recompute (`full`), or selective of core_attn alone.
 std::vector<Kernel> GptRecomputeKernels(const GptKernelShape& shape, bool full, bool moe_layer = false);
 // The optimizer step over `params` parameters of one device: clearing the gradients, the
 // gradient norm (clipping) and the update, each one memory-bound pass;

@@ -45,6 +45,9 @@ struct TimedKernel {
 
 // The kernel shape of a scenario's transformer (its microbatch, tensor group and precision).
 GptKernelShape KernelShapeOf(const Scenario& sc);
+// What pipeline.recompute repeats inside a layer's I (GptRecomputeKernels): the whole forward
+// (full), the modules a selective one names (PipelineSpec::SelectiveModules), nothing.
+std::vector<Kernel> RecomputeKernels(const PipelineSpec& p, const GptKernelShape& shape, bool moe_layer);
 // `kernels` timed on `device`, collectives over pipeline rank `rank`'s tensor group, the context
 // ring over its context group with only what its steps outlast of the attention beside them
 // (max(0, ring - attention x (C - 1) / C): C - 1 steps, each beside 1 / C of the kernel's work).
