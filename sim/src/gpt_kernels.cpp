@@ -99,11 +99,16 @@ void MoeInputGrad(const Lister& l, const Dims& x) {
 }
 
 // One fused causal attention kernel (GptKernelShape::flash): its matmuls over the causal half of
-// the scores, m = s rows against s/2 columns on average (within a sliding window,
-// CausalKeysPerQuery's), each of the b·a/T heads: two in F (the
-// scores over the keys' width qkd, the context over the values' vd), five in I (the scores again,
-// dQ and dK over qkd; dP and dV over vd), timed at their mean width; its memory traffic only its
-// operands and results, q, k, v and o (and in I their gradients and o's), s·h/T each by default.
+// the scores, s queries against s/2 keys on average (within a sliding window,
+// CausalKeysPerQuery's), each of the b·a/T heads: two in F (the scores over the keys' width qkd,
+// the context over the values' vd), five in I (the scores again, dQ and dK over qkd; dP and dV
+// over vd). Timed as the GEMM a fused kernel runs (Dao et al. 2022, FlashAttention's Algorithm 1):
+// each thread block holds an output tile of one block of queries (in I of keys) by the head's
+// width, at the matmuls' mean width, and reduces over the keys (in I the queries) without
+// writing the scores: m = s, n = the mean width, k = the keys, so the per-tile overhead of the
+// GEMM model (gemm.k_overhead) is spread over the keys, not charged again per block of them.
+// Its memory traffic only its operands and results, q, k, v and o (and in I their gradients and
+// o's), s·h/T each by default.
 // With context parallelism (GptKernelShape::context_parallel) the keys are the whole sequence's,
 // C·s, and the ring that brings them follows the kernel.
 void FlashAttention(const Lister& l, const Dims& x, bool backward) {
@@ -114,7 +119,7 @@ void FlashAttention(const Lister& l, const Dims& x, bool backward) {
                                                                             static_cast<double>(l.g.window))),
                                             1)
                         : std::max<int64_t>(keys / 2, 1);
-  l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, n, (widths + matmuls / 2) / matmuls,
+  l.Gemm(backward ? "flash_attention.dX" : "flash_attention", x.s, (widths + matmuls / 2) / matmuls, n,
          x.b * x.ap * matmuls);
   Kernel& k = l.out->back();
   k.flops = 2.0 * static_cast<double>(x.s) * static_cast<double>(n) * static_cast<double>(widths) * x.b * x.ap;

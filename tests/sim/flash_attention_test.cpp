@@ -11,6 +11,7 @@
 #include "sim_test_util.h"
 #include "stagecraft/sim/cost_models.h"
 #include "stagecraft/sim/gpt_kernels.h"
+#include "stagecraft/sim/roofline.h"
 
 namespace stagecraft::sim {
 namespace {
@@ -65,6 +66,32 @@ TEST(FlashAttention, AnalyticalCostsByHand) {
   EXPECT_EQ(flash.stages[0].activation_bytes, kept.stages[0].activation_bytes);
   EXPECT_LT(flash.stages[0].activation_bytes, unfused.stages[0].activation_bytes);
   EXPECT_GT(kept.stages[0].backward_input_ns, kept.stages[0].forward_ns);  // selective repeats the scores
+}
+
+// The fused kernel's GEMM is the one it runs (FlashAttention's Algorithm 1): each thread block an
+// output tile of 128 queries by the head's 64, reducing over the keys without writing the scores.
+// b = 1, s = 1024 (512 keys a query on average), a = 2 heads of 64: F's two matmuls are
+// 2·1024·512·128·2 FLOPs as 4 GEMMs of 1024 x 64 over k = 512. On 32 SMs with 128 x 64 tiles
+// they fill one wave, so the GEMM model's per-tile overhead of 128 k-steps costs 128 / 512 of the
+// keys' work: the kernel runs at 512 / 640 of the batched rate (charged per block of 128 keys, as
+// until 2026-12-02, it halved it).
+TEST(FlashAttention, TheFusedKernelReducesOverTheKeys) {
+  GptKernelShape g;
+  g.microbatch = 1, g.seq = 1024, g.hidden = 128, g.heads = 2, g.vocab = 10;
+  g.flash = true;
+  DeviceSpec d = DeviceSpec::Flat("toy", 1e12, 1LL << 30, 1.0);
+  d.gemm.max_efficiency = 0.5, d.gemm.batched_efficiency = 0.8, d.gemm.k_overhead = 128, d.gemm.sms = 32;
+  d.gemm.tiles = {{128, 64}};
+  for (const Kernel& k : GptBlockKernels(g)) {
+    if (k.name != "flash_attention") continue;
+    EXPECT_EQ(k.m, 1024);
+    EXPECT_EQ(k.n, 64);
+    EXPECT_EQ(k.k, 512);
+    EXPECT_EQ(k.batch, 4);
+    EXPECT_DOUBLE_EQ(k.flops, 2.0 * 1024 * 512 * 128 * 2);
+    const double rate = 1e12 * 0.5 * 0.8 * 512 / 640;
+    EXPECT_NEAR(GemmComputeNs(d, 1e12, k.m, k.n, k.k, k.batch, true), k.flops / rate * 1e9, 1e-6);
+  }
 }
 
 }  // namespace

@@ -168,6 +168,13 @@ def test_moe_and_llama_rows_as_their_sources_state_them():
     # The ModelZoo's "norm, act": Megatron-LM's --recompute-modules layernorm moe_act.
     assert "zero: 1" in qwen and "recompute: selective, recompute_modules: [layernorm, moe_act]" in qwen
     assert "recompute: none" in published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp4_pp8_vpp4_ep8"])
+    # The ModelZoo's long-context table: its command's PP 8 x VP 4, TP 4, EP 8 and --recompute-modules
+    # layernorm moe, CP 8 at 128K tokens: D = 256 / (4 x 8 x 8) = 1, 256 microbatches; PR=bf16's --tp-comm-overlap.
+    long_qwen = published_moe.scenario_text(rows["mzoo_qwen3_235b_h100_bf16_tp4_cp8_128k_forced"])
+    for part in ("seq: 131072", "recompute: selective, recompute_modules: [layernorm, moe]", "context_parallel: 8",
+                 "context_parallel_comm: p2p", "data_parallel: 1", "microbatches: 256", "expert_parallel: 8",
+                 "moe_dispatcher: deepep", "tensor_parallel_overlap: true", "chunks: 4"):
+        assert part in long_qwen, part
     # The Megatron Core MoE paper's "up_proj, mlp" and the DeepSeek-V3 report's RMSNorm and MLA up-projection.
     assert "recompute_modules: [mla_up_proj, mlp]" in published_moe.scenario_text(
         rows["mcore_moe_paper_dsv3_h100_fp8_1024gpu"])

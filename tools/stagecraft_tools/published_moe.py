@@ -57,9 +57,12 @@ RECIPES = {
     # (recipes/qwen/h100/qwen3_moe.py) starts from recipes/common.py _pretrain_common
     # (overlap_grad_reduce=True). Its CUDA Graphs over the attention and the router are not stated.
     "mbridge_2604_01_qwen3_30b_a3b_h100_fp8": {"dispatcher": "deepep", "grad_reduce_overlap": True},
-    # Megatron-MoE-ModelZoo sbatch_benchmarking.sh: PR=bf16 (its default) adds --tp-comm-overlap.
+    # Megatron-MoE-ModelZoo sbatch_benchmarking.sh: PR=bf16 (its default) adds --tp-comm-overlap;
+    # the Mixtral 8x22B script's runs and the Qwen3 long-context table's (PR=bf16 in its command).
     "mzoo_mixtral_8x22b_h100_bf16_forced": {"tp_overlap": True},
     "mzoo_mixtral_8x22b_h100_bf16_dropless": {"tp_overlap": True},
+    **{f"mzoo_qwen3_235b_h100_bf16_tp4_cp{cp}_{k}k_{kind}": {"tp_overlap": True}
+       for cp, k in ((1, 16), (2, 32), (4, 64), (8, 128)) for kind in ("forced", "dropless")},
     # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_fp8cs_config: pipeline layout
     # "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL" (40 virtual stages: the embedding and 2 layers, 34 of 2, one
     # of 3, 3 of 2, 1 layer and the loss) and tensor-parallel communication overlap (userbuffers); its
