@@ -51,7 +51,8 @@
 #   cuda_bench 94 (126 on an H100) -> 120, and BM_StepGraphs, not yet run, estimated 10 -> 130:
 #   596 s in all, after the build: a 10-minute call (600 s) holds it on one GPU. The build is
 #   not counted (scripts/build.sh first, in a call of its own, then --no-build).
-# --long adds the layer probe (55; 44 measured), the MoE probe (60, not yet run), the fused layer
+# --long adds the layer probe (55; 44 measured), the MoE probe (60, not yet run), the attention
+# probe (60, not yet run), the sustained GEMM (50, not yet run), the fused layer
 # probe (300; never finished within a lease yet), the release's stage (240; 165 measured on an
 # H100) and the PyTorch peer (400, not yet run). The multi-GPU
 # section adds, not yet run, so estimated: nccl_p2p_bench 60, exec.mpi_gpu on 4 ranks 100 (it
@@ -355,6 +356,9 @@ if [[ $long -eq 1 ]]; then
   # 4,096 rows, hidden 2048, width 768; docs/results/moe-published.md), in FP8 and bf16.
   step "moe probe, small experts" 60 env STAGECRAFT="$sc" "$root/scripts/moe-probe.sh" --dtype fp8 --hidden 2048 \
     --ffn 768 --cases 8x4096,8x2048 --out "$out/moe-probe-small"
+  # The fused causal attention kernel (cuDNN's, FlashAttention-2) at 4K-32K tokens against the
+  # model's flash_attention rate (docs/results/moe-published.md; alone: scripts/attention-probe.sh).
+  step "attention probe" 60 env STAGECRAFT="$sc" "$root/scripts/attention-probe.sh" --out "$out/attention-probe"
   # A GEMM kept running for 30 s: whether the device file's burst rate holds at the power limit
   # (docs/results/moe-published.md; alone: scripts/gemm-sustain.sh).
   step "sustained gemm" 50 env STAGECRAFT="$sc" "$root/scripts/gemm-sustain.sh" --seconds 30 --out "$out/gemm-sustain"
@@ -363,6 +367,7 @@ else
   skipped "moe probe" "not in the 10-minute check: --long runs it (60 s)"
   skipped "moe probe fp8" "not in the 10-minute check: --long runs it (60 s)"
   skipped "moe probe, small experts" "not in the 10-minute check: --long runs it (60 s)"
+  skipped "attention probe" "not in the 10-minute check: --long runs it (60 s)"
   skipped "sustained gemm" "not in the 10-minute check: --long runs it (50 s)"
 fi
 if [[ $long -eq 1 ]]; then

@@ -59,29 +59,6 @@ std::vector<std::string> ParseSchedules(const Value& value, std::map<std::string
   return schedules;
 }
 
-// pipeline.recompute: none | selective | full, or false (none) / true (full) as before.
-Recompute ParseRecompute(const Value& v) {
-  if (v.IsScalar() && (v.node().Scalar() == "true" || v.node().Scalar() == "false")) {
-    return v.Bool() ? Recompute::kFull : Recompute::kNone;
-  }
-  return v.Enum(kRecomputeNames);
-}
-
-// pipeline.recompute_modules: a list of Megatron-LM's module names, each once.
-RecomputeModules ParseRecomputeModules(const Value& v) {
-  if (!v.IsSequence() || v.Elements().empty()) {
-    v.Fail(fmt::format("expected a list of modules to recompute, e.g. [layernorm, moe_act] (known: {})",
-                       RecomputeModules::All().Names()));
-  }
-  RecomputeModules modules;
-  for (const Value& item : v.Elements()) {
-    const RecomputeModule m = item.Enum(kRecomputeModuleNames);
-    if (modules.Has(m)) item.Fail(fmt::format("module '{}' is listed twice", Name(m)));
-    modules.Add(m);
-  }
-  return modules;
-}
-
 // pipeline.placement: the three axes, each once, innermost first.
 std::vector<Axis> ParsePlacement(const Value& v) {
   std::vector<Axis> axes;
@@ -127,8 +104,8 @@ PipelineSpec ParsePipeline(const Value& value) {
   p.microbatches = static_cast<int>(m.Get("microbatches").Int(1, kMaxMicrobatches));
   if (const auto v = m.Find("microbatch_size")) p.microbatch_size = static_cast<int>(v->Int(1, kMaxMicrobatchSize));
   if (const auto v = m.Find("steps")) p.steps = static_cast<int>(v->Int(1, kMaxSteps));
-  if (const auto v = m.Find("recompute")) p.recompute = ParseRecompute(*v);
-  if (const auto v = m.Find("recompute_modules")) p.recompute_modules = ParseRecomputeModules(*v);
+  if (const auto v = m.Find("recompute")) p.recompute = detail::ParseRecompute(*v);
+  if (const auto v = m.Find("recompute_modules")) p.recompute_modules = detail::ParseRecomputeModules(*v);
   if (const auto v = m.Find("vertical_sync")) p.vertical_sync = v->Bool();
   if (const auto v = m.Find("partition")) {
     if (v->IsSequence()) {

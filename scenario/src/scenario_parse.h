@@ -34,6 +34,11 @@ struct DeviceIncludes {
 // `memory_kernels`: the names a device's memory_kernels may use, sorted (null: any name).
 TopologySpec ParseTopology(const yaml::Value& value, const DeviceIncludes& includes,
                            const std::vector<std::string>* memory_kernels);
+// pipeline.recompute: none | selective | full, or false (none) / true (full) as before
+// (recompute_yaml.cpp).
+Recompute ParseRecompute(const yaml::Value& v);
+// pipeline.recompute_modules: a list of Megatron-LM's module names, each once.
+RecomputeModules ParseRecomputeModules(const yaml::Value& v);
 // A device that states its peak by dtype runs at the entry of the scenario's precision; fails at
 // `device` (topology.device) when it has none.
 void ResolvePeak(const yaml::Value& device, Dtype dtype, DeviceSpec* spec);

@@ -224,30 +224,6 @@ void CheckSchedules(const PipelineSpec& p, Problems* out) {
   }
 }
 
-// pipeline.recompute_modules: with selective recompute, each module one the model has (without
-// it the list is not read, as Megatron-LM reads --recompute-modules only with selective
-// granularity: `--set pipeline.recompute=none` and plan's candidates override a scenario's).
-void CheckRecomputeModules(const Scenario& s, Problems* out) {
-  const PipelineSpec& p = s.pipeline;
-  const RecomputeModules& m = p.recompute_modules;
-  if (m.empty() || p.recompute != Recompute::kSelective) return;
-  const auto& t = s.model.transformer;
-  if (!t) return;  // pipeline.recompute says selective needs one
-  bool dense = false;
-  for (int l = 0; l < t->layers && !dense; ++l) dense = !t->IsMoeLayer(l);
-  const auto lacks = [&](RecomputeModule module, bool has, std::string_view what) {
-    if (m.Has(module) && !has) {
-      out->Add("pipeline.recompute_modules", fmt::format("{} recomputes {}, which this model has not", Name(module), what));
-    }
-  };
-  lacks(RecomputeModule::kMlaUpProj, t->mla.has_value(), "MLA's up-projections (model.transformer.mla)");
-  lacks(RecomputeModule::kMoeAct, t->moe.has_value(), "the routed experts' activation (model.transformer.moe)");
-  lacks(RecomputeModule::kMoe, t->moe.has_value(), "the MoE layers (model.transformer.moe)");
-  lacks(RecomputeModule::kSharedExperts, t->moe && t->moe->shared_experts > 0,
-        "the shared experts (model.transformer.moe.shared_experts)");
-  lacks(RecomputeModule::kMlp, dense, "the dense layers' feed-forward");
-}
-
 // The data-, context- and tensor-parallel degrees: the world they make fits the topology, the
 // placement names each axis once, and what shards over T can be sharded.
 void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
@@ -297,7 +273,6 @@ void CheckParallelism(const Scenario& s, bool devices_counted, Problems* out) {
     out->Add("pipeline.recompute", "selective recomputes the attention's softmax and dropout: it needs "
                                    "model.transformer (none and full work for every model)");
   }
-  CheckRecomputeModules(s, out);
   if (const auto& t = s.model.transformer; t && t->heads > 0 && t->heads % p.tensor_parallel != 0) {
     out->Add("pipeline.tensor_parallel", fmt::format("must divide model.transformer.heads ({}): each device holds "
                                                      "whole attention heads, got {}",

@@ -36,7 +36,9 @@ void CheckExperts(const Scenario& s, Problems* out);
 void CheckFp8(const Scenario& s, Problems* out);
 // pipeline.context_parallel: flash attention over a sequence of 2C equal chunks.
 void CheckContext(const Scenario& s, Problems* out);
-// CheckAttention, CheckFp8, CheckContext and training.grad_dtype.
+// pipeline.recompute_modules: with selective recompute, each module one the model has.
+void CheckRecomputeModules(const Scenario& s, Problems* out);
+// CheckAttention, CheckFp8, CheckContext, CheckRecomputeModules and training.grad_dtype.
 void CheckTransformer(const Scenario& s, Problems* out);
 
 // The training block against the model (validate_training.cpp): a decay that ends below its

@@ -112,6 +112,7 @@ void CheckTransformer(const Scenario& s, Problems* out) {
   CheckAttention(s, out);
   CheckFp8(s, out);
   CheckContext(s, out);
+  CheckRecomputeModules(s, out);
   if (const std::optional<Dtype> grads = s.training.grad_dtype) {
     if (!s.model.transformer) {
       out->Add("training.grad_dtype", "sizes the transformer's gradients: it needs model.transformer");
@@ -223,6 +224,30 @@ void CheckExperts(const Scenario& s, Problems* out) {
            fmt::format("must divide the shared experts' width ({} x {}): they are split over the tensor group like "
                        "the dense feed-forward, got {}",
                        moe->shared_experts, t->ExpertFfn(), p.tensor_parallel));
+}
+
+// pipeline.recompute_modules: with selective recompute, each module one the model has (without
+// it the list is not read, as Megatron-LM reads --recompute-modules only with selective
+// granularity: `--set pipeline.recompute=none` and plan's candidates override a scenario's).
+void CheckRecomputeModules(const Scenario& s, Problems* out) {
+  const PipelineSpec& p = s.pipeline;
+  const RecomputeModules& m = p.recompute_modules;
+  if (m.empty() || p.recompute != Recompute::kSelective) return;
+  const auto& t = s.model.transformer;
+  if (!t) return;  // pipeline.recompute says selective needs one
+  bool dense = false;
+  for (int l = 0; l < t->layers && !dense; ++l) dense = !t->IsMoeLayer(l);
+  const auto lacks = [&](RecomputeModule module, bool has, std::string_view what) {
+    if (m.Has(module) && !has) {
+      out->Add("pipeline.recompute_modules", fmt::format("{} recomputes {}, which this model has not", Name(module), what));
+    }
+  };
+  lacks(RecomputeModule::kMlaUpProj, t->mla.has_value(), "MLA's up-projections (model.transformer.mla)");
+  lacks(RecomputeModule::kMoeAct, t->moe.has_value(), "the routed experts' activation (model.transformer.moe)");
+  lacks(RecomputeModule::kMoe, t->moe.has_value(), "the MoE layers (model.transformer.moe)");
+  lacks(RecomputeModule::kSharedExperts, t->moe && t->moe->shared_experts > 0,
+        "the shared experts (model.transformer.moe.shared_experts)");
+  lacks(RecomputeModule::kMlp, dense, "the dense layers' feed-forward");
 }
 
 }  // namespace stagecraft::sim::detail

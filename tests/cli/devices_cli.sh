@@ -116,7 +116,7 @@ done
 # line.
 check "gpu-check --dry-run: 33 steps without the build, and the budgets" '[[ $(wc -l <"$tmp/plan.txt") -eq 34 ]]'
 check "gpu-check --dry-run: each step with its budget" '[[ $(grep -cE "  # [0-9]+ s$" "$tmp/plan.txt") -eq 33 ]]'
-check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe: \|^moe probe: \|^moe probe fp8: \|^moe probe, small experts: \|^sustained gemm: \|^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
+check "gpu-check --dry-run: not the --long steps" '! grep -q "^layer probe: \|^moe probe: \|^moe probe fp8: \|^moe probe, small experts: \|^attention probe: \|^sustained gemm: \|^layer probe, fused: \|^zero bubble release" "$tmp/plan.txt"'
 # The budgets: their sum is the one stated, and a one-GPU machine's (all but the multi-GPU section)
 # fits a 10-minute call.
 read -r all multi < <(sed -n 's/^budget: \([0-9]*\) s in all, the multi-GPU section.s \([0-9]*\) s of it$/\1 \2/p' "$tmp/plan.txt")
@@ -138,6 +138,7 @@ for want in "layer probe: .*scripts/layer-probe.sh --out .*  # 55 s" \
             "moe probe: .*scripts/moe-probe.sh --out .*moe-probe  # 60 s" \
             "moe probe fp8: .*scripts/moe-probe.sh --dtype fp8 --out .*moe-probe-fp8  # 60 s" \
             "moe probe, small experts: .*scripts/moe-probe.sh --dtype fp8 --hidden 2048 --ffn 768 --cases 8x4096.*8x2048 --out .*moe-probe-small  # 60 s" \
+            "attention probe: .*scripts/attention-probe.sh --out .*attention-probe  # 60 s" \
             "sustained gemm: .*scripts/gemm-sustain.sh --seconds 30 --out .*gemm-sustain  # 50 s" \
             "layer probe, fused: .*scripts/layer-probe.sh --out .*layer-probe-fused --fused  # 300 s" \
             "zero bubble release's stage: .*scripts/zb-fork-layer.sh --out .*zb-fork-layer.json  # 240 s"; do
