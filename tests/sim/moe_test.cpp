@@ -66,22 +66,12 @@ TEST(Moe, LayerKindsAndModelFlops) {
   EXPECT_DOUBLE_EQ(TransformerModelFlopsPerToken(t), 6 * (3 * dense + 3 * 640.0 + 80) + 12.0 * 6 * 8 * 4);
 }
 
-// A tiny MoE stage: b = 1, s = 4, h = 8, a = 2 (kv = h), GELU, 4 experts of 6, top-2, E = 2, bf16,
-// one FLOP per ns, 2 ranks of 1 layer (both MoE), D = 2. Per microbatch (4 tokens):
+// testing::TinyMoeScenario (sim_test_util.h), worked by hand. Per microbatch (4 tokens):
 //   forward FLOPs: attention 2·4·8·24 + 2·(2·2·4·4·4) + 2·4·8·8 = 1536 + 512 + 512 = 2560;
 //     the router 2·4·8·4 = 256; two experts a token 2·2·4·(2·8·6) = 1536: 4352
 //   weights: attention 288, the router 32, LayerNorms 32, 4 / 2 = 2 experts of 96: 544
 //   all-to-alls: an F's dispatch and combine, 4 tokens x 2 copies x 8 wide x 2 bytes = 128 each.
-Scenario TinyMoe() {
-  Scenario s = testing::UnitScenario(2, "gpipe", 1);
-  s.model.transformer = TransformerSpec{2, 8, 2, 4, 10};
-  s.model.transformer->moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6};
-  s.training.dtype = Dtype::kBf16;
-  s.pipeline.data_parallel = 2;
-  s.pipeline.expert_parallel = 2;
-  s.topology.devices_per_node = 4;
-  return s;
-}
+Scenario TinyMoe() { return testing::TinyMoeScenario(); }
 
 TEST(Moe, AnalyticalStageCostsByHand) {
   const CostTable t = BuildCosts(TinyMoe(), 2);

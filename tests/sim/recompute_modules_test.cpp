@@ -100,8 +100,8 @@ TEST(RecomputeModules, EachModuleRepeatsItsOwnForwardKernels) {
   EXPECT_EQ(Named(GptRecomputeKernels(moe, false, true), true).size(), 4u);
 }
 
-// moe_test's TinyMoe (one FLOP a ns, b = 1, s = 4, h = 8, a = 2, 4 experts of 6 (GELU), top-2,
-// E = 2, bf16, one layer a stage). Its MoE layer keeps, in units of s·b·h = 32 bytes: 10
+// testing::TinyMoeScenario (one FLOP a ns, b = 1, s = 4, h = 8, a = 2, 4 experts of 6 (GELU),
+// top-2, E = 2, bf16, one layer a stage). Its MoE layer keeps, in units of s·b·h = 32 bytes: 10
 // unsplit, attention 8 (Q 2, K and V 4, the projection's input 2), two routed copies of
 // (2 + 4·6/8) = 5, i.e. 28·32 = 896, plus the scores 5·a·s²·b = 160: 1056 bytes. Per module:
 //   core_attn drops the scores (160) and repeats their 2·b·s·s·(q + o) = 512 FLOPs;
@@ -109,13 +109,7 @@ TEST(RecomputeModules, EachModuleRepeatsItsOwnForwardKernels) {
 //   2 x 2·6/8 = 3 (96), no FLOPs; moe the routed copies 10 (320) and repeats the router's 256
 //   and the experts' 1536 FLOPs and the dispatch and combine.
 Scenario TinyMoe(const RecomputeModules& modules) {
-  Scenario s = testing::UnitScenario(2, "gpipe", 1);
-  s.model.transformer = TransformerSpec{2, 8, 2, 4, 10};
-  s.model.transformer->moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6};
-  s.training.dtype = Dtype::kBf16;
-  s.pipeline.data_parallel = 2;
-  s.pipeline.expert_parallel = 2;
-  s.topology.devices_per_node = 4;
+  Scenario s = testing::TinyMoeScenario();
   if (!modules.empty()) s.pipeline.recompute = Recompute::kSelective;
   s.pipeline.recompute_modules = modules;
   return s;

@@ -108,6 +108,19 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
   return s;
 }
 
+// A tiny MoE stage (moe_test, recompute_modules_test): b = 1, s = 4, h = 8, a = 2 (kv = h), GELU,
+// 4 experts of 6, top-2, E = 2, bf16, one FLOP per ns, 2 ranks of 1 layer (both MoE), D = 2.
+inline Scenario TinyMoeScenario() {
+  Scenario s = UnitScenario(2, "gpipe", 1);
+  s.model.transformer = TransformerSpec{2, 8, 2, 4, 10};
+  s.model.transformer->moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6};
+  s.training.dtype = Dtype::kBf16;
+  s.pipeline.data_parallel = 2;
+  s.pipeline.expert_parallel = 2;
+  s.topology.devices_per_node = 4;
+  return s;
+}
+
 // A scenario's YAML on one node of four 100-TFLOPS devices, a pipeline of 2 ranks, with
 // `transformer` as model.transformer's map (its text, braces included).
 inline std::string OneNodeTransformerYaml(const std::string& transformer) {

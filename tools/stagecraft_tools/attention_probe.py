@@ -29,7 +29,6 @@ runs both):
 """
 import json
 import os
-import statistics
 import sys
 
 from . import block, common
@@ -46,18 +45,9 @@ BACKENDS = ("cudnn", "flash")
 
 
 def parse_cases(text):
-    """[(seq, heads)] of "SxH,SxH"; a ToolError names a bad one."""
-    cases = []
-    for item in (c for c in text.split(",") if c):
-        try:
-            s, h = (int(v) for v in item.lower().split("x"))
-            assert s > 1 and h > 0 and s % 2 == 0
-        except (ValueError, AssertionError):
-            raise common.usage_error(f"--cases: '{item}': expected SEQxHEADS, an even sequence and heads > 0")
-        cases.append((s, h))
-    if not cases:
-        raise common.usage_error("--cases: no case")
-    return cases
+    """[(seq, heads)] of "SxH,SxH"; a usage error names a bad one."""
+    return block.parse_cases(text, "SEQxHEADS, an even sequence and heads > 0",
+                             lambda s, h: s > 1 and h > 0 and s % 2 == 0)
 
 
 def flops(seq, heads, d):
@@ -140,20 +130,6 @@ def backend_runs(name, q, k, v, grad):
     return forward, backward
 
 
-def timed(fn, reps):
-    fn()  # warm: the kernels' loading, cuDNN's plan
-    times = []
-    for _ in range(reps):
-        torch.cuda._sleep(1_000_000)  # the queue kept full: the launches never show
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
-
-
 def probe(cases, d, reps):
     """[{seq, heads, kernels: [{pass, name, impl, us, flops}]}] on the GPU."""
     gen = torch.Generator().manual_seed(0)
@@ -166,9 +142,9 @@ def probe(cases, d, reps):
             runs = backend_runs(name, q, k, v, grad)
             if runs is None:
                 continue
-            kernels.append({"pass": "F", "name": "flash_attention", "impl": name, "us": timed(runs[0], reps),
+            kernels.append({"pass": "F", "name": "flash_attention", "impl": name, "us": block.gpu_median_us(torch, runs[0], reps),
                             "flops": f_flops})
-            kernels.append({"pass": "I", "name": "flash_attention.dX", "impl": name, "us": timed(runs[1], reps),
+            kernels.append({"pass": "I", "name": "flash_attention.dX", "impl": name, "us": block.gpu_median_us(torch, runs[1], reps),
                             "flops": i_flops})
         if kernels:
             out.append({"seq": seq, "heads": heads, "kernels": kernels})

@@ -12,9 +12,14 @@ measurement beside it (layer_report, zb_fork_compare); no PyTorch needed. Bad in
   report_command(argv, prog, what, report)
                            a probe's `report PROBE.json --out DIR [--device-file NAME] [--set K=V]...`
   missing_gpu(torch, what) a GPU probe's SKIPPED line where it cannot run, "" where it can
+  parse_cases(text, form, valid)
+                           a probe's --cases, "AxB,AxB", as [(a, b)]
+  gpu_median_us(torch, fn, reps)
+                           fn() timed on the GPU between CUDA events, the queue kept full: the median
 """
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 
@@ -112,3 +117,36 @@ def missing_gpu(torch_module, what):
     if not torch_module.cuda.is_available():
         return f"SKIPPED: {what} needs a CUDA device (torch.cuda.is_available() is false)"
     return ""
+
+
+def parse_cases(text, form, valid):
+    """A probe's --cases, "AxB,AxB", as [(a, b)]: each pair of integers `valid(a, b)` accepts; a
+    usage error names a bad one and what `form` ("GROUPSxROWS, both positive") asks for."""
+    cases = []
+    for item in (c for c in text.split(",") if c):
+        try:
+            a, b = (int(v) for v in item.lower().split("x"))
+            assert valid(a, b)
+        except (ValueError, AssertionError):
+            raise common.usage_error(f"--cases: '{item}': expected {form}")
+        cases.append((a, b))
+    if not cases:
+        raise common.usage_error("--cases: no case")
+    return cases
+
+
+def gpu_median_us(torch_module, fn, reps):
+    """fn() on the GPU, once to warm (kernels loaded, libraries' plans made), then `reps` times
+    between CUDA events, each after a sleep kernel that keeps the queue full so the launches never
+    show: the median, in µs."""
+    fn()
+    times = []
+    for _ in range(reps):
+        torch_module.cuda._sleep(1_000_000)
+        start, end = torch_module.cuda.Event(enable_timing=True), torch_module.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch_module.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)

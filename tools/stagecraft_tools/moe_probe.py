@@ -34,7 +34,6 @@ Usage (python3 -m stagecraft_tools.moe_probe, tools/ on PYTHONPATH; scripts/moe-
 """
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,18 +55,8 @@ GEMMS = (("F", "expert.fc", "R", "h", "2f"), ("F", "expert.fc2", "R", "f", "h"),
 
 
 def parse_cases(text):
-    """[(groups, rows)] of "GxR,GxR"; a ToolError names a bad one."""
-    cases = []
-    for item in (c for c in text.split(",") if c):
-        try:
-            g, r = (int(v) for v in item.lower().split("x"))
-            assert g > 0 and r > 0
-        except (ValueError, AssertionError):
-            raise common.usage_error(f"--cases: '{item}': expected GROUPSxROWS, both positive")
-        cases.append((g, r))
-    if not cases:
-        raise common.usage_error("--cases: no case")
-    return cases
+    """[(groups, rows)] of "GxR,GxR"; a usage error names a bad one."""
+    return block.parse_cases(text, "GROUPSxROWS, both positive", lambda g, r: g > 0 and r > 0)
 
 
 def dims(shape, r, h, f):
@@ -183,18 +172,8 @@ def probe(cases, h, f, reps, dtype):
                 if grouped is not None:
                     runs["grouped"] = grouped
             for impl, fn in runs.items():
-                fn()  # warm: cuBLAS's heuristics, the kernels' loading
-                times = []
-                for _ in range(reps):
-                    torch.cuda._sleep(1_000_000)  # the queue kept full: the launches never show
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    fn()
-                    end.record()
-                    torch.cuda.synchronize()
-                    times.append(start.elapsed_time(end) * 1e3)
-                kernels.append({"pass": spec[0], "name": spec[1], "impl": impl, "us": statistics.median(times),
-                                "flops": flops})
+                kernels.append({"pass": spec[0], "name": spec[1], "impl": impl,
+                                "us": block.gpu_median_us(torch, fn, reps), "flops": flops})
         out.append({"groups": groups, "rows": r, "kernels": kernels})
     return out
 
