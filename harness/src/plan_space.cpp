@@ -153,10 +153,13 @@ void FillSpace(Space* space) {
   space->recompute = options.recompute;
   if (space->recompute.empty()) {
     space->recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
-    // Selective recomputes the attention's scores, which a fused kernel never keeps: with
-    // attention: flash it is none's run again (the same time and memory).
+    // Selective recomputes the scenario's recompute_modules, by default the attention's scores,
+    // which a fused kernel never keeps: with attention: flash and no other module stated it is
+    // none's run again (the same time and memory).
     const sim::TransformerSpec* t = scenario.model.transformer ? &*scenario.model.transformer : nullptr;
-    if (t != nullptr && t->attention != sim::AttentionKernel::kFlash) {
+    const sim::RecomputeModules& stated = scenario.pipeline.recompute_modules;
+    const bool scores_only = stated.empty() || stated == sim::RecomputeModules{sim::RecomputeModule::kCoreAttn};
+    if (t != nullptr && (t->attention != sim::AttentionKernel::kFlash || !scores_only)) {
       space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
     }
   }

@@ -123,6 +123,23 @@ TEST(ContextParallelPredict, ThePlanSearchesContextParallelismAndItsBestIsNeverB
   }
   EXPECT_EQ(tried, (std::set<int>{1, 2}));
   EXPECT_NE(DescribePlan(r, 3).find("layouts P x D x T x C = 8 (C: 1, 2)"), std::string::npos);
+  // A scenario that names another module (the dense feed-forward, `mlp`) makes selective its own
+  // run: tried, each beside the same layout without recompute, keeping less and taking longer.
+  const sim::Scenario modules = sim::LoadScenarioForNewLayout(path, {"pipeline.recompute_modules=[mlp]"});
+  const PlanResult with = Plan(modules, o);
+  int selective = 0;
+  for (const PlanEntry& e : with.entries) {
+    if (e.config.recompute != sim::Recompute::kSelective) continue;
+    PlanConfig none = e.config;
+    none.recompute = sim::Recompute::kNone;
+    const auto twin = std::find_if(with.entries.begin(), with.entries.end(), [&](const PlanEntry& other) {
+      return DescribeConfig(other.config) == DescribeConfig(none);
+    });
+    if (twin == with.entries.end()) continue;
+    ++selective;
+    EXPECT_GT(e.metrics.step_time_ms, twin->metrics.step_time_ms) << DescribeConfig(e.config);
+  }
+  EXPECT_GT(selective, 0);
   EXPECT_NE(PlanJson(r).find("\"context_parallel\":[1,2]"), std::string::npos);
   // The best against the other C at its P, T and microbatches, simulated directly.
   PlanConfig other = r.best()->config;
