@@ -112,8 +112,9 @@ inline Scenario UnitScenario(int ranks, const std::string& schedule, int microba
 // 4 experts of 6, top-2, E = 2, bf16, one FLOP per ns, 2 ranks of 1 layer (both MoE), D = 2.
 inline Scenario TinyMoeScenario() {
   Scenario s = UnitScenario(2, "gpipe", 1);
-  s.model.transformer = TransformerSpec{2, 8, 2, 4, 10};
-  s.model.transformer->moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6};
+  TransformerSpec& t = s.model.transformer.emplace();
+  t.layers = 2, t.hidden = 8, t.heads = 2, t.seq = 4, t.vocab = 10;
+  t.moe = MoeSpec{.experts = 4, .top_k = 2, .expert_hidden = 6};
   s.training.dtype = Dtype::kBf16;
   s.pipeline.data_parallel = 2;
   s.pipeline.expert_parallel = 2;
