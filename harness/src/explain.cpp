@@ -73,16 +73,19 @@ Explanation Explain(const Scenario& sc, std::string_view flag) {
   const std::string within = fmt::format(" attending within its window of {}", windowed.window);
   section("block", fmt::format("one transformer block{}", unused(false)), GptBlockKernels(shape));
   if (runs[0][1]) section("windowed_block", "one transformer block" + within, GptBlockKernels(windowed));
-  const std::string recompute = p.full_recompute() ? "full recompute"
-                                : fmt::format("selective recompute of {}", p.SelectiveModules().Names());
-  if (p.recompute != Recompute::kNone) section("recompute", recompute + " (inside I)", RecomputeKernels(p, shape, false));
+  // "full recompute (inside I)", "selective recompute of layernorm, moe_act in it (inside I)".
+  const auto recompute = [&](const char* in) {
+    return p.full_recompute() ? fmt::format("full recompute{} (inside I)", in)
+                              : fmt::format("selective recompute of {}{} (inside I)", p.SelectiveModules().Names(), in);
+  };
+  if (p.recompute != Recompute::kNone) section("recompute", recompute(""), RecomputeKernels(p, shape, false));
   if (t.moe) {  // its all-to-alls are the ALL_TO_ALL ops', not listed
     section("moe_block", fmt::format("one mixture-of-experts block{}", unused(true)), GptBlockKernels(shape, true));
     if (runs[1][1]) {
       section("windowed_moe_block", "one mixture-of-experts block" + within, GptBlockKernels(windowed, true));
     }
     if (p.recompute != Recompute::kNone) {
-      section("moe_recompute", recompute + " of it (inside I)", RecomputeKernels(p, shape, true));
+      section("moe_recompute", recompute(" in it"), RecomputeKernels(p, shape, true));
     }
   }
   section("embeddings", "embeddings (first stage)", GptEmbeddingKernels(shape));
