@@ -106,11 +106,6 @@ double LayerActivationBytes16(double s, double b, double h, double a, double t, 
 
 }  // namespace
 
-// What a stage keeps per microbatch: Korthikanti's activations (16-bit bytes scaled to the
-// dtype; the logits' gradient, its vocabulary share, kept from F to the backward on the last
-// stage), what a full recompute rebuilds one layer at a time, and the W stash. Tensor-parallel,
-// the W stash's attention output and feed-forward down-projection inputs are split (with
-// sequence parallelism all of them; a MoE layer is sequence-parallel, Validate).
 void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, const StageChecks& check, StageCost* cost) {
   const TransformerSpec& t = *sc.model.transformer;
   const PipelineSpec& p = sc.pipeline;
