@@ -157,8 +157,8 @@ void FillSpace(Space* space) {
     // which a fused kernel never keeps: with attention: flash and no other module stated it is
     // none's run again (the same time and memory).
     const sim::TransformerSpec* t = scenario.model.transformer ? &*scenario.model.transformer : nullptr;
-    const sim::RecomputeModules& stated = scenario.pipeline.recompute_modules;
-    const bool scores_only = stated.empty() || stated == sim::RecomputeModules{sim::RecomputeModule::kCoreAttn};
+    const bool scores_only =
+        scenario.pipeline.ModulesIfSelective() == sim::RecomputeModules{sim::RecomputeModule::kCoreAttn};
     if (t != nullptr && (t->attention != sim::AttentionKernel::kFlash || !scores_only)) {
       space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
     }

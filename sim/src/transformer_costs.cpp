@@ -233,18 +233,13 @@ double SelectiveRepeatFlopsPerToken(const Scenario& sc, const StageLayers& layer
   if (m.Has(M::kCoreAttn) && t.attention != AttentionKernel::kFlash) {
     flops += layers.count * 2.0 * t.seq * static_cast<double>(t.QWidth() + t.OWidth());
   }
-  if (m.Has(M::kMlp)) flops += layers.dense() * 2.0 * static_cast<double>((t.Ups() + 1) * t.hidden * t.Ffn());
+  if (m.Has(M::kMlp)) flops += layers.dense() * (LayerFlopsPerToken(t) - AttentionFlopsPerToken(t));
   if (layers.moe > 0 && m.Has(M::kMoe)) {
     flops += layers.moe * (MoeLayerFlopsPerToken(t) - AttentionFlopsPerToken(t));
   } else if (layers.moe > 0 && m.Has(M::kSharedExperts)) {
     flops += layers.moe * 2.0 * t.moe->shared_experts * static_cast<double>(ExpertParams(t));
   }
-  if (m.Has(M::kMlaUpProj) && t.mla) {
-    const double rq = t.mla->q_lora_rank > 0 ? t.mla->q_lora_rank : t.hidden;
-    flops += layers.count * 2.0 *
-             (rq * static_cast<double>(t.QWidth()) +
-              static_cast<double>(t.mla->kv_lora_rank) * t.heads * static_cast<double>(t.HeadDim() + t.VHeadDim()));
-  }
+  if (m.Has(M::kMlaUpProj)) flops += layers.count * 2.0 * static_cast<double>(MlaUpParams(t));
   return flops;
 }
 
@@ -277,10 +272,10 @@ StageCost TransformerStage(const Scenario& sc, int st, int stages, int rank, con
   const double tensor_ns = layers.count * (1 + AttentionCollectiveShare(t)) * TensorAllReduceNs(sc, rank, s * b * h * d);
   // A repeated forward repeats its tensor group's all-reduces: all of them, or the dense
   // feed-forwards' one each (mlp).
-  const double repeat_tensor_ns =
-      recompute                                                   ? tensor_ns
-      : p.SelectiveModules().Has(RecomputeModule::kMlp) ? layers.dense() * TensorAllReduceNs(sc, rank, s * b * h * d)
-                                                                  : 0.0;
+  double repeat_tensor_ns = recompute ? tensor_ns : 0.0;
+  if (p.SelectiveModules().Has(RecomputeModule::kMlp)) {
+    repeat_tensor_ns = layers.dense() * TensorAllReduceNs(sc, rank, s * b * h * d);
+  }
   const StageChecks check(sc.path, st, keys);
   StageCost cost;
   // With the tensor group's all-reduces (none at T = 1; a repeated forward repeats them) and the

@@ -192,8 +192,10 @@ def recompute_of(row):
     """The row's recompute as pipeline keys: full for full recompute (NeMo AutoModel's
     activation_checkpointing checkpoints every block), selective with the modules its source names."""
     cell = row["recompute"]
-    if cell in ("full", "activation_checkpointing") or not cell.startswith("selective:"):
-        return "recompute: " + ("full" if cell in ("full", "activation_checkpointing") else "none")
+    if cell in ("full", "activation_checkpointing"):
+        return "recompute: full"
+    if not cell.startswith("selective:"):
+        return "recompute: none"
     modules = ", ".join(RECOMPUTE_MODULES.get(m, m) for m in cell.split(":", 1)[1].split("+"))
     return f"recompute: selective, recompute_modules: [{modules}]"
 

@@ -190,11 +190,14 @@ struct PipelineShape {
 
   bool runs_all() const { return schedules.size() == 1 && schedules.front() == "all"; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
-  // What a selective recompute rebuilds: the modules stated, else core_attn (Megatron-LM's
-  // default); none without selective recompute (full recompute rebuilds the whole block).
-  RecomputeModules SelectiveModules() const {
-    if (recompute != Recompute::kSelective) return {};
+  // What a selective recompute of this pipeline rebuilds, whatever `recompute` says (plan tries
+  // it): the modules stated, else core_attn (Megatron-LM's default).
+  RecomputeModules ModulesIfSelective() const {
     return recompute_modules.empty() ? RecomputeModules{RecomputeModule::kCoreAttn} : recompute_modules;
+  }
+  // What its selective recompute rebuilds; none without one (full recompute rebuilds the whole block).
+  RecomputeModules SelectiveModules() const {
+    return recompute == Recompute::kSelective ? ModulesIfSelective() : RecomputeModules{};
   }
 };
 

@@ -195,12 +195,16 @@ constexpr int64_t MlaReplicatedParams(const TransformerSpec& t) {
   const int64_t h = t.hidden, rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank;
   return h * rq + rq + h * (rkv + t.mla->rope_head_dim) + rkv;
 }
+// MLA's ups (split over a tensor group by heads): (r_q, or h without a query latent)·q and
+// r_kv·heads·(head_dim + v_head_dim); 0 without MLA.
+constexpr int64_t MlaUpParams(const TransformerSpec& t) {
+  if (!t.mla) return 0;
+  const int64_t rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank;
+  return (rq > 0 ? rq : int64_t{t.hidden}) * t.QWidth() + rkv * t.heads * (t.HeadDim() + t.VHeadDim());
+}
 constexpr int64_t AttentionParams(const TransformerSpec& t) {
   const int64_t h = t.hidden, q = t.QWidth(), kv = t.KvWidth(), o = t.OWidth(), biases = t.bias ? 1 : 0;
-  if (t.mla) {
-    const int64_t rq = t.mla->q_lora_rank, rkv = t.mla->kv_lora_rank;
-    return MlaReplicatedParams(t) + (rq > 0 ? rq : h) * q + rkv * t.heads * (t.HeadDim() + t.VHeadDim()) + o * h;
-  }
+  if (t.mla) return MlaReplicatedParams(t) + MlaUpParams(t) + o * h;
   return h * (q + 2 * kv) + biases * (q + 2 * kv) + o * h + biases * h;
 }
 constexpr int64_t DenseFfnParams(const TransformerSpec& t) {
