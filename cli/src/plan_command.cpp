@@ -123,7 +123,7 @@ Command AddPlanCommand(CLI::App& root) {
       ->delimiter(',');
   app->add_option("--schedules", flags->schedules, "The schedules to try (1f1b,zb-h1,...,auto); default all")
       ->delimiter(',');
-  app->add_option("--recompute", flags->recompute, "none,selective,full (default all that apply)")->delimiter(',');
+  app->add_option("--recompute", flags->recompute, "none,selective,full (default all that apply; selective: each set of modules docs/plan.md names)")->delimiter(',');
   app->add_option("--partition", flags->partitions, "even,balanced (default both where they differ)")->delimiter(',');
   app->add_option("--zero", flags->zero, "ZeRO stages to search, 0 to 3 (default 0,1 where D > 1)")->delimiter(',');
   app->add_option("--max-microbatch-size", flags->max_microbatch_size, "Largest microbatch to try (default 0: no bound)");

@@ -70,7 +70,7 @@ std::string DescribeConfig(const PlanConfig& c) {
                      c.tensor_parallel, c.sequence_parallel ? "(sp)" : "",
                      c.context_parallel > 1 ? fmt::format(" C{}", c.context_parallel) : "",
                      c.expert_parallel > 1 ? fmt::format(" E{}", c.expert_parallel) : "", c.microbatch_size, c.microbatches,
-                     c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", sim::Name(c.recompute), c.zero,
+                     c.chunks > 1 ? fmt::format(" v{}", c.chunks) : "", RecomputeLabel(c), c.zero,
                      sim::Name(c.partition),
                      c.offload_activations > 0 ? fmt::format(" offload {:g}", c.offload_activations) : "",
                      c.optimizer_on_host ? " optimizer-host" : "", placement);

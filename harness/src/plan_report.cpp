@@ -54,10 +54,10 @@ std::string Staleness(const schedules::ScheduleMetrics& m) {
 std::string TableRow(int rank, const PlanEntry& e) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
-  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13.3f} "
+  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<16} {:>4} {:<9} {:>13.3f} "
                      "{:>11.2f} {:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
-                     c.context_parallel, c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, sim::Name(c.recompute), c.zero, sim::Name(c.partition),
+                     c.context_parallel, c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, RecomputeLabel(c), c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.metrics.model_tflops_per_device),
                      100 * e.metrics.bubble_fraction, Staleness(e.metrics), FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
@@ -142,7 +142,7 @@ std::string DescribePlan(const PlanResult& r, int top) {
                      r.threads == 1 ? "" : "s");
   for (const std::string& note : r.notes) out += "note: " + note + "\n";
   out += fmt::format("top {} by throughput:\n", top);
-  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<9} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} "
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<16} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} "
                      "{:>12}  {}\n",
                      "#", "schedule", "P", "D", "T", "C", "E", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
                      "TFLOP/s", "bubble", "stale", "peak memory", "largest term");
@@ -232,7 +232,15 @@ std::string PlanJson(const PlanResult& r) {
       j.EndArray();
     }
     j.Key("chunks").Int(c.chunks).Key("microbatches").Int(c.microbatches).Key("microbatch_size").Int(c.microbatch_size);
-    j.Key("recompute").String(sim::Name(c.recompute)).Key("zero").Int(c.zero).Key("partition").String(sim::Name(c.partition));
+    j.Key("recompute").String(sim::Name(c.recompute));
+    if (c.recompute == sim::Recompute::kSelective) {
+      j.Key("recompute_modules").StartArray();
+      for (const auto& [module, name] : sim::kRecomputeModuleNames) {
+        if (c.recompute_modules.Has(module)) j.String(name);
+      }
+      j.EndArray();
+    }
+    j.Key("zero").Int(c.zero).Key("partition").String(sim::Name(c.partition));
     if (c.offload_activations > 0) j.Key("offload_activations").Number(c.offload_activations);
     if (c.optimizer_on_host) j.Key("optimizer_on_host").Bool(true);
     j.EndObject();

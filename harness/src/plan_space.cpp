@@ -47,6 +47,7 @@ sim::Scenario ScenarioFor(const sim::Scenario& base, const PlanConfig& c, const 
   p.sequence_parallel = c.sequence_parallel;
   p.zero = c.zero;
   p.recompute = c.recompute;
+  if (c.recompute == sim::Recompute::kSelective) p.recompute_modules = c.recompute_modules;
   p.partition = c.partition;
   if (c.offload_activations > 0) p.offload.activations = c.offload_activations;
   if (c.optimizer_on_host) p.offload.optimizer = sim::OptimizerPlace::kHost;
@@ -70,6 +71,9 @@ std::vector<std::string> ConfigOverrides(const PlanConfig& c, const PlanOptions&
       fmt::format("pipeline.recompute={}", sim::Name(c.recompute)),
       fmt::format("pipeline.partition={}", sim::Name(c.partition)),
   };
+  if (c.recompute == sim::Recompute::kSelective) {
+    sets.push_back(fmt::format("pipeline.recompute_modules=[{}]", c.recompute_modules.Names()));
+  }
   // Always: a scenario that states another E is what the plan replaced.
   sets.push_back(fmt::format("pipeline.expert_parallel={}", c.expert_parallel));
   if (!c.placement.empty()) {
@@ -150,25 +154,7 @@ void FillSpace(Space* space) {
   }
   const bool moe = scenario.model.transformer && scenario.model.transformer->moe.has_value();
   space->generators = GeneratorsOf(options, moe);
-  space->recompute = options.recompute;
-  if (space->recompute.empty()) {
-    space->recompute = {sim::Recompute::kNone, sim::Recompute::kFull};
-    // Selective recomputes the scenario's recompute_modules, by default the attention's scores,
-    // which a fused kernel never keeps: with attention: flash and no other module stated it is
-    // none's run again (the same time and memory).
-    const sim::TransformerSpec* t = scenario.model.transformer ? &*scenario.model.transformer : nullptr;
-    const bool scores_only =
-        scenario.pipeline.ModulesIfSelective() == sim::RecomputeModules{sim::RecomputeModule::kCoreAttn};
-    if (t != nullptr && (t->attention != sim::AttentionKernel::kFlash || !scores_only)) {
-      space->recompute.insert(space->recompute.begin() + 1, sim::Recompute::kSelective);
-    }
-  }
-  for (const sim::Recompute rc : space->recompute) {
-    if (rc == sim::Recompute::kSelective && !scenario.model.transformer) {
-      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
-                       "model.transformer");
-    }
-  }
+  space->recompute = RecomputeChoices(scenario, options.recompute);
   space->contexts = ContextsTried(scenario, options);
   const unsigned cores = std::thread::hardware_concurrency();
   space->max_threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, cores));
@@ -199,7 +185,8 @@ class PartitionCache {
   // `chunks` stages per rank of sc.pipeline.ranks, loop placement (node groups weigh each
   // rank's stages by its device, which its ranks and replicas decide).
   bool Differs(const sim::Scenario& sc, int chunks) {
-    const auto key = std::tuple{sc.pipeline.ranks, chunks, sc.pipeline.recompute, sc.pipeline.tensor_parallel,
+    const auto key = std::tuple{sc.pipeline.ranks,          chunks, sc.pipeline.recompute,
+                                sc.pipeline.SelectiveModules().Names(), sc.pipeline.tensor_parallel,
                                 sc.pipeline.replicas()};
     const std::lock_guard<std::mutex> lock(mutex_);
     if (const auto it = known_.find(key); it != known_.end()) return it->second;
@@ -217,7 +204,7 @@ class PartitionCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::tuple<int, int, sim::Recompute, int, int>, bool> known_;
+  std::map<std::tuple<int, int, sim::Recompute, std::string, int, int>, bool> known_;
 };
 
 // The T a layout may not have: the model shards no layer, the tensor group would leave its node
@@ -372,8 +359,9 @@ class Enumerator {
         result_->rejected[static_cast<int>(PlanReject::kTooLarge)] += variants;
         continue;
       }
-      for (const sim::Recompute rc : space_.recompute) {
-        c.recompute = rc;
+      for (const RecomputeChoice& rc : space_.recompute) {
+        c.recompute = rc.kind;
+        c.recompute_modules = rc.modules;
         for (const int z : zeros) {
           c.zero = z;
           Partitions(c, info, ops);
@@ -394,7 +382,8 @@ class Enumerator {
       }
       ++result_->enumerated;
       const CostKey key{c.ranks,       c.chunks,  c.data_parallel, c.tensor_parallel, c.context_parallel, c.expert_parallel,
-                        c.microbatch_size, c.zero, c.placement, info.placement, c.recompute, c.partition, c.sequence_parallel,
+                        c.microbatch_size, c.zero, c.placement, info.placement, c.recompute, c.recompute_modules.Names(), c.partition,
+                        c.sequence_parallel,
                         schedules::PolicyInfo(info.weights).update_per_microbatch};
       const auto [it, added] = keys_.try_emplace(key, static_cast<int>(keys_.size()));
       candidates_.push_back({c, &info, it->second, 0, ops});

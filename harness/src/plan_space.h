@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,13 @@
 
 namespace stagecraft::harness::detail {
 
+// A recompute the plan tries: its kind and, with selective, the modules (PlanConfig's).
+struct RecomputeChoice {
+  sim::Recompute kind = sim::Recompute::kNone;
+  sim::RecomputeModules modules;
+  friend bool operator==(const RecomputeChoice&, const RecomputeChoice&) = default;
+};
+
 // Everything the search reads, fixed before it starts.
 struct Space {
   Space(const sim::Scenario& scenario, const PlanOptions& plan) : base(scenario), options(plan), topology(scenario.topology) {}
@@ -25,7 +33,7 @@ struct Space {
   int layers = 0;
   int64_t limit_bytes = 0;
   std::vector<const schedules::GeneratorInfo*> generators;
-  std::vector<sim::Recompute> recompute;
+  std::vector<RecomputeChoice> recompute;
   std::vector<int> contexts;  // the C tried (PlanOptions::context_parallel or DefaultContextParallel)
   int max_threads = 1;
 };
@@ -36,6 +44,7 @@ struct CostKey {
   std::vector<sim::Axis> device_order;  // PlanConfig::placement
   schedules::Placement placement;
   sim::Recompute recompute;
+  std::string recompute_modules;  // PlanConfig::recompute_modules' Names()
   sim::Partition partition;
   bool sequence_parallel, per_microbatch_updates;
   auto operator<=>(const CostKey&) const = default;
@@ -93,10 +102,21 @@ inline bool SomeLayoutTakes(const std::vector<int>& contexts, int gpus, int tp) 
   return std::any_of(contexts.begin(), contexts.end(), [&](int c) { return gpus / c % tp == 0; });
 }
 
+// The recomputes the plan tries for `asked` (PlanOptions::recompute; empty: none, selective and
+// full), in that order. Selective, with model.transformer only, is each of these sets of modules
+// (pipeline.recompute_modules) once, in this order: the scenario's (Megatron-LM's default,
+// core_attn, when it states none); Megatron-LM's fine-grained recompute for MoE models
+// (`--recompute-modules mla_up_proj layernorm moe_act`, its MoE guide), core_attn too with an
+// unfused attention, each of them only where the model has what it drops; and with MoE layers the
+// same with the whole MoE layer (moe) for its activation. Only sets that drop something the model
+// keeps (not core_attn with a fused attention kernel, which keeps no scores, nor layernorm in a
+// dense layer without MLA, whose LayerNorms are fused into the next GEMM), unless selective was
+// asked and none does: then the scenario's. Throws InputError for selective asked without a
+// transformer.
+std::vector<RecomputeChoice> RecomputeChoices(const sim::Scenario& scenario, const std::vector<sim::Recompute>& asked);
+
 // The rest of `space` from its scenario and options: the layers, the memory limit, the
-// generators, the recompute policies (throws InputError for selective without a transformer;
-// unasked, selective only where it differs from none: not with a fused attention kernel, which
-// keeps no scores), the context parallelism tried and the threads.
+// generators, the recomputes (RecomputeChoices), the context parallelism tried and the threads.
 void FillSpace(Space* space);
 
 // Every configuration of the space that passes topology, batch and shape and is within --max-ops,

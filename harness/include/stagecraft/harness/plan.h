@@ -41,6 +41,9 @@ struct PlanConfig {
   int chunks = 1;  // virtual stages per rank (interleaved: v; the V schedules: 2)
   int microbatches = 1, microbatch_size = 1;
   sim::Recompute recompute = sim::Recompute::kNone;
+  // pipeline.recompute_modules with selective: the set of modules this configuration recomputes
+  // (plan's sets: RecomputeChoices, docs/plan.md); empty with none and full.
+  sim::RecomputeModules recompute_modules;
   int zero = 0;
   sim::Partition partition = sim::Partition::kEven;
   bool sequence_parallel = false;
@@ -55,6 +58,11 @@ struct PlanConfig {
 
 // "interleaved P64 D6 T8 b1 m512 v2 full zero-1 even"
 std::string DescribeConfig(const PlanConfig& config);
+// The recompute as DescribeConfig and the table state it: "none", "full", "selective" (Megatron-LM's
+// default module, core_attn, alone) or the selective modules shortened, "sel:ln+mla+act" (attn,
+// ln, mla, act, mlp, moe, shared: core_attn, layernorm, mla_up_proj, moe_act, mlp, moe,
+// shared_experts); JSON and the overrides name them in full.
+std::string RecomputeLabel(const PlanConfig& config);
 
 // Why a configuration was left out. The first two are counted per layout (P x D x T), the
 // others per configuration.
@@ -99,7 +107,8 @@ struct PlanOptions {
   // The C to try (pipeline.context_parallel); empty: DefaultContextParallel's.
   std::vector<int> context_parallel;
   std::vector<std::string> schedules;      // generators to try; empty: all of them
-  std::vector<sim::Recompute> recompute;   // empty: none, selective (transformer only) and full
+  // Empty: none, selective (transformer only; each of RecomputeChoices' module sets) and full.
+  std::vector<sim::Recompute> recompute;
   std::vector<sim::Partition> partitions;  // empty: even, and balanced where it splits otherwise
   std::vector<int> zero;                   // empty: 0, and 1 where D > 1
   int max_microbatch_size = 0;             // 0: no bound

@@ -1,0 +1,97 @@
+// The recomputes `stagecraft plan` tries (plan_space.h's RecomputeChoices) and how its reports
+// name them (plan.h's RecomputeLabel).
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "plan_space.h"
+#include "stagecraft/base/error.h"
+
+namespace stagecraft::harness {
+
+std::string RecomputeLabel(const PlanConfig& c) {
+  using M = sim::RecomputeModule;
+  if (c.recompute != sim::Recompute::kSelective || c.recompute_modules == sim::RecomputeModules{M::kCoreAttn}) {
+    return std::string(sim::Name(c.recompute));
+  }
+  // Short, for the table's column: Megatron-LM's names without their parts the set makes plain.
+  constexpr std::pair<M, std::string_view> kShort[] = {{M::kCoreAttn, "attn"}, {M::kLayernorm, "ln"},
+                                                       {M::kMlaUpProj, "mla"},  {M::kMoeAct, "act"},
+                                                       {M::kMlp, "mlp"},        {M::kMoe, "moe"},
+                                                       {M::kSharedExperts, "shared"}};
+  std::string out = "sel:";
+  for (const auto& [module, name] : kShort) {
+    if (!c.recompute_modules.Has(module)) continue;
+    if (out.size() > 4) out += '+';
+    out += name;
+  }
+  return out;
+}
+
+}  // namespace stagecraft::harness
+
+namespace stagecraft::harness::detail {
+
+std::vector<RecomputeChoice> RecomputeChoices(const sim::Scenario& scenario, const std::vector<sim::Recompute>& asked) {
+  using M = sim::RecomputeModule;
+  const std::vector<sim::Recompute> kinds =
+      asked.empty() ? std::vector<sim::Recompute>{sim::Recompute::kNone, sim::Recompute::kSelective, sim::Recompute::kFull}
+                    : asked;
+  std::vector<RecomputeChoice> out;
+  for (const sim::Recompute kind : kinds) {
+    if (kind != sim::Recompute::kSelective) {
+      out.push_back({kind, {}});
+      continue;
+    }
+    if (!scenario.model.transformer) {
+      if (asked.empty()) continue;
+      throw InputError("--recompute: selective recomputes the attention's softmax and dropout: it needs "
+                       "model.transformer");
+    }
+    const sim::TransformerSpec& t = *scenario.model.transformer;
+    const bool moe = t.moe.has_value(), mla = t.mla.has_value();
+    bool dense = false;
+    for (int l = 0; l < t.layers && !dense; ++l) dense = !t.IsMoeLayer(l);
+    // Whether a module drops anything this model keeps (sim's transformer_memory.cpp counts what).
+    const auto drops = [&](M m) {
+      switch (m) {
+        case M::kCoreAttn: return t.attention != sim::AttentionKernel::kFlash;
+        case M::kLayernorm: return moe || mla;
+        case M::kMlaUpProj: return mla;
+        case M::kMoeAct: case M::kMoe: return moe;
+        case M::kSharedExperts: return moe && t.moe->shared_experts > 0;
+        case M::kMlp: return dense;
+      }
+      return false;
+    };
+    const auto useful = [&](const sim::RecomputeModules& set) {
+      return std::any_of(std::begin(sim::kRecomputeModuleNames), std::end(sim::kRecomputeModuleNames),
+                         [&](const auto& entry) { return set.Has(entry.value) && drops(entry.value); });
+    };
+    sim::RecomputeModules fine;
+    for (const M m : {M::kCoreAttn, M::kLayernorm, M::kMlaUpProj, M::kMoeAct}) {
+      if (drops(m)) fine.Add(m);
+    }
+    std::vector<sim::RecomputeModules> sets = {scenario.pipeline.ModulesIfSelective(), fine};
+    if (moe) {
+      sim::RecomputeModules whole;  // the fine-grained set with the whole MoE layer for its activation
+      for (const M m : {M::kCoreAttn, M::kLayernorm, M::kMlaUpProj}) {
+        if (fine.Has(m)) whole.Add(m);
+      }
+      whole.Add(M::kMoe);
+      sets.push_back(whole);
+    }
+    const size_t before = out.size();
+    for (const sim::RecomputeModules& set : sets) {
+      const RecomputeChoice choice{sim::Recompute::kSelective, set};
+      if (useful(set) && std::find(out.begin(), out.end(), choice) == out.end()) out.push_back(choice);
+    }
+    if (out.size() == before && !asked.empty()) out.push_back({kind, scenario.pipeline.ModulesIfSelective()});
+  }
+  return out;
+}
+
+}  // namespace stagecraft::harness::detail
