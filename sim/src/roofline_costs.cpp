@@ -25,15 +25,16 @@ namespace stagecraft::sim {
 double KernelTime::ns() const { return std::max(compute_ns, memory_ns) + link_ns + launch_ns; }
 
 double GemmComputeNs(const DeviceSpec& device, double peak_flops, int64_t m, int64_t n, int64_t k, int64_t batch,
-                     bool batched) {
+                     bool batched, bool fp8) {
   const GemmModel& g = device.gemm;
-  const double efficiency = g.max_efficiency * (batched ? g.batched_efficiency : 1.0);
+  const double efficiency = g.MaxEfficiency(fp8) * (batched ? g.batched_efficiency : 1.0);
+  const double k_overhead = g.KOverhead(fp8);
   const double sm_rate = peak_flops * efficiency / g.sms;  // FLOP/s of one SM
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [tm, tn] : g.tiles) {
     const double tiles = std::ceil(static_cast<double>(m) / tm) * std::ceil(static_cast<double>(n) / tn) * batch;
     const double waves = std::ceil(tiles / g.sms);
-    best = std::min(best, waves * 2.0 * tm * tn * (static_cast<double>(k) + g.k_overhead) / sm_rate * 1e9);
+    best = std::min(best, waves * 2.0 * tm * tn * (static_cast<double>(k) + k_overhead) / sm_rate * 1e9);
   }
   return best;
 }
@@ -60,7 +61,8 @@ KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group,
     // An FP8 GEMM (training.fp8) at the device's FP8 peak, through the same tile and wave model.
     const double peak = kernel.fp8 ? device.peak_by_dtype[static_cast<int>(Dtype::kFp8)] : device.peak_flops;
     t.compute_ns =
-        GemmComputeNs(device, peak, kernel.m, kernel.n, kernel.k, kernel.batch, kernel.kind == KernelClass::kBatchedGemm);
+        GemmComputeNs(device, peak, kernel.m, kernel.n, kernel.k, kernel.batch, kernel.kind == KernelClass::kBatchedGemm,
+                      kernel.fp8);
   }
   const double rate = kernel.kind == KernelClass::kMemory ? device.MemoryKernelRate(kernel.name) : 1.0;
   t.memory_ns = kernel.bytes / (device.memory_bandwidth * device.memory_efficiency * rate) * 1e9;

@@ -19,10 +19,12 @@ namespace stagecraft::sim {
 //                                                                            sums stay exact (ratio 1e13)
 //   topology.device.peak                             1 MFLOPS .. 1 EFLOPS
 //   topology.device.efficiency, memory_efficiency,   0.001 .. 1
-//     gemm.max_efficiency, gemm.batched_efficiency
+//     gemm.max_efficiency, gemm.batched_efficiency,
+//     gemm.fp8.max_efficiency (read from YAML only)
 //   topology.device.memory_kernels (each rate)       0.001 .. 2
 //   topology.device.gemm.sms                         1 .. 2^16
-//   topology.device.gemm.tiles (m, n), k_overhead    1 .. 2^16 (k_overhead from 0)
+//   topology.device.gemm.tiles (m, n), k_overhead,   1 .. 2^16 (k_overhead from 0)
+//     gemm.fp8.k_overhead
 //   sizes: topology.device.memory (from 1 B),        0 .. 1 PiB per value    sums of 2^13 of them fit
 //     model.costs.*_bytes, profile *_bytes                                   int64
 //   pipeline.ranks; topology devices                 1 .. 2^16 (65,536)
