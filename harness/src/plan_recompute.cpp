@@ -1,7 +1,6 @@
 // The recomputes `stagecraft plan` tries (plan_space.h's RecomputeChoices) and how its reports
 // name them (plan.h's RecomputeLabel).
 #include <algorithm>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -67,9 +66,14 @@ std::vector<RecomputeChoice> RecomputeChoices(const sim::Scenario& scenario, con
       }
       return false;
     };
-    const auto useful = [&](const sim::RecomputeModules& set) {
-      return std::any_of(std::begin(sim::kRecomputeModuleNames), std::end(sim::kRecomputeModuleNames),
-                         [&](const auto& entry) { return set.Has(entry.value) && drops(entry.value); });
+    // A set less the modules that drop nothing here (a scenario's may name them, as core_attn with
+    // a fused attention): sets that run alike are tried once, and what is written back loads.
+    const auto effective = [&](const sim::RecomputeModules& set) {
+      sim::RecomputeModules out;
+      for (const auto& entry : sim::kRecomputeModuleNames) {
+        if (set.Has(entry.value) && drops(entry.value)) out.Add(entry.value);
+      }
+      return out;
     };
     sim::RecomputeModules fine;
     for (const M m : {M::kCoreAttn, M::kLayernorm, M::kMlaUpProj, M::kMoeAct}) {
@@ -86,8 +90,8 @@ std::vector<RecomputeChoice> RecomputeChoices(const sim::Scenario& scenario, con
     }
     const size_t before = out.size();
     for (const sim::RecomputeModules& set : sets) {
-      const RecomputeChoice choice{sim::Recompute::kSelective, set};
-      if (useful(set) && std::find(out.begin(), out.end(), choice) == out.end()) out.push_back(choice);
+      const RecomputeChoice choice{sim::Recompute::kSelective, effective(set)};
+      if (!choice.modules.empty() && std::find(out.begin(), out.end(), choice) == out.end()) out.push_back(choice);
     }
     if (out.size() == before && !asked.empty()) out.push_back({kind, scenario.pipeline.ModulesIfSelective()});
   }

@@ -51,13 +51,13 @@ std::string Staleness(const schedules::ScheduleMetrics& m) {
   return forward == backward ? fmt::format("{}", forward) : fmt::format("{}/{}", forward, backward);
 }
 
-std::string TableRow(int rank, const PlanEntry& e) {
+std::string TableRow(int rank, const PlanEntry& e, size_t recompute_width) {
   const PlanConfig& c = e.config;
   const std::string dominant = e.memory.Dominant();
-  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<16} {:>4} {:<9} {:>13.3f} "
+  return fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>3}{} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<{}} {:>4} {:<9} {:>13.3f} "
                      "{:>11.2f} {:>8} {:>6.2f}% {:>5} {:>12}  {}\n",
                      rank, c.schedule, c.ranks, c.data_parallel, c.tensor_parallel, c.sequence_parallel ? "s" : " ",
-                     c.context_parallel, c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, RecomputeLabel(c), c.zero, sim::Name(c.partition),
+                     c.context_parallel, c.expert_parallel, c.microbatch_size, c.microbatches, c.chunks, RecomputeLabel(c), recompute_width, c.zero, sim::Name(c.partition),
                      e.metrics.step_time_ms, e.metrics.throughput_samples_per_s, Tflops(e.metrics.model_tflops_per_device),
                      100 * e.metrics.bubble_fraction, Staleness(e.metrics), FormatBytes(e.peak_bytes),
                      dominant.substr(0, dominant.find(' ') == std::string::npos ? dominant.size() : dominant.rfind(' ')) +
@@ -142,10 +142,6 @@ std::string DescribePlan(const PlanResult& r, int top) {
                      r.threads == 1 ? "" : "s");
   for (const std::string& note : r.notes) out += "note: " + note + "\n";
   out += fmt::format("top {} by throughput:\n", top);
-  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<16} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} {:>5} "
-                     "{:>12}  {}\n",
-                     "#", "schedule", "P", "D", "T", "C", "E", "b", "m", "v", "recompute", "zero", "partition", "step ms", "samples/s",
-                     "TFLOP/s", "bubble", "stale", "peak memory", "largest term");
   // One row per distinct run: schedules that make the same run on a layout (the same step to the
   // nanosecond and the same peak, as 1F1B and ZB-H1 on one pipeline rank) share a row.
   std::vector<const PlanEntry*> rows;
@@ -167,8 +163,15 @@ std::string DescribePlan(const PlanResult& r, int top) {
     rows.push_back(&e);
     same.emplace_back();
   }
+  // The recompute column as wide as its longest label (16 but for a selective set of many modules).
+  size_t width = 16;
+  for (const PlanEntry* e : rows) width = std::max(width, RecomputeLabel(e->config).size());
+  out += fmt::format("{:>3}  {:<12} {:>4} {:>4} {:>4} {:>3} {:>3} {:>4} {:>5} {:>2}  {:<{}} {:>4} {:<9} {:>13} {:>11} {:>8} {:>7} "
+                     "{:>5} {:>12}  {}\n",
+                     "#", "schedule", "P", "D", "T", "C", "E", "b", "m", "v", "recompute", width, "zero", "partition", "step ms",
+                     "samples/s", "TFLOP/s", "bubble", "stale", "peak memory", "largest term");
   for (size_t k = 0; k < rows.size(); ++k) {
-    std::string row = TableRow(static_cast<int>(k) + 1, *rows[k]);
+    std::string row = TableRow(static_cast<int>(k) + 1, *rows[k], width);
     if (!same[k].empty()) {
       row.pop_back();
       row += fmt::format("  (the same run: {})\n", fmt::join(same[k], ", "));

@@ -108,10 +108,11 @@ inline bool SomeLayoutTakes(const std::vector<int>& contexts, int gpus, int tp) 
 // core_attn, when it states none); Megatron-LM's fine-grained recompute for MoE models
 // (`--recompute-modules mla_up_proj layernorm moe_act`, its MoE guide), core_attn too with an
 // unfused attention, each of them only where the model has what it drops; and with MoE layers the
-// same with the whole MoE layer (moe) for its activation. Only sets that drop something the model
-// keeps (not core_attn with a fused attention kernel, which keeps no scores, nor layernorm in a
-// dense layer without MLA, whose LayerNorms are fused into the next GEMM), unless selective was
-// asked and none does: then the scenario's. Throws InputError for selective asked without a
+// same with the whole MoE layer (moe) for its activation. Each set less the modules that drop
+// nothing the model keeps (core_attn with a fused attention kernel, which keeps no scores;
+// layernorm in a dense layer without MLA, whose LayerNorms are fused into the next GEMM; a module
+// of a part the model lacks), and a set left empty not tried, unless selective was asked and every
+// one is: then the scenario's as stated. Throws InputError for selective asked without a
 // transformer.
 std::vector<RecomputeChoice> RecomputeChoices(const sim::Scenario& scenario, const std::vector<sim::Recompute>& asked);
 

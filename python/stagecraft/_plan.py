@@ -15,7 +15,7 @@ class PlanConfiguration(_Record):
     """One simulated configuration of the plan, as ``plan --json`` writes it: ``rank`` (its place,
     1 = best), ``fits``, ``pareto``, ``layout`` (the pipeline keys: schedule, ranks,
     data_parallel, tensor_parallel, context_parallel, expert_parallel, chunks, microbatches,
-    microbatch_size, recompute, zero, partition, ...), ``tflops_per_gpu``, ``peak_memory_bytes`` and its rank, ``memory_terms``, and
+    microbatch_size, recompute, recompute_modules with selective, zero, partition, ...), ``tflops_per_gpu``, ``peak_memory_bytes`` and its rank, ``memory_terms``, and
     ``metrics``: the :class:`RunResult` ``simulate`` gives for the same scenario."""
 
     rank: int

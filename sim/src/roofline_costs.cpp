@@ -191,10 +191,13 @@ RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
   RooflineFit fit;
   passes(FirstRankDevice(sc), fit.predicted_ns);
   double best = std::numeric_limits<double>::infinity();
+  const GemmModel stated = FirstRankDevice(sc).gemm;
   DeviceSpec trial = FirstRankDevice(sc);
   for (int g = 1; g <= 200; ++g) {
     for (int m = 1; m <= 200; ++m) {
       trial.gemm.max_efficiency = g / 100.0;
+      // One factor on every GEMM's rate: FP8 GEMMs' own efficiency (gemm.fp8) scaled alike.
+      trial.gemm.fp8_max_efficiency = stated.fp8_max_efficiency * trial.gemm.max_efficiency / stated.max_efficiency;
       trial.memory_efficiency = m / 100.0;
       double ns[3];
       passes(trial, ns);

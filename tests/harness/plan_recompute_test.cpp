@@ -75,6 +75,12 @@ TEST(PlanRecompute, TriesTheScenariosModulesAndMegatronsFineGrainedSets) {
   EXPECT_EQ(PlannedRecomputes(Moe(", attention: flash", ", recompute: selective, recompute_modules: [layernorm, moe_act]"),
                               Options()),
             (std::set<std::string>{"none", "full", "selective layernorm, moe_act", "selective layernorm, moe"}));
+  // A stated set less what drops nothing here (core_attn with the fused kernel; mlp where every
+  // layer is MoE): the fine-grained set again, tried once.
+  EXPECT_EQ(PlannedRecomputes(Moe(", attention: flash",
+                                  ", recompute: selective, recompute_modules: [core_attn, layernorm, moe_act, mlp]"),
+                              Options()),
+            (std::set<std::string>{"none", "full", "selective layernorm, moe_act", "selective layernorm, moe"}));
   // MLA: its up-projections too, and its LayerNorm before the downs.
   EXPECT_EQ(PlannedRecomputes(Moe(", attention: flash, bias: false, mla: {q_lora_rank: 128, kv_lora_rank: 64, rope_head_dim: 16}"),
                               Options()),
