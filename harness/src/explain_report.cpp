@@ -65,9 +65,9 @@ void DeviceJson(JsonOut& out, const Scenario& sc) {
   out.Key("tiles").StartArray();
   for (const auto& [m, n] : g.tiles) out.StartArray().Int(m).Int(n).EndArray();
   out.EndArray().Key("k_overhead").Number(g.k_overhead).Key("batched_efficiency").Number(g.batched_efficiency);
-  if (g.fp8_max_efficiency > 0) {
-    out.Key("fp8").StartObject().Key("max_efficiency").Number(g.fp8_max_efficiency);
-    out.Key("k_overhead").Number(g.fp8_k_overhead).EndObject();
+  if (g.blockwise_max_efficiency > 0) {
+    out.Key("fp8_blockwise").StartObject().Key("max_efficiency").Number(g.blockwise_max_efficiency);
+    out.Key("k_overhead").Number(g.blockwise_k_overhead).EndObject();
   }
   out.EndObject();
   out.Key("memory_kernels").StartObject();

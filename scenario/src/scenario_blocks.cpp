@@ -54,7 +54,7 @@ void ParsePeak(const Value& value, DeviceSpec* device) {
 }
 
 GemmModel ParseGemm(const Value& value) {
-  const Map m(value, {"max_efficiency", "sms", "tiles", "k_overhead", "batched_efficiency", "fp8"});
+  const Map m(value, {"max_efficiency", "sms", "tiles", "k_overhead", "batched_efficiency", "fp8_blockwise"});
   GemmModel gemm;
   gemm.max_efficiency = m.Get("max_efficiency").DoubleIn(kMinEfficiency, 1.0, "a fraction of peak");
   gemm.sms = static_cast<int>(m.Get("sms").Int(1, kMaxStreamingMultiprocessors));
@@ -67,10 +67,10 @@ GemmModel ParseGemm(const Value& value) {
   if (gemm.tiles.empty()) tiles.Fail("expected at least one tile [m, n]");
   if (const auto k = m.Find("k_overhead")) gemm.k_overhead = k->DoubleIn(0, kMaxGemmTile, "a number of k steps");
   if (const auto e = m.Find("batched_efficiency")) gemm.batched_efficiency = e->DoubleIn(kMinEfficiency, 1.0, "a fraction");
-  if (const auto fp8 = m.Find("fp8")) {  // {max_efficiency, k_overhead}: FP8 GEMMs' own
+  if (const auto fp8 = m.Find("fp8_blockwise")) {  // {max_efficiency, k_overhead}: block-scaled FP8 GEMMs' own
     const Map f(*fp8, {"max_efficiency", "k_overhead"});
-    gemm.fp8_max_efficiency = f.Get("max_efficiency").DoubleIn(kMinEfficiency, 1.0, "a fraction of the FP8 peak");
-    gemm.fp8_k_overhead = f.Get("k_overhead").DoubleIn(0, kMaxGemmTile, "a number of k steps");
+    gemm.blockwise_max_efficiency = f.Get("max_efficiency").DoubleIn(kMinEfficiency, 1.0, "a fraction of the FP8 peak");
+    gemm.blockwise_k_overhead = f.Get("k_overhead").DoubleIn(0, kMaxGemmTile, "a number of k steps");
   }
   return gemm;
 }

@@ -50,6 +50,7 @@ void ApplyFp8(const GptKernelShape& g, std::vector<Kernel>* kernels) {
       const double batch = static_cast<double>(k.batch), m = static_cast<double>(k.m), n = static_cast<double>(k.n);
       const double depth = static_cast<double>(k.k), d = static_cast<double>(g.dtype_bytes);
       k.fp8 = true;
+      k.fp8_blockwise = g.fp8_blockwise;
       k.bytes -= (m * depth + depth * n) * batch * (d - 1);
       if (k.pass != KernelPass::kW) {
         Kernel cast;

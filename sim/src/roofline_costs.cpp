@@ -25,10 +25,10 @@ namespace stagecraft::sim {
 double KernelTime::ns() const { return std::max(compute_ns, memory_ns) + link_ns + launch_ns; }
 
 double GemmComputeNs(const DeviceSpec& device, double peak_flops, int64_t m, int64_t n, int64_t k, int64_t batch,
-                     bool batched, bool fp8) {
+                     bool batched, bool blockwise_fp8) {
   const GemmModel& g = device.gemm;
-  const double efficiency = g.MaxEfficiency(fp8) * (batched ? g.batched_efficiency : 1.0);
-  const double k_overhead = g.KOverhead(fp8);
+  const double efficiency = g.MaxEfficiency(blockwise_fp8) * (batched ? g.batched_efficiency : 1.0);
+  const double k_overhead = g.KOverhead(blockwise_fp8);
   const double sm_rate = peak_flops * efficiency / g.sms;  // FLOP/s of one SM
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [tm, tn] : g.tiles) {
@@ -62,7 +62,7 @@ KernelTime TimeKernel(const Kernel& kernel, const DeviceSpec& device, int group,
     const double peak = kernel.fp8 ? device.peak_by_dtype[static_cast<int>(Dtype::kFp8)] : device.peak_flops;
     t.compute_ns =
         GemmComputeNs(device, peak, kernel.m, kernel.n, kernel.k, kernel.batch, kernel.kind == KernelClass::kBatchedGemm,
-                      kernel.fp8);
+                      kernel.fp8 && kernel.fp8_blockwise);
   }
   const double rate = kernel.kind == KernelClass::kMemory ? device.MemoryKernelRate(kernel.name) : 1.0;
   t.memory_ns = kernel.bytes / (device.memory_bandwidth * device.memory_efficiency * rate) * 1e9;
@@ -90,6 +90,7 @@ GptKernelShape KernelShapeOf(const Scenario& sc) {
   g.grad_bytes = sc.training.GradBytes();
   g.fp8 = sc.training.fp8;
   g.fp8_amax_pass = sc.training.fp8 && sc.training.fp8_scaling == Fp8Scaling::kCurrent;
+  g.fp8_blockwise = sc.training.fp8 && sc.training.fp8_scaling == Fp8Scaling::kBlockwise;
   g.fp8_dispatch = sc.training.fp8 && sc.training.fp8_dispatch;
   if (t.mla) {
     g.mla = true;
@@ -196,8 +197,8 @@ RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
   for (int g = 1; g <= 200; ++g) {
     for (int m = 1; m <= 200; ++m) {
       trial.gemm.max_efficiency = g / 100.0;
-      // One factor on every GEMM's rate: FP8 GEMMs' own efficiency (gemm.fp8) scaled alike.
-      trial.gemm.fp8_max_efficiency = stated.fp8_max_efficiency * trial.gemm.max_efficiency / stated.max_efficiency;
+      // One factor on every GEMM's rate: block-scaled FP8 GEMMs' own efficiency scaled alike.
+      trial.gemm.blockwise_max_efficiency = stated.blockwise_max_efficiency * trial.gemm.max_efficiency / stated.max_efficiency;
       trial.memory_efficiency = m / 100.0;
       double ns[3];
       passes(trial, ns);

@@ -30,15 +30,20 @@ struct GemmModel {
   // Batched GEMMs (attention's scores and context): the same model, each matrix its own tiles;
   // their smaller tiles and strided operands reach this fraction of max_efficiency.
   double batched_efficiency = 1;
-  // FP8 GEMMs' own max_efficiency and k_overhead (`gemm.fp8`; 0 and -1: the 16-bit ones), at the
-  // FP8 peak: a tile's fixed time is more k steps at twice the rate, and block-scaled kernels
-  // promote their partial sums every few steps.
-  double fp8_max_efficiency = 0;
-  double fp8_k_overhead = -1;
+  // Block-scaled FP8 GEMMs' own max_efficiency and k_overhead (`gemm.fp8_blockwise`, for
+  // training.fp8_scaling blockwise; 0 and -1: the 16-bit ones), at the FP8 peak: their kernels
+  // promote the partial sums every 128 k steps, and a tile's fixed time is more k steps at twice
+  // the rate. Per-tensor-scaled FP8 GEMMs take the 16-bit constants.
+  double blockwise_max_efficiency = 0;
+  double blockwise_k_overhead = -1;
 
   bool stated() const { return max_efficiency > 0; }
-  double MaxEfficiency(bool fp8) const { return fp8 && fp8_max_efficiency > 0 ? fp8_max_efficiency : max_efficiency; }
-  double KOverhead(bool fp8) const { return fp8 && fp8_k_overhead >= 0 ? fp8_k_overhead : k_overhead; }
+  double MaxEfficiency(bool blockwise_fp8) const {
+    return blockwise_fp8 && blockwise_max_efficiency > 0 ? blockwise_max_efficiency : max_efficiency;
+  }
+  double KOverhead(bool blockwise_fp8) const {
+    return blockwise_fp8 && blockwise_k_overhead >= 0 ? blockwise_k_overhead : k_overhead;
+  }
 };
 
 struct DeviceSpec {

@@ -63,6 +63,9 @@ struct Kernel {
   std::string beside;
   // training.fp8: a GEMM on the device's FP8 tensor cores (its two operands one byte an element).
   bool fp8 = false;
+  // With fp8, block-scaled (training.fp8_scaling blockwise): timed with the device's
+  // gemm.fp8_blockwise constants.
+  bool fp8_blockwise = false;
   // A collective over the context group (pipeline.context_parallel) rather than the tensor group.
   bool context_group = false;
 };
@@ -110,6 +113,8 @@ struct GptKernelShape {
   bool fp8 = false;
   // training.fp8_scaling current: each cast reads its input once more first, for its maximum.
   bool fp8_amax_pass = false;
+  // training.fp8_scaling blockwise: its FP8 GEMMs are block-scaled (Kernel::fp8_blockwise).
+  bool fp8_blockwise = false;
   // training.fp8_dispatch: the experts' FP8 inputs cast before the dispatch, on the device's tokens
   // (not on their routed copies after it): `expert.fc.cast` in F and `expert.fc2.dX.cast` (the
   // combine's gradient) in I; the permutation in F moves FP8 elements (kFp8ScaledElementBytes).

@@ -29,10 +29,10 @@ struct KernelTime {
   bool memory_bound() const { return memory_ns > compute_ns; }
 };
 
-// A GEMM's compute time on `device` at its peak `peak_flops` (ns); `fp8`: with the GEMM model's
-// FP8 constants (GemmModel::MaxEfficiency, KOverhead).
+// A GEMM's compute time on `device` at its peak `peak_flops` (ns); `blockwise_fp8`: a block-scaled
+// FP8 GEMM, with the GEMM model's constants for them (GemmModel::MaxEfficiency, KOverhead).
 double GemmComputeNs(const DeviceSpec& device, double peak_flops, int64_t m, int64_t n, int64_t k, int64_t batch,
-                     bool batched, bool fp8 = false);
+                     bool batched, bool blockwise_fp8 = false);
 
 // The time of `kernel` on `device` (peak_flops at the run's dtype); a collective over a tensor
 // group of `group` devices on `link_bytes_per_s` / `link_latency_ns` per ring step.
