@@ -8,6 +8,7 @@
 
 #include "plan_space.h"
 #include "stagecraft/base/error.h"
+#include "stagecraft/sim/recompute_drops.h"
 
 namespace stagecraft::harness {
 
@@ -51,21 +52,8 @@ std::vector<RecomputeChoice> RecomputeChoices(const sim::Scenario& scenario, con
                        "model.transformer");
     }
     const sim::TransformerSpec& t = *scenario.model.transformer;
-    const bool moe = t.moe.has_value(), mla = t.mla.has_value();
-    bool dense = false;
-    for (int l = 0; l < t.layers && !dense; ++l) dense = !t.IsMoeLayer(l);
-    // Whether a module drops anything this model keeps (sim's transformer_memory.cpp counts what).
-    const auto drops = [&](M m) {
-      switch (m) {
-        case M::kCoreAttn: return t.attention != sim::AttentionKernel::kFlash;
-        case M::kLayernorm: return moe || mla;
-        case M::kMlaUpProj: return mla;
-        case M::kMoeAct: case M::kMoe: return moe;
-        case M::kSharedExperts: return moe && t.moe->shared_experts > 0;
-        case M::kMlp: return dense;
-      }
-      return false;
-    };
+    const bool moe = t.moe.has_value();
+    const auto drops = [&](M m) { return sim::RecomputeDrops(t, m); };
     // A set less the modules that drop nothing here (a scenario's may name them, as core_attn with
     // a fused attention): sets that run alike are tried once, and what is written back loads.
     const auto effective = [&](const sim::RecomputeModules& set) {

@@ -190,15 +190,16 @@ RooflineFit FitRoofline(const Scenario& sc, const double measured_ns[3]) {
     }
   };
   RooflineFit fit;
-  passes(FirstRankDevice(sc), fit.predicted_ns);
+  const DeviceSpec stated = FirstRankDevice(sc);
+  passes(stated, fit.predicted_ns);
   double best = std::numeric_limits<double>::infinity();
-  const GemmModel stated = FirstRankDevice(sc).gemm;
-  DeviceSpec trial = FirstRankDevice(sc);
+  DeviceSpec trial = stated;
   for (int g = 1; g <= 200; ++g) {
     for (int m = 1; m <= 200; ++m) {
       trial.gemm.max_efficiency = g / 100.0;
       // One factor on every GEMM's rate: block-scaled FP8 GEMMs' own efficiency scaled alike.
-      trial.gemm.blockwise_max_efficiency = stated.blockwise_max_efficiency * trial.gemm.max_efficiency / stated.max_efficiency;
+      trial.gemm.blockwise_max_efficiency =
+          stated.gemm.blockwise_max_efficiency * trial.gemm.max_efficiency / stated.gemm.max_efficiency;
       trial.memory_efficiency = m / 100.0;
       double ns[3];
       passes(trial, ns);

@@ -4,6 +4,7 @@
 // the context group's key-value buffers.
 #include "analytical_costs.h"
 #include "cost_checks.h"
+#include "stagecraft/sim/recompute_drops.h"
 #include "stagecraft/sim/roofline.h"
 #include "transformer_memory.h"
 
@@ -157,3 +158,18 @@ void SetKeptBytes(const Scenario& sc, bool last, const StageLayers& layers, cons
 }
 
 }  // namespace stagecraft::sim::detail
+
+namespace stagecraft::sim {
+
+bool RecomputeDrops(const TransformerSpec& t, RecomputeModule module) {
+  if (module == RecomputeModule::kCoreAttn) return t.attention != AttentionKernel::kFlash;
+  const int moe_layers = t.MoeLayersIn(0, t.layers);
+  for (const bool moe_layer : {false, true}) {
+    if (moe_layer ? moe_layers == 0 : moe_layers == t.layers) continue;  // no layer of that kind
+    const detail::DroppedWidths d = detail::Dropped(t, RecomputeModules{module}, moe_layer);
+    if (d.unsplit > 0 || d.split > 0 || d.latent > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace stagecraft::sim
